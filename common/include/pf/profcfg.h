@@ -1,0 +1,149 @@
+/* pf/profcfg.h — the profiling config document (ARCHITECTURE.md "Profiling config"), parsed
+ * with libyaml and checked against one table of keys (STYLE.md rule 11): key path, type,
+ * default, range and doc. The same table drives parsing, validation, defaults, the
+ * effective-config output and docs/config.md (pf_profcfg_doc_markdown()).
+ *
+ * Both sides use it: the controller rejects a bad document at PUT /api/v1/configs/{name}
+ * with the key path, the agent validates a pushed document before applying it.
+ *
+ *   struct pf_profcfg *cfg;
+ *   struct pf_error err = {0};
+ *   if (pf_profcfg_parse(text, len, &cfg, &err) < 0)
+ *           // err.path = "profiling.sampling.frequency_hz",
+ *           // err.msg  = "profiling.sampling.frequency_hz: must be 1..1000, got 5000"
+ *
+ * Every key has a default, so "" and "profiling: {}" are valid documents. An unknown key is
+ * an error naming its path; so is a wrong type, an out-of-range value, a bad enum value or a
+ * duplicate key. Lists are capped (see PF_PROFCFG_MAX_*). Documents over 1 MiB are refused.
+ *
+ * A parsed config is an immutable value: apply by parsing the new one completely and swapping
+ * pointers, so the old one stays on failure. */
+#ifndef PF_PROFCFG_H
+#define PF_PROFCFG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pf/buf.h"
+#include "pf/error.h"
+
+#define PF_PROFCFG_MAX_DOC ((size_t)1 << 20)
+#define PF_PROFCFG_MAX_FILTERS 64
+#define PF_PROFCFG_MAX_EXPORTERS 16
+#define PF_PROFCFG_MAX_TARGETS 64
+#define PF_PROFCFG_MAX_HEADERS 32
+#define PF_PROFCFG_MAX_ATTRS 32
+#define PF_PROFCFG_MAX_LABELS 64
+
+enum pf_prof_mode { PF_MODE_CONTINUOUS, PF_MODE_TRIGGERED };
+enum pf_match { PF_MATCH_STRICT, PF_MATCH_REGEXP };
+enum pf_exporter_type { PF_EXPORTER_OTLP_HTTP, PF_EXPORTER_PYROSCOPE, PF_EXPORTER_FILE };
+enum pf_compression { PF_COMPRESSION_GZIP, PF_COMPRESSION_NONE };
+enum pf_pprof_type {
+	PF_PPROF_CPU,
+	PF_PPROF_HEAP,
+	PF_PPROF_ALLOCS,
+	PF_PPROF_GOROUTINE,
+	PF_PPROF_MUTEX,
+	PF_PPROF_BLOCK,
+	PF_PPROF_THREADCREATE,
+};
+
+struct pf_kv_str {
+	char *key;
+	char *value;
+};
+
+/* filters.include / filters.exclude entries. key is one of service.name,
+ * process.executable.name, process.pid, container.id, k8s.namespace.name, k8s.pod.name;
+ * a regexp value must compile (POSIX ERE). */
+struct pf_filter {
+	char *key;
+	enum pf_match match;
+	char *value;
+};
+
+struct pf_exporter {
+	enum pf_exporter_type type;
+	char *endpoint;       /* otlp_http, pyroscope: http:// or https:// URL */
+	size_t n_headers;     /* otlp_http, pyroscope */
+	struct pf_kv_str *headers;
+	enum pf_compression compression;
+	uint32_t timeout_seconds; /* 1..300, default 10 */
+	char *path;           /* file: directory */
+	uint64_t max_bytes;   /* file: directory size bound, default 256 MiB */
+};
+
+struct pf_pprof_target {
+	char *url;
+	enum pf_pprof_type type;
+	uint32_t interval_seconds; /* 0 = only on trigger/capture; default 60 */
+	size_t n_attributes;
+	struct pf_kv_str *attributes;
+};
+
+struct pf_profcfg {
+	bool enabled;             /* profiling.enabled, default true */
+	enum pf_prof_mode mode;   /* default continuous */
+	uint32_t frequency_hz;    /* sampling.frequency_hz 1..1000, default 99 */
+	uint32_t duration_seconds; /* sampling.duration_seconds 1..3600, default 10 */
+
+	size_t n_include, n_exclude;
+	struct pf_filter *include, *exclude;
+
+	struct {
+		bool enabled;                /* default false */
+		uint32_t threshold_ms;       /* 1..3600000, default 500 */
+		uint32_t max_per_minute;     /* 1..600, default 6 */
+	} slow_span;
+	struct {
+		bool enabled;                /* default false */
+		uint32_t threshold_percent;  /* 1..100 (per CPU in use), default 80 */
+		uint32_t sustain_seconds;    /* 1..3600, default 10 */
+		uint32_t duration_seconds;   /* 1..3600, default 30 */
+		uint32_t frequency_hz;       /* 1..1000, default 199 */
+		uint32_t cooldown_seconds;   /* 0..86400, default 300 */
+	} high_cpu;
+	struct {
+		bool enabled;                  /* default true */
+		uint32_t max_duration_seconds; /* 1..3600, default 300 */
+	} on_demand;
+
+	size_t n_targets;
+	struct pf_pprof_target *targets;
+
+	size_t n_exporters;
+	struct pf_exporter *exporters;
+
+	struct {
+		double max_cpu_percent;          /* 0.01..100, default 1.0 */
+		uint32_t max_memory_mb;          /* 8..65536, default 64 */
+		uint32_t max_profiles_per_minute; /* 1..10000, default 60 */
+		uint64_t queue_bytes;            /* 65536..4 GiB, default 64 MiB */
+	} limits;
+
+	/* labels: operator labels (top-level `labels:` map, agent-local configs), reported as
+	 * AgentDescription attributes. */
+	size_t n_labels;
+	struct pf_kv_str *labels;
+};
+
+/* Parses and validates a whole document. 0 and *out, or -EINVAL with err filled (path of
+ * the first bad key), -E2BIG for a document over PF_PROFCFG_MAX_DOC, -ENOMEM. */
+int pf_profcfg_parse(const char *text, size_t len, struct pf_profcfg **out, struct pf_error *err);
+/* A config with every default. */
+struct pf_profcfg *pf_profcfg_new_default(void);
+void pf_profcfg_free(struct pf_profcfg *cfg);
+/* The effective config as YAML (every key, defaults filled in), appended to out.
+ * Parsing this output gives an equal config. */
+int pf_profcfg_emit_yaml(const struct pf_profcfg *cfg, struct pf_buf *out);
+bool pf_profcfg_equal(const struct pf_profcfg *a, const struct pf_profcfg *b);
+/* The key table as a Markdown reference (docs/config.md is generated from it). */
+int pf_profcfg_doc_markdown(struct pf_buf *out);
+
+const char *pf_prof_mode_name(enum pf_prof_mode m);
+const char *pf_exporter_type_name(enum pf_exporter_type t);
+const char *pf_pprof_type_name(enum pf_pprof_type t);
+
+#endif
