@@ -11,7 +11,13 @@
  * cached per connection.
  *
  * All functions return 0 or a negative errno (-ENOENT not found, -EIO for SQLite failures,
- * with the SQLite message in err when given). */
+ * with the SQLite message in err when given; -ENOMEM when SQLite or malloc ran out of memory;
+ * -EINVAL for bad arguments). Functions without an err argument log nothing; the message of
+ * their last failure is available from pf_store_last_error().
+ *
+ * Iterators (the _foreach/_versions calls) hand out rows valid only during the callback. A
+ * callback may call other store functions, including writes, but not the same iterator again
+ * (that returns -EBUSY). See docs/internals/store.md for the schema and migrations. */
 #ifndef PF_STORE_H
 #define PF_STORE_H
 
@@ -25,27 +31,37 @@ struct pf_store;
 
 enum pf_store_sync { PF_STORE_SYNC_FULL, PF_STORE_SYNC_NORMAL };
 
-/* Opens (creating if needed) the database file and migrates it to the latest schema. */
+/* Opens (creating if needed) the database file and migrates it to the latest schema.
+ * NULL with errno set and err filled on failure: EIO for a file that is not a (sane) SQLite
+ * database or any SQLite error, ENOTSUP for a database whose schema version is newer than
+ * this build knows (it is left untouched). ":memory:" works (no WAL) for quick tests. */
 struct pf_store *pf_store_open(const char *path, enum pf_store_sync sync, struct pf_error *err);
+/* Closes the connection (the last one checkpoints the WAL). NULL is allowed. */
 void pf_store_close(struct pf_store *st);
 /* Schema version after migrations (for tests and /readyz). */
 int pf_store_schema_version(struct pf_store *st);
+/* The newest schema version this build knows. */
+int pf_store_schema_latest(void);
+/* "store: <what>: <sqlite message>" of the last failure on this connection, "" if none yet.
+ * Not cleared by later successes. */
+const char *pf_store_last_error(const struct pf_store *st);
 
 /* ---- API tokens: only SHA-256 hashes are stored. role: "admin", "operator", "viewer" or
  * "agent". */
+/* -EEXIST when the hash is already stored. */
 int pf_store_token_add(struct pf_store *st, const uint8_t hash[32], const char *role,
 		       const char *name, int64_t created_ms);
-/* 0 and role copied (NUL-terminated) when the hash is known, -ENOENT otherwise. */
-int pf_store_token_lookup(struct pf_store *st, const uint8_t hash[32], char *role,
-			  size_t role_len);
+/* 0 and role copied (NUL-terminated) when the hash is known, -ENOENT otherwise, -ENOSPC when
+ * role_len is too small. */
+int pf_store_token_lookup(struct pf_store *st, const uint8_t hash[32], char *role, size_t role_len);
 int pf_store_token_count(struct pf_store *st, int64_t *count);
 
 /* ---- Config documents with immutable versions. */
 struct pf_config_version {
 	char name[128];
-	int64_t version; /* 1, 2, ... per name */
+	int64_t version;  /* 1, 2, ... per name */
 	uint8_t hash[32]; /* SHA-256 of body */
-	char *body;       /* NUL-terminated, heap */
+	char *body;	  /* NUL-terminated, heap */
 	size_t body_len;
 	int64_t created_ms;
 };
@@ -53,7 +69,10 @@ void pf_config_version_release(struct pf_config_version *cv);
 
 /* Adds a version unless the latest version of `name` already has this hash, in which case
  * nothing is written and the existing version is returned with *created = false. Durable
- * (committed) when it returns 0. */
+ * (committed) when it returns 0. The new version is max + 1, chosen inside the same
+ * BEGIN IMMEDIATE transaction as the insert, so concurrent writers never collide. Existing
+ * versions are never modified. name must be 1..127 bytes (-EINVAL otherwise); version and
+ * created may be NULL. */
 int pf_store_config_put(struct pf_store *st, const char *name, const char *body, size_t len,
 			const uint8_t hash[32], int64_t now_ms, int64_t *version, bool *created);
 /* version 0 = latest. -ENOENT when the name or version does not exist. */
@@ -63,7 +82,8 @@ int pf_store_config_get(struct pf_store *st, const char *name, int64_t version,
  * -ENOENT when the name has no version. A non-zero return from cb stops and is returned. */
 int pf_store_config_versions(struct pf_store *st, const char *name,
 			     int (*cb)(const struct pf_config_version *cv, void *ud), void *ud);
-/* Calls cb with the latest version (body loaded) of every config name, in name order. */
+/* Calls cb with the latest version (body loaded, valid only during the call: do not release
+ * it) of every config name, in name order. 0 when there is none. */
 int pf_store_config_foreach_latest(struct pf_store *st,
 				   int (*cb)(const struct pf_config_version *cv, void *ud),
 				   void *ud);
@@ -77,7 +97,8 @@ struct pf_assignment {
 	int64_t priority;
 	int64_t updated_ms;
 };
-int pf_store_assignment_put(struct pf_store *st, const struct pf_assignment *a); /* upsert */
+/* Upsert by name. The strings must be NUL-terminated within their arrays (-EINVAL). */
+int pf_store_assignment_put(struct pf_store *st, const struct pf_assignment *a);
 int pf_store_assignment_get(struct pf_store *st, const char *name, struct pf_assignment *out);
 int pf_store_assignment_delete(struct pf_store *st, const char *name); /* -ENOENT */
 int pf_store_assignment_foreach(struct pf_store *st,
@@ -88,31 +109,47 @@ struct pf_agent_row {
 	uint8_t uid[16];
 	const char *attributes_json; /* {"k":"v",...} identifying + non-identifying */
 	uint64_t capabilities;
-	const char *health_json;     /* health tree as JSON, may be NULL */
+	const char *health_json;      /* health tree as JSON, may be NULL */
 	const char *effective_config; /* body, may be NULL */
 	uint8_t effective_hash[32];
 	bool has_effective_hash;
-	const char *config_name;     /* assigned config, may be NULL */
+	const char *config_name; /* assigned config, may be NULL */
 	int64_t config_version;
-	uint8_t remote_hash[32];     /* last_remote_config_hash reported */
+	uint8_t remote_hash[32]; /* last_remote_config_hash reported */
 	bool has_remote_hash;
-	int remote_status;           /* enum pf_remote_config_status */
+	int remote_status; /* enum pf_remote_config_status */
 	const char *remote_error;
 	bool connected;
 	int64_t first_seen_ms;
 	int64_t last_seen_ms;
 };
-/* Upserts all rows in one BEGIN IMMEDIATE transaction. */
+/* Upserts all rows in one BEGIN IMMEDIATE transaction (all or nothing). An existing row keeps
+ * its stored first_seen_ms; every other column is replaced. A NULL attributes_json is stored
+ * as "{}". */
 int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows, size_t n);
 /* Calls cb for every stored agent (strings valid only during the call). */
 int pf_store_agents_foreach(struct pf_store *st,
 			    int (*cb)(const struct pf_agent_row *row, void *ud), void *ud);
 /* At controller start: nothing is connected yet. */
 int pf_store_agents_mark_all_disconnected(struct pf_store *st);
-int pf_store_agent_delete(struct pf_store *st, const uint8_t uid[16]);
+int pf_store_agent_delete(struct pf_store *st, const uint8_t uid[16]); /* -ENOENT */
 
-/* ---- Audit log of every mutation. */
+/* ---- Audit log of every mutation. actor and action are required; target NULL is stored as
+ * "", detail may be NULL. */
 int pf_store_audit(struct pf_store *st, int64_t ts_ms, const char *actor, const char *action,
 		   const char *target, const char *detail);
+
+struct pf_audit_entry {
+	int64_t id; /* increasing */
+	int64_t ts_ms;
+	const char *actor;
+	const char *action;
+	const char *target;
+	const char *detail; /* may be NULL */
+};
+/* Calls cb for audit entries newest first: those with id < before_id (0 = from the newest),
+ * at most limit of them (0 = no limit). Pass the last id seen as before_id to page on. */
+int pf_store_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
+			   int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud);
 
 #endif

@@ -1,0 +1,316 @@
+/* config.c — see config.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yaml.h>
+
+#include "pf/log.h"
+
+#ifndef PF_VERSION
+#define PF_VERSION "0.0.0"
+#endif
+
+#define DEFAULT_MAX_MESSAGE ((size_t)16 << 20)
+
+static int set_str(char **dst, const char *v)
+{
+	char *c = strdup(v);
+	if (!c)
+		return -ENOMEM;
+	free(*dst);
+	*dst = c;
+	return 0;
+}
+
+void pf_controller_config_defaults(struct pf_controller_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	set_str(&c->listen_host, "127.0.0.1");
+	c->port = 4320;
+	set_str(&c->data_dir, "./profleet-data");
+	c->max_message_bytes = DEFAULT_MAX_MESSAGE;
+	c->heartbeat_interval_s = 30;
+	c->max_agents = 50000;
+	c->log_level = PF_LOG_INFO;
+}
+
+void pf_controller_config_release(struct pf_controller_config *c)
+{
+	free(c->listen_host);
+	free(c->data_dir);
+	free(c->tls_cert);
+	free(c->tls_key);
+	free(c->client_ca);
+	memset(c, 0, sizeof(*c));
+}
+
+int pf_parse_listen(const char *s, char **host, int *port, struct pf_error *err)
+{
+	const char *colon;
+	char h[256];
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+		if (!rb || rb[1] != ':')
+			return pf_error_set(err, -EINVAL, "listen", "expected [v6addr]:port, got '%s'",
+					    s);
+		size_t n = (size_t)(rb - s - 1);
+		if (n >= sizeof(h))
+			return pf_error_set(err, -EINVAL, "listen", "address too long");
+		memcpy(h, s + 1, n);
+		h[n] = 0;
+		colon = rb + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon)
+			return pf_error_set(err, -EINVAL, "listen", "expected HOST:PORT, got '%s'", s);
+		size_t n = (size_t)(colon - s);
+		if (n >= sizeof(h))
+			return pf_error_set(err, -EINVAL, "listen", "address too long");
+		memcpy(h, s, n);
+		h[n] = 0;
+	}
+	char *end;
+	errno = 0;
+	long p = strtol(colon + 1, &end, 10);
+	if (errno || *end || colon[1] == 0 || p < 0 || p > 65535)
+		return pf_error_set(err, -EINVAL, "listen", "port must be 0..65535, got '%s'",
+				    colon + 1);
+	if (set_str(host, h[0] ? h : "0.0.0.0") < 0)
+		return -ENOMEM;
+	*port = (int)p;
+	return 0;
+}
+
+static int parse_u64(const char *path, const char *v, uint64_t min, uint64_t max, uint64_t *out,
+		     struct pf_error *err)
+{
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(v, &end, 10);
+	if (errno || *end || !*v || v[0] == '-' || x < min || x > max)
+		return pf_error_set(err, -EINVAL, path, "must be %llu..%llu, got '%s'",
+				    (unsigned long long)min, (unsigned long long)max, v);
+	*out = x;
+	return 0;
+}
+
+static int apply_key(struct pf_controller_config *c, const char *path, const char *v,
+		     struct pf_error *err)
+{
+	uint64_t x;
+	int r;
+	if (!strcmp(path, "listen"))
+		return pf_parse_listen(v, &c->listen_host, &c->port, err);
+	if (!strcmp(path, "data_dir"))
+		return set_str(&c->data_dir, v);
+	if (!strcmp(path, "log_level")) {
+		r = pf_log_parse_level(v);
+		if (r < 0)
+			return pf_error_set(err, -EINVAL, path,
+					    "must be one of error, warn, info, debug, got '%s'", v);
+		c->log_level = r;
+		return 0;
+	}
+	if (!strcmp(path, "tls.cert"))
+		return set_str(&c->tls_cert, v);
+	if (!strcmp(path, "tls.key"))
+		return set_str(&c->tls_key, v);
+	if (!strcmp(path, "tls.client_ca"))
+		return set_str(&c->client_ca, v);
+	if (!strcmp(path, "opamp.max_message_bytes")) {
+		r = parse_u64(path, v, 4096, (uint64_t)256 << 20, &x, err);
+		if (r == 0)
+			c->max_message_bytes = (size_t)x;
+		return r;
+	}
+	if (!strcmp(path, "opamp.heartbeat_interval_seconds")) {
+		r = parse_u64(path, v, 1, 3600, &x, err);
+		if (r == 0)
+			c->heartbeat_interval_s = (uint32_t)x;
+		return r;
+	}
+	if (!strcmp(path, "opamp.max_agents")) {
+		r = parse_u64(path, v, 1, 1000000, &x, err);
+		if (r == 0)
+			c->max_agents = (uint32_t)x;
+		return r;
+	}
+	return pf_error_set(err, -EINVAL, path, "unknown key");
+}
+
+int pf_controller_config_load(struct pf_controller_config *c, const char *path,
+			      struct pf_error *err)
+{
+	FILE *fp = fopen(path, "rb");
+	if (!fp)
+		return pf_error_set(err, -errno, NULL, "cannot open config '%s': %s", path,
+				    strerror(errno));
+	yaml_parser_t p;
+	yaml_event_t ev;
+	yaml_parser_initialize(&p);
+	yaml_parser_set_input_file(&p, fp);
+	char section[64] = "";
+	char key[64] = "";
+	int depth = 0; /* mapping depth */
+	bool want_value = false;
+	int r = 0;
+	for (;;) {
+		if (!yaml_parser_parse(&p, &ev)) {
+			r = pf_error_set(err, -EINVAL, NULL, "%s: YAML error at line %zu: %s", path,
+					 p.problem_mark.line + 1, p.problem ? p.problem : "?");
+			break;
+		}
+		yaml_event_type_t t = ev.type;
+		if (t == YAML_STREAM_END_EVENT) {
+			yaml_event_delete(&ev);
+			break;
+		}
+		if (t == YAML_MAPPING_START_EVENT) {
+			if (depth == 1 && want_value) {
+				snprintf(section, sizeof(section), "%s", key);
+				want_value = false;
+			} else if (depth >= 1) {
+				r = pf_error_set(err, -EINVAL, key, "unexpected nested mapping");
+			}
+			depth++;
+		} else if (t == YAML_MAPPING_END_EVENT) {
+			depth--;
+			if (depth == 1)
+				section[0] = 0;
+		} else if (t == YAML_SEQUENCE_START_EVENT || t == YAML_ALIAS_EVENT) {
+			r = pf_error_set(err, -EINVAL, key[0] ? key : NULL,
+					 "lists and aliases are not accepted here");
+		} else if (t == YAML_SCALAR_EVENT) {
+			const char *v = (const char *)ev.data.scalar.value;
+			if (!want_value) {
+				snprintf(key, sizeof(key), "%s", v);
+				want_value = true;
+			} else {
+				char full[160];
+				if (section[0])
+					snprintf(full, sizeof(full), "%s.%s", section, key);
+				else
+					snprintf(full, sizeof(full), "%s", key);
+				r = apply_key(c, full, v, err);
+				want_value = false;
+			}
+		}
+		yaml_event_delete(&ev);
+		if (r < 0)
+			break;
+		/* After a section's mapping start, the next scalar is a key. */
+		if (t == YAML_MAPPING_START_EVENT || t == YAML_MAPPING_END_EVENT)
+			want_value = false;
+	}
+	yaml_parser_delete(&p);
+	fclose(fp);
+	return r;
+}
+
+static void usage(FILE *to)
+{
+	fprintf(to,
+		"usage: profleet-controller [--config FILE] [--listen HOST:PORT] [--data-dir DIR]\n"
+		"                           [--tls-cert F --tls-key F [--client-ca F]]\n"
+		"                           [--max-message-bytes N] [--heartbeat-seconds N]\n"
+		"                           [--max-agents N] [--log-level error|warn|info|debug]\n"
+		"\n"
+		"Serves OpAMP (/v1/opamp), the REST API (/api/v1), /metrics, /healthz and /readyz\n"
+		"on one address (default 127.0.0.1:4320). On first start in an empty data dir it\n"
+		"writes an admin token and an agent enrollment token to DIR/admin.token and\n"
+		"DIR/agent.token (mode 0600).\n");
+}
+
+int pf_controller_config_args(struct pf_controller_config *c, int argc, char **argv,
+			      struct pf_error *err)
+{
+	enum { O_LISTEN = 256, O_DATA, O_CERT, O_KEY, O_CA, O_MAXMSG, O_HB, O_MAXAG, O_LOG,
+	       O_CONFIG, O_VERSION, O_HELP };
+	static const struct option opts[] = {
+		{"config", required_argument, 0, O_CONFIG},
+		{"listen", required_argument, 0, O_LISTEN},
+		{"data-dir", required_argument, 0, O_DATA},
+		{"tls-cert", required_argument, 0, O_CERT},
+		{"tls-key", required_argument, 0, O_KEY},
+		{"client-ca", required_argument, 0, O_CA},
+		{"max-message-bytes", required_argument, 0, O_MAXMSG},
+		{"heartbeat-seconds", required_argument, 0, O_HB},
+		{"max-agents", required_argument, 0, O_MAXAG},
+		{"log-level", required_argument, 0, O_LOG},
+		{"version", no_argument, 0, O_VERSION},
+		{"help", no_argument, 0, O_HELP},
+		{0, 0, 0, 0},
+	};
+	/* The config file first, so flags override it whatever their order. */
+	for (int i = 1; i < argc; i++) {
+		const char *file = NULL;
+		if (!strcmp(argv[i], "--config") && i + 1 < argc)
+			file = argv[i + 1];
+		else if (!strncmp(argv[i], "--config=", 9))
+			file = argv[i] + 9;
+		if (file) {
+			int r = pf_controller_config_load(c, file, err);
+			if (r < 0)
+				return r;
+		}
+	}
+	optind = 1;
+	int o, r = 0;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (o) {
+		case O_CONFIG:
+			break;
+		case O_LISTEN:
+			r = pf_parse_listen(optarg, &c->listen_host, &c->port, err);
+			break;
+		case O_DATA:
+			r = set_str(&c->data_dir, optarg);
+			break;
+		case O_CERT:
+			r = set_str(&c->tls_cert, optarg);
+			break;
+		case O_KEY:
+			r = set_str(&c->tls_key, optarg);
+			break;
+		case O_CA:
+			r = set_str(&c->client_ca, optarg);
+			break;
+		case O_MAXMSG:
+			r = apply_key(c, "opamp.max_message_bytes", optarg, err);
+			break;
+		case O_HB:
+			r = apply_key(c, "opamp.heartbeat_interval_seconds", optarg, err);
+			break;
+		case O_MAXAG:
+			r = apply_key(c, "opamp.max_agents", optarg, err);
+			break;
+		case O_LOG:
+			r = apply_key(c, "log_level", optarg, err);
+			break;
+		case O_VERSION:
+			printf("profleet-controller %s\n", PF_VERSION);
+			return 1;
+		case O_HELP:
+			usage(stdout);
+			return 1;
+		default:
+			usage(stderr);
+			return pf_error_set(err, -EINVAL, NULL, "bad command line");
+		}
+		if (r < 0)
+			return r;
+	}
+	if (optind < argc)
+		return pf_error_set(err, -EINVAL, NULL, "unexpected argument '%s'", argv[optind]);
+	if (!!c->tls_cert != !!c->tls_key)
+		return pf_error_set(err, -EINVAL, "tls", "--tls-cert and --tls-key go together");
+	if (c->client_ca && !c->tls_cert)
+		return pf_error_set(err, -EINVAL, "tls.client_ca", "needs --tls-cert/--tls-key");
+	return 0;
+}

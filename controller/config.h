@@ -1,0 +1,39 @@
+/* config.h — the controller's own settings: defaults, an optional YAML file (--config) and
+ * command-line flags, in that order of precedence (flags win). Owns no state beyond the
+ * struct; strings are heap copies freed by pf_controller_config_release().
+ *
+ * File keys (all optional):
+ *   listen: "127.0.0.1:4320"        data_dir: ./profleet-data     log_level: info
+ *   tls: {cert: F, key: F, client_ca: F}
+ *   opamp: {max_message_bytes: 16777216, heartbeat_interval_seconds: 30, max_agents: 50000}
+ * Unknown keys and bad values are errors that name the key. */
+#ifndef PF_CONTROLLER_CONFIG_H
+#define PF_CONTROLLER_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pf/error.h"
+
+struct pf_controller_config {
+	char *listen_host;
+	int port;
+	char *data_dir;
+	char *tls_cert, *tls_key, *client_ca;
+	size_t max_message_bytes;
+	uint32_t heartbeat_interval_s;
+	uint32_t max_agents;
+	int log_level;
+};
+
+void pf_controller_config_defaults(struct pf_controller_config *c);
+void pf_controller_config_release(struct pf_controller_config *c);
+/* Parses "host:port", "[v6]:port" or ":port". */
+int pf_parse_listen(const char *s, char **host, int *port, struct pf_error *err);
+int pf_controller_config_load(struct pf_controller_config *c, const char *path,
+			      struct pf_error *err);
+/* Parses argv; returns 0, 1 when --help/--version was printed, or -EINVAL (err says why). */
+int pf_controller_config_args(struct pf_controller_config *c, int argc, char **argv,
+			      struct pf_error *err);
+
+#endif

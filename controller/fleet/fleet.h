@@ -1,0 +1,166 @@
+/* fleet.h — the controller's in-memory view of the fleet: every agent ever seen (by
+ * instance_uid), the latest version of every config document, and the assignments that map
+ * configs onto agents through label selectors.
+ *
+ * All OpAMP per-message work happens here, in memory, on the event-loop thread: nothing in
+ * this module touches the disk. Changes are marked dirty and drained in batches by the
+ * persistence writer (fleet/persist.h), so a heartbeat never waits on a disk write.
+ *
+ * Config resolution: an agent's desired config is that of the highest-priority assignment
+ * whose selector matches its attributes (ties: assignment name order); when none matches, the
+ * config named "default" when it exists; else none. When a config version or an assignment
+ * changes, pf_fleet_reconcile() recomputes every agent and calls the push hook for each
+ * connected agent whose desired config hash changed, so the transport can send the new
+ * AgentRemoteConfig at once.
+ *
+ * Not thread-safe: one thread (the lws loop) owns the fleet. */
+#ifndef PF_FLEET_H
+#define PF_FLEET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pf/buf.h"
+#include "pf/error.h"
+
+struct pf_selector;
+
+/* The latest version of one named config. Stable address for the fleet's lifetime. */
+struct pf_cfg_slot {
+	char name[128];
+	int64_t version;
+	uint8_t hash[32];
+	char *body;
+	size_t body_len;
+	int64_t created_ms;
+};
+
+enum pf_agent_transport { PF_TRANSPORT_NONE, PF_TRANSPORT_WS, PF_TRANSPORT_HTTP };
+
+/* One agent. Owned by the fleet; transports keep a pointer while connected. */
+struct pf_agent {
+	uint8_t uid[16];
+	uint64_t capabilities;
+	uint64_t last_seq;
+	int64_t first_seen_ms;
+	int64_t last_seen_ms;
+
+	/* Attributes, packed "k\0v\0k\0v\0": identifying first, then non-identifying. */
+	char *attrs;
+	uint32_t attrs_len;
+	uint16_t n_attrs;
+
+	uint8_t transport;    /* enum pf_agent_transport while connected */
+	uint8_t remote_status; /* enum pf_remote_config_status as reported */
+	bool connected : 1;
+	bool seq_valid : 1;
+	bool has_description : 1;
+	bool has_health : 1;
+	bool healthy : 1;     /* root ComponentHealth.healthy */
+	bool has_reported_hash : 1;
+	bool dirty : 1;       /* needs a full row write */
+	bool dirty_seen : 1;  /* only last_seen changed */
+
+	char *health_json;    /* the health tree as compact JSON, NULL when none */
+	char *remote_error;
+	uint8_t reported_hash[32]; /* last_remote_config_hash */
+
+	struct pf_eff_config *effective; /* interned by hash, shared between agents */
+	struct pf_cfg_slot *desired;     /* NULL: no config applies */
+
+	void *conn; /* transport connection while connected over WebSocket */
+	uint32_t dirty_next; /* intrusive dirty list (index + 1, 0 = end) */
+};
+
+/* An effective config body shared by all agents that report the same hash. */
+struct pf_eff_config {
+	uint8_t hash[32];
+	uint32_t refs;
+	size_t len;
+	char body[];
+};
+
+struct pf_fleet_options {
+	uint32_t heartbeat_interval_s; /* offered to agents; stale after 3 missed */
+};
+
+enum pf_config_state { PF_CFG_UNSET, PF_CFG_APPLYING, PF_CFG_APPLIED, PF_CFG_FAILED };
+
+struct pf_fleet_summary {
+	uint64_t agents, connected, healthy, stale;
+	uint64_t by_state[4]; /* enum pf_config_state */
+};
+
+struct pf_fleet;
+
+struct pf_fleet *pf_fleet_new(const struct pf_fleet_options *opt);
+void pf_fleet_free(struct pf_fleet *f);
+
+/* Push hook: called by pf_fleet_reconcile() for each connected agent whose desired config
+ * changed. */
+typedef void (*pf_fleet_push_fn)(struct pf_agent *a, void *ud);
+void pf_fleet_set_push_hook(struct pf_fleet *f, pf_fleet_push_fn fn, void *ud);
+
+/* ---- agents */
+struct pf_agent *pf_fleet_find(struct pf_fleet *f, const uint8_t uid[16]);
+/* Finds or creates; a new agent starts disconnected with first_seen = now_ms. NULL on ENOMEM. */
+struct pf_agent *pf_fleet_get_or_add(struct pf_fleet *f, const uint8_t uid[16], int64_t now_ms);
+size_t pf_fleet_count(const struct pf_fleet *f);
+/* Iteration in no particular order: for (i = 0; (a = pf_fleet_at(f, &i)); ) ... */
+struct pf_agent *pf_fleet_next(struct pf_fleet *f, size_t *iter);
+
+/* Replaces the attributes (from an AgentDescription) and re-resolves the desired config. */
+int pf_agent_set_attributes(struct pf_fleet *f, struct pf_agent *a, const char *const *keys,
+			    const char *const *values, size_t n);
+const char *pf_agent_attr(const struct pf_agent *a, const char *key);
+int pf_agent_set_health(struct pf_fleet *f, struct pf_agent *a, bool healthy, const char *json);
+int pf_agent_set_effective(struct pf_fleet *f, struct pf_agent *a, const char *body, size_t len);
+int pf_agent_set_remote_status(struct pf_fleet *f, struct pf_agent *a, const uint8_t *hash,
+			       size_t hash_len, int status, const char *error);
+void pf_agent_set_connected(struct pf_fleet *f, struct pf_agent *a, enum pf_agent_transport t,
+			    void *conn, int64_t now_ms);
+void pf_agent_set_disconnected(struct pf_fleet *f, struct pf_agent *a);
+void pf_agent_touch(struct pf_fleet *f, struct pf_agent *a, int64_t now_ms);
+void pf_agent_mark_dirty(struct pf_fleet *f, struct pf_agent *a);
+
+/* True when the agent should be (re)sent its desired config: it accepts remote config, one
+ * applies, and the hash it last reported differs (OpAMP spec: the server MUST include
+ * remote_config whenever the agent's last_remote_config_hash differs). */
+bool pf_agent_needs_config(const struct pf_agent *a);
+enum pf_config_state pf_agent_config_state(const struct pf_agent *a);
+bool pf_agent_is_stale(const struct pf_fleet *f, const struct pf_agent *a, int64_t now_ms);
+bool pf_agent_is_healthy(const struct pf_fleet *f, const struct pf_agent *a, int64_t now_ms);
+const char *pf_config_state_name(enum pf_config_state s);
+
+void pf_fleet_summary(struct pf_fleet *f, int64_t now_ms, struct pf_fleet_summary *out);
+uint32_t pf_fleet_heartbeat_s(const struct pf_fleet *f);
+
+/* ---- configs and assignments (mirrors of the store, kept current by the API) */
+/* Sets the latest version of a config; creates the slot on first use. */
+int pf_fleet_config_set(struct pf_fleet *f, const char *name, int64_t version,
+			const uint8_t hash[32], const char *body, size_t len, int64_t created_ms);
+struct pf_cfg_slot *pf_fleet_config_find(struct pf_fleet *f, const char *name);
+/* Upserts an assignment; the selector must compile (err says why not). */
+int pf_fleet_assignment_set(struct pf_fleet *f, const char *name, const char *selector,
+			    const char *config, int64_t priority, struct pf_error *err);
+int pf_fleet_assignment_remove(struct pf_fleet *f, const char *name); /* -ENOENT */
+/* Recomputes every agent's desired config; pushes to connected agents whose config
+ * changed. Returns how many agents were pushed to. */
+size_t pf_fleet_reconcile(struct pf_fleet *f);
+/* Recomputes one agent (after its attributes changed); true when the desired config changed. */
+bool pf_fleet_resolve_agent(struct pf_fleet *f, struct pf_agent *a);
+
+/* ---- dirty agents for the persistence writer: calls cb for each dirty agent and clears
+ * the flags; `full` false means only last_seen changed. Returns the number drained. */
+size_t pf_fleet_drain_dirty(struct pf_fleet *f, size_t max,
+			    void (*cb)(struct pf_agent *a, bool full, void *ud), void *ud);
+
+/* ---- JSON views for the API (jansson objects, caller owns the reference) */
+struct json_t;
+struct json_t *pf_agent_to_json(const struct pf_fleet *f, const struct pf_agent *a,
+				int64_t now_ms, bool with_effective_config);
+/* Attributes as a JSON object text {"k":"v",...} (for the store), appended to out. */
+int pf_agent_attrs_json(const struct pf_agent *a, struct pf_buf *out);
+
+#endif

@@ -1,0 +1,241 @@
+/* persist.c — see persist.h. */
+#include "persist.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleet.h"
+#include "pf/buf.h"
+#include "pf/log.h"
+#include "store.h"
+
+#define MAX_QUEUED_ROWS 200000
+
+struct row {
+	struct pf_agent_row r;
+	char *attrs, *health, *eff, *cfg_name, *err;
+};
+
+struct batch {
+	struct batch *next;
+	size_t n;
+	struct row rows[];
+};
+
+struct pf_persist {
+	struct pf_store *st;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv, done_cv;
+	struct batch *head, *tail;
+	bool stop;
+	bool busy;
+	size_t queued_rows;
+	struct pf_persist_stats stats;
+};
+
+static void row_release(struct row *w)
+{
+	free(w->attrs);
+	free(w->health);
+	free(w->eff);
+	free(w->cfg_name);
+	free(w->err);
+}
+
+static void batch_free(struct batch *b)
+{
+	for (size_t i = 0; i < b->n; i++)
+		row_release(&b->rows[i]);
+	free(b);
+}
+
+static void *writer_main(void *arg)
+{
+	struct pf_persist *p = arg;
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		while (!p->head && !p->stop)
+			pthread_cond_wait(&p->cv, &p->mu);
+		if (!p->head && p->stop)
+			break;
+		struct batch *b = p->head;
+		p->head = b->next;
+		if (!p->head)
+			p->tail = NULL;
+		p->busy = true;
+		pthread_mutex_unlock(&p->mu);
+
+		struct pf_agent_row *rows = malloc(b->n * sizeof(*rows));
+		int r = -ENOMEM;
+		if (rows) {
+			for (size_t i = 0; i < b->n; i++)
+				rows[i] = b->rows[i].r;
+			r = pf_store_agents_upsert(p->st, rows, b->n);
+			free(rows);
+		}
+		if (r < 0)
+			pf_log_error("store: writing %zu agent rows failed: %s", b->n, strerror(-r));
+
+		pthread_mutex_lock(&p->mu);
+		p->queued_rows -= b->n;
+		if (r < 0) {
+			p->stats.errors++;
+		} else {
+			p->stats.rows_written += b->n;
+			p->stats.batches++;
+		}
+		p->busy = false;
+		pthread_cond_broadcast(&p->done_cv);
+		pthread_mutex_unlock(&p->mu);
+		batch_free(b);
+		pthread_mutex_lock(&p->mu);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+struct pf_persist *pf_persist_start(const char *db_path, struct pf_error *err)
+{
+	struct pf_persist *p = calloc(1, sizeof(*p));
+	if (!p) {
+		pf_error_set(err, -ENOMEM, NULL, "out of memory");
+		return NULL;
+	}
+	p->st = pf_store_open(db_path, PF_STORE_SYNC_NORMAL, err);
+	if (!p->st) {
+		free(p);
+		return NULL;
+	}
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	pthread_cond_init(&p->done_cv, NULL);
+	if (pthread_create(&p->thread, NULL, writer_main, p) != 0) {
+		pf_error_set(err, -EAGAIN, NULL, "cannot start the store writer thread");
+		pf_store_close(p->st);
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+struct fill_ctx {
+	struct batch *b;
+	struct pf_fleet *f;
+};
+
+static void fill_row(struct pf_agent *a, bool full, void *ud)
+{
+	struct fill_ctx *c = ud;
+	struct row *w = &c->b->rows[c->b->n++];
+	struct pf_buf attrs;
+	(void)full; /* rows are upserts of the whole record either way */
+	memset(w, 0, sizeof(*w));
+	pf_buf_init(&attrs, 1 << 20);
+	if (pf_agent_attrs_json(a, &attrs) == 0)
+		w->attrs = (char *)pf_buf_detach(&attrs, NULL);
+	pf_buf_release(&attrs);
+	w->health = dup_or_null(a->health_json);
+	w->eff = a->effective ? strndup(a->effective->body, a->effective->len) : NULL;
+	w->cfg_name = a->desired ? strdup(a->desired->name) : NULL;
+	w->err = dup_or_null(a->remote_error);
+
+	struct pf_agent_row *r = &w->r;
+	memcpy(r->uid, a->uid, 16);
+	r->attributes_json = w->attrs ? w->attrs : "{}";
+	r->capabilities = a->capabilities;
+	r->health_json = w->health;
+	r->effective_config = w->eff;
+	if (a->effective) {
+		memcpy(r->effective_hash, a->effective->hash, 32);
+		r->has_effective_hash = true;
+	}
+	r->config_name = w->cfg_name;
+	r->config_version = a->desired ? a->desired->version : 0;
+	if (a->has_reported_hash) {
+		memcpy(r->remote_hash, a->reported_hash, 32);
+		r->has_remote_hash = true;
+	}
+	r->remote_status = a->remote_status;
+	r->remote_error = w->err;
+	r->connected = a->connected;
+	r->first_seen_ms = a->first_seen_ms;
+	r->last_seen_ms = a->last_seen_ms;
+}
+
+size_t pf_persist_flush(struct pf_persist *p, struct pf_fleet *f, size_t max_rows)
+{
+	pthread_mutex_lock(&p->mu);
+	size_t room = p->queued_rows < MAX_QUEUED_ROWS ? MAX_QUEUED_ROWS - p->queued_rows : 0;
+	pthread_mutex_unlock(&p->mu);
+	if (max_rows > room)
+		max_rows = room;
+	if (!max_rows)
+		return 0;
+	struct batch *b = malloc(sizeof(*b) + max_rows * sizeof(struct row));
+	if (!b)
+		return 0;
+	b->next = NULL;
+	b->n = 0;
+	struct fill_ctx c = {.b = b, .f = f};
+	pf_fleet_drain_dirty(f, max_rows, fill_row, &c);
+	if (!b->n) {
+		free(b);
+		return 0;
+	}
+	size_t n = b->n;
+	pthread_mutex_lock(&p->mu);
+	if (p->tail)
+		p->tail->next = b;
+	else
+		p->head = b;
+	p->tail = b;
+	p->queued_rows += n;
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	return n;
+}
+
+void pf_persist_stats(struct pf_persist *p, struct pf_persist_stats *out)
+{
+	pthread_mutex_lock(&p->mu);
+	*out = p->stats;
+	out->queued_rows = p->queued_rows;
+	pthread_mutex_unlock(&p->mu);
+}
+
+void pf_persist_sync(struct pf_persist *p)
+{
+	pthread_mutex_lock(&p->mu);
+	while (p->head || p->busy)
+		pthread_cond_wait(&p->done_cv, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+}
+
+void pf_persist_stop(struct pf_persist *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stop = true;
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	pthread_join(p->thread, NULL);
+	while (p->head) {
+		struct batch *b = p->head;
+		p->head = b->next;
+		batch_free(b);
+	}
+	pf_store_close(p->st);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
+	pthread_cond_destroy(&p->done_cv);
+	free(p);
+}

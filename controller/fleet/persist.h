@@ -1,0 +1,37 @@
+/* persist.h — the agent-row writer. The event loop drains dirty agents from the fleet into
+ * self-contained row copies (pf_persist_flush) and hands them to a writer thread that owns
+ * its own store connection and commits each batch in one transaction. The loop never waits
+ * on SQLite; the queue is bounded (rows beyond the bound stay dirty in the fleet and go in a
+ * later batch).
+ *
+ * Durability: agent rows are soft state that agents re-report on reconnect; they are written
+ * within a second or so. Configs and assignments do not come through here: the API commits
+ * them synchronously before it answers. */
+#ifndef PF_PERSIST_H
+#define PF_PERSIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pf/error.h"
+
+struct pf_fleet;
+struct pf_persist;
+
+struct pf_persist_stats {
+	uint64_t rows_written;
+	uint64_t batches;
+	uint64_t errors;
+	uint64_t queued_rows;
+};
+
+struct pf_persist *pf_persist_start(const char *db_path, struct pf_error *err);
+/* Copies up to max_rows dirty agents into a batch for the writer. Returns rows queued. */
+size_t pf_persist_flush(struct pf_persist *p, struct pf_fleet *f, size_t max_rows);
+void pf_persist_stats(struct pf_persist *p, struct pf_persist_stats *out);
+/* Blocks until everything queued so far is committed (shutdown, tests). */
+void pf_persist_sync(struct pf_persist *p);
+/* Writes what is queued, stops the thread, closes the connection. */
+void pf_persist_stop(struct pf_persist *p);
+
+#endif

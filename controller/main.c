@@ -1,0 +1,141 @@
+/* main.c — profleet-controller: wires the store, fleet, persistence writer, API and server
+ * together. Everything of substance lives in controller_core. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "bootstrap.h"
+#include "config.h"
+#include "fleet/fleet.h"
+#include "fleet/persist.h"
+#include "metrics.h"
+#include "pf/log.h"
+#include "server.h"
+#include "store.h"
+
+static struct pf_server *g_server;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	if (g_server)
+		pf_server_stop(g_server);
+}
+
+int main(int argc, char **argv)
+{
+	struct pf_controller_config cfg;
+	struct pf_error err = {0};
+	int rc = 1;
+
+	pf_log_set_ident("controller");
+	pf_controller_config_defaults(&cfg);
+	int r = pf_controller_config_args(&cfg, argc, argv, &err);
+	if (r == 1) {
+		pf_controller_config_release(&cfg);
+		return 0;
+	}
+	if (r < 0) {
+		fprintf(stderr, "profleet-controller: %s\n", err.msg);
+		pf_controller_config_release(&cfg);
+		return 2;
+	}
+	pf_log_set_level((enum pf_log_level)cfg.log_level);
+
+	struct pf_store *store = NULL;
+	struct pf_fleet *fleet = NULL;
+	struct pf_persist *persist = NULL;
+	struct pf_metrics metrics;
+	struct pf_api api;
+	memset(&metrics, 0, sizeof(metrics));
+	memset(&api, 0, sizeof(api));
+
+	umask(077); /* the data dir holds secrets and the fleet database */
+	pf_raise_nofile_limit();
+
+	char dbpath[4096];
+	if (pf_bootstrap_data_dir(cfg.data_dir, dbpath, sizeof(dbpath), &err) < 0) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
+	store = pf_store_open(dbpath, PF_STORE_SYNC_FULL, &err);
+	if (!store) {
+		pf_log_error("cannot open the fleet store %s: %s", dbpath, err.msg);
+		goto out;
+	}
+	if (pf_bootstrap_tokens(store, cfg.data_dir, &err) < 0) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
+	struct pf_fleet_options fo = {.heartbeat_interval_s = cfg.heartbeat_interval_s};
+	fleet = pf_fleet_new(&fo);
+	if (!fleet) {
+		pf_log_error("out of memory");
+		goto out;
+	}
+	if (pf_bootstrap_load_fleet(store, fleet, &err) < 0) {
+		pf_log_error("loading the fleet store: %s", err.msg);
+		goto out;
+	}
+	persist = pf_persist_start(dbpath, &err);
+	if (!persist) {
+		pf_log_error("cannot start the store writer: %s", err.msg);
+		goto out;
+	}
+	api.fleet = fleet;
+	api.store = store;
+	api.metrics = &metrics;
+
+	struct pf_server_options so = {
+		.port = cfg.port,
+		.tls_cert = cfg.tls_cert,
+		.tls_key = cfg.tls_key,
+		.client_ca = cfg.client_ca,
+		.max_message_bytes = cfg.max_message_bytes,
+		.max_agents = cfg.max_agents,
+	};
+	snprintf(so.listen_host, sizeof(so.listen_host), "%s", cfg.listen_host);
+	g_server = pf_server_new(&so, fleet, store, persist, &metrics, &api, &err);
+	if (!g_server) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	const char *scheme = cfg.tls_cert ? "https" : "http";
+	bool v6 = strchr(cfg.listen_host, ':') != NULL;
+	pf_log_info("listening on %s://%s%s%s:%d (OpAMP at /v1/opamp, API at /api/v1)", scheme,
+		    v6 ? "[" : "", cfg.listen_host, v6 ? "]" : "", pf_server_port(g_server));
+	pf_server_run(g_server);
+	pf_log_info("shutting down");
+	rc = 0;
+out:
+	if (g_server) {
+		pf_server_free(g_server);
+		g_server = NULL;
+	}
+	if (persist) {
+		/* Write every agent row still dirty before leaving. */
+		while (pf_persist_flush(persist, fleet, 50000) > 0)
+			;
+		pf_persist_sync(persist);
+		pf_persist_stop(persist);
+	}
+	pf_fleet_free(fleet);
+	pf_store_close(store);
+	pf_controller_config_release(&cfg);
+	return rc;
+}

@@ -1,0 +1,88 @@
+/* metrics.c — see metrics.h. */
+#include "metrics.h"
+
+#include <errno.h>
+
+#include "fleet/fleet.h"
+
+void pf_metrics_api_request(struct pf_metrics *m, int status)
+{
+	for (int i = 0; i < PF_METRICS_STATUS_SLOTS; i++) {
+		if (m->api_status_code[i] == status) {
+			m->api_status_count[i]++;
+			return;
+		}
+		if (m->api_status_code[i] == 0) {
+			m->api_status_code[i] = status;
+			m->api_status_count[i] = 1;
+			return;
+		}
+	}
+}
+
+static int counter(struct pf_buf *out, const char *name, const char *help, uint64_t v)
+{
+	return pf_buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name,
+			     name, (unsigned long long)v);
+}
+
+static int gauge(struct pf_buf *out, const char *name, const char *help, uint64_t v)
+{
+	return pf_buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %llu\n", name, help, name,
+			     name, (unsigned long long)v);
+}
+
+int pf_metrics_render(const struct pf_metrics *m, struct pf_fleet *fleet, int64_t now_ms,
+		      struct pf_buf *out)
+{
+	struct pf_fleet_summary s;
+	pf_fleet_summary(fleet, now_ms, &s);
+	int r = 0;
+	r |= gauge(out, "profleet_agents", "Agents known to the controller.", s.agents);
+	r |= gauge(out, "profleet_agents_connected", "Agents connected now.", s.connected);
+	r |= gauge(out, "profleet_agents_healthy", "Connected agents reporting healthy.",
+		   s.healthy);
+	r |= gauge(out, "profleet_agents_stale", "Connected agents that missed 3 heartbeats.",
+		   s.stale);
+	r |= pf_buf_printf(out, "# HELP profleet_agents_config_status Agents by remote config "
+				"status.\n# TYPE profleet_agents_config_status gauge\n");
+	for (int i = 0; i < 4; i++)
+		r |= pf_buf_printf(out, "profleet_agents_config_status{status=\"%s\"} %llu\n",
+				   pf_config_state_name((enum pf_config_state)i),
+				   (unsigned long long)s.by_state[i]);
+	r |= counter(out, "profleet_opamp_messages_received_total",
+		     "AgentToServer messages received.", m->opamp_messages_in);
+	r |= counter(out, "profleet_opamp_messages_sent_total", "ServerToAgent messages sent.",
+		     m->opamp_messages_out);
+	r |= counter(out, "profleet_opamp_bad_messages_total",
+		     "Undecodable or malformed OpAMP messages (answered BAD_REQUEST).",
+		     m->opamp_bad_messages);
+	r |= counter(out, "profleet_opamp_oversize_rejected_total",
+		     "OpAMP messages over the inbound size limit.", m->opamp_oversize_rejected);
+	r |= counter(out, "profleet_opamp_duplicate_uids_total",
+		     "Connections that claimed an instance_uid already connected.",
+		     m->opamp_duplicate_uids);
+	r |= counter(out, "profleet_opamp_connections_total", "OpAMP WebSocket connections accepted.",
+		     m->opamp_connections_total);
+	r |= counter(out, "profleet_opamp_connections_rejected_auth_total",
+		     "OpAMP requests rejected for a missing or wrong agent token.",
+		     m->opamp_connections_rejected_auth);
+	r |= counter(out, "profleet_opamp_connections_rejected_overload_total",
+		     "OpAMP requests answered 503 because the controller is at capacity.",
+		     m->opamp_connections_rejected_overload);
+	r |= counter(out, "profleet_config_pushes_total",
+		     "Remote configs sent to agents (on connect or on change).", m->config_pushes);
+	r |= counter(out, "profleet_store_agent_rows_written_total",
+		     "Agent rows written to the fleet store.", m->persist_rows_written);
+	r |= counter(out, "profleet_store_batches_total", "Agent row batches committed.",
+		     m->persist_batches);
+	r |= counter(out, "profleet_store_errors_total", "Failed agent row batches.",
+		     m->persist_errors);
+	r |= pf_buf_printf(out, "# HELP profleet_api_requests_total REST API requests by HTTP "
+				"status.\n# TYPE profleet_api_requests_total counter\n");
+	for (int i = 0; i < PF_METRICS_STATUS_SLOTS && m->api_status_code[i]; i++)
+		r |= pf_buf_printf(out, "profleet_api_requests_total{code=\"%d\"} %llu\n",
+				   m->api_status_code[i],
+				   (unsigned long long)m->api_status_count[i]);
+	return r ? -ENOMEM : 0;
+}

@@ -1,0 +1,38 @@
+/* metrics.h — the controller's self-metrics, rendered as Prometheus text at /metrics.
+ * Plain counters owned by the event-loop thread (no atomics needed: one thread writes and
+ * reads them). */
+#ifndef PF_CONTROLLER_METRICS_H
+#define PF_CONTROLLER_METRICS_H
+
+#include <stdint.h>
+
+#include "pf/buf.h"
+
+struct pf_fleet;
+
+#define PF_METRICS_STATUS_SLOTS 16
+
+struct pf_metrics {
+	uint64_t opamp_messages_in;
+	uint64_t opamp_messages_out;
+	uint64_t opamp_bad_messages;
+	uint64_t opamp_oversize_rejected;
+	uint64_t opamp_duplicate_uids;
+	uint64_t opamp_connections_total;
+	uint64_t opamp_connections_rejected_auth;
+	uint64_t opamp_connections_rejected_overload;
+	uint64_t config_pushes;
+	uint64_t persist_rows_written;
+	uint64_t persist_batches;
+	uint64_t persist_errors;
+	/* API requests by HTTP status */
+	int api_status_code[PF_METRICS_STATUS_SLOTS];
+	uint64_t api_status_count[PF_METRICS_STATUS_SLOTS];
+};
+
+void pf_metrics_api_request(struct pf_metrics *m, int status);
+/* Appends the Prometheus text exposition (version 0.0.4) of m and the fleet gauges. */
+int pf_metrics_render(const struct pf_metrics *m, struct pf_fleet *fleet, int64_t now_ms,
+		      struct pf_buf *out);
+
+#endif

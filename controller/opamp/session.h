@@ -1,0 +1,64 @@
+/* session.h — the server side of one OpAMP conversation, as plain functions over decoded
+ * messages (no lws here, so every rule is unit-testable). Both transports use it: the
+ * WebSocket transport keeps one struct pf_opamp_session per connection, the plain-HTTP
+ * transport one per request (the agent record carries what must outlive a request).
+ *
+ * Rules implemented (OPAMP-CONFORMANCE.md numbers):
+ *  4  a message that does not decode gets an error_response BAD_REQUEST; the connection stays;
+ *  11 every AgentToServer gets a ServerToAgent (an ack carries only instance_uid + caps);
+ *  12 server capabilities are set in every reply (first reply MUST, later MAY);
+ *  14 instance_uid echoed; 15 nothing else set beside error_response;
+ *  17 a sequence_num gap, or a first message on a connection that leaves out state we
+ *     don't have, sets ReportFullState;
+ *  20/21 a uid already connected elsewhere is given a new_instance_uid;
+ *  25 heartbeat_interval_seconds offered (connection settings) to agents that accept it;
+ *  26 remote_config only to agents with AcceptsRemoteConfig;
+ *  29 remote_config included whenever last_remote_config_hash differs, config_hash always set.
+ */
+#ifndef PF_OPAMP_SESSION_H
+#define PF_OPAMP_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pf/buf.h"
+
+struct pf_fleet;
+struct pf_agent;
+struct pf_metrics;
+
+struct pf_opamp_ctx {
+	struct pf_fleet *fleet;
+	struct pf_metrics *metrics;
+	size_t max_message_bytes; /* decoded-size cap for one AgentToServer */
+};
+
+struct pf_opamp_session {
+	struct pf_agent *agent;    /* bound by the first valid message */
+	void *conn;                /* transport handle, NULL for plain HTTP */
+	uint8_t claimed_uid[16];   /* the uid the peer used before we assigned a new one */
+	bool claimed;
+	bool replied;              /* a reply was already sent on this connection */
+	bool http;                 /* plain-HTTP transport */
+};
+
+/* Outcome of one message, for the transport. */
+struct pf_opamp_result {
+	bool bad_request;  /* answered with BAD_REQUEST */
+	bool disconnect;   /* the agent said agent_disconnect */
+};
+
+/* Handles one AgentToServer (protobuf bytes, without WS framing). Appends the encoded
+ * ServerToAgent to out (always: even undecodable input gets a reply). Returns 0, or -ENOMEM
+ * / -E2BIG when no reply could be encoded. */
+int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s,
+			    const uint8_t *data, size_t len, int64_t now_ms, struct pf_buf *out,
+			    struct pf_opamp_result *res);
+/* The server-initiated message for a config change: instance_uid + capabilities +
+ * remote_config. Appends to out. */
+int pf_opamp_build_push(struct pf_opamp_ctx *ctx, struct pf_agent *a, struct pf_buf *out);
+/* The transport closed: unbinds and marks the agent disconnected. */
+void pf_opamp_session_closed(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s);
+
+#endif

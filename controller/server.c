@@ -1,0 +1,798 @@
+/* server.c — see server.h. */
+#include "server.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+
+#include <libwebsockets.h>
+
+#include "api/api.h"
+#include "fleet/fleet.h"
+#include "fleet/persist.h"
+#include "metrics.h"
+#include "opamp/session.h"
+#include "opamp_codec.h"
+#include "pf/gzip.h"
+#include "pf/log.h"
+
+#define OPAMP_PATH "/v1/opamp"
+#define PERSIST_INTERVAL_US (500 * LWS_US_PER_MS)
+#define PERSIST_MAX_ROWS 20000
+#define HTTP_CHUNK 65536
+#define RETRY_AFTER_OVERLOAD_S "30"
+
+struct outmsg {
+	struct outmsg *next;
+	uint8_t *data; /* LWS_PRE headroom, then the frame */
+	size_t len;    /* bytes after the headroom */
+};
+
+struct ws_conn {
+	struct pf_opamp_session sess;
+	struct lws *wsi;
+	struct outmsg *out_head, *out_tail;
+	struct pf_buf rx;
+	bool rx_text;
+};
+
+struct http_req {
+	char method[8];
+	char path[512];
+	char args_store[2048];
+	size_t n_args;
+	const char *args[PF_API_MAX_ARGS];
+	char auth[1024];
+	bool has_auth;
+	bool body_gzip, accept_gzip;
+	bool is_opamp;
+	bool dispatched;
+	bool too_large;
+	size_t limit;
+	struct pf_buf body;
+	/* response */
+	int status;
+	const char *ctype;
+	char hname[2][32];
+	char hval[2][160];
+	uint8_t *resp; /* LWS_PRE headroom + body */
+	size_t resp_len, resp_off;
+	bool headers_sent;
+	bool close_after;
+};
+
+struct pss {
+	struct http_req *req;
+	struct ws_conn *ws;
+};
+
+struct pf_server {
+	struct pf_server_options opt;
+	struct lws_context *ctx;
+	struct lws_vhost *vh;
+	struct pf_fleet *fleet;
+	struct pf_store *store;
+	struct pf_persist *persist;
+	struct pf_metrics *metrics;
+	struct pf_api *api;
+	struct pf_opamp_ctx opamp;
+	lws_sorted_usec_list_t sul_persist;
+	volatile sig_atomic_t stop;
+	size_t n_ws;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct pf_server *server_of(struct lws *wsi)
+{
+	return lws_context_user(lws_get_context(wsi));
+}
+
+/* ------------------------------------------------------------------ output */
+
+/* A pf_buf whose first LWS_PRE bytes are headroom for lws. */
+static int framebuf_init(struct pf_buf *b, size_t max, bool ws_header)
+{
+	static const uint8_t pre[LWS_PRE];
+	pf_buf_init(b, max + LWS_PRE + 16);
+	int r = pf_buf_append(b, pre, LWS_PRE);
+	if (r == 0 && ws_header)
+		r = pf_opamp_ws_frame_header(b);
+	return r;
+}
+
+static int ws_enqueue(struct ws_conn *c, struct pf_buf *frame)
+{
+	struct outmsg *m = malloc(sizeof(*m));
+	if (!m) {
+		pf_buf_release(frame);
+		return -ENOMEM;
+	}
+	size_t len;
+	m->data = pf_buf_detach(frame, &len);
+	m->len = len - LWS_PRE;
+	m->next = NULL;
+	if (c->out_tail)
+		c->out_tail->next = m;
+	else
+		c->out_head = m;
+	c->out_tail = m;
+	lws_callback_on_writable(c->wsi);
+	return 0;
+}
+
+static void ws_conn_free(struct ws_conn *c)
+{
+	while (c->out_head) {
+		struct outmsg *m = c->out_head;
+		c->out_head = m->next;
+		free(m->data);
+		free(m);
+	}
+	pf_buf_release(&c->rx);
+	free(c);
+}
+
+static void push_hook(struct pf_agent *a, void *ud)
+{
+	struct pf_server *s = ud;
+	struct ws_conn *c = a->conn;
+	if (!c || a->transport != PF_TRANSPORT_WS)
+		return; /* plain-HTTP agents get it on their next poll */
+	struct pf_buf frame;
+	if (framebuf_init(&frame, s->opt.max_message_bytes, true) < 0 ||
+	    pf_opamp_build_push(&s->opamp, a, &frame) < 0) {
+		pf_buf_release(&frame);
+		return;
+	}
+	ws_enqueue(c, &frame);
+}
+
+/* ------------------------------------------------------------------ HTTP */
+
+static void req_free(struct http_req *r)
+{
+	if (!r)
+		return;
+	pf_buf_release(&r->body);
+	free(r->resp);
+	free(r);
+}
+
+static void req_set_response(struct http_req *r, int status, const char *ctype,
+			     const uint8_t *body, size_t len)
+{
+	r->status = status;
+	r->ctype = ctype;
+	free(r->resp);
+	r->resp = malloc(LWS_PRE + len + 1);
+	r->resp_len = r->resp ? len : 0;
+	r->resp_off = 0;
+	if (r->resp && len)
+		memcpy(r->resp + LWS_PRE, body, len);
+	if (!r->resp)
+		r->status = 500;
+}
+
+static void req_set_header(struct http_req *r, const char *name, const char *value)
+{
+	for (int i = 0; i < 2; i++) {
+		if (!r->hname[i][0]) {
+			snprintf(r->hname[i], sizeof(r->hname[i]), "%s", name);
+			snprintf(r->hval[i], sizeof(r->hval[i]), "%s", value);
+			return;
+		}
+	}
+}
+
+static void req_error(struct http_req *r, int status, const char *code, const char *msg)
+{
+	struct pf_api_response resp;
+	pf_api_response_init(&resp);
+	pf_api_error(&resp, status, code, "%s", msg);
+	req_set_response(r, status, "application/json", resp.body.data, resp.body.len);
+	pf_api_response_release(&resp);
+}
+
+/* Writes a whole small response at once: only for rejecting an upgrade, where lws expects
+ * the headers to have been sent by the time the callback returns. */
+static int write_now(struct lws *wsi, int status, const char *extra_name, const char *extra_val,
+		     const char *msg)
+{
+	uint8_t buf[LWS_PRE + 1024];
+	uint8_t *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf) - 1;
+	char body[256];
+	int n = snprintf(body, sizeof(body), "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n",
+			 status == 401 ? "unauthenticated"
+			 : status == 503 ? "unavailable"
+					 : "rejected",
+			 msg);
+	if (n < 0)
+		return -1;
+	if (lws_add_http_common_headers(wsi, (unsigned int)status, "application/json",
+					(lws_filepos_t)n, &p, end))
+		return -1;
+	if (extra_name && lws_add_http_header_by_name(wsi, (const unsigned char *)extra_name,
+						      (const unsigned char *)extra_val,
+						      (int)strlen(extra_val), &p, end))
+		return -1;
+	if (lws_add_http_header_by_name(wsi, (const unsigned char *)"connection:",
+					(const unsigned char *)"close", 5, &p, end))
+		return -1;
+	if (lws_finalize_http_header(wsi, &p, end))
+		return -1;
+	if ((size_t)(end - p) < (size_t)n)
+		return -1;
+	memcpy(p, body, (size_t)n);
+	p += n;
+	if (lws_write(wsi, start, (size_t)(p - start), LWS_WRITE_HTTP_FINAL) < 0)
+		return -1;
+	return 0;
+}
+
+static const char *method_of(struct lws *wsi)
+{
+	if (lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI))
+		return "GET";
+	if (lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI))
+		return "POST";
+	if (lws_hdr_total_length(wsi, WSI_TOKEN_PUT_URI))
+		return "PUT";
+	if (lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI))
+		return "DELETE";
+	if (lws_hdr_total_length(wsi, WSI_TOKEN_PATCH_URI))
+		return "PATCH";
+	if (lws_hdr_total_length(wsi, WSI_TOKEN_OPTIONS_URI))
+		return "OPTIONS";
+	if (lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI))
+		return "HEAD";
+	return "OTHER";
+}
+
+static bool header_has(struct lws *wsi, enum lws_token_indexes t, const char *needle)
+{
+	char v[256];
+	if (lws_hdr_copy(wsi, v, sizeof(v), t) <= 0)
+		return false;
+	return strcasestr(v, needle) != NULL;
+}
+
+static bool agent_token_ok(struct pf_server *s, const char *auth)
+{
+	char role[16];
+	const char *r = pf_api_token_role(s->store, auth, role, sizeof(role));
+	return r && strcmp(r, "agent") == 0;
+}
+
+static void dispatch_opamp_http(struct pf_server *s, struct http_req *r)
+{
+	if (strcmp(r->method, "POST") != 0) {
+		req_error(r, 405, "method_not_allowed",
+			  "OpAMP over plain HTTP takes POST; WebSocket clients send an Upgrade");
+		req_set_header(r, "allow:", "POST");
+		return;
+	}
+	if (!agent_token_ok(s, r->has_auth ? r->auth : NULL)) {
+		s->metrics->opamp_connections_rejected_auth++;
+		req_error(r, 401, "unauthenticated", "agent token missing or rejected");
+		req_set_header(r, "www-authenticate:", "Bearer realm=\"profleet\"");
+		return;
+	}
+	if (r->too_large) {
+		s->metrics->opamp_oversize_rejected++;
+		req_error(r, 413, "too_large", "OpAMP message over the inbound size limit");
+		r->close_after = true;
+		return;
+	}
+	const uint8_t *data = r->body.data;
+	size_t len = r->body.len;
+	struct pf_buf plain;
+	pf_buf_init(&plain, s->opt.max_message_bytes);
+	if (r->body_gzip) {
+		int z = pf_gzip_decompress(r->body.data, r->body.len, s->opt.max_message_bytes,
+					   &plain);
+		if (z == -E2BIG) {
+			s->metrics->opamp_oversize_rejected++;
+			req_error(r, 413, "too_large",
+				  "OpAMP message over the inbound size limit after decompression");
+			pf_buf_release(&plain);
+			return;
+		}
+		if (z < 0) {
+			req_error(r, 400, "malformed", "body is not valid gzip");
+			pf_buf_release(&plain);
+			return;
+		}
+		data = plain.data;
+		len = plain.len;
+	}
+	struct pf_opamp_session sess = {.http = true};
+	struct pf_opamp_result res;
+	struct pf_buf out;
+	pf_buf_init(&out, s->opt.max_message_bytes);
+	int e = pf_opamp_session_handle(&s->opamp, &sess, data ? data : (const uint8_t *)"", len,
+					now_ms(), &out, &res);
+	pf_buf_release(&plain);
+	if (e < 0) {
+		req_error(r, 500, "internal", "could not encode the reply");
+		pf_buf_release(&out);
+		return;
+	}
+	if (r->accept_gzip && out.len > 64) {
+		struct pf_buf z;
+		pf_buf_init(&z, s->opt.max_message_bytes + 1024);
+		if (pf_gzip_compress(out.data, out.len, 6, &z) == 0) {
+			req_set_response(r, 200, "application/x-protobuf", z.data, z.len);
+			req_set_header(r, "content-encoding:", "gzip");
+			pf_buf_release(&z);
+			pf_buf_release(&out);
+			return;
+		}
+		pf_buf_release(&z);
+	}
+	req_set_response(r, 200, "application/x-protobuf", out.data, out.len);
+	pf_buf_release(&out);
+}
+
+static void dispatch_api(struct pf_server *s, struct http_req *r)
+{
+	struct pf_api_request q = {
+		.method = r->method,
+		.path = r->path,
+		.n_args = r->n_args,
+		.authorization = r->has_auth ? r->auth : NULL,
+		.body = r->body.data,
+		.body_len = r->body.len,
+		.now_ms = now_ms(),
+	};
+	memcpy(q.args, r->args, sizeof(q.args));
+	struct pf_api_response resp;
+	pf_api_response_init(&resp);
+	if (r->too_large)
+		pf_api_error(&resp, 413, "too_large", "request body over %zu bytes", r->limit);
+	else
+		pf_api_handle(s->api, &q, &resp);
+	req_set_response(r, resp.status, resp.content_type, resp.body.data, resp.body.len);
+	if (resp.extra_header_name[0]) {
+		char lower[32];
+		size_t i;
+		for (i = 0; resp.extra_header_name[i] && i < sizeof(lower) - 1; i++)
+			lower[i] = (char)(resp.extra_header_name[i] | 0x20);
+		lower[i] = 0;
+		req_set_header(r, lower, resp.extra_header_value);
+	}
+	pf_api_response_release(&resp);
+}
+
+static void dispatch(struct pf_server *s, struct lws *wsi, struct http_req *r)
+{
+	if (r->dispatched)
+		return;
+	r->dispatched = true;
+	if (r->is_opamp)
+		dispatch_opamp_http(s, r);
+	else
+		dispatch_api(s, r);
+	lws_callback_on_writable(wsi);
+}
+
+static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const char *uri)
+{
+	struct http_req *r = calloc(1, sizeof(*r));
+	if (!r)
+		return -1;
+	req_free(pss->req);
+	pss->req = r;
+	snprintf(r->method, sizeof(r->method), "%s", method_of(wsi));
+	snprintf(r->path, sizeof(r->path), "%s", uri ? uri : "/");
+	r->is_opamp = strcmp(r->path, OPAMP_PATH) == 0;
+	r->limit = r->is_opamp ? s->opt.max_message_bytes : PF_API_MAX_BODY;
+	pf_buf_init(&r->body, r->limit);
+
+	size_t off = 0;
+	for (int i = 0; i < PF_API_MAX_ARGS; i++) {
+		if (off >= sizeof(r->args_store) - 1)
+			break;
+		int n = lws_hdr_copy_fragment(wsi, r->args_store + off,
+					      (int)(sizeof(r->args_store) - off),
+					      WSI_TOKEN_HTTP_URI_ARGS, i);
+		if (n <= 0)
+			break;
+		r->args[r->n_args++] = r->args_store + off;
+		off += (size_t)n + 1;
+	}
+	r->has_auth = lws_hdr_copy(wsi, r->auth, sizeof(r->auth),
+				   WSI_TOKEN_HTTP_AUTHORIZATION) > 0;
+	r->body_gzip = header_has(wsi, WSI_TOKEN_HTTP_CONTENT_ENCODING, "gzip");
+	r->accept_gzip = header_has(wsi, WSI_TOKEN_HTTP_ACCEPT_ENCODING, "gzip");
+
+	bool has_body = !strcmp(r->method, "POST") || !strcmp(r->method, "PUT") ||
+			!strcmp(r->method, "PATCH");
+	if (!has_body) {
+		dispatch(s, wsi, r);
+		return 0;
+	}
+	char cl[32];
+	if (lws_hdr_copy(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH) <= 0) {
+		req_error(r, 411, "length_required", "a request body needs Content-Length");
+		r->dispatched = true;
+		r->close_after = true;
+		lws_callback_on_writable(wsi);
+		return 0;
+	}
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(cl, &end, 10);
+	if (errno || *end) {
+		req_error(r, 400, "malformed", "bad Content-Length");
+		r->dispatched = true;
+		r->close_after = true;
+		lws_callback_on_writable(wsi);
+		return 0;
+	}
+	if (v > r->limit) {
+		/* Answer at once without reading the body, then close (OpAMP: 413). */
+		r->too_large = true;
+		r->close_after = true;
+		dispatch(s, wsi, r);
+		return 0;
+	}
+	if (v == 0)
+		dispatch(s, wsi, r);
+	return 0;
+}
+
+static int http_write(struct lws *wsi, struct http_req *r)
+{
+	if (!r || !r->dispatched || !r->resp)
+		return 0;
+	if (!r->headers_sent) {
+		uint8_t buf[LWS_PRE + 1024];
+		uint8_t *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf) - 1;
+		if (lws_add_http_common_headers(wsi, (unsigned int)r->status, r->ctype,
+						(lws_filepos_t)r->resp_len, &p, end))
+			return -1;
+		for (int i = 0; i < 2; i++)
+			if (r->hname[i][0] &&
+			    lws_add_http_header_by_name(wsi, (const unsigned char *)r->hname[i],
+							(const unsigned char *)r->hval[i],
+							(int)strlen(r->hval[i]), &p, end))
+				return -1;
+		if (r->close_after &&
+		    lws_add_http_header_by_name(wsi, (const unsigned char *)"connection:",
+						(const unsigned char *)"close", 5, &p, end))
+			return -1;
+		if (lws_finalize_write_http_header(wsi, start, &p, end))
+			return -1;
+		r->headers_sent = true;
+		lws_callback_on_writable(wsi);
+		return 0;
+	}
+	size_t left = r->resp_len - r->resp_off;
+	size_t n = left > HTTP_CHUNK ? HTTP_CHUNK : left;
+	bool last = n == left;
+	if (lws_write(wsi, r->resp + LWS_PRE + r->resp_off, n,
+		      last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < 0)
+		return -1;
+	r->resp_off += n;
+	if (!last) {
+		lws_callback_on_writable(wsi);
+		return 0;
+	}
+	return 1; /* transaction done */
+}
+
+/* ------------------------------------------------------------------ WebSocket */
+
+static void ws_process(struct pf_server *s, struct ws_conn *c)
+{
+	struct pf_buf frame;
+	if (framebuf_init(&frame, s->opt.max_message_bytes, true) < 0) {
+		pf_buf_release(&frame);
+		return;
+	}
+	const uint8_t *data = NULL;
+	size_t len = 0;
+	struct pf_opamp_result res = {0};
+	if (c->rx_text || pf_opamp_ws_unframe(c->rx.data ? c->rx.data : (const uint8_t *)"",
+					      c->rx.len, &data, &len) < 0) {
+		/* Rule 4: malformed header (or a text frame): error, keep the connection. */
+		struct pf_s2a m = {0};
+		s->metrics->opamp_messages_in++;
+		s->metrics->opamp_bad_messages++;
+		if (c->sess.agent) {
+			memcpy(m.instance_uid, c->sess.agent->uid, 16);
+			m.instance_uid_len = 16;
+		}
+		m.has_error = true;
+		m.error_type = PF_SERR_BAD_REQUEST;
+		m.error_message = c->rx_text ? (char *)"OpAMP messages are binary WebSocket frames"
+					     : (char *)"WebSocket message header must be varint 0";
+		if (pf_s2a_encode(&m, &frame) == 0) {
+			s->metrics->opamp_messages_out++;
+			ws_enqueue(c, &frame);
+		} else {
+			pf_buf_release(&frame);
+		}
+	} else if (pf_opamp_session_handle(&s->opamp, &c->sess, data, len, now_ms(), &frame,
+					   &res) == 0) {
+		ws_enqueue(c, &frame);
+	} else {
+		pf_buf_release(&frame);
+	}
+	/* Idle connections keep no receive buffer. */
+	pf_buf_release(&c->rx);
+	pf_buf_init(&c->rx, s->opt.max_message_bytes);
+	c->rx_text = false;
+}
+
+static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+		    size_t len)
+{
+	struct pss *pss = user;
+	struct pf_server *s = wsi ? server_of(wsi) : NULL;
+
+	switch (reason) {
+	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: {
+		char uri[256];
+		if (lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) <= 0 ||
+		    strcmp(uri, OPAMP_PATH) != 0) {
+			write_now(wsi, 404, NULL, NULL, "WebSocket upgrades are served at /v1/opamp");
+			return 1;
+		}
+		char auth[1024];
+		bool has = lws_hdr_copy(wsi, auth, sizeof(auth), WSI_TOKEN_HTTP_AUTHORIZATION) > 0;
+		if (!agent_token_ok(s, has ? auth : NULL)) {
+			s->metrics->opamp_connections_rejected_auth++;
+			write_now(wsi, 401, "www-authenticate:", "Bearer realm=\"profleet\"",
+				  "agent token missing or rejected");
+			return 1;
+		}
+		if (s->n_ws >= s->opt.max_agents) {
+			s->metrics->opamp_connections_rejected_overload++;
+			write_now(wsi, 503, "retry-after:", RETRY_AFTER_OVERLOAD_S,
+				  "controller at its connection limit");
+			return 1;
+		}
+		return 0;
+	}
+	case LWS_CALLBACK_ESTABLISHED: {
+		struct ws_conn *c = calloc(1, sizeof(*c));
+		if (!c)
+			return -1;
+		c->wsi = wsi;
+		c->sess.conn = c;
+		pf_buf_init(&c->rx, s->opt.max_message_bytes);
+		pss->ws = c;
+		s->n_ws++;
+		s->metrics->opamp_connections_total++;
+		return 0;
+	}
+	case LWS_CALLBACK_RECEIVE: {
+		struct ws_conn *c = pss->ws;
+		if (!c)
+			return -1;
+		if (lws_is_first_fragment(wsi)) {
+			pf_buf_reset(&c->rx);
+			c->rx_text = !lws_frame_is_binary(wsi);
+		}
+		if (pf_buf_append(&c->rx, in, len) < 0) {
+			/* Rule 5: over the inbound limit → close 1009. */
+			s->metrics->opamp_oversize_rejected++;
+			static const char why[] = "OpAMP message over the inbound size limit";
+			lws_close_reason(wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE,
+					 (unsigned char *)why, sizeof(why) - 1);
+			return -1;
+		}
+		if (lws_is_final_fragment(wsi) && !lws_remaining_packet_payload(wsi))
+			ws_process(s, c);
+		return 0;
+	}
+	case LWS_CALLBACK_SERVER_WRITEABLE: {
+		struct ws_conn *c = pss->ws;
+		if (!c || !c->out_head)
+			return 0;
+		struct outmsg *m = c->out_head;
+		int n = lws_write(wsi, m->data + LWS_PRE, m->len, LWS_WRITE_BINARY);
+		c->out_head = m->next;
+		if (!c->out_head)
+			c->out_tail = NULL;
+		free(m->data);
+		free(m);
+		if (n < 0)
+			return -1;
+		if (c->out_head)
+			lws_callback_on_writable(wsi);
+		return 0;
+	}
+	case LWS_CALLBACK_CLOSED: {
+		struct ws_conn *c = pss->ws;
+		if (c) {
+			pf_opamp_session_closed(&s->opamp, &c->sess);
+			ws_conn_free(c);
+			pss->ws = NULL;
+			s->n_ws--;
+		}
+		return 0;
+	}
+
+	case LWS_CALLBACK_HTTP:
+		return http_begin(s, wsi, pss, in) < 0 ? -1 : 0;
+	case LWS_CALLBACK_HTTP_BODY: {
+		struct http_req *r = pss->req;
+		if (!r)
+			return -1;
+		if (!r->too_large && pf_buf_append(&r->body, in, len) < 0)
+			r->too_large = true;
+		return 0;
+	}
+	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+		if (pss->req)
+			dispatch(s, wsi, pss->req);
+		return 0;
+	case LWS_CALLBACK_HTTP_WRITEABLE: {
+		struct http_req *r = pss->req;
+		int n = http_write(wsi, r);
+		if (n < 0)
+			return -1;
+		if (n == 1) {
+			bool close_after = r->close_after;
+			req_free(r);
+			pss->req = NULL;
+			if (close_after || lws_http_transaction_completed(wsi))
+				return -1;
+		}
+		return 0;
+	}
+	case LWS_CALLBACK_CLOSED_HTTP:
+		if (pss) {
+			req_free(pss->req);
+			pss->req = NULL;
+		}
+		return 0;
+	default:
+		break;
+	}
+	return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
+static const struct lws_protocols protocols[] = {
+	/* One protocol for HTTP and the OpAMP WebSocket: OpAMP clients send no subprotocol.
+	 * A small rx_buffer_size keeps idle connections cheap; larger messages arrive in
+	 * pieces and are reassembled into a buffer that lives only while a message does. */
+	{"profleet", callback, sizeof(struct pss), 1024, 0, NULL, 0},
+	{NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+/* ------------------------------------------------------------------ lifecycle */
+
+static void persist_tick(lws_sorted_usec_list_t *sul)
+{
+	struct pf_server *s = lws_container_of(sul, struct pf_server, sul_persist);
+	if (s->persist) {
+		pf_persist_flush(s->persist, s->fleet, PERSIST_MAX_ROWS);
+		struct pf_persist_stats st;
+		pf_persist_stats(s->persist, &st);
+		s->metrics->persist_rows_written = st.rows_written;
+		s->metrics->persist_batches = st.batches;
+		s->metrics->persist_errors = st.errors;
+	}
+	lws_sul_schedule(s->ctx, 0, &s->sul_persist, persist_tick, PERSIST_INTERVAL_US);
+}
+
+static void lws_log_route(int level, const char *line)
+{
+	enum pf_log_level l = level & LLL_ERR ? PF_LOG_ERROR
+			      : level & LLL_WARN ? PF_LOG_WARN
+			      : level & LLL_NOTICE ? PF_LOG_INFO
+						   : PF_LOG_DEBUG;
+	pf_log_emit_raw(l, "lws", line);
+}
+
+struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_fleet *fleet,
+				struct pf_store *store, struct pf_persist *persist,
+				struct pf_metrics *metrics, struct pf_api *api,
+				struct pf_error *err)
+{
+	struct pf_server *s = calloc(1, sizeof(*s));
+	if (!s) {
+		pf_error_set(err, -ENOMEM, NULL, "out of memory");
+		return NULL;
+	}
+	s->opt = *opt;
+	s->fleet = fleet;
+	s->store = store;
+	s->persist = persist;
+	s->metrics = metrics;
+	s->api = api;
+	s->opamp.fleet = fleet;
+	s->opamp.metrics = metrics;
+	s->opamp.max_message_bytes = opt->max_message_bytes;
+	pf_fleet_set_push_hook(fleet, push_hook, s);
+
+	lws_set_log_level(pf_log_level_current >= PF_LOG_DEBUG ? LLL_ERR | LLL_WARN | LLL_NOTICE
+							       : LLL_ERR | LLL_WARN,
+			  lws_log_route);
+
+	struct lws_context_creation_info info;
+	memset(&info, 0, sizeof(info));
+	info.port = opt->port;
+	const char *host = opt->listen_host;
+	if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*") || !*host)
+		info.iface = NULL;
+	else if (!strcmp(host, "localhost"))
+		info.iface = "127.0.0.1";
+	else
+		info.iface = host;
+	info.protocols = protocols;
+	info.user = s;
+	info.max_http_header_pool = 256;
+	info.max_http_header_data = 4096;
+	info.pt_serv_buf_size = 64 * 1024;
+	info.timeout_secs = 20;
+	info.ka_time = 60;
+	info.ka_probes = 3;
+	info.ka_interval = 10;
+	if (opt->tls_cert) {
+		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+		info.ssl_cert_filepath = opt->tls_cert;
+		info.ssl_private_key_filepath = opt->tls_key;
+		if (opt->client_ca) {
+			info.ssl_ca_filepath = opt->client_ca;
+			info.options |= LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
+		}
+	}
+	s->ctx = lws_create_context(&info);
+	if (!s->ctx) {
+		pf_error_set(err, -EADDRINUSE, NULL,
+			     "cannot listen on %s:%d (address in use, bad address or TLS files)",
+			     opt->listen_host, opt->port);
+		free(s);
+		return NULL;
+	}
+	s->vh = lws_get_vhost_by_name(s->ctx, "default");
+	lws_sul_schedule(s->ctx, 0, &s->sul_persist, persist_tick, PERSIST_INTERVAL_US);
+	return s;
+}
+
+int pf_server_port(const struct pf_server *s)
+{
+	return s->vh ? lws_get_vhost_listen_port(s->vh) : s->opt.port;
+}
+
+int pf_server_run(struct pf_server *s)
+{
+	s->api->ready = true;
+	while (!s->stop) {
+		if (lws_service(s->ctx, 0) < 0)
+			break;
+	}
+	s->api->ready = false;
+	return 0;
+}
+
+void pf_server_stop(struct pf_server *s)
+{
+	s->stop = 1;
+	if (s->ctx)
+		lws_cancel_service(s->ctx);
+}
+
+void pf_server_free(struct pf_server *s)
+{
+	if (!s)
+		return;
+	if (s->ctx) {
+		lws_sul_cancel(&s->sul_persist);
+		lws_context_destroy(s->ctx);
+	}
+	free(s);
+}

@@ -1,0 +1,47 @@
+/* server.h — the controller's one libwebsockets context and listener: OpAMP over WebSocket
+ * and plain HTTP at /v1/opamp, the REST API, /healthz, /readyz and /metrics, all on one
+ * address. The callbacks here are thin: they collect bytes and hand them to
+ * opamp/session.h and api/api.h, and write back what those return (STYLE.md rule 10: write
+ * only from WRITEABLE callbacks, one lws_write per callback, LWS_PRE headroom).
+ *
+ * Owns: the lws context, every connection's transport state (receive reassembly with a hard
+ * cap, an output queue), the periodic timers (persistence flush), shutdown. */
+#ifndef PF_SERVER_H
+#define PF_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pf/error.h"
+
+struct pf_fleet;
+struct pf_store;
+struct pf_persist;
+struct pf_metrics;
+struct pf_api;
+
+struct pf_server_options {
+	char listen_host[256];
+	int port;
+	const char *tls_cert;  /* PEM; TLS on when set */
+	const char *tls_key;
+	const char *client_ca; /* PEM; agents must present a certificate signed by it */
+	size_t max_message_bytes; /* OpAMP inbound limit (after decompression) */
+	uint32_t max_agents;      /* connected WebSocket agents before 503 */
+};
+
+struct pf_server;
+
+struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_fleet *fleet,
+				struct pf_store *store, struct pf_persist *persist,
+				struct pf_metrics *metrics, struct pf_api *api,
+				struct pf_error *err);
+/* Runs the event loop until pf_server_stop(). */
+int pf_server_run(struct pf_server *s);
+/* Async-signal-safe: asks the loop to stop. */
+void pf_server_stop(struct pf_server *s);
+void pf_server_free(struct pf_server *s);
+/* The port actually bound (useful with port 0). */
+int pf_server_port(const struct pf_server *s);
+
+#endif

@@ -1,0 +1,1037 @@
+/* store.c — the fleet store over SQLite; see store.h and docs/internals/store.md.
+ *
+ * Every SQL statement the store runs after open is listed once in stmt_sql[], prepared at
+ * open (SQLITE_PREPARE_PERSISTENT) and kept in struct pf_store. A user takes it with
+ * STMT(), which resets it and clears its bindings when the variable goes out of scope, so
+ * no path can leave a statement half-stepped. Writes go through tx_begin()/tx_commit()
+ * (BEGIN IMMEDIATE), so a writer takes the write lock up front and never dead-locks on a
+ * read-to-write upgrade; busy_timeout covers the wait for the other connection. */
+#include "store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "pf/compiler.h"
+
+#define STORE_BUSY_TIMEOUT_MS 5000
+
+/* ---- Schema: numbered migrations. migrations[i] takes user_version i to i + 1 and runs in
+ * its own BEGIN IMMEDIATE transaction together with the user_version bump. Never edit a
+ * released step: append a new one. */
+/* clang-format off */
+static const char *const migrations[] = {
+	/* 0 -> 1: initial schema. */
+	"CREATE TABLE tokens ("
+	"  hash BLOB PRIMARY KEY NOT NULL CHECK (length(hash) = 32),"
+	"  role TEXT NOT NULL,"
+	"  name TEXT NOT NULL,"
+	"  created_ms INTEGER NOT NULL"
+	") STRICT;"
+	"CREATE TABLE configs ("
+	"  name TEXT NOT NULL,"
+	"  version INTEGER NOT NULL CHECK (version >= 1),"
+	"  hash BLOB NOT NULL CHECK (length(hash) = 32),"
+	"  body TEXT NOT NULL,"
+	"  created_ms INTEGER NOT NULL,"
+	"  PRIMARY KEY (name, version)"
+	") STRICT, WITHOUT ROWID;"
+	"CREATE TABLE assignments ("
+	"  name TEXT PRIMARY KEY NOT NULL,"
+	"  selector TEXT NOT NULL,"
+	"  config TEXT NOT NULL,"
+	"  priority INTEGER NOT NULL,"
+	"  updated_ms INTEGER NOT NULL"
+	") STRICT;"
+	"CREATE TABLE agents ("
+	"  uid BLOB PRIMARY KEY NOT NULL CHECK (length(uid) = 16),"
+	"  attributes_json TEXT NOT NULL,"
+	"  capabilities INTEGER NOT NULL,"
+	"  health_json TEXT,"
+	"  effective_config TEXT,"
+	"  effective_hash BLOB,"
+	"  config_name TEXT,"
+	"  config_version INTEGER NOT NULL,"
+	"  remote_hash BLOB,"
+	"  remote_status INTEGER NOT NULL,"
+	"  remote_error TEXT,"
+	"  connected INTEGER NOT NULL,"
+	"  first_seen_ms INTEGER NOT NULL,"
+	"  last_seen_ms INTEGER NOT NULL"
+	") STRICT;"
+	"CREATE TABLE audit ("
+	"  id INTEGER PRIMARY KEY,"
+	"  ts_ms INTEGER NOT NULL,"
+	"  actor TEXT NOT NULL,"
+	"  action TEXT NOT NULL,"
+	"  target TEXT NOT NULL,"
+	"  detail TEXT"
+	") STRICT;"
+	"CREATE INDEX audit_ts ON audit (ts_ms);"
+	"CREATE INDEX audit_target ON audit (target, id);"
+	"CREATE INDEX assignments_config ON assignments (config);",
+};
+/* clang-format on */
+
+#define STORE_SCHEMA_LATEST ((int)PF_ARRAY_SIZE(migrations))
+
+/* ---- The statement cache. */
+enum stmt_id {
+	S_BEGIN,
+	S_COMMIT,
+	S_ROLLBACK,
+	S_TOKEN_ADD,
+	S_TOKEN_LOOKUP,
+	S_TOKEN_COUNT,
+	S_CFG_LATEST_HASH,
+	S_CFG_INSERT,
+	S_CFG_GET,
+	S_CFG_GET_LATEST,
+	S_CFG_VERSIONS,
+	S_CFG_FOREACH_LATEST,
+	S_ASG_PUT,
+	S_ASG_GET,
+	S_ASG_DELETE,
+	S_ASG_FOREACH,
+	S_AGENT_UPSERT,
+	S_AGENT_FOREACH,
+	S_AGENT_DISCONNECT_ALL,
+	S_AGENT_DELETE,
+	S_AUDIT_ADD,
+	S_AUDIT_FOREACH,
+	S__COUNT
+};
+
+static const char *const stmt_sql[S__COUNT] = {
+    [S_BEGIN] = "BEGIN IMMEDIATE",
+    [S_COMMIT] = "COMMIT",
+    [S_ROLLBACK] = "ROLLBACK",
+    [S_TOKEN_ADD] = "INSERT INTO tokens (hash, role, name, created_ms) VALUES (?1, ?2, ?3, ?4)",
+    [S_TOKEN_LOOKUP] = "SELECT role FROM tokens WHERE hash = ?1",
+    [S_TOKEN_COUNT] = "SELECT count(*) FROM tokens",
+    [S_CFG_LATEST_HASH] = "SELECT version, hash FROM configs WHERE name = ?1 "
+			  "ORDER BY version DESC LIMIT 1",
+    [S_CFG_INSERT] = "INSERT INTO configs (name, version, hash, body, created_ms) "
+		     "VALUES (?1, ?2, ?3, ?4, ?5)",
+    [S_CFG_GET] = "SELECT name, version, hash, body, created_ms FROM configs "
+		  "WHERE name = ?1 AND version = ?2",
+    [S_CFG_GET_LATEST] = "SELECT name, version, hash, body, created_ms FROM configs "
+			 "WHERE name = ?1 ORDER BY version DESC LIMIT 1",
+    [S_CFG_VERSIONS] = "SELECT name, version, hash, NULL, created_ms FROM configs "
+		       "WHERE name = ?1 ORDER BY version DESC",
+    [S_CFG_FOREACH_LATEST] = "SELECT c.name, c.version, c.hash, c.body, c.created_ms "
+			     "FROM configs c WHERE c.version = "
+			     "(SELECT max(version) FROM configs WHERE name = c.name) "
+			     "ORDER BY c.name",
+    [S_ASG_PUT] = "INSERT INTO assignments (name, selector, config, priority, updated_ms) "
+		  "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (name) DO UPDATE SET "
+		  "selector = excluded.selector, config = excluded.config, "
+		  "priority = excluded.priority, updated_ms = excluded.updated_ms",
+    [S_ASG_GET] = "SELECT name, selector, config, priority, updated_ms FROM assignments "
+		  "WHERE name = ?1",
+    [S_ASG_DELETE] = "DELETE FROM assignments WHERE name = ?1",
+    [S_ASG_FOREACH] = "SELECT name, selector, config, priority, updated_ms FROM assignments "
+		      "ORDER BY name",
+    [S_AGENT_UPSERT] =
+	"INSERT INTO agents (uid, attributes_json, capabilities, health_json, "
+	"effective_config, effective_hash, config_name, config_version, remote_hash, "
+	"remote_status, remote_error, connected, first_seen_ms, last_seen_ms) "
+	"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) "
+	"ON CONFLICT (uid) DO UPDATE SET attributes_json = excluded.attributes_json, "
+	"capabilities = excluded.capabilities, health_json = excluded.health_json, "
+	"effective_config = excluded.effective_config, "
+	"effective_hash = excluded.effective_hash, config_name = excluded.config_name, "
+	"config_version = excluded.config_version, remote_hash = excluded.remote_hash, "
+	"remote_status = excluded.remote_status, remote_error = excluded.remote_error, "
+	"connected = excluded.connected, last_seen_ms = excluded.last_seen_ms",
+    [S_AGENT_FOREACH] = "SELECT uid, attributes_json, capabilities, health_json, effective_config, "
+			"effective_hash, config_name, config_version, remote_hash, remote_status, "
+			"remote_error, connected, first_seen_ms, last_seen_ms FROM agents",
+    [S_AGENT_DISCONNECT_ALL] = "UPDATE agents SET connected = 0 WHERE connected != 0",
+    [S_AGENT_DELETE] = "DELETE FROM agents WHERE uid = ?1",
+    [S_AUDIT_ADD] = "INSERT INTO audit (ts_ms, actor, action, target, detail) "
+		    "VALUES (?1, ?2, ?3, ?4, ?5)",
+    [S_AUDIT_FOREACH] = "SELECT id, ts_ms, actor, action, target, detail FROM audit "
+			"WHERE id < ?1 ORDER BY id DESC LIMIT ?2",
+};
+
+struct pf_store {
+	sqlite3 *db;
+	int schema_version;
+	sqlite3_stmt *stmt[S__COUNT];
+	char last_error[512];
+};
+
+/* Resets a cached statement and drops its bindings (cleanup handler for STMT()). */
+static void stmt_resetp(sqlite3_stmt **s)
+{
+	if (*s) {
+		sqlite3_reset(*s);
+		sqlite3_clear_bindings(*s);
+	}
+}
+
+#define STMT(name, st, id) _cleanup_(stmt_resetp) sqlite3_stmt *name = (st)->stmt[(id)]
+
+/* Records the connection's current SQLite error (call before any reset/rollback, which
+ * would replace it) and returns -EIO, or -ENOMEM when SQLite ran out of memory. */
+static int store_fail(struct pf_store *st, struct pf_error *err, const char *what)
+{
+	int code = sqlite3_errcode(st->db);
+	int rc = code == SQLITE_NOMEM ? -ENOMEM : -EIO;
+
+	snprintf(st->last_error, sizeof(st->last_error), "store: %s: %s", what,
+		 sqlite3_errmsg(st->db));
+	return pf_error_set(err, rc, NULL, "%s", st->last_error);
+}
+
+/* Records a failure that is not an SQLite error (bad argument, bad stored data). */
+static int store_fail_code(struct pf_store *st, struct pf_error *err, int rc, const char *what)
+{
+	snprintf(st->last_error, sizeof(st->last_error), "store: %s", what);
+	return pf_error_set(err, rc, NULL, "%s", st->last_error);
+}
+
+/* Steps a statement that returns no row (INSERT/UPDATE/DELETE, transaction control). */
+static int step_done(struct pf_store *st, sqlite3_stmt *s, const char *what)
+{
+	int rc = sqlite3_step(s);
+
+	if (rc == SQLITE_DONE)
+		return 0;
+	if (rc == SQLITE_ROW)
+		return store_fail_code(st, NULL, -EIO, what);
+	return store_fail(st, NULL, what);
+}
+
+static int tx_begin(struct pf_store *st)
+{
+	STMT(s, st, S_BEGIN);
+	return step_done(st, s, "begin");
+}
+
+static void tx_rollback(struct pf_store *st)
+{
+	/* Some errors (SQLITE_FULL, IOERR, NOMEM...) already rolled the transaction back. */
+	if (!sqlite3_get_autocommit(st->db)) {
+		STMT(s, st, S_ROLLBACK);
+		sqlite3_step(s);
+	}
+}
+
+static int tx_commit(struct pf_store *st)
+{
+	int rc;
+	{
+		STMT(s, st, S_COMMIT);
+		rc = step_done(st, s, "commit");
+	}
+	if (rc < 0)
+		tx_rollback(st);
+	return rc;
+}
+
+/* Runs one bound write statement in its own BEGIN IMMEDIATE transaction. */
+static int write1(struct pf_store *st, sqlite3_stmt *s, const char *what)
+{
+	int rc = tx_begin(st);
+
+	if (rc < 0)
+		return rc;
+	rc = step_done(st, s, what);
+	if (rc < 0) {
+		tx_rollback(st);
+		return rc;
+	}
+	return tx_commit(st);
+}
+
+/* Binds text that may be NULL (SQL NULL). SQLITE_STATIC: the caller keeps it alive until the
+ * statement is reset, which STMT() does at the end of the calling function. */
+static int bind_text(sqlite3_stmt *s, int i, const char *v)
+{
+	return v ? sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(s, i);
+}
+
+static int bind_blob(sqlite3_stmt *s, int i, const void *v, int n)
+{
+	return v ? sqlite3_bind_blob(s, i, v, n, SQLITE_STATIC) : sqlite3_bind_null(s, i);
+}
+
+/* Column as a NUL-terminated string, or NULL for SQL NULL. *oom is set when SQLite could
+ * not produce the text of a non-NULL value. */
+static const char *col_text(sqlite3_stmt *s, int i, bool *oom)
+{
+	const char *t = (const char *)sqlite3_column_text(s, i);
+
+	if (!t && sqlite3_column_type(s, i) != SQLITE_NULL)
+		*oom = true;
+	return t;
+}
+
+/* Copies a text column into a fixed buffer; -ENOSPC when it does not fit. */
+static int col_copy(sqlite3_stmt *s, int i, char *dst, size_t dst_len)
+{
+	bool oom = false;
+	const char *t = col_text(s, i, &oom);
+	size_t n;
+
+	if (oom)
+		return -ENOMEM;
+	if (!t)
+		t = "";
+	n = (size_t)sqlite3_column_bytes(s, i);
+	if (n >= dst_len)
+		return -ENOSPC;
+	memcpy(dst, t, n);
+	dst[n] = '\0';
+	return 0;
+}
+
+/* Copies a 32- or 16-byte blob column; false when the column is NULL or has the wrong size. */
+static bool col_fixed_blob(sqlite3_stmt *s, int i, void *dst, size_t len)
+{
+	const void *b = sqlite3_column_blob(s, i);
+
+	if (!b || (size_t)sqlite3_column_bytes(s, i) != len)
+		return false;
+	memcpy(dst, b, len);
+	return true;
+}
+
+/* A C string argument that must fit a fixed field of `cap` bytes (NUL included). */
+static bool str_fits(const char *v, size_t cap)
+{
+	return v && strnlen(v, cap) < cap;
+}
+
+/* ---- Open, migrate, close. */
+
+static int exec_sql(struct pf_store *st, const char *sql, const char *what, struct pf_error *err)
+{
+	char *msg = NULL;
+	int rc = sqlite3_exec(st->db, sql, NULL, NULL, &msg);
+
+	if (rc == SQLITE_OK)
+		return 0;
+	snprintf(st->last_error, sizeof(st->last_error), "store: %s: %s", what,
+		 msg ? msg : sqlite3_errstr(rc));
+	sqlite3_free(msg);
+	return pf_error_set(err, rc == SQLITE_NOMEM ? -ENOMEM : -EIO, NULL, "%s", st->last_error);
+}
+
+/* Runs a one-row, one-column query (PRAGMAs) and returns the integer in *out. */
+static int query_int(struct pf_store *st, const char *sql, int64_t *out, struct pf_error *err)
+{
+	sqlite3_stmt *s = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK)
+		return store_fail(st, err, sql);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		*out = sqlite3_column_int64(s, 0);
+		rc = 0;
+	} else {
+		rc = store_fail(st, err, sql);
+	}
+	sqlite3_finalize(s);
+	return rc;
+}
+
+static int check_too_new(struct pf_store *st, int64_t v, struct pf_error *err)
+{
+	if (v > STORE_SCHEMA_LATEST) {
+		char m[160];
+		snprintf(m, sizeof(m),
+			 "database schema version %lld is newer than this controller knows (%d); "
+			 "refusing to open it (upgrade the controller)",
+			 (long long)v, STORE_SCHEMA_LATEST);
+		return store_fail_code(st, err, -ENOTSUP, m);
+	}
+	if (v < 0)
+		return store_fail_code(st, err, -EIO, "database schema version is negative");
+	return 0;
+}
+
+/* Applies pending migrations one transaction each. user_version is re-read inside every
+ * transaction, so two connections opening at once never run a step twice. */
+static int migrate(struct pf_store *st, struct pf_error *err)
+{
+	for (;;) {
+		int64_t v = 0;
+		char bump[64];
+		int rc = exec_sql(st, "BEGIN IMMEDIATE", "migrate: begin", err);
+
+		if (rc < 0)
+			return rc;
+		rc = query_int(st, "PRAGMA user_version", &v, err);
+		if (rc == 0)
+			rc = check_too_new(st, v, err);
+		if (rc < 0)
+			goto fail;
+		if (v == STORE_SCHEMA_LATEST) {
+			st->schema_version = (int)v;
+			return exec_sql(st, "COMMIT", "migrate: commit", err);
+		}
+		rc = exec_sql(st, migrations[v], "migrate: step", err);
+		if (rc < 0)
+			goto fail;
+		snprintf(bump, sizeof(bump), "PRAGMA user_version = %lld", (long long)v + 1);
+		rc = exec_sql(st, bump, "migrate: user_version", err);
+		if (rc < 0)
+			goto fail;
+		rc = exec_sql(st, "COMMIT", "migrate: commit", err);
+		if (rc < 0)
+			goto fail;
+		continue;
+	fail:
+		if (!sqlite3_get_autocommit(st->db))
+			sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+		return rc;
+	}
+}
+
+static int configure(struct pf_store *st, const char *path, enum pf_store_sync sync,
+		     struct pf_error *err)
+{
+	int64_t v = 0;
+	int rc;
+
+	/* Read the version first: a file that is not a database fails here ("file is not a
+	 * database"), and a too-new database is refused before we write anything to it. */
+	rc = query_int(st, "PRAGMA user_version", &v, err);
+	if (rc < 0)
+		return rc;
+	rc = check_too_new(st, v, err);
+	if (rc < 0)
+		return rc;
+
+	if (strcmp(path, ":memory:") != 0) {
+		sqlite3_stmt *s = NULL;
+		const char *mode;
+
+		if (sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL) !=
+		    SQLITE_OK)
+			return store_fail(st, err, "journal_mode");
+		if (sqlite3_step(s) != SQLITE_ROW) {
+			rc = store_fail(st, err, "journal_mode");
+		} else {
+			mode = (const char *)sqlite3_column_text(s, 0);
+			if (!mode || strcmp(mode, "wal") != 0)
+				rc = store_fail_code(st, err, -EIO,
+						     "journal_mode: could not enable WAL");
+		}
+		sqlite3_finalize(s);
+		if (rc < 0)
+			return rc;
+	}
+	rc = exec_sql(st, "PRAGMA foreign_keys = ON", "foreign_keys", err);
+	if (rc < 0)
+		return rc;
+	return exec_sql(st,
+			sync == PF_STORE_SYNC_FULL ? "PRAGMA synchronous = FULL"
+						   : "PRAGMA synchronous = NORMAL",
+			"synchronous", err);
+}
+
+static int prepare_all(struct pf_store *st, struct pf_error *err)
+{
+	for (size_t i = 0; i < S__COUNT; i++) {
+		if (sqlite3_prepare_v3(st->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+				       &st->stmt[i], NULL) != SQLITE_OK)
+			return store_fail(st, err, "prepare");
+	}
+	return 0;
+}
+
+struct pf_store *pf_store_open(const char *path, enum pf_store_sync sync, struct pf_error *err)
+{
+	struct pf_store *st;
+	int rc;
+
+	if (!path || !*path) {
+		pf_error_set(err, -EINVAL, NULL, "store: empty database path");
+		errno = EINVAL;
+		return NULL;
+	}
+	st = calloc(1, sizeof(*st));
+	if (!st) {
+		pf_error_set(err, -ENOMEM, NULL, "store: out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	rc = sqlite3_open_v2(
+	    path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		if (st->db) {
+			rc = store_fail(st, err, path);
+		} else {
+			pf_error_set(err, -ENOMEM, NULL, "store: %s: out of memory", path);
+			rc = -ENOMEM;
+		}
+		goto fail;
+	}
+	sqlite3_extended_result_codes(st->db, 0);
+	sqlite3_busy_timeout(st->db, STORE_BUSY_TIMEOUT_MS);
+
+	rc = configure(st, path, sync, err);
+	if (rc == 0)
+		rc = migrate(st, err);
+	if (rc == 0)
+		rc = prepare_all(st, err);
+	if (rc < 0)
+		goto fail;
+	return st;
+
+fail:
+	pf_store_close(st);
+	errno = -rc;
+	return NULL;
+}
+
+void pf_store_close(struct pf_store *st)
+{
+	if (!st)
+		return;
+	for (size_t i = 0; i < S__COUNT; i++)
+		sqlite3_finalize(st->stmt[i]);
+	/* Closing the last connection checkpoints the WAL into the main file. */
+	sqlite3_close(st->db);
+	free(st);
+}
+
+int pf_store_schema_version(struct pf_store *st)
+{
+	return st->schema_version;
+}
+
+int pf_store_schema_latest(void)
+{
+	return STORE_SCHEMA_LATEST;
+}
+
+const char *pf_store_last_error(const struct pf_store *st)
+{
+	return st->last_error;
+}
+
+/* ---- Tokens. */
+
+int pf_store_token_add(struct pf_store *st, const uint8_t hash[32], const char *role,
+		       const char *name, int64_t created_ms)
+{
+	STMT(s, st, S_TOKEN_ADD);
+	int rc;
+
+	if (!hash || !role || !name)
+		return store_fail_code(st, NULL, -EINVAL, "token_add: missing argument");
+	if (sqlite3_bind_blob(s, 1, hash, 32, SQLITE_STATIC) || bind_text(s, 2, role) ||
+	    bind_text(s, 3, name) || sqlite3_bind_int64(s, 4, created_ms))
+		return store_fail(st, NULL, "token_add: bind");
+	rc = tx_begin(st);
+	if (rc < 0)
+		return rc;
+	rc = sqlite3_step(s);
+	if (rc != SQLITE_DONE) {
+		bool dup = rc == SQLITE_CONSTRAINT;
+		rc = dup ? store_fail_code(st, NULL, -EEXIST, "token_add: token already exists")
+			 : store_fail(st, NULL, "token_add");
+		tx_rollback(st);
+		return rc;
+	}
+	return tx_commit(st);
+}
+
+int pf_store_token_lookup(struct pf_store *st, const uint8_t hash[32], char *role, size_t role_len)
+{
+	STMT(s, st, S_TOKEN_LOOKUP);
+	int rc;
+
+	if (!hash || !role || role_len == 0)
+		return -EINVAL;
+	if (sqlite3_bind_blob(s, 1, hash, 32, SQLITE_STATIC))
+		return store_fail(st, NULL, "token_lookup: bind");
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_DONE)
+		return -ENOENT;
+	if (rc != SQLITE_ROW)
+		return store_fail(st, NULL, "token_lookup");
+	return col_copy(s, 0, role, role_len);
+}
+
+int pf_store_token_count(struct pf_store *st, int64_t *count)
+{
+	STMT(s, st, S_TOKEN_COUNT);
+
+	if (sqlite3_step(s) != SQLITE_ROW)
+		return store_fail(st, NULL, "token_count");
+	*count = sqlite3_column_int64(s, 0);
+	return 0;
+}
+
+/* ---- Configs. */
+
+void pf_config_version_release(struct pf_config_version *cv)
+{
+	if (!cv)
+		return;
+	free(cv->body);
+	cv->body = NULL;
+	cv->body_len = 0;
+}
+
+/* Fills cv from a row (name, version, hash, body-or-NULL, created_ms). With copy_body the
+ * body is duplicated on the heap; otherwise cv->body points into the statement (or is NULL)
+ * and is valid until the next step. */
+static int read_config_row(struct pf_store *st, sqlite3_stmt *s, struct pf_config_version *cv,
+			   bool copy_body)
+{
+	bool oom = false;
+	const char *body;
+	int rc;
+
+	memset(cv, 0, sizeof(*cv));
+	rc = col_copy(s, 0, cv->name, sizeof(cv->name));
+	if (rc < 0)
+		return store_fail_code(st, NULL, rc, "config: bad stored name");
+	cv->version = sqlite3_column_int64(s, 1);
+	if (!col_fixed_blob(s, 2, cv->hash, sizeof(cv->hash)))
+		return store_fail_code(st, NULL, -EIO, "config: bad stored hash");
+	cv->created_ms = sqlite3_column_int64(s, 4);
+	body = col_text(s, 3, &oom);
+	if (oom)
+		return store_fail_code(st, NULL, -ENOMEM, "config: out of memory");
+	if (!body)
+		return 0;
+	cv->body_len = (size_t)sqlite3_column_bytes(s, 3);
+	if (!copy_body) {
+		cv->body = (char *)body;
+		return 0;
+	}
+	cv->body = malloc(cv->body_len + 1);
+	if (!cv->body)
+		return store_fail_code(st, NULL, -ENOMEM, "config: out of memory");
+	memcpy(cv->body, body, cv->body_len);
+	cv->body[cv->body_len] = '\0';
+	return 0;
+}
+
+/* Inside the put transaction: version and hash of the latest version of name. */
+static int config_latest_hash(struct pf_store *st, const char *name, int64_t *version,
+			      uint8_t hash[32])
+{
+	STMT(s, st, S_CFG_LATEST_HASH);
+	int rc;
+
+	if (bind_text(s, 1, name))
+		return store_fail(st, NULL, "config_put: bind");
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_DONE) {
+		*version = 0;
+		return 0;
+	}
+	if (rc != SQLITE_ROW)
+		return store_fail(st, NULL, "config_put: latest");
+	*version = sqlite3_column_int64(s, 0);
+	if (!col_fixed_blob(s, 1, hash, 32))
+		return store_fail_code(st, NULL, -EIO, "config_put: bad stored hash");
+	return 0;
+}
+
+static int config_insert(struct pf_store *st, const char *name, int64_t version,
+			 const uint8_t hash[32], const char *body, size_t len, int64_t now_ms)
+{
+	STMT(s, st, S_CFG_INSERT);
+
+	if (bind_text(s, 1, name) || sqlite3_bind_int64(s, 2, version) ||
+	    sqlite3_bind_blob(s, 3, hash, 32, SQLITE_STATIC) ||
+	    sqlite3_bind_text64(s, 4, body ? body : "", body ? len : 0, SQLITE_STATIC,
+				SQLITE_UTF8) ||
+	    sqlite3_bind_int64(s, 5, now_ms))
+		return store_fail(st, NULL, "config_put: bind");
+	return step_done(st, s, "config_put: insert");
+}
+
+int pf_store_config_put(struct pf_store *st, const char *name, const char *body, size_t len,
+			const uint8_t hash[32], int64_t now_ms, int64_t *version, bool *created)
+{
+	uint8_t latest_hash[32];
+	int64_t latest = 0;
+	int rc;
+
+	if (!str_fits(name, sizeof(((struct pf_config_version *)0)->name)) || !*name || !hash ||
+	    (!body && len))
+		return store_fail_code(st, NULL, -EINVAL, "config_put: bad name or body");
+	rc = tx_begin(st);
+	if (rc < 0)
+		return rc;
+	rc = config_latest_hash(st, name, &latest, latest_hash);
+	if (rc < 0)
+		goto fail;
+	if (latest > 0 && memcmp(latest_hash, hash, 32) == 0) {
+		tx_rollback(st); /* nothing written */
+		if (version)
+			*version = latest;
+		if (created)
+			*created = false;
+		return 0;
+	}
+	rc = config_insert(st, name, latest + 1, hash, body, len, now_ms);
+	if (rc < 0)
+		goto fail;
+	rc = tx_commit(st);
+	if (rc < 0)
+		return rc;
+	if (version)
+		*version = latest + 1;
+	if (created)
+		*created = true;
+	return 0;
+fail:
+	tx_rollback(st);
+	return rc;
+}
+
+int pf_store_config_get(struct pf_store *st, const char *name, int64_t version,
+			struct pf_config_version *out)
+{
+	STMT(s, st, version == 0 ? S_CFG_GET_LATEST : S_CFG_GET);
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	if (!name || version < 0)
+		return -EINVAL;
+	if (bind_text(s, 1, name) || (version > 0 && sqlite3_bind_int64(s, 2, version)))
+		return store_fail(st, NULL, "config_get: bind");
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_DONE)
+		return -ENOENT;
+	if (rc != SQLITE_ROW)
+		return store_fail(st, NULL, "config_get");
+	rc = read_config_row(st, s, out, true);
+	if (rc < 0)
+		pf_config_version_release(out);
+	return rc;
+}
+
+/* Shared loop of the config iterators: steps s and hands each row to cb. `empty` is returned
+ * when there was no row. */
+static int config_iterate(struct pf_store *st, sqlite3_stmt *s,
+			  int (*cb)(const struct pf_config_version *cv, void *ud), void *ud,
+			  bool copy_body, int empty)
+{
+	int n = 0;
+
+	for (;;) {
+		struct pf_config_version cv;
+		int rc = sqlite3_step(s);
+
+		if (rc == SQLITE_DONE)
+			return n ? 0 : empty;
+		if (rc != SQLITE_ROW)
+			return store_fail(st, NULL, "config: iterate");
+		n = 1;
+		rc = read_config_row(st, s, &cv, copy_body);
+		if (rc == 0)
+			rc = cb(&cv, ud);
+		if (copy_body)
+			pf_config_version_release(&cv);
+		if (rc)
+			return rc;
+	}
+}
+
+int pf_store_config_versions(struct pf_store *st, const char *name,
+			     int (*cb)(const struct pf_config_version *cv, void *ud), void *ud)
+{
+	STMT(s, st, S_CFG_VERSIONS);
+
+	if (!name || !cb)
+		return -EINVAL;
+	if (sqlite3_stmt_busy(s)) {
+		s = NULL; /* in use by an outer call: leave it alone */
+		return -EBUSY;
+	}
+	if (bind_text(s, 1, name))
+		return store_fail(st, NULL, "config_versions: bind");
+	return config_iterate(st, s, cb, ud, false, -ENOENT);
+}
+
+int pf_store_config_foreach_latest(struct pf_store *st,
+				   int (*cb)(const struct pf_config_version *cv, void *ud),
+				   void *ud)
+{
+	STMT(s, st, S_CFG_FOREACH_LATEST);
+
+	if (!cb)
+		return -EINVAL;
+	if (sqlite3_stmt_busy(s)) {
+		s = NULL;
+		return -EBUSY;
+	}
+	/* The body is handed out in place: valid during the callback, like the agent rows. */
+	return config_iterate(st, s, cb, ud, false, 0);
+}
+
+/* ---- Assignments. */
+
+static bool assignment_valid(const struct pf_assignment *a)
+{
+	return a && str_fits(a->name, sizeof(a->name)) && a->name[0] &&
+	       str_fits(a->selector, sizeof(a->selector)) && str_fits(a->config, sizeof(a->config));
+}
+
+int pf_store_assignment_put(struct pf_store *st, const struct pf_assignment *a)
+{
+	STMT(s, st, S_ASG_PUT);
+
+	if (!assignment_valid(a))
+		return store_fail_code(st, NULL, -EINVAL, "assignment_put: bad assignment");
+	if (bind_text(s, 1, a->name) || bind_text(s, 2, a->selector) ||
+	    bind_text(s, 3, a->config) || sqlite3_bind_int64(s, 4, a->priority) ||
+	    sqlite3_bind_int64(s, 5, a->updated_ms))
+		return store_fail(st, NULL, "assignment_put: bind");
+	return write1(st, s, "assignment_put");
+}
+
+static int read_assignment_row(struct pf_store *st, sqlite3_stmt *s, struct pf_assignment *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (col_copy(s, 0, a->name, sizeof(a->name)) ||
+	    col_copy(s, 1, a->selector, sizeof(a->selector)) ||
+	    col_copy(s, 2, a->config, sizeof(a->config)))
+		return store_fail_code(st, NULL, -EIO, "assignment: bad stored row");
+	a->priority = sqlite3_column_int64(s, 3);
+	a->updated_ms = sqlite3_column_int64(s, 4);
+	return 0;
+}
+
+int pf_store_assignment_get(struct pf_store *st, const char *name, struct pf_assignment *out)
+{
+	STMT(s, st, S_ASG_GET);
+	int rc;
+
+	if (!name || !out)
+		return -EINVAL;
+	if (bind_text(s, 1, name))
+		return store_fail(st, NULL, "assignment_get: bind");
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_DONE)
+		return -ENOENT;
+	if (rc != SQLITE_ROW)
+		return store_fail(st, NULL, "assignment_get");
+	return read_assignment_row(st, s, out);
+}
+
+int pf_store_assignment_delete(struct pf_store *st, const char *name)
+{
+	STMT(s, st, S_ASG_DELETE);
+	int rc;
+
+	if (!name)
+		return -EINVAL;
+	if (bind_text(s, 1, name))
+		return store_fail(st, NULL, "assignment_delete: bind");
+	rc = write1(st, s, "assignment_delete");
+	if (rc < 0)
+		return rc;
+	return sqlite3_changes(st->db) > 0 ? 0 : -ENOENT;
+}
+
+int pf_store_assignment_foreach(struct pf_store *st,
+				int (*cb)(const struct pf_assignment *a, void *ud), void *ud)
+{
+	STMT(s, st, S_ASG_FOREACH);
+
+	if (!cb)
+		return -EINVAL;
+	if (sqlite3_stmt_busy(s)) {
+		s = NULL;
+		return -EBUSY;
+	}
+	for (;;) {
+		struct pf_assignment a;
+		int rc = sqlite3_step(s);
+
+		if (rc == SQLITE_DONE)
+			return 0;
+		if (rc != SQLITE_ROW)
+			return store_fail(st, NULL, "assignment_foreach");
+		rc = read_assignment_row(st, s, &a);
+		if (rc == 0)
+			rc = cb(&a, ud);
+		if (rc)
+			return rc;
+	}
+}
+
+/* ---- Agents. */
+
+static int agent_bind(sqlite3_stmt *s, const struct pf_agent_row *r)
+{
+	return sqlite3_bind_blob(s, 1, r->uid, 16, SQLITE_STATIC) ||
+	       bind_text(s, 2, r->attributes_json ? r->attributes_json : "{}") ||
+	       sqlite3_bind_int64(s, 3, (sqlite3_int64)r->capabilities) ||
+	       bind_text(s, 4, r->health_json) || bind_text(s, 5, r->effective_config) ||
+	       bind_blob(s, 6, r->has_effective_hash ? r->effective_hash : NULL, 32) ||
+	       bind_text(s, 7, r->config_name) || sqlite3_bind_int64(s, 8, r->config_version) ||
+	       bind_blob(s, 9, r->has_remote_hash ? r->remote_hash : NULL, 32) ||
+	       sqlite3_bind_int(s, 10, r->remote_status) || bind_text(s, 11, r->remote_error) ||
+	       sqlite3_bind_int(s, 12, r->connected ? 1 : 0) ||
+	       sqlite3_bind_int64(s, 13, r->first_seen_ms) ||
+	       sqlite3_bind_int64(s, 14, r->last_seen_ms);
+}
+
+int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
+{
+	STMT(s, st, S_AGENT_UPSERT);
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if (!rows)
+		return -EINVAL;
+	rc = tx_begin(st);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		if (agent_bind(s, &rows[i])) {
+			rc = store_fail(st, NULL, "agents_upsert: bind");
+			goto fail;
+		}
+		rc = step_done(st, s, "agents_upsert");
+		if (rc < 0)
+			goto fail;
+		sqlite3_reset(s);
+		/* No clear_bindings needed: every parameter is rebound for the next row. */
+	}
+	return tx_commit(st);
+fail:
+	tx_rollback(st);
+	return rc;
+}
+
+int pf_store_agents_foreach(struct pf_store *st,
+			    int (*cb)(const struct pf_agent_row *row, void *ud), void *ud)
+{
+	STMT(s, st, S_AGENT_FOREACH);
+
+	if (!cb)
+		return -EINVAL;
+	if (sqlite3_stmt_busy(s)) {
+		s = NULL;
+		return -EBUSY;
+	}
+	for (;;) {
+		struct pf_agent_row r;
+		bool oom = false;
+		int rc = sqlite3_step(s);
+
+		if (rc == SQLITE_DONE)
+			return 0;
+		if (rc != SQLITE_ROW)
+			return store_fail(st, NULL, "agents_foreach");
+		memset(&r, 0, sizeof(r));
+		if (!col_fixed_blob(s, 0, r.uid, sizeof(r.uid)))
+			return store_fail_code(st, NULL, -EIO, "agents_foreach: bad stored uid");
+		r.attributes_json = col_text(s, 1, &oom);
+		r.capabilities = (uint64_t)sqlite3_column_int64(s, 2);
+		r.health_json = col_text(s, 3, &oom);
+		r.effective_config = col_text(s, 4, &oom);
+		r.has_effective_hash = col_fixed_blob(s, 5, r.effective_hash, 32);
+		r.config_name = col_text(s, 6, &oom);
+		r.config_version = sqlite3_column_int64(s, 7);
+		r.has_remote_hash = col_fixed_blob(s, 8, r.remote_hash, 32);
+		r.remote_status = sqlite3_column_int(s, 9);
+		r.remote_error = col_text(s, 10, &oom);
+		r.connected = sqlite3_column_int(s, 11) != 0;
+		r.first_seen_ms = sqlite3_column_int64(s, 12);
+		r.last_seen_ms = sqlite3_column_int64(s, 13);
+		if (oom)
+			return store_fail_code(st, NULL, -ENOMEM, "agents_foreach: out of memory");
+		if (!r.attributes_json)
+			r.attributes_json = "{}";
+		rc = cb(&r, ud);
+		if (rc)
+			return rc;
+	}
+}
+
+int pf_store_agents_mark_all_disconnected(struct pf_store *st)
+{
+	STMT(s, st, S_AGENT_DISCONNECT_ALL);
+
+	return write1(st, s, "agents_mark_all_disconnected");
+}
+
+int pf_store_agent_delete(struct pf_store *st, const uint8_t uid[16])
+{
+	STMT(s, st, S_AGENT_DELETE);
+	int rc;
+
+	if (!uid)
+		return -EINVAL;
+	if (sqlite3_bind_blob(s, 1, uid, 16, SQLITE_STATIC))
+		return store_fail(st, NULL, "agent_delete: bind");
+	rc = write1(st, s, "agent_delete");
+	if (rc < 0)
+		return rc;
+	return sqlite3_changes(st->db) > 0 ? 0 : -ENOENT;
+}
+
+/* ---- Audit. */
+
+int pf_store_audit(struct pf_store *st, int64_t ts_ms, const char *actor, const char *action,
+		   const char *target, const char *detail)
+{
+	STMT(s, st, S_AUDIT_ADD);
+
+	if (!actor || !action)
+		return store_fail_code(st, NULL, -EINVAL, "audit: missing actor or action");
+	if (sqlite3_bind_int64(s, 1, ts_ms) || bind_text(s, 2, actor) || bind_text(s, 3, action) ||
+	    bind_text(s, 4, target ? target : "") || bind_text(s, 5, detail))
+		return store_fail(st, NULL, "audit: bind");
+	return write1(st, s, "audit");
+}
+
+int pf_store_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
+			   int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud)
+{
+	STMT(s, st, S_AUDIT_FOREACH);
+
+	if (!cb || before_id < 0)
+		return -EINVAL;
+	if (sqlite3_stmt_busy(s)) {
+		s = NULL;
+		return -EBUSY;
+	}
+	if (sqlite3_bind_int64(s, 1, before_id > 0 ? before_id : INT64_MAX) ||
+	    sqlite3_bind_int64(s, 2, limit > 0 ? (int64_t)PF_MIN(limit, (size_t)INT64_MAX) : -1))
+		return store_fail(st, NULL, "audit_foreach: bind");
+	for (;;) {
+		struct pf_audit_entry e;
+		bool oom = false;
+		int rc = sqlite3_step(s);
+
+		if (rc == SQLITE_DONE)
+			return 0;
+		if (rc != SQLITE_ROW)
+			return store_fail(st, NULL, "audit_foreach");
+		e.id = sqlite3_column_int64(s, 0);
+		e.ts_ms = sqlite3_column_int64(s, 1);
+		e.actor = col_text(s, 2, &oom);
+		e.action = col_text(s, 3, &oom);
+		e.target = col_text(s, 4, &oom);
+		e.detail = col_text(s, 5, &oom);
+		if (oom)
+			return store_fail_code(st, NULL, -ENOMEM, "audit_foreach: out of memory");
+		rc = cb(&e, ud);
+		if (rc)
+			return rc;
+	}
+}
