@@ -1,4 +1,5 @@
-/* pf/hash.h — SHA-256 (through OpenSSL's EVP interface) and random tokens. */
+/* pf/hash.h — SHA-256 (through OpenSSL's EVP interface), constant-time comparison, and
+ * random bytes and tokens from the kernel CSPRNG (getrandom(2)). Owns no state. */
 #ifndef PF_HASH_H
 #define PF_HASH_H
 
@@ -6,12 +7,20 @@
 #include <stdint.h>
 
 #define PF_SHA256_LEN 32
+/* "pf_" + 43 chars of unpadded URL-safe base64 (RFC 4648 §5) + NUL = 47; 48 leaves slack. */
+#define PF_TOKEN_PREFIX "pf_"
+#define PF_TOKEN_LEN 46
+#define PF_TOKEN_BUF_LEN 48
 
+/* out receives the digest; on the (practically impossible) EVP failure it is all zero. */
 void pf_sha256(const void *data, size_t len, uint8_t out[PF_SHA256_LEN]);
-/* Constant-time comparison of n bytes. */
+/* Constant-time comparison of n bytes (time does not depend on where they differ).
+ * Returns 1 when equal, 0 when not. */
 int pf_ct_memeq(const void *a, const void *b, size_t n);
-/* A new secret token "pf_" + 43 chars of URL-safe base64 of 32 random bytes; dst >= 48 bytes.
- * 0 or -errno. */
+/* Fills dst with n bytes from getrandom(2) (retrying short reads and EINTR). 0 or -errno. */
+int pf_random_bytes(void *dst, size_t n);
+/* A new secret token "pf_" + 43 chars of URL-safe base64 of 32 random bytes, NUL-terminated;
+ * dst_len >= PF_TOKEN_BUF_LEN (48), else -ENOSPC. 0 or -errno. */
 int pf_token_generate(char *dst, size_t dst_len);
 
 #endif

@@ -145,5 +145,7 @@ int pf_profcfg_doc_markdown(struct pf_buf *out);
 const char *pf_prof_mode_name(enum pf_prof_mode m);
 const char *pf_exporter_type_name(enum pf_exporter_type t);
 const char *pf_pprof_type_name(enum pf_pprof_type t);
+const char *pf_match_name(enum pf_match m);
+const char *pf_compression_name(enum pf_compression c);
 
 #endif

@@ -9,7 +9,7 @@
 
 #define PF_UUID_STR_LEN 36 /* without NUL */
 
-int pf_uuid_v7(uint8_t out[16]); /* 0 or -errno from getrandom */
+int pf_uuid_v7(uint8_t out[16]); /* 0 or -errno from getrandom; thread-safe (one mutex) */
 /* "0190f1f2-...": dst must hold 37 bytes. */
 void pf_uuid_format(const uint8_t uid[16], char dst[PF_UUID_STR_LEN + 1]);
 /* Accepts the canonical 36-char form (any case) or 32 hex digits. 0 or -EINVAL. */

@@ -1,0 +1,69 @@
+/* hash.c — see pf/hash.h. */
+#include "pf/hash.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+void pf_sha256(const void *data, size_t len, uint8_t out[PF_SHA256_LEN])
+{
+	unsigned int n = 0;
+
+	if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1 || n != PF_SHA256_LEN)
+		memset(out, 0, PF_SHA256_LEN);
+}
+
+int pf_ct_memeq(const void *a, const void *b, size_t n)
+{
+	/* CRYPTO_memcmp is OpenSSL's constant-time compare: 0 when equal. */
+	return CRYPTO_memcmp(a, b, n) == 0;
+}
+
+int pf_random_bytes(void *dst, size_t n)
+{
+	uint8_t *p = dst;
+
+	while (n > 0) {
+		ssize_t r = getrandom(p, n, 0);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+int pf_token_generate(char *dst, size_t dst_len)
+{
+	uint8_t raw[33]; /* 32 random bytes + one zero pad byte to make 11 full 3-byte groups */
+	size_t o = 0;
+
+	if (!dst || dst_len < PF_TOKEN_BUF_LEN)
+		return -ENOSPC;
+	int r = pf_random_bytes(raw, 32);
+	if (r < 0)
+		return r;
+	raw[32] = 0;
+	memcpy(dst, PF_TOKEN_PREFIX, 3);
+	o = 3;
+	for (size_t i = 0; i < sizeof(raw); i += 3) {
+		uint32_t v = (uint32_t)raw[i] << 16 | (uint32_t)raw[i + 1] << 8 | raw[i + 2];
+		dst[o++] = b64url[(v >> 18) & 63];
+		dst[o++] = b64url[(v >> 12) & 63];
+		dst[o++] = b64url[(v >> 6) & 63];
+		dst[o++] = b64url[v & 63];
+	}
+	/* 32 bytes are 256 bits = 43 base64 chars (the 44th encodes only pad bits); unpadded. */
+	o = 3 + 43;
+	dst[o] = '\0';
+	explicit_bzero(raw, sizeof(raw));
+	return 0;
+}
