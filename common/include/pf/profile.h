@@ -1,0 +1,95 @@
+/* pf/profile.h — one closed window of aggregated, symbolized CPU samples: the hand-off between
+ * the sampling side (sampler_bpf.c → aggregate.c → symbolize.c fill it) and the encoding side
+ * (proto/codec otlp and pprof encoders read it; exporters ship the bytes). The controller
+ * decodes received profiles into the same shape for its store and flame graphs.
+ *
+ * Plain value type, no library dependencies. All strings and arrays belong to the window's
+ * arena and are freed together by pf_prof_window_free(). Indices are 0-based positions in the
+ * owning process's arrays (not OTLP dictionary indices: the encoder builds its own
+ * deduplicated dictionary).
+ *
+ * Stacks are leaf first (frames[0] is where the CPU was), kernel frames before user frames
+ * as the CPU unwound them. A frame that could not be symbolized keeps its address and
+ * mapping and has function == NULL. */
+#ifndef PF_PROFILE_H
+#define PF_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum pf_frame_kind { PF_FRAME_NATIVE = 0, PF_FRAME_KERNEL = 1 };
+
+struct pf_prof_attr {
+	const char *key;
+	const char *value;
+};
+
+struct pf_prof_mapping {
+	uint64_t start;   /* memory_start */
+	uint64_t limit;   /* memory_limit (exclusive) */
+	uint64_t offset;  /* file_offset */
+	const char *path; /* "/usr/bin/x", "[kernel.kallsyms]", "[vdso]" */
+	const char *build_id; /* GNU build id, lowercase hex, NULL when unknown */
+};
+
+struct pf_prof_frame {
+	uint64_t address;     /* absolute (user: virtual address in the process) */
+	int32_t mapping;      /* index into mappings, -1 when none */
+	uint8_t kind;         /* enum pf_frame_kind */
+	const char *function; /* symbol name, NULL when unknown */
+	const char *file;     /* source file from DWARF, NULL when unknown */
+	uint32_t line;        /* 0 when unknown */
+};
+
+struct pf_prof_stack {
+	uint32_t n_frames;
+	const uint32_t *frames; /* indices into frames, leaf first */
+};
+
+struct pf_prof_sample {
+	uint32_t stack;          /* index into stacks */
+	uint32_t tid;
+	const char *thread_name; /* comm of the thread, may be NULL */
+	uint64_t count;          /* number of samples */
+	uint32_t n_timestamps;   /* 0, or == count: per-sample wall-clock times (unix ns) */
+	const uint64_t *timestamps;
+	/* Trace link (slow-span trigger): all-zero when none. */
+	uint8_t trace_id[16];
+	uint8_t span_id[8];
+};
+
+struct pf_prof_process {
+	uint32_t pid;
+	size_t n_attrs;
+	const struct pf_prof_attr *attrs; /* resource attributes: service.name, process.pid, ... */
+	size_t n_mappings;
+	const struct pf_prof_mapping *mappings;
+	size_t n_frames;
+	const struct pf_prof_frame *frames;
+	size_t n_stacks;
+	const struct pf_prof_stack *stacks;
+	size_t n_samples;
+	const struct pf_prof_sample *samples;
+};
+
+struct pf_prof_window {
+	uint64_t start_unix_ns; /* window start; every timestamp >= this */
+	uint64_t end_unix_ns;   /* window end; every timestamp < this */
+	uint32_t frequency_hz;  /* period = 1e9 / frequency_hz nanoseconds of CPU */
+	uint64_t lost_samples;  /* samples the kernel side could not record */
+	const char *host_name;
+	size_t n_processes;
+	const struct pf_prof_process *processes;
+	void *arena; /* owner of everything above */
+};
+
+/* Builders: a new empty window with its arena, and allocations from that arena (zeroed,
+ * 16-byte aligned, freed only with the window). NULL on ENOMEM. */
+struct pf_prof_window *pf_prof_window_new(void);
+void *pf_prof_alloc(struct pf_prof_window *w, size_t size);
+const char *pf_prof_strdup(struct pf_prof_window *w, const char *s);
+void pf_prof_window_free(struct pf_prof_window *w);
+/* Total samples (sum of counts) in the window. */
+uint64_t pf_prof_window_samples(const struct pf_prof_window *w);
+
+#endif
