@@ -16,7 +16,26 @@
  * writes string_value.
  *
  * Framing (opamp spec "WebSocket Message Format"): every WS binary message is a varint header
- * (must be 0) followed by the protobuf data; empty data is valid. */
+ * (must be 0) followed by the protobuf data; empty data is valid.
+ *
+ * Decoding details (additions to the contract above, all compatible with it):
+ *  - the byte cap counts both protobuf-c's unpack allocations and the final arena;
+ *  - nesting deeper than PF_OPAMP_MAX_WIRE_DEPTH messages is rejected with -EBADMSG before
+ *    protobuf-c sees the bytes (its unpacker recurses without a limit), and a health tree
+ *    deeper than PF_OPAMP_MAX_HEALTH_DEPTH levels (the root is level 1) with -EBADMSG;
+ *  - every decoded string is non-NULL ("" when absent); every bytes field (config bodies,
+ *    hashes, custom data) is followed by a NUL byte that its length does not count, so a
+ *    YAML body can be used as a C string; arrays with a zero count are NULL;
+ *  - instance_uid_len is the received length; at most PF_OPAMP_UID_LEN bytes are copied
+ *    (the receiver decides what to do with a bad length). A new_instance_uid that is not 16
+ *    bytes is malformed (-EBADMSG);
+ *  - fields the structs do not carry (package statuses, available components, connection
+ *    settings requests/status, health attributes, commands...) are ignored.
+ *
+ * Encoding details: NULL strings are sent as ""; instance_uid_len must be 0 (omitted) or
+ * <= PF_OPAMP_UID_LEN, and a health tree at most PF_OPAMP_MAX_HEALTH_DEPTH deep, else
+ * -EINVAL. A retry_after without has_error still sends an error_response (type UNKNOWN)
+ * carrying the retry info, as the spec has no other place for it. */
 #ifndef PF_OPAMP_CODEC_H
 #define PF_OPAMP_CODEC_H
 
@@ -29,6 +48,10 @@
 
 #define PF_OPAMP_UID_LEN 16
 #define PF_OPAMP_DEFAULT_MAX_MSG ((size_t)64 << 20) /* spec default inbound limit */
+/* Levels of ComponentHealth accepted, the root included. */
+#define PF_OPAMP_MAX_HEALTH_DEPTH 8
+/* Nested messages accepted on the wire, the top-level message being depth 1. */
+#define PF_OPAMP_MAX_WIRE_DEPTH 32
 
 /* AgentCapabilities */
 enum {
@@ -198,12 +221,13 @@ int pf_s2a_decode(const uint8_t *data, size_t len, size_t max_bytes, struct pf_s
 void pf_a2s_free(struct pf_a2s *m);
 void pf_s2a_free(struct pf_s2a *m);
 
-/* Encoders: append protobuf bytes to out. 0, -ENOMEM or -E2BIG (out's cap). */
+/* Encoders: append protobuf bytes to out. 0, -ENOMEM or -E2BIG (out's cap); -EINVAL for a
+ * struct that cannot be encoded (see "Encoding details" above). On failure out is unchanged. */
 int pf_a2s_encode(const struct pf_a2s *m, struct pf_buf *out);
 int pf_s2a_encode(const struct pf_s2a *m, struct pf_buf *out);
 
 /* WebSocket framing. pf_opamp_ws_unframe() checks the varint header of a received binary
- * message: returns 0 and points *data/*len at the protobuf bytes, or -EBADMSG when the
+ * message: returns 0 and points *data and *len at the protobuf bytes, or -EBADMSG when the
  * header is not a well-formed varint equal to 0. pf_opamp_ws_frame_header() appends the
  * header (the single byte 0x00). */
 int pf_opamp_ws_unframe(const uint8_t *msg, size_t msg_len, const uint8_t **data, size_t *len);

@@ -1,0 +1,1171 @@
+/* opamp_codec.c — see opamp_codec.h.
+ *
+ * Decoding runs in four steps:
+ *   1. wire_scan(): walk the bytes with the message descriptors and refuse nesting deeper than
+ *      PF_OPAMP_MAX_WIRE_DEPTH (protobuf-c's unpacker recurses without a limit);
+ *   2. protobuf-c unpacks through a counting allocator capped at max_bytes;
+ *   3. a sizing pass computes the exact arena size of the plain structs (and checks the health
+ *      depth);
+ *   4. a fill pass copies everything into one calloc'ed block that starts with the struct, so
+ *      pf_a2s_free()/pf_s2a_free() are a single free().
+ * The two passes share ar_round(), so the fill pass always fits what the sizing pass counted.
+ *
+ * Encoding builds protobuf-c structs in a throw-away pool (strings are borrowed from the
+ * caller), packs them straight into the caller's pf_buf and frees the pool. */
+#include "opamp_codec.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdalign.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "opamp/v1/anyvalue.pb-c.h"
+#include "opamp/v1/opamp.pb-c.h"
+
+/* Short local names for the generated types (proto/codec/ is the only place they appear). */
+typedef Opamp__Proto__V1__AgentToServer pb_a2s;
+typedef Opamp__Proto__V1__ServerToAgent pb_s2a;
+typedef Opamp__Proto__V1__AnyValue pb_anyvalue;
+typedef Opamp__Proto__V1__KeyValue pb_kv;
+typedef Opamp__Proto__V1__ComponentHealth pb_health;
+typedef Opamp__Proto__V1__ComponentHealth__ComponentHealthMapEntry pb_health_entry;
+typedef Opamp__Proto__V1__AgentConfigMap pb_config_map;
+typedef Opamp__Proto__V1__AgentConfigMap__ConfigMapEntry pb_config_entry;
+typedef Opamp__Proto__V1__AgentConfigFile pb_config_file;
+typedef Opamp__Proto__V1__CustomMessage pb_custom_message;
+typedef Opamp__Proto__V1__CustomCapabilities pb_custom_caps;
+
+/* ---------------------------------------------------------------------------------------- */
+/* Step 1: nesting depth scan (protobuf encoding spec: tag = field << 3 | wire type).        */
+
+enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, WT_I32 = 5 };
+
+/* Reads a base-128 varint of at most 10 bytes at p[*i]; -EBADMSG when truncated/too long. */
+static int read_varint(const uint8_t *p, size_t len, size_t *i, uint64_t *v)
+{
+	uint64_t r = 0;
+	for (unsigned shift = 0, n = 0; n < 10; n++, shift += 7) {
+		if (*i >= len)
+			return -EBADMSG;
+		uint8_t b = p[(*i)++];
+		if (n == 9 && b > 1)
+			return -EBADMSG; /* more than 64 bits */
+		r |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*v = r;
+			return 0;
+		}
+	}
+	return -EBADMSG;
+}
+
+static int wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
+		     unsigned depth)
+{
+	if (depth > PF_OPAMP_MAX_WIRE_DEPTH)
+		return -ELOOP;
+	size_t i = 0;
+	while (i < len) {
+		uint64_t tag, v;
+		if (read_varint(p, len, &i, &tag) < 0)
+			return -EBADMSG;
+		uint64_t num = tag >> 3;
+		if (num == 0 || num > 0x1fffffff)
+			return -EBADMSG;
+		switch (tag & 7) {
+		case WT_VARINT:
+			if (read_varint(p, len, &i, &v) < 0)
+				return -EBADMSG;
+			break;
+		case WT_I64:
+			if (len - i < 8)
+				return -EBADMSG;
+			i += 8;
+			break;
+		case WT_I32:
+			if (len - i < 4)
+				return -EBADMSG;
+			i += 4;
+			break;
+		case WT_LEN: {
+			if (read_varint(p, len, &i, &v) < 0 || v > len - i)
+				return -EBADMSG;
+			const ProtobufCFieldDescriptor *f =
+			    d ? protobuf_c_message_descriptor_get_field(d, (unsigned)num) : NULL;
+			if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+				int r = wire_scan(f->descriptor, p + i, (size_t)v, depth + 1);
+				if (r < 0)
+					return r;
+			}
+			i += (size_t)v;
+			break;
+		}
+		default: /* groups are not used by any OpAMP message */
+			return -EBADMSG;
+		}
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Step 2: counting allocator for protobuf-c.                                                */
+
+struct counting_alloc {
+	size_t used;
+	size_t max;
+	bool exceeded;
+};
+
+static void *counting_alloc_fn(void *data, size_t size)
+{
+	struct counting_alloc *ca = data;
+	if (size > ca->max || ca->used > ca->max - size) {
+		ca->exceeded = true;
+		return NULL;
+	}
+	ca->used += size;
+	return malloc(size ? size : 1);
+}
+
+static void counting_free_fn(void *data, void *ptr)
+{
+	free(ptr);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* AnyValue -> string (header: string as is, bool true/false, int/double decimal, bytes hex,  */
+/* arrays and kvlists compact JSON).                                                         */
+
+static int render_hex(struct pf_buf *b, const uint8_t *p, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	int r = pf_buf_reserve(b, n * 2);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		b->data[b->len++] = (uint8_t)hex[p[i] >> 4];
+		b->data[b->len++] = (uint8_t)hex[p[i] & 15];
+	}
+	b->data[b->len] = 0;
+	return 0;
+}
+
+/* Shortest of %.15g/%.17g that reads back as the same double. */
+static int render_double(struct pf_buf *b, double d, bool json)
+{
+	if (isnan(d))
+		return pf_buf_append_str(b, json ? "null" : "nan");
+	if (isinf(d))
+		return pf_buf_append_str(b, json ? "null" : (d < 0 ? "-inf" : "inf"));
+	char tmp[40];
+	snprintf(tmp, sizeof(tmp), "%.15g", d);
+	if (strtod(tmp, NULL) != d)
+		snprintf(tmp, sizeof(tmp), "%.17g", d);
+	return pf_buf_append_str(b, tmp);
+}
+
+/* JSON string literal (RFC 8259 section 7); bytes >= 0x80 are copied as they are. */
+static int render_json_string(struct pf_buf *b, const char *s)
+{
+	int r = pf_buf_putc(b, '"');
+	for (; r == 0 && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\') {
+			uint8_t esc[2] = {'\\', c};
+			r = pf_buf_append(b, esc, 2);
+		} else if (c == '\n') {
+			r = pf_buf_append_str(b, "\\n");
+		} else if (c == '\t') {
+			r = pf_buf_append_str(b, "\\t");
+		} else if (c == '\r') {
+			r = pf_buf_append_str(b, "\\r");
+		} else if (c < 0x20) {
+			r = pf_buf_printf(b, "\\u%04x", c);
+		} else {
+			r = pf_buf_putc(b, c);
+		}
+	}
+	return r < 0 ? r : pf_buf_putc(b, '"');
+}
+
+static int render_value(struct pf_buf *b, const pb_anyvalue *v, bool json);
+
+static int render_kvlist_json(struct pf_buf *b, size_t n, pb_kv *const *kvs)
+{
+	int r = pf_buf_putc(b, '{');
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		if (i)
+			r = pf_buf_putc(b, ',');
+		if (r == 0)
+			r = render_json_string(b, kvs[i]->key ? kvs[i]->key : "");
+		if (r == 0)
+			r = pf_buf_putc(b, ':');
+		if (r == 0)
+			r = render_value(b, kvs[i]->value, true);
+	}
+	return r < 0 ? r : pf_buf_putc(b, '}');
+}
+
+/* Renders v; json selects the nested (JSON) form. Recursion depth is bounded by wire_scan. */
+static int render_value(struct pf_buf *b, const pb_anyvalue *v, bool json)
+{
+	int r;
+	if (!v)
+		return json ? pf_buf_append_str(b, "null") : 0;
+	switch (v->value_case) {
+	case OPAMP__PROTO__V1__ANY_VALUE__VALUE_STRING_VALUE:
+		return json ? render_json_string(b, v->string_value)
+			    : pf_buf_append_str(b, v->string_value);
+	case OPAMP__PROTO__V1__ANY_VALUE__VALUE_BOOL_VALUE:
+		return pf_buf_append_str(b, v->bool_value ? "true" : "false");
+	case OPAMP__PROTO__V1__ANY_VALUE__VALUE_INT_VALUE:
+		return pf_buf_printf(b, "%" PRId64, v->int_value);
+	case OPAMP__PROTO__V1__ANY_VALUE__VALUE_DOUBLE_VALUE:
+		return render_double(b, v->double_value, json);
+	case OPAMP__PROTO__V1__ANY_VALUE__VALUE_BYTES_VALUE:
+		if (json && (r = pf_buf_putc(b, '"')) < 0)
+			return r;
+		r = render_hex(b, v->bytes_value.data, v->bytes_value.len);
+		return (r < 0 || !json) ? r : pf_buf_putc(b, '"');
+	case OPAMP__PROTO__V1__ANY_VALUE__VALUE_ARRAY_VALUE: {
+		const Opamp__Proto__V1__ArrayValue *a = v->array_value;
+		r = pf_buf_putc(b, '[');
+		for (size_t i = 0; r == 0 && a && i < a->n_values; i++) {
+			if (i)
+				r = pf_buf_putc(b, ',');
+			if (r == 0)
+				r = render_value(b, a->values[i], true);
+		}
+		return r < 0 ? r : pf_buf_putc(b, ']');
+	}
+	case OPAMP__PROTO__V1__ANY_VALUE__VALUE_KVLIST_VALUE:
+		if (!v->kvlist_value)
+			return pf_buf_append_str(b, "{}");
+		return render_kvlist_json(b, v->kvlist_value->n_values, v->kvlist_value->values);
+	default:
+		return json ? pf_buf_append_str(b, "null") : 0;
+	}
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Steps 3 and 4: sizing and filling the arena.                                              */
+
+#define AR_ALIGN alignof(max_align_t)
+
+static size_t ar_round(size_t n)
+{
+	return (n + AR_ALIGN - 1) & ~(AR_ALIGN - 1);
+}
+
+struct arena {
+	uint8_t *base;
+	size_t used;
+	size_t cap;
+};
+
+/* Sizing context: accumulated bytes, scratch buffer for AnyValue rendering, max_bytes. */
+struct sizer {
+	size_t total;
+	size_t max;
+	struct pf_buf scratch;
+	struct pf_error *err;
+};
+
+static void sz_add(struct sizer *s, size_t n)
+{
+	size_t r = ar_round(n);
+	s->total = (r > SIZE_MAX - s->total) ? SIZE_MAX : s->total + r;
+}
+
+static void *ar_alloc(struct arena *a, size_t n)
+{
+	if (n == 0)
+		return NULL;
+	n = ar_round(n);
+	if (n > a->cap - a->used)
+		return NULL; /* cannot happen: the sizing pass counted this */
+	void *p = a->base + a->used;
+	a->used += n;
+	return p;
+}
+
+static void sz_str(struct sizer *s, const char *str)
+{
+	sz_add(s, (str ? strlen(str) : 0) + 1);
+}
+
+static int ar_str(struct arena *a, const char *str, char **out)
+{
+	size_t n = str ? strlen(str) : 0;
+	char *p = ar_alloc(a, n + 1);
+	if (!p)
+		return -ENOMEM;
+	if (n)
+		memcpy(p, str, n);
+	p[n] = 0;
+	*out = p;
+	return 0;
+}
+
+static int ar_bytes(struct arena *a, const ProtobufCBinaryData *bd, uint8_t **out, size_t *len)
+{
+	uint8_t *p = ar_alloc(a, bd->len + 1);
+	if (!p)
+		return -ENOMEM;
+	if (bd->len)
+		memcpy(p, bd->data, bd->len);
+	p[bd->len] = 0;
+	*out = p;
+	*len = bd->len;
+	return 0;
+}
+
+static int sz_kvs(struct sizer *s, size_t n, pb_kv *const *kvs)
+{
+	if (!n)
+		return 0;
+	sz_add(s, n * sizeof(struct pf_kv));
+	for (size_t i = 0; i < n; i++) {
+		sz_str(s, kvs[i]->key);
+		pf_buf_reset(&s->scratch);
+		int r = render_value(&s->scratch, kvs[i]->value, false);
+		if (r < 0)
+			return r;
+		sz_add(s, s->scratch.len + 1);
+	}
+	return 0;
+}
+
+static int ar_kvs(struct arena *a, struct pf_buf *scratch, size_t n, pb_kv *const *kvs,
+		  size_t *n_out, struct pf_kv **out)
+{
+	*n_out = n;
+	*out = NULL;
+	if (!n)
+		return 0;
+	struct pf_kv *v = ar_alloc(a, n * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		int r = ar_str(a, kvs[i]->key, &v[i].key);
+		if (r < 0)
+			return r;
+		pf_buf_reset(scratch);
+		r = render_value(scratch, kvs[i]->value, false);
+		if (r < 0)
+			return r;
+		r = ar_str(a, pf_buf_str(scratch), &v[i].value);
+		if (r < 0)
+			return r;
+	}
+	*out = v;
+	return 0;
+}
+
+static int sz_health(struct sizer *s, const pb_health *h, unsigned level)
+{
+	if (level > PF_OPAMP_MAX_HEALTH_DEPTH)
+		return pf_error_set(s->err, -EBADMSG, "health",
+				    "component health tree deeper than %d levels",
+				    PF_OPAMP_MAX_HEALTH_DEPTH);
+	if (!h)
+		return 0;
+	sz_str(s, h->last_error);
+	sz_str(s, h->status);
+	if (h->n_component_health_map)
+		sz_add(s, h->n_component_health_map * sizeof(struct pf_health_entry));
+	for (size_t i = 0; i < h->n_component_health_map; i++) {
+		sz_str(s, h->component_health_map[i]->key);
+		int r = sz_health(s, h->component_health_map[i]->value, level + 1);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int ar_health(struct arena *a, const pb_health *h, struct pf_health *out)
+{
+	static const pb_health empty = OPAMP__PROTO__V1__COMPONENT_HEALTH__INIT;
+	if (!h)
+		h = &empty;
+	out->healthy = h->healthy;
+	out->start_time_unix_nano = h->start_time_unix_nano;
+	out->status_time_unix_nano = h->status_time_unix_nano;
+	int r = ar_str(a, h->last_error, &out->last_error);
+	if (r == 0)
+		r = ar_str(a, h->status, &out->status);
+	if (r < 0)
+		return r;
+	out->n_children = h->n_component_health_map;
+	out->children = NULL;
+	if (!out->n_children)
+		return 0;
+	out->children = ar_alloc(a, out->n_children * sizeof(*out->children));
+	if (!out->children)
+		return -ENOMEM;
+	for (size_t i = 0; i < out->n_children; i++) {
+		r = ar_str(a, h->component_health_map[i]->key, &out->children[i].name);
+		if (r == 0)
+			r = ar_health(a, h->component_health_map[i]->value,
+				      &out->children[i].health);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static void sz_config_map(struct sizer *s, const pb_config_map *cm)
+{
+	if (!cm || !cm->n_config_map)
+		return;
+	sz_add(s, cm->n_config_map * sizeof(struct pf_config_file));
+	for (size_t i = 0; i < cm->n_config_map; i++) {
+		const pb_config_file *f = cm->config_map[i]->value;
+		sz_str(s, cm->config_map[i]->key);
+		sz_add(s, (f ? f->body.len : 0) + 1);
+		sz_str(s, f ? f->content_type : NULL);
+	}
+}
+
+static int ar_config_map(struct arena *a, const pb_config_map *cm, struct pf_config_map *out)
+{
+	static const pb_config_file empty = OPAMP__PROTO__V1__AGENT_CONFIG_FILE__INIT;
+	out->n_files = 0;
+	out->files = NULL;
+	if (!cm || !cm->n_config_map)
+		return 0;
+	out->files = ar_alloc(a, cm->n_config_map * sizeof(*out->files));
+	if (!out->files)
+		return -ENOMEM;
+	out->n_files = cm->n_config_map;
+	for (size_t i = 0; i < cm->n_config_map; i++) {
+		const pb_config_file *f =
+		    cm->config_map[i]->value ? cm->config_map[i]->value : &empty;
+		struct pf_config_file *o = &out->files[i];
+		int r = ar_str(a, cm->config_map[i]->key, &o->name);
+		if (r == 0)
+			r = ar_bytes(a, &f->body, &o->body, &o->body_len);
+		if (r == 0)
+			r = ar_str(a, f->content_type, &o->content_type);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static void sz_custom_caps(struct sizer *s, const pb_custom_caps *c)
+{
+	if (!c || !c->n_capabilities)
+		return;
+	sz_add(s, c->n_capabilities * sizeof(char *));
+	for (size_t i = 0; i < c->n_capabilities; i++)
+		sz_str(s, c->capabilities[i]);
+}
+
+static int ar_custom_caps(struct arena *a, const pb_custom_caps *c, size_t *n_out, char ***out)
+{
+	*n_out = 0;
+	*out = NULL;
+	if (!c->n_capabilities)
+		return 0;
+	char **v = ar_alloc(a, c->n_capabilities * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->n_capabilities; i++) {
+		int r = ar_str(a, c->capabilities[i], &v[i]);
+		if (r < 0)
+			return r;
+	}
+	*n_out = c->n_capabilities;
+	*out = v;
+	return 0;
+}
+
+static void sz_custom_message(struct sizer *s, const pb_custom_message *c)
+{
+	if (!c)
+		return;
+	sz_str(s, c->capability);
+	sz_str(s, c->type);
+	sz_add(s, c->data.len + 1);
+}
+
+static int ar_custom_message(struct arena *a, const pb_custom_message *c,
+			     struct pf_custom_message *out)
+{
+	int r = ar_str(a, c->capability, &out->capability);
+	if (r == 0)
+		r = ar_str(a, c->type, &out->type);
+	if (r == 0)
+		r = ar_bytes(a, &c->data, &out->data, &out->data_len);
+	return r;
+}
+
+static void copy_uid(const ProtobufCBinaryData *bd, uint8_t dst[PF_OPAMP_UID_LEN], size_t *len)
+{
+	if (bd->len)
+		memcpy(dst, bd->data, PF_MIN(bd->len, (size_t)PF_OPAMP_UID_LEN));
+	*len = bd->len;
+}
+
+/* AgentToServer: sizing pass. */
+static int a2s_size(struct sizer *s, const pb_a2s *p)
+{
+	int r;
+	sz_add(s, sizeof(struct pf_a2s));
+	if (p->agent_description) {
+		const Opamp__Proto__V1__AgentDescription *d = p->agent_description;
+		if ((r = sz_kvs(s, d->n_identifying_attributes, d->identifying_attributes)) < 0 ||
+		    (r = sz_kvs(s, d->n_non_identifying_attributes,
+				d->non_identifying_attributes)) < 0)
+			return r;
+	}
+	if (p->health && (r = sz_health(s, p->health, 1)) < 0)
+		return r;
+	if (p->effective_config)
+		sz_config_map(s, p->effective_config->config_map);
+	if (p->remote_config_status) {
+		sz_add(s, p->remote_config_status->last_remote_config_hash.len + 1);
+		sz_str(s, p->remote_config_status->error_message);
+	}
+	sz_custom_caps(s, p->custom_capabilities);
+	sz_custom_message(s, p->custom_message);
+	return 0;
+}
+
+/* AgentToServer: fill pass. */
+static int a2s_fill(struct arena *a, struct pf_buf *scratch, const pb_a2s *p, struct pf_a2s *m)
+{
+	int r = 0;
+	copy_uid(&p->instance_uid, m->instance_uid, &m->instance_uid_len);
+	m->sequence_num = p->sequence_num;
+	m->capabilities = p->capabilities;
+	m->flags = p->flags;
+	if (p->agent_description) {
+		const Opamp__Proto__V1__AgentDescription *d = p->agent_description;
+		m->has_description = true;
+		if ((r = ar_kvs(a, scratch, d->n_identifying_attributes, d->identifying_attributes,
+				&m->n_identifying, &m->identifying)) < 0 ||
+		    (r = ar_kvs(a, scratch, d->n_non_identifying_attributes,
+				d->non_identifying_attributes, &m->n_non_identifying,
+				&m->non_identifying)) < 0)
+			return r;
+	}
+	if (p->health) {
+		m->has_health = true;
+		if ((r = ar_health(a, p->health, &m->health)) < 0)
+			return r;
+	}
+	if (p->effective_config) {
+		m->has_effective_config = true;
+		r = ar_config_map(a, p->effective_config->config_map, &m->effective_config);
+		if (r < 0)
+			return r;
+	}
+	if (p->remote_config_status) {
+		const Opamp__Proto__V1__RemoteConfigStatus *rcs = p->remote_config_status;
+		m->has_remote_config_status = true;
+		m->rcs_status = (enum pf_remote_config_status)rcs->status;
+		if ((r = ar_bytes(a, &rcs->last_remote_config_hash, &m->rcs_last_hash,
+				  &m->rcs_last_hash_len)) < 0 ||
+		    (r = ar_str(a, rcs->error_message, &m->rcs_error_message)) < 0)
+			return r;
+	}
+	m->has_disconnect = p->agent_disconnect != NULL;
+	if (p->custom_capabilities) {
+		m->has_custom_capabilities = true;
+		r = ar_custom_caps(a, p->custom_capabilities, &m->n_custom_capabilities,
+				   &m->custom_capabilities);
+		if (r < 0)
+			return r;
+	}
+	if (p->custom_message) {
+		m->has_custom_message = true;
+		r = ar_custom_message(a, p->custom_message, &m->custom_message);
+	}
+	return r;
+}
+
+static int s2a_size(struct sizer *s, const pb_s2a *p)
+{
+	sz_add(s, sizeof(struct pf_s2a));
+	if (p->error_response)
+		sz_str(s, p->error_response->error_message);
+	if (p->remote_config) {
+		sz_config_map(s, p->remote_config->config);
+		sz_add(s, p->remote_config->config_hash.len + 1);
+	}
+	if (p->agent_identification &&
+	    p->agent_identification->new_instance_uid.len != PF_OPAMP_UID_LEN)
+		return pf_error_set(s->err, -EBADMSG, "agent_identification.new_instance_uid",
+				    "must be %d bytes, got %zu", PF_OPAMP_UID_LEN,
+				    p->agent_identification->new_instance_uid.len);
+	sz_custom_caps(s, p->custom_capabilities);
+	sz_custom_message(s, p->custom_message);
+	return 0;
+}
+
+static int s2a_fill(struct arena *a, const pb_s2a *p, struct pf_s2a *m)
+{
+	int r = 0;
+	copy_uid(&p->instance_uid, m->instance_uid, &m->instance_uid_len);
+	m->flags = p->flags;
+	m->capabilities = p->capabilities;
+	if (p->error_response) {
+		const Opamp__Proto__V1__ServerErrorResponse *e = p->error_response;
+		m->has_error = true;
+		m->error_type = (enum pf_server_error_type)e->type;
+		if ((r = ar_str(a, e->error_message, &m->error_message)) < 0)
+			return r;
+		if (e->details_case ==
+			OPAMP__PROTO__V1__SERVER_ERROR_RESPONSE__DETAILS_RETRY_INFO &&
+		    e->retry_info) {
+			m->has_retry_after = true;
+			m->retry_after_nanoseconds = e->retry_info->retry_after_nanoseconds;
+		}
+	}
+	if (p->remote_config) {
+		m->has_remote_config = true;
+		if ((r = ar_config_map(a, p->remote_config->config, &m->remote_config)) < 0 ||
+		    (r = ar_bytes(a, &p->remote_config->config_hash, &m->remote_config_hash,
+				  &m->remote_config_hash_len)) < 0)
+			return r;
+	}
+	if (p->connection_settings && p->connection_settings->opamp) {
+		m->has_heartbeat_interval = true;
+		m->heartbeat_interval_seconds =
+		    p->connection_settings->opamp->heartbeat_interval_seconds;
+	}
+	if (p->agent_identification) {
+		m->has_new_instance_uid = true;
+		memcpy(m->new_instance_uid, p->agent_identification->new_instance_uid.data,
+		       PF_OPAMP_UID_LEN);
+	}
+	if (p->custom_capabilities) {
+		m->has_custom_capabilities = true;
+		r = ar_custom_caps(a, p->custom_capabilities, &m->n_custom_capabilities,
+				   &m->custom_capabilities);
+		if (r < 0)
+			return r;
+	}
+	if (p->custom_message) {
+		m->has_custom_message = true;
+		r = ar_custom_message(a, p->custom_message, &m->custom_message);
+	}
+	return r;
+}
+
+/* Steps 1-2 shared by both decoders: returns the unpacked message or NULL with *rc set. */
+static ProtobufCMessage *unpack_capped(const ProtobufCMessageDescriptor *d, const uint8_t *data,
+				       size_t len, struct counting_alloc *ca,
+				       ProtobufCAllocator *alloc, int *rc, struct pf_error *err)
+{
+	int r = wire_scan(d, data, len, 1);
+	if (r == -ELOOP) {
+		*rc =
+		    pf_error_set(err, -EBADMSG, d->short_name,
+				 "messages nested deeper than %d levels", PF_OPAMP_MAX_WIRE_DEPTH);
+		return NULL;
+	}
+	if (r < 0) {
+		*rc = pf_error_set(err, -EBADMSG, d->short_name, "malformed protobuf encoding");
+		return NULL;
+	}
+	alloc->alloc = counting_alloc_fn;
+	alloc->free = counting_free_fn;
+	alloc->allocator_data = ca;
+	ProtobufCMessage *msg = protobuf_c_message_unpack(d, alloc, len, data);
+	if (!msg) {
+		if (ca->exceeded)
+			*rc = pf_error_set(err, -E2BIG, d->short_name,
+					   "decoded message exceeds %zu bytes", ca->max);
+		else
+			*rc = pf_error_set(err, -EBADMSG, d->short_name, "not a valid %s message",
+					   d->short_name);
+	}
+	return msg;
+}
+
+/* Allocates the arena of `size` bytes after checking it against max_bytes. */
+static int arena_new(struct arena *a, size_t size, size_t max, const char *what,
+		     struct pf_error *err)
+{
+	if (size > max)
+		return pf_error_set(err, -E2BIG, what, "decoded message exceeds %zu bytes", max);
+	a->base = calloc(1, size);
+	if (!a->base)
+		return pf_error_set(err, -ENOMEM, what, "out of memory");
+	a->used = 0;
+	a->cap = size;
+	return 0;
+}
+
+int pf_a2s_decode(const uint8_t *data, size_t len, size_t max_bytes, struct pf_a2s **out,
+		  struct pf_error *err)
+{
+	const ProtobufCMessageDescriptor *d = &opamp__proto__v1__agent_to_server__descriptor;
+	struct counting_alloc ca = {.max = max_bytes};
+	ProtobufCAllocator alloc;
+	struct sizer s = {.max = max_bytes, .err = err};
+	struct arena a = {0};
+	int r = 0;
+
+	if (!out || (!data && len))
+		return -EINVAL;
+	ProtobufCMessage *msg =
+	    unpack_capped(d, data ? data : (const uint8_t *)"", len, &ca, &alloc, &r, err);
+	if (!msg)
+		return r;
+	const pb_a2s *p = (const pb_a2s *)msg;
+
+	pf_buf_init(&s.scratch, max_bytes);
+	r = a2s_size(&s, p);
+	if (r == -E2BIG || r == -ENOMEM)
+		pf_error_set(err, r, d->short_name, "attribute rendering: %s", strerror(-r));
+	if (r == 0)
+		r = arena_new(&a, s.total, max_bytes, d->short_name, err);
+	if (r == 0) {
+		struct pf_a2s *m = ar_alloc(&a, sizeof(*m));
+		r = m ? a2s_fill(&a, &s.scratch, p, m) : -ENOMEM;
+		if (r == 0)
+			*out = m;
+		else
+			free(a.base);
+	}
+	pf_buf_release(&s.scratch);
+	protobuf_c_message_free_unpacked(msg, &alloc);
+	return r;
+}
+
+int pf_s2a_decode(const uint8_t *data, size_t len, size_t max_bytes, struct pf_s2a **out,
+		  struct pf_error *err)
+{
+	const ProtobufCMessageDescriptor *d = &opamp__proto__v1__server_to_agent__descriptor;
+	struct counting_alloc ca = {.max = max_bytes};
+	ProtobufCAllocator alloc;
+	struct sizer s = {.max = max_bytes, .err = err};
+	struct arena a = {0};
+	int r = 0;
+
+	if (!out || (!data && len))
+		return -EINVAL;
+	ProtobufCMessage *msg =
+	    unpack_capped(d, data ? data : (const uint8_t *)"", len, &ca, &alloc, &r, err);
+	if (!msg)
+		return r;
+	const pb_s2a *p = (const pb_s2a *)msg;
+
+	pf_buf_init(&s.scratch, max_bytes);
+	r = s2a_size(&s, p);
+	if (r == 0)
+		r = arena_new(&a, s.total, max_bytes, d->short_name, err);
+	if (r == 0) {
+		struct pf_s2a *m = ar_alloc(&a, sizeof(*m));
+		r = m ? s2a_fill(&a, p, m) : -ENOMEM;
+		if (r == 0)
+			*out = m;
+		else
+			free(a.base);
+	}
+	pf_buf_release(&s.scratch);
+	protobuf_c_message_free_unpacked(msg, &alloc);
+	return r;
+}
+
+void pf_a2s_free(struct pf_a2s *m)
+{
+	free(m); /* the struct is the start of its arena */
+}
+
+void pf_s2a_free(struct pf_s2a *m)
+{
+	free(m);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Encoding.                                                                                 */
+
+/* Throw-away allocations for one encode call, freed together. */
+struct pool_blk {
+	struct pool_blk *next;
+	max_align_t data[];
+};
+
+struct pool {
+	struct pool_blk *head;
+};
+
+static void *pool_alloc(struct pool *p, size_t n)
+{
+	struct pool_blk *b = calloc(1, sizeof(*b) + (n ? n : 1));
+	if (!b)
+		return NULL;
+	b->next = p->head;
+	p->head = b;
+	return b->data;
+}
+
+static void pool_release(struct pool *p)
+{
+	while (p->head) {
+		struct pool_blk *n = p->head->next;
+		free(p->head);
+		p->head = n;
+	}
+}
+
+/* protobuf-c's fields are non-const; the encoder never writes through them. */
+static char *s0(const char *s)
+{
+	return (char *)(s ? s : "");
+}
+
+static ProtobufCBinaryData bin(const uint8_t *p, size_t n)
+{
+	return (ProtobufCBinaryData){.len = p ? n : 0, .data = (uint8_t *)p};
+}
+
+static int enc_kvs(struct pool *pl, size_t n, const struct pf_kv *kvs, size_t *n_out, pb_kv ***out)
+{
+	*n_out = 0;
+	*out = NULL;
+	if (!n)
+		return 0;
+	pb_kv **v = pool_alloc(pl, n * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		pb_kv *kv = pool_alloc(pl, sizeof(*kv));
+		pb_anyvalue *av = pool_alloc(pl, sizeof(*av));
+		if (!kv || !av)
+			return -ENOMEM;
+		opamp__proto__v1__key_value__init(kv);
+		opamp__proto__v1__any_value__init(av);
+		av->value_case = OPAMP__PROTO__V1__ANY_VALUE__VALUE_STRING_VALUE;
+		av->string_value = s0(kvs[i].value);
+		kv->key = s0(kvs[i].key);
+		kv->value = av;
+		v[i] = kv;
+	}
+	*n_out = n;
+	*out = v;
+	return 0;
+}
+
+static int enc_health(struct pool *pl, const struct pf_health *h, unsigned level, pb_health **out)
+{
+	if (level > PF_OPAMP_MAX_HEALTH_DEPTH)
+		return -EINVAL;
+	pb_health *p = pool_alloc(pl, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	opamp__proto__v1__component_health__init(p);
+	p->healthy = h->healthy;
+	p->start_time_unix_nano = h->start_time_unix_nano;
+	p->last_error = s0(h->last_error);
+	p->status = s0(h->status);
+	p->status_time_unix_nano = h->status_time_unix_nano;
+	if (h->n_children) {
+		p->component_health_map = pool_alloc(pl, h->n_children * sizeof(pb_health_entry *));
+		if (!p->component_health_map)
+			return -ENOMEM;
+		p->n_component_health_map = h->n_children;
+		for (size_t i = 0; i < h->n_children; i++) {
+			pb_health_entry *e = pool_alloc(pl, sizeof(*e));
+			if (!e)
+				return -ENOMEM;
+			opamp__proto__v1__component_health__component_health_map_entry__init(e);
+			e->key = s0(h->children[i].name);
+			int r = enc_health(pl, &h->children[i].health, level + 1, &e->value);
+			if (r < 0)
+				return r;
+			p->component_health_map[i] = e;
+		}
+	}
+	*out = p;
+	return 0;
+}
+
+static int enc_config_map(struct pool *pl, const struct pf_config_map *cm, pb_config_map **out)
+{
+	pb_config_map *p = pool_alloc(pl, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	opamp__proto__v1__agent_config_map__init(p);
+	if (cm->n_files) {
+		p->config_map = pool_alloc(pl, cm->n_files * sizeof(pb_config_entry *));
+		if (!p->config_map)
+			return -ENOMEM;
+		p->n_config_map = cm->n_files;
+	}
+	for (size_t i = 0; i < cm->n_files; i++) {
+		pb_config_entry *e = pool_alloc(pl, sizeof(*e));
+		pb_config_file *f = pool_alloc(pl, sizeof(*f));
+		if (!e || !f)
+			return -ENOMEM;
+		opamp__proto__v1__agent_config_map__config_map_entry__init(e);
+		opamp__proto__v1__agent_config_file__init(f);
+		f->body = bin(cm->files[i].body, cm->files[i].body_len);
+		f->content_type = s0(cm->files[i].content_type);
+		e->key = s0(cm->files[i].name);
+		e->value = f;
+		p->config_map[i] = e;
+	}
+	*out = p;
+	return 0;
+}
+
+static int enc_custom_caps(struct pool *pl, size_t n, char *const *caps, pb_custom_caps **out)
+{
+	pb_custom_caps *p = pool_alloc(pl, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	opamp__proto__v1__custom_capabilities__init(p);
+	if (n) {
+		p->capabilities = pool_alloc(pl, n * sizeof(char *));
+		if (!p->capabilities)
+			return -ENOMEM;
+		for (size_t i = 0; i < n; i++)
+			p->capabilities[i] = s0(caps[i]);
+		p->n_capabilities = n;
+	}
+	*out = p;
+	return 0;
+}
+
+static int enc_custom_message(struct pool *pl, const struct pf_custom_message *c,
+			      pb_custom_message **out)
+{
+	pb_custom_message *p = pool_alloc(pl, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	opamp__proto__v1__custom_message__init(p);
+	p->capability = s0(c->capability);
+	p->type = s0(c->type);
+	p->data = bin(c->data, c->data_len);
+	*out = p;
+	return 0;
+}
+
+/* Packs straight into out; out is unchanged on failure. */
+static int pack_into(const ProtobufCMessage *msg, struct pf_buf *out)
+{
+	size_t n = protobuf_c_message_get_packed_size(msg);
+	int r = pf_buf_reserve(out, n);
+	if (r < 0)
+		return r;
+	size_t w = protobuf_c_message_pack(msg, out->data + out->len);
+	if (w != n)
+		return -EIO; /* protobuf-c disagreeing with itself: never seen */
+	out->len += n;
+	out->data[out->len] = 0;
+	return 0;
+}
+
+static int a2s_build(struct pool *pl, const struct pf_a2s *m, pb_a2s *p)
+{
+	int r = 0;
+	if (m->instance_uid_len > PF_OPAMP_UID_LEN)
+		return -EINVAL;
+	p->instance_uid = bin(m->instance_uid, m->instance_uid_len);
+	p->sequence_num = m->sequence_num;
+	p->capabilities = m->capabilities;
+	p->flags = m->flags;
+	if (m->has_description) {
+		Opamp__Proto__V1__AgentDescription *d = pool_alloc(pl, sizeof(*d));
+		if (!d)
+			return -ENOMEM;
+		opamp__proto__v1__agent_description__init(d);
+		if ((r = enc_kvs(pl, m->n_identifying, m->identifying, &d->n_identifying_attributes,
+				 &d->identifying_attributes)) < 0 ||
+		    (r = enc_kvs(pl, m->n_non_identifying, m->non_identifying,
+				 &d->n_non_identifying_attributes,
+				 &d->non_identifying_attributes)) < 0)
+			return r;
+		p->agent_description = d;
+	}
+	if (m->has_health && (r = enc_health(pl, &m->health, 1, &p->health)) < 0)
+		return r;
+	if (m->has_effective_config) {
+		Opamp__Proto__V1__EffectiveConfig *ec = pool_alloc(pl, sizeof(*ec));
+		if (!ec)
+			return -ENOMEM;
+		opamp__proto__v1__effective_config__init(ec);
+		if ((r = enc_config_map(pl, &m->effective_config, &ec->config_map)) < 0)
+			return r;
+		p->effective_config = ec;
+	}
+	if (m->has_remote_config_status) {
+		Opamp__Proto__V1__RemoteConfigStatus *rcs = pool_alloc(pl, sizeof(*rcs));
+		if (!rcs)
+			return -ENOMEM;
+		opamp__proto__v1__remote_config_status__init(rcs);
+		rcs->last_remote_config_hash = bin(m->rcs_last_hash, m->rcs_last_hash_len);
+		rcs->status = (Opamp__Proto__V1__RemoteConfigStatuses)m->rcs_status;
+		rcs->error_message = s0(m->rcs_error_message);
+		p->remote_config_status = rcs;
+	}
+	if (m->has_disconnect) {
+		Opamp__Proto__V1__AgentDisconnect *dc = pool_alloc(pl, sizeof(*dc));
+		if (!dc)
+			return -ENOMEM;
+		opamp__proto__v1__agent_disconnect__init(dc);
+		p->agent_disconnect = dc;
+	}
+	if (m->has_custom_capabilities &&
+	    (r = enc_custom_caps(pl, m->n_custom_capabilities, m->custom_capabilities,
+				 &p->custom_capabilities)) < 0)
+		return r;
+	if (m->has_custom_message &&
+	    (r = enc_custom_message(pl, &m->custom_message, &p->custom_message)) < 0)
+		return r;
+	return 0;
+}
+
+int pf_a2s_encode(const struct pf_a2s *m, struct pf_buf *out)
+{
+	struct pool pl = {0};
+	pb_a2s p;
+	opamp__proto__v1__agent_to_server__init(&p);
+	int r = a2s_build(&pl, m, &p);
+	if (r == 0)
+		r = pack_into(&p.base, out);
+	pool_release(&pl);
+	return r;
+}
+
+/* connection_settings.hash: SHA-256 of the interval as 8 little-endian bytes, stable for a
+ * given interval so agents can tell an unchanged offer. */
+static int heartbeat_hash(uint64_t secs, uint8_t out[32])
+{
+	uint8_t le[8];
+	unsigned int n = 0;
+	for (int i = 0; i < 8; i++)
+		le[i] = (uint8_t)(secs >> (8 * i));
+	if (!EVP_Digest(le, sizeof(le), out, &n, EVP_sha256(), NULL) || n != 32)
+		return -EIO;
+	return 0;
+}
+
+static int s2a_build(struct pool *pl, const struct pf_s2a *m, pb_s2a *p)
+{
+	int r = 0;
+	if (m->instance_uid_len > PF_OPAMP_UID_LEN)
+		return -EINVAL;
+	p->instance_uid = bin(m->instance_uid, m->instance_uid_len);
+	p->flags = m->flags;
+	p->capabilities = m->capabilities;
+	if (m->has_error || m->has_retry_after) {
+		Opamp__Proto__V1__ServerErrorResponse *e = pool_alloc(pl, sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		opamp__proto__v1__server_error_response__init(e);
+		e->type =
+		    m->has_error
+			? (Opamp__Proto__V1__ServerErrorResponseType)m->error_type
+			: OPAMP__PROTO__V1__SERVER_ERROR_RESPONSE_TYPE__ServerErrorResponseType_Unknown;
+		e->error_message = s0(m->has_error ? m->error_message : NULL);
+		if (m->has_retry_after) {
+			Opamp__Proto__V1__RetryInfo *ri = pool_alloc(pl, sizeof(*ri));
+			if (!ri)
+				return -ENOMEM;
+			opamp__proto__v1__retry_info__init(ri);
+			ri->retry_after_nanoseconds = m->retry_after_nanoseconds;
+			e->details_case =
+			    OPAMP__PROTO__V1__SERVER_ERROR_RESPONSE__DETAILS_RETRY_INFO;
+			e->retry_info = ri;
+		}
+		p->error_response = e;
+	}
+	if (m->has_remote_config) {
+		Opamp__Proto__V1__AgentRemoteConfig *rc = pool_alloc(pl, sizeof(*rc));
+		if (!rc)
+			return -ENOMEM;
+		opamp__proto__v1__agent_remote_config__init(rc);
+		if ((r = enc_config_map(pl, &m->remote_config, &rc->config)) < 0)
+			return r;
+		rc->config_hash = bin(m->remote_config_hash, m->remote_config_hash_len);
+		p->remote_config = rc;
+	}
+	if (m->has_heartbeat_interval) {
+		Opamp__Proto__V1__ConnectionSettingsOffers *cs = pool_alloc(pl, sizeof(*cs));
+		Opamp__Proto__V1__OpAMPConnectionSettings *oc = pool_alloc(pl, sizeof(*oc));
+		uint8_t *hash = pool_alloc(pl, 32);
+		if (!cs || !oc || !hash)
+			return -ENOMEM;
+		opamp__proto__v1__connection_settings_offers__init(cs);
+		opamp__proto__v1__op_ampconnection_settings__init(oc);
+		oc->heartbeat_interval_seconds = m->heartbeat_interval_seconds;
+		if ((r = heartbeat_hash(m->heartbeat_interval_seconds, hash)) < 0)
+			return r;
+		cs->hash = bin(hash, 32);
+		cs->opamp = oc;
+		p->connection_settings = cs;
+	}
+	if (m->has_new_instance_uid) {
+		Opamp__Proto__V1__AgentIdentification *ai = pool_alloc(pl, sizeof(*ai));
+		if (!ai)
+			return -ENOMEM;
+		opamp__proto__v1__agent_identification__init(ai);
+		ai->new_instance_uid = bin(m->new_instance_uid, PF_OPAMP_UID_LEN);
+		p->agent_identification = ai;
+	}
+	if (m->has_custom_capabilities &&
+	    (r = enc_custom_caps(pl, m->n_custom_capabilities, m->custom_capabilities,
+				 &p->custom_capabilities)) < 0)
+		return r;
+	if (m->has_custom_message &&
+	    (r = enc_custom_message(pl, &m->custom_message, &p->custom_message)) < 0)
+		return r;
+	return 0;
+}
+
+int pf_s2a_encode(const struct pf_s2a *m, struct pf_buf *out)
+{
+	struct pool pl = {0};
+	pb_s2a p;
+	opamp__proto__v1__server_to_agent__init(&p);
+	int r = s2a_build(&pl, m, &p);
+	if (r == 0)
+		r = pack_into(&p.base, out);
+	pool_release(&pl);
+	return r;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* WebSocket framing (opamp spec, "WebSocket Message Format": a varint header, currently     */
+/* always 0, then the AgentToServer/ServerToAgent bytes).                                    */
+
+int pf_opamp_ws_unframe(const uint8_t *msg, size_t msg_len, const uint8_t **data, size_t *len)
+{
+	size_t i = 0;
+	uint64_t header;
+	if (!msg && msg_len)
+		return -EINVAL;
+	if (read_varint(msg, msg_len, &i, &header) < 0 || header != 0)
+		return -EBADMSG;
+	*data = msg + i;
+	*len = msg_len - i;
+	return 0;
+}
+
+int pf_opamp_ws_frame_header(struct pf_buf *out)
+{
+	return pf_buf_putc(out, 0);
+}
+
+const struct pf_health *pf_health_child(const struct pf_health *h, const char *name)
+{
+	if (!h || !name)
+		return NULL;
+	for (size_t i = 0; i < h->n_children; i++)
+		if (h->children[i].name && strcmp(h->children[i].name, name) == 0)
+			return &h->children[i].health;
+	return NULL;
+}
