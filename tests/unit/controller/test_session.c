@@ -1,0 +1,384 @@
+/* test_session.c — the server side of OpAMP, message by message, without a network: each
+ * test encodes an AgentToServer with the real codec, hands it to the session and decodes the
+ * ServerToAgent it answers with. Rule numbers refer to OPAMP-CONFORMANCE.md. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "fleet/fleet.h"
+#include "metrics.h"
+#include "opamp/session.h"
+#include "opamp_codec.h"
+#include "pf/hash.h"
+
+#define CAPS                                                                                       \
+	(PF_AGENT_CAP_REPORTS_STATUS | PF_AGENT_CAP_ACCEPTS_REMOTE_CONFIG |                        \
+	 PF_AGENT_CAP_REPORTS_EFFECTIVE_CONFIG | PF_AGENT_CAP_REPORTS_HEALTH |                     \
+	 PF_AGENT_CAP_REPORTS_REMOTE_CONFIG | PF_AGENT_CAP_REPORTS_HEARTBEAT |                     \
+	 PF_AGENT_CAP_ACCEPTS_OPAMP_CONNECTION_SETTINGS)
+
+struct fx {
+	struct pf_fleet *fleet;
+	struct pf_metrics metrics;
+	struct pf_opamp_ctx ctx;
+};
+
+static int setup(void **state)
+{
+	struct fx *x = calloc(1, sizeof(*x));
+	struct pf_fleet_options o = {.heartbeat_interval_s = 30};
+	x->fleet = pf_fleet_new(&o);
+	x->ctx.fleet = x->fleet;
+	x->ctx.metrics = &x->metrics;
+	x->ctx.max_message_bytes = 1 << 20;
+	*state = x;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *x = *state;
+	pf_fleet_free(x->fleet);
+	free(x);
+	return 0;
+}
+
+static struct pf_kv ident[] = {{"service.name", "profleet-agent"},
+			       {"service.instance.id", "abc"}};
+static struct pf_kv nonident[] = {{"host.name", "h1"}, {"env", "prod"}};
+
+static void full_status(struct pf_a2s *m, uint8_t uid_byte, uint64_t seq)
+{
+	memset(m, 0, sizeof(*m));
+	memset(m->instance_uid, uid_byte, 16);
+	m->instance_uid_len = 16;
+	m->sequence_num = seq;
+	m->capabilities = CAPS;
+	m->has_description = true;
+	m->n_identifying = 2;
+	m->identifying = ident;
+	m->n_non_identifying = 2;
+	m->non_identifying = nonident;
+	m->has_health = true;
+	m->health.healthy = true;
+	m->has_effective_config = true;
+	m->has_remote_config_status = true;
+	m->rcs_status = PF_RCS_UNSET;
+}
+
+static struct pf_s2a *roundtrip(struct fx *x, struct pf_opamp_session *s, const struct pf_a2s *m,
+				struct pf_opamp_result *res)
+{
+	struct pf_buf in, out;
+	pf_buf_init(&in, 1 << 20);
+	pf_buf_init(&out, 1 << 20);
+	assert_int_equal(pf_a2s_encode(m, &in), 0);
+	assert_int_equal(pf_opamp_session_handle(&x->ctx, s, in.data, in.len, 5000, &out, res), 0);
+	struct pf_s2a *r = NULL;
+	assert_int_equal(pf_s2a_decode(out.data, out.len, 1 << 20, &r, NULL), 0);
+	pf_buf_release(&in);
+	pf_buf_release(&out);
+	return r;
+}
+
+static void test_first_message_and_ack(void **state)
+{
+	struct fx *x = *state;
+	struct pf_opamp_session s = {.conn = (void *)1};
+	struct pf_opamp_result res;
+	struct pf_a2s m;
+	full_status(&m, 0x11, 1);
+	struct pf_s2a *r = roundtrip(x, &s, &m, &res);
+	/* Rules 12 and 14: capabilities with AcceptsStatus, uid echoed. */
+	assert_true(r->capabilities & PF_SERVER_CAP_ACCEPTS_STATUS);
+	assert_memory_equal(r->instance_uid, m.instance_uid, 16);
+	assert_false(r->has_error);
+	assert_false(r->flags & PF_S2A_FLAG_REPORT_FULL_STATE);
+	/* Rule 25: heartbeat offered to an agent that accepts connection settings. */
+	assert_true(r->has_heartbeat_interval);
+	assert_int_equal(r->heartbeat_interval_seconds, 30);
+	/* No config exists: nothing offered. */
+	assert_false(r->has_remote_config);
+	pf_s2a_free(r);
+
+	struct pf_agent *a = pf_fleet_find(x->fleet, m.instance_uid);
+	assert_non_null(a);
+	assert_true(a->connected);
+	assert_string_equal(pf_agent_attr(a, "env"), "prod");
+	assert_true(a->has_health && a->healthy);
+
+	/* Rule 11: a heartbeat (uid + seq only) gets an ack; no heartbeat offer again. */
+	struct pf_a2s hb = {0};
+	memcpy(hb.instance_uid, m.instance_uid, 16);
+	hb.instance_uid_len = 16;
+	hb.sequence_num = 2;
+	hb.capabilities = CAPS;
+	r = roundtrip(x, &s, &hb, &res);
+	assert_false(r->has_heartbeat_interval);
+	assert_false(r->has_remote_config);
+	assert_false(r->flags & PF_S2A_FLAG_REPORT_FULL_STATE);
+	pf_s2a_free(r);
+	assert_int_equal(x->metrics.opamp_messages_in, 2);
+	assert_int_equal(x->metrics.opamp_messages_out, 2);
+}
+
+static void test_sequence_gap_asks_full_state(void **state)
+{
+	struct fx *x = *state;
+	struct pf_opamp_session s = {.conn = (void *)1};
+	struct pf_opamp_result res;
+	struct pf_a2s m;
+	full_status(&m, 0x22, 7);
+	pf_s2a_free(roundtrip(x, &s, &m, &res));
+	struct pf_a2s hb = {0};
+	memcpy(hb.instance_uid, m.instance_uid, 16);
+	hb.instance_uid_len = 16;
+	hb.capabilities = CAPS;
+	hb.sequence_num = 9; /* 8 went missing: rule 17 */
+	struct pf_s2a *r = roundtrip(x, &s, &hb, &res);
+	assert_true(r->flags & PF_S2A_FLAG_REPORT_FULL_STATE);
+	pf_s2a_free(r);
+	hb.sequence_num = 10;
+	r = roundtrip(x, &s, &hb, &res);
+	assert_false(r->flags & PF_S2A_FLAG_REPORT_FULL_STATE);
+	pf_s2a_free(r);
+}
+
+static void test_unknown_agent_compressed_first_message(void **state)
+{
+	struct fx *x = *state;
+	struct pf_opamp_session s = {.conn = (void *)1};
+	struct pf_opamp_result res;
+	/* After a controller restart an agent may send a delta first: ask for everything. */
+	struct pf_a2s hb = {0};
+	memset(hb.instance_uid, 0x33, 16);
+	hb.instance_uid_len = 16;
+	hb.capabilities = CAPS;
+	hb.sequence_num = 40;
+	struct pf_s2a *r = roundtrip(x, &s, &hb, &res);
+	assert_true(r->flags & PF_S2A_FLAG_REPORT_FULL_STATE);
+	pf_s2a_free(r);
+}
+
+static void test_remote_config_offer(void **state)
+{
+	struct fx *x = *state;
+	const char *body = "profiling:\n  sampling: {frequency_hz: 49}\n";
+	uint8_t h[32];
+	pf_sha256(body, strlen(body), h);
+	assert_int_equal(pf_fleet_config_set(x->fleet, "default", 1, h, body, strlen(body), 1), 0);
+
+	struct pf_opamp_session s = {.conn = (void *)1};
+	struct pf_opamp_result res;
+	struct pf_a2s m;
+	full_status(&m, 0x44, 1);
+	struct pf_s2a *r = roundtrip(x, &s, &m, &res);
+	/* Rule 29: offered while hashes differ, config_hash set. */
+	assert_true(r->has_remote_config);
+	assert_int_equal(r->remote_config_hash_len, 32);
+	assert_memory_equal(r->remote_config_hash, h, 32);
+	assert_int_equal(r->remote_config.n_files, 1);
+	assert_string_equal(r->remote_config.files[0].name, "profiling.yaml");
+	assert_string_equal(r->remote_config.files[0].content_type, "text/yaml");
+	assert_int_equal(r->remote_config.files[0].body_len, strlen(body));
+	pf_s2a_free(r);
+
+	/* The agent reports APPLIED with that hash: no more offers. */
+	struct pf_a2s st = {0};
+	memcpy(st.instance_uid, m.instance_uid, 16);
+	st.instance_uid_len = 16;
+	st.capabilities = CAPS;
+	st.sequence_num = 2;
+	st.has_remote_config_status = true;
+	st.rcs_last_hash = h;
+	st.rcs_last_hash_len = 32;
+	st.rcs_status = PF_RCS_APPLIED;
+	r = roundtrip(x, &s, &st, &res);
+	assert_false(r->has_remote_config);
+	pf_s2a_free(r);
+	struct pf_agent *a = pf_fleet_find(x->fleet, m.instance_uid);
+	assert_int_equal(pf_agent_config_state(a), PF_CFG_APPLIED);
+
+	/* Server-initiated push after a new version. */
+	const char *body2 = "profiling:\n  enabled: false\n";
+	uint8_t h2[32];
+	pf_sha256(body2, strlen(body2), h2);
+	pf_fleet_config_set(x->fleet, "default", 2, h2, body2, strlen(body2), 2);
+	struct pf_buf out;
+	pf_buf_init(&out, 1 << 20);
+	assert_int_equal(pf_opamp_build_push(&x->ctx, a, &out), 0);
+	assert_int_equal(pf_s2a_decode(out.data, out.len, 1 << 20, &r, NULL), 0);
+	assert_true(r->has_remote_config);
+	assert_memory_equal(r->remote_config_hash, h2, 32);
+	assert_memory_equal(r->instance_uid, m.instance_uid, 16);
+	pf_s2a_free(r);
+	pf_buf_release(&out);
+}
+
+static void test_capability_gating(void **state)
+{
+	struct fx *x = *state;
+	const char *body = "profiling: {}\n";
+	uint8_t h[32];
+	pf_sha256(body, strlen(body), h);
+	pf_fleet_config_set(x->fleet, "default", 1, h, body, strlen(body), 1);
+	struct pf_opamp_session s = {.conn = (void *)1};
+	struct pf_opamp_result res;
+	struct pf_a2s m;
+	full_status(&m, 0x55, 1);
+	/* Rule 26: no remote config, no connection settings without the bits. */
+	m.capabilities = PF_AGENT_CAP_REPORTS_STATUS;
+	struct pf_s2a *r = roundtrip(x, &s, &m, &res);
+	assert_false(r->has_remote_config);
+	assert_false(r->has_heartbeat_interval);
+	pf_s2a_free(r);
+}
+
+static void test_bad_input_gets_bad_request(void **state)
+{
+	struct fx *x = *state;
+	struct pf_opamp_session s = {.conn = (void *)1};
+	struct pf_opamp_result res;
+	struct pf_buf out;
+	pf_buf_init(&out, 1 << 20);
+	static const uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff, 0x0f, 0x01, 0x02};
+	assert_int_equal(
+		pf_opamp_session_handle(&x->ctx, &s, garbage, sizeof(garbage), 1, &out, &res), 0);
+	assert_true(res.bad_request);
+	struct pf_s2a *r = NULL;
+	assert_int_equal(pf_s2a_decode(out.data, out.len, 1 << 20, &r, NULL), 0);
+	/* Rule 15: error alone. */
+	assert_true(r->has_error);
+	assert_int_equal(r->error_type, PF_SERR_BAD_REQUEST);
+	assert_non_null(r->error_message);
+	assert_false(r->has_remote_config);
+	assert_int_equal(r->capabilities, 0);
+	pf_s2a_free(r);
+	pf_buf_reset(&out);
+
+	/* A uid that is not 16 bytes. */
+	struct pf_a2s m = {0};
+	m.instance_uid_len = 4;
+	m.capabilities = CAPS;
+	struct pf_buf in;
+	pf_buf_init(&in, 1 << 20);
+	assert_int_equal(pf_a2s_encode(&m, &in), 0);
+	assert_int_equal(pf_opamp_session_handle(&x->ctx, &s, in.data, in.len, 1, &out, &res), 0);
+	assert_true(res.bad_request);
+	assert_int_equal(pf_s2a_decode(out.data, out.len, 1 << 20, &r, NULL), 0);
+	assert_true(r->has_error);
+	assert_non_null(strstr(r->error_message, "16 bytes"));
+	pf_s2a_free(r);
+	pf_buf_release(&in);
+	pf_buf_release(&out);
+	assert_int_equal(x->metrics.opamp_bad_messages, 2);
+	assert_int_equal(pf_fleet_count(x->fleet), 0);
+}
+
+static void test_duplicate_uid_gets_new_identity(void **state)
+{
+	struct fx *x = *state;
+	struct pf_opamp_session s1 = {.conn = (void *)1}, s2 = {.conn = (void *)2};
+	struct pf_opamp_result res;
+	struct pf_a2s m;
+	full_status(&m, 0x66, 1);
+	pf_s2a_free(roundtrip(x, &s1, &m, &res));
+	/* Rule 21: a second live connection claims the same uid. */
+	struct pf_s2a *r = roundtrip(x, &s2, &m, &res);
+	assert_true(r->has_new_instance_uid);
+	assert_memory_not_equal(r->new_instance_uid, m.instance_uid, 16);
+	assert_memory_equal(r->instance_uid, m.instance_uid, 16);
+	assert_true(r->flags & PF_S2A_FLAG_REPORT_FULL_STATE);
+	uint8_t fresh[16];
+	memcpy(fresh, r->new_instance_uid, 16);
+	pf_s2a_free(r);
+	assert_int_equal(pf_fleet_count(x->fleet), 2);
+	assert_int_equal(x->metrics.opamp_duplicate_uids, 1);
+
+	/* The newcomer adopts the new uid; messages bind to the new record. */
+	memcpy(m.instance_uid, fresh, 16);
+	m.sequence_num = 2;
+	r = roundtrip(x, &s2, &m, &res);
+	assert_false(r->has_new_instance_uid);
+	pf_s2a_free(r);
+	struct pf_agent *b = pf_fleet_find(x->fleet, fresh);
+	assert_true(b->connected);
+	assert_ptr_equal(b->conn, (void *)2);
+
+	/* Closing the first connection leaves the second alone. */
+	pf_opamp_session_closed(&x->ctx, &s1);
+	assert_true(b->connected);
+	memset(m.instance_uid, 0x66, 16);
+	assert_false(pf_fleet_find(x->fleet, m.instance_uid)->connected);
+}
+
+static void test_disconnect(void **state)
+{
+	struct fx *x = *state;
+	struct pf_opamp_session s = {.conn = (void *)1};
+	struct pf_opamp_result res;
+	struct pf_a2s m;
+	full_status(&m, 0x77, 1);
+	pf_s2a_free(roundtrip(x, &s, &m, &res));
+	struct pf_a2s bye = {0};
+	memcpy(bye.instance_uid, m.instance_uid, 16);
+	bye.instance_uid_len = 16;
+	bye.capabilities = CAPS;
+	bye.sequence_num = 2;
+	bye.has_disconnect = true;
+	struct pf_s2a *r = roundtrip(x, &s, &bye, &res);
+	assert_true(res.disconnect);
+	assert_false(r->has_error);
+	pf_s2a_free(r);
+	assert_false(pf_fleet_find(x->fleet, m.instance_uid)->connected);
+}
+
+static void test_http_transport_first_poll(void **state)
+{
+	struct fx *x = *state;
+	struct pf_opamp_result res;
+	struct pf_a2s m;
+	full_status(&m, 0x88, 0);
+	struct pf_opamp_session s = {.http = true};
+	struct pf_s2a *r = roundtrip(x, &s, &m, &res);
+	assert_true(r->has_heartbeat_interval);
+	pf_s2a_free(r);
+	struct pf_agent *a = pf_fleet_find(x->fleet, m.instance_uid);
+	assert_int_equal(a->transport, PF_TRANSPORT_HTTP);
+	/* The next poll is a new request but not a new connection. */
+	struct pf_opamp_session s2 = {.http = true};
+	struct pf_a2s hb = {0};
+	memcpy(hb.instance_uid, m.instance_uid, 16);
+	hb.instance_uid_len = 16;
+	hb.capabilities = CAPS;
+	hb.sequence_num = 1;
+	r = roundtrip(x, &s2, &hb, &res);
+	assert_false(r->has_heartbeat_interval);
+	assert_false(r->flags & PF_S2A_FLAG_REPORT_FULL_STATE);
+	pf_s2a_free(r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_first_message_and_ack, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sequence_gap_asks_full_state, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unknown_agent_compressed_first_message, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_remote_config_offer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_capability_gating, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_input_gets_bad_request, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_duplicate_uid_gets_new_identity, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_disconnect, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_http_transport_first_poll, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
