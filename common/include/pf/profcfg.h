@@ -17,7 +17,25 @@
  * duplicate key. Lists are capped (see PF_PROFCFG_MAX_*). Documents over 1 MiB are refused.
  *
  * A parsed config is an immutable value: apply by parsing the new one completely and swapping
- * pointers, so the old one stays on failure. */
+ * pointers, so the old one stays on failure.
+ *
+ * Details of the document (all enforced by pf_profcfg_parse, listed in docs/config.md):
+ *  - one YAML document; anchors, aliases and tags are refused (no alias expansion);
+ *  - null for a section, list or map means empty; null for a scalar key is an error;
+ *  - integers and numbers are plain decimal scalars ("99" in quotes is a string, refused);
+ *    booleans are true/false, yes/no, on/off (any case);
+ *  - strings and map keys/values are at most 4096 bytes and contain no NUL;
+ *  - exporter keys apply by type (endpoint, headers, compression, timeout_seconds for
+ *    otlp_http and pyroscope; path, max_bytes for file): a key the type does not use is an
+ *    error, a required one missing is an error naming it;
+ *  - mode: triggered needs at least one enabled trigger.
+ * Error paths name list items by index and map entries by key: profiling.exporters[1].endpoint,
+ * labels.env, profiling.pprof.targets[0].attributes["service.name"]. Syntax errors have an
+ * empty path and "line L, column C" in the message.
+ *
+ * pf_profcfg_emit_yaml writes every key in table order with strings double-quoted; keys an
+ * exporter's type does not use are left out. It fails with -EINVAL on a string that is not
+ * valid UTF-8 (only possible for a config built by hand), leaving `out` unchanged. */
 #ifndef PF_PROFCFG_H
 #define PF_PROFCFG_H
 
