@@ -15,7 +15,7 @@ int pf_error_set(struct pf_error *err, int code, const char *path, const char *f
 	size_t off = 0;
 	if (path && *path) {
 		int n = snprintf(err->msg, sizeof(err->msg), "%s: ", path);
-		off = n > 0 ? PF_MIN((size_t)n, sizeof(err->msg) - 1) : 0;
+		off = n > 0 ? pf_min((size_t)n, sizeof(err->msg) - 1) : 0;
 	}
 	va_list ap;
 	va_start(ap, fmt);

@@ -15,7 +15,7 @@
 static void feed(z_stream *zs, const uint8_t **in, size_t *left)
 {
 	if (zs->avail_in == 0 && *left > 0) {
-		size_t n = PF_MIN(*left, GZ_IN_MAX);
+		size_t n = pf_min(*left, GZ_IN_MAX);
 		zs->next_in = (Bytef *)*in;
 		zs->avail_in = (uInt)n;
 		*in += n;

@@ -599,7 +599,7 @@ static size_t path_push(struct walk *w, const char *fmt, ...)
 	int n = vsnprintf(w->path + w->plen, sizeof(w->path) - w->plen, fmt, ap);
 	va_end(ap);
 	if (n > 0)
-		w->plen = PF_MIN(w->plen + (size_t)n, sizeof(w->path) - 1);
+		w->plen = pf_min(w->plen + (size_t)n, sizeof(w->path) - 1);
 	return saved;
 }
 

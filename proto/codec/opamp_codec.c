@@ -510,7 +510,7 @@ static int ar_custom_message(struct arena *a, const pb_custom_message *c,
 static void copy_uid(const ProtobufCBinaryData *bd, uint8_t dst[PF_OPAMP_UID_LEN], size_t *len)
 {
 	if (bd->len)
-		memcpy(dst, bd->data, PF_MIN(bd->len, (size_t)PF_OPAMP_UID_LEN));
+		memcpy(dst, bd->data, pf_min(bd->len, (size_t)PF_OPAMP_UID_LEN));
 	*len = bd->len;
 }
 

@@ -92,7 +92,7 @@ static void print_custom(size_t n, char **caps, bool has_caps, bool has_msg,
 
 static void print_a2s(const struct pf_a2s *m)
 {
-	print_hex("instance_uid", m->instance_uid, PF_MIN(m->instance_uid_len, (size_t)16));
+	print_hex("instance_uid", m->instance_uid, pf_min(m->instance_uid_len, (size_t)16));
 	printf("instance_uid_len=%zu\n", m->instance_uid_len);
 	printf("sequence_num=%" PRIu64 "\n", m->sequence_num);
 	printf("capabilities=%" PRIu64 "\n", m->capabilities);
@@ -122,7 +122,7 @@ static void print_a2s(const struct pf_a2s *m)
 
 static void print_s2a(const struct pf_s2a *m)
 {
-	print_hex("instance_uid", m->instance_uid, PF_MIN(m->instance_uid_len, (size_t)16));
+	print_hex("instance_uid", m->instance_uid, pf_min(m->instance_uid_len, (size_t)16));
 	printf("instance_uid_len=%zu\n", m->instance_uid_len);
 	printf("flags=%" PRIu64 "\n", m->flags);
 	printf("capabilities=%" PRIu64 "\n", m->capabilities);

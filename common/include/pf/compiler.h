@@ -29,7 +29,7 @@ static inline void pf_freep(void *p)
 		_pf_tmp_;                                                                          \
 	})
 
-#define PF_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define PF_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define pf_min(a, b) ((a) < (b) ? (a) : (b))
+#define pf_max(a, b) ((a) > (b) ? (a) : (b))
 
 #endif

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: GPL-2.0
+/* cpu_sampler.bpf.c — the kernel half of the CPU sampler (see cpu_sampler.h for the data it
+ * hands to user space, sampler_bpf.c for the user side).
+ *
+ *  do_sample   perf_event (software cpu-clock, one event per CPU): pid/tid/cpu/time/comm and
+ *              kernel + user stacks of the interrupted task, into the `samples` ring buffer.
+ *  handle_*    tp_btf sched_process_{exec,fork,exit}: keep `pid_filter` coherent in the kernel
+ *              (an exec forgets the verdict, a fork inherits it, an exit drops it) and tell user
+ *              space, which computes the new verdict from the process's attributes.
+ *
+ * Every map is sized explicitly; every lookup is NULL-checked; losses are counted per CPU. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "cpu_sampler.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* 1 while include/exclude filters are active; written by user space through .bss. */
+__u32 filter_on = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, PF_SAMPLES_RB_BYTES);
+} samples SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, PF_EVENTS_RB_BYTES);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PF_PID_FILTER_MAX);
+	__type(key, __u32);
+	__type(value, __u8);
+} pid_filter SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PF_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* Per-CPU scratch record: header + room for both stacks. 2 x 128 slots so that the masked
+ * (verifier-provable) offsets below always stay inside the value. */
+struct scratch {
+	struct pf_bpf_sample hdr;
+	__u64 ips[2 * (PF_MAX_STACK + 1)];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch_map SEC(".maps");
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
+	if (v)
+		*v += 1;
+}
+
+#define STACK_BYTES (PF_MAX_STACK * 8)
+
+SEC("perf_event")
+int do_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 pid = id >> 32, tid = (__u32)id;
+	__u32 zero = 0;
+
+	if (tid == 0) /* the idle task */
+		return 0;
+
+	__u32 flags = 0;
+	if (filter_on) {
+		__u8 *verdict = bpf_map_lookup_elem(&pid_filter, &pid);
+		if (verdict && *verdict != PF_FILTER_ALLOW) {
+			count(PF_CNT_FILTERED);
+			return 0;
+		}
+		if (!verdict)
+			flags |= PF_SAMPLE_F_UNKNOWN;
+	}
+
+	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!s)
+		return 0;
+
+	long kb = bpf_get_stack(ctx, s->ips, STACK_BYTES, 0);
+	if (kb < 0)
+		kb = 0;
+	kb &= 0x3ff; /* <= 1016 in practice; the mask proves it to the verifier */
+	long ub = bpf_get_stack(ctx, (void *)s->ips + kb, STACK_BYTES, BPF_F_USER_STACK);
+	if (ub < 0)
+		ub = 0;
+	ub &= 0x3ff;
+	if (kb == 0 && ub == 0)
+		count(PF_CNT_STACK_ERR);
+
+	s->hdr.ts_ns = bpf_ktime_get_ns();
+	s->hdr.pid = pid;
+	s->hdr.tid = tid;
+	s->hdr.cpu = bpf_get_smp_processor_id();
+	s->hdr.kstack_len = kb / 8;
+	s->hdr.ustack_len = ub / 8;
+	s->hdr.flags = flags;
+	bpf_get_current_comm(s->hdr.comm, sizeof(s->hdr.comm));
+
+	__u64 size = sizeof(s->hdr) + kb + ub;
+	if (size > sizeof(*s))
+		return 0;
+	if (bpf_ringbuf_output(&samples, s, size, 0) < 0) {
+		count(PF_CNT_LOST_RB);
+		return 0;
+	}
+	count(PF_CNT_SAMPLES);
+	return 0;
+}
+
+static __always_inline void emit(__u32 type, __u32 pid, __u32 ppid, struct task_struct *t)
+{
+	struct pf_bpf_proc_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(PF_CNT_LOST_EVENT);
+		return;
+	}
+	e->type = type;
+	e->pid = pid;
+	e->ppid = ppid;
+	e->pad = 0;
+	e->ts_ns = bpf_ktime_get_ns();
+	BPF_CORE_READ_STR_INTO(&e->comm, t, comm);
+	bpf_ringbuf_submit(e, 0);
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 pid = BPF_CORE_READ(p, tgid);
+
+	/* A new executable: the old verdict no longer holds until user space says so. */
+	bpf_map_delete_elem(&pid_filter, &pid);
+	emit(PF_PROC_EXEC, pid, 0, p);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 pid = BPF_CORE_READ(child, pid), tgid = BPF_CORE_READ(child, tgid);
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+
+	if (pid != tgid) /* a new thread: covered by its process's entry */
+		return 0;
+	/* Same executable and cgroup as the parent: inherit its verdict right away. */
+	__u8 *v = bpf_map_lookup_elem(&pid_filter, &ptgid);
+	if (v) {
+		__u8 val = *v;
+		bpf_map_update_elem(&pid_filter, &tgid, &val, BPF_ANY);
+	}
+	emit(PF_PROC_FORK, tgid, ptgid, child);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(handle_exit, struct task_struct *p)
+{
+	__u32 pid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+
+	if (pid != tgid)
+		return 0;
+	bpf_map_delete_elem(&pid_filter, &tgid);
+	emit(PF_PROC_EXIT, tgid, 0, p);
+	return 0;
+}

@@ -1,0 +1,68 @@
+/* cpu_sampler.h — the types shared by cpu_sampler.bpf.c and sampler_bpf.c (libbpf-tools'
+ * x.h of the x.bpf.c / x.h / x.c trio): fixed-width only, no kernel or libc headers.
+ *
+ * Two ring buffers carry data to user space:
+ *  - `samples`: one struct pf_bpf_sample per CPU-clock tick of a sampled task, followed by
+ *    kstack_len kernel then ustack_len user instruction pointers (leaf first). The record is
+ *    sized to what the stacks used, so a 12-frame stack costs ~150 bytes, not 2 KiB.
+ *  - `events`: struct pf_bpf_proc_event on exec, fork (new process, not thread) and exit of a
+ *    thread-group leader; user space keeps the pid allow-map current from them.
+ *
+ * The allow-map `pid_filter` (tgid -> PF_FILTER_*) is consulted only while `filter_on` is set.
+ * A pid missing from it is recorded with PF_SAMPLE_F_UNKNOWN so user space can decide once it
+ * has computed the process's attributes (the few milliseconds after an exec). */
+#ifndef PF_CPU_SAMPLER_H
+#define PF_CPU_SAMPLER_H
+
+#define PF_MAX_STACK 127 /* perf's default kernel.perf_event_max_stack */
+#define PF_COMM_LEN 16
+
+#define PF_SAMPLES_RB_BYTES (1u << 21) /* 2 MiB: ~10k typical samples of slack */
+#define PF_EVENTS_RB_BYTES (1u << 16)
+#define PF_PID_FILTER_MAX 65536
+
+/* pid_filter values */
+#define PF_FILTER_DENY 0
+#define PF_FILTER_ALLOW 1
+
+/* Indices of the per-CPU `counters` array. */
+enum pf_bpf_counter {
+	PF_CNT_SAMPLES = 0,    /* ticks recorded into the ring buffer */
+	PF_CNT_LOST_RB = 1,    /* ring buffer full: sample lost */
+	PF_CNT_FILTERED = 2,   /* ticks of denied processes (one map lookup each) */
+	PF_CNT_STACK_ERR = 3,  /* both stack walks failed: recorded without stacks */
+	PF_CNT_LOST_EVENT = 4, /* process events lost (events ring buffer full) */
+	PF_CNT_MAX = 5,
+};
+
+/* flags of struct pf_bpf_sample */
+#define PF_SAMPLE_F_UNKNOWN 1 /* pid not in pid_filter while filtering */
+
+struct pf_bpf_sample {
+	unsigned long long ts_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
+	unsigned int pid;         /* tgid */
+	unsigned int tid;
+	unsigned short cpu;
+	unsigned char kstack_len; /* number of kernel ips following */
+	unsigned char ustack_len; /* number of user ips following the kernel ones */
+	unsigned int flags;
+	char comm[PF_COMM_LEN];
+	/* followed by kstack_len + ustack_len unsigned long long ips */
+};
+
+enum pf_bpf_proc_event_type {
+	PF_PROC_EXEC = 1,
+	PF_PROC_FORK = 2,
+	PF_PROC_EXIT = 3,
+};
+
+struct pf_bpf_proc_event {
+	unsigned int type;
+	unsigned int pid;  /* tgid of the process */
+	unsigned int ppid; /* fork: parent tgid */
+	unsigned int pad;
+	unsigned long long ts_ns;
+	char comm[PF_COMM_LEN];
+};
+
+#endif

@@ -1,0 +1,197 @@
+/* cli.c — see cli.h. */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opamp_codec.h"
+#include "opamp_session.h"
+#include "pf/log.h"
+#include "state.h"
+
+void agent_opts_usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: profleet-agent [options]\n"
+	    "  --config FILE            local profiling config (YAML); defaults without it\n"
+	    "  --server URL             controller OpAMP endpoint: ws://, wss://, http://, "
+	    "https://\n"
+	    "                           (path defaults to /v1/opamp); none: standalone\n"
+	    "  --token-file F           file holding the agent token (Authorization: Bearer)\n"
+	    "  --ca-file F              CA bundle for wss:// (default: the system CAs)\n"
+	    "  --state-dir DIR          state directory (default " AGENT_DEFAULT_STATE_DIR ")\n"
+	    "  --label k=v              operator label reported to the controller (repeatable)\n"
+	    "  --log-level L            error|warn|info|debug (default info)\n"
+	    "  --heartbeat-seconds N    heartbeat until the server offers one (default 30, 0 off)\n"
+	    "  --max-message-bytes N    inbound/outbound OpAMP message limit (default 64 MiB)\n"
+	    "  --version, --help\n");
+}
+
+static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	if (!s || !*s || *s == '-')
+		return -EINVAL;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_error *err)
+{
+	enum {
+		OPT_CONFIG = 256,
+		OPT_SERVER,
+		OPT_TOKEN_FILE,
+		OPT_CA_FILE,
+		OPT_STATE_DIR,
+		OPT_LABEL,
+		OPT_LOG_LEVEL,
+		OPT_HEARTBEAT,
+		OPT_MAX_MSG,
+		OPT_VERSION,
+	};
+	static const struct option longopts[] = {
+	    {"config", required_argument, NULL, OPT_CONFIG},
+	    {"server", required_argument, NULL, OPT_SERVER},
+	    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+	    {"ca-file", required_argument, NULL, OPT_CA_FILE},
+	    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+	    {"label", required_argument, NULL, OPT_LABEL},
+	    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+	    {"heartbeat-seconds", required_argument, NULL, OPT_HEARTBEAT},
+	    {"max-message-bytes", required_argument, NULL, OPT_MAX_MSG},
+	    {"version", no_argument, NULL, OPT_VERSION},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	uint64_t v;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->state_dir = AGENT_DEFAULT_STATE_DIR;
+	o->log_level = PF_LOG_INFO;
+	o->heartbeat_s = AGENT_DEFAULT_HEARTBEAT_S;
+	o->max_message_bytes = PF_OPAMP_DEFAULT_MAX_MSG;
+
+	optind = 0; /* GNU: full re-initialisation */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_CONFIG:
+			o->config_file = optarg;
+			break;
+		case OPT_SERVER:
+			o->server_url = optarg;
+			break;
+		case OPT_TOKEN_FILE:
+			o->token_file = optarg;
+			break;
+		case OPT_CA_FILE:
+			o->ca_file = optarg;
+			break;
+		case OPT_STATE_DIR:
+			if (!*optarg)
+				return pf_error_set(err, -EINVAL, "--state-dir",
+						    "must not be empty");
+			o->state_dir = optarg;
+			break;
+		case OPT_LABEL: {
+			const char *eq = strchr(optarg, '=');
+			if (!eq || eq == optarg)
+				return pf_error_set(err, -EINVAL, "--label",
+						    "expected key=value, got '%s'", optarg);
+			if (o->n_labels >= AGENT_CLI_MAX_LABELS)
+				return pf_error_set(err, -EINVAL, "--label", "at most %d labels",
+						    AGENT_CLI_MAX_LABELS);
+			o->labels[o->n_labels++] = optarg;
+			break;
+		}
+		case OPT_LOG_LEVEL: {
+			int l = pf_log_parse_level(optarg);
+			if (l < 0)
+				return pf_error_set(err, -EINVAL, "--log-level",
+						    "must be error, warn, info or debug, got '%s'",
+						    optarg);
+			o->log_level = l;
+			break;
+		}
+		case OPT_HEARTBEAT:
+			if (parse_u64(optarg, 86400, &v) < 0)
+				return pf_error_set(err, -EINVAL, "--heartbeat-seconds",
+						    "must be 0..86400, got '%s'", optarg);
+			o->heartbeat_s = v;
+			break;
+		case OPT_MAX_MSG:
+			if (parse_u64(optarg, (uint64_t)1 << 30, &v) < 0 || v < 4096)
+				return pf_error_set(err, -EINVAL, "--max-message-bytes",
+						    "must be 4096..1073741824, got '%s'", optarg);
+			o->max_message_bytes = (size_t)v;
+			break;
+		case OPT_VERSION:
+			o->version = true;
+			break;
+		case 'h':
+			o->help = true;
+			break;
+		default: {
+			const char *bad = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+			return pf_error_set(err, -EINVAL, "", "unknown or incomplete option '%s'",
+					    bad);
+		}
+		}
+	}
+	if (optind < argc)
+		return pf_error_set(err, -EINVAL, "", "unexpected argument '%s'", argv[optind]);
+	if (o->token_file && !o->server_url)
+		return pf_error_set(err, -EINVAL, "--token-file", "needs --server");
+	return 0;
+}
+
+static bool is_space(char ch)
+{
+	return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\v' || ch == '\f';
+}
+
+int agent_token_load(const char *path, char **out, struct pf_error *err)
+{
+	char *text = NULL;
+	size_t len;
+	int r = agent_read_file(path, AGENT_TOKEN_MAX + 1024, &text, &len);
+	if (r < 0)
+		return pf_error_set(err, r, "--token-file", "cannot read '%s': %s", path,
+				    strerror(-r));
+	size_t a = 0, b = len;
+	while (a < b && is_space(text[a]))
+		a++;
+	while (b > a && is_space(text[b - 1]))
+		b--;
+	if (a == b) {
+		free(text);
+		return pf_error_set(err, -EINVAL, "--token-file", "'%s' is empty", path);
+	}
+	if (b - a > AGENT_TOKEN_MAX) {
+		free(text);
+		return pf_error_set(err, -EINVAL, "--token-file", "token in '%s' is too long",
+				    path);
+	}
+	for (size_t i = a; i < b; i++) {
+		unsigned char ch = (unsigned char)text[i];
+		if (ch <= 0x20 || ch == 0x7f) {
+			free(text);
+			return pf_error_set(
+			    err, -EINVAL, "--token-file",
+			    "token in '%s' contains whitespace or control characters", path);
+		}
+	}
+	memmove(text, text + a, b - a);
+	text[b - a] = '\0';
+	*out = text;
+	return 0;
+}

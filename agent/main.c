@@ -1,0 +1,156 @@
+/* main.c — profleet-agent: parses the command line and wires the agent_core modules
+ * together (state, config engine, health, OpAMP session and client). See docs/agent.md. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "config.h"
+#include "description.h"
+#include "health.h"
+#include "opamp_client.h"
+#include "opamp_session.h"
+#include "pf/log.h"
+#include "pf/uuid.h"
+#include "state.h"
+
+static volatile sig_atomic_t stop_requested;
+static struct agent_client *the_client;
+
+static void on_signal(int sig)
+{
+	stop_requested = 1;
+	agent_client_wake(the_client);
+}
+
+static int load_local_config(struct agent_config *cfg, const char *path)
+{
+	char *text = NULL;
+	size_t len;
+	struct pf_error err = {0};
+	int r = agent_read_file(path, PF_PROFCFG_MAX_DOC, &text, &len);
+	if (r < 0) {
+		pf_log_error("cannot read --config '%s': %s", path, strerror(-r));
+		return r;
+	}
+	r = agent_config_set_local(cfg, text, len, &err);
+	free(text);
+	if (r < 0)
+		pf_log_error("--config '%s': %s", path, err.msg);
+	return r;
+}
+
+int main(int argc, char **argv)
+{
+	struct agent_opts o;
+	struct pf_error err = {0};
+	struct agent_state *state = NULL;
+	struct agent_config *cfg = NULL;
+	struct agent_health *health = NULL;
+	struct agent_session *session = NULL;
+	char *token = NULL;
+	char uid[PF_UUID_STR_LEN + 1];
+	int rc = 1;
+
+	pf_log_set_ident("agent");
+	if (agent_opts_parse(argc, argv, &o, &err) < 0) {
+		fprintf(stderr, "profleet-agent: %s\n", err.msg);
+		agent_opts_usage(stderr);
+		return 2;
+	}
+	if (o.help) {
+		agent_opts_usage(stdout);
+		return 0;
+	}
+	if (o.version) {
+		printf("profleet-agent %s\n", agent_version());
+		return 0;
+	}
+	pf_log_set_level(o.log_level);
+	agent_lws_logging(o.log_level);
+
+	if (agent_state_open(o.state_dir, &state, &err) < 0) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
+	pf_uuid_format(agent_state_uid(state), uid);
+	pf_log_info("profleet-agent %s, instance_uid %s, state %s", agent_version(), uid,
+		    o.state_dir);
+
+	health = agent_health_new(agent_now_unix_nano());
+	cfg = agent_config_new(state);
+	if (!health || !cfg) {
+		pf_log_error("out of memory");
+		goto out;
+	}
+	if (o.config_file && load_local_config(cfg, o.config_file) < 0)
+		goto out;
+	for (size_t i = 0; i < o.n_labels; i++)
+		if (agent_config_add_label(cfg, o.labels[i]) < 0) {
+			pf_log_error("--label '%s': too many labels", o.labels[i]);
+			goto out;
+		}
+	/* Components register here; the sampler and exporters add their hooks in later
+	 * issues (agent_config_add_hook + agent_health_register). */
+	agent_health_register(health, "config");
+	err = (struct pf_error){0};
+	if (agent_config_start(cfg, &err) < 0) {
+		pf_log_error("config: %s", err.msg);
+		goto out;
+	}
+	agent_health_set(health, "config", true,
+			 agent_config_active_is_remote(cfg) ? "remote config applied"
+							    : "local config applied",
+			 NULL);
+
+	if (o.token_file && agent_token_load(o.token_file, &token, &err) < 0) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
+	session = agent_session_new(state, cfg, health, o.heartbeat_s);
+	if (!session) {
+		pf_log_error("out of memory");
+		goto out;
+	}
+	struct agent_client_opts co = {
+	    .server_url = o.server_url,
+	    .token = token,
+	    .ca_file = o.ca_file,
+	    .max_message_bytes = o.max_message_bytes,
+	};
+	err = (struct pf_error){0};
+	the_client = agent_client_new(&co, session, health, &err);
+	if (!the_client) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
+	if (!o.server_url)
+		pf_log_info("no --server: running standalone on the %s config",
+			    o.config_file ? "local" : "default");
+
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	agent_client_run(the_client, &stop_requested);
+	pf_log_info("stopped");
+	rc = 0;
+out:
+	agent_client_free(the_client);
+	the_client = NULL;
+	agent_session_free(session);
+	agent_config_free(cfg);
+	agent_health_free(health);
+	agent_state_free(state);
+	if (token) {
+		explicit_bzero(token, strlen(token));
+		free(token);
+	}
+	return rc;
+}

@@ -1,0 +1,263 @@
+/* opamp_session.c — see opamp_session.h. Spec references are to opamp-spec
+ * specification.md v0.18.0 via /work/shared/design/OPAMP-CONFORMANCE.md numbers. */
+#include "opamp_session.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "description.h"
+#include "health.h"
+#include "pf/log.h"
+#include "pf/uuid.h"
+#include "state.h"
+
+struct agent_session {
+	struct agent_state *state;
+	struct agent_config *config;
+	struct agent_health *health;
+
+	uint64_t seq;
+	uint64_t heartbeat_s;
+	size_t max_msg;
+
+	/* What the current connection has been told. */
+	bool full_pending;
+	bool desc_dirty;
+	uint64_t sent_health_gen;
+	uint64_t sent_config_gen;
+	uint64_t sent_status_gen;
+};
+
+struct agent_session *agent_session_new(struct agent_state *state, struct agent_config *config,
+					struct agent_health *health, uint64_t heartbeat_s)
+{
+	struct agent_session *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->state = state;
+	s->config = config;
+	s->health = health;
+	s->heartbeat_s = heartbeat_s;
+	s->max_msg = PF_OPAMP_DEFAULT_MAX_MSG;
+	s->full_pending = true;
+	s->desc_dirty = true;
+	return s;
+}
+
+void agent_session_free(struct agent_session *s)
+{
+	free(s);
+}
+
+void agent_session_on_connect(struct agent_session *s)
+{
+	s->full_pending = true; /* conformance 10 */
+}
+
+void agent_session_description_changed(struct agent_session *s)
+{
+	s->desc_dirty = true;
+}
+
+static bool status_news(struct agent_session *s)
+{
+	return agent_config_remote_status(s->config)->status != PF_RCS_UNSET &&
+	       agent_config_status_generation(s->config) != s->sent_status_gen;
+}
+
+bool agent_session_has_news(struct agent_session *s)
+{
+	return s->full_pending || s->desc_dirty ||
+	       agent_health_generation(s->health) != s->sent_health_gen ||
+	       agent_config_generation(s->config) != s->sent_config_gen || status_news(s);
+}
+
+int agent_session_build(struct agent_session *s, bool disconnect, struct pf_buf *out)
+{
+	struct pf_a2s m = {0};
+	struct agent_description desc = {0};
+	struct pf_buf eff;
+	struct pf_config_file eff_file = {0};
+	bool full = s->full_pending;
+	uint64_t health_gen = agent_health_generation(s->health);
+	uint64_t config_gen = agent_config_generation(s->config);
+	uint64_t status_gen = agent_config_status_generation(s->config);
+	const struct agent_remote_status *rs = agent_config_remote_status(s->config);
+	int r = 0;
+
+	pf_buf_init(&eff, s->max_msg);
+	memcpy(m.instance_uid, agent_state_uid(s->state), PF_OPAMP_UID_LEN);
+	m.instance_uid_len = PF_OPAMP_UID_LEN;
+	m.sequence_num = s->seq;
+	m.capabilities = AGENT_CAPABILITIES; /* conformance 13: in every message */
+
+	if (full || s->desc_dirty) {
+		size_t n_labels;
+		const struct pf_kv_str *labels = agent_config_labels(s->config, &n_labels);
+		r = agent_description_build(&desc, agent_state_uid(s->state), labels, n_labels);
+		if (r < 0)
+			goto out;
+		m.has_description = true;
+		m.n_identifying = desc.n_identifying;
+		m.identifying = desc.identifying;
+		m.n_non_identifying = desc.n_non_identifying;
+		m.non_identifying = desc.non_identifying;
+	}
+	if (full || health_gen != s->sent_health_gen) {
+		r = agent_health_build(s->health, &m.health);
+		if (r < 0)
+			goto out;
+		m.has_health = true;
+	}
+	if ((full || config_gen != s->sent_config_gen) && agent_config_active(s->config)) {
+		r = agent_config_effective_yaml(s->config, &eff);
+		if (r < 0)
+			goto out;
+		eff_file.name = (char *)AGENT_REMOTE_CONFIG_KEY;
+		eff_file.body = eff.data;
+		eff_file.body_len = eff.len;
+		eff_file.content_type = (char *)"text/yaml";
+		m.has_effective_config = true;
+		m.effective_config.n_files = 1;
+		m.effective_config.files = &eff_file;
+	}
+	if ((full || status_gen != s->sent_status_gen) && rs->status != PF_RCS_UNSET) {
+		m.has_remote_config_status = true;
+		m.rcs_last_hash = (uint8_t *)rs->hash;
+		m.rcs_last_hash_len = rs->hash_len;
+		m.rcs_status = rs->status;
+		m.rcs_error_message = (char *)rs->message;
+	}
+	m.has_disconnect = disconnect;
+
+	size_t before = out->len;
+	r = pf_a2s_encode(&m, out);
+	if (r == 0 && out->len - before > s->max_msg) {
+		out->len = before;
+		r = -E2BIG;
+	}
+	if (r < 0)
+		goto out;
+	/* Sent (or about to be): mark it reported. */
+	s->seq++;
+	s->full_pending = false;
+	if (m.has_description)
+		s->desc_dirty = false;
+	if (m.has_health)
+		s->sent_health_gen = health_gen;
+	if (m.has_effective_config || !agent_config_active(s->config))
+		s->sent_config_gen = config_gen;
+	s->sent_status_gen = status_gen;
+out:
+	agent_description_release(&desc);
+	agent_health_tree_release(&m.health);
+	pf_buf_release(&eff);
+	return r;
+}
+
+static void update_config_health(struct agent_session *s)
+{
+	const struct agent_remote_status *rs = agent_config_remote_status(s->config);
+	if (rs->status == PF_RCS_APPLIED)
+		agent_health_set(s->health, "config", true, "remote config applied", NULL);
+	else if (rs->status == PF_RCS_FAILED)
+		agent_health_set(s->health, "config", false,
+				 "remote config rejected; running the previous config",
+				 rs->message);
+}
+
+void agent_session_process(struct agent_session *s, const struct pf_s2a *m,
+			   struct agent_session_action *act)
+{
+	memset(act, 0, sizeof(*act));
+
+	if (m->has_error) {
+		/* conformance 15: nothing else is set with an error. */
+		if (m->error_type == PF_SERR_UNAVAILABLE) {
+			act->reconnect = true;
+			if (m->has_retry_after) {
+				act->has_retry_after = true;
+				act->retry_after_ms = m->retry_after_nanoseconds / 1000000u;
+			}
+			pf_log_warn("opamp: server unavailable: %s",
+				    m->error_message ? m->error_message : "");
+		} else {
+			/* BAD_REQUEST (and unknown types): do not retry that message (24). */
+			act->bad_request = true;
+			pf_log_error("opamp: server rejected our message: %s",
+				     m->error_message ? m->error_message : "");
+		}
+		return;
+	}
+
+	if (m->has_new_instance_uid) {
+		struct pf_error err = {0};
+		char text[PF_UUID_STR_LEN + 1];
+		pf_uuid_format(m->new_instance_uid, text);
+		if (agent_state_set_uid(s->state, m->new_instance_uid, &err) < 0)
+			pf_log_error("opamp: cannot persist the new instance_uid %s: %s", text,
+				     err.msg);
+		else
+			pf_log_info("opamp: server assigned instance_uid %s", text);
+		/* Adopted at once either way (conformance 20); state keeps the old on failure,
+		 * so the description follows whatever the state holds. */
+		s->desc_dirty = true;
+	}
+
+	if (m->flags & PF_S2A_FLAG_REPORT_FULL_STATE)
+		s->full_pending = true;
+
+	if (m->has_heartbeat_interval && m->heartbeat_interval_seconds != s->heartbeat_s) {
+		s->heartbeat_s = m->heartbeat_interval_seconds;
+		act->heartbeat_changed = true;
+		pf_log_info("opamp: heartbeat interval %llu s", (unsigned long long)s->heartbeat_s);
+	}
+
+	if (m->has_remote_config) {
+		struct pf_error err = {0};
+		int r =
+		    agent_config_offer_remote(s->config, &m->remote_config, m->remote_config_hash,
+					      m->remote_config_hash_len, &err);
+		if (r != 1)
+			update_config_health(s);
+	}
+
+	act->send = agent_session_has_news(s);
+}
+
+int agent_session_handle(struct agent_session *s, const uint8_t *data, size_t len,
+			 struct agent_session_action *act, struct pf_error *err)
+{
+	struct pf_s2a *m = NULL;
+	/* Decoded memory can exceed the wire size (pointers, arena slack): allow twice. */
+	int r = pf_s2a_decode(data, len, s->max_msg * 2, &m, err);
+	if (r < 0) {
+		memset(act, 0, sizeof(*act));
+		return r;
+	}
+	agent_session_process(s, m, act);
+	pf_s2a_free(m);
+	return 0;
+}
+
+uint64_t agent_session_next_seq(const struct agent_session *s)
+{
+	return s->seq;
+}
+
+uint64_t agent_session_heartbeat_s(const struct agent_session *s)
+{
+	return s->heartbeat_s;
+}
+
+void agent_session_set_max_message(struct agent_session *s, size_t bytes)
+{
+	s->max_msg = bytes ? bytes : PF_OPAMP_DEFAULT_MAX_MSG;
+}
+
+size_t agent_session_max_message(const struct agent_session *s)
+{
+	return s->max_msg;
+}

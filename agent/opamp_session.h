@@ -1,0 +1,89 @@
+/* opamp_session.h — the agent's OpAMP logic without a network: which AgentToServer to send
+ * next and what a ServerToAgent means. opamp_client.c moves its bytes over WebSocket; the unit
+ * tests drive it directly.
+ *
+ * Owns: the sequence number, the heartbeat interval, and what has been reported on the
+ * current connection (status compression, opamp spec "Status Reporting"):
+ *  - the first message on every connection is a full status report: agent_description,
+ *    capabilities, health, effective_config, remote_config_status (conformance 10);
+ *  - afterwards a sub-message is sent only when it changed (19); a message with none of them
+ *    is a heartbeat (25);
+ *  - ReportFullState from the server makes the next message full again (17);
+ *  - capabilities in every message (13); sequence_num +1 per message (16);
+ *  - a ServerToAgent that changes nothing asks for no message (18), e.g. the same remote config
+ *    again;
+ *  - new_instance_uid is adopted and persisted at once, and the description resent (20);
+ *  - ServerErrorResponse: BAD_REQUEST is logged and that message is not retried (24);
+ *    UNAVAILABLE asks the transport to reconnect, after retry_after when given (23).
+ * Remote config goes to the config engine (config.h); its APPLIED/FAILED status and the new
+ * effective config are reported because their generations changed.
+ *
+ * Not thread-safe: the event-loop thread owns it. */
+#ifndef AGENT_OPAMP_SESSION_H
+#define AGENT_OPAMP_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "opamp_codec.h"
+#include "pf/buf.h"
+#include "pf/error.h"
+
+#define AGENT_DEFAULT_HEARTBEAT_S 30
+
+/* The capabilities the agent sets in every AgentToServer. */
+#define AGENT_CAPABILITIES                                                                         \
+	(PF_AGENT_CAP_REPORTS_STATUS | PF_AGENT_CAP_ACCEPTS_REMOTE_CONFIG |                        \
+	 PF_AGENT_CAP_REPORTS_EFFECTIVE_CONFIG | PF_AGENT_CAP_REPORTS_HEALTH |                     \
+	 PF_AGENT_CAP_REPORTS_REMOTE_CONFIG | PF_AGENT_CAP_REPORTS_HEARTBEAT |                     \
+	 PF_AGENT_CAP_ACCEPTS_OPAMP_CONNECTION_SETTINGS)
+
+struct agent_state;
+struct agent_config;
+struct agent_health;
+struct agent_session;
+
+/* What the transport should do after a ServerToAgent. */
+struct agent_session_action {
+	bool send;	/* something changed: send a message now */
+	bool reconnect; /* UNAVAILABLE: close and reconnect */
+	bool has_retry_after;
+	uint64_t retry_after_ms; /* with reconnect, when the server said when */
+	bool heartbeat_changed;	 /* the server offered a new heartbeat interval */
+	bool bad_request;	 /* the server rejected our last message */
+};
+
+/* Borrows state, config, health (all must outlive the session). heartbeat_s: the interval
+ * used until the server offers one (0 disables). */
+struct agent_session *agent_session_new(struct agent_state *state, struct agent_config *config,
+					struct agent_health *health, uint64_t heartbeat_s);
+void agent_session_free(struct agent_session *s);
+
+/* A new connection is up: the next message is a full report. */
+void agent_session_on_connect(struct agent_session *s);
+/* The labels/description changed (or the uid): resend the description. */
+void agent_session_description_changed(struct agent_session *s);
+/* Whether anything is waiting to be reported (full report pending or a changed sub-message). */
+bool agent_session_has_news(struct agent_session *s);
+
+/* Encodes the next AgentToServer (protobuf only, no WS framing) onto out and marks its
+ * contents as reported. disconnect: set agent_disconnect (the last message). 0, -ENOMEM,
+ * -E2BIG (would exceed the outbound limit; conformance 5: never sent). */
+int agent_session_build(struct agent_session *s, bool disconnect, struct pf_buf *out);
+
+/* Handles one received ServerToAgent (protobuf bytes, framing already removed). -EBADMSG on
+ * a malformed message (err says why); otherwise 0 and *act. */
+int agent_session_handle(struct agent_session *s, const uint8_t *data, size_t len,
+			 struct agent_session_action *act, struct pf_error *err);
+/* The same on a decoded message. */
+void agent_session_process(struct agent_session *s, const struct pf_s2a *m,
+			   struct agent_session_action *act);
+
+uint64_t agent_session_next_seq(const struct agent_session *s);
+uint64_t agent_session_heartbeat_s(const struct agent_session *s);
+/* Caps on messages: inbound (decode) limit, default PF_OPAMP_DEFAULT_MAX_MSG. */
+void agent_session_set_max_message(struct agent_session *s, size_t bytes);
+size_t agent_session_max_message(const struct agent_session *s);
+
+#endif

@@ -1,0 +1,78 @@
+# sampler.cmake — the agent's data plane, kernel to symbolized window (issue 3), as the static
+# library `agent_sampler` plus the debugging tool `profleet-sample`. Included from
+# agent/CMakeLists.txt; paths are relative to this file so it works from any directory scope.
+#
+#   bpf/cpu_sampler.bpf.c  perf_event + tp_btf programs     -> cpu_sampler.bpf.o -> .skel.h
+#   sampler_bpf.c          the pf_sampler object; the only code touching the skeleton
+#   procinfo.c             process attributes, filters, pid verdicts
+#   symbolize.c            /proc/PID/maps, ELF/DWARF (elfutils), build ids, kallsyms
+#   aggregate.c            raw samples -> struct pf_prof_window
+#
+# The BPF object is built the way libbpf-bootstrap's bpf_object() does it: its own compiler
+# (clang -target bpf), its own flags (never the user-space ones: no sanitizers, no -Werror
+# set for gcc), vmlinux.h dumped at build time from the running kernel's BTF (STYLE.md rule 4).
+
+set(PF_SAMPLER_DIR ${CMAKE_CURRENT_LIST_DIR})
+set(PF_SAMPLER_GEN ${CMAKE_CURRENT_BINARY_DIR}/sampler_gen)
+
+foreach(lib libbpf libelf libdw)
+	string(TOUPPER "PF_${lib}" var)
+	if(NOT TARGET PkgConfig::${var})
+		pkg_check_modules(${var} REQUIRED IMPORTED_TARGET GLOBAL ${lib})
+	endif()
+endforeach()
+
+find_program(PF_BPF_CLANG NAMES clang clang-14 REQUIRED)
+find_program(PF_BPFTOOL NAMES bpftool PATHS /usr/sbin /sbin REQUIRED)
+set(PF_VMLINUX_BTF "/sys/kernel/btf/vmlinux" CACHE FILEPATH "Kernel BTF that vmlinux.h is dumped from")
+
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+	set(PF_BPF_ARCH x86)
+elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")
+	set(PF_BPF_ARCH arm64)
+else()
+	set(PF_BPF_ARCH ${CMAKE_SYSTEM_PROCESSOR})
+endif()
+
+# BPF compiler flags, kept apart from CMAKE_C_FLAGS and the pf_warnings target.
+set(PF_BPF_CFLAGS -g -O2 -target bpf -D__TARGET_ARCH_${PF_BPF_ARCH} -Wall -Werror
+	-Wno-unused-function -fno-stack-protector)
+
+add_custom_command(OUTPUT ${PF_SAMPLER_GEN}/vmlinux.h
+	COMMAND ${CMAKE_COMMAND} -E make_directory ${PF_SAMPLER_GEN}
+	COMMAND ${PF_BPFTOOL} btf dump file ${PF_VMLINUX_BTF} format c > ${PF_SAMPLER_GEN}/vmlinux.h.tmp
+	COMMAND ${CMAKE_COMMAND} -E rename ${PF_SAMPLER_GEN}/vmlinux.h.tmp ${PF_SAMPLER_GEN}/vmlinux.h
+	COMMENT "bpftool: vmlinux.h from ${PF_VMLINUX_BTF}"
+	VERBATIM)
+
+add_custom_command(OUTPUT ${PF_SAMPLER_GEN}/cpu_sampler.bpf.o
+	COMMAND ${PF_BPF_CLANG} ${PF_BPF_CFLAGS} -I${PF_SAMPLER_GEN} -I${PF_SAMPLER_DIR}/bpf
+		-c ${PF_SAMPLER_DIR}/bpf/cpu_sampler.bpf.c -o ${PF_SAMPLER_GEN}/cpu_sampler.bpf.o
+	DEPENDS ${PF_SAMPLER_DIR}/bpf/cpu_sampler.bpf.c ${PF_SAMPLER_DIR}/bpf/cpu_sampler.h
+		${PF_SAMPLER_GEN}/vmlinux.h
+	COMMENT "clang -target bpf: cpu_sampler.bpf.o"
+	VERBATIM)
+
+add_custom_command(OUTPUT ${PF_SAMPLER_GEN}/cpu_sampler.skel.h
+	COMMAND ${PF_BPFTOOL} gen skeleton ${PF_SAMPLER_GEN}/cpu_sampler.bpf.o name cpu_sampler_bpf
+		> ${PF_SAMPLER_GEN}/cpu_sampler.skel.h.tmp
+	COMMAND ${CMAKE_COMMAND} -E rename ${PF_SAMPLER_GEN}/cpu_sampler.skel.h.tmp
+		${PF_SAMPLER_GEN}/cpu_sampler.skel.h
+	DEPENDS ${PF_SAMPLER_GEN}/cpu_sampler.bpf.o
+	COMMENT "bpftool gen skeleton: cpu_sampler.skel.h"
+	VERBATIM)
+add_custom_target(agent_sampler_skel DEPENDS ${PF_SAMPLER_GEN}/cpu_sampler.skel.h)
+
+add_library(agent_sampler STATIC
+	${PF_SAMPLER_DIR}/sampler_bpf.c ${PF_SAMPLER_DIR}/procinfo.c
+	${PF_SAMPLER_DIR}/symbolize.c ${PF_SAMPLER_DIR}/aggregate.c)
+add_dependencies(agent_sampler agent_sampler_skel)
+target_include_directories(agent_sampler
+	PUBLIC ${PF_SAMPLER_DIR}
+	PRIVATE ${PF_SAMPLER_GEN} ${PF_SAMPLER_DIR}/bpf)
+target_link_libraries(agent_sampler
+	PUBLIC pf_common
+	PRIVATE pf_warnings PkgConfig::PF_LIBBPF PkgConfig::PF_LIBELF PkgConfig::PF_LIBDW)
+
+add_executable(profleet-sample ${PF_SAMPLER_DIR}/sample_main.c)
+target_link_libraries(profleet-sample PRIVATE agent_sampler pf_common pf_warnings)

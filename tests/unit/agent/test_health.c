@@ -1,0 +1,112 @@
+/* test_health.c — agent/health.c: tree building and change detection. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "health.h"
+
+static void test_tree(void **unused)
+{
+	struct agent_health *h = agent_health_new(1234);
+	struct pf_health t;
+
+	assert_non_null(h);
+	assert_int_equal(agent_health_build(h, &t), 0);
+	assert_true(t.healthy);
+	assert_int_equal(t.n_children, 0);
+	assert_int_equal(t.start_time_unix_nano, 1234);
+	agent_health_tree_release(&t);
+
+	assert_int_equal(agent_health_register(h, "config"), 0);
+	assert_int_equal(agent_health_register(h, "opamp"), 0);
+	assert_int_equal(agent_health_register(h, "opamp"), 0); /* idempotent */
+	assert_int_equal(agent_health_set(h, "config", true, "local config applied", NULL), 0);
+	assert_int_equal(agent_health_set(h, "opamp", false, "disconnected", "connection refused"),
+			 0);
+	assert_int_equal(agent_health_set(h, "nope", true, "x", NULL), -ENOENT);
+
+	assert_int_equal(agent_health_build(h, &t), 0);
+	assert_false(t.healthy);
+	assert_string_equal(t.status, "degraded: opamp");
+	assert_string_equal(t.last_error, "opamp: connection refused");
+	assert_int_equal(t.n_children, 2);
+	const struct pf_health *c = NULL, *o = NULL;
+	for (size_t i = 0; i < t.n_children; i++) {
+		if (strcmp(t.children[i].name, "config") == 0)
+			c = &t.children[i].health;
+		if (strcmp(t.children[i].name, "opamp") == 0)
+			o = &t.children[i].health;
+	}
+	assert_non_null(c);
+	assert_non_null(o);
+	assert_true(c->healthy);
+	assert_string_equal(c->status, "local config applied");
+	assert_null(c->last_error);
+	assert_false(o->healthy);
+	assert_string_equal(o->last_error, "connection refused");
+	assert_true(o->start_time_unix_nano > 0);
+	assert_true(o->status_time_unix_nano >= o->start_time_unix_nano);
+	agent_health_tree_release(&t);
+
+	assert_int_equal(agent_health_set(h, "opamp", true, "connected", NULL), 0);
+	assert_int_equal(agent_health_build(h, &t), 0);
+	assert_true(t.healthy);
+	assert_string_equal(t.status, "running");
+	assert_null(t.last_error);
+	agent_health_tree_release(&t);
+
+	assert_int_equal(agent_health_unregister(h, "opamp"), 0);
+	assert_int_equal(agent_health_unregister(h, "opamp"), -ENOENT);
+	assert_int_equal(agent_health_build(h, &t), 0);
+	assert_int_equal(t.n_children, 1);
+	agent_health_tree_release(&t);
+	agent_health_free(h);
+}
+
+static void test_change_detection(void **unused)
+{
+	struct agent_health *h = agent_health_new(1);
+	uint64_t g0 = agent_health_generation(h);
+
+	assert_int_equal(agent_health_register(h, "sampler"), 0);
+	uint64_t g1 = agent_health_generation(h);
+	assert_true(g1 > g0);
+
+	assert_int_equal(agent_health_set(h, "sampler", true, "running", NULL), 0);
+	uint64_t g2 = agent_health_generation(h);
+	assert_true(g2 > g1);
+	/* Same values again: no change. "" and NULL errors are the same. */
+	assert_int_equal(agent_health_set(h, "sampler", true, "running", ""), 0);
+	assert_int_equal(agent_health_generation(h), g2);
+	assert_int_equal(agent_health_set(h, "sampler", true, "running", "boom"), 0);
+	assert_true(agent_health_generation(h) > g2);
+	agent_health_free(h);
+}
+
+static void test_capacity(void **unused)
+{
+	struct agent_health *h = agent_health_new(1);
+	char name[16];
+	for (int i = 0; i < AGENT_HEALTH_MAX_COMPONENTS; i++) {
+		snprintf(name, sizeof(name), "c%d", i);
+		assert_int_equal(agent_health_register(h, name), 0);
+	}
+	assert_int_equal(agent_health_register(h, "one-too-many"), -ENOSPC);
+	agent_health_free(h);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_tree),
+	    cmocka_unit_test(test_change_detection),
+	    cmocka_unit_test(test_capacity),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
