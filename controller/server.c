@@ -326,7 +326,7 @@ static void dispatch_opamp_http(struct pf_server *s, struct http_req *r)
 		pf_buf_release(&out);
 		return;
 	}
-	if (r->accept_gzip && out.len > 64) {
+	if (r->accept_gzip) {
 		struct pf_buf z;
 		pf_buf_init(&z, s->opt.max_message_bytes + 1024);
 		if (pf_gzip_compress(out.data, out.len, 6, &z) == 0) {

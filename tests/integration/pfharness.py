@@ -1,0 +1,253 @@
+"""Integration-test harness: starts the real profleet binaries on loopback and talks to them.
+
+Python standard library only. Every wait is bounded (wait_until); every process started is
+stopped in tearDown, killed if it does not stop in time. Binaries come from the environment
+(PF_CONTROLLER_BIN, PF_AGENT_BIN, PF_LOAD_BIN), set by ctest.
+"""
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+CONTROLLER_BIN = os.environ.get("PF_CONTROLLER_BIN", "")
+AGENT_BIN = os.environ.get("PF_AGENT_BIN", "")
+LOAD_BIN = os.environ.get("PF_LOAD_BIN", "")
+SHARED_DIR = os.environ.get("PF_SHARED_DIR", "")
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(fn, timeout=10.0, interval=0.05, what="condition"):
+    """Polls fn() until it returns a truthy value; fails the test after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %.1fs waiting for %s (last: %r)" % (timeout, what, last))
+
+
+class Proc:
+    def __init__(self, args, log_path, env=None):
+        self.args = args
+        self.log_path = log_path
+        self.log = open(log_path, "ab")
+        self.p = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env,
+                                  stdin=subprocess.DEVNULL)
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=10.0):
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+            try:
+                self.p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait(timeout=5)
+        self.log.close()
+        return self.p.returncode
+
+    def output(self):
+        self.log.flush()
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+
+class Controller:
+    def __init__(self, workdir, port=None, extra=()):
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.data_dir = os.path.join(workdir, "controller-data")
+        self.extra = list(extra)
+        self.proc = None
+        self.starts = 0
+
+    @property
+    def base(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def start(self):
+        self.starts += 1
+        args = [CONTROLLER_BIN, "--listen", "127.0.0.1:%d" % self.port, "--data-dir",
+                self.data_dir] + self.extra
+        self.proc = Proc(args, os.path.join(self.workdir, "controller.log"))
+        wait_until(self._ready, timeout=15, what="controller /readyz")
+        self.admin_token = read_text(os.path.join(self.data_dir, "admin.token")).strip()
+        self.agent_token_file = os.path.join(self.data_dir, "agent.token")
+        self.agent_token = read_text(self.agent_token_file).strip()
+        return self
+
+    def _ready(self):
+        if not self.proc.alive():
+            raise AssertionError("controller exited:\n" + self.proc.output())
+        try:
+            with urllib.request.urlopen(self.base + "/readyz", timeout=1) as r:
+                return r.status == 200
+        except (urllib.error.URLError, ConnectionError, OSError):
+            return False
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc:
+            rc = self.proc.stop(sig)
+            self.proc = None
+            return rc
+        return None
+
+    def request(self, method, path, body=None, token="admin", headers=None, raw=False):
+        """Returns (status, parsed JSON or bytes, headers)."""
+        if token == "admin":
+            token = self.admin_token
+        h = dict(headers or {})
+        if token:
+            h["Authorization"] = "Bearer " + token
+        data = body.encode() if isinstance(body, str) else body
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers=h)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                payload, status, rh = r.read(), r.status, dict(r.headers)
+        except urllib.error.HTTPError as e:
+            payload, status, rh = e.read(), e.code, dict(e.headers)
+        if raw:
+            return status, payload, rh
+        try:
+            return status, json.loads(payload) if payload else None, rh
+        except ValueError:
+            return status, payload, rh
+
+    def agents(self, selector=None):
+        path = "/api/v1/agents"
+        if selector:
+            path += "?selector=" + urllib.request.quote(selector)
+        st, body, _ = self.request("GET", path)
+        assert st == 200, (st, body)
+        return body["agents"]
+
+    def summary(self):
+        st, body, _ = self.request("GET", "/api/v1/fleet/summary")
+        assert st == 200, (st, body)
+        return body
+
+    def put_config(self, name, yaml_text):
+        return self.request("PUT", "/api/v1/configs/" + name, yaml_text)
+
+
+class Agent:
+    def __init__(self, workdir, name, server=None, token_file=None, labels=(), config=None,
+                 extra=()):
+        self.workdir = workdir
+        self.name = name
+        self.state_dir = os.path.join(workdir, "agent-" + name)
+        os.makedirs(self.state_dir, exist_ok=True)
+        self.server = server
+        self.token_file = token_file
+        self.labels = list(labels)
+        self.config = config
+        self.extra = list(extra)
+        self.proc = None
+
+    def start(self):
+        args = [AGENT_BIN, "--state-dir", self.state_dir, "--log-level", "debug"]
+        if self.server:
+            args += ["--server", self.server]
+        if self.token_file:
+            args += ["--token-file", self.token_file]
+        for l in self.labels:
+            args += ["--label", l]
+        if self.config:
+            args += ["--config", self.config]
+        args += self.extra
+        self.proc = Proc(args, os.path.join(self.workdir, "agent-%s.log" % self.name))
+        return self
+
+    def uid(self):
+        path = os.path.join(self.state_dir, "instance_uid")
+        return wait_until(lambda: os.path.exists(path) and read_text(path).strip(),
+                          timeout=10, what="agent instance_uid file")
+
+    def stop(self, sig=signal.SIGTERM, timeout=10.0):
+        if self.proc:
+            rc = self.proc.stop(sig, timeout)
+            self.proc = None
+            return rc
+        return None
+
+
+def ws_handshake_status(port, path="/v1/opamp", token=None, timeout=5.0):
+    """Sends a WebSocket upgrade request; returns (HTTP status, headers text)."""
+    key = base64.b64encode(os.urandom(16)).decode()
+    lines = ["GET %s HTTP/1.1" % path, "Host: 127.0.0.1:%d" % port, "Upgrade: websocket",
+             "Connection: Upgrade", "Sec-WebSocket-Key: " + key, "Sec-WebSocket-Version: 13"]
+    if token:
+        lines.append("Authorization: Bearer " + token)
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        data = b""
+        while b"\r\n\r\n" not in data and len(data) < 65536:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    head = data.split(b"\r\n\r\n", 1)[0].decode(errors="replace")
+    status = int(head.split(" ")[1]) if head.startswith("HTTP/") else 0
+    return status, head
+
+
+class IntegrationCase(unittest.TestCase):
+    """Gives each test a temp dir and stops everything it started."""
+
+    def setUp(self):
+        for b, n in ((CONTROLLER_BIN, "PF_CONTROLLER_BIN"), (AGENT_BIN, "PF_AGENT_BIN")):
+            if not b or not os.access(b, os.X_OK):
+                self.fail("%s is not set to an executable (run through ctest)" % n)
+        self.workdir = tempfile.mkdtemp(prefix="pf-it-")
+        self._procs = []
+
+    def tearDown(self):
+        for p in reversed(self._procs):
+            try:
+                p.stop()
+            except Exception:  # keep stopping the others
+                pass
+        failed = any(e for _, e in getattr(self._outcome, "errors", []) if e) if hasattr(
+            self, "_outcome") else False
+        if failed or os.environ.get("PF_KEEP_TEST_DIRS"):
+            print("kept test dir: " + self.workdir)
+        else:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def controller(self, **kw):
+        c = Controller(self.workdir, **kw).start()
+        self._procs.append(c)
+        return c
+
+    def agent(self, ctl, name, **kw):
+        kw.setdefault("server", "ws://127.0.0.1:%d/v1/opamp" % ctl.port)
+        kw.setdefault("token_file", ctl.agent_token_file)
+        a = Agent(self.workdir, name, **kw).start()
+        self._procs.append(a)
+        return a
+
+    def agent_json(self, ctl, uid):
+        st, body, _ = ctl.request("GET", "/api/v1/agents/" + uid)
+        return body if st == 200 else None
