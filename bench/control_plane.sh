@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# bench/control_plane.sh — the control-plane benchmark (docs/benchmarks.md, "Control plane").
+#
+# Builds opamp-load and profleet-controller when they are missing, then for every run starts a
+# fresh controller on a free loopback port with a temporary data dir, drives it with
+# opamp-load, stops it, and finally prints a Markdown table of the results against the
+# targets. Everything it starts is killed on exit (trap), and the whole run is bounded.
+#
+#   bench/control_plane.sh                 idle 1000/5000/15000, push 15000, rtt 1000 x 10 s
+#
+# Environment (all optional):
+#   PF_BUILD_DIR        build dir to use/create (default build/bench-release, Release build)
+#   OPAMP_LOAD          path of opamp-load (default $PF_BUILD_DIR/bench/opamp-load)
+#   CONTROLLER          path of profleet-controller (default $PF_BUILD_DIR/controller/...)
+#   IDLE_STEPS          agent counts for the idle runs (default "1000 5000 15000")
+#   PUSH_AGENTS         agents for the push run (default 15000)
+#   RTT_AGENTS          agents for the rtt run (default 1000)
+#   RTT_SECONDS         length of the rtt measurement (default 10)
+#   TOTAL_TIMEOUT       bound on the whole script in seconds (default 1200)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${PF_BUILD_DIR:-$root/build/bench-release}
+load=${OPAMP_LOAD:-$build/bench/opamp-load}
+ctrl=${CONTROLLER:-$build/controller/profleet-controller}
+idle_steps=${IDLE_STEPS:-"1000 5000 15000"}
+push_agents=${PUSH_AGENTS:-15000}
+rtt_agents=${RTT_AGENTS:-1000}
+rtt_seconds=${RTT_SECONDS:-10}
+total_timeout=${TOTAL_TIMEOUT:-1200}
+
+tmp=$(mktemp -d /tmp/pf-bench.XXXXXX)
+ctrl_pid=""
+failures=0
+
+stop_controller() {
+	if [ -n "$ctrl_pid" ] && kill -0 "$ctrl_pid" 2>/dev/null; then
+		kill -TERM "$ctrl_pid" 2>/dev/null || true
+		for _ in $(seq 50); do
+			kill -0 "$ctrl_pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$ctrl_pid" 2>/dev/null || true
+		wait "$ctrl_pid" 2>/dev/null || true
+	fi
+	ctrl_pid=""
+}
+cleanup() {
+	stop_controller
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'echo "control_plane.sh: interrupted" >&2; exit 130' INT TERM
+
+remaining() {
+	echo $((total_timeout - SECONDS))
+}
+
+# Build what is missing (Release: the numbers are for an optimised controller).
+if [ ! -x "$load" ] || [ ! -x "$ctrl" ]; then
+	if [ ! -f "$build/CMakeCache.txt" ]; then
+		cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+	fi
+	cmake --build "$build" -j2 --target opamp-load profleet-controller
+fi
+for b in "$load" "$ctrl"; do
+	if [ ! -x "$b" ]; then
+		echo "control_plane.sh: $b is missing after the build" >&2
+		exit 1
+	fi
+done
+
+# Both processes need one descriptor per agent: take the hard limit (20,000 here).
+ulimit -n "$(ulimit -Hn)"
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# start_controller NAME: fresh data dir and port; sets port, data, ctrl_pid.
+start_controller() {
+	local name=$1
+	data=$tmp/$name
+	mkdir -p "$data"
+	port=$(free_port)
+	"$ctrl" --listen "127.0.0.1:$port" --data-dir "$data" >"$tmp/$name.controller.log" 2>&1 &
+	ctrl_pid=$!
+	local deadline=$((SECONDS + 30))
+	while [ $SECONDS -lt $deadline ]; do
+		if ! kill -0 "$ctrl_pid" 2>/dev/null; then
+			echo "control_plane.sh: controller exited; log:" >&2
+			tail -20 "$tmp/$name.controller.log" >&2
+			return 1
+		fi
+		if [ -s "$data/agent.token" ] && [ -s "$data/admin.token" ] &&
+			(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "control_plane.sh: controller not ready on port $port within 30 s" >&2
+	return 1
+}
+
+# run NAME ARGS...: one opamp-load run against a fresh controller; output in $tmp/NAME.out.
+run() {
+	local name=$1
+	shift
+	local left
+	left=$(remaining)
+	if [ "$left" -lt 30 ]; then
+		echo "control_plane.sh: TOTAL_TIMEOUT reached, skipping $name" >&2
+		failures=$((failures + 1))
+		: >"$tmp/$name.out"
+		return 0
+	fi
+	echo "== $name: opamp-load $*" >&2
+	if ! start_controller "$name"; then
+		failures=$((failures + 1))
+		: >"$tmp/$name.out"
+		return 0
+	fi
+	local rc=0
+	timeout --kill-after=10 "$left" "$load" --port "$port" --data-dir "$data" \
+		--pid "$ctrl_pid" --timeout "$((left - 5))" "$@" >"$tmp/$name.out" || rc=$?
+	grep '^summary:' "$tmp/$name.out" >&2 || true
+	if [ $rc -ne 0 ]; then
+		echo "control_plane.sh: $name failed (exit $rc); controller log tail:" >&2
+		tail -5 "$tmp/$name.controller.log" >&2 || true
+		failures=$((failures + 1))
+	fi
+	stop_controller
+}
+
+# val NAME KEY: the value of "KEY: value" in run NAME's output, or "n/a".
+val() {
+	local v
+	v=$(sed -n "s/^$2: //p" "$tmp/$1.out" 2>/dev/null | tail -1)
+	echo "${v:-n/a}"
+}
+
+for n in $idle_steps; do
+	run "idle-$n" --mode idle --agents "$n"
+done
+run "push-$push_agents" --mode push --agents "$push_agents"
+run "rtt-$rtt_agents" --mode rtt --agents "$rtt_agents" --seconds "$rtt_seconds"
+
+# Verdict against a target: ok when value <= limit.
+verdict() {
+	awk -v v="$1" -v l="$2" 'BEGIN { if (v == "n/a" || v < 0) print "—"; else if (v + 0 <= l + 0) print "ok"; else print "MISSED" }'
+}
+
+rev=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+echo
+echo "Control plane, commit $rev, $(nproc) CPUs, $(uname -r), $(date -u +%Y-%m-%d)"
+echo
+echo "| Measurement | Agents | Result | Target | |"
+echo "|---|---:|---:|---:|---|"
+for n in $idle_steps; do
+	v=$(val "idle-$n" rss_per_agent_bytes)
+	echo "| Controller RSS per idle agent | $n | $v B | ≤ 4096 B | $(verdict "$v" 4096) |"
+done
+# The marginal cost between the smallest and largest idle run, free of fixed allocations.
+first=$(echo $idle_steps | awk '{print $1}')
+last=$(echo $idle_steps | awk '{print $NF}')
+if [ "$first" != "$last" ]; then
+	a=$(val "idle-$first" rss_after_kb)
+	b=$(val "idle-$last" rss_after_kb)
+	v=$(awk -v a="$a" -v b="$b" -v n1="$first" -v n2="$last" \
+		'BEGIN { if (a == "n/a" || b == "n/a") print "n/a"; else printf "%.0f", (b - a) * 1024 / (n2 - n1) }')
+	echo "| Controller RSS per idle agent, marginal $first→$last | $last | $v B | ≤ 4096 B | $(verdict "$v" 4096) |"
+fi
+p="push-$push_agents"
+echo "| Push: last agent received the config | $push_agents | $(val "$p" t_recv_ms) ms | | |"
+v=$(val "$p" t_applied_ms)
+echo "| Push: fleet summary shows all APPLIED | $push_agents | $v ms | ≤ 1000 ms | $(verdict "$v" 1000) |"
+r="rtt-$rtt_agents"
+echo "| Heartbeat round trips | $rtt_agents | $(val "$r" round_trips_per_s) /s | | |"
+echo "| Heartbeat mean latency | $rtt_agents | $(val "$r" mean_latency_us) µs | | |"
+v=$(val "$r" controller_cpu_us_per_rt)
+echo "| Controller CPU per round trip | $rtt_agents | $v µs | ≤ 3 µs | $(verdict "$v" 3) |"
+echo "| … of which user time | $rtt_agents | $(val "$r" controller_user_us_per_rt) µs | | |"
+echo "| Load generator CPU during rtt | $rtt_agents | $(val "$r" loadgen_cpu_s) s / ${rtt_seconds} s | | |"
+echo
+if [ $failures -ne 0 ]; then
+	echo "control_plane.sh: $failures run(s) failed (see messages above)" >&2
+	exit 1
+fi

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Installs what profleet needs, builds it, and runs a controller plus a local agent with the
+# embedded defaults. Ctrl-C stops both.
+#   PF_LISTEN=127.0.0.1:4320   controller address
+#   PF_DATA_DIR=./profleet-data  controller data (SQLite, tokens); the agent's state lives inside
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+
+listen=${PF_LISTEN:-127.0.0.1:4320}
+data=${PF_DATA_DIR:-./profleet-data}
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/release -j "$(nproc)" --target profleet-controller profleet-agent
+
+mkdir -p "$data"
+ctl_log="$data/controller.log"
+agent_log="$data/agent.log"
+build/release/controller/profleet-controller --listen "$listen" --data-dir "$data" \
+	>>"$ctl_log" 2>&1 &
+ctl=$!
+agent=""
+cleanup() {
+	[ -n "$agent" ] && kill -TERM "$agent" 2>/dev/null && wait "$agent" 2>/dev/null
+	kill -TERM "$ctl" 2>/dev/null && wait "$ctl" 2>/dev/null
+	echo "profleet stopped"
+}
+trap cleanup EXIT INT TERM
+
+host=${listen%:*}
+port=${listen##*:}
+[ "$host" = "0.0.0.0" ] && host=127.0.0.1
+url="http://$host:$port"
+for _ in $(seq 1 100); do
+	if curl -fs "$url/readyz" >/dev/null 2>&1; then break; fi
+	if ! kill -0 "$ctl" 2>/dev/null; then
+		echo "the controller exited; see $ctl_log" >&2
+		tail -n 20 "$ctl_log" >&2
+		exit 1
+	fi
+	sleep 0.1
+done
+curl -fs "$url/readyz" >/dev/null || { echo "controller not ready; see $ctl_log" >&2; exit 1; }
+
+build/release/agent/profleet-agent --server "ws://$host:$port/v1/opamp" \
+	--token-file "$data/agent.token" --state-dir "$data/agent-state" --label env=local \
+	>>"$agent_log" 2>&1 &
+agent=$!
+
+token_file="$(cd "$data" && pwd)/admin.token"
+cat <<MSG
+
+profleet is running.
+  controller   $url   (log: $ctl_log)
+  local agent  pid $agent   (log: $agent_log)
+  admin token  $token_file
+
+Try:
+  TOKEN=\$(cat $token_file)
+  curl -s -H "Authorization: Bearer \$TOKEN" $url/api/v1/agents
+  curl -s -H "Authorization: Bearer \$TOKEN" $url/api/v1/fleet/summary
+  curl -s -X PUT -H "Authorization: Bearer \$TOKEN" --data-binary @docs/examples/profiling.yaml \\
+       $url/api/v1/configs/default
+
+Ctrl-C stops both.
+MSG
+wait "$ctl"
