@@ -103,7 +103,7 @@ static int parse_u64(const char *path, const char *v, uint64_t min, uint64_t max
 static int apply_key(struct pf_controller_config *c, const char *path, const char *v,
 		     struct pf_error *err)
 {
-	uint64_t x;
+	uint64_t x = 0;
 	int r;
 	if (!strcmp(path, "listen"))
 		return pf_parse_listen(v, &c->listen_host, &c->port, err);

@@ -131,6 +131,8 @@ out:
 		/* Write every agent row still dirty before leaving. */
 		while (pf_persist_flush(persist, fleet, 50000) > 0)
 			;
+		while (pf_persist_flush_seen(persist, fleet, 50000) > 0)
+			;
 		pf_persist_sync(persist);
 		pf_persist_stop(persist);
 	}

@@ -22,6 +22,7 @@
 #define OPAMP_PATH "/v1/opamp"
 #define PERSIST_INTERVAL_US (500 * LWS_US_PER_MS)
 #define PERSIST_MAX_ROWS 20000
+#define PERSIST_SEEN_EVERY 60 /* ticks: last_seen-only rows every 30 s */
 #define HTTP_CHUNK 65536
 #define RETRY_AFTER_OVERLOAD_S "30"
 
@@ -80,6 +81,7 @@ struct pf_server {
 	struct pf_api *api;
 	struct pf_opamp_ctx opamp;
 	lws_sorted_usec_list_t sul_persist;
+	unsigned persist_ticks;
 	volatile sig_atomic_t stop;
 	size_t n_ws;
 };
@@ -679,6 +681,8 @@ static void persist_tick(lws_sorted_usec_list_t *sul)
 	struct pf_server *s = lws_container_of(sul, struct pf_server, sul_persist);
 	if (s->persist) {
 		pf_persist_flush(s->persist, s->fleet, PERSIST_MAX_ROWS);
+		if (++s->persist_ticks % PERSIST_SEEN_EVERY == 0)
+			pf_persist_flush_seen(s->persist, s->fleet, PERSIST_MAX_ROWS);
 		struct pf_persist_stats st;
 		pf_persist_stats(s->persist, &st);
 		s->metrics->persist_rows_written = st.rows_written;

@@ -8,6 +8,7 @@ PKGS=(
 	libwebsockets-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libprotobuf-dev
 	libssl-dev libyaml-dev libsqlite3-dev sqlite3 libcmocka-dev libjansson-dev zlib1g-dev
 	libbpf-dev bpftool clang llvm libelf-dev libdw-dev
+	golang-go
 )
 
 missing=()

@@ -226,7 +226,7 @@ struct pf_agent *pf_fleet_next(struct pf_fleet *f, size_t *iter)
 
 static void dirty_link(struct pf_fleet *f, struct pf_agent *a)
 {
-	if (a->dirty || a->dirty_seen)
+	if (a->dirty)
 		return;
 	size_t idx = agent_index(f, a);
 	if (idx == SIZE_MAX)
@@ -241,9 +241,11 @@ void pf_agent_mark_dirty(struct pf_fleet *f, struct pf_agent *a)
 	a->dirty = true;
 }
 
+/* Liveness alone is not worth a row write per heartbeat: it is flagged here and written
+ * by the slower pf_fleet_drain_seen() sweep. */
 static void mark_seen(struct pf_fleet *f, struct pf_agent *a)
 {
-	dirty_link(f, a);
+	(void)f;
 	a->dirty_seen = true;
 }
 
@@ -255,9 +257,23 @@ size_t pf_fleet_drain_dirty(struct pf_fleet *f, size_t max,
 		struct pf_agent *a = agent_at(f, f->dirty_head - 1);
 		f->dirty_head = a->dirty_next;
 		a->dirty_next = 0;
-		bool full = a->dirty;
 		a->dirty = a->dirty_seen = false;
-		cb(a, full, ud);
+		cb(a, true, ud);
+		n++;
+	}
+	return n;
+}
+
+size_t pf_fleet_drain_seen(struct pf_fleet *f, size_t max,
+			   void (*cb)(struct pf_agent *a, bool full, void *ud), void *ud)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < f->n_agents && n < max; i++) {
+		struct pf_agent *a = agent_at(f, i);
+		if (!a->dirty_seen || a->dirty)
+			continue;
+		a->dirty_seen = false;
+		cb(a, false, ud);
 		n++;
 	}
 	return n;

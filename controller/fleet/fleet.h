@@ -59,8 +59,8 @@ struct pf_agent {
 	bool has_health : 1;
 	bool healthy : 1;     /* root ComponentHealth.healthy */
 	bool has_reported_hash : 1;
-	bool dirty : 1;       /* needs a full row write */
-	bool dirty_seen : 1;  /* only last_seen changed */
+	bool dirty : 1;       /* needs a row write soon (on the dirty list) */
+	bool dirty_seen : 1;  /* last_seen changed: written by the slow sweep */
 
 	char *health_json;    /* the health tree as compact JSON, NULL when none */
 	char *remote_error;
@@ -107,7 +107,7 @@ struct pf_agent *pf_fleet_find(struct pf_fleet *f, const uint8_t uid[16]);
 /* Finds or creates; a new agent starts disconnected with first_seen = now_ms. NULL on ENOMEM. */
 struct pf_agent *pf_fleet_get_or_add(struct pf_fleet *f, const uint8_t uid[16], int64_t now_ms);
 size_t pf_fleet_count(const struct pf_fleet *f);
-/* Iteration in no particular order: for (i = 0; (a = pf_fleet_at(f, &i)); ) ... */
+/* Iteration in no particular order: size_t i = 0; while ((a = pf_fleet_next(f, &i))) ... */
 struct pf_agent *pf_fleet_next(struct pf_fleet *f, size_t *iter);
 
 /* Replaces the attributes (from an AgentDescription) and re-resolves the desired config. */
@@ -151,10 +151,14 @@ size_t pf_fleet_reconcile(struct pf_fleet *f);
 /* Recomputes one agent (after its attributes changed); true when the desired config changed. */
 bool pf_fleet_resolve_agent(struct pf_fleet *f, struct pf_agent *a);
 
-/* ---- dirty agents for the persistence writer: calls cb for each dirty agent and clears
- * the flags; `full` false means only last_seen changed. Returns the number drained. */
+/* ---- dirty agents for the persistence writer. pf_fleet_drain_dirty() calls cb (full =
+ * true) for each agent with a real change and clears its flags; pf_fleet_drain_seen()
+ * sweeps agents whose only change is last_seen (full = false). Both return the number
+ * drained. */
 size_t pf_fleet_drain_dirty(struct pf_fleet *f, size_t max,
 			    void (*cb)(struct pf_agent *a, bool full, void *ud), void *ud);
+size_t pf_fleet_drain_seen(struct pf_fleet *f, size_t max,
+			   void (*cb)(struct pf_agent *a, bool full, void *ud), void *ud);
 
 /* ---- JSON views for the API (jansson objects, caller owns the reference) */
 struct json_t;

@@ -170,7 +170,7 @@ static void fill_row(struct pf_agent *a, bool full, void *ud)
 	r->last_seen_ms = a->last_seen_ms;
 }
 
-size_t pf_persist_flush(struct pf_persist *p, struct pf_fleet *f, size_t max_rows)
+static size_t flush(struct pf_persist *p, struct pf_fleet *f, size_t max_rows, bool seen)
 {
 	pthread_mutex_lock(&p->mu);
 	size_t room = p->queued_rows < MAX_QUEUED_ROWS ? MAX_QUEUED_ROWS - p->queued_rows : 0;
@@ -185,7 +185,10 @@ size_t pf_persist_flush(struct pf_persist *p, struct pf_fleet *f, size_t max_row
 	b->next = NULL;
 	b->n = 0;
 	struct fill_ctx c = {.b = b, .f = f};
-	pf_fleet_drain_dirty(f, max_rows, fill_row, &c);
+	if (seen)
+		pf_fleet_drain_seen(f, max_rows, fill_row, &c);
+	else
+		pf_fleet_drain_dirty(f, max_rows, fill_row, &c);
 	if (!b->n) {
 		free(b);
 		return 0;
@@ -201,6 +204,16 @@ size_t pf_persist_flush(struct pf_persist *p, struct pf_fleet *f, size_t max_row
 	pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 	return n;
+}
+
+size_t pf_persist_flush(struct pf_persist *p, struct pf_fleet *f, size_t max_rows)
+{
+	return flush(p, f, max_rows, false);
+}
+
+size_t pf_persist_flush_seen(struct pf_persist *p, struct pf_fleet *f, size_t max_rows)
+{
+	return flush(p, f, max_rows, true);
 }
 
 void pf_persist_stats(struct pf_persist *p, struct pf_persist_stats *out)

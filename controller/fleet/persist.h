@@ -28,6 +28,8 @@ struct pf_persist_stats {
 struct pf_persist *pf_persist_start(const char *db_path, struct pf_error *err);
 /* Copies up to max_rows dirty agents into a batch for the writer. Returns rows queued. */
 size_t pf_persist_flush(struct pf_persist *p, struct pf_fleet *f, size_t max_rows);
+/* The same for agents whose only change is last_seen (called far less often). */
+size_t pf_persist_flush_seen(struct pf_persist *p, struct pf_fleet *f, size_t max_rows);
 void pf_persist_stats(struct pf_persist *p, struct pf_persist_stats *out);
 /* Blocks until everything queued so far is committed (shutdown, tests). */
 void pf_persist_sync(struct pf_persist *p);

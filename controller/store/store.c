@@ -1011,7 +1011,7 @@ int pf_store_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
 		return -EBUSY;
 	}
 	if (sqlite3_bind_int64(s, 1, before_id > 0 ? before_id : INT64_MAX) ||
-	    sqlite3_bind_int64(s, 2, limit > 0 ? (int64_t)PF_MIN(limit, (size_t)INT64_MAX) : -1))
+	    sqlite3_bind_int64(s, 2, limit > 0 ? (int64_t)pf_min(limit, (size_t)INT64_MAX) : -1))
 		return store_fail(st, NULL, "audit_foreach: bind");
 	for (;;) {
 		struct pf_audit_entry e;

@@ -263,10 +263,17 @@ static void test_dirty_drain(void **state)
 	struct pf_agent *a = pf_fleet_find(f, uid);
 	pf_agent_touch(f, a, 5);
 	pf_agent_touch(f, a, 6);
+	/* Liveness alone waits for the slow sweep. */
+	assert_int_equal(pf_fleet_drain_dirty(f, 100, on_drain, NULL), 0);
+	assert_int_equal(pf_fleet_drain_seen(f, 100, on_drain, NULL), 1);
+	assert_int_equal(pf_fleet_drain_seen(f, 100, on_drain, NULL), 0);
+	pf_agent_touch(f, a, 7);
 	pf_agent_mark_dirty(f, a);
 	drained = 0;
 	assert_int_equal(pf_fleet_drain_dirty(f, 100, on_drain, NULL), 1);
 	assert_int_equal(drained, 1);
+	/* The full write covered last_seen too. */
+	assert_int_equal(pf_fleet_drain_seen(f, 100, on_drain, NULL), 0);
 	pf_fleet_free(f);
 }
 

@@ -1,0 +1,276 @@
+/* file.c — see file.h. */
+#include "file.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pf/compiler.h"
+#include "pf/uuid.h"
+
+struct agent_export_file {
+	char *dir;
+	int dir_fd;
+	uint64_t max_bytes;
+};
+
+/* "YYYYMMDDTHHMMSS.mmmZ-" + 32 hex + ".otlp.pb" */
+#define TIME_LEN 20
+#define HEX_LEN 32
+#define SUFFIX ".otlp.pb"
+
+int agent_export_file_is_ours(const char *n)
+{
+	size_t len = strlen(n);
+	if (len != TIME_LEN + 1 + HEX_LEN + strlen(SUFFIX))
+		return 0;
+	for (int i = 0; i < TIME_LEN; i++) {
+		char c = n[i];
+		bool ok = i == 8 ? c == 'T' : i == 15 ? c == '.' : i == 19 ? c == 'Z'
+								 : (c >= '0' && c <= '9');
+		if (!ok)
+			return 0;
+	}
+	if (n[TIME_LEN] != '-')
+		return 0;
+	for (int i = 0; i < HEX_LEN; i++) {
+		char c = n[TIME_LEN + 1 + i];
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return 0;
+	}
+	return strcmp(n + TIME_LEN + 1 + HEX_LEN, SUFFIX) == 0;
+}
+
+static bool is_our_temp(const char *n)
+{
+	size_t len = strlen(n);
+	if (len < 6 || n[0] != '.' || strcmp(n + len - 4, ".tmp") != 0)
+		return false;
+	char tmp[128];
+	if (len - 5 >= sizeof(tmp))
+		return false;
+	memcpy(tmp, n + 1, len - 5);
+	tmp[len - 5] = 0;
+	return agent_export_file_is_ours(tmp);
+}
+
+struct agent_export_file *agent_export_file_new(const char *dir, uint64_t max_bytes,
+						struct pf_error *err)
+{
+	if (!dir || !*dir || !max_bytes) {
+		pf_error_set(err, -EINVAL, "path", "file exporter needs a directory and max_bytes");
+		errno = EINVAL;
+		return NULL;
+	}
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+		int e = errno;
+		pf_error_set(err, -e, "path", "cannot create directory '%s': %s", dir, strerror(e));
+		errno = e;
+		return NULL;
+	}
+	struct agent_export_file *f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	f->dir = strdup(dir);
+	f->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	f->max_bytes = max_bytes;
+	if (!f->dir || f->dir_fd < 0) {
+		int e = f->dir ? errno : ENOMEM;
+		pf_error_set(err, -e, "path", "cannot open directory '%s': %s", dir, strerror(e));
+		agent_export_file_free(f);
+		errno = e;
+		return NULL;
+	}
+	/* Remove temp files a crash left behind. */
+	int fd = dup(f->dir_fd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (d) {
+		struct dirent *de;
+		while ((de = readdir(d)))
+			if (is_our_temp(de->d_name))
+				unlinkat(f->dir_fd, de->d_name, 0);
+		closedir(d);
+	} else if (fd >= 0) {
+		close(fd);
+	}
+	return f;
+}
+
+void agent_export_file_free(struct agent_export_file *f)
+{
+	if (!f)
+		return;
+	if (f->dir_fd >= 0)
+		close(f->dir_fd);
+	free(f->dir);
+	free(f);
+}
+
+struct entry {
+	char name[AGENT_EXPORT_FILE_NAME_MAX];
+	uint64_t size;
+};
+
+static int cmp_entry(const void *a, const void *b)
+{
+	return strcmp(((const struct entry *)a)->name, ((const struct entry *)b)->name);
+}
+
+/* Our files sorted by name (= by time), oldest first. */
+static int list_ours(struct agent_export_file *f, struct entry **out, size_t *n_out)
+{
+	int fd = dup(f->dir_fd);
+	if (fd < 0)
+		return -errno;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	rewinddir(d);
+	struct entry *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	int r = 0;
+	while ((de = readdir(d))) {
+		if (!agent_export_file_is_ours(de->d_name))
+			continue;
+		struct stat st;
+		if (fstatat(f->dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 32;
+			struct entry *nv = realloc(v, cap * sizeof(*nv));
+			if (!nv) {
+				r = -ENOMEM;
+				break;
+			}
+			v = nv;
+		}
+		size_t nl = strlen(de->d_name); /* ours: always 61 bytes */
+		memcpy(v[n].name, de->d_name, pf_min(nl + 1, sizeof(v[n].name)));
+		v[n].name[sizeof(v[n].name) - 1] = 0;
+		v[n].size = (uint64_t)st.st_size;
+		n++;
+	}
+	closedir(d);
+	if (r < 0) {
+		free(v);
+		return r;
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_entry);
+	*out = v;
+	*n_out = n;
+	return 0;
+}
+
+int agent_export_file_usage(struct agent_export_file *f, size_t *n_files, uint64_t *bytes)
+{
+	struct entry *v = NULL;
+	size_t n = 0;
+	int r = list_ours(f, &v, &n);
+	if (r < 0)
+		return r;
+	uint64_t total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += v[i].size;
+	free(v);
+	*n_files = n;
+	*bytes = total;
+	return 0;
+}
+
+/* Deletes the oldest of our files until the total fits; `keep` is never deleted. */
+static int enforce_bound(struct agent_export_file *f, const char *keep)
+{
+	struct entry *v = NULL;
+	size_t n = 0;
+	int r = list_ours(f, &v, &n);
+	if (r < 0)
+		return r;
+	uint64_t total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += v[i].size;
+	for (size_t i = 0; i < n && total > f->max_bytes; i++) {
+		if (strcmp(v[i].name, keep) == 0)
+			continue;
+		if (unlinkat(f->dir_fd, v[i].name, 0) == 0 || errno == ENOENT)
+			total -= v[i].size;
+	}
+	free(v);
+	return 0;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int agent_export_file_write(struct agent_export_file *f, const uint8_t *data, size_t len,
+			    const uint8_t profile_id[16], uint64_t now_unix_ns, char *name_out,
+			    struct pf_error *err)
+{
+	if (len > f->max_bytes)
+		return pf_error_set(err, -EFBIG, "", "export of %zu bytes is larger than max_bytes "
+				    "%" PRIu64, len, f->max_bytes);
+	time_t secs = (time_t)(now_unix_ns / 1000000000u);
+	struct tm tm;
+	if (!gmtime_r(&secs, &tm))
+		return pf_error_set(err, -EINVAL, "", "bad time");
+	char hex[HEX_LEN + 1];
+	pf_hex_encode(profile_id, 16, hex);
+	char name[160], tmp[176];
+	snprintf(name, sizeof(name), "%04d%02d%02dT%02d%02d%02d.%03uZ-%s" SUFFIX,
+		 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+		 (unsigned)(now_unix_ns / 1000000u % 1000u), hex);
+	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
+
+	int fd = openat(f->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0) {
+		int e = errno;
+		return pf_error_set(err, -e, "", "%s/%s: %s", f->dir, tmp, strerror(e));
+	}
+	int r = write_all(fd, data, len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	if (r == 0 && renameat(f->dir_fd, tmp, f->dir_fd, name) < 0)
+		r = -errno;
+	if (r < 0) {
+		unlinkat(f->dir_fd, tmp, 0);
+		return pf_error_set(err, r, "", "%s/%s: %s", f->dir, name, strerror(-r));
+	}
+	fsync(f->dir_fd); /* make the rename durable */
+	if (name_out) {
+		size_t nl = pf_min(strlen(name), (size_t)AGENT_EXPORT_FILE_NAME_MAX - 1);
+		memcpy(name_out, name, nl);
+		name_out[nl] = 0;
+	}
+	r = enforce_bound(f, name);
+	if (r < 0)
+		return pf_error_set(err, r, "", "%s: cannot enforce max_bytes: %s", f->dir,
+				    strerror(-r));
+	return 0;
+}

@@ -1,0 +1,472 @@
+/* otlp_http.c — see otlp_http.h. One non-blocking socket driven with poll(2) against a single
+ * deadline, so every step (connect, TLS handshake, write, read) shares the timeout. HTTP/1.1
+ * per RFC 9112: request line, Host, Content-Length framing; the response is read until the
+ * peer closes (we send "Connection: close") or Content-Length bytes arrived. */
+#include "otlp_http.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "pf/buf.h"
+#include "pf/compiler.h"
+#include "pf/gzip.h"
+
+#define MAX_RESPONSE ((size_t)1 << 20)
+
+struct agent_otlp_http {
+	bool tls;
+	char host[256];
+	char port[8];
+	char *path;
+	char *url;
+	bool gzip;
+	uint32_t timeout_ms;
+	struct pf_buf extra_headers; /* "Name: value\r\n"... */
+	SSL_CTX *ctx;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static bool header_ok(const char *s, bool name)
+{
+	if (!s || (name && !*s))
+		return false;
+	for (; *s; s++)
+		if (*s == '\r' || *s == '\n' || (name && (*s == ':' || *s == ' ')))
+			return false;
+	return true;
+}
+
+/* http[s]://host[:port][/path]; host may be [v6]. */
+static int parse_url(struct agent_otlp_http *h, const char *url, struct pf_error *err)
+{
+	const char *p;
+	if (strncmp(url, "http://", 7) == 0) {
+		p = url + 7;
+	} else if (strncmp(url, "https://", 8) == 0) {
+		p = url + 8;
+		h->tls = true;
+	} else {
+		return pf_error_set(err, -EINVAL, "endpoint", "must start with http:// or https://");
+	}
+	const char *host_end, *after;
+	if (*p == '[') {
+		host_end = strchr(p, ']');
+		if (!host_end)
+			return pf_error_set(err, -EINVAL, "endpoint", "unterminated [IPv6] host");
+		p++;
+		after = host_end + 1;
+	} else {
+		host_end = p + strcspn(p, ":/?#");
+		after = host_end;
+	}
+	size_t hl = (size_t)(host_end - p);
+	if (!hl || hl >= sizeof(h->host))
+		return pf_error_set(err, -EINVAL, "endpoint", "bad host");
+	memcpy(h->host, p, hl);
+	h->host[hl] = 0;
+	snprintf(h->port, sizeof(h->port), "%s", h->tls ? "443" : "80");
+	if (*after == ':') {
+		char *end;
+		long port = strtol(after + 1, &end, 10);
+		if (end == after + 1 || port < 1 || port > 65535 || (*end && *end != '/'))
+			return pf_error_set(err, -EINVAL, "endpoint", "bad port");
+		snprintf(h->port, sizeof(h->port), "%ld", port);
+		after = end;
+	}
+	if (*after && *after != '/')
+		return pf_error_set(err, -EINVAL, "endpoint", "unexpected '%c' after host", *after);
+	const char *path = *after && strcmp(after, "/") != 0 ? after : AGENT_OTLP_HTTP_DEFAULT_PATH;
+	for (const char *c = path; *c; c++)
+		if ((unsigned char)*c <= ' ' || *c == 0x7f)
+			return pf_error_set(err, -EINVAL, "endpoint", "bad character in path");
+	h->path = strdup(path);
+	return h->path ? 0 : -ENOMEM;
+}
+
+struct agent_otlp_http *agent_otlp_http_new(const struct pf_exporter *cfg, struct pf_error *err)
+{
+	struct agent_otlp_http *h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	pf_buf_init(&h->extra_headers, 64 << 10);
+	int r = cfg->endpoint ? parse_url(h, cfg->endpoint, err)
+			      : pf_error_set(err, -EINVAL, "endpoint", "missing");
+	h->gzip = cfg->compression == PF_COMPRESSION_GZIP;
+	h->timeout_ms = (cfg->timeout_seconds ? cfg->timeout_seconds : 10) * 1000u;
+	for (size_t i = 0; r == 0 && i < cfg->n_headers; i++) {
+		const struct pf_kv_str *kv = &cfg->headers[i];
+		if (!header_ok(kv->key, true) || !header_ok(kv->value, false)) {
+			r = pf_error_set(err, -EINVAL, "headers", "header %zu: bad name or value", i);
+			break;
+		}
+		r = pf_buf_printf(&h->extra_headers, "%s: %s\r\n", kv->key, kv->value);
+	}
+	if (r == 0) {
+		h->url = malloc(strlen(h->host) + strlen(h->path) + 32);
+		if (!h->url)
+			r = -ENOMEM;
+		else
+			snprintf(h->url, strlen(h->host) + strlen(h->path) + 32, "%s://%s:%s%s",
+				 h->tls ? "https" : "http", h->host, h->port, h->path);
+	}
+	if (r == 0 && h->tls) {
+		h->ctx = SSL_CTX_new(TLS_client_method());
+		if (!h->ctx || SSL_CTX_set_default_verify_paths(h->ctx) != 1) {
+			r = pf_error_set(err, -ENOMEM, "", "cannot set up TLS");
+		} else {
+			SSL_CTX_set_min_proto_version(h->ctx, TLS1_2_VERSION);
+			SSL_CTX_set_verify(h->ctx, SSL_VERIFY_PEER, NULL);
+		}
+	}
+	if (r < 0) {
+		agent_otlp_http_free(h);
+		errno = -r;
+		return NULL;
+	}
+	return h;
+}
+
+void agent_otlp_http_free(struct agent_otlp_http *h)
+{
+	if (!h)
+		return;
+	if (h->ctx)
+		SSL_CTX_free(h->ctx);
+	pf_buf_release(&h->extra_headers);
+	free(h->path);
+	free(h->url);
+	free(h);
+}
+
+const char *agent_otlp_http_url(const struct agent_otlp_http *h)
+{
+	return h->url;
+}
+
+struct conn {
+	int fd;
+	SSL *ssl;
+	uint64_t deadline;
+};
+
+/* Waits for fd to become ready for `events` before the deadline. */
+static int wait_fd(struct conn *c, short events)
+{
+	for (;;) {
+		uint64_t now = now_ms();
+		if (now >= c->deadline)
+			return -ETIMEDOUT;
+		struct pollfd pfd = {.fd = c->fd, .events = events};
+		int n = poll(&pfd, 1, (int)pf_min(c->deadline - now, (uint64_t)INT32_MAX));
+		if (n > 0)
+			return 0;
+		if (n == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+static int conn_open(struct agent_otlp_http *h, struct conn *c, struct pf_error *err)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+	struct addrinfo *ai = NULL;
+	int g = getaddrinfo(h->host, h->port, &hints, &ai);
+	if (g != 0)
+		return pf_error_set(err, -EHOSTUNREACH, "", "%s: %s", h->host, gai_strerror(g));
+	int r = -ECONNREFUSED;
+	for (struct addrinfo *a = ai; a; a = a->ai_next) {
+		int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+				a->ai_protocol);
+		if (fd < 0) {
+			r = -errno;
+			continue;
+		}
+		c->fd = fd;
+		if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+			r = 0;
+		} else if (errno == EINPROGRESS) {
+			r = wait_fd(c, POLLOUT);
+			int so = 0;
+			socklen_t sl = sizeof(so);
+			if (r == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) == 0 && so)
+				r = -so;
+		} else {
+			r = -errno;
+		}
+		if (r == 0)
+			break;
+		close(fd);
+		c->fd = -1;
+		if (r == -ETIMEDOUT)
+			break;
+	}
+	freeaddrinfo(ai);
+	if (r < 0)
+		return pf_error_set(err, r, "", "connect %s:%s: %s", h->host, h->port, strerror(-r));
+	if (!h->tls)
+		return 0;
+
+	c->ssl = SSL_new(h->ctx);
+	if (!c->ssl || SSL_set_fd(c->ssl, c->fd) != 1 ||
+	    SSL_set_tlsext_host_name(c->ssl, h->host) != 1 || SSL_set1_host(c->ssl, h->host) != 1)
+		return pf_error_set(err, -ENOMEM, "", "TLS setup failed");
+	for (;;) {
+		ERR_clear_error();
+		int rc = SSL_connect(c->ssl);
+		if (rc == 1)
+			return 0;
+		int e = SSL_get_error(c->ssl, rc);
+		if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+			r = wait_fd(c, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT);
+			if (r < 0)
+				return pf_error_set(err, r, "", "TLS handshake with %s: timeout",
+						    h->host);
+			continue;
+		}
+		char msg[256];
+		ERR_error_string_n(ERR_get_error(), msg, sizeof(msg));
+		long v = SSL_get_verify_result(c->ssl);
+		return pf_error_set(err, -ECONNABORTED, "", "TLS handshake with %s: %s%s%s", h->host,
+				    msg, v != X509_V_OK ? ", " : "",
+				    v != X509_V_OK ? X509_verify_cert_error_string(v) : "");
+	}
+}
+
+static void conn_close(struct conn *c)
+{
+	if (c->ssl) {
+		SSL_free(c->ssl);
+		c->ssl = NULL;
+	}
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
+static int conn_write(struct conn *c, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w;
+		short ev = POLLOUT;
+		if (c->ssl) {
+			ERR_clear_error();
+			int rc = SSL_write(c->ssl, p, (int)pf_min(n, (size_t)INT32_MAX));
+			if (rc > 0) {
+				w = rc;
+			} else {
+				int e = SSL_get_error(c->ssl, rc);
+				if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+					return -EPIPE;
+				ev = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+				w = -1;
+				errno = EAGAIN;
+			}
+		} else {
+			w = send(c->fd, p, n, MSG_NOSIGNAL);
+		}
+		if (w > 0) {
+			p += w;
+			n -= (size_t)w;
+			continue;
+		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		int r = wait_fd(c, ev);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Reads what is available (at least one byte); 0 at end of stream. */
+static ssize_t conn_read(struct conn *c, uint8_t *p, size_t n)
+{
+	for (;;) {
+		ssize_t rd;
+		short ev = POLLIN;
+		if (c->ssl) {
+			ERR_clear_error();
+			int rc = SSL_read(c->ssl, p, (int)pf_min(n, (size_t)INT32_MAX));
+			if (rc > 0)
+				return rc;
+			int e = SSL_get_error(c->ssl, rc);
+			if (e == SSL_ERROR_ZERO_RETURN)
+				return 0;
+			if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
+				return 0; /* peer closed without close_notify: treat as end */
+			if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+				return -EIO;
+			ev = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+			rd = -1;
+			errno = EAGAIN;
+		} else {
+			rd = recv(c->fd, p, n, 0);
+			if (rd >= 0)
+				return rd;
+		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		int r = wait_fd(c, ev);
+		if (r < 0)
+			return r;
+	}
+}
+
+/* Status from "HTTP/1.x NNN ..." and Content-Length (or -1) from the header block. */
+static int parse_head(const char *head, int *status, long long *clen)
+{
+	if (strncmp(head, "HTTP/1.", 7) != 0 || !head[7] || head[8] != ' ')
+		return -EBADMSG;
+	char *end;
+	long st = strtol(head + 9, &end, 10);
+	if (end != head + 12 || st < 100 || st > 599)
+		return -EBADMSG;
+	*status = (int)st;
+	*clen = -1;
+	for (const char *l = strstr(head, "\r\n"); l && l[2]; l = strstr(l + 2, "\r\n")) {
+		if (strncasecmp(l + 2, "Content-Length:", 15) == 0) {
+			long long v = strtoll(l + 17, &end, 10);
+			if (v >= 0)
+				*clen = v;
+		}
+	}
+	return 0;
+}
+
+int agent_otlp_http_post(struct agent_otlp_http *h, const uint8_t *body, size_t len,
+			 int *http_status, struct pf_error *err)
+{
+	struct conn c = {.fd = -1, .deadline = now_ms() + h->timeout_ms};
+	struct pf_buf req, resp, gz;
+	pf_buf_init(&req, (size_t)256 << 20);
+	pf_buf_init(&resp, MAX_RESPONSE);
+	pf_buf_init(&gz, (size_t)256 << 20);
+	if (http_status)
+		*http_status = 0;
+	int r = 0;
+	if (h->gzip) {
+		r = pf_gzip_compress(body, len, 6, &gz);
+		body = gz.data;
+		len = gz.len;
+	}
+	if (r == 0)
+		r = pf_buf_printf(&req,
+				  "POST %s HTTP/1.1\r\n"
+				  "Host: %s%s%s%s%s\r\n"
+				  "User-Agent: profleet-agent\r\n"
+				  "Content-Type: application/x-protobuf\r\n"
+				  "%s"
+				  "Content-Length: %zu\r\n"
+				  "Connection: close\r\n"
+				  "%s\r\n",
+				  h->path, strchr(h->host, ':') ? "[" : "", h->host,
+				  strchr(h->host, ':') ? "]" : "",
+				  strcmp(h->port, h->tls ? "443" : "80") ? ":" : "",
+				  strcmp(h->port, h->tls ? "443" : "80") ? h->port : "",
+				  h->gzip ? "Content-Encoding: gzip\r\n" : "", len,
+				  pf_buf_str(&h->extra_headers));
+	if (r == 0)
+		r = pf_buf_append(&req, body, len);
+	if (r < 0) {
+		pf_error_set(err, r, "", "cannot build the request: %s", strerror(-r));
+		goto out;
+	}
+	r = conn_open(h, &c, err);
+	if (r < 0)
+		goto out;
+	r = conn_write(&c, req.data, req.len);
+	if (r < 0) {
+		pf_error_set(err, r, "", "sending to %s: %s", h->url, strerror(-r));
+		goto out;
+	}
+	/* Read the response: the header block, then Content-Length bytes or until close. */
+	size_t head_len = 0;
+	int status = 0;
+	long long clen = -1;
+	for (;;) {
+		uint8_t tmp[4096];
+		ssize_t n = conn_read(&c, tmp, sizeof(tmp));
+		if (n < 0) {
+			r = (int)n;
+			pf_error_set(err, r, "", "reading the response of %s: %s", h->url,
+				     strerror(-r));
+			goto out;
+		}
+		if (n > 0 && (r = pf_buf_append(&resp, tmp, (size_t)n)) < 0) {
+			if (!head_len) {
+				pf_error_set(err, -EBADMSG, "", "%s: response header too large",
+					     h->url);
+				r = -EBADMSG;
+				goto out;
+			}
+			r = 0;
+			break; /* enough of the body for a message */
+		}
+		if (!head_len) {
+			char *e = strstr(pf_buf_str(&resp), "\r\n\r\n");
+			if (e) {
+				head_len = (size_t)(e - (char *)resp.data) + 4;
+				resp.data[head_len - 2] = 0;
+				r = parse_head((char *)resp.data, &status, &clen);
+				resp.data[head_len - 2] = '\r';
+				if (r < 0) {
+					pf_error_set(err, r, "", "%s: malformed HTTP response", h->url);
+					goto out;
+				}
+			}
+		}
+		if (n == 0)
+			break;
+		if (head_len && clen >= 0 && resp.len - head_len >= (unsigned long long)clen)
+			break;
+	}
+	if (!head_len) {
+		r = pf_error_set(err, -EBADMSG, "", "%s: connection closed before a response",
+				 h->url);
+		goto out;
+	}
+	if (http_status)
+		*http_status = status;
+	if (status >= 200 && status < 300) {
+		r = 0;
+	} else {
+		/* RFC 9110 status; the body (google.rpc.Status or text) is shown in short */
+		char snippet[201];
+		size_t bl = pf_min(resp.len - head_len, sizeof(snippet) - 1);
+		memcpy(snippet, resp.data + head_len, bl);
+		snippet[bl] = 0;
+		for (size_t i = 0; i < bl; i++)
+			if ((unsigned char)snippet[i] < 0x20 || (unsigned char)snippet[i] >= 0x7f)
+				snippet[i] = '.';
+		r = pf_error_set(err, -EPROTO, "", "%s: HTTP %d%s%s", h->url, status,
+				 bl ? ": " : "", snippet);
+	}
+out:
+	conn_close(&c);
+	pf_buf_release(&req);
+	pf_buf_release(&resp);
+	pf_buf_release(&gz);
+	return r;
+}

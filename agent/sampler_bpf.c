@@ -1,0 +1,616 @@
+/* sampler_bpf.c — see sampler_bpf.h. The only code touching the BPF skeleton. */
+#include "sampler_bpf.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "aggregate.h"
+#include "cpu_sampler.h"
+#include "cpu_sampler.skel.h"
+#include "pf/log.h"
+#include "procinfo.h"
+#include "symbolize.h"
+
+#define MAX_READY 8
+
+struct pf_sampler {
+	struct pf_sampler_options opt;
+	struct cpu_sampler_bpf *skel;
+	struct bpf_link *proc_links[3];
+	struct ring_buffer *rb;
+	int stats_fd; /* BPF_ENABLE_STATS: run time is counted while open */
+
+	int n_cpus_possible;
+	int *pe_fds;
+	struct bpf_link **pe_links;
+	uint32_t n_pe;
+
+	uint32_t freq_hz;
+	bool enabled, triggered_mode, trigger_on;
+
+	struct pf_procinfo *pi;
+	struct pf_symbolizer *sym;
+	struct pf_agg *agg;
+
+	uint32_t self_pid;
+	int64_t mono_to_unix; /* unix ns = mono ns + this */
+	uint64_t window_start;
+	uint64_t lost_at_close; /* lost (kernel + user) counted at the last close */
+
+	struct pf_prof_window *ready[MAX_READY];
+	size_t n_ready;
+	int last_error;
+};
+
+/* ---- clocks ------------------------------------------------------------------------------- */
+
+static uint64_t clock_ns(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* bpf_ktime_get_ns() is CLOCK_MONOTONIC; take the tightest of a few paired reads. */
+static void refresh_clock(struct pf_sampler *s)
+{
+	uint64_t best = UINT64_MAX;
+	for (int i = 0; i < 3; i++) {
+		uint64_t m1 = clock_ns(CLOCK_MONOTONIC), r = clock_ns(CLOCK_REALTIME),
+			 m2 = clock_ns(CLOCK_MONOTONIC);
+		if (m2 - m1 < best) {
+			best = m2 - m1;
+			s->mono_to_unix = (int64_t)(r - (m1 + (m2 - m1) / 2));
+		}
+	}
+}
+
+/* ---- libbpf logs into ours ---------------------------------------------------------------- */
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	enum pf_log_level l = level == LIBBPF_WARN ? PF_LOG_WARN
+			      : level == LIBBPF_INFO ? PF_LOG_DEBUG
+						     : PF_LOG_DEBUG;
+	if ((int)l > pf_log_level_current)
+		return 0;
+	char line[1024];
+	vsnprintf(line, sizeof(line), fmt, ap);
+	pf_log_emit_raw(l, "libbpf", line);
+	return 0;
+}
+
+/* ---- pid verdicts ------------------------------------------------------------------------- */
+
+static bool proc_allowed(struct pf_sampler *s, const struct pf_proc *p)
+{
+	if (p->pid == s->self_pid && !s->opt.include_self)
+		return false;
+	return p->allowed;
+}
+
+static void push_verdict(struct pf_sampler *s, const struct pf_proc *p)
+{
+	__u32 key = p->pid;
+	__u8 v = proc_allowed(s, p) ? PF_FILTER_ALLOW : PF_FILTER_DENY;
+	bpf_map__update_elem(s->skel->maps.pid_filter, &key, sizeof(key), &v, sizeof(v), BPF_ANY);
+}
+
+static int push_one(void *ctx, const struct pf_proc *p)
+{
+	if (!p->exited)
+		push_verdict(ctx, p);
+	return 0;
+}
+
+static bool need_kernel_filter(struct pf_sampler *s)
+{
+	return pf_procinfo_filtering(s->pi) || !s->opt.include_self;
+}
+
+static void sync_filter_map(struct pf_sampler *s)
+{
+	if (!need_kernel_filter(s)) {
+		s->skel->bss->filter_on = 0;
+		return;
+	}
+	pf_procinfo_foreach(s->pi, push_one, s);
+	s->skel->bss->filter_on = 1;
+}
+
+/* ---- ring buffer callbacks ---------------------------------------------------------------- */
+
+static const struct pf_proc *known_proc(struct pf_sampler *s, uint32_t pid)
+{
+	const struct pf_proc *p = pf_procinfo_get(s->pi, pid);
+	if (!p || p->stale) {
+		p = pf_procinfo_update(s->pi, pid);
+		if (p && need_kernel_filter(s))
+			push_verdict(s, p);
+	}
+	return p;
+}
+
+static int on_sample(void *ctx, void *data, size_t size)
+{
+	struct pf_sampler *s = ctx;
+	struct pf_bpf_sample h;
+	if (size < sizeof(h))
+		return 0;
+	memcpy(&h, data, sizeof(h));
+	size_t n = (size_t)h.kstack_len + h.ustack_len;
+	if (size < sizeof(h) + n * 8)
+		return 0;
+	const uint64_t *ips = (const uint64_t *)((const char *)data + sizeof(h));
+
+	const struct pf_proc *p = known_proc(s, h.pid);
+	if (p && !proc_allowed(s, p))
+		return 0; /* decided after the kernel recorded it (PF_SAMPLE_F_UNKNOWN) */
+	/* First sample of a process: capture its maps while it lives. */
+	if (!pf_symbolizer_has(s->sym, h.pid))
+		pf_symbolizer_capture(s->sym, h.pid);
+
+	char comm[PF_COMM_LEN + 1];
+	memcpy(comm, h.comm, PF_COMM_LEN);
+	comm[PF_COMM_LEN] = 0;
+	struct pf_agg_sample as = {
+		.ts_unix_ns = h.ts_ns + (uint64_t)s->mono_to_unix,
+		.pid = h.pid,
+		.tid = h.tid,
+		.cpu = h.cpu,
+		.comm = comm,
+		.kstack = ips,
+		.n_kstack = h.kstack_len,
+		.ustack = ips + h.kstack_len,
+		.n_ustack = h.ustack_len,
+	};
+	int rc = pf_agg_add(s->agg, &as);
+	if (rc < 0 && rc != -ENOSPC)
+		s->last_error = rc;
+	return 0;
+}
+
+static int on_event(void *ctx, void *data, size_t size)
+{
+	struct pf_sampler *s = ctx;
+	struct pf_bpf_proc_event e;
+	if (size < sizeof(e))
+		return 0;
+	memcpy(&e, data, sizeof(e));
+	const struct pf_proc *p = NULL;
+	switch (e.type) {
+	case PF_PROC_EXEC:
+		/* the old maps are void; the full maps (shared libraries are mapped after
+		 * exec) are captured at the first sample */
+		pf_symbolizer_forget(s->sym, e.pid);
+		if (!pf_procinfo_filtering(s->pi) && pf_procinfo_get(s->pi, e.pid)) {
+			/* nobody needs a verdict now: read the attributes when sampled */
+			pf_procinfo_invalidate(s->pi, e.pid);
+			pf_symbolizer_pin_exe(s->sym, e.pid);
+			return 0;
+		}
+		p = pf_procinfo_update(s->pi, e.pid);
+		if (p && proc_allowed(s, p))
+			pf_symbolizer_pin_exe(s->sym, e.pid); /* short-lived processes */
+		break;
+	case PF_PROC_FORK:
+		p = pf_procinfo_fork(s->pi, e.ppid, e.pid);
+		break;
+	case PF_PROC_EXIT:
+		pf_procinfo_exited(s->pi, e.pid);
+		return 0;
+	default:
+		return 0;
+	}
+	if (p && need_kernel_filter(s))
+		push_verdict(s, p);
+	return 0;
+}
+
+int pf_sampler_fd(const struct pf_sampler *s)
+{
+	return ring_buffer__epoll_fd(s->rb);
+}
+
+int pf_sampler_poll(struct pf_sampler *s, int timeout_ms)
+{
+	int rc = ring_buffer__poll(s->rb, timeout_ms);
+	if (rc == -EINTR)
+		rc = 0;
+	if (rc < 0)
+		return rc;
+	/* samples do not wake us one by one (see cpu_sampler.bpf.c): drain on every call */
+	refresh_clock(s);
+	int n = ring_buffer__consume(s->rb);
+	return n < 0 ? n : rc + n;
+}
+
+/* ---- perf events -------------------------------------------------------------------------- */
+
+static void perf_close(struct pf_sampler *s)
+{
+	for (uint32_t i = 0; i < s->n_pe; i++) {
+		bpf_link__destroy(s->pe_links[i]);
+		close(s->pe_fds[i]);
+	}
+	s->n_pe = 0;
+}
+
+static int perf_open(struct pf_sampler *s, uint32_t hz, struct pf_error *err)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.size = sizeof(attr),
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.sample_period = 1000000000ull / hz, /* cpu-clock counts nanoseconds */
+	};
+	for (int cpu = 0; cpu < s->n_cpus_possible; cpu++) {
+		int fd = (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENODEV) /* offline CPU */
+				continue;
+			int e = -errno;
+			perf_close(s);
+			return pf_error_set(err, e, "", "perf_event_open(cpu-clock, cpu %d): %s", cpu,
+					    strerror(-e));
+		}
+		struct bpf_link *l = bpf_program__attach_perf_event(s->skel->progs.do_sample, fd);
+		if (!l) {
+			int e = -errno;
+			close(fd);
+			perf_close(s);
+			return pf_error_set(err, e, "", "attach perf_event program: %s", strerror(-e));
+		}
+		s->pe_fds[s->n_pe] = fd;
+		s->pe_links[s->n_pe++] = l;
+	}
+	if (!s->n_pe)
+		return pf_error_set(err, -ENODEV, "", "no online CPU accepted a perf event");
+	return 0;
+}
+
+static int perf_set_period(struct pf_sampler *s, uint32_t hz, struct pf_error *err)
+{
+	uint64_t period = 1000000000ull / hz;
+	for (uint32_t i = 0; i < s->n_pe; i++)
+		if (ioctl(s->pe_fds[i], PERF_EVENT_IOC_PERIOD, &period) < 0)
+			return pf_error_set(err, -errno, "profiling.sampling.frequency_hz",
+					    "PERF_EVENT_IOC_PERIOD: %s", strerror(errno));
+	return 0;
+}
+
+/* ---- config ------------------------------------------------------------------------------- */
+
+static bool want_running(const struct pf_sampler *s)
+{
+	return s->enabled && (!s->triggered_mode || s->trigger_on);
+}
+
+static int cut_window(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf_error *err);
+
+/* Brings the perf events in line with enabled/mode/trigger and the frequency. */
+static int apply_running(struct pf_sampler *s, uint32_t hz, struct pf_error *err)
+{
+	bool want = want_running(s);
+	int rc = 0;
+	if (want && !s->n_pe) {
+		rc = perf_open(s, hz, err);
+	} else if (!want && s->n_pe) {
+		perf_close(s);
+	} else if (want && hz != s->freq_hz) {
+		rc = perf_set_period(s, hz, err);
+	}
+	if (rc == 0)
+		s->freq_hz = hz;
+	return rc;
+}
+
+int pf_sampler_set_config(struct pf_sampler *s, const struct pf_profcfg *cfg, struct pf_error *err)
+{
+	if (!cfg || cfg->frequency_hz < 1 || cfg->frequency_hz > 1000)
+		return pf_error_set(err, -EINVAL, "profiling.sampling.frequency_hz",
+				    "must be 1..1000");
+	int rc = pf_procinfo_set_filters(s->pi, cfg->include, cfg->n_include, cfg->exclude,
+					 cfg->n_exclude, err);
+	if (rc < 0)
+		return rc;
+	sync_filter_map(s);
+
+	bool old_enabled = s->enabled, old_mode = s->triggered_mode;
+	uint32_t old_hz = s->freq_hz;
+	bool was_running = s->n_pe > 0;
+	s->enabled = cfg->enabled;
+	s->triggered_mode = cfg->mode == PF_MODE_TRIGGERED;
+	/* drain what the old period produced before switching */
+	ring_buffer__consume(s->rb);
+	rc = apply_running(s, cfg->frequency_hz, err);
+	if (rc < 0) {
+		s->enabled = old_enabled;
+		s->triggered_mode = old_mode;
+		s->last_error = rc;
+		return rc;
+	}
+	/* A window has one sampling period: a new frequency closes what was sampled so far,
+	 * cut at the moment of the switch (samples queued since then carry later times). */
+	if (was_running && old_hz != s->freq_hz) {
+		refresh_clock(s);
+		rc = cut_window(s, clock_ns(CLOCK_REALTIME), old_hz, err);
+	}
+	return rc;
+}
+
+int pf_sampler_trigger(struct pf_sampler *s, bool on, struct pf_error *err)
+{
+	bool old = s->trigger_on;
+	s->trigger_on = on;
+	int rc = apply_running(s, s->freq_hz, err);
+	if (rc < 0)
+		s->trigger_on = old;
+	return rc;
+}
+
+/* ---- windows ------------------------------------------------------------------------------ */
+
+static bool keep_pid(void *ctx, uint32_t pid)
+{
+	struct pf_sampler *s = ctx;
+	const struct pf_proc *p = pf_procinfo_get(s->pi, pid);
+	return p ? proc_allowed(s, p) : !need_kernel_filter(s);
+}
+
+static int resolve(void *ctx, uint32_t pid, struct pf_prof_window *w, struct pf_prof_process *p,
+		   struct pf_prof_frame *frames, size_t n)
+{
+	struct pf_sampler *s = ctx;
+	int rc = pf_procinfo_attrs(s->pi, pid, w, p);
+	if (rc < 0)
+		return rc;
+	return pf_symbolizer_resolve(s->sym, pid, w, p, frames, n);
+}
+
+static void forget_pid(void *ctx, uint32_t pid)
+{
+	pf_symbolizer_forget(ctx, pid);
+}
+
+static uint64_t lost_total(struct pf_sampler *s);
+
+/* Closes the samples before `end` (unix ns; 0 = now) into *out. */
+static int close_into(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf_prof_window **out,
+		      struct pf_error *err)
+{
+	ring_buffer__consume(s->rb);
+	refresh_clock(s);
+	if (!end)
+		end = clock_ns(CLOCK_REALTIME);
+	if (end <= s->window_start)
+		end = s->window_start + 1;
+	struct pf_agg_hooks hooks = {.keep = keep_pid, .resolve = resolve, .ctx = s};
+	int rc = pf_agg_close(s->agg, s->window_start, end, hz, &hooks, out);
+	if (rc < 0) {
+		s->last_error = rc;
+		return pf_error_set(err, rc, "", "closing the window: %s", strerror(-rc));
+	}
+	uint64_t lost = lost_total(s);
+	(*out)->lost_samples = lost - s->lost_at_close;
+	(*out)->host_name = pf_prof_strdup(*out, pf_procinfo_host_name(s->pi));
+	s->lost_at_close = lost;
+	s->window_start = end;
+	/* processes that exited are symbolized now: let them go */
+	pf_procinfo_reap(s->pi, forget_pid, s->sym);
+	return 0;
+}
+
+static int cut_window(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf_error *err)
+{
+	if (s->n_ready == MAX_READY) { /* nobody collects: drop the oldest */
+		pf_prof_window_free(s->ready[0]);
+		memmove(s->ready, s->ready + 1, (MAX_READY - 1) * sizeof(s->ready[0]));
+		s->n_ready--;
+	}
+	struct pf_prof_window *w;
+	int rc = close_into(s, end, hz, &w, err);
+	if (rc == 0)
+		s->ready[s->n_ready++] = w;
+	return rc;
+}
+
+struct pf_prof_window *pf_sampler_close_window(struct pf_sampler *s, struct pf_error *err)
+{
+	int rc = cut_window(s, 0, s->freq_hz, err);
+	if (rc < 0) {
+		errno = -rc;
+		return NULL;
+	}
+	return pf_sampler_next_window(s);
+}
+
+struct pf_prof_window *pf_sampler_next_window(struct pf_sampler *s)
+{
+	if (!s->n_ready)
+		return NULL;
+	struct pf_prof_window *w = s->ready[0];
+	memmove(s->ready, s->ready + 1, (s->n_ready - 1) * sizeof(s->ready[0]));
+	s->n_ready--;
+	return w;
+}
+
+/* ---- stats -------------------------------------------------------------------------------- */
+
+static int read_counters(struct pf_sampler *s, uint64_t sum[PF_CNT_MAX])
+{
+	memset(sum, 0, PF_CNT_MAX * sizeof(sum[0]));
+	_cleanup_free_ uint64_t *vals = calloc((size_t)s->n_cpus_possible, sizeof(*vals));
+	if (!vals)
+		return -ENOMEM;
+	for (__u32 k = 0; k < PF_CNT_MAX; k++) {
+		if (bpf_map__lookup_elem(s->skel->maps.counters, &k, sizeof(k), vals,
+					 (size_t)s->n_cpus_possible * sizeof(*vals), 0) < 0)
+			return -errno;
+		for (int c = 0; c < s->n_cpus_possible; c++)
+			sum[k] += vals[c];
+	}
+	return 0;
+}
+
+static uint64_t lost_total(struct pf_sampler *s)
+{
+	uint64_t c[PF_CNT_MAX];
+	struct pf_agg_stats as;
+	pf_agg_stats(s->agg, &as);
+	if (read_counters(s, c) < 0)
+		return as.dropped;
+	return c[PF_CNT_LOST_RB] + as.dropped;
+}
+
+int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	uint64_t c[PF_CNT_MAX];
+	int rc = read_counters(s, c);
+	if (rc < 0)
+		return rc;
+	out->running = s->n_pe > 0;
+	out->frequency_hz = s->freq_hz;
+	out->n_cpus = s->n_pe;
+	out->samples = c[PF_CNT_SAMPLES];
+	out->lost_kernel = c[PF_CNT_LOST_RB];
+	out->filtered = c[PF_CNT_FILTERED];
+	out->stack_errors = c[PF_CNT_STACK_ERR];
+	out->lost_events = c[PF_CNT_LOST_EVENT];
+	struct pf_agg_stats as;
+	pf_agg_stats(s->agg, &as);
+	out->lost_user = as.dropped;
+	out->pending = as.pending;
+	out->processes = pf_procinfo_count(s->pi);
+	out->bpf_stats_enabled = s->stats_fd >= 0;
+
+	struct bpf_program *progs[PF_SAMPLER_N_PROGS] = {
+		s->skel->progs.do_sample, s->skel->progs.handle_exec, s->skel->progs.handle_fork,
+		s->skel->progs.handle_exit};
+	for (int i = 0; i < PF_SAMPLER_N_PROGS; i++) {
+		struct bpf_prog_info info;
+		__u32 len = sizeof(info);
+		memset(&info, 0, sizeof(info));
+		out->progs[i].name = bpf_program__name(progs[i]);
+		if (bpf_obj_get_info_by_fd(bpf_program__fd(progs[i]), &info, &len) < 0)
+			continue;
+		out->progs[i].run_time_ns = info.run_time_ns;
+		out->progs[i].run_cnt = info.run_cnt;
+		out->bpf_run_time_ns += info.run_time_ns;
+		out->bpf_run_cnt += info.run_cnt;
+	}
+	struct pf_symbolizer_stats ss;
+	pf_symbolizer_stats(s->sym, &ss);
+	out->elf_cached = ss.elf_cached;
+	out->frames_resolved = ss.frames_resolved;
+	out->frames_unresolved = ss.frames_unresolved;
+	out->last_error = s->last_error;
+	return 0;
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+void pf_sampler_free(struct pf_sampler *s)
+{
+	if (!s)
+		return;
+	if (s->skel)
+		perf_close(s);
+	for (size_t i = 0; i < PF_ARRAY_SIZE(s->proc_links); i++)
+		bpf_link__destroy(s->proc_links[i]);
+	ring_buffer__free(s->rb);
+	cpu_sampler_bpf__destroy(s->skel);
+	if (s->stats_fd >= 0)
+		close(s->stats_fd);
+	for (size_t i = 0; i < s->n_ready; i++)
+		pf_prof_window_free(s->ready[i]);
+	pf_agg_free(s->agg);
+	pf_symbolizer_free(s->sym);
+	pf_procinfo_free(s->pi);
+	free(s->pe_fds);
+	free(s->pe_links);
+	free(s);
+}
+
+static struct pf_sampler *fail(struct pf_sampler *s, int rc)
+{
+	pf_sampler_free(s);
+	errno = rc < 0 ? -rc : rc;
+	return NULL;
+}
+
+struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct pf_error *err)
+{
+	struct pf_sampler *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->stats_fd = -1;
+	if (opt)
+		s->opt = *opt;
+	s->self_pid = (uint32_t)getpid();
+	libbpf_set_print(libbpf_print);
+
+	s->n_cpus_possible = libbpf_num_possible_cpus();
+	if (s->n_cpus_possible <= 0)
+		return fail(s, pf_error_set(err, -ENOTSUP, "", "cannot count possible CPUs"));
+	s->pe_fds = calloc((size_t)s->n_cpus_possible, sizeof(*s->pe_fds));
+	s->pe_links = calloc((size_t)s->n_cpus_possible, sizeof(*s->pe_links));
+	struct pf_procinfo_options po = {.host_name = s->opt.host_name,
+					 .command_line = s->opt.command_line};
+	struct pf_symbolizer_options so = {.max_elf_files = s->opt.max_elf_files,
+					   .no_kernel = s->opt.no_kernel_symbols};
+	struct pf_agg_options ao = {.max_samples = s->opt.max_samples};
+	s->pi = pf_procinfo_new(&po);
+	s->sym = pf_symbolizer_new(&so);
+	s->agg = pf_agg_new(&ao);
+	if (!s->pe_fds || !s->pe_links || !s->pi || !s->sym || !s->agg)
+		return fail(s, pf_error_set(err, -ENOMEM, "", "out of memory"));
+
+	/* open -> configure -> load -> attach (libbpf-tools) */
+	s->skel = cpu_sampler_bpf__open();
+	if (!s->skel)
+		return fail(s, pf_error_set(err, -errno, "", "open BPF object: %s", strerror(errno)));
+	int rc = cpu_sampler_bpf__load(s->skel);
+	if (rc < 0)
+		return fail(s, pf_error_set(err, rc, "", "load BPF programs (needs CAP_BPF + "
+					    "CAP_PERFMON and kernel BTF): %s", strerror(-rc)));
+	struct bpf_program *tp[3] = {s->skel->progs.handle_exec, s->skel->progs.handle_fork,
+				     s->skel->progs.handle_exit};
+	for (int i = 0; i < 3; i++) {
+		s->proc_links[i] = bpf_program__attach(tp[i]);
+		if (!s->proc_links[i])
+			return fail(s, pf_error_set(err, -errno, "", "attach %s: %s",
+						    bpf_program__name(tp[i]), strerror(errno)));
+	}
+	/* BPF run-time stats for the agent's metrics; optional (kernel.bpf_stats_enabled works
+	 * too). */
+	s->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (s->stats_fd < 0)
+		s->stats_fd = -1;
+
+	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.samples), on_sample, s, NULL);
+	if (!s->rb || ring_buffer__add(s->rb, bpf_map__fd(s->skel->maps.events), on_event, s) < 0)
+		return fail(s, pf_error_set(err, -errno, "", "ring buffer: %s", strerror(errno)));
+
+	/* processes that exist already; exec/fork/exit keep the table current from here on */
+	rc = pf_procinfo_scan(s->pi);
+	if (rc < 0)
+		return fail(s, pf_error_set(err, rc, "", "scan /proc: %s", strerror(-rc)));
+	sync_filter_map(s);
+	if (!s->opt.no_kernel_symbols && pf_symbolizer_load_kernel(s->sym) < 0)
+		pf_log_warn("sampler: kernel frames stay unsymbolized (/proc/kallsyms unusable)");
+	refresh_clock(s);
+	s->window_start = clock_ns(CLOCK_REALTIME);
+	s->freq_hz = 99;
+	return s;
+}

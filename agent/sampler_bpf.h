@@ -1,0 +1,116 @@
+/* sampler_bpf.h — the eBPF CPU sampler: kernel to symbolized window (issue 3).
+ *
+ * Owns the BPF skeleton (bpf/cpu_sampler.bpf.c; this is the only code touching it), one
+ * perf_event (software cpu-clock) per online CPU, the two ring buffers, the pid allow-map, and
+ * the user-side pipeline: procinfo (attributes + filter verdicts), aggregate (samples of the
+ * open window) and symbolize (maps, ELF/DWARF, kallsyms).
+ *
+ * Design: the BPF program writes one record per tick (time, pid, tid, cpu, comm, kernel + user
+ * stack, sized to the stack depth) into a ring buffer instead of a stack-trace map + counts
+ * map: every sample keeps its own timestamp (the slow-span trigger cuts exact time ranges),
+ * there are no stack-id hash collisions to lose samples to and no map to clear racily at a
+ * window boundary. Stacks are deduplicated in user space (aggregate.c). Process exec/fork/exit
+ * come from tp_btf programs through a second ring buffer; the pid allow-map is updated from
+ * them (forks inherit the parent's verdict in the kernel at once).
+ *
+ * Use (single thread; from the agent's loop, or a worker thread that owns it):
+ *
+ *   struct pf_error err = {0};
+ *   struct pf_sampler *s = pf_sampler_new(NULL, &err);      // load, attach process tracking
+ *   pf_sampler_set_config(s, cfg, &err);                     // frequency, filters, enabled/mode
+ *   // poll pf_sampler_fd(s) (epoll fd) for readability and on a 100..1000 ms timer, then
+ *   // pf_sampler_poll(s, 0); or call pf_sampler_poll(s, 250) in a loop
+ *   struct pf_prof_window *w = pf_sampler_close_window(s, &err);   // every duration_seconds
+ *   ... encode ...; pf_prof_window_free(w);
+ *   while ((w = pf_sampler_next_window(s))) ...              // parts split off by a frequency change
+ *   pf_sampler_free(s);
+ *
+ * pf_sampler_set_config() applies at once and loses nothing: the samples of the open window
+ * stay; a new frequency closes the samples taken at the old one into a finished window, cut at
+ * the moment of the switch (a window has one sampling period). pf_sampler_close_window() then
+ * returns the oldest finished window and pf_sampler_next_window() the later ones, in order.
+ *
+ * Errors: -EPERM/-EACCES/-ENOTSUP/-ENOSYS from pf_sampler_new() mean the kernel refuses BPF or
+ * perf events (no privileges, no BTF, locked down); err says which step. */
+#ifndef PF_AGENT_SAMPLER_BPF_H
+#define PF_AGENT_SAMPLER_BPF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pf/error.h"
+#include "pf/profcfg.h"
+#include "pf/profile.h"
+
+struct pf_sampler;
+
+struct pf_sampler_options {
+	const char *host_name;  /* host.name attribute; default gethostname() */
+	bool command_line;      /* record process.command_line (off by default) */
+	bool include_self;      /* sample the agent's own process too (default: excluded) */
+	size_t max_samples;     /* samples held in the open window; 0 = 262144 */
+	size_t max_elf_files;   /* symbolizer ELF cache bound; 0 = 128 */
+	bool no_kernel_symbols; /* skip /proc/kallsyms */
+};
+
+struct pf_sampler_prog_stats {
+	const char *name; /* BPF program name */
+	uint64_t run_time_ns;
+	uint64_t run_cnt;
+};
+
+#define PF_SAMPLER_N_PROGS 4
+
+struct pf_sampler_stats {
+	bool running;            /* perf events attached */
+	uint32_t frequency_hz;
+	uint32_t n_cpus;         /* perf events open */
+	uint64_t samples;        /* kernel: ticks recorded */
+	uint64_t lost_kernel;    /* kernel: ring buffer full */
+	uint64_t lost_user;      /* user: sample store full */
+	uint64_t filtered;       /* kernel: ticks of excluded processes */
+	uint64_t stack_errors;   /* kernel: no stack could be walked */
+	uint64_t lost_events;    /* kernel: process events lost */
+	uint64_t processes;      /* processes known to procinfo */
+	uint64_t pending;        /* samples in the open window */
+	bool bpf_stats_enabled;  /* run_time_ns is only counted while BPF stats are on */
+	uint64_t bpf_run_time_ns; /* sum over the programs */
+	uint64_t bpf_run_cnt;
+	struct pf_sampler_prog_stats progs[PF_SAMPLER_N_PROGS];
+	/* symbolizer */
+	uint64_t elf_cached, frames_resolved, frames_unresolved;
+	int last_error;          /* negative errno of the last failure, 0 when healthy */
+};
+
+/* Opens, loads and attaches the process-tracking programs, reads /proc once. Not sampling
+ * until pf_sampler_set_config() enables it. NULL and errno (+ err) on failure. */
+struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct pf_error *err);
+void pf_sampler_free(struct pf_sampler *s);
+
+/* Applies enabled, mode, sampling.frequency_hz and filters. mode triggered samples only
+ * while pf_sampler_trigger(s, true). On error the previous settings stay. */
+int pf_sampler_set_config(struct pf_sampler *s, const struct pf_profcfg *cfg, struct pf_error *err);
+/* The local trigger hook for mode triggered (the trigger engine comes later). */
+int pf_sampler_trigger(struct pf_sampler *s, bool on, struct pf_error *err);
+
+/* An epoll fd that becomes readable when process events arrive or the sample ring buffer is
+ * a quarter full (samples do not wake it one by one, to keep wake-ups rare). An event loop
+ * must also call pf_sampler_poll(s, 0) from a timer (every 100..1000 ms). */
+int pf_sampler_fd(const struct pf_sampler *s);
+/* Consumes ring buffer records, waiting up to timeout_ms (0: don't wait, -1: forever).
+ * Returns records consumed or -errno. */
+int pf_sampler_poll(struct pf_sampler *s, int timeout_ms);
+
+/* Drains the ring buffers and closes the open window at "now": samples, processes with their
+ * attributes, symbolized stacks, lost samples since the last close. The next window starts
+ * where this one ends. Returns the oldest finished window (see pf_sampler_next_window).
+ * NULL and err on failure (the samples stay for the next try). */
+struct pf_prof_window *pf_sampler_close_window(struct pf_sampler *s, struct pf_error *err);
+/* Further finished windows after pf_sampler_close_window() (oldest first), NULL when none. */
+struct pf_prof_window *pf_sampler_next_window(struct pf_sampler *s);
+
+/* Counters for the agent's metrics and health. */
+int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out);
+
+#endif

@@ -1,0 +1,955 @@
+/* symbolize.c — see symbolize.h. */
+#include "symbolize.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "pf/compiler.h"
+
+#define DEFAULT_MAX_ELF 128
+#define DEFAULT_MAX_PROCS 4096
+#define PROC_BUCKETS 1024
+#define BUILD_ID_HEX 41
+
+struct elf_sym {
+	uint64_t addr, size;
+	const char *name; /* points into the mmapped ELF */
+};
+
+struct load_seg {
+	uint64_t off, vaddr, filesz;
+};
+
+struct elf_file {
+	struct elf_file *prev, *next; /* LRU: head = most recent */
+	char build_id[BUILD_ID_HEX];  /* "" when the file has none */
+	uint64_t dev, ino;
+	int fd;
+	Elf *elf;
+	uint16_t e_type;
+	struct load_seg *segs;
+	size_t n_segs;
+	bool syms_loaded;
+	struct elf_sym *syms;
+	size_t n_syms;
+	bool dwarf_tried;
+	Dwarf *dwarf;
+	int dbg_fd; /* separate debug file (/usr/lib/debug/.build-id/..), -1 when none */
+	Elf *dbg_elf;
+};
+
+struct pmap {
+	uint64_t start, end, offset;
+	uint64_t dev, ino;
+	char *path;
+	char build_id[BUILD_ID_HEX];
+	bool special; /* [vdso], [anon], ...: no file */
+};
+
+struct proc_maps {
+	struct proc_maps *next;
+	uint32_t pid;
+	uint64_t stamp;
+	struct pmap *maps;
+	size_t n;
+};
+
+struct ksym {
+	uint64_t addr;
+	uint32_t name_off;
+};
+
+struct pf_symbolizer {
+	struct pf_symbolizer_options opt;
+	struct elf_file *lru_head, *lru_tail;
+	size_t n_elf;
+	struct proc_maps *procs[PROC_BUCKETS];
+	size_t n_procs;
+	uint64_t stamp;
+	/* kernel */
+	bool kernel_tried;
+	struct ksym *ksyms;
+	size_t n_ksyms;
+	char *knames;
+	char kbuild_id[BUILD_ID_HEX];
+	struct pf_symbolizer_stats st;
+};
+
+static bool libelf_ready(void)
+{
+	static int ready = -1;
+	if (ready < 0)
+		ready = elf_version(EV_CURRENT) != EV_NONE;
+	return ready;
+}
+
+/* ---- ELF files ---------------------------------------------------------------------------- */
+
+static void hexify(const uint8_t *b, size_t n, char *out, size_t outlen)
+{
+	static const char hx[] = "0123456789abcdef";
+	size_t j = 0;
+	for (size_t i = 0; i < n && j + 2 < outlen; i++) {
+		out[j++] = hx[b[i] >> 4];
+		out[j++] = hx[b[i] & 15];
+	}
+	out[j] = 0;
+}
+
+/* Walks a raw note area; 0 when a GNU build id was found. */
+static int notes_build_id(const uint8_t *p, size_t len, char *hex, size_t hexlen)
+{
+	size_t off = 0;
+	while (off + 12 <= len) {
+		uint32_t namesz, descsz, type;
+		memcpy(&namesz, p + off, 4);
+		memcpy(&descsz, p + off + 4, 4);
+		memcpy(&type, p + off + 8, 4);
+		size_t name_off = off + 12;
+		size_t desc_off = name_off + (((size_t)namesz + 3) & ~(size_t)3);
+		size_t next = desc_off + (((size_t)descsz + 3) & ~(size_t)3);
+		if (desc_off > len || next > len || next <= off)
+			return -EINVAL;
+		if (type == NT_GNU_BUILD_ID && namesz == 4 && !memcmp(p + name_off, "GNU", 4) &&
+		    descsz > 0 && descsz <= 64) {
+			hexify(p + desc_off, descsz, hex, hexlen);
+			return 0;
+		}
+		off = next;
+	}
+	return -ENOENT;
+}
+
+static int elf_handle_build_id(Elf *elf, char *hex, size_t hexlen)
+{
+	size_t nphdr = 0;
+	if (elf_getphdrnum(elf, &nphdr) == 0) {
+		for (size_t i = 0; i < nphdr; i++) {
+			GElf_Phdr ph;
+			if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE)
+				continue;
+			Elf_Data *d = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz,
+							   ELF_T_NHDR);
+			if (d && d->d_buf && notes_build_id(d->d_buf, d->d_size, hex, hexlen) == 0)
+				return 0;
+		}
+	}
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+			continue;
+		Elf_Data *d = elf_rawdata(scn, NULL);
+		if (d && d->d_buf && notes_build_id(d->d_buf, d->d_size, hex, hexlen) == 0)
+			return 0;
+	}
+	return -ENOENT;
+}
+
+int pf_elf_build_id(int fd, char *hex, size_t hexlen)
+{
+	if (!libelf_ready() || hexlen < BUILD_ID_HEX)
+		return -EINVAL;
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf)
+		return -EINVAL;
+	int rc = elf_kind(elf) == ELF_K_ELF ? elf_handle_build_id(elf, hex, hexlen) : -EINVAL;
+	elf_end(elf);
+	return rc;
+}
+
+static void elf_file_free(struct elf_file *f)
+{
+	if (!f)
+		return;
+	if (f->dwarf)
+		dwarf_end(f->dwarf);
+	if (f->dbg_elf)
+		elf_end(f->dbg_elf);
+	if (f->dbg_fd >= 0)
+		close(f->dbg_fd);
+	if (f->elf)
+		elf_end(f->elf);
+	if (f->fd >= 0)
+		close(f->fd);
+	free(f->segs);
+	free(f->syms);
+	free(f);
+}
+
+/* Takes ownership of fd (closed on failure). */
+static struct elf_file *elf_file_open(int fd)
+{
+	struct stat stt;
+	if (!libelf_ready() || fstat(fd, &stt) < 0) {
+		close(fd);
+		return NULL;
+	}
+	struct elf_file *f = calloc(1, sizeof(*f));
+	if (!f) {
+		close(fd);
+		return NULL;
+	}
+	f->fd = fd;
+	f->dbg_fd = -1;
+	f->dev = stt.st_dev;
+	f->ino = stt.st_ino;
+	f->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	GElf_Ehdr eh;
+	if (!f->elf || elf_kind(f->elf) != ELF_K_ELF || !gelf_getehdr(f->elf, &eh)) {
+		elf_file_free(f);
+		errno = EINVAL;
+		return NULL;
+	}
+	f->e_type = eh.e_type;
+	if (elf_handle_build_id(f->elf, f->build_id, sizeof(f->build_id)) < 0)
+		f->build_id[0] = 0;
+	size_t nphdr = 0;
+	if (elf_getphdrnum(f->elf, &nphdr) == 0 && nphdr) {
+		f->segs = calloc(nphdr, sizeof(*f->segs));
+		if (!f->segs) {
+			elf_file_free(f);
+			errno = ENOMEM;
+			return NULL;
+		}
+		for (size_t i = 0; i < nphdr; i++) {
+			GElf_Phdr ph;
+			if (!gelf_getphdr(f->elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+				continue;
+			f->segs[f->n_segs++] = (struct load_seg){ph.p_offset, ph.p_vaddr, ph.p_filesz};
+		}
+	}
+	return f;
+}
+
+static int sym_cmp(const void *a, const void *b)
+{
+	const struct elf_sym *x = a, *y = b;
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	/* at one address, the sized symbol first */
+	return (y->size > 0) - (x->size > 0);
+}
+
+static int load_syms_from(struct elf_file *f, Elf *elf, Elf64_Word type)
+{
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != type || !sh.sh_entsize)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		if (!d)
+			continue;
+		size_t n = sh.sh_size / sh.sh_entsize;
+		struct elf_sym *syms = calloc(n ? n : 1, sizeof(*syms));
+		if (!syms)
+			return -ENOMEM;
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++) {
+			GElf_Sym s;
+			if (!gelf_getsym(d, (int)i, &s))
+				continue;
+			int st = GELF_ST_TYPE(s.st_info);
+			if ((st != STT_FUNC && st != STT_GNU_IFUNC) || s.st_shndx == SHN_UNDEF ||
+			    !s.st_value)
+				continue;
+			const char *name = elf_strptr(elf, sh.sh_link, s.st_name);
+			if (!name || !*name)
+				continue;
+			syms[k++] = (struct elf_sym){s.st_value, s.st_size, name};
+		}
+		if (!k) {
+			free(syms);
+			continue;
+		}
+		qsort(syms, k, sizeof(*syms), sym_cmp);
+		f->syms = syms;
+		f->n_syms = k;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static void elf_file_load_syms(struct elf_file *f)
+{
+	if (f->syms_loaded)
+		return;
+	f->syms_loaded = true;
+	if (load_syms_from(f, f->elf, SHT_SYMTAB) == 0)
+		return;
+	load_syms_from(f, f->elf, SHT_DYNSYM);
+}
+
+static const struct elf_sym *elf_file_find_sym(struct elf_file *f, uint64_t vaddr)
+{
+	elf_file_load_syms(f);
+	size_t lo = 0, hi = f->n_syms;
+	while (lo < hi) { /* first symbol with addr > vaddr */
+		size_t mid = lo + (hi - lo) / 2;
+		if (f->syms[mid].addr <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return NULL;
+	/* among symbols at that address, sym_cmp put the sized one first */
+	size_t i = lo - 1;
+	while (i > 0 && f->syms[i - 1].addr == f->syms[i].addr)
+		i--;
+	const struct elf_sym *s = &f->syms[i];
+	if (s->size)
+		return vaddr < s->addr + s->size ? s : NULL;
+	/* size 0 (_fini, hand-written asm): only within the segment holding the symbol */
+	for (size_t k = 0; k < f->n_segs; k++) {
+		const struct load_seg *g = &f->segs[k];
+		if (s->addr >= g->vaddr && s->addr < g->vaddr + g->filesz)
+			return vaddr < g->vaddr + g->filesz ? s : NULL;
+	}
+	return NULL;
+}
+
+static void elf_file_load_dwarf(struct elf_file *f)
+{
+	if (f->dwarf_tried)
+		return;
+	f->dwarf_tried = true;
+	f->dwarf = dwarf_begin_elf(f->elf, DWARF_C_READ, NULL);
+	if (f->dwarf || !f->build_id[0])
+		return;
+	/* Debian's -dbgsym packages: /usr/lib/debug/.build-id/xx/yyyy.debug */
+	char path[128];
+	snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", f->build_id,
+		 f->build_id + 2);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	f->dbg_fd = fd;
+	f->dbg_elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (f->dbg_elf)
+		f->dwarf = dwarf_begin_elf(f->dbg_elf, DWARF_C_READ, NULL);
+}
+
+static void elf_file_find_line(struct elf_file *f, uint64_t vaddr, const char **file,
+			       uint32_t *line)
+{
+	*file = NULL;
+	*line = 0;
+	elf_file_load_dwarf(f);
+	if (!f->dwarf)
+		return;
+	Dwarf_Die cu;
+	if (!dwarf_addrdie(f->dwarf, vaddr, &cu))
+		return;
+	Dwarf_Line *l = dwarf_getsrc_die(&cu, vaddr);
+	if (!l)
+		return;
+	int ln = 0;
+	if (dwarf_lineno(l, &ln) == 0 && ln > 0)
+		*line = (uint32_t)ln;
+	*file = dwarf_linesrc(l, NULL, NULL);
+}
+
+/* ELF virtual address of a file offset, through the PT_LOAD segments. */
+static bool elf_file_off_to_vaddr(const struct elf_file *f, uint64_t off, uint64_t *vaddr)
+{
+	for (size_t i = 0; i < f->n_segs; i++) {
+		const struct load_seg *s = &f->segs[i];
+		if (off >= s->off && off < s->off + s->filesz) {
+			*vaddr = off - s->off + s->vaddr;
+			return true;
+		}
+	}
+	return false;
+}
+
+int pf_elf_lookup(const char *path, uint64_t vaddr, struct pf_sym_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct elf_file *f = elf_file_open(fd);
+	if (!f)
+		return -(errno ? errno : EINVAL);
+	const struct elf_sym *s = elf_file_find_sym(f, vaddr);
+	int rc = -ENOENT;
+	if (s) {
+		snprintf(out->function, sizeof(out->function), "%s", s->name);
+		out->sym_addr = s->addr;
+		rc = 0;
+	}
+	const char *file;
+	elf_file_find_line(f, vaddr, &file, &out->line);
+	if (file)
+		snprintf(out->file, sizeof(out->file), "%s", file);
+	elf_file_free(f);
+	return rc;
+}
+
+/* ---- the ELF cache ------------------------------------------------------------------------ */
+
+static void lru_unlink(struct pf_symbolizer *sym, struct elf_file *f)
+{
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		sym->lru_head = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	else
+		sym->lru_tail = f->prev;
+	f->prev = f->next = NULL;
+}
+
+static void lru_push_front(struct pf_symbolizer *sym, struct elf_file *f)
+{
+	f->prev = NULL;
+	f->next = sym->lru_head;
+	if (sym->lru_head)
+		sym->lru_head->prev = f;
+	sym->lru_head = f;
+	if (!sym->lru_tail)
+		sym->lru_tail = f;
+}
+
+static struct elf_file *cache_find(struct pf_symbolizer *sym, const char *build_id, uint64_t dev,
+				   uint64_t ino)
+{
+	for (struct elf_file *f = sym->lru_head; f; f = f->next) {
+		bool hit = build_id && build_id[0] ? !strcmp(f->build_id, build_id)
+						   : (f->dev == dev && f->ino == ino);
+		if (hit) {
+			lru_unlink(sym, f);
+			lru_push_front(sym, f);
+			return f;
+		}
+	}
+	return NULL;
+}
+
+/* Inserts f (or returns the cached twin with the same build id, freeing f). */
+static struct elf_file *cache_insert(struct pf_symbolizer *sym, struct elf_file *f)
+{
+	if (f->build_id[0]) {
+		struct elf_file *twin = cache_find(sym, f->build_id, 0, 0);
+		if (twin) {
+			elf_file_free(f);
+			return twin;
+		}
+	}
+	lru_push_front(sym, f);
+	sym->n_elf++;
+	sym->st.elf_opened++;
+	while (sym->n_elf > sym->opt.max_elf_files && sym->lru_tail != f) {
+		struct elf_file *old = sym->lru_tail;
+		lru_unlink(sym, old);
+		elf_file_free(old);
+		sym->n_elf--;
+		sym->st.elf_evicted++;
+	}
+	return f;
+}
+
+static int open_mapping_file(uint32_t pid, const struct pmap *m)
+{
+	char p[PATH_MAX + 64];
+	snprintf(p, sizeof(p), "/proc/%u/map_files/%" PRIx64 "-%" PRIx64, pid, m->start, m->end);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	snprintf(p, sizeof(p), "/proc/%u/root%s", pid, m->path);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	return open(m->path, O_RDONLY | O_CLOEXEC);
+}
+
+/* The cached ELF of a mapping, opening it through the process when needed. */
+static struct elf_file *mapping_elf(struct pf_symbolizer *sym, uint32_t pid, struct pmap *m)
+{
+	if (m->special)
+		return NULL;
+	struct elf_file *f = cache_find(sym, m->build_id, m->dev, m->ino);
+	if (f)
+		return f;
+	int fd = open_mapping_file(pid, m);
+	if (fd < 0)
+		return NULL;
+	f = elf_file_open(fd);
+	if (!f) {
+		sym->st.last_error = -EINVAL;
+		return NULL;
+	}
+	f = cache_insert(sym, f);
+	memcpy(m->build_id, f->build_id, sizeof(m->build_id));
+	return f;
+}
+
+/* ---- processes ---------------------------------------------------------------------------- */
+
+static void proc_maps_free(struct proc_maps *pm)
+{
+	if (!pm)
+		return;
+	for (size_t i = 0; i < pm->n; i++)
+		free(pm->maps[i].path);
+	free(pm->maps);
+	free(pm);
+}
+
+static struct proc_maps **proc_slot(const struct pf_symbolizer *sym, uint32_t pid)
+{
+	struct proc_maps **pp = (struct proc_maps **)&sym->procs[pid % PROC_BUCKETS];
+	while (*pp && (*pp)->pid != pid)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+bool pf_symbolizer_has(const struct pf_symbolizer *sym, uint32_t pid)
+{
+	return *proc_slot(sym, pid) != NULL;
+}
+
+void pf_symbolizer_forget(struct pf_symbolizer *sym, uint32_t pid)
+{
+	struct proc_maps **pp = proc_slot(sym, pid);
+	struct proc_maps *pm = *pp;
+	if (!pm)
+		return;
+	*pp = pm->next;
+	proc_maps_free(pm);
+	sym->n_procs--;
+}
+
+static void evict_oldest_proc(struct pf_symbolizer *sym)
+{
+	struct proc_maps *old = NULL;
+	for (size_t b = 0; b < PROC_BUCKETS; b++)
+		for (struct proc_maps *pm = sym->procs[b]; pm; pm = pm->next)
+			if (!old || pm->stamp < old->stamp)
+				old = pm;
+	if (old)
+		pf_symbolizer_forget(sym, old->pid);
+}
+
+static int parse_maps(uint32_t pid, struct pmap **out, size_t *n_out)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/%u/maps", pid);
+	FILE *fp = fopen(p, "re");
+	if (!fp)
+		return errno == ENOENT || errno == ESRCH ? -ENOENT : -errno;
+	struct pmap *maps = NULL;
+	size_t n = 0, cap = 0;
+	char *line = NULL;
+	size_t linecap = 0;
+	int rc = 0;
+	while (getline(&line, &linecap, fp) > 0) {
+		uint64_t start, end, off, ino;
+		unsigned int maj, min;
+		char perms[8];
+		int pos = 0;
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 " %n",
+			   &start, &end, perms, &off, &maj, &min, &ino, &pos) < 7)
+			continue;
+		if (!strchr(perms, 'x'))
+			continue;
+		char *path = line + pos;
+		path[strcspn(path, "\n")] = 0;
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			struct pmap *nm = realloc(maps, nc * sizeof(*nm));
+			if (!nm) {
+				rc = -ENOMEM;
+				break;
+			}
+			maps = nm;
+			cap = nc;
+		}
+		struct pmap *m = &maps[n];
+		memset(m, 0, sizeof(*m));
+		m->start = start;
+		m->end = end;
+		m->offset = off;
+		m->dev = makedev(maj, min);
+		m->ino = ino;
+		m->special = path[0] != '/';
+		m->path = strdup(path[0] ? path : "[anon]");
+		if (!m->path) {
+			rc = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	free(line);
+	fclose(fp);
+	if (rc < 0) {
+		for (size_t i = 0; i < n; i++)
+			free(maps[i].path);
+		free(maps);
+		return rc;
+	}
+	*out = maps;
+	*n_out = n;
+	return 0;
+}
+
+int pf_symbolizer_capture(struct pf_symbolizer *sym, uint32_t pid)
+{
+	struct pmap *maps = NULL;
+	size_t n = 0;
+	int rc = parse_maps(pid, &maps, &n);
+	if (rc < 0)
+		return rc;
+	struct proc_maps **pp = proc_slot(sym, pid);
+	struct proc_maps *pm = *pp;
+	if (!pm) {
+		if (sym->n_procs >= sym->opt.max_processes) {
+			evict_oldest_proc(sym);
+			pp = proc_slot(sym, pid);
+		}
+		pm = calloc(1, sizeof(*pm));
+		if (!pm) {
+			for (size_t i = 0; i < n; i++)
+				free(maps[i].path);
+			free(maps);
+			return -ENOMEM;
+		}
+		pm->pid = pid;
+		*pp = pm;
+		sym->n_procs++;
+	} else {
+		for (size_t i = 0; i < pm->n; i++)
+			free(pm->maps[i].path);
+		free(pm->maps);
+	}
+	pm->maps = maps;
+	pm->n = n;
+	pm->stamp = ++sym->stamp;
+	/* Open every file now, while the process (and its mount namespace) is there. */
+	for (size_t i = 0; i < n; i++)
+		mapping_elf(sym, pid, &maps[i]);
+	return 0;
+}
+
+int pf_symbolizer_pin_exe(struct pf_symbolizer *sym, uint32_t pid)
+{
+	char p[64];
+	struct stat stt;
+	snprintf(p, sizeof(p), "/proc/%u/exe", pid);
+	if (stat(p, &stt) < 0)
+		return -errno;
+	if (cache_find(sym, NULL, stt.st_dev, stt.st_ino))
+		return 0;
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct elf_file *f = elf_file_open(fd);
+	if (!f)
+		return -EINVAL;
+	cache_insert(sym, f);
+	return 0;
+}
+
+/* ---- kernel ------------------------------------------------------------------------------- */
+
+static int ksym_cmp(const void *a, const void *b)
+{
+	const struct ksym *x = a, *y = b;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int hexdigit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+static void kernel_load(struct pf_symbolizer *sym)
+{
+	if (sym->kernel_tried)
+		return;
+	sym->kernel_tried = true;
+
+	int nfd = open("/sys/kernel/notes", O_RDONLY | O_CLOEXEC);
+	if (nfd >= 0) {
+		uint8_t buf[4096];
+		ssize_t r = read(nfd, buf, sizeof(buf));
+		if (r > 0 && notes_build_id(buf, (size_t)r, sym->kbuild_id, sizeof(sym->kbuild_id)))
+			sym->kbuild_id[0] = 0;
+		close(nfd);
+	}
+
+	FILE *fp = fopen("/proc/kallsyms", "re");
+	if (!fp) {
+		sym->st.last_error = -errno;
+		return;
+	}
+	size_t cap = 0, n = 0, ncap = 0, nlen = 0;
+	struct ksym *ks = NULL;
+	char *names = NULL;
+	char line[512];
+	bool ok = true;
+	while (ok && fgets(line, sizeof(line), fp)) {
+		/* hand-rolled hex: strtoull's locale handling was half the load time */
+		uint64_t addr = 0;
+		char *end = line;
+		for (int d; (d = hexdigit(*end)) >= 0; end++)
+			addr = addr << 4 | (uint64_t)d;
+		if (end == line || end[0] != ' ' || !end[1] || end[2] != ' ')
+			continue;
+		char t = end[1];
+		if (t != 't' && t != 'T')
+			continue;
+		char *name = end + 3;
+		size_t len = strcspn(name, " \t\n");
+		if (!addr || !len)
+			continue;
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 65536;
+			struct ksym *nk = realloc(ks, nc * sizeof(*nk));
+			ok = nk != NULL;
+			if (!ok)
+				break;
+			ks = nk;
+			cap = nc;
+		}
+		if (nlen + len + 1 > ncap) {
+			size_t nc = ncap ? ncap * 2 : (size_t)1 << 20;
+			char *nn = realloc(names, nc);
+			ok = nn != NULL;
+			if (!ok)
+				break;
+			names = nn;
+			ncap = nc;
+		}
+		memcpy(names + nlen, name, len);
+		names[nlen + len] = 0;
+		ks[n++] = (struct ksym){addr, (uint32_t)nlen};
+		nlen += len + 1;
+	}
+	fclose(fp);
+	if (!ok || !n) { /* no memory, or kptr_restrict hides the addresses */
+		free(ks);
+		free(names);
+		sym->st.last_error = ok ? -EPERM : -ENOMEM;
+		return;
+	}
+	qsort(ks, n, sizeof(*ks), ksym_cmp);
+	/* give back the slack of the doubling growth */
+	struct ksym *fit = realloc(ks, n * sizeof(*ks));
+	char *nfit = realloc(names, nlen);
+	sym->ksyms = fit ? fit : ks;
+	sym->knames = nfit ? nfit : names;
+	sym->n_ksyms = n;
+	sym->st.kernel_symbols = n;
+}
+
+int pf_symbolizer_load_kernel(struct pf_symbolizer *sym)
+{
+	kernel_load(sym);
+	return sym->n_ksyms ? 0 : (sym->st.last_error ? sym->st.last_error : -ENOENT);
+}
+
+static const char *kernel_find(struct pf_symbolizer *sym, uint64_t addr)
+{
+	size_t lo = 0, hi = sym->n_ksyms;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (sym->ksyms[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? sym->knames + sym->ksyms[lo - 1].name_off : NULL;
+}
+
+/* ---- resolve ------------------------------------------------------------------------------ */
+
+static struct pmap *find_pmap(struct proc_maps *pm, uint64_t addr)
+{
+	if (!pm)
+		return NULL;
+	for (size_t i = 0; i < pm->n; i++)
+		if (addr >= pm->maps[i].start && addr < pm->maps[i].end)
+			return &pm->maps[i];
+	return NULL;
+}
+
+int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_prof_window *w,
+			  struct pf_prof_process *p, struct pf_prof_frame *frames, size_t n)
+{
+	struct proc_maps *pm = *proc_slot(sym, pid);
+	bool recaptured = false, have_kernel = false;
+
+	/* A late dlopen: addresses outside the snapshot make us look once more. */
+	for (size_t i = 0; i < n && !recaptured; i++) {
+		if (frames[i].kind == PF_FRAME_KERNEL)
+			continue;
+		if (!find_pmap(pm, frames[i].address)) {
+			recaptured = true;
+			if (pf_symbolizer_capture(sym, pid) == 0)
+				pm = *proc_slot(sym, pid);
+		}
+	}
+
+	/* Mappings: the kernel's plus every process mapping a frame falls in (in maps order). */
+	size_t n_pmaps = pm ? pm->n : 0;
+	_cleanup_free_ int32_t *idx = calloc(n_pmaps + 1, sizeof(*idx));
+	if (!idx)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (frames[i].kind == PF_FRAME_KERNEL) {
+			have_kernel = true;
+			continue;
+		}
+		struct pmap *m = find_pmap(pm, frames[i].address);
+		if (m)
+			idx[m - pm->maps] = 1;
+	}
+	size_t nm = have_kernel;
+	for (size_t i = 0; i < n_pmaps; i++)
+		nm += idx[i] != 0;
+	struct pf_prof_mapping *maps = nm ? pf_prof_alloc(w, nm * sizeof(*maps)) : NULL;
+	if (nm && !maps)
+		return -ENOMEM;
+	size_t k = 0;
+	int32_t kmap = -1;
+	if (have_kernel) {
+		kernel_load(sym);
+		kmap = (int32_t)k;
+		maps[k].start = sym->n_ksyms ? sym->ksyms[0].addr : 0;
+		maps[k].limit = sym->n_ksyms ? sym->ksyms[sym->n_ksyms - 1].addr + 1 : UINT64_MAX;
+		maps[k].path = "[kernel.kallsyms]";
+		maps[k].build_id = sym->kbuild_id[0] ? pf_prof_strdup(w, sym->kbuild_id) : NULL;
+		k++;
+	}
+	for (size_t i = 0; i < n_pmaps; i++) {
+		if (!idx[i]) {
+			idx[i] = -1;
+			continue;
+		}
+		struct pmap *m = &pm->maps[i];
+		struct elf_file *f = mapping_elf(sym, pid, m);
+		maps[k].start = m->start;
+		maps[k].limit = m->end;
+		maps[k].offset = m->offset;
+		maps[k].path = pf_prof_strdup(w, m->path);
+		if (f && f->build_id[0])
+			maps[k].build_id = pf_prof_strdup(w, f->build_id);
+		if (!maps[k].path)
+			return -ENOMEM;
+		idx[i] = (int32_t)k++;
+	}
+	p->mappings = maps;
+	p->n_mappings = nm;
+
+	for (size_t i = 0; i < n; i++) {
+		struct pf_prof_frame *fr = &frames[i];
+		fr->mapping = -1;
+		if (fr->kind == PF_FRAME_KERNEL) {
+			fr->mapping = kmap;
+			const char *name = sym->n_ksyms ? kernel_find(sym, fr->address) : NULL;
+			if (name) {
+				fr->function = pf_prof_strdup(w, name);
+				if (!fr->function)
+					return -ENOMEM;
+			}
+		} else {
+			struct pmap *m = find_pmap(pm, fr->address);
+			if (!m)
+				goto unresolved;
+			fr->mapping = idx[m - pm->maps];
+			struct elf_file *f = mapping_elf(sym, pid, m);
+			uint64_t vaddr;
+			if (!f)
+				goto unresolved;
+			if (!elf_file_off_to_vaddr(f, fr->address - m->start + m->offset, &vaddr))
+				vaddr = fr->address; /* non-PIE ET_EXEC without usable phdrs */
+			const struct elf_sym *s = elf_file_find_sym(f, vaddr);
+			if (!s)
+				goto unresolved;
+			fr->function = pf_prof_strdup(w, s->name);
+			const char *file;
+			elf_file_find_line(f, vaddr, &file, &fr->line);
+			fr->file = file ? pf_prof_strdup(w, file) : NULL;
+			if (!fr->function)
+				return -ENOMEM;
+		}
+		if (fr->function) {
+			sym->st.frames_resolved++;
+			continue;
+		}
+unresolved:
+		sym->st.frames_unresolved++;
+	}
+	return 0;
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+struct pf_symbolizer *pf_symbolizer_new(const struct pf_symbolizer_options *opt)
+{
+	if (!libelf_ready()) {
+		errno = ENOTSUP;
+		return NULL;
+	}
+	struct pf_symbolizer *sym = calloc(1, sizeof(*sym));
+	if (!sym)
+		return NULL;
+	if (opt)
+		sym->opt = *opt;
+	if (!sym->opt.max_elf_files)
+		sym->opt.max_elf_files = DEFAULT_MAX_ELF;
+	if (!sym->opt.max_processes)
+		sym->opt.max_processes = DEFAULT_MAX_PROCS;
+	sym->kernel_tried = sym->opt.no_kernel;
+	return sym;
+}
+
+void pf_symbolizer_free(struct pf_symbolizer *sym)
+{
+	if (!sym)
+		return;
+	for (size_t b = 0; b < PROC_BUCKETS; b++) {
+		struct proc_maps *pm = sym->procs[b];
+		while (pm) {
+			struct proc_maps *nx = pm->next;
+			proc_maps_free(pm);
+			pm = nx;
+		}
+	}
+	struct elf_file *f = sym->lru_head;
+	while (f) {
+		struct elf_file *nx = f->next;
+		elf_file_free(f);
+		f = nx;
+	}
+	free(sym->ksyms);
+	free(sym->knames);
+	free(sym);
+}
+
+void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_stats *out)
+{
+	*out = sym->st;
+	out->elf_cached = sym->n_elf;
+	out->processes = sym->n_procs;
+}

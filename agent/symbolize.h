@@ -1,0 +1,91 @@
+/* symbolize.h — native and kernel symbolization on the host (issue 3).
+ *
+ * Owns: per-process memory maps captured from /proc/PID/maps, a bounded LRU cache of opened ELF
+ * files keyed by GNU build id (elfutils libelf for .symtab/.dynsym, libdw for DWARF line info),
+ * and the kernel symbol table from /proc/kallsyms (+ the kernel build id from /sys/kernel/notes).
+ *
+ * Short-lived processes: call pf_symbolizer_capture() while the process lives (at exec or its
+ * first sample). It snapshots the executable mappings and opens each file through
+ * /proc/PID/map_files (works for deleted files and other mount namespaces) into the cache, so a
+ * process that is gone by the end of the window still symbolizes. pf_symbolizer_forget()
+ * drops a process's maps (after the window that saw its exit).
+ *
+ * A frame that cannot be symbolized keeps its address and mapping (function == NULL), so a
+ * backend can symbolize it later from the mapping's build id.
+ *
+ * Not thread-safe: one owner (the sampler) calls it. */
+#ifndef PF_AGENT_SYMBOLIZE_H
+#define PF_AGENT_SYMBOLIZE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pf/profile.h"
+
+struct pf_symbolizer;
+
+struct pf_symbolizer_options {
+	size_t max_elf_files; /* ELF cache bound (entries); 0 = default 128 */
+	size_t max_processes; /* processes whose maps are kept; 0 = default 4096 */
+	bool no_kernel;       /* do not load /proc/kallsyms */
+};
+
+struct pf_symbolizer_stats {
+	uint64_t elf_cached;   /* ELF files in the cache now */
+	uint64_t elf_opened;   /* files opened and parsed (cache misses) */
+	uint64_t elf_evicted;
+	uint64_t processes;    /* processes with captured maps */
+	uint64_t frames_resolved;
+	uint64_t frames_unresolved;
+	uint64_t kernel_symbols; /* loaded from /proc/kallsyms, 0 before the first kernel frame */
+	int last_error;        /* negative errno of the last failure, 0 when none */
+};
+
+/* NULL and errno on failure. opt may be NULL for defaults. */
+struct pf_symbolizer *pf_symbolizer_new(const struct pf_symbolizer_options *opt);
+void pf_symbolizer_free(struct pf_symbolizer *sym);
+
+/* Snapshot /proc/PID/maps (executable file mappings, [vdso]) and open their files into the
+ * cache. Calling it again refreshes the snapshot. 0, -ENOENT when the process is gone, or
+ * another negative errno. */
+int pf_symbolizer_capture(struct pf_symbolizer *sym, uint32_t pid);
+/* Cheap part of a capture, for exec events: opens only /proc/PID/exe into the ELF cache
+ * (a dev/inode hit when the executable was seen before), so it symbolizes after the process
+ * is gone. 0 or -errno. */
+int pf_symbolizer_pin_exe(struct pf_symbolizer *sym, uint32_t pid);
+/* True when maps of pid were captured. */
+bool pf_symbolizer_has(const struct pf_symbolizer *sym, uint32_t pid);
+void pf_symbolizer_forget(struct pf_symbolizer *sym, uint32_t pid);
+
+/* Fills p->mappings / p->n_mappings (allocated from w) and, for each of the n frames (address
+ * and kind set by the caller), mapping, function, file and line. User addresses outside every
+ * captured mapping make it re-capture the process once (a late dlopen). Strings come from w's
+ * arena. 0 or -ENOMEM; unresolvable frames are not an error. */
+int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_prof_window *w,
+			  struct pf_prof_process *p, struct pf_prof_frame *frames, size_t n);
+
+/* Loads /proc/kallsyms now instead of at the first kernel frame (a one-time cost of some
+ * tens of milliseconds, better paid at startup). 0, -EPERM (addresses hidden), -ENOENT (no
+ * symbols, or no_kernel), -ENOMEM. */
+int pf_symbolizer_load_kernel(struct pf_symbolizer *sym);
+
+void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_stats *out);
+
+/* Lower-level pieces, exported for tests and tools. */
+
+struct pf_sym_info {
+	char function[256]; /* "" when unknown */
+	char file[512];     /* "" when unknown */
+	uint32_t line;
+	uint64_t sym_addr;  /* start of the symbol (ELF virtual address) */
+};
+
+/* GNU build id of an ELF file (fd not consumed), lowercase hex into hex (>= 41 bytes).
+ * 0, -ENOENT when the file has no build id note, -EINVAL when it is not ELF. */
+int pf_elf_build_id(int fd, char *hex, size_t hexlen);
+/* Looks an ELF virtual address up in the file at path: symbol (symtab, else dynsym) and
+ * DWARF file:line when present. 0, -ENOENT when no symbol covers vaddr, other -errno. */
+int pf_elf_lookup(const char *path, uint64_t vaddr, struct pf_sym_info *out);
+
+#endif

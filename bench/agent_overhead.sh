@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# bench/agent_overhead.sh — the data-plane benchmark (docs/benchmarks.md, "Data plane").
+# Not a test: prints figures to copy into the docs. Needs root (BPF, perf events).
+#
+#  1. CPU: both CPUs kept busy by tests/ebpf/workload.c (frame pointers, one per CPU) for
+#     SECONDS; during the same run, profleet-sample (the agent's sampler: 99 Hz, no filters,
+#     a window closed and symbolized every 10 s) and `perf record -F 99 -g -a` sample the
+#     same machine side by side. Cost = the process's user+sys CPU time, plus for profleet
+#     the BPF program run time (BPF_ENABLE_STATS), as a percentage of one CPU over the run.
+#     perf record's in-kernel callchain collection is not attributed to any task, so its
+#     figure is a lower bound of its real cost.
+#  2. Memory: peak RSS of profleet-sample with PROCS (300) busy processes running, each of
+#     them sampled and symbolized.
+#
+#   sudo bench/agent_overhead.sh
+# Environment: PF_BUILD_DIR (default build/bench-release, built Release when missing),
+#   SECONDS_RUN (60), PROCS (300), RSS_SECONDS (20).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${PF_BUILD_DIR:-$root/build/bench-release}
+secs=${SECONDS_RUN:-60}
+procs=${PROCS:-300}
+rss_secs=${RSS_SECONDS:-20}
+sample=$build/profleet-sample
+[ -x "$sample" ] || sample=$build/agent/profleet-sample
+if [ ! -x "$sample" ]; then
+	cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build "$build" -j2 --target profleet-sample >/dev/null
+	sample=$(find "$build" -name profleet-sample -type f -perm -u+x | head -1)
+fi
+
+tmp=$(mktemp -d /tmp/pf-overhead.XXXXXX)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+cc -O0 -fno-omit-frame-pointer -g -o "$tmp/workload" "$root/tests/ebpf/workload.c"
+ncpu=$(nproc)
+
+# ---- 1. CPU, side by side with perf record --------------------------------------------------
+for _ in $(seq "$ncpu"); do
+	"$tmp/workload" $((secs + 15)) >/dev/null & pids+=($!)
+done
+sleep 1
+have_perf=0
+if command -v perf >/dev/null; then
+	have_perf=1
+	# perf record for the same seconds, at the same time; its user+sys via getrusage.
+	python3 - "$secs" "$tmp/perf.data" > "$tmp/perf.ns" <<'PY' &
+import resource, subprocess, sys
+secs, out = sys.argv[1], sys.argv[2]
+subprocess.run(["perf", "record", "-F", "99", "-g", "-a", "-q", "-o", out, "--", "sleep", secs],
+               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(int((r.ru_utime + r.ru_stime) * 1e9))
+PY
+	perf_job=$!
+fi
+"$sample" -d "$secs" -s -t 1 > "$tmp/sample.out" 2>"$tmp/sample.err"
+perf_ns=0
+if [ "$have_perf" = 1 ]; then
+	wait "$perf_job" || true
+	perf_ns=$(cat "$tmp/perf.ns")
+fi
+self_ns=$(sed -n 's/.* self_cpu_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
+start_ns=$(sed -n 's/.*startup_cpu_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
+bpf_ns=$(sed -n 's/.*bpf_run_time_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
+samples=$(sed -n 's/^stats samples=\([0-9]*\).*/\1/p' "$tmp/sample.out")
+lost=$(sed -n 's/.*lost_kernel=\([0-9]*\).*/\1/p' "$tmp/sample.out")
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+pids=()
+
+pct() { python3 -c "print(f'{$1 / ($secs * 1e9) * 100:.3f}')"; }
+echo "== CPU (${secs} s, ${ncpu} CPUs busy, 99 Hz) =="
+echo "profleet-sample: user+sys $(pct "$self_ns")% + BPF $(pct "$bpf_ns")% = $(pct "($self_ns + $bpf_ns)")% of one CPU; samples=$samples lost=$lost"
+echo "  of which startup (BPF load, /proc scan, kallsyms; once per agent start): $(pct "$start_ns")%; steady state: $(pct "($self_ns - $start_ns + $bpf_ns)")%"
+[ "$have_perf" = 1 ] && echo "perf record -F 99 -g -a: user+sys $(pct "$perf_ns")% of one CPU"
+
+# ---- 2. RSS with N processes --------------------------------------------------------------
+for _ in $(seq "$procs"); do
+	"$tmp/workload" $((rss_secs + 15)) >/dev/null & pids+=($!)
+done
+sleep 2
+"$sample" -d "$rss_secs" -s -t 1 > "$tmp/rss.out" 2>"$tmp/rss.err"
+rss=$(sed -n 's/.*max_rss_kb=\([0-9]*\).*/\1/p' "$tmp/rss.out")
+nproc_seen=$(grep -c '^process ' "$tmp/rss.out" || true)
+echo "== RSS with $procs busy processes (${rss_secs} s) =="
+echo "profleet-sample peak RSS: $((rss / 1024)) MB ($rss kB); process entries in windows: $nproc_seen"

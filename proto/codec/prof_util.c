@@ -1,0 +1,276 @@
+/* prof_util.c — see prof_util.h. */
+#include "prof_util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t prof_hash(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Interning: open addressing, linear probing, load factor <= 1/2.                           */
+
+void prof_intern_init(struct prof_intern *t, int32_t base)
+{
+	memset(t, 0, sizeof(*t));
+	t->base = base;
+	pf_buf_init(&t->keys, SIZE_MAX / 4);
+}
+
+void prof_intern_release(struct prof_intern *t)
+{
+	free(t->slots);
+	free(t->off);
+	free(t->len);
+	pf_buf_release(&t->keys);
+	memset(t, 0, sizeof(*t));
+}
+
+static int intern_grow(struct prof_intern *t)
+{
+	size_t n = t->n_slots ? t->n_slots * 2 : 64;
+	struct prof_intern_slot *s = malloc(n * sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		s[i].idx = -1;
+	for (size_t i = 0; i < t->n_slots; i++) {
+		if (t->slots[i].idx < 0)
+			continue;
+		size_t j = t->slots[i].hash & (n - 1);
+		while (s[j].idx >= 0)
+			j = (j + 1) & (n - 1);
+		s[j] = t->slots[i];
+	}
+	free(t->slots);
+	t->slots = s;
+	t->n_slots = n;
+	return 0;
+}
+
+int prof_intern(struct prof_intern *t, const void *key, size_t len, int32_t *idx, bool *added)
+{
+	if ((t->n + 1) * 2 > t->n_slots) {
+		int r = intern_grow(t);
+		if (r < 0)
+			return r;
+	}
+	uint64_t h = prof_hash(key, len);
+	size_t j = h & (t->n_slots - 1);
+	for (; t->slots[j].idx >= 0; j = (j + 1) & (t->n_slots - 1)) {
+		if (t->slots[j].hash != h)
+			continue;
+		size_t k = (size_t)(t->slots[j].idx - t->base);
+		if (t->len[k] == len && memcmp(t->keys.data + t->off[k], key, len) == 0) {
+			*idx = t->slots[j].idx;
+			if (added)
+				*added = false;
+			return 0;
+		}
+	}
+	if (t->n >= (size_t)INT32_MAX - (size_t)t->base)
+		return -E2BIG;
+	if (t->n == t->cap) {
+		size_t c = t->cap ? t->cap * 2 : 64;
+		size_t *o = realloc(t->off, c * sizeof(*o));
+		if (!o)
+			return -ENOMEM;
+		t->off = o;
+		size_t *l = realloc(t->len, c * sizeof(*l));
+		if (!l)
+			return -ENOMEM;
+		t->len = l;
+		t->cap = c;
+	}
+	size_t off = t->keys.len;
+	int r = pf_buf_append(&t->keys, key, len);
+	if (r < 0)
+		return r;
+	t->off[t->n] = off;
+	t->len[t->n] = len;
+	t->slots[j].hash = h;
+	t->slots[j].idx = t->base + (int32_t)t->n;
+	t->n++;
+	*idx = t->slots[j].idx;
+	if (added)
+		*added = true;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Bump pool.                                                                                */
+
+struct prof_pool_chunk {
+	struct prof_pool_chunk *next;
+	size_t used, cap;
+	_Alignas(16) unsigned char data[];
+};
+
+#define POOL_CHUNK ((size_t)64 << 10)
+
+void *prof_pool_alloc(struct prof_pool *p, size_t size)
+{
+	if (size > SIZE_MAX - 64)
+		return NULL;
+	size = (size + 15) & ~(size_t)15;
+	if (!size)
+		size = 16;
+	struct prof_pool_chunk *c = p->head;
+	if (!c || c->cap - c->used < size) {
+		size_t cap = size > POOL_CHUNK ? size : POOL_CHUNK;
+		c = malloc(sizeof(*c) + cap);
+		if (!c)
+			return NULL;
+		c->cap = cap;
+		c->used = 0;
+		c->next = p->head;
+		p->head = c;
+		p->total += cap;
+	}
+	void *r = c->data + c->used;
+	c->used += size;
+	memset(r, 0, size);
+	return r;
+}
+
+void *prof_pool_array(struct prof_pool *p, size_t n, size_t size)
+{
+	if (size && n > SIZE_MAX / size)
+		return NULL;
+	return prof_pool_alloc(p, n * size);
+}
+
+char *prof_pool_strdup(struct prof_pool *p, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = prof_pool_alloc(p, n);
+	if (d)
+		memcpy(d, s, n);
+	return d;
+}
+
+void prof_pool_release(struct prof_pool *p)
+{
+	struct prof_pool_chunk *c = p->head;
+	while (c) {
+		struct prof_pool_chunk *n = c->next;
+		free(c);
+		c = n;
+	}
+	p->head = NULL;
+	p->total = 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Capped allocator.                                                                         */
+
+static void *capped_alloc(void *data, size_t size)
+{
+	struct prof_capped_alloc *c = data;
+	if (size > c->max || c->used > c->max - size) {
+		c->exceeded = true;
+		return NULL;
+	}
+	c->used += size;
+	return malloc(size ? size : 1);
+}
+
+static void capped_free(void *data, void *ptr)
+{
+	free(ptr);
+}
+
+void prof_capped_alloc_init(struct prof_capped_alloc *c, size_t max)
+{
+	memset(c, 0, sizeof(*c));
+	c->max = max;
+	c->a.alloc = capped_alloc;
+	c->a.free = capped_free;
+	c->a.allocator_data = c;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Wire scan (protobuf encoding: tag = field_number << 3 | wire_type).                       */
+
+enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
+
+static int read_varint(const uint8_t *p, size_t len, size_t *i, uint64_t *v)
+{
+	uint64_t r = 0;
+	for (unsigned n = 0; n < 10; n++) {
+		if (*i >= len)
+			return -EBADMSG;
+		uint8_t b = p[(*i)++];
+		if (n == 9 && b > 1)
+			return -EBADMSG;
+		r |= (uint64_t)(b & 0x7f) << (7 * n);
+		if (!(b & 0x80)) {
+			*v = r;
+			return 0;
+		}
+	}
+	return -EBADMSG;
+}
+
+static int wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
+		     unsigned depth, unsigned max_depth)
+{
+	if (depth > max_depth)
+		return -ELOOP;
+	size_t i = 0;
+	while (i < len) {
+		uint64_t tag, v;
+		if (read_varint(p, len, &i, &tag) < 0)
+			return -EBADMSG;
+		uint64_t num = tag >> 3;
+		if (num == 0 || num > 0x1fffffff)
+			return -EBADMSG;
+		switch (tag & 7) {
+		case WT_VARINT:
+			if (read_varint(p, len, &i, &v) < 0)
+				return -EBADMSG;
+			break;
+		case WT_I64:
+			if (len - i < 8)
+				return -EBADMSG;
+			i += 8;
+			break;
+		case WT_I32:
+			if (len - i < 4)
+				return -EBADMSG;
+			i += 4;
+			break;
+		case WT_LEN: {
+			if (read_varint(p, len, &i, &v) < 0 || v > len - i)
+				return -EBADMSG;
+			const ProtobufCFieldDescriptor *f =
+				d ? protobuf_c_message_descriptor_get_field(d, (unsigned)num) : NULL;
+			if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+				int r = wire_scan(f->descriptor, p + i, (size_t)v, depth + 1, max_depth);
+				if (r < 0)
+					return r;
+			}
+			i += (size_t)v;
+			break;
+		}
+		default:
+			return -EBADMSG; /* groups (3, 4) and reserved wire types */
+		}
+	}
+	return 0;
+}
+
+int prof_wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
+		   unsigned max_depth)
+{
+	return wire_scan(d, p, len, 0, max_depth);
+}

@@ -1,0 +1,74 @@
+/* prof_util.h — internal helpers shared by the profile codecs (otlp_profiles.c, pprof_codec.c);
+ * not an API for code outside proto/codec/.
+ *
+ * Owns three small tools:
+ *  - struct prof_intern: a hash table from byte strings to dense int32 indices (dictionary
+ *    interning: the same key always gets the index it got first);
+ *  - struct prof_pool: a bump allocator for the throw-away protobuf-c structs of one encode
+ *    (everything is freed at once by prof_pool_release());
+ *  - a byte-capped ProtobufCAllocator and a descriptor-driven nesting-depth scan, the two guards
+ *    every decoder of untrusted bytes runs before and during protobuf_c_message_unpack()
+ *    (STYLE.md rule 8: protobuf-c's unpacker recurses without a limit and allocates what the
+ *    wire asks for). */
+#ifndef PF_PROF_UTIL_H
+#define PF_PROF_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "pf/buf.h"
+
+struct prof_intern_slot {
+	uint64_t hash;
+	int32_t idx; /* -1 = empty */
+};
+
+struct prof_intern {
+	struct prof_intern_slot *slots;
+	size_t n_slots; /* power of two */
+	size_t n;       /* keys stored */
+	struct pf_buf keys; /* all keys back to back */
+	size_t *off;        /* off[i], len[i]: key of index i - base */
+	size_t *len;
+	size_t cap;
+	int32_t base; /* index of the first key added (tables whose slot 0 is pre-filled use 1) */
+};
+
+void prof_intern_init(struct prof_intern *t, int32_t base);
+void prof_intern_release(struct prof_intern *t);
+/* Looks key up; when absent adds it with the next index (base + number of keys).
+ * *idx receives the index, *added whether it is new. 0, -ENOMEM, -E2BIG (past INT32_MAX). */
+int prof_intern(struct prof_intern *t, const void *key, size_t len, int32_t *idx, bool *added);
+
+struct prof_pool {
+	struct prof_pool_chunk *head;
+	size_t total;
+};
+/* Zeroed, 16-byte aligned memory living until prof_pool_release(); NULL on ENOMEM. */
+void *prof_pool_alloc(struct prof_pool *p, size_t size);
+/* n * size with overflow check. */
+void *prof_pool_array(struct prof_pool *p, size_t n, size_t size);
+char *prof_pool_strdup(struct prof_pool *p, const char *s);
+void prof_pool_release(struct prof_pool *p);
+
+/* ProtobufCAllocator that fails (and sets exceeded) once more than max bytes were asked for. */
+struct prof_capped_alloc {
+	ProtobufCAllocator a;
+	size_t used, max;
+	bool exceeded;
+};
+void prof_capped_alloc_init(struct prof_capped_alloc *c, size_t max);
+
+/* Walks the wire bytes of a message of type d: -EBADMSG on malformed wire data (bad varint,
+ * truncated field, field number 0, groups), -ELOOP when message fields nest deeper than
+ * max_depth. Unknown fields are skipped. */
+int prof_wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
+		   unsigned max_depth);
+
+/* 64-bit FNV-1a. */
+uint64_t prof_hash(const void *p, size_t n);
+
+#endif

@@ -1,0 +1,27 @@
+/* prof_fixture.h — test windows (pf/profile.h) for the encoder, checker and exporter tests.
+ *
+ * prof_fixture_window() builds a window of two processes running the same binary:
+ *   pid 100 "app": mappings /usr/bin/app (build id aabbccdd...) and [kernel.kallsyms];
+ *     frames main, work_a, work_b, do_syscall (kernel), one unsymbolized address;
+ *     stacks work_a<-main (twice, as stacks 0 and 3: the encoder must dedup),
+ *     work_b<-main, do_syscall<-?<-main; samples: work_a 4 (tid 100 "app"), work_b 2
+ *     (tid 101 "worker"), kernel 1, work_a again 1 (stack 3, tid 100);
+ *   pid 200 "other": same mapping and functions, stack work_a<-main, 3 samples (tid 200).
+ * Window [PROF_FIXTURE_START, +10 s), 99 Hz, host "host-a". */
+#ifndef PF_TESTS_PROF_FIXTURE_H
+#define PF_TESTS_PROF_FIXTURE_H
+
+#include "pf/profile.h"
+
+#define PROF_FIXTURE_START 1700000000000000000ull
+#define PROF_FIXTURE_NS (10ull * 1000000000ull)
+
+enum {
+	PROF_FIX_TIMESTAMPS = 1 << 0, /* per-sample timestamps on every sample */
+	PROF_FIX_LINK = 1 << 1,       /* sample 0 of pid 100 carries a trace link */
+	PROF_FIX_MIXED = 1 << 2,      /* timestamps on all samples but one of pid 100 */
+};
+
+struct pf_prof_window *prof_fixture_window(unsigned flags);
+
+#endif

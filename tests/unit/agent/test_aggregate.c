@@ -1,0 +1,202 @@
+/* test_aggregate.c — agent/aggregate.h: stack dedup, per-(pid,tid,stack) counts, per-sample
+ * timestamps, the window boundary, keep/resolve hooks, the sample bound. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "aggregate.h"
+
+static const uint64_t K1[] = {0xffffffff81000010ull, 0xffffffff81000020ull};
+static const uint64_t U1[] = {0x401000, 0x402000, 0x403000};
+static const uint64_t U2[] = {0x401000, 0x404000, 0x403000};
+
+static void add(struct pf_agg *a, uint64_t ts, uint32_t pid, uint32_t tid, const uint64_t *k,
+		uint32_t nk, const uint64_t *u, uint32_t nu)
+{
+	struct pf_agg_sample s = {.ts_unix_ns = ts, .pid = pid, .tid = tid, .comm = "worker",
+				  .kstack = k, .n_kstack = nk, .ustack = u, .n_ustack = nu};
+	assert_int_equal(pf_agg_add(a, &s), 0);
+}
+
+static const struct pf_prof_process *proc(const struct pf_prof_window *w, uint32_t pid)
+{
+	for (size_t i = 0; i < w->n_processes; i++)
+		if (w->processes[i].pid == pid)
+			return &w->processes[i];
+	return NULL;
+}
+
+static void test_dedup_counts_timestamps(void **state)
+{
+	struct pf_agg *a = pf_agg_new(NULL);
+	assert_non_null(a);
+	add(a, 1030, 10, 11, NULL, 0, U1, 3);
+	add(a, 1010, 10, 11, NULL, 0, U1, 3);
+	add(a, 1020, 10, 11, NULL, 0, U1, 3);
+	add(a, 1015, 10, 12, NULL, 0, U1, 3); /* other thread, same stack */
+	add(a, 1040, 10, 11, K1, 2, U2, 3);   /* other stack */
+	add(a, 1050, 20, 21, NULL, 0, U1, 3); /* other process */
+	add(a, 2000, 10, 11, NULL, 0, U1, 3); /* after the window */
+
+	struct pf_agg_stats st;
+	pf_agg_stats(a, &st);
+	assert_int_equal(st.stacks, 2);
+
+	struct pf_prof_window *w;
+	assert_int_equal(pf_agg_close(a, 1000, 1500, 99, NULL, &w), 0);
+	assert_int_equal(w->n_processes, 2);
+	assert_int_equal(w->frequency_hz, 99);
+	assert_int_equal(pf_prof_window_samples(w), 6);
+	const struct pf_prof_process *p = proc(w, 10);
+	assert_non_null(p);
+	assert_int_equal(p->n_stacks, 2);
+	assert_int_equal(p->n_samples, 3);
+	/* frames deduplicated by (kind, address): 0x401000 and 0x403000 are shared */
+	assert_int_equal(p->n_frames, 2 + 4);
+	const struct pf_prof_sample *s3 = NULL;
+	for (size_t i = 0; i < p->n_samples; i++)
+		if (p->samples[i].count == 3)
+			s3 = &p->samples[i];
+	assert_non_null(s3);
+	assert_int_equal(s3->tid, 11);
+	assert_string_equal(s3->thread_name, "worker");
+	assert_int_equal(s3->n_timestamps, 3);
+	assert_int_equal(s3->timestamps[0], 1010);
+	assert_int_equal(s3->timestamps[1], 1020);
+	assert_int_equal(s3->timestamps[2], 1030);
+	const struct pf_prof_stack *stk = &p->stacks[s3->stack];
+	assert_int_equal(stk->n_frames, 3);
+	assert_int_equal(p->frames[stk->frames[0]].address, 0x401000);
+	assert_int_equal(p->frames[stk->frames[0]].kind, PF_FRAME_NATIVE);
+	assert_int_equal(p->frames[stk->frames[0]].mapping, -1);
+	/* kernel frames first, leaf first */
+	for (size_t i = 0; i < p->n_samples; i++) {
+		const struct pf_prof_stack *k = &p->stacks[p->samples[i].stack];
+		if (k->n_frames == 5) {
+			assert_int_equal(p->frames[k->frames[0]].kind, PF_FRAME_KERNEL);
+			assert_int_equal(p->frames[k->frames[0]].address, K1[0]);
+			assert_int_equal(p->frames[k->frames[2]].kind, PF_FRAME_NATIVE);
+		}
+	}
+	pf_prof_window_free(w);
+
+	/* the late sample stays for the next window; its stack is still interned */
+	pf_agg_stats(a, &st);
+	assert_int_equal(st.pending, 1);
+	assert_int_equal(st.stacks, 1);
+	assert_int_equal(pf_agg_close(a, 1500, 3000, 99, NULL, &w), 0);
+	assert_int_equal(pf_prof_window_samples(w), 1);
+	assert_int_equal(w->processes[0].samples[0].timestamps[0], 2000);
+	pf_prof_window_free(w);
+	pf_agg_stats(a, &st);
+	assert_int_equal(st.pending, 0);
+	assert_int_equal(st.stacks, 0);
+	pf_agg_free(a);
+}
+
+static bool keep_even(void *ctx, uint32_t pid)
+{
+	return pid % 2 == 0;
+}
+
+static int calls;
+
+static int resolve(void *ctx, uint32_t pid, struct pf_prof_window *w, struct pf_prof_process *p,
+		   struct pf_prof_frame *frames, size_t n)
+{
+	calls++;
+	assert_ptr_equal(frames, p->frames);
+	assert_int_equal(n, p->n_frames);
+	for (size_t i = 0; i < n; i++)
+		frames[i].function = pf_prof_strdup(w, frames[i].address == 0x401000 ? "leaf" : "x");
+	return *(int *)ctx;
+}
+
+static void test_hooks(void **state)
+{
+	struct pf_agg *a = pf_agg_new(NULL);
+	add(a, 10, 2, 2, NULL, 0, U1, 3);
+	add(a, 11, 3, 3, NULL, 0, U1, 3);
+	add(a, 5, 4, 4, NULL, 0, U1, 3); /* before start: clamped */
+	int ret = -EIO;
+	struct pf_agg_hooks h = {.keep = keep_even, .resolve = resolve, .ctx = &ret};
+	struct pf_prof_window *w = (void *)1;
+	/* a failing hook fails the close and keeps the samples */
+	assert_int_equal(pf_agg_close(a, 8, 100, 99, &h, &w), -EIO);
+	assert_null(w);
+	struct pf_agg_stats st;
+	pf_agg_stats(a, &st);
+	assert_int_equal(st.pending, 3);
+	ret = 0;
+	calls = 0;
+	assert_int_equal(pf_agg_close(a, 8, 100, 99, &h, &w), 0);
+	assert_int_equal(calls, 2);
+	assert_int_equal(w->n_processes, 2); /* pid 3 dropped */
+	assert_null(proc(w, 3));
+	const struct pf_prof_process *p = proc(w, 4);
+	assert_int_equal(p->samples[0].timestamps[0], 8);
+	assert_string_equal(p->frames[p->stacks[0].frames[0]].function, "leaf");
+	pf_prof_window_free(w);
+	pf_agg_free(a);
+}
+
+static void test_bound(void **state)
+{
+	struct pf_agg_options o = {.max_samples = 2};
+	struct pf_agg *a = pf_agg_new(&o);
+	add(a, 1, 1, 1, NULL, 0, U1, 3);
+	add(a, 2, 1, 1, NULL, 0, U1, 3);
+	struct pf_agg_sample s = {.ts_unix_ns = 3, .pid = 1, .tid = 1, .ustack = U1, .n_ustack = 3};
+	assert_int_equal(pf_agg_add(a, &s), -ENOSPC);
+	struct pf_agg_stats st;
+	pf_agg_stats(a, &st);
+	assert_int_equal(st.dropped, 1);
+	assert_int_equal(st.added, 2);
+	/* an empty stack is a stack too */
+	struct pf_prof_window *w;
+	assert_int_equal(pf_agg_close(a, 0, 10, 99, NULL, &w), 0);
+	pf_prof_window_free(w);
+	struct pf_agg_sample e = {.ts_unix_ns = 3, .pid = 1, .tid = 1};
+	assert_int_equal(pf_agg_add(a, &e), 0);
+	assert_int_equal(pf_agg_close(a, 0, 10, 99, NULL, &w), 0);
+	assert_int_equal(w->processes[0].stacks[0].n_frames, 0);
+	pf_prof_window_free(w);
+	pf_agg_free(a);
+}
+
+static void test_many_stacks(void **state)
+{
+	struct pf_agg *a = pf_agg_new(NULL);
+	uint64_t u[4];
+	for (uint64_t i = 0; i < 5000; i++) {
+		u[0] = 0x1000 + (i % 1000);
+		u[1] = 0x2000;
+		u[2] = 0x3000 + (i % 7);
+		u[3] = 0x4000;
+		add(a, 100 + i, (uint32_t)(1 + i % 3), 1, NULL, 0, u, 4);
+	}
+	struct pf_agg_stats st;
+	pf_agg_stats(a, &st);
+	assert_int_equal(st.stacks, 5000); /* (i % 1000, i % 7) is unique below 7000 */
+	struct pf_prof_window *w;
+	assert_int_equal(pf_agg_close(a, 100, 100000, 99, NULL, &w), 0);
+	assert_int_equal(pf_prof_window_samples(w), 5000);
+	pf_prof_window_free(w);
+	pf_agg_free(a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dedup_counts_timestamps),
+		cmocka_unit_test(test_hooks),
+		cmocka_unit_test(test_bound),
+		cmocka_unit_test(test_many_stacks),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,398 @@
+/* Unit tests of agent/export/otlp_http.c (and the exporter interface over it) against a tiny
+ * HTTP server in this test on 127.0.0.1 (ephemeral port): method, path, Content-Type,
+ * Content-Encoding gzip, configured headers, body (gunzipped, passes the OTLP conformance
+ * checker), error statuses, timeout, connection refused, endpoint validation, and the
+ * asynchronous submit path (busy refusal, done callback, health). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "exporter.h"
+#include "otlp_http.h"
+#include "otlp_profiles.h"
+#include "pf/gzip.h"
+#include "prof_fixture.h"
+#include "profcheck.h"
+
+/* ---- the test server: one connection per run, records the request, answers as told ---- */
+
+struct server {
+	int lfd;
+	int port;
+	pthread_t th;
+	/* behaviour */
+	int status;          /* 0 = never answer (hang until the client goes away) */
+	const char *body;
+	/* recorded */
+	char head[8192];
+	struct pf_buf req_body;
+	bool got;
+};
+
+static void *serve(void *arg)
+{
+	struct server *s = arg;
+	struct pollfd p = {.fd = s->lfd, .events = POLLIN};
+	if (poll(&p, 1, 10000) != 1)
+		return NULL;
+	int c = accept(s->lfd, NULL, NULL);
+	if (c < 0)
+		return NULL;
+	struct pf_buf in;
+	pf_buf_init(&in, 16 << 20);
+	size_t head_len = 0;
+	long long clen = -1;
+	for (;;) {
+		uint8_t tmp[4096];
+		struct pollfd q = {.fd = c, .events = POLLIN};
+		if (poll(&q, 1, 10000) != 1)
+			break;
+		ssize_t n = read(c, tmp, sizeof(tmp));
+		if (n <= 0)
+			break;
+		pf_buf_append(&in, tmp, (size_t)n);
+		if (!head_len) {
+			char *e = strstr(pf_buf_str(&in), "\r\n\r\n");
+			if (e) {
+				head_len = (size_t)(e - (char *)in.data) + 4;
+				snprintf(s->head, sizeof(s->head), "%.*s", (int)head_len, in.data);
+				char *cl = strcasestr(s->head, "\r\nContent-Length:");
+				if (cl)
+					clen = strtoll(cl + 17, NULL, 10);
+			}
+		}
+		if (head_len && clen >= 0 && in.len - head_len >= (size_t)clen)
+			break;
+	}
+	if (head_len && clen >= 0)
+		pf_buf_append(&s->req_body, in.data + head_len, in.len - head_len);
+	s->got = head_len > 0;
+	pf_buf_release(&in);
+	if (s->status) {
+		char resp[1024];
+		const char *b = s->body ? s->body : "";
+		int n = snprintf(resp, sizeof(resp),
+				 "HTTP/1.1 %d X\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+				 "\r\n%s",
+				 s->status, strlen(b), b);
+		if (write(c, resp, (size_t)n) != n)
+			fprintf(stderr, "server: short write\n");
+	} else {
+		/* hang: wait for the client to give up */
+		struct pollfd q = {.fd = c, .events = POLLIN};
+		poll(&q, 1, 10000);
+	}
+	close(c);
+	return NULL;
+}
+
+static void server_start(struct server *s, int status, const char *body)
+{
+	memset(s, 0, sizeof(*s));
+	s->status = status;
+	s->body = body;
+	pf_buf_init(&s->req_body, 16 << 20);
+	s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(s->lfd >= 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(bind(s->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(s->lfd, 4), 0);
+	socklen_t l = sizeof(a);
+	getsockname(s->lfd, (struct sockaddr *)&a, &l);
+	s->port = ntohs(a.sin_port);
+	assert_int_equal(pthread_create(&s->th, NULL, serve, s), 0);
+}
+
+static void server_stop(struct server *s)
+{
+	pthread_join(s->th, NULL);
+	close(s->lfd);
+}
+
+static void server_done(struct server *s)
+{
+	pf_buf_release(&s->req_body);
+}
+
+static bool has_header(const struct server *s, const char *line)
+{
+	char want[512];
+	snprintf(want, sizeof(want), "\r\n%s\r\n", line);
+	return strcasestr(s->head, want) != NULL;
+}
+
+/* ---- fixtures ---- */
+
+static struct pf_buf bytes;
+static uint8_t pid16[16];
+
+static int setup(void **state)
+{
+	struct pf_prof_window *w = prof_fixture_window(PROF_FIX_TIMESTAMPS | PROF_FIX_LINK);
+	pf_buf_init(&bytes, 1 << 20);
+	assert_int_equal(pf_otlp_profiles_encode(w, &bytes, pid16, NULL), 0);
+	pf_prof_window_free(w);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	pf_buf_release(&bytes);
+	return 0;
+}
+
+static struct pf_kv_str headers[] = {{"X-Scope-OrgID", "tenant-1"},
+				     {"Authorization", "Bearer abc"}};
+
+static void cfg_for(struct pf_exporter *cfg, char *url, size_t url_len, int port,
+		    const char *path, enum pf_compression comp)
+{
+	snprintf(url, url_len, "http://127.0.0.1:%d%s", port, path);
+	*cfg = (struct pf_exporter){.type = PF_EXPORTER_OTLP_HTTP, .endpoint = url,
+				    .n_headers = 2, .headers = headers, .compression = comp,
+				    .timeout_seconds = 5};
+}
+
+static void test_post_gzip(void **state)
+{
+	struct server s;
+	server_start(&s, 200, "");
+	char url[128];
+	struct pf_exporter cfg;
+	cfg_for(&cfg, url, sizeof(url), s.port, "", PF_COMPRESSION_GZIP);
+	struct pf_error err = {0};
+	struct agent_otlp_http *h = agent_otlp_http_new(&cfg, &err);
+	assert_non_null(h);
+	int status = -1;
+	int r = agent_otlp_http_post(h, bytes.data, bytes.len, &status, &err);
+	if (r)
+		fprintf(stderr, "post: %s\n", err.msg);
+	assert_int_equal(r, 0);
+	assert_int_equal(status, 200);
+	server_stop(&s);
+	assert_true(s.got);
+	assert_true(strncmp(s.head, "POST /v1development/profiles HTTP/1.1\r\n", 39) == 0);
+	assert_true(has_header(&s, "Content-Type: application/x-protobuf"));
+	assert_true(has_header(&s, "Content-Encoding: gzip"));
+	assert_true(has_header(&s, "X-Scope-OrgID: tenant-1"));
+	assert_true(has_header(&s, "Authorization: Bearer abc"));
+	char host[64];
+	snprintf(host, sizeof(host), "Host: 127.0.0.1:%d", s.port);
+	assert_true(has_header(&s, host));
+	struct pf_buf plain;
+	pf_buf_init(&plain, 16 << 20);
+	assert_int_equal(pf_gzip_decompress(s.req_body.data, s.req_body.len, 16 << 20, &plain), 0);
+	assert_int_equal(plain.len, bytes.len);
+	assert_memory_equal(plain.data, bytes.data, bytes.len);
+	struct profcheck_result res;
+	assert_int_equal(profcheck_run(plain.data, plain.len, &res), 0);
+	profcheck_release(&res);
+	pf_buf_release(&plain);
+	server_done(&s);
+	agent_otlp_http_free(h);
+}
+
+static void test_post_plain_custom_path(void **state)
+{
+	struct server s;
+	server_start(&s, 202, "");
+	char url[128];
+	struct pf_exporter cfg;
+	cfg_for(&cfg, url, sizeof(url), s.port, "/custom/otlp", PF_COMPRESSION_NONE);
+	cfg.n_headers = 0;
+	struct agent_otlp_http *h = agent_otlp_http_new(&cfg, NULL);
+	assert_non_null(h);
+	assert_int_equal(agent_otlp_http_post(h, bytes.data, bytes.len, NULL, NULL), 0);
+	server_stop(&s);
+	assert_true(strncmp(s.head, "POST /custom/otlp HTTP/1.1\r\n", 28) == 0);
+	assert_null(strcasestr(s.head, "Content-Encoding"));
+	assert_int_equal(s.req_body.len, bytes.len);
+	assert_memory_equal(s.req_body.data, bytes.data, bytes.len);
+	server_done(&s);
+	agent_otlp_http_free(h);
+}
+
+static void test_error_status(void **state)
+{
+	struct server s;
+	server_start(&s, 503, "overloaded, retry later");
+	char url[128];
+	struct pf_exporter cfg;
+	cfg_for(&cfg, url, sizeof(url), s.port, "", PF_COMPRESSION_GZIP);
+	struct pf_error err = {0};
+	struct agent_exporter *x = agent_exporter_new(&cfg, &err);
+	assert_non_null(x);
+	assert_string_equal(agent_exporter_type(x), "otlp_http");
+	assert_int_equal(agent_exporter_export(x, bytes.data, bytes.len, pid16, &err), -EPROTO);
+	server_stop(&s);
+	server_done(&s);
+	assert_non_null(strstr(err.msg, "HTTP 503: overloaded, retry later"));
+	struct agent_exporter_status st;
+	agent_exporter_status(x, &st);
+	assert_false(st.healthy);
+	assert_int_equal(st.last_http_status, 503);
+	assert_non_null(strstr(st.last_error, "HTTP 503"));
+
+	/* the next success makes it healthy again */
+	server_start(&s, 200, "");
+	cfg_for(&cfg, url, sizeof(url), s.port, "", PF_COMPRESSION_GZIP);
+	agent_exporter_free(x);
+	x = agent_exporter_new(&cfg, &err);
+	assert_int_equal(agent_exporter_export(x, bytes.data, bytes.len, pid16, NULL), 0);
+	server_stop(&s);
+	server_done(&s);
+	agent_exporter_status(x, &st);
+	assert_true(st.healthy);
+	agent_exporter_free(x);
+
+	server_start(&s, 400, "bad request");
+	cfg_for(&cfg, url, sizeof(url), s.port, "", PF_COMPRESSION_GZIP);
+	struct agent_otlp_http *h = agent_otlp_http_new(&cfg, NULL);
+	int status = 0;
+	assert_int_equal(agent_otlp_http_post(h, bytes.data, bytes.len, &status, NULL), -EPROTO);
+	assert_int_equal(status, 400);
+	server_stop(&s);
+	server_done(&s);
+	agent_otlp_http_free(h);
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void test_timeout_and_refused(void **state)
+{
+	struct server s;
+	server_start(&s, 0, NULL); /* never answers */
+	char url[128];
+	struct pf_exporter cfg;
+	cfg_for(&cfg, url, sizeof(url), s.port, "", PF_COMPRESSION_GZIP);
+	cfg.timeout_seconds = 1;
+	struct agent_otlp_http *h = agent_otlp_http_new(&cfg, NULL);
+	uint64_t t0 = mono_ms();
+	assert_int_equal(agent_otlp_http_post(h, bytes.data, bytes.len, NULL, NULL), -ETIMEDOUT);
+	uint64_t took = mono_ms() - t0;
+	assert_true(took >= 900 && took < 3000);
+	agent_otlp_http_free(h);
+	server_stop(&s);
+	server_done(&s);
+
+	/* a port nobody listens on: bind one, note it, close it */
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	bind(fd, (struct sockaddr *)&a, sizeof(a));
+	socklen_t l = sizeof(a);
+	getsockname(fd, (struct sockaddr *)&a, &l);
+	close(fd);
+	cfg_for(&cfg, url, sizeof(url), ntohs(a.sin_port), "", PF_COMPRESSION_GZIP);
+	h = agent_otlp_http_new(&cfg, NULL);
+	struct pf_error err = {0};
+	assert_int_equal(agent_otlp_http_post(h, bytes.data, bytes.len, NULL, &err),
+			 -ECONNREFUSED);
+	assert_non_null(strstr(err.msg, "connect 127.0.0.1"));
+	agent_otlp_http_free(h);
+}
+
+static void test_config_validation(void **state)
+{
+	struct pf_exporter cfg = {.type = PF_EXPORTER_OTLP_HTTP, .timeout_seconds = 5};
+	const char *bad[] = {"ftp://x", "http://", "http://host:0", "http://host:99999",
+			     "http://host:80x", "http://[::1", "http://host/pa th"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cfg.endpoint = (char *)bad[i];
+		struct pf_error err = {0};
+		assert_null(agent_otlp_http_new(&cfg, &err));
+		assert_string_equal(err.path, "endpoint");
+	}
+	struct pf_kv_str evil[] = {{"X-A", "x\r\nInjected: 1"}};
+	cfg.endpoint = "http://127.0.0.1:4318";
+	cfg.headers = evil;
+	cfg.n_headers = 1;
+	struct pf_error err = {0};
+	assert_null(agent_otlp_http_new(&cfg, &err));
+	assert_string_equal(err.path, "headers");
+	cfg.n_headers = 0;
+	struct agent_otlp_http *h = agent_otlp_http_new(&cfg, NULL);
+	assert_string_equal(agent_otlp_http_url(h), "http://127.0.0.1:4318/v1development/profiles");
+	agent_otlp_http_free(h);
+	cfg.endpoint = "https://[::1]/p";
+	h = agent_otlp_http_new(&cfg, NULL);
+	assert_non_null(h);
+	assert_string_equal(agent_otlp_http_url(h), "https://::1:443/p");
+	agent_otlp_http_free(h);
+}
+
+struct done_rec {
+	pthread_mutex_t m;
+	int calls, rc;
+};
+
+static void on_done(void *user, int rc)
+{
+	struct done_rec *d = user;
+	pthread_mutex_lock(&d->m);
+	d->calls++;
+	d->rc = rc;
+	pthread_mutex_unlock(&d->m);
+}
+
+static void test_submit_async(void **state)
+{
+	struct server s;
+	server_start(&s, 0, NULL); /* hangs: the first export stays in flight */
+	char url[128];
+	struct pf_exporter cfg;
+	cfg_for(&cfg, url, sizeof(url), s.port, "", PF_COMPRESSION_GZIP);
+	cfg.timeout_seconds = 1;
+	struct agent_exporter *x = agent_exporter_new(&cfg, NULL);
+	struct done_rec d = {.m = PTHREAD_MUTEX_INITIALIZER};
+	uint64_t t0 = mono_ms();
+	assert_int_equal(agent_exporter_submit(x, bytes.data, bytes.len, pid16, on_done, &d), 0);
+	/* submit returns at once and refuses a second export while one is in flight */
+	assert_int_equal(agent_exporter_submit(x, bytes.data, bytes.len, pid16, on_done, &d),
+			 -EBUSY);
+	assert_true(mono_ms() - t0 < 500);
+	agent_exporter_drain(x);
+	server_stop(&s);
+	server_done(&s);
+	assert_int_equal(d.calls, 1);
+	assert_int_equal(d.rc, -ETIMEDOUT);
+	struct agent_exporter_status st;
+	agent_exporter_status(x, &st);
+	assert_int_equal(st.dropped, 1);
+	assert_int_equal(st.exports_failed, 1);
+	assert_false(st.healthy);
+	agent_exporter_free(x);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_post_gzip),
+		cmocka_unit_test(test_post_plain_custom_path),
+		cmocka_unit_test(test_error_status),
+		cmocka_unit_test(test_timeout_and_refused),
+		cmocka_unit_test(test_config_validation),
+		cmocka_unit_test(test_submit_async),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

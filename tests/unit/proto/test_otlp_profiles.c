@@ -1,0 +1,399 @@
+/* Unit tests of proto/codec/otlp_profiles.c: encoding of the fixture windows (every output
+ * runs through the conformance checker, tests/lib/profcheck.c), dictionary interning and stack
+ * dedup, sample shapes and time range, links, round trips through the decoder, and the
+ * decoder's refusals (garbage, truncation, byte cap, nesting, bad indices). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "otlp_profiles.h"
+#include "prof_fixture.h"
+#include "profcheck.h"
+
+#include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
+
+typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceRequest
+	pb_request;
+#define REQ_DESC \
+	(&opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__descriptor)
+
+static void encode(struct pf_prof_window *w, struct pf_buf *b, uint8_t id[16])
+{
+	struct pf_error err = {0};
+	pf_buf_init(b, 64 << 20);
+	int r = pf_otlp_profiles_encode(w, b, id, &err);
+	if (r)
+		fprintf(stderr, "encode: %d %s\n", r, err.msg);
+	assert_int_equal(r, 0);
+	assert_true(b->len > 0);
+}
+
+static void assert_conformant(const struct pf_buf *b)
+{
+	struct profcheck_result res;
+	int n = profcheck_run(b->data, b->len, &res);
+	if (n)
+		profcheck_print(&res);
+	assert_int_equal(n, 0);
+	profcheck_release(&res);
+}
+
+static pb_request *unpack(const struct pf_buf *b)
+{
+	pb_request *q = (pb_request *)protobuf_c_message_unpack(REQ_DESC, NULL, b->len, b->data);
+	assert_non_null(q);
+	return q;
+}
+
+static int find_string(const pb_request *q, const char *s)
+{
+	for (size_t i = 0; i < q->dictionary->n_string_table; i++)
+		if (strcmp(q->dictionary->string_table[i], s) == 0)
+			return (int)i;
+	return -1;
+}
+
+static void test_encode_conformant_and_dedup(void **state)
+{
+	struct pf_prof_window *w = prof_fixture_window(0);
+	struct pf_buf b;
+	uint8_t id[16] = {0};
+	encode(w, &b, id);
+	assert_conformant(&b);
+
+	pb_request *q = unpack(&b);
+	assert_int_equal(q->n_resource_profiles, 2);
+	const pb_request *cq = q;
+	const Opentelemetry__Proto__Profiles__V1development__ProfilesDictionary *d = cq->dictionary;
+	/* zero entry + (main, work_a, work_b, do_syscall_64) */
+	assert_int_equal(d->n_function_table, 5);
+	/* zero + app + kernel, shared by both processes */
+	assert_int_equal(d->n_mapping_table, 3);
+	/* zero + main, work_a, work_b, do_syscall_64, unsymbolized */
+	assert_int_equal(d->n_location_table, 6);
+	/* zero + work_a<-main (3 uses), work_b<-main, kernel stack */
+	assert_int_equal(d->n_stack_table, 4);
+	assert_int_equal(d->n_link_table, 1);
+	assert_string_equal(d->string_table[0], "");
+	assert_true(find_string(q, "work_a") > 0);
+	assert_true(find_string(q, "thread.id") > 0);
+	assert_true(find_string(q, "profile.frame.type") > 0);
+	assert_true(find_string(q, "process.executable.build_id.gnu") > 0);
+
+	const Opentelemetry__Proto__Profiles__V1development__Profile *p =
+		q->resource_profiles[0]->scope_profiles[0]->profiles[0];
+	assert_int_equal(p->profile_id.len, 16);
+	assert_memory_equal(p->profile_id.data, id, 16);
+	assert_int_equal(p->period, 1000000000 / 99);
+	assert_string_equal(d->string_table[p->sample_type->type_strindex], "samples");
+	assert_string_equal(d->string_table[p->sample_type->unit_strindex], "count");
+	assert_string_equal(d->string_table[p->period_type->type_strindex], "cpu");
+	assert_string_equal(d->string_table[p->period_type->unit_strindex], "nanoseconds");
+	assert_int_equal(p->time_unix_nano, PROF_FIXTURE_START);
+	assert_int_equal(p->duration_nano, PROF_FIXTURE_NS);
+	assert_int_equal(p->n_samples, 4);
+	for (size_t i = 0; i < p->n_samples; i++) {
+		assert_int_equal(p->samples[i]->n_values, 1);
+		assert_int_equal(p->samples[i]->n_timestamps_unix_nano, 0);
+	}
+	assert_int_equal(p->samples[0]->values[0], 4);
+	/* stack 0 and 3 are the same stack */
+	assert_int_equal(p->samples[0]->stack_index, p->samples[3]->stack_index);
+	/* the other process's only stack is the same too */
+	const Opentelemetry__Proto__Profiles__V1development__Profile *p2 =
+		q->resource_profiles[1]->scope_profiles[0]->profiles[0];
+	assert_int_equal(p2->samples[0]->stack_index, p->samples[0]->stack_index);
+	assert_memory_not_equal(p2->profile_id.data, p->profile_id.data, 16);
+
+	/* plain resource attributes: service.name string, process.pid int, host.name added */
+	const Opentelemetry__Proto__Resource__V1__Resource *res = q->resource_profiles[0]->resource;
+	int seen = 0;
+	for (size_t i = 0; i < res->n_attributes; i++) {
+		const Opentelemetry__Proto__Common__V1__KeyValue *kv = res->attributes[i];
+		if (strcmp(kv->key, "service.name") == 0) {
+			assert_string_equal(kv->value->string_value, "app");
+			seen |= 1;
+		} else if (strcmp(kv->key, "process.pid") == 0) {
+			assert_int_equal(kv->value->int_value, 100);
+			seen |= 2;
+		} else if (strcmp(kv->key, "host.name") == 0) {
+			assert_string_equal(kv->value->string_value, "host-a");
+			seen |= 4;
+		}
+	}
+	assert_int_equal(seen, 7);
+	protobuf_c_message_free_unpacked(&q->base, NULL);
+	pf_buf_release(&b);
+	pf_prof_window_free(w);
+}
+
+static void test_timestamps_shape(void **state)
+{
+	struct pf_prof_window *w = prof_fixture_window(PROF_FIX_TIMESTAMPS);
+	struct pf_buf b;
+	encode(w, &b, NULL);
+	assert_conformant(&b);
+	pb_request *q = unpack(&b);
+	const Opentelemetry__Proto__Profiles__V1development__Profile *p =
+		q->resource_profiles[0]->scope_profiles[0]->profiles[0];
+	for (size_t i = 0; i < p->n_samples; i++) {
+		assert_int_equal(p->samples[i]->n_values, 0);
+		assert_true(p->samples[i]->n_timestamps_unix_nano > 0);
+	}
+	protobuf_c_message_free_unpacked(&q->base, NULL);
+	pf_buf_release(&b);
+	pf_prof_window_free(w);
+
+	/* one sample without timestamps: the whole profile falls back to values */
+	w = prof_fixture_window(PROF_FIX_MIXED);
+	encode(w, &b, NULL);
+	assert_conformant(&b);
+	q = unpack(&b);
+	p = q->resource_profiles[0]->scope_profiles[0]->profiles[0];
+	for (size_t i = 0; i < p->n_samples; i++) {
+		assert_int_equal(p->samples[i]->n_values, 1);
+		assert_int_equal(p->samples[i]->n_timestamps_unix_nano, 0);
+	}
+	/* the other process keeps its timestamps */
+	p = q->resource_profiles[1]->scope_profiles[0]->profiles[0];
+	assert_int_equal(p->samples[0]->n_timestamps_unix_nano, 3);
+	protobuf_c_message_free_unpacked(&q->base, NULL);
+	pf_buf_release(&b);
+	pf_prof_window_free(w);
+}
+
+static void test_time_range_widened(void **state)
+{
+	struct pf_prof_window *w = prof_fixture_window(PROF_FIX_TIMESTAMPS);
+	/* timestamps past the end and before the start */
+	uint64_t *ts = (uint64_t *)w->processes[0].samples[0].timestamps;
+	ts[0] = w->start_unix_ns - 5;
+	ts[1] = w->end_unix_ns;
+	struct pf_buf b;
+	encode(w, &b, NULL);
+	assert_conformant(&b);
+	pb_request *q = unpack(&b);
+	const Opentelemetry__Proto__Profiles__V1development__Profile *p =
+		q->resource_profiles[0]->scope_profiles[0]->profiles[0];
+	assert_int_equal(p->time_unix_nano, PROF_FIXTURE_START - 5);
+	assert_int_equal(p->duration_nano, PROF_FIXTURE_NS + 6);
+	protobuf_c_message_free_unpacked(&q->base, NULL);
+	pf_buf_release(&b);
+	pf_prof_window_free(w);
+}
+
+static void test_links(void **state)
+{
+	struct pf_prof_window *w = prof_fixture_window(PROF_FIX_LINK);
+	struct pf_buf b;
+	encode(w, &b, NULL);
+	assert_conformant(&b);
+	pb_request *q = unpack(&b);
+	const Opentelemetry__Proto__Profiles__V1development__ProfilesDictionary *d = q->dictionary;
+	assert_int_equal(d->n_link_table, 2);
+	assert_int_equal(d->link_table[0]->trace_id.len, 0);
+	assert_int_equal(d->link_table[1]->trace_id.len, 16);
+	assert_int_equal(d->link_table[1]->span_id.len, 8);
+	const Opentelemetry__Proto__Profiles__V1development__Profile *p =
+		q->resource_profiles[0]->scope_profiles[0]->profiles[0];
+	assert_int_equal(p->samples[0]->link_index, 1);
+	assert_int_equal(p->samples[1]->link_index, 0);
+	protobuf_c_message_free_unpacked(&q->base, NULL);
+
+	struct pf_prof_window *back = NULL;
+	assert_int_equal(pf_otlp_profiles_decode(b.data, b.len, 1 << 20, &back, NULL), 0);
+	uint8_t tid[16];
+	memset(tid, 0xab, 16);
+	assert_memory_equal(back->processes[0].samples[0].trace_id, tid, 16);
+	pf_prof_window_free(back);
+	pf_buf_release(&b);
+	pf_prof_window_free(w);
+}
+
+static const char *frame_fn(const struct pf_prof_process *p, uint32_t stack, uint32_t k)
+{
+	return p->frames[p->stacks[stack].frames[k]].function;
+}
+
+static void test_round_trip(void **state)
+{
+	struct pf_prof_window *w = prof_fixture_window(PROF_FIX_TIMESTAMPS);
+	struct pf_buf b;
+	encode(w, &b, NULL);
+	struct pf_prof_window *r = NULL;
+	struct pf_error err = {0};
+	assert_int_equal(pf_otlp_profiles_decode(b.data, b.len, 1 << 20, &r, &err), 0);
+	assert_int_equal(r->n_processes, 2);
+	assert_int_equal(r->frequency_hz, 99);
+	assert_int_equal(r->start_unix_ns, w->start_unix_ns);
+	assert_int_equal(r->end_unix_ns, w->end_unix_ns);
+	assert_string_equal(r->host_name, "host-a");
+	assert_int_equal(pf_prof_window_samples(r), pf_prof_window_samples(w));
+	const struct pf_prof_process *p = &r->processes[0];
+	assert_int_equal(p->pid, 100);
+	assert_int_equal(p->n_samples, 4);
+	assert_int_equal(p->n_stacks, 3); /* deduplicated */
+	const struct pf_prof_sample *s = &p->samples[1];
+	assert_int_equal(s->count, 2);
+	assert_int_equal(s->tid, 101);
+	assert_string_equal(s->thread_name, "worker");
+	assert_int_equal(s->n_timestamps, 2);
+	assert_int_equal(s->timestamps[0], w->processes[0].samples[1].timestamps[0]);
+	assert_string_equal(frame_fn(p, s->stack, 0), "work_b");
+	assert_string_equal(frame_fn(p, s->stack, 1), "main");
+	/* kernel stack: kind, the unsymbolized frame keeps address and mapping */
+	s = &p->samples[2];
+	const struct pf_prof_frame *kf = &p->frames[p->stacks[s->stack].frames[0]];
+	assert_int_equal(kf->kind, PF_FRAME_KERNEL);
+	assert_string_equal(p->mappings[kf->mapping].path, "[kernel.kallsyms]");
+	const struct pf_prof_frame *uf = &p->frames[p->stacks[s->stack].frames[1]];
+	assert_null(uf->function);
+	assert_int_equal(uf->address, 0x401300);
+	assert_int_equal(uf->kind, PF_FRAME_NATIVE);
+	assert_string_equal(p->mappings[uf->mapping].build_id,
+			    "aabbccddeeff00112233445566778899aabbccdd");
+	const struct pf_prof_frame *mf = &p->frames[p->stacks[s->stack].frames[2]];
+	assert_string_equal(mf->file, "app.c");
+	assert_int_equal(mf->line, 10);
+	int found = 0;
+	for (size_t i = 0; i < p->n_attrs; i++)
+		if (strcmp(p->attrs[i].key, "process.pid") == 0 &&
+		    strcmp(p->attrs[i].value, "100") == 0)
+			found = 1;
+	assert_true(found);
+	assert_int_equal(r->processes[1].pid, 200);
+	pf_prof_window_free(r);
+	pf_buf_release(&b);
+	pf_prof_window_free(w);
+}
+
+static void test_encode_errors(void **state)
+{
+	struct pf_prof_window *w = prof_fixture_window(0);
+	struct pf_buf b;
+	pf_buf_init(&b, 1 << 20);
+	struct pf_error err = {0};
+	w->frequency_hz = 0;
+	assert_int_equal(pf_otlp_profiles_encode(w, &b, NULL, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "frequency_hz"));
+	w->frequency_hz = 99;
+	pf_error_clear(&err);
+	((struct pf_prof_sample *)w->processes[0].samples)[0].stack = 17;
+	assert_int_equal(pf_otlp_profiles_encode(w, &b, NULL, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "stack 17"));
+	assert_int_equal(b.len, 0);
+	pf_prof_window_free(w);
+
+	/* nothing to export */
+	w = pf_prof_window_new();
+	w->frequency_hz = 99;
+	assert_int_equal(pf_otlp_profiles_encode(w, &b, NULL, NULL), -ENODATA);
+	pf_prof_window_free(w);
+
+	/* out's cap */
+	w = prof_fixture_window(0);
+	struct pf_buf small;
+	pf_buf_init(&small, 16);
+	assert_int_equal(pf_otlp_profiles_encode(w, &small, NULL, NULL), -E2BIG);
+	assert_int_equal(small.len, 0);
+	pf_buf_release(&small);
+	pf_prof_window_free(w);
+	pf_buf_release(&b);
+}
+
+static void test_decode_refuses(void **state)
+{
+	struct pf_prof_window *w = prof_fixture_window(PROF_FIX_TIMESTAMPS), *r = NULL;
+	struct pf_buf b;
+	encode(w, &b, NULL);
+	struct pf_error err = {0};
+	/* truncated at every 97th length */
+	for (size_t n = 1; n < b.len; n += 97)
+		assert_int_equal(pf_otlp_profiles_decode(b.data, n, 1 << 20, &r, NULL), -EBADMSG);
+	/* garbage */
+	uint8_t junk[256];
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (uint8_t)(i * 37 + 11);
+	assert_int_equal(pf_otlp_profiles_decode(junk, sizeof(junk), 1 << 20, &r, &err), -EBADMSG);
+	/* byte cap */
+	assert_int_equal(pf_otlp_profiles_decode(b.data, b.len, 512, &r, NULL), -E2BIG);
+	assert_int_equal(pf_otlp_profiles_decode(b.data, b.len, b.len, &r, NULL), -E2BIG);
+	pf_buf_release(&b);
+
+	/* nesting: resource attribute with AnyValue arrays inside arrays */
+	struct pf_buf deep;
+	pf_buf_init(&deep, 1 << 20);
+	uint8_t inner[1024];
+	size_t n = 0;
+	/* build from the inside: AnyValue{array_value(5): ArrayValue{values(1): AnyValue{...}}} */
+	inner[n++] = 0x0a; /* AnyValue.string_value = "" */
+	inner[n++] = 0;
+	for (int i = 0; i < 40; i++) {
+		uint8_t tmp[1024];
+		size_t m = 0;
+		tmp[m++] = 0x0a; /* ArrayValue.values */
+		tmp[m++] = (uint8_t)n;
+		memcpy(tmp + m, inner, n);
+		m += n;
+		n = 0;
+		inner[n++] = 0x2a; /* AnyValue.array_value */
+		inner[n++] = (uint8_t)m;
+		memcpy(inner + n, tmp, m);
+		n += m;
+		if (n > 100)
+			break;
+	}
+	/* This builds depth 2 * ~30; lengths stay < 128 (one byte varints). */
+	/* KeyValue{key "k", value} inside Resource.attributes inside ResourceProfiles.resource */
+	uint8_t kv[256], resource[256], rp[256];
+	size_t nkv = 0, nres = 0, nrp = 0;
+	kv[nkv++] = 0x0a, kv[nkv++] = 1, kv[nkv++] = 'k';
+	kv[nkv++] = 0x12, kv[nkv++] = (uint8_t)n;
+	memcpy(kv + nkv, inner, n), nkv += n;
+	resource[nres++] = 0x0a, resource[nres++] = (uint8_t)nkv;
+	memcpy(resource + nres, kv, nkv), nres += nkv;
+	rp[nrp++] = 0x0a, rp[nrp++] = (uint8_t)nres;
+	memcpy(rp + nrp, resource, nres), nrp += nres;
+	pf_buf_putc(&deep, 0x0a);
+	pf_buf_putc(&deep, (uint8_t)nrp);
+	pf_buf_append(&deep, rp, nrp);
+	assert_true(nrp < 128);
+	assert_int_equal(pf_otlp_profiles_decode(deep.data, deep.len, 1 << 20, &r, NULL), -ELOOP);
+	pf_buf_release(&deep);
+
+	/* an index out of range */
+	encode(w, &b, NULL);
+	pb_request *q = unpack(&b);
+	q->resource_profiles[0]->scope_profiles[0]->profiles[0]->samples[0]->stack_index = 99;
+	size_t len = protobuf_c_message_get_packed_size(&q->base);
+	uint8_t *bad = malloc(len);
+	protobuf_c_message_pack(&q->base, bad);
+	pf_error_clear(&err);
+	assert_int_equal(pf_otlp_profiles_decode(bad, len, 1 << 20, &r, &err), -EBADMSG);
+	assert_non_null(strstr(err.msg, "stack_index 99"));
+	free(bad);
+	protobuf_c_message_free_unpacked(&q->base, NULL);
+	pf_buf_release(&b);
+	pf_prof_window_free(w);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_encode_conformant_and_dedup),
+		cmocka_unit_test(test_timestamps_shape),
+		cmocka_unit_test(test_time_range_widened),
+		cmocka_unit_test(test_links),
+		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_encode_errors),
+		cmocka_unit_test(test_decode_refuses),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
