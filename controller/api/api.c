@@ -502,9 +502,15 @@ static void h_assignment_put(struct pf_api *api, const struct pf_api_request *re
 		json_decref(o);
 		return;
 	}
-	snprintf(a.name, sizeof(a.name), "%s", name);
-	snprintf(a.selector, sizeof(a.selector), "%s", sel);
-	snprintf(a.config, sizeof(a.config), "%s", cfg);
+	/* Lengths were checked above (valid_name, the selector bound, the fleet lookup). */
+	memcpy(a.name, name, strlen(name) + 1);
+	memcpy(a.selector, sel, strlen(sel) + 1);
+	if (strlen(cfg) >= sizeof(a.config)) {
+		pf_api_error(resp, 400, "invalid_argument", "config: name too long");
+		json_decref(o);
+		return;
+	}
+	memcpy(a.config, cfg, strlen(cfg) + 1);
 	a.priority = prio;
 	a.updated_ms = req->now_ms;
 	json_decref(o);

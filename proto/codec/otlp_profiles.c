@@ -549,7 +549,7 @@ static int check_window(const struct pf_prof_window *w, uint64_t *t0, uint64_t *
 int pf_otlp_profiles_encode(const struct pf_prof_window *w, struct pf_buf *out,
 			    uint8_t profile_id[16], struct pf_error *err)
 {
-	uint64_t t0, t1;
+	uint64_t t0 = 0, t1 = 0;
 	int r = check_window(w, &t0, &t1, err);
 	if (r < 0)
 		return r;
