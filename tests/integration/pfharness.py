@@ -75,8 +75,9 @@ class Proc:
 
 
 class Controller:
-    def __init__(self, workdir, port=None, extra=()):
+    def __init__(self, workdir, port=None, extra=(), tls_ca=None):
         self.workdir = workdir
+        self.tls_ca = tls_ca
         self.port = port or free_port()
         self.data_dir = os.path.join(workdir, "controller-data")
         self.extra = list(extra)
@@ -85,7 +86,13 @@ class Controller:
 
     @property
     def base(self):
-        return "http://127.0.0.1:%d" % self.port
+        return "%s://127.0.0.1:%d" % ("https" if self.tls_ca else "http", self.port)
+
+    def _ctx(self):
+        if not self.tls_ca:
+            return None
+        import ssl
+        return ssl.create_default_context(cafile=self.tls_ca)
 
     def start(self):
         self.starts += 1
@@ -102,7 +109,8 @@ class Controller:
         if not self.proc.alive():
             raise AssertionError("controller exited:\n" + self.proc.output())
         try:
-            with urllib.request.urlopen(self.base + "/readyz", timeout=1) as r:
+            with urllib.request.urlopen(self.base + "/readyz", timeout=1,
+                                        context=self._ctx()) as r:
                 return r.status == 200
         except (urllib.error.URLError, ConnectionError, OSError):
             return False
@@ -124,7 +132,7 @@ class Controller:
         data = body.encode() if isinstance(body, str) else body
         req = urllib.request.Request(self.base + path, data=data, method=method, headers=h)
         try:
-            with urllib.request.urlopen(req, timeout=10) as r:
+            with urllib.request.urlopen(req, timeout=10, context=self._ctx()) as r:
                 payload, status, rh = r.read(), r.status, dict(r.headers)
         except urllib.error.HTTPError as e:
             payload, status, rh = e.read(), e.code, dict(e.headers)

@@ -212,6 +212,44 @@ class ControlPlane(IntegrationCase):
         self.assertIn("BadRequest", out)
 
 
+class Tls(IntegrationCase):
+    """TLS on the one listener: the agent connects over wss:// and trusts the test CA."""
+
+    def make_cert(self):
+        key = os.path.join(self.workdir, "server.key")
+        crt = os.path.join(self.workdir, "server.crt")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                        "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                        "-keyout", key, "-out", crt], check=True, capture_output=True,
+                       timeout=60)
+        return crt, key
+
+    def test_wss_agent(self):
+        crt, key = self.make_cert()
+        ctl = self.controller(extra=["--tls-cert", crt, "--tls-key", key], tls_ca=crt)
+        ag = self.agent(ctl, "tls", server="wss://127.0.0.1:%d/v1/opamp" % ctl.port,
+                        extra=["--ca-file", crt])
+        uid = ag.uid()
+        wait_until(lambda: (self.agent_json(ctl, uid) or {}).get("connected"), timeout=10,
+                   what="agent connected over wss")
+        # Plain HTTP on the TLS port gets no HTTP answer.
+        with socket.create_connection(("127.0.0.1", ctl.port), timeout=5) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            try:
+                data = s.recv(64)
+            except (socket.timeout, ConnectionError):
+                data = b""
+        self.assertFalse(data.startswith(b"HTTP/"), data)
+
+    def test_agent_rejects_untrusted_certificate(self):
+        crt, key = self.make_cert()
+        ctl = self.controller(extra=["--tls-cert", crt, "--tls-key", key], tls_ca=crt)
+        ag = self.agent(ctl, "untrusted", server="wss://127.0.0.1:%d/v1/opamp" % ctl.port)
+        wait_until(lambda: "cannot connect" in ag.proc.output(), timeout=10,
+                   what="agent refuses the self-signed certificate")
+        self.assertEqual(ctl.summary()["agents"], 0)
+
+
 class Limits(IntegrationCase):
     """Oversized and garbage input are rejected while other agents keep working."""
 
