@@ -134,11 +134,11 @@ static void test_auth_and_roles(void **state)
 	assert_string_equal(err_code(j), "permission_denied");
 	json_decref(j);
 	/* Health endpoints need no token. */
-	call(x, "GET", "/healthz", NULL, NULL, &st, NULL, NULL);
+	json_decref(call(x, "GET", "/healthz", NULL, NULL, &st, NULL, NULL));
 	assert_int_equal(st, 200);
-	call(x, "GET", "/readyz", NULL, NULL, &st, NULL, NULL);
+	json_decref(call(x, "GET", "/readyz", NULL, NULL, &st, NULL, NULL));
 	assert_int_equal(st, 200);
-	call(x, "GET", "/metrics", NULL, NULL, &st, NULL, NULL);
+	json_decref(call(x, "GET", "/metrics", NULL, NULL, &st, NULL, NULL));
 	assert_int_equal(st, 200);
 }
 
@@ -240,7 +240,7 @@ static void test_assignments(void **state)
 			 NULL, NULL);
 	assert_int_equal(st, 400); /* config does not exist */
 	json_decref(j);
-	call(x, "PUT", "/api/v1/configs/fast", x->admin, "profiling: {}\n", &st, NULL, NULL);
+	json_decref(call(x, "PUT", "/api/v1/configs/fast", x->admin, "profiling: {}\n", &st, NULL, NULL));
 	assert_int_equal(st, 201);
 	j = call(x, "PUT", "/api/v1/assignments/prod", x->admin,
 		 "{\"selector\":\"env=\",\"config\":\"fast\"}", &st, NULL, NULL);
