@@ -286,6 +286,8 @@ static const struct key_desc keys[] = {
     MAPK("profiling.pprof.targets[].attributes", struct pf_pprof_target, attributes, n_attributes,
 	 PF_PROFCFG_MAX_ATTRS,
 	 "Resource attributes added to the scraped profiles (string to string)."),
+    BOOLK("profiling.pprof.targets[].keep_original", struct pf_pprof_target, keep_original, false,
+	  "Also send the scraped pprof bytes as the OTLP profile's original_payload."),
     LISTK("profiling.exporters", exporters, n_exporters, struct pf_exporter,
 	  PF_PROFCFG_MAX_EXPORTERS, "Where profiles are sent; every profile goes to each."),
     {.path = "profiling.exporters[].type",

@@ -82,3 +82,52 @@ uint64_t pf_prof_window_samples(const struct pf_prof_window *w)
 			n += w->processes[i].samples[j].count;
 	return n;
 }
+
+size_t pf_prof_window_types(const struct pf_prof_window *w)
+{
+	return w->n_sample_types ? w->n_sample_types : 1;
+}
+
+struct pf_prof_value_type pf_prof_window_type(const struct pf_prof_window *w, size_t k)
+{
+	if (!w->n_sample_types)
+		return (struct pf_prof_value_type){"samples", "count"};
+	if (k >= w->n_sample_types)
+		return (struct pf_prof_value_type){NULL, NULL};
+	return w->sample_types[k];
+}
+
+struct pf_prof_value_type pf_prof_window_period_type(const struct pf_prof_window *w)
+{
+	if (!w->n_sample_types)
+		return (struct pf_prof_value_type){"cpu", "nanoseconds"};
+	return w->period_type;
+}
+
+int64_t pf_prof_window_period(const struct pf_prof_window *w)
+{
+	if (!w->n_sample_types)
+		return w->frequency_hz ? (int64_t)(1000000000ull / w->frequency_hz) : 0;
+	return w->period;
+}
+
+int64_t pf_prof_sample_value(const struct pf_prof_window *w, const struct pf_prof_sample *s,
+			     size_t k)
+{
+	if (w->n_sample_types && s->values)
+		return k < w->n_sample_types ? s->values[k] : 0;
+	if (k)
+		return 0;
+	return s->count > INT64_MAX ? INT64_MAX : (int64_t)s->count;
+}
+
+int pf_prof_sample_nonzero(const struct pf_prof_window *w, const struct pf_prof_sample *s)
+{
+	if (w->n_sample_types && s->values) {
+		for (size_t k = 0; k < w->n_sample_types; k++)
+			if (s->values[k])
+				return 1;
+		return 0;
+	}
+	return s->count != 0;
+}

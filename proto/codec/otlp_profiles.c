@@ -78,7 +78,13 @@ static int ptr_push(struct ptr_table *t, void *p)
 
 enum { T_STR, T_ATTR, T_MAP, T_FN, T_LOC, T_LINK, T_STACK, T_COUNT };
 
+/* Per-process translation caches, -1 = not yet interned. */
+struct proc_cache {
+	int32_t *map, *loc, *stack;
+};
+
 struct enc {
+	struct proc_cache cache;
 	struct prof_pool pool;
 	struct pf_buf scratch;
 	struct prof_intern it[T_COUNT];
@@ -86,8 +92,11 @@ struct enc {
 	struct pf_error *err;
 };
 
+static void proc_cache_release(struct proc_cache *c);
+
 static void enc_release(struct enc *e)
 {
+	proc_cache_release(&e->cache);
 	for (int i = 0; i < T_COUNT; i++) {
 		prof_intern_release(&e->it[i]);
 		free(e->tab[i].v);
@@ -159,8 +168,9 @@ static int enc_msg(struct enc *e, int t, ProtobufCMessage *msg, int32_t *idx)
 	return ptr_push(&e->tab[t], msg);
 }
 
-static int enc_attr(struct enc *e, const char *key, const char *sval, int64_t ival,
-		    int32_t *idx)
+/* An attribute key = string value (sval != NULL) or int value ival, with an optional unit. */
+static int enc_attr_unit(struct enc *e, const char *key, const char *sval, int64_t ival,
+			 const char *unit, int32_t *idx)
 {
 	pb_kvu *a = prof_pool_alloc(&e->pool, sizeof(*a));
 	pb_anyvalue *v = prof_pool_alloc(&e->pool, sizeof(*v));
@@ -179,7 +189,15 @@ static int enc_attr(struct enc *e, const char *key, const char *sval, int64_t iv
 	}
 	a->value = v;
 	int r = enc_str(e, key, &a->key_strindex);
+	if (r == 0)
+		r = enc_str(e, unit, &a->unit_strindex);
 	return r < 0 ? r : enc_msg(e, T_ATTR, &a->base, idx);
+}
+
+static int enc_attr(struct enc *e, const char *key, const char *sval, int64_t ival,
+		    int32_t *idx)
+{
+	return enc_attr_unit(e, key, sval, ival, NULL, idx);
 }
 
 static int enc_mapping(struct enc *e, const struct pf_prof_mapping *m, int32_t *idx)
@@ -276,11 +294,6 @@ static int enc_link(struct enc *e, const struct pf_prof_sample *s, int32_t *idx)
 	return enc_msg(e, T_LINK, &l->base, idx);
 }
 
-/* Per-process translation caches, -1 = not yet interned. */
-struct proc_cache {
-	int32_t *map, *loc, *stack;
-};
-
 static int32_t *cache_new(size_t n)
 {
 	int32_t *c = malloc((n ? n : 1) * sizeof(*c));
@@ -288,6 +301,25 @@ static int32_t *cache_new(size_t n)
 		for (size_t i = 0; i < n; i++)
 			c[i] = -1;
 	return c;
+}
+
+static void proc_cache_release(struct proc_cache *c)
+{
+	free(c->map);
+	free(c->loc);
+	free(c->stack);
+	memset(c, 0, sizeof(*c));
+}
+
+static int proc_cache_init(struct proc_cache *c, const struct pf_prof_process *p)
+{
+	c->map = cache_new(p->n_mappings);
+	c->loc = cache_new(p->n_frames);
+	c->stack = cache_new(p->n_stacks);
+	if (c->map && c->loc && c->stack)
+		return 0;
+	proc_cache_release(c);
+	return -ENOMEM;
 }
 
 static int enc_stack(struct enc *e, const struct pf_prof_process *p, struct proc_cache *c,
@@ -377,7 +409,7 @@ static pb_resource *enc_resource(struct enc *e, const struct pf_prof_window *w,
 			key = p->attrs[i].key;
 			val = p->attrs[i].value;
 		} else if (i == p->n_attrs) {
-			if (have_pid)
+			if (have_pid || (w->n_sample_types && !p->pid))
 				continue;
 			key = "process.pid";
 			val = NULL;
@@ -420,78 +452,124 @@ static pb_resource *enc_resource(struct enc *e, const struct pf_prof_window *w,
 	return res;
 }
 
-static int enc_profile(struct enc *e, const struct pf_prof_window *w, size_t pi,
-		       uint64_t t0, uint64_t t1, int32_t type_idx[4], pb_profile **out)
+/* Sample attributes: thread.id (always for the implicit CPU profile, else when known),
+ * thread.name when known, then the labels; the first of a key wins (dup_key rule). */
+static int enc_sample_attrs(struct enc *e, const struct pf_prof_window *w,
+			    const struct pf_prof_sample *s, pb_sample *ps)
+{
+	int32_t *ai = prof_pool_array(&e->pool, 2 + (size_t)s->n_labels, sizeof(int32_t));
+	const char **keys = prof_pool_array(&e->pool, 2 + (size_t)s->n_labels, sizeof(char *));
+	if (!ai || !keys)
+		return -ENOMEM;
+	size_t n = 0;
+	int r = 0;
+	if (!w->n_sample_types || s->tid) {
+		keys[n] = "thread.id";
+		r = enc_attr(e, "thread.id", NULL, s->tid, &ai[n++]);
+	}
+	if (r == 0 && s->thread_name && *s->thread_name) {
+		keys[n] = "thread.name";
+		r = enc_attr(e, "thread.name", s->thread_name, 0, &ai[n++]);
+	}
+	for (uint32_t k = 0; r == 0 && k < s->n_labels; k++) {
+		const struct pf_prof_label *l = &s->labels[k];
+		if (!l->key || !*l->key)
+			continue;
+		bool dup = false;
+		for (size_t j = 0; j < n && !dup; j++)
+			dup = strcmp(keys[j], l->key) == 0;
+		if (dup)
+			continue;
+		keys[n] = l->key;
+		r = enc_attr_unit(e, l->key, l->str, l->num, l->str ? NULL : l->unit, &ai[n++]);
+	}
+	ps->attribute_indices = ai;
+	ps->n_attribute_indices = n;
+	return r;
+}
+
+/* Whether sample type k of process p has a sample with a non-zero value. */
+static bool type_has_samples(const struct pf_prof_window *w, const struct pf_prof_process *p,
+			     size_t k)
+{
+	for (size_t i = 0; i < p->n_samples; i++)
+		if (pf_prof_sample_value(w, &p->samples[i], k))
+			return true;
+	return false;
+}
+
+/* The Profile of sample type k (0 for the implicit CPU profile) of process pi. */
+static int enc_profile(struct enc *e, const struct pf_prof_window *w, size_t pi, size_t k,
+		       uint64_t t0, uint64_t t1, pb_profile **out)
 {
 	const struct pf_prof_process *p = &w->processes[pi];
-	struct proc_cache c = {cache_new(p->n_mappings), cache_new(p->n_frames),
-			       cache_new(p->n_stacks)};
+	struct proc_cache *c = &e->cache;
 	int r = -ENOMEM;
 	pb_profile *prof = prof_pool_alloc(&e->pool, sizeof(*prof));
 	pb_value_type *st = prof_pool_alloc(&e->pool, sizeof(*st));
 	pb_value_type *pt = prof_pool_alloc(&e->pool, sizeof(*pt));
 	pb_sample **samples = prof_pool_array(&e->pool, p->n_samples, sizeof(*samples));
 	uint8_t *id = prof_pool_alloc(&e->pool, 16);
-	if (!c.map || !c.loc || !c.stack || !prof || !st || !pt || !samples || !id)
-		goto out;
+	if (!prof || !st || !pt || !samples || !id)
+		return r;
 	*prof = (pb_profile)OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__PROFILE__INIT;
 	*st = (pb_value_type)OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__VALUE_TYPE__INIT;
 	*pt = *st;
-	st->type_strindex = type_idx[0];
-	st->unit_strindex = type_idx[1];
-	pt->type_strindex = type_idx[2];
-	pt->unit_strindex = type_idx[3];
+	struct pf_prof_value_type vt = pf_prof_window_type(w, k);
+	struct pf_prof_value_type per = pf_prof_window_period_type(w);
+	r = enc_str(e, vt.type, &st->type_strindex);
+	if (r == 0)
+		r = enc_str(e, vt.unit, &st->unit_strindex);
+	if (r == 0)
+		r = enc_str(e, per.type, &pt->type_strindex);
+	if (r == 0)
+		r = enc_str(e, per.unit, &pt->unit_strindex);
+	if (r < 0)
+		return r;
 	prof->sample_type = st;
-	prof->period_type = pt;
-	prof->period = (int64_t)(1000000000ull / w->frequency_hz);
+	if (per.type || per.unit)
+		prof->period_type = pt;
+	prof->period = pf_prof_window_period(w);
 	prof->time_unix_nano = t0;
 	prof->duration_nano = t1 - t0;
 	r = pf_random_bytes(id, 16);
 	if (r < 0)
-		goto out;
+		return r;
 	prof->profile_id.data = id;
 	prof->profile_id.len = 16;
 
-	/* One shape for every sample of the profile. */
-	bool ts_shape = true;
-	for (size_t i = 0; i < p->n_samples; i++)
+	/* One shape for every sample of the profile; explicit sample types are values-only. */
+	bool ts_shape = !w->n_sample_types;
+	for (size_t i = 0; i < p->n_samples && ts_shape; i++)
 		if (p->samples[i].count && p->samples[i].n_timestamps != p->samples[i].count)
 			ts_shape = false;
 
 	size_t n = 0;
 	for (size_t i = 0; i < p->n_samples; i++) {
 		const struct pf_prof_sample *s = &p->samples[i];
-		if (!s->count)
+		int64_t value = pf_prof_sample_value(w, s, k);
+		if (!value)
 			continue;
 		r = -ENOMEM;
 		pb_sample *ps = prof_pool_alloc(&e->pool, sizeof(*ps));
-		int32_t *ai = prof_pool_array(&e->pool, 2, sizeof(int32_t));
-		if (!ps || !ai)
-			goto out;
+		if (!ps)
+			return r;
 		*ps = (pb_sample)OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__SAMPLE__INIT;
-		r = enc_stack(e, p, &c, pi, s->stack, &ps->stack_index);
+		r = enc_stack(e, p, c, pi, s->stack, &ps->stack_index);
 		if (r == 0)
-			r = enc_attr(e, "thread.id", NULL, s->tid, &ai[0]);
-		ps->n_attribute_indices = 1;
-		if (r == 0 && s->thread_name && *s->thread_name) {
-			r = enc_attr(e, "thread.name", s->thread_name, 0, &ai[1]);
-			ps->n_attribute_indices = 2;
-		}
+			r = enc_sample_attrs(e, w, s, ps);
 		if (r == 0)
 			r = enc_link(e, s, &ps->link_index);
 		if (r < 0)
-			goto out;
-		ps->attribute_indices = ai;
+			return r;
 		if (ts_shape) {
 			ps->timestamps_unix_nano = (uint64_t *)s->timestamps;
 			ps->n_timestamps_unix_nano = s->n_timestamps;
 		} else {
 			ps->values = prof_pool_alloc(&e->pool, sizeof(int64_t));
-			if (!ps->values) {
-				r = -ENOMEM;
-				goto out;
-			}
-			ps->values[0] = s->count > INT64_MAX ? INT64_MAX : (int64_t)s->count;
+			if (!ps->values)
+				return -ENOMEM;
+			ps->values[0] = value;
 			ps->n_values = 1;
 		}
 		samples[n++] = ps;
@@ -499,18 +577,13 @@ static int enc_profile(struct enc *e, const struct pf_prof_window *w, size_t pi,
 	prof->samples = samples;
 	prof->n_samples = n;
 	*out = prof;
-	r = 0;
-out:
-	free(c.map);
-	free(c.loc);
-	free(c.stack);
-	return r;
+	return 0;
 }
 
-static bool process_has_samples(const struct pf_prof_process *p)
+static bool process_has_samples(const struct pf_prof_window *w, const struct pf_prof_process *p)
 {
 	for (size_t i = 0; i < p->n_samples; i++)
-		if (p->samples[i].count)
+		if (pf_prof_sample_nonzero(w, &p->samples[i]))
 			return true;
 	return false;
 }
@@ -518,9 +591,14 @@ static bool process_has_samples(const struct pf_prof_process *p)
 static int check_window(const struct pf_prof_window *w, uint64_t *t0, uint64_t *t1,
 			struct pf_error *err)
 {
-	if (!w->frequency_hz || w->frequency_hz > 1000000000u)
+	if (!w->n_sample_types && (!w->frequency_hz || w->frequency_hz > 1000000000u))
 		return pf_error_set(err, -EINVAL, "", "frequency_hz must be 1..1e9, got %" PRIu32,
 				    w->frequency_hz);
+	for (size_t k = 0; k < w->n_sample_types; k++)
+		if (!w->sample_types[k].type || !*w->sample_types[k].type)
+			return pf_error_set(err, -EINVAL, "", "sample_types[%zu]: type missing", k);
+	if (w->n_sample_types && w->period < 0)
+		return pf_error_set(err, -EINVAL, "", "negative period");
 	if (w->end_unix_ns < w->start_unix_ns)
 		return pf_error_set(err, -EINVAL, "", "window ends before it starts");
 	*t0 = w->start_unix_ns;
@@ -555,18 +633,12 @@ int pf_otlp_profiles_encode(const struct pf_prof_window *w, struct pf_buf *out,
 		return r;
 	size_t n_procs = 0;
 	for (size_t i = 0; i < w->n_processes; i++)
-		n_procs += process_has_samples(&w->processes[i]);
+		n_procs += process_has_samples(w, &w->processes[i]);
 	if (!n_procs)
 		return -ENODATA;
 
 	struct enc e;
 	r = enc_init(&e, err);
-	if (r < 0)
-		goto out;
-	int32_t types[4];
-	const char *type_names[4] = {"samples", "count", "cpu", "nanoseconds"};
-	for (int i = 0; i < 4 && r == 0; i++)
-		r = enc_str(&e, type_names[i], &types[i]);
 	if (r < 0)
 		goto out;
 
@@ -578,32 +650,50 @@ int pf_otlp_profiles_encode(const struct pf_prof_window *w, struct pf_buf *out,
 	*scope = (pb_scope)OPENTELEMETRY__PROTO__COMMON__V1__INSTRUMENTATION_SCOPE__INIT;
 	scope->name = PF_OTLP_SCOPE_NAME;
 
-	size_t n = 0;
+	size_t n = 0, n_types = pf_prof_window_types(w);
 	for (size_t i = 0; i < w->n_processes; i++) {
-		if (!process_has_samples(&w->processes[i]))
+		const struct pf_prof_process *proc = &w->processes[i];
+		if (!process_has_samples(w, proc))
 			continue;
 		r = -ENOMEM;
 		pb_resource_profiles *rp = prof_pool_alloc(&e.pool, sizeof(*rp));
 		pb_scope_profiles *sp = prof_pool_alloc(&e.pool, sizeof(*sp));
 		pb_scope_profiles **sps = prof_pool_alloc(&e.pool, sizeof(*sps));
-		pb_profile **profs = prof_pool_alloc(&e.pool, sizeof(*profs));
+		pb_profile **profs = prof_pool_array(&e.pool, n_types, sizeof(*profs));
 		if (!rp || !sp || !sps || !profs)
 			goto out;
 		*rp = (pb_resource_profiles)
 			OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__RESOURCE_PROFILES__INIT;
 		*sp = (pb_scope_profiles)
 			OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__SCOPE_PROFILES__INIT;
-		rp->resource = enc_resource(&e, w, &w->processes[i]);
+		rp->resource = enc_resource(&e, w, proc);
 		if (!rp->resource)
 			goto out;
-		r = enc_profile(&e, w, i, t0, t1, types, &profs[0]);
+		r = proc_cache_init(&e.cache, proc);
+		size_t np = 0;
+		for (size_t k = 0; k < n_types && r == 0; k++) {
+			if (!type_has_samples(w, proc, k))
+				continue;
+			r = enc_profile(&e, w, i, k, t0, t1, &profs[np]);
+			if (r == 0)
+				np++;
+		}
+		proc_cache_release(&e.cache);
 		if (r < 0)
 			goto out;
+		/* Profile.original_payload: once per process, on its first profile. */
+		if (proc->original_payload && proc->original_payload_len) {
+			profs[0]->original_payload.data = (uint8_t *)proc->original_payload;
+			profs[0]->original_payload.len = proc->original_payload_len;
+			profs[0]->original_payload_format =
+				(char *)(proc->original_payload_format ? proc->original_payload_format
+								       : "pprof");
+		}
 		if (n == 0 && profile_id)
 			memcpy(profile_id, profs[0]->profile_id.data, 16);
 		sp->scope = scope;
 		sp->profiles = profs;
-		sp->n_profiles = 1;
+		sp->n_profiles = np;
 		sps[0] = sp;
 		rp->scope_profiles = sps;
 		rp->n_scope_profiles = 1;
@@ -654,6 +744,7 @@ struct dec {
 	struct pf_error *err;
 	/* dense local numbering of the dictionary entries one profile reaches, -1 = not reached */
 	int32_t *map, *loc, *stack;
+	bool explicit_types; /* the window has explicit sample types (see pf/profile.h) */
 };
 
 static void *dalloc(struct dec *d, size_t n, size_t size, int *rc)
@@ -872,27 +963,54 @@ static int dec_frame(struct dec *d, const pb_location *l, struct pf_prof_frame *
 	return rc;
 }
 
+/* A sample attribute other than thread.id / thread.name as a label. */
+static int dec_label(struct dec *d, int32_t idx, const char *key, const pb_anyvalue *v,
+		     const char *txt, struct pf_prof_label *l)
+{
+	int rc = 0;
+	const char *unit;
+	int r = dict_string(d, d->d->attribute_table[idx]->unit_strindex, &unit);
+	if (r < 0)
+		return r;
+	l->key = dstr(d, key, &rc);
+	if (v->value_case == ANY_INT) {
+		l->num = v->int_value;
+		l->unit = *unit ? dstr(d, unit, &rc) : NULL;
+	} else {
+		l->str = dstr(d, txt, &rc);
+	}
+	return rc;
+}
+
 static int dec_sample(struct dec *d, const pb_sample *s, int32_t zero_stack,
 		      struct pf_prof_sample *o)
 {
 	int rc = 0;
 	o->stack = s->stack_index == 0 && d->d->n_stack_table == 0 ? (uint32_t)zero_stack
 								     : (uint32_t)d->stack[s->stack_index];
-	if (s->n_values) {
+	if (d->explicit_types) {
+		/* values are summed by the caller */
+	} else if (s->n_values) {
 		if (s->values[0] < 0)
 			return pf_error_set(d->err, -EBADMSG, "", "negative sample value");
 		o->count = (uint64_t)s->values[0];
 	} else {
 		o->count = s->n_timestamps_unix_nano;
 	}
-	if (s->n_timestamps_unix_nano && s->n_timestamps_unix_nano == o->count &&
-	    o->count <= UINT32_MAX) {
+	if (!d->explicit_types && s->n_timestamps_unix_nano &&
+	    s->n_timestamps_unix_nano == o->count && o->count <= UINT32_MAX) {
 		uint64_t *ts = dalloc(d, s->n_timestamps_unix_nano, sizeof(*ts), &rc);
 		if (!ts)
 			return rc;
 		memcpy(ts, s->timestamps_unix_nano, s->n_timestamps_unix_nano * sizeof(*ts));
 		o->timestamps = ts;
 		o->n_timestamps = (uint32_t)s->n_timestamps_unix_nano;
+	}
+	struct pf_prof_label *labels = NULL;
+	if (s->n_attribute_indices) {
+		labels = dalloc(d, s->n_attribute_indices, sizeof(*labels), &rc);
+		if (!labels)
+			return rc;
 	}
 	for (size_t a = 0; a < s->n_attribute_indices; a++) {
 		const char *key, *txt;
@@ -903,7 +1021,7 @@ static int dec_sample(struct dec *d, const pb_sample *s, int32_t zero_stack,
 			r = any_text(d, v, tmp, sizeof(tmp), &txt);
 		if (r < 0)
 			return r;
-		if (!txt)
+		if (!txt || !*key)
 			continue;
 		if (strcmp(key, "thread.id") == 0) {
 			char *end;
@@ -913,8 +1031,20 @@ static int dec_sample(struct dec *d, const pb_sample *s, int32_t zero_stack,
 			o->thread_name = dstr(d, txt, &rc);
 			if (rc < 0)
 				return rc;
+		} else {
+			bool dup = false;
+			for (uint32_t k = 0; k < o->n_labels && !dup; k++)
+				dup = strcmp(labels[k].key, key) == 0;
+			if (dup)
+				continue;
+			r = dec_label(d, s->attribute_indices[a], key, v, txt,
+				      &labels[o->n_labels]);
+			if (r < 0)
+				return r;
+			o->n_labels++;
 		}
 	}
+	o->labels = o->n_labels ? labels : NULL;
 	if (s->link_index > 0) {
 		const pb_link *l = d->d->link_table[s->link_index];
 		if (l->trace_id.len != 16 || l->span_id.len != 8)
@@ -970,8 +1100,87 @@ static int dec_resource(struct dec *d, const pb_resource *res, struct pf_prof_pr
 	return 0;
 }
 
-static int dec_profile(struct dec *d, const pb_resource *res, const pb_profile *pp,
-		       struct pf_prof_process *p)
+/* Identity of a sample across the profiles of one group: stack, link, attributes. */
+static int sample_key(struct pf_buf *b, const pb_sample *s)
+{
+	pf_buf_reset(b);
+	int32_t head[2] = {s->stack_index, s->link_index};
+	int r = pf_buf_append(b, head, sizeof(head));
+	if (r == 0 && s->n_attribute_indices)
+		r = pf_buf_append(b, s->attribute_indices,
+				  s->n_attribute_indices * sizeof(int32_t));
+	return r;
+}
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+	if (__builtin_add_overflow(a, b, &r))
+		return b > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+/* Explicit sample types: the samples of the group's profiles merged by identity, values[k]
+ * of sample type type_of[j] summed from profile j. */
+static int dec_merge_samples(struct dec *d, const pb_profile *const *pps, size_t n_pp,
+			     const size_t *type_of, int32_t zero_stack, struct pf_prof_process *p)
+{
+	size_t nt = d->w->n_sample_types;
+	struct prof_intern keys;
+	struct pf_buf kb;
+	prof_intern_init(&keys, 0);
+	pf_buf_init(&kb, SIZE_MAX / 4);
+	size_t total = 0;
+	int r = 0, rc = 0;
+	for (size_t j = 0; j < n_pp; j++)
+		total += pps[j]->n_samples;
+	struct pf_prof_sample *samples = dalloc(d, total, sizeof(*samples), &rc);
+	int64_t *values = dalloc(d, total, nt * sizeof(int64_t), &rc);
+	if (rc < 0) {
+		r = rc;
+		goto out;
+	}
+	size_t n = 0;
+	for (size_t j = 0; j < n_pp; j++) {
+		for (size_t i = 0; i < pps[j]->n_samples; i++) {
+			const pb_sample *s = pps[j]->samples[i];
+			int32_t idx;
+			bool added;
+			r = sample_key(&kb, s);
+			if (r == 0)
+				r = prof_intern(&keys, kb.data, kb.len, &idx, &added);
+			if (r == 0 && added) {
+				n++;
+				samples[idx].values = &values[(size_t)idx * nt];
+				r = dec_sample(d, s, zero_stack, &samples[idx]);
+			}
+			if (r < 0)
+				goto out;
+			int64_t *v = (int64_t *)samples[idx].values, w = 0;
+			/* values-only (one value), values with timestamps, or timestamps-only */
+			for (size_t k = 0; k < s->n_values; k++)
+				w = sat_add(w, s->values[k]);
+			if (!s->n_values)
+				w = s->n_timestamps_unix_nano > INT64_MAX
+					    ? INT64_MAX
+					    : (int64_t)s->n_timestamps_unix_nano;
+			v[type_of[j]] = sat_add(v[type_of[j]], w);
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		samples[i].count = samples[i].values[0] > 0 ? (uint64_t)samples[i].values[0] : 0;
+	p->samples = samples;
+	p->n_samples = n;
+out:
+	prof_intern_release(&keys);
+	pf_buf_release(&kb);
+	return r;
+}
+
+/* One process from a group of profiles (one, or with explicit sample types all the profiles
+ * of one ScopeProfiles); type_of[j] is the window sample type of profile j (NULL: implicit). */
+static int dec_profile(struct dec *d, const pb_resource *res, const pb_profile *const *pps,
+		       size_t n_pp, const size_t *type_of, struct pf_prof_process *p)
 {
 	const pb_dict *dc = d->d;
 	int rc = 0;
@@ -983,19 +1192,23 @@ static int dec_profile(struct dec *d, const pb_resource *res, const pb_profile *
 	for (size_t i = 0; i < dc->n_stack_table; i++)
 		d->stack[i] = -1;
 	int r = dec_resource(d, res, p);
-	if (r == 0)
-		r = dec_mark(d, pp, &n_map, &n_loc, &n_stack);
+	for (size_t j = 0; j < n_pp && r == 0; j++)
+		r = dec_mark(d, pps[j], &n_map, &n_loc, &n_stack);
 	if (r < 0)
 		return r;
 	int32_t zero_stack = -1;
-	for (size_t i = 0; i < pp->n_samples; i++)
-		if (pp->samples[i]->stack_index == 0 && dc->n_stack_table == 0 && zero_stack < 0)
-			zero_stack = (int32_t)n_stack++;
+	size_t n_samples = 0;
+	for (size_t j = 0; j < n_pp; j++) {
+		n_samples += pps[j]->n_samples;
+		for (size_t i = 0; i < pps[j]->n_samples; i++)
+			if (pps[j]->samples[i]->stack_index == 0 && dc->n_stack_table == 0 &&
+			    zero_stack < 0)
+				zero_stack = (int32_t)n_stack++;
+	}
 
 	struct pf_prof_mapping *maps = dalloc(d, n_map, sizeof(*maps), &rc);
 	struct pf_prof_frame *frames = dalloc(d, n_loc, sizeof(*frames), &rc);
 	struct pf_prof_stack *stacks = dalloc(d, n_stack, sizeof(*stacks), &rc);
-	struct pf_prof_sample *samples = dalloc(d, pp->n_samples, sizeof(*samples), &rc);
 	if (rc < 0)
 		return rc;
 	for (size_t i = 1; i < dc->n_mapping_table; i++)
@@ -1016,17 +1229,48 @@ static int dec_profile(struct dec *d, const pb_resource *res, const pb_profile *
 		stacks[d->stack[i]].frames = fr;
 		stacks[d->stack[i]].n_frames = (uint32_t)st->n_location_indices;
 	}
-	for (size_t i = 0; i < pp->n_samples; i++) {
-		r = dec_sample(d, pp->samples[i], zero_stack, &samples[i]);
+	if (type_of) {
+		r = dec_merge_samples(d, pps, n_pp, type_of, zero_stack, p);
 		if (r < 0)
 			return r;
-		for (uint32_t k = 0; k < samples[i].n_timestamps; k++) {
-			uint64_t ts = samples[i].timestamps[k];
-			if (ts < d->w->start_unix_ns)
-				d->w->start_unix_ns = ts;
-			if (ts >= d->w->end_unix_ns)
-				d->w->end_unix_ns = ts + 1;
+	} else {
+		struct pf_prof_sample *samples = dalloc(d, n_samples, sizeof(*samples), &rc);
+		if (rc < 0)
+			return rc;
+		size_t n = 0;
+		for (size_t j = 0; j < n_pp; j++) {
+			for (size_t i = 0; i < pps[j]->n_samples; i++, n++) {
+				r = dec_sample(d, pps[j]->samples[i], zero_stack, &samples[n]);
+				if (r < 0)
+					return r;
+				for (uint32_t k = 0; k < samples[n].n_timestamps; k++) {
+					uint64_t ts = samples[n].timestamps[k];
+					if (ts < d->w->start_unix_ns)
+						d->w->start_unix_ns = ts;
+					if (ts >= d->w->end_unix_ns)
+						d->w->end_unix_ns = ts + 1;
+				}
+			}
 		}
+		p->samples = samples;
+		p->n_samples = n;
+	}
+	for (size_t j = 0; j < n_pp; j++) {
+		const pb_profile *pp = pps[j];
+		if (!pp->original_payload.len)
+			continue;
+		uint8_t *b = dalloc(d, pp->original_payload.len, 1, &rc);
+		if (!b)
+			return rc;
+		memcpy(b, pp->original_payload.data, pp->original_payload.len);
+		p->original_payload = b;
+		p->original_payload_len = pp->original_payload.len;
+		p->original_payload_format =
+			dstr(d, pp->original_payload_format ? pp->original_payload_format : "",
+			     &rc);
+		if (rc < 0)
+			return rc;
+		break;
 	}
 	p->mappings = maps;
 	p->n_mappings = n_map;
@@ -1034,9 +1278,88 @@ static int dec_profile(struct dec *d, const pb_resource *res, const pb_profile *
 	p->n_frames = n_loc;
 	p->stacks = stacks;
 	p->n_stacks = n_stack;
-	p->samples = samples;
-	p->n_samples = pp->n_samples;
 	return 0;
+}
+
+static bool vt_is(struct dec *d, const pb_value_type *vt, const char *type, const char *unit)
+{
+	const char *t = "", *u = "";
+	if (vt && (dict_string(d, vt->type_strindex, &t) < 0 ||
+		   dict_string(d, vt->unit_strindex, &u) < 0))
+		return false;
+	return strcmp(t, type) == 0 && strcmp(u, unit) == 0;
+}
+
+/* The window's sample types: none (implicit CPU profile) when every profile is samples/count
+ * with period type cpu/nanoseconds (or unset), else the distinct (type, unit) pairs in order
+ * of appearance. type_of[j] receives the type of the j-th profile of the request. */
+static int dec_types(struct dec *d, const pb_request *req, size_t n_profiles, size_t *type_of)
+{
+	int rc = 0;
+	bool implicit = true;
+	for (size_t i = 0; i < req->n_resource_profiles; i++)
+		for (size_t j = 0; j < req->resource_profiles[i]->n_scope_profiles; j++) {
+			const pb_scope_profiles *sp = req->resource_profiles[i]->scope_profiles[j];
+			for (size_t k = 0; k < sp->n_profiles; k++) {
+				const pb_profile *pp = sp->profiles[k];
+				const char *t;
+				if (pp->sample_type &&
+				    (dict_string(d, pp->sample_type->type_strindex, &t) < 0 ||
+				     dict_string(d, pp->sample_type->unit_strindex, &t) < 0))
+					return -EBADMSG;
+				if (pp->period_type &&
+				    (dict_string(d, pp->period_type->type_strindex, &t) < 0 ||
+				     dict_string(d, pp->period_type->unit_strindex, &t) < 0))
+					return -EBADMSG;
+				if ((pp->sample_type &&
+				     !vt_is(d, pp->sample_type, "samples", "count")) ||
+				    (pp->period_type &&
+				     !vt_is(d, pp->period_type, "cpu", "nanoseconds")))
+					implicit = false;
+			}
+		}
+	if (implicit)
+		return 0;
+	d->explicit_types = true;
+	struct pf_prof_value_type *types = dalloc(d, n_profiles, sizeof(*types), &rc);
+	if (rc < 0)
+		return rc;
+	size_t nt = 0, n = 0;
+	for (size_t i = 0; i < req->n_resource_profiles; i++)
+		for (size_t j = 0; j < req->resource_profiles[i]->n_scope_profiles; j++) {
+			const pb_scope_profiles *sp = req->resource_profiles[i]->scope_profiles[j];
+			for (size_t k = 0; k < sp->n_profiles; k++, n++) {
+				const pb_profile *pp = sp->profiles[k];
+				const char *t = "", *u = "";
+				if (pp->sample_type) {
+					dict_string(d, pp->sample_type->type_strindex, &t);
+					dict_string(d, pp->sample_type->unit_strindex, &u);
+				}
+				if (!*t)
+					t = "samples";
+				size_t x = 0;
+				while (x < nt && !(strcmp(types[x].type, t) == 0 &&
+						   strcmp(types[x].unit ? types[x].unit : "", u) == 0))
+					x++;
+				if (x == nt) {
+					types[nt].type = dstr(d, t, &rc);
+					types[nt].unit = *u ? dstr(d, u, &rc) : NULL;
+					nt++;
+				}
+				type_of[n] = x;
+				if (pp->period_type && !d->w->period_type.type &&
+				    !d->w->period_type.unit) {
+					dict_string(d, pp->period_type->type_strindex, &t);
+					dict_string(d, pp->period_type->unit_strindex, &u);
+					d->w->period_type.type = *t ? dstr(d, t, &rc) : NULL;
+					d->w->period_type.unit = *u ? dstr(d, u, &rc) : NULL;
+					d->w->period = pp->period;
+				}
+			}
+		}
+	d->w->sample_types = types;
+	d->w->n_sample_types = nt;
+	return rc;
 }
 
 static int dec_request(struct dec *d, const pb_request *req)
@@ -1049,16 +1372,21 @@ static int dec_request(struct dec *d, const pb_request *req)
 	for (size_t i = 0; i < req->n_resource_profiles; i++)
 		for (size_t j = 0; j < req->resource_profiles[i]->n_scope_profiles; j++)
 			n_profiles += req->resource_profiles[i]->scope_profiles[j]->n_profiles;
+	size_t *type_of = dalloc(d, n_profiles, sizeof(*type_of), &rc);
 	struct pf_prof_process *procs = dalloc(d, n_profiles, sizeof(*procs), &rc);
 	if (rc < 0)
 		return rc;
+	int r = dec_types(d, req, n_profiles, type_of);
+	if (r < 0)
+		return r == -EBADMSG ? pf_error_set(d->err, r, "", "bad sample or period type")
+				     : r;
 	d->map = malloc((dc->n_mapping_table + 1) * sizeof(int32_t));
 	d->loc = malloc((dc->n_location_table + 1) * sizeof(int32_t));
 	d->stack = malloc((dc->n_stack_table + 1) * sizeof(int32_t));
 	if (!d->map || !d->loc || !d->stack)
 		return -ENOMEM;
 	bool first = true;
-	size_t n = 0;
+	size_t n = 0, np = 0;
 	for (size_t i = 0; i < req->n_resource_profiles; i++) {
 		const pb_resource_profiles *rp = req->resource_profiles[i];
 		for (size_t j = 0; j < rp->n_scope_profiles; j++) {
@@ -1072,15 +1400,28 @@ static int dec_request(struct dec *d, const pb_request *req)
 					d->w->start_unix_ns = pp->time_unix_nano;
 				if (first || end > d->w->end_unix_ns)
 					d->w->end_unix_ns = end;
-				if (first && pp->period > 0) {
+				if (first && pp->period > 0 &&
+				    (!d->explicit_types ||
+				     vt_is(d, pp->period_type, "cpu", "nanoseconds"))) {
 					int64_t hz = (1000000000 + pp->period / 2) / pp->period;
 					d->w->frequency_hz = hz > 0 ? (uint32_t)hz : 1;
 				}
 				first = false;
-				int r = dec_profile(d, rp->resource, pp, &procs[n++]);
+				if (d->explicit_types)
+					continue;
+				r = dec_profile(d, rp->resource, (const pb_profile *const *)&sp->profiles[k], 1, NULL,
+						&procs[n++]);
 				if (r < 0)
 					return r;
 			}
+			if (d->explicit_types && sp->n_profiles) {
+				r = dec_profile(d, rp->resource,
+						(const pb_profile *const *)sp->profiles,
+						sp->n_profiles, &type_of[np], &procs[n++]);
+				if (r < 0)
+					return r;
+			}
+			np += sp->n_profiles;
 		}
 	}
 	d->w->processes = procs;

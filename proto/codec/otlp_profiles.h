@@ -11,12 +11,22 @@
  *    mappings, functions, locations, links and stacks each interned once), with the zero value
  *    at index 0 of every table: string_table[0] = "", attribute_table[0] = {} and an empty
  *    message at index 0 of the mapping, location, function, link and stack tables;
- *  - sample_type samples/count, period_type cpu/nanoseconds, period = 1e9 / frequency_hz;
- *  - samples of one shape per profile: timestamps-only when every sample of the process has
+ *  - for a window without explicit sample types (pf/profile.h): one Profile per process,
+ *    sample_type samples/count, period_type cpu/nanoseconds, period = 1e9 / frequency_hz;
+ *    samples of one shape per profile: timestamps-only when every sample of the process has
  *    per-sample timestamps (n_timestamps == count), else exactly one value (count) each;
+ *  - for a window with explicit sample types (pprof sources): one Profile per sample type
+ *    that has a non-zero value in the process (OTLP v1.11 has one sample_type per Profile),
+ *    in the window's order, all in the process's one ScopeProfiles; the window's period type
+ *    and period; values-only samples (the sample's value of that type, zero values left
+ *    out); process.pid only when the pid is known (non-zero);
+ *  - the process's original_payload (and its format, "pprof" by default) on its first
+ *    Profile;
  *  - time_unix_nano / duration_nano covering [start, end) of the window, widened if a sample
  *    timestamp falls outside it, so every timestamp lies in [time, time + duration);
- *  - sample attributes thread.id (int) and thread.name (string, when known); location
+ *  - sample attributes thread.id (int; with explicit sample types only when non-zero),
+ *    thread.name (string, when known), then the sample's labels (string, or int with the
+ *    label's unit as the attribute unit), the first of a key winning; location
  *    attribute profile.frame.type ("native" or "kernel"); mapping attribute
  *    process.executable.build_id.gnu (when known); a link per distinct (trace id, span id)
  *    with 16- and 8-byte ids for samples that carry one;
@@ -25,10 +35,18 @@
  *
  * The decoder reads untrusted bytes into a new window: wire bytes scanned for nesting depth,
  * protobuf-c unpacked through an allocator capped at max_bytes, every index checked, and the
- * window's own arena also counted against max_bytes. Each Profile becomes one process (pid
- * from process.pid, attributes from the resource; non-string values rendered in decimal /
- * true/false; other kinds skipped). A sample's count is values[0] when values are present,
- * else the number of timestamps. */
+ * window's own arena also counted against max_bytes. When every Profile is samples/count with
+ * period type cpu/nanoseconds (or unset), the window has no explicit sample types and each
+ * Profile becomes one process (pid from process.pid, attributes from the resource; non-string
+ * values rendered in decimal / true/false; other kinds skipped); a sample's count is values[0]
+ * when values are present, else the number of timestamps. Otherwise the window's sample types
+ * are the distinct (type, unit) pairs in order of appearance, period type and period come from
+ * the first Profile that has one, each ScopeProfiles becomes one process, and its Profiles'
+ * samples are merged by identity (stack, link, attributes) into samples with one value per
+ * sample type (a Profile's sample weighs the sum of its values, or its number of
+ * timestamps). Sample attributes other than thread.id / thread.name become labels (int
+ * values as numbers with the attribute's unit). The first original_payload of a process's
+ * Profiles is kept. */
 #ifndef PF_OTLP_PROFILES_H
 #define PF_OTLP_PROFILES_H
 

@@ -164,7 +164,7 @@ static int penc_location(struct penc *e, const struct pf_prof_process *p, uint32
 }
 
 static int penc_label(struct penc *e, const char *key, const char *s, int64_t num,
-		      pb_label **out)
+		      const char *unit, pb_label **out)
 {
 	pb_label *l = prof_pool_alloc(&e->pool, sizeof(*l));
 	if (!l)
@@ -173,21 +173,68 @@ static int penc_label(struct penc *e, const char *key, const char *s, int64_t nu
 	int r = pstr(e, key, &l->key);
 	if (r == 0 && s)
 		r = pstr(e, s, &l->str);
+	if (r == 0 && !s)
+		r = pstr(e, unit, &l->num_unit);
 	l->num = s ? 0 : num;
 	*out = l;
 	return r;
 }
 
-static int penc_process(struct penc *e, const struct pf_prof_process *p, int64_t period)
+/* Labels pid, tid (for the implicit CPU profile always, else when known), thread (when
+ * known), then the sample's own labels; the first of a key wins. */
+static int penc_labels(struct penc *e, const struct pf_prof_window *w,
+		       const struct pf_prof_process *p, const struct pf_prof_sample *s,
+		       pb_sample *ps)
+{
+	size_t cap = 3 + (size_t)s->n_labels;
+	pb_label **labels = prof_pool_array(&e->pool, cap, sizeof(*labels));
+	const char **keys = prof_pool_array(&e->pool, cap, sizeof(*keys));
+	if (!labels || !keys)
+		return -ENOMEM;
+	size_t n = 0;
+	int r = 0;
+	if (!w->n_sample_types || p->pid) {
+		keys[n] = "pid";
+		r = penc_label(e, "pid", NULL, p->pid, NULL, &labels[n++]);
+	}
+	if (r == 0 && (!w->n_sample_types || s->tid)) {
+		keys[n] = "tid";
+		r = penc_label(e, "tid", NULL, s->tid, NULL, &labels[n++]);
+	}
+	if (r == 0 && s->thread_name && *s->thread_name) {
+		keys[n] = "thread";
+		r = penc_label(e, "thread", s->thread_name, 0, NULL, &labels[n++]);
+	}
+	for (uint32_t k = 0; r == 0 && k < s->n_labels; k++) {
+		const struct pf_prof_label *l = &s->labels[k];
+		if (!l->key || !*l->key)
+			continue;
+		bool dup = false;
+		for (size_t j = 0; j < n && !dup; j++)
+			dup = strcmp(keys[j], l->key) == 0;
+		if (dup)
+			continue;
+		keys[n] = l->key;
+		r = penc_label(e, l->key, l->str, l->num, l->unit, &labels[n++]);
+	}
+	ps->label = labels;
+	ps->n_label = n;
+	return r;
+}
+
+static int penc_process(struct penc *e, const struct pf_prof_window *w,
+			const struct pf_prof_process *p)
 {
 	int r = -ENOMEM;
+	size_t nt = w->n_sample_types ? w->n_sample_types : 2;
+	int64_t period = pf_prof_window_period(w);
 	uint64_t *map_ids = calloc(p->n_mappings + 1, sizeof(*map_ids));
 	uint64_t *loc_ids = calloc(p->n_frames + 1, sizeof(*loc_ids));
 	if (!map_ids || !loc_ids)
 		goto out;
 	for (size_t i = 0; i < p->n_samples; i++) {
 		const struct pf_prof_sample *s = &p->samples[i];
-		if (!s->count)
+		if (!pf_prof_sample_nonzero(w, s))
 			continue;
 		r = -EINVAL;
 		if (s->stack >= p->n_stacks)
@@ -196,9 +243,8 @@ static int penc_process(struct penc *e, const struct pf_prof_process *p, int64_t
 		r = -ENOMEM;
 		pb_sample *ps = prof_pool_alloc(&e->pool, sizeof(*ps));
 		uint64_t *ids = prof_pool_array(&e->pool, st->n_frames, sizeof(*ids));
-		int64_t *vals = prof_pool_array(&e->pool, 2, sizeof(*vals));
-		pb_label **labels = prof_pool_array(&e->pool, 3, sizeof(*labels));
-		if (!ps || !ids || !vals || !labels)
+		int64_t *vals = prof_pool_array(&e->pool, nt, sizeof(*vals));
+		if (!ps || !ids || !vals)
 			goto out;
 		*ps = (pb_sample)PERFTOOLS__PROFILES__SAMPLE__INIT;
 		for (uint32_t k = 0; k < st->n_frames; k++) {
@@ -212,24 +258,21 @@ static int penc_process(struct penc *e, const struct pf_prof_process *p, int64_t
 		}
 		ps->location_id = ids;
 		ps->n_location_id = st->n_frames;
-		int64_t count = s->count > INT64_MAX ? INT64_MAX : (int64_t)s->count;
-		vals[0] = count;
-		vals[1] = count > INT64_MAX / period ? INT64_MAX : count * period;
-		ps->value = vals;
-		ps->n_value = 2;
-		r = penc_label(e, "pid", NULL, p->pid, &labels[0]);
-		if (r == 0)
-			r = penc_label(e, "tid", NULL, s->tid, &labels[1]);
-		ps->n_label = 2;
-		if (r == 0 && s->thread_name && *s->thread_name) {
-			r = penc_label(e, "thread", s->thread_name, 0, &labels[2]);
-			ps->n_label = 3;
+		if (w->n_sample_types) {
+			for (size_t k = 0; k < nt; k++)
+				vals[k] = pf_prof_sample_value(w, s, k);
+		} else {
+			int64_t count = s->count > INT64_MAX ? INT64_MAX : (int64_t)s->count;
+			vals[0] = count;
+			vals[1] = count > INT64_MAX / period ? INT64_MAX : count * period;
 		}
+		ps->value = vals;
+		ps->n_value = nt;
+		r = penc_labels(e, w, p, s, ps);
 		if (r == 0)
 			r = ptrs_push(&e->samples, ps);
 		if (r < 0)
 			goto out;
-		ps->label = labels;
 	}
 	r = 0;
 out:
@@ -241,9 +284,12 @@ out:
 int pf_pprof_encode(const struct pf_prof_window *w, int64_t pid, struct pf_buf *out,
 		    struct pf_error *err)
 {
-	if (!w->frequency_hz || w->frequency_hz > 1000000000u)
+	if (!w->n_sample_types && (!w->frequency_hz || w->frequency_hz > 1000000000u))
 		return pf_error_set(err, -EINVAL, "", "frequency_hz must be 1..1e9, got %" PRIu32,
 				    w->frequency_hz);
+	for (size_t k = 0; k < w->n_sample_types; k++)
+		if (!w->sample_types[k].type || !*w->sample_types[k].type)
+			return pf_error_set(err, -EINVAL, "", "sample_types[%zu]: type missing", k);
 	struct penc e;
 	memset(&e, 0, sizeof(e));
 	pf_buf_init(&e.scratch, SIZE_MAX / 4);
@@ -254,17 +300,41 @@ int pf_pprof_encode(const struct pf_prof_window *w, int64_t pid, struct pf_buf *
 	char *empty = prof_pool_strdup(&e.pool, "");
 	if (r == 0)
 		r = empty ? ptrs_push(&e.tab[T_STR], empty) : -ENOMEM;
-	int64_t period = (int64_t)(1000000000ull / w->frequency_hz);
-	int64_t st[4];
-	const char *names[4] = {"samples", "count", "cpu", "nanoseconds"};
-	for (int i = 0; i < 4 && r == 0; i++)
-		r = pstr(&e, names[i], &st[i]);
+
+	/* Sample types: the window's, or samples/count + cpu/nanoseconds (values count and
+	 * count * period) for the implicit CPU profile. */
+	size_t nt = w->n_sample_types ? w->n_sample_types : 2;
+	pb_value_type *vt = prof_pool_array(&e.pool, nt + 1, sizeof(*vt));
+	pb_value_type **types = prof_pool_array(&e.pool, nt, sizeof(*types));
+	if (r == 0 && (!vt || !types))
+		r = -ENOMEM;
+	struct pf_prof_value_type per = pf_prof_window_period_type(w);
+	int64_t def = 0;
+	for (size_t k = 0; k < nt && r == 0; k++) {
+		struct pf_prof_value_type t =
+			w->n_sample_types ? w->sample_types[k]
+			: k == 0	  ? (struct pf_prof_value_type){"samples", "count"}
+					  : (struct pf_prof_value_type){"cpu", "nanoseconds"};
+		vt[k] = (pb_value_type)PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
+		r = pstr(&e, t.type, &vt[k].type);
+		if (r == 0)
+			r = pstr(&e, t.unit, &vt[k].unit);
+		types[k] = &vt[k];
+	}
+	if (r == 0) {
+		vt[nt] = (pb_value_type)PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
+		r = pstr(&e, per.type, &vt[nt].type);
+	}
+	if (r == 0)
+		r = pstr(&e, per.unit, &vt[nt].unit);
+	if (r == 0)
+		r = pstr(&e, w->n_sample_types ? w->default_sample_type : "cpu", &def);
 	bool matched = false;
 	for (size_t i = 0; i < w->n_processes && r == 0; i++) {
 		if (pid >= 0 && w->processes[i].pid != (uint64_t)pid)
 			continue;
 		matched = true;
-		r = penc_process(&e, &w->processes[i], period);
+		r = penc_process(&e, w, &w->processes[i]);
 		if (r == -EINVAL)
 			pf_error_set(err, r, "", "processes[%zu]: index out of range", i);
 	}
@@ -273,18 +343,9 @@ int pf_pprof_encode(const struct pf_prof_window *w, int64_t pid, struct pf_buf *
 	if (r < 0)
 		goto out;
 
-	pb_value_type vt[3] = {PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
-			       PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
-			       PERFTOOLS__PROFILES__VALUE_TYPE__INIT};
-	vt[0].type = st[0];
-	vt[0].unit = st[1];
-	vt[1].type = st[2];
-	vt[1].unit = st[3];
-	vt[2] = vt[1];
-	pb_value_type *types[2] = {&vt[0], &vt[1]};
 	pb_profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
 	prof.sample_type = types;
-	prof.n_sample_type = 2;
+	prof.n_sample_type = nt;
 	prof.sample = (pb_sample **)e.samples.v;
 	prof.n_sample = e.samples.n;
 	prof.mapping = (pb_mapping **)e.tab[T_MAP].v;
@@ -299,9 +360,10 @@ int pf_pprof_encode(const struct pf_prof_window *w, int64_t pid, struct pf_buf *
 	prof.duration_nanos = (int64_t)(w->end_unix_ns >= w->start_unix_ns
 						? w->end_unix_ns - w->start_unix_ns
 						: 0);
-	prof.period_type = &vt[2];
-	prof.period = period;
-	prof.default_sample_type = st[2];
+	if (per.type || per.unit)
+		prof.period_type = &vt[nt];
+	prof.period = pf_prof_window_period(w);
+	prof.default_sample_type = def;
 
 	size_t n = protobuf_c_message_get_packed_size(&prof.base);
 	pf_buf_reset(&e.scratch);
@@ -377,6 +439,63 @@ static int id_index(struct prof_intern *t, uint64_t id, size_t n_known, int32_t 
 	return added && (size_t)*pos >= n_known ? -ENOENT : 0;
 }
 
+/* String at idx copied into the window, "" kept as "" (fallback when NULL). */
+static const char *pd_str_or(struct pdec *d, int64_t idx, const char *fallback, int *rc)
+{
+	const char *s = NULL;
+	if (pd_str(d, idx, &s, rc) < 0)
+		return NULL;
+	if (s)
+		return s;
+	if (!fallback)
+		return NULL;
+	size_t n = strlen(fallback) + 1;
+	char *c = pdalloc(d, n, 1, rc);
+	if (c)
+		memcpy(c, fallback, n);
+	return c;
+}
+
+/* Sample types, period type, period, default sample type and frequency (when the period is in
+ * nanoseconds) into the window. */
+static int pdec_types(struct pdec *d)
+{
+	const pb_profile *p = d->p;
+	struct pf_prof_window *w = d->w;
+	int rc = 0;
+	if (!p->n_sample_type)
+		return pf_error_set(d->err, -EBADMSG, "", "pprof without sample types");
+	struct pf_prof_value_type *t = pdalloc(d, p->n_sample_type, sizeof(*t), &rc);
+	if (rc < 0)
+		return rc;
+	for (size_t k = 0; k < p->n_sample_type && rc == 0; k++) {
+		t[k].type = pd_str_or(d, p->sample_type[k]->type, "unknown", &rc);
+		if (rc == 0)
+			pd_str(d, p->sample_type[k]->unit, &t[k].unit, &rc);
+	}
+	if (p->period_type && rc == 0) {
+		pd_str(d, p->period_type->type, &w->period_type.type, &rc);
+		if (rc == 0)
+			pd_str(d, p->period_type->unit, &w->period_type.unit, &rc);
+	}
+	if (rc == 0 && p->default_sample_type)
+		pd_str(d, p->default_sample_type, &w->default_sample_type, &rc);
+	if (rc < 0)
+		return rc;
+	w->sample_types = t;
+	w->n_sample_types = p->n_sample_type;
+	w->period = p->period;
+	/* Not ours: the period in nanoseconds gives the sampling frequency (Go's CPU profile:
+	 * 10 ms = 100 Hz); a profile without a period type is taken as ours (cpu/nanoseconds). */
+	bool ns = !p->period_type ||
+		  (w->period_type.unit && strcmp(w->period_type.unit, "nanoseconds") == 0);
+	if (p->period > 0 && ns) {
+		int64_t hz = (1000000000 + p->period / 2) / p->period;
+		w->frequency_hz = hz > 0 ? (uint32_t)hz : 1;
+	}
+	return 0;
+}
+
 static int pdec_run(struct pdec *d)
 {
 	const pb_profile *p = d->p;
@@ -386,10 +505,12 @@ static int pdec_run(struct pdec *d)
 	prof_intern_init(&lids, 0);
 	prof_intern_init(&fids, 0);
 	prof_intern_init(&pids, 0);
+	uint32_t *spid = NULL, *loc_first = NULL, *loc_nf = NULL;
+	int32_t *sproc = NULL;
+	size_t *counts = NULL;
 	struct pf_prof_mapping *maps = pdalloc(d, p->n_mapping, sizeof(*maps), &rc);
-	struct pf_prof_frame *frames = pdalloc(d, p->n_location, sizeof(*frames), &rc);
 	int32_t pos;
-	if (rc < 0)
+	if (rc < 0 || (rc = pdec_types(d)) < 0)
 		goto out;
 	/* Register ids in table order: position == table index; a repeated id is an error. */
 	for (size_t i = 0; i < p->n_mapping && rc == 0; i++) {
@@ -412,6 +533,25 @@ static int pdec_run(struct pdec *d)
 		    (!added || !p->function[i]->id))
 			rc = pf_error_set(d->err, -EBADMSG, "", "function id zero or repeated");
 	}
+	/* A location becomes one frame per line (inlined functions, innermost first, as pprof
+	 * lists them), or one frame when it has no line. */
+	loc_first = calloc(p->n_location + 1, sizeof(*loc_first));
+	loc_nf = calloc(p->n_location + 1, sizeof(*loc_nf));
+	if (!loc_first || !loc_nf) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	size_t n_frames = 0;
+	for (size_t i = 0; i < p->n_location && rc == 0; i++) {
+		loc_first[i] = (uint32_t)n_frames;
+		loc_nf[i] = p->location[i]->n_line ? (uint32_t)p->location[i]->n_line : 1;
+		n_frames += loc_nf[i];
+		if (n_frames > UINT32_MAX)
+			rc = pf_error_set(d->err, -E2BIG, "", "too many frames");
+	}
+	struct pf_prof_frame *frames = NULL;
+	if (rc == 0)
+		frames = pdalloc(d, n_frames, sizeof(*frames), &rc);
 	for (size_t i = 0; i < p->n_location && rc == 0; i++) {
 		const pb_location *l = p->location[i];
 		bool added;
@@ -419,28 +559,33 @@ static int pdec_run(struct pdec *d)
 			rc = pf_error_set(d->err, -EBADMSG, "", "location id zero or repeated");
 		if (rc < 0)
 			break;
-		frames[i].address = l->address;
-		frames[i].mapping = -1;
+		int32_t mapping = -1;
+		uint8_t kind = PF_FRAME_NATIVE;
 		if (l->mapping_id) {
 			if ((rc = id_index(&mids, l->mapping_id, p->n_mapping, &pos)) < 0)
 				break;
-			frames[i].mapping = pos;
+			mapping = pos;
 			const char *path = maps[pos].path;
 			if (path && strcmp(path, "[kernel.kallsyms]") == 0)
-				frames[i].kind = PF_FRAME_KERNEL;
+				kind = PF_FRAME_KERNEL;
 		}
-		if (l->n_line && l->line[0]->function_id) {
-			if ((rc = id_index(&fids, l->line[0]->function_id, p->n_function, &pos)) < 0)
+		for (uint32_t k = 0; k < loc_nf[i] && rc == 0; k++) {
+			struct pf_prof_frame *f = &frames[loc_first[i] + k];
+			f->address = l->address;
+			f->mapping = mapping;
+			f->kind = kind;
+			if (!l->n_line || !l->line[k]->function_id)
+				continue;
+			if ((rc = id_index(&fids, l->line[k]->function_id, p->n_function, &pos)) < 0)
 				break;
 			const pb_function *fn = p->function[pos];
-			if (pd_str(d, fn->name, &frames[i].function, &rc) == 0 &&
-			    !frames[i].function)
-				pd_str(d, fn->system_name, &frames[i].function, &rc);
+			if (pd_str(d, fn->name, &f->function, &rc) == 0 && !f->function)
+				pd_str(d, fn->system_name, &f->function, &rc);
 			if (rc == 0)
-				pd_str(d, fn->filename, &frames[i].file, &rc);
-			frames[i].line = l->line[0]->line > 0 && l->line[0]->line <= UINT32_MAX
-						 ? (uint32_t)l->line[0]->line
-						 : 0;
+				pd_str(d, fn->filename, &f->file, &rc);
+			f->line = l->line[k]->line > 0 && l->line[k]->line <= UINT32_MAX
+					  ? (uint32_t)l->line[k]->line
+					  : 0;
 		}
 	}
 	if (rc == -ENOENT)
@@ -458,12 +603,11 @@ static int pdec_run(struct pdec *d)
 		else if (strcmp(p->string_table[i], "thread") == 0)
 			thread_key = (int64_t)i;
 	}
-	uint32_t *spid = calloc(p->n_sample + 1, sizeof(*spid));
-	int32_t *sproc = calloc(p->n_sample + 1, sizeof(*sproc));
-	size_t *counts = NULL;
+	spid = calloc(p->n_sample + 1, sizeof(*spid));
+	sproc = calloc(p->n_sample + 1, sizeof(*sproc));
 	if (!spid || !sproc) {
 		rc = -ENOMEM;
-		goto out2;
+		goto out;
 	}
 	for (size_t i = 0; i < p->n_sample; i++) {
 		const pb_sample *s = p->sample[i];
@@ -472,17 +616,15 @@ static int pdec_run(struct pdec *d)
 			    s->label[k]->num <= UINT32_MAX)
 				spid[i] = (uint32_t)s->label[k]->num;
 		if ((rc = prof_intern(&pids, &spid[i], sizeof(spid[i]), &sproc[i], NULL)) < 0)
-			goto out2;
+			goto out;
 	}
 	size_t n_procs = pids.n;
 	counts = calloc(n_procs + 1, sizeof(*counts));
 	struct pf_prof_process *procs = pdalloc(d, n_procs, sizeof(*procs), &rc);
-	if (!counts) {
+	if (!counts && rc == 0)
 		rc = -ENOMEM;
-		goto out2;
-	}
 	if (rc < 0)
-		goto out2;
+		goto out;
 	for (size_t i = 0; i < p->n_sample; i++)
 		counts[sproc[i]]++;
 	for (size_t k = 0; k < n_procs; k++) {
@@ -490,44 +632,93 @@ static int pdec_run(struct pdec *d)
 		pr->mappings = maps;
 		pr->n_mappings = p->n_mapping;
 		pr->frames = frames;
-		pr->n_frames = p->n_location;
+		pr->n_frames = n_frames;
 		pr->stacks = pdalloc(d, counts[k], sizeof(struct pf_prof_stack), &rc);
 		pr->samples = pdalloc(d, counts[k], sizeof(struct pf_prof_sample), &rc);
 		if (rc < 0)
-			goto out2;
+			goto out;
 	}
+	size_t nt = p->n_sample_type;
 	for (size_t i = 0; i < p->n_sample; i++) {
 		const pb_sample *s = p->sample[i];
 		struct pf_prof_process *pr = &procs[sproc[i]];
 		pr->pid = spid[i];
 		struct pf_prof_stack *st = (struct pf_prof_stack *)&pr->stacks[pr->n_stacks];
 		struct pf_prof_sample *o = (struct pf_prof_sample *)&pr->samples[pr->n_samples];
-		uint32_t *fr = pdalloc(d, s->n_location_id, sizeof(*fr), &rc);
-		if (rc < 0 || s->n_location_id > UINT32_MAX)
-			goto out2;
+		if (s->n_value != nt) {
+			rc = pf_error_set(d->err, -EBADMSG, "", "sample %zu: %zu values for %zu "
+					  "sample types", i, s->n_value, nt);
+			goto out;
+		}
+		size_t depth = 0;
 		for (size_t k = 0; k < s->n_location_id; k++) {
 			if ((rc = id_index(&lids, s->location_id[k], p->n_location, &pos)) < 0) {
 				rc = pf_error_set(d->err, -EBADMSG, "", "unknown location id %" PRIu64,
 						  s->location_id[k]);
-				goto out2;
+				goto out;
 			}
-			fr[k] = (uint32_t)pos;
+			depth += loc_nf[pos];
+		}
+		if (depth > UINT32_MAX) {
+			rc = pf_error_set(d->err, -EBADMSG, "", "stack too deep");
+			goto out;
+		}
+		uint32_t *fr = pdalloc(d, depth, sizeof(*fr), &rc);
+		int64_t *vals = pdalloc(d, nt, sizeof(*vals), &rc);
+		if (rc < 0)
+			goto out;
+		size_t n = 0;
+		for (size_t k = 0; k < s->n_location_id; k++) {
+			id_index(&lids, s->location_id[k], p->n_location, &pos);
+			for (uint32_t j = 0; j < loc_nf[pos]; j++)
+				fr[n++] = loc_first[pos] + j;
 		}
 		st->frames = fr;
-		st->n_frames = (uint32_t)s->n_location_id;
+		st->n_frames = (uint32_t)depth;
 		o->stack = (uint32_t)pr->n_stacks++;
-		if (s->n_value && s->value[0] < 0) {
-			rc = pf_error_set(d->err, -EBADMSG, "", "negative sample value");
-			goto out2;
-		}
-		o->count = s->n_value ? (uint64_t)s->value[0] : 0;
+		memcpy(vals, s->value, nt * sizeof(*vals));
+		o->values = vals;
+		o->count = vals[0] > 0 ? (uint64_t)vals[0] : 0;
+		struct pf_prof_label *labels = s->n_label
+						       ? pdalloc(d, s->n_label, sizeof(*labels), &rc)
+						       : NULL;
+		if (rc < 0)
+			goto out;
 		for (size_t k = 0; k < s->n_label; k++) {
 			const pb_label *l = s->label[k];
-			if (l->key == tid_key && l->num > 0 && l->num <= UINT32_MAX)
-				o->tid = (uint32_t)l->num;
-			else if (l->key == thread_key && pd_str(d, l->str, &o->thread_name, &rc))
-				goto out2;
+			if (l->key == pid_key && !l->str)
+				continue;
+			if (l->key == tid_key && !l->str) {
+				if (l->num > 0 && l->num <= UINT32_MAX)
+					o->tid = (uint32_t)l->num;
+				continue;
+			}
+			if (l->key == thread_key) {
+				if (pd_str(d, l->str, &o->thread_name, &rc) < 0)
+					goto out;
+				continue;
+			}
+			struct pf_prof_label *ol = &labels[o->n_labels];
+			if (pd_str(d, l->key, &ol->key, &rc) < 0)
+				goto out;
+			if (!ol->key)
+				continue;
+			bool dup = false;
+			for (uint32_t j = 0; j < o->n_labels && !dup; j++)
+				dup = strcmp(labels[j].key, ol->key) == 0;
+			if (dup)
+				continue;
+			if (l->str) {
+				ol->str = pd_str_or(d, l->str, "", &rc);
+			} else {
+				ol->num = l->num;
+				pd_str(d, l->num_unit, &ol->unit, &rc);
+			}
+			if (rc < 0)
+				goto out;
+			o->n_labels++;
 		}
+		o->labels = o->n_labels ? labels : NULL;
 		pr->n_samples++;
 	}
 	d->w->processes = procs;
@@ -535,15 +726,12 @@ static int pdec_run(struct pdec *d)
 	d->w->start_unix_ns = p->time_nanos > 0 ? (uint64_t)p->time_nanos : 0;
 	d->w->end_unix_ns =
 		d->w->start_unix_ns + (p->duration_nanos > 0 ? (uint64_t)p->duration_nanos : 0);
-	if (p->period > 0) {
-		int64_t hz = (1000000000 + p->period / 2) / p->period;
-		d->w->frequency_hz = hz > 0 ? (uint32_t)hz : 1;
-	}
-out2:
+out:
 	free(spid);
 	free(sproc);
 	free(counts);
-out:
+	free(loc_first);
+	free(loc_nf);
 	prof_intern_release(&mids);
 	prof_intern_release(&lids);
 	prof_intern_release(&fids);

@@ -2,20 +2,30 @@
  * (proto/pprof/perftools/profile.proto) and back; `go tool pprof` reads the output.
  *
  * Owns the pprof conventions of the project. The encoder writes:
- *  - sample_type [{samples, count}, {cpu, nanoseconds}], values [count, count * period],
- *    period_type cpu/nanoseconds, period = 1e9 / frequency_hz, time_nanos / duration_nanos
- *    of the window, default_sample_type "cpu";
+ *  - for a window without explicit sample types (pf/profile.h): sample_type
+ *    [{samples, count}, {cpu, nanoseconds}], values [count, count * period], period_type
+ *    cpu/nanoseconds, period = 1e9 / frequency_hz, default_sample_type "cpu";
+ *  - for a window with explicit sample types: those sample types, one value per type, the
+ *    window's period type, period and default sample type; samples whose values are all zero
+ *    are left out;
+ *  - time_nanos / duration_nanos of the window;
  *  - deduplicated mappings (filename, GNU build id, has_functions), functions (name,
  *    system_name, filename) and locations (mapping, address, one line), ids from 1;
- *  - per sample the location ids leaf first and labels pid (num), tid (num) and thread (str,
- *    when the thread name is known);
+ *  - per sample the location ids leaf first and labels pid (num), tid (num) — with explicit
+ *    sample types only when non-zero — thread (str, when the thread name is known), then the
+ *    sample's labels (str, or num with num_unit), the first of a key winning;
  * for every process of the window, or only the process `pid`. The bytes are gzip'd (pprof's
  * usual on-disk and HTTP form).
  *
  * The decoder reads untrusted bytes (gzip'd or not; decompression bounded by max_bytes, wire
  * nesting scanned, protobuf-c unpack through an allocator capped at max_bytes, every id and
- * string index checked): one process per distinct pid label (0 when absent), a sample's count
- * is its first value, and each sample gets its own stack (no stack dedup). */
+ * string index checked) into a window with explicit sample types: all of the profile's sample
+ * types, its period type, period and default sample type (frequency_hz from the period when
+ * it is in nanoseconds, else 0); one process per distinct pid label (0 when absent); each
+ * sample has its values (exactly one per sample type, else -EBADMSG; negative values kept),
+ * count = max(first value, 0), labels tid / thread into tid / thread_name and every other
+ * label into labels (first of a key wins), and its own stack (no stack dedup). A location
+ * with several lines (inlined calls) becomes one frame per line, innermost first. */
 #ifndef PF_PPROF_CODEC_H
 #define PF_PPROF_CODEC_H
 

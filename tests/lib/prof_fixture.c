@@ -99,3 +99,36 @@ struct pf_prof_window *prof_fixture_window(unsigned flags)
 	w->n_processes = 2;
 	return w;
 }
+
+struct pf_prof_window *prof_fixture_typed_window(void)
+{
+	struct pf_prof_window *w = prof_fixture_window(0);
+	struct pf_prof_value_type *t = pf_prof_alloc(w, 2 * sizeof(*t));
+	t[0] = (struct pf_prof_value_type){S(w, "alloc_objects"), S(w, "count")};
+	t[1] = (struct pf_prof_value_type){S(w, "alloc_space"), S(w, "bytes")};
+	w->sample_types = t;
+	w->n_sample_types = 2;
+	w->period_type = (struct pf_prof_value_type){S(w, "space"), S(w, "bytes")};
+	w->period = 524288;
+	w->default_sample_type = S(w, "alloc_space");
+	w->frequency_hz = 0;
+	w->n_processes = 1;
+	struct pf_prof_process *p = (struct pf_prof_process *)&w->processes[0];
+	p->pid = 0;
+	p->n_attrs = 2; /* service.name, process.executable.name */
+	struct pf_prof_sample *s = pf_prof_alloc(w, 3 * sizeof(*s));
+	static const int64_t v0[] = {3, 3000}, v1[] = {0, 512}, v2[] = {0, 0};
+	struct pf_prof_label *l = pf_prof_alloc(w, 2 * sizeof(*l));
+	l[0] = (struct pf_prof_label){.key = S(w, "worker"), .str = S(w, "a")};
+	l[1] = (struct pf_prof_label){.key = S(w, "bytes"), .num = 1000, .unit = S(w, "bytes")};
+	s[0] = (struct pf_prof_sample){.stack = 0, .count = 3, .values = v0, .n_labels = 2,
+				       .labels = l};
+	s[1] = (struct pf_prof_sample){.stack = 1, .count = 0, .values = v1};
+	s[2] = (struct pf_prof_sample){.stack = 3, .count = 0, .values = v2};
+	p->samples = s;
+	p->n_samples = 3;
+	p->original_payload = (const uint8_t *)S(w, "PPROF");
+	p->original_payload_len = 5;
+	p->original_payload_format = S(w, "pprof");
+	return w;
+}

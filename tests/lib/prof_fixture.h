@@ -24,4 +24,13 @@ enum {
 
 struct pf_prof_window *prof_fixture_window(unsigned flags);
 
+/* prof_fixture_typed_window(): the same process 100 as a pprof source would give it: explicit
+ * sample types alloc_objects/count and alloc_space/bytes, period type space/bytes, period
+ * 524288, default sample type alloc_space, pid 0 (unknown), no thread ids; samples
+ *   0: work_a <- main  values {3, 3000}  labels worker="a", bytes=1000 (unit "bytes")
+ *   1: work_b <- main  values {0, 512}   (zero in the first type only)
+ *   2: work_a <- main  values {0, 0}     (no weight: left out by the encoders)
+ * and original_payload "PPROF" (format "pprof"). */
+struct pf_prof_window *prof_fixture_typed_window(void);
+
 #endif

@@ -99,6 +99,7 @@ struct pf_pprof_target {
 	uint32_t interval_seconds; /* 0 = only on trigger/capture; default 60 */
 	size_t n_attributes;
 	struct pf_kv_str *attributes;
+	bool keep_original; /* also ship the scraped pprof as original_payload; default false */
 };
 
 struct pf_profcfg {

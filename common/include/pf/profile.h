@@ -1,7 +1,8 @@
-/* pf/profile.h — one closed window of aggregated, symbolized CPU samples: the hand-off between
- * the sampling side (sampler_bpf.c → aggregate.c → symbolize.c fill it) and the encoding side
- * (proto/codec otlp and pprof encoders read it; exporters ship the bytes). The controller
- * decodes received profiles into the same shape for its store and flame graphs.
+/* pf/profile.h — one closed window of aggregated, symbolized samples: the hand-off between
+ * the sampling side (sampler_bpf.c → aggregate.c → symbolize.c fill it; sampler_pprof.c fills
+ * it from scraped pprof) and the encoding side (proto/codec otlp and pprof encoders read it;
+ * exporters ship the bytes). The controller decodes received profiles into the same shape for
+ * its store and flame graphs.
  *
  * Plain value type, no library dependencies. All strings and arrays belong to the window's
  * arena and are freed together by pf_prof_window_free(). Indices are 0-based positions in the
@@ -10,7 +11,20 @@
  *
  * Stacks are leaf first (frames[0] is where the CPU was), kernel frames before user frames
  * as the CPU unwound them. A frame that could not be symbolized keeps its address and
- * mapping and has function == NULL. */
+ * mapping and has function == NULL.
+ *
+ * Sample types. A window with n_sample_types == 0 (the eBPF sampler's) is a CPU profile: one
+ * implicit sample type samples/count, period type cpu/nanoseconds, period 1e9 / frequency_hz,
+ * and a sample's weight is its count. A window with n_sample_types > 0 (pprof sources) names
+ * its sample types (pprof's `sample_type`: alloc_space/bytes, inuse_objects/count, ...), its
+ * period type and period; each sample then carries `values`, one int64 per sample type in
+ * that order (NULL values means {count, 0, 0, ...}), and `count` is kept as a summary for code
+ * that only wants one number (the first value clamped at 0). frequency_hz is then optional (0
+ * unless the period type is in nanoseconds). Timestamps are only meaningful without explicit
+ * sample types. Labels (pprof labels, OTLP sample attributes) are key → string or number.
+ *
+ * A process may carry the bytes it was converted from (original_payload, e.g. the scraped
+ * pprof with format "pprof"); encoders put them into OTLP's Profile.original_payload. */
 #ifndef PF_PROFILE_H
 #define PF_PROFILE_H
 
@@ -46,6 +60,20 @@ struct pf_prof_stack {
 	const uint32_t *frames; /* indices into frames, leaf first */
 };
 
+/* A sample label: str != NULL for a string label, else the number num (unit may be NULL). */
+struct pf_prof_label {
+	const char *key;
+	const char *str;
+	int64_t num;
+	const char *unit;
+};
+
+/* pprof ValueType / OTLP ValueType: a sample type or the period type. */
+struct pf_prof_value_type {
+	const char *type; /* "cpu", "alloc_space", ... */
+	const char *unit; /* "nanoseconds", "bytes", "count", ... */
+};
+
 struct pf_prof_sample {
 	uint32_t stack;          /* index into stacks */
 	uint32_t tid;
@@ -56,6 +84,11 @@ struct pf_prof_sample {
 	/* Trace link (slow-span trigger): all-zero when none. */
 	uint8_t trace_id[16];
 	uint8_t span_id[8];
+	/* Explicit sample types only: n_sample_types values (see above), or NULL. */
+	const int64_t *values;
+	/* Labels beyond tid/thread_name (pprof labels); keys are unique within a sample. */
+	uint32_t n_labels;
+	const struct pf_prof_label *labels;
 };
 
 struct pf_prof_process {
@@ -70,6 +103,10 @@ struct pf_prof_process {
 	const struct pf_prof_stack *stacks;
 	size_t n_samples;
 	const struct pf_prof_sample *samples;
+	/* The source bytes this process's profile was converted from (may be absent). */
+	const uint8_t *original_payload;
+	size_t original_payload_len;
+	const char *original_payload_format; /* "pprof"; NULL when original_payload is NULL */
 };
 
 struct pf_prof_window {
@@ -80,6 +117,12 @@ struct pf_prof_window {
 	const char *host_name;
 	size_t n_processes;
 	const struct pf_prof_process *processes;
+	/* Explicit sample types (see above); 0 = the implicit CPU profile. */
+	size_t n_sample_types;
+	const struct pf_prof_value_type *sample_types;
+	struct pf_prof_value_type period_type; /* explicit types only; fields may be NULL */
+	int64_t period;                        /* explicit types only; 0 when unknown */
+	const char *default_sample_type;       /* pprof default_sample_type, NULL when none */
 	void *arena; /* owner of everything above */
 };
 
@@ -91,5 +134,17 @@ const char *pf_prof_strdup(struct pf_prof_window *w, const char *s);
 void pf_prof_window_free(struct pf_prof_window *w);
 /* Total samples (sum of counts) in the window. */
 uint64_t pf_prof_window_samples(const struct pf_prof_window *w);
+/* Number of sample types: n_sample_types, or 1 for the implicit CPU profile. */
+size_t pf_prof_window_types(const struct pf_prof_window *w);
+/* Sample type k (k < pf_prof_window_types) and the period type / period, with the implicit
+ * CPU profile's values when the window has no explicit types. */
+struct pf_prof_value_type pf_prof_window_type(const struct pf_prof_window *w, size_t k);
+struct pf_prof_value_type pf_prof_window_period_type(const struct pf_prof_window *w);
+int64_t pf_prof_window_period(const struct pf_prof_window *w);
+/* Value of sample type k of s: values[k], or count for k == 0 (0 for k > 0) without values. */
+int64_t pf_prof_sample_value(const struct pf_prof_window *w, const struct pf_prof_sample *s,
+			     size_t k);
+/* Whether any value of s is non-zero (a sample that carries weight). */
+int pf_prof_sample_nonzero(const struct pf_prof_window *w, const struct pf_prof_sample *s);
 
 #endif

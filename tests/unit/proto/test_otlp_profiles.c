@@ -21,6 +21,8 @@
 
 typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceRequest
 	pb_request;
+typedef Opentelemetry__Proto__Profiles__V1development__Sample pb_sample;
+typedef Opentelemetry__Proto__Profiles__V1development__KeyValueAndUnit pb_kvu;
 #define REQ_DESC \
 	(&opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__descriptor)
 
@@ -384,6 +386,93 @@ static void test_decode_refuses(void **state)
 	pf_prof_window_free(w);
 }
 
+/* Explicit sample types (pprof sources): one Profile per sample type with a non-zero value,
+ * values-only samples, labels as sample attributes (num with unit), no invented
+ * process.pid, original_payload on the first Profile; the decoder merges them back. */
+static void test_sample_types(void **state)
+{
+	struct pf_prof_window *w = prof_fixture_typed_window();
+	struct pf_buf b;
+	encode(w, &b, NULL);
+	assert_conformant(&b);
+	pb_request *q = unpack(&b);
+	assert_int_equal(q->n_resource_profiles, 1);
+	const Opentelemetry__Proto__Profiles__V1development__ScopeProfiles *sp =
+		q->resource_profiles[0]->scope_profiles[0];
+	assert_int_equal(sp->n_profiles, 2);
+	const char *const *st = (const char *const *)q->dictionary->string_table;
+	assert_string_equal(st[sp->profiles[0]->sample_type->type_strindex], "alloc_objects");
+	assert_string_equal(st[sp->profiles[1]->sample_type->type_strindex], "alloc_space");
+	assert_string_equal(st[sp->profiles[1]->sample_type->unit_strindex], "bytes");
+	assert_string_equal(st[sp->profiles[0]->period_type->type_strindex], "space");
+	assert_int_equal(sp->profiles[0]->period, 524288);
+	assert_int_equal(sp->profiles[0]->n_samples, 1); /* zero values left out */
+	assert_int_equal(sp->profiles[1]->n_samples, 2);
+	assert_int_equal(sp->profiles[1]->samples[0]->n_values, 1);
+	assert_int_equal(sp->profiles[1]->samples[0]->values[0], 3000);
+	assert_int_equal(sp->profiles[0]->original_payload.len, 5);
+	assert_string_equal(sp->profiles[0]->original_payload_format, "pprof");
+	assert_int_equal(sp->profiles[1]->original_payload.len, 0);
+	const pb_sample *s0 = sp->profiles[1]->samples[0];
+	int seen = 0;
+	for (size_t i = 0; i < s0->n_attribute_indices; i++) {
+		const pb_kvu *a = q->dictionary->attribute_table[s0->attribute_indices[i]];
+		const char *key = st[a->key_strindex];
+		assert_string_not_equal(key, "thread.id"); /* tid 0 = unknown: left out */
+		if (strcmp(key, "worker") == 0 && strcmp(a->value->string_value, "a") == 0)
+			seen |= 1;
+		if (strcmp(key, "bytes") == 0 && a->value->int_value == 1000 &&
+		    strcmp(st[a->unit_strindex], "bytes") == 0)
+			seen |= 2;
+	}
+	assert_int_equal(seen, 3);
+	const Opentelemetry__Proto__Resource__V1__Resource *res = q->resource_profiles[0]->resource;
+	for (size_t i = 0; i < res->n_attributes; i++)
+		assert_string_not_equal(res->attributes[i]->key, "process.pid");
+	protobuf_c_message_free_unpacked(&q->base, NULL);
+
+	struct pf_prof_window *r = NULL;
+	struct pf_error err = {0};
+	assert_int_equal(pf_otlp_profiles_decode(b.data, b.len, 1 << 20, &r, &err), 0);
+	assert_int_equal(r->n_sample_types, 2);
+	assert_string_equal(r->sample_types[1].type, "alloc_space");
+	assert_string_equal(r->sample_types[1].unit, "bytes");
+	assert_string_equal(r->period_type.type, "space");
+	assert_int_equal(r->period, 524288);
+	assert_int_equal(r->frequency_hz, 0);
+	assert_int_equal(r->n_processes, 1);
+	const struct pf_prof_process *p = &r->processes[0];
+	assert_int_equal(p->n_samples, 2); /* merged across the two Profiles */
+	assert_int_equal(p->original_payload_len, 5);
+	assert_memory_equal(p->original_payload, "PPROF", 5);
+	assert_string_equal(p->original_payload_format, "pprof");
+	int64_t tot[2] = {0, 0};
+	for (size_t i = 0; i < p->n_samples; i++) {
+		tot[0] += pf_prof_sample_value(r, &p->samples[i], 0);
+		tot[1] += pf_prof_sample_value(r, &p->samples[i], 1);
+		if (pf_prof_sample_value(r, &p->samples[i], 1) == 3000) {
+			assert_int_equal(pf_prof_sample_value(r, &p->samples[i], 0), 3);
+			assert_int_equal(p->samples[i].count, 3);
+			assert_int_equal(p->samples[i].n_labels, 2);
+			assert_string_equal(p->samples[i].labels[1].key, "bytes");
+			assert_int_equal(p->samples[i].labels[1].num, 1000);
+			assert_string_equal(p->samples[i].labels[1].unit, "bytes");
+			assert_string_equal(p->samples[i].labels[0].str, "a");
+		}
+	}
+	assert_int_equal(tot[0], 3);
+	assert_int_equal(tot[1], 3512);
+	pf_prof_window_free(r);
+	pf_buf_release(&b);
+
+	/* an explicit type without a name is refused */
+	((struct pf_prof_value_type *)w->sample_types)[0].type = NULL;
+	pf_buf_init(&b, 1 << 20);
+	assert_int_equal(pf_otlp_profiles_encode(w, &b, NULL, NULL), -EINVAL);
+	pf_buf_release(&b);
+	pf_prof_window_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -394,6 +483,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_encode_errors),
 		cmocka_unit_test(test_decode_refuses),
+		cmocka_unit_test(test_sample_types),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

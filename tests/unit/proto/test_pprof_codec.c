@@ -182,12 +182,90 @@ static void test_decode_refuses(void **state)
 	pf_prof_window_free(w);
 }
 
+/* Explicit sample types: the window's types, period, default type, values and labels; and
+ * the decoder's expansion of a location with inlined lines into frames. */
+static void test_sample_types(void **state)
+{
+	struct pf_prof_window *w = prof_fixture_typed_window(), *r = NULL;
+	struct pf_buf gz, raw;
+	pf_buf_init(&gz, 1 << 20);
+	assert_int_equal(pf_pprof_encode(w, PF_PPROF_ALL_PROCESSES, &gz, NULL), 0);
+	pb_profile *p = unpack(&gz, &raw);
+	assert_int_equal(p->n_sample_type, 2);
+	assert_string_equal(S(p, p->sample_type[1]->type), "alloc_space");
+	assert_string_equal(S(p, p->period_type->type), "space");
+	assert_int_equal(p->period, 524288);
+	assert_string_equal(S(p, p->default_sample_type), "alloc_space");
+	assert_int_equal(p->n_sample, 2); /* the all-zero sample is left out */
+	assert_int_equal(p->sample[0]->n_value, 2);
+	assert_int_equal(p->sample[0]->value[1], 3000);
+	assert_int_equal(p->sample[0]->n_label, 2); /* no pid/tid: unknown */
+	assert_string_equal(S(p, p->sample[0]->label[1]->key), "bytes");
+	assert_string_equal(S(p, p->sample[0]->label[1]->num_unit), "bytes");
+
+	/* inline: give location 1 a second line (its caller, inlined) */
+	Perftools__Profiles__Location *l = p->location[p->sample[0]->location_id[0] - 1];
+	Perftools__Profiles__Line extra = PERFTOOLS__PROFILES__LINE__INIT;
+	extra.function_id = p->location[p->sample[0]->location_id[1] - 1]->line[0]->function_id;
+	extra.line = 77;
+	Perftools__Profiles__Line *lines[2] = {l->line[0], &extra};
+	Perftools__Profiles__Line **old = l->line;
+	l->line = lines;
+	l->n_line = 2;
+	size_t n = protobuf_c_message_get_packed_size(&p->base);
+	uint8_t *buf = malloc(n);
+	protobuf_c_message_pack(&p->base, buf);
+	l->line = old;
+	l->n_line = 1;
+	struct pf_error err = {0};
+	assert_int_equal(pf_pprof_decode(buf, n, 1 << 20, &r, &err), 0);
+	free(buf);
+	assert_int_equal(r->n_sample_types, 2);
+	assert_string_equal(r->default_sample_type, "alloc_space");
+	assert_int_equal(r->period, 524288);
+	assert_int_equal(r->frequency_hz, 0);
+	const struct pf_prof_process *pr = &r->processes[0];
+	assert_int_equal(pr->pid, 0);
+	const struct pf_prof_sample *s = &pr->samples[0];
+	assert_int_equal(s->values[0], 3);
+	assert_int_equal(s->values[1], 3000);
+	assert_int_equal(s->count, 3);
+	assert_int_equal(s->n_labels, 2);
+	assert_string_equal(s->labels[0].key, "worker");
+	assert_string_equal(s->labels[0].str, "a");
+	assert_int_equal(s->labels[1].num, 1000);
+	const struct pf_prof_stack *st = &pr->stacks[s->stack];
+	assert_int_equal(st->n_frames, 3); /* work_a, main (inlined, line 77), main */
+	assert_string_equal(pr->frames[st->frames[0]].function, "work_a");
+	assert_string_equal(pr->frames[st->frames[1]].function, "main");
+	assert_int_equal(pr->frames[st->frames[1]].line, 77);
+	assert_int_equal(pr->frames[st->frames[1]].address, pr->frames[st->frames[0]].address);
+	assert_string_equal(pr->frames[st->frames[2]].function, "main");
+	assert_int_equal(pr->samples[1].values[0], 0);
+	assert_int_equal(pr->samples[1].count, 0);
+	pf_prof_window_free(r);
+
+	/* a sample with the wrong number of values is refused */
+	p->sample[0]->n_value = 1;
+	n = protobuf_c_message_get_packed_size(&p->base);
+	buf = malloc(n);
+	protobuf_c_message_pack(&p->base, buf);
+	assert_int_equal(pf_pprof_decode(buf, n, 1 << 20, &r, NULL), -EBADMSG);
+	p->sample[0]->n_value = 2;
+	free(buf);
+	protobuf_c_message_free_unpacked(&p->base, NULL);
+	pf_buf_release(&raw);
+	pf_buf_release(&gz);
+	pf_prof_window_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_encode),
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_decode_refuses),
+		cmocka_unit_test(test_sample_types),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
