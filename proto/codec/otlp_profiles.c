@@ -57,25 +57,6 @@ typedef Opentelemetry__Proto__Common__V1__InstrumentationScope pb_scope;
 /* ---------------------------------------------------------------------------------------- */
 /* Encoder.                                                                                  */
 
-struct ptr_table {
-	void **v;
-	size_t n, cap;
-};
-
-static int ptr_push(struct ptr_table *t, void *p)
-{
-	if (t->n == t->cap) {
-		size_t c = t->cap ? t->cap * 2 : 64;
-		void **v = realloc(t->v, c * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		t->v = v;
-		t->cap = c;
-	}
-	t->v[t->n++] = p;
-	return 0;
-}
-
 enum { T_STR, T_ATTR, T_MAP, T_FN, T_LOC, T_LINK, T_STACK, T_COUNT };
 
 /* Per-process translation caches, -1 = not yet interned. */
@@ -88,7 +69,7 @@ struct enc {
 	struct prof_pool pool;
 	struct pf_buf scratch;
 	struct prof_intern it[T_COUNT];
-	struct ptr_table tab[T_COUNT];
+	struct prof_ptrs tab[T_COUNT];
 	struct pf_error *err;
 };
 
@@ -131,7 +112,7 @@ static int enc_init(struct enc *e, struct pf_error *err)
 		memcpy(z, zero[i], size[i]);
 		int r = prof_intern(&e->it[i], "", 0, &idx, NULL);
 		if (r == 0)
-			r = ptr_push(&e->tab[i], z);
+			r = prof_ptrs_push(&e->tab[i], z);
 		if (r < 0)
 			return r;
 	}
@@ -149,7 +130,7 @@ static int enc_str(struct enc *e, const char *s, int32_t *idx)
 	if (r < 0 || !added)
 		return r;
 	char *d = prof_pool_strdup(&e->pool, s);
-	return d ? ptr_push(&e->tab[T_STR], d) : -ENOMEM;
+	return d ? prof_ptrs_push(&e->tab[T_STR], d) : -ENOMEM;
 }
 
 /* Interns msg (allocated in the pool) into table t by its packed bytes. */
@@ -165,7 +146,7 @@ static int enc_msg(struct enc *e, int t, ProtobufCMessage *msg, int32_t *idx)
 	r = prof_intern(&e->it[t], e->scratch.data, n, idx, &added);
 	if (r < 0 || !added)
 		return r;
-	return ptr_push(&e->tab[t], msg);
+	return prof_ptrs_push(&e->tab[t], msg);
 }
 
 /* An attribute key = string value (sval != NULL) or int value ival, with an optional unit. */
@@ -749,21 +730,7 @@ struct dec {
 
 static void *dalloc(struct dec *d, size_t n, size_t size, int *rc)
 {
-	if (size && n > SIZE_MAX / size) {
-		*rc = -E2BIG;
-		return NULL;
-	}
-	size_t bytes = n * size;
-	if (bytes > d->max || d->used > d->max - bytes) {
-		*rc = pf_error_set(d->err, -E2BIG, "", "decoded profile larger than %zu bytes",
-				   d->max);
-		return NULL;
-	}
-	d->used += bytes + 16;
-	void *p = pf_prof_alloc(d->w, bytes);
-	if (!p)
-		*rc = -ENOMEM;
-	return p;
+	return prof_window_alloc(d->w, &d->used, d->max, d->err, n, size, rc);
 }
 
 static const char *dstr(struct dec *d, const char *s, int *rc)

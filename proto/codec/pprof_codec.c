@@ -25,33 +25,14 @@ typedef Perftools__Profiles__Function pb_function;
 
 #define PPROF_MAX_WIRE_DEPTH 8 /* Profile > Location > Line is 3 */
 
-struct ptrs {
-	void **v;
-	size_t n, cap;
-};
-
-static int ptrs_push(struct ptrs *t, void *p)
-{
-	if (t->n == t->cap) {
-		size_t c = t->cap ? t->cap * 2 : 64;
-		void **v = realloc(t->v, c * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		t->v = v;
-		t->cap = c;
-	}
-	t->v[t->n++] = p;
-	return 0;
-}
-
 enum { T_STR, T_MAP, T_FN, T_LOC, T_COUNT };
 
 struct penc {
 	struct prof_pool pool;
 	struct pf_buf scratch;
 	struct prof_intern it[T_COUNT];
-	struct ptrs tab[T_COUNT];
-	struct ptrs samples;
+	struct prof_ptrs tab[T_COUNT];
+	struct prof_ptrs samples;
 };
 
 static void penc_release(struct penc *e)
@@ -80,7 +61,7 @@ static int pstr(struct penc *e, const char *s, int64_t *idx)
 	if (!added)
 		return 0;
 	char *d = prof_pool_strdup(&e->pool, s);
-	return d ? ptrs_push(&e->tab[T_STR], d) : -ENOMEM;
+	return d ? prof_ptrs_push(&e->tab[T_STR], d) : -ENOMEM;
 }
 
 /* Interns msg (id field zero while packing) and returns its id; new messages get it set. */
@@ -101,7 +82,7 @@ static int pmsg(struct penc *e, int t, ProtobufCMessage *msg, uint64_t *id_field
 	if (!added)
 		return 0;
 	*id_field = (uint64_t)idx;
-	return ptrs_push(&e->tab[t], msg);
+	return prof_ptrs_push(&e->tab[t], msg);
 }
 
 static int penc_location(struct penc *e, const struct pf_prof_process *p, uint32_t fi,
@@ -270,7 +251,7 @@ static int penc_process(struct penc *e, const struct pf_prof_window *w,
 		ps->n_value = nt;
 		r = penc_labels(e, w, p, s, ps);
 		if (r == 0)
-			r = ptrs_push(&e->samples, ps);
+			r = prof_ptrs_push(&e->samples, ps);
 		if (r < 0)
 			goto out;
 	}
@@ -299,7 +280,7 @@ int pf_pprof_encode(const struct pf_prof_window *w, int64_t pid, struct pf_buf *
 	int r = prof_intern(&e.it[T_STR], "", 0, &zero, NULL);
 	char *empty = prof_pool_strdup(&e.pool, "");
 	if (r == 0)
-		r = empty ? ptrs_push(&e.tab[T_STR], empty) : -ENOMEM;
+		r = empty ? prof_ptrs_push(&e.tab[T_STR], empty) : -ENOMEM;
 
 	/* Sample types: the window's, or samples/count + cpu/nanoseconds (values count and
 	 * count * period) for the implicit CPU profile. */
@@ -389,21 +370,7 @@ struct pdec {
 
 static void *pdalloc(struct pdec *d, size_t n, size_t size, int *rc)
 {
-	if (size && n > SIZE_MAX / size) {
-		*rc = -E2BIG;
-		return NULL;
-	}
-	size_t bytes = n * size;
-	if (bytes > d->max || d->used > d->max - bytes) {
-		*rc = pf_error_set(d->err, -E2BIG, "", "decoded profile larger than %zu bytes",
-				   d->max);
-		return NULL;
-	}
-	d->used += bytes + 16;
-	void *p = pf_prof_alloc(d->w, bytes);
-	if (!p)
-		*rc = -ENOMEM;
-	return p;
+	return prof_window_alloc(d->w, &d->used, d->max, d->err, n, size, rc);
 }
 
 static int pd_str(struct pdec *d, int64_t idx, const char **out, int *rc)

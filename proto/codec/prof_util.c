@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pf/profile.h"
+
 uint64_t prof_hash(const void *p, size_t n)
 {
 	const uint8_t *b = p;
@@ -273,4 +275,37 @@ int prof_wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t
 		   unsigned max_depth)
 {
 	return wire_scan(d, p, len, 0, max_depth);
+}
+
+int prof_ptrs_push(struct prof_ptrs *t, void *p)
+{
+	if (t->n == t->cap) {
+		size_t c = t->cap ? t->cap * 2 : 64;
+		void **v = realloc(t->v, c * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		t->v = v;
+		t->cap = c;
+	}
+	t->v[t->n++] = p;
+	return 0;
+}
+
+void *prof_window_alloc(struct pf_prof_window *w, size_t *used, size_t max,
+			struct pf_error *err, size_t n, size_t size, int *rc)
+{
+	if (size && n > SIZE_MAX / size) {
+		*rc = -E2BIG;
+		return NULL;
+	}
+	size_t bytes = n * size;
+	if (bytes > max || *used > max - bytes) {
+		*rc = pf_error_set(err, -E2BIG, "", "decoded profile larger than %zu bytes", max);
+		return NULL;
+	}
+	*used += bytes + 16; /* the arena's alignment overhead, roughly */
+	void *p = pf_prof_alloc(w, bytes);
+	if (!p)
+		*rc = -ENOMEM;
+	return p;
 }

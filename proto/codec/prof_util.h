@@ -20,6 +20,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "pf/buf.h"
+#include "pf/error.h"
 
 struct prof_intern_slot {
 	uint64_t hash;
@@ -67,6 +68,21 @@ void prof_capped_alloc_init(struct prof_capped_alloc *c, size_t max);
  * max_depth. Unknown fields are skipped. */
 int prof_wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
 		   unsigned max_depth);
+
+/* A growable array of pointers (dictionary tables under construction). Zero-initialise;
+ * free t->v when done. 0 or -ENOMEM. */
+struct prof_ptrs {
+	void **v;
+	size_t n, cap;
+};
+int prof_ptrs_push(struct prof_ptrs *t, void *p);
+
+/* Allocation from a window's arena under a byte budget shared by one decode: *used grows
+ * by every allocation; past max it fails with -E2BIG (message in err), and -ENOMEM when the
+ * arena cannot grow. *rc receives the error; NULL is returned then. */
+struct pf_prof_window;
+void *prof_window_alloc(struct pf_prof_window *w, size_t *used, size_t max,
+			struct pf_error *err, size_t n, size_t size, int *rc);
 
 /* 64-bit FNV-1a. */
 uint64_t prof_hash(const void *p, size_t n);
