@@ -1,4 +1,6 @@
-/* exporter.c — see exporter.h. */
+/* exporter.c — see exporter.h. One mutex guards the queue and the statistics; the worker
+ * takes the oldest item, makes one attempt without the lock, and records the outcome. A
+ * second mutex (backend) serialises attempts of the worker and of agent_exporter_export(). */
 #include "exporter.h"
 
 #include <errno.h>
@@ -11,24 +13,55 @@
 
 #include "file.h"
 #include "otlp_http.h"
+#include "pf/backoff.h"
+#include "pf/buf.h"
+#include "pf/compiler.h"
+#include "pf/hash.h"
+#include "pf/log.h"
+#include "pf/uuid.h"
+#include "pprof_codec.h"
+#include "pyroscope.h"
+#include "spill.h"
+
+struct item {
+	struct item *next;
+	uint8_t *data;
+	size_t len;
+	char *target; /* pyroscope: the request target; NULL otherwise */
+	uint8_t id[16];
+	uint64_t seq;
+	uint64_t enq_unix_ns;
+	bool spilled;
+	bool evicted; /* dropped while its attempt was in flight */
+	agent_exporter_done_fn done;
+	void *user;
+	int rc; /* on the finished list: what done gets */
+};
+
+enum outcome { OUT_OK, OUT_RETRY, OUT_FAIL };
 
 struct agent_exporter {
 	enum pf_exporter_type type;
 	struct agent_export_file *file;
 	struct agent_otlp_http *http;
+	struct agent_spill *spill;
+	uint64_t queue_bytes;
 
+	pthread_mutex_t backend; /* one attempt at a time */
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	pthread_cond_t cond; /* CLOCK_MONOTONIC; any state change is broadcast */
 	pthread_t thread;
-	bool thread_started, stop, busy, has_job;
-	/* the job handed to the worker */
-	uint8_t *job;
-	size_t job_len;
-	uint8_t job_id[16];
-	agent_exporter_done_fn done;
-	void *user;
+	bool thread_started, stop;
 
-	struct agent_exporter_status st; /* under lock */
+	/* under lock */
+	struct item *head, *tail;
+	struct item *inflight;
+	struct item *finished; /* done callbacks still to run (data already freed) */
+	unsigned callbacks_running;
+	uint64_t next_seq;
+	struct pf_backoff bo;
+	uint64_t retry_at_ms; /* monotonic; 0 when not backing off */
+	struct agent_exporter_status st;
 	uint64_t consecutive_failures;
 };
 
@@ -39,79 +72,263 @@ static uint64_t now_unix_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-struct agent_exporter *agent_exporter_new(const struct pf_exporter *cfg, struct pf_error *err)
+static uint64_t mono_ms(void)
 {
-	if (cfg->type != PF_EXPORTER_FILE && cfg->type != PF_EXPORTER_OTLP_HTTP) {
-		pf_error_set(err, -ENOTSUP, "type", "exporter type %s is not supported yet",
-			     pf_exporter_type_name(cfg->type));
-		errno = ENOTSUP;
-		return NULL;
-	}
-	struct agent_exporter *x = calloc(1, sizeof(*x));
-	if (!x)
-		return NULL;
-	x->type = cfg->type;
-	if (cfg->type == PF_EXPORTER_FILE)
-		x->file = agent_export_file_new(cfg->path, cfg->max_bytes, err);
-	else
-		x->http = agent_otlp_http_new(cfg, err);
-	if (!x->file && !x->http) {
-		int e = errno ? errno : EINVAL;
-		free(x);
-		errno = e;
-		return NULL;
-	}
-	pthread_mutex_init(&x->lock, NULL);
-	pthread_cond_init(&x->cond, NULL);
-	x->st.healthy = true;
-	snprintf(x->st.status, sizeof(x->st.status), "ok: no exports yet");
-	return x;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-const char *agent_exporter_type(const struct agent_exporter *x)
+static void abs_deadline(struct timespec *ts, uint64_t at_mono_ms)
 {
-	return x->type == PF_EXPORTER_FILE ? "file" : "otlp_http";
+	ts->tv_sec = (time_t)(at_mono_ms / 1000u);
+	ts->tv_nsec = (long)(at_mono_ms % 1000u) * 1000000L;
 }
 
-/* Runs one export on the calling thread and records the outcome. */
-static int run_export(struct agent_exporter *x, const uint8_t *data, size_t len,
-		      const uint8_t id[16], struct pf_error *err)
+static size_t item_cost(const struct item *it)
 {
-	struct pf_error local = {0};
-	int status = 0, r;
-	if (x->file)
-		r = agent_export_file_write(x->file, data, len, id, now_unix_ns(), NULL, &local);
+	return it->len + (it->target ? strlen(it->target) : 0);
+}
+
+static void item_free(struct item *it)
+{
+	if (!it)
+		return;
+	free(it->data);
+	free(it->target);
+	free(it);
+}
+
+/* ---- status text (under lock) ---- */
+
+static void refresh_status(struct agent_exporter *x)
+{
+	struct agent_exporter_status *st = &x->st;
+	st->exports_ok = st->confirmed;
+	st->exports_failed = st->failed;
+	uint64_t now = mono_ms();
+	st->next_retry_ms = x->retry_at_ms > now ? x->retry_at_ms - now : 0;
+	if (st->healthy)
+		snprintf(st->status, sizeof(st->status),
+			 "ok: %" PRIu64 " confirmed, %" PRIu64 " queued", st->confirmed,
+			 st->queued_items);
+	else if (st->next_retry_ms || x->head)
+		snprintf(st->status, sizeof(st->status),
+			 "retrying: %" PRIu64 " consecutive "
+			 "errors, next attempt in %" PRIu64 " s, %" PRIu64 " queued",
+			 x->consecutive_failures, (st->next_retry_ms + 999) / 1000,
+			 st->queued_items);
 	else
-		r = agent_otlp_http_post(x->http, data, len, &status, &local);
-	pthread_mutex_lock(&x->lock);
-	x->st.last_http_status = status;
-	if (r == 0) {
-		x->st.exports_ok++;
-		x->st.bytes_ok += len;
-		x->st.last_ok_unix_ns = now_unix_ns();
-		x->consecutive_failures = 0;
-		x->st.healthy = true;
-		snprintf(x->st.status, sizeof(x->st.status), "ok: %" PRIu64 " exports",
-			 x->st.exports_ok);
+		snprintf(st->status, sizeof(st->status), "failing: %" PRIu64 " consecutive errors",
+			 x->consecutive_failures);
+}
+
+/* Moves an item to the finished list: its spill file and data go now, done runs later on the
+ * worker thread. Under lock. */
+static void finish(struct agent_exporter *x, struct item *it, int rc)
+{
+	if (it->spilled && x->spill)
+		agent_spill_remove(x->spill, it->seq);
+	if (!it->done) {
+		item_free(it);
+		return;
+	}
+	free(it->data);
+	free(it->target);
+	it->data = NULL;
+	it->target = NULL;
+	it->rc = rc;
+	it->next = x->finished;
+	x->finished = it;
+}
+
+/* Drops the oldest items until `need` more bytes fit. The item in flight is the oldest (it
+ * was the head): it goes first, by no longer counting it (its attempt ends as confirmed or
+ * dropped). Under lock. */
+static void make_room(struct agent_exporter *x, size_t need)
+{
+	while (x->st.queued_bytes + need > x->queue_bytes) {
+		struct item *it = x->head;
+		if (x->inflight && !x->inflight->evicted) {
+			x->inflight->evicted = true;
+			x->st.queued_bytes -= item_cost(x->inflight);
+			x->st.queued_items--;
+		} else if (it) {
+			x->head = it->next;
+			if (!x->head)
+				x->tail = NULL;
+			size_t c = item_cost(it);
+			x->st.queued_bytes -= c;
+			x->st.queued_items--;
+			x->st.dropped++;
+			x->st.dropped_bytes += c;
+			finish(x, it, -ENOBUFS);
+		} else {
+			break; /* cannot happen: need <= queue_bytes was checked */
+		}
+	}
+}
+
+static void *worker(void *arg);
+
+/* Starts the worker on first use (an exporter built only to check a config has none). Under
+ * lock. */
+static int ensure_thread(struct agent_exporter *x)
+{
+	if (x->thread_started)
+		return 0;
+	if (pthread_create(&x->thread, NULL, worker, x) != 0)
+		return -EAGAIN;
+	x->thread_started = true;
+	return 0;
+}
+
+/* Appends a new item (ownership taken) to the queue. Under lock. */
+static void append(struct agent_exporter *x, struct item *it)
+{
+	make_room(x, item_cost(it));
+	it->next = NULL;
+	if (x->tail)
+		x->tail->next = it;
+	else
+		x->head = it;
+	x->tail = it;
+	x->st.queued_bytes += item_cost(it);
+	x->st.queued_items++;
+	x->st.submitted++;
+	refresh_status(x);
+	pthread_cond_broadcast(&x->cond);
+}
+
+/* ---- one attempt ---- */
+
+static bool retryable_status(int s)
+{
+	/* OTLP/HTTP "Retryable Response Codes" */
+	return s == 429 || s == 502 || s == 503 || s == 504;
+}
+
+/* Reads a 2xx OTLP response for a partial success (under no lock; result recorded later). */
+static void check_partial(const struct agent_http_result *res, int64_t *rejected, char *msg,
+			  size_t cap)
+{
+	*rejected = 0;
+	msg[0] = 0;
+	if (!res->body.len || strcasestr(res->content_type, "json"))
+		return;
+	if (agent_otlp_partial_success_parse(res->body.data, res->body.len, rejected, msg, cap) <
+	    0) {
+		*rejected = 0;
+		msg[0] = 0;
+		return;
+	}
+	for (char *c = msg; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = ' ';
+}
+
+struct attempt {
+	int rc;
+	enum outcome out;
+	int http_status;
+	int64_t retry_after_ms; /* -1 when none */
+	uint64_t took_ms;
+	int64_t rejected;
+	char partial_msg[256];
+	struct pf_error err;
+};
+
+static void run_attempt(struct agent_exporter *x, const uint8_t *data, size_t len,
+			const char *target, const uint8_t id[16], struct attempt *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->retry_after_ms = -1;
+	pthread_mutex_lock(&x->backend);
+	uint64_t t0 = mono_ms();
+	if (x->file) {
+		a->rc =
+		    agent_export_file_write(x->file, data, len, id, now_unix_ns(), NULL, &a->err);
+		a->out = a->rc == 0			       ? OUT_OK
+			 : a->rc == -EFBIG || a->rc == -EINVAL ? OUT_FAIL
+							       : OUT_RETRY;
 	} else {
-		x->st.exports_failed++;
-		x->consecutive_failures++;
-		x->st.healthy = false;
-		snprintf(x->st.status, sizeof(x->st.status), "failing: %" PRIu64
-			 " consecutive errors", x->consecutive_failures);
-		snprintf(x->st.last_error, sizeof(x->st.last_error), "%s",
-			 local.msg[0] ? local.msg : strerror(-r));
+		struct agent_http_result res;
+		agent_http_result_init(&res, 0);
+		a->rc = agent_otlp_http_send(x->http, target,
+					     target ? AGENT_PYROSCOPE_CONTENT_TYPE : NULL, data,
+					     len, &res, &a->err);
+		a->http_status = res.status;
+		if (a->rc == 0) {
+			a->out = OUT_OK;
+			if (x->type == PF_EXPORTER_OTLP_HTTP)
+				check_partial(&res, &a->rejected, a->partial_msg,
+					      sizeof(a->partial_msg));
+		} else if (res.status) {
+			a->out = retryable_status(res.status) ? OUT_RETRY : OUT_FAIL;
+		} else {
+			/* transport: connect, timeout, reset, closed early -> retry */
+			a->out = a->rc == -E2BIG || a->rc == -EINVAL ? OUT_FAIL : OUT_RETRY;
+		}
+		if (a->out == OUT_RETRY && res.retry_after[0]) {
+			int64_t ms = pf_retry_after_parse(res.retry_after,
+							  (int64_t)(now_unix_ns() / 1000000000u));
+			if (ms >= 0)
+				a->retry_after_ms =
+				    pf_min(ms, (int64_t)AGENT_EXPORTER_MAX_RETRY_AFTER_MS);
+		}
+		agent_http_result_release(&res);
 	}
-	pthread_mutex_unlock(&x->lock);
-	if (r < 0 && err)
-		pf_error_set(err, r, local.path, "%s", local.msg[0] ? local.msg : strerror(-r));
-	return r;
+	a->took_ms = mono_ms() - t0;
+	pthread_mutex_unlock(&x->backend);
 }
 
-int agent_exporter_export(struct agent_exporter *x, const uint8_t *data, size_t len,
-			  const uint8_t profile_id[16], struct pf_error *err)
+/* Records an attempt's outcome in the statistics. Under lock. */
+static void record(struct agent_exporter *x, const struct attempt *a, size_t len)
 {
-	return run_export(x, data, len, profile_id, err);
+	struct agent_exporter_status *st = &x->st;
+	st->sent++;
+	st->last_http_status = a->http_status;
+	if (a->out == OUT_OK) {
+		st->bytes_ok += len;
+		st->last_ok_unix_ns = now_unix_ns();
+		st->last_latency_ms = a->took_ms;
+		st->max_latency_ms = pf_max(st->max_latency_ms, a->took_ms);
+		x->consecutive_failures = 0;
+		st->healthy = true;
+		if (a->rejected > 0 || a->partial_msg[0]) {
+			st->partial_successes++;
+			st->rejected_profiles += a->rejected > 0 ? (uint64_t)a->rejected : 0;
+			snprintf(st->last_partial_error, sizeof(st->last_partial_error), "%s",
+				 a->partial_msg[0] ? a->partial_msg : "(no message)");
+			pf_log_warn("exporter %s: partial success: %" PRId64
+				    " profiles rejected: %s",
+				    x->http ? agent_otlp_http_url(x->http) : agent_exporter_type(x),
+				    a->rejected, st->last_partial_error);
+		}
+	} else {
+		x->consecutive_failures++;
+		st->healthy = false;
+		snprintf(st->last_error, sizeof(st->last_error), "%s",
+			 a->err.msg[0] ? a->err.msg : strerror(-a->rc));
+		if (a->out == OUT_RETRY)
+			st->retried++;
+	}
+}
+
+/* ---- worker ---- */
+
+static void run_finished(struct agent_exporter *x)
+{
+	while (x->finished) {
+		struct item *it = x->finished;
+		x->finished = it->next;
+		x->callbacks_running++;
+		pthread_mutex_unlock(&x->lock);
+		it->done(it->user, it->rc);
+		item_free(it);
+		pthread_mutex_lock(&x->lock);
+		x->callbacks_running--;
+	}
 }
 
 static void *worker(void *arg)
@@ -119,80 +336,214 @@ static void *worker(void *arg)
 	struct agent_exporter *x = arg;
 	pthread_mutex_lock(&x->lock);
 	for (;;) {
-		while (!x->has_job && !x->stop)
-			pthread_cond_wait(&x->cond, &x->lock);
-		if (!x->has_job && x->stop)
+		run_finished(x);
+		if (x->stop)
 			break;
-		uint8_t *job = x->job;
-		size_t len = x->job_len;
-		uint8_t id[16];
-		memcpy(id, x->job_id, 16);
-		agent_exporter_done_fn done = x->done;
-		void *user = x->user;
-		x->job = NULL;
-		x->has_job = false;
+		if (!x->head) {
+			pthread_cond_broadcast(&x->cond); /* idle: wake drain/flush */
+			pthread_cond_wait(&x->cond, &x->lock);
+			continue;
+		}
+		uint64_t now = mono_ms();
+		if (x->retry_at_ms > now) {
+			pthread_cond_broadcast(&x->cond);
+			struct timespec ts;
+			abs_deadline(&ts, x->retry_at_ms);
+			pthread_cond_timedwait(&x->cond, &x->lock, &ts);
+			continue;
+		}
+		x->retry_at_ms = 0;
+		struct item *it = x->head;
+		x->head = it->next;
+		if (!x->head)
+			x->tail = NULL;
+		it->next = NULL;
+		x->inflight = it;
 		pthread_mutex_unlock(&x->lock);
 
-		int r = run_export(x, job, len, id, NULL);
-		free(job);
-		if (done)
-			done(user, r);
+		struct attempt a;
+		run_attempt(x, it->data, it->len, it->target, it->id, &a);
 
 		pthread_mutex_lock(&x->lock);
-		x->busy = false;
+		x->inflight = NULL;
+		record(x, &a, it->len);
+		size_t c = item_cost(it);
+		if (a.out == OUT_OK) {
+			pf_backoff_reset(&x->bo);
+			x->st.confirmed++;
+			if (!it->evicted) {
+				x->st.queued_bytes -= c;
+				x->st.queued_items--;
+			}
+			finish(x, it, 0);
+		} else if (it->evicted) {
+			x->st.dropped++;
+			x->st.dropped_bytes += c;
+			if (a.out == OUT_RETRY)
+				pf_backoff_next(&x->bo); /* keep the backoff growing */
+			finish(x, it, -ENOBUFS);
+		} else if (a.out == OUT_FAIL) {
+			x->st.failed++;
+			x->st.queued_bytes -= c;
+			x->st.queued_items--;
+			pf_log_warn("exporter %s: dropping an export the back end refused: %s",
+				    agent_exporter_type(x), x->st.last_error);
+			finish(x, it, a.rc < 0 ? a.rc : -EPROTO);
+		} else {
+			/* back at the head: the oldest, so the first to go if room is needed */
+			if (a.retry_after_ms >= 0)
+				pf_backoff_retry_after(&x->bo, (uint64_t)a.retry_after_ms);
+			x->retry_at_ms = mono_ms() + pf_backoff_next(&x->bo);
+			it->next = x->head;
+			x->head = it;
+			if (!x->tail)
+				x->tail = it;
+		}
+		refresh_status(x);
 		pthread_cond_broadcast(&x->cond);
 	}
+	pthread_cond_broadcast(&x->cond);
 	pthread_mutex_unlock(&x->lock);
 	return NULL;
 }
 
-int agent_exporter_submit(struct agent_exporter *x, const uint8_t *data, size_t len,
-			  const uint8_t profile_id[16], agent_exporter_done_fn done, void *user)
+/* ---- create / free ---- */
+
+/* <type>-<16 hex of sha256(type \n endpoint-or-path)> */
+static void spill_subdir(const struct pf_exporter *cfg, const char *root, char *dst, size_t cap)
 {
-	pthread_mutex_lock(&x->lock);
-	if (x->busy) {
-		x->st.dropped++;
-		pthread_mutex_unlock(&x->lock);
-		return -EBUSY;
-	}
-	if (!x->thread_started) {
-		if (pthread_create(&x->thread, NULL, worker, x) != 0) {
-			pthread_mutex_unlock(&x->lock);
-			return -EAGAIN;
-		}
-		x->thread_started = true;
-	}
-	uint8_t *copy = malloc(len ? len : 1);
-	if (!copy) {
-		pthread_mutex_unlock(&x->lock);
+	struct pf_buf key;
+	pf_buf_init(&key, 1 << 16);
+	pf_buf_printf(&key, "%s\n%s", pf_exporter_type_name(cfg->type),
+		      cfg->type == PF_EXPORTER_FILE ? (cfg->path ? cfg->path : "")
+						    : (cfg->endpoint ? cfg->endpoint : ""));
+	uint8_t h[PF_SHA256_LEN];
+	pf_sha256(key.data ? key.data : (const uint8_t *)"", key.len, h);
+	pf_buf_release(&key);
+	char hex[17];
+	pf_hex_encode(h, 8, hex);
+	hex[16] = 0;
+	snprintf(dst, cap, "%s/%s-%s", root, pf_exporter_type_name(cfg->type), hex);
+}
+
+static int reload_one(void *user, struct agent_spill_record *rec)
+{
+	struct agent_exporter *x = user;
+	struct item *it = calloc(1, sizeof(*it));
+	if (!it) {
+		free(rec->data);
+		free(rec->target);
 		return -ENOMEM;
 	}
-	memcpy(copy, data, len);
-	x->job = copy;
-	x->job_len = len;
-	memcpy(x->job_id, profile_id, 16);
-	x->done = done;
-	x->user = user;
-	x->has_job = true;
-	x->busy = true;
-	pthread_cond_broadcast(&x->cond);
-	pthread_mutex_unlock(&x->lock);
+	it->data = rec->data;
+	it->len = rec->len;
+	it->target = rec->target;
+	memcpy(it->id, rec->id, 16);
+	it->seq = rec->seq;
+	it->enq_unix_ns = rec->enq_unix_ns;
+	it->spilled = true;
+	if (rec->seq >= x->next_seq)
+		x->next_seq = rec->seq + 1;
+	if (item_cost(it) > x->queue_bytes) { /* queue_bytes was lowered since */
+		x->st.dropped++;
+		x->st.dropped_bytes += item_cost(it);
+		finish(x, it, -ENOBUFS);
+		return 0;
+	}
+	append(x, it);
+	x->st.spill_loaded++;
 	return 0;
 }
 
-void agent_exporter_drain(struct agent_exporter *x)
+struct agent_exporter *agent_exporter_new_opts(const struct pf_exporter *cfg,
+					       const struct agent_exporter_opts *opts,
+					       struct pf_error *err)
 {
+	struct agent_exporter_opts o = opts ? *opts : (struct agent_exporter_opts){0};
+	struct agent_exporter *x = calloc(1, sizeof(*x));
+	if (!x)
+		return NULL;
+	x->type = cfg->type;
+	x->queue_bytes = o.queue_bytes ? o.queue_bytes : AGENT_EXPORTER_DEFAULT_QUEUE_BYTES;
+	pthread_mutex_init(&x->backend, NULL);
+	pthread_mutex_init(&x->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&x->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pf_backoff_init(
+	    &x->bo, o.backoff_base_ms ? o.backoff_base_ms : AGENT_EXPORTER_DEFAULT_BACKOFF_BASE_MS,
+	    o.backoff_cap_ms ? o.backoff_cap_ms : AGENT_EXPORTER_DEFAULT_BACKOFF_CAP_MS);
+	x->st.healthy = true;
+	x->st.queue_limit_bytes = x->queue_bytes;
+	x->next_seq = 1;
+
+	int e = 0;
+	if (cfg->type == PF_EXPORTER_FILE) {
+		x->file = agent_export_file_new(cfg->path, cfg->max_bytes, err);
+		if (!x->file)
+			e = errno ? errno : EINVAL;
+	} else {
+		/* pyroscope shares the HTTP client; its pprof is gzip'd already */
+		struct pf_exporter c = *cfg;
+		if (cfg->type == PF_EXPORTER_PYROSCOPE)
+			c.compression = PF_COMPRESSION_NONE;
+		x->http = agent_otlp_http_new(&c, err);
+		if (!x->http)
+			e = errno ? errno : EINVAL;
+	}
+	if (!e && o.spill_dir) {
+		char dir[4096];
+		spill_subdir(cfg, o.spill_dir, dir, sizeof(dir));
+		x->spill = agent_spill_open(dir, err);
+		if (!x->spill)
+			e = errno ? errno : EIO;
+	}
+	if (!e && x->spill) {
+		size_t bad = 0;
+		pthread_mutex_lock(&x->lock);
+		int r = agent_spill_load(x->spill, x->queue_bytes, reload_one, x, &bad);
+		x->st.spill_errors += bad;
+		pthread_mutex_unlock(&x->lock);
+		if (r < 0) {
+			pf_error_set(err, r, "spill_dir", "cannot read %s: %s",
+				     agent_spill_dir(x->spill), strerror(-r));
+			e = -r;
+		}
+	}
+	if (!e && x->head) { /* reloaded items: deliver them now */
+		pthread_mutex_lock(&x->lock);
+		if (ensure_thread(x) < 0) {
+			pf_error_set(err, -EAGAIN, "", "cannot start the exporter thread");
+			e = EAGAIN;
+		}
+		pthread_mutex_unlock(&x->lock);
+	}
+	if (e) {
+		agent_exporter_free(x);
+		errno = e;
+		return NULL;
+	}
 	pthread_mutex_lock(&x->lock);
-	while (x->busy)
-		pthread_cond_wait(&x->cond, &x->lock);
+	refresh_status(x);
 	pthread_mutex_unlock(&x->lock);
+	return x;
 }
 
-void agent_exporter_status(struct agent_exporter *x, struct agent_exporter_status *out)
+struct agent_exporter *agent_exporter_new(const struct pf_exporter *cfg, struct pf_error *err)
 {
-	pthread_mutex_lock(&x->lock);
-	*out = x->st;
-	pthread_mutex_unlock(&x->lock);
+	return agent_exporter_new_opts(cfg, NULL, err);
+}
+
+const char *agent_exporter_type(const struct agent_exporter *x)
+{
+	return pf_exporter_type_name(x->type);
+}
+
+bool agent_exporter_wants_window(const struct agent_exporter *x)
+{
+	return x->type == PF_EXPORTER_PYROSCOPE;
 }
 
 void agent_exporter_free(struct agent_exporter *x)
@@ -206,10 +557,258 @@ void agent_exporter_free(struct agent_exporter *x)
 		pthread_mutex_unlock(&x->lock);
 		pthread_join(x->thread, NULL);
 	}
-	free(x->job);
+	/* what is left: callbacks of finished items, then the queued ones (they stay spilled) */
+	while (x->finished) {
+		struct item *it = x->finished;
+		x->finished = it->next;
+		it->done(it->user, it->rc);
+		item_free(it);
+	}
+	while (x->head) {
+		struct item *it = x->head;
+		x->head = it->next;
+		if (it->done)
+			it->done(it->user, -ECANCELED);
+		item_free(it);
+	}
 	pthread_mutex_destroy(&x->lock);
+	pthread_mutex_destroy(&x->backend);
 	pthread_cond_destroy(&x->cond);
+	agent_spill_close(x->spill);
 	agent_export_file_free(x->file);
 	agent_otlp_http_free(x->http);
 	free(x);
+}
+
+/* ---- submit ---- */
+
+/* Copies one payload into a new item and spills it; takes target. -E2BIG (counted dropped)
+ * when it can never fit, -ENOMEM. */
+static int prepare(struct agent_exporter *x, const uint8_t *data, size_t len, char *target,
+		   const uint8_t id[16], struct item **out)
+{
+	size_t cost = len + (target ? strlen(target) : 0);
+	if (cost > x->queue_bytes) {
+		pthread_mutex_lock(&x->lock);
+		x->st.dropped++;
+		x->st.dropped_bytes += cost;
+		snprintf(x->st.last_error, sizeof(x->st.last_error),
+			 "export of %zu bytes is larger than the queue (%" PRIu64 " bytes)", cost,
+			 x->queue_bytes);
+		pthread_mutex_unlock(&x->lock);
+		free(target);
+		return -E2BIG;
+	}
+	struct item *it = calloc(1, sizeof(*it));
+	uint8_t *copy = malloc(len ? len : 1);
+	if (!it || !copy) {
+		free(it);
+		free(copy);
+		free(target);
+		return -ENOMEM;
+	}
+	memcpy(copy, data, len);
+	it->data = copy;
+	it->len = len;
+	it->target = target;
+	if (id)
+		memcpy(it->id, id, 16);
+	it->enq_unix_ns = now_unix_ns();
+	pthread_mutex_lock(&x->lock);
+	it->seq = x->next_seq++;
+	pthread_mutex_unlock(&x->lock);
+	if (x->spill) /* one small file, no fsync (spill.h) */
+		it->spilled = agent_spill_write(x->spill, it->seq, it->id, it->enq_unix_ns,
+						it->target, it->data, it->len) == 0;
+	*out = it;
+	return 0;
+}
+
+/* Frees prepared items that could not be queued. */
+static void discard(struct agent_exporter *x, struct item **items, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (items[i]->spilled)
+			agent_spill_remove(x->spill, items[i]->seq);
+		item_free(items[i]);
+	}
+}
+
+/* Queues prepared items in one go (so none can finish before all are queued). -EAGAIN when
+ * the worker cannot start (the items are discarded). */
+static int commit(struct agent_exporter *x, struct item **items, size_t n,
+		  agent_exporter_done_fn done, void *user)
+{
+	pthread_mutex_lock(&x->lock);
+	if (ensure_thread(x) < 0) {
+		pthread_mutex_unlock(&x->lock);
+		discard(x, items, n);
+		return -EAGAIN;
+	}
+	for (size_t i = 0; i < n; i++) {
+		items[i]->done = done;
+		items[i]->user = user;
+		if (items[i]->spilled)
+			x->st.spilled++;
+		else if (x->spill)
+			x->st.spill_errors++;
+		append(x, items[i]);
+	}
+	pthread_mutex_unlock(&x->lock);
+	return 0;
+}
+
+int agent_exporter_submit(struct agent_exporter *x, const uint8_t *data, size_t len,
+			  const uint8_t profile_id[16], agent_exporter_done_fn done, void *user)
+{
+	if (x->type == PF_EXPORTER_PYROSCOPE)
+		return -ENOTSUP;
+	struct item *it;
+	int r = prepare(x, data, len, NULL, profile_id, &it);
+	return r < 0 ? r : commit(x, &it, 1, done, user);
+}
+
+/* The pushes of one window share one done callback: it runs (on the worker thread) when the
+ * last push finished, with 0 or the first failure. */
+struct window_group {
+	size_t pending;
+	int rc;
+	agent_exporter_done_fn done;
+	void *user;
+};
+
+/* Callbacks run on one thread at a time (the worker, or agent_exporter_free()): no atomics. */
+static void group_done(void *user, int rc)
+{
+	struct window_group *g = user;
+	if (rc < 0 && !g->rc)
+		g->rc = rc;
+	if (--g->pending == 0) {
+		g->done(g->user, g->rc);
+		free(g);
+	}
+}
+
+int agent_exporter_submit_window(struct agent_exporter *x, const struct pf_prof_window *w,
+				 agent_exporter_done_fn done, void *user, size_t *n_pushes)
+{
+	if (n_pushes)
+		*n_pushes = 0;
+	if (x->type != PF_EXPORTER_PYROSCOPE)
+		return -ENOTSUP;
+	struct item **items = calloc(w->n_processes ? w->n_processes : 1, sizeof(*items));
+	if (!items)
+		return -ENOMEM;
+	int first = 0;
+	size_t n = 0;
+	for (size_t i = 0; i < w->n_processes; i++) {
+		const struct pf_prof_process *p = &w->processes[i];
+		if (!p->n_samples)
+			continue;
+		struct pf_buf pprof, target;
+		pf_buf_init(&pprof, (size_t)pf_min(x->queue_bytes, (uint64_t)SIZE_MAX));
+		pf_buf_init(&target, 64 << 10);
+		int r = pf_pprof_encode(w, p->pid, &pprof, NULL);
+		if (r == -E2BIG) { /* larger than the whole queue */
+			pthread_mutex_lock(&x->lock);
+			x->st.dropped++;
+			pthread_mutex_unlock(&x->lock);
+		}
+		if (r == 0)
+			r = agent_pyroscope_target(agent_otlp_http_base_path(x->http), w, p,
+						   &target);
+		if (r == 0) {
+			size_t tl = 0;
+			char *t = (char *)pf_buf_detach(&target, &tl);
+			r = t ? prepare(x, pprof.data, pprof.len, t, NULL, &items[n]) : -ENOMEM;
+			if (r == 0)
+				n++;
+		}
+		pf_buf_release(&pprof);
+		pf_buf_release(&target);
+		if (r < 0 && !first)
+			first = r;
+	}
+	int r = n ? 0 : first ? first : -ENODATA;
+	struct window_group *g = NULL;
+	if (r == 0 && done) {
+		g = malloc(sizeof(*g));
+		if (!g) {
+			discard(x, items, n);
+			r = -ENOMEM;
+		} else {
+			*g = (struct window_group){
+			    .pending = n, .rc = first, .done = done, .user = user};
+		}
+	}
+	if (r == 0) {
+		r = commit(x, items, n, g ? group_done : NULL, g);
+		if (r < 0)
+			free(g);
+		else if (n_pushes)
+			*n_pushes = n;
+	}
+	free(items);
+	return r;
+}
+
+/* ---- synchronous export ---- */
+
+int agent_exporter_export(struct agent_exporter *x, const uint8_t *data, size_t len,
+			  const uint8_t profile_id[16], struct pf_error *err)
+{
+	if (x->type == PF_EXPORTER_PYROSCOPE)
+		return pf_error_set(err, -ENOTSUP, "type", "pyroscope takes windows");
+	struct attempt a;
+	run_attempt(x, data, len, NULL, profile_id, &a);
+	pthread_mutex_lock(&x->lock);
+	record(x, &a, len);
+	if (a.out == OUT_OK)
+		x->st.confirmed++;
+	else
+		x->st.failed++;
+	x->st.submitted++;
+	refresh_status(x);
+	pthread_mutex_unlock(&x->lock);
+	if (a.rc < 0 && err)
+		pf_error_set(err, a.rc, a.err.path, "%s",
+			     a.err.msg[0] ? a.err.msg : strerror(-a.rc));
+	return a.rc;
+}
+
+/* ---- waiting ---- */
+
+void agent_exporter_drain(struct agent_exporter *x)
+{
+	pthread_mutex_lock(&x->lock);
+	while (!x->stop && (x->inflight || x->finished || x->callbacks_running ||
+			    (x->head && !(x->retry_at_ms > mono_ms()))))
+		pthread_cond_wait(&x->cond, &x->lock);
+	pthread_mutex_unlock(&x->lock);
+}
+
+int agent_exporter_flush(struct agent_exporter *x, uint32_t timeout_ms)
+{
+	uint64_t deadline = mono_ms() + timeout_ms;
+	struct timespec ts;
+	abs_deadline(&ts, deadline);
+	int r = 0;
+	pthread_mutex_lock(&x->lock);
+	while (x->inflight || x->finished || x->callbacks_running || x->head) {
+		if (mono_ms() >= deadline) {
+			r = -ETIMEDOUT;
+			break;
+		}
+		pthread_cond_timedwait(&x->cond, &x->lock, &ts);
+	}
+	pthread_mutex_unlock(&x->lock);
+	return r;
+}
+
+void agent_exporter_status(struct agent_exporter *x, struct agent_exporter_status *out)
+{
+	pthread_mutex_lock(&x->lock);
+	refresh_status(x);
+	*out = x->st;
+	pthread_mutex_unlock(&x->lock);
 }

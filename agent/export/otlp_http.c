@@ -33,6 +33,7 @@ struct agent_otlp_http {
 	char host[256];
 	char port[8];
 	char *path;
+	char *base_path; /* the endpoint's own path, "" when none or "/" */
 	char *url;
 	bool gzip;
 	uint32_t timeout_ms;
@@ -67,7 +68,8 @@ static int parse_url(struct agent_otlp_http *h, const char *url, struct pf_error
 		p = url + 8;
 		h->tls = true;
 	} else {
-		return pf_error_set(err, -EINVAL, "endpoint", "must start with http:// or https://");
+		return pf_error_set(err, -EINVAL, "endpoint",
+				    "must start with http:// or https://");
 	}
 	const char *host_end, *after;
 	if (*p == '[') {
@@ -101,7 +103,12 @@ static int parse_url(struct agent_otlp_http *h, const char *url, struct pf_error
 		if ((unsigned char)*c <= ' ' || *c == 0x7f)
 			return pf_error_set(err, -EINVAL, "endpoint", "bad character in path");
 	h->path = strdup(path);
-	return h->path ? 0 : -ENOMEM;
+	/* the base for targets of our own (pyroscope's /ingest): no trailing '/' */
+	size_t bl = *after && strcmp(after, "/") != 0 ? strlen(after) : 0;
+	while (bl && after[bl - 1] == '/')
+		bl--;
+	h->base_path = strndup(after, bl);
+	return h->path && h->base_path ? 0 : -ENOMEM;
 }
 
 struct agent_otlp_http *agent_otlp_http_new(const struct pf_exporter *cfg, struct pf_error *err)
@@ -117,7 +124,8 @@ struct agent_otlp_http *agent_otlp_http_new(const struct pf_exporter *cfg, struc
 	for (size_t i = 0; r == 0 && i < cfg->n_headers; i++) {
 		const struct pf_kv_str *kv = &cfg->headers[i];
 		if (!header_ok(kv->key, true) || !header_ok(kv->value, false)) {
-			r = pf_error_set(err, -EINVAL, "headers", "header %zu: bad name or value", i);
+			r = pf_error_set(err, -EINVAL, "headers", "header %zu: bad name or value",
+					 i);
 			break;
 		}
 		r = pf_buf_printf(&h->extra_headers, "%s: %s\r\n", kv->key, kv->value);
@@ -155,6 +163,7 @@ void agent_otlp_http_free(struct agent_otlp_http *h)
 		SSL_CTX_free(h->ctx);
 	pf_buf_release(&h->extra_headers);
 	free(h->path);
+	free(h->base_path);
 	free(h->url);
 	free(h);
 }
@@ -162,6 +171,11 @@ void agent_otlp_http_free(struct agent_otlp_http *h)
 const char *agent_otlp_http_url(const struct agent_otlp_http *h)
 {
 	return h->url;
+}
+
+const char *agent_otlp_http_base_path(const struct agent_otlp_http *h)
+{
+	return h->base_path;
 }
 
 struct conn {
@@ -224,7 +238,8 @@ static int conn_open(struct agent_otlp_http *h, struct conn *c, struct pf_error 
 	}
 	freeaddrinfo(ai);
 	if (r < 0)
-		return pf_error_set(err, r, "", "connect %s:%s: %s", h->host, h->port, strerror(-r));
+		return pf_error_set(err, r, "", "connect %s:%s: %s", h->host, h->port,
+				    strerror(-r));
 	if (!h->tls)
 		return 0;
 
@@ -248,8 +263,8 @@ static int conn_open(struct agent_otlp_http *h, struct conn *c, struct pf_error 
 		char msg[256];
 		ERR_error_string_n(ERR_get_error(), msg, sizeof(msg));
 		long v = SSL_get_verify_result(c->ssl);
-		return pf_error_set(err, -ECONNABORTED, "", "TLS handshake with %s: %s%s%s", h->host,
-				    msg, v != X509_V_OK ? ", " : "",
+		return pf_error_set(err, -ECONNABORTED, "", "TLS handshake with %s: %s%s%s",
+				    h->host, msg, v != X509_V_OK ? ", " : "",
 				    v != X509_V_OK ? X509_verify_cert_error_string(v) : "");
 	}
 }
@@ -334,8 +349,32 @@ static ssize_t conn_read(struct conn *c, uint8_t *p, size_t n)
 	}
 }
 
-/* Status from "HTTP/1.x NNN ..." and Content-Length (or -1) from the header block. */
-static int parse_head(const char *head, int *status, long long *clen)
+/* A header's value from the header block (first occurrence, surrounding spaces trimmed) into
+ * dst; false when absent. */
+static bool find_header(const char *head, const char *name, char *dst, size_t cap)
+{
+	size_t nl = strlen(name);
+	for (const char *l = strstr(head, "\r\n"); l && l[2]; l = strstr(l + 2, "\r\n")) {
+		if (strncasecmp(l + 2, name, nl) != 0 || l[2 + nl] != ':')
+			continue;
+		const char *v = l + 3 + nl;
+		while (*v == ' ' || *v == '\t')
+			v++;
+		const char *e = strstr(v, "\r\n");
+		size_t vl = e ? (size_t)(e - v) : strlen(v);
+		while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
+			vl--;
+		vl = pf_min(vl, cap - 1);
+		memcpy(dst, v, vl);
+		dst[vl] = 0;
+		return true;
+	}
+	return false;
+}
+
+/* Status from "HTTP/1.x NNN ...", Content-Length (or -1) and chunked framing from the header
+ * block (NUL-terminated after its last CRLF). */
+static int parse_head(const char *head, int *status, long long *clen, bool *chunked)
 {
 	if (strncmp(head, "HTTP/1.", 7) != 0 || !head[7] || head[8] != ' ')
 		return -EBADMSG;
@@ -345,28 +384,84 @@ static int parse_head(const char *head, int *status, long long *clen)
 		return -EBADMSG;
 	*status = (int)st;
 	*clen = -1;
-	for (const char *l = strstr(head, "\r\n"); l && l[2]; l = strstr(l + 2, "\r\n")) {
-		if (strncasecmp(l + 2, "Content-Length:", 15) == 0) {
-			long long v = strtoll(l + 17, &end, 10);
-			if (v >= 0)
-				*clen = v;
-		}
+	char v[64];
+	if (find_header(head, "Content-Length", v, sizeof(v))) {
+		long long n = strtoll(v, &end, 10);
+		if (end == v || *end || n < 0)
+			return -EBADMSG;
+		*clen = n;
 	}
+	*chunked = find_header(head, "Transfer-Encoding", v, sizeof(v)) && strcasestr(v, "chunked");
 	return 0;
+}
+
+/* Decodes a chunked body (RFC 9112 §7.1) in place; returns the decoded length, or -EBADMSG /
+ * -EAGAIN when the last chunk has not arrived yet. Chunk extensions and trailers ignored. */
+static ssize_t dechunk(uint8_t *p, size_t len, bool complete_needed)
+{
+	size_t in = 0, out = 0;
+	for (;;) {
+		const uint8_t *crlf = memmem(p + in, len - in, "\r\n", 2);
+		if (!crlf)
+			return complete_needed ? -EAGAIN : (ssize_t)out;
+		char num[20];
+		size_t nlen = pf_min((size_t)(crlf - (p + in)), sizeof(num) - 1);
+		memcpy(num, p + in, nlen);
+		num[nlen] = 0;
+		char *end;
+		unsigned long long n = strtoull(num, &end, 16);
+		if (end == num || n > len)
+			return -EBADMSG;
+		in = (size_t)(crlf - p) + 2;
+		if (n == 0)
+			return (ssize_t)out;
+		if (len - in < n + 2)
+			return complete_needed ? -EAGAIN : (ssize_t)out;
+		memmove(p + out, p + in, n);
+		out += n;
+		in += n + 2;
+	}
+}
+
+void agent_http_result_init(struct agent_http_result *res, size_t max_body)
+{
+	memset(res, 0, sizeof(*res));
+	pf_buf_init(&res->body, max_body ? max_body : AGENT_HTTP_MAX_BODY);
+}
+
+void agent_http_result_release(struct agent_http_result *res)
+{
+	pf_buf_release(&res->body);
 }
 
 int agent_otlp_http_post(struct agent_otlp_http *h, const uint8_t *body, size_t len,
 			 int *http_status, struct pf_error *err)
+{
+	struct agent_http_result res;
+	agent_http_result_init(&res, 4096);
+	int r = agent_otlp_http_send(h, NULL, NULL, body, len, &res, err);
+	if (http_status)
+		*http_status = res.status;
+	agent_http_result_release(&res);
+	return r;
+}
+
+int agent_otlp_http_send(struct agent_otlp_http *h, const char *target, const char *content_type,
+			 const uint8_t *body, size_t len, struct agent_http_result *res,
+			 struct pf_error *err)
 {
 	struct conn c = {.fd = -1, .deadline = now_ms() + h->timeout_ms};
 	struct pf_buf req, resp, gz;
 	pf_buf_init(&req, (size_t)256 << 20);
 	pf_buf_init(&resp, MAX_RESPONSE);
 	pf_buf_init(&gz, (size_t)256 << 20);
-	if (http_status)
-		*http_status = 0;
+	res->status = 0;
+	res->retry_after[0] = 0;
+	res->content_type[0] = 0;
+	pf_buf_reset(&res->body);
+	bool gzip = h->gzip && !content_type;
 	int r = 0;
-	if (h->gzip) {
+	if (gzip) {
 		r = pf_gzip_compress(body, len, 6, &gz);
 		body = gz.data;
 		len = gz.len;
@@ -376,16 +471,17 @@ int agent_otlp_http_post(struct agent_otlp_http *h, const uint8_t *body, size_t 
 				  "POST %s HTTP/1.1\r\n"
 				  "Host: %s%s%s%s%s\r\n"
 				  "User-Agent: profleet-agent\r\n"
-				  "Content-Type: application/x-protobuf\r\n"
+				  "Content-Type: %s\r\n"
 				  "%s"
 				  "Content-Length: %zu\r\n"
 				  "Connection: close\r\n"
 				  "%s\r\n",
-				  h->path, strchr(h->host, ':') ? "[" : "", h->host,
-				  strchr(h->host, ':') ? "]" : "",
+				  target ? target : h->path, strchr(h->host, ':') ? "[" : "",
+				  h->host, strchr(h->host, ':') ? "]" : "",
 				  strcmp(h->port, h->tls ? "443" : "80") ? ":" : "",
 				  strcmp(h->port, h->tls ? "443" : "80") ? h->port : "",
-				  h->gzip ? "Content-Encoding: gzip\r\n" : "", len,
+				  content_type ? content_type : "application/x-protobuf",
+				  gzip ? "Content-Encoding: gzip\r\n" : "", len,
 				  pf_buf_str(&h->extra_headers));
 	if (r == 0)
 		r = pf_buf_append(&req, body, len);
@@ -401,10 +497,12 @@ int agent_otlp_http_post(struct agent_otlp_http *h, const uint8_t *body, size_t 
 		pf_error_set(err, r, "", "sending to %s: %s", h->url, strerror(-r));
 		goto out;
 	}
-	/* Read the response: the header block, then Content-Length bytes or until close. */
+	/* Read the response: the header block, then Content-Length bytes, the last chunk, or
+	 * until close. A body past MAX_RESPONSE is cut (we only need its start). */
 	size_t head_len = 0;
 	int status = 0;
 	long long clen = -1;
+	bool chunked = false, truncated = false;
 	for (;;) {
 		uint8_t tmp[4096];
 		ssize_t n = conn_read(&c, tmp, sizeof(tmp));
@@ -422,6 +520,7 @@ int agent_otlp_http_post(struct agent_otlp_http *h, const uint8_t *body, size_t 
 				goto out;
 			}
 			r = 0;
+			truncated = true;
 			break; /* enough of the body for a message */
 		}
 		if (!head_len) {
@@ -429,39 +528,81 @@ int agent_otlp_http_post(struct agent_otlp_http *h, const uint8_t *body, size_t 
 			if (e) {
 				head_len = (size_t)(e - (char *)resp.data) + 4;
 				resp.data[head_len - 2] = 0;
-				r = parse_head((char *)resp.data, &status, &clen);
+				r = parse_head((char *)resp.data, &status, &clen, &chunked);
+				if (r == 0) {
+					find_header((char *)resp.data, "Retry-After",
+						    res->retry_after, sizeof(res->retry_after));
+					find_header((char *)resp.data, "Content-Type",
+						    res->content_type, sizeof(res->content_type));
+				}
 				resp.data[head_len - 2] = '\r';
 				if (r < 0) {
-					pf_error_set(err, r, "", "%s: malformed HTTP response", h->url);
+					pf_error_set(err, r, "", "%s: malformed HTTP response",
+						     h->url);
 					goto out;
+				}
+				if (status < 200 && status >= 100) {
+					/* 1xx interim response: drop it, read the final one */
+					memmove(resp.data, resp.data + head_len,
+						resp.len - head_len);
+					resp.len -= head_len;
+					resp.data[resp.len] = 0;
+					head_len = 0;
+					continue;
 				}
 			}
 		}
 		if (n == 0)
 			break;
-		if (head_len && clen >= 0 && resp.len - head_len >= (unsigned long long)clen)
+		if (head_len && clen >= 0 && !chunked &&
+		    resp.len - head_len >= (unsigned long long)clen)
 			break;
+		if (head_len && chunked && resp.len > head_len + 4 &&
+		    memmem(resp.data + head_len, resp.len - head_len, "0\r\n", 3)) {
+			/* maybe the last chunk: try decoding a copy */
+			size_t bl = resp.len - head_len;
+			uint8_t *copy = malloc(bl);
+			if (!copy)
+				break;
+			memcpy(copy, resp.data + head_len, bl);
+			ssize_t d = dechunk(copy, bl, true);
+			free(copy);
+			if (d != -EAGAIN)
+				break;
+		}
 	}
 	if (!head_len) {
 		r = pf_error_set(err, -EBADMSG, "", "%s: connection closed before a response",
 				 h->url);
 		goto out;
 	}
-	if (http_status)
-		*http_status = status;
+	res->status = status;
+	size_t bl = resp.len - head_len;
+	if (chunked) {
+		ssize_t d = dechunk(resp.data + head_len, bl, false);
+		bl = d < 0 ? 0 : (size_t)d;
+	} else if (clen >= 0) {
+		bl = pf_min(bl, (size_t)clen);
+	}
+	res->body_truncated = truncated;
+	r = pf_buf_append(&res->body, resp.data + head_len, pf_min(bl, res->body.max));
+	if (r < 0) { /* the caller's cap: keep what fits */
+		res->body_truncated = true;
+		r = 0;
+	}
 	if (status >= 200 && status < 300) {
 		r = 0;
 	} else {
 		/* RFC 9110 status; the body (google.rpc.Status or text) is shown in short */
 		char snippet[201];
-		size_t bl = pf_min(resp.len - head_len, sizeof(snippet) - 1);
-		memcpy(snippet, resp.data + head_len, bl);
-		snippet[bl] = 0;
-		for (size_t i = 0; i < bl; i++)
+		size_t sl = pf_min(bl, sizeof(snippet) - 1);
+		memcpy(snippet, resp.data + head_len, sl);
+		snippet[sl] = 0;
+		for (size_t i = 0; i < sl; i++)
 			if ((unsigned char)snippet[i] < 0x20 || (unsigned char)snippet[i] >= 0x7f)
 				snippet[i] = '.';
 		r = pf_error_set(err, -EPROTO, "", "%s: HTTP %d%s%s", h->url, status,
-				 bl ? ": " : "", snippet);
+				 sl ? ": " : "", snippet);
 	}
 out:
 	conn_close(&c);
@@ -469,4 +610,96 @@ out:
 	pf_buf_release(&resp);
 	pf_buf_release(&gz);
 	return r;
+}
+
+/* Protobuf wire format (protobuf.dev/programming-guides/encoding): a base-128 varint. */
+static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	uint64_t x = 0;
+	for (int shift = 0; shift < 64; shift += 7) {
+		if (*p >= end)
+			return -EBADMSG;
+		uint8_t b = *(*p)++;
+		x |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*v = x;
+			return 0;
+		}
+	}
+	return -EBADMSG;
+}
+
+/* Skips one field of wire type wt. */
+static int skip_field(const uint8_t **p, const uint8_t *end, unsigned wt)
+{
+	uint64_t v;
+	switch (wt) {
+	case 0:
+		return read_varint(p, end, &v);
+	case 1:
+		if (end - *p < 8)
+			return -EBADMSG;
+		*p += 8;
+		return 0;
+	case 2:
+		if (read_varint(p, end, &v) < 0 || v > (uint64_t)(end - *p))
+			return -EBADMSG;
+		*p += v;
+		return 0;
+	case 5:
+		if (end - *p < 4)
+			return -EBADMSG;
+		*p += 4;
+		return 0;
+	default:
+		return -EBADMSG; /* groups (3, 4) are not in proto3 messages */
+	}
+}
+
+int agent_otlp_partial_success_parse(const uint8_t *data, size_t len, int64_t *rejected, char *msg,
+				     size_t msg_cap)
+{
+	*rejected = 0;
+	if (msg_cap)
+		msg[0] = 0;
+	const uint8_t *p = data, *end = data + len;
+	int found = 0;
+	while (p < end) {
+		uint64_t key;
+		if (read_varint(&p, end, &key) < 0)
+			return -EBADMSG;
+		if ((key >> 3) != 1 || (key & 7) != 2) { /* not partial_success */
+			if ((key >> 3) == 0 || skip_field(&p, end, (unsigned)(key & 7)) < 0)
+				return -EBADMSG;
+			continue;
+		}
+		uint64_t ml;
+		if (read_varint(&p, end, &ml) < 0 || ml > (uint64_t)(end - p))
+			return -EBADMSG;
+		const uint8_t *q = p, *qend = p + ml;
+		p = qend;
+		found = 1;
+		while (q < qend) {
+			uint64_t k2, v;
+			if (read_varint(&q, qend, &k2) < 0)
+				return -EBADMSG;
+			if (k2 == ((1 << 3) | 0)) { /* int64 rejected_profiles */
+				if (read_varint(&q, qend, &v) < 0)
+					return -EBADMSG;
+				*rejected = (int64_t)v;	   /* last one wins (proto3 merge) */
+			} else if (k2 == ((2 << 3) | 2)) { /* string error_message */
+				if (read_varint(&q, qend, &v) < 0 || v > (uint64_t)(qend - q))
+					return -EBADMSG;
+				if (msg_cap) {
+					size_t n = pf_min((size_t)v, msg_cap - 1);
+					memcpy(msg, q, n);
+					msg[n] = 0;
+				}
+				q += v;
+			} else if ((k2 >> 3) == 0 || skip_field(&q, qend, (unsigned)(k2 & 7)) < 0) {
+				return -EBADMSG;
+			}
+		}
+	}
+	return found;
 }

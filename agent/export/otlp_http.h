@@ -11,14 +11,23 @@
  * endpoint has none (or "/"); Content-Type: application/x-protobuf; Content-Encoding: gzip
  * when compression is gzip; the configured headers (names and values must not contain CR, LF
  * or NUL, names no ':'). A 2xx response is success; anything else is an error with the HTTP
- * status and the start of the body in the message. Retries, Retry-After and queueing are the
- * delivery issue's. Not thread-safe (one request at a time). */
+ * status and the start of the body in the message. The response is read per RFC 9112
+ * (Content-Length, chunked, or until close; 1xx interim responses skipped); its status,
+ * Retry-After and Content-Type headers and the start of its body are handed back by
+ * agent_otlp_http_send(), which the pyroscope exporter also uses with its own request target
+ * and content type. Retries and queueing are exporter.c's. Not thread-safe (one request at a
+ * time).
+ *
+ * Also here: a minimal reader of the OTLP ExportProfilesServiceResponse (two fields of
+ * partial_success), so the exporter does not need the generated codec. */
 #ifndef AGENT_EXPORT_OTLP_HTTP_H
 #define AGENT_EXPORT_OTLP_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pf/buf.h"
 #include "pf/error.h"
 #include "pf/profcfg.h"
 
@@ -38,5 +47,38 @@ int agent_otlp_http_post(struct agent_otlp_http *h, const uint8_t *body, size_t 
 
 /* Host, port and path the exporter posts to (for logs and tests). */
 const char *agent_otlp_http_url(const struct agent_otlp_http *h);
+/* The endpoint URL's own path without a trailing '/', "" when it has none: the base that
+ * pyroscope's "/ingest?..." target is appended to. */
+const char *agent_otlp_http_base_path(const struct agent_otlp_http *h);
+
+#define AGENT_HTTP_MAX_BODY ((size_t)64 << 10)
+
+/* What came back from one request. Initialise with agent_http_result_init() (max_body caps
+ * the body kept: 0 means AGENT_HTTP_MAX_BODY), release with agent_http_result_release(). */
+struct agent_http_result {
+	int status;		/* 0 when no response was received */
+	char retry_after[64];	/* the Retry-After header's value, "" when absent */
+	char content_type[128]; /* "" when absent */
+	struct pf_buf body;	/* de-chunked; cut at its cap */
+	bool body_truncated;
+};
+
+void agent_http_result_init(struct agent_http_result *res, size_t max_body);
+void agent_http_result_release(struct agent_http_result *res);
+
+/* One POST of body to target (NULL: the endpoint's path) with the given Content-Type. When
+ * content_type is NULL the body is an OTLP request: application/x-protobuf, gzip'd when the
+ * exporter is configured so; with a content_type the body is sent as is. res is filled as far
+ * as the exchange went. Returns as agent_otlp_http_post(). */
+int agent_otlp_http_send(struct agent_otlp_http *h, const char *target, const char *content_type,
+			 const uint8_t *body, size_t len, struct agent_http_result *res,
+			 struct pf_error *err);
+
+/* Reads ExportProfilesServiceResponse{partial_success = 1 {rejected_profiles = 1 (int64),
+ * error_message = 2 (string)}} from untrusted bytes; other fields are skipped. *rejected and
+ * msg (NUL-terminated, cut to msg_cap) are zero/"" when absent. Returns 1 when partial_success
+ * was present, 0 when not (an empty body is a full success), -EBADMSG on malformed input. */
+int agent_otlp_partial_success_parse(const uint8_t *data, size_t len, int64_t *rejected, char *msg,
+				     size_t msg_cap);
 
 #endif

@@ -184,7 +184,7 @@ static void test_exporter_interface(void **state)
 	agent_exporter_status(x, &st);
 	assert_true(st.healthy);
 	assert_int_equal(st.exports_ok, 2);
-	assert_string_equal(st.status, "ok: 2 exports");
+	assert_string_equal(st.status, "ok: 2 confirmed, 0 queued");
 	assert_true(count_entries("2") >= before + 1); /* same millisecond may reuse the name */
 	agent_exporter_free(x);
 
@@ -195,10 +195,12 @@ static void test_exporter_interface(void **state)
 	assert_non_null(strstr(err.msg, "cannot create directory"));
 	assert_string_equal(err.path, "path");
 
-	/* pyroscope is not there yet */
+	/* pyroscope needs its endpoint */
 	cfg.type = PF_EXPORTER_PYROSCOPE;
-	assert_null(agent_exporter_new(&cfg, NULL));
-	assert_int_equal(errno, ENOTSUP);
+	pf_error_clear(&err);
+	assert_null(agent_exporter_new(&cfg, &err));
+	assert_int_equal(errno, EINVAL);
+	assert_string_equal(err.path, "endpoint");
 }
 
 static void test_failure_health(void **state)
