@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
 # bench/control_plane.sh — the control-plane benchmark (docs/benchmarks.md, "Control plane").
 #
-# Builds opamp-load and profleet-controller when they are missing, then for every run starts a
-# fresh controller on a free loopback port with a temporary data dir, drives it with
-# opamp-load, stops it, and finally prints a Markdown table of the results against the
+# Builds opamp-load, ws-echo-baseline and profleet-controller when they are missing, then for
+# every run starts a fresh controller on a free loopback port with a temporary data dir, drives
+# it with opamp-load, stops it, and finally prints a Markdown table of the results against the
 # targets. Everything it starts is killed on exit (trap), and the whole run is bounded.
 #
+# The rtt step runs twice in a row with the same parameters: first against ws-echo-baseline
+# (bench/ws_echo_baseline.c, a bare epoll WebSocket server answering every message with a
+# pre-encoded ack: the kernel's recv + send floor), then against the controller. The machine
+# is shared and noisy, so the controller's CPU per round trip is reported next to the
+# baseline's from the same invocation, as a ratio and as a difference (our own cost above the
+# floor).
+#
 #   bench/control_plane.sh                 idle 1000/5000/15000, push 15000, rtt 1000 x 10 s
+#   STEPS=rtt bench/control_plane.sh       only the rtt pair (baseline, controller)
 #
 # Environment (all optional):
 #   PF_BUILD_DIR        build dir to use/create (default build/bench-release, Release build)
 #   OPAMP_LOAD          path of opamp-load (default $PF_BUILD_DIR/bench/opamp-load)
 #   CONTROLLER          path of profleet-controller (default $PF_BUILD_DIR/controller/...)
+#   BASELINE            path of ws-echo-baseline (default $PF_BUILD_DIR/bench/ws-echo-baseline)
+#   STEPS               which steps to run, any of "idle push rtt" (default all three)
 #   IDLE_STEPS          agent counts for the idle runs (default "1000 5000 15000")
 #   PUSH_AGENTS         agents for the push run (default 15000)
 #   RTT_AGENTS          agents for the rtt run (default 1000)
@@ -23,6 +33,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${PF_BUILD_DIR:-$root/build/bench-release}
 load=${OPAMP_LOAD:-$build/bench/opamp-load}
 ctrl=${CONTROLLER:-$build/controller/profleet-controller}
+baseline=${BASELINE:-$build/bench/ws-echo-baseline}
+steps=${STEPS:-"idle push rtt"}
 idle_steps=${IDLE_STEPS:-"1000 5000 15000"}
 push_agents=${PUSH_AGENTS:-15000}
 rtt_agents=${RTT_AGENTS:-1000}
@@ -32,6 +44,11 @@ total_timeout=${TOTAL_TIMEOUT:-1200}
 tmp=$(mktemp -d /tmp/pf-bench.XXXXXX)
 ctrl_pid=""
 failures=0
+has_step() {
+	case " $steps " in *" $1 "*) return 0 ;; esac
+	return 1
+}
+has_step idle || idle_steps=""
 
 stop_controller() {
 	if [ -n "$ctrl_pid" ] && kill -0 "$ctrl_pid" 2>/dev/null; then
@@ -57,13 +74,13 @@ remaining() {
 }
 
 # Build what is missing (Release: the numbers are for an optimised controller).
-if [ ! -x "$load" ] || [ ! -x "$ctrl" ]; then
+if [ ! -x "$load" ] || [ ! -x "$ctrl" ] || [ ! -x "$baseline" ]; then
 	if [ ! -f "$build/CMakeCache.txt" ]; then
 		cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 	fi
-	cmake --build "$build" -j2 --target opamp-load profleet-controller
+	cmake --build "$build" -j2 --target opamp-load profleet-controller ws-echo-baseline
 fi
-for b in "$load" "$ctrl"; do
+for b in "$load" "$ctrl" "$baseline"; do
 	if [ ! -x "$b" ]; then
 		echo "control_plane.sh: $b is missing after the build" >&2
 		exit 1
@@ -102,10 +119,42 @@ start_controller() {
 	return 1
 }
 
-# run NAME ARGS...: one opamp-load run against a fresh controller; output in $tmp/NAME.out.
+# start_baseline NAME: ws-echo-baseline on a free port, bounded by the time left; sets port,
+# data (dummy tokens: the baseline accepts any) and ctrl_pid, so run() and stop_controller()
+# treat it like a controller.
+start_baseline() {
+	local name=$1
+	data=$tmp/$name
+	mkdir -p "$data"
+	echo baseline >"$data/agent.token" # any token is accepted
+	echo baseline >"$data/admin.token"
+	port=$(free_port)
+	"$baseline" --listen "127.0.0.1:$port" --seconds "$(remaining)" \
+		>"$tmp/$name.controller.log" 2>&1 &
+	ctrl_pid=$!
+	local deadline=$((SECONDS + 10))
+	while [ $SECONDS -lt $deadline ]; do
+		if ! kill -0 "$ctrl_pid" 2>/dev/null; then
+			echo "control_plane.sh: ws-echo-baseline exited; log:" >&2
+			tail -5 "$tmp/$name.controller.log" >&2
+			return 1
+		fi
+		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "control_plane.sh: ws-echo-baseline not ready on port $port within 10 s" >&2
+	return 1
+}
+
+# run NAME ARGS...: one opamp-load run against a fresh controller (or, with SERVER=baseline in
+# the environment, against ws-echo-baseline); output in $tmp/NAME.out.
 run() {
 	local name=$1
 	shift
+	local starter=start_controller
+	[ "${SERVER:-}" = baseline ] && starter=start_baseline
 	local left
 	left=$(remaining)
 	if [ "$left" -lt 30 ]; then
@@ -115,7 +164,7 @@ run() {
 		return 0
 	fi
 	echo "== $name: opamp-load $*" >&2
-	if ! start_controller "$name"; then
+	if ! $starter "$name"; then
 		failures=$((failures + 1))
 		: >"$tmp/$name.out"
 		return 0
@@ -142,8 +191,15 @@ val() {
 for n in $idle_steps; do
 	run "idle-$n" --mode idle --agents "$n"
 done
-run "push-$push_agents" --mode push --agents "$push_agents"
-run "rtt-$rtt_agents" --mode rtt --agents "$rtt_agents" --seconds "$rtt_seconds"
+if has_step push; then
+	run "push-$push_agents" --mode push --agents "$push_agents"
+fi
+if has_step rtt; then
+	# Same parameters, back to back: the floor first, then the controller.
+	SERVER=baseline run "rtt-base-$rtt_agents" --mode rtt --agents "$rtt_agents" \
+		--seconds "$rtt_seconds"
+	run "rtt-$rtt_agents" --mode rtt --agents "$rtt_agents" --seconds "$rtt_seconds"
+fi
 
 # Verdict against a target: ok when value <= limit.
 verdict() {
@@ -170,17 +226,36 @@ if [ "$first" != "$last" ]; then
 		'BEGIN { if (a == "n/a" || b == "n/a") print "n/a"; else printf "%.0f", (b - a) * 1024 / (n2 - n1) }')
 	echo "| Controller RSS per idle agent, marginal $first→$last | $last | $v B | ≤ 4096 B | $(verdict "$v" 4096) |"
 fi
-p="push-$push_agents"
-echo "| Push: last agent received the config | $push_agents | $(val "$p" t_recv_ms) ms | | |"
-v=$(val "$p" t_applied_ms)
-echo "| Push: fleet summary shows all APPLIED | $push_agents | $v ms | ≤ 1000 ms | $(verdict "$v" 1000) |"
-r="rtt-$rtt_agents"
-echo "| Heartbeat round trips | $rtt_agents | $(val "$r" round_trips_per_s) /s | | |"
-echo "| Heartbeat mean latency | $rtt_agents | $(val "$r" mean_latency_us) µs | | |"
-v=$(val "$r" controller_cpu_us_per_rt)
-echo "| Controller CPU per round trip | $rtt_agents | $v µs | ≤ 3 µs | $(verdict "$v" 3) |"
-echo "| … of which user time | $rtt_agents | $(val "$r" controller_user_us_per_rt) µs | | |"
-echo "| Load generator CPU during rtt | $rtt_agents | $(val "$r" loadgen_cpu_s) s / ${rtt_seconds} s | | |"
+if has_step push; then
+	p="push-$push_agents"
+	echo "| Push: last agent received the config | $push_agents | $(val "$p" t_recv_ms) ms | | |"
+	v=$(val "$p" t_applied_ms)
+	echo "| Push: fleet summary shows all APPLIED | $push_agents | $v ms | ≤ 1000 ms | $(verdict "$v" 1000) |"
+fi
+if has_step rtt; then
+	r="rtt-$rtt_agents"
+	rb="rtt-base-$rtt_agents"
+	# ratio A B / diff A B, "n/a" when either is missing.
+	ratio() {
+		awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b <= 0) print "n/a"; else printf "%.2f", a / b }'
+	}
+	diff_us() {
+		awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || a < 0 || b < 0) print "n/a"; else printf "%.2f", a - b }'
+	}
+	echo "| Heartbeat round trips (controller / baseline) | $rtt_agents | $(val "$r" round_trips_per_s) / $(val "$rb" round_trips_per_s) /s | | |"
+	echo "| Heartbeat mean latency (controller / baseline) | $rtt_agents | $(val "$r" mean_latency_us) / $(val "$rb" mean_latency_us) µs | | |"
+	v=$(val "$r" controller_cpu_us_per_rt)
+	vb=$(val "$rb" controller_cpu_us_per_rt)
+	echo "| Controller CPU per round trip (user + system) | $rtt_agents | $v µs | ≤ 3 µs | $(verdict "$v" 3) |"
+	echo "| Baseline CPU per round trip (ws-echo-baseline: recv + send floor) | $rtt_agents | $vb µs | | |"
+	echo "| Controller / baseline CPU per round trip | $rtt_agents | $(ratio "$v" "$vb") × | | |"
+	echo "| Controller − baseline CPU per round trip (our cost above the floor) | $rtt_agents | $(diff_us "$v" "$vb") µs | | |"
+	u=$(val "$r" controller_user_us_per_rt)
+	ub=$(val "$rb" controller_user_us_per_rt)
+	echo "| … user time, controller / baseline | $rtt_agents | $u / $ub µs | | |"
+	echo "| … system time, controller / baseline | $rtt_agents | $(diff_us "$v" "$u") / $(diff_us "$vb" "$ub") µs | | |"
+	echo "| Load generator CPU during rtt (controller / baseline run) | $rtt_agents | $(val "$r" loadgen_cpu_s) / $(val "$rb" loadgen_cpu_s) s per ${rtt_seconds} s | | |"
+fi
 echo
 if [ $failures -ne 0 ]; then
 	echo "control_plane.sh: $failures run(s) failed (see messages above)" >&2

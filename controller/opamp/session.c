@@ -225,7 +225,12 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 			    const uint8_t *data, size_t len, int64_t now_ms, struct pf_buf *out,
 			    struct pf_opamp_result *res)
 {
-	struct pf_error err = {0};
+	/* Not "= {0}": that clears a kilobyte per message; pf_error_set() needs code == 0 and
+	 * the reply below reads msg only when it was set. */
+	struct pf_error err;
+	err.code = 0;
+	err.path[0] = 0;
+	err.msg[0] = 0;
 	struct pf_a2s *in = NULL;
 	memset(res, 0, sizeof(*res));
 	if (ctx->metrics)

@@ -11,7 +11,13 @@
  * The two passes share ar_round(), so the fill pass always fits what the sizing pass counted.
  *
  * Encoding builds protobuf-c structs in a throw-away pool (strings are borrowed from the
- * caller), packs them straight into the caller's pf_buf and frees the pool. */
+ * caller), packs them straight into the caller's pf_buf and frees the pool.
+ *
+ * Hot-path shortcuts (same results, byte for byte; bench/tests/test_codec_fastpath.c checks
+ * them): a heartbeat-shaped AgentToServer is decoded without protobuf-c (a2s_decode_fast) and a
+ * plain ack (instance_uid, flags, capabilities) is encoded by hand (s2a_encode_fast). They
+ * take the controller's per-heartbeat decode + encode from ~4,000 to a few hundred
+ * instructions (docs/benchmarks.md, "Control plane"). */
 #include "opamp_codec.h"
 
 #include <errno.h>
@@ -706,6 +712,87 @@ static int arena_new(struct arena *a, size_t size, size_t max, const char *what,
 	return 0;
 }
 
+/* Fast path for the message a connected agent sends most: a heartbeat or a status-compressed
+ * report that carries only instance_uid, sequence_num, capabilities, flags and, possibly, an
+ * empty agent_disconnect. It is decoded straight into the plain struct (one allocation, no
+ * protobuf-c), with exactly the result the general path gives for the same bytes. Anything
+ * else (another field, a repeated field, a tag or length that is not the canonical single-byte
+ * form, a uid longer than 16 bytes, an unusually small byte cap) is left to the general path,
+ * which also produces every error. Returns 1 when decoded, 0 to fall back, -ENOMEM. */
+#define A2S_FAST_MIN_CAP 1024 /* the general path needs well under this for such a message */
+_Static_assert(sizeof(pb_a2s) + sizeof(Opamp__Proto__V1__AgentDisconnect) + PF_OPAMP_UID_LEN +
+			   64 <= A2S_FAST_MIN_CAP &&
+		       sizeof(struct pf_a2s) + AR_ALIGN <= A2S_FAST_MIN_CAP,
+	       "A2S_FAST_MIN_CAP must cover what the general path allocates");
+
+static int a2s_decode_fast(const uint8_t *p, size_t len, size_t max_bytes, struct pf_a2s **out)
+{
+	enum { SEEN_UID = 1, SEEN_SEQ = 2, SEEN_CAPS = 4, SEEN_FLAGS = 8, SEEN_DISC = 16 };
+	uint8_t uid[PF_OPAMP_UID_LEN];
+	size_t uid_len = 0;
+	uint64_t seq = 0, caps = 0, flags = 0;
+	unsigned seen = 0;
+	size_t i = 0;
+
+	if (max_bytes < A2S_FAST_MIN_CAP)
+		return 0;
+	while (i < len) {
+		uint8_t tag = p[i++];
+		uint64_t v;
+		unsigned bit;
+		switch (tag) {
+		case 1 << 3 | WT_LEN: /* instance_uid */
+			if (i >= len || p[i] > PF_OPAMP_UID_LEN || p[i] > len - i - 1 ||
+			    (seen & SEEN_UID))
+				return 0;
+			uid_len = p[i++];
+			memcpy(uid, p + i, uid_len);
+			i += uid_len;
+			seen |= SEEN_UID;
+			continue;
+		case 9 << 3 | WT_LEN: /* agent_disconnect, an empty message */
+			if (i >= len || p[i] != 0 || (seen & SEEN_DISC))
+				return 0;
+			i++;
+			seen |= SEEN_DISC;
+			continue;
+		case 2 << 3 | WT_VARINT:
+			bit = SEEN_SEQ;
+			break;
+		case 4 << 3 | WT_VARINT:
+			bit = SEEN_CAPS;
+			break;
+		case 10 << 3 | WT_VARINT:
+			bit = SEEN_FLAGS;
+			break;
+		default:
+			return 0;
+		}
+		if ((seen & bit) || read_varint(p, len, &i, &v) < 0)
+			return 0;
+		seen |= bit;
+		if (bit == SEEN_SEQ)
+			seq = v;
+		else if (bit == SEEN_CAPS)
+			caps = v;
+		else
+			flags = v;
+	}
+	/* malloc + memset rather than calloc: glibc's calloc skips the thread cache. */
+	struct pf_a2s *m = malloc(ar_round(sizeof(*m)));
+	if (!m)
+		return -ENOMEM;
+	memset(m, 0, sizeof(*m));
+	memcpy(m->instance_uid, uid, uid_len);
+	m->instance_uid_len = uid_len;
+	m->sequence_num = seq;
+	m->capabilities = caps;
+	m->flags = flags;
+	m->has_disconnect = seen & SEEN_DISC;
+	*out = m;
+	return 1;
+}
+
 int pf_a2s_decode(const uint8_t *data, size_t len, size_t max_bytes, struct pf_a2s **out,
 		  struct pf_error *err)
 {
@@ -718,6 +805,9 @@ int pf_a2s_decode(const uint8_t *data, size_t len, size_t max_bytes, struct pf_a
 
 	if (!out || (!data && len))
 		return -EINVAL;
+	r = a2s_decode_fast(data ? data : (const uint8_t *)"", len, max_bytes, out);
+	if (r != 0)
+		return r > 0 ? 0 : pf_error_set(err, r, d->short_name, "out of memory");
 	ProtobufCMessage *msg =
 	    unpack_capped(d, data ? data : (const uint8_t *)"", len, &ca, &alloc, &r, err);
 	if (!msg)
@@ -1044,12 +1134,25 @@ int pf_a2s_encode(const struct pf_a2s *m, struct pf_buf *out)
  * given interval so agents can tell an unchanged offer. */
 static int heartbeat_hash(uint64_t secs, uint8_t out[32])
 {
+	/* Every first reply on a connection carries it, with the same interval: keep the last. */
+	static _Thread_local struct {
+		bool valid;
+		uint64_t secs;
+		uint8_t hash[32];
+	} last;
+	if (last.valid && last.secs == secs) {
+		memcpy(out, last.hash, 32);
+		return 0;
+	}
 	uint8_t le[8];
 	unsigned int n = 0;
 	for (int i = 0; i < 8; i++)
 		le[i] = (uint8_t)(secs >> (8 * i));
 	if (!EVP_Digest(le, sizeof(le), out, &n, EVP_sha256(), NULL) || n != 32)
 		return -EIO;
+	memcpy(last.hash, out, 32);
+	last.secs = secs;
+	last.valid = true;
 	return 0;
 }
 
@@ -1126,8 +1229,53 @@ static int s2a_build(struct pool *pl, const struct pf_s2a *m, pb_s2a *p)
 	return 0;
 }
 
+static size_t put_varint(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
+/* Fast path for the reply the controller sends most: the ack to a heartbeat, which sets only
+ * instance_uid, flags and capabilities. Written by hand in the canonical form protobuf-c
+ * produces (fields in number order, proto3 zero values omitted, minimal varints), so the
+ * bytes are identical; saves the pool, the size pass and the pack of the general path.
+ * Returns 1 when encoded, 0 when the message needs the general path, or a negative errno. */
+static int s2a_encode_fast(const struct pf_s2a *m, struct pf_buf *out)
+{
+	if (m->has_error || m->has_retry_after || m->has_remote_config ||
+	    m->has_heartbeat_interval || m->has_new_instance_uid || m->has_custom_capabilities ||
+	    m->has_custom_message || m->instance_uid_len > PF_OPAMP_UID_LEN)
+		return 0;
+	uint8_t b[2 + PF_OPAMP_UID_LEN + 2 * 11];
+	size_t n = 0;
+	if (m->instance_uid_len) {
+		b[n++] = 1 << 3 | WT_LEN;
+		b[n++] = (uint8_t)m->instance_uid_len;
+		memcpy(b + n, m->instance_uid, m->instance_uid_len);
+		n += m->instance_uid_len;
+	}
+	if (m->flags) {
+		b[n++] = 6 << 3 | WT_VARINT;
+		n += put_varint(b + n, m->flags);
+	}
+	if (m->capabilities) {
+		b[n++] = 7 << 3 | WT_VARINT;
+		n += put_varint(b + n, m->capabilities);
+	}
+	int r = pf_buf_append(out, b, n);
+	return r < 0 ? r : 1;
+}
+
 int pf_s2a_encode(const struct pf_s2a *m, struct pf_buf *out)
 {
+	int fr = s2a_encode_fast(m, out);
+	if (fr != 0)
+		return fr > 0 ? 0 : fr;
 	struct pool pl = {0};
 	pb_s2a p;
 	opamp__proto__v1__server_to_agent__init(&p);
