@@ -1,5 +1,9 @@
 /* main.c — profleet-agent: parses the command line and wires the agent_core modules
- * together (state, config engine, health, OpAMP session and client). See docs/agent.md. */
+ * together (state, config engine, health, data plane, OpAMP session and client). See
+ * docs/agent.md.
+ *
+ * Signals: SIGTERM/SIGINT stop the agent (the data plane exports its last window, then the
+ * OpAMP goodbye, exit 0); SIGUSR1 starts or ends a triggered capture (mode: triggered). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -8,6 +12,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "dataplane.h"
 #include "description.h"
 #include "health.h"
 #include "opamp_client.h"
@@ -18,10 +23,21 @@
 
 static volatile sig_atomic_t stop_requested;
 static struct agent_client *the_client;
+static struct agent_dataplane *the_dataplane;
 
 static void on_signal(int sig)
 {
+	if (sig == SIGUSR1) {
+		agent_dataplane_toggle_trigger(the_dataplane);
+		return;
+	}
 	stop_requested = 1;
+	agent_client_wake(the_client);
+}
+
+static void wake_loop(void *ctx)
+{
+	(void)ctx;
 	agent_client_wake(the_client);
 }
 
@@ -92,9 +108,18 @@ int main(int argc, char **argv)
 			pf_log_error("--label '%s': too many labels", o.labels[i]);
 			goto out;
 		}
-	/* Components register here; the sampler and exporters add their hooks in later
-	 * issues (agent_config_add_hook + agent_health_register). */
+	/* Components register here (agent_config_add_hook + agent_health_register). */
 	agent_health_register(health, "config");
+	struct agent_dataplane_opts dpo = {.health = health, .wake = wake_loop};
+	err = (struct pf_error){0};
+	the_dataplane = agent_dataplane_new(&dpo, &err);
+	if (!the_dataplane) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
+	struct agent_config_hook hook;
+	agent_dataplane_hook(the_dataplane, &hook);
+	agent_config_add_hook(cfg, &hook);
 	err = (struct pf_error){0};
 	if (agent_config_start(cfg, &err) < 0) {
 		pf_log_error("config: %s", err.msg);
@@ -130,18 +155,27 @@ int main(int argc, char **argv)
 		pf_log_info("no --server: running standalone on the %s config",
 			    o.config_file ? "local" : "default");
 
+	/* the last window is exported before the OpAMP goodbye */
+	agent_client_set_stop_hook(the_client, agent_dataplane_flushed, the_dataplane,
+				   AGENT_DATAPLANE_FLUSH_MS + 500);
+
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESTART;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	agent_client_run(the_client, &stop_requested);
 	pf_log_info("stopped");
 	rc = 0;
 out:
+	/* the data plane first: its worker may still wake the loop */
+	agent_dataplane_free(the_dataplane);
+	the_dataplane = NULL;
 	agent_client_free(the_client);
 	the_client = NULL;
 	agent_session_free(session);

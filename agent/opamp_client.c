@@ -54,6 +54,12 @@ struct agent_client {
 	lws_sorted_usec_list_t sul_heartbeat;
 	lws_sorted_usec_list_t sul_tick;
 	lws_sorted_usec_list_t sul_deadline;
+	lws_sorted_usec_list_t sul_stop_hook;
+
+	bool (*stop_hook)(void *ctx);
+	void *stop_ctx;
+	uint64_t stop_max_ms;
+	bool stop_hook_started, stop_hook_over;
 };
 
 /* ---- URL ---------------------------------------------------------------------------- */
@@ -494,6 +500,38 @@ static void deadline_cb(lws_sorted_usec_list_t *sul)
 	c->done = true;
 }
 
+static void stop_hook_deadline_cb(lws_sorted_usec_list_t *sul)
+{
+	struct agent_client *c = lws_container_of(sul, struct agent_client, sul_stop_hook);
+	if (!c->stop_hook_over)
+		pf_log_warn("opamp: components did not finish within %llu ms; stopping anyway",
+			    (unsigned long long)c->stop_max_ms);
+	c->stop_hook_over = true;
+}
+
+/* Lets the stop hook finish (bounded) before the goodbye. True when the goodbye may start. */
+static bool stop_hook_done(struct agent_client *c)
+{
+	if (!c->stop_hook || c->stop_hook_over)
+		return true;
+	if (!c->stop_hook_started) {
+		c->stop_hook_started = true;
+		lws_sul_schedule(c->ctx, 0, &c->sul_stop_hook, stop_hook_deadline_cb,
+				 (lws_usec_t)c->stop_max_ms * LWS_US_PER_MS);
+	}
+	if (c->stop_hook(c->stop_ctx))
+		c->stop_hook_over = true;
+	return c->stop_hook_over;
+}
+
+void agent_client_set_stop_hook(struct agent_client *c, bool (*done)(void *ctx), void *ctx,
+				uint64_t max_ms)
+{
+	c->stop_hook = done;
+	c->stop_ctx = ctx;
+	c->stop_max_ms = max_ms;
+}
+
 static void begin_stop(struct agent_client *c)
 {
 	c->stopping = true;
@@ -607,7 +645,7 @@ int agent_client_run(struct agent_client *c, volatile sig_atomic_t *stop)
 	if (!c->standalone)
 		schedule_connect(c, 0);
 	while (!c->done) {
-		if (*stop && !c->stopping)
+		if (*stop && !c->stopping && stop_hook_done(c))
 			begin_stop(c);
 		if (c->done)
 			break;
@@ -616,6 +654,7 @@ int agent_client_run(struct agent_client *c, volatile sig_atomic_t *stop)
 	}
 	lws_sul_cancel(&c->sul_tick);
 	lws_sul_cancel(&c->sul_deadline);
+	lws_sul_cancel(&c->sul_stop_hook);
 	lws_sul_cancel(&c->sul_connect);
 	lws_sul_cancel(&c->sul_heartbeat);
 	return 0;

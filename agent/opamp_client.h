@@ -15,8 +15,10 @@
  *    jitter (base 500 ms, cap 30 s); HTTP 503/429 Retry-After at the upgrade and
  *    ServerErrorResponse UNAVAILABLE retry_after set a floor; HTTP 401 logs "agent token
  *    rejected" and waits at least 60 s;
- *  - shutdown: the last message carries agent_disconnect, then a normal Close (22); bounded by
- *    2 s, after which the loop ends anyway.
+ *  - shutdown: first the stop hook (agent_client_set_stop_hook: the data plane exports its last
+ *    window) while the loop keeps serving OpAMP, bounded by the hook's max_ms; then the last
+ *    message carries agent_disconnect, then a normal Close (22); bounded by 2 s, after which
+ *    the loop ends anyway.
  * All timers are lws_sul. Owns the lws context, the connection and its buffers. Runs on one
  * thread; agent_client_wake() is the only call safe from elsewhere (signal handlers). */
 #ifndef AGENT_OPAMP_CLIENT_H
@@ -63,6 +65,12 @@ struct agent_client *agent_client_new(const struct agent_client_opts *o,
 				      struct agent_session *session, struct agent_health *health,
 				      struct pf_error *err);
 void agent_client_free(struct agent_client *c);
+
+/* Called on the loop thread once *stop is set, before the goodbye, until it returns true or
+ * max_ms passed; its first call starts the component's flush. The component wakes the loop
+ * (agent_client_wake) when it is done. */
+void agent_client_set_stop_hook(struct agent_client *c, bool (*done)(void *ctx), void *ctx,
+				uint64_t max_ms);
 
 /* Runs the loop until *stop becomes non-zero, then shuts down gracefully (bounded). 0. */
 int agent_client_run(struct agent_client *c, volatile sig_atomic_t *stop);

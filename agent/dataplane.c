@@ -1,0 +1,864 @@
+/* dataplane.c — see dataplane.h. */
+#include "dataplane.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exporter.h"
+#include "health.h"
+#include "otlp_profiles.h"
+#include "pf/buf.h"
+#include "pf/log.h"
+#include "pf/profcfg.h"
+#include "sampler_bpf.h"
+
+/* The delivery issue's exporter API (bounded queue, retries, spill, pyroscope windows) is
+ * recognised by its queue macro; without it the exporter takes one export at a time. */
+#ifdef AGENT_EXPORTER_DEFAULT_QUEUE_BYTES
+#define HAVE_EXPORTER_QUEUE 1
+#else
+#define HAVE_EXPORTER_QUEUE 0
+#endif
+
+#define NAME_LEN 48
+#define STATUS_LEN 1024
+
+struct dp_exporter {
+	struct agent_exporter *x;
+	char name[NAME_LEN]; /* health component "exporter/<i>:<type>" */
+};
+
+struct agent_dataplane {
+	struct agent_health *health;
+	void (*wake)(void *ctx);
+	void *wake_ctx;
+	bool no_sampler, include_self;
+	char *spill_dir; /* NULL: exporters keep their queue in memory only */
+	int efd;	 /* eventfd: wakes the worker (config, trigger, stop, export done) */
+	pthread_t thread;
+	bool thread_started;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	/* under lock: posted by the loop thread */
+	struct pf_profcfg *pending; /* private copy, owned */
+	bool stop_requested;
+	bool flushed;	    /* the worker finished its final flush */
+	unsigned in_flight; /* submits accepted whose done callback has not run */
+	unsigned n_reapers; /* threads freeing replaced exporters */
+	struct agent_dataplane_counters counters;
+
+	atomic_uint trigger_toggles; /* from the signal handler */
+
+	/* worker thread only */
+	struct pf_sampler *sampler;
+	struct pf_profcfg *cfg; /* applied config (private copy) */
+	struct dp_exporter ex[PF_PROFCFG_MAX_EXPORTERS];
+	size_t n_ex;
+	uint64_t next_close_ms; /* CLOCK_MONOTONIC deadline of the open window, 0 = none */
+	bool capturing;		/* triggered mode: a capture runs */
+	bool running;		/* the sampler was running at the last check */
+	char sampler_err[768];	/* the last config the sampler refused, "" when none */
+	struct pf_buf out;
+};
+
+/* ---- small helpers ------------------------------------------------------------------------- */
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void kick(struct agent_dataplane *d)
+{
+	uint64_t one = 1;
+	ssize_t n = write(d->efd, &one, sizeof(one)); /* async-signal-safe */
+	(void)n;
+}
+
+/* A private copy of a config: the engine frees its own at the next swap. The YAML emit/parse
+ * round trip gives an equal config (pf/profcfg.h). */
+static struct pf_profcfg *cfg_clone(const struct pf_profcfg *cfg)
+{
+	struct pf_buf b;
+	struct pf_profcfg *copy = NULL;
+	struct pf_error err = {0};
+	pf_buf_init(&b, PF_PROFCFG_MAX_DOC);
+	if (pf_profcfg_emit_yaml(cfg, &b) == 0 &&
+	    pf_profcfg_parse((const char *)b.data, b.len, &copy, &err) < 0) {
+		pf_log_error("dataplane: cannot copy the config: %s", err.msg);
+		copy = NULL;
+	}
+	pf_buf_release(&b);
+	return copy;
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+	if (!a || !b)
+		return a == b;
+	return strcmp(a, b) == 0;
+}
+
+static bool exporter_eq(const struct pf_exporter *a, const struct pf_exporter *b)
+{
+	if (a->type != b->type || !str_eq(a->endpoint, b->endpoint) ||
+	    a->compression != b->compression || a->timeout_seconds != b->timeout_seconds ||
+	    !str_eq(a->path, b->path) || a->max_bytes != b->max_bytes ||
+	    a->n_headers != b->n_headers)
+		return false;
+	for (size_t i = 0; i < a->n_headers; i++)
+		if (!str_eq(a->headers[i].key, b->headers[i].key) ||
+		    !str_eq(a->headers[i].value, b->headers[i].value))
+			return false;
+	return true;
+}
+
+/* ---- apply hook (loop thread) -------------------------------------------------------------- */
+
+static int hook_check(void *ctx, const struct pf_profcfg *cfg, struct pf_error *err)
+{
+	(void)ctx;
+	/* Frequency range and filter regexps are validated by pf_profcfg_parse. Exporters: build
+	 * those that have no side effect at creation (file exporters clean their directory, and
+	 * config.c's own hook checks the directory). */
+	for (size_t i = 0; i < cfg->n_exporters; i++) {
+		const struct pf_exporter *e = &cfg->exporters[i];
+		if (e->type == PF_EXPORTER_FILE)
+			continue;
+		struct pf_error xe = {0};
+		struct agent_exporter *x = agent_exporter_new(e, &xe);
+		if (!x) {
+			char key[320];
+			snprintf(key, sizeof(key), "profiling.exporters[%zu]%s%s", i,
+				 xe.path[0] ? "." : "", xe.path);
+			const char *detail = xe.msg;
+			size_t plen = strlen(xe.path);
+			/* the exporter's message may start with its own short path */
+			if (plen && strncmp(detail, xe.path, plen) == 0 && detail[plen] == ':')
+				detail += plen + 2;
+			return pf_error_set(err, xe.code ? xe.code : -EINVAL, key, "%s: %s", key,
+					    detail[0] ? detail : "cannot create the exporter");
+		}
+		agent_exporter_free(x);
+	}
+	return 0;
+}
+
+static void hook_commit(void *ctx, const struct pf_profcfg *cfg, const struct pf_profcfg *old)
+{
+	struct agent_dataplane *d = ctx;
+	(void)old;
+	struct pf_profcfg *copy = cfg_clone(cfg);
+	if (!copy)
+		return;
+	pthread_mutex_lock(&d->lock);
+	pf_profcfg_free(d->pending);
+	d->pending = copy;
+	pthread_mutex_unlock(&d->lock);
+	kick(d);
+}
+
+void agent_dataplane_hook(struct agent_dataplane *d, struct agent_config_hook *out)
+{
+	*out = (struct agent_config_hook){
+	    .name = "dataplane", .check = hook_check, .commit = hook_commit, .ctx = d};
+}
+
+/* ---- exporters (worker thread) ------------------------------------------------------------- */
+
+static void export_done(void *user, int rc)
+{
+	struct agent_dataplane *d = user;
+	(void)rc;
+	pthread_mutex_lock(&d->lock);
+	if (d->in_flight)
+		d->in_flight--;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+	kick(d); /* refresh the exporter's health */
+}
+
+struct reaper {
+	struct agent_dataplane *d;
+	struct agent_exporter *x;
+};
+
+static void *reaper_main(void *arg)
+{
+	struct reaper *r = arg;
+	struct agent_dataplane *d = r->d;
+	agent_exporter_free(r->x); /* waits for its export in flight (bounded by its timeout) */
+	free(r);
+	pthread_mutex_lock(&d->lock);
+	d->n_reapers--;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+/* A replaced exporter finishes its export in flight on a thread of its own, so that a slow
+ * endpoint does not stall the sampler's ring buffers. */
+static void retire_exporter(struct agent_dataplane *d, struct agent_exporter *x)
+{
+	struct reaper *r = malloc(sizeof(*r));
+	pthread_t t;
+	pthread_attr_t attr;
+	if (r) {
+		*r = (struct reaper){.d = d, .x = x};
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pthread_mutex_lock(&d->lock);
+		d->n_reapers++;
+		pthread_mutex_unlock(&d->lock);
+		int rc = pthread_create(&t, &attr, reaper_main, r);
+		pthread_attr_destroy(&attr);
+		if (rc == 0)
+			return;
+		pthread_mutex_lock(&d->lock);
+		d->n_reapers--;
+		pthread_mutex_unlock(&d->lock);
+		free(r);
+	}
+	agent_exporter_free(x);
+}
+
+static void exporter_health(struct agent_dataplane *d, struct dp_exporter *e)
+{
+	struct agent_exporter_status st;
+	char status[160];
+	agent_exporter_status(e->x, &st);
+	if (st.dropped)
+		snprintf(status, sizeof(status), "%s; %" PRIu64 " dropped", st.status, st.dropped);
+	else
+		snprintf(status, sizeof(status), "%s", st.status);
+	agent_health_set(d->health, e->name, st.healthy, status, st.last_error);
+}
+
+static void exporters_health(struct agent_dataplane *d)
+{
+	for (size_t i = 0; i < d->n_ex; i++)
+		if (d->ex[i].x)
+			exporter_health(d, &d->ex[i]);
+}
+
+static struct agent_exporter *exporter_create(struct agent_dataplane *d,
+					      const struct pf_profcfg *cfg, size_t i,
+					      struct pf_error *err)
+{
+#if HAVE_EXPORTER_QUEUE
+	struct agent_exporter_opts xo = {.queue_bytes = cfg->limits.queue_bytes,
+					 .spill_dir = d->spill_dir};
+	return agent_exporter_new_opts(&cfg->exporters[i], &xo, err);
+#else
+	(void)d;
+	return agent_exporter_new(&cfg->exporters[i], err);
+#endif
+}
+
+static void exporter_name(char name[NAME_LEN], size_t i, enum pf_exporter_type t)
+{
+	snprintf(name, NAME_LEN, "exporter/%zu:%s", i, pf_exporter_type_name(t));
+}
+
+/* Keeps exporters whose settings did not change, re-creates the others. */
+static void apply_exporters(struct agent_dataplane *d, const struct pf_profcfg *old,
+			    const struct pf_profcfg *cfg)
+{
+	struct dp_exporter next[PF_PROFCFG_MAX_EXPORTERS];
+	size_t n = pf_min(cfg->n_exporters, (size_t)PF_PROFCFG_MAX_EXPORTERS);
+	memset(next, 0, sizeof(next));
+	for (size_t i = 0; i < n; i++) {
+		const struct pf_exporter *e = &cfg->exporters[i];
+		exporter_name(next[i].name, i, e->type);
+		if (old && i < d->n_ex && i < old->n_exporters && d->ex[i].x &&
+		    exporter_eq(&old->exporters[i], e)) {
+			next[i].x = d->ex[i].x; /* unchanged: keep it */
+			d->ex[i].x = NULL;
+		}
+	}
+	/* retire what is left of the old set, drop its health components */
+	for (size_t i = 0; i < d->n_ex; i++) {
+		bool kept_name = false;
+		for (size_t j = 0; j < n; j++)
+			kept_name |= strcmp(next[j].name, d->ex[i].name) == 0;
+		if (d->ex[i].x) {
+			pf_log_info("dataplane: %s replaced", d->ex[i].name);
+			retire_exporter(d, d->ex[i].x);
+		}
+		if (!kept_name)
+			agent_health_unregister(d->health, d->ex[i].name);
+	}
+	for (size_t i = 0; i < n; i++) {
+		agent_health_register(d->health, next[i].name);
+		if (next[i].x)
+			continue;
+		struct pf_error err = {0};
+		next[i].x = exporter_create(d, cfg, i, &err);
+		if (!next[i].x) {
+			pf_log_error("dataplane: %s: %s", next[i].name, err.msg);
+			agent_health_set(d->health, next[i].name, false, "cannot start", err.msg);
+		} else {
+			pf_log_info("dataplane: %s ready", next[i].name);
+		}
+	}
+	memcpy(d->ex, next, sizeof(next));
+	d->n_ex = n;
+	exporters_health(d);
+}
+
+static void free_exporters(struct agent_dataplane *d, bool wait)
+{
+	for (size_t i = 0; i < d->n_ex; i++) {
+		if (d->ex[i].x) {
+			if (wait)
+				agent_exporter_free(d->ex[i].x);
+			d->ex[i].x = NULL;
+		}
+	}
+	d->n_ex = 0;
+}
+
+/* ---- windows (worker thread) --------------------------------------------------------------- */
+
+static bool wants_window(struct agent_exporter *x)
+{
+#if HAVE_EXPORTER_QUEUE
+	return agent_exporter_wants_window(x);
+#else
+	(void)x;
+	return false;
+#endif
+}
+
+/* Exporters that take the window itself (pyroscope: pprof per process). */
+static void submit_window_all(struct agent_dataplane *d, const struct pf_prof_window *w)
+{
+#if HAVE_EXPORTER_QUEUE
+	for (size_t i = 0; i < d->n_ex; i++) {
+		if (!d->ex[i].x || !wants_window(d->ex[i].x))
+			continue;
+		size_t n = 0;
+		int rc = agent_exporter_submit_window(d->ex[i].x, w, NULL, NULL, &n);
+		pthread_mutex_lock(&d->lock);
+		d->counters.exports += n;
+		if (rc < 0)
+			d->counters.dropped++;
+		pthread_mutex_unlock(&d->lock);
+		if (rc < 0)
+			pf_log_warn("dataplane: %s refused the window: %s", d->ex[i].name,
+				    strerror(-rc));
+	}
+#else
+	(void)d;
+	(void)w;
+#endif
+}
+
+static void submit_all(struct agent_dataplane *d, const uint8_t *data, size_t len,
+		       const uint8_t id[16])
+{
+	for (size_t i = 0; i < d->n_ex; i++) {
+		if (!d->ex[i].x || wants_window(d->ex[i].x))
+			continue;
+		pthread_mutex_lock(&d->lock);
+		d->in_flight++;
+		pthread_mutex_unlock(&d->lock);
+		int rc = agent_exporter_submit(d->ex[i].x, data, len, id, export_done, d);
+		pthread_mutex_lock(&d->lock);
+		if (rc < 0) {
+			d->in_flight--;
+			d->counters.dropped++;
+		} else {
+			d->counters.exports++;
+		}
+		pthread_mutex_unlock(&d->lock);
+		if (rc < 0)
+			pf_log_warn("dataplane: %s refused the export: %s", d->ex[i].name,
+				    strerror(-rc));
+	}
+}
+
+static void export_window(struct agent_dataplane *d, struct pf_prof_window *w)
+{
+	uint8_t id[16];
+	struct pf_error err = {0};
+	uint64_t samples = pf_prof_window_samples(w);
+
+	size_t n_bytes_ex = 0;
+	for (size_t i = 0; i < d->n_ex; i++)
+		n_bytes_ex += d->ex[i].x && !wants_window(d->ex[i].x);
+	if (samples)
+		submit_window_all(d, w);
+	if (!n_bytes_ex) { /* no exporter takes OTLP bytes: nothing to encode for */
+		pf_prof_window_free(w);
+		return;
+	}
+	pf_buf_reset(&d->out);
+	int rc = pf_otlp_profiles_encode(w, &d->out, id, &err);
+	if (rc == -ENODATA) {
+		pf_log_debug("dataplane: window without samples, nothing to export");
+	} else if (rc < 0) {
+		pf_log_error("dataplane: cannot encode the window: %s", err.msg);
+		pthread_mutex_lock(&d->lock);
+		d->counters.encode_errors++;
+		pthread_mutex_unlock(&d->lock);
+		agent_health_set(d->health, "sampler", false, "cannot encode windows", err.msg);
+	} else {
+		pthread_mutex_lock(&d->lock);
+		d->counters.windows++;
+		pthread_mutex_unlock(&d->lock);
+		pf_log_debug("dataplane: window of %" PRIu64 " samples, %zu processes, %u Hz: "
+			     "%zu bytes to %zu exporters",
+			     samples, w->n_processes, w->frequency_hz, d->out.len, d->n_ex);
+		submit_all(d, d->out.data, d->out.len, id);
+	}
+	pf_prof_window_free(w);
+}
+
+static void sampler_health(struct agent_dataplane *d);
+
+/* Closes the open window and exports it together with windows a frequency change split off. */
+static void close_and_export(struct agent_dataplane *d)
+{
+	struct pf_error err = {0};
+	struct pf_prof_window *w = pf_sampler_close_window(d->sampler, &err);
+	if (!w) {
+		pf_log_error("dataplane: cannot close the window: %s", err.msg);
+		agent_health_set(d->health, "sampler", false, "cannot close windows", err.msg);
+		return;
+	}
+	do {
+		export_window(d, w);
+	} while ((w = pf_sampler_next_window(d->sampler)));
+	sampler_health(d);
+}
+
+/* ---- health (worker thread) ---------------------------------------------------------------- */
+
+static void sampler_health(struct agent_dataplane *d)
+{
+	struct pf_sampler_stats st;
+	char status[STATUS_LEN];
+	struct pf_buf b;
+	if (!d->sampler || pf_sampler_stats(d->sampler, &st) < 0)
+		return;
+	pf_buf_init(&b, STATUS_LEN);
+	if (st.running)
+		pf_buf_printf(&b, "running at %u Hz on %u CPUs", st.frequency_hz, st.n_cpus);
+	else if (!d->cfg || !d->cfg->enabled)
+		pf_buf_printf(&b, "disabled");
+	else if (d->cfg->mode == PF_MODE_TRIGGERED)
+		pf_buf_printf(&b, "idle: waiting for a trigger");
+	else
+		pf_buf_printf(&b, "stopped");
+	pf_buf_printf(&b,
+		      "; samples %" PRIu64 ", lost %" PRIu64 " (kernel %" PRIu64 ", user %" PRIu64
+		      "), filtered %" PRIu64 ", stack errors %" PRIu64 ", processes %" PRIu64,
+		      st.samples, st.lost_kernel + st.lost_user, st.lost_kernel, st.lost_user,
+		      st.filtered, st.stack_errors, st.processes);
+	if (st.bpf_stats_enabled) {
+		pf_buf_printf(&b, "; bpf run time %" PRIu64 " us (", st.bpf_run_time_ns / 1000);
+		for (int i = 0; i < PF_SAMPLER_N_PROGS; i++)
+			pf_buf_printf(&b, "%s%s %" PRIu64 " us/%" PRIu64 " runs", i ? ", " : "",
+				      st.progs[i].name ? st.progs[i].name : "?",
+				      st.progs[i].run_time_ns / 1000, st.progs[i].run_cnt);
+		pf_buf_printf(&b, ")");
+	}
+	snprintf(status, sizeof(status), "%s", b.data ? pf_buf_str(&b) : "");
+	pf_buf_release(&b);
+	char lasterr[128] = "";
+	if (st.last_error)
+		snprintf(lasterr, sizeof(lasterr), "last failure: %s", strerror(-st.last_error));
+	/* a window/encode failure is repaired by the next good window; a refused config stays
+	 * until one applies */
+	if (d->sampler_err[0])
+		agent_health_set(d->health, "sampler", false, status, d->sampler_err);
+	else
+		agent_health_set(d->health, "sampler", true, status, lasterr);
+
+	snprintf(status, sizeof(status),
+		 "frames resolved %" PRIu64 ", unresolved %" PRIu64 ", ELF files cached %" PRIu64,
+		 st.frames_resolved, st.frames_unresolved, st.elf_cached);
+	agent_health_set(d->health, "symbolizer", true, status, NULL);
+}
+
+/* ---- config and triggers (worker thread) --------------------------------------------------- */
+
+static bool sampler_running(struct agent_dataplane *d)
+{
+	struct pf_sampler_stats st;
+	return d->sampler && pf_sampler_stats(d->sampler, &st) == 0 && st.running;
+}
+
+static void schedule_close(struct agent_dataplane *d, uint64_t from_ms)
+{
+	const struct pf_profcfg *c = d->cfg;
+	if (!c || !c->enabled || !d->sampler)
+		d->next_close_ms = 0;
+	else if (c->mode == PF_MODE_CONTINUOUS)
+		d->next_close_ms = from_ms + (uint64_t)c->duration_seconds * 1000u;
+	else
+		d->next_close_ms =
+		    d->capturing ? from_ms + (uint64_t)c->duration_seconds * 1000u : 0;
+}
+
+static void apply_config(struct agent_dataplane *d, struct pf_profcfg *cfg)
+{
+	struct pf_profcfg *old = d->cfg;
+	bool was_running = d->running;
+	uint64_t window_open_ms = d->next_close_ms && old
+				      ? d->next_close_ms - (uint64_t)old->duration_seconds * 1000u
+				      : mono_ms();
+
+	if (d->sampler) {
+		struct pf_error err = {0};
+		if (old && old->mode == PF_MODE_TRIGGERED && cfg->mode != PF_MODE_TRIGGERED &&
+		    d->capturing) {
+			pf_sampler_trigger(d->sampler, false, &err);
+			d->capturing = false;
+		}
+		int rc = pf_sampler_set_config(d->sampler, cfg, &err);
+		if (rc < 0) {
+			pf_log_error("dataplane: sampler refused the config: %s", err.msg);
+			snprintf(d->sampler_err, sizeof(d->sampler_err), "%s", err.msg);
+		} else {
+			d->sampler_err[0] = '\0';
+			pf_log_info("dataplane: sampler %s, mode %s, %u Hz, windows of %u s",
+				    cfg->enabled ? "enabled" : "disabled",
+				    pf_prof_mode_name(cfg->mode), cfg->frequency_hz,
+				    cfg->duration_seconds);
+		}
+	}
+	apply_exporters(d, old, cfg);
+	d->cfg = cfg;
+	pf_profcfg_free(old);
+
+	d->running = sampler_running(d);
+	if (d->sampler && was_running && !d->running) {
+		close_and_export(d); /* stopped: export what it sampled */
+		d->next_close_ms = 0;
+	} else if (!was_running && d->running) {
+		schedule_close(d, mono_ms());
+	} else {
+		/* running on: the open window keeps its start, with the new duration */
+		schedule_close(d, window_open_ms);
+	}
+	sampler_health(d);
+}
+
+static void toggle_trigger(struct agent_dataplane *d)
+{
+	struct pf_error err = {0};
+	if (!d->sampler || !d->cfg || !d->cfg->enabled || d->cfg->mode != PF_MODE_TRIGGERED) {
+		pf_log_info("dataplane: trigger ignored (mode %s%s)",
+			    d->cfg ? pf_prof_mode_name(d->cfg->mode) : "?",
+			    d->sampler ? "" : ", no sampler");
+		return;
+	}
+	if (!d->capturing) {
+		/* start the capture's window now (nothing was sampled while idle) */
+		struct pf_prof_window *w = pf_sampler_close_window(d->sampler, &err);
+		while (w) {
+			export_window(d, w);
+			w = pf_sampler_next_window(d->sampler);
+		}
+		if (pf_sampler_trigger(d->sampler, true, &err) < 0) {
+			pf_log_error("dataplane: cannot start a capture: %s", err.msg);
+			agent_health_set(d->health, "sampler", false, "capture failed", err.msg);
+			return;
+		}
+		d->capturing = true;
+		d->running = true;
+		schedule_close(d, mono_ms());
+		pf_log_info("dataplane: triggered capture of %u s started",
+			    d->cfg->duration_seconds);
+	} else {
+		pf_sampler_trigger(d->sampler, false, &err);
+		d->capturing = false;
+		d->running = false;
+		close_and_export(d);
+		d->next_close_ms = 0;
+		pf_log_info("dataplane: triggered capture ended");
+	}
+	sampler_health(d);
+}
+
+/* ---- worker -------------------------------------------------------------------------------- */
+
+static void start_sampler(struct agent_dataplane *d)
+{
+	struct pf_error err = {0};
+	if (d->no_sampler) {
+		agent_health_set(d->health, "sampler", true, "off (--no-sampler)", NULL);
+		agent_health_set(d->health, "symbolizer", true, "off (no sampler)", NULL);
+		return;
+	}
+	struct pf_sampler_options so = {.include_self = d->include_self};
+	uint64_t t0 = mono_ms();
+	d->sampler = pf_sampler_new(&so, &err);
+	if (!d->sampler) {
+		if (!err.msg[0])
+			pf_error_set(&err, -errno, "", "%s", strerror(errno));
+		pf_log_error("dataplane: eBPF sampler unavailable: %s", err.msg);
+		agent_health_set(d->health, "sampler", false, "unavailable", err.msg);
+		agent_health_set(d->health, "symbolizer", true, "idle (no sampler)", NULL);
+		return;
+	}
+	pf_log_info("dataplane: eBPF sampler loaded in %" PRIu64 " ms", mono_ms() - t0);
+}
+
+static void drain_efd(struct agent_dataplane *d)
+{
+	uint64_t v;
+	ssize_t n = read(d->efd, &v, sizeof(v));
+	(void)n;
+}
+
+/* The final flush: export the open window, wait (bounded) for the exports in flight. */
+static void final_flush(struct agent_dataplane *d)
+{
+	if (d->sampler && d->running) {
+		pf_log_info("dataplane: exporting the last window");
+		close_and_export(d);
+	}
+	uint64_t deadline = mono_ms() + AGENT_DATAPLANE_FLUSH_MS;
+#if HAVE_EXPORTER_QUEUE
+	/* queued exports (retries included) get what is left of the bound */
+	for (size_t i = 0; i < d->n_ex; i++) {
+		uint64_t now = mono_ms();
+		if (d->ex[i].x && now < deadline &&
+		    agent_exporter_flush(d->ex[i].x, (uint32_t)(deadline - now)) < 0)
+			pf_log_warn("dataplane: %s: exports still queued at shutdown",
+				    d->ex[i].name);
+	}
+#endif
+	pthread_mutex_lock(&d->lock);
+	while (d->in_flight) {
+		uint64_t now = mono_ms();
+		if (now >= deadline)
+			break;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t wait = pf_min(deadline - now, (uint64_t)100);
+		ts.tv_nsec += (long)(wait * 1000000u);
+		ts.tv_sec += ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&d->cond, &d->lock, &ts);
+	}
+	unsigned left = d->in_flight;
+	pthread_mutex_unlock(&d->lock);
+	exporters_health(d);
+	if (left)
+		pf_log_warn("dataplane: %u exports still in flight at shutdown", left);
+	else
+		pf_log_info("dataplane: flushed");
+}
+
+static void *worker_main(void *arg)
+{
+	struct agent_dataplane *d = arg;
+	start_sampler(d);
+	for (;;) {
+		pthread_mutex_lock(&d->lock);
+		struct pf_profcfg *cfg = d->pending;
+		d->pending = NULL;
+		bool stop = d->stop_requested;
+		pthread_mutex_unlock(&d->lock);
+		if (cfg)
+			apply_config(d, cfg);
+		if (stop)
+			break;
+		for (unsigned t = atomic_exchange(&d->trigger_toggles, 0); t; t--)
+			toggle_trigger(d);
+
+		if (d->sampler) {
+			int rc = pf_sampler_poll(d->sampler, 0);
+			if (rc < 0)
+				pf_log_warn("dataplane: sampler poll: %s", strerror(-rc));
+		}
+		uint64_t now = mono_ms();
+		if (d->next_close_ms && now >= d->next_close_ms) {
+			if (d->cfg->mode == PF_MODE_TRIGGERED) {
+				toggle_trigger(d); /* the capture is over */
+			} else {
+				close_and_export(d);
+				schedule_close(d, d->next_close_ms);
+				if (d->next_close_ms <= now) /* fell behind: restart the beat */
+					schedule_close(d, now);
+			}
+		}
+		exporters_health(d);
+
+		int timeout = AGENT_DATAPLANE_POLL_MS;
+		now = mono_ms();
+		if (d->next_close_ms)
+			timeout = (int)pf_min((uint64_t)timeout,
+					      d->next_close_ms > now ? d->next_close_ms - now : 0);
+		struct pollfd pfd[2] = {
+		    {.fd = d->efd, .events = POLLIN},
+		    {.fd = d->sampler ? pf_sampler_fd(d->sampler) : -1, .events = POLLIN}};
+		if (poll(pfd, 2, timeout) > 0 && (pfd[0].revents & POLLIN))
+			drain_efd(d);
+	}
+	final_flush(d);
+	pthread_mutex_lock(&d->lock);
+	d->flushed = true;
+	if (d->wake) /* under the lock: agent_dataplane_free() clears it */
+		d->wake(d->wake_ctx);
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+/* ---- lifecycle ----------------------------------------------------------------------------- */
+
+struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o,
+					    struct pf_error *err)
+{
+	struct agent_dataplane *d = calloc(1, sizeof(*d));
+	if (!d) {
+		pf_error_set(err, -ENOMEM, "", "out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	d->efd = -1;
+	d->health = o->health;
+	d->wake = o->wake;
+	d->wake_ctx = o->wake_ctx;
+	d->no_sampler = o->no_sampler;
+	d->include_self = o->include_self;
+	if (o->spill_dir && !(d->spill_dir = strdup(o->spill_dir))) {
+		pf_error_set(err, -ENOMEM, "", "out of memory");
+		agent_dataplane_free(d);
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_cond_init(&d->cond, NULL);
+	atomic_init(&d->trigger_toggles, 0);
+	pf_buf_init(&d->out, PF_BUF_MAX_DEFAULT);
+	d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (d->efd < 0) {
+		int e = errno;
+		pf_error_set(err, -e, "", "eventfd: %s", strerror(e));
+		agent_dataplane_free(d);
+		errno = e;
+		return NULL;
+	}
+	agent_health_register(d->health, "sampler");
+	agent_health_register(d->health, "symbolizer");
+	agent_health_set(d->health, "sampler", true, "loading", NULL);
+	agent_health_set(d->health, "symbolizer", true, "starting", NULL);
+	int rc = pthread_create(&d->thread, NULL, worker_main, d);
+	if (rc != 0) {
+		pf_error_set(err, -rc, "", "cannot start the dataplane thread: %s", strerror(rc));
+		agent_dataplane_free(d);
+		errno = rc;
+		return NULL;
+	}
+	d->thread_started = true;
+	return d;
+}
+
+void agent_dataplane_toggle_trigger(struct agent_dataplane *d)
+{
+	if (!d)
+		return;
+	atomic_fetch_add(&d->trigger_toggles, 1);
+	kick(d);
+}
+
+bool agent_dataplane_flushed(void *dataplane)
+{
+	struct agent_dataplane *d = dataplane;
+	bool done;
+	if (!d)
+		return true;
+	pthread_mutex_lock(&d->lock);
+	d->stop_requested = true;
+	done = d->flushed || !d->thread_started;
+	pthread_mutex_unlock(&d->lock);
+	if (!done)
+		kick(d);
+	return done;
+}
+
+void agent_dataplane_counters(struct agent_dataplane *d, struct agent_dataplane_counters *out)
+{
+	pthread_mutex_lock(&d->lock);
+	*out = d->counters;
+	pthread_mutex_unlock(&d->lock);
+}
+
+void agent_dataplane_free(struct agent_dataplane *d)
+{
+	if (!d)
+		return;
+	if (d->thread_started) {
+		pthread_mutex_lock(&d->lock);
+		d->stop_requested = true;
+		bool flushed = d->flushed;
+		pthread_mutex_unlock(&d->lock);
+		kick(d);
+		if (!flushed) {
+			/* wait for the worker's flush (it bounds itself) */
+			pthread_mutex_lock(&d->lock);
+			uint64_t deadline = mono_ms() + AGENT_DATAPLANE_FLUSH_MS + 1000;
+			while (!d->flushed && mono_ms() < deadline) {
+				pthread_mutex_unlock(&d->lock);
+				usleep(20000);
+				pthread_mutex_lock(&d->lock);
+			}
+			flushed = d->flushed;
+			pthread_mutex_unlock(&d->lock);
+		}
+		if (!flushed) {
+			pthread_mutex_lock(&d->lock);
+			d->wake = NULL;
+			pthread_mutex_unlock(&d->lock);
+			pf_log_warn("dataplane: worker did not finish; leaving it to the exit");
+			return;
+		}
+		pthread_join(d->thread, NULL);
+	}
+	pthread_mutex_lock(&d->lock);
+	/* The queued exporter's free is bounded (an attempt in flight ends within its timeout,
+	 * queued items are cancelled); the old one's would wait for a blocked export. */
+	bool idle = HAVE_EXPORTER_QUEUE || d->in_flight == 0;
+	pthread_mutex_unlock(&d->lock);
+	/* Exporters with an export still blocked (a dead endpoint) are left to the process exit
+	 * rather than delaying it by their timeout. */
+	free_exporters(d, idle);
+	pthread_mutex_lock(&d->lock);
+	uint64_t deadline = mono_ms() + 1000;
+	while (d->n_reapers && mono_ms() < deadline) {
+		pthread_mutex_unlock(&d->lock);
+		usleep(10000);
+		pthread_mutex_lock(&d->lock);
+	}
+	bool reaped = d->n_reapers == 0;
+	pthread_mutex_unlock(&d->lock);
+	if (!reaped || !idle)
+		return; /* a thread may still call export_done(d) */
+	pf_sampler_free(d->sampler);
+	pf_profcfg_free(d->cfg);
+	pf_profcfg_free(d->pending);
+	pf_buf_release(&d->out);
+	free(d->spill_dir);
+	if (d->efd >= 0)
+		close(d->efd);
+	pthread_mutex_destroy(&d->lock);
+	pthread_cond_destroy(&d->cond);
+	free(d);
+}

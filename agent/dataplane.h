@@ -1,0 +1,87 @@
+/* dataplane.h — the agent's data plane (issue 3 "Modes and exporters", "Health"): the eBPF
+ * sampler (sampler_bpf.h), the window timer, OTLP encoding (proto/codec/otlp_profiles.h) and
+ * the configured exporters (export/exporter.h), steered by the active profiling config.
+ *
+ * Owns one worker thread ("dataplane") that owns the sampler: it creates it, polls its ring
+ * buffers (epoll fd + a 250 ms timer), closes a window every sampling.duration_seconds, encodes
+ * it and hands the bytes to every exporter with agent_exporter_submit() (which copies them and
+ * returns at once). Nothing of this runs on the lws loop: the loop only posts configs (the
+ * apply hook's commit), trigger toggles and the stop request, and waits for the final flush.
+ *
+ * Config (agent_config hook "dataplane"): check() refuses exporters that cannot be built
+ * (unsupported type, bad otlp_http endpoint or headers; the file exporter's directory is
+ * checked by config.c's own hook) with the key path; it changes nothing (frequency range and
+ * filter regexps are already validated by pf_profcfg_parse). commit() posts a private copy of the
+ * config to the worker, which applies it with pf_sampler_set_config() — frequency, filters, enabled
+ * and mode change without a restart and without losing the open window's samples (a frequency
+ * change cuts them into their own window, exported at the next close) — and re-creates only the
+ * exporters whose settings changed; a replaced exporter finishes its export in flight before it is
+ * freed.
+ *
+ * Modes: continuous closes a window every duration_seconds. triggered samples only during a
+ * capture of duration_seconds, started (or ended early) by agent_dataplane_toggle_trigger() —
+ * the agent calls it on SIGUSR1, the local test hook until the trigger engine exists.
+ * enabled: false stops the sampler (the partial window is exported) and leaves exporters idle.
+ *
+ * Health (agent_health, components registered here):
+ *   sampler            healthy while it runs as configured; unhealthy with the reason when the
+ *                      kernel refuses BPF or perf events (the agent keeps running its control
+ *                      side) or a config cannot be applied. Status text carries the counters
+ *                      and BPF run time per program, refreshed at every window.
+ *   symbolizer         frames resolved/unresolved, ELF files cached.
+ *   exporter/<i>:<type>  one per configured exporter, from agent_exporter_status().
+ *
+ * Shutdown: agent_dataplane_flushed() (called by the loop after SIGTERM/SIGINT, before the
+ * OpAMP goodbye) starts the final flush on its first call — close the open window, encode,
+ * submit, wait for the exports in flight (the worker bounds the wait to
+ * AGENT_DATAPLANE_FLUSH_MS) — and returns true once it is over; the worker wakes the loop
+ * through the wake callback. agent_dataplane_free() then releases everything; after an
+ * unfinished flush it returns without waiting for exports still blocked (the process exits). */
+#ifndef AGENT_DATAPLANE_H
+#define AGENT_DATAPLANE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "pf/error.h"
+
+#define AGENT_DATAPLANE_FLUSH_MS 4500
+#define AGENT_DATAPLANE_POLL_MS 250
+
+struct agent_health;
+struct agent_dataplane;
+
+struct agent_dataplane_opts {
+	struct agent_health *health; /* borrowed; components are registered here */
+	void (*wake)(void *ctx);     /* wakes the event loop (any thread) */
+	void *wake_ctx;
+	bool no_sampler;       /* tests: never load BPF, report "sampler" disabled */
+	bool include_self;     /* sample the agent's own process too */
+	const char *spill_dir; /* exporters' spill directory (queued exporter API);
+				* NULL: memory only */
+};
+
+/* Registers the health components and starts the worker thread, which loads the sampler in
+ * the background. NULL + errno (err says why) when the thread cannot start. */
+struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o,
+					    struct pf_error *err);
+/* The apply hook to register with agent_config_add_hook() before agent_config_start(). */
+void agent_dataplane_hook(struct agent_dataplane *d, struct agent_config_hook *out);
+/* Starts a triggered capture, or ends the running one. Async-signal-safe. */
+void agent_dataplane_toggle_trigger(struct agent_dataplane *d);
+/* First call requests the final flush; true once it finished (or timed out). Loop thread. */
+bool agent_dataplane_flushed(void *dataplane);
+/* Stops the worker (after a flush, or now), frees exporters and the sampler. */
+void agent_dataplane_free(struct agent_dataplane *d);
+
+/* The window, export and sampler counters (for logs and tests). */
+struct agent_dataplane_counters {
+	uint64_t windows; /* windows closed with samples */
+	uint64_t exports; /* submits accepted (all exporters) */
+	uint64_t dropped; /* submits refused (exporter busy or failing to start) */
+	uint64_t encode_errors;
+};
+void agent_dataplane_counters(struct agent_dataplane *d, struct agent_dataplane_counters *out);
+
+#endif

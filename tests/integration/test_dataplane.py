@@ -1,0 +1,344 @@
+"""Data plane end to end: the real controller and agent, real eBPF sampling of a known workload.
+
+Covers issue 3 "Modes and exporters" and "Health" through the agent binary: a pushed config
+(continuous, 199 Hz, 2 s windows, a filter including only the workload, a file exporter)
+yields conformant .otlp.pb files with the workload's functions and no other process; a remote
+frequency change reaches the next file without a restart; an otlp_http exporter to a dead port
+turns its health component unhealthy with the error while the sampler stays healthy; SIGTERM
+writes the partial window and exits 0.
+
+Needs root (CAP_BPF + CAP_PERFMON) and kernel BTF. Run directly (python3 test_dataplane.py) it
+exits 77 when every test was skipped because the kernel refused BPF or perf events; any other
+failure fails. Every wait is bounded.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+from pfharness import (AGENT_BIN, SHARED_DIR, Agent, IntegrationCase, Proc, free_port,
+                       wait_until)
+
+PROFCHECK_BIN = os.environ.get("PF_PROFCHECK_BIN", "")
+SOURCE_DIR = os.environ.get(
+    "PF_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+WORKLOAD_SRC = os.path.join(SOURCE_DIR, "tests", "ebpf", "workload.c")
+REQUEST_TYPE = "opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest"
+SERVICE_PROTO = "opentelemetry/proto/collector/profiles/v1development/profiles_service.proto"
+# Messages of a refused pf_sampler_new (errno texts of EPERM, EACCES, ENOTSUP, ENOSYS).
+REFUSED = ("Operation not permitted", "Permission denied", "Operation not supported",
+           "Function not implemented")
+
+
+def config_yaml(name, exporters, frequency=199, duration=2, mode="continuous"):
+    lines = ["profiling:", "  mode: %s" % mode,
+             "  sampling:", "    frequency_hz: %d" % frequency,
+             "    duration_seconds: %d" % duration,
+             "  filters:", "    include:",
+             "      - {key: process.executable.name, match: strict, value: \"%s\"}" % name,
+             "  exporters:"]
+    lines += ["    - " + e for e in exporters]
+    return "\n".join(lines) + "\n"
+
+
+class Dataplane(IntegrationCase):
+
+    def setUp(self):
+        super().setUp()
+        if not PROFCHECK_BIN or not os.access(PROFCHECK_BIN, os.X_OK):
+            self.fail("PF_PROFCHECK_BIN is not set to an executable (run through ctest)")
+        # A name of our own, so that the filter matches only this test's workload.
+        self.wl_name = "pfwl-%d-%d" % (os.getpid(), int(time.monotonic() * 1000) % 100000)
+        self.wl_bin = os.path.join(self.workdir, self.wl_name)
+        subprocess.run(["cc", "-O0", "-fno-omit-frame-pointer", "-g", "-o", self.wl_bin,
+                        WORKLOAD_SRC], check=True, timeout=60)
+        self.out_dir = os.path.join(self.workdir, "out")
+        self.workloads = []
+
+    def tearDown(self):
+        for p in self.workloads:
+            if p.poll() is None:
+                p.kill()
+            p.wait(timeout=5)
+        super().tearDown()
+
+    # ---- helpers ----------------------------------------------------------------------------
+
+    def start_workload(self, seconds=60):
+        p = subprocess.Popen([self.wl_bin, str(seconds)], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        self.workloads.append(p)
+        self.assertEqual(p.stdout.readline().strip(), b"ready")
+        return p
+
+    def wait_sampler(self, agent, timeout=15):
+        """Waits until the agent loaded its sampler; skips the test if the kernel refused."""
+        log = os.path.join(self.workdir, "agent-%s.log" % agent.name)
+
+        def state():
+            text = ""
+            if os.path.exists(log):
+                with open(log, errors="replace") as f:
+                    text = f.read()
+            if "eBPF sampler loaded" in text:
+                return "loaded"
+            for line in text.splitlines():
+                if "eBPF sampler unavailable" in line:
+                    return line
+            if agent.proc and not agent.proc.alive():
+                return "exited:\n" + text
+            return None
+        st = wait_until(state, timeout=timeout, what="sampler loaded or refused")
+        if st == "loaded":
+            return
+        if any(r in st for r in REFUSED):
+            self.skipTest("the kernel refuses BPF/perf events: " + st)
+        self.fail("sampler did not start: " + st)
+
+    def summary(self, path):
+        r = subprocess.run([PROFCHECK_BIN, path], capture_output=True, timeout=30)
+        self.assertIn(r.returncode, (0, 1), r.stderr.decode(errors="replace"))
+        s = json.loads(r.stdout)
+        self.assertEqual(s["violations"], [], "%s does not conform" % path)
+        self.assertEqual(r.returncode, 0)
+        return s
+
+    def files(self):
+        if not os.path.isdir(self.out_dir):
+            return []
+        return sorted(f for f in os.listdir(self.out_dir) if f.endswith(".otlp.pb"))
+
+    def wait_file(self, pred, seen, timeout=20, what="an exported file"):
+        """Waits for a new .otlp.pb file whose summary satisfies pred; returns (path, summary)."""
+        def check():
+            for f in self.files():
+                if f in seen:
+                    continue
+                seen.add(f)
+                path = os.path.join(self.out_dir, f)
+                s = self.summary(path)
+                if pred(s):
+                    return path, s
+            return None
+        return wait_until(check, timeout=timeout, interval=0.2, what=what)
+
+    def workload_proc(self, s):
+        procs = s["processes"]
+        self.assertEqual(len(procs), 1, "only the workload may be sampled: %r" %
+                         [p["attributes"].get("process.executable.name") for p in procs])
+        p = procs[0]
+        self.assertEqual(p["attributes"]["process.executable.name"], self.wl_name)
+        return p
+
+    def check_workload_profile(self, s):
+        p = self.workload_proc(s)
+        leaf = p["leaf"]
+        self.assertIn("hot_a", leaf, leaf)
+        self.assertIn("hot_b", leaf, leaf)
+        under_a = sum(n for k, n in p["stacks"].items() if k.startswith("hot_a;caller_a;"))
+        under_b = sum(n for k, n in p["stacks"].items() if k.startswith("hot_b;caller_b;"))
+        self.assertGreater(under_a, 0)
+        self.assertGreater(under_b, 0)
+        ratio = under_a / float(under_a + under_b)
+        # hot_a does 2/3 of the work; +-20% as the issue asks
+        self.assertTrue(2 / 3 * 0.8 <= ratio <= 2 / 3 * 1.2, "hot_a share %.3f" % ratio)
+
+    def protoc_decodes(self, path):
+        ref = os.path.join(SHARED_DIR, "reference", "proto") if SHARED_DIR else ""
+        if not ref or not os.path.isdir(ref):
+            return None  # the upstream schema is not here: profcheck's verdict stands
+        with open(path, "rb") as f:
+            r = subprocess.run(["protoc", "--decode=" + REQUEST_TYPE, "-I", ref, SERVICE_PROTO],
+                               stdin=f, capture_output=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
+        return r.stdout.decode(errors="replace")
+
+    def wait_agent(self, ctl, uid, pred, timeout=10, what="agent state"):
+        def check():
+            a = self.agent_json(ctl, uid)
+            return a if a and pred(a) else None
+        return wait_until(check, timeout=timeout, what=what)
+
+    def push(self, ctl, uid, text, timeout=5):
+        st, body, _ = ctl.put_config("default", text)
+        self.assertEqual(st, 201, body)
+        return self.wait_agent(ctl, uid, lambda a: a["config"]["status"] == "APPLIED" and
+                               a["config"]["hash"] == body["hash"], timeout=timeout,
+                               what="config APPLIED")
+
+    @staticmethod
+    def components(a):
+        return a["health"].get("components", {})
+
+    # ---- tests ------------------------------------------------------------------------------
+
+    def test_windows_to_files_and_frequency_change(self):
+        ctl = self.controller()
+        ag = self.agent(ctl, "a1")
+        uid = ag.uid()
+        self.wait_sampler(ag)
+        self.wait_agent(ctl, uid, lambda a: a["connected"], what="agent connected")
+        exporter = "{type: file, path: \"%s\"}" % self.out_dir
+        self.push(ctl, uid, config_yaml(self.wl_name, [exporter], frequency=199))
+        self.start_workload()
+        seen = set()
+        t0 = time.monotonic()
+        path, s = self.wait_file(lambda s: s["frequency_hz"] == 199 and s["processes"] and
+                                 s["processes"][0]["samples"] >= 100, seen, timeout=20,
+                                 what="a window of the workload at 199 Hz")
+        print("first full window after %.1f s: %s" % (time.monotonic() - t0,
+                                                      os.path.basename(path)))
+        self.check_workload_profile(s)
+        # window length: duration_seconds 2
+        span = (s["end_unix_ns"] - s["start_unix_ns"]) / 1e9
+        self.assertTrue(1.5 <= span <= 3.0, "window of %.2f s" % span)
+        decoded = self.protoc_decodes(path)
+        if decoded is not None:
+            self.assertIn('"hot_a"', decoded)
+            self.assertIn('"hot_b"', decoded)
+            self.assertIn("period: 5025125", decoded)  # 1e9 / 199
+        a = self.wait_agent(ctl, uid, lambda a: "exporter/0:file" in self.components(a) and
+                            self.components(a)["exporter/0:file"].get("status", "").startswith(
+                                "ok: ") and "sampler" in self.components(a) and
+                            re.match(r"running at 199 Hz .*; samples [1-9]",
+                                     self.components(a)["sampler"].get("status", "")),
+                            what="sampler and exporter components reported")
+        comps = self.components(a)
+        for name in ("sampler", "symbolizer", "exporter/0:file"):
+            self.assertTrue(comps[name]["healthy"], (name, comps[name]))
+        self.assertTrue(a["health"]["healthy"])
+        self.assertIn("samples", comps["sampler"]["status"])
+        self.assertIn("do_sample", comps["sampler"]["status"])  # BPF run time per program
+        print("sampler status: " + comps["sampler"]["status"])
+
+        # Remote frequency change: next file at 97 Hz, same agent process.
+        pid = ag.proc.p.pid
+        self.push(ctl, uid, config_yaml(self.wl_name, [exporter], frequency=97))
+        path, s = self.wait_file(lambda s: s["frequency_hz"] == 97 and s["processes"] and
+                                 s["processes"][0]["samples"] >= 40, seen, timeout=20,
+                                 what="a window at 97 Hz")
+        self.workload_proc(s)
+        self.assertTrue(ag.proc.alive())
+        self.assertEqual(ag.proc.p.pid, pid)
+        decoded = self.protoc_decodes(path)
+        if decoded is not None:
+            self.assertIn("period: 10309278", decoded)  # 1e9 / 97
+        self.wait_agent(ctl, uid, lambda a: self.components(a).get("sampler", {}).get(
+            "status", "").startswith("running at 97 Hz"), what="sampler at 97 Hz")
+
+    def test_dead_otlp_endpoint_is_an_unhealthy_exporter(self):
+        ctl = self.controller()
+        ag = self.agent(ctl, "a1")
+        uid = ag.uid()
+        self.wait_sampler(ag)
+        self.wait_agent(ctl, uid, lambda a: a["connected"], what="agent connected")
+        dead = free_port()
+        exporters = ["{type: otlp_http, endpoint: \"http://127.0.0.1:%d\", timeout_seconds: 2}"
+                     % dead, "{type: file, path: \"%s\"}" % self.out_dir]
+        self.push(ctl, uid, config_yaml(self.wl_name, exporters, duration=1))
+        self.start_workload()
+        a = self.wait_agent(ctl, uid, lambda a: not self.components(a).get(
+            "exporter/0:otlp_http", {"healthy": True})["healthy"], timeout=20,
+            what="otlp_http exporter unhealthy")
+        comps = self.components(a)
+        bad = comps["exporter/0:otlp_http"]
+        print("otlp_http exporter: %r" % bad)
+        self.assertTrue(bad.get("last_error"), bad)
+        self.assertTrue(comps["sampler"]["healthy"], comps["sampler"])
+        self.assertFalse(a["health"]["healthy"])
+        self.assertIn("exporter/0:otlp_http", a["health"].get("status", ""))
+        # the other exporter keeps working, the agent stays up
+        self.wait_file(lambda s: s["processes"], set(), timeout=10, what="file export")
+        self.assertTrue(self.wait_agent(ctl, uid, lambda a: self.components(a).get(
+            "exporter/1:file", {}).get("healthy"), what="file exporter healthy"))
+        self.assertTrue(ag.proc.alive())
+
+    def test_sigterm_exports_the_partial_window(self):
+        # Standalone on a local config: windows of 60 s never close on their own here.
+        cfg = os.path.join(self.workdir, "local.yaml")
+        with open(cfg, "w") as f:
+            f.write(config_yaml(self.wl_name, ["{type: file, path: \"%s\"}" % self.out_dir],
+                                duration=60))
+        ag = Agent(self.workdir, "solo", config=cfg).start()
+        self._procs.append(ag)
+        self.wait_sampler(ag)
+        self.start_workload()
+        time.sleep(1.5)  # let the partial window collect samples (no event to wait on)
+        self.assertEqual(self.files(), [])
+        t0 = time.monotonic()
+        rc = ag.stop(signal.SIGTERM, timeout=10)
+        elapsed = time.monotonic() - t0
+        print("stopped in %.2f s" % elapsed)
+        self.assertEqual(rc, 0)
+        self.assertLess(elapsed, 7.0)
+        files = self.files()
+        self.assertEqual(len(files), 1, files)
+        s = self.summary(os.path.join(self.out_dir, files[0]))
+        p = self.workload_proc(s)
+        self.assertGreater(p["samples"], 50)
+        self.assertIn("hot_a", p["leaf"])
+
+    def test_sigusr1_triggers_a_capture(self):
+        cfg = os.path.join(self.workdir, "local.yaml")
+        with open(cfg, "w") as f:
+            f.write(config_yaml(self.wl_name, ["{type: file, path: \"%s\"}" % self.out_dir],
+                                duration=1, mode="triggered"))
+        ag = Agent(self.workdir, "trig", config=cfg).start()
+        self._procs.append(ag)
+        self.wait_sampler(ag)
+        self.start_workload()
+        time.sleep(1.5)  # triggered mode: nothing is sampled or written until the trigger
+        self.assertEqual(self.files(), [])
+        ag.proc.p.send_signal(signal.SIGUSR1)
+        path, s = self.wait_file(lambda s: s["processes"], set(), timeout=10,
+                                 what="the triggered capture's file")
+        p = self.workload_proc(s)
+        span = (s["end_unix_ns"] - s["start_unix_ns"]) / 1e9
+        self.assertTrue(0.8 <= span <= 2.0, "capture of %.2f s" % span)
+        self.assertGreater(p["samples"], 50)
+        time.sleep(1.5)  # the capture is over: no further files
+        self.assertEqual(len(self.files()), 1, self.files())
+        self.assertEqual(ag.stop(signal.SIGTERM), 0)
+
+    def test_unprivileged_agent_keeps_its_control_side(self):
+        # Dropping root shows the refusal path; it needs root to drop from, and setpriv.
+        if os.geteuid() != 0 or not shutil.which("setpriv"):
+            self.skipTest("needs root and setpriv to start an unprivileged agent")
+        ctl = self.controller()
+        os.chmod(self.workdir, 0o755)
+        token = os.path.join(self.workdir, "agent.token.nobody")
+        shutil.copyfile(ctl.agent_token_file, token)
+        os.chmod(token, 0o644)
+        ag = Agent(self.workdir, "nobody", server="ws://127.0.0.1:%d/v1/opamp" % ctl.port,
+                   token_file=token)
+        os.chmod(ag.state_dir, 0o777)
+        args = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                "--inh-caps=-all", AGENT_BIN, "--state-dir", ag.state_dir, "--server",
+                ag.server, "--token-file", token, "--log-level", "debug"]
+        ag.proc = Proc(args, os.path.join(self.workdir, "agent-nobody.log"))
+        self._procs.append(ag)
+        uid = ag.uid()
+        a = self.wait_agent(ctl, uid, lambda a: a["connected"] and not self.components(a).get(
+            "sampler", {"healthy": True})["healthy"], what="sampler reported unhealthy")
+        sampler = self.components(a)["sampler"]
+        print("unprivileged sampler: %r" % sampler)
+        self.assertEqual(sampler["status"], "unavailable")
+        self.assertTrue(any(r in sampler.get("last_error", "") for r in REFUSED), sampler)
+        self.assertFalse(a["health"]["healthy"])
+        self.assertTrue(self.components(a)["opamp"]["healthy"])
+        # the control side still applies configs
+        self.push(ctl, uid, config_yaml(self.wl_name, [], frequency=49))
+        self.assertTrue(ag.proc.alive())
+        self.assertEqual(ag.stop(signal.SIGTERM), 0)
+
+
+if __name__ == "__main__":
+    result = unittest.main(verbosity=2, exit=False).result
+    if not result.wasSuccessful():
+        sys.exit(1)
+    sys.exit(77 if result.testsRun and len(result.skipped) == result.testsRun else 0)
