@@ -21,13 +21,6 @@
 #include "pf/profcfg.h"
 #include "sampler_bpf.h"
 
-/* The delivery issue's exporter API (bounded queue, retries, spill, pyroscope windows) is
- * recognised by its queue macro; without it the exporter takes one export at a time. */
-#ifdef AGENT_EXPORTER_DEFAULT_QUEUE_BYTES
-#define HAVE_EXPORTER_QUEUE 1
-#else
-#define HAVE_EXPORTER_QUEUE 0
-#endif
 
 #define NAME_LEN 48
 #define STATUS_LEN 1024
@@ -257,14 +250,9 @@ static struct agent_exporter *exporter_create(struct agent_dataplane *d,
 					      const struct pf_profcfg *cfg, size_t i,
 					      struct pf_error *err)
 {
-#if HAVE_EXPORTER_QUEUE
 	struct agent_exporter_opts xo = {.queue_bytes = cfg->limits.queue_bytes,
 					 .spill_dir = d->spill_dir};
 	return agent_exporter_new_opts(&cfg->exporters[i], &xo, err);
-#else
-	(void)d;
-	return agent_exporter_new(&cfg->exporters[i], err);
-#endif
 }
 
 static void exporter_name(char name[NAME_LEN], size_t i, enum pf_exporter_type t)
@@ -334,18 +322,12 @@ static void free_exporters(struct agent_dataplane *d, bool wait)
 
 static bool wants_window(struct agent_exporter *x)
 {
-#if HAVE_EXPORTER_QUEUE
 	return agent_exporter_wants_window(x);
-#else
-	(void)x;
-	return false;
-#endif
 }
 
 /* Exporters that take the window itself (pyroscope: pprof per process). */
 static void submit_window_all(struct agent_dataplane *d, const struct pf_prof_window *w)
 {
-#if HAVE_EXPORTER_QUEUE
 	for (size_t i = 0; i < d->n_ex; i++) {
 		if (!d->ex[i].x || !wants_window(d->ex[i].x))
 			continue;
@@ -360,10 +342,6 @@ static void submit_window_all(struct agent_dataplane *d, const struct pf_prof_wi
 			pf_log_warn("dataplane: %s refused the window: %s", d->ex[i].name,
 				    strerror(-rc));
 	}
-#else
-	(void)d;
-	(void)w;
-#endif
 }
 
 static void submit_all(struct agent_dataplane *d, const uint8_t *data, size_t len,
@@ -634,7 +612,6 @@ static void final_flush(struct agent_dataplane *d)
 		close_and_export(d);
 	}
 	uint64_t deadline = mono_ms() + AGENT_DATAPLANE_FLUSH_MS;
-#if HAVE_EXPORTER_QUEUE
 	/* queued exports (retries included) get what is left of the bound */
 	for (size_t i = 0; i < d->n_ex; i++) {
 		uint64_t now = mono_ms();
@@ -643,7 +620,6 @@ static void final_flush(struct agent_dataplane *d)
 			pf_log_warn("dataplane: %s: exports still queued at shutdown",
 				    d->ex[i].name);
 	}
-#endif
 	pthread_mutex_lock(&d->lock);
 	while (d->in_flight) {
 		uint64_t now = mono_ms();
@@ -832,14 +808,9 @@ void agent_dataplane_free(struct agent_dataplane *d)
 		}
 		pthread_join(d->thread, NULL);
 	}
-	pthread_mutex_lock(&d->lock);
-	/* The queued exporter's free is bounded (an attempt in flight ends within its timeout,
-	 * queued items are cancelled); the old one's would wait for a blocked export. */
-	bool idle = HAVE_EXPORTER_QUEUE || d->in_flight == 0;
-	pthread_mutex_unlock(&d->lock);
-	/* Exporters with an export still blocked (a dead endpoint) are left to the process exit
-	 * rather than delaying it by their timeout. */
-	free_exporters(d, idle);
+	/* Freeing a queued exporter is bounded: an attempt in flight ends within its timeout and
+	 * queued items are cancelled (spilled ones stay on disk for the next start). */
+	free_exporters(d, true);
 	pthread_mutex_lock(&d->lock);
 	uint64_t deadline = mono_ms() + 1000;
 	while (d->n_reapers && mono_ms() < deadline) {
@@ -849,7 +820,7 @@ void agent_dataplane_free(struct agent_dataplane *d)
 	}
 	bool reaped = d->n_reapers == 0;
 	pthread_mutex_unlock(&d->lock);
-	if (!reaped || !idle)
+	if (!reaped)
 		return; /* a thread may still call export_done(d) */
 	pf_sampler_free(d->sampler);
 	pf_profcfg_free(d->cfg);

@@ -110,7 +110,11 @@ int main(int argc, char **argv)
 		}
 	/* Components register here (agent_config_add_hook + agent_health_register). */
 	agent_health_register(health, "config");
-	struct agent_dataplane_opts dpo = {.health = health, .wake = wake_loop};
+	/* Exporters keep what they could not deliver yet under the state dir, so an agent restart
+	 * loses nothing (bounded by limits.queue_bytes per exporter). */
+	char spill[4096];
+	snprintf(spill, sizeof(spill), "%s/spill", o.state_dir);
+	struct agent_dataplane_opts dpo = {.health = health, .wake = wake_loop, .spill_dir = spill};
 	err = (struct pf_error){0};
 	the_dataplane = agent_dataplane_new(&dpo, &err);
 	if (!the_dataplane) {
