@@ -17,6 +17,8 @@
 #endif
 
 #define DEFAULT_MAX_MESSAGE ((size_t)16 << 20)
+#define DEFAULT_PROFILE_RETENTION_HOURS 72
+#define DEFAULT_PROFILE_MAX_BYTES ((uint64_t)1 << 30)
 
 static int set_str(char **dst, const char *v)
 {
@@ -38,6 +40,8 @@ void pf_controller_config_defaults(struct pf_controller_config *c)
 	c->heartbeat_interval_s = 30;
 	c->max_agents = 50000;
 	c->log_level = PF_LOG_INFO;
+	c->profile_retention_hours = DEFAULT_PROFILE_RETENTION_HOURS;
+	c->profile_max_bytes = DEFAULT_PROFILE_MAX_BYTES;
 }
 
 void pf_controller_config_release(struct pf_controller_config *c)
@@ -141,6 +145,18 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 			c->max_agents = (uint32_t)x;
 		return r;
 	}
+	if (!strcmp(path, "profiles.retention_hours")) {
+		r = parse_u64(path, v, 1, 24 * 366 * 10, &x, err);
+		if (r == 0)
+			c->profile_retention_hours = (uint32_t)x;
+		return r;
+	}
+	if (!strcmp(path, "profiles.max_bytes")) {
+		r = parse_u64(path, v, 4096, (uint64_t)1 << 42, &x, err);
+		if (r == 0)
+			c->profile_max_bytes = x;
+		return r;
+	}
 	return pf_error_set(err, -EINVAL, path, "unknown key");
 }
 
@@ -220,18 +236,23 @@ static void usage(FILE *to)
 		"                           [--tls-cert F --tls-key F [--client-ca F]]\n"
 		"                           [--max-message-bytes N] [--heartbeat-seconds N]\n"
 		"                           [--max-agents N] [--log-level error|warn|info|debug]\n"
+		"                           [--profile-retention-hours N] [--profile-max-bytes N]\n"
 		"\n"
 		"Serves OpAMP (/v1/opamp), the REST API (/api/v1), /metrics, /healthz and /readyz\n"
 		"on one address (default 127.0.0.1:4320). On first start in an empty data dir it\n"
 		"writes an admin token and an agent enrollment token to DIR/admin.token and\n"
-		"DIR/agent.token (mode 0600).\n");
+		"DIR/agent.token (mode 0600).\n"
+		"\n"
+		"OTLP profiles are received at /v1development/profiles (agent token) and kept in\n"
+		"the embedded profile store for --profile-retention-hours (default 72) within\n"
+		"--profile-max-bytes of compressed profiles (default 1 GiB), oldest deleted first.\n");
 }
 
 int pf_controller_config_args(struct pf_controller_config *c, int argc, char **argv,
 			      struct pf_error *err)
 {
 	enum { O_LISTEN = 256, O_DATA, O_CERT, O_KEY, O_CA, O_MAXMSG, O_HB, O_MAXAG, O_LOG,
-	       O_CONFIG, O_VERSION, O_HELP };
+	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX };
 	static const struct option opts[] = {
 		{"config", required_argument, 0, O_CONFIG},
 		{"listen", required_argument, 0, O_LISTEN},
@@ -243,6 +264,8 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 		{"heartbeat-seconds", required_argument, 0, O_HB},
 		{"max-agents", required_argument, 0, O_MAXAG},
 		{"log-level", required_argument, 0, O_LOG},
+		{"profile-retention-hours", required_argument, 0, O_PRET},
+		{"profile-max-bytes", required_argument, 0, O_PMAX},
 		{"version", no_argument, 0, O_VERSION},
 		{"help", no_argument, 0, O_HELP},
 		{0, 0, 0, 0},
@@ -292,6 +315,12 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 			break;
 		case O_LOG:
 			r = apply_key(c, "log_level", optarg, err);
+			break;
+		case O_PRET:
+			r = apply_key(c, "profiles.retention_hours", optarg, err);
+			break;
+		case O_PMAX:
+			r = apply_key(c, "profiles.max_bytes", optarg, err);
 			break;
 		case O_VERSION:
 			printf("profleet-controller %s\n", PF_VERSION);

@@ -6,6 +6,8 @@
  *   listen: "127.0.0.1:4320"        data_dir: ./profleet-data     log_level: info
  *   tls: {cert: F, key: F, client_ca: F}
  *   opamp: {max_message_bytes: 16777216, heartbeat_interval_seconds: 30, max_agents: 50000}
+ *   profiles: {retention_hours: 72, max_bytes: 1073741824}   (embedded profile store;
+ *     opamp.max_message_bytes also bounds an OTLP profiles request, after decompression too)
  * Unknown keys and bad values are errors that name the key. */
 #ifndef PF_CONTROLLER_CONFIG_H
 #define PF_CONTROLLER_CONFIG_H
@@ -24,6 +26,8 @@ struct pf_controller_config {
 	uint32_t heartbeat_interval_s;
 	uint32_t max_agents;
 	int log_level;
+	uint32_t profile_retention_hours; /* profiles.retention_hours: age limit of stored profiles */
+	uint64_t profile_max_bytes;       /* profiles.max_bytes: cap on stored profile bodies */
 };
 
 void pf_controller_config_defaults(struct pf_controller_config *c);

@@ -18,6 +18,7 @@
 #include "fleet/persist.h"
 #include "metrics.h"
 #include "pf/log.h"
+#include "profstore/retention.h"
 #include "server.h"
 #include "store.h"
 
@@ -53,6 +54,7 @@ int main(int argc, char **argv)
 	struct pf_store *store = NULL;
 	struct pf_fleet *fleet = NULL;
 	struct pf_persist *persist = NULL;
+	struct pf_retention *retention = NULL;
 	struct pf_metrics metrics;
 	struct pf_api api;
 	memset(&metrics, 0, sizeof(metrics));
@@ -88,6 +90,18 @@ int main(int argc, char **argv)
 	persist = pf_persist_start(dbpath, &err);
 	if (!persist) {
 		pf_log_error("cannot start the store writer: %s", err.msg);
+		goto out;
+	}
+	/* The embedded profile store: the receiver enforces the byte cap at every insert on the
+	 * main connection; the retention thread (own connection) removes old profiles. */
+	struct pf_profile_retention pret = {
+		.max_age_ms = (int64_t)cfg.profile_retention_hours * 3600 * 1000,
+		.max_bytes = (int64_t)cfg.profile_max_bytes,
+	};
+	pf_store_profiles_set_retention(store, &pret);
+	retention = pf_retention_start(dbpath, &pret, 0, &err);
+	if (!retention) {
+		pf_log_error("cannot start profile retention: %s", err.msg);
 		goto out;
 	}
 	api.fleet = fleet;
@@ -136,6 +150,7 @@ out:
 		pf_persist_sync(persist);
 		pf_persist_stop(persist);
 	}
+	pf_retention_stop(retention);
 	pf_fleet_free(fleet);
 	pf_store_close(store);
 	pf_controller_config_release(&cfg);

@@ -18,8 +18,10 @@
 #include "opamp_codec.h"
 #include "pf/gzip.h"
 #include "pf/log.h"
+#include "profstore/profstore.h"
 
 #define OPAMP_PATH "/v1/opamp"
+#define PROFILES_PATH "/v1development/profiles" /* OTLP/HTTP profiles receiver */
 #define PERSIST_INTERVAL_US (500 * LWS_US_PER_MS)
 #define PERSIST_MAX_ROWS 20000
 #define PERSIST_SEEN_EVERY 60 /* ticks: last_seen-only rows every 30 s */
@@ -50,6 +52,8 @@ struct http_req {
 	bool has_auth;
 	bool body_gzip, accept_gzip;
 	bool is_opamp;
+	bool is_profiles;
+	char ctype_in[128]; /* request Content-Type (profiles receiver) */
 	bool dispatched;
 	bool too_large;
 	size_t limit;
@@ -344,6 +348,58 @@ static void dispatch_opamp_http(struct pf_server *s, struct http_req *r)
 	pf_buf_release(&out);
 }
 
+/* OTLP error answers carry a google.rpc.Status (OTLP/HTTP "Failures"). */
+static void otlp_error(struct http_req *r, int status, int32_t rpc_code, const char *msg)
+{
+	struct pf_buf b;
+	pf_buf_init(&b, 4096);
+	pf_profstore_encode_status(rpc_code, msg, &b);
+	req_set_response(r, status, "application/x-protobuf", b.data, b.len);
+	pf_buf_release(&b);
+}
+
+static void dispatch_profiles(struct pf_server *s, struct http_req *r)
+{
+	if (strcmp(r->method, "POST") != 0) {
+		otlp_error(r, 405, 12 /* UNIMPLEMENTED */, "the OTLP profiles receiver takes POST");
+		req_set_header(r, "allow:", "POST");
+		return;
+	}
+	if (!agent_token_ok(s, r->has_auth ? r->auth : NULL)) {
+		otlp_error(r, 401, 16 /* UNAUTHENTICATED */, "agent token missing or rejected");
+		req_set_header(r, "www-authenticate:", "Bearer realm=\"profleet\"");
+		return;
+	}
+	if (r->too_large) {
+		char m[96];
+		snprintf(m, sizeof(m), "request body over the %zu byte limit", r->limit);
+		otlp_error(r, 413, 8 /* RESOURCE_EXHAUSTED */, m);
+		r->close_after = true;
+		return;
+	}
+	struct pf_profstore_request q = {
+		.body = r->body.data,
+		.len = r->body.len,
+		.gzip = r->body_gzip,
+		.content_type = r->ctype_in[0] ? r->ctype_in : NULL,
+		.max_bytes = s->opt.max_message_bytes,
+		.now_ms = now_ms(),
+	};
+	struct pf_profstore_result res;
+	struct pf_buf out;
+	pf_buf_init(&out, 1 << 20);
+	if (pf_profstore_ingest(s->store, &q, &res, &out) < 0) {
+		pf_buf_release(&out);
+		req_error(r, 500, "internal", "out of memory");
+		return;
+	}
+	if (res.status != 200)
+		pf_log_info("profiles: %d from a %zu byte request: %s", res.status, r->body.len,
+			    res.message);
+	req_set_response(r, res.status, "application/x-protobuf", out.data, out.len);
+	pf_buf_release(&out);
+}
+
 static void dispatch_api(struct pf_server *s, struct http_req *r)
 {
 	struct pf_api_request q = {
@@ -381,6 +437,8 @@ static void dispatch(struct pf_server *s, struct lws *wsi, struct http_req *r)
 	r->dispatched = true;
 	if (r->is_opamp)
 		dispatch_opamp_http(s, r);
+	else if (r->is_profiles)
+		dispatch_profiles(s, r);
 	else
 		dispatch_api(s, r);
 	lws_callback_on_writable(wsi);
@@ -396,7 +454,11 @@ static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, con
 	snprintf(r->method, sizeof(r->method), "%s", method_of(wsi));
 	snprintf(r->path, sizeof(r->path), "%s", uri ? uri : "/");
 	r->is_opamp = strcmp(r->path, OPAMP_PATH) == 0;
-	r->limit = r->is_opamp ? s->opt.max_message_bytes : PF_API_MAX_BODY;
+	r->is_profiles = strcmp(r->path, PROFILES_PATH) == 0;
+	r->limit = r->is_opamp || r->is_profiles ? s->opt.max_message_bytes : PF_API_MAX_BODY;
+	if (r->is_profiles &&
+	    lws_hdr_copy(wsi, r->ctype_in, sizeof(r->ctype_in), WSI_TOKEN_HTTP_CONTENT_TYPE) < 0)
+		r->ctype_in[0] = 0;
 	pf_buf_init(&r->body, r->limit);
 
 	size_t off = 0;

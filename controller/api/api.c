@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "api_profiles.h"
 #include "fleet/fleet.h"
 #include "metrics.h"
 #include "pf/hash.h"
@@ -696,6 +697,8 @@ static void route(struct pf_api *api, const struct pf_api_request *req,
 			return h_assignment_put(api, req, resp, seg[1], role);
 		if (del)
 			return h_assignment_delete(api, req, resp, seg[1], role);
+	} else if (pf_api_profiles_match((const char(*)[160])seg, n)) {
+		return pf_api_profiles_handle(api, req, resp, (const char(*)[160])seg, n);
 	} else {
 		known = false;
 	}

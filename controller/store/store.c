@@ -15,6 +15,7 @@
 #include <sqlite3.h>
 
 #include "pf/compiler.h"
+#include "store_int.h"
 
 #define STORE_BUSY_TIMEOUT_MS 5000
 
@@ -72,6 +73,53 @@ static const char *const migrations[] = {
 	"CREATE INDEX audit_ts ON audit (ts_ms);"
 	"CREATE INDEX audit_target ON audit (target, id);"
 	"CREATE INDEX assignments_config ON assignments (config);",
+	/* 1 -> 2: the embedded profile store (store_profiles.c). Metadata in profiles, the
+	 * gzip'd body in its own table so that metadata scans never page through blobs; totals
+	 * kept by triggers so retention reads one row; trace links for ?trace_id=. */
+	"CREATE TABLE profiles ("
+	"  id INTEGER PRIMARY KEY,"
+	"  profile_id BLOB NOT NULL CHECK (length(profile_id) = 16),"
+	"  agent TEXT NOT NULL,"
+	"  service TEXT NOT NULL,"
+	"  host TEXT NOT NULL,"
+	"  pid INTEGER NOT NULL,"
+	"  exe TEXT NOT NULL,"
+	"  type TEXT NOT NULL,"
+	"  start_ns INTEGER NOT NULL,"
+	"  duration_ns INTEGER NOT NULL,"
+	"  samples INTEGER NOT NULL,"
+	"  n_links INTEGER NOT NULL,"
+	"  received_ms INTEGER NOT NULL,"
+	"  body_bytes INTEGER NOT NULL,"
+	"  raw_bytes INTEGER NOT NULL"
+	") STRICT;"
+	"CREATE TABLE profile_bodies ("
+	"  id INTEGER PRIMARY KEY REFERENCES profiles (id) ON DELETE CASCADE,"
+	"  body BLOB NOT NULL"
+	") STRICT;"
+	"CREATE TABLE profile_links ("
+	"  trace_id BLOB NOT NULL CHECK (length(trace_id) = 16),"
+	"  profile INTEGER NOT NULL REFERENCES profiles (id) ON DELETE CASCADE,"
+	"  span_id BLOB NOT NULL CHECK (length(span_id) = 8),"
+	"  PRIMARY KEY (trace_id, profile, span_id)"
+	") STRICT, WITHOUT ROWID;"
+	"CREATE TABLE profile_totals ("
+	"  k INTEGER PRIMARY KEY CHECK (k = 0),"
+	"  n INTEGER NOT NULL,"
+	"  bytes INTEGER NOT NULL"
+	") STRICT;"
+	"INSERT INTO profile_totals (k, n, bytes) VALUES (0, 0, 0);"
+	"CREATE TRIGGER profiles_count_ins AFTER INSERT ON profiles BEGIN"
+	"  UPDATE profile_totals SET n = n + 1, bytes = bytes + NEW.body_bytes WHERE k = 0;"
+	" END;"
+	"CREATE TRIGGER profiles_count_del AFTER DELETE ON profiles BEGIN"
+	"  UPDATE profile_totals SET n = n - 1, bytes = bytes - OLD.body_bytes WHERE k = 0;"
+	" END;"
+	"CREATE INDEX profiles_start ON profiles (start_ns);"
+	"CREATE INDEX profiles_service ON profiles (service, start_ns);"
+	"CREATE INDEX profiles_agent ON profiles (agent, start_ns);"
+	"CREATE INDEX profiles_received ON profiles (received_ms);"
+	"CREATE INDEX profile_links_profile ON profile_links (profile);",
 };
 /* clang-format on */
 
@@ -162,7 +210,20 @@ struct pf_store {
 	int schema_version;
 	sqlite3_stmt *stmt[S__COUNT];
 	char last_error[512];
+	struct store_prof *prof; /* store_profiles.c's statements and settings, lazily made */
 };
+
+/* ---- For the other store_*.c files (store_int.h). */
+sqlite3 *store_db(struct pf_store *st)
+{
+	return st->db;
+}
+
+struct store_prof **store_prof_slot(struct pf_store *st)
+{
+	return &st->prof;
+}
+
 
 /* Resets a cached statement and drops its bindings (cleanup handler for STMT()). */
 static void stmt_resetp(sqlite3_stmt **s)
@@ -192,6 +253,16 @@ static int store_fail_code(struct pf_store *st, struct pf_error *err, int rc, co
 {
 	snprintf(st->last_error, sizeof(st->last_error), "store: %s", what);
 	return pf_error_set(err, rc, NULL, "%s", st->last_error);
+}
+
+int store_fail_sqlite(struct pf_store *st, struct pf_error *err, const char *what)
+{
+	return store_fail(st, err, what);
+}
+
+int store_fail_other(struct pf_store *st, struct pf_error *err, int rc, const char *what)
+{
+	return store_fail_code(st, err, rc, what);
 }
 
 /* Steps a statement that returns no row (INSERT/UPDATE/DELETE, transaction control). */
@@ -496,6 +567,7 @@ void pf_store_close(struct pf_store *st)
 {
 	if (!st)
 		return;
+	store_prof_release(st->prof);
 	for (size_t i = 0; i < S__COUNT; i++)
 		sqlite3_finalize(st->stmt[i]);
 	/* Closing the last connection checkpoints the WAL into the main file. */

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pf/buf.h"
 #include "pf/error.h"
 
 struct pf_store;
@@ -151,5 +152,95 @@ struct pf_audit_entry {
  * at most limit of them (0 = no limit). Pass the last id seen as before_id to page on. */
 int pf_store_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
 			   int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud);
+
+/* ---- Profiles: the embedded profile store (store_profiles.c; docs/api.md "Profiles").
+ * One row per received profile (one OTLP Profile = one process of one window): metadata,
+ * the trace links it carries, and its body (opaque bytes, gzip'd by the caller) in a
+ * separate table. Retention deletes oldest first (by id, i.e. arrival order). */
+#define PF_STORE_PROFILE_MAX_LINKS 256 /* links kept per profile; more are counted, not stored */
+
+struct pf_profile_link {
+	uint8_t trace_id[16];
+	uint8_t span_id[8];
+};
+
+struct pf_profile_row {
+	int64_t id;            /* assigned by the store (increasing) */
+	uint8_t profile_id[16]; /* OTLP profile_id, zero when none */
+	const char *agent;     /* agent instance uid (text), "" when unknown */
+	const char *service;   /* service.name, "" when unknown */
+	const char *host;      /* host.name, "" when unknown */
+	int64_t pid;           /* process.pid, 0 when unknown */
+	const char *exe;       /* process.executable.name, "" when unknown */
+	const char *type;      /* profile type: "cpu", "alloc_space", ... */
+	int64_t start_ns;      /* unix ns */
+	int64_t duration_ns;
+	int64_t samples;       /* sum of sample counts */
+	int64_t n_links;       /* distinct (trace, span) links in the profile */
+	int64_t received_ms;
+	int64_t body_bytes;    /* stored body size */
+	int64_t raw_bytes;     /* body size before compression */
+	/* insert: links to index (at most PF_STORE_PROFILE_MAX_LINKS are stored);
+	 * pf_store_profile_get: the stored links; iterators: NULL. */
+	size_t n_link_entries;
+	const struct pf_profile_link *links;
+	/* insert only: the body to store. */
+	const void *body;
+	size_t body_len;
+};
+
+/* Retention applied by pf_store_profiles_insert() (after the insert, same transaction) and by
+ * pf_store_profiles_retain(). 0 = no limit. */
+struct pf_profile_retention {
+	int64_t max_age_ms;
+	int64_t max_bytes; /* sum of body_bytes */
+};
+
+/* The retention this connection's users (the receiver) apply at insert; both 0 until set. */
+int pf_store_profiles_set_retention(struct pf_store *st, const struct pf_profile_retention *ret);
+void pf_store_profiles_get_retention(struct pf_store *st, struct pf_profile_retention *ret);
+
+/* Inserts the rows (and their bodies and links) in one BEGIN IMMEDIATE transaction, all or
+ * nothing; ids are written back into rows[i].id. With ret, then deletes the oldest profiles
+ * while the total stored body bytes exceed ret->max_bytes (so the store never stays over the
+ * cap; a single profile larger than the cap is itself deleted) and at most 64 profiles older
+ * than ret->max_age_ms, in the same transaction; *deleted (may be NULL) counts them. Strings
+ * must be non-NULL (-EINVAL). */
+int pf_store_profiles_insert(struct pf_store *st, struct pf_profile_row *rows, size_t n,
+			     const struct pf_profile_retention *ret, int64_t now_ms,
+			     size_t *deleted);
+
+/* Deletes, oldest first, profiles received before now_ms - max_age_ms and then while the
+ * total exceeds max_bytes, at most max_rows of them in one transaction (bounded work: call
+ * again while it returns 1). 0 when nothing more is due, 1 when it stopped at max_rows. */
+int pf_store_profiles_retain(struct pf_store *st, const struct pf_profile_retention *ret,
+			     int64_t now_ms, size_t max_rows, size_t *deleted);
+
+/* Number of stored profiles and the sum of their body bytes. */
+int pf_store_profiles_totals(struct pf_store *st, int64_t *count, int64_t *bytes);
+
+struct pf_profile_filter {
+	const char *service;     /* NULL or "" = any */
+	const char *agent;
+	const char *type;
+	bool has_trace;
+	uint8_t trace_id[16];
+	int64_t from_ns;         /* start_ns >= from_ns (0 = no bound) */
+	int64_t to_ns;           /* start_ns < to_ns (0 = no bound) */
+	size_t limit;            /* 0 = no limit */
+};
+
+/* Calls cb for the profiles matching f, newest start first (ties: highest id first); strings
+ * valid only during the call, links NULL. A non-zero return from cb stops and is returned. */
+int pf_store_profiles_foreach(struct pf_store *st, const struct pf_profile_filter *f,
+			      int (*cb)(const struct pf_profile_row *row, void *ud), void *ud);
+
+/* Calls cb once with the profile `id`, its links loaded (row valid only during the call).
+ * -ENOENT when there is no such profile. */
+int pf_store_profile_get(struct pf_store *st, int64_t id,
+			 int (*cb)(const struct pf_profile_row *row, void *ud), void *ud);
+
+/* Appends the stored body of profile `id` to out. -ENOENT, -E2BIG from out's cap. */
+int pf_store_profile_body(struct pf_store *st, int64_t id, struct pf_buf *out);
 
 #endif

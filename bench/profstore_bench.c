@@ -1,0 +1,300 @@
+/* profstore-bench — the embedded profile store on this machine (docs/benchmarks.md, "Profile
+ * store"): receiver ingest rate and flame-graph query latency over a synthetic fleet.
+ *
+ *   profstore-bench [-a agents] [-w windows] [-k stacks] [-d dir] [-q queries]
+ *     -a  agents (default 100), each one process of its own service ("svc-<n % 10>")
+ *     -w  10-second windows per agent (default 360: one hour)
+ *     -k  distinct stacks per window (default 200; 990 samples = 99 Hz x 10 s spread on them)
+ *     -d  directory for the database (default: a new one under /tmp, removed at exit)
+ *     -q  repetitions of each query (default 5)
+ *
+ * Ingest: every window is encoded as the agent would send it (one OTLP request per agent and
+ * window, time order), then handed to pf_profstore_ingest() (decode, re-encode per profile,
+ * gzip, insert into SQLite on a synchronous=FULL connection as the controller's main loop
+ * does); only that call is timed. Queries go through pf_api_handle() like the server's. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "metrics.h"
+#include "otlp_profiles.h"
+#include "pf/hash.h"
+#include "pf/uuid.h"
+#include "profstore/profstore.h"
+#include "store.h"
+
+#define FUNCS 600
+#define DEPTH_MIN 8
+#define DEPTH_MAX 32
+#define HZ 99
+#define WINDOW_S 10
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint64_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* One agent's window: one process, `stacks` stacks over a shared function vocabulary, a
+ * hot path per service so the merged graph has a shape. */
+static struct pf_prof_window *make_window(int agent, int stacks, char names[FUNCS][32])
+{
+	struct pf_prof_window *w = pf_prof_window_new();
+	struct pf_prof_process *p = pf_prof_alloc(w, sizeof(*p));
+	struct pf_prof_attr *attrs = pf_prof_alloc(w, 4 * sizeof(*attrs));
+	struct pf_prof_mapping *m = pf_prof_alloc(w, sizeof(*m));
+	struct pf_prof_frame *fr = pf_prof_alloc(w, FUNCS * sizeof(*fr));
+	struct pf_prof_stack *st = pf_prof_alloc(w, (size_t)stacks * sizeof(*st));
+	struct pf_prof_sample *sa = pf_prof_alloc(w, (size_t)stacks * sizeof(*sa));
+	char buf[64];
+
+	w->frequency_hz = HZ;
+	w->host_name = pf_prof_strdup(w, "bench-host");
+	m->start = 0x400000;
+	m->limit = 0x800000;
+	m->path = "/usr/bin/service";
+	for (int i = 0; i < FUNCS; i++) {
+		fr[i].address = 0x400000 + (uint64_t)i * 64;
+		fr[i].mapping = 0;
+		fr[i].function = names[i];
+	}
+	snprintf(buf, sizeof(buf), "svc-%d", agent % 10);
+	attrs[0] = (struct pf_prof_attr){"service.name", pf_prof_strdup(w, buf)};
+	snprintf(buf, sizeof(buf), "%d", 1000 + agent);
+	attrs[1] = (struct pf_prof_attr){"process.pid", pf_prof_strdup(w, buf)};
+	attrs[2] = (struct pf_prof_attr){"process.executable.name", "service"};
+	snprintf(buf, sizeof(buf), "agent-%03d", agent);
+	attrs[3] = (struct pf_prof_attr){"profleet.agent.uid", pf_prof_strdup(w, buf)};
+	uint64_t left = (uint64_t)HZ * WINDOW_S;
+	for (int s = 0; s < stacks; s++) {
+		int depth = DEPTH_MIN + (int)(rnd() % (DEPTH_MAX - DEPTH_MIN));
+		uint32_t *f = pf_prof_alloc(w, (size_t)depth * sizeof(uint32_t));
+		/* root first: main, then a service-specific path, then random calls; stored leaf
+		 * first */
+		for (int d = 0; d < depth; d++) {
+			uint32_t fn = d == 0 ? 0 : d < 4 ? (uint32_t)(agent % 10) * 10 + (uint32_t)d
+						 : (uint32_t)(rnd() % FUNCS);
+			f[depth - 1 - d] = fn;
+		}
+		st[s] = (struct pf_prof_stack){(uint32_t)depth, f};
+		uint64_t c = s == stacks - 1 ? left : pf_min(left, 1 + rnd() % 9);
+		left -= c;
+		sa[s] = (struct pf_prof_sample){.stack = (uint32_t)s, .tid = 1000u + (uint32_t)agent,
+						.count = c};
+	}
+	p->pid = 1000u + (uint32_t)agent;
+	p->attrs = attrs;
+	p->n_attrs = 4;
+	p->mappings = m;
+	p->n_mappings = 1;
+	p->frames = fr;
+	p->n_frames = FUNCS;
+	p->stacks = st;
+	p->n_stacks = (size_t)stacks;
+	p->samples = sa;
+	p->n_samples = (size_t)stacks;
+	w->processes = p;
+	w->n_processes = 1;
+	return w;
+}
+
+static double query(struct pf_api *api, const char *auth, const char *path, const char **args,
+		    size_t n_args, int reps, size_t *bytes, char *first, size_t first_len)
+{
+	double best = 1e9, sum = 0;
+	for (int r = 0; r < reps; r++) {
+		struct pf_api_request q = {.method = "GET", .path = path, .authorization = auth,
+					   .now_ms = 0};
+		for (size_t i = 0; i < n_args; i++)
+			q.args[q.n_args++] = args[i];
+		struct pf_api_response resp;
+		pf_api_response_init(&resp);
+		double t0 = now_s();
+		pf_api_handle(api, &q, &resp);
+		double dt = now_s() - t0;
+		sum += dt;
+		if (dt < best)
+			best = dt;
+		*bytes = resp.body.len;
+		if (resp.status != 200)
+			fprintf(stderr, "%s: status %d: %s\n", path, resp.status, pf_buf_str(&resp.body));
+		snprintf(first, first_len, "%.*s", (int)pf_min(resp.body.len, first_len - 1),
+			 pf_buf_str(&resp.body));
+		pf_api_response_release(&resp);
+	}
+	(void)best;
+	return sum / reps;
+}
+
+int main(int argc, char **argv)
+{
+	int agents = 100, windows = 360, stacks = 200, reps = 5, o;
+	const char *dir = NULL;
+	while ((o = getopt(argc, argv, "a:w:k:d:q:")) != -1) {
+		switch (o) {
+		case 'a': agents = (int)strtol(optarg, NULL, 10); break;
+		case 'w': windows = (int)strtol(optarg, NULL, 10); break;
+		case 'k': stacks = (int)strtol(optarg, NULL, 10); break;
+		case 'd': dir = optarg; break;
+		case 'q': reps = (int)strtol(optarg, NULL, 10); break;
+		default:
+			fprintf(stderr, "usage: profstore-bench [-a agents] [-w windows] [-k stacks] "
+					"[-d dir] [-q reps]\n");
+			return 2;
+		}
+	}
+	if (agents < 1 || windows < 1 || stacks < 1 || stacks > 990 || reps < 1)
+		return 2;
+	char tmp[64] = "/tmp/pf-profstore-bench-XXXXXX", db[256];
+	if (!dir) {
+		if (!mkdtemp(tmp))
+			return 1;
+		dir = tmp;
+	}
+	snprintf(db, sizeof(db), "%s/bench.db", dir);
+	struct pf_error err = {0};
+	struct pf_store *st = pf_store_open(db, PF_STORE_SYNC_FULL, &err);
+	if (!st) {
+		fprintf(stderr, "open %s: %s\n", db, err.msg);
+		return 1;
+	}
+	struct pf_profile_retention ret = {.max_age_ms = 72ll * 3600 * 1000,
+					   .max_bytes = (int64_t)1 << 30};
+	pf_store_profiles_set_retention(st, &ret);
+
+	static char names[FUNCS][32];
+	for (int i = 0; i < FUNCS; i++)
+		snprintf(names[i], sizeof(names[i]), i ? "pkg%d.function_%d" : "main", i % 17, i);
+	struct pf_prof_window **win = calloc((size_t)agents, sizeof(*win));
+	for (int a = 0; a < agents; a++)
+		win[a] = make_window(a, stacks, names);
+
+	const uint64_t t0_ns = 1700000000000000000ull;
+	double *lat = malloc((size_t)agents * (size_t)windows * sizeof(double));
+	double ingest = 0;
+	uint64_t samples = 0, req_bytes = 0;
+	size_t n = 0, failed = 0;
+	struct pf_buf req, resp;
+	pf_buf_init(&req, (size_t)64 << 20);
+	pf_buf_init(&resp, 1 << 20);
+	for (int k = 0; k < windows; k++) {
+		for (int a = 0; a < agents; a++) {
+			struct pf_prof_window *w = win[a];
+			w->start_unix_ns = t0_ns + (uint64_t)k * WINDOW_S * 1000000000ull;
+			w->end_unix_ns = w->start_unix_ns + WINDOW_S * 1000000000ull;
+			pf_buf_reset(&req);
+			pf_buf_reset(&resp);
+			if (pf_otlp_profiles_encode(w, &req, NULL, &err) < 0) {
+				fprintf(stderr, "encode: %s\n", err.msg);
+				return 1;
+			}
+			struct pf_profstore_request q = {
+				.body = req.data, .len = req.len,
+				.now_ms = (int64_t)(w->start_unix_ns / 1000000) + WINDOW_S * 1000};
+			struct pf_profstore_result res;
+			double t = now_s();
+			pf_profstore_ingest(st, &q, &res, &resp);
+			double dt = now_s() - t;
+			if (res.status != 200)
+				failed++;
+			ingest += dt;
+			lat[n++] = dt;
+			samples += res.samples;
+			req_bytes += req.len;
+		}
+	}
+	qsort(lat, n, sizeof(double), cmp_double);
+	int64_t count = 0, bytes = 0;
+	pf_store_profiles_totals(st, &count, &bytes);
+	printf("ingest: %zu requests (%d agents x %d windows, %d stacks, %" PRIu64
+	       " samples), %zu failed\n",
+	       n, agents, windows, stacks, samples, failed);
+	printf("ingest: %.1f s, %.0f profiles/s, %.0f samples/s; per request p50 %.2f ms p99 %.2f "
+	       "ms max %.2f ms\n",
+	       ingest, (double)n / ingest, (double)samples / ingest, lat[n / 2] * 1e3,
+	       lat[(size_t)((double)n * 0.99)] * 1e3, lat[n - 1] * 1e3);
+	printf("store: %" PRId64 " profiles, %.1f MiB bodies (avg %.1f KiB gzip'd; requests avg "
+	       "%.1f KiB)\n",
+	       count, (double)bytes / 1048576.0, (double)bytes / (double)pf_max(count, 1) / 1024.0,
+	       (double)req_bytes / (double)n / 1024.0);
+
+	/* Queries over the whole hour. */
+	struct pf_metrics metrics;
+	memset(&metrics, 0, sizeof(metrics));
+	char tok[64], auth[80];
+	uint8_t h[32];
+	pf_token_generate(tok, sizeof(tok));
+	pf_sha256(tok, strlen(tok), h);
+	pf_store_token_add(st, h, "viewer", "bench", 1);
+	snprintf(auth, sizeof(auth), "Bearer %s", tok);
+	struct pf_api api = {.store = st, .metrics = &metrics, .ready = true};
+	char from[64], to[64], mid[64], bfrom[64], bto[64], head[200];
+	int64_t from_ms = (int64_t)(t0_ns / 1000000);
+	int64_t to_ms = from_ms + (int64_t)windows * WINDOW_S * 1000;
+	snprintf(from, sizeof(from), "from=%" PRId64, from_ms);
+	snprintf(to, sizeof(to), "to=%" PRId64, to_ms);
+	snprintf(mid, sizeof(mid), "from=%" PRId64, (from_ms + to_ms) / 2);
+	snprintf(bfrom, sizeof(bfrom), "base_from=%" PRId64, from_ms);
+	snprintf(bto, sizeof(bto), "base_to=%" PRId64, (from_ms + to_ms) / 2);
+	size_t out = 0;
+	struct {
+		const char *label, *path;
+		const char *args[6];
+		size_t n;
+	} qs[] = {
+		{"list 100 newest (fleet)", "/api/v1/profiles", {from, to}, 2},
+		{"list service, limit 1000", "/api/v1/profiles", {from, to, "service=svc-3", "limit=1000"}, 4},
+		{"flamegraph fleet, default cap", "/api/v1/flamegraph", {from, to}, 2},
+		{"flamegraph fleet, max_profiles=5000", "/api/v1/flamegraph", {from, to, "max_profiles=5000"}, 3},
+		{"flamegraph one service (3600 profiles)", "/api/v1/flamegraph", {from, to, "service=svc-3"}, 3},
+		{"flamegraph one service, max_profiles=5000", "/api/v1/flamegraph", {from, to, "service=svc-3", "max_profiles=5000"}, 4},
+		{"top fleet, default cap", "/api/v1/top", {from, to}, 2},
+		{"diff service, halves, default cap", "/api/v1/flamegraph/diff", {mid, to, bfrom, bto, "service=svc-3"}, 5},
+		{"one profile flamegraph", "/api/v1/profiles/1/flamegraph", {NULL}, 0},
+		{"one profile pprof", "/api/v1/profiles/1/pprof", {NULL}, 0},
+	};
+	for (size_t i = 0; i < PF_ARRAY_SIZE(qs); i++) {
+		double avg = query(&api, auth, qs[i].path, qs[i].args, qs[i].n, reps, &out, head,
+				   sizeof(head));
+		char *cut = strstr(head, ",\"name\"");
+		if (cut)
+			*cut = 0;
+		printf("query %-44s %9.1f ms  %8zu bytes  %s\n", qs[i].label, avg * 1e3, out,
+		       qs[i].path[8] == 'f' && cut ? head : "");
+	}
+	pf_buf_release(&req);
+	pf_buf_release(&resp);
+	for (int a = 0; a < agents; a++)
+		pf_prof_window_free(win[a]);
+	free(win);
+	free(lat);
+	pf_store_close(st);
+	if (dir == tmp) {
+		char cmd[160];
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+		if (system(cmd) != 0)
+			return 1;
+	}
+	return 0;
+}

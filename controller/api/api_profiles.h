@@ -1,0 +1,38 @@
+/* api_profiles.h — the profile store's query routes, dispatched from api.c's route() after
+ * authentication (every route here is GET, role viewer). Plain functions over the parsed
+ * request; unit-tested through pf_api_handle(). docs/api.md "Profiles" documents them:
+ *
+ *   GET /api/v1/profiles?service=&agent=&type=&from=&to=&trace_id=&limit=   metadata, newest
+ *   GET /api/v1/profiles/{id}                    metadata with the trace links
+ *   GET /api/v1/profiles/{id}/pprof              gzip'd pprof (`go tool pprof` reads it)
+ *   GET /api/v1/profiles/{id}/flamegraph         d3-flame-graph tree {name,value,children}
+ *   GET /api/v1/flamegraph?service=&agent=&type=&from=&to=&max_profiles=&max_nodes=&min_value=
+ *   GET /api/v1/top?service=&agent=&type=&from=&to=&limit=&max_profiles=
+ *   GET /api/v1/flamegraph/diff?service=&agent=&type=&from=&to=&base_from=&base_to=&...
+ * Times are unix milliseconds. Merged views read at most max_profiles profiles (default
+ * PF_API_PROF_MERGE_DEFAULT, at most PF_API_PROF_MERGE_MAX), spread evenly over the matches,
+ * and say how many matched and how many were merged. */
+#ifndef PF_API_PROFILES_H
+#define PF_API_PROFILES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "api.h"
+
+#define PF_API_PROF_LIST_DEFAULT 100
+#define PF_API_PROF_LIST_MAX 1000
+#define PF_API_PROF_MERGE_DEFAULT 200
+#define PF_API_PROF_MERGE_MAX 5000
+#define PF_API_PROF_SCAN_MAX 200000 /* matches counted before picking the ones merged */
+#define PF_API_PROF_NODES_DEFAULT 50000
+#define PF_API_PROF_NODES_MAX 1000000
+#define PF_API_PROF_RANGE_DEFAULT_MS (3600 * 1000) /* from defaults to to - 1 h */
+
+/* Whether the path segments after /api/v1/ name one of the routes above. */
+bool pf_api_profiles_match(const char seg[][160], size_t n);
+/* Handles a request pf_api_profiles_match() accepted; always fills resp. */
+void pf_api_profiles_handle(struct pf_api *api, const struct pf_api_request *req,
+			    struct pf_api_response *resp, const char seg[][160], size_t n);
+
+#endif

@@ -1,0 +1,69 @@
+/* flame.h — the profile store's views as plain functions: a flame-graph tree built from
+ * profile windows (pf/profile.h), merged over any number of windows, turned into the JSON
+ * d3-flame-graph takes, into a "top functions" table (self and total), and into a diff of two
+ * ranges. No lws, no SQLite: unit-tested on hand-made windows.
+ *
+ * Owns one struct pf_flame: a call tree whose root is "all", each node a frame name reached
+ * from the root by a path of names (frames root first, leaf last), with two value slots —
+ * slot 0 the profile or range asked for, slot 1 the base of a diff. A node's value is the
+ * weight of the samples whose stack passes through it (its "total"); its self is the weight
+ * of samples whose leaf it is. A sample's weight is its count.
+ *
+ * Bounded: the tree holds at most max_nodes nodes; a stack that would need more stops at the
+ * deepest node it already has, whose self takes the weight, and the tree is marked truncated
+ * (values stay exact at every node that exists). */
+#ifndef PF_PROFSTORE_FLAME_H
+#define PF_PROFSTORE_FLAME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pf/buf.h"
+#include "pf/profile.h"
+
+#define PF_FLAME_ROOT "all"
+#define PF_FLAME_SLOTS 2
+#define PF_FLAME_NAME_MAX 512 /* frame names are cut to this many bytes */
+
+struct pf_flame;
+
+/* NULL with errno ENOMEM. max_nodes >= 1 (the root). */
+struct pf_flame *pf_flame_new(size_t max_nodes);
+void pf_flame_free(struct pf_flame *f);
+
+/* Adds every sample of every process of w into slot. 0, -EINVAL (bad slot or an index out of
+ * range in w), -ENOMEM. */
+int pf_flame_add_window(struct pf_flame *f, const struct pf_prof_window *w, int slot);
+/* Adds one stack given root first (names[0] is the outermost caller, names[n-1] the leaf). */
+int pf_flame_add_stack(struct pf_flame *f, const char *const *names, size_t n, uint64_t weight,
+		       int slot);
+
+/* The name a frame gets in the tree: the function name, else "<mapping basename>+0x<file
+ * offset>", else "0x<address>". Writes at most len bytes (NUL included). */
+void pf_flame_frame_name(const struct pf_prof_process *p, const struct pf_prof_frame *fr,
+			 char *buf, size_t len);
+
+uint64_t pf_flame_total(const struct pf_flame *f, int slot); /* the root's value */
+size_t pf_flame_node_count(const struct pf_flame *f);
+bool pf_flame_truncated(const struct pf_flame *f);
+
+/* Appends the tree as JSON: {"name":"all","value":N,"children":[...]} with children sorted by
+ * name and leaves without "children". With diff, every node also has "base" (slot 1) and
+ * "delta" = value - round(base * total / base_total) (base scaled to the same total, so a
+ * range with more samples overall does not turn everything red; = value when the base is
+ * empty). min_value > 0 leaves out nodes whose value and base are both below it. 0, -E2BIG
+ * from out's cap, -ENOMEM. */
+int pf_flame_json(const struct pf_flame *f, bool diff, uint64_t min_value, struct pf_buf *out);
+
+struct pf_flame_fn {
+	const char *name; /* owned by the tree */
+	uint64_t self;    /* weight of samples where it is the leaf */
+	uint64_t total;   /* weight of samples with it anywhere on the stack (counted once) */
+};
+/* The functions of slot, sorted by self (then total, then name), at most limit (0 = all).
+ * *out is malloc'd (free it), its names owned by f. 0 or -ENOMEM. */
+int pf_flame_top(const struct pf_flame *f, int slot, size_t limit, struct pf_flame_fn **out,
+		 size_t *n);
+
+#endif

@@ -1,0 +1,410 @@
+/* profstore.c — see profstore.h. */
+#include "profstore.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "otlp_profiles.h"
+#include "pf/compiler.h"
+#include "pf/gzip.h"
+#include "store.h"
+
+/* google.rpc.Code values used in Status answers. */
+#define RPC_INVALID_ARGUMENT 3
+#define RPC_RESOURCE_EXHAUSTED 8
+#define RPC_INTERNAL 13
+#define RPC_UNAVAILABLE 14
+
+/* ---- Protobuf answers, written by hand: two tiny messages, fields
+ *   ExportProfilesServiceResponse { ExportProfilesPartialSuccess partial_success = 1; }
+ *   ExportProfilesPartialSuccess { int64 rejected_profiles = 1; string error_message = 2; }
+ *   google.rpc.Status { int32 code = 1; string message = 2; }
+ * (profiles_service.proto, google/rpc/status.proto). */
+
+static int put_varint(struct pf_buf *b, uint64_t v)
+{
+	uint8_t t[10];
+	size_t n = 0;
+
+	do {
+		t[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	return pf_buf_append(b, t, n);
+}
+
+/* Fields 1 (varint) and 2 (string) of a message: both answers have this shape. */
+static int put_int_and_string(struct pf_buf *b, int64_t v, const char *msg)
+{
+	int rc = 0;
+	if (v) {
+		rc = pf_buf_putc(b, 0x08);
+		if (rc == 0)
+			rc = put_varint(b, (uint64_t)v); /* negative int64/int32: 10-byte two's complement */
+	}
+	if (rc == 0 && msg && *msg) {
+		size_t n = strlen(msg);
+		rc = pf_buf_putc(b, 0x12);
+		if (rc == 0)
+			rc = put_varint(b, n);
+		if (rc == 0)
+			rc = pf_buf_append(b, msg, n);
+	}
+	return rc;
+}
+
+int pf_profstore_encode_response(int64_t rejected, const char *msg, struct pf_buf *out)
+{
+	struct pf_buf inner;
+	int rc;
+
+	if (!rejected && (!msg || !*msg))
+		return 0; /* the empty message: full success */
+	pf_buf_init(&inner, 64 * 1024);
+	rc = put_int_and_string(&inner, rejected, msg);
+	if (rc == 0)
+		rc = pf_buf_putc(out, 0x0a);
+	if (rc == 0)
+		rc = put_varint(out, inner.len);
+	if (rc == 0)
+		rc = pf_buf_append(out, inner.data ? inner.data : (const uint8_t *)"", inner.len);
+	pf_buf_release(&inner);
+	return rc;
+}
+
+int pf_profstore_encode_status(int32_t code, const char *msg, struct pf_buf *out)
+{
+	return put_int_and_string(out, code, msg);
+}
+
+/* ---- Metadata. */
+
+static const char *attr(const struct pf_prof_process *p, const char *key)
+{
+	for (size_t i = 0; i < p->n_attrs; i++)
+		if (p->attrs[i].key && p->attrs[i].value && strcmp(p->attrs[i].key, key) == 0)
+			return p->attrs[i].value;
+	return NULL;
+}
+
+const char *pf_profstore_type(const struct pf_prof_window *w)
+{
+	if (!w->n_sample_types)
+		return "cpu";
+	if (w->period_type.type && strcmp(w->period_type.type, "cpu") == 0)
+		return "cpu";
+	if (w->default_sample_type && *w->default_sample_type)
+		return w->default_sample_type;
+	if (w->sample_types[0].type && *w->sample_types[0].type)
+		return w->sample_types[0].type;
+	return "unknown";
+}
+
+static int link_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(struct pf_profile_link));
+}
+
+static bool nonzero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return true;
+	return false;
+}
+
+/* The distinct links of p's samples, sorted; *n distinct ones. */
+static int collect_links(const struct pf_prof_process *p, struct pf_profile_link **out, size_t *n)
+{
+	size_t m = 0;
+
+	*out = NULL;
+	*n = 0;
+	for (size_t i = 0; i < p->n_samples; i++)
+		if (nonzero(p->samples[i].trace_id, 16))
+			m++;
+	if (!m)
+		return 0;
+	struct pf_profile_link *l = malloc(m * sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	m = 0;
+	for (size_t i = 0; i < p->n_samples; i++) {
+		if (!nonzero(p->samples[i].trace_id, 16))
+			continue;
+		memcpy(l[m].trace_id, p->samples[i].trace_id, 16);
+		memcpy(l[m].span_id, p->samples[i].span_id, 8);
+		m++;
+	}
+	qsort(l, m, sizeof(*l), link_cmp);
+	size_t u = 0;
+	for (size_t i = 0; i < m; i++)
+		if (!u || memcmp(&l[u - 1], &l[i], sizeof(*l)) != 0)
+			l[u++] = l[i];
+	*out = l;
+	*n = u;
+	return 0;
+}
+
+static const char *base_name(const char *p)
+{
+	const char *s = strrchr(p, '/');
+	return s ? s + 1 : p;
+}
+
+/* One stored profile being prepared. */
+struct prep {
+	struct pf_profile_row row;
+	struct pf_buf body;
+	struct pf_profile_link *links;
+};
+
+static void prep_release(struct prep *p)
+{
+	pf_buf_release(&p->body);
+	free(p->links);
+}
+
+/* Encodes process i of w alone and gzips it; fills the row. -ENODATA for a profile without
+ * samples, -EINVAL (err) for one the encoder refuses. */
+static int prepare_one(const struct pf_prof_window *w, size_t i, int64_t now_ms,
+		       struct prep *pp, struct pf_error *err)
+{
+	const struct pf_prof_process *p = &w->processes[i];
+	struct pf_prof_window one = *w;
+	struct pf_buf raw;
+	uint64_t samples = 0;
+	int rc;
+
+	for (size_t k = 0; k < p->n_samples; k++)
+		samples += p->samples[k].count;
+	if (!samples)
+		return -ENODATA;
+	one.processes = p;
+	one.n_processes = 1;
+	if (!one.n_sample_types && !one.frequency_hz)
+		one.frequency_hz = 100; /* period unknown on the wire: the encoder needs one */
+	pf_buf_init(&raw, PF_PROFSTORE_LOAD_MAX_BYTES);
+	rc = pf_otlp_profiles_encode(&one, &raw, pp->row.profile_id, err);
+	if (rc == 0)
+		rc = pf_gzip_compress(raw.data, raw.len, PF_PROFSTORE_GZIP_LEVEL, &pp->body);
+	pp->row.raw_bytes = (int64_t)raw.len;
+	pf_buf_release(&raw);
+	if (rc < 0)
+		return rc;
+	rc = collect_links(p, &pp->links, &pp->row.n_link_entries);
+	if (rc < 0)
+		return rc;
+
+	const char *exe = attr(p, "process.executable.name");
+	const char *path = attr(p, "process.executable.path");
+	const char *host = attr(p, "host.name");
+	pp->row.agent = attr(p, PF_PROFSTORE_AGENT_ATTR);
+	pp->row.service = attr(p, "service.name");
+	pp->row.host = host ? host : w->host_name;
+	pp->row.exe = exe ? exe : path ? base_name(path) : NULL;
+	if (!pp->row.agent)
+		pp->row.agent = "";
+	if (!pp->row.service)
+		pp->row.service = "";
+	if (!pp->row.host)
+		pp->row.host = "";
+	if (!pp->row.exe)
+		pp->row.exe = "";
+	pp->row.pid = p->pid;
+	pp->row.type = pf_profstore_type(w);
+	pp->row.start_ns = (int64_t)pf_min(w->start_unix_ns, (uint64_t)INT64_MAX);
+	pp->row.duration_ns =
+	    (int64_t)pf_min(w->end_unix_ns - w->start_unix_ns, (uint64_t)INT64_MAX);
+	pp->row.samples = (int64_t)pf_min(samples, (uint64_t)INT64_MAX);
+	pp->row.n_links = (int64_t)pp->row.n_link_entries;
+	pp->row.links = pp->links;
+	pp->row.received_ms = now_ms;
+	pp->row.body = pp->body.data;
+	pp->row.body_len = pp->body.len;
+	return 0;
+}
+
+static int answer_status(struct pf_profstore_result *res, struct pf_buf *resp, int http,
+			 int32_t code, const char *fmt, ...) PF_PRINTF(5, 6);
+static int answer_status(struct pf_profstore_result *res, struct pf_buf *resp, int http,
+			 int32_t code, const char *fmt, ...)
+{
+	va_list ap;
+
+	res->status = http;
+	va_start(ap, fmt);
+	vsnprintf(res->message, sizeof(res->message), fmt, ap);
+	va_end(ap);
+	return pf_profstore_encode_status(code, res->message, resp) < 0 ? -ENOMEM : 0;
+}
+
+static bool is_protobuf(const char *ct)
+{
+	if (!ct || !*ct)
+		return true;
+	while (*ct == ' ')
+		ct++;
+	return strncasecmp(ct, "application/x-protobuf", 22) == 0 &&
+	       (ct[22] == 0 || ct[22] == ';' || ct[22] == ' ');
+}
+
+int pf_profstore_ingest(struct pf_store *st, const struct pf_profstore_request *req,
+			struct pf_profstore_result *res, struct pf_buf *resp)
+{
+	size_t max = req->max_bytes ? req->max_bytes : PF_PROFSTORE_DEFAULT_MAX_BYTES;
+	const uint8_t *data = req->body ? req->body : (const uint8_t *)"";
+	size_t len = req->body ? req->len : 0;
+	struct pf_error err = {0};
+	struct pf_prof_window *w = NULL;
+	struct prep *preps = NULL;
+	struct pf_buf plain;
+	size_t n_prep = 0;
+	char why[200] = "";
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	pf_buf_init(&plain, max);
+	if (!is_protobuf(req->content_type)) {
+		rc = answer_status(res, resp, 415, RPC_INVALID_ARGUMENT,
+				   "unsupported Content-Type '%s': this receiver takes "
+				   "application/x-protobuf",
+				   req->content_type ? req->content_type : "");
+		goto out;
+	}
+	if (len > max) {
+		rc = answer_status(res, resp, 413, RPC_RESOURCE_EXHAUSTED,
+				   "request body over the %zu byte limit", max);
+		goto out;
+	}
+	if (req->gzip) {
+		rc = pf_gzip_decompress(data, len, max, &plain);
+		if (rc == -E2BIG) {
+			rc = answer_status(res, resp, 413, RPC_RESOURCE_EXHAUSTED,
+					   "request over the %zu byte limit after decompression", max);
+			goto out;
+		}
+		if (rc < 0) {
+			rc = answer_status(res, resp, rc == -ENOMEM ? 500 : 400,
+					   rc == -ENOMEM ? RPC_INTERNAL : RPC_INVALID_ARGUMENT,
+					   "%s", rc == -ENOMEM ? "out of memory"
+							       : "body is not valid gzip");
+			goto out;
+		}
+		data = plain.data ? plain.data : (const uint8_t *)"";
+		len = plain.len;
+	}
+	/* The decoder's cap covers the protobuf-c message tree and the window built from it. */
+	rc = pf_otlp_profiles_decode(data, len, pf_max(max, (size_t)1 << 20) * 4, &w, &err);
+	if (rc == -E2BIG) {
+		rc = answer_status(res, resp, 413, RPC_RESOURCE_EXHAUSTED,
+				   "profiles too large to decode: %s", err.msg);
+		goto out;
+	}
+	if (rc == -ENOMEM) {
+		rc = answer_status(res, resp, 500, RPC_INTERNAL, "%s", "out of memory");
+		goto out;
+	}
+	if (rc < 0) {
+		rc = answer_status(res, resp, 400, RPC_INVALID_ARGUMENT,
+				   "undecodable ExportProfilesServiceRequest: %s",
+				   err.msg[0] ? err.msg : "malformed");
+		goto out;
+	}
+	preps = calloc(w->n_processes ? w->n_processes : 1, sizeof(*preps));
+	if (!preps) {
+		rc = answer_status(res, resp, 500, RPC_INTERNAL, "%s", "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < w->n_processes; i++) {
+		struct prep *pp = &preps[n_prep];
+		struct pf_error e = {0};
+		pf_buf_init(&pp->body, PF_PROFSTORE_LOAD_MAX_BYTES);
+		rc = prepare_one(w, i, req->now_ms, pp, &e);
+		if (rc == 0) {
+			n_prep++;
+			continue;
+		}
+		prep_release(pp);
+		memset(pp, 0, sizeof(*pp));
+		if (rc == -ENOMEM) {
+			rc = answer_status(res, resp, 500, RPC_INTERNAL, "%s", "out of memory");
+			goto out;
+		}
+		res->rejected++;
+		if (!why[0])
+			snprintf(why, sizeof(why), "profile %zu (pid %u): %.150s", i,
+				 w->processes[i].pid,
+				 rc == -ENODATA ? "no samples" : e.msg[0] ? e.msg : "not storable");
+	}
+	if (n_prep) {
+		struct pf_profile_row *rows = calloc(n_prep, sizeof(*rows));
+		struct pf_profile_retention ret;
+		if (!rows) {
+			rc = answer_status(res, resp, 500, RPC_INTERNAL, "%s", "out of memory");
+			goto out;
+		}
+		for (size_t i = 0; i < n_prep; i++)
+			rows[i] = preps[i].row;
+		pf_store_profiles_get_retention(st, &ret);
+		rc = pf_store_profiles_insert(st, rows, n_prep, &ret, req->now_ms, &res->deleted);
+		free(rows);
+		if (rc < 0) {
+			rc = answer_status(res, resp, 503, RPC_UNAVAILABLE, "profile store: %s",
+					   pf_store_last_error(st));
+			goto out;
+		}
+		res->accepted = n_prep;
+		for (size_t i = 0; i < n_prep; i++)
+			res->samples += (uint64_t)preps[i].row.samples;
+	}
+	res->status = 200;
+	if (res->rejected)
+		snprintf(res->message, sizeof(res->message), "%zu of %zu profiles rejected: %.200s",
+			 res->rejected, w->n_processes, why);
+	rc = pf_profstore_encode_response((int64_t)res->rejected,
+					  res->rejected ? res->message : NULL, resp) < 0
+		 ? -ENOMEM
+		 : 0;
+out:
+	for (size_t i = 0; i < n_prep; i++)
+		prep_release(&preps[i]);
+	free(preps);
+	pf_prof_window_free(w);
+	pf_buf_release(&plain);
+	return rc;
+}
+
+int pf_profstore_load(struct pf_store *st, int64_t id, struct pf_prof_window **out,
+		      struct pf_error *err)
+{
+	struct pf_buf gz, raw;
+	int rc;
+
+	*out = NULL;
+	pf_buf_init(&gz, PF_PROFSTORE_LOAD_MAX_BYTES);
+	pf_buf_init(&raw, PF_PROFSTORE_LOAD_MAX_BYTES);
+	rc = pf_store_profile_body(st, id, &gz);
+	if (rc == -ENOENT) {
+		pf_error_set(err, rc, NULL, "no profile %lld", (long long)id);
+	} else if (rc < 0) {
+		pf_error_set(err, rc, NULL, "%s", pf_store_last_error(st));
+	} else {
+		rc = pf_gzip_decompress(gz.data ? gz.data : (const uint8_t *)"", gz.len,
+					PF_PROFSTORE_LOAD_MAX_BYTES, &raw);
+		if (rc < 0)
+			pf_error_set(err, rc, NULL, "stored profile %lld: bad gzip body",
+				     (long long)id);
+		else
+			rc = pf_otlp_profiles_decode(raw.data ? raw.data : (const uint8_t *)"",
+						     raw.len, PF_PROFSTORE_LOAD_MAX_BYTES, out,
+						     err);
+	}
+	pf_buf_release(&gz);
+	pf_buf_release(&raw);
+	return rc;
+}

@@ -1,0 +1,84 @@
+/* profstore.h — the controller's embedded profile store, receiving side: the OTLP/HTTP
+ * profiles receiver logic (POST /v1development/profiles) as a plain function over the request
+ * bytes, and loading a stored profile back into a window for the views (flame.h) and the pprof
+ * download. server.c calls pf_profstore_ingest() and writes back what it fills; the API
+ * (api/api_profiles.c) calls pf_profstore_load().
+ *
+ * Receiver (OTLP 1.x, "OTLP/HTTP" section of the specification):
+ *  - body: a binary protobuf ExportProfilesServiceRequest (opentelemetry-proto v1.11.0
+ *    profiles/v1development); Content-Type application/x-protobuf (JSON protobuf is answered
+ *    415); Content-Encoding gzip accepted. The body as received and after decompression must
+ *    fit max_bytes, else 413.
+ *  - undecodable bytes: 400 with a google.rpc.Status {code 3 INVALID_ARGUMENT, message}.
+ *  - each OTLP Profile (one process of the decoded window) is stored as its own row
+ *    (store.h "Profiles") with its metadata and its body: that one profile re-encoded as a
+ *    single-profile ExportProfilesServiceRequest (pf_otlp_profiles_encode) and gzip'd. A
+ *    profile without samples is rejected and counted; success is 200 with an
+ *    ExportProfilesServiceResponse: empty when everything was stored, else partial_success
+ *    {rejected_profiles, error_message}. A request with no profile at all is a success.
+ *  - a store failure is 503 (retryable per OTLP) with a Status {code 14 UNAVAILABLE}.
+ *
+ * Metadata taken from the resource attributes: service.name, process.pid,
+ * process.executable.name (else the basename of process.executable.path), host.name,
+ * profleet.agent.uid (the instance uid of the sending profleet agent; "" from other senders);
+ * type "cpu" for the implicit CPU profile or a cpu period type, else the default or first
+ * sample type; start and duration of the window; samples = sum of counts; the distinct trace
+ * links (trace_id, span_id) of the samples. */
+#ifndef PF_PROFSTORE_H
+#define PF_PROFSTORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pf/buf.h"
+#include "pf/error.h"
+#include "pf/profile.h"
+
+struct pf_store;
+
+#define PF_PROFSTORE_DEFAULT_MAX_BYTES ((size_t)16 << 20)
+/* Cap on the memory a stored profile may take when it is decoded again for a view. */
+#define PF_PROFSTORE_LOAD_MAX_BYTES ((size_t)256 << 20)
+#define PF_PROFSTORE_GZIP_LEVEL 6
+#define PF_PROFSTORE_AGENT_ATTR "profleet.agent.uid"
+
+struct pf_profstore_request {
+	const uint8_t *body;
+	size_t len;
+	bool gzip;                /* Content-Encoding: gzip */
+	const char *content_type; /* NULL = application/x-protobuf */
+	size_t max_bytes;         /* 0 = PF_PROFSTORE_DEFAULT_MAX_BYTES */
+	int64_t now_ms;
+};
+
+struct pf_profstore_result {
+	int status;          /* HTTP status to answer */
+	size_t accepted;     /* profiles stored */
+	size_t rejected;     /* profiles refused (empty) */
+	uint64_t samples;    /* samples stored */
+	size_t deleted;      /* profiles retention removed after the insert */
+	char message[256];   /* why, for errors and partial success ("" on full success) */
+};
+
+/* Handles one request against st (retention as set with pf_store_profiles_set_retention).
+ * Always fills res and appends the response body (protobuf, Content-Type
+ * application/x-protobuf) to resp. Returns 0, or -ENOMEM when even the response could not
+ * be built (answer 500 then). */
+int pf_profstore_ingest(struct pf_store *st, const struct pf_profstore_request *req,
+			struct pf_profstore_result *res, struct pf_buf *resp);
+
+/* Loads the stored profile `id` into a new window (free with pf_prof_window_free).
+ * -ENOENT, -EBADMSG for a body that no longer decodes, -E2BIG, -ENOMEM, -EIO; err says. */
+int pf_profstore_load(struct pf_store *st, int64_t id, struct pf_prof_window **out,
+		      struct pf_error *err);
+
+/* The profile type name of a window (see above); never NULL. */
+const char *pf_profstore_type(const struct pf_prof_window *w);
+
+/* Encodes an ExportProfilesServiceResponse (rejected 0 and msg NULL: the empty message) and
+ * a google.rpc.Status; exposed for tests. */
+int pf_profstore_encode_response(int64_t rejected, const char *msg, struct pf_buf *out);
+int pf_profstore_encode_status(int32_t code, const char *msg, struct pf_buf *out);
+
+#endif

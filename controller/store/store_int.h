@@ -1,0 +1,24 @@
+/* store_int.h — private to controller/store/: what store.c shares with the other store_*.c
+ * files of the module (store_profiles.c). Never included outside this directory, so sqlite3.h
+ * stays inside the store (STYLE.md rule 3). */
+#ifndef PF_STORE_INT_H
+#define PF_STORE_INT_H
+
+#include <sqlite3.h>
+
+#include "store.h"
+
+struct store_prof;
+
+/* The connection's handle. */
+sqlite3 *store_db(struct pf_store *st);
+/* The slot where store_profiles.c keeps its per-connection state (NULL until first use). */
+struct store_prof **store_prof_slot(struct pf_store *st);
+/* Frees that state (statements included); called by pf_store_close(). NULL is allowed. */
+void store_prof_release(struct store_prof *p);
+/* Record the last error like store.c does ("store: <what>: <sqlite message>") and return
+ * -EIO/-ENOMEM (store_fail_sqlite) or rc (store_fail_other). */
+int store_fail_sqlite(struct pf_store *st, struct pf_error *err, const char *what);
+int store_fail_other(struct pf_store *st, struct pf_error *err, int rc, const char *what);
+
+#endif

@@ -1,0 +1,610 @@
+/* store_profiles.c — the embedded profile store's tables (schema version 2, migration in
+ * store.c); see store.h ("Profiles") and docs/api.md ("Profiles").
+ *
+ * Bodies live in SQLite (profile_bodies), not in files next to the database: a profile is a
+ * few KiB to a few hundred KiB gzip'd, where SQLite reads and writes blobs as fast as the file
+ * system or faster, and one transaction then covers metadata, body and links — retention can
+ * never leave an orphan file or a row without its body, a crash loses nothing half-written,
+ * and a backup is one file. Free pages left by retention are reused by later inserts, so the
+ * file stays near its high-water mark (max_bytes plus metadata) rather than growing.
+ *
+ * Statements are prepared on first use and cached per connection in struct store_prof (the
+ * list query has one variant per combination of filters, so each is a plain indexed query). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pf/compiler.h"
+#include "store_int.h"
+
+#define PROF_COLS                                                                                  \
+	"id, profile_id, agent, service, host, pid, exe, type, start_ns, duration_ns, samples, "   \
+	"n_links, received_ms, body_bytes, raw_bytes"
+#define RETAIN_BATCH 64
+
+enum prof_stmt {
+	P_BEGIN,
+	P_COMMIT,
+	P_ROLLBACK,
+	P_INSERT,
+	P_INSERT_BODY,
+	P_INSERT_LINK,
+	P_TOTALS,
+	P_OLDEST,
+	P_DELETE_UPTO,
+	P_DELETE_EXPIRED,
+	P_GET,
+	P_GET_LINKS,
+	P_BODY,
+	P__COUNT
+};
+
+static const char *const prof_sql[P__COUNT] = {
+    [P_BEGIN] = "BEGIN IMMEDIATE",
+    [P_COMMIT] = "COMMIT",
+    [P_ROLLBACK] = "ROLLBACK",
+    [P_INSERT] = "INSERT INTO profiles (profile_id, agent, service, host, pid, exe, type, "
+		 "start_ns, duration_ns, samples, n_links, received_ms, body_bytes, raw_bytes) "
+		 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    [P_INSERT_BODY] = "INSERT INTO profile_bodies (id, body) VALUES (?1, ?2)",
+    [P_INSERT_LINK] = "INSERT OR IGNORE INTO profile_links (trace_id, profile, span_id) "
+		      "VALUES (?1, ?2, ?3)",
+    [P_TOTALS] = "SELECT n, bytes FROM profile_totals WHERE k = 0",
+    [P_OLDEST] = "SELECT id, body_bytes FROM profiles ORDER BY id LIMIT ?1",
+    [P_DELETE_UPTO] = "DELETE FROM profiles WHERE id <= ?1",
+    [P_DELETE_EXPIRED] = "DELETE FROM profiles WHERE id IN (SELECT id FROM profiles "
+			 "WHERE received_ms < ?1 ORDER BY received_ms LIMIT ?2)",
+    [P_GET] = "SELECT " PROF_COLS " FROM profiles WHERE id = ?1",
+    [P_GET_LINKS] = "SELECT trace_id, span_id FROM profile_links WHERE profile = ?1 LIMIT 256",
+    [P_BODY] = "SELECT body FROM profile_bodies WHERE id = ?1",
+};
+
+/* List-query variants: bit set = that filter present. */
+enum { F_SERVICE = 1, F_AGENT = 2, F_TYPE = 4, F_TRACE = 8, F__VARIANTS = 16 };
+
+struct store_prof {
+	sqlite3_stmt *stmt[P__COUNT];
+	sqlite3_stmt *list[F__VARIANTS];
+	struct pf_profile_retention ret;
+};
+
+void store_prof_release(struct store_prof *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < P__COUNT; i++)
+		sqlite3_finalize(p->stmt[i]);
+	for (size_t i = 0; i < F__VARIANTS; i++)
+		sqlite3_finalize(p->list[i]);
+	free(p);
+}
+
+static struct store_prof *prof_of(struct pf_store *st)
+{
+	struct store_prof **slot = store_prof_slot(st);
+
+	if (!*slot)
+		*slot = calloc(1, sizeof(**slot));
+	return *slot;
+}
+
+static int prepare(struct pf_store *st, const char *sql, sqlite3_stmt **out)
+{
+	if (*out)
+		return 0;
+	if (sqlite3_prepare_v3(store_db(st), sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL) !=
+	    SQLITE_OK)
+		return store_fail_sqlite(st, NULL, "profiles: prepare");
+	return 0;
+}
+
+/* A cached statement, prepared on first use; NULL with *rc set on failure. */
+static sqlite3_stmt *pstmt(struct pf_store *st, enum prof_stmt id, int *rc)
+{
+	struct store_prof *p = prof_of(st);
+
+	if (!p) {
+		*rc = store_fail_other(st, NULL, -ENOMEM, "profiles: out of memory");
+		return NULL;
+	}
+	*rc = prepare(st, prof_sql[id], &p->stmt[id]);
+	return *rc < 0 ? NULL : p->stmt[id];
+}
+
+static void stmt_resetp(sqlite3_stmt **s)
+{
+	if (*s) {
+		sqlite3_reset(*s);
+		sqlite3_clear_bindings(*s);
+	}
+}
+
+#define PSTMT(name, st, id, rc) _cleanup_(stmt_resetp) sqlite3_stmt *name = pstmt((st), (id), (rc))
+
+static int step_done(struct pf_store *st, sqlite3_stmt *s, const char *what)
+{
+	int rc = sqlite3_step(s);
+
+	if (rc == SQLITE_DONE)
+		return 0;
+	if (rc == SQLITE_ROW)
+		return store_fail_other(st, NULL, -EIO, what);
+	return store_fail_sqlite(st, NULL, what);
+}
+
+static int run(struct pf_store *st, enum prof_stmt id, const char *what)
+{
+	int rc;
+	PSTMT(s, st, id, &rc);
+
+	if (!s)
+		return rc;
+	return step_done(st, s, what);
+}
+
+static void rollback(struct pf_store *st)
+{
+	if (!sqlite3_get_autocommit(store_db(st)))
+		run(st, P_ROLLBACK, "profiles: rollback");
+}
+
+static int commit(struct pf_store *st)
+{
+	int rc = run(st, P_COMMIT, "profiles: commit");
+
+	if (rc < 0)
+		rollback(st);
+	return rc;
+}
+
+static int bind_str(sqlite3_stmt *s, int i, const char *v)
+{
+	return sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
+}
+
+/* ---- Insert and retention. */
+
+int pf_store_profiles_set_retention(struct pf_store *st, const struct pf_profile_retention *ret)
+{
+	struct store_prof *p = prof_of(st);
+
+	if (!p)
+		return -ENOMEM;
+	if (!ret || ret->max_age_ms < 0 || ret->max_bytes < 0)
+		return -EINVAL;
+	p->ret = *ret;
+	return 0;
+}
+
+void pf_store_profiles_get_retention(struct pf_store *st, struct pf_profile_retention *ret)
+{
+	struct store_prof *p = prof_of(st);
+
+	memset(ret, 0, sizeof(*ret));
+	if (p)
+		*ret = p->ret;
+}
+
+static int totals(struct pf_store *st, int64_t *count, int64_t *bytes)
+{
+	int rc;
+	PSTMT(s, st, P_TOTALS, &rc);
+
+	if (!s)
+		return rc;
+	if (sqlite3_step(s) != SQLITE_ROW)
+		return store_fail_sqlite(st, NULL, "profiles: totals");
+	if (count)
+		*count = sqlite3_column_int64(s, 0);
+	if (bytes)
+		*bytes = sqlite3_column_int64(s, 1);
+	return 0;
+}
+
+/* Inside a transaction: deletes the oldest profiles until `excess` body bytes are gone, at
+ * most max_rows of them. */
+static int delete_oldest_bytes(struct pf_store *st, int64_t excess, size_t max_rows,
+			       size_t *deleted)
+{
+	int64_t last = -1, freed = 0;
+	size_t n = 0;
+	int rc;
+
+	{
+		PSTMT(s, st, P_OLDEST, &rc);
+		if (!s)
+			return rc;
+		if (sqlite3_bind_int64(s, 1, (int64_t)max_rows))
+			return store_fail_sqlite(st, NULL, "profiles: retain: bind");
+		while (freed < excess && n < max_rows) {
+			rc = sqlite3_step(s);
+			if (rc == SQLITE_DONE)
+				break;
+			if (rc != SQLITE_ROW)
+				return store_fail_sqlite(st, NULL, "profiles: retain: oldest");
+			last = sqlite3_column_int64(s, 0);
+			freed += sqlite3_column_int64(s, 1);
+			n++;
+		}
+	}
+	if (last < 0)
+		return 0;
+	PSTMT(d, st, P_DELETE_UPTO, &rc);
+	if (!d)
+		return rc;
+	if (sqlite3_bind_int64(d, 1, last))
+		return store_fail_sqlite(st, NULL, "profiles: retain: bind");
+	rc = step_done(st, d, "profiles: retain: delete");
+	if (rc == 0 && deleted)
+		*deleted += (size_t)sqlite3_changes(store_db(st));
+	return rc;
+}
+
+static int delete_expired(struct pf_store *st, int64_t cutoff_ms, size_t max_rows,
+			  size_t *deleted, size_t *n)
+{
+	int rc;
+	PSTMT(s, st, P_DELETE_EXPIRED, &rc);
+
+	*n = 0;
+	if (!s)
+		return rc;
+	if (sqlite3_bind_int64(s, 1, cutoff_ms) || sqlite3_bind_int64(s, 2, (int64_t)max_rows))
+		return store_fail_sqlite(st, NULL, "profiles: retain: bind");
+	rc = step_done(st, s, "profiles: retain: expire");
+	if (rc == 0) {
+		*n = (size_t)sqlite3_changes(store_db(st));
+		if (deleted)
+			*deleted += *n;
+	}
+	return rc;
+}
+
+/* Inside a transaction: age first (at most max_rows), then bytes over the cap. *more is set
+ * when the row budget ran out before the store was within both limits. */
+static int retain_tx(struct pf_store *st, const struct pf_profile_retention *ret, int64_t now_ms,
+		     size_t max_rows, size_t *deleted, bool *more)
+{
+	size_t n = 0;
+	int64_t bytes = 0;
+	int rc;
+
+	*more = false;
+	if (ret->max_age_ms > 0) {
+		rc = delete_expired(st, now_ms - ret->max_age_ms, max_rows, deleted, &n);
+		if (rc < 0)
+			return rc;
+		if (n >= max_rows) {
+			*more = true;
+			return 0;
+		}
+	}
+	if (ret->max_bytes <= 0)
+		return 0;
+	rc = totals(st, NULL, &bytes);
+	if (rc < 0 || bytes <= ret->max_bytes)
+		return rc;
+	rc = delete_oldest_bytes(st, bytes - ret->max_bytes, max_rows - n, deleted);
+	if (rc < 0)
+		return rc;
+	rc = totals(st, NULL, &bytes);
+	if (rc == 0 && bytes > ret->max_bytes)
+		*more = true;
+	return rc;
+}
+
+static int insert_one(struct pf_store *st, struct pf_profile_row *r)
+{
+	int rc;
+	{
+		PSTMT(s, st, P_INSERT, &rc);
+		if (!s)
+			return rc;
+		if (sqlite3_bind_blob(s, 1, r->profile_id, 16, SQLITE_STATIC) ||
+		    bind_str(s, 2, r->agent) || bind_str(s, 3, r->service) ||
+		    bind_str(s, 4, r->host) || sqlite3_bind_int64(s, 5, r->pid) ||
+		    bind_str(s, 6, r->exe) || bind_str(s, 7, r->type) ||
+		    sqlite3_bind_int64(s, 8, r->start_ns) ||
+		    sqlite3_bind_int64(s, 9, r->duration_ns) ||
+		    sqlite3_bind_int64(s, 10, r->samples) || sqlite3_bind_int64(s, 11, r->n_links) ||
+		    sqlite3_bind_int64(s, 12, r->received_ms) ||
+		    sqlite3_bind_int64(s, 13, (int64_t)r->body_len) ||
+		    sqlite3_bind_int64(s, 14, r->raw_bytes))
+			return store_fail_sqlite(st, NULL, "profiles: insert: bind");
+		rc = step_done(st, s, "profiles: insert");
+		if (rc < 0)
+			return rc;
+		r->id = sqlite3_last_insert_rowid(store_db(st));
+		r->body_bytes = (int64_t)r->body_len;
+	}
+	{
+		PSTMT(s, st, P_INSERT_BODY, &rc);
+		if (!s)
+			return rc;
+		if (sqlite3_bind_int64(s, 1, r->id) ||
+		    sqlite3_bind_blob64(s, 2, r->body ? r->body : "", r->body_len, SQLITE_STATIC))
+			return store_fail_sqlite(st, NULL, "profiles: insert body: bind");
+		rc = step_done(st, s, "profiles: insert body");
+		if (rc < 0)
+			return rc;
+	}
+	size_t nl = pf_min(r->n_link_entries, (size_t)PF_STORE_PROFILE_MAX_LINKS);
+	if (!nl)
+		return 0;
+	PSTMT(s, st, P_INSERT_LINK, &rc);
+	if (!s)
+		return rc;
+	for (size_t i = 0; i < nl; i++) {
+		if (sqlite3_bind_blob(s, 1, r->links[i].trace_id, 16, SQLITE_STATIC) ||
+		    sqlite3_bind_int64(s, 2, r->id) ||
+		    sqlite3_bind_blob(s, 3, r->links[i].span_id, 8, SQLITE_STATIC))
+			return store_fail_sqlite(st, NULL, "profiles: insert link: bind");
+		rc = step_done(st, s, "profiles: insert link");
+		if (rc < 0)
+			return rc;
+		sqlite3_reset(s);
+	}
+	return 0;
+}
+
+static bool row_valid(const struct pf_profile_row *r)
+{
+	return r->agent && r->service && r->host && r->exe && r->type && (r->body || !r->body_len) &&
+	       (r->links || !r->n_link_entries) && r->body_len <= INT64_MAX;
+}
+
+int pf_store_profiles_insert(struct pf_store *st, struct pf_profile_row *rows, size_t n,
+			     const struct pf_profile_retention *ret, int64_t now_ms,
+			     size_t *deleted)
+{
+	size_t del = 0;
+	bool more = false;
+	int rc;
+
+	if (deleted)
+		*deleted = 0;
+	if (n == 0)
+		return 0;
+	if (!rows)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (!row_valid(&rows[i]))
+			return store_fail_other(st, NULL, -EINVAL, "profiles: insert: bad row");
+	rc = run(st, P_BEGIN, "profiles: begin");
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = insert_one(st, &rows[i]);
+	/* Bytes over the cap go now whatever their number, so the store never stays over it;
+	 * the age limit is trimmed RETAIN_BATCH rows at a time (the timer does the rest). */
+	if (rc == 0 && ret && ret->max_age_ms > 0) {
+		size_t k;
+		rc = delete_expired(st, now_ms - ret->max_age_ms, RETAIN_BATCH, &del, &k);
+	}
+	if (rc == 0 && ret && ret->max_bytes > 0) {
+		struct pf_profile_retention bytes_only = {.max_bytes = ret->max_bytes};
+		rc = retain_tx(st, &bytes_only, now_ms, SIZE_MAX / 2, &del, &more);
+	}
+	if (rc < 0) {
+		rollback(st);
+		return rc;
+	}
+	rc = commit(st);
+	if (rc == 0 && deleted)
+		*deleted = del;
+	return rc;
+}
+
+int pf_store_profiles_retain(struct pf_store *st, const struct pf_profile_retention *ret,
+			     int64_t now_ms, size_t max_rows, size_t *deleted)
+{
+	bool more = false;
+	int rc;
+
+	if (deleted)
+		*deleted = 0;
+	if (!ret || max_rows == 0)
+		return -EINVAL;
+	if (ret->max_age_ms <= 0 && ret->max_bytes <= 0)
+		return 0;
+	rc = run(st, P_BEGIN, "profiles: begin");
+	if (rc < 0)
+		return rc;
+	rc = retain_tx(st, ret, now_ms, max_rows, deleted, &more);
+	if (rc < 0) {
+		rollback(st);
+		return rc;
+	}
+	rc = commit(st);
+	if (rc < 0)
+		return rc;
+	return more ? 1 : 0;
+}
+
+int pf_store_profiles_totals(struct pf_store *st, int64_t *count, int64_t *bytes)
+{
+	return totals(st, count, bytes);
+}
+
+/* ---- Queries. */
+
+/* Fills r from a PROF_COLS row; strings point into the statement. */
+static int read_row(struct pf_store *st, sqlite3_stmt *s, struct pf_profile_row *r)
+{
+	const void *pid = sqlite3_column_blob(s, 1);
+	const char *txt[5];
+	static const int cols[5] = {2, 3, 4, 6, 7};
+
+	memset(r, 0, sizeof(*r));
+	r->id = sqlite3_column_int64(s, 0);
+	if (pid && sqlite3_column_bytes(s, 1) == 16)
+		memcpy(r->profile_id, pid, 16);
+	for (int i = 0; i < 5; i++) {
+		txt[i] = (const char *)sqlite3_column_text(s, cols[i]);
+		if (!txt[i])
+			return store_fail_other(st, NULL, -ENOMEM, "profiles: out of memory");
+	}
+	r->agent = txt[0];
+	r->service = txt[1];
+	r->host = txt[2];
+	r->exe = txt[3];
+	r->type = txt[4];
+	r->pid = sqlite3_column_int64(s, 5);
+	r->start_ns = sqlite3_column_int64(s, 8);
+	r->duration_ns = sqlite3_column_int64(s, 9);
+	r->samples = sqlite3_column_int64(s, 10);
+	r->n_links = sqlite3_column_int64(s, 11);
+	r->received_ms = sqlite3_column_int64(s, 12);
+	r->body_bytes = sqlite3_column_int64(s, 13);
+	r->raw_bytes = sqlite3_column_int64(s, 14);
+	return 0;
+}
+
+static sqlite3_stmt *list_stmt(struct pf_store *st, unsigned mask, int *rc)
+{
+	struct store_prof *p = prof_of(st);
+	char sql[1024];
+
+	if (!p) {
+		*rc = store_fail_other(st, NULL, -ENOMEM, "profiles: out of memory");
+		return NULL;
+	}
+	if (p->list[mask]) {
+		*rc = 0;
+		return p->list[mask];
+	}
+	snprintf(sql, sizeof(sql),
+		 "SELECT " PROF_COLS " FROM profiles WHERE start_ns >= :from AND start_ns < :to"
+		 "%s%s%s%s ORDER BY start_ns DESC, id DESC LIMIT :limit",
+		 mask & F_SERVICE ? " AND service = :service" : "",
+		 mask & F_AGENT ? " AND agent = :agent" : "", mask & F_TYPE ? " AND type = :type" : "",
+		 mask & F_TRACE ? " AND id IN (SELECT profile FROM profile_links WHERE trace_id = "
+				  ":trace)"
+				: "");
+	*rc = prepare(st, sql, &p->list[mask]);
+	return *rc < 0 ? NULL : p->list[mask];
+}
+
+static int bind_named_text(sqlite3_stmt *s, const char *name, const char *v)
+{
+	int i = sqlite3_bind_parameter_index(s, name);
+	return i > 0 ? bind_str(s, i, v) : 0;
+}
+
+int pf_store_profiles_foreach(struct pf_store *st, const struct pf_profile_filter *f,
+			      int (*cb)(const struct pf_profile_row *row, void *ud), void *ud)
+{
+	unsigned mask = 0;
+	int rc;
+
+	if (!f || !cb)
+		return -EINVAL;
+	if (f->service && *f->service)
+		mask |= F_SERVICE;
+	if (f->agent && *f->agent)
+		mask |= F_AGENT;
+	if (f->type && *f->type)
+		mask |= F_TYPE;
+	if (f->has_trace)
+		mask |= F_TRACE;
+	_cleanup_(stmt_resetp) sqlite3_stmt *s = list_stmt(st, mask, &rc);
+	if (!s)
+		return rc;
+	if (sqlite3_stmt_busy(s)) {
+		s = NULL; /* in use by an outer call: leave it alone */
+		return -EBUSY;
+	}
+	if (sqlite3_bind_int64(s, sqlite3_bind_parameter_index(s, ":from"), f->from_ns) ||
+	    sqlite3_bind_int64(s, sqlite3_bind_parameter_index(s, ":to"),
+			       f->to_ns > 0 ? f->to_ns : INT64_MAX) ||
+	    sqlite3_bind_int64(s, sqlite3_bind_parameter_index(s, ":limit"),
+			       f->limit ? (int64_t)pf_min(f->limit, (size_t)INT64_MAX) : -1) ||
+	    bind_named_text(s, ":service", f->service) || bind_named_text(s, ":agent", f->agent) ||
+	    bind_named_text(s, ":type", f->type) ||
+	    ((mask & F_TRACE) && sqlite3_bind_blob(s, sqlite3_bind_parameter_index(s, ":trace"),
+						   f->trace_id, 16, SQLITE_STATIC)))
+		return store_fail_sqlite(st, NULL, "profiles: list: bind");
+	for (;;) {
+		struct pf_profile_row r;
+
+		rc = sqlite3_step(s);
+		if (rc == SQLITE_DONE)
+			return 0;
+		if (rc != SQLITE_ROW)
+			return store_fail_sqlite(st, NULL, "profiles: list");
+		rc = read_row(st, s, &r);
+		if (rc == 0)
+			rc = cb(&r, ud);
+		if (rc)
+			return rc;
+	}
+}
+
+int pf_store_profile_get(struct pf_store *st, int64_t id,
+			 int (*cb)(const struct pf_profile_row *row, void *ud), void *ud)
+{
+	struct pf_profile_link links[PF_STORE_PROFILE_MAX_LINKS];
+	struct pf_profile_row r;
+	size_t nl = 0;
+	int rc;
+
+	if (!cb)
+		return -EINVAL;
+	{
+		PSTMT(l, st, P_GET_LINKS, &rc);
+		if (!l)
+			return rc;
+		if (sqlite3_bind_int64(l, 1, id))
+			return store_fail_sqlite(st, NULL, "profiles: get: bind");
+		while ((rc = sqlite3_step(l)) == SQLITE_ROW && nl < PF_ARRAY_SIZE(links)) {
+			const void *t = sqlite3_column_blob(l, 0), *sp = sqlite3_column_blob(l, 1);
+			if (!t || !sp || sqlite3_column_bytes(l, 0) != 16 ||
+			    sqlite3_column_bytes(l, 1) != 8)
+				continue;
+			memcpy(links[nl].trace_id, t, 16);
+			memcpy(links[nl].span_id, sp, 8);
+			nl++;
+		}
+		if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+			return store_fail_sqlite(st, NULL, "profiles: get links");
+	}
+	PSTMT(s, st, P_GET, &rc);
+	if (!s)
+		return rc;
+	if (sqlite3_bind_int64(s, 1, id))
+		return store_fail_sqlite(st, NULL, "profiles: get: bind");
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_DONE)
+		return -ENOENT;
+	if (rc != SQLITE_ROW)
+		return store_fail_sqlite(st, NULL, "profiles: get");
+	rc = read_row(st, s, &r);
+	if (rc < 0)
+		return rc;
+	r.links = nl ? links : NULL;
+	r.n_link_entries = nl;
+	return cb(&r, ud);
+}
+
+int pf_store_profile_body(struct pf_store *st, int64_t id, struct pf_buf *out)
+{
+	int rc;
+	PSTMT(s, st, P_BODY, &rc);
+
+	if (!s)
+		return rc;
+	if (!out)
+		return -EINVAL;
+	if (sqlite3_bind_int64(s, 1, id))
+		return store_fail_sqlite(st, NULL, "profiles: body: bind");
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_DONE)
+		return -ENOENT;
+	if (rc != SQLITE_ROW)
+		return store_fail_sqlite(st, NULL, "profiles: body");
+	const void *b = sqlite3_column_blob(s, 0);
+	size_t n = (size_t)sqlite3_column_bytes(s, 0);
+	if (!b && n)
+		return store_fail_other(st, NULL, -ENOMEM, "profiles: out of memory");
+	return pf_buf_append(out, b ? b : "", n);
+}

@@ -1,0 +1,339 @@
+/* test_api_profiles.c — the profile routes through pf_api_handle() with a real store filled by
+ * the receiver: list with filters, metadata, pprof download (decoded back), one profile's flame
+ * graph, the merged flame graph with its cap, top, diff, and the JSON errors. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "api/api.h"
+#include "fleet/fleet.h"
+#include "metrics.h"
+#include "otlp_profiles.h"
+#include "pf/gzip.h"
+#include "pf/hash.h"
+#include "pf/uuid.h"
+#include "pprof_codec.h"
+#include "prof_fixture.h"
+#include "profstore/profstore.h"
+#include "store.h"
+
+#define START_MS ((int64_t)(PROF_FIXTURE_START / 1000000))
+
+struct fx {
+	char dir[64];
+	struct pf_store *store;
+	struct pf_fleet *fleet;
+	struct pf_metrics metrics;
+	struct pf_api api;
+	char viewer[80];
+};
+
+static void add_token(struct fx *x, const char *role, char *auth)
+{
+	char tok[64];
+	uint8_t h[32];
+	assert_int_equal(pf_token_generate(tok, sizeof(tok)), 0);
+	pf_sha256(tok, strlen(tok), h);
+	assert_int_equal(pf_store_token_add(x->store, h, role, role, 1), 0);
+	snprintf(auth, 80, "Bearer %s", tok);
+}
+
+/* Stores the fixture window shifted by `shift_s` seconds, with `hot` extra samples on the
+ * first sample of pid 100 (work_a). */
+static void ingest_fixture(struct fx *x, int64_t shift_s, uint64_t hot)
+{
+	struct pf_prof_window *w = prof_fixture_window(PROF_FIX_LINK);
+	struct pf_buf req, resp;
+	struct pf_profstore_result res;
+	w->start_unix_ns += (uint64_t)shift_s * 1000000000ull;
+	w->end_unix_ns += (uint64_t)shift_s * 1000000000ull;
+	((struct pf_prof_sample *)w->processes[0].samples)[0].count += hot;
+	pf_buf_init(&req, 1 << 24);
+	pf_buf_init(&resp, 1 << 20);
+	assert_int_equal(pf_otlp_profiles_encode(w, &req, NULL, NULL), 0);
+	struct pf_profstore_request q = {.body = req.data, .len = req.len, .now_ms = 1};
+	assert_int_equal(pf_profstore_ingest(x->store, &q, &res, &resp), 0);
+	assert_int_equal(res.status, 200);
+	assert_int_equal(res.accepted, 2);
+	pf_buf_release(&req);
+	pf_buf_release(&resp);
+	pf_prof_window_free(w);
+}
+
+static int setup(void **state)
+{
+	struct fx *x = calloc(1, sizeof(*x));
+	char db[128];
+	snprintf(x->dir, sizeof(x->dir), "/tmp/pf-test-apiprof-XXXXXX");
+	assert_non_null(mkdtemp(x->dir));
+	snprintf(db, sizeof(db), "%s/db", x->dir);
+	x->store = pf_store_open(db, PF_STORE_SYNC_NORMAL, NULL);
+	assert_non_null(x->store);
+	struct pf_fleet_options o = {.heartbeat_interval_s = 30};
+	x->fleet = pf_fleet_new(&o);
+	x->api.fleet = x->fleet;
+	x->api.store = x->store;
+	x->api.metrics = &x->metrics;
+	x->api.ready = true;
+	add_token(x, "viewer", x->viewer);
+	/* ids 1,2 at +0 s; 3,4 at +10 s; 5,6 at +20 s with work_a much hotter */
+	ingest_fixture(x, 0, 0);
+	ingest_fixture(x, 10, 0);
+	ingest_fixture(x, 20, 100);
+	*state = x;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *x = *state;
+	char cmd[128];
+	pf_fleet_free(x->fleet);
+	pf_store_close(x->store);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", x->dir);
+	assert_int_equal(system(cmd), 0);
+	free(x);
+	return 0;
+}
+
+/* GET path?args...; returns JSON (NULL for other content) and fills status / raw body. */
+static json_t *get(struct fx *x, const char *path, int *status, struct pf_buf *raw, ...)
+{
+	struct pf_api_request q = {.method = "GET", .path = path, .authorization = x->viewer,
+				   .now_ms = START_MS + 3600 * 1000};
+	va_list ap;
+	va_start(ap, raw);
+	for (const char *a; (a = va_arg(ap, const char *)) && q.n_args < PF_API_MAX_ARGS;)
+		q.args[q.n_args++] = a;
+	va_end(ap);
+	struct pf_api_response r;
+	pf_api_response_init(&r);
+	pf_api_handle(&x->api, &q, &r);
+	*status = r.status;
+	json_t *j = NULL;
+	if (strcmp(r.content_type, "application/json") == 0) {
+		json_error_t e;
+		j = json_loadb((const char *)r.body.data, r.body.len, 0, &e);
+		if (!j)
+			fail_msg("invalid JSON from %s: %s", path, pf_buf_str(&r.body));
+	}
+	if (raw)
+		assert_int_equal(pf_buf_append(raw, r.body.data, r.body.len), 0);
+	pf_api_response_release(&r);
+	return j;
+}
+
+static const char *err_code(json_t *j)
+{
+	return json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+}
+
+static json_t *child(json_t *n, const char *name)
+{
+	json_t *kids = json_object_get(n, "children");
+	for (size_t i = 0; i < json_array_size(kids); i++) {
+		json_t *c = json_array_get(kids, i);
+		if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
+			return c;
+	}
+	return NULL;
+}
+
+static int64_t ival(json_t *n, const char *k)
+{
+	return json_integer_value(json_object_get(n, k));
+}
+
+static void test_list(void **state)
+{
+	struct fx *x = *state;
+	int st;
+	json_t *j = get(x, "/api/v1/profiles", &st, NULL, NULL);
+	assert_int_equal(st, 200);
+	json_t *p = json_object_get(j, "profiles");
+	assert_int_equal(json_array_size(p), 6);
+	/* newest first */
+	assert_int_equal(ival(json_array_get(p, 0), "start_ms"), START_MS + 20000);
+	json_t *e = json_array_get(p, 5);
+	assert_int_equal(ival(e, "start_ms"), START_MS);
+	assert_string_equal(json_string_value(json_object_get(e, "type")), "cpu");
+	assert_string_equal(json_string_value(json_object_get(e, "host")), "host-a");
+	assert_true(ival(e, "size_bytes") > 0);
+	json_decref(j);
+
+	char from[32], to[32];
+	snprintf(from, sizeof(from), "from=%lld", (long long)START_MS + 5000);
+	snprintf(to, sizeof(to), "to=%lld", (long long)START_MS + 15000);
+	j = get(x, "/api/v1/profiles", &st, NULL, from, to, "limit=1", NULL);
+	assert_int_equal(st, 200);
+	assert_int_equal(json_array_size(json_object_get(j, "profiles")), 1);
+	assert_true(json_is_true(json_object_get(j, "more")));
+	json_decref(j);
+
+	j = get(x, "/api/v1/profiles", &st, NULL, "trace_id=0102030405060708090a0b0c0d0e0f10",
+		NULL);
+	assert_int_equal(st, 200);
+	json_decref(j);
+	j = get(x, "/api/v1/profiles", &st, NULL, "trace_id=xyz", NULL);
+	assert_int_equal(st, 400);
+	assert_string_equal(err_code(j), "invalid_argument");
+	json_decref(j);
+	j = get(x, "/api/v1/profiles", &st, NULL, "limit=1001", NULL);
+	assert_int_equal(st, 400);
+	json_decref(j);
+	j = get(x, "/api/v1/profiles", &st, NULL, "from=10", "to=5", NULL);
+	assert_int_equal(st, 400);
+	json_decref(j);
+	j = get(x, "/api/v1/profiles", &st, NULL, "service=nobody", NULL);
+	assert_int_equal(json_array_size(json_object_get(j, "profiles")), 0);
+	json_decref(j);
+}
+
+static void test_get_and_pprof(void **state)
+{
+	struct fx *x = *state;
+	int st;
+	json_t *j = get(x, "/api/v1/profiles/1", &st, NULL, NULL);
+	assert_int_equal(st, 200);
+	assert_int_equal(ival(j, "pid"), 100);
+	assert_int_equal(ival(j, "samples"), 8);
+	assert_int_equal(ival(j, "links"), 1);
+	assert_int_equal(json_array_size(json_object_get(j, "trace_links")), 1);
+	json_decref(j);
+	j = get(x, "/api/v1/profiles/77", &st, NULL, NULL);
+	assert_int_equal(st, 404);
+	assert_string_equal(err_code(j), "not_found");
+	json_decref(j);
+	j = get(x, "/api/v1/profiles/abc", &st, NULL, NULL);
+	assert_int_equal(st, 404);
+	json_decref(j);
+
+	struct pf_buf raw;
+	pf_buf_init(&raw, 1 << 24);
+	j = get(x, "/api/v1/profiles/1/pprof", &st, &raw, NULL);
+	assert_null(j);
+	assert_int_equal(st, 200);
+	assert_true(pf_gzip_is_gzip(raw.data, raw.len));
+	struct pf_prof_window *w = NULL;
+	assert_int_equal(pf_pprof_decode(raw.data, raw.len, 1 << 26, &w, NULL), 0);
+	assert_int_equal(pf_prof_window_samples(w), 8);
+	pf_prof_window_free(w);
+	pf_buf_release(&raw);
+	json_decref(get(x, "/api/v1/profiles/77/pprof", &st, NULL, NULL));
+	assert_int_equal(st, 404);
+	json_decref(get(x, "/api/v1/profiles/1/nothing", &st, NULL, NULL));
+	assert_int_equal(st, 404);
+}
+
+static void test_flamegraphs(void **state)
+{
+	struct fx *x = *state;
+	int st;
+	json_t *j = get(x, "/api/v1/profiles/1/flamegraph", &st, NULL, NULL);
+	assert_int_equal(st, 200);
+	assert_string_equal(json_string_value(json_object_get(j, "name")), "all");
+	assert_int_equal(ival(j, "value"), 8);
+	assert_int_equal(ival(child(child(j, "main"), "work_a"), "value"), 5);
+	json_decref(j);
+
+	char from[32];
+	snprintf(from, sizeof(from), "from=%lld", (long long)START_MS);
+	j = get(x, "/api/v1/flamegraph", &st, NULL, from, NULL);
+	assert_int_equal(st, 200);
+	assert_int_equal(ival(j, "profiles_matched"), 6);
+	assert_int_equal(ival(j, "profiles_merged"), 6);
+	assert_false(json_is_true(json_object_get(j, "capped")));
+	assert_int_equal(ival(j, "value"), 3 * 11 + 100);
+	json_decref(j);
+	/* the cap is said in the response */
+	j = get(x, "/api/v1/flamegraph", &st, NULL, from, "max_profiles=2", NULL);
+	assert_int_equal(ival(j, "profiles_merged"), 2);
+	assert_true(json_is_true(json_object_get(j, "capped")));
+	json_decref(j);
+	/* a type nobody sent: empty tree */
+	j = get(x, "/api/v1/flamegraph", &st, NULL, from, "type=alloc_space", NULL);
+	assert_int_equal(ival(j, "value"), 0);
+	json_decref(j);
+
+	/* diff: the last 10 s against the first 20 s shows work_a got hotter */
+	char f2[32], t2[32], bt[32];
+	snprintf(f2, sizeof(f2), "from=%lld", (long long)START_MS + 20000);
+	snprintf(t2, sizeof(t2), "to=%lld", (long long)START_MS + 30000);
+	snprintf(bt, sizeof(bt), "base_to=%lld", (long long)START_MS + 20000);
+	char bf[32];
+	snprintf(bf, sizeof(bf), "base_from=%lld", (long long)START_MS);
+	j = get(x, "/api/v1/flamegraph/diff", &st, NULL, f2, t2, bf, bt, NULL);
+	assert_int_equal(st, 200);
+	assert_int_equal(ival(j, "base_total"), 22);
+	json_t *wa = child(child(j, "main"), "work_a");
+	assert_int_equal(ival(wa, "value"), 108);
+	assert_int_equal(ival(wa, "base"), 16);
+	assert_true(ival(wa, "delta") > 0);
+	assert_true(ival(child(child(j, "main"), "work_b"), "delta") < 0);
+	json_decref(j);
+	j = get(x, "/api/v1/flamegraph/diff", &st, NULL, f2, NULL);
+	assert_int_equal(st, 400);
+	json_decref(j);
+}
+
+static void test_top(void **state)
+{
+	struct fx *x = *state;
+	int st;
+	char from[32];
+	snprintf(from, sizeof(from), "from=%lld", (long long)START_MS);
+	json_t *j = get(x, "/api/v1/top", &st, NULL, from, "limit=2", NULL);
+	assert_int_equal(st, 200);
+	json_t *fns = json_object_get(j, "functions");
+	assert_int_equal(json_array_size(fns), 2);
+	json_t *f0 = json_array_get(fns, 0);
+	assert_string_equal(json_string_value(json_object_get(f0, "name")), "work_a");
+	assert_int_equal(ival(f0, "self"), 3 * 8 + 100);
+	assert_int_equal(ival(f0, "total"), 3 * 8 + 100);
+	assert_int_equal(ival(j, "total"), 3 * 11 + 100);
+	json_decref(j);
+	j = get(x, "/api/v1/top", &st, NULL, "from=x", NULL);
+	assert_int_equal(st, 400);
+	json_decref(j);
+}
+
+static void test_auth_and_methods(void **state)
+{
+	struct fx *x = *state;
+	struct pf_api_request q = {.method = "GET", .path = "/api/v1/profiles", .now_ms = 1};
+	struct pf_api_response r;
+	pf_api_response_init(&r);
+	pf_api_handle(&x->api, &q, &r);
+	assert_int_equal(r.status, 401);
+	pf_api_response_release(&r);
+	/* a viewer may not POST; an operator gets 405 */
+	char op[80];
+	add_token(x, "operator", op);
+	q.method = "DELETE";
+	q.authorization = op;
+	pf_api_response_init(&r);
+	pf_api_handle(&x->api, &q, &r);
+	assert_int_equal(r.status, 405);
+	pf_api_response_release(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_list, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_get_and_pprof, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flamegraphs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_top, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_auth_and_methods, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,453 @@
+/* test_profstore.c — the profile store's plain functions: flame-graph tree building, merge,
+ * top and diff on hand-made stacks and windows; the OTLP receiver (pf_profstore_ingest) with a
+ * real store: full and partial success, 400/413/415, gzip, the protobuf answers, and loading
+ * a stored profile back. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "otlp_profiles.h"
+#include "pf/gzip.h"
+#include "prof_fixture.h"
+#include "profstore/flame.h"
+#include "profstore/profstore.h"
+#include "store.h"
+
+/* ---- helpers */
+
+static json_t *tree_json(const struct pf_flame *f, bool diff, uint64_t min_value)
+{
+	struct pf_buf b;
+	json_error_t e;
+	pf_buf_init(&b, 1 << 24);
+	assert_int_equal(pf_flame_json(f, diff, min_value, &b), 0);
+	json_t *j = json_loadb((const char *)b.data, b.len, 0, &e);
+	if (!j)
+		fail_msg("bad JSON: %s: %s", e.text, pf_buf_str(&b));
+	pf_buf_release(&b);
+	return j;
+}
+
+static json_t *child(json_t *n, const char *name)
+{
+	json_t *kids = json_object_get(n, "children");
+	for (size_t i = 0; i < json_array_size(kids); i++) {
+		json_t *c = json_array_get(kids, i);
+		if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
+			return c;
+	}
+	return NULL;
+}
+
+static int64_t ival(json_t *n, const char *k)
+{
+	return json_integer_value(json_object_get(n, k));
+}
+
+static void add(struct pf_flame *f, const char *path, uint64_t w, int slot)
+{
+	/* "a;b;c" root first */
+	char buf[256];
+	const char *names[16];
+	size_t n = 0;
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *s = buf, *e; s && n < 16; s = e) {
+		e = strchr(s, ';');
+		if (e)
+			*e++ = 0;
+		names[n++] = s;
+	}
+	assert_int_equal(pf_flame_add_stack(f, names, n, w, slot), 0);
+}
+
+/* ---- flame */
+
+static void test_tree_shape(void **state)
+{
+	(void)state;
+	struct pf_flame *f = pf_flame_new(1000);
+	add(f, "main;a;x", 5, 0);
+	add(f, "main;a", 2, 0);
+	add(f, "main;b;x", 3, 0);
+	json_t *j = tree_json(f, false, 0);
+	assert_string_equal(json_string_value(json_object_get(j, "name")), "all");
+	assert_int_equal(ival(j, "value"), 10);
+	json_t *m = child(j, "main");
+	assert_int_equal(ival(m, "value"), 10);
+	json_t *a = child(m, "a"), *b = child(m, "b");
+	assert_int_equal(ival(a, "value"), 7);
+	assert_int_equal(ival(child(a, "x"), "value"), 5);
+	assert_int_equal(ival(b, "value"), 3);
+	/* leaves have no children; children sorted by name */
+	assert_null(json_object_get(child(a, "x"), "children"));
+	assert_string_equal(json_string_value(json_object_get(
+				json_array_get(json_object_get(m, "children"), 0), "name")),
+			    "a");
+	assert_int_equal(pf_flame_total(f, 0), 10);
+	assert_false(pf_flame_truncated(f));
+	/* min_value prunes small nodes */
+	json_decref(j);
+	j = tree_json(f, false, 4);
+	m = child(j, "main");
+	assert_non_null(child(m, "a"));
+	assert_null(child(m, "b"));
+	json_decref(j);
+	pf_flame_free(f);
+}
+
+static void test_top_self_total_recursion(void **state)
+{
+	(void)state;
+	struct pf_flame *f = pf_flame_new(1000);
+	add(f, "main;rec;rec;rec;leaf", 4, 0); /* recursion counted once in total */
+	add(f, "main;rec", 6, 0);
+	add(f, "main;other;leaf", 10, 0);
+	struct pf_flame_fn *fns;
+	size_t n;
+	assert_int_equal(pf_flame_top(f, 0, 0, &fns, &n), 0);
+	assert_int_equal(n, 4);
+	/* sorted by self: leaf 14, rec 6, main 0 / other 0 (by total then name) */
+	assert_string_equal(fns[0].name, "leaf");
+	assert_int_equal(fns[0].self, 14);
+	assert_int_equal(fns[0].total, 14);
+	assert_string_equal(fns[1].name, "rec");
+	assert_int_equal(fns[1].self, 6);
+	assert_int_equal(fns[1].total, 10);
+	assert_string_equal(fns[2].name, "main");
+	assert_int_equal(fns[2].total, 20);
+	assert_string_equal(fns[3].name, "other");
+	assert_int_equal(fns[3].total, 10);
+	free(fns);
+	assert_int_equal(pf_flame_top(f, 0, 2, &fns, &n), 0);
+	assert_int_equal(n, 2);
+	free(fns);
+	pf_flame_free(f);
+}
+
+static void test_diff_scaled(void **state)
+{
+	(void)state;
+	struct pf_flame *f = pf_flame_new(1000);
+	/* now: 200 samples, slow() doubled its share; base: 100 samples */
+	add(f, "main;slow", 100, 0);
+	add(f, "main;fast", 100, 0);
+	add(f, "main;slow", 25, 1);
+	add(f, "main;fast", 75, 1);
+	add(f, "main;gone", 0, 1);
+	json_t *j = tree_json(f, true, 0);
+	assert_int_equal(ival(j, "value"), 200);
+	assert_int_equal(ival(j, "base"), 100);
+	assert_int_equal(ival(j, "delta"), 0);
+	json_t *m = child(j, "main");
+	json_t *slow = child(m, "slow"), *fast = child(m, "fast");
+	assert_int_equal(ival(slow, "value"), 100);
+	assert_int_equal(ival(slow, "base"), 25);
+	assert_int_equal(ival(slow, "delta"), 50); /* 100 - 25 * 200/100 */
+	assert_int_equal(ival(fast, "delta"), -50);
+	json_decref(j);
+	pf_flame_free(f);
+}
+
+static void test_truncation(void **state)
+{
+	(void)state;
+	struct pf_flame *f = pf_flame_new(3); /* root + 2 */
+	add(f, "a;b;c;d", 5, 0);
+	add(f, "x", 1, 0);
+	assert_true(pf_flame_truncated(f));
+	assert_int_equal(pf_flame_node_count(f), 3);
+	assert_int_equal(pf_flame_total(f, 0), 6);
+	json_t *j = tree_json(f, false, 0);
+	assert_int_equal(ival(child(j, "a"), "value"), 5);
+	assert_int_equal(ival(child(child(j, "a"), "b"), "value"), 5);
+	assert_null(child(j, "x")); /* no room: the root's self took it */
+	json_decref(j);
+	pf_flame_free(f);
+}
+
+static void test_json_escaping(void **state)
+{
+	(void)state;
+	struct pf_flame *f = pf_flame_new(100);
+	const char *names[] = {"quote\"back\\slash\ttab", "bad\xff utf8", "ok \xc3\xa9"};
+	assert_int_equal(pf_flame_add_stack(f, names, 3, 1, 0), 0);
+	json_t *j = tree_json(f, false, 0);
+	json_t *a = child(j, "quote\"back\\slash\ttab");
+	assert_non_null(a);
+	assert_non_null(child(a, "bad\xef\xbf\xbd utf8"));
+	assert_non_null(child(child(a, "bad\xef\xbf\xbd utf8"), "ok \xc3\xa9"));
+	json_decref(j);
+	assert_int_equal(pf_flame_add_stack(f, names, 1, 1, 2), -EINVAL);
+	pf_flame_free(f);
+}
+
+/* The fixture: pid 100 main->work_a 4+1, main->work_b 2, main->?->do_syscall 1; pid 200
+ * main->work_a 3. */
+static void test_window_and_merge(void **state)
+{
+	(void)state;
+	struct pf_prof_window *w = prof_fixture_window(0);
+	struct pf_flame *f = pf_flame_new(1000);
+	assert_int_equal(pf_flame_add_window(f, w, 0), 0);
+	assert_int_equal(pf_flame_total(f, 0), pf_prof_window_samples(w));
+	json_t *j = tree_json(f, false, 0);
+	json_t *m = child(j, "main");
+	assert_non_null(m);
+	assert_int_equal(ival(child(m, "work_a"), "value"), 8);
+	assert_int_equal(ival(child(m, "work_b"), "value"), 2);
+	json_decref(j);
+	/* merging the same window again doubles every value */
+	assert_int_equal(pf_flame_add_window(f, w, 0), 0);
+	j = tree_json(f, false, 0);
+	assert_int_equal(ival(child(child(j, "main"), "work_a"), "value"), 16);
+	json_decref(j);
+	/* frame names: unknown frames by mapping + offset or address */
+	char name[64];
+	struct pf_prof_frame fr = {.address = 0x1234, .mapping = -1};
+	pf_flame_frame_name(&w->processes[0], &fr, name, sizeof(name));
+	assert_string_equal(name, "0x1234");
+	pf_flame_free(f);
+	pf_prof_window_free(w);
+}
+
+/* ---- receiver */
+
+struct fx {
+	char dir[64];
+	struct pf_store *st;
+};
+
+static int setup(void **state)
+{
+	struct fx *x = calloc(1, sizeof(*x));
+	char db[128];
+	snprintf(x->dir, sizeof(x->dir), "/tmp/pf-test-profstore-XXXXXX");
+	assert_non_null(mkdtemp(x->dir));
+	snprintf(db, sizeof(db), "%s/db", x->dir);
+	x->st = pf_store_open(db, PF_STORE_SYNC_NORMAL, NULL);
+	assert_non_null(x->st);
+	*state = x;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *x = *state;
+	char cmd[128];
+	pf_store_close(x->st);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", x->dir);
+	assert_int_equal(system(cmd), 0);
+	free(x);
+	return 0;
+}
+
+static void encode_fixture(struct pf_buf *out, unsigned flags)
+{
+	struct pf_prof_window *w = prof_fixture_window(flags);
+	pf_buf_init(out, 1 << 24);
+	assert_int_equal(pf_otlp_profiles_encode(w, out, NULL, NULL), 0);
+	pf_prof_window_free(w);
+}
+
+static int ingest(struct fx *x, const void *body, size_t len, bool gzip, const char *ctype,
+		  size_t max, struct pf_profstore_result *res, struct pf_buf *resp)
+{
+	struct pf_profstore_request q = {.body = body, .len = len, .gzip = gzip,
+					 .content_type = ctype, .max_bytes = max, .now_ms = 5000};
+	pf_buf_init(resp, 1 << 20);
+	assert_int_equal(pf_profstore_ingest(x->st, &q, res, resp), 0);
+	return res->status;
+}
+
+static int count_cb(const struct pf_profile_row *r, void *ud)
+{
+	(void)r;
+	(*(int *)ud)++;
+	return 0;
+}
+
+static int rows(struct fx *x, const char *service)
+{
+	struct pf_profile_filter f = {.service = service};
+	int n = 0;
+	assert_int_equal(pf_store_profiles_foreach(x->st, &f, count_cb, &n), 0);
+	return n;
+}
+
+static void test_ingest_ok_and_load(void **state)
+{
+	struct fx *x = *state;
+	struct pf_buf req, resp;
+	struct pf_profstore_result res;
+	encode_fixture(&req, PROF_FIX_LINK);
+	assert_int_equal(ingest(x, req.data, req.len, false, "application/x-protobuf", 0, &res,
+				&resp), 200);
+	assert_int_equal(res.accepted, 2);
+	assert_int_equal(res.rejected, 0);
+	assert_int_equal(res.samples, 11);
+	assert_int_equal(resp.len, 0); /* empty ExportProfilesServiceResponse */
+	pf_buf_release(&resp);
+	assert_int_equal(rows(x, NULL), 2);
+
+	/* the stored body decodes back to the same stacks */
+	struct pf_prof_window *w = NULL;
+	struct pf_error err = {0};
+	assert_int_equal(pf_profstore_load(x->st, 1, &w, &err), 0);
+	assert_int_equal(w->n_processes, 1);
+	assert_int_equal(pf_prof_window_samples(w), 8);
+	assert_int_equal(w->processes[0].pid, 100);
+	pf_prof_window_free(w);
+	assert_int_equal(pf_profstore_load(x->st, 99, &w, &err), -ENOENT);
+
+	/* gzip'd, with parameters in the content type */
+	struct pf_buf gz;
+	pf_buf_init(&gz, 1 << 24);
+	assert_int_equal(pf_gzip_compress(req.data, req.len, 6, &gz), 0);
+	assert_int_equal(ingest(x, gz.data, gz.len, true, "application/x-protobuf; charset=x", 0,
+				&res, &resp), 200);
+	assert_int_equal(res.accepted, 2);
+	pf_buf_release(&resp);
+	/* gzip flag on plain bytes: 400 */
+	assert_int_equal(ingest(x, req.data, req.len, true, NULL, 0, &res, &resp), 400);
+	pf_buf_release(&resp);
+	/* decompressed size over the limit: 413 (gz is small, the plain body is not) */
+	assert_int_equal(ingest(x, gz.data, gz.len, true, NULL, req.len - 1, &res, &resp), 413);
+	pf_buf_release(&resp);
+	pf_buf_release(&gz);
+	assert_int_equal(rows(x, NULL), 4);
+	pf_buf_release(&req);
+}
+
+static void test_ingest_errors(void **state)
+{
+	struct fx *x = *state;
+	struct pf_buf resp, req;
+	struct pf_profstore_result res;
+	static const uint8_t garbage[] = {0x0a, 0xff, 0xff, 0x01, 0x02};
+
+	assert_int_equal(ingest(x, garbage, sizeof(garbage), false, NULL, 0, &res, &resp), 400);
+	assert_non_null(strstr(res.message, "undecodable"));
+	/* the answer is a google.rpc.Status: code 3, message */
+	assert_int_equal(resp.data[0], 0x08);
+	assert_int_equal(resp.data[1], 3);
+	assert_int_equal(resp.data[2], 0x12);
+	assert_non_null(memmem(resp.data, resp.len, "undecodable", 11));
+	pf_buf_release(&resp);
+
+	encode_fixture(&req, 0);
+	assert_int_equal(ingest(x, req.data, req.len, false, NULL, req.len - 1, &res, &resp), 413);
+	pf_buf_release(&resp);
+	assert_int_equal(ingest(x, req.data, req.len, false, "application/json", 0, &res, &resp),
+			 415);
+	pf_buf_release(&resp);
+	assert_int_equal(rows(x, NULL), 0);
+
+	/* An empty request (no profiles) is a success that stores nothing. */
+	assert_int_equal(ingest(x, "", 0, false, NULL, 0, &res, &resp), 200);
+	assert_int_equal(res.accepted + res.rejected, 0);
+	pf_buf_release(&resp);
+	pf_buf_release(&req);
+}
+
+static void test_ingest_partial(void **state)
+{
+	struct fx *x = *state;
+	struct pf_buf req, resp;
+	struct pf_profstore_result res;
+	/* one more ResourceProfiles { ScopeProfiles { Profile {} } } appended: repeated fields
+	 * of concatenated messages merge, so this is a third, empty profile */
+	static const uint8_t empty_profile[] = {0x0a, 0x06, 0x12, 0x04, 0x12, 0x02, 0x12, 0x00};
+	encode_fixture(&req, 0);
+	assert_int_equal(pf_buf_append(&req, empty_profile, sizeof(empty_profile)), 0);
+	assert_int_equal(ingest(x, req.data, req.len, false, NULL, 0, &res, &resp), 200);
+	assert_int_equal(res.accepted, 2);
+	assert_int_equal(res.rejected, 1);
+	/* partial_success { rejected_profiles: 1, error_message } */
+	assert_true(resp.len > 4);
+	assert_int_equal(resp.data[0], 0x0a);
+	assert_int_equal(resp.data[2], 0x08);
+	assert_int_equal(resp.data[3], 1);
+	assert_non_null(memmem(resp.data, resp.len, "no samples", 10));
+	pf_buf_release(&resp);
+	pf_buf_release(&req);
+}
+
+static int meta_cb(const struct pf_profile_row *r, void *ud)
+{
+	*(struct pf_profile_row *)ud = *r;
+	((struct pf_profile_row *)ud)->service = NULL; /* strings die with the call */
+	return 0;
+}
+
+static void test_ingest_metadata_and_retention(void **state)
+{
+	struct fx *x = *state;
+	struct pf_buf req, resp;
+	struct pf_profstore_result res;
+	encode_fixture(&req, PROF_FIX_LINK | PROF_FIX_TIMESTAMPS);
+	assert_int_equal(ingest(x, req.data, req.len, false, NULL, 0, &res, &resp), 200);
+	pf_buf_release(&resp);
+	struct pf_profile_row r;
+	assert_int_equal(pf_store_profile_get(x->st, 1, meta_cb, &r), 0);
+	assert_int_equal(r.pid, 100);
+	assert_int_equal(r.samples, 8);
+	assert_int_equal(r.n_links, 1);
+	assert_int_equal(r.start_ns, (int64_t)PROF_FIXTURE_START);
+	assert_int_equal(r.received_ms, 5000);
+	assert_true(r.body_bytes > 0);
+
+	/* a byte cap below two profiles keeps only the newest ones */
+	struct pf_profile_retention ret = {.max_bytes = r.body_bytes * 3};
+	assert_int_equal(pf_store_profiles_set_retention(x->st, &ret), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(ingest(x, req.data, req.len, false, NULL, 0, &res, &resp), 200);
+		pf_buf_release(&resp);
+	}
+	int64_t n, bytes;
+	assert_int_equal(pf_store_profiles_totals(x->st, &n, &bytes), 0);
+	assert_true(bytes <= ret.max_bytes);
+	assert_true(n >= 2 && n <= 3);
+	assert_int_equal(pf_store_profile_get(x->st, 1, meta_cb, &r), -ENOENT);
+	pf_buf_release(&req);
+}
+
+static void test_response_encoding(void **state)
+{
+	(void)state;
+	struct pf_buf b;
+	pf_buf_init(&b, 1024);
+	assert_int_equal(pf_profstore_encode_response(0, NULL, &b), 0);
+	assert_int_equal(b.len, 0);
+	assert_int_equal(pf_profstore_encode_response(300, "x", &b), 0);
+	static const uint8_t want[] = {0x0a, 0x06, 0x08, 0xac, 0x02, 0x12, 0x01, 'x'};
+	assert_int_equal(b.len, sizeof(want));
+	assert_memory_equal(b.data, want, sizeof(want));
+	pf_buf_release(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_tree_shape),
+		cmocka_unit_test(test_top_self_total_recursion),
+		cmocka_unit_test(test_diff_scaled),
+		cmocka_unit_test(test_truncation),
+		cmocka_unit_test(test_json_escaping),
+		cmocka_unit_test(test_window_and_merge),
+		cmocka_unit_test(test_response_encoding),
+		cmocka_unit_test_setup_teardown(test_ingest_ok_and_load, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ingest_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ingest_partial, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ingest_metadata_and_retention, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

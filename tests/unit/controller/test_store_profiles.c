@@ -1,0 +1,290 @@
+/* test_store_profiles.c — the profile tables of the store (store.h "Profiles"): insert with
+ * bodies and links, get, body, list filters and order, totals kept by triggers, retention by
+ * age and bytes in bounded batches, links deleted with their profile. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "store.h"
+
+#define S 1000000000LL
+
+struct fx {
+	char dir[64];
+	char db[128];
+	struct pf_store *st;
+};
+
+static int setup(void **state)
+{
+	struct fx *x = calloc(1, sizeof(*x));
+	snprintf(x->dir, sizeof(x->dir), "/tmp/pf-test-storeprof-XXXXXX");
+	assert_non_null(mkdtemp(x->dir));
+	snprintf(x->db, sizeof(x->db), "%s/db", x->dir);
+	x->st = pf_store_open(x->db, PF_STORE_SYNC_NORMAL, NULL);
+	assert_non_null(x->st);
+	*state = x;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *x = *state;
+	char cmd[160];
+	pf_store_close(x->st);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", x->dir);
+	assert_int_equal(system(cmd), 0);
+	free(x);
+	return 0;
+}
+
+/* Inserts one profile; body is `size` bytes of 'b'. Returns the id. */
+static int64_t put(struct fx *x, const char *service, const char *agent, const char *type,
+		   int64_t start_s, int64_t received_ms, size_t size, const struct pf_profile_link *l,
+		   size_t nl)
+{
+	char *body = malloc(size ? size : 1);
+	memset(body, 'b', size);
+	struct pf_profile_row r = {
+		.agent = agent, .service = service, .host = "h", .exe = "app", .type = type,
+		.pid = 7, .start_ns = start_s * S, .duration_ns = 10 * S, .samples = 99,
+		.n_links = (int64_t)nl, .received_ms = received_ms, .raw_bytes = (int64_t)size * 2,
+		.n_link_entries = nl, .links = l, .body = body, .body_len = size,
+	};
+	assert_int_equal(pf_store_profiles_insert(x->st, &r, 1, NULL, received_ms, NULL), 0);
+	free(body);
+	assert_true(r.id > 0);
+	return r.id;
+}
+
+struct collect {
+	int64_t ids[64];
+	size_t n;
+};
+
+static int collect_cb(const struct pf_profile_row *r, void *ud)
+{
+	struct collect *c = ud;
+	if (c->n < 64)
+		c->ids[c->n++] = r->id;
+	return 0;
+}
+
+static struct collect list(struct fx *x, struct pf_profile_filter f)
+{
+	struct collect c = {0};
+	assert_int_equal(pf_store_profiles_foreach(x->st, &f, collect_cb, &c), 0);
+	return c;
+}
+
+static void test_schema(void **state)
+{
+	struct fx *x = *state;
+	assert_true(pf_store_schema_version(x->st) >= 2);
+	assert_int_equal(pf_store_schema_version(x->st), pf_store_schema_latest());
+	int64_t n = -1, b = -1;
+	assert_int_equal(pf_store_profiles_totals(x->st, &n, &b), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(b, 0);
+}
+
+static int get_cb(const struct pf_profile_row *r, void *ud)
+{
+	assert_string_equal(r->service, "checkout");
+	assert_string_equal(r->agent, "ag1");
+	assert_string_equal(r->type, "cpu");
+	assert_string_equal(r->exe, "app");
+	assert_int_equal(r->pid, 7);
+	assert_int_equal(r->samples, 99);
+	assert_int_equal(r->start_ns, 100 * S);
+	assert_int_equal(r->body_bytes, 10);
+	assert_int_equal(r->raw_bytes, 20);
+	assert_int_equal(r->n_link_entries, 2);
+	assert_int_equal(r->links[0].trace_id[0] + r->links[1].trace_id[0], 1 + 2);
+	(*(int *)ud)++;
+	return 0;
+}
+
+static void test_insert_get_body(void **state)
+{
+	struct fx *x = *state;
+	struct pf_profile_link l[2] = {{.trace_id = {1}, .span_id = {9}},
+				       {.trace_id = {2}, .span_id = {9}}};
+	int64_t id = put(x, "checkout", "ag1", "cpu", 100, 1000, 10, l, 2);
+	int called = 0;
+	assert_int_equal(pf_store_profile_get(x->st, id, get_cb, &called), 0);
+	assert_int_equal(called, 1);
+	assert_int_equal(pf_store_profile_get(x->st, id + 1, get_cb, &called), -ENOENT);
+
+	struct pf_buf b;
+	pf_buf_init(&b, 1024);
+	assert_int_equal(pf_store_profile_body(x->st, id, &b), 0);
+	assert_int_equal(b.len, 10);
+	assert_int_equal(b.data[0], 'b');
+	assert_int_equal(pf_store_profile_body(x->st, id + 1, &b), -ENOENT);
+	pf_buf_release(&b);
+	/* a too small buffer cap */
+	pf_buf_init(&b, 4);
+	assert_int_equal(pf_store_profile_body(x->st, id, &b), -E2BIG);
+	pf_buf_release(&b);
+
+	int64_t n, bytes;
+	assert_int_equal(pf_store_profiles_totals(x->st, &n, &bytes), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(bytes, 10);
+
+	/* bad rows are refused and nothing is written */
+	struct pf_profile_row bad = {.agent = "a"};
+	assert_int_equal(pf_store_profiles_insert(x->st, &bad, 1, NULL, 0, NULL), -EINVAL);
+	assert_int_equal(pf_store_profiles_totals(x->st, &n, &bytes), 0);
+	assert_int_equal(n, 1);
+}
+
+static void test_filters_and_order(void **state)
+{
+	struct fx *x = *state;
+	struct pf_profile_link l = {.trace_id = {0xab}, .span_id = {1}};
+	int64_t a = put(x, "checkout", "ag1", "cpu", 100, 1, 1, NULL, 0);
+	int64_t b = put(x, "checkout", "ag2", "cpu", 300, 2, 1, &l, 1);
+	int64_t c = put(x, "billing", "ag1", "cpu", 200, 3, 1, NULL, 0);
+	int64_t d = put(x, "checkout", "ag1", "alloc_space", 250, 4, 1, NULL, 0);
+
+	struct collect r = list(x, (struct pf_profile_filter){0});
+	assert_int_equal(r.n, 4); /* newest start first */
+	assert_int_equal(r.ids[0], b);
+	assert_int_equal(r.ids[1], d);
+	assert_int_equal(r.ids[2], c);
+	assert_int_equal(r.ids[3], a);
+	r = list(x, (struct pf_profile_filter){.service = "checkout"});
+	assert_int_equal(r.n, 3);
+	r = list(x, (struct pf_profile_filter){.service = "checkout", .type = "cpu"});
+	assert_int_equal(r.n, 2);
+	r = list(x, (struct pf_profile_filter){.agent = "ag1", .service = ""});
+	assert_int_equal(r.n, 3);
+	r = list(x, (struct pf_profile_filter){.from_ns = 200 * S, .to_ns = 300 * S});
+	assert_int_equal(r.n, 2); /* [200, 300): c and d */
+	assert_int_equal(r.ids[0], d);
+	assert_int_equal(r.ids[1], c);
+	r = list(x, (struct pf_profile_filter){.limit = 1});
+	assert_int_equal(r.n, 1);
+	assert_int_equal(r.ids[0], b);
+	struct pf_profile_filter t = {.has_trace = true, .trace_id = {0xab}};
+	r = list(x, t);
+	assert_int_equal(r.n, 1);
+	assert_int_equal(r.ids[0], b);
+	t.trace_id[0] = 0xac;
+	r = list(x, t);
+	assert_int_equal(r.n, 0);
+}
+
+static void test_retention_age(void **state)
+{
+	struct fx *x = *state;
+	for (int i = 0; i < 10; i++)
+		put(x, "s", "a", "cpu", i, 1000 + i * 1000, 100, NULL, 0); /* received 1 s .. 10 s */
+	struct pf_profile_retention ret = {.max_age_ms = 5000};
+	size_t del = 0;
+	/* at 12 s: received before 7 s go (1..6 s = 6 profiles), 3 per pass */
+	assert_int_equal(pf_store_profiles_retain(x->st, &ret, 12000, 3, &del), 1);
+	assert_int_equal(del, 3);
+	assert_int_equal(pf_store_profiles_retain(x->st, &ret, 12000, 3, &del), 1);
+	assert_int_equal(del, 3);
+	assert_int_equal(pf_store_profiles_retain(x->st, &ret, 12000, 3, &del), 0);
+	assert_int_equal(del, 0);
+	int64_t n, bytes;
+	assert_int_equal(pf_store_profiles_totals(x->st, &n, &bytes), 0);
+	assert_int_equal(n, 4);
+	assert_int_equal(bytes, 400);
+	assert_int_equal(pf_store_profiles_retain(x->st, &ret, 12000, 0, &del), -EINVAL);
+}
+
+static void test_retention_bytes_and_links(void **state)
+{
+	struct fx *x = *state;
+	struct pf_profile_link l = {.trace_id = {5}, .span_id = {5}};
+	int64_t first = put(x, "s", "a", "cpu", 1, 1, 100, &l, 1);
+	for (int i = 1; i < 10; i++)
+		put(x, "s", "a", "cpu", i, 1, 100, NULL, 0);
+	struct pf_profile_retention ret = {.max_bytes = 450};
+	size_t del = 0;
+	assert_int_equal(pf_store_profiles_retain(x->st, &ret, 2, 100, &del), 0);
+	assert_int_equal(del, 6); /* 1000 -> 400 bytes, oldest first */
+	int64_t n, bytes;
+	assert_int_equal(pf_store_profiles_totals(x->st, &n, &bytes), 0);
+	assert_int_equal(n, 4);
+	assert_int_equal(bytes, 400);
+	int called = 0;
+	assert_int_equal(pf_store_profile_get(x->st, first, get_cb, &called), -ENOENT);
+	/* its link went with it (cascade) */
+	struct pf_profile_filter t = {.has_trace = true, .trace_id = {5}};
+	assert_int_equal(list(x, t).n, 0);
+
+	/* insert-time cap: every insert leaves the store within max_bytes */
+	for (int i = 0; i < 5; i++) {
+		struct pf_profile_row r = {.agent = "", .service = "s", .host = "", .exe = "",
+					   .type = "cpu", .body = "0123456789abcdef0123456789",
+					   .body_len = 200, .received_ms = 3};
+		char big[200] = {0};
+		r.body = big;
+		assert_int_equal(pf_store_profiles_insert(x->st, &r, 1, &ret, 3, &del), 0);
+		assert_int_equal(pf_store_profiles_totals(x->st, &n, &bytes), 0);
+		assert_true(bytes <= 450);
+	}
+	assert_int_equal(n, 2);
+}
+
+static int stop_cb(const struct pf_profile_row *r, void *ud)
+{
+	(void)r;
+	(void)ud;
+	return 42;
+}
+
+static int nested_cb(const struct pf_profile_row *r, void *ud)
+{
+	struct fx *x = ud;
+	struct pf_profile_filter f = {0};
+	struct pf_buf b;
+	/* another query and a body read from inside the iteration */
+	pf_buf_init(&b, 1 << 20);
+	assert_int_equal(pf_store_profile_body(x->st, r->id, &b), 0);
+	pf_buf_release(&b);
+	assert_int_equal(pf_store_profiles_foreach(x->st, &f, stop_cb, NULL), -EBUSY);
+	return 0;
+}
+
+static void test_iteration(void **state)
+{
+	struct fx *x = *state;
+	put(x, "s", "a", "cpu", 1, 1, 3, NULL, 0);
+	put(x, "s", "a", "cpu", 2, 1, 3, NULL, 0);
+	struct pf_profile_filter f = {0};
+	assert_int_equal(pf_store_profiles_foreach(x->st, &f, stop_cb, NULL), 42);
+	assert_int_equal(pf_store_profiles_foreach(x->st, &f, nested_cb, x), 0);
+	/* survives a reopen */
+	pf_store_close(x->st);
+	x->st = pf_store_open(x->db, PF_STORE_SYNC_NORMAL, NULL);
+	assert_non_null(x->st);
+	assert_int_equal(list(x, f).n, 2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_insert_get_body, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_filters_and_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_retention_age, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_retention_bytes_and_links, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_iteration, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
