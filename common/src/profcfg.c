@@ -62,6 +62,7 @@ static const char *const mode_names[] = {"continuous", "triggered"};
 static const char *const match_names[] = {"strict", "regexp"};
 static const char *const exporter_names[] = {"otlp_http", "pyroscope", "file"};
 static const char *const compression_names[] = {"gzip", "none"};
+static const char *const auth_names[] = {"none", "agent_token"};
 static const char *const pprof_names[] = {"cpu",   "heap",  "allocs",	   "goroutine",
 					  "mutex", "block", "threadcreate"};
 static const char *const filter_keys[] = {"service.name",	"process.executable.name",
@@ -72,6 +73,7 @@ _Static_assert(sizeof(enum pf_prof_mode) == sizeof(int), "enums are stored as in
 _Static_assert(sizeof(enum pf_match) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(enum pf_exporter_type) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(enum pf_compression) == sizeof(int), "enums are stored as int");
+_Static_assert(sizeof(enum pf_exporter_auth) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(enum pf_pprof_type) == sizeof(int), "enums are stored as int");
 
 const char *pf_prof_mode_name(enum pf_prof_mode m)
@@ -92,6 +94,11 @@ const char *pf_pprof_type_name(enum pf_pprof_type t)
 const char *pf_match_name(enum pf_match m)
 {
 	return (unsigned)m < PF_ARRAY_SIZE(match_names) ? match_names[m] : "unknown";
+}
+
+const char *pf_exporter_auth_name(enum pf_exporter_auth a)
+{
+	return (unsigned)a < PF_ARRAY_SIZE(auth_names) ? auth_names[a] : "unknown";
 }
 
 const char *pf_compression_name(enum pf_compression c)
@@ -312,6 +319,15 @@ static const struct key_desc keys[] = {
      .max_items = PF_PROFCFG_MAX_HEADERS,
      .applies = NET_TYPES,
      .doc = "Extra HTTP request headers (string to string)."},
+    {.path = "profiling.exporters[].auth",
+     .type = K_ENUM,
+     .off = offsetof(struct pf_exporter, auth),
+     .def_u = PF_AUTH_NONE,
+     .names = auth_names,
+     .n_names = PF_ARRAY_SIZE(auth_names),
+     .applies = NET_TYPES,
+     .doc = "agent_token: send the agent's own OpAMP token as `Authorization: Bearer` (for "
+	    "the controller's embedded store), so the config carries no secret."},
     {.path = "profiling.exporters[].compression",
      .type = K_ENUM,
      .off = offsetof(struct pf_exporter, compression),

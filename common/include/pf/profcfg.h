@@ -58,6 +58,10 @@ enum pf_prof_mode { PF_MODE_CONTINUOUS, PF_MODE_TRIGGERED };
 enum pf_match { PF_MATCH_STRICT, PF_MATCH_REGEXP };
 enum pf_exporter_type { PF_EXPORTER_OTLP_HTTP, PF_EXPORTER_PYROSCOPE, PF_EXPORTER_FILE };
 enum pf_compression { PF_COMPRESSION_GZIP, PF_COMPRESSION_NONE };
+/* How a network exporter authenticates: `agent_token` sends the agent's own OpAMP token as
+ * `Authorization: Bearer …`, so a config that exports to the controller's embedded store
+ * carries no secret. */
+enum pf_exporter_auth { PF_AUTH_NONE, PF_AUTH_AGENT_TOKEN };
 enum pf_pprof_type {
 	PF_PPROF_CPU,
 	PF_PPROF_HEAP,
@@ -88,6 +92,7 @@ struct pf_exporter {
 	size_t n_headers;     /* otlp_http, pyroscope */
 	struct pf_kv_str *headers;
 	enum pf_compression compression;
+	enum pf_exporter_auth auth; /* otlp_http, pyroscope: default none */
 	uint32_t timeout_seconds; /* 1..300, default 10 */
 	char *path;           /* file: directory */
 	uint64_t max_bytes;   /* file: directory size bound, default 256 MiB */
@@ -166,5 +171,6 @@ const char *pf_exporter_type_name(enum pf_exporter_type t);
 const char *pf_pprof_type_name(enum pf_pprof_type t);
 const char *pf_match_name(enum pf_match m);
 const char *pf_compression_name(enum pf_compression c);
+const char *pf_exporter_auth_name(enum pf_exporter_auth a);
 
 #endif
