@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "file.h"
@@ -455,6 +456,35 @@ static int reload_one(void *user, struct agent_spill_record *rec)
 	return 0;
 }
 
+/* The configured headers plus `Authorization: Bearer <agent token>` (auth: agent_token).
+ * Returns 0 or a positive errno, like the constructor's e. */
+static int auth_headers(const struct pf_exporter *cfg, const char *token,
+			struct pf_kv_str **out, char **bearer, struct pf_error *err)
+{
+	if (!token || !*token) {
+		pf_error_set(err, -EINVAL, "auth",
+			     "agent_token needs the agent's token (run with --token-file)");
+		return EINVAL;
+	}
+	for (size_t i = 0; i < cfg->n_headers; i++)
+		if (strcasecmp(cfg->headers[i].key, "authorization") == 0) {
+			pf_error_set(err, -EINVAL, "auth",
+				     "agent_token and an Authorization header exclude each other");
+			return EINVAL;
+		}
+	size_t n = strlen(token) + sizeof("Bearer ");
+	*bearer = malloc(n);
+	*out = calloc(cfg->n_headers + 1, sizeof(**out));
+	if (!*bearer || !*out)
+		return ENOMEM;
+	snprintf(*bearer, n, "Bearer %s", token);
+	for (size_t i = 0; i < cfg->n_headers; i++)
+		(*out)[i] = cfg->headers[i];
+	(*out)[cfg->n_headers].key = (char *)"Authorization";
+	(*out)[cfg->n_headers].value = *bearer;
+	return 0;
+}
+
 struct agent_exporter *agent_exporter_new_opts(const struct pf_exporter *cfg,
 					       const struct agent_exporter_opts *opts,
 					       struct pf_error *err)
@@ -487,11 +517,25 @@ struct agent_exporter *agent_exporter_new_opts(const struct pf_exporter *cfg,
 	} else {
 		/* pyroscope shares the HTTP client; its pprof is gzip'd already */
 		struct pf_exporter c = *cfg;
+		struct pf_kv_str *hdrs = NULL;
+		char *bearer = NULL;
 		if (cfg->type == PF_EXPORTER_PYROSCOPE)
 			c.compression = PF_COMPRESSION_NONE;
-		x->http = agent_otlp_http_new(&c, err);
-		if (!x->http)
-			e = errno ? errno : EINVAL;
+		if (cfg->auth == PF_AUTH_AGENT_TOKEN) {
+			e = auth_headers(cfg, o.agent_token, &hdrs, &bearer, err);
+			c.headers = hdrs;
+			c.n_headers = cfg->n_headers + 1;
+		}
+		if (!e) {
+			x->http = agent_otlp_http_new(&c, err);
+			if (!x->http)
+				e = errno ? errno : EINVAL;
+		}
+		free(hdrs);
+		if (bearer) {
+			explicit_bzero(bearer, strlen(bearer));
+			free(bearer);
+		}
 	}
 	if (!e && o.spill_dir) {
 		char dir[4096];

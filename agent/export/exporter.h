@@ -77,6 +77,8 @@ struct agent_exporter_opts {
 				   * "<state>/spill" (created when missing) */
 	uint32_t backoff_base_ms; /* 0: default */
 	uint32_t backoff_cap_ms;  /* 0: default */
+	const char *agent_token;  /* the agent's OpAMP token: sent as `Authorization: Bearer` by
+				   * network exporters configured with auth: agent_token */
 };
 
 struct agent_exporter_status {

@@ -228,6 +228,36 @@ static void test_post_plain_custom_path(void **state)
 	agent_otlp_http_free(h);
 }
 
+/* auth: agent_token sends the agent's own token; it needs one and excludes a configured
+ * Authorization header. */
+static void test_auth_agent_token(void **state)
+{
+	struct server s;
+	server_start(&s, 200, "");
+	char url[128];
+	struct pf_exporter cfg;
+	cfg_for(&cfg, url, sizeof(url), s.port, "", PF_COMPRESSION_NONE);
+	cfg.auth = PF_AUTH_AGENT_TOKEN;
+	struct pf_error err = {0};
+	/* The fixture's Authorization header conflicts with agent_token. */
+	assert_null(agent_exporter_new_opts(&cfg, NULL, &err));
+	pf_error_clear(&err);
+	cfg.n_headers = 1;
+	assert_null(agent_exporter_new_opts(&cfg, NULL, &err));
+	assert_string_equal(err.path, "auth");
+	assert_non_null(strstr(err.msg, "--token-file"));
+	struct agent_exporter_opts o = {.agent_token = "pf_agent_secret"};
+	struct agent_exporter *x = agent_exporter_new_opts(&cfg, &o, NULL);
+	assert_non_null(x);
+	static const uint8_t id[16] = {1};
+	assert_int_equal(agent_exporter_export(x, bytes.data, bytes.len, id, NULL), 0);
+	server_stop(&s);
+	assert_true(has_header(&s, "Authorization: Bearer pf_agent_secret"));
+	assert_true(has_header(&s, "X-Scope-OrgID: tenant-1"));
+	server_done(&s);
+	agent_exporter_free(x);
+}
+
 static void test_error_status(void **state)
 {
 	struct server s;
@@ -392,6 +422,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_post_gzip),
 		cmocka_unit_test(test_post_plain_custom_path),
+		cmocka_unit_test(test_auth_agent_token),
 		cmocka_unit_test(test_error_status),
 		cmocka_unit_test(test_timeout_and_refused),
 		cmocka_unit_test(test_config_validation),
