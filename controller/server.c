@@ -28,10 +28,11 @@
 #define HTTP_CHUNK 65536
 #define RETRY_AFTER_OVERLOAD_S "30"
 
+/* One queued WebSocket message: one allocation, LWS_PRE headroom then the frame. */
 struct outmsg {
 	struct outmsg *next;
-	uint8_t *data; /* LWS_PRE headroom, then the frame */
-	size_t len;    /* bytes after the headroom */
+	size_t len; /* bytes after the headroom */
+	uint8_t data[];
 };
 
 struct ws_conn {
@@ -86,6 +87,7 @@ struct pf_server {
 	struct pf_opamp_ctx opamp;
 	lws_sorted_usec_list_t sul_persist;
 	unsigned persist_ticks;
+	struct pf_buf scratch; /* replies are encoded here, then copied into one outmsg */
 	volatile sig_atomic_t stop;
 	size_t n_ws;
 };
@@ -104,27 +106,33 @@ static struct pf_server *server_of(struct lws *wsi)
 
 /* ------------------------------------------------------------------ output */
 
-/* A pf_buf whose first LWS_PRE bytes are headroom for lws. */
-static int framebuf_init(struct pf_buf *b, size_t max, bool ws_header)
+/* The shared encode buffer, reset to LWS_PRE headroom + the WebSocket varint header. It
+ * lives as long as the server, so replies cost no buffer growth; after an unusually large
+ * message its memory is given back. */
+static struct pf_buf *scratch_frame(struct pf_server *s)
 {
+	if (s->scratch.cap > ((size_t)1 << 20)) {
+		pf_buf_release(&s->scratch);
+		s->scratch.max = 0;
+	}
+	if (!s->scratch.max)
+		pf_buf_init(&s->scratch, s->opt.max_message_bytes + LWS_PRE + 16);
+	pf_buf_reset(&s->scratch);
 	static const uint8_t pre[LWS_PRE];
-	pf_buf_init(b, max + LWS_PRE + 16);
-	int r = pf_buf_append(b, pre, LWS_PRE);
-	if (r == 0 && ws_header)
-		r = pf_opamp_ws_frame_header(b);
-	return r;
+	if (pf_buf_append(&s->scratch, pre, LWS_PRE) < 0 ||
+	    pf_opamp_ws_frame_header(&s->scratch) < 0)
+		return NULL;
+	return &s->scratch;
 }
 
-static int ws_enqueue(struct ws_conn *c, struct pf_buf *frame)
+/* Copies the frame (headroom included) into one queued message. */
+static int ws_enqueue(struct ws_conn *c, const struct pf_buf *frame)
 {
-	struct outmsg *m = malloc(sizeof(*m));
-	if (!m) {
-		pf_buf_release(frame);
+	struct outmsg *m = malloc(sizeof(*m) + frame->len);
+	if (!m)
 		return -ENOMEM;
-	}
-	size_t len;
-	m->data = pf_buf_detach(frame, &len);
-	m->len = len - LWS_PRE;
+	memcpy(m->data, frame->data, frame->len);
+	m->len = frame->len - LWS_PRE;
 	m->next = NULL;
 	if (c->out_tail)
 		c->out_tail->next = m;
@@ -140,7 +148,6 @@ static void ws_conn_free(struct ws_conn *c)
 	while (c->out_head) {
 		struct outmsg *m = c->out_head;
 		c->out_head = m->next;
-		free(m->data);
 		free(m);
 	}
 	pf_buf_release(&c->rx);
@@ -153,13 +160,9 @@ static void push_hook(struct pf_agent *a, void *ud)
 	struct ws_conn *c = a->conn;
 	if (!c || a->transport != PF_TRANSPORT_WS)
 		return; /* plain-HTTP agents get it on their next poll */
-	struct pf_buf frame;
-	if (framebuf_init(&frame, s->opt.max_message_bytes, true) < 0 ||
-	    pf_opamp_build_push(&s->opamp, a, &frame) < 0) {
-		pf_buf_release(&frame);
-		return;
-	}
-	ws_enqueue(c, &frame);
+	struct pf_buf *frame = scratch_frame(s);
+	if (frame && pf_opamp_build_push(&s->opamp, a, frame) == 0)
+		ws_enqueue(c, frame);
 }
 
 /* ------------------------------------------------------------------ HTTP */
@@ -556,18 +559,17 @@ static int http_write(struct lws *wsi, struct http_req *r)
 
 /* ------------------------------------------------------------------ WebSocket */
 
-static void ws_process(struct pf_server *s, struct ws_conn *c)
+/* Handles one complete WebSocket message (msg is lws' buffer or the reassembly buffer). */
+static void ws_process(struct pf_server *s, struct ws_conn *c, const uint8_t *msg,
+		       size_t msg_len, bool text)
 {
-	struct pf_buf frame;
-	if (framebuf_init(&frame, s->opt.max_message_bytes, true) < 0) {
-		pf_buf_release(&frame);
+	struct pf_buf *frame = scratch_frame(s);
+	if (!frame)
 		return;
-	}
 	const uint8_t *data = NULL;
 	size_t len = 0;
 	struct pf_opamp_result res = {0};
-	if (c->rx_text || pf_opamp_ws_unframe(c->rx.data ? c->rx.data : (const uint8_t *)"",
-					      c->rx.len, &data, &len) < 0) {
+	if (text || pf_opamp_ws_unframe(msg ? msg : (const uint8_t *)"", msg_len, &data, &len) < 0) {
 		/* Rule 4: malformed header (or a text frame): error, keep the connection. */
 		struct pf_s2a m = {0};
 		s->metrics->opamp_messages_in++;
@@ -578,24 +580,16 @@ static void ws_process(struct pf_server *s, struct ws_conn *c)
 		}
 		m.has_error = true;
 		m.error_type = PF_SERR_BAD_REQUEST;
-		m.error_message = c->rx_text ? (char *)"OpAMP messages are binary WebSocket frames"
-					     : (char *)"WebSocket message header must be varint 0";
-		if (pf_s2a_encode(&m, &frame) == 0) {
+		m.error_message = text ? (char *)"OpAMP messages are binary WebSocket frames"
+				       : (char *)"WebSocket message header must be varint 0";
+		if (pf_s2a_encode(&m, frame) == 0) {
 			s->metrics->opamp_messages_out++;
-			ws_enqueue(c, &frame);
-		} else {
-			pf_buf_release(&frame);
+			ws_enqueue(c, frame);
 		}
-	} else if (pf_opamp_session_handle(&s->opamp, &c->sess, data, len, now_ms(), &frame,
+	} else if (pf_opamp_session_handle(&s->opamp, &c->sess, data, len, now_ms(), frame,
 					   &res) == 0) {
-		ws_enqueue(c, &frame);
-	} else {
-		pf_buf_release(&frame);
+		ws_enqueue(c, frame);
 	}
-	/* Idle connections keep no receive buffer. */
-	pf_buf_release(&c->rx);
-	pf_buf_init(&c->rx, s->opt.max_message_bytes);
-	c->rx_text = false;
 }
 
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -644,11 +638,21 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		struct ws_conn *c = pss->ws;
 		if (!c)
 			return -1;
-		if (lws_is_first_fragment(wsi)) {
+		bool first = lws_is_first_fragment(wsi);
+		bool last = lws_is_final_fragment(wsi) && !lws_remaining_packet_payload(wsi);
+		if (first && last) {
+			/* The usual case: the whole message in one callback, no copy. */
+			if (len > s->opt.max_message_bytes)
+				goto too_large;
+			ws_process(s, c, in, len, !lws_frame_is_binary(wsi));
+			return 0;
+		}
+		if (first) {
 			pf_buf_reset(&c->rx);
 			c->rx_text = !lws_frame_is_binary(wsi);
 		}
 		if (pf_buf_append(&c->rx, in, len) < 0) {
+		too_large:;
 			/* Rule 5: over the inbound limit → close 1009. */
 			s->metrics->opamp_oversize_rejected++;
 			static const char why[] = "OpAMP message over the inbound size limit";
@@ -656,8 +660,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 					 (unsigned char *)why, sizeof(why) - 1);
 			return -1;
 		}
-		if (lws_is_final_fragment(wsi) && !lws_remaining_packet_payload(wsi))
-			ws_process(s, c);
+		if (last) {
+			ws_process(s, c, c->rx.data, c->rx.len, c->rx_text);
+			/* Idle connections keep no receive buffer. */
+			pf_buf_release(&c->rx);
+			c->rx_text = false;
+		}
 		return 0;
 	}
 	case LWS_CALLBACK_SERVER_WRITEABLE: {
@@ -669,7 +677,6 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		c->out_head = m->next;
 		if (!c->out_head)
 			c->out_tail = NULL;
-		free(m->data);
 		free(m);
 		if (n < 0)
 			return -1;
@@ -860,5 +867,6 @@ void pf_server_free(struct pf_server *s)
 		lws_sul_cancel(&s->sul_persist);
 		lws_context_destroy(s->ctx);
 	}
+	pf_buf_release(&s->scratch);
 	free(s);
 }
