@@ -20,14 +20,22 @@
 #include "pf/log.h"
 #include "pf/profcfg.h"
 #include "sampler_bpf.h"
-
+#include "sampler_pprof.h"
 
 #define NAME_LEN 48
 #define STATUS_LEN 1024
+#define PPROF_MIN_WAIT_MS 20
 
 struct dp_exporter {
 	struct agent_exporter *x;
 	char name[NAME_LEN]; /* health component "exporter/<i>:<type>" */
+};
+
+/* A pprof target of the applied config, as the data plane reports it. */
+struct dp_target {
+	char name[NAME_LEN];  /* health component "pprof/<i>" */
+	bool registered;      /* the health registry had room for it */
+	char export_err[800]; /* its last window could not be encoded, "" when it could */
 };
 
 struct agent_dataplane {
@@ -62,6 +70,14 @@ struct agent_dataplane {
 	bool running;		/* the sampler was running at the last check */
 	char sampler_err[768];	/* the last config the sampler refused, "" when none */
 	struct pf_buf out;
+
+	/* pprof sources (worker thread only): their targets are those of cfg (in order) while
+	 * pprof_ok, none while profiling is disabled */
+	struct pf_pprof_sources *pprof;
+	bool pprof_ok;
+	struct dp_target pt[PF_PROFCFG_MAX_TARGETS];
+	size_t n_pt;
+	char host_name[256];
 };
 
 /* ---- small helpers ------------------------------------------------------------------------- */
@@ -106,7 +122,7 @@ static bool str_eq(const char *a, const char *b)
 
 static bool exporter_eq(const struct pf_exporter *a, const struct pf_exporter *b)
 {
-	if (a->type != b->type || !str_eq(a->endpoint, b->endpoint) ||
+	if (a->type != b->type || a->auth != b->auth || !str_eq(a->endpoint, b->endpoint) ||
 	    a->compression != b->compression || a->timeout_seconds != b->timeout_seconds ||
 	    !str_eq(a->path, b->path) || a->max_bytes != b->max_bytes ||
 	    a->n_headers != b->n_headers)
@@ -145,6 +161,14 @@ static int hook_check(void *ctx, const struct pf_profcfg *cfg, struct pf_error *
 					    detail[0] ? detail : "cannot create the exporter");
 		}
 		agent_exporter_free(x);
+	}
+	/* pprof targets: the sources check every URL (scheme, host, port) the way an update will */
+	if (cfg->n_targets) {
+		struct pf_pprof_sources *s =
+		    pf_pprof_sources_new(cfg->targets, cfg->n_targets, NULL, err);
+		if (!s)
+			return err && err->code ? err->code : (errno ? -errno : -EINVAL);
+		pf_pprof_sources_free(s);
 	}
 	return 0;
 }
@@ -368,7 +392,9 @@ static void submit_all(struct agent_dataplane *d, const uint8_t *data, size_t le
 	}
 }
 
-static void export_window(struct agent_dataplane *d, struct pf_prof_window *w)
+/* Encodes and submits a window (taken: freed here). t is the pprof target it came from, NULL
+ * for the eBPF sampler's windows; an encoding failure is reported on that component. */
+static void export_window(struct agent_dataplane *d, struct pf_prof_window *w, struct dp_target *t)
 {
 	uint8_t id[16];
 	struct pf_error err = {0};
@@ -379,6 +405,8 @@ static void export_window(struct agent_dataplane *d, struct pf_prof_window *w)
 		n_bytes_ex += d->ex[i].x && !wants_window(d->ex[i].x);
 	if (samples)
 		submit_window_all(d, w);
+	if (t)
+		t->export_err[0] = '\0';
 	if (!n_bytes_ex) { /* no exporter takes OTLP bytes: nothing to encode for */
 		pf_prof_window_free(w);
 		return;
@@ -388,18 +416,27 @@ static void export_window(struct agent_dataplane *d, struct pf_prof_window *w)
 	if (rc == -ENODATA) {
 		pf_log_debug("dataplane: window without samples, nothing to export");
 	} else if (rc < 0) {
-		pf_log_error("dataplane: cannot encode the window: %s", err.msg);
+		pf_log_error("dataplane: %s: cannot encode the window: %s", t ? t->name : "sampler",
+			     err.msg);
 		pthread_mutex_lock(&d->lock);
 		d->counters.encode_errors++;
 		pthread_mutex_unlock(&d->lock);
-		agent_health_set(d->health, "sampler", false, "cannot encode windows", err.msg);
+		if (t)
+			snprintf(t->export_err, sizeof(t->export_err), "cannot encode: %s",
+				 err.msg);
+		else
+			agent_health_set(d->health, "sampler", false, "cannot encode windows",
+					 err.msg);
 	} else {
 		pthread_mutex_lock(&d->lock);
-		d->counters.windows++;
+		if (t)
+			d->counters.pprof_windows++;
+		else
+			d->counters.windows++;
 		pthread_mutex_unlock(&d->lock);
-		pf_log_debug("dataplane: window of %" PRIu64 " samples, %zu processes, %u Hz: "
+		pf_log_debug("dataplane: %s: window of %" PRIu64 " samples, %zu processes: "
 			     "%zu bytes to %zu exporters",
-			     samples, w->n_processes, w->frequency_hz, d->out.len, d->n_ex);
+			     t ? t->name : "sampler", samples, w->n_processes, d->out.len, d->n_ex);
 		submit_all(d, d->out.data, d->out.len, id);
 	}
 	pf_prof_window_free(w);
@@ -418,7 +455,7 @@ static void close_and_export(struct agent_dataplane *d)
 		return;
 	}
 	do {
-		export_window(d, w);
+		export_window(d, w, NULL);
 	} while ((w = pf_sampler_next_window(d->sampler)));
 	sampler_health(d);
 }
@@ -472,6 +509,146 @@ static void sampler_health(struct agent_dataplane *d)
 	agent_health_set(d->health, "symbolizer", true, status, NULL);
 }
 
+/* ---- pprof sources (worker thread) --------------------------------------------------------- */
+
+/* The URL for a status line, without user:password@ should one be there. */
+static void url_redacted(char *out, size_t cap, const char *url)
+{
+	const char *host = strstr(url, "://");
+	host = host ? host + 3 : url;
+	size_t auth_end = strcspn(host, "/?#");
+	const char *at = memchr(host, '@', auth_end);
+	if (at)
+		snprintf(out, cap, "%.*s***%s", (int)(host - url), url, at);
+	else
+		snprintf(out, cap, "%s", url);
+}
+
+static void pprof_health(struct agent_dataplane *d)
+{
+	for (size_t i = 0; i < d->n_pt; i++) {
+		struct dp_target *t = &d->pt[i];
+		if (!t->registered)
+			continue;
+		if (!d->cfg || !d->cfg->enabled || i >= d->cfg->n_targets) {
+			agent_health_set(d->health, t->name, true, "off (profiling disabled)",
+					 NULL);
+			continue;
+		}
+		if (!d->pprof || !d->pprof_ok) {
+			agent_health_set(d->health, t->name, false, "not running",
+					 d->pprof ? "the target list could not be applied"
+						  : "pprof sources unavailable");
+			continue;
+		}
+		const struct pf_pprof_target *c = &d->cfg->targets[i];
+		struct pf_pprof_health h;
+		if (pf_pprof_sources_health(d->pprof, i, &h) < 0)
+			continue;
+		char url[384], every[32], status[STATUS_LEN];
+		url_redacted(url, sizeof(url), c->url);
+		if (c->interval_seconds)
+			snprintf(every, sizeof(every), "every %" PRIu32 " s", c->interval_seconds);
+		else
+			snprintf(every, sizeof(every), "on trigger");
+		int n = snprintf(
+		    status, sizeof(status), "%s %s, %s; scrapes ok %" PRIu64 ", failed %" PRIu64,
+		    pf_pprof_type_name(c->type), url, every, h.scrapes_ok, h.scrapes_failed);
+		if (h.scrapes_ok && n > 0 && (size_t)n < sizeof(status))
+			snprintf(status + n, sizeof(status) - (size_t)n,
+				 "; last %zu bytes, %" PRIu64 " samples", h.last_bytes,
+				 h.last_samples);
+		const char *last_error = h.last_error[0] ? h.last_error : t->export_err;
+		agent_health_set(d->health, t->name, h.healthy && !t->export_err[0], status,
+				 last_error);
+	}
+}
+
+static void pprof_start(struct agent_dataplane *d)
+{
+	struct pf_error err = {0};
+	struct pf_pprof_options po = {.host_name = d->host_name[0] ? d->host_name : NULL};
+	d->pprof = pf_pprof_sources_new(NULL, 0, &po, &err);
+	if (!d->pprof)
+		pf_log_error("dataplane: pprof sources unavailable: %s",
+			     err.msg[0] ? err.msg : strerror(errno));
+	d->pprof_ok = d->pprof != NULL;
+}
+
+/* Exports every window the scrapes produced. */
+static void pprof_drain(struct agent_dataplane *d)
+{
+	struct pf_pprof_result *r;
+	while (d->pprof && (r = pf_pprof_sources_pop(d->pprof))) {
+		struct pf_prof_window *w = r->window;
+		r->window = NULL;
+		/* a result of a target removed since is not produced (update drops them), so
+		 * r->target is an index of the applied config */
+		struct dp_target *t = r->target < d->n_pt ? &d->pt[r->target] : NULL;
+		pf_log_debug("dataplane: pprof %s %s: %zu bytes", pf_pprof_type_name(r->type),
+			     r->url, r->bytes);
+		if (t)
+			export_window(d, w, t);
+		else
+			pf_prof_window_free(w);
+		pf_pprof_result_free(r);
+	}
+}
+
+/* Swaps in cfg's targets (none while profiling is disabled) and their health components. */
+static void pprof_apply(struct agent_dataplane *d, const struct pf_profcfg *cfg)
+{
+	size_t n = pf_min(cfg->n_targets, (size_t)PF_PROFCFG_MAX_TARGETS);
+	pprof_drain(d); /* what was scraped under the old list, with its target indexes */
+	if (d->pprof) {
+		struct pf_error err = {0};
+		int rc =
+		    pf_pprof_sources_update(d->pprof, cfg->targets, cfg->enabled ? n : 0, &err);
+		d->pprof_ok = rc == 0;
+		if (rc < 0) /* the check hook validated them: out of memory */
+			pf_log_error("dataplane: pprof targets not applied: %s", err.msg);
+		else if (n)
+			pf_log_info("dataplane: %zu pprof target%s%s", n, n == 1 ? "" : "s",
+				    cfg->enabled ? "" : " (off: profiling disabled)");
+	}
+	for (size_t i = n; i < d->n_pt; i++)
+		if (d->pt[i].registered)
+			agent_health_unregister(d->health, d->pt[i].name);
+	bool full = false;
+	for (size_t i = 0; i < n; i++) {
+		struct dp_target *t = &d->pt[i];
+		if (i >= d->n_pt)
+			*t = (struct dp_target){.registered = false};
+		snprintf(t->name, sizeof(t->name), "pprof/%zu", i);
+		t->export_err[0] = '\0';
+		if (!t->registered) {
+			t->registered = agent_health_register(d->health, t->name) == 0;
+			full |= !t->registered;
+		}
+	}
+	if (full)
+		pf_log_warn("dataplane: no room in the health registry for every pprof target");
+	d->n_pt = n;
+}
+
+/* Scrapes every target with interval_seconds 0 now (a triggered capture starts); cpu
+ * profiles run for the capture's duration. */
+static void pprof_trigger(struct agent_dataplane *d)
+{
+	if (!d->pprof || !d->pprof_ok || !d->cfg || !d->cfg->enabled)
+		return;
+	for (size_t i = 0; i < d->n_pt && i < d->cfg->n_targets; i++) {
+		if (d->cfg->targets[i].interval_seconds)
+			continue;
+		int rc = pf_pprof_sources_trigger(d->pprof, (long)i, d->cfg->duration_seconds);
+		if (rc < 0)
+			pf_log_warn("dataplane: %s: trigger: %s", d->pt[i].name,
+				    rc == -EBUSY ? "a scrape is already running" : strerror(-rc));
+		else
+			pf_log_info("dataplane: %s: triggered scrape started", d->pt[i].name);
+	}
+}
+
 /* ---- config and triggers (worker thread) --------------------------------------------------- */
 
 static bool sampler_running(struct agent_dataplane *d)
@@ -520,8 +697,10 @@ static void apply_config(struct agent_dataplane *d, struct pf_profcfg *cfg)
 		}
 	}
 	apply_exporters(d, old, cfg);
+	pprof_apply(d, cfg);
 	d->cfg = cfg;
 	pf_profcfg_free(old);
+	pprof_health(d);
 
 	d->running = sampler_running(d);
 	if (d->sampler && was_running && !d->running) {
@@ -539,17 +718,23 @@ static void apply_config(struct agent_dataplane *d, struct pf_profcfg *cfg)
 static void toggle_trigger(struct agent_dataplane *d)
 {
 	struct pf_error err = {0};
-	if (!d->sampler || !d->cfg || !d->cfg->enabled || d->cfg->mode != PF_MODE_TRIGGERED) {
+	if (!d->cfg || !d->cfg->enabled || d->cfg->mode != PF_MODE_TRIGGERED) {
 		pf_log_info("dataplane: trigger ignored (mode %s%s)",
 			    d->cfg ? pf_prof_mode_name(d->cfg->mode) : "?",
-			    d->sampler ? "" : ", no sampler");
+			    d->cfg && !d->cfg->enabled ? ", profiling disabled" : "");
+		return;
+	}
+	if (!d->sampler) { /* no eBPF: every trigger asks the pprof targets only */
+		pf_log_info("dataplane: trigger: no sampler, pprof targets only");
+		pprof_trigger(d);
 		return;
 	}
 	if (!d->capturing) {
+		pprof_trigger(d);
 		/* start the capture's window now (nothing was sampled while idle) */
 		struct pf_prof_window *w = pf_sampler_close_window(d->sampler, &err);
 		while (w) {
-			export_window(d, w);
+			export_window(d, w, NULL);
 			w = pf_sampler_next_window(d->sampler);
 		}
 		if (pf_sampler_trigger(d->sampler, true, &err) < 0) {
@@ -604,13 +789,17 @@ static void drain_efd(struct agent_dataplane *d)
 	(void)n;
 }
 
-/* The final flush: export the open window, wait (bounded) for the exports in flight. */
+/* The final flush: export the open window and the pprof windows already scraped (scrapes in
+ * flight are cancelled), wait (bounded) for the exports in flight. */
 static void final_flush(struct agent_dataplane *d)
 {
 	if (d->sampler && d->running) {
 		pf_log_info("dataplane: exporting the last window");
 		close_and_export(d);
 	}
+	pprof_drain(d);
+	pf_pprof_sources_free(d->pprof); /* cancels and joins its scrapes (within ~100 ms) */
+	d->pprof = NULL;
 	uint64_t deadline = mono_ms() + AGENT_DATAPLANE_FLUSH_MS;
 	/* queued exports (retries included) get what is left of the bound */
 	for (size_t i = 0; i < d->n_ex; i++) {
@@ -645,6 +834,7 @@ static void final_flush(struct agent_dataplane *d)
 static void *worker_main(void *arg)
 {
 	struct agent_dataplane *d = arg;
+	pprof_start(d);
 	start_sampler(d);
 	for (;;) {
 		pthread_mutex_lock(&d->lock);
@@ -675,6 +865,16 @@ static void *worker_main(void *arg)
 					schedule_close(d, now);
 			}
 		}
+		/* pprof: reap, start due scrapes, export what they produced */
+		int64_t pprof_next = -1;
+		if (d->pprof) {
+			int rc = pf_pprof_sources_poll(d->pprof, pf_pprof_now_ms(), &pprof_next);
+			if (rc < 0) /* the target's health says so too */
+				pf_log_debug("dataplane: pprof: cannot start a scrape: %s",
+					     strerror(-rc));
+			pprof_drain(d);
+			pprof_health(d);
+		}
 		exporters_health(d);
 
 		int timeout = AGENT_DATAPLANE_POLL_MS;
@@ -682,10 +882,15 @@ static void *worker_main(void *arg)
 		if (d->next_close_ms)
 			timeout = (int)pf_min((uint64_t)timeout,
 					      d->next_close_ms > now ? d->next_close_ms - now : 0);
-		struct pollfd pfd[2] = {
+		/* 0 = due but PF_PPROF_MAX_INFLIGHT scrapes run: look again a little later */
+		if (pprof_next >= 0)
+			timeout = (int)pf_min((int64_t)timeout,
+					      pf_max(pprof_next, (int64_t)PPROF_MIN_WAIT_MS));
+		struct pollfd pfd[3] = {
 		    {.fd = d->efd, .events = POLLIN},
-		    {.fd = d->sampler ? pf_sampler_fd(d->sampler) : -1, .events = POLLIN}};
-		if (poll(pfd, 2, timeout) > 0 && (pfd[0].revents & POLLIN))
+		    {.fd = d->sampler ? pf_sampler_fd(d->sampler) : -1, .events = POLLIN},
+		    {.fd = d->pprof ? pf_pprof_sources_wake_fd(d->pprof) : -1, .events = POLLIN}};
+		if (poll(pfd, 3, timeout) > 0 && (pfd[0].revents & POLLIN))
 			drain_efd(d);
 	}
 	final_flush(d);
@@ -714,6 +919,8 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 	d->wake_ctx = o->wake_ctx;
 	d->no_sampler = o->no_sampler;
 	d->include_self = o->include_self;
+	if (gethostname(d->host_name, sizeof(d->host_name) - 1) < 0)
+		d->host_name[0] = '\0';
 	if (o->spill_dir && !(d->spill_dir = strdup(o->spill_dir))) {
 		pf_error_set(err, -ENOMEM, "", "out of memory");
 		agent_dataplane_free(d);
@@ -822,6 +1029,8 @@ void agent_dataplane_free(struct agent_dataplane *d)
 	pthread_mutex_unlock(&d->lock);
 	if (!reaped)
 		return; /* a thread may still call export_done(d) */
+	/* d->pprof is NULL after the final flush */
+	pf_pprof_sources_free(d->pprof);
 	pf_sampler_free(d->sampler);
 	pf_profcfg_free(d->cfg);
 	pf_profcfg_free(d->pending);

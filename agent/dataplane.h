@@ -1,6 +1,7 @@
-/* dataplane.h — the agent's data plane (issue 3 "Modes and exporters", "Health"): the eBPF
- * sampler (sampler_bpf.h), the window timer, OTLP encoding (proto/codec/otlp_profiles.h) and
- * the configured exporters (export/exporter.h), steered by the active profiling config.
+/* dataplane.h — the agent's data plane (issue 3 "Modes and exporters", "Health"; issue 4 "pprof
+ * sources"): the eBPF sampler (sampler_bpf.h), the window timer, the pprof sources
+ * (sampler_pprof.h), OTLP encoding (proto/codec/otlp_profiles.h) and the configured exporters
+ * (export/exporter.h), steered by the active profiling config.
  *
  * Owns one worker thread ("dataplane") that owns the sampler: it creates it, polls its ring
  * buffers (epoll fd + a 250 ms timer), closes a window every sampling.duration_seconds, encodes
@@ -23,6 +24,19 @@
  * the agent calls it on SIGUSR1, the local test hook until the trigger engine exists.
  * enabled: false stops the sampler (the partial window is exported) and leaves exporters idle.
  *
+ * pprof targets (profiling.pprof.targets): the same worker owns the pprof sources; it polls
+ * their schedule and wake fd next to the sampler's, and every scraped profile becomes a window
+ * that goes through the same encoder and exporters as the sampler's. The mode governs eBPF
+ * sampling only: a target with interval_seconds > 0 is scraped on its own interval in either
+ * mode; interval 0 scrapes only on a trigger — in triggered mode, the toggle that starts a
+ * capture also scrapes every interval-0 target (a cpu target for duration_seconds; without a
+ * sampler every toggle does). enabled: false stops the scraping too. Config changes go through
+ * pf_pprof_sources_update(): a target whose url and type stay keeps its health and schedule.
+ * The check hook refuses a target the sources would (profiling.pprof.targets[i].url: ...).
+ * A failing target (HTTP error, timeout, malformed or oversized profile) only marks its own
+ * health component; the others and the eBPF path go on. At shutdown the windows already
+ * scraped are exported and the scrapes in flight are cancelled.
+ *
  * Health (agent_health, components registered here):
  *   sampler            healthy while it runs as configured; unhealthy with the reason when the
  *                      kernel refuses BPF or perf events (the agent keeps running its control
@@ -30,6 +44,12 @@
  *                      and BPF run time per program, refreshed at every window.
  *   symbolizer         frames resolved/unresolved, ELF files cached.
  *   exporter/<i>:<type>  one per configured exporter, from agent_exporter_status().
+ *   pprof/<i>          one per pprof target: status "<type> <url>, every N s|on trigger; scrapes
+ *                      ok N, failed N; last B bytes, S samples"; unhealthy while its last scrape
+ *                      failed (last_error: "HTTP 500: ...", "timed out after N ms", ...) or its
+ *                      last window could not be encoded; "off (profiling disabled)" while
+ *                      profiling.enabled is false. Components past AGENT_HEALTH_MAX_COMPONENTS
+ *                      are not reported (logged).
  *
  * Shutdown: agent_dataplane_flushed() (called by the loop after SIGTERM/SIGINT, before the
  * OpAMP goodbye) starts the final flush on its first call — close the open window, encode,
@@ -77,9 +97,10 @@ void agent_dataplane_free(struct agent_dataplane *d);
 
 /* The window, export and sampler counters (for logs and tests). */
 struct agent_dataplane_counters {
-	uint64_t windows; /* windows closed with samples */
-	uint64_t exports; /* submits accepted (all exporters) */
-	uint64_t dropped; /* submits refused (exporter busy or failing to start) */
+	uint64_t windows;	/* windows closed with samples (eBPF sampler) */
+	uint64_t pprof_windows; /* scraped pprof profiles encoded and submitted */
+	uint64_t exports;	/* submits accepted (all exporters) */
+	uint64_t dropped;	/* submits refused (exporter busy or failing to start) */
 	uint64_t encode_errors;
 };
 void agent_dataplane_counters(struct agent_dataplane *d, struct agent_dataplane_counters *out);

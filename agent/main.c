@@ -3,7 +3,8 @@
  * docs/agent.md.
  *
  * Signals: SIGTERM/SIGINT stop the agent (the data plane exports its last window, then the
- * OpAMP goodbye, exit 0); SIGUSR1 starts or ends a triggered capture (mode: triggered). */
+ * OpAMP goodbye, exit 0); SIGUSR1 starts or ends a triggered capture (mode: triggered), and
+ * the start also scrapes the pprof targets with interval_seconds 0 (dataplane.h). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
