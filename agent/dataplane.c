@@ -44,6 +44,8 @@ struct agent_dataplane {
 	void *wake_ctx;
 	bool no_sampler, include_self;
 	char *spill_dir; /* NULL: exporters keep their queue in memory only */
+	char *agent_token; /* NULL: exporters with auth: agent_token fail to start */
+	char *agent_uid;
 	int efd;	 /* eventfd: wakes the worker (config, trigger, stop, export done) */
 	pthread_t thread;
 	bool thread_started;
@@ -138,7 +140,7 @@ static bool exporter_eq(const struct pf_exporter *a, const struct pf_exporter *b
 
 static int hook_check(void *ctx, const struct pf_profcfg *cfg, struct pf_error *err)
 {
-	(void)ctx;
+	struct agent_dataplane *d = ctx;
 	/* Frequency range and filter regexps are validated by pf_profcfg_parse. Exporters: build
 	 * those that have no side effect at creation (file exporters clean their directory, and
 	 * config.c's own hook checks the directory). */
@@ -147,7 +149,9 @@ static int hook_check(void *ctx, const struct pf_profcfg *cfg, struct pf_error *
 		if (e->type == PF_EXPORTER_FILE)
 			continue;
 		struct pf_error xe = {0};
-		struct agent_exporter *x = agent_exporter_new(e, &xe);
+		/* No spill dir: a check must not reload and resend spilled items. */
+		struct agent_exporter_opts xo = {.agent_token = d->agent_token};
+		struct agent_exporter *x = agent_exporter_new_opts(e, &xo, &xe);
 		if (!x) {
 			char key[320];
 			snprintf(key, sizeof(key), "profiling.exporters[%zu]%s%s", i,
@@ -157,7 +161,8 @@ static int hook_check(void *ctx, const struct pf_profcfg *cfg, struct pf_error *
 			/* the exporter's message may start with its own short path */
 			if (plen && strncmp(detail, xe.path, plen) == 0 && detail[plen] == ':')
 				detail += plen + 2;
-			return pf_error_set(err, xe.code ? xe.code : -EINVAL, key, "%s: %s", key,
+			/* pf_error_set puts "key: " in front itself. */
+			return pf_error_set(err, xe.code ? xe.code : -EINVAL, key, "%s",
 					    detail[0] ? detail : "cannot create the exporter");
 		}
 		agent_exporter_free(x);
@@ -275,7 +280,8 @@ static struct agent_exporter *exporter_create(struct agent_dataplane *d,
 					      struct pf_error *err)
 {
 	struct agent_exporter_opts xo = {.queue_bytes = cfg->limits.queue_bytes,
-					 .spill_dir = d->spill_dir};
+					 .spill_dir = d->spill_dir,
+					 .agent_token = d->agent_token};
 	return agent_exporter_new_opts(&cfg->exporters[i], &xo, err);
 }
 
@@ -392,12 +398,33 @@ static void submit_all(struct agent_dataplane *d, const uint8_t *data, size_t le
 	}
 }
 
+/* Adds profleet.agent.uid to every process's resource attributes (allocated in the window's
+ * arena, which this thread owns). */
+static void tag_agent(struct agent_dataplane *d, struct pf_prof_window *w)
+{
+	if (!d->agent_uid)
+		return;
+	for (size_t i = 0; i < w->n_processes; i++) {
+		struct pf_prof_process *p = (struct pf_prof_process *)&w->processes[i];
+		struct pf_prof_attr *a = pf_prof_alloc(w, (p->n_attrs + 1) * sizeof(*a));
+		if (!a)
+			return;
+		if (p->n_attrs)
+			memcpy(a, p->attrs, p->n_attrs * sizeof(*a));
+		a[p->n_attrs].key = "profleet.agent.uid";
+		a[p->n_attrs].value = d->agent_uid;
+		p->attrs = a;
+		p->n_attrs++;
+	}
+}
+
 /* Encodes and submits a window (taken: freed here). t is the pprof target it came from, NULL
  * for the eBPF sampler's windows; an encoding failure is reported on that component. */
 static void export_window(struct agent_dataplane *d, struct pf_prof_window *w, struct dp_target *t)
 {
 	uint8_t id[16];
 	struct pf_error err = {0};
+	tag_agent(d, w);
 	uint64_t samples = pf_prof_window_samples(w);
 
 	size_t n_bytes_ex = 0;
@@ -921,7 +948,9 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 	d->include_self = o->include_self;
 	if (gethostname(d->host_name, sizeof(d->host_name) - 1) < 0)
 		d->host_name[0] = '\0';
-	if (o->spill_dir && !(d->spill_dir = strdup(o->spill_dir))) {
+	if ((o->spill_dir && !(d->spill_dir = strdup(o->spill_dir))) ||
+	    (o->agent_token && !(d->agent_token = strdup(o->agent_token))) ||
+	    (o->agent_uid && !(d->agent_uid = strdup(o->agent_uid)))) {
 		pf_error_set(err, -ENOMEM, "", "out of memory");
 		agent_dataplane_free(d);
 		errno = ENOMEM;
@@ -1036,6 +1065,11 @@ void agent_dataplane_free(struct agent_dataplane *d)
 	pf_profcfg_free(d->pending);
 	pf_buf_release(&d->out);
 	free(d->spill_dir);
+	if (d->agent_token) {
+		explicit_bzero(d->agent_token, strlen(d->agent_token));
+		free(d->agent_token);
+	}
+	free(d->agent_uid);
 	if (d->efd >= 0)
 		close(d->efd);
 	pthread_mutex_destroy(&d->lock);

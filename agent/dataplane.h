@@ -80,6 +80,10 @@ struct agent_dataplane_opts {
 	bool include_self;     /* sample the agent's own process too */
 	const char *spill_dir; /* exporters' spill directory (queued exporter API);
 				* NULL: memory only */
+	const char *agent_token; /* copied; used by exporters with auth: agent_token */
+	const char *agent_uid;   /* copied; every exported process carries it as the resource
+				  * attribute profleet.agent.uid (the controller's store files
+				  * profiles by agent with it) */
 };
 
 /* Registers the health components and starts the worker thread, which loads the sampler in

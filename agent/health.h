@@ -18,7 +18,7 @@
 
 #include "opamp_codec.h"
 
-#define AGENT_HEALTH_MAX_COMPONENTS 32
+#define AGENT_HEALTH_MAX_COMPONENTS 96 /* config, opamp, sampler, symbolizer, 16 exporters, 64 pprof targets */
 
 struct agent_health;
 

@@ -109,13 +109,21 @@ int main(int argc, char **argv)
 			pf_log_error("--label '%s': too many labels", o.labels[i]);
 			goto out;
 		}
+	if (o.token_file && agent_token_load(o.token_file, &token, &err) < 0) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
 	/* Components register here (agent_config_add_hook + agent_health_register). */
 	agent_health_register(health, "config");
 	/* Exporters keep what they could not deliver yet under the state dir, so an agent restart
 	 * loses nothing (bounded by limits.queue_bytes per exporter). */
 	char spill[4096];
 	snprintf(spill, sizeof(spill), "%s/spill", o.state_dir);
-	struct agent_dataplane_opts dpo = {.health = health, .wake = wake_loop, .spill_dir = spill};
+	struct agent_dataplane_opts dpo = {.health = health,
+					   .wake = wake_loop,
+					   .spill_dir = spill,
+					   .agent_token = token,
+					   .agent_uid = uid};
 	err = (struct pf_error){0};
 	the_dataplane = agent_dataplane_new(&dpo, &err);
 	if (!the_dataplane) {
@@ -135,10 +143,6 @@ int main(int argc, char **argv)
 							    : "local config applied",
 			 NULL);
 
-	if (o.token_file && agent_token_load(o.token_file, &token, &err) < 0) {
-		pf_log_error("%s", err.msg);
-		goto out;
-	}
 	session = agent_session_new(state, cfg, health, o.heartbeat_s);
 	if (!session) {
 		pf_log_error("out of memory");

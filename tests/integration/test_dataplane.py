@@ -336,6 +336,65 @@ class Dataplane(IntegrationCase):
         self.assertTrue(ag.proc.alive())
         self.assertEqual(ag.stop(signal.SIGTERM), 0)
 
+    def test_embedded_store_end_to_end(self):
+        """Issue 4: agent -> the controller's embedded store -> query API shows the hot function.
+
+        The exporter authenticates with auth: agent_token, so the pushed config holds no secret.
+        """
+        ctl = self.controller()
+        ag = self.agent(ctl, "store")
+        uid = ag.uid()
+        self.wait_agent(ctl, uid, lambda a: a["connected"], what="agent connected")
+        self.wait_sampler(ag)
+        self.start_workload()
+        exporter = ('{type: otlp_http, endpoint: "http://127.0.0.1:%d/v1development/profiles", '
+                    'auth: agent_token}' % ctl.port)
+        text = config_yaml(self.wl_name, [exporter], frequency=199, duration=2)
+        self.assertNotIn(ctl.agent_token, text)
+        self.push(ctl, uid, text)
+
+        def listed():
+            st, body, _ = ctl.request("GET", "/api/v1/profiles?agent=%s&limit=10" % uid)
+            return body["profiles"] if st == 200 and body["profiles"] else None
+        profiles = wait_until(listed, timeout=20, what="profiles stored for the agent")
+        self.assertEqual(profiles[0]["service"], self.wl_name)
+        # Merged flame graph of the service: both functions, ~2:1, under their callers.
+        wait_until(lambda: len(listed() or []) >= 2, timeout=20, what="two windows stored")
+        st, tree, _ = ctl.request("GET", "/api/v1/flamegraph?service=" + self.wl_name)
+        self.assertEqual(st, 200, tree)
+        found = {}
+
+        def walk(node, path):
+            for c in node.get("children", []):
+                p = path + [c["name"]]
+                if c["name"] in ("hot_a", "hot_b"):
+                    found[c["name"]] = found.get(c["name"], 0) + c["value"]
+                    self.assertIn("caller_a" if c["name"] == "hot_a" else "caller_b", p)
+                walk(c, p)
+        walk(tree, [])
+        self.assertIn("hot_a", found, tree)
+        self.assertIn("hot_b", found, tree)
+        share = found["hot_a"] / float(found["hot_a"] + found["hot_b"])
+        self.assertAlmostEqual(share, 2 / 3.0, delta=0.2 * 2 / 3.0)
+        st, top, _ = ctl.request("GET", "/api/v1/top?service=%s&limit=5" % self.wl_name)
+        self.assertEqual(st, 200)
+        self.assertIn("hot_a", [f["name"] for f in top["functions"]])
+        # pprof download that go tool pprof reads.
+        st, body, rh = ctl.request("GET", "/api/v1/profiles/%s/pprof" % profiles[0]["id"],
+                                   raw=True)
+        self.assertEqual(st, 200)
+        go = shutil.which("go")
+        if go:
+            path = os.path.join(self.workdir, "dl.pb.gz")
+            with open(path, "wb") as f:
+                f.write(body)
+            env = dict(os.environ, GOCACHE=os.path.join(self.workdir, "gocache"),
+                       GOPATH=os.path.join(self.workdir, "gopath"), GOFLAGS="-mod=mod")
+            out = subprocess.run([go, "tool", "pprof", "-top", path], capture_output=True,
+                                 timeout=120, env=env, text=True)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertIn("hot_a", out.stdout)
+
 
 if __name__ == "__main__":
     result = unittest.main(verbosity=2, exit=False).result
