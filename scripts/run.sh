@@ -41,9 +41,24 @@ for _ in $(seq 1 100); do
 done
 curl -fs "$url/readyz" >/dev/null || { echo "controller not ready; see $ctl_log" >&2; exit 1; }
 
-build/release/agent/profleet-agent --server "ws://$host:$port/v1/opamp" \
-	--token-file "$data/agent.token" --state-dir "$data/agent-state" --label env=local \
-	>>"$agent_log" 2>&1 &
+admin=$(cat "$data/admin.token")
+# The embedded store is the default destination: unless a `default` config exists already,
+# every agent samples CPU at 99 Hz in 10 s windows and sends them to this controller,
+# authenticating with its own agent token (auth: agent_token; the config holds no secret).
+if ! curl -fs -H "Authorization: Bearer $admin" "$url/api/v1/configs/default" >/dev/null; then
+	printf 'profiling:\n  sampling: {frequency_hz: 99, duration_seconds: 10}\n  exporters:\n    - {type: otlp_http, endpoint: "%s/v1development/profiles", auth: agent_token}\n' "$url" |
+		curl -fs -X PUT -H "Authorization: Bearer $admin" --data-binary @- \
+			"$url/api/v1/configs/default" >/dev/null
+fi
+
+# eBPF sampling needs root (or CAP_BPF + CAP_PERFMON); without it the agent still runs and
+# reports its sampler unhealthy.
+agent_cmd=(build/release/agent/profleet-agent --server "ws://$host:$port/v1/opamp"
+	--token-file "$data/agent.token" --state-dir "$data/agent-state" --label env=local)
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then
+	agent_cmd=(sudo "${agent_cmd[@]}")
+fi
+"${agent_cmd[@]}" >>"$agent_log" 2>&1 &
 agent=$!
 
 token_file="$(cd "$data" && pwd)/admin.token"
@@ -58,8 +73,11 @@ Try:
   TOKEN=\$(cat $token_file)
   curl -s -H "Authorization: Bearer \$TOKEN" $url/api/v1/agents
   curl -s -H "Authorization: Bearer \$TOKEN" $url/api/v1/fleet/summary
-  curl -s -X PUT -H "Authorization: Bearer \$TOKEN" --data-binary @docs/examples/profiling.yaml \\
-       $url/api/v1/configs/default
+  curl -s -H "Authorization: Bearer \$TOKEN" "$url/api/v1/profiles?limit=5"
+  curl -s -H "Authorization: Bearer \$TOKEN" "$url/api/v1/top?limit=10"
+  curl -s -H "Authorization: Bearer \$TOKEN" "$url/api/v1/flamegraph" > flame.json
+
+The first profiles arrive about 10 s after start (one window).
 
 Ctrl-C stops both.
 MSG
