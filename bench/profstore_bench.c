@@ -1,31 +1,44 @@
 /* profstore-bench — the embedded profile store on this machine (docs/benchmarks.md, "Profile
  * store"): receiver ingest rate and flame-graph query latency over a synthetic fleet.
  *
- *   profstore-bench [-a agents] [-w windows] [-k stacks] [-d dir] [-q queries]
+ *   profstore-bench [-a agents] [-w windows] [-k stacks] [-d dir] [-q queries] [-L secs]
  *     -a  agents (default 100), each one process of its own service ("svc-<n % 10>")
  *     -w  10-second windows per agent (default 360: one hour)
  *     -k  distinct stacks per window (default 200; 990 samples = 99 Hz x 10 s spread on them)
  *     -d  directory for the database (default: a new one under /tmp, removed at exit)
  *     -q  repetitions of each query (default 5)
+ *     -L  then the event loop's latency: the real server (server.c) on loopback, for secs
+ *         seconds per phase, /healthz probed every 10 ms by one client while 2 clients send
+ *         merged flame-graph queries back to back, then post OTLP requests back to back —
+ *         each on the loop (no pools: as before) and on the pools (query_pool.h)
  *
  * Ingest: every window is encoded as the agent would send it (one OTLP request per agent and
  * window, time order), then handed to pf_profstore_ingest() (decode, re-encode per profile,
  * gzip, insert into SQLite on a synchronous=FULL connection as the controller's main loop
  * does); only that call is timed. Queries go through pf_api_handle() like the server's. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "api/api.h"
+#include "fleet/fleet.h"
 #include "metrics.h"
 #include "otlp_profiles.h"
 #include "pf/hash.h"
 #include "pf/uuid.h"
 #include "profstore/profstore.h"
+#include "profstore/query_pool.h"
+#include "server.h"
 #include "store.h"
 
 #define FUNCS 600
@@ -147,20 +160,186 @@ static double query(struct pf_api *api, const char *auth, const char *path, cons
 	return sum / reps;
 }
 
+/* ---- -L: the loop's latency with the real server */
+
+/* One HTTP/1.1 exchange on a new loopback connection ("Connection: close", read to EOF).
+ * The status, or -1 on a transport error. */
+static int http_once(int port, const char *method, const char *target, const char *auth,
+		     const void *body, size_t len)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0), status = -1, one = 1;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	char head[1024], buf[65536], first[16] = {0};
+	size_t got = 0;
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		goto out;
+	int n = snprintf(head, sizeof(head),
+			 "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+			 "Authorization: %s\r\nContent-Type: application/x-protobuf\r\n"
+			 "Content-Length: %zu\r\n\r\n",
+			 method, target, auth, len);
+	if (n < 0 || (size_t)n >= sizeof(head) || write(fd, head, (size_t)n) != n)
+		goto out;
+	for (size_t off = 0; off < len;) {
+		ssize_t w = write(fd, (const char *)body + off, len - off);
+		if (w <= 0)
+			goto out;
+		off += (size_t)w;
+	}
+	for (;;) {
+		ssize_t r = read(fd, buf, sizeof(buf));
+		if (r < 0)
+			goto out;
+		if (r == 0)
+			break;
+		if (got < sizeof(first) - 1) {
+			size_t c = pf_min((size_t)r, sizeof(first) - 1 - got);
+			memcpy(first + got, buf, c);
+		}
+		got += (size_t)r;
+	}
+	if (got >= 12 && strncmp(first, "HTTP/1.1 ", 9) == 0)
+		status = (int)strtol(first + 9, NULL, 10);
+out:
+	close(fd);
+	return status;
+}
+
+struct loop_bench {
+	int port;
+	const char *viewer, *agent;
+	const char *query; /* GET target of the load clients, or NULL: post `bodies` */
+	struct pf_buf *bodies;
+	size_t n_bodies;
+	atomic_bool stop;
+	atomic_size_t next_body;
+	atomic_size_t done, failed;
+	double busy_s; /* summed client-side time of the load requests */
+	pthread_mutex_t mu;
+};
+
+static void *load_client(void *arg)
+{
+	struct loop_bench *lb = arg;
+	while (!atomic_load(&lb->stop)) {
+		double t = now_s();
+		int st;
+		if (lb->query) {
+			st = http_once(lb->port, "GET", lb->query, lb->viewer, NULL, 0);
+		} else {
+			size_t i = atomic_fetch_add(&lb->next_body, 1) % lb->n_bodies;
+			st = http_once(lb->port, "POST", "/v1development/profiles", lb->agent,
+				       lb->bodies[i].data, lb->bodies[i].len);
+		}
+		double dt = now_s() - t;
+		atomic_fetch_add(st == 200 ? &lb->done : &lb->failed, 1);
+		pthread_mutex_lock(&lb->mu);
+		lb->busy_s += dt;
+		pthread_mutex_unlock(&lb->mu);
+	}
+	return NULL;
+}
+
+static void *server_thread(void *arg)
+{
+	pf_server_run(arg);
+	return NULL;
+}
+
+/* One phase: a server (with the pool or without), `clients` (0..2) load clients, /healthz
+ * every 10 ms for secs seconds. */
+static void loop_phase(const char *label, struct pf_store *st, const char *db,
+		       const struct pf_profile_retention *ret, struct loop_bench *lb,
+		       bool use_pool, double secs, int clients)
+{
+	struct pf_error err = {0};
+	struct pf_metrics metrics;
+	struct pf_fleet_options fo = {.heartbeat_interval_s = 30};
+	struct pf_fleet *fleet = pf_fleet_new(&fo);
+	struct pf_qpool *pool = NULL, *ingest = NULL;
+	memset(&metrics, 0, sizeof(metrics));
+	if (use_pool) {
+		struct pf_qpool_options qo = {.db_path = db};
+		struct pf_qpool_options io = {.db_path = db, .writer = true, .threads = 1,
+					      .retention = ret};
+		pool = pf_qpool_start(&qo, &err);
+		ingest = pool ? pf_qpool_start(&io, &err) : NULL;
+		if (!ingest) {
+			fprintf(stderr, "pools: %s\n", err.msg);
+			exit(1);
+		}
+	}
+	struct pf_api api = {.fleet = fleet, .store = st, .metrics = &metrics};
+	struct pf_server_options so = {.port = 0, .max_message_bytes = 16 << 20,
+				       .max_agents = 100, .query_pool = pool,
+				       .ingest_pool = ingest};
+	snprintf(so.listen_host, sizeof(so.listen_host), "127.0.0.1");
+	struct pf_server *srv = pf_server_new(&so, fleet, st, NULL, &metrics, &api, &err);
+	if (!srv) {
+		fprintf(stderr, "server: %s\n", err.msg);
+		exit(1);
+	}
+	lb->port = pf_server_port(srv);
+	pthread_t sth, cl[2];
+	pthread_create(&sth, NULL, server_thread, srv);
+	atomic_store(&lb->stop, false);
+	atomic_store(&lb->done, 0);
+	atomic_store(&lb->failed, 0);
+	lb->busy_s = 0;
+	for (int i = 0; i < clients; i++)
+		pthread_create(&cl[i], NULL, load_client, lb);
+
+	size_t cap = (size_t)(secs * 100) + 16, n = 0, bad = 0;
+	double *lat = malloc(cap * sizeof(double)), end = now_s() + secs;
+	while (now_s() < end && n < cap) {
+		double t = now_s();
+		if (http_once(lb->port, "GET", "/healthz", "", NULL, 0) == 200)
+			lat[n++] = now_s() - t;
+		else
+			bad++;
+		struct timespec ts = {0, 10 * 1000000};
+		nanosleep(&ts, NULL);
+	}
+	atomic_store(&lb->stop, true);
+	for (int i = 0; i < clients; i++)
+		pthread_join(cl[i], NULL);
+	pf_server_stop(srv);
+	pthread_join(sth, NULL);
+	pf_server_free(srv);
+	pf_qpool_stop(pool);
+	pf_qpool_stop(ingest);
+	pf_fleet_free(fleet);
+	qsort(lat, n, sizeof(double), cmp_double);
+	size_t done = atomic_load(&lb->done);
+	printf("loop %-34s /healthz n=%zu p50 %6.1f ms p99 %6.1f ms max %6.1f ms | load: %zu ok "
+	       "(%zu failed), %.0f ms each%s\n",
+	       label, n, n ? lat[n / 2] * 1e3 : 0, n ? lat[(size_t)((double)n * 0.99)] * 1e3 : 0,
+	       n ? lat[n - 1] * 1e3 : 0, done, atomic_load(&lb->failed),
+	       done ? lb->busy_s / (double)done * 1e3 : 0, bad ? " (some probes failed)" : "");
+	free(lat);
+}
+
 int main(int argc, char **argv)
 {
 	int agents = 100, windows = 360, stacks = 200, reps = 5, o;
+	double loop_s = 0;
 	const char *dir = NULL;
-	while ((o = getopt(argc, argv, "a:w:k:d:q:")) != -1) {
+	while ((o = getopt(argc, argv, "a:w:k:d:q:L:")) != -1) {
 		switch (o) {
 		case 'a': agents = (int)strtol(optarg, NULL, 10); break;
 		case 'w': windows = (int)strtol(optarg, NULL, 10); break;
 		case 'k': stacks = (int)strtol(optarg, NULL, 10); break;
 		case 'd': dir = optarg; break;
 		case 'q': reps = (int)strtol(optarg, NULL, 10); break;
+		case 'L': loop_s = strtod(optarg, NULL); break;
 		default:
 			fprintf(stderr, "usage: profstore-bench [-a agents] [-w windows] [-k stacks] "
-					"[-d dir] [-q reps]\n");
+					"[-d dir] [-q reps] [-L secs]\n");
 			return 2;
 		}
 	}
@@ -282,6 +461,40 @@ int main(int argc, char **argv)
 			*cut = 0;
 		printf("query %-44s %9.1f ms  %8zu bytes  %s\n", qs[i].label, avg * 1e3, out,
 		       qs[i].path[8] == 'f' && cut ? head : "");
+	}
+	if (loop_s > 0) {
+		char agent_tok[64], agent_auth[80], q[160];
+		pf_token_generate(agent_tok, sizeof(agent_tok));
+		pf_sha256(agent_tok, strlen(agent_tok), h);
+		pf_store_token_add(st, h, "agent", "bench-agent", 1);
+		snprintf(agent_auth, sizeof(agent_auth), "Bearer %s", agent_tok);
+		snprintf(q, sizeof(q), "/api/v1/flamegraph?%s&%s", from, to);
+		/* OTLP requests for the ingest phase: later windows, retention keeps the rest */
+		size_t nb = (size_t)pf_min(agents * 4, 400);
+		struct pf_buf *bodies = calloc(nb, sizeof(*bodies));
+		for (size_t i = 0; i < nb; i++) {
+			struct pf_prof_window *w = win[i % (size_t)agents];
+			w->start_unix_ns = t0_ns + (uint64_t)(windows + (int)(i / (size_t)agents)) *
+						       WINDOW_S * 1000000000ull;
+			w->end_unix_ns = w->start_unix_ns + WINDOW_S * 1000000000ull;
+			pf_buf_init(&bodies[i], (size_t)64 << 20);
+			if (pf_otlp_profiles_encode(w, &bodies[i], NULL, &err) < 0)
+				return 1;
+		}
+		struct loop_bench lb = {.viewer = auth, .agent = agent_auth, .query = q,
+					.bodies = bodies, .n_bodies = nb};
+		pthread_mutex_init(&lb.mu, NULL);
+		printf("loop: %.0f s per phase; load = 2 clients back to back: %s\n", loop_s, q);
+		loop_phase("idle (no load)", st, db, &ret, &lb, true, pf_min(loop_s, 3.0), 0);
+		loop_phase("merged queries, on the loop", st, db, &ret, &lb, false, loop_s, 2);
+		loop_phase("merged queries, query pool", st, db, &ret, &lb, true, loop_s, 2);
+		lb.query = NULL;
+		loop_phase("OTLP ingest, on the loop", st, db, &ret, &lb, false, loop_s, 2);
+		loop_phase("OTLP ingest, writer thread", st, db, &ret, &lb, true, loop_s, 2);
+		for (size_t i = 0; i < nb; i++)
+			pf_buf_release(&bodies[i]);
+		free(bodies);
+		pthread_mutex_destroy(&lb.mu);
 	}
 	pf_buf_release(&req);
 	pf_buf_release(&resp);

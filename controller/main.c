@@ -18,6 +18,7 @@
 #include "fleet/persist.h"
 #include "metrics.h"
 #include "pf/log.h"
+#include "profstore/query_pool.h"
 #include "profstore/retention.h"
 #include "server.h"
 #include "store.h"
@@ -55,6 +56,7 @@ int main(int argc, char **argv)
 	struct pf_fleet *fleet = NULL;
 	struct pf_persist *persist = NULL;
 	struct pf_retention *retention = NULL;
+	struct pf_qpool *qpool = NULL, *ingest = NULL;
 	struct pf_metrics metrics;
 	struct pf_api api;
 	memset(&metrics, 0, sizeof(metrics));
@@ -104,6 +106,22 @@ int main(int argc, char **argv)
 		pf_log_error("cannot start profile retention: %s", err.msg);
 		goto out;
 	}
+	/* Heavy profile queries (merged flame graphs, top, diff, ...) run on worker threads
+	 * with their own read-only connections, not on the event loop. */
+	struct pf_qpool_options qo = {.db_path = dbpath};
+	qpool = pf_qpool_start(&qo, &err);
+	if (!qpool) {
+		pf_log_error("cannot start the profile query threads: %s", err.msg);
+		goto out;
+	}
+	/* The OTLP receiver's decode + gzip + synchronous insert, on one writer thread. */
+	struct pf_qpool_options io = {.db_path = dbpath, .writer = true, .threads = 1,
+				      .retention = &pret};
+	ingest = pf_qpool_start(&io, &err);
+	if (!ingest) {
+		pf_log_error("cannot start the profile receiver's writer: %s", err.msg);
+		goto out;
+	}
 	api.fleet = fleet;
 	api.store = store;
 	api.metrics = &metrics;
@@ -115,6 +133,8 @@ int main(int argc, char **argv)
 		.client_ca = cfg.client_ca,
 		.max_message_bytes = cfg.max_message_bytes,
 		.max_agents = cfg.max_agents,
+		.query_pool = qpool,
+		.ingest_pool = ingest,
 	};
 	snprintf(so.listen_host, sizeof(so.listen_host), "%s", cfg.listen_host);
 	g_server = pf_server_new(&so, fleet, store, persist, &metrics, &api, &err);
@@ -141,6 +161,9 @@ out:
 		pf_server_free(g_server);
 		g_server = NULL;
 	}
+	/* After the server: no connection waits on them any more. */
+	pf_qpool_stop(qpool);
+	pf_qpool_stop(ingest);
 	if (persist) {
 		/* Write every agent row still dirty before leaving. */
 		while (pf_persist_flush(persist, fleet, 50000) > 0)

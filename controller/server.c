@@ -11,6 +11,7 @@
 #include <libwebsockets.h>
 
 #include "api/api.h"
+#include "api/api_profiles.h"
 #include "fleet/fleet.h"
 #include "fleet/persist.h"
 #include "metrics.h"
@@ -19,6 +20,7 @@
 #include "pf/gzip.h"
 #include "pf/log.h"
 #include "profstore/profstore.h"
+#include "profstore/query_pool.h"
 
 #define OPAMP_PATH "/v1/opamp"
 #define PROFILES_PATH "/v1development/profiles" /* OTLP/HTTP profiles receiver */
@@ -27,6 +29,8 @@
 #define PERSIST_SEEN_EVERY 60 /* ticks: last_seen-only rows every 30 s */
 #define HTTP_CHUNK 65536
 #define RETRY_AFTER_OVERLOAD_S "30"
+#define RETRY_AFTER_QUERY_S "1" /* a pool's queue is full; a merged query takes ~0.3 s */
+#define QUERY_CONN_TIMEOUT_S 300 /* bound on a connection waiting on a pool (queue + run) */
 
 /* One queued WebSocket message: one allocation, LWS_PRE headroom then the frame. */
 struct outmsg {
@@ -68,6 +72,8 @@ struct http_req {
 	size_t resp_len, resp_off;
 	bool headers_sent;
 	bool close_after;
+	uint64_t job; /* a pool's handle while the answer is computed there, else 0 */
+	struct pf_qpool *job_pool;
 };
 
 struct pss {
@@ -90,6 +96,50 @@ struct pf_server {
 	struct pf_buf scratch; /* replies are encoded here, then copied into one outmsg */
 	volatile sig_atomic_t stop;
 	size_t n_ws;
+	struct pf_qpool *pool; /* heavy profile queries, or NULL */
+	struct pf_qpool *ingest; /* the OTLP receiver's writer, or NULL */
+	uint64_t next_job;
+};
+
+/* A request handed to a pool (profstore/query_pool.h) and, filled on the worker, its answer
+ * with LWS_PRE headroom, so the loop only moves pointers. */
+struct srv_job {
+	struct pf_qjob base;
+	/* Loop side only: valid while the pool has not been told to forget base.handle, which
+	 * req_free() does before the request (or its connection) goes away. */
+	struct http_req *req;
+	struct lws *wsi;
+	char path[512]; /* for logs */
+	bool api; /* counted in the API metrics */
+	/* answer */
+	int status;
+	const char *ctype;
+	char hname[32];
+	char hval[160];
+	uint8_t *resp;
+	size_t resp_len;
+	char note[256]; /* logged by the loop */
+};
+
+/* An API request for the query pool: a copy (the connection may go away while it runs). */
+struct api_job {
+	struct srv_job sj;
+	char method[8];
+	char args_store[2048];
+	size_t n_args;
+	size_t arg_off[PF_API_MAX_ARGS];
+	char auth[1024];
+	bool has_auth;
+	int64_t now_ms;
+};
+
+/* An OTLP request for the receiver's writer; the body is moved from the request. */
+struct ingest_job {
+	struct srv_job sj;
+	struct pf_buf body;
+	bool gzip;
+	char ctype_in[128];
+	size_t max_bytes;
 };
 
 static int64_t now_ms(void)
@@ -167,10 +217,16 @@ static void push_hook(struct pf_agent *a, void *ud)
 
 /* ------------------------------------------------------------------ HTTP */
 
-static void req_free(struct http_req *r)
+static void req_free(struct pf_server *s, struct http_req *r)
 {
 	if (!r)
 		return;
+	if (r->job) {
+		/* The client went away while its job waits or runs: it completes and is
+		 * dropped, never delivered here. */
+		pf_log_debug("%s: connection closed before its answer; dropping it", r->path);
+		pf_qpool_forget(r->job_pool, r->job);
+	}
 	pf_buf_release(&r->body);
 	free(r->resp);
 	free(r);
@@ -361,7 +417,223 @@ static void otlp_error(struct http_req *r, int status, int32_t rpc_code, const c
 	pf_buf_release(&b);
 }
 
-static void dispatch_profiles(struct pf_server *s, struct http_req *r)
+/* The API's extra header name in the lower case lws wants ("Allow:" -> "allow:"). */
+static void header_lower(const char *name, char *out, size_t len)
+{
+	size_t i;
+	for (i = 0; name[i] && i < len - 1; i++)
+		out[i] = (char)(name[i] | 0x20);
+	out[i] = 0;
+}
+
+/* ---- Work off the loop (profstore/query_pool.h): heavy profile queries on the query pool,
+ * OTLP ingest on the receiver's writer. */
+
+static void srv_job_free(struct pf_qjob *b)
+{
+	struct srv_job *j = lws_container_of(b, struct srv_job, base);
+	free(j->resp);
+	free(j);
+}
+
+static void ingest_job_free(struct pf_qjob *b)
+{
+	struct ingest_job *j = lws_container_of(b, struct ingest_job, sj.base);
+	pf_buf_release(&j->body);
+	free(j->sj.resp);
+	free(j);
+}
+
+/* On a worker: the answer body with LWS_PRE headroom, so the loop only moves a pointer. */
+static void srv_job_answer(struct srv_job *j, int status, const char *ctype, const uint8_t *body,
+			   size_t len)
+{
+	j->status = status;
+	j->ctype = ctype; /* string literals */
+	j->resp = malloc(LWS_PRE + len + 1);
+	if (j->resp) {
+		if (len)
+			memcpy(j->resp + LWS_PRE, body, len);
+		j->resp_len = len;
+	} else {
+		j->status = 500;
+	}
+}
+
+/* On a query worker, with its read-only connection: the same pf_api_handle() the loop would
+ * call, over a struct pf_api that has only the store (the offloaded routes use no more). */
+static void api_job_run(struct pf_qjob *b, struct pf_store *st)
+{
+	struct api_job *j = lws_container_of(b, struct api_job, sj.base);
+	struct pf_api wapi = {.store = st, .ready = true};
+	struct pf_api_request q = {
+		.method = j->method,
+		.path = j->sj.path,
+		.n_args = j->n_args,
+		.authorization = j->has_auth ? j->auth : NULL,
+		.now_ms = j->now_ms,
+	};
+	for (size_t i = 0; i < j->n_args; i++)
+		q.args[i] = j->args_store + j->arg_off[i];
+	struct pf_api_response resp;
+	pf_api_response_init(&resp);
+	if (st)
+		pf_api_handle(&wapi, &q, &resp);
+	else
+		pf_api_error(&resp, 503, "unavailable", "no query connection");
+	if (resp.extra_header_name[0]) {
+		header_lower(resp.extra_header_name, j->sj.hname, sizeof(j->sj.hname));
+		snprintf(j->sj.hval, sizeof(j->sj.hval), "%s", resp.extra_header_value);
+	}
+	srv_job_answer(&j->sj, resp.status, resp.content_type, resp.body.data, resp.body.len);
+	pf_api_response_release(&resp);
+}
+
+/* On the receiver's writer, with its synchronous=FULL connection (retention set). */
+static void ingest_job_run(struct pf_qjob *b, struct pf_store *st)
+{
+	struct ingest_job *j = lws_container_of(b, struct ingest_job, sj.base);
+	struct pf_profstore_request q = {
+		.body = j->body.data,
+		.len = j->body.len,
+		.gzip = j->gzip,
+		.content_type = j->ctype_in[0] ? j->ctype_in : NULL,
+		.max_bytes = j->max_bytes,
+		.now_ms = now_ms(),
+	};
+	struct pf_profstore_result res = {0};
+	struct pf_buf out;
+	pf_buf_init(&out, 1 << 20);
+	if (!st) {
+		pf_profstore_encode_status(14 /* UNAVAILABLE */, "no store connection", &out);
+		srv_job_answer(&j->sj, 503, "application/x-protobuf", out.data, out.len);
+	} else if (pf_profstore_ingest(st, &q, &res, &out) < 0) {
+		srv_job_answer(&j->sj, 500, "application/x-protobuf", NULL, 0);
+	} else {
+		srv_job_answer(&j->sj, res.status, "application/x-protobuf", out.data, out.len);
+		if (res.status != 200)
+			snprintf(j->sj.note, sizeof(j->sj.note), "%s", res.message);
+	}
+	pf_buf_release(&out);
+	pf_buf_release(&j->body); /* early: the answer may wait for the loop */
+}
+
+/* Worker thread, pool lock held: only wake the loop. */
+static void pool_notify(void *ud)
+{
+	struct pf_server *s = ud;
+	lws_cancel_service(s->ctx);
+}
+
+/* Submits j for r to pool. 0 when queued (r waits for drain_jobs()); -EAGAIN when the queue
+ * is full, -ENOMEM: the caller answers and frees j. */
+static int submit_job(struct pf_server *s, struct pf_qpool *pool, struct lws *wsi,
+		      struct http_req *r, struct srv_job *j)
+{
+	j->base.handle = ++s->next_job;
+	j->req = r;
+	j->wsi = wsi;
+	memcpy(j->path, r->path, sizeof(j->path));
+	int rc = pf_qpool_submit(pool, &j->base);
+	if (rc < 0)
+		return rc;
+	r->job = j->base.handle;
+	r->job_pool = pool;
+	/* The answer may take a while (queue + run): no lws idle timeout meanwhile, but a
+	 * bound all the same. */
+	lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, QUERY_CONN_TIMEOUT_S);
+	return 0;
+}
+
+/* Hands an API request to the query pool; see submit_job(). */
+static int submit_query(struct pf_server *s, struct lws *wsi, struct http_req *r)
+{
+	struct api_job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->sj.base.run = api_job_run;
+	j->sj.base.free = srv_job_free;
+	j->sj.api = true;
+	memcpy(j->method, r->method, sizeof(j->method));
+	memcpy(j->args_store, r->args_store, sizeof(j->args_store));
+	j->n_args = r->n_args;
+	for (size_t i = 0; i < r->n_args; i++)
+		j->arg_off[i] = (size_t)(r->args[i] - r->args_store);
+	memcpy(j->auth, r->auth, sizeof(j->auth));
+	j->has_auth = r->has_auth;
+	j->now_ms = now_ms();
+	int rc = submit_job(s, s->pool, wsi, r, &j->sj);
+	if (rc < 0)
+		free(j);
+	return rc;
+}
+
+/* Hands an OTLP request to the receiver's writer; the body moves into the job (no copy). */
+static int submit_ingest(struct pf_server *s, struct lws *wsi, struct http_req *r)
+{
+	struct ingest_job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->sj.base.run = ingest_job_run;
+	j->sj.base.free = ingest_job_free;
+	j->body = r->body;
+	j->gzip = r->body_gzip;
+	memcpy(j->ctype_in, r->ctype_in, sizeof(j->ctype_in));
+	j->max_bytes = s->opt.max_message_bytes;
+	int rc = submit_job(s, s->ingest, wsi, r, &j->sj);
+	if (rc < 0) {
+		free(j); /* the body still belongs to r */
+		return rc;
+	}
+	memset(&r->body, 0, sizeof(r->body));
+	return 0;
+}
+
+/* Moves every finished answer of pool to its request and asks for WRITEABLE. Jobs whose
+ * connection closed were forgotten (req_free) and never come back here. */
+static void drain_jobs(struct pf_server *s, struct pf_qpool *pool)
+{
+	struct pf_qjob *b;
+
+	while (pool && (b = pf_qpool_take(pool))) {
+		struct srv_job *j = lws_container_of(b, struct srv_job, base);
+		struct http_req *r = j->req;
+		if (r->job == b->handle) {
+			r->job = 0;
+			r->job_pool = NULL;
+			r->status = j->status;
+			r->ctype = j->ctype;
+			free(r->resp);
+			r->resp = j->resp;
+			r->resp_len = j->resp ? j->resp_len : 0;
+			r->resp_off = 0;
+			j->resp = NULL;
+			if (j->hname[0])
+				req_set_header(r, j->hname, j->hval);
+			if (j->api && s->metrics)
+				pf_metrics_api_request(s->metrics, r->status);
+			if (j->note[0])
+				pf_log_info("profiles: %d: %s", r->status, j->note);
+			pf_log_debug("%s: answered %d after %.1f ms queued + %.1f ms", j->path,
+				     r->status, (double)(b->started_us - b->queued_us) / 1e3,
+				     (double)(b->done_us - b->started_us) / 1e3);
+			lws_set_timeout(j->wsi, NO_PENDING_TIMEOUT, 0);
+			lws_callback_on_writable(j->wsi);
+		}
+		b->free(b);
+	}
+}
+
+/* A viewer (or higher) token: the request may take a pool slot. Anything else runs on the
+ * loop, where pf_api_handle() answers 401 at once. */
+static bool api_token_ok(struct pf_server *s, const char *auth)
+{
+	char role[16];
+	const char *r = pf_api_token_role(s->store, auth, role, sizeof(role));
+	return r && strcmp(r, "agent") != 0;
+}
+
+static void dispatch_profiles(struct pf_server *s, struct lws *wsi, struct http_req *r)
 {
 	if (strcmp(r->method, "POST") != 0) {
 		otlp_error(r, 405, 12 /* UNIMPLEMENTED */, "the OTLP profiles receiver takes POST");
@@ -379,6 +651,18 @@ static void dispatch_profiles(struct pf_server *s, struct http_req *r)
 		otlp_error(r, 413, 8 /* RESOURCE_EXHAUSTED */, m);
 		r->close_after = true;
 		return;
+	}
+	if (s->ingest) {
+		int rc = submit_ingest(s, wsi, r);
+		if (rc == 0)
+			return; /* drain_jobs() answers */
+		if (rc == -EAGAIN) {
+			/* OTLP/HTTP: 503 is retryable; the exporter backs off. */
+			otlp_error(r, 503, 14 /* UNAVAILABLE */, "receiver busy; retry later");
+			req_set_header(r, "retry-after:", RETRY_AFTER_QUERY_S);
+			return;
+		}
+		/* out of memory for the job: store it here */
 	}
 	struct pf_profstore_request q = {
 		.body = r->body.data,
@@ -403,7 +687,7 @@ static void dispatch_profiles(struct pf_server *s, struct http_req *r)
 	pf_buf_release(&out);
 }
 
-static void dispatch_api(struct pf_server *s, struct http_req *r)
+static void dispatch_api(struct pf_server *s, struct lws *wsi, struct http_req *r)
 {
 	struct pf_api_request q = {
 		.method = r->method,
@@ -417,17 +701,34 @@ static void dispatch_api(struct pf_server *s, struct http_req *r)
 	memcpy(q.args, r->args, sizeof(q.args));
 	struct pf_api_response resp;
 	pf_api_response_init(&resp);
-	if (r->too_large)
+	if (r->too_large) {
 		pf_api_error(&resp, 413, "too_large", "request body over %zu bytes", r->limit);
-	else
+	} else if (s->pool && pf_api_profiles_offload(r->method, r->path) &&
+		   api_token_ok(s, r->has_auth ? r->auth : NULL)) {
+		int rc = submit_query(s, wsi, r);
+		if (rc == 0) {
+			pf_api_response_release(&resp);
+			return; /* drain_jobs() answers */
+		}
+		if (rc == -EAGAIN) {
+			pf_api_error(&resp, 503, "unavailable",
+				     "too many profile queries running; retry shortly");
+			snprintf(resp.extra_header_name, sizeof(resp.extra_header_name),
+				 "Retry-After:");
+			snprintf(resp.extra_header_value, sizeof(resp.extra_header_value), "%s",
+				 RETRY_AFTER_QUERY_S);
+			if (s->metrics)
+				pf_metrics_api_request(s->metrics, 503);
+		} else {
+			pf_api_handle(s->api, &q, &resp); /* out of memory: answer inline */
+		}
+	} else {
 		pf_api_handle(s->api, &q, &resp);
+	}
 	req_set_response(r, resp.status, resp.content_type, resp.body.data, resp.body.len);
 	if (resp.extra_header_name[0]) {
 		char lower[32];
-		size_t i;
-		for (i = 0; resp.extra_header_name[i] && i < sizeof(lower) - 1; i++)
-			lower[i] = (char)(resp.extra_header_name[i] | 0x20);
-		lower[i] = 0;
+		header_lower(resp.extra_header_name, lower, sizeof(lower));
 		req_set_header(r, lower, resp.extra_header_value);
 	}
 	pf_api_response_release(&resp);
@@ -441,10 +742,11 @@ static void dispatch(struct pf_server *s, struct lws *wsi, struct http_req *r)
 	if (r->is_opamp)
 		dispatch_opamp_http(s, r);
 	else if (r->is_profiles)
-		dispatch_profiles(s, r);
+		dispatch_profiles(s, wsi, r);
 	else
-		dispatch_api(s, r);
-	lws_callback_on_writable(wsi);
+		dispatch_api(s, wsi, r);
+	if (!r->job)
+		lws_callback_on_writable(wsi);
 }
 
 static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const char *uri)
@@ -452,7 +754,7 @@ static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, con
 	struct http_req *r = calloc(1, sizeof(*r));
 	if (!r)
 		return -1;
-	req_free(pss->req);
+	req_free(s, pss->req);
 	pss->req = r;
 	snprintf(r->method, sizeof(r->method), "%s", method_of(wsi));
 	snprintf(r->path, sizeof(r->path), "%s", uri ? uri : "/");
@@ -695,6 +997,13 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		return 0;
 	}
 
+	case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+		/* lws_cancel_service(): a query finished (or pf_server_stop) */
+		if (s) {
+			drain_jobs(s, s->pool);
+			drain_jobs(s, s->ingest);
+		}
+		return 0;
 	case LWS_CALLBACK_HTTP:
 		return http_begin(s, wsi, pss, in) < 0 ? -1 : 0;
 	case LWS_CALLBACK_HTTP_BODY: {
@@ -716,7 +1025,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			return -1;
 		if (n == 1) {
 			bool close_after = r->close_after;
-			req_free(r);
+			req_free(s, r);
 			pss->req = NULL;
 			if (close_after || lws_http_transaction_completed(wsi))
 				return -1;
@@ -725,7 +1034,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	}
 	case LWS_CALLBACK_CLOSED_HTTP:
 		if (pss) {
-			req_free(pss->req);
+			req_free(s, pss->req);
 			pss->req = NULL;
 		}
 		return 0;
@@ -789,6 +1098,8 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	s->opamp.fleet = fleet;
 	s->opamp.metrics = metrics;
 	s->opamp.max_message_bytes = opt->max_message_bytes;
+	s->pool = opt->query_pool;
+	s->ingest = opt->ingest_pool;
 	pf_fleet_set_push_hook(fleet, push_hook, s);
 
 	lws_set_log_level(pf_log_level_current >= PF_LOG_DEBUG ? LLL_ERR | LLL_WARN | LLL_NOTICE
@@ -832,6 +1143,10 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 		return NULL;
 	}
 	s->vh = lws_get_vhost_by_name(s->ctx, "default");
+	if (s->pool)
+		pf_qpool_set_notify(s->pool, pool_notify, s);
+	if (s->ingest)
+		pf_qpool_set_notify(s->ingest, pool_notify, s);
 	lws_sul_schedule(s->ctx, 0, &s->sul_persist, persist_tick, PERSIST_INTERVAL_US);
 	return s;
 }
@@ -863,6 +1178,12 @@ void pf_server_free(struct pf_server *s)
 {
 	if (!s)
 		return;
+	/* After this no worker calls lws_cancel_service() on the context destroyed below; the
+	 * connections' close callbacks make the pool forget their queries. */
+	if (s->pool)
+		pf_qpool_set_notify(s->pool, NULL, NULL);
+	if (s->ingest)
+		pf_qpool_set_notify(s->ingest, NULL, NULL);
 	if (s->ctx) {
 		lws_sul_cancel(&s->sul_persist);
 		lws_context_destroy(s->ctx);

@@ -5,7 +5,9 @@
  * only from WRITEABLE callbacks, one lws_write per callback, LWS_PRE headroom).
  *
  * Owns: the lws context, every connection's transport state (receive reassembly with a hard
- * cap, an output queue), the periodic timers (persistence flush), shutdown. */
+ * cap, an output queue), the periodic timers (persistence flush), shutdown, and the requests
+ * it has handed to the query pool (it tells the pool to forget a request whose connection
+ * closes, so a late answer never touches a freed connection). */
 #ifndef PF_SERVER_H
 #define PF_SERVER_H
 
@@ -28,6 +30,15 @@ struct pf_server_options {
 	const char *client_ca; /* PEM; agents must present a certificate signed by it */
 	size_t max_message_bytes; /* OpAMP inbound limit (after decompression) */
 	uint32_t max_agents;      /* connected WebSocket agents before 503 */
+	/* When set, the heavy profile queries (api_profiles.h pf_api_profiles_offload) run on
+	 * this pool (profstore/query_pool.h) and their answers come back through its completion
+	 * queue; a full queue answers 503 with Retry-After. NULL: they run on the loop. The
+	 * caller starts it before pf_server_new() and stops it after pf_server_free(). */
+	struct pf_qpool *query_pool;
+	/* When set, OTLP profile requests (POST /v1development/profiles) are decoded and stored
+	 * by this pool (one writer thread, its own synchronous=FULL connection with the
+	 * retention set); a full queue answers 503 with Retry-After. NULL: on the loop. */
+	struct pf_qpool *ingest_pool;
 };
 
 struct pf_server;

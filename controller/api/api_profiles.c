@@ -503,6 +503,32 @@ bool pf_api_profiles_match(const char seg[][160], size_t n)
 	return n == 2 && strcmp(seg[0], "flamegraph") == 0 && strcmp(seg[1], "diff") == 0;
 }
 
+bool pf_api_profiles_offload(const char *method, const char *path)
+{
+	char seg[3][160];
+	size_t n = 0;
+	const char *p;
+
+	if (strcmp(method, "GET") != 0 || strncmp(path, "/api/v1/", 8) != 0)
+		return false;
+	/* The same splitting as api.c's router: empty segments are skipped. */
+	for (p = path + 8; *p == '/'; p++)
+		;
+	while (*p) {
+		const char *e = strchr(p, '/');
+		size_t l = e ? (size_t)(e - p) : strlen(p);
+		if (n == 3 || l >= sizeof(seg[0]))
+			return false;
+		memcpy(seg[n], p, l);
+		seg[n++][l] = 0;
+		for (p += l; *p == '/'; p++)
+			;
+	}
+	if (!n || !pf_api_profiles_match((const char(*)[160])seg, n))
+		return false;
+	return !(n == 2 && strcmp(seg[0], "profiles") == 0); /* metadata: cheap */
+}
+
 void pf_api_profiles_handle(struct pf_api *api, const struct pf_api_request *req,
 			    struct pf_api_response *resp, const char seg[][160], size_t n)
 {

@@ -31,6 +31,14 @@
 
 /* Whether the path segments after /api/v1/ name one of the routes above. */
 bool pf_api_profiles_match(const char seg[][160], size_t n);
+/* Whether the request (method, full path such as "/api/v1/flamegraph") is one of the heavy
+ * routes the server runs on the query pool (profstore/query_pool.h) instead of its event
+ * loop: GET of the profile list, /profiles/{id}/flamegraph, /profiles/{id}/pprof,
+ * /flamegraph, /flamegraph/diff and /top. The metadata route /profiles/{id} is cheap and
+ * stays on the loop. The pool runs such a request through pf_api_handle() with a struct
+ * pf_api whose store is the worker's own read-only connection (fleet and metrics NULL:
+ * these routes use neither). */
+bool pf_api_profiles_offload(const char *method, const char *path);
 /* Handles a request pf_api_profiles_match() accepted; always fills resp. */
 void pf_api_profiles_handle(struct pf_api *api, const struct pf_api_request *req,
 			    struct pf_api_response *resp, const char seg[][160], size_t n);

@@ -1,8 +1,9 @@
 /* profstore.h — the controller's embedded profile store, receiving side: the OTLP/HTTP
  * profiles receiver logic (POST /v1development/profiles) as a plain function over the request
  * bytes, and loading a stored profile back into a window for the views (flame.h) and the pprof
- * download. server.c calls pf_profstore_ingest() and writes back what it fills; the API
- * (api/api_profiles.c) calls pf_profstore_load().
+ * download. server.c calls pf_profstore_ingest() on the receiver's writer thread (a one-thread
+ * query_pool.h pool with its own connection) and writes back what it fills; the API
+ * (api/api_profiles.c) calls pf_profstore_load(), on the query pool's threads.
  *
  * Receiver (OTLP 1.x, "OTLP/HTTP" section of the specification):
  *  - body: a binary protobuf ExportProfilesServiceRequest (opentelemetry-proto v1.11.0

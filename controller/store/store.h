@@ -243,4 +243,8 @@ int pf_store_profile_get(struct pf_store *st, int64_t id,
 /* Appends the stored body of profile `id` to out. -ENOENT, -E2BIG from out's cap. */
 int pf_store_profile_body(struct pf_store *st, int64_t id, struct pf_buf *out);
 
+/* Makes this connection read-only for good (PRAGMA query_only): every later write on it
+ * fails with -EIO. For the query pool's reader connections (profstore/query_pool.h). */
+int pf_store_set_read_only(struct pf_store *st);
+
 #endif

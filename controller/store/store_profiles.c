@@ -608,3 +608,10 @@ int pf_store_profile_body(struct pf_store *st, int64_t id, struct pf_buf *out)
 		return store_fail_other(st, NULL, -ENOMEM, "profiles: out of memory");
 	return pf_buf_append(out, b ? b : "", n);
 }
+
+int pf_store_set_read_only(struct pf_store *st)
+{
+	if (sqlite3_exec(store_db(st), "PRAGMA query_only = 1", NULL, NULL, NULL) != SQLITE_OK)
+		return store_fail_sqlite(st, NULL, "query_only");
+	return 0;
+}

@@ -2,14 +2,21 @@
 (made with `protoc --encode` against the upstream schema, so not by our own encoder) posted to
 /v1development/profiles, then the query API: list, metadata, flame graphs, top, diff, pprof
 download read by `go tool pprof` (skipped when Go is missing); 400, 413, 401, partial success,
-and the byte cap of the retention.
+and the byte cap of the retention. LoopNotBlocked: heavy merged queries run on the query pool,
+so /healthz and other API calls answer while they run; a full pool answers 503 + Retry-After;
+a client that disconnects mid-query harms nothing.
 """
 import gzip
+import http.client
 import json
 import os
+import random
 import shutil
+import socket
 import subprocess
 import tempfile
+import threading
+import time
 import unittest
 
 import pfharness
@@ -86,12 +93,61 @@ def encode(service="checkout", start=START_NS, hot=90, cold=10):
     return r.stdout
 
 
+def big_text(stacks=200, funcs=600, seed=7):
+    """A profile shaped like the benchmark's (bench/profstore_bench.c): `stacks` stacks 8-32
+    frames deep over `funcs` functions, so merging it costs what a real agent window does."""
+    rnd = random.Random(seed)
+    out = ["resource_profiles { resource {",
+           ' attributes { key: "service.name" value { string_value: "big" } }',
+           ' attributes { key: "process.pid" value { int_value: 7 } }',
+           "} scope_profiles { scope { name: \"test\" } profiles {",
+           " sample_type { type_strindex: 1 unit_strindex: 2 }",
+           " period_type { type_strindex: 3 unit_strindex: 4 }",
+           " period: 10101010 time_unix_nano: %d duration_nano: 10000000000" % START_NS]
+    for i in range(stacks):
+        out.append(" samples { stack_index: %d values: %d }" % (i + 1, 1 + rnd.randrange(9)))
+    out.append("} } }")
+    out.append("dictionary { mapping_table {}")
+    out.append(" mapping_table { memory_start: 4096 memory_limit: 16777216 filename_strindex: 5 }")
+    out.append(" location_table {}")
+    for f in range(funcs):
+        out.append(" location_table { mapping_index: 1 address: %d lines { function_index: %d } }"
+                   % (4096 + 64 * f, f + 1))
+    out.append(" function_table {}")
+    for f in range(funcs):
+        out.append(" function_table { name_strindex: %d }" % (6 + f))
+    for t in ["", "samples", "count", "cpu", "nanoseconds", "/usr/bin/big"]:
+        out.append(' string_table: "%s"' % t)
+    for f in range(funcs):
+        out.append(' string_table: "pkg%d.function_%d"' % (f % 17, f))
+    out.append(" attribute_table {} stack_table {}")
+    for i in range(stacks):
+        depth = rnd.randrange(8, 33)
+        locs = [1 + (0 if d == 0 else rnd.randrange(funcs)) for d in range(depth)]
+        locs.reverse()  # leaf first
+        out.append(" stack_table { location_indices: [%s] }" % ", ".join(map(str, locs)))
+    out.append("}")
+    return "\n".join(out)
+
+
+def encode_text(text):
+    r = subprocess.run(["protoc", "-I" + REF, "--encode=" + REQUEST, SERVICE_PROTO],
+                       input=text.encode(), capture_output=True, timeout=60)
+    if r.returncode != 0:
+        raise AssertionError("protoc --encode failed: " + r.stderr.decode())
+    return r.stdout
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * q))]
+
+
 def have_protoc():
     return shutil.which("protoc") and os.path.isdir(REF)
 
 
-@unittest.skipUnless(have_protoc(), "protoc or the reference schemas are missing")
-class ProfileStore(unittest.TestCase):
+class StoreCase(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="pf-it-profstore-")
         self.c = None
@@ -127,6 +183,10 @@ class ProfileStore(unittest.TestCase):
         self.assertEqual(st, 200, (path, body))
         return body
 
+
+
+@unittest.skipUnless(have_protoc(), "protoc or the reference schemas are missing")
+class ProfileStore(StoreCase):
     def test_ingest_and_query(self):
         self.start()
         st, body, h = self.post(encode(start=START_NS))
@@ -247,6 +307,145 @@ class ProfileStore(unittest.TestCase):
         self.assertLess(lst["count"], 40)
         # oldest went first: the newest is still there
         self.assertEqual(lst["profiles"][0]["samples"], 40 + 10)
+
+
+
+@unittest.skipUnless(have_protoc(), "protoc or the reference schemas are missing")
+class LoopNotBlocked(StoreCase):
+    MIN_QUERY_S = 0.1
+
+    def get_timed(self, conn, path, token):
+        t = time.monotonic()
+        conn.request("GET", path, headers={"Authorization": "Bearer " + token})
+        r = conn.getresponse()
+        r.read()
+        return r.status, time.monotonic() - t
+
+    def load(self, *extra):
+        """Posts big profiles until one merged flame graph over them takes MIN_QUERY_S."""
+        self.start(*extra)
+        body = encode_text(big_text())
+        self.query = ("/api/v1/flamegraph?from=%d&to=%d&max_profiles=5000"
+                      % (START_MS, START_MS + 10000))
+        posted = 0
+        for _ in range(8):
+            for _ in range(150):
+                st, b, _ = self.post(body)
+                self.assertEqual(st, 200, b)
+                posted += 1
+            t = time.monotonic()
+            merged = self.get(self.query)
+            self.alone = time.monotonic() - t
+            self.assertEqual(merged["profiles_merged"], posted)
+            if self.alone >= self.MIN_QUERY_S * 1.5:
+                break
+        print("\n%d profiles; one merged flame graph alone: %.0f ms" % (posted, self.alone * 1e3))
+        self.assertGreaterEqual(self.alone, self.MIN_QUERY_S,
+                                "could not make a merged query slow enough to measure")
+
+    def run_queries(self, n, results):
+        def one(i):
+            c = http.client.HTTPConnection("127.0.0.1", self.c.port, timeout=60)
+            try:
+                c.request("GET", self.query,
+                          headers={"Authorization": "Bearer " + self.c.admin_token})
+                r = c.getresponse()
+                results[i] = (r.status, r.getheader("Retry-After"), r.read())
+            except OSError as e:  # the controller stopping under it
+                results[i] = (None, None, str(e).encode())
+            finally:
+                c.close()
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in ts:
+            t.start()
+        return ts
+
+    def test_loop_answers_while_merged_queries_run(self):
+        self.load()
+        results = [None] * 2
+        probe = http.client.HTTPConnection("127.0.0.1", self.c.port, timeout=30)
+        self.get_timed(probe, "/healthz", self.c.admin_token)  # connect outside the timing
+        t0 = time.monotonic()
+        ts = self.run_queries(2, results)  # both workers busy
+        time.sleep(0.01)  # let the requests reach the controller
+        health, summary = [], []
+        while any(t.is_alive() for t in ts) and time.monotonic() - t0 < 60:
+            st, dt = self.get_timed(probe, "/healthz", self.c.admin_token)
+            self.assertEqual(st, 200)
+            health.append(dt)
+            st, dt = self.get_timed(probe, "/api/v1/fleet/summary", self.c.admin_token)
+            self.assertEqual(st, 200)
+            summary.append(dt)
+        for t in ts:
+            t.join(60)
+        wall = time.monotonic() - t0
+        probe.close()
+        for st, _, b in results:
+            self.assertEqual(st, 200, b[:200])
+        print("2 merged queries in %.0f ms (alone %.0f ms); during them %d /healthz: p50 %.1f ms "
+              "max %.1f ms; %d /fleet/summary: p50 %.1f ms max %.1f ms"
+              % (wall * 1e3, self.alone * 1e3, len(health), pct(health, .5) * 1e3,
+                 max(health) * 1e3, len(summary), pct(summary, .5) * 1e3, max(summary) * 1e3))
+        # A blocked loop would hold a probe for about a query's duration (>= 100 ms): the
+        # first probe alone would wait most of it, and there would be a handful of probes.
+        self.assertGreaterEqual(len(health), 5)
+        bound = max(0.05, self.alone / 2)
+        self.assertLess(pct(health, .5), 0.05)
+        self.assertLess(pct(summary, .5), 0.05)
+        self.assertLess(max(health), bound)
+        self.assertLess(max(summary), bound)
+
+    def test_full_pool_answers_503_and_disconnects_are_harmless(self):
+        self.load()
+        # 2 running + 16 waiting fit; more at once get 503 with Retry-After.
+        results = [None] * 30
+        for t in self.run_queries(30, results):
+            t.join(120)
+        codes = [r[0] for r in results]
+        self.assertEqual(set(codes) - {200, 503}, set(), codes)
+        busy = [r for r in results if r[0] == 503]
+        print("30 merged queries at once: %d answered 200, %d answered 503"
+              % (codes.count(200), len(busy)))
+        self.assertGreaterEqual(codes.count(200), 12)
+        self.assertGreater(len(busy), 0)
+        self.assertEqual(busy[0][1], "1")
+        self.assertEqual(json.loads(busy[0][2])["error"]["code"], "unavailable")
+        # Clients that go away while their query waits or runs (lws notices when it writes
+        # the answer to the dead socket, or sooner).
+        for _ in range(6):
+            s = socket.create_connection(("127.0.0.1", self.c.port), timeout=5)
+            s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n"
+                       % (self.query, self.c.admin_token)).encode())
+            s.close()
+        # Still healthy and serving: two more queries queue behind the abandoned ones.
+        self.get("/api/v1/fleet/summary")
+        results = [None] * 2
+        for t in self.run_queries(2, results):
+            t.join(120)
+        self.assertEqual([r[0] for r in results], [200, 200])
+        self.assertIn("profiles_merged", self.get(self.query))
+        self.assertTrue(self.c.proc.alive())
+
+    def test_shutdown_while_queries_run(self):
+        """Connections closed under running and waiting queries (here by the controller's
+        own shutdown): their answers are dropped, never delivered to a freed connection, and
+        the controller exits cleanly (under ASan too)."""
+        self.load("--log-level", "debug")
+        log = os.path.join(self.tmp, "controller.log")
+        before = pfharness.read_text(log).count("answered 200")  # load()'s own queries
+        results = [None] * 6
+        ts = self.run_queries(6, results)
+        # One of the 6 answered: 2 workers, so at least 3 are still waiting or running.
+        pfharness.wait_until(lambda: pfharness.read_text(log).count("answered 200") > before,
+                             timeout=60, what="a first query answered from the pool")
+        rc = self.c.stop()
+        self.c = None
+        for t in ts:
+            t.join(60)
+        text = pfharness.read_text(log)
+        self.assertEqual(rc, 0, text[-2000:])
+        self.assertIn("connection closed before its answer; dropping it", text)
+        self.assertNotIn("Sanitizer", text)
 
 
 if __name__ == "__main__":

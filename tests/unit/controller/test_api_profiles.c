@@ -1,6 +1,8 @@
 /* test_api_profiles.c — the profile routes through pf_api_handle() with a real store filled by
  * the receiver: list with filters, metadata, pprof download (decoded back), one profile's flame
- * graph, the merged flame graph with its cap, top, diff, and the JSON errors. */
+ * graph, the merged flame graph with its cap, top, diff, and the JSON errors; which routes
+ * the server offloads to the query pool, and that they answer the same through a struct
+ * pf_api holding only a second, read-only connection (what a pool worker runs). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +17,7 @@
 #include <jansson.h>
 
 #include "api/api.h"
+#include "api/api_profiles.h"
 #include "fleet/fleet.h"
 #include "metrics.h"
 #include "otlp_profiles.h"
@@ -326,6 +329,77 @@ static void test_auth_and_methods(void **state)
 	pf_api_response_release(&r);
 }
 
+static void test_offload_routes(void **state)
+{
+	(void)state;
+	static const char *const heavy[] = {
+		"/api/v1/profiles", "/api/v1/flamegraph", "/api/v1/flamegraph/diff", "/api/v1/top",
+		"/api/v1/profiles/3/flamegraph", "/api/v1/profiles/3/pprof", "/api/v1//top/",
+	};
+	static const char *const light[] = {
+		"/api/v1/profiles/3", "/api/v1/profiles/3/other", "/api/v1/fleet/summary",
+		"/api/v1/agents", "/healthz", "/metrics", "/api/v1/top/x", "/api/v2/top", "/top",
+		"/api/v1/", "/api/v1/flamegraph/diff/x",
+	};
+	for (size_t i = 0; i < sizeof(heavy) / sizeof(heavy[0]); i++) {
+		assert_true(pf_api_profiles_offload("GET", heavy[i]));
+		assert_false(pf_api_profiles_offload("POST", heavy[i]));
+		assert_false(pf_api_profiles_offload("DELETE", heavy[i]));
+	}
+	for (size_t i = 0; i < sizeof(light) / sizeof(light[0]); i++)
+		assert_false(pf_api_profiles_offload("GET", light[i]));
+	char longseg[400];
+	memset(longseg, 'a', sizeof(longseg) - 1);
+	longseg[sizeof(longseg) - 1] = 0;
+	memcpy(longseg, "/api/v1/", 8);
+	assert_false(pf_api_profiles_offload("GET", longseg));
+}
+
+/* What a pool worker does: the same request through a struct pf_api with only its own
+ * read-only connection gives the same answer; 401 still applies there. */
+static void test_worker_api_same_answers(void **state)
+{
+	struct fx *x = *state;
+	char db[128];
+	snprintf(db, sizeof(db), "%s/db", x->dir);
+	struct pf_store *ro = pf_store_open(db, PF_STORE_SYNC_NORMAL, NULL);
+	assert_non_null(ro);
+	assert_int_equal(pf_store_set_read_only(ro), 0);
+	struct pf_api wapi = {.store = ro};
+	static const char *const paths[] = {
+		"/api/v1/profiles", "/api/v1/flamegraph", "/api/v1/top", "/api/v1/flamegraph/diff",
+		"/api/v1/profiles/3/flamegraph", "/api/v1/profiles/3/pprof",
+	};
+	char from[64], to[64], bf[64], bt[64];
+	snprintf(from, sizeof(from), "from=%lld", (long long)START_MS);
+	snprintf(to, sizeof(to), "to=%lld", (long long)START_MS + 30000);
+	snprintf(bf, sizeof(bf), "base_from=%lld", (long long)START_MS);
+	snprintf(bt, sizeof(bt), "base_to=%lld", (long long)START_MS + 10000);
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		struct pf_api_request q = {.method = "GET", .path = paths[i],
+					   .authorization = x->viewer, .now_ms = START_MS + 3600000,
+					   .n_args = 4, .args = {from, to, bf, bt}};
+		struct pf_api_response a, b;
+		pf_api_response_init(&a);
+		pf_api_response_init(&b);
+		pf_api_handle(&x->api, &q, &a);
+		pf_api_handle(&wapi, &q, &b);
+		assert_int_equal(a.status, 200);
+		assert_int_equal(b.status, 200);
+		assert_string_equal(a.content_type, b.content_type);
+		assert_int_equal(a.body.len, b.body.len);
+		assert_memory_equal(a.body.data, b.body.data, a.body.len);
+		pf_api_response_release(&a);
+		pf_api_response_release(&b);
+		q.authorization = "Bearer nope";
+		pf_api_response_init(&b);
+		pf_api_handle(&wapi, &q, &b);
+		assert_int_equal(b.status, 401);
+		pf_api_response_release(&b);
+	}
+	pf_store_close(ro);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -334,6 +408,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_flamegraphs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_top, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_auth_and_methods, setup, teardown),
+		cmocka_unit_test(test_offload_routes),
+		cmocka_unit_test_setup_teardown(test_worker_api_same_answers, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
