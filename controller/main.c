@@ -125,6 +125,8 @@ int main(int argc, char **argv)
 	api.fleet = fleet;
 	api.store = store;
 	api.metrics = &metrics;
+	metrics.query_pool = qpool;
+	metrics.ingest_pool = ingest;
 
 	struct pf_server_options so = {
 		.port = cfg.port,

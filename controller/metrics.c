@@ -4,6 +4,7 @@
 #include <errno.h>
 
 #include "fleet/fleet.h"
+#include "profstore/query_pool.h"
 
 void pf_metrics_api_request(struct pf_metrics *m, int status)
 {
@@ -78,6 +79,37 @@ int pf_metrics_render(const struct pf_metrics *m, struct pf_fleet *fleet, int64_
 		     m->persist_batches);
 	r |= counter(out, "profleet_store_errors_total", "Failed agent row batches.",
 		     m->persist_errors);
+	struct {
+		const char *name;
+		struct pf_qpool *p;
+	} pools[] = {{"query", m->query_pool}, {"ingest", m->ingest_pool}};
+	r |= pf_buf_printf(out, "# HELP profleet_pool_jobs Jobs in the worker pools by state.\n"
+				"# TYPE profleet_pool_jobs gauge\n");
+	for (size_t i = 0; i < 2; i++) {
+		if (!pools[i].p)
+			continue;
+		struct pf_qpool_stats st;
+		pf_qpool_stats(pools[i].p, &st);
+		r |= pf_buf_printf(out,
+				   "profleet_pool_jobs{pool=\"%s\",state=\"waiting\"} %zu\n"
+				   "profleet_pool_jobs{pool=\"%s\",state=\"running\"} %zu\n",
+				   pools[i].name, st.waiting, pools[i].name, st.running);
+	}
+	r |= pf_buf_printf(out, "# HELP profleet_pool_jobs_total Jobs by outcome (rejected: queue "
+				"full, answered 503).\n# TYPE profleet_pool_jobs_total counter\n");
+	for (size_t i = 0; i < 2; i++) {
+		if (!pools[i].p)
+			continue;
+		struct pf_qpool_stats st;
+		pf_qpool_stats(pools[i].p, &st);
+		r |= pf_buf_printf(out,
+				   "profleet_pool_jobs_total{pool=\"%s\",outcome=\"completed\"} %llu\n"
+				   "profleet_pool_jobs_total{pool=\"%s\",outcome=\"rejected\"} %llu\n"
+				   "profleet_pool_jobs_total{pool=\"%s\",outcome=\"dropped\"} %llu\n",
+				   pools[i].name, (unsigned long long)st.completed, pools[i].name,
+				   (unsigned long long)st.rejected, pools[i].name,
+				   (unsigned long long)st.dropped);
+	}
 	r |= pf_buf_printf(out, "# HELP profleet_api_requests_total REST API requests by HTTP "
 				"status.\n# TYPE profleet_api_requests_total counter\n");
 	for (int i = 0; i < PF_METRICS_STATUS_SLOTS && m->api_status_code[i]; i++)

@@ -9,6 +9,7 @@
 #include "pf/buf.h"
 
 struct pf_fleet;
+struct pf_qpool;
 
 #define PF_METRICS_STATUS_SLOTS 16
 
@@ -25,6 +26,9 @@ struct pf_metrics {
 	uint64_t persist_rows_written;
 	uint64_t persist_batches;
 	uint64_t persist_errors;
+	/* worker pools (NULL when absent): profile queries, OTLP ingest */
+	struct pf_qpool *query_pool;
+	struct pf_qpool *ingest_pool;
 	/* API requests by HTTP status */
 	int api_status_code[PF_METRICS_STATUS_SLOTS];
 	uint64_t api_status_count[PF_METRICS_STATUS_SLOTS];
