@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,7 +39,44 @@ struct dp_target {
 	char export_err[800]; /* its last window could not be encoded, "" when it could */
 };
 
+/* The agent's own cost, measured over intervals of at least OVERHEAD_INTERVAL_NS: its process
+ * CPU time (all threads) plus the run time of its BPF programs, as a percentage of one CPU. */
+#define OVERHEAD_INTERVAL_NS (10ULL * 1000000000ULL)
+struct overhead {
+	uint64_t wall0, cpu0, bpf0; /* baseline of the interval, 0 = not started */
+	double pct;                 /* last full interval; < 0 = none yet */
+};
+
+static uint64_t process_cpu_ns(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		return 0;
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ULL +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ULL;
+}
+
+static void overhead_update(struct overhead *o, uint64_t bpf_ns)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	uint64_t cpu = process_cpu_ns();
+	if (!o->wall0) {
+		*o = (struct overhead){.wall0 = now, .cpu0 = cpu, .bpf0 = bpf_ns, .pct = -1};
+		return;
+	}
+	if (now - o->wall0 < OVERHEAD_INTERVAL_NS)
+		return;
+	uint64_t used = (cpu - o->cpu0) + (bpf_ns >= o->bpf0 ? bpf_ns - o->bpf0 : 0);
+	o->pct = 100.0 * (double)used / (double)(now - o->wall0);
+	o->wall0 = now;
+	o->cpu0 = cpu;
+	o->bpf0 = bpf_ns;
+}
+
 struct agent_dataplane {
+	struct overhead overhead;
 	struct agent_health *health;
 	void (*wake)(void *ctx);
 	void *wake_ctx;
@@ -518,6 +556,10 @@ static void sampler_health(struct agent_dataplane *d)
 				      st.progs[i].run_time_ns / 1000, st.progs[i].run_cnt);
 		pf_buf_printf(&b, ")");
 	}
+	overhead_update(&d->overhead, st.bpf_stats_enabled ? st.bpf_run_time_ns : 0);
+	if (d->overhead.pct >= 0)
+		pf_buf_printf(&b, "; agent overhead %.2f%% of one CPU (process%s, last 10 s)",
+			      d->overhead.pct, st.bpf_stats_enabled ? " + BPF" : "");
 	snprintf(status, sizeof(status), "%s", b.data ? pf_buf_str(&b) : "");
 	pf_buf_release(&b);
 	char lasterr[128] = "";
