@@ -41,6 +41,7 @@ struct pf_procinfo {
 	size_t n;
 	struct cfilter *inc, *exc;
 	size_t n_inc, n_exc;
+	bool env_filter; /* some filter tests service.name: verdicts need environ */
 };
 
 /* ---- pure parsing ------------------------------------------------------------------------- */
@@ -257,22 +258,45 @@ static void proc_release(struct pf_proc *p)
 	memset(p, 0, sizeof(*p));
 }
 
-static int proc_read(const struct pf_procinfo *pi, uint32_t pid, struct pf_proc *p)
+/* service.name from /proc/PID/environ into p (once); -ENOMEM only. */
+static int proc_read_env(const struct pf_procinfo *pi, struct pf_proc *p)
+{
+	char path[PATH_MAX];
+	size_t len;
+	p->env_read = true;
+	snprintf(path, sizeof(path), "%s/%u/environ", pi->proc_root, p->pid);
+	_cleanup_free_ char *env = read_small(path, ENVIRON_MAX, &len);
+	char svc[512];
+	if (!env || pf_environ_service_name(env, len, svc, sizeof(svc)) < 0)
+		return 0;
+	char *d = strdup(svc);
+	if (!d)
+		return -ENOMEM;
+	free(p->service_name);
+	p->service_name = d;
+	return 0;
+}
+
+static int proc_read(const struct pf_procinfo *pi, uint32_t pid, const char *comm_hint,
+		     bool want_env, struct pf_proc *p)
 {
 	char path[PATH_MAX], target[PATH_MAX];
 	size_t len;
-	_cleanup_free_ char *cg = NULL, *env = NULL;
+	_cleanup_free_ char *cg = NULL, *comm = NULL;
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
 
-	snprintf(path, sizeof(path), "%s/%u/comm", pi->proc_root, pid);
-	_cleanup_free_ char *comm = read_small(path, 64, &len);
-	if (!comm)
-		return errno == ESRCH ? -ENOENT : -(errno ? errno : ENOENT);
-	comm[strcspn(comm, "\n")] = 0;
-
 	snprintf(path, sizeof(path), "%s/%u/exe", pi->proc_root, pid);
 	ssize_t tl = readlink(path, target, sizeof(target) - 1);
+	if (tl <= 0 && !comm_hint) {
+		/* no executable (kernel thread) or gone: comm tells which */
+		snprintf(path, sizeof(path), "%s/%u/comm", pi->proc_root, pid);
+		comm = read_small(path, 64, &len);
+		if (!comm)
+			return errno == ESRCH ? -ENOENT : -(errno ? errno : ENOENT);
+		comm[strcspn(comm, "\n")] = 0;
+		comm_hint = comm;
+	}
 	if (tl > 0) {
 		target[tl] = 0;
 		char *del = strstr(target, " (deleted)");
@@ -282,7 +306,7 @@ static int proc_read(const struct pf_procinfo *pi, uint32_t pid, struct pf_proc 
 		const char *slash = strrchr(target, '/');
 		p->exe_name = strdup(slash ? slash + 1 : target);
 	} else {
-		p->exe_name = strdup(comm);
+		p->exe_name = strdup(comm_hint);
 	}
 	if ((tl > 0 && !p->exe_path) || !p->exe_name)
 		goto enomem;
@@ -300,17 +324,13 @@ static int proc_read(const struct pf_procinfo *pi, uint32_t pid, struct pf_proc 
 
 	snprintf(path, sizeof(path), "%s/%u/cgroup", pi->proc_root, pid);
 	cg = read_small(path, 64u << 10, &len);
-	if (cg)
+	if (cg) {
 		pf_cgroup_parse(cg, p->container_id, p->pod_uid);
-
-	snprintf(path, sizeof(path), "%s/%u/environ", pi->proc_root, pid);
-	env = read_small(path, ENVIRON_MAX, &len);
-	char svc[512];
-	if (env && pf_environ_service_name(env, len, svc, sizeof(svc)) == 0)
-		p->service_name = strdup(svc);
-	else
-		p->service_name = strdup(p->exe_name);
-	if (!p->service_name)
+	} else if (tl <= 0 && (errno == ENOENT || errno == ESRCH)) {
+		proc_release(p); /* gone (the comm hint spared us the check above) */
+		return -ENOENT;
+	}
+	if (want_env && proc_read_env(pi, p) < 0)
 		goto enomem;
 	return 0;
 enomem:
@@ -363,10 +383,15 @@ static int cfilters_compile(const struct pf_filter *in, size_t n, const char *li
 	return 0;
 }
 
+static const char *service_name(const struct pf_proc *p)
+{
+	return p->service_name ? p->service_name : p->exe_name;
+}
+
 static const char *attr_value(const struct pf_proc *p, const char *key, char *buf, size_t n)
 {
 	if (!strcmp(key, "service.name"))
-		return p->service_name;
+		return service_name(p);
 	if (!strcmp(key, "process.executable.name"))
 		return p->exe_name;
 	if (!strcmp(key, "process.executable.path"))
@@ -422,9 +447,17 @@ int pf_procinfo_set_filters(struct pf_procinfo *pi, const struct pf_filter *incl
 	pi->n_inc = n_include;
 	pi->exc = exc;
 	pi->n_exc = n_exclude;
+	pi->env_filter = false;
+	for (size_t i = 0; i < n_include + n_exclude; i++) {
+		const struct cfilter *f = i < n_include ? &inc[i] : &exc[i - n_include];
+		pi->env_filter |= !strcmp(f->key, "service.name");
+	}
 	for (size_t b = 0; b < BUCKETS; b++)
-		for (struct entry *e = pi->tab[b]; e; e = e->next)
+		for (struct entry *e = pi->tab[b]; e; e = e->next) {
+			if (pi->env_filter && !e->p.env_read && !e->p.exited)
+				proc_read_env(pi, &e->p); /* ENOMEM: exe_name stands in */
 			e->p.allowed = verdict(pi, &e->p);
+		}
 	return 0;
 }
 
@@ -476,8 +509,14 @@ static struct pf_proc *install(struct pf_procinfo *pi, struct pf_proc *fresh)
 
 const struct pf_proc *pf_procinfo_update(struct pf_procinfo *pi, uint32_t pid)
 {
+	return pf_procinfo_read(pi, pid, NULL, false);
+}
+
+const struct pf_proc *pf_procinfo_read(struct pf_procinfo *pi, uint32_t pid, const char *comm,
+				       bool sampled)
+{
 	struct pf_proc fresh;
-	int rc = proc_read(pi, pid, &fresh);
+	int rc = proc_read(pi, pid, comm, sampled || pi->env_filter, &fresh);
 	if (rc < 0) {
 		errno = -rc;
 		return NULL;
@@ -608,7 +647,7 @@ static int add_attr(struct pf_prof_window *w, struct pf_prof_attr *a, size_t *n,
 	return 0;
 }
 
-int pf_procinfo_attrs(const struct pf_procinfo *pi, uint32_t pid, struct pf_prof_window *w,
+int pf_procinfo_attrs(struct pf_procinfo *pi, uint32_t pid, struct pf_prof_window *w,
 		      struct pf_prof_process *p)
 {
 	struct pf_prof_attr *a = pf_prof_alloc(w, 8 * sizeof(*a));
@@ -617,10 +656,13 @@ int pf_procinfo_attrs(const struct pf_procinfo *pi, uint32_t pid, struct pf_prof
 	size_t n = 0;
 	char pidbuf[16];
 	snprintf(pidbuf, sizeof(pidbuf), "%u", pid);
-	const struct pf_proc *pr = pf_procinfo_get(pi, pid);
+	struct entry *e = *slot(pi, pid);
+	struct pf_proc *pr = e ? &e->p : NULL;
 	int rc = 0;
+	if (pr && !pr->env_read && !pr->exited && proc_read_env(pi, pr) < 0)
+		return -ENOMEM;
 	if (pr) {
-		rc |= add_attr(w, a, &n, "service.name", pr->service_name);
+		rc |= add_attr(w, a, &n, "service.name", service_name(pr));
 		rc |= add_attr(w, a, &n, "process.executable.name", pr->exe_name);
 		rc |= add_attr(w, a, &n, "process.executable.path", pr->exe_path);
 		rc |= add_attr(w, a, &n, "process.command_line", pr->command_line);

@@ -35,10 +35,11 @@ struct pf_proc {
 	bool exited;
 	bool stale;   /* exec'd since the attributes were read (pf_procinfo_invalidate) */
 	bool allowed; /* verdict of the current filters */
+	bool env_read; /* service_name came from /proc/PID/environ (or the attempt was made) */
 	char *exe_path;     /* /proc/PID/exe target, NULL for kernel threads */
 	char *exe_name;     /* basename of exe_path, else comm */
 	char *command_line; /* only with opts.command_line; args joined by spaces */
-	char *service_name;
+	char *service_name; /* NULL until environ was read: then exe_name stands in */
 	char container_id[PF_CONTAINER_ID_LEN]; /* "" when not in a container */
 	char pod_uid[PF_POD_UID_LEN];           /* "" when not in a Kubernetes pod */
 };
@@ -65,8 +66,17 @@ int pf_procinfo_set_filters(struct pf_procinfo *pi, const struct pf_filter *incl
 bool pf_procinfo_filtering(const struct pf_procinfo *pi);
 
 /* (Re)reads pid's attributes from /proc and computes its verdict: at first sight and after an
- * exec. NULL and errno (ENOENT: gone) on failure. */
+ * exec. NULL and errno (ENOENT: gone) on failure. Same as pf_procinfo_read(pi, pid, NULL,
+ * false). */
 const struct pf_proc *pf_procinfo_update(struct pf_procinfo *pi, uint32_t pid);
+/* pf_procinfo_update() with fewer /proc reads: comm (may be NULL), the name the kernel
+ * reported with the event or sample, replaces reading /proc/PID/comm (it is only used as the
+ * executable name of processes without one, i.e. kernel threads). /proc/PID/environ (for
+ * service.name) is read when `sampled` (the process will be in a window, and may be gone by
+ * the time it closes) or when a filter tests service.name; otherwise later, by
+ * pf_procinfo_attrs(), if the process still lives then. */
+const struct pf_proc *pf_procinfo_read(struct pf_procinfo *pi, uint32_t pid, const char *comm,
+				       bool sampled);
 /* A fork: the child gets a copy of the parent's attributes (same executable and cgroup) and
  * pid; falls back to reading /proc when the parent is unknown. */
 const struct pf_proc *pf_procinfo_fork(struct pf_procinfo *pi, uint32_t parent, uint32_t child);
@@ -87,8 +97,9 @@ size_t pf_procinfo_count(const struct pf_procinfo *pi);
 const char *pf_procinfo_host_name(const struct pf_procinfo *pi);
 
 /* The resource attributes of pid into p->attrs (strings in w's arena). pid unknown: only
- * process.pid and host.name. 0 or -ENOMEM. */
-int pf_procinfo_attrs(const struct pf_procinfo *pi, uint32_t pid, struct pf_prof_window *w,
+ * process.pid and host.name. Reads /proc/PID/environ when it was not read yet and the process
+ * lives. 0 or -ENOMEM. */
+int pf_procinfo_attrs(struct pf_procinfo *pi, uint32_t pid, struct pf_prof_window *w,
 		      struct pf_prof_process *p);
 
 /* Pure helpers, exported for tests. */

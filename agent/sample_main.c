@@ -183,9 +183,11 @@ static void print_stats(struct pf_sampler *s)
 		printf("stats prog=%s run_time_ns=%" PRIu64 " run_cnt=%" PRIu64 "\n",
 		       st.progs[i].name ? st.progs[i].name : "?", st.progs[i].run_time_ns,
 		       st.progs[i].run_cnt);
-	printf("stats startup_cpu_ns=%" PRIu64 " self_cpu_ns=%" PRIu64 " max_rss_kb=%ld elf_cached=%" PRIu64
-	       " frames_resolved=%" PRIu64 " frames_unresolved=%" PRIu64 "\n",
-	       startup_cpu_ns, cpu_ns, ru.ru_maxrss, st.elf_cached, st.frames_resolved, st.frames_unresolved);
+	printf("stats startup_cpu_ns=%" PRIu64 " kallsyms_cpu_ns=%" PRIu64 " self_cpu_ns=%" PRIu64
+	       " max_rss_kb=%ld elf_cached=%" PRIu64 " frames_resolved=%" PRIu64
+	       " frames_unresolved=%" PRIu64 "\n",
+	       startup_cpu_ns, st.kernel_symbols_load_ns, cpu_ns, ru.ru_maxrss, st.elf_cached,
+	       st.frames_resolved, st.frames_unresolved);
 }
 
 static bool refused(int e)

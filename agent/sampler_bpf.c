@@ -5,6 +5,7 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <linux/perf_event.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,9 +113,11 @@ static int push_one(void *ctx, const struct pf_proc *p)
 	return 0;
 }
 
+/* The agent itself is skipped in the kernel by a tgid compare (skip_tgid); the allow-map is
+ * only consulted while include/exclude filters are active. */
 static bool need_kernel_filter(struct pf_sampler *s)
 {
-	return pf_procinfo_filtering(s->pi) || !s->opt.include_self;
+	return pf_procinfo_filtering(s->pi);
 }
 
 static void sync_filter_map(struct pf_sampler *s)
@@ -123,17 +126,22 @@ static void sync_filter_map(struct pf_sampler *s)
 		s->skel->bss->filter_on = 0;
 		return;
 	}
+	/* Verdicts for the processes that exist already (also refreshes entries that exec'd
+	 * while nothing was filtered); exec/fork/exit keep the table current from here on.
+	 * Without filters nobody needs them before a process's first sample. */
+	if (!s->skel->bss->filter_on)
+		pf_procinfo_scan(s->pi);
 	pf_procinfo_foreach(s->pi, push_one, s);
 	s->skel->bss->filter_on = 1;
 }
 
 /* ---- ring buffer callbacks ---------------------------------------------------------------- */
 
-static const struct pf_proc *known_proc(struct pf_sampler *s, uint32_t pid)
+static const struct pf_proc *known_proc(struct pf_sampler *s, uint32_t pid, const char *comm)
 {
 	const struct pf_proc *p = pf_procinfo_get(s->pi, pid);
 	if (!p || p->stale) {
-		p = pf_procinfo_update(s->pi, pid);
+		p = pf_procinfo_read(s->pi, pid, comm, true);
 		if (p && need_kernel_filter(s))
 			push_verdict(s, p);
 	}
@@ -151,17 +159,18 @@ static int on_sample(void *ctx, void *data, size_t size)
 	if (size < sizeof(h) + n * 8)
 		return 0;
 	const uint64_t *ips = (const uint64_t *)((const char *)data + sizeof(h));
-
-	const struct pf_proc *p = known_proc(s, h.pid);
-	if (p && !proc_allowed(s, p))
-		return 0; /* decided after the kernel recorded it (PF_SAMPLE_F_UNKNOWN) */
-	/* First sample of a process: capture its maps while it lives. */
-	if (!pf_symbolizer_has(s->sym, h.pid))
-		pf_symbolizer_capture(s->sym, h.pid);
-
 	char comm[PF_COMM_LEN + 1];
 	memcpy(comm, h.comm, PF_COMM_LEN);
 	comm[PF_COMM_LEN] = 0;
+
+	/* the thread's comm stands in for the process's when it has no executable */
+	const struct pf_proc *p = known_proc(s, h.pid, h.pid == h.tid ? comm : NULL);
+	if (p && !proc_allowed(s, p))
+		return 0; /* decided after the kernel recorded it (PF_SAMPLE_F_UNKNOWN) */
+	/* First user stack of a process: capture its maps while it lives (kernel-only stacks,
+	 * e.g. kernel threads, need none). */
+	if (h.ustack_len && !pf_symbolizer_has(s->sym, h.pid))
+		pf_symbolizer_capture(s->sym, h.pid);
 	struct pf_agg_sample as = {
 		.ts_unix_ns = h.ts_ns + (uint64_t)s->mono_to_unix,
 		.pid = h.pid,
@@ -187,22 +196,25 @@ static int on_event(void *ctx, void *data, size_t size)
 		return 0;
 	memcpy(&e, data, sizeof(e));
 	const struct pf_proc *p = NULL;
+	bool filtering = need_kernel_filter(s);
 	switch (e.type) {
 	case PF_PROC_EXEC:
 		/* the old maps are void; the full maps (shared libraries are mapped after
 		 * exec) are captured at the first sample */
 		pf_symbolizer_forget(s->sym, e.pid);
-		if (!pf_procinfo_filtering(s->pi) && pf_procinfo_get(s->pi, e.pid)) {
-			/* nobody needs a verdict now: read the attributes when sampled */
+		if (!filtering) {
+			/* nobody needs a verdict now: read the attributes when sampled, so
+			 * processes that exec and die unsampled (most of a build) cost nothing */
 			pf_procinfo_invalidate(s->pi, e.pid);
-			pf_symbolizer_pin_exe(s->sym, e.pid);
 			return 0;
 		}
-		p = pf_procinfo_update(s->pi, e.pid);
-		if (p && proc_allowed(s, p))
-			pf_symbolizer_pin_exe(s->sym, e.pid); /* short-lived processes */
+		p = pf_procinfo_read(s->pi, e.pid, e.comm, false);
 		break;
 	case PF_PROC_FORK:
+		/* a copy of a known parent costs no /proc read; an unknown one is read when
+		 * the child is first sampled, unless a verdict is needed now */
+		if (!filtering && !pf_procinfo_get(s->pi, e.ppid))
+			return 0;
 		p = pf_procinfo_fork(s->pi, e.ppid, e.pid);
 		break;
 	case PF_PROC_EXIT:
@@ -407,6 +419,9 @@ static int close_into(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf
 	s->window_start = end;
 	/* processes that exited are symbolized now: let them go */
 	pf_procinfo_reap(s->pi, forget_pid, s->sym);
+	/* per-window symbolization state (DWARF) goes; freed heap goes back to the system */
+	pf_symbolizer_trim(s->sym);
+	malloc_trim(0);
 	return 0;
 }
 
@@ -514,6 +529,7 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->elf_cached = ss.elf_cached;
 	out->frames_resolved = ss.frames_resolved;
 	out->frames_unresolved = ss.frames_unresolved;
+	out->kernel_symbols_load_ns = ss.kernel_load_cpu_ns;
 	out->last_error = s->last_error;
 	return 0;
 }
@@ -540,6 +556,16 @@ void pf_sampler_free(struct pf_sampler *s)
 	free(s->pe_fds);
 	free(s->pe_links);
 	free(s);
+}
+
+/* PF_SAMPLES_RB_PER_CPU per possible CPU, a power of two within [MIN, MAX] (cpu_sampler.h). */
+static uint32_t samples_rb_bytes(int n_cpus)
+{
+	uint64_t want = (uint64_t)n_cpus * PF_SAMPLES_RB_PER_CPU;
+	uint32_t sz = PF_SAMPLES_RB_MIN_BYTES;
+	while (sz < want && sz < PF_SAMPLES_RB_MAX_BYTES)
+		sz <<= 1;
+	return sz;
 }
 
 static struct pf_sampler *fail(struct pf_sampler *s, int rc)
@@ -580,7 +606,13 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 	s->skel = cpu_sampler_bpf__open();
 	if (!s->skel)
 		return fail(s, pf_error_set(err, -errno, "", "open BPF object: %s", strerror(errno)));
-	int rc = cpu_sampler_bpf__load(s->skel);
+	uint32_t rb_bytes = samples_rb_bytes(s->n_cpus_possible);
+	int rc = bpf_map__set_max_entries(s->skel->maps.samples, rb_bytes);
+	if (rc < 0)
+		return fail(s, pf_error_set(err, rc, "", "size the sample ring buffer: %s",
+					    strerror(-rc)));
+	s->skel->rodata->wake_bytes = rb_bytes / 4;
+	rc = cpu_sampler_bpf__load(s->skel);
 	if (rc < 0)
 		return fail(s, pf_error_set(err, rc, "", "load BPF programs (needs CAP_BPF + "
 					    "CAP_PERFMON and kernel BTF): %s", strerror(-rc)));
@@ -602,14 +634,14 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 	if (!s->rb || ring_buffer__add(s->rb, bpf_map__fd(s->skel->maps.events), on_event, s) < 0)
 		return fail(s, pf_error_set(err, -errno, "", "ring buffer: %s", strerror(errno)));
 
-	/* processes that exist already; exec/fork/exit keep the table current from here on */
-	rc = pf_procinfo_scan(s->pi);
-	if (rc < 0)
-		return fail(s, pf_error_set(err, rc, "", "scan /proc: %s", strerror(-rc)));
+	if (!s->opt.include_self)
+		s->skel->bss->skip_tgid = s->self_pid;
+	/* /proc is scanned once filters need verdicts (sync_filter_map); /proc/kallsyms is
+	 * loaded at the first kernel frame to symbolize. */
 	sync_filter_map(s);
-	if (!s->opt.no_kernel_symbols && pf_symbolizer_load_kernel(s->sym) < 0)
-		pf_log_warn("sampler: kernel frames stay unsymbolized (/proc/kallsyms unusable)");
 	refresh_clock(s);
+	/* libbpf freed the parsed kernel BTF (several MB) after the load: give the pages back */
+	malloc_trim(0);
 	s->window_start = clock_ns(CLOCK_REALTIME);
 	s->freq_hz = 99;
 	return s;

@@ -81,6 +81,8 @@ struct pf_sampler_stats {
 	/* symbolizer */
 	uint64_t elf_cached, frames_resolved, frames_unresolved;
 	int last_error;          /* negative errno of the last failure, 0 when healthy */
+	/* one-time CPU cost of loading /proc/kallsyms (at the first kernel frame), 0 before */
+	uint64_t kernel_symbols_load_ns;
 };
 
 /* Opens, loads and attaches the process-tracking programs, reads /proc once. Not sampling

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pf/compiler.h"
@@ -22,6 +23,8 @@
 #define DEFAULT_MAX_PROCS 4096
 #define PROC_BUCKETS 1024
 #define BUILD_ID_HEX 41
+#define RCACHE_SLOTS 16384          /* resolved (file, address) results kept across windows */
+#define RCACHE_NAMES_MAX (1u << 20) /* bytes of interned source file names before a reset */
 
 struct elf_sym {
 	uint64_t addr, size;
@@ -34,6 +37,7 @@ struct load_seg {
 
 struct elf_file {
 	struct elf_file *prev, *next; /* LRU: head = most recent */
+	uint64_t id;                  /* unique per opened file: result cache key */
 	char build_id[BUILD_ID_HEX];  /* "" when the file has none */
 	uint64_t dev, ino;
 	int fd;
@@ -66,9 +70,26 @@ struct proc_maps {
 	size_t n;
 };
 
+/* Kernel text symbols: 8 bytes each (offset from kbase + name offset into one blob). */
 struct ksym {
-	uint64_t addr;
+	uint32_t addr_off;
 	uint32_t name_off;
+};
+
+/* One resolved user address: the symbol (pointing into the cached ELF, valid while file `id`
+ * is cached, which a matching key proves) and the source line (file interned here, so the
+ * DWARF handles can be dropped between windows). */
+struct rcache_ent {
+	uint64_t file_id; /* 0 = empty */
+	uint64_t vaddr;
+	const char *function;
+	const char *file;
+	uint32_t line;
+};
+
+struct iname {
+	struct iname *next;
+	char s[];
 };
 
 struct pf_symbolizer {
@@ -78,8 +99,13 @@ struct pf_symbolizer {
 	struct proc_maps *procs[PROC_BUCKETS];
 	size_t n_procs;
 	uint64_t stamp;
+	uint64_t next_file_id;
+	struct rcache_ent *rcache; /* RCACHE_SLOTS, direct-mapped; allocated at first use */
+	struct iname **inames;     /* RCACHE_SLOTS buckets of interned file names */
+	size_t inames_bytes;
 	/* kernel */
 	bool kernel_tried;
+	uint64_t kbase;
 	struct ksym *ksyms;
 	size_t n_ksyms;
 	char *knames;
@@ -452,6 +478,7 @@ static struct elf_file *cache_insert(struct pf_symbolizer *sym, struct elf_file 
 		}
 	}
 	lru_push_front(sym, f);
+	f->id = ++sym->next_file_id;
 	sym->n_elf++;
 	sym->st.elf_opened++;
 	while (sym->n_elf > sym->opt.max_elf_files && sym->lru_tail != f) {
@@ -501,6 +528,8 @@ static struct elf_file *mapping_elf(struct pf_symbolizer *sym, uint32_t pid, str
 
 /* ---- processes ---------------------------------------------------------------------------- */
 
+static int hexdigit(char c);
+
 static void proc_maps_free(struct proc_maps *pm)
 {
 	if (!pm)
@@ -546,6 +575,34 @@ static void evict_oldest_proc(struct pf_symbolizer *sym)
 		pf_symbolizer_forget(sym, old->pid);
 }
 
+/* A hex number ending at `stop`; advances past it. */
+static bool hex_field(const char **c, uint64_t *v, char stop)
+{
+	const char *p = *c;
+	uint64_t x = 0;
+	int d;
+	for (; (d = hexdigit(*p)) >= 0; p++)
+		x = x << 4 | (uint64_t)d;
+	if (p == *c || *p != stop)
+		return false;
+	*v = x;
+	*c = p + 1;
+	return true;
+}
+
+static bool dec_field(const char **c, uint64_t *v)
+{
+	const char *p = *c;
+	uint64_t x = 0;
+	for (; *p >= '0' && *p <= '9'; p++)
+		x = x * 10 + (uint64_t)(*p - '0');
+	if (p == *c)
+		return false;
+	*v = x;
+	*c = p;
+	return true;
+}
+
 static int parse_maps(uint32_t pid, struct pmap **out, size_t *n_out)
 {
 	char p[64];
@@ -559,16 +616,20 @@ static int parse_maps(uint32_t pid, struct pmap **out, size_t *n_out)
 	size_t linecap = 0;
 	int rc = 0;
 	while (getline(&line, &linecap, fp) > 0) {
-		uint64_t start, end, off, ino;
-		unsigned int maj, min;
-		char perms[8];
-		int pos = 0;
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 " %n",
-			   &start, &end, perms, &off, &maj, &min, &ino, &pos) < 7)
+		/* "start-end perms offset maj:min inode   path"; sscanf was the hot spot */
+		uint64_t start, end, off, ino, maj, min;
+		const char *c = line;
+		if (!hex_field(&c, &start, '-') || !hex_field(&c, &end, ' '))
 			continue;
-		if (!strchr(perms, 'x'))
+		if (strnlen(c, 5) < 5 || c[2] != 'x' || c[4] != ' ')
+			continue; /* not executable */
+		c += 5;
+		if (!hex_field(&c, &off, ' ') || !hex_field(&c, &maj, ':') ||
+		    !hex_field(&c, &min, ' ') || !dec_field(&c, &ino))
 			continue;
-		char *path = line + pos;
+		while (*c == ' ')
+			c++;
+		char *path = line + (c - line);
 		path[strcspn(path, "\n")] = 0;
 		if (n == cap) {
 			size_t nc = cap ? cap * 2 : 16;
@@ -585,7 +646,7 @@ static int parse_maps(uint32_t pid, struct pmap **out, size_t *n_out)
 		m->start = start;
 		m->end = end;
 		m->offset = off;
-		m->dev = makedev(maj, min);
+		m->dev = makedev((unsigned int)maj, (unsigned int)min);
 		m->ino = ino;
 		m->special = path[0] != '/';
 		m->path = strdup(path[0] ? path : "[anon]");
@@ -670,7 +731,15 @@ int pf_symbolizer_pin_exe(struct pf_symbolizer *sym, uint32_t pid)
 static int ksym_cmp(const void *a, const void *b)
 {
 	const struct ksym *x = a, *y = b;
-	return x->addr < y->addr ? -1 : x->addr > y->addr;
+	return x->addr_off < y->addr_off ? -1 : x->addr_off > y->addr_off;
+}
+
+/* Kernel text and modules lie within a few GB (x86-64: 2 GB; arm64: 4 GB with module PLTs),
+ * so addresses are stored as 32-bit offsets from the lowest one. Symbols beyond base + 4 GB
+ * (none on those arches) are dropped. */
+static uint64_t kaddr(const struct pf_symbolizer *sym, size_t i)
+{
+	return sym->kbase + sym->ksyms[i].addr_off;
 }
 
 static int hexdigit(char c)
@@ -707,6 +776,13 @@ static void kernel_load(struct pf_symbolizer *sym)
 	char *names = NULL;
 	char line[512];
 	bool ok = true;
+	/* /proc/kallsyms is sorted by address except for the modules' part; the base is the
+	 * lowest text address, found in a first cheap pass over the (few) module lines later */
+	uint64_t base = UINT64_MAX;
+	struct {
+		uint64_t addr;
+		uint32_t name_off;
+	} *raw = NULL;
 	while (ok && fgets(line, sizeof(line), fp)) {
 		/* hand-rolled hex: strtoull's locale handling was half the load time */
 		uint64_t addr = 0;
@@ -724,11 +800,11 @@ static void kernel_load(struct pf_symbolizer *sym)
 			continue;
 		if (n == cap) {
 			size_t nc = cap ? cap * 2 : 65536;
-			struct ksym *nk = realloc(ks, nc * sizeof(*nk));
+			void *nk = realloc(raw, nc * sizeof(*raw));
 			ok = nk != NULL;
 			if (!ok)
 				break;
-			ks = nk;
+			raw = nk;
 			cap = nc;
 		}
 		if (nlen + len + 1 > ncap) {
@@ -742,17 +818,35 @@ static void kernel_load(struct pf_symbolizer *sym)
 		}
 		memcpy(names + nlen, name, len);
 		names[nlen + len] = 0;
-		ks[n++] = (struct ksym){addr, (uint32_t)nlen};
+		raw[n].addr = addr;
+		raw[n++].name_off = (uint32_t)nlen;
 		nlen += len + 1;
+		if (addr < base)
+			base = addr;
 	}
 	fclose(fp);
+	if (ok && n) {
+		/* compact in place: 16-byte entries become 8-byte ones, front to back */
+		ks = (struct ksym *)raw;
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++) {
+			uint64_t a = raw[i].addr, no = raw[i].name_off;
+			if (a - base > UINT32_MAX)
+				continue;
+			ks[k++] = (struct ksym){(uint32_t)(a - base), (uint32_t)no};
+		}
+		n = k;
+		raw = NULL;
+	}
 	if (!ok || !n) { /* no memory, or kptr_restrict hides the addresses */
+		free(raw);
 		free(ks);
 		free(names);
 		sym->st.last_error = ok ? -EPERM : -ENOMEM;
 		return;
 	}
 	qsort(ks, n, sizeof(*ks), ksym_cmp);
+	sym->kbase = base;
 	/* give back the slack of the doubling growth */
 	struct ksym *fit = realloc(ks, n * sizeof(*ks));
 	char *nfit = realloc(names, nlen);
@@ -762,23 +856,142 @@ static void kernel_load(struct pf_symbolizer *sym)
 	sym->st.kernel_symbols = n;
 }
 
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* kernel_load(), timed for the stats (most of it is the kernel formatting kallsyms). */
+static void kernel_load_timed(struct pf_symbolizer *sym)
+{
+	if (sym->kernel_tried)
+		return;
+	uint64_t t0 = thread_cpu_ns();
+	kernel_load(sym);
+	sym->st.kernel_load_cpu_ns = thread_cpu_ns() - t0;
+}
+
 int pf_symbolizer_load_kernel(struct pf_symbolizer *sym)
 {
-	kernel_load(sym);
+	kernel_load_timed(sym);
 	return sym->n_ksyms ? 0 : (sym->st.last_error ? sym->st.last_error : -ENOENT);
 }
 
 static const char *kernel_find(struct pf_symbolizer *sym, uint64_t addr)
 {
+	if (addr < sym->kbase || addr - sym->kbase > UINT32_MAX)
+		return NULL;
+	uint32_t off = (uint32_t)(addr - sym->kbase);
 	size_t lo = 0, hi = sym->n_ksyms;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (sym->ksyms[mid].addr <= addr)
+		if (sym->ksyms[mid].addr_off <= off)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	return lo ? sym->knames + sym->ksyms[lo - 1].name_off : NULL;
+}
+
+/* ---- resolved-address cache --------------------------------------------------------------- */
+
+static uint64_t rc_hash(uint64_t a, uint64_t b)
+{
+	uint64_t h = (a * 0x9e3779b97f4a7c15ull) ^ (b + 0x632be59bd9b4e019ull + (a << 6));
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ull;
+	return h ^ (h >> 32);
+}
+
+static void inames_clear(struct pf_symbolizer *sym)
+{
+	for (size_t b = 0; sym->inames && b < RCACHE_SLOTS; b++) {
+		struct iname *n = sym->inames[b];
+		while (n) {
+			struct iname *nx = n->next;
+			free(n);
+			n = nx;
+		}
+		sym->inames[b] = NULL;
+	}
+	sym->inames_bytes = 0;
+}
+
+/* A stable copy of a source file name (libdw's goes with the Dwarf handle). NULL: no memory. */
+static const char *intern_name(struct pf_symbolizer *sym, const char *s)
+{
+	if (sym->inames_bytes > RCACHE_NAMES_MAX) {
+		/* rare: a host with very many source files; start over */
+		memset(sym->rcache, 0, RCACHE_SLOTS * sizeof(*sym->rcache));
+		inames_clear(sym);
+	}
+	size_t len = strlen(s);
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+	struct iname **pp = &sym->inames[h & (RCACHE_SLOTS - 1)];
+	for (struct iname *n = *pp; n; n = n->next)
+		if (!strcmp(n->s, s))
+			return n->s;
+	struct iname *n = malloc(sizeof(*n) + len + 1);
+	if (!n)
+		return NULL;
+	memcpy(n->s, s, len + 1);
+	n->next = *pp;
+	*pp = n;
+	sym->inames_bytes += sizeof(*n) + len + 1;
+	return n->s;
+}
+
+/* Symbol and line of vaddr in f, from the cache or resolved now (and cached). NULL only when
+ * out of memory; ->function NULL when no symbol covers vaddr. */
+static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct elf_file *f,
+					      uint64_t vaddr)
+{
+	if (!sym->rcache) {
+		sym->rcache = calloc(RCACHE_SLOTS, sizeof(*sym->rcache));
+		sym->inames = calloc(RCACHE_SLOTS, sizeof(*sym->inames));
+		if (!sym->rcache || !sym->inames) {
+			free(sym->rcache);
+			free(sym->inames);
+			sym->rcache = NULL;
+			sym->inames = NULL;
+			return NULL;
+		}
+	}
+	struct rcache_ent *e = &sym->rcache[rc_hash(f->id, vaddr) & (RCACHE_SLOTS - 1)];
+	if (e->file_id == f->id && e->vaddr == vaddr) {
+		sym->st.cache_hits++;
+		return e;
+	}
+	const struct elf_sym *s = elf_file_find_sym(f, vaddr);
+	const char *file = NULL;
+	uint32_t line = 0;
+	if (s)
+		elf_file_find_line(f, vaddr, &file, &line);
+	if (file && !(file = intern_name(sym, file)))
+		return NULL;
+	*e = (struct rcache_ent){f->id, vaddr, s ? s->name : NULL, file, line};
+	return e;
+}
+
+void pf_symbolizer_trim(struct pf_symbolizer *sym)
+{
+	for (struct elf_file *f = sym->lru_head; f; f = f->next) {
+		if (f->dwarf)
+			dwarf_end(f->dwarf);
+		if (f->dbg_elf)
+			elf_end(f->dbg_elf);
+		if (f->dbg_fd >= 0)
+			close(f->dbg_fd);
+		f->dwarf = NULL;
+		f->dbg_elf = NULL;
+		f->dbg_fd = -1;
+		f->dwarf_tried = false;
+	}
 }
 
 /* ---- resolve ------------------------------------------------------------------------------ */
@@ -833,10 +1046,10 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
 	size_t k = 0;
 	int32_t kmap = -1;
 	if (have_kernel) {
-		kernel_load(sym);
+		kernel_load_timed(sym);
 		kmap = (int32_t)k;
-		maps[k].start = sym->n_ksyms ? sym->ksyms[0].addr : 0;
-		maps[k].limit = sym->n_ksyms ? sym->ksyms[sym->n_ksyms - 1].addr + 1 : UINT64_MAX;
+		maps[k].start = sym->n_ksyms ? kaddr(sym, 0) : 0;
+		maps[k].limit = sym->n_ksyms ? kaddr(sym, sym->n_ksyms - 1) + 1 : UINT64_MAX;
 		maps[k].path = "[kernel.kallsyms]";
 		maps[k].build_id = sym->kbuild_id[0] ? pf_prof_strdup(w, sym->kbuild_id) : NULL;
 		k++;
@@ -883,14 +1096,13 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
 				goto unresolved;
 			if (!elf_file_off_to_vaddr(f, fr->address - m->start + m->offset, &vaddr))
 				vaddr = fr->address; /* non-PIE ET_EXEC without usable phdrs */
-			const struct elf_sym *s = elf_file_find_sym(f, vaddr);
-			if (!s)
+			const struct rcache_ent *r = rcache_lookup(sym, f, vaddr);
+			if (!r || !r->function)
 				goto unresolved;
-			fr->function = pf_prof_strdup(w, s->name);
-			const char *file;
-			elf_file_find_line(f, vaddr, &file, &fr->line);
-			fr->file = file ? pf_prof_strdup(w, file) : NULL;
-			if (!fr->function)
+			fr->function = pf_prof_strdup(w, r->function);
+			fr->line = r->line;
+			fr->file = r->file ? pf_prof_strdup(w, r->file) : NULL;
+			if (!fr->function || (r->file && !fr->file))
 				return -ENOMEM;
 		}
 		if (fr->function) {
@@ -944,6 +1156,9 @@ void pf_symbolizer_free(struct pf_symbolizer *sym)
 	}
 	free(sym->ksyms);
 	free(sym->knames);
+	inames_clear(sym);
+	free(sym->inames);
+	free(sym->rcache);
 	free(sym);
 }
 

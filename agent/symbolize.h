@@ -2,7 +2,10 @@
  *
  * Owns: per-process memory maps captured from /proc/PID/maps, a bounded LRU cache of opened ELF
  * files keyed by GNU build id (elfutils libelf for .symtab/.dynsym, libdw for DWARF line info),
- * and the kernel symbol table from /proc/kallsyms (+ the kernel build id from /sys/kernel/notes).
+ * a bounded cache of resolved (file, address) -> symbol, source line, and the kernel symbol
+ * table from /proc/kallsyms (+ the kernel build id from /sys/kernel/notes), loaded at the
+ * first kernel frame as one sorted array of 8-byte (address offset, name offset) entries and
+ * one string blob.
  *
  * Short-lived processes: call pf_symbolizer_capture() while the process lives (at exec or its
  * first sample). It snapshots the executable mappings and opens each file through
@@ -39,6 +42,8 @@ struct pf_symbolizer_stats {
 	uint64_t frames_resolved;
 	uint64_t frames_unresolved;
 	uint64_t kernel_symbols; /* loaded from /proc/kallsyms, 0 before the first kernel frame */
+	uint64_t cache_hits;   /* user frames answered by the resolved-address cache */
+	uint64_t kernel_load_cpu_ns; /* CPU time (user+sys) the /proc/kallsyms load took, once */
 	int last_error;        /* negative errno of the last failure, 0 when none */
 };
 
@@ -64,6 +69,12 @@ void pf_symbolizer_forget(struct pf_symbolizer *sym, uint32_t pid);
  * arena. 0 or -ENOMEM; unresolvable frames are not an error. */
 int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_prof_window *w,
 			  struct pf_prof_process *p, struct pf_prof_frame *frames, size_t n);
+
+/* Drops per-window state that can be rebuilt: the DWARF handles of cached ELF files (line
+ * tables are the bulk of the symbolizer's memory). Resolved addresses stay cached (by file
+ * and address, up to 16384), so a steady workload does not reopen DWARF. Call after each
+ * window close. */
+void pf_symbolizer_trim(struct pf_symbolizer *sym);
 
 /* Loads /proc/kallsyms now instead of at the first kernel frame (a one-time cost of some
  * tens of milliseconds, better paid at startup). 0, -EPERM (addresses hidden), -ENOENT (no

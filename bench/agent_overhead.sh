@@ -9,12 +9,19 @@
 #     the BPF program run time (BPF_ENABLE_STATS), as a percentage of one CPU over the run.
 #     perf record's in-kernel callchain collection is not attributed to any task, so its
 #     figure is a lower bound of its real cost.
+#     Reported apart: the one-time costs (startup: BPF load, attach; the /proc/kallsyms load
+#     at the first kernel frame), and the load average, since the machine may be shared.
 #  2. Memory: peak RSS of profleet-sample with PROCS (300) busy processes running, each of
 #     them sampled and symbolized.
+#  3. Throughput (THROUGHPUT=1, default): what each profiler costs the workload, kernel side
+#     included (perf's callchain work is charged to no task): ROUNDS x {no profiler, perf
+#     record, profleet-sample} phases of PHASE_SECONDS each, interleaved, both CPUs busy;
+#     workload iterations/s per phase, median per mode, loss relative to no profiler.
 #
 #   sudo bench/agent_overhead.sh
 # Environment: PF_BUILD_DIR (default build/bench-release, built Release when missing),
-#   SECONDS_RUN (60), PROCS (300), RSS_SECONDS (20).
+#   SECONDS_RUN (60), PROCS (300), RSS_SECONDS (20), THROUGHPUT (1), ROUNDS (3),
+#   PHASE_SECONDS (10).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,6 +29,9 @@ build=${PF_BUILD_DIR:-$root/build/bench-release}
 secs=${SECONDS_RUN:-60}
 procs=${PROCS:-300}
 rss_secs=${RSS_SECONDS:-20}
+do_tput=${THROUGHPUT:-1}
+rounds=${ROUNDS:-3}
+phase=${PHASE_SECONDS:-10}
 sample=$build/profleet-sample
 [ -x "$sample" ] || sample=$build/agent/profleet-sample
 if [ ! -x "$sample" ]; then
@@ -42,6 +52,7 @@ trap cleanup EXIT
 cc -O0 -fno-omit-frame-pointer -g -o "$tmp/workload" "$root/tests/ebpf/workload.c"
 ncpu=$(nproc)
 
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # ---- 1. CPU, side by side with perf record --------------------------------------------------
 for _ in $(seq "$ncpu"); do
 	"$tmp/workload" $((secs + 15)) >/dev/null & pids+=($!)
@@ -69,6 +80,8 @@ if [ "$have_perf" = 1 ]; then
 fi
 self_ns=$(sed -n 's/.* self_cpu_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
 start_ns=$(sed -n 's/.*startup_cpu_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
+ksym_ns=$(sed -n 's/.*kallsyms_cpu_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
+ksym_ns=${ksym_ns:-0}
 bpf_ns=$(sed -n 's/.*bpf_run_time_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
 samples=$(sed -n 's/^stats samples=\([0-9]*\).*/\1/p' "$tmp/sample.out")
 lost=$(sed -n 's/.*lost_kernel=\([0-9]*\).*/\1/p' "$tmp/sample.out")
@@ -78,8 +91,12 @@ pids=()
 pct() { python3 -c "print(f'{$1 / ($secs * 1e9) * 100:.3f}')"; }
 echo "== CPU (${secs} s, ${ncpu} CPUs busy, 99 Hz) =="
 echo "profleet-sample: user+sys $(pct "$self_ns")% + BPF $(pct "$bpf_ns")% = $(pct "($self_ns + $bpf_ns)")% of one CPU; samples=$samples lost=$lost"
-echo "  of which startup (BPF load, /proc scan, kallsyms; once per agent start): $(pct "$start_ns")%; steady state: $(pct "($self_ns - $start_ns + $bpf_ns)")%"
-[ "$have_perf" = 1 ] && echo "perf record -F 99 -g -a: user+sys $(pct "$perf_ns")% of one CPU"
+echo "  one-time: startup (BPF load, attach) $(pct "$start_ns")% + kallsyms load $(pct "$ksym_ns")%; steady state: $(pct "($self_ns - $start_ns - $ksym_ns + $bpf_ns)")%"
+if [ "$have_perf" = 1 ]; then
+	echo "perf record -F 99 -g -a: user+sys $(pct "$perf_ns")% of one CPU"
+	python3 -c "print(f'ratio profleet/perf: total {($self_ns + $bpf_ns) / $perf_ns:.2f}, steady {($self_ns - $start_ns - $ksym_ns + $bpf_ns) / $perf_ns:.2f}')"
+fi
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # ---- 2. RSS with N processes --------------------------------------------------------------
 for _ in $(seq "$procs"); do
@@ -91,3 +108,51 @@ rss=$(sed -n 's/.*max_rss_kb=\([0-9]*\).*/\1/p' "$tmp/rss.out")
 nproc_seen=$(grep -c '^process ' "$tmp/rss.out" || true)
 echo "== RSS with $procs busy processes (${rss_secs} s) =="
 echo "profleet-sample peak RSS: $((rss / 1024)) MB ($rss kB); process entries in windows: $nproc_seen"
+
+# ---- 3. throughput of the workload under each profiler ------------------------------------
+[ "$do_tput" = 1 ] || exit 0
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+pids=()
+wait 2>/dev/null || true
+# one phase: $1 = none | perf | profleet; prints iterations/s of the workloads together
+phase_run() {
+	local prof=() ppid=
+	case $1 in
+	perf) prof=(perf record -F 99 -g -a -q -o "$tmp/tput.data" -- sleep $((phase + 2))) ;;
+	profleet) prof=("$sample" -d $((phase + 2)) -t 1) ;;
+	esac
+	if [ ${#prof[@]} -gt 0 ]; then
+		"${prof[@]}" >/dev/null 2>&1 &
+		ppid=$!
+		sleep 1
+	fi
+	local wl=()
+	for i in $(seq "$ncpu"); do
+		"$tmp/workload" "$phase" > "$tmp/tput.$i" &
+		wl+=($!)
+	done
+	wait "${wl[@]}"
+	[ -z "$ppid" ] || wait "$ppid" 2>/dev/null || true
+	cat "$tmp"/tput.* | sed -n 's/^iterations //p' | python3 -c "import sys; print(sum(int(l) for l in sys.stdin) / $phase)"
+}
+declare -A res
+for r in $(seq "$rounds"); do
+	for m in none perf profleet; do
+		[ "$m" = perf ] && [ "$have_perf" = 0 ] && continue
+		res[$m]+="$(phase_run "$m") "
+	done
+done
+echo "== Workload throughput (${rounds} x ${phase} s per mode, interleaved, ${ncpu} CPUs busy) =="
+python3 - "${res[none]}" "${res[perf]:-}" "${res[profleet]}" <<'PY'
+import statistics, sys
+modes = ["none", "perf record -F 99 -g -a", "profleet-sample"]
+vals = [[float(x) for x in a.split()] for a in sys.argv[1:]]
+base = statistics.median(vals[0])
+for m, v in zip(modes, vals):
+    if not v:
+        continue
+    med = statistics.median(v)
+    print(f"{m:24s} median {med:10.1f} it/s  (runs: {', '.join(f'{x:.1f}' for x in v)})"
+          f"  loss vs none: {(1 - med / base) * 100:+.2f}%")
+PY
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

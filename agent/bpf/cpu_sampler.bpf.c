@@ -3,7 +3,8 @@
  * hands to user space, sampler_bpf.c for the user side).
  *
  *  do_sample   perf_event (software cpu-clock, one event per CPU): pid/tid/cpu/time/comm and
- *              kernel + user stacks of the interrupted task, into the `samples` ring buffer.
+ *              kernel (only when the tick interrupted kernel mode) + user stacks of the
+ *              interrupted task, into the `samples` ring buffer.
  *  handle_*    tp_btf sched_process_{exec,fork,exit}: keep `pid_filter` coherent in the kernel
  *              (an exec forgets the verdict, a fork inherits it, an exit drops it) and tell user
  *              space, which computes the new verdict from the process's attributes.
@@ -20,10 +21,16 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* 1 while include/exclude filters are active; written by user space through .bss. */
 __u32 filter_on = 0;
+/* The agent's own process (tgid), never sampled unless 0; one compare instead of a map
+ * lookup per tick when no filter is active. Written by user space through .bss. */
+__u32 skip_tgid = 0;
+/* Wake the consumer once this many bytes wait (a quarter of the ring buffer, whose size
+ * user space picks from the CPU count before load). */
+const volatile __u64 wake_bytes = PF_SAMPLES_RB_MIN_BYTES / 4;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, PF_SAMPLES_RB_BYTES);
+	__uint(max_entries, PF_SAMPLES_RB_MIN_BYTES); /* resized by user space before load */
 } samples SEC(".maps");
 
 struct {
@@ -68,6 +75,24 @@ static __always_inline void count(__u32 idx)
 
 #define STACK_BYTES (PF_MAX_STACK * 8)
 
+/* True when the tick interrupted user mode: then there is no kernel stack to walk (the
+ * kernel walk would find nothing but still costs a helper call and a callchain buffer). The
+ * ctx's regs are the interrupted registers; reads must be 8 bytes wide. Unknown arches
+ * always walk both stacks. */
+static __always_inline bool in_user_mode(struct bpf_perf_event_data *ctx)
+{
+#if defined(__TARGET_ARCH_x86)
+	__u64 cs = *(__u64 *)((char *)&ctx->regs + __builtin_offsetof(struct pt_regs, cs));
+	return (cs & 3) == 3;
+#elif defined(__TARGET_ARCH_arm64)
+	__u64 pstate =
+		*(__u64 *)((char *)&ctx->regs + __builtin_offsetof(struct user_pt_regs, pstate));
+	return (pstate & 0xf) == 0; /* PSR_MODE_EL0t */
+#else
+	return false;
+#endif
+}
+
 SEC("perf_event")
 int do_sample(struct bpf_perf_event_data *ctx)
 {
@@ -75,7 +100,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	__u32 pid = id >> 32, tid = (__u32)id;
 	__u32 zero = 0;
 
-	if (tid == 0) /* the idle task */
+	if (tid == 0 || pid == skip_tgid) /* the idle task, the agent itself */
 		return 0;
 
 	__u32 flags = 0;
@@ -93,7 +118,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	if (!s)
 		return 0;
 
-	long kb = bpf_get_stack(ctx, s->ips, STACK_BYTES, 0);
+	long kb = in_user_mode(ctx) ? 0 : bpf_get_stack(ctx, s->ips, STACK_BYTES, 0);
 	if (kb < 0)
 		kb = 0;
 	kb &= 0x3ff; /* <= 1016 in practice; the mask proves it to the verifier */
@@ -118,7 +143,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	/* Wake the consumer only once the buffer is a quarter full; it also drains on its own
 	 * timer, so at 99 Hz there is about one wake-up per poll interval, not one per sample. */
-	__u64 wake = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= PF_SAMPLES_RB_BYTES / 4
+	__u64 wake = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= wake_bytes
 			     ? BPF_RB_FORCE_WAKEUP
 			     : BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&samples, s, size, wake) < 0) {

@@ -17,7 +17,12 @@
 #define PF_MAX_STACK 127 /* perf's default kernel.perf_event_max_stack */
 #define PF_COMM_LEN 16
 
-#define PF_SAMPLES_RB_BYTES (1u << 21) /* 2 MiB: ~10k typical samples of slack */
+/* The samples ring buffer: 64 KiB per possible CPU (~2 s of 99 Hz samples with deep stacks,
+ * drained every 0.5 s), rounded up to a power of two, at least 256 KiB, at most 8 MiB. Its
+ * pages are mapped twice into the agent, so it counts twice in the agent's RSS. */
+#define PF_SAMPLES_RB_PER_CPU (64u << 10)
+#define PF_SAMPLES_RB_MIN_BYTES (256u << 10)
+#define PF_SAMPLES_RB_MAX_BYTES (8u << 20)
 #define PF_EVENTS_RB_BYTES (1u << 16)
 #define PF_PID_FILTER_MAX 65536
 

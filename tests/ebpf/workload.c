@@ -2,7 +2,8 @@
  * -O0 -fno-omit-frame-pointer -g. hot_a does twice the work of hot_b; each has its own caller,
  * so a profile must show hot_a <- caller_a at 2/3 and hot_b <- caller_b at 1/3 of the samples.
  *
- *   workload SECONDS        (prints "ready" once running, exits 0 after SECONDS) */
+ *   workload SECONDS        (prints "ready" once running, exits 0 after SECONDS, printing
+ *                            "iterations N" first: bench/agent_overhead.sh's throughput) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -46,9 +47,12 @@ int main(int argc, char **argv)
 	double end = now() + secs;
 	printf("ready\n");
 	fflush(stdout);
+	unsigned long iterations = 0;
 	while (now() < end) {
 		caller_a();
 		caller_b();
+		iterations++;
 	}
+	printf("iterations %lu\n", iterations);
 	return 0;
 }

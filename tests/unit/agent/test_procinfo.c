@@ -137,15 +137,27 @@ static void test_fake_proc_and_filters(void **state)
 	assert_int_equal(pf_procinfo_scan(pi), 3);
 	const struct pf_proc *a = pf_procinfo_get(pi, 100), *b = pf_procinfo_get(pi, 200),
 			     *k = pf_procinfo_get(pi, 300);
+	/* environ is only read when service.name is needed: not by a scan without filters */
+	assert_false(a->env_read);
+	assert_null(a->service_name);
+	/* a sampled process reads it at once (it may be gone when its window closes) */
+	a = pf_procinfo_read(pi, 100, "checkout-serv", true);
+	assert_non_null(a);
+	assert_true(a->env_read);
 	assert_string_equal(a->service_name, "checkout");
 	assert_string_equal(a->exe_name, "checkout-server");
 	assert_string_equal(a->exe_path, "/usr/bin/checkout-server");
 	assert_string_equal(a->container_id, CID);
 	assert_string_equal(a->command_line, "/usr/bin/app --port 8080");
 	assert_string_equal(b->exe_path, "/opt/app/billing-test");
-	assert_string_equal(b->service_name, "billing-test"); /* falls back to the exe name */
 	assert_null(k->exe_path);
 	assert_string_equal(k->exe_name, "kworker/0:1");
+	/* the comm of a sample stands in for /proc/PID/comm; a gone pid is still noticed */
+	k = pf_procinfo_read(pi, 300, "kworker/0:9", false);
+	assert_non_null(k);
+	assert_string_equal(k->exe_name, "kworker/0:9");
+	assert_null(pf_procinfo_read(pi, 4243, "gone", true));
+	assert_int_equal(errno, ENOENT);
 	assert_true(a->allowed && b->allowed && k->allowed);
 	assert_false(pf_procinfo_filtering(pi));
 
@@ -158,6 +170,9 @@ static void test_fake_proc_and_filters(void **state)
 	assert_true(pf_procinfo_filtering(pi));
 	assert_true(pf_procinfo_get(pi, 100)->allowed);
 	assert_false(pf_procinfo_get(pi, 200)->allowed); /* included, then excluded */
+	/* a service.name filter made every process's environ read */
+	assert_true(pf_procinfo_get(pi, 200)->env_read);
+	assert_null(pf_procinfo_get(pi, 200)->service_name); /* none: the exe name stands in */
 	assert_false(pf_procinfo_get(pi, 300)->allowed); /* not included */
 
 	/* pid and container.id keys; unknown-on-host keys match nothing */
@@ -195,6 +210,9 @@ static void test_fake_proc_and_filters(void **state)
 	assert_string_equal(attr(&p, "container.id"), CID);
 	assert_string_equal(attr(&p, "host.name"), "node-1");
 	assert_null(attr(&p, "k8s.pod.uid"));
+	struct pf_prof_process pb = {0};
+	assert_int_equal(pf_procinfo_attrs(pi, 200, w, &pb), 0);
+	assert_string_equal(attr(&pb, "service.name"), "billing-test"); /* the exe name */
 	for (size_t i = 0; i < p.n_attrs; i++) /* no duplicate keys */
 		for (size_t j = i + 1; j < p.n_attrs; j++)
 			assert_string_not_equal(p.attrs[i].key, p.attrs[j].key);

@@ -192,6 +192,24 @@ static void test_process_resolve(void **state)
 	assert_int_equal(st.frames_resolved, 1);
 	assert_int_equal(st.frames_unresolved, 1);
 	assert_true(st.elf_cached >= 1);
+	assert_int_equal(st.cache_hits, 0);
+
+	/* next window: DWARF dropped by trim, the same address comes from the result cache
+	 * with the same function, file and line (strings copied into the new window) */
+	pf_symbolizer_trim(sym);
+	struct pf_prof_window *w2 = pf_prof_window_new();
+	struct pf_prof_process p2 = {0};
+	struct pf_prof_frame fr2 = {.address = addr + 1, .kind = PF_FRAME_NATIVE};
+	pf_prof_window_free(w); /* the first window's strings must not be needed any more */
+	w = NULL;
+	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w2, &p2, &fr2, 1), 0);
+	assert_string_equal(fr2.function, "pf_target_fn");
+	assert_int_equal(fr2.line, TARGET_LINE);
+	assert_non_null(strstr(fr2.file, "target.c"));
+	pf_symbolizer_stats(sym, &st);
+	assert_int_equal(st.cache_hits, 1);
+	pf_prof_window_free(w2);
+
 	pf_symbolizer_forget(sym, (uint32_t)pid);
 	assert_false(pf_symbolizer_has(sym, (uint32_t)pid));
 	assert_int_equal(pf_symbolizer_capture(sym, (uint32_t)pid), -ENOENT);
