@@ -351,13 +351,19 @@ class Dataplane(IntegrationCase):
                     'auth: agent_token}' % ctl.port)
         text = config_yaml(self.wl_name, [exporter], frequency=199, duration=2)
         self.assertNotIn(ctl.agent_token, text)
+        pushed_ms = int(time.time() * 1000)
         self.push(ctl, uid, text)
 
         def listed():
-            st, body, _ = ctl.request("GET", "/api/v1/profiles?agent=%s&limit=10" % uid)
+            st, body, _ = ctl.request("GET", "/api/v1/profiles?agent=%s&limit=50" % uid)
             return body["profiles"] if st == 200 and body["profiles"] else None
-        profiles = wait_until(listed, timeout=20, what="profiles stored for the agent")
-        self.assertEqual(profiles[0]["service"], self.wl_name)
+
+        # A window that started after the push: the new filter applies to the workload, which
+        # was already running when it arrived.
+        def filtered():
+            return [p for p in listed() or [] if p["start_ms"] >= pushed_ms]
+        profiles = wait_until(filtered, timeout=20, what="a filtered window after the push")
+        self.assertEqual({p["service"] for p in profiles}, {self.wl_name})
         # Merged flame graph of the service: both functions, ~2:1, under their callers.
         wait_until(lambda: len(listed() or []) >= 2, timeout=20, what="two windows stored")
         st, tree, _ = ctl.request("GET", "/api/v1/flamegraph?service=" + self.wl_name)
