@@ -494,6 +494,8 @@ static void export_window(struct agent_dataplane *d, struct pf_prof_window *w, s
 					 err.msg);
 	} else {
 		pthread_mutex_lock(&d->lock);
+		d->counters.profile_bytes += d->out.len;
+		d->counters.last_profile_bytes = d->out.len;
 		if (t)
 			d->counters.pprof_windows++;
 		else
@@ -556,6 +558,13 @@ static void sampler_health(struct agent_dataplane *d)
 				      st.progs[i].run_time_ns / 1000, st.progs[i].run_cnt);
 		pf_buf_printf(&b, ")");
 	}
+	pthread_mutex_lock(&d->lock);
+	uint64_t nwin = d->counters.windows, last = d->counters.last_profile_bytes,
+		 total = d->counters.profile_bytes;
+	pthread_mutex_unlock(&d->lock);
+	if (nwin)
+		pf_buf_printf(&b, "; profiles %" PRIu64 ", last %" PRIu64 " B, total %" PRIu64 " B",
+			      nwin, last, total);
 	overhead_update(&d->overhead, st.bpf_stats_enabled ? st.bpf_run_time_ns : 0);
 	if (d->overhead.pct >= 0)
 		pf_buf_printf(&b, "; agent overhead %.2f%% of one CPU (process%s, last 10 s)",

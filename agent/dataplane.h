@@ -106,6 +106,8 @@ struct agent_dataplane_counters {
 	uint64_t exports;	/* submits accepted (all exporters) */
 	uint64_t dropped;	/* submits refused (exporter busy or failing to start) */
 	uint64_t encode_errors;
+	uint64_t profile_bytes;	     /* OTLP bytes encoded, all windows */
+	uint64_t last_profile_bytes; /* size of the last encoded window */
 };
 void agent_dataplane_counters(struct agent_dataplane *d, struct agent_dataplane_counters *out);
 
