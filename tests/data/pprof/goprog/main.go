@@ -17,6 +17,7 @@ import (
 	"net/http"
 	_ "net/http/pprof"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"time"
 )
@@ -45,6 +46,9 @@ func main() {
 	lifetime := flag.Duration("lifetime", 120*time.Second, "exit after this long")
 	flag.Parse()
 	allocLive()
+	// Heap profiles describe the heap as of the last completed GC: run one so the live
+	// allocations above are in every heap profile from the start.
+	runtime.GC()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
