@@ -1,7 +1,7 @@
 /* opamp_codec.c — see opamp_codec.h.
  *
  * Decoding runs in four steps:
- *   1. wire_scan(): walk the bytes with the message descriptors and refuse nesting deeper than
+ *   1. prof_wire_scan() (prof_util.h): walk the bytes with the message descriptors and refuse nesting deeper than
  *      PF_OPAMP_MAX_WIRE_DEPTH (protobuf-c's unpacker recurses without a limit);
  *   2. protobuf-c unpacks through a counting allocator capped at max_bytes;
  *   3. a sizing pass computes the exact arena size of the plain structs (and checks the health
@@ -19,6 +19,7 @@
  * take the controller's per-heartbeat decode + encode from ~4,000 to a few hundred
  * instructions (docs/benchmarks.md, "Control plane"). */
 #include "opamp_codec.h"
+#include "prof_util.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -71,53 +72,6 @@ static int read_varint(const uint8_t *p, size_t len, size_t *i, uint64_t *v)
 	return -EBADMSG;
 }
 
-static int wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
-		     unsigned depth)
-{
-	if (depth > PF_OPAMP_MAX_WIRE_DEPTH)
-		return -ELOOP;
-	size_t i = 0;
-	while (i < len) {
-		uint64_t tag, v;
-		if (read_varint(p, len, &i, &tag) < 0)
-			return -EBADMSG;
-		uint64_t num = tag >> 3;
-		if (num == 0 || num > 0x1fffffff)
-			return -EBADMSG;
-		switch (tag & 7) {
-		case WT_VARINT:
-			if (read_varint(p, len, &i, &v) < 0)
-				return -EBADMSG;
-			break;
-		case WT_I64:
-			if (len - i < 8)
-				return -EBADMSG;
-			i += 8;
-			break;
-		case WT_I32:
-			if (len - i < 4)
-				return -EBADMSG;
-			i += 4;
-			break;
-		case WT_LEN: {
-			if (read_varint(p, len, &i, &v) < 0 || v > len - i)
-				return -EBADMSG;
-			const ProtobufCFieldDescriptor *f =
-			    d ? protobuf_c_message_descriptor_get_field(d, (unsigned)num) : NULL;
-			if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
-				int r = wire_scan(f->descriptor, p + i, (size_t)v, depth + 1);
-				if (r < 0)
-					return r;
-			}
-			i += (size_t)v;
-			break;
-		}
-		default: /* groups are not used by any OpAMP message */
-			return -EBADMSG;
-		}
-	}
-	return 0;
-}
 
 /* ---------------------------------------------------------------------------------------- */
 /* Step 2: counting allocator for protobuf-c.                                                */
@@ -672,7 +626,8 @@ static ProtobufCMessage *unpack_capped(const ProtobufCMessageDescriptor *d, cons
 				       size_t len, struct counting_alloc *ca,
 				       ProtobufCAllocator *alloc, int *rc, struct pf_error *err)
 {
-	int r = wire_scan(d, data, len, 1);
+	/* the top message is depth 1 here, depth 0 in prof_wire_scan */
+	int r = prof_wire_scan(d, data, len, PF_OPAMP_MAX_WIRE_DEPTH - 1);
 	if (r == -ELOOP) {
 		*rc =
 		    pf_error_set(err, -EBADMSG, d->short_name,
