@@ -185,9 +185,12 @@ static void print_stats(struct pf_sampler *s)
 		       st.progs[i].run_cnt);
 	printf("stats startup_cpu_ns=%" PRIu64 " kallsyms_cpu_ns=%" PRIu64 " self_cpu_ns=%" PRIu64
 	       " max_rss_kb=%ld elf_cached=%" PRIu64 " frames_resolved=%" PRIu64
-	       " frames_unresolved=%" PRIu64 "\n",
+	       " frames_unresolved=%" PRIu64 " dwarf_skipped=%" PRIu64 "\n",
 	       startup_cpu_ns, st.kernel_symbols_load_ns, cpu_ns, ru.ru_maxrss, st.elf_cached,
-	       st.frames_resolved, st.frames_unresolved);
+	       st.frames_resolved, st.frames_unresolved, st.dwarf_skipped);
+	printf("stats kernel_resolver=%d kernel_resolved=%" PRIu64 " kernel_resolve_cpu_ns=%" PRIu64
+	       "\n",
+	       st.kernel_resolver, st.kernel_resolved, st.kernel_resolve_cpu_ns);
 }
 
 static bool refused(int e)

@@ -29,6 +29,8 @@ struct pf_sampler {
 	struct bpf_link *proc_links[3];
 	struct ring_buffer *rb;
 	int stats_fd; /* BPF_ENABLE_STATS: run time is counted while open */
+	bool ksym_prog;			/* resolve_ksyms loaded: kernel frames resolved by it */
+	struct pf_bpf_ksym_req *ksym_req; /* its request buffer, allocated at first use */
 
 	int n_cpus_possible;
 	int *pe_fds;
@@ -511,12 +513,14 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 
 	struct bpf_program *progs[PF_SAMPLER_N_PROGS] = {
 		s->skel->progs.do_sample, s->skel->progs.handle_exec, s->skel->progs.handle_fork,
-		s->skel->progs.handle_exit};
+		s->skel->progs.handle_exit, s->skel->progs.resolve_ksyms};
 	for (int i = 0; i < PF_SAMPLER_N_PROGS; i++) {
 		struct bpf_prog_info info;
 		__u32 len = sizeof(info);
 		memset(&info, 0, sizeof(info));
 		out->progs[i].name = bpf_program__name(progs[i]);
+		if (progs[i] == s->skel->progs.resolve_ksyms && !s->ksym_prog)
+			continue; /* not loaded */
 		if (bpf_obj_get_info_by_fd(bpf_program__fd(progs[i]), &info, &len) < 0)
 			continue;
 		out->progs[i].run_time_ns = info.run_time_ns;
@@ -529,7 +533,11 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->elf_cached = ss.elf_cached;
 	out->frames_resolved = ss.frames_resolved;
 	out->frames_unresolved = ss.frames_unresolved;
+	out->dwarf_skipped = ss.dwarf_skipped;
 	out->kernel_symbols_load_ns = ss.kernel_load_cpu_ns;
+	out->kernel_resolver = ss.kernel_resolver;
+	out->kernel_resolved = ss.kernel_resolved;
+	out->kernel_resolve_cpu_ns = ss.kernel_resolve_cpu_ns;
 	out->last_error = s->last_error;
 	return 0;
 }
@@ -546,6 +554,7 @@ void pf_sampler_free(struct pf_sampler *s)
 		bpf_link__destroy(s->proc_links[i]);
 	ring_buffer__free(s->rb);
 	cpu_sampler_bpf__destroy(s->skel);
+	free(s->ksym_req);
 	if (s->stats_fd >= 0)
 		close(s->stats_fd);
 	for (size_t i = 0; i < s->n_ready; i++)
@@ -556,6 +565,38 @@ void pf_sampler_free(struct pf_sampler *s)
 	free(s->pe_fds);
 	free(s->pe_links);
 	free(s);
+}
+
+/* pf_kernel_resolve_fn: one run of resolve_ksyms over a batch of kernel addresses. */
+static int resolve_kernel(void *ctx, const uint64_t *addrs, size_t n,
+			  char (*text)[PF_SYM_KTEXT_LEN])
+{
+	_Static_assert(PF_SYM_KRESOLVE_BATCH == PF_KSYM_BATCH, "batch sizes differ");
+	_Static_assert(PF_SYM_KTEXT_LEN == PF_KSYM_TEXT_LEN, "text sizes differ");
+	struct pf_sampler *s = ctx;
+	if (n > PF_KSYM_BATCH)
+		return -EINVAL;
+	if (!s->ksym_req && !(s->ksym_req = malloc(sizeof(*s->ksym_req))))
+		return -ENOMEM;
+	struct pf_bpf_ksym_req *r = s->ksym_req;
+	r->n = (unsigned)n;
+	r->pad = 0;
+	memcpy(r->addrs, addrs, n * sizeof(*addrs));
+	for (size_t i = 0; i < n; i++)
+		r->text[i][0] = 0;
+	int fd = bpf_map__fd(s->skel->maps.ksym_req);
+	__u32 zero = 0;
+	if (bpf_map_update_elem(fd, &zero, r, BPF_ANY) < 0)
+		return -errno;
+	LIBBPF_OPTS(bpf_test_run_opts, run);
+	int rc = bpf_prog_test_run_opts(bpf_program__fd(s->skel->progs.resolve_ksyms), &run);
+	if (rc < 0)
+		return rc;
+	if (bpf_map_lookup_elem(fd, &zero, r) < 0)
+		return -errno;
+	for (size_t i = 0; i < n; i++)
+		memcpy(text[i], r->text[i], PF_KSYM_TEXT_LEN);
+	return 0;
 }
 
 /* PF_SAMPLES_RB_PER_CPU per possible CPU, a power of two within [MIN, MAX] (cpu_sampler.h). */
@@ -612,6 +653,12 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 		return fail(s, pf_error_set(err, rc, "", "size the sample ring buffer: %s",
 					    strerror(-rc)));
 	s->skel->rodata->wake_bytes = rb_bytes / 4;
+	/* The kernel symbol resolver needs syscall programs with bpf_snprintf (5.14+); without
+	 * them the sampler loads without it and the symbolizer reads /proc/kallsyms. */
+	s->ksym_prog = !s->opt.no_kernel_symbols &&
+		       libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_SYSCALL, NULL) == 1 &&
+		       libbpf_probe_bpf_helper(BPF_PROG_TYPE_SYSCALL, BPF_FUNC_snprintf, NULL) == 1;
+	bpf_program__set_autoload(s->skel->progs.resolve_ksyms, s->ksym_prog);
 	rc = cpu_sampler_bpf__load(s->skel);
 	if (rc < 0)
 		return fail(s, pf_error_set(err, rc, "", "load BPF programs (needs CAP_BPF + "
@@ -634,6 +681,8 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 	if (!s->rb || ring_buffer__add(s->rb, bpf_map__fd(s->skel->maps.events), on_event, s) < 0)
 		return fail(s, pf_error_set(err, -errno, "", "ring buffer: %s", strerror(errno)));
 
+	if (s->ksym_prog)
+		pf_symbolizer_set_kernel_resolver(s->sym, resolve_kernel, s);
 	if (!s->opt.include_self)
 		s->skel->bss->skip_tgid = s->self_pid;
 	/* /proc is scanned once filters need verdicts (sync_filter_map); /proc/kallsyms is

@@ -60,7 +60,7 @@ struct pf_sampler_prog_stats {
 	uint64_t run_cnt;
 };
 
-#define PF_SAMPLER_N_PROGS 4
+#define PF_SAMPLER_N_PROGS 5 /* do_sample, handle_{exec,fork,exit}, resolve_ksyms */
 
 struct pf_sampler_stats {
 	bool running;            /* perf events attached */
@@ -80,9 +80,15 @@ struct pf_sampler_stats {
 	struct pf_sampler_prog_stats progs[PF_SAMPLER_N_PROGS];
 	/* symbolizer */
 	uint64_t elf_cached, frames_resolved, frames_unresolved;
+	uint64_t dwarf_skipped; /* files whose compressed DWARF is over the inflate bound */
 	int last_error;          /* negative errno of the last failure, 0 when healthy */
-	/* one-time CPU cost of loading /proc/kallsyms (at the first kernel frame), 0 before */
+	/* one-time CPU cost of loading /proc/kallsyms (at the first kernel frame), 0 before and
+	 * while the in-kernel resolver (resolve_ksyms) is used instead */
 	uint64_t kernel_symbols_load_ns;
+	bool kernel_resolver;	      /* kernel frames resolved by resolve_ksyms */
+	uint64_t kernel_resolved;     /* distinct kernel addresses it resolved */
+	uint64_t kernel_resolve_cpu_ns; /* agent CPU time in those calls (the program's own run
+					 * time is in progs[]) */
 };
 
 /* Opens, loads and attaches the process-tracking programs, reads /proc once. Not sampling

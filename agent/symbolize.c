@@ -25,6 +25,7 @@
 #define BUILD_ID_HEX 41
 #define RCACHE_SLOTS 16384          /* resolved (file, address) results kept across windows */
 #define RCACHE_NAMES_MAX (1u << 20) /* bytes of interned source file names before a reset */
+#define KCACHE_SLOTS 4096           /* kernel addresses resolved by the resolver */
 
 struct elf_sym {
 	uint64_t addr, size;
@@ -49,8 +50,12 @@ struct elf_file {
 	struct elf_sym *syms;
 	size_t n_syms;
 	bool dwarf_tried;
+	bool dwarf_skipped; /* compressed DWARF over the inflate bound: no line info */
+	bool dwarf_skip_counted;
 	Dwarf *dwarf;
-	int dbg_fd; /* separate debug file (/usr/lib/debug/.build-id/..), -1 when none */
+	bool dbg_tried;
+	int dbg_fd; /* separate debug file (/usr/lib/debug/.build-id/..), -1 when none; kept
+		     * while the file is cached: a stripped file's .symtab comes from it */
 	Elf *dbg_elf;
 };
 
@@ -87,6 +92,12 @@ struct rcache_ent {
 	uint32_t line;
 };
 
+/* One kernel address resolved by the resolver (name interned; NULL: no symbol). */
+struct kcache_ent {
+	uint64_t addr; /* 0 = empty */
+	const char *name;
+};
+
 struct iname {
 	struct iname *next;
 	char s[];
@@ -110,6 +121,11 @@ struct pf_symbolizer {
 	size_t n_ksyms;
 	char *knames;
 	char kbuild_id[BUILD_ID_HEX];
+	pf_kernel_resolve_fn kresolve; /* NULL: /proc/kallsyms */
+	void *kresolve_ctx;
+	struct kcache_ent *kcache; /* KCACHE_SLOTS, direct-mapped */
+	uint64_t ktext_start;	   /* lowest kernel text address (resolver mode) */
+	bool kinfo_read;	   /* kbuild_id and ktext_start read */
 	struct pf_symbolizer_stats st;
 };
 
@@ -309,19 +325,52 @@ static int load_syms_from(struct elf_file *f, Elf *elf, Elf64_Word type)
 	return -ENOENT;
 }
 
-static void elf_file_load_syms(struct elf_file *f)
+/* The separate debug file of a stripped ELF, by build id (Debian's -dbgsym and -dbg packages:
+ * /usr/lib/debug/.build-id/xx/yyyy.debug). Opened once per cached file; NULL when none. */
+static Elf *elf_file_debug(struct elf_file *f, const char *debug_dir)
+{
+	if (f->dbg_tried)
+		return f->dbg_elf;
+	f->dbg_tried = true;
+	if (!f->build_id[0])
+		return NULL;
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug",
+		 debug_dir ? debug_dir : "/usr/lib/debug", f->build_id, f->build_id + 2);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!e || elf_kind(e) != ELF_K_ELF) {
+		if (e)
+			elf_end(e);
+		close(fd);
+		return NULL;
+	}
+	f->dbg_fd = fd;
+	f->dbg_elf = e;
+	return e;
+}
+
+static void elf_file_load_syms(struct elf_file *f, const char *debug_dir)
 {
 	if (f->syms_loaded)
 		return;
 	f->syms_loaded = true;
 	if (load_syms_from(f, f->elf, SHT_SYMTAB) == 0)
 		return;
+	/* stripped (Debian's shared libraries): the full .symtab, local functions included,
+	 * is in the debug file when installed; same addresses */
+	Elf *dbg = elf_file_debug(f, debug_dir);
+	if (dbg && load_syms_from(f, dbg, SHT_SYMTAB) == 0)
+		return;
 	load_syms_from(f, f->elf, SHT_DYNSYM);
 }
 
-static const struct elf_sym *elf_file_find_sym(struct elf_file *f, uint64_t vaddr)
+static const struct elf_sym *elf_file_find_sym(struct elf_file *f, const char *debug_dir,
+					       uint64_t vaddr)
 {
-	elf_file_load_syms(f);
+	elf_file_load_syms(f, debug_dir);
 	size_t lo = 0, hi = f->n_syms;
 	while (lo < hi) { /* first symbol with addr > vaddr */
 		size_t mid = lo + (hi - lo) / 2;
@@ -348,33 +397,80 @@ static const struct elf_sym *elf_file_find_sym(struct elf_file *f, uint64_t vadd
 	return NULL;
 }
 
-static void elf_file_load_dwarf(struct elf_file *f)
+/* Bytes libdw would inflate to open the DWARF of elf: dwarf_begin_elf() decompresses every
+ * compressed debug section (SHF_COMPRESSED, or the old GNU .zdebug_*) up front, whatever the
+ * lookups need later. *has_debug tells whether there is DWARF at all. */
+static uint64_t dwarf_inflate_bytes(Elf *elf, bool *has_debug)
+{
+	*has_debug = false;
+	size_t shstrndx;
+	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return 0;
+	uint64_t total = 0;
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!name)
+			continue;
+		if (!strncmp(name, ".debug_", 7)) {
+			*has_debug = true;
+			if (sh.sh_flags & SHF_COMPRESSED) {
+				GElf_Chdr ch;
+				total += gelf_getchdr(scn, &ch) ? ch.ch_size : sh.sh_size * 4;
+			}
+		} else if (!strncmp(name, ".zdebug_", 8)) {
+			/* "ZLIB" + the inflated size, 8 bytes big-endian */
+			*has_debug = true;
+			Elf_Data *d = elf_rawdata(scn, NULL);
+			const uint8_t *b = d ? d->d_buf : NULL;
+			uint64_t n = sh.sh_size * 4;
+			if (b && d->d_size >= 12 && !memcmp(b, "ZLIB", 4)) {
+				n = 0;
+				for (int i = 4; i < 12; i++)
+					n = n << 8 | b[i];
+			}
+			total += n;
+		}
+	}
+	return total;
+}
+
+static void elf_file_load_dwarf(struct elf_file *f, const char *debug_dir, uint64_t max_inflate)
 {
 	if (f->dwarf_tried)
 		return;
 	f->dwarf_tried = true;
-	f->dwarf = dwarf_begin_elf(f->elf, DWARF_C_READ, NULL);
-	if (f->dwarf || !f->build_id[0])
+	bool has;
+	Elf *src = f->elf;
+	uint64_t inflate = dwarf_inflate_bytes(src, &has);
+	if (!has) {
+		src = elf_file_debug(f, debug_dir);
+		if (!src)
+			return;
+		inflate = dwarf_inflate_bytes(src, &has);
+		if (!has)
+			return;
+	}
+	/* The DWARF handles are dropped after every window (their memory is the bulk of the
+	 * symbolizer's), so compressed debug sections would be inflated again for every window
+	 * that meets a new address of the file: libc6-dbg's 3.6 MB inflate to 10 MB, ~25 ms
+	 * each time. Over the bound, the file's frames get function names only. */
+	if (inflate > max_inflate) {
+		f->dwarf_skipped = true;
 		return;
-	/* Debian's -dbgsym packages: /usr/lib/debug/.build-id/xx/yyyy.debug */
-	char path[128];
-	snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", f->build_id,
-		 f->build_id + 2);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	f->dbg_fd = fd;
-	f->dbg_elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (f->dbg_elf)
-		f->dwarf = dwarf_begin_elf(f->dbg_elf, DWARF_C_READ, NULL);
+	}
+	f->dwarf = dwarf_begin_elf(src, DWARF_C_READ, NULL);
 }
 
-static void elf_file_find_line(struct elf_file *f, uint64_t vaddr, const char **file,
-			       uint32_t *line)
+static void elf_file_find_line(struct elf_file *f, const char *debug_dir, uint64_t max_inflate,
+			       uint64_t vaddr, const char **file, uint32_t *line)
 {
 	*file = NULL;
 	*line = 0;
-	elf_file_load_dwarf(f);
+	elf_file_load_dwarf(f, debug_dir, max_inflate);
 	if (!f->dwarf)
 		return;
 	Dwarf_Die cu;
@@ -411,7 +507,7 @@ int pf_elf_lookup(const char *path, uint64_t vaddr, struct pf_sym_info *out)
 	struct elf_file *f = elf_file_open(fd);
 	if (!f)
 		return -(errno ? errno : EINVAL);
-	const struct elf_sym *s = elf_file_find_sym(f, vaddr);
+	const struct elf_sym *s = elf_file_find_sym(f, NULL, vaddr);
 	int rc = -ENOENT;
 	if (s) {
 		snprintf(out->function, sizeof(out->function), "%s", s->name);
@@ -419,7 +515,7 @@ int pf_elf_lookup(const char *path, uint64_t vaddr, struct pf_sym_info *out)
 		rc = 0;
 	}
 	const char *file;
-	elf_file_find_line(f, vaddr, &file, &out->line);
+	elf_file_find_line(f, NULL, UINT64_MAX, vaddr, &file, &out->line);
 	if (file)
 		snprintf(out->file, sizeof(out->file), "%s", file);
 	elf_file_free(f);
@@ -751,12 +847,9 @@ static int hexdigit(char c)
 	return -1;
 }
 
-static void kernel_load(struct pf_symbolizer *sym)
+/* The running kernel's GNU build id, from /sys/kernel/notes. */
+static void kernel_build_id(struct pf_symbolizer *sym)
 {
-	if (sym->kernel_tried)
-		return;
-	sym->kernel_tried = true;
-
 	int nfd = open("/sys/kernel/notes", O_RDONLY | O_CLOEXEC);
 	if (nfd >= 0) {
 		uint8_t buf[4096];
@@ -765,6 +858,14 @@ static void kernel_load(struct pf_symbolizer *sym)
 			sym->kbuild_id[0] = 0;
 		close(nfd);
 	}
+}
+
+static void kernel_load(struct pf_symbolizer *sym)
+{
+	if (sym->kernel_tried)
+		return;
+	sym->kernel_tried = true;
+	kernel_build_id(sym);
 
 	FILE *fp = fopen("/proc/kallsyms", "re");
 	if (!fp) {
@@ -926,6 +1027,8 @@ static const char *intern_name(struct pf_symbolizer *sym, const char *s)
 	if (sym->inames_bytes > RCACHE_NAMES_MAX) {
 		/* rare: a host with very many source files; start over */
 		memset(sym->rcache, 0, RCACHE_SLOTS * sizeof(*sym->rcache));
+		if (sym->kcache)
+			memset(sym->kcache, 0, KCACHE_SLOTS * sizeof(*sym->kcache));
 		inames_clear(sym);
 	}
 	size_t len = strlen(s);
@@ -946,32 +1049,44 @@ static const char *intern_name(struct pf_symbolizer *sym, const char *s)
 	return n->s;
 }
 
+static bool caches_ready(struct pf_symbolizer *sym)
+{
+	if (!sym->rcache) {
+		sym->rcache = calloc(RCACHE_SLOTS, sizeof(*sym->rcache));
+		if (!sym->rcache)
+			return false;
+	}
+	if (!sym->inames) {
+		sym->inames = calloc(RCACHE_SLOTS, sizeof(*sym->inames));
+		if (!sym->inames)
+			return false;
+	}
+	return true;
+}
+
 /* Symbol and line of vaddr in f, from the cache or resolved now (and cached). NULL only when
  * out of memory; ->function NULL when no symbol covers vaddr. */
 static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct elf_file *f,
 					      uint64_t vaddr)
 {
-	if (!sym->rcache) {
-		sym->rcache = calloc(RCACHE_SLOTS, sizeof(*sym->rcache));
-		sym->inames = calloc(RCACHE_SLOTS, sizeof(*sym->inames));
-		if (!sym->rcache || !sym->inames) {
-			free(sym->rcache);
-			free(sym->inames);
-			sym->rcache = NULL;
-			sym->inames = NULL;
-			return NULL;
-		}
-	}
+	if (!caches_ready(sym))
+		return NULL;
 	struct rcache_ent *e = &sym->rcache[rc_hash(f->id, vaddr) & (RCACHE_SLOTS - 1)];
 	if (e->file_id == f->id && e->vaddr == vaddr) {
 		sym->st.cache_hits++;
 		return e;
 	}
-	const struct elf_sym *s = elf_file_find_sym(f, vaddr);
+	const struct elf_sym *s = elf_file_find_sym(f, sym->opt.debug_dir, vaddr);
 	const char *file = NULL;
 	uint32_t line = 0;
-	if (s)
-		elf_file_find_line(f, vaddr, &file, &line);
+	if (s) {
+		elf_file_find_line(f, sym->opt.debug_dir, sym->opt.dwarf_max_inflate, vaddr, &file,
+				   &line);
+		if (f->dwarf_skipped && !f->dwarf_skip_counted) {
+			f->dwarf_skip_counted = true;
+			sym->st.dwarf_skipped++;
+		}
+	}
 	if (file && !(file = intern_name(sym, file)))
 		return NULL;
 	*e = (struct rcache_ent){f->id, vaddr, s ? s->name : NULL, file, line};
@@ -983,13 +1098,7 @@ void pf_symbolizer_trim(struct pf_symbolizer *sym)
 	for (struct elf_file *f = sym->lru_head; f; f = f->next) {
 		if (f->dwarf)
 			dwarf_end(f->dwarf);
-		if (f->dbg_elf)
-			elf_end(f->dbg_elf);
-		if (f->dbg_fd >= 0)
-			close(f->dbg_fd);
 		f->dwarf = NULL;
-		f->dbg_elf = NULL;
-		f->dbg_fd = -1;
 		f->dwarf_tried = false;
 	}
 }
@@ -1004,6 +1113,190 @@ static struct pmap *find_pmap(struct proc_maps *pm, uint64_t addr)
 		if (addr >= pm->maps[i].start && addr < pm->maps[i].end)
 			return &pm->maps[i];
 	return NULL;
+}
+
+/* ---- kernel frames through the resolver ---------------------------------------------------- */
+
+void pf_symbolizer_set_kernel_resolver(struct pf_symbolizer *sym, pf_kernel_resolve_fn fn,
+				       void *ctx)
+{
+	sym->kresolve = sym->opt.no_kernel ? NULL : fn;
+	sym->kresolve_ctx = ctx;
+	sym->st.kernel_resolver = sym->kresolve != NULL;
+}
+
+/* Resolver mode: the kernel build id, and the start of kernel text for the mapping from the
+ * first lines of /proc/kallsyms (a 4 KiB read: the kernel formats only what is read). */
+static void kernel_info(struct pf_symbolizer *sym)
+{
+	if (sym->kinfo_read)
+		return;
+	sym->kinfo_read = true;
+	kernel_build_id(sym);
+	int fd = open("/proc/kallsyms", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	char buf[4096];
+	ssize_t r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (r <= 0)
+		return;
+	buf[r] = 0;
+	for (char *l = buf; *l;) {
+		uint64_t addr = 0;
+		char *end = l;
+		for (int d; (d = hexdigit(*end)) >= 0; end++)
+			addr = addr << 4 | (uint64_t)d;
+		if (end > l && end[0] == ' ' && (end[1] == 't' || end[1] == 'T') && addr) {
+			sym->ktext_start = addr;
+			return;
+		}
+		char *nl = strchr(l, '\n');
+		if (!nl)
+			return;
+		l = nl + 1;
+	}
+}
+
+static struct kcache_ent *kcache_slot(struct pf_symbolizer *sym, uint64_t addr)
+{
+	uint64_t h = addr * 0x9e3779b97f4a7c15ull;
+	return &sym->kcache[(h >> 32) & (KCACHE_SLOTS - 1)];
+}
+
+/* "name+0xoff/0xsize [module]" -> interned name; NULL for "0x..." (no symbol). *oom on
+ * allocation failure. */
+static const char *ktext_name(struct pf_symbolizer *sym, char *text, bool *oom)
+{
+	text[PF_SYM_KTEXT_LEN - 1] = 0;
+	if (!text[0] || (text[0] == '0' && text[1] == 'x'))
+		return NULL;
+	text[strcspn(text, "+ ")] = 0;
+	if (!text[0])
+		return NULL;
+	const char *n = intern_name(sym, text);
+	if (!n)
+		*oom = true;
+	return n;
+}
+
+struct kbatch {
+	uint64_t addrs[PF_SYM_KRESOLVE_BATCH];
+	char text[PF_SYM_KRESOLVE_BATCH][PF_SYM_KTEXT_LEN];
+	const char *names[PF_SYM_KRESOLVE_BATCH]; /* after the flush; NULL: no symbol */
+	size_t n;
+	bool done; /* flushed: addrs/names hold the pass's results */
+};
+
+/* Resolves the batch and fills the cache. 0, -ENOMEM, or the resolver's error. */
+static int kbatch_flush(struct pf_symbolizer *sym, struct kbatch *b)
+{
+	if (!b->n)
+		return 0;
+	uint64_t t0 = thread_cpu_ns();
+	int rc = sym->kresolve(sym->kresolve_ctx, b->addrs, b->n, b->text);
+	sym->st.kernel_resolve_cpu_ns += thread_cpu_ns() - t0;
+	sym->st.kernel_resolve_calls++;
+	if (rc < 0)
+		return rc;
+	bool oom = false;
+	for (size_t i = 0; i < b->n; i++) {
+		const char *name = ktext_name(sym, b->text[i], &oom);
+		if (oom)
+			return -ENOMEM;
+		b->names[i] = name;
+	}
+	/* after every intern_name(): one of them may have reset the caches */
+	for (size_t i = 0; i < b->n; i++)
+		*kcache_slot(sym, b->addrs[i]) = (struct kcache_ent){b->addrs[i], b->names[i]};
+	sym->st.kernel_resolved += b->n;
+	b->done = true;
+	return 0;
+}
+
+/* The name of a kernel address: this pass's batch first (two addresses of one batch may
+ * share a cache slot), else the cache. *known false when neither has it. */
+static const char *kname(struct pf_symbolizer *sym, const struct kbatch *b, uint64_t addr,
+			 bool *known)
+{
+	*known = true;
+	for (size_t j = 0; b->done && j < b->n; j++)
+		if (b->addrs[j] == addr)
+			return b->names[j];
+	struct kcache_ent *e = kcache_slot(sym, addr);
+	if (e->addr == addr)
+		return e->name;
+	*known = false;
+	return NULL;
+}
+
+/* Names of the kernel frames among frames[0..n) through the resolver. Frames are named in
+ * passes: the misses of a pass (up to a batch of distinct addresses) are resolved, then the
+ * pass's frames take their names from the cache. 0, -ENOMEM, or the resolver's error
+ * (frames left unnamed; the caller falls back to /proc/kallsyms). */
+static int kernel_resolve_frames(struct pf_symbolizer *sym, struct pf_prof_window *w,
+				 struct pf_prof_frame *frames, size_t n)
+{
+	if (!caches_ready(sym))
+		return -ENOMEM;
+	if (!sym->kcache) {
+		sym->kcache = calloc(KCACHE_SLOTS, sizeof(*sym->kcache));
+		if (!sym->kcache)
+			return -ENOMEM;
+	}
+	_cleanup_free_ struct kbatch *b = malloc(sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->n = 0;
+	b->done = false;
+	size_t pass = 0;
+	for (size_t i = 0; i <= n; i++) {
+		bool last = i == n;
+		if (!last) {
+			struct pf_prof_frame *fr = &frames[i];
+			if (fr->kind != PF_FRAME_KERNEL)
+				continue;
+			struct kcache_ent *e = kcache_slot(sym, fr->address);
+			if (e->addr == fr->address) { /* named now: a flush may take the slot */
+				if (e->name && !(fr->function = pf_prof_strdup(w, e->name)))
+					return -ENOMEM;
+				continue;
+			}
+			bool queued = false;
+			for (size_t j = 0; j < b->n && !queued; j++)
+				queued = b->addrs[j] == fr->address;
+			if (queued)
+				continue;
+			if (b->n < PF_SYM_KRESOLVE_BATCH) {
+				b->addrs[b->n++] = fr->address;
+				continue;
+			}
+		}
+		/* batch full (frame i not queued) or the end: resolve, then name frames
+		 * pass..i-1 from the batch and the cache */
+		int rc = kbatch_flush(sym, b);
+		if (rc < 0)
+			return rc;
+		for (size_t k = pass; k < i; k++) {
+			struct pf_prof_frame *fr = &frames[k];
+			if (fr->kind != PF_FRAME_KERNEL || fr->function)
+				continue;
+			bool known;
+			const char *name = kname(sym, b, fr->address, &known);
+			if (!name)
+				continue;
+			fr->function = pf_prof_strdup(w, name);
+			if (!fr->function)
+				return -ENOMEM;
+		}
+		if (last)
+			break;
+		pass = i;
+		b->n = 0;
+		b->done = false;
+		i--; /* frame i again, into the empty batch */
+	}
+	return 0;
 }
 
 int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_prof_window *w,
@@ -1046,10 +1339,18 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
 	size_t k = 0;
 	int32_t kmap = -1;
 	if (have_kernel) {
-		kernel_load_timed(sym);
+		if (sym->kresolve)
+			kernel_info(sym);
+		else
+			kernel_load_timed(sym);
 		kmap = (int32_t)k;
-		maps[k].start = sym->n_ksyms ? kaddr(sym, 0) : 0;
-		maps[k].limit = sym->n_ksyms ? kaddr(sym, sym->n_ksyms - 1) + 1 : UINT64_MAX;
+		if (sym->kresolve) {
+			maps[k].start = sym->ktext_start;
+			maps[k].limit = UINT64_MAX;
+		} else {
+			maps[k].start = sym->n_ksyms ? kaddr(sym, 0) : 0;
+			maps[k].limit = sym->n_ksyms ? kaddr(sym, sym->n_ksyms - 1) + 1 : UINT64_MAX;
+		}
 		maps[k].path = "[kernel.kallsyms]";
 		maps[k].build_id = sym->kbuild_id[0] ? pf_prof_strdup(w, sym->kbuild_id) : NULL;
 		k++;
@@ -1073,12 +1374,26 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
 	}
 	p->mappings = maps;
 	p->n_mappings = nm;
+	if (have_kernel && sym->kresolve) {
+		int rc = kernel_resolve_frames(sym, w, frames, n);
+		if (rc == -ENOMEM)
+			return rc;
+		if (rc < 0) { /* the resolver broke: /proc/kallsyms from now on */
+			sym->st.last_error = rc;
+			pf_symbolizer_set_kernel_resolver(sym, NULL, NULL);
+			kernel_load_timed(sym);
+		}
+	}
 
 	for (size_t i = 0; i < n; i++) {
 		struct pf_prof_frame *fr = &frames[i];
 		fr->mapping = -1;
 		if (fr->kind == PF_FRAME_KERNEL) {
 			fr->mapping = kmap;
+			if (fr->function) { /* named by the resolver */
+				sym->st.frames_resolved++;
+				continue;
+			}
 			const char *name = sym->n_ksyms ? kernel_find(sym, fr->address) : NULL;
 			if (name) {
 				fr->function = pf_prof_strdup(w, name);
@@ -1132,6 +1447,8 @@ struct pf_symbolizer *pf_symbolizer_new(const struct pf_symbolizer_options *opt)
 		sym->opt.max_elf_files = DEFAULT_MAX_ELF;
 	if (!sym->opt.max_processes)
 		sym->opt.max_processes = DEFAULT_MAX_PROCS;
+	if (!sym->opt.dwarf_max_inflate)
+		sym->opt.dwarf_max_inflate = PF_SYM_DEFAULT_DWARF_MAX_INFLATE;
 	sym->kernel_tried = sym->opt.no_kernel;
 	return sym;
 }
@@ -1155,6 +1472,7 @@ void pf_symbolizer_free(struct pf_symbolizer *sym)
 		f = nx;
 	}
 	free(sym->ksyms);
+	free(sym->kcache);
 	free(sym->knames);
 	inames_clear(sym);
 	free(sym->inames);

@@ -32,7 +32,16 @@ struct pf_symbolizer_options {
 	size_t max_elf_files; /* ELF cache bound (entries); 0 = default 128 */
 	size_t max_processes; /* processes whose maps are kept; 0 = default 4096 */
 	bool no_kernel;       /* do not load /proc/kallsyms */
+	const char *debug_dir; /* separate debug files: <debug_dir>/.build-id/xx/yyyy.debug (a
+				* stripped file's .symtab and DWARF); NULL = "/usr/lib/debug" */
+	uint64_t dwarf_max_inflate; /* a file whose DWARF is compressed and would inflate to more
+				     * than this gets no line info (function names only); 0 =
+				     * PF_SYM_DEFAULT_DWARF_MAX_INFLATE. See pf_symbolizer_trim(). */
 };
+
+/* DWARF handles are dropped after every window and libdw inflates all compressed debug
+ * sections when it opens a file, so the cost recurs per window: 1 MiB is ~3 ms. */
+#define PF_SYM_DEFAULT_DWARF_MAX_INFLATE ((uint64_t)1 << 20)
 
 struct pf_symbolizer_stats {
 	uint64_t elf_cached;   /* ELF files in the cache now */
@@ -43,7 +52,12 @@ struct pf_symbolizer_stats {
 	uint64_t frames_unresolved;
 	uint64_t kernel_symbols; /* loaded from /proc/kallsyms, 0 before the first kernel frame */
 	uint64_t cache_hits;   /* user frames answered by the resolved-address cache */
+	uint64_t dwarf_skipped; /* files with compressed DWARF over dwarf_max_inflate */
 	uint64_t kernel_load_cpu_ns; /* CPU time (user+sys) the /proc/kallsyms load took, once */
+	uint64_t kernel_resolved;    /* kernel addresses resolved by the resolver (cache misses) */
+	uint64_t kernel_resolve_calls; /* resolver batches */
+	uint64_t kernel_resolve_cpu_ns; /* thread CPU time spent in them */
+	bool kernel_resolver;        /* the resolver is in use (no /proc/kallsyms) */
 	int last_error;        /* negative errno of the last failure, 0 when none */
 };
 
@@ -75,6 +89,19 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
  * and address, up to 16384), so a steady workload does not reopen DWARF. Call after each
  * window close. */
 void pf_symbolizer_trim(struct pf_symbolizer *sym);
+
+/* Kernel symbolization by the kernel itself (the sampler's BPF resolver, cpu_sampler.h): for
+ * each of the n (<= PF_SYM_KRESOLVE_BATCH) addresses, write into text[i] what vsprintf's %pS
+ * prints: "name+0xoff/0xsize [module]", or "0x..." when no symbol covers the address. 0, or a
+ * negative errno: the symbolizer then falls back to /proc/kallsyms for good. */
+#define PF_SYM_KRESOLVE_BATCH 64
+#define PF_SYM_KTEXT_LEN 256
+typedef int (*pf_kernel_resolve_fn)(void *ctx, const uint64_t *addrs, size_t n,
+				    char (*text)[PF_SYM_KTEXT_LEN]);
+/* With a resolver, kernel frames are resolved a batch of new addresses at a time (results
+ * cached, up to 4096 addresses) and /proc/kallsyms is never read. */
+void pf_symbolizer_set_kernel_resolver(struct pf_symbolizer *sym, pf_kernel_resolve_fn fn,
+				       void *ctx);
 
 /* Loads /proc/kallsyms now instead of at the first kernel frame (a one-time cost of some
  * tens of milliseconds, better paid at startup). 0, -EPERM (addresses hidden), -ENOENT (no

@@ -8,6 +8,10 @@
  *  handle_*    tp_btf sched_process_{exec,fork,exit}: keep `pid_filter` coherent in the kernel
  *              (an exec forgets the verdict, a fork inherits it, an exit drops it) and tell user
  *              space, which computes the new verdict from the process's attributes.
+ *  resolve_ksyms  syscall program run on demand by user space (BPF_PROG_TEST_RUN): kernel
+ *              addresses -> "name+off/size [module]" through the kernel's kallsyms lookup
+ *              (cpu_sampler.h, struct pf_bpf_ksym_req). Not loaded where the kernel lacks
+ *              syscall programs (< 5.14); user space then reads /proc/kallsyms.
  *
  * Every map is sized explicitly; every lookup is NULL-checked; losses are counted per CPU. */
 #include "vmlinux.h"
@@ -65,6 +69,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct scratch);
 } scratch_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pf_bpf_ksym_req);
+} ksym_req SEC(".maps");
 
 static __always_inline void count(__u32 idx)
 {
@@ -167,7 +178,16 @@ static __always_inline void emit(__u32 type, __u32 pid, __u32 ppid, struct task_
 	e->pad = 0;
 	e->ts_ns = bpf_ktime_get_ns();
 	BPF_CORE_READ_STR_INTO(&e->comm, t, comm);
-	bpf_ringbuf_submit(e, 0);
+	/* While filters need verdicts, wake user space at once (a new process is sampled as
+	 * "unknown" until its verdict lands). Otherwise the events only keep user space's
+	 * process table current: like samples, they wait for its timer or a quarter-full ring,
+	 * so a build's thousands of execs do not cost a wake-up each. */
+	__u64 wake = 0; /* the default: wake a waiting consumer */
+	if (!filter_on)
+		wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= PF_EVENTS_RB_BYTES / 4
+			       ? BPF_RB_FORCE_WAKEUP
+			       : BPF_RB_NO_WAKEUP;
+	bpf_ringbuf_submit(e, wake);
 }
 
 SEC("tp_btf/sched_process_exec")
@@ -208,5 +228,23 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 		return 0;
 	bpf_map_delete_elem(&pid_filter, &tgid);
 	emit(PF_PROC_EXIT, tgid, 0, p);
+	return 0;
+}
+
+static const char ksym_fmt[] = "%pS";
+
+SEC("syscall")
+int resolve_ksyms(void *ctx)
+{
+	__u32 zero = 0;
+	struct pf_bpf_ksym_req *r = bpf_map_lookup_elem(&ksym_req, &zero);
+	if (!r)
+		return 0;
+	__u32 n = r->n;
+	for (__u32 i = 0; i < PF_KSYM_BATCH; i++) {
+		if (i >= n)
+			break;
+		bpf_snprintf(r->text[i], PF_KSYM_TEXT_LEN, ksym_fmt, &r->addrs[i], sizeof(__u64));
+	}
 	return 0;
 }

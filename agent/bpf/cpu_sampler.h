@@ -70,4 +70,20 @@ struct pf_bpf_proc_event {
 	char comm[PF_COMM_LEN];
 };
 
+/* Kernel symbolization in the kernel (resolve_ksyms, a BPF_PROG_TYPE_SYSCALL program run with
+ * BPF_PROG_TEST_RUN): user space writes n addresses into the single entry of `ksym_req`, runs
+ * the program, and reads back each address formatted by the kernel's own kallsyms lookup as
+ * "name+0xoff/0xsize [module]" (vsprintf's %pS; "0x..." when no symbol covers it). That is a
+ * binary search in the kernel's table per address instead of reading all of /proc/kallsyms
+ * (~120k formatted lines, tens of ms) and holding a copy of it (~4 MB). */
+#define PF_KSYM_BATCH 64
+#define PF_KSYM_TEXT_LEN 256
+
+struct pf_bpf_ksym_req {
+	unsigned int n; /* addresses in addrs[], <= PF_KSYM_BATCH */
+	unsigned int pad;
+	unsigned long long addrs[PF_KSYM_BATCH];
+	char text[PF_KSYM_BATCH][PF_KSYM_TEXT_LEN];
+};
+
 #endif

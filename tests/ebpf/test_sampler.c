@@ -1,7 +1,8 @@
 /* test_sampler.c — eBPF integration tests of the CPU sampler (agent/sampler_bpf.h): a known
  * workload (workload.c, built here with -O0 -fno-omit-frame-pointer -g) must show up by symbol,
  * under the right callers, at the right ratio, alone; an excluded one must not show up at all,
- * and a frequency change at run time must not lose the open window's samples.
+ * and a frequency change at run time must not lose the open window's samples. Kernel frames
+ * are named by the in-kernel resolver exactly as /proc/kallsyms names them.
  * Exit 77 when the kernel refuses BPF or perf events (not root, no BTF). */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +23,7 @@
 #include "pf/profcfg.h"
 #include "pf/profile.h"
 #include "sampler_bpf.h"
+#include "symbolize.h"
 
 static char g_dir[64];
 static char g_exe[128];
@@ -262,6 +264,86 @@ static void test_runtime_frequency_change(void **state)
 	pf_sampler_free(s);
 }
 
+/* A child that spends most of its time in the kernel (reads of /dev/zero clear user pages). */
+static pid_t spawn_syscall_child(void)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		static char buf[1 << 16];
+		int fd = open("/dev/zero", O_RDONLY);
+		for (int i = 0; i < 2000000 && fd >= 0; i++)
+			if (read(fd, buf, sizeof(buf)) < 0)
+				break;
+		_exit(0);
+	}
+	return pid;
+}
+
+static void test_kernel_frames_resolver(void **state)
+{
+	struct pf_error err = {0};
+	pid_t pid = spawn_syscall_child();
+	assert_true(pid > 0);
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	struct pf_profcfg *cfg = config("profiling:\n  sampling: {frequency_hz: 499}\n"
+					"  filters:\n    include: [{key: process.pid, match: "
+					"strict, value: \"%d\"}]\n",
+					(int)pid);
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	poll_for(s, 2000);
+	struct pf_prof_window *w = pf_sampler_close_window(s, &err);
+	reap(pid);
+	assert_non_null(w);
+	struct pf_sampler_stats st;
+	assert_int_equal(pf_sampler_stats(s, &st), 0);
+
+	/* the same addresses through /proc/kallsyms, by a symbolizer without the resolver */
+	struct pf_symbolizer *ref = pf_symbolizer_new(NULL);
+	assert_non_null(ref);
+	struct pf_prof_window *rw = pf_prof_window_new();
+	assert_non_null(rw);
+	size_t n_kernel = 0, named = 0, same = 0;
+	for (size_t i = 0; i < w->n_processes; i++) {
+		const struct pf_prof_process *p = &w->processes[i];
+		for (size_t k = 0; k < p->n_frames; k++) {
+			const struct pf_prof_frame *f = &p->frames[k];
+			if (f->kind != PF_FRAME_KERNEL)
+				continue;
+			n_kernel++;
+			named += f->function != NULL;
+			struct pf_prof_process rp = {0};
+			struct pf_prof_frame rf = {.address = f->address, .kind = PF_FRAME_KERNEL};
+			assert_int_equal(pf_symbolizer_resolve(ref, 1, rw, &rp, &rf, 1), 0);
+			if (f->function && rf.function && !strcmp(f->function, rf.function))
+				same++;
+			else if (same + 5 > n_kernel)
+				print_message("  %#lx: resolver %s, kallsyms %s\n",
+					      (unsigned long)f->address,
+					      f->function ? f->function : "(none)",
+					      rf.function ? rf.function : "(none)");
+		}
+	}
+	print_message("kernel frames %zu, named %zu, same name as /proc/kallsyms %zu; resolver "
+		      "%d, %lu addresses, kallsyms load %lu ns\n",
+		      n_kernel, named, same, st.kernel_resolver,
+		      (unsigned long)st.kernel_resolved, (unsigned long)st.kernel_symbols_load_ns);
+	if (!st.kernel_resolver) {
+		print_message("no syscall BPF programs on this kernel: /proc/kallsyms was used\n");
+	} else {
+		assert_int_equal(st.kernel_symbols_load_ns, 0); /* /proc/kallsyms never read */
+		assert_true(st.kernel_resolved > 0);
+	}
+	assert_true(n_kernel >= 5);
+	assert_true(named * 100 >= n_kernel * 95);
+	assert_true(same * 100 >= n_kernel * 95);
+	pf_prof_window_free(rw);
+	pf_symbolizer_free(ref);
+	pf_prof_window_free(w);
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+}
+
 int main(void)
 {
 	struct pf_error err = {0};
@@ -291,6 +373,7 @@ int main(void)
 		cmocka_unit_test(test_include_ratio_callers),
 		cmocka_unit_test(test_exclude_in_kernel),
 		cmocka_unit_test(test_runtime_frequency_change),
+		cmocka_unit_test(test_kernel_frames_resolver),
 	};
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	char cmd[128];

@@ -1,7 +1,9 @@
 /* test_symbolize.c — agent/symbolize.h against test ELFs compiled here with -g: symbol and
  * file:line lookup (static and through a live PIE process's maps), GNU build id (checked
  * against binutils' readelf), unresolvable frames keeping address/mapping, a process that
- * exited after capture, kernel frames from /proc/kallsyms. */
+ * exited after capture, kernel frames from /proc/kallsyms and through a kernel resolver
+ * (batching, caching, unresolved results, fallback), compressed DWARF over the inflate bound,
+ * a stripped file's symbols and lines from its separate debug file (by build id). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -34,7 +36,8 @@ static const char target_src[] = "#include <stdio.h>\n"
 				 "\treturn 0;\n"
 				 "}\n";
 
-static char dir[64], src[128], pie[128], nopie[128], noid[128];
+static char dir[64], src[128], pie[128], nopie[128], noid[128], gz[128], stripped[128],
+	dbgdir[128];
 
 static void sh(const char *fmt, ...)
 {
@@ -45,6 +48,8 @@ static void sh(const char *fmt, ...)
 	va_end(ap);
 	assert_int_equal(system(cmd), 0);
 }
+
+static void readelf_build_id(const char *path, char *out, size_t n);
 
 static int setup(void **state)
 {
@@ -63,6 +68,18 @@ static int setup(void **state)
 	sh("cc -g -O0 -fPIE -pie -Wl,--build-id=sha1 -o %s %s", pie, src);
 	sh("cc -g -O0 -no-pie -Wl,--build-id=sha1 -o %s %s", nopie, src);
 	sh("cc -O0 -no-pie -Wl,--build-id=none -o %s %s", noid, src);
+	/* compressed DWARF (zlib, SHF_COMPRESSED) */
+	snprintf(gz, sizeof(gz), "%s/target-gz", dir);
+	sh("cc -g -gz=zlib -O0 -no-pie -Wl,--build-id=sha1 -o %s %s", gz, src);
+	/* stripped, with its debug file where a -dbgsym package puts it, under dbgdir */
+	snprintf(stripped, sizeof(stripped), "%s/target-stripped", dir);
+	snprintf(dbgdir, sizeof(dbgdir), "%s/debug", dir);
+	char id[128];
+	sh("cc -g -O0 -no-pie -Wl,--build-id=sha1 -o %s %s", stripped, src);
+	readelf_build_id(stripped, id, sizeof(id));
+	sh("mkdir -p %s/.build-id/%.2s && objcopy --only-keep-debug %s %s/.build-id/%.2s/%s.debug "
+	   "&& strip --strip-all %s",
+	   dbgdir, id, stripped, dbgdir, id, id + 2, stripped);
 	return 0;
 }
 
@@ -267,6 +284,170 @@ static void test_kernel(void **state)
 	pf_symbolizer_free(sym);
 }
 
+/* Resolves one native frame at addr of the non-PIE target at path (runtime == ELF address). */
+static void resolve_nopie(struct pf_symbolizer *sym, const char *path, struct pf_prof_window *w,
+			  struct pf_prof_frame *fr)
+{
+	uint64_t addr;
+	pid_t pid = run_target(path, &addr);
+	assert_int_equal(pf_symbolizer_capture(sym, (uint32_t)pid), 0);
+	stop(pid);
+	struct pf_prof_process p = {0};
+	*fr = (struct pf_prof_frame){.address = addr + 1, .kind = PF_FRAME_NATIVE};
+	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &p, fr, 1), 0);
+	pf_symbolizer_forget(sym, (uint32_t)pid);
+}
+
+static void test_compressed_dwarf_bound(void **state)
+{
+	struct pf_prof_window *w = pf_prof_window_new();
+	struct pf_symbolizer_stats st;
+	struct pf_prof_frame fr;
+	/* under the (default, 1 MiB) bound: lines from the compressed DWARF */
+	struct pf_symbolizer *sym = pf_symbolizer_new(NULL);
+	resolve_nopie(sym, gz, w, &fr);
+	assert_string_equal(fr.function, "pf_target_fn");
+	assert_int_equal(fr.line, TARGET_LINE);
+	pf_symbolizer_stats(sym, &st);
+	assert_int_equal(st.dwarf_skipped, 0);
+	pf_symbolizer_free(sym);
+	/* over the bound: function name only, counted once */
+	struct pf_symbolizer_options o = {.dwarf_max_inflate = 64};
+	sym = pf_symbolizer_new(&o);
+	resolve_nopie(sym, gz, w, &fr);
+	assert_string_equal(fr.function, "pf_target_fn");
+	assert_int_equal(fr.line, 0);
+	assert_null(fr.file);
+	pf_symbolizer_stats(sym, &st);
+	assert_int_equal(st.dwarf_skipped, 1);
+	/* uncompressed DWARF is never bounded (mapped, not inflated) */
+	resolve_nopie(sym, nopie, w, &fr);
+	assert_int_equal(fr.line, TARGET_LINE);
+	pf_symbolizer_stats(sym, &st);
+	assert_int_equal(st.dwarf_skipped, 1);
+	pf_symbolizer_free(sym);
+	pf_prof_window_free(w);
+}
+
+static void test_debug_file(void **state)
+{
+	struct pf_prof_window *w = pf_prof_window_new();
+	struct pf_prof_frame fr;
+	/* stripped of .symtab (pf_target_fn is not exported): nothing without the debug file */
+	struct pf_symbolizer_options o = {.debug_dir = "/nonexistent"};
+	struct pf_symbolizer *sym = pf_symbolizer_new(&o);
+	resolve_nopie(sym, stripped, w, &fr);
+	assert_null(fr.function);
+	pf_symbolizer_free(sym);
+	/* with it: the function from its .symtab, the line from its DWARF */
+	o.debug_dir = dbgdir;
+	sym = pf_symbolizer_new(&o);
+	resolve_nopie(sym, stripped, w, &fr);
+	assert_non_null(fr.function);
+	assert_string_equal(fr.function, "pf_target_fn");
+	assert_int_equal(fr.line, TARGET_LINE);
+	assert_non_null(strstr(fr.file, "target.c"));
+	pf_symbolizer_free(sym);
+	pf_prof_window_free(w);
+}
+
+/* A stand-in for the sampler's BPF resolver (the real one runs in the eBPF test): formats
+ * addresses the way the kernel's %pS does, by a fixed rule, and records the batches. */
+struct fake_kernel {
+	unsigned calls;
+	size_t batch_sizes[16];
+	int fail; /* negative errno to return */
+};
+
+static int fake_resolve(void *ctx, const uint64_t *addrs, size_t n,
+			char (*text)[PF_SYM_KTEXT_LEN])
+{
+	struct fake_kernel *k = ctx;
+	if (k->fail)
+		return k->fail;
+	assert_true(n >= 1 && n <= PF_SYM_KRESOLVE_BATCH);
+	if (k->calls < 16)
+		k->batch_sizes[k->calls] = n;
+	k->calls++;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t a = addrs[i];
+		if (a % 7 == 0)
+			snprintf(text[i], PF_SYM_KTEXT_LEN, "0x%" PRIx64, a);
+		else if (a % 5 == 0)
+			snprintf(text[i], PF_SYM_KTEXT_LEN, "mod_fn_%" PRIx64 "+0x4/0x20 [some_mod]",
+				 a);
+		else
+			snprintf(text[i], PF_SYM_KTEXT_LEN, "fn_%" PRIx64 "+0x1/0x40", a);
+	}
+	return 0;
+}
+
+static void test_kernel_resolver(void **state)
+{
+	struct fake_kernel k = {0};
+	struct pf_symbolizer *sym = pf_symbolizer_new(NULL);
+	pf_symbolizer_set_kernel_resolver(sym, fake_resolve, &k);
+	/* 150 distinct kernel addresses, each twice, and one user frame */
+	enum { N = 301 };
+	struct pf_prof_frame fr[N];
+	for (size_t i = 0; i < 300; i++)
+		fr[i] = (struct pf_prof_frame){.address = 0xffffffff81000000ull + (i % 150) * 16,
+					       .kind = PF_FRAME_KERNEL};
+	fr[300] = (struct pf_prof_frame){.address = 0x10, .kind = PF_FRAME_NATIVE};
+	struct pf_prof_window *w = pf_prof_window_new();
+	struct pf_prof_process p = {0};
+	assert_int_equal(pf_symbolizer_resolve(sym, 1, w, &p, fr, N), 0);
+	/* distinct addresses only, in batches of at most PF_SYM_KRESOLVE_BATCH */
+	assert_int_equal(k.calls, 3);
+	assert_int_equal(k.batch_sizes[0] + k.batch_sizes[1] + k.batch_sizes[2], 150);
+	size_t unnamed = 0;
+	for (size_t i = 0; i < 300; i++) {
+		uint64_t a = fr[i].address;
+		char want[64];
+		assert_int_equal(fr[i].mapping, 0);
+		if (a % 7 == 0) {
+			assert_null(fr[i].function);
+			unnamed++;
+			continue;
+		}
+		snprintf(want, sizeof(want), a % 5 == 0 ? "mod_fn_%" PRIx64 : "fn_%" PRIx64, a);
+		assert_non_null(fr[i].function);
+		assert_string_equal(fr[i].function, want);
+	}
+	assert_true(unnamed > 0);
+	assert_string_equal(p.mappings[0].path, "[kernel.kallsyms]");
+	struct pf_symbolizer_stats st;
+	pf_symbolizer_stats(sym, &st);
+	assert_true(st.kernel_resolver);
+	assert_int_equal(st.kernel_resolved, 150);
+	assert_int_equal(st.kernel_symbols, 0); /* /proc/kallsyms not loaded */
+	assert_int_equal(st.kernel_load_cpu_ns, 0);
+
+	/* the next window: all cached, no call */
+	struct pf_prof_window *w2 = pf_prof_window_new();
+	struct pf_prof_process p2 = {0};
+	for (size_t i = 0; i < 300; i++)
+		fr[i].function = NULL;
+	pf_prof_window_free(w);
+	assert_int_equal(pf_symbolizer_resolve(sym, 1, w2, &p2, fr, 300), 0);
+	assert_int_equal(k.calls, 3);
+	assert_string_equal(fr[1].function, "mod_fn_ffffffff81000010"); /* % 5 == 0 */
+	assert_string_equal(fr[2].function, "fn_ffffffff81000020");
+	assert_null(fr[3].function); /* % 7 == 0: "0x..." */
+
+	/* a failing resolver: the symbolizer falls back to /proc/kallsyms for good */
+	k.fail = -EIO;
+	struct pf_prof_frame nf = {.address = 0xffffffff81000000ull + 4096 * 16 + 3,
+				   .kind = PF_FRAME_KERNEL};
+	struct pf_prof_process p3 = {0};
+	assert_int_equal(pf_symbolizer_resolve(sym, 1, w2, &p3, &nf, 1), 0);
+	pf_symbolizer_stats(sym, &st);
+	assert_false(st.kernel_resolver);
+	assert_int_equal(st.last_error, -EIO);
+	pf_prof_window_free(w2);
+	pf_symbolizer_free(sym);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -275,6 +456,9 @@ int main(void)
 		cmocka_unit_test(test_process_resolve),
 		cmocka_unit_test(test_cache_bound),
 		cmocka_unit_test(test_kernel),
+		cmocka_unit_test(test_compressed_dwarf_bound),
+		cmocka_unit_test(test_debug_file),
+		cmocka_unit_test(test_kernel_resolver),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
