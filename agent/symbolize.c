@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -699,19 +700,94 @@ static bool dec_field(const char **c, uint64_t *v)
 	return true;
 }
 
-static int parse_maps(uint32_t pid, struct pmap **out, size_t *n_out)
+/* PROCMAP_QUERY (Linux 6.11, include/uapi/linux/fs.h): one ioctl per executable mapping on a
+ * /proc/PID/maps fd, instead of the kernel formatting every mapping as text and us parsing it
+ * (about half the cost for a typical process). Declared here: Debian 12's headers predate it. */
+struct pf_procmap_query {
+	uint64_t size;
+	uint64_t query_flags;
+	uint64_t query_addr;
+	uint64_t vma_start, vma_end, vma_flags, vma_page_size, vma_offset;
+	uint64_t inode;
+	uint32_t dev_major, dev_minor;
+	uint32_t vma_name_size, build_id_size;
+	uint64_t vma_name_addr, build_id_addr;
+};
+#define PF_PROCMAP_QUERY _IOWR('f', 17, struct pf_procmap_query)
+#define PF_PROCMAP_QUERY_VMA_EXECUTABLE 0x04
+#define PF_PROCMAP_QUERY_COVERING_OR_NEXT_VMA 0x10
+
+static int procmap_query_state; /* 0 unknown, 1 works, -1 not on this kernel */
+
+static int pmap_push(struct pmap **maps, size_t *n, size_t *cap, uint64_t start, uint64_t end,
+		     uint64_t off, uint64_t dev, uint64_t ino, const char *path)
 {
-	char p[64];
-	snprintf(p, sizeof(p), "/proc/%u/maps", pid);
-	FILE *fp = fopen(p, "re");
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		struct pmap *nm = realloc(*maps, nc * sizeof(*nm));
+		if (!nm)
+			return -ENOMEM;
+		*maps = nm;
+		*cap = nc;
+	}
+	struct pmap *m = &(*maps)[*n];
+	memset(m, 0, sizeof(*m));
+	m->start = start;
+	m->end = end;
+	m->offset = off;
+	m->dev = dev;
+	m->ino = ino;
+	m->special = path[0] != '/';
+	m->path = strdup(path[0] ? path : "[anon]");
+	if (!m->path)
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+/* The executable mappings through PROCMAP_QUERY. -ENOTTY when the kernel lacks it. */
+static int query_maps(int fd, struct pmap **maps, size_t *n, size_t *cap)
+{
+	char name[PATH_MAX];
+	uint64_t addr = 0;
+	for (unsigned guard = 0; guard < 65536; guard++) {
+		struct pf_procmap_query q = {
+			.size = sizeof(q),
+			.query_flags = PF_PROCMAP_QUERY_VMA_EXECUTABLE |
+				       PF_PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
+			.query_addr = addr,
+			.vma_name_size = sizeof(name),
+			.vma_name_addr = (uint64_t)(uintptr_t)name,
+		};
+		name[0] = 0;
+		if (ioctl(fd, PF_PROCMAP_QUERY, &q) < 0) {
+			if (errno == ENOENT) /* no more */
+				return 0;
+			return errno == ENOTTY || errno == EINVAL ? -ENOTTY
+				: errno == ESRCH ? -ENOENT : -errno;
+		}
+		if (q.vma_end <= addr)
+			return -EIO;
+		addr = q.vma_end;
+		int rc = pmap_push(maps, n, cap, q.vma_start, q.vma_end, q.vma_offset,
+				   makedev(q.dev_major, q.dev_minor), q.inode,
+				   q.vma_name_size ? name : "");
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* The executable mappings from the text of /proc/PID/maps. */
+static int text_maps(int fd, struct pmap **maps, size_t *n, size_t *cap)
+{
+	FILE *fp = fdopen(fd, "re");
 	if (!fp)
-		return errno == ENOENT || errno == ESRCH ? -ENOENT : -errno;
-	struct pmap *maps = NULL;
-	size_t n = 0, cap = 0;
+		return -errno;
 	char *line = NULL;
 	size_t linecap = 0;
 	int rc = 0;
-	while (getline(&line, &linecap, fp) > 0) {
+	while (rc == 0 && getline(&line, &linecap, fp) > 0) {
 		/* "start-end perms offset maj:min inode   path"; sscanf was the hot spot */
 		uint64_t start, end, off, ino, maj, min;
 		const char *c = line;
@@ -727,33 +803,37 @@ static int parse_maps(uint32_t pid, struct pmap **out, size_t *n_out)
 			c++;
 		char *path = line + (c - line);
 		path[strcspn(path, "\n")] = 0;
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 16;
-			struct pmap *nm = realloc(maps, nc * sizeof(*nm));
-			if (!nm) {
-				rc = -ENOMEM;
-				break;
-			}
-			maps = nm;
-			cap = nc;
-		}
-		struct pmap *m = &maps[n];
-		memset(m, 0, sizeof(*m));
-		m->start = start;
-		m->end = end;
-		m->offset = off;
-		m->dev = makedev((unsigned int)maj, (unsigned int)min);
-		m->ino = ino;
-		m->special = path[0] != '/';
-		m->path = strdup(path[0] ? path : "[anon]");
-		if (!m->path) {
-			rc = -ENOMEM;
-			break;
-		}
-		n++;
+		rc = pmap_push(maps, n, cap, start, end, off,
+			       makedev((unsigned int)maj, (unsigned int)min), ino, path);
 	}
 	free(line);
-	fclose(fp);
+	fclose(fp); /* closes fd */
+	return rc;
+}
+
+static int parse_maps(uint32_t pid, struct pmap **out, size_t *n_out)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/%u/maps", pid);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT || errno == ESRCH ? -ENOENT : -errno;
+	struct pmap *maps = NULL;
+	size_t n = 0, cap = 0;
+	int rc = -ENOTTY;
+	if (procmap_query_state >= 0) {
+		rc = query_maps(fd, &maps, &n, &cap);
+		if (rc == -ENOTTY && procmap_query_state == 0)
+			procmap_query_state = -1;
+		else if (rc == 0)
+			procmap_query_state = 1;
+	}
+	if (rc == -ENOTTY) {
+		rc = text_maps(fd, &maps, &n, &cap);
+		fd = -1;
+	}
+	if (fd >= 0)
+		close(fd);
 	if (rc < 0) {
 		for (size_t i = 0; i < n; i++)
 			free(maps[i].path);
@@ -763,6 +843,35 @@ static int parse_maps(uint32_t pid, struct pmap **out, size_t *n_out)
 	*out = maps;
 	*n_out = n;
 	return 0;
+}
+
+int pf_exec_maps_render(uint32_t pid, bool text, char *buf, size_t cap)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/%u/maps", pid);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct pmap *maps = NULL;
+	size_t n = 0, mcap = 0;
+	int rc = text ? text_maps(fd, &maps, &n, &mcap) : query_maps(fd, &maps, &n, &mcap);
+	if (!text)
+		close(fd);
+	size_t used = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		int k = snprintf(buf + used, cap - used, "%" PRIx64 "-%" PRIx64 " %" PRIx64
+				 " %" PRIu64 " %" PRIu64 " %s\n",
+				 maps[i].start, maps[i].end, maps[i].offset, maps[i].dev,
+				 maps[i].ino, maps[i].path);
+		if (k < 0 || (size_t)k >= cap - used)
+			rc = -ENOSPC;
+		else
+			used += (size_t)k;
+	}
+	for (size_t i = 0; i < n; i++)
+		free(maps[i].path);
+	free(maps);
+	return rc < 0 ? rc : (int)used;
 }
 
 int pf_symbolizer_capture(struct pf_symbolizer *sym, uint32_t pid)

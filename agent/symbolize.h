@@ -112,6 +112,12 @@ void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_s
 
 /* Lower-level pieces, exported for tests and tools. */
 
+/* The executable mappings of pid as the symbolizer reads them, one line each ("start-end
+ * offset dev inode path"), through the PROCMAP_QUERY ioctl (text false; -ENOTTY before Linux
+ * 6.11) or by parsing the text of /proc/PID/maps (text true). Bytes written, or -errno
+ * (-ENOSPC when buf is too small). */
+int pf_exec_maps_render(uint32_t pid, bool text, char *buf, size_t cap);
+
 struct pf_sym_info {
 	char function[256]; /* "" when unknown */
 	char file[512];     /* "" when unknown */
