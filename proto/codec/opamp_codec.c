@@ -334,8 +334,11 @@ static int sz_health(struct sizer *s, const pb_health *h, unsigned level)
 		return pf_error_set(s->err, -EBADMSG, "health",
 				    "component health tree deeper than %d levels",
 				    PF_OPAMP_MAX_HEALTH_DEPTH);
-	if (!h)
+	if (!h) { /* ar_health() fills an absent value as the empty health: "" and "" */
+		sz_str(s, NULL);
+		sz_str(s, NULL);
 		return 0;
+	}
 	sz_str(s, h->last_error);
 	sz_str(s, h->status);
 	if (h->n_component_health_map)

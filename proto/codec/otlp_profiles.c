@@ -869,6 +869,8 @@ static int dec_mapping(struct dec *d, const pb_mapping *m, struct pf_prof_mappin
 	const char *s;
 	out->start = m->memory_start;
 	out->limit = m->memory_limit;
+	if (out->start >= out->limit) /* not a range: dropped, as pprof_codec.c does */
+		out->start = out->limit = 0;
 	out->offset = m->file_offset;
 	int r = dict_string(d, m->filename_strindex, &s);
 	if (r < 0)
@@ -1214,6 +1216,9 @@ static int dec_profile(struct dec *d, const pb_resource *res, const pb_profile *
 					uint64_t ts = samples[n].timestamps[k];
 					if (ts < d->w->start_unix_ns)
 						d->w->start_unix_ns = ts;
+					if (ts == UINT64_MAX) /* no [t, t+1) (fuzz regress-timestamp-max) */
+						return pf_error_set(d->err, -EBADMSG, "",
+								    "timestamp 2^64-1 out of range");
 					if (ts >= d->w->end_unix_ns)
 						d->w->end_unix_ns = ts + 1;
 				}

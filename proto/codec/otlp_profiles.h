@@ -46,7 +46,9 @@
  * sample type (a Profile's sample weighs the sum of its values, or its number of
  * timestamps). Sample attributes other than thread.id / thread.name become labels (int
  * values as numbers with the attribute's unit). The first original_payload of a process's
- * Profiles is kept. */
+ * Profiles is kept. A mapping whose memory_limit is not above its memory_start keeps no range
+ * (start = limit = 0), and a sample timestamp of 2^64-1 (no window can end after it) is
+ * malformed, so every decoded window encodes again. */
 #ifndef PF_OTLP_PROFILES_H
 #define PF_OTLP_PROFILES_H
 

@@ -423,6 +423,12 @@ static const char *pd_str_or(struct pdec *d, int64_t idx, const char *fallback, 
 	return c;
 }
 
+/* Whether string index k names `key`. */
+static bool key_is(const pb_profile *p, int64_t k, const char *key)
+{
+	return k > 0 && (uint64_t)k < p->n_string_table && strcmp(p->string_table[k], key) == 0;
+}
+
 /* Sample types, period type, period, default sample type and frequency (when the period is in
  * nanoseconds) into the window. */
 static int pdec_types(struct pdec *d)
@@ -488,6 +494,8 @@ static int pdec_run(struct pdec *d)
 					  " zero or repeated", m->id);
 		maps[i].start = m->memory_start;
 		maps[i].limit = m->memory_limit;
+		if (maps[i].start >= maps[i].limit) /* not a range: dropped (fuzz regress-mapping-*) */
+			maps[i].start = maps[i].limit = 0;
 		maps[i].offset = m->file_offset;
 		if (rc == 0)
 			pd_str(d, m->filename, &maps[i].path, &rc);
@@ -560,16 +568,8 @@ static int pdec_run(struct pdec *d)
 	if (rc < 0)
 		goto out;
 
-	/* Processes by pid label. */
-	int64_t pid_key = -1, tid_key = -1, thread_key = -1;
-	for (size_t i = 1; i < p->n_string_table; i++) {
-		if (strcmp(p->string_table[i], "pid") == 0)
-			pid_key = (int64_t)i;
-		else if (strcmp(p->string_table[i], "tid") == 0)
-			tid_key = (int64_t)i;
-		else if (strcmp(p->string_table[i], "thread") == 0)
-			thread_key = (int64_t)i;
-	}
+	/* Processes by pid label. Keys are compared by content: the string table may repeat a
+	 * string (fuzz, regress-duplicate-tid-string). */
 	spid = calloc(p->n_sample + 1, sizeof(*spid));
 	sproc = calloc(p->n_sample + 1, sizeof(*sproc));
 	if (!spid || !sproc) {
@@ -579,7 +579,7 @@ static int pdec_run(struct pdec *d)
 	for (size_t i = 0; i < p->n_sample; i++) {
 		const pb_sample *s = p->sample[i];
 		for (size_t k = 0; k < s->n_label; k++)
-			if (s->label[k]->key == pid_key && s->label[k]->num > 0 &&
+			if (key_is(p, s->label[k]->key, "pid") && s->label[k]->num > 0 &&
 			    s->label[k]->num <= UINT32_MAX)
 				spid[i] = (uint32_t)s->label[k]->num;
 		if ((rc = prof_intern(&pids, &spid[i], sizeof(spid[i]), &sproc[i], NULL)) < 0)
@@ -653,14 +653,14 @@ static int pdec_run(struct pdec *d)
 			goto out;
 		for (size_t k = 0; k < s->n_label; k++) {
 			const pb_label *l = s->label[k];
-			if (l->key == pid_key && !l->str)
+			if (key_is(p, l->key, "pid") && !l->str)
 				continue;
-			if (l->key == tid_key && !l->str) {
+			if (key_is(p, l->key, "tid") && !l->str) {
 				if (l->num > 0 && l->num <= UINT32_MAX)
 					o->tid = (uint32_t)l->num;
 				continue;
 			}
-			if (l->key == thread_key) {
+			if (key_is(p, l->key, "thread")) {
 				if (pd_str(d, l->str, &o->thread_name, &rc) < 0)
 					goto out;
 				continue;

@@ -25,7 +25,8 @@
  * sample has its values (exactly one per sample type, else -EBADMSG; negative values kept),
  * count = max(first value, 0), labels tid / thread into tid / thread_name and every other
  * label into labels (first of a key wins), and its own stack (no stack dedup). A location
- * with several lines (inlined calls) becomes one frame per line, innermost first. */
+ * with several lines (inlined calls) becomes one frame per line, innermost first. A mapping
+ * whose memory_limit is not above its memory_start keeps no range (start = limit = 0). */
 #ifndef PF_PPROF_CODEC_H
 #define PF_PPROF_CODEC_H
 
