@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "metrics.h"
 #include "opamp_codec.h"
 #include "opamp_session.h"
 #include "pf/log.h"
@@ -27,6 +28,9 @@ void agent_opts_usage(FILE *f)
 	    "  --log-level L            error|warn|info|debug (default info)\n"
 	    "  --heartbeat-seconds N    heartbeat until the server offers one (default 30, 0 off)\n"
 	    "  --max-message-bytes N    inbound/outbound OpAMP message limit (default 64 MiB)\n"
+	    "  --metrics-listen A:P     serve Prometheus /metrics and /healthz on A:P, e.g.\n"
+	    "                           127.0.0.1:9464 or [::1]:9464 (default: off)\n"
+	    "  --no-sampler             do not load the eBPF sampler (pprof targets only)\n"
 	    "  --version, --help\n");
 }
 
@@ -55,6 +59,8 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 		OPT_LOG_LEVEL,
 		OPT_HEARTBEAT,
 		OPT_MAX_MSG,
+		OPT_METRICS_LISTEN,
+		OPT_NO_SAMPLER,
 		OPT_VERSION,
 	};
 	static const struct option longopts[] = {
@@ -67,6 +73,8 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 	    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
 	    {"heartbeat-seconds", required_argument, NULL, OPT_HEARTBEAT},
 	    {"max-message-bytes", required_argument, NULL, OPT_MAX_MSG},
+	    {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
+	    {"no-sampler", no_argument, NULL, OPT_NO_SAMPLER},
 	    {"version", no_argument, NULL, OPT_VERSION},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -133,6 +141,17 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 				return pf_error_set(err, -EINVAL, "--max-message-bytes",
 						    "must be 4096..1073741824, got '%s'", optarg);
 			o->max_message_bytes = (size_t)v;
+			break;
+		case OPT_METRICS_LISTEN: {
+			struct agent_metrics_listen l;
+			int r = agent_metrics_listen_parse(optarg, &l, err);
+			if (r < 0)
+				return r;
+			o->metrics_listen = optarg;
+			break;
+		}
+		case OPT_NO_SAMPLER:
+			o->no_sampler = true;
 			break;
 		case OPT_VERSION:
 			o->version = true;

@@ -2,7 +2,8 @@
  *
  *   profleet-agent [--config FILE] [--server URL] [--token-file F] [--ca-file F]
  *                  [--state-dir DIR] [--label k=v]... [--log-level L]
- *                  [--heartbeat-seconds N] [--max-message-bytes N] [--help] [--version]
+ *                  [--heartbeat-seconds N] [--max-message-bytes N]
+ *                  [--metrics-listen ADDR:PORT] [--no-sampler] [--help] [--version]
  *
  * Owns struct agent_opts (a value: its strings point into argv). */
 #ifndef AGENT_CLI_H
@@ -30,6 +31,9 @@ struct agent_opts {
 	int log_level;		  /* enum pf_log_level, default info */
 	uint64_t heartbeat_s;	  /* default 30; 0 disables */
 	size_t max_message_bytes; /* default 64 MiB */
+	const char *metrics_listen; /* NULL: no metrics endpoint; else validated ADDR:PORT
+				     * (agent_metrics_listen_parse) */
+	bool no_sampler;	    /* never load the eBPF sampler (pprof targets only) */
 	bool help, version;
 };
 

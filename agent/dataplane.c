@@ -22,6 +22,7 @@
 #include "pf/profcfg.h"
 #include "sampler_bpf.h"
 #include "sampler_pprof.h"
+#include "symbolize.h"
 
 #define NAME_LEN 48
 #define STATUS_LEN 1024
@@ -118,6 +119,12 @@ struct agent_dataplane {
 	struct dp_target pt[PF_PROFCFG_MAX_TARGETS];
 	size_t n_pt;
 	char host_name[256];
+
+	/* metrics snapshot (opts.metrics): the worker fills snap_work, then copies it into snap
+	 * under lock; NULL without opts.metrics */
+	struct agent_dataplane_metrics *snap;	   /* under lock */
+	struct agent_dataplane_metrics *snap_work; /* worker thread only */
+	uint64_t snap_ms;			   /* CLOCK_MONOTONIC of the last refresh */
 };
 
 /* ---- small helpers ------------------------------------------------------------------------- */
@@ -582,8 +589,10 @@ static void sampler_health(struct agent_dataplane *d)
 		agent_health_set(d->health, "sampler", true, status, lasterr);
 
 	snprintf(status, sizeof(status),
-		 "frames resolved %" PRIu64 ", unresolved %" PRIu64 ", ELF files cached %" PRIu64,
-		 st.frames_resolved, st.frames_unresolved, st.elf_cached);
+		 "frames resolved %" PRIu64 ", unresolved %" PRIu64 ", ELF files cached %" PRIu64
+		 ", line info skipped in %" PRIu64 " (compressed DWARF over %" PRIu64 " KiB)",
+		 st.frames_resolved, st.frames_unresolved, st.elf_cached, st.dwarf_skipped,
+		 PF_SYM_DEFAULT_DWARF_MAX_INFLATE >> 10);
 	agent_health_set(d->health, "symbolizer", true, status, NULL);
 }
 
@@ -836,6 +845,80 @@ static void toggle_trigger(struct agent_dataplane *d)
 	sampler_health(d);
 }
 
+/* ---- metrics snapshot (worker thread) ------------------------------------------------------ */
+
+/* Refreshes the snapshot when AGENT_DATAPLANE_METRICS_MS passed (or force). */
+static void metrics_refresh(struct agent_dataplane *d, bool force)
+{
+	struct agent_dataplane_metrics *m = d->snap_work;
+	if (!m)
+		return;
+	uint64_t now = mono_ms();
+	if (!force && d->snap_ms && now - d->snap_ms < AGENT_DATAPLANE_METRICS_MS)
+		return;
+	d->snap_ms = now;
+	memset(m, 0, sizeof(*m));
+	m->refreshed_unix_ns = agent_now_unix_nano();
+
+	if (d->sampler && pf_sampler_stats(d->sampler, &m->sampler) == 0) {
+		m->has_sampler = true;
+		for (int i = 0; i < PF_SAMPLER_N_PROGS; i++) {
+			snprintf(m->progs[i].name, sizeof(m->progs[i].name), "%s",
+				 m->sampler.progs[i].name ? m->sampler.progs[i].name : "?");
+			m->progs[i].run_time_ns = m->sampler.progs[i].run_time_ns;
+			m->progs[i].run_cnt = m->sampler.progs[i].run_cnt;
+			m->sampler.progs[i].name = NULL; /* the sampler's memory: not copied out */
+		}
+	}
+	/* the same measure as the sampler's health status (rate-limited inside) */
+	uint64_t bpf_ns =
+	    m->has_sampler && m->sampler.bpf_stats_enabled ? m->sampler.bpf_run_time_ns : 0;
+	overhead_update(&d->overhead, bpf_ns);
+	m->overhead_pct = d->overhead.pct;
+
+	for (size_t i = 0; i < d->n_ex && d->cfg && i < d->cfg->n_exporters; i++) {
+		struct agent_dataplane_exporter_metrics *e = &m->ex[m->n_exporters++];
+		e->index = (unsigned)i;
+		snprintf(e->type, sizeof(e->type), "%s",
+			 pf_exporter_type_name(d->cfg->exporters[i].type));
+		e->running = d->ex[i].x != NULL;
+		if (e->running)
+			agent_exporter_status(d->ex[i].x, &e->st);
+	}
+	for (size_t i = 0; i < d->n_pt && d->cfg && i < d->cfg->n_targets; i++) {
+		struct agent_dataplane_target_metrics *t = &m->pt[m->n_targets++];
+		struct pf_pprof_health h;
+		t->index = (unsigned)i;
+		snprintf(t->type, sizeof(t->type), "%s",
+			 pf_pprof_type_name(d->cfg->targets[i].type));
+		if (!d->cfg->enabled || !d->pprof || !d->pprof_ok ||
+		    pf_pprof_sources_health(d->pprof, i, &h) < 0)
+			continue;
+		t->active = true;
+		t->healthy = h.healthy && !d->pt[i].export_err[0];
+		t->scrapes_ok = h.scrapes_ok;
+		t->scrapes_failed = h.scrapes_failed;
+		t->last_duration_ms = h.last_duration_ms;
+		t->last_bytes = h.last_bytes;
+		t->last_samples = h.last_samples;
+		t->last_ok_unix_ns = h.last_ok_unix_ns;
+	}
+	pthread_mutex_lock(&d->lock);
+	m->counters = d->counters;
+	memcpy(d->snap, m, sizeof(*m));
+	pthread_mutex_unlock(&d->lock);
+}
+
+int agent_dataplane_metrics(struct agent_dataplane *d, struct agent_dataplane_metrics *out)
+{
+	if (!d || !d->snap)
+		return -ENOTSUP;
+	pthread_mutex_lock(&d->lock);
+	memcpy(out, d->snap, sizeof(*out));
+	pthread_mutex_unlock(&d->lock);
+	return 0;
+}
+
 /* ---- worker -------------------------------------------------------------------------------- */
 
 static void start_sampler(struct agent_dataplane *d)
@@ -954,6 +1037,7 @@ static void *worker_main(void *arg)
 			pprof_health(d);
 		}
 		exporters_health(d);
+		metrics_refresh(d, false);
 
 		int timeout = AGENT_DATAPLANE_POLL_MS;
 		now = mono_ms();
@@ -972,6 +1056,7 @@ static void *worker_main(void *arg)
 			drain_efd(d);
 	}
 	final_flush(d);
+	metrics_refresh(d, true);
 	pthread_mutex_lock(&d->lock);
 	d->flushed = true;
 	if (d->wake) /* under the lock: agent_dataplane_free() clears it */
@@ -1002,6 +1087,15 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 	if ((o->spill_dir && !(d->spill_dir = strdup(o->spill_dir))) ||
 	    (o->agent_token && !(d->agent_token = strdup(o->agent_token))) ||
 	    (o->agent_uid && !(d->agent_uid = strdup(o->agent_uid)))) {
+		pf_error_set(err, -ENOMEM, "", "out of memory");
+		agent_dataplane_free(d);
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (o->metrics && (!(d->snap = calloc(1, sizeof(*d->snap))) ||
+			   !(d->snap_work = calloc(1, sizeof(*d->snap_work))))) {
+		free(d->snap);
+		d->snap = NULL;
 		pf_error_set(err, -ENOMEM, "", "out of memory");
 		agent_dataplane_free(d);
 		errno = ENOMEM;
@@ -1121,6 +1215,8 @@ void agent_dataplane_free(struct agent_dataplane *d)
 		free(d->agent_token);
 	}
 	free(d->agent_uid);
+	free(d->snap);
+	free(d->snap_work);
 	if (d->efd >= 0)
 		close(d->efd);
 	pthread_mutex_destroy(&d->lock);

@@ -64,7 +64,10 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "exporter.h"
 #include "pf/error.h"
+#include "pf/profcfg.h"
+#include "sampler_bpf.h"
 
 #define AGENT_DATAPLANE_FLUSH_MS 4500
 #define AGENT_DATAPLANE_POLL_MS 250
@@ -84,6 +87,7 @@ struct agent_dataplane_opts {
 	const char *agent_uid;   /* copied; every exported process carries it as the resource
 				  * attribute profleet.agent.uid (the controller's store files
 				  * profiles by agent with it) */
+	bool metrics; /* keep the agent_dataplane_metrics() snapshot fresh (--metrics-listen) */
 };
 
 /* Registers the health components and starts the worker thread, which loads the sampler in
@@ -110,5 +114,55 @@ struct agent_dataplane_counters {
 	uint64_t last_profile_bytes; /* size of the last encoded window */
 };
 void agent_dataplane_counters(struct agent_dataplane *d, struct agent_dataplane_counters *out);
+
+/* Metrics snapshot (agent/metrics.h renders it). With opts.metrics the worker copies its
+ * counters, the sampler's stats, every exporter's agent_exporter_status() and every pprof
+ * target's health into a snapshot under its lock at most every AGENT_DATAPLANE_METRICS_MS,
+ * from its poll loop (no work per sample; the sampler is read only by the worker), and once
+ * more after the final flush. agent_dataplane_metrics() copies the last snapshot: any thread,
+ * never waits for the worker beyond that copy. */
+#define AGENT_DATAPLANE_METRICS_MS 200
+#define AGENT_DATAPLANE_NAME_LEN 32
+
+struct agent_dataplane_exporter_metrics {
+	unsigned index; /* position in profiling.exporters */
+	char type[16];	/* "file", "otlp_http", "pyroscope" */
+	bool running;	/* false: it could not be created (its health component says why) */
+	struct agent_exporter_status st; /* zeros when not running */
+};
+
+struct agent_dataplane_target_metrics {
+	unsigned index; /* position in profiling.pprof.targets */
+	char type[16];	/* "cpu", "heap", ... */
+	bool active;	/* scraped (profiling enabled, sources running); else zeros */
+	bool healthy;	/* its last scrape succeeded (and could be encoded) */
+	uint64_t scrapes_ok, scrapes_failed;
+	uint32_t last_duration_ms;
+	uint64_t last_bytes, last_samples;
+	uint64_t last_ok_unix_ns;
+};
+
+struct agent_dataplane_prog_metrics {
+	char name[AGENT_DATAPLANE_NAME_LEN]; /* BPF program name */
+	uint64_t run_time_ns, run_cnt;
+};
+
+struct agent_dataplane_metrics {
+	uint64_t refreshed_unix_ns; /* when the worker took it; 0 = not yet */
+	struct agent_dataplane_counters counters;
+	double overhead_pct; /* agent process + BPF CPU, % of one CPU over the last >= 10 s
+			      * interval (the sampler health's figure); < 0 = none yet */
+	bool has_sampler;    /* the eBPF sampler is loaded: sampler and progs are valid */
+	struct pf_sampler_stats sampler; /* progs[].name are NULL here: use progs below */
+	struct agent_dataplane_prog_metrics progs[PF_SAMPLER_N_PROGS];
+	size_t n_exporters;
+	struct agent_dataplane_exporter_metrics ex[PF_PROFCFG_MAX_EXPORTERS];
+	size_t n_targets;
+	struct agent_dataplane_target_metrics pt[PF_PROFCFG_MAX_TARGETS];
+};
+
+/* Copies the last snapshot into *out (about 30 KiB: allocate it). 0, or -ENOTSUP when the
+ * data plane was created without opts.metrics. */
+int agent_dataplane_metrics(struct agent_dataplane *d, struct agent_dataplane_metrics *out);
 
 #endif

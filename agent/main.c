@@ -16,6 +16,7 @@
 #include "dataplane.h"
 #include "description.h"
 #include "health.h"
+#include "metrics.h"
 #include "opamp_client.h"
 #include "opamp_session.h"
 #include "pf/log.h"
@@ -67,6 +68,7 @@ int main(int argc, char **argv)
 	struct agent_config *cfg = NULL;
 	struct agent_health *health = NULL;
 	struct agent_session *session = NULL;
+	struct agent_metrics *metrics = NULL;
 	char *token = NULL;
 	char uid[PF_UUID_STR_LEN + 1];
 	int rc = 1;
@@ -113,6 +115,16 @@ int main(int argc, char **argv)
 		pf_log_error("%s", err.msg);
 		goto out;
 	}
+	/* The metrics endpoint binds before anything starts: a taken port stops the agent here. */
+	if (o.metrics_listen) {
+		struct agent_metrics_listen ml;
+		err = (struct pf_error){0};
+		if (agent_metrics_listen_parse(o.metrics_listen, &ml, &err) < 0 ||
+		    !(metrics = agent_metrics_new(&ml, health, &err))) {
+			pf_log_error("%s", err.msg);
+			goto out;
+		}
+	}
 	/* Components register here (agent_config_add_hook + agent_health_register). */
 	agent_health_register(health, "config");
 	/* Exporters keep what they could not deliver yet under the state dir, so an agent restart
@@ -123,10 +135,17 @@ int main(int argc, char **argv)
 					   .wake = wake_loop,
 					   .spill_dir = spill,
 					   .agent_token = token,
-					   .agent_uid = uid};
+					   .agent_uid = uid,
+					   .no_sampler = o.no_sampler,
+					   .metrics = metrics != NULL};
 	err = (struct pf_error){0};
 	the_dataplane = agent_dataplane_new(&dpo, &err);
 	if (!the_dataplane) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
+	err = (struct pf_error){0};
+	if (metrics && agent_metrics_start(metrics, the_dataplane, &err) < 0) {
 		pf_log_error("%s", err.msg);
 		goto out;
 	}
@@ -182,6 +201,8 @@ int main(int argc, char **argv)
 	pf_log_info("stopped");
 	rc = 0;
 out:
+	/* the metrics server reads the data plane: it stops first */
+	agent_metrics_free(metrics);
 	/* the data plane first: its worker may still wake the loop */
 	agent_dataplane_free(the_dataplane);
 	the_dataplane = NULL;

@@ -80,6 +80,17 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+const uint64_t agent_exporter_latency_bounds_us[AGENT_EXPORTER_LATENCY_BUCKETS] = {
+    1000,   5000,    10000,   25000,   50000,	 100000,  250000,
+    500000, 1000000, 2500000, 5000000, 10000000, 30000000};
+
 static void abs_deadline(struct timespec *ts, uint64_t at_mono_ms)
 {
 	ts->tv_sec = (time_t)(at_mono_ms / 1000u);
@@ -234,6 +245,7 @@ struct attempt {
 	int http_status;
 	int64_t retry_after_ms; /* -1 when none */
 	uint64_t took_ms;
+	uint64_t took_us;
 	int64_t rejected;
 	char partial_msg[256];
 	struct pf_error err;
@@ -245,7 +257,7 @@ static void run_attempt(struct agent_exporter *x, const uint8_t *data, size_t le
 	memset(a, 0, sizeof(*a));
 	a->retry_after_ms = -1;
 	pthread_mutex_lock(&x->backend);
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = mono_us();
 	if (x->file) {
 		a->rc =
 		    agent_export_file_write(x->file, data, len, id, now_unix_ns(), NULL, &a->err);
@@ -279,7 +291,8 @@ static void run_attempt(struct agent_exporter *x, const uint8_t *data, size_t le
 		}
 		agent_http_result_release(&res);
 	}
-	a->took_ms = mono_ms() - t0;
+	a->took_us = mono_us() - t0;
+	a->took_ms = a->took_us / 1000u;
 	pthread_mutex_unlock(&x->backend);
 }
 
@@ -289,6 +302,13 @@ static void record(struct agent_exporter *x, const struct attempt *a, size_t len
 	struct agent_exporter_status *st = &x->st;
 	st->sent++;
 	st->last_http_status = a->http_status;
+	size_t b = 0;
+	while (b < AGENT_EXPORTER_LATENCY_BUCKETS &&
+	       a->took_us > agent_exporter_latency_bounds_us[b])
+		b++;
+	st->latency_buckets[b]++;
+	st->latency_sum_us += a->took_us;
+	st->latency_count++;
 	if (a->out == OUT_OK) {
 		st->bytes_ok += len;
 		st->last_ok_unix_ns = now_unix_ns();

@@ -70,6 +70,11 @@ struct agent_exporter;
 #define AGENT_EXPORTER_DEFAULT_BACKOFF_CAP_MS 30000
 #define AGENT_EXPORTER_MAX_RETRY_AFTER_MS (3600u * 1000u)
 
+/* Upper bounds (microseconds, ascending) of the attempt duration histogram in
+ * struct agent_exporter_status: 1 ms .. 30 s. */
+#define AGENT_EXPORTER_LATENCY_BUCKETS 13
+extern const uint64_t agent_exporter_latency_bounds_us[AGENT_EXPORTER_LATENCY_BUCKETS];
+
 struct agent_exporter_opts {
 	uint64_t queue_bytes;	  /* 0: AGENT_EXPORTER_DEFAULT_QUEUE_BYTES; the agent passes
 				   * limits.queue_bytes */
@@ -107,6 +112,13 @@ struct agent_exporter_status {
 	uint64_t spilled;      /* items written to the spill directory */
 	uint64_t spill_loaded; /* items read back from it at start */
 	uint64_t spill_errors; /* spill writes that failed and corrupt files found at load */
+
+	/* duration of every attempt (successful or not; latency_count == sent), for the agent's
+	 * metrics histogram: latency_buckets[i] counts attempts that took at most
+	 * agent_exporter_latency_bounds_us[i] and more than the bound before (not cumulative);
+	 * the last slot counts those over the largest bound */
+	uint64_t latency_buckets[AGENT_EXPORTER_LATENCY_BUCKETS + 1];
+	uint64_t latency_sum_us, latency_count;
 };
 
 /* done(user, rc): see the header comment. */

@@ -103,6 +103,33 @@ static void test_token_file(void **unused)
 	assert_int_equal(agent_token_load(path, &tok, &err), -ENOENT);
 }
 
+static void test_metrics_flags(void **unused)
+{
+	struct agent_opts o;
+	struct pf_error err = {0};
+	(void)unused;
+	assert_int_equal(parse(&o, &err, NULL), 0);
+	assert_null(o.metrics_listen);
+	assert_false(o.no_sampler);
+	assert_int_equal(
+	    parse(&o, &err, "--metrics-listen", "127.0.0.1:9464", "--no-sampler", NULL), 0);
+	assert_string_equal(o.metrics_listen, "127.0.0.1:9464");
+	assert_true(o.no_sampler);
+	assert_int_equal(parse(&o, &err, "--metrics-listen", "[::1]:9464", NULL), 0);
+	assert_string_equal(o.metrics_listen, "[::1]:9464");
+	/* a bad address is a usage error naming the flag */
+	err = (struct pf_error){0};
+	assert_int_equal(parse(&o, &err, "--metrics-listen", "127.0.0.1", NULL), -EINVAL);
+	assert_non_null(strstr(err.msg, "--metrics-listen"));
+	err = (struct pf_error){0};
+	assert_int_equal(parse(&o, &err, "--metrics-listen", "127.0.0.1:70000", NULL), -EINVAL);
+	assert_non_null(strstr(err.msg, "port must be 0..65535"));
+	err = (struct pf_error){0};
+	assert_int_equal(parse(&o, &err, "--metrics-listen", NULL), -EINVAL);
+	err = (struct pf_error){0};
+	assert_int_equal(parse(&o, &err, "--no-sampler=1", NULL), -EINVAL);
+}
+
 static void test_urls(void **unused)
 {
 	struct agent_url u;
@@ -148,7 +175,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_defaults),  cmocka_unit_test(test_all_flags),
 	    cmocka_unit_test(test_bad_flags), cmocka_unit_test(test_token_file),
-	    cmocka_unit_test(test_urls),
+	    cmocka_unit_test(test_urls),      cmocka_unit_test(test_metrics_flags),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,859 @@
+/* metrics.c — see metrics.h. Exposition format: Prometheus "text format" version 0.0.4
+ * (HELP/TYPE comment lines, one family's samples together, label values escaped with \\, \"
+ * and \n, histograms as cumulative _bucket{le} plus _sum and _count). */
+#include "metrics.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <libwebsockets.h>
+
+#include "description.h"
+#include "health.h"
+#include "pf/log.h"
+
+#define PREFIX "profleet_agent_"
+#define LABELS_LEN 256
+#define CHUNK 16384
+
+/* ---- --metrics-listen ---------------------------------------------------------------------- */
+
+int agent_metrics_listen_parse(const char *s, struct agent_metrics_listen *out,
+			       struct pf_error *err)
+{
+	const char *colon, *host;
+	size_t hlen;
+
+	memset(out, 0, sizeof(*out));
+	if (!s || !*s)
+		return pf_error_set(err, -EINVAL, "--metrics-listen", "expected ADDR:PORT");
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+		if (!rb || rb[1] != ':')
+			return pf_error_set(err, -EINVAL, "--metrics-listen",
+					    "expected [IPv6]:PORT, got '%s'", s);
+		host = s + 1;
+		hlen = (size_t)(rb - host);
+		colon = rb + 1;
+		out->v6 = true;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon)
+			return pf_error_set(err, -EINVAL, "--metrics-listen",
+					    "expected ADDR:PORT, got '%s'", s);
+		host = s;
+		hlen = (size_t)(colon - s);
+		if (memchr(host, ':', hlen))
+			return pf_error_set(err, -EINVAL, "--metrics-listen",
+					    "IPv6 addresses go in brackets: [::1]:9464, got '%s'",
+					    s);
+	}
+	const char *port = colon + 1;
+	char *end;
+	errno = 0;
+	long v = strtol(port, &end, 10);
+	if (!*port || *end || errno || v < 0 || v > 65535 || *port == '-' || *port == '+')
+		return pf_error_set(err, -EINVAL, "--metrics-listen",
+				    "port must be 0..65535, got '%s'", port);
+	out->port = (int)v;
+	if (hlen >= sizeof(out->host))
+		return pf_error_set(err, -EINVAL, "--metrics-listen", "address too long in '%s'",
+				    s);
+	char h[sizeof(out->host)];
+	memcpy(h, host, hlen);
+	h[hlen] = '\0';
+	if (!out->v6 && (!strcmp(h, "") || !strcmp(h, "*") || !strcmp(h, "0.0.0.0")))
+		return 0; /* every interface */
+	if (out->v6 && !strcmp(h, "::"))
+		return 0;
+	if (!out->v6 && !strcmp(h, "localhost")) {
+		snprintf(out->host, sizeof(out->host), "127.0.0.1");
+		return 0;
+	}
+	unsigned char addr[sizeof(struct in6_addr)];
+	if (inet_pton(out->v6 ? AF_INET6 : AF_INET, h, addr) != 1)
+		return pf_error_set(err, -EINVAL, "--metrics-listen",
+				    "'%s' is not an IP%s address (use a literal, localhost, * or "
+				    "[::])",
+				    h, out->v6 ? "v6" : "v4");
+	memcpy(out->host, h, hlen + 1);
+	return 0;
+}
+
+/* ---- process ------------------------------------------------------------------------------- */
+
+int agent_metrics_process_read(struct agent_metrics_process *out)
+{
+	struct rusage ru;
+	memset(out, 0, sizeof(*out));
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		return -errno;
+	out->cpu_seconds = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+			   (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	char buf[128];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	/* "size resident shared text lib data dt", in pages */
+	char *p = buf, *end;
+	strtoull(p, &end, 10);
+	if (end == p)
+		return -EIO;
+	p = end;
+	unsigned long long res = strtoull(p, &end, 10);
+	if (end == p)
+		return -EIO;
+	long page = sysconf(_SC_PAGESIZE);
+	out->rss_bytes = (uint64_t)res * (uint64_t)(page > 0 ? page : 4096);
+	return 0;
+}
+
+/* ---- rendering ----------------------------------------------------------------------------- */
+
+size_t agent_metrics_escape_label(char *out, size_t cap, const char *value)
+{
+	size_t n = 0;
+	if (!cap)
+		return 0;
+	for (const char *p = value ? value : ""; *p; p++) {
+		const char *rep = NULL;
+		char one[2] = {*p, '\0'};
+		if (*p == '\\')
+			rep = "\\\\";
+		else if (*p == '"')
+			rep = "\\\"";
+		else if (*p == '\n')
+			rep = "\\n";
+		else
+			rep = one;
+		size_t l = strlen(rep);
+		if (n + l >= cap)
+			break;
+		memcpy(out + n, rep, l);
+		n += l;
+	}
+	out[n] = '\0';
+	return n;
+}
+
+/* A writer with a sticky error: the first failing append is kept, the rest are skipped. */
+struct w {
+	struct pf_buf *b;
+	int err;
+};
+
+static void put(struct w *w, const char *fmt, ...) PF_PRINTF(2, 3);
+static void put(struct w *w, const char *fmt, ...)
+{
+	va_list ap;
+	if (w->err)
+		return;
+	va_start(ap, fmt);
+	int rc = pf_buf_vprintf(w->b, fmt, ap);
+	va_end(ap);
+	if (rc < 0)
+		w->err = rc;
+}
+
+static void family(struct w *w, const char *name, const char *type, const char *help)
+{
+	put(w, "# HELP " PREFIX "%s %s\n# TYPE " PREFIX "%s %s\n", name, help, name, type);
+}
+
+/* labels: "" or `a="x",b="y"` (already escaped) */
+static void sample_u64(struct w *w, const char *name, const char *labels, uint64_t v)
+{
+	if (labels && *labels)
+		put(w, PREFIX "%s{%s} %" PRIu64 "\n", name, labels, v);
+	else
+		put(w, PREFIX "%s %" PRIu64 "\n", name, v);
+}
+
+static void sample_f64(struct w *w, const char *name, const char *labels, double v)
+{
+	if (labels && *labels)
+		put(w, PREFIX "%s{%s} %.15g\n", name, labels, v);
+	else
+		put(w, PREFIX "%s %.15g\n", name, v);
+}
+
+static void gauge_u64(struct w *w, const char *name, const char *help, uint64_t v)
+{
+	family(w, name, "gauge", help);
+	sample_u64(w, name, "", v);
+}
+
+static void counter_u64(struct w *w, const char *name, const char *help, uint64_t v)
+{
+	family(w, name, "counter", help);
+	sample_u64(w, name, "", v);
+}
+
+static void render_process(struct w *w, const struct agent_metrics_input *in)
+{
+	char ver[128], lab[LABELS_LEN];
+	agent_metrics_escape_label(ver, sizeof(ver), in->version ? in->version : "unknown");
+	snprintf(lab, sizeof(lab), "version=\"%s\"", ver);
+	family(w, "info", "gauge", "The agent's version (always 1).");
+	sample_u64(w, "info", lab, 1);
+	if (in->health && in->health->start_time_unix_nano) {
+		family(w, "start_time_seconds", "gauge", "When the agent started (Unix time).");
+		sample_f64(w, "start_time_seconds", "",
+			   (double)in->health->start_time_unix_nano / 1e9);
+	}
+	if (in->proc) {
+		family(w, "cpu_seconds_total", "counter",
+		       "CPU time of the agent process, user plus system, all threads.");
+		sample_f64(w, "cpu_seconds_total", "", in->proc->cpu_seconds);
+		if (in->proc->rss_bytes)
+			gauge_u64(w, "resident_memory_bytes",
+				  "Resident memory of the agent process.", in->proc->rss_bytes);
+	}
+	if (in->dp && in->dp->overhead_pct >= 0) {
+		family(w, "overhead_cpu_percent", "gauge",
+		       "Agent process CPU plus BPF program run time over the last interval of at "
+		       "least 10 s, in percent of one CPU.");
+		sample_f64(w, "overhead_cpu_percent", "", in->dp->overhead_pct);
+	}
+}
+
+static void render_windows(struct w *w, const struct agent_dataplane_metrics *m)
+{
+	const struct agent_dataplane_counters *c = &m->counters;
+	family(w, "profiles_collected_total", "counter",
+	       "Profiles (windows) encoded and handed to the exporters, by source: ebpf sampler "
+	       "windows, pprof target scrapes.");
+	sample_u64(w, "profiles_collected_total", "source=\"ebpf\"", c->windows);
+	sample_u64(w, "profiles_collected_total", "source=\"pprof\"", c->pprof_windows);
+	counter_u64(w, "profile_bytes_total", "OTLP bytes encoded, all profiles.",
+		    c->profile_bytes);
+	gauge_u64(w, "profile_last_size_bytes", "OTLP size of the last encoded profile.",
+		  c->last_profile_bytes);
+	counter_u64(w, "encode_errors_total", "Profiles that could not be encoded.",
+		    c->encode_errors);
+	counter_u64(w, "exports_submitted_total",
+		    "Profiles accepted into an exporter's queue (one per exporter).", c->exports);
+	counter_u64(w, "profiles_dropped_total",
+		    "Profiles an exporter refused at submit (not started, larger than its queue, "
+		    "out of memory); drops from a full queue are in "
+		    "profleet_agent_exporter_dropped_total.",
+		    c->dropped);
+}
+
+static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
+{
+	const struct pf_sampler_stats *s = &m->sampler;
+	char lab[LABELS_LEN], name[AGENT_DATAPLANE_NAME_LEN * 2];
+
+	gauge_u64(w, "sampler_running", "1 while the eBPF sampler's perf events are attached.",
+		  m->has_sampler && s->running);
+	if (!m->has_sampler)
+		return;
+	gauge_u64(w, "sampler_frequency_hertz", "Sampling frequency per CPU.", s->frequency_hz);
+	gauge_u64(w, "sampler_cpus", "CPUs with a perf event open.", s->n_cpus);
+	counter_u64(w, "sampler_samples_total", "Samples recorded by the BPF program.", s->samples);
+	family(
+	    w, "sampler_lost_samples_total", "counter",
+	    "Samples lost: ring_buffer (the kernel found the ring buffer full), window_full (the "
+	    "open window's sample store was full).");
+	sample_u64(w, "sampler_lost_samples_total", "reason=\"ring_buffer\"", s->lost_kernel);
+	sample_u64(w, "sampler_lost_samples_total", "reason=\"window_full\"", s->lost_user);
+	counter_u64(w, "sampler_lost_events_total",
+		    "Process events (exec, fork, exit) lost in the kernel.", s->lost_events);
+	counter_u64(w, "sampler_filtered_samples_total",
+		    "Ticks of processes the filters exclude, skipped in the kernel.", s->filtered);
+	counter_u64(w, "sampler_stack_errors_total", "Ticks where no stack could be walked.",
+		    s->stack_errors);
+	gauge_u64(w, "sampler_processes", "Processes known to the sampler.", s->processes);
+	gauge_u64(w, "sampler_pending_samples", "Samples in the open window.", s->pending);
+	gauge_u64(w, "bpf_stats_enabled",
+		  "1 while the kernel counts BPF run time (bpf_run_time_seconds_total moves only "
+		  "then).",
+		  s->bpf_stats_enabled);
+	family(w, "bpf_run_time_seconds_total", "counter",
+	       "Run time of each of the agent's BPF programs.");
+	for (int i = 0; i < PF_SAMPLER_N_PROGS; i++) {
+		agent_metrics_escape_label(name, sizeof(name), m->progs[i].name);
+		snprintf(lab, sizeof(lab), "prog=\"%s\"", name);
+		sample_f64(w, "bpf_run_time_seconds_total", lab,
+			   (double)m->progs[i].run_time_ns / 1e9);
+	}
+	family(w, "bpf_run_count_total", "counter", "Runs of each of the agent's BPF programs.");
+	for (int i = 0; i < PF_SAMPLER_N_PROGS; i++) {
+		agent_metrics_escape_label(name, sizeof(name), m->progs[i].name);
+		snprintf(lab, sizeof(lab), "prog=\"%s\"", name);
+		sample_u64(w, "bpf_run_count_total", lab, m->progs[i].run_cnt);
+	}
+	family(w, "symbolizer_frames_total", "counter",
+	       "Stack frames symbolized: resolved to a function, or left as an address.");
+	sample_u64(w, "symbolizer_frames_total", "result=\"resolved\"", s->frames_resolved);
+	sample_u64(w, "symbolizer_frames_total", "result=\"unresolved\"", s->frames_unresolved);
+	gauge_u64(w, "symbolizer_elf_files_cached", "ELF files in the symbolizer's cache.",
+		  s->elf_cached);
+}
+
+/* ---- exporters ---- */
+
+enum unit { U_COUNT, U_MS, U_NS, U_INT, U_BOOL_RUNNING };
+
+struct ex_family {
+	const char *name;
+	const char *type;
+	enum unit unit;
+	size_t off; /* in struct agent_exporter_status */
+	const char *help;
+};
+
+#define ST(f) offsetof(struct agent_exporter_status, f)
+static const struct ex_family ex_families[] = {
+    {"exporter_up", "gauge", U_BOOL_RUNNING, 0,
+     "1 when the exporter could be created, 0 when it could not (its health says why)."},
+    {"exporter_submitted_total", "counter", U_COUNT, ST(submitted),
+     "Items queued for delivery (items reloaded from the spill directory included)."},
+    {"exporter_sent_total", "counter", U_COUNT, ST(sent),
+     "Delivery attempts made (requests, file writes)."},
+    {"exporter_confirmed_total", "counter", U_COUNT, ST(confirmed),
+     "Items the back end accepted (2xx; partial successes included)."},
+    {"exporter_confirmed_bytes_total", "counter", U_COUNT, ST(bytes_ok),
+     "Payload bytes of the confirmed items, before compression."},
+    {"exporter_failed_total", "counter", U_COUNT, ST(failed),
+     "Items refused for good (an answer that is not retried)."},
+    {"exporter_retried_total", "counter", U_COUNT, ST(retried),
+     "Attempts that failed and will be retried."},
+    {"exporter_dropped_total", "counter", U_COUNT, ST(dropped),
+     "Items dropped: the oldest evicted from a full queue, or one larger than the queue."},
+    {"exporter_dropped_bytes_total", "counter", U_COUNT, ST(dropped_bytes),
+     "Bytes of the dropped items."},
+    {"exporter_queued_items", "gauge", U_COUNT, ST(queued_items),
+     "Items waiting in the delivery queue."},
+    {"exporter_queued_bytes", "gauge", U_COUNT, ST(queued_bytes),
+     "Bytes waiting in the delivery queue."},
+    {"exporter_queue_limit_bytes", "gauge", U_COUNT, ST(queue_limit_bytes),
+     "Bound of the delivery queue (limits.queue_bytes)."},
+    {"exporter_last_latency_seconds", "gauge", U_MS, ST(last_latency_ms),
+     "Duration of the last successful attempt."},
+    {"exporter_max_latency_seconds", "gauge", U_MS, ST(max_latency_ms),
+     "Duration of the longest successful attempt."},
+    {"exporter_retry_wait_seconds", "gauge", U_MS, ST(next_retry_ms),
+     "While backing off: time until the next attempt; else 0."},
+    {"exporter_last_success_timestamp_seconds", "gauge", U_NS, ST(last_ok_unix_ns),
+     "Unix time of the last confirmed attempt; 0 before the first."},
+    {"exporter_last_http_status", "gauge", U_INT, ST(last_http_status),
+     "HTTP status of the last response; 0 when none (file exporters, transport errors)."},
+    {"exporter_partial_successes_total", "counter", U_COUNT, ST(partial_successes),
+     "Confirmed OTLP requests whose response carried a partial_success."},
+    {"exporter_rejected_profiles_total", "counter", U_COUNT, ST(rejected_profiles),
+     "Profiles the back end rejected in partial successes."},
+    {"exporter_spilled_total", "counter", U_COUNT, ST(spilled),
+     "Items written to the spill directory."},
+    {"exporter_spill_loaded_total", "counter", U_COUNT, ST(spill_loaded),
+     "Items read back from the spill directory at start."},
+    {"exporter_spill_errors_total", "counter", U_COUNT, ST(spill_errors),
+     "Spill writes that failed and corrupt spill files found at start."},
+};
+#undef ST
+
+static void ex_labels(char *out, size_t cap, const struct agent_dataplane_exporter_metrics *e)
+{
+	char type[64];
+	agent_metrics_escape_label(type, sizeof(type), e->type);
+	snprintf(out, cap, "exporter=\"%u\",type=\"%s\"", e->index, type);
+}
+
+static void render_exporters(struct w *w, const struct agent_dataplane_metrics *m)
+{
+	char lab[LABELS_LEN], blab[LABELS_LEN + 32];
+	if (!m->n_exporters)
+		return;
+	for (size_t f = 0; f < PF_ARRAY_SIZE(ex_families); f++) {
+		const struct ex_family *xf = &ex_families[f];
+		family(w, xf->name, xf->type, xf->help);
+		for (size_t i = 0; i < m->n_exporters; i++) {
+			const struct agent_dataplane_exporter_metrics *e = &m->ex[i];
+			const char *base = (const char *)&e->st;
+			uint64_t u = 0;
+			int iv = 0;
+			ex_labels(lab, sizeof(lab), e);
+			switch (xf->unit) {
+			case U_BOOL_RUNNING:
+				sample_u64(w, xf->name, lab, e->running);
+				break;
+			case U_INT:
+				memcpy(&iv, base + xf->off, sizeof(iv));
+				sample_u64(w, xf->name, lab, iv > 0 ? (uint64_t)iv : 0);
+				break;
+			case U_COUNT:
+				memcpy(&u, base + xf->off, sizeof(u));
+				sample_u64(w, xf->name, lab, u);
+				break;
+			case U_MS:
+				memcpy(&u, base + xf->off, sizeof(u));
+				sample_f64(w, xf->name, lab, (double)u / 1e3);
+				break;
+			case U_NS:
+				memcpy(&u, base + xf->off, sizeof(u));
+				sample_f64(w, xf->name, lab, (double)u / 1e9);
+				break;
+			}
+		}
+	}
+	const char *h = "exporter_export_duration_seconds";
+	family(w, h, "histogram",
+	       "Duration of every delivery attempt (request or file write), successful or not.");
+	for (size_t i = 0; i < m->n_exporters; i++) {
+		const struct agent_exporter_status *st = &m->ex[i].st;
+		uint64_t cum = 0;
+		ex_labels(lab, sizeof(lab), &m->ex[i]);
+		for (size_t b = 0; b < AGENT_EXPORTER_LATENCY_BUCKETS; b++) {
+			cum += st->latency_buckets[b];
+			snprintf(blab, sizeof(blab), "%s,le=\"%.15g\"", lab,
+				 (double)agent_exporter_latency_bounds_us[b] / 1e6);
+			put(w, PREFIX "%s_bucket{%s} %" PRIu64 "\n", h, blab, cum);
+		}
+		put(w, PREFIX "%s_bucket{%s,le=\"+Inf\"} %" PRIu64 "\n", h, lab, st->latency_count);
+		put(w, PREFIX "%s_sum{%s} %.15g\n", h, lab, (double)st->latency_sum_us / 1e6);
+		put(w, PREFIX "%s_count{%s} %" PRIu64 "\n", h, lab, st->latency_count);
+	}
+}
+
+static void render_targets(struct w *w, const struct agent_dataplane_metrics *m)
+{
+	char lab[LABELS_LEN], type[64];
+	if (!m->n_targets)
+		return;
+	family(w, "pprof_scrapes_total", "counter",
+	       "Scrapes of each pprof target, by result (ok, failed).");
+	for (size_t i = 0; i < m->n_targets; i++) {
+		const struct agent_dataplane_target_metrics *t = &m->pt[i];
+		agent_metrics_escape_label(type, sizeof(type), t->type);
+		snprintf(lab, sizeof(lab), "target=\"%u\",type=\"%s\",result=\"ok\"", t->index,
+			 type);
+		sample_u64(w, "pprof_scrapes_total", lab, t->scrapes_ok);
+		snprintf(lab, sizeof(lab), "target=\"%u\",type=\"%s\",result=\"failed\"", t->index,
+			 type);
+		sample_u64(w, "pprof_scrapes_total", lab, t->scrapes_failed);
+	}
+	static const struct {
+		const char *name, *help;
+	} g[] = {
+	    {"pprof_target_active", "1 while the target is scraped (profiling enabled)."},
+	    {"pprof_last_scrape_duration_seconds", "Duration of the target's last scrape."},
+	    {"pprof_last_profile_bytes", "Size of the last profile scraped from the target."},
+	    {"pprof_last_profile_samples", "Samples (sum of counts) of the target's last profile."},
+	    {"pprof_last_success_timestamp_seconds",
+	     "Unix time of the target's last successful scrape; 0 before the first."},
+	};
+	for (size_t f = 0; f < PF_ARRAY_SIZE(g); f++) {
+		family(w, g[f].name, "gauge", g[f].help);
+		for (size_t i = 0; i < m->n_targets; i++) {
+			const struct agent_dataplane_target_metrics *t = &m->pt[i];
+			agent_metrics_escape_label(type, sizeof(type), t->type);
+			snprintf(lab, sizeof(lab), "target=\"%u\",type=\"%s\"", t->index, type);
+			switch (f) {
+			case 0:
+				sample_u64(w, g[f].name, lab, t->active);
+				break;
+			case 1:
+				sample_f64(w, g[f].name, lab, (double)t->last_duration_ms / 1e3);
+				break;
+			case 2:
+				sample_u64(w, g[f].name, lab, t->last_bytes);
+				break;
+			case 3:
+				sample_u64(w, g[f].name, lab, t->last_samples);
+				break;
+			default:
+				sample_f64(w, g[f].name, lab, (double)t->last_ok_unix_ns / 1e9);
+				break;
+			}
+		}
+	}
+}
+
+static void render_health(struct w *w, const struct pf_health *h)
+{
+	char lab[LABELS_LEN], name[LABELS_LEN - 16];
+	gauge_u64(w, "healthy", "1 while every component of the agent is healthy.", h->healthy);
+	if (!h->n_children)
+		return;
+	family(w, "component_healthy", "gauge",
+	       "1 while the component is healthy (the OpAMP ComponentHealth of the agent).");
+	for (size_t i = 0; i < h->n_children; i++) {
+		agent_metrics_escape_label(name, sizeof(name), h->children[i].name);
+		snprintf(lab, sizeof(lab), "component=\"%s\"", name);
+		sample_u64(w, "component_healthy", lab, h->children[i].health.healthy);
+	}
+}
+
+int agent_metrics_render(const struct agent_metrics_input *in, struct pf_buf *out)
+{
+	struct w w = {.b = out};
+	render_process(&w, in);
+	if (in->dp) {
+		render_windows(&w, in->dp);
+		render_sampler(&w, in->dp);
+		render_exporters(&w, in->dp);
+		render_targets(&w, in->dp);
+	}
+	if (in->health)
+		render_health(&w, in->health);
+	return w.err;
+}
+
+/* ---- HTTP server --------------------------------------------------------------------------- */
+
+struct agent_metrics {
+	struct lws_context *ctx;
+	struct lws_vhost *vh;
+	struct agent_health *health;
+	struct agent_dataplane *dp;
+	struct agent_metrics_listen listen;
+	pthread_t thread;
+	bool started;
+	atomic_bool stop;
+};
+
+/* One answer per HTTP transaction. */
+struct pss {
+	struct pf_buf resp; /* LWS_PRE headroom, then the body */
+	int status;
+	const char *ctype;
+	bool ready, headers_sent, close_after, allow_get;
+	size_t off; /* body bytes written */
+};
+
+static const char *method_of(struct lws *wsi)
+{
+	static const struct {
+		enum lws_token_indexes t;
+		const char *name;
+	} m[] = {{WSI_TOKEN_GET_URI, "GET"},	 {WSI_TOKEN_POST_URI, "POST"},
+		 {WSI_TOKEN_PUT_URI, "PUT"},	 {WSI_TOKEN_DELETE_URI, "DELETE"},
+		 {WSI_TOKEN_PATCH_URI, "PATCH"}, {WSI_TOKEN_OPTIONS_URI, "OPTIONS"},
+		 {WSI_TOKEN_HEAD_URI, "HEAD"}};
+	for (size_t i = 0; i < PF_ARRAY_SIZE(m); i++)
+		if (lws_hdr_total_length(wsi, m[i].t))
+			return m[i].name;
+	return "OTHER";
+}
+
+static int render_metrics(struct agent_metrics *m, struct pf_buf *out)
+{
+	struct agent_metrics_process proc;
+	struct pf_health tree;
+	struct agent_dataplane_metrics *dp = NULL;
+	bool have_tree = false;
+	int rc;
+
+	memset(&tree, 0, sizeof(tree));
+	if (m->dp) {
+		dp = malloc(sizeof(*dp));
+		if (!dp)
+			return -ENOMEM;
+		/* a snapshot the worker has not taken yet shows nothing rather than zeros */
+		if (agent_dataplane_metrics(m->dp, dp) < 0 || !dp->refreshed_unix_ns) {
+			free(dp);
+			dp = NULL;
+		}
+	}
+	if (m->health && agent_health_build(m->health, &tree) == 0)
+		have_tree = true;
+	bool have_proc = agent_metrics_process_read(&proc) == 0;
+	struct agent_metrics_input in = {.version = agent_version(),
+					 .proc = have_proc ? &proc : NULL,
+					 .dp = dp,
+					 .health = have_tree ? &tree : NULL};
+	rc = agent_metrics_render(&in, out);
+	if (have_tree)
+		agent_health_tree_release(&tree);
+	free(dp);
+	return rc;
+}
+
+static void answer_text(struct pss *p, int status, const char *body)
+{
+	p->status = status;
+	p->ctype = "text/plain; charset=utf-8";
+	pf_buf_append_str(&p->resp, body);
+}
+
+static int http_begin(struct agent_metrics *m, struct lws *wsi, struct pss *p, const char *uri)
+{
+	const char *method = method_of(wsi);
+	bool get = !strcmp(method, "GET");
+	bool is_metrics = uri && !strcmp(uri, "/metrics");
+	bool is_health = uri && !strcmp(uri, "/healthz");
+
+	pf_buf_release(&p->resp);
+	memset(p, 0, sizeof(*p));
+	pf_buf_init(&p->resp, AGENT_METRICS_MAX_BYTES + LWS_PRE);
+	if (pf_buf_reserve(&p->resp, LWS_PRE + 4096) < 0)
+		return -1;
+	p->resp.len = LWS_PRE;
+	if (!is_metrics && !is_health) {
+		answer_text(p, 404, "not found: try /metrics or /healthz\n");
+	} else if (!get) {
+		answer_text(p, 405, "method not allowed: GET only\n");
+		p->allow_get = true;
+	} else if (is_health) {
+		answer_text(p, 200, "ok\n");
+	} else {
+		int rc = render_metrics(m, &p->resp);
+		if (rc < 0) {
+			pf_log_warn("metrics: cannot render /metrics: %s", strerror(-rc));
+			p->resp.len = LWS_PRE;
+			answer_text(p, 500, "cannot render the metrics\n");
+		} else {
+			p->status = 200;
+			p->ctype = AGENT_METRICS_CONTENT_TYPE;
+		}
+	}
+	/* a request that may carry a body is answered without reading it */
+	p->close_after = !get;
+	p->ready = true;
+	lws_callback_on_writable(wsi);
+	return 0;
+}
+
+/* 0: more to write, 1: transaction done, -1: close. */
+static int http_write(struct lws *wsi, struct pss *p)
+{
+	if (!p->ready)
+		return 0;
+	size_t body_len = p->resp.len - LWS_PRE;
+	if (!p->headers_sent) {
+		uint8_t buf[LWS_PRE + 512];
+		uint8_t *start = buf + LWS_PRE, *q = start, *end = buf + sizeof(buf) - 1;
+		if (lws_add_http_common_headers(wsi, (unsigned int)p->status, p->ctype,
+						(lws_filepos_t)body_len, &q, end))
+			return -1;
+		if (p->allow_get &&
+		    lws_add_http_header_by_name(wsi, (const unsigned char *)"allow:",
+						(const unsigned char *)"GET", 3, &q, end))
+			return -1;
+		if (p->close_after &&
+		    lws_add_http_header_by_name(wsi, (const unsigned char *)"connection:",
+						(const unsigned char *)"close", 5, &q, end))
+			return -1;
+		if (lws_finalize_write_http_header(wsi, start, &q, end))
+			return -1;
+		p->headers_sent = true;
+		lws_callback_on_writable(wsi);
+		return 0;
+	}
+	size_t left = body_len - p->off;
+	size_t n = left > CHUNK ? CHUNK : left;
+	bool last = n == left;
+	/* lws_write() needs LWS_PRE writable bytes before the data: the body's first chunk has
+	 * the headroom reserved in front of it, later chunks have the bytes already sent */
+	if (lws_write(wsi, p->resp.data + LWS_PRE + p->off, n,
+		      last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < 0)
+		return -1;
+	p->off += n;
+	if (!last) {
+		lws_callback_on_writable(wsi);
+		return 0;
+	}
+	return 1;
+}
+
+static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+		    size_t len)
+{
+	struct agent_metrics *m = lws_context_user(lws_get_context(wsi));
+	struct pss *p = user;
+
+	switch (reason) {
+	case LWS_CALLBACK_HTTP:
+		return http_begin(m, wsi, p, in) < 0 ? -1 : 0;
+	case LWS_CALLBACK_HTTP_BODY:
+	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+		return 0; /* ignored: every accepted method is GET */
+	case LWS_CALLBACK_HTTP_WRITEABLE: {
+		if (!p)
+			return -1;
+		int n = http_write(wsi, p);
+		if (n < 0)
+			return -1;
+		if (n == 1) {
+			bool close_after = p->close_after;
+			pf_buf_release(&p->resp);
+			memset(p, 0, sizeof(*p));
+			if (close_after || lws_http_transaction_completed(wsi))
+				return -1;
+		}
+		return 0;
+	}
+	case LWS_CALLBACK_CLOSED_HTTP:
+		if (p)
+			pf_buf_release(&p->resp);
+		return 0;
+	default:
+		break;
+	}
+	return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
+static const struct lws_protocols protocols[] = {
+    {"profleet-metrics", callback, sizeof(struct pss), 1024, 0, NULL, 0},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+static void addr_text(const struct agent_metrics_listen *l, char *out, size_t cap)
+{
+	const char *h = l->host[0] ? l->host : (l->v6 ? "::" : "*");
+	snprintf(out, cap, l->v6 ? "[%s]:%d" : "%s:%d", h, l->port);
+}
+
+/* Binds a throw-away socket the way lws will (SO_REUSEADDR): lws only logs why its bind
+ * failed, this gives the caller the reason. */
+static int probe_bind(const struct agent_metrics_listen *l)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int fam;
+	memset(&ss, 0, sizeof(ss));
+	if (l->v6 || !l->host[0]) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+		fam = AF_INET6;
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons((uint16_t)l->port);
+		if (l->host[0] && inet_pton(AF_INET6, l->host, &a->sin6_addr) != 1)
+			return -EINVAL;
+		sl = sizeof(*a);
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+		fam = AF_INET;
+		a->sin_family = AF_INET;
+		a->sin_port = htons((uint16_t)l->port);
+		if (inet_pton(AF_INET, l->host, &a->sin_addr) != 1)
+			return -EINVAL;
+		sl = sizeof(*a);
+	}
+	int fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 && fam == AF_INET6 && !l->host[0]) { /* no IPv6: every IPv4 interface */
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+		memset(&ss, 0, sizeof(ss));
+		a->sin_family = AF_INET;
+		a->sin_port = htons((uint16_t)l->port);
+		a->sin_addr.s_addr = htonl(INADDR_ANY);
+		sl = sizeof(*a);
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	}
+	if (fd < 0)
+		return -errno;
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	int rc = bind(fd, (struct sockaddr *)&ss, sl) < 0 ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+struct agent_metrics *agent_metrics_new(const struct agent_metrics_listen *l,
+					struct agent_health *health, struct pf_error *err)
+{
+	char where[96];
+	addr_text(l, where, sizeof(where));
+	int rc = probe_bind(l);
+	if (rc < 0) {
+		pf_error_set(err, rc, "--metrics-listen", "cannot listen on %s: %s", where,
+			     strerror(-rc));
+		errno = -rc;
+		return NULL;
+	}
+	struct agent_metrics *m = calloc(1, sizeof(*m));
+	if (!m) {
+		pf_error_set(err, -ENOMEM, "", "out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	m->health = health;
+	m->listen = *l;
+	atomic_init(&m->stop, false);
+
+	struct lws_context_creation_info info;
+	memset(&info, 0, sizeof(info));
+	info.port = l->port;
+	info.iface = l->host[0] ? m->listen.host : NULL;
+	if (!l->v6 && l->host[0])
+		info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+	info.protocols = protocols;
+	info.user = m;
+	info.gid = -1;
+	info.uid = -1;
+	info.fd_limit_per_thread = 32;
+	info.max_http_header_pool = 8;
+	info.pt_serv_buf_size = CHUNK + 1024;
+	info.timeout_secs = 10;
+	info.vhost_name = "metrics";
+	m->ctx = lws_create_context(&info);
+	if (!m->ctx) {
+		pf_error_set(err, -EADDRNOTAVAIL, "--metrics-listen",
+			     "cannot listen on %s (see the lws log line above)", where);
+		free(m);
+		errno = EADDRNOTAVAIL;
+		return NULL;
+	}
+	m->vh = lws_get_vhost_by_name(m->ctx, "metrics");
+	if (!m->vh)
+		m->vh = lws_get_vhost_by_name(m->ctx, "default");
+	pf_log_info("metrics: serving /metrics and /healthz on %s", where);
+	return m;
+}
+
+int agent_metrics_port(const struct agent_metrics *m)
+{
+	return m->vh ? lws_get_vhost_listen_port(m->vh) : m->listen.port;
+}
+
+static void *serve_main(void *arg)
+{
+	struct agent_metrics *m = arg;
+	while (!atomic_load(&m->stop))
+		if (lws_service(m->ctx, 0) < 0)
+			break;
+	return NULL;
+}
+
+int agent_metrics_start(struct agent_metrics *m, struct agent_dataplane *dataplane,
+			struct pf_error *err)
+{
+	m->dp = dataplane;
+	int rc = pthread_create(&m->thread, NULL, serve_main, m);
+	if (rc != 0)
+		return pf_error_set(err, -rc, "", "cannot start the metrics thread: %s",
+				    strerror(rc));
+	m->started = true;
+	return 0;
+}
+
+void agent_metrics_free(struct agent_metrics *m)
+{
+	if (!m)
+		return;
+	if (m->started) {
+		atomic_store(&m->stop, true);
+		lws_cancel_service(m->ctx);
+		pthread_join(m->thread, NULL);
+	}
+	lws_context_destroy(m->ctx);
+	free(m);
+}
