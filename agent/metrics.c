@@ -308,6 +308,22 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 	sample_u64(w, "symbolizer_frames_total", "result=\"unresolved\"", s->frames_unresolved);
 	gauge_u64(w, "symbolizer_elf_files_cached", "ELF files in the symbolizer's cache.",
 		  s->elf_cached);
+	counter_u64(w, "symbolizer_dwarf_skipped_files_total",
+		    "ELF files whose compressed DWARF is over the inflate bound: function names "
+		    "without source lines.",
+		    s->dwarf_skipped);
+	gauge_u64(w, "symbolizer_kernel_resolver",
+		  "1 while kernel frames are named by the in-kernel resolver (BPF), 0 when "
+		  "/proc/kallsyms is read instead.",
+		  s->kernel_resolver);
+	counter_u64(w, "symbolizer_kernel_addresses_resolved_total",
+		    "Distinct kernel addresses named by the in-kernel resolver (cache misses).",
+		    s->kernel_resolved);
+	family(w, "symbolizer_kallsyms_load_seconds", "gauge",
+	       "CPU time the one-time /proc/kallsyms load took; 0 while the in-kernel resolver is "
+	       "used.");
+	sample_f64(w, "symbolizer_kallsyms_load_seconds", NULL,
+		   (double)s->kernel_symbols_load_ns / 1e9);
 }
 
 /* ---- exporters ---- */
