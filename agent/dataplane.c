@@ -784,6 +784,12 @@ static void apply_config(struct agent_dataplane *d, struct pf_profcfg *cfg)
 		}
 	}
 	apply_exporters(d, old, cfg);
+	if (d->spill_dir) {
+		/* spills of exporters that were removed or now send elsewhere (exporter.h) */
+		struct agent_spill_sweep sw;
+		agent_exporter_spill_sweep(d->spill_dir, cfg->exporters, cfg->n_exporters, &sw);
+		d->counters.dropped += sw.items;
+	}
 	pprof_apply(d, cfg);
 	d->cfg = cfg;
 	pf_profcfg_free(old);

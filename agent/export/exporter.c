@@ -3,6 +3,7 @@
  * second mutex (backend) serialises attempts of the worker and of agent_exporter_export(). */
 #include "exporter.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "file.h"
@@ -430,14 +432,66 @@ static void *worker(void *arg)
 
 /* ---- create / free ---- */
 
-/* <type>-<16 hex of sha256(type \n endpoint-or-path)> */
-static void spill_subdir(const struct pf_exporter *cfg, const char *root, char *dst, size_t cap)
+/* The back end an exporter sends to, spelled one way, so that endpoints that differ only in
+ * spelling share a spill directory: scheme and host in lower case, the port explicit (80,
+ * 443), for otlp_http an empty path or "/" written as the default path, for pyroscope (whose
+ * path is a base) and file (a directory) trailing '/' removed. An endpoint that does not
+ * parse is used as written. */
+static int backend_key(const struct pf_exporter *cfg, struct pf_buf *key)
+{
+	const char *type = pf_exporter_type_name(cfg->type);
+	if (cfg->type == PF_EXPORTER_FILE) {
+		const char *p = cfg->path ? cfg->path : "";
+		size_t l = strlen(p);
+		while (l > 1 && p[l - 1] == '/')
+			l--;
+		return pf_buf_printf(key, "%s\n%.*s", type, (int)l, p);
+	}
+	const char *u = cfg->endpoint ? cfg->endpoint : "";
+	bool tls = strncasecmp(u, "https://", 8) == 0;
+	if (!tls && strncasecmp(u, "http://", 7) != 0)
+		return pf_buf_printf(key, "%s\n%s", type, u);
+	const char *host = u + (tls ? 8 : 7);
+	const char *host_end = *host == '[' ? strchr(host, ']') : host + strcspn(host, ":/?#");
+	if (!host_end)
+		return pf_buf_printf(key, "%s\n%s", type, u);
+	if (*host == '[')
+		host_end++;
+	const char *after = host_end, *port = tls ? "443" : "80";
+	size_t port_len = strlen(port);
+	if (*after == ':') {
+		port = after + 1;
+		port_len = strcspn(port, "/?#");
+		after = port + port_len;
+	}
+	const char *path = after;
+	size_t path_len = strlen(path);
+	if (cfg->type == PF_EXPORTER_PYROSCOPE)
+		while (path_len && path[path_len - 1] == '/')
+			path_len--;
+	else if (!path_len || !strcmp(path, "/"))
+		path = AGENT_OTLP_HTTP_DEFAULT_PATH, path_len = strlen(path);
+	int r = pf_buf_printf(key, "%s\n%s://", type, tls ? "https" : "http");
+	for (const char *c = host; r == 0 && c < host_end; c++)
+		r = pf_buf_putc(key, (char)((*c >= 'A' && *c <= 'Z') ? *c - 'A' + 'a' : *c));
+	if (r == 0)
+		r = pf_buf_printf(key, ":%.*s%.*s", (int)port_len, port, (int)path_len, path);
+	return r;
+}
+
+/* <root>/<type>-<16 hex of sha256(key)>; legacy: the key was "type \n endpoint-or-path" as
+ * written (before backend_key). */
+static void spill_subdir(const struct pf_exporter *cfg, const char *root, bool legacy, char *dst,
+			 size_t cap)
 {
 	struct pf_buf key;
 	pf_buf_init(&key, 1 << 16);
-	pf_buf_printf(&key, "%s\n%s", pf_exporter_type_name(cfg->type),
-		      cfg->type == PF_EXPORTER_FILE ? (cfg->path ? cfg->path : "")
-						    : (cfg->endpoint ? cfg->endpoint : ""));
+	if (legacy)
+		pf_buf_printf(&key, "%s\n%s", pf_exporter_type_name(cfg->type),
+			      cfg->type == PF_EXPORTER_FILE ? (cfg->path ? cfg->path : "")
+							    : (cfg->endpoint ? cfg->endpoint : ""));
+	else
+		backend_key(cfg, &key);
 	uint8_t h[PF_SHA256_LEN];
 	pf_sha256(key.data ? key.data : (const uint8_t *)"", key.len, h);
 	pf_buf_release(&key);
@@ -445,6 +499,21 @@ static void spill_subdir(const struct pf_exporter *cfg, const char *root, char *
 	pf_hex_encode(h, 8, hex);
 	hex[16] = 0;
 	snprintf(dst, cap, "%s/%s-%s", root, pf_exporter_type_name(cfg->type), hex);
+}
+
+/* A spill directory named the way earlier versions did (the endpoint as written) becomes this
+ * exporter's, so an upgrade loses nothing. Nothing happens when the names agree or the new
+ * one exists already (the sweep then removes the old one). */
+static void adopt_legacy_spill(const struct pf_exporter *cfg, const char *root, const char *dir)
+{
+	char old[4096];
+	spill_subdir(cfg, root, true, old, sizeof(old));
+	struct stat st;
+	if (strcmp(old, dir) == 0 || stat(old, &st) < 0 || stat(dir, &st) == 0)
+		return;
+	if (rename(old, dir) == 0)
+		pf_log_info("exporter %s: spill directory %s renamed to %s",
+			    pf_exporter_type_name(cfg->type), old, dir);
 }
 
 static int reload_one(void *user, struct agent_spill_record *rec)
@@ -478,8 +547,8 @@ static int reload_one(void *user, struct agent_spill_record *rec)
 
 /* The configured headers plus `Authorization: Bearer <agent token>` (auth: agent_token).
  * Returns 0 or a positive errno, like the constructor's e. */
-static int auth_headers(const struct pf_exporter *cfg, const char *token,
-			struct pf_kv_str **out, char **bearer, struct pf_error *err)
+static int auth_headers(const struct pf_exporter *cfg, const char *token, struct pf_kv_str **out,
+			char **bearer, struct pf_error *err)
 {
 	if (!token || !*token) {
 		pf_error_set(err, -EINVAL, "auth",
@@ -559,7 +628,8 @@ struct agent_exporter *agent_exporter_new_opts(const struct pf_exporter *cfg,
 	}
 	if (!e && o.spill_dir) {
 		char dir[4096];
-		spill_subdir(cfg, o.spill_dir, dir, sizeof(dir));
+		spill_subdir(cfg, o.spill_dir, false, dir, sizeof(dir));
+		adopt_legacy_spill(cfg, o.spill_dir, dir);
 		x->spill = agent_spill_open(dir, err);
 		if (!x->spill)
 			e = errno ? errno : EIO;
@@ -875,4 +945,79 @@ void agent_exporter_status(struct agent_exporter *x, struct agent_exporter_statu
 	refresh_status(x);
 	*out = x->st;
 	pthread_mutex_unlock(&x->lock);
+}
+
+/* ---- spill directories of exporters that are gone ---- */
+
+/* "<type>-<16 lowercase hex>" with a type of ours. */
+static bool is_spill_name(const char *n)
+{
+	static const char *const types[] = {"file-", "otlp_http-", "pyroscope-"};
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		size_t tl = strlen(types[i]);
+		if (strncmp(n, types[i], tl) != 0 || strlen(n + tl) != 16)
+			continue;
+		return strspn(n + tl, "0123456789abcdef") == 16;
+	}
+	return false;
+}
+
+int agent_exporter_spill_sweep(const char *spill_root, const struct pf_exporter *cfgs, size_t n,
+			       struct agent_spill_sweep *out)
+{
+	*out = (struct agent_spill_sweep){0};
+	DIR *d = opendir(spill_root);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	/* the names in use: every configured exporter's (also one that could not start: its
+	 * spill waits for it), and the legacy spelling of each */
+	size_t nk = 2 * n;
+	char(*keep)[64] = calloc(nk ? nk : 1, sizeof(*keep));
+	if (!keep) {
+		closedir(d);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		/* "/<type>-<16 hex>" with an empty root */
+		for (int legacy = 0; legacy < 2; legacy++)
+			spill_subdir(&cfgs[i], "", legacy, keep[2 * i + (size_t)legacy],
+				     sizeof(keep[0]));
+		/* the legacy name only while the exporter has not taken it over */
+		char cur[4096];
+		struct stat st;
+		snprintf(cur, sizeof(cur), "%s%s", spill_root, keep[2 * i]);
+		if (stat(cur, &st) == 0)
+			keep[2 * i + 1][1] = 0;
+	}
+	int r = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!is_spill_name(de->d_name))
+			continue;
+		bool used = false;
+		for (size_t k = 0; k < nk && !used; k++)
+			used = strcmp(keep[k] + 1, de->d_name) == 0;
+		if (used)
+			continue;
+		char dir[4096];
+		snprintf(dir, sizeof(dir), "%s/%s", spill_root, de->d_name);
+		uint64_t items = 0, bytes = 0;
+		int rr = agent_spill_discard_dir(dir, &items, &bytes);
+		if (rr < 0 && !r)
+			r = rr;
+		if (rr < 0)
+			pf_log_warn("exporter spill: cannot remove %s: %s", dir, strerror(-rr));
+		if (items)
+			pf_log_warn("exporter spill: discarded %" PRIu64 " queued items (%" PRIu64
+				    " bytes) of an exporter that is no longer configured: %s",
+				    items, bytes, dir);
+		else
+			pf_log_info("exporter spill: removed %s (no exporter uses it)", dir);
+		out->dirs++;
+		out->items += items;
+		out->bytes += bytes;
+	}
+	closedir(d);
+	free(keep);
+	return r;
 }

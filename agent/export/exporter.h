@@ -37,8 +37,15 @@
  * written at submit, deleted when the item left the queue. agent_exporter_new_opts() reads the
  * files back (oldest first, under the same queue_bytes bound: the excess oldest dropped and
  * counted) and delivers them: a restart loses nothing that was queued. Items still queued at
- * free stay on disk for the next start. Two exporters with the same type and endpoint share a
- * spill directory, so configure them with different ones.
+ * free stay on disk for the next start. The hash is of the back end (type, scheme, host, port
+ * and path, spelled one way: "http://H:4318", "HTTP://h:4318/" and
+ * "http://h:4318/v1development/profiles" are the same otlp_http back end), so an exporter
+ * re-created with settings that do not change where it sends (timeout, headers, compression,
+ * auth, a respelled endpoint) takes over the queue of the one it replaces. Two exporters with
+ * the same type and back end share a spill directory, so configure them with different ones.
+ * A directory named by an earlier version (hash of the endpoint as written) is renamed at
+ * new when it is the only one. Directories no configured exporter uses any more:
+ * agent_exporter_spill_sweep().
  *
  * Callbacks: done(user, rc) runs once per accepted submit on the worker thread, never inside
  * submit (use lws_cancel_service() there to wake a loop): rc 0 confirmed, -EPROTO (or the
@@ -169,5 +176,23 @@ void agent_exporter_drain(struct agent_exporter *x);
 int agent_exporter_flush(struct agent_exporter *x, uint32_t timeout_ms);
 
 void agent_exporter_status(struct agent_exporter *x, struct agent_exporter_status *out);
+
+/* What agent_exporter_spill_sweep() removed. */
+struct agent_spill_sweep {
+	uint64_t dirs;	/* spill directories removed */
+	uint64_t items; /* queued items they held, discarded */
+	uint64_t bytes; /* their bytes (payload + request target, as counted in the queue) */
+};
+
+/* After a config applied: removes the spill directories under spill_root (the spill_dir given
+ * to the exporters) that none of the n configured exporters cfgs uses, i.e. those of exporters
+ * that were removed or now send to another back end; their items are discarded, never sent to
+ * a back end they were not meant for. Each removal is logged (a warning with items and bytes
+ * when it held any). An exporter that was configured but could not start keeps its directory.
+ * Safe while a replaced exporter is still being freed (it no longer writes; an item it has in
+ * flight may be both delivered and counted here). Only names of ours ("<type>-<16 hex>") are
+ * touched. 0 (also without spill_root) or the first -errno; out is filled either way. */
+int agent_exporter_spill_sweep(const char *spill_root, const struct pf_exporter *cfgs, size_t n,
+			       struct agent_spill_sweep *out);
 
 #endif

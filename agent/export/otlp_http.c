@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -62,9 +63,9 @@ static bool header_ok(const char *s, bool name)
 static int parse_url(struct agent_otlp_http *h, const char *url, struct pf_error *err)
 {
 	const char *p;
-	if (strncmp(url, "http://", 7) == 0) {
+	if (strncasecmp(url, "http://", 7) == 0) { /* RFC 3986 §3.1: case-insensitive */
 		p = url + 7;
-	} else if (strncmp(url, "https://", 8) == 0) {
+	} else if (strncasecmp(url, "https://", 8) == 0) {
 		p = url + 8;
 		h->tls = true;
 	} else {
@@ -145,6 +146,10 @@ struct agent_otlp_http *agent_otlp_http_new(const struct pf_exporter *cfg, struc
 		} else {
 			SSL_CTX_set_min_proto_version(h->ctx, TLS1_2_VERSION);
 			SSL_CTX_set_verify(h->ctx, SSL_VERIFY_PEER, NULL);
+			/* Servers that close without close_notify (Python's ssl, many proxies)
+			 * would otherwise fail a response read until close with "unexpected
+			 * eof"; the framing (Content-Length, last chunk) tells a cut body. */
+			SSL_CTX_set_options(h->ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
 		}
 	}
 	if (r < 0) {
@@ -202,6 +207,30 @@ static int wait_fd(struct conn *c, short events)
 	}
 }
 
+/* The reason a handshake failed, for last_error: the certificate check's verdict when it
+ * failed ("certificate verify failed: unable to get local issuer certificate", "...: IP
+ * address mismatch"), else OpenSSL's reason, else the socket's. */
+static int tls_handshake_error(struct agent_otlp_http *h, struct conn *c, int e,
+			       struct pf_error *err)
+{
+	int saved = errno;
+	unsigned long code = ERR_peek_last_error();
+	long v = SSL_get_verify_result(c->ssl);
+	const char *reason = code ? ERR_reason_error_string(code) : NULL;
+	if (v != X509_V_OK)
+		return pf_error_set(err, -ECONNABORTED, "", "TLS handshake with %s:%s: %s: %s",
+				    h->host, h->port, reason ? reason : "certificate verify failed",
+				    X509_verify_cert_error_string(v));
+	if (reason)
+		return pf_error_set(err, -ECONNABORTED, "", "TLS handshake with %s:%s: %s", h->host,
+				    h->port, reason);
+	if (e == SSL_ERROR_SYSCALL && saved)
+		return pf_error_set(err, -saved, "", "TLS handshake with %s:%s: %s", h->host,
+				    h->port, strerror(saved));
+	return pf_error_set(err, -ECONNRESET, "", "TLS handshake with %s:%s: connection closed",
+			    h->host, h->port);
+}
+
 static int conn_open(struct agent_otlp_http *h, struct conn *c, struct pf_error *err)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
@@ -244,11 +273,18 @@ static int conn_open(struct agent_otlp_http *h, struct conn *c, struct pf_error 
 		return 0;
 
 	c->ssl = SSL_new(h->ctx);
+	/* RFC 6066 §3: no IP literal in server_name; SSL_set1_host() checks an IP literal
+	 * against the certificate's iPAddress SANs, a name against its DNS SANs (RFC 6125) */
+	unsigned char ip[sizeof(struct in6_addr)];
+	bool literal =
+	    inet_pton(AF_INET, h->host, ip) == 1 || inet_pton(AF_INET6, h->host, ip) == 1;
 	if (!c->ssl || SSL_set_fd(c->ssl, c->fd) != 1 ||
-	    SSL_set_tlsext_host_name(c->ssl, h->host) != 1 || SSL_set1_host(c->ssl, h->host) != 1)
+	    (!literal && SSL_set_tlsext_host_name(c->ssl, h->host) != 1) ||
+	    SSL_set1_host(c->ssl, h->host) != 1)
 		return pf_error_set(err, -ENOMEM, "", "TLS setup failed");
 	for (;;) {
 		ERR_clear_error();
+		errno = 0;
 		int rc = SSL_connect(c->ssl);
 		if (rc == 1)
 			return 0;
@@ -256,16 +292,12 @@ static int conn_open(struct agent_otlp_http *h, struct conn *c, struct pf_error 
 		if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
 			r = wait_fd(c, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT);
 			if (r < 0)
-				return pf_error_set(err, r, "", "TLS handshake with %s: timeout",
-						    h->host);
+				return pf_error_set(err, r, "", "TLS handshake with %s:%s: %s",
+						    h->host, h->port,
+						    r == -ETIMEDOUT ? "timed out" : strerror(-r));
 			continue;
 		}
-		char msg[256];
-		ERR_error_string_n(ERR_get_error(), msg, sizeof(msg));
-		long v = SSL_get_verify_result(c->ssl);
-		return pf_error_set(err, -ECONNABORTED, "", "TLS handshake with %s: %s%s%s",
-				    h->host, msg, v != X509_V_OK ? ", " : "",
-				    v != X509_V_OK ? X509_verify_cert_error_string(v) : "");
+		return tls_handshake_error(h, c, e, err);
 	}
 }
 

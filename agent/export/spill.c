@@ -344,3 +344,46 @@ int agent_spill_load(struct agent_spill *s, size_t max_len, agent_spill_load_fn 
 	free(seqs);
 	return r;
 }
+
+int agent_spill_discard_dir(const char *dir, uint64_t *n_items, uint64_t *n_bytes)
+{
+	*n_items = 0;
+	*n_bytes = 0;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dfd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	int fd = dup(dfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		close(dfd);
+		return -e;
+	}
+	int r = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		uint64_t seq;
+		bool rec = parse_name(de->d_name, &seq);
+		if (!rec && !is_temp(de->d_name))
+			continue;
+		struct stat st;
+		bool sized = rec && fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+		if (unlinkat(dfd, de->d_name, 0) < 0) {
+			if (errno != ENOENT && !r)
+				r = -errno;
+			continue;
+		}
+		if (rec) {
+			(*n_items)++;
+			if (sized && st.st_size > HEAD_LEN)
+				*n_bytes += (uint64_t)st.st_size - HEAD_LEN;
+		}
+	}
+	closedir(d);
+	close(dfd);
+	if (rmdir(dir) < 0 && errno != ENOENT && !r)
+		r = -errno; /* ENOTEMPTY: files that are not ours stay */
+	return r;
+}

@@ -43,6 +43,13 @@ int agent_spill_write(struct agent_spill *s, uint64_t seq, const uint8_t id[16],
 /* Deletes the record of seq; 0 also when it was not there. */
 int agent_spill_remove(struct agent_spill *s, uint64_t seq);
 
+/* Deletes a spill directory nobody uses any more (its exporter was removed or now sends
+ * elsewhere): its records, temporary files, then the directory itself unless something that
+ * is not ours is left in it. *n_items and *n_bytes (target + data bytes, as queued) receive
+ * what was discarded. Safe while an exporter still has the directory open: its later removes
+ * find nothing. 0 (also when dir does not exist) or -errno. */
+int agent_spill_discard_dir(const char *dir, uint64_t *n_items, uint64_t *n_bytes);
+
 typedef int (*agent_spill_load_fn)(void *user, struct agent_spill_record *rec);
 
 /* Reads every record, oldest (lowest seq) first, and hands each to cb, which takes ownership

@@ -3,7 +3,10 @@
  * retries on 503 (Retry-After honoured), 429 and a closed connection with nothing lost;
  * 400 not retried; a back end down longer than the queue holds (oldest dropped first and
  * counted, queue bytes bounded, submit never blocks); a dead exporter not holding up a live
- * one; partial success (chunked response) counted; the spill surviving free/new; pyroscope
+ * one; partial success (chunked response) counted; the spill surviving free/new; the spill
+ * sweep after a config change (real directories under /tmp: the directory of a removed or
+ * re-pointed exporter discarded and counted, a respelled endpoint keeping its queue, an
+ * earlier version's directory name taken over, files not ours left alone); pyroscope
  * pushes (path, query, gzip'd pprof that pf_pprof_decode reads). */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -31,9 +34,12 @@
 #include "otlp_http.h"
 #include "pf/buf.h"
 #include "pf/gzip.h"
+#include "pf/hash.h"
+#include "pf/uuid.h"
 #include "pprof_codec.h"
 #include "prof_fixture.h"
 #include "pyroscope.h"
+#include "spill.h"
 
 static uint64_t mono_ms(void)
 {
@@ -723,6 +729,148 @@ static void test_spill_survives_restart(void **state)
 	rm_tree(root);
 }
 
+/* Entries of dir other than . and .. */
+static int dir_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+	while (d && (de = readdir(d)))
+		n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	if (d)
+		closedir(d);
+	return d ? n : -1;
+}
+
+static struct agent_exporter *queued_exporter(const struct pf_exporter *cfg, const char *spill,
+					      int first, int n)
+{
+	struct agent_exporter_opts o = {
+	    .spill_dir = spill, .backoff_base_ms = 20, .backoff_cap_ms = 100};
+	struct agent_exporter *x = agent_exporter_new_opts(cfg, &o, NULL);
+	assert_non_null(x);
+	uint8_t buf[1000];
+	for (int i = first; i < first + n; i++) {
+		payload(buf, sizeof(buf), i);
+		assert_int_equal(agent_exporter_submit(x, buf, sizeof(buf), zero_id, NULL, NULL),
+				 0);
+	}
+	agent_exporter_drain(x);
+	return x;
+}
+
+static void test_spill_sweep(void **state)
+{
+	char root[64], spill[128], p[512];
+	snprintf(root, sizeof(root), "/tmp/pf-sweep-XXXXXX");
+	assert_non_null(mkdtemp(root));
+	snprintf(spill, sizeof(spill), "%s/spill", root);
+	struct server s;
+	server_start(&s, NULL, 0);
+	server_set_down(&s, true);
+	char ua[128], ua2[128], ub[128];
+	snprintf(ua, sizeof(ua), "http://127.0.0.1:%d", s.port);
+	snprintf(ua2, sizeof(ua2), "HTTP://127.0.0.1:%d/v1development/profiles", s.port);
+	snprintf(ub, sizeof(ub), "http://127.0.0.1:%d/other", s.port);
+	struct pf_exporter a = {.type = PF_EXPORTER_OTLP_HTTP,
+				.endpoint = ua,
+				.compression = PF_COMPRESSION_NONE,
+				.timeout_seconds = 2};
+	struct pf_exporter a2 = a, b = a;
+	a2.endpoint = ua2;
+	a2.timeout_seconds = 3; /* another setting: the agent re-creates the exporter */
+	b.endpoint = ub;
+
+	/* a sweep without a spill root is a no-op */
+	struct agent_spill_sweep sw;
+	assert_int_equal(agent_exporter_spill_sweep(spill, &a, 1, &sw), 0);
+	assert_int_equal(sw.dirs, 0);
+
+	/* two exporters leave their queues on disk (the back end is down) */
+	agent_exporter_free(queued_exporter(&a, spill, 0, 3));
+	agent_exporter_free(queued_exporter(&b, spill, 10, 2));
+	assert_int_equal(dir_entries(spill), 2);
+	/* entries that are not ours stay */
+	snprintf(p, sizeof(p), "%s/notes.txt", spill);
+	FILE *f = fopen(p, "w");
+	assert_non_null(f);
+	fclose(f);
+	snprintf(p, sizeof(p), "%s/otlp_http-notours", spill);
+	assert_int_equal(mkdir(p, 0700), 0);
+
+	/* the new config: a respelled a (same back end) with another timeout; b is gone */
+	assert_int_equal(agent_exporter_spill_sweep(spill, &a2, 1, &sw), 0);
+	assert_int_equal(sw.dirs, 1);
+	assert_int_equal(sw.items, 2);
+	assert_int_equal(sw.bytes, 2000);
+	assert_int_equal(dir_entries(spill), 3); /* a's queue, notes.txt, otlp_http-notours */
+
+	/* the exporter that replaced a takes its queue over and delivers it */
+	server_set_down(&s, false);
+	struct agent_exporter_opts o = {.spill_dir = spill};
+	struct agent_exporter *x = agent_exporter_new_opts(&a2, &o, NULL);
+	assert_non_null(x);
+	assert_int_equal(agent_exporter_flush(x, 10000), 0);
+	struct agent_exporter_status st;
+	agent_exporter_status(x, &st);
+	assert_int_equal(st.spill_loaded, 3);
+	assert_int_equal(st.confirmed, 3);
+	assert_int_equal(server_count(&s), 3);
+	pthread_mutex_lock(&s.m);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(payload_index(s.reqs[i].body, s.reqs[i].len), (int)i);
+		assert_true(strncmp(s.reqs[i].head, "POST " AGENT_OTLP_HTTP_DEFAULT_PATH " ",
+				    strlen(AGENT_OTLP_HTTP_DEFAULT_PATH) + 6) == 0);
+	}
+	pthread_mutex_unlock(&s.m);
+	agent_exporter_free(x);
+
+	/* removed while an exporter (being replaced) still has it open: counted, and the
+	 * exporter's later removes find nothing */
+	server_set_down(&s, true);
+	x = queued_exporter(&b, spill, 20, 1);
+	assert_int_equal(agent_exporter_spill_sweep(spill, NULL, 0, &sw), 0);
+	assert_int_equal(sw.dirs, 2); /* b's, and a's (empty) */
+	assert_int_equal(sw.items, 1);
+	assert_int_equal(sw.bytes, 1000);
+	agent_exporter_free(x);
+	assert_int_equal(dir_entries(spill), 2);
+	snprintf(p, sizeof(p), "%s/otlp_http-notours", spill);
+	assert_int_equal(dir_entries(p), 0);
+
+	/* a directory named by an earlier version (hash of the endpoint as written) */
+	char key[256], hex[17];
+	int kl = snprintf(key, sizeof(key), "otlp_http\n%s", ua);
+	uint8_t h[PF_SHA256_LEN];
+	pf_sha256((const uint8_t *)key, (size_t)kl, h);
+	pf_hex_encode(h, 8, hex);
+	hex[16] = 0;
+	snprintf(p, sizeof(p), "%s/otlp_http-%s", spill, hex);
+	struct agent_spill *legacy = agent_spill_open(p, NULL);
+	assert_non_null(legacy);
+	uint8_t buf[1000];
+	payload(buf, sizeof(buf), 30);
+	assert_int_equal(agent_spill_write(legacy, 7, zero_id, 1, NULL, buf, sizeof(buf)), 0);
+	agent_spill_close(legacy);
+	/* kept by a sweep while its exporter is configured */
+	assert_int_equal(agent_exporter_spill_sweep(spill, &a, 1, &sw), 0);
+	assert_int_equal(sw.dirs, 0);
+	server_set_down(&s, false);
+	x = agent_exporter_new_opts(&a, &o, NULL);
+	assert_non_null(x);
+	assert_int_equal(agent_exporter_flush(x, 10000), 0);
+	agent_exporter_status(x, &st);
+	assert_int_equal(st.spill_loaded, 1);
+	assert_int_equal(st.confirmed, 1);
+	agent_exporter_free(x);
+	assert_int_equal(dir_entries(p), -1); /* renamed to the new name */
+	assert_int_equal(dir_entries(spill), 3);
+	server_stop(&s);
+	assert_int_equal(payload_index(s.reqs[3].body, s.reqs[3].len), 30);
+	server_done(&s);
+	rm_tree(root);
+}
+
 static void test_pyroscope(void **state)
 {
 	struct server s;
@@ -833,6 +981,7 @@ int main(void)
 	    cmocka_unit_test(test_dead_and_alive),
 	    cmocka_unit_test(test_partial_success),
 	    cmocka_unit_test(test_spill_survives_restart),
+	    cmocka_unit_test(test_spill_sweep),
 	    cmocka_unit_test(test_pyroscope),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
