@@ -1003,7 +1003,9 @@ static void *worker(void *arg)
 }
 
 /* Under the lock: starts t's scrape. */
-static int start(struct pf_pprof_sources *s, struct target *t, uint32_t seconds)
+/* now_ms: the caller's clock reading, the start of the target's interval (so a slow start
+ * does not push the schedule) */
+static int start(struct pf_pprof_sources *s, struct target *t, uint32_t seconds, uint64_t now_ms)
 {
 	cfg_release(&t->job);
 	int r = cfg_copy(&t->job, &t->cfg);
@@ -1018,7 +1020,7 @@ static int start(struct pf_pprof_sources *s, struct target *t, uint32_t seconds)
 		pthread_join(t->thr, NULL);
 		t->joinable = false;
 	}
-	t->last_start_ms = pf_pprof_now_ms();
+	t->last_start_ms = now_ms;
 	t->started_once = true;
 	t->trigger_pending = false;
 	t->health.last_attempt_unix_ns = wall_ns();
@@ -1237,7 +1239,7 @@ int pf_pprof_sources_poll(struct pf_pprof_sources *s, uint64_t now_ms, int64_t *
 			due = t->started_once ? t->last_start_ms + t->cfg.interval_seconds * 1000ull
 					      : 0;
 		if (due <= now_ms && s->running < PF_PPROF_MAX_INFLIGHT) {
-			int r = start(s, t, t->trigger_pending ? t->trigger_seconds : 0);
+			int r = start(s, t, t->trigger_pending ? t->trigger_seconds : 0, now_ms);
 			if (r < 0)
 				err = r;
 			else
@@ -1283,7 +1285,7 @@ int pf_pprof_sources_trigger(struct pf_pprof_sources *s, long index, uint32_t se
 			t->trigger_seconds = seconds;
 			continue;
 		}
-		int e = start(s, t, seconds);
+		int e = start(s, t, seconds, pf_pprof_now_ms());
 		if (e < 0)
 			r = e;
 		else
