@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "pf/compiler.h"
+#include "pf/regex.h"
 
 #define BUCKETS 4096
 #define DEFAULT_MAX_PROCS 65536
@@ -369,12 +370,18 @@ static int cfilters_compile(const struct pf_filter *in, size_t n, const char *li
 			return -ENOMEM;
 		}
 		if (f[i].match == PF_MATCH_REGEXP) {
-			int rc = regcomp(&f[i].re, f[i].value, REG_EXTENDED | REG_NOSUB);
+			/* the limits of pf/regex.h, as pf_profcfg_parse checked them */
+			struct pf_error rerr = {0};
+			int rc =
+			    pf_regex_compile(&f[i].re, f[i].value, REG_EXTENDED | REG_NOSUB, &rerr);
 			if (rc) {
 				cfilters_free(f, n);
 				char path[64];
 				snprintf(path, sizeof(path), "profiling.filters.%s[%zu].value", list, i);
-				return pf_error_set(err, -EINVAL, path, "regexp does not compile");
+				if (rc == -ENOMEM)
+					return pf_error_set(err, -ENOMEM, path, "out of memory");
+				return pf_error_set(err, -EINVAL, path,
+						    "regexp does not compile: %s", rerr.msg);
 			}
 			f[i].has_re = true;
 		}

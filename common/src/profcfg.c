@@ -21,6 +21,8 @@
 #include <strings.h>
 #include <yaml.h>
 
+#include "pf/regex.h"
+
 #define MAX_STR 4096 /* every string value and map key */
 #define MAX_PATH 256 /* concrete key paths, as in struct pf_error */
 
@@ -30,6 +32,9 @@ enum key_type { K_SECTION, K_BOOL, K_U32, K_U64, K_DOUBLE, K_STRING, K_ENUM, K_L
 /* An item enum selecting which sibling keys apply. Only exporters[].type uses it, so messages
  * and docs name its values with exporter_names. */
 #define F_DISCRIM 2u
+/* A K_SECTION whose presence is recorded: off is a bool set when the document has the section
+ * (even empty or null); it is compared, and emitted only when set. exporters[].tls uses it. */
+#define F_PRESENT 4u
 
 /* A string value's extra check: 0, or -1 with why filled. */
 typedef int (*str_check_fn)(const char *s, char *why, size_t n);
@@ -143,13 +148,15 @@ static int filter_item_check(const void *item, const char *path, struct pf_error
 	char p[MAX_PATH];
 	snprintf(p, sizeof(p), "%s.value", path);
 	if (f->match == PF_MATCH_REGEXP) {
+		/* Same limits as the agent's compile (pf/regex.h), so what validates runs. */
 		regex_t re;
-		int rc = regcomp(&re, f->value, REG_EXTENDED | REG_NOSUB);
-		if (rc != 0) {
-			char msg[128];
-			regerror(rc, &re, msg, sizeof(msg));
-			return pf_error_set(err, -EINVAL, p, "regexp does not compile: %s", msg);
-		}
+		struct pf_error rerr = {0};
+		int rc = pf_regex_compile(&re, f->value, REG_EXTENDED | REG_NOSUB, &rerr);
+		if (rc == -ENOMEM)
+			return pf_error_set(err, -ENOMEM, p, "out of memory");
+		if (rc < 0)
+			return pf_error_set(err, -EINVAL, p, "regexp does not compile: %s",
+					    rerr.msg);
 		regfree(&re);
 	} else if (strcmp(f->key, "process.pid") == 0) {
 		const char *v = f->value;
@@ -160,6 +167,43 @@ static int filter_item_check(const void *item, const char *path, struct pf_error
 			return pf_error_set(
 			    err, -EINVAL, p,
 			    "must be a process id (decimal digits) for key process.pid");
+	}
+	return 0;
+}
+
+static int check_nonempty(const char *s, char *why, size_t n)
+{
+	if (!s[0]) {
+		snprintf(why, n, "must not be empty");
+		return -1;
+	}
+	return 0;
+}
+
+/* exporters[]: a tls block needs an https:// endpoint; cert_file and key_file go together.
+ * (check_item has refused tls on a file exporter already.) */
+static int exporter_item_check(const void *item, const char *path, struct pf_error *err)
+{
+	const struct pf_exporter *e = item;
+	const struct pf_exporter_tls *t = &e->tls;
+	char p[MAX_PATH];
+	if (!t->present)
+		return 0;
+	if (!e->endpoint || strncmp(e->endpoint, "https://", 8) != 0) {
+		snprintf(p, sizeof(p), "%s.tls", path);
+		return pf_error_set(err, -EINVAL, p,
+				    "needs an https:// endpoint (endpoint is plain http://)");
+	}
+	if (t->cert_file && !t->key_file) {
+		snprintf(p, sizeof(p), "%s.tls.key_file", path);
+		return pf_error_set(err, -EINVAL, p,
+				    "required when cert_file is set (the client certificate's "
+				    "private key)");
+	}
+	if (t->key_file && !t->cert_file) {
+		snprintf(p, sizeof(p), "%s.tls.cert_file", path);
+		return pf_error_set(err, -EINVAL, p,
+				    "required when key_file is set (the client certificate)");
 	}
 	return 0;
 }
@@ -224,7 +268,8 @@ static int filter_item_check(const void *item, const char *path, struct pf_error
 	    ENUMK("profiling.filters." list "[].match", struct pf_filter, match, PF_MATCH_STRICT,  \
 		  match_names,                                                                     \
 		  "strict compares the whole value; regexp matches a POSIX extended regular "      \
-		  "expression, which must compile."),                                              \
+		  "expression, which must compile within the bounds listed in docs/api.md: "     \
+		  "at most 256 bytes, no stacked quantifiers, no back-references."),               \
 	{                                                                                          \
 		.path = "profiling.filters." list "[].value", .type = K_STRING,                    \
 		.flags = F_REQUIRED, .off = offsetof(struct pf_filter, value),                     \
@@ -295,8 +340,14 @@ static const struct key_desc keys[] = {
 	 "Resource attributes added to the scraped profiles (string to string)."),
     BOOLK("profiling.pprof.targets[].keep_original", struct pf_pprof_target, keep_original, false,
 	  "Also send the scraped pprof bytes as the OTLP profile's original_payload."),
-    LISTK("profiling.exporters", exporters, n_exporters, struct pf_exporter,
-	  PF_PROFCFG_MAX_EXPORTERS, "Where profiles are sent; every profile goes to each."),
+    {.path = "profiling.exporters",
+     .type = K_LIST,
+     .off = offsetof(CFG, exporters),
+     .count_off = offsetof(CFG, n_exporters),
+     .elem_size = sizeof(struct pf_exporter),
+     .max_items = PF_PROFCFG_MAX_EXPORTERS,
+     .item_check = exporter_item_check,
+     .doc = "Where profiles are sent; every profile goes to each."},
     {.path = "profiling.exporters[].type",
      .type = K_ENUM,
      .flags = F_REQUIRED | F_DISCRIM,
@@ -360,6 +411,48 @@ static const struct key_desc keys[] = {
      .max_u = (uint64_t)1 << 40,
      .applies = FILE_TYPE,
      .doc = "Size bound of the directory; the oldest files are removed past it."},
+    {.path = "profiling.exporters[].tls",
+     .type = K_SECTION,
+     .flags = F_PRESENT,
+     .off = offsetof(struct pf_exporter, tls.present),
+     .applies = NET_TYPES,
+     .doc = "TLS settings (like the OpenTelemetry Collector's exporter `tls`); only with an "
+	    "https:// endpoint. Without it the system CA store is trusted, the endpoint's host "
+	    "is verified and no client certificate is sent. The files are read when the config "
+	    "is applied: one that does not load fails the config (FAILED, the previous config "
+	    "keeps running)."},
+    {.path = "profiling.exporters[].tls.ca_file",
+     .type = K_STRING,
+     .off = offsetof(struct pf_exporter, tls.ca_file),
+     .check = check_nonempty,
+     .check_desc = "a file path",
+     .doc = "PEM bundle of the CA certificates to trust, instead of the system store."},
+    {.path = "profiling.exporters[].tls.cert_file",
+     .type = K_STRING,
+     .off = offsetof(struct pf_exporter, tls.cert_file),
+     .check = check_nonempty,
+     .check_desc = "a file path",
+     .doc = "Client certificate (PEM, chain allowed) for mutual TLS; needs key_file."},
+    {.path = "profiling.exporters[].tls.key_file",
+     .type = K_STRING,
+     .off = offsetof(struct pf_exporter, tls.key_file),
+     .check = check_nonempty,
+     .check_desc = "a file path",
+     .doc = "Private key (PEM) of cert_file; needs cert_file."},
+    {.path = "profiling.exporters[].tls.insecure_skip_verify",
+     .type = K_BOOL,
+     .off = offsetof(struct pf_exporter, tls.insecure_skip_verify),
+     .def_u = false,
+     .doc = "**Insecure:** do not verify the server's certificate or name, so anyone on the "
+	    "path can read and alter the profiles (and headers such as tokens). Only for "
+	    "tests."},
+    {.path = "profiling.exporters[].tls.server_name",
+     .type = K_STRING,
+     .off = offsetof(struct pf_exporter, tls.server_name),
+     .check = check_nonempty,
+     .check_desc = "a host name",
+     .doc = "Name sent as SNI and verified against the certificate, instead of the "
+	    "endpoint's host (e.g. an IP endpoint whose certificate names a host)."},
     SECTION("profiling.limits", "The agent's own resource budget."),
     {.path = "profiling.limits.max_cpu_percent",
      .type = K_DOUBLE,
@@ -1063,6 +1156,10 @@ static int parse_value(struct walk *w, size_t idx, void *base)
 	const struct key_desc *k = &keys[idx];
 	switch (k->type) {
 	case K_SECTION: {
+		if (k->flags & F_PRESENT) {
+			bool on = true;
+			memcpy(fld(base, k), &on, sizeof(on));
+		}
 		if (is_null(&w->ev))
 			return 0;
 		if (w->ev.type != YAML_MAPPING_START_EVENT)
@@ -1227,6 +1324,13 @@ static bool map_eq(const struct pf_kv_str *a, size_t na, const struct pf_kv_str 
 	return true;
 }
 
+static bool section_present(const void *base, const struct key_desc *k)
+{
+	bool on;
+	memcpy(&on, fld(base, k), sizeof(on));
+	return on;
+}
+
 static bool fields_eq(const char *pattern, const void *a, const void *b)
 {
 	for (size_t i = 0; i < N_KEYS; i++) {
@@ -1235,6 +1339,8 @@ static bool fields_eq(const char *pattern, const void *a, const void *b)
 			continue;
 		switch (k->type) {
 		case K_SECTION:
+			if ((k->flags & F_PRESENT) && section_present(a, k) != section_present(b, k))
+				return false;
 			if (!fields_eq(k->path, a, b))
 				return false;
 			break;
@@ -1401,6 +1507,10 @@ static void emit_fields(struct out *o, const char *pattern, const void *base, in
 		const char *name = child_name(k, pattern);
 		if (!name || !applies_to(k, discrim))
 			continue;
+		/* unset optional strings and absent tracked sections are left out */
+		if ((k->type == K_STRING && !get_ptr(base, k->off)) ||
+		    (k->type == K_SECTION && (k->flags & F_PRESENT) && !section_present(base, k)))
+			continue;
 		if (list_item && first)
 			out_printf(o, "%*s- %s:", ind - 2, "", name);
 		else
@@ -1432,13 +1542,9 @@ static void emit_fields(struct out *o, const char *pattern, const void *base, in
 			out_printf(o, "\n");
 			break;
 		case K_STRING: {
-			/* Only a key that is neither set nor required can be NULL here. */
-			const char *str = get_ptr(base, k->off);
+			/* NULL (unset) strings were left out above */
 			out_printf(o, " ");
-			if (str)
-				out_quoted(o, str);
-			else
-				out_printf(o, "null");
+			out_quoted(o, get_ptr(base, k->off));
 			out_printf(o, "\n");
 			break;
 		}
@@ -1534,6 +1640,8 @@ static void doc_row(struct out *o, const struct key_desc *k)
 		out_printf(o, "`[]`");
 	} else if (k->type == K_MAP) {
 		out_printf(o, "`{}`");
+	} else if (k->type == K_STRING) {
+		out_printf(o, "*unset*");
 	}
 	out_printf(o, " | ");
 

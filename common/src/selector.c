@@ -10,6 +10,7 @@
 
 #include "pf/buf.h"
 #include "pf/compiler.h"
+#include "pf/regex.h"
 
 enum sel_op {
 	SEL_EQ,
@@ -189,16 +190,15 @@ static int add_value(struct parser *p, struct sel_term *t, char *v, size_t at)
  * nmatch > 0) spans the whole value. That holds exactly when some match spans it. */
 static int compile_regex(struct parser *p, struct sel_term *t, size_t at)
 {
-	int rc = regcomp(&t->re, t->vals[0], REG_EXTENDED);
-	if (rc != 0) {
-		char msg[128];
-		regerror(rc, &t->re, msg, sizeof(msg));
-		if (rc == REG_ESPACE)
-			return -ENOMEM;
+	/* pf_regex_compile bounds what glibc regcomp builds (pf/regex.h): user text. */
+	struct pf_error rerr = {0};
+	int rc = pf_regex_compile(&t->re, t->vals[0], REG_EXTENDED, &rerr);
+	if (rc == -ENOMEM)
+		return -ENOMEM;
+	if (rc < 0)
 		return pf_error_set(p->err, -EINVAL, NULL,
 				    "selector: expected a POSIX extended regex at offset %zu: %s",
-				    at, msg);
-	}
+				    at, rerr.msg);
 	t->has_re = true;
 	return 0;
 }

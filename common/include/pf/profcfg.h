@@ -28,13 +28,16 @@
  *  - exporter keys apply by type (endpoint, headers, compression, timeout_seconds for
  *    otlp_http and pyroscope; path, max_bytes for file): a key the type does not use is an
  *    error, a required one missing is an error naming it;
+ *  - exporters[].tls (otlp_http and pyroscope only) needs an https:// endpoint; its strings
+ *    must not be empty and cert_file and key_file go together (error on the missing one);
  *  - mode: triggered needs at least one enabled trigger.
  * Error paths name list items by index and map entries by key: profiling.exporters[1].endpoint,
  * labels.env, profiling.pprof.targets[0].attributes["service.name"]. Syntax errors have an
  * empty path and "line L, column C" in the message.
  *
  * pf_profcfg_emit_yaml writes every key in table order with strings double-quoted; keys an
- * exporter's type does not use are left out. It fails with -EINVAL on a string that is not
+ * exporter's type does not use are left out, and so are optional strings that are unset and an
+ * exporter's tls block when the document had none. It fails with -EINVAL on a string that is not
  * valid UTF-8 (only possible for a config built by hand), leaving `out` unchanged. */
 #ifndef PF_PROFCFG_H
 #define PF_PROFCFG_H
@@ -86,6 +89,19 @@ struct pf_filter {
 	char *value;
 };
 
+/* exporters[].tls: TLS settings of a network exporter with an https:// endpoint (the OpenTelemetry
+ * Collector's exporter `tls` keys). Parsing checks only the shape (strings non-empty, cert_file
+ * and key_file together, https:// endpoint); whether the files load is checked when the config
+ * is applied (the agent builds the exporter in its check hook). */
+struct pf_exporter_tls {
+	bool present;		   /* the document has a tls block (emitted only then) */
+	char *ca_file;		   /* PEM CA bundle trusted instead of the default store; NULL: default */
+	char *cert_file;	   /* client certificate chain (PEM) for mTLS; NULL: none */
+	char *key_file;		   /* its private key (PEM); set exactly when cert_file is */
+	bool insecure_skip_verify; /* no peer or host name verification; default false */
+	char *server_name;	   /* SNI and the name verified instead of the endpoint's host */
+};
+
 struct pf_exporter {
 	enum pf_exporter_type type;
 	char *endpoint;       /* otlp_http, pyroscope: http:// or https:// URL */
@@ -96,6 +112,7 @@ struct pf_exporter {
 	uint32_t timeout_seconds; /* 1..300, default 10 */
 	char *path;           /* file: directory */
 	uint64_t max_bytes;   /* file: directory size bound, default 256 MiB */
+	struct pf_exporter_tls tls; /* otlp_http, pyroscope with an https:// endpoint */
 };
 
 struct pf_pprof_target {

@@ -363,6 +363,8 @@ static const struct bad bads[] = {
      "profiling.filters.include[0].value", "regexp does not compile"},
     {"profiling: {filters: {exclude: [{key: service.name, match: regexp, value: '[z-a]'}]}}",
      "profiling.filters.exclude[0].value", "regexp does not compile"},
+    {"profiling: {filters: {include: [{key: service.name, match: regexp, value: 'a{2}{3}'}]}}",
+     "profiling.filters.include[0].value", "regexp does not compile: stacked quantifier at byte 4"},
     {"profiling: {filters: {include: [{key: process.pid, value: abc}]}}",
      "profiling.filters.include[0].value", "must be a process id"},
     {"profiling: {filters: {include: [{value: a}]}}", "profiling.filters.include[0].key",
@@ -398,6 +400,41 @@ static const struct bad bads[] = {
      "profiling.exporters[0].path", "not used by type otlp_http"},
     {"profiling: {exporters: [{type: otlp_http, endpoint: 'http://h', headers: {a: [1]}}]}",
      "profiling.exporters[0].headers.a", "value must be a string"},
+    /* exporters[].tls: shape only (the files are checked at apply time) */
+#define TLS_OTLP(rest) "profiling: {exporters: [{type: otlp_http, endpoint: 'https://h', " rest "}]}"
+    {"profiling: {exporters: [{type: otlp_http, endpoint: 'http://h', tls: {ca_file: /ca.pem}}]}",
+     "profiling.exporters[0].tls", "needs an https:// endpoint"},
+    {"profiling: {exporters: [{type: file, path: /x}, {type: pyroscope, endpoint: 'http://h', "
+     "tls: {}}]}",
+     "profiling.exporters[1].tls", "needs an https:// endpoint"},
+    {"profiling: {exporters: [{type: otlp_http, endpoint: 'http://h', tls: }]}",
+     "profiling.exporters[0].tls", "needs an https:// endpoint"},
+    {"profiling: {exporters: [{type: file, path: /x, tls: {ca_file: /ca.pem}}]}",
+     "profiling.exporters[0].tls", "not used by type file"},
+    {TLS_OTLP("tls: {cert_file: /c.pem}"), "profiling.exporters[0].tls.key_file",
+     "required when cert_file is set"},
+    {TLS_OTLP("tls: {key_file: /k.pem}"), "profiling.exporters[0].tls.cert_file",
+     "required when key_file is set"},
+    {TLS_OTLP("tls: {ca_file: ''}"), "profiling.exporters[0].tls.ca_file",
+     "must not be empty, got ''"},
+    {TLS_OTLP("tls: {cert_file: '', key_file: /k}"), "profiling.exporters[0].tls.cert_file",
+     "must not be empty"},
+    {TLS_OTLP("tls: {cert_file: /c, key_file: ''}"), "profiling.exporters[0].tls.key_file",
+     "must not be empty"},
+    {TLS_OTLP("tls: {server_name: \"\"}"), "profiling.exporters[0].tls.server_name",
+     "must not be empty"},
+    {TLS_OTLP("tls: {ca_file: ~}"), "profiling.exporters[0].tls.ca_file",
+     "must be a string, got null"},
+    {TLS_OTLP("tls: {insecure_skip_verify: maybe}"),
+     "profiling.exporters[0].tls.insecure_skip_verify", "must be a boolean"},
+    {TLS_OTLP("tls: {ca_path: /etc/ssl}"), "profiling.exporters[0].tls.ca_path",
+     "unknown key (allowed here: ca_file, cert_file, key_file, insecure_skip_verify, "
+     "server_name)"},
+    {TLS_OTLP("tls: [/ca.pem]"), "profiling.exporters[0].tls", "must be a mapping, got a list"},
+    {TLS_OTLP("tls: {}, tls: {}"), "profiling.exporters[0].tls", "duplicate key"},
+    {TLS_OTLP("tls: {server_name: a, server_name: b}"), "profiling.exporters[0].tls.server_name",
+     "duplicate key"},
+#undef TLS_OTLP
     /* pprof targets */
     {"profiling: {pprof: {targets: [{type: heap}]}}", "profiling.pprof.targets[0].url",
      "required (an http:// or https:// URL)"},
@@ -619,6 +656,64 @@ static void test_roundtrip(void **state)
 	assert_null(strstr(pf_buf_str(&out), "type: file\n      endpoint")); /* N/A keys omitted */
 	pf_profcfg_free(back);
 
+	/* exporters[].tls: set keys come back; unset strings and an absent block are left out */
+	struct pf_profcfg *tc = parse_ok(
+	    "profiling:\n  exporters:\n"
+	    "    - {type: otlp_http, endpoint: 'https://c:4318', tls: {ca_file: /etc/ca.pem,\n"
+	    "       cert_file: /etc/c.pem, key_file: /etc/k.pem, server_name: profleet.test}}\n"
+	    "    - {type: pyroscope, endpoint: 'https://p', tls: {insecure_skip_verify: true}}\n"
+	    "    - {type: otlp_http, endpoint: 'https://q', tls: {}}\n"
+	    "    - {type: otlp_http, endpoint: 'https://r'}\n");
+	assert_true(tc->exporters[0].tls.present);
+	assert_string_equal(tc->exporters[0].tls.ca_file, "/etc/ca.pem");
+	assert_string_equal(tc->exporters[0].tls.cert_file, "/etc/c.pem");
+	assert_string_equal(tc->exporters[0].tls.key_file, "/etc/k.pem");
+	assert_string_equal(tc->exporters[0].tls.server_name, "profleet.test");
+	assert_false(tc->exporters[0].tls.insecure_skip_verify);
+	assert_true(tc->exporters[1].tls.insecure_skip_verify);
+	assert_null(tc->exporters[1].tls.ca_file);
+	assert_true(tc->exporters[2].tls.present);
+	assert_false(tc->exporters[3].tls.present);
+	back = roundtrip(tc, &out);
+	static const char *const tls_must[] = {
+	    "      tls:\n        ca_file: \"/etc/ca.pem\"\n        cert_file: \"/etc/c.pem\"\n"
+	    "        key_file: \"/etc/k.pem\"\n        insecure_skip_verify: false\n"
+	    "        server_name: \"profleet.test\"\n",
+	    "      tls:\n        insecure_skip_verify: true\n",
+	    "      endpoint: \"https://q\"\n",
+	};
+	for (size_t i = 0; i < sizeof(tls_must) / sizeof(tls_must[0]); i++) {
+		if (!strstr(pf_buf_str(&out), tls_must[i]))
+			print_error("missing '%s' in:\n%s\n", tls_must[i], pf_buf_str(&out));
+		assert_non_null(strstr(pf_buf_str(&out), tls_must[i]));
+	}
+	/* 3 tls blocks for 4 exporters: the absent one stays absent, the empty one is kept */
+	size_t n_tls = 0;
+	for (const char *p = pf_buf_str(&out); (p = strstr(p, "tls:")); p++)
+		n_tls++;
+	assert_int_equal(n_tls, 3);
+	assert_null(strstr(pf_buf_str(&out), "null"));
+	assert_true(back->exporters[2].tls.present);
+	assert_false(back->exporters[3].tls.present);
+	/* equality sees every tls key and the block's presence */
+	back->exporters[3].tls.present = true;
+	assert_false(pf_profcfg_equal(tc, back));
+	back->exporters[3].tls.present = false;
+	back->exporters[1].tls.insecure_skip_verify = false;
+	assert_false(pf_profcfg_equal(tc, back));
+	back->exporters[1].tls.insecure_skip_verify = true;
+	back->exporters[0].tls.server_name[0] ^= 1;
+	assert_false(pf_profcfg_equal(tc, back));
+	back->exporters[0].tls.server_name[0] ^= 1;
+	free(back->exporters[0].tls.key_file);
+	back->exporters[0].tls.key_file = xstrdup("/etc/k2.pem");
+	assert_false(pf_profcfg_equal(tc, back));
+	free(back->exporters[0].tls.ca_file);
+	back->exporters[0].tls.ca_file = NULL;
+	assert_false(pf_profcfg_equal(tc, back));
+	pf_profcfg_free(back);
+	pf_profcfg_free(tc);
+
 	/* strings that need escaping survive: quotes, backslashes, controls, YAML line breaks
 	 * (NEL, LS, PS), BOM, non-ASCII, YAML-significant text, leading/trailing spaces */
 	static const char *const nasty[] = {
@@ -820,6 +915,10 @@ static void test_doc_markdown(void **state)
 	    "| `profiling.filters.exclude[].key` |",
 	    "| `profiling.pprof.targets[].attributes` |",
 	    "| `profiling.triggers.on_demand.max_duration_seconds` |",
+	    "| `profiling.exporters[].tls` | mapping |  |  | TLS settings",
+	    "| `profiling.exporters[].tls.ca_file` | string | *unset* | a file path, at most 4096 "
+	    "bytes |",
+	    "| `profiling.exporters[].tls.insecure_skip_verify` | bool | `false` |",
 	};
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		if (!strstr(s, rows[i]))
@@ -830,7 +929,7 @@ static void test_doc_markdown(void **state)
 	size_t n_rows = 0;
 	for (const char *p = s; (p = strstr(p, "\n| `")); p++)
 		n_rows++;
-	assert_int_equal(n_rows, 52);
+	assert_int_equal(n_rows, 58);
 	pf_buf_release(&md);
 }
 

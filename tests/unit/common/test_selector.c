@@ -258,6 +258,9 @@ static void test_errors(void **state)
 				   "Unmatched [, [^, [:, [., or [=");
 	expect_error("h=~a{1", "selector: expected a POSIX extended regex at offset 3: "
 			       "Unmatched \\{");
+	/* pf/regex.h limits: stacked quantifiers made glibc regcomp allocate gigabytes */
+	expect_error("h=~\"x\\\\+++\"", "selector: expected a POSIX extended regex at offset 3: "
+					"stacked quantifier at byte 4");
 	expect_error("env = \"\xff\" , x", "selector: expected an operator (=, ==, !=, =~, !~, in, "
 					   "notin) after 'x' at offset 13, found end of input");
 	/* Missing source. */
