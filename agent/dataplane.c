@@ -178,7 +178,14 @@ static bool exporter_eq(const struct pf_exporter *a, const struct pf_exporter *b
 		if (!str_eq(a->headers[i].key, b->headers[i].key) ||
 		    !str_eq(a->headers[i].value, b->headers[i].value))
 			return false;
-	return true;
+	/* tls: any change re-creates the exporter (a rotated file under the same name needs a
+	 * config change too; the files are read once, at creation). Not part of the spill
+	 * directory's name, which is the back end only (exporter.h). */
+	const struct pf_exporter_tls *ta = &a->tls, *tb = &b->tls;
+	return ta->present == tb->present && str_eq(ta->ca_file, tb->ca_file) &&
+	       str_eq(ta->cert_file, tb->cert_file) && str_eq(ta->key_file, tb->key_file) &&
+	       ta->insecure_skip_verify == tb->insecure_skip_verify &&
+	       str_eq(ta->server_name, tb->server_name);
 }
 
 /* ---- apply hook (loop thread) -------------------------------------------------------------- */

@@ -41,7 +41,7 @@
  * and path, spelled one way: "http://H:4318", "HTTP://h:4318/" and
  * "http://h:4318/v1development/profiles" are the same otlp_http back end), so an exporter
  * re-created with settings that do not change where it sends (timeout, headers, compression,
- * auth, a respelled endpoint) takes over the queue of the one it replaces. Two exporters with
+ * auth, tls, a respelled endpoint) takes over the queue of the one it replaces. Two exporters with
  * the same type and back end share a spill directory, so configure them with different ones.
  * A directory named by an earlier version (hash of the endpoint as written) is renamed at
  * new when it is the only one. Directories no configured exporter uses any more:

@@ -40,6 +40,8 @@ struct agent_otlp_http {
 	uint32_t timeout_ms;
 	struct pf_buf extra_headers; /* "Name: value\r\n"... */
 	SSL_CTX *ctx;
+	char *server_name; /* tls.server_name: SNI and the verified name; NULL: host */
+	bool verify;	   /* false with tls.insecure_skip_verify */
 };
 
 static uint64_t now_ms(void)
@@ -112,6 +114,69 @@ static int parse_url(struct agent_otlp_http *h, const char *url, struct pf_error
 	return h->path && h->base_path ? 0 : -ENOMEM;
 }
 
+/* The reason of the first (root) OpenSSL error queued, e.g. "No such file or directory", "no
+ * certificate or crl found", "no start line", "key values mismatch"; the queue is cleared. */
+static const char *ssl_reason(char *buf, size_t n)
+{
+	unsigned long first = ERR_get_error();
+	const char *r = NULL;
+	if (first && ERR_SYSTEM_ERROR(first))
+		r = strerror(ERR_GET_REASON(first));
+	else if (first)
+		r = ERR_reason_error_string(first);
+	ERR_clear_error();
+	snprintf(buf, n, "%s", r ? r : "unknown OpenSSL error");
+	return buf;
+}
+
+/* The TLS context of an https:// exporter, from cfg->tls (pf/profcfg.h): trusted CAs (ca_file
+ * replaces the default store), the client certificate, verification on unless
+ * insecure_skip_verify. A file that does not load fails with its key path ("tls.ca_file") and
+ * OpenSSL's reason. */
+static int tls_setup(struct agent_otlp_http *h, const struct pf_exporter_tls *t,
+		     struct pf_error *err)
+{
+	char why[256];
+	ERR_clear_error();
+	h->ctx = SSL_CTX_new(TLS_client_method());
+	if (!h->ctx)
+		return pf_error_set(err, -ENOMEM, "", "cannot set up TLS: %s",
+				    ssl_reason(why, sizeof(why)));
+	SSL_CTX_set_min_proto_version(h->ctx, TLS1_2_VERSION);
+	/* Servers that close without close_notify (Python's ssl, many proxies) would otherwise
+	 * fail a response read until close with "unexpected eof"; the framing (Content-Length,
+	 * last chunk) tells a cut body. */
+	SSL_CTX_set_options(h->ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+	if (t->ca_file) {
+		if (SSL_CTX_load_verify_locations(h->ctx, t->ca_file, NULL) != 1)
+			return pf_error_set(err, -EINVAL, "tls.ca_file", "cannot load %s: %s",
+					    t->ca_file, ssl_reason(why, sizeof(why)));
+	} else if (SSL_CTX_set_default_verify_paths(h->ctx) != 1) {
+		return pf_error_set(err, -EINVAL, "", "cannot load the default CA store: %s",
+				    ssl_reason(why, sizeof(why)));
+	}
+	if (t->cert_file || t->key_file) {
+		if (!t->cert_file || !t->key_file)
+			return pf_error_set(err, -EINVAL, t->cert_file ? "tls.key_file" : "tls.cert_file",
+					    "cert_file and key_file go together");
+		if (SSL_CTX_use_certificate_chain_file(h->ctx, t->cert_file) != 1)
+			return pf_error_set(err, -EINVAL, "tls.cert_file", "cannot load %s: %s",
+					    t->cert_file, ssl_reason(why, sizeof(why)));
+		if (SSL_CTX_use_PrivateKey_file(h->ctx, t->key_file, SSL_FILETYPE_PEM) != 1)
+			return pf_error_set(err, -EINVAL, "tls.key_file", "cannot load %s: %s",
+					    t->key_file, ssl_reason(why, sizeof(why)));
+		if (SSL_CTX_check_private_key(h->ctx) != 1)
+			return pf_error_set(err, -EINVAL, "tls.key_file",
+					    "%s does not match the certificate of %s: %s",
+					    t->key_file, t->cert_file, ssl_reason(why, sizeof(why)));
+	}
+	h->verify = !t->insecure_skip_verify;
+	SSL_CTX_set_verify(h->ctx, h->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
+	if (t->server_name && !(h->server_name = strdup(t->server_name)))
+		return -ENOMEM;
+	return 0;
+}
+
 struct agent_otlp_http *agent_otlp_http_new(const struct pf_exporter *cfg, struct pf_error *err)
 {
 	struct agent_otlp_http *h = calloc(1, sizeof(*h));
@@ -139,19 +204,10 @@ struct agent_otlp_http *agent_otlp_http_new(const struct pf_exporter *cfg, struc
 			snprintf(h->url, strlen(h->host) + strlen(h->path) + 32, "%s://%s:%s%s",
 				 h->tls ? "https" : "http", h->host, h->port, h->path);
 	}
-	if (r == 0 && h->tls) {
-		h->ctx = SSL_CTX_new(TLS_client_method());
-		if (!h->ctx || SSL_CTX_set_default_verify_paths(h->ctx) != 1) {
-			r = pf_error_set(err, -ENOMEM, "", "cannot set up TLS");
-		} else {
-			SSL_CTX_set_min_proto_version(h->ctx, TLS1_2_VERSION);
-			SSL_CTX_set_verify(h->ctx, SSL_VERIFY_PEER, NULL);
-			/* Servers that close without close_notify (Python's ssl, many proxies)
-			 * would otherwise fail a response read until close with "unexpected
-			 * eof"; the framing (Content-Length, last chunk) tells a cut body. */
-			SSL_CTX_set_options(h->ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
-		}
-	}
+	if (r == 0 && h->tls)
+		r = tls_setup(h, &cfg->tls, err);
+	else if (r == 0 && cfg->tls.present)
+		r = pf_error_set(err, -EINVAL, "tls", "needs an https:// endpoint");
 	if (r < 0) {
 		agent_otlp_http_free(h);
 		errno = -r;
@@ -166,6 +222,7 @@ void agent_otlp_http_free(struct agent_otlp_http *h)
 		return;
 	if (h->ctx)
 		SSL_CTX_free(h->ctx);
+	free(h->server_name);
 	pf_buf_release(&h->extra_headers);
 	free(h->path);
 	free(h->base_path);
@@ -187,6 +244,8 @@ struct conn {
 	int fd;
 	SSL *ssl;
 	uint64_t deadline;
+	char why[160]; /* OpenSSL's reason for a failed read or write after the handshake, e.g.
+			* "tlsv13 alert certificate required" from a server that wants mTLS */
 };
 
 /* Waits for fd to become ready for `events` before the deadline. */
@@ -274,13 +333,15 @@ static int conn_open(struct agent_otlp_http *h, struct conn *c, struct pf_error 
 
 	c->ssl = SSL_new(h->ctx);
 	/* RFC 6066 §3: no IP literal in server_name; SSL_set1_host() checks an IP literal
-	 * against the certificate's iPAddress SANs, a name against its DNS SANs (RFC 6125) */
+	 * against the certificate's iPAddress SANs, a name against its DNS SANs (RFC 6125).
+	 * tls.server_name replaces the endpoint's host in both; with insecure_skip_verify no
+	 * name is checked (SNI is still sent). */
+	const char *name = h->server_name ? h->server_name : h->host;
 	unsigned char ip[sizeof(struct in6_addr)];
-	bool literal =
-	    inet_pton(AF_INET, h->host, ip) == 1 || inet_pton(AF_INET6, h->host, ip) == 1;
+	bool literal = inet_pton(AF_INET, name, ip) == 1 || inet_pton(AF_INET6, name, ip) == 1;
 	if (!c->ssl || SSL_set_fd(c->ssl, c->fd) != 1 ||
-	    (!literal && SSL_set_tlsext_host_name(c->ssl, h->host) != 1) ||
-	    SSL_set1_host(c->ssl, h->host) != 1)
+	    (!literal && SSL_set_tlsext_host_name(c->ssl, name) != 1) ||
+	    (h->verify && SSL_set1_host(c->ssl, name) != 1))
 		return pf_error_set(err, -ENOMEM, "", "TLS setup failed");
 	for (;;) {
 		ERR_clear_error();
@@ -324,8 +385,11 @@ static int conn_write(struct conn *c, const uint8_t *p, size_t n)
 				w = rc;
 			} else {
 				int e = SSL_get_error(c->ssl, rc);
-				if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+				if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+					if (e == SSL_ERROR_SSL)
+						ssl_reason(c->why, sizeof(c->why));
 					return -EPIPE;
+				}
 				ev = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
 				w = -1;
 				errno = EAGAIN;
@@ -363,8 +427,11 @@ static ssize_t conn_read(struct conn *c, uint8_t *p, size_t n)
 				return 0;
 			if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
 				return 0; /* peer closed without close_notify: treat as end */
-			if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+			if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+				if (e == SSL_ERROR_SSL)
+					ssl_reason(c->why, sizeof(c->why));
 				return -EIO;
+			}
 			ev = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
 			rd = -1;
 			errno = EAGAIN;
@@ -526,7 +593,8 @@ int agent_otlp_http_send(struct agent_otlp_http *h, const char *target, const ch
 		goto out;
 	r = conn_write(&c, req.data, req.len);
 	if (r < 0) {
-		pf_error_set(err, r, "", "sending to %s: %s", h->url, strerror(-r));
+		pf_error_set(err, r, "", "sending to %s: %s", h->url,
+			     c.why[0] ? c.why : strerror(-r));
 		goto out;
 	}
 	/* Read the response: the header block, then Content-Length bytes, the last chunk, or
@@ -541,7 +609,7 @@ int agent_otlp_http_send(struct agent_otlp_http *h, const char *target, const ch
 		if (n < 0) {
 			r = (int)n;
 			pf_error_set(err, r, "", "reading the response of %s: %s", h->url,
-				     strerror(-r));
+				     c.why[0] ? c.why : strerror(-r));
 			goto out;
 		}
 		if (n > 0 && (r = pf_buf_append(&resp, tmp, (size_t)n)) < 0) {

@@ -3,6 +3,11 @@
  *
  * Owns one small blocking HTTP/1.1 client (plain TCP or TLS through OpenSSL: system CA store,
  * peer and host name verification, SNI), one connection per request ("Connection: close").
+ * cfg->tls (pf/profcfg.h) changes the TLS side: ca_file replaces the system store, cert_file +
+ * key_file present a client certificate, server_name replaces the endpoint's host for SNI and
+ * name verification, insecure_skip_verify turns verification off. Its files are loaded by
+ * agent_otlp_http_new(), which fails with err->path "tls.ca_file" / "tls.cert_file" /
+ * "tls.key_file" and "cannot load <file>: <OpenSSL's reason>".
  * The whole request — DNS, connect, TLS handshake, send, response — is bounded by the
  * configured timeout_seconds. Because it blocks, it must run on a worker thread, never on the
  * agent's lws loop: exporter.c runs it on the exporter's own thread.

@@ -4,9 +4,12 @@ The real controller and agent (eBPF off: --no-sampler; a pprof target served by 
 the profiles) export to TLS servers run here with Python's http.server + ssl on 127.0.0.1. The
 certificates are made at test time with the `openssl` command in the test's temp dir: two
 throw-away CAs, a server certificate for IP:127.0.0.1 from the first CA, one from the same CA
-for another address (IP:127.0.0.2, DNS:other.invalid), and one for IP:127.0.0.1 from the second
-CA. The agent trusts only the first CA, through OpenSSL's SSL_CERT_FILE (the exporters use the
-default verify paths; the config has no per-exporter CA key).
+for another address (IP:127.0.0.2, DNS:other.invalid), one for IP:127.0.0.1 from the second
+CA, one for DNS:profleet.test only and a client certificate, both from the first CA.
+
+test_https_exporters runs without a tls block: the agent trusts only the first CA through
+OpenSSL's SSL_CERT_FILE (the default verify paths). test_tls_settings runs an agent without
+SSL_CERT_FILE and uses the exporters' `tls` block (pf/profcfg.h) instead.
 
 Checked:
 - otlp_http over https with the trusted CA: the request arrives with its path, Host, the
@@ -21,6 +24,18 @@ Checked:
   is retried (retried_total grows, failed_total and dropped_total stay 0, it stays queued) and
   delivered once the server presents a trusted certificate on the same port.
 - A trusted certificate for another address: unhealthy with `IP address mismatch`.
+
+test_tls_settings:
+- tls.ca_file (the first CA) alone makes the exporter trust the server: delivered.
+- mTLS: a server that requires a client certificate from the first CA gets the export from
+  the exporter with cert_file/key_file (it sees the client's CN), and refuses the one without:
+  that one's health last_error says the server wanted a certificate.
+- insecure_skip_verify against the second CA's certificate delivers.
+- server_name: profleet.test against a certificate for DNS:profleet.test only, served on
+  127.0.0.1: delivered, and the server received SNI "profleet.test".
+- a config whose ca_file does not exist is FAILED with
+  `profiling.exporters[1].tls.ca_file: cannot load ...: No such file or directory`, the previous
+  config stays effective and keeps exporting.
 Every wait is bounded.
 """
 import gzip
@@ -52,12 +67,12 @@ def make_ca(d, name):
             "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
 
 
-def make_server_cert(d, name, ca, san):
+def make_server_cert(d, name, ca, san, eku="serverAuth"):
     openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
             "-keyout", name + ".key", "-out", name + ".csr", "-subj", "/CN=" + name, cwd=d)
     with open(os.path.join(d, name + ".ext"), "w") as f:
-        f.write("subjectAltName=%s\nextendedKeyUsage=serverAuth\n"
-                "basicConstraints=critical,CA:FALSE\n" % san)
+        f.write("subjectAltName=%s\nextendedKeyUsage=%s\n"
+                "basicConstraints=critical,CA:FALSE\n" % (san, eku))
     openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".pem", "-CAkey", ca + ".key",
             "-CAcreateserial", "-out", name + ".pem", "-days", "2", "-extfile", name + ".ext",
             cwd=d)
@@ -68,13 +83,17 @@ class TLSRecorder:
     """An HTTPS server that records every request (path, headers, body, SNI) and answers 200
     without Content-Length, closing the connection without a TLS close_notify."""
 
-    def __init__(self, cert, key, port=0):
+    def __init__(self, cert, key, port=0, client_ca=None):
         self.requests = []
         self.sni = []
         self.handshake_errors = []
+        self.client_cns = []
         self.lock = threading.Lock()
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(cert, key)
+        if client_ca:  # mTLS: a client certificate from client_ca is required
+            ctx.verify_mode = ssl.CERT_REQUIRED
+            ctx.load_verify_locations(client_ca)
         outer = self
 
         def on_sni(sock, name, c):
@@ -91,6 +110,11 @@ class TLSRecorder:
                     with outer.lock:
                         outer.handshake_errors.append(str(e))
                     raise
+                peer = self.request.getpeercert()
+                if peer:
+                    with outer.lock:
+                        outer.client_cns.append(dict(x[0] for x in peer["subject"])
+                                                .get("commonName"))
                 super().setup()
 
             def do_POST(self):
@@ -152,6 +176,8 @@ class ExportTLS(IntegrationCase):
         self.good = make_server_cert(d, "good", "ca1", "IP:127.0.0.1")
         self.other_ip = make_server_cert(d, "otherip", "ca1", "IP:127.0.0.2,DNS:other.invalid")
         self.untrusted = make_server_cert(d, "untrusted", "ca2", "IP:127.0.0.1")
+        self.named = make_server_cert(d, "named", "ca1", "DNS:profleet.test")
+        self.client = make_server_cert(d, "client", "ca1", "DNS:agent.invalid", "clientAuth")
 
     def tearDown(self):
         for s in self.servers:
@@ -159,13 +185,14 @@ class ExportTLS(IntegrationCase):
         self.pprof.close()
         super().tearDown()
 
-    def server(self, cert, port=0):
-        s = TLSRecorder(cert[0], cert[1], port)
+    def server(self, cert, port=0, client_ca=None):
+        s = TLSRecorder(cert[0], cert[1], port, client_ca)
         self.servers.append(s)
         return s
 
-    def start_agent(self, ctl, metrics_port):
-        """The harness's agent, with SSL_CERT_FILE set to the first CA."""
+    def start_agent(self, ctl, metrics_port, ca_env=True):
+        """The harness's agent, with SSL_CERT_FILE set to the first CA (ca_env), else with
+        neither SSL_CERT_FILE nor SSL_CERT_DIR (the system store, which knows no test CA)."""
         test = self
 
         class TLSAgent(Agent):
@@ -173,8 +200,10 @@ class ExportTLS(IntegrationCase):
                 args = [AGENT_BIN, "--state-dir", self.state_dir, "--log-level", "debug",
                         "--server", self.server, "--token-file", self.token_file] + self.extra
                 env = dict(os.environ)
-                env["SSL_CERT_FILE"] = os.path.join(test.certs, "ca1.pem")
+                env.pop("SSL_CERT_FILE", None)
                 env.pop("SSL_CERT_DIR", None)
+                if ca_env:
+                    env["SSL_CERT_FILE"] = os.path.join(test.certs, "ca1.pem")
                 self.proc = Proc(args, os.path.join(self.workdir, "agent-%s.log" % self.name),
                                  env=env)
                 return self
@@ -329,6 +358,93 @@ class ExportTLS(IntegrationCase):
         wait_until(lambda: comp("exporter/3:otlp_http", True), timeout=15,
                    what="exporter/3 healthy again")
         self.assertTrue(ag.proc.alive())
+
+    def test_tls_settings(self):
+        ca = os.path.join(self.certs, "ca1.pem")
+        good = self.server(self.good)
+        mtls = self.server(self.good, client_ca=ca)
+        untrusted = self.server(self.untrusted)
+        named = self.server(self.named)
+
+        ctl = self.controller()
+        mport = free_port()
+        ag = self.start_agent(ctl, mport, ca_env=False)
+        uid = ag.uid()
+
+        def exporter(port, tls, path="/v1development/profiles"):
+            return ("    - {type: otlp_http, endpoint: \"https://127.0.0.1:%d%s\", "
+                    "timeout_seconds: 5, tls: {%s}}" % (port, path, tls))
+        target = ("      - {url: \"http://127.0.0.1:%d/debug/pprof/heap\", type: heap, "
+                  "interval_seconds: 1}" % self.pprof.port)
+        cfg = "\n".join([
+            "profiling:", "  pprof:", "    targets:", target, "  exporters:",
+            exporter(good.port, "ca_file: \"%s\"" % ca, "/a"),
+            exporter(mtls.port, "ca_file: \"%s\", cert_file: \"%s\", key_file: \"%s\""
+                     % (ca, self.client[0], self.client[1]), "/mtls"),
+            exporter(mtls.port, "ca_file: \"%s\"" % ca, "/no-client-cert"),
+            exporter(untrusted.port, "insecure_skip_verify: true", "/insecure"),
+            exporter(named.port, "ca_file: \"%s\", server_name: profleet.test" % ca, "/named"),
+            ""])
+        st, body, _ = ctl.put_config("default", cfg)
+        self.assertEqual(st, 201, body)
+        a = self.wait_agent(ctl, uid, "APPLIED")
+        effective_before = a["config"]["effective_hash"]
+        self.assertIn("insecure_skip_verify: true", a["config"]["effective"])
+        self.assertIn("server_name: \"profleet.test\"", a["config"]["effective"])
+
+        # (a) ca_file alone, no SSL_CERT_FILE; (b) mTLS with a client certificate;
+        # (c) insecure_skip_verify; (d) server_name
+        wait_until(lambda: good.posts("/a") and mtls.posts("/mtls") and
+                   untrusted.posts("/insecure") and named.posts("/named"),
+                   timeout=30, what="exports over ca_file, mTLS, insecure and server_name")
+        with mtls.lock:
+            self.assertIn("client", mtls.client_cns)
+        with named.lock:
+            self.assertIn("profleet.test", named.sni)
+        for srv, p in ((good, "/a"), (mtls, "/mtls"), (untrusted, "/insecure"),
+                       (named, "/named")):
+            _, h, body = srv.posts(p)[0]
+            self.assertEqual(h.get("Content-Encoding"), "gzip")
+            self.assertGreater(len(gzip.decompress(body)), 100)
+
+        # (b) without a client certificate the mTLS server refuses: unhealthy, and says why
+        def comp(name):
+            c = self.components(ctl, uid).get(name)
+            return c if c and not c.get("healthy") and c.get("last_error") else None
+        c = wait_until(lambda: comp("exporter/2:otlp_http"), timeout=20,
+                       what="exporter/2 (no client certificate) unhealthy")
+        self.assertIn("certificate required", c["last_error"])
+        self.assertEqual(mtls.posts("/no-client-cert"), [])
+        with mtls.lock:
+            self.assertTrue(mtls.handshake_errors)
+        for i in (0, 1, 3, 4):
+            c = self.components(ctl, uid).get("exporter/%d:otlp_http" % i) or {}
+            self.assertTrue(c.get("healthy"), (i, c))
+
+        # (e) a ca_file that does not exist: FAILED with the key path, the old config stays
+        missing = os.path.join(self.certs, "missing-ca.pem")
+        bad = cfg.replace("ca_file: \"%s\", server_name" % ca,
+                          "ca_file: \"%s\", server_name" % missing)
+        bad = bad.replace("/named", "/named2")
+        self.assertNotEqual(bad, cfg)
+        st, body, _ = ctl.put_config("default", bad)
+        self.assertEqual(st, 201, body)  # the shape is valid: only the agent can tell
+        a = self.wait_agent(ctl, uid, "FAILED")
+        self.assertIn("profiling.exporters[4].tls.ca_file: cannot load %s: "
+                      "No such file or directory" % missing, a["config"]["error"])
+        self.assertEqual(a["config"]["effective_hash"], effective_before)
+        self.assertIn("/named\"", a["config"]["effective"])
+        n = len(named.posts("/named"))
+        wait_until(lambda: len(named.posts("/named")) > n, timeout=20,
+                   what="the previous config still exporting")
+        self.assertEqual(named.posts("/named2"), [])
+        self.assertTrue(ag.proc.alive())
+
+    def wait_agent(self, ctl, uid, status):
+        def ok():
+            a = self.agent_json(ctl, uid) or {}
+            return a if (a.get("config") or {}).get("status") == status else None
+        return wait_until(ok, timeout=20, what="config " + status)
 
 
 if __name__ == "__main__":
