@@ -373,6 +373,31 @@ static void conn_close(struct conn *c)
 	c->fd = -1;
 }
 
+/* A TLS write failed without a TLS reason (the peer closed: EPIPE, ECONNRESET). The peer
+ * may have said why in an alert that is waiting unread — TLS 1.3 servers refuse a missing
+ * client certificate after the handshake, while the client is already sending. Read it
+ * briefly (at most ~200 ms) so the error names the cause instead of "Broken pipe". */
+static void tls_read_alert(struct conn *c)
+{
+	uint8_t b[512];
+	for (int i = 0; i < 8 && !c->why[0]; i++) {
+		ERR_clear_error();
+		int rc = SSL_read(c->ssl, b, (int)sizeof(b));
+		if (rc > 0)
+			continue; /* a response before the close: skip it, look for the alert */
+		int e = SSL_get_error(c->ssl, rc);
+		if (e == SSL_ERROR_SSL) {
+			ssl_reason(c->why, sizeof(c->why));
+			return;
+		}
+		if (e != SSL_ERROR_WANT_READ)
+			return;
+		struct pollfd pf = {.fd = c->fd, .events = POLLIN};
+		if (poll(&pf, 1, 25) <= 0)
+			return;
+	}
+}
+
 static int conn_write(struct conn *c, const uint8_t *p, size_t n)
 {
 	while (n) {
@@ -388,6 +413,8 @@ static int conn_write(struct conn *c, const uint8_t *p, size_t n)
 				if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
 					if (e == SSL_ERROR_SSL)
 						ssl_reason(c->why, sizeof(c->why));
+					else
+						tls_read_alert(c);
 					return -EPIPE;
 				}
 				ev = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;

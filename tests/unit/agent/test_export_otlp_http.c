@@ -27,6 +27,7 @@
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 
 #include "exporter.h"
@@ -506,6 +507,87 @@ static void test_tls_files(void **state)
 	rmdir(dir);
 }
 
+/* A TLS 1.3 server that requires a client certificate: the client learns it was refused only
+ * after its handshake finished, typically while it is sending. The exporter must name the
+ * alert, not report the resulting "Broken pipe". The body is large so that the write fails
+ * before it is done. */
+struct tls_refuser {
+	int lfd, port;
+	pthread_t th;
+	SSL_CTX *ctx;
+};
+
+static void *tls_refuse(void *arg)
+{
+	struct tls_refuser *t = arg;
+	struct pollfd p = {.fd = t->lfd, .events = POLLIN};
+	if (poll(&p, 1, 10000) != 1)
+		return NULL;
+	int c = accept(t->lfd, NULL, NULL);
+	if (c < 0)
+		return NULL;
+	SSL *ssl = SSL_new(t->ctx);
+	SSL_set_fd(ssl, c);
+	if (SSL_accept(ssl) == 1) /* not expected: the client has no certificate */
+		SSL_shutdown(ssl);
+	SSL_free(ssl);
+	close(c);
+	return NULL;
+}
+
+static void test_tls_refused_client_cert_named(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/pf-tls-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	write_self_signed(dir, "srv");
+	char pem[600], key[600];
+	snprintf(pem, sizeof(pem), "%s/srv.pem", dir);
+	snprintf(key, sizeof(key), "%s/srv.key", dir);
+	struct tls_refuser t = {0};
+	t.ctx = SSL_CTX_new(TLS_server_method());
+	assert_non_null(t.ctx);
+	assert_int_equal(SSL_CTX_set_min_proto_version(t.ctx, TLS1_3_VERSION), 1);
+	assert_int_equal(SSL_CTX_use_certificate_file(t.ctx, pem, SSL_FILETYPE_PEM), 1);
+	assert_int_equal(SSL_CTX_use_PrivateKey_file(t.ctx, key, SSL_FILETYPE_PEM), 1);
+	assert_int_equal(SSL_CTX_load_verify_locations(t.ctx, pem, NULL), 1);
+	SSL_CTX_set_verify(t.ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+	t.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(bind(t.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(t.lfd, 4), 0);
+	socklen_t l = sizeof(a);
+	getsockname(t.lfd, (struct sockaddr *)&a, &l);
+	t.port = ntohs(a.sin_port);
+	assert_int_equal(pthread_create(&t.th, NULL, tls_refuse, &t), 0);
+
+	char url[128];
+	snprintf(url, sizeof(url), "https://127.0.0.1:%d", t.port);
+	struct pf_exporter cfg = {.type = PF_EXPORTER_OTLP_HTTP, .endpoint = url,
+				  .compression = PF_COMPRESSION_NONE, .timeout_seconds = 5};
+	cfg.tls.present = true;
+	cfg.tls.insecure_skip_verify = true; /* the server's identity is not what is tested */
+	struct pf_error err = {0};
+	struct agent_otlp_http *h = agent_otlp_http_new(&cfg, &err);
+	assert_non_null(h);
+	size_t big = 8u << 20;
+	uint8_t *body = calloc(1, big);
+	assert_non_null(body);
+	int status = -1;
+	int r = agent_otlp_http_post(h, body, big, &status, &err);
+	print_message("refused: rc %d, %s\n", r, err.msg);
+	assert_true(r < 0);
+	assert_non_null(strstr(err.msg, "certificate required"));
+	free(body);
+	agent_otlp_http_free(h);
+	pthread_join(t.th, NULL);
+	close(t.lfd);
+	SSL_CTX_free(t.ctx);
+	unlink(pem);
+	unlink(key);
+	rmdir(dir);
+}
+
 struct done_rec {
 	pthread_mutex_t m;
 	int calls, rc;
@@ -562,6 +644,7 @@ int main(void)
 		cmocka_unit_test(test_timeout_and_refused),
 		cmocka_unit_test(test_config_validation),
 		cmocka_unit_test(test_tls_files),
+		cmocka_unit_test(test_tls_refused_client_cert_named),
 		cmocka_unit_test(test_submit_async),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
