@@ -161,6 +161,17 @@ static int on_sample(void *ctx, void *data, size_t size)
 	if (size < sizeof(h) + n * 8)
 		return 0;
 	const uint64_t *ips = (const uint64_t *)((const char *)data + sizeof(h));
+	/* The kernel's frame-pointer walk stores whatever return address it finds while the
+	 * frame chain stays in user memory: code built without frame pointers yields a tail of
+	 * zero (or page-zero) "addresses", up to the depth limit. No code runs in the first page,
+	 * so the user stack ends at the first such entry (the leaf, at [0], is the sampled IP). */
+	uint32_t ulen = h.ustack_len;
+	for (uint32_t i = 1; i < ulen; i++) {
+		if (ips[h.kstack_len + i] < 4096) {
+			ulen = i;
+			break;
+		}
+	}
 	char comm[PF_COMM_LEN + 1];
 	memcpy(comm, h.comm, PF_COMM_LEN);
 	comm[PF_COMM_LEN] = 0;
@@ -182,7 +193,7 @@ static int on_sample(void *ctx, void *data, size_t size)
 		.kstack = ips,
 		.n_kstack = h.kstack_len,
 		.ustack = ips + h.kstack_len,
-		.n_ustack = h.ustack_len,
+		.n_ustack = ulen,
 	};
 	int rc = pf_agg_add(s->agg, &as);
 	if (rc < 0 && rc != -ENOSPC)
