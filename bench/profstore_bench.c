@@ -1,7 +1,7 @@
 /* profstore-bench — the embedded profile store on this machine (docs/benchmarks.md, "Profile
  * store"): receiver ingest rate and flame-graph query latency over a synthetic fleet.
  *
- *   profstore-bench [-a agents] [-w windows] [-k stacks] [-d dir] [-q queries] [-L secs]
+ *   profstore-bench [-a agents] [-w windows] [-k stacks] [-d dir] [-q queries] [-L secs] [-C]
  *     -a  agents (default 100), each one process of its own service ("svc-<n % 10>")
  *     -w  10-second windows per agent (default 360: one hour)
  *     -k  distinct stacks per window (default 200; 990 samples = 99 Hz x 10 s spread on them)
@@ -11,11 +11,16 @@
  *         seconds per phase, /healthz probed every 10 ms by one client while 2 clients send
  *         merged flame-graph queries back to back, then post OTLP requests back to back —
  *         each on the loop (no pools: as before) and on the pools (query_pool.h)
+ *     -C  ingest without the compact flame forms (the store before schema 3: merges then all
+ *         go through the bodies)
  *
  * Ingest: every window is encoded as the agent would send it (one OTLP request per agent and
  * window, time order), then handed to pf_profstore_ingest() (decode, re-encode per profile,
  * gzip, insert into SQLite on a synchronous=FULL connection as the controller's main loop
- * does); only that call is timed. Queries go through pf_api_handle() like the server's. */
+ * does); only that call is timed. Queries go through pf_api_handle() like the server's.
+ * "merge:" lines time pf_profstore_merge() itself over one service's profiles, through the
+ * compact flame forms and through the bodies (pf_profstore_set_compact), in the same run, and
+ * check that both trees give the same JSON. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -27,15 +32,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "api/api.h"
+#include "api/api_profiles.h"
 #include "fleet/fleet.h"
 #include "metrics.h"
 #include "otlp_profiles.h"
 #include "pf/hash.h"
 #include "pf/uuid.h"
+#include "profstore/flame.h"
 #include "profstore/profstore.h"
 #include "profstore/query_pool.h"
 #include "server.h"
@@ -324,12 +332,82 @@ static void loop_phase(const char *label, struct pf_store *st, const char *db,
 	free(lat);
 }
 
+struct idlist {
+	int64_t *v;
+	size_t n, cap;
+};
+
+static int ids_cb(const struct pf_profile_row *r, void *ud)
+{
+	struct idlist *l = ud;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 1024;
+		int64_t *nv = realloc(l->v, cap * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		l->v = nv;
+		l->cap = cap;
+	}
+	l->v[l->n++] = r->id;
+	return 0;
+}
+
+/* Merges every id with pf_profstore_merge() under `flags`; seconds, and the tree's JSON. */
+static double merge_ids(struct pf_store *st, const struct idlist *l, unsigned flags,
+			struct pf_buf *json, size_t *failed)
+{
+	struct pf_flame *f = pf_flame_new(PF_API_PROF_NODES_DEFAULT);
+	unsigned was = pf_profstore_compact();
+	*failed = 0;
+	pf_profstore_set_compact(flags);
+	double t = now_s();
+	for (size_t i = 0; f && i < l->n; i++)
+		if (pf_profstore_merge(st, l->v[i], f, 0) < 0)
+			(*failed)++;
+	t = now_s() - t;
+	pf_profstore_set_compact(was);
+	pf_buf_reset(json);
+	if (!f || pf_flame_json(f, false, 0, json) < 0)
+		(*failed)++;
+	pf_flame_free(f);
+	return t;
+}
+
+/* Both merge paths over the profiles of filter f, best of reps each. */
+static void merge_bench(struct pf_store *st, const char *label, struct pf_profile_filter *f,
+			int reps)
+{
+	struct idlist l = {0};
+	struct pf_buf a, b;
+	size_t fa = 0, fb = 0;
+	double best_c = 1e9, best_b = 1e9;
+
+	if (pf_store_profiles_foreach(st, f, ids_cb, &l) < 0 || !l.n) {
+		free(l.v);
+		return;
+	}
+	pf_buf_init(&a, (size_t)256 << 20);
+	pf_buf_init(&b, (size_t)256 << 20);
+	for (int r = 0; r < reps; r++) {
+		best_c = pf_min(best_c, merge_ids(st, &l, PF_PROFSTORE_COMPACT_READ, &a, &fa));
+		best_b = pf_min(best_b, merge_ids(st, &l, 0, &b, &fb));
+	}
+	printf("merge %-30s %5zu profiles: bodies %8.1f ms (%.3f ms/profile), compact %7.1f ms "
+	       "(%.3f ms/profile), x%.1f; failed %zu/%zu; same JSON: %s\n",
+	       label, l.n, best_b * 1e3, best_b * 1e3 / (double)l.n, best_c * 1e3,
+	       best_c * 1e3 / (double)l.n, best_b / best_c, fb, fa,
+	       a.len == b.len && memcmp(a.data, b.data, a.len) == 0 ? "yes" : "NO");
+	pf_buf_release(&a);
+	pf_buf_release(&b);
+	free(l.v);
+}
+
 int main(int argc, char **argv)
 {
 	int agents = 100, windows = 360, stacks = 200, reps = 5, o;
 	double loop_s = 0;
 	const char *dir = NULL;
-	while ((o = getopt(argc, argv, "a:w:k:d:q:L:")) != -1) {
+	while ((o = getopt(argc, argv, "a:w:k:d:q:L:C")) != -1) {
 		switch (o) {
 		case 'a': agents = (int)strtol(optarg, NULL, 10); break;
 		case 'w': windows = (int)strtol(optarg, NULL, 10); break;
@@ -337,9 +415,10 @@ int main(int argc, char **argv)
 		case 'd': dir = optarg; break;
 		case 'q': reps = (int)strtol(optarg, NULL, 10); break;
 		case 'L': loop_s = strtod(optarg, NULL); break;
+		case 'C': pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ); break;
 		default:
 			fprintf(stderr, "usage: profstore-bench [-a agents] [-w windows] [-k stacks] "
-					"[-d dir] [-q reps] [-L secs]\n");
+					"[-d dir] [-q reps] [-L secs] [-C]\n");
 			return 2;
 		}
 	}
@@ -413,10 +492,51 @@ int main(int argc, char **argv)
 	       "ms max %.2f ms\n",
 	       ingest, (double)n / ingest, (double)samples / ingest, lat[n / 2] * 1e3,
 	       lat[(size_t)((double)n * 0.99)] * 1e3, lat[n - 1] * 1e3);
+	/* The compact flame forms (counted in the totals with the bodies). */
+	uint64_t flame_bytes = 0;
+	size_t with_flame = 0;
+	{
+		struct pf_profile_filter all = {0};
+		struct idlist l = {0};
+		struct pf_buf fb;
+		pf_buf_init(&fb, PF_PROFSTORE_FLAME_MAX_BYTES);
+		if (pf_store_profiles_foreach(st, &all, ids_cb, &l) == 0) {
+			for (size_t i = 0; i < l.n; i++) {
+				pf_buf_reset(&fb);
+				if (pf_store_profile_flame(st, l.v[i], &fb) == 0) {
+					flame_bytes += fb.len;
+					with_flame++;
+				}
+			}
+		}
+		pf_buf_release(&fb);
+		free(l.v);
+	}
+	bytes -= (int64_t)flame_bytes;
 	printf("store: %" PRId64 " profiles, %.1f MiB bodies (avg %.1f KiB gzip'd; requests avg "
 	       "%.1f KiB)\n",
 	       count, (double)bytes / 1048576.0, (double)bytes / (double)pf_max(count, 1) / 1024.0,
 	       (double)req_bytes / (double)n / 1024.0);
+	{
+		struct stat sb;
+		char wal[272];
+		double file = stat(db, &sb) == 0 ? (double)sb.st_size : 0;
+		snprintf(wal, sizeof(wal), "%s-wal", db);
+		if (stat(wal, &sb) == 0)
+			file += (double)sb.st_size;
+		printf("store: compact flame forms on %zu of %" PRId64 " profiles, %.1f MiB (avg %.1f "
+		       "KiB); database file %.1f MiB\n",
+		       with_flame, count, (double)flame_bytes / 1048576.0,
+		       (double)flame_bytes / (double)pf_max(with_flame, 1) / 1024.0, file / 1048576.0);
+	}
+	{
+		struct pf_profile_filter svc = {.service = "svc-3", .type = "cpu"};
+		struct pf_profile_filter fleet = {.type = "cpu", .limit = PF_API_PROF_MERGE_DEFAULT};
+		merge_bench(st, "one service (all)", &svc, pf_min(reps, 3));
+		struct pf_profile_filter every = {.type = "cpu", .limit = PF_API_PROF_MERGE_MAX};
+		merge_bench(st, "fleet, newest 200", &fleet, reps);
+		merge_bench(st, "fleet, up to 5000", &every, 1);
+	}
 
 	/* Queries over the whole hour. */
 	struct pf_metrics metrics;

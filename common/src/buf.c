@@ -60,6 +60,18 @@ int pf_buf_append(struct pf_buf *b, const void *p, size_t n)
 	return 0;
 }
 
+int pf_buf_append_uvarint(struct pf_buf *b, uint64_t v)
+{
+	uint8_t t[10];
+	size_t n = 0;
+
+	do {
+		t[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	return pf_buf_append(b, t, n);
+}
+
 int pf_buf_append_str(struct pf_buf *b, const char *s)
 {
 	return pf_buf_append(b, s, strlen(s));

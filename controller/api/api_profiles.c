@@ -359,13 +359,8 @@ static int merge(struct pf_api *api, struct pf_profile_filter *f, size_t max_pro
 	for (size_t i = 0; i < take; i++) {
 		/* i-th of `take` evenly spaced picks among n */
 		size_t at = (size_t)(((unsigned __int128)i * l.n) / take);
-		struct pf_prof_window *w = NULL;
-		if (pf_profstore_load(api->store, l.ids[at], &w, NULL) < 0) {
-			ms->failed++;
-			continue;
-		}
-		rc = pf_flame_add_window(fl, w, slot);
-		pf_prof_window_free(w);
+		/* the compact flame form when stored, else the body (same tree) */
+		rc = pf_profstore_merge(api->store, l.ids[at], fl, slot);
 		if (rc == -ENOMEM)
 			break;
 		if (rc < 0) {

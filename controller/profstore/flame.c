@@ -274,8 +274,18 @@ void pf_flame_frame_name(const struct pf_prof_process *p, const struct pf_prof_f
 	snprintf(buf, len, "0x%" PRIx64, fr->address);
 }
 
-/* Interned names of one process's frames, computed once per window (NONE until needed). */
-static int process_add(struct pf_flame *f, const struct pf_prof_process *p, int slot)
+/* The one walk over a process's samples that both the tree (process_add) and the compact
+ * form (cenc_process) use, so both see the same samples, names and order: name() turns a
+ * frame's display name (pf_flame_frame_name) into an id, once per frame; path() gets every
+ * sample with a count as root-first ids. Stacks deeper than max_depth: -E2BIG. */
+struct path_walk {
+	void *ctx;
+	int (*name)(void *ctx, const char *s, size_t n, uint32_t *id);
+	int (*path)(void *ctx, const uint32_t *ids, uint32_t n, uint64_t count);
+	uint32_t max_depth;
+};
+
+static int walk_paths(const struct pf_prof_process *p, const struct path_walk *wk)
 {
 	_cleanup_free_ uint32_t *fnames = malloc((p->n_frames ? p->n_frames : 1) * sizeof(uint32_t));
 	_cleanup_free_ uint32_t *path = NULL;
@@ -294,6 +304,8 @@ static int process_add(struct pf_flame *f, const struct pf_prof_process *p, int 
 		if (s->stack >= p->n_stacks)
 			return -EINVAL;
 		const struct pf_prof_stack *st = &p->stacks[s->stack];
+		if (wk->max_depth && st->n_frames > wk->max_depth)
+			return -E2BIG;
 		if (st->n_frames > path_cap) {
 			uint32_t *np = realloc(path, st->n_frames * sizeof(*np));
 			if (!np)
@@ -307,18 +319,48 @@ static int process_add(struct pf_flame *f, const struct pf_prof_process *p, int 
 			if (fi >= p->n_frames)
 				return -EINVAL;
 			if (fnames[fi] == NONE) {
-				pf_flame_frame_name(p, &p->frames[fi], name, sizeof(name));
-				rc = intern(f, name, strlen(name), &fnames[fi]);
+				const char *fn = p->frames[fi].function;
+				if (fn && *fn) { /* what pf_flame_frame_name() gives, sans printf */
+					rc = wk->name(wk->ctx, fn, strnlen(fn, sizeof(name) - 1),
+						      &fnames[fi]);
+				} else {
+					pf_flame_frame_name(p, &p->frames[fi], name, sizeof(name));
+					rc = wk->name(wk->ctx, name, strlen(name), &fnames[fi]);
+				}
 				if (rc < 0)
 					return rc;
 			}
 			path[k] = fnames[fi];
 		}
-		rc = add_path(f, path, st->n_frames, s->count, slot);
+		rc = wk->path(wk->ctx, path, st->n_frames, s->count);
 		if (rc < 0)
 			return rc;
 	}
 	return 0;
+}
+
+struct tree_add {
+	struct pf_flame *f;
+	int slot;
+};
+
+static int tree_name(void *ctx, const char *s, size_t n, uint32_t *id)
+{
+	return intern(((struct tree_add *)ctx)->f, s, n, id);
+}
+
+static int tree_path(void *ctx, const uint32_t *ids, uint32_t n, uint64_t count)
+{
+	struct tree_add *t = ctx;
+	return add_path(t->f, ids, n, count, t->slot);
+}
+
+/* One process's samples into the tree. */
+static int process_add(struct pf_flame *f, const struct pf_prof_process *p, int slot)
+{
+	struct tree_add t = {f, slot};
+	struct path_walk wk = {.ctx = &t, .name = tree_name, .path = tree_path};
+	return walk_paths(p, &wk);
 }
 
 int pf_flame_add_window(struct pf_flame *f, const struct pf_prof_window *w, int slot)
@@ -604,4 +646,375 @@ int pf_flame_top(const struct pf_flame *f, int slot, size_t limit, struct pf_fla
 out:
 	kids_release(&k);
 	return rc;
+}
+
+/* ---- Compact form (flame.h). */
+
+#define COMPACT_MAGIC "PFL1"
+#define COMPACT_HDR 12 /* magic + 8-byte checksum */
+
+static uint64_t compact_sum(const uint8_t *p, size_t n)
+{
+	return hash_bytes((const char *)p, n);
+}
+
+/* Reads a varint from [*p, end); false when truncated or over 64 bits. */
+static bool get_uvarint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	uint64_t x = 0;
+
+	for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
+		uint8_t c = *(*p)++;
+		if (shift == 63 && c > 1)
+			return false;
+		x |= (uint64_t)(c & 0x7f) << shift;
+		if (!(c & 0x80)) {
+			*v = x;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The encoder's string table and distinct stacks (first-occurrence order). */
+struct cenc {
+	struct pf_buf strs;   /* the string section as it will be written */
+	uint32_t n_strs;
+	uint64_t *str_hash;   /* per string */
+	uint32_t *str_off;    /* per string: offset of its bytes in strs, and length */
+	uint32_t *str_len;
+	size_t str_cap;
+	uint32_t *str_tab;    /* open addressing: index + 1 */
+	size_t str_tab_cap;
+	uint32_t *ids;        /* every distinct stack's ids, root first, back to back */
+	size_t n_ids, cap_ids;
+	struct cstack {
+		uint64_t hash, weight;
+		size_t off;
+		uint32_t len;
+	} *stacks;
+	size_t n_stacks, cap_stacks;
+	uint32_t *stack_tab;  /* open addressing: index + 1 */
+	size_t stack_tab_cap;
+};
+
+static void cenc_release(struct cenc *e)
+{
+	pf_buf_release(&e->strs);
+	free(e->str_hash);
+	free(e->str_off);
+	free(e->str_len);
+	free(e->str_tab);
+	free(e->ids);
+	free(e->stacks);
+	free(e->stack_tab);
+}
+
+static int tab_grow(uint32_t **tab, size_t *cap, size_t n, const uint64_t *hashes)
+{
+	size_t nc = *cap ? *cap * 2 : 256;
+	uint32_t *t = calloc(nc, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		size_t j = hashes[i] & (nc - 1);
+		while (t[j])
+			j = (j + 1) & (nc - 1);
+		t[j] = (uint32_t)i + 1;
+	}
+	free(*tab);
+	*tab = t;
+	*cap = nc;
+	return 0;
+}
+
+static int cenc_str(struct cenc *e, const char *s, size_t n, uint32_t *out)
+{
+	uint64_t h = hash_bytes(s, n);
+	int rc;
+
+	if ((e->n_strs + 1) * 10 >= e->str_tab_cap * 7 &&
+	    (rc = tab_grow(&e->str_tab, &e->str_tab_cap, e->n_strs, e->str_hash)) < 0)
+		return rc;
+	size_t j = h & (e->str_tab_cap - 1);
+	while (e->str_tab[j]) {
+		uint32_t i = e->str_tab[j] - 1;
+		if (e->str_hash[i] == h && e->str_len[i] == n &&
+		    memcmp(e->strs.data + e->str_off[i], s, n) == 0) {
+			*out = i;
+			return 0;
+		}
+		j = (j + 1) & (e->str_tab_cap - 1);
+	}
+	if (e->n_strs == e->str_cap) {
+		size_t cap = e->str_cap ? e->str_cap * 2 : 256;
+		uint64_t *nh = realloc(e->str_hash, cap * sizeof(*nh));
+		if (!nh)
+			return -ENOMEM;
+		e->str_hash = nh;
+		uint32_t *no = realloc(e->str_off, cap * sizeof(*no));
+		if (!no)
+			return -ENOMEM;
+		e->str_off = no;
+		uint32_t *nl = realloc(e->str_len, cap * sizeof(*nl));
+		if (!nl)
+			return -ENOMEM;
+		e->str_len = nl;
+		e->str_cap = cap;
+	}
+	rc = pf_buf_append_uvarint(&e->strs, n);
+	if (rc == 0 && e->strs.len > UINT32_MAX - n)
+		rc = -E2BIG;
+	if (rc < 0)
+		return rc;
+	e->str_off[e->n_strs] = (uint32_t)e->strs.len;
+	rc = pf_buf_append(&e->strs, s, n);
+	if (rc < 0)
+		return rc;
+	e->str_len[e->n_strs] = (uint32_t)n;
+	e->str_hash[e->n_strs] = h;
+	e->str_tab[j] = e->n_strs + 1;
+	*out = e->n_strs++;
+	return 0;
+}
+
+/* Adds weight to the distinct stack path[0..n) (appended to ids when new). */
+static int cenc_stack(struct cenc *e, const uint32_t *path, uint32_t n, uint64_t weight)
+{
+	uint64_t h = mix(n);
+
+	for (uint32_t i = 0; i < n; i++)
+		h = mix(h ^ path[i]) + i;
+	if ((e->n_stacks + 1) * 10 >= e->stack_tab_cap * 7) {
+		size_t nc = e->stack_tab_cap ? e->stack_tab_cap * 2 : 256;
+		uint32_t *t = calloc(nc, sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		for (size_t i = 0; i < e->n_stacks; i++) {
+			size_t k = e->stacks[i].hash & (nc - 1);
+			while (t[k])
+				k = (k + 1) & (nc - 1);
+			t[k] = (uint32_t)i + 1;
+		}
+		free(e->stack_tab);
+		e->stack_tab = t;
+		e->stack_tab_cap = nc;
+	}
+	size_t j = h & (e->stack_tab_cap - 1);
+	while (e->stack_tab[j]) {
+		struct cstack *c = &e->stacks[e->stack_tab[j] - 1];
+		if (c->hash == h && c->len == n &&
+		    (n == 0 || memcmp(e->ids + c->off, path, n * sizeof(*path)) == 0)) {
+			c->weight += weight; /* wraps like the tree's sums: same result mod 2^64 */
+			return 0;
+		}
+		j = (j + 1) & (e->stack_tab_cap - 1);
+	}
+	if (e->n_stacks == e->cap_stacks) {
+		size_t cap = e->cap_stacks ? e->cap_stacks * 2 : 256;
+		struct cstack *ns = realloc(e->stacks, cap * sizeof(*ns));
+		if (!ns)
+			return -ENOMEM;
+		e->stacks = ns;
+		e->cap_stacks = cap;
+	}
+	if (e->n_ids + n > e->cap_ids) {
+		size_t cap = pf_max(e->cap_ids * 2, e->n_ids + n + 256);
+		uint32_t *ni = realloc(e->ids, cap * sizeof(*ni));
+		if (!ni)
+			return -ENOMEM;
+		e->ids = ni;
+		e->cap_ids = cap;
+	}
+	if (n)
+		memcpy(e->ids + e->n_ids, path, n * sizeof(*path));
+	e->stacks[e->n_stacks] = (struct cstack){.hash = h, .weight = weight, .off = e->n_ids,
+						 .len = n};
+	e->n_ids += n;
+	e->stack_tab[j] = (uint32_t)e->n_stacks + 1;
+	e->n_stacks++;
+	return 0;
+}
+
+static int cenc_name(void *ctx, const char *s, size_t n, uint32_t *id)
+{
+	return cenc_str(ctx, s, n, id);
+}
+
+static int cenc_path(void *ctx, const uint32_t *ids, uint32_t n, uint64_t count)
+{
+	return cenc_stack(ctx, ids, n, count);
+}
+
+/* The same walk as process_add(): the same samples, names and order. */
+static int cenc_process(struct cenc *e, const struct pf_prof_process *p)
+{
+	struct path_walk wk = {.ctx = e, .name = cenc_name, .path = cenc_path,
+			       .max_depth = PF_FLAME_COMPACT_MAX_DEPTH};
+	return walk_paths(p, &wk);
+}
+
+int pf_flame_compact_encode(const struct pf_prof_process *p, size_t max_bytes,
+			    struct pf_buf *out)
+{
+	struct cenc e = {0};
+	size_t start = out->len;
+	int rc;
+
+	if (!p)
+		return -EINVAL;
+	if (!max_bytes || max_bytes > PF_FLAME_COMPACT_MAX_BYTES)
+		max_bytes = PF_FLAME_COMPACT_MAX_BYTES;
+	pf_buf_init(&e.strs, max_bytes);
+	rc = cenc_process(&e, p);
+	if (rc == 0)
+		rc = pf_buf_append(out, COMPACT_MAGIC "\0\0\0\0\0\0\0\0", COMPACT_HDR);
+	if (rc == 0)
+		rc = pf_buf_append_uvarint(out, e.n_strs);
+	if (rc == 0)
+		rc = pf_buf_append(out, e.strs.data ? e.strs.data : (const uint8_t *)"", e.strs.len);
+	if (rc == 0)
+		rc = pf_buf_append_uvarint(out, e.n_stacks);
+	const uint32_t *prev = NULL;
+	uint32_t prev_len = 0;
+	for (size_t i = 0; rc == 0 && i < e.n_stacks; i++) {
+		const struct cstack *c = &e.stacks[i];
+		const uint32_t *ids = e.ids + c->off;
+		uint32_t shared = 0;
+		while (shared < c->len && shared < prev_len && ids[shared] == prev[shared])
+			shared++;
+		rc = pf_buf_append_uvarint(out, c->weight);
+		if (rc == 0)
+			rc = pf_buf_append_uvarint(out, shared);
+		if (rc == 0)
+			rc = pf_buf_append_uvarint(out, c->len - shared);
+		for (uint32_t k = shared; rc == 0 && k < c->len; k++)
+			rc = pf_buf_append_uvarint(out, ids[k]);
+		if (rc == 0 && out->len - start > max_bytes)
+			rc = -E2BIG;
+		prev = ids;
+		prev_len = c->len;
+	}
+	if (rc == 0 && out->len - start > max_bytes)
+		rc = -E2BIG;
+	if (rc == 0) {
+		uint64_t sum = compact_sum(out->data + start + COMPACT_HDR,
+					   out->len - start - COMPACT_HDR);
+		for (int i = 0; i < 8; i++)
+			out->data[start + 4 + i] = (uint8_t)(sum >> (8 * i));
+	}
+	cenc_release(&e);
+	if (rc < 0)
+		out->len = start;
+	return rc;
+}
+
+/* One string of a compact form: where its bytes are. */
+struct cstr {
+	const uint8_t *p;
+	uint32_t len;
+};
+
+/* Checks the whole form (structure, lengths, every index, the checksum) before the tree is
+ * touched, and finds the strings and the start of the stack section. */
+static int compact_check(const uint8_t *b, size_t len, struct cstr **strs_out, uint64_t *n_strs,
+			 const uint8_t **stacks, uint64_t *n_stacks, uint32_t *max_depth)
+{
+	const uint8_t *p = b + COMPACT_HDR, *end = b + len;
+	uint64_t sum = 0, n, ns;
+
+	*strs_out = NULL;
+	if (len < COMPACT_HDR || len > PF_FLAME_COMPACT_MAX_BYTES ||
+	    memcmp(b, COMPACT_MAGIC, 4) != 0)
+		return -EBADMSG;
+	for (int i = 0; i < 8; i++)
+		sum |= (uint64_t)b[4 + i] << (8 * i);
+	if (sum != compact_sum(p, len - COMPACT_HDR))
+		return -EBADMSG;
+	/* every string takes at least one byte, every stack at least three */
+	if (!get_uvarint(&p, end, &n) || n > (size_t)(end - p))
+		return -EBADMSG;
+	struct cstr *strs = malloc((n ? n : 1) * sizeof(*strs));
+	if (!strs)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t sl;
+		if (!get_uvarint(&p, end, &sl) || sl >= PF_FLAME_NAME_MAX ||
+		    sl > (size_t)(end - p) || memchr(p, 0, sl))
+			goto bad;
+		strs[i] = (struct cstr){p, (uint32_t)sl};
+		p += sl;
+	}
+	if (!get_uvarint(&p, end, &ns) || ns > (size_t)(end - p) / 3 + 1)
+		goto bad;
+	*stacks = p;
+	uint64_t depth = 0, maxd = 0;
+	for (uint64_t i = 0; i < ns; i++) {
+		uint64_t w, shared, rest;
+		if (!get_uvarint(&p, end, &w) || !w || !get_uvarint(&p, end, &shared) ||
+		    shared > depth || !get_uvarint(&p, end, &rest) ||
+		    rest > PF_FLAME_COMPACT_MAX_DEPTH - shared)
+			goto bad;
+		for (uint64_t k = 0; k < rest; k++) {
+			uint64_t id;
+			if (!get_uvarint(&p, end, &id) || id >= n)
+				goto bad;
+		}
+		depth = shared + rest;
+		maxd = pf_max(maxd, depth);
+	}
+	if (p != end)
+		goto bad;
+	*strs_out = strs;
+	*n_strs = n;
+	*n_stacks = ns;
+	*max_depth = (uint32_t)maxd;
+	return 0;
+bad:
+	free(strs);
+	return -EBADMSG;
+}
+
+int pf_flame_add_compact(struct pf_flame *f, const void *blob, size_t len, int slot)
+{
+	_cleanup_free_ struct cstr *strs = NULL;
+	_cleanup_free_ uint32_t *map = NULL, *path = NULL;
+	const uint8_t *p, *end = (const uint8_t *)blob + len;
+	uint64_t n_strs, n_stacks;
+	uint32_t max_depth, depth = 0;
+	int rc;
+
+	if (slot < 0 || slot >= PF_FLAME_SLOTS || (!blob && len))
+		return -EINVAL;
+	if (!blob)
+		return -EBADMSG;
+	rc = compact_check(blob, len, &strs, &n_strs, &p, &n_stacks, &max_depth);
+	if (rc < 0)
+		return rc;
+	map = malloc((n_strs ? n_strs : 1) * sizeof(*map));
+	path = malloc((max_depth ? max_depth : 1) * sizeof(*path));
+	if (!map || !path)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n_strs; i++) {
+		rc = intern(f, (const char *)strs[i].p, strs[i].len, &map[i]);
+		if (rc < 0)
+			return rc;
+	}
+	/* Checked above: every read below succeeds and stays in bounds. */
+	for (uint64_t i = 0; i < n_stacks; i++) {
+		uint64_t w = 0, shared = 0, rest = 0, id = 0;
+		get_uvarint(&p, end, &w);
+		get_uvarint(&p, end, &shared);
+		get_uvarint(&p, end, &rest);
+		depth = (uint32_t)shared;
+		for (uint64_t k = 0; k < rest; k++) {
+			get_uvarint(&p, end, &id);
+			path[depth++] = map[id];
+		}
+		rc = add_path(f, path, depth, w, slot);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }

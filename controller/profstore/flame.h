@@ -44,6 +44,32 @@ int pf_flame_add_stack(struct pf_flame *f, const char *const *names, size_t n, u
 void pf_flame_frame_name(const struct pf_prof_process *p, const struct pf_prof_frame *fr,
 			 char *buf, size_t len);
 
+/* ---- Compact form: what pf_flame_add_window() would add for one process, pre-aggregated so
+ * that merged views need neither gunzip nor an OTLP decode (profstore.c stores one per
+ * profile at ingest). Bytes, little-endian, varints LEB128:
+ *   "PFL1", 8-byte FNV-1a 64 of everything after these 12 bytes,
+ *   n_strings, then per string: length (< PF_FLAME_NAME_MAX, no NUL), bytes — the frame
+ *     names as pf_flame_frame_name() gives them, in order of first use;
+ *   n_stacks, then per distinct stack (first-occurrence order of its samples): weight (sum of
+ *     the counts of its samples, > 0), shared (number of leading names equal to the previous
+ *     stack's), rest, then rest string indices: the names root first after the shared ones.
+ * Samples with the same name path are one stack: inserting them once with the summed weight
+ * at the place of the first gives the same tree, node cap and truncation included (a later
+ * duplicate creates no node: either its path exists already or the cap was full then). */
+#define PF_FLAME_COMPACT_MAX_BYTES ((size_t)4 << 20)
+#define PF_FLAME_COMPACT_MAX_DEPTH 65536u
+
+/* Appends the compact form of p to out. max_bytes caps the form (0 or more than
+ * PF_FLAME_COMPACT_MAX_BYTES = that). 0; -E2BIG over the cap, a stack deeper than
+ * PF_FLAME_COMPACT_MAX_DEPTH or out's cap; -EINVAL for an index out of range in p (the old
+ * path then fails the same way); -ENOMEM. On error out is left as it was. */
+int pf_flame_compact_encode(const struct pf_prof_process *p, size_t max_bytes,
+			    struct pf_buf *out);
+/* Adds a compact form into slot, exactly as pf_flame_add_window() would have added the
+ * process it was made from. The whole form is checked first (magic, checksum, lengths, every
+ * index): -EBADMSG and the tree untouched when anything is off. -EINVAL, -ENOMEM. */
+int pf_flame_add_compact(struct pf_flame *f, const void *blob, size_t len, int slot);
+
 uint64_t pf_flame_total(const struct pf_flame *f, int slot); /* the root's value */
 size_t pf_flame_node_count(const struct pf_flame *f);
 bool pf_flame_truncated(const struct pf_flame *f);

@@ -3,11 +3,13 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "flame.h"
 #include "otlp_profiles.h"
 #include "pf/compiler.h"
 #include "pf/gzip.h"
@@ -25,32 +27,21 @@
  *   google.rpc.Status { int32 code = 1; string message = 2; }
  * (profiles_service.proto, google/rpc/status.proto). */
 
-static int put_varint(struct pf_buf *b, uint64_t v)
-{
-	uint8_t t[10];
-	size_t n = 0;
-
-	do {
-		t[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-		v >>= 7;
-	} while (v);
-	return pf_buf_append(b, t, n);
-}
-
 /* Fields 1 (varint) and 2 (string) of a message: both answers have this shape. */
 static int put_int_and_string(struct pf_buf *b, int64_t v, const char *msg)
 {
 	int rc = 0;
 	if (v) {
 		rc = pf_buf_putc(b, 0x08);
+		/* negative int64/int32: 10-byte two's complement */
 		if (rc == 0)
-			rc = put_varint(b, (uint64_t)v); /* negative int64/int32: 10-byte two's complement */
+			rc = pf_buf_append_uvarint(b, (uint64_t)v);
 	}
 	if (rc == 0 && msg && *msg) {
 		size_t n = strlen(msg);
 		rc = pf_buf_putc(b, 0x12);
 		if (rc == 0)
-			rc = put_varint(b, n);
+			rc = pf_buf_append_uvarint(b, n);
 		if (rc == 0)
 			rc = pf_buf_append(b, msg, n);
 	}
@@ -69,7 +60,7 @@ int pf_profstore_encode_response(int64_t rejected, const char *msg, struct pf_bu
 	if (rc == 0)
 		rc = pf_buf_putc(out, 0x0a);
 	if (rc == 0)
-		rc = put_varint(out, inner.len);
+		rc = pf_buf_append_uvarint(out, inner.len);
 	if (rc == 0)
 		rc = pf_buf_append(out, inner.data ? inner.data : (const uint8_t *)"", inner.len);
 	pf_buf_release(&inner);
@@ -156,16 +147,30 @@ static const char *base_name(const char *p)
 	return s ? s + 1 : p;
 }
 
+static atomic_uint compact_flags = PF_PROFSTORE_COMPACT_WRITE | PF_PROFSTORE_COMPACT_READ;
+
+void pf_profstore_set_compact(unsigned flags)
+{
+	atomic_store(&compact_flags, flags);
+}
+
+unsigned pf_profstore_compact(void)
+{
+	return atomic_load(&compact_flags);
+}
+
 /* One stored profile being prepared. */
 struct prep {
 	struct pf_profile_row row;
 	struct pf_buf body;
+	struct pf_buf flame;
 	struct pf_profile_link *links;
 };
 
 static void prep_release(struct prep *p)
 {
 	pf_buf_release(&p->body);
+	pf_buf_release(&p->flame);
 	free(p->links);
 }
 
@@ -199,6 +204,20 @@ static int prepare_one(const struct pf_prof_window *w, size_t i, int64_t now_ms,
 	rc = collect_links(p, &pp->links, &pp->row.n_link_entries);
 	if (rc < 0)
 		return rc;
+	/* Over the cap or not encodable: no compact form, the views decode the body. */
+	if (pf_profstore_compact() & PF_PROFSTORE_COMPACT_WRITE) {
+		struct pf_buf form;
+		pf_buf_init(&form, PF_PROFSTORE_FLAME_MAX_BYTES);
+		rc = pf_flame_compact_encode(p, PF_PROFSTORE_FLAME_MAX_BYTES, &form);
+		if (rc == 0)
+			rc = pf_gzip_compress(form.data, form.len, PF_PROFSTORE_FLAME_GZIP_LEVEL,
+					      &pp->flame);
+		pf_buf_release(&form);
+		if (rc == -ENOMEM)
+			return rc;
+		if (rc < 0)
+			pf_buf_reset(&pp->flame);
+	}
 
 	const char *exe = attr(p, "process.executable.name");
 	const char *path = attr(p, "process.executable.path");
@@ -226,6 +245,8 @@ static int prepare_one(const struct pf_prof_window *w, size_t i, int64_t now_ms,
 	pp->row.received_ms = now_ms;
 	pp->row.body = pp->body.data;
 	pp->row.body_len = pp->body.len;
+	pp->row.flame = pp->flame.len ? pp->flame.data : NULL;
+	pp->row.flame_len = pp->flame.len;
 	return 0;
 }
 
@@ -324,6 +345,7 @@ int pf_profstore_ingest(struct pf_store *st, const struct pf_profstore_request *
 		struct prep *pp = &preps[n_prep];
 		struct pf_error e = {0};
 		pf_buf_init(&pp->body, PF_PROFSTORE_LOAD_MAX_BYTES);
+		pf_buf_init(&pp->flame, PF_PROFSTORE_FLAME_MAX_BYTES);
 		rc = prepare_one(w, i, req->now_ms, pp, &e);
 		if (rc == 0) {
 			n_prep++;
@@ -406,5 +428,37 @@ int pf_profstore_load(struct pf_store *st, int64_t id, struct pf_prof_window **o
 	}
 	pf_buf_release(&gz);
 	pf_buf_release(&raw);
+	return rc;
+}
+
+int pf_profstore_merge(struct pf_store *st, int64_t id, struct pf_flame *f, int slot)
+{
+	struct pf_prof_window *w = NULL;
+	int rc;
+
+	if (!f || slot < 0 || slot >= PF_FLAME_SLOTS)
+		return -EINVAL;
+	if (pf_profstore_compact() & PF_PROFSTORE_COMPACT_READ) {
+		struct pf_buf gz, b;
+		pf_buf_init(&gz, PF_PROFSTORE_FLAME_MAX_BYTES);
+		pf_buf_init(&b, PF_PROFSTORE_FLAME_MAX_BYTES);
+		rc = pf_store_profile_flame(st, id, &gz);
+		if (rc == 0)
+			rc = pf_gzip_decompress(gz.data ? gz.data : (const uint8_t *)"", gz.len,
+						PF_PROFSTORE_FLAME_MAX_BYTES, &b);
+		if (rc == 0)
+			rc = pf_flame_add_compact(f, b.data, b.len, slot);
+		pf_buf_release(&gz);
+		pf_buf_release(&b);
+
+		if (rc == 0 || rc == -ENOMEM)
+			return rc;
+		/* none (older profile), unreadable or corrupt (nothing was added): the body */
+	}
+	rc = pf_profstore_load(st, id, &w, NULL);
+	if (rc < 0)
+		return rc == -ENOMEM ? -EIO : rc;
+	rc = pf_flame_add_window(f, w, slot);
+	pf_prof_window_free(w);
 	return rc;
 }

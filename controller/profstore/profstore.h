@@ -3,7 +3,8 @@
  * bytes, and loading a stored profile back into a window for the views (flame.h) and the pprof
  * download. server.c calls pf_profstore_ingest() on the receiver's writer thread (a one-thread
  * query_pool.h pool with its own connection) and writes back what it fills; the API
- * (api/api_profiles.c) calls pf_profstore_load(), on the query pool's threads.
+ * (api/api_profiles.c) calls pf_profstore_load() and pf_profstore_merge(), on the query
+ * pool's threads.
  *
  * Receiver (OTLP 1.x, "OTLP/HTTP" section of the specification):
  *  - body: a binary protobuf ExportProfilesServiceRequest (opentelemetry-proto v1.11.0
@@ -73,6 +74,29 @@ int pf_profstore_ingest(struct pf_store *st, const struct pf_profstore_request *
  * -ENOENT, -EBADMSG for a body that no longer decodes, -E2BIG, -ENOMEM, -EIO; err says. */
 int pf_profstore_load(struct pf_store *st, int64_t id, struct pf_prof_window **out,
 		      struct pf_error *err);
+
+/* ---- Merged views. Each stored profile also gets, at ingest, its compact flame form
+ * (flame.h "Compact form", at most PF_PROFSTORE_FLAME_MAX_BYTES, else none) in the store
+ * (pf_store_profile_flame); merging reads that instead of gunzip + OTLP decode of the body.
+ * Profiles without one (stored before schema 3, too large) or with one that does not check
+ * out are merged from their body, with the same result. */
+#define PF_PROFSTORE_FLAME_MAX_BYTES ((size_t)1 << 20)
+#define PF_PROFSTORE_FLAME_GZIP_LEVEL 1
+
+struct pf_flame;
+
+/* Adds the stored profile `id` into slot of f, exactly as pf_profstore_load() followed by
+ * pf_flame_add_window() would. 0; -ENOMEM only when the tree ran out of memory (stop
+ * merging); any other negative errno: this profile could not be merged (-ENOENT, -EBADMSG,
+ * -EINVAL, -EIO...). */
+int pf_profstore_merge(struct pf_store *st, int64_t id, struct pf_flame *f, int slot);
+
+/* Process-wide switch (tests and profstore-bench compare both paths): WRITE = ingest stores
+ * compact forms, READ = pf_profstore_merge() uses them. Both by default. */
+#define PF_PROFSTORE_COMPACT_WRITE 1u
+#define PF_PROFSTORE_COMPACT_READ 2u
+void pf_profstore_set_compact(unsigned flags);
+unsigned pf_profstore_compact(void);
 
 /* The profile type name of a window (see above); never NULL. */
 const char *pf_profstore_type(const struct pf_prof_window *w);

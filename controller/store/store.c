@@ -120,6 +120,13 @@ static const char *const migrations[] = {
 	"CREATE INDEX profiles_agent ON profiles (agent, start_ns);"
 	"CREATE INDEX profiles_received ON profiles (received_ms);"
 	"CREATE INDEX profile_links_profile ON profile_links (profile);",
+	/* 2 -> 3: the compact flame form of each profile (profstore/flame.h "Compact form"),
+	 * written at ingest next to the body so merged flame graphs skip gunzip + OTLP decode.
+	 * Its own table: profiles stored before this step simply have no row here. Its bytes
+	 * are added to profile_totals by store_profiles.c (not by triggers: the schema has to
+	 * stay on the database's first page, which test_store's corrupt-page test relies on). */
+	"CREATE TABLE profile_flames (id INTEGER PRIMARY KEY REFERENCES profiles (id) ON DELETE "
+	"CASCADE, flame BLOB NOT NULL) STRICT;",
 };
 /* clang-format on */
 

@@ -155,8 +155,9 @@ int pf_store_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
 
 /* ---- Profiles: the embedded profile store (store_profiles.c; docs/api.md "Profiles").
  * One row per received profile (one OTLP Profile = one process of one window): metadata,
- * the trace links it carries, and its body (opaque bytes, gzip'd by the caller) in a
- * separate table. Retention deletes oldest first (by id, i.e. arrival order). */
+ * the trace links it carries, and its body (opaque bytes, gzip'd by the caller) and its
+ * compact flame form (opaque bytes, optional) in separate tables. Retention deletes oldest
+ * first (by id, i.e. arrival order). */
 #define PF_STORE_PROFILE_MAX_LINKS 256 /* links kept per profile; more are counted, not stored */
 
 struct pf_profile_link {
@@ -184,27 +185,30 @@ struct pf_profile_row {
 	 * pf_store_profile_get: the stored links; iterators: NULL. */
 	size_t n_link_entries;
 	const struct pf_profile_link *links;
-	/* insert only: the body to store. */
+	/* insert only: the body to store, and the profile's compact flame form
+	 * (profstore/flame.h; NULL/0 = none, the views then decode the body). */
 	const void *body;
 	size_t body_len;
+	const void *flame;
+	size_t flame_len;
 };
 
 /* Retention applied by pf_store_profiles_insert() (after the insert, same transaction) and by
  * pf_store_profiles_retain(). 0 = no limit. */
 struct pf_profile_retention {
 	int64_t max_age_ms;
-	int64_t max_bytes; /* sum of body_bytes */
+	int64_t max_bytes; /* sum of body_bytes and compact flame form sizes */
 };
 
 /* The retention this connection's users (the receiver) apply at insert; both 0 until set. */
 int pf_store_profiles_set_retention(struct pf_store *st, const struct pf_profile_retention *ret);
 void pf_store_profiles_get_retention(struct pf_store *st, struct pf_profile_retention *ret);
 
-/* Inserts the rows (and their bodies and links) in one BEGIN IMMEDIATE transaction, all or
- * nothing; ids are written back into rows[i].id. With ret, then deletes the oldest profiles
- * while the total stored body bytes exceed ret->max_bytes (so the store never stays over the
- * cap; a single profile larger than the cap is itself deleted) and at most 64 profiles older
- * than ret->max_age_ms, in the same transaction; *deleted (may be NULL) counts them. Strings
+/* Inserts the rows (and their bodies, compact flame forms and links) in one BEGIN IMMEDIATE
+ * transaction, all or nothing; ids are written back into rows[i].id. With ret, then deletes
+ * the oldest profiles while the total stored bytes (bodies + compact flame forms) exceed
+ * ret->max_bytes (so the store never stays over the cap; a single profile larger than the
+ * cap is itself deleted) and at most 64 profiles older than ret->max_age_ms, in the same transaction; *deleted (may be NULL) counts them. Strings
  * must be non-NULL (-EINVAL). */
 int pf_store_profiles_insert(struct pf_store *st, struct pf_profile_row *rows, size_t n,
 			     const struct pf_profile_retention *ret, int64_t now_ms,
@@ -216,7 +220,7 @@ int pf_store_profiles_insert(struct pf_store *st, struct pf_profile_row *rows, s
 int pf_store_profiles_retain(struct pf_store *st, const struct pf_profile_retention *ret,
 			     int64_t now_ms, size_t max_rows, size_t *deleted);
 
-/* Number of stored profiles and the sum of their body bytes. */
+/* Number of stored profiles and the sum of their body and compact flame form bytes. */
 int pf_store_profiles_totals(struct pf_store *st, int64_t *count, int64_t *bytes);
 
 struct pf_profile_filter {
@@ -242,6 +246,11 @@ int pf_store_profile_get(struct pf_store *st, int64_t id,
 
 /* Appends the stored body of profile `id` to out. -ENOENT, -E2BIG from out's cap. */
 int pf_store_profile_body(struct pf_store *st, int64_t id, struct pf_buf *out);
+
+/* Appends the stored compact flame form of profile `id` to out (schema 3; its size counts
+ * toward the totals and retention's max_bytes, not toward body_bytes). -ENOENT when the profile has none (stored before
+ * schema 3, or too large to keep one) or does not exist, -E2BIG from out's cap. */
+int pf_store_profile_flame(struct pf_store *st, int64_t id, struct pf_buf *out);
 
 /* Makes this connection read-only for good (PRAGMA query_only): every later write on it
  * fails with -EIO. For the query pool's reader connections (profstore/query_pool.h). */

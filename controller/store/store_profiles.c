@@ -1,5 +1,6 @@
 /* store_profiles.c — the embedded profile store's tables (schema version 2, migration in
- * store.c); see store.h ("Profiles") and docs/api.md ("Profiles").
+ * store.c; version 3 adds profile_flames, the compact flame form of each profile); see
+ * store.h ("Profiles") and docs/api.md ("Profiles").
  *
  * Bodies live in SQLite (profile_bodies), not in files next to the database: a profile is a
  * few KiB to a few hundred KiB gzip'd, where SQLite reads and writes blobs as fast as the file
@@ -36,8 +37,18 @@ enum prof_stmt {
 	P_GET,
 	P_GET_LINKS,
 	P_BODY,
+	P_INSERT_FLAME,
+	P_FLAME,
+	P_COUNT_FLAME,
+	P_UNCOUNT_UPTO,
+	P_UNCOUNT_EXPIRED,
 	P__COUNT
 };
+
+/* The profiles age retention deletes next (a deterministic order: the totals are adjusted
+ * for exactly the rows then deleted). */
+#define EXPIRED_IDS                                                                                \
+	"SELECT id FROM profiles WHERE received_ms < ?1 ORDER BY received_ms, id LIMIT ?2"
 
 static const char *const prof_sql[P__COUNT] = {
     [P_BEGIN] = "BEGIN IMMEDIATE",
@@ -50,13 +61,24 @@ static const char *const prof_sql[P__COUNT] = {
     [P_INSERT_LINK] = "INSERT OR IGNORE INTO profile_links (trace_id, profile, span_id) "
 		      "VALUES (?1, ?2, ?3)",
     [P_TOTALS] = "SELECT n, bytes FROM profile_totals WHERE k = 0",
-    [P_OLDEST] = "SELECT id, body_bytes FROM profiles ORDER BY id LIMIT ?1",
+    [P_OLDEST] = "SELECT p.id, p.body_bytes + coalesce(length(f.flame), 0) FROM profiles p "
+		 "LEFT JOIN profile_flames f ON f.id = p.id ORDER BY p.id LIMIT ?1",
     [P_DELETE_UPTO] = "DELETE FROM profiles WHERE id <= ?1",
-    [P_DELETE_EXPIRED] = "DELETE FROM profiles WHERE id IN (SELECT id FROM profiles "
-			 "WHERE received_ms < ?1 ORDER BY received_ms LIMIT ?2)",
+    [P_DELETE_EXPIRED] = "DELETE FROM profiles WHERE id IN (" EXPIRED_IDS ")",
     [P_GET] = "SELECT " PROF_COLS " FROM profiles WHERE id = ?1",
     [P_GET_LINKS] = "SELECT trace_id, span_id FROM profile_links WHERE profile = ?1 LIMIT 256",
     [P_BODY] = "SELECT body FROM profile_bodies WHERE id = ?1",
+    [P_INSERT_FLAME] = "INSERT INTO profile_flames (id, flame) VALUES (?1, ?2)",
+    [P_FLAME] = "SELECT flame FROM profile_flames WHERE id = ?1",
+    /* Compact forms count toward the totals; run before the matching delete, in its
+     * transaction (the cascade then removes the rows). */
+    [P_COUNT_FLAME] = "UPDATE profile_totals SET bytes = bytes + ?1 WHERE k = 0",
+    [P_UNCOUNT_UPTO] = "UPDATE profile_totals SET bytes = bytes - (SELECT "
+		       "coalesce(sum(length(flame)), 0) FROM profile_flames WHERE id <= ?1) "
+		       "WHERE k = 0",
+    [P_UNCOUNT_EXPIRED] = "UPDATE profile_totals SET bytes = bytes - (SELECT "
+			  "coalesce(sum(length(flame)), 0) FROM profile_flames WHERE id IN ("
+			  EXPIRED_IDS ")) WHERE k = 0",
 };
 
 /* List-query variants: bit set = that filter present. */
@@ -229,6 +251,16 @@ static int delete_oldest_bytes(struct pf_store *st, int64_t excess, size_t max_r
 	}
 	if (last < 0)
 		return 0;
+	{
+		PSTMT(u, st, P_UNCOUNT_UPTO, &rc);
+		if (!u)
+			return rc;
+		if (sqlite3_bind_int64(u, 1, last))
+			return store_fail_sqlite(st, NULL, "profiles: retain: bind");
+		rc = step_done(st, u, "profiles: retain: uncount");
+		if (rc < 0)
+			return rc;
+	}
 	PSTMT(d, st, P_DELETE_UPTO, &rc);
 	if (!d)
 		return rc;
@@ -244,9 +276,20 @@ static int delete_expired(struct pf_store *st, int64_t cutoff_ms, size_t max_row
 			  size_t *deleted, size_t *n)
 {
 	int rc;
-	PSTMT(s, st, P_DELETE_EXPIRED, &rc);
 
 	*n = 0;
+	{
+		PSTMT(u, st, P_UNCOUNT_EXPIRED, &rc);
+		if (!u)
+			return rc;
+		if (sqlite3_bind_int64(u, 1, cutoff_ms) ||
+		    sqlite3_bind_int64(u, 2, (int64_t)max_rows))
+			return store_fail_sqlite(st, NULL, "profiles: retain: bind");
+		rc = step_done(st, u, "profiles: retain: uncount");
+		if (rc < 0)
+			return rc;
+	}
+	PSTMT(s, st, P_DELETE_EXPIRED, &rc);
 	if (!s)
 		return rc;
 	if (sqlite3_bind_int64(s, 1, cutoff_ms) || sqlite3_bind_int64(s, 2, (int64_t)max_rows))
@@ -328,6 +371,25 @@ static int insert_one(struct pf_store *st, struct pf_profile_row *r)
 		if (rc < 0)
 			return rc;
 	}
+	if (r->flame && r->flame_len) {
+		PSTMT(s, st, P_INSERT_FLAME, &rc);
+		if (!s)
+			return rc;
+		if (sqlite3_bind_int64(s, 1, r->id) ||
+		    sqlite3_bind_blob64(s, 2, r->flame, r->flame_len, SQLITE_STATIC))
+			return store_fail_sqlite(st, NULL, "profiles: insert flame: bind");
+		rc = step_done(st, s, "profiles: insert flame");
+		if (rc < 0)
+			return rc;
+		PSTMT(c, st, P_COUNT_FLAME, &rc);
+		if (!c)
+			return rc;
+		if (sqlite3_bind_int64(c, 1, (int64_t)r->flame_len))
+			return store_fail_sqlite(st, NULL, "profiles: count flame: bind");
+		rc = step_done(st, c, "profiles: count flame");
+		if (rc < 0)
+			return rc;
+	}
 	size_t nl = pf_min(r->n_link_entries, (size_t)PF_STORE_PROFILE_MAX_LINKS);
 	if (!nl)
 		return 0;
@@ -350,7 +412,8 @@ static int insert_one(struct pf_store *st, struct pf_profile_row *r)
 static bool row_valid(const struct pf_profile_row *r)
 {
 	return r->agent && r->service && r->host && r->exe && r->type && (r->body || !r->body_len) &&
-	       (r->links || !r->n_link_entries) && r->body_len <= INT64_MAX;
+	       (r->links || !r->n_link_entries) && r->body_len <= INT64_MAX &&
+	       (r->flame || !r->flame_len) && r->flame_len <= INT64_MAX;
 }
 
 int pf_store_profiles_insert(struct pf_store *st, struct pf_profile_row *rows, size_t n,
@@ -602,6 +665,29 @@ int pf_store_profile_body(struct pf_store *st, int64_t id, struct pf_buf *out)
 		return -ENOENT;
 	if (rc != SQLITE_ROW)
 		return store_fail_sqlite(st, NULL, "profiles: body");
+	const void *b = sqlite3_column_blob(s, 0);
+	size_t n = (size_t)sqlite3_column_bytes(s, 0);
+	if (!b && n)
+		return store_fail_other(st, NULL, -ENOMEM, "profiles: out of memory");
+	return pf_buf_append(out, b ? b : "", n);
+}
+
+int pf_store_profile_flame(struct pf_store *st, int64_t id, struct pf_buf *out)
+{
+	int rc;
+	PSTMT(s, st, P_FLAME, &rc);
+
+	if (!s)
+		return rc;
+	if (!out)
+		return -EINVAL;
+	if (sqlite3_bind_int64(s, 1, id))
+		return store_fail_sqlite(st, NULL, "profiles: flame: bind");
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_DONE)
+		return -ENOENT;
+	if (rc != SQLITE_ROW)
+		return store_fail_sqlite(st, NULL, "profiles: flame");
 	const void *b = sqlite3_column_blob(s, 0);
 	size_t n = (size_t)sqlite3_column_bytes(s, 0);
 	if (!b && n)

@@ -31,6 +31,8 @@ void pf_buf_release(struct pf_buf *b);
 void pf_buf_reset(struct pf_buf *b); /* len = 0, memory kept */
 int pf_buf_reserve(struct pf_buf *b, size_t extra);
 int pf_buf_append(struct pf_buf *b, const void *p, size_t n);
+/* Appends v as a protobuf-style base-128 varint (1..10 bytes). */
+int pf_buf_append_uvarint(struct pf_buf *b, uint64_t v);
 int pf_buf_append_str(struct pf_buf *b, const char *s);
 int pf_buf_putc(struct pf_buf *b, uint8_t c);
 int pf_buf_printf(struct pf_buf *b, const char *fmt, ...) PF_PRINTF(2, 3);

@@ -122,6 +122,28 @@ static void test_detach(void **state)
 	pf_buf_release(&b);
 }
 
+static void test_uvarint(void **state)
+{
+	(void)state;
+	struct pf_buf b;
+	pf_buf_init(&b, 64);
+	assert_int_equal(pf_buf_append_uvarint(&b, 0), 0);
+	assert_int_equal(pf_buf_append_uvarint(&b, 127), 0);
+	assert_int_equal(pf_buf_append_uvarint(&b, 300), 0);
+	assert_int_equal(pf_buf_append_uvarint(&b, UINT64_MAX), 0);
+	const uint8_t want[] = {0x00, 0x7f, 0xac, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff,
+				0xff, 0xff, 0xff, 0xff, 0x01};
+	assert_int_equal(b.len, sizeof(want));
+	assert_memory_equal(b.data, want, sizeof(want));
+	pf_buf_release(&b);
+	/* over the cap: refused, buffer unchanged */
+	pf_buf_init(&b, 4);
+	assert_int_equal(pf_buf_append_uvarint(&b, 1), 0);
+	assert_int_equal(pf_buf_append_uvarint(&b, UINT64_MAX), -E2BIG);
+	assert_int_equal(b.len, 1);
+	pf_buf_release(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -131,6 +153,7 @@ int main(void)
 	    cmocka_unit_test(test_e2big_leaves_buffer_intact),
 	    cmocka_unit_test(test_printf_growth),
 	    cmocka_unit_test(test_detach),
+	    cmocka_unit_test(test_uvarint),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,8 @@
  * the receiver: list with filters, metadata, pprof download (decoded back), one profile's flame
  * graph, the merged flame graph with its cap, top, diff, and the JSON errors; which routes
  * the server offloads to the query pool, and that they answer the same through a struct
- * pf_api holding only a second, read-only connection (what a pool worker runs). */
+ * pf_api holding only a second, read-only connection (what a pool worker runs); the merged
+ * views answer byte for byte the same with the compact flame forms and without them. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -400,6 +401,47 @@ static void test_worker_api_same_answers(void **state)
 	pf_store_close(ro);
 }
 
+/* The merged views' raw answers with the compact flame forms read (flags) or not. */
+static void merged_answers(struct fx *x, unsigned flags, struct pf_buf *out)
+{
+	char from[32], f2[32], bf[32], bt[32];
+	int st;
+	snprintf(from, sizeof(from), "from=%lld", (long long)START_MS);
+	snprintf(f2, sizeof(f2), "from=%lld", (long long)START_MS + 20000);
+	snprintf(bf, sizeof(bf), "base_from=%lld", (long long)START_MS);
+	snprintf(bt, sizeof(bt), "base_to=%lld", (long long)START_MS + 20000);
+	pf_profstore_set_compact(flags);
+	json_decref(get(x, "/api/v1/flamegraph", &st, out, from, NULL));
+	assert_int_equal(st, 200);
+	json_decref(get(x, "/api/v1/flamegraph", &st, out, from, "max_nodes=3", NULL));
+	json_decref(get(x, "/api/v1/top", &st, out, from, NULL));
+	assert_int_equal(st, 200);
+	json_decref(get(x, "/api/v1/flamegraph/diff", &st, out, f2, bf, bt, NULL));
+	assert_int_equal(st, 200);
+	json_decref(get(x, "/api/v1/flamegraph/diff", &st, out, f2, bf, bt, "min_value=5",
+			"max_nodes=4", NULL));
+	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_COMPACT_WRITE);
+}
+
+static void test_compact_same_answers(void **state)
+{
+	struct fx *x = *state;
+	struct pf_buf fast, slow;
+	/* ids 7,8 at +25 s stored without a compact form, as before schema 3 */
+	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ);
+	ingest_fixture(x, 25, 7);
+	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_COMPACT_WRITE);
+	pf_buf_init(&fast, 1 << 24);
+	pf_buf_init(&slow, 1 << 24);
+	merged_answers(x, PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_COMPACT_WRITE, &fast);
+	merged_answers(x, 0, &slow);
+	assert_true(fast.len > 200);
+	assert_int_equal(fast.len, slow.len);
+	assert_memory_equal(fast.data, slow.data, fast.len);
+	pf_buf_release(&fast);
+	pf_buf_release(&slow);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -410,6 +452,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_auth_and_methods, setup, teardown),
 		cmocka_unit_test(test_offload_routes),
 		cmocka_unit_test_setup_teardown(test_worker_api_same_answers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_compact_same_answers, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,9 @@
 /* test_profstore.c — the profile store's plain functions: flame-graph tree building, merge,
  * top and diff on hand-made stacks and windows; the OTLP receiver (pf_profstore_ingest) with a
  * real store: full and partial success, 400/413/415, gzip, the protobuf answers, and loading
- * a stored profile back. */
+ * a stored profile back; the compact flame form: merged trees, top and diff identical to the
+ * body path (with profiles stored without one mixed in, and under tight node caps), and
+ * corrupt or truncated forms refused without touching the tree. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -434,6 +436,326 @@ static void test_response_encoding(void **state)
 	pf_buf_release(&b);
 }
 
+/* ---- compact flame form vs the body path */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+/* A bench-like window (profstore_bench.c): one process, `stacks` stacks over a small
+ * vocabulary with a hot path, plus what the views must name the same way: frames without a
+ * function (mapping + offset, bare address, empty name), repeated stacks, different stacks
+ * with the same names, zero counts, an empty stack and a deep one. */
+static struct pf_prof_window *gen_window(int agent, int stacks, int64_t shift_s)
+{
+	enum { FUNCS = 40 };
+	struct pf_prof_window *w = pf_prof_window_new();
+	struct pf_prof_process *p = pf_prof_alloc(w, sizeof(*p));
+	struct pf_prof_attr *attrs = pf_prof_alloc(w, 2 * sizeof(*attrs));
+	struct pf_prof_mapping *m = pf_prof_alloc(w, 2 * sizeof(*m));
+	struct pf_prof_frame *fr = pf_prof_alloc(w, (FUNCS + 4) * sizeof(*fr));
+	struct pf_prof_stack *st = pf_prof_alloc(w, ((size_t)stacks + 2) * sizeof(*st));
+	struct pf_prof_sample *sa = pf_prof_alloc(w, ((size_t)stacks + 4) * sizeof(*sa));
+	char buf[64];
+
+	w->frequency_hz = 99;
+	w->start_unix_ns = PROF_FIXTURE_START + (uint64_t)shift_s * 1000000000ull;
+	w->end_unix_ns = w->start_unix_ns + PROF_FIXTURE_NS;
+	w->host_name = pf_prof_strdup(w, "gen-host");
+	m[0] = (struct pf_prof_mapping){0x400000, 0x800000, 0x1000, "/usr/bin/gen", NULL};
+	m[1] = (struct pf_prof_mapping){0x7f0000000000, 0x7f0000100000, 0, "/lib/libc.so.6",
+					NULL};
+	for (int i = 0; i < FUNCS; i++) {
+		fr[i].address = 0x400000 + (uint64_t)i * 64;
+		fr[i].mapping = 0;
+		snprintf(buf, sizeof(buf), i ? "pkg%d.fn_%d" : "main", i % 5, i);
+		fr[i].function = pf_prof_strdup(w, buf);
+	}
+	fr[FUNCS] = (struct pf_prof_frame){.address = 0x7f0000001234, .mapping = 1};
+	fr[FUNCS + 1] = (struct pf_prof_frame){.address = 0xdead, .mapping = -1};
+	fr[FUNCS + 2] = (struct pf_prof_frame){.address = 0x400040, .mapping = 0, .function = ""};
+	/* same name as frame 1 at another address: one node in the tree */
+	fr[FUNCS + 3] = (struct pf_prof_frame){.address = 0x500000, .mapping = 0,
+					       .function = fr[1].function};
+	snprintf(buf, sizeof(buf), "svc-%d", agent % 3);
+	attrs[0] = (struct pf_prof_attr){"service.name", pf_prof_strdup(w, buf)};
+	snprintf(buf, sizeof(buf), "%d", 1000 + agent);
+	attrs[1] = (struct pf_prof_attr){"process.pid", pf_prof_strdup(w, buf)};
+	size_t ns = 0, nsa = 0;
+	for (int s = 0; s < stacks; s++) {
+		int depth = 2 + (int)(rnd() % 12);
+		uint32_t *f = pf_prof_alloc(w, (size_t)depth * sizeof(uint32_t));
+		for (int d = 0; d < depth; d++)
+			f[depth - 1 - d] = d == 0 ? 0 : d < 3 ? (uint32_t)(agent % 3) * 3 + (uint32_t)d
+						     : (uint32_t)(rnd() % (FUNCS + 4));
+		st[ns++] = (struct pf_prof_stack){(uint32_t)depth, f};
+	}
+	st[ns++] = (struct pf_prof_stack){0, NULL}; /* empty stack */
+	uint32_t *deep = pf_prof_alloc(w, 300 * sizeof(uint32_t));
+	for (int d = 0; d < 300; d++)
+		deep[299 - d] = d == 0 ? 0 : (uint32_t)(1 + d % 7);
+	st[ns++] = (struct pf_prof_stack){300, deep};
+	for (size_t s = 0; s < ns; s++)
+		sa[nsa++] = (struct pf_prof_sample){.stack = (uint32_t)s, .tid = 7,
+						    .count = rnd() % 5 == 0 ? 0 : 1 + rnd() % 20};
+	for (int k = 0; k < 4; k++) /* stacks sampled again on another thread */
+		sa[nsa++] = (struct pf_prof_sample){.stack = (uint32_t)(rnd() % ns), .tid = 8,
+						    .count = 1 + rnd() % 3};
+	p->pid = 1000u + (uint32_t)agent;
+	p->attrs = attrs;
+	p->n_attrs = 2;
+	p->mappings = m;
+	p->n_mappings = 2;
+	p->frames = fr;
+	p->n_frames = FUNCS + 4;
+	p->stacks = st;
+	p->n_stacks = ns;
+	p->samples = sa;
+	p->n_samples = nsa;
+	w->processes = p;
+	w->n_processes = 1;
+	return w;
+}
+
+static void ingest_window(struct fx *x, struct pf_prof_window *w)
+{
+	struct pf_buf req, resp;
+	struct pf_profstore_result res;
+	pf_buf_init(&req, 1 << 24);
+	assert_int_equal(pf_otlp_profiles_encode(w, &req, NULL, NULL), 0);
+	assert_int_equal(ingest(x, req.data, req.len, false, NULL, 0, &res, &resp), 200);
+	assert_int_equal(res.rejected, 0);
+	pf_buf_release(&resp);
+	pf_buf_release(&req);
+	pf_prof_window_free(w);
+}
+
+struct ids {
+	int64_t v[256];
+	size_t n;
+};
+
+static int ids_cb(const struct pf_profile_row *r, void *ud)
+{
+	struct ids *l = ud;
+	assert_true(l->n < PF_ARRAY_SIZE(l->v));
+	l->v[l->n++] = r->id;
+	return 0;
+}
+
+/* The views' outputs of a tree merged through pf_profstore_merge() with `flags`: slot 0 the
+ * ids at even positions, slot 1 the odd ones (diff base). */
+static char *views(struct fx *x, const struct ids *l, size_t max_nodes, unsigned flags)
+{
+	struct pf_buf out;
+	pf_profstore_set_compact(flags);
+	struct pf_flame *f = pf_flame_new(max_nodes);
+	assert_non_null(f);
+	for (size_t i = 0; i < l->n; i++)
+		assert_int_equal(pf_profstore_merge(x->st, l->v[i], f, (int)(i % 2)), 0);
+	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_COMPACT_WRITE);
+	pf_buf_init(&out, 1 << 26);
+	assert_int_equal(pf_buf_printf(&out, "truncated=%d nodes=%zu\n", pf_flame_truncated(f),
+				       pf_flame_node_count(f)),
+			 0);
+	assert_int_equal(pf_flame_json(f, false, 0, &out), 0);
+	assert_int_equal(pf_flame_json(f, true, 0, &out), 0);
+	assert_int_equal(pf_flame_json(f, true, 5, &out), 0);
+	for (int slot = 0; slot < 2; slot++) {
+		struct pf_flame_fn *fns = NULL;
+		size_t n = 0;
+		assert_int_equal(pf_flame_top(f, slot, 0, &fns, &n), 0);
+		for (size_t i = 0; i < n; i++)
+			assert_int_equal(pf_buf_printf(&out, "\n%s %llu %llu", fns[i].name,
+						       (unsigned long long)fns[i].self,
+						       (unsigned long long)fns[i].total),
+					 0);
+		free(fns);
+	}
+	pf_flame_free(f);
+	char *s = strndup((const char *)out.data, out.len);
+	pf_buf_release(&out);
+	return s;
+}
+
+static void test_compact_same_as_body(void **state)
+{
+	struct fx *x = *state;
+	struct pf_buf req, b;
+	struct ids l = {0};
+
+	/* fixtures, generated windows, and some stored without a compact form (as before
+	 * schema 3) */
+	encode_fixture(&req, PROF_FIX_LINK | PROF_FIX_TIMESTAMPS);
+	struct pf_profstore_result res;
+	struct pf_buf resp;
+	assert_int_equal(ingest(x, req.data, req.len, false, NULL, 0, &res, &resp), 200);
+	pf_buf_release(&resp);
+	pf_buf_release(&req);
+	struct pf_prof_window *tw = prof_fixture_typed_window();
+	tw->start_unix_ns = PROF_FIXTURE_START;
+	tw->end_unix_ns = PROF_FIXTURE_START + PROF_FIXTURE_NS;
+	ingest_window(x, tw);
+	for (int i = 0; i < 24; i++) {
+		if (i % 5 == 4)
+			pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ);
+		ingest_window(x, gen_window(i, 20 + i * 3, i * 10));
+		pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_COMPACT_WRITE);
+	}
+	struct pf_profile_filter all = {0};
+	assert_int_equal(pf_store_profiles_foreach(x->st, &all, ids_cb, &l), 0);
+	assert_true(l.n >= 27);
+	size_t with = 0;
+	pf_buf_init(&b, PF_PROFSTORE_FLAME_MAX_BYTES);
+	for (size_t i = 0; i < l.n; i++) {
+		pf_buf_reset(&b);
+		int rc = pf_store_profile_flame(x->st, l.v[i], &b);
+		assert_true(rc == 0 || rc == -ENOENT);
+		with += rc == 0;
+	}
+	pf_buf_release(&b);
+	assert_int_equal(with, l.n - 4);
+	assert_int_equal(pf_store_profile_flame(x->st, 9999, &b), -ENOENT);
+
+	static const size_t caps[] = {100000, 300, 37, 5, 1};
+	for (size_t c = 0; c < PF_ARRAY_SIZE(caps); c++) {
+		char *fast = views(x, &l, caps[c],
+				   PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_COMPACT_WRITE);
+		char *slow = views(x, &l, caps[c], 0);
+		if (strcmp(fast, slow) != 0)
+			fail_msg("max_nodes %zu: compact and body paths differ", caps[c]);
+		assert_true(strlen(fast) > 100);
+		free(fast);
+		free(slow);
+	}
+}
+
+/* FNV-1a 64, as flame.c checks the compact form. */
+static uint64_t fnv(const uint8_t *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static void reseal(uint8_t *b, size_t n)
+{
+	if (n < 12)
+		return;
+	uint64_t h = fnv(b + 12, n - 12);
+	for (int i = 0; i < 8; i++)
+		b[4 + i] = (uint8_t)(h >> (8 * i));
+}
+
+/* A mutated form: either refused with the tree untouched, or (resealed: structurally valid
+ * bytes can name other frames) accepted; never a crash or an out-of-bounds read (ASan). */
+static void try_form(const uint8_t *b, size_t n, bool must_refuse)
+{
+	struct pf_flame *f = pf_flame_new(1000);
+	uint8_t *copy = malloc(n ? n : 1); /* exact size: ASan sees any over-read */
+	memcpy(copy, b, n);
+	int rc = pf_flame_add_compact(f, copy, n, 0);
+	if (must_refuse)
+		assert_int_equal(rc, -EBADMSG);
+	else
+		assert_true(rc == 0 || rc == -EBADMSG);
+	if (rc < 0) {
+		assert_int_equal(pf_flame_node_count(f), 1);
+		assert_int_equal(pf_flame_total(f, 0), 0);
+	}
+	free(copy);
+	pf_flame_free(f);
+}
+
+static void test_compact_corrupt(void **state)
+{
+	struct fx *x = *state;
+	struct pf_buf blob, ref_json, got_json;
+	struct ids l = {0};
+
+	ingest_window(x, gen_window(1, 12, 0));
+	ingest_window(x, gen_window(2, 12, 10));
+	struct pf_profile_filter all = {0};
+	assert_int_equal(pf_store_profiles_foreach(x->st, &all, ids_cb, &l), 0);
+	assert_int_equal(l.n, 2);
+	pf_buf_init(&blob, PF_PROFSTORE_FLAME_MAX_BYTES);
+	assert_int_equal(pf_store_profile_flame(x->st, l.v[0], &blob), 0);
+	size_t n = blob.len;
+	assert_true(n > 40);
+
+	/* every truncation, every byte flipped (the checksum catches these) */
+	for (size_t k = 0; k < n; k++)
+		try_form(blob.data, k, true);
+	uint8_t *m = malloc(n);
+	for (size_t k = 0; k < n; k++) {
+		for (int v = 0; v < 2; v++) {
+			memcpy(m, blob.data, n);
+			m[k] ^= v ? 0xff : 0x01;
+			try_form(m, n, true);
+			/* resealed: only the structural checks stand between these and the tree */
+			reseal(m, n);
+			try_form(m, n, k < 4);
+		}
+	}
+	/* resealed truncations and an appended byte: refused (lengths no longer add up) */
+	for (size_t k = 12; k < n; k++) {
+		memcpy(m, blob.data, k);
+		reseal(m, k);
+		try_form(m, k, true);
+	}
+	uint8_t *longer = malloc(n + 1);
+	memcpy(longer, blob.data, n);
+	longer[n] = 0;
+	reseal(longer, n + 1);
+	try_form(longer, n + 1, true);
+	free(longer);
+	free(m);
+	struct pf_flame *e = pf_flame_new(1);
+	assert_int_equal(pf_flame_add_compact(e, NULL, 0, 0), -EBADMSG);
+	assert_int_equal(pf_flame_add_compact(e, blob.data, blob.len, 2), -EINVAL);
+	pf_flame_free(e);
+
+	/* A stored profile whose compact form is corrupt merges from its body: same tree. */
+	struct pf_buf body;
+	pf_buf_init(&body, 1 << 24);
+	assert_int_equal(pf_store_profile_body(x->st, l.v[0], &body), 0);
+	blob.data[n / 2] ^= 0x40;
+	struct pf_profile_row row = {.agent = "", .service = "svc-1", .host = "", .exe = "",
+				     .type = "cpu", .start_ns = 1, .samples = 1,
+				     .body = body.data, .body_len = body.len,
+				     .flame = blob.data, .flame_len = blob.len};
+	assert_int_equal(pf_store_profiles_insert(x->st, &row, 1, NULL, 0, NULL), 0);
+	struct pf_flame *ref = pf_flame_new(1000), *got = pf_flame_new(1000);
+	struct pf_prof_window *w = NULL;
+	assert_int_equal(pf_profstore_load(x->st, l.v[0], &w, NULL), 0);
+	assert_int_equal(pf_flame_add_window(ref, w, 0), 0);
+	pf_prof_window_free(w);
+	assert_int_equal(pf_profstore_merge(x->st, row.id, got, 0), 0);
+	pf_buf_init(&ref_json, 1 << 24);
+	pf_buf_init(&got_json, 1 << 24);
+	assert_int_equal(pf_flame_json(ref, false, 0, &ref_json), 0);
+	assert_int_equal(pf_flame_json(got, false, 0, &got_json), 0);
+	assert_int_equal(ref_json.len, got_json.len);
+	assert_memory_equal(ref_json.data, got_json.data, ref_json.len);
+	assert_true(pf_flame_total(got, 0) > 0);
+	/* unknown id: -ENOENT, not -ENOMEM */
+	assert_int_equal(pf_profstore_merge(x->st, 9999, got, 0), -ENOENT);
+	pf_flame_free(ref);
+	pf_flame_free(got);
+	pf_buf_release(&ref_json);
+	pf_buf_release(&got_json);
+	pf_buf_release(&body);
+	pf_buf_release(&blob);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -448,6 +770,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ingest_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ingest_partial, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ingest_metadata_and_retention, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_compact_same_as_body, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_compact_corrupt, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,8 @@
 /* test_store_profiles.c — the profile tables of the store (store.h "Profiles"): insert with
  * bodies and links, get, body, list filters and order, totals kept by triggers, retention by
- * age and bytes in bounded batches, links deleted with their profile. */
+ * age and bytes in bounded batches, links deleted with their profile; compact flame forms
+ * (schema 3): stored, read back, counted in the totals and by retention, deleted with their
+ * profile, and a version 2 database upgraded with its profiles intact. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -276,6 +278,113 @@ static void test_iteration(void **state)
 	assert_int_equal(list(x, f).n, 2);
 }
 
+/* Inserts one profile with a body of `size` bytes and a compact flame form of `fsize` bytes
+ * (0 = none). */
+static int64_t put_flame(struct fx *x, int64_t start_s, size_t size, size_t fsize,
+			 const struct pf_profile_retention *ret)
+{
+	char body[256] = {0}, flame[256];
+	memset(flame, 'f', sizeof(flame));
+	struct pf_profile_row r = {.agent = "", .service = "s", .host = "", .exe = "",
+				   .type = "cpu", .start_ns = start_s * S, .received_ms = 1,
+				   .body = body, .body_len = size, .flame = fsize ? flame : NULL,
+				   .flame_len = fsize};
+	assert_int_equal(pf_store_profiles_insert(x->st, &r, 1, ret, 1, NULL), 0);
+	return r.id;
+}
+
+static void test_flames(void **state)
+{
+	struct fx *x = *state;
+	struct pf_buf b;
+	int64_t n, bytes;
+
+	int64_t a = put_flame(x, 1, 100, 50, NULL);
+	int64_t c = put_flame(x, 2, 100, 0, NULL);
+	pf_buf_init(&b, 1024);
+	assert_int_equal(pf_store_profile_flame(x->st, a, &b), 0);
+	assert_int_equal(b.len, 50);
+	assert_int_equal(b.data[49], 'f');
+	pf_buf_reset(&b);
+	assert_int_equal(pf_store_profile_flame(x->st, c, &b), -ENOENT);
+	assert_int_equal(pf_store_profile_flame(x->st, 999, &b), -ENOENT);
+	pf_buf_release(&b);
+	pf_buf_init(&b, 10);
+	assert_int_equal(pf_store_profile_flame(x->st, a, &b), -E2BIG);
+	pf_buf_release(&b);
+	/* body_bytes stays the body; the totals count both */
+	struct collect got = list(x, (struct pf_profile_filter){0});
+	assert_int_equal(got.n, 2);
+	assert_int_equal(pf_store_profiles_totals(x->st, &n, &bytes), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(bytes, 250);
+	/* a flame without its length is refused */
+	struct pf_profile_row bad = {.agent = "", .service = "s", .host = "", .exe = "",
+				     .type = "cpu", .flame_len = 3};
+	assert_int_equal(pf_store_profiles_insert(x->st, &bad, 1, NULL, 0, NULL), -EINVAL);
+
+	/* retention counts compact forms: 3 x 150 bytes under a 400 cap keeps 2 */
+	struct pf_profile_retention ret = {.max_bytes = 400};
+	for (int i = 0; i < 3; i++)
+		put_flame(x, 10 + i, 100, 50, &ret);
+	assert_int_equal(pf_store_profiles_totals(x->st, &n, &bytes), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(bytes, 300);
+	/* ...and the deleted profiles' forms went with them (cascade) */
+	pf_buf_init(&b, 1024);
+	assert_int_equal(pf_store_profile_flame(x->st, a, &b), -ENOENT);
+	pf_buf_release(&b);
+	/* age retention takes their bytes off too, one row per batch */
+	struct pf_profile_retention age = {.max_age_ms = 10};
+	size_t del = 0;
+	assert_int_equal(pf_store_profiles_retain(x->st, &age, 100, 1, &del), 1);
+	assert_int_equal(pf_store_profiles_totals(x->st, &n, &bytes), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(bytes, 150);
+	assert_int_equal(pf_store_profiles_retain(x->st, &age, 100, 5, &del), 0);
+	assert_int_equal(pf_store_profiles_totals(x->st, &n, &bytes), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(bytes, 0);
+}
+
+/* A database as schema version 2 left it (made from a new one with the sqlite3 shell, as
+ * install-deps.sh installs it), with one profile, is upgraded in place. */
+static void test_upgrade_from_v2(void **state)
+{
+	struct fx *x = *state;
+	char cmd[1024];
+	int64_t n, bytes;
+
+	put_flame(x, 1, 100, 0, NULL);
+	pf_store_close(x->st);
+	x->st = NULL;
+	if (system("command -v sqlite3 >/dev/null 2>&1") != 0)
+		skip();
+	snprintf(cmd, sizeof(cmd),
+		 "sqlite3 '%s' 'DROP TABLE profile_flames; PRAGMA user_version = 2;'",
+		 x->db);
+	assert_int_equal(system(cmd), 0);
+	x->st = pf_store_open(x->db, PF_STORE_SYNC_NORMAL, NULL);
+	assert_non_null(x->st);
+	assert_int_equal(pf_store_schema_version(x->st), 3);
+	assert_int_equal(pf_store_profiles_totals(x->st, &n, &bytes), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(bytes, 100);
+	struct pf_buf b;
+	pf_buf_init(&b, 1024);
+	assert_int_equal(pf_store_profile_body(x->st, 1, &b), 0);
+	assert_int_equal(b.len, 100);
+	pf_buf_reset(&b);
+	assert_int_equal(pf_store_profile_flame(x->st, 1, &b), -ENOENT);
+	pf_buf_release(&b);
+	/* new profiles get theirs; retention still adds up across old and new */
+	struct pf_profile_retention ret = {.max_bytes = 160};
+	put_flame(x, 2, 100, 50, &ret);
+	assert_int_equal(pf_store_profiles_totals(x->st, &n, &bytes), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(bytes, 150);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -285,6 +394,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_retention_age, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_retention_bytes_and_links, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_iteration, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flames, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_upgrade_from_v2, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
