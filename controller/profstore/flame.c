@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "pf/compiler.h"
+#include "prof_util.h"
 
 #define NONE UINT32_MAX
 
@@ -676,175 +677,59 @@ static bool get_uvarint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 	return false;
 }
 
-/* The encoder's string table and distinct stacks (first-occurrence order). */
+/* The encoder's string table and distinct stacks, both in first-occurrence order: the codecs'
+ * interning table (prof_util.h), keyed by the name's bytes and by the path's ids. */
 struct cenc {
-	struct pf_buf strs;   /* the string section as it will be written */
-	uint32_t n_strs;
-	uint64_t *str_hash;   /* per string */
-	uint32_t *str_off;    /* per string: offset of its bytes in strs, and length */
-	uint32_t *str_len;
-	size_t str_cap;
-	uint32_t *str_tab;    /* open addressing: index + 1 */
-	size_t str_tab_cap;
-	uint32_t *ids;        /* every distinct stack's ids, root first, back to back */
-	size_t n_ids, cap_ids;
-	struct cstack {
-		uint64_t hash, weight;
-		size_t off;
-		uint32_t len;
-	} *stacks;
-	size_t n_stacks, cap_stacks;
-	uint32_t *stack_tab;  /* open addressing: index + 1 */
-	size_t stack_tab_cap;
+	struct prof_intern strs;   /* frame names -> string index */
+	struct prof_intern stacks; /* root-first id arrays -> stack index */
+	uint64_t *weights;	   /* per stack */
+	size_t cap_weights;
+	size_t max_bytes;
 };
 
 static void cenc_release(struct cenc *e)
 {
-	pf_buf_release(&e->strs);
-	free(e->str_hash);
-	free(e->str_off);
-	free(e->str_len);
-	free(e->str_tab);
-	free(e->ids);
-	free(e->stacks);
-	free(e->stack_tab);
-}
-
-static int tab_grow(uint32_t **tab, size_t *cap, size_t n, const uint64_t *hashes)
-{
-	size_t nc = *cap ? *cap * 2 : 256;
-	uint32_t *t = calloc(nc, sizeof(*t));
-
-	if (!t)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		size_t j = hashes[i] & (nc - 1);
-		while (t[j])
-			j = (j + 1) & (nc - 1);
-		t[j] = (uint32_t)i + 1;
-	}
-	free(*tab);
-	*tab = t;
-	*cap = nc;
-	return 0;
-}
-
-static int cenc_str(struct cenc *e, const char *s, size_t n, uint32_t *out)
-{
-	uint64_t h = hash_bytes(s, n);
-	int rc;
-
-	if ((e->n_strs + 1) * 10 >= e->str_tab_cap * 7 &&
-	    (rc = tab_grow(&e->str_tab, &e->str_tab_cap, e->n_strs, e->str_hash)) < 0)
-		return rc;
-	size_t j = h & (e->str_tab_cap - 1);
-	while (e->str_tab[j]) {
-		uint32_t i = e->str_tab[j] - 1;
-		if (e->str_hash[i] == h && e->str_len[i] == n &&
-		    memcmp(e->strs.data + e->str_off[i], s, n) == 0) {
-			*out = i;
-			return 0;
-		}
-		j = (j + 1) & (e->str_tab_cap - 1);
-	}
-	if (e->n_strs == e->str_cap) {
-		size_t cap = e->str_cap ? e->str_cap * 2 : 256;
-		uint64_t *nh = realloc(e->str_hash, cap * sizeof(*nh));
-		if (!nh)
-			return -ENOMEM;
-		e->str_hash = nh;
-		uint32_t *no = realloc(e->str_off, cap * sizeof(*no));
-		if (!no)
-			return -ENOMEM;
-		e->str_off = no;
-		uint32_t *nl = realloc(e->str_len, cap * sizeof(*nl));
-		if (!nl)
-			return -ENOMEM;
-		e->str_len = nl;
-		e->str_cap = cap;
-	}
-	rc = pf_buf_append_uvarint(&e->strs, n);
-	if (rc == 0 && e->strs.len > UINT32_MAX - n)
-		rc = -E2BIG;
-	if (rc < 0)
-		return rc;
-	e->str_off[e->n_strs] = (uint32_t)e->strs.len;
-	rc = pf_buf_append(&e->strs, s, n);
-	if (rc < 0)
-		return rc;
-	e->str_len[e->n_strs] = (uint32_t)n;
-	e->str_hash[e->n_strs] = h;
-	e->str_tab[j] = e->n_strs + 1;
-	*out = e->n_strs++;
-	return 0;
-}
-
-/* Adds weight to the distinct stack path[0..n) (appended to ids when new). */
-static int cenc_stack(struct cenc *e, const uint32_t *path, uint32_t n, uint64_t weight)
-{
-	uint64_t h = mix(n);
-
-	for (uint32_t i = 0; i < n; i++)
-		h = mix(h ^ path[i]) + i;
-	if ((e->n_stacks + 1) * 10 >= e->stack_tab_cap * 7) {
-		size_t nc = e->stack_tab_cap ? e->stack_tab_cap * 2 : 256;
-		uint32_t *t = calloc(nc, sizeof(*t));
-		if (!t)
-			return -ENOMEM;
-		for (size_t i = 0; i < e->n_stacks; i++) {
-			size_t k = e->stacks[i].hash & (nc - 1);
-			while (t[k])
-				k = (k + 1) & (nc - 1);
-			t[k] = (uint32_t)i + 1;
-		}
-		free(e->stack_tab);
-		e->stack_tab = t;
-		e->stack_tab_cap = nc;
-	}
-	size_t j = h & (e->stack_tab_cap - 1);
-	while (e->stack_tab[j]) {
-		struct cstack *c = &e->stacks[e->stack_tab[j] - 1];
-		if (c->hash == h && c->len == n &&
-		    (n == 0 || memcmp(e->ids + c->off, path, n * sizeof(*path)) == 0)) {
-			c->weight += weight; /* wraps like the tree's sums: same result mod 2^64 */
-			return 0;
-		}
-		j = (j + 1) & (e->stack_tab_cap - 1);
-	}
-	if (e->n_stacks == e->cap_stacks) {
-		size_t cap = e->cap_stacks ? e->cap_stacks * 2 : 256;
-		struct cstack *ns = realloc(e->stacks, cap * sizeof(*ns));
-		if (!ns)
-			return -ENOMEM;
-		e->stacks = ns;
-		e->cap_stacks = cap;
-	}
-	if (e->n_ids + n > e->cap_ids) {
-		size_t cap = pf_max(e->cap_ids * 2, e->n_ids + n + 256);
-		uint32_t *ni = realloc(e->ids, cap * sizeof(*ni));
-		if (!ni)
-			return -ENOMEM;
-		e->ids = ni;
-		e->cap_ids = cap;
-	}
-	if (n)
-		memcpy(e->ids + e->n_ids, path, n * sizeof(*path));
-	e->stacks[e->n_stacks] = (struct cstack){.hash = h, .weight = weight, .off = e->n_ids,
-						 .len = n};
-	e->n_ids += n;
-	e->stack_tab[j] = (uint32_t)e->n_stacks + 1;
-	e->n_stacks++;
-	return 0;
+	prof_intern_release(&e->strs);
+	prof_intern_release(&e->stacks);
+	free(e->weights);
 }
 
 static int cenc_name(void *ctx, const char *s, size_t n, uint32_t *id)
 {
-	return cenc_str(ctx, s, n, id);
+	struct cenc *e = ctx;
+	int32_t idx;
+	int rc = prof_intern(&e->strs, s, n, &idx, NULL);
+	if (rc < 0)
+		return rc;
+	if (e->strs.keys.len > e->max_bytes)
+		return -E2BIG;
+	*id = (uint32_t)idx;
+	return 0;
 }
 
-static int cenc_path(void *ctx, const uint32_t *ids, uint32_t n, uint64_t count)
+/* Adds weight to the distinct stack path[0..n). */
+static int cenc_path(void *ctx, const uint32_t *path, uint32_t n, uint64_t weight)
 {
-	return cenc_stack(ctx, ids, n, count);
+	struct cenc *e = ctx;
+	int32_t idx;
+	bool added;
+	int rc = prof_intern(&e->stacks, path, n * sizeof(*path), &idx, &added);
+	if (rc < 0)
+		return rc;
+	if (!added) {
+		e->weights[idx] += weight; /* wraps like the tree's sums: same result mod 2^64 */
+		return 0;
+	}
+	if ((size_t)idx >= e->cap_weights) {
+		size_t cap = e->cap_weights ? e->cap_weights * 2 : 256;
+		uint64_t *nw = realloc(e->weights, cap * sizeof(*nw));
+		if (!nw)
+			return -ENOMEM;
+		e->weights = nw;
+		e->cap_weights = cap;
+	}
+	e->weights[idx] = weight;
+	return 0;
 }
 
 /* The same walk as process_add(): the same samples, names and order. */
@@ -866,35 +751,45 @@ int pf_flame_compact_encode(const struct pf_prof_process *p, size_t max_bytes,
 		return -EINVAL;
 	if (!max_bytes || max_bytes > PF_FLAME_COMPACT_MAX_BYTES)
 		max_bytes = PF_FLAME_COMPACT_MAX_BYTES;
-	pf_buf_init(&e.strs, max_bytes);
+	e.max_bytes = max_bytes;
+	prof_intern_init(&e.strs, 0);
+	prof_intern_init(&e.stacks, 0);
 	rc = cenc_process(&e, p);
 	if (rc == 0)
 		rc = pf_buf_append(out, COMPACT_MAGIC "\0\0\0\0\0\0\0\0", COMPACT_HDR);
 	if (rc == 0)
-		rc = pf_buf_append_uvarint(out, e.n_strs);
+		rc = pf_buf_append_uvarint(out, e.strs.n);
+	for (size_t i = 0; rc == 0 && i < e.strs.n; i++) {
+		rc = pf_buf_append_uvarint(out, e.strs.len[i]);
+		if (rc == 0)
+			rc = pf_buf_append(out, e.strs.keys.data + e.strs.off[i], e.strs.len[i]);
+	}
 	if (rc == 0)
-		rc = pf_buf_append(out, e.strs.data ? e.strs.data : (const uint8_t *)"", e.strs.len);
-	if (rc == 0)
-		rc = pf_buf_append_uvarint(out, e.n_stacks);
-	const uint32_t *prev = NULL;
+		rc = pf_buf_append_uvarint(out, e.stacks.n);
+	/* a stack's ids are its key bytes (4 per id, not necessarily aligned) */
+	const uint8_t *prev = NULL;
 	uint32_t prev_len = 0;
-	for (size_t i = 0; rc == 0 && i < e.n_stacks; i++) {
-		const struct cstack *c = &e.stacks[i];
-		const uint32_t *ids = e.ids + c->off;
+	for (size_t i = 0; rc == 0 && i < e.stacks.n; i++) {
+		const uint8_t *cur = e.stacks.keys.data + e.stacks.off[i];
+		uint32_t len = (uint32_t)(e.stacks.len[i] / sizeof(uint32_t));
 		uint32_t shared = 0;
-		while (shared < c->len && shared < prev_len && ids[shared] == prev[shared])
+		while (shared < len && shared < prev_len &&
+		       memcmp(cur + 4 * shared, prev + 4 * shared, 4) == 0)
 			shared++;
-		rc = pf_buf_append_uvarint(out, c->weight);
+		rc = pf_buf_append_uvarint(out, e.weights[i]);
 		if (rc == 0)
 			rc = pf_buf_append_uvarint(out, shared);
 		if (rc == 0)
-			rc = pf_buf_append_uvarint(out, c->len - shared);
-		for (uint32_t k = shared; rc == 0 && k < c->len; k++)
-			rc = pf_buf_append_uvarint(out, ids[k]);
+			rc = pf_buf_append_uvarint(out, len - shared);
+		for (uint32_t k = shared; rc == 0 && k < len; k++) {
+			uint32_t id;
+			memcpy(&id, cur + 4 * k, sizeof(id));
+			rc = pf_buf_append_uvarint(out, id);
+		}
 		if (rc == 0 && out->len - start > max_bytes)
 			rc = -E2BIG;
-		prev = ids;
-		prev_len = c->len;
+		prev = cur;
+		prev_len = len;
 	}
 	if (rc == 0 && out->len - start > max_bytes)
 		rc = -E2BIG;

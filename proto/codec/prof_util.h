@@ -1,5 +1,6 @@
-/* prof_util.h — internal helpers shared by the profile codecs (otlp_profiles.c, pprof_codec.c);
- * not an API for code outside proto/codec/.
+/* prof_util.h — internal helpers shared by the profile codecs (otlp_profiles.c, pprof_codec.c)
+ * and the profile store's compact flame form (controller/profstore/flame.c uses prof_intern);
+ * not a general API.
  *
  * Owns three small tools:
  *  - struct prof_intern: a hash table from byte strings to dense int32 indices (dictionary
