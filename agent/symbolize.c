@@ -969,6 +969,23 @@ static void kernel_build_id(struct pf_symbolizer *sym)
 	}
 }
 
+/* One line of /proc/kallsyms, "address type name [module]": true for a text symbol ('t' or
+ * 'T') with a non-zero address and a name (name, len: the name, not NUL-terminated). The hex
+ * is parsed by hand: strtoull's locale handling was half the load time. */
+static bool kallsyms_text_line(const char *line, uint64_t *addr, const char **name, size_t *len)
+{
+	const char *end = line;
+	uint64_t a = 0;
+	for (int d; (d = hexdigit(*end)) >= 0; end++)
+		a = a << 4 | (uint64_t)d;
+	if (end == line || end[0] != ' ' || (end[1] != 't' && end[1] != 'T') || end[2] != ' ')
+		return false;
+	*name = end + 3;
+	*len = strcspn(*name, " \t\n");
+	*addr = a;
+	return a && *len;
+}
+
 static void kernel_load(struct pf_symbolizer *sym)
 {
 	if (sym->kernel_tried)
@@ -994,19 +1011,10 @@ static void kernel_load(struct pf_symbolizer *sym)
 		uint32_t name_off;
 	} *raw = NULL;
 	while (ok && fgets(line, sizeof(line), fp)) {
-		/* hand-rolled hex: strtoull's locale handling was half the load time */
-		uint64_t addr = 0;
-		char *end = line;
-		for (int d; (d = hexdigit(*end)) >= 0; end++)
-			addr = addr << 4 | (uint64_t)d;
-		if (end == line || end[0] != ' ' || !end[1] || end[2] != ' ')
-			continue;
-		char t = end[1];
-		if (t != 't' && t != 'T')
-			continue;
-		char *name = end + 3;
-		size_t len = strcspn(name, " \t\n");
-		if (!addr || !len)
+		uint64_t addr;
+		const char *name;
+		size_t len;
+		if (!kallsyms_text_line(line, &addr, &name, &len))
 			continue;
 		if (n == cap) {
 			size_t nc = cap ? cap * 2 : 65536;
@@ -1252,11 +1260,10 @@ static void kernel_info(struct pf_symbolizer *sym)
 		return;
 	buf[r] = 0;
 	for (char *l = buf; *l;) {
-		uint64_t addr = 0;
-		char *end = l;
-		for (int d; (d = hexdigit(*end)) >= 0; end++)
-			addr = addr << 4 | (uint64_t)d;
-		if (end > l && end[0] == ' ' && (end[1] == 't' || end[1] == 'T') && addr) {
+		uint64_t addr;
+		const char *name;
+		size_t len;
+		if (kallsyms_text_line(l, &addr, &name, &len)) {
 			sym->ktext_start = addr;
 			return;
 		}
