@@ -1,4 +1,4 @@
-/* test_sampler.c — eBPF integration tests of the CPU sampler (agent/sampler_bpf.h): a known
+/* test_sampler.c — eBPF integration tests of the CPU sampler (agent/sampler/sampler_bpf.h): a known
  * workload (workload.c, built here with -O0 -fno-omit-frame-pointer -g) must show up by symbol,
  * under the right callers, at the right ratio, alone; an excluded one must not show up at all,
  * and a frequency change at run time must not lose the open window's samples. Kernel frames

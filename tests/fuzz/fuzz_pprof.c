@@ -1,5 +1,5 @@
 /* fuzz_pprof.c — a scraped pprof body, as the agent's pprof source handles it
- * (agent/sampler_pprof.h "Conversion"): pf_pprof_convert() (pf_pprof_decode(), gzip'd or
+ * (agent/pprof/sampler_pprof.h "Conversion"): pf_pprof_convert() (pf_pprof_decode(), gzip'd or
  * plain, through common gzip) and then the OTLP encoding every exporter does.
  *
  * Invariants checked:

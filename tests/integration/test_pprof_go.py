@@ -3,7 +3,7 @@ built here with Debian's golang-go: standard library only, private GOPATH/GOCACH
 network) scraped through agent_pprof by profleet-pprof-scrape, converted to OTLP profiles and
 checked by the conformance checker (profcheck) and by protoc against the upstream schema.
 
-Skipped when go is not installed or profleet-pprof-scrape was not built (agent/pprof.cmake).
+Skipped when go is not installed or profleet-pprof-scrape was not built (agent/pprof/pprof.cmake).
 The protoc step is skipped when protoc or the reference schema is missing.
 """
 import json

@@ -1,4 +1,4 @@
-# Tests of agent/sampler_pprof.c (agent_pprof): HTTP client and its refusals against an
+# Tests of agent/pprof/sampler_pprof.c (agent_pprof): HTTP client and its refusals against an
 # in-process loopback server, conversion, the source schedule, and (when Debian's golang-go is
 # installed) a real Go program with net/http/pprof built and scraped in the test. Included
 # from tests/unit/agent/CMakeLists.txt; needs pf_proftest (tests/unit/proto/encode.cmake).

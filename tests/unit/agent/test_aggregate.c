@@ -1,4 +1,4 @@
-/* test_aggregate.c — agent/aggregate.h: stack dedup, per-(pid,tid,stack) counts, per-sample
+/* test_aggregate.c — agent/sampler/aggregate.h: stack dedup, per-(pid,tid,stack) counts, per-sample
  * timestamps, the window boundary, keep/resolve hooks, the sample bound. */
 #include <errno.h>
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-/* test_procinfo.c — agent/procinfo.h: cgroup path formats, environ parsing, attributes read
+/* test_procinfo.c — agent/sampler/procinfo.h: cgroup path formats, environ parsing, attributes read
  * from a fake /proc tree, filters (strict/regexp, include/exclude) and fork/exit/reap. */
 #include <errno.h>
 #include <setjmp.h>

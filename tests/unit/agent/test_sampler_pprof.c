@@ -1,4 +1,4 @@
-/* Unit tests of agent/sampler_pprof.c: conversion of captured Go profiles (sample types,
+/* Unit tests of agent/pprof/sampler_pprof.c: conversion of captured Go profiles (sample types,
  * labels, attributes, original_payload, OTLP conformance); the HTTP client against an
  * in-process loopback server (Content-Length, chunked, Content-Encoding gzip, raw and gzip'd
  * pprof) and its clean refusals (500, huge, malformed, truncated, timeout); the sources API

@@ -1,4 +1,4 @@
-/* test_symbolize.c — agent/symbolize.h against test ELFs compiled here with -g: symbol and
+/* test_symbolize.c — agent/symbolize/symbolize.h against test ELFs compiled here with -g: symbol and
  * file:line lookup (static and through a live PIE process's maps), GNU build id (checked
  * against binutils' readelf), unresolvable frames keeping address/mapping, a process that
  * exited after capture, kernel frames from /proc/kallsyms and through a kernel resolver

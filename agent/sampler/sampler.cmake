@@ -5,7 +5,7 @@
 #   bpf/cpu_sampler.bpf.c  perf_event + tp_btf programs     -> cpu_sampler.bpf.o -> .skel.h
 #   sampler_bpf.c          the pf_sampler object; the only code touching the skeleton
 #   procinfo.c             process attributes, filters, pid verdicts
-#   symbolize.c            /proc/PID/maps, ELF/DWARF (elfutils), build ids, kallsyms
+#   ../symbolize/symbolize.c  /proc/PID/maps, ELF/DWARF (elfutils), build ids, kallsyms
 #   aggregate.c            raw samples -> struct pf_prof_window
 #
 # The BPF object is built the way libbpf-bootstrap's bpf_object() does it: its own compiler
@@ -65,10 +65,10 @@ add_custom_target(agent_sampler_skel DEPENDS ${PF_SAMPLER_GEN}/cpu_sampler.skel.
 
 add_library(agent_sampler STATIC
 	${PF_SAMPLER_DIR}/sampler_bpf.c ${PF_SAMPLER_DIR}/procinfo.c
-	${PF_SAMPLER_DIR}/symbolize.c ${PF_SAMPLER_DIR}/aggregate.c)
+	${PF_SAMPLER_DIR}/../symbolize/symbolize.c ${PF_SAMPLER_DIR}/aggregate.c)
 add_dependencies(agent_sampler agent_sampler_skel)
 target_include_directories(agent_sampler
-	PUBLIC ${PF_SAMPLER_DIR}
+	PUBLIC ${PF_SAMPLER_DIR} ${PF_SAMPLER_DIR}/../symbolize
 	PRIVATE ${PF_SAMPLER_GEN} ${PF_SAMPLER_DIR}/bpf)
 target_link_libraries(agent_sampler
 	PUBLIC pf_common
