@@ -171,6 +171,32 @@ static int filter_item_check(const void *item, const char *path, struct pf_error
 	return 0;
 }
 
+int pf_profcfg_filter_check(const struct pf_filter *f, const char *path, struct pf_error *err)
+{
+	char p[MAX_PATH];
+	bool known = false;
+	snprintf(p, sizeof(p), "%s.key", path);
+	if (!f->key)
+		return pf_error_set(err, -EINVAL, p, "is required");
+	for (size_t i = 0; i < PF_ARRAY_SIZE(filter_keys); i++)
+		known = known || strcmp(f->key, filter_keys[i]) == 0;
+	if (!known)
+		return pf_error_set(err, -EINVAL, p,
+				    "must be one of service.name, process.executable.name, "
+				    "process.pid, container.id, k8s.namespace.name, k8s.pod.name; "
+				    "got \"%.64s\"",
+				    f->key);
+	if ((unsigned)f->match > PF_MATCH_REGEXP) {
+		snprintf(p, sizeof(p), "%s.match", path);
+		return pf_error_set(err, -EINVAL, p, "must be strict or regexp");
+	}
+	if (!f->value) {
+		snprintf(p, sizeof(p), "%s.value", path);
+		return pf_error_set(err, -EINVAL, p, "is required");
+	}
+	return filter_item_check(f, path, err);
+}
+
 static int check_nonempty(const char *s, char *why, size_t n)
 {
 	if (!s[0]) {

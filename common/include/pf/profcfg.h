@@ -183,6 +183,11 @@ bool pf_profcfg_equal(const struct pf_profcfg *a, const struct pf_profcfg *b);
 /* The key table as a Markdown reference (docs/config.md is generated from it). */
 int pf_profcfg_doc_markdown(struct pf_buf *out);
 
+/* Checks one filter rule outside a document (capture requests use the same rules): key among
+ * the filter keys, match strict/regexp, value present, a regexp within pf/regex.h's limits, a
+ * strict process.pid in decimal. Errors name path.key / path.match / path.value. */
+int pf_profcfg_filter_check(const struct pf_filter *f, const char *path, struct pf_error *err);
+
 const char *pf_prof_mode_name(enum pf_prof_mode m);
 const char *pf_exporter_type_name(enum pf_exporter_type t);
 const char *pf_pprof_type_name(enum pf_pprof_type t);
