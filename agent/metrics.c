@@ -519,6 +519,47 @@ static void render_health(struct w *w, const struct pf_health *h)
 	}
 }
 
+static void render_spans(struct w *w, const struct agent_dataplane_metrics *m)
+{
+	const struct agent_span_counters *c = &m->span_rx;
+	family(w, "span_requests_total", "counter",
+	       "OTLP/HTTP trace export requests to the span receiver, by answer code.");
+	sample_u64(w, "span_requests_total", "code=\"200\"", c->requests);
+	sample_u64(w, "span_requests_total", "code=\"400\"", c->bad_requests);
+	sample_u64(w, "span_requests_total", "code=\"413\"", c->too_large);
+	counter_u64(w, "spans_received_total", "Spans decoded by the span receiver.", c->spans);
+	family(w, "spans_accepted_total", "counter",
+	       "Spans that started a profile, by trigger (slow_span, error_span).");
+	sample_u64(w, "spans_accepted_total", "trigger=\"slow_span\"", c->triggered[0]);
+	sample_u64(w, "spans_accepted_total", "trigger=\"error_span\"", c->triggered[1]);
+	family(w, "spans_rejected_total", "counter",
+	       "Triggering spans answered as rejected (OTLP partial_success), by reason.");
+	sample_u64(w, "spans_rejected_total", "reason=\"unknown_process\"", c->rejected_unknown);
+	sample_u64(w, "spans_rejected_total", "reason=\"too_old\"", c->rejected_old);
+	sample_u64(w, "spans_rejected_total", "reason=\"rate_limited\"", c->rejected_rate);
+	sample_u64(w, "spans_rejected_total", "reason=\"queue_full\"", c->rejected_queue);
+	family(w, "span_profiles_total", "counter",
+	       "Span profiles exported, by trigger; empty: the span's thread had no samples.");
+	sample_u64(w, "span_profiles_total", "trigger=\"slow_span\"", m->span.profiles[0]);
+	sample_u64(w, "span_profiles_total", "trigger=\"error_span\"", m->span.profiles[1]);
+	sample_u64(w, "span_profiles_total", "trigger=\"empty\"", m->span.empty);
+	family(w, "span_profile_latency_seconds", "gauge",
+	       "From a span's arrival to its profile being handed to the exporters: the last "
+	       "one, and the largest.");
+	sample_f64(w, "span_profile_latency_seconds", "stat=\"last\"",
+		   (double)m->span.last_latency_ns / 1e9);
+	sample_f64(w, "span_profile_latency_seconds", "stat=\"max\"",
+		   (double)m->span.max_latency_ns / 1e9);
+	gauge_u64(w, "sample_ring_bytes", "Memory held by the span triggers' sample ring.",
+		  m->ring_bytes);
+	gauge_u64(w, "sample_ring_max_bytes",
+		  "The sample ring's bound (a quarter of limits.max_memory_mb).", m->ring_max_bytes);
+	gauge_u64(w, "sample_ring_samples", "Samples held in the sample ring.", m->ring_samples);
+	counter_u64(w, "sample_ring_evicted_memory_total",
+		    "Samples evicted before lookback_seconds to stay within the bound.",
+		    m->ring_evicted_memory);
+}
+
 int agent_metrics_render(const struct agent_metrics_input *in, struct pf_buf *out)
 {
 	struct w w = {.b = out};
@@ -528,6 +569,8 @@ int agent_metrics_render(const struct agent_metrics_input *in, struct pf_buf *ou
 		render_sampler(&w, in->dp);
 		render_exporters(&w, in->dp);
 		render_targets(&w, in->dp);
+		if (in->dp->has_spans)
+			render_spans(&w, in->dp);
 	}
 	if (in->health)
 		render_health(&w, in->health);
@@ -741,7 +784,7 @@ static void addr_text(const struct agent_metrics_listen *l, char *out, size_t ca
 
 /* Binds a throw-away socket the way lws will (SO_REUSEADDR): lws only logs why its bind
  * failed, this gives the caller the reason. */
-static int probe_bind(const struct agent_metrics_listen *l)
+int agent_metrics_probe_bind(const struct agent_metrics_listen *l)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl;
@@ -788,7 +831,7 @@ struct agent_metrics *agent_metrics_new(const struct agent_metrics_listen *l,
 {
 	char where[96];
 	addr_text(l, where, sizeof(where));
-	int rc = probe_bind(l);
+	int rc = agent_metrics_probe_bind(l);
 	if (rc < 0) {
 		pf_error_set(err, rc, "--metrics-listen", "cannot listen on %s: %s", where,
 			     strerror(-rc));

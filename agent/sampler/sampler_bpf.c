@@ -19,6 +19,7 @@
 #include "cpu_sampler.skel.h"
 #include "pf/log.h"
 #include "procinfo.h"
+#include "sample_ring.h"
 #include "symbolize.h"
 
 #define MAX_READY 8
@@ -52,6 +53,9 @@ struct pf_sampler {
 	struct pf_prof_window *ready[MAX_READY];
 	size_t n_ready;
 	int last_error;
+
+	struct pf_sample_ring *ring; /* span triggers: recent samples, NULL when off */
+	uint64_t drained_unix_ns;    /* when the last poll started draining */
 };
 
 /* ---- clocks ------------------------------------------------------------------------------- */
@@ -195,6 +199,11 @@ static int on_sample(void *ctx, void *data, size_t size)
 		.ustack = ips + h.kstack_len,
 		.n_ustack = ulen,
 	};
+	if (s->ring) {
+		pf_sample_ring_add(s->ring, &as); /* refusals are counted in its stats */
+		if (s->triggered_mode && !s->trigger_on)
+			return 0; /* between captures: the ring only */
+	}
 	int rc = pf_agg_add(s->agg, &as);
 	if (rc < 0 && rc != -ENOSPC)
 		s->last_error = rc;
@@ -255,7 +264,10 @@ int pf_sampler_poll(struct pf_sampler *s, int timeout_ms)
 		return rc;
 	/* samples do not wake us one by one (see cpu_sampler.bpf.c): drain on every call */
 	refresh_clock(s);
+	uint64_t t = clock_ns(CLOCK_REALTIME);
 	int n = ring_buffer__consume(s->rb);
+	if (n >= 0)
+		s->drained_unix_ns = t;
 	return n < 0 ? n : rc + n;
 }
 
@@ -317,7 +329,7 @@ static int perf_set_period(struct pf_sampler *s, uint32_t hz, struct pf_error *e
 
 static bool want_running(const struct pf_sampler *s)
 {
-	return s->enabled && (!s->triggered_mode || s->trigger_on);
+	return s->enabled && (!s->triggered_mode || s->trigger_on || s->ring);
 }
 
 static int cut_window(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf_error *err);
@@ -571,6 +583,7 @@ void pf_sampler_free(struct pf_sampler *s)
 	for (size_t i = 0; i < s->n_ready; i++)
 		pf_prof_window_free(s->ready[i]);
 	pf_agg_free(s->agg);
+	pf_sample_ring_free(s->ring);
 	pf_symbolizer_free(s->sym);
 	pf_procinfo_free(s->pi);
 	free(s->pe_fds);
@@ -705,4 +718,78 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 	s->window_start = clock_ns(CLOCK_REALTIME);
 	s->freq_hz = 99;
 	return s;
+}
+
+/* ---- span triggers: the sample ring ------------------------------------------------------- */
+
+int pf_sampler_set_ring(struct pf_sampler *s, uint32_t lookback_seconds, size_t max_bytes,
+			struct pf_error *err)
+{
+	if (!lookback_seconds) {
+		pf_sample_ring_free(s->ring);
+		s->ring = NULL;
+	} else if (s->ring) {
+		pf_sample_ring_set_limits(s->ring, lookback_seconds, max_bytes);
+	} else if (!(s->ring = pf_sample_ring_new(lookback_seconds, max_bytes))) {
+		return pf_error_set(err, -ENOMEM, "", "out of memory for the sample ring");
+	}
+	return apply_running(s, s->freq_hz, err);
+}
+
+uint64_t pf_sampler_drained_unix_ns(const struct pf_sampler *s)
+{
+	return s->drained_unix_ns;
+}
+
+static int cut_add(void *ctx, const struct pf_agg_sample *s)
+{
+	int rc = pf_agg_add(ctx, s);
+	return rc == -ENOMEM ? rc : 0;
+}
+
+int pf_sampler_cut(struct pf_sampler *s, uint32_t pid, uint32_t tid, uint64_t start_unix_ns,
+		   uint64_t end_unix_ns, struct pf_prof_window **out, struct pf_error *err)
+{
+	*out = NULL;
+	if (!s->ring)
+		return pf_error_set(err, -ENOENT, "", "no sample ring (no span trigger enabled)");
+	if (end_unix_ns <= start_unix_ns)
+		end_unix_ns = start_unix_ns + 1;
+	struct pf_agg *agg = pf_agg_new(NULL);
+	if (!agg)
+		return pf_error_set(err, -ENOMEM, "", "out of memory");
+	int rc = pf_sample_ring_cut(s->ring, pid, tid, start_unix_ns, end_unix_ns, cut_add, agg);
+	struct pf_agg_hooks hooks = {.resolve = resolve, .ctx = s};
+	if (rc >= 0)
+		rc = pf_agg_close(agg, start_unix_ns, end_unix_ns, s->freq_hz, &hooks, out);
+	pf_agg_free(agg);
+	if (rc < 0)
+		return pf_error_set(err, rc, "", "cutting the span's samples: %s", strerror(-rc));
+	(*out)->host_name = pf_prof_strdup(*out, pf_procinfo_host_name(s->pi));
+	return 0;
+}
+
+size_t pf_sampler_ring_procs(struct pf_sampler *s, struct pf_sampler_ring_proc *out, size_t cap)
+{
+	if (!s->ring || !cap)
+		return 0;
+	_cleanup_free_ uint32_t *pids = malloc(cap * sizeof(*pids));
+	if (!pids)
+		return 0;
+	size_t n = pf_sample_ring_pids(s->ring, pids, cap);
+	for (size_t i = 0; i < n; i++) {
+		const struct pf_proc *p = pf_procinfo_get(s->pi, pids[i]);
+		const char *name = p ? (p->service_name ? p->service_name : p->exe_name) : NULL;
+		out[i].pid = pids[i];
+		snprintf(out[i].service_name, sizeof(out[i].service_name), "%s", name ? name : "");
+	}
+	return n;
+}
+
+int pf_sampler_ring_stats(struct pf_sampler *s, struct pf_sample_ring_stats *out)
+{
+	if (!s->ring)
+		return -ENOENT;
+	pf_sample_ring_stats(s->ring, out);
+	return 0;
 }

@@ -558,6 +558,35 @@ int pf_otlp_traces_response(int64_t rejected, const char *message, bool json, st
 	return 0;
 }
 
+int pf_otlp_status_encode(int32_t code, const char *message, bool json, struct pf_buf *out)
+{
+	const char *m = message ? message : "";
+	if (json) {
+		json_t *root = json_pack("{s:i,s:s}", "code", (int)code, "message", m);
+		char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
+		json_decref(root);
+		if (!text)
+			return -ENOMEM;
+		int rc = pf_buf_append_str(out, text);
+		free(text);
+		return rc;
+	}
+	/* google.rpc.Status: 1 code (int32 varint), 2 message (string) */
+	size_t start = out->len, mlen = strlen(m);
+	int rc = 0;
+	if (code)
+		rc = pf_buf_putc(out, 0x08) ?: pf_buf_append_uvarint(out, (uint64_t)(int64_t)code);
+	if (rc == 0 && mlen)
+		rc = pf_buf_putc(out, 0x12) ?: pf_buf_append_uvarint(out, mlen)
+					     ?: pf_buf_append(out, m, mlen);
+	if (rc < 0) {
+		out->len = start;
+		if (out->data)
+			out->data[start] = 0;
+	}
+	return rc;
+}
+
 /* ---- encoder (tests, seeds, benchmarks) ---------------------------------------------------- */
 
 static json_t *json_kv_str(const char *k, const char *v)
