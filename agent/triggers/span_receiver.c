@@ -6,7 +6,6 @@
 #include <stdarg.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +14,7 @@
 
 #include <libwebsockets.h>
 
-#include "metrics.h"
+#include "http_server.h"
 #include "pf/compiler.h"
 #include "pf/log.h"
 #include "pf/uuid.h"
@@ -24,6 +23,9 @@
 #define LISTEN_KEY "profiling.triggers.slow_span.listen"
 #define MINUTE_NS (60ull * 1000000000ull)
 #define MSG_MAX 1024
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define TOO_LARGE_MSG "request body over " STR(AGENT_SPAN_MAX_BODY_MIB) " MiB"
 
 /* The accept times of the last max_per_minute jobs of one rule (a sliding minute). */
 struct rate {
@@ -32,12 +34,7 @@ struct rate {
 };
 
 struct agent_span_receiver {
-	struct lws_context *ctx;
-	struct lws_vhost *vh;
-	struct agent_metrics_listen listen;
-	pthread_t thread;
-	bool started;
-	atomic_bool stop;
+	struct agent_http_server *srv;
 	struct agent_span_hooks hooks;
 
 	pthread_mutex_t lock; /* rules and counters */
@@ -193,72 +190,67 @@ void agent_span_receiver_counters(struct agent_span_receiver *r, struct agent_sp
 
 struct pss {
 	struct pf_buf body;
-	struct pf_buf resp; /* LWS_PRE headroom, then the answer */
-	int status;
-	const char *ctype;
-	bool is_traces, json, gzip, too_large, answered, headers_sent, close_after;
-	const char *allow; /* Allow: header for 405 */
+	struct agent_http_answer a;
+	bool json, gzip, too_large;
 };
 
 static void pss_reset(struct pss *p)
 {
 	pf_buf_release(&p->body);
-	pf_buf_release(&p->resp);
+	agent_http_answer_release(&p->a);
 	memset(p, 0, sizeof(*p));
 }
 
-static bool header_has(struct lws *wsi, enum lws_token_indexes t, const char *needle)
+/* An error answer: a google.rpc.Status in the request's encoding. */
+static void answer_status(struct lws *wsi, struct pss *p, int status, int32_t rpc_code,
+			  const char *msg)
 {
-	char v[256];
-	if (lws_hdr_copy(wsi, v, sizeof(v), t) <= 0)
-		return false;
-	return strcasestr(v, needle) != NULL;
-}
-
-/* The answer body; an error answer is a Status in the request's encoding. */
-static void answer(struct lws *wsi, struct pss *p, int status, int32_t rpc_code, const char *msg)
-{
-	p->status = status;
-	p->resp.len = LWS_PRE;
-	if (rpc_code) {
-		p->ctype = p->json ? "application/json" : "application/x-protobuf";
-		if (pf_otlp_status_encode(rpc_code, msg, p->json, &p->resp) < 0)
-			p->resp.len = LWS_PRE;
-	}
-	p->answered = true;
+	struct agent_http_answer *a = &p->a;
+	a->status = status;
+	a->resp.len = LWS_PRE;
+	a->ctype = p->json ? "application/json" : "application/x-protobuf";
+	if (pf_otlp_status_encode(rpc_code, msg, p->json, &a->resp) < 0)
+		a->resp.len = LWS_PRE;
+	a->ready = true;
 	lws_callback_on_writable(wsi);
 }
 
+static void count_too_large(struct agent_span_receiver *r)
+{
+	pthread_mutex_lock(&r->lock);
+	r->c.too_large++;
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* 0: wait for the body, 1: no body is coming (complete now), -1: close. */
 static int http_begin(struct agent_span_receiver *r, struct lws *wsi, struct pss *p,
 		      const char *uri)
 {
 	pss_reset(p);
-	pf_buf_init(&p->resp, LWS_PRE + 64 * 1024);
-	pf_buf_init(&p->body, AGENT_SPAN_MAX_BODY);
-	if (pf_buf_reserve(&p->resp, LWS_PRE + 256) < 0)
+	if (agent_http_answer_init(&p->a, 64 * 1024) < 0)
 		return -1;
-	p->resp.len = LWS_PRE;
+	pf_buf_init(&p->body, AGENT_SPAN_MAX_BODY);
 	bool post = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0;
-	p->is_traces = uri && !strcmp(uri, TRACES_PATH);
 	char ct[128] = "";
 	if (lws_hdr_copy(wsi, ct, sizeof(ct), WSI_TOKEN_HTTP_CONTENT_TYPE) < 0)
 		ct[0] = 0;
 	p->json = !strncasecmp(ct, "application/json", 16);
-	p->gzip = header_has(wsi, WSI_TOKEN_HTTP_CONTENT_ENCODING, "gzip");
-	/* a request that may carry a body is answered early only with a close */
-	p->close_after = post;
-	if (!p->is_traces) {
-		answer(wsi, p, 404, 5 /* NOT_FOUND */, "not found: spans go to POST /v1/traces");
+	p->gzip = agent_http_header_has(wsi, WSI_TOKEN_HTTP_CONTENT_ENCODING, "gzip");
+	/* answered before the body is read: the connection closes after the answer */
+	p->a.close_after = true;
+	if (!uri || strcmp(uri, TRACES_PATH) != 0) {
+		answer_status(wsi, p, 404, 5 /* NOT_FOUND */,
+			      "not found: spans go to POST " TRACES_PATH);
 		return 0;
 	}
 	if (!post) {
-		p->allow = "POST";
-		answer(wsi, p, 405, 12 /* UNIMPLEMENTED */, "method not allowed: POST only");
+		p->a.allow = "POST";
+		answer_status(wsi, p, 405, 12 /* UNIMPLEMENTED */, "method not allowed: POST only");
 		return 0;
 	}
 	if (!p->json && ct[0] && strncasecmp(ct, "application/x-protobuf", 22) != 0) {
-		answer(wsi, p, 415, 3 /* INVALID_ARGUMENT */,
-		       "Content-Type must be application/x-protobuf or application/json");
+		answer_status(wsi, p, 415, 3 /* INVALID_ARGUMENT */,
+			      "Content-Type must be application/x-protobuf or application/json");
 		return 0;
 	}
 	char cl[32];
@@ -267,33 +259,27 @@ static int http_begin(struct agent_span_receiver *r, struct lws *wsi, struct pss
 		errno = 0;
 		unsigned long long v = strtoull(cl, &end, 10);
 		if (errno || *end || v > AGENT_SPAN_MAX_BODY) {
-			pthread_mutex_lock(&r->lock);
-			r->c.too_large++;
-			pthread_mutex_unlock(&r->lock);
-			char m[128];
-			snprintf(m, sizeof(m), "request body over %zu bytes", AGENT_SPAN_MAX_BODY);
-			answer(wsi, p, 413, 8 /* RESOURCE_EXHAUSTED */, m);
+			count_too_large(r);
+			answer_status(wsi, p, 413, 8 /* RESOURCE_EXHAUSTED */,
+				      TOO_LARGE_MSG);
 			return 0;
 		}
 		if (v == 0)
-			return 1; /* no body callbacks come: complete now */
+			return 1;
 	}
-	p->close_after = false;
+	p->a.close_after = false;
 	return 0;
 }
 
 static void http_complete(struct agent_span_receiver *r, struct lws *wsi, struct pss *p)
 {
-	if (p->answered)
+	if (p->a.ready)
 		return;
 	if (p->too_large) {
-		pthread_mutex_lock(&r->lock);
-		r->c.too_large++;
-		pthread_mutex_unlock(&r->lock);
-		char m[128];
-		snprintf(m, sizeof(m), "request body over %zu bytes", AGENT_SPAN_MAX_BODY);
-		p->close_after = true;
-		answer(wsi, p, 413, 8, m);
+		count_too_large(r);
+		p->a.close_after = true;
+		answer_status(wsi, p, 413, 8,
+			      TOO_LARGE_MSG);
 		return;
 	}
 	struct pf_otlp_traces_opts o = {.json = p->json,
@@ -306,14 +292,15 @@ static void http_complete(struct agent_span_receiver *r, struct lws *wsi, struct
 	int rc = pf_otlp_traces_decode(p->body.data, p->body.len, &o, &spans, &n, &err);
 	pf_buf_release(&p->body);
 	if (rc < 0) {
-		pthread_mutex_lock(&r->lock);
-		if (rc == -E2BIG)
-			r->c.too_large++;
-		else
+		if (rc == -E2BIG) {
+			count_too_large(r);
+		} else {
+			pthread_mutex_lock(&r->lock);
 			r->c.bad_requests++;
-		pthread_mutex_unlock(&r->lock);
+			pthread_mutex_unlock(&r->lock);
+		}
 		pf_log_debug("spans: request refused: %s", err.msg);
-		answer(wsi, p, rc == -E2BIG ? 413 : 400, rc == -E2BIG ? 8 : 3, err.msg);
+		answer_status(wsi, p, rc == -E2BIG ? 413 : 400, rc == -E2BIG ? 8 : 3, err.msg);
 		return;
 	}
 	int64_t rejected = 0;
@@ -321,52 +308,18 @@ static void http_complete(struct agent_span_receiver *r, struct lws *wsi, struct
 	pf_buf_init(&msg, MSG_MAX);
 	agent_span_receiver_process(r, spans, n, unix_ns(), &rejected, &msg);
 	free(spans);
-	p->status = 200;
-	p->ctype = p->json ? "application/json" : "application/x-protobuf";
-	p->resp.len = LWS_PRE;
-	if (pf_otlp_traces_response(rejected, pf_buf_str(&msg), p->json, &p->resp) < 0)
-		p->resp.len = LWS_PRE;
+	struct agent_http_answer *a = &p->a;
+	a->status = 200;
+	a->ctype = p->json ? "application/json" : "application/x-protobuf";
+	a->resp.len = LWS_PRE;
+	if (pf_otlp_traces_response(rejected, pf_buf_str(&msg), p->json, &a->resp) < 0)
+		a->resp.len = LWS_PRE;
 	pf_buf_release(&msg);
 	pthread_mutex_lock(&r->lock);
 	r->c.requests++;
 	pthread_mutex_unlock(&r->lock);
-	p->answered = true;
+	a->ready = true;
 	lws_callback_on_writable(wsi);
-}
-
-/* 0: more to write, 1: done, -1: close. The answers are small: one write for the body. */
-static int http_write(struct lws *wsi, struct pss *p)
-{
-	if (!p->answered)
-		return 0;
-	size_t body_len = p->resp.len - LWS_PRE;
-	if (!p->headers_sent) {
-		uint8_t buf[LWS_PRE + 512];
-		uint8_t *start = buf + LWS_PRE, *q = start, *end = buf + sizeof(buf) - 1;
-		if (lws_add_http_common_headers(wsi, (unsigned int)p->status,
-						p->ctype ? p->ctype : "text/plain",
-						(lws_filepos_t)body_len, &q, end))
-			return -1;
-		if (p->allow && lws_add_http_header_by_name(wsi, (const unsigned char *)"allow:",
-							    (const unsigned char *)p->allow,
-							    (int)strlen(p->allow), &q, end))
-			return -1;
-		if (p->close_after &&
-		    lws_add_http_header_by_name(wsi, (const unsigned char *)"connection:",
-						(const unsigned char *)"close", 5, &q, end))
-			return -1;
-		if (lws_finalize_write_http_header(wsi, start, &q, end))
-			return -1;
-		p->headers_sent = true;
-		if (body_len) {
-			lws_callback_on_writable(wsi);
-			return 0;
-		}
-		return 1;
-	}
-	if (lws_write(wsi, p->resp.data + LWS_PRE, body_len, LWS_WRITE_HTTP_FINAL) < 0)
-		return -1;
-	return 1;
 }
 
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -384,7 +337,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		return 0;
 	}
 	case LWS_CALLBACK_HTTP_BODY:
-		if (!p || p->answered)
+		if (!p || p->a.ready)
 			return 0;
 		if (!p->too_large && pf_buf_append(&p->body, in, len) < 0) {
 			p->too_large = true;
@@ -398,11 +351,11 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_HTTP_WRITEABLE: {
 		if (!p)
 			return -1;
-		int n = http_write(wsi, p);
+		int n = agent_http_answer_write(wsi, &p->a);
 		if (n < 0)
 			return -1;
 		if (n == 1) {
-			bool close_after = p->close_after;
+			bool close_after = p->a.close_after;
 			pss_reset(p);
 			if (close_after || lws_http_transaction_completed(wsi))
 				return -1;
@@ -426,15 +379,6 @@ static const struct lws_protocols protocols[] = {
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
-static void *serve_main(void *arg)
-{
-	struct agent_span_receiver *r = arg;
-	while (!atomic_load(&r->stop))
-		if (lws_service(r->ctx, 0) < 0)
-			break;
-	return NULL;
-}
-
 struct agent_span_receiver *agent_span_receiver_new(const char *listen, bool serve,
 						    const struct agent_span_rules *rules,
 						    const struct agent_span_hooks *hooks,
@@ -447,82 +391,48 @@ struct agent_span_receiver *agent_span_receiver_new(const char *listen, bool ser
 		return NULL;
 	}
 	pthread_mutex_init(&r->lock, NULL);
-	atomic_init(&r->stop, false);
 	r->rules = *rules;
 	if (hooks)
 		r->hooks = *hooks;
 	if (!serve)
 		return r;
 
+	struct agent_metrics_listen l;
 	struct pf_error lerr = {0};
-	int rc = agent_metrics_listen_parse(listen, &r->listen, &lerr);
-	if (rc == 0 && !r->listen.host[0])
+	int rc = agent_metrics_listen_parse(listen, &l, &lerr);
+	if (rc == 0 && !l.host[0])
 		rc = -EINVAL; /* every interface: never (the config check refuses it too) */
 	if (rc < 0) {
 		pf_error_set(err, -EINVAL, LISTEN_KEY, "must be HOST:PORT, got '%s'",
 			     listen ? listen : "");
 		goto fail;
 	}
-	rc = agent_metrics_probe_bind(&r->listen);
-	if (rc < 0) {
-		pf_error_set(err, rc, LISTEN_KEY, "cannot listen on %s: %s", listen, strerror(-rc));
+	r->srv = agent_http_server_new(&l, "spans", protocols, r, LISTEN_KEY, err);
+	if (!r->srv) {
+		rc = -errno;
 		goto fail;
 	}
-	struct lws_context_creation_info info;
-	memset(&info, 0, sizeof(info));
-	info.port = r->listen.port;
-	info.iface = r->listen.host;
-	/* lws 4.1.6 binds :: for an IPv4 address unless IPv6 is off on the vhost */
-	if (!r->listen.v6)
-		info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
-	info.protocols = protocols;
-	info.user = r;
-	info.gid = -1;
-	info.uid = -1;
-	info.fd_limit_per_thread = 64;
-	info.max_http_header_pool = 16;
-	info.pt_serv_buf_size = 32768;
-	info.timeout_secs = 10;
-	info.vhost_name = "spans";
-	r->ctx = lws_create_context(&info);
-	if (!r->ctx) {
-		rc = -EADDRNOTAVAIL;
-		pf_error_set(err, rc, LISTEN_KEY, "cannot listen on %s", listen);
+	if ((rc = agent_http_server_start(r->srv, err)) < 0)
 		goto fail;
-	}
-	r->vh = lws_get_vhost_by_name(r->ctx, "spans");
-	if (!r->vh)
-		r->vh = lws_get_vhost_by_name(r->ctx, "default");
-	rc = -pthread_create(&r->thread, NULL, serve_main, r);
-	if (rc < 0) {
-		pf_error_set(err, rc, "", "cannot start the spans thread: %s", strerror(-rc));
-		goto fail;
-	}
-	r->started = true;
-	pf_log_info("spans: OTLP/HTTP traces receiver on %s%s", listen, TRACES_PATH);
+	pf_log_info("spans: OTLP/HTTP traces receiver on %s%s", agent_http_server_where(r->srv),
+		    TRACES_PATH);
 	return r;
 fail:
 	agent_span_receiver_free(r);
-	errno = -rc;
+	errno = rc < 0 ? -rc : EINVAL;
 	return NULL;
 }
 
 int agent_span_receiver_port(const struct agent_span_receiver *r)
 {
-	return r->vh ? lws_get_vhost_listen_port(r->vh) : r->listen.port;
+	return r->srv ? agent_http_server_port(r->srv) : 0;
 }
 
 void agent_span_receiver_free(struct agent_span_receiver *r)
 {
 	if (!r)
 		return;
-	if (r->started) {
-		atomic_store(&r->stop, true);
-		lws_cancel_service(r->ctx);
-		pthread_join(r->thread, NULL);
-	}
-	if (r->ctx)
-		lws_context_destroy(r->ctx);
+	agent_http_server_free(r->srv); /* joins its thread: no callback runs after this */
 	pthread_mutex_destroy(&r->lock);
 	free(r);
 }

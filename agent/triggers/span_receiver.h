@@ -35,7 +35,8 @@
 #include "pf/buf.h"
 #include "pf/error.h"
 
-#define AGENT_SPAN_MAX_BODY ((size_t)4 << 20)
+#define AGENT_SPAN_MAX_BODY_MIB 4
+#define AGENT_SPAN_MAX_BODY ((size_t)AGENT_SPAN_MAX_BODY_MIB << 20)
 #define AGENT_SPAN_MAX_SPANS 16384
 #define AGENT_SPAN_MAX_FUTURE_MS 5000
 #define AGENT_SPAN_MAX_PER_MINUTE 600
