@@ -1063,6 +1063,7 @@ static void span_profile(struct agent_dataplane *d, const struct agent_span_job 
 	if (latency > d->span_m.max_latency_ns)
 		d->span_m.max_latency_ns = latency;
 	pthread_mutex_unlock(&d->lock);
+	spans_health(d); /* the counts in its status (at most max_per_minute changes a minute) */
 }
 
 /* Worker loop: refreshes the process snapshot, cuts the profiles whose samples are in. Returns

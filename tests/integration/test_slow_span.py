@@ -1,15 +1,17 @@
 """Slow-span and error-span triggers end to end: the real agent, real eBPF sampling of a known
 workload, spans POSTed to the agent's OTLP/HTTP traces receiver.
 
-The agent runs in mode triggered with slow_span and error_span on (so it samples into its ring
-only and writes no continuous windows) and a file exporter. A span of the workload's pid over
+The agent is connected to a real controller, which pushes a config in mode triggered with
+slow_span and error_span on (so the agent samples into its ring only and writes no continuous
+windows), exporting to the controller's embedded store and to a directory. A span of the workload's pid over
 the threshold yields one profile of exactly that span: only the workload's samples, every one
 inside [start, end), every one linked to the span, tagged profleet.trigger=slow_span, with the
 workload's hot functions; a span with thread.id is cut to that thread; an ERROR span sent as
 gzip'd protobuf yields an error_span profile. Spans of a pid the agent does not sample get a
 200 with partial_success; malformed bodies (bad hex ids, end before start, bad gzip) get 400
 with the reason; a body over the cap gets 413. The receiver is bound to exactly 127.0.0.1:PORT
-(ss -ltn). /metrics counts it all.
+(ss -ltn). /metrics counts it all; the store finds the profile by trace_id
+(GET /api/v1/profiles?trace_id=) with its trace link; the agent's health has triggers/spans.
 
 Needs root (CAP_BPF + CAP_PERFMON) and kernel BTF; exits 77 when the kernel refuses BPF or perf
 events. Every wait is bounded.
@@ -118,30 +120,19 @@ class SlowSpan(IntegrationCase):
     # ---- helpers ----------------------------------------------------------------------------
 
     def start_agent(self):
-        cfg = os.path.join(self.workdir, "local.yaml")
-        with open(cfg, "w") as f:
-            f.write("\n".join([
-                "profiling:",
-                "  mode: triggered",
-                "  sampling: {frequency_hz: 199, duration_seconds: 2}",
-                "  filters:",
-                "    include: [{key: process.executable.name, value: \"%s\"}]" % self.wl_name,
-                "  triggers:",
-                "    slow_span: {enabled: true, threshold_ms: 300, max_per_minute: 20,",
-                "                listen: \"127.0.0.1:%d\", lookback_seconds: 30}" % self.port,
-                "    error_span: {enabled: true, max_per_minute: 5}",
-                "  exporters: [{type: file, path: \"%s\"}]" % self.out_dir, ""]))
-        ag = Agent(self.workdir, "spans", config=cfg,
-                   extra=["--metrics-listen", "127.0.0.1:%d" % self.mport]).start()
-        self._procs.append(ag)
+        """A controller, and an agent connected to it with the config pushed: exporters to
+        the controller's embedded store and to a directory."""
+        self.ctl = ctl = self.controller()
+        ag = self.agent(ctl, "spans", extra=["--metrics-listen", "127.0.0.1:%d" % self.mport])
+        uid = ag.uid()
         log = os.path.join(self.workdir, "agent-spans.log")
 
-        def state():
+        def sampler():
             text = ""
             if os.path.exists(log):
                 with open(log, errors="replace") as f:
                     text = f.read()
-            if "eBPF sampler loaded" in text and "traces receiver on" in text:
+            if "eBPF sampler loaded" in text:
                 return "loaded"
             for line in text.splitlines():
                 if "eBPF sampler unavailable" in line:
@@ -149,13 +140,38 @@ class SlowSpan(IntegrationCase):
             if ag.proc and not ag.proc.alive():
                 return "exited:\n" + text
             return None
-        st = wait_until(state, timeout=20, what="sampler loaded and receiver listening")
+        st = wait_until(sampler, timeout=20, what="sampler loaded")
         if st != "loaded":
             if any(r in st for r in REFUSED):
                 SKIPPED.append(self.id())
                 self.skipTest("the kernel refuses BPF/perf events: " + st)
             self.fail("agent did not start: " + st)
-        return ag
+        text = "\n".join([
+            "profiling:",
+            "  mode: triggered",
+            "  sampling: {frequency_hz: 199, duration_seconds: 2}",
+            "  filters:",
+            "    include: [{key: process.executable.name, value: \"%s\"}]" % self.wl_name,
+            "  triggers:",
+            "    slow_span: {enabled: true, threshold_ms: 300, max_per_minute: 20,",
+            "                listen: \"127.0.0.1:%d\", lookback_seconds: 30}" % self.port,
+            "    error_span: {enabled: true, max_per_minute: 5}",
+            "  exporters:",
+            "    - {type: otlp_http, endpoint: \"http://127.0.0.1:%d/v1development/profiles\","
+            % ctl.port,
+            "       auth: agent_token}",
+            "    - {type: file, path: \"%s\"}" % self.out_dir, ""])
+        st, body, _ = ctl.put_config("default", text)
+        self.assertEqual(st, 201, body)
+
+        def applied():
+            st, a, _ = ctl.request("GET", "/api/v1/agents/" + uid)
+            return st == 200 and a["config"]["status"] == "APPLIED" and \
+                a["config"]["hash"] == body["hash"] and a
+        a = wait_until(applied, timeout=10, what="config APPLIED")
+        wait_until(lambda: self.metrics().get("sample_ring_max_bytes", 0) > 0, timeout=10,
+                   what="span receiver and sample ring reported in /metrics")
+        return ag, uid
 
     def start_workload(self, seconds=60):
         p = subprocess.Popen([self.wl_bin, str(seconds)], stdout=subprocess.PIPE,
@@ -244,7 +260,7 @@ class SlowSpan(IntegrationCase):
     # ---- the test ---------------------------------------------------------------------------
 
     def test_slow_span_profiles(self):
-        ag = self.start_agent()
+        ag, uid = self.start_agent()
         # bound exactly to 127.0.0.1:PORT, no [::] or 0.0.0.0 socket
         if shutil.which("ss"):
             ss = subprocess.run(["ss", "-Hltn"], capture_output=True, text=True, timeout=10)
@@ -357,6 +373,28 @@ class SlowSpan(IntegrationCase):
         self.assertGreater(m["sample_ring_samples"], 0)
         self.assertLessEqual(m["sample_ring_bytes"], m["sample_ring_max_bytes"])
         self.assertLess(m['span_profile_latency_seconds{stat="max"}'], 1.0)
+
+        # the embedded store has the slow-span profile, found by its trace id
+        def stored():
+            st, r, _ = self.ctl.request("GET", "/api/v1/profiles?trace_id=" + trace)
+            self.assertEqual(st, 200, r)
+            return r["profiles"] if r["count"] else None
+        profs = wait_until(stored, timeout=10, what="the span profile in the store")
+        self.assertEqual(len(profs), 1, profs)
+        self.assertEqual(profs[0]["pid"], pid)
+        self.assertEqual(profs[0]["samples"], p["samples"])
+        self.assertEqual(profs[0]["links"], 1)
+        st, one, _ = self.ctl.request("GET", "/api/v1/profiles/%d" % profs[0]["id"])
+        self.assertEqual(st, 200, one)
+        self.assertEqual(one["trace_links"], [{"trace_id": trace, "span_id": sp["spanId"]}])
+        # the agent reports the trigger's health to the controller
+        def health():
+            st, a, _ = self.ctl.request("GET", "/api/v1/agents/" + uid)
+            comp = a["health"].get("components", {}).get("triggers/spans", {})
+            return comp if "profiles 1 slow + 1 error" in comp.get("status", "") else None
+        comp = wait_until(health, timeout=10, what="triggers/spans health with the counts")
+        self.assertTrue(comp["healthy"], comp)
+        self.assertIn("127.0.0.1:%d/v1/traces" % self.port, comp["status"])
         self.assertEqual(ag.stop(), 0)
 
 
