@@ -954,8 +954,8 @@ static void spans_stop(struct agent_dataplane *d)
 /* Starts, reconfigures or stops the receiver and the sampler's ring for cfg. */
 static void spans_apply(struct agent_dataplane *d, const struct pf_profcfg *cfg)
 {
-	bool on = cfg->enabled && (cfg->slow_span.enabled || cfg->error_span.enabled) &&
-		  d->sampler;
+	bool wanted = cfg->enabled && (cfg->slow_span.enabled || cfg->error_span.enabled);
+	bool on = wanted && d->sampler;
 	struct agent_span_rules rules = {.slow_enabled = cfg->slow_span.enabled,
 					 .threshold_ms = cfg->slow_span.threshold_ms,
 					 .slow_max_per_minute = cfg->slow_span.max_per_minute,
@@ -967,7 +967,12 @@ static void spans_apply(struct agent_dataplane *d, const struct pf_profcfg *cfg)
 		if (d->spans)
 			pf_log_info("dataplane: span triggers off");
 		spans_stop(d);
-		d->spans_err[0] = '\0';
+		if (wanted) /* the spans would have no samples to be cut from */
+			snprintf(d->spans_err, sizeof(d->spans_err),
+				 "slow_span/error_span need the eBPF sampler, which is not running "
+				 "(see the sampler component)");
+		else
+			d->spans_err[0] = '\0';
 		if (d->sampler)
 			pf_sampler_set_ring(d->sampler, 0, 0, &err);
 		spans_health(d);

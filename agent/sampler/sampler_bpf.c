@@ -763,6 +763,7 @@ int pf_sampler_cut(struct pf_sampler *s, uint32_t pid, uint32_t tid, uint64_t st
 	if (rc >= 0)
 		rc = pf_agg_close(agg, start_unix_ns, end_unix_ns, s->freq_hz, &hooks, out);
 	pf_agg_free(agg);
+	pf_symbolizer_trim(s->sym); /* as after a window: DWARF handles go, resolved addresses stay */
 	if (rc < 0)
 		return pf_error_set(err, rc, "", "cutting the span's samples: %s", strerror(-rc));
 	(*out)->host_name = pf_prof_strdup(*out, pf_procinfo_host_name(s->pi));
