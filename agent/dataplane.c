@@ -134,7 +134,7 @@ struct agent_dataplane {
 	size_t n_jobq;
 	struct pf_sampler_ring_proc *procs, *procs_work;
 	size_t n_procs;
-	uint64_t procs_ms;
+	uint64_t procs_ms, reap_ms;
 	uint32_t lookback_seconds;
 	struct agent_span_job work[AGENT_DATAPLANE_SPAN_QUEUE];
 	size_t n_work;
@@ -848,6 +848,7 @@ static void apply_config(struct agent_dataplane *d, struct pf_profcfg *cfg)
 #define SPAN_SETTLE_NS (20ull * 1000000ull)	  /* drained this long after a span's end */
 #define SPAN_MAX_WAIT_NS (2000ull * 1000000ull) /* cut anyway this long after end/arrival */
 #define SPAN_PROCS_MS 200			  /* process snapshot refresh */
+#define SPAN_REAP_MS 10000 /* triggered mode between captures: exited processes let go */
 #define SPANS_COMPONENT "triggers/spans"
 
 static uint64_t now_unix_ns(void)
@@ -1088,6 +1089,12 @@ static int spans_run(struct agent_dataplane *d)
 		d->procs_work = t;
 		d->n_procs = n;
 		pthread_mutex_unlock(&d->lock);
+	}
+	/* no window closes between captures: exited processes would pile up */
+	if (d->cfg && d->cfg->mode == PF_MODE_TRIGGERED && !d->capturing &&
+	    (!d->reap_ms || ms - d->reap_ms >= SPAN_REAP_MS)) {
+		d->reap_ms = ms;
+		pf_sampler_reap(d->sampler);
 	}
 	pthread_mutex_lock(&d->lock);
 	while (d->n_jobq && d->n_work < AGENT_DATAPLANE_SPAN_QUEUE) {

@@ -420,6 +420,7 @@ static void forget_pid(void *ctx, uint32_t pid)
 }
 
 static uint64_t lost_total(struct pf_sampler *s);
+static void reap_exited(struct pf_sampler *s);
 
 /* Closes the samples before `end` (unix ns; 0 = now) into *out. */
 static int close_into(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf_prof_window **out,
@@ -442,8 +443,9 @@ static int close_into(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf
 	(*out)->host_name = pf_prof_strdup(*out, pf_procinfo_host_name(s->pi));
 	s->lost_at_close = lost;
 	s->window_start = end;
-	/* processes that exited are symbolized now: let them go */
-	pf_procinfo_reap(s->pi, forget_pid, s->sym);
+	/* processes that exited are symbolized now: let them go (unless the ring still has
+	 * samples of them) */
+	reap_exited(s);
 	/* per-window symbolization state (DWARF) goes; freed heap goes back to the system */
 	pf_symbolizer_trim(s->sym);
 	malloc_trim(0);
@@ -734,6 +736,43 @@ int pf_sampler_set_ring(struct pf_sampler *s, uint32_t lookback_seconds, size_t 
 		return pf_error_set(err, -ENOMEM, "", "out of memory for the sample ring");
 	}
 	return apply_running(s, s->freq_hz, err);
+}
+
+/* The pids of the ring, ascending, for keep_in_ring(). */
+struct ring_pids {
+	uint32_t *v;
+	size_t n;
+};
+
+static int u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static bool keep_in_ring(void *ctx, uint32_t pid)
+{
+	struct ring_pids *r = ctx;
+	return r->n && bsearch(&pid, r->v, r->n, sizeof(pid), u32_cmp);
+}
+
+static void reap_exited(struct pf_sampler *s)
+{
+	struct ring_pids r = {0};
+	struct pf_sample_ring_stats st;
+	if (s->ring) {
+		pf_sample_ring_stats(s->ring, &st);
+		if (st.samples && !(r.v = malloc(st.samples * sizeof(*r.v))))
+			return; /* out of memory: keep everything until the next try */
+		r.n = st.samples ? pf_sample_ring_pids(s->ring, r.v, st.samples) : 0;
+	}
+	pf_procinfo_reap_if(s->pi, s->ring ? keep_in_ring : NULL, &r, forget_pid, s->sym);
+	free(r.v);
+}
+
+void pf_sampler_reap(struct pf_sampler *s)
+{
+	reap_exited(s);
 }
 
 uint64_t pf_sampler_drained_unix_ns(const struct pf_sampler *s)

@@ -130,7 +130,8 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out);
  * exactly [start, end) of one process (and one thread when tid != 0) from the ring, attributes
  * and symbols resolved as for a window (an empty window when there are no such samples).
  * pf_sampler_drained_unix_ns() is the wall-clock time at which the last poll started draining
- * the kernel's ring buffer: every sample taken before it is in the ring. */
+ * the kernel's ring buffer: every sample taken before it is in the ring. Exited processes with
+ * samples in the ring keep their attributes and symbols until those samples age out. */
 struct pf_sample_ring_stats;
 
 struct pf_sampler_ring_proc {
@@ -145,6 +146,10 @@ int pf_sampler_cut(struct pf_sampler *s, uint32_t pid, uint32_t tid, uint64_t st
 uint64_t pf_sampler_drained_unix_ns(const struct pf_sampler *s);
 /* The processes with samples in the ring (at most cap), ascending by pid; 0 without a ring. */
 size_t pf_sampler_ring_procs(struct pf_sampler *s, struct pf_sampler_ring_proc *out, size_t cap);
+/* Lets go of exited processes (attributes, symbolizer maps) that have no samples in the ring
+ * any more. Window closes do it too; in mode triggered between captures, where no window
+ * closes, the owner calls it now and then. */
+void pf_sampler_reap(struct pf_sampler *s);
 /* The ring's counters; -ENOENT without a ring. */
 int pf_sampler_ring_stats(struct pf_sampler *s, struct pf_sample_ring_stats *out);
 

@@ -7,7 +7,8 @@ windows), exporting to the controller's embedded store and to a directory. A spa
 the threshold yields one profile of exactly that span: only the workload's samples, every one
 inside [start, end), every one linked to the span, tagged profleet.trigger=slow_span, with the
 workload's hot functions; a span with thread.id is cut to that thread; an ERROR span sent as
-gzip'd protobuf yields an error_span profile. Spans of a pid the agent does not sample get a
+gzip'd protobuf yields an error_span profile; a process that exited before its span arrived
+is still profiled with its attributes and symbols. Spans of a pid the agent does not sample get a
 200 with partial_success; malformed bodies (bad hex ids, end before start, bad gzip) get 400
 with the reason; a body over the cap gets 413. The receiver is bound to exactly 127.0.0.1:PORT
 (ss -ltn). /metrics counts it all; the store finds the profile by trace_id
@@ -363,15 +364,29 @@ class SlowSpan(IntegrationCase):
         st, resp = self.post(b"x", ctype="text/plain", raw=True)
         self.assertEqual(st, 415)
 
-        # triggered mode: only the two span profiles were written, no continuous windows
+        # 5. a process that exited since: its samples, attributes and symbols are still there
+        wl2 = self.start_workload(seconds=1.5)
+        t0 = now_ns()
+        wl2.wait(timeout=10)
+        trace5 = os.urandom(16).hex()
+        st, resp = self.post(span_json(trace5, "00000000000000f1", t0, now_ns(), pid=wl2.pid))
+        self.assertEqual(st, 200, resp)
+        self.assertNotIn("partialSuccess", json.loads(resp))
+        s = self.summary(self.wait_new_file(seen))
+        p5 = s["processes"][0]
+        self.assertEqual(p5["pid"], wl2.pid)
+        self.assertEqual(p5["attributes"]["process.executable.name"], self.wl_name)
+        self.assertIn("hot_a", p5["leaf"])
+
+        # triggered mode: only the span profiles were written, no continuous windows
         time.sleep(0.5)  # a window would need 2 s; give a late writer a moment to show
-        self.assertEqual(len(self.files()), 2, self.files())
+        self.assertEqual(len(self.files()), 3, self.files())
 
         m = wait_until(lambda: (lambda m: m if m.get(
             'span_profiles_total{trigger="error_span"}') == 1 else None)(self.metrics()),
             timeout=5, what="metrics refreshed")
         print({k: v for k, v in m.items() if "span" in k or "ring" in k})
-        self.assertEqual(m['span_profiles_total{trigger="slow_span"}'], 1)
+        self.assertEqual(m['span_profiles_total{trigger="slow_span"}'], 2)
         self.assertGreaterEqual(m['spans_rejected_total{reason="unknown_process"}'], 1)
         self.assertGreaterEqual(m['spans_rejected_total{reason="too_old"}'], 1)
         self.assertEqual(m['span_requests_total{code="400"}'], 3)
@@ -397,7 +412,7 @@ class SlowSpan(IntegrationCase):
         def health():
             st, a, _ = self.ctl.request("GET", "/api/v1/agents/" + uid)
             comp = a["health"].get("components", {}).get("triggers/spans", {})
-            return comp if "profiles 1 slow + 1 error" in comp.get("status", "") else None
+            return comp if "profiles 2 slow + 1 error" in comp.get("status", "") else None
         comp = wait_until(health, timeout=10, what="triggers/spans health with the counts")
         self.assertTrue(comp["healthy"], comp)
         self.assertIn("127.0.0.1:%d/v1/traces" % self.port, comp["status"])
