@@ -16,6 +16,7 @@
 
 #include "exporter.h"
 #include "health.h"
+#include "metrics.h"
 #include "otlp_profiles.h"
 #include "pf/buf.h"
 #include "pf/log.h"
@@ -128,7 +129,8 @@ struct agent_dataplane {
 	 * snapshot it resolves spans against (both under lock), the jobs waiting for their
 	 * samples (worker only) */
 	struct agent_span_receiver *spans;
-	char *spans_listen;
+	char listening[128]; /* the running receiver's address, "" when none (written by the
+			      * worker under lock: the check hook reads it) */
 	char spans_err[800]; /* why the receiver is not running, "" when it is or is off */
 	struct agent_span_job jobq[AGENT_DATAPLANE_SPAN_QUEUE];
 	size_t n_jobq;
@@ -210,6 +212,9 @@ static bool exporter_eq(const struct pf_exporter *a, const struct pf_exporter *b
 
 /* ---- apply hook (loop thread) -------------------------------------------------------------- */
 
+static int spans_check_listen(struct agent_dataplane *d, const char *listen,
+			      struct pf_error *err);
+
 static int hook_check(void *ctx, const struct pf_profcfg *cfg, struct pf_error *err)
 {
 	struct agent_dataplane *d = ctx;
@@ -238,6 +243,12 @@ static int hook_check(void *ctx, const struct pf_profcfg *cfg, struct pf_error *
 					    detail[0] ? detail : "cannot create the exporter");
 		}
 		agent_exporter_free(x);
+	}
+	/* span triggers: a new receiver address must be free (the one in use is ours) */
+	if (cfg->enabled && (cfg->slow_span.enabled || cfg->error_span.enabled)) {
+		int rc = spans_check_listen(d, cfg->slow_span.listen, err);
+		if (rc < 0)
+			return rc;
 	}
 	/* pprof targets: the sources check every URL (scheme, host, port) the way an update will */
 	if (cfg->n_targets) {
@@ -912,6 +923,23 @@ static int span_submit(void *ctx, const struct agent_span_job *job)
 	return 0;
 }
 
+/* Loop thread (check hook): the address can be bound, or is the running receiver's. */
+static int spans_check_listen(struct agent_dataplane *d, const char *listen,
+			      struct pf_error *err)
+{
+	pthread_mutex_lock(&d->lock);
+	bool ours = d->listening[0] && listen && !strcmp(d->listening, listen);
+	pthread_mutex_unlock(&d->lock);
+	struct agent_metrics_listen l;
+	if (ours || !listen || agent_metrics_listen_parse(listen, &l, NULL) < 0)
+		return 0; /* the config parser checked the syntax */
+	int rc = agent_metrics_probe_bind(&l);
+	if (rc < 0)
+		return pf_error_set(err, rc, "profiling.triggers.slow_span.listen",
+				    "cannot listen on %s: %s", listen, strerror(-rc));
+	return 0;
+}
+
 static void spans_health(struct agent_dataplane *d)
 {
 	char status[STATUS_LEN];
@@ -933,7 +961,7 @@ static void spans_health(struct agent_dataplane *d)
 	snprintf(status, sizeof(status),
 		 "OTLP/HTTP traces on %s/v1/traces; spans %" PRIu64 ", profiles %" PRIu64
 		 " slow + %" PRIu64 " error, empty %" PRIu64 ", rejected %" PRIu64,
-		 d->spans_listen ? d->spans_listen : "?", c.spans, m.profiles[0], m.profiles[1],
+		 d->listening, c.spans, m.profiles[0], m.profiles[1],
 		 m.empty,
 		 c.rejected_unknown + c.rejected_old + c.rejected_rate + c.rejected_queue);
 	agent_health_set(d->health, SPANS_COMPONENT, true, status, NULL);
@@ -943,9 +971,8 @@ static void spans_stop(struct agent_dataplane *d)
 {
 	agent_span_receiver_free(d->spans); /* joins its thread: no hook runs after this */
 	d->spans = NULL;
-	free(d->spans_listen);
-	d->spans_listen = NULL;
 	pthread_mutex_lock(&d->lock);
+	d->listening[0] = '\0';
 	d->n_procs = 0;
 	d->n_jobq = 0;
 	pthread_mutex_unlock(&d->lock);
@@ -995,7 +1022,7 @@ static void spans_apply(struct agent_dataplane *d, const struct pf_profcfg *cfg)
 		spans_health(d);
 		return;
 	}
-	if (d->spans && d->spans_listen && !strcmp(d->spans_listen, cfg->slow_span.listen)) {
+	if (d->spans && !strcmp(d->listening, cfg->slow_span.listen)) {
 		agent_span_receiver_set_rules(d->spans, &rules);
 		spans_health(d);
 		return;
@@ -1008,7 +1035,9 @@ static void spans_apply(struct agent_dataplane *d, const struct pf_profcfg *cfg)
 		snprintf(d->spans_err, sizeof(d->spans_err), "%s", err.msg);
 	} else {
 		d->spans_err[0] = '\0';
-		d->spans_listen = strdup(cfg->slow_span.listen);
+		pthread_mutex_lock(&d->lock);
+		snprintf(d->listening, sizeof(d->listening), "%s", cfg->slow_span.listen);
+		pthread_mutex_unlock(&d->lock);
 	}
 	spans_health(d);
 }

@@ -120,6 +120,33 @@ class SlowSpan(IntegrationCase):
 
     # ---- helpers ----------------------------------------------------------------------------
 
+    def config_text(self, port):
+        return "\n".join([
+            "profiling:",
+            "  mode: triggered",
+            "  sampling: {frequency_hz: 199, duration_seconds: 2}",
+            "  filters:",
+            "    include: [{key: process.executable.name, value: \"%s\"}]" % self.wl_name,
+            "  triggers:",
+            "    slow_span: {enabled: true, threshold_ms: 1000, max_per_minute: 20,",
+            "                listen: \"127.0.0.1:%d\", lookback_seconds: 30}" % port,
+            "    error_span: {enabled: true, max_per_minute: 5}",
+            "  exporters:",
+            "    - {type: otlp_http, endpoint: \"http://127.0.0.1:%d/v1development/profiles\","
+            % self.ctl.port,
+            "       auth: agent_token}",
+            "    - {type: file, path: \"%s\"}" % self.out_dir, ""])
+
+    def push_and_wait(self, uid, text, status):
+        st, body, _ = self.ctl.put_config("default", text)
+        self.assertEqual(st, 201, body)
+
+        def done():
+            st, a, _ = self.ctl.request("GET", "/api/v1/agents/" + uid)
+            return st == 200 and a["config"]["status"] == status and \
+                a["config"].get("hash") == body["hash"] and a
+        return wait_until(done, timeout=10, what="config " + status)
+
     def start_agent(self):
         """A controller, and an agent connected to it with the config pushed: exporters to
         the controller's embedded store and to a directory."""
@@ -147,21 +174,7 @@ class SlowSpan(IntegrationCase):
                 SKIPPED.append(self.id())
                 self.skipTest("the kernel refuses BPF/perf events: " + st)
             self.fail("agent did not start: " + st)
-        text = "\n".join([
-            "profiling:",
-            "  mode: triggered",
-            "  sampling: {frequency_hz: 199, duration_seconds: 2}",
-            "  filters:",
-            "    include: [{key: process.executable.name, value: \"%s\"}]" % self.wl_name,
-            "  triggers:",
-            "    slow_span: {enabled: true, threshold_ms: 1000, max_per_minute: 20,",
-            "                listen: \"127.0.0.1:%d\", lookback_seconds: 30}" % self.port,
-            "    error_span: {enabled: true, max_per_minute: 5}",
-            "  exporters:",
-            "    - {type: otlp_http, endpoint: \"http://127.0.0.1:%d/v1development/profiles\","
-            % ctl.port,
-            "       auth: agent_token}",
-            "    - {type: file, path: \"%s\"}" % self.out_dir, ""])
+        text = self.config_text(self.port)
         st, body, _ = ctl.put_config("default", text)
         self.assertEqual(st, 201, body)
 
@@ -416,6 +429,31 @@ class SlowSpan(IntegrationCase):
         comp = wait_until(health, timeout=10, what="triggers/spans health with the counts")
         self.assertTrue(comp["healthy"], comp)
         self.assertIn("127.0.0.1:%d/v1/traces" % self.port, comp["status"])
+
+        # 6. a receiver address that is taken fails the config with the reason (the old one
+        # keeps running); a free one moves the receiver
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen(1)
+            bport = busy.getsockname()[1]
+            a = self.push_and_wait(uid, self.config_text(bport), "FAILED")
+            self.assertIn("profiling.triggers.slow_span.listen: cannot listen on 127.0.0.1:%d: "
+                          "Address already in use" % bport, a["config"]["error"])
+        st, _ = self.post({})
+        self.assertEqual(st, 200)
+        old_port, self.port = self.port, free_port()
+        self.push_and_wait(uid, self.config_text(self.port), "APPLIED")
+
+        def answers(port):  # the data plane applies the config just after APPLIED
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
+                return True
+            except ConnectionRefusedError:
+                return False
+        wait_until(lambda: answers(self.port), timeout=5, what="the receiver on the new port")
+        wait_until(lambda: not answers(old_port), timeout=5, what="the old port closed")
+        st, resp = self.post({})
+        self.assertEqual((st, resp), (200, b"{}"))
         self.assertEqual(ag.stop(), 0)
 
 
