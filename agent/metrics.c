@@ -525,6 +525,7 @@ static void render_spans(struct w *w, const struct agent_dataplane_metrics *m)
 	sample_u64(w, "span_requests_total", "code=\"200\"", c->requests);
 	sample_u64(w, "span_requests_total", "code=\"400\"", c->bad_requests);
 	sample_u64(w, "span_requests_total", "code=\"413\"", c->too_large);
+	sample_u64(w, "span_requests_total", "code=\"503\"", c->busy);
 	counter_u64(w, "spans_received_total", "Spans decoded by the span receiver.", c->spans);
 	family(w, "spans_accepted_total", "counter",
 	       "Spans that started a profile, by trigger (slow_span, error_span).");

@@ -41,6 +41,8 @@ struct agent_span_receiver {
 	struct agent_span_rules rules;
 	struct agent_span_counters c;
 	struct rate rate[2]; /* receiver thread only */
+	size_t inflight;     /* receiver thread only: request body bytes buffered, all
+			      * connections (at most AGENT_SPAN_MAX_INFLIGHT) */
 };
 
 static uint64_t unix_ns(void)
@@ -189,14 +191,20 @@ void agent_span_receiver_counters(struct agent_span_receiver *r, struct agent_sp
 /* ---- HTTP ----------------------------------------------------------------------------------- */
 
 struct pss {
-	struct pf_buf body;
+	struct pf_buf body; /* its length counts in the receiver's inflight bytes */
 	struct agent_http_answer a;
-	bool json, gzip, too_large;
+	bool json, gzip, too_large, busy;
 };
 
-static void pss_reset(struct pss *p)
+static void body_release(struct agent_span_receiver *r, struct pss *p)
 {
+	r->inflight -= p->body.len;
 	pf_buf_release(&p->body);
+}
+
+static void pss_reset(struct agent_span_receiver *r, struct pss *p)
+{
+	body_release(r, p);
 	agent_http_answer_release(&p->a);
 	memset(p, 0, sizeof(*p));
 }
@@ -226,7 +234,7 @@ static void count_too_large(struct agent_span_receiver *r)
 static int http_begin(struct agent_span_receiver *r, struct lws *wsi, struct pss *p,
 		      const char *uri)
 {
-	pss_reset(p);
+	pss_reset(r, p);
 	if (agent_http_answer_init(&p->a, 64 * 1024) < 0)
 		return -1;
 	pf_buf_init(&p->body, AGENT_SPAN_MAX_BODY);
@@ -278,8 +286,16 @@ static void http_complete(struct agent_span_receiver *r, struct lws *wsi, struct
 	if (p->too_large) {
 		count_too_large(r);
 		p->a.close_after = true;
-		answer_status(wsi, p, 413, 8,
-			      TOO_LARGE_MSG);
+		answer_status(wsi, p, 413, 8 /* RESOURCE_EXHAUSTED */, TOO_LARGE_MSG);
+		return;
+	}
+	if (p->busy) { /* OTLP/HTTP: 503 is retryable */
+		pthread_mutex_lock(&r->lock);
+		r->c.busy++;
+		pthread_mutex_unlock(&r->lock);
+		p->a.close_after = true;
+		answer_status(wsi, p, 503, 14 /* UNAVAILABLE */,
+			      "too many request bodies in flight; retry later");
 		return;
 	}
 	struct pf_otlp_traces_opts o = {.json = p->json,
@@ -290,7 +306,7 @@ static void http_complete(struct agent_span_receiver *r, struct lws *wsi, struct
 	size_t n = 0;
 	struct pf_error err = {0};
 	int rc = pf_otlp_traces_decode(p->body.data, p->body.len, &o, &spans, &n, &err);
-	pf_buf_release(&p->body);
+	body_release(r, p);
 	if (rc < 0) {
 		if (rc == -E2BIG) {
 			count_too_large(r);
@@ -337,11 +353,16 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		return 0;
 	}
 	case LWS_CALLBACK_HTTP_BODY:
-		if (!p || p->a.ready)
+		if (!p || p->a.ready || p->too_large || p->busy)
 			return 0;
-		if (!p->too_large && pf_buf_append(&p->body, in, len) < 0) {
+		if (r->inflight + len > AGENT_SPAN_MAX_INFLIGHT) {
+			p->busy = true;
+			body_release(r, p);
+		} else if (pf_buf_append(&p->body, in, len) < 0) {
 			p->too_large = true;
-			pf_buf_release(&p->body);
+			body_release(r, p);
+		} else {
+			r->inflight += len;
 		}
 		return 0;
 	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
@@ -356,7 +377,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			return -1;
 		if (n == 1) {
 			bool close_after = p->a.close_after;
-			pss_reset(p);
+			pss_reset(r, p);
 			if (close_after || lws_http_transaction_completed(wsi))
 				return -1;
 		}
@@ -364,7 +385,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	}
 	case LWS_CALLBACK_CLOSED_HTTP:
 		if (p)
-			pss_reset(p);
+			pss_reset(r, p);
 		return 0;
 	default:
 		break;

@@ -20,7 +20,11 @@
  * type: 415), Content-Encoding gzip or none; body over AGENT_SPAN_MAX_BODY (by Content-Length or
  * while reading, or after gunzip): 413; undecodable: 400 with a google.rpc.Status whose message
  * says why (pf_otlp_traces_decode's error); otherwise 200 with an ExportTraceServiceResponse in
- * the request's encoding. Other paths 404, other methods 405. Keep-alive is supported.
+ * the request's encoding. Bodies being received on all connections together are bounded by
+ * AGENT_SPAN_MAX_INFLIGHT: a request that would pass it gets 503 (retryable in OTLP/HTTP).
+ * Decoding runs on the receiver's thread, one request at a time (an OTLP/JSON body's parse tree
+ * is a few times its size, transiently). Other paths 404, other methods 405. Keep-alive is
+ * supported.
  *
  * Threads: agent_span_receiver_set_rules() and _counters() from any thread; the hooks are
  * called on the receiver's thread. */
@@ -37,6 +41,7 @@
 
 #define AGENT_SPAN_MAX_BODY_MIB 4
 #define AGENT_SPAN_MAX_BODY ((size_t)AGENT_SPAN_MAX_BODY_MIB << 20)
+#define AGENT_SPAN_MAX_INFLIGHT ((size_t)16 << 20) /* bodies buffered, all connections */
 #define AGENT_SPAN_MAX_SPANS 16384
 #define AGENT_SPAN_MAX_FUTURE_MS 5000
 #define AGENT_SPAN_MAX_PER_MINUTE 600
@@ -72,6 +77,7 @@ struct agent_span_counters {
 	uint64_t requests;	  /* POST /v1/traces answered 200 */
 	uint64_t bad_requests;	  /* 400 */
 	uint64_t too_large;	  /* 413 */
+	uint64_t busy;		  /* 503: over AGENT_SPAN_MAX_INFLIGHT */
 	uint64_t spans;		  /* spans decoded */
 	uint64_t triggered[2];	  /* jobs handed over, by enum agent_span_trigger */
 	uint64_t rejected_unknown; /* process not found */
