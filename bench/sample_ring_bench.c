@@ -23,9 +23,10 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int count_cb(void *ctx, const struct pf_agg_sample *s)
+static int count_cb(void *ctx, const struct pf_agg_sample *s, uint32_t hz)
 {
 	(void)s;
+	(void)hz;
 	(*(size_t *)ctx)++;
 	return 0;
 }
@@ -99,7 +100,7 @@ int main(int argc, char **argv)
 						  .n_kstack = x->nk,
 						  .ustack = ips + x->nk,
 						  .n_ustack = x->nu};
-			if (pf_sample_ring_add(r, &s) < 0)
+			if (pf_sample_ring_add(r, &s, 99) < 0)
 				return 1;
 		}
 		double add_s = now_s() - a;

@@ -16,7 +16,7 @@ struct rec {
 	uint64_t ts;
 	uint32_t pid, tid;
 	uint32_t stack;
-	uint32_t cpu;
+	uint32_t hz; /* sampling frequency it was taken at */
 };
 
 /* A stack and the name of the thread it ran in: a thread's name rarely changes, so it costs
@@ -229,7 +229,7 @@ static int make_room(struct pf_sample_ring *r)
 	return 0;
 }
 
-int pf_sample_ring_add(struct pf_sample_ring *r, const struct pf_agg_sample *s)
+int pf_sample_ring_add(struct pf_sample_ring *r, const struct pf_agg_sample *s, uint32_t hz)
 {
 	if (ips_cost(s->n_kstack, s->n_ustack) + sizeof(struct rstack) + sizeof(struct rec) >
 	    r->max_bytes / 4) {
@@ -252,7 +252,7 @@ int pf_sample_ring_add(struct pf_sample_ring *r, const struct pf_agg_sample *s)
 	x->ts = s->ts_unix_ns;
 	x->pid = s->pid;
 	x->tid = s->tid;
-	x->cpu = s->cpu;
+	x->hz = hz;
 	x->stack = id;
 	r->n++;
 	r->added++;
@@ -265,7 +265,8 @@ int pf_sample_ring_add(struct pf_sample_ring *r, const struct pf_agg_sample *s)
 }
 
 int pf_sample_ring_cut(const struct pf_sample_ring *r, uint32_t pid, uint32_t tid, uint64_t start,
-		       uint64_t end, int (*fn)(void *ctx, const struct pf_agg_sample *s), void *ctx)
+		       uint64_t end,
+		       int (*fn)(void *ctx, const struct pf_agg_sample *s, uint32_t hz), void *ctx)
 {
 	int count = 0;
 	for (size_t i = 0; i < r->n; i++) {
@@ -279,13 +280,12 @@ int pf_sample_ring_cut(const struct pf_sample_ring *r, uint32_t pid, uint32_t ti
 		struct pf_agg_sample s = {.ts_unix_ns = x->ts,
 					  .pid = x->pid,
 					  .tid = x->tid,
-					  .cpu = x->cpu,
 					  .comm = comm,
 					  .kstack = t->ips,
 					  .n_kstack = t->nk,
 					  .ustack = t->ips + t->nk,
 					  .n_ustack = t->nu};
-		int rc = fn(ctx, &s);
+		int rc = fn(ctx, &s, x->hz);
 		if (rc < 0)
 			return rc;
 		if (count < INT32_MAX)

@@ -2,7 +2,8 @@
  * span that arrives after it ended can still be profiled exactly (the slow-span and error-span
  * triggers).
  *
- * Owns: a circular array of sample records (time, pid, tid, cpu, stack id; 24 bytes each) in
+ * Owns: a circular array of sample records (time, pid, tid, sampling frequency, stack id; 24
+ * bytes each) in
  * arrival order, and a reference-counted intern table of the stacks they use (thread name +
  * kernel + user instruction pointers, deduplicated by content; a stack is freed with the last
  * sample that uses it). Nothing here touches BPF or /proc: the sampler feeds it from its sample
@@ -51,15 +52,17 @@ void pf_sample_ring_free(struct pf_sample_ring *r);
 void pf_sample_ring_set_limits(struct pf_sample_ring *r, uint32_t lookback_seconds,
 			       size_t max_bytes);
 
-/* Copies the sample in (comm: at most 15 bytes kept). 0, -ENOSPC (does not fit at all),
- * -ENOMEM. */
-int pf_sample_ring_add(struct pf_sample_ring *r, const struct pf_agg_sample *s);
+/* Copies the sample in (comm: at most 15 bytes kept; cpu is not kept), taken at hz. 0, -ENOSPC
+ * (does not fit at all), -ENOMEM. */
+int pf_sample_ring_add(struct pf_sample_ring *r, const struct pf_agg_sample *s, uint32_t hz);
 
 /* Calls fn for every held sample of pid (and of tid, unless tid is 0) with start <= time < end,
- * oldest first; the sample's pointers are valid during the call only. Returns the number of
- * samples passed to fn, or fn's first negative return. */
+ * oldest first, with the frequency it was taken at (cpu is 0); the sample's pointers are valid
+ * during the call only. Returns the number of samples passed to fn, or fn's first negative
+ * return. */
 int pf_sample_ring_cut(const struct pf_sample_ring *r, uint32_t pid, uint32_t tid, uint64_t start,
-		       uint64_t end, int (*fn)(void *ctx, const struct pf_agg_sample *s), void *ctx);
+		       uint64_t end,
+		       int (*fn)(void *ctx, const struct pf_agg_sample *s, uint32_t hz), void *ctx);
 
 /* The distinct pids with samples held, ascending, at most cap of them; returns how many were
  * written. */

@@ -200,7 +200,8 @@ static int on_sample(void *ctx, void *data, size_t size)
 		.n_ustack = ulen,
 	};
 	if (s->ring) {
-		pf_sample_ring_add(s->ring, &as); /* refusals are counted in its stats */
+		/* refusals are counted in its stats */
+		pf_sample_ring_add(s->ring, &as, s->freq_hz);
 		if (s->triggered_mode && !s->trigger_on)
 			return 0; /* between captures: the ring only */
 	}
@@ -780,9 +781,25 @@ uint64_t pf_sampler_drained_unix_ns(const struct pf_sampler *s)
 	return s->drained_unix_ns;
 }
 
-static int cut_add(void *ctx, const struct pf_agg_sample *s)
+/* The samples of a cut, and the frequencies they were taken at (a window has one period: the
+ * one most of them have). */
+struct cut {
+	struct pf_agg *agg;
+	uint32_t hz[4];
+	uint64_t n[4];
+};
+
+static int cut_add(void *ctx, const struct pf_agg_sample *s, uint32_t hz)
 {
-	int rc = pf_agg_add(ctx, s);
+	struct cut *c = ctx;
+	for (size_t i = 0; i < PF_ARRAY_SIZE(c->hz); i++) {
+		if (!c->n[i] || c->hz[i] == hz) {
+			c->hz[i] = hz;
+			c->n[i]++;
+			break;
+		}
+	}
+	int rc = pf_agg_add(c->agg, s);
 	return rc == -ENOMEM ? rc : 0;
 }
 
@@ -794,14 +811,20 @@ int pf_sampler_cut(struct pf_sampler *s, uint32_t pid, uint32_t tid, uint64_t st
 		return pf_error_set(err, -ENOENT, "", "no sample ring (no span trigger enabled)");
 	if (end_unix_ns <= start_unix_ns)
 		end_unix_ns = start_unix_ns + 1;
-	struct pf_agg *agg = pf_agg_new(NULL);
-	if (!agg)
+	struct cut c = {.agg = pf_agg_new(NULL)};
+	if (!c.agg)
 		return pf_error_set(err, -ENOMEM, "", "out of memory");
-	int rc = pf_sample_ring_cut(s->ring, pid, tid, start_unix_ns, end_unix_ns, cut_add, agg);
+	int rc = pf_sample_ring_cut(s->ring, pid, tid, start_unix_ns, end_unix_ns, cut_add, &c);
+	uint32_t hz = s->freq_hz;
+	for (size_t i = 0, best = 0; i < PF_ARRAY_SIZE(c.hz); i++)
+		if (c.n[i] > best) {
+			best = c.n[i];
+			hz = c.hz[i];
+		}
 	struct pf_agg_hooks hooks = {.resolve = resolve, .ctx = s};
 	if (rc >= 0)
-		rc = pf_agg_close(agg, start_unix_ns, end_unix_ns, s->freq_hz, &hooks, out);
-	pf_agg_free(agg);
+		rc = pf_agg_close(c.agg, start_unix_ns, end_unix_ns, hz, &hooks, out);
+	pf_agg_free(c.agg);
 	pf_symbolizer_trim(s->sym); /* as after a window: DWARF handles go, resolved addresses stay */
 	if (rc < 0)
 		return pf_error_set(err, rc, "", "cutting the span's samples: %s", strerror(-rc));

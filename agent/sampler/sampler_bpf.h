@@ -128,7 +128,8 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out);
  * run whenever profiling is enabled, also in mode triggered between captures — then samples go
  * to the ring only, so no continuous windows are built. pf_sampler_cut() builds a window of
  * exactly [start, end) of one process (and one thread when tid != 0) from the ring, attributes
- * and symbols resolved as for a window (an empty window when there are no such samples).
+ * and symbols resolved as for a window (an empty window when there are no such samples), its
+ * frequency the one most of its samples were taken at.
  * pf_sampler_drained_unix_ns() is the wall-clock time at which the last poll started draining
  * the kernel's ring buffer: every sample taken before it is in the ring. Exited processes with
  * samples in the ring keep their attributes and symbols until those samples age out. */

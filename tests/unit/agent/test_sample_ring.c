@@ -42,11 +42,13 @@ struct got {
 	uint32_t tid[4096];
 	uint64_t first_user_ip[4096];
 	uint32_t depth[4096];
+	uint32_t hz[4096];
 };
 
-static int collect(void *ctx, const struct pf_agg_sample *s)
+static int collect(void *ctx, const struct pf_agg_sample *s, uint32_t hz)
 {
 	struct got *g = ctx;
+	g->hz[g->n] = hz;
 	assert_true(g->n < 4096);
 	assert_string_equal(s->comm, "worker-thread-n"); /* 15 bytes kept */
 	g->ts[g->n] = s->ts_unix_ns;
@@ -66,7 +68,8 @@ static void test_cut(void **state)
 	for (unsigned i = 0; i < 100; i++) {
 		struct pf_agg_sample s = mk(T0 + i * 10000000ull, i % 3 == 2 ? 20 : 10,
 					    i % 3 == 0 ? 11 : i % 3 == 1 ? 12 : 21, i % 5, 8 + i % 5);
-		assert_int_equal(pf_sample_ring_add(r, &s), 0);
+		/* a frequency change at 150 ms: each sample keeps its own */
+		assert_int_equal(pf_sample_ring_add(r, &s, i < 15 ? 99 : 199), 0);
 	}
 	struct pf_sample_ring_stats st;
 	pf_sample_ring_stats(r, &st);
@@ -87,6 +90,7 @@ static void test_cut(void **state)
 			assert_true(g.ts[i] > g.ts[i - 1]); /* oldest first */
 		unsigned k = (unsigned)((g.ts[i] - T0) / 10000000ull);
 		assert_int_equal(g.depth[i], 8 + k % 5); /* the stack that sample had */
+		assert_int_equal(g.hz[i], k < 15 ? 99 : 199);
 		assert_true(g.first_user_ip[i] == 0x400000 + (k % 5) * 0x1000 + 2);
 	}
 	/* thread 12 only */
@@ -109,9 +113,10 @@ static void test_cut(void **state)
 	pf_sample_ring_free(r);
 }
 
-static int fail_at_3(void *ctx, const struct pf_agg_sample *s)
+static int fail_at_3(void *ctx, const struct pf_agg_sample *s, uint32_t hz)
 {
 	(void)s;
+	(void)hz;
 	return ++*(int *)ctx == 3 ? -EINTR : 0;
 }
 
@@ -121,7 +126,7 @@ static void test_lookback(void **state)
 	struct pf_sample_ring *r = pf_sample_ring_new(1, 1 << 20);
 	for (unsigned i = 0; i <= 30; i++) { /* 0 .. 3 s, every 100 ms */
 		struct pf_agg_sample s = mk(T0 + i * (SEC / 10), 7, 7, i, 4);
-		assert_int_equal(pf_sample_ring_add(r, &s), 0);
+		assert_int_equal(pf_sample_ring_add(r, &s, 99), 0);
 	}
 	struct pf_sample_ring_stats st;
 	pf_sample_ring_stats(r, &st);
@@ -150,7 +155,7 @@ static void test_memory_bound(void **state)
 	/* deep, all-distinct stacks: about 1 KiB each */
 	for (unsigned i = 0; i < 5000; i++) {
 		struct pf_agg_sample s = mk(T0 + i * 1000000ull, 1 + i % 4, 1, i, 120);
-		assert_int_equal(pf_sample_ring_add(r, &s), 0);
+		assert_int_equal(pf_sample_ring_add(r, &s, 99), 0);
 		pf_sample_ring_stats(r, &st);
 		assert_true(st.bytes <= max);
 	}
@@ -168,7 +173,7 @@ static void test_memory_bound(void **state)
 				  .tid = 1,
 				  .ustack = big,
 				  .n_ustack = 9000};
-	assert_int_equal(pf_sample_ring_add(r, &s), -ENOSPC);
+	assert_int_equal(pf_sample_ring_add(r, &s, 99), -ENOSPC);
 	pf_sample_ring_stats(r, &st);
 	assert_int_equal(st.refused, 1);
 	pf_sample_ring_free(r);
@@ -195,7 +200,7 @@ static void test_random_vs_list(void **state)
 		all[i].stack = (uint32_t)(rand() % 300);
 		struct pf_agg_sample s = mk(ts, all[i].pid, all[i].tid, all[i].stack,
 					    3 + all[i].stack % 40);
-		assert_int_equal(pf_sample_ring_add(r, &s), 0);
+		assert_int_equal(pf_sample_ring_add(r, &s, 99), 0);
 		newest = ts > newest ? ts : newest;
 	}
 	/* what eviction keeps: everything from the first sample at or after the cutoff on
@@ -221,6 +226,7 @@ static void test_random_vs_list(void **state)
 			assert_true(g.ts[want] == all[i].ts);
 			assert_int_equal(g.tid[want], all[i].tid);
 			assert_int_equal(g.depth[want], 3 + all[i].stack % 40);
+			assert_int_equal(g.hz[want], 99);
 			want++;
 		}
 		assert_int_equal(n, (int)want);
