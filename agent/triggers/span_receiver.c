@@ -117,7 +117,7 @@ void agent_span_receiver_process(struct agent_span_receiver *r, const struct pf_
 		} else {
 			continue; /* nothing to do for it */
 		}
-		if (s->start_unix_ns + lookback < now) {
+		if (now > lookback && s->start_unix_ns < now - lookback) {
 			reject(&v, R_OLD, s,
 			       "span started %" PRIu64 " s ago, before the %" PRIu32
 			       " s lookback of recent samples",
@@ -421,8 +421,6 @@ struct agent_span_receiver *agent_span_receiver_new(const char *listen, bool ser
 	struct agent_metrics_listen l;
 	struct pf_error lerr = {0};
 	int rc = agent_metrics_listen_parse(listen, &l, &lerr);
-	if (rc == 0 && !l.host[0])
-		rc = -EINVAL; /* every interface: never (the config check refuses it too) */
 	if (rc < 0) {
 		pf_error_set(err, -EINVAL, LISTEN_KEY, "must be HOST:PORT, got '%s'",
 			     listen ? listen : "");

@@ -134,6 +134,13 @@ static void test_verdicts(void **state)
 	assert_int_equal(rejected, 0); /* the queue-full span did not use up a slot */
 	assert_int_equal(dp.n_jobs, 6);
 
+	/* times near the end of time do not wrap around */
+	struct pf_span far = span(100, UINT64_MAX - 10 * MS, 0, 2);
+	pf_buf_reset(&msg);
+	agent_span_receiver_process(r, &far, 1, NOW + 62000 * MS, &rejected, &msg);
+	assert_int_equal(rejected, 1);
+	assert_non_null(strstr(pf_buf_str(&msg), "in the future"));
+
 	/* rules off: nothing triggers */
 	struct agent_span_rules off = rules;
 	off.slow_enabled = off.error_enabled = false;
