@@ -45,6 +45,14 @@ struct pf_sample_ring {
 	size_t n_buckets;  /* power of two */
 	size_t ips_bytes;  /* stacks' ip arrays, with ALLOC_OVERHEAD each */
 
+	/* samples held per pid: open addressing, linear probing, backward-shift deletion */
+	struct pidc {
+		uint32_t pid; /* 0 = empty (pid 0 is the idle task: counted apart) */
+		uint32_t n;
+	} *pids;
+	size_t n_pid_slots, n_pids; /* slots (power of two), pids present */
+	uint32_t idle_n;	    /* samples of pid 0 */
+
 	uint64_t newest;
 	uint64_t added, evicted_age, evicted_memory, refused;
 };
@@ -52,7 +60,8 @@ struct pf_sample_ring {
 static size_t ring_bytes(const struct pf_sample_ring *r)
 {
 	return sizeof(*r) + r->cap * sizeof(struct rec) + r->cap_st * sizeof(struct rstack) +
-	       r->n_buckets * sizeof(uint32_t) + r->ips_bytes + 3 * ALLOC_OVERHEAD;
+	       r->n_buckets * sizeof(uint32_t) + r->n_pid_slots * sizeof(struct pidc) +
+	       r->ips_bytes + 4 * ALLOC_OVERHEAD;
 }
 
 static uint64_t mix(uint64_t h, uint64_t v)
@@ -178,11 +187,84 @@ static int stack_intern(struct pf_sample_ring *r, const struct pf_agg_sample *s,
 	return 0;
 }
 
+/* ---- samples per pid ----------------------------------------------------------------------- */
+
+static size_t pid_slot(uint32_t pid, size_t mask)
+{
+	return (size_t)((pid * 0x9e3779b1u) & mask);
+}
+
+static int pids_grow(struct pf_sample_ring *r)
+{
+	size_t n = r->n_pid_slots ? r->n_pid_slots * 2 : 64;
+	struct pidc *t = calloc(n, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->n_pid_slots; i++) {
+		if (!r->pids[i].pid)
+			continue;
+		size_t j = pid_slot(r->pids[i].pid, n - 1);
+		while (t[j].pid)
+			j = (j + 1) & (n - 1);
+		t[j] = r->pids[i];
+	}
+	free(r->pids);
+	r->pids = t;
+	r->n_pid_slots = n;
+	return 0;
+}
+
+static int pid_count(struct pf_sample_ring *r, uint32_t pid)
+{
+	if (!pid) {
+		r->idle_n++;
+		return 0;
+	}
+	if ((r->n_pids + 1) * 2 > r->n_pid_slots && pids_grow(r) < 0)
+		return -ENOMEM;
+	size_t mask = r->n_pid_slots - 1, j = pid_slot(pid, mask);
+	while (r->pids[j].pid && r->pids[j].pid != pid)
+		j = (j + 1) & mask;
+	if (!r->pids[j].pid) {
+		r->pids[j].pid = pid;
+		r->n_pids++;
+	}
+	r->pids[j].n++;
+	return 0;
+}
+
+static void pid_uncount(struct pf_sample_ring *r, uint32_t pid)
+{
+	if (!pid) {
+		r->idle_n--;
+		return;
+	}
+	size_t mask = r->n_pid_slots - 1, j = pid_slot(pid, mask);
+	while (r->pids[j].pid != pid)
+		j = (j + 1) & mask;
+	if (--r->pids[j].n)
+		return;
+	/* backward-shift deletion: move later entries of the cluster into the hole */
+	r->pids[j].pid = 0;
+	r->n_pids--;
+	for (size_t k = (j + 1) & mask; r->pids[k].pid; k = (k + 1) & mask) {
+		size_t home = pid_slot(r->pids[k].pid, mask);
+		/* the entry at k may move to j when its home is not in (j, k] (cyclically) */
+		if ((j < k && (home <= j || home > k)) || (j > k && home <= j && home > k)) {
+			r->pids[j] = r->pids[k];
+			r->pids[k].pid = 0;
+			r->pids[k].n = 0;
+			j = k;
+		}
+	}
+}
+
 /* ---- records ------------------------------------------------------------------------------- */
 
 static void pop_oldest(struct pf_sample_ring *r)
 {
 	stack_unref(r, r->recs[r->head].stack);
+	pid_uncount(r, r->recs[r->head].pid);
 	r->head = (r->head + 1) % r->cap;
 	r->n--;
 }
@@ -242,7 +324,12 @@ int pf_sample_ring_add(struct pf_sample_ring *r, const struct pf_agg_sample *s, 
 	int rc = make_room(r);
 	uint32_t id = 0;
 	if (rc == 0)
+		rc = pid_count(r, s->pid);
+	if (rc == 0) {
 		rc = stack_intern(r, s, &id);
+		if (rc < 0)
+			pid_uncount(r, s->pid);
+	}
 	if (rc < 0) {
 		r->refused++;
 		return rc;
@@ -302,18 +389,13 @@ static int u32_cmp(const void *a, const void *b)
 
 size_t pf_sample_ring_pids(const struct pf_sample_ring *r, uint32_t *out, size_t cap)
 {
-	if (!r->n || !cap)
-		return 0;
-	_cleanup_free_ uint32_t *all = malloc(r->n * sizeof(*all));
-	if (!all)
-		return 0;
-	for (size_t i = 0; i < r->n; i++)
-		all[i] = r->recs[(r->head + i) % r->cap].pid;
-	qsort(all, r->n, sizeof(*all), u32_cmp);
 	size_t k = 0;
-	for (size_t i = 0; i < r->n && k < cap; i++)
-		if (i == 0 || all[i] != all[i - 1])
-			out[k++] = all[i];
+	if (r->idle_n && k < cap)
+		out[k++] = 0;
+	for (size_t i = 0; i < r->n_pid_slots && k < cap; i++)
+		if (r->pids[i].pid)
+			out[k++] = r->pids[i].pid;
+	qsort(out, k, sizeof(*out), u32_cmp);
 	return k;
 }
 
@@ -372,5 +454,6 @@ void pf_sample_ring_free(struct pf_sample_ring *r)
 	free(r->st);
 	free(r->recs);
 	free(r->buckets);
+	free(r->pids);
 	free(r);
 }

@@ -234,6 +234,40 @@ static void test_random_vs_list(void **state)
 	pf_sample_ring_free(r);
 }
 
+/* The pid list follows additions and evictions (hundreds of pids: the table grows, and
+ * deletions shift clusters). */
+static void test_pids(void **state)
+{
+	(void)state;
+	enum { N = 6000, P = 700 };
+	static uint32_t pid_of[N];
+	static uint8_t want[P + 2];
+	static uint32_t got[P + 2];
+	struct pf_sample_ring *r = pf_sample_ring_new(1, 64 << 20);
+	for (unsigned i = 0; i < N; i++) {
+		/* pid 0 (the idle task) now and then, pids 1..P in a scrambled order */
+		pid_of[i] = i % 97 == 0 ? 0 : 1 + (i * 7919u) % (i < N / 2 ? P : P / 7);
+		struct pf_agg_sample s = mk(T0 + i * 1000000ull, pid_of[i], 1, i % 13, 5);
+		assert_int_equal(pf_sample_ring_add(r, &s, 99), 0);
+		if (i % 250)
+			continue;
+		/* held: the last second, i.e. samples i-1000 .. i */
+		memset(want, 0, sizeof(want));
+		size_t nw = 0;
+		for (unsigned k = i >= 1000 ? i - 1000 : 0; k <= i; k++)
+			if (!want[pid_of[k]]++)
+				nw++;
+		size_t n = pf_sample_ring_pids(r, got, P + 2);
+		assert_int_equal(n, nw);
+		for (size_t k = 0; k < n; k++) {
+			assert_true(want[got[k]]);
+			if (k)
+				assert_true(got[k] > got[k - 1]);
+		}
+	}
+	pf_sample_ring_free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -241,6 +275,7 @@ int main(void)
 	    cmocka_unit_test(test_lookback),
 	    cmocka_unit_test(test_memory_bound),
 	    cmocka_unit_test(test_random_vs_list),
+	    cmocka_unit_test(test_pids),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
