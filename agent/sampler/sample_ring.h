@@ -3,21 +3,19 @@
  * triggers).
  *
  * Owns: a circular array of sample records (time, pid, tid, sampling frequency, stack id; 24
- * bytes each) in
- * arrival order, and a reference-counted intern table of the stacks they use (thread name +
- * kernel + user instruction pointers, deduplicated by content; a stack is freed with the last
- * sample that uses it), and the number of samples held per pid (so listing the sampled pids
- * costs the number of pids, not of samples). Nothing here touches BPF or /proc: the sampler feeds it from its sample
- * path and cuts from it on its own thread. Not thread-safe.
+ * bytes each) in arrival order, a reference-counted intern table of the stacks they use (thread
+ * name + kernel + user instruction pointers, deduplicated by content; a stack is freed with the
+ * last sample that uses it), and the number of samples held per pid (so listing the sampled
+ * pids costs the number of pids, not of samples). Nothing here touches BPF or /proc: the
+ * sampler feeds it from its sample path and cuts from it on its own thread. Not thread-safe.
  *
  * Bounds: a sample older than lookback_seconds behind the newest one is evicted when the next
  * sample comes in; and the whole structure (records, stack table, hash buckets, pid table and
- * the stacks'
- * instruction pointers, allocator overhead included as 16 bytes per allocation) stays within
- * max_bytes: past it the oldest samples are evicted early (counted in evicted_memory), so the
- * lookback shrinks under memory pressure instead of the agent growing. pf_sample_ring_add()
- * refuses (-ENOSPC) only a sample that alone does not fit. The agent sizes max_bytes from
- * limits.max_memory_mb (docs/agent.md "Slow-span trigger").
+ * the stacks' instruction pointers, allocator overhead included as 16 bytes per allocation)
+ * stays within max_bytes: past it the oldest samples are evicted early (counted in
+ * evicted_memory), so the lookback shrinks under memory pressure instead of the agent growing.
+ * pf_sample_ring_add() refuses (-ENOSPC) only a sample that alone does not fit. The agent sizes
+ * max_bytes from limits.max_memory_mb (docs/agent.md "Slow-span trigger").
  *
  * Cost per minute of lookback: 24 bytes per sample (99 Hz x 2 busy CPUs: 11880 samples,
  * 278 KiB, plus up to half of it while the array grows) plus each distinct stack once (8 bytes
