@@ -875,8 +875,15 @@ static int span_resolve(void *ctx, const struct pf_span *s, uint32_t *pid, char 
 	struct agent_dataplane *d = ctx;
 	int rc = -ENOENT;
 	pthread_mutex_lock(&d->lock);
-	for (size_t i = 0; i < d->n_procs && s->pid; i++) {
-		if (d->procs[i].pid == s->pid) {
+	/* procs are in ascending pid order (pf_sampler_ring_procs) */
+	size_t lo = 0, hi = s->pid ? d->n_procs : 0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (d->procs[mid].pid < s->pid) {
+			lo = mid + 1;
+		} else if (d->procs[mid].pid > s->pid) {
+			hi = mid;
+		} else {
 			*pid = s->pid;
 			rc = 0;
 			break;

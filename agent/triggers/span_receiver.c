@@ -54,7 +54,8 @@ static uint64_t unix_ns(void)
 
 /* ---- the verdict ---------------------------------------------------------------------------- */
 
-static bool rate_take(struct rate *r, uint32_t max, uint64_t now)
+/* Whether the sliding minute has room under max (expired entries go first). */
+static bool rate_room(struct rate *r, uint32_t max, uint64_t now)
 {
 	while (r->n && r->t[r->head] + MINUTE_NS <= now) {
 		r->head = (r->head + 1) % AGENT_SPAN_MAX_PER_MINUTE;
@@ -62,7 +63,12 @@ static bool rate_take(struct rate *r, uint32_t max, uint64_t now)
 	}
 	if (max > AGENT_SPAN_MAX_PER_MINUTE)
 		max = AGENT_SPAN_MAX_PER_MINUTE;
-	if (r->n >= max)
+	return r->n < max;
+}
+
+static bool rate_take(struct rate *r, uint32_t max, uint64_t now)
+{
+	if (!rate_room(r, max, now))
 		return false;
 	r->t[(r->head + r->n) % AGENT_SPAN_MAX_PER_MINUTE] = now;
 	r->n++;
@@ -128,6 +134,12 @@ void agent_span_receiver_process(struct agent_span_receiver *r, const struct pf_
 			reject(&v, R_FUTURE, s,
 			       "span ends %" PRIu64 " ms in the future (clocks out of step?)",
 			       (uint64_t)((s->end_unix_ns - now) / 1000000u));
+			continue;
+		}
+		/* a flood over the cap costs no process lookups */
+		if (!rate_room(&r->rate[t], max, now)) {
+			reject(&v, R_RATE, s, "over %s.max_per_minute (%" PRIu32 ")",
+			       t == AGENT_SPAN_SLOW ? "slow_span" : "error_span", max);
 			continue;
 		}
 		struct agent_span_job job = {.span = *s, .trigger = t, .received_unix_ns = now};
