@@ -694,14 +694,23 @@ void pf_captures_tick(struct pf_captures *c, int64_t now_ms)
 			    pf_store_last_error(c->store));
 		return;
 	}
-	/* Finished and written: only the store keeps them once the deadline has passed. */
+	/* Finished and written: the store has them. Cancelled ones stay until their deadline
+	 * (agents' last statuses still count), within a bound: the oldest go first. */
+	size_t finished = 0;
+	for (size_t i = 0; i < c->n; i++)
+		finished += overall_final(c->v[i]->state);
 	size_t w = 0;
 	for (size_t i = 0; i < c->n; i++) {
 		struct cap *k = c->v[i];
-		if (overall_final(k->state) && now_ms >= k->deadline_ms)
+		bool drop = overall_final(k->state) &&
+			    (!k->cancelled || now_ms >= k->deadline_ms ||
+			     finished > PF_CAPTURES_KEEP_CANCELLED);
+		if (drop) {
+			finished--;
 			cap_free(k);
-		else
+		} else {
 			c->v[w++] = k;
+		}
 	}
 	c->n = w;
 }

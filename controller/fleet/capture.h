@@ -21,8 +21,8 @@
  * status changes are written by pf_captures_tick() (every persist tick, so within ~0.5 s).
  * After a restart pf_captures_load() brings unfinished captures back, and they wait for
  * statuses until their deadline. Memory holds unfinished captures (at most
- * PF_CAPTURES_MAX_OPEN) and finished ones until their deadline has passed; older captures
- * are read from the store.
+ * PF_CAPTURES_MAX_OPEN) and cancelled ones until their deadline (at most
+ * PF_CAPTURES_KEEP_CANCELLED); finished captures are read from the store.
  *
  * Not thread-safe: the event-loop thread owns it, like the fleet. */
 #ifndef PF_FLEET_CAPTURE_H
@@ -44,6 +44,7 @@ struct json_t;
 #define PF_CAPTURES_MAX_OPEN 256      /* unfinished captures at once */
 #define PF_CAPTURES_MAX_AGENTS 10000  /* agents one capture may match */
 #define PF_CAPTURES_DEFAULT_GRACE_S 30 /* deadline = created + duration + grace */
+#define PF_CAPTURES_KEEP_CANCELLED 256 /* cancelled captures kept in memory for late statuses */
 
 /* Per-agent states. */
 enum pf_capture_agent_state {
