@@ -4,8 +4,8 @@ advertises io.profleet.capture.v1, one that does not, one disconnected. Checks t
 per-agent states, that capture.request / capture.cancel reach the agent with the request's
 fields, 400 with field paths, 422, 409 over the per-agent limit, cancel, profile ids that
 /api/v1/profiles/{id} accepts and the capture_id / trigger filters, and a controller restart
-during a capture (a pending agent gets the request again when it reconnects; a silent one fails
-at the deadline).
+during a capture (a pending agent gets the request again when it reconnects, with the receiver
+--public-url names; a silent one fails at the deadline).
 """
 import json
 import os
@@ -287,8 +287,11 @@ class CapturesApi(pfharness.IntegrationCase):
         self.assertEqual(st, 400)
 
     def test_restart_during_capture(self):
-        extra = ["--capture-grace-seconds", "8"]
-        ctl = self.controller(extra=extra)
+        port = pfharness.free_port()
+        public = "http://127.0.0.1:%d/" % port
+        receiver = "http://127.0.0.1:%d/v1development/profiles" % port
+        ctl = self.controller(port=port,
+                              extra=["--capture-grace-seconds", "8", "--public-url", public])
         uid_a = "0190a000-0000-7000-8000-0000000000a1"
         uid_p = "0190a000-0000-7000-8000-0000000000a2"
         a = self.fake(ctl, uid=uid_a, labels=["team=x"])
@@ -299,7 +302,7 @@ class CapturesApi(pfharness.IntegrationCase):
         self.assertEqual(st, 202, resp)
         cid = resp["id"]
         a.next_custom("capture.request")
-        p.next_custom("capture.request")
+        self.assertEqual(p.next_custom("capture.request")["receiver"], receiver)
         a.status(id=cid, state="accepted")
         self.wait_state(ctl, cid, "running")
 
@@ -310,7 +313,8 @@ class CapturesApi(pfharness.IntegrationCase):
         # one that had accepted reports its result.
         a2 = self.fake(ctl, uid=uid_a, labels=["team=x"])
         p2 = self.fake(ctl, uid=uid_p, labels=["team=x"])
-        self.assertEqual(p2.next_custom("capture.request")["id"], cid)
+        again = p2.next_custom("capture.request")
+        self.assertEqual((again["id"], again["receiver"]), (cid, receiver))
         self.wait_agent(ctl, uid_a, capture=True)
         self.assertEqual(a2.drain(), [], "the agent that accepted got the request again")
         a2.status(id=cid, state="done", samples=5)
