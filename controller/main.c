@@ -145,6 +145,7 @@ int main(int argc, char **argv)
 	api.captures = captures;
 	metrics.query_pool = qpool;
 	metrics.ingest_pool = ingest;
+	metrics.captures = captures;
 
 	struct pf_server_options so = {
 		.port = cfg.port,

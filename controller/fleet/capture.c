@@ -52,6 +52,7 @@ struct pf_captures {
 	struct cap **v; /* in memory, creation order */
 	size_t n, cap;
 	struct pf_buf msg; /* the last encoded message handed out */
+	struct pf_captures_stats st;
 };
 
 static const char *const agent_state_names[] = {"pending",   "accepted",    "running",
@@ -181,6 +182,12 @@ void pf_captures_free(struct pf_captures *c)
 	free(c);
 }
 
+void pf_captures_stats(const struct pf_captures *c, struct pf_captures_stats *out)
+{
+	*out = c->st;
+	out->open = pf_captures_open(c);
+}
+
 size_t pf_captures_open(const struct pf_captures *c)
 {
 	size_t n = 0;
@@ -289,8 +296,10 @@ static int send_owed(struct pf_captures *c, struct cap *k, struct cap_agent *ag,
 		rc = pf_capture_cancel_encode(k->id, &c->msg);
 		if (rc == 0)
 			rc = send_msg(c, a, PF_CAPTURE_TYPE_CANCEL);
-		if (rc == 0)
+		if (rc == 0) {
 			ag->cancel_owed = false;
+			c->st.cancels_sent++;
+		}
 		return rc;
 	}
 	if (ag->state != PF_CA_PENDING || (ag->sent && !resend) || !time_left(k, now_ms))
@@ -298,8 +307,10 @@ static int send_owed(struct pf_captures *c, struct cap *k, struct cap_agent *ag,
 	rc = encode_request(c, k);
 	if (rc == 0)
 		rc = send_msg(c, a, PF_CAPTURE_TYPE_REQUEST);
-	if (rc == 0)
+	if (rc == 0) {
 		ag->sent = true;
+		c->st.requests_sent++;
+	}
 	else if (rc != -EAGAIN)
 		pf_log_warn("captures: %s: could not send the request: %s", k->id, strerror(-rc));
 	return rc;
@@ -445,6 +456,7 @@ int pf_captures_create(struct pf_captures *c, struct pf_capture_request *req,
 	free(list);
 	memcpy(id, k->id, sizeof(k->id));
 	*matched = m;
+	c->st.created++;
 	return 0;
 }
 
@@ -481,7 +493,8 @@ int pf_captures_cancel(struct pf_captures *c, const char *id, int64_t now_ms,
 
 /* ------------------------------------------------------------------ OpAMP */
 
-static void apply_status(struct cap *k, struct cap_agent *ag, const struct pf_capture_status *s,
+/* true when the status was applied */
+static bool apply_status(struct cap *k, struct cap_agent *ag, const struct pf_capture_status *s,
 			 int64_t now_ms)
 {
 	static const uint8_t map[] = {
@@ -504,7 +517,7 @@ static void apply_status(struct cap *k, struct cap_agent *ag, const struct pf_ca
 	if (!ok) {
 		pf_log_debug("captures: %s: status %s ignored in state %s", k->id,
 			     pf_capture_state_name(s->state), agent_state_names[from]);
-		return;
+		return false;
 	}
 	if (!(from == PF_CA_CANCELLED && to != PF_CA_DONE))
 		ag->state = to;
@@ -527,6 +540,7 @@ static void apply_status(struct cap *k, struct cap_agent *ag, const struct pf_ca
 	ag->updated_ms = now_ms;
 	ag->dirty = true;
 	update_state(k, now_ms);
+	return true;
 }
 
 void pf_captures_on_custom(struct pf_captures *c, struct pf_agent *a, const char *capability,
@@ -544,6 +558,7 @@ void pf_captures_on_custom(struct pf_captures *c, struct pf_agent *a, const char
 	pf_uuid_format(a->uid, u);
 	if (pf_capture_status_decode(data ? data : (const uint8_t *)"", len, &s, &err) < 0) {
 		pf_log_warn("captures: agent %s sent a bad capture.status: %s", u, err.msg);
+		c->st.statuses_ignored++;
 		return;
 	}
 	struct cap *k = find(c, s.id);
@@ -552,13 +567,18 @@ void pf_captures_on_custom(struct pf_captures *c, struct pf_agent *a, const char
 		pf_log_info("captures: agent %s reported on capture %s, which it is not part of "
 			    "(or which ended)",
 			    u, s.id);
+		c->st.statuses_ignored++;
 		return;
 	}
 	if (overall_final(k->state) && !k->cancelled) {
 		pf_log_debug("captures: %s ended; status from %s ignored", k->id, u);
+		c->st.statuses_ignored++;
 		return;
 	}
-	apply_status(k, ag, &s, now_ms);
+	if (apply_status(k, ag, &s, now_ms))
+		c->st.statuses++;
+	else
+		c->st.statuses_ignored++;
 }
 
 void pf_captures_agent_seen(struct pf_captures *c, struct pf_agent *a, bool first_on_conn,
@@ -587,14 +607,18 @@ bool pf_captures_owed(struct pf_captures *c, struct pf_agent *a, int64_t now_ms,
 			pf_buf_reset(&c->msg);
 			rc = pf_capture_cancel_encode(k->id, &c->msg);
 			*type = PF_CAPTURE_TYPE_CANCEL;
-			if (rc == 0)
+			if (rc == 0) {
 				ag->cancel_owed = false;
+				c->st.cancels_sent++;
+			}
 		} else if (!k->cancelled && ag->state == PF_CA_PENDING && !ag->sent &&
 			   time_left(k, now_ms)) {
 			rc = encode_request(c, k);
 			*type = PF_CAPTURE_TYPE_REQUEST;
-			if (rc == 0)
+			if (rc == 0) {
 				ag->sent = true;
+				c->st.requests_sent++;
+			}
 		}
 		if (rc == 0) {
 			*data = c->msg.data;
@@ -680,10 +704,13 @@ void pf_captures_tick(struct pf_captures *c, int64_t now_ms)
 		struct cap *k = c->v[i];
 		if (overall_final(k->state) || now_ms < k->deadline_ms)
 			continue;
-		for (size_t j = 0; j < k->n_agents; j++)
-			if (agent_open(k->agents[j].state))
+		for (size_t j = 0; j < k->n_agents; j++) {
+			if (agent_open(k->agents[j].state)) {
 				agent_set(&k->agents[j], PF_CA_FAILED, DEADLINE_ERROR_CODE,
 					  DEADLINE_ERROR, now_ms);
+				c->st.timed_out++;
+			}
+		}
 		update_state(k, now_ms);
 		pf_log_info("captures: %s ended at its deadline: %s", k->id,
 			    overall_names[k->state]);

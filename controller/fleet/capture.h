@@ -140,5 +140,15 @@ struct json_t *pf_captures_list_json(struct pf_captures *c, const char *state, s
 
 /* Counts for /metrics and tests. */
 size_t pf_captures_open(const struct pf_captures *c);
+struct pf_captures_stats {
+	uint64_t created;          /* captures created */
+	uint64_t requests_sent;    /* capture.request handed to a transport (resends count) */
+	uint64_t cancels_sent;     /* capture.cancel handed to a transport */
+	uint64_t statuses;         /* capture.status messages applied */
+	uint64_t statuses_ignored; /* undecodable, stranger, backwards or late statuses */
+	uint64_t timed_out;        /* agents failed at a capture's deadline */
+	size_t open;               /* unfinished captures now */
+};
+void pf_captures_stats(const struct pf_captures *c, struct pf_captures_stats *out);
 
 #endif

@@ -286,6 +286,12 @@ class CapturesApi(pfharness.IntegrationCase):
         st, _, _ = ctl.request("GET", "/api/v1/captures?state=bogus")
         self.assertEqual(st, 400)
 
+        st, metrics, _ = ctl.request("GET", "/metrics", token=None, raw=True)
+        metrics = metrics.decode()
+        self.assertIn("profleet_captures_created_total 6\n", metrics)
+        self.assertIn('profleet_capture_messages_total{type="cancel"} 1\n', metrics)
+        self.assertIn("profleet_captures_open 4\n", metrics)
+
     def test_restart_during_capture(self):
         port = pfharness.free_port()
         public = "http://127.0.0.1:%d/" % port

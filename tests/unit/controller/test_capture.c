@@ -222,6 +222,13 @@ static void test_create_and_statuses(void **state)
 	expect(x, id, "partial", 0, "done");
 	status(x, 0, id, "failed", NULL, T0 + 400); /* final stays final */
 	expect(x, id, "partial", 0, "done");
+	struct pf_captures_stats cs;
+	pf_captures_stats(x->caps, &cs);
+	assert_int_equal(cs.created, 1);
+	assert_int_equal(cs.requests_sent, 1);
+	assert_int_equal(cs.statuses, 2);         /* running, done */
+	assert_int_equal(cs.statuses_ignored, 5); /* backwards, stranger, unknown, bad, late */
+	assert_int_equal(cs.open, 0);
 
 	int rc;
 	json_t *o = pf_captures_get_json(x->caps, id, &rc);
@@ -301,6 +308,10 @@ static void test_cancel_and_deadline(void **state)
 	expect(x, id2, "running", 3, "pending");
 	pf_captures_tick(x->caps, T0 + 15000);
 	expect(x, id2, "partial", 3, "failed");
+	struct pf_captures_stats cs;
+	pf_captures_stats(x->caps, &cs);
+	assert_int_equal(cs.timed_out, 1);
+	assert_int_equal(cs.cancels_sent, 2);
 	int rc;
 	json_t *o = pf_captures_get_json(x->caps, id2, &rc);
 	json_t *ag3 = json_array_get(json_object_get(o, "agents"), 1);
