@@ -1,6 +1,7 @@
 /* server.c — see server.h. */
 #include "server.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -1117,6 +1118,32 @@ static void lws_log_route(int level, const char *line)
 	pf_log_emit_raw(l, "lws", line);
 }
 
+/* Where the listener binds. lws 4.1.6 opens an AF_INET6 socket (dual stack, every address of
+ * the host) whenever IPv6 is compiled in, unless the vhost disables IPv6: an IPv4 address as
+ * iface would otherwise still answer on every other address. So:
+ *   "::", "*", ""   every address, IPv4 and IPv6 (iface NULL);
+ *   "0.0.0.0"       every IPv4 address only;
+ *   an IPv4 literal, "localhost"   exactly that address (IPv6 disabled on the vhost);
+ *   an IPv6 literal exactly that address; anything else is an interface name for lws. */
+static void listen_iface(const char *host, struct lws_context_creation_info *info)
+{
+	struct in_addr a4;
+	if (!*host || !strcmp(host, "::") || !strcmp(host, "*")) {
+		info->iface = NULL;
+	} else if (!strcmp(host, "0.0.0.0")) {
+		info->iface = NULL;
+		info->options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+	} else if (!strcmp(host, "localhost")) {
+		info->iface = "127.0.0.1";
+		info->options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+	} else if (inet_pton(AF_INET, host, &a4) == 1) {
+		info->iface = host;
+		info->options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+	} else {
+		info->iface = host;
+	}
+}
+
 struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_fleet *fleet,
 				struct pf_store *store, struct pf_persist *persist,
 				struct pf_metrics *metrics, struct pf_api *api,
@@ -1150,13 +1177,7 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	struct lws_context_creation_info info;
 	memset(&info, 0, sizeof(info));
 	info.port = opt->port;
-	const char *host = opt->listen_host;
-	if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*") || !*host)
-		info.iface = NULL;
-	else if (!strcmp(host, "localhost"))
-		info.iface = "127.0.0.1";
-	else
-		info.iface = host;
+	listen_iface(opt->listen_host, &info);
 	info.protocols = protocols;
 	info.user = s;
 	info.max_http_header_pool = 256;
