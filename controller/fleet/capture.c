@@ -564,9 +564,11 @@ void pf_captures_on_custom(struct pf_captures *c, struct pf_agent *a, const char
 	struct cap *k = find(c, s.id);
 	struct cap_agent *ag = k ? find_agent(k, a->uid) : NULL;
 	if (!ag) {
-		pf_log_info("captures: agent %s reported on capture %s, which it is not part of "
-			    "(or which ended)",
-			    u, s.id);
+		/* Agents re-send their last final statuses on every new connection: after a
+		 * controller restart that is every agent, so this stays at debug. */
+		pf_log_debug("captures: agent %s reported on capture %s, which it is not part "
+			     "of (or which ended)",
+			     u, s.id);
 		c->st.statuses_ignored++;
 		return;
 	}
