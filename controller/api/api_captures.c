@@ -26,9 +26,8 @@ static void field_error(struct pf_api_response *resp, int status, const char *co
 	resp->status = status;
 }
 
-static const char *const top_keys[] = {"agents",    "processes",    "duration_seconds",
-				       "frequency_hz", "profile_type", "trace_id",
-				       "note"};
+static const char *const top_keys[] = {
+    "agents", "processes", "duration_seconds", "frequency_hz", "profile_type", "trace_id", "note"};
 
 static bool known(const char *key, const char *const *keys, size_t n)
 {
@@ -116,8 +115,8 @@ static int parse_request(const struct pf_api_request *req, struct pf_capture_req
 				  JSON_REJECT_DUPLICATES, &jerr);
 	if (!body || !json_is_object(body)) {
 		json_decref(body);
-		return pf_error_set(err, -EINVAL, "body", "%s", body ? "must be a JSON object"
-								 : jerr.text);
+		return pf_error_set(err, -EINVAL, "body", "%s",
+				    body ? "must be a JSON object" : jerr.text);
 	}
 	int rc = check_body(body, &sel, err);
 	if (rc == 0 && !(*selector = strdup(sel)))
@@ -238,8 +237,9 @@ static void h_list(struct pf_api *api, const struct pf_api_request *req,
 		errno = 0;
 		limit = strtoll(ls, &end, 10);
 		if (errno || *end || limit < 1 || limit > PF_API_CAPTURES_LIST_MAX) {
-			pf_api_error(resp, 400, "invalid_argument", "limit: must be 1..%d, got '%.20s'",
-				     PF_API_CAPTURES_LIST_MAX, ls);
+			pf_api_error(resp, 400, "invalid_argument",
+				     "limit: must be 1..%d, got '%.20s'", PF_API_CAPTURES_LIST_MAX,
+				     ls);
 			return;
 		}
 	}

@@ -20,10 +20,10 @@
 
 struct cap_agent {
 	uint8_t uid[16];
-	uint8_t state;         /* enum pf_capture_agent_state */
-	bool sent : 1;         /* capture.request handed to the transport */
-	bool cancel_owed : 1;  /* capture.cancel still to send */
-	bool dirty : 1;        /* to be written */
+	uint8_t state;	      /* enum pf_capture_agent_state */
+	bool sent : 1;	      /* capture.request handed to the transport */
+	bool cancel_owed : 1; /* capture.cancel still to send */
+	bool dirty : 1;	      /* to be written */
 	uint16_t n_ids;
 	uint64_t samples, bytes;
 	uint8_t (*ids)[16];
@@ -55,9 +55,8 @@ struct pf_captures {
 	struct pf_captures_stats st;
 };
 
-static const char *const agent_state_names[] = {"pending",   "accepted",    "running",
-						"done",      "failed",      "cancelled",
-						"unreachable", "unsupported"};
+static const char *const agent_state_names[] = {
+    "pending", "accepted", "running", "done", "failed", "cancelled", "unreachable", "unsupported"};
 static const char *const overall_names[] = {"pending", "running", "done",
 					    "partial", "failed",  "cancelled"};
 
@@ -285,8 +284,8 @@ static bool time_left(const struct cap *k, int64_t now_ms)
 
 /* Sends what agent ag of capture k is owed through the hook: 0 sent or nothing owed,
  * -EAGAIN the transport wants it in a reply. */
-static int send_owed(struct pf_captures *c, struct cap *k, struct cap_agent *ag,
-		     struct pf_agent *a, bool resend, int64_t now_ms)
+static int send_owed(struct pf_captures *c, struct cap *k, struct cap_agent *ag, struct pf_agent *a,
+		     bool resend, int64_t now_ms)
 {
 	int rc = 0;
 	if (k->cancelled) {
@@ -310,8 +309,7 @@ static int send_owed(struct pf_captures *c, struct cap *k, struct cap_agent *ag,
 	if (rc == 0) {
 		ag->sent = true;
 		c->st.requests_sent++;
-	}
-	else if (rc != -EAGAIN)
+	} else if (rc != -EAGAIN)
 		pf_log_warn("captures: %s: could not send the request: %s", k->id, strerror(-rc));
 	return rc;
 }
@@ -338,10 +336,9 @@ static size_t open_count(struct pf_captures *c, const uint8_t uid[16])
 
 static int flush_cap(struct pf_captures *c, struct cap *k, bool all_agents);
 
-int pf_captures_create(struct pf_captures *c, struct pf_capture_request *req,
-		       const char *selector, const char *request_json, const char *created_by,
-		       int64_t now_ms, char id[PF_CAPTURE_ID_MAX + 1], size_t *matched,
-		       struct pf_error *err)
+int pf_captures_create(struct pf_captures *c, struct pf_capture_request *req, const char *selector,
+		       const char *request_json, const char *created_by, int64_t now_ms,
+		       char id[PF_CAPTURE_ID_MAX + 1], size_t *matched, struct pf_error *err)
 {
 	uint8_t uid[16];
 	char ids[PF_UUID_STR_LEN + 1];
@@ -429,8 +426,7 @@ int pf_captures_create(struct pf_captures *c, struct pf_capture_request *req,
 		if (k->agents[i].state == PF_CA_UNREACHABLE)
 			set_str(&k->agents[i].error, "not connected");
 		else if (k->agents[i].state == PF_CA_UNSUPPORTED)
-			set_str(&k->agents[i].error,
-				"does not advertise " PF_CAPTURE_CAPABILITY);
+			set_str(&k->agents[i].error, "does not advertise " PF_CAPTURE_CAPABILITY);
 	}
 	qsort(k->agents, m, sizeof(*k->agents), uid_cmp);
 	if (!k->created_by || !k->request_json || push(c, k) < 0) {
@@ -460,8 +456,7 @@ int pf_captures_create(struct pf_captures *c, struct pf_capture_request *req,
 	return 0;
 }
 
-int pf_captures_cancel(struct pf_captures *c, const char *id, int64_t now_ms,
-		       struct pf_error *err)
+int pf_captures_cancel(struct pf_captures *c, const char *id, int64_t now_ms, struct pf_error *err)
 {
 	struct cap *k = find(c, id);
 	if (!k)
@@ -498,8 +493,8 @@ static bool apply_status(struct cap *k, struct cap_agent *ag, const struct pf_ca
 			 int64_t now_ms)
 {
 	static const uint8_t map[] = {
-	    [PF_CAPTURE_ACCEPTED] = PF_CA_ACCEPTED, [PF_CAPTURE_RUNNING] = PF_CA_RUNNING,
-	    [PF_CAPTURE_DONE] = PF_CA_DONE,	    [PF_CAPTURE_FAILED] = PF_CA_FAILED,
+	    [PF_CAPTURE_ACCEPTED] = PF_CA_ACCEPTED,   [PF_CAPTURE_RUNNING] = PF_CA_RUNNING,
+	    [PF_CAPTURE_DONE] = PF_CA_DONE,	      [PF_CAPTURE_FAILED] = PF_CA_FAILED,
 	    [PF_CAPTURE_CANCELLED] = PF_CA_CANCELLED,
 	};
 	uint8_t to = map[s->state];
@@ -596,8 +591,8 @@ void pf_captures_agent_seen(struct pf_captures *c, struct pf_agent *a, bool firs
 	}
 }
 
-bool pf_captures_owed(struct pf_captures *c, struct pf_agent *a, int64_t now_ms,
-		      const char **type, const uint8_t **data, size_t *len)
+bool pf_captures_owed(struct pf_captures *c, struct pf_agent *a, int64_t now_ms, const char **type,
+		      const uint8_t **data, size_t *len)
 {
 	for (size_t i = 0; i < c->n; i++) {
 		struct cap *k = c->v[i];
@@ -731,9 +726,8 @@ void pf_captures_tick(struct pf_captures *c, int64_t now_ms)
 	size_t w = 0;
 	for (size_t i = 0; i < c->n; i++) {
 		struct cap *k = c->v[i];
-		bool drop = overall_final(k->state) &&
-			    (!k->cancelled || now_ms >= k->deadline_ms ||
-			     finished > PF_CAPTURES_KEEP_CANCELLED);
+		bool drop = overall_final(k->state) && (!k->cancelled || now_ms >= k->deadline_ms ||
+							finished > PF_CAPTURES_KEEP_CANCELLED);
 		if (drop) {
 			finished--;
 			cap_free(k);
@@ -861,7 +855,8 @@ int pf_captures_load(struct pf_captures *c, int64_t now_ms, struct pf_error *err
 	free(l.ids);
 	if (rc < 0)
 		return pf_error_set(err, rc, NULL, "loading captures: %s",
-				    rc == -ENOMEM ? "out of memory" : pf_store_last_error(c->store));
+				    rc == -ENOMEM ? "out of memory"
+						  : pf_store_last_error(c->store));
 	if (c->n)
 		pf_log_info("captures: %zu unfinished capture(s) resumed", c->n);
 	pf_captures_tick(c, now_ms); /* those past their deadline end now */
@@ -905,12 +900,11 @@ static int json_agent_cb(const struct pf_capture_agent_row *r, void *ud)
 		if (pf_store_profile_find(x->c->store, r->profile_ids + 16 * i, &sid) == 0)
 			json_array_append_new(ids, json_integer((json_int_t)sid));
 	}
-	json_t *o = json_pack("{s:s,s:s,s:I,s:I,s:o,s:o,s:s?,s:s?}", "instance_uid", u, "state",
-			      r->state, "samples", (json_int_t)r->samples, "bytes",
-			      (json_int_t)r->bytes, "profile_ids", ids ? ids : json_array(),
-			      "otlp_profile_ids", otlp ? otlp : json_array(), "error_code",
-			      *r->error_code ? r->error_code : NULL, "error",
-			      *r->error ? r->error : NULL);
+	json_t *o = json_pack(
+	    "{s:s,s:s,s:I,s:I,s:o,s:o,s:s?,s:s?}", "instance_uid", u, "state", r->state, "samples",
+	    (json_int_t)r->samples, "bytes", (json_int_t)r->bytes, "profile_ids",
+	    ids ? ids : json_array(), "otlp_profile_ids", otlp ? otlp : json_array(), "error_code",
+	    *r->error_code ? r->error_code : NULL, "error", *r->error ? r->error : NULL);
 	if (!o || json_array_append_new(x->agents, o) < 0)
 		return -ENOMEM;
 	return 0;

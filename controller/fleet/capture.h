@@ -40,9 +40,9 @@ struct pf_agent;
 struct pf_store;
 struct json_t;
 
-#define PF_CAPTURES_MAX_PER_AGENT 4   /* unfinished captures one agent may be in (409) */
-#define PF_CAPTURES_MAX_OPEN 256      /* unfinished captures at once */
-#define PF_CAPTURES_MAX_AGENTS 10000  /* agents one capture may match */
+#define PF_CAPTURES_MAX_PER_AGENT 4    /* unfinished captures one agent may be in (409) */
+#define PF_CAPTURES_MAX_OPEN 256       /* unfinished captures at once */
+#define PF_CAPTURES_MAX_AGENTS 10000   /* agents one capture may match */
 #define PF_CAPTURES_DEFAULT_GRACE_S 30 /* deadline = created + duration + grace */
 #define PF_CAPTURES_KEEP_CANCELLED 256 /* cancelled captures kept in memory for late statuses */
 
@@ -83,7 +83,7 @@ typedef int (*pf_captures_send_fn)(struct pf_agent *a, const char *type, const u
 				   size_t len, void *ud);
 
 struct pf_captures_options {
-	uint32_t grace_s;         /* 0 = PF_CAPTURES_DEFAULT_GRACE_S */
+	uint32_t grace_s;	  /* 0 = PF_CAPTURES_DEFAULT_GRACE_S */
 	const char *receiver_url; /* the request's `receiver`, NULL: agents derive it */
 };
 
@@ -103,13 +103,11 @@ int pf_captures_load(struct pf_captures *c, int64_t now_ms, struct pf_error *err
  * -EINVAL bad selector or request, -ENOENT no agent matches, -E2BIG over
  * PF_CAPTURES_MAX_AGENTS agents, -EBUSY some agent is already in PF_CAPTURES_MAX_PER_AGENT
  * unfinished captures, -ENOSPC PF_CAPTURES_MAX_OPEN captures are open, -EIO store. */
-int pf_captures_create(struct pf_captures *c, struct pf_capture_request *req,
-		       const char *selector, const char *request_json, const char *created_by,
-		       int64_t now_ms, char id[PF_CAPTURE_ID_MAX + 1], size_t *matched,
-		       struct pf_error *err);
+int pf_captures_create(struct pf_captures *c, struct pf_capture_request *req, const char *selector,
+		       const char *request_json, const char *created_by, int64_t now_ms,
+		       char id[PF_CAPTURE_ID_MAX + 1], size_t *matched, struct pf_error *err);
 /* Cancels: -ENOENT unknown (or no longer in memory and finished), -EALREADY finished. */
-int pf_captures_cancel(struct pf_captures *c, const char *id, int64_t now_ms,
-		       struct pf_error *err);
+int pf_captures_cancel(struct pf_captures *c, const char *id, int64_t now_ms, struct pf_error *err);
 
 /* ---- OpAMP (session.c), for every AgentToServer of agent a after its status is applied. */
 /* A custom message from a (other capabilities and types are ignored). */
@@ -122,8 +120,8 @@ void pf_captures_agent_seen(struct pf_captures *c, struct pf_agent *a, bool firs
 /* One message still owed to a that the send hook could not deliver (plain HTTP): true with
  * type/data/len (valid until the next call into this module), which the caller puts in its
  * reply and which is then counted as sent. */
-bool pf_captures_owed(struct pf_captures *c, struct pf_agent *a, int64_t now_ms,
-		      const char **type, const uint8_t **data, size_t *len);
+bool pf_captures_owed(struct pf_captures *c, struct pf_agent *a, int64_t now_ms, const char **type,
+		      const uint8_t **data, size_t *len);
 
 /* Deadlines, then writes pending changes to the store and drops finished captures whose
  * deadline has passed from memory. Call periodically (the server's persist tick). */
@@ -141,13 +139,13 @@ struct json_t *pf_captures_list_json(struct pf_captures *c, const char *state, s
 /* Counts for /metrics and tests. */
 size_t pf_captures_open(const struct pf_captures *c);
 struct pf_captures_stats {
-	uint64_t created;          /* captures created */
-	uint64_t requests_sent;    /* capture.request handed to a transport (resends count) */
-	uint64_t cancels_sent;     /* capture.cancel handed to a transport */
-	uint64_t statuses;         /* capture.status messages applied */
+	uint64_t created;	   /* captures created */
+	uint64_t requests_sent;	   /* capture.request handed to a transport (resends count) */
+	uint64_t cancels_sent;	   /* capture.cancel handed to a transport */
+	uint64_t statuses;	   /* capture.status messages applied */
 	uint64_t statuses_ignored; /* undecodable, stranger, backwards or late statuses */
-	uint64_t timed_out;        /* agents failed at a capture's deadline */
-	size_t open;               /* unfinished captures now */
+	uint64_t timed_out;	   /* agents failed at a capture's deadline */
+	size_t open;		   /* unfinished captures now */
 };
 void pf_captures_stats(const struct pf_captures *c, struct pf_captures_stats *out);
 

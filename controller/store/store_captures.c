@@ -9,10 +9,9 @@
 #include "store_int.h"
 
 #define CAP_COLS                                                                                   \
-	"id, state, created_ms, started_ms, finished_ms, deadline_ms, created_by, request, "        \
+	"id, state, created_ms, started_ms, finished_ms, deadline_ms, created_by, request, "       \
 	"agents_matched"
-#define AGENT_COLS                                                                                 \
-	"capture, uid, state, samples, bytes, profile_ids, error_code, error, updated_ms"
+#define AGENT_COLS "capture, uid, state, samples, bytes, profile_ids, error_code, error, updated_ms"
 
 enum cap_stmt { C_UPSERT, C_AGENT_UPSERT, C_GET, C_AGENTS, C_LIST, C_FIND_PROFILE, C__COUNT };
 

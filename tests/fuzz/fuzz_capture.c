@@ -41,14 +41,14 @@ static void request(const uint8_t *data, size_t size)
 	if (rc == 0) {
 		rc = pf_capture_request_decode(b.data, b.len, &back, &err);
 		FUZZ_CHECK(rc == 0, "request: own encoding rejected: %s", err.msg);
-		FUZZ_CHECK(strcmp(r.id, back.id) == 0 && r.duration_seconds == back.duration_seconds &&
-			       r.frequency_hz == back.frequency_hz &&
-			       r.n_processes == back.n_processes &&
-			       r.has_trace_id == back.has_trace_id &&
-			       memcmp(r.trace_id, back.trace_id, 16) == 0 &&
-			       str_eq(r.note, back.note) && str_eq(r.receiver, back.receiver) &&
-			       strcmp(r.profile_type, back.profile_type) == 0,
-			   "request round trip changed a field");
+		FUZZ_CHECK(
+		    strcmp(r.id, back.id) == 0 && r.duration_seconds == back.duration_seconds &&
+			r.frequency_hz == back.frequency_hz && r.n_processes == back.n_processes &&
+			r.has_trace_id == back.has_trace_id &&
+			memcmp(r.trace_id, back.trace_id, 16) == 0 && str_eq(r.note, back.note) &&
+			str_eq(r.receiver, back.receiver) &&
+			strcmp(r.profile_type, back.profile_type) == 0,
+		    "request round trip changed a field");
 		for (size_t i = 0; i < r.n_processes; i++)
 			FUZZ_CHECK(str_eq(r.processes[i].key, back.processes[i].key) &&
 				       str_eq(r.processes[i].value, back.processes[i].value) &&

@@ -109,7 +109,8 @@ static void report(const uint8_t *msg, size_t len)
 		json_array_append_new(caps, json_string(m->custom_capabilities[i]));
 	json_object_set_new(o, "custom_capabilities", caps);
 	if (m->has_error)
-		json_object_set_new(o, "error", json_string(m->error_message ? m->error_message : ""));
+		json_object_set_new(o, "error",
+				    json_string(m->error_message ? m->error_message : ""));
 	if (m->has_custom_message) {
 		json_t *d = json_loadb((const char *)m->custom_message.data,
 				       m->custom_message.data_len, 0, NULL);
@@ -198,9 +199,9 @@ static int handshake(int port, const char *token)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"port", required_argument, 0, 'p'},  {"token-file", required_argument, 0, 't'},
-		{"uid", required_argument, 0, 'u'},   {"capture", no_argument, 0, 'c'},
-		{"label", required_argument, 0, 'l'}, {0, 0, 0, 0},
+	    {"port", required_argument, 0, 'p'},  {"token-file", required_argument, 0, 't'},
+	    {"uid", required_argument, 0, 'u'},	  {"capture", no_argument, 0, 'c'},
+	    {"label", required_argument, 0, 'l'}, {0, 0, 0, 0},
 	};
 	int port = 0, o;
 	bool capture = false;
@@ -239,14 +240,14 @@ int main(int argc, char **argv)
 	struct pf_kv ident[1] = {{"service.name", "fake-agent"}};
 	char *caps[1] = {(char *)PF_CAPTURE_CAPABILITY};
 	struct pf_a2s first = {
-		.has_description = true,
-		.n_identifying = 1,
-		.identifying = ident,
-		.n_non_identifying = n_labels,
-		.non_identifying = labels,
-		.has_custom_capabilities = capture,
-		.n_custom_capabilities = capture ? 1 : 0,
-		.custom_capabilities = caps,
+	    .has_description = true,
+	    .n_identifying = 1,
+	    .identifying = ident,
+	    .n_non_identifying = n_labels,
+	    .non_identifying = labels,
+	    .has_custom_capabilities = capture,
+	    .n_custom_capabilities = capture ? 1 : 0,
+	    .custom_capabilities = caps,
 	};
 	if (send_a2s(&first) < 0)
 		return 1;

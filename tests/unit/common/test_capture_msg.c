@@ -30,9 +30,8 @@ static void test_request_round_trip(void **state)
 	r.duration_seconds = 30;
 	r.frequency_hz = 199;
 	r.n_processes = 2;
-	r.processes[0] = (struct pf_filter){.key = strdup("service.name"),
-					    .match = PF_MATCH_STRICT,
-					    .value = strdup("checkout")};
+	r.processes[0] = (struct pf_filter){
+	    .key = strdup("service.name"), .match = PF_MATCH_STRICT, .value = strdup("checkout")};
 	r.processes[1] = (struct pf_filter){.key = strdup("process.executable.name"),
 					    .match = PF_MATCH_REGEXP,
 					    .value = strdup("^java.*")};
@@ -83,7 +82,8 @@ static void test_request_refusals(void **state)
 	big[sizeof(big) - 2] = '}';
 	char long_note[1200 + 100];
 	snprintf(long_note, sizeof(long_note),
-		 "{\"id\":\"a\",\"duration_seconds\":1,\"frequency_hz\":1,\"note\":\"%01100d\"}", 0);
+		 "{\"id\":\"a\",\"duration_seconds\":1,\"frequency_hz\":1,\"note\":\"%01100d\"}",
+		 0);
 	static const char *const procs17 =
 	    "{\"id\":\"a\",\"duration_seconds\":1,\"frequency_hz\":1,\"processes\":["
 	    "{\"key\":\"service.name\",\"value\":\"a\"},{\"key\":\"service.name\",\"value\":\"a\"},"
@@ -160,8 +160,8 @@ static void test_request_refusals(void **state)
 		pf_capture_request_release(&r);
 	}
 	/* The encoder refuses what the check refuses. */
-	struct pf_capture_request r = {.id = "a", .profile_type = "cpu", .duration_seconds = 0,
-				       .frequency_hz = 1};
+	struct pf_capture_request r = {
+	    .id = "a", .profile_type = "cpu", .duration_seconds = 0, .frequency_hz = 1};
 	struct pf_buf b;
 	pf_buf_init(&b, 1024);
 	assert_int_equal(pf_capture_request_encode(&r, &b), -EINVAL);
@@ -192,8 +192,10 @@ static void test_cancel(void **state)
 static void test_status_round_trip(void **state)
 {
 	(void)state;
-	struct pf_capture_status s = {.state = PF_CAPTURE_DONE, .samples = 12345,
-				      .bytes = (uint64_t)1 << 40, .n_profile_ids = 3};
+	struct pf_capture_status s = {.state = PF_CAPTURE_DONE,
+				      .samples = 12345,
+				      .bytes = (uint64_t)1 << 40,
+				      .n_profile_ids = 3};
 	struct pf_capture_status back;
 	struct pf_error err = {0};
 	struct pf_buf b;
@@ -242,8 +244,9 @@ static void test_status_refusals(void **state)
 {
 	(void)state;
 	char many[8192];
-	size_t off = (size_t)snprintf(many, sizeof(many), "{\"id\":\"a\",\"state\":\"done\","
-							  "\"profile_ids\":[");
+	size_t off = (size_t)snprintf(many, sizeof(many),
+				      "{\"id\":\"a\",\"state\":\"done\","
+				      "\"profile_ids\":[");
 	for (int i = 0; i <= PF_CAPTURE_MAX_PROFILE_IDS; i++)
 		off += (size_t)snprintf(many + off, sizeof(many) - off, "%s\"%032d\"", i ? "," : "",
 					i);
@@ -306,9 +309,12 @@ static void test_ids_and_hex(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_request_round_trip), cmocka_unit_test(test_request_refusals),
-	    cmocka_unit_test(test_cancel),	       cmocka_unit_test(test_status_round_trip),
-	    cmocka_unit_test(test_status_refusals),    cmocka_unit_test(test_ids_and_hex),
+	    cmocka_unit_test(test_request_round_trip),
+	    cmocka_unit_test(test_request_refusals),
+	    cmocka_unit_test(test_cancel),
+	    cmocka_unit_test(test_status_round_trip),
+	    cmocka_unit_test(test_status_refusals),
+	    cmocka_unit_test(test_ids_and_hex),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

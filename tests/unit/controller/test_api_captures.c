@@ -60,8 +60,8 @@ static int setup(void **state)
 	x->fleet = pf_fleet_new(&fo);
 	x->caps = pf_captures_new(NULL, x->fleet, x->store, count_send, x);
 	assert_non_null(x->caps);
-	x->api = (struct pf_api){.fleet = x->fleet, .store = x->store, .captures = x->caps,
-				 .ready = true};
+	x->api = (struct pf_api){
+	    .fleet = x->fleet, .store = x->store, .captures = x->caps, .ready = true};
 	token(x, "operator", "oncall-bot", x->op);
 	token(x, "viewer", "dashboard", x->viewer);
 	for (int i = 0; i < 2; i++) {
@@ -92,9 +92,12 @@ static int teardown(void **state)
 static json_t *call(struct fx *x, const char *method, const char *path, const char *auth,
 		    const char *body, const char *arg, int *status)
 {
-	struct pf_api_request q = {.method = method, .path = path, .authorization = auth,
+	struct pf_api_request q = {.method = method,
+				   .path = path,
+				   .authorization = auth,
 				   .body = (const uint8_t *)body,
-				   .body_len = body ? strlen(body) : 0, .now_ms = 1700000000000};
+				   .body_len = body ? strlen(body) : 0,
+				   .now_ms = 1700000000000};
 	if (arg)
 		q.args[q.n_args++] = arg;
 	struct pf_api_response r;

@@ -56,8 +56,7 @@ static int send_hook(struct pf_agent *a, const char *type, const uint8_t *data, 
 	return 0;
 }
 
-static struct pf_agent *agent(struct fx *x, int i, bool connected, bool capable,
-			      const char *team)
+static struct pf_agent *agent(struct fx *x, int i, bool connected, bool capable, const char *team)
 {
 	uint8_t uid[16] = {0x01, 0x90, [15] = (uint8_t)(i + 1)};
 	struct pf_agent *a = pf_fleet_get_or_add(x->fleet, uid, T0);
@@ -110,8 +109,8 @@ static int teardown(void **state)
 static int create(struct fx *x, const char *selector, uint32_t duration, int64_t now,
 		  char id[PF_CAPTURE_ID_MAX + 1], struct pf_error *err)
 {
-	struct pf_capture_request r = {.profile_type = "cpu", .duration_seconds = duration,
-				       .frequency_hz = 99};
+	struct pf_capture_request r = {
+	    .profile_type = "cpu", .duration_seconds = duration, .frequency_hz = 99};
 	size_t matched = 0;
 	char json[128];
 	/* the normalized form api_captures.c stores (the reload rebuilds the request from it) */
@@ -119,8 +118,7 @@ static int create(struct fx *x, const char *selector, uint32_t duration, int64_t
 		 "{\"agents\":\"%s\",\"duration_seconds\":%u,\"frequency_hz\":99,"
 		 "\"processes\":[],\"profile_type\":\"cpu\"}",
 		 selector, duration);
-	int rc = pf_captures_create(x->caps, &r, selector, json, "tester", now, id, &matched,
-				    err);
+	int rc = pf_captures_create(x->caps, &r, selector, json, "tester", now, id, &matched, err);
 	pf_capture_request_release(&r);
 	return rc;
 }
@@ -226,7 +224,7 @@ static void test_create_and_statuses(void **state)
 	pf_captures_stats(x->caps, &cs);
 	assert_int_equal(cs.created, 1);
 	assert_int_equal(cs.requests_sent, 1);
-	assert_int_equal(cs.statuses, 2);         /* running, done */
+	assert_int_equal(cs.statuses, 2);	  /* running, done */
 	assert_int_equal(cs.statuses_ignored, 5); /* backwards, stranger, unknown, bad, late */
 	assert_int_equal(cs.open, 0);
 
@@ -388,10 +386,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_overall_table),
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
-	    T(test_create_and_statuses),
-	    T(test_errors_and_limit),
-	    T(test_cancel_and_deadline),
-	    T(test_resend_http_and_reload),
+	    T(test_create_and_statuses),	  T(test_errors_and_limit),
+	    T(test_cancel_and_deadline),	  T(test_resend_http_and_reload),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
