@@ -841,8 +841,9 @@ static void test_corrupt_pages(void **state)
 			schema_page[pg] = true;
 			n_schema++;
 		}
-	assert_int_equal(pclose(pp), 0);
-	assert_true(n_schema >= 1 && schema_page[1]);
+	if (pclose(pp) != 0 && n_schema == 0)
+		skip(); /* a sqlite3 shell built without dbstat */
+	assert_true(schema_page[1]);
 	memset(junk, 0xa5, sizeof(junk));
 	for (off_t off = 4096; off < size; off += 4096)
 		if (off / 4096 + 1 >= 256 || !schema_page[off / 4096 + 1])
