@@ -361,12 +361,15 @@ static void test_upgrade_from_v2(void **state)
 	if (system("command -v sqlite3 >/dev/null 2>&1") != 0)
 		skip();
 	snprintf(cmd, sizeof(cmd),
-		 "sqlite3 '%s' 'DROP TABLE profile_flames; PRAGMA user_version = 2;'",
+		 "sqlite3 '%s' 'DROP TABLE profile_flames; DROP TABLE capture_agents; "
+		 "DROP TABLE captures; DROP INDEX profiles_capture; DROP INDEX profiles_trigger; "
+		 "DROP INDEX profiles_profile_id; ALTER TABLE profiles DROP COLUMN capture_id; "
+		 "ALTER TABLE profiles DROP COLUMN trigger_name; PRAGMA user_version = 2;'",
 		 x->db);
 	assert_int_equal(system(cmd), 0);
 	x->st = pf_store_open(x->db, PF_STORE_SYNC_NORMAL, NULL);
 	assert_non_null(x->st);
-	assert_int_equal(pf_store_schema_version(x->st), 3);
+	assert_int_equal(pf_store_schema_version(x->st), pf_store_schema_latest());
 	assert_int_equal(pf_store_profiles_totals(x->st, &n, &bytes), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(bytes, 100);
