@@ -7,8 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 #include "pf/buf.h"
+#include "pf/compiler.h"
 #include "pf/log.h"
 
 #define TABLE (AGENT_CAPTURE_MAX_ACTIVE + AGENT_CAPTURE_KEEP_FINAL)
@@ -51,6 +54,38 @@ struct agent_captures {
 	uint32_t rate_count[RATE_SLOTS]; /* profiles exported in second rate_sec[i] */
 	uint64_t rate_sec[RATE_SLOTS];
 };
+
+uint64_t agent_captures_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int agent_capture_receiver_url(const char *opamp_url, char *out, size_t cap)
+{
+	static const struct {
+		const char *from, *to;
+	} schemes[] = {{"ws://", "http://"},
+		       {"wss://", "https://"},
+		       {"http://", "http://"},
+		       {"https://", "https://"}};
+	if (!opamp_url)
+		return -EINVAL;
+	for (size_t i = 0; i < PF_ARRAY_SIZE(schemes); i++) {
+		size_t n = strlen(schemes[i].from);
+		if (strncasecmp(opamp_url, schemes[i].from, n))
+			continue;
+		const char *host = opamp_url + n;
+		size_t hlen = strcspn(host, "/?#");
+		if (!hlen)
+			return -EINVAL;
+		int w = snprintf(out, cap, "%s%.*s%s", schemes[i].to, (int)hlen, host,
+				 AGENT_CAPTURE_RECEIVER_PATH);
+		return w < 0 || (size_t)w >= cap ? -EINVAL : 0;
+	}
+	return -EINVAL;
+}
 
 struct agent_captures *agent_captures_new(const struct agent_captures_opts *o)
 {

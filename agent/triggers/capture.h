@@ -60,6 +60,15 @@ struct agent_captures_opts {
 	void *notify_ctx;
 };
 
+/* CLOCK_MONOTONIC in milliseconds: the clock of every now_ms below. */
+uint64_t agent_captures_now_ms(void);
+
+/* The controller's OTLP receiver for captures when the request names none: the OpAMP server
+ * URL with ws→http, wss→https (http(s) kept), same host and port, path
+ * /v1development/profiles. 0, or -EINVAL for a URL of another scheme or without a host. */
+#define AGENT_CAPTURE_RECEIVER_PATH "/v1development/profiles"
+int agent_capture_receiver_url(const char *opamp_url, char *out, size_t cap);
+
 /* NULL + errno. */
 struct agent_captures *agent_captures_new(const struct agent_captures_opts *o);
 void agent_captures_free(struct agent_captures *c);
