@@ -347,12 +347,13 @@ class AgentCapture(IntegrationCase):
         self._procs.append(p)
         return p
 
-    def start_agent(self, mode="continuous", max_duration=300):
+    def start_agent(self, mode="continuous", max_duration=300, exporters="[]"):
         cfg = os.path.join(self.workdir, "agent.yaml")
         with open(cfg, "w") as f:
             f.write("profiling:\n  mode: %s\n  sampling: {frequency_hz: 49, "
                     "duration_seconds: 5}\n  triggers:\n    on_demand: {enabled: true, "
-                    "max_duration_seconds: %d}\n  exporters: []\n" % (mode, max_duration))
+                    "max_duration_seconds: %d}\n  exporters: %s\n"
+                    % (mode, max_duration, exporters))
         a = Agent(self.workdir, "a", server=self.server.url(), token_file=self.token_file,
                   config=cfg).start()
         self._procs.append(a)
@@ -420,6 +421,7 @@ class AgentCapture(IntegrationCase):
                 self.assertEqual(a.get("profleet.agent.uid"), uid)
                 self.assertEqual(a.get("process.executable.name"), self.wl_name)
                 self.assertEqual(proc["pid"], wl.p.pid)
+                self.assertTrue({"hot_a", "hot_b"} & set(proc["leaf"]), proc["leaf"])
                 # every sample linked to the trace, span id zero
                 self.assertEqual(proc["links"], {TRACE_ID + "/" + "0" * 16: proc["samples"]})
                 total += proc["samples"]
@@ -475,9 +477,10 @@ class AgentCapture(IntegrationCase):
             got = sorted(i for p in self.server.profiles for i in p["ids"])
         self.assertEqual(sorted(st["profile_ids"]), got)
 
-    def test_triggered_mode(self):
+    def test_triggered_mode_and_configured_exporter(self):
         self.workload()
-        self.start_agent(mode="triggered")
+        out = os.path.join(self.workdir, "out")
+        self.start_agent(mode="triggered", exporters="[{type: file, path: %s}]" % out)
         self.request("cap-trig", duration=2, frequency=99)
         st = self.final("cap-trig")
         self.assertEqual(st["state"], "done", st)
@@ -485,6 +488,15 @@ class AgentCapture(IntegrationCase):
         with self.server.lock:
             bodies = [p["body"] for p in self.server.profiles]
         self.assertTrue(bodies)
+        # the configured exporter gets the same profiles (nothing else is sampled in
+        # mode triggered between captures)
+        files = wait_until(lambda: [f for f in os.listdir(out) if f.endswith(".otlp.pb")]
+                           if os.path.isdir(out) else None, timeout=10, what="file export")
+        file_bodies = []
+        for name in files:
+            with open(os.path.join(out, name), "rb") as f:
+                file_bodies.append(f.read())
+        self.assertEqual(sorted(file_bodies), sorted(bodies))
         for b in bodies:
             for proc in self.profcheck(b)["processes"]:
                 self.assertEqual(proc["attributes"].get("profleet.capture.id"), "cap-trig")

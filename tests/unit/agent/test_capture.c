@@ -1,6 +1,6 @@
 /* test_capture.c — agent/triggers/capture.c: admission and refusals, the concurrency limit,
- * the lifecycle up to the receiver's confirmation, cancels, and the statuses re-sent after a
- * reconnect. */
+ * the lifecycle up to the receiver's confirmation, cancels, the statuses re-sent after a
+ * reconnect, the default receiver URL; and capture_run.c's tags and trace links. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "capture.h"
+#include "capture_run.h"
 
 static int g_notified, g_worker;
 
@@ -379,6 +380,74 @@ static void test_bad_request(void **unused)
 	agent_captures_free(c);
 }
 
+static void test_receiver_url(void **unused)
+{
+	char out[256];
+	assert_int_equal(agent_capture_receiver_url("ws://127.0.0.1:4320/v1/opamp", out, sizeof(out)),
+			 0);
+	assert_string_equal(out, "http://127.0.0.1:4320/v1development/profiles");
+	assert_int_equal(agent_capture_receiver_url("wss://ctl.example:443/v1/opamp?x=1", out,
+						    sizeof(out)),
+			 0);
+	assert_string_equal(out, "https://ctl.example:443/v1development/profiles");
+	assert_int_equal(agent_capture_receiver_url("https://[::1]:4320", out, sizeof(out)), 0);
+	assert_string_equal(out, "https://[::1]:4320/v1development/profiles");
+	assert_int_equal(agent_capture_receiver_url("WS://h/", out, sizeof(out)), 0);
+	assert_string_equal(out, "http://h/v1development/profiles");
+	assert_int_equal(agent_capture_receiver_url("ftp://h/", out, sizeof(out)), -EINVAL);
+	assert_int_equal(agent_capture_receiver_url("ws:///v1/opamp", out, sizeof(out)), -EINVAL);
+	assert_int_equal(agent_capture_receiver_url("ws://h:1/", out, 10), -EINVAL); /* too small */
+	assert_int_equal(agent_capture_receiver_url(NULL, out, sizeof(out)), -EINVAL);
+}
+
+static const char *attr(const struct pf_prof_process *p, const char *key)
+{
+	for (size_t i = 0; i < p->n_attrs; i++)
+		if (!strcmp(p->attrs[i].key, key))
+			return p->attrs[i].value;
+	return NULL;
+}
+
+static void test_tag_window(void **unused)
+{
+	struct pf_prof_window *w = pf_prof_window_new();
+	assert_non_null(w);
+	struct pf_prof_process *procs = pf_prof_alloc(w, 2 * sizeof(*procs));
+	struct pf_prof_attr *a = pf_prof_alloc(w, sizeof(*a));
+	struct pf_prof_sample *sm = pf_prof_alloc(w, 3 * sizeof(*sm));
+	assert_true(procs && a && sm);
+	a[0] = (struct pf_prof_attr){.key = "service.name", .value = "checkout"};
+	procs[0] = (struct pf_prof_process){.pid = 1, .n_attrs = 1, .attrs = a, .n_samples = 2,
+					    .samples = sm};
+	procs[1] = (struct pf_prof_process){.pid = 2, .n_samples = 1, .samples = sm + 2};
+	memset(sm[1].span_id, 0x77, 8);
+	w->processes = procs;
+	w->n_processes = 2;
+	uint8_t trace[16];
+	memset(trace, 0xab, sizeof(trace));
+	assert_int_equal(agent_capture_tag_window(w, "uid-1", "cap-9", "on_demand", trace), 0);
+	for (size_t i = 0; i < 2; i++) {
+		const struct pf_prof_process *p = &w->processes[i];
+		assert_string_equal(attr(p, "profleet.agent.uid"), "uid-1");
+		assert_string_equal(attr(p, "profleet.capture.id"), "cap-9");
+		assert_string_equal(attr(p, "profleet.trigger"), "on_demand");
+		for (size_t k = 0; k < p->n_samples; k++) {
+			assert_memory_equal(p->samples[k].trace_id, trace, 16);
+			static const uint8_t zero[8];
+			assert_memory_equal(p->samples[k].span_id, zero, 8);
+		}
+	}
+	assert_string_equal(attr(&w->processes[0], "service.name"), "checkout");
+	assert_int_equal(w->processes[0].n_attrs, 4);
+	/* without a trace id no link; without an agent uid no such attribute */
+	memset(sm, 0, 3 * sizeof(*sm));
+	assert_int_equal(agent_capture_tag_window(w, NULL, "cap-10", "high_cpu", NULL), 0);
+	assert_int_equal(w->processes[1].n_attrs, 5);
+	static const uint8_t none[16];
+	assert_memory_equal(w->processes[1].samples[0].trace_id, none, 16);
+	pf_prof_window_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -390,6 +459,8 @@ int main(void)
 		cmocka_unit_test(test_cancel),
 		cmocka_unit_test(test_resend_after_reconnect),
 		cmocka_unit_test(test_bad_request),
+		cmocka_unit_test(test_receiver_url),
+		cmocka_unit_test(test_tag_window),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
