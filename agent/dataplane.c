@@ -585,6 +585,11 @@ static void sampler_health(struct agent_dataplane *d)
 		      "), filtered %" PRIu64 ", stack errors %" PRIu64 ", processes %" PRIu64,
 		      st.samples, st.lost_kernel + st.lost_user, st.lost_kernel, st.lost_user,
 		      st.filtered, st.stack_errors, st.processes);
+	if (st.captures || st.capture_samples)
+		pf_buf_printf(&b, "; captures %u%s, capture samples %" PRIu64, st.captures,
+			      st.captures ? " sampling" : "", st.capture_samples);
+	if (st.capture_hz)
+		pf_buf_printf(&b, " at %u Hz", st.capture_hz);
 	if (st.bpf_stats_enabled) {
 		pf_buf_printf(&b, "; bpf run time %" PRIu64 " us (", st.bpf_run_time_ns / 1000);
 		for (int i = 0; i < PF_SAMPLER_N_PROGS; i++)
