@@ -394,6 +394,58 @@ static void test_capture_triggered_mode(void **state)
 	pf_sampler_free(s);
 }
 
+/* A capture of a shell that forks the workload only after the capture started: the child is
+ * in the capture (inherited in the kernel at fork), though /proc never showed it at start. */
+static void test_capture_fork_inherits(void **state)
+{
+	struct pf_error err = {0};
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "sleep 0.5; %s 2; true", g_exe);
+	pid_t sh = fork();
+	if (sh == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+		if (fd >= 0)
+			dup2(fd, 1);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	assert_true(sh > 0);
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	struct pf_profcfg *cfg = config("profiling:\n  mode: triggered\n"
+					"  triggers: {on_demand: {enabled: true}}\n");
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	char pidtext[16];
+	snprintf(pidtext, sizeof(pidtext), "%d", (int)sh);
+	struct pf_filter rule = {.key = "process.pid", .match = PF_MATCH_STRICT, .value = pidtext};
+	uint32_t pids[4];
+	size_t n = 0;
+	assert_int_equal(pf_sampler_capture_pids(s, &rule, 1, pids, 4, &n, &err), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(pf_sampler_capture_start(s, 1, 199, pids, n, &err), 0);
+	poll_for(s, 2200);
+	struct pf_prof_window *wc = pf_sampler_capture_stop(s, 1, &err);
+	reap(sh);
+	assert_non_null(wc);
+	uint64_t child = 0;
+	for (size_t i = 0; i < wc->n_processes; i++) {
+		const struct pf_prof_process *p = &wc->processes[i];
+		bool hot = false; /* the workload (sleep, also a child, hardly runs) */
+		for (size_t k = 0; k < p->n_frames; k++)
+			hot |= p->frames[k].function && !strcmp(p->frames[k].function, "hot_a");
+		if (p->pid == (uint32_t)sh || !hot)
+			continue;
+		for (size_t k = 0; k < p->n_samples; k++)
+			child += p->samples[k].count;
+	}
+	print_message("capture of the shell: %lu samples of its forked workload child\n",
+		      (unsigned long)child);
+	assert_true(child >= 30);
+	pf_prof_window_free(wc);
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+}
+
 /* A child that spends most of its time in the kernel (reads of /dev/zero clear user pages). */
 static pid_t spawn_syscall_child(void)
 {
@@ -506,6 +558,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_frames_resolver),
 		cmocka_unit_test(test_capture_beside_continuous),
 		cmocka_unit_test(test_capture_triggered_mode),
+		cmocka_unit_test(test_capture_fork_inherits),
 	};
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	char cmd[128];
