@@ -285,6 +285,34 @@ static uint64_t samples_of(const struct pf_prof_window *w, pid_t pid, bool *fore
 	return n;
 }
 
+/* Selects pid by a process.pid rule and starts capture `slot` on it at hz. */
+static void start_pid_capture(struct pf_sampler *s, pid_t pid, unsigned slot, uint32_t hz)
+{
+	struct pf_error err = {0};
+	char pidtext[16];
+	snprintf(pidtext, sizeof(pidtext), "%d", (int)pid);
+	struct pf_filter rule = {.key = "process.pid", .match = PF_MATCH_STRICT, .value = pidtext};
+	uint32_t pids[8];
+	size_t n = 0;
+	assert_int_equal(pf_sampler_capture_pids(s, &rule, 1, pids, 8, &n, &err), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(pids[0], (uint32_t)pid);
+	assert_int_equal(pf_sampler_capture_start(s, slot, hz, pids, n, &err), 0);
+	/* the slot is taken now */
+	assert_int_equal(pf_sampler_capture_start(s, slot, hz, pids, n, &err), -EBUSY);
+}
+
+/* A sampler in mode triggered with no capture running: nothing is sampled. */
+static struct pf_sampler *idle_sampler(struct pf_profcfg **cfg)
+{
+	struct pf_error err = {0};
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	*cfg = config("profiling:\n  mode: triggered\n  triggers: {on_demand: {enabled: true}}\n");
+	assert_int_equal(pf_sampler_set_config(s, *cfg, &err), 0);
+	return s;
+}
+
 /* Two copies of the workload, both in the continuous windows at 99 Hz; a capture at 499 Hz on
  * the first only. Over the same interval the capture must hold ~499/99 times the first's
  * continuous samples and nothing of the second, while the continuous window keeps 99 Hz for
@@ -301,16 +329,7 @@ static void test_capture_beside_continuous(void **state)
 	poll_for(s, 300);
 	pf_prof_window_free(pf_sampler_close_window(s, &err)); /* the interval starts here */
 
-	char pidtext[16];
-	snprintf(pidtext, sizeof(pidtext), "%d", (int)a);
-	struct pf_filter rule = {.key = "process.pid", .match = PF_MATCH_STRICT, .value = pidtext};
-	uint32_t pids[8];
-	size_t n = 0;
-	assert_int_equal(pf_sampler_capture_pids(s, &rule, 1, pids, 8, &n, &err), 0);
-	assert_int_equal(n, 1);
-	assert_int_equal(pids[0], (uint32_t)a);
-	assert_int_equal(pf_sampler_capture_start(s, 3, 499, pids, n, &err), 0);
-	assert_int_equal(pf_sampler_capture_start(s, 3, 499, pids, n, &err), -EBUSY);
+	start_pid_capture(s, a, 3, 499);
 	poll_for(s, 3000);
 	struct pf_sampler_stats st;
 	assert_int_equal(pf_sampler_stats(s, &st), 0);
@@ -363,19 +382,9 @@ static void test_capture_triggered_mode(void **state)
 	struct pf_error err = {0};
 	pid_t a = spawn_workload(5);
 	assert_true(a > 0);
-	struct pf_sampler *s = pf_sampler_new(NULL, &err);
-	assert_non_null(s);
-	struct pf_profcfg *cfg = config("profiling:\n  mode: triggered\n"
-					"  triggers: {on_demand: {enabled: true}}\n");
-	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
-	char pidtext[16];
-	snprintf(pidtext, sizeof(pidtext), "%d", (int)a);
-	struct pf_filter rule = {.key = "process.pid", .match = PF_MATCH_STRICT, .value = pidtext};
-	uint32_t pids[4];
-	size_t n = 0;
-	assert_int_equal(pf_sampler_capture_pids(s, &rule, 1, pids, 4, &n, &err), 0);
-	assert_int_equal(n, 1);
-	assert_int_equal(pf_sampler_capture_start(s, 0, 199, pids, n, &err), 0);
+	struct pf_profcfg *cfg;
+	struct pf_sampler *s = idle_sampler(&cfg);
+	start_pid_capture(s, a, 0, 199);
 	poll_for(s, 1500);
 	struct pf_sampler_stats st;
 	assert_int_equal(pf_sampler_stats(s, &st), 0);
@@ -410,19 +419,9 @@ static void test_capture_fork_inherits(void **state)
 		_exit(127);
 	}
 	assert_true(sh > 0);
-	struct pf_sampler *s = pf_sampler_new(NULL, &err);
-	assert_non_null(s);
-	struct pf_profcfg *cfg = config("profiling:\n  mode: triggered\n"
-					"  triggers: {on_demand: {enabled: true}}\n");
-	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
-	char pidtext[16];
-	snprintf(pidtext, sizeof(pidtext), "%d", (int)sh);
-	struct pf_filter rule = {.key = "process.pid", .match = PF_MATCH_STRICT, .value = pidtext};
-	uint32_t pids[4];
-	size_t n = 0;
-	assert_int_equal(pf_sampler_capture_pids(s, &rule, 1, pids, 4, &n, &err), 0);
-	assert_int_equal(n, 1);
-	assert_int_equal(pf_sampler_capture_start(s, 1, 199, pids, n, &err), 0);
+	struct pf_profcfg *cfg;
+	struct pf_sampler *s = idle_sampler(&cfg);
+	start_pid_capture(s, sh, 1, 199);
 	poll_for(s, 2200);
 	struct pf_prof_window *wc = pf_sampler_capture_stop(s, 1, &err);
 	reap(sh);
