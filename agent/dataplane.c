@@ -544,6 +544,11 @@ static void capture_submit_window(void *ctx, const struct pf_prof_window *w)
 	submit_window_all(ctx, w);
 }
 
+static void capture_retire(void *ctx, struct agent_exporter *x)
+{
+	retire_exporter(ctx, x);
+}
+
 static void sampler_health(struct agent_dataplane *d);
 
 /* Closes the open window and exports it together with windows a frequency change split off. */
@@ -1169,6 +1174,7 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 						       .ca_file = o->capture_ca_file,
 						       .submit_bytes = capture_submit_bytes,
 						       .submit_window = capture_submit_window,
+						       .retire = capture_retire,
 						       .ctx = d};
 		d->capture_run = agent_capture_runner_new(&ro);
 		if (!d->capture_run) {

@@ -32,6 +32,8 @@ struct entry {
 	uint64_t deadline_ms;
 	unsigned pending; /* exports not confirmed yet */
 	char trigger[AGENT_CAPTURE_TRIGGER_LEN];
+	size_t n_attrs;
+	struct agent_capture_attr attrs[AGENT_CAPTURE_MAX_ATTRS];
 	uint8_t *payload; /* the request, encoded, until the worker takes it */
 	size_t payload_len;
 	struct pf_capture_status st;
@@ -315,6 +317,15 @@ static const char *admission(struct agent_captures *c, const struct pf_capture_r
 int agent_captures_request(struct agent_captures *c, const struct pf_capture_request *req,
 			   const char *trigger, uint64_t now_ms, struct pf_capture_status *st)
 {
+	return agent_captures_request_attrs(c, req, trigger, NULL, 0, now_ms, st);
+}
+
+int agent_captures_request_attrs(struct agent_captures *c, const struct pf_capture_request *req,
+				 const char *trigger, const struct agent_capture_attr *attrs,
+				 size_t n_attrs, uint64_t now_ms, struct pf_capture_status *st)
+{
+	if (n_attrs > AGENT_CAPTURE_MAX_ATTRS)
+		return -EINVAL;
 	struct pf_buf b;
 	pf_buf_init(&b, PF_CAPTURE_MAX_MSG);
 	int rc = pf_capture_request_encode(req, &b);
@@ -352,6 +363,9 @@ int agent_captures_request(struct agent_captures *c, const struct pf_capture_req
 	} else {
 		x->phase = PH_QUEUED;
 		x->st.state = PF_CAPTURE_ACCEPTED;
+		x->n_attrs = n_attrs;
+		if (n_attrs)
+			memcpy(x->attrs, attrs, n_attrs * sizeof(*attrs));
 		x->payload = b.data; /* taken */
 		x->payload_len = b.len;
 		pf_buf_init(&b, PF_CAPTURE_MAX_MSG);
@@ -416,6 +430,8 @@ int agent_captures_next_job(struct agent_captures *c, struct agent_capture_job *
 		struct pf_error err = {0};
 		job->serial = x->serial;
 		snprintf(job->trigger, sizeof(job->trigger), "%s", x->trigger);
+		job->n_attrs = x->n_attrs;
+		memcpy(job->attrs, x->attrs, sizeof(job->attrs));
 		int d = pf_capture_request_decode(x->payload, x->payload_len, &job->req, &err);
 		free(x->payload);
 		x->payload = NULL;

@@ -50,6 +50,13 @@
 #define AGENT_CAPTURE_PROGRESS_MS 1000 /* least time between two `running` statuses */
 #define AGENT_CAPTURE_EXPORT_MS 30000  /* the receiver must confirm within this */
 #define AGENT_CAPTURE_TRIGGER_LEN 16
+#define AGENT_CAPTURE_MAX_ATTRS 4 /* extra resource attributes of a local trigger's capture */
+
+/* A resource attribute a local trigger adds to its capture's profiles. */
+struct agent_capture_attr {
+	char key[64];
+	char value[128];
+};
 
 struct agent_captures;
 
@@ -89,6 +96,12 @@ void agent_captures_note_profiles(struct agent_captures *c, unsigned n, uint64_t
  * -ENOMEM. */
 int agent_captures_request(struct agent_captures *c, const struct pf_capture_request *req,
 			   const char *trigger, uint64_t now_ms, struct pf_capture_status *st);
+/* The same for a local trigger whose profiles carry extra resource attributes (high_cpu: the
+ * measured CPU), beside profleet.capture.id / profleet.trigger / profleet.agent.uid. -EINVAL
+ * when n_attrs > AGENT_CAPTURE_MAX_ATTRS. */
+int agent_captures_request_attrs(struct agent_captures *c, const struct pf_capture_request *req,
+				 const char *trigger, const struct agent_capture_attr *attrs,
+				 size_t n_attrs, uint64_t now_ms, struct pf_capture_status *st);
 /* A capture.request that did not decode but whose id could be read: a final failed status
  * with error_code bad_request and err's message (ignored when the id is known). */
 void agent_captures_bad_request(struct agent_captures *c, const char *id, const char *msg);
@@ -101,6 +114,8 @@ struct agent_capture_job {
 	uint64_t serial; /* names the capture in the calls below */
 	char trigger[AGENT_CAPTURE_TRIGGER_LEN];
 	struct pf_capture_request req; /* a copy: pf_capture_request_release() it */
+	size_t n_attrs;		       /* extra resource attributes (local triggers) */
+	struct agent_capture_attr attrs[AGENT_CAPTURE_MAX_ATTRS];
 };
 
 /* The next admitted capture to start (oldest first): 1 and *job, or 0 when none waits. */

@@ -340,10 +340,21 @@ static void test_resend_after_reconnect(void **unused)
 	}
 	uint64_t live = start_one(c, "live", 0);
 	(void)live;
-	/* a local trigger's capture is never reported */
+	/* a local trigger's capture is never reported; its extra attributes reach the job */
 	struct pf_capture_status st;
 	struct pf_capture_request r = request("hc", 5);
-	assert_int_equal(agent_captures_request(c, &r, "high_cpu", 0, &st), 0);
+	struct agent_capture_attr extra[AGENT_CAPTURE_MAX_ATTRS + 1] = {
+	    {.key = "profleet.cpu.percent", .value = "91"}};
+	assert_int_equal(agent_captures_request_attrs(c, &r, "high_cpu", extra,
+						      AGENT_CAPTURE_MAX_ATTRS + 1, 0, &st),
+			 -EINVAL);
+	assert_int_equal(agent_captures_request_attrs(c, &r, "high_cpu", extra, 1, 0, &st), 0);
+	struct agent_capture_job job;
+	assert_int_equal(agent_captures_next_job(c, &job), 1);
+	assert_string_equal(job.trigger, "high_cpu");
+	assert_int_equal(job.n_attrs, 1);
+	assert_string_equal(job.attrs[0].value, "91");
+	pf_capture_request_release(&job.req);
 	drain(c, NULL);
 	assert_false(agent_captures_has_news(c));
 
@@ -425,7 +436,8 @@ static void test_tag_window(void **unused)
 	w->n_processes = 2;
 	uint8_t trace[16];
 	memset(trace, 0xab, sizeof(trace));
-	assert_int_equal(agent_capture_tag_window(w, "uid-1", "cap-9", "on_demand", trace), 0);
+	assert_int_equal(
+	    agent_capture_tag_window(w, "uid-1", "cap-9", "on_demand", NULL, 0, trace), 0);
 	for (size_t i = 0; i < 2; i++) {
 		const struct pf_prof_process *p = &w->processes[i];
 		assert_string_equal(attr(p, "profleet.agent.uid"), "uid-1");
@@ -441,8 +453,10 @@ static void test_tag_window(void **unused)
 	assert_int_equal(w->processes[0].n_attrs, 4);
 	/* without a trace id no link; without an agent uid no such attribute */
 	memset(sm, 0, 3 * sizeof(*sm));
-	assert_int_equal(agent_capture_tag_window(w, NULL, "cap-10", "high_cpu", NULL), 0);
-	assert_int_equal(w->processes[1].n_attrs, 5);
+	struct agent_capture_attr cpu = {.key = "profleet.cpu.percent", .value = "93.5"};
+	assert_int_equal(agent_capture_tag_window(w, NULL, "cap-10", "high_cpu", &cpu, 1, NULL), 0);
+	assert_int_equal(w->processes[1].n_attrs, 6);
+	assert_string_equal(attr(&w->processes[1], "profleet.cpu.percent"), "93.5");
 	static const uint8_t none[16];
 	assert_memory_equal(w->processes[1].samples[0].trace_id, none, 16);
 	pf_prof_window_free(w);
