@@ -23,9 +23,9 @@ struct entry {
 	bool used;
 	uint64_t serial;
 	enum phase phase;
-	bool report;  /* sent over OpAMP (on_demand) */
-	bool cancel;  /* capture.cancel while sampling */
-	bool failing; /* an export failed: final failed once the others ended */
+	bool report;	/* sent over OpAMP (on_demand) */
+	bool cancel;	/* capture.cancel while sampling */
+	bool failing;	/* an export failed: final failed once the others ended */
 	uint64_t dirty; /* 0, or the order in which it was marked for sending */
 	uint64_t last_sent_ms;
 	uint64_t finished; /* order of finishing, for eviction (finals only) */
@@ -279,16 +279,19 @@ static const char *admission(struct agent_captures *c, const struct pf_capture_r
 			     bool on_demand, uint64_t now_ms, char *msg, size_t cap)
 {
 	if (!c->enabled) {
-		snprintf(msg, cap, "profiling is disabled on this agent (profiling.enabled: false)");
+		snprintf(msg, cap,
+			 "profiling is disabled on this agent (profiling.enabled: false)");
 		return "disabled";
 	}
 	if (on_demand && !c->on_demand) {
-		snprintf(msg, cap, "captures are disabled on this agent "
-				   "(profiling.triggers.on_demand.enabled: false)");
+		snprintf(msg, cap,
+			 "captures are disabled on this agent "
+			 "(profiling.triggers.on_demand.enabled: false)");
 		return "disabled";
 	}
 	if (c->sampler_known && !c->sampler) {
-		snprintf(msg, cap, "this agent has no eBPF sampler (BPF unavailable or --no-sampler)");
+		snprintf(msg, cap,
+			 "this agent has no eBPF sampler (BPF unavailable or --no-sampler)");
 		return "disabled";
 	}
 	if (on_demand && req->duration_seconds > c->max_duration) {
@@ -421,8 +424,7 @@ int agent_captures_next_job(struct agent_captures *c, struct agent_capture_job *
 	struct entry *x = NULL;
 	for (size_t i = 0; i < TABLE; i++) {
 		struct entry *y = &c->e[i];
-		if (y->used && y->phase == PH_QUEUED && y->payload &&
-		    (!x || y->serial < x->serial))
+		if (y->used && y->phase == PH_QUEUED && y->payload && (!x || y->serial < x->serial))
 			x = y;
 	}
 	int rc = 0;
@@ -530,8 +532,7 @@ void agent_captures_exporting(struct agent_captures *c, uint64_t serial, uint64_
 	pthread_mutex_unlock(&c->lock);
 }
 
-void agent_captures_export_done(struct agent_captures *c, uint64_t serial, int rc,
-				const char *why)
+void agent_captures_export_done(struct agent_captures *c, uint64_t serial, int rc, const char *why)
 {
 	pthread_mutex_lock(&c->lock);
 	struct entry *x = by_serial(c, serial);
@@ -555,9 +556,10 @@ unsigned agent_captures_tick(struct agent_captures *c, uint64_t now_ms)
 		struct entry *x = &c->e[i];
 		if (x->used && x->phase == PH_EXPORTING && now_ms >= x->deadline_ms) {
 			char msg[128];
-			snprintf(msg, sizeof(msg),
-				 "the receiver did not confirm %u of the capture's exports within %d s",
-				 x->pending, AGENT_CAPTURE_EXPORT_MS / 1000);
+			snprintf(
+			    msg, sizeof(msg),
+			    "the receiver did not confirm %u of the capture's exports within %d s",
+			    x->pending, AGENT_CAPTURE_EXPORT_MS / 1000);
 			x->pending = 0;
 			finish(c, x, PF_CAPTURE_FAILED, "export_failed",
 			       x->failing ? x->st.error : msg);

@@ -45,8 +45,8 @@
 #include "pf/error.h"
 #include "pf/profcfg.h"
 
-#define AGENT_CAPTURE_MAX_ACTIVE 4   /* captures in progress on one agent */
-#define AGENT_CAPTURE_KEEP_FINAL 32  /* final statuses kept (re-sent after a reconnect) */
+#define AGENT_CAPTURE_MAX_ACTIVE 4     /* captures in progress on one agent */
+#define AGENT_CAPTURE_KEEP_FINAL 32    /* final statuses kept (re-sent after a reconnect) */
 #define AGENT_CAPTURE_PROGRESS_MS 1000 /* least time between two `running` statuses */
 #define AGENT_CAPTURE_EXPORT_MS 30000  /* the receiver must confirm within this */
 #define AGENT_CAPTURE_TRIGGER_LEN 16
@@ -137,8 +137,7 @@ void agent_captures_exporting(struct agent_captures *c, uint64_t serial, uint64_
 			      uint64_t bytes, const uint8_t (*ids)[16], size_t n_ids,
 			      unsigned n_requests, uint64_t now_ms);
 /* One export of the capture ended: rc 0 confirmed by the receiver, else refused/dropped. */
-void agent_captures_export_done(struct agent_captures *c, uint64_t serial, int rc,
-				const char *why);
+void agent_captures_export_done(struct agent_captures *c, uint64_t serial, int rc, const char *why);
 /* Deadlines: exports not confirmed in time fail the capture. Returns the captures in progress. */
 unsigned agent_captures_tick(struct agent_captures *c, uint64_t now_ms);
 

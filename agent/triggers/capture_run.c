@@ -249,8 +249,9 @@ static void export_capture(struct agent_capture_runner *r, struct run *run,
 		agent_captures_fail(r->engine, serial, "internal", "out of memory");
 		return;
 	}
-	int rc = agent_capture_tag_window(w, r->uid, req->id, run->job.trigger, run->job.attrs,
-					  run->job.n_attrs, req->has_trace_id ? req->trace_id : NULL);
+	int rc =
+	    agent_capture_tag_window(w, r->uid, req->id, run->job.trigger, run->job.attrs,
+				     run->job.n_attrs, req->has_trace_id ? req->trace_id : NULL);
 	if (rc == 0)
 		rc = encode_each(w, e, &err);
 	uint64_t samples = pf_prof_window_samples(w);
@@ -278,7 +279,8 @@ static void export_capture(struct agent_capture_runner *r, struct run *run,
 			struct delivery *dl = malloc(sizeof(*dl));
 			int src = -ENOMEM;
 			if (dl) {
-				*dl = (struct delivery){.engine = r->engine, .x = x, .serial = serial};
+				*dl = (struct delivery){
+				    .engine = r->engine, .x = x, .serial = serial};
 				snprintf(dl->url, sizeof(dl->url), "%s", url);
 				src = agent_exporter_submit(x, e->b[i].data, e->b[i].len, e->ids[i],
 							    delivered, dl);
@@ -286,7 +288,8 @@ static void export_capture(struct agent_capture_runner *r, struct run *run,
 			if (src < 0) {
 				free(dl);
 				char why[160];
-				snprintf(why, sizeof(why), "export to %.60s: %.60s", url, strerror(-src));
+				snprintf(why, sizeof(why), "export to %.60s: %.60s", url,
+					 strerror(-src));
 				agent_captures_export_done(r->engine, serial, src, why);
 			}
 			if (r->submit_bytes)
@@ -325,8 +328,9 @@ static void start_run(struct agent_capture_runner *r, struct pf_sampler *sampler
 	struct pf_error err = {0};
 	size_t n = 0;
 	if (!sampler) {
-		agent_captures_fail(r->engine, serial, "disabled",
-				    "this agent has no eBPF sampler (BPF unavailable or --no-sampler)");
+		agent_captures_fail(
+		    r->engine, serial, "disabled",
+		    "this agent has no eBPF sampler (BPF unavailable or --no-sampler)");
 		return;
 	}
 	int rc = pf_sampler_capture_pids(sampler, req->processes, req->n_processes, r->pids,
@@ -387,7 +391,8 @@ int64_t agent_capture_runner_poll(struct agent_capture_runner *r, struct pf_samp
 	int64_t next = -1;
 	for (unsigned i = 0; i < AGENT_CAPTURE_MAX_ACTIVE; i++)
 		if (r->runs[i].used) {
-			int64_t left = (int64_t)(r->runs[i].end_ms - pf_min(now_ms, r->runs[i].end_ms));
+			int64_t left =
+			    (int64_t)(r->runs[i].end_ms - pf_min(now_ms, r->runs[i].end_ms));
 			next = next < 0 ? left : pf_min(next, left);
 		}
 	return next;

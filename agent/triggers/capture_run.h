@@ -17,9 +17,9 @@
  *  - while it runs: samples so far to the engine (running statuses);
  *  - end (duration elapsed, or a capture.cancel: the partial samples count): the window is
  *    symbolized; every process gets the resource attributes profleet.agent.uid,
- *    profleet.capture.id and profleet.trigger (and a local trigger's own); with a trace_id every sample gets a Link
- *    (trace_id, zero span id). Each process (the AGENT_CAPTURE_RUN_MAX_PROFILES busiest) is
- *    encoded as its own OTLP request, so every profile id is known; all go to the receiver
+ *    profleet.capture.id and profleet.trigger (and a local trigger's own); with a trace_id every
+ * sample gets a Link (trace_id, zero span id). Each process (the AGENT_CAPTURE_RUN_MAX_PROFILES
+ * busiest) is encoded as its own OTLP request, so every profile id is known; all go to the receiver
  *    (request.receiver, else the default derived from the OpAMP URL) and to the configured
  *    exporters (submit callbacks). The engine reports done once the receiver confirmed them
  *    all. */

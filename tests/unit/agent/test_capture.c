@@ -126,8 +126,8 @@ static void test_admit_and_job(void **unused)
 	agent_captures_free(c);
 }
 
-static void expect_refusal(struct agent_captures *c, const char *id, uint32_t dur,
-			   const char *code, const char *words)
+static void expect_refusal(struct agent_captures *c, const char *id, uint32_t dur, const char *code,
+			   const char *words)
 {
 	struct pf_capture_status st, sent;
 	assert_int_equal(submit(c, id, dur, 5000, &st), -EPERM);
@@ -143,7 +143,8 @@ static void test_refusals(void **unused)
 {
 	struct agent_captures *c = engine();
 	struct pf_profcfg *off = config("profiling: {enabled: false}\n");
-	struct pf_profcfg *no_od = config("profiling:\n  triggers: {on_demand: {enabled: false}}\n");
+	struct pf_profcfg *no_od =
+	    config("profiling:\n  triggers: {on_demand: {enabled: false}}\n");
 	struct pf_profcfg *short_max = config(
 	    "profiling:\n  triggers: {on_demand: {enabled: true, max_duration_seconds: 20}}\n"
 	    "  limits: {max_profiles_per_minute: 3}\n");
@@ -394,12 +395,11 @@ static void test_bad_request(void **unused)
 static void test_receiver_url(void **unused)
 {
 	char out[256];
-	assert_int_equal(agent_capture_receiver_url("ws://127.0.0.1:4320/v1/opamp", out, sizeof(out)),
-			 0);
+	assert_int_equal(
+	    agent_capture_receiver_url("ws://127.0.0.1:4320/v1/opamp", out, sizeof(out)), 0);
 	assert_string_equal(out, "http://127.0.0.1:4320/v1development/profiles");
-	assert_int_equal(agent_capture_receiver_url("wss://ctl.example:443/v1/opamp?x=1", out,
-						    sizeof(out)),
-			 0);
+	assert_int_equal(
+	    agent_capture_receiver_url("wss://ctl.example:443/v1/opamp?x=1", out, sizeof(out)), 0);
 	assert_string_equal(out, "https://ctl.example:443/v1development/profiles");
 	assert_int_equal(agent_capture_receiver_url("https://[::1]:4320", out, sizeof(out)), 0);
 	assert_string_equal(out, "https://[::1]:4320/v1development/profiles");
@@ -428,16 +428,16 @@ static void test_tag_window(void **unused)
 	struct pf_prof_sample *sm = pf_prof_alloc(w, 3 * sizeof(*sm));
 	assert_true(procs && a && sm);
 	a[0] = (struct pf_prof_attr){.key = "service.name", .value = "checkout"};
-	procs[0] = (struct pf_prof_process){.pid = 1, .n_attrs = 1, .attrs = a, .n_samples = 2,
-					    .samples = sm};
+	procs[0] = (struct pf_prof_process){
+	    .pid = 1, .n_attrs = 1, .attrs = a, .n_samples = 2, .samples = sm};
 	procs[1] = (struct pf_prof_process){.pid = 2, .n_samples = 1, .samples = sm + 2};
 	memset(sm[1].span_id, 0x77, 8);
 	w->processes = procs;
 	w->n_processes = 2;
 	uint8_t trace[16];
 	memset(trace, 0xab, sizeof(trace));
-	assert_int_equal(
-	    agent_capture_tag_window(w, "uid-1", "cap-9", "on_demand", NULL, 0, trace), 0);
+	assert_int_equal(agent_capture_tag_window(w, "uid-1", "cap-9", "on_demand", NULL, 0, trace),
+			 0);
 	for (size_t i = 0; i < 2; i++) {
 		const struct pf_prof_process *p = &w->processes[i];
 		assert_string_equal(attr(p, "profleet.agent.uid"), "uid-1");
@@ -465,16 +465,16 @@ static void test_tag_window(void **unused)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_admit_and_job),
-		cmocka_unit_test(test_refusals),
-		cmocka_unit_test(test_busy),
-		cmocka_unit_test(test_lifecycle_done),
-		cmocka_unit_test(test_export_failures),
-		cmocka_unit_test(test_cancel),
-		cmocka_unit_test(test_resend_after_reconnect),
-		cmocka_unit_test(test_bad_request),
-		cmocka_unit_test(test_receiver_url),
-		cmocka_unit_test(test_tag_window),
+	    cmocka_unit_test(test_admit_and_job),
+	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_busy),
+	    cmocka_unit_test(test_lifecycle_done),
+	    cmocka_unit_test(test_export_failures),
+	    cmocka_unit_test(test_cancel),
+	    cmocka_unit_test(test_resend_after_reconnect),
+	    cmocka_unit_test(test_bad_request),
+	    cmocka_unit_test(test_receiver_url),
+	    cmocka_unit_test(test_tag_window),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
