@@ -125,6 +125,7 @@ struct agent_dataplane {
 	/* captures: the engine (borrowed; thread-safe) and the runner (worker thread only) */
 	struct agent_captures *captures;
 	struct agent_capture_runner *capture_run;
+	uint64_t capture_gen; /* summary generation last reported in health */
 
 	/* metrics snapshot (opts.metrics): the worker fills snap_work, then copies it into snap
 	 * under lock; NULL without opts.metrics */
@@ -634,6 +635,25 @@ static void sampler_health(struct agent_dataplane *d)
 	agent_health_set(d->health, "symbolizer", true, status, NULL);
 }
 
+/* The "captures" component: counts, and unhealthy while the last capture failed for a reason of
+ * the agent's own (export_failed, internal). */
+static void captures_health(struct agent_dataplane *d)
+{
+	struct agent_captures_summary sum;
+	if (!d->captures)
+		return;
+	agent_captures_summary(d->captures, &sum);
+	if (sum.generation == d->capture_gen && d->capture_gen)
+		return;
+	d->capture_gen = sum.generation ? sum.generation : 1;
+	char status[STATUS_LEN];
+	snprintf(status, sizeof(status),
+		 "%u in progress; done %" PRIu64 ", cancelled %" PRIu64 ", failed %" PRIu64
+		 ", refused %" PRIu64,
+		 sum.in_progress, sum.done, sum.cancelled, sum.failed, sum.refused);
+	agent_health_set(d->health, "captures", sum.healthy, status, sum.last_error);
+}
+
 /* ---- pprof sources (worker thread) --------------------------------------------------------- */
 
 /* The URL for a status line, without user:password@ should one be there. */
@@ -1021,6 +1041,7 @@ static void final_flush(struct agent_dataplane *d)
 	/* captures still sampling end now and are exported; the receiver gets half the bound */
 	agent_capture_runner_free(d->capture_run, d->sampler, AGENT_DATAPLANE_FLUSH_MS / 2);
 	d->capture_run = NULL;
+	captures_health(d);
 	/* queued exports (retries included) get what is left of the bound */
 	for (size_t i = 0; i < d->n_ex; i++) {
 		uint64_t now = mono_ms();
@@ -1078,6 +1099,7 @@ static void *worker_main(void *arg)
 		if (d->capture_run)
 			capture_next =
 			    agent_capture_runner_poll(d->capture_run, d->sampler, d->cfg, mono_ms());
+		captures_health(d);
 		uint64_t now = mono_ms();
 		if (d->next_close_ms && now >= d->next_close_ms) {
 			if (d->cfg->mode == PF_MODE_TRIGGERED) {
@@ -1199,6 +1221,8 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 	}
 	agent_health_register(d->health, "sampler");
 	agent_health_register(d->health, "symbolizer");
+	if (d->captures)
+		agent_health_register(d->health, "captures");
 	agent_health_set(d->health, "sampler", true, "loading", NULL);
 	agent_health_set(d->health, "symbolizer", true, "starting", NULL);
 	int rc = pthread_create(&d->thread, NULL, worker_main, d);

@@ -23,6 +23,7 @@ struct entry {
 	bool used;
 	uint64_t serial;
 	enum phase phase;
+	bool admitted;	/* passed admission (a refusal is final at once) */
 	bool report;	/* sent over OpAMP (on_demand) */
 	bool cancel;	/* capture.cancel while sampling */
 	bool failing;	/* an export failed: final failed once the others ended */
@@ -52,6 +53,8 @@ struct agent_captures {
 
 	uint64_t next_serial, next_dirty, next_finished;
 	struct entry e[TABLE];
+
+	struct agent_captures_summary sum; /* in_progress is computed on demand */
 
 	uint32_t rate_count[RATE_SLOTS]; /* profiles exported in second rate_sec[i] */
 	uint64_t rate_sec[RATE_SLOTS];
@@ -104,6 +107,7 @@ struct agent_captures *agent_captures_new(const struct agent_captures_opts *o)
 	c->max_duration = 300;
 	c->max_per_minute = 60;
 	c->next_serial = c->next_dirty = c->next_finished = 1;
+	c->sum.healthy = true;
 	return c;
 }
 
@@ -268,6 +272,22 @@ static void finish(struct agent_captures *c, struct entry *x, enum pf_capture_st
 	free(x->payload);
 	x->payload = NULL;
 	mark(c, x);
+	c->sum.generation++;
+	if (state == PF_CAPTURE_DONE)
+		c->sum.done++;
+	else if (state == PF_CAPTURE_CANCELLED)
+		c->sum.cancelled++;
+	else if (!x->admitted)
+		c->sum.refused++;
+	else
+		c->sum.failed++;
+	if (state == PF_CAPTURE_FAILED)
+		snprintf(c->sum.last_error, sizeof(c->sum.last_error), "%s: %s: %s", x->st.id,
+			 x->st.error_code, x->st.error);
+	if (x->admitted) /* the agent's own failures make it unhealthy until one succeeds */
+		c->sum.healthy =
+		    state != PF_CAPTURE_FAILED || (strcmp(x->st.error_code, "export_failed") &&
+						   strcmp(x->st.error_code, "internal"));
 	size_t finals;
 	struct entry *oldest = oldest_final(c, &finals);
 	if (finals > AGENT_CAPTURE_KEEP_FINAL)
@@ -365,6 +385,8 @@ int agent_captures_request_attrs(struct agent_captures *c, const struct pf_captu
 		rc = -EPERM;
 	} else {
 		x->phase = PH_QUEUED;
+		x->admitted = true;
+		c->sum.generation++;
 		x->st.state = PF_CAPTURE_ACCEPTED;
 		x->n_attrs = n_attrs;
 		if (n_attrs)
@@ -568,6 +590,14 @@ unsigned agent_captures_tick(struct agent_captures *c, uint64_t now_ms)
 	unsigned n = in_progress(c);
 	pthread_mutex_unlock(&c->lock);
 	return n;
+}
+
+void agent_captures_summary(struct agent_captures *c, struct agent_captures_summary *out)
+{
+	pthread_mutex_lock(&c->lock);
+	*out = c->sum;
+	out->in_progress = in_progress(c);
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* ---- OpAMP side --------------------------------------------------------------------------- */

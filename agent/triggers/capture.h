@@ -141,6 +141,18 @@ void agent_captures_export_done(struct agent_captures *c, uint64_t serial, int r
 /* Deadlines: exports not confirmed in time fail the capture. Returns the captures in progress. */
 unsigned agent_captures_tick(struct agent_captures *c, uint64_t now_ms);
 
+/* ---- health ---- */
+
+struct agent_captures_summary {
+	uint64_t generation; /* changes whenever a figure below does */
+	unsigned in_progress;
+	uint64_t done, cancelled, failed, refused; /* refused: failed at admission */
+	bool healthy;	      /* false while the last capture that ended failed for a reason of the
+			       * agent's own (export_failed, internal) */
+	char last_error[640]; /* "<id>: <code>: <error>" of the last failure, "" when none */
+};
+void agent_captures_summary(struct agent_captures *c, struct agent_captures_summary *out);
+
 /* ---- OpAMP side ---- */
 
 /* A new connection: every capture in the table is sent again. */

@@ -270,7 +270,18 @@ static void test_export_failures(void **unused)
 	/* refused by the receiver */
 	uint64_t a = start_one(c, "ex-a", 0);
 	agent_captures_exporting(c, a, 10, 100, (const uint8_t(*)[16])id, 1, 1, 100);
+	struct agent_captures_summary sum;
+	agent_captures_summary(c, &sum);
+	assert_true(sum.healthy);
+	assert_int_equal(sum.in_progress, 1);
+	uint64_t gen = sum.generation;
 	agent_captures_export_done(c, a, -EPROTO, "HTTP 401 from the receiver");
+	agent_captures_summary(c, &sum);
+	assert_false(sum.healthy); /* the agent's own failure */
+	assert_int_equal(sum.failed, 1);
+	assert_int_equal(sum.in_progress, 0);
+	assert_true(sum.generation > gen);
+	assert_string_equal(sum.last_error, "ex-a: export_failed: HTTP 401 from the receiver");
 	assert_int_equal(drain(c, &st), 1);
 	assert_int_equal(st.state, PF_CAPTURE_FAILED);
 	assert_string_equal(st.error_code, "export_failed");
@@ -291,6 +302,21 @@ static void test_export_failures(void **unused)
 	assert_int_equal(drain(c, &st), 1);
 	assert_int_equal(st.state, PF_CAPTURE_DONE);
 	assert_int_equal(st.n_profile_ids, 0);
+	/* a success makes it healthy again; refusals and missing processes never count */
+	agent_captures_summary(c, &sum);
+	assert_true(sum.healthy);
+	assert_int_equal(sum.done, 1);
+	assert_int_equal(sum.failed, 2);
+	uint64_t e = start_one(c, "ex-e", 0);
+	agent_captures_fail(c, e, "process_not_found", "none");
+	submit(c, "ex-f", 3000, 0, &st);
+	agent_captures_summary(c, &sum);
+	assert_true(sum.healthy);
+	assert_int_equal(sum.refused, 1);
+	assert_int_equal(sum.failed, 3);
+	assert_string_equal(sum.last_error,
+			    "ex-f: duration_exceeded: duration_seconds 3000 is over "
+			    "profiling.triggers.on_demand.max_duration_seconds (300)");
 	agent_captures_free(c);
 }
 
