@@ -347,13 +347,15 @@ class AgentCapture(IntegrationCase):
         self._procs.append(p)
         return p
 
-    def start_agent(self, mode="continuous", max_duration=300, exporters="[]"):
+    def start_agent(self, mode="continuous", max_duration=300, exporters="[]",
+                    per_minute=60):
         cfg = os.path.join(self.workdir, "agent.yaml")
         with open(cfg, "w") as f:
             f.write("profiling:\n  mode: %s\n  sampling: {frequency_hz: 49, "
                     "duration_seconds: 5}\n  triggers:\n    on_demand: {enabled: true, "
                     "max_duration_seconds: %d}\n  exporters: %s\n"
-                    % (mode, max_duration, exporters))
+                    "  limits: {max_profiles_per_minute: %d}\n"
+                    % (mode, max_duration, exporters, per_minute))
         a = Agent(self.workdir, "a", server=self.server.url(), token_file=self.token_file,
                   config=cfg).start()
         self._procs.append(a)
@@ -500,6 +502,31 @@ class AgentCapture(IntegrationCase):
         for b in bodies:
             for proc in self.profcheck(b)["processes"]:
                 self.assertEqual(proc["attributes"].get("profleet.capture.id"), "cap-trig")
+
+    def test_busy_then_rate_limited(self):
+        self.workload()
+        self.start_agent(per_minute=4)
+        ids = ["cap-c%d" % i for i in range(4)]
+        for cid in ids:  # four at once, all on the same process, at different frequencies
+            self.request(cid, duration=60, frequency=49 + 100 * ids.index(cid))
+        for cid in ids:
+            wait_until(lambda: (self.server.status_of(cid, ("running",)) or {}).get(
+                "samples", 0) > 0, timeout=15, what="%s running with samples" % cid)
+        self.request("cap-c4", duration=5)
+        st = self.final("cap-c4", timeout=10)
+        self.assertEqual(st["error_code"], "busy", st)
+        self.assertIn("4 captures", st["error"])
+        for cid in ids:
+            self.server.send_custom("capture.cancel", {"id": cid})
+        finals = [self.final(cid, timeout=20) for cid in ids]
+        self.assertEqual([f["state"] for f in finals], ["cancelled"] * 4, finals)
+        # each capture's samples are its own: the 349 Hz one holds the most
+        self.assertGreater(finals[3]["samples"], finals[0]["samples"])
+        # four captures counted in the last minute: a fifth would exceed 4 per minute
+        self.request("cap-c5", duration=5)
+        st = self.final("cap-c5", timeout=10)
+        self.assertEqual(st["error_code"], "rate_limited", st)
+        self.assertIn("max_profiles_per_minute is 4", st["error"])
 
     def test_receiver_refuses(self):
         self.workload()
