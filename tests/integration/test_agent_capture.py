@@ -10,9 +10,10 @@ Covers: the capability is advertised; a capture with `exporters: []` reaches the
 with the agent's token, tagged (profleet.capture.id, profleet.trigger, profleet.agent.uid),
 every sample linked to the request's trace, and `done` lists exactly the profile ids the
 receiver got; the final status is sent again after a reconnect; process_not_found;
-duration_exceeded; a cancel mid-capture exports the partial samples and ends `cancelled`;
-`mode: triggered` (nothing sampled between captures) captures too; a receiver that refuses
-ends in export_failed.
+duration_exceeded and bad_request; a cancel mid-capture exports the partial samples and ends
+`cancelled`; `mode: triggered` (nothing sampled between captures) captures too and a configured
+file exporter gets the same profiles; four concurrent captures, then busy and rate_limited; a
+receiver that refuses ends in export_failed.
 
 Needs root (CAP_BPF + CAP_PERFMON) and kernel BTF: run directly it exits 77 when the kernel
 refuses BPF or perf events. Every wait is bounded.
