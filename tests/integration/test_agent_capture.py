@@ -403,8 +403,10 @@ class AgentCapture(IntegrationCase):
         self.request("cap-done", duration=2, frequency=199, trace_id=TRACE_ID)
         st = self.final("cap-done")
         self.assertEqual(st["state"], "done", st)
-        self.assertTrue(self.server.status_of("cap-done", ("accepted",)), "no accepted status")
-        self.assertTrue(self.server.status_of("cap-done", ("running",)), "no running status")
+        # progress before the end (accepted and running may coalesce into the later one when
+        # they change faster than messages go out)
+        self.assertTrue(self.server.status_of("cap-done", ("accepted", "running")),
+                        "no status before the final one")
         self.assertGreater(st["samples"], 50)
         self.assertGreater(st["bytes"], 0)
         self.assertTrue(st["profile_ids"])
