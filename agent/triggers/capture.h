@@ -19,7 +19,8 @@
  *                      limits.max_profiles_per_minute (a capture counts as one profile, like one
  *                      continuous window: agent_captures_note_profiles)
  * A request whose id is already in the table is not run again: its status is sent again.
- * The worker reports process_not_found, export_failed and internal (sampler errors).
+ * The worker reports process_not_found, bad_request (a processes regexp that does not compile),
+ * disabled (no sampler after all), export_failed and internal (sampler or encoding errors).
  *
  * Lifecycle: accepted → running (sampling; the samples so far are sent at most every
  * AGENT_CAPTURE_PROGRESS_MS) → exporting (still `running` on the wire) → done | cancelled |
