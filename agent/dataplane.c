@@ -125,6 +125,7 @@ struct agent_dataplane {
 	/* captures: the engine (borrowed; thread-safe) and the runner (worker thread only) */
 	struct agent_captures *captures;
 	struct agent_capture_runner *capture_run;
+	uint64_t capture_gen; /* summary generation last reported in health */
 
 	/* metrics snapshot (opts.metrics): the worker fills snap_work, then copies it into snap
 	 * under lock; NULL without opts.metrics */
@@ -544,6 +545,11 @@ static void capture_submit_window(void *ctx, const struct pf_prof_window *w)
 	submit_window_all(ctx, w);
 }
 
+static void capture_retire(void *ctx, struct agent_exporter *x)
+{
+	retire_exporter(ctx, x);
+}
+
 static void sampler_health(struct agent_dataplane *d);
 
 /* Closes the open window and exports it together with windows a frequency change split off. */
@@ -585,6 +591,11 @@ static void sampler_health(struct agent_dataplane *d)
 		      "), filtered %" PRIu64 ", stack errors %" PRIu64 ", processes %" PRIu64,
 		      st.samples, st.lost_kernel + st.lost_user, st.lost_kernel, st.lost_user,
 		      st.filtered, st.stack_errors, st.processes);
+	if (st.captures || st.capture_samples)
+		pf_buf_printf(&b, "; captures %u%s, capture samples %" PRIu64, st.captures,
+			      st.captures ? " sampling" : "", st.capture_samples);
+	if (st.capture_hz)
+		pf_buf_printf(&b, " at %u Hz", st.capture_hz);
 	if (st.bpf_stats_enabled) {
 		pf_buf_printf(&b, "; bpf run time %" PRIu64 " us (", st.bpf_run_time_ns / 1000);
 		for (int i = 0; i < PF_SAMPLER_N_PROGS; i++)
@@ -622,6 +633,25 @@ static void sampler_health(struct agent_dataplane *d)
 		 st.frames_resolved, st.frames_unresolved, st.elf_cached, st.dwarf_skipped,
 		 PF_SYM_DEFAULT_DWARF_MAX_INFLATE >> 10);
 	agent_health_set(d->health, "symbolizer", true, status, NULL);
+}
+
+/* The "captures" component: counts, and unhealthy while the last capture failed for a reason of
+ * the agent's own (export_failed, internal). */
+static void captures_health(struct agent_dataplane *d)
+{
+	struct agent_captures_summary sum;
+	if (!d->captures)
+		return;
+	agent_captures_summary(d->captures, &sum);
+	if (sum.generation == d->capture_gen && d->capture_gen)
+		return;
+	d->capture_gen = sum.generation ? sum.generation : 1;
+	char status[STATUS_LEN];
+	snprintf(status, sizeof(status),
+		 "%u in progress; done %" PRIu64 ", cancelled %" PRIu64 ", failed %" PRIu64
+		 ", refused %" PRIu64,
+		 sum.in_progress, sum.done, sum.cancelled, sum.failed, sum.refused);
+	agent_health_set(d->health, "captures", sum.healthy, status, sum.last_error);
 }
 
 /* ---- pprof sources (worker thread) --------------------------------------------------------- */
@@ -1011,6 +1041,7 @@ static void final_flush(struct agent_dataplane *d)
 	/* captures still sampling end now and are exported; the receiver gets half the bound */
 	agent_capture_runner_free(d->capture_run, d->sampler, AGENT_DATAPLANE_FLUSH_MS / 2);
 	d->capture_run = NULL;
+	captures_health(d);
 	/* queued exports (retries included) get what is left of the bound */
 	for (size_t i = 0; i < d->n_ex; i++) {
 		uint64_t now = mono_ms();
@@ -1068,6 +1099,7 @@ static void *worker_main(void *arg)
 		if (d->capture_run)
 			capture_next =
 			    agent_capture_runner_poll(d->capture_run, d->sampler, d->cfg, mono_ms());
+		captures_health(d);
 		uint64_t now = mono_ms();
 		if (d->next_close_ms && now >= d->next_close_ms) {
 			if (d->cfg->mode == PF_MODE_TRIGGERED) {
@@ -1164,6 +1196,7 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 						       .ca_file = o->capture_ca_file,
 						       .submit_bytes = capture_submit_bytes,
 						       .submit_window = capture_submit_window,
+						       .retire = capture_retire,
 						       .ctx = d};
 		d->capture_run = agent_capture_runner_new(&ro);
 		if (!d->capture_run) {
@@ -1188,6 +1221,8 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 	}
 	agent_health_register(d->health, "sampler");
 	agent_health_register(d->health, "symbolizer");
+	if (d->captures)
+		agent_health_register(d->health, "captures");
 	agent_health_set(d->health, "sampler", true, "loading", NULL);
 	agent_health_set(d->health, "symbolizer", true, "starting", NULL);
 	int rc = pthread_create(&d->thread, NULL, worker_main, d);
