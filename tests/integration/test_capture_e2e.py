@@ -222,6 +222,39 @@ class CaptureEndToEnd(IntegrationCase):
         wait_until(lambda: self.by_uid(self.get_capture(ctl, resp["id"]))[uid_a]["state"]
                    == "cancelled", timeout=15, what="agent a confirms the cancel")
 
+    def test_include_filters_do_not_limit_captures_exclude_does(self):
+        ctl = self.controller()
+        agents = self.fleet(ctl, ["a"])
+        uid = agents["a"][1]
+        wl = self.start_workload(60)
+        rule = [{"key": "process.pid", "match": "strict", "value": str(wl.pid)}]
+        # Continuous sampling limited to another program: the capture still finds the workload.
+        st, body, _ = ctl.put_config("default", """profiling:
+  filters:
+    include: [{key: process.executable.name, match: strict, value: no-such-process-pf}]
+  exporters: []
+""")
+        self.assertIn(st, (200, 201), body)
+        wait_until(lambda: self.agent_json(ctl, uid)["config"]["status"] == "APPLIED",
+                   timeout=15, what="config with an include filter applied")
+        cap = self.wait_final(ctl, self.post_capture(ctl, {
+            "agents": "role=a", "duration_seconds": 1, "processes": rule})["id"], timeout=20)
+        self.assertEqual(cap["state"], "done", cap)
+        # Excluded by the config: never captured.
+        st, body, _ = ctl.put_config("default", """profiling:
+  filters:
+    exclude: [{key: process.executable.name, match: strict, value: "%s"}]
+  exporters: []
+""" % self.wl_name)
+        self.assertIn(st, (200, 201), body)
+        wait_until(lambda: self.agent_json(ctl, uid)["config"]["version"] == 2 and
+                   self.agent_json(ctl, uid)["config"]["status"] == "APPLIED",
+                   timeout=15, what="config with an exclude filter applied")
+        cap = self.wait_final(ctl, self.post_capture(ctl, {
+            "agents": "role=a", "duration_seconds": 1, "processes": rule})["id"], timeout=20)
+        self.assertEqual(cap["state"], "failed", cap)
+        self.assertEqual(cap["agents"][0]["error_code"], "process_not_found", cap)
+
     def test_controller_restart_during_capture(self):
         ctl = self.controller()
         agents = self.fleet(ctl, ["a"])
