@@ -51,6 +51,7 @@ void pf_controller_config_release(struct pf_controller_config *c)
 	free(c->tls_cert);
 	free(c->tls_key);
 	free(c->client_ca);
+	free(c->default_config);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -121,6 +122,8 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 		c->log_level = r;
 		return 0;
 	}
+	if (!strcmp(path, "default_config"))
+		return set_str(&c->default_config, v);
 	if (!strcmp(path, "tls.cert"))
 		return set_str(&c->tls_cert, v);
 	if (!strcmp(path, "tls.key"))
@@ -237,6 +240,7 @@ static void usage(FILE *to)
 		"                           [--max-message-bytes N] [--heartbeat-seconds N]\n"
 		"                           [--max-agents N] [--log-level error|warn|info|debug]\n"
 		"                           [--profile-retention-hours N] [--profile-max-bytes N]\n"
+		"                           [--default-config FILE]\n"
 		"\n"
 		"Serves OpAMP (/v1/opamp), the REST API (/api/v1), /metrics, /healthz and /readyz\n"
 		"on one address (default 127.0.0.1:4320). On first start in an empty data dir it\n"
@@ -245,14 +249,18 @@ static void usage(FILE *to)
 		"\n"
 		"OTLP profiles are received at /v1development/profiles (agent token) and kept in\n"
 		"the embedded profile store for --profile-retention-hours (default 72) within\n"
-		"--profile-max-bytes of compressed profiles (default 1 GiB), oldest deleted first.\n");
+		"--profile-max-bytes of compressed profiles (default 1 GiB), oldest deleted first.\n"
+		"\n"
+		"--default-config FILE: a profiling config (YAML) stored as config 'default' on start\n"
+		"when the store has no 'default' yet; an existing 'default' is never overwritten. An\n"
+		"invalid file stops the start with the key path of the error.\n");
 }
 
 int pf_controller_config_args(struct pf_controller_config *c, int argc, char **argv,
 			      struct pf_error *err)
 {
 	enum { O_LISTEN = 256, O_DATA, O_CERT, O_KEY, O_CA, O_MAXMSG, O_HB, O_MAXAG, O_LOG,
-	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX };
+	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_DEFCFG };
 	static const struct option opts[] = {
 		{"config", required_argument, 0, O_CONFIG},
 		{"listen", required_argument, 0, O_LISTEN},
@@ -266,6 +274,7 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 		{"log-level", required_argument, 0, O_LOG},
 		{"profile-retention-hours", required_argument, 0, O_PRET},
 		{"profile-max-bytes", required_argument, 0, O_PMAX},
+		{"default-config", required_argument, 0, O_DEFCFG},
 		{"version", no_argument, 0, O_VERSION},
 		{"help", no_argument, 0, O_HELP},
 		{0, 0, 0, 0},
@@ -321,6 +330,9 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 			break;
 		case O_PMAX:
 			r = apply_key(c, "profiles.max_bytes", optarg, err);
+			break;
+		case O_DEFCFG:
+			r = set_str(&c->default_config, optarg);
 			break;
 		case O_VERSION:
 			printf("profleet-controller %s\n", PF_VERSION);

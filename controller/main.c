@@ -79,6 +79,10 @@ int main(int argc, char **argv)
 		pf_log_error("%s", err.msg);
 		goto out;
 	}
+	if (cfg.default_config && pf_bootstrap_default_config(store, cfg.default_config, &err) < 0) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
 	struct pf_fleet_options fo = {.heartbeat_interval_s = cfg.heartbeat_interval_s};
 	fleet = pf_fleet_new(&fo);
 	if (!fleet) {
