@@ -160,6 +160,57 @@ int pf_bootstrap_default_config(struct pf_store *st, const char *path, struct pf
 	return 1;
 }
 
+#define TOKEN_MIN 16
+#define TOKEN_MAX 4096
+
+int pf_bootstrap_import_token(struct pf_store *st, const char *path, const char *role,
+			      struct pf_error *err)
+{
+	char key[32];
+	snprintf(key, sizeof(key), "tokens.%s_file", role);
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	int r = read_bounded(path, TOKEN_MAX + 1024, &text, &len);
+	if (r < 0)
+		return pf_error_set(err, r, key, "cannot read '%s': %s", path,
+				    r == -EFBIG ? "too large" : strerror(-r));
+	const char *tok = text;
+	while (len > 0 && (*tok == ' ' || *tok == '\t' || *tok == '\n' || *tok == '\r')) {
+		tok++;
+		len--;
+	}
+	while (len > 0 && (tok[len - 1] == ' ' || tok[len - 1] == '\t' || tok[len - 1] == '\n' ||
+			   tok[len - 1] == '\r'))
+		len--;
+	if (len < TOKEN_MIN || len > TOKEN_MAX)
+		return pf_error_set(err, -EINVAL, key, "the token in '%s' must be %d..%d bytes, is %zu",
+				    path, TOKEN_MIN, TOKEN_MAX, len);
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)tok[i] <= 0x20 || (unsigned char)tok[i] >= 0x7f)
+			return pf_error_set(err, -EINVAL, key,
+					    "the token in '%s' has a space or control byte", path);
+	uint8_t h[32];
+	char have[16];
+	pf_sha256(tok, len, h);
+	r = pf_store_token_lookup(st, h, have, sizeof(have));
+	if (r == 0) {
+		if (strcmp(have, role))
+			pf_log_warn("the token in %s is stored with role %s, not %s", path, have,
+				    role);
+		return 0;
+	}
+	if (r != -ENOENT)
+		return pf_error_set(err, r, key, "reading tokens failed: %s", strerror(-r));
+	char name[64];
+	snprintf(name, sizeof(name), "imported %s token", role);
+	r = pf_store_token_add(st, h, role, name, wall_ms());
+	if (r < 0)
+		return pf_error_set(err, r, key, "storing the %s token failed: %s", role,
+				    strerror(-r));
+	pf_log_info("added the %s token from %s", role, path);
+	return 1;
+}
+
 static int load_cfg(const struct pf_config_version *cv, void *ud)
 {
 	return pf_fleet_config_set(ud, cv->name, cv->version, cv->hash, cv->body, cv->body_len,

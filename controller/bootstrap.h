@@ -15,6 +15,13 @@ struct pf_fleet;
 
 /* Creates dir (0700) if missing and writes the database path into dbpath. */
 int pf_bootstrap_data_dir(const char *dir, char *dbpath, size_t len, struct pf_error *err);
+/* A token made outside the controller (a Kubernetes Secret mounted as a file): the file's text
+ * without surrounding whitespace, 16..4096 printable non-space bytes. Its SHA-256 is added to
+ * the store with role ("admin" or "agent") unless already stored (then 0, nothing changes:
+ * the role it was stored with stays). 1 when added. Call before pf_bootstrap_tokens(), which
+ * then finds tokens and writes none. */
+int pf_bootstrap_import_token(struct pf_store *st, const char *path, const char *role,
+			      struct pf_error *err);
 /* When the store holds no token: creates one admin and one agent token. */
 int pf_bootstrap_tokens(struct pf_store *st, const char *dir, struct pf_error *err);
 /* Reads the profiling config at path (at most PF_PROFCFG_MAX_DOC bytes) and validates it;

@@ -52,6 +52,8 @@ void pf_controller_config_release(struct pf_controller_config *c)
 	free(c->tls_key);
 	free(c->client_ca);
 	free(c->default_config);
+	free(c->admin_token_file);
+	free(c->agent_token_file);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -124,6 +126,10 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 	}
 	if (!strcmp(path, "default_config"))
 		return set_str(&c->default_config, v);
+	if (!strcmp(path, "tokens.admin_file"))
+		return set_str(&c->admin_token_file, v);
+	if (!strcmp(path, "tokens.agent_file"))
+		return set_str(&c->agent_token_file, v);
 	if (!strcmp(path, "tls.cert"))
 		return set_str(&c->tls_cert, v);
 	if (!strcmp(path, "tls.key"))
@@ -241,6 +247,7 @@ static void usage(FILE *to)
 		"                           [--max-agents N] [--log-level error|warn|info|debug]\n"
 		"                           [--profile-retention-hours N] [--profile-max-bytes N]\n"
 		"                           [--default-config FILE]\n"
+		"                           [--admin-token-file F] [--agent-token-file F]\n"
 		"\n"
 		"Serves OpAMP (/v1/opamp), the REST API (/api/v1), /metrics, /healthz and /readyz\n"
 		"on one address (default 127.0.0.1:4320). On first start in an empty data dir it\n"
@@ -253,14 +260,19 @@ static void usage(FILE *to)
 		"\n"
 		"--default-config FILE: a profiling config (YAML) stored as config 'default' on start\n"
 		"when the store has no 'default' yet; an existing 'default' is never overwritten. An\n"
-		"invalid file stops the start with the key path of the error.\n");
+		"invalid file stops the start with the key path of the error.\n"
+		"\n"
+		"--admin-token-file F, --agent-token-file F: tokens made elsewhere (a Kubernetes\n"
+		"Secret); each is added to the store (hash only) on start unless already there, and\n"
+		"then no token files are written to the data dir.\n");
 }
 
 int pf_controller_config_args(struct pf_controller_config *c, int argc, char **argv,
 			      struct pf_error *err)
 {
 	enum { O_LISTEN = 256, O_DATA, O_CERT, O_KEY, O_CA, O_MAXMSG, O_HB, O_MAXAG, O_LOG,
-	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_DEFCFG };
+	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_DEFCFG,
+	       O_ADMTOK, O_AGTOK };
 	static const struct option opts[] = {
 		{"config", required_argument, 0, O_CONFIG},
 		{"listen", required_argument, 0, O_LISTEN},
@@ -275,6 +287,8 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 		{"profile-retention-hours", required_argument, 0, O_PRET},
 		{"profile-max-bytes", required_argument, 0, O_PMAX},
 		{"default-config", required_argument, 0, O_DEFCFG},
+		{"admin-token-file", required_argument, 0, O_ADMTOK},
+		{"agent-token-file", required_argument, 0, O_AGTOK},
 		{"version", no_argument, 0, O_VERSION},
 		{"help", no_argument, 0, O_HELP},
 		{0, 0, 0, 0},
@@ -333,6 +347,12 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 			break;
 		case O_DEFCFG:
 			r = set_str(&c->default_config, optarg);
+			break;
+		case O_ADMTOK:
+			r = set_str(&c->admin_token_file, optarg);
+			break;
+		case O_AGTOK:
+			r = set_str(&c->agent_token_file, optarg);
 			break;
 		case O_VERSION:
 			printf("profleet-controller %s\n", PF_VERSION);

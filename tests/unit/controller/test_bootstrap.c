@@ -1,7 +1,9 @@
 /* test_bootstrap.c — start-up steps against a real store in a temp directory: the default
  * profiling config (--default-config) is stored once, never over an existing "default", and a
- * bad file is refused with the key path inside it; the --default-config flag and file key. */
+ * bad file is refused with the key path inside it; tokens imported from files (Kubernetes
+ * Secrets) once, after which no token files are generated; the flags and file keys. */
 #include <errno.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -167,6 +169,64 @@ static void test_unreadable_and_oversized(void **state)
 	assert_int_equal(versions_of_default(x, NULL), 0);
 }
 
+static bool token_role(struct fx *x, const char *tok, char *role, size_t n)
+{
+	uint8_t h[32];
+	pf_sha256(tok, strlen(tok), h);
+	return pf_store_token_lookup(x->store, h, role, n) == 0;
+}
+
+static void test_import_tokens(void **state)
+{
+	struct fx *x = *state;
+	struct pf_error err = {0};
+	char adm[160], agt[160], role[16];
+	snprintf(adm, sizeof(adm), "%s/admin-secret", x->dir);
+	snprintf(agt, sizeof(agt), "%s/agent-secret", x->dir);
+	write_text(adm, "  Adm1nT0kenFromASecret0123456789\n");
+	write_text(agt, "Ag3ntT0kenFromASecret0123456789");
+	assert_int_equal(pf_bootstrap_import_token(x->store, adm, "admin", &err), 1);
+	assert_int_equal(pf_bootstrap_import_token(x->store, agt, "agent", &err), 1);
+	assert_true(token_role(x, "Adm1nT0kenFromASecret0123456789", role, sizeof(role)));
+	assert_string_equal(role, "admin");
+	assert_true(token_role(x, "Ag3ntT0kenFromASecret0123456789", role, sizeof(role)));
+	assert_string_equal(role, "agent");
+	/* The next start: already there, nothing added. */
+	assert_int_equal(pf_bootstrap_import_token(x->store, adm, "admin", &err), 0);
+	int64_t count = 0;
+	assert_int_equal(pf_store_token_count(x->store, &count), 0);
+	assert_int_equal(count, 2);
+	/* Tokens exist: no generated token files. */
+	assert_int_equal(pf_bootstrap_tokens(x->store, x->dir, &err), 0);
+	char path[160];
+	snprintf(path, sizeof(path), "%s/admin.token", x->dir);
+	assert_int_equal(access(path, F_OK), -1);
+	assert_int_equal(err.code, 0);
+}
+
+static void test_import_token_refusals(void **state)
+{
+	struct fx *x = *state;
+	struct pf_error err = {0};
+	char f[160];
+	snprintf(f, sizeof(f), "%s/tok", x->dir);
+	static const char *bad[] = {"", "\n\n", "short-token", "has a space in the middle 0123",
+				    "ctl\x01characters0123456789"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		write_text(f, bad[i]);
+		pf_error_clear(&err);
+		assert_int_equal(pf_bootstrap_import_token(x->store, f, "agent", &err), -EINVAL);
+		assert_string_equal(err.path, "tokens.agent_file");
+	}
+	pf_error_clear(&err);
+	snprintf(f, sizeof(f), "%s/missing", x->dir);
+	assert_int_equal(pf_bootstrap_import_token(x->store, f, "admin", &err), -ENOENT);
+	assert_string_equal(err.path, "tokens.admin_file");
+	int64_t count = 1;
+	assert_int_equal(pf_store_token_count(x->store, &count), 0);
+	assert_int_equal(count, 0);
+}
+
 static void test_flag_and_file_key(void **state)
 {
 	struct fx *x = *state;
@@ -192,6 +252,15 @@ static void test_flag_and_file_key(void **state)
 	assert_int_equal(pf_controller_config_args(&c, 4, argv2, &err), 0);
 	assert_string_equal(c.default_config, "/x.yaml");
 	pf_controller_config_release(&c);
+
+	write_text(cfgfile, "tokens:\n  admin_file: /s/admin\n  agent_file: /s/agent\n");
+	pf_controller_config_defaults(&c);
+	char *argv3[] = {"profleet-controller", "--config", cfgfile, "--agent-token-file", "/t/a",
+			 NULL};
+	assert_int_equal(pf_controller_config_args(&c, 5, argv3, &err), 0);
+	assert_string_equal(c.admin_token_file, "/s/admin");
+	assert_string_equal(c.agent_token_file, "/t/a");
+	pf_controller_config_release(&c);
 }
 
 int main(void)
@@ -204,6 +273,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_file_refused_even_with_stored_default,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unreadable_and_oversized, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_import_tokens, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_import_token_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flag_and_file_key, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
