@@ -75,6 +75,8 @@
 struct agent_health;
 struct agent_dataplane;
 
+struct pf_procinfo_source;
+
 struct agent_dataplane_opts {
 	struct agent_health *health; /* borrowed; components are registered here */
 	void (*wake)(void *ctx);     /* wakes the event loop (any thread) */
@@ -88,6 +90,9 @@ struct agent_dataplane_opts {
 				  * attribute profleet.agent.uid (the controller's store files
 				  * profiles by agent with it) */
 	bool metrics; /* keep the agent_dataplane_metrics() snapshot fresh (--metrics-listen) */
+	/* pod attribution (--k8s): the sampler's extra process attributes; borrowed, must
+	 * outlive the data plane. NULL: none. */
+	const struct pf_procinfo_source *attr_source;
 };
 
 /* Registers the health components and starts the worker thread, which loads the sampler in

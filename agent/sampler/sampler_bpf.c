@@ -644,7 +644,8 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 	s->pe_fds = calloc((size_t)s->n_cpus_possible, sizeof(*s->pe_fds));
 	s->pe_links = calloc((size_t)s->n_cpus_possible, sizeof(*s->pe_links));
 	struct pf_procinfo_options po = {.host_name = s->opt.host_name,
-					 .command_line = s->opt.command_line};
+					 .command_line = s->opt.command_line,
+					 .source = s->opt.attr_source};
 	struct pf_symbolizer_options so = {.max_elf_files = s->opt.max_elf_files,
 					   .no_kernel = s->opt.no_kernel_symbols};
 	struct pf_agg_options ao = {.max_samples = s->opt.max_samples};
