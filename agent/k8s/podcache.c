@@ -674,8 +674,14 @@ static int http_get(struct pf_podcache *pc, const char *url, struct xfer *x, lon
 		return pf_error_set(err, -EIO, "", "HTTP %ld from the API server", status);
 	if (x->too_big)
 		return pf_error_set(err, -E2BIG, "", "answer larger than %zu bytes", x->max);
-	if (cr == CURLE_OPERATION_TIMEDOUT && x->watch && status)
-		return 0; /* the watch ran its time: resume it */
+	if (cr != CURLE_OK && x->watch && status >= 200 && status < 300) {
+		/* the watch was accepted and then ended early (our time guard, a proxy or
+		 * the server closing it): resume it from the last resourceVersion */
+		pf_log_debug("k8s: watch ended after %llu events: %s",
+			     (unsigned long long)x->events,
+			     ebuf[0] ? ebuf : curl_easy_strerror(cr));
+		return 0;
+	}
 	if (cr != CURLE_OK)
 		return pf_error_set(err, status ? -EIO : -EHOSTUNREACH, "",
 				    "API server unreachable: %s", ebuf[0] ? ebuf
