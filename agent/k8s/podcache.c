@@ -510,9 +510,19 @@ static int source_attrs(void *ctx, const char *container_id, const char *pod_uid
 	return pf_podcache_container_attrs(ctx, container_id, pod_uid, add, actx);
 }
 
+static uint64_t source_generation(void *ctx)
+{
+	struct pf_podcache *pc = ctx;
+	pthread_mutex_lock(&pc->lock);
+	uint64_t g = pc->st.generation;
+	pthread_mutex_unlock(&pc->lock);
+	return g;
+}
+
 void pf_podcache_source(struct pf_podcache *pc, struct pf_procinfo_source *out)
 {
 	out->container_attrs = source_attrs;
+	out->generation = source_generation;
 	out->ctx = pc;
 }
 

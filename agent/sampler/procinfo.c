@@ -45,6 +45,7 @@ struct pf_procinfo {
 	size_t n_inc, n_exc;
 	bool env_filter; /* some filter tests service.name: verdicts need environ */
 	struct pf_procinfo_source source; /* container_attrs NULL: none */
+	uint64_t source_gen;              /* source generation the verdicts were taken at */
 };
 
 /* ---- pure parsing ------------------------------------------------------------------------- */
@@ -503,6 +504,8 @@ int pf_procinfo_set_filters(struct pf_procinfo *pi, const struct pf_filter *incl
 		const struct cfilter *f = i < n_include ? &inc[i] : &exc[i - n_include];
 		pi->env_filter |= !strcmp(f->key, "service.name");
 	}
+	if (pi->source.generation)
+		pi->source_gen = pi->source.generation(pi->source.ctx);
 	for (size_t b = 0; b < BUCKETS; b++)
 		for (struct entry *e = pi->tab[b]; e; e = e->next) {
 			if (pi->env_filter && !e->p.env_read && !e->p.exited)
@@ -510,6 +513,31 @@ int pf_procinfo_set_filters(struct pf_procinfo *pi, const struct pf_filter *incl
 			e->p.allowed = verdict(pi, &e->p);
 		}
 	return 0;
+}
+
+size_t pf_procinfo_refresh_source(struct pf_procinfo *pi,
+				  int (*changed)(void *ctx, const struct pf_proc *p), void *ctx)
+{
+	if (!pi->source.generation || !pf_procinfo_filtering(pi))
+		return 0;
+	uint64_t gen = pi->source.generation(pi->source.ctx);
+	if (gen == pi->source_gen)
+		return 0;
+	pi->source_gen = gen;
+	size_t flipped = 0;
+	for (size_t b = 0; b < BUCKETS; b++)
+		for (struct entry *e = pi->tab[b]; e; e = e->next) {
+			if (e->p.exited || !has_source(pi, &e->p))
+				continue;
+			bool v = verdict(pi, &e->p);
+			if (v == e->p.allowed)
+				continue;
+			e->p.allowed = v;
+			flipped++;
+			if (changed && changed(ctx, &e->p))
+				return flipped;
+		}
+	return flipped;
 }
 
 bool pf_procinfo_filtering(const struct pf_procinfo *pi)

@@ -14,8 +14,10 @@
  * With an attribute source (opts.source: the pod cache of agent/k8s/podcache.h) a process in a
  * container also gets the source's attributes for its container id and pod uid (k8s.pod.name,
  * k8s.namespace.name, ...), and the source's service.name when the process sets none; filters
- * match on them too. Verdicts are taken when a process is first seen (or execs) and when the
- * filters change, with the attributes known then. Without a source, filters on keys the host
+ * match on them too. Verdicts are taken when a process is first seen (or execs), when the
+ * filters change, and again for containerized processes when the source changed
+ * (pf_procinfo_refresh_source: a pod that reaches the cache after its processes started).
+ * Without a source, filters on keys the host
  * does not know (k8s.namespace.name, k8s.pod.name...): an include matches nothing, an exclude
  * excludes nothing.
  *
@@ -57,6 +59,8 @@ struct pf_procinfo_source {
 	int (*container_attrs)(void *ctx, const char *container_id, const char *pod_uid,
 			       int (*add)(void *actx, const char *key, const char *value),
 			       void *actx);
+	/* grows whenever container_attrs() may answer differently; NULL: never */
+	uint64_t (*generation)(void *ctx);
 	void *ctx;
 };
 #define PF_PROCINFO_MAX_SOURCE_ATTRS 96 /* more attributes of one process are ignored */
@@ -80,6 +84,12 @@ void pf_procinfo_free(struct pf_procinfo *pi);
 int pf_procinfo_set_filters(struct pf_procinfo *pi, const struct pf_filter *include,
 			    size_t n_include, const struct pf_filter *exclude, size_t n_exclude,
 			    struct pf_error *err);
+/* When filters are installed and the source's generation moved since the last call: takes the
+ * verdict of every live process in a container again and calls changed(ctx, p) for each whose
+ * verdict flipped (a non-zero return stops). Returns how many flipped. Cheap otherwise (one
+ * generation() call): the sampler calls it from its poll loop. */
+size_t pf_procinfo_refresh_source(struct pf_procinfo *pi,
+				  int (*changed)(void *ctx, const struct pf_proc *p), void *ctx);
 /* True when some include or exclude filter is installed. */
 bool pf_procinfo_filtering(const struct pf_procinfo *pi);
 

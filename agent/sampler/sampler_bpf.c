@@ -253,6 +253,9 @@ int pf_sampler_poll(struct pf_sampler *s, int timeout_ms)
 		rc = 0;
 	if (rc < 0)
 		return rc;
+	/* pod attribution: verdicts taken before a process's pod reached the cache */
+	if (s->skel->bss->filter_on)
+		pf_procinfo_refresh_source(s->pi, push_one, s);
 	/* samples do not wake us one by one (see cpu_sampler.bpf.c): drain on every call */
 	refresh_clock(s);
 	int n = ring_buffer__consume(s->rb);

@@ -389,6 +389,64 @@ static void test_cgroup_fixtures_join(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+static int count_flip(void *ctx, const struct pf_proc *p)
+{
+	uint32_t *last = ctx;
+	*last = p->pid;
+	return 0;
+}
+
+/* A pod that reaches the cache after its process started: the verdict is taken again. */
+static void test_verdict_refresh(void **state)
+{
+	snprintf(root, sizeof(root), "/tmp/pf-podcache-XXXXXX");
+	assert_non_null(mkdtemp(root));
+	static const char cg[] = "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-"
+				 "pod8c4d5e6f_7a8b_4c9d_8e1f_2a3b4c5d6e7f.slice/cri-containerd-" CID_JOB
+				 ".scope\n";
+	put("201", "cgroup", cg, sizeof(cg) - 1);
+	put("201", "comm", "report", 6);
+	put("201", "environ", "", 0);
+	put("202", "cgroup", "0::/user.slice\n", 15);
+	put("202", "comm", "bash", 4);
+	put("202", "environ", "", 0);
+
+	struct pf_podcache *pc = listed_cache();
+	struct pf_procinfo_source src;
+	pf_podcache_source(pc, &src);
+	struct pf_procinfo_options o = {.proc_root = root, .source = &src};
+	struct pf_procinfo *pi = pf_procinfo_new(&o);
+	struct pf_filter inc = {.key = "k8s.namespace.name", .match = PF_MATCH_STRICT,
+				.value = "batch"};
+	assert_int_equal(pf_procinfo_set_filters(pi, &inc, 1, NULL, 0, NULL), 0);
+	assert_false(pf_procinfo_update(pi, 201)->allowed); /* its pod is not cached yet */
+	assert_false(pf_procinfo_update(pi, 202)->allowed);
+	uint32_t last = 0;
+	assert_int_equal(pf_procinfo_refresh_source(pi, count_flip, &last), 0);
+
+	size_t len;
+	char *lines = slurp("pods-watch.jsonl", &len);
+	char *added = strchr(lines, '\n') + 1; /* the second event: the Job's pod */
+	*strchr(added, '\n') = 0;
+	char rv[64];
+	assert_int_equal(pf_podcache_apply_event(pc, added, strlen(added), rv, sizeof(rv), NULL),
+			 0);
+	free(lines);
+	assert_int_equal(pf_procinfo_refresh_source(pi, count_flip, &last), 1);
+	assert_int_equal(last, 201);
+	assert_true(pf_procinfo_get(pi, 201)->allowed);
+	assert_false(pf_procinfo_get(pi, 202)->allowed);
+	/* nothing moved since: no work */
+	last = 0;
+	assert_int_equal(pf_procinfo_refresh_source(pi, count_flip, &last), 0);
+	assert_int_equal(last, 0);
+	pf_procinfo_free(pi);
+	pf_podcache_free(pc);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	assert_int_equal(system(cmd), 0);
+}
+
 static void test_bounds(void **state)
 {
 	/* max_pods: the rest is dropped and counted */
@@ -467,6 +525,7 @@ int main(void)
 		cmocka_unit_test(test_list_and_lookup),
 		cmocka_unit_test(test_watch_events),
 		cmocka_unit_test(test_cgroup_fixtures_join),
+		cmocka_unit_test(test_verdict_refresh),
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_options),
 	};
