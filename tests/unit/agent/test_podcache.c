@@ -304,6 +304,13 @@ static void proc_from_fixture(const char *pid, const char *fixture, const char *
 	free(cg);
 }
 
+static void rm_root(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	assert_int_equal(system(cmd), 0);
+}
+
 static const char *pattr(const struct pf_prof_process *p, const char *key)
 {
 	for (size_t i = 0; i < p->n_attrs; i++)
@@ -384,9 +391,7 @@ static void test_cgroup_fixtures_join(void **state)
 
 	pf_procinfo_free(pi);
 	pf_podcache_free(pc);
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-	assert_int_equal(system(cmd), 0);
+	rm_root();
 }
 
 static int count_flip(void *ctx, const struct pf_proc *p)
@@ -442,9 +447,7 @@ static void test_verdict_refresh(void **state)
 	assert_int_equal(last, 0);
 	pf_procinfo_free(pi);
 	pf_podcache_free(pc);
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-	assert_int_equal(system(cmd), 0);
+	rm_root();
 }
 
 static void test_bounds(void **state)
