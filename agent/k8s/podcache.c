@@ -43,6 +43,11 @@ struct pod {
 	size_t n_c;
 };
 
+struct slot {
+	const char *key; /* NULL: empty; points into the pod */
+	uint32_t pod, c;
+};
+
 struct pf_podcache {
 	/* fixed after new() */
 	char *api_url, *token_file, *ca_file, *node;
@@ -51,9 +56,13 @@ struct pf_podcache {
 	void (*on_status)(void *ctx, bool healthy, const char *status, const char *last_error);
 	void *status_ctx;
 
-	pthread_mutex_t lock; /* the cache and stats */
+	pthread_mutex_t lock; /* the cache, its indexes and stats */
 	struct pod **pods;
 	size_t n_pods;
+	/* open-addressing indexes rebuilt after every change: container id and pod uid ->
+	 * position; cap a power of two, at least twice the entries */
+	struct slot *by_cid, *by_uid;
+	size_t cid_cap, uid_cap;
 	struct pf_podcache_stats st;
 
 	pthread_mutex_t stop_lock;
@@ -293,7 +302,45 @@ enomem:
 
 /* ---- the cache --------------------------------------------------------------------------- */
 
-/* Caller holds the lock. */
+static uint64_t str_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static struct slot *slot_find(struct slot *t, size_t cap, const char *key)
+{
+	if (!t)
+		return NULL;
+	for (size_t i = str_hash(key) & (cap - 1);; i = (i + 1) & (cap - 1)) {
+		if (!t[i].key)
+			return NULL;
+		if (!strcmp(t[i].key, key))
+			return &t[i];
+	}
+}
+
+static void slot_put(struct slot *t, size_t cap, const char *key, uint32_t pod, uint32_t c)
+{
+	size_t i = str_hash(key) & (cap - 1);
+	while (t[i].key && strcmp(t[i].key, key))
+		i = (i + 1) & (cap - 1);
+	t[i] = (struct slot){key, pod, c};
+}
+
+static struct slot *table_new(size_t entries, size_t *cap)
+{
+	size_t c = 16;
+	while (c < 2 * entries)
+		c *= 2;
+	*cap = c;
+	return calloc(c, sizeof(struct slot));
+}
+
+/* Caller holds the lock: the counts, the generation and the indexes after a change. Without
+ * memory for the indexes lookups fall back to scanning. */
 static void count_containers(struct pf_podcache *pc)
 {
 	uint64_t n = 0;
@@ -303,6 +350,18 @@ static void count_containers(struct pf_podcache *pc)
 	pc->st.pods = pc->n_pods;
 	pc->st.containers = n;
 	pc->st.generation++;
+	free(pc->by_cid);
+	free(pc->by_uid);
+	pc->by_cid = table_new(n, &pc->cid_cap);
+	pc->by_uid = table_new(pc->n_pods, &pc->uid_cap);
+	for (size_t i = 0; i < pc->n_pods; i++) {
+		const struct pod *p = pc->pods[i];
+		if (pc->by_uid)
+			slot_put(pc->by_uid, pc->uid_cap, p->uid, (uint32_t)i, 0);
+		for (size_t j = 0; pc->by_cid && j < p->n_c; j++)
+			if (p->c[j].id[0])
+				slot_put(pc->by_cid, pc->cid_cap, p->c[j].id, (uint32_t)i, (uint32_t)j);
+	}
 }
 
 static ssize_t find_pod(struct pf_podcache *pc, const char *uid)
@@ -478,15 +537,26 @@ int pf_podcache_container_attrs(struct pf_podcache *pc, const char *container_id
 	pthread_mutex_lock(&pc->lock);
 	const struct pod *pod = NULL;
 	const struct pod_container *c = NULL;
-	for (size_t i = 0; i < pc->n_pods && !c; i++) {
-		const struct pod *p = pc->pods[i];
-		for (size_t j = 0; by_cid && j < p->n_c && !c; j++)
-			if (!strcmp(p->c[j].id, container_id)) {
-				c = &p->c[j];
+	if (pc->by_cid && pc->by_uid) {
+		const struct slot *sl = by_cid ? slot_find(pc->by_cid, pc->cid_cap, container_id)
+					       : NULL;
+		if (sl) {
+			pod = pc->pods[sl->pod];
+			c = &pod->c[sl->c];
+		} else if (by_uid && (sl = slot_find(pc->by_uid, pc->uid_cap, pod_uid))) {
+			pod = pc->pods[sl->pod];
+		}
+	} else {
+		for (size_t i = 0; i < pc->n_pods && !c; i++) {
+			const struct pod *p = pc->pods[i];
+			for (size_t j = 0; by_cid && j < p->n_c && !c; j++)
+				if (!strcmp(p->c[j].id, container_id)) {
+					c = &p->c[j];
+					pod = p;
+				}
+			if (!pod && by_uid && !strcmp(p->uid, pod_uid))
 				pod = p;
-			}
-		if (!pod && by_uid && !strcmp(p->uid, pod_uid))
-			pod = p;
+		}
 	}
 	int r = 0, n = 0;
 	for (size_t i = 0; pod && i < pod->n_attrs && r >= 0; i++, n++)
@@ -993,6 +1063,8 @@ void pf_podcache_free(struct pf_podcache *pc)
 	for (size_t i = 0; i < pc->n_pods; i++)
 		pod_free(pc->pods[i]);
 	free(pc->pods);
+	free(pc->by_cid);
+	free(pc->by_uid);
 	free(pc->api_url);
 	free(pc->node);
 	free(pc->token_file);

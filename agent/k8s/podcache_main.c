@@ -6,6 +6,7 @@
  *   profleet-podcache --node NAME [--api URL] [--token-file F] [--ca-file F]
  *                     [--proc-root DIR] [--pid N]... [--seconds N] [--watch-timeout N]
  *                     [--filter KEY=VALUE] [-v]
+ *   profleet-podcache --list FILE --bench N      (no API server: load a PodList, time lookups)
  *
  * Output: {"generation": G, "pods": N, "containers": N, "reachable": bool, "synced": bool,
  *          "resource_version": "...", "lists": N, "watches": N, "relists": N,
@@ -30,6 +31,7 @@
 #include "procinfo.h"
 
 #define MAX_PIDS 64
+#define BENCH_MAX_IDS 65536
 
 static volatile sig_atomic_t stop;
 
@@ -51,7 +53,8 @@ static void usage(FILE *to)
 	fprintf(to, "usage: profleet-podcache --node NAME [--api URL] [--token-file F] "
 		    "[--ca-file F]\n"
 		    "                         [--proc-root DIR] [--pid N]... [--seconds N]\n"
-		    "                         [--watch-timeout N] [--filter KEY=VALUE] [-v]\n");
+		    "                         [--watch-timeout N] [--filter KEY=VALUE] [-v]\n"
+		    "       profleet-podcache --list FILE [--bench N]\n");
 }
 
 static json_t *processes(struct pf_podcache *pc, const char *proc_root, const uint32_t *pids,
@@ -83,6 +86,84 @@ static json_t *processes(struct pf_podcache *pc, const char *proc_root, const ui
 	return arr;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int count_attr(void *ctx, const char *key, const char *value)
+{
+	(*(size_t *)ctx)++;
+	return 0;
+}
+
+/* --list FILE --bench N: the cost of loading a PodList and of one lookup (hit and miss), the
+ * work the sampler's thread does per process and window. */
+static int bench(const char *list, long n)
+{
+	FILE *f = fopen(list, "rb");
+	if (!f) {
+		fprintf(stderr, "profleet-podcache: %s: %s\n", list, strerror(errno));
+		return 1;
+	}
+	char *body = NULL;
+	size_t len = 0;
+	FILE *mem = open_memstream(&body, &len);
+	char buf[65536];
+	size_t r;
+	while (mem && (r = fread(buf, 1, sizeof(buf), f)) > 0)
+		fwrite(buf, 1, r, mem);
+	fclose(f);
+	if (!mem)
+		return 1;
+	fclose(mem);
+	struct pf_podcache_options o = {.api_url = "http://127.0.0.1:1", .node_name = "bench"};
+	struct pf_error err = {0};
+	struct pf_podcache *pc = pf_podcache_new(&o, &err);
+	uint64_t t0 = now_ns();
+	if (!pc || pf_podcache_apply_list(pc, body, len, NULL, 0, &err) < 0) {
+		fprintf(stderr, "profleet-podcache: %s\n", err.msg);
+		free(body);
+		pf_podcache_free(pc);
+		return 1;
+	}
+	uint64_t t_list = now_ns() - t0;
+	/* the container ids of the list, in order */
+	static char ids[BENCH_MAX_IDS][PF_CONTAINER_ID_LEN];
+	size_t n_ids = 0;
+	for (const char *p = body; n_ids < BENCH_MAX_IDS && (p = strstr(p, "://"));) {
+		p += 3;
+		size_t h = strspn(p, "0123456789abcdef");
+		if (h == PF_CONTAINER_ID_LEN - 1) {
+			memcpy(ids[n_ids], p, h);
+			ids[n_ids++][h] = 0;
+		}
+	}
+	free(body);
+	size_t attrs = 0;
+	t0 = now_ns();
+	for (long i = 0; n_ids && i < n; i++)
+		pf_podcache_container_attrs(pc, ids[(size_t)i % n_ids], "", count_attr, &attrs);
+	uint64_t t_hit = now_ns() - t0;
+	static const char miss[] =
+	    "0000000000000000000000000000000000000000000000000000000000000000";
+	t0 = now_ns();
+	for (long i = 0; i < n; i++)
+		pf_podcache_container_attrs(pc, miss, "", count_attr, &attrs);
+	uint64_t t_miss = now_ns() - t0;
+	struct pf_podcache_stats st;
+	pf_podcache_stats(pc, &st);
+	printf("{\"pods\":%llu,\"containers\":%llu,\"list_ms\":%.2f,\"lookups\":%ld,"
+	       "\"ns_per_hit\":%.0f,\"attributes_per_hit\":%.1f,\"ns_per_miss\":%.0f}\n",
+	       (unsigned long long)st.pods, (unsigned long long)st.containers, t_list / 1e6, n,
+	       n ? (double)t_hit / (double)n : 0, n && n_ids ? (double)attrs / (double)n : 0,
+	       n ? (double)t_miss / (double)n : 0);
+	pf_podcache_free(pc);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct pf_podcache_options o = {0};
@@ -92,7 +173,10 @@ int main(int argc, char **argv)
 	long seconds = 0;
 	struct pf_filter filter, *fp = NULL;
 	char fkey[128];
-	enum { O_NODE = 256, O_API, O_TOKEN, O_CA, O_ROOT, O_PID, O_SECONDS, O_WT, O_FILTER };
+	const char *list = NULL;
+	long bench_n = 0;
+	enum { O_NODE = 256, O_API, O_TOKEN, O_CA, O_ROOT, O_PID, O_SECONDS, O_WT, O_FILTER,
+	       O_LIST, O_BENCH };
 	static const struct option opts[] = {
 		{"node", required_argument, 0, O_NODE},
 		{"api", required_argument, 0, O_API},
@@ -103,6 +187,8 @@ int main(int argc, char **argv)
 		{"seconds", required_argument, 0, O_SECONDS},
 		{"watch-timeout", required_argument, 0, O_WT},
 		{"filter", required_argument, 0, O_FILTER},
+		{"list", required_argument, 0, O_LIST},
+		{"bench", required_argument, 0, O_BENCH},
 		{0, 0, 0, 0},
 	};
 	pf_log_set_ident("podcache");
@@ -164,6 +250,16 @@ int main(int argc, char **argv)
 			fp = &filter;
 			break;
 		}
+		case O_LIST:
+			list = optarg;
+			break;
+		case O_BENCH:
+			bench_n = strtol(optarg, &end, 10);
+			if (*end || bench_n <= 0) {
+				usage(stderr);
+				return 2;
+			}
+			break;
 		case 'v':
 			pf_log_set_level(PF_LOG_DEBUG);
 			break;
@@ -172,6 +268,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (list)
+		return bench(list, bench_n ? bench_n : 1000000);
 	o.backoff_base_ms = 100;
 	o.backoff_cap_ms = 2000;
 	struct pf_error err = {0};
