@@ -752,6 +752,12 @@ static int http_get(struct pf_podcache *pc, const char *url, struct xfer *x, lon
 						  : "RBAC: needs get/list/watch on pods");
 	if (status >= 300)
 		return pf_error_set(err, -EIO, "", "HTTP %ld from the API server", status);
+	if (x->too_big && x->watch) {
+		/* resuming would replay the same event: start over with a list, after which
+		 * the watch starts past it */
+		pf_log_warn("k8s: a watch event over %zu bytes; listing again", x->max);
+		return pf_error_set(err, -ESTALE, "", "watch event larger than %zu bytes", x->max);
+	}
 	if (x->too_big)
 		return pf_error_set(err, -E2BIG, "", "answer larger than %zu bytes", x->max);
 	if (cr != CURLE_OK && x->watch && status >= 200 && status < 300) {
