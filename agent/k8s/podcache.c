@@ -36,7 +36,7 @@ struct pod_container {
 
 struct pod {
 	char uid[PF_POD_UID_LEN];
-	char *label_service; /* app.kubernetes.io/name, or NULL */
+	char *label_service;	/* app.kubernetes.io/name, or NULL */
 	struct pod_attr *attrs; /* pod-level attributes, labels included */
 	size_t n_attrs;
 	struct pod_container *c;
@@ -215,8 +215,9 @@ static int add_owners(struct pod *p, size_t cap, const json_t *meta, const json_
 	json_array_foreach(json_object_get(meta, "ownerReferences"), i, o)
 	{
 		const char *kind = jstr(o, "kind"), *name = jstr(o, "name");
-		if (!kind || !name || (json_object_get(o, "controller") &&
-				       !json_is_true(json_object_get(o, "controller"))))
+		if (!kind || !name ||
+		    (json_object_get(o, "controller") &&
+		     !json_is_true(json_object_get(o, "controller"))))
 			continue;
 		int r = 0;
 		if (!strcmp(kind, "ReplicaSet")) {
@@ -360,7 +361,8 @@ static void count_containers(struct pf_podcache *pc)
 			slot_put(pc->by_uid, pc->uid_cap, p->uid, (uint32_t)i, 0);
 		for (size_t j = 0; pc->by_cid && j < p->n_c; j++)
 			if (p->c[j].id[0])
-				slot_put(pc->by_cid, pc->cid_cap, p->c[j].id, (uint32_t)i, (uint32_t)j);
+				slot_put(pc->by_cid, pc->cid_cap, p->c[j].id, (uint32_t)i,
+					 (uint32_t)j);
 	}
 }
 
@@ -512,7 +514,8 @@ int pf_podcache_apply_event(struct pf_podcache *pc, const char *line, size_t len
 			pc->st.events++;
 			count_containers(pc);
 			pthread_mutex_unlock(&pc->lock);
-			set_rv(rv, rvlen, jstr(json_object_get(obj, "metadata"), "resourceVersion"));
+			set_rv(rv, rvlen,
+			       jstr(json_object_get(obj, "metadata"), "resourceVersion"));
 		}
 	} else {
 		r = pf_error_set(err, -EBADMSG, "type", "unknown watch event type '%s'", type);
@@ -538,8 +541,8 @@ int pf_podcache_container_attrs(struct pf_podcache *pc, const char *container_id
 	const struct pod *pod = NULL;
 	const struct pod_container *c = NULL;
 	if (pc->by_cid && pc->by_uid) {
-		const struct slot *sl = by_cid ? slot_find(pc->by_cid, pc->cid_cap, container_id)
-					       : NULL;
+		const struct slot *sl =
+		    by_cid ? slot_find(pc->by_cid, pc->cid_cap, container_id) : NULL;
 		if (sl) {
 			pod = pc->pods[sl->pod];
 			c = &pod->c[sl->c];
@@ -673,8 +676,8 @@ static size_t xfer_write(char *data, size_t size, size_t nmemb, void *ud)
 			break;
 		p++;
 		if (x->len) {
-			int r = pf_podcache_apply_event(x->pc, x->buf, x->len, x->rv, x->rvlen,
-							x->err);
+			int r =
+			    pf_podcache_apply_event(x->pc, x->buf, x->len, x->rv, x->rvlen, x->err);
 			x->len = 0;
 			x->events++;
 			if (r < 0 && r != -EBADMSG) {
@@ -770,8 +773,8 @@ static int http_get(struct pf_podcache *pc, const char *url, struct xfer *x, lon
 	}
 	if (cr != CURLE_OK)
 		return pf_error_set(err, status ? -EIO : -EHOSTUNREACH, "",
-				    "API server unreachable: %s", ebuf[0] ? ebuf
-								   : curl_easy_strerror(cr));
+				    "API server unreachable: %s",
+				    ebuf[0] ? ebuf : curl_easy_strerror(cr));
 	return 0;
 }
 
@@ -780,8 +783,8 @@ static int pods_url(struct pf_podcache *pc, char *out, size_t n, const char *ext
 	_cleanup_free_ char *node = curl_easy_escape(NULL, pc->node, 0);
 	if (!node)
 		return -ENOMEM;
-	int w = snprintf(out, n, "%s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s%s",
-			 pc->api_url, node, extra);
+	int w = snprintf(out, n, "%s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s%s", pc->api_url,
+			 node, extra);
 	return w < 0 || (size_t)w >= n ? -ENAMETOOLONG : 0;
 }
 
@@ -811,7 +814,8 @@ static int do_list(struct pf_podcache *pc, char *rv, size_t rvlen, struct pf_err
 		const json_t *meta = json_object_get(root, "metadata");
 		if (!json_is_array(items) || !json_is_object(meta)) {
 			json_decref(root);
-			r = pf_error_set(err, -EBADMSG, "", "the API server's answer is not a PodList");
+			r = pf_error_set(err, -EBADMSG, "",
+					 "the API server's answer is not a PodList");
 			break;
 		}
 		json_array_extend(all, (json_t *)items);
@@ -819,8 +823,8 @@ static int do_list(struct pf_podcache *pc, char *rv, size_t rvlen, struct pf_err
 			snprintf(list_rv, sizeof(list_rv), "%s", jstr(meta, "resourceVersion"));
 		free(cont);
 		cont = jstr(meta, "continue") && *jstr(meta, "continue")
-			       ? strdup(jstr(meta, "continue"))
-			       : NULL;
+			   ? strdup(jstr(meta, "continue"))
+			   : NULL;
 		json_decref(root);
 		if (!cont)
 			break;
@@ -850,8 +854,12 @@ static int do_watch(struct pf_podcache *pc, char *rv, size_t rvlen, uint64_t *ev
 	pthread_mutex_lock(&pc->lock);
 	pc->st.watches++;
 	pthread_mutex_unlock(&pc->lock);
-	struct xfer x = {.pc = pc, .watch = true, .max = PF_PODCACHE_MAX_EVENT_BYTES, .rv = rv,
-			 .rvlen = rvlen, .err = err};
+	struct xfer x = {.pc = pc,
+			 .watch = true,
+			 .max = PF_PODCACHE_MAX_EVENT_BYTES,
+			 .rv = rv,
+			 .rvlen = rvlen,
+			 .err = err};
 	/* the server ends the watch after timeoutSeconds; our timeout is a guard above it */
 	r = http_get(pc, url, &x, (long)pc->watch_timeout_s + 30, err);
 	free(x.buf);
@@ -1006,8 +1014,8 @@ struct pf_podcache *pf_podcache_new(const struct pf_podcache_options *opt, struc
 	while (ul && url[ul - 1] == '/')
 		url[--ul] = 0;
 	if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8)) {
-		pf_error_set(err, -EINVAL, "k8s.api", "must be an http:// or https:// URL, got '%s'",
-			     url);
+		pf_error_set(err, -EINVAL, "k8s.api",
+			     "must be an http:// or https:// URL, got '%s'", url);
 		errno = EINVAL;
 		return NULL;
 	}

@@ -58,7 +58,7 @@ struct pf_podcache_options {
 	uint32_t watch_timeout_s; /* timeoutSeconds of one watch, default 300 */
 	uint32_t backoff_base_ms; /* default 500 */
 	uint32_t backoff_cap_ms;  /* default 30000 */
-	uint32_t max_pods;        /* default PF_PODCACHE_MAX_PODS (at most that) */
+	uint32_t max_pods;	  /* default PF_PODCACHE_MAX_PODS (at most that) */
 	/* Called from the cache's thread whenever the connection state changes; healthy is
 	 * false while the API server is unreachable or refuses us. May be NULL. */
 	void (*on_status)(void *ctx, bool healthy, const char *status, const char *last_error);
@@ -66,9 +66,9 @@ struct pf_podcache_options {
 };
 
 struct pf_podcache_stats {
-	bool synced;         /* a list succeeded since start */
-	bool reachable;      /* the last request reached the API server and was accepted */
-	uint64_t pods;       /* pods in the cache */
+	bool synced;	     /* a list succeeded since start */
+	bool reachable;	     /* the last request reached the API server and was accepted */
+	uint64_t pods;	     /* pods in the cache */
 	uint64_t containers; /* containers with a runtime id */
 	uint64_t lists, watches, events, relists, errors;
 	uint64_t dropped;    /* pods not cached: over max_pods */

@@ -62,8 +62,8 @@ static json_t *processes(struct pf_podcache *pc, const char *proc_root, const ui
 {
 	struct pf_procinfo_source src;
 	pf_podcache_source(pc, &src);
-	struct pf_procinfo_options po = {.proc_root = proc_root, .host_name = "node",
-					 .source = &src};
+	struct pf_procinfo_options po = {
+	    .proc_root = proc_root, .host_name = "node", .source = &src};
 	struct pf_procinfo *pi = pf_procinfo_new(&po);
 	struct pf_prof_window *w = pf_prof_window_new();
 	json_t *arr = json_array();
@@ -175,21 +175,32 @@ int main(int argc, char **argv)
 	char fkey[128];
 	const char *list = NULL;
 	long bench_n = 0;
-	enum { O_NODE = 256, O_API, O_TOKEN, O_CA, O_ROOT, O_PID, O_SECONDS, O_WT, O_FILTER,
-	       O_LIST, O_BENCH };
+	enum {
+		O_NODE = 256,
+		O_API,
+		O_TOKEN,
+		O_CA,
+		O_ROOT,
+		O_PID,
+		O_SECONDS,
+		O_WT,
+		O_FILTER,
+		O_LIST,
+		O_BENCH
+	};
 	static const struct option opts[] = {
-		{"node", required_argument, 0, O_NODE},
-		{"api", required_argument, 0, O_API},
-		{"token-file", required_argument, 0, O_TOKEN},
-		{"ca-file", required_argument, 0, O_CA},
-		{"proc-root", required_argument, 0, O_ROOT},
-		{"pid", required_argument, 0, O_PID},
-		{"seconds", required_argument, 0, O_SECONDS},
-		{"watch-timeout", required_argument, 0, O_WT},
-		{"filter", required_argument, 0, O_FILTER},
-		{"list", required_argument, 0, O_LIST},
-		{"bench", required_argument, 0, O_BENCH},
-		{0, 0, 0, 0},
+	    {"node", required_argument, 0, O_NODE},
+	    {"api", required_argument, 0, O_API},
+	    {"token-file", required_argument, 0, O_TOKEN},
+	    {"ca-file", required_argument, 0, O_CA},
+	    {"proc-root", required_argument, 0, O_ROOT},
+	    {"pid", required_argument, 0, O_PID},
+	    {"seconds", required_argument, 0, O_SECONDS},
+	    {"watch-timeout", required_argument, 0, O_WT},
+	    {"filter", required_argument, 0, O_FILTER},
+	    {"list", required_argument, 0, O_LIST},
+	    {"bench", required_argument, 0, O_BENCH},
+	    {0, 0, 0, 0},
 	};
 	pf_log_set_ident("podcache");
 	int c;

@@ -68,8 +68,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    "\"5f1c2d3e-4a5b-4c6d-8e7f-9a0b1c2d3e4f\",\"name\":\"p\",\"namespace\":\"n\"},"
 	    "\"status\":{\"containerStatuses\":[{\"name\":\"c\",\"containerID\":\"containerd://"
 	    "123beec1446e73544a838df719244e188ea8f7bd60b4531a75f9844d954ae3c3\"}]}}]}";
-	struct pf_podcache_options o = {.api_url = "http://127.0.0.1:1", .node_name = "n",
-					.max_pods = MAX_PODS};
+	struct pf_podcache_options o = {
+	    .api_url = "http://127.0.0.1:1", .node_name = "n", .max_pods = MAX_PODS};
 	struct pf_podcache *pc = pf_podcache_new(&o, NULL);
 	FUZZ_CHECK(pc != NULL, "pf_podcache_new");
 	char *text = malloc(size + 1);

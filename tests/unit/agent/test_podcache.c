@@ -90,8 +90,8 @@ static int lookup(struct pf_podcache *pc, const char *cid, const char *uid, stru
 
 static struct pf_podcache *new_cache(uint32_t max_pods)
 {
-	struct pf_podcache_options o = {.api_url = "http://127.0.0.1:1", .node_name = "node-1",
-					.max_pods = max_pods};
+	struct pf_podcache_options o = {
+	    .api_url = "http://127.0.0.1:1", .node_name = "node-1", .max_pods = max_pods};
 	struct pf_podcache *pc = pf_podcache_new(&o, NULL);
 	assert_non_null(pc);
 	return pc;
@@ -127,7 +127,8 @@ static void test_runtime_id(void **state)
 	assert_int_equal(pf_podcache_runtime_id("containerd://" CID_APP "0", id), -EINVAL);
 	assert_int_equal(
 	    pf_podcache_runtime_id(
-		"containerd://123BEEC1446E73544A838DF719244E188EA8F7BD60B4531A75F9844D954AE3C3", id),
+		"containerd://123BEEC1446E73544A838DF719244E188EA8F7BD60B4531A75F9844D954AE3C3",
+		id),
 	    -EINVAL);
 	assert_int_equal(pf_podcache_runtime_id(NULL, id), -EINVAL);
 	assert_string_equal(id, "");
@@ -246,18 +247,20 @@ static void test_watch_events(void **state)
 	free(lines);
 
 	/* errors */
-	static const char gone[] = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,"
-				   "\"reason\":\"Expired\",\"message\":\"too old resource version\"}}";
+	static const char gone[] =
+	    "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,"
+	    "\"reason\":\"Expired\",\"message\":\"too old resource version\"}}";
 	assert_int_equal(pf_podcache_apply_event(pc, gone, strlen(gone), rv, sizeof(rv), &err),
 			 -ESTALE);
 	assert_non_null(strstr(err.msg, "410 too old resource version"));
 	pf_error_clear(&err);
-	static const char e500[] = "{\"type\":\"ERROR\",\"object\":{\"code\":500,\"message\":\"x\"}}";
+	static const char e500[] =
+	    "{\"type\":\"ERROR\",\"object\":{\"code\":500,\"message\":\"x\"}}";
 	assert_int_equal(pf_podcache_apply_event(pc, e500, strlen(e500), rv, sizeof(rv), &err),
 			 -EPROTO);
-	static const char *bad[] = {"not json", "{}", "{\"type\":\"ADDED\"}",
-				    "{\"type\":\"WHATEVER\",\"object\":{}}",
-				    "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"uid\":\"x\"}}}"};
+	static const char *bad[] = {
+	    "not json", "{}", "{\"type\":\"ADDED\"}", "{\"type\":\"WHATEVER\",\"object\":{}}",
+	    "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"uid\":\"x\"}}}"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		pf_error_clear(&err);
 		assert_int_equal(
@@ -289,8 +292,7 @@ static void put(const char *pid, const char *name, const char *data, size_t len)
 	fclose(f);
 }
 
-static void proc_from_fixture(const char *pid, const char *fixture, const char *env,
-			      size_t envlen)
+static void proc_from_fixture(const char *pid, const char *fixture, const char *env, size_t envlen)
 {
 	char rel[128], p[256];
 	snprintf(rel, sizeof(rel), "cgroup/%s", fixture);
@@ -372,18 +374,18 @@ static void test_cgroup_fixtures_join(void **state)
 	pf_prof_window_free(w);
 
 	/* filters on pod attributes */
-	struct pf_filter inc = {.key = "k8s.namespace.name", .match = PF_MATCH_STRICT,
-				.value = "shop"};
-	struct pf_filter exc = {.key = "k8s.pod.label.team", .match = PF_MATCH_REGEXP,
-				.value = "^pay"};
+	struct pf_filter inc = {
+	    .key = "k8s.namespace.name", .match = PF_MATCH_STRICT, .value = "shop"};
+	struct pf_filter exc = {
+	    .key = "k8s.pod.label.team", .match = PF_MATCH_REGEXP, .value = "^pay"};
 	assert_int_equal(pf_procinfo_set_filters(pi, &inc, 1, &exc, 1, NULL), 0);
 	assert_false(pf_procinfo_get(pi, 101)->allowed); /* shop, but team=payments */
 	assert_false(pf_procinfo_get(pi, 102)->allowed);
 	assert_true(pf_procinfo_get(pi, 103)->allowed);
 	assert_true(pf_procinfo_get(pi, 104)->allowed);
 	assert_false(pf_procinfo_get(pi, 105)->allowed); /* namespace default */
-	struct pf_filter svc = {.key = "service.name", .match = PF_MATCH_STRICT,
-				.value = "legacy-web"};
+	struct pf_filter svc = {
+	    .key = "service.name", .match = PF_MATCH_STRICT, .value = "legacy-web"};
 	assert_int_equal(pf_procinfo_set_filters(pi, &svc, 1, NULL, 0, NULL), 0);
 	assert_true(pf_procinfo_get(pi, 105)->allowed);
 	assert_true(pf_procinfo_get(pi, 106)->allowed);
@@ -406,9 +408,9 @@ static void test_verdict_refresh(void **state)
 {
 	snprintf(root, sizeof(root), "/tmp/pf-podcache-XXXXXX");
 	assert_non_null(mkdtemp(root));
-	static const char cg[] = "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-"
-				 "pod8c4d5e6f_7a8b_4c9d_8e1f_2a3b4c5d6e7f.slice/cri-containerd-" CID_JOB
-				 ".scope\n";
+	static const char cg[] =
+	    "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-"
+	    "pod8c4d5e6f_7a8b_4c9d_8e1f_2a3b4c5d6e7f.slice/cri-containerd-" CID_JOB ".scope\n";
 	put("201", "cgroup", cg, sizeof(cg) - 1);
 	put("201", "comm", "report", 6);
 	put("201", "environ", "", 0);
@@ -421,8 +423,8 @@ static void test_verdict_refresh(void **state)
 	pf_podcache_source(pc, &src);
 	struct pf_procinfo_options o = {.proc_root = root, .source = &src};
 	struct pf_procinfo *pi = pf_procinfo_new(&o);
-	struct pf_filter inc = {.key = "k8s.namespace.name", .match = PF_MATCH_STRICT,
-				.value = "batch"};
+	struct pf_filter inc = {
+	    .key = "k8s.namespace.name", .match = PF_MATCH_STRICT, .value = "batch"};
 	assert_int_equal(pf_procinfo_set_filters(pi, &inc, 1, NULL, 0, NULL), 0);
 	assert_false(pf_procinfo_update(pi, 201)->allowed); /* its pod is not cached yet */
 	assert_false(pf_procinfo_update(pi, 202)->allowed);
@@ -524,13 +526,10 @@ static void test_options(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_runtime_id),
-		cmocka_unit_test(test_list_and_lookup),
-		cmocka_unit_test(test_watch_events),
-		cmocka_unit_test(test_cgroup_fixtures_join),
-		cmocka_unit_test(test_verdict_refresh),
-		cmocka_unit_test(test_bounds),
-		cmocka_unit_test(test_options),
+	    cmocka_unit_test(test_runtime_id),	    cmocka_unit_test(test_list_and_lookup),
+	    cmocka_unit_test(test_watch_events),    cmocka_unit_test(test_cgroup_fixtures_join),
+	    cmocka_unit_test(test_verdict_refresh), cmocka_unit_test(test_bounds),
+	    cmocka_unit_test(test_options),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

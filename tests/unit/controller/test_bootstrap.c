@@ -255,8 +255,8 @@ static void test_flag_and_file_key(void **state)
 
 	write_text(cfgfile, "tokens:\n  admin_file: /s/admin\n  agent_file: /s/agent\n");
 	pf_controller_config_defaults(&c);
-	char *argv3[] = {"profleet-controller", "--config", cfgfile, "--agent-token-file", "/t/a",
-			 NULL};
+	char *argv3[] = {"profleet-controller", "--config", cfgfile,
+			 "--agent-token-file",	"/t/a",	    NULL};
 	assert_int_equal(pf_controller_config_args(&c, 5, argv3, &err), 0);
 	assert_string_equal(c.admin_token_file, "/s/admin");
 	assert_string_equal(c.agent_token_file, "/t/a");
@@ -266,16 +266,15 @@ static void test_flag_and_file_key(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_stored_when_absent_then_kept, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_newer_version_never_overwritten, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_bad_file_names_key_path, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_file_refused_even_with_stored_default,
-						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_unreadable_and_oversized, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_import_tokens, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_import_token_refusals, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_flag_and_file_key, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stored_when_absent_then_kept, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_newer_version_never_overwritten, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_file_names_key_path, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_file_refused_even_with_stored_default, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_unreadable_and_oversized, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_import_tokens, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_import_token_refusals, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_flag_and_file_key, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
