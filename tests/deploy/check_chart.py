@@ -521,6 +521,56 @@ class Templates(unittest.TestCase):
         with self.assertRaisesRegex(gt.FailError, "secretName is required"):
             render({"controller": {"ingress": {"enabled": True, "tls": {"enabled": True}}}})
 
+    def test_every_optional_branch(self):
+        """The switches the other variants leave alone, all flipped: every template branch
+        renders into well-formed objects."""
+        objs, texts = render({
+            "imagePullSecrets": ["regcred"],
+            "controller": {"persistence": {"enabled": False}, "listenAddress": "::",
+                           "service": {"type": "LoadBalancer", "annotations": {"a": "b"}},
+                           "podAnnotations": {"x": "y"}, "nodeSelector": {"pool": "infra"},
+                           "tolerations": [{"key": "infra", "operator": "Exists"}],
+                           "affinity": {"nodeAffinity": {}}, "priorityClassName": "high",
+                           "extraArgs": ["--max-message-bytes=33554432"]},
+            "agent": {"mountDebugfs": True, "metrics": {"enabled": False},
+                      "podAttribution": {"enabled": False}, "extraArgs": ["--log-level=debug"],
+                      "podAnnotations": {"x": "y"}, "affinity": {"nodeAffinity": {}},
+                      "priorityClassName": ""},
+            "serviceAccount": {"create": False, "name": "existing-sa"},
+            "rbac": {"create": False},
+            "exportToController": False,
+        })
+        self.check_common(objs)
+        for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding"):
+            self.assertEqual(by_kind(objs, kind), [])
+        sts = one(objs, "StatefulSet")
+        self.assertNotIn("volumeClaimTemplates", sts["spec"])
+        pod = sts["spec"]["template"]["spec"]
+        self.assertIn({"name": "data", "emptyDir": {}}, pod["volumes"])
+        self.assertEqual(pod["imagePullSecrets"], [{"name": "regcred"}])
+        self.assertEqual(pod["priorityClassName"], "high")
+        a = args_map(container(pod, "controller"))
+        self.assertEqual(a["--listen"], ["[::]:4320"])
+        self.assertEqual(a["--max-message-bytes"], ["33554432"])
+        svc = objs[("Service", "pf-profleet-controller")]
+        self.assertEqual(svc["spec"]["type"], "LoadBalancer")
+        ds = one(objs, "DaemonSet")
+        pod = ds["spec"]["template"]["spec"]
+        self.check_volumes(pod)
+        self.assertEqual(pod["serviceAccountName"], "existing-sa")
+        self.assertIs(pod["automountServiceAccountToken"], False)
+        self.assertNotIn("priorityClassName", pod)
+        c = container(pod, "agent")
+        a = args_map(c)
+        self.assertNotIn("--k8s", a)
+        self.assertNotIn("--metrics-listen", a)
+        self.assertNotIn("livenessProbe", c)
+        m, v = mount_for(pod, c, "/sys/kernel/debug")
+        self.assertTrue(m["readOnly"])
+        cm = one(objs, "ConfigMap")
+        self.assertEqual(yaml.safe_load(cm["data"]["default.yaml"])["profiling"]["exporters"],
+                         None)
+
     def test_numbers_print_as_integers(self):
         """Helm values are float64: a million would print as 1e+06 without `int`."""
         objs, _ = render({"controller": {"opamp": {"maxAgents": 1000000},
@@ -704,5 +754,35 @@ class Dockerfiles(unittest.TestCase):
         self.assertIn("cmake", self.deps_packages())
 
 
+def render_main(argv):
+    """check_chart.py --render [-f VALUES.yaml]... [--set a.b=VALUE]...: prints the chart's
+    manifests as this renderer sees them (values schema-checked first), for a look without
+    helm. VALUE is parsed as YAML (true, 3, "x")."""
+    over = {}
+    i = 0
+    while i < len(argv):
+        if argv[i] == "-f" and i + 1 < len(argv):
+            over = merge_all(over, load_yaml(argv[i + 1]) or {})
+        elif argv[i] == "--set" and i + 1 < len(argv):
+            key, _, val = argv[i + 1].partition("=")
+            node = {}
+            cur = node
+            parts = key.split(".")
+            for k in parts[:-1]:
+                cur = cur.setdefault(k, {})
+            cur[parts[-1]] = yaml.safe_load(val)
+            over = merge_all(over, node)
+        else:
+            sys.exit("usage: check_chart.py --render [-f VALUES.yaml]... [--set a.b=VALUE]...")
+        i += 2
+    _, texts = render(over, release="profleet", namespace="profleet")
+    for path, text in sorted(texts.items()):
+        if text.strip():
+            print("---\n# Source: profleet/%s\n%s" % (path, text.strip()))
+
+
 if __name__ == "__main__":
-    unittest.main()
+    if sys.argv[1:2] == ["--render"]:
+        render_main(sys.argv[2:])
+    else:
+        unittest.main()
