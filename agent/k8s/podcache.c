@@ -731,6 +731,10 @@ static int http_get(struct pf_podcache *pc, const char *url, struct xfer *x, lon
 	curl_easy_setopt(c, CURLOPT_XFERINFODATA, x);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+	/* a quiet watch on a dead connection is noticed in about a minute, not at its end */
+	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 30L);
+	curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 10L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
 	curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
