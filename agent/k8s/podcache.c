@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,6 +65,8 @@ struct pf_podcache {
 	struct slot *by_cid, *by_uid;
 	size_t cid_cap, uid_cap;
 	struct pf_podcache_stats st;
+
+	int64_t retry_after_ms; /* the thread's: the API server's last Retry-After, 0 none */
 
 	pthread_mutex_t stop_lock;
 	pthread_cond_t stop_cond;
@@ -693,6 +696,24 @@ static size_t xfer_write(char *data, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
+/* Retry-After of a 429 (API Priority and Fairness) or 503 answer (RFC 9110 §10.2.3). */
+static size_t xfer_header(char *data, size_t size, size_t nmemb, void *ud)
+{
+	struct xfer *x = ud;
+	size_t n = size * nmemb;
+	static const char name[] = "retry-after:";
+	if (n > sizeof(name) - 1 && n < 256 && !strncasecmp(data, name, sizeof(name) - 1)) {
+		char v[256];
+		memcpy(v, data + sizeof(name) - 1, n - (sizeof(name) - 1));
+		v[n - (sizeof(name) - 1)] = 0;
+		v[strcspn(v, "\r\n")] = 0;
+		int64_t ms = pf_retry_after_parse(v, (int64_t)time(NULL));
+		if (ms >= 0)
+			x->pc->retry_after_ms = ms;
+	}
+	return n;
+}
+
 static char *read_token(const char *path)
 {
 	FILE *fp = fopen(path, "rb");
@@ -726,6 +747,8 @@ static int http_get(struct pf_podcache *pc, const char *url, struct xfer *x, lon
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, xfer_write);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, xfer_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, xfer_progress);
 	curl_easy_setopt(c, CURLOPT_XFERINFODATA, x);
@@ -757,6 +780,9 @@ static int http_get(struct pf_podcache *pc, const char *url, struct xfer *x, lon
 		return pf_error_set(err, -EACCES, "", "HTTP %ld from the API server (%s)", status,
 				    status == 401 ? "token not accepted"
 						  : "RBAC: needs get/list/watch on pods");
+	if (status == 429)
+		return pf_error_set(err, -EAGAIN, "", "HTTP 429 from the API server (too many "
+						       "requests: retrying after its Retry-After)");
 	if (status >= 300)
 		return pf_error_set(err, -EIO, "", "HTTP %ld from the API server", status);
 	if (x->too_big && x->watch) {
@@ -965,7 +991,12 @@ static void *run(void *arg)
 			pf_error_set(&err, r, "", "out of memory");
 		/* keep rv: the next watch resumes where this one broke (a list when it is
 		 * empty); the cache keeps serving what it has */
-		report(pc, false, "API server unreachable", err.msg[0] ? err.msg : strerror(-r));
+		report(pc, false,
+		       r == -EHOSTUNREACH ? "API server unreachable" : "API server request failed",
+		       err.msg[0] ? err.msg : strerror(-r));
+		if (pc->retry_after_ms > 0)
+			pf_backoff_retry_after(&b, (uint64_t)pc->retry_after_ms);
+		pc->retry_after_ms = 0;
 		if (wait_stop(pc, pf_backoff_next(&b)))
 			break;
 	}

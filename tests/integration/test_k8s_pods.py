@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import unittest
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -50,6 +51,7 @@ class FakeAPIServer:
         self.requests = []
         self.watch_script = []
         self.status = None  # an HTTP status to answer everything with (403...)
+        self.retry_after = None  # its Retry-After header
         self.list_rv = "1010"
         self.items = load_list()["items"]
         self.stopping = threading.Event()
@@ -66,11 +68,12 @@ class FakeAPIServer:
                 u = urllib.parse.urlparse(self.path)
                 q = {k: v[0] for k, v in urllib.parse.parse_qs(u.query).items()}
                 with outer.lock:
-                    outer.requests.append({"path": u.path, "query": q,
+                    outer.requests.append({"path": u.path, "query": q, "t": time.monotonic(),
                                            "auth": self.headers.get("Authorization")})
-                    status = outer.status
+                    status, retry_after = outer.status, outer.retry_after
                 if status:
-                    return self.send_json(status, {"kind": "Status", "code": status})
+                    return self.send_json(status, {"kind": "Status", "code": status},
+                                          retry_after)
                 if u.path != "/api/v1/pods":
                     return self.send_json(404, {"kind": "Status", "code": 404})
                 if q.get("watch") == "1":
@@ -86,9 +89,11 @@ class FakeAPIServer:
                 self.send_json(200, {"kind": "PodList", "apiVersion": "v1", "metadata": meta,
                                      "items": page})
 
-            def send_json(self, status, obj):
+            def send_json(self, status, obj, retry_after=None):
                 body = json.dumps(obj).encode()
                 self.send_response(status)
+                if retry_after:
+                    self.send_header("Retry-After", retry_after)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -373,6 +378,18 @@ class K8sPods(IntegrationCase):
         wait_until(lambda: len(api.watches()) >= 2, timeout=15, what="watch after relist")
         self.assertEqual(api.watches()[1]["query"]["resourceVersion"], "2000")
         self.assertEqual(len(api.lists()), 4)
+
+    def test_429_retry_after_is_honoured(self):
+        api = self.server()
+        api.status, api.retry_after = 429, "2"
+        t = self.tool(api.url)  # backoff 100 ms .. 2 s: without Retry-After it would retry sooner
+        line = t.wait(lambda l: "429" in l["last_error"], what="429 reported")
+        self.assertFalse(line["reachable"])
+        wait_until(lambda: len(api.lists()) >= 2, timeout=10, what="a second list")
+        api.status = None
+        lists = api.lists()
+        self.assertGreaterEqual(lists[1]["t"] - lists[0]["t"], 1.9)
+        t.wait(lambda l: l["synced"] and l["reachable"], timeout=15, what="synced")
 
     def test_unreachable_then_reachable(self):
         port = free_port()
