@@ -78,7 +78,18 @@ int main(int argc, char **argv)
 		pf_log_error("cannot open the fleet store %s: %s", dbpath, err.msg);
 		goto out;
 	}
+	if ((cfg.admin_token_file &&
+	     pf_bootstrap_import_token(store, cfg.admin_token_file, "admin", &err) < 0) ||
+	    (cfg.agent_token_file &&
+	     pf_bootstrap_import_token(store, cfg.agent_token_file, "agent", &err) < 0)) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
 	if (pf_bootstrap_tokens(store, cfg.data_dir, &err) < 0) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
+	if (cfg.default_config && pf_bootstrap_default_config(store, cfg.default_config, &err) < 0) {
 		pf_log_error("%s", err.msg);
 		goto out;
 	}
