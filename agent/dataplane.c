@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capture.h"
+#include "capture_run.h"
 #include "exporter.h"
 #include "health.h"
 #include "metrics.h"
@@ -86,6 +88,7 @@ struct agent_dataplane {
 	void (*wake)(void *ctx);
 	void *wake_ctx;
 	bool no_sampler, include_self;
+	const struct pf_procinfo_source *attr_source;
 	char *spill_dir; /* NULL: exporters keep their queue in memory only */
 	char *agent_token; /* NULL: exporters with auth: agent_token fail to start */
 	char *agent_uid;
@@ -123,6 +126,11 @@ struct agent_dataplane {
 	struct dp_target pt[PF_PROFCFG_MAX_TARGETS];
 	size_t n_pt;
 	char host_name[256];
+
+	/* captures: the engine (borrowed; thread-safe) and the runner (worker thread only) */
+	struct agent_captures *captures;
+	struct agent_capture_runner *capture_run;
+	uint64_t capture_gen; /* summary generation last reported in health */
 
 	/* span triggers (slow_span, error_span): the receiver (created and freed by the worker;
 	 * its thread calls span_resolve/span_submit), the job queue it fills and the process
@@ -265,6 +273,8 @@ static void hook_commit(void *ctx, const struct pf_profcfg *cfg, const struct pf
 {
 	struct agent_dataplane *d = ctx;
 	(void)old;
+	if (d->captures)
+		agent_captures_set_config(d->captures, cfg);
 	struct pf_profcfg *copy = cfg_clone(cfg);
 	if (!copy)
 		return;
@@ -543,6 +553,8 @@ static void export_window(struct agent_dataplane *d, struct pf_prof_window *w, s
 			agent_health_set(d->health, "sampler", false, "cannot encode windows",
 					 err.msg);
 	} else {
+		if (d->captures) /* limits.max_profiles_per_minute counts every source */
+			agent_captures_note_profiles(d->captures, 1, mono_ms());
 		pthread_mutex_lock(&d->lock);
 		d->counters.profile_bytes += d->out.len;
 		d->counters.last_profile_bytes = d->out.len;
@@ -557,6 +569,22 @@ static void export_window(struct agent_dataplane *d, struct pf_prof_window *w, s
 		submit_all(d, d->out.data, d->out.len, id);
 	}
 	pf_prof_window_free(w);
+}
+
+/* A capture's profiles for the configured exporters (capture_run.h; already tagged). */
+static void capture_submit_bytes(void *ctx, const uint8_t *data, size_t len, const uint8_t id[16])
+{
+	submit_all(ctx, data, len, id);
+}
+
+static void capture_submit_window(void *ctx, const struct pf_prof_window *w)
+{
+	submit_window_all(ctx, w);
+}
+
+static void capture_retire(void *ctx, struct agent_exporter *x)
+{
+	retire_exporter(ctx, x);
 }
 
 static void sampler_health(struct agent_dataplane *d);
@@ -600,6 +628,11 @@ static void sampler_health(struct agent_dataplane *d)
 		      "), filtered %" PRIu64 ", stack errors %" PRIu64 ", processes %" PRIu64,
 		      st.samples, st.lost_kernel + st.lost_user, st.lost_kernel, st.lost_user,
 		      st.filtered, st.stack_errors, st.processes);
+	if (st.captures || st.capture_samples)
+		pf_buf_printf(&b, "; captures %u%s, capture samples %" PRIu64, st.captures,
+			      st.captures ? " sampling" : "", st.capture_samples);
+	if (st.capture_hz)
+		pf_buf_printf(&b, " at %u Hz", st.capture_hz);
 	if (st.bpf_stats_enabled) {
 		pf_buf_printf(&b, "; bpf run time %" PRIu64 " us (", st.bpf_run_time_ns / 1000);
 		for (int i = 0; i < PF_SAMPLER_N_PROGS; i++)
@@ -637,6 +670,25 @@ static void sampler_health(struct agent_dataplane *d)
 		 st.frames_resolved, st.frames_unresolved, st.elf_cached, st.dwarf_skipped,
 		 PF_SYM_DEFAULT_DWARF_MAX_INFLATE >> 10);
 	agent_health_set(d->health, "symbolizer", true, status, NULL);
+}
+
+/* The "captures" component: counts, and unhealthy while the last capture failed for a reason of
+ * the agent's own (export_failed, internal). */
+static void captures_health(struct agent_dataplane *d)
+{
+	struct agent_captures_summary sum;
+	if (!d->captures)
+		return;
+	agent_captures_summary(d->captures, &sum);
+	if (sum.generation == d->capture_gen && d->capture_gen)
+		return;
+	d->capture_gen = sum.generation ? sum.generation : 1;
+	char status[STATUS_LEN];
+	snprintf(status, sizeof(status),
+		 "%u in progress; done %" PRIu64 ", cancelled %" PRIu64 ", failed %" PRIu64
+		 ", refused %" PRIu64,
+		 sum.in_progress, sum.done, sum.cancelled, sum.failed, sum.refused);
+	agent_health_set(d->health, "captures", sum.healthy, status, sum.last_error);
 }
 
 /* ---- pprof sources (worker thread) --------------------------------------------------------- */
@@ -1293,11 +1345,14 @@ static void start_sampler(struct agent_dataplane *d)
 {
 	struct pf_error err = {0};
 	if (d->no_sampler) {
+		if (d->captures)
+			agent_captures_set_sampler(d->captures, false);
 		agent_health_set(d->health, "sampler", true, "off (--no-sampler)", NULL);
 		agent_health_set(d->health, "symbolizer", true, "off (no sampler)", NULL);
 		return;
 	}
-	struct pf_sampler_options so = {.include_self = d->include_self};
+	struct pf_sampler_options so = {.include_self = d->include_self,
+					.attr_source = d->attr_source};
 	uint64_t t0 = mono_ms();
 	d->sampler = pf_sampler_new(&so, &err);
 	if (!d->sampler) {
@@ -1306,9 +1361,19 @@ static void start_sampler(struct agent_dataplane *d)
 		pf_log_error("dataplane: eBPF sampler unavailable: %s", err.msg);
 		agent_health_set(d->health, "sampler", false, "unavailable", err.msg);
 		agent_health_set(d->health, "symbolizer", true, "idle (no sampler)", NULL);
+		if (d->captures)
+			agent_captures_set_sampler(d->captures, false);
 		return;
 	}
+	if (d->captures)
+		agent_captures_set_sampler(d->captures, true);
 	pf_log_info("dataplane: eBPF sampler loaded in %" PRIu64 " ms", mono_ms() - t0);
+}
+
+/* The capture engine has a job or a cancel for the worker (any thread). */
+static void capture_wake(void *ctx)
+{
+	kick(ctx);
 }
 
 static void drain_efd(struct agent_dataplane *d)
@@ -1332,6 +1397,10 @@ static void final_flush(struct agent_dataplane *d)
 	pf_pprof_sources_free(d->pprof); /* cancels and joins its scrapes (within ~100 ms) */
 	d->pprof = NULL;
 	uint64_t deadline = mono_ms() + AGENT_DATAPLANE_FLUSH_MS;
+	/* captures still sampling end now and are exported; the receiver gets half the bound */
+	agent_capture_runner_free(d->capture_run, d->sampler, AGENT_DATAPLANE_FLUSH_MS / 2);
+	d->capture_run = NULL;
+	captures_health(d);
 	/* queued exports (retries included) get what is left of the bound */
 	for (size_t i = 0; i < d->n_ex; i++) {
 		uint64_t now = mono_ms();
@@ -1385,6 +1454,11 @@ static void *worker_main(void *arg)
 			if (rc < 0)
 				pf_log_warn("dataplane: sampler poll: %s", strerror(-rc));
 		}
+		int64_t capture_next = -1;
+		if (d->capture_run)
+			capture_next =
+			    agent_capture_runner_poll(d->capture_run, d->sampler, d->cfg, mono_ms());
+		captures_health(d);
 		uint64_t now = mono_ms();
 		if (d->next_close_ms && now >= d->next_close_ms) {
 			if (d->cfg->mode == PF_MODE_TRIGGERED) {
@@ -1417,6 +1491,8 @@ static void *worker_main(void *arg)
 		if (d->next_close_ms)
 			timeout = (int)pf_min((uint64_t)timeout,
 					      d->next_close_ms > now ? d->next_close_ms - now : 0);
+		if (capture_next >= 0)
+			timeout = (int)pf_min((int64_t)timeout, capture_next);
 		/* 0 = due but PF_PPROF_MAX_INFLIGHT scrapes run: look again a little later */
 		if (pprof_next >= 0)
 			timeout = (int)pf_min((int64_t)timeout,
@@ -1455,6 +1531,7 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 	d->wake_ctx = o->wake_ctx;
 	d->no_sampler = o->no_sampler;
 	d->include_self = o->include_self;
+	d->attr_source = o->attr_source;
 	if (gethostname(d->host_name, sizeof(d->host_name) - 1) < 0)
 		d->host_name[0] = '\0';
 	if ((o->spill_dir && !(d->spill_dir = strdup(o->spill_dir))) ||
@@ -1474,6 +1551,25 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (o->captures) {
+		struct agent_capture_runner_opts ro = {.engine = o->captures,
+						       .agent_token = o->agent_token,
+						       .agent_uid = o->agent_uid,
+						       .receiver = o->capture_receiver,
+						       .ca_file = o->capture_ca_file,
+						       .submit_bytes = capture_submit_bytes,
+						       .submit_window = capture_submit_window,
+						       .retire = capture_retire,
+						       .ctx = d};
+		d->capture_run = agent_capture_runner_new(&ro);
+		if (!d->capture_run) {
+			pf_error_set(err, -ENOMEM, "", "out of memory");
+			agent_dataplane_free(d);
+			errno = ENOMEM;
+			return NULL;
+		}
+		d->captures = o->captures;
+	}
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->cond, NULL);
 	atomic_init(&d->trigger_toggles, 0);
@@ -1488,6 +1584,8 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 	}
 	agent_health_register(d->health, "sampler");
 	agent_health_register(d->health, "symbolizer");
+	if (d->captures)
+		agent_health_register(d->health, "captures");
 	agent_health_set(d->health, "sampler", true, "loading", NULL);
 	agent_health_set(d->health, "symbolizer", true, "starting", NULL);
 	int rc = pthread_create(&d->thread, NULL, worker_main, d);
@@ -1498,6 +1596,8 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 		return NULL;
 	}
 	d->thread_started = true;
+	if (d->captures)
+		agent_captures_set_worker(d->captures, capture_wake, d);
 	return d;
 }
 
@@ -1576,7 +1676,10 @@ void agent_dataplane_free(struct agent_dataplane *d)
 	pthread_mutex_unlock(&d->lock);
 	if (!reaped)
 		return; /* a thread may still call export_done(d) */
-	/* d->pprof is NULL after the final flush */
+	if (d->captures)
+		agent_captures_set_worker(d->captures, NULL, NULL);
+	/* d->pprof and d->capture_run are NULL after the final flush */
+	agent_capture_runner_free(d->capture_run, NULL, 0);
 	spans_stop(d);
 	free(d->procs);
 	free(d->procs_work);

@@ -51,6 +51,12 @@
  *                      profiling.enabled is false. Components past AGENT_HEALTH_MAX_COMPONENTS
  *                      are not reported (logged).
  *
+ * Captures (opts.captures, triggers/capture.h): the worker runs the captures the engine
+ * admitted with triggers/capture_run.h — on the sampler's second set of perf events, beside the
+ * continuous windows (also in mode triggered) — and exports them to the controller's receiver
+ * and to the configured exporters. Every encoded window is counted in the engine's
+ * profiles-per-minute tally. At shutdown, captures still sampling end early and are exported.
+ *
  * Span triggers (slow_span, error_span; span_receiver.h): when either is enabled the worker
  * runs the OTLP/HTTP traces receiver on slow_span.listen and gives the sampler a sample ring of
  * slow_span.lookback_seconds within a quarter of limits.max_memory_mb (pf_sampler_set_ring; in
@@ -91,6 +97,8 @@
 struct agent_health;
 struct agent_dataplane;
 
+struct pf_procinfo_source;
+
 struct agent_dataplane_opts {
 	struct agent_health *health; /* borrowed; components are registered here */
 	void (*wake)(void *ctx);     /* wakes the event loop (any thread) */
@@ -104,6 +112,13 @@ struct agent_dataplane_opts {
 				  * attribute profleet.agent.uid (the controller's store files
 				  * profiles by agent with it) */
 	bool metrics; /* keep the agent_dataplane_metrics() snapshot fresh (--metrics-listen) */
+	struct agent_captures *captures; /* borrowed, outlives the data plane; NULL: none */
+	const char *capture_receiver; /* copied; default receiver of captures (from the OpAMP
+				       * URL), NULL when none */
+	const char *capture_ca_file;  /* copied; the OpAMP connection's CA file, NULL: system */
+	/* pod attribution (--k8s): the sampler's extra process attributes; borrowed, must
+	 * outlive the data plane. NULL: none. */
+	const struct pf_procinfo_source *attr_source;
 };
 
 /* Registers the health components and starts the worker thread, which loads the sampler in

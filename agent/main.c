@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "cli.h"
 #include "config.h"
 #include "dataplane.h"
@@ -21,6 +22,7 @@
 #include "opamp_session.h"
 #include "pf/log.h"
 #include "pf/uuid.h"
+#include "podcache.h"
 #include "state.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -41,6 +43,12 @@ static void wake_loop(void *ctx)
 {
 	(void)ctx;
 	agent_client_wake(the_client);
+}
+
+/* Pod cache connection state -> the "k8s" health component (from the cache's thread). */
+static void k8s_status(void *ctx, bool healthy, const char *status, const char *last_error)
+{
+	agent_health_set(ctx, "k8s", healthy, status, last_error);
 }
 
 static int load_local_config(struct agent_config *cfg, const char *path)
@@ -69,6 +77,9 @@ int main(int argc, char **argv)
 	struct agent_health *health = NULL;
 	struct agent_session *session = NULL;
 	struct agent_metrics *metrics = NULL;
+	struct agent_captures *captures = NULL;
+	struct pf_podcache *pods = NULL;
+	struct pf_procinfo_source pod_source;
 	char *token = NULL;
 	char uid[PF_UUID_STR_LEN + 1];
 	int rc = 1;
@@ -127,17 +138,52 @@ int main(int argc, char **argv)
 	}
 	/* Components register here (agent_config_add_hook + agent_health_register). */
 	agent_health_register(health, "config");
+	/* Pod attribution: the node's pods from the API server, on the cache's own thread; the
+	 * sampler only reads the cache. */
+	if (o.k8s) {
+		struct pf_podcache_options po = {
+		    .api_url = o.k8s_api,
+		    .token_file = o.k8s_token_file,
+		    .ca_file = o.k8s_ca_file,
+		    .node_name = o.k8s_node ? o.k8s_node : getenv("K8S_NODE_NAME"),
+		    .on_status = k8s_status,
+		    .status_ctx = health,
+		};
+		agent_health_register(health, "k8s");
+		err = (struct pf_error){0};
+		pods = pf_podcache_new(&po, &err);
+		if (!pods || pf_podcache_start(pods, &err) < 0) {
+			pf_log_error("--k8s: %s", err.msg);
+			goto out;
+		}
+		pf_podcache_source(pods, &pod_source);
+	}
 	/* Exporters keep what they could not deliver yet under the state dir, so an agent restart
 	 * loses nothing (bounded by limits.queue_bytes per exporter). */
 	char spill[4096];
 	snprintf(spill, sizeof(spill), "%s/spill", o.state_dir);
+	/* Captures (io.profleet.capture.v1): statuses wake the loop; profiles go to the
+	 * controller's receiver, derived from the OpAMP URL unless a request names one. */
+	struct agent_captures_opts cao = {.notify = wake_loop};
+	captures = agent_captures_new(&cao);
+	if (!captures) {
+		pf_log_error("out of memory");
+		goto out;
+	}
+	char receiver[PF_CAPTURE_MAX_URL + 1];
+	bool has_receiver =
+	    o.server_url && agent_capture_receiver_url(o.server_url, receiver, sizeof(receiver)) == 0;
 	struct agent_dataplane_opts dpo = {.health = health,
+					   .captures = captures,
+					   .capture_receiver = has_receiver ? receiver : NULL,
+					   .capture_ca_file = o.ca_file,
 					   .wake = wake_loop,
 					   .spill_dir = spill,
 					   .agent_token = token,
 					   .agent_uid = uid,
 					   .no_sampler = o.no_sampler,
-					   .metrics = metrics != NULL};
+					   .metrics = metrics != NULL,
+					   .attr_source = pods ? &pod_source : NULL};
 	err = (struct pf_error){0};
 	the_dataplane = agent_dataplane_new(&dpo, &err);
 	if (!the_dataplane) {
@@ -167,6 +213,7 @@ int main(int argc, char **argv)
 		pf_log_error("out of memory");
 		goto out;
 	}
+	agent_session_set_captures(session, captures);
 	struct agent_client_opts co = {
 	    .server_url = o.server_url,
 	    .token = token,
@@ -206,9 +253,13 @@ out:
 	/* the data plane first: its worker may still wake the loop */
 	agent_dataplane_free(the_dataplane);
 	the_dataplane = NULL;
+	/* after the data plane: its sampler reads the pod cache */
+	pf_podcache_free(pods);
 	agent_client_free(the_client);
 	the_client = NULL;
 	agent_session_free(session);
+	/* after the data plane: its runner's exports report into it until freed */
+	agent_captures_free(captures);
 	agent_config_free(cfg);
 	agent_health_free(health);
 	agent_state_free(state);

@@ -14,10 +14,12 @@
 #include "api/api.h"
 #include "bootstrap.h"
 #include "config.h"
+#include "fleet/capture.h"
 #include "fleet/fleet.h"
 #include "fleet/persist.h"
 #include "metrics.h"
 #include "pf/log.h"
+#include "profstore/profstore.h"
 #include "profstore/query_pool.h"
 #include "profstore/retention.h"
 #include "server.h"
@@ -57,6 +59,7 @@ int main(int argc, char **argv)
 	struct pf_persist *persist = NULL;
 	struct pf_retention *retention = NULL;
 	struct pf_qpool *qpool = NULL, *ingest = NULL;
+	struct pf_captures *captures = NULL;
 	struct pf_metrics metrics;
 	struct pf_api api;
 	memset(&metrics, 0, sizeof(metrics));
@@ -75,7 +78,18 @@ int main(int argc, char **argv)
 		pf_log_error("cannot open the fleet store %s: %s", dbpath, err.msg);
 		goto out;
 	}
+	if ((cfg.admin_token_file &&
+	     pf_bootstrap_import_token(store, cfg.admin_token_file, "admin", &err) < 0) ||
+	    (cfg.agent_token_file &&
+	     pf_bootstrap_import_token(store, cfg.agent_token_file, "agent", &err) < 0)) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
 	if (pf_bootstrap_tokens(store, cfg.data_dir, &err) < 0) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
+	if (cfg.default_config && pf_bootstrap_default_config(store, cfg.default_config, &err) < 0) {
 		pf_log_error("%s", err.msg);
 		goto out;
 	}
@@ -114,19 +128,42 @@ int main(int argc, char **argv)
 		pf_log_error("cannot start the profile query threads: %s", err.msg);
 		goto out;
 	}
-	/* The OTLP receiver's decode + gzip + synchronous insert, on one writer thread. */
-	struct pf_qpool_options io = {.db_path = dbpath, .writer = true, .threads = 1,
+	/* The OTLP receiver: decode, re-encode, gzip and flame forms on two writer threads
+	 * (in parallel), each insert in its own transaction (SQLite serializes the commits).
+	 * Bounded by count and by the bytes of the waiting request bodies, so that a burst of
+	 * agents ending a capture together waits instead of being refused. */
+	struct pf_qpool_options io = {.db_path = dbpath, .writer = true,
+				      .threads = PF_INGEST_THREADS,
+				      .max_queued = PF_INGEST_MAX_QUEUED,
+				      .max_queued_bytes = PF_INGEST_MAX_QUEUED_BYTES,
 				      .retention = &pret};
 	ingest = pf_qpool_start(&io, &err);
 	if (!ingest) {
 		pf_log_error("cannot start the profile receiver's writer: %s", err.msg);
 		goto out;
 	}
+	/* Incident captures: unfinished ones resume and wait for their agents' statuses. */
+	char receiver[1200];
+	if (cfg.public_url)
+		snprintf(receiver, sizeof(receiver), "%s/v1development/profiles", cfg.public_url);
+	struct pf_captures_options co = {.grace_s = cfg.capture_grace_s,
+					 .receiver_url = cfg.public_url ? receiver : NULL};
+	captures = pf_captures_new(&co, fleet, store, NULL, NULL);
+	if (!captures) {
+		pf_log_error("out of memory");
+		goto out;
+	}
+	if (pf_captures_load(captures, (int64_t)time(NULL) * 1000, &err) < 0) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
 	api.fleet = fleet;
 	api.store = store;
 	api.metrics = &metrics;
+	api.captures = captures;
 	metrics.query_pool = qpool;
 	metrics.ingest_pool = ingest;
+	metrics.captures = captures;
 
 	struct pf_server_options so = {
 		.port = cfg.port,
@@ -137,6 +174,7 @@ int main(int argc, char **argv)
 		.max_agents = cfg.max_agents,
 		.query_pool = qpool,
 		.ingest_pool = ingest,
+		.captures = captures,
 	};
 	snprintf(so.listen_host, sizeof(so.listen_host), "%s", cfg.listen_host);
 	g_server = pf_server_new(&so, fleet, store, persist, &metrics, &api, &err);
@@ -176,6 +214,9 @@ out:
 		pf_persist_stop(persist);
 	}
 	pf_retention_stop(retention);
+	if (captures && pf_captures_flush(captures) < 0)
+		pf_log_warn("captures: last states not written: %s", pf_store_last_error(store));
+	pf_captures_free(captures);
 	pf_fleet_free(fleet);
 	pf_store_close(store);
 	pf_controller_config_release(&cfg);

@@ -8,6 +8,7 @@
  *    "stacks": {"hot_a;caller_a;main": 260, ...}, "first_ts": ..., "last_ts": ... (sample
  *    timestamps, 0 without), "tids": {"43": 390}, "links": {"<trace hex>/<span hex>": 390},
  *    "unlinked": 0}]}
+ * ("links": samples per trace link, for the samples that carry one.)
  *
  * Stacks are leaf first, ";"-joined function names ("0x<address>" for an unsymbolized frame).
  * Exit status: 0 conformant, 1 violations, 2 unreadable or undecodable file. */
