@@ -516,9 +516,10 @@ void pf_proc_match_free(struct pf_proc_match *m)
 	free(m);
 }
 
-bool pf_proc_match_test(const struct pf_proc_match *m, const struct pf_proc *p)
+bool pf_proc_match_test(const struct pf_procinfo *pi, const struct pf_proc_match *m,
+			const struct pf_proc *p)
 {
-	return !m->n || any_match(m->f, m->n, p);
+	return !m->n || any_match(pi, m->f, m->n, p);
 }
 
 bool pf_proc_match_needs_env(const struct pf_proc_match *m)
@@ -593,7 +594,7 @@ bool pf_procinfo_filtering(const struct pf_procinfo *pi)
 
 bool pf_procinfo_excluded(const struct pf_procinfo *pi, const struct pf_proc *p)
 {
-	return any_match(pi->exc, pi->n_exc, p);
+	return any_match(pi, pi->exc, pi->n_exc, p);
 }
 
 /* ---- the table ---------------------------------------------------------------------------- */

@@ -141,7 +141,8 @@ struct pf_proc_match;
 struct pf_proc_match *pf_proc_match_new(const struct pf_filter *rules, size_t n,
 					struct pf_error *err);
 void pf_proc_match_free(struct pf_proc_match *m);
-bool pf_proc_match_test(const struct pf_proc_match *m, const struct pf_proc *p);
+bool pf_proc_match_test(const struct pf_procinfo *pi, const struct pf_proc_match *m,
+			const struct pf_proc *p);
 /* A rule tests service.name: read the processes with `sampled` (environ) first. */
 bool pf_proc_match_needs_env(const struct pf_proc_match *m);
 

@@ -567,7 +567,7 @@ static int pick_one(void *ctx, const struct pf_proc *p)
 			k->pids[k->n++] = p->pid; /* candidate: read its environ, test again */
 		return 0;
 	}
-	if (pf_proc_match_test(k->m, p) && k->n < k->max)
+	if (pf_proc_match_test(k->s->pi, k->m, p) && k->n < k->max)
 		k->pids[k->n++] = p->pid;
 	return 0;
 }
