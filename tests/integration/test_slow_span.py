@@ -37,9 +37,6 @@ PROFCHECK_BIN = os.environ.get("PF_PROFCHECK_BIN", "")
 SOURCE_DIR = os.environ.get(
     "PF_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 WORKLOAD_SRC = os.path.join(SOURCE_DIR, "tests", "ebpf", "workload.c")
-REFUSED = ("Operation not permitted", "Permission denied", "Operation not supported",
-           "Function not implemented")
-SKIPPED = []
 
 
 def now_ns():
@@ -153,27 +150,7 @@ class SlowSpan(IntegrationCase):
         self.ctl = ctl = self.controller()
         ag = self.agent(ctl, "spans", extra=["--metrics-listen", "127.0.0.1:%d" % self.mport])
         uid = ag.uid()
-        log = os.path.join(self.workdir, "agent-spans.log")
-
-        def sampler():
-            text = ""
-            if os.path.exists(log):
-                with open(log, errors="replace") as f:
-                    text = f.read()
-            if "eBPF sampler loaded" in text:
-                return "loaded"
-            for line in text.splitlines():
-                if "eBPF sampler unavailable" in line:
-                    return line
-            if ag.proc and not ag.proc.alive():
-                return "exited:\n" + text
-            return None
-        st = wait_until(sampler, timeout=20, what="sampler loaded")
-        if st != "loaded":
-            if any(r in st for r in REFUSED):
-                SKIPPED.append(self.id())
-                self.skipTest("the kernel refuses BPF/perf events: " + st)
-            self.fail("agent did not start: " + st)
+        self.wait_sampler(ag)
         text = self.config_text(self.port)
         st, body, _ = ctl.put_config("default", text)
         self.assertEqual(st, 201, body)
@@ -458,7 +435,7 @@ class SlowSpan(IntegrationCase):
 
 
 if __name__ == "__main__":
-    r = unittest.main(exit=False, verbosity=2).result
-    if not r.wasSuccessful():
+    result = unittest.main(verbosity=2, exit=False).result
+    if not result.wasSuccessful():
         sys.exit(1)
-    sys.exit(77 if SKIPPED and len(SKIPPED) == r.testsRun else 0)
+    sys.exit(77 if result.testsRun and len(result.skipped) == result.testsRun else 0)
