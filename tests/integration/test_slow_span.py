@@ -12,7 +12,8 @@ is still profiled with its attributes and symbols. Spans of a pid the agent does
 200 with partial_success; malformed bodies (bad hex ids, end before start, bad gzip) get 400
 with the reason; a body over the cap gets 413. The receiver is bound to exactly 127.0.0.1:PORT
 (ss -ltn). /metrics counts it all; the store finds the profile by trace_id
-(GET /api/v1/profiles?trace_id=) with its trace link; the agent's health has triggers/spans.
+(GET /api/v1/profiles?trace_id=) with its trace link, and by trigger; the agent's health has
+triggers/spans.
 
 Needs root (CAP_BPF + CAP_PERFMON) and kernel BTF; exits 77 when the kernel refuses BPF or perf
 events. Every wait is bounded.
@@ -395,9 +396,18 @@ class SlowSpan(IntegrationCase):
         self.assertEqual(profs[0]["pid"], pid)
         self.assertEqual(profs[0]["samples"], p["samples"])
         self.assertEqual(profs[0]["links"], 1)
+        self.assertEqual(profs[0]["trigger"], "slow_span")
         st, one, _ = self.ctl.request("GET", "/api/v1/profiles/%d" % profs[0]["id"])
         self.assertEqual(st, 200, one)
         self.assertEqual(one["trace_links"], [{"trace_id": trace, "span_id": sp["spanId"]}])
+        # and by trigger
+        def by_trigger():
+            st, r, _ = self.ctl.request("GET", "/api/v1/profiles?trigger=error_span")
+            self.assertEqual(st, 200, r)
+            return r["profiles"] or None
+        errs = wait_until(by_trigger, timeout=10, what="the error_span profile in the store")
+        self.assertEqual([p["trigger"] for p in errs], ["error_span"], errs)
+        self.assertEqual(errs[0]["pid"], pid)
         # the agent reports the trigger's health to the controller
         def health():
             st, a, _ = self.ctl.request("GET", "/api/v1/agents/" + uid)
