@@ -273,6 +273,13 @@ static int http_begin(struct agent_span_receiver *r, struct lws *wsi, struct pss
 			      "Content-Type must be application/x-protobuf or application/json");
 		return 0;
 	}
+	char ce[64] = "";
+	if (lws_hdr_copy(wsi, ce, sizeof(ce), WSI_TOKEN_HTTP_CONTENT_ENCODING) > 0 && !p->gzip &&
+	    strcasecmp(ce, "identity") != 0) {
+		answer_status(wsi, p, 415, 3 /* INVALID_ARGUMENT */,
+			      "Content-Encoding must be gzip or none");
+		return 0;
+	}
 	char cl[32];
 	if (lws_hdr_copy(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0) {
 		char *end;

@@ -17,7 +17,7 @@
  * Spans that trigger nothing are accepted and dropped.
  *
  * HTTP: POST /v1/traces with Content-Type application/x-protobuf or application/json (another
- * type: 415), Content-Encoding gzip or none; body over AGENT_SPAN_MAX_BODY (by Content-Length or
+ * type: 415), Content-Encoding gzip or none (another: 415); body over AGENT_SPAN_MAX_BODY (by Content-Length or
  * while reading, or after gunzip): 413; undecodable: 400 with a google.rpc.Status whose message
  * says why (pf_otlp_traces_decode's error); otherwise 200 with an ExportTraceServiceResponse in
  * the request's encoding. Bodies being received on all connections together are bounded by

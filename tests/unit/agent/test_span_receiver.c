@@ -263,6 +263,12 @@ static void test_http(void **state)
 			      "Content-Length: 1",
 			      "x", 1, resp, sizeof(resp)),
 			 415);
+	assert_int_equal(http(port,
+			      "POST /v1/traces HTTP/1.1\r\nContent-Type: application/json\r\n"
+			      "Content-Encoding: zstd\r\nContent-Length: 1",
+			      "x", 1, resp, sizeof(resp)),
+			 415);
+	assert_non_null(strstr(body_of(resp), "Content-Encoding must be gzip or none"));
 	struct agent_span_counters c;
 	agent_span_receiver_counters(r, &c);
 	assert_int_equal(c.requests, 2);
