@@ -49,7 +49,7 @@ struct pf_sample_ring {
 	struct pidc {
 		uint32_t pid; /* 0 = empty (pid 0 is the idle task: counted apart) */
 		uint32_t n;
-	} *pids;
+	} * pids;
 	size_t n_pid_slots, n_pids; /* slots (power of two), pids present */
 	uint32_t idle_n;	    /* samples of pid 0 */
 

@@ -33,9 +33,9 @@ struct pf_sample_ring;
 #define PF_SAMPLE_RING_MIN_BYTES ((size_t)64 << 10)
 
 struct pf_sample_ring_stats {
-	uint64_t samples;	 /* held now */
-	uint64_t stacks;	 /* distinct stacks held now */
-	uint64_t bytes;		 /* memory held now (see Bounds) */
+	uint64_t samples; /* held now */
+	uint64_t stacks;  /* distinct stacks held now */
+	uint64_t bytes;	  /* memory held now (see Bounds) */
 	uint64_t max_bytes;
 	uint64_t added;		 /* samples accepted */
 	uint64_t evicted_age;	 /* samples evicted past lookback */

@@ -127,7 +127,8 @@ void agent_span_receiver_process(struct agent_span_receiver *r, const struct pf_
 			reject(&v, R_OLD, s,
 			       "span started %" PRIu64 " s ago, before the %" PRIu32
 			       " s lookback of recent samples",
-			       (uint64_t)((now - s->start_unix_ns) / 1000000000u), ru.lookback_seconds);
+			       (uint64_t)((now - s->start_unix_ns) / 1000000000u),
+			       ru.lookback_seconds);
 			continue;
 		}
 		if (s->end_unix_ns > now + AGENT_SPAN_MAX_FUTURE_MS * 1000000ull) {
@@ -144,9 +145,9 @@ void agent_span_receiver_process(struct agent_span_receiver *r, const struct pf_
 		}
 		struct agent_span_job job = {.span = *s, .trigger = t, .received_unix_ns = now};
 		char why[256] = "";
-		int rc = r->hooks.resolve ? r->hooks.resolve(r->hooks.ctx, s, &job.pid, why,
-							      sizeof(why))
-					  : -ENOENT;
+		int rc = r->hooks.resolve
+			     ? r->hooks.resolve(r->hooks.ctx, s, &job.pid, why, sizeof(why))
+			     : -ENOENT;
 		if (rc < 0) {
 			reject(&v, R_UNKNOWN, s, "%s", why[0] ? why : "process not found");
 			continue;
@@ -287,8 +288,7 @@ static int http_begin(struct agent_span_receiver *r, struct lws *wsi, struct pss
 		unsigned long long v = strtoull(cl, &end, 10);
 		if (errno || *end || v > AGENT_SPAN_MAX_BODY) {
 			count_too_large(r);
-			answer_status(wsi, p, 413, 8 /* RESOURCE_EXHAUSTED */,
-				      TOO_LARGE_MSG);
+			answer_status(wsi, p, 413, 8 /* RESOURCE_EXHAUSTED */, TOO_LARGE_MSG);
 			return 0;
 		}
 		if (v == 0)

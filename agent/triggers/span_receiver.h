@@ -17,14 +17,14 @@
  * Spans that trigger nothing are accepted and dropped.
  *
  * HTTP: POST /v1/traces with Content-Type application/x-protobuf or application/json (another
- * type: 415), Content-Encoding gzip or none (another: 415); body over AGENT_SPAN_MAX_BODY (by Content-Length or
- * while reading, or after gunzip): 413; undecodable: 400 with a google.rpc.Status whose message
- * says why (pf_otlp_traces_decode's error); otherwise 200 with an ExportTraceServiceResponse in
- * the request's encoding. Bodies being received on all connections together are bounded by
- * AGENT_SPAN_MAX_INFLIGHT: a request that would pass it gets 503 (retryable in OTLP/HTTP).
- * Decoding runs on the receiver's thread, one request at a time (an OTLP/JSON body's parse tree
- * is a few times its size, transiently). Other paths 404, other methods 405. Keep-alive is
- * supported.
+ * type: 415), Content-Encoding gzip or none (another: 415); body over AGENT_SPAN_MAX_BODY (by
+ * Content-Length or while reading, or after gunzip): 413; undecodable: 400 with a google.rpc.Status
+ * whose message says why (pf_otlp_traces_decode's error); otherwise 200 with an
+ * ExportTraceServiceResponse in the request's encoding. Bodies being received on all connections
+ * together are bounded by AGENT_SPAN_MAX_INFLIGHT: a request that would pass it gets 503 (retryable
+ * in OTLP/HTTP). Decoding runs on the receiver's thread, one request at a time (an OTLP/JSON body's
+ * parse tree is a few times its size, transiently). Other paths 404, other methods 405. Keep-alive
+ * is supported.
  *
  * Threads: agent_span_receiver_set_rules() and _counters() from any thread; the hooks are
  * called on the receiver's thread. */
@@ -74,16 +74,16 @@ struct agent_span_hooks {
 };
 
 struct agent_span_counters {
-	uint64_t requests;	  /* POST /v1/traces answered 200 */
-	uint64_t bad_requests;	  /* 400 */
-	uint64_t too_large;	  /* 413 */
-	uint64_t busy;		  /* 503: over AGENT_SPAN_MAX_INFLIGHT */
-	uint64_t spans;		  /* spans decoded */
-	uint64_t triggered[2];	  /* jobs handed over, by enum agent_span_trigger */
+	uint64_t requests;	   /* POST /v1/traces answered 200 */
+	uint64_t bad_requests;	   /* 400 */
+	uint64_t too_large;	   /* 413 */
+	uint64_t busy;		   /* 503: over AGENT_SPAN_MAX_INFLIGHT */
+	uint64_t spans;		   /* spans decoded */
+	uint64_t triggered[2];	   /* jobs handed over, by enum agent_span_trigger */
 	uint64_t rejected_unknown; /* process not found */
-	uint64_t rejected_old;	  /* outside the lookback (or too far in the future) */
-	uint64_t rejected_rate;	  /* over max_per_minute */
-	uint64_t rejected_queue;  /* data plane queue full */
+	uint64_t rejected_old;	   /* outside the lookback (or too far in the future) */
+	uint64_t rejected_rate;	   /* over max_per_minute */
+	uint64_t rejected_queue;   /* data plane queue full */
 };
 
 struct agent_span_receiver;

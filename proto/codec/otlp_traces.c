@@ -100,9 +100,8 @@ static int span_check(const struct pf_span *s, const char *path, const char *tid
 	}
 	if (s->end_unix_ns < s->start_unix_ns) {
 		snprintf(p, sizeof(p), "%s.%s", path, end_key);
-		return pf_error_set(err, -EBADMSG, p,
-				    "before %s (%" PRIu64 " < %" PRIu64 ")", start_key,
-				    s->end_unix_ns, s->start_unix_ns);
+		return pf_error_set(err, -EBADMSG, p, "before %s (%" PRIu64 " < %" PRIu64 ")",
+				    start_key, s->end_unix_ns, s->start_unix_ns);
 	}
 	return 0;
 }
@@ -203,8 +202,7 @@ static int decode_pb(const uint8_t *data, size_t len, size_t max_bytes, struct o
 	pb_request *req = (pb_request *)protobuf_c_message_unpack(desc, &ca.a, len, data);
 	if (!req) {
 		if (ca.exceeded)
-			return pf_error_set(err, -E2BIG, "", "decoded request over %zu bytes",
-					    cap);
+			return pf_error_set(err, -E2BIG, "", "decoded request over %zu bytes", cap);
 		return pf_error_set(err, -EBADMSG, "",
 				    "malformed ExportTraceServiceRequest (protobuf)");
 	}
@@ -302,8 +300,8 @@ static void json_attrs(const json_t *arr, struct res_info *r, bool resource)
 	}
 }
 
-static int json_hex_id(const json_t *v, uint8_t *out, size_t n, const char *path,
-		       const char *key, struct pf_error *err)
+static int json_hex_id(const json_t *v, uint8_t *out, size_t n, const char *path, const char *key,
+		       struct pf_error *err)
 {
 	char p[PATH_LEN + 32];
 	snprintf(p, sizeof(p), "%s.%s", path, key);
@@ -353,8 +351,8 @@ static int json_span_read(const json_t *js, const struct res_info *res, const ch
 	int rc;
 	if ((rc = json_hex_id(json_object_get(js, "traceId"), tmp.trace_id, 16, path, "traceId",
 			      err)) < 0 ||
-	    (rc = json_hex_id(json_object_get(js, "spanId"), tmp.span_id, 8, path, "spanId",
-			      err)) < 0)
+	    (rc = json_hex_id(json_object_get(js, "spanId"), tmp.span_id, 8, path, "spanId", err)) <
+		0)
 		return rc;
 	static const char *const tkeys[2] = {"startTimeUnixNano", "endTimeUnixNano"};
 	uint64_t *tv[2] = {&tmp.start_unix_ns, &tmp.end_unix_ns};
@@ -416,7 +414,8 @@ static int decode_json(const uint8_t *data, size_t len, struct out_spans *o, str
 	int rc = 0;
 	const json_t *rss;
 	if (!json_is_object(root)) {
-		rc = pf_error_set(err, -EBADMSG, "", "must be a JSON object (ExportTraceServiceRequest)");
+		rc = pf_error_set(err, -EBADMSG, "",
+				  "must be a JSON object (ExportTraceServiceRequest)");
 		goto out;
 	}
 	if ((rc = json_list(root, "resourceSpans", "", &rss, err)) < 0 || !rss)
@@ -540,14 +539,18 @@ int pf_otlp_traces_response(int64_t rejected, const char *message, bool json, st
 		free(text);
 		return rc;
 	}
-	pb_response resp = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_RESPONSE__INIT;
-	pb_partial ps = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_PARTIAL_SUCCESS__INIT;
+	pb_response resp =
+	    OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_RESPONSE__INIT;
+	pb_partial ps =
+	    OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_PARTIAL_SUCCESS__INIT;
 	if (partial) {
 		ps.rejected_spans = rejected > 0 ? rejected : 0;
 		ps.error_message = (char *)(message ? message : "");
 		resp.partial_success = &ps;
 	}
-	size_t n = opentelemetry__proto__collector__trace__v1__export_trace_service_response__get_packed_size(&resp);
+	size_t n =
+	    opentelemetry__proto__collector__trace__v1__export_trace_service_response__get_packed_size(
+		&resp);
 	int rc = pf_buf_reserve(out, n);
 	if (rc < 0)
 		return rc;
@@ -622,10 +625,10 @@ static int encode_json(const struct pf_span *spans, size_t n, struct pf_buf *out
 			json_array_append_new(rattrs, json_kv_int("process.pid", s->pid));
 		if (s->tid)
 			json_array_append_new(sattrs, json_kv_int("thread.id", s->tid));
-		json_t *span = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:{s:i}}", "traceId", tid,
-					 "spanId", sid, "name", s->name, "startTimeUnixNano", t0,
-					 "endTimeUnixNano", t1, "attributes", sattrs, "status", "code",
-					 s->status);
+		json_t *span =
+		    json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:{s:i}}", "traceId", tid, "spanId", sid,
+			      "name", s->name, "startTimeUnixNano", t0, "endTimeUnixNano", t1,
+			      "attributes", sattrs, "status", "code", s->status);
 		json_t *rs = span ? json_pack("{s:{s:o},s:[{s:[o]}]}", "resource", "attributes",
 					      rattrs, "scopeSpans", "spans", span)
 				  : NULL;
@@ -680,7 +683,8 @@ static void pb_kv_set(pb_kv *kv, pb_any *av, const char *k, const char *str, int
 
 static int encode_pb(const struct pf_span *spans, size_t n, struct pf_buf *out)
 {
-	pb_request req = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
+	pb_request req =
+	    OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
 	struct pb_enc_span *e = calloc(n ? n : 1, sizeof(*e));
 	pb_rs **rsv = calloc(n ? n : 1, sizeof(*rsv));
 	int rc = 0;
@@ -739,7 +743,8 @@ static int encode_pb(const struct pf_span *spans, size_t n, struct pf_buf *out)
 	req.n_resource_spans = n;
 	req.resource_spans = rsv;
 	size_t len =
-	    opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(&req);
+	    opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(
+		&req);
 	if ((rc = pf_buf_reserve(out, len)) < 0)
 		goto out;
 	opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(

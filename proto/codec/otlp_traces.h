@@ -41,7 +41,7 @@ struct pf_span {
 	uint8_t trace_id[16];
 	uint8_t span_id[8];
 	uint64_t start_unix_ns, end_unix_ns;
-	int status; /* enum pf_span_status; unknown codes are kept as sent */
+	int status;   /* enum pf_span_status; unknown codes are kept as sent */
 	uint32_t pid; /* resource process.pid, 0 when absent or not 1..2^31-1 */
 	uint32_t tid; /* thread.id (span, else resource), 0 when absent or out of range */
 	char name[PF_SPAN_NAME_LEN]; /* truncated */

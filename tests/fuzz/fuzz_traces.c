@@ -59,8 +59,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct pf_buf b;
 	pf_buf_init(&b, (size_t)16 << 20);
 	FUZZ_CHECK(pf_otlp_traces_encode(s, n, o.json, &b) == 0, "re-encode of %zu spans", n);
-	struct pf_otlp_traces_opts o2 = {.json = o.json, .max_bytes = b.len + 1,
-					 .max_spans = MAX_SPANS};
+	struct pf_otlp_traces_opts o2 = {
+	    .json = o.json, .max_bytes = b.len + 1, .max_spans = MAX_SPANS};
 	struct pf_span *back = NULL;
 	size_t n2 = 0;
 	struct pf_error err2 = {0};
@@ -69,11 +69,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < n; i++) {
 		struct pf_span a = s[i], c = back[i];
 		a.service_name_long = c.service_name_long = false;
-		FUZZ_CHECK(!memcmp(a.trace_id, c.trace_id, 16) && !memcmp(a.span_id, c.span_id, 8) &&
-			       a.start_unix_ns == c.start_unix_ns && a.end_unix_ns == c.end_unix_ns &&
-			       a.status == c.status && a.pid == c.pid && a.tid == c.tid &&
-			       !strcmp(a.name, c.name) && !strcmp(a.service_name, c.service_name),
-			   "span %zu differs after a round trip", i);
+		FUZZ_CHECK(
+		    !memcmp(a.trace_id, c.trace_id, 16) && !memcmp(a.span_id, c.span_id, 8) &&
+			a.start_unix_ns == c.start_unix_ns && a.end_unix_ns == c.end_unix_ns &&
+			a.status == c.status && a.pid == c.pid && a.tid == c.tid &&
+			!strcmp(a.name, c.name) && !strcmp(a.service_name, c.service_name),
+		    "span %zu differs after a round trip", i);
 	}
 	pf_buf_reset(&b);
 	FUZZ_CHECK(pf_otlp_traces_response((int64_t)n, "x", true, &b) == 0, "json response");

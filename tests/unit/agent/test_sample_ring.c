@@ -67,7 +67,10 @@ static void test_cut(void **state)
 	/* pid 10 threads 11 and 12, pid 20; one sample every 10 ms for 1 s */
 	for (unsigned i = 0; i < 100; i++) {
 		struct pf_agg_sample s = mk(T0 + i * 10000000ull, i % 3 == 2 ? 20 : 10,
-					    i % 3 == 0 ? 11 : i % 3 == 1 ? 12 : 21, i % 5, 8 + i % 5);
+					    i % 3 == 0	 ? 11
+					    : i % 3 == 1 ? 12
+							 : 21,
+					    i % 5, 8 + i % 5);
 		/* a frequency change at 150 ms: each sample keeps its own */
 		assert_int_equal(pf_sample_ring_add(r, &s, i < 15 ? 99 : 199), 0);
 	}
@@ -198,8 +201,8 @@ static void test_random_vs_list(void **state)
 		all[i].pid = 100 + (uint32_t)(rand() % 5);
 		all[i].tid = all[i].pid * 10 + (uint32_t)(rand() % 3);
 		all[i].stack = (uint32_t)(rand() % 300);
-		struct pf_agg_sample s = mk(ts, all[i].pid, all[i].tid, all[i].stack,
-					    3 + all[i].stack % 40);
+		struct pf_agg_sample s =
+		    mk(ts, all[i].pid, all[i].tid, all[i].stack, 3 + all[i].stack % 40);
 		assert_int_equal(pf_sample_ring_add(r, &s, 99), 0);
 		newest = ts > newest ? ts : newest;
 	}
@@ -271,10 +274,8 @@ static void test_pids(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_cut),
-	    cmocka_unit_test(test_lookback),
-	    cmocka_unit_test(test_memory_bound),
-	    cmocka_unit_test(test_random_vs_list),
+	    cmocka_unit_test(test_cut),		 cmocka_unit_test(test_lookback),
+	    cmocka_unit_test(test_memory_bound), cmocka_unit_test(test_random_vs_list),
 	    cmocka_unit_test(test_pids),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

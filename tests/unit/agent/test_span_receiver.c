@@ -81,16 +81,16 @@ static void test_verdicts(void **state)
 	struct agent_span_receiver *r = agent_span_receiver_new(NULL, false, &rules, &h, NULL);
 	assert_non_null(r);
 	struct pf_span in[] = {
-	    span(100, NOW - 2000 * MS, 600, 0),		/* slow: job */
-	    span(100, NOW - 2000 * MS, 499, 0),		/* fast, OK: nothing */
-	    span(101, NOW - 2000 * MS, 10, 2),		/* error: job */
-	    span(0, NOW - 1000 * MS, 900, 0),		/* by service.name below: job (pid 200) */
-	    span(7, NOW - 1000 * MS, 900, 0),		/* unknown process */
-	    span(100, NOW - 61000 * MS, 900, 0),	/* started before the lookback */
-	    span(100, NOW + 1000 * MS, 5000, 0),	/* ends 6 s in the future */
-	    span(100, NOW - 1000 * MS, 700, 2),		/* slow wins over error: job */
-	    span(100, NOW - 1000 * MS, 700, 0),		/* 4th slow this minute: over 3 */
-	    span(101, NOW - 1000 * MS, 10, 2),		/* 2nd error this minute: over 1 */
+	    span(100, NOW - 2000 * MS, 600, 0),	 /* slow: job */
+	    span(100, NOW - 2000 * MS, 499, 0),	 /* fast, OK: nothing */
+	    span(101, NOW - 2000 * MS, 10, 2),	 /* error: job */
+	    span(0, NOW - 1000 * MS, 900, 0),	 /* by service.name below: job (pid 200) */
+	    span(7, NOW - 1000 * MS, 900, 0),	 /* unknown process */
+	    span(100, NOW - 61000 * MS, 900, 0), /* started before the lookback */
+	    span(100, NOW + 1000 * MS, 5000, 0), /* ends 6 s in the future */
+	    span(100, NOW - 1000 * MS, 700, 2),	 /* slow wins over error: job */
+	    span(100, NOW - 1000 * MS, 700, 0),	 /* 4th slow this minute: over 3 */
+	    span(101, NOW - 1000 * MS, 10, 2),	 /* 2nd error this minute: over 1 */
 	};
 	snprintf(in[3].service_name, sizeof(in[3].service_name), "cart");
 	struct pf_buf msg;
@@ -166,8 +166,8 @@ static int http(int port, const char *head_extra, const void *body, size_t len, 
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
 	char head[1024];
-	int n = snprintf(head, sizeof(head), "%s\r\nHost: x\r\nConnection: close\r\n\r\n",
-			 head_extra);
+	int n =
+	    snprintf(head, sizeof(head), "%s\r\nHost: x\r\nConnection: close\r\n\r\n", head_extra);
 	assert_int_equal(write(fd, head, (size_t)n), n);
 	if (len)
 		assert_int_equal(write(fd, body, len), (ssize_t)len);
@@ -194,8 +194,8 @@ static void test_http(void **state)
 	struct fake_dp dp = {.cap = 8};
 	struct agent_span_hooks h = {.resolve = fake_resolve, .submit = fake_submit, .ctx = &dp};
 	struct pf_error err = {0};
-	struct agent_span_receiver *r = agent_span_receiver_new("127.0.0.1:0", true, &rules, &h,
-								&err);
+	struct agent_span_receiver *r =
+	    agent_span_receiver_new("127.0.0.1:0", true, &rules, &h, &err);
 	if (!r)
 		fprintf(stderr, "%s\n", err.msg);
 	assert_non_null(r);
@@ -208,7 +208,8 @@ static void test_http(void **state)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	struct pf_span in[2] = {span(100, now - 1000 * MS, 800, 0), span(9, now - 1000 * MS, 800, 0)};
+	struct pf_span in[2] = {span(100, now - 1000 * MS, 800, 0),
+				span(9, now - 1000 * MS, 800, 0)};
 	struct pf_buf b;
 	pf_buf_init(&b, 1 << 20);
 	assert_int_equal(pf_otlp_traces_encode(in, 2, true, &b), 0);

@@ -100,8 +100,7 @@ static int decode_text(const char *text, struct pf_span **out, size_t *n, struct
 	return pf_otlp_traces_decode((const uint8_t *)text, strlen(text), &o, out, n, err);
 }
 
-#define SPAN_OK                                                                                    \
-	"\"traceId\":\"5B8EFFF798038103D269B633813FC60C\",\"spanId\":\"EEE19B7EC3C1B174\""
+#define SPAN_OK "\"traceId\":\"5B8EFFF798038103D269B633813FC60C\",\"spanId\":\"EEE19B7EC3C1B174\""
 
 static void test_json_variants(void **state)
 {
@@ -174,18 +173,22 @@ static void expect_bad(const char *text, int code, const char *path, const char 
 static void test_json_refusals(void **state)
 {
 	(void)state;
-	expect_bad(ONE("{\"traceId\":\"5b8efff798038103d269b633813fc60\",\"spanId\":"
-		       "\"eee19b7ec3c1b174\",\"startTimeUnixNano\":\"1\",\"endTimeUnixNano\":\"2\"}"),
-		   -EBADMSG, P1 ".traceId", "must be 32 hex digits");
-	expect_bad(ONE("{\"traceId\":\"5b8efff798038103d269b633813fc60x\",\"spanId\":"
-		       "\"eee19b7ec3c1b174\",\"startTimeUnixNano\":\"1\",\"endTimeUnixNano\":\"2\"}"),
-		   -EBADMSG, P1 ".traceId", "got \"5b8efff798038103d269b633813fc60x\"");
-	expect_bad(ONE("{\"traceId\":\"5b8efff798038103d269b633813fc60c\",\"spanId\":"
-		       "\"eee19b7ec3c1b17\",\"startTimeUnixNano\":\"1\",\"endTimeUnixNano\":\"2\"}"),
-		   -EBADMSG, P1 ".spanId", "must be 16 hex digits");
-	expect_bad(ONE("{\"traceId\":\"00000000000000000000000000000000\",\"spanId\":"
-		       "\"eee19b7ec3c1b174\",\"startTimeUnixNano\":\"1\",\"endTimeUnixNano\":\"2\"}"),
-		   -EBADMSG, P1 ".traceId", "must not be all zero");
+	expect_bad(
+	    ONE("{\"traceId\":\"5b8efff798038103d269b633813fc60\",\"spanId\":"
+		"\"eee19b7ec3c1b174\",\"startTimeUnixNano\":\"1\",\"endTimeUnixNano\":\"2\"}"),
+	    -EBADMSG, P1 ".traceId", "must be 32 hex digits");
+	expect_bad(
+	    ONE("{\"traceId\":\"5b8efff798038103d269b633813fc60x\",\"spanId\":"
+		"\"eee19b7ec3c1b174\",\"startTimeUnixNano\":\"1\",\"endTimeUnixNano\":\"2\"}"),
+	    -EBADMSG, P1 ".traceId", "got \"5b8efff798038103d269b633813fc60x\"");
+	expect_bad(
+	    ONE("{\"traceId\":\"5b8efff798038103d269b633813fc60c\",\"spanId\":"
+		"\"eee19b7ec3c1b17\",\"startTimeUnixNano\":\"1\",\"endTimeUnixNano\":\"2\"}"),
+	    -EBADMSG, P1 ".spanId", "must be 16 hex digits");
+	expect_bad(
+	    ONE("{\"traceId\":\"00000000000000000000000000000000\",\"spanId\":"
+		"\"eee19b7ec3c1b174\",\"startTimeUnixNano\":\"1\",\"endTimeUnixNano\":\"2\"}"),
+	    -EBADMSG, P1 ".traceId", "must not be all zero");
 	expect_bad(ONE("{" SPAN_OK ",\"startTimeUnixNano\":\"3\",\"endTimeUnixNano\":\"2\"}"),
 		   -EBADMSG, P1 ".endTimeUnixNano", "before startTimeUnixNano (2 < 3)");
 	expect_bad(ONE("{" SPAN_OK ",\"endTimeUnixNano\":\"2\"}"), -EBADMSG,
@@ -310,8 +313,9 @@ static void test_response(void **state)
 	assert_string_equal(pf_buf_str(&b), "{}");
 	pf_buf_reset(&b);
 	assert_int_equal(pf_otlp_traces_response(2, "pid 9 is not profiled \"x\"", true, &b), 0);
-	assert_string_equal(pf_buf_str(&b), "{\"partialSuccess\":{\"rejectedSpans\":\"2\","
-					    "\"errorMessage\":\"pid 9 is not profiled \\\"x\\\"\"}}");
+	assert_string_equal(pf_buf_str(&b),
+			    "{\"partialSuccess\":{\"rejectedSpans\":\"2\","
+			    "\"errorMessage\":\"pid 9 is not profiled \\\"x\\\"\"}}");
 	pf_buf_reset(&b);
 	assert_int_equal(pf_otlp_traces_response(0, NULL, false, &b), 0);
 	assert_int_equal(b.len, 0); /* the empty message */
