@@ -15,7 +15,8 @@ const struct ctl_opt ctl_global_opts[] = {
     {"server", 0, CTL_OPT_STR, "URL", "controller base URL (env PROFLEET_SERVER)"},
     {"token", 0, CTL_OPT_STR, "TOKEN", "API bearer token (env PROFLEET_TOKEN)"},
     {"token-file", 0, CTL_OPT_STR, "FILE", "read the token from the first line of FILE"},
-    {"config", 0, CTL_OPT_STR, "FILE", "config file (default ~/.config/profleet/ctl.yaml)"},
+    {"config", 0, CTL_OPT_STR, "FILE",
+     "config file (env PROFLEET_CONFIG; default ~/.config/profleet/ctl.yaml)"},
     {"ca-file", 0, CTL_OPT_STR, "FILE", "PEM CA bundle to verify an https:// server"},
     {"insecure-skip-verify", 0, CTL_OPT_FLAG, NULL, "do not verify the server's certificate"},
     {"output", 0, CTL_OPT_STR, "table|json", "human tables (default) or the API's JSON"},
@@ -248,7 +249,9 @@ void ctl_print_help(FILE *f, const struct ctl_cmd *cmd)
 		fprintf(
 		    f,
 		    "\nServer and token: flags, else PROFLEET_SERVER / PROFLEET_TOKEN, else the "
-		    "config file\n(keys server, token, ca_file, insecure_skip_verify; mode 0600 "
+		    "config file\n(--config FILE or PROFLEET_CONFIG; for assign, --config names "
+		    "the profiling "
+		    "config;\nkeys server, token, ca_file, insecure_skip_verify; mode 0600 "
 		    "when it holds a token),\nelse http://127.0.0.1:4320.\n\n%s"
 		    "\n`profleetctl COMMAND --help` shows a command's options.\n",
 		    exit_help);
@@ -447,6 +450,14 @@ int ctl_since_from_ms(struct ctl_ctx *c, char *buf, size_t n)
 	return 0;
 }
 
+static bool cmd_has_opt(const struct ctl_cmd *cmd, const char *name)
+{
+	for (const struct ctl_opt *o = cmd->opts; o->name; o++)
+		if (strcmp(o->name, name) == 0)
+			return true;
+	return false;
+}
+
 static volatile sig_atomic_t interrupted;
 
 static void on_sigint(int sig)
@@ -488,7 +499,10 @@ static int run(int argc, char **argv, struct pf_error *err)
 		    .server = ctl_args_str(&a, "server"),
 		    .token = ctl_args_str(&a, "token"),
 		    .token_file = ctl_args_str(&a, "token-file"),
-		    .config_file = ctl_args_str(&a, "config"),
+		    /* assign's own --config names a profiling config, not this file */
+		    .config_file = (!cmd_has_opt(cmd, "config") && ctl_args_str(&a, "config"))
+				       ? ctl_args_str(&a, "config")
+				       : getenv("PROFLEET_CONFIG"),
 		    .ca_file = ctl_args_str(&a, "ca-file"),
 		    .insecure = ctl_args_flag(&a, "insecure-skip-verify"),
 		    .env_server = getenv("PROFLEET_SERVER"),
