@@ -75,7 +75,9 @@ static int print_capture(struct ctl_ctx *c, const json_t *cap)
 		ctl_table_cell(t, "%s", ctl_jstr(ag, "state"));
 		ctl_table_cell(t, "%" PRId64, ctl_jint(ag, "samples"));
 		ctl_table_cell(t, "%zu", json_array_size(json_object_get(ag, "profile_ids")));
-		ctl_table_cell(t, "%s", ctl_jstr(ag, "error"));
+		ctl_table_cell(t, "%s",
+			       *ctl_jstr(ag, "error") ? ctl_jstr(ag, "error")
+						      : ctl_jstr(ag, "error_code"));
 	}
 	int st = ctl_table_done(c, t);
 	if (st != CTL_EXIT_OK)
@@ -321,8 +323,8 @@ int ctl_cmd_captures(struct ctl_ctx *c)
 		return st;
 	if (id)
 		return print_capture(c, r);
-	_cleanup_(ctl_table_freep) struct ctl_table *t = ctl_table_new((const char *const[]){
-	    "ID", "STATE", "CREATED", "AGENTS", "DURATION", "PROFILES", "NOTE", NULL});
+	_cleanup_(ctl_table_freep) struct ctl_table *t = ctl_table_new(
+	    (const char *const[]){"ID", "STATE", "CREATED", "AGENTS", "DURATION", "NOTE", NULL});
 	json_t *cap;
 	size_t i;
 	json_array_foreach(json_object_get(r, "captures"), i, cap)
@@ -335,9 +337,8 @@ int ctl_cmd_captures(struct ctl_ctx *c)
 		ctl_table_cell(t, "%s", ctl_jstr(cap, "id"));
 		ctl_table_cell(t, "%s", ctl_jstr(cap, "state"));
 		ctl_table_cell(t, "%s", created);
-		ctl_table_cell(t, "%zu", json_array_size(json_object_get(cap, "agents")));
+		ctl_table_cell(t, "%" PRId64, ctl_jint(cap, "agents_matched"));
 		ctl_table_cell(t, "%" PRId64 "s", ctl_jint(req, "duration_seconds"));
-		ctl_table_cell(t, "%zu", count_profiles(cap));
 		ctl_table_cell(t, "%s", ctl_jstr(req, "note"));
 	}
 	return ctl_table_done(c, t);

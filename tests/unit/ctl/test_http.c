@@ -1,11 +1,10 @@
 /* test_http.c — ctl/http.h: query and path encoding, API errors turned into messages, and
- * real exchanges over loopback with libcurl against a one-shot server thread in this test:
+ * real exchanges over loopback with libcurl against a scripted server (tests/lib/http_stub):
  * the request line, the bearer token, the body, non-2xx JSON errors, a non-JSON answer, the
  * body cap, a refused connection naming the URL, a timeout, and an abort flag. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,6 +20,7 @@
 #include <curl/curl.h>
 
 #include "http.h"
+#include "http_stub.h"
 
 static void test_query(void **state)
 {
@@ -84,99 +84,6 @@ static void test_bad_server(void **state)
 	ctl_http_free(h);
 }
 
-/* A one-shot HTTP server on 127.0.0.1: accepts one connection, reads the request head and
- * body (Content-Length), answers `reply` (NULL: never answers, holds the connection until
- * the client goes away). */
-struct server {
-	int lfd, port;
-	const char *reply;
-	char request[8192];
-	size_t req_len;
-	pthread_t thr;
-};
-
-static void *serve(void *arg)
-{
-	struct server *s = arg;
-	int fd = accept(s->lfd, NULL, NULL);
-	if (fd < 0)
-		return NULL;
-	size_t want = 0;
-	/* bounded by the buffer: every round adds at least one byte or ends */
-	while (s->req_len < sizeof(s->request) - 1) {
-		ssize_t n =
-		    recv(fd, s->request + s->req_len, sizeof(s->request) - 1 - s->req_len, 0);
-		if (n <= 0)
-			break;
-		s->req_len += (size_t)n;
-		s->request[s->req_len] = '\0';
-		char *end = strstr(s->request, "\r\n\r\n");
-		if (end && !want) {
-			char *cl = strcasestr(s->request, "Content-Length:");
-			want =
-			    (size_t)(end + 4 - s->request) + (cl ? strtoul(cl + 15, NULL, 10) : 0);
-		}
-		if (want && s->req_len >= want)
-			break;
-	}
-	if (s->reply) {
-		size_t off = 0, n = strlen(s->reply);
-		while (off < n) {
-			ssize_t w = send(fd, s->reply + off, n - off, MSG_NOSIGNAL);
-			if (w <= 0)
-				break;
-			off += (size_t)w;
-		}
-	} else {
-		char c;
-		while (recv(fd, &c, 1, 0) > 0)
-			;
-	}
-	close(fd);
-	return NULL;
-}
-
-static void server_start(struct server *s, const char *reply)
-{
-	memset(s, 0, sizeof(*s));
-	s->reply = reply;
-	s->lfd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	assert_int_equal(bind(s->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(listen(s->lfd, 4), 0);
-	socklen_t al = sizeof(a);
-	getsockname(s->lfd, (struct sockaddr *)&a, &al);
-	s->port = ntohs(a.sin_port);
-	assert_int_equal(pthread_create(&s->thr, NULL, serve, s), 0);
-}
-
-static void server_join(struct server *s)
-{
-	pthread_join(s->thr, NULL);
-	close(s->lfd);
-}
-
-/* An HTTP/1.1 answer with a correct Content-Length. */
-static const char *reply(char *buf, size_t n, const char *status, const char *body)
-{
-	snprintf(buf, n,
-		 "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-		 "Connection: close\r\n\r\n%s",
-		 status, strlen(body), body);
-	return buf;
-}
-
-/* Unblocks a server thread still waiting in accept(). */
-static void poke(int port)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_port = htons((uint16_t)port),
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	connect(fd, (struct sockaddr *)&a, sizeof(a));
-	close(fd);
-}
-
 static struct ctl_http *client(int port, const char *token, long timeout_ms)
 {
 	char url[64];
@@ -189,49 +96,49 @@ static struct ctl_http *client(int port, const char *token, long timeout_ms)
 
 static void test_json_exchange(void **state)
 {
-	struct server s;
-	char rb[512];
-	server_start(&s, reply(rb, sizeof(rb), "201 Created", "{\"name\":\"a\",\"version\":2}"));
+	struct http_stub s = {0};
+	char *ans = http_stub_json("201 Created", "{\"name\":\"a\",\"version\":2}");
+	assert_int_equal(http_stub_start(&s, (const char *const[]){ans}, 1, false), 0);
 	struct ctl_http *h = client(s.port, "tok-123", 0);
 	json_t *body = json_pack("{s:s}", "selector", "env=prod"), *out = NULL;
 	struct pf_error err = {0};
 	assert_int_equal(ctl_http_json(h, "PUT", "/api/v1/assignments/a", body, &out, &err), 0);
-	server_join(&s);
+	ctl_http_free(h);
+	http_stub_stop(&s);
 	assert_int_equal(json_integer_value(json_object_get(out, "version")), 2);
-	assert_non_null(strstr(s.request, "PUT /api/v1/assignments/a HTTP/1.1\r\n"));
-	assert_non_null(strstr(s.request, "\r\nAuthorization: Bearer tok-123\r\n"));
-	assert_non_null(strstr(s.request, "\r\nContent-Type: application/json\r\n"));
-	assert_non_null(strstr(s.request, "\r\n\r\n{\"selector\":\"env=prod\"}"));
-	assert_null(strstr(s.request, "Expect:"));
+	const char *req = s.requests[0];
+	assert_non_null(strstr(req, "PUT /api/v1/assignments/a HTTP/1.1\r\n"));
+	assert_non_null(strstr(req, "\r\nAuthorization: Bearer tok-123\r\n"));
+	assert_non_null(strstr(req, "\r\nContent-Type: application/json\r\n"));
+	assert_non_null(strstr(req, "\r\n\r\n{\"selector\":\"env=prod\"}"));
+	assert_null(strstr(req, "Expect:"));
 	json_decref(body);
 	json_decref(out);
-	ctl_http_free(h);
+	free(ans);
 }
 
 static void test_api_error_and_not_json(void **state)
 {
-	struct server s;
-	char rb[512];
-	server_start(&s, reply(rb, sizeof(rb), "404 Not Found",
-			       "{\"error\":{\"code\":\"not_found\",\"message\":\"no route for "
-			       "/api/v1/captures\"}}"));
+	struct http_stub s = {0};
+	char *ans[] = {
+	    http_stub_json("404 Not Found", "{\"error\":{\"code\":\"not_found\",\"message\":\"no "
+					    "route for /api/v1/captures\"}}"),
+	    "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+	};
+	assert_int_equal(http_stub_start(&s, (const char *const *)ans, 2, false), 0);
 	struct ctl_http *h = client(s.port, NULL, 0);
 	json_t *out = NULL;
 	struct pf_error err = {0};
 	assert_int_equal(ctl_http_json(h, "GET", "/api/v1/captures", NULL, &out, &err), -ENOENT);
-	server_join(&s);
 	assert_null(out);
 	assert_string_equal(err.msg, "no route for /api/v1/captures (HTTP 404 not_found)");
-	assert_null(strstr(s.request, "Authorization")); /* no token, no header */
-	ctl_http_free(h);
-
-	server_start(&s, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
-	h = client(s.port, NULL, 0);
 	pf_error_clear(&err);
 	assert_int_equal(ctl_http_json(h, "GET", "/x", NULL, &out, &err), -EPROTO);
-	server_join(&s);
 	assert_non_null(strstr(err.msg, "/x: the answer is not JSON"));
 	ctl_http_free(h);
+	http_stub_stop(&s);
+	assert_null(strstr(s.requests[0], "Authorization")); /* no token, no header */
+	free(ans[0]);
 }
 
 static void test_refused_timeout_abort(void **state)
@@ -254,17 +161,17 @@ static void test_refused_timeout_abort(void **state)
 	assert_memory_equal(err.msg, want, strlen(want));
 	ctl_http_free(h);
 
-	struct server s;
-	server_start(&s, NULL); /* never answers */
+	struct http_stub s = {0};
+	assert_int_equal(http_stub_start(&s, (const char *const[]){NULL}, 1, false), 0);
 	h = client(s.port, NULL, 300);
 	pf_error_clear(&err);
 	assert_int_equal(ctl_http_request(h, "GET", "/slow", NULL, NULL, 0, &r, &err), -ETIMEDOUT);
 	assert_non_null(strstr(err.msg, "GET http://127.0.0.1:"));
 	assert_non_null(strstr(err.msg, "/slow timed out"));
-	ctl_http_free(h); /* closes the connection: the server thread ends */
-	server_join(&s);
+	ctl_http_free(h); /* closes the connection: the stub goes on */
+	http_stub_stop(&s);
 
-	server_start(&s, NULL);
+	assert_int_equal(http_stub_start(&s, (const char *const[]){NULL}, 1, false), 0);
 	h = client(s.port, NULL, 0);
 	volatile sig_atomic_t flag = 1;
 	ctl_http_set_abort(h, &flag);
@@ -272,8 +179,7 @@ static void test_refused_timeout_abort(void **state)
 	assert_int_equal(ctl_http_request(h, "GET", "/a", NULL, NULL, 0, &r, &err), -EINTR);
 	assert_non_null(strstr(err.msg, "interrupted"));
 	ctl_http_free(h);
-	poke(s.port); /* the abort may have come before the connection */
-	server_join(&s);
+	http_stub_stop(&s);
 }
 
 static int setup(void **state)
