@@ -192,13 +192,13 @@ int ctl_http_request(struct ctl_http *h, const char *method, const char *path, c
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(c, CURLOPT_HTTPGET, 1L); /* resets the method and any body */
-	if (strcmp(method, "GET") != 0) {
+	/* POST and PUT always carry a Content-Length (the API answers 411 otherwise); DELETE and
+	 * GET carry no body unless given one */
+	if (body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? len : 0));
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? body : "");
-		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	} else {
-		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, NULL);
 	}
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, strcmp(method, "GET") ? method : NULL);
 	CURLcode rc = curl_easy_perform(c);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
 	curl_slist_free_all(hdrs);

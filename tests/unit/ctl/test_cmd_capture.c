@@ -220,6 +220,7 @@ static void test_interrupt_cancels(void **state)
 	assert_int_equal(r.status, CTL_EXIT_INTERRUPTED);
 	assert_int_equal(s.n_requests, 4);
 	assert_non_null(strstr(s.requests[3], "DELETE /api/v1/captures/c1 HTTP/1.1\r\n"));
+	assert_null(strstr(s.requests[3], "Content-Type")); /* no body */
 	assert_string_equal(r.error.msg, "interrupted: capture c1 cancelled");
 	run_free(&r);
 	for (size_t k = 0; k < 4; k++)
