@@ -371,7 +371,6 @@ static int cmd_completion(struct ctl_ctx *c)
 
 int ctl_fail(struct ctl_ctx *c, int rc)
 {
-	(void)c;
 	return rc == -EINTR && c->interrupted && *c->interrupted ? CTL_EXIT_INTERRUPTED
 								 : CTL_EXIT_ERROR;
 }

@@ -81,8 +81,9 @@ int ctl_cmd_profiles(struct ctl_ctx *c);
 int ctl_cmd_pprof(struct ctl_ctx *c);
 int ctl_cmd_top(struct ctl_ctx *c);
 
-/* Shared by the handlers: a failed call's exit status (usage for -EINVAL/-ERANGE from local
- * parsing is the caller's choice) and the --since option as a "from" query value in Unix ms. */
+/* Shared by the handlers. ctl_fail: the exit status of a failed request (130 when Ctrl-C
+ * aborted it, else 1). ctl_since_from_ms: --since D as the "from" query value (Unix ms of now
+ * minus D) in buf, "" without --since; -EINVAL with c->error for a bad duration. */
 int ctl_fail(struct ctl_ctx *c, int rc);
 int ctl_since_from_ms(struct ctl_ctx *c, char *buf, size_t n);
 /* ctl_http_json on a path built in a pf_buf; an exit status (CTL_EXIT_OK or the failure's). */

@@ -12,6 +12,7 @@ against the agent and follow it with --wait.
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import time
 import unittest
@@ -32,7 +33,6 @@ INVALID = """profiling:
 
 
 def have_protoc():
-    import shutil
     return shutil.which("protoc") and os.path.isdir(
         os.path.join(pfharness.SHARED_DIR, "reference", "proto"))
 
@@ -42,9 +42,12 @@ class CtlCase(IntegrationCase):
         super().setUp()
         if not CTL_BIN or not os.access(CTL_BIN, os.X_OK):
             self.fail("PF_CTL_BIN is not set to the profleetctl binary (run through ctest)")
-        self.c = self.controller()
+        self.c = self.start_controller()
         # no ambient config: HOME points into the test dir
         self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.workdir}
+
+    def start_controller(self):
+        return self.controller()
 
     def ctl(self, *args, env=None, stdin=None, server=True, token=True, timeout=60):
         """Runs profleetctl; returns (exit status, stdout, stderr)."""
@@ -325,6 +328,44 @@ class Access(CtlCase):
         self.assertIn("--duration", complete("profleetctl", "capture", "--d"))
         self.assertEqual(complete("profleetctl", "agents", "--output", ""), ["json", "table"])
         self.assertEqual(complete("profleetctl", "top", "--se"), ["--server", "--service"])
+
+
+@unittest.skipUnless(shutil.which("openssl"), "no openssl command")
+class TLS(CtlCase):
+    """The controller on https:// with a certificate of a test CA made here."""
+
+    def start_controller(self):
+        from test_export_tls import make_ca, make_server_cert
+        make_ca(self.workdir, "ca")
+        cert, key = make_server_cert(self.workdir, "server", "ca", "IP:127.0.0.1")
+        self.ca = os.path.join(self.workdir, "ca.pem")
+        return self.controller(extra=["--tls-cert", cert, "--tls-key", key], tls_ca=self.ca)
+
+    def test_ca_file_and_insecure(self):
+        self.assertTrue(self.c.base.startswith("https://"))
+        url = self.c.base + "/api/v1/agents"
+        rc, out, err = self.ctl("agents", "--output", "json", "--ca-file", self.ca)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["agents"], [])
+        # the system's CAs do not know the test CA
+        rc, out, err = self.ctl("agents")
+        self.assertEqual(rc, 1)
+        self.assertIn("profleetctl: TLS with %s failed: " % url, err)
+        rc, out, err = self.ctl("agents", "--insecure-skip-verify")
+        self.assertEqual(rc, 0, err)
+        # ca_file and insecure_skip_verify from the config file
+        cfg = self.write("ctl.yaml", "server: %s\nca_file: %s\n" % (self.c.base, self.ca),
+                         0o644)
+        rc, out, err = self.ctl("agents", "--config", cfg, server=False)
+        self.assertEqual(rc, 0, err)
+        cfg = self.write("ctl2.yaml", "server: %s\ninsecure_skip_verify: true\n" % self.c.base)
+        rc, out, err = self.ctl("agents", "--config", cfg, server=False)
+        self.assertEqual(rc, 0, err)
+        # plain http to the TLS listener: no HTTP answer, the URL is named
+        rc, out, err = self.ctl("agents", "--server", self.c.base.replace("https", "http"),
+                                server=False)
+        self.assertEqual(rc, 1)
+        self.assertIn(self.c.base.replace("https", "http") + "/api/v1/agents", err)
 
 
 class Captures(CtlCase):
