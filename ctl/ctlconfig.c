@@ -206,7 +206,8 @@ int ctl_config_read_file(const char *path, struct ctl_config *out, struct pf_err
 	if (rc < 0)
 		return rc;
 	rc = parse_yaml(path, &text, out, err);
-	explicit_bzero(text.data, text.len);
+	if (text.data)
+		explicit_bzero(text.data, text.len);
 	pf_buf_release(&text);
 	if (rc < 0)
 		return rc;
@@ -235,7 +236,8 @@ int ctl_config_read_token_file(const char *path, char **out, struct pf_error *er
 		rc = pf_error_set(err, -EINVAL, "", "%s: no token in the file", path);
 	else if (!(*out = strndup(s + b, e - b)))
 		rc = pf_error_set(err, -ENOMEM, "", "out of memory");
-	explicit_bzero(text.data, text.len);
+	if (text.data)
+		explicit_bzero(text.data, text.len);
 	pf_buf_release(&text);
 	return rc;
 }
