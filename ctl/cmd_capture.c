@@ -316,7 +316,9 @@ int ctl_cmd_captures(struct ctl_ctx *c)
 	int st = capture_path(c, &p, id);
 	if (st != CTL_EXIT_OK)
 		return st;
-	if (!id && (ctl_query_opt(c, &p, "state", "state") < 0 || ctl_query_limit(c, &p, 1000) < 0))
+	if (!id &&
+	    (ctl_query_opt(c, &p, "state", "state") < 0 || ctl_query_limit(c, &p, 1000) < 0 ||
+	     ctl_query_opt(c, &p, "cursor", "cursor") < 0))
 		return CTL_EXIT_USAGE;
 	_cleanup_json_ json_t *r = NULL;
 	if ((st = ctl_fetch(c, &p, &r)) != CTL_EXIT_OK || !r)
@@ -341,5 +343,9 @@ int ctl_cmd_captures(struct ctl_ctx *c)
 		ctl_table_cell(t, "%" PRId64 "s", ctl_jint(req, "duration_seconds"));
 		ctl_table_cell(t, "%s", ctl_jstr(req, "note"));
 	}
-	return ctl_table_done(c, t);
+	st = ctl_table_done(c, t);
+	const char *next = json_string_value(json_object_get(r, "next_cursor"));
+	if (st == CTL_EXIT_OK && next)
+		fprintf(c->err, "(more captures: --cursor %s)\n", next);
+	return st;
 }

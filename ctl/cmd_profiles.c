@@ -22,6 +22,7 @@ int ctl_cmd_profiles(struct ctl_ctx *c)
 	    ctl_query_opt(c, &p, "trace_id", "trace-id") < 0 ||
 	    ctl_query_opt(c, &p, "trigger", "trigger") < 0 ||
 	    ctl_query_opt(c, &p, "capture_id", "capture") < 0 ||
+	    ctl_query_opt(c, &p, "agent", "agent") < 0 ||
 	    ctl_query_add(&p, "from", from[0] ? from : NULL) < 0 ||
 	    ctl_query_limit(c, &p, 1000) < 0)
 		return CTL_EXIT_USAGE;

@@ -56,11 +56,13 @@ static const struct ctl_opt capture_opts[] = {
 };
 static const struct ctl_opt captures_opts[] = {
     {"state", 0, CTL_OPT_STR, "STATE", "only captures in that state"},
-    {"limit", 0, CTL_OPT_STR, "N", "at most N captures"},
+    {"limit", 0, CTL_OPT_STR, "N", "at most N captures (1..1000)"},
+    {"cursor", 0, CTL_OPT_STR, "ID", "the page after capture ID (as the last list said)"},
     {NULL},
 };
 static const struct ctl_opt profiles_opts[] = {
     {"service", 's', CTL_OPT_STR, "S", "service.name"},
+    {"agent", 0, CTL_OPT_STR, "UID", "profiles sent by that agent"},
     {"trace-id", 0, CTL_OPT_STR, "T", "profiles with a sample linked to that trace"},
     {"trigger", 0, CTL_OPT_STR, "T", "on_demand, high_cpu, slow_span, ..."},
     {"capture", 0, CTL_OPT_STR, "ID", "profiles of that capture"},
@@ -111,11 +113,12 @@ static const struct ctl_cmd commands[] = {
      "4 when failed, 5 when cancelled, 1 on timeout. Ctrl-C while waiting cancels the\n"
      "capture (DELETE) and exits 130.",
      capture_opts, 0, 0, true, ctl_cmd_capture},
-    {NULL, "captures", "[ID] [--state STATE] [--limit N]",
+    {NULL, "captures", "[ID] [--state STATE] [--limit N] [--cursor ID]",
      "list captures, or show one with its per-agent states", NULL, captures_opts, 0, 1, true,
      ctl_cmd_captures},
     {NULL, "profiles",
-     "[--service S] [--trace-id T] [--trigger T] [--capture ID] [--since 1h] [--limit N]",
+     "[--service S] [--agent UID] [--trace-id T] [--trigger T] [--capture ID] [--since 1h]\n"
+     "                    [--limit N]",
      "list stored profiles, newest first", NULL, profiles_opts, 0, 0, true, ctl_cmd_profiles},
     {NULL, "pprof", "ID [-o FILE]", "download a profile as gzip'd pprof (go tool pprof reads it)",
      NULL, pprof_opts, 1, 1, true, ctl_cmd_pprof},

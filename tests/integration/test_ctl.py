@@ -188,6 +188,8 @@ class Profiles(CtlCase):
         self.assertEqual(self.ctl_json("profiles", "--since", "1h")["count"], 3)
         self.assertEqual(self.ctl_json("profiles", "--trace-id", TRACE)["count"], 4)
         self.assertEqual(self.ctl_json("profiles", "--trace-id", "42" * 16)["count"], 0)
+        self.assertEqual(self.ctl_json("profiles", "--agent", "agent-1")["count"], 4)
+        self.assertEqual(self.ctl_json("profiles", "--agent", "agent-2")["count"], 0)
         lim = self.ctl_json("profiles", "--limit", "1")
         self.assertEqual((lim["count"], lim["more"]), (1, True))
         rc, out, err = self.ctl("profiles", "--since", "1h")

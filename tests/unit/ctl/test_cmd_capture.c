@@ -290,19 +290,23 @@ static void test_captures_list(void **state)
 	    "1700000000000,\"agents_matched\":3,\"request\":{\"duration_seconds\":30,"
 	    "\"note\":\"checkout slow\"}},{\"id\":\"c1\",\"state\":\"done\",\"created_at\":"
 	    "1690000000000,\"agents_matched\":1,\"request\":{\"duration_seconds\":5}}],"
-	    "\"next_cursor\":null}")};
+	    "\"next_cursor\":\"c1\"}")};
 	struct http_stub s = {0};
 	assert_int_equal(http_stub_start(&s, (const char *const *)ans, 1, false), 0);
 	struct run r;
-	run_cmd(&r, s.port, (const char *const[]){"captures", "--state", "running", "--limit", "5"},
-		5);
+	run_cmd(&r, s.port,
+		(const char *const[]){"captures", "--state", "running", "--limit", "2", "--cursor",
+				      "c3"},
+		7);
 	http_stub_stop(&s);
 	assert_int_equal(r.status, CTL_EXIT_OK);
-	assert_non_null(strstr(s.requests[0], "GET /api/v1/captures?state=running&limit=5 "));
+	assert_non_null(
+	    strstr(s.requests[0], "GET /api/v1/captures?state=running&limit=2&cursor=c3 "));
 	assert_string_equal(r.out,
 			    "ID  STATE    CREATED              AGENTS  DURATION  NOTE\n"
 			    "c2  running  2023-11-14 22:13:20  3       30s       checkout slow\n"
 			    "c1  done     2023-07-22 04:26:40  1       5s        \n");
+	assert_string_equal(r.err, "(more captures: --cursor c1)\n");
 	run_free(&r);
 	free(ans[0]);
 }
