@@ -191,6 +191,15 @@ int ctl_cmd_parse(int argc, char *const *argv, const struct ctl_cmd **cmd, struc
 			if (commands[i].group && strcmp(commands[i].group, w) == 0 &&
 			    strcmp(commands[i].name, argv[si]) == 0)
 				*cmd = &commands[i];
+		if (!*cmd && si < 0) {
+			/* `config --help`: the overview lists the subcommands */
+			const struct ctl_opt *tabs[] = {ctl_global_opts, NULL};
+			int rc = ctl_args_parse(a, tabs, argc - 1, argv + 1, err);
+			if (rc == 0 && ctl_args_flag(a, "help"))
+				return 0;
+			pf_error_clear(err);
+			*a = (struct ctl_args){0};
+		}
 		if (!*cmd)
 			return pf_error_set(err, -EINVAL, "",
 					    "%s: expected one of get, set, versions, validate%s%s",

@@ -77,6 +77,13 @@ static void test_help_forms(void **state)
 	assert_int_equal(ctl_cmd_parse(ARGC(v2), v2, &cmd, &a, &err), 0);
 	assert_string_equal(cmd->name, "get");
 	assert_true(ctl_args_flag(&a, "help"));
+	char *v2b[] = {"profleetctl", "config", "--help"};
+	assert_int_equal(ctl_cmd_parse(ARGC(v2b), v2b, &cmd, &a, &err), 0);
+	assert_null(cmd); /* the overview */
+	char *v2c[] = {"profleetctl", "config"};
+	assert_int_equal(ctl_cmd_parse(ARGC(v2c), v2c, &cmd, &a, &err), -EINVAL);
+	assert_string_equal(err.msg, "config: expected one of get, set, versions, validate");
+	pf_error_clear(&err);
 	/* --help skips the positional count check */
 	char *v3[] = {"profleetctl", "pprof", "-h"};
 	assert_int_equal(ctl_cmd_parse(ARGC(v3), v3, &cmd, &a, &err), 0);
