@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -212,7 +213,9 @@ static int cancel_on_interrupt(struct ctl_ctx *c, const char *id)
 {
 	_cleanup_buf_ struct pf_buf p = {0};
 	capture_path(c, &p, id);
+	/* the DELETE itself is not aborted by the flag; a second Ctrl-C ends the process */
 	ctl_http_set_abort(c->http, NULL);
+	signal(SIGINT, SIG_DFL);
 	pf_error_clear(c->error);
 	_cleanup_json_ json_t *r = NULL;
 	struct pf_error derr = {0};
