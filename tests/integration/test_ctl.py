@@ -370,6 +370,69 @@ class TLS(CtlCase):
         self.assertIn(self.c.base.replace("https", "http") + "/api/v1/agents", err)
 
 
+class Interrupt(unittest.TestCase):
+    """A real SIGINT to a real `capture --wait`. The captures API answers from a small server
+    here (the capture must stay running however long the test needs; the real controller's
+    capture ends on its own): Ctrl-C must send DELETE and exit 130 at once."""
+
+    def test_sigint_cancels(self):
+        import http.server
+        import signal
+        import threading
+        seen = []
+        running = json.dumps({"id": "c9", "state": "running", "agents": [
+            {"instance_uid": "u1", "state": "running", "samples": 1, "profile_ids": []}]})
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def answer(self, code, body):
+                b = body.encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(b)))
+                self.end_headers()
+                self.wfile.write(b)
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                seen.append(("POST", self.path))
+                self.answer(202, '{"id":"c9","state":"pending","agents_matched":1}')
+
+            def do_GET(self):
+                seen.append(("GET", self.path))
+                self.answer(200, running)
+
+            def do_DELETE(self):
+                seen.append(("DELETE", self.path))
+                self.answer(200, '{"id":"c9","state":"cancelled"}')
+
+            def log_message(self, *a):
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        t = threading.Thread(target=srv.serve_forever, daemon=True)
+        t.start()
+        try:
+            p = subprocess.Popen([CTL_BIN, "--server", "http://127.0.0.1:%d" % srv.server_port,
+                                  "--token", "t", "capture", "--agents", "env=prod",
+                                  "--duration", "30s", "--wait"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 env={"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent"})
+            wait_until(lambda: sum(1 for m, _ in seen if m == "GET") >= 2, timeout=20,
+                       what="profleetctl polling the capture")
+            t0 = time.monotonic()
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=20)
+            took = time.monotonic() - t0
+            self.assertEqual(p.returncode, 130, err)
+            self.assertLess(took, 2.0)
+            self.assertIn(("DELETE", "/api/v1/captures/c9"), seen)
+            self.assertIn(b"profleetctl: interrupted: capture c9 cancelled", err)
+            self.assertIn(b"capture c9: agent u1 running, 1 samples, 0 profiles", err)
+        finally:
+            srv.shutdown()
+            srv.server_close()
+
+
 class Captures(CtlCase):
     def has_captures_api(self):
         st, body, _ = self.c.request("GET", "/api/v1/captures")
