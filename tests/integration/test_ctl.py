@@ -5,9 +5,8 @@ from flags, environment and a config file (with its 0600 rule); the bash complet
 run by bash. Profiles are posted to the embedded store as OTLP made by `protoc --encode`
 (test_profstore.encode), so profiles/top/pprof read real stored data.
 
-Captures: when the controller has no captures API yet, the capture cases check that
-profleetctl reports the controller's 404 route message; with the API they run a capture
-against the agent and follow it with --wait.
+Captures run against the real controller with capture-fake-agent playing the agents (real
+OpAMP, scripted by the test), so that done, partial, failed and cancelled are all reached.
 """
 import gzip
 import json
@@ -370,127 +369,181 @@ class TLS(CtlCase):
         self.assertIn(self.c.base.replace("https", "http") + "/api/v1/agents", err)
 
 
-class Interrupt(unittest.TestCase):
-    """A real SIGINT to a real `capture --wait`. The captures API answers from a small server
-    here (the capture must stay running however long the test needs; the real controller's
-    capture ends on its own): Ctrl-C must send DELETE and exit 130 at once."""
+class Captures(CtlCase):
+    """Captures against the real controller, the agents being capture-fake-agent (real OpAMP
+    over a WebSocket, scripted here: test_captures_api.FakeAgent), so every final state can
+    be reached on purpose."""
+
+    def start_controller(self):
+        return self.controller(extra=["--capture-grace-seconds", "3"])
+
+    def setUp(self):
+        super().setUp()
+        from test_captures_api import FAKE_BIN
+        if not FAKE_BIN or not os.access(FAKE_BIN, os.X_OK):
+            self.fail("PF_FAKE_AGENT_BIN is not set to an executable (run through ctest)")
+
+    def fake(self, uid, capture=True, labels=("env=prod",)):
+        from test_captures_api import FakeAgent
+        a = FakeAgent(self.c, uid=uid, capture=capture, labels=labels)
+        self._procs.append(a)
+        wait_until(lambda: self.c.request("GET", "/api/v1/agents/" + uid)[0] == 200 and
+                   self.c.request("GET", "/api/v1/agents/" + uid)[1]["connected"],
+                   timeout=10, what="fake agent %s connected" % uid)
+        return a
+
+    def start_wait(self, *args):
+        argv = [CTL_BIN, "--server", self.c.base, "--token-file",
+                os.path.join(self.c.data_dir, "admin.token"), "capture", "--wait",
+                "--wait-timeout", "60s"] + list(args)
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=self.env)
+
+    def store_profile(self, uid, cid, pid_text):
+        import test_profstore
+        if not test_profstore.have_protoc():
+            self.skipTest("protoc and the reference protos are needed to make OTLP bodies")
+        text = test_profstore.TEXT % {"service": "checkout", "start": time.time_ns() - 10**9,
+                                      "hot": 90, "cold": 10}
+        text = text.replace('profile_id: "0123456789abcdef"', 'profile_id: "%s"' % pid_text)
+        text = text.replace(
+            '    attributes { key: "profleet.agent.uid" value { string_value: "agent-1" } }',
+            '    attributes { key: "profleet.agent.uid" value { string_value: "%s" } }\n'
+            '    attributes { key: "profleet.capture.id" value { string_value: "%s" } }\n'
+            '    attributes { key: "profleet.trigger" value { string_value: "on_demand" } }'
+            % (uid, cid))
+        st, _, _ = self.c.request("POST", "/v1development/profiles",
+                                  test_profstore.encode_text(text), token=self.c.agent_token,
+                                  headers=test_profstore.PROTOBUF)
+        self.assertEqual(st, 200)
+
+    def test_local_checks(self):
+        for args, msg in (
+                (["--duration", "0s"], "--duration: must be 1s..3660d"),
+                (["--duration", "2h"], "--duration: at most 3600s"),
+                (["--duration", "5s", "--process", "user=root"], "--process[0].key"),
+                (["--duration", "5s", "--process", "service.name=~a++"], "--process[0].value"),
+                (["--duration", "5s", "--frequency", "5000"], "--frequency: must be 1..1000")):
+            rc, out, err = self.ctl("capture", "--agents", "env=prod", *args)
+            self.assertEqual(rc, 2, args)
+            self.assertIn(msg, err)
+        # the server's own refusals, as it words them
+        rc, out, err = self.ctl("capture", "--agents", "env=nowhere", "--duration", "2s")
+        self.assertEqual(rc, 1)
+        self.assertIn("(HTTP 422 no_agents)", err)
+        rc, out, err = self.ctl("capture", "--agents", "env in (", "--duration", "2s")
+        self.assertEqual(rc, 1)
+        self.assertIn("(HTTP 400 invalid_selector)", err)
+        rc, out, err = self.ctl("captures", "0190a000-dead-7000-8000-000000000000")
+        self.assertEqual(rc, 1)
+        self.assertIn("(HTTP 404 not_found)", err)
+
+    def test_wait_partial_then_done(self):
+        uid_a = "0190a000-0000-7000-8000-0000000000a1"
+        uid_b = "0190a000-0000-7000-8000-0000000000b2"
+        a = self.fake(uid_a, labels=("env=prod", "role=a"))
+        self.fake(uid_b, capture=False)
+        # partial: A delivers, B lacks the capability
+        p = self.start_wait("--agents", "env=prod", "--process", "service.name=checkout",
+                            "--duration", "2s", "--frequency", "199", "--note", "incident 42",
+                            "--output", "json")
+        req = a.next_custom("capture.request")
+        cid = req["id"]
+        self.assertEqual((req["duration_seconds"], req["frequency_hz"], req["note"]),
+                         (2, 199, "incident 42"))
+        self.assertEqual(req["processes"],
+                         [{"key": "service.name", "match": "strict", "value": "checkout"}])
+        a.status(id=cid, state="accepted")
+        a.status(id=cid, state="running", samples=10)
+        self.store_profile(uid_a, cid, "ctl-capture-0001")
+        a.status(id=cid, state="done", samples=100, bytes=2048,
+                 profile_ids=[b"ctl-capture-0001".hex()])
+        out, err = p.communicate(timeout=60)
+        err = err.decode()
+        self.assertEqual(p.returncode, 3, err)  # partial
+        final = json.loads(out)
+        self.assertEqual(final, self.ctl_json("captures", cid))  # the API's object
+        self.assertEqual(final["state"], "partial")
+        agents = {x["instance_uid"]: x for x in final["agents"]}
+        self.assertEqual((agents[uid_a]["state"], agents[uid_b]["state"]),
+                         ("done", "unsupported"))
+        self.assertIn("capture %s: partial\n" % cid, err)
+        self.assertIn("capture %s: agent %s unsupported, 0 samples, 0 profiles" % (cid, uid_b),
+                      err)
+        self.assertIn("capture %s: agent %s done, 100 samples, 1 profiles" % (cid, uid_a), err)
+        prof_id = agents[uid_a]["profile_ids"][0]
+
+        # the capture's profiles, top and the human view
+        lst = self.ctl_json("profiles", "--capture", cid)
+        self.assertEqual([x["id"] for x in lst["profiles"]], [prof_id])
+        self.assertEqual(self.ctl_json("profiles", "--trigger", "on_demand")["count"], 1)
+        top = self.ctl_json("top", "--capture", cid)
+        self.assertEqual((top["functions"][0]["name"], top["functions"][0]["self"]),
+                         ("hot_function", 90))
+        rc, out, err = self.ctl("captures", cid)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("capture %s: partial\n" % cid, out)
+        self.assertIn("profiles (1): %d\n" % prof_id, out)
+        self.assertIn("flame graph: %s/api/v1/flamegraph?capture_id=%s\n" % (self.c.base, cid),
+                      out)
+        st, fg, _ = self.c.request("GET", "/api/v1/flamegraph?capture_id=" + cid)
+        self.assertEqual((st, fg["value"]), (200, 100))  # the printed URL serves the capture
+        rc, out, err = self.ctl("captures")
+        self.assertEqual(rc, 0, err)
+        self.assertIn(cid, out)
+        self.assertEqual(self.ctl_json("captures", "--state", "partial")["captures"][0]["id"],
+                         cid)
+
+        # done: only A; the table output ends with the profile ids and the URL
+        p = self.start_wait("--agents", "role=a", "--duration", "1s")
+        cid2 = a.next_custom("capture.request")["id"]
+        self.store_profile(uid_a, cid2, "ctl-capture-0002")
+        a.status(id=cid2, state="done", samples=100, profile_ids=[b"ctl-capture-0002".hex()])
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0, err)
+        out = out.decode()
+        self.assertTrue(out.startswith("capture %s: done\n" % cid2), out)
+        self.assertTrue(out.endswith("flame graph: %s/api/v1/flamegraph?capture_id=%s\n"
+                                     % (self.c.base, cid2)), out)
 
     def test_sigint_cancels(self):
-        import http.server
+        # a real SIGINT to a waiting `capture --wait`: DELETE, exit 130, the agent is told
         import signal
-        import threading
-        seen = []
-        running = json.dumps({"id": "c9", "state": "running", "agents": [
-            {"instance_uid": "u1", "state": "running", "samples": 1, "profile_ids": []}]})
+        uid = "0190a000-0000-7000-8000-0000000000d4"
+        a = self.fake(uid)
+        p = self.start_wait("--agents", "env=prod", "--duration", "60s")
+        cid = a.next_custom("capture.request")["id"]
+        a.status(id=cid, state="running", samples=5)
+        wait_until(lambda: self.c.request("GET", "/api/v1/captures/" + cid)[1]["state"] ==
+                   "running", timeout=10, what="capture running")
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=20)
+        self.assertEqual(p.returncode, 130, err)
+        self.assertLess(time.monotonic() - t0, 2.0)
+        self.assertIn(b"profleetctl: interrupted: capture %s cancelled" % cid.encode(), err)
+        self.assertEqual(a.next_custom("capture.cancel"), {"id": cid})
+        self.assertEqual(self.ctl_json("captures", cid)["state"], "cancelled")
 
-        class H(http.server.BaseHTTPRequestHandler):
-            def answer(self, code, body):
-                b = body.encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(b)))
-                self.end_headers()
-                self.wfile.write(b)
-
-            def do_POST(self):
-                self.rfile.read(int(self.headers["Content-Length"]))
-                seen.append(("POST", self.path))
-                self.answer(202, '{"id":"c9","state":"pending","agents_matched":1}')
-
-            def do_GET(self):
-                seen.append(("GET", self.path))
-                self.answer(200, running)
-
-            def do_DELETE(self):
-                seen.append(("DELETE", self.path))
-                self.answer(200, '{"id":"c9","state":"cancelled"}')
-
-            def log_message(self, *a):
-                pass
-
-        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        t = threading.Thread(target=srv.serve_forever, daemon=True)
-        t.start()
-        try:
-            p = subprocess.Popen([CTL_BIN, "--server", "http://127.0.0.1:%d" % srv.server_port,
-                                  "--token", "t", "capture", "--agents", "env=prod",
-                                  "--duration", "30s", "--wait"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 env={"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent"})
-            wait_until(lambda: sum(1 for m, _ in seen if m == "GET") >= 2, timeout=20,
-                       what="profleetctl polling the capture")
-            t0 = time.monotonic()
-            p.send_signal(signal.SIGINT)
-            out, err = p.communicate(timeout=20)
-            took = time.monotonic() - t0
-            self.assertEqual(p.returncode, 130, err)
-            self.assertLess(took, 2.0)
-            self.assertIn(("DELETE", "/api/v1/captures/c9"), seen)
-            self.assertIn(b"profleetctl: interrupted: capture c9 cancelled", err)
-            self.assertIn(b"capture c9: agent u1 running, 1 samples, 0 profiles", err)
-        finally:
-            srv.shutdown()
-            srv.server_close()
-
-
-class Captures(CtlCase):
-    def has_captures_api(self):
-        st, body, _ = self.c.request("GET", "/api/v1/captures")
-        return st == 200
-
-    def test_capture(self):
-        ag = self.start_agent()
-        uid = ag.uid()
-        wait_until(lambda: self.ctl_json("agents")["agents"], timeout=20, what="agent")
-        # local checks come first, with or without the API
-        rc, out, err = self.ctl("capture", "--agents", "env=prod", "--duration", "0s")
-        self.assertEqual(rc, 2)
-        self.assertIn("--duration: must be 1s..3660d", err)
-        rc, out, err = self.ctl("capture", "--agents", "env=prod", "--duration", "2h")
-        self.assertEqual(rc, 2)
-        self.assertIn("--duration: at most 3600s", err)
-        rc, out, err = self.ctl("capture", "--agents", "env=prod", "--duration", "5s",
-                                "--process", "user=root")
-        self.assertEqual(rc, 2)
-        self.assertIn("--process[0].key", err)
-        rc, out, err = self.ctl("capture", "--agents", "env=prod", "--duration", "5s",
-                                "--process", "service.name=~a++")
-        self.assertEqual(rc, 2)
-        self.assertIn("--process[0].value", err)
-        if not self.has_captures_api():
-            # the controller of this branch has no captures API: the CLI says what it said
-            for args in (["capture", "--agents", "env=prod", "--duration", "5s"],
-                         ["captures"], ["captures", "c1"]):
-                rc, out, err = self.ctl(*args)
-                self.assertEqual(rc, 1, args)
-                self.assertIn("no route for /api/v1/captures", err)
-                self.assertIn("(HTTP 404 not_found)", err)
-            print("captures API missing in this controller: checked the 404 route message")
-            return
-        self.check_capture_flow(uid)
-
-    def check_capture_flow(self, uid):
-        made = self.ctl_json("capture", "--agents", "env=prod", "--duration", "2s",
-                             "--process", "service.name=nothing-matches", "--note", "ctl test")
-        self.assertIn("id", made)
-        cid = made["id"]
-        one = self.ctl_json("captures", cid)
-        self.assertEqual(one["id"], cid)
-        self.assertEqual(one["request"]["note"], "ctl test")
-        lst = self.ctl_json("captures")
-        self.assertIn(cid, [c["id"] for c in lst["captures"]])
-        # --wait: progress on stderr, a documented exit status per final state
-        rc, out, err = self.ctl("capture", "--agents", "env=prod", "--duration", "2s",
-                                "--wait", "--wait-timeout", "60s", "--output", "json",
-                                timeout=120)
-        final = json.loads(out)
-        self.assertIn(final["state"], ("done", "partial", "failed"))
-        self.assertEqual(rc, {"done": 0, "partial": 3, "failed": 4}[final["state"]], err)
-        self.assertIn("capture %s: " % final["id"], err)
-        self.assertEqual([a["instance_uid"] for a in final["agents"]], [uid])
-        no = self.ctl("capture", "--agents", "env=nowhere", "--duration", "2s")
-        self.assertEqual(no[0], 1)
-        self.assertIn("(HTTP 422", no[2])
+    def test_wait_failed_and_cancelled(self):
+        uid = "0190a000-0000-7000-8000-0000000000c3"
+        a = self.fake(uid)
+        p = self.start_wait("--agents", "env=prod", "--duration", "2s")
+        cid = a.next_custom("capture.request")["id"]
+        a.status(id=cid, state="failed", error_code="process_not_found",
+                 error="no process matches service.name=checkout")
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 4, err)  # failed
+        self.assertIn(b"no process matches service.name=checkout", out)
+        # cancelled by someone else while we wait
+        p = self.start_wait("--agents", "env=prod", "--duration", "30s")
+        cid = a.next_custom("capture.request")["id"]
+        a.status(id=cid, state="running", samples=1)
+        st, body, _ = self.c.request("DELETE", "/api/v1/captures/" + cid)
+        self.assertEqual(st, 200, body)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 5, err)  # cancelled
+        self.assertIn(b"capture %s: cancelled" % cid.encode(), out)
 
 
 if __name__ == "__main__":
