@@ -17,6 +17,7 @@
 #include "fleet/capture.h"
 #include "fleet/fleet.h"
 #include "fleet/persist.h"
+#include "fleet/rollout.h"
 #include "metrics.h"
 #include "pf/log.h"
 #include "profstore/query_pool.h"
@@ -59,6 +60,7 @@ int main(int argc, char **argv)
 	struct pf_retention *retention = NULL;
 	struct pf_qpool *qpool = NULL, *ingest = NULL;
 	struct pf_captures *captures = NULL;
+	struct pf_rollouts *rollouts = NULL;
 	struct pf_metrics metrics;
 	struct pf_api api;
 	memset(&metrics, 0, sizeof(metrics));
@@ -89,6 +91,20 @@ int main(int argc, char **argv)
 	}
 	if (pf_bootstrap_load_fleet(store, fleet, &err) < 0) {
 		pf_log_error("loading the fleet store: %s", err.msg);
+		goto out;
+	}
+	/* Staged rollouts: pinned versions first, then the active rollouts resume. */
+	if (pf_rollouts_load_pins(store, fleet, &err) < 0) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
+	rollouts = pf_rollouts_new(fleet, store);
+	if (!rollouts) {
+		pf_log_error("out of memory");
+		goto out;
+	}
+	if (pf_rollouts_load(rollouts, (int64_t)time(NULL) * 1000, &err) < 0) {
+		pf_log_error("%s", err.msg);
 		goto out;
 	}
 	persist = pf_persist_start(dbpath, &err);
@@ -143,6 +159,7 @@ int main(int argc, char **argv)
 	api.store = store;
 	api.metrics = &metrics;
 	api.captures = captures;
+	api.rollouts = rollouts;
 	metrics.query_pool = qpool;
 	metrics.ingest_pool = ingest;
 	metrics.captures = captures;
@@ -157,6 +174,7 @@ int main(int argc, char **argv)
 		.query_pool = qpool,
 		.ingest_pool = ingest,
 		.captures = captures,
+		.rollouts = rollouts,
 	};
 	snprintf(so.listen_host, sizeof(so.listen_host), "%s", cfg.listen_host);
 	g_server = pf_server_new(&so, fleet, store, persist, &metrics, &api, &err);
@@ -199,6 +217,7 @@ out:
 	if (captures && pf_captures_flush(captures) < 0)
 		pf_log_warn("captures: last states not written: %s", pf_store_last_error(store));
 	pf_captures_free(captures);
+	pf_rollouts_free(rollouts);
 	pf_fleet_free(fleet);
 	pf_store_close(store);
 	pf_controller_config_release(&cfg);
