@@ -217,6 +217,8 @@ out:
 	if (captures && pf_captures_flush(captures) < 0)
 		pf_log_warn("captures: last states not written: %s", pf_store_last_error(store));
 	pf_captures_free(captures);
+	if (rollouts && pf_rollouts_flush(rollouts) < 0)
+		pf_log_warn("rollouts: last results not written: %s", pf_store_last_error(store));
 	pf_rollouts_free(rollouts);
 	pf_fleet_free(fleet);
 	pf_store_close(store);

@@ -416,17 +416,15 @@ static void h_config_put(struct pf_api *api, const struct pf_api_request *req,
 	size_t pushed = 0;
 	/* A plain PUT serves its version to every agent of the config at once: the pins and the
 	 * served version a rollout left behind are dropped. */
-	size_t unpinned = pf_fleet_unpin_config(api->fleet, name, 0);
-	if (unpinned || (served && served->version != version)) {
-		r = pf_store_pins_clear(api->store, name, 0);
-		if (r == 0)
-			r = pf_store_config_serving_set(api->store, name, 0);
-		if (r < 0) {
-			pf_api_error(resp, 500, "store_error", "could not reset pins of '%s': %s",
-				     name, pf_store_last_error(api->store));
-			return;
-		}
+	r = pf_store_pins_clear(api->store, name, 0);
+	if (r == 0)
+		r = pf_store_config_serving_set(api->store, name, 0);
+	if (r < 0) {
+		pf_api_error(resp, 500, "store_error", "could not reset pins of '%s': %s", name,
+			     pf_store_last_error(api->store));
+		return;
 	}
+	size_t unpinned = pf_fleet_unpin_config(api->fleet, name, 0);
 	if (created || unpinned || !served || served->version != version) {
 		r = pf_fleet_config_set(api->fleet, name, version, hash, (const char *)req->body,
 					req->body_len, req->now_ms);

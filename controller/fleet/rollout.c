@@ -850,8 +850,10 @@ void pf_rollouts_tick(struct pf_rollouts *rs, int64_t now_ms)
 {
 	for (size_t i = 0; i < rs->n_active;) {
 		struct rollout *r = rs->active[i];
-		if (r->state == RO_RUNNING && !r->started && r->next_batch_ms &&
-		    now_ms >= r->next_batch_ms)
+		if (r->state == RO_RUNNING && r->batch >= r->n_batches)
+			complete(rs, r, now_ms); /* its store write failed last time */
+		else if (r->state == RO_RUNNING && !r->started && r->next_batch_ms &&
+			 now_ms >= r->next_batch_ms)
 			start_batch(rs, r, now_ms);
 		else if ((r->state == RO_RUNNING && r->started) || r->state == RO_ROLLING_BACK)
 			evaluate(rs, r, now_ms);
@@ -868,6 +870,17 @@ void pf_rollouts_tick(struct pf_rollouts *rs, int64_t now_ms)
 		}
 		i++;
 	}
+}
+
+int pf_rollouts_flush(struct pf_rollouts *rs)
+{
+	int rc = 0;
+	for (size_t i = 0; i < rs->n_active; i++) {
+		int r = save(rs, rs->active[i], false, NULL, 0);
+		if (r < 0)
+			rc = r;
+	}
+	return rc;
 }
 
 /* ---------------------------------------------------------------- loading */

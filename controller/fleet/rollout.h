@@ -109,6 +109,9 @@ const char *pf_rollouts_active_for(const struct pf_rollouts *r, const char *conf
  * (the server's persist tick). */
 void pf_rollouts_tick(struct pf_rollouts *r, int64_t now_ms);
 
+/* Writes pending agent results now (shutdown): 0 or the store's error. */
+int pf_rollouts_flush(struct pf_rollouts *r);
+
 /* JSON views (docs/api.md "Rollouts"); caller owns the reference. NULL with *rc: -ENOENT,
  * -ENOMEM, -EIO. */
 struct json_t *pf_rollouts_get_json(struct pf_rollouts *r, const char *id, int *rc);
