@@ -502,18 +502,28 @@ static void h_config_versions(struct pf_api *api, struct pf_api_response *resp,
 	pf_api_respond_json(resp, 200, json_pack("{s:s,s:o}", "name", name, "versions", arr));
 }
 
+struct cfg_list {
+	struct pf_api *api;
+	json_t *arr;
+};
+
 static int latest_cb(const struct pf_config_version *cv, void *ud)
 {
-	json_array_append_new(ud, json_pack("{s:s,s:I,s:o,s:I}", "name", cv->name, "version",
-					    (json_int_t)cv->version, "hash", hex_json(cv->hash),
-					    "created", (json_int_t)cv->created_ms));
+	struct cfg_list *l = ud;
+	const struct pf_cfg_slot *served = pf_fleet_config_find(l->api->fleet, cv->name);
+	json_array_append_new(
+	    l->arr, json_pack("{s:s,s:I,s:o,s:I,s:o}", "name", cv->name, "version",
+			      (json_int_t)cv->version, "hash", hex_json(cv->hash), "created",
+			      (json_int_t)cv->created_ms, "served_version",
+			      served ? json_integer(served->version) : json_null()));
 	return 0;
 }
 
 static void h_config_list(struct pf_api *api, struct pf_api_response *resp)
 {
 	json_t *arr = json_array();
-	int r = pf_store_config_foreach_latest(api->store, latest_cb, arr);
+	struct cfg_list l = {.api = api, .arr = arr};
+	int r = pf_store_config_foreach_latest(api->store, latest_cb, &l);
 	if (r < 0) {
 		json_decref(arr);
 		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));

@@ -276,23 +276,47 @@ static void count_batch(const struct rollout *r, uint32_t b, struct batch_count 
 
 /* ---------------------------------------------------------------- persistence */
 
-static json_t *progress_json(const struct rollout *r)
+/* Per-batch progress (docs/api.md "Rollouts"), with each batch's first errors or not. */
+static json_t *batches_json(const struct rollout *r, bool with_errors)
 {
 	json_t *batches = json_array();
 	for (uint32_t b = 0; batches && b < r->n_batches; b++) {
 		struct batch_count c;
 		count_batch(r, b, &c);
-		json_array_append_new(
-		    batches,
-		    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "agents", (json_int_t)c.agents,
-			      "applied", (json_int_t)c.applied, "failed", (json_int_t)c.failed,
-			      "offline", (json_int_t)c.offline, "pending", (json_int_t)c.pending,
-			      "reverted", (json_int_t)c.reverted));
+		const char *st = b < r->batch		       ? "done"
+				 : b == r->batch && r->started ? "in_progress"
+							       : "waiting";
+		json_t *o = json_pack(
+		    "{s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "number", (json_int_t)b + 1, "state", st,
+		    "agents", (json_int_t)c.agents, "applied", (json_int_t)c.applied, "failed",
+		    (json_int_t)c.failed, "offline", (json_int_t)c.offline, "pending",
+		    (json_int_t)c.pending, "reverted", (json_int_t)c.reverted);
+		if (o && with_errors) {
+			json_t *errs = json_array();
+			for (uint32_t i = r->first[b];
+			     errs && i < r->first[b + 1] &&
+			     json_array_size(errs) < PF_ROLLOUT_MAX_ERRORS;
+			     i++) {
+				if (!r->agents[i].error)
+					continue;
+				char u[PF_UUID_STR_LEN + 1];
+				pf_uuid_format(r->agents[i].uid, u);
+				json_array_append_new(errs, json_pack("{s:s,s:s}", "agent", u,
+								      "error", r->agents[i].error));
+			}
+			json_object_set_new(o, "errors", errs ? errs : json_array());
+		}
+		json_array_append_new(batches, o);
 	}
+	return batches ? batches : json_array();
+}
+
+static json_t *progress_json(const struct rollout *r)
+{
 	return json_pack("{s:I,s:b,s:I,s:I,s:s,s:o}", "batch", (json_int_t)r->batch, "started",
 			 r->started, "batch_started", (json_int_t)r->batch_started_ms, "next_batch",
 			 (json_int_t)r->next_batch_ms, "reason", r->reason, "batches",
-			 batches ? batches : json_array());
+			 batches_json(r, false));
 }
 
 static char *spec_text(const struct rollout *r)
@@ -1066,35 +1090,7 @@ int pf_rollouts_load_pins(struct pf_store *st, struct pf_fleet *f, struct pf_err
 
 static json_t *rollout_json(const struct rollout *r, bool with_errors)
 {
-	json_t *batches = json_array();
-	for (uint32_t b = 0; batches && b < r->n_batches; b++) {
-		struct batch_count c;
-		count_batch(r, b, &c);
-		const char *st = b < r->batch		       ? "done"
-				 : b == r->batch && r->started ? "in_progress"
-							       : "waiting";
-		json_t *o = json_pack(
-		    "{s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "number", (json_int_t)b + 1, "state", st,
-		    "agents", (json_int_t)c.agents, "applied", (json_int_t)c.applied, "failed",
-		    (json_int_t)c.failed, "offline", (json_int_t)c.offline, "pending",
-		    (json_int_t)c.pending, "reverted", (json_int_t)c.reverted);
-		if (o && with_errors) {
-			json_t *errs = json_array();
-			for (uint32_t i = r->first[b];
-			     errs && i < r->first[b + 1] &&
-			     json_array_size(errs) < PF_ROLLOUT_MAX_ERRORS;
-			     i++) {
-				if (!r->agents[i].error)
-					continue;
-				char u[PF_UUID_STR_LEN + 1];
-				pf_uuid_format(r->agents[i].uid, u);
-				json_array_append_new(errs, json_pack("{s:s,s:s}", "agent", u,
-								      "error", r->agents[i].error));
-			}
-			json_object_set_new(o, "errors", errs ? errs : json_array());
-		}
-		json_array_append_new(batches, o);
-	}
+	json_t *batches = batches_json(r, with_errors);
 	return json_pack(
 	    "{s:s,s:s,s:I,s:s,s:s,s:s*,s:I,s:I,s:s,s:o,s:I,s:I,s:I,s:o*,s:o}", "id", r->id,
 	    "config", r->config, "version", (json_int_t)r->version, "selector", r->selector,

@@ -131,6 +131,11 @@ static void test_validate_dry_run_stage(void **state)
 	json_decref(j);
 	assert_int_equal(versions(x), 2);
 	assert_int_equal(pf_fleet_config_find(x->fleet, "default")->version, 1);
+	j = call(x, "GET", "/api/v1/configs", x->viewer, NULL, NULL, &st);
+	json_t *c = json_array_get(json_object_get(j, "configs"), 0);
+	assert_int_equal(json_integer_value(json_object_get(c, "version")), 2);
+	assert_int_equal(json_integer_value(json_object_get(c, "served_version")), 1);
+	json_decref(j);
 }
 
 static void test_rollout_routes(void **state)
