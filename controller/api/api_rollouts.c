@@ -109,9 +109,11 @@ static void h_create(struct pf_api *api, const struct pf_api_request *req,
 									    : "invalid_argument",
 					  &err);
 	case -ENOENT:
-	case -E2BIG:
-	case -EALREADY:
 		return pf_api_field_error(resp, 422, "no_agents", &err);
+	case -EALREADY:
+		return pf_api_field_error(resp, 422, "already_on_version", &err);
+	case -E2BIG:
+		return pf_api_field_error(resp, 422, "too_many_agents", &err);
 	case -EEXIST:
 		return pf_api_field_error(resp, 409, "rollout_active", &err);
 	case -ENOSPC:

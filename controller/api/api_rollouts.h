@@ -7,7 +7,8 @@
  *   GET  /api/v1/rollouts/{id}               the rollout with per-batch progress and errors
  *   POST /api/v1/rollouts/{id}/pause|resume|rollback|cancel   200 with the rollout
  * Bad input answers 400 with the field path in error.path (unknown keys, types, strategy
- * values out of range, a bad selector, an unknown config or version); no agent to move 422;
+ * values out of range, a bad selector, an unknown config or version); no agent to move, all
+ * already on the version, or over PF_ROLLOUTS_MAX_AGENTS 422;
  * a rollout of that config already active, or PF_ROLLOUTS_MAX_ACTIVE active, 409; an action
  * the rollout's state does not allow 409. Every mutation is audited. */
 #ifndef PF_API_ROLLOUTS_H
