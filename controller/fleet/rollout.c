@@ -712,8 +712,14 @@ int pf_rollouts_create(struct pf_rollouts *rs, const char *config, int64_t versi
 	if (selector && *selector) {
 		struct pf_error serr = {0};
 		sel = pf_selector_compile(selector, &serr);
-		if (!sel)
-			return pf_error_set(err, -EINVAL, "selector", "%s", serr.msg);
+		if (!sel) {
+			/* The selector's message already names it ("selector: ..."). */
+			if (err && !err->code) {
+				*err = serr;
+				snprintf(err->path, sizeof(err->path), "selector");
+			}
+			return -EINVAL;
+		}
 	}
 	struct rollout *r = calloc(1, sizeof(*r));
 	size_t cap = pf_fleet_count(rs->fleet);

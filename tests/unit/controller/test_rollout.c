@@ -382,6 +382,7 @@ static void test_errors(void **state)
 	    pf_rollouts_create(x->ro, "default", 2, "team in (", &s, "t", T0, id, NULL, &err),
 	    -EINVAL);
 	assert_string_equal(err.path, "selector");
+	assert_null(strstr(err.msg, "selector: selector:"));
 	pf_error_clear(&err);
 	assert_int_equal(
 	    pf_rollouts_create(x->ro, "default", 2, "team=none", &s, "t", T0, id, NULL, &err),
