@@ -59,6 +59,20 @@ static void put_version(struct fx *x, const char *body, uint8_t h[32], bool serv
 	}
 }
 
+/* N agents with uids 0190…01..N, attributes team (even/odd) and idx. */
+static void add_agents(struct fx *x)
+{
+	for (int i = 0; i < N; i++) {
+		uint8_t uid[16] = {0x01, 0x90, [15] = (uint8_t)(i + 1)};
+		char idx[8];
+		snprintf(idx, sizeof(idx), "%d", i);
+		const char *k[] = {"team", "idx"};
+		const char *v[] = {i % 2 ? "odd" : "even", idx};
+		x->a[i] = pf_fleet_get_or_add(x->fleet, uid, T0);
+		assert_int_equal(pf_agent_set_attributes(x->fleet, x->a[i], k, v, 2), 0);
+	}
+}
+
 static int setup(void **state)
 {
 	struct fx *x = calloc(1, sizeof(*x));
@@ -70,15 +84,10 @@ static int setup(void **state)
 	struct pf_fleet_options fo = {.heartbeat_interval_s = 30};
 	x->fleet = pf_fleet_new(&fo);
 	pf_fleet_set_push_hook(x->fleet, push_hook, x);
+	add_agents(x);
 	for (int i = 0; i < N; i++) {
-		uint8_t uid[16] = {0x01, 0x90, [15] = (uint8_t)(i + 1)};
-		struct pf_agent *a = pf_fleet_get_or_add(x->fleet, uid, T0);
-		const char *k[] = {"team"};
-		const char *v[] = {i % 2 ? "odd" : "even"};
-		assert_int_equal(pf_agent_set_attributes(x->fleet, a, k, v, 1), 0);
-		a->capabilities = PF_AGENT_CAP_ACCEPTS_REMOTE_CONFIG;
-		pf_agent_set_connected(x->fleet, a, PF_TRANSPORT_WS, x, T0);
-		x->a[i] = a;
+		x->a[i]->capabilities = PF_AGENT_CAP_ACCEPTS_REMOTE_CONFIG;
+		pf_agent_set_connected(x->fleet, x->a[i], PF_TRANSPORT_WS, x, T0);
 	}
 	put_version(x, V1, x->h1, true);
 	put_version(x, V2, x->h2, false);
@@ -394,15 +403,51 @@ static void test_errors(void **state)
 	assert_int_equal(pf_rollouts_active(x->ro), 0);
 }
 
-static void add_agents(struct fx *x)
+/* PF_ROLLOUTS_MAX_ACTIVE rollouts at once, of configs c0..: the next one is refused until one
+ * ends. */
+static void test_active_limit(void **state)
 {
-	for (int i = 0; i < N; i++) {
-		uint8_t uid[16] = {0x01, 0x90, [15] = (uint8_t)(i + 1)};
-		x->a[i] = pf_fleet_get_or_add(x->fleet, uid, T0);
-		const char *k[] = {"team"};
-		const char *v[] = {i % 2 ? "odd" : "even"};
-		assert_int_equal(pf_agent_set_attributes(x->fleet, x->a[i], k, v, 1), 0);
+	struct fx *x = *state;
+	struct pf_rollout_strategy s;
+	struct pf_error err = {0};
+	char id[PF_ROLLOUTS_MAX_ACTIVE + 1][PF_ROLLOUT_ID_MAX + 1];
+	pf_rollout_strategy_defaults(&s);
+	assert_true(PF_ROLLOUTS_MAX_ACTIVE < N);
+	for (int i = 0; i <= PF_ROLLOUTS_MAX_ACTIVE; i++) {
+		char name[16], sel[32], body[64];
+		uint8_t h[32];
+		snprintf(name, sizeof(name), "c%d", i);
+		snprintf(sel, sizeof(sel), "idx=%d", i);
+		for (int v = 1; v <= 2; v++) {
+			int64_t ver;
+			bool created;
+			snprintf(body, sizeof(body), "profiling:\n  enabled: %s\n",
+				 v == 1 ? "true" : "false");
+			pf_sha256(body, strlen(body), h);
+			assert_int_equal(pf_store_config_put(x->store, name, body, strlen(body), h,
+							     T0, &ver, &created),
+					 0);
+			if (v == 1)
+				assert_int_equal(pf_fleet_config_set(x->fleet, name, ver, h, body,
+								     strlen(body), T0),
+						 0);
+		}
+		assert_int_equal(pf_fleet_assignment_set(x->fleet, name, sel, name, 1, &err), 0);
 	}
+	pf_fleet_reconcile(x->fleet);
+	for (int i = 0; i <= PF_ROLLOUTS_MAX_ACTIVE; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "c%d", i);
+		int rc = pf_rollouts_create(x->ro, name, 2, "", &s, "t", T0, id[i], NULL, &err);
+		assert_int_equal(rc, i < PF_ROLLOUTS_MAX_ACTIVE ? 0 : -ENOSPC);
+	}
+	assert_int_equal(pf_rollouts_active(x->ro), PF_ROLLOUTS_MAX_ACTIVE);
+	assert_int_equal(pf_rollouts_action(x->ro, id[0], PF_ROLLOUT_CANCEL, T0 + 1, &err), 0);
+	char last[16];
+	snprintf(last, sizeof(last), "c%d", PF_ROLLOUTS_MAX_ACTIVE);
+	assert_int_equal(pf_rollouts_create(x->ro, last, 2, "", &s, "t", T0 + 2,
+					    id[PF_ROLLOUTS_MAX_ACTIVE], NULL, &err),
+			 0);
 }
 
 /* A paused rollout after a kill -9: a new fleet loaded as the controller does (latest version
@@ -460,7 +505,7 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 	    T(test_batches_advance_and_complete), T(test_halt_and_rollback),
 	    T(test_timeout_offline_and_cancel),	  T(test_errors),
-	    T(test_reload_after_restart),
+	    T(test_reload_after_restart),	  T(test_active_limit),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
