@@ -2,7 +2,8 @@
 OpAMP over WebSocket): 100 agents of which 20 answer FAILED to the new version halt the
 rollout at the first batch whose failure share is over the threshold, and on_failure rollback
 brings every moved agent back to the old version; a paused rollout survives a controller
-kill -9 (pins, batch, state) and completes after resume; request errors (400 with field
+kill -9 (pins, batch, state) and completes after resume; two real agents (eBPF off) move one
+batch at a time; request errors (400 with field
 paths, 409, 422), the plain PUT's 409 during a rollout, staging, validation without storing
 and the assignments' match counts.
 """
@@ -226,6 +227,25 @@ class Rollouts(IntegrationCase):
     def moved_uids(self, ctl):
         return [a["instance_uid"] for a in self.all_agents(ctl)
                 if a["config"]["version"] == 2 and a["config"]["pinned"]]
+
+    def test_real_agents_complete(self):
+        """Two real profleet-agents (eBPF off), one per batch: each applies v2 in turn."""
+        ctl = self.controller()
+        ctl.put_config("default", V1)
+        uids = [self.agent(ctl, n, extra=["--no-sampler"]).uid() for n in ("a", "b")]
+        self.wait_on_version(ctl, 2, 1)
+        ctl.request("PUT", "/api/v1/configs/default?stage=1", V2)
+        st, body, _ = self.post(ctl, "/api/v1/rollouts", {
+            "config": "default", "strategy": {"initial": 1, "multiplier": 1, "pause_seconds": 1,
+                                              "max_failure_percent": 0}})
+        self.assertEqual(st, 202, body)
+        r = wait_until(lambda: (lambda r: r if r["state"] == "completed" else None)(
+            self.rollout(ctl, body["id"])), timeout=30, what="rollout completed")
+        self.assertEqual([(b["agents"], b["applied"]) for b in r["batches"]], [(1, 1), (1, 1)])
+        for uid in uids:
+            a = self.agent_json(ctl, uid)
+            self.assertEqual((a["config"]["version"], a["config"]["status"]), (2, "APPLIED"))
+            self.assertIn("frequency_hz: 19", a["config"]["effective"])
 
     def test_assignment_match_counts(self):
         ctl = self.controller()
