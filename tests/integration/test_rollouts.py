@@ -3,9 +3,8 @@ OpAMP over WebSocket): 100 agents of which 20 answer FAILED to the new version h
 rollout at the first batch whose failure share is over the threshold, and on_failure rollback
 brings every moved agent back to the old version; a paused rollout survives a controller
 kill -9 (pins, batch, state) and completes after resume; two real agents (eBPF off) move one
-batch at a time; request errors (400 with field
-paths, 409, 422), the plain PUT's 409 during a rollout, staging, validation without storing
-and the assignments' match counts.
+batch at a time; request errors (400 with field paths, 409, 422), the plain PUT's 409 during a
+rollout, staging, validation without storing and the assignments' match counts.
 """
 import hashlib
 import json
