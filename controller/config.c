@@ -53,6 +53,7 @@ void pf_controller_config_release(struct pf_controller_config *c)
 	free(c->tls_key);
 	free(c->client_ca);
 	free(c->public_url);
+	free(c->ui_dir);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -136,6 +137,11 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 		if (r == 0 && n > 0 && c->public_url[n - 1] == '/')
 			c->public_url[n - 1] = 0;
 		return r;
+	}
+	if (!strcmp(path, "ui.dir")) {
+		if (!*v || strlen(v) > 4000)
+			return pf_error_set(err, -EINVAL, path, "must be a directory path");
+		return set_str(&c->ui_dir, v);
 	}
 	if (!strcmp(path, "captures.grace_seconds")) {
 		r = parse_u64(path, v, 1, 3600, &x, err);
@@ -260,6 +266,7 @@ static void usage(FILE *to)
 		"                           [--max-agents N] [--log-level error|warn|info|debug]\n"
 		"                           [--profile-retention-hours N] [--profile-max-bytes N]\n"
 		"                           [--public-url URL] [--capture-grace-seconds N]\n"
+		"                           [--ui-dir DIR]\n"
 		"\n"
 		"Serves OpAMP (/v1/opamp), the REST API (/api/v1), /metrics, /healthz and /readyz\n"
 		"on one address (default 127.0.0.1:4320). On first start in an empty data dir it\n"
@@ -273,14 +280,18 @@ static void usage(FILE *to)
 		"Incident captures (/api/v1/captures) end at their duration plus\n"
 		"--capture-grace-seconds (default 30). --public-url is the URL agents reach this\n"
 		"controller at; capture requests then name URL/v1development/profiles as the\n"
-		"receiver, otherwise agents derive it from their OpAMP server URL.\n");
+		"receiver, otherwise agents derive it from their OpAMP server URL.\n"
+		"\n"
+		"The fleet console is served at /ui/ from --ui-dir (default: the directory 'ui'\n"
+		"next to this binary, else ../share/profleet/ui beside it), read once at start.\n");
 }
 
 int pf_controller_config_args(struct pf_controller_config *c, int argc, char **argv,
 			      struct pf_error *err)
 {
 	enum { O_LISTEN = 256, O_DATA, O_CERT, O_KEY, O_CA, O_MAXMSG, O_HB, O_MAXAG, O_LOG,
-	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_PUBURL, O_GRACE };
+	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_PUBURL, O_GRACE,
+	       O_UIDIR };
 	static const struct option opts[] = {
 		{"config", required_argument, 0, O_CONFIG},
 		{"listen", required_argument, 0, O_LISTEN},
@@ -296,6 +307,7 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 		{"profile-max-bytes", required_argument, 0, O_PMAX},
 		{"public-url", required_argument, 0, O_PUBURL},
 		{"capture-grace-seconds", required_argument, 0, O_GRACE},
+		{"ui-dir", required_argument, 0, O_UIDIR},
 		{"version", no_argument, 0, O_VERSION},
 		{"help", no_argument, 0, O_HELP},
 		{0, 0, 0, 0},
@@ -357,6 +369,9 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 			break;
 		case O_GRACE:
 			r = apply_key(c, "captures.grace_seconds", optarg, err);
+			break;
+		case O_UIDIR:
+			r = apply_key(c, "ui.dir", optarg, err);
 			break;
 		case O_VERSION:
 			printf("profleet-controller %s\n", PF_VERSION);

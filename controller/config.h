@@ -11,6 +11,8 @@
  *   public_url: "https://profleet.example:4320"  (how agents reach this controller; capture
  *     requests then name its OTLP receiver, else agents derive it from their OpAMP URL)
  *   captures: {grace_seconds: 30}   (a capture's deadline is its duration plus this)
+ *   ui: {dir: DIR}   (the built console served at /ui/; default: "ui" next to the binary,
+ *     else "../share/profleet/ui" beside it; a missing default only disables the console)
  * Unknown keys and bad values are errors that name the key. */
 #ifndef PF_CONTROLLER_CONFIG_H
 #define PF_CONTROLLER_CONFIG_H
@@ -33,6 +35,7 @@ struct pf_controller_config {
 	uint64_t profile_max_bytes;       /* profiles.max_bytes: cap on stored profile bodies */
 	char *public_url;                 /* public_url, NULL when unset */
 	uint32_t capture_grace_s;         /* captures.grace_seconds */
+	char *ui_dir;                     /* ui.dir: the built console, NULL = next to the binary */
 };
 
 void pf_controller_config_defaults(struct pf_controller_config *c);
