@@ -294,13 +294,15 @@ static void h_summary(struct pf_api *api, const struct pf_api_request *req,
 
 /* ---------------------------------------------------------------- configs */
 
-static void h_config_put(struct pf_api *api, const struct pf_api_request *req,
-			 struct pf_api_response *resp, const char *name, const char *role)
+/* Checks a config name and body as PUT does: 0, or -EINVAL with the error answered (the
+ * body's error carries "path", the key path the schema names). */
+static int config_check(const struct pf_api_request *req, struct pf_api_response *resp,
+			const char *name)
 {
 	if (!valid_name(name)) {
 		pf_api_error(resp, 400, "invalid_argument",
 			     "config name must be 1..64 of [A-Za-z0-9._-], got '%s'", name);
-		return;
+		return -EINVAL;
 	}
 	struct pf_error err = {0};
 	struct pf_profcfg *cfg = NULL;
@@ -310,10 +312,31 @@ static void h_config_put(struct pf_api *api, const struct pf_api_request *req,
 				      "message", err.msg[0] ? err.msg : "invalid config", "path",
 				      err.path);
 		pf_api_respond_json(resp, r == -E2BIG ? 413 : 400, o);
-		return;
+		return -EINVAL;
 	}
 	pf_profcfg_free(cfg);
+	return 0;
+}
 
+/* A dry run of PUT: validates, stores nothing, pushes nothing. */
+static void h_config_validate(const struct pf_api_request *req, struct pf_api_response *resp,
+			      const char *name)
+{
+	if (config_check(req, resp, name) < 0)
+		return;
+	uint8_t hash[32];
+	pf_sha256(req->body, req->body_len, hash);
+	pf_api_respond_json(resp, 200,
+			    json_pack("{s:s,s:b,s:o}", "name", name, "valid", 1, "hash",
+				      hex_json(hash)));
+}
+
+static void h_config_put(struct pf_api *api, const struct pf_api_request *req,
+			 struct pf_api_response *resp, const char *name, const char *role)
+{
+	if (config_check(req, resp, name) < 0)
+		return;
+	int r;
 	uint8_t hash[32];
 	pf_sha256(req->body, req->body_len, hash);
 	int64_t version = 0;
@@ -595,6 +618,22 @@ static void h_assignment_list(struct pf_api *api, struct pf_api_response *resp)
 	pf_api_respond_json(resp, 200, json_pack("{s:o}", "assignments", arr));
 }
 
+/* Who the caller is: the console shows the role and hides what the role may not do. */
+static void h_whoami(struct pf_api *api, const struct pf_api_request *req,
+		     struct pf_api_response *resp, const char *role)
+{
+	uint8_t h[32];
+	char name[128] = "";
+	if (pf_api_token_hash(req->authorization, h) == 0 &&
+	    pf_store_token_name(api->store, h, name, sizeof(name)) < 0)
+		name[0] = 0;
+	enum role r = role_parse(role);
+	pf_api_respond_json(resp, 200,
+			    json_pack("{s:s, s:s, s:b, s:b}", "role", role, "name", name,
+				      "can_write", r >= ROLE_OPERATOR, "can_admin",
+				      r >= ROLE_ADMIN));
+}
+
 /* ---------------------------------------------------------------- routing */
 
 /* Splits "/api/v1/x/y" after the prefix into at most 3 segments. */
@@ -675,7 +714,10 @@ static void route(struct pf_api *api, const struct pf_api_request *req,
 	char seg[3][160];
 	size_t n = split_path(path + 8, seg);
 	bool known = true;
-	if (n == 1 && strcmp(seg[0], "agents") == 0) {
+	if (n == 1 && strcmp(seg[0], "whoami") == 0) {
+		if (get)
+			return h_whoami(api, req, resp, role);
+	} else if (n == 1 && strcmp(seg[0], "agents") == 0) {
 		if (get)
 			return h_agents_list(api, req, resp);
 	} else if (n == 2 && strcmp(seg[0], "agents") == 0) {
@@ -695,6 +737,9 @@ static void route(struct pf_api *api, const struct pf_api_request *req,
 	} else if (n == 3 && strcmp(seg[0], "configs") == 0 && strcmp(seg[2], "versions") == 0) {
 		if (get)
 			return h_config_versions(api, resp, seg[1]);
+	} else if (n == 3 && strcmp(seg[0], "configs") == 0 && strcmp(seg[2], "validate") == 0) {
+		if (post)
+			return h_config_validate(req, resp, seg[1]);
 	} else if (n == 1 && strcmp(seg[0], "assignments") == 0) {
 		if (get)
 			return h_assignment_list(api, resp);
