@@ -158,6 +158,57 @@ static void test_routes_404_405(void **state)
 	json_decref(j);
 }
 
+/* whoami tells the console the caller's role; validate is PUT without storing anything. */
+static void test_whoami_and_validate(void **state)
+{
+	struct fx *x = *state;
+	int st;
+	json_t *j = call(x, "GET", "/api/v1/whoami", x->viewer, NULL, &st, NULL, NULL);
+	assert_int_equal(st, 200);
+	assert_string_equal(json_string_value(json_object_get(j, "role")), "viewer");
+	assert_string_equal(json_string_value(json_object_get(j, "name")), "viewer");
+	assert_false(json_boolean_value(json_object_get(j, "can_write")));
+	json_decref(j);
+	j = call(x, "GET", "/api/v1/whoami", x->admin, NULL, &st, NULL, NULL);
+	assert_int_equal(st, 200);
+	assert_string_equal(json_string_value(json_object_get(j, "role")), "admin");
+	assert_true(json_boolean_value(json_object_get(j, "can_write")));
+	assert_true(json_boolean_value(json_object_get(j, "can_admin")));
+	json_decref(j);
+	j = call(x, "GET", "/api/v1/whoami", x->agent, NULL, &st, NULL, NULL);
+	assert_int_equal(st, 401);
+	json_decref(j);
+
+	j = call(x, "POST", "/api/v1/configs/default/validate", x->admin,
+		 "profiling:\n  exporters:\n    - {type: file, path: /tmp/x}\n    - {type: nope}\n",
+		 &st, NULL, NULL);
+	assert_int_equal(st, 400);
+	assert_string_equal(err_code(j), "invalid_config");
+	assert_string_equal(
+		json_string_value(json_object_get(json_object_get(j, "error"), "path")),
+		"profiling.exporters[1].type");
+	json_decref(j);
+	j = call(x, "POST", "/api/v1/configs/default/validate", x->admin,
+		 "profiling: {sampling: {frequency_hz: 49}}\n", &st, NULL, NULL);
+	assert_int_equal(st, 200);
+	assert_true(json_boolean_value(json_object_get(j, "valid")));
+	assert_int_equal(strlen(json_string_value(json_object_get(j, "hash"))), 64);
+	json_decref(j);
+	/* a dry run: nothing stored */
+	j = call(x, "GET", "/api/v1/configs/default", x->admin, NULL, &st, NULL, NULL);
+	assert_int_equal(st, 404);
+	json_decref(j);
+	/* it takes the operator role, like PUT */
+	j = call(x, "POST", "/api/v1/configs/default/validate", x->viewer, "profiling: {}\n", &st,
+		 NULL, NULL);
+	assert_int_equal(st, 403);
+	json_decref(j);
+	j = call(x, "POST", "/api/v1/configs/bad name/validate", x->admin, "profiling: {}\n", &st,
+		 NULL, NULL);
+	assert_int_equal(st, 400);
+	json_decref(j);
+}
+
 static void test_config_versions(void **state)
 {
 	struct fx *x = *state;
@@ -373,6 +424,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_auth_and_roles, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_routes_404_405, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_versions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_whoami_and_validate, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_assignments, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_agents_list_pages_summary, setup, teardown),
 	};
