@@ -74,10 +74,10 @@ export async function profilesPage(main, ctx) {
   // merged view of the search, and a diff against a base range
   const mergeParams = { ...q };
   delete mergeParams.trace_id; // merged views filter by the other fields
-  if (!mergeParams.from && !mergeParams.capture_id) {
-    const oldest = list.profiles[list.profiles.length - 1].start_ms;
-    mergeParams.from = String(oldest);
-  }
+  // the merged views' own default range is the last hour (a capture: whenever it ran)
+  const to = Number(mergeParams.to || Date.now());
+  const from = Number(mergeParams.from || to - 3600e3);
+  if (!mergeParams.capture_id) Object.assign(mergeParams, { from, to });
   if (q.trace_id) {
     // a trace's profiles (one per process and window): show the one with the most samples
     const best = list.profiles.reduce((a, b) => (b.samples > a.samples ? b : a));
@@ -87,7 +87,6 @@ export async function profilesPage(main, ctx) {
   const diffBox = h("div");
   const baseFrom = h("input", { type: "datetime-local", "aria-label": "base from" });
   const baseTo = h("input", { type: "datetime-local", "aria-label": "base to" });
-  const to = Number(mergeParams.to || Date.now()), from = Number(mergeParams.from);
   baseTo.value = toLocalInput(from);
   baseFrom.value = toLocalInput(from - (to - from));
   const merged = h("div");
@@ -96,6 +95,7 @@ export async function profilesPage(main, ctx) {
     try {
       const t = await api.get("/flamegraph/diff" + qs({ ...mergeParams, from, to, base_from: fromLocalInput(baseFrom.value), base_to: fromLocalInput(baseTo.value), max_nodes: 20000 }));
       const fv = flameView(t, { diff: true, title: "Diff: red = bigger share now, blue = smaller" });
+      fv.el.setAttribute("data-testid", "diff-view");
       clear(diffBox, fv.el);
     } catch (err) { clear(diffBox, errorBox(err)); }
   } }, h("h3", { text: "Compare with a base range" }), h("div", { class: "row" }, h("label", { text: "Base from" }), baseFrom, h("label", { text: "to" }), baseTo,
