@@ -266,7 +266,12 @@ test("a profile is found by trace id and shows its flame graph and top table", a
   await openPage("#/profiles");
   await page.fill("#trace-id", TRACE_ID);
   await page.click("[data-testid=search]");
-  await page.waitForSelector("[data-testid=profiles-table] tbody tr");
+  // the list (folded when long) holds only profiles linked to the trace
+  await page.waitForSelector("[data-testid=profiles-table] tbody tr", { state: "attached" });
+  const listed = await page.locator("[data-testid=profiles-table] tbody tr").count();
+  const api = await fleet.api("GET", `/profiles?trace_id=${TRACE_ID}&limit=100`);
+  assert.equal(listed, api.body.profiles.length);
+  assert.ok(listed > 0);
   await page.waitForSelector("[data-testid=trace-links]");
   assert.match(await page.textContent("[data-testid=trace-links]"), new RegExp(TRACE_ID));
   await page.waitForSelector("[data-testid=flame-chart] svg rect");
