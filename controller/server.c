@@ -34,6 +34,7 @@
 #define RETRY_AFTER_OVERLOAD_S "30"
 #define RETRY_AFTER_QUERY_S "1" /* a pool's queue is full; a merged query takes ~0.3 s */
 #define QUERY_CONN_TIMEOUT_S 300 /* bound on a connection waiting on a pool (queue + run) */
+#define API_GZIP_MIN 1024 /* smaller JSON answers go as they are */
 #define REQ_HEADERS PF_UI_MAX_HEADERS /* extra response headers: the console's are the most */
 
 /* One queued WebSocket message: one allocation, LWS_PRE headroom then the frame. */
@@ -728,6 +729,26 @@ static void dispatch_profiles(struct pf_server *s, struct lws *wsi, struct http_
 	pf_buf_release(&out);
 }
 
+/* A JSON answer of the loop over API_GZIP_MIN bytes, gzip'd (level 1) for a client that
+ * accepts it: a page of 100 agents is ~88 KB of JSON, ~8 KB gzip'd, one write instead of two.
+ * Returns whether it set the response. */
+static bool api_gzip(struct http_req *r, const struct pf_api_response *resp)
+{
+	if (!r->accept_gzip || resp->body.len < API_GZIP_MIN || !resp->content_type ||
+	    strcmp(resp->content_type, "application/json") != 0)
+		return false;
+	struct pf_buf z;
+	pf_buf_init(&z, resp->body.len + 1024);
+	bool ok = pf_gzip_compress(resp->body.data, resp->body.len, 1, &z) == 0;
+	if (ok) {
+		req_set_response(r, resp->status, resp->content_type, z.data, z.len);
+		req_set_header(r, "content-encoding:", "gzip");
+		req_set_header(r, "vary:", "Accept-Encoding");
+	}
+	pf_buf_release(&z);
+	return ok;
+}
+
 static void dispatch_api(struct pf_server *s, struct lws *wsi, struct http_req *r)
 {
 	struct pf_api_request q = {
@@ -766,7 +787,8 @@ static void dispatch_api(struct pf_server *s, struct lws *wsi, struct http_req *
 	} else {
 		pf_api_handle(s->api, &q, &resp);
 	}
-	req_set_response(r, resp.status, resp.content_type, resp.body.data, resp.body.len);
+	if (!api_gzip(r, &resp))
+		req_set_response(r, resp.status, resp.content_type, resp.body.data, resp.body.len);
 	if (resp.extra_header_name[0]) {
 		char lower[32];
 		header_lower(resp.extra_header_name, lower, sizeof(lower));

@@ -140,6 +140,10 @@ test("the console's files carry a strict CSP, nosniff, caching and gzip", async 
   const etag = a.headers.get("etag");
   const again = await fetch(fleet.base + "/ui/" + js, { headers: { "If-None-Match": etag } });
   assert.equal(again.status, 304);
+  // API answers over 1 KiB go gzip'd to clients that accept it (fetch does)
+  const agents = await fetch(fleet.base + "/api/v1/agents", { headers: { Authorization: "Bearer " + fleet.adminToken } });
+  assert.equal(agents.headers.get("content-encoding"), "gzip");
+  assert.equal((await agents.json()).agents.length, 4);
   const root = await fetch(fleet.base + "/", { redirect: "manual" });
   assert.equal(root.status, 302);
   assert.equal(root.headers.get("location"), "/ui/");
