@@ -89,7 +89,8 @@ async function captureDetail(main, ctx, id) {
     if (ended && !drawn) {
       drawn = true;
       if (p) p.stop();
-      if (hasProfiles) await drawFlame(flame, { capture_id: id }, "Capture flame graph");
+      // a capture: merge up to 1,000 of its profiles (the default 200 samples a big one)
+      if (hasProfiles) await drawFlame(flame, { capture_id: id, max_profiles: 1000 }, "Capture flame graph");
       else clear(flame, h("div", { class: "empty", text: "No profile arrived from this capture." }));
     }
   };
