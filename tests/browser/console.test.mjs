@@ -284,7 +284,18 @@ test("a profile is found by trace id and shows its flame graph and top table", a
   await shot("10-profile-by-trace");
   await openPage("#/profiles");
   await page.waitForSelector("[data-testid=flame-chart] svg rect", { timeout: 20000 });
+  // search highlights and counts matches; a top function opens its sandwich
+  await page.fill(".flame-search", "syscall");
+  await waitUntil(async () => /functions match/.test(await page.textContent(".flame-head .muted")), { what: "search result" });
+  await page.fill(".flame-search", "");
   await shot("11-profiles-merged");
+  await page.locator("[data-testid=top-table] tbody tr td.fn a").first().click();
+  await page.waitForSelector(".sandwich h3");
+  await waitUntil(async () => (await page.locator(".sandwich .flame-chart svg").count()) === 2, { what: "callers and callees" });
+  // a diff against the hour before
+  await page.click("[data-testid=diff]");
+  await page.waitForSelector("[data-testid=diff-view] svg rect", { timeout: 20000 });
+  await shot("14-profiles-diff");
 });
 
 test("a viewer sees the role and no edit buttons", async () => {

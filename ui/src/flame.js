@@ -82,6 +82,7 @@ export function flameView(tree, { diff = false, title = "" } = {}) {
   const sandwichBox = h("div", { class: "sandwich" });
   const note = [];
   if (tree.truncated) note.push(h("div", { class: "notice", text: "This tree was cut at the server's node cap: values shown stay exact, deeper frames are folded." }));
+  if (diff && !tree.base_total) note.push(h("div", { class: "notice", "data-testid": "diff-empty-base", text: "The base range has no samples: every frame is new (orange)." }));
   if (tree.capped) note.push(h("div", { class: "notice", text: `Merged ${fmtNum(tree.profiles_merged)} of ${fmtNum(tree.profiles_matched)} matching profiles (sampled evenly).` }));
 
   let chart = null;

@@ -94,7 +94,7 @@ export async function profilesPage(main, ctx) {
     e.preventDefault();
     try {
       const t = await api.get("/flamegraph/diff" + qs({ ...mergeParams, from, to, base_from: fromLocalInput(baseFrom.value), base_to: fromLocalInput(baseTo.value), max_nodes: 20000 }));
-      const fv = flameView(t, { diff: true, title: "Diff: red = bigger share now, blue = smaller" });
+      const fv = flameView(t, { diff: true, title: "Diff: red = bigger share now, blue = smaller, orange = only now" });
       fv.el.setAttribute("data-testid", "diff-view");
       clear(diffBox, fv.el);
     } catch (err) { clear(diffBox, errorBox(err)); }
