@@ -117,7 +117,9 @@ before(async () => {
 
 after(async () => {
   if (browser) await browser.close();
-  await fleet.stop({ keep: !!process.env.PF_KEEP_TEST_DIRS });
+  const ctl = await fleet.stop({ keep: !!process.env.PF_KEEP_TEST_DIRS });
+  // a clean exit on SIGTERM (under ASan: no leak or error report)
+  assert.ok(ctl && ctl.code === 0, `controller exit ${JSON.stringify({ code: ctl?.code, sig: ctl?.sig })}:\n${ctl?.log.slice(-3000)}`);
 });
 
 test("the console's files carry a strict CSP, nosniff, caching and gzip", async () => {

@@ -48,12 +48,15 @@ class Proc {
   alive() {
     return this.p.exitCode === null && this.p.signalCode === null;
   }
+  // SIGTERM, SIGKILL after timeout ms; resolves to {code, sig} of the exit.
   async stop(timeout = 10000) {
-    if (!this.alive()) return;
-    this.p.kill("SIGTERM");
-    const t = setTimeout(() => this.p.kill("SIGKILL"), timeout);
-    await this.exited;
-    clearTimeout(t);
+    if (this.alive()) {
+      this.p.kill("SIGTERM");
+      const t = setTimeout(() => this.p.kill("SIGKILL"), timeout);
+      await this.exited;
+      clearTimeout(t);
+    }
+    return this.exited;
   }
   output() {
     return readFileSync(this.logPath, "utf8");
@@ -124,9 +127,15 @@ export class Fleet {
     return { status: r.status, body: data };
   }
 
+  // Stops everything (agents first); returns the controller's exit {code, sig} and log.
   async stop({ keep = false } = {}) {
-    for (const p of this.procs.reverse()) await p.stop().catch(() => {});
+    let ctl = null;
+    for (const p of this.procs.reverse()) {
+      const r = await p.stop().catch(() => null);
+      if (p === this.controller) ctl = { ...r, log: p.output() };
+    }
     if (!keep) rmSync(this.dir, { recursive: true, force: true });
+    return ctl;
   }
 }
 
