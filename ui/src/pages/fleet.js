@@ -50,6 +50,8 @@ export async function fleetPage(main, ctx) {
 
   function draw() {
     if (!data) return;
+    for (const th of thead.querySelectorAll("th"))
+      th.className = "sortable" + (th.dataset.sort === sortKey ? (sortDir > 0 ? " sorted-asc" : " sorted-desc") : "");
     const rows = data.agents.slice().sort((a, b) => {
       const x = key(a, sortKey), y = key(b, sortKey);
       return (x < y ? -1 : x > y ? 1 : 0) * sortDir;
