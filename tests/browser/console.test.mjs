@@ -8,7 +8,7 @@
 // sampler (root): where the kernel refuses BPF they are skipped, and say so.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Fleet, waitUntil, samplerLoaded, CONTROLLER_BIN, AGENT_BIN, UI_DIR } from "./harness.mjs";
 
@@ -282,7 +282,12 @@ test("a profile is found by trace id and shows its flame graph and top table", a
   assert.match(await page.textContent("[data-testid=trace-links]"), new RegExp(TRACE_ID));
   await page.waitForSelector("[data-testid=flame-chart] svg rect");
   assert.ok((await page.locator("[data-testid=top-table] tbody tr").count()) > 0);
-  assert.equal(await page.locator("[data-testid=pprof-download]").count(), 1);
+  // pprof download: fetched with the token, saved from a blob (the token is never in a URL)
+  const [dl] = await Promise.all([page.waitForEvent("download"), page.click("[data-testid=pprof-download]")]);
+  assert.match(dl.suggestedFilename(), /^profile-\d+\.pb\.gz$/);
+  const file = await dl.path();
+  const bytes = readFileSync(file);
+  assert.ok(bytes.length > 20 && bytes[0] === 0x1f && bytes[1] === 0x8b, "a gzip'd pprof");
   await shot("10-profile-by-trace");
   await openPage("#/profiles");
   await page.waitForSelector("[data-testid=flame-chart] svg rect", { timeout: 20000 });
