@@ -3,19 +3,26 @@
 import { api, qs } from "../api.js";
 import { h, clear, ago, fmtTime, fmtNum, fmtBytes, errorBox, poller, agentState, badge } from "../dom.js";
 
-const SECRET = /(authorization|token|password|passwd|secret|api[_-]?key|credential)/i;
+const SECRET_WORDS = "authorization|token|password|passwd|secret|api[_-]?key|credential";
+const SECRET = new RegExp(SECRET_WORDS, "i");
+const FLOW_HEADERS = /\bheaders\s*:\s*\{[^}]*[^}\s][^}]*\}/g;
+const FLOW_SECRET = new RegExp(`([{,]\\s*)([\\w.-]*(?:${SECRET_WORDS})[\\w.-]*)\\s*:\\s*[^,}]+`, "gi");
 
-// Redacts values of secret-looking keys and every value under a "headers:" map.
+// Redacts values of secret-looking keys and every value under "headers", in block style and
+// in flow maps ({headers: {k: v}}). What the agent reports is shown, minus these values.
 export function redact(yaml) {
   const out = [];
   let headersIndent = -1;
-  for (const line of (yaml || "").split("\n")) {
-    const m = /^(\s*)(-\s+)?([^:#\s][^:#]*?)\s*:\s*(.*)$/.exec(line);
+  for (let line of (yaml || "").split("\n")) {
+    line = line.replace(FLOW_HEADERS, "headers: {‹redacted›}").replace(FLOW_SECRET, "$1$2: ‹redacted›");
+    const m = /^(\s*)(-\s+)?([^:#\s{][^:#]*?)\s*:\s*(.*)$/.exec(line);
     const indent = m ? m[1].length + (m[2] ? m[2].length : 0) : -1;
     if (headersIndent >= 0 && m && indent <= headersIndent) headersIndent = -1;
-    if (m && /^headers$/.test(m[3]) && !m[4].startsWith("{")) { headersIndent = indent; out.push(line); continue; }
-    if (m && m[3] === "headers" && m[4].startsWith("{") && m[4] !== "{}") { out.push(`${m[1]}${m[2] || ""}headers: {‹redacted›}`); continue; }
-    if (m && m[4] && (headersIndent >= 0 || SECRET.test(m[3]))) { out.push(`${m[1]}${m[2] || ""}${m[3]}: ‹redacted›`); continue; }
+    if (m && m[3] === "headers" && !m[4]) { headersIndent = indent; out.push(line); continue; }
+    if (m && m[4] && !m[4].startsWith("{") && (headersIndent >= 0 || SECRET.test(m[3]))) {
+      out.push(`${m[1]}${m[2] || ""}${m[3]}: ‹redacted›`);
+      continue;
+    }
     out.push(line);
   }
   return out.join("\n");
