@@ -5,7 +5,7 @@
  *
  * Routes (JSON; errors are {"error":{"code","message"}} with the right status):
  *   GET    /api/v1/whoami                              viewer (role of the caller's token)
- *   GET    /api/v1/agents[?selector=&limit=&cursor=]   viewer
+ *   GET    /api/v1/agents[?selector=&state=&config_status=&limit=&cursor=]   viewer
  *   GET    /api/v1/agents/{uid}                        viewer
  *   GET    /api/v1/fleet/summary                       viewer
  *   GET    /api/v1/configs                             viewer

@@ -180,6 +180,13 @@ test("the fleet table shows every agent with its state, config and status", asyn
   assert.equal(await page.textContent("[data-testid=count-all] .n"), "4");
   assert.equal(await page.textContent("[data-testid=count-disconnected] .n"), "1");
   await shot("02-fleet");
+  // a count card filters the table by state (the API's state=), a second click shows all
+  await page.click("[data-testid=count-disconnected]");
+  await waitUntil(async () => (await page.locator("tr[data-uid]").count()) === 1, { what: "1 disconnected row" });
+  assert.equal(await page.getAttribute("tr[data-uid]", "data-uid"), uids.gone1);
+  assert.match(page.url(), /state=disconnected/);
+  await page.click("[data-testid=count-disconnected]");
+  await waitUntil(async () => (await page.locator("tr[data-uid]").count()) === 4, { what: "4 rows again" });
   // a selector narrows the table, through the API's selector
   await page.fill("#selector", "env=prod");
   await waitUntil(async () => (await page.locator("[data-testid=agents-table] tbody tr[data-uid]").count()) === 2,

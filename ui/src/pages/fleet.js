@@ -12,6 +12,8 @@ export async function fleetPage(main, ctx) {
   let selector = ctx.params.get("selector") || "";
   let cursors = [""]; // cursor of each page seen; the last is the current page
   let sortKey = "uid", sortDir = 1;
+  // a count card narrows the table to its state or config status (the API filters)
+  let filter = { state: ctx.params.get("state") || "", config_status: ctx.params.get("config_status") || "" };
   let data = null;
 
   const counts = h("div", { class: "cards", "data-testid": "fleet-counts" });
@@ -59,7 +61,7 @@ export async function fleetPage(main, ctx) {
     const now = Date.now();
     if (!rows.length) {
       clear(tbody, h("tr", {}, h("td", { colspan: cols.length, class: "empty",
-        text: selector ? "No agent matches this selector." : "No agents yet: start one with --server ws://HOST:PORT/v1/opamp and the enrollment token." })));
+        text: selector || filter.state || filter.config_status ? "No agent matches this filter." : "No agents yet: start one with --server ws://HOST:PORT/v1/opamp and the enrollment token." })));
     } else {
       clear(tbody, rows.map((a) => {
         const st = agentState(a);
@@ -76,9 +78,12 @@ export async function fleetPage(main, ctx) {
           h("td", { title: new Date(a.last_seen || 0).toISOString(), text: ago(a.last_seen, now) }));
       }));
     }
+    // "matched" counts the agents from the cursor on: the total is the pages before plus it
     const page = cursors.length;
     const first = (page - 1) * PAGE + 1;
-    info.textContent = data.matched ? `${fmtNum(first)}–${fmtNum(first + data.agents.length - 1)} of ${fmtNum(data.matched)} agents${selector ? " matching" : ""}` : "";
+    const total = (page - 1) * PAGE + data.matched;
+    const narrowed = selector || filter.state || filter.config_status;
+    info.textContent = data.matched ? `${fmtNum(first)}–${fmtNum(first + data.agents.length - 1)} of ${fmtNum(total)} agents${narrowed ? " matching" : ""}` : "";
     prev.disabled = page <= 1;
     next.disabled = !data.next_cursor;
   }
@@ -86,21 +91,26 @@ export async function fleetPage(main, ctx) {
   async function loadSummary() {
     const s = await api.get("/fleet/summary");
     const unhealthy = Math.max(0, s.connected - s.healthy - s.stale);
-    const card = (label, n, cls) => h("div", { class: "card " + cls, "data-testid": "count-" + cls },
+    const card = (label, n, cls, key, value) => {
+      const on = key && filter[key] === value;
+      return h("div", { class: `card ${cls}${key ? " clickable" : ""}${on ? " active" : ""}`, "data-testid": "count-" + cls,
+        role: key ? "button" : null, tabindex: key ? "0" : null, title: key ? (on ? "show all" : `show only ${label}`) : null,
+        onclick: key ? () => { filter = { state: "", config_status: "", [key]: on ? "" : value }; cursors = [""]; syncUrl(); refresh(); } : null },
       h("div", { class: "n", text: fmtNum(n) }), h("div", { class: "muted", text: label }));
+    };
     const cs = s.config_status || {};
     clear(counts,
-      card("agents", s.agents, "all"), card("healthy", s.healthy, "healthy"),
-      card("unhealthy", unhealthy, "unhealthy"), card("stale", s.stale, "stale"),
-      card("disconnected", s.agents - s.connected, "disconnected"),
+      card("agents", s.agents, "all"), card("healthy", s.healthy, "healthy", "state", "healthy"),
+      card("unhealthy", unhealthy, "unhealthy", "state", "unhealthy"), card("stale", s.stale, "stale", "state", "stale"),
+      card("disconnected", s.agents - s.connected, "disconnected", "state", "disconnected"),
       h("div", { class: "card-sep" }),
-      ["APPLIED", "APPLYING", "FAILED", "UNSET"].map((k) => card(k, cs[k] || 0, "cfg-" + k.toLowerCase())));
+      ["APPLIED", "APPLYING", "FAILED", "UNSET"].map((k) => card(k, cs[k] || 0, "cfg-" + k.toLowerCase(), "config_status", k)));
   }
 
   async function loadPage() {
     const cursor = cursors[cursors.length - 1];
     try {
-      data = await api.get("/agents" + qs({ selector, limit: PAGE, cursor }));
+      data = await api.get("/agents" + qs({ selector, ...filter, limit: PAGE, cursor }));
       clear(selErr);
       input.classList.remove("invalid");
     } catch (err) {
@@ -121,10 +131,13 @@ export async function fleetPage(main, ctx) {
     live.textContent = `live · updated ${new Date().toLocaleTimeString(undefined, { hour12: false })} (${Math.round(performance.now() - t0)} ms)`;
   }
 
+  function syncUrl() {
+    history.replaceState(null, "", "#/fleet" + qs({ selector, ...filter }));
+  }
   input.addEventListener("input", debounce(() => {
     selector = input.value.trim();
     cursors = [""];
-    history.replaceState(null, "", "#/fleet" + (selector ? "?selector=" + encodeURIComponent(selector) : ""));
+    syncUrl();
     loadPage();
   }, 250));
   next.addEventListener("click", () => { if (data && data.next_cursor) { cursors.push(data.next_cursor); loadPage(); } });
