@@ -58,7 +58,7 @@ try {
   await page.click("form.login button[type=submit]");
   await page.waitForSelector("tr[data-uid]");
 
-  const first = [], filtered = [], next = [], refresh = [];
+  const first = [], filtered = [], next = [], refresh = [], card = [];
   for (let k = 0; k < RUNS; k++) {
     await page.goto("about:blank");
     const t0 = Date.now();
@@ -81,12 +81,23 @@ try {
 
     await page.waitForFunction(() => /\((\d+) ms\)/.test(document.querySelector(".live").textContent), null, { timeout: 10000 });
     refresh.push(Number(/\((\d+) ms\)/.exec(await page.textContent(".live"))[1]));
+
+    // a count card: only the healthy agents (state=healthy, evaluated by the controller)
+    await page.fill("#selector", "");
+    await page.goto(`${fleet.base}/ui/#/fleet`);
+    await page.waitForSelector("[data-testid=count-healthy]");
+    const t3 = Date.now();
+    await page.click("[data-testid=count-healthy]");
+    await page.waitForFunction(() => document.querySelector("[data-testid=count-healthy]").classList.contains("active") &&
+      /matching/.test(document.querySelector("[data-testid=fleet-info]").textContent), null, { timeout: 30000 });
+    card.push(Date.now() - t3);
   }
   const info = await page.textContent("[data-testid=fleet-info]");
   Object.assign(results, {
     "page: first render (navigation → 100 rows + counts)": median(first),
     "page: filtered view (selector typed → matching rows), debounce excluded": median(filtered),
     "page: next page": median(next),
+    "page: count card filter (state=healthy → rows and counts)": median(card),
     "page: one live refresh (summary + page, every 3 s)": median(refresh),
   });
   console.log(`fleet page with ${N} connected agents (medians of ${RUNS}); filtered: ${info}`);
