@@ -211,9 +211,47 @@ static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return true;
 }
 
+/* An agent's state as the API and the console name it: disconnected, stale, healthy or
+ * unhealthy (connected, not stale, root health not healthy). */
+static const char *agent_state_name(const struct pf_fleet *f, const struct pf_agent *a,
+				    int64_t now_ms)
+{
+	if (!a->connected)
+		return "disconnected";
+	if (pf_agent_is_stale(f, a, now_ms))
+		return "stale";
+	return pf_agent_is_healthy(f, a, now_ms) ? "healthy" : "unhealthy";
+}
+
+static bool one_of(const char *v, const char *const *set, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v, set[i]) == 0)
+			return true;
+	return false;
+}
+
 static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 			  struct pf_api_response *resp)
 {
+	static const char *const states[] = {"healthy", "unhealthy", "stale", "disconnected"};
+	const char *want_state = pf_api_arg(req, "state");
+	const char *want_status = pf_api_arg(req, "config_status");
+	if (want_state && *want_state && !one_of(want_state, states, 4)) {
+		pf_api_error(resp, 400, "invalid_argument",
+			     "state: must be healthy, unhealthy, stale or disconnected, got '%s'",
+			     want_state);
+		return;
+	}
+	bool status_ok = false;
+	for (int i = PF_CFG_UNSET; i <= PF_CFG_FAILED; i++)
+		status_ok |= want_status && strcmp(want_status, pf_config_state_name(i)) == 0;
+	if (want_status && *want_status && !status_ok) {
+		pf_api_error(resp, 400, "invalid_argument",
+			     "config_status: must be UNSET, APPLYING, APPLIED or FAILED, got '%s'",
+			     want_status);
+		return;
+	}
 	struct pf_error err = {0};
 	struct pf_selector *sel = NULL;
 	const char *selsrc = pf_api_arg(req, "selector");
@@ -258,6 +296,12 @@ static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 		if (sel && !pf_selector_match(sel, agent_attr_lookup, a))
 			continue;
 		if (has_cursor && memcmp(a->uid, cursor, 16) <= 0)
+			continue;
+		if (want_state && *want_state &&
+		    strcmp(agent_state_name(api->fleet, a, req->now_ms), want_state) != 0)
+			continue;
+		if (want_status && *want_status &&
+		    strcmp(pf_config_state_name(pf_agent_config_state(a)), want_status) != 0)
 			continue;
 		v[m++] = a;
 	}
@@ -730,6 +774,22 @@ static void h_assignment_list(struct pf_api *api, struct pf_api_response *resp)
 	pf_api_respond_json(resp, 200, json_pack("{s:o}", "assignments", arr));
 }
 
+/* Who the caller is: the console shows the role and hides what the role may not do. */
+static void h_whoami(struct pf_api *api, const struct pf_api_request *req,
+		     struct pf_api_response *resp, const char *role)
+{
+	uint8_t h[32];
+	char name[128] = "";
+	if (pf_api_token_hash(req->authorization, h) == 0 &&
+	    pf_store_token_name(api->store, h, name, sizeof(name)) < 0)
+		name[0] = 0;
+	enum role r = role_parse(role);
+	pf_api_respond_json(resp, 200,
+			    json_pack("{s:s, s:s, s:b, s:b}", "role", role, "name", name,
+				      "can_write", r >= ROLE_OPERATOR, "can_admin",
+				      r >= ROLE_ADMIN));
+}
+
 /* ---------------------------------------------------------------- routing */
 
 /* Splits "/api/v1/x/y" after the prefix into at most 3 segments. */
@@ -810,7 +870,10 @@ static void route(struct pf_api *api, const struct pf_api_request *req,
 	char seg[3][160];
 	size_t n = split_path(path + 8, seg);
 	bool known = true;
-	if (n == 1 && strcmp(seg[0], "agents") == 0) {
+	if (n == 1 && strcmp(seg[0], "whoami") == 0) {
+		if (get)
+			return h_whoami(api, req, resp, role);
+	} else if (n == 1 && strcmp(seg[0], "agents") == 0) {
 		if (get)
 			return h_agents_list(api, req, resp);
 	} else if (n == 2 && strcmp(seg[0], "agents") == 0) {
@@ -834,6 +897,9 @@ static void route(struct pf_api *api, const struct pf_api_request *req,
 	} else if (n == 3 && strcmp(seg[0], "configs") == 0 && strcmp(seg[2], "versions") == 0) {
 		if (get)
 			return h_config_versions(api, resp, seg[1]);
+	} else if (n == 3 && strcmp(seg[0], "configs") == 0 && strcmp(seg[2], "validate") == 0) {
+		if (post) /* the same as POST /configs/{name}:validate */
+			return h_config_validate(req, resp, seg[1]);
 	} else if (n == 1 && strcmp(seg[0], "assignments") == 0) {
 		if (get)
 			return h_assignment_list(api, resp);

@@ -4,7 +4,8 @@
  * Unit tests call pf_api_handle() directly.
  *
  * Routes (JSON; errors are {"error":{"code","message"}} with the right status):
- *   GET    /api/v1/agents[?selector=&limit=&cursor=]   viewer
+ *   GET    /api/v1/whoami                              viewer (role of the caller's token)
+ *   GET    /api/v1/agents[?selector=&state=&config_status=&limit=&cursor=]   viewer
  *   GET    /api/v1/agents/{uid}                        viewer
  *   GET    /api/v1/fleet/summary                       viewer
  *   GET    /api/v1/configs                             viewer
@@ -13,6 +14,7 @@
  *   POST   /api/v1/configs/{name}:validate (YAML)     operator (validates, stores nothing)
  *   GET    /api/v1/configs/{name}[?version=N]          viewer
  *   GET    /api/v1/configs/{name}/versions             viewer
+ *   POST   /api/v1/configs/{name}/validate (YAML)      operator (dry run of PUT: 200 or 400)
  *   GET    /api/v1/assignments                         viewer (with match counts)
  *   PUT    /api/v1/assignments/{name} (JSON body)      operator
  *   GET    /api/v1/assignments/{name}                  viewer
