@@ -162,6 +162,12 @@ static const char *const migrations[] = {
 	" config TEXT NOT NULL, version INTEGER NOT NULL CHECK (version >= 1)) STRICT;"
 	"CREATE TABLE config_serving (name TEXT PRIMARY KEY NOT NULL,"
 	" version INTEGER NOT NULL CHECK (version >= 1)) STRICT;",
+	/* 5 -> 6: the Kubernetes place of a profile (resource k8s.namespace.name, k8s.pod.name,
+	 * k8s.container.name from the agent's pod attribution), for ?namespace=&pod=&container=. */
+	"ALTER TABLE profiles ADD COLUMN k8s_namespace TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE profiles ADD COLUMN k8s_pod TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE profiles ADD COLUMN k8s_container TEXT NOT NULL DEFAULT '';"
+	"CREATE INDEX profiles_k8s ON profiles (k8s_namespace, k8s_pod, start_ns);",
 };
 /* clang-format on */
 
