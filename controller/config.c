@@ -56,6 +56,7 @@ void pf_controller_config_release(struct pf_controller_config *c)
 	free(c->default_config);
 	free(c->admin_token_file);
 	free(c->agent_token_file);
+	free(c->token_file_dir);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -152,6 +153,8 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 		return set_str(&c->admin_token_file, v);
 	if (!strcmp(path, "tokens.agent_file"))
 		return set_str(&c->agent_token_file, v);
+	if (!strcmp(path, "tokens.file_dir"))
+		return set_str(&c->token_file_dir, v);
 	if (!strcmp(path, "tls.cert"))
 		return set_str(&c->tls_cert, v);
 	if (!strcmp(path, "tls.key"))
@@ -271,6 +274,7 @@ static void usage(FILE *to)
 		"                           [--public-url URL] [--capture-grace-seconds N]\n"
 		"                           [--default-config FILE]\n"
 		"                           [--admin-token-file F] [--agent-token-file F]\n"
+		"                           [--token-file-dir DIR]\n"
 		"\n"
 		"Serves OpAMP (/v1/opamp), the REST API (/api/v1), /metrics, /healthz and /readyz\n"
 		"on one address (default 127.0.0.1:4320). On first start in an empty data dir it\n"
@@ -292,7 +296,12 @@ static void usage(FILE *to)
 		"\n"
 		"--admin-token-file F, --agent-token-file F: tokens made elsewhere (a Kubernetes\n"
 		"Secret); each is added to the store (hash only) on start unless already there, and\n"
-		"then no token files are written to the data dir.\n");
+		"then no token files are written to the data dir.\n"
+		"\n"
+		"--token-file-dir DIR: one token per file (a Kubernetes Secret mounted as a\n"
+		"directory): the file name is the token's name, the content 'ROLE:SECRET' (role\n"
+		"admin, operator, viewer or agent). Added on start; a changed secret replaces the\n"
+		"token of that name; a token added this way whose file is gone is revoked.\n");
 }
 
 int pf_controller_config_args(struct pf_controller_config *c, int argc, char **argv,
@@ -300,7 +309,7 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 {
 	enum { O_LISTEN = 256, O_DATA, O_CERT, O_KEY, O_CA, O_MAXMSG, O_HB, O_MAXAG, O_LOG,
 	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_PUBURL, O_GRACE, O_DEFCFG,
-	       O_ADMTOK, O_AGTOK };
+	       O_ADMTOK, O_AGTOK, O_TOKDIR };
 	static const struct option opts[] = {
 		{"config", required_argument, 0, O_CONFIG},
 		{"listen", required_argument, 0, O_LISTEN},
@@ -319,6 +328,7 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 		{"default-config", required_argument, 0, O_DEFCFG},
 		{"admin-token-file", required_argument, 0, O_ADMTOK},
 		{"agent-token-file", required_argument, 0, O_AGTOK},
+		{"token-file-dir", required_argument, 0, O_TOKDIR},
 		{"version", no_argument, 0, O_VERSION},
 		{"help", no_argument, 0, O_HELP},
 		{0, 0, 0, 0},
@@ -389,6 +399,9 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 			break;
 		case O_AGTOK:
 			r = set_str(&c->agent_token_file, optarg);
+			break;
+		case O_TOKDIR:
+			r = set_str(&c->token_file_dir, optarg);
 			break;
 		case O_VERSION:
 			printf("profleet-controller %s\n", PF_VERSION);

@@ -13,6 +13,8 @@
  *   captures: {grace_seconds: 30}   (a capture's deadline is its duration plus this)
  *   tokens: {admin_file: F, agent_file: F}   (--admin-token-file, --agent-token-file: tokens
  *     kept outside the data dir, e.g. Kubernetes Secrets; see pf_bootstrap_import_token)
+ *   tokens: {file_dir: DIR}   (--token-file-dir: one file per token, "role:secret"; see
+ *     pf_bootstrap_import_token_dir)
  *   default_config: FILE   (--default-config: a profiling config stored as config `default`
  *     on start when the store has none; see pf_bootstrap_default_config)
  * Unknown keys and bad values are errors that name the key. */
@@ -40,6 +42,7 @@ struct pf_controller_config {
 	char *default_config;             /* default_config: profiling config file, or NULL */
 	char *admin_token_file;           /* tokens.admin_file, or NULL */
 	char *agent_token_file;           /* tokens.agent_file, or NULL */
+	char *token_file_dir;             /* tokens.file_dir, or NULL */
 };
 
 void pf_controller_config_defaults(struct pf_controller_config *c);

@@ -81,7 +81,9 @@ int main(int argc, char **argv)
 	if ((cfg.admin_token_file &&
 	     pf_bootstrap_import_token(store, cfg.admin_token_file, "admin", &err) < 0) ||
 	    (cfg.agent_token_file &&
-	     pf_bootstrap_import_token(store, cfg.agent_token_file, "agent", &err) < 0)) {
+	     pf_bootstrap_import_token(store, cfg.agent_token_file, "agent", &err) < 0) ||
+	    (cfg.token_file_dir &&
+	     pf_bootstrap_import_token_dir(store, cfg.token_file_dir, &err) < 0)) {
 		pf_log_error("%s", err.msg);
 		goto out;
 	}

@@ -2,6 +2,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -238,7 +239,10 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 	if (ctx->metrics)
 		ctx->metrics->opamp_messages_in++;
 
-	int r = pf_a2s_decode(data, len, ctx->max_message_bytes, &in, &err);
+	size_t dmax = ctx->max_message_bytes <= SIZE_MAX / PF_OPAMP_DECODED_FACTOR
+			      ? ctx->max_message_bytes * PF_OPAMP_DECODED_FACTOR
+			      : SIZE_MAX;
+	int r = pf_a2s_decode(data, len, dmax, &in, &err);
 	if (r < 0) {
 		res->bad_request = true;
 		if (ctx->metrics)

@@ -121,9 +121,9 @@ static void test_auth_and_roles(void **state)
 	j = call(x, "GET", "/api/v1/agents", "Bearer nope", NULL, &st, NULL, NULL);
 	assert_int_equal(st, 401);
 	json_decref(j);
-	/* An agent token is not an API token. */
+	/* An agent token is not an API token: authenticated, but below every API role. */
 	j = call(x, "GET", "/api/v1/agents", x->agent, NULL, &st, NULL, NULL);
-	assert_int_equal(st, 401);
+	assert_int_equal(st, 403);
 	json_decref(j);
 	j = call(x, "GET", "/api/v1/agents", x->viewer, NULL, &st, NULL, NULL);
 	assert_int_equal(st, 200);
