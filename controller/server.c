@@ -846,7 +846,18 @@ static void dispatch(struct pf_server *s, struct lws *wsi, struct http_req *r)
 		lws_callback_on_writable(wsi);
 }
 
-static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const char *uri)
+/* Answers a request at once (before its body) and closes the connection after. */
+static void reject_early(struct lws *wsi, struct http_req *r, int status, const char *code,
+			 const char *msg)
+{
+	req_error(r, status, code, msg);
+	r->dispatched = true;
+	r->close_after = true;
+	lws_callback_on_writable(wsi);
+}
+
+static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const char *uri,
+		      size_t uri_len)
 {
 	struct http_req *r = calloc(1, sizeof(*r));
 	if (!r)
@@ -855,6 +866,11 @@ static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, con
 	pss->req = r;
 	snprintf(r->method, sizeof(r->method), "%s", method_of(wsi));
 	snprintf(r->path, sizeof(r->path), "%s", uri ? uri : "/");
+	if (uri && strnlen(uri, uri_len) != uri_len) {
+		/* lws decoded a %00: the path would end early and name another route */
+		reject_early(wsi, r, 400, "invalid_path", "the path holds a NUL byte (%00)");
+		return 0;
+	}
 	r->is_opamp = strcmp(r->path, OPAMP_PATH) == 0;
 	r->is_profiles = strcmp(r->path, PROFILES_PATH) == 0;
 	r->limit = r->is_opamp || r->is_profiles ? s->opt.max_message_bytes : PF_API_MAX_BODY;
@@ -895,20 +911,14 @@ static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, con
 	}
 	char cl[32];
 	if (lws_hdr_copy(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH) <= 0) {
-		req_error(r, 411, "length_required", "a request body needs Content-Length");
-		r->dispatched = true;
-		r->close_after = true;
-		lws_callback_on_writable(wsi);
+		reject_early(wsi, r, 411, "length_required", "a request body needs Content-Length");
 		return 0;
 	}
 	char *end;
 	errno = 0;
 	unsigned long long v = strtoull(cl, &end, 10);
 	if (errno || *end || cl[0] < '0' || cl[0] > '9') {
-		req_error(r, 400, "malformed", "bad Content-Length");
-		r->dispatched = true;
-		r->close_after = true;
-		lws_callback_on_writable(wsi);
+		reject_early(wsi, r, 400, "malformed", "bad Content-Length");
 		return 0;
 	}
 	if (v > r->limit) {
@@ -1127,7 +1137,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		}
 		return 0;
 	case LWS_CALLBACK_HTTP:
-		return http_begin(s, wsi, pss, in) < 0 ? -1 : 0;
+		return http_begin(s, wsi, pss, in, len) < 0 ? -1 : 0;
 	case LWS_CALLBACK_HTTP_BODY: {
 		struct http_req *r = pss->req;
 		if (!r)
