@@ -262,6 +262,19 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 		pf_a2s_free(in);
 		return r;
 	}
+	if (in->has_description &&
+	    in->n_identifying + in->n_non_identifying > PF_OPAMP_MAX_ATTRS) {
+		/* Attributes are kept per agent and matched by every selector: bounded. */
+		res->bad_request = true;
+		if (ctx->metrics)
+			ctx->metrics->opamp_bad_messages++;
+		char msg[128];
+		snprintf(msg, sizeof(msg), "agent_description: %zu attributes; at most %d",
+			 in->n_identifying + in->n_non_identifying, PF_OPAMP_MAX_ATTRS);
+		r = reply_error(ctx, in->instance_uid, 16, PF_SERR_BAD_REQUEST, msg, out);
+		pf_a2s_free(in);
+		return r;
+	}
 	if (!(in->capabilities & PF_AGENT_CAP_REPORTS_STATUS) && ctx->metrics)
 		pf_log_debug("opamp: agent does not set ReportsStatus (rule 13)");
 

@@ -44,6 +44,9 @@ struct pf_opamp_ctx {
 };
 
 #define PF_OPAMP_DECODED_FACTOR 4
+/* Attributes (identifying + non-identifying) one AgentDescription may carry; more is a
+ * BAD_REQUEST error reply and the description is not recorded. */
+#define PF_OPAMP_MAX_ATTRS 256
 
 struct pf_opamp_session {
 	struct pf_agent *agent;    /* bound by the first valid message */
