@@ -39,6 +39,7 @@ void pf_controller_config_defaults(struct pf_controller_config *c)
 	c->max_message_bytes = DEFAULT_MAX_MESSAGE;
 	c->heartbeat_interval_s = 30;
 	c->max_agents = 50000;
+	c->max_conns_per_source = 4096;
 	c->log_level = PF_LOG_INFO;
 	c->profile_retention_hours = DEFAULT_PROFILE_RETENTION_HOURS;
 	c->profile_max_bytes = DEFAULT_PROFILE_MAX_BYTES;
@@ -173,6 +174,12 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 			c->heartbeat_interval_s = (uint32_t)x;
 		return r;
 	}
+	if (!strcmp(path, "opamp.max_connections_per_source")) {
+		r = parse_u64(path, v, 0, 1000000, &x, err);
+		if (r == 0)
+			c->max_conns_per_source = (uint32_t)x;
+		return r;
+	}
 	if (!strcmp(path, "opamp.max_agents")) {
 		r = parse_u64(path, v, 1, 1000000, &x, err);
 		if (r == 0)
@@ -270,6 +277,7 @@ static void usage(FILE *to)
 		"                           [--tls-cert F --tls-key F [--client-ca F]]\n"
 		"                           [--max-message-bytes N] [--heartbeat-seconds N]\n"
 		"                           [--max-agents N] [--log-level error|warn|info|debug]\n"
+		"                           [--max-connections-per-source N]\n"
 		"                           [--profile-retention-hours N] [--profile-max-bytes N]\n"
 		"                           [--public-url URL] [--capture-grace-seconds N]\n"
 		"                           [--default-config FILE]\n"
@@ -309,7 +317,7 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 {
 	enum { O_LISTEN = 256, O_DATA, O_CERT, O_KEY, O_CA, O_MAXMSG, O_HB, O_MAXAG, O_LOG,
 	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_PUBURL, O_GRACE, O_DEFCFG,
-	       O_ADMTOK, O_AGTOK, O_TOKDIR };
+	       O_ADMTOK, O_AGTOK, O_TOKDIR, O_PERSRC };
 	static const struct option opts[] = {
 		{"config", required_argument, 0, O_CONFIG},
 		{"listen", required_argument, 0, O_LISTEN},
@@ -320,6 +328,7 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 		{"max-message-bytes", required_argument, 0, O_MAXMSG},
 		{"heartbeat-seconds", required_argument, 0, O_HB},
 		{"max-agents", required_argument, 0, O_MAXAG},
+		{"max-connections-per-source", required_argument, 0, O_PERSRC},
 		{"log-level", required_argument, 0, O_LOG},
 		{"profile-retention-hours", required_argument, 0, O_PRET},
 		{"profile-max-bytes", required_argument, 0, O_PMAX},
@@ -375,6 +384,9 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 			break;
 		case O_MAXAG:
 			r = apply_key(c, "opamp.max_agents", optarg, err);
+			break;
+		case O_PERSRC:
+			r = apply_key(c, "opamp.max_connections_per_source", optarg, err);
 			break;
 		case O_LOG:
 			r = apply_key(c, "log_level", optarg, err);

@@ -5,7 +5,8 @@
  * File keys (all optional):
  *   listen: "127.0.0.1:4320"        data_dir: ./profleet-data     log_level: info
  *   tls: {cert: F, key: F, client_ca: F}
- *   opamp: {max_message_bytes: 16777216, heartbeat_interval_seconds: 30, max_agents: 50000}
+ *   opamp: {max_message_bytes: 16777216, heartbeat_interval_seconds: 30, max_agents: 50000,
+ *           max_connections_per_source: 4096}
  *   profiles: {retention_hours: 72, max_bytes: 1073741824}   (embedded profile store;
  *     opamp.max_message_bytes also bounds an OTLP profiles request, after decompression too)
  *   public_url: "https://profleet.example:4320"  (how agents reach this controller; capture
@@ -34,6 +35,7 @@ struct pf_controller_config {
 	size_t max_message_bytes;
 	uint32_t heartbeat_interval_s;
 	uint32_t max_agents;
+	uint32_t max_conns_per_source; /* opamp.max_connections_per_source, 0: no cap */
 	int log_level;
 	uint32_t profile_retention_hours; /* profiles.retention_hours: age limit of stored profiles */
 	uint64_t profile_max_bytes;       /* profiles.max_bytes: cap on stored profile bodies */

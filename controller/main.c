@@ -174,6 +174,7 @@ int main(int argc, char **argv)
 		.client_ca = cfg.client_ca,
 		.max_message_bytes = cfg.max_message_bytes,
 		.max_agents = cfg.max_agents,
+		.max_conns_per_source = cfg.max_conns_per_source,
 		.query_pool = qpool,
 		.ingest_pool = ingest,
 		.captures = captures,

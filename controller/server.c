@@ -34,6 +34,15 @@
 #define RETRY_AFTER_QUERY_S "1" /* a pool's queue is full; a merged query takes ~0.3 s */
 #define QUERY_CONN_TIMEOUT_S 300 /* bound on a connection waiting on a pool (queue + run) */
 
+#define SRC_BUCKETS 1024
+
+/* Open OpAMP WebSockets from one peer address (the per-source cap). */
+struct src_count {
+	struct src_count *next;
+	uint32_t n;
+	char addr[64];
+};
+
 /* One queued WebSocket message: one allocation, LWS_PRE headroom then the frame. */
 struct outmsg {
 	struct outmsg *next;
@@ -46,6 +55,7 @@ struct ws_conn {
 	struct lws *wsi;
 	struct ws_conn *prev, *next; /* every open OpAMP WebSocket (server's ws_head) */
 	char token_id[17];           /* the agent token it authenticated with */
+	char peer[64];               /* counted in by_source */
 	int64_t token_expires_ms;    /* 0: never */
 	bool closing;
 	struct outmsg *out_head, *out_tail;
@@ -105,6 +115,7 @@ struct pf_server {
 	volatile sig_atomic_t stop;
 	size_t n_ws;
 	struct ws_conn *ws_head;
+	struct src_count *by_source[SRC_BUCKETS]; /* open OpAMP WebSockets per peer address */
 	struct pf_qpool *pool; /* heavy profile queries, or NULL */
 	struct pf_qpool *ingest; /* the OTLP receiver's writer, or NULL */
 	uint64_t next_job;
@@ -389,6 +400,44 @@ static bool agent_token_who(struct pf_server *s, const char *auth, struct pf_api
 static bool agent_token_ok(struct pf_server *s, const char *auth)
 {
 	return agent_token_who(s, auth, NULL);
+}
+
+static struct src_count **src_slot(struct pf_server *s, const char *addr)
+{
+	uint32_t h = 2166136261u;
+	for (const char *p = addr; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	struct src_count **pp = &s->by_source[h % SRC_BUCKETS];
+	while (*pp && strcmp((*pp)->addr, addr) != 0)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static uint32_t src_open(struct pf_server *s, const char *addr)
+{
+	struct src_count *c = *src_slot(s, addr);
+	return c ? c->n : 0;
+}
+
+/* +1 or -1 for addr; 0, or -ENOMEM. */
+static int src_add(struct pf_server *s, const char *addr, int delta)
+{
+	struct src_count **pp = src_slot(s, addr);
+	if (!*pp) {
+		if (delta < 0)
+			return 0;
+		*pp = calloc(1, sizeof(**pp));
+		if (!*pp)
+			return -ENOMEM;
+		snprintf((*pp)->addr, sizeof((*pp)->addr), "%s", addr);
+	}
+	(*pp)->n = (uint32_t)((int64_t)(*pp)->n + delta);
+	if ((*pp)->n == 0) {
+		struct src_count *dead = *pp;
+		*pp = dead->next;
+		free(dead);
+	}
+	return 0;
 }
 
 /* Closes the OpAMP WebSocket at once (from outside its callbacks). */
@@ -866,6 +915,11 @@ static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, con
 	pss->req = r;
 	snprintf(r->method, sizeof(r->method), "%s", method_of(wsi));
 	snprintf(r->path, sizeof(r->path), "%s", uri ? uri : "/");
+	if (uri && uri_len >= sizeof(r->path)) {
+		/* kept whole or not at all: a cut path could name another route */
+		reject_early(wsi, r, 414, "uri_too_long", "the path is longer than 511 bytes");
+		return 0;
+	}
 	if (uri && strnlen(uri, uri_len) != uri_len) {
 		/* lws decoded a %00: the path would end early and name another route */
 		reject_early(wsi, r, 400, "invalid_path", "the path holds a NUL byte (%00)");
@@ -1030,6 +1084,15 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 				  "agent token missing or rejected");
 			return 1;
 		}
+		char peer[64] = "";
+		lws_get_peer_simple(wsi, peer, sizeof(peer));
+		if (s->opt.max_conns_per_source &&
+		    src_open(s, peer) >= s->opt.max_conns_per_source) {
+			s->metrics->opamp_connections_rejected_overload++;
+			write_now(wsi, 429, "retry-after:", RETRY_AFTER_OVERLOAD_S,
+				  "too many OpAMP connections from this address");
+			return 1;
+		}
 		if (s->n_ws >= s->opt.max_agents) {
 			s->metrics->opamp_connections_rejected_overload++;
 			write_now(wsi, 503, "retry-after:", RETRY_AFTER_OVERLOAD_S,
@@ -1049,6 +1112,11 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		if (!c)
 			return -1;
 		memcpy(c->token_id, who.token_id, sizeof(c->token_id));
+		lws_get_peer_simple(wsi, c->peer, sizeof(c->peer));
+		if (src_add(s, c->peer, 1) < 0) {
+			free(c);
+			return -1;
+		}
 		c->token_expires_ms = who.expires_ms;
 		c->next = s->ws_head;
 		if (s->ws_head)
@@ -1115,6 +1183,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_CLOSED: {
 		struct ws_conn *c = pss->ws;
 		if (c) {
+			src_add(s, c->peer, -1);
 			if (c->prev)
 				c->prev->next = c->next;
 			else
@@ -1351,5 +1420,11 @@ void pf_server_free(struct pf_server *s)
 		lws_context_destroy(s->ctx);
 	}
 	pf_buf_release(&s->scratch);
+	for (size_t i = 0; i < SRC_BUCKETS; i++)
+		while (s->by_source[i]) {
+			struct src_count *c = s->by_source[i];
+			s->by_source[i] = c->next;
+			free(c);
+		}
 	free(s);
 }

@@ -4,6 +4,7 @@ Token management over HTTP (create, list without secrets, revoke, expiry), a rev
 token disconnecting a real agent's OpAMP WebSocket within a second, --token-file-dir, the
 audit query, and the limits of docs/limits.md at the limit and one past it.
 """
+import base64
 import json
 import os
 import socket
@@ -163,12 +164,35 @@ class TokensTest(IntegrationCase):
         self.assertIn("tokens.file_dir", str(cm.exception))
 
 
+def ws_open(port, token):
+    """An upgraded OpAMP WebSocket left open: (status, socket or None)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall(("GET /v1/opamp HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
+               "Authorization: Bearer %s\r\n\r\n" % (key, token)).encode())
+    data = b""
+    while b"\r\n\r\n" not in data and len(data) < 65536:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    st = int(data.split(b" ")[1]) if data.startswith(b"HTTP/") else 0
+    if st != 101:
+        s.close()
+        return st, None
+    return st, s
+
+
 class LimitsTest(IntegrationCase):
     MAX_MSG = 1 << 16
+    PER_SOURCE = 3
 
     def setUp(self):
         super().setUp()
-        self.ctl = self.controller(extra=["--max-message-bytes", str(self.MAX_MSG)])
+        self.ctl = self.controller(extra=["--max-message-bytes", str(self.MAX_MSG),
+                                          "--max-connections-per-source",
+                                          str(self.PER_SOURCE)])
         self.port = self.ctl.port
         self.auth = "Authorization: Bearer %s\r\n" % self.ctl.admin_token
 
@@ -228,6 +252,34 @@ class LimitsTest(IntegrationCase):
         self.assertEqual(st, 400)
         self.assertTrue(j["error"]["message"].startswith("selector: "), j)
         self.assertNotIn("selector: selector:", j["error"]["message"])
+
+    def test_connections_per_source(self):
+        socks = []
+        try:
+            for _ in range(self.PER_SOURCE):
+                st, s = ws_open(self.port, self.ctl.agent_token)
+                self.assertEqual(st, 101)
+                socks.append(s)
+            st, _ = ws_open(self.port, self.ctl.agent_token)
+            self.assertEqual(st, 429)
+            socks.pop().close()
+            def reopened():
+                st, s = ws_open(self.port, self.ctl.agent_token)
+                if s:
+                    socks.append(s)
+                return st == 101
+            wait_until(reopened, timeout=5, what="a slot freed by a closed connection")
+        finally:
+            for s in socks:
+                s.close()
+
+    def test_path_length(self):
+        # the path is kept whole (511 bytes) or refused: a cut path could name another route
+        base = "/api/v1/agents/"
+        for n, want in ((511, 404), (512, 414)):
+            path = base + "x" * (n - len(base))
+            st, text = self.req("GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n" % (path, self.auth))
+            self.assertEqual(st, want, (n, text[-200:]))
 
     def test_header_size(self):
         # lws keeps at most 4096 bytes of header data per request; past that it closes the

@@ -419,6 +419,42 @@ static void test_audit_query(void **state)
 	}
 }
 
+/* docs/api.md holds the route table between two markers, row for row as rendered here. */
+static void test_docs_route_table(void **state)
+{
+	(void)state;
+	const char *src = getenv("PF_SOURCE_DIR");
+	if (!src)
+		skip();
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/docs/api.md", src);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	static char doc[1 << 18];
+	size_t n = fread(doc, 1, sizeof(doc) - 1, f);
+	fclose(f);
+	doc[n] = 0;
+	const char *b = strstr(doc, "<!-- routes:begin -->\n"), *e = strstr(doc, "<!-- routes:end -->");
+	assert_non_null(b);
+	assert_non_null(e);
+	b += strlen("<!-- routes:begin -->\n");
+	static char want[1 << 16];
+	size_t o = (size_t)snprintf(want, sizeof(want),
+				    "| method | path | minimum role | audit action |\n"
+				    "| --- | --- | --- | --- |\n");
+	size_t nr;
+	const struct pf_api_route *rt = pf_api_routes(&nr);
+	for (size_t i = 0; i < nr && o < sizeof(want); i++)
+		o += (size_t)snprintf(want + o, sizeof(want) - o, "| `%s` | `%s` | %s | %s |\n",
+				      rt[i].method, rt[i].pattern,
+				      rt[i].role == PF_ROLE_NONE ? "none (no token)"
+								 : pf_role_name(rt[i].role),
+				      rt[i].action ? rt[i].action : "");
+	if ((size_t)(e - b) != o || memcmp(b, want, o) != 0)
+		fail_msg("docs/api.md's route table is stale; between the markers it should be:\n%s",
+			 want);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -426,6 +462,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_tokens_create_list_revoke, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tokens_expiry_and_last_admin, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_audit_query, setup, teardown),
+	    cmocka_unit_test(test_docs_route_table),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
