@@ -5,6 +5,7 @@ token disconnecting a real agent's OpAMP WebSocket within a second, --token-file
 audit query, and the limits of docs/limits.md at the limit and one past it.
 """
 import base64
+import gzip
 import json
 import os
 import socket
@@ -222,6 +223,13 @@ class LimitsTest(IntegrationCase):
                              "application/x-protobuf\r\nContent-Length: %d\r\n\r\n" % (agent, n),
                              b"\x00" * n)
             self.assertEqual(st, want, n)
+        # the same limit on the decompressed bytes of a gzip body
+        for n, want in ((self.MAX_MSG, 200), (self.MAX_MSG + 1, 413)):
+            z = gzip.compress(b"\x00" * n)
+            st, _ = self.req("POST /v1/opamp HTTP/1.1\r\nHost: x\r\n%sContent-Type: "
+                             "application/x-protobuf\r\nContent-Encoding: gzip\r\n"
+                             "Content-Length: %d\r\n\r\n" % (agent, len(z)), z)
+            self.assertEqual(st, want, ("gzip", n))
         st, text = self.req("POST /v1development/profiles HTTP/1.1\r\nHost: x\r\n%s"
                             "Content-Type: application/x-protobuf\r\nContent-Encoding: br\r\n"
                             "Content-Length: 3\r\n\r\n" % agent, b"abc")
@@ -269,6 +277,19 @@ class LimitsTest(IntegrationCase):
                     socks.append(s)
                 return st == 101
             wait_until(reopened, timeout=5, what="a slot freed by a closed connection")
+        finally:
+            for s in socks:
+                s.close()
+
+    def test_max_agents(self):
+        ctl = self.controller(extra=["--max-agents", "2", "--max-connections-per-source", "0"])
+        socks = []
+        try:
+            for _ in range(2):
+                st, s = ws_open(ctl.port, ctl.agent_token)
+                self.assertEqual(st, 101)
+                socks.append(s)
+            self.assertEqual(ws_open(ctl.port, ctl.agent_token)[0], 503)
         finally:
             for s in socks:
                 s.close()
