@@ -171,7 +171,7 @@ static int authenticate(struct pf_store *st, const char *authorization, int64_t 
 int pf_api_authenticate(struct pf_store *st, const char *authorization, int64_t now_ms,
 			struct pf_api_caller *out)
 {
-	return authenticate(st, authorization, now_ms, false, out);
+	return authenticate(st, authorization, now_ms, true, out);
 }
 
 static int64_t wall_ms(void)

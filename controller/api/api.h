@@ -107,7 +107,8 @@ const char *pf_role_name(enum pf_role r);
 
 /* Authenticates a bearer token at now_ms: 0 and *out filled; -EINVAL missing or malformed
  * header, -ENOENT unknown (or revoked), -EKEYEXPIRED expired, other negative errno on store
- * errors. The stored hash is compared with the computed one in constant time. */
+ * errors. The stored hash is compared with the computed one in constant time. Updates the
+ * token's last_used (at most once a minute), so st must be writable. */
 int pf_api_authenticate(struct pf_store *st, const char *authorization, int64_t now_ms,
 			struct pf_api_caller *out);
 /* Role of a bearer token ("admin", "operator", "viewer", "agent") valid now, or NULL when the

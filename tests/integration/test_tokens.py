@@ -101,6 +101,9 @@ class TokensTest(IntegrationCase):
         a = self.agent(ctl, "a1", token_file=tf, extra=["--no-sampler"])
         uid = a.uid()
         wait_until(lambda: self.agent_connected(ctl, uid), timeout=15, what="agent connected")
+        # its use by OpAMP shows in the list
+        st, j, _ = ctl.request("GET", "/api/v1/tokens")
+        self.assertIsNotNone([x for x in j["tokens"] if x["id"] == t["id"]][0]["last_used"])
         # an agent token is not an API token
         self.assertEqual(ctl.request("GET", "/api/v1/agents", token=t["token"])[0], 403)
         t0 = time.monotonic()
