@@ -18,11 +18,13 @@
 #include <stdint.h>
 
 #include "pf/buf.h"
+#include "pf/error.h"
 
 struct pf_fleet;
 struct pf_store;
 struct pf_metrics;
 struct pf_captures;
+struct pf_rollouts;
 struct json_t;
 
 #define PF_API_MAX_ARGS 16
@@ -33,6 +35,7 @@ struct pf_api {
 	struct pf_store *store;
 	struct pf_metrics *metrics;
 	struct pf_captures *captures; /* NULL: the capture routes answer 503 */
+	struct pf_rollouts *rollouts; /* NULL: the rollout routes answer 503 */
 	bool ready;
 	bool read_only; /* the store connection is read-only (query pool): no last_used updates */
 	/* Called after a token was revoked (server.c closes the OpAMP connections it opened). */
@@ -127,6 +130,12 @@ void pf_api_respond_json(struct pf_api_response *resp, int status, struct json_t
  * a row at once with actor = role. role is the caller's (unused inside a route). */
 void pf_api_audit(struct pf_api *api, const struct pf_api_request *req, const char *role,
 		  const char *action, const char *target, const char *detail);
+/* {"error":{"code","message","path"}} with status — path names the offending field. */
+void pf_api_field_error(struct pf_api_response *resp, int status, const char *code,
+			const struct pf_error *err);
+/* The name the caller's token was stored with, else its role. */
+void pf_api_creator(struct pf_api *api, const struct pf_api_request *req, const char *role,
+		    char *out, size_t len);
 /* Writes an error body and status. */
 void pf_api_error(struct pf_api_response *resp, int status, const char *code, const char *fmt,
 		  ...) __attribute__((format(printf, 4, 5)));
