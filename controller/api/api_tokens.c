@@ -26,11 +26,20 @@ long long pf_api_parse_duration(const char *s, long long max_s)
 		if (end[1])
 			return -1;
 		switch (*end) {
-		case 's': mul = 1; break;
-		case 'm': mul = 60; break;
-		case 'h': mul = 3600; break;
-		case 'd': mul = 86400; break;
-		default: return -1;
+		case 's':
+			mul = 1;
+			break;
+		case 'm':
+			mul = 60;
+			break;
+		case 'h':
+			mul = 3600;
+			break;
+		case 'd':
+			mul = 86400;
+			break;
+		default:
+			return -1;
 		}
 	}
 	if (v <= 0 || v > max_s / mul)
@@ -60,8 +69,8 @@ static json_t *ms_or_null(int64_t ms)
 
 static json_t *token_json(const struct pf_token_info *t, int64_t now_ms)
 {
-	return json_pack("{s:s,s:s,s:s,s:I,s:o,s:o,s:s,s:b}", "id", t->id, "name", t->name,
-			 "role", t->role, "created", (json_int_t)t->created_ms, "expires",
+	return json_pack("{s:s,s:s,s:s,s:I,s:o,s:o,s:s,s:b}", "id", t->id, "name", t->name, "role",
+			 t->role, "created", (json_int_t)t->created_ms, "expires",
 			 ms_or_null(t->expires_ms), "last_used", ms_or_null(t->last_used_ms),
 			 "created_by", t->created_by, "expired",
 			 t->expires_ms && now_ms >= t->expires_ms);
@@ -90,8 +99,8 @@ void pf_api_tokens_create(struct pf_api *api, const struct pf_api_request *req,
 			  struct pf_api_response *resp)
 {
 	json_error_t jerr;
-	json_t *o = json_loadb((const char *)req->body, req->body_len, JSON_REJECT_DUPLICATES,
-			       &jerr);
+	json_t *o =
+	    json_loadb((const char *)req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!json_is_object(o)) {
 		pf_api_error(resp, 400, "invalid_json", "body: %s",
 			     o ? "must be a JSON object" : jerr.text);
@@ -126,7 +135,8 @@ void pf_api_tokens_create(struct pf_api *api, const struct pf_api_request *req,
 			   (json_is_string(v) || json_is_integer(v))) {
 			char buf[32];
 			if (json_is_integer(v))
-				snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(v));
+				snprintf(buf, sizeof(buf), "%lld",
+					 (long long)json_integer_value(v));
 			else
 				snprintf(buf, sizeof(buf), "%s", json_string_value(v));
 			long long sec = pf_api_parse_duration(buf, PF_API_TOKEN_MAX_TTL_S);
@@ -247,9 +257,8 @@ void pf_api_tokens_revoke(struct pf_api *api, const struct pf_api_request *req,
 	pf_api_audit(api, req, NULL, "token.revoke", t.id, detail);
 	if (api->on_revoke)
 		api->on_revoke(t.id, api->revoke_ud);
-	pf_api_respond_json(resp, 200,
-			    json_pack("{s:s,s:s,s:s}", "revoked", t.id, "name", t.name, "role",
-				      t.role));
+	pf_api_respond_json(
+	    resp, 200, json_pack("{s:s,s:s,s:s}", "revoked", t.id, "name", t.name, "role", t.role));
 }
 
 struct audit_page {

@@ -73,8 +73,8 @@ int pf_store_token_create(struct pf_store *st, const uint8_t hash[32], struct pf
 	}
 	if (rc != SQLITE_DONE) {
 		rc = rc == SQLITE_CONSTRAINT
-			     ? store_fail_other(st, NULL, -EEXIST, "token_create: token already exists")
-			     : store_fail_sqlite(st, NULL, "token_create");
+			 ? store_fail_other(st, NULL, -EEXIST, "token_create: token already exists")
+			 : store_fail_sqlite(st, NULL, "token_create");
 		sqlite3_finalize(s);
 		return rc;
 	}
@@ -98,15 +98,16 @@ int pf_store_token_find(struct pf_store *st, const uint8_t hash[32], struct pf_t
 			token_row(s, t);
 			rc = 0;
 		} else {
-			rc = rc == SQLITE_DONE ? -ENOENT : store_fail_sqlite(st, NULL, "token_find");
+			rc =
+			    rc == SQLITE_DONE ? -ENOENT : store_fail_sqlite(st, NULL, "token_find");
 		}
 	}
 	sqlite3_finalize(s);
 	return rc;
 }
 
-int pf_store_token_foreach(struct pf_store *st,
-			   int (*cb)(const struct pf_token_info *t, void *ud), void *ud)
+int pf_store_token_foreach(struct pf_store *st, int (*cb)(const struct pf_token_info *t, void *ud),
+			   void *ud)
 {
 	int rc;
 	sqlite3_stmt *s = prep(st, "SELECT " TOKEN_COLS " FROM tokens ORDER BY created_ms, id",
@@ -225,7 +226,8 @@ int pf_store_audit_query(struct pf_store *st, const struct pf_audit_query *q,
 	    sqlite3_bind_int64(s, 2, q->from_ms) ||
 	    sqlite3_bind_int64(s, 3, q->to_ms > 0 ? q->to_ms : INT64_MAX) ||
 	    bind_str(s, 4, q->actor) || bind_str(s, 5, q->action) ||
-	    sqlite3_bind_int64(s, 6, q->limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)q->limit)) {
+	    sqlite3_bind_int64(s, 6,
+			       q->limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)q->limit)) {
 		rc = store_fail_sqlite(st, NULL, "audit_query: bind");
 		sqlite3_finalize(s);
 		return rc;

@@ -65,8 +65,8 @@ static int setup(void **state)
 		uint8_t h[32];
 		assert_int_equal(pf_token_generate(tok, sizeof(tok)), 0);
 		pf_sha256(tok, strlen(tok), h);
-		assert_int_equal(pf_store_token_add(x->store, h, pf_role_name(r), pf_role_name(r), 1),
-				 0);
+		assert_int_equal(
+		    pf_store_token_add(x->store, h, pf_role_name(r), pf_role_name(r), 1), 0);
 		snprintf(x->auth[r], sizeof(x->auth[r]), "Bearer %s", tok);
 	}
 	*state = x;
@@ -90,13 +90,13 @@ static json_t *call_at(struct fx *x, int64_t now, const char *method, const char
 		       size_t n_args)
 {
 	struct pf_api_request q = {
-		.method = method,
-		.path = path,
-		.authorization = auth,
-		.peer = "127.0.0.1",
-		.body = (const uint8_t *)body,
-		.body_len = body ? strlen(body) : 0,
-		.now_ms = now,
+	    .method = method,
+	    .path = path,
+	    .authorization = auth,
+	    .peer = "127.0.0.1",
+	    .body = (const uint8_t *)body,
+	    .body_len = body ? strlen(body) : 0,
+	    .now_ms = now,
 	};
 	for (size_t i = 0; i < n_args; i++)
 		q.args[q.n_args++] = args[i];
@@ -145,9 +145,8 @@ static void test_route_table_roles(void **state)
 		char path[256];
 		int st;
 		concrete(rt[i].pattern, path, sizeof(path));
-		const char *body = strcmp(rt[i].method, "GET") && strcmp(rt[i].method, "DELETE")
-					   ? "{}"
-					   : NULL;
+		const char *body =
+		    strcmp(rt[i].method, "GET") && strcmp(rt[i].method, "DELETE") ? "{}" : NULL;
 		/* mutations are audited, reads are not */
 		assert_true((rt[i].action != NULL) == (strcmp(rt[i].method, "GET") != 0));
 		if (rt[i].role == PF_ROLE_NONE) {
@@ -248,10 +247,10 @@ static void test_tokens_create_list_revoke(void **state)
 
 	/* bad requests */
 	static const char *const bad[] = {
-	    "{\"name\":\"ci-bot\",\"role\":\"viewer\"}",          /* 409: name taken */
-	    "{\"name\":\"a b\",\"role\":\"viewer\"}",             /* bad name */
-	    "{\"name\":\"x\",\"role\":\"root\"}",                 /* bad role */
-	    "{\"name\":\"x\"}",                                   /* no role */
+	    "{\"name\":\"ci-bot\",\"role\":\"viewer\"}",	     /* 409: name taken */
+	    "{\"name\":\"a b\",\"role\":\"viewer\"}",		     /* bad name */
+	    "{\"name\":\"x\",\"role\":\"root\"}",		     /* bad role */
+	    "{\"name\":\"x\"}",					     /* no role */
 	    "{\"name\":\"x\",\"role\":\"viewer\",\"expires_in\":0}", /* zero */
 	    "{\"name\":\"x\",\"role\":\"viewer\",\"expires_in\":\"5y\"}",
 	    "{\"name\":\"x\",\"role\":\"viewer\",\"secret\":\"mine\"}",
@@ -297,9 +296,8 @@ static void test_tokens_expiry_and_last_admin(void **state)
 	assert_int_equal(st, 200);
 	j = call_at(x, NOW + 2000, "GET", "/api/v1/tokens", auth, NULL, &st, NULL, 0);
 	assert_int_equal(st, 401);
-	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(j, "error"),
-								   "message")),
-			       "expired"));
+	assert_non_null(strstr(
+	    json_string_value(json_object_get(json_object_get(j, "error"), "message")), "expired"));
 	json_decref(j);
 	/* listed as expired */
 	j = call_at(x, NOW + 5000, "GET", "/api/v1/tokens", admin, NULL, &st, NULL, 0);
@@ -355,8 +353,8 @@ static void test_audit_query(void **state)
 	json_decref(call_at(x, NOW + 10, "POST", "/api/v1/tokens", admin,
 			    "{\"name\":\"t1\",\"role\":\"viewer\"}", &st, NULL, 0));
 	assert_int_equal(st, 201);
-	json_decref(call_at(x, NOW + 20, "PUT", "/api/v1/assignments/a1", admin, "{", &st, NULL,
-			    0));
+	json_decref(
+	    call_at(x, NOW + 20, "PUT", "/api/v1/assignments/a1", admin, "{", &st, NULL, 0));
 	assert_int_equal(st, 400);
 	json_decref(call_at(x, NOW + 30, "POST", "/api/v1/tokens", op,
 			    "{\"name\":\"t2\",\"role\":\"admin\"}", &st, NULL, 0));
@@ -434,7 +432,8 @@ static void test_docs_route_table(void **state)
 	size_t n = fread(doc, 1, sizeof(doc) - 1, f);
 	fclose(f);
 	doc[n] = 0;
-	const char *b = strstr(doc, "<!-- routes:begin -->\n"), *e = strstr(doc, "<!-- routes:end -->");
+	const char *b = strstr(doc, "<!-- routes:begin -->\n"),
+		   *e = strstr(doc, "<!-- routes:end -->");
 	assert_non_null(b);
 	assert_non_null(e);
 	b += strlen("<!-- routes:begin -->\n");
@@ -451,8 +450,9 @@ static void test_docs_route_table(void **state)
 								 : pf_role_name(rt[i].role),
 				      rt[i].action ? rt[i].action : "");
 	if ((size_t)(e - b) != o || memcmp(b, want, o) != 0)
-		fail_msg("docs/api.md's route table is stale; between the markers it should be:\n%s",
-			 want);
+		fail_msg(
+		    "docs/api.md's route table is stale; between the markers it should be:\n%s",
+		    want);
 }
 
 int main(void)
