@@ -57,6 +57,7 @@ void pf_controller_config_release(struct pf_controller_config *c)
 	free(c->default_config);
 	free(c->admin_token_file);
 	free(c->agent_token_file);
+	free(c->ui_dir);
 	free(c->token_file_dir);
 	memset(c, 0, sizeof(*c));
 }
@@ -141,6 +142,11 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 		if (r == 0 && n > 0 && c->public_url[n - 1] == '/')
 			c->public_url[n - 1] = 0;
 		return r;
+	}
+	if (!strcmp(path, "ui.dir")) {
+		if (!*v || strlen(v) > 4000)
+			return pf_error_set(err, -EINVAL, path, "must be a directory path");
+		return set_str(&c->ui_dir, v);
 	}
 	if (!strcmp(path, "captures.grace_seconds")) {
 		r = parse_u64(path, v, 1, 3600, &x, err);
@@ -282,6 +288,7 @@ static void usage(FILE *to)
 		"                           [--public-url URL] [--capture-grace-seconds N]\n"
 		"                           [--default-config FILE]\n"
 		"                           [--admin-token-file F] [--agent-token-file F]\n"
+		"                           [--ui-dir DIR]\n"
 		"                           [--token-file-dir DIR]\n"
 		"\n"
 		"Serves OpAMP (/v1/opamp), the REST API (/api/v1), /metrics, /healthz and /readyz\n"
@@ -306,6 +313,9 @@ static void usage(FILE *to)
 		"Secret); each is added to the store (hash only) on start unless already there, and\n"
 		"then no token files are written to the data dir.\n"
 		"\n"
+		"The fleet console is served at /ui/ from --ui-dir (default: the directory 'ui'\n"
+		"next to this binary, else ../share/profleet/ui beside it), read once at start.\n"
+		"\n"
 		"--token-file-dir DIR: one token per file (a Kubernetes Secret mounted as a\n"
 		"directory): the file name is the token's name, the content 'ROLE:SECRET' (role\n"
 		"admin, operator, viewer or agent). Added on start; a changed secret replaces the\n"
@@ -317,7 +327,7 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 {
 	enum { O_LISTEN = 256, O_DATA, O_CERT, O_KEY, O_CA, O_MAXMSG, O_HB, O_MAXAG, O_LOG,
 	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_PUBURL, O_GRACE, O_DEFCFG,
-	       O_ADMTOK, O_AGTOK, O_TOKDIR, O_PERSRC };
+	       O_ADMTOK, O_AGTOK, O_UIDIR, O_TOKDIR, O_PERSRC };
 	static const struct option opts[] = {
 		{"config", required_argument, 0, O_CONFIG},
 		{"listen", required_argument, 0, O_LISTEN},
@@ -337,6 +347,7 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 		{"default-config", required_argument, 0, O_DEFCFG},
 		{"admin-token-file", required_argument, 0, O_ADMTOK},
 		{"agent-token-file", required_argument, 0, O_AGTOK},
+		{"ui-dir", required_argument, 0, O_UIDIR},
 		{"token-file-dir", required_argument, 0, O_TOKDIR},
 		{"version", no_argument, 0, O_VERSION},
 		{"help", no_argument, 0, O_HELP},
@@ -411,6 +422,9 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 			break;
 		case O_AGTOK:
 			r = set_str(&c->agent_token_file, optarg);
+			break;
+		case O_UIDIR:
+			r = apply_key(c, "ui.dir", optarg, err);
 			break;
 		case O_TOKDIR:
 			r = set_str(&c->token_file_dir, optarg);

@@ -18,6 +18,8 @@
  *     pf_bootstrap_import_token_dir)
  *   default_config: FILE   (--default-config: a profiling config stored as config `default`
  *     on start when the store has none; see pf_bootstrap_default_config)
+ *   ui: {dir: DIR}   (the built console served at /ui/; default: "ui" next to the binary,
+ *     else "../share/profleet/ui" beside it; a missing default only disables the console)
  * Unknown keys and bad values are errors that name the key. */
 #ifndef PF_CONTROLLER_CONFIG_H
 #define PF_CONTROLLER_CONFIG_H
@@ -45,6 +47,7 @@ struct pf_controller_config {
 	char *admin_token_file;           /* tokens.admin_file, or NULL */
 	char *agent_token_file;           /* tokens.agent_file, or NULL */
 	char *token_file_dir;             /* tokens.file_dir, or NULL */
+	char *ui_dir;                     /* ui.dir: the built console, NULL = next to the binary */
 };
 
 void pf_controller_config_defaults(struct pf_controller_config *c);

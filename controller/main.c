@@ -25,6 +25,7 @@
 #include "profstore/retention.h"
 #include "server.h"
 #include "store.h"
+#include "ui/static.h"
 
 static struct pf_server *g_server;
 
@@ -59,6 +60,7 @@ int main(int argc, char **argv)
 	struct pf_fleet *fleet = NULL;
 	struct pf_persist *persist = NULL;
 	struct pf_retention *retention = NULL;
+	struct pf_ui *ui = NULL;
 	struct pf_qpool *qpool = NULL, *ingest = NULL;
 	struct pf_captures *captures = NULL;
 	struct pf_rollouts *rollouts = NULL;
@@ -184,6 +186,18 @@ int main(int argc, char **argv)
 	metrics.ingest_pool = ingest;
 	metrics.captures = captures;
 
+	/* The console's files, read once; without them /ui/ says how to build it. */
+	char ui_used[4200] = "";
+	ui = pf_ui_open(cfg.ui_dir, ui_used, sizeof(ui_used), &err);
+	if (ui) {
+		pf_log_info("console: %zu files from %s, at /ui/", pf_ui_file_count(ui), ui_used);
+	} else if (!cfg.ui_dir && errno == ENOENT && !err.code) {
+		pf_log_info("console: not installed (no %s); /ui/ answers 404", ui_used);
+	} else {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
+
 	struct pf_server_options so = {
 		.port = cfg.port,
 		.tls_cert = cfg.tls_cert,
@@ -196,6 +210,7 @@ int main(int argc, char **argv)
 		.ingest_pool = ingest,
 		.captures = captures,
 		.rollouts = rollouts,
+		.ui = ui,
 	};
 	snprintf(so.listen_host, sizeof(so.listen_host), "%s", cfg.listen_host);
 	g_server = pf_server_new(&so, fleet, store, persist, &metrics, &api, &err);
@@ -243,6 +258,7 @@ out:
 	pf_rollouts_free(rollouts);
 	pf_fleet_free(fleet);
 	pf_store_close(store);
+	pf_ui_free(ui);
 	pf_controller_config_release(&cfg);
 	return rc;
 }

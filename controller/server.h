@@ -23,6 +23,7 @@ struct pf_metrics;
 struct pf_api;
 struct pf_captures;
 struct pf_rollouts;
+struct pf_ui;
 
 struct pf_server_options {
 	char listen_host[256];
@@ -47,6 +48,8 @@ struct pf_server_options {
 	struct pf_captures *captures;
 	/* Staged rollouts (fleet/rollout.h), or NULL: ticked with the persist timer. */
 	struct pf_rollouts *rollouts;
+	/* The console's files (ui/static.h), or NULL: /ui/ answers 404 saying how to build it. */
+	const struct pf_ui *ui;
 };
 
 struct pf_server;

@@ -304,9 +304,47 @@ static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return true;
 }
 
+/* An agent's state as the API and the console name it: disconnected, stale, healthy or
+ * unhealthy (connected, not stale, root health not healthy). */
+static const char *agent_state_name(const struct pf_fleet *f, const struct pf_agent *a,
+				    int64_t now_ms)
+{
+	if (!a->connected)
+		return "disconnected";
+	if (pf_agent_is_stale(f, a, now_ms))
+		return "stale";
+	return pf_agent_is_healthy(f, a, now_ms) ? "healthy" : "unhealthy";
+}
+
+static bool one_of(const char *v, const char *const *set, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v, set[i]) == 0)
+			return true;
+	return false;
+}
+
 static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 			  struct pf_api_response *resp)
 {
+	static const char *const states[] = {"healthy", "unhealthy", "stale", "disconnected"};
+	const char *want_state = pf_api_arg(req, "state");
+	const char *want_status = pf_api_arg(req, "config_status");
+	if (want_state && *want_state && !one_of(want_state, states, 4)) {
+		pf_api_error(resp, 400, "invalid_argument",
+			     "state: must be healthy, unhealthy, stale or disconnected, got '%s'",
+			     want_state);
+		return;
+	}
+	bool status_ok = false;
+	for (int i = PF_CFG_UNSET; i <= PF_CFG_FAILED; i++)
+		status_ok |= want_status && strcmp(want_status, pf_config_state_name(i)) == 0;
+	if (want_status && *want_status && !status_ok) {
+		pf_api_error(resp, 400, "invalid_argument",
+			     "config_status: must be UNSET, APPLYING, APPLIED or FAILED, got '%s'",
+			     want_status);
+		return;
+	}
 	struct pf_error err = {0};
 	struct pf_selector *sel = NULL;
 	const char *selsrc = pf_api_arg(req, "selector");
@@ -351,6 +389,12 @@ static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 		if (sel && !pf_selector_match(sel, agent_attr_lookup, a))
 			continue;
 		if (has_cursor && memcmp(a->uid, cursor, 16) <= 0)
+			continue;
+		if (want_state && *want_state &&
+		    strcmp(agent_state_name(api->fleet, a, req->now_ms), want_state) != 0)
+			continue;
+		if (want_status && *want_status &&
+		    strcmp(pf_config_state_name(pf_agent_config_state(a)), want_status) != 0)
 			continue;
 		v[m++] = a;
 	}
@@ -823,6 +867,22 @@ static void h_assignment_list(struct pf_api *api, struct pf_api_response *resp)
 	pf_api_respond_json(resp, 200, json_pack("{s:o}", "assignments", arr));
 }
 
+/* Who the caller is: the console shows the role and hides what the role may not do. */
+/* The caller's token: what the console shows and which controls it offers. */
+static void h_whoami(struct pf_api *api, const struct pf_api_request *req,
+		     struct pf_api_response *resp)
+{
+	(void)api;
+	const struct pf_api_caller *c = &req->call->caller;
+	pf_api_respond_json(resp, 200,
+			    json_pack("{s:s, s:s, s:s, s:o, s:b, s:b}", "role", pf_role_name(c->role),
+				      "name", c->name, "id", c->token_id, "expires",
+				      c->expires_ms ? json_integer((json_int_t)c->expires_ms)
+						    : json_null(),
+				      "can_write", c->role >= PF_ROLE_OPERATOR, "can_admin",
+				      c->role >= PF_ROLE_ADMIN));
+}
+
 /* ---------------------------------------------------------------- routing */
 
 #define P0(req) ((req)->call->params[0])
@@ -897,6 +957,14 @@ static void r_config_post(struct pf_api *api, const struct pf_api_request *req,
 	}
 	name[n - 9] = 0;
 	h_config_validate(req, resp, name);
+}
+
+/* POST /api/v1/configs/{name}/validate: the same as {name}:validate. */
+static void r_config_validate(struct pf_api *api, const struct pf_api_request *req,
+			      struct pf_api_response *resp)
+{
+	(void)api;
+	h_config_validate(req, resp, P0(req));
 }
 
 static void r_config_versions(struct pf_api *api, const struct pf_api_request *req,
@@ -983,6 +1051,7 @@ static const struct pf_api_route routes[] = {
     {"GET", "/healthz", PF_ROLE_NONE, NULL, r_healthz},
     {"GET", "/readyz", PF_ROLE_NONE, NULL, r_readyz},
     {"GET", "/metrics", PF_ROLE_NONE, NULL, r_metrics},
+    {"GET", "/api/v1/whoami", PF_ROLE_VIEWER, NULL, h_whoami},
     {"GET", "/api/v1/agents", PF_ROLE_VIEWER, NULL, h_agents_list},
     {"GET", "/api/v1/agents/*", PF_ROLE_VIEWER, NULL, r_agent_get},
     {"GET", "/api/v1/fleet/summary", PF_ROLE_VIEWER, NULL, h_summary},
@@ -991,6 +1060,8 @@ static const struct pf_api_route routes[] = {
     {"PUT", "/api/v1/configs/*", PF_ROLE_ADMIN, "config.put", r_config_put},
     {"POST", "/api/v1/configs/*", PF_ROLE_OPERATOR, "config.validate", r_config_post},
     {"GET", "/api/v1/configs/*/versions", PF_ROLE_VIEWER, NULL, r_config_versions},
+    {"POST", "/api/v1/configs/*/validate", PF_ROLE_OPERATOR, "config.validate",
+     r_config_validate},
     {"GET", "/api/v1/assignments", PF_ROLE_VIEWER, NULL, r_assignment_list},
     {"GET", "/api/v1/assignments/*", PF_ROLE_VIEWER, NULL, r_assignment_get},
     {"PUT", "/api/v1/assignments/*", PF_ROLE_ADMIN, "assignment.put", r_assignment_put},
