@@ -235,9 +235,22 @@ test("a config with an error shows the key path; the fix turns the agents APPLIE
   await openPage("#/configs/default");
   await page.waitForSelector("[data-testid=config-diff] .add");
   await shot("05-config-editor-diff");
+  // A staged version rolled out in batches shows its per-batch progress and the actions its
+  // state allows.
+  const staged = await fleet.api("PUT", "/configs/default?stage=1", GOOD(fleet.base, 39));
+  assert.ok(staged.status === 200 || staged.status === 201, JSON.stringify(staged.body));
+  const ro = await fleet.api("POST", "/rollouts", JSON.stringify({ config: "default", strategy: { initial: 1, multiplier: 2, pause_seconds: 60 } }));
+  assert.equal(ro.status, 202, JSON.stringify(ro.body));
   await openPage("#/configs");
-  await page.waitForSelector("[data-testid=rollouts] .empty"); // "No rollouts." (or unavailable)
+  await page.waitForSelector(`[data-testid=rollout-row][data-id="${ro.body.id}"]`);
+  const row = await page.textContent(`[data-testid=rollout-row][data-id="${ro.body.id}"]`);
+  assert.match(row, /default v\d+/);
+  assert.match(row, /#1 /);
   await shot("06-configs");
+  page.once("dialog", (d) => d.accept());
+  await page.click(`[data-testid=rollout-row][data-id="${ro.body.id}"] [data-testid=rollout-cancel]`);
+  await waitUntil(async () => (await fleet.api("GET", "/rollouts/" + ro.body.id)).body.state === "cancelled",
+    { timeout: 10000, what: "the rollout cancelled from the console" });
 });
 
 test("an agent page shows its description, health tree and effective config", async () => {
@@ -245,7 +258,9 @@ test("an agent page shows its description, health tree and effective config", as
   await page.waitForSelector("[data-testid=health-tree]");
   assert.match(await page.textContent("main"), /env/);
   await page.waitForSelector("[data-testid=effective-config]");
-  assert.match(await page.textContent("[data-testid=effective-config]"), /frequency_hz: 29/);
+  // 29 from the saved config, or 39 when the cancelled rollout's first batch moved this agent
+  // (a cancel keeps moved agents on the new version).
+  assert.match(await page.textContent("[data-testid=effective-config]"), /frequency_hz: (29|39)\b/);
   assert.equal(await page.locator("[data-testid=capture-now]").count(), 1);
   await shot("07-agent");
 });

@@ -105,9 +105,11 @@ export async function configsPage(main, ctx) {
       } }) : null));
   }) : h("tr", {}, h("td", { colspan: 6, class: "empty", text: "No assignments: every agent gets 'default'." })));
 
-  api.get("/rollouts").then((r) => {
+  api.get("/rollouts?limit=20").then((r) => {
     const list = r.rollouts || [];
-    clear(rollouts, h("h2", { text: "Rollouts" }), list.length ? list.map((ro) => rolloutRow(ro, ctx)) : h("div", { class: "empty", text: "No rollouts." }));
+    clear(rollouts, h("h2", { text: "Rollouts" }), list.length
+      ? list.map((ro) => rolloutRow(ro, ctx))
+      : h("div", { class: "empty", "data-testid": "rollouts-empty", text: "No rollouts. Stage a version (PUT ?stage=1) and start one with POST /api/v1/rollouts or profleetctl." }));
   }, (err) => {
     clear(rollouts, h("h2", { text: "Rollouts" }), err.status === 404
       ? h("div", { class: "empty", "data-testid": "rollouts-unavailable", text: "Rollouts not available on this controller." })
@@ -116,16 +118,34 @@ export async function configsPage(main, ctx) {
   return null;
 }
 
+// The actions each rollout state allows (docs/api.md "Rollouts").
+const ROLLOUT_ACTIONS = {
+  running: ["pause", "rollback", "cancel"],
+  paused: ["resume", "rollback", "cancel"],
+  halted: ["resume", "rollback", "cancel"],
+};
+
 function rolloutRow(ro, ctx) {
-  const act = (verb) => ctx.session.canWrite ? h("button", { type: "button", class: "secondary small", text: verb, onclick: async () => {
-    await api.post(`/rollouts/${encodeURIComponent(ro.id || ro.name)}/${verb}`, {});
-    ctx.go("#/configs");
-  } }) : null;
+  const msg = h("span");
+  const act = (verb) => h("button", { type: "button", class: verb === "rollback" || verb === "cancel" ? "danger small" : "secondary small", "data-testid": "rollout-" + verb, text: verb, onclick: async () => {
+    if ((verb === "rollback" || verb === "cancel") && !confirm(`${verb} rollout ${ro.id}?`)) return;
+    try {
+      await api.post(`/rollouts/${encodeURIComponent(ro.id)}/${verb}`, {});
+      ctx.go("#/configs");
+    } catch (err) { clear(msg, errorBox(err)); }
+  } });
   const batches = ro.batches || [];
-  return h("div", { class: "rollout" },
-    h("strong", { text: `${ro.config || ro.name || ro.id}` }), " ", badge(ro.state || "?"),
-    h("div", { class: "batches" }, batches.map((b, i) => h("span", { class: "batch " + (b.state || ""), title: JSON.stringify(b), text: `#${i + 1} ${b.state || ""}` }))),
-    act("pause"), act("resume"), act("rollback"));
+  const actions = ctx.session.canWrite ? (ROLLOUT_ACTIONS[ro.state] || []).map(act) : [];
+  return h("div", { class: "rollout", "data-testid": "rollout-row", "data-id": ro.id },
+    h("strong", { text: `${ro.config} v${ro.version}` }), " ", badge(ro.state || "?"),
+    h("span", { class: "muted", text: ` ${fmtNum(ro.agents || 0)} agents, batch ${ro.current_batch || 0} of ${ro.n_batches || batches.length}` }),
+    ro.reason ? h("div", { class: "muted", text: ro.reason }) : null,
+    h("div", { class: "batches" }, batches.map((b) => h("span", {
+      class: "batch " + (b.state || ""),
+      title: `applied ${b.applied}, failed ${b.failed}, pending ${b.pending}, offline ${b.offline}` + (b.reverted ? `, reverted ${b.reverted}` : ""),
+      text: `#${b.number} ${b.state}: ${b.applied}/${b.agents}` + (b.failed ? `, ${b.failed} failed` : ""),
+    }))),
+    actions, msg);
 }
 
 function assignmentForm(ctx, configs) {
