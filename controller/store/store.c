@@ -162,7 +162,13 @@ static const char *const migrations[] = {
 	" config TEXT NOT NULL, version INTEGER NOT NULL CHECK (version >= 1)) STRICT;"
 	"CREATE TABLE config_serving (name TEXT PRIMARY KEY NOT NULL,"
 	" version INTEGER NOT NULL CHECK (version >= 1)) STRICT;",
-	/* 5 -> 6: token management and a readable audit (store_tokens.c): every token gets a
+	/* 5 -> 6: the Kubernetes place of a profile (resource k8s.namespace.name, k8s.pod.name,
+	 * k8s.container.name from the agent's pod attribution), for ?namespace=&pod=&container=. */
+	"ALTER TABLE profiles ADD COLUMN k8s_namespace TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE profiles ADD COLUMN k8s_pod TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE profiles ADD COLUMN k8s_container TEXT NOT NULL DEFAULT '';"
+	"CREATE INDEX profiles_k8s ON profiles (k8s_namespace, k8s_pod, start_ns);",
+	/* 6 -> 7: token management and a readable audit (store_tokens.c): every token gets a
 	 * public id (16 hex digits, never the secret), an expiry (0 = never), the last use and
 	 * who made it; audit rows name the token (id), the source address and the outcome. */
 	"ALTER TABLE tokens ADD COLUMN id TEXT NOT NULL DEFAULT '';"

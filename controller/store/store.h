@@ -231,6 +231,11 @@ struct pf_profile_row {
 	int64_t raw_bytes;     /* body size before compression */
 	const char *capture_id; /* resource profleet.capture.id, "" (or NULL at insert) if none */
 	const char *trigger;    /* resource profleet.trigger, "" (or NULL at insert) if none */
+	/* resource k8s.namespace.name, k8s.pod.name, k8s.container.name: "" (or NULL at
+	 * insert) when the profile does not come from a pod */
+	const char *namespace_name;
+	const char *pod;
+	const char *container;
 	/* insert: links to index (at most PF_STORE_PROFILE_MAX_LINKS are stored);
 	 * pf_store_profile_get: the stored links; iterators: NULL. */
 	size_t n_link_entries;
@@ -281,6 +286,9 @@ struct pf_profile_filter {
 	uint8_t trace_id[16];
 	const char *capture_id;  /* NULL or "" = any */
 	const char *trigger;     /* NULL or "" = any */
+	const char *namespace_name; /* k8s.namespace.name; NULL or "" = any */
+	const char *pod;            /* k8s.pod.name */
+	const char *container;      /* k8s.container.name */
 	int64_t from_ns;         /* start_ns >= from_ns (0 = no bound) */
 	int64_t to_ns;           /* start_ns < to_ns (0 = no bound) */
 	size_t limit;            /* 0 = no limit */
