@@ -85,7 +85,9 @@ int main(int argc, char **argv)
 	if ((cfg.admin_token_file &&
 	     pf_bootstrap_import_token(store, cfg.admin_token_file, "admin", &err) < 0) ||
 	    (cfg.agent_token_file &&
-	     pf_bootstrap_import_token(store, cfg.agent_token_file, "agent", &err) < 0)) {
+	     pf_bootstrap_import_token(store, cfg.agent_token_file, "agent", &err) < 0) ||
+	    (cfg.token_file_dir &&
+	     pf_bootstrap_import_token_dir(store, cfg.token_file_dir, &err) < 0)) {
 		pf_log_error("%s", err.msg);
 		goto out;
 	}
@@ -203,6 +205,7 @@ int main(int argc, char **argv)
 		.client_ca = cfg.client_ca,
 		.max_message_bytes = cfg.max_message_bytes,
 		.max_agents = cfg.max_agents,
+		.max_conns_per_source = cfg.max_conns_per_source,
 		.query_pool = qpool,
 		.ingest_pool = ingest,
 		.captures = captures,

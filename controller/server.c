@@ -38,6 +38,15 @@
 #define API_GZIP_MIN 1024 /* smaller JSON answers go as they are */
 #define REQ_HEADERS PF_UI_MAX_HEADERS /* extra response headers: the console's are the most */
 
+#define SRC_BUCKETS 1024
+
+/* Open OpAMP WebSockets from one peer address (the per-source cap). */
+struct src_count {
+	struct src_count *next;
+	uint32_t n;
+	char addr[64];
+};
+
 /* One queued WebSocket message: one allocation, LWS_PRE headroom then the frame. */
 struct outmsg {
 	struct outmsg *next;
@@ -48,6 +57,11 @@ struct outmsg {
 struct ws_conn {
 	struct pf_opamp_session sess;
 	struct lws *wsi;
+	struct ws_conn *prev, *next; /* every open OpAMP WebSocket (server's ws_head) */
+	char token_id[17];           /* the agent token it authenticated with */
+	char peer[64];               /* counted in by_source */
+	int64_t token_expires_ms;    /* 0: never */
+	bool closing;
 	struct outmsg *out_head, *out_tail;
 	struct pf_buf rx;
 	bool rx_text;
@@ -61,7 +75,9 @@ struct http_req {
 	const char *args[PF_API_MAX_ARGS];
 	char auth[1024];
 	bool has_auth;
+	char peer[64]; /* the client's address (audit) */
 	bool body_gzip, accept_gzip;
+	bool bad_encoding; /* a Content-Encoding other than identity (or gzip where taken) */
 	bool is_opamp;
 	bool is_profiles;
 	bool is_ui;
@@ -104,6 +120,8 @@ struct pf_server {
 	struct pf_buf scratch; /* replies are encoded here, then copied into one outmsg */
 	volatile sig_atomic_t stop;
 	size_t n_ws;
+	struct ws_conn *ws_head;
+	struct src_count *by_source[SRC_BUCKETS]; /* open OpAMP WebSockets per peer address */
 	struct pf_qpool *pool; /* heavy profile queries, or NULL */
 	struct pf_qpool *ingest; /* the OTLP receiver's writer, or NULL */
 	uint64_t next_job;
@@ -138,6 +156,7 @@ struct api_job {
 	size_t arg_off[PF_API_MAX_ARGS];
 	char auth[1024];
 	bool has_auth;
+	char peer[64];
 	int64_t now_ms;
 };
 
@@ -373,11 +392,85 @@ static bool header_has(struct lws *wsi, enum lws_token_indexes t, const char *ne
 	return strcasestr(v, needle) != NULL;
 }
 
+/* An agent token valid now; *who (may be NULL) receives it. */
+static bool agent_token_who(struct pf_server *s, const char *auth, struct pf_api_caller *who)
+{
+	struct pf_api_caller c;
+	if (pf_api_authenticate(s->store, auth, now_ms(), &c) < 0 || c.role != PF_ROLE_AGENT)
+		return false;
+	if (who)
+		*who = c;
+	return true;
+}
+
 static bool agent_token_ok(struct pf_server *s, const char *auth)
 {
-	char role[16];
-	const char *r = pf_api_token_role(s->store, auth, role, sizeof(role));
-	return r && strcmp(r, "agent") == 0;
+	return agent_token_who(s, auth, NULL);
+}
+
+static struct src_count **src_slot(struct pf_server *s, const char *addr)
+{
+	uint32_t h = 2166136261u;
+	for (const char *p = addr; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	struct src_count **pp = &s->by_source[h % SRC_BUCKETS];
+	while (*pp && strcmp((*pp)->addr, addr) != 0)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static uint32_t src_open(struct pf_server *s, const char *addr)
+{
+	struct src_count *c = *src_slot(s, addr);
+	return c ? c->n : 0;
+}
+
+/* +1 or -1 for addr; 0, or -ENOMEM. */
+static int src_add(struct pf_server *s, const char *addr, int delta)
+{
+	struct src_count **pp = src_slot(s, addr);
+	if (!*pp) {
+		if (delta < 0)
+			return 0;
+		*pp = calloc(1, sizeof(**pp));
+		if (!*pp)
+			return -ENOMEM;
+		snprintf((*pp)->addr, sizeof((*pp)->addr), "%s", addr);
+	}
+	(*pp)->n = (uint32_t)((int64_t)(*pp)->n + delta);
+	if ((*pp)->n == 0) {
+		struct src_count *dead = *pp;
+		*pp = dead->next;
+		free(dead);
+	}
+	return 0;
+}
+
+/* Closes the OpAMP WebSocket at once (from outside its callbacks). */
+static void ws_kill(struct ws_conn *c, const char *why)
+{
+	if (c->closing)
+		return;
+	c->closing = true;
+	pf_log_info("opamp: closing a connection from token %s: %s", c->token_id, why);
+	lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
+/* api->on_revoke: the OpAMP connections that authenticated with the token go away now. */
+static void revoke_hook(const char *token_id, void *ud)
+{
+	struct pf_server *s = ud;
+	for (struct ws_conn *c = s->ws_head; c; c = c->next)
+		if (strcmp(c->token_id, token_id) == 0)
+			ws_kill(c, "token revoked");
+}
+
+/* Every persist tick: connections whose token has expired go away. */
+static void ws_expire(struct pf_server *s, int64_t now)
+{
+	for (struct ws_conn *c = s->ws_head; c; c = c->next)
+		if (c->token_expires_ms && now >= c->token_expires_ms)
+			ws_kill(c, "token expired");
 }
 
 static void dispatch_opamp_http(struct pf_server *s, struct http_req *r)
@@ -392,6 +485,10 @@ static void dispatch_opamp_http(struct pf_server *s, struct http_req *r)
 		s->metrics->opamp_connections_rejected_auth++;
 		req_error(r, 401, "unauthenticated", "agent token missing or rejected");
 		req_set_header(r, "www-authenticate:", "Bearer realm=\"profleet\"");
+		return;
+	}
+	if (r->bad_encoding) {
+		req_error(r, 415, "unsupported_encoding", "Content-Encoding must be gzip or identity");
 		return;
 	}
 	if (r->too_large) {
@@ -508,12 +605,13 @@ static void srv_job_answer(struct srv_job *j, int status, const char *ctype, con
 static void api_job_run(struct pf_qjob *b, struct pf_store *st)
 {
 	struct api_job *j = lws_container_of(b, struct api_job, sj.base);
-	struct pf_api wapi = {.store = st, .ready = true};
+	struct pf_api wapi = {.store = st, .ready = true, .read_only = true};
 	struct pf_api_request q = {
 		.method = j->method,
 		.path = j->sj.path,
 		.n_args = j->n_args,
 		.authorization = j->has_auth ? j->auth : NULL,
+		.peer = j->peer,
 		.now_ms = j->now_ms,
 	};
 	for (size_t i = 0; i < j->n_args; i++)
@@ -604,6 +702,7 @@ static int submit_query(struct pf_server *s, struct lws *wsi, struct http_req *r
 		j->arg_off[i] = (size_t)(r->args[i] - r->args_store);
 	memcpy(j->auth, r->auth, sizeof(j->auth));
 	j->has_auth = r->has_auth;
+	memcpy(j->peer, r->peer, sizeof(j->peer));
 	j->now_ms = now_ms();
 	int rc = submit_job(s, s->pool, wsi, r, &j->sj);
 	if (rc < 0)
@@ -689,6 +788,11 @@ static void dispatch_profiles(struct pf_server *s, struct lws *wsi, struct http_
 		req_set_header(r, "www-authenticate:", "Bearer realm=\"profleet\"");
 		return;
 	}
+	if (r->bad_encoding) {
+		otlp_error(r, 415, 3 /* INVALID_ARGUMENT */,
+			   "Content-Encoding must be gzip or identity");
+		return;
+	}
 	if (r->too_large) {
 		char m[96];
 		snprintf(m, sizeof(m), "request body over the %zu byte limit", r->limit);
@@ -758,6 +862,7 @@ static void dispatch_api(struct pf_server *s, struct lws *wsi, struct http_req *
 		.path = r->path,
 		.n_args = r->n_args,
 		.authorization = r->has_auth ? r->auth : NULL,
+		.peer = r->peer,
 		.body = r->body.data,
 		.body_len = r->body.len,
 		.now_ms = now_ms(),
@@ -767,6 +872,9 @@ static void dispatch_api(struct pf_server *s, struct lws *wsi, struct http_req *
 	pf_api_response_init(&resp);
 	if (r->too_large) {
 		pf_api_error(&resp, 413, "too_large", "request body over %zu bytes", r->limit);
+	} else if (r->bad_encoding) {
+		pf_api_error(&resp, 415, "unsupported_encoding",
+			     "API request bodies take no Content-Encoding");
 	} else if (s->pool && pf_api_profiles_offload(r->method, r->path) &&
 		   api_token_ok(s, r->has_auth ? r->auth : NULL)) {
 		int rc = submit_query(s, wsi, r);
@@ -827,7 +935,18 @@ static void dispatch(struct pf_server *s, struct lws *wsi, struct http_req *r)
 		lws_callback_on_writable(wsi);
 }
 
-static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const char *uri)
+/* Answers a request at once (before its body) and closes the connection after. */
+static void reject_early(struct lws *wsi, struct http_req *r, int status, const char *code,
+			 const char *msg)
+{
+	req_error(r, status, code, msg);
+	r->dispatched = true;
+	r->close_after = true;
+	lws_callback_on_writable(wsi);
+}
+
+static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const char *uri,
+		      size_t uri_len)
 {
 	struct http_req *r = calloc(1, sizeof(*r));
 	if (!r)
@@ -836,6 +955,16 @@ static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, con
 	pss->req = r;
 	snprintf(r->method, sizeof(r->method), "%s", method_of(wsi));
 	snprintf(r->path, sizeof(r->path), "%s", uri ? uri : "/");
+	if (uri && uri_len >= sizeof(r->path)) {
+		/* kept whole or not at all: a cut path could name another route */
+		reject_early(wsi, r, 414, "uri_too_long", "the path is longer than 511 bytes");
+		return 0;
+	}
+	if (uri && strnlen(uri, uri_len) != uri_len) {
+		/* lws decoded a %00: the path would end early and name another route */
+		reject_early(wsi, r, 400, "invalid_path", "the path holds a NUL byte (%00)");
+		return 0;
+	}
 	r->is_opamp = strcmp(r->path, OPAMP_PATH) == 0;
 	r->is_profiles = strcmp(r->path, PROFILES_PATH) == 0;
 	r->is_ui = pf_ui_match(r->path);
@@ -861,7 +990,14 @@ static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, con
 	}
 	r->has_auth = lws_hdr_copy(wsi, r->auth, sizeof(r->auth),
 				   WSI_TOKEN_HTTP_AUTHORIZATION) > 0;
-	r->body_gzip = header_has(wsi, WSI_TOKEN_HTTP_CONTENT_ENCODING, "gzip");
+	char enc[64];
+	int el = lws_hdr_copy(wsi, enc, sizeof(enc), WSI_TOKEN_HTTP_CONTENT_ENCODING);
+	if (el != 0) {
+		bool gz = el > 0 && !strcasecmp(enc, "gzip");
+		r->body_gzip = gz && (r->is_opamp || r->is_profiles);
+		r->bad_encoding = !r->body_gzip && !(el > 0 && !strcasecmp(enc, "identity"));
+	}
+	lws_get_peer_simple(wsi, r->peer, sizeof(r->peer));
 	r->accept_gzip = header_has(wsi, WSI_TOKEN_HTTP_ACCEPT_ENCODING, "gzip");
 
 	bool has_body = !strcmp(r->method, "POST") || !strcmp(r->method, "PUT") ||
@@ -872,20 +1008,14 @@ static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, con
 	}
 	char cl[32];
 	if (lws_hdr_copy(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH) <= 0) {
-		req_error(r, 411, "length_required", "a request body needs Content-Length");
-		r->dispatched = true;
-		r->close_after = true;
-		lws_callback_on_writable(wsi);
+		reject_early(wsi, r, 411, "length_required", "a request body needs Content-Length");
 		return 0;
 	}
 	char *end;
 	errno = 0;
 	unsigned long long v = strtoull(cl, &end, 10);
-	if (errno || *end) {
-		req_error(r, 400, "malformed", "bad Content-Length");
-		r->dispatched = true;
-		r->close_after = true;
-		lws_callback_on_writable(wsi);
+	if (errno || *end || cl[0] < '0' || cl[0] > '9') {
+		reject_early(wsi, r, 400, "malformed", "bad Content-Length");
 		return 0;
 	}
 	if (v > r->limit) {
@@ -997,6 +1127,15 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 				  "agent token missing or rejected");
 			return 1;
 		}
+		char peer[64] = "";
+		lws_get_peer_simple(wsi, peer, sizeof(peer));
+		if (s->opt.max_conns_per_source &&
+		    src_open(s, peer) >= s->opt.max_conns_per_source) {
+			s->metrics->opamp_connections_rejected_overload++;
+			write_now(wsi, 429, "retry-after:", RETRY_AFTER_OVERLOAD_S,
+				  "too many OpAMP connections from this address");
+			return 1;
+		}
 		if (s->n_ws >= s->opt.max_agents) {
 			s->metrics->opamp_connections_rejected_overload++;
 			write_now(wsi, 503, "retry-after:", RETRY_AFTER_OVERLOAD_S,
@@ -1006,9 +1145,26 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		return 0;
 	}
 	case LWS_CALLBACK_ESTABLISHED: {
+		/* Which agent token opened it: revoking or expiring that token closes it. */
+		char auth[1024];
+		struct pf_api_caller who;
+		bool has = lws_hdr_copy(wsi, auth, sizeof(auth), WSI_TOKEN_HTTP_AUTHORIZATION) > 0;
+		if (!agent_token_who(s, has ? auth : NULL, &who))
+			return -1; /* revoked between the upgrade and now */
 		struct ws_conn *c = calloc(1, sizeof(*c));
 		if (!c)
 			return -1;
+		memcpy(c->token_id, who.token_id, sizeof(c->token_id));
+		lws_get_peer_simple(wsi, c->peer, sizeof(c->peer));
+		if (src_add(s, c->peer, 1) < 0) {
+			free(c);
+			return -1;
+		}
+		c->token_expires_ms = who.expires_ms;
+		c->next = s->ws_head;
+		if (s->ws_head)
+			s->ws_head->prev = c;
+		s->ws_head = c;
 		c->wsi = wsi;
 		c->sess.conn = c;
 		pf_buf_init(&c->rx, s->opt.max_message_bytes);
@@ -1070,6 +1226,13 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_CLOSED: {
 		struct ws_conn *c = pss->ws;
 		if (c) {
+			src_add(s, c->peer, -1);
+			if (c->prev)
+				c->prev->next = c->next;
+			else
+				s->ws_head = c->next;
+			if (c->next)
+				c->next->prev = c->prev;
 			pf_opamp_session_closed(&s->opamp, &c->sess);
 			ws_conn_free(c);
 			pss->ws = NULL;
@@ -1086,7 +1249,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		}
 		return 0;
 	case LWS_CALLBACK_HTTP:
-		return http_begin(s, wsi, pss, in) < 0 ? -1 : 0;
+		return http_begin(s, wsi, pss, in, len) < 0 ? -1 : 0;
 	case LWS_CALLBACK_HTTP_BODY: {
 		struct http_req *r = pss->req;
 		if (!r)
@@ -1152,6 +1315,7 @@ static void persist_tick(lws_sorted_usec_list_t *sul)
 		pf_captures_tick(s->opt.captures, now_ms());
 	if (s->opt.rollouts)
 		pf_rollouts_tick(s->opt.rollouts, now_ms());
+	ws_expire(s, now_ms());
 	lws_sul_schedule(s->ctx, 0, &s->sul_persist, persist_tick, PERSIST_INTERVAL_US);
 }
 
@@ -1206,6 +1370,8 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	s->persist = persist;
 	s->metrics = metrics;
 	s->api = api;
+	api->on_revoke = revoke_hook;
+	api->revoke_ud = s;
 	s->opamp.fleet = fleet;
 	s->opamp.metrics = metrics;
 	s->opamp.max_message_bytes = opt->max_message_bytes;
@@ -1299,5 +1465,11 @@ void pf_server_free(struct pf_server *s)
 		lws_context_destroy(s->ctx);
 	}
 	pf_buf_release(&s->scratch);
+	for (size_t i = 0; i < SRC_BUCKETS; i++)
+		while (s->by_source[i]) {
+			struct src_count *c = s->by_source[i];
+			s->by_source[i] = c->next;
+			free(c);
+		}
 	free(s);
 }

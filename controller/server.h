@@ -33,6 +33,7 @@ struct pf_server_options {
 	const char *client_ca; /* PEM; agents must present a certificate signed by it */
 	size_t max_message_bytes; /* OpAMP inbound limit (after decompression) */
 	uint32_t max_agents;      /* connected WebSocket agents before 503 */
+	uint32_t max_conns_per_source; /* OpAMP WebSockets from one address before 429; 0: no cap */
 	/* When set, the heavy profile queries (api_profiles.h pf_api_profiles_offload) run on
 	 * this pool (profstore/query_pool.h) and their answers come back through its completion
 	 * queue; a full queue answers 503 with Retry-After. NULL: they run on the loop. The

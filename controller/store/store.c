@@ -168,6 +168,18 @@ static const char *const migrations[] = {
 	"ALTER TABLE profiles ADD COLUMN k8s_pod TEXT NOT NULL DEFAULT '';"
 	"ALTER TABLE profiles ADD COLUMN k8s_container TEXT NOT NULL DEFAULT '';"
 	"CREATE INDEX profiles_k8s ON profiles (k8s_namespace, k8s_pod, start_ns);",
+	/* 6 -> 7: token management and a readable audit (store_tokens.c): every token gets a
+	 * public id (16 hex digits, never the secret), an expiry (0 = never), the last use and
+	 * who made it; audit rows name the token (id), the source address and the outcome. */
+	"ALTER TABLE tokens ADD COLUMN id TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE tokens ADD COLUMN expires_ms INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE tokens ADD COLUMN last_used_ms INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE tokens ADD COLUMN created_by TEXT NOT NULL DEFAULT '';"
+	"UPDATE tokens SET id = lower(hex(randomblob(8)));"
+	"CREATE UNIQUE INDEX tokens_id ON tokens (id);"
+	"ALTER TABLE audit ADD COLUMN actor_id TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE audit ADD COLUMN source TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE audit ADD COLUMN status INTEGER NOT NULL DEFAULT 0;",
 };
 /* clang-format on */
 
@@ -205,7 +217,8 @@ static const char *const stmt_sql[S__COUNT] = {
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
-    [S_TOKEN_ADD] = "INSERT INTO tokens (hash, role, name, created_ms) VALUES (?1, ?2, ?3, ?4)",
+    [S_TOKEN_ADD] = "INSERT INTO tokens (hash, role, name, created_ms, id) "
+		    "VALUES (?1, ?2, ?3, ?4, lower(hex(randomblob(8))))",
     [S_TOKEN_LOOKUP] = "SELECT role FROM tokens WHERE hash = ?1",
     [S_TOKEN_COUNT] = "SELECT count(*) FROM tokens",
     [S_TOKEN_NAME] = "SELECT name FROM tokens WHERE hash = ?1",
@@ -1217,6 +1230,9 @@ int pf_store_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
 		e.action = col_text(s, 3, &oom);
 		e.target = col_text(s, 4, &oom);
 		e.detail = col_text(s, 5, &oom);
+		e.actor_id = "";
+		e.source = "";
+		e.status = 0;
 		if (oom)
 			return store_fail_code(st, NULL, -ENOMEM, "audit_foreach: out of memory");
 		rc = cb(&e, ud);

@@ -82,7 +82,7 @@ function stateOf(a) {
 
 before(async () => {
   await fleet.startController();
-  viewerToken = fleet.addToken("viewer", "browser viewer");
+  viewerToken = await fleet.addToken("viewer", "browser viewer");
   const put = await fleet.api("PUT", "/configs/default", GOOD(fleet.base, 49));
   assert.ok(put.status === 201, JSON.stringify(put));
   fleet.startAgent("web1", ["env=prod", "team=pay"]);

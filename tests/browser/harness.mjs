@@ -1,8 +1,7 @@
 // Starts the real controller and agents on loopback for the browser tests (the JavaScript
 // twin of tests/integration/pfharness.py): free ports, temp dirs, every wait bounded by a
 // deadline, every process stopped at the end.
-import { spawn, execFileSync } from "node:child_process";
-import { createHash } from "node:crypto";
+import { spawn } from "node:child_process";
 import { mkdtempSync, mkdirSync, openSync, readFileSync, existsSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -87,17 +86,11 @@ export class Fleet {
     this.agentTokenFile = join(this.dataDir, "agent.token");
   }
 
-  // A token of another role, written the way the controller stores tokens (SHA-256 of the
-  // token in the tokens table): the API has no token routes yet.
-  addToken(role, name) {
-    const tok = "pf_browser_" + role + "_" + createHash("sha256").update(this.dir + role).digest("hex").slice(0, 32);
-    const hash = createHash("sha256").update(tok).digest("hex");
-    execFileSync("python3", ["-c",
-      "import sqlite3,sys\n" +
-      "c=sqlite3.connect(sys.argv[1],timeout=10)\n" +
-      "c.execute('INSERT INTO tokens(hash,role,name,created_ms) VALUES (?,?,?,0)',(bytes.fromhex(sys.argv[2]),sys.argv[3],sys.argv[4]))\n" +
-      "c.commit()\n", join(this.dataDir, "profleet.db"), hash, role, name]);
-    return tok;
+  // A token of another role, made through the API (POST /api/v1/tokens): its secret.
+  async addToken(role, name) {
+    const r = await this.api("POST", "/tokens", JSON.stringify({ name: name.replace(/[^A-Za-z0-9._@-]/g, "-"), role }));
+    if (r.status !== 201) throw new Error("POST /tokens: " + r.status + " " + JSON.stringify(r.body));
+    return r.body.token;
   }
 
   startAgent(name, labels = [], extra = []) {

@@ -9,7 +9,7 @@ import { capturesPage } from "./pages/captures.js";
 import { profilesPage } from "./pages/profiles.js";
 
 const app = document.getElementById("app");
-const session = { role: null, name: "", canWrite: false };
+const session = { role: null, name: "", canWrite: false, canAdmin: false };
 let current = null; // the page's cleanup (pollers)
 
 const routes = [
@@ -64,7 +64,8 @@ async function whoami() {
   const w = await api.get("/whoami");
   session.role = w.role;
   session.name = w.name;
-  session.canWrite = !!w.can_write;
+  session.canWrite = !!w.can_write; // captures, rollouts (operator)
+  session.canAdmin = !!w.can_admin; // configs, assignments (admin)
   return w;
 }
 

@@ -121,9 +121,9 @@ static void test_auth_and_roles(void **state)
 	j = call(x, "GET", "/api/v1/agents", "Bearer nope", NULL, &st, NULL, NULL);
 	assert_int_equal(st, 401);
 	json_decref(j);
-	/* An agent token is not an API token. */
+	/* An agent token is not an API token: authenticated, but below every API role. */
 	j = call(x, "GET", "/api/v1/agents", x->agent, NULL, &st, NULL, NULL);
-	assert_int_equal(st, 401);
+	assert_int_equal(st, 403);
 	json_decref(j);
 	j = call(x, "GET", "/api/v1/agents", x->viewer, NULL, &st, NULL, NULL);
 	assert_int_equal(st, 200);
@@ -175,8 +175,9 @@ static void test_whoami_and_validate(void **state)
 	assert_true(json_boolean_value(json_object_get(j, "can_write")));
 	assert_true(json_boolean_value(json_object_get(j, "can_admin")));
 	json_decref(j);
+	/* an agent token is known but below every API role */
 	j = call(x, "GET", "/api/v1/whoami", x->agent, NULL, &st, NULL, NULL);
-	assert_int_equal(st, 401);
+	assert_int_equal(st, 403);
 	json_decref(j);
 
 	j = call(x, "POST", "/api/v1/configs/default/validate", x->admin,
@@ -198,7 +199,7 @@ static void test_whoami_and_validate(void **state)
 	j = call(x, "GET", "/api/v1/configs/default", x->admin, NULL, &st, NULL, NULL);
 	assert_int_equal(st, 404);
 	json_decref(j);
-	/* it takes the operator role, like PUT */
+	/* it takes the operator role (PUT takes admin) */
 	j = call(x, "POST", "/api/v1/configs/default/validate", x->viewer, "profiling: {}\n", &st,
 		 NULL, NULL);
 	assert_int_equal(st, 403);

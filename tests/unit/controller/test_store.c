@@ -222,6 +222,75 @@ static void test_tokens(void **state)
 	pf_store_close(st);
 }
 
+/* Token management (schema 5): public ids, find with the hash read back, revoke, touch, the
+ * full audit row and its query by the token's id. */
+static int count_tok(const struct pf_token_info *t, void *ud)
+{
+	(void)t;
+	(*(int *)ud)++;
+	return 0;
+}
+
+static int count_audit(const struct pf_audit_entry *e, void *ud)
+{
+	assert_string_equal(e->source, "10.0.0.9");
+	(*(int *)ud)++;
+	return 0;
+}
+
+static void test_token_management(void **state)
+{
+	struct fx *f = *state;
+	struct pf_store *st = open_ok(f->db, PF_STORE_SYNC_FULL);
+	uint8_t a[32], b[32];
+	fill_hash(a, 20);
+	fill_hash(b, 21);
+	assert_int_equal(pf_store_token_add(st, a, "admin", "alice", 1), 0);
+	struct pf_token_info t = {.created_ms = 5, .expires_ms = 99};
+	snprintf(t.name, sizeof(t.name), "bot");
+	snprintf(t.role, sizeof(t.role), "viewer");
+	snprintf(t.created_by, sizeof(t.created_by), "alice");
+	assert_int_equal(pf_store_token_create(st, b, &t), 0);
+	assert_int_equal(strlen(t.id), PF_TOKEN_ID_LEN);
+	assert_int_equal(pf_store_token_create(st, b, &t), -EEXIST);
+	struct pf_token_info g;
+	assert_int_equal(pf_store_token_find(st, b, &g), 0);
+	assert_string_equal(g.id, t.id);
+	assert_string_equal(g.created_by, "alice");
+	assert_int_equal(g.expires_ms, 99);
+	assert_memory_equal(g.hash, b, 32);
+	assert_int_equal(pf_store_token_find(st, a, &g), 0);
+	assert_string_not_equal(g.id, t.id);
+	assert_int_equal(pf_store_token_touch(st, t.id, 1234), 0);
+	assert_int_equal(pf_store_token_find(st, b, &g), 0);
+	assert_int_equal(g.last_used_ms, 1234);
+	int n = 0;
+	assert_int_equal(pf_store_token_foreach(st, count_tok, &n), 0);
+	assert_int_equal(n, 2);
+
+	struct pf_audit_entry e = {.ts_ms = 7, .actor = "bot", .actor_id = t.id, .action = "x.y",
+				   .target = "z", .source = "10.0.0.9", .status = 201};
+	assert_int_equal(pf_store_audit_write(st, &e), 0);
+	struct pf_audit_query q = {.actor = t.id, .limit = 10};
+	n = 0;
+	assert_int_equal(pf_store_audit_query(st, &q, count_audit, &n), 0);
+	assert_int_equal(n, 1);
+	q.action = "x";
+	n = 0;
+	assert_int_equal(pf_store_audit_query(st, &q, count_audit, &n), 0);
+	assert_int_equal(n, 1);
+	q.action = "x.";
+	n = 0;
+	assert_int_equal(pf_store_audit_query(st, &q, count_audit, &n), 0);
+	assert_int_equal(n, 0);
+
+	assert_int_equal(pf_store_token_revoke(st, t.id, &g), 0);
+	assert_string_equal(g.name, "bot");
+	assert_int_equal(pf_store_token_revoke(st, t.id, NULL), -ENOENT);
+	assert_int_equal(pf_store_token_find(st, b, &g), -ENOENT);
+	pf_store_close(st);
+}
+
 /* ---- configs */
 
 struct ver_list {
@@ -967,7 +1036,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 	    T(test_open_reopen),   T(test_memory_db),	    T(test_too_new_refused),
-	    T(test_tokens),	   T(test_config_versions), T(test_config_put_race),
+	    T(test_tokens),	   T(test_token_management), T(test_config_versions), T(test_config_put_race),
 	    T(test_assignments),   T(test_agents),	    T(test_reentrancy),
 	    T(test_audit),	   T(test_crash_child),	    T(test_corrupt_not_a_db),
 	    T(test_corrupt_pages), T(test_captures),

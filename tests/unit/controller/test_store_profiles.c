@@ -455,7 +455,12 @@ static void test_upgrade_from_v2(void **state)
 		 "DROP TABLE profile_flames; DROP TABLE capture_agents; "
 		 "DROP TABLE captures; DROP INDEX profiles_capture; DROP INDEX profiles_trigger; "
 		 "DROP INDEX profiles_profile_id; ALTER TABLE profiles DROP COLUMN capture_id; "
-		 "ALTER TABLE profiles DROP COLUMN trigger_name; PRAGMA user_version = 2;'",
+		 "ALTER TABLE profiles DROP COLUMN trigger_name; DROP INDEX tokens_id; "
+		 "ALTER TABLE tokens DROP COLUMN id; ALTER TABLE tokens DROP COLUMN expires_ms; "
+		 "ALTER TABLE tokens DROP COLUMN last_used_ms; "
+		 "ALTER TABLE tokens DROP COLUMN created_by; ALTER TABLE audit DROP COLUMN actor_id; "
+		 "ALTER TABLE audit DROP COLUMN source; ALTER TABLE audit DROP COLUMN status; "
+		 "PRAGMA user_version = 2;'",
 		 x->db);
 	assert_int_equal(system(cmd), 0);
 	x->st = pf_store_open(x->db, PF_STORE_SYNC_NORMAL, NULL);

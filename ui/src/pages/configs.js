@@ -68,7 +68,7 @@ async function matchCount(selector) {
 export async function configsPage(main, ctx) {
   const name = ctx.parts[1];
   if (name) return configEditor(main, ctx, name);
-  const w = ctx.session.canWrite;
+  const w = ctx.session.canAdmin; // configs and assignments take the admin role
   const [cfgs, asgs] = await Promise.all([api.get("/configs"), api.get("/assignments")]);
   const newName = h("input", { type: "text", placeholder: "new config name", pattern: "[A-Za-z0-9._-]{1,64}", "aria-label": "new config name" });
   const asgBody = h("tbody");
@@ -171,7 +171,7 @@ function assignmentForm(ctx, configs) {
 }
 
 async function configEditor(main, ctx, name) {
-  const w = ctx.session.canWrite;
+  const w = ctx.session.canAdmin; // configs and assignments take the admin role
   let versions = [];
   let latest = null;
   try {
