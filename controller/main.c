@@ -25,13 +25,6 @@
 
 static struct pf_server *g_server;
 
-static void on_signal(int sig)
-{
-	(void)sig;
-	if (g_server)
-		pf_server_stop(g_server);
-}
-
 int main(int argc, char **argv)
 {
 	struct pf_controller_config cfg;
@@ -137,6 +130,7 @@ int main(int argc, char **argv)
 		.max_agents = cfg.max_agents,
 		.query_pool = qpool,
 		.ingest_pool = ingest,
+		.handle_signals = true, /* SIGINT/SIGTERM: watchers on the server's loop */
 	};
 	snprintf(so.listen_host, sizeof(so.listen_host), "%s", cfg.listen_host);
 	g_server = pf_server_new(&so, fleet, store, persist, &metrics, &api, &err);
@@ -144,11 +138,6 @@ int main(int argc, char **argv)
 		pf_log_error("%s", err.msg);
 		goto out;
 	}
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	const char *scheme = cfg.tls_cert ? "https" : "http";

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include <libwebsockets.h>
+#include <uv.h>
 
 #include "api/api.h"
 #include "api/api_profiles.h"
@@ -32,6 +33,7 @@
 #define RETRY_AFTER_OVERLOAD_S "30"
 #define RETRY_AFTER_QUERY_S "1" /* a pool's queue is full; a merged query takes ~0.3 s */
 #define QUERY_CONN_TIMEOUT_S 300 /* bound on a connection waiting on a pool (queue + run) */
+#define LOOP_CLOSE_ROUNDS 1000 /* loop iterations to let closing handles finish at shutdown */
 
 /* One queued WebSocket message: one allocation, LWS_PRE headroom then the frame. */
 struct outmsg {
@@ -84,7 +86,13 @@ struct pss {
 
 struct pf_server {
 	struct pf_server_options opt;
-	struct lws_context *ctx;
+	/* The one event loop (libuv: epoll underneath, so a wake-up costs O(ready descriptors)).
+	 * lws joins it as a foreign loop; the signal watchers live on it too. */
+	uv_loop_t loop;
+	bool loop_init;
+	uv_signal_t sig_int, sig_term;
+	bool sig_init;
+	struct lws_context *ctx; /* NULL again once lws finished destroying it (pcontext) */
 	struct lws_vhost *vh;
 	struct pf_fleet *fleet;
 	struct pf_store *store;
@@ -1003,6 +1011,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		if (s) {
 			drain_jobs(s, s->pool);
 			drain_jobs(s, s->ingest);
+			if (s->stop)
+				uv_stop(&s->loop); /* pf_server_stop() */
 		}
 		return 0;
 	case LWS_CALLBACK_HTTP:
@@ -1106,6 +1116,38 @@ static void listen_iface(const char *host, struct lws_context_creation_info *inf
 	}
 }
 
+/* Runs the loop until every handle is closed (lws' watchers after lws_context_destroy(), our
+ * signal watchers), bounded in rounds, then closes it. */
+static void loop_close(struct pf_server *s)
+{
+	if (!s->loop_init)
+		return;
+	for (int i = 0; i < LOOP_CLOSE_ROUNDS && uv_run(&s->loop, UV_RUN_NOWAIT); i++)
+		;
+	if (s->ctx) {
+		/* lws 4.1.6 on a foreign loop: the first lws_context_destroy() closes the
+		 * connections and lws' own handles; once the loop has run their close callbacks, a
+		 * second call frees the context (and writes NULL to s->ctx through pcontext). */
+		lws_context_destroy(s->ctx);
+		for (int i = 0; i < LOOP_CLOSE_ROUNDS && uv_run(&s->loop, UV_RUN_NOWAIT); i++)
+			;
+	}
+	if (s->ctx)
+		pf_log_warn("the libwebsockets context was not fully destroyed");
+	if (uv_loop_close(&s->loop) < 0)
+		pf_log_warn("event loop closed with handles still open");
+	s->loop_init = false;
+}
+
+/* On the loop: SIGINT/SIGTERM. The loop stops; pf_server_run() returns. */
+static void on_signal(uv_signal_t *h, int signum)
+{
+	struct pf_server *s = h->data;
+	pf_log_info("signal %d: stopping", signum);
+	s->stop = 1;
+	uv_stop(&s->loop);
+}
+
 struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_fleet *fleet,
 				struct pf_store *store, struct pf_persist *persist,
 				struct pf_metrics *metrics, struct pf_api *api,
@@ -1133,8 +1175,22 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 							       : LLL_ERR | LLL_WARN,
 			  lws_log_route);
 
+	if (uv_loop_init(&s->loop) < 0) {
+		pf_error_set(err, -ENOMEM, NULL, "cannot create the event loop");
+		free(s);
+		return NULL;
+	}
+	s->loop_init = true;
+	void *loops[1] = {&s->loop};
+
 	struct lws_context_creation_info info;
 	memset(&info, 0, sizeof(info));
+	/* lws 4.1.6 loads its libuv support at run time (the libwebsockets-evlib_uv plugin) and
+	 * joins our loop: every descriptor is a uv_poll watcher on one epoll set, timers (lws_sul)
+	 * are one uv_timer, the cancel pipe (lws_cancel_service) one more watcher. */
+	info.options |= LWS_SERVER_OPTION_LIBUV;
+	info.foreign_loops = loops;
+	info.pcontext = &s->ctx;
 	info.port = opt->port;
 	listen_iface(opt->listen_host, &info);
 	info.protocols = protocols;
@@ -1158,10 +1214,20 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	s->ctx = lws_create_context(&info);
 	if (!s->ctx) {
 		pf_error_set(err, -EADDRINUSE, NULL,
-			     "cannot listen on %s:%d (address in use, bad address or TLS files)",
+			     "cannot listen on %s:%d (address in use, bad address, TLS files, or "
+			     "libwebsockets' libuv plugin missing)",
 			     opt->listen_host, opt->port);
+		loop_close(s);
 		free(s);
 		return NULL;
+	}
+	if (opt->handle_signals) {
+		uv_signal_init(&s->loop, &s->sig_int);
+		uv_signal_init(&s->loop, &s->sig_term);
+		s->sig_int.data = s->sig_term.data = s;
+		uv_signal_start(&s->sig_int, on_signal, SIGINT);
+		uv_signal_start(&s->sig_term, on_signal, SIGTERM);
+		s->sig_init = true;
 	}
 	s->vh = lws_get_vhost_by_name(s->ctx, "default");
 	if (s->pool)
@@ -1180,10 +1246,8 @@ int pf_server_port(const struct pf_server *s)
 int pf_server_run(struct pf_server *s)
 {
 	s->api->ready = true;
-	while (!s->stop) {
-		if (lws_service(s->ctx, 0) < 0)
-			break;
-	}
+	if (!s->stop)
+		uv_run(&s->loop, UV_RUN_DEFAULT); /* until a stop's uv_stop() */
 	s->api->ready = false;
 	return 0;
 }
@@ -1192,7 +1256,7 @@ void pf_server_stop(struct pf_server *s)
 {
 	s->stop = 1;
 	if (s->ctx)
-		lws_cancel_service(s->ctx);
+		lws_cancel_service(s->ctx); /* the loop sees stop in EVENT_WAIT_CANCELLED */
 }
 
 void pf_server_free(struct pf_server *s)
@@ -1207,8 +1271,17 @@ void pf_server_free(struct pf_server *s)
 		pf_qpool_set_notify(s->ingest, NULL, NULL);
 	if (s->ctx) {
 		lws_sul_cancel(&s->sul_persist);
+		/* On a foreign loop lws closes its watchers asynchronously: the loop runs below
+		 * until they are closed, and the last close callback frees the context. */
 		lws_context_destroy(s->ctx);
 	}
+	if (s->sig_init) {
+		uv_signal_stop(&s->sig_int);
+		uv_signal_stop(&s->sig_term);
+		uv_close((uv_handle_t *)&s->sig_int, NULL);
+		uv_close((uv_handle_t *)&s->sig_term, NULL);
+	}
+	loop_close(s);
 	pf_buf_release(&s->scratch);
 	free(s);
 }

@@ -11,6 +11,7 @@
 #ifndef PF_SERVER_H
 #define PF_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +40,8 @@ struct pf_server_options {
 	 * by this pool (one writer thread, its own synchronous=FULL connection with the
 	 * retention set); a full queue answers 503 with Retry-After. NULL: on the loop. */
 	struct pf_qpool *ingest_pool;
+	/* SIGINT and SIGTERM stop the loop (watchers on the loop itself, no sigaction). */
+	bool handle_signals;
 };
 
 struct pf_server;
@@ -47,9 +50,9 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 				struct pf_store *store, struct pf_persist *persist,
 				struct pf_metrics *metrics, struct pf_api *api,
 				struct pf_error *err);
-/* Runs the event loop until pf_server_stop(). */
+/* Runs the event loop until pf_server_stop() (or, with handle_signals, SIGINT/SIGTERM). */
 int pf_server_run(struct pf_server *s);
-/* Async-signal-safe: asks the loop to stop. */
+/* Asks the loop to stop; safe from another thread and from a signal handler. */
 void pf_server_stop(struct pf_server *s);
 void pf_server_free(struct pf_server *s);
 /* The port actually bound (useful with port 0). */
