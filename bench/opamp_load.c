@@ -13,6 +13,8 @@
  *   idle      connect N agents, wait until the controller reports them, controller RSS per agent
  *   push      connect N, PUT a new default config, time until all received it / all APPLIED
  *   rtt       connect N, heartbeat ping-pong for S seconds, round trips/s and controller CPU
+ *   steady    connect N, each sends one heartbeat per --heartbeat interval at a random phase;
+ *             controller CPU (percent of one core) averaged over S seconds (default 60)
  *   garbage   bad varint header, undecodable protobuf, then a valid message: expect two
  *             error_response BAD_REQUEST and an open connection
  *   oversize  send one message of --bytes bytes: expect close code 1009
@@ -59,8 +61,9 @@
 	 PF_AGENT_CAP_REPORTS_REMOTE_CONFIG | PF_AGENT_CAP_REPORTS_HEARTBEAT)
 #define CONFIG_KEY "profiling.yaml"
 
-enum mode { MODE_IDLE, MODE_PUSH, MODE_RTT, MODE_GARBAGE, MODE_OVERSIZE, MODE_SEQGAP };
-static const char *const mode_names[] = { "idle", "push", "rtt", "garbage", "oversize", "seqgap" };
+enum mode { MODE_IDLE, MODE_PUSH, MODE_RTT, MODE_STEADY, MODE_GARBAGE, MODE_OVERSIZE, MODE_SEQGAP };
+static const char *const mode_names[] = { "idle",    "push",     "rtt",   "steady",
+					  "garbage", "oversize", "seqgap" };
 
 enum ag_state { AG_NONE, AG_CONNECTING, AG_HANDSHAKE, AG_OPEN, AG_CLOSED };
 enum msg_kind { MSG_FULL, MSG_RCS, MSG_HEARTBEAT };
@@ -138,6 +141,7 @@ static struct {
 	/* counters */
 	uint32_t n_open, n_hs_failed, n_replied, n_closed, n_lost, n_errors_logged;
 	uint64_t total_replies, decode_errors, bad_frames, server_errors, rc_msgs, stall_resends;
+	uint64_t hb_sent; /* periodic heartbeats sent */
 	double t_last_rx;
 
 	/* rtt */
@@ -980,6 +984,7 @@ static void tick(double t)
 		} else if (L.heartbeat_s > 0 && t >= a->t_next_hb) {
 			a->t_next_hb = t + L.heartbeat_s;
 			agent_send_a2s(a, MSG_HEARTBEAT);
+			L.hb_sent++;
 		}
 	}
 }
@@ -1296,15 +1301,24 @@ static bool push_pred(void *ctx)
 	return false;
 }
 
-static int mode_push(void)
+/* Connects every agent and waits until the controller is quiet (first replies, initial
+ * config pushes); false, with the FAIL summary printed, when some did not connect. */
+static bool connect_all(const char *mode, double quiet_s, double quiet_max_s)
 {
 	uint32_t ok = connect_agents(L.n_agents);
 	if (ok != L.n_agents) {
-		fail_msg("only %u of %u agents connected; not pushing", ok, L.n_agents);
-		printf("summary: mode=push agents=%u result=FAIL\n", L.n_agents);
-		return 1;
+		fail_msg("only %u of %u agents connected", ok, L.n_agents);
+		printf("summary: mode=%s agents=%u result=FAIL\n", mode, L.n_agents);
+		return false;
 	}
-	wait_quiet(0.3, 15.0);
+	wait_quiet(quiet_s, quiet_max_s);
+	return true;
+}
+
+static int mode_push(void)
+{
+	if (!connect_all("push", 0.3, 15.0))
+		return 1;
 
 	char body[256];
 	uint64_t ns = unix_ns();
@@ -1360,13 +1374,8 @@ static int mode_push(void)
 
 static int mode_rtt(void)
 {
-	uint32_t ok = connect_agents(L.n_agents);
-	if (ok != L.n_agents) {
-		fail_msg("only %u of %u agents connected", ok, L.n_agents);
-		printf("summary: mode=rtt agents=%u result=FAIL\n", L.n_agents);
+	if (!connect_all("rtt", 0.3, 15.0))
 		return 1;
-	}
-	wait_quiet(0.3, 15.0);
 	long long u0 = 0, u1 = 0;
 	long long c0 = L.pid > 0 ? proc_cpu_ticks(L.pid, &u0) : 0;
 	if (c0 < 0) {
@@ -1419,6 +1428,71 @@ static int mode_rtt(void)
 		fail_msg("rtt: %" PRIu64 " round trips, %u of %u agents still open, %" PRIu64
 			 " undecodable replies",
 			 L.rt_count, open, L.n_agents, L.decode_errors);
+	return all ? 0 : 1;
+}
+
+/* A fleet at rest: every agent sends one heartbeat per interval, the phases spread uniformly
+ * over the interval (N / interval messages per second in all), and nothing else happens. The
+ * controller's CPU over the window, from /proc/PID/stat, is what an idle fleet costs it. */
+static int mode_steady(void)
+{
+	if (!connect_all("steady", 1.0, 30.0))
+		return 1;
+	double t = now_s();
+	for (uint32_t i = 0; i < L.n_agents; i++)
+		L.agents[i].t_next_hb = t + L.heartbeat_s * (double)(rng_next() % 1000000) / 1e6;
+	/* The connects' after-effects (persistence of the new rows, full states) settle first. */
+	run_until(NULL, NULL, now_s() + L.settle_s);
+	long long u0 = 0, u1 = 0;
+	long long c0 = L.pid > 0 ? proc_cpu_ticks(L.pid, &u0) : 0;
+	if (c0 < 0) {
+		fail_msg("cannot read /proc/%ld/stat", L.pid);
+		return 1;
+	}
+	uint64_t sent0 = L.hb_sent, rep0 = L.total_replies;
+	double self0 = self_cpu_s();
+	double t0 = now_s();
+	run_until(NULL, NULL, t0 + L.seconds);
+	double t1 = now_s();
+	long long c1 = L.pid > 0 ? proc_cpu_ticks(L.pid, &u1) : 0;
+	double self1 = self_cpu_s();
+	if (c1 < 0) {
+		fail_msg("cannot read /proc/%ld/stat (controller gone?)", L.pid);
+		return 1;
+	}
+
+	double dt = t1 - t0;
+	long hz = sysconf(_SC_CLK_TCK);
+	double tick_s = 1.0 / (double)(hz > 0 ? hz : 100);
+	double ctrl_s = (double)(c1 - c0) * tick_s, user_s = (double)(u1 - u0) * tick_s;
+	uint64_t sent = L.hb_sent - sent0, replies = L.total_replies - rep0;
+	uint32_t open = count_open();
+	kv("seconds", "%.3f", dt);
+	kv("heartbeat_interval_s", "%.1f", L.heartbeat_s);
+	kv("heartbeats_sent", "%" PRIu64, sent);
+	kv("replies", "%" PRIu64, replies);
+	kv("heartbeats_per_s", "%.1f", (double)sent / dt);
+	if (L.pid > 0) {
+		kv("controller_cpu_s", "%.2f", ctrl_s);
+		kv("controller_cpu_pct", "%.2f", ctrl_s * 100.0 / dt);
+		kv("controller_user_pct", "%.2f", user_s * 100.0 / dt);
+		kv("controller_cpu_us_per_heartbeat", "%.1f", sent ? ctrl_s * 1e6 / (double)sent : -1.0);
+		kv("clock_tick_s", "%.3f", tick_s);
+	}
+	kv("loadgen_cpu_pct", "%.2f", (self1 - self0) * 100.0 / dt);
+	kv("agents_open", "%u", open);
+	/* Every heartbeat is answered; only those in flight at the window's two edges differ. */
+	uint64_t slack = pf_max((uint64_t)10, sent / 100);
+	bool answered = replies + slack >= sent && sent + slack >= replies;
+	bool all = sent > 0 && answered && open == L.n_agents && L.decode_errors == 0;
+	printf("summary: mode=steady agents=%u heartbeats_per_s=%.1f controller_cpu_pct=%.2f "
+	       "result=%s\n",
+	       L.n_agents, (double)sent / dt, L.pid > 0 ? ctrl_s * 100.0 / dt : -1.0,
+	       all ? "ok" : "FAIL");
+	if (!all)
+		fail_msg("steady: %" PRIu64 " heartbeats, %" PRIu64 " replies, %u of %u agents "
+			 "still open, %" PRIu64 " undecodable replies",
+			 sent, replies, open, L.n_agents, L.decode_errors);
 	return all ? 0 : 1;
 }
 
@@ -1660,7 +1734,7 @@ static int read_token(const char *dir, const char *name, char *dst, size_t cap)
 
 static void usage(FILE *f)
 {
-	fputs("usage: opamp-load --mode idle|push|rtt|garbage|oversize|seqgap [options]\n"
+	fputs("usage: opamp-load --mode idle|push|rtt|steady|garbage|oversize|seqgap [options]\n"
 	      "  --agents N          simulated agents (default 1000; 1 for the probes)\n"
 	      "  --host ADDR         controller IPv4 address (default 127.0.0.1)\n"
 	      "  --port PORT         controller port (default 4320)\n"
@@ -1669,11 +1743,12 @@ static void usage(FILE *f)
 	      "  --agent-token T     bearer token for the OpAMP upgrade\n"
 	      "  --admin-token T     bearer token for the REST API\n"
 	      "  --pid PID           controller pid (RSS in idle, CPU in rtt)\n"
-	      "  --seconds S         rtt measurement length (default 10)\n"
+	      "  --seconds S         rtt measurement length (default 10; steady: 60)\n"
 	      "  --bytes N           oversize message size (default 64 MiB + 1)\n"
 	      "  --src-addrs K       spread sources over 127.0.0.2..K+1 (default 8, 0 = off)\n"
 	      "  --batch B           connects per batch (default 500)\n"
-	      "  --settle S          idle: wait S after all connected before reading RSS (default 2)\n"
+	      "  --settle S          idle: wait S after all connected before reading RSS; steady:\n"
+	      "                      before the CPU window (default 2)\n"
 	      "  --heartbeat S       periodic heartbeat interval, 0 = off (default 30)\n"
 	      "  --max-msg N         largest server message accepted (default 64 MiB)\n"
 	      "  --timeout S         bound on the whole run (default 300)\n"
@@ -1717,7 +1792,7 @@ int main(int argc, char **argv)
 		{ 0 },
 	};
 	const char *data_dir = NULL;
-	bool agents_set = false;
+	bool agents_set = false, seconds_set = false, timeout_set = false;
 	double v;
 	int mode = -1;
 
@@ -1774,6 +1849,7 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			bad = parse_num(optarg, 0.1, 86400, &L.seconds);
+			seconds_set = true;
 			break;
 		case 'b':
 			bad = parse_num(optarg, 1, 1e10, &v);
@@ -1799,6 +1875,7 @@ int main(int argc, char **argv)
 			break;
 		case 't':
 			bad = parse_num(optarg, 1, 86400, &L.timeout_s);
+			timeout_set = true;
 			break;
 		case 'v':
 			L.verbose = true;
@@ -1822,6 +1899,16 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	L.mode = (enum mode)mode;
+	if (L.mode == MODE_STEADY) {
+		if (!seconds_set)
+			L.seconds = 60;
+		if (L.heartbeat_s <= 0) {
+			fprintf(stderr, "opamp-load: --mode steady needs --heartbeat > 0\n");
+			return 2;
+		}
+		if (!timeout_set && L.timeout_s < L.seconds + L.settle_s + 120)
+			L.timeout_s = L.seconds + L.settle_s + 120; /* room for the connects */
+	}
 	if (L.mode >= MODE_GARBAGE) {
 		if (agents_set && L.n_agents != 1)
 			fprintf(stderr, "opamp-load: --mode %s uses one agent\n", mode_names[mode]);
@@ -1909,6 +1996,9 @@ int main(int argc, char **argv)
 		break;
 	case MODE_RTT:
 		rc = mode_rtt();
+		break;
+	case MODE_STEADY:
+		rc = mode_steady();
 		break;
 	case MODE_GARBAGE:
 		rc = mode_garbage();
