@@ -202,6 +202,23 @@ static int ws_enqueue(struct ws_conn *c, const struct pf_buf *frame)
 	return 0;
 }
 
+/* A reply from this connection's own RECEIVE callback: written at once when nothing is queued
+ * before it and the socket takes it, else queued for WRITEABLE. An exception to "write only
+ * from WRITEABLE", and the reason is cost: asking for WRITEABLE arms POLLOUT and disarms it
+ * after the write, two changes of the descriptor's epoll interest (libuv: a DEL and an ADD
+ * each) per message, more than the recv() and send() themselves. lws_send_pipe_choked() is
+ * lws' own test that a write cannot block: no partial write of lws pending (it would append)
+ * and poll() reports POLLOUT; what the socket then takes short, lws keeps and sends first.
+ * Returns a negative errno when the connection must close. */
+static int ws_reply(struct ws_conn *c, const struct pf_buf *frame)
+{
+	if (c->out_head || lws_send_pipe_choked(c->wsi))
+		return ws_enqueue(c, frame);
+	if (lws_write(c->wsi, frame->data + LWS_PRE, frame->len - LWS_PRE, LWS_WRITE_BINARY) < 0)
+		return -EIO;
+	return 0;
+}
+
 static void ws_conn_free(struct ws_conn *c)
 {
 	while (c->out_head) {
@@ -870,13 +887,14 @@ static int http_write(struct lws *wsi, struct http_req *r)
 
 /* ------------------------------------------------------------------ WebSocket */
 
-/* Handles one complete WebSocket message (msg is lws' buffer or the reassembly buffer). */
-static void ws_process(struct pf_server *s, struct ws_conn *c, const uint8_t *msg,
-		       size_t msg_len, bool text)
+/* Handles one complete WebSocket message (msg is lws' buffer or the reassembly buffer).
+ * Returns a negative errno when the connection must close. */
+static int ws_process(struct pf_server *s, struct ws_conn *c, const uint8_t *msg,
+		      size_t msg_len, bool text)
 {
 	struct pf_buf *frame = scratch_frame(s);
 	if (!frame)
-		return;
+		return 0;
 	const uint8_t *data = NULL;
 	size_t len = 0;
 	struct pf_opamp_result res = {0};
@@ -895,12 +913,13 @@ static void ws_process(struct pf_server *s, struct ws_conn *c, const uint8_t *ms
 				       : (char *)"WebSocket message header must be varint 0";
 		if (pf_s2a_encode(&m, frame) == 0) {
 			s->metrics->opamp_messages_out++;
-			ws_enqueue(c, frame);
+			return ws_reply(c, frame);
 		}
 	} else if (pf_opamp_session_handle(&s->opamp, &c->sess, data, len, now_ms(), frame,
 					   &res) == 0) {
-		ws_enqueue(c, frame);
+		return ws_reply(c, frame);
 	}
+	return 0;
 }
 
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -955,8 +974,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			/* The usual case: the whole message in one callback, no copy. */
 			if (len > s->opt.max_message_bytes)
 				goto too_large;
-			ws_process(s, c, in, len, !lws_frame_is_binary(wsi));
-			return 0;
+			return ws_process(s, c, in, len, !lws_frame_is_binary(wsi)) < 0 ? -1 : 0;
 		}
 		if (first) {
 			pf_buf_reset(&c->rx);
@@ -972,10 +990,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			return -1;
 		}
 		if (last) {
-			ws_process(s, c, c->rx.data, c->rx.len, c->rx_text);
+			int r = ws_process(s, c, c->rx.data, c->rx.len, c->rx_text);
 			/* Idle connections keep no receive buffer. */
 			pf_buf_release(&c->rx);
 			c->rx_text = false;
+			if (r < 0)
+				return -1;
 		}
 		return 0;
 	}

@@ -151,6 +151,7 @@ enum stmt_id {
 	S_ASG_DELETE,
 	S_ASG_FOREACH,
 	S_AGENT_UPSERT,
+	S_AGENT_SET_SEEN,
 	S_AGENT_FOREACH,
 	S_AGENT_DISCONNECT_ALL,
 	S_AGENT_DELETE,
@@ -201,6 +202,7 @@ static const char *const stmt_sql[S__COUNT] = {
 	"config_version = excluded.config_version, remote_hash = excluded.remote_hash, "
 	"remote_status = excluded.remote_status, remote_error = excluded.remote_error, "
 	"connected = excluded.connected, last_seen_ms = excluded.last_seen_ms",
+    [S_AGENT_SET_SEEN] = "UPDATE agents SET last_seen_ms = ?2 WHERE uid = ?1",
     [S_AGENT_FOREACH] = "SELECT uid, attributes_json, capabilities, health_json, effective_config, "
 			"effective_hash, config_name, config_version, remote_hash, remote_status, "
 			"remote_error, connected, first_seen_ms, last_seen_ms FROM agents",
@@ -988,6 +990,35 @@ int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows,
 			goto fail;
 		sqlite3_reset(s);
 		/* No clear_bindings needed: every parameter is rebound for the next row. */
+	}
+	return tx_commit(st);
+fail:
+	tx_rollback(st);
+	return rc;
+}
+
+int pf_store_agents_set_seen(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
+{
+	STMT(s, st, S_AGENT_SET_SEEN);
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if (!rows)
+		return -EINVAL;
+	rc = tx_begin(st);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		if (sqlite3_bind_blob(s, 1, rows[i].uid, 16, SQLITE_STATIC) ||
+		    sqlite3_bind_int64(s, 2, rows[i].last_seen_ms)) {
+			rc = store_fail(st, NULL, "agents_set_seen: bind");
+			goto fail;
+		}
+		rc = step_done(st, s, "agents_set_seen");
+		if (rc < 0)
+			goto fail;
+		sqlite3_reset(s);
 	}
 	return tx_commit(st);
 fail:
