@@ -968,9 +968,18 @@ static int agent_bind(sqlite3_stmt *s, const struct pf_agent_row *r)
 	       sqlite3_bind_int64(s, 14, r->last_seen_ms);
 }
 
-int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
+static int agent_seen_bind(sqlite3_stmt *s, const struct pf_agent_row *r)
 {
-	STMT(s, st, S_AGENT_UPSERT);
+	return sqlite3_bind_blob(s, 1, r->uid, 16, SQLITE_STATIC) ||
+	       sqlite3_bind_int64(s, 2, r->last_seen_ms);
+}
+
+/* Runs statement id once per row (bound by bind) in one BEGIN IMMEDIATE transaction. */
+static int agents_write(struct pf_store *st, enum stmt_id id, const struct pf_agent_row *rows,
+			size_t n,
+			int (*bind)(sqlite3_stmt *s, const struct pf_agent_row *r), const char *what)
+{
+	STMT(s, st, id);
 	int rc;
 
 	if (n == 0)
@@ -981,11 +990,11 @@ int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows,
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
-		if (agent_bind(s, &rows[i])) {
-			rc = store_fail(st, NULL, "agents_upsert: bind");
+		if (bind(s, &rows[i])) {
+			rc = store_fail(st, NULL, what);
 			goto fail;
 		}
-		rc = step_done(st, s, "agents_upsert");
+		rc = step_done(st, s, what);
 		if (rc < 0)
 			goto fail;
 		sqlite3_reset(s);
@@ -997,33 +1006,14 @@ fail:
 	return rc;
 }
 
+int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
+{
+	return agents_write(st, S_AGENT_UPSERT, rows, n, agent_bind, "agents_upsert");
+}
+
 int pf_store_agents_set_seen(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
 {
-	STMT(s, st, S_AGENT_SET_SEEN);
-	int rc;
-
-	if (n == 0)
-		return 0;
-	if (!rows)
-		return -EINVAL;
-	rc = tx_begin(st);
-	if (rc < 0)
-		return rc;
-	for (size_t i = 0; i < n; i++) {
-		if (sqlite3_bind_blob(s, 1, rows[i].uid, 16, SQLITE_STATIC) ||
-		    sqlite3_bind_int64(s, 2, rows[i].last_seen_ms)) {
-			rc = store_fail(st, NULL, "agents_set_seen: bind");
-			goto fail;
-		}
-		rc = step_done(st, s, "agents_set_seen");
-		if (rc < 0)
-			goto fail;
-		sqlite3_reset(s);
-	}
-	return tx_commit(st);
-fail:
-	tx_rollback(st);
-	return rc;
+	return agents_write(st, S_AGENT_SET_SEEN, rows, n, agent_seen_bind, "agents_set_seen");
 }
 
 int pf_store_agents_foreach(struct pf_store *st,
