@@ -203,16 +203,16 @@ static int ws_enqueue(struct ws_conn *c, const struct pf_buf *frame)
 }
 
 /* A reply from this connection's own RECEIVE callback: written at once when nothing is queued
- * before it and the socket takes it, else queued for WRITEABLE. An exception to "write only
- * from WRITEABLE", and the reason is cost: asking for WRITEABLE arms POLLOUT and disarms it
- * after the write, two changes of the descriptor's epoll interest (libuv: a DEL and an ADD
- * each) per message, more than the recv() and send() themselves. lws_send_pipe_choked() is
- * lws' own test that a write cannot block: no partial write of lws pending (it would append)
- * and poll() reports POLLOUT; what the socket then takes short, lws keeps and sends first.
+ * before it, else queued for WRITEABLE. An exception to "write only from WRITEABLE", and the
+ * reason is cost: asking for WRITEABLE arms POLLOUT and disarms it after the write, two
+ * changes of the descriptor's epoll interest (libuv: a DEL and an ADD each) per message, more
+ * than the recv() and send() themselves. It is safe because lws_write() never blocks: what
+ * the socket does not take, lws keeps (one message at most, since lws_partial_buffered()
+ * sends every later reply to our queue) and sends before calling WRITEABLE again.
  * Returns a negative errno when the connection must close. */
 static int ws_reply(struct ws_conn *c, const struct pf_buf *frame)
 {
-	if (c->out_head || lws_send_pipe_choked(c->wsi))
+	if (c->out_head || lws_partial_buffered(c->wsi))
 		return ws_enqueue(c, frame);
 	if (lws_write(c->wsi, frame->data + LWS_PRE, frame->len - LWS_PRE, LWS_WRITE_BINARY) < 0)
 		return -EIO;
