@@ -56,7 +56,13 @@ int main(int argc, char **argv)
 	memset(&api, 0, sizeof(api));
 
 	umask(077); /* the data dir holds secrets and the fleet database */
-	pf_raise_nofile_limit();
+	/* One descriptor per connected agent, plus the listener, SQLite, the pools and the loop. */
+	long nofile = pf_raise_nofile_limit();
+	if (nofile > 0 && (long long)cfg.max_agents + 64 > nofile)
+		pf_log_warn("the open-files limit (%ld) holds about %ld agents, fewer than "
+			    "--max-agents %u: raise the hard limit (ulimit -Hn, systemd LimitNOFILE=) "
+			    "or lower --max-agents",
+			    nofile, nofile - 64, cfg.max_agents);
 
 	char dbpath[4096];
 	if (pf_bootstrap_data_dir(cfg.data_dir, dbpath, sizeof(dbpath), &err) < 0) {
