@@ -164,6 +164,11 @@ static struct {
 	uint64_t total_replies, decode_errors, bad_frames, server_errors, rc_msgs, stall_resends;
 	uint64_t hb_sent; /* periodic heartbeats sent */
 
+	/* steady: agents in the order of their next heartbeat (each keeps its phase, so the order
+	 * is a ring), and the position of the next one due */
+	uint32_t *steady_order;
+	uint32_t steady_pos;
+
 	/* storm */
 	bool storm_running;
 	char pid_file[256];
@@ -1089,7 +1094,7 @@ static void tick(double t)
 				agent_send_a2s(a, MSG_HEARTBEAT);
 				a->in_flight = true;
 			}
-		} else if (L.heartbeat_s > 0 && t >= a->t_next_hb) {
+		} else if (L.heartbeat_s > 0 && !L.steady_order && t >= a->t_next_hb) {
 			a->t_next_hb = t + L.heartbeat_s;
 			agent_send_a2s(a, MSG_HEARTBEAT);
 			L.hb_sent++;
@@ -1097,12 +1102,34 @@ static void tick(double t)
 	}
 }
 
+/* steady: sends every heartbeat that is due, each at its own time (not batched per tick, so
+ * the controller sees N / interval separate arrivals a second, as from real agents); returns
+ * the time the next one is due. At most one round of the ring per call. */
+static double steady_send_due(double t)
+{
+	for (uint32_t k = 0; k < L.n_agents; k++) {
+		struct agent *a = &L.agents[L.steady_order[L.steady_pos]];
+		if (a->t_next_hb > t)
+			return a->t_next_hb;
+		a->t_next_hb += L.heartbeat_s;
+		L.steady_pos = (L.steady_pos + 1) % L.n_agents;
+		if (a->state == AG_OPEN) {
+			agent_send_a2s(a, MSG_HEARTBEAT);
+			L.hb_sent++;
+		}
+	}
+	return t;
+}
+
 static void loop_once(double max_wait_s)
 {
 	struct epoll_event evs[MAX_EVENTS];
-	int ms = (int)(max_wait_s * 1000.0);
-	if (ms < 0)
-		ms = 0;
+	if (L.steady_order) {
+		double t = now_s();
+		max_wait_s = pf_min(max_wait_s, steady_send_due(t) - t);
+	}
+	/* Round up: a wait shorter than 1 ms must not become a busy poll. */
+	int ms = max_wait_s > 0 ? (int)(max_wait_s * 1000.0 + 0.999) : 0;
 	int n = epoll_wait(L.epfd, evs, MAX_EVENTS, ms);
 	for (int i = 0; i < n; i++) {
 		if (evs[i].data.u64 == TAG_HTTP)
@@ -1551,6 +1578,13 @@ static int mode_rtt(void)
 	return all ? 0 : 1;
 }
 
+static int cmp_next_hb(const void *x, const void *y)
+{
+	double a = L.agents[*(const uint32_t *)x].t_next_hb;
+	double b = L.agents[*(const uint32_t *)y].t_next_hb;
+	return a < b ? -1 : a > b;
+}
+
 /* A fleet at rest: every agent sends one heartbeat per interval, the phases spread uniformly
  * over the interval (N / interval messages per second in all), and nothing else happens. The
  * controller's CPU over the window, from /proc/PID/stat, is what an idle fleet costs it. */
@@ -1559,8 +1593,17 @@ static int mode_steady(void)
 	if (!connect_all("steady", 1.0, 30.0))
 		return 1;
 	double t = now_s();
-	for (uint32_t i = 0; i < L.n_agents; i++)
+	L.steady_order = calloc(L.n_agents, sizeof(*L.steady_order));
+	if (!L.steady_order) {
+		fail_msg("out of memory");
+		return 1;
+	}
+	for (uint32_t i = 0; i < L.n_agents; i++) {
 		L.agents[i].t_next_hb = t + L.heartbeat_s * (double)(rng_next() % 1000000) / 1e6;
+		L.steady_order[i] = i;
+	}
+	qsort(L.steady_order, L.n_agents, sizeof(*L.steady_order), cmp_next_hb);
+	L.steady_pos = 0;
 	/* The connects' after-effects (persistence of the new rows, full states) settle first. */
 	run_until(NULL, NULL, now_s() + L.settle_s);
 	long long u0 = 0, u1 = 0;
@@ -2286,6 +2329,7 @@ int main(int argc, char **argv)
 	pf_buf_release(&L.frame);
 	pf_buf_release(&L.cfg_body);
 	free(L.agents);
+	free(L.steady_order);
 	close(L.epfd);
 	return rc;
 }

@@ -1219,6 +1219,14 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	info.max_http_header_data = 4096;
 	info.pt_serv_buf_size = 64 * 1024;
 	info.timeout_secs = 20;
+	/* No lws "validity" timer per connection: lws 4.1.6 re-arms it on every message received,
+	 * and its timers live in one sorted list, so each re-arm walks the list (O(connections)
+	 * per message: the largest user-space cost of a fleet at rest). Dead peers are found by TCP
+	 * keepalive below and by the fleet's missed-heartbeat rule; idle HTTP connections by
+	 * timeout_secs. */
+	static const lws_retry_bo_t no_validity = {.secs_since_valid_ping = 0,
+						   .secs_since_valid_hangup = 0};
+	info.retry_and_idle_policy = &no_validity;
 	info.ka_time = 60;
 	info.ka_probes = 3;
 	info.ka_interval = 10;
