@@ -1301,8 +1301,8 @@ void pf_server_free(struct pf_server *s)
 		pf_qpool_set_notify(s->ingest, NULL, NULL);
 	if (s->ctx) {
 		lws_sul_cancel(&s->sul_persist);
-		/* On a foreign loop lws closes its watchers asynchronously: the loop runs below
-		 * until they are closed, and the last close callback frees the context. */
+		/* On a foreign loop lws closes its watchers asynchronously: loop_close() runs the
+		 * loop until they are closed and finishes the destroy. */
 		lws_context_destroy(s->ctx);
 	}
 	if (s->sig_init) {

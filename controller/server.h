@@ -4,8 +4,10 @@
  * opamp/session.h and api/api.h, and write back what those return (STYLE.md rule 10: write
  * only from WRITEABLE callbacks, one lws_write per callback, LWS_PRE headroom).
  *
- * Owns: the lws context, every connection's transport state (receive reassembly with a hard
- * cap, an output queue), the periodic timers (persistence flush), shutdown, and the requests
+ * Owns: the event loop (libuv, epoll underneath; lws joins it, see docs/internals/
+ * event-loop.md), the lws context, every connection's transport state (receive reassembly with
+ * a hard cap, an output queue), the periodic timers (persistence flush), shutdown (and, when
+ * asked, SIGINT/SIGTERM), and the requests
  * it has handed to the query pool (it tells the pool to forget a request whose connection
  * closes, so a late answer never touches a freed connection). */
 #ifndef PF_SERVER_H
