@@ -1,15 +1,16 @@
 /* server.h — the controller's one libwebsockets context and listener: OpAMP over WebSocket
  * and plain HTTP at /v1/opamp, the REST API, /healthz, /readyz and /metrics, all on one
  * address. The callbacks here are thin: they collect bytes and hand them to
- * opamp/session.h and api/api.h, and write back what those return (STYLE.md rule 10: write
- * only from WRITEABLE callbacks, one lws_write per callback, LWS_PRE headroom).
+ * opamp/session.h and api/api.h, and write back what those return (STYLE.md rule 10, LWS_PRE
+ * headroom; one exception: a message for an agent with nothing queued before it is written at
+ * once instead of from WRITEABLE, see ws_send() in server.c).
  *
- * Owns: the event loop (libuv, epoll underneath; lws joins it, see docs/internals/
- * event-loop.md), the lws context, every connection's transport state (receive reassembly with
- * a hard cap, an output queue), the periodic timers (persistence flush), shutdown (and, when
- * asked, SIGINT/SIGTERM), and the requests
- * it has handed to the query pool (it tells the pool to forget a request whose connection
- * closes, so a late answer never touches a freed connection). */
+ * Owns: the event loop (libuv, epoll underneath; lws joins it as a foreign loop, see
+ * docs/internals/event-loop.md), the lws context, every connection's transport state (receive
+ * reassembly with a hard cap, an output queue), the periodic timers (persistence flush),
+ * shutdown (and, when asked, SIGINT/SIGTERM), and the requests it has handed to the query pool
+ * (it tells the pool to forget a request whose connection closes, so a late answer never
+ * touches a freed connection). */
 #ifndef PF_SERVER_H
 #define PF_SERVER_H
 
