@@ -29,13 +29,6 @@
 
 static struct pf_server *g_server;
 
-static void on_signal(int sig)
-{
-	(void)sig;
-	if (g_server)
-		pf_server_stop(g_server);
-}
-
 int main(int argc, char **argv)
 {
 	struct pf_controller_config cfg;
@@ -70,7 +63,13 @@ int main(int argc, char **argv)
 	memset(&api, 0, sizeof(api));
 
 	umask(077); /* the data dir holds secrets and the fleet database */
-	pf_raise_nofile_limit();
+	/* One descriptor per connected agent, plus the listener, SQLite, the pools and the loop. */
+	long nofile = pf_raise_nofile_limit();
+	if (nofile > 0 && (long long)cfg.max_agents + 64 > nofile)
+		pf_log_warn("the open-files limit (%ld) holds about %ld agents, fewer than "
+			    "--max-agents %u: raise the hard limit (ulimit -Hn, systemd LimitNOFILE=) "
+			    "or lower --max-agents",
+			    nofile, nofile - 64, cfg.max_agents);
 
 	char dbpath[4096];
 	if (pf_bootstrap_data_dir(cfg.data_dir, dbpath, sizeof(dbpath), &err) < 0) {
@@ -211,6 +210,7 @@ int main(int argc, char **argv)
 		.captures = captures,
 		.rollouts = rollouts,
 		.ui = ui,
+		.handle_signals = true, /* SIGINT/SIGTERM: watchers on the server's loop */
 	};
 	snprintf(so.listen_host, sizeof(so.listen_host), "%s", cfg.listen_host);
 	g_server = pf_server_new(&so, fleet, store, persist, &metrics, &api, &err);
@@ -218,11 +218,6 @@ int main(int argc, char **argv)
 		pf_log_error("%s", err.msg);
 		goto out;
 	}
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	const char *scheme = cfg.tls_cert ? "https" : "http";

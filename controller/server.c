@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include <libwebsockets.h>
+#include <uv.h>
 
 #include "api/api.h"
 #include "api/api_profiles.h"
@@ -46,6 +47,7 @@ struct src_count {
 	uint32_t n;
 	char addr[64];
 };
+#define LOOP_CLOSE_ROUNDS 1000 /* loop iterations to let closing handles finish at shutdown */
 
 /* One queued WebSocket message: one allocation, LWS_PRE headroom then the frame. */
 struct outmsg {
@@ -107,7 +109,13 @@ struct pss {
 
 struct pf_server {
 	struct pf_server_options opt;
-	struct lws_context *ctx;
+	/* The one event loop (libuv: epoll underneath, so a wake-up costs O(ready descriptors)).
+	 * lws joins it as a foreign loop; the signal watchers live on it too. */
+	uv_loop_t loop;
+	bool loop_init;
+	uv_signal_t sig_int, sig_term;
+	bool sig_init;
+	struct lws_context *ctx; /* NULL again once lws finished destroying it (pcontext) */
 	struct lws_vhost *vh;
 	struct pf_fleet *fleet;
 	struct pf_store *store;
@@ -220,6 +228,25 @@ static int ws_enqueue(struct ws_conn *c, const struct pf_buf *frame)
 	return 0;
 }
 
+/* A message for an agent: written at once when nothing is queued before it, else queued for
+ * WRITEABLE. Used for the reply from the connection's own RECEIVE callback and for config
+ * pushes (from the API request that changed the config). An exception to "write only from
+ * WRITEABLE", and the reason is cost: asking for WRITEABLE arms POLLOUT and disarms it after
+ * the write, two changes of the descriptor's epoll interest (libuv: a DEL and an ADD each) per
+ * message, more than the recv() and send() themselves (a push to 15,000 agents: 60,000
+ * epoll_ctl calls). It is safe on these plain (HTTP/1 upgraded) WebSocket connections because
+ * lws_write() never blocks: what the socket does not take, lws keeps (one message at most,
+ * since lws_partial_buffered() sends every later one to our queue) and sends before calling
+ * WRITEABLE again. Returns a negative errno when the connection must close. */
+static int ws_send(struct ws_conn *c, const struct pf_buf *frame)
+{
+	if (c->out_head || lws_partial_buffered(c->wsi))
+		return ws_enqueue(c, frame);
+	if (lws_write(c->wsi, frame->data + LWS_PRE, frame->len - LWS_PRE, LWS_WRITE_BINARY) < 0)
+		return -EIO;
+	return 0;
+}
+
 static void ws_conn_free(struct ws_conn *c)
 {
 	while (c->out_head) {
@@ -238,8 +265,8 @@ static void push_hook(struct pf_agent *a, void *ud)
 	if (!c || a->transport != PF_TRANSPORT_WS)
 		return; /* plain-HTTP agents get it on their next poll */
 	struct pf_buf *frame = scratch_frame(s);
-	if (frame && pf_opamp_build_push(&s->opamp, a, frame) == 0)
-		ws_enqueue(c, frame);
+	if (frame && pf_opamp_build_push(&s->opamp, a, frame) == 0 && ws_send(c, frame) < 0)
+		lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC); /* dead socket */
 }
 
 /* Capture messages (fleet/capture.h): a server-initiated ServerToAgent with one custom
@@ -1072,13 +1099,14 @@ static int http_write(struct lws *wsi, struct http_req *r)
 
 /* ------------------------------------------------------------------ WebSocket */
 
-/* Handles one complete WebSocket message (msg is lws' buffer or the reassembly buffer). */
-static void ws_process(struct pf_server *s, struct ws_conn *c, const uint8_t *msg,
-		       size_t msg_len, bool text)
+/* Handles one complete WebSocket message (msg is lws' buffer or the reassembly buffer).
+ * Returns a negative errno when the connection must close. */
+static int ws_process(struct pf_server *s, struct ws_conn *c, const uint8_t *msg,
+		      size_t msg_len, bool text)
 {
 	struct pf_buf *frame = scratch_frame(s);
 	if (!frame)
-		return;
+		return 0;
 	const uint8_t *data = NULL;
 	size_t len = 0;
 	struct pf_opamp_result res = {0};
@@ -1097,12 +1125,13 @@ static void ws_process(struct pf_server *s, struct ws_conn *c, const uint8_t *ms
 				       : (char *)"WebSocket message header must be varint 0";
 		if (pf_s2a_encode(&m, frame) == 0) {
 			s->metrics->opamp_messages_out++;
-			ws_enqueue(c, frame);
+			return ws_send(c, frame);
 		}
 	} else if (pf_opamp_session_handle(&s->opamp, &c->sess, data, len, now_ms(), frame,
 					   &res) == 0) {
-		ws_enqueue(c, frame);
+		return ws_send(c, frame);
 	}
+	return 0;
 }
 
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -1183,8 +1212,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			/* The usual case: the whole message in one callback, no copy. */
 			if (len > s->opt.max_message_bytes)
 				goto too_large;
-			ws_process(s, c, in, len, !lws_frame_is_binary(wsi));
-			return 0;
+			return ws_process(s, c, in, len, !lws_frame_is_binary(wsi)) < 0 ? -1 : 0;
 		}
 		if (first) {
 			pf_buf_reset(&c->rx);
@@ -1200,10 +1228,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			return -1;
 		}
 		if (last) {
-			ws_process(s, c, c->rx.data, c->rx.len, c->rx_text);
+			int r = ws_process(s, c, c->rx.data, c->rx.len, c->rx_text);
 			/* Idle connections keep no receive buffer. */
 			pf_buf_release(&c->rx);
 			c->rx_text = false;
+			if (r < 0)
+				return -1;
 		}
 		return 0;
 	}
@@ -1246,6 +1276,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		if (s) {
 			drain_jobs(s, s->pool);
 			drain_jobs(s, s->ingest);
+			if (s->stop)
+				uv_stop(&s->loop); /* pf_server_stop() */
 		}
 		return 0;
 	case LWS_CALLBACK_HTTP:
@@ -1354,6 +1386,38 @@ static void listen_iface(const char *host, struct lws_context_creation_info *inf
 	}
 }
 
+/* Runs the loop until every handle is closed (lws' watchers after lws_context_destroy(), our
+ * signal watchers), bounded in rounds, then closes it. */
+static void loop_close(struct pf_server *s)
+{
+	if (!s->loop_init)
+		return;
+	for (int i = 0; i < LOOP_CLOSE_ROUNDS && uv_run(&s->loop, UV_RUN_NOWAIT); i++)
+		;
+	if (s->ctx) {
+		/* lws 4.1.6 on a foreign loop: the first lws_context_destroy() closes the
+		 * connections and lws' own handles; once the loop has run their close callbacks, a
+		 * second call frees the context (and writes NULL to s->ctx through pcontext). */
+		lws_context_destroy(s->ctx);
+		for (int i = 0; i < LOOP_CLOSE_ROUNDS && uv_run(&s->loop, UV_RUN_NOWAIT); i++)
+			;
+	}
+	if (s->ctx)
+		pf_log_warn("the libwebsockets context was not fully destroyed");
+	if (uv_loop_close(&s->loop) < 0)
+		pf_log_warn("event loop closed with handles still open");
+	s->loop_init = false;
+}
+
+/* On the loop: SIGINT/SIGTERM. The loop stops; pf_server_run() returns. */
+static void on_signal(uv_signal_t *h, int signum)
+{
+	struct pf_server *s = h->data;
+	pf_log_info("signal %d: stopping", signum);
+	s->stop = 1;
+	uv_stop(&s->loop);
+}
+
 struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_fleet *fleet,
 				struct pf_store *store, struct pf_persist *persist,
 				struct pf_metrics *metrics, struct pf_api *api,
@@ -1386,8 +1450,22 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 							       : LLL_ERR | LLL_WARN,
 			  lws_log_route);
 
+	if (uv_loop_init(&s->loop) < 0) {
+		pf_error_set(err, -ENOMEM, NULL, "cannot create the event loop");
+		free(s);
+		return NULL;
+	}
+	s->loop_init = true;
+	void *loops[1] = {&s->loop};
+
 	struct lws_context_creation_info info;
 	memset(&info, 0, sizeof(info));
+	/* lws 4.1.6 loads its libuv support at run time (the libwebsockets-evlib_uv plugin) and
+	 * joins our loop: every descriptor is a uv_poll watcher on one epoll set, timers (lws_sul)
+	 * are one uv_timer, the cancel pipe (lws_cancel_service) one more watcher. */
+	info.options |= LWS_SERVER_OPTION_LIBUV;
+	info.foreign_loops = loops;
+	info.pcontext = &s->ctx;
 	info.port = opt->port;
 	listen_iface(opt->listen_host, &info);
 	info.protocols = protocols;
@@ -1396,6 +1474,14 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	info.max_http_header_data = 4096;
 	info.pt_serv_buf_size = 64 * 1024;
 	info.timeout_secs = 20;
+	/* No lws "validity" timer per connection: lws 4.1.6 re-arms it on every message received,
+	 * and its timers live in one sorted list, so each re-arm walks the list (O(connections)
+	 * per message: the largest user-space cost of a fleet at rest). Dead peers are found by TCP
+	 * keepalive below and by the fleet's missed-heartbeat rule; idle HTTP connections by
+	 * timeout_secs. */
+	static const lws_retry_bo_t no_validity = {.secs_since_valid_ping = 0,
+						   .secs_since_valid_hangup = 0};
+	info.retry_and_idle_policy = &no_validity;
 	info.ka_time = 60;
 	info.ka_probes = 3;
 	info.ka_interval = 10;
@@ -1411,10 +1497,20 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	s->ctx = lws_create_context(&info);
 	if (!s->ctx) {
 		pf_error_set(err, -EADDRINUSE, NULL,
-			     "cannot listen on %s:%d (address in use, bad address or TLS files)",
+			     "cannot listen on %s:%d (address in use, bad address, TLS files, or "
+			     "libwebsockets' libuv plugin missing)",
 			     opt->listen_host, opt->port);
+		loop_close(s);
 		free(s);
 		return NULL;
+	}
+	if (opt->handle_signals) {
+		uv_signal_init(&s->loop, &s->sig_int);
+		uv_signal_init(&s->loop, &s->sig_term);
+		s->sig_int.data = s->sig_term.data = s;
+		uv_signal_start(&s->sig_int, on_signal, SIGINT);
+		uv_signal_start(&s->sig_term, on_signal, SIGTERM);
+		s->sig_init = true;
 	}
 	s->vh = lws_get_vhost_by_name(s->ctx, "default");
 	if (s->pool)
@@ -1433,10 +1529,8 @@ int pf_server_port(const struct pf_server *s)
 int pf_server_run(struct pf_server *s)
 {
 	s->api->ready = true;
-	while (!s->stop) {
-		if (lws_service(s->ctx, 0) < 0)
-			break;
-	}
+	if (!s->stop)
+		uv_run(&s->loop, UV_RUN_DEFAULT); /* until a stop's uv_stop() */
 	s->api->ready = false;
 	return 0;
 }
@@ -1445,7 +1539,7 @@ void pf_server_stop(struct pf_server *s)
 {
 	s->stop = 1;
 	if (s->ctx)
-		lws_cancel_service(s->ctx);
+		lws_cancel_service(s->ctx); /* the loop sees stop in EVENT_WAIT_CANCELLED */
 }
 
 void pf_server_free(struct pf_server *s)
@@ -1462,8 +1556,17 @@ void pf_server_free(struct pf_server *s)
 		pf_captures_set_sender(s->opt.captures, NULL, NULL);
 	if (s->ctx) {
 		lws_sul_cancel(&s->sul_persist);
+		/* On a foreign loop lws closes its watchers asynchronously: loop_close() runs the
+		 * loop until they are closed and finishes the destroy. */
 		lws_context_destroy(s->ctx);
 	}
+	if (s->sig_init) {
+		uv_signal_stop(&s->sig_int);
+		uv_signal_stop(&s->sig_term);
+		uv_close((uv_handle_t *)&s->sig_int, NULL);
+		uv_close((uv_handle_t *)&s->sig_term, NULL);
+	}
+	loop_close(s);
 	pf_buf_release(&s->scratch);
 	for (size_t i = 0; i < SRC_BUCKETS; i++)
 		while (s->by_source[i]) {

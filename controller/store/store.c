@@ -205,6 +205,7 @@ enum stmt_id {
 	S_ASG_DELETE,
 	S_ASG_FOREACH,
 	S_AGENT_UPSERT,
+	S_AGENT_SET_SEEN,
 	S_AGENT_FOREACH,
 	S_AGENT_DISCONNECT_ALL,
 	S_AGENT_DELETE,
@@ -257,6 +258,7 @@ static const char *const stmt_sql[S__COUNT] = {
 	"config_version = excluded.config_version, remote_hash = excluded.remote_hash, "
 	"remote_status = excluded.remote_status, remote_error = excluded.remote_error, "
 	"connected = excluded.connected, last_seen_ms = excluded.last_seen_ms",
+    [S_AGENT_SET_SEEN] = "UPDATE agents SET last_seen_ms = ?2 WHERE uid = ?1",
     [S_AGENT_FOREACH] = "SELECT uid, attributes_json, capabilities, health_json, effective_config, "
 			"effective_hash, config_name, config_version, remote_hash, remote_status, "
 			"remote_error, connected, first_seen_ms, last_seen_ms FROM agents",
@@ -1089,9 +1091,18 @@ static int agent_bind(sqlite3_stmt *s, const struct pf_agent_row *r)
 	       sqlite3_bind_int64(s, 14, r->last_seen_ms);
 }
 
-int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
+static int agent_seen_bind(sqlite3_stmt *s, const struct pf_agent_row *r)
 {
-	STMT(s, st, S_AGENT_UPSERT);
+	return sqlite3_bind_blob(s, 1, r->uid, 16, SQLITE_STATIC) ||
+	       sqlite3_bind_int64(s, 2, r->last_seen_ms);
+}
+
+/* Runs statement id once per row (bound by bind) in one BEGIN IMMEDIATE transaction. */
+static int agents_write(struct pf_store *st, enum stmt_id id, const struct pf_agent_row *rows,
+			size_t n,
+			int (*bind)(sqlite3_stmt *s, const struct pf_agent_row *r), const char *what)
+{
+	STMT(s, st, id);
 	int rc;
 
 	if (n == 0)
@@ -1102,11 +1113,11 @@ int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows,
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
-		if (agent_bind(s, &rows[i])) {
-			rc = store_fail(st, NULL, "agents_upsert: bind");
+		if (bind(s, &rows[i])) {
+			rc = store_fail(st, NULL, what);
 			goto fail;
 		}
-		rc = step_done(st, s, "agents_upsert");
+		rc = step_done(st, s, what);
 		if (rc < 0)
 			goto fail;
 		sqlite3_reset(s);
@@ -1116,6 +1127,16 @@ int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows,
 fail:
 	tx_rollback(st);
 	return rc;
+}
+
+int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
+{
+	return agents_write(st, S_AGENT_UPSERT, rows, n, agent_bind, "agents_upsert");
+}
+
+int pf_store_agents_set_seen(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
+{
+	return agents_write(st, S_AGENT_SET_SEEN, rows, n, agent_seen_bind, "agents_set_seen");
 }
 
 int pf_store_agents_foreach(struct pf_store *st,

@@ -158,6 +158,10 @@ struct pf_agent_row {
  * its stored first_seen_ms; every other column is replaced. A NULL attributes_json is stored
  * as "{}". */
 int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows, size_t n);
+/* Sets last_seen_ms of the stored rows with these uids (only uid and last_seen_ms of each row
+ * are read; a uid not stored is skipped), in one transaction: the cheap write of a fleet whose
+ * only change is that it is alive. */
+int pf_store_agents_set_seen(struct pf_store *st, const struct pf_agent_row *rows, size_t n);
 /* Calls cb for every stored agent (strings valid only during the call). */
 int pf_store_agents_foreach(struct pf_store *st,
 			    int (*cb)(const struct pf_agent_row *row, void *ud), void *ud);

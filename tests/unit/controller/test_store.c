@@ -567,6 +567,7 @@ struct agent_check {
 	size_t connected;
 	int64_t min_first_seen;
 	int64_t max_last_seen;
+	int64_t min_last_seen;
 	bool saw_sample;
 	bool saw_sparse;
 };
@@ -592,6 +593,8 @@ static int check_agent(const struct pf_agent_row *r, void *ud)
 		c->min_first_seen = r->first_seen_ms;
 	if (r->last_seen_ms > c->max_last_seen)
 		c->max_last_seen = r->last_seen_ms;
+	if (c->n == 1 || r->last_seen_ms < c->min_last_seen)
+		c->min_last_seen = r->last_seen_ms;
 	make_uid(uid, 7);
 	if (!memcmp(uid, r->uid, 16)) {
 		c->saw_sample = true;
@@ -714,6 +717,46 @@ static void test_agents(void **state)
 	memset(&c, 0, sizeof(c));
 	assert_int_equal(pf_store_agents_foreach(st, check_agent, &c), 0);
 	assert_int_equal(c.n, N_AGENTS - 1);
+
+	pf_store_close(st);
+	free(attrs);
+	free(rows);
+}
+
+/* The last_seen-only write changes that column of known rows and nothing else. */
+static void test_agents_set_seen(void **state)
+{
+	struct fx *f = *state;
+	struct pf_store *st = open_ok(f->db, PF_STORE_SYNC_NORMAL);
+	struct pf_agent_row *rows = calloc(N_AGENTS + 1, sizeof(*rows));
+	char(*attrs)[64] = calloc(N_AGENTS, 64);
+	struct agent_check c = {0};
+
+	assert_non_null(rows);
+	assert_non_null(attrs);
+	fill_agents(rows, attrs, 1000, 2000);
+	assert_int_equal(pf_store_agents_upsert(st, rows, N_AGENTS), 0);
+	assert_int_equal(pf_store_agents_set_seen(st, rows, 0), 0);
+	assert_int_equal(pf_store_agents_set_seen(st, NULL, 1), -EINVAL);
+
+	/* Only uid and last_seen_ms count: the other fields of these rows are zeroed. */
+	for (unsigned i = 0; i <= N_AGENTS; i++) {
+		memset(&rows[i], 0, sizeof(rows[i]));
+		make_uid(rows[i].uid, i); /* i == N_AGENTS: not stored */
+		rows[i].last_seen_ms = 9000 + i;
+	}
+	double t0 = now_ms();
+	assert_int_equal(pf_store_agents_set_seen(st, rows, N_AGENTS + 1), 0);
+	print_message("bench: agents_set_seen %d rows (sync=NORMAL, 1 tx): %.1f ms\n", N_AGENTS,
+		      now_ms() - t0);
+
+	assert_int_equal(pf_store_agents_foreach(st, check_agent, &c), 0);
+	assert_int_equal(c.n, N_AGENTS); /* the unknown uid was not inserted */
+	assert_int_equal(c.connected, N_AGENTS);
+	assert_true(c.saw_sample && c.saw_sparse); /* every other column as upserted */
+	assert_int_equal(c.min_first_seen, 1000);
+	assert_int_equal(c.min_last_seen, 9000); /* every stored row got its own value */
+	assert_int_equal(c.max_last_seen, 9000 + N_AGENTS - 1);
 
 	pf_store_close(st);
 	free(attrs);
@@ -1039,7 +1082,7 @@ int main(void)
 	    T(test_tokens),	   T(test_token_management), T(test_config_versions), T(test_config_put_race),
 	    T(test_assignments),   T(test_agents),	    T(test_reentrancy),
 	    T(test_audit),	   T(test_crash_child),	    T(test_corrupt_not_a_db),
-	    T(test_corrupt_pages), T(test_captures),
+	    T(test_corrupt_pages), T(test_captures), T(test_agents_set_seen),
 #undef T
 	};
 
