@@ -8,20 +8,24 @@ WORKDIR /src
 COPY scripts/install-deps.sh scripts/install-deps.sh
 RUN bash scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
 COPY . .
-RUN cmake -S . -B build/image -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPF_WERROR=ON \
-	&& cmake --build build/image -j"$(nproc)" --target profleet-controller \
+# Again with the sources: `npm ci` for the console's build (ui/package-lock.json).
+RUN bash scripts/install-deps.sh \
+	&& cmake -S . -B build/image -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPF_WERROR=ON \
+	&& cmake --build build/image -j"$(nproc)" --target profleet-controller ui \
 	&& strip --strip-debug build/image/controller/profleet-controller
 
 FROM debian:12-slim
 RUN apt-get update \
 	&& apt-get install -y --no-install-recommends ca-certificates \
-		libwebsockets17 libprotobuf-c1 libssl3 libyaml-0-2 libsqlite3-0 libjansson4 zlib1g \
+		libwebsockets17 libwebsockets-evlib-uv libuv1 libprotobuf-c1 libssl3 libyaml-0-2 libsqlite3-0 libjansson4 zlib1g \
 	&& rm -rf /var/lib/apt/lists/* \
 	&& groupadd --system --gid 10001 profleet \
 	&& useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/profleet \
 		--shell /usr/sbin/nologin profleet \
 	&& install -d -o 10001 -g 10001 -m 0700 /var/lib/profleet
 COPY --from=build /src/build/image/controller/profleet-controller /usr/local/bin/profleet-controller
+# The fleet console, where the controller looks for it (../share/profleet/ui beside the binary).
+COPY --from=build /src/build/image/controller/ui /usr/local/share/profleet/ui
 USER 10001:10001
 WORKDIR /var/lib/profleet
 EXPOSE 4320

@@ -707,8 +707,17 @@ class Dockerfiles(unittest.TestCase):
         self.assertTrue(m)
         build_dir = m.group(1)
         copies = [r for i, r in final["ins"] if i == "COPY" and r.startswith("--from=build")]
-        self.assertEqual(len(copies), 1)
+        self.assertGreaterEqual(len(copies), 1)
         src, dst = copies[0].split()[1:3]
+        # Anything else copied from the build (the controller's console) is something this
+        # build produced too.
+        for extra in copies[1:]:
+            esrc = extra.split()[1]
+            prefix = "/src/" + build_dir + "/"
+            self.assertTrue(esrc.startswith(prefix), extra)
+            if BUILD:
+                self.assertTrue(os.path.exists(os.path.join(BUILD, esrc[len(prefix):])),
+                                "%s: %s is not in this build" % (name, esrc))
         # The path inside the image's build dir is where CMake puts the target in ours.
         if BUILD and binary:
             rel = os.path.relpath(binary, BUILD)
