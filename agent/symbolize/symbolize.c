@@ -504,10 +504,23 @@ static const char *die_function_name(Dwarf_Die *die)
 static size_t dwarf_inlines(Dwarf_Die *cu, uint64_t vaddr, const char **file, uint32_t *line,
 			    struct inl_raw *out, size_t max)
 {
+	/* dwarf_getscopes() leaves the concrete chain at the first inlined instance (it goes on
+	 * with the abstract definition's scopes); the DIE tree above the innermost scope has all
+	 * of them, as eu-addr2line -i walks it. */
 	Dwarf_Die *scopes = NULL;
 	int ns = dwarf_getscopes(cu, vaddr, &scopes);
-	if (ns <= 0)
+	if (ns <= 0) {
+		free(scopes);
 		return 0;
+	}
+	Dwarf_Die inner = scopes[0];
+	free(scopes);
+	scopes = NULL;
+	ns = dwarf_getscopes_die(&inner, &scopes);
+	if (ns <= 0) {
+		free(scopes);
+		return 0;
+	}
 	Dwarf_Files *files = NULL;
 	size_t nfiles = 0;
 	if (dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
