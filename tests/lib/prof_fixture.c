@@ -46,6 +46,17 @@ static struct pf_prof_process *fixture_process(struct pf_prof_window *w,
 	f[3] = FR(0xffffffff81001000ull, 1, PF_FRAME_KERNEL, S(w, "do_syscall_64"), NULL, 0);
 	f[4] = FR(0x401300, 0, PF_FRAME_NATIVE, NULL, NULL, 0);
 #undef FR
+	if (flags & PROF_FIX_NAMES) {
+		struct pf_prof_inline *in = pf_prof_alloc(w, 2 * sizeof(*in));
+		in[0] = (struct pf_prof_inline){S(w, "app::leaf()"), S(w, "_ZN3app4leafEv"),
+						S(w, "app.h"), 3};
+		in[1] = (struct pf_prof_inline){S(w, "mid"), NULL, S(w, "app.c"), 15};
+		f[1].function = S(w, "app::work_a(int)");
+		f[1].system_name = S(w, "_ZN3app6work_aEi");
+		f[1].line = 21;
+		f[1].inlined = in;
+		f[1].n_inlined = 2;
+	}
 	p->frames = f;
 	p->n_frames = 5;
 
