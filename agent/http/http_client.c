@@ -123,8 +123,13 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 		/* a new response (after a 1xx or a redirect): forget the previous one's headers */
 		res->retry_after[0] = 0;
 		res->content_type[0] = 0;
+		res->content_length = 0;
 		return len;
 	}
+	char cl[24] = "";
+	header_copy(p, len, "Content-Length", cl, sizeof(cl));
+	if (cl[0])
+		res->content_length = strtoull(cl, NULL, 10);
 	header_copy(p, len, "Retry-After", res->retry_after, sizeof(res->retry_after));
 	header_copy(p, len, "Content-Type", res->content_type, sizeof(res->content_type));
 	return len;
@@ -413,6 +418,7 @@ int agent_http_do(struct agent_http *c, const struct agent_http_request *req,
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)(opt->timeout_ms ? opt->timeout_ms : 10000));
 	curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+	curl_easy_setopt(curl, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, c);
 	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
@@ -461,7 +467,8 @@ int agent_http_do(struct agent_http *c, const struct agent_http_request *req,
 	curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &clen);
 	res->status = (int)status;
 	res->http_version = version == CURL_HTTP_VERSION_2_0 ? 2 : status ? 1 : 0;
-	res->content_length = clen > 0 ? (uint64_t)clen : 0;
+	if (clen > 0)
+		res->content_length = (uint64_t)clen;
 	if (cc != CURLE_OK)
 		r = transfer_error(c, cc, req->url, opt, err);
 out:

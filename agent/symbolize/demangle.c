@@ -7,7 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#define DEFAULT_SLOTS 4096
+#define DEFAULT_SLOTS 16384
+#define WAYS 4 /* set-associative: names whose hashes collide do not evict each other */
 #define DEFAULT_MAX_BYTES ((size_t)4 << 20)
 #define MAX_NAME_LEN 4096 /* longer mangled names are demangled but not cached */
 
@@ -22,6 +23,7 @@ struct pf_demangler {
 	size_t mask;
 	size_t max_bytes;
 	char *uncached; /* result of the last lookup that was not cached */
+	unsigned victim;
 	struct pf_demangler_stats st;
 };
 
@@ -44,6 +46,8 @@ struct pf_demangler *pf_demangler_new(size_t slots, size_t max_bytes)
 		slots = DEFAULT_SLOTS;
 	while (n < slots && n < ((size_t)1 << 24))
 		n <<= 1;
+	if (n < WAYS)
+		n = WAYS;
 	struct pf_demangler *d = calloc(1, sizeof(*d));
 	if (!d)
 		return NULL;
@@ -103,11 +107,18 @@ const char *pf_demangle(struct pf_demangler *d, const char *name)
 	d->st.lookups++;
 	size_t len;
 	uint64_t h = name_hash(name, &len);
-	struct dm_ent *e = &d->ents[h & d->mask];
-	if (e->hash == h && !strcmp(e->mangled, name)) {
-		d->st.hits++;
-		return e->readable;
+	struct dm_ent *set = &d->ents[(h & d->mask) & ~(size_t)(WAYS - 1)];
+	struct dm_ent *e = NULL;
+	for (size_t w = 0; w < WAYS; w++) {
+		if (set[w].hash == h && !strcmp(set[w].mangled, name)) {
+			d->st.hits++;
+			return set[w].readable;
+		}
+		if (!e && !set[w].hash)
+			e = &set[w];
 	}
+	if (!e) /* the set is full: replace in turn */
+		e = &set[d->victim++ % WAYS];
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
 	char *r = cplus_demangle(name, DMGL_PARAMS | DMGL_ANSI);

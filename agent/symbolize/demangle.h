@@ -1,8 +1,8 @@
 /* demangle.h — readable names for C++ (Itanium) and Rust (legacy and v0) symbols.
  *
  * Owns: the call into libiberty's demangler (cplus_demangle with DMGL_PARAMS | DMGL_ANSI, whose
- * automatic style tries Rust first, then the Itanium C++ ABI) and a bounded, direct-mapped
- * cache of its results keyed by the mangled name (positive and negative answers), so a steady
+ * automatic style tries Rust first, then the Itanium C++ ABI) and a bounded, 4-way
+ * set-associative cache of its results keyed by the mangled name (positive and negative answers), so a steady
  * workload demangles each symbol once. Names that are not mangled ("main", kernel symbols) are
  * answered without the library.
  *
@@ -26,7 +26,7 @@ struct pf_demangler_stats {
 	uint64_t cpu_ns;    /* thread CPU time in the library (misses only) */
 };
 
-/* slots: cache entries (rounded up to a power of two, 0 = 4096); max_bytes: bound on the names
+/* slots: cache entries (rounded up to a power of two, 0 = 16384); max_bytes: bound on the names
  * held (0 = 4 MiB). NULL on ENOMEM. */
 struct pf_demangler *pf_demangler_new(size_t slots, size_t max_bytes);
 void pf_demangler_free(struct pf_demangler *d);
