@@ -297,7 +297,8 @@ int agent_otlp_http_send(struct agent_otlp_http *h, const char *target, const ch
 	/* RFC 9110 status; the body (google.rpc.Status or text) is shown in short */
 	char snippet[201];
 	size_t sl = pf_min(res->body.len, sizeof(snippet) - 1);
-	memcpy(snippet, res->body.data, sl);
+	if (sl)
+		memcpy(snippet, res->body.data, sl);
 	snippet[sl] = 0;
 	for (size_t i = 0; i < sl; i++)
 		if ((unsigned char)snippet[i] < 0x20 || (unsigned char)snippet[i] >= 0x7f)
