@@ -461,14 +461,10 @@ int agent_http_do(struct agent_http *c, const struct agent_http_request *req,
 
 	CURLcode cc = curl_easy_perform(curl);
 	long status = 0, version = 0;
-	curl_off_t clen = -1;
 	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_getinfo(curl, CURLINFO_HTTP_VERSION, &version);
-	curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &clen);
 	res->status = (int)status;
 	res->http_version = version == CURL_HTTP_VERSION_2_0 ? 2 : status ? 1 : 0;
-	if (clen > 0)
-		res->content_length = (uint64_t)clen;
 	if (cc != CURLE_OK)
 		r = transfer_error(c, cc, req->url, opt, err);
 out:

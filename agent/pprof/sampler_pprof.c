@@ -215,10 +215,7 @@ static int http_get(struct agent_http *http, const struct url *u, uint32_t timeo
 					 .timeout_plain = true,
 					 .cancel = cancel};
 	agent_http_result_init(resp, max_body);
-	int r = agent_http_do(http, &req, &opt, resp, err);
-	if (r == -ECANCELED)
-		pf_error_set(err, r, "", "scrape cancelled");
-	return r;
+	return agent_http_do(http, &req, &opt, resp, err);
 }
 
 /* ---------------------------------------------------------------------------------------- */
