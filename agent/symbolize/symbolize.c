@@ -87,6 +87,7 @@ struct ksym {
 /* A function inlined at a resolved address (names interned). */
 struct rc_inline {
 	const char *name; /* linkage (mangled) name when DWARF has one, else DW_AT_name */
+	const char *readable; /* demangled name, NULL when it reads as name */
 	const char *file;
 	uint32_t line;
 };
@@ -98,6 +99,7 @@ struct rcache_ent {
 	uint64_t file_id; /* 0 = empty */
 	uint64_t vaddr;
 	const char *function;
+	const char *readable; /* demangled function (interned), NULL when it reads the same */
 	const char *file;
 	uint32_t line;
 	uint32_t n_inl;
@@ -1267,6 +1269,16 @@ static const char *intern_name(struct pf_symbolizer *sym, const char *s)
 	return n->s;
 }
 
+/* The demangled form of name, interned (*out NULL when name reads as it is). 0 or -ENOMEM. */
+static int readable_name(struct pf_symbolizer *sym, const char *name, const char **out)
+{
+	*out = NULL;
+	const char *r = name ? pf_demangle(sym->dm, name) : NULL;
+	if (r && !(*out = intern_name(sym, r)))
+		return -ENOMEM;
+	return 0;
+}
+
 static bool caches_ready(struct pf_symbolizer *sym)
 {
 	if (!sym->rcache) {
@@ -1316,14 +1328,20 @@ static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct 
 	for (size_t i = 0; i < n_inl; i++) {
 		inl[i].line = raw[i].line;
 		if ((raw[i].name && !(inl[i].name = intern_name(sym, raw[i].name))) ||
-		    (raw[i].file && !(inl[i].file = intern_name(sym, raw[i].file)))) {
+		    (raw[i].file && !(inl[i].file = intern_name(sym, raw[i].file))) ||
+		    readable_name(sym, inl[i].name, &inl[i].readable) < 0) {
 			free(inl);
 			return NULL;
 		}
 	}
+	const char *readable = NULL;
+	if (s && readable_name(sym, s->name, &readable) < 0) {
+		free(inl);
+		return NULL;
+	}
 	free(e->inl);
-	*e = (struct rcache_ent){f->id, vaddr, s ? s->name : NULL, file, line, (uint32_t)n_inl,
-				 inl};
+	*e = (struct rcache_ent){f->id, vaddr, s ? s->name : NULL, readable, file, line,
+				 (uint32_t)n_inl, inl};
 	sym->st.inlined_frames += n_inl;
 	return e;
 }
@@ -1533,16 +1551,12 @@ static int kernel_resolve_frames(struct pf_symbolizer *sym, struct pf_prof_windo
 	return 0;
 }
 
-/* The readable name (demangled when name is a C++ or Rust symbol) and the system name (name
- * itself; NULL when it reads the same), copied into w. 0 or -ENOMEM. */
-static int name_pair(struct pf_symbolizer *sym, struct pf_prof_window *w, const char *name,
+/* The readable name and the system name (name itself; NULL when it reads the same), copied
+ * into w. 0 or -ENOMEM. */
+static int name_pair(struct pf_prof_window *w, const char *name, const char *readable,
 		     const char **function, const char **system_name)
 {
 	*function = *system_name = NULL;
-	const char *readable = NULL;
-	if (pf_demangle_is_mangled(name)) {
-		readable = pf_demangle(sym->dm, name);
-	}
 	if (readable) {
 		*system_name = pf_prof_strdup(w, name);
 		*function = pf_prof_strdup(w, readable);
@@ -1552,15 +1566,16 @@ static int name_pair(struct pf_symbolizer *sym, struct pf_prof_window *w, const 
 	return *function ? 0 : -ENOMEM;
 }
 
-static int frame_inlines(struct pf_symbolizer *sym, struct pf_prof_window *w,
-			 const struct rcache_ent *r, struct pf_prof_frame *fr)
+static int frame_inlines(struct pf_prof_window *w, const struct rcache_ent *r,
+			 struct pf_prof_frame *fr)
 {
 	struct pf_prof_inline *in = pf_prof_alloc(w, r->n_inl * sizeof(*in));
 	if (!in)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < r->n_inl; i++) {
 		const struct rc_inline *ri = &r->inl[i];
-		if (ri->name && name_pair(sym, w, ri->name, &in[i].function, &in[i].system_name) < 0)
+		if (ri->name &&
+		    name_pair(w, ri->name, ri->readable, &in[i].function, &in[i].system_name) < 0)
 			return -ENOMEM;
 		in[i].file = ri->file ? pf_prof_strdup(w, ri->file) : NULL;
 		if (ri->file && !in[i].file)
@@ -1687,13 +1702,13 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
 			const struct rcache_ent *r = rcache_lookup(sym, f, vaddr);
 			if (!r || !r->function)
 				goto unresolved;
-			if (name_pair(sym, w, r->function, &fr->function, &fr->system_name) < 0)
+			if (name_pair(w, r->function, r->readable, &fr->function, &fr->system_name) < 0)
 				return -ENOMEM;
 			fr->line = r->line;
 			fr->file = r->file ? pf_prof_strdup(w, r->file) : NULL;
 			if (r->file && !fr->file)
 				return -ENOMEM;
-			if (r->n_inl && frame_inlines(sym, w, r, fr) < 0)
+			if (r->n_inl && frame_inlines(w, r, fr) < 0)
 				return -ENOMEM;
 		}
 		if (fr->function) {
