@@ -8,7 +8,7 @@ PKGS=(
 	libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libprotobuf-dev
 	libssl-dev libyaml-dev libsqlite3-dev sqlite3 libcmocka-dev libjansson-dev zlib1g-dev
 	libcurl4-openssl-dev
-	libbpf-dev bpftool clang llvm libelf-dev libdw-dev
+	libbpf-dev bpftool clang llvm libelf-dev libdw-dev libiberty-dev
 	libcurl4-openssl-dev python3-yaml python3-jsonschema
 	golang-go
 	nodejs npm chromium

@@ -3,11 +3,24 @@
 #   exporter.c   the interface (create from struct pf_exporter, submit, status), the bounded
 #                delivery queue, retries with backoff, and the worker thread exports run on
 #   file.c       `file`: atomic <UTC time>-<profile id>.otlp.pb files, bounded directory
-#   otlp_http.c  `otlp_http`: blocking HTTP/1.1 POST (OpenSSL for https), with a deadline;
+#   otlp_http.c  `otlp_http`: POST through ../http/http_client.c (libcurl), with a deadline;
 #                also the transport of `pyroscope`, and the partial-success reader
 #   pyroscope.c  `pyroscope`: per-process pprof push targets (/ingest?format=pprof&name=...)
 #   spill.c      the queue mirrored in the state dir (a file per queued item)
-# lws is not used: the HTTP client is a small blocking one on the exporter's worker thread.
+# lws is not used: HTTP goes through libcurl (agent_http) on the exporter's worker thread.
+#
+# agent_http: the agent's outbound HTTP client (../http/http_client.c over libcurl), shared by
+# the exporters and the pprof scraper.
+if(NOT TARGET agent_http)
+	if(NOT TARGET PkgConfig::CURL)
+		pkg_check_modules(CURL REQUIRED IMPORTED_TARGET GLOBAL libcurl)
+	endif()
+	add_library(agent_http STATIC ${CMAKE_CURRENT_LIST_DIR}/../http/http_client.c)
+	target_include_directories(agent_http PUBLIC ${CMAKE_CURRENT_LIST_DIR}/../http)
+	target_link_libraries(agent_http
+		PUBLIC pf_common PkgConfig::CURL
+		PRIVATE pf_warnings PkgConfig::OPENSSL Threads::Threads)
+endif()
 if(NOT TARGET agent_export)
 	add_library(agent_export STATIC
 		${CMAKE_CURRENT_LIST_DIR}/exporter.c
@@ -17,6 +30,6 @@ if(NOT TARGET agent_export)
 		${CMAKE_CURRENT_LIST_DIR}/spill.c)
 	target_include_directories(agent_export PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 	target_link_libraries(agent_export
-		PUBLIC pf_proto pf_common PkgConfig::OPENSSL PkgConfig::ZLIB Threads::Threads
+		PUBLIC pf_proto pf_common agent_http PkgConfig::OPENSSL PkgConfig::ZLIB Threads::Threads
 		PRIVATE pf_warnings)
 endif()

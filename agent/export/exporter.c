@@ -126,7 +126,7 @@ static void refresh_status(struct agent_exporter *x)
 		snprintf(st->status, sizeof(st->status),
 			 "ok: %" PRIu64 " confirmed, %" PRIu64 " queued", st->confirmed,
 			 st->queued_items);
-	else if (st->next_retry_ms || x->head)
+	else if (st->next_retry_ms || x->head || x->inflight) /* an attempt in flight is one */
 		snprintf(st->status, sizeof(st->status),
 			 "retrying: %" PRIu64 " consecutive "
 			 "errors, next attempt in %" PRIu64 " s, %" PRIu64 " queued",

@@ -1,13 +1,13 @@
 /* otlp_http.h — the `otlp_http` exporter's transport: POST one ExportProfilesServiceRequest
  * (OTLP/HTTP, binary protobuf) to the configured endpoint.
  *
- * Owns one small blocking HTTP/1.1 client (plain TCP or TLS through OpenSSL: system CA store,
- * peer and host name verification, SNI), one connection per request ("Connection: close").
- * cfg->tls (pf/profcfg.h) changes the TLS side: ca_file replaces the system store, cert_file +
- * key_file present a client certificate, server_name replaces the endpoint's host for SNI and
- * name verification, insecure_skip_verify turns verification off. Its files are loaded by
- * agent_otlp_http_new(), which fails with err->path "tls.ca_file" / "tls.cert_file" /
- * "tls.key_file" and "cannot load <file>: <OpenSSL's reason>".
+ * Owns the exporter's HTTP client (http_client.h, libcurl: one connection pool per exporter,
+ * kept alive between exports, HTTP/2 where the endpoint offers it, HTTPS_PROXY / NO_PROXY from
+ * the environment). cfg->tls (pf/profcfg.h) changes the TLS side: ca_file replaces the system
+ * store, cert_file + key_file present a client certificate, server_name replaces the
+ * endpoint's host for SNI and name verification, insecure_skip_verify turns verification off.
+ * Its files are checked by agent_otlp_http_new(), which fails with err->path "tls.ca_file" /
+ * "tls.cert_file" / "tls.key_file" and "cannot load <file>: <OpenSSL's reason>".
  * The whole request — DNS, connect, TLS handshake, send, response — is bounded by the
  * configured timeout_seconds. Because it blocks, it must run on a worker thread, never on the
  * agent's lws loop: exporter.c runs it on the exporter's own thread.
@@ -16,9 +16,8 @@
  * endpoint has none (or "/"); Content-Type: application/x-protobuf; Content-Encoding: gzip
  * when compression is gzip; the configured headers (names and values must not contain CR, LF
  * or NUL, names no ':'). A 2xx response is success; anything else is an error with the HTTP
- * status and the start of the body in the message. The response is read per RFC 9112
- * (Content-Length, chunked, or until close; 1xx interim responses skipped); its status,
- * Retry-After and Content-Type headers and the start of its body are handed back by
+ * status and the start of the body in the message. The response's status, Retry-After and
+ * Content-Type headers and the start of its body are handed back by
  * agent_otlp_http_send(), which the pyroscope exporter also uses with its own request target
  * and content type. Retries and queueing are exporter.c's. Not thread-safe (one request at a
  * time).
@@ -32,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "http_client.h"
 #include "pf/buf.h"
 #include "pf/error.h"
 #include "pf/profcfg.h"
@@ -55,21 +55,6 @@ const char *agent_otlp_http_url(const struct agent_otlp_http *h);
 /* The endpoint URL's own path without a trailing '/', "" when it has none: the base that
  * pyroscope's "/ingest?..." target is appended to. */
 const char *agent_otlp_http_base_path(const struct agent_otlp_http *h);
-
-#define AGENT_HTTP_MAX_BODY ((size_t)64 << 10)
-
-/* What came back from one request. Initialise with agent_http_result_init() (max_body caps
- * the body kept: 0 means AGENT_HTTP_MAX_BODY), release with agent_http_result_release(). */
-struct agent_http_result {
-	int status;		/* 0 when no response was received */
-	char retry_after[64];	/* the Retry-After header's value, "" when absent */
-	char content_type[128]; /* "" when absent */
-	struct pf_buf body;	/* de-chunked; cut at its cap */
-	bool body_truncated;
-};
-
-void agent_http_result_init(struct agent_http_result *res, size_t max_body);
-void agent_http_result_release(struct agent_http_result *res);
 
 /* One POST of body to target (NULL: the endpoint's path) with the given Content-Type. When
  * content_type is NULL the body is an OTLP request: application/x-protobuf, gzip'd when the

@@ -26,17 +26,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
-
 #include "pf/buf.h"
 #include "pf/compiler.h"
+#include "http_client.h"
 #include "pf/gzip.h"
 #include "pprof_codec.h"
 
-#define MAX_HEADERS ((size_t)64 << 10)
-#define SLICE_MS 100
 #define GO_DEFAULT_CPU_SECONDS 30 /* net/http/pprof's Profile handler without seconds= */
 
 uint64_t pf_pprof_now_ms(void)
@@ -190,459 +185,37 @@ static int url_set_seconds(struct url *u, uint32_t secs)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* Connection.                                                                               */
+/* HTTP GET (http_client.h, libcurl).                                                        */
 
-struct conn {
-	int fd;
-	SSL *ssl;
-	uint64_t deadline;
-	uint32_t timeout_ms;
-	const atomic_bool *cancel;
-	struct pf_error *err;
-};
-
-static int conn_wait(struct conn *c, short events)
+/* The URL libcurl fetches: scheme, host ([v6] in brackets), port, target. */
+static int url_string(const struct url *u, char *out, size_t cap)
 {
-	for (;;) {
-		if (c->cancel && atomic_load(c->cancel))
-			return pf_error_set(c->err, -ECANCELED, "", "scrape cancelled");
-		uint64_t now = pf_pprof_now_ms();
-		if (now >= c->deadline)
-			return pf_error_set(c->err, -ETIMEDOUT, "",
-					    "timed out after %" PRIu32 " ms", c->timeout_ms);
-		uint64_t left = c->deadline - now;
-		struct pollfd pfd = {.fd = c->fd, .events = events};
-		int n = poll(&pfd, 1, (int)(left < SLICE_MS ? left : SLICE_MS));
-		if (n < 0 && errno != EINTR)
-			return pf_error_set(c->err, -errno, "", "poll: %s", strerror(errno));
-		if (n > 0)
-			return 0;
-	}
-}
-
-static int tls_error(struct conn *c, const char *what)
-{
-	unsigned long e = ERR_get_error();
-	char buf[256] = "";
-	if (e)
-		ERR_error_string_n(e, buf, sizeof(buf));
-	ERR_clear_error();
-	long v = SSL_get_verify_result(c->ssl);
-	if (v != X509_V_OK)
-		return pf_error_set(c->err, -EPROTO, "",
-				    "TLS %s: certificate verification failed: "
-				    "%s",
-				    what, X509_verify_cert_error_string(v));
-	return pf_error_set(c->err, -EPROTO, "", "TLS %s failed%s%s", what, *buf ? ": " : "", buf);
-}
-
-/* Waits as an SSL call asked: 0 to retry, < 0 error. */
-static int tls_retry(struct conn *c, int ret, const char *what)
-{
-	int e = SSL_get_error(c->ssl, ret);
-	if (e == SSL_ERROR_WANT_READ)
-		return conn_wait(c, POLLIN);
-	if (e == SSL_ERROR_WANT_WRITE)
-		return conn_wait(c, POLLOUT);
-	return tls_error(c, what);
-}
-
-static int conn_open(struct conn *c, const struct url *u, SSL_CTX *ctx)
-{
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-	struct addrinfo *ai = NULL;
-	int g = getaddrinfo(u->host, u->port, &hints, &ai);
-	if (g)
-		return pf_error_set(c->err, -EHOSTUNREACH, "", "resolve %s: %s", u->host,
-				    gai_strerror(g));
-	int r = -ECONNREFUSED;
-	for (struct addrinfo *a = ai; a; a = a->ai_next) {
-		int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-				a->ai_protocol);
-		if (fd < 0) {
-			r = -errno;
-			continue;
-		}
-		c->fd = fd;
-		if (connect(fd, a->ai_addr, a->ai_addrlen) < 0 && errno != EINPROGRESS) {
-			r = -errno;
-		} else if ((r = conn_wait(c, POLLOUT)) == 0) {
-			int soerr = 0;
-			socklen_t sl = sizeof(soerr);
-			getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-			r = -soerr;
-		}
-		if (r == 0)
-			break;
-		close(fd);
-		c->fd = -1;
-		if (r == -ETIMEDOUT || r == -ECANCELED)
-			break;
-	}
-	freeaddrinfo(ai);
-	if (r < 0)
-		return pf_error_set(c->err, r, "", "connect %s:%s: %s", u->host, u->port,
-				    strerror(-r));
-	if (!u->tls)
-		return 0;
-	c->ssl = SSL_new(ctx);
-	if (!c->ssl || !SSL_set_fd(c->ssl, c->fd))
-		return tls_error(c, "setup");
-	if (!u->ip_literal)
-		SSL_set_tlsext_host_name(c->ssl, u->host);
-	if (!SSL_set1_host(c->ssl, u->host))
-		return tls_error(c, "setup");
-	for (;;) {
-		int ret = SSL_connect(c->ssl);
-		if (ret == 1)
-			return 0;
-		if ((r = tls_retry(c, ret, "handshake")) < 0)
-			return r;
-	}
-}
-
-static void conn_close(struct conn *c)
-{
-	if (c->ssl)
-		SSL_free(c->ssl);
-	if (c->fd >= 0)
-		close(c->fd);
-	c->ssl = NULL;
-	c->fd = -1;
-}
-
-static int conn_write(struct conn *c, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w;
-		if (c->ssl) {
-			size_t done = 0;
-			int ret = SSL_write_ex(c->ssl, p, n, &done);
-			if (ret <= 0) {
-				int r = tls_retry(c, ret, "write");
-				if (r < 0)
-					return r;
-				continue;
-			}
-			w = (ssize_t)done;
-		} else {
-			w = send(c->fd, p, n, MSG_NOSIGNAL);
-			if (w < 0) {
-				if (errno == EINTR)
-					continue;
-				if (errno != EAGAIN && errno != EWOULDBLOCK)
-					return pf_error_set(c->err, -errno, "", "send: %s",
-							    strerror(errno));
-				int r = conn_wait(c, POLLOUT);
-				if (r < 0)
-					return r;
-				continue;
-			}
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-/* > 0 bytes read, 0 at the end of the stream, < 0 error. */
-static ssize_t conn_read(struct conn *c, void *buf, size_t n)
-{
-	for (;;) {
-		if (c->ssl) {
-			size_t got = 0;
-			int ret = SSL_read_ex(c->ssl, buf, n, &got);
-			if (ret > 0)
-				return (ssize_t)got;
-			int e = SSL_get_error(c->ssl, ret);
-			if (e == SSL_ERROR_ZERO_RETURN)
-				return 0;
-			if (e == SSL_ERROR_SYSCALL && !ERR_peek_error())
-				return 0; /* closed without close_notify: framing decides */
-			int r = tls_retry(c, ret, "read");
-			if (r < 0)
-				return r;
-			continue;
-		}
-		ssize_t got = recv(c->fd, buf, n, 0);
-		if (got >= 0)
-			return got;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return pf_error_set(c->err, -errno, "", "recv: %s", strerror(errno));
-		int r = conn_wait(c, POLLIN);
-		if (r < 0)
-			return r;
-	}
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* HTTP GET.                                                                                 */
-
-struct http_resp {
-	int status;
-	bool chunked, gzip, have_length;
-	uint64_t length;
-	struct pf_buf body;
-};
-
-/* The value of header `name` in the header block [h, e), NULL when absent. */
-static const char *header_value(const char *h, const char *e, const char *name, size_t *len)
-{
-	size_t nl = strlen(name);
-	const char *line = memchr(h, '\n', (size_t)(e - h)); /* skip the status line */
-	while (line && line < e) {
-		line++;
-		const char *eol = memchr(line, '\n', (size_t)(e - line));
-		if (!eol)
-			eol = e;
-		if ((size_t)(eol - line) > nl && strncasecmp(line, name, nl) == 0 &&
-		    line[nl] == ':') {
-			const char *v = line + nl + 1;
-			while (v < eol && (*v == ' ' || *v == '\t'))
-				v++;
-			const char *ve = eol;
-			while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
-				ve--;
-			*len = (size_t)(ve - v);
-			return v;
-		}
-		line = eol;
-	}
-	return NULL;
-}
-
-static int parse_head(const char *h, size_t n, struct http_resp *resp, struct pf_error *err)
-{
-	const char *e = h + n;
-	if (n < 12 || strncmp(h, "HTTP/1.", 7) != 0 || h[8] != ' ' ||
-	    !isdigit((unsigned char)h[9]) || !isdigit((unsigned char)h[10]) ||
-	    !isdigit((unsigned char)h[11]))
-		return pf_error_set(err, -EPROTO, "", "not an HTTP/1.x response");
-	resp->status = (h[9] - '0') * 100 + (h[10] - '0') * 10 + (h[11] - '0');
-	size_t vl;
-	const char *v = header_value(h, e, "Transfer-Encoding", &vl);
-	if (v) {
-		if (vl < 7 || strncasecmp(v + vl - 7, "chunked", 7) != 0)
-			return pf_error_set(err, -EPROTO, "", "unsupported Transfer-Encoding");
-		resp->chunked = true;
-	}
-	v = header_value(h, e, "Content-Length", &vl);
-	if (v && !resp->chunked) {
-		char tmp[24];
-		char *end;
-		if (!vl || vl >= sizeof(tmp))
-			return pf_error_set(err, -EPROTO, "", "bad Content-Length");
-		memcpy(tmp, v, vl);
-		tmp[vl] = 0;
-		errno = 0;
-		unsigned long long len = strtoull(tmp, &end, 10);
-		if (*end || errno || tmp[0] == '-')
-			return pf_error_set(err, -EPROTO, "", "bad Content-Length");
-		resp->have_length = true;
-		resp->length = len;
-	}
-	v = header_value(h, e, "Content-Encoding", &vl);
-	if (v && vl) {
-		if ((vl == 4 && strncasecmp(v, "gzip", 4) == 0) ||
-		    (vl == 6 && strncasecmp(v, "x-gzip", 6) == 0))
-			resp->gzip = true;
-		else if (!(vl == 8 && strncasecmp(v, "identity", 8) == 0))
-			return pf_error_set(err, -EPROTO, "", "unsupported Content-Encoding %.*s",
-					    (int)(vl > 32 ? 32 : vl), v);
-	}
-	return 0;
-}
-
-/* Undoes the chunked transfer coding of raw into out (RFC 9112 section 7.1). */
-static int dechunk(const uint8_t *p, size_t n, size_t max, struct pf_buf *out, struct pf_error *err)
-{
-	size_t i = 0;
-	for (;;) {
-		uint64_t size = 0;
-		size_t digits = 0;
-		while (i < n && isxdigit(p[i])) {
-			if (size >> 60)
-				return pf_error_set(err, -EPROTO, "", "bad chunk size");
-			int d = isdigit(p[i]) ? p[i] - '0' : (tolower(p[i]) - 'a' + 10);
-			size = size * 16 + (uint64_t)d;
-			i++;
-			digits++;
-		}
-		if (!digits)
-			return pf_error_set(err, -EPROTO, "", "bad or truncated chunked body");
-		while (i < n && p[i] != '\n') /* chunk extensions */
-			i++;
-		if (i >= n)
-			return pf_error_set(err, -EPROTO, "", "truncated chunked body");
-		i++;
-		if (!size)
-			return 0; /* trailers ignored */
-		if (size > n - i)
-			return pf_error_set(err, -EPROTO, "", "truncated chunked body");
-		if (out->len + size > max)
-			return pf_error_set(err, -E2BIG, "", "response over %zu bytes", max);
-		int r = pf_buf_append(out, p + i, (size_t)size);
-		if (r < 0)
-			return r;
-		i += (size_t)size;
-		if (i < n && p[i] == '\r')
-			i++;
-		if (i >= n || p[i] != '\n')
-			return pf_error_set(err, -EPROTO, "", "bad chunk framing");
-		i++;
-	}
-}
-
-static int http_get(const struct url *u, SSL_CTX *ctx, uint32_t timeout_ms, size_t max_body,
-		    const atomic_bool *cancel, struct http_resp *resp, struct pf_error *err)
-{
-	struct conn c = {.fd = -1,
-			 .deadline = pf_pprof_now_ms() + timeout_ms,
-			 .timeout_ms = timeout_ms,
-			 .cancel = cancel,
-			 .err = err};
-	struct pf_buf raw;
-	/* chunk framing adds a few bytes per chunk; a generous allowance over max_body */
-	size_t raw_max = MAX_HEADERS + max_body + max_body / 8 + 4096;
-	pf_buf_init(&raw, raw_max);
-	memset(resp, 0, sizeof(*resp));
-	pf_buf_init(&resp->body, max_body);
-	int r = conn_open(&c, u, ctx);
-	if (r < 0)
-		goto out;
-	char req[sizeof(u->target) + 512];
 	bool v6 = strchr(u->host, ':') != NULL;
-	bool def_port = strcmp(u->port, u->tls ? "443" : "80") == 0;
-	int n = snprintf(req, sizeof(req),
-			 "GET %s HTTP/1.1\r\nHost: %s%s%s%s%s\r\nUser-Agent: profleet-agent\r\n"
-			 "Accept: */*\r\nConnection: close\r\n\r\n",
-			 u->target, v6 ? "[" : "", u->host, v6 ? "]" : "", def_port ? "" : ":",
-			 def_port ? "" : u->port);
-	if (n < 0 || (size_t)n >= sizeof(req)) {
-		r = pf_error_set(err, -E2BIG, "", "request too long");
-		goto out;
-	}
-	if ((r = conn_write(&c, req, (size_t)n)) < 0)
-		goto out;
-
-	size_t head_len = 0;
-	for (;;) {
-		if (resp->have_length && head_len && raw.len - head_len >= resp->length)
-			break;
-		r = pf_buf_reserve(&raw, 16384);
-		if (r == -E2BIG) {
-			/* past the cap: a slightly smaller read, else the response is too big */
-			size_t room = raw.max > raw.len ? raw.max - raw.len : 0;
-			if (!room || pf_buf_reserve(&raw, room) < 0) {
-				r = pf_error_set(err, -E2BIG, "", "response over %zu bytes",
-						 max_body);
-				goto out;
-			}
-		} else if (r < 0) {
-			goto out;
-		}
-		size_t room = raw.cap - raw.len - 1;
-		if (room > 16384)
-			room = 16384;
-		ssize_t got = conn_read(&c, raw.data + raw.len, room);
-		if (got < 0) {
-			r = (int)got;
-			goto out;
-		}
-		if (got == 0)
-			break;
-		raw.len += (size_t)got;
-		if (!head_len) {
-			size_t scan = raw.len < MAX_HEADERS ? raw.len : MAX_HEADERS;
-			for (size_t i = 3; i < scan; i++)
-				if (memcmp(raw.data + i - 3, "\r\n\r\n", 4) == 0) {
-					head_len = i + 1;
-					break;
-				}
-			if (!head_len && raw.len >= MAX_HEADERS) {
-				r = pf_error_set(err, -EPROTO, "",
-						 "response headers over %zu bytes", MAX_HEADERS);
-				goto out;
-			}
-			if (head_len) {
-				r = parse_head((const char *)raw.data, head_len, resp, err);
-				if (r < 0)
-					goto out;
-				if (resp->have_length && resp->length > max_body) {
-					r = pf_error_set(err, -E2BIG, "",
-							 "response of %" PRIu64
-							 " bytes over the %zu byte limit",
-							 resp->length, max_body);
-					goto out;
-				}
-			}
-		}
-		if (head_len && !resp->chunked && raw.len - head_len > max_body) {
-			r = pf_error_set(err, -E2BIG, "", "response over %zu bytes", max_body);
-			goto out;
-		}
-	}
-	if (!head_len) {
-		r = pf_error_set(err, -EPROTO, "",
-				 raw.len ? "truncated response headers" : "empty response");
-		goto out;
-	}
-	const uint8_t *body = raw.data + head_len;
-	size_t blen = raw.len - head_len;
-	if (resp->chunked) {
-		r = dechunk(body, blen, max_body, &resp->body, err);
-	} else if (resp->have_length) {
-		if (blen < resp->length)
-			r = pf_error_set(err, -EPROTO, "",
-					 "truncated response: %zu of %" PRIu64 " bytes", blen,
-					 resp->length);
-		else
-			r = pf_buf_append(&resp->body, body, (size_t)resp->length);
-	} else {
-		r = pf_buf_append(&resp->body, body, blen);
-	}
-	if (r == 0 && resp->gzip) {
-		struct pf_buf plain;
-		pf_buf_init(&plain, max_body);
-		r = pf_gzip_decompress(resp->body.data, resp->body.len, max_body, &plain);
-		if (r < 0) {
-			pf_buf_release(&plain);
-			r = pf_error_set(err, r, "",
-					 r == -E2BIG ? "response over %zu bytes "
-						       "after Content-Encoding gzip"
-						     : "bad Content-Encoding gzip body "
-						       "(limit %zu)",
-					 max_body);
-		} else {
-			pf_buf_release(&resp->body);
-			resp->body = plain;
-		}
-	}
-out:
-	conn_close(&c);
-	pf_buf_release(&raw);
-	if (r < 0)
-		pf_buf_release(&resp->body);
-	return r;
+	int n = snprintf(out, cap, "%s://%s%s%s:%s%s", u->tls ? "https" : "http", v6 ? "[" : "",
+			 u->host, v6 ? "]" : "", u->port, u->target);
+	return n < 0 || (size_t)n >= cap ? -E2BIG : 0;
 }
 
-static SSL_CTX *tls_ctx_new(void)
+/* GETs u into resp (the body cut at max_body is an error), redirects followed, Content-Encoding
+ * gzip undone; the whole request bounded by timeout_ms. */
+static int http_get(struct agent_http *http, const struct url *u, uint32_t timeout_ms,
+		    size_t max_body, const atomic_bool *cancel, struct agent_http_result *resp,
+		    struct pf_error *err)
 {
-	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-	if (!ctx)
-		return NULL;
-	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
-	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
-#endif
-	if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
-		SSL_CTX_free(ctx);
-		return NULL;
-	}
-	return ctx;
+	char url[sizeof(u->target) + 300];
+	if (url_string(u, url, sizeof(url)) < 0)
+		return pf_error_set(err, -E2BIG, "", "URL too long");
+	static const char *const hdrs[] = {"Accept: */*"};
+	struct agent_http_request req = {.method = "GET", .url = url, .headers = hdrs,
+					 .n_headers = 1};
+	struct agent_http_options opt = {.timeout_ms = timeout_ms,
+					 .follow_redirects = true,
+					 .decode_gzip = true,
+					 .fail_over_cap = true,
+					 .timeout_plain = true,
+					 .cancel = cancel};
+	agent_http_result_init(resp, max_body);
+	return agent_http_do(http, &req, &opt, resp, err);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -738,7 +311,7 @@ static uint32_t scrape_timeout(const struct pf_pprof_target *t, const struct url
 }
 
 static int scrape(const struct pf_pprof_target *t, const struct pf_pprof_options *opts,
-		  uint32_t cpu_seconds, SSL_CTX *ctx, const atomic_bool *cancel,
+		  uint32_t cpu_seconds, struct agent_http *http, const atomic_bool *cancel,
 		  struct pf_prof_window **out, size_t *bytes, int *status, struct pf_error *err)
 {
 	struct url u;
@@ -749,14 +322,15 @@ static int scrape(const struct pf_pprof_target *t, const struct pf_pprof_options
 		return r;
 	if (t->type == PF_PPROF_CPU && cpu_seconds && url_set_seconds(&u, cpu_seconds) < 0)
 		return pf_error_set(err, -E2BIG, "", "URL too long");
-	if (u.tls && !ctx)
-		return pf_error_set(err, -EPROTO, "", "TLS unavailable");
 	uint64_t t0 = wall_ns();
-	struct http_resp resp;
-	r = http_get(&u, ctx, scrape_timeout(t, &u, opts->timeout_ms), opts->max_response_bytes,
+	struct agent_http_result resp;
+	r = http_get(http, &u, scrape_timeout(t, &u, opts->timeout_ms), opts->max_response_bytes,
 		     cancel, &resp, err);
-	if (r < 0)
+	if (r < 0) {
+		*status = resp.status;
+		agent_http_result_release(&resp);
 		return r;
+	}
 	*status = resp.status;
 	*bytes = resp.body.len;
 	if (resp.status != 200) {
@@ -794,15 +368,15 @@ int pf_pprof_scrape_once(const struct pf_pprof_target *t, const struct pf_pprof_
 	int r = url_parse(t->url, &u, err, "");
 	if (r < 0)
 		return r;
-	SSL_CTX *ctx = NULL;
-	if (u.tls && !(ctx = tls_ctx_new()))
-		return pf_error_set(err, -ENOMEM, "", "TLS context");
+	struct agent_http *http = agent_http_new();
+	if (!http)
+		return pf_error_set(err, -errno, "", "cannot start the HTTP client");
 	int status;
 	size_t bytes;
-	r = scrape(t, &opts, cpu_seconds, ctx, NULL, out, &bytes, &status, err);
+	r = scrape(t, &opts, cpu_seconds, http, NULL, out, &bytes, &status, err);
 	if (http_status)
 		*http_status = status;
-	SSL_CTX_free(ctx);
+	agent_http_free(http);
 	return r;
 }
 
@@ -824,6 +398,7 @@ struct target {
 	pthread_t thr;
 	atomic_bool cancel;
 	struct pf_pprof_target job; /* the worker's private copy */
+	struct agent_http *http;    /* the worker's: the target's connection pool */
 	uint32_t job_seconds;
 	struct pf_pprof_health health;
 };
@@ -840,7 +415,6 @@ struct pf_pprof_sources {
 	struct pf_pprof_result **q;
 	size_t q_head, q_len, q_cap;
 	int efd;
-	SSL_CTX *ssl;
 };
 
 static void cfg_release(struct pf_pprof_target *c)
@@ -884,6 +458,7 @@ static void target_free(struct target *t)
 		return;
 	cfg_release(&t->cfg);
 	cfg_release(&t->job);
+	agent_http_free(t->http);
 	free(t);
 }
 
@@ -942,8 +517,12 @@ static void *worker(void *arg)
 	size_t bytes = 0;
 	int status = 0;
 	uint64_t t0 = pf_pprof_now_ms();
-	int r = scrape(&t->job, &s->opts, t->job_seconds, s->ssl, &t->cancel, &w, &bytes, &status,
-		       &err);
+	int r = 0;
+	if (!t->http && !(t->http = agent_http_new()))
+		r = pf_error_set(&err, -errno, "", "cannot start the HTTP client");
+	if (r == 0)
+		r = scrape(&t->job, &s->opts, t->job_seconds, t->http, &t->cancel, &w, &bytes,
+			   &status, &err);
 	uint64_t dur = pf_pprof_now_ms() - t0;
 	struct pf_pprof_result *res = NULL;
 	if (r == 0) {
@@ -1009,12 +588,6 @@ static int start(struct pf_pprof_sources *s, struct target *t, uint32_t seconds,
 {
 	cfg_release(&t->job);
 	int r = cfg_copy(&t->job, &t->cfg);
-	struct url u;
-	if (r == 0 && url_parse(t->cfg.url, &u, NULL, "") == 0 && u.tls && !s->ssl) {
-		s->ssl = tls_ctx_new();
-		if (!s->ssl)
-			r = -ENOMEM;
-	}
 	if (r == 0 && t->joinable) {
 		/* finished but not reaped yet: reap now (it no longer runs) */
 		pthread_join(t->thr, NULL);
@@ -1388,7 +961,6 @@ void pf_pprof_sources_free(struct pf_pprof_sources *s)
 	if (s->efd >= 0)
 		close(s->efd);
 	pthread_mutex_destroy(&s->mu);
-	SSL_CTX_free(s->ssl);
 	free(s->host_name);
 	free(s);
 }

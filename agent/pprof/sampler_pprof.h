@@ -3,17 +3,17 @@
  * for the same encoders and exporters as the eBPF sampler's windows (issue 4).
  *
  * Owns the scrape schedule, one worker thread per scrape in flight (at most
- * PF_PPROF_MAX_INFLIGHT at once, one per target), a small blocking HTTP/1.1 GET client (plain
- * TCP, or TLS through OpenSSL: system CA store, peer and host name verification, SNI), the
- * conversion, the queue of produced windows and the health of every target.
+ * PF_PPROF_MAX_INFLIGHT at once, one per target, each target with its own HTTP client and
+ * connection pool: http_client.h, libcurl — system CA store, proxies from the environment,
+ * redirects followed, HTTP/2 where offered), the conversion, the queue of produced windows and
+ * the health of every target.
  *
  * Scraping. A target is due `interval_seconds` after its last scrape started (right away the
  * first time); interval 0 scrapes only on pf_pprof_sources_trigger(). The URL is fetched as
  * configured; for type cpu a trigger may ask for another duration (the `seconds=` query
  * parameter is set). The whole request — DNS, connect, TLS, send, response — is bounded by
  * the timeout (options; for cpu plus the `seconds=` of the URL). The response must be 200,
- * at most max_response_bytes (Content-Length, chunked or read to close; Content-Encoding gzip
- * is undone), and decode as pprof, gzip'd or raw (pf_pprof_decode, bounded by max_decoded_bytes).
+ * at most max_response_bytes (Content-Encoding gzip is undone), and decode as pprof, gzip'd or raw (pf_pprof_decode, bounded by max_decoded_bytes).
  * Any failure becomes the target's last_error ("HTTP 500: <start of body>", "timed out after
  * 10000 ms", "response over 16777216 bytes", "malformed pprof: ...") and never affects the other
  * targets; nothing is retried before the next due time.

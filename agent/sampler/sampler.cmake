@@ -6,6 +6,7 @@
 #   sampler_bpf.c          the pf_sampler object; the only code touching the skeleton
 #   procinfo.c             process attributes, filters, pid verdicts
 #   ../symbolize/symbolize.c  /proc/PID/maps, ELF/DWARF (elfutils), build ids, kallsyms
+#   ../symbolize/demangle.c   C++/Rust names (libiberty), cached
 #   aggregate.c            raw samples -> struct pf_prof_window
 #   sample_ring.c          recent samples kept for lookback_seconds (span triggers cut from it)
 #
@@ -66,15 +67,18 @@ add_custom_target(agent_sampler_skel DEPENDS ${PF_SAMPLER_GEN}/cpu_sampler.skel.
 
 add_library(agent_sampler STATIC
 	${PF_SAMPLER_DIR}/sampler_bpf.c ${PF_SAMPLER_DIR}/procinfo.c
-	${PF_SAMPLER_DIR}/../symbolize/symbolize.c ${PF_SAMPLER_DIR}/aggregate.c
-	${PF_SAMPLER_DIR}/sample_ring.c)
+	${PF_SAMPLER_DIR}/../symbolize/symbolize.c ${PF_SAMPLER_DIR}/../symbolize/demangle.c
+	${PF_SAMPLER_DIR}/aggregate.c ${PF_SAMPLER_DIR}/sample_ring.c)
 add_dependencies(agent_sampler agent_sampler_skel)
+# libiberty (Debian libiberty-dev) has no pkg-config file: a static library and its headers.
+find_library(PF_LIBIBERTY NAMES libiberty.a iberty REQUIRED)
 target_include_directories(agent_sampler
 	PUBLIC ${PF_SAMPLER_DIR} ${PF_SAMPLER_DIR}/../symbolize
 	PRIVATE ${PF_SAMPLER_GEN} ${PF_SAMPLER_DIR}/bpf)
 target_link_libraries(agent_sampler
 	PUBLIC pf_common
-	PRIVATE pf_warnings PkgConfig::PF_LIBBPF PkgConfig::PF_LIBELF PkgConfig::PF_LIBDW)
+	PRIVATE pf_warnings PkgConfig::PF_LIBBPF PkgConfig::PF_LIBELF PkgConfig::PF_LIBDW
+	${PF_LIBIBERTY})
 
 add_executable(profleet-sample ${PF_SAMPLER_DIR}/sample_main.c)
 target_link_libraries(profleet-sample PRIVATE agent_sampler pf_common pf_warnings)

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "demangle.h"
 #include "pf/compiler.h"
 
 #define DEFAULT_MAX_ELF 128
@@ -27,6 +28,7 @@
 #define RCACHE_SLOTS 16384          /* resolved (file, address) results kept across windows */
 #define RCACHE_NAMES_MAX (1u << 20) /* bytes of interned source file names before a reset */
 #define KCACHE_SLOTS 4096           /* kernel addresses resolved by the resolver */
+#define MAX_INLINE_DEPTH 16         /* inlined functions kept per address */
 
 struct elf_sym {
 	uint64_t addr, size;
@@ -82,15 +84,26 @@ struct ksym {
 	uint32_t name_off;
 };
 
+/* A function inlined at a resolved address (names interned). */
+struct rc_inline {
+	const char *name; /* linkage (mangled) name when DWARF has one, else DW_AT_name */
+	const char *readable; /* demangled name, NULL when it reads as name */
+	const char *file;
+	uint32_t line;
+};
+
 /* One resolved user address: the symbol (pointing into the cached ELF, valid while file `id`
- * is cached, which a matching key proves) and the source line (file interned here, so the
- * DWARF handles can be dropped between windows). */
+ * is cached, which a matching key proves), the source line and the inlined functions there
+ * (strings interned here, so the DWARF handles can be dropped between windows). */
 struct rcache_ent {
 	uint64_t file_id; /* 0 = empty */
 	uint64_t vaddr;
 	const char *function;
+	const char *readable; /* demangled function (interned), NULL when it reads the same */
 	const char *file;
 	uint32_t line;
+	uint32_t n_inl;
+	struct rc_inline *inl; /* malloc'd, innermost first */
 };
 
 /* One kernel address resolved by the resolver (name interned; NULL: no symbol). */
@@ -127,6 +140,7 @@ struct pf_symbolizer {
 	struct kcache_ent *kcache; /* KCACHE_SLOTS, direct-mapped */
 	uint64_t ktext_start;	   /* lowest kernel text address (resolver mode) */
 	bool kinfo_read;	   /* kbuild_id and ktext_start read */
+	struct pf_demangler *dm; /* C++/Rust names, cached */
 	struct pf_symbolizer_stats st;
 };
 
@@ -466,11 +480,83 @@ static void elf_file_load_dwarf(struct elf_file *f, const char *debug_dir, uint6
 	f->dwarf = dwarf_begin_elf(src, DWARF_C_READ, NULL);
 }
 
+/* A function inlined at an address, as libdw gives it (strings owned by the Dwarf handle). */
+struct inl_raw {
+	const char *name;
+	const char *file;
+	uint32_t line;
+};
+
+/* Name of a subprogram or inlined subroutine DIE: its linkage (mangled) name through the
+ * abstract origin when there is one, so it demangles to the qualified name, else DW_AT_name. */
+static const char *die_function_name(Dwarf_Die *die)
+{
+	Dwarf_Attribute a;
+	const char *nm = NULL;
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a) ||
+	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a))
+		nm = dwarf_formstring(&a);
+	return nm ? nm : dwarf_diename(die);
+}
+
+/* The inlined subroutines whose code covers vaddr, innermost first (at most max): each gets
+ * the source position where the CPU is in it, the innermost the line table's (*file, *line on
+ * entry), the others the call site of the one inlined into them; *file, *line become the call
+ * site of the outermost in the real function. Count. */
+static size_t dwarf_inlines(Dwarf_Die *cu, uint64_t vaddr, const char **file, uint32_t *line,
+			    struct inl_raw *out, size_t max)
+{
+	/* dwarf_getscopes() leaves the concrete chain at the first inlined instance (it goes on
+	 * with the abstract definition's scopes); the DIE tree above the innermost scope has all
+	 * of them, as eu-addr2line -i walks it. */
+	Dwarf_Die *scopes = NULL;
+	int ns = dwarf_getscopes(cu, vaddr, &scopes);
+	if (ns <= 0) {
+		free(scopes);
+		return 0;
+	}
+	Dwarf_Die inner = scopes[0];
+	free(scopes);
+	scopes = NULL;
+	ns = dwarf_getscopes_die(&inner, &scopes);
+	if (ns <= 0) {
+		free(scopes);
+		return 0;
+	}
+	Dwarf_Files *files = NULL;
+	size_t nfiles = 0;
+	if (dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
+		files = NULL;
+	size_t n = 0;
+	for (int i = 0; i < ns && n < max; i++) {
+		if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine)
+			continue;
+		out[n] = (struct inl_raw){die_function_name(&scopes[i]), *file, *line};
+		n++;
+		/* where this one was called: the position in the next scope out */
+		Dwarf_Attribute a;
+		Dwarf_Word cf = 0, cl = 0;
+		if (dwarf_attr(&scopes[i], DW_AT_call_file, &a))
+			dwarf_formudata(&a, &cf);
+		if (dwarf_attr(&scopes[i], DW_AT_call_line, &a))
+			dwarf_formudata(&a, &cl);
+		*file = files && cf < nfiles ? dwarf_filesrc(files, cf, NULL, NULL) : NULL;
+		*line = cl <= UINT32_MAX ? (uint32_t)cl : 0;
+	}
+	free(scopes);
+	return n;
+}
+
+/* Source line of vaddr and, when inl is not NULL, the functions inlined there (see
+ * dwarf_inlines; *n_inl = 0 without DWARF). */
 static void elf_file_find_line(struct elf_file *f, const char *debug_dir, uint64_t max_inflate,
-			       uint64_t vaddr, const char **file, uint32_t *line)
+			       uint64_t vaddr, const char **file, uint32_t *line,
+			       struct inl_raw *inl, size_t *n_inl)
 {
 	*file = NULL;
 	*line = 0;
+	if (n_inl)
+		*n_inl = 0;
 	elf_file_load_dwarf(f, debug_dir, max_inflate);
 	if (!f->dwarf)
 		return;
@@ -478,12 +564,14 @@ static void elf_file_find_line(struct elf_file *f, const char *debug_dir, uint64
 	if (!dwarf_addrdie(f->dwarf, vaddr, &cu))
 		return;
 	Dwarf_Line *l = dwarf_getsrc_die(&cu, vaddr);
-	if (!l)
-		return;
-	int ln = 0;
-	if (dwarf_lineno(l, &ln) == 0 && ln > 0)
-		*line = (uint32_t)ln;
-	*file = dwarf_linesrc(l, NULL, NULL);
+	if (l) {
+		int ln = 0;
+		if (dwarf_lineno(l, &ln) == 0 && ln > 0)
+			*line = (uint32_t)ln;
+		*file = dwarf_linesrc(l, NULL, NULL);
+	}
+	if (inl && n_inl)
+		*n_inl = dwarf_inlines(&cu, vaddr, file, line, inl, MAX_INLINE_DEPTH);
 }
 
 /* ELF virtual address of a file offset, through the PT_LOAD segments. */
@@ -516,7 +604,7 @@ int pf_elf_lookup(const char *path, uint64_t vaddr, struct pf_sym_info *out)
 		rc = 0;
 	}
 	const char *file;
-	elf_file_find_line(f, NULL, UINT64_MAX, vaddr, &file, &out->line);
+	elf_file_find_line(f, NULL, UINT64_MAX, vaddr, &file, &out->line, NULL, NULL);
 	if (file)
 		snprintf(out->file, sizeof(out->file), "%s", file);
 	elf_file_free(f);
@@ -1138,16 +1226,31 @@ static void inames_clear(struct pf_symbolizer *sym)
 	sym->inames_bytes = 0;
 }
 
-/* A stable copy of a source file name (libdw's goes with the Dwarf handle). NULL: no memory. */
+static void rcache_clear(struct pf_symbolizer *sym)
+{
+	for (size_t i = 0; sym->rcache && i < RCACHE_SLOTS; i++)
+		free(sym->rcache[i].inl);
+	if (sym->rcache)
+		memset(sym->rcache, 0, RCACHE_SLOTS * sizeof(*sym->rcache));
+}
+
+/* Interned names over their bound (rare: a host with very many source files and inlined
+ * functions): start over. Called before a resolution interns anything, so the names of one
+ * entry never go away under it. */
+static void inames_bound(struct pf_symbolizer *sym)
+{
+	if (sym->inames_bytes <= RCACHE_NAMES_MAX)
+		return;
+	rcache_clear(sym);
+	if (sym->kcache)
+		memset(sym->kcache, 0, KCACHE_SLOTS * sizeof(*sym->kcache));
+	inames_clear(sym);
+}
+
+/* A stable copy of a source file or function name (libdw's go with the Dwarf handle). NULL:
+ * no memory. */
 static const char *intern_name(struct pf_symbolizer *sym, const char *s)
 {
-	if (sym->inames_bytes > RCACHE_NAMES_MAX) {
-		/* rare: a host with very many source files; start over */
-		memset(sym->rcache, 0, RCACHE_SLOTS * sizeof(*sym->rcache));
-		if (sym->kcache)
-			memset(sym->kcache, 0, KCACHE_SLOTS * sizeof(*sym->kcache));
-		inames_clear(sym);
-	}
 	size_t len = strlen(s);
 	uint64_t h = 1469598103934665603ull;
 	for (size_t i = 0; i < len; i++)
@@ -1164,6 +1267,16 @@ static const char *intern_name(struct pf_symbolizer *sym, const char *s)
 	*pp = n;
 	sym->inames_bytes += sizeof(*n) + len + 1;
 	return n->s;
+}
+
+/* The demangled form of name, interned (*out NULL when name reads as it is). 0 or -ENOMEM. */
+static int readable_name(struct pf_symbolizer *sym, const char *name, const char **out)
+{
+	*out = NULL;
+	const char *r = name ? pf_demangle(sym->dm, name) : NULL;
+	if (r && !(*out = intern_name(sym, r)))
+		return -ENOMEM;
+	return 0;
 }
 
 static bool caches_ready(struct pf_symbolizer *sym)
@@ -1193,12 +1306,15 @@ static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct 
 		sym->st.cache_hits++;
 		return e;
 	}
+	inames_bound(sym);
 	const struct elf_sym *s = elf_file_find_sym(f, sym->opt.debug_dir, vaddr);
 	const char *file = NULL;
 	uint32_t line = 0;
+	struct inl_raw raw[MAX_INLINE_DEPTH];
+	size_t n_inl = 0;
 	if (s) {
 		elf_file_find_line(f, sym->opt.debug_dir, sym->opt.dwarf_max_inflate, vaddr, &file,
-				   &line);
+				   &line, raw, &n_inl);
 		if (f->dwarf_skipped && !f->dwarf_skip_counted) {
 			f->dwarf_skip_counted = true;
 			sym->st.dwarf_skipped++;
@@ -1206,7 +1322,27 @@ static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct 
 	}
 	if (file && !(file = intern_name(sym, file)))
 		return NULL;
-	*e = (struct rcache_ent){f->id, vaddr, s ? s->name : NULL, file, line};
+	struct rc_inline *inl = n_inl ? calloc(n_inl, sizeof(*inl)) : NULL;
+	if (n_inl && !inl)
+		return NULL;
+	for (size_t i = 0; i < n_inl; i++) {
+		inl[i].line = raw[i].line;
+		if ((raw[i].name && !(inl[i].name = intern_name(sym, raw[i].name))) ||
+		    (raw[i].file && !(inl[i].file = intern_name(sym, raw[i].file))) ||
+		    readable_name(sym, inl[i].name, &inl[i].readable) < 0) {
+			free(inl);
+			return NULL;
+		}
+	}
+	const char *readable = NULL;
+	if (s && readable_name(sym, s->name, &readable) < 0) {
+		free(inl);
+		return NULL;
+	}
+	free(e->inl);
+	*e = (struct rcache_ent){f->id, vaddr, s ? s->name : NULL, readable, file, line,
+				 (uint32_t)n_inl, inl};
+	sym->st.inlined_frames += n_inl;
 	return e;
 }
 
@@ -1415,6 +1551,42 @@ static int kernel_resolve_frames(struct pf_symbolizer *sym, struct pf_prof_windo
 	return 0;
 }
 
+/* The readable name and the system name (name itself; NULL when it reads the same), copied
+ * into w. 0 or -ENOMEM. */
+static int name_pair(struct pf_prof_window *w, const char *name, const char *readable,
+		     const char **function, const char **system_name)
+{
+	*function = *system_name = NULL;
+	if (readable) {
+		*system_name = pf_prof_strdup(w, name);
+		*function = pf_prof_strdup(w, readable);
+		return *system_name && *function ? 0 : -ENOMEM;
+	}
+	*function = pf_prof_strdup(w, name);
+	return *function ? 0 : -ENOMEM;
+}
+
+static int frame_inlines(struct pf_prof_window *w, const struct rcache_ent *r,
+			 struct pf_prof_frame *fr)
+{
+	struct pf_prof_inline *in = pf_prof_alloc(w, r->n_inl * sizeof(*in));
+	if (!in)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < r->n_inl; i++) {
+		const struct rc_inline *ri = &r->inl[i];
+		if (ri->name &&
+		    name_pair(w, ri->name, ri->readable, &in[i].function, &in[i].system_name) < 0)
+			return -ENOMEM;
+		in[i].file = ri->file ? pf_prof_strdup(w, ri->file) : NULL;
+		if (ri->file && !in[i].file)
+			return -ENOMEM;
+		in[i].line = ri->line;
+	}
+	fr->inlined = in;
+	fr->n_inlined = r->n_inl;
+	return 0;
+}
+
 int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_prof_window *w,
 			  struct pf_prof_process *p, struct pf_prof_frame *frames, size_t n)
 {
@@ -1530,10 +1702,13 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
 			const struct rcache_ent *r = rcache_lookup(sym, f, vaddr);
 			if (!r || !r->function)
 				goto unresolved;
-			fr->function = pf_prof_strdup(w, r->function);
+			if (name_pair(w, r->function, r->readable, &fr->function, &fr->system_name) < 0)
+				return -ENOMEM;
 			fr->line = r->line;
 			fr->file = r->file ? pf_prof_strdup(w, r->file) : NULL;
-			if (!fr->function || (r->file && !fr->file))
+			if (r->file && !fr->file)
+				return -ENOMEM;
+			if (r->n_inl && frame_inlines(w, r, fr) < 0)
 				return -ENOMEM;
 		}
 		if (fr->function) {
@@ -1566,6 +1741,12 @@ struct pf_symbolizer *pf_symbolizer_new(const struct pf_symbolizer_options *opt)
 	if (!sym->opt.dwarf_max_inflate)
 		sym->opt.dwarf_max_inflate = PF_SYM_DEFAULT_DWARF_MAX_INFLATE;
 	sym->kernel_tried = sym->opt.no_kernel;
+	sym->dm = pf_demangler_new(0, 0);
+	if (!sym->dm) {
+		free(sym);
+		errno = ENOMEM;
+		return NULL;
+	}
 	return sym;
 }
 
@@ -1592,7 +1773,9 @@ void pf_symbolizer_free(struct pf_symbolizer *sym)
 	free(sym->knames);
 	inames_clear(sym);
 	free(sym->inames);
+	rcache_clear(sym);
 	free(sym->rcache);
+	pf_demangler_free(sym->dm);
 	free(sym);
 }
 
@@ -1601,4 +1784,12 @@ void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_s
 	*out = sym->st;
 	out->elf_cached = sym->n_elf;
 	out->processes = sym->n_procs;
+	if (sym->dm) {
+		struct pf_demangler_stats d;
+		pf_demangler_stats(sym->dm, &d);
+		out->demangle_lookups = d.lookups;
+		out->demangle_hits = d.hits;
+		out->demangle_failed = d.failed;
+		out->demangle_cpu_ns = d.cpu_ns;
+	}
 }

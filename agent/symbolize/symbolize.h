@@ -7,6 +7,11 @@
  * first kernel frame as one sorted array of 8-byte (address offset, name offset) entries and
  * one string blob.
  *
+ * Names: C++ and Rust symbols get their readable form as function (demangle.h) and keep the
+ * mangled one as system_name. With DWARF (in the file or its separate debug file), the
+ * functions inlined at an address become the frame's inlined list (dwarf_getscopes), each
+ * with its own file and line.
+ *
  * Short-lived processes: call pf_symbolizer_capture() while the process lives (at exec or its
  * first sample). It snapshots the executable mappings and opens each file through
  * /proc/PID/map_files (works for deleted files and other mount namespaces) into the cache, so a
@@ -58,6 +63,11 @@ struct pf_symbolizer_stats {
 	uint64_t kernel_resolve_calls; /* resolver batches */
 	uint64_t kernel_resolve_cpu_ns; /* thread CPU time spent in them */
 	bool kernel_resolver;        /* the resolver is in use (no /proc/kallsyms) */
+	uint64_t inlined_frames; /* inlined functions found in DWARF (per resolved address) */
+	uint64_t demangle_lookups; /* C++/Rust symbols demangled (through the demangle cache) */
+	uint64_t demangle_hits;    /* of those, answered by the cache */
+	uint64_t demangle_failed;  /* misses the demangler refused */
+	uint64_t demangle_cpu_ns;  /* thread CPU time in the demangler on misses */
 	int last_error;        /* negative errno of the last failure, 0 when none */
 };
 

@@ -286,12 +286,35 @@ struct path_walk {
 	uint32_t max_depth;
 };
 
+/* Id of a frame's display name, interned once per frame into *id (NONE until then). */
+static int frame_name_id(const struct pf_prof_process *p, const struct path_walk *wk, size_t fi,
+			 uint32_t *id)
+{
+	char name[PF_FLAME_NAME_MAX];
+	if (*id != NONE)
+		return 0;
+	const char *fn = p->frames[fi].function;
+	if (fn && *fn) /* what pf_flame_frame_name() gives, sans printf */
+		return wk->name(wk->ctx, fn, strnlen(fn, sizeof(name) - 1), id);
+	pf_flame_frame_name(p, &p->frames[fi], name, sizeof(name));
+	return wk->name(wk->ctx, name, strlen(name), id);
+}
+
+/* Frames inlined at an address are nodes of their own, under the frame they were inlined
+ * into (each with the name of the inlined function). */
+static uint32_t frame_depth(const struct pf_prof_frame *fr)
+{
+	uint32_t d = 1;
+	for (uint32_t j = 0; fr->inlined && j < fr->n_inlined; j++)
+		d += fr->inlined[j].function && *fr->inlined[j].function;
+	return d;
+}
+
 static int walk_paths(const struct pf_prof_process *p, const struct path_walk *wk)
 {
 	_cleanup_free_ uint32_t *fnames = malloc((p->n_frames ? p->n_frames : 1) * sizeof(uint32_t));
 	_cleanup_free_ uint32_t *path = NULL;
 	size_t path_cap = 0;
-	char name[PF_FLAME_NAME_MAX];
 	int rc;
 
 	if (!fnames)
@@ -305,35 +328,40 @@ static int walk_paths(const struct pf_prof_process *p, const struct path_walk *w
 		if (s->stack >= p->n_stacks)
 			return -EINVAL;
 		const struct pf_prof_stack *st = &p->stacks[s->stack];
-		if (wk->max_depth && st->n_frames > wk->max_depth)
+		size_t depth = 0;
+		for (uint32_t k = 0; k < st->n_frames; k++) {
+			if (st->frames[k] >= p->n_frames)
+				return -EINVAL;
+			depth += frame_depth(&p->frames[st->frames[k]]);
+		}
+		if (wk->max_depth && depth > wk->max_depth)
 			return -E2BIG;
-		if (st->n_frames > path_cap) {
-			uint32_t *np = realloc(path, st->n_frames * sizeof(*np));
+		if (depth > path_cap) {
+			uint32_t *np = realloc(path, depth * sizeof(*np));
 			if (!np)
 				return -ENOMEM;
 			path = np;
-			path_cap = st->n_frames;
+			path_cap = depth;
 		}
 		/* Leaf first in the window, root first in the tree. */
+		size_t n = 0;
 		for (uint32_t k = 0; k < st->n_frames; k++) {
 			uint32_t fi = st->frames[st->n_frames - 1 - k];
-			if (fi >= p->n_frames)
-				return -EINVAL;
-			if (fnames[fi] == NONE) {
-				const char *fn = p->frames[fi].function;
-				if (fn && *fn) { /* what pf_flame_frame_name() gives, sans printf */
-					rc = wk->name(wk->ctx, fn, strnlen(fn, sizeof(name) - 1),
-						      &fnames[fi]);
-				} else {
-					pf_flame_frame_name(p, &p->frames[fi], name, sizeof(name));
-					rc = wk->name(wk->ctx, name, strlen(name), &fnames[fi]);
-				}
+			const struct pf_prof_frame *fr = &p->frames[fi];
+			if ((rc = frame_name_id(p, wk, fi, &fnames[fi])) < 0)
+				return rc;
+			path[n++] = fnames[fi];
+			for (uint32_t j = fr->inlined ? fr->n_inlined : 0; j-- > 0;) {
+				const char *in = fr->inlined[j].function;
+				if (!in || !*in)
+					continue;
+				rc = wk->name(wk->ctx, in, strnlen(in, PF_FLAME_NAME_MAX - 1), &path[n]);
 				if (rc < 0)
 					return rc;
+				n++;
 			}
-			path[k] = fnames[fi];
 		}
-		rc = wk->path(wk->ctx, path, st->n_frames, s->count);
+		rc = wk->path(wk->ctx, path, (uint32_t)n, s->count);
 		if (rc < 0)
 			return rc;
 	}

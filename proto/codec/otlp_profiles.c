@@ -206,6 +206,31 @@ static int enc_mapping(struct enc *e, const struct pf_prof_mapping *m, int32_t *
 	return enc_msg(e, T_MAP, &pm->base, idx);
 }
 
+/* One Line of a Location: its Function (name, system name, file) and line number. */
+static int enc_line(struct enc *e, const char *name, const char *system_name, const char *file,
+		    uint32_t line, pb_line **out)
+{
+	pb_function *fn = prof_pool_alloc(&e->pool, sizeof(*fn));
+	pb_line *ln = prof_pool_alloc(&e->pool, sizeof(*ln));
+	if (!fn || !ln)
+		return -ENOMEM;
+	*fn = (pb_function)OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__FUNCTION__INIT;
+	*ln = (pb_line)OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__LINE__INIT;
+	int r = enc_str(e, name, &fn->name_strindex);
+	if (r == 0)
+		r = enc_str(e, system_name && *system_name ? system_name : name,
+			    &fn->system_name_strindex);
+	if (r == 0)
+		r = enc_str(e, file, &fn->filename_strindex);
+	if (r == 0)
+		r = enc_msg(e, T_FN, &fn->base, &ln->function_index);
+	if (r < 0)
+		return r;
+	ln->line = line;
+	*out = ln;
+	return 0;
+}
+
 static int enc_location(struct enc *e, const struct pf_prof_frame *f, int32_t map_idx,
 			int32_t *idx)
 {
@@ -223,26 +248,26 @@ static int enc_location(struct enc *e, const struct pf_prof_frame *f, int32_t ma
 	l->attribute_indices = ai;
 	l->n_attribute_indices = 1;
 	if (f->function && *f->function) {
-		pb_function *fn = prof_pool_alloc(&e->pool, sizeof(*fn));
-		pb_line *ln = prof_pool_alloc(&e->pool, sizeof(*ln));
-		pb_line **lines = prof_pool_alloc(&e->pool, sizeof(*lines));
-		if (!fn || !ln || !lines)
+		/* Inlined functions first, the function they were inlined into last (OTLP's
+		 * Location.lines order). Inlined entries without a name are left out. */
+		size_t n = 0;
+		pb_line **lines = prof_pool_alloc(&e->pool, (f->n_inlined + 1) * sizeof(*lines));
+		if (!lines)
 			return -ENOMEM;
-		*fn = (pb_function)OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__FUNCTION__INIT;
-		*ln = (pb_line)OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__LINE__INIT;
-		r = enc_str(e, f->function, &fn->name_strindex);
-		if (r == 0)
-			r = enc_str(e, f->function, &fn->system_name_strindex);
-		if (r == 0)
-			r = enc_str(e, f->file, &fn->filename_strindex);
-		if (r == 0)
-			r = enc_msg(e, T_FN, &fn->base, &ln->function_index);
+		for (uint32_t k = 0; k < f->n_inlined && f->inlined; k++) {
+			const struct pf_prof_inline *in = &f->inlined[k];
+			if (!in->function || !*in->function)
+				continue;
+			r = enc_line(e, in->function, in->system_name, in->file, in->line, &lines[n]);
+			if (r < 0)
+				return r;
+			n++;
+		}
+		r = enc_line(e, f->function, f->system_name, f->file, f->line, &lines[n]);
 		if (r < 0)
 			return r;
-		ln->line = f->line;
-		lines[0] = ln;
 		l->lines = lines;
-		l->n_lines = 1;
+		l->n_lines = n + 1;
 	}
 	return enc_msg(e, T_LOC, &l->base, idx);
 }
@@ -903,6 +928,32 @@ static int dec_mapping(struct dec *d, const pb_mapping *m, struct pf_prof_mappin
 	return rc;
 }
 
+/* A Line: its function's name (the system name when the name is empty), system name (NULL
+ * when it equals the name), file and line number. */
+static int dec_line(struct dec *d, const pb_line *ln, const char **function,
+		    const char **system_name, const char **filename, uint32_t *lineno)
+{
+	int rc = 0;
+	const pb_function *fn = d->d->function_table[ln->function_index];
+	const char *name, *sys, *file;
+	int r = dict_string(d, fn->name_strindex, &name);
+	if (r == 0)
+		r = dict_string(d, fn->system_name_strindex, &sys);
+	if (r == 0)
+		r = dict_string(d, fn->filename_strindex, &file);
+	if (r < 0)
+		return r;
+	if (!*name)
+		name = sys;
+	*function = *name ? dstr(d, name, &rc) : NULL;
+	*system_name = *sys && strcmp(sys, name) ? dstr(d, sys, &rc) : NULL;
+	*filename = *file ? dstr(d, file, &rc) : NULL;
+	if (ln->line < 0)
+		return pf_error_set(d->err, -EBADMSG, "", "negative line number");
+	*lineno = ln->line > UINT32_MAX ? UINT32_MAX : (uint32_t)ln->line;
+	return rc;
+}
+
 static int dec_frame(struct dec *d, const pb_location *l, struct pf_prof_frame *f)
 {
 	int rc = 0;
@@ -920,24 +971,31 @@ static int dec_frame(struct dec *d, const pb_location *l, struct pf_prof_frame *
 		if (txt && strcmp(key, "profile.frame.type") == 0 && strcmp(txt, "kernel") == 0)
 			f->kind = PF_FRAME_KERNEL;
 	}
-	if (l->n_lines && l->lines[0]->function_index > 0) {
-		const pb_function *fn = d->d->function_table[l->lines[0]->function_index];
-		const char *name, *sys, *file;
-		int r = dict_string(d, fn->name_strindex, &name);
-		if (r == 0)
-			r = dict_string(d, fn->system_name_strindex, &sys);
-		if (r == 0)
-			r = dict_string(d, fn->filename_strindex, &file);
+	/* The last line is the function the others were inlined into (innermost first). */
+	size_t nl = l->n_lines;
+	if (nl && l->lines[nl - 1]->function_index > 0) {
+		int r = dec_line(d, l->lines[nl - 1], &f->function, &f->system_name, &f->file,
+				 &f->line);
 		if (r < 0)
 			return r;
-		if (!*name)
-			name = sys;
-		f->function = *name ? dstr(d, name, &rc) : NULL;
-		f->file = *file ? dstr(d, file, &rc) : NULL;
-		int64_t line = l->lines[0]->line;
-		if (line < 0)
-			return pf_error_set(d->err, -EBADMSG, "", "negative line number");
-		f->line = line > UINT32_MAX ? UINT32_MAX : (uint32_t)line;
+		size_t ni = 0;
+		for (size_t k = 0; k + 1 < nl; k++)
+			ni += l->lines[k]->function_index > 0;
+		struct pf_prof_inline *in = ni ? dalloc(d, ni, sizeof(*in), &rc) : NULL;
+		if (rc < 0)
+			return rc;
+		ni = 0;
+		for (size_t k = 0; k + 1 < nl; k++) {
+			if (l->lines[k]->function_index <= 0)
+				continue;
+			r = dec_line(d, l->lines[k], &in[ni].function, &in[ni].system_name,
+				     &in[ni].file, &in[ni].line);
+			if (r < 0)
+				return r;
+			ni++;
+		}
+		f->inlined = in;
+		f->n_inlined = (uint32_t)ni;
 	}
 	return rc;
 }

@@ -85,6 +85,30 @@ static int pmsg(struct penc *e, int t, ProtobufCMessage *msg, uint64_t *id_field
 	return prof_ptrs_push(&e->tab[t], msg);
 }
 
+/* One Line of a Location: its Function (name, system name, file) and line number. */
+static int penc_line(struct penc *e, const char *name, const char *system_name, const char *file,
+		     uint32_t line, pb_line **out)
+{
+	pb_function *fn = prof_pool_alloc(&e->pool, sizeof(*fn));
+	pb_line *ln = prof_pool_alloc(&e->pool, sizeof(*ln));
+	if (!fn || !ln)
+		return -ENOMEM;
+	*fn = (pb_function)PERFTOOLS__PROFILES__FUNCTION__INIT;
+	*ln = (pb_line)PERFTOOLS__PROFILES__LINE__INIT;
+	int r = pstr(e, name, &fn->name);
+	if (r == 0)
+		r = pstr(e, system_name && *system_name ? system_name : name, &fn->system_name);
+	if (r == 0)
+		r = pstr(e, file, &fn->filename);
+	if (r == 0)
+		r = pmsg(e, T_FN, &fn->base, &fn->id, &ln->function_id);
+	if (r < 0)
+		return r;
+	ln->line = line;
+	*out = ln;
+	return 0;
+}
+
 static int penc_location(struct penc *e, const struct pf_prof_process *p, uint32_t fi,
 			 uint64_t *map_ids, uint64_t *id)
 {
@@ -120,26 +144,27 @@ static int penc_location(struct penc *e, const struct pf_prof_process *p, uint32
 		l->mapping_id = map_ids[f->mapping];
 	}
 	if (f->function && *f->function) {
-		pb_function *fn = prof_pool_alloc(&e->pool, sizeof(*fn));
-		pb_line *ln = prof_pool_alloc(&e->pool, sizeof(*ln));
-		pb_line **lines = prof_pool_alloc(&e->pool, sizeof(*lines));
-		if (!fn || !ln || !lines)
+		/* Inlined functions first, the function they were inlined into last (pprof's
+		 * Location.line order). */
+		size_t n = 0;
+		pb_line **lines = prof_pool_alloc(&e->pool, (f->n_inlined + 1) * sizeof(*lines));
+		if (!lines)
 			return -ENOMEM;
-		*fn = (pb_function)PERFTOOLS__PROFILES__FUNCTION__INIT;
-		*ln = (pb_line)PERFTOOLS__PROFILES__LINE__INIT;
-		r = pstr(e, f->function, &fn->name);
-		if (r == 0)
-			r = pstr(e, f->function, &fn->system_name);
-		if (r == 0)
-			r = pstr(e, f->file, &fn->filename);
-		if (r == 0)
-			r = pmsg(e, T_FN, &fn->base, &fn->id, &ln->function_id);
+		for (uint32_t k = 0; k < f->n_inlined && f->inlined; k++) {
+			const struct pf_prof_inline *in = &f->inlined[k];
+			if (!in->function || !*in->function)
+				continue;
+			r = penc_line(e, in->function, in->system_name, in->file, in->line,
+				      &lines[n]);
+			if (r < 0)
+				return r;
+			n++;
+		}
+		r = penc_line(e, f->function, f->system_name, f->file, f->line, &lines[n]);
 		if (r < 0)
 			return r;
-		ln->line = f->line;
-		lines[0] = ln;
 		l->line = lines;
-		l->n_line = 1;
+		l->n_line = n + 1;
 	}
 	return pmsg(e, T_LOC, &l->base, &l->id, id);
 }
@@ -556,6 +581,10 @@ static int pdec_run(struct pdec *d)
 			const pb_function *fn = p->function[pos];
 			if (pd_str(d, fn->name, &f->function, &rc) == 0 && !f->function)
 				pd_str(d, fn->system_name, &f->function, &rc);
+			else if (rc == 0 && f->function && fn->system_name > 0 &&
+				 (uint64_t)fn->system_name < d->p->n_string_table &&
+				 strcmp(d->p->string_table[fn->system_name], f->function))
+				pd_str(d, fn->system_name, &f->system_name, &rc);
 			if (rc == 0)
 				pd_str(d, fn->filename, &f->file, &rc);
 			f->line = l->line[k]->line > 0 && l->line[k]->line <= UINT32_MAX

@@ -34,12 +34,29 @@ static struct pf_prof_process *fixture_process(struct pf_prof_window *w,
 	p->n_mappings = 2;
 
 	struct pf_prof_frame *f = pf_prof_alloc(w, 5 * sizeof(*f));
-	f[0] = (struct pf_prof_frame){0x401000, 0, PF_FRAME_NATIVE, S(w, "main"), S(w, "app.c"), 10};
-	f[1] = (struct pf_prof_frame){0x401100, 0, PF_FRAME_NATIVE, S(w, "work_a"), S(w, "app.c"), 20};
-	f[2] = (struct pf_prof_frame){0x401200, 0, PF_FRAME_NATIVE, S(w, "work_b"), S(w, "app.c"), 30};
-	f[3] = (struct pf_prof_frame){0xffffffff81001000ull, 1, PF_FRAME_KERNEL,
-				      S(w, "do_syscall_64"), NULL, 0};
-	f[4] = (struct pf_prof_frame){0x401300, 0, PF_FRAME_NATIVE, NULL, NULL, 0};
+#define FR(a_, m_, k_, fn_, file_, ln_)                                                            \
+	(struct pf_prof_frame)                                                                     \
+	{                                                                                          \
+		.address = (a_), .mapping = (m_), .kind = (k_), .function = (fn_),                 \
+		.file = (file_), .line = (ln_)                                                     \
+	}
+	f[0] = FR(0x401000, 0, PF_FRAME_NATIVE, S(w, "main"), S(w, "app.c"), 10);
+	f[1] = FR(0x401100, 0, PF_FRAME_NATIVE, S(w, "work_a"), S(w, "app.c"), 20);
+	f[2] = FR(0x401200, 0, PF_FRAME_NATIVE, S(w, "work_b"), S(w, "app.c"), 30);
+	f[3] = FR(0xffffffff81001000ull, 1, PF_FRAME_KERNEL, S(w, "do_syscall_64"), NULL, 0);
+	f[4] = FR(0x401300, 0, PF_FRAME_NATIVE, NULL, NULL, 0);
+#undef FR
+	if (flags & PROF_FIX_NAMES) {
+		struct pf_prof_inline *in = pf_prof_alloc(w, 2 * sizeof(*in));
+		in[0] = (struct pf_prof_inline){S(w, "app::leaf()"), S(w, "_ZN3app4leafEv"),
+						S(w, "app.h"), 3};
+		in[1] = (struct pf_prof_inline){S(w, "mid"), NULL, S(w, "app.c"), 15};
+		f[1].function = S(w, "app::work_a(int)");
+		f[1].system_name = S(w, "_ZN3app6work_aEi");
+		f[1].line = 21;
+		f[1].inlined = in;
+		f[1].n_inlined = 2;
+	}
 	p->frames = f;
 	p->n_frames = 5;
 

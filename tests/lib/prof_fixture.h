@@ -20,6 +20,10 @@ enum {
 	PROF_FIX_TIMESTAMPS = 1 << 0, /* per-sample timestamps on every sample */
 	PROF_FIX_LINK = 1 << 1,       /* sample 0 of pid 100 carries a trace link */
 	PROF_FIX_MIXED = 1 << 2,      /* timestamps on all samples but one of pid 100 */
+	/* work_a is the C++ function "app::work_a(int)" (system name "_ZN3app6work_aEi", line
+	 * 21 calling mid) with two functions inlined at its address, innermost first:
+	 * "app::leaf()" ("_ZN3app4leafEv", app.h:3) and "mid" (no system name, app.c:15). */
+	PROF_FIX_NAMES = 1 << 3,
 };
 
 struct pf_prof_window *prof_fixture_window(unsigned flags);

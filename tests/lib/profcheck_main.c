@@ -7,10 +7,12 @@
  *    "w", ...}, "samples": 390, "leaf": {"hot_a": 260, ...},
  *    "stacks": {"hot_a;caller_a;main": 260, ...}, "first_ts": ..., "last_ts": ... (sample
  *    timestamps, 0 without), "tids": {"43": 390}, "links": {"<trace hex>/<span hex>": 390},
- *    "unlinked": 0}]}
- * ("links": samples per trace link, for the samples that carry one.)
+ *    "unlinked": 0, "system_names": {"ns::f()": "_ZN2ns1fEv", ...}}]}
+ * ("links": samples per trace link, for the samples that carry one; "system_names": the
+ * mangled name of each function whose readable name differs.)
  *
- * Stacks are leaf first, ";"-joined function names ("0x<address>" for an unsymbolized frame).
+ * Stacks are leaf first, ";"-joined function names ("0x<address>" for an unsymbolized frame),
+ * the functions inlined at a frame's address before it, innermost first.
  * Exit status: 0 conformant, 1 violations, 2 unreadable or undecodable file. */
 #include <errno.h>
 #include <inttypes.h>
@@ -65,8 +67,18 @@ static json_t *process_json(const struct pf_prof_process *p)
 	json_t *o = json_object(), *attrs = json_object(), *leaf = json_object(),
 	       *stacks = json_object(), *tids = json_object(), *links = json_object();
 	uint64_t total = 0, first = 0, last = 0, unlinked = 0;
+	json_t *sys = json_object();
 	for (size_t i = 0; i < p->n_attrs; i++)
 		json_object_set_new(attrs, p->attrs[i].key, json_string(p->attrs[i].value));
+	for (size_t i = 0; i < p->n_frames; i++) {
+		const struct pf_prof_frame *f = &p->frames[i];
+		if (f->function && f->system_name)
+			json_object_set_new(sys, f->function, json_string(f->system_name));
+		for (uint32_t j = 0; f->inlined && j < f->n_inlined; j++)
+			if (f->inlined[j].function && f->inlined[j].system_name)
+				json_object_set_new(sys, f->inlined[j].function,
+						    json_string(f->inlined[j].system_name));
+	}
 	for (size_t i = 0; i < p->n_samples; i++) {
 		const struct pf_prof_sample *s = &p->samples[i];
 		const struct pf_prof_stack *st = &p->stacks[s->stack];
@@ -92,10 +104,20 @@ static json_t *process_json(const struct pf_prof_process *p)
 		}
 		pf_buf_init(&b, 1 << 20);
 		for (uint32_t k = 0; k < st->n_frames; k++) {
+			const struct pf_prof_frame *f = &p->frames[st->frames[k]];
+			/* functions inlined at the address first, innermost first */
+			for (uint32_t j = 0; f->inlined && j < f->n_inlined; j++) {
+				const char *in = f->inlined[j].function;
+				if (!in)
+					continue;
+				if (!b.len)
+					add_count(leaf, in, s->count);
+				pf_buf_printf(&b, "%s%s", b.len ? ";" : "", in);
+			}
 			frame_name(p, st->frames[k], name, sizeof(name));
-			if (k == 0)
+			if (!b.len)
 				add_count(leaf, name, s->count);
-			pf_buf_printf(&b, "%s%s", k ? ";" : "", name);
+			pf_buf_printf(&b, "%s%s", b.len ? ";" : "", name);
 		}
 		add_count(stacks, b.data ? pf_buf_str(&b) : "", s->count);
 		pf_buf_release(&b);
@@ -110,6 +132,7 @@ static json_t *process_json(const struct pf_prof_process *p)
 	json_object_set_new(o, "tids", tids);
 	json_object_set_new(o, "links", links);
 	json_object_set_new(o, "unlinked", json_integer((json_int_t)unlinked));
+	json_object_set_new(o, "system_names", sys);
 	return o;
 }
 

@@ -46,13 +46,29 @@ struct pf_prof_mapping {
 	const char *build_id; /* GNU build id, lowercase hex, NULL when unknown */
 };
 
+/* A function the compiler inlined at a frame's address (DWARF inlined subroutine). */
+struct pf_prof_inline {
+	const char *function;    /* readable name, NULL when unknown */
+	const char *system_name; /* as the binary names it (mangled), NULL when unknown */
+	const char *file;        /* source file, NULL when unknown */
+	uint32_t line;           /* 0 when unknown */
+};
+
 struct pf_prof_frame {
 	uint64_t address;     /* absolute (user: virtual address in the process) */
 	int32_t mapping;      /* index into mappings, -1 when none */
 	uint8_t kind;         /* enum pf_frame_kind */
-	const char *function; /* symbol name, NULL when unknown */
+	const char *function; /* readable symbol name (C++/Rust demangled), NULL when unknown */
 	const char *file;     /* source file from DWARF, NULL when unknown */
 	uint32_t line;        /* 0 when unknown */
+	const char *system_name; /* the symbol as the binary names it (C++/Rust mangled); NULL
+				  * means the same as function */
+	/* Functions inlined at address, innermost first: inlined[0] is where the CPU was, each
+	 * one was inlined into the next and the last into function. With inlined functions,
+	 * file/line of the frame are the call site in function of inlined[n_inlined - 1]. As
+	 * frames of a stack they come before the frame itself (leaf first). */
+	uint32_t n_inlined;
+	const struct pf_prof_inline *inlined;
 };
 
 struct pf_prof_stack {

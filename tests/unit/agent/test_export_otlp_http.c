@@ -31,6 +31,7 @@
 #include <openssl/x509.h>
 
 #include "exporter.h"
+#include "loopback.h"
 #include "otlp_http.h"
 #include "otlp_profiles.h"
 #include "pf/gzip.h"
@@ -115,14 +116,8 @@ static void server_start(struct server *s, int status, const char *body)
 	s->status = status;
 	s->body = body;
 	pf_buf_init(&s->req_body, 16 << 20);
-	s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	s->lfd = test_loopback_listen(4, &s->port);
 	assert_true(s->lfd >= 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	assert_int_equal(bind(s->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(listen(s->lfd, 4), 0);
-	socklen_t l = sizeof(a);
-	getsockname(s->lfd, (struct sockaddr *)&a, &l);
-	s->port = ntohs(a.sin_port);
 	assert_int_equal(pthread_create(&s->th, NULL, serve, s), 0);
 }
 
@@ -334,13 +329,7 @@ static void test_timeout_and_refused(void **state)
 	server_done(&s);
 
 	/* a port nobody listens on: bind one, note it, close it */
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	bind(fd, (struct sockaddr *)&a, sizeof(a));
-	socklen_t l = sizeof(a);
-	getsockname(fd, (struct sockaddr *)&a, &l);
-	close(fd);
-	cfg_for(&cfg, url, sizeof(url), ntohs(a.sin_port), "", PF_COMPRESSION_GZIP);
+	cfg_for(&cfg, url, sizeof(url), test_dead_port(), "", PF_COMPRESSION_GZIP);
 	h = agent_otlp_http_new(&cfg, NULL);
 	struct pf_error err = {0};
 	assert_int_equal(agent_otlp_http_post(h, bytes.data, bytes.len, NULL, &err),

@@ -3,7 +3,13 @@
  * against binutils' readelf), unresolvable frames keeping address/mapping, a process that
  * exited after capture, kernel frames from /proc/kallsyms and through a kernel resolver
  * (batching, caching, unresolved results, fallback), compressed DWARF over the inflate bound,
- * a stripped file's symbols and lines from its separate debug file (by build id). */
+ * a stripped file's symbols and lines from its separate debug file (by build id).
+ * Names people can read, on live processes built here: a C++ program (g++) and a Rust program in
+ * both manglings (rustc, legacy and v0; skipped with a message when rustc is not on PATH)
+ * resolve to demangled functions with the mangled symbol as system_name; an inline-heavy C
+ * program built with -O2 -g shows its inlined functions as the frame's inlined list, innermost
+ * first with their own lines (checked against binutils' addr2line -i), also when the binary is
+ * stripped and its DWARF is only in a separate .build-id/xx/yyyy.debug file. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -36,17 +42,97 @@ static const char target_src[] = "#include <stdio.h>\n"
 				 "\treturn 0;\n"
 				 "}\n";
 
+static const char cxx_src[] =
+	"#include <cstdio>\n"
+	"#include <unistd.h>\n"
+	"namespace checkout {\n"
+	"struct Order {\n"
+	"\tunsigned n;\n"
+	"\t__attribute__((noinline)) unsigned price() const;\n"
+	"};\n"
+	"unsigned Order::price() const { unsigned s = 0; for (unsigned i = 0; i < n; i++) s += i * 7; "
+	"return s; }\n"
+	"template <typename T> __attribute__((noipa)) T total(const T &a, const T &b) { return a + b; "
+	"}\n"
+	"}\n"
+	"extern \"C\" __attribute__((noinline)) unsigned pf_ready(unsigned x) { return x + 1; }\n"
+	"int main(int argc, char **)\n"
+	"{\n"
+	"\tstd::printf(\"%p\\n\", (void *)pf_ready);\n"
+	"\tstd::fflush(stdout);\n"
+	"\tcheckout::Order o{(unsigned)argc * 100u};\n"
+	"\tif (checkout::total<unsigned>(o.price(), pf_ready(1)) == 42)\n"
+	"\t\treturn 1;\n"
+	"\tpause();\n"
+	"\treturn 0;\n"
+	"}\n";
+
+/* Lines matter: mix_leaf is on line 4, mix_mid calls it on line 5, pf_outer calls mix_mid on
+ * line 8. */
+static const char inl_src[] =
+	"#include <stdio.h>\n"
+	"#include <unistd.h>\n"
+	"static inline __attribute__((always_inline)) unsigned\n"
+	"mix_leaf(unsigned x) { x ^= x << 13; x ^= x >> 17; return x ^ (x << 5); }\n"
+	"static inline __attribute__((always_inline)) unsigned mix_mid(unsigned x) { return "
+	"mix_leaf(x + 7) * 3; }\n"
+	"__attribute__((noinline)) unsigned pf_outer(unsigned n)\n"
+	"{\n"
+	"\tunsigned s = 1; for (unsigned i = 0; i < n; i++) s += mix_mid(s + i);\n"
+	"\treturn s;\n"
+	"}\n"
+	"int main(int argc, char **argv)\n"
+	"{\n"
+	"\tprintf(\"%p\\n\", (void *)pf_outer);\n"
+	"\tfflush(stdout);\n"
+	"\tif (pf_outer((unsigned)argc * 1000u) == 42)\n"
+	"\t\treturn 1;\n"
+	"\tpause();\n"
+	"\treturn 0;\n"
+	"}\n";
+
+static const char rust_src[] =
+	"mod work {\n"
+	"    #[inline(never)]\n"
+	"    pub fn burn(n: u64) -> u64 {\n"
+	"        let mut s = 0u64;\n"
+	"        for i in 0..n { s = s.wrapping_add(i.wrapping_mul(7)); }\n"
+	"        s\n"
+	"    }\n"
+	"}\n"
+	"fn main() {\n"
+	"    println!(\"{:p}\", work::burn as fn(u64) -> u64);\n"
+	"    if work::burn(std::env::args().count() as u64 * 1000) == 42 { return; }\n"
+	"    loop { std::thread::sleep(std::time::Duration::from_secs(1)); }\n"
+	"}\n";
+
 static char dir[64], src[128], pie[128], nopie[128], noid[128], gz[128], stripped[128],
 	dbgdir[128];
 
+static int vsh(const char *fmt, va_list ap)
+{
+	char cmd[2048];
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	return system(cmd);
+}
+
 static void sh(const char *fmt, ...)
 {
-	char cmd[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	int rc = vsh(fmt, ap);
 	va_end(ap);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(rc, 0);
+}
+
+/* sh() without the assertion: the command's status. */
+static int sh_rc(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = vsh(fmt, ap);
+	va_end(ap);
+	return rc;
 }
 
 static void readelf_build_id(const char *path, char *out, size_t n);
@@ -485,6 +571,184 @@ static void test_maps_query_equals_text(void **state)
 	assert_int_equal(pf_exec_maps_render((uint32_t)pid, false, a[0], sizeof(a[0])), -ENOENT);
 }
 
+/* ---- names people can read -------------------------------------------------------------- */
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* ELF address of a symbol of a non-PIE binary (nm), 0 when absent. */
+static uint64_t nm_addr(const char *bin, const char *symbol)
+{
+	char cmd[512], line[512];
+	snprintf(cmd, sizeof(cmd), "nm --defined-only %s", bin);
+	FILE *f = popen(cmd, "r");
+	assert_non_null(f);
+	uint64_t a = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char name[400];
+		unsigned long long v;
+		char t;
+		if (sscanf(line, "%llx %c %399s", &v, &t, name) == 3 && !strcmp(name, symbol))
+			a = v;
+	}
+	pclose(f);
+	return a;
+}
+
+static void test_cxx(void **state)
+{
+	char cc[128], bin[128];
+	snprintf(cc, sizeof(cc), "%s/orders.cc", dir);
+	snprintf(bin, sizeof(bin), "%s/orders", dir);
+	write_file(cc, cxx_src);
+	sh("g++ -g -O2 -no-pie -o %s %s", bin, cc);
+	uint64_t ready, a_price = nm_addr(bin, "_ZNK8checkout5Order5priceEv"),
+			a_total = nm_addr(bin, "_ZN8checkout5totalIjEET_RKS1_S3_");
+	assert_true(a_price && a_total);
+	pid_t pid = run_target(bin, &ready);
+	struct pf_symbolizer *sym = pf_symbolizer_new(NULL);
+	assert_int_equal(pf_symbolizer_capture(sym, (uint32_t)pid), 0);
+	stop(pid);
+	struct pf_prof_window *w = pf_prof_window_new();
+	struct pf_prof_process p = {0};
+	struct pf_prof_frame fr[4] = {{.address = a_price + 1}, {.address = a_total + 1},
+				      {.address = ready + 1}, {.address = a_price + 2}};
+	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &p, fr, 4), 0);
+	assert_string_equal(fr[0].function, "checkout::Order::price() const");
+	assert_string_equal(fr[0].system_name, "_ZNK8checkout5Order5priceEv");
+	assert_non_null(strstr(fr[0].file, "orders.cc"));
+	assert_non_null(strstr(fr[1].function, "checkout::total<unsigned int>(unsigned int const&"));
+	assert_string_equal(fr[1].system_name, "_ZN8checkout5totalIjEET_RKS1_S3_");
+	/* a C name reads the same: no separate system name */
+	assert_string_equal(fr[2].function, "pf_ready");
+	assert_null(fr[2].system_name);
+	struct pf_symbolizer_stats st;
+	pf_symbolizer_stats(sym, &st);
+	assert_int_equal(st.demangle_lookups, 3);
+	assert_true(st.demangle_hits >= 1); /* price() twice */
+	assert_int_equal(st.demangle_failed, 0);
+	pf_prof_window_free(w);
+	pf_symbolizer_free(sym);
+}
+
+static void rust_case(const char *flags, const char *prefix)
+{
+	char rs[128], bin[128];
+	snprintf(rs, sizeof(rs), "%s/rsnames.rs", dir);
+	snprintf(bin, sizeof(bin), "%s/rsnames%s", dir, prefix);
+	write_file(rs, rust_src);
+	sh("rustc -g -C opt-level=0 %s -o %s %s", flags, bin, rs);
+	uint64_t addr;
+	pid_t pid = run_target(bin, &addr); /* PIE: the runtime address, through the maps */
+	struct pf_symbolizer *sym = pf_symbolizer_new(NULL);
+	assert_int_equal(pf_symbolizer_capture(sym, (uint32_t)pid), 0);
+	stop(pid);
+	struct pf_prof_window *w = pf_prof_window_new();
+	struct pf_prof_process p = {0};
+	struct pf_prof_frame fr = {.address = addr + 1};
+	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &p, &fr, 1), 0);
+	assert_non_null(fr.function);
+	assert_string_equal(fr.function, "rsnames::work::burn");
+	assert_non_null(fr.system_name);
+	assert_memory_equal(fr.system_name, prefix, strlen(prefix));
+	assert_non_null(strstr(fr.system_name, "4burn"));
+	pf_prof_window_free(w);
+	pf_symbolizer_free(sym);
+}
+
+static void test_rust(void **state)
+{
+	if (sh_rc("command -v rustc >/dev/null 2>&1") != 0) {
+		print_message("rustc not on PATH: the Rust part is skipped\n");
+		skip();
+	}
+	rust_case("", "_ZN");                             /* legacy, the default */
+	rust_case("-C symbol-mangling-version=v0", "_R"); /* v0 */
+}
+
+/* Resolves every address of pf_outer's first n bytes; the index of the first frame whose
+ * inlined list starts with mix_leaf, or -1. */
+static int find_inlined(const char *bin, struct pf_symbolizer_options *opt,
+			struct pf_prof_window *w, struct pf_prof_frame *fr, size_t n)
+{
+	uint64_t addr;
+	pid_t pid = run_target(bin, &addr);
+	struct pf_symbolizer *sym = pf_symbolizer_new(opt);
+	assert_int_equal(pf_symbolizer_capture(sym, (uint32_t)pid), 0);
+	stop(pid);
+	for (size_t i = 0; i < n; i++)
+		fr[i] = (struct pf_prof_frame){.address = addr + i};
+	struct pf_prof_process p = {0};
+	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &p, fr, n), 0);
+	int found = -1;
+	for (size_t i = 0; i < n && found < 0; i++)
+		if (fr[i].function && !strcmp(fr[i].function, "pf_outer") && fr[i].n_inlined == 2 &&
+		    fr[i].inlined[0].function && !strcmp(fr[i].inlined[0].function, "mix_leaf"))
+			found = (int)i;
+	struct pf_symbolizer_stats st;
+	pf_symbolizer_stats(sym, &st);
+	assert_true(found < 0 || st.inlined_frames >= 2);
+	pf_symbolizer_free(sym);
+	return found;
+}
+
+static void check_inlined(const char *bin, const struct pf_prof_frame *fr)
+{
+	assert_string_equal(fr->inlined[1].function, "mix_mid");
+	assert_null(fr->inlined[0].system_name);
+	assert_int_equal(fr->inlined[0].line, 4); /* where the CPU is in mix_leaf */
+	assert_int_equal(fr->inlined[1].line, 5); /* mix_mid's call of mix_leaf */
+	assert_int_equal(fr->line, 8);            /* pf_outer's call of mix_mid */
+	assert_non_null(strstr(fr->inlined[0].file, "inl.c"));
+	assert_non_null(strstr(fr->file, "inl.c"));
+	/* binutils agrees (non-PIE: the runtime address is the ELF address) */
+	char cmd[512], out[1024] = {0};
+	snprintf(cmd, sizeof(cmd),
+		 "addr2line -i -f -s -e %s 0x%llx | sed 's/ (discriminator [0-9]*)//' | tr '\\n' ' '",
+		 bin, (unsigned long long)fr->address);
+	FILE *f = popen(cmd, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(out, sizeof(out), f));
+	pclose(f);
+	assert_string_equal(out, "mix_leaf inl.c:4 mix_mid inl.c:5 pf_outer inl.c:8 ");
+}
+
+static void test_inlined(void **state)
+{
+	char c[128], bin[128], strip[160], dbg[128], id[128] = {0};
+	snprintf(c, sizeof(c), "%s/inl.c", dir);
+	snprintf(bin, sizeof(bin), "%s/inl", dir);
+	write_file(c, inl_src);
+	sh("cc -g -O2 -no-pie -Wl,--build-id=sha1 -o %s %s", bin, c);
+	struct pf_prof_window *w = pf_prof_window_new();
+	struct pf_prof_frame fr[160];
+	int i = find_inlined(bin, NULL, w, fr, 160);
+	assert_true(i >= 0);
+	check_inlined(bin, &fr[i]);
+
+	/* stripped, DWARF only in <debug_dir>/.build-id/xx/yyyy.debug */
+	snprintf(strip, sizeof(strip), "%s/inl-stripped", dir);
+	snprintf(dbg, sizeof(dbg), "%s/inl-debug", dir);
+	readelf_build_id(bin, id, sizeof(id));
+	assert_int_equal(strlen(id), 40);
+	sh("cp %s %s && mkdir -p %s/.build-id/%.2s && objcopy --only-keep-debug %s "
+	   "%s/.build-id/%.2s/%s.debug && strip --strip-all %s",
+	   bin, strip, dbg, id, strip, dbg, id, id + 2, strip);
+	struct pf_symbolizer_options o = {.debug_dir = dbg};
+	i = find_inlined(strip, &o, w, fr, 160);
+	assert_true(i >= 0);
+	check_inlined(bin, &fr[i]);
+	/* without the debug file: no inlined list, and never a wrong one */
+	struct pf_symbolizer_options none = {.debug_dir = "/nonexistent"};
+	assert_int_equal(find_inlined(strip, &none, w, fr, 160), -1);
+	pf_prof_window_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -497,6 +761,9 @@ int main(void)
 		cmocka_unit_test(test_debug_file),
 		cmocka_unit_test(test_kernel_resolver),
 		cmocka_unit_test(test_maps_query_equals_text),
+		cmocka_unit_test(test_cxx),
+		cmocka_unit_test(test_rust),
+		cmocka_unit_test(test_inlined),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

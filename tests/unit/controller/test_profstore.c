@@ -221,6 +221,47 @@ static void test_window_and_merge(void **state)
 	pf_prof_window_free(w);
 }
 
+/* Functions inlined at an address are nodes of their own under the function they were inlined
+ * into, innermost deepest, in the tree and in the compact form alike. */
+static void test_inlined_nodes(void **state)
+{
+	(void)state;
+	struct pf_prof_window *w = prof_fixture_window(PROF_FIX_NAMES);
+	struct pf_flame *f = pf_flame_new(1000), *c = pf_flame_new(1000);
+	assert_int_equal(pf_flame_add_window(f, w, 0), 0);
+	struct pf_buf blob;
+	for (size_t i = 0; i < w->n_processes; i++) {
+		pf_buf_init(&blob, 1 << 20);
+		assert_int_equal(pf_flame_compact_encode(&w->processes[i], 0, &blob), 0);
+		assert_int_equal(pf_flame_add_compact(c, blob.data, blob.len, 0), 0);
+		pf_buf_release(&blob);
+	}
+	for (int k = 0; k < 2; k++) {
+		json_t *j = tree_json(k ? c : f, false, 0);
+		json_t *a = child(child(j, "main"), "app::work_a(int)");
+		assert_non_null(a);
+		assert_int_equal(ival(a, "value"), 8);
+		json_t *mid = child(a, "mid");
+		assert_non_null(mid);
+		json_t *leaf = child(mid, "app::leaf()");
+		assert_non_null(leaf);
+		assert_int_equal(ival(leaf, "value"), 8);
+		assert_null(json_object_get(leaf, "children"));
+		json_decref(j);
+	}
+	/* top functions: the innermost inlined function has the self time */
+	struct pf_flame_fn *top;
+	size_t n;
+	assert_int_equal(pf_flame_top(f, 0, 1, &top, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(top[0].name, "app::leaf()");
+	assert_int_equal(top[0].self, 8);
+	free(top);
+	pf_flame_free(f);
+	pf_flame_free(c);
+	pf_prof_window_free(w);
+}
+
 /* ---- receiver */
 
 struct fx {
@@ -765,6 +806,7 @@ int main(void)
 		cmocka_unit_test(test_truncation),
 		cmocka_unit_test(test_json_escaping),
 		cmocka_unit_test(test_window_and_merge),
+		cmocka_unit_test(test_inlined_nodes),
 		cmocka_unit_test(test_response_encoding),
 		cmocka_unit_test_setup_teardown(test_ingest_ok_and_load, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ingest_errors, setup, teardown),

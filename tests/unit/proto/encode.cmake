@@ -2,7 +2,8 @@
 # conformance checker in tests/lib/. Included from tests/unit/proto/CMakeLists.txt; paths are
 # relative to this file so it works from any including directory.
 #
-#   pf_proftest       tests/lib: profcheck (conformance checker) + prof_fixture (test windows);
+#   pf_proftest       tests/lib: profcheck (conformance checker) + prof_fixture (test windows)
+#                     + loopback (listening sockets on 127.0.0.1);
 #                     reads generated protobuf-c code (pf_proto_gen_headers, test-only use)
 #   test_otlp_profiles, test_pprof_codec, test_profcheck   label unit
 #   interop_otlp_profiles_protoc   label interop: protoc --decode against the upstream schema
@@ -12,7 +13,8 @@ set(_enc_dir ${CMAKE_CURRENT_LIST_DIR})
 set(_enc_lib ${PROJECT_SOURCE_DIR}/tests/lib)
 
 if(NOT TARGET pf_proftest)
-	add_library(pf_proftest STATIC ${_enc_lib}/profcheck.c ${_enc_lib}/prof_fixture.c)
+	add_library(pf_proftest STATIC ${_enc_lib}/profcheck.c ${_enc_lib}/prof_fixture.c
+		${_enc_lib}/loopback.c)
 	target_include_directories(pf_proftest PUBLIC ${_enc_lib})
 	target_link_libraries(pf_proftest PUBLIC pf_proto pf_proto_gen_headers pf_common
 		PRIVATE pf_warnings)

@@ -276,6 +276,69 @@ static void test_round_trip(void **state)
 	pf_prof_window_free(w);
 }
 
+/* Demangled names keep their mangled form as Function.system_name; functions inlined at an
+ * address are the Location's first lines (innermost first), the function they were inlined
+ * into the last; the output stays conformant and decodes back to the same frames. */
+static void test_names_and_inlines(void **state)
+{
+	struct pf_prof_window *w = prof_fixture_window(PROF_FIX_NAMES);
+	struct pf_buf b;
+	encode(w, &b, NULL);
+	assert_conformant(&b);
+	pb_request *q = unpack(&b);
+	const Opentelemetry__Proto__Profiles__V1development__ProfilesDictionary *d = q->dictionary;
+	int name = find_string(q, "app::work_a(int)"), sys = find_string(q, "_ZN3app6work_aEi");
+	assert_true(name > 0 && sys > 0);
+	int seen = 0;
+	for (size_t i = 0; i < d->n_location_table; i++) {
+		const Opentelemetry__Proto__Profiles__V1development__Location *l = d->location_table[i];
+		if (l->address != 0x401100)
+			continue;
+		seen++;
+		assert_int_equal(l->n_lines, 3);
+		const Opentelemetry__Proto__Profiles__V1development__Function *fn =
+			d->function_table[l->lines[2]->function_index];
+		assert_int_equal(fn->name_strindex, name);
+		assert_int_equal(fn->system_name_strindex, sys);
+		assert_int_equal(l->lines[2]->line, 21);
+		fn = d->function_table[l->lines[0]->function_index];
+		assert_string_equal(d->string_table[fn->name_strindex], "app::leaf()");
+		assert_string_equal(d->string_table[fn->system_name_strindex], "_ZN3app4leafEv");
+		assert_string_equal(d->string_table[fn->filename_strindex], "app.h");
+		assert_int_equal(l->lines[0]->line, 3);
+		fn = d->function_table[l->lines[1]->function_index];
+		assert_string_equal(d->string_table[fn->name_strindex], "mid");
+		assert_string_equal(d->string_table[fn->system_name_strindex], "mid");
+		assert_int_equal(l->lines[1]->line, 15);
+	}
+	assert_int_equal(seen, 1); /* one location, shared by both processes */
+	protobuf_c_message_free_unpacked(&q->base, NULL);
+
+	struct pf_prof_window *r = NULL;
+	assert_int_equal(pf_otlp_profiles_decode(b.data, b.len, 1 << 20, &r, NULL), 0);
+	const struct pf_prof_process *p = &r->processes[0];
+	const struct pf_prof_frame *f = &p->frames[p->stacks[p->samples[0].stack].frames[0]];
+	assert_string_equal(f->function, "app::work_a(int)");
+	assert_string_equal(f->system_name, "_ZN3app6work_aEi");
+	assert_int_equal(f->line, 21);
+	assert_int_equal(f->n_inlined, 2);
+	assert_string_equal(f->inlined[0].function, "app::leaf()");
+	assert_string_equal(f->inlined[0].system_name, "_ZN3app4leafEv");
+	assert_string_equal(f->inlined[0].file, "app.h");
+	assert_int_equal(f->inlined[0].line, 3);
+	assert_string_equal(f->inlined[1].function, "mid");
+	assert_null(f->inlined[1].system_name); /* same as the name */
+	assert_int_equal(f->inlined[1].line, 15);
+	/* a plain C name has no separate system name */
+	const struct pf_prof_frame *m = &p->frames[p->stacks[p->samples[0].stack].frames[1]];
+	assert_string_equal(m->function, "main");
+	assert_null(m->system_name);
+	assert_int_equal(m->n_inlined, 0);
+	pf_prof_window_free(r);
+	pf_buf_release(&b);
+	pf_prof_window_free(w);
+}
+
 /* A profile keeps the OTLP profile_id it came with through decode and re-encode (the embedded
  * store re-encodes each process; agents report the ids of what they sent). */
 static void test_profile_id_kept(void **state)
@@ -510,6 +573,7 @@ int main(void)
 		cmocka_unit_test(test_time_range_widened),
 		cmocka_unit_test(test_links),
 		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_names_and_inlines),
 		cmocka_unit_test(test_profile_id_kept),
 		cmocka_unit_test(test_encode_errors),
 		cmocka_unit_test(test_decode_refuses),

@@ -106,6 +106,36 @@ static void test_encode(void **state)
 	pf_prof_window_free(w);
 }
 
+/* pprof: inlined functions are the Location's first lines, system_name the mangled name; the
+ * decoder (as for Go's inlining) gives each line its own frame, innermost first. */
+static void test_names_and_inlines(void **state)
+{
+	struct pf_prof_window *w = prof_fixture_window(PROF_FIX_NAMES), *r = NULL;
+	struct pf_buf gz;
+	pf_buf_init(&gz, 1 << 20);
+	assert_int_equal(pf_pprof_encode(w, 100, &gz, NULL), 0);
+	assert_int_equal(pf_pprof_decode(gz.data, gz.len, 1 << 20, &r, NULL), 0);
+	const struct pf_prof_process *p = &r->processes[0];
+	const struct pf_prof_stack *st = &p->stacks[p->samples[0].stack];
+	assert_int_equal(st->n_frames, 4); /* leaf, mid, work_a, main */
+	const struct pf_prof_frame *f = &p->frames[st->frames[0]];
+	assert_string_equal(f->function, "app::leaf()");
+	assert_string_equal(f->system_name, "_ZN3app4leafEv");
+	assert_int_equal(f->line, 3);
+	f = &p->frames[st->frames[1]];
+	assert_string_equal(f->function, "mid");
+	assert_null(f->system_name);
+	f = &p->frames[st->frames[2]];
+	assert_string_equal(f->function, "app::work_a(int)");
+	assert_string_equal(f->system_name, "_ZN3app6work_aEi");
+	assert_int_equal(f->line, 21);
+	assert_int_equal(f->address, 0x401100);
+	assert_string_equal(p->frames[st->frames[3]].function, "main");
+	pf_prof_window_free(r);
+	pf_buf_release(&gz);
+	pf_prof_window_free(w);
+}
+
 static void test_round_trip(void **state)
 {
 	struct pf_prof_window *w = prof_fixture_window(0), *r = NULL;
@@ -264,6 +294,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_encode),
 		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_names_and_inlines),
 		cmocka_unit_test(test_decode_refuses),
 		cmocka_unit_test(test_sample_types),
 	};
