@@ -504,6 +504,72 @@ static void render_targets(struct w *w, const struct agent_dataplane_metrics *m)
 	}
 }
 
+/* The overhead guard, the shared profile rate limit and the high_cpu trigger. */
+static void render_limits(struct w *w, const struct agent_dataplane_metrics *m)
+{
+	const struct agent_guard_state *g = &m->guard;
+	char lab[LABELS_LEN];
+	if (g->configured_hz) {
+		gauge_u64(w, "guard_frequency_hz",
+			  "Sampling frequency the overhead guard lets the sampler run at.", g->hz);
+		gauge_u64(w, "guard_configured_frequency_hz",
+			  "Sampling frequency of the config (profiling.sampling.frequency_hz).",
+			  g->configured_hz);
+		gauge_u64(w, "guard_throttled",
+			  "1 while the overhead guard runs the sampler below the configured "
+			  "frequency.",
+			  g->throttled);
+		family(w, "guard_steps_total", "counter",
+		       "Frequency steps of the overhead guard, down (over budget) and up "
+		       "(restored).");
+		sample_u64(w, "guard_steps_total", "direction=\"down\"", g->steps_down);
+		sample_u64(w, "guard_steps_total", "direction=\"up\"", g->steps_up);
+		family(w, "guard_cpu_budget_percent", "gauge",
+		       "limits.max_cpu_percent: the agent's CPU budget, percent of one CPU.");
+		sample_f64(w, "guard_cpu_budget_percent", "", g->max_cpu_percent);
+		gauge_u64(w, "guard_memory_budget_bytes", "limits.max_memory_mb, in bytes.",
+			  (uint64_t)g->max_memory_mb << 20);
+	}
+	if (m->rate.limit) {
+		gauge_u64(w, "profiles_rate_limit",
+			  "limits.max_profiles_per_minute: profiles allowed in any 60 s, all "
+			  "sources together.",
+			  m->rate.limit);
+		gauge_u64(w, "profiles_rate_used", "Profiles allowed during the last 60 s.",
+			  m->rate.used);
+		family(w, "profiles_rate_limited_total", "counter",
+		       "Profiles dropped over limits.max_profiles_per_minute, by source.");
+		for (int i = 0; i < AGENT_SRC_N; i++) {
+			snprintf(lab, sizeof(lab), "source=\"%s\"", agent_profile_source_name(i));
+			sample_u64(w, "profiles_rate_limited_total", lab, m->rate.refused[i]);
+		}
+	}
+	if (m->has_high_cpu) {
+		const struct agent_high_cpu_stats *h = &m->high_cpu;
+		gauge_u64(w, "high_cpu_watched_processes",
+			  "Profiled processes whose CPU the high_cpu trigger reads.", h->tracked);
+		gauge_u64(w, "high_cpu_unwatched_processes",
+			  "Profiled processes over the trigger's bound (not read one by one).",
+			  h->untracked);
+		if (h->host_percent >= 0) {
+			family(w, "high_cpu_host_cpu_percent", "gauge",
+			       "Host CPU use at the last reading, percent of all CPUs.");
+			sample_f64(w, "high_cpu_host_cpu_percent", "", h->host_percent);
+		}
+		family(w, "high_cpu_fired_total", "counter",
+		       "high_cpu firings by rule: process (a process over the threshold), host (the "
+		       "host over it).");
+		sample_u64(w, "high_cpu_fired_total", "rule=\"process\"", h->fired);
+		sample_u64(w, "high_cpu_fired_total", "rule=\"host\"", h->host_fired);
+		counter_u64(w, "high_cpu_captures_total",
+			    "Captures started by the high_cpu trigger (one per process).",
+			    m->counters.high_cpu_captures);
+		family(w, "high_cpu_evaluation_seconds", "gauge",
+		       "Time the last high_cpu evaluation spent reading /proc.");
+		sample_f64(w, "high_cpu_evaluation_seconds", "", (double)h->last_update_ns / 1e9);
+	}
+}
+
 static void render_health(struct w *w, const struct pf_health *h)
 {
 	char lab[LABELS_LEN], name[LABELS_LEN - 16];
@@ -528,6 +594,7 @@ int agent_metrics_render(const struct agent_metrics_input *in, struct pf_buf *ou
 		render_sampler(&w, in->dp);
 		render_exporters(&w, in->dp);
 		render_targets(&w, in->dp);
+		render_limits(&w, in->dp);
 	}
 	if (in->health)
 		render_health(&w, in->health);

@@ -278,7 +278,7 @@ static size_t host_fire(struct agent_high_cpu *h, uint64_t now, double host_pct,
 		p->s.above_t = 0;
 		p->s.quiet_until = now + ((uint64_t)h->rule.duration_seconds +
 					  h->rule.cooldown_seconds) * NS_PER_S;
-		h->st.fired++;
+		h->st.host_fired_procs++;
 		h->st.last_pid = p->pid;
 		h->st.last_percent = p->s.pct;
 		if (n < cap)

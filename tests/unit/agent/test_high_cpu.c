@@ -171,6 +171,8 @@ static void test_host_rule_and_bounds(void **unused)
 	struct agent_high_cpu_stats st;
 	agent_high_cpu_stats(h, &st);
 	assert_int_equal(st.host_fired, 2);
+	assert_int_equal(st.host_fired_procs, 6);
+	assert_int_equal(st.fired, 0); /* no process over the threshold on its own */
 	assert_true(st.host_percent > 89.9 && st.host_percent < 90.1);
 	agent_high_cpu_free(h);
 
