@@ -790,9 +790,9 @@ static void guard_health(struct agent_dataplane *d)
 	uint64_t refused = 0;
 	for (int i = 0; i < AGENT_SRC_N; i++)
 		refused += rs.refused[i];
-	snprintf(status, sizeof(status), "%s; profiles %u of %u in the last minute, %" PRIu64
-		 " over the limit",
-		 line, rs.used, rs.limit, refused);
+	snprintf(status, sizeof(status),
+		 "%s; profiles %u of %u in the last minute, %" PRIu64 " over the limit", line,
+		 rs.used, rs.limit, refused);
 	bool at_floor = (d->guard_st.over_cpu || d->guard_st.over_memory) &&
 			d->guard_st.hz <= AGENT_GUARD_FLOOR_HZ;
 	agent_health_set(d->health, GUARD_NAME, !at_floor, status,
@@ -960,11 +960,13 @@ static void apply_config(struct agent_dataplane *d, struct pf_profcfg *cfg)
 	struct agent_guard_budget gb;
 	guard_budget(cfg, &gb);
 	if (agent_guard_set_budget(d->guard, &gb))
-		pf_log_info("dataplane: overhead guard: budget cpu %.2f%%, memory %u MiB, from %u Hz",
-			    gb.max_cpu_percent, gb.max_memory_mb, gb.frequency_hz);
+		pf_log_info(
+		    "dataplane: overhead guard: budget cpu %.2f%%, memory %u MiB, from %u Hz",
+		    gb.max_cpu_percent, gb.max_memory_mb, gb.frequency_hz);
 	agent_guard_state(d->guard, &d->guard_st);
 	if (agent_ratelimit_set_limit(d->rl, cfg->limits.max_profiles_per_minute) < 0)
-		pf_log_error("dataplane: limits.max_profiles_per_minute not applied: out of memory");
+		pf_log_error(
+		    "dataplane: limits.max_profiles_per_minute not applied: out of memory");
 	uint64_t window_open_ms = d->next_close_ms && old
 				      ? d->next_close_ms - (uint64_t)old->duration_seconds * 1000u
 				      : mono_ms();
@@ -1325,8 +1327,8 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 		return NULL;
 	}
 	struct pf_profcfg *defaults = pf_profcfg_new_default();
-	struct agent_guard_budget gb = {.max_cpu_percent = 1.0, .max_memory_mb = 64,
-					.frequency_hz = 99};
+	struct agent_guard_budget gb = {
+	    .max_cpu_percent = 1.0, .max_memory_mb = 64, .frequency_hz = 99};
 	if (defaults)
 		guard_budget(defaults, &gb);
 	d->guard = agent_guard_new(&gb);

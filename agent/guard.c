@@ -62,8 +62,8 @@ void agent_guard_free(struct agent_guard *g)
 
 bool agent_guard_set_budget(struct agent_guard *g, const struct agent_guard_budget *b)
 {
-	if (g->b.max_cpu_percent == b->max_cpu_percent &&
-	    g->b.max_memory_mb == b->max_memory_mb && g->b.frequency_hz == b->frequency_hz)
+	if (g->b.max_cpu_percent == b->max_cpu_percent && g->b.max_memory_mb == b->max_memory_mb &&
+	    g->b.frequency_hz == b->frequency_hz)
 		return false;
 	restart(g, b);
 	return true;
@@ -166,16 +166,16 @@ int agent_guard_status(const struct agent_guard_state *st, char *buf, size_t cap
 			snprintf(why, sizeof(why), "memory %u MiB > %u MiB", mib,
 				 st->max_memory_mb);
 		else
-			snprintf(why, sizeof(why), "cpu %.2f%% of %.2f%%, memory %u of %u MiB, "
-				 "restoring step by step", st->cpu_percent, st->max_cpu_percent,
-				 mib, st->max_memory_mb);
-		return snprintf(buf, cap, "%s: %u Hz of %u Hz%s, %s",
-				st->throttled ? "throttled" : "over budget", st->hz,
-				st->configured_hz,
-				st->hz <= AGENT_GUARD_FLOOR_HZ && (st->over_cpu || st->over_memory)
-				    ? " (floor)"
-				    : "",
-				why);
+			snprintf(why, sizeof(why),
+				 "cpu %.2f%% of %.2f%%, memory %u of %u MiB, "
+				 "restoring step by step",
+				 st->cpu_percent, st->max_cpu_percent, mib, st->max_memory_mb);
+		return snprintf(
+		    buf, cap, "%s: %u Hz of %u Hz%s, %s",
+		    st->throttled ? "throttled" : "over budget", st->hz, st->configured_hz,
+		    st->hz <= AGENT_GUARD_FLOOR_HZ && (st->over_cpu || st->over_memory) ? " (floor)"
+											: "",
+		    why);
 	}
 	return snprintf(buf, cap, "%u Hz, cpu %.2f%% of %.2f%%, memory %u of %u MiB", st->hz,
 			st->cpu_percent, st->max_cpu_percent, mib, st->max_memory_mb);

@@ -201,6 +201,12 @@ static void gauge_u64(struct w *w, const char *name, const char *help, uint64_t 
 	sample_u64(w, name, "", v);
 }
 
+static void gauge_f64(struct w *w, const char *name, const char *help, double v)
+{
+	family(w, name, "gauge", help);
+	sample_f64(w, name, "", v);
+}
+
 static void counter_u64(struct w *w, const char *name, const char *help, uint64_t v)
 {
 	family(w, name, "counter", help);
@@ -228,10 +234,10 @@ static void render_process(struct w *w, const struct agent_metrics_input *in)
 				  "Resident memory of the agent process.", in->proc->rss_bytes);
 	}
 	if (in->dp && in->dp->overhead_pct >= 0) {
-		family(w, "overhead_cpu_percent", "gauge",
-		       "Agent process CPU plus BPF program run time over the last interval of at "
-		       "least 10 s, in percent of one CPU.");
-		sample_f64(w, "overhead_cpu_percent", "", in->dp->overhead_pct);
+		gauge_f64(w, "overhead_cpu_percent",
+			  "Agent process CPU plus BPF program run time over the overhead guard's "
+			  "window (10 s), in percent of one CPU.",
+			  in->dp->overhead_pct);
 	}
 }
 
@@ -524,9 +530,9 @@ static void render_limits(struct w *w, const struct agent_dataplane_metrics *m)
 		       "(restored).");
 		sample_u64(w, "guard_steps_total", "direction=\"down\"", g->steps_down);
 		sample_u64(w, "guard_steps_total", "direction=\"up\"", g->steps_up);
-		family(w, "guard_cpu_budget_percent", "gauge",
-		       "limits.max_cpu_percent: the agent's CPU budget, percent of one CPU.");
-		sample_f64(w, "guard_cpu_budget_percent", "", g->max_cpu_percent);
+		gauge_f64(w, "guard_cpu_budget_percent",
+			  "limits.max_cpu_percent: the agent's CPU budget, percent of one CPU.",
+			  g->max_cpu_percent);
 		gauge_u64(w, "guard_memory_budget_bytes", "limits.max_memory_mb, in bytes.",
 			  (uint64_t)g->max_memory_mb << 20);
 	}
@@ -552,21 +558,22 @@ static void render_limits(struct w *w, const struct agent_dataplane_metrics *m)
 			  "Profiled processes over the trigger's bound (not read one by one).",
 			  h->untracked);
 		if (h->host_percent >= 0) {
-			family(w, "high_cpu_host_cpu_percent", "gauge",
-			       "Host CPU use at the last reading, percent of all CPUs.");
-			sample_f64(w, "high_cpu_host_cpu_percent", "", h->host_percent);
+			gauge_f64(w, "high_cpu_host_cpu_percent",
+				  "Host CPU use at the last reading, percent of all CPUs.",
+				  h->host_percent);
 		}
-		family(w, "high_cpu_fired_total", "counter",
-		       "high_cpu firings by rule: process (a process over the threshold), host (the "
-		       "host over it).");
+		family(
+		    w, "high_cpu_fired_total", "counter",
+		    "high_cpu firings by rule: process (a process over the threshold), host (the "
+		    "host over it).");
 		sample_u64(w, "high_cpu_fired_total", "rule=\"process\"", h->fired);
 		sample_u64(w, "high_cpu_fired_total", "rule=\"host\"", h->host_fired);
 		counter_u64(w, "high_cpu_captures_total",
 			    "Captures started by the high_cpu trigger (one per process).",
 			    m->counters.high_cpu_captures);
-		family(w, "high_cpu_evaluation_seconds", "gauge",
-		       "Time the last high_cpu evaluation spent reading /proc.");
-		sample_f64(w, "high_cpu_evaluation_seconds", "", (double)h->last_update_ns / 1e9);
+		gauge_f64(w, "high_cpu_evaluation_seconds",
+			  "Time the last high_cpu evaluation spent reading /proc.",
+			  (double)h->last_update_ns / 1e9);
 	}
 }
 

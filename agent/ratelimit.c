@@ -9,7 +9,7 @@
 struct agent_ratelimit {
 	pthread_mutex_t lock;
 	uint32_t limit;
-	uint64_t *t;	/* ring of limit allow times, oldest at head */
+	uint64_t *t; /* ring of limit allow times, oldest at head */
 	uint32_t head, n;
 	uint64_t allowed[AGENT_SRC_N], refused[AGENT_SRC_N];
 };

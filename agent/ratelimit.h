@@ -31,10 +31,10 @@ enum agent_profile_source {
 struct agent_ratelimit;
 
 struct agent_ratelimit_stats {
-	uint32_t limit;			   /* profiles per minute */
-	uint32_t used;			   /* allowed during the last 60 s */
-	uint64_t allowed[AGENT_SRC_N];	   /* since creation, per source */
-	uint64_t refused[AGENT_SRC_N];	   /* since creation, per source */
+	uint32_t limit;		       /* profiles per minute */
+	uint32_t used;		       /* allowed during the last 60 s */
+	uint64_t allowed[AGENT_SRC_N]; /* since creation, per source */
+	uint64_t refused[AGENT_SRC_N]; /* since creation, per source */
 };
 
 /* limit 1..AGENT_RATELIMIT_MAX (clamped). NULL + errno (ENOMEM). */

@@ -15,8 +15,8 @@
 
 /* One machine: a process, or the host. */
 struct hc_state {
-	uint64_t t, cpu;	    /* last reading (cpu: ns for a process, host busy units) */
-	uint64_t total;		    /* host: total units of the last reading */
+	uint64_t t, cpu; /* last reading (cpu: ns for a process, host busy units) */
+	uint64_t total;	 /* host: total units of the last reading */
 	uint64_t above_t, above_cpu, above_total; /* when it went over (0 = not over) */
 	uint64_t quiet_until;
 	double pct; /* last reading's percent, < 0 before the second reading */
@@ -30,7 +30,7 @@ struct hc_proc {
 struct agent_high_cpu {
 	struct agent_high_cpu_rule rule;
 	struct agent_high_cpu_reader rd;
-	long clk_tck; /* /proc reader */
+	long clk_tck;		      /* /proc reader */
 	struct hc_proc *procs, *next; /* sorted by pid */
 	size_t n_procs;
 	uint32_t *sorted; /* scratch: the caller's pids, sorted */
@@ -226,13 +226,12 @@ static bool step(struct agent_high_cpu *h, struct hc_state *s, uint64_t now, uin
 		s->above_cpu = s->cpu;
 		s->above_total = s->total;
 	}
-	if (now - s->above_t < (uint64_t)h->rule.sustain_seconds * NS_PER_S ||
-	    now < s->quiet_until)
+	if (now - s->above_t < (uint64_t)h->rule.sustain_seconds * NS_PER_S || now < s->quiet_until)
 		return false;
 	if (host)
-		*mean = total > s->above_total
-			    ? 100.0 * (double)(cpu - s->above_cpu) / (double)(total - s->above_total)
-			    : s->pct;
+		*mean = total > s->above_total ? 100.0 * (double)(cpu - s->above_cpu) /
+						     (double)(total - s->above_total)
+					       : s->pct;
 	else
 		*mean = 100.0 * (double)(cpu - s->above_cpu) / (double)(now - s->above_t);
 	s->above_t = 0;
@@ -276,15 +275,17 @@ static size_t host_fire(struct agent_high_cpu *h, uint64_t now, double host_pct,
 	for (size_t i = 0; i < nt; i++) {
 		struct hc_proc *p = top[i];
 		p->s.above_t = 0;
-		p->s.quiet_until = now + ((uint64_t)h->rule.duration_seconds +
-					  h->rule.cooldown_seconds) * NS_PER_S;
+		p->s.quiet_until =
+		    now +
+		    ((uint64_t)h->rule.duration_seconds + h->rule.cooldown_seconds) * NS_PER_S;
 		h->st.host_fired_procs++;
 		h->st.last_pid = p->pid;
 		h->st.last_percent = p->s.pct;
 		if (n < cap)
-			out[n++] = (struct agent_high_cpu_fire){
-			    .pid = p->pid, .cpu_percent = p->s.pct, .host = true,
-			    .host_percent = host_pct};
+			out[n++] = (struct agent_high_cpu_fire){.pid = p->pid,
+								.cpu_percent = p->s.pct,
+								.host = true,
+								.host_percent = host_pct};
 	}
 	return n;
 }
@@ -315,7 +316,8 @@ size_t agent_high_cpu_update(struct agent_high_cpu *h, uint64_t now_ns, const ui
 		struct hc_proc *p = &h->next[nn++];
 		if (!old || cpu < old->s.cpu || now_ns <= old->s.t) {
 			/* first sight (or a new process under a reused pid): the baseline */
-			*p = (struct hc_proc){.pid = pid, .s = {.t = now_ns, .cpu = cpu, .pct = -1}};
+			*p =
+			    (struct hc_proc){.pid = pid, .s = {.t = now_ns, .cpu = cpu, .pct = -1}};
 			if (old)
 				p->s.quiet_until = old->s.quiet_until;
 			continue;
@@ -328,8 +330,8 @@ size_t agent_high_cpu_update(struct agent_high_cpu *h, uint64_t now_ns, const ui
 			h->st.last_pid = pid;
 			h->st.last_percent = mean;
 			if (nfire < cap)
-				out[nfire++] = (struct agent_high_cpu_fire){.pid = pid,
-									    .cpu_percent = mean};
+				out[nfire++] =
+				    (struct agent_high_cpu_fire){.pid = pid, .cpu_percent = mean};
 		}
 		p->s.t = now_ns;
 		p->s.cpu = cpu;
@@ -344,7 +346,10 @@ size_t agent_high_cpu_update(struct agent_high_cpu *h, uint64_t now_ns, const ui
 	if (h->rd.host_cpu && h->rd.host_cpu(h->rd.ctx, &busy, &total) == 0) {
 		struct hc_state *s = &h->host;
 		if (!h->host_read || total <= s->total || busy < s->cpu) {
-			*s = (struct hc_state){.t = now_ns, .cpu = busy, .total = total, .pct = -1,
+			*s = (struct hc_state){.t = now_ns,
+					       .cpu = busy,
+					       .total = total,
+					       .pct = -1,
 					       .quiet_until = s->quiet_until};
 			h->host_read = true;
 		} else {

@@ -36,8 +36,8 @@ static uint32_t run(struct fake *f, unsigned seconds, uint64_t cpu_ms, uint64_t 
 static void test_steps_down_to_the_floor(void **unused)
 {
 	(void)unused;
-	struct agent_guard_budget b = {.max_cpu_percent = 1.0, .max_memory_mb = 64,
-				       .frequency_hz = 99};
+	struct agent_guard_budget b = {
+	    .max_cpu_percent = 1.0, .max_memory_mb = 64, .frequency_hz = 99};
 	struct fake f = {.g = agent_guard_new(&b), .s = {.mono_ns = 1000 * S}};
 	struct agent_guard_state st;
 	char line[160];
@@ -96,8 +96,8 @@ static void test_steps_down_to_the_floor(void **unused)
 static void test_hysteresis(void **unused)
 {
 	(void)unused;
-	struct agent_guard_budget b = {.max_cpu_percent = 1.0, .max_memory_mb = 64,
-				       .frequency_hz = 100};
+	struct agent_guard_budget b = {
+	    .max_cpu_percent = 1.0, .max_memory_mb = 64, .frequency_hz = 100};
 	struct fake f = {.g = agent_guard_new(&b), .s = {.mono_ns = 5 * S}};
 	assert_non_null(f.g);
 	assert_int_equal(run(&f, 11, 15, 0, 10), 50); /* 1.5% */
@@ -119,8 +119,8 @@ static void test_hysteresis(void **unused)
 static void test_memory(void **unused)
 {
 	(void)unused;
-	struct agent_guard_budget b = {.max_cpu_percent = 5.0, .max_memory_mb = 64,
-				       .frequency_hz = 99};
+	struct agent_guard_budget b = {
+	    .max_cpu_percent = 5.0, .max_memory_mb = 64, .frequency_hz = 99};
 	struct fake f = {.g = agent_guard_new(&b), .s = {.mono_ns = S}};
 	assert_non_null(f.g);
 	/* one spike over the budget within the window: not sustained, no step */
@@ -146,8 +146,8 @@ static void test_memory(void **unused)
 static void test_budget_change_and_edges(void **unused)
 {
 	(void)unused;
-	struct agent_guard_budget b = {.max_cpu_percent = 0.01, .max_memory_mb = 64,
-				       .frequency_hz = 999};
+	struct agent_guard_budget b = {
+	    .max_cpu_percent = 0.01, .max_memory_mb = 64, .frequency_hz = 999};
 	struct fake f = {.g = agent_guard_new(&b), .s = {.mono_ns = S}};
 	assert_non_null(f.g);
 	assert_int_equal(run(&f, 11, 5, 0, 10), 499);
@@ -176,8 +176,8 @@ static void test_budget_change_and_edges(void **unused)
 
 	/* a configured frequency at the floor is never lowered; a counter that goes back
 	 * (BPF stats reset) counts as zero */
-	struct agent_guard_budget low = {.max_cpu_percent = 0.01, .max_memory_mb = 8,
-					 .frequency_hz = 9};
+	struct agent_guard_budget low = {
+	    .max_cpu_percent = 0.01, .max_memory_mb = 8, .frequency_hz = 9};
 	struct agent_guard *g = agent_guard_new(&low);
 	assert_non_null(g);
 	struct agent_guard_sample s = {.mono_ns = S, .bpf_ns = 1000 * S, .rss_bytes = 100 << 20};

@@ -80,8 +80,7 @@ static struct agent_high_cpu *fake_new(struct fake *f, uint32_t threshold, uint3
 					.sustain_seconds = sustain,
 					.duration_seconds = duration,
 					.cooldown_seconds = cooldown};
-	struct agent_high_cpu_reader rd = {
-	    .proc_cpu = fake_proc, .host_cpu = fake_host, .ctx = f};
+	struct agent_high_cpu_reader rd = {.proc_cpu = fake_proc, .host_cpu = fake_host, .ctx = f};
 	return agent_high_cpu_new(&r, &rd);
 }
 
@@ -232,9 +231,9 @@ static void test_parsers(void **unused)
 	assert_int_equal(s, 567);
 	assert_int_equal(agent_high_cpu_parse_stat("4242 (x) R 1 2", &u, &s), -EINVAL);
 	assert_int_equal(agent_high_cpu_parse_stat("no comm", &u, &s), -EINVAL);
-	assert_int_equal(agent_high_cpu_parse_host("cpu  100 5 50 800 40 3 2 0 0 0\ncpu0 1 2\n",
-						   &busy, &total),
-			 0);
+	assert_int_equal(
+	    agent_high_cpu_parse_host("cpu  100 5 50 800 40 3 2 0 0 0\ncpu0 1 2\n", &busy, &total),
+	    0);
 	assert_int_equal(total, 1000);
 	assert_int_equal(busy, 160);
 	assert_int_equal(agent_high_cpu_parse_host("cpu0 1 2 3 4\n", &busy, &total), -EINVAL);
