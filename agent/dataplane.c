@@ -897,10 +897,11 @@ static void high_cpu_health(struct agent_dataplane *d)
 	agent_high_cpu_stats(d->high_cpu, &st);
 	int n = snprintf(status, sizeof(status),
 			 "watching %zu processes%s, over %u%% for %u s fires; host %.0f%%; fired "
-			 "%" PRIu64 " (host rule %" PRIu64 ")",
+			 "%" PRIu64 " (host rule %" PRIu64 "), held by cooldown %" PRIu64,
 			 st.tracked, st.untracked ? " (more not watched: over the bound)" : "",
 			 d->cfg->high_cpu.threshold_percent, d->cfg->high_cpu.sustain_seconds,
-			 st.host_percent < 0 ? 0 : st.host_percent, st.fired, st.host_fired);
+			 st.host_percent < 0 ? 0 : st.host_percent, st.fired, st.host_fired,
+			 st.held + st.host_held);
 	if (st.last_pid && n > 0 && (size_t)n < sizeof(status))
 		snprintf(status + n, sizeof(status) - (size_t)n, "; last pid %u at %.0f%%",
 			 st.last_pid, st.last_percent);

@@ -554,6 +554,8 @@ static void render_limits(struct w *w, const struct agent_dataplane_metrics *m)
 		const struct agent_high_cpu_stats *h = &m->high_cpu;
 		gauge_u64(w, "high_cpu_watched_processes",
 			  "Profiled processes whose CPU the high_cpu trigger reads.", h->tracked);
+		gauge_u64(w, "high_cpu_over_threshold_processes",
+			  "Watched processes over threshold_percent at the last reading.", h->over);
 		gauge_u64(w, "high_cpu_unwatched_processes",
 			  "Profiled processes over the trigger's bound (not read one by one).",
 			  h->untracked);
@@ -568,6 +570,11 @@ static void render_limits(struct w *w, const struct agent_dataplane_metrics *m)
 		    "host over it).");
 		sample_u64(w, "high_cpu_fired_total", "rule=\"process\"", h->fired);
 		sample_u64(w, "high_cpu_fired_total", "rule=\"host\"", h->host_fired);
+		family(w, "high_cpu_held_total", "counter",
+		       "Evaluations where a rule was met but its quiet time (capture plus "
+		       "cooldown_seconds) held the firing back, by rule.");
+		sample_u64(w, "high_cpu_held_total", "rule=\"process\"", h->held);
+		sample_u64(w, "high_cpu_held_total", "rule=\"host\"", h->host_held);
 		counter_u64(w, "high_cpu_captures_total",
 			    "Captures started by the high_cpu trigger (one per process).",
 			    m->counters.high_cpu_captures);

@@ -226,8 +226,15 @@ static bool step(struct agent_high_cpu *h, struct hc_state *s, uint64_t now, uin
 		s->above_cpu = s->cpu;
 		s->above_total = s->total;
 	}
-	if (now - s->above_t < (uint64_t)h->rule.sustain_seconds * NS_PER_S || now < s->quiet_until)
+	if (now - s->above_t < (uint64_t)h->rule.sustain_seconds * NS_PER_S)
 		return false;
+	if (now < s->quiet_until) { /* it would fire: its quiet time holds it back */
+		if (host)
+			h->st.host_held++;
+		else
+			h->st.held++;
+		return false;
+	}
 	if (host)
 		*mean = total > s->above_total ? 100.0 * (double)(cpu - s->above_cpu) /
 						     (double)(total - s->above_total)
@@ -306,7 +313,7 @@ size_t agent_high_cpu_update(struct agent_high_cpu *h, uint64_t now_ns, const ui
 		memcpy(h->sorted, pids, m * sizeof(*pids));
 	qsort(h->sorted, m, sizeof(*h->sorted), cmp_u32);
 
-	size_t nn = 0;
+	size_t nn = 0, over = 0;
 	for (size_t i = 0; i < m; i++) {
 		uint32_t pid = h->sorted[i];
 		uint64_t cpu;
@@ -324,6 +331,7 @@ size_t agent_high_cpu_update(struct agent_high_cpu *h, uint64_t now_ns, const ui
 		}
 		*p = *old;
 		p->s.pct = 100.0 * (double)(cpu - old->s.cpu) / (double)(now_ns - old->s.t);
+		over += p->s.pct >= (double)h->rule.threshold_percent;
 		double mean;
 		if (step(h, &p->s, now_ns, cpu, 0, false, &mean)) {
 			h->st.fired++;
@@ -341,6 +349,7 @@ size_t agent_high_cpu_update(struct agent_high_cpu *h, uint64_t now_ns, const ui
 	h->next = tmp;
 	h->n_procs = nn;
 	h->st.tracked = nn;
+	h->st.over = over;
 
 	uint64_t busy, total;
 	if (h->rd.host_cpu && h->rd.host_cpu(h->rd.ctx, &busy, &total) == 0) {

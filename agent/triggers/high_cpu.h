@@ -63,12 +63,14 @@ struct agent_high_cpu_fire {
 
 struct agent_high_cpu_stats {
 	size_t tracked, untracked; /* watched processes; processes over the bound */
+	size_t over;		   /* watched processes over the threshold at the last reading */
 	double host_percent;	   /* last reading, < 0 before the second */
 	uint64_t updates;
 	uint64_t fired;		   /* firings of the process rule */
 	uint64_t host_fired;	   /* firings of the host rule */
 	uint64_t host_fired_procs; /* processes they named */
 	uint64_t host_fired_idle;  /* host firings with no busy watched process */
+	uint64_t held, host_held;  /* evaluations where a rule was met during its quiet time */
 	uint64_t last_update_ns;   /* time the last update spent reading /proc */
 	uint32_t last_pid;	   /* last firing, 0 = none */
 	double last_percent;

@@ -105,9 +105,14 @@ static void test_sustain_then_cooldown(void **unused)
 	assert_int_equal(fire[0].pid, 100);
 	assert_false(fire[0].host);
 	assert_true(fire[0].cpu_percent > 94.9 && fire[0].cpu_percent < 95.1);
-	/* quiet for the capture (5 s) and the cooldown (20 s), although still busy */
+	/* quiet for the capture (5 s) and the cooldown (20 s), although still busy; held back
+	 * from the moment it is over the threshold for sustain_seconds again */
 	for (int t = 1; t < 25; t++)
 		assert_int_equal(tick(&f, h, &now, fire, 4), 0);
+	struct agent_high_cpu_stats st;
+	agent_high_cpu_stats(h, &st);
+	assert_int_equal(st.held, 24 - 9);
+	assert_int_equal(st.over, 1);
 	assert_int_equal(tick(&f, h, &now, fire, 4), 1);
 	assert_int_equal(fire[0].pid, 100);
 	/* a dip under the threshold restarts the sustain count */
@@ -120,7 +125,6 @@ static void test_sustain_then_cooldown(void **unused)
 		assert_int_equal(tick(&f, h, &now, fire, 4), 0);
 	assert_int_equal(tick(&f, h, &now, fire, 4), 1);
 
-	struct agent_high_cpu_stats st;
 	agent_high_cpu_stats(h, &st);
 	assert_int_equal(st.fired, 3);
 	assert_int_equal(st.tracked, 2);
