@@ -579,7 +579,7 @@ static void render_limits(struct w *w, const struct agent_dataplane_metrics *m)
 			    "Captures started by the high_cpu trigger (one per process).",
 			    m->counters.high_cpu_captures);
 		gauge_f64(w, "high_cpu_evaluation_seconds",
-			  "Time the last high_cpu evaluation spent reading /proc.",
+			  "CPU time the last high_cpu evaluation took (reading /proc).",
 			  (double)h->last_update_ns / 1e9);
 	}
 }

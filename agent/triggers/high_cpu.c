@@ -12,6 +12,7 @@
 #define NS_PER_S 1000000000ULL
 #define INTERVAL_NS ((uint64_t)AGENT_HIGH_CPU_INTERVAL_MS * 1000000ULL)
 #define EARLY_NS (50ULL * 1000000ULL) /* a timer a little early still counts */
+#define IDLE_NS ((uint64_t)AGENT_HIGH_CPU_IDLE_INTERVAL_MS * 1000000ULL)
 
 /* One machine: a process, or the host. */
 struct hc_state {
@@ -221,7 +222,13 @@ static bool step(struct agent_high_cpu *h, struct hc_state *s, uint64_t now, uin
 		s->above_t = 0;
 		return false;
 	}
-	if (!s->above_t) { /* over during the interval that ends now */
+	if (!s->above_t && now - s->t > INTERVAL_NS * 3 / 2) {
+		/* over on average across a long interval (an idle process read again): count
+		 * from this reading only */
+		s->above_t = now;
+		s->above_cpu = cpu;
+		s->above_total = total;
+	} else if (!s->above_t) { /* over during the interval that ends now */
 		s->above_t = s->t;
 		s->above_cpu = s->cpu;
 		s->above_total = s->total;
@@ -247,10 +254,11 @@ static bool step(struct agent_high_cpu *h, struct hc_state *s, uint64_t now, uin
 	return true;
 }
 
-static uint64_t mono_ns(void)
+/* CPU time of the calling thread: the cost of an evaluation, whatever else the host runs. */
+static uint64_t thread_cpu_ns(void)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
@@ -302,7 +310,7 @@ size_t agent_high_cpu_update(struct agent_high_cpu *h, uint64_t now_ns, const ui
 {
 	if (h->last_ns && now_ns + EARLY_NS < h->last_ns + INTERVAL_NS)
 		return 0;
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = thread_cpu_ns();
 	h->last_ns = now_ns;
 	h->st.updates++;
 	size_t nfire = 0;
@@ -314,12 +322,21 @@ size_t agent_high_cpu_update(struct agent_high_cpu *h, uint64_t now_ns, const ui
 	qsort(h->sorted, m, sizeof(*h->sorted), cmp_u32);
 
 	size_t nn = 0, over = 0;
+	double idle_pct = h->rule.threshold_percent / 2.0;
 	for (size_t i = 0; i < m; i++) {
 		uint32_t pid = h->sorted[i];
 		uint64_t cpu;
-		if ((i && pid == h->sorted[i - 1]) || h->rd.proc_cpu(h->rd.ctx, pid, &cpu) < 0)
-			continue; /* duplicate, or gone */
+		if (i && pid == h->sorted[i - 1])
+			continue; /* duplicate */
 		struct hc_proc *old = find(h, pid);
+		if (old && old->s.pct >= 0 && old->s.pct < idle_pct &&
+		    now_ns + EARLY_NS < old->s.t + IDLE_NS) {
+			h->next[nn++] = *old; /* idle at its last reading: read it later */
+			continue;
+		}
+		if (h->rd.proc_cpu(h->rd.ctx, pid, &cpu) < 0)
+			continue; /* gone */
+		h->st.reads++;
 		struct hc_proc *p = &h->next[nn++];
 		if (!old || cpu < old->s.cpu || now_ns <= old->s.t) {
 			/* first sight (or a new process under a reused pid): the baseline */
@@ -373,7 +390,7 @@ size_t agent_high_cpu_update(struct agent_high_cpu *h, uint64_t now_ns, const ui
 			s->total = total;
 		}
 	}
-	h->st.last_update_ns = mono_ns() - t0;
+	h->st.last_update_ns = thread_cpu_ns() - t0;
 	return nfire;
 }
 

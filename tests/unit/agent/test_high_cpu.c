@@ -222,6 +222,49 @@ static void test_host_idle_processes(void **unused)
 	agent_high_cpu_free(h);
 }
 
+/* Processes idle at their last reading are read every 5 s, not every second; one that turns
+ * busy is still found, its sustain time counted from the reading that saw it. */
+static void test_idle_processes_read_less(void **unused)
+{
+	(void)unused;
+	static struct fake f;
+	memset(&f, 0, sizeof(f));
+	add(&f, 1, 95);
+	add(&f, 2, 0);
+	add(&f, 3, 0);
+	size_t late = add(&f, 4, 10);
+	struct agent_high_cpu *h = fake_new(&f, 80, 3, 10, 300);
+	assert_non_null(h);
+	struct agent_high_cpu_fire fire[4];
+	uint64_t now = 7 * S;
+	agent_high_cpu_update(h, now, f.pid, f.n, fire, 4); /* 4 baselines */
+	tick(&f, h, &now, fire, 4);			    /* 4 first measures */
+	assert_int_equal(f.reads, 8);
+	f.reads = 0;
+	for (int t = 0; t < 20; t++)
+		tick(&f, h, &now, fire, 4);
+	/* the busy one every second, the three idle ones every 5 s */
+	assert_int_equal(f.reads, 20 + 3 * 4);
+	struct agent_high_cpu_stats st;
+	agent_high_cpu_stats(h, &st);
+	assert_int_equal(st.reads, 8 + 20 + 3 * 4);
+	assert_int_equal(st.tracked, 4);
+
+	/* pid 4 turns busy: seen at its next reading (within 5 s), fires sustain_seconds later */
+	f.pct[late] = 99;
+	int waited = 0;
+	size_t n = 0;
+	while (!n && waited < 20) {
+		n = tick(&f, h, &now, fire, 4);
+		waited++;
+	}
+	assert_int_equal(n, 1);
+	assert_int_equal(fire[0].pid, 4);
+	assert_true(waited >= 3 && waited <= 5 + 3);
+	assert_true(fire[0].cpu_percent > 98.9 && fire[0].cpu_percent < 99.1);
+	agent_high_cpu_free(h);
+}
+
 static void test_parsers(void **unused)
 {
 	(void)unused;
@@ -308,8 +351,8 @@ static void test_real_busy_child(void **unused)
 	print_message("high_cpu: one evaluation of 2 processes read /proc in %.1f us; busy child "
 		      "at %.0f%%\n",
 		      (double)st.last_update_ns / 1000.0, got.cpu_percent);
-	/* once gone, they are dropped */
-	uint64_t t = now_ns() + 2 * S;
+	/* once gone, they are dropped at their next reading (the idle one's is 5 s on) */
+	uint64_t t = now_ns() + 6 * S;
 	agent_high_cpu_update(h, t, pids, 2, fire, 4);
 	agent_high_cpu_stats(h, &st);
 	assert_int_equal(st.tracked, 0);
@@ -322,6 +365,7 @@ int main(void)
 	    cmocka_unit_test(test_sustain_then_cooldown),
 	    cmocka_unit_test(test_host_rule_and_bounds),
 	    cmocka_unit_test(test_host_idle_processes),
+	    cmocka_unit_test(test_idle_processes_read_less),
 	    cmocka_unit_test(test_parsers),
 	    cmocka_unit_test(test_real_busy_child),
 	};
