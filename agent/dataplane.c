@@ -763,11 +763,13 @@ static void schedule_close(struct agent_dataplane *d, uint64_t from_ms)
 
 /* ---- overhead guard, rate limit, high_cpu trigger (worker thread) -------------------------- */
 
-static void guard_budget(const struct pf_profcfg *cfg, struct agent_guard_budget *b)
+static void guard_budget(const struct agent_dataplane *d, const struct pf_profcfg *cfg,
+			 struct agent_guard_budget *b)
 {
 	*b = (struct agent_guard_budget){.max_cpu_percent = cfg->limits.max_cpu_percent,
 					 .max_memory_mb = cfg->limits.max_memory_mb,
-					 .frequency_hz = cfg->frequency_hz};
+					 .frequency_hz = cfg->frequency_hz,
+					 .fixed = !d->sampler};
 }
 
 /* cfg with the frequency the guard allows: what the sampler is given. */
@@ -791,8 +793,9 @@ static void guard_health(struct agent_dataplane *d)
 	for (int i = 0; i < AGENT_SRC_N; i++)
 		refused += rs.refused[i];
 	snprintf(status, sizeof(status),
-		 "%s; profiles %u of %u in the last minute, %" PRIu64 " over the limit", line,
-		 rs.used, rs.limit, refused);
+		 "%s%s; profiles %u of %u in the last minute, %" PRIu64 " over the limit",
+		 d->sampler ? "" : "no eBPF sampler to slow down: ", line, rs.used, rs.limit,
+		 refused);
 	bool at_floor = (d->guard_st.over_cpu || d->guard_st.over_memory) &&
 			d->guard_st.hz <= AGENT_GUARD_FLOOR_HZ;
 	agent_health_set(d->health, GUARD_NAME, !at_floor, status,
@@ -959,7 +962,7 @@ static void apply_config(struct agent_dataplane *d, struct pf_profcfg *cfg)
 	struct pf_profcfg *old = d->cfg;
 	bool was_running = d->running;
 	struct agent_guard_budget gb;
-	guard_budget(cfg, &gb);
+	guard_budget(d, cfg, &gb);
 	if (agent_guard_set_budget(d->guard, &gb))
 		pf_log_info(
 		    "dataplane: overhead guard: budget cpu %.2f%%, memory %u MiB, from %u Hz",
@@ -1331,7 +1334,7 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 	struct agent_guard_budget gb = {
 	    .max_cpu_percent = 1.0, .max_memory_mb = 64, .frequency_hz = 99};
 	if (defaults)
-		guard_budget(defaults, &gb);
+		guard_budget(d, defaults, &gb);
 	d->guard = agent_guard_new(&gb);
 	d->rl = agent_ratelimit_new(defaults ? defaults->limits.max_profiles_per_minute : 60);
 	pf_profcfg_free(defaults);

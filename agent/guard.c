@@ -34,7 +34,7 @@ static void restart(struct agent_guard *g, const struct agent_guard_budget *b)
 	g->level = 0;
 	g->last_change_ns = 0;
 	g->max_level = 0;
-	while (level_hz(g, g->max_level) > AGENT_GUARD_FLOOR_HZ)
+	while (!b->fixed && level_hz(g, g->max_level) > AGENT_GUARD_FLOOR_HZ)
 		g->max_level++;
 	g->st.configured_hz = g->st.hz = b->frequency_hz;
 	g->st.level = 0;
@@ -63,7 +63,7 @@ void agent_guard_free(struct agent_guard *g)
 bool agent_guard_set_budget(struct agent_guard *g, const struct agent_guard_budget *b)
 {
 	if (g->b.max_cpu_percent == b->max_cpu_percent && g->b.max_memory_mb == b->max_memory_mb &&
-	    g->b.frequency_hz == b->frequency_hz)
+	    g->b.frequency_hz == b->frequency_hz && g->b.fixed == b->fixed)
 		return false;
 	restart(g, b);
 	return true;

@@ -45,6 +45,7 @@ struct agent_guard_budget {
 	double max_cpu_percent; /* limits.max_cpu_percent */
 	uint32_t max_memory_mb; /* limits.max_memory_mb */
 	uint32_t frequency_hz;	/* sampling.frequency_hz as configured */
+	bool fixed;		/* nothing to slow down (no sampler): measure and report only */
 };
 
 struct agent_guard_state {

@@ -194,6 +194,24 @@ static void test_budget_change_and_edges(void **unused)
 	agent_guard_status(&st, line, sizeof(line));
 	assert_string_equal(line, "over budget: 9 Hz of 9 Hz (floor), cpu 5.00% > 0.01%");
 	agent_guard_free(g);
+
+	/* fixed (nothing to slow down): measured and reported, never stepped */
+	struct agent_guard_budget fixed = {
+	    .max_cpu_percent = 1, .max_memory_mb = 64, .frequency_hz = 99, .fixed = true};
+	g = agent_guard_new(&fixed);
+	assert_non_null(g);
+	s = (struct agent_guard_sample){.mono_ns = S};
+	for (int i = 0; i < 40; i++) {
+		s.mono_ns += S;
+		s.cpu_ns += 30 * MS;
+		assert_int_equal(agent_guard_update(g, &s), 99);
+	}
+	agent_guard_state(g, &st);
+	agent_guard_status(&st, line, sizeof(line));
+	assert_string_equal(line, "over budget: 99 Hz of 99 Hz, cpu 3.00% > 1.00%");
+	fixed.fixed = false; /* a sampler appeared: a new start */
+	assert_true(agent_guard_set_budget(g, &fixed));
+	agent_guard_free(g);
 	agent_guard_free(f.g);
 }
 
