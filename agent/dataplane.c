@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capture.h"
+#include "capture_run.h"
 #include "exporter.h"
 #include "guard.h"
 #include "health.h"
@@ -101,6 +103,10 @@ struct agent_dataplane {
 	struct dp_target pt[PF_PROFCFG_MAX_TARGETS];
 	size_t n_pt;
 	char host_name[256];
+
+	/* captures: the engine (borrowed; thread-safe) and the runner (worker thread only) */
+	struct agent_captures *captures;
+	struct agent_capture_runner *capture_run;
 
 	/* metrics snapshot (opts.metrics): the worker fills snap_work, then copies it into snap
 	 * under lock; NULL without opts.metrics */
@@ -216,6 +222,8 @@ static void hook_commit(void *ctx, const struct pf_profcfg *cfg, const struct pf
 {
 	struct agent_dataplane *d = ctx;
 	(void)old;
+	if (d->captures)
+		agent_captures_set_config(d->captures, cfg);
 	struct pf_profcfg *copy = cfg_clone(cfg);
 	if (!copy)
 		return;
@@ -502,6 +510,8 @@ static void export_window(struct agent_dataplane *d, struct pf_prof_window *w, s
 			agent_health_set(d->health, "sampler", false, "cannot encode windows",
 					 err.msg);
 	} else {
+		if (d->captures) /* limits.max_profiles_per_minute counts every source */
+			agent_captures_note_profiles(d->captures, 1, mono_ms());
 		pthread_mutex_lock(&d->lock);
 		d->counters.profile_bytes += d->out.len;
 		d->counters.last_profile_bytes = d->out.len;
@@ -516,6 +526,17 @@ static void export_window(struct agent_dataplane *d, struct pf_prof_window *w, s
 		submit_all(d, d->out.data, d->out.len, id);
 	}
 	pf_prof_window_free(w);
+}
+
+/* A capture's profiles for the configured exporters (capture_run.h; already tagged). */
+static void capture_submit_bytes(void *ctx, const uint8_t *data, size_t len, const uint8_t id[16])
+{
+	submit_all(ctx, data, len, id);
+}
+
+static void capture_submit_window(void *ctx, const struct pf_prof_window *w)
+{
+	submit_window_all(ctx, w);
 }
 
 static void sampler_health(struct agent_dataplane *d);
@@ -1149,6 +1170,8 @@ static void start_sampler(struct agent_dataplane *d)
 {
 	struct pf_error err = {0};
 	if (d->no_sampler) {
+		if (d->captures)
+			agent_captures_set_sampler(d->captures, false);
 		agent_health_set(d->health, "sampler", true, "off (--no-sampler)", NULL);
 		agent_health_set(d->health, "symbolizer", true, "off (no sampler)", NULL);
 		return;
@@ -1162,9 +1185,19 @@ static void start_sampler(struct agent_dataplane *d)
 		pf_log_error("dataplane: eBPF sampler unavailable: %s", err.msg);
 		agent_health_set(d->health, "sampler", false, "unavailable", err.msg);
 		agent_health_set(d->health, "symbolizer", true, "idle (no sampler)", NULL);
+		if (d->captures)
+			agent_captures_set_sampler(d->captures, false);
 		return;
 	}
+	if (d->captures)
+		agent_captures_set_sampler(d->captures, true);
 	pf_log_info("dataplane: eBPF sampler loaded in %" PRIu64 " ms", mono_ms() - t0);
+}
+
+/* The capture engine has a job or a cancel for the worker (any thread). */
+static void capture_wake(void *ctx)
+{
+	kick(ctx);
 }
 
 static void drain_efd(struct agent_dataplane *d)
@@ -1186,6 +1219,9 @@ static void final_flush(struct agent_dataplane *d)
 	pf_pprof_sources_free(d->pprof); /* cancels and joins its scrapes (within ~100 ms) */
 	d->pprof = NULL;
 	uint64_t deadline = mono_ms() + AGENT_DATAPLANE_FLUSH_MS;
+	/* captures still sampling end now and are exported; the receiver gets half the bound */
+	agent_capture_runner_free(d->capture_run, d->sampler, AGENT_DATAPLANE_FLUSH_MS / 2);
+	d->capture_run = NULL;
 	/* queued exports (retries included) get what is left of the bound */
 	for (size_t i = 0; i < d->n_ex; i++) {
 		uint64_t now = mono_ms();
@@ -1239,6 +1275,10 @@ static void *worker_main(void *arg)
 			if (rc < 0)
 				pf_log_warn("dataplane: sampler poll: %s", strerror(-rc));
 		}
+		int64_t capture_next = -1;
+		if (d->capture_run)
+			capture_next =
+			    agent_capture_runner_poll(d->capture_run, d->sampler, d->cfg, mono_ms());
 		uint64_t now = mono_ms();
 		if (now >= d->next_tick_ms) {
 			d->next_tick_ms = now + TICK_MS;
@@ -1273,6 +1313,8 @@ static void *worker_main(void *arg)
 		if (d->next_close_ms)
 			timeout = (int)pf_min((uint64_t)timeout,
 					      d->next_close_ms > now ? d->next_close_ms - now : 0);
+		if (capture_next >= 0)
+			timeout = (int)pf_min((int64_t)timeout, capture_next);
 		/* 0 = due but PF_PPROF_MAX_INFLIGHT scrapes run: look again a little later */
 		if (pprof_next >= 0)
 			timeout = (int)pf_min((int64_t)timeout,
@@ -1345,6 +1387,24 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 		return NULL;
 	}
 	agent_guard_state(d->guard, &d->guard_st);
+	if (o->captures) {
+		struct agent_capture_runner_opts ro = {.engine = o->captures,
+						       .agent_token = o->agent_token,
+						       .agent_uid = o->agent_uid,
+						       .receiver = o->capture_receiver,
+						       .ca_file = o->capture_ca_file,
+						       .submit_bytes = capture_submit_bytes,
+						       .submit_window = capture_submit_window,
+						       .ctx = d};
+		d->capture_run = agent_capture_runner_new(&ro);
+		if (!d->capture_run) {
+			pf_error_set(err, -ENOMEM, "", "out of memory");
+			agent_dataplane_free(d);
+			errno = ENOMEM;
+			return NULL;
+		}
+		d->captures = o->captures;
+	}
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->cond, NULL);
 	atomic_init(&d->trigger_toggles, 0);
@@ -1371,6 +1431,8 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 		return NULL;
 	}
 	d->thread_started = true;
+	if (d->captures)
+		agent_captures_set_worker(d->captures, capture_wake, d);
 	return d;
 }
 
@@ -1449,7 +1511,10 @@ void agent_dataplane_free(struct agent_dataplane *d)
 	pthread_mutex_unlock(&d->lock);
 	if (!reaped)
 		return; /* a thread may still call export_done(d) */
-	/* d->pprof is NULL after the final flush */
+	if (d->captures)
+		agent_captures_set_worker(d->captures, NULL, NULL);
+	/* d->pprof and d->capture_run are NULL after the final flush */
+	agent_capture_runner_free(d->capture_run, NULL, 0);
 	pf_pprof_sources_free(d->pprof);
 	pf_sampler_free(d->sampler);
 	agent_high_cpu_free(d->high_cpu);

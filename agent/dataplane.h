@@ -67,6 +67,12 @@
  * reads the CPU of the processes the sampler profiles (pf_sampler_profiled_pids) and of the
  * host, and each firing starts a capture of that process.
  *
+ * Captures (opts.captures, triggers/capture.h): the worker runs the captures the engine
+ * admitted with triggers/capture_run.h — on the sampler's second set of perf events, beside the
+ * continuous windows (also in mode triggered) — and exports them to the controller's receiver
+ * and to the configured exporters. Every encoded window is counted in the engine's
+ * profiles-per-minute tally. At shutdown, captures still sampling end early and are exported.
+ *
  * Shutdown: agent_dataplane_flushed() (called by the loop after SIGTERM/SIGINT, before the
  * OpAMP goodbye) starts the final flush on its first call — close the open window, encode,
  * submit, wait for the exports in flight (the worker bounds the wait to
@@ -107,6 +113,10 @@ struct agent_dataplane_opts {
 				  * attribute profleet.agent.uid (the controller's store files
 				  * profiles by agent with it) */
 	bool metrics; /* keep the agent_dataplane_metrics() snapshot fresh (--metrics-listen) */
+	struct agent_captures *captures; /* borrowed, outlives the data plane; NULL: none */
+	const char *capture_receiver; /* copied; default receiver of captures (from the OpAMP
+				       * URL), NULL when none */
+	const char *capture_ca_file;  /* copied; the OpAMP connection's CA file, NULL: system */
 };
 
 /* Registers the health components and starts the worker thread, which loads the sampler in

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "cli.h"
 #include "config.h"
 #include "dataplane.h"
@@ -69,6 +70,7 @@ int main(int argc, char **argv)
 	struct agent_health *health = NULL;
 	struct agent_session *session = NULL;
 	struct agent_metrics *metrics = NULL;
+	struct agent_captures *captures = NULL;
 	char *token = NULL;
 	char uid[PF_UUID_STR_LEN + 1];
 	int rc = 1;
@@ -131,7 +133,21 @@ int main(int argc, char **argv)
 	 * loses nothing (bounded by limits.queue_bytes per exporter). */
 	char spill[4096];
 	snprintf(spill, sizeof(spill), "%s/spill", o.state_dir);
+	/* Captures (io.profleet.capture.v1): statuses wake the loop; profiles go to the
+	 * controller's receiver, derived from the OpAMP URL unless a request names one. */
+	struct agent_captures_opts cao = {.notify = wake_loop};
+	captures = agent_captures_new(&cao);
+	if (!captures) {
+		pf_log_error("out of memory");
+		goto out;
+	}
+	char receiver[PF_CAPTURE_MAX_URL + 1];
+	bool has_receiver =
+	    o.server_url && agent_capture_receiver_url(o.server_url, receiver, sizeof(receiver)) == 0;
 	struct agent_dataplane_opts dpo = {.health = health,
+					   .captures = captures,
+					   .capture_receiver = has_receiver ? receiver : NULL,
+					   .capture_ca_file = o.ca_file,
 					   .wake = wake_loop,
 					   .spill_dir = spill,
 					   .agent_token = token,
@@ -168,6 +184,7 @@ int main(int argc, char **argv)
 		pf_log_error("out of memory");
 		goto out;
 	}
+	agent_session_set_captures(session, captures);
 	struct agent_client_opts co = {
 	    .server_url = o.server_url,
 	    .token = token,
@@ -212,6 +229,8 @@ out:
 	agent_client_free(the_client);
 	the_client = NULL;
 	agent_session_free(session);
+	/* after the data plane: its runner's exports report into it until freed */
+	agent_captures_free(captures);
 	agent_config_free(cfg);
 	agent_health_free(health);
 	agent_state_free(state);

@@ -651,6 +651,10 @@ int agent_client_run(struct agent_client *c, volatile sig_atomic_t *stop)
 			break;
 		if (lws_service(c->ctx, 0) < 0)
 			break;
+		/* woken by another thread (lws_cancel_service) with something to report, e.g. a
+		 * capture's status: send it now rather than at the next tick */
+		if (c->connected && c->wsi && agent_session_has_capture_news(c->session))
+			lws_callback_on_writable(c->wsi);
 	}
 	lws_sul_cancel(&c->sul_tick);
 	lws_sul_cancel(&c->sul_deadline);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "config.h"
 #include "description.h"
 #include "health.h"
@@ -28,6 +29,9 @@ struct agent_session {
 	uint64_t sent_health_gen;
 	uint64_t sent_config_gen;
 	uint64_t sent_status_gen;
+
+	struct agent_captures *captures; /* NULL: no capture capability */
+	uint64_t capture_errors;
 };
 
 struct agent_session *agent_session_new(struct agent_state *state, struct agent_config *config,
@@ -54,6 +58,23 @@ void agent_session_free(struct agent_session *s)
 void agent_session_on_connect(struct agent_session *s)
 {
 	s->full_pending = true; /* conformance 10 */
+	if (s->captures)
+		agent_captures_on_connect(s->captures);
+}
+
+void agent_session_set_captures(struct agent_session *s, struct agent_captures *c)
+{
+	s->captures = c;
+}
+
+bool agent_session_has_capture_news(struct agent_session *s)
+{
+	return s->captures && agent_captures_has_news(s->captures);
+}
+
+uint64_t agent_session_capture_errors(const struct agent_session *s)
+{
+	return s->capture_errors;
 }
 
 void agent_session_description_changed(struct agent_session *s)
@@ -71,7 +92,8 @@ bool agent_session_has_news(struct agent_session *s)
 {
 	return s->full_pending || s->desc_dirty ||
 	       agent_health_generation(s->health) != s->sent_health_gen ||
-	       agent_config_generation(s->config) != s->sent_config_gen || status_news(s);
+	       agent_config_generation(s->config) != s->sent_config_gen || status_news(s) ||
+	       (s->captures && agent_captures_has_news(s->captures));
 }
 
 int agent_session_build(struct agent_session *s, bool disconnect, struct pf_buf *out)
@@ -80,6 +102,8 @@ int agent_session_build(struct agent_session *s, bool disconnect, struct pf_buf 
 	struct agent_description desc = {0};
 	struct pf_buf eff;
 	struct pf_config_file eff_file = {0};
+	struct pf_buf capture_msg;
+	char *capabilities[1] = {(char *)PF_CAPTURE_CAPABILITY};
 	bool full = s->full_pending;
 	uint64_t health_gen = agent_health_generation(s->health);
 	uint64_t config_gen = agent_config_generation(s->config);
@@ -88,6 +112,7 @@ int agent_session_build(struct agent_session *s, bool disconnect, struct pf_buf 
 	int r = 0;
 
 	pf_buf_init(&eff, s->max_msg);
+	pf_buf_init(&capture_msg, PF_CAPTURE_MAX_MSG);
 	memcpy(m.instance_uid, agent_state_uid(s->state), PF_OPAMP_UID_LEN);
 	m.instance_uid_len = PF_OPAMP_UID_LEN;
 	m.sequence_num = s->seq;
@@ -131,6 +156,28 @@ int agent_session_build(struct agent_session *s, bool disconnect, struct pf_buf 
 		m.rcs_error_message = (char *)rs->message;
 	}
 	m.has_disconnect = disconnect;
+	if (s->captures && full) {
+		m.has_custom_capabilities = true;
+		m.n_custom_capabilities = 1;
+		m.custom_capabilities = capabilities;
+	}
+	/* one capture.status per message; taken from the outbox here (a connection that drops
+	 * before it is written gets it again through agent_session_on_connect) */
+	struct pf_capture_status cst;
+	if (s->captures && !disconnect && agent_captures_next_status(s->captures, &cst)) {
+		r = pf_capture_status_encode(&cst, &capture_msg);
+		if (r < 0) {
+			pf_log_error("opamp: cannot encode the status of capture %s: %s", cst.id,
+				     strerror(-r));
+		} else {
+			m.has_custom_message = true;
+			m.custom_message.capability = (char *)PF_CAPTURE_CAPABILITY;
+			m.custom_message.type = (char *)PF_CAPTURE_TYPE_STATUS;
+			m.custom_message.data = capture_msg.data;
+			m.custom_message.data_len = capture_msg.len;
+		}
+		r = 0;
+	}
 
 	size_t before = out->len;
 	r = pf_a2s_encode(&m, out);
@@ -154,7 +201,52 @@ out:
 	agent_description_release(&desc);
 	agent_health_tree_release(&m.health);
 	pf_buf_release(&eff);
+	pf_buf_release(&capture_msg);
 	return r;
+}
+
+/* A custom message of the capture capability (opamp spec "CustomMessage"; messages of other
+ * capabilities are not ours and are ignored). */
+static void handle_capture_message(struct agent_session *s, const struct pf_custom_message *cm)
+{
+	struct pf_error err = {0};
+	if (!strcmp(cm->type, PF_CAPTURE_TYPE_REQUEST)) {
+		struct pf_capture_request req;
+		struct pf_capture_status st;
+		int rc = pf_capture_request_decode(cm->data, cm->data_len, &req, &err);
+		if (rc < 0) {
+			if (req.id[0]) {
+				pf_log_warn("capture %s: bad request: %s", req.id, err.msg);
+				agent_captures_bad_request(s->captures, req.id, err.msg);
+			} else {
+				pf_log_warn("capture: a request without a readable id: %s", err.msg);
+				s->capture_errors++;
+			}
+		} else {
+			rc = agent_captures_request(s->captures, &req, "on_demand",
+						    agent_captures_now_ms(), &st);
+			if (rc == 0)
+				pf_log_info("capture %s: accepted (%u s at %u Hz)", req.id,
+					    req.duration_seconds, req.frequency_hz);
+			else if (rc == -EPERM)
+				pf_log_warn("capture %s: refused: %s: %s", req.id, st.error_code,
+					    st.error);
+		}
+		pf_capture_request_release(&req);
+	} else if (!strcmp(cm->type, PF_CAPTURE_TYPE_CANCEL)) {
+		char id[PF_CAPTURE_ID_MAX + 1];
+		if (pf_capture_cancel_decode(cm->data, cm->data_len, id, &err) < 0) {
+			pf_log_warn("capture: bad cancel: %s", err.msg);
+			s->capture_errors++;
+		} else if (agent_captures_cancel(s->captures, id) < 0) {
+			pf_log_info("capture %s: cancel of an unknown or finished capture", id);
+		} else {
+			pf_log_info("capture %s: cancel requested", id);
+		}
+	} else {
+		pf_log_warn("capture: unknown message type '%s'", cm->type);
+		s->capture_errors++;
+	}
 }
 
 static void update_config_health(struct agent_session *s)
@@ -223,6 +315,10 @@ void agent_session_process(struct agent_session *s, const struct pf_s2a *m,
 		if (r != 1)
 			update_config_health(s);
 	}
+
+	if (m->has_custom_message && s->captures &&
+	    !strcmp(m->custom_message.capability, PF_CAPTURE_CAPABILITY))
+		handle_capture_message(s, &m->custom_message);
 
 	act->send = agent_session_has_news(s);
 }

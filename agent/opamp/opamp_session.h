@@ -18,6 +18,14 @@
  * Remote config goes to the config engine (config.h); its APPLIED/FAILED status and the new
  * effective config are reported because their generations changed.
  *
+ * Captures (with agent_session_set_captures): every full report lists the custom capability
+ * io.profleet.capture.v1 (custom_capabilities); a ServerToAgent custom_message of that
+ * capability is a capture.request (admitted by the capture engine, triggers/capture.h; a
+ * payload that does not decode is answered with a failed status, error_code bad_request, when
+ * its id can be read, else logged and counted) or a capture.cancel; each AgentToServer carries
+ * at most one capture.status (the next from the engine's outbox; the message is news while
+ * more wait). A new connection re-sends every status the engine keeps.
+ *
  * Not thread-safe: the event-loop thread owns it. */
 #ifndef AGENT_OPAMP_SESSION_H
 #define AGENT_OPAMP_SESSION_H
@@ -59,6 +67,15 @@ struct agent_session_action {
 struct agent_session *agent_session_new(struct agent_state *state, struct agent_config *config,
 					struct agent_health *health, uint64_t heartbeat_s);
 void agent_session_free(struct agent_session *s);
+
+struct agent_captures;
+/* Enables the capture capability (c borrowed, outlives the session). */
+void agent_session_set_captures(struct agent_session *s, struct agent_captures *c);
+/* A capture status waits (the loop sends it at once instead of at its next tick). */
+bool agent_session_has_capture_news(struct agent_session *s);
+/* Custom messages of our capability that could not be used (bad payload without an id,
+ * unknown type). */
+uint64_t agent_session_capture_errors(const struct agent_session *s);
 
 /* A new connection is up: the next message is a full report. */
 void agent_session_on_connect(struct agent_session *s);

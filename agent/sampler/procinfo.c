@@ -377,7 +377,11 @@ static int cfilters_compile(const struct pf_filter *in, size_t n, const char *li
 			if (rc) {
 				cfilters_free(f, n);
 				char path[64];
-				snprintf(path, sizeof(path), "profiling.filters.%s[%zu].value", list, i);
+				if (list)
+					snprintf(path, sizeof(path), "profiling.filters.%s[%zu].value",
+						 list, i);
+				else
+					snprintf(path, sizeof(path), "processes[%zu].value", i);
 				if (rc == -ENOMEM)
 					return pf_error_set(err, -ENOMEM, path, "out of memory");
 				return pf_error_set(err, -EINVAL, path,
@@ -433,6 +437,48 @@ static bool verdict(const struct pf_procinfo *pi, const struct pf_proc *p)
 	if (pi->n_inc && !any_match(pi->inc, pi->n_inc, p))
 		return false;
 	return !any_match(pi->exc, pi->n_exc, p);
+}
+
+struct pf_proc_match {
+	struct cfilter *f;
+	size_t n;
+	bool env;
+};
+
+struct pf_proc_match *pf_proc_match_new(const struct pf_filter *rules, size_t n,
+					struct pf_error *err)
+{
+	struct pf_proc_match *m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	int rc = cfilters_compile(rules, n, NULL, &m->f, err);
+	if (rc < 0) {
+		free(m);
+		errno = -rc;
+		return NULL;
+	}
+	m->n = n;
+	for (size_t i = 0; i < n; i++)
+		m->env |= !strcmp(m->f[i].key, "service.name");
+	return m;
+}
+
+void pf_proc_match_free(struct pf_proc_match *m)
+{
+	if (!m)
+		return;
+	cfilters_free(m->f, m->n);
+	free(m);
+}
+
+bool pf_proc_match_test(const struct pf_proc_match *m, const struct pf_proc *p)
+{
+	return !m->n || any_match(m->f, m->n, p);
+}
+
+bool pf_proc_match_needs_env(const struct pf_proc_match *m)
+{
+	return m->env;
 }
 
 int pf_procinfo_set_filters(struct pf_procinfo *pi, const struct pf_filter *include,

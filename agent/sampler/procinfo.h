@@ -102,6 +102,18 @@ const char *pf_procinfo_host_name(const struct pf_procinfo *pi);
 int pf_procinfo_attrs(struct pf_procinfo *pi, uint32_t pid, struct pf_prof_window *w,
 		      struct pf_prof_process *p);
 
+/* Process rules outside the config's filters (capture requests): the same rule format and
+ * matching (strict = whole-value equality, regexp = POSIX ERE search), OR-ed. */
+struct pf_proc_match;
+/* Compiles n rules (n may be 0: every process matches). NULL + errno, err names
+ * processes[i].value for a regexp that does not compile. */
+struct pf_proc_match *pf_proc_match_new(const struct pf_filter *rules, size_t n,
+					struct pf_error *err);
+void pf_proc_match_free(struct pf_proc_match *m);
+bool pf_proc_match_test(const struct pf_proc_match *m, const struct pf_proc *p);
+/* A rule tests service.name: read the processes with `sampled` (environ) first. */
+bool pf_proc_match_needs_env(const struct pf_proc_match *m);
+
 /* Pure helpers, exported for tests. */
 
 /* container.id and the pod uid from the text of /proc/PID/cgroup (v1 or v2): docker

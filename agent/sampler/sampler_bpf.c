@@ -23,6 +23,24 @@
 
 #define MAX_READY 8
 
+_Static_assert(PF_SAMPLER_CAPTURES == PF_CAPTURE_SLOTS, "capture slot counts differ");
+
+/* One capture (pf_sampler_capture_start). */
+struct cap_slot {
+	bool used;
+	uint32_t hz;	 /* its own frequency (<= cap_hz) */
+	uint32_t acc;	 /* thinning: keeps hz of every cap_hz ticks */
+	uint64_t start;	 /* unix ns */
+	struct pf_agg *agg;
+};
+
+/* A set of cpu-clock perf events, one per online CPU, running one program. */
+struct perf_set {
+	int *fds;
+	struct bpf_link **links;
+	uint32_t n;
+};
+
 struct pf_sampler {
 	struct pf_sampler_options opt;
 	struct cpu_sampler_bpf *skel;
@@ -33,9 +51,10 @@ struct pf_sampler {
 	struct pf_bpf_ksym_req *ksym_req; /* its request buffer, allocated at first use */
 
 	int n_cpus_possible;
-	int *pe_fds;
-	struct bpf_link **pe_links;
-	uint32_t n_pe;
+	struct perf_set pe;  /* continuous sampling: do_sample */
+	struct perf_set cpe; /* captures: do_capture at cap_hz */
+	uint32_t cap_hz;
+	struct cap_slot cap[PF_SAMPLER_CAPTURES];
 
 	uint32_t freq_hz;
 	bool enabled, triggered_mode, trigger_on;
@@ -150,6 +169,39 @@ static const struct pf_proc *known_proc(struct pf_sampler *s, uint32_t pid, cons
 	return p;
 }
 
+/* A do_capture record: into the aggregation of every capture whose bit the process carries,
+ * thinned to that capture's own frequency. */
+static void capture_sample(struct pf_sampler *s, const struct pf_bpf_sample *h,
+			   const uint64_t *ips, uint32_t ulen, const char *comm)
+{
+	uint32_t mask = h->flags >> PF_SAMPLE_CAPTURE_SHIFT;
+	if (h->ustack_len && !pf_symbolizer_has(s->sym, h->pid))
+		pf_symbolizer_capture(s->sym, h->pid);
+	struct pf_agg_sample as = {
+		.ts_unix_ns = h->ts_ns + (uint64_t)s->mono_to_unix,
+		.pid = h->pid,
+		.tid = h->tid,
+		.cpu = h->cpu,
+		.comm = comm,
+		.kstack = ips,
+		.n_kstack = h->kstack_len,
+		.ustack = ips + h->kstack_len,
+		.n_ustack = ulen,
+	};
+	for (unsigned i = 0; i < PF_SAMPLER_CAPTURES; i++) {
+		struct cap_slot *c = &s->cap[i];
+		if (!(mask & (1u << i)) || !c->used || as.ts_unix_ns < c->start)
+			continue;
+		c->acc += c->hz;
+		if (c->acc < s->cap_hz)
+			continue;
+		c->acc -= s->cap_hz;
+		int rc = pf_agg_add(c->agg, &as);
+		if (rc < 0 && rc != -ENOSPC)
+			s->last_error = rc;
+	}
+}
+
 static int on_sample(void *ctx, void *data, size_t size)
 {
 	struct pf_sampler *s = ctx;
@@ -178,6 +230,10 @@ static int on_sample(void *ctx, void *data, size_t size)
 
 	/* the thread's comm stands in for the process's when it has no executable */
 	const struct pf_proc *p = known_proc(s, h.pid, h.pid == h.tid ? comm : NULL);
+	if (h.flags & PF_SAMPLE_F_CAPTURE) {
+		capture_sample(s, &h, ips, ulen, comm);
+		return 0;
+	}
 	if (p && !proc_allowed(s, p))
 		return 0; /* decided after the kernel recorded it (PF_SAMPLE_F_UNKNOWN) */
 	/* First user stack of a process: capture its maps while it lives (kernel-only stacks,
@@ -261,16 +317,18 @@ int pf_sampler_poll(struct pf_sampler *s, int timeout_ms)
 
 /* ---- perf events -------------------------------------------------------------------------- */
 
-static void perf_close(struct pf_sampler *s)
+static void perf_close(struct perf_set *ps)
 {
-	for (uint32_t i = 0; i < s->n_pe; i++) {
-		bpf_link__destroy(s->pe_links[i]);
-		close(s->pe_fds[i]);
+	for (uint32_t i = 0; i < ps->n; i++) {
+		bpf_link__destroy(ps->links[i]);
+		close(ps->fds[i]);
 	}
-	s->n_pe = 0;
+	ps->n = 0;
 }
 
-static int perf_open(struct pf_sampler *s, uint32_t hz, struct pf_error *err)
+/* Opens one cpu-clock event per online CPU at hz into ps, each running prog. */
+static int perf_open(struct pf_sampler *s, struct perf_set *ps, struct bpf_program *prog,
+		     uint32_t hz, struct pf_error *err)
 {
 	struct perf_event_attr attr = {
 		.type = PERF_TYPE_SOFTWARE,
@@ -284,32 +342,33 @@ static int perf_open(struct pf_sampler *s, uint32_t hz, struct pf_error *err)
 			if (errno == ENODEV) /* offline CPU */
 				continue;
 			int e = -errno;
-			perf_close(s);
+			perf_close(ps);
 			return pf_error_set(err, e, "", "perf_event_open(cpu-clock, cpu %d): %s", cpu,
 					    strerror(-e));
 		}
-		struct bpf_link *l = bpf_program__attach_perf_event(s->skel->progs.do_sample, fd);
+		struct bpf_link *l = bpf_program__attach_perf_event(prog, fd);
 		if (!l) {
 			int e = -errno;
 			close(fd);
-			perf_close(s);
+			perf_close(ps);
 			return pf_error_set(err, e, "", "attach perf_event program: %s", strerror(-e));
 		}
-		s->pe_fds[s->n_pe] = fd;
-		s->pe_links[s->n_pe++] = l;
+		ps->fds[ps->n] = fd;
+		ps->links[ps->n++] = l;
 	}
-	if (!s->n_pe)
+	if (!ps->n)
 		return pf_error_set(err, -ENODEV, "", "no online CPU accepted a perf event");
 	return 0;
 }
 
-static int perf_set_period(struct pf_sampler *s, uint32_t hz, struct pf_error *err)
+static int perf_set_period(struct perf_set *ps, uint32_t hz, const char *key,
+			   struct pf_error *err)
 {
 	uint64_t period = 1000000000ull / hz;
-	for (uint32_t i = 0; i < s->n_pe; i++)
-		if (ioctl(s->pe_fds[i], PERF_EVENT_IOC_PERIOD, &period) < 0)
-			return pf_error_set(err, -errno, "profiling.sampling.frequency_hz",
-					    "PERF_EVENT_IOC_PERIOD: %s", strerror(errno));
+	for (uint32_t i = 0; i < ps->n; i++)
+		if (ioctl(ps->fds[i], PERF_EVENT_IOC_PERIOD, &period) < 0)
+			return pf_error_set(err, -errno, key, "PERF_EVENT_IOC_PERIOD: %s",
+					    strerror(errno));
 	return 0;
 }
 
@@ -327,12 +386,12 @@ static int apply_running(struct pf_sampler *s, uint32_t hz, struct pf_error *err
 {
 	bool want = want_running(s);
 	int rc = 0;
-	if (want && !s->n_pe) {
-		rc = perf_open(s, hz, err);
-	} else if (!want && s->n_pe) {
-		perf_close(s);
+	if (want && !s->pe.n) {
+		rc = perf_open(s, &s->pe, s->skel->progs.do_sample, hz, err);
+	} else if (!want && s->pe.n) {
+		perf_close(&s->pe);
 	} else if (want && hz != s->freq_hz) {
-		rc = perf_set_period(s, hz, err);
+		rc = perf_set_period(&s->pe, hz, "profiling.sampling.frequency_hz", err);
 	}
 	if (rc == 0)
 		s->freq_hz = hz;
@@ -352,7 +411,7 @@ int pf_sampler_set_config(struct pf_sampler *s, const struct pf_profcfg *cfg, st
 
 	bool old_enabled = s->enabled, old_mode = s->triggered_mode;
 	uint32_t old_hz = s->freq_hz;
-	bool was_running = s->n_pe > 0;
+	bool was_running = s->pe.n > 0;
 	s->enabled = cfg->enabled;
 	s->triggered_mode = cfg->mode == PF_MODE_TRIGGERED;
 	/* drain what the old period produced before switching */
@@ -409,6 +468,14 @@ static void forget_pid(void *ctx, uint32_t pid)
 
 static uint64_t lost_total(struct pf_sampler *s);
 
+static bool captures_running(const struct pf_sampler *s)
+{
+	for (size_t i = 0; i < PF_SAMPLER_CAPTURES; i++)
+		if (s->cap[i].used)
+			return true;
+	return false;
+}
+
 /* Closes the samples before `end` (unix ns; 0 = now) into *out. */
 static int close_into(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf_prof_window **out,
 		      struct pf_error *err)
@@ -430,8 +497,10 @@ static int close_into(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf
 	(*out)->host_name = pf_prof_strdup(*out, pf_procinfo_host_name(s->pi));
 	s->lost_at_close = lost;
 	s->window_start = end;
-	/* processes that exited are symbolized now: let them go */
-	pf_procinfo_reap(s->pi, forget_pid, s->sym);
+	/* processes that exited are symbolized now: let them go (unless a capture still needs
+	 * them: its window closes later) */
+	if (!captures_running(s))
+		pf_procinfo_reap(s->pi, forget_pid, s->sym);
 	/* per-window symbolization state (DWARF) goes; freed heap goes back to the system */
 	pf_symbolizer_trim(s->sym);
 	malloc_trim(0);
@@ -469,6 +538,206 @@ struct pf_prof_window *pf_sampler_next_window(struct pf_sampler *s)
 	struct pf_prof_window *w = s->ready[0];
 	memmove(s->ready, s->ready + 1, (s->n_ready - 1) * sizeof(s->ready[0]));
 	s->n_ready--;
+	return w;
+}
+
+/* ---- captures ---------------------------------------------------------------------------- */
+
+struct pick {
+	struct pf_sampler *s;
+	const struct pf_proc_match *m;
+	uint32_t *pids;
+	size_t max, n;
+	bool env_pass; /* second pass: environ read for service.name rules */
+};
+
+static int pick_one(void *ctx, const struct pf_proc *p)
+{
+	struct pick *k = ctx;
+	if (p->exited || !proc_allowed(k->s, p) || !p->exe_path) /* no kernel threads */
+		return 0;
+	if (!k->env_pass && pf_proc_match_needs_env(k->m) && !p->env_read) {
+		if (k->n < k->max)
+			k->pids[k->n++] = p->pid; /* candidate: read its environ, test again */
+		return 0;
+	}
+	if (pf_proc_match_test(k->m, p) && k->n < k->max)
+		k->pids[k->n++] = p->pid;
+	return 0;
+}
+
+int pf_sampler_capture_pids(struct pf_sampler *s, const struct pf_filter *rules, size_t n,
+			    uint32_t *pids, size_t max, size_t *n_out, struct pf_error *err)
+{
+	*n_out = 0;
+	struct pf_proc_match *m = pf_proc_match_new(rules, n, err);
+	if (!m)
+		return err && err->code ? err->code : -errno;
+	int rc = pf_procinfo_scan(s->pi);
+	if (rc < 0) {
+		pf_proc_match_free(m);
+		return pf_error_set(err, rc, "", "cannot read the process list: %s", strerror(-rc));
+	}
+	struct pick k = {.s = s, .m = m, .pids = pids, .max = max};
+	pf_procinfo_foreach(s->pi, pick_one, &k);
+	if (pf_proc_match_needs_env(m)) {
+		/* candidates whose service.name is not known yet: read environ, then decide */
+		size_t n_cand = k.n;
+		k.n = 0;
+		k.env_pass = true;
+		for (size_t i = 0; i < n_cand; i++) {
+			const struct pf_proc *p = pf_procinfo_get(s->pi, pids[i]);
+			if (p && !p->env_read)
+				p = pf_procinfo_read(s->pi, pids[i], NULL, true);
+			if (p)
+				pick_one(&k, p);
+		}
+	}
+	pf_proc_match_free(m);
+	*n_out = k.n;
+	return 0;
+}
+
+static int capture_pids_update(struct pf_sampler *s, const uint32_t *pids, size_t n,
+			       unsigned slot)
+{
+	int fd = bpf_map__fd(s->skel->maps.capture_pids);
+	for (size_t i = 0; i < n; i++) {
+		__u32 key = pids[i];
+		__u8 mask = 0;
+		if (bpf_map_lookup_elem(fd, &key, &mask) < 0)
+			mask = 0;
+		mask |= (__u8)(1u << slot);
+		if (bpf_map_update_elem(fd, &key, &mask, BPF_ANY) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+/* Clears slot's bit in every entry (bounded by the map size); entries left without a bit go. */
+static void capture_pids_clear(struct pf_sampler *s, unsigned slot)
+{
+	int fd = bpf_map__fd(s->skel->maps.capture_pids);
+	__u32 key, next, *gone = calloc(PF_CAPTURE_PIDS_MAX, sizeof(*gone));
+	size_t n_gone = 0;
+	void *prev = NULL;
+	for (unsigned i = 0; i < PF_CAPTURE_PIDS_MAX && bpf_map_get_next_key(fd, prev, &next) == 0;
+	     i++) {
+		__u8 mask;
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &mask) < 0)
+			continue;
+		mask &= (__u8) ~(1u << slot);
+		if (mask)
+			bpf_map_update_elem(fd, &key, &mask, BPF_EXIST);
+		else if (gone)
+			gone[n_gone++] = key;
+		else
+			bpf_map_update_elem(fd, &key, &mask, BPF_EXIST); /* 0: never recorded */
+	}
+	for (size_t i = 0; i < n_gone; i++)
+		bpf_map_delete_elem(fd, &gone[i]);
+	free(gone);
+}
+
+/* Brings the capture perf events to the highest frequency of the captures running (closed
+ * when none runs). */
+static int capture_events_apply(struct pf_sampler *s, struct pf_error *err)
+{
+	uint32_t hz = 0;
+	for (size_t i = 0; i < PF_SAMPLER_CAPTURES; i++)
+		if (s->cap[i].used)
+			hz = pf_max(hz, s->cap[i].hz);
+	int rc = 0;
+	if (!hz) {
+		perf_close(&s->cpe);
+	} else if (!s->cpe.n) {
+		rc = perf_open(s, &s->cpe, s->skel->progs.do_capture, hz, err);
+	} else if (hz != s->cap_hz) {
+		ring_buffer__consume(s->rb); /* ticks at the old rate are thinned at it */
+		rc = perf_set_period(&s->cpe, hz, "frequency_hz", err);
+	}
+	if (rc == 0) {
+		s->cap_hz = hz;
+		for (size_t i = 0; i < PF_SAMPLER_CAPTURES; i++)
+			s->cap[i].acc = 0;
+	}
+	return rc;
+}
+
+int pf_sampler_capture_start(struct pf_sampler *s, unsigned slot, uint32_t hz,
+			     const uint32_t *pids, size_t n, struct pf_error *err)
+{
+	if (slot >= PF_SAMPLER_CAPTURES || hz < 1 || hz > 1000)
+		return pf_error_set(err, -EINVAL, "", "bad capture slot or frequency");
+	struct cap_slot *c = &s->cap[slot];
+	if (c->used)
+		return pf_error_set(err, -EBUSY, "", "capture slot %u in use", slot);
+	if (!c->agg) {
+		struct pf_agg_options ao = {.max_samples = s->opt.max_samples};
+		c->agg = pf_agg_new(&ao);
+		if (!c->agg)
+			return pf_error_set(err, -ENOMEM, "", "out of memory");
+	}
+	refresh_clock(s);
+	c->used = true;
+	c->hz = hz;
+	c->start = clock_ns(CLOCK_REALTIME);
+	int rc = capture_pids_update(s, pids, n, slot);
+	if (rc < 0)
+		pf_error_set(err, rc, "", "capture pid map: %s", strerror(-rc));
+	else
+		rc = capture_events_apply(s, err);
+	if (rc < 0) {
+		capture_pids_clear(s, slot);
+		c->used = false;
+		capture_events_apply(s, NULL);
+	}
+	return rc;
+}
+
+uint64_t pf_sampler_capture_samples(const struct pf_sampler *s, unsigned slot)
+{
+	struct pf_agg_stats st;
+	if (slot >= PF_SAMPLER_CAPTURES || !s->cap[slot].used)
+		return 0;
+	pf_agg_stats(s->cap[slot].agg, &st);
+	return st.pending;
+}
+
+struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned slot,
+					       struct pf_error *err)
+{
+	if (slot >= PF_SAMPLER_CAPTURES || !s->cap[slot].used) {
+		pf_error_set(err, -EINVAL, "", "no capture in slot %u", slot);
+		errno = EINVAL;
+		return NULL;
+	}
+	struct cap_slot *c = &s->cap[slot];
+	capture_pids_clear(s, slot);
+	ring_buffer__consume(s->rb); /* what was recorded before the bit went */
+	refresh_clock(s);
+	uint64_t end = clock_ns(CLOCK_REALTIME);
+	if (end <= c->start)
+		end = c->start + 1;
+	struct pf_prof_window *w = NULL;
+	struct pf_agg_hooks hooks = {.resolve = resolve, .ctx = s};
+	int rc = pf_agg_close(c->agg, c->start, end, c->hz, &hooks, &w);
+	c->used = false;
+	capture_events_apply(s, NULL);
+	if (rc < 0) {
+		/* the samples stayed in the aggregation: drop them with it */
+		pf_agg_free(c->agg);
+		c->agg = NULL;
+		pf_error_set(err, rc, "", "closing the capture's window: %s", strerror(-rc));
+		errno = -rc;
+		return NULL;
+	}
+	w->host_name = pf_prof_strdup(w, pf_procinfo_host_name(s->pi));
+	if (!captures_running(s) && !s->pe.n)
+		pf_procinfo_reap(s->pi, forget_pid, s->sym);
+	pf_symbolizer_trim(s->sym);
 	return w;
 }
 
@@ -531,10 +800,14 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	int rc = read_counters(s, c);
 	if (rc < 0)
 		return rc;
-	out->running = s->n_pe > 0;
+	out->running = s->pe.n > 0;
 	out->frequency_hz = s->freq_hz;
-	out->n_cpus = s->n_pe;
+	out->n_cpus = s->pe.n;
 	out->samples = c[PF_CNT_SAMPLES];
+	out->capture_samples = c[PF_CNT_CAPTURE];
+	out->capture_hz = s->cpe.n ? s->cap_hz : 0;
+	for (size_t i = 0; i < PF_SAMPLER_CAPTURES; i++)
+		out->captures += s->cap[i].used;
 	out->lost_kernel = c[PF_CNT_LOST_RB];
 	out->filtered = c[PF_CNT_FILTERED];
 	out->stack_errors = c[PF_CNT_STACK_ERR];
@@ -547,8 +820,9 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->bpf_stats_enabled = s->stats_fd >= 0;
 
 	struct bpf_program *progs[PF_SAMPLER_N_PROGS] = {
-		s->skel->progs.do_sample, s->skel->progs.handle_exec, s->skel->progs.handle_fork,
-		s->skel->progs.handle_exit, s->skel->progs.resolve_ksyms};
+		s->skel->progs.do_sample,   s->skel->progs.handle_exec,
+		s->skel->progs.handle_fork, s->skel->progs.handle_exit,
+		s->skel->progs.resolve_ksyms, s->skel->progs.do_capture};
 	for (int i = 0; i < PF_SAMPLER_N_PROGS; i++) {
 		struct bpf_prog_info info;
 		__u32 len = sizeof(info);
@@ -583,8 +857,12 @@ void pf_sampler_free(struct pf_sampler *s)
 {
 	if (!s)
 		return;
-	if (s->skel)
-		perf_close(s);
+	if (s->skel) {
+		perf_close(&s->pe);
+		perf_close(&s->cpe);
+	}
+	for (size_t i = 0; i < PF_SAMPLER_CAPTURES; i++)
+		pf_agg_free(s->cap[i].agg);
 	for (size_t i = 0; i < PF_ARRAY_SIZE(s->proc_links); i++)
 		bpf_link__destroy(s->proc_links[i]);
 	ring_buffer__free(s->rb);
@@ -597,8 +875,10 @@ void pf_sampler_free(struct pf_sampler *s)
 	pf_agg_free(s->agg);
 	pf_symbolizer_free(s->sym);
 	pf_procinfo_free(s->pi);
-	free(s->pe_fds);
-	free(s->pe_links);
+	free(s->pe.fds);
+	free(s->pe.links);
+	free(s->cpe.fds);
+	free(s->cpe.links);
 	free(s);
 }
 
@@ -665,8 +945,10 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 	s->n_cpus_possible = libbpf_num_possible_cpus();
 	if (s->n_cpus_possible <= 0)
 		return fail(s, pf_error_set(err, -ENOTSUP, "", "cannot count possible CPUs"));
-	s->pe_fds = calloc((size_t)s->n_cpus_possible, sizeof(*s->pe_fds));
-	s->pe_links = calloc((size_t)s->n_cpus_possible, sizeof(*s->pe_links));
+	s->pe.fds = calloc((size_t)s->n_cpus_possible, sizeof(*s->pe.fds));
+	s->pe.links = calloc((size_t)s->n_cpus_possible, sizeof(*s->pe.links));
+	s->cpe.fds = calloc((size_t)s->n_cpus_possible, sizeof(*s->cpe.fds));
+	s->cpe.links = calloc((size_t)s->n_cpus_possible, sizeof(*s->cpe.links));
 	struct pf_procinfo_options po = {.host_name = s->opt.host_name,
 					 .command_line = s->opt.command_line};
 	struct pf_symbolizer_options so = {.max_elf_files = s->opt.max_elf_files,
@@ -675,7 +957,8 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 	s->pi = pf_procinfo_new(&po);
 	s->sym = pf_symbolizer_new(&so);
 	s->agg = pf_agg_new(&ao);
-	if (!s->pe_fds || !s->pe_links || !s->pi || !s->sym || !s->agg)
+	if (!s->pe.fds || !s->pe.links || !s->cpe.fds || !s->cpe.links || !s->pi || !s->sym ||
+	    !s->agg)
 		return fail(s, pf_error_set(err, -ENOMEM, "", "out of memory"));
 
 	/* open -> configure -> load -> attach (libbpf-tools) */

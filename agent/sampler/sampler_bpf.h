@@ -60,13 +60,16 @@ struct pf_sampler_prog_stats {
 	uint64_t run_cnt;
 };
 
-#define PF_SAMPLER_N_PROGS 5 /* do_sample, handle_{exec,fork,exit}, resolve_ksyms */
+#define PF_SAMPLER_N_PROGS 6 /* do_sample, handle_{exec,fork,exit}, resolve_ksyms, do_capture */
 
 struct pf_sampler_stats {
 	bool running;            /* perf events attached */
 	uint32_t frequency_hz;
 	uint32_t n_cpus;         /* perf events open */
-	uint64_t samples;        /* kernel: ticks recorded */
+	uint64_t samples;        /* kernel: ticks recorded (continuous sampling) */
+	uint64_t capture_samples; /* kernel: capture ticks recorded */
+	uint32_t capture_hz;      /* capture perf events' frequency, 0 when none runs */
+	uint32_t captures;        /* captures sampling now */
 	uint64_t lost_kernel;    /* kernel: ring buffer full */
 	uint64_t lost_user;      /* user: sample store full */
 	uint64_t filtered;       /* kernel: ticks of excluded processes */
@@ -123,6 +126,35 @@ struct pf_prof_window *pf_sampler_next_window(struct pf_sampler *s);
  * pids to out and returns how many there are (may exceed cap). Works while sampling is off
  * (mode triggered): process tracking runs from pf_sampler_new() on. */
 size_t pf_sampler_profiled_pids(struct pf_sampler *s, uint32_t *out, size_t cap);
+
+/* ---- Captures: sampling beside the continuous windows.
+ *
+ * A capture samples chosen processes at its own frequency on a second set of cpu-clock perf
+ * events (do_capture), whatever the continuous settings are (also in mode triggered, also
+ * while continuous sampling is off). Its processes are in the kernel's capture pid map, with a
+ * bit per capture slot; forks inherit the parent's bits in the kernel. The capture events run
+ * at the highest frequency of the captures running; a capture at a lower frequency keeps every
+ * (max/own)-th of its processes' ticks, so its window has its own period. Capture samples go
+ * to the capture's own aggregation, never into the continuous windows, which keep their rate
+ * and samples. The perf events close when the last capture stops. */
+#define PF_SAMPLER_CAPTURES 8
+
+/* Reads /proc and returns in pids (at most max) the processes that the profiling filters
+ * allow (never the agent itself unless include_self) and that match any of the n rules (n 0:
+ * all of them). *n_out may be 0. -EINVAL (err names processes[i].value), -ENOMEM. */
+int pf_sampler_capture_pids(struct pf_sampler *s, const struct pf_filter *rules, size_t n,
+			    uint32_t *pids, size_t max, size_t *n_out, struct pf_error *err);
+/* Starts capture `slot` (< PF_SAMPLER_CAPTURES, free) at hz (1..1000) on the n pids. -EBUSY
+ * (slot in use), -EINVAL, or the perf/BPF error (err says). */
+int pf_sampler_capture_start(struct pf_sampler *s, unsigned slot, uint32_t hz,
+			     const uint32_t *pids, size_t n, struct pf_error *err);
+/* Samples the capture holds so far (after the last poll). */
+uint64_t pf_sampler_capture_samples(const struct pf_sampler *s, unsigned slot);
+/* Stops capture `slot` and returns its window [start, now) (symbolized, attributes as the
+ * continuous windows have them; possibly without processes), or NULL + errno (err). The slot
+ * is free again either way. */
+struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned slot,
+					       struct pf_error *err);
 
 /* Counters for the agent's metrics and health. */
 int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out);

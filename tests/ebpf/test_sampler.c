@@ -1,7 +1,8 @@
 /* test_sampler.c — eBPF integration tests of the CPU sampler (agent/sampler/sampler_bpf.h): a known
  * workload (workload.c, built here with -O0 -fno-omit-frame-pointer -g) must show up by symbol,
  * under the right callers, at the right ratio, alone; an excluded one must not show up at all,
- * and a frequency change at run time must not lose the open window's samples. Kernel frames
+ * a frequency change at run time must not lose the open window's samples, and a capture at a
+ * higher frequency on one process must neither leak into nor slow the continuous windows. Kernel frames
  * are named by the in-kernel resolver exactly as /proc/kallsyms names them.
  * Exit 77 when the kernel refuses BPF or perf events (not root, no BTF). */
 #include <errno.h>
@@ -86,6 +87,15 @@ static struct pf_profcfg *config(const char *fmt, ...)
 	return cfg;
 }
 
+/* Samples the workload's executable only, at hz, in windows of 10 s. */
+static struct pf_profcfg *include_workload(unsigned hz)
+{
+	return config("profiling:\n  sampling: {frequency_hz: %u, duration_seconds: 10}\n"
+		      "  filters:\n    include: [{key: process.executable.name, match: strict, "
+		      "value: \"%s\"}]\n",
+		      hz, g_name);
+}
+
 static void poll_for(struct pf_sampler *s, uint64_t ms)
 {
 	uint64_t end = now_ms() + ms;
@@ -152,11 +162,7 @@ static void test_include_ratio_callers(void **state)
 	struct pf_error err = {0};
 	struct pf_sampler *s = pf_sampler_new(NULL, &err);
 	assert_non_null(s);
-	struct pf_profcfg *cfg = config(
-		"profiling:\n  sampling: {frequency_hz: 499, duration_seconds: 10}\n"
-		"  filters:\n    include: [{key: process.executable.name, match: strict, "
-		"value: \"%s\"}]\n",
-		g_name);
+	struct pf_profcfg *cfg = include_workload(499);
 	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
 	/* spawned after the sampler: found through the exec event, not the /proc scan */
 	pid_t pid = spawn_workload(6);
@@ -261,6 +267,128 @@ static void test_runtime_frequency_change(void **state)
 	pf_prof_window_free(w2);
 	pf_profcfg_free(c1);
 	pf_profcfg_free(c2);
+	pf_sampler_free(s);
+}
+
+static uint64_t samples_of(const struct pf_prof_window *w, pid_t pid, bool *foreign)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < w->n_processes; i++) {
+		const struct pf_prof_process *p = &w->processes[i];
+		for (size_t k = 0; k < p->n_samples; k++) {
+			if (p->pid == (uint32_t)pid)
+				n += p->samples[k].count;
+			else if (foreign)
+				*foreign = true;
+		}
+	}
+	return n;
+}
+
+/* Two copies of the workload, both in the continuous windows at 99 Hz; a capture at 499 Hz on
+ * the first only. Over the same interval the capture must hold ~499/99 times the first's
+ * continuous samples and nothing of the second, while the continuous window keeps 99 Hz for
+ * both (CPU shares on a loaded machine cancel out in the ratios). */
+static void test_capture_beside_continuous(void **state)
+{
+	struct pf_error err = {0};
+	pid_t a = spawn_workload(8), b = spawn_workload(8);
+	assert_true(a > 0 && b > 0);
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	struct pf_profcfg *cfg = include_workload(99);
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	poll_for(s, 300);
+	pf_prof_window_free(pf_sampler_close_window(s, &err)); /* the interval starts here */
+
+	char pidtext[16];
+	snprintf(pidtext, sizeof(pidtext), "%d", (int)a);
+	struct pf_filter rule = {.key = "process.pid", .match = PF_MATCH_STRICT, .value = pidtext};
+	uint32_t pids[8];
+	size_t n = 0;
+	assert_int_equal(pf_sampler_capture_pids(s, &rule, 1, pids, 8, &n, &err), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(pids[0], (uint32_t)a);
+	assert_int_equal(pf_sampler_capture_start(s, 3, 499, pids, n, &err), 0);
+	assert_int_equal(pf_sampler_capture_start(s, 3, 499, pids, n, &err), -EBUSY);
+	poll_for(s, 2500);
+	struct pf_sampler_stats st;
+	assert_int_equal(pf_sampler_stats(s, &st), 0);
+	assert_int_equal(st.capture_hz, 499);
+	assert_int_equal(st.captures, 1);
+	assert_int_equal(st.frequency_hz, 99);
+	assert_true(pf_sampler_capture_samples(s, 3) > 0);
+	struct pf_prof_window *wc = pf_sampler_capture_stop(s, 3, &err);
+	struct pf_prof_window *w = pf_sampler_close_window(s, &err);
+	assert_int_equal(pf_sampler_stats(s, &st), 0);
+	reap(a);
+	reap(b);
+	assert_non_null(wc);
+	assert_non_null(w);
+	assert_int_equal(st.captures, 0);
+	assert_int_equal(st.capture_hz, 0); /* the capture events closed with the last capture */
+	bool cap_foreign = false;
+	uint64_t cap_a = samples_of(wc, a, &cap_foreign);
+	uint64_t cont_a = samples_of(w, a, NULL), cont_b = samples_of(w, b, NULL);
+	/* per second of each window (the continuous one also spans the /proc scan before the
+	 * capture started) */
+	double cap_s = (double)(wc->end_unix_ns - wc->start_unix_ns) / 1e9;
+	double cont_s = (double)(w->end_unix_ns - w->start_unix_ns) / 1e9;
+	double ratio = ((double)cap_a / cap_s) / ((double)(cont_a ? cont_a : 1) / cont_s);
+	double ab = (double)cont_a / (double)(cont_b ? cont_b : 1);
+	print_message("capture (499 Hz, a only): %lu samples in %.2f s; continuous (99 Hz): a %lu, "
+		      "b %lu in %.2f s; capture/continuous rate for a %.2f (expect ~5.04), a/b %.2f; "
+		      "lost %lu\n",
+		      (unsigned long)cap_a, cap_s, (unsigned long)cont_a, (unsigned long)cont_b,
+		      cont_s, ratio, ab, (unsigned long)w->lost_samples);
+	assert_false(cap_foreign);
+	assert_int_equal(wc->frequency_hz, 499);
+	assert_int_equal(w->frequency_hz, 99);
+	assert_true(cap_a >= 300);
+	assert_true(cont_a >= 60 && cont_b >= 60);
+	assert_true(ratio >= 3.5 && ratio <= 6.5);
+	/* the capture did not add to (or take from) a's continuous samples */
+	assert_true(ab >= 0.6 && ab <= 1.6);
+	pf_prof_window_free(wc);
+	pf_prof_window_free(w);
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+}
+
+/* A capture without continuous sampling (mode triggered, idle): the capture alone samples. */
+static void test_capture_triggered_mode(void **state)
+{
+	struct pf_error err = {0};
+	pid_t a = spawn_workload(5);
+	assert_true(a > 0);
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	struct pf_profcfg *cfg = config("profiling:\n  mode: triggered\n"
+					"  triggers: {on_demand: {enabled: true}}\n");
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	char pidtext[16];
+	snprintf(pidtext, sizeof(pidtext), "%d", (int)a);
+	struct pf_filter rule = {.key = "process.pid", .match = PF_MATCH_STRICT, .value = pidtext};
+	uint32_t pids[4];
+	size_t n = 0;
+	assert_int_equal(pf_sampler_capture_pids(s, &rule, 1, pids, 4, &n, &err), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(pf_sampler_capture_start(s, 0, 199, pids, n, &err), 0);
+	poll_for(s, 1500);
+	struct pf_sampler_stats st;
+	assert_int_equal(pf_sampler_stats(s, &st), 0);
+	assert_false(st.running); /* continuous sampling stays off */
+	struct pf_prof_window *wc = pf_sampler_capture_stop(s, 0, &err);
+	reap(a);
+	assert_non_null(wc);
+	bool foreign = false;
+	uint64_t na = samples_of(wc, a, &foreign);
+	print_message("triggered mode capture at 199 Hz: %lu samples of the workload\n",
+		      (unsigned long)na);
+	assert_false(foreign);
+	assert_true(na >= 50 && na <= 400);
+	pf_prof_window_free(wc);
+	pf_profcfg_free(cfg);
 	pf_sampler_free(s);
 }
 
@@ -374,6 +502,8 @@ int main(void)
 		cmocka_unit_test(test_exclude_in_kernel),
 		cmocka_unit_test(test_runtime_frequency_change),
 		cmocka_unit_test(test_kernel_frames_resolver),
+		cmocka_unit_test(test_capture_beside_continuous),
+		cmocka_unit_test(test_capture_triggered_mode),
 	};
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	char cmd[128];

@@ -5,7 +5,9 @@
  *   {"violations": ["rule: detail", ...], "frequency_hz": 199, "start_unix_ns": ...,
  *    "end_unix_ns": ..., "processes": [{"pid": 42, "attributes": {"process.executable.name":
  *    "w", ...}, "samples": 390, "leaf": {"hot_a": 260, ...},
- *    "stacks": {"hot_a;caller_a;main": 260, ...}}]}
+ *    "stacks": {"hot_a;caller_a;main": 260, ...},
+ *    "links": {"<32 hex trace id>/<16 hex span id>": 390, ...}}]}
+ * ("links": samples per trace link, for the samples that carry one.)
  *
  * Stacks are leaf first, ";"-joined function names ("0x<address>" for an unsymbolized frame).
  * Exit status: 0 conformant, 1 violations, 2 unreadable or undecodable file. */
@@ -59,7 +61,7 @@ static void add_count(json_t *obj, const char *key, uint64_t n)
 static json_t *process_json(const struct pf_prof_process *p)
 {
 	json_t *o = json_object(), *attrs = json_object(), *leaf = json_object(),
-	       *stacks = json_object();
+	       *stacks = json_object(), *links = json_object();
 	uint64_t total = 0;
 	for (size_t i = 0; i < p->n_attrs; i++)
 		json_object_set_new(attrs, p->attrs[i].key, json_string(p->attrs[i].value));
@@ -78,12 +80,23 @@ static json_t *process_json(const struct pf_prof_process *p)
 		}
 		add_count(stacks, b.data ? pf_buf_str(&b) : "", s->count);
 		pf_buf_release(&b);
+		static const uint8_t none[16];
+		if (memcmp(s->trace_id, none, 16)) {
+			char link[16 * 2 + 1 + 8 * 2 + 1];
+			for (int k = 0; k < 16; k++)
+				snprintf(link + 2 * k, 3, "%02x", s->trace_id[k]);
+			link[32] = '/';
+			for (int k = 0; k < 8; k++)
+				snprintf(link + 33 + 2 * k, 3, "%02x", s->span_id[k]);
+			add_count(links, link, s->count);
+		}
 	}
 	json_object_set_new(o, "pid", json_integer(p->pid));
 	json_object_set_new(o, "attributes", attrs);
 	json_object_set_new(o, "samples", json_integer((json_int_t)total));
 	json_object_set_new(o, "leaf", leaf);
 	json_object_set_new(o, "stacks", stacks);
+	json_object_set_new(o, "links", links);
 	return o;
 }
 

@@ -5,6 +5,10 @@
  *  do_sample   perf_event (software cpu-clock, one event per CPU): pid/tid/cpu/time/comm and
  *              kernel (only when the tick interrupted kernel mode) + user stacks of the
  *              interrupted task, into the `samples` ring buffer.
+ *  do_capture  the same record on a second set of cpu-clock events (captures, at their own
+ *              frequency), only for processes in `capture_pids`, flagged PF_SAMPLE_F_CAPTURE
+ *              with the process's capture mask so user space keeps them out of the
+ *              continuous windows.
  *  handle_*    tp_btf sched_process_{exec,fork,exit}: keep `pid_filter` coherent in the kernel
  *              (an exec forgets the verdict, a fork inherits it, an exit drops it) and tell user
  *              space, which computes the new verdict from the process's attributes.
@@ -48,6 +52,13 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } pid_filter SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PF_CAPTURE_PIDS_MAX);
+	__type(key, __u32);
+	__type(value, __u8);
+} capture_pids SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -104,27 +115,12 @@ static __always_inline bool in_user_mode(struct bpf_perf_event_data *ctx)
 #endif
 }
 
-SEC("perf_event")
-int do_sample(struct bpf_perf_event_data *ctx)
+/* Writes one sample record of the current task (stacks of the interrupted context) and counts
+ * it under cnt. */
+static __always_inline int record(struct bpf_perf_event_data *ctx, __u32 pid, __u32 tid,
+				  __u32 flags, __u32 cnt)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 pid = id >> 32, tid = (__u32)id;
 	__u32 zero = 0;
-
-	if (tid == 0 || pid == skip_tgid) /* the idle task, the agent itself */
-		return 0;
-
-	__u32 flags = 0;
-	if (filter_on) {
-		__u8 *verdict = bpf_map_lookup_elem(&pid_filter, &pid);
-		if (verdict && *verdict != PF_FILTER_ALLOW) {
-			count(PF_CNT_FILTERED);
-			return 0;
-		}
-		if (!verdict)
-			flags |= PF_SAMPLE_F_UNKNOWN;
-	}
-
 	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
 	if (!s)
 		return 0;
@@ -161,8 +157,45 @@ int do_sample(struct bpf_perf_event_data *ctx)
 		count(PF_CNT_LOST_RB);
 		return 0;
 	}
-	count(PF_CNT_SAMPLES);
+	count(cnt);
 	return 0;
+}
+
+SEC("perf_event")
+int do_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 pid = id >> 32, tid = (__u32)id;
+
+	if (tid == 0 || pid == skip_tgid) /* the idle task, the agent itself */
+		return 0;
+
+	__u32 flags = 0;
+	if (filter_on) {
+		__u8 *verdict = bpf_map_lookup_elem(&pid_filter, &pid);
+		if (verdict && *verdict != PF_FILTER_ALLOW) {
+			count(PF_CNT_FILTERED);
+			return 0;
+		}
+		if (!verdict)
+			flags |= PF_SAMPLE_F_UNKNOWN;
+	}
+	return record(ctx, pid, tid, flags, PF_CNT_SAMPLES);
+}
+
+SEC("perf_event")
+int do_capture(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 pid = id >> 32, tid = (__u32)id;
+
+	if (tid == 0 || pid == skip_tgid)
+		return 0;
+	__u8 *mask = bpf_map_lookup_elem(&capture_pids, &pid);
+	if (!mask || !*mask)
+		return 0;
+	__u32 flags = PF_SAMPLE_F_CAPTURE | ((__u32)*mask << PF_SAMPLE_CAPTURE_SHIFT);
+	return record(ctx, pid, tid, flags, PF_CNT_CAPTURE);
 }
 
 static __always_inline void emit(__u32 type, __u32 pid, __u32 ppid, struct task_struct *t)
@@ -215,6 +248,12 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 		__u8 val = *v;
 		bpf_map_update_elem(&pid_filter, &tgid, &val, BPF_ANY);
 	}
+	/* A capture of the parent covers its children too. */
+	__u8 *m = bpf_map_lookup_elem(&capture_pids, &ptgid);
+	if (m) {
+		__u8 mask = *m;
+		bpf_map_update_elem(&capture_pids, &tgid, &mask, BPF_ANY);
+	}
 	emit(PF_PROC_FORK, tgid, ptgid, child);
 	return 0;
 }
@@ -227,6 +266,7 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 	if (pid != tgid)
 		return 0;
 	bpf_map_delete_elem(&pid_filter, &tgid);
+	bpf_map_delete_elem(&capture_pids, &tgid);
 	emit(PF_PROC_EXIT, tgid, 0, p);
 	return 0;
 }

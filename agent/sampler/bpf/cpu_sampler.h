@@ -26,6 +26,12 @@
 #define PF_EVENTS_RB_BYTES (1u << 16)
 #define PF_PID_FILTER_MAX 65536
 
+/* Capture pid map (`capture_pids`, tgid -> bit mask of capture slots): the capture perf events'
+ * program (do_capture) records only the processes in it; forks inherit the parent's mask in the
+ * kernel, exits drop it. PF_CAPTURE_SLOTS captures can sample at once. */
+#define PF_CAPTURE_PIDS_MAX 16384
+#define PF_CAPTURE_SLOTS 8
+
 /* pid_filter values */
 #define PF_FILTER_DENY 0
 #define PF_FILTER_ALLOW 1
@@ -37,11 +43,14 @@ enum pf_bpf_counter {
 	PF_CNT_FILTERED = 2,   /* ticks of denied processes (one map lookup each) */
 	PF_CNT_STACK_ERR = 3,  /* both stack walks failed: recorded without stacks */
 	PF_CNT_LOST_EVENT = 4, /* process events lost (events ring buffer full) */
-	PF_CNT_MAX = 5,
+	PF_CNT_CAPTURE = 5,    /* capture ticks recorded (do_capture) */
+	PF_CNT_MAX = 6,
 };
 
 /* flags of struct pf_bpf_sample */
 #define PF_SAMPLE_F_UNKNOWN 1 /* pid not in pid_filter while filtering */
+#define PF_SAMPLE_F_CAPTURE 2 /* a capture tick (do_capture): not part of continuous windows */
+#define PF_SAMPLE_CAPTURE_SHIFT 8 /* flags >> 8: the capture_pids mask of the process */
 
 struct pf_bpf_sample {
 	unsigned long long ts_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */

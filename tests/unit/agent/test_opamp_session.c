@@ -1,6 +1,7 @@
 /* test_opamp_session.c — agent/opamp_session.c without a network: first message full, status
  * compression, sequence numbers, ReportFullState, same-hash remote config, new_instance_uid,
- * server errors, heartbeat interval, agent_disconnect. */
+ * server errors, heartbeat interval, agent_disconnect, the capture capability's custom
+ * messages. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "capture.h"
 #include "config.h"
 #include "health.h"
 #include "opamp_session.h"
@@ -340,6 +342,102 @@ static void test_outbound_limit(void **state)
 	pf_buf_release(&b);
 }
 
+/* A ServerToAgent carrying one custom message of the capture capability. */
+static void server_custom(struct fx *f, const char *type, const char *json)
+{
+	struct pf_s2a m = {0};
+	struct agent_session_action act;
+	m.has_custom_message = true;
+	m.custom_message.capability = (char *)PF_CAPTURE_CAPABILITY;
+	m.custom_message.type = (char *)type;
+	m.custom_message.data = (uint8_t *)json;
+	m.custom_message.data_len = strlen(json);
+	agent_session_process(f->s, &m, &act);
+}
+
+/* The status a built message carries (decoded), or false when it has none. */
+static bool next_status(struct fx *f, struct pf_capture_status *st)
+{
+	struct pf_a2s *m = next(f, false);
+	bool has = m->has_custom_message;
+	if (has) {
+		assert_string_equal(m->custom_message.capability, PF_CAPTURE_CAPABILITY);
+		assert_string_equal(m->custom_message.type, PF_CAPTURE_TYPE_STATUS);
+		assert_int_equal(pf_capture_status_decode(m->custom_message.data,
+							  m->custom_message.data_len, st, NULL),
+				 0);
+	}
+	pf_a2s_free(m);
+	return has;
+}
+
+static void test_capture_messages(void **state)
+{
+	struct fx *f = *state;
+	struct pf_capture_status st;
+	struct agent_captures *c = agent_captures_new(NULL);
+	assert_non_null(c);
+	agent_session_set_captures(f->s, c);
+
+	/* the capability is listed in full reports */
+	struct pf_a2s *m = next(f, false);
+	assert_true(m->has_custom_capabilities);
+	assert_int_equal(m->n_custom_capabilities, 1);
+	assert_string_equal(m->custom_capabilities[0], PF_CAPTURE_CAPABILITY);
+	assert_false(m->has_custom_message);
+	pf_a2s_free(m);
+	assert_false(agent_session_has_news(f->s));
+
+	/* a request: admitted, its status in the next message */
+	server_custom(f, PF_CAPTURE_TYPE_REQUEST,
+		      "{\"id\":\"s1\",\"duration_seconds\":5,\"frequency_hz\":99}");
+	assert_true(agent_session_has_news(f->s));
+	assert_true(agent_session_has_capture_news(f->s));
+	assert_true(next_status(f, &st));
+	assert_string_equal(st.id, "s1");
+	assert_int_equal(st.state, PF_CAPTURE_ACCEPTED);
+	assert_false(agent_session_has_news(f->s));
+
+	/* a bad payload with a readable id: failed/bad_request naming the field */
+	server_custom(f, PF_CAPTURE_TYPE_REQUEST,
+		      "{\"id\":\"s2\",\"duration_seconds\":5,\"frequency_hz\":5000}");
+	assert_true(next_status(f, &st));
+	assert_string_equal(st.id, "s2");
+	assert_int_equal(st.state, PF_CAPTURE_FAILED);
+	assert_string_equal(st.error_code, "bad_request");
+	assert_non_null(strstr(st.error, "frequency_hz"));
+	/* without a readable id, or of an unknown type: only counted */
+	server_custom(f, PF_CAPTURE_TYPE_REQUEST, "not json");
+	server_custom(f, "capture.bogus", "{}");
+	assert_int_equal(agent_session_capture_errors(f->s), 2);
+	assert_false(agent_session_has_news(f->s));
+
+	/* two changes between messages: one status per message, oldest first */
+	server_custom(f, PF_CAPTURE_TYPE_CANCEL, "{\"id\":\"s1\"}");
+	server_custom(f, PF_CAPTURE_TYPE_REQUEST,
+		      "{\"id\":\"s3\",\"duration_seconds\":1,\"frequency_hz\":99}");
+	assert_true(next_status(f, &st));
+	assert_string_equal(st.id, "s1");
+	assert_int_equal(st.state, PF_CAPTURE_CANCELLED);
+	assert_true(agent_session_has_news(f->s));
+	assert_true(next_status(f, &st));
+	assert_string_equal(st.id, "s3");
+	assert_false(next_status(f, &st));
+
+	/* a new connection: capability and every kept status again */
+	agent_session_on_connect(f->s);
+	m = next(f, false);
+	assert_true(m->has_custom_capabilities);
+	assert_true(m->has_custom_message);
+	pf_a2s_free(m);
+	int more = 0;
+	while (next_status(f, &st) && more < 10)
+		more++;
+	assert_int_equal(more, 2); /* s1..s3: one rode on the full report */
+	agent_session_set_captures(f->s, NULL);
+	agent_captures_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -350,6 +448,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_errors_and_heartbeat, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_wire_and_disconnect, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_outbound_limit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_capture_messages, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,425 @@
+/* capture_run.c — see capture_run.h. */
+#include "capture_run.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exporter.h"
+#include "otlp_profiles.h"
+#include "pf/buf.h"
+#include "pf/log.h"
+
+#define RECEIVER_TIMEOUT_S 10
+#define RECEIVER_BACKOFF_BASE_MS 500
+#define RECEIVER_BACKOFF_CAP_MS 5000
+
+struct run {
+	bool used;
+	unsigned slot; /* sampler capture slot: the index of the run */
+	struct agent_capture_job job;
+	uint64_t end_ms;
+};
+
+struct agent_capture_runner {
+	struct agent_captures *engine;
+	char *token, *uid, *receiver, *ca_file;
+	void (*submit_bytes)(void *ctx, const uint8_t *data, size_t len, const uint8_t id[16]);
+	void (*submit_window)(void *ctx, const struct pf_prof_window *w);
+	void *ctx;
+
+	struct run runs[AGENT_CAPTURE_MAX_ACTIVE];
+	uint32_t *pids; /* AGENT_CAPTURE_RUN_MAX_PIDS */
+
+	struct agent_exporter *rx; /* the receiver's exporter, NULL until the first export */
+	char *rx_url;
+};
+
+/* One export to the receiver, for its done callback (exporter thread). */
+struct delivery {
+	struct agent_captures *engine;
+	struct agent_exporter *x;
+	uint64_t serial;
+	char url[PF_CAPTURE_MAX_URL + 1];
+};
+
+_Static_assert(AGENT_CAPTURE_MAX_ACTIVE <= PF_SAMPLER_CAPTURES, "not enough sampler slots");
+
+static char *dup_opt(const char *s, bool *fail)
+{
+	if (!s)
+		return NULL;
+	char *d = strdup(s);
+	*fail |= !d;
+	return d;
+}
+
+struct agent_capture_runner *agent_capture_runner_new(const struct agent_capture_runner_opts *o)
+{
+	struct agent_capture_runner *r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	bool fail = false;
+	r->engine = o->engine;
+	r->token = dup_opt(o->agent_token, &fail);
+	r->uid = dup_opt(o->agent_uid, &fail);
+	r->receiver = dup_opt(o->receiver, &fail);
+	r->ca_file = dup_opt(o->ca_file, &fail);
+	r->submit_bytes = o->submit_bytes;
+	r->submit_window = o->submit_window;
+	r->ctx = o->ctx;
+	r->pids = calloc(AGENT_CAPTURE_RUN_MAX_PIDS, sizeof(*r->pids));
+	if (fail || !r->pids) {
+		agent_capture_runner_free(r, NULL, 0);
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (unsigned i = 0; i < AGENT_CAPTURE_MAX_ACTIVE; i++)
+		r->runs[i].slot = i;
+	return r;
+}
+
+/* ---- tags ---------------------------------------------------------------------------------- */
+
+int agent_capture_tag_window(struct pf_prof_window *w, const char *agent_uid,
+			     const char *capture_id, const char *trigger,
+			     const uint8_t *trace_id)
+{
+	const char *keys[3] = {"profleet.agent.uid", "profleet.capture.id", "profleet.trigger"};
+	const char *vals[3] = {agent_uid, capture_id, trigger};
+	for (size_t i = 0; i < w->n_processes; i++) {
+		struct pf_prof_process *p = (struct pf_prof_process *)&w->processes[i];
+		struct pf_prof_attr *a = pf_prof_alloc(w, (p->n_attrs + 3) * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		if (p->n_attrs)
+			memcpy(a, p->attrs, p->n_attrs * sizeof(*a));
+		size_t n = p->n_attrs;
+		for (size_t k = 0; k < 3; k++) {
+			if (!vals[k])
+				continue;
+			a[n].key = keys[k];
+			a[n++].value = pf_prof_strdup(w, vals[k]);
+			if (!a[n - 1].value)
+				return -ENOMEM;
+		}
+		p->attrs = a;
+		p->n_attrs = n;
+		if (!trace_id)
+			continue;
+		struct pf_prof_sample *sm = (struct pf_prof_sample *)p->samples;
+		for (size_t k = 0; k < p->n_samples; k++) {
+			memcpy(sm[k].trace_id, trace_id, 16);
+			memset(sm[k].span_id, 0, 8);
+		}
+	}
+	return 0;
+}
+
+/* ---- the receiver -------------------------------------------------------------------------- */
+
+/* The exporter for url, created (or replaced) as needed. NULL and err. */
+static struct agent_exporter *receiver(struct agent_capture_runner *r, const char *url,
+				       struct pf_error *err)
+{
+	if (r->rx && !strcmp(r->rx_url, url))
+		return r->rx;
+	if (r->rx) {
+		/* another receiver: the old one finishes what it holds (bounded by its timeout) */
+		pf_log_info("capture: receiver changes from %s to %s", r->rx_url, url);
+		agent_exporter_free(r->rx);
+		r->rx = NULL;
+		free(r->rx_url);
+		r->rx_url = NULL;
+	}
+	struct pf_exporter cfg = {
+	    .type = PF_EXPORTER_OTLP_HTTP,
+	    .endpoint = (char *)url,
+	    .compression = PF_COMPRESSION_GZIP,
+	    .auth = r->token ? PF_AUTH_AGENT_TOKEN : PF_AUTH_NONE,
+	    .timeout_seconds = RECEIVER_TIMEOUT_S,
+	    .tls = {.present = r->ca_file != NULL, .ca_file = r->ca_file},
+	};
+	if (strncmp(url, "https://", 8) != 0)
+		cfg.tls.present = false, cfg.tls.ca_file = NULL; /* tls is for https only */
+	struct agent_exporter_opts xo = {.agent_token = r->token,
+					 .backoff_base_ms = RECEIVER_BACKOFF_BASE_MS,
+					 .backoff_cap_ms = RECEIVER_BACKOFF_CAP_MS};
+	r->rx = agent_exporter_new_opts(&cfg, &xo, err);
+	if (r->rx && !(r->rx_url = strdup(url))) {
+		agent_exporter_free(r->rx);
+		r->rx = NULL;
+		pf_error_set(err, -ENOMEM, "", "out of memory");
+	}
+	return r->rx;
+}
+
+static void delivered(void *user, int rc)
+{
+	struct delivery *dl = user;
+	char why[sizeof(((struct pf_capture_status *)0)->error)] = "";
+	if (rc < 0) {
+		struct agent_exporter_status st;
+		agent_exporter_status(dl->x, &st);
+		snprintf(why, sizeof(why), "export to %.200s: %.280s", dl->url,
+			 rc == -ECANCELED   ? "cancelled at shutdown"
+			 : rc == -ENOBUFS   ? "dropped from the export queue"
+			 : st.last_error[0] ? st.last_error
+					    : strerror(-rc));
+	}
+	agent_captures_export_done(dl->engine, dl->serial, rc, why);
+	free(dl);
+}
+
+/* ---- one capture's end --------------------------------------------------------------------- */
+
+static int by_samples_desc(const void *a, const void *b)
+{
+	const struct pf_prof_process *x = *(const struct pf_prof_process *const *)a;
+	const struct pf_prof_process *y = *(const struct pf_prof_process *const *)b;
+	uint64_t nx = 0, ny = 0;
+	for (size_t i = 0; i < x->n_samples; i++)
+		nx += x->samples[i].count;
+	for (size_t i = 0; i < y->n_samples; i++)
+		ny += y->samples[i].count;
+	return nx < ny ? 1 : nx > ny ? -1 : 0;
+}
+
+struct encoded {
+	struct pf_buf b[AGENT_CAPTURE_RUN_MAX_PROFILES];
+	uint8_t ids[AGENT_CAPTURE_RUN_MAX_PROFILES][16];
+	size_t n;
+	uint64_t bytes;
+};
+
+/* One OTLP request per process (busiest first), so each profile id is known. */
+static int encode_each(const struct pf_prof_window *w, struct encoded *e, struct pf_error *err)
+{
+	size_t n = w->n_processes;
+	const struct pf_prof_process **order = calloc(n ? n : 1, sizeof(*order));
+	if (!order)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		order[i] = &w->processes[i];
+	qsort(order, n, sizeof(*order), by_samples_desc);
+	int rc = 0;
+	for (size_t i = 0; i < n && e->n < AGENT_CAPTURE_RUN_MAX_PROFILES && rc == 0; i++) {
+		struct pf_prof_window one = *w;
+		one.processes = order[i];
+		one.n_processes = 1;
+		struct pf_buf *b = &e->b[e->n];
+		pf_buf_init(b, PF_BUF_MAX_DEFAULT);
+		rc = pf_otlp_profiles_encode(&one, b, e->ids[e->n], err);
+		if (rc == -ENODATA) { /* a process without samples */
+			rc = 0;
+			continue;
+		}
+		if (rc == 0)
+			e->bytes += b->len, e->n++;
+	}
+	if (rc == 0 && n > AGENT_CAPTURE_RUN_MAX_PROFILES)
+		pf_log_warn("capture: %zu processes sampled; the %d busiest are exported", n,
+			    AGENT_CAPTURE_RUN_MAX_PROFILES);
+	free(order);
+	return rc;
+}
+
+static void export_capture(struct agent_capture_runner *r, struct run *run,
+			   struct pf_prof_window *w, uint64_t now_ms)
+{
+	const struct pf_capture_request *req = &run->job.req;
+	uint64_t serial = run->job.serial;
+	struct pf_error err = {0};
+	struct encoded *e = calloc(1, sizeof(*e));
+	if (!e) {
+		agent_captures_fail(r->engine, serial, "internal", "out of memory");
+		return;
+	}
+	int rc = agent_capture_tag_window(w, r->uid, req->id, run->job.trigger,
+					  req->has_trace_id ? req->trace_id : NULL);
+	if (rc == 0)
+		rc = encode_each(w, e, &err);
+	uint64_t samples = pf_prof_window_samples(w);
+	const char *url = req->receiver ? req->receiver : r->receiver;
+	struct agent_exporter *x = NULL;
+	if (rc < 0) {
+		agent_captures_fail(r->engine, serial, "internal", "cannot encode the profiles: %s",
+				    err.msg[0] ? err.msg : strerror(-rc));
+	} else if (e->n && !url) {
+		agent_captures_fail(r->engine, serial, "export_failed",
+				    "no receiver: the request names none and the agent has no "
+				    "OpAMP server URL to derive it from");
+	} else if (e->n && !(x = receiver(r, url, &err))) {
+		agent_captures_fail(r->engine, serial, "export_failed", "receiver %s: %s", url,
+				    err.msg);
+	} else {
+		pf_log_info("capture %s: %" PRIu64 " samples, %zu profiles, %" PRIu64
+			    " bytes to %s",
+			    req->id, samples, e->n, e->bytes, e->n ? url : "(nothing)");
+		/* the engine waits for e->n confirmations from here on */
+		agent_captures_exporting(r->engine, serial, samples, e->bytes,
+					 (const uint8_t(*)[16])e->ids, e->n, (unsigned)e->n,
+					 now_ms);
+		for (size_t i = 0; i < e->n; i++) {
+			struct delivery *dl = malloc(sizeof(*dl));
+			int src = -ENOMEM;
+			if (dl) {
+				*dl = (struct delivery){.engine = r->engine, .x = x, .serial = serial};
+				snprintf(dl->url, sizeof(dl->url), "%s", url);
+				src = agent_exporter_submit(x, e->b[i].data, e->b[i].len, e->ids[i],
+							    delivered, dl);
+			}
+			if (src < 0) {
+				free(dl);
+				char why[160];
+				snprintf(why, sizeof(why), "export to %.60s: %.60s", url, strerror(-src));
+				agent_captures_export_done(r->engine, serial, src, why);
+			}
+			if (r->submit_bytes)
+				r->submit_bytes(r->ctx, e->b[i].data, e->b[i].len, e->ids[i]);
+		}
+		if (samples && r->submit_window)
+			r->submit_window(r->ctx, w);
+	}
+	for (size_t i = 0; i < AGENT_CAPTURE_RUN_MAX_PROFILES; i++)
+		pf_buf_release(&e->b[i]);
+	free(e);
+}
+
+static void end_run(struct agent_capture_runner *r, struct pf_sampler *sampler, struct run *run,
+		    uint64_t now_ms)
+{
+	struct pf_error err = {0};
+	struct pf_prof_window *w = pf_sampler_capture_stop(sampler, run->slot, &err);
+	if (!w)
+		agent_captures_fail(r->engine, run->job.serial, "internal",
+				    "cannot close the capture's window: %s", err.msg);
+	else
+		export_capture(r, run, w, now_ms);
+	pf_prof_window_free(w);
+	pf_capture_request_release(&run->job.req);
+	run->used = false;
+}
+
+/* ---- one capture's start ------------------------------------------------------------------- */
+
+static void start_run(struct agent_capture_runner *r, struct pf_sampler *sampler, struct run *run,
+		      uint64_t now_ms)
+{
+	const struct pf_capture_request *req = &run->job.req;
+	uint64_t serial = run->job.serial;
+	struct pf_error err = {0};
+	size_t n = 0;
+	if (!sampler) {
+		agent_captures_fail(r->engine, serial, "disabled",
+				    "this agent has no eBPF sampler (BPF unavailable or --no-sampler)");
+		return;
+	}
+	int rc = pf_sampler_capture_pids(sampler, req->processes, req->n_processes, r->pids,
+					 AGENT_CAPTURE_RUN_MAX_PIDS, &n, &err);
+	if (rc < 0) {
+		agent_captures_fail(r->engine, serial, rc == -EINVAL ? "bad_request" : "internal",
+				    "%s", err.msg);
+		return;
+	}
+	if (!n) {
+		agent_captures_fail(r->engine, serial, "process_not_found",
+				    "no running process matches the request's %zu process rule%s "
+				    "among those profiling.filters allow",
+				    req->n_processes, req->n_processes == 1 ? "" : "s");
+		return;
+	}
+	rc = pf_sampler_capture_start(sampler, run->slot, req->frequency_hz, r->pids, n, &err);
+	if (rc < 0) {
+		agent_captures_fail(r->engine, serial, "internal", "cannot start sampling: %s",
+				    err.msg);
+		return;
+	}
+	run->used = true;
+	run->end_ms = now_ms + (uint64_t)req->duration_seconds * 1000u;
+	agent_captures_started(r->engine, serial, now_ms);
+	pf_log_info("capture %s: sampling %zu process%s at %u Hz for %u s", req->id, n,
+		    n == 1 ? "" : "es", req->frequency_hz, req->duration_seconds);
+}
+
+int64_t agent_capture_runner_poll(struct agent_capture_runner *r, struct pf_sampler *sampler,
+				  const struct pf_profcfg *cfg, uint64_t now_ms)
+{
+	(void)cfg;
+	/* ends first: a slot freed now can take a waiting capture */
+	for (unsigned i = 0; i < AGENT_CAPTURE_MAX_ACTIVE; i++) {
+		struct run *run = &r->runs[i];
+		if (!run->used)
+			continue;
+		if (now_ms >= run->end_ms ||
+		    agent_captures_cancel_requested(r->engine, run->job.serial))
+			end_run(r, sampler, run, now_ms);
+		else
+			agent_captures_progress(r->engine, run->job.serial,
+						pf_sampler_capture_samples(sampler, run->slot),
+						now_ms);
+	}
+	for (unsigned i = 0; i < AGENT_CAPTURE_MAX_ACTIVE; i++) {
+		struct run *run = &r->runs[i];
+		if (run->used)
+			continue;
+		if (agent_captures_next_job(r->engine, &run->job) != 1)
+			break;
+		start_run(r, sampler, run, now_ms);
+		if (!run->used)
+			pf_capture_request_release(&run->job.req);
+	}
+	agent_captures_tick(r->engine, now_ms);
+	int64_t next = -1;
+	for (unsigned i = 0; i < AGENT_CAPTURE_MAX_ACTIVE; i++)
+		if (r->runs[i].used) {
+			int64_t left = (int64_t)(r->runs[i].end_ms - pf_min(now_ms, r->runs[i].end_ms));
+			next = next < 0 ? left : pf_min(next, left);
+		}
+	return next;
+}
+
+unsigned agent_capture_runner_active(const struct agent_capture_runner *r)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < AGENT_CAPTURE_MAX_ACTIVE; i++)
+		n += r->runs[i].used;
+	return n;
+}
+
+void agent_capture_runner_free(struct agent_capture_runner *r, struct pf_sampler *sampler,
+			       uint32_t timeout_ms)
+{
+	if (!r)
+		return;
+	uint64_t now = agent_captures_now_ms();
+	for (unsigned i = 0; i < AGENT_CAPTURE_MAX_ACTIVE; i++) {
+		struct run *run = &r->runs[i];
+		if (!run->used)
+			continue;
+		if (sampler) {
+			pf_log_info("capture %s: ended early by the agent's shutdown",
+				    run->job.req.id);
+			end_run(r, sampler, run, now);
+		} else {
+			pf_capture_request_release(&run->job.req);
+			run->used = false;
+		}
+	}
+	if (r->rx) {
+		if (timeout_ms && agent_exporter_flush(r->rx, timeout_ms) < 0)
+			pf_log_warn("capture: the receiver did not confirm everything at shutdown");
+		agent_exporter_free(r->rx);
+	}
+	free(r->rx_url);
+	free(r->pids);
+	if (r->token)
+		explicit_bzero(r->token, strlen(r->token));
+	free(r->token);
+	free(r->uid);
+	free(r->receiver);
+	free(r->ca_file);
+	free(r);
+}
