@@ -510,8 +510,6 @@ static void export_window(struct agent_dataplane *d, struct pf_prof_window *w, s
 			agent_health_set(d->health, "sampler", false, "cannot encode windows",
 					 err.msg);
 	} else {
-		if (d->captures) /* limits.max_profiles_per_minute counts every source */
-			agent_captures_note_profiles(d->captures, 1, mono_ms());
 		pthread_mutex_lock(&d->lock);
 		d->counters.profile_bytes += d->out.len;
 		d->counters.last_profile_bytes = d->out.len;
@@ -895,10 +893,14 @@ static void guard_tick(struct agent_dataplane *d, uint64_t now_ms)
 	guard_health(d);
 }
 
-/* A firing: a capture of f->pid for high_cpu.duration_seconds at high_cpu.frequency_hz. */
+/* A firing: a capture of f->pid for high_cpu.duration_seconds at high_cpu.frequency_hz through
+ * the capture engine (trigger "high_cpu": admission, the shared rate limit, the runner on this
+ * worker, tags, exports); the measured CPU travels in the request's note as
+ * profleet.trigger.cpu_percent (capture_run.h). */
 static void high_cpu_capture(struct agent_dataplane *d, const struct agent_high_cpu_fire *f)
 {
 	const struct pf_profcfg *c = d->cfg;
+	uint64_t now = mono_ms();
 	if (f->host)
 		pf_log_info("dataplane: high_cpu: host at %.0f%%: capturing pid %u (%.0f%%)",
 			    f->host_percent, f->pid, f->cpu_percent);
@@ -910,6 +912,31 @@ static void high_cpu_capture(struct agent_dataplane *d, const struct agent_high_
 	pthread_mutex_lock(&d->lock);
 	d->counters.high_cpu_fired++;
 	pthread_mutex_unlock(&d->lock);
+	if (!d->captures) {
+		pf_log_warn("dataplane: high_cpu: no capture engine, nothing captured");
+		return;
+	}
+	char key[] = "process.pid", pid[16], note[96];
+	struct pf_capture_request req = {.duration_seconds = c->high_cpu.duration_seconds,
+					 .frequency_hz = c->high_cpu.frequency_hz,
+					 .n_processes = 1,
+					 .note = note};
+	snprintf(req.id, sizeof(req.id), "high_cpu-%u-%" PRIu64, f->pid, now);
+	snprintf(req.profile_type, sizeof(req.profile_type), "cpu");
+	snprintf(pid, sizeof(pid), "%u", f->pid);
+	snprintf(note, sizeof(note), "profleet.trigger.cpu_percent=%.1f", f->cpu_percent);
+	req.processes[0] = (struct pf_filter){.key = key, .match = PF_MATCH_STRICT, .value = pid};
+	struct pf_capture_status st;
+	int rc = agent_captures_request(d->captures, &req, "high_cpu", now, &st);
+	if (rc == 0) {
+		pthread_mutex_lock(&d->lock);
+		d->counters.high_cpu_captures++;
+		pthread_mutex_unlock(&d->lock);
+	} else {
+		pf_log_warn("dataplane: high_cpu: capture of pid %u refused: %s%s%s", f->pid,
+			    st.error_code[0] ? st.error_code : strerror(rc < 0 ? -rc : EEXIST),
+			    st.error[0] ? ": " : "", st.error);
+	}
 }
 
 static void high_cpu_health(struct agent_dataplane *d)
@@ -1404,6 +1431,8 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 			return NULL;
 		}
 		d->captures = o->captures;
+		/* one limits.max_profiles_per_minute for windows, pprof and every capture */
+		agent_captures_set_ratelimit(d->captures, d->rl);
 	}
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->cond, NULL);
@@ -1511,8 +1540,10 @@ void agent_dataplane_free(struct agent_dataplane *d)
 	pthread_mutex_unlock(&d->lock);
 	if (!reaped)
 		return; /* a thread may still call export_done(d) */
-	if (d->captures)
+	if (d->captures) {
 		agent_captures_set_worker(d->captures, NULL, NULL);
+		agent_captures_set_ratelimit(d->captures, NULL);
+	}
 	/* d->pprof and d->capture_run are NULL after the final flush */
 	agent_capture_runner_free(d->capture_run, NULL, 0);
 	pf_pprof_sources_free(d->pprof);

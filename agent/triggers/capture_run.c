@@ -118,6 +118,44 @@ int agent_capture_tag_window(struct pf_prof_window *w, const char *agent_uid,
 	return 0;
 }
 
+int agent_capture_tag_trigger_note(struct pf_prof_window *w, const char *note)
+{
+	static const char prefix[] = "profleet.trigger.";
+	const char *line = note;
+	while (line && *line) {
+		size_t len = strcspn(line, "\n");
+		const char *eq = memchr(line, '=', len);
+		if (eq && len <= PF_CAPTURE_MAX_NOTE && !strncmp(line, prefix, sizeof(prefix) - 1) &&
+		    (size_t)(eq - line) > sizeof(prefix) - 1) {
+			char *key = pf_prof_alloc(w, (size_t)(eq - line) + 1);
+			char *val = pf_prof_alloc(w, len - (size_t)(eq - line));
+			if (!key || !val)
+				return -ENOMEM;
+			memcpy(key, line, (size_t)(eq - line));
+			key[eq - line] = '\0';
+			memcpy(val, eq + 1, len - (size_t)(eq - line) - 1);
+			val[len - (size_t)(eq - line) - 1] = '\0';
+			for (size_t i = 0; i < w->n_processes; i++) {
+				struct pf_prof_process *p = (struct pf_prof_process *)&w->processes[i];
+				struct pf_prof_attr *a =
+				    pf_prof_alloc(w, (p->n_attrs + 1) * sizeof(*a));
+				if (!a)
+					return -ENOMEM;
+				if (p->n_attrs)
+					memcpy(a, p->attrs, p->n_attrs * sizeof(*a));
+				a[p->n_attrs].key = key;
+				a[p->n_attrs].value = val;
+				p->attrs = a;
+				p->n_attrs++;
+			}
+		}
+		line += len;
+		if (*line == '\n')
+			line++;
+	}
+	return 0;
+}
+
 /* ---- the receiver -------------------------------------------------------------------------- */
 
 /* The exporter for url, created (or replaced) as needed. NULL and err. */
@@ -237,8 +275,13 @@ static void export_capture(struct agent_capture_runner *r, struct run *run,
 		agent_captures_fail(r->engine, serial, "internal", "out of memory");
 		return;
 	}
+	/* a local trigger (high_cpu...) sends nothing over OpAMP: without a receiver its profiles
+	 * go to the configured exporters only, and its note carries its measurements */
+	bool local = strcmp(run->job.trigger, "on_demand") != 0;
 	int rc = agent_capture_tag_window(w, r->uid, req->id, run->job.trigger,
 					  req->has_trace_id ? req->trace_id : NULL);
+	if (rc == 0 && local && req->note)
+		rc = agent_capture_tag_trigger_note(w, req->note);
 	if (rc == 0)
 		rc = encode_each(w, e, &err);
 	uint64_t samples = pf_prof_window_samples(w);
@@ -247,22 +290,27 @@ static void export_capture(struct agent_capture_runner *r, struct run *run,
 	if (rc < 0) {
 		agent_captures_fail(r->engine, serial, "internal", "cannot encode the profiles: %s",
 				    err.msg[0] ? err.msg : strerror(-rc));
-	} else if (e->n && !url) {
+	} else if (e->n && !url && !local) {
 		agent_captures_fail(r->engine, serial, "export_failed",
 				    "no receiver: the request names none and the agent has no "
 				    "OpAMP server URL to derive it from");
-	} else if (e->n && !(x = receiver(r, url, &err))) {
+	} else if (e->n && url && !(x = receiver(r, url, &err))) {
 		agent_captures_fail(r->engine, serial, "export_failed", "receiver %s: %s", url,
 				    err.msg);
 	} else {
 		pf_log_info("capture %s: %" PRIu64 " samples, %zu profiles, %" PRIu64
 			    " bytes to %s",
-			    req->id, samples, e->n, e->bytes, e->n ? url : "(nothing)");
-		/* the engine waits for e->n confirmations from here on */
+			    req->id, samples, e->n, e->bytes,
+			    !e->n ? "(nothing)" : x ? url : "the configured exporters");
+		/* the engine waits for the receiver's confirmations from here on */
 		agent_captures_exporting(r->engine, serial, samples, e->bytes,
-					 (const uint8_t(*)[16])e->ids, e->n, (unsigned)e->n,
-					 now_ms);
+					 (const uint8_t(*)[16])e->ids, e->n,
+					 x ? (unsigned)e->n : 0, now_ms);
 		for (size_t i = 0; i < e->n; i++) {
+			if (r->submit_bytes)
+				r->submit_bytes(r->ctx, e->b[i].data, e->b[i].len, e->ids[i]);
+			if (!x)
+				continue;
 			struct delivery *dl = malloc(sizeof(*dl));
 			int src = -ENOMEM;
 			if (dl) {
@@ -277,8 +325,6 @@ static void export_capture(struct agent_capture_runner *r, struct run *run,
 				snprintf(why, sizeof(why), "export to %.60s: %.60s", url, strerror(-src));
 				agent_captures_export_done(r->engine, serial, src, why);
 			}
-			if (r->submit_bytes)
-				r->submit_bytes(r->ctx, e->b[i].data, e->b[i].len, e->ids[i]);
 		}
 		if (samples && r->submit_window)
 			r->submit_window(r->ctx, w);

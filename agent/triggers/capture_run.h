@@ -18,11 +18,13 @@
  *  - end (duration elapsed, or a capture.cancel: the partial samples count): the window is
  *    symbolized; every process gets the resource attributes profleet.agent.uid,
  *    profleet.capture.id and profleet.trigger; with a trace_id every sample gets a Link
- *    (trace_id, zero span id). Each process (the AGENT_CAPTURE_RUN_MAX_PROFILES busiest) is
+ *    (trace_id, zero span id); a local trigger's note adds its measurements
+ *    (agent_capture_tag_trigger_note). Each process (the AGENT_CAPTURE_RUN_MAX_PROFILES busiest) is
  *    encoded as its own OTLP request, so every profile id is known; all go to the receiver
  *    (request.receiver, else the default derived from the OpAMP URL) and to the configured
  *    exporters (submit callbacks). The engine reports done once the receiver confirmed them
- *    all. */
+ *    all. A local trigger's capture without a receiver (a standalone agent) goes to the
+ *    configured exporters only and is done at once. */
 #ifndef AGENT_TRIGGERS_CAPTURE_RUN_H
 #define AGENT_TRIGGERS_CAPTURE_RUN_H
 
@@ -74,5 +76,10 @@ unsigned agent_capture_runner_active(const struct agent_capture_runner *r);
 int agent_capture_tag_window(struct pf_prof_window *w, const char *agent_uid,
 			     const char *capture_id, const char *trigger,
 			     const uint8_t *trace_id);
+/* A local trigger's measurements: the request's note holds "key=value" lines with keys under
+ * "profleet.trigger." (the high_cpu trigger: "profleet.trigger.cpu_percent=97.3"); each one
+ * becomes a resource attribute of every process of w. Other lines are ignored. 0 or -ENOMEM.
+ * The runner applies it to captures of triggers other than on_demand. */
+int agent_capture_tag_trigger_note(struct pf_prof_window *w, const char *note);
 
 #endif
