@@ -924,7 +924,12 @@ static void high_cpu_capture(struct agent_dataplane *d, const struct agent_high_
 	snprintf(req.id, sizeof(req.id), "high_cpu-%u-%" PRIu64, f->pid, now);
 	snprintf(req.profile_type, sizeof(req.profile_type), "cpu");
 	snprintf(pid, sizeof(pid), "%u", f->pid);
-	snprintf(note, sizeof(note), "profleet.trigger.cpu_percent=%.1f", f->cpu_percent);
+	if (f->host)
+		snprintf(note, sizeof(note),
+			 "profleet.trigger.cpu_percent=%.1f\nprofleet.trigger.host_cpu_percent=%.1f",
+			 f->cpu_percent, f->host_percent);
+	else
+		snprintf(note, sizeof(note), "profleet.trigger.cpu_percent=%.1f", f->cpu_percent);
 	req.processes[0] = (struct pf_filter){.key = key, .match = PF_MATCH_STRICT, .value = pid};
 	struct pf_capture_status st;
 	int rc = agent_captures_request(d->captures, &req, "high_cpu", now, &st);

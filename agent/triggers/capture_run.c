@@ -125,7 +125,8 @@ int agent_capture_tag_trigger_note(struct pf_prof_window *w, const char *note)
 	while (line && *line) {
 		size_t len = strcspn(line, "\n");
 		const char *eq = memchr(line, '=', len);
-		if (eq && len <= PF_CAPTURE_MAX_NOTE && !strncmp(line, prefix, sizeof(prefix) - 1) &&
+		if (eq && len <= PF_CAPTURE_MAX_NOTE &&
+		    !strncmp(line, prefix, sizeof(prefix) - 1) &&
 		    (size_t)(eq - line) > sizeof(prefix) - 1) {
 			char *key = pf_prof_alloc(w, (size_t)(eq - line) + 1);
 			char *val = pf_prof_alloc(w, len - (size_t)(eq - line));
@@ -136,7 +137,8 @@ int agent_capture_tag_trigger_note(struct pf_prof_window *w, const char *note)
 			memcpy(val, eq + 1, len - (size_t)(eq - line) - 1);
 			val[len - (size_t)(eq - line) - 1] = '\0';
 			for (size_t i = 0; i < w->n_processes; i++) {
-				struct pf_prof_process *p = (struct pf_prof_process *)&w->processes[i];
+				struct pf_prof_process *p =
+				    (struct pf_prof_process *)&w->processes[i];
 				struct pf_prof_attr *a =
 				    pf_prof_alloc(w, (p->n_attrs + 1) * sizeof(*a));
 				if (!a)
@@ -301,11 +303,13 @@ static void export_capture(struct agent_capture_runner *r, struct run *run,
 		pf_log_info("capture %s: %" PRIu64 " samples, %zu profiles, %" PRIu64
 			    " bytes to %s",
 			    req->id, samples, e->n, e->bytes,
-			    !e->n ? "(nothing)" : x ? url : "the configured exporters");
+			    !e->n ? "(nothing)"
+			    : x	  ? url
+				  : "the configured exporters");
 		/* the engine waits for the receiver's confirmations from here on */
 		agent_captures_exporting(r->engine, serial, samples, e->bytes,
-					 (const uint8_t(*)[16])e->ids, e->n,
-					 x ? (unsigned)e->n : 0, now_ms);
+					 (const uint8_t(*)[16])e->ids, e->n, x ? (unsigned)e->n : 0,
+					 now_ms);
 		for (size_t i = 0; i < e->n; i++) {
 			if (r->submit_bytes)
 				r->submit_bytes(r->ctx, e->b[i].data, e->b[i].len, e->ids[i]);

@@ -2,10 +2,14 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include <cmocka.h>
 
+#include "capture.h"
 #include "ratelimit.h"
 
 static void test_limit_holds_per_minute(void **unused)
@@ -90,12 +94,55 @@ static void test_set_limit_keeps_history(void **unused)
 	agent_ratelimit_free(rl);
 }
 
+/* The capture engine admits captures against the same limit as the data plane's windows: a
+ * capture takes one place under its trigger's source, a full minute refuses it. */
+static void test_shared_with_capture_engine(void **unused)
+{
+	(void)unused;
+	struct agent_ratelimit *rl = agent_ratelimit_new(3);
+	struct agent_captures *c = agent_captures_new(NULL);
+	assert_non_null(rl);
+	assert_non_null(c);
+	agent_captures_set_ratelimit(c, rl);
+	struct pf_capture_request r;
+	struct pf_capture_status st;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.profile_type, sizeof(r.profile_type), "cpu");
+	r.duration_seconds = 5;
+	r.frequency_hz = 99;
+	/* a window (data plane), an on-demand capture, a high_cpu capture: 3 of 3 */
+	assert_true(agent_ratelimit_take(rl, AGENT_SRC_WINDOW, 1000));
+	snprintf(r.id, sizeof(r.id), "od-1");
+	assert_int_equal(agent_captures_request(c, &r, "on_demand", 1100, &st), 0);
+	snprintf(r.id, sizeof(r.id), "hc-1");
+	assert_int_equal(agent_captures_request(c, &r, "high_cpu", 1200, &st), 0);
+	/* the next capture and the next window are over the limit */
+	snprintf(r.id, sizeof(r.id), "hc-2");
+	assert_int_equal(agent_captures_request(c, &r, "high_cpu", 1300, &st), -EPERM);
+	assert_string_equal(st.error_code, "rate_limited");
+	assert_non_null(strstr(st.error, "max_profiles_per_minute is 3"));
+	assert_false(agent_ratelimit_take(rl, AGENT_SRC_WINDOW, 1400));
+	struct agent_ratelimit_stats rs;
+	agent_ratelimit_stats(rl, 1400, &rs);
+	assert_int_equal(rs.allowed[AGENT_SRC_CAPTURE], 1);
+	assert_int_equal(rs.allowed[AGENT_SRC_HIGH_CPU], 1);
+	assert_int_equal(rs.refused[AGENT_SRC_HIGH_CPU], 1);
+	assert_int_equal(rs.refused[AGENT_SRC_WINDOW], 1);
+	/* a minute after the first: room for one again */
+	snprintf(r.id, sizeof(r.id), "od-2");
+	assert_int_equal(agent_captures_request(c, &r, "on_demand", 61000, &st), 0);
+	agent_captures_set_ratelimit(c, NULL);
+	agent_captures_free(c);
+	agent_ratelimit_free(rl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_limit_holds_per_minute),
 	    cmocka_unit_test(test_sliding_window_never_exceeds),
 	    cmocka_unit_test(test_set_limit_keeps_history),
+	    cmocka_unit_test(test_shared_with_capture_engine),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
