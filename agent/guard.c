@@ -43,7 +43,7 @@ static void restart(struct agent_guard *g, const struct agent_guard_budget *b)
 	g->st.cpu_percent = -1;
 	g->st.over_cpu = g->st.over_memory = false;
 	g->st.max_cpu_percent = b->max_cpu_percent;
-	g->st.max_memory_mb = b->max_memory_mb;
+	g->st.max_memory_mb = b->ignore_memory ? 0 : b->max_memory_mb;
 }
 
 struct agent_guard *agent_guard_new(const struct agent_guard_budget *b)
@@ -63,7 +63,8 @@ void agent_guard_free(struct agent_guard *g)
 bool agent_guard_set_budget(struct agent_guard *g, const struct agent_guard_budget *b)
 {
 	if (g->b.max_cpu_percent == b->max_cpu_percent && g->b.max_memory_mb == b->max_memory_mb &&
-	    g->b.frequency_hz == b->frequency_hz && g->b.fixed == b->fixed)
+	    g->b.frequency_hz == b->frequency_hz && g->b.fixed == b->fixed &&
+	    g->b.ignore_memory == b->ignore_memory)
 		return false;
 	restart(g, b);
 	return true;
@@ -128,7 +129,7 @@ uint32_t agent_guard_update(struct agent_guard *g, const struct agent_guard_samp
 	g->st.measured = true;
 	g->st.cpu_percent = cpu;
 	g->st.over_cpu = cpu > g->b.max_cpu_percent;
-	g->st.over_memory = (double)rss_min > mem_budget;
+	g->st.over_memory = !g->b.ignore_memory && (double)rss_min > mem_budget;
 
 	if (g->st.over_cpu || g->st.over_memory) {
 		if (g->level < g->max_level)
@@ -138,7 +139,8 @@ uint32_t agent_guard_update(struct agent_guard *g, const struct agent_guard_samp
 	if (g->level && s->mono_ns >= g->last_change_ns + AGENT_GUARD_RESTORE_HOLD_S * NS_PER_S) {
 		double next = (double)level_hz(g, g->level - 1), cur = (double)g->st.hz;
 		bool cpu_ok = cpu * next / cur <= AGENT_GUARD_RESTORE_MARGIN * g->b.max_cpu_percent;
-		bool mem_ok = (double)rss_max <= AGENT_GUARD_RESTORE_MARGIN * mem_budget;
+		bool mem_ok = g->b.ignore_memory ||
+			      (double)rss_max <= AGENT_GUARD_RESTORE_MARGIN * mem_budget;
 		if (cpu_ok && mem_ok)
 			step(g, g->level - 1, s);
 	}
@@ -153,6 +155,11 @@ void agent_guard_state(const struct agent_guard *g, struct agent_guard_state *ou
 int agent_guard_status(const struct agent_guard_state *st, char *buf, size_t cap)
 {
 	unsigned mib = (unsigned)(st->rss_bytes / MIB);
+	char mem[64];
+	if (st->max_memory_mb)
+		snprintf(mem, sizeof(mem), "memory %u of %u MiB", mib, st->max_memory_mb);
+	else
+		snprintf(mem, sizeof(mem), "memory %u MiB (not enforced)", mib);
 	if (!st->measured)
 		return snprintf(buf, cap, "%s%u Hz of %u Hz, measuring (window %d s)",
 				st->throttled ? "throttled: " : "", st->hz, st->configured_hz,
@@ -166,10 +173,8 @@ int agent_guard_status(const struct agent_guard_state *st, char *buf, size_t cap
 			snprintf(why, sizeof(why), "memory %u MiB > %u MiB", mib,
 				 st->max_memory_mb);
 		else
-			snprintf(why, sizeof(why),
-				 "cpu %.2f%% of %.2f%%, memory %u of %u MiB, "
-				 "restoring step by step",
-				 st->cpu_percent, st->max_cpu_percent, mib, st->max_memory_mb);
+			snprintf(why, sizeof(why), "cpu %.2f%% of %.2f%%, %s, restoring step by step",
+				 st->cpu_percent, st->max_cpu_percent, mem);
 		return snprintf(
 		    buf, cap, "%s: %u Hz of %u Hz%s, %s",
 		    st->throttled ? "throttled" : "over budget", st->hz, st->configured_hz,
@@ -177,6 +182,6 @@ int agent_guard_status(const struct agent_guard_state *st, char *buf, size_t cap
 											: "",
 		    why);
 	}
-	return snprintf(buf, cap, "%u Hz, cpu %.2f%% of %.2f%%, memory %u of %u MiB", st->hz,
-			st->cpu_percent, st->max_cpu_percent, mib, st->max_memory_mb);
+	return snprintf(buf, cap, "%u Hz, cpu %.2f%% of %.2f%%, %s", st->hz, st->cpu_percent,
+			st->max_cpu_percent, mem);
 }

@@ -46,6 +46,8 @@ struct agent_guard_budget {
 	uint32_t max_memory_mb; /* limits.max_memory_mb */
 	uint32_t frequency_hz;	/* sampling.frequency_hz as configured */
 	bool fixed;		/* nothing to slow down (no sampler): measure and report only */
+	bool ignore_memory;	/* RSS is not the agent's own (a sanitizer's shadow memory):
+				 * max_memory_mb is not enforced */
 };
 
 struct agent_guard_state {
@@ -57,7 +59,7 @@ struct agent_guard_state {
 	uint64_t rss_bytes;	    /* last reading */
 	bool over_cpu, over_memory; /* verdict of the last full window */
 	double max_cpu_percent;
-	uint32_t max_memory_mb;
+	uint32_t max_memory_mb; /* 0: not enforced (ignore_memory) */
 	uint64_t steps_down, steps_up; /* since creation */
 };
 

@@ -533,7 +533,7 @@ static void render_limits(struct w *w, const struct agent_dataplane_metrics *m)
 		gauge_f64(w, "guard_cpu_budget_percent",
 			  "limits.max_cpu_percent: the agent's CPU budget, percent of one CPU.",
 			  g->max_cpu_percent);
-		gauge_u64(w, "guard_memory_budget_bytes", "limits.max_memory_mb, in bytes.",
+		gauge_u64(w, "guard_memory_budget_bytes", "limits.max_memory_mb, in bytes (0: not enforced, sanitizer builds).",
 			  (uint64_t)g->max_memory_mb << 20);
 	}
 	if (m->rate.limit) {

@@ -140,6 +140,15 @@ static void test_memory(void **unused)
 	/* 60 MiB: under the budget but over 80% of it: held */
 	assert_int_equal(run(&f, 60, 1, 0, 60), 49);
 	assert_int_equal(run(&f, 31, 1, 0, 40), 99);
+	/* RSS that is not the agent's own (sanitizer builds): never over budget */
+	b.ignore_memory = true;
+	assert_true(agent_guard_set_budget(f.g, &b));
+	assert_int_equal(run(&f, 40, 1, 0, 500), 99);
+	agent_guard_state(f.g, &st);
+	assert_true(st.measured);
+	assert_false(st.over_memory);
+	agent_guard_status(&st, line, sizeof(line));
+	assert_string_equal(line, "99 Hz, cpu 0.10% of 5.00%, memory 500 MiB (not enforced)");
 	agent_guard_free(f.g);
 }
 
