@@ -21,7 +21,7 @@
  *   cooldown); when none is busy, the firing only counts (stats.host_fired_idle).
  *
  * Bounds and cost: at most AGENT_HIGH_CPU_MAX_PROCS processes are watched (the first ones of
- * the caller's list in pid order; the others are counted in stats.untracked, the host rule
+ * the caller's list; the others are counted in stats.untracked, the host rule
  * still sees their load); at most one update per AGENT_HIGH_CPU_INTERVAL_MS (earlier calls
  * return at once), each reading /proc/stat and /proc/PID/stat of the watched processes — but a
  * process under half the threshold at its last reading is read again only after
