@@ -107,6 +107,7 @@ struct agent_dataplane {
 	/* captures: the engine (borrowed; thread-safe) and the runner (worker thread only) */
 	struct agent_captures *captures;
 	struct agent_capture_runner *capture_run;
+	uint64_t capture_gen; /* summary generation last reported in health */
 
 	/* metrics snapshot (opts.metrics): the worker fills snap_work, then copies it into snap
 	 * under lock; NULL without opts.metrics */
@@ -537,6 +538,11 @@ static void capture_submit_window(void *ctx, const struct pf_prof_window *w)
 	submit_window_all(ctx, w);
 }
 
+static void capture_retire(void *ctx, struct agent_exporter *x)
+{
+	retire_exporter(ctx, x);
+}
+
 static void sampler_health(struct agent_dataplane *d);
 
 /* Closes the open window and exports it together with windows a frequency change split off. */
@@ -581,6 +587,11 @@ static void sampler_health(struct agent_dataplane *d)
 		      "), filtered %" PRIu64 ", stack errors %" PRIu64 ", processes %" PRIu64,
 		      st.samples, st.lost_kernel + st.lost_user, st.lost_kernel, st.lost_user,
 		      st.filtered, st.stack_errors, st.processes);
+	if (st.captures || st.capture_samples)
+		pf_buf_printf(&b, "; captures %u%s, capture samples %" PRIu64, st.captures,
+			      st.captures ? " sampling" : "", st.capture_samples);
+	if (st.capture_hz)
+		pf_buf_printf(&b, " at %u Hz", st.capture_hz);
 	if (st.bpf_stats_enabled) {
 		pf_buf_printf(&b, "; bpf run time %" PRIu64 " us (", st.bpf_run_time_ns / 1000);
 		for (int i = 0; i < PF_SAMPLER_N_PROGS; i++)
@@ -618,6 +629,25 @@ static void sampler_health(struct agent_dataplane *d)
 		 st.frames_resolved, st.frames_unresolved, st.elf_cached, st.dwarf_skipped,
 		 PF_SYM_DEFAULT_DWARF_MAX_INFLATE >> 10);
 	agent_health_set(d->health, "symbolizer", true, status, NULL);
+}
+
+/* The "captures" component: counts, and unhealthy while the last capture failed for a reason of
+ * the agent's own (export_failed, internal). */
+static void captures_health(struct agent_dataplane *d)
+{
+	struct agent_captures_summary sum;
+	if (!d->captures)
+		return;
+	agent_captures_summary(d->captures, &sum);
+	if (sum.generation == d->capture_gen && d->capture_gen)
+		return;
+	d->capture_gen = sum.generation ? sum.generation : 1;
+	char status[STATUS_LEN];
+	snprintf(status, sizeof(status),
+		 "%u in progress; done %" PRIu64 ", cancelled %" PRIu64 ", failed %" PRIu64
+		 ", refused %" PRIu64,
+		 sum.in_progress, sum.done, sum.cancelled, sum.failed, sum.refused);
+	agent_health_set(d->health, "captures", sum.healthy, status, sum.last_error);
 }
 
 /* ---- pprof sources (worker thread) --------------------------------------------------------- */
@@ -898,8 +928,8 @@ static void guard_tick(struct agent_dataplane *d, uint64_t now_ms)
 
 /* A firing: a capture of f->pid for high_cpu.duration_seconds at high_cpu.frequency_hz through
  * the capture engine (trigger "high_cpu": admission, the shared rate limit, the runner on this
- * worker, tags, exports); the measured CPU travels in the request's note as
- * profleet.trigger.cpu_percent (capture_run.h). */
+ * worker, tags, exports), with the measured CPU as the profiles' resource attributes
+ * profleet.trigger.cpu_percent (and profleet.trigger.host_cpu_percent for the host rule). */
 static void high_cpu_capture(struct agent_dataplane *d, const struct agent_high_cpu_fire *f)
 {
 	const struct pf_profcfg *c = d->cfg;
@@ -919,23 +949,21 @@ static void high_cpu_capture(struct agent_dataplane *d, const struct agent_high_
 		pf_log_warn("dataplane: high_cpu: no capture engine, nothing captured");
 		return;
 	}
-	char key[] = "process.pid", pid[16], note[96];
+	char key[] = "process.pid", pid[16];
 	struct pf_capture_request req = {.duration_seconds = c->high_cpu.duration_seconds,
 					 .frequency_hz = c->high_cpu.frequency_hz,
-					 .n_processes = 1,
-					 .note = note};
+					 .n_processes = 1};
+	struct agent_capture_attr attrs[2] = {{.key = "profleet.trigger.cpu_percent"},
+					      {.key = "profleet.trigger.host_cpu_percent"}};
 	snprintf(req.id, sizeof(req.id), "high_cpu-%u-%" PRIu64, f->pid, now);
 	snprintf(req.profile_type, sizeof(req.profile_type), "cpu");
 	snprintf(pid, sizeof(pid), "%u", f->pid);
-	if (f->host)
-		snprintf(note, sizeof(note),
-			 "profleet.trigger.cpu_percent=%.1f\nprofleet.trigger.host_cpu_percent=%.1f",
-			 f->cpu_percent, f->host_percent);
-	else
-		snprintf(note, sizeof(note), "profleet.trigger.cpu_percent=%.1f", f->cpu_percent);
+	snprintf(attrs[0].value, sizeof(attrs[0].value), "%.1f", f->cpu_percent);
+	snprintf(attrs[1].value, sizeof(attrs[1].value), "%.1f", f->host_percent);
 	req.processes[0] = (struct pf_filter){.key = key, .match = PF_MATCH_STRICT, .value = pid};
 	struct pf_capture_status st;
-	int rc = agent_captures_request(d->captures, &req, "high_cpu", now, &st);
+	int rc = agent_captures_request_attrs(d->captures, &req, "high_cpu", attrs, f->host ? 2 : 1,
+					      now, &st);
 	if (rc == 0) {
 		pthread_mutex_lock(&d->lock);
 		d->counters.high_cpu_captures++;
@@ -1257,6 +1285,7 @@ static void final_flush(struct agent_dataplane *d)
 	/* captures still sampling end now and are exported; the receiver gets half the bound */
 	agent_capture_runner_free(d->capture_run, d->sampler, AGENT_DATAPLANE_FLUSH_MS / 2);
 	d->capture_run = NULL;
+	captures_health(d);
 	/* queued exports (retries included) get what is left of the bound */
 	for (size_t i = 0; i < d->n_ex; i++) {
 		uint64_t now = mono_ms();
@@ -1314,6 +1343,7 @@ static void *worker_main(void *arg)
 		if (d->capture_run)
 			capture_next =
 			    agent_capture_runner_poll(d->capture_run, d->sampler, d->cfg, mono_ms());
+		captures_health(d);
 		uint64_t now = mono_ms();
 		if (now >= d->next_tick_ms) {
 			d->next_tick_ms = now + TICK_MS;
@@ -1430,6 +1460,7 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 						       .ca_file = o->capture_ca_file,
 						       .submit_bytes = capture_submit_bytes,
 						       .submit_window = capture_submit_window,
+						       .retire = capture_retire,
 						       .ctx = d};
 		d->capture_run = agent_capture_runner_new(&ro);
 		if (!d->capture_run) {
@@ -1458,6 +1489,8 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 	agent_health_register(d->health, "symbolizer");
 	agent_health_register(d->health, GUARD_NAME);
 	guard_health(d);
+	if (d->captures)
+		agent_health_register(d->health, "captures");
 	agent_health_set(d->health, "sampler", true, "loading", NULL);
 	agent_health_set(d->health, "symbolizer", true, "starting", NULL);
 	int rc = pthread_create(&d->thread, NULL, worker_main, d);

@@ -578,6 +578,8 @@ int pf_sampler_capture_pids(struct pf_sampler *s, const struct pf_filter *rules,
 		pf_proc_match_free(m);
 		return pf_error_set(err, rc, "", "cannot read the process list: %s", strerror(-rc));
 	}
+	if (need_kernel_filter(s)) /* processes the scan found first: verdicts into the kernel */
+		pf_procinfo_foreach(s->pi, push_one, s);
 	struct pick k = {.s = s, .m = m, .pids = pids, .max = max};
 	pf_procinfo_foreach(s->pi, pick_one, &k);
 	if (pf_proc_match_needs_env(m)) {

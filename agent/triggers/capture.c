@@ -24,15 +24,18 @@ struct entry {
 	bool used;
 	uint64_t serial;
 	enum phase phase;
-	bool report;  /* sent over OpAMP (on_demand) */
-	bool cancel;  /* capture.cancel while sampling */
-	bool failing; /* an export failed: final failed once the others ended */
+	bool admitted;	/* passed admission (a refusal is final at once) */
+	bool report;	/* sent over OpAMP (on_demand) */
+	bool cancel;	/* capture.cancel while sampling */
+	bool failing;	/* an export failed: final failed once the others ended */
 	uint64_t dirty; /* 0, or the order in which it was marked for sending */
 	uint64_t last_sent_ms;
 	uint64_t finished; /* order of finishing, for eviction (finals only) */
 	uint64_t deadline_ms;
 	unsigned pending; /* exports not confirmed yet */
 	char trigger[AGENT_CAPTURE_TRIGGER_LEN];
+	size_t n_attrs;
+	struct agent_capture_attr attrs[AGENT_CAPTURE_MAX_ATTRS];
 	uint8_t *payload; /* the request, encoded, until the worker takes it */
 	size_t payload_len;
 	struct pf_capture_status st;
@@ -51,6 +54,8 @@ struct agent_captures {
 
 	uint64_t next_serial, next_dirty, next_finished;
 	struct entry e[TABLE];
+
+	struct agent_captures_summary sum; /* in_progress is computed on demand */
 
 	uint32_t rate_count[RATE_SLOTS]; /* profiles exported in second rate_sec[i] */
 	uint64_t rate_sec[RATE_SLOTS];
@@ -104,6 +109,7 @@ struct agent_captures *agent_captures_new(const struct agent_captures_opts *o)
 	c->max_duration = 300;
 	c->max_per_minute = 60;
 	c->next_serial = c->next_dirty = c->next_finished = 1;
+	c->sum.healthy = true;
 	return c;
 }
 
@@ -285,6 +291,22 @@ static void finish(struct agent_captures *c, struct entry *x, enum pf_capture_st
 	free(x->payload);
 	x->payload = NULL;
 	mark(c, x);
+	c->sum.generation++;
+	if (state == PF_CAPTURE_DONE)
+		c->sum.done++;
+	else if (state == PF_CAPTURE_CANCELLED)
+		c->sum.cancelled++;
+	else if (!x->admitted)
+		c->sum.refused++;
+	else
+		c->sum.failed++;
+	if (state == PF_CAPTURE_FAILED)
+		snprintf(c->sum.last_error, sizeof(c->sum.last_error), "%s: %s: %s", x->st.id,
+			 x->st.error_code, x->st.error);
+	if (x->admitted) /* the agent's own failures make it unhealthy until one succeeds */
+		c->sum.healthy =
+		    state != PF_CAPTURE_FAILED || (strcmp(x->st.error_code, "export_failed") &&
+						   strcmp(x->st.error_code, "internal"));
 	size_t finals;
 	struct entry *oldest = oldest_final(c, &finals);
 	if (finals > AGENT_CAPTURE_KEEP_FINAL)
@@ -297,16 +319,19 @@ static const char *admission(struct agent_captures *c, const struct pf_capture_r
 			     size_t cap)
 {
 	if (!c->enabled) {
-		snprintf(msg, cap, "profiling is disabled on this agent (profiling.enabled: false)");
+		snprintf(msg, cap,
+			 "profiling is disabled on this agent (profiling.enabled: false)");
 		return "disabled";
 	}
 	if (on_demand && !c->on_demand) {
-		snprintf(msg, cap, "captures are disabled on this agent "
-				   "(profiling.triggers.on_demand.enabled: false)");
+		snprintf(msg, cap,
+			 "captures are disabled on this agent "
+			 "(profiling.triggers.on_demand.enabled: false)");
 		return "disabled";
 	}
 	if (c->sampler_known && !c->sampler) {
-		snprintf(msg, cap, "this agent has no eBPF sampler (BPF unavailable or --no-sampler)");
+		snprintf(msg, cap,
+			 "this agent has no eBPF sampler (BPF unavailable or --no-sampler)");
 		return "disabled";
 	}
 	if (on_demand && req->duration_seconds > c->max_duration) {
@@ -346,6 +371,15 @@ static const char *admission(struct agent_captures *c, const struct pf_capture_r
 int agent_captures_request(struct agent_captures *c, const struct pf_capture_request *req,
 			   const char *trigger, uint64_t now_ms, struct pf_capture_status *st)
 {
+	return agent_captures_request_attrs(c, req, trigger, NULL, 0, now_ms, st);
+}
+
+int agent_captures_request_attrs(struct agent_captures *c, const struct pf_capture_request *req,
+				 const char *trigger, const struct agent_capture_attr *attrs,
+				 size_t n_attrs, uint64_t now_ms, struct pf_capture_status *st)
+{
+	if (n_attrs > AGENT_CAPTURE_MAX_ATTRS)
+		return -EINVAL;
 	struct pf_buf b;
 	pf_buf_init(&b, PF_CAPTURE_MAX_MSG);
 	int rc = pf_capture_request_encode(req, &b);
@@ -382,7 +416,12 @@ int agent_captures_request(struct agent_captures *c, const struct pf_capture_req
 		rc = -EPERM;
 	} else {
 		x->phase = PH_QUEUED;
+		x->admitted = true;
+		c->sum.generation++;
 		x->st.state = PF_CAPTURE_ACCEPTED;
+		x->n_attrs = n_attrs;
+		if (n_attrs)
+			memcpy(x->attrs, attrs, n_attrs * sizeof(*attrs));
 		x->payload = b.data; /* taken */
 		x->payload_len = b.len;
 		pf_buf_init(&b, PF_CAPTURE_MAX_MSG);
@@ -439,8 +478,7 @@ int agent_captures_next_job(struct agent_captures *c, struct agent_capture_job *
 	struct entry *x = NULL;
 	for (size_t i = 0; i < TABLE; i++) {
 		struct entry *y = &c->e[i];
-		if (y->used && y->phase == PH_QUEUED && y->payload &&
-		    (!x || y->serial < x->serial))
+		if (y->used && y->phase == PH_QUEUED && y->payload && (!x || y->serial < x->serial))
 			x = y;
 	}
 	int rc = 0;
@@ -448,6 +486,8 @@ int agent_captures_next_job(struct agent_captures *c, struct agent_capture_job *
 		struct pf_error err = {0};
 		job->serial = x->serial;
 		snprintf(job->trigger, sizeof(job->trigger), "%s", x->trigger);
+		job->n_attrs = x->n_attrs;
+		memcpy(job->attrs, x->attrs, sizeof(job->attrs));
 		int d = pf_capture_request_decode(x->payload, x->payload_len, &job->req, &err);
 		free(x->payload);
 		x->payload = NULL;
@@ -546,8 +586,7 @@ void agent_captures_exporting(struct agent_captures *c, uint64_t serial, uint64_
 	pthread_mutex_unlock(&c->lock);
 }
 
-void agent_captures_export_done(struct agent_captures *c, uint64_t serial, int rc,
-				const char *why)
+void agent_captures_export_done(struct agent_captures *c, uint64_t serial, int rc, const char *why)
 {
 	pthread_mutex_lock(&c->lock);
 	struct entry *x = by_serial(c, serial);
@@ -571,9 +610,10 @@ unsigned agent_captures_tick(struct agent_captures *c, uint64_t now_ms)
 		struct entry *x = &c->e[i];
 		if (x->used && x->phase == PH_EXPORTING && now_ms >= x->deadline_ms) {
 			char msg[128];
-			snprintf(msg, sizeof(msg),
-				 "the receiver did not confirm %u of the capture's exports within %d s",
-				 x->pending, AGENT_CAPTURE_EXPORT_MS / 1000);
+			snprintf(
+			    msg, sizeof(msg),
+			    "the receiver did not confirm %u of the capture's exports within %d s",
+			    x->pending, AGENT_CAPTURE_EXPORT_MS / 1000);
 			x->pending = 0;
 			finish(c, x, PF_CAPTURE_FAILED, "export_failed",
 			       x->failing ? x->st.error : msg);
@@ -582,6 +622,14 @@ unsigned agent_captures_tick(struct agent_captures *c, uint64_t now_ms)
 	unsigned n = in_progress(c);
 	pthread_mutex_unlock(&c->lock);
 	return n;
+}
+
+void agent_captures_summary(struct agent_captures *c, struct agent_captures_summary *out)
+{
+	pthread_mutex_lock(&c->lock);
+	*out = c->sum;
+	out->in_progress = in_progress(c);
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* ---- OpAMP side --------------------------------------------------------------------------- */

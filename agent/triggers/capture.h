@@ -48,11 +48,18 @@
 #include "pf/error.h"
 #include "pf/profcfg.h"
 
-#define AGENT_CAPTURE_MAX_ACTIVE 4   /* captures in progress on one agent */
-#define AGENT_CAPTURE_KEEP_FINAL 32  /* final statuses kept (re-sent after a reconnect) */
+#define AGENT_CAPTURE_MAX_ACTIVE 4     /* captures in progress on one agent */
+#define AGENT_CAPTURE_KEEP_FINAL 32    /* final statuses kept (re-sent after a reconnect) */
 #define AGENT_CAPTURE_PROGRESS_MS 1000 /* least time between two `running` statuses */
 #define AGENT_CAPTURE_EXPORT_MS 30000  /* the receiver must confirm within this */
 #define AGENT_CAPTURE_TRIGGER_LEN 16
+#define AGENT_CAPTURE_MAX_ATTRS 4 /* extra resource attributes of a local trigger's capture */
+
+/* A resource attribute a local trigger adds to its capture's profiles. */
+struct agent_capture_attr {
+	char key[64];
+	char value[128];
+};
 
 struct agent_captures;
 
@@ -97,6 +104,12 @@ void agent_captures_note_profiles(struct agent_captures *c, unsigned n, uint64_t
  * -ENOMEM. */
 int agent_captures_request(struct agent_captures *c, const struct pf_capture_request *req,
 			   const char *trigger, uint64_t now_ms, struct pf_capture_status *st);
+/* The same for a local trigger whose profiles carry extra resource attributes (high_cpu: the
+ * measured CPU), beside profleet.capture.id / profleet.trigger / profleet.agent.uid. -EINVAL
+ * when n_attrs > AGENT_CAPTURE_MAX_ATTRS. */
+int agent_captures_request_attrs(struct agent_captures *c, const struct pf_capture_request *req,
+				 const char *trigger, const struct agent_capture_attr *attrs,
+				 size_t n_attrs, uint64_t now_ms, struct pf_capture_status *st);
 /* A capture.request that did not decode but whose id could be read: a final failed status
  * with error_code bad_request and err's message (ignored when the id is known). */
 void agent_captures_bad_request(struct agent_captures *c, const char *id, const char *msg);
@@ -109,6 +122,8 @@ struct agent_capture_job {
 	uint64_t serial; /* names the capture in the calls below */
 	char trigger[AGENT_CAPTURE_TRIGGER_LEN];
 	struct pf_capture_request req; /* a copy: pf_capture_request_release() it */
+	size_t n_attrs;		       /* extra resource attributes (local triggers) */
+	struct agent_capture_attr attrs[AGENT_CAPTURE_MAX_ATTRS];
 };
 
 /* The next admitted capture to start (oldest first): 1 and *job, or 0 when none waits. */
@@ -130,10 +145,21 @@ void agent_captures_exporting(struct agent_captures *c, uint64_t serial, uint64_
 			      uint64_t bytes, const uint8_t (*ids)[16], size_t n_ids,
 			      unsigned n_requests, uint64_t now_ms);
 /* One export of the capture ended: rc 0 confirmed by the receiver, else refused/dropped. */
-void agent_captures_export_done(struct agent_captures *c, uint64_t serial, int rc,
-				const char *why);
+void agent_captures_export_done(struct agent_captures *c, uint64_t serial, int rc, const char *why);
 /* Deadlines: exports not confirmed in time fail the capture. Returns the captures in progress. */
 unsigned agent_captures_tick(struct agent_captures *c, uint64_t now_ms);
+
+/* ---- health ---- */
+
+struct agent_captures_summary {
+	uint64_t generation; /* changes whenever a figure below does */
+	unsigned in_progress;
+	uint64_t done, cancelled, failed, refused; /* refused: failed at admission */
+	bool healthy;	      /* false while the last capture that ended failed for a reason of the
+			       * agent's own (export_failed, internal) */
+	char last_error[640]; /* "<id>: <code>: <error>" of the last failure, "" when none */
+};
+void agent_captures_summary(struct agent_captures *c, struct agent_captures_summary *out);
 
 /* ---- OpAMP side ---- */
 

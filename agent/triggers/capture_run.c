@@ -28,6 +28,7 @@ struct agent_capture_runner {
 	char *token, *uid, *receiver, *ca_file;
 	void (*submit_bytes)(void *ctx, const uint8_t *data, size_t len, const uint8_t id[16]);
 	void (*submit_window)(void *ctx, const struct pf_prof_window *w);
+	void (*retire)(void *ctx, struct agent_exporter *x);
 	void *ctx;
 
 	struct run runs[AGENT_CAPTURE_MAX_ACTIVE];
@@ -69,6 +70,7 @@ struct agent_capture_runner *agent_capture_runner_new(const struct agent_capture
 	r->ca_file = dup_opt(o->ca_file, &fail);
 	r->submit_bytes = o->submit_bytes;
 	r->submit_window = o->submit_window;
+	r->retire = o->retire;
 	r->ctx = o->ctx;
 	r->pids = calloc(AGENT_CAPTURE_RUN_MAX_PIDS, sizeof(*r->pids));
 	if (fail || !r->pids) {
@@ -85,24 +87,31 @@ struct agent_capture_runner *agent_capture_runner_new(const struct agent_capture
 
 int agent_capture_tag_window(struct pf_prof_window *w, const char *agent_uid,
 			     const char *capture_id, const char *trigger,
+			     const struct agent_capture_attr *extra, size_t n_extra,
 			     const uint8_t *trace_id)
 {
-	const char *keys[3] = {"profleet.agent.uid", "profleet.capture.id", "profleet.trigger"};
-	const char *vals[3] = {agent_uid, capture_id, trigger};
+	const char *keys[3 + AGENT_CAPTURE_MAX_ATTRS] = {"profleet.agent.uid",
+							 "profleet.capture.id", "profleet.trigger"};
+	const char *vals[3 + AGENT_CAPTURE_MAX_ATTRS] = {agent_uid, capture_id, trigger};
+	size_t n_tags = 3;
+	for (size_t k = 0; k < n_extra && k < AGENT_CAPTURE_MAX_ATTRS; k++, n_tags++) {
+		keys[n_tags] = extra[k].key;
+		vals[n_tags] = extra[k].value;
+	}
 	for (size_t i = 0; i < w->n_processes; i++) {
 		struct pf_prof_process *p = (struct pf_prof_process *)&w->processes[i];
-		struct pf_prof_attr *a = pf_prof_alloc(w, (p->n_attrs + 3) * sizeof(*a));
+		struct pf_prof_attr *a = pf_prof_alloc(w, (p->n_attrs + n_tags) * sizeof(*a));
 		if (!a)
 			return -ENOMEM;
 		if (p->n_attrs)
 			memcpy(a, p->attrs, p->n_attrs * sizeof(*a));
 		size_t n = p->n_attrs;
-		for (size_t k = 0; k < 3; k++) {
+		for (size_t k = 0; k < n_tags; k++) {
 			if (!vals[k])
 				continue;
-			a[n].key = keys[k];
-			a[n++].value = pf_prof_strdup(w, vals[k]);
-			if (!a[n - 1].value)
+			a[n].key = pf_prof_strdup(w, keys[k]);
+			a[n].value = pf_prof_strdup(w, vals[k]);
+			if (!a[n].key || !a[n++].value)
 				return -ENOMEM;
 		}
 		p->attrs = a;
@@ -118,46 +127,6 @@ int agent_capture_tag_window(struct pf_prof_window *w, const char *agent_uid,
 	return 0;
 }
 
-int agent_capture_tag_trigger_note(struct pf_prof_window *w, const char *note)
-{
-	static const char prefix[] = "profleet.trigger.";
-	const char *line = note;
-	while (line && *line) {
-		size_t len = strcspn(line, "\n");
-		const char *eq = memchr(line, '=', len);
-		if (eq && len <= PF_CAPTURE_MAX_NOTE &&
-		    !strncmp(line, prefix, sizeof(prefix) - 1) &&
-		    (size_t)(eq - line) > sizeof(prefix) - 1) {
-			char *key = pf_prof_alloc(w, (size_t)(eq - line) + 1);
-			char *val = pf_prof_alloc(w, len - (size_t)(eq - line));
-			if (!key || !val)
-				return -ENOMEM;
-			memcpy(key, line, (size_t)(eq - line));
-			key[eq - line] = '\0';
-			memcpy(val, eq + 1, len - (size_t)(eq - line) - 1);
-			val[len - (size_t)(eq - line) - 1] = '\0';
-			for (size_t i = 0; i < w->n_processes; i++) {
-				struct pf_prof_process *p =
-				    (struct pf_prof_process *)&w->processes[i];
-				struct pf_prof_attr *a =
-				    pf_prof_alloc(w, (p->n_attrs + 1) * sizeof(*a));
-				if (!a)
-					return -ENOMEM;
-				if (p->n_attrs)
-					memcpy(a, p->attrs, p->n_attrs * sizeof(*a));
-				a[p->n_attrs].key = key;
-				a[p->n_attrs].value = val;
-				p->attrs = a;
-				p->n_attrs++;
-			}
-		}
-		line += len;
-		if (*line == '\n')
-			line++;
-	}
-	return 0;
-}
-
 /* ---- the receiver -------------------------------------------------------------------------- */
 
 /* The exporter for url, created (or replaced) as needed. NULL and err. */
@@ -169,7 +138,10 @@ static struct agent_exporter *receiver(struct agent_capture_runner *r, const cha
 	if (r->rx) {
 		/* another receiver: the old one finishes what it holds (bounded by its timeout) */
 		pf_log_info("capture: receiver changes from %s to %s", r->rx_url, url);
-		agent_exporter_free(r->rx);
+		if (r->retire)
+			r->retire(r->ctx, r->rx);
+		else
+			agent_exporter_free(r->rx);
 		r->rx = NULL;
 		free(r->rx_url);
 		r->rx_url = NULL;
@@ -278,12 +250,11 @@ static void export_capture(struct agent_capture_runner *r, struct run *run,
 		return;
 	}
 	/* a local trigger (high_cpu...) sends nothing over OpAMP: without a receiver its profiles
-	 * go to the configured exporters only, and its note carries its measurements */
+	 * go to the configured exporters only */
 	bool local = strcmp(run->job.trigger, "on_demand") != 0;
-	int rc = agent_capture_tag_window(w, r->uid, req->id, run->job.trigger,
-					  req->has_trace_id ? req->trace_id : NULL);
-	if (rc == 0 && local && req->note)
-		rc = agent_capture_tag_trigger_note(w, req->note);
+	int rc =
+	    agent_capture_tag_window(w, r->uid, req->id, run->job.trigger, run->job.attrs,
+				     run->job.n_attrs, req->has_trace_id ? req->trace_id : NULL);
 	if (rc == 0)
 		rc = encode_each(w, e, &err);
 	uint64_t samples = pf_prof_window_samples(w);
@@ -318,7 +289,8 @@ static void export_capture(struct agent_capture_runner *r, struct run *run,
 			struct delivery *dl = malloc(sizeof(*dl));
 			int src = -ENOMEM;
 			if (dl) {
-				*dl = (struct delivery){.engine = r->engine, .x = x, .serial = serial};
+				*dl = (struct delivery){
+				    .engine = r->engine, .x = x, .serial = serial};
 				snprintf(dl->url, sizeof(dl->url), "%s", url);
 				src = agent_exporter_submit(x, e->b[i].data, e->b[i].len, e->ids[i],
 							    delivered, dl);
@@ -326,7 +298,8 @@ static void export_capture(struct agent_capture_runner *r, struct run *run,
 			if (src < 0) {
 				free(dl);
 				char why[160];
-				snprintf(why, sizeof(why), "export to %.60s: %.60s", url, strerror(-src));
+				snprintf(why, sizeof(why), "export to %.60s: %.60s", url,
+					 strerror(-src));
 				agent_captures_export_done(r->engine, serial, src, why);
 			}
 		}
@@ -363,8 +336,9 @@ static void start_run(struct agent_capture_runner *r, struct pf_sampler *sampler
 	struct pf_error err = {0};
 	size_t n = 0;
 	if (!sampler) {
-		agent_captures_fail(r->engine, serial, "disabled",
-				    "this agent has no eBPF sampler (BPF unavailable or --no-sampler)");
+		agent_captures_fail(
+		    r->engine, serial, "disabled",
+		    "this agent has no eBPF sampler (BPF unavailable or --no-sampler)");
 		return;
 	}
 	int rc = pf_sampler_capture_pids(sampler, req->processes, req->n_processes, r->pids,
@@ -425,7 +399,8 @@ int64_t agent_capture_runner_poll(struct agent_capture_runner *r, struct pf_samp
 	int64_t next = -1;
 	for (unsigned i = 0; i < AGENT_CAPTURE_MAX_ACTIVE; i++)
 		if (r->runs[i].used) {
-			int64_t left = (int64_t)(r->runs[i].end_ms - pf_min(now_ms, r->runs[i].end_ms));
+			int64_t left =
+			    (int64_t)(r->runs[i].end_ms - pf_min(now_ms, r->runs[i].end_ms));
 			next = next < 0 ? left : pf_min(next, left);
 		}
 	return next;

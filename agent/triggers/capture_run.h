@@ -17,10 +17,9 @@
  *  - while it runs: samples so far to the engine (running statuses);
  *  - end (duration elapsed, or a capture.cancel: the partial samples count): the window is
  *    symbolized; every process gets the resource attributes profleet.agent.uid,
- *    profleet.capture.id and profleet.trigger; with a trace_id every sample gets a Link
- *    (trace_id, zero span id); a local trigger's note adds its measurements
- *    (agent_capture_tag_trigger_note). Each process (the AGENT_CAPTURE_RUN_MAX_PROFILES busiest) is
- *    encoded as its own OTLP request, so every profile id is known; all go to the receiver
+ *    profleet.capture.id and profleet.trigger (and a local trigger's own); with a trace_id every
+ * sample gets a Link (trace_id, zero span id). Each process (the AGENT_CAPTURE_RUN_MAX_PROFILES
+ * busiest) is encoded as its own OTLP request, so every profile id is known; all go to the receiver
  *    (request.receiver, else the default derived from the OpAMP URL) and to the configured
  *    exporters (submit callbacks). The engine reports done once the receiver confirmed them
  *    all. A local trigger's capture without a receiver (a standalone agent) goes to the
@@ -41,6 +40,7 @@
 #define AGENT_CAPTURE_RUN_MAX_PIDS 4096 /* processes put in one capture's pid map */
 
 struct agent_capture_runner;
+struct agent_exporter;
 
 struct agent_capture_runner_opts {
 	struct agent_captures *engine; /* borrowed; must outlive the runner and its exporters */
@@ -52,6 +52,9 @@ struct agent_capture_runner_opts {
 	 * profile, and the whole window for exporters that take windows (pyroscope) */
 	void (*submit_bytes)(void *ctx, const uint8_t *data, size_t len, const uint8_t id[16]);
 	void (*submit_window)(void *ctx, const struct pf_prof_window *w);
+	/* frees a receiver exporter that a request for another receiver replaces, off this
+	 * thread (its export in flight may take up to its timeout); NULL: freed here */
+	void (*retire)(void *ctx, struct agent_exporter *x);
 	void *ctx;
 };
 
@@ -71,15 +74,12 @@ int64_t agent_capture_runner_poll(struct agent_capture_runner *r, struct pf_samp
 /* Captures sampling now. */
 unsigned agent_capture_runner_active(const struct agent_capture_runner *r);
 
-/* Adds the capture tags to every process of w (allocated in w's arena) and, with trace_id
- * (not NULL), a Link to every sample. 0 or -ENOMEM. Exported for tests. */
+/* Adds the capture tags (and the job's extra attributes) to every process of w (allocated in
+ * w's arena) and, with trace_id (not NULL), a Link to every sample. 0 or -ENOMEM. Exported for
+ * tests. */
 int agent_capture_tag_window(struct pf_prof_window *w, const char *agent_uid,
 			     const char *capture_id, const char *trigger,
+			     const struct agent_capture_attr *extra, size_t n_extra,
 			     const uint8_t *trace_id);
-/* A local trigger's measurements: the request's note holds "key=value" lines with keys under
- * "profleet.trigger." (the high_cpu trigger: "profleet.trigger.cpu_percent=97.3"); each one
- * becomes a resource attribute of every process of w. Other lines are ignored. 0 or -ENOMEM.
- * The runner applies it to captures of triggers other than on_demand. */
-int agent_capture_tag_trigger_note(struct pf_prof_window *w, const char *note);
 
 #endif

@@ -285,6 +285,34 @@ static uint64_t samples_of(const struct pf_prof_window *w, pid_t pid, bool *fore
 	return n;
 }
 
+/* Selects pid by a process.pid rule and starts capture `slot` on it at hz. */
+static void start_pid_capture(struct pf_sampler *s, pid_t pid, unsigned slot, uint32_t hz)
+{
+	struct pf_error err = {0};
+	char pidtext[16];
+	snprintf(pidtext, sizeof(pidtext), "%d", (int)pid);
+	struct pf_filter rule = {.key = "process.pid", .match = PF_MATCH_STRICT, .value = pidtext};
+	uint32_t pids[8];
+	size_t n = 0;
+	assert_int_equal(pf_sampler_capture_pids(s, &rule, 1, pids, 8, &n, &err), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(pids[0], (uint32_t)pid);
+	assert_int_equal(pf_sampler_capture_start(s, slot, hz, pids, n, &err), 0);
+	/* the slot is taken now */
+	assert_int_equal(pf_sampler_capture_start(s, slot, hz, pids, n, &err), -EBUSY);
+}
+
+/* A sampler in mode triggered with no capture running: nothing is sampled. */
+static struct pf_sampler *idle_sampler(struct pf_profcfg **cfg)
+{
+	struct pf_error err = {0};
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	*cfg = config("profiling:\n  mode: triggered\n  triggers: {on_demand: {enabled: true}}\n");
+	assert_int_equal(pf_sampler_set_config(s, *cfg, &err), 0);
+	return s;
+}
+
 /* Two copies of the workload, both in the continuous windows at 99 Hz; a capture at 499 Hz on
  * the first only. Over the same interval the capture must hold ~499/99 times the first's
  * continuous samples and nothing of the second, while the continuous window keeps 99 Hz for
@@ -292,7 +320,7 @@ static uint64_t samples_of(const struct pf_prof_window *w, pid_t pid, bool *fore
 static void test_capture_beside_continuous(void **state)
 {
 	struct pf_error err = {0};
-	pid_t a = spawn_workload(8), b = spawn_workload(8);
+	pid_t a = spawn_workload(9), b = spawn_workload(9);
 	assert_true(a > 0 && b > 0);
 	struct pf_sampler *s = pf_sampler_new(NULL, &err);
 	assert_non_null(s);
@@ -301,17 +329,8 @@ static void test_capture_beside_continuous(void **state)
 	poll_for(s, 300);
 	pf_prof_window_free(pf_sampler_close_window(s, &err)); /* the interval starts here */
 
-	char pidtext[16];
-	snprintf(pidtext, sizeof(pidtext), "%d", (int)a);
-	struct pf_filter rule = {.key = "process.pid", .match = PF_MATCH_STRICT, .value = pidtext};
-	uint32_t pids[8];
-	size_t n = 0;
-	assert_int_equal(pf_sampler_capture_pids(s, &rule, 1, pids, 8, &n, &err), 0);
-	assert_int_equal(n, 1);
-	assert_int_equal(pids[0], (uint32_t)a);
-	assert_int_equal(pf_sampler_capture_start(s, 3, 499, pids, n, &err), 0);
-	assert_int_equal(pf_sampler_capture_start(s, 3, 499, pids, n, &err), -EBUSY);
-	poll_for(s, 2500);
+	start_pid_capture(s, a, 3, 499);
+	poll_for(s, 3000);
 	struct pf_sampler_stats st;
 	assert_int_equal(pf_sampler_stats(s, &st), 0);
 	assert_int_equal(st.capture_hz, 499);
@@ -344,8 +363,10 @@ static void test_capture_beside_continuous(void **state)
 	assert_false(cap_foreign);
 	assert_int_equal(wc->frequency_hz, 499);
 	assert_int_equal(w->frequency_hz, 99);
-	assert_true(cap_a >= 300);
-	assert_true(cont_a >= 60 && cont_b >= 60);
+	/* absolute counts depend on the CPU share the workloads get on a loaded machine; enough
+	 * for the ratios to mean something */
+	assert_true(cap_a >= 150);
+	assert_true(cont_a >= 25 && cont_b >= 25);
 	assert_true(ratio >= 3.5 && ratio <= 6.5);
 	/* the capture did not add to (or take from) a's continuous samples */
 	assert_true(ab >= 0.6 && ab <= 1.6);
@@ -361,19 +382,9 @@ static void test_capture_triggered_mode(void **state)
 	struct pf_error err = {0};
 	pid_t a = spawn_workload(5);
 	assert_true(a > 0);
-	struct pf_sampler *s = pf_sampler_new(NULL, &err);
-	assert_non_null(s);
-	struct pf_profcfg *cfg = config("profiling:\n  mode: triggered\n"
-					"  triggers: {on_demand: {enabled: true}}\n");
-	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
-	char pidtext[16];
-	snprintf(pidtext, sizeof(pidtext), "%d", (int)a);
-	struct pf_filter rule = {.key = "process.pid", .match = PF_MATCH_STRICT, .value = pidtext};
-	uint32_t pids[4];
-	size_t n = 0;
-	assert_int_equal(pf_sampler_capture_pids(s, &rule, 1, pids, 4, &n, &err), 0);
-	assert_int_equal(n, 1);
-	assert_int_equal(pf_sampler_capture_start(s, 0, 199, pids, n, &err), 0);
+	struct pf_profcfg *cfg;
+	struct pf_sampler *s = idle_sampler(&cfg);
+	start_pid_capture(s, a, 0, 199);
 	poll_for(s, 1500);
 	struct pf_sampler_stats st;
 	assert_int_equal(pf_sampler_stats(s, &st), 0);
@@ -387,6 +398,48 @@ static void test_capture_triggered_mode(void **state)
 		      (unsigned long)na);
 	assert_false(foreign);
 	assert_true(na >= 50 && na <= 400);
+	pf_prof_window_free(wc);
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+}
+
+/* A capture of a shell that forks the workload only after the capture started: the child is
+ * in the capture (inherited in the kernel at fork), though /proc never showed it at start. */
+static void test_capture_fork_inherits(void **state)
+{
+	struct pf_error err = {0};
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "sleep 0.5; %s 2; true", g_exe);
+	pid_t sh = fork();
+	if (sh == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+		if (fd >= 0)
+			dup2(fd, 1);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	assert_true(sh > 0);
+	struct pf_profcfg *cfg;
+	struct pf_sampler *s = idle_sampler(&cfg);
+	start_pid_capture(s, sh, 1, 199);
+	poll_for(s, 2200);
+	struct pf_prof_window *wc = pf_sampler_capture_stop(s, 1, &err);
+	reap(sh);
+	assert_non_null(wc);
+	uint64_t child = 0;
+	for (size_t i = 0; i < wc->n_processes; i++) {
+		const struct pf_prof_process *p = &wc->processes[i];
+		bool hot = false; /* the workload (sleep, also a child, hardly runs) */
+		for (size_t k = 0; k < p->n_frames; k++)
+			hot |= p->frames[k].function && !strcmp(p->frames[k].function, "hot_a");
+		if (p->pid == (uint32_t)sh || !hot)
+			continue;
+		for (size_t k = 0; k < p->n_samples; k++)
+			child += p->samples[k].count;
+	}
+	print_message("capture of the shell: %lu samples of its forked workload child\n",
+		      (unsigned long)child);
+	assert_true(child >= 30);
 	pf_prof_window_free(wc);
 	pf_profcfg_free(cfg);
 	pf_sampler_free(s);
@@ -504,6 +557,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_frames_resolver),
 		cmocka_unit_test(test_capture_beside_continuous),
 		cmocka_unit_test(test_capture_triggered_mode),
+		cmocka_unit_test(test_capture_fork_inherits),
 	};
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	char cmd[128];

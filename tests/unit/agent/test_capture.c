@@ -126,8 +126,8 @@ static void test_admit_and_job(void **unused)
 	agent_captures_free(c);
 }
 
-static void expect_refusal(struct agent_captures *c, const char *id, uint32_t dur,
-			   const char *code, const char *words)
+static void expect_refusal(struct agent_captures *c, const char *id, uint32_t dur, const char *code,
+			   const char *words)
 {
 	struct pf_capture_status st, sent;
 	assert_int_equal(submit(c, id, dur, 5000, &st), -EPERM);
@@ -143,7 +143,8 @@ static void test_refusals(void **unused)
 {
 	struct agent_captures *c = engine();
 	struct pf_profcfg *off = config("profiling: {enabled: false}\n");
-	struct pf_profcfg *no_od = config("profiling:\n  triggers: {on_demand: {enabled: false}}\n");
+	struct pf_profcfg *no_od =
+	    config("profiling:\n  triggers: {on_demand: {enabled: false}}\n");
 	struct pf_profcfg *short_max = config(
 	    "profiling:\n  triggers: {on_demand: {enabled: true, max_duration_seconds: 20}}\n"
 	    "  limits: {max_profiles_per_minute: 3}\n");
@@ -269,7 +270,18 @@ static void test_export_failures(void **unused)
 	/* refused by the receiver */
 	uint64_t a = start_one(c, "ex-a", 0);
 	agent_captures_exporting(c, a, 10, 100, (const uint8_t(*)[16])id, 1, 1, 100);
+	struct agent_captures_summary sum;
+	agent_captures_summary(c, &sum);
+	assert_true(sum.healthy);
+	assert_int_equal(sum.in_progress, 1);
+	uint64_t gen = sum.generation;
 	agent_captures_export_done(c, a, -EPROTO, "HTTP 401 from the receiver");
+	agent_captures_summary(c, &sum);
+	assert_false(sum.healthy); /* the agent's own failure */
+	assert_int_equal(sum.failed, 1);
+	assert_int_equal(sum.in_progress, 0);
+	assert_true(sum.generation > gen);
+	assert_string_equal(sum.last_error, "ex-a: export_failed: HTTP 401 from the receiver");
 	assert_int_equal(drain(c, &st), 1);
 	assert_int_equal(st.state, PF_CAPTURE_FAILED);
 	assert_string_equal(st.error_code, "export_failed");
@@ -290,6 +302,21 @@ static void test_export_failures(void **unused)
 	assert_int_equal(drain(c, &st), 1);
 	assert_int_equal(st.state, PF_CAPTURE_DONE);
 	assert_int_equal(st.n_profile_ids, 0);
+	/* a success makes it healthy again; refusals and missing processes never count */
+	agent_captures_summary(c, &sum);
+	assert_true(sum.healthy);
+	assert_int_equal(sum.done, 1);
+	assert_int_equal(sum.failed, 2);
+	uint64_t e = start_one(c, "ex-e", 0);
+	agent_captures_fail(c, e, "process_not_found", "none");
+	submit(c, "ex-f", 3000, 0, &st);
+	agent_captures_summary(c, &sum);
+	assert_true(sum.healthy);
+	assert_int_equal(sum.refused, 1);
+	assert_int_equal(sum.failed, 3);
+	assert_string_equal(sum.last_error,
+			    "ex-f: duration_exceeded: duration_seconds 3000 is over "
+			    "profiling.triggers.on_demand.max_duration_seconds (300)");
 	agent_captures_free(c);
 }
 
@@ -340,10 +367,21 @@ static void test_resend_after_reconnect(void **unused)
 	}
 	uint64_t live = start_one(c, "live", 0);
 	(void)live;
-	/* a local trigger's capture is never reported */
+	/* a local trigger's capture is never reported; its extra attributes reach the job */
 	struct pf_capture_status st;
 	struct pf_capture_request r = request("hc", 5);
-	assert_int_equal(agent_captures_request(c, &r, "high_cpu", 0, &st), 0);
+	struct agent_capture_attr extra[AGENT_CAPTURE_MAX_ATTRS + 1] = {
+	    {.key = "profleet.cpu.percent", .value = "91"}};
+	assert_int_equal(agent_captures_request_attrs(c, &r, "high_cpu", extra,
+						      AGENT_CAPTURE_MAX_ATTRS + 1, 0, &st),
+			 -EINVAL);
+	assert_int_equal(agent_captures_request_attrs(c, &r, "high_cpu", extra, 1, 0, &st), 0);
+	struct agent_capture_job job;
+	assert_int_equal(agent_captures_next_job(c, &job), 1);
+	assert_string_equal(job.trigger, "high_cpu");
+	assert_int_equal(job.n_attrs, 1);
+	assert_string_equal(job.attrs[0].value, "91");
+	pf_capture_request_release(&job.req);
 	drain(c, NULL);
 	assert_false(agent_captures_has_news(c));
 
@@ -383,12 +421,11 @@ static void test_bad_request(void **unused)
 static void test_receiver_url(void **unused)
 {
 	char out[256];
-	assert_int_equal(agent_capture_receiver_url("ws://127.0.0.1:4320/v1/opamp", out, sizeof(out)),
-			 0);
+	assert_int_equal(
+	    agent_capture_receiver_url("ws://127.0.0.1:4320/v1/opamp", out, sizeof(out)), 0);
 	assert_string_equal(out, "http://127.0.0.1:4320/v1development/profiles");
-	assert_int_equal(agent_capture_receiver_url("wss://ctl.example:443/v1/opamp?x=1", out,
-						    sizeof(out)),
-			 0);
+	assert_int_equal(
+	    agent_capture_receiver_url("wss://ctl.example:443/v1/opamp?x=1", out, sizeof(out)), 0);
 	assert_string_equal(out, "https://ctl.example:443/v1development/profiles");
 	assert_int_equal(agent_capture_receiver_url("https://[::1]:4320", out, sizeof(out)), 0);
 	assert_string_equal(out, "https://[::1]:4320/v1development/profiles");
@@ -417,15 +454,16 @@ static void test_tag_window(void **unused)
 	struct pf_prof_sample *sm = pf_prof_alloc(w, 3 * sizeof(*sm));
 	assert_true(procs && a && sm);
 	a[0] = (struct pf_prof_attr){.key = "service.name", .value = "checkout"};
-	procs[0] = (struct pf_prof_process){.pid = 1, .n_attrs = 1, .attrs = a, .n_samples = 2,
-					    .samples = sm};
+	procs[0] = (struct pf_prof_process){
+	    .pid = 1, .n_attrs = 1, .attrs = a, .n_samples = 2, .samples = sm};
 	procs[1] = (struct pf_prof_process){.pid = 2, .n_samples = 1, .samples = sm + 2};
 	memset(sm[1].span_id, 0x77, 8);
 	w->processes = procs;
 	w->n_processes = 2;
 	uint8_t trace[16];
 	memset(trace, 0xab, sizeof(trace));
-	assert_int_equal(agent_capture_tag_window(w, "uid-1", "cap-9", "on_demand", trace), 0);
+	assert_int_equal(agent_capture_tag_window(w, "uid-1", "cap-9", "on_demand", NULL, 0, trace),
+			 0);
 	for (size_t i = 0; i < 2; i++) {
 		const struct pf_prof_process *p = &w->processes[i];
 		assert_string_equal(attr(p, "profleet.agent.uid"), "uid-1");
@@ -441,8 +479,10 @@ static void test_tag_window(void **unused)
 	assert_int_equal(w->processes[0].n_attrs, 4);
 	/* without a trace id no link; without an agent uid no such attribute */
 	memset(sm, 0, 3 * sizeof(*sm));
-	assert_int_equal(agent_capture_tag_window(w, NULL, "cap-10", "high_cpu", NULL), 0);
-	assert_int_equal(w->processes[1].n_attrs, 5);
+	struct agent_capture_attr cpu = {.key = "profleet.cpu.percent", .value = "93.5"};
+	assert_int_equal(agent_capture_tag_window(w, NULL, "cap-10", "high_cpu", &cpu, 1, NULL), 0);
+	assert_int_equal(w->processes[1].n_attrs, 6);
+	assert_string_equal(attr(&w->processes[1], "profleet.cpu.percent"), "93.5");
 	static const uint8_t none[16];
 	assert_memory_equal(w->processes[1].samples[0].trace_id, none, 16);
 	pf_prof_window_free(w);
@@ -451,16 +491,16 @@ static void test_tag_window(void **unused)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_admit_and_job),
-		cmocka_unit_test(test_refusals),
-		cmocka_unit_test(test_busy),
-		cmocka_unit_test(test_lifecycle_done),
-		cmocka_unit_test(test_export_failures),
-		cmocka_unit_test(test_cancel),
-		cmocka_unit_test(test_resend_after_reconnect),
-		cmocka_unit_test(test_bad_request),
-		cmocka_unit_test(test_receiver_url),
-		cmocka_unit_test(test_tag_window),
+	    cmocka_unit_test(test_admit_and_job),
+	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_busy),
+	    cmocka_unit_test(test_lifecycle_done),
+	    cmocka_unit_test(test_export_failures),
+	    cmocka_unit_test(test_cancel),
+	    cmocka_unit_test(test_resend_after_reconnect),
+	    cmocka_unit_test(test_bad_request),
+	    cmocka_unit_test(test_receiver_url),
+	    cmocka_unit_test(test_tag_window),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

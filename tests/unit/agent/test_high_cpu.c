@@ -14,7 +14,6 @@
 
 #include <cmocka.h>
 
-#include "capture_run.h"
 #include "high_cpu.h"
 
 #define S 1000000000ULL
@@ -288,36 +287,6 @@ static void test_parsers(void **unused)
 	assert_int_equal(agent_high_cpu_parse_host("cpu  1 2\n", &busy, &total), -EINVAL);
 }
 
-/* The measured CPU reaches the capture's profile: the note the data plane puts in the high_cpu
- * capture request becomes a resource attribute of every process; other lines do not. */
-static void test_trigger_note_attributes(void **unused)
-{
-	(void)unused;
-	struct pf_prof_window *w = pf_prof_window_new();
-	assert_non_null(w);
-	struct pf_prof_process *procs = pf_prof_alloc(w, 2 * sizeof(*procs));
-	assert_non_null(procs);
-	procs[0] = (struct pf_prof_process){.pid = 10};
-	procs[1] = (struct pf_prof_process){.pid = 11};
-	w->processes = procs;
-	w->n_processes = 2;
-	assert_int_equal(agent_capture_tag_trigger_note(
-			     w, "profleet.trigger.cpu_percent=97.3\nfree text\nservice.name=x\n"
-				"profleet.trigger.=empty key\nprofleet.trigger.host_percent=88"),
-			 0);
-	for (size_t i = 0; i < 2; i++) {
-		const struct pf_prof_process *p = &w->processes[i];
-		assert_int_equal(p->n_attrs, 2);
-		assert_string_equal(p->attrs[0].key, "profleet.trigger.cpu_percent");
-		assert_string_equal(p->attrs[0].value, "97.3");
-		assert_string_equal(p->attrs[1].key, "profleet.trigger.host_percent");
-		assert_string_equal(p->attrs[1].value, "88");
-	}
-	assert_int_equal(agent_capture_tag_trigger_note(w, ""), 0);
-	assert_int_equal(w->processes[0].n_attrs, 2);
-	pf_prof_window_free(w);
-}
-
 /* ---- real /proc --------------------------------------------------------------------------- */
 
 static uint64_t now_ns(void)
@@ -398,7 +367,6 @@ int main(void)
 	    cmocka_unit_test(test_host_idle_processes),
 	    cmocka_unit_test(test_idle_processes_read_less),
 	    cmocka_unit_test(test_parsers),
-	    cmocka_unit_test(test_trigger_note_attributes),
 	    cmocka_unit_test(test_real_busy_child),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
