@@ -70,8 +70,10 @@
  * Captures (opts.captures, triggers/capture.h): the worker runs the captures the engine
  * admitted with triggers/capture_run.h — on the sampler's second set of perf events, beside the
  * continuous windows (also in mode triggered) — and exports them to the controller's receiver
- * and to the configured exporters. Every encoded window is counted in the engine's
- * profiles-per-minute tally. At shutdown, captures still sampling end early and are exported.
+ * and to the configured exporters. The engine admits them against the data plane's shared
+ * rate limit (agent_captures_set_ratelimit): one limits.max_profiles_per_minute for windows,
+ * pprof profiles and captures. At shutdown, captures still sampling end early and are
+ * exported.
  *
  * Shutdown: agent_dataplane_flushed() (called by the loop after SIGTERM/SIGINT, before the
  * OpAMP goodbye) starts the final flush on its first call — close the open window, encode,
