@@ -185,6 +185,12 @@ void agent_high_cpu_free(struct agent_high_cpu *h)
 
 void agent_high_cpu_set_rule(struct agent_high_cpu *h, const struct agent_high_cpu_rule *rule)
 {
+	const struct agent_high_cpu_rule *o = &h->rule;
+	if (o->threshold_percent == rule->threshold_percent &&
+	    o->sustain_seconds == rule->sustain_seconds &&
+	    o->duration_seconds == rule->duration_seconds &&
+	    o->cooldown_seconds == rule->cooldown_seconds)
+		return;
 	h->rule = *rule;
 	for (size_t i = 0; i < h->n_procs; i++)
 		h->procs[i].s.above_t = 0;

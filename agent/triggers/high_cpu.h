@@ -86,7 +86,8 @@ struct agent_high_cpu_stats {
 struct agent_high_cpu *agent_high_cpu_new(const struct agent_high_cpu_rule *rule,
 					  const struct agent_high_cpu_reader *reader);
 void agent_high_cpu_free(struct agent_high_cpu *h);
-/* A new rule keeps the readings and cooldowns; a process over the threshold starts over. */
+/* A changed rule keeps the readings and cooldowns; a process over the threshold starts over.
+ * The same rule again changes nothing. */
 void agent_high_cpu_set_rule(struct agent_high_cpu *h, const struct agent_high_cpu_rule *rule);
 /* One evaluation at now_ns (CLOCK_MONOTONIC) over the profiled processes pids[0..n): reads
  * them and the host, steps the state machines, writes the firings (at most cap) to out and

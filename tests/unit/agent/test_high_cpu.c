@@ -113,6 +113,13 @@ static void test_sustain_then_cooldown(void **unused)
 	agent_high_cpu_stats(h, &st);
 	assert_int_equal(st.held, 24 - 9);
 	assert_int_equal(st.over, 1);
+	/* the same rule again (a config apply that changed other keys) keeps the sustain count:
+	 * it fires as soon as the quiet time is over */
+	struct agent_high_cpu_rule same = {.threshold_percent = 80,
+					   .sustain_seconds = 10,
+					   .duration_seconds = 5,
+					   .cooldown_seconds = 20};
+	agent_high_cpu_set_rule(h, &same);
 	assert_int_equal(tick(&f, h, &now, fire, 4), 1);
 	assert_int_equal(fire[0].pid, 100);
 	/* a dip under the threshold restarts the sustain count */
