@@ -464,9 +464,9 @@ static void tag_agent(struct agent_dataplane *d, struct pf_prof_window *w)
 /* Encodes and submits a window (taken: freed here). t is the pprof target it came from, NULL
  * for the eBPF sampler's windows; an encoding failure is reported on that component. A window
  * with samples is one profile for limits.max_profiles_per_minute, whatever the number of
- * exporters; over the limit it is dropped and counted (per source in the rate limit). */
-static void export_window(struct agent_dataplane *d, struct pf_prof_window *w, struct dp_target *t,
-			  enum agent_profile_source src)
+ * exporters; over the limit it is dropped and counted under src in the rate limit. */
+static void export_window_src(struct agent_dataplane *d, struct pf_prof_window *w,
+			      struct dp_target *t, enum agent_profile_source src)
 {
 	uint8_t id[16];
 	struct pf_error err = {0};
@@ -543,6 +543,12 @@ static void capture_retire(void *ctx, struct agent_exporter *x)
 	retire_exporter(ctx, x);
 }
 
+/* export_window_src() with the source told by t: a pprof target's, or the sampler's window. */
+static void export_window(struct agent_dataplane *d, struct pf_prof_window *w, struct dp_target *t)
+{
+	export_window_src(d, w, t, t ? AGENT_SRC_PPROF : AGENT_SRC_WINDOW);
+}
+
 static void sampler_health(struct agent_dataplane *d);
 
 /* Closes the open window and exports it together with windows a frequency change split off. */
@@ -556,7 +562,7 @@ static void close_and_export(struct agent_dataplane *d)
 		return;
 	}
 	do {
-		export_window(d, w, NULL, AGENT_SRC_WINDOW);
+		export_window(d, w, NULL);
 	} while ((w = pf_sampler_next_window(d->sampler)));
 	sampler_health(d);
 }
@@ -729,7 +735,7 @@ static void pprof_drain(struct agent_dataplane *d)
 		pf_log_debug("dataplane: pprof %s %s: %zu bytes", pf_pprof_type_name(r->type),
 			     r->url, r->bytes);
 		if (t)
-			export_window(d, w, t, AGENT_SRC_PPROF);
+			export_window(d, w, t);
 		else
 			pf_prof_window_free(w);
 		pf_pprof_result_free(r);
@@ -1128,7 +1134,7 @@ static void toggle_trigger(struct agent_dataplane *d)
 		/* start the capture's window now (nothing was sampled while idle) */
 		struct pf_prof_window *w = pf_sampler_close_window(d->sampler, &err);
 		while (w) {
-			export_window(d, w, NULL, AGENT_SRC_WINDOW);
+			export_window(d, w, NULL);
 			w = pf_sampler_next_window(d->sampler);
 		}
 		if (pf_sampler_trigger(d->sampler, true, &err) < 0) {
