@@ -131,6 +131,8 @@ class Triggers(Dataplane):
         self.assertEqual(len(trig), 1, files)
         a = self.agent_json(ctl, uid)
         self.assertIn("held by cooldown", self.status(a, "trigger/high_cpu"))
+        # only the processes the filters profile are watched: the workload alone
+        self.assertTrue(self.status(a, "trigger/high_cpu").startswith("watching 1 processes"))
         print("trigger/high_cpu: " + self.status(a, "trigger/high_cpu"))
 
     # ---- overhead guard ---------------------------------------------------------------------
