@@ -22,7 +22,8 @@
  *                      its place there, under its trigger's source; without it the engine
  *                      keeps its own tally (agent_captures_note_profiles)
  * A request whose id is already in the table is not run again: its status is sent again.
- * The worker reports process_not_found, export_failed and internal (sampler errors).
+ * The worker reports process_not_found, bad_request (a processes regexp that does not compile),
+ * disabled (no sampler after all), export_failed and internal (sampler or encoding errors).
  *
  * Lifecycle: accepted → running (sampling; the samples so far are sent at most every
  * AGENT_CAPTURE_PROGRESS_MS) → exporting (still `running` on the wire) → done | cancelled |
