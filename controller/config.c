@@ -42,6 +42,7 @@ void pf_controller_config_defaults(struct pf_controller_config *c)
 	c->log_level = PF_LOG_INFO;
 	c->profile_retention_hours = DEFAULT_PROFILE_RETENTION_HOURS;
 	c->profile_max_bytes = DEFAULT_PROFILE_MAX_BYTES;
+	c->capture_grace_s = 30;
 }
 
 void pf_controller_config_release(struct pf_controller_config *c)
@@ -51,6 +52,7 @@ void pf_controller_config_release(struct pf_controller_config *c)
 	free(c->tls_cert);
 	free(c->tls_key);
 	free(c->client_ca);
+	free(c->public_url);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -120,6 +122,26 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 					    "must be one of error, warn, info, debug, got '%s'", v);
 		c->log_level = r;
 		return 0;
+	}
+	if (!strcmp(path, "public_url")) {
+		size_t n = strlen(v);
+		if ((strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) || n > 1024 ||
+		    strchr(v, '?') || strchr(v, '#') || strchr(v, ' '))
+			return pf_error_set(err, -EINVAL, path,
+					    "must be an http:// or https:// URL without query, got "
+					    "'%.200s'",
+					    v);
+		r = set_str(&c->public_url, v);
+		/* "https://host:4320/" and "https://host:4320" name the same base */
+		if (r == 0 && n > 0 && c->public_url[n - 1] == '/')
+			c->public_url[n - 1] = 0;
+		return r;
+	}
+	if (!strcmp(path, "captures.grace_seconds")) {
+		r = parse_u64(path, v, 1, 3600, &x, err);
+		if (r == 0)
+			c->capture_grace_s = (uint32_t)x;
+		return r;
 	}
 	if (!strcmp(path, "tls.cert"))
 		return set_str(&c->tls_cert, v);
@@ -237,6 +259,7 @@ static void usage(FILE *to)
 		"                           [--max-message-bytes N] [--heartbeat-seconds N]\n"
 		"                           [--max-agents N] [--log-level error|warn|info|debug]\n"
 		"                           [--profile-retention-hours N] [--profile-max-bytes N]\n"
+		"                           [--public-url URL] [--capture-grace-seconds N]\n"
 		"\n"
 		"Serves OpAMP (/v1/opamp), the REST API (/api/v1), /metrics, /healthz and /readyz\n"
 		"on one address (default 127.0.0.1:4320). On first start in an empty data dir it\n"
@@ -245,14 +268,19 @@ static void usage(FILE *to)
 		"\n"
 		"OTLP profiles are received at /v1development/profiles (agent token) and kept in\n"
 		"the embedded profile store for --profile-retention-hours (default 72) within\n"
-		"--profile-max-bytes of compressed profiles (default 1 GiB), oldest deleted first.\n");
+		"--profile-max-bytes of compressed profiles (default 1 GiB), oldest deleted first.\n"
+		"\n"
+		"Incident captures (/api/v1/captures) end at their duration plus\n"
+		"--capture-grace-seconds (default 30). --public-url is the URL agents reach this\n"
+		"controller at; capture requests then name URL/v1development/profiles as the\n"
+		"receiver, otherwise agents derive it from their OpAMP server URL.\n");
 }
 
 int pf_controller_config_args(struct pf_controller_config *c, int argc, char **argv,
 			      struct pf_error *err)
 {
 	enum { O_LISTEN = 256, O_DATA, O_CERT, O_KEY, O_CA, O_MAXMSG, O_HB, O_MAXAG, O_LOG,
-	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX };
+	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_PUBURL, O_GRACE };
 	static const struct option opts[] = {
 		{"config", required_argument, 0, O_CONFIG},
 		{"listen", required_argument, 0, O_LISTEN},
@@ -266,6 +294,8 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 		{"log-level", required_argument, 0, O_LOG},
 		{"profile-retention-hours", required_argument, 0, O_PRET},
 		{"profile-max-bytes", required_argument, 0, O_PMAX},
+		{"public-url", required_argument, 0, O_PUBURL},
+		{"capture-grace-seconds", required_argument, 0, O_GRACE},
 		{"version", no_argument, 0, O_VERSION},
 		{"help", no_argument, 0, O_HELP},
 		{0, 0, 0, 0},
@@ -321,6 +351,12 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 			break;
 		case O_PMAX:
 			r = apply_key(c, "profiles.max_bytes", optarg, err);
+			break;
+		case O_PUBURL:
+			r = apply_key(c, "public_url", optarg, err);
+			break;
+		case O_GRACE:
+			r = apply_key(c, "captures.grace_seconds", optarg, err);
 			break;
 		case O_VERSION:
 			printf("profleet-controller %s\n", PF_VERSION);

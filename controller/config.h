@@ -8,6 +8,9 @@
  *   opamp: {max_message_bytes: 16777216, heartbeat_interval_seconds: 30, max_agents: 50000}
  *   profiles: {retention_hours: 72, max_bytes: 1073741824}   (embedded profile store;
  *     opamp.max_message_bytes also bounds an OTLP profiles request, after decompression too)
+ *   public_url: "https://profleet.example:4320"  (how agents reach this controller; capture
+ *     requests then name its OTLP receiver, else agents derive it from their OpAMP URL)
+ *   captures: {grace_seconds: 30}   (a capture's deadline is its duration plus this)
  * Unknown keys and bad values are errors that name the key. */
 #ifndef PF_CONTROLLER_CONFIG_H
 #define PF_CONTROLLER_CONFIG_H
@@ -28,6 +31,8 @@ struct pf_controller_config {
 	int log_level;
 	uint32_t profile_retention_hours; /* profiles.retention_hours: age limit of stored profiles */
 	uint64_t profile_max_bytes;       /* profiles.max_bytes: cap on stored profile bodies */
+	char *public_url;                 /* public_url, NULL when unset */
+	uint32_t capture_grace_s;         /* captures.grace_seconds */
 };
 
 void pf_controller_config_defaults(struct pf_controller_config *c);

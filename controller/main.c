@@ -14,6 +14,7 @@
 #include "api/api.h"
 #include "bootstrap.h"
 #include "config.h"
+#include "fleet/capture.h"
 #include "fleet/fleet.h"
 #include "fleet/persist.h"
 #include "metrics.h"
@@ -57,6 +58,7 @@ int main(int argc, char **argv)
 	struct pf_persist *persist = NULL;
 	struct pf_retention *retention = NULL;
 	struct pf_qpool *qpool = NULL, *ingest = NULL;
+	struct pf_captures *captures = NULL;
 	struct pf_metrics metrics;
 	struct pf_api api;
 	memset(&metrics, 0, sizeof(metrics));
@@ -122,11 +124,28 @@ int main(int argc, char **argv)
 		pf_log_error("cannot start the profile receiver's writer: %s", err.msg);
 		goto out;
 	}
+	/* Incident captures: unfinished ones resume and wait for their agents' statuses. */
+	char receiver[1200];
+	if (cfg.public_url)
+		snprintf(receiver, sizeof(receiver), "%s/v1development/profiles", cfg.public_url);
+	struct pf_captures_options co = {.grace_s = cfg.capture_grace_s,
+					 .receiver_url = cfg.public_url ? receiver : NULL};
+	captures = pf_captures_new(&co, fleet, store, NULL, NULL);
+	if (!captures) {
+		pf_log_error("out of memory");
+		goto out;
+	}
+	if (pf_captures_load(captures, (int64_t)time(NULL) * 1000, &err) < 0) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
 	api.fleet = fleet;
 	api.store = store;
 	api.metrics = &metrics;
+	api.captures = captures;
 	metrics.query_pool = qpool;
 	metrics.ingest_pool = ingest;
+	metrics.captures = captures;
 
 	struct pf_server_options so = {
 		.port = cfg.port,
@@ -137,6 +156,7 @@ int main(int argc, char **argv)
 		.max_agents = cfg.max_agents,
 		.query_pool = qpool,
 		.ingest_pool = ingest,
+		.captures = captures,
 	};
 	snprintf(so.listen_host, sizeof(so.listen_host), "%s", cfg.listen_host);
 	g_server = pf_server_new(&so, fleet, store, persist, &metrics, &api, &err);
@@ -176,6 +196,9 @@ out:
 		pf_persist_stop(persist);
 	}
 	pf_retention_stop(retention);
+	if (captures && pf_captures_flush(captures) < 0)
+		pf_log_warn("captures: last states not written: %s", pf_store_last_error(store));
+	pf_captures_free(captures);
 	pf_fleet_free(fleet);
 	pf_store_close(store);
 	pf_controller_config_release(&cfg);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 
+#include "fleet/capture.h"
 #include "fleet/fleet.h"
 #include "profstore/query_pool.h"
 
@@ -109,6 +110,28 @@ int pf_metrics_render(const struct pf_metrics *m, struct pf_fleet *fleet, int64_
 				   pools[i].name, (unsigned long long)st.completed, pools[i].name,
 				   (unsigned long long)st.rejected, pools[i].name,
 				   (unsigned long long)st.dropped);
+	}
+	if (m->captures) {
+		struct pf_captures_stats cs;
+		pf_captures_stats(m->captures, &cs);
+		r |= gauge(out, "profleet_captures_open", "Incident captures not finished yet.",
+			   cs.open);
+		r |= counter(out, "profleet_captures_created_total", "Incident captures created.",
+			     cs.created);
+		r |= pf_buf_printf(out,
+				   "# HELP profleet_capture_messages_total Capture messages by type "
+				   "(sent: handed to a transport; status: applied or ignored).\n"
+				   "# TYPE profleet_capture_messages_total counter\n"
+				   "profleet_capture_messages_total{type=\"request\"} %llu\n"
+				   "profleet_capture_messages_total{type=\"cancel\"} %llu\n"
+				   "profleet_capture_messages_total{type=\"status\"} %llu\n"
+				   "profleet_capture_messages_total{type=\"status_ignored\"} %llu\n",
+				   (unsigned long long)cs.requests_sent,
+				   (unsigned long long)cs.cancels_sent, (unsigned long long)cs.statuses,
+				   (unsigned long long)cs.statuses_ignored);
+		r |= counter(out, "profleet_capture_agents_timed_out_total",
+			     "Agents failed at a capture's deadline without a result.",
+			     cs.timed_out);
 	}
 	r |= pf_buf_printf(out, "# HELP profleet_api_requests_total REST API requests by HTTP "
 				"status.\n# TYPE profleet_api_requests_total counter\n");

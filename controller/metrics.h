@@ -10,6 +10,7 @@
 
 struct pf_fleet;
 struct pf_qpool;
+struct pf_captures;
 
 #define PF_METRICS_STATUS_SLOTS 16
 
@@ -29,6 +30,7 @@ struct pf_metrics {
 	/* worker pools (NULL when absent): profile queries, OTLP ingest */
 	struct pf_qpool *query_pool;
 	struct pf_qpool *ingest_pool;
+	struct pf_captures *captures; /* incident captures, NULL when absent */
 	/* API requests by HTTP status */
 	int api_status_code[PF_METRICS_STATUS_SLOTS];
 	uint64_t api_status_count[PF_METRICS_STATUS_SLOTS];

@@ -1,6 +1,7 @@
 /* server.c — see server.h. */
 #include "server.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "api/api.h"
 #include "api/api_profiles.h"
+#include "fleet/capture.h"
 #include "fleet/fleet.h"
 #include "fleet/persist.h"
 #include "metrics.h"
@@ -213,6 +215,41 @@ static void push_hook(struct pf_agent *a, void *ud)
 	struct pf_buf *frame = scratch_frame(s);
 	if (frame && pf_opamp_build_push(&s->opamp, a, frame) == 0)
 		ws_enqueue(c, frame);
+}
+
+/* Capture messages (fleet/capture.h): a server-initiated ServerToAgent with one custom
+ * message, queued on the agent's WebSocket. Encoded in its own buffer: this may run while a
+ * reply is being encoded in the scratch frame. Plain-HTTP agents get it in their next reply. */
+static int send_custom(struct pf_agent *a, const char *type, const uint8_t *data, size_t len,
+		       void *ud)
+{
+	struct pf_server *s = ud;
+	struct ws_conn *c = a->conn;
+	if (!c || a->transport != PF_TRANSPORT_WS)
+		return -EAGAIN;
+	struct pf_s2a m = {0};
+	memcpy(m.instance_uid, a->uid, 16);
+	m.instance_uid_len = 16;
+	m.capabilities = pf_opamp_server_caps();
+	m.has_custom_message = true;
+	m.custom_message.capability = (char *)PF_CAPTURE_CAPABILITY;
+	m.custom_message.type = (char *)type;
+	m.custom_message.data = (uint8_t *)data;
+	m.custom_message.data_len = len;
+	struct pf_buf frame;
+	pf_buf_init(&frame, s->opt.max_message_bytes + LWS_PRE + 16);
+	static const uint8_t pre[LWS_PRE];
+	int rc = pf_buf_append(&frame, pre, LWS_PRE);
+	if (rc == 0)
+		rc = pf_opamp_ws_frame_header(&frame);
+	if (rc == 0)
+		rc = pf_s2a_encode(&m, &frame);
+	if (rc == 0)
+		rc = ws_enqueue(c, &frame);
+	if (rc == 0)
+		s->metrics->opamp_messages_out++;
+	pf_buf_release(&frame);
+	return rc;
 }
 
 /* ------------------------------------------------------------------ HTTP */
@@ -1067,6 +1104,8 @@ static void persist_tick(lws_sorted_usec_list_t *sul)
 		s->metrics->persist_batches = st.batches;
 		s->metrics->persist_errors = st.errors;
 	}
+	if (s->opt.captures)
+		pf_captures_tick(s->opt.captures, now_ms());
 	lws_sul_schedule(s->ctx, 0, &s->sul_persist, persist_tick, PERSIST_INTERVAL_US);
 }
 
@@ -1077,6 +1116,32 @@ static void lws_log_route(int level, const char *line)
 			      : level & LLL_NOTICE ? PF_LOG_INFO
 						   : PF_LOG_DEBUG;
 	pf_log_emit_raw(l, "lws", line);
+}
+
+/* Where the listener binds. lws 4.1.6 opens an AF_INET6 socket (dual stack, every address of
+ * the host) whenever IPv6 is compiled in, unless the vhost disables IPv6: an IPv4 address as
+ * iface would otherwise still answer on every other address. So:
+ *   "::", "*", ""   every address, IPv4 and IPv6 (iface NULL);
+ *   "0.0.0.0"       every IPv4 address only;
+ *   an IPv4 literal, "localhost"   exactly that address (IPv6 disabled on the vhost);
+ *   an IPv6 literal exactly that address; anything else is an interface name for lws. */
+static void listen_iface(const char *host, struct lws_context_creation_info *info)
+{
+	struct in_addr a4;
+	if (!*host || !strcmp(host, "::") || !strcmp(host, "*")) {
+		info->iface = NULL;
+	} else if (!strcmp(host, "0.0.0.0")) {
+		info->iface = NULL;
+		info->options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+	} else if (!strcmp(host, "localhost")) {
+		info->iface = "127.0.0.1";
+		info->options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+	} else if (inet_pton(AF_INET, host, &a4) == 1) {
+		info->iface = host;
+		info->options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+	} else {
+		info->iface = host;
+	}
 }
 
 struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_fleet *fleet,
@@ -1098,6 +1163,9 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	s->opamp.fleet = fleet;
 	s->opamp.metrics = metrics;
 	s->opamp.max_message_bytes = opt->max_message_bytes;
+	s->opamp.captures = opt->captures;
+	if (opt->captures)
+		pf_captures_set_sender(opt->captures, send_custom, s);
 	s->pool = opt->query_pool;
 	s->ingest = opt->ingest_pool;
 	pf_fleet_set_push_hook(fleet, push_hook, s);
@@ -1109,13 +1177,7 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	struct lws_context_creation_info info;
 	memset(&info, 0, sizeof(info));
 	info.port = opt->port;
-	const char *host = opt->listen_host;
-	if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*") || !*host)
-		info.iface = NULL;
-	else if (!strcmp(host, "localhost"))
-		info.iface = "127.0.0.1";
-	else
-		info.iface = host;
+	listen_iface(opt->listen_host, &info);
 	info.protocols = protocols;
 	info.user = s;
 	info.max_http_header_pool = 256;
@@ -1184,6 +1246,8 @@ void pf_server_free(struct pf_server *s)
 		pf_qpool_set_notify(s->pool, NULL, NULL);
 	if (s->ingest)
 		pf_qpool_set_notify(s->ingest, NULL, NULL);
+	if (s->opt.captures)
+		pf_captures_set_sender(s->opt.captures, NULL, NULL);
 	if (s->ctx) {
 		lws_sul_cancel(&s->sul_persist);
 		lws_context_destroy(s->ctx);

@@ -21,6 +21,7 @@ struct pf_store;
 struct pf_persist;
 struct pf_metrics;
 struct pf_api;
+struct pf_captures;
 
 struct pf_server_options {
 	char listen_host[256];
@@ -39,6 +40,9 @@ struct pf_server_options {
 	 * by this pool (one writer thread, its own synchronous=FULL connection with the
 	 * retention set); a full queue answers 503 with Retry-After. NULL: on the loop. */
 	struct pf_qpool *ingest_pool;
+	/* Incident captures (fleet/capture.h), or NULL: the server sends their OpAMP messages
+	 * to WebSocket agents and ticks their deadlines and writes with the persist timer. */
+	struct pf_captures *captures;
 };
 
 struct pf_server;

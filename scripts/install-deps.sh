@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PKGS=(
-	build-essential cmake pkg-config git ca-certificates curl python3 openssl
+	build-essential cmake pkg-config git ca-certificates curl python3 openssl iproute2
 	libwebsockets-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libprotobuf-dev
 	libssl-dev libyaml-dev libsqlite3-dev sqlite3 libcmocka-dev libjansson-dev zlib1g-dev
 	libbpf-dev bpftool clang llvm libelf-dev libdw-dev

@@ -519,6 +519,11 @@ bool pf_procinfo_filtering(const struct pf_procinfo *pi)
 	return pi->n_inc || pi->n_exc;
 }
 
+bool pf_procinfo_excluded(const struct pf_procinfo *pi, const struct pf_proc *p)
+{
+	return any_match(pi->exc, pi->n_exc, p);
+}
+
 /* ---- the table ---------------------------------------------------------------------------- */
 
 static struct entry **slot(const struct pf_procinfo *pi, uint32_t pid)

@@ -64,6 +64,9 @@ int pf_procinfo_set_filters(struct pf_procinfo *pi, const struct pf_filter *incl
 			    struct pf_error *err);
 /* True when some include or exclude filter is installed. */
 bool pf_procinfo_filtering(const struct pf_procinfo *pi);
+/* True when p matches an exclude filter: never profiled, not even by a capture (captures pick
+ * their processes by their own rules, so the include filters do not limit them). */
+bool pf_procinfo_excluded(const struct pf_procinfo *pi, const struct pf_proc *p);
 
 /* (Re)reads pid's attributes from /proc and computes its verdict: at first sight and after an
  * exec. NULL and errno (ENOENT: gone) on failure. Same as pf_procinfo_read(pi, pid, NULL,

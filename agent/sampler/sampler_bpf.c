@@ -554,7 +554,10 @@ struct pick {
 static int pick_one(void *ctx, const struct pf_proc *p)
 {
 	struct pick *k = ctx;
-	if (p->exited || !proc_allowed(k->s, p) || !p->exe_path) /* no kernel threads */
+	/* The capture's own rules choose; profiling.filters.exclude still protects (the agent
+	 * itself is never captured); no kernel threads. */
+	if (p->exited || !p->exe_path || (p->pid == k->s->self_pid && !k->s->opt.include_self) ||
+	    pf_procinfo_excluded(k->s->pi, p))
 		return 0;
 	if (!k->env_pass && pf_proc_match_needs_env(k->m) && !p->env_read) {
 		if (k->n < k->max)

@@ -351,7 +351,7 @@ static void start_run(struct agent_capture_runner *r, struct pf_sampler *sampler
 	if (!n) {
 		agent_captures_fail(r->engine, serial, "process_not_found",
 				    "no running process matches the request's %zu process rule%s "
-				    "among those profiling.filters allow",
+				    "(processes matching profiling.filters.exclude are never captured)",
 				    req->n_processes, req->n_processes == 1 ? "" : "s");
 		return;
 	}

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "api_captures.h"
 #include "api_profiles.h"
 #include "fleet/fleet.h"
 #include "metrics.h"
@@ -59,7 +60,7 @@ void pf_api_error(struct pf_api_response *resp, int status, const char *code, co
 	free(s);
 }
 
-static void respond_json(struct pf_api_response *resp, int status, json_t *o)
+void pf_api_respond_json(struct pf_api_response *resp, int status, json_t *o)
 {
 	if (!o) {
 		pf_api_error(resp, 500, "internal", "out of memory building the response");
@@ -79,7 +80,7 @@ static void respond_json(struct pf_api_response *resp, int status, json_t *o)
 	free(s);
 }
 
-static const char *arg(const struct pf_api_request *req, const char *key)
+const char *pf_api_arg(const struct pf_api_request *req, const char *key)
 {
 	size_t kl = strlen(key);
 	for (size_t i = 0; i < req->n_args; i++)
@@ -101,11 +102,10 @@ static enum role role_parse(const char *s)
 	return ROLE_NONE;
 }
 
-const char *pf_api_token_role(struct pf_store *st, const char *authorization, char *role,
-			      size_t role_len)
+int pf_api_token_hash(const char *authorization, uint8_t h[32])
 {
 	if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0)
-		return NULL;
+		return -EINVAL;
 	const char *tok = authorization + 7;
 	while (*tok == ' ')
 		tok++;
@@ -113,9 +113,17 @@ const char *pf_api_token_role(struct pf_store *st, const char *authorization, ch
 	while (n && (tok[n - 1] == ' ' || tok[n - 1] == '\r' || tok[n - 1] == '\n'))
 		n--;
 	if (!n || n > 512)
-		return NULL;
-	uint8_t h[32];
+		return -EINVAL;
 	pf_sha256(tok, n, h);
+	return 0;
+}
+
+const char *pf_api_token_role(struct pf_store *st, const char *authorization, char *role,
+			      size_t role_len)
+{
+	uint8_t h[32];
+	if (pf_api_token_hash(authorization, h) < 0)
+		return NULL;
 	if (pf_store_token_lookup(st, h, role, role_len) < 0)
 		return NULL;
 	return role;
@@ -126,7 +134,7 @@ static const char *actor_of(const char *role)
 	return role ? role : "anonymous";
 }
 
-static void audit(struct pf_api *api, const struct pf_api_request *req, const char *role,
+void pf_api_audit(struct pf_api *api, const struct pf_api_request *req, const char *role,
 		  const char *action, const char *target, const char *detail)
 {
 	int r = pf_store_audit(api->store, req->now_ms, actor_of(role), action, target, detail);
@@ -187,7 +195,7 @@ static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 {
 	struct pf_error err = {0};
 	struct pf_selector *sel = NULL;
-	const char *selsrc = arg(req, "selector");
+	const char *selsrc = pf_api_arg(req, "selector");
 	if (selsrc && *selsrc) {
 		sel = pf_selector_compile(selsrc, &err);
 		if (!sel) {
@@ -196,7 +204,7 @@ static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 		}
 	}
 	uint64_t limit = AGENTS_DEFAULT_LIMIT;
-	const char *ls = arg(req, "limit");
+	const char *ls = pf_api_arg(req, "limit");
 	if (ls && !parse_u64(ls, 1, AGENTS_MAX_LIMIT, &limit)) {
 		pf_selector_free(sel);
 		pf_api_error(resp, 400, "invalid_argument", "limit: must be 1..%d, got '%s'",
@@ -205,7 +213,7 @@ static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 	}
 	uint8_t cursor[16];
 	bool has_cursor = false;
-	const char *cs = arg(req, "cursor");
+	const char *cs = pf_api_arg(req, "cursor");
 	if (cs && *cs) {
 		if (pf_uuid_parse(cs, cursor) < 0) {
 			pf_selector_free(sel);
@@ -247,7 +255,7 @@ static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 		next = json_string(u);
 	}
 	free(v);
-	respond_json(resp, 200,
+	pf_api_respond_json(resp, 200,
 		     arr ? json_pack("{s:o,s:o,s:I}", "agents", arr, "next_cursor", next, "matched",
 				     (json_int_t)(m + 0))
 			 : NULL);
@@ -266,7 +274,7 @@ static void h_agent_get(struct pf_api *api, const struct pf_api_request *req,
 		pf_api_error(resp, 404, "not_found", "no agent %s", uidstr);
 		return;
 	}
-	respond_json(resp, 200, pf_agent_to_json(api->fleet, a, req->now_ms, true));
+	pf_api_respond_json(resp, 200, pf_agent_to_json(api->fleet, a, req->now_ms, true));
 }
 
 static void h_summary(struct pf_api *api, const struct pf_api_request *req,
@@ -274,7 +282,7 @@ static void h_summary(struct pf_api *api, const struct pf_api_request *req,
 {
 	struct pf_fleet_summary s;
 	pf_fleet_summary(api->fleet, req->now_ms, &s);
-	respond_json(resp, 200,
+	pf_api_respond_json(resp, 200,
 		     json_pack("{s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I}}", "agents",
 			       (json_int_t)s.agents, "connected", (json_int_t)s.connected,
 			       "healthy", (json_int_t)s.healthy, "stale", (json_int_t)s.stale,
@@ -301,7 +309,7 @@ static void h_config_put(struct pf_api *api, const struct pf_api_request *req,
 		json_t *o = json_pack("{s:{s:s,s:s,s:s}}", "error", "code", "invalid_config",
 				      "message", err.msg[0] ? err.msg : "invalid config", "path",
 				      err.path);
-		respond_json(resp, r == -E2BIG ? 413 : 400, o);
+		pf_api_respond_json(resp, r == -E2BIG ? 413 : 400, o);
 		return;
 	}
 	pf_profcfg_free(cfg);
@@ -329,9 +337,9 @@ static void h_config_put(struct pf_api *api, const struct pf_api_request *req,
 		pushed = pf_fleet_reconcile(api->fleet);
 		char detail[64];
 		snprintf(detail, sizeof(detail), "version %lld", (long long)version);
-		audit(api, req, role, "config.put", name, detail);
+		pf_api_audit(api, req, role, "config.put", name, detail);
 	}
-	respond_json(resp, created ? 201 : 200,
+	pf_api_respond_json(resp, created ? 201 : 200,
 		     json_pack("{s:s,s:I,s:o,s:b,s:I}", "name", name, "version",
 			       (json_int_t)version, "hash", hex_json(hash), "created", created,
 			       "pushed", (json_int_t)pushed));
@@ -341,7 +349,7 @@ static void h_config_get(struct pf_api *api, const struct pf_api_request *req,
 			 struct pf_api_response *resp, const char *name)
 {
 	uint64_t version = 0;
-	const char *vs = arg(req, "version");
+	const char *vs = pf_api_arg(req, "version");
 	if (vs && !parse_u64(vs, 1, INT64_MAX, &version)) {
 		pf_api_error(resp, 400, "invalid_argument", "version: must be a positive integer");
 		return;
@@ -361,7 +369,7 @@ static void h_config_get(struct pf_api *api, const struct pf_api_request *req,
 			     strerror(-r));
 		return;
 	}
-	respond_json(resp, 200,
+	pf_api_respond_json(resp, 200,
 		     json_pack("{s:s,s:I,s:o,s:I,s:s%}", "name", cv.name, "version",
 			       (json_int_t)cv.version, "hash", hex_json(cv.hash), "created",
 			       (json_int_t)cv.created_ms, "body", cv.body, cv.body_len));
@@ -392,7 +400,7 @@ static void h_config_versions(struct pf_api *api, struct pf_api_response *resp,
 		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));
 		return;
 	}
-	respond_json(resp, 200, json_pack("{s:s,s:o}", "name", name, "versions", arr));
+	pf_api_respond_json(resp, 200, json_pack("{s:s,s:o}", "name", name, "versions", arr));
 }
 
 static int latest_cb(const struct pf_config_version *cv, void *ud)
@@ -412,7 +420,7 @@ static void h_config_list(struct pf_api *api, struct pf_api_response *resp)
 		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));
 		return;
 	}
-	respond_json(resp, 200, json_pack("{s:o}", "configs", arr));
+	pf_api_respond_json(resp, 200, json_pack("{s:o}", "configs", arr));
 }
 
 /* ---------------------------------------------------------------- assignments */
@@ -528,11 +536,11 @@ static void h_assignment_put(struct pf_api *api, const struct pf_api_request *re
 		return;
 	}
 	size_t pushed = pf_fleet_reconcile(api->fleet);
-	audit(api, req, role, "assignment.put", a.name, a.selector);
+	pf_api_audit(api, req, role, "assignment.put", a.name, a.selector);
 	json_t *j = assignment_json(&a);
 	if (j)
 		json_object_set_new(j, "pushed", json_integer((json_int_t)pushed));
-	respond_json(resp, 200, j);
+	pf_api_respond_json(resp, 200, j);
 }
 
 static void h_assignment_get(struct pf_api *api, struct pf_api_response *resp,
@@ -548,7 +556,7 @@ static void h_assignment_get(struct pf_api *api, struct pf_api_response *resp,
 		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));
 		return;
 	}
-	respond_json(resp, 200, assignment_json(&a));
+	pf_api_respond_json(resp, 200, assignment_json(&a));
 }
 
 static void h_assignment_delete(struct pf_api *api, const struct pf_api_request *req,
@@ -565,8 +573,8 @@ static void h_assignment_delete(struct pf_api *api, const struct pf_api_request 
 	}
 	pf_fleet_assignment_remove(api->fleet, name);
 	size_t pushed = pf_fleet_reconcile(api->fleet);
-	audit(api, req, role, "assignment.delete", name, "");
-	respond_json(resp, 200, json_pack("{s:s,s:I}", "deleted", name, "pushed", (json_int_t)pushed));
+	pf_api_audit(api, req, role, "assignment.delete", name, "");
+	pf_api_respond_json(resp, 200, json_pack("{s:s,s:I}", "deleted", name, "pushed", (json_int_t)pushed));
 }
 
 static int asg_list_cb(const struct pf_assignment *a, void *ud)
@@ -584,7 +592,7 @@ static void h_assignment_list(struct pf_api *api, struct pf_api_response *resp)
 		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));
 		return;
 	}
-	respond_json(resp, 200, json_pack("{s:o}", "assignments", arr));
+	pf_api_respond_json(resp, 200, json_pack("{s:o}", "assignments", arr));
 }
 
 /* ---------------------------------------------------------------- routing */
@@ -617,7 +625,7 @@ static void route(struct pf_api *api, const struct pf_api_request *req,
 	const char *path = req->path;
 	const char *m = req->method;
 	bool get = strcmp(m, "GET") == 0, put = strcmp(m, "PUT") == 0,
-	     del = strcmp(m, "DELETE") == 0;
+	     del = strcmp(m, "DELETE") == 0, post = strcmp(m, "POST") == 0;
 
 	if (strcmp(path, "/healthz") == 0) {
 		resp->status = 200;
@@ -697,6 +705,10 @@ static void route(struct pf_api *api, const struct pf_api_request *req,
 			return h_assignment_put(api, req, resp, seg[1], role);
 		if (del)
 			return h_assignment_delete(api, req, resp, seg[1], role);
+	} else if (n >= 1 && n <= 2 && strcmp(seg[0], "captures") == 0) {
+		if (get || post || del)
+			return pf_api_captures_handle(api, req, resp, n == 2 ? seg[1] : NULL,
+						      role);
 	} else if (pf_api_profiles_match((const char(*)[160])seg, n)) {
 		return pf_api_profiles_handle(api, req, resp, (const char(*)[160])seg, n);
 	} else {

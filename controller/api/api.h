@@ -15,6 +15,9 @@
  *   PUT    /api/v1/assignments/{name} (JSON body)      operator
  *   GET    /api/v1/assignments/{name}                  viewer
  *   DELETE /api/v1/assignments/{name}                  operator
+ *   POST   /api/v1/captures, DELETE /api/v1/captures/{id}   operator (api_captures.h)
+ *   GET    /api/v1/captures[/{id}]                     viewer
+ *   GET    /api/v1/profiles..., /flamegraph, /top      viewer (api_profiles.h)
  *   GET    /healthz /readyz /metrics                   no token
  * Tokens: `Authorization: Bearer <token>`; roles viewer < operator < admin, looked up by the
  * SHA-256 of the token. Every mutation is written to the audit log. */
@@ -30,6 +33,8 @@
 struct pf_fleet;
 struct pf_store;
 struct pf_metrics;
+struct pf_captures;
+struct json_t;
 
 #define PF_API_MAX_ARGS 16
 #define PF_API_MAX_BODY ((size_t)1 << 20)
@@ -38,6 +43,7 @@ struct pf_api {
 	struct pf_fleet *fleet;
 	struct pf_store *store;
 	struct pf_metrics *metrics;
+	struct pf_captures *captures; /* NULL: the capture routes answer 503 */
 	bool ready;
 };
 
@@ -71,6 +77,16 @@ void pf_api_handle(struct pf_api *api, const struct pf_api_request *req,
  * missing, malformed or the token unknown. role must hold 16 bytes. */
 const char *pf_api_token_role(struct pf_store *st, const char *authorization, char *role,
 			      size_t role_len);
+/* The SHA-256 of the bearer token in an Authorization header: 0, or -EINVAL when the header
+ * is missing or malformed. */
+int pf_api_token_hash(const char *authorization, uint8_t hash[32]);
+/* A decoded query argument ("key=value" piece) or NULL. */
+const char *pf_api_arg(const struct pf_api_request *req, const char *key);
+/* Answers o (consumed; NULL answers 500) as JSON with status. */
+void pf_api_respond_json(struct pf_api_response *resp, int status, struct json_t *o);
+/* Writes an audit entry for a mutation (actor = the caller's role); failures are logged. */
+void pf_api_audit(struct pf_api *api, const struct pf_api_request *req, const char *role,
+		  const char *action, const char *target, const char *detail);
 /* Writes an error body and status. */
 void pf_api_error(struct pf_api_response *resp, int status, const char *code, const char *fmt,
 		  ...) __attribute__((format(printf, 4, 5)));

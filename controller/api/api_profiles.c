@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 
+#include "pf/capture_msg.h"
 #include "pf/compiler.h"
 #include "pf/uuid.h"
 #include "pprof_codec.h"
@@ -96,6 +97,18 @@ static bool arg_filter(const struct pf_api_request *req, struct pf_api_response 
 	f->service = arg(req, "service");
 	f->agent = arg(req, "agent");
 	f->type = arg(req, "type");
+	f->capture_id = arg(req, "capture_id");
+	f->trigger = arg(req, "trigger");
+	if (f->capture_id && *f->capture_id && !pf_capture_id_valid(f->capture_id)) {
+		pf_api_error(resp, 400, "invalid_argument",
+			     "capture_id: must be 1..%d characters of [A-Za-z0-9._-]",
+			     PF_CAPTURE_ID_MAX);
+		return false;
+	}
+	if (f->trigger && strlen(f->trigger) > 32) {
+		pf_api_error(resp, 400, "invalid_argument", "trigger: at most 32 characters");
+		return false;
+	}
 	const char *t = arg(req, "trace_id");
 	if (t && *t) {
 		if (strlen(t) != 32 || pf_hex_decode(t, f->trace_id, 16) < 0) {
@@ -106,6 +119,13 @@ static bool arg_filter(const struct pf_api_request *req, struct pf_api_response 
 		f->has_trace = true;
 	}
 	return true;
+}
+
+/* The default span of a merged view: the last hour, or all of time for one capture (its
+ * profiles are few and "the flame graph of capture X" must not depend on when it ran). */
+static int64_t merge_span_ms(const struct pf_profile_filter *f)
+{
+	return f->capture_id && *f->capture_id ? 0 : PF_API_PROF_RANGE_DEFAULT_MS;
 }
 
 static json_t *meta_json(const struct pf_profile_row *r)
@@ -121,6 +141,10 @@ static json_t *meta_json(const struct pf_profile_row *r)
 	    (json_int_t)r->duration_ns, "samples", (json_int_t)r->samples, "links",
 	    (json_int_t)r->n_links, "received_ms", (json_int_t)r->received_ms, "size_bytes",
 	    (json_int_t)r->body_bytes, "raw_bytes", (json_int_t)r->raw_bytes);
+	if (o && r->capture_id && *r->capture_id)
+		json_object_set_new(o, "capture_id", json_string(r->capture_id));
+	if (o && r->trigger && *r->trigger)
+		json_object_set_new(o, "trigger", json_string(r->trigger));
 	return o;
 }
 
@@ -398,7 +422,7 @@ static void h_flame_merged(struct pf_api *api, const struct pf_api_request *req,
 	struct merge_stats ms, bs = {0};
 
 	if (!arg_filter(req, resp, &f) ||
-	    !arg_range(req, resp, "from", "to", PF_API_PROF_RANGE_DEFAULT_MS, &f.from_ns, &f.to_ns) ||
+	    !arg_range(req, resp, "from", "to", merge_span_ms(&f), &f.from_ns, &f.to_ns) ||
 	    !arg_i64(req, resp, "max_profiles", 1, PF_API_PROF_MERGE_MAX,
 		     PF_API_PROF_MERGE_DEFAULT, &max_profiles) ||
 	    !arg_nodes(req, resp, &max_nodes, &min_value))
@@ -451,7 +475,7 @@ static void h_top(struct pf_api *api, const struct pf_api_request *req,
 	struct merge_stats ms;
 
 	if (!arg_filter(req, resp, &f) ||
-	    !arg_range(req, resp, "from", "to", PF_API_PROF_RANGE_DEFAULT_MS, &f.from_ns, &f.to_ns) ||
+	    !arg_range(req, resp, "from", "to", merge_span_ms(&f), &f.from_ns, &f.to_ns) ||
 	    !arg_i64(req, resp, "max_profiles", 1, PF_API_PROF_MERGE_MAX,
 		     PF_API_PROF_MERGE_DEFAULT, &max_profiles) ||
 	    !arg_i64(req, resp, "limit", 1, PF_API_PROF_LIST_MAX, 50, &limit))

@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "opamp_codec.h"
+#include "pf/capture_msg.h"
 #include "pf/hash.h"
 #include "pf/selector.h"
 #include "pf/uuid.h"
@@ -694,6 +695,9 @@ json_t *pf_agent_to_json(const struct pf_fleet *f, const struct pf_agent *a, int
 					: a->transport == PF_TRANSPORT_HTTP ? "http"
 									    : "none"));
 	json_object_set_new(o, "capabilities", json_integer((json_int_t)a->capabilities));
+	json_object_set_new(o, "custom_capabilities",
+			    a->capture_capable ? json_pack("[s]", PF_CAPTURE_CAPABILITY)
+					       : json_array());
 	json_object_set_new(o, "attributes", attrs);
 
 	enum pf_config_state st = pf_agent_config_state(a);

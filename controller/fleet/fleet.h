@@ -61,6 +61,7 @@ struct pf_agent {
 	bool has_reported_hash : 1;
 	bool dirty : 1;       /* needs a row write soon (on the dirty list) */
 	bool dirty_seen : 1;  /* last_seen changed: written by the slow sweep */
+	bool capture_capable : 1; /* advertises io.profleet.capture.v1 (custom_capabilities) */
 
 	char *health_json;    /* the health tree as compact JSON, NULL when none */
 	char *remote_error;

@@ -6,9 +6,11 @@
 
 #include <jansson.h>
 
+#include "fleet/capture.h"
 #include "fleet/fleet.h"
 #include "metrics.h"
 #include "opamp_codec.h"
+#include "pf/capture_msg.h"
 #include "pf/log.h"
 #include "pf/uuid.h"
 
@@ -281,6 +283,13 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 	a->last_seq = in->sequence_num;
 	a->seq_valid = true;
 	a->capabilities = in->capabilities;
+	if (in->has_custom_capabilities) {
+		bool cap = false;
+		for (size_t i = 0; i < in->n_custom_capabilities; i++)
+			cap |= in->custom_capabilities[i] &&
+			       strcmp(in->custom_capabilities[i], PF_CAPTURE_CAPABILITY) == 0;
+		a->capture_capable = cap;
+	}
 
 	r = apply_status(ctx, a, in);
 	if (r < 0)
@@ -296,8 +305,16 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 		pf_agent_touch(ctx->fleet, a, now_ms);
 	}
 
+	if (ctx->captures && in->has_custom_message)
+		pf_captures_on_custom(ctx->captures, a, in->custom_message.capability,
+				      in->custom_message.type, in->custom_message.data,
+				      in->custom_message.data_len, now_ms);
+	if (ctx->captures && !res->disconnect)
+		pf_captures_agent_seen(ctx->captures, a, first_on_conn, now_ms);
+
 	struct pf_s2a m = {0};
 	struct pf_config_file file;
+	static char *server_custom[] = {(char *)PF_CAPTURE_CAPABILITY};
 	memcpy(m.instance_uid, in->instance_uid, 16); /* rule 14: echo what the agent sent */
 	m.instance_uid_len = 16;
 	m.capabilities = SERVER_CAPS;
@@ -317,10 +334,31 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 		m.has_heartbeat_interval = true;
 		m.heartbeat_interval_seconds = pf_fleet_heartbeat_s(ctx->fleet);
 	}
+	if (ctx->captures && first_on_conn) {
+		m.has_custom_capabilities = true;
+		m.n_custom_capabilities = 1;
+		m.custom_capabilities = server_custom;
+	}
+	const char *ctype;
+	const uint8_t *cdata;
+	size_t clen;
+	if (ctx->captures && !res->disconnect &&
+	    pf_captures_owed(ctx->captures, a, now_ms, &ctype, &cdata, &clen)) {
+		m.has_custom_message = true;
+		m.custom_message.capability = (char *)PF_CAPTURE_CAPABILITY;
+		m.custom_message.type = (char *)ctype;
+		m.custom_message.data = (uint8_t *)cdata;
+		m.custom_message.data_len = clen;
+	}
 	r = encode_reply(ctx, &m, out);
 	s->replied = true;
 	pf_a2s_free(in);
 	return r;
+}
+
+uint64_t pf_opamp_server_caps(void)
+{
+	return SERVER_CAPS;
 }
 
 void pf_opamp_session_closed(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s)

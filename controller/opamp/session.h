@@ -14,6 +14,8 @@
  *  25 heartbeat_interval_seconds offered (connection settings) to agents that accept it;
  *  26 remote_config only to agents with AcceptsRemoteConfig;
  *  29 remote_config included whenever last_remote_config_hash differs, config_hash always set.
+ * Custom capabilities: the agent's custom_capabilities set its capture bit; the first reply on
+ * a connection lists the server's (io.profleet.capture.v1) when captures are on.
  */
 #ifndef PF_OPAMP_SESSION_H
 #define PF_OPAMP_SESSION_H
@@ -27,10 +29,14 @@
 struct pf_fleet;
 struct pf_agent;
 struct pf_metrics;
+struct pf_captures;
 
 struct pf_opamp_ctx {
 	struct pf_fleet *fleet;
 	struct pf_metrics *metrics;
+	/* Incident captures (fleet/capture.h), NULL when none: capture.status messages go
+	 * there, and what an agent is owed goes out with (or, plain HTTP: in) the reply. */
+	struct pf_captures *captures;
 	size_t max_message_bytes; /* decoded-size cap for one AgentToServer */
 };
 
@@ -58,6 +64,8 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 /* The server-initiated message for a config change: instance_uid + capabilities +
  * remote_config. Appends to out. */
 int pf_opamp_build_push(struct pf_opamp_ctx *ctx, struct pf_agent *a, struct pf_buf *out);
+/* The capabilities the server sets in every ServerToAgent. */
+uint64_t pf_opamp_server_caps(void);
 /* The transport closed: unbinds and marks the agent disconnected. */
 void pf_opamp_session_closed(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s);
 

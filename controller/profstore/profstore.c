@@ -224,6 +224,8 @@ static int prepare_one(const struct pf_prof_window *w, size_t i, int64_t now_ms,
 	const char *host = attr(p, "host.name");
 	pp->row.agent = attr(p, PF_PROFSTORE_AGENT_ATTR);
 	pp->row.service = attr(p, "service.name");
+	pp->row.capture_id = attr(p, PF_PROFSTORE_CAPTURE_ATTR);
+	pp->row.trigger = attr(p, PF_PROFSTORE_TRIGGER_ATTR);
 	pp->row.host = host ? host : w->host_name;
 	pp->row.exe = exe ? exe : path ? base_name(path) : NULL;
 	if (!pp->row.agent)

@@ -44,6 +44,9 @@ struct pf_store;
 #define PF_PROFSTORE_LOAD_MAX_BYTES ((size_t)256 << 20)
 #define PF_PROFSTORE_GZIP_LEVEL 6
 #define PF_PROFSTORE_AGENT_ATTR "profleet.agent.uid"
+/* Resource attributes indexed for ?capture_id= and ?trigger= (docs/capture-protocol.md). */
+#define PF_PROFSTORE_CAPTURE_ATTR "profleet.capture.id"
+#define PF_PROFSTORE_TRIGGER_ATTR "profleet.trigger"
 
 struct pf_profstore_request {
 	const uint8_t *body;

@@ -127,6 +127,24 @@ static const char *const migrations[] = {
 	 * stay on the database's first page, which test_store's corrupt-page test relies on). */
 	"CREATE TABLE profile_flames (id INTEGER PRIMARY KEY REFERENCES profiles (id) ON DELETE "
 	"CASCADE, flame BLOB NOT NULL) STRICT;",
+	/* 3 -> 4: incident captures (store_captures.c) and the profile columns that find a
+	 * capture's profiles: profleet.capture.id and profleet.trigger from the resource, and
+	 * the OTLP profile_id, by which agents report what they produced. */
+	"ALTER TABLE profiles ADD COLUMN capture_id TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE profiles ADD COLUMN trigger_name TEXT NOT NULL DEFAULT '';"
+	"CREATE INDEX profiles_capture ON profiles (capture_id, start_ns);"
+	"CREATE INDEX profiles_trigger ON profiles (trigger_name, start_ns);"
+	"CREATE INDEX profiles_profile_id ON profiles (profile_id);"
+	"CREATE TABLE captures (id TEXT PRIMARY KEY NOT NULL, state TEXT NOT NULL,"
+	" created_ms INTEGER NOT NULL, started_ms INTEGER NOT NULL, finished_ms INTEGER NOT NULL,"
+	" deadline_ms INTEGER NOT NULL, created_by TEXT NOT NULL, request TEXT NOT NULL,"
+	" agents_matched INTEGER NOT NULL) STRICT, WITHOUT ROWID;"
+	"CREATE INDEX captures_state ON captures (state, id);"
+	"CREATE TABLE capture_agents (capture TEXT NOT NULL REFERENCES captures (id) ON DELETE"
+	" CASCADE, uid BLOB NOT NULL CHECK (length(uid) = 16), state TEXT NOT NULL,"
+	" samples INTEGER NOT NULL, bytes INTEGER NOT NULL, profile_ids BLOB NOT NULL,"
+	" error_code TEXT NOT NULL, error TEXT NOT NULL, updated_ms INTEGER NOT NULL,"
+	" PRIMARY KEY (capture, uid)) STRICT, WITHOUT ROWID;",
 };
 /* clang-format on */
 
@@ -140,6 +158,7 @@ enum stmt_id {
 	S_TOKEN_ADD,
 	S_TOKEN_LOOKUP,
 	S_TOKEN_COUNT,
+	S_TOKEN_NAME,
 	S_CFG_LATEST_HASH,
 	S_CFG_INSERT,
 	S_CFG_GET,
@@ -166,6 +185,7 @@ static const char *const stmt_sql[S__COUNT] = {
     [S_TOKEN_ADD] = "INSERT INTO tokens (hash, role, name, created_ms) VALUES (?1, ?2, ?3, ?4)",
     [S_TOKEN_LOOKUP] = "SELECT role FROM tokens WHERE hash = ?1",
     [S_TOKEN_COUNT] = "SELECT count(*) FROM tokens",
+    [S_TOKEN_NAME] = "SELECT name FROM tokens WHERE hash = ?1",
     [S_CFG_LATEST_HASH] = "SELECT version, hash FROM configs WHERE name = ?1 "
 			  "ORDER BY version DESC LIMIT 1",
     [S_CFG_INSERT] = "INSERT INTO configs (name, version, hash, body, created_ms) "
@@ -218,6 +238,7 @@ struct pf_store {
 	sqlite3_stmt *stmt[S__COUNT];
 	char last_error[512];
 	struct store_prof *prof; /* store_profiles.c's statements and settings, lazily made */
+	struct store_cap *cap;   /* store_captures.c's statements, lazily made */
 };
 
 /* ---- For the other store_*.c files (store_int.h). */
@@ -229,6 +250,11 @@ sqlite3 *store_db(struct pf_store *st)
 struct store_prof **store_prof_slot(struct pf_store *st)
 {
 	return &st->prof;
+}
+
+struct store_cap **store_cap_slot(struct pf_store *st)
+{
+	return &st->cap;
 }
 
 
@@ -309,6 +335,26 @@ static int tx_commit(struct pf_store *st)
 	if (rc < 0)
 		tx_rollback(st);
 	return rc;
+}
+
+int store_tx_begin(struct pf_store *st)
+{
+	return tx_begin(st);
+}
+
+int store_tx_commit(struct pf_store *st)
+{
+	return tx_commit(st);
+}
+
+void store_tx_rollback(struct pf_store *st)
+{
+	tx_rollback(st);
+}
+
+int store_step_done(struct pf_store *st, sqlite3_stmt *s, const char *what)
+{
+	return step_done(st, s, what);
 }
 
 /* Runs one bound write statement in its own BEGIN IMMEDIATE transaction. */
@@ -575,6 +621,7 @@ void pf_store_close(struct pf_store *st)
 	if (!st)
 		return;
 	store_prof_release(st->prof);
+	store_cap_release(st->cap);
 	for (size_t i = 0; i < S__COUNT; i++)
 		sqlite3_finalize(st->stmt[i]);
 	/* Closing the last connection checkpoints the WAL into the main file. */
@@ -639,6 +686,23 @@ int pf_store_token_lookup(struct pf_store *st, const uint8_t hash[32], char *rol
 	if (rc != SQLITE_ROW)
 		return store_fail(st, NULL, "token_lookup");
 	return col_copy(s, 0, role, role_len);
+}
+
+int pf_store_token_name(struct pf_store *st, const uint8_t hash[32], char *name, size_t name_len)
+{
+	STMT(s, st, S_TOKEN_NAME);
+	int rc;
+
+	if (!hash || !name || name_len == 0)
+		return -EINVAL;
+	if (sqlite3_bind_blob(s, 1, hash, 32, SQLITE_STATIC))
+		return store_fail(st, NULL, "token_name: bind");
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_DONE)
+		return -ENOENT;
+	if (rc != SQLITE_ROW)
+		return store_fail(st, NULL, "token_name");
+	return col_copy(s, 0, name, name_len);
 }
 
 int pf_store_token_count(struct pf_store *st, int64_t *count)

@@ -56,6 +56,8 @@ int pf_store_token_add(struct pf_store *st, const uint8_t hash[32], const char *
  * role_len is too small. */
 int pf_store_token_lookup(struct pf_store *st, const uint8_t hash[32], char *role, size_t role_len);
 int pf_store_token_count(struct pf_store *st, int64_t *count);
+/* The name the token was stored with (copied, NUL-terminated): -ENOENT, -ENOSPC. */
+int pf_store_token_name(struct pf_store *st, const uint8_t hash[32], char *name, size_t name_len);
 
 /* ---- Config documents with immutable versions. */
 struct pf_config_version {
@@ -181,6 +183,8 @@ struct pf_profile_row {
 	int64_t received_ms;
 	int64_t body_bytes;    /* stored body size */
 	int64_t raw_bytes;     /* body size before compression */
+	const char *capture_id; /* resource profleet.capture.id, "" (or NULL at insert) if none */
+	const char *trigger;    /* resource profleet.trigger, "" (or NULL at insert) if none */
 	/* insert: links to index (at most PF_STORE_PROFILE_MAX_LINKS are stored);
 	 * pf_store_profile_get: the stored links; iterators: NULL. */
 	size_t n_link_entries;
@@ -229,6 +233,8 @@ struct pf_profile_filter {
 	const char *type;
 	bool has_trace;
 	uint8_t trace_id[16];
+	const char *capture_id;  /* NULL or "" = any */
+	const char *trigger;     /* NULL or "" = any */
 	int64_t from_ns;         /* start_ns >= from_ns (0 = no bound) */
 	int64_t to_ns;           /* start_ns < to_ns (0 = no bound) */
 	size_t limit;            /* 0 = no limit */
@@ -252,8 +258,57 @@ int pf_store_profile_body(struct pf_store *st, int64_t id, struct pf_buf *out);
  * schema 3, or too large to keep one) or does not exist, -E2BIG from out's cap. */
 int pf_store_profile_flame(struct pf_store *st, int64_t id, struct pf_buf *out);
 
+/* The store id of the newest profile with this OTLP profile_id: 0 and *id, or -ENOENT. */
+int pf_store_profile_find(struct pf_store *st, const uint8_t profile_id[16], int64_t *id);
+
 /* Makes this connection read-only for good (PRAGMA query_only): every later write on it
  * fails with -EIO. For the query pool's reader connections (profstore/query_pool.h). */
 int pf_store_set_read_only(struct pf_store *st);
+
+/* ---- Incident captures (store_captures.c; fleet/capture.h owns their meaning). One row per
+ * capture, one per (capture, agent). Strings are copied by SQLite; rows handed to callbacks
+ * are valid only during the call. */
+struct pf_capture_row {
+	const char *id;
+	const char *state;
+	int64_t created_ms, started_ms, finished_ms, deadline_ms; /* 0 = not yet */
+	const char *created_by;
+	const char *request_json;
+	int64_t agents_matched;
+};
+
+struct pf_capture_agent_row {
+	const char *capture;
+	uint8_t uid[16];
+	const char *state;
+	int64_t samples, bytes;
+	size_t n_profile_ids;
+	const uint8_t *profile_ids; /* n_profile_ids * 16 bytes (OTLP profile ids) */
+	const char *error_code;     /* "" when none */
+	const char *error;          /* "" when none */
+	int64_t updated_ms;
+};
+
+/* Upserts the captures and then the agent rows (whose captures must exist, in the store or
+ * in caps) in one BEGIN IMMEDIATE transaction, all or nothing. */
+int pf_store_captures_save(struct pf_store *st, const struct pf_capture_row *caps, size_t n_caps,
+			   const struct pf_capture_agent_row *agents, size_t n_agents);
+
+/* Calls cap_cb with capture `id`, then agent_cb (may be NULL) for each of its agents in uid
+ * order. -ENOENT when there is no such capture; a non-zero callback return stops and is
+ * returned. */
+int pf_store_capture_get(struct pf_store *st, const char *id,
+			 int (*cap_cb)(const struct pf_capture_row *c, void *ud),
+			 int (*agent_cb)(const struct pf_capture_agent_row *a, void *ud), void *ud);
+
+struct pf_capture_query {
+	const char *state;     /* NULL or "" = any */
+	bool unfinished;       /* only pending and running captures */
+	const char *before_id; /* NULL or "": from the newest; else ids < before_id */
+	size_t limit;          /* 0 = no limit */
+};
+/* Calls cb for the matching captures, newest (highest id) first. */
+int pf_store_captures_foreach(struct pf_store *st, const struct pf_capture_query *q,
+			      int (*cb)(const struct pf_capture_row *c, void *ud), void *ud);
 
 #endif

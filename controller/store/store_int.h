@@ -9,6 +9,7 @@
 #include "store.h"
 
 struct store_prof;
+struct store_cap;
 
 /* The connection's handle. */
 sqlite3 *store_db(struct pf_store *st);
@@ -16,6 +17,15 @@ sqlite3 *store_db(struct pf_store *st);
 struct store_prof **store_prof_slot(struct pf_store *st);
 /* Frees that state (statements included); called by pf_store_close(). NULL is allowed. */
 void store_prof_release(struct store_prof *p);
+/* The same for store_captures.c. */
+struct store_cap **store_cap_slot(struct pf_store *st);
+void store_cap_release(struct store_cap *c);
+/* store.c's transaction helpers (BEGIN IMMEDIATE; commit rolls back on failure) and its
+ * step of a statement that returns no row. */
+int store_tx_begin(struct pf_store *st);
+int store_tx_commit(struct pf_store *st);
+void store_tx_rollback(struct pf_store *st);
+int store_step_done(struct pf_store *st, sqlite3_stmt *s, const char *what);
 /* Record the last error like store.c does ("store: <what>: <sqlite message>") and return
  * -EIO/-ENOMEM (store_fail_sqlite) or rc (store_fail_other). */
 int store_fail_sqlite(struct pf_store *st, struct pf_error *err, const char *what);

@@ -20,7 +20,7 @@
 
 #define PROF_COLS                                                                                  \
 	"id, profile_id, agent, service, host, pid, exe, type, start_ns, duration_ns, samples, "   \
-	"n_links, received_ms, body_bytes, raw_bytes"
+	"n_links, received_ms, body_bytes, raw_bytes, capture_id, trigger_name"
 #define RETAIN_BATCH 64
 
 enum prof_stmt {
@@ -55,8 +55,9 @@ static const char *const prof_sql[P__COUNT] = {
     [P_COMMIT] = "COMMIT",
     [P_ROLLBACK] = "ROLLBACK",
     [P_INSERT] = "INSERT INTO profiles (profile_id, agent, service, host, pid, exe, type, "
-		 "start_ns, duration_ns, samples, n_links, received_ms, body_bytes, raw_bytes) "
-		 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+		 "start_ns, duration_ns, samples, n_links, received_ms, body_bytes, raw_bytes, "
+		 "capture_id, trigger_name) "
+		 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
     [P_INSERT_BODY] = "INSERT INTO profile_bodies (id, body) VALUES (?1, ?2)",
     [P_INSERT_LINK] = "INSERT OR IGNORE INTO profile_links (trace_id, profile, span_id) "
 		      "VALUES (?1, ?2, ?3)",
@@ -82,7 +83,15 @@ static const char *const prof_sql[P__COUNT] = {
 };
 
 /* List-query variants: bit set = that filter present. */
-enum { F_SERVICE = 1, F_AGENT = 2, F_TYPE = 4, F_TRACE = 8, F__VARIANTS = 16 };
+enum {
+	F_SERVICE = 1,
+	F_AGENT = 2,
+	F_TYPE = 4,
+	F_TRACE = 8,
+	F_CAPTURE = 16,
+	F_TRIGGER = 32,
+	F__VARIANTS = 64
+};
 
 struct store_prof {
 	sqlite3_stmt *stmt[P__COUNT];
@@ -352,7 +361,9 @@ static int insert_one(struct pf_store *st, struct pf_profile_row *r)
 		    sqlite3_bind_int64(s, 10, r->samples) || sqlite3_bind_int64(s, 11, r->n_links) ||
 		    sqlite3_bind_int64(s, 12, r->received_ms) ||
 		    sqlite3_bind_int64(s, 13, (int64_t)r->body_len) ||
-		    sqlite3_bind_int64(s, 14, r->raw_bytes))
+		    sqlite3_bind_int64(s, 14, r->raw_bytes) ||
+		    bind_str(s, 15, r->capture_id ? r->capture_id : "") ||
+		    bind_str(s, 16, r->trigger ? r->trigger : ""))
 			return store_fail_sqlite(st, NULL, "profiles: insert: bind");
 		rc = step_done(st, s, "profiles: insert");
 		if (rc < 0)
@@ -495,14 +506,14 @@ int pf_store_profiles_totals(struct pf_store *st, int64_t *count, int64_t *bytes
 static int read_row(struct pf_store *st, sqlite3_stmt *s, struct pf_profile_row *r)
 {
 	const void *pid = sqlite3_column_blob(s, 1);
-	const char *txt[5];
-	static const int cols[5] = {2, 3, 4, 6, 7};
+	const char *txt[7];
+	static const int cols[7] = {2, 3, 4, 6, 7, 15, 16};
 
 	memset(r, 0, sizeof(*r));
 	r->id = sqlite3_column_int64(s, 0);
 	if (pid && sqlite3_column_bytes(s, 1) == 16)
 		memcpy(r->profile_id, pid, 16);
-	for (int i = 0; i < 5; i++) {
+	for (int i = 0; i < 7; i++) {
 		txt[i] = (const char *)sqlite3_column_text(s, cols[i]);
 		if (!txt[i])
 			return store_fail_other(st, NULL, -ENOMEM, "profiles: out of memory");
@@ -512,6 +523,8 @@ static int read_row(struct pf_store *st, sqlite3_stmt *s, struct pf_profile_row 
 	r->host = txt[2];
 	r->exe = txt[3];
 	r->type = txt[4];
+	r->capture_id = txt[5];
+	r->trigger = txt[6];
 	r->pid = sqlite3_column_int64(s, 5);
 	r->start_ns = sqlite3_column_int64(s, 8);
 	r->duration_ns = sqlite3_column_int64(s, 9);
@@ -538,12 +551,14 @@ static sqlite3_stmt *list_stmt(struct pf_store *st, unsigned mask, int *rc)
 	}
 	snprintf(sql, sizeof(sql),
 		 "SELECT " PROF_COLS " FROM profiles WHERE start_ns >= :from AND start_ns < :to"
-		 "%s%s%s%s ORDER BY start_ns DESC, id DESC LIMIT :limit",
+		 "%s%s%s%s%s%s ORDER BY start_ns DESC, id DESC LIMIT :limit",
 		 mask & F_SERVICE ? " AND service = :service" : "",
 		 mask & F_AGENT ? " AND agent = :agent" : "", mask & F_TYPE ? " AND type = :type" : "",
 		 mask & F_TRACE ? " AND id IN (SELECT profile FROM profile_links WHERE trace_id = "
 				  ":trace)"
-				: "");
+				: "",
+		 mask & F_CAPTURE ? " AND capture_id = :capture" : "",
+		 mask & F_TRIGGER ? " AND trigger_name = :trigger" : "");
 	*rc = prepare(st, sql, &p->list[mask]);
 	return *rc < 0 ? NULL : p->list[mask];
 }
@@ -570,6 +585,10 @@ int pf_store_profiles_foreach(struct pf_store *st, const struct pf_profile_filte
 		mask |= F_TYPE;
 	if (f->has_trace)
 		mask |= F_TRACE;
+	if (f->capture_id && *f->capture_id)
+		mask |= F_CAPTURE;
+	if (f->trigger && *f->trigger)
+		mask |= F_TRIGGER;
 	_cleanup_(stmt_resetp) sqlite3_stmt *s = list_stmt(st, mask, &rc);
 	if (!s)
 		return rc;
@@ -584,6 +603,8 @@ int pf_store_profiles_foreach(struct pf_store *st, const struct pf_profile_filte
 			       f->limit ? (int64_t)pf_min(f->limit, (size_t)INT64_MAX) : -1) ||
 	    bind_named_text(s, ":service", f->service) || bind_named_text(s, ":agent", f->agent) ||
 	    bind_named_text(s, ":type", f->type) ||
+	    bind_named_text(s, ":capture", f->capture_id) ||
+	    bind_named_text(s, ":trigger", f->trigger) ||
 	    ((mask & F_TRACE) && sqlite3_bind_blob(s, sqlite3_bind_parameter_index(s, ":trace"),
 						   f->trace_id, 16, SQLITE_STATIC)))
 		return store_fail_sqlite(st, NULL, "profiles: list: bind");

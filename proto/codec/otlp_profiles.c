@@ -479,6 +479,14 @@ static bool type_has_samples(const struct pf_prof_window *w, const struct pf_pro
 	return false;
 }
 
+static bool nonzero16(const uint8_t *b)
+{
+	for (int i = 0; i < 16; i++)
+		if (b[i])
+			return true;
+	return false;
+}
+
 /* The Profile of sample type k (0 for the implicit CPU profile) of process pi. */
 static int enc_profile(struct enc *e, const struct pf_prof_window *w, size_t pi, size_t k,
 		       uint64_t t0, uint64_t t1, pb_profile **out)
@@ -656,6 +664,8 @@ int pf_otlp_profiles_encode(const struct pf_prof_window *w, struct pf_buf *out,
 			if (!type_has_samples(w, proc, k))
 				continue;
 			r = enc_profile(&e, w, i, k, t0, t1, &profs[np]);
+			if (r == 0 && np == 0 && nonzero16(proc->profile_id))
+				memcpy(profs[0]->profile_id.data, proc->profile_id, 16);
 			if (r == 0)
 				np++;
 		}
@@ -1163,6 +1173,12 @@ static int dec_profile(struct dec *d, const pb_resource *res, const pb_profile *
 	int r = dec_resource(d, res, p);
 	for (size_t j = 0; j < n_pp && r == 0; j++)
 		r = dec_mark(d, pps[j], &n_map, &n_loc, &n_stack);
+	for (size_t j = 0; j < n_pp; j++) {
+		if (pps[j]->profile_id.len == 16 && nonzero16(pps[j]->profile_id.data)) {
+			memcpy(p->profile_id, pps[j]->profile_id.data, 16);
+			break;
+		}
+	}
 	if (r < 0)
 		return r;
 	int32_t zero_stack = -1;

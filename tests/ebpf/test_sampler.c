@@ -66,6 +66,25 @@ static pid_t spawn_workload(double seconds)
 	return pid;
 }
 
+/* CPU time (user + system) the process has used so far, in seconds; -1 when unreadable. */
+static double proc_cpu_s(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')'); /* comm may hold spaces */
+	unsigned long long ut = 0, st = 0;
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+			 &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 static void reap(pid_t pid)
 {
 	kill(pid, SIGKILL);
@@ -241,10 +260,13 @@ static void test_runtime_frequency_change(void **state)
 				       "  filters:\n    include: [{key: process.pid, match: strict, "
 				       "value: \"%d\"}]\n",
 				       (int)pid);
+	double cpu0 = proc_cpu_s(pid);
 	assert_int_equal(pf_sampler_set_config(s, c1, &err), 0);
 	poll_for(s, 1500);
+	double cpu1 = proc_cpu_s(pid);
 	assert_int_equal(pf_sampler_set_config(s, c2, &err), 0);
 	poll_for(s, 1500);
+	double cpu2 = proc_cpu_s(pid);
 	struct pf_prof_window *w1 = pf_sampler_close_window(s, &err);
 	struct pf_prof_window *w2 = pf_sampler_next_window(s);
 	assert_null(pf_sampler_next_window(s));
@@ -257,12 +279,18 @@ static void test_runtime_frequency_change(void **state)
 	struct tally t1 = {0}, t2 = {0};
 	tally_window(w1, pid, &t1);
 	tally_window(w2, pid, &t2);
-	print_message("499 Hz part: %lu samples, 199 Hz part: %lu samples\n",
-		      (unsigned long)t1.total, (unsigned long)t2.total);
+	/* Samples follow the CPU time the workload got in each part (cpu-clock events tick on
+	 * its CPU time), which a loaded machine shrinks below the wall time: judge against it. */
+	double e1 = 499 * (cpu1 - cpu0), e2 = 199 * (cpu2 - cpu1);
+	print_message("499 Hz part: %lu samples (%.0f expected from %.2f s of CPU), 199 Hz part: "
+		      "%lu samples (%.0f expected from %.2f s)\n",
+		      (unsigned long)t1.total, e1, cpu1 - cpu0, (unsigned long)t2.total, e2,
+		      cpu2 - cpu1);
 	assert_false(t1.foreign || t2.foreign);
-	/* ~750 and ~300 expected for one busy thread; allow for a loaded CI machine */
-	assert_true(t1.total >= 450 && t1.total <= 900);
-	assert_true(t2.total >= 180 && t2.total <= 360);
+	assert_true(cpu0 >= 0 && cpu1 > cpu0 && cpu2 > cpu1);
+	assert_true(cpu1 - cpu0 >= 0.2 && cpu2 - cpu1 >= 0.2); /* enough CPU to judge by */
+	assert_true(t1.total >= 0.7 * e1 && t1.total <= 1.3 * e1 + 20);
+	assert_true(t2.total >= 0.7 * e2 && t2.total <= 1.3 * e2 + 20);
 	pf_prof_window_free(w1);
 	pf_prof_window_free(w2);
 	pf_profcfg_free(c1);

@@ -107,6 +107,10 @@ struct pf_prof_process {
 	const uint8_t *original_payload;
 	size_t original_payload_len;
 	const char *original_payload_format; /* "pprof"; NULL when original_payload is NULL */
+	/* The OTLP profile_id this process came with (decoded), all zero when none. The encoder
+	 * gives the process's first Profile this id when it is set, a random one otherwise, so
+	 * a profile keeps the id its producer reported (incident captures report them). */
+	uint8_t profile_id[16];
 };
 
 struct pf_prof_window {

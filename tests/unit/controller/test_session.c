@@ -11,9 +11,12 @@
 #include <stdlib.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
+#include "fleet/capture.h"
 #include "fleet/fleet.h"
 #include "metrics.h"
+#include "store.h"
 #include "opamp/session.h"
 #include "opamp_codec.h"
 #include "pf/hash.h"
@@ -365,6 +368,88 @@ static void test_http_transport_first_poll(void **state)
 	pf_s2a_free(r);
 }
 
+/* Captures (fleet/capture.h) through the session: custom_capabilities set the agent's bit,
+ * the first reply lists the server's, and over plain HTTP a capture.request rides in the
+ * reply to the next poll; the agent's capture.status reaches the capture. */
+static void test_capture_messages_over_http(void **state)
+{
+	struct fx *x = *state;
+	struct pf_opamp_result res;
+	struct pf_a2s m;
+	struct pf_store *st = pf_store_open(":memory:", PF_STORE_SYNC_NORMAL, NULL);
+	assert_non_null(st);
+	x->ctx.captures = pf_captures_new(NULL, x->fleet, st, NULL, NULL);
+	char *caps[] = {(char *)PF_CAPTURE_CAPABILITY, (char *)"com.example.other"};
+	full_status(&m, 0x99, 0);
+	m.has_custom_capabilities = true;
+	m.n_custom_capabilities = 2;
+	m.custom_capabilities = caps;
+	struct pf_opamp_session s = {.http = true};
+	struct pf_s2a *r = roundtrip(x, &s, &m, &res);
+	assert_int_equal(r->n_custom_capabilities, 1);
+	assert_string_equal(r->custom_capabilities[0], PF_CAPTURE_CAPABILITY);
+	assert_false(r->has_custom_message);
+	pf_s2a_free(r);
+	struct pf_agent *a = pf_fleet_find(x->fleet, m.instance_uid);
+	assert_true(a->capture_capable);
+
+	struct pf_capture_request req = {.profile_type = "cpu", .duration_seconds = 5,
+					 .frequency_hz = 99};
+	char id[PF_CAPTURE_ID_MAX + 1];
+	size_t matched;
+	assert_int_equal(pf_captures_create(x->ctx.captures, &req, "env=prod",
+					    "{\"agents\":\"env=prod\"}", "t", 5000, id, &matched,
+					    NULL),
+			 0);
+	pf_capture_request_release(&req);
+
+	struct pf_a2s poll = {0};
+	memcpy(poll.instance_uid, m.instance_uid, 16);
+	poll.instance_uid_len = 16;
+	poll.capabilities = CAPS;
+	poll.sequence_num = 1;
+	struct pf_opamp_session s2 = {.http = true};
+	r = roundtrip(x, &s2, &poll, &res);
+	assert_true(r->has_custom_message);
+	assert_string_equal(r->custom_message.capability, PF_CAPTURE_CAPABILITY);
+	assert_string_equal(r->custom_message.type, PF_CAPTURE_TYPE_REQUEST);
+	assert_non_null(strstr((const char *)r->custom_message.data, id));
+	assert_int_equal(r->n_custom_capabilities, 0); /* only on a new connection */
+	pf_s2a_free(r);
+
+	char status[160];
+	snprintf(status, sizeof(status), "{\"id\":\"%s\",\"state\":\"running\"}", id);
+	poll.sequence_num = 2;
+	poll.has_custom_message = true;
+	poll.custom_message = (struct pf_custom_message){
+	    .capability = (char *)PF_CAPTURE_CAPABILITY, .type = (char *)PF_CAPTURE_TYPE_STATUS,
+	    .data = (uint8_t *)status, .data_len = strlen(status)};
+	struct pf_opamp_session s3 = {.http = true};
+	r = roundtrip(x, &s3, &poll, &res);
+	assert_false(r->has_custom_message); /* nothing more owed */
+	pf_s2a_free(r);
+	int rc;
+	struct json_t *j = pf_captures_get_json(x->ctx.captures, id, &rc);
+	assert_non_null(j);
+	char *txt = json_dumps(j, 0);
+	assert_non_null(strstr(txt, "\"state\": \"running\""));
+	free(txt);
+	json_decref(j);
+
+	/* custom_capabilities without ours clears the bit */
+	poll.has_custom_message = false;
+	poll.sequence_num = 3;
+	poll.has_custom_capabilities = true;
+	poll.n_custom_capabilities = 1;
+	poll.custom_capabilities = caps + 1;
+	struct pf_opamp_session s4 = {.http = true};
+	pf_s2a_free(roundtrip(x, &s4, &poll, &res));
+	assert_false(a->capture_capable);
+	pf_captures_free(x->ctx.captures);
+	x->ctx.captures = NULL;
+	pf_store_close(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -379,6 +464,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_disconnect, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_http_transport_first_poll, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_capture_messages_over_http, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

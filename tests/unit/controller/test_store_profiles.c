@@ -187,6 +187,46 @@ static void test_filters_and_order(void **state)
 	assert_int_equal(r.n, 0);
 }
 
+/* Schema 4: the capture and trigger columns filter, alone and with the others; profile_find
+ * maps an OTLP profile_id to the newest store id. */
+static void test_capture_trigger_and_find(void **state)
+{
+	struct fx *x = *state;
+	struct pf_profile_row r = {
+		.agent = "ag1", .service = "checkout", .host = "h", .exe = "app", .type = "cpu",
+		.start_ns = 100 * S, .duration_ns = S, .samples = 1, .received_ms = 1,
+		.profile_id = {0x5f, 1}, .capture_id = "cap-1", .trigger = "on_demand",
+	};
+	assert_int_equal(pf_store_profiles_insert(x->st, &r, 1, NULL, 1, NULL), 0);
+	int64_t a = r.id;
+	r.capture_id = NULL; /* NULL stores "" */
+	r.trigger = "high_cpu";
+	r.start_ns = 200 * S;
+	r.profile_id[1] = 2;
+	assert_int_equal(pf_store_profiles_insert(x->st, &r, 1, NULL, 1, NULL), 0);
+	int64_t b = r.id;
+	int64_t c = put(x, "checkout", "ag2", "cpu", 300, 1, 1, NULL, 0);
+
+	struct collect l = list(x, (struct pf_profile_filter){.capture_id = "cap-1"});
+	assert_int_equal(l.n, 1);
+	assert_int_equal(l.ids[0], a);
+	l = list(x, (struct pf_profile_filter){.trigger = "high_cpu", .agent = "ag1"});
+	assert_int_equal(l.n, 1);
+	assert_int_equal(l.ids[0], b);
+	l = list(x, (struct pf_profile_filter){.trigger = "on_demand", .capture_id = "cap-2"});
+	assert_int_equal(l.n, 0);
+	l = list(x, (struct pf_profile_filter){.capture_id = "", .trigger = ""});
+	assert_int_equal(l.n, 3);
+	assert_int_equal(l.ids[0], c);
+
+	int64_t id = 0;
+	uint8_t pid[16] = {0x5f, 2};
+	assert_int_equal(pf_store_profile_find(x->st, pid, &id), 0);
+	assert_int_equal(id, b);
+	pid[1] = 9;
+	assert_int_equal(pf_store_profile_find(x->st, pid, &id), -ENOENT);
+}
+
 static void test_retention_age(void **state)
 {
 	struct fx *x = *state;
@@ -361,12 +401,15 @@ static void test_upgrade_from_v2(void **state)
 	if (system("command -v sqlite3 >/dev/null 2>&1") != 0)
 		skip();
 	snprintf(cmd, sizeof(cmd),
-		 "sqlite3 '%s' 'DROP TABLE profile_flames; PRAGMA user_version = 2;'",
+		 "sqlite3 '%s' 'DROP TABLE profile_flames; DROP TABLE capture_agents; "
+		 "DROP TABLE captures; DROP INDEX profiles_capture; DROP INDEX profiles_trigger; "
+		 "DROP INDEX profiles_profile_id; ALTER TABLE profiles DROP COLUMN capture_id; "
+		 "ALTER TABLE profiles DROP COLUMN trigger_name; PRAGMA user_version = 2;'",
 		 x->db);
 	assert_int_equal(system(cmd), 0);
 	x->st = pf_store_open(x->db, PF_STORE_SYNC_NORMAL, NULL);
 	assert_non_null(x->st);
-	assert_int_equal(pf_store_schema_version(x->st), 3);
+	assert_int_equal(pf_store_schema_version(x->st), pf_store_schema_latest());
 	assert_int_equal(pf_store_profiles_totals(x->st, &n, &bytes), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(bytes, 100);
@@ -391,6 +434,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_insert_get_body, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filters_and_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_capture_trigger_and_find, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_retention_age, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_retention_bytes_and_links, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_iteration, setup, teardown),

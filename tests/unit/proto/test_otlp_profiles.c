@@ -276,6 +276,35 @@ static void test_round_trip(void **state)
 	pf_prof_window_free(w);
 }
 
+/* A profile keeps the OTLP profile_id it came with through decode and re-encode (the embedded
+ * store re-encodes each process; agents report the ids of what they sent). */
+static void test_profile_id_kept(void **state)
+{
+	(void)state;
+	struct pf_prof_window *w = prof_fixture_window(0);
+	struct pf_buf b, b2;
+	uint8_t id[16], id2[16];
+	encode(w, &b, id);
+	struct pf_prof_window *r = NULL;
+	assert_int_equal(pf_otlp_profiles_decode(b.data, b.len, 1 << 20, &r, NULL), 0);
+	assert_memory_equal(r->processes[0].profile_id, id, 16);
+	assert_memory_not_equal(r->processes[1].profile_id, id, 16); /* each has its own */
+	/* process 1 alone, as the store encodes it: same id again */
+	struct pf_prof_window one = *r;
+	one.processes = &r->processes[1];
+	one.n_processes = 1;
+	encode(&one, &b2, id2);
+	assert_memory_equal(id2, r->processes[1].profile_id, 16);
+	/* a window built here has none: the encoder picks a random one */
+	static const uint8_t zero[16];
+	assert_memory_equal(w->processes[0].profile_id, zero, 16);
+	assert_memory_not_equal(id, zero, 16);
+	pf_prof_window_free(r);
+	pf_buf_release(&b);
+	pf_buf_release(&b2);
+	pf_prof_window_free(w);
+}
+
 static void test_encode_errors(void **state)
 {
 	struct pf_prof_window *w = prof_fixture_window(0);
@@ -481,6 +510,7 @@ int main(void)
 		cmocka_unit_test(test_time_range_widened),
 		cmocka_unit_test(test_links),
 		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_profile_id_kept),
 		cmocka_unit_test(test_encode_errors),
 		cmocka_unit_test(test_decode_refuses),
 		cmocka_unit_test(test_sample_types),
