@@ -510,6 +510,18 @@ static void render_targets(struct w *w, const struct agent_dataplane_metrics *m)
 	}
 }
 
+/* A counter family of two series told apart by one label: label="k1" v1, label="k2" v2. */
+static void counter_pair(struct w *w, const char *name, const char *help, const char *label,
+			 const char *k1, uint64_t v1, const char *k2, uint64_t v2)
+{
+	char lab[LABELS_LEN];
+	family(w, name, "counter", help);
+	snprintf(lab, sizeof(lab), "%s=\"%s\"", label, k1);
+	sample_u64(w, name, lab, v1);
+	snprintf(lab, sizeof(lab), "%s=\"%s\"", label, k2);
+	sample_u64(w, name, lab, v2);
+}
+
 /* The overhead guard, the shared profile rate limit and the high_cpu trigger. */
 static void render_limits(struct w *w, const struct agent_dataplane_metrics *m)
 {
@@ -525,15 +537,15 @@ static void render_limits(struct w *w, const struct agent_dataplane_metrics *m)
 			  "1 while the overhead guard runs the sampler below the configured "
 			  "frequency.",
 			  g->throttled);
-		family(w, "guard_steps_total", "counter",
-		       "Frequency steps of the overhead guard, down (over budget) and up "
-		       "(restored).");
-		sample_u64(w, "guard_steps_total", "direction=\"down\"", g->steps_down);
-		sample_u64(w, "guard_steps_total", "direction=\"up\"", g->steps_up);
+		counter_pair(w, "guard_steps_total",
+			     "Frequency steps of the overhead guard, down (over budget) and up "
+			     "(restored).",
+			     "direction", "down", g->steps_down, "up", g->steps_up);
 		gauge_f64(w, "guard_cpu_budget_percent",
 			  "limits.max_cpu_percent: the agent's CPU budget, percent of one CPU.",
 			  g->max_cpu_percent);
-		gauge_u64(w, "guard_memory_budget_bytes", "limits.max_memory_mb, in bytes (0: not enforced, sanitizer builds).",
+		gauge_u64(w, "guard_memory_budget_bytes",
+			  "limits.max_memory_mb, in bytes (0: not enforced, sanitizer builds).",
 			  (uint64_t)g->max_memory_mb << 20);
 	}
 	if (m->rate.limit) {
@@ -564,17 +576,15 @@ static void render_limits(struct w *w, const struct agent_dataplane_metrics *m)
 				  "Host CPU use at the last reading, percent of all CPUs.",
 				  h->host_percent);
 		}
-		family(
-		    w, "high_cpu_fired_total", "counter",
-		    "high_cpu firings by rule: process (a process over the threshold), host (the "
-		    "host over it).");
-		sample_u64(w, "high_cpu_fired_total", "rule=\"process\"", h->fired);
-		sample_u64(w, "high_cpu_fired_total", "rule=\"host\"", h->host_fired);
-		family(w, "high_cpu_held_total", "counter",
-		       "Evaluations where a rule was met but its quiet time (capture plus "
-		       "cooldown_seconds) held the firing back, by rule.");
-		sample_u64(w, "high_cpu_held_total", "rule=\"process\"", h->held);
-		sample_u64(w, "high_cpu_held_total", "rule=\"host\"", h->host_held);
+		counter_pair(
+		    w, "high_cpu_fired_total",
+		    "high_cpu firings by rule: process (a process over the threshold), host "
+		    "(the host over it).",
+		    "rule", "process", h->fired, "host", h->host_fired);
+		counter_pair(w, "high_cpu_held_total",
+			     "Evaluations where a rule was met but its quiet time (capture plus "
+			     "cooldown_seconds) held the firing back, by rule.",
+			     "rule", "process", h->held, "host", h->host_held);
 		counter_u64(w, "high_cpu_captures_total",
 			    "Captures started by the high_cpu trigger (one per process).",
 			    m->counters.high_cpu_captures);
