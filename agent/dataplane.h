@@ -191,9 +191,9 @@ struct agent_dataplane_metrics {
 	struct agent_dataplane_counters counters;
 	double overhead_pct; /* agent process + BPF CPU, % of one CPU over the overhead guard's
 			      * window (the sampler health's figure); < 0 = none yet */
-	struct agent_guard_state guard;	    /* the overhead guard */
-	struct agent_ratelimit_stats rate;  /* limits.max_profiles_per_minute */
-	bool has_high_cpu;		    /* the high_cpu trigger runs: high_cpu is valid */
+	struct agent_guard_state guard;	   /* the overhead guard */
+	struct agent_ratelimit_stats rate; /* limits.max_profiles_per_minute */
+	bool has_high_cpu;		   /* the high_cpu trigger runs: high_cpu is valid */
 	struct agent_high_cpu_stats high_cpu;
 	bool has_sampler;    /* the eBPF sampler is loaded: sampler and progs are valid */
 	struct pf_sampler_stats sampler; /* progs[].name are NULL here: use progs below */

@@ -173,7 +173,8 @@ int agent_guard_status(const struct agent_guard_state *st, char *buf, size_t cap
 			snprintf(why, sizeof(why), "memory %u MiB > %u MiB", mib,
 				 st->max_memory_mb);
 		else
-			snprintf(why, sizeof(why), "cpu %.2f%% of %.2f%%, %s, restoring step by step",
+			snprintf(why, sizeof(why),
+				 "cpu %.2f%% of %.2f%%, %s, restoring step by step",
 				 st->cpu_percent, st->max_cpu_percent, mem);
 		return snprintf(
 		    buf, cap, "%s: %u Hz of %u Hz%s, %s",

@@ -59,7 +59,7 @@ struct agent_guard_state {
 	uint64_t rss_bytes;	    /* last reading */
 	bool over_cpu, over_memory; /* verdict of the last full window */
 	double max_cpu_percent;
-	uint32_t max_memory_mb; /* 0: not enforced (ignore_memory) */
+	uint32_t max_memory_mb;	       /* 0: not enforced (ignore_memory) */
 	uint64_t steps_down, steps_up; /* since creation */
 };
 
