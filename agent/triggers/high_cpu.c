@@ -219,9 +219,10 @@ static struct hc_proc *find(struct agent_high_cpu *h, uint32_t pid)
 }
 
 /* Steps one machine with a new reading of pct (taken at now, cpu/total the cumulative
- * values). True when it fires; *mean is then the mean percent since it went over. */
+ * values). True when it fires; *mean is then the mean percent since it went over. With room
+ * false (the caller's output is full) it does not fire: it stays armed for the next reading. */
 static bool step(struct agent_high_cpu *h, struct hc_state *s, uint64_t now, uint64_t cpu,
-		 uint64_t total, bool host, double *mean)
+		 uint64_t total, bool host, bool room, double *mean)
 {
 	bool over = s->pct >= (double)h->rule.threshold_percent;
 	if (!over) {
@@ -239,7 +240,7 @@ static bool step(struct agent_high_cpu *h, struct hc_state *s, uint64_t now, uin
 		s->above_cpu = s->cpu;
 		s->above_total = s->total;
 	}
-	if (now - s->above_t < (uint64_t)h->rule.sustain_seconds * NS_PER_S)
+	if (now - s->above_t < (uint64_t)h->rule.sustain_seconds * NS_PER_S || !room)
 		return false;
 	if (now < s->quiet_until) { /* it would fire: its quiet time holds it back */
 		if (host)
@@ -293,7 +294,7 @@ static size_t host_fire(struct agent_high_cpu *h, uint64_t now, double host_pct,
 	if (!nt)
 		h->st.host_fired_idle++;
 	size_t n = 0;
-	for (size_t i = 0; i < nt; i++) {
+	for (size_t i = 0; i < nt && n < cap; i++) { /* cap >= 1: the caller checked */
 		struct hc_proc *p = top[i];
 		p->s.above_t = 0;
 		p->s.quiet_until =
@@ -302,11 +303,8 @@ static size_t host_fire(struct agent_high_cpu *h, uint64_t now, double host_pct,
 		h->st.host_fired_procs++;
 		h->st.last_pid = p->pid;
 		h->st.last_percent = p->s.pct;
-		if (n < cap)
-			out[n++] = (struct agent_high_cpu_fire){.pid = p->pid,
-								.cpu_percent = p->s.pct,
-								.host = true,
-								.host_percent = host_pct};
+		out[n++] = (struct agent_high_cpu_fire){
+		    .pid = p->pid, .cpu_percent = p->s.pct, .host = true, .host_percent = host_pct};
 	}
 	return n;
 }
@@ -356,13 +354,12 @@ size_t agent_high_cpu_update(struct agent_high_cpu *h, uint64_t now_ns, const ui
 		p->s.pct = 100.0 * (double)(cpu - old->s.cpu) / (double)(now_ns - old->s.t);
 		over += p->s.pct >= (double)h->rule.threshold_percent;
 		double mean;
-		if (step(h, &p->s, now_ns, cpu, 0, false, &mean)) {
+		if (step(h, &p->s, now_ns, cpu, 0, false, nfire < cap, &mean)) {
 			h->st.fired++;
 			h->st.last_pid = pid;
 			h->st.last_percent = mean;
-			if (nfire < cap)
-				out[nfire++] =
-				    (struct agent_high_cpu_fire){.pid = pid, .cpu_percent = mean};
+			out[nfire++] =
+			    (struct agent_high_cpu_fire){.pid = pid, .cpu_percent = mean};
 		}
 		p->s.t = now_ns;
 		p->s.cpu = cpu;
@@ -388,9 +385,8 @@ size_t agent_high_cpu_update(struct agent_high_cpu *h, uint64_t now_ns, const ui
 			s->pct = 100.0 * (double)(busy - s->cpu) / (double)(total - s->total);
 			h->st.host_percent = s->pct;
 			double mean;
-			if (step(h, s, now_ns, busy, total, true, &mean))
-				nfire += host_fire(h, now_ns, mean, out + nfire,
-						   cap > nfire ? cap - nfire : 0);
+			if (step(h, s, now_ns, busy, total, true, nfire < cap, &mean))
+				nfire += host_fire(h, now_ns, mean, out + nfire, cap - nfire);
 			s->t = now_ns;
 			s->cpu = busy;
 			s->total = total;

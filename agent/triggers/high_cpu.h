@@ -91,7 +91,9 @@ void agent_high_cpu_free(struct agent_high_cpu *h);
 void agent_high_cpu_set_rule(struct agent_high_cpu *h, const struct agent_high_cpu_rule *rule);
 /* One evaluation at now_ns (CLOCK_MONOTONIC) over the profiled processes pids[0..n): reads
  * them and the host, steps the state machines, writes the firings (at most cap) to out and
- * returns their number. Processes missing from pids are forgotten (their cooldown too). */
+ * returns their number. A rule met once out is full does not fire and stays armed for the
+ * next evaluation (no firing is lost). Processes missing from pids are forgotten (their
+ * cooldown too). */
 size_t agent_high_cpu_update(struct agent_high_cpu *h, uint64_t now_ns, const uint32_t *pids,
 			     size_t n, struct agent_high_cpu_fire *out, size_t cap);
 void agent_high_cpu_stats(const struct agent_high_cpu *h, struct agent_high_cpu_stats *out);

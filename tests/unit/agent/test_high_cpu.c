@@ -207,6 +207,28 @@ static void test_host_rule_and_bounds(void **unused)
 	agent_high_cpu_free(h);
 }
 
+/* A full output loses no firing: the second process fires at the next evaluation. */
+static void test_full_output_keeps_firings(void **unused)
+{
+	(void)unused;
+	static struct fake f;
+	memset(&f, 0, sizeof(f));
+	add(&f, 21, 99);
+	add(&f, 22, 98);
+	struct agent_high_cpu *h = fake_new(&f, 50, 2, 1, 60);
+	assert_non_null(h);
+	struct agent_high_cpu_fire fire[1];
+	uint64_t now = S;
+	agent_high_cpu_update(h, now, f.pid, f.n, fire, 1);
+	assert_int_equal(tick(&f, h, &now, fire, 1), 0);
+	assert_int_equal(tick(&f, h, &now, fire, 1), 1);
+	assert_int_equal(fire[0].pid, 21);
+	assert_int_equal(tick(&f, h, &now, fire, 1), 1);
+	assert_int_equal(fire[0].pid, 22);
+	assert_int_equal(tick(&f, h, &now, fire, 1), 0);
+	agent_high_cpu_free(h);
+}
+
 /* A host firing while no watched process is busy only counts. */
 static void test_host_idle_processes(void **unused)
 {
@@ -372,6 +394,7 @@ int main(void)
 	    cmocka_unit_test(test_sustain_then_cooldown),
 	    cmocka_unit_test(test_host_rule_and_bounds),
 	    cmocka_unit_test(test_host_idle_processes),
+	    cmocka_unit_test(test_full_output_keeps_firings),
 	    cmocka_unit_test(test_idle_processes_read_less),
 	    cmocka_unit_test(test_parsers),
 	    cmocka_unit_test(test_real_busy_child),
