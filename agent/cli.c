@@ -31,6 +31,13 @@ void agent_opts_usage(FILE *f)
 	    "  --metrics-listen A:P     serve Prometheus /metrics and /healthz on A:P, e.g.\n"
 	    "                           127.0.0.1:9464 or [::1]:9464 (default: off)\n"
 	    "  --no-sampler             do not load the eBPF sampler (pprof targets only)\n"
+	    "  --k8s                    name the pods of profiled processes from the Kubernetes\n"
+	    "                           API server (in-cluster service account; node from\n"
+	    "                           $K8S_NODE_NAME)\n"
+	    "  --k8s-api URL            API server URL instead of the in-cluster one (implies --k8s)\n"
+	    "  --k8s-token-file F       bearer token file (default: the service account's)\n"
+	    "  --k8s-ca-file F          CA bundle of the API server (default: the service account's)\n"
+	    "  --k8s-node NAME          this node's name (default: $K8S_NODE_NAME)\n"
 	    "  --version, --help\n");
 }
 
@@ -62,6 +69,11 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 		OPT_METRICS_LISTEN,
 		OPT_NO_SAMPLER,
 		OPT_VERSION,
+		OPT_K8S,
+		OPT_K8S_API,
+		OPT_K8S_TOKEN,
+		OPT_K8S_CA,
+		OPT_K8S_NODE,
 	};
 	static const struct option longopts[] = {
 	    {"config", required_argument, NULL, OPT_CONFIG},
@@ -75,6 +87,11 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 	    {"max-message-bytes", required_argument, NULL, OPT_MAX_MSG},
 	    {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
 	    {"no-sampler", no_argument, NULL, OPT_NO_SAMPLER},
+	    {"k8s", no_argument, NULL, OPT_K8S},
+	    {"k8s-api", required_argument, NULL, OPT_K8S_API},
+	    {"k8s-token-file", required_argument, NULL, OPT_K8S_TOKEN},
+	    {"k8s-ca-file", required_argument, NULL, OPT_K8S_CA},
+	    {"k8s-node", required_argument, NULL, OPT_K8S_NODE},
 	    {"version", no_argument, NULL, OPT_VERSION},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -152,6 +169,25 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 		}
 		case OPT_NO_SAMPLER:
 			o->no_sampler = true;
+			break;
+		case OPT_K8S:
+			o->k8s = true;
+			break;
+		case OPT_K8S_API:
+			o->k8s = true;
+			o->k8s_api = optarg;
+			break;
+		case OPT_K8S_TOKEN:
+			o->k8s = true;
+			o->k8s_token_file = optarg;
+			break;
+		case OPT_K8S_CA:
+			o->k8s = true;
+			o->k8s_ca_file = optarg;
+			break;
+		case OPT_K8S_NODE:
+			o->k8s = true;
+			o->k8s_node = optarg;
 			break;
 		case OPT_VERSION:
 			o->version = true;

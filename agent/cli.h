@@ -3,7 +3,9 @@
  *   profleet-agent [--config FILE] [--server URL] [--token-file F] [--ca-file F]
  *                  [--state-dir DIR] [--label k=v]... [--log-level L]
  *                  [--heartbeat-seconds N] [--max-message-bytes N]
- *                  [--metrics-listen ADDR:PORT] [--no-sampler] [--help] [--version]
+ *                  [--metrics-listen ADDR:PORT] [--no-sampler]
+ *                  [--k8s] [--k8s-api URL] [--k8s-token-file F] [--k8s-ca-file F]
+ *                  [--k8s-node NAME] [--help] [--version]
  *
  * Owns struct agent_opts (a value: its strings point into argv). */
 #ifndef AGENT_CLI_H
@@ -34,6 +36,10 @@ struct agent_opts {
 	const char *metrics_listen; /* NULL: no metrics endpoint; else validated ADDR:PORT
 				     * (agent_metrics_listen_parse) */
 	bool no_sampler;	    /* never load the eBPF sampler (pprof targets only) */
+	/* pod attribution (agent/k8s/podcache.h): on with --k8s or any --k8s-* option;
+	 * NULLs mean the in-cluster defaults, k8s_node defaults to $K8S_NODE_NAME */
+	bool k8s;
+	const char *k8s_api, *k8s_token_file, *k8s_ca_file, *k8s_node;
 	bool help, version;
 };
 

@@ -55,6 +55,7 @@ struct agent_dataplane {
 	void (*wake)(void *ctx);
 	void *wake_ctx;
 	bool no_sampler, include_self;
+	const struct pf_procinfo_source *attr_source;
 	char *spill_dir; /* NULL: exporters keep their queue in memory only */
 	char *agent_token; /* NULL: exporters with auth: agent_token fail to start */
 	char *agent_uid;
@@ -1245,7 +1246,8 @@ static void start_sampler(struct agent_dataplane *d)
 		agent_health_set(d->health, "symbolizer", true, "off (no sampler)", NULL);
 		return;
 	}
-	struct pf_sampler_options so = {.include_self = d->include_self};
+	struct pf_sampler_options so = {.include_self = d->include_self,
+					.attr_source = d->attr_source};
 	uint64_t t0 = mono_ms();
 	d->sampler = pf_sampler_new(&so, &err);
 	if (!d->sampler) {
@@ -1424,6 +1426,7 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 	d->wake_ctx = o->wake_ctx;
 	d->no_sampler = o->no_sampler;
 	d->include_self = o->include_self;
+	d->attr_source = o->attr_source;
 	if (gethostname(d->host_name, sizeof(d->host_name) - 1) < 0)
 		d->host_name[0] = '\0';
 	if ((o->spill_dir && !(d->spill_dir = strdup(o->spill_dir))) ||

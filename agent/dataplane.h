@@ -102,6 +102,8 @@
 struct agent_health;
 struct agent_dataplane;
 
+struct pf_procinfo_source;
+
 struct agent_dataplane_opts {
 	struct agent_health *health; /* borrowed; components are registered here */
 	void (*wake)(void *ctx);     /* wakes the event loop (any thread) */
@@ -119,6 +121,9 @@ struct agent_dataplane_opts {
 	const char *capture_receiver; /* copied; default receiver of captures (from the OpAMP
 				       * URL), NULL when none */
 	const char *capture_ca_file;  /* copied; the OpAMP connection's CA file, NULL: system */
+	/* pod attribution (--k8s): the sampler's extra process attributes; borrowed, must
+	 * outlive the data plane. NULL: none. */
+	const struct pf_procinfo_source *attr_source;
 };
 
 /* Registers the health components and starts the worker thread, which loads the sampler in

@@ -22,6 +22,7 @@
 #include "opamp_session.h"
 #include "pf/log.h"
 #include "pf/uuid.h"
+#include "podcache.h"
 #include "state.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -42,6 +43,12 @@ static void wake_loop(void *ctx)
 {
 	(void)ctx;
 	agent_client_wake(the_client);
+}
+
+/* Pod cache connection state -> the "k8s" health component (from the cache's thread). */
+static void k8s_status(void *ctx, bool healthy, const char *status, const char *last_error)
+{
+	agent_health_set(ctx, "k8s", healthy, status, last_error);
 }
 
 static int load_local_config(struct agent_config *cfg, const char *path)
@@ -71,6 +78,8 @@ int main(int argc, char **argv)
 	struct agent_session *session = NULL;
 	struct agent_metrics *metrics = NULL;
 	struct agent_captures *captures = NULL;
+	struct pf_podcache *pods = NULL;
+	struct pf_procinfo_source pod_source;
 	char *token = NULL;
 	char uid[PF_UUID_STR_LEN + 1];
 	int rc = 1;
@@ -129,6 +138,26 @@ int main(int argc, char **argv)
 	}
 	/* Components register here (agent_config_add_hook + agent_health_register). */
 	agent_health_register(health, "config");
+	/* Pod attribution: the node's pods from the API server, on the cache's own thread; the
+	 * sampler only reads the cache. */
+	if (o.k8s) {
+		struct pf_podcache_options po = {
+		    .api_url = o.k8s_api,
+		    .token_file = o.k8s_token_file,
+		    .ca_file = o.k8s_ca_file,
+		    .node_name = o.k8s_node ? o.k8s_node : getenv("K8S_NODE_NAME"),
+		    .on_status = k8s_status,
+		    .status_ctx = health,
+		};
+		agent_health_register(health, "k8s");
+		err = (struct pf_error){0};
+		pods = pf_podcache_new(&po, &err);
+		if (!pods || pf_podcache_start(pods, &err) < 0) {
+			pf_log_error("--k8s: %s", err.msg);
+			goto out;
+		}
+		pf_podcache_source(pods, &pod_source);
+	}
 	/* Exporters keep what they could not deliver yet under the state dir, so an agent restart
 	 * loses nothing (bounded by limits.queue_bytes per exporter). */
 	char spill[4096];
@@ -153,7 +182,8 @@ int main(int argc, char **argv)
 					   .agent_token = token,
 					   .agent_uid = uid,
 					   .no_sampler = o.no_sampler,
-					   .metrics = metrics != NULL};
+					   .metrics = metrics != NULL,
+					   .attr_source = pods ? &pod_source : NULL};
 	err = (struct pf_error){0};
 	the_dataplane = agent_dataplane_new(&dpo, &err);
 	if (!the_dataplane) {
@@ -226,6 +256,8 @@ out:
 		agent_config_set_note_source(cfg, NULL, NULL);
 	agent_dataplane_free(the_dataplane);
 	the_dataplane = NULL;
+	/* after the data plane: its sampler reads the pod cache */
+	pf_podcache_free(pods);
 	agent_client_free(the_client);
 	the_client = NULL;
 	agent_session_free(session);

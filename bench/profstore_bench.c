@@ -13,6 +13,8 @@
  *         each on the loop (no pools: as before) and on the pools (query_pool.h)
  *     -C  ingest without the compact flame forms (the store before schema 3: merges then all
  *         go through the bodies)
+ *     -N  ingest on a synchronous=NORMAL connection (WAL: a commit is not fsync'd; the
+ *         receiver's writer before was synchronous=FULL)
  *
  * Ingest: every window is encoded as the agent would send it (one OTLP request per agent and
  * window, time order), then handed to pf_profstore_ingest() (decode, re-encode per profile,
@@ -407,7 +409,8 @@ int main(int argc, char **argv)
 	int agents = 100, windows = 360, stacks = 200, reps = 5, o;
 	double loop_s = 0;
 	const char *dir = NULL;
-	while ((o = getopt(argc, argv, "a:w:k:d:q:L:C")) != -1) {
+	enum pf_store_sync sync = PF_STORE_SYNC_FULL;
+	while ((o = getopt(argc, argv, "a:w:k:d:q:L:CN")) != -1) {
 		switch (o) {
 		case 'a': agents = (int)strtol(optarg, NULL, 10); break;
 		case 'w': windows = (int)strtol(optarg, NULL, 10); break;
@@ -416,9 +419,10 @@ int main(int argc, char **argv)
 		case 'q': reps = (int)strtol(optarg, NULL, 10); break;
 		case 'L': loop_s = strtod(optarg, NULL); break;
 		case 'C': pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ); break;
+		case 'N': sync = PF_STORE_SYNC_NORMAL; break;
 		default:
 			fprintf(stderr, "usage: profstore-bench [-a agents] [-w windows] [-k stacks] "
-					"[-d dir] [-q reps] [-L secs] [-C]\n");
+					"[-d dir] [-q reps] [-L secs] [-C] [-N]\n");
 			return 2;
 		}
 	}
@@ -432,7 +436,7 @@ int main(int argc, char **argv)
 	}
 	snprintf(db, sizeof(db), "%s/bench.db", dir);
 	struct pf_error err = {0};
-	struct pf_store *st = pf_store_open(db, PF_STORE_SYNC_FULL, &err);
+	struct pf_store *st = pf_store_open(db, sync, &err);
 	if (!st) {
 		fprintf(stderr, "open %s: %s\n", db, err.msg);
 		return 1;

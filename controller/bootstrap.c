@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +15,10 @@
 #include <jansson.h>
 
 #include "fleet/fleet.h"
+#include "pf/compiler.h"
 #include "pf/hash.h"
 #include "pf/log.h"
+#include "pf/profcfg.h"
 #include "store.h"
 
 static int64_t wall_ms(void)
@@ -88,6 +91,124 @@ int pf_bootstrap_tokens(struct pf_store *st, const char *dir, struct pf_error *e
 		pf_log_info("created the %s token: %s/%s (mode 0600)", mk[i].role, dir, mk[i].file);
 	}
 	return 0;
+}
+
+/* The whole file into a heap buffer (NUL-terminated); -EFBIG past max bytes. */
+static int read_bounded(const char *path, size_t max, char **out, size_t *len)
+{
+	FILE *fp = fopen(path, "rb");
+	if (!fp)
+		return -errno;
+	char *buf = malloc(max + 2);
+	if (!buf) {
+		fclose(fp);
+		return -ENOMEM;
+	}
+	size_t n = fread(buf, 1, max + 1, fp);
+	int r = ferror(fp) ? -EIO : n > max ? -EFBIG : 0;
+	fclose(fp);
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	buf[n] = 0;
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+int pf_bootstrap_default_config(struct pf_store *st, const char *path, struct pf_error *err)
+{
+	_cleanup_free_ char *body = NULL;
+	size_t len = 0;
+	int r = read_bounded(path, PF_PROFCFG_MAX_DOC, &body, &len);
+	if (r < 0)
+		return pf_error_set(err, r, "default_config", "cannot read '%s': %s", path,
+				    r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
+	struct pf_error perr = {0};
+	struct pf_profcfg *cfg = NULL;
+	r = pf_profcfg_parse(body, len, &cfg, &perr);
+	pf_profcfg_free(cfg);
+	if (r < 0) {
+		/* The message names the file; the path stays the key path inside it. */
+		bool fresh = err && !err->code;
+		pf_error_set(err, r, NULL, "default config %s: %s", path, perr.msg);
+		if (fresh)
+			snprintf(err->path, sizeof(err->path), "%s", perr.path);
+		return r;
+	}
+	struct pf_config_version cv;
+	memset(&cv, 0, sizeof(cv));
+	r = pf_store_config_get(st, "default", 0, &cv);
+	if (r == 0) {
+		pf_log_info("config 'default' is at version %lld in the store; %s not applied",
+			    (long long)cv.version, path);
+		pf_config_version_release(&cv);
+		return 0;
+	}
+	if (r != -ENOENT)
+		return pf_error_set(err, r, NULL, "reading config 'default' failed: %s",
+				    strerror(-r));
+	uint8_t hash[32];
+	int64_t version = 0;
+	pf_sha256(body, len, hash);
+	r = pf_store_config_put(st, "default", body, len, hash, wall_ms(), &version, NULL);
+	if (r < 0)
+		return pf_error_set(err, r, NULL, "storing config 'default' failed: %s",
+				    strerror(-r));
+	pf_log_info("stored %s as config 'default' version %lld", path, (long long)version);
+	return 1;
+}
+
+#define TOKEN_MIN 16
+#define TOKEN_MAX 4096
+
+int pf_bootstrap_import_token(struct pf_store *st, const char *path, const char *role,
+			      struct pf_error *err)
+{
+	char key[32];
+	snprintf(key, sizeof(key), "tokens.%s_file", role);
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	int r = read_bounded(path, TOKEN_MAX + 1024, &text, &len);
+	if (r < 0)
+		return pf_error_set(err, r, key, "cannot read '%s': %s", path,
+				    r == -EFBIG ? "too large" : strerror(-r));
+	const char *tok = text;
+	while (len > 0 && (*tok == ' ' || *tok == '\t' || *tok == '\n' || *tok == '\r')) {
+		tok++;
+		len--;
+	}
+	while (len > 0 && (tok[len - 1] == ' ' || tok[len - 1] == '\t' || tok[len - 1] == '\n' ||
+			   tok[len - 1] == '\r'))
+		len--;
+	if (len < TOKEN_MIN || len > TOKEN_MAX)
+		return pf_error_set(err, -EINVAL, key, "the token in '%s' must be %d..%d bytes, is %zu",
+				    path, TOKEN_MIN, TOKEN_MAX, len);
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)tok[i] <= 0x20 || (unsigned char)tok[i] >= 0x7f)
+			return pf_error_set(err, -EINVAL, key,
+					    "the token in '%s' has a space or control byte", path);
+	uint8_t h[32];
+	char have[16];
+	pf_sha256(tok, len, h);
+	r = pf_store_token_lookup(st, h, have, sizeof(have));
+	if (r == 0) {
+		if (strcmp(have, role))
+			pf_log_warn("the token in %s is stored with role %s, not %s", path, have,
+				    role);
+		return 0;
+	}
+	if (r != -ENOENT)
+		return pf_error_set(err, r, key, "reading tokens failed: %s", strerror(-r));
+	char name[64];
+	snprintf(name, sizeof(name), "imported %s token", role);
+	r = pf_store_token_add(st, h, role, name, wall_ms());
+	if (r < 0)
+		return pf_error_set(err, r, key, "storing the %s token failed: %s", role,
+				    strerror(-r));
+	pf_log_info("added the %s token from %s", role, path);
+	return 1;
 }
 
 static int load_cfg(const struct pf_config_version *cv, void *ud)

@@ -53,6 +53,9 @@ void pf_controller_config_release(struct pf_controller_config *c)
 	free(c->tls_key);
 	free(c->client_ca);
 	free(c->public_url);
+	free(c->default_config);
+	free(c->admin_token_file);
+	free(c->agent_token_file);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -143,6 +146,12 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 			c->capture_grace_s = (uint32_t)x;
 		return r;
 	}
+	if (!strcmp(path, "default_config"))
+		return set_str(&c->default_config, v);
+	if (!strcmp(path, "tokens.admin_file"))
+		return set_str(&c->admin_token_file, v);
+	if (!strcmp(path, "tokens.agent_file"))
+		return set_str(&c->agent_token_file, v);
 	if (!strcmp(path, "tls.cert"))
 		return set_str(&c->tls_cert, v);
 	if (!strcmp(path, "tls.key"))
@@ -260,6 +269,8 @@ static void usage(FILE *to)
 		"                           [--max-agents N] [--log-level error|warn|info|debug]\n"
 		"                           [--profile-retention-hours N] [--profile-max-bytes N]\n"
 		"                           [--public-url URL] [--capture-grace-seconds N]\n"
+		"                           [--default-config FILE]\n"
+		"                           [--admin-token-file F] [--agent-token-file F]\n"
 		"\n"
 		"Serves OpAMP (/v1/opamp), the REST API (/api/v1), /metrics, /healthz and /readyz\n"
 		"on one address (default 127.0.0.1:4320). On first start in an empty data dir it\n"
@@ -273,14 +284,23 @@ static void usage(FILE *to)
 		"Incident captures (/api/v1/captures) end at their duration plus\n"
 		"--capture-grace-seconds (default 30). --public-url is the URL agents reach this\n"
 		"controller at; capture requests then name URL/v1development/profiles as the\n"
-		"receiver, otherwise agents derive it from their OpAMP server URL.\n");
+		"receiver, otherwise agents derive it from their OpAMP server URL.\n"
+		"\n"
+		"--default-config FILE: a profiling config (YAML) stored as config 'default' on start\n"
+		"when the store has no 'default' yet; an existing 'default' is never overwritten. An\n"
+		"invalid file stops the start with the key path of the error.\n"
+		"\n"
+		"--admin-token-file F, --agent-token-file F: tokens made elsewhere (a Kubernetes\n"
+		"Secret); each is added to the store (hash only) on start unless already there, and\n"
+		"then no token files are written to the data dir.\n");
 }
 
 int pf_controller_config_args(struct pf_controller_config *c, int argc, char **argv,
 			      struct pf_error *err)
 {
 	enum { O_LISTEN = 256, O_DATA, O_CERT, O_KEY, O_CA, O_MAXMSG, O_HB, O_MAXAG, O_LOG,
-	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_PUBURL, O_GRACE };
+	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_PUBURL, O_GRACE, O_DEFCFG,
+	       O_ADMTOK, O_AGTOK };
 	static const struct option opts[] = {
 		{"config", required_argument, 0, O_CONFIG},
 		{"listen", required_argument, 0, O_LISTEN},
@@ -296,6 +316,9 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 		{"profile-max-bytes", required_argument, 0, O_PMAX},
 		{"public-url", required_argument, 0, O_PUBURL},
 		{"capture-grace-seconds", required_argument, 0, O_GRACE},
+		{"default-config", required_argument, 0, O_DEFCFG},
+		{"admin-token-file", required_argument, 0, O_ADMTOK},
+		{"agent-token-file", required_argument, 0, O_AGTOK},
 		{"version", no_argument, 0, O_VERSION},
 		{"help", no_argument, 0, O_HELP},
 		{0, 0, 0, 0},
@@ -357,6 +380,15 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 			break;
 		case O_GRACE:
 			r = apply_key(c, "captures.grace_seconds", optarg, err);
+			break;
+		case O_DEFCFG:
+			r = set_str(&c->default_config, optarg);
+			break;
+		case O_ADMTOK:
+			r = set_str(&c->admin_token_file, optarg);
+			break;
+		case O_AGTOK:
+			r = set_str(&c->agent_token_file, optarg);
 			break;
 		case O_VERSION:
 			printf("profleet-controller %s\n", PF_VERSION);

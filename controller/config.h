@@ -11,6 +11,10 @@
  *   public_url: "https://profleet.example:4320"  (how agents reach this controller; capture
  *     requests then name its OTLP receiver, else agents derive it from their OpAMP URL)
  *   captures: {grace_seconds: 30}   (a capture's deadline is its duration plus this)
+ *   tokens: {admin_file: F, agent_file: F}   (--admin-token-file, --agent-token-file: tokens
+ *     kept outside the data dir, e.g. Kubernetes Secrets; see pf_bootstrap_import_token)
+ *   default_config: FILE   (--default-config: a profiling config stored as config `default`
+ *     on start when the store has none; see pf_bootstrap_default_config)
  * Unknown keys and bad values are errors that name the key. */
 #ifndef PF_CONTROLLER_CONFIG_H
 #define PF_CONTROLLER_CONFIG_H
@@ -33,6 +37,9 @@ struct pf_controller_config {
 	uint64_t profile_max_bytes;       /* profiles.max_bytes: cap on stored profile bodies */
 	char *public_url;                 /* public_url, NULL when unset */
 	uint32_t capture_grace_s;         /* captures.grace_seconds */
+	char *default_config;             /* default_config: profiling config file, or NULL */
+	char *admin_token_file;           /* tokens.admin_file, or NULL */
+	char *agent_token_file;           /* tokens.agent_file, or NULL */
 };
 
 void pf_controller_config_defaults(struct pf_controller_config *c);

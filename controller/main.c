@@ -19,6 +19,7 @@
 #include "fleet/persist.h"
 #include "metrics.h"
 #include "pf/log.h"
+#include "profstore/profstore.h"
 #include "profstore/query_pool.h"
 #include "profstore/retention.h"
 #include "server.h"
@@ -77,7 +78,18 @@ int main(int argc, char **argv)
 		pf_log_error("cannot open the fleet store %s: %s", dbpath, err.msg);
 		goto out;
 	}
+	if ((cfg.admin_token_file &&
+	     pf_bootstrap_import_token(store, cfg.admin_token_file, "admin", &err) < 0) ||
+	    (cfg.agent_token_file &&
+	     pf_bootstrap_import_token(store, cfg.agent_token_file, "agent", &err) < 0)) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
 	if (pf_bootstrap_tokens(store, cfg.data_dir, &err) < 0) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
+	if (cfg.default_config && pf_bootstrap_default_config(store, cfg.default_config, &err) < 0) {
 		pf_log_error("%s", err.msg);
 		goto out;
 	}
@@ -116,8 +128,14 @@ int main(int argc, char **argv)
 		pf_log_error("cannot start the profile query threads: %s", err.msg);
 		goto out;
 	}
-	/* The OTLP receiver's decode + gzip + synchronous insert, on one writer thread. */
-	struct pf_qpool_options io = {.db_path = dbpath, .writer = true, .threads = 1,
+	/* The OTLP receiver: decode, re-encode, gzip and flame forms on two writer threads
+	 * (in parallel), each insert in its own transaction (SQLite serializes the commits).
+	 * Bounded by count and by the bytes of the waiting request bodies, so that a burst of
+	 * agents ending a capture together waits instead of being refused. */
+	struct pf_qpool_options io = {.db_path = dbpath, .writer = true,
+				      .threads = PF_INGEST_THREADS,
+				      .max_queued = PF_INGEST_MAX_QUEUED,
+				      .max_queued_bytes = PF_INGEST_MAX_QUEUED_BYTES,
 				      .retention = &pret};
 	ingest = pf_qpool_start(&io, &err);
 	if (!ingest) {

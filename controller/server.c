@@ -614,6 +614,7 @@ static int submit_ingest(struct pf_server *s, struct lws *wsi, struct http_req *
 	j->sj.base.run = ingest_job_run;
 	j->sj.base.free = ingest_job_free;
 	j->body = r->body;
+	j->sj.base.cost = r->body.len;
 	j->gzip = r->body_gzip;
 	memcpy(j->ctype_in, r->ctype_in, sizeof(j->ctype_in));
 	j->max_bytes = s->opt.max_message_bytes;

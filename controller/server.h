@@ -37,7 +37,7 @@ struct pf_server_options {
 	 * caller starts it before pf_server_new() and stops it after pf_server_free(). */
 	struct pf_qpool *query_pool;
 	/* When set, OTLP profile requests (POST /v1development/profiles) are decoded and stored
-	 * by this pool (one writer thread, its own synchronous=FULL connection with the
+	 * by this pool (writer threads, each with its own synchronous=FULL connection with the
 	 * retention set); a full queue answers 503 with Retry-After. NULL: on the loop. */
 	struct pf_qpool *ingest_pool;
 	/* Incident captures (fleet/capture.h), or NULL: the server sends their OpAMP messages

@@ -19,6 +19,7 @@
 #define DEFAULT_MAX_PROCS 65536
 #define ENVIRON_MAX (256u << 10)
 #define CMDLINE_MAX (16u << 10)
+#define SOURCE_VALUE_MAX 1024 /* a source value longer than this is cut for filters */
 
 struct cfilter {
 	char *key;
@@ -43,6 +44,8 @@ struct pf_procinfo {
 	struct cfilter *inc, *exc;
 	size_t n_inc, n_exc;
 	bool env_filter; /* some filter tests service.name: verdicts need environ */
+	struct pf_procinfo_source source; /* container_attrs NULL: none */
+	uint64_t source_gen;              /* source generation the verdicts were taken at */
 };
 
 /* ---- pure parsing ------------------------------------------------------------------------- */
@@ -394,15 +397,56 @@ static int cfilters_compile(const struct pf_filter *in, size_t n, const char *li
 	return 0;
 }
 
-static const char *service_name(const struct pf_proc *p)
+/* ---- the attribute source (pod attribution) ------------------------------------------------ */
+
+static bool has_source(const struct pf_procinfo *pi, const struct pf_proc *p)
 {
-	return p->service_name ? p->service_name : p->exe_name;
+	return pi->source.container_attrs && (p->container_id[0] || p->pod_uid[0]);
 }
 
-static const char *attr_value(const struct pf_proc *p, const char *key, char *buf, size_t n)
+struct find_attr {
+	const char *key;
+	char *buf;
+	size_t n;
+	bool found;
+};
+
+static int find_attr_cb(void *ctx, const char *key, const char *value)
+{
+	struct find_attr *f = ctx;
+	if (!f->found && !strcmp(key, f->key)) {
+		snprintf(f->buf, f->n, "%s", value);
+		f->found = true;
+	}
+	return 0;
+}
+
+/* The source's value of key for p into buf, or NULL. */
+static const char *source_value(const struct pf_procinfo *pi, const struct pf_proc *p,
+				const char *key, char *buf, size_t n)
+{
+	if (!has_source(pi, p))
+		return NULL;
+	struct find_attr f = {.key = key, .buf = buf, .n = n};
+	pi->source.container_attrs(pi->source.ctx, p->container_id, p->pod_uid, find_attr_cb, &f);
+	return f.found ? buf : NULL;
+}
+
+/* The process's own service name, the source's, or the executable name. */
+static const char *service_name(const struct pf_procinfo *pi, const struct pf_proc *p,
+				char *buf, size_t n)
+{
+	if (p->service_name)
+		return p->service_name;
+	const char *v = source_value(pi, p, "service.name", buf, n);
+	return v ? v : p->exe_name;
+}
+
+static const char *attr_value(const struct pf_procinfo *pi, const struct pf_proc *p,
+			      const char *key, char *buf, size_t n)
 {
 	if (!strcmp(key, "service.name"))
-		return service_name(p);
+		return service_name(pi, p, buf, n);
 	if (!strcmp(key, "process.executable.name"))
 		return p->exe_name;
 	if (!strcmp(key, "process.executable.path"))
@@ -413,16 +457,17 @@ static const char *attr_value(const struct pf_proc *p, const char *key, char *bu
 	}
 	if (!strcmp(key, "container.id"))
 		return p->container_id[0] ? p->container_id : NULL;
-	if (!strcmp(key, "k8s.pod.uid"))
-		return p->pod_uid[0] ? p->pod_uid : NULL;
-	return NULL; /* k8s.namespace.name, k8s.pod.name: unknown on the host */
+	if (!strcmp(key, "k8s.pod.uid") && p->pod_uid[0])
+		return p->pod_uid;
+	return source_value(pi, p, key, buf, n); /* k8s.*: from the pod cache when there is one */
 }
 
-static bool any_match(const struct cfilter *f, size_t n, const struct pf_proc *p)
+static bool any_match(const struct pf_procinfo *pi, const struct cfilter *f, size_t n,
+		      const struct pf_proc *p)
 {
 	for (size_t i = 0; i < n; i++) {
-		char buf[16];
-		const char *v = attr_value(p, f[i].key, buf, sizeof(buf));
+		char buf[SOURCE_VALUE_MAX];
+		const char *v = attr_value(pi, p, f[i].key, buf, sizeof(buf));
 		if (!v)
 			continue;
 		if (f[i].match == PF_MATCH_STRICT ? !strcmp(v, f[i].value)
@@ -434,9 +479,9 @@ static bool any_match(const struct cfilter *f, size_t n, const struct pf_proc *p
 
 static bool verdict(const struct pf_procinfo *pi, const struct pf_proc *p)
 {
-	if (pi->n_inc && !any_match(pi->inc, pi->n_inc, p))
+	if (pi->n_inc && !any_match(pi, pi->inc, pi->n_inc, p))
 		return false;
-	return !any_match(pi->exc, pi->n_exc, p);
+	return !any_match(pi, pi->exc, pi->n_exc, p);
 }
 
 struct pf_proc_match {
@@ -471,9 +516,10 @@ void pf_proc_match_free(struct pf_proc_match *m)
 	free(m);
 }
 
-bool pf_proc_match_test(const struct pf_proc_match *m, const struct pf_proc *p)
+bool pf_proc_match_test(const struct pf_procinfo *pi, const struct pf_proc_match *m,
+			const struct pf_proc *p)
 {
-	return !m->n || any_match(m->f, m->n, p);
+	return !m->n || any_match(pi, m->f, m->n, p);
 }
 
 bool pf_proc_match_needs_env(const struct pf_proc_match *m)
@@ -505,6 +551,8 @@ int pf_procinfo_set_filters(struct pf_procinfo *pi, const struct pf_filter *incl
 		const struct cfilter *f = i < n_include ? &inc[i] : &exc[i - n_include];
 		pi->env_filter |= !strcmp(f->key, "service.name");
 	}
+	if (pi->source.generation)
+		pi->source_gen = pi->source.generation(pi->source.ctx);
 	for (size_t b = 0; b < BUCKETS; b++)
 		for (struct entry *e = pi->tab[b]; e; e = e->next) {
 			if (pi->env_filter && !e->p.env_read && !e->p.exited)
@@ -514,6 +562,31 @@ int pf_procinfo_set_filters(struct pf_procinfo *pi, const struct pf_filter *incl
 	return 0;
 }
 
+size_t pf_procinfo_refresh_source(struct pf_procinfo *pi,
+				  int (*changed)(void *ctx, const struct pf_proc *p), void *ctx)
+{
+	if (!pi->source.generation || !pf_procinfo_filtering(pi))
+		return 0;
+	uint64_t gen = pi->source.generation(pi->source.ctx);
+	if (gen == pi->source_gen)
+		return 0;
+	pi->source_gen = gen;
+	size_t flipped = 0;
+	for (size_t b = 0; b < BUCKETS; b++)
+		for (struct entry *e = pi->tab[b]; e; e = e->next) {
+			if (e->p.exited || !has_source(pi, &e->p))
+				continue;
+			bool v = verdict(pi, &e->p);
+			if (v == e->p.allowed)
+				continue;
+			e->p.allowed = v;
+			flipped++;
+			if (changed && changed(ctx, &e->p))
+				return flipped;
+		}
+	return flipped;
+}
+
 bool pf_procinfo_filtering(const struct pf_procinfo *pi)
 {
 	return pi->n_inc || pi->n_exc;
@@ -521,7 +594,7 @@ bool pf_procinfo_filtering(const struct pf_procinfo *pi)
 
 bool pf_procinfo_excluded(const struct pf_procinfo *pi, const struct pf_proc *p)
 {
-	return any_match(pi->exc, pi->n_exc, p);
+	return any_match(pi, pi->exc, pi->n_exc, p);
 }
 
 /* ---- the table ---------------------------------------------------------------------------- */
@@ -705,13 +778,39 @@ static int add_attr(struct pf_prof_window *w, struct pf_prof_attr *a, size_t *n,
 	return 0;
 }
 
+struct source_attrs {
+	struct pf_prof_window *w;
+	struct pf_prof_attr a[PF_PROCINFO_MAX_SOURCE_ATTRS];
+	size_t n;
+	const char *service_name; /* the source's service.name, in w's arena */
+};
+
+static int source_attr_cb(void *ctx, const char *key, const char *value)
+{
+	struct source_attrs *s = ctx;
+	if (!value || !*value)
+		return 0;
+	const char *v = pf_prof_strdup(s->w, value);
+	if (!v)
+		return -ENOMEM;
+	if (!strcmp(key, "service.name")) {
+		s->service_name = v;
+		return 0;
+	}
+	if (s->n == PF_ARRAY_SIZE(s->a))
+		return 0;
+	const char *k = pf_prof_strdup(s->w, key);
+	if (!k)
+		return -ENOMEM;
+	s->a[s->n].key = k;
+	s->a[s->n].value = v;
+	s->n++;
+	return 0;
+}
+
 int pf_procinfo_attrs(struct pf_procinfo *pi, uint32_t pid, struct pf_prof_window *w,
 		      struct pf_prof_process *p)
 {
-	struct pf_prof_attr *a = pf_prof_alloc(w, 8 * sizeof(*a));
-	if (!a)
-		return -ENOMEM;
-	size_t n = 0;
 	char pidbuf[16];
 	snprintf(pidbuf, sizeof(pidbuf), "%u", pid);
 	struct entry *e = *slot(pi, pid);
@@ -719,8 +818,25 @@ int pf_procinfo_attrs(struct pf_procinfo *pi, uint32_t pid, struct pf_prof_windo
 	int rc = 0;
 	if (pr && !pr->env_read && !pr->exited && proc_read_env(pi, pr) < 0)
 		return -ENOMEM;
+	/* The source's attributes (pod cache), copied into the window under its lock. */
+	_cleanup_free_ struct source_attrs *src = NULL;
+	if (pr && has_source(pi, pr)) {
+		src = calloc(1, sizeof(*src));
+		if (!src)
+			return -ENOMEM;
+		src->w = w;
+		if (pi->source.container_attrs(pi->source.ctx, pr->container_id, pr->pod_uid,
+					       source_attr_cb, src) == -ENOMEM)
+			return -ENOMEM;
+	}
+	size_t n = 0, cap = 8 + (src ? src->n : 0);
+	struct pf_prof_attr *a = pf_prof_alloc(w, cap * sizeof(*a));
+	if (!a)
+		return -ENOMEM;
 	if (pr) {
-		rc |= add_attr(w, a, &n, "service.name", service_name(pr));
+		const char *svc = pr->service_name ? pr->service_name
+			: src && src->service_name ? src->service_name : pr->exe_name;
+		rc |= add_attr(w, a, &n, "service.name", svc);
 		rc |= add_attr(w, a, &n, "process.executable.name", pr->exe_name);
 		rc |= add_attr(w, a, &n, "process.executable.path", pr->exe_path);
 		rc |= add_attr(w, a, &n, "process.command_line", pr->command_line);
@@ -731,6 +847,14 @@ int pf_procinfo_attrs(struct pf_procinfo *pi, uint32_t pid, struct pf_prof_windo
 	rc |= add_attr(w, a, &n, "host.name", pi->host_name);
 	if (rc)
 		return -ENOMEM;
+	for (size_t i = 0; src && i < src->n; i++) {
+		/* k8s.pod.uid comes from the cgroup already when it names the pod */
+		bool dup = false;
+		for (size_t j = 0; j < n && !dup; j++)
+			dup = !strcmp(a[j].key, src->a[i].key);
+		if (!dup)
+			a[n++] = src->a[i];
+	}
 	p->attrs = a;
 	p->n_attrs = n;
 	return 0;
@@ -754,6 +878,8 @@ struct pf_procinfo *pf_procinfo_new(const struct pf_procinfo_options *opt)
 		pi->host_name[0] = 0;
 	pi->command_line = opt && opt->command_line;
 	pi->max_processes = opt && opt->max_processes ? opt->max_processes : DEFAULT_MAX_PROCS;
+	if (opt && opt->source)
+		pi->source = *opt->source;
 	return pi;
 }
 

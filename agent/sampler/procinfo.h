@@ -11,8 +11,15 @@
  * process.executable.path, process.command_line (only with opts.command_line), container.id
  * and k8s.pod.uid (from the cgroup path), service.name (OTEL_SERVICE_NAME, else service.name in
  * OTEL_RESOURCE_ATTRIBUTES, from /proc/PID/environ; else the executable name), host.name.
- * Filter keys k8s.namespace.name and k8s.pod.name are not known on the host (no API server
- * lookup yet): an include on them matches nothing, an exclude on them excludes nothing.
+ * With an attribute source (opts.source: the pod cache of agent/k8s/podcache.h) a process in a
+ * container also gets the source's attributes for its container id and pod uid (k8s.pod.name,
+ * k8s.namespace.name, ...), and the source's service.name when the process sets none; filters
+ * match on them too. Verdicts are taken when a process is first seen (or execs), when the
+ * filters change, and again for containerized processes when the source changed
+ * (pf_procinfo_refresh_source: a pod that reaches the cache after its processes started).
+ * Without a source, filters on keys the host
+ * does not know (k8s.namespace.name, k8s.pod.name...): an include matches nothing, an exclude
+ * excludes nothing.
  *
  * Exited processes stay in the table (flag `exited`) until pf_procinfo_reap(), so the window in
  * which they ran still gets their attributes. Not thread-safe. */
@@ -44,11 +51,26 @@ struct pf_proc {
 	char pod_uid[PF_POD_UID_LEN];           /* "" when not in a Kubernetes pod */
 };
 
+/* Attributes of containers from elsewhere (pod attribution). container_attrs() calls
+ * add(actx, key, value) for each attribute of the process in container container_id (may be
+ * "") of pod pod_uid (may be ""), and returns how many, or add's negative errno. It must not
+ * block: it runs on the sampling thread. Strings are valid during the add call only. */
+struct pf_procinfo_source {
+	int (*container_attrs)(void *ctx, const char *container_id, const char *pod_uid,
+			       int (*add)(void *actx, const char *key, const char *value),
+			       void *actx);
+	/* grows whenever container_attrs() may answer differently; NULL: never */
+	uint64_t (*generation)(void *ctx);
+	void *ctx;
+};
+#define PF_PROCINFO_MAX_SOURCE_ATTRS 96 /* more attributes of one process are ignored */
+
 struct pf_procinfo_options {
 	const char *proc_root; /* default "/proc" (tests point it elsewhere) */
 	const char *host_name; /* default gethostname() */
 	bool command_line;     /* record process.command_line */
 	size_t max_processes;  /* default 65536 */
+	const struct pf_procinfo_source *source; /* copied; NULL: none */
 };
 
 struct pf_procinfo;
@@ -62,6 +84,12 @@ void pf_procinfo_free(struct pf_procinfo *pi);
 int pf_procinfo_set_filters(struct pf_procinfo *pi, const struct pf_filter *include,
 			    size_t n_include, const struct pf_filter *exclude, size_t n_exclude,
 			    struct pf_error *err);
+/* When filters are installed and the source's generation moved since the last call: takes the
+ * verdict of every live process in a container again and calls changed(ctx, p) for each whose
+ * verdict flipped (a non-zero return stops). Returns how many flipped. Cheap otherwise (one
+ * generation() call): the sampler calls it from its poll loop. */
+size_t pf_procinfo_refresh_source(struct pf_procinfo *pi,
+				  int (*changed)(void *ctx, const struct pf_proc *p), void *ctx);
 /* True when some include or exclude filter is installed. */
 bool pf_procinfo_filtering(const struct pf_procinfo *pi);
 /* True when p matches an exclude filter: never profiled, not even by a capture (captures pick
@@ -113,7 +141,8 @@ struct pf_proc_match;
 struct pf_proc_match *pf_proc_match_new(const struct pf_filter *rules, size_t n,
 					struct pf_error *err);
 void pf_proc_match_free(struct pf_proc_match *m);
-bool pf_proc_match_test(const struct pf_proc_match *m, const struct pf_proc *p);
+bool pf_proc_match_test(const struct pf_procinfo *pi, const struct pf_proc_match *m,
+			const struct pf_proc *p);
 /* A rule tests service.name: read the processes with `sampled` (environ) first. */
 bool pf_proc_match_needs_env(const struct pf_proc_match *m);
 

@@ -309,6 +309,9 @@ int pf_sampler_poll(struct pf_sampler *s, int timeout_ms)
 		rc = 0;
 	if (rc < 0)
 		return rc;
+	/* pod attribution: verdicts taken before a process's pod reached the cache */
+	if (s->skel->bss->filter_on)
+		pf_procinfo_refresh_source(s->pi, push_one, s);
 	/* samples do not wake us one by one (see cpu_sampler.bpf.c): drain on every call */
 	refresh_clock(s);
 	int n = ring_buffer__consume(s->rb);
@@ -564,7 +567,7 @@ static int pick_one(void *ctx, const struct pf_proc *p)
 			k->pids[k->n++] = p->pid; /* candidate: read its environ, test again */
 		return 0;
 	}
-	if (pf_proc_match_test(k->m, p) && k->n < k->max)
+	if (pf_proc_match_test(k->s->pi, k->m, p) && k->n < k->max)
 		k->pids[k->n++] = p->pid;
 	return 0;
 }
@@ -955,7 +958,8 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 	s->cpe.fds = calloc((size_t)s->n_cpus_possible, sizeof(*s->cpe.fds));
 	s->cpe.links = calloc((size_t)s->n_cpus_possible, sizeof(*s->cpe.links));
 	struct pf_procinfo_options po = {.host_name = s->opt.host_name,
-					 .command_line = s->opt.command_line};
+					 .command_line = s->opt.command_line,
+					 .source = s->opt.attr_source};
 	struct pf_symbolizer_options so = {.max_elf_files = s->opt.max_elf_files,
 					   .no_kernel = s->opt.no_kernel_symbols};
 	struct pf_agg_options ao = {.max_samples = s->opt.max_samples};

@@ -42,6 +42,7 @@
 #include "pf/error.h"
 #include "pf/profcfg.h"
 #include "pf/profile.h"
+#include "procinfo.h"
 
 struct pf_sampler;
 
@@ -52,6 +53,8 @@ struct pf_sampler_options {
 	size_t max_samples;     /* samples held in the open window; 0 = 262144 */
 	size_t max_elf_files;   /* symbolizer ELF cache bound; 0 = 128 */
 	bool no_kernel_symbols; /* skip /proc/kallsyms */
+	/* pod attribution (agent/k8s/podcache.h): extra process attributes; NULL: none */
+	const struct pf_procinfo_source *attr_source;
 };
 
 struct pf_sampler_prog_stats {

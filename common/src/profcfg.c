@@ -70,9 +70,22 @@ static const char *const compression_names[] = {"gzip", "none"};
 static const char *const auth_names[] = {"none", "agent_token"};
 static const char *const pprof_names[] = {"cpu",   "heap",  "allocs",	   "goroutine",
 					  "mutex", "block", "threadcreate"};
-static const char *const filter_keys[] = {"service.name",	"process.executable.name",
-					  "process.pid",	"container.id",
-					  "k8s.namespace.name", "k8s.pod.name"};
+/* A name ending in '*' allows any non-empty suffix (pod labels). */
+static const char *const filter_keys[] = {
+    "service.name",	   "process.executable.name", "process.pid",
+    "container.id",	   "k8s.namespace.name",      "k8s.pod.name",
+    "k8s.pod.uid",	   "k8s.container.name",      "k8s.node.name",
+    "k8s.deployment.name", "k8s.replicaset.name",     "k8s.statefulset.name",
+    "k8s.daemonset.name",  "k8s.job.name",	      "k8s.pod.label.*"};
+
+/* s (n bytes) is name, or has name's prefix when name ends in '*'. */
+static bool name_matches(const char *name, const char *s, size_t n)
+{
+	size_t l = strlen(name);
+	if (l && name[l - 1] == '*')
+		return n > l - 1 && !memcmp(s, name, l - 1);
+	return n == l && !memcmp(s, name, n);
+}
 
 _Static_assert(sizeof(enum pf_prof_mode) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(enum pf_match) == sizeof(int), "enums are stored as int");
@@ -142,6 +155,8 @@ static int check_abs_path(const char *s, char *why, size_t n)
 	return 0;
 }
 
+static void names_list(char *buf, size_t n, const char *const *names, size_t count);
+
 static int filter_item_check(const void *item, const char *path, struct pf_error *err)
 {
 	const struct pf_filter *f = item;
@@ -179,13 +194,13 @@ int pf_profcfg_filter_check(const struct pf_filter *f, const char *path, struct 
 	if (!f->key)
 		return pf_error_set(err, -EINVAL, p, "is required");
 	for (size_t i = 0; i < PF_ARRAY_SIZE(filter_keys); i++)
-		known = known || strcmp(f->key, filter_keys[i]) == 0;
-	if (!known)
-		return pf_error_set(err, -EINVAL, p,
-				    "must be one of service.name, process.executable.name, "
-				    "process.pid, container.id, k8s.namespace.name, k8s.pod.name; "
-				    "got \"%.64s\"",
+		known = known || name_matches(filter_keys[i], f->key, strlen(f->key));
+	if (!known) {
+		char allowed[512];
+		names_list(allowed, sizeof(allowed), filter_keys, PF_ARRAY_SIZE(filter_keys));
+		return pf_error_set(err, -EINVAL, p, "must be one of %s; got \"%.64s\"", allowed,
 				    f->key);
+	}
 	if ((unsigned)f->match > PF_MATCH_REGEXP) {
 		snprintf(p, sizeof(p), "%s.match", path);
 		return pf_error_set(err, -EINVAL, p, "must be strict or regexp");
@@ -290,7 +305,9 @@ static int exporter_item_check(const void *item, const char *path, struct pf_err
 	     .off = offsetof(struct pf_filter, key),                                               \
 	     .names = filter_keys,                                                                 \
 	     .n_names = PF_ARRAY_SIZE(filter_keys),                                                \
-	     .doc = "Process attribute to match."},                                                \
+	     .doc = "Process attribute to match. The k8s.* keys other than k8s.pod.uid come "      \
+		    "from the agent's pod attribution (--k8s); k8s.pod.label.KEY is the pod "     \
+		    "label KEY."},                                                \
 	    ENUMK("profiling.filters." list "[].match", struct pf_filter, match, PF_MATCH_STRICT,  \
 		  match_names,                                                                     \
 		  "strict compares the whole value; regexp matches a POSIX extended regular "      \
@@ -963,7 +980,7 @@ static int parse_double(struct walk *w, const struct key_desc *k, void *base)
 
 static int parse_scalar(struct walk *w, const struct key_desc *k, void *base)
 {
-	char shown[72], allowed[256];
+	char shown[72], allowed[512];
 	const char *s;
 	size_t n;
 	int r;
@@ -1020,7 +1037,7 @@ static int parse_scalar(struct walk *w, const struct key_desc *k, void *base)
 		if (k->names) {
 			bool ok = false;
 			for (size_t i = 0; i < k->n_names && !ok; i++)
-				ok = n == strlen(k->names[i]) && !memcmp(s, k->names[i], n);
+				ok = name_matches(k->names[i], s, n);
 			if (!ok) {
 				names_list(allowed, sizeof(allowed), k->names, k->n_names);
 				return werr(w, "must be one of %s, got '%s'", allowed, shown);

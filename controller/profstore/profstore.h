@@ -43,6 +43,12 @@ struct pf_store;
 /* Cap on the memory a stored profile may take when it is decoded again for a view. */
 #define PF_PROFSTORE_LOAD_MAX_BYTES ((size_t)256 << 20)
 #define PF_PROFSTORE_GZIP_LEVEL 6
+/* The receiver's writer pool (profstore/query_pool.h, started by main.c): threads that
+ * decode and store in parallel, and the bound on requests waiting for them (count and the
+ * bytes of their bodies) before the receiver answers 503 with Retry-After. */
+#define PF_INGEST_THREADS 2
+#define PF_INGEST_MAX_QUEUED 256
+#define PF_INGEST_MAX_QUEUED_BYTES ((size_t)64 << 20)
 #define PF_PROFSTORE_AGENT_ATTR "profleet.agent.uid"
 /* Resource attributes indexed for ?capture_id= and ?trigger= (docs/capture-protocol.md). */
 #define PF_PROFSTORE_CAPTURE_ATTR "profleet.capture.id"

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "pf/compiler.h"
 #include "store.h"
 
 struct worker {
@@ -22,6 +23,7 @@ struct pf_qpool {
 	pthread_cond_t cv;
 	bool stopping;
 	size_t max_queued;
+	size_t max_queued_bytes;
 	struct pf_qjob *wait_head, *wait_tail;
 	struct pf_qjob *done_head, *done_tail;
 	void (*notify)(void *ud);
@@ -92,6 +94,7 @@ static void *worker_main(void *arg)
 			break;
 		struct pf_qjob *j = pop(&p->wait_head, &p->wait_tail);
 		p->stats.waiting--;
+		p->stats.waiting_bytes -= j->cost;
 		p->stats.running++;
 		w->running = j;
 		pthread_mutex_unlock(&p->mu);
@@ -141,6 +144,7 @@ struct pf_qpool *pf_qpool_start(const struct pf_qpool_options *opt, struct pf_er
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
 	p->max_queued = opt->max_queued ? opt->max_queued : PF_QPOOL_DEFAULT_QUEUE;
+	p->max_queued_bytes = opt->max_queued_bytes;
 	p->n_workers = n;
 	for (unsigned i = 0; i < n; i++) {
 		struct worker *w = &p->workers[i];
@@ -228,7 +232,10 @@ int pf_qpool_submit(struct pf_qpool *p, struct pf_qjob *job)
 	int rc = 0;
 	if (p->stopping) {
 		rc = -ESHUTDOWN;
-	} else if (p->stats.waiting >= p->max_queued) {
+	} else if (p->stats.waiting >= p->max_queued ||
+		   (p->max_queued_bytes && p->stats.waiting &&
+		    job->cost > p->max_queued_bytes - pf_min(p->stats.waiting_bytes,
+							      p->max_queued_bytes))) {
 		p->stats.rejected++;
 		rc = -EAGAIN;
 	} else {
@@ -237,6 +244,7 @@ int pf_qpool_submit(struct pf_qpool *p, struct pf_qjob *job)
 		job->started_us = job->done_us = 0;
 		push(&p->wait_head, &p->wait_tail, job);
 		p->stats.waiting++;
+		p->stats.waiting_bytes += job->cost;
 		p->stats.submitted++;
 		pthread_cond_signal(&p->cv);
 	}
@@ -264,6 +272,7 @@ void pf_qpool_forget(struct pf_qpool *p, uint64_t handle)
 	drop = unlink_handle(&p->wait_head, &p->wait_tail, handle);
 	if (drop) {
 		p->stats.waiting--;
+		p->stats.waiting_bytes -= drop->cost;
 	} else if ((drop = unlink_handle(&p->done_head, &p->done_tail, handle))) {
 		p->stats.done--;
 	} else {

@@ -15,8 +15,8 @@
  * notify hook (the server's is lws_cancel_service(), the one lws call safe from another
  * thread — STYLE.md rule 10), and the loop takes the finished jobs with pf_qpool_take().
  *
- * Bounded: at most max_queued jobs wait for a worker; pf_qpool_submit() says -EAGAIN beyond
- * that (the server answers 503 with Retry-After). Nothing is cancelled mid-run: when the
+ * Bounded: at most max_queued jobs, holding at most max_queued_bytes, wait for a worker;
+ * pf_qpool_submit() says -EAGAIN beyond that (the server answers 503 with Retry-After). Nothing is cancelled mid-run: when the
  * requester goes away (a client that disconnects), the loop calls pf_qpool_forget() with the
  * job's handle; a job still waiting is dropped at once, a running one completes and is freed
  * instead of being delivered, so pf_qpool_take() never returns a forgotten job and the loop
@@ -49,6 +49,9 @@ struct pf_qjob {
 	 * started without a database). */
 	void (*run)(struct pf_qjob *job, struct pf_store *st);
 	void (*free)(struct pf_qjob *job);
+	/* Bytes the job holds while it waits (its request body), counted against
+	 * max_queued_bytes; 0 when not counted. */
+	size_t cost;
 	/* Filled by the pool, CLOCK_MONOTONIC µs. */
 	int64_t queued_us, started_us, done_us;
 	/* Pool-private. */
@@ -66,10 +69,14 @@ struct pf_qpool_options {
 	const struct pf_profile_retention *retention;
 	unsigned threads;    /* 0 = PF_QPOOL_DEFAULT_THREADS, at most PF_QPOOL_MAX_THREADS */
 	size_t max_queued;   /* 0 = PF_QPOOL_DEFAULT_QUEUE */
+	/* Bound on the summed cost of the waiting jobs (0 = none): a job that would pass it is
+	 * refused with -EAGAIN unless nothing waits (one job of any size may always wait). */
+	size_t max_queued_bytes;
 };
 
 struct pf_qpool_stats {
 	size_t waiting; /* queued, not started */
+	size_t waiting_bytes; /* their summed cost */
 	size_t running;
 	size_t done; /* finished, not taken yet */
 	/* dropped: forgotten (never delivered) */
@@ -87,7 +94,8 @@ void pf_qpool_stop(struct pf_qpool *p);
  * back into the pool) after each finished job is queued. notify NULL detaches it: once this
  * returns, the old hook is not running and will not be called again. */
 void pf_qpool_set_notify(struct pf_qpool *p, void (*notify)(void *ud), void *ud);
-/* Queues job (handle, run and free set). 0; -EAGAIN when max_queued jobs already wait;
+/* Queues job (handle, run and free set). 0; -EAGAIN when max_queued jobs already wait or its
+ * cost would pass max_queued_bytes;
  * -EINVAL for a bad job; -ESHUTDOWN after stop began. On error the caller still owns job. */
 int pf_qpool_submit(struct pf_qpool *p, struct pf_qjob *job);
 /* One finished job (oldest first) or NULL; the caller owns it (free with job->free). */

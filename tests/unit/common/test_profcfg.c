@@ -185,7 +185,9 @@ static void test_values(void **state)
 		     "  limits: {max_cpu_percent: 0.01, queue_bytes: 4294967296}\n"
 		     "  pprof: {targets: [{url: 'https://h/x', type: threadcreate,"
 		     " interval_seconds: 0}]}\n"
-		     "  filters: {include: [{key: process.pid, value: 4242}]}\n"
+		     "  filters: {include: [{key: process.pid, value: 4242}],\n"
+		     "            exclude: [{key: k8s.pod.label.team, value: ops},\n"
+		     "                      {key: k8s.deployment.name, value: db}]}\n"
 		     "  exporters: [{type: file, path: /tmp/p, max_bytes: 1048576}]\n"
 		     "labels: {env: prod, team: 'a b', n: 7, t: true}\n");
 	assert_false(c->enabled);
@@ -200,6 +202,8 @@ static void test_values(void **state)
 	assert_int_equal(c->targets[0].interval_seconds, 0);
 	assert_string_equal(c->include[0].value, "4242");
 	assert_int_equal(c->include[0].match, PF_MATCH_STRICT);
+	assert_string_equal(c->exclude[0].key, "k8s.pod.label.team");
+	assert_string_equal(c->exclude[1].key, "k8s.deployment.name");
 	assert_int_equal(c->exporters[0].max_bytes, 1048576);
 	assert_int_equal(c->n_labels, 4);
 	assert_string_equal(c->labels[1].value, "a b");
@@ -358,7 +362,11 @@ static const struct bad bads[] = {
     {"profiling: {filters: {include: [{key: user.name, value: a}]}}",
      "profiling.filters.include[0].key",
      "must be one of service.name, process.executable.name, process.pid, container.id, "
-     "k8s.namespace.name, k8s.pod.name, got 'user.name'"},
+     "k8s.namespace.name, k8s.pod.name, k8s.pod.uid, k8s.container.name, k8s.node.name, "
+     "k8s.deployment.name, k8s.replicaset.name, k8s.statefulset.name, k8s.daemonset.name, "
+     "k8s.job.name, k8s.pod.label.*, got 'user.name'"},
+    {"profiling: {filters: {include: [{key: k8s.pod.label., value: a}]}}",
+     "profiling.filters.include[0].key", "must be one of"},
     {"profiling: {filters: {include: [{key: service.name, match: regexp, value: 'a(b'}]}}",
      "profiling.filters.include[0].value", "regexp does not compile"},
     {"profiling: {filters: {exclude: [{key: service.name, match: regexp, value: '[z-a]'}]}}",

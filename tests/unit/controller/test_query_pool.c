@@ -203,6 +203,58 @@ static void test_queue_bound(void **state)
 	assert_int_equal(n_free, 3);
 }
 
+/* max_queued_bytes: waiting jobs' summed cost is bounded; one job of any cost may wait alone;
+ * a job that leaves the queue (runs, or is forgotten) gives its bytes back. */
+static void test_queue_bytes_bound(void **state)
+{
+	(void)state;
+	reset();
+	struct pf_qpool_options o = {.threads = 1, .max_queued = 100, .max_queued_bytes = 1000};
+	struct pf_error err = {0};
+	struct pf_qpool *p = pf_qpool_start(&o, &err);
+	assert_non_null(p);
+	pf_qpool_set_notify(p, notify, NULL);
+	struct tjob *j1 = mk(1, true);
+	j1->base.cost = 5000;
+	assert_int_equal(pf_qpool_submit(p, &j1->base), 0);
+	wait_count(&n_run, 1); /* running: its bytes no longer wait */
+	struct tjob *big = mk(2, false);
+	big->base.cost = 5000; /* over the bound, but nothing waits: accepted */
+	assert_int_equal(pf_qpool_submit(p, &big->base), 0);
+	struct tjob *small = mk(3, false);
+	small->base.cost = 1;
+	assert_int_equal(pf_qpool_submit(p, &small->base), -EAGAIN);
+	struct pf_qpool_stats s;
+	pf_qpool_stats(p, &s);
+	assert_int_equal(s.waiting, 1);
+	assert_int_equal(s.waiting_bytes, 5000);
+	pf_qpool_forget(p, 2); /* the big one leaves the queue: its bytes are free again */
+	pf_qpool_stats(p, &s);
+	assert_int_equal(s.waiting_bytes, 0);
+	small->base.cost = 600;
+	assert_int_equal(pf_qpool_submit(p, &small->base), 0);
+	struct tjob *j4 = mk(4, false);
+	j4->base.cost = 400; /* 600 + 400 = the bound exactly */
+	assert_int_equal(pf_qpool_submit(p, &j4->base), 0);
+	struct tjob *j5 = mk(5, false);
+	j5->base.cost = 1;
+	assert_int_equal(pf_qpool_submit(p, &j5->base), -EAGAIN);
+	free(j5);
+	pf_qpool_stats(p, &s);
+	assert_int_equal(s.waiting_bytes, 1000);
+	assert_int_equal(s.rejected, 2);
+	open_gate();
+	wait_count(&n_notify, 3);
+	for (int i = 0; i < 3; i++) {
+		struct pf_qjob *j = pf_qpool_take(p);
+		assert_non_null(j);
+		j->free(j);
+	}
+	pf_qpool_stats(p, &s);
+	assert_int_equal(s.waiting_bytes, 0);
+	pf_qpool_stop(p);
+}
+
 /* The server's disconnect case: the connection closes while its query runs. */
 static void test_forget_running_completes_and_is_dropped(void **state)
 {
@@ -365,6 +417,7 @@ int main(void)
 		cmocka_unit_test(test_queue_bound),
 		cmocka_unit_test(test_forget_running_completes_and_is_dropped),
 		cmocka_unit_test(test_forget_waiting_and_finished),
+		cmocka_unit_test(test_queue_bytes_bound),
 		cmocka_unit_test(test_stop_frees_and_detach),
 		cmocka_unit_test(test_real_store_read_only),
 	};
