@@ -25,9 +25,12 @@
 #include "pf/buf.h"
 #include "pf/log.h"
 #include "pf/profcfg.h"
+#include "pf/uuid.h"
 #include "ratelimit.h"
+#include "sample_ring.h"
 #include "sampler_bpf.h"
 #include "sampler_pprof.h"
+#include "span_receiver.h"
 #include "symbolize.h"
 
 #define NAME_LEN 48
@@ -110,6 +113,24 @@ struct agent_dataplane {
 	struct agent_capture_runner *capture_run;
 	uint64_t capture_gen; /* summary generation last reported in health */
 
+	/* span triggers (slow_span, error_span): the receiver (created and freed by the worker;
+	 * its thread calls span_resolve/span_submit), the job queue it fills and the process
+	 * snapshot it resolves spans against (both under lock), the jobs waiting for their
+	 * samples (worker only) */
+	struct agent_span_receiver *spans;
+	char listening[128]; /* the running receiver's address, "" when none (written by the
+			      * worker under lock: the check hook reads it) */
+	char spans_err[800]; /* why the receiver is not running, "" when it is or is off */
+	struct agent_span_job jobq[AGENT_DATAPLANE_SPAN_QUEUE];
+	size_t n_jobq;
+	struct pf_sampler_ring_proc *procs, *procs_work;
+	size_t n_procs;
+	uint64_t procs_ms, reap_ms;
+	uint32_t lookback_seconds;
+	struct agent_span_job work[AGENT_DATAPLANE_SPAN_QUEUE];
+	size_t n_work;
+	struct agent_dataplane_span_metrics span_m; /* under lock */
+
 	/* metrics snapshot (opts.metrics): the worker fills snap_work, then copies it into snap
 	 * under lock; NULL without opts.metrics */
 	struct agent_dataplane_metrics *snap;	   /* under lock */
@@ -180,6 +201,9 @@ static bool exporter_eq(const struct pf_exporter *a, const struct pf_exporter *b
 
 /* ---- apply hook (loop thread) -------------------------------------------------------------- */
 
+static int spans_check_listen(struct agent_dataplane *d, const char *listen,
+			      struct pf_error *err);
+
 static int hook_check(void *ctx, const struct pf_profcfg *cfg, struct pf_error *err)
 {
 	struct agent_dataplane *d = ctx;
@@ -208,6 +232,12 @@ static int hook_check(void *ctx, const struct pf_profcfg *cfg, struct pf_error *
 					    detail[0] ? detail : "cannot create the exporter");
 		}
 		agent_exporter_free(x);
+	}
+	/* span triggers: a new receiver address must be free (the one in use is ours) */
+	if (cfg->enabled && (cfg->slow_span.enabled || cfg->error_span.enabled)) {
+		int rc = spans_check_listen(d, cfg->slow_span.listen, err);
+		if (rc < 0)
+			return rc;
 	}
 	/* pprof targets: the sources check every URL (scheme, host, port) the way an update will */
 	if (cfg->n_targets) {
@@ -442,12 +472,10 @@ static void submit_all(struct agent_dataplane *d, const uint8_t *data, size_t le
 	}
 }
 
-/* Adds profleet.agent.uid to every process's resource attributes (allocated in the window's
- * arena, which this thread owns). */
-static void tag_agent(struct agent_dataplane *d, struct pf_prof_window *w)
+/* Adds key=value to every process's resource attributes (allocated in the window's arena,
+ * which this thread owns; the strings must outlive the window). */
+static void tag_processes(struct pf_prof_window *w, const char *key, const char *value)
 {
-	if (!d->agent_uid)
-		return;
 	for (size_t i = 0; i < w->n_processes; i++) {
 		struct pf_prof_process *p = (struct pf_prof_process *)&w->processes[i];
 		struct pf_prof_attr *a = pf_prof_alloc(w, (p->n_attrs + 1) * sizeof(*a));
@@ -455,11 +483,18 @@ static void tag_agent(struct agent_dataplane *d, struct pf_prof_window *w)
 			return;
 		if (p->n_attrs)
 			memcpy(a, p->attrs, p->n_attrs * sizeof(*a));
-		a[p->n_attrs].key = "profleet.agent.uid";
-		a[p->n_attrs].value = d->agent_uid;
+		a[p->n_attrs].key = key;
+		a[p->n_attrs].value = value;
 		p->attrs = a;
 		p->n_attrs++;
 	}
+}
+
+/* Adds profleet.agent.uid to every process's resource attributes. */
+static void tag_agent(struct agent_dataplane *d, struct pf_prof_window *w)
+{
+	if (d->agent_uid)
+		tag_processes(w, "profleet.agent.uid", d->agent_uid);
 }
 
 /* Encodes and submits a window (taken: freed here). t is the pprof target it came from, NULL
@@ -1047,6 +1082,7 @@ static void high_cpu_apply(struct agent_dataplane *d, const struct pf_profcfg *c
 	else
 		agent_health_set(d->health, HIGH_CPU_NAME, true, "starting", NULL);
 }
+static void spans_apply(struct agent_dataplane *d, const struct pf_profcfg *cfg);
 
 static void apply_config(struct agent_dataplane *d, struct pf_profcfg *cfg)
 {
@@ -1089,6 +1125,7 @@ static void apply_config(struct agent_dataplane *d, struct pf_profcfg *cfg)
 		}
 	}
 	apply_exporters(d, old, cfg);
+	spans_apply(d, cfg);
 	if (d->spill_dir) {
 		/* spills of exporters that were removed or now send elsewhere (exporter.h) */
 		struct agent_spill_sweep sw;
@@ -1114,6 +1151,310 @@ static void apply_config(struct agent_dataplane *d, struct pf_profcfg *cfg)
 		schedule_close(d, window_open_ms);
 	}
 	sampler_health(d);
+}
+
+/* ---- span triggers (slow_span, error_span) ------------------------------------------------- */
+
+#define SPAN_SETTLE_NS (20ull * 1000000ull)	  /* drained this long after a span's end */
+#define SPAN_MAX_WAIT_NS (2000ull * 1000000ull) /* cut anyway this long after end/arrival */
+#define SPAN_PROCS_MS 200			  /* process snapshot refresh */
+#define SPAN_REAP_MS 10000 /* triggered mode between captures: exited processes let go */
+#define SPANS_COMPONENT "triggers/spans"
+
+static uint64_t now_unix_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Receiver thread: the span's process in the worker's snapshot of sampled processes. */
+static int span_resolve(void *ctx, const struct pf_span *s, uint32_t *pid, char *why, size_t n)
+{
+	struct agent_dataplane *d = ctx;
+	int rc = -ENOENT;
+	pthread_mutex_lock(&d->lock);
+	/* procs are in ascending pid order (pf_sampler_ring_procs) */
+	size_t lo = 0, hi = s->pid ? d->n_procs : 0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (d->procs[mid].pid < s->pid) {
+			lo = mid + 1;
+		} else if (d->procs[mid].pid > s->pid) {
+			hi = mid;
+		} else {
+			*pid = s->pid;
+			rc = 0;
+			break;
+		}
+	}
+	for (size_t i = 0; i < d->n_procs && rc < 0 && s->service_name[0] &&
+			   !s->service_name_long;
+	     i++) {
+		if (!strcmp(d->procs[i].service_name, s->service_name)) {
+			*pid = d->procs[i].pid;
+			rc = 0;
+		}
+	}
+	uint32_t lookback = d->lookback_seconds;
+	pthread_mutex_unlock(&d->lock);
+	if (rc == 0)
+		return 0;
+	if (s->pid)
+		snprintf(why, n,
+			 "process.pid %" PRIu32 " has no samples in the last %" PRIu32
+			 " s (not running here, excluded by the filters, or idle)%s%s%s",
+			 s->pid, lookback, s->service_name[0] ? " and no sampled process has "
+							      "service.name \"" : "",
+			 s->service_name, s->service_name[0] ? "\"" : "");
+	else if (s->service_name[0])
+		snprintf(why, n, "no sampled process has service.name \"%s\"", s->service_name);
+	else
+		snprintf(why, n, "the span's resource has neither process.pid nor service.name");
+	return rc;
+}
+
+/* Receiver thread: queue a job for the worker. */
+static int span_submit(void *ctx, const struct agent_span_job *job)
+{
+	struct agent_dataplane *d = ctx;
+	pthread_mutex_lock(&d->lock);
+	bool full = d->n_jobq >= AGENT_DATAPLANE_SPAN_QUEUE;
+	if (!full)
+		d->jobq[d->n_jobq++] = *job;
+	pthread_mutex_unlock(&d->lock);
+	if (full)
+		return -EAGAIN;
+	kick(d);
+	return 0;
+}
+
+/* Loop thread (check hook): the address can be bound, or is the running receiver's. */
+static int spans_check_listen(struct agent_dataplane *d, const char *listen,
+			      struct pf_error *err)
+{
+	pthread_mutex_lock(&d->lock);
+	bool ours = d->listening[0] && listen && !strcmp(d->listening, listen);
+	pthread_mutex_unlock(&d->lock);
+	struct agent_metrics_listen l;
+	if (ours || !listen || agent_metrics_listen_parse(listen, &l, NULL) < 0)
+		return 0; /* the config parser checked the syntax */
+	int rc = agent_metrics_probe_bind(&l);
+	if (rc < 0)
+		return pf_error_set(err, rc, "profiling.triggers.slow_span.listen",
+				    "cannot listen on %s: %s", listen, strerror(-rc));
+	return 0;
+}
+
+static void spans_health(struct agent_dataplane *d)
+{
+	char status[STATUS_LEN];
+	if (!d->spans && !d->spans_err[0]) {
+		agent_health_unregister(d->health, SPANS_COMPONENT);
+		return;
+	}
+	agent_health_register(d->health, SPANS_COMPONENT);
+	if (!d->spans) {
+		agent_health_set(d->health, SPANS_COMPONENT, false, "not receiving spans",
+				 d->spans_err);
+		return;
+	}
+	struct agent_span_counters c;
+	agent_span_receiver_counters(d->spans, &c);
+	pthread_mutex_lock(&d->lock);
+	struct agent_dataplane_span_metrics m = d->span_m;
+	pthread_mutex_unlock(&d->lock);
+	snprintf(status, sizeof(status),
+		 "OTLP/HTTP traces on %s/v1/traces; spans %" PRIu64 ", profiles %" PRIu64
+		 " slow + %" PRIu64 " error, empty %" PRIu64 ", rejected %" PRIu64,
+		 d->listening, c.spans, m.profiles[0], m.profiles[1],
+		 m.empty,
+		 c.rejected_unknown + c.rejected_old + c.rejected_rate + c.rejected_queue);
+	agent_health_set(d->health, SPANS_COMPONENT, true, status, NULL);
+}
+
+static void spans_stop(struct agent_dataplane *d)
+{
+	agent_span_receiver_free(d->spans); /* joins its thread: no hook runs after this */
+	d->spans = NULL;
+	pthread_mutex_lock(&d->lock);
+	d->listening[0] = '\0';
+	d->n_procs = 0;
+	d->n_jobq = 0;
+	pthread_mutex_unlock(&d->lock);
+	d->n_work = 0;
+}
+
+/* Starts, reconfigures or stops the receiver and the sampler's ring for cfg. */
+static void spans_apply(struct agent_dataplane *d, const struct pf_profcfg *cfg)
+{
+	bool wanted = cfg->enabled && (cfg->slow_span.enabled || cfg->error_span.enabled);
+	bool on = wanted && d->sampler;
+	struct agent_span_rules rules = {.slow_enabled = cfg->slow_span.enabled,
+					 .threshold_ms = cfg->slow_span.threshold_ms,
+					 .slow_max_per_minute = cfg->slow_span.max_per_minute,
+					 .error_enabled = cfg->error_span.enabled,
+					 .error_max_per_minute = cfg->error_span.max_per_minute,
+					 .lookback_seconds = cfg->slow_span.lookback_seconds};
+	struct pf_error err = {0};
+	if (!on) {
+		if (d->spans)
+			pf_log_info("dataplane: span triggers off");
+		spans_stop(d);
+		if (wanted) /* the spans would have no samples to be cut from */
+			snprintf(d->spans_err, sizeof(d->spans_err),
+				 "slow_span/error_span need the eBPF sampler, which is not running "
+				 "(see the sampler component)");
+		else
+			d->spans_err[0] = '\0';
+		if (d->sampler)
+			pf_sampler_set_ring(d->sampler, 0, 0, &err);
+		spans_health(d);
+		return;
+	}
+	size_t ring_bytes = (size_t)cfg->limits.max_memory_mb * 1024 * 1024 / 4;
+	if (pf_sampler_set_ring(d->sampler, cfg->slow_span.lookback_seconds, ring_bytes, &err) <
+	    0)
+		pf_log_error("dataplane: sample ring: %s", err.msg);
+	pthread_mutex_lock(&d->lock);
+	d->lookback_seconds = cfg->slow_span.lookback_seconds;
+	pthread_mutex_unlock(&d->lock);
+	if (!d->procs && (!(d->procs = calloc(AGENT_DATAPLANE_SPAN_PROCS, sizeof(*d->procs))) ||
+			  !(d->procs_work =
+				calloc(AGENT_DATAPLANE_SPAN_PROCS, sizeof(*d->procs_work))))) {
+		free(d->procs);
+		d->procs = NULL;
+		snprintf(d->spans_err, sizeof(d->spans_err), "out of memory");
+		spans_health(d);
+		return;
+	}
+	if (d->spans && !strcmp(d->listening, cfg->slow_span.listen)) {
+		agent_span_receiver_set_rules(d->spans, &rules);
+		spans_health(d);
+		return;
+	}
+	spans_stop(d);
+	struct agent_span_hooks hooks = {.resolve = span_resolve, .submit = span_submit, .ctx = d};
+	d->spans = agent_span_receiver_new(cfg->slow_span.listen, true, &rules, &hooks, &err);
+	if (!d->spans) {
+		pf_log_error("dataplane: span receiver: %s", err.msg);
+		snprintf(d->spans_err, sizeof(d->spans_err), "%s", err.msg);
+	} else {
+		d->spans_err[0] = '\0';
+		pthread_mutex_lock(&d->lock);
+		snprintf(d->listening, sizeof(d->listening), "%s", cfg->slow_span.listen);
+		pthread_mutex_unlock(&d->lock);
+	}
+	spans_health(d);
+}
+
+/* Links every sample to the span and names the trigger on every process. */
+static void span_tag(struct pf_prof_window *w, const struct agent_span_job *j)
+{
+	tag_processes(w, "profleet.trigger",
+		      j->trigger == AGENT_SPAN_SLOW ? "slow_span" : "error_span");
+	for (size_t i = 0; i < w->n_processes; i++) {
+		const struct pf_prof_process *p = &w->processes[i];
+		for (size_t k = 0; k < p->n_samples; k++) {
+			struct pf_prof_sample *x = (struct pf_prof_sample *)&p->samples[k];
+			memcpy(x->trace_id, j->span.trace_id, sizeof(x->trace_id));
+			memcpy(x->span_id, j->span.span_id, sizeof(x->span_id));
+		}
+	}
+}
+
+static void span_profile(struct agent_dataplane *d, const struct agent_span_job *j)
+{
+	struct pf_error err = {0};
+	struct pf_prof_window *w = NULL;
+	char tid[33];
+	pf_hex_encode(j->span.trace_id, 16, tid);
+	int rc = pf_sampler_cut(d->sampler, j->pid, j->span.tid, j->span.start_unix_ns,
+				j->span.end_unix_ns, &w, &err);
+	if (rc < 0) {
+		pf_log_warn("dataplane: span of trace %s: %s", tid, err.msg);
+		pthread_mutex_lock(&d->lock);
+		d->span_m.failed++;
+		pthread_mutex_unlock(&d->lock);
+		return;
+	}
+	uint64_t samples = pf_prof_window_samples(w);
+	if (!samples) {
+		pf_log_info("dataplane: %s span of trace %s (pid %" PRIu32 ", %" PRIu64
+			    " ms): no samples in its time range",
+			    j->trigger == AGENT_SPAN_SLOW ? "slow" : "error", tid, j->pid,
+			    (j->span.end_unix_ns - j->span.start_unix_ns) / 1000000u);
+		pf_prof_window_free(w);
+		pthread_mutex_lock(&d->lock);
+		d->span_m.empty++;
+		pthread_mutex_unlock(&d->lock);
+		return;
+	}
+	span_tag(w, j);
+	export_window_src(d, w, NULL, AGENT_SRC_SLOW_SPAN); /* error spans count here too */
+	uint64_t latency = now_unix_ns() - j->received_unix_ns;
+	pf_log_info("dataplane: %s span of trace %s (pid %" PRIu32 ", %" PRIu64
+		    " ms): profile of %" PRIu64 " samples, %" PRIu64 " ms after the span arrived",
+		    j->trigger == AGENT_SPAN_SLOW ? "slow" : "error", tid, j->pid,
+		    (j->span.end_unix_ns - j->span.start_unix_ns) / 1000000u, samples,
+		    latency / 1000000u);
+	pthread_mutex_lock(&d->lock);
+	d->span_m.profiles[j->trigger]++;
+	d->span_m.last_latency_ns = latency;
+	if (latency > d->span_m.max_latency_ns)
+		d->span_m.max_latency_ns = latency;
+	pthread_mutex_unlock(&d->lock);
+	spans_health(d); /* the counts in its status (at most max_per_minute changes a minute) */
+}
+
+/* Worker loop: refreshes the process snapshot, cuts the profiles whose samples are in. Returns
+ * the poll timeout it needs (ms), or -1 when nothing waits. */
+static int spans_run(struct agent_dataplane *d)
+{
+	if (!d->spans || !d->sampler)
+		return -1;
+	uint64_t ms = mono_ms();
+	if (!d->procs_ms || ms - d->procs_ms >= SPAN_PROCS_MS) {
+		d->procs_ms = ms;
+		size_t n = pf_sampler_ring_procs(d->sampler, d->procs_work,
+						 AGENT_DATAPLANE_SPAN_PROCS);
+		pthread_mutex_lock(&d->lock);
+		struct pf_sampler_ring_proc *t = d->procs;
+		d->procs = d->procs_work;
+		d->procs_work = t;
+		d->n_procs = n;
+		pthread_mutex_unlock(&d->lock);
+	}
+	/* no window closes between captures: exited processes would pile up */
+	if (d->cfg && d->cfg->mode == PF_MODE_TRIGGERED && !d->capturing &&
+	    (!d->reap_ms || ms - d->reap_ms >= SPAN_REAP_MS)) {
+		d->reap_ms = ms;
+		pf_sampler_reap(d->sampler);
+	}
+	pthread_mutex_lock(&d->lock);
+	while (d->n_jobq && d->n_work < AGENT_DATAPLANE_SPAN_QUEUE) {
+		d->work[d->n_work++] = d->jobq[0];
+		memmove(d->jobq, d->jobq + 1, (d->n_jobq - 1) * sizeof(d->jobq[0]));
+		d->n_jobq--;
+	}
+	pthread_mutex_unlock(&d->lock);
+	if (!d->n_work)
+		return -1;
+	pf_sampler_poll(d->sampler, 0); /* drain: the samples up to now are in the ring */
+	uint64_t drained = pf_sampler_drained_unix_ns(d->sampler), now = now_unix_ns();
+	size_t kept = 0;
+	for (size_t i = 0; i < d->n_work; i++) {
+		const struct agent_span_job *j = &d->work[i];
+		uint64_t base = j->span.end_unix_ns > j->received_unix_ns ? j->span.end_unix_ns
+									    : j->received_unix_ns;
+		if (drained < j->span.end_unix_ns + SPAN_SETTLE_NS && now < base + SPAN_MAX_WAIT_NS) {
+			d->work[kept++] = *j;
+			continue;
+		}
+		span_profile(d, j);
+	}
+	d->n_work = kept;
+	return kept ? 10 : -1;
 }
 
 static void toggle_trigger(struct agent_dataplane *d)
@@ -1218,8 +1559,20 @@ static void metrics_refresh(struct agent_dataplane *d, bool force)
 		t->last_samples = h.last_samples;
 		t->last_ok_unix_ns = h.last_ok_unix_ns;
 	}
+	m->has_spans = d->spans != NULL;
+	if (d->spans) {
+		agent_span_receiver_counters(d->spans, &m->span_rx);
+		struct pf_sample_ring_stats rs;
+		if (pf_sampler_ring_stats(d->sampler, &rs) == 0) {
+			m->ring_bytes = rs.bytes;
+			m->ring_max_bytes = rs.max_bytes;
+			m->ring_samples = rs.samples;
+			m->ring_evicted_memory = rs.evicted_memory;
+		}
+	}
 	pthread_mutex_lock(&d->lock);
 	m->counters = d->counters;
+	m->span = d->span_m;
 	memcpy(d->snap, m, sizeof(*m));
 	pthread_mutex_unlock(&d->lock);
 }
@@ -1282,6 +1635,8 @@ static void drain_efd(struct agent_dataplane *d)
  * flight are cancelled), wait (bounded) for the exports in flight. */
 static void final_flush(struct agent_dataplane *d)
 {
+	spans_stop(d); /* no new spans; jobs not cut yet are dropped */
+	spans_health(d);
 	if (d->sampler && d->running) {
 		pf_log_info("dataplane: exporting the last window");
 		close_and_export(d);
@@ -1378,10 +1733,13 @@ static void *worker_main(void *arg)
 			pprof_drain(d);
 			pprof_health(d);
 		}
+		int span_wait = spans_run(d);
 		exporters_health(d);
 		metrics_refresh(d, false);
 
 		int timeout = AGENT_DATAPLANE_POLL_MS;
+		if (span_wait >= 0 && span_wait < timeout)
+			timeout = span_wait;
 		now = mono_ms(); /* the tick needs no shorter timeout: TICK_MS is 4 polls */
 		if (d->next_close_ms)
 			timeout = (int)pf_min((uint64_t)timeout,
@@ -1596,6 +1954,9 @@ void agent_dataplane_free(struct agent_dataplane *d)
 	}
 	/* d->pprof and d->capture_run are NULL after the final flush */
 	agent_capture_runner_free(d->capture_run, NULL, 0);
+	spans_stop(d);
+	free(d->procs);
+	free(d->procs_work);
 	pf_pprof_sources_free(d->pprof);
 	pf_sampler_free(d->sampler);
 	agent_high_cpu_free(d->high_cpu);

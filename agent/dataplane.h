@@ -75,6 +75,19 @@
  * pprof profiles and captures. At shutdown, captures still sampling end early and are
  * exported.
  *
+ * Span triggers (slow_span, error_span; span_receiver.h): when either is enabled the worker
+ * runs the OTLP/HTTP traces receiver on slow_span.listen and gives the sampler a sample ring of
+ * slow_span.lookback_seconds within a quarter of limits.max_memory_mb (pf_sampler_set_ring; in
+ * mode triggered the sampler then keeps sampling into the ring only). Every 200 ms the worker
+ * publishes the processes with samples in the ring (pid, service.name), which the receiver
+ * resolves spans against; a triggering span becomes a job in a queue of
+ * AGENT_DATAPLANE_SPAN_QUEUE (full: the receiver rejects it). The worker cuts a job once the
+ * sampler has drained past the span's end (+20 ms), or 2 s after the later of end and arrival:
+ * a window of exactly that process (thread when the span has thread.id) and time range,
+ * every sample linked to the span (trace_id, span_id), every process tagged
+ * profleet.trigger=slow_span|error_span, exported like a window. Health component
+ * "triggers/spans" (unhealthy when the address cannot be bound).
+ *
  * Shutdown: agent_dataplane_flushed() (called by the loop after SIGTERM/SIGINT, before the
  * OpAMP goodbye) starts the final flush on its first call — close the open window, encode,
  * submit, wait for the exports in flight (the worker bounds the wait to
@@ -95,8 +108,11 @@
 #include "pf/profcfg.h"
 #include "ratelimit.h"
 #include "sampler_bpf.h"
+#include "span_receiver.h"
 
 #define AGENT_DATAPLANE_FLUSH_MS 4500
+#define AGENT_DATAPLANE_SPAN_QUEUE 64   /* span jobs waiting for the worker */
+#define AGENT_DATAPLANE_SPAN_PROCS 2048 /* sampled processes spans are resolved against */
 #define AGENT_DATAPLANE_POLL_MS 250
 
 struct agent_health;
@@ -191,6 +207,14 @@ struct agent_dataplane_prog_metrics {
 	uint64_t run_time_ns, run_cnt;
 };
 
+/* Span triggers (slow_span, error_span): profiles cut by the worker. */
+struct agent_dataplane_span_metrics {
+	uint64_t profiles[2]; /* exported, by enum agent_span_trigger */
+	uint64_t empty;	      /* jobs whose process had no samples in the span's range */
+	uint64_t failed;      /* cuts that failed (out of memory) */
+	uint64_t last_latency_ns, max_latency_ns; /* span received -> profile submitted */
+};
+
 struct agent_dataplane_metrics {
 	uint64_t refreshed_unix_ns; /* when the worker took it; 0 = not yet */
 	struct agent_dataplane_counters counters;
@@ -207,6 +231,10 @@ struct agent_dataplane_metrics {
 	struct agent_dataplane_exporter_metrics ex[PF_PROFCFG_MAX_EXPORTERS];
 	size_t n_targets;
 	struct agent_dataplane_target_metrics pt[PF_PROFCFG_MAX_TARGETS];
+	bool has_spans; /* the span receiver runs: the fields below are valid */
+	struct agent_span_counters span_rx;
+	struct agent_dataplane_span_metrics span;
+	uint64_t ring_bytes, ring_max_bytes, ring_samples, ring_evicted_memory;
 };
 
 /* Copies the last snapshot into *out (about 30 KiB: allocate it). 0, or -ENOTSUP when the

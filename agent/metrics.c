@@ -8,9 +8,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,11 +21,11 @@
 
 #include "description.h"
 #include "health.h"
+#include "http_server.h"
 #include "pf/log.h"
 
 #define PREFIX "profleet_agent_"
 #define LABELS_LEN 256
-#define CHUNK 16384
 
 /* ---- --metrics-listen ---------------------------------------------------------------------- */
 
@@ -609,6 +607,48 @@ static void render_health(struct w *w, const struct pf_health *h)
 	}
 }
 
+static void render_spans(struct w *w, const struct agent_dataplane_metrics *m)
+{
+	const struct agent_span_counters *c = &m->span_rx;
+	family(w, "span_requests_total", "counter",
+	       "OTLP/HTTP trace export requests to the span receiver, by answer code.");
+	sample_u64(w, "span_requests_total", "code=\"200\"", c->requests);
+	sample_u64(w, "span_requests_total", "code=\"400\"", c->bad_requests);
+	sample_u64(w, "span_requests_total", "code=\"413\"", c->too_large);
+	sample_u64(w, "span_requests_total", "code=\"503\"", c->busy);
+	counter_u64(w, "spans_received_total", "Spans decoded by the span receiver.", c->spans);
+	family(w, "spans_accepted_total", "counter",
+	       "Spans that started a profile, by trigger (slow_span, error_span).");
+	sample_u64(w, "spans_accepted_total", "trigger=\"slow_span\"", c->triggered[0]);
+	sample_u64(w, "spans_accepted_total", "trigger=\"error_span\"", c->triggered[1]);
+	family(w, "spans_rejected_total", "counter",
+	       "Triggering spans answered as rejected (OTLP partial_success), by reason.");
+	sample_u64(w, "spans_rejected_total", "reason=\"unknown_process\"", c->rejected_unknown);
+	sample_u64(w, "spans_rejected_total", "reason=\"too_old\"", c->rejected_old);
+	sample_u64(w, "spans_rejected_total", "reason=\"rate_limited\"", c->rejected_rate);
+	sample_u64(w, "spans_rejected_total", "reason=\"queue_full\"", c->rejected_queue);
+	family(w, "span_profiles_total", "counter",
+	       "Span profiles exported, by trigger; empty: the span's thread had no samples.");
+	sample_u64(w, "span_profiles_total", "trigger=\"slow_span\"", m->span.profiles[0]);
+	sample_u64(w, "span_profiles_total", "trigger=\"error_span\"", m->span.profiles[1]);
+	sample_u64(w, "span_profiles_total", "trigger=\"empty\"", m->span.empty);
+	family(w, "span_profile_latency_seconds", "gauge",
+	       "From a span's arrival to its profile being handed to the exporters: the last "
+	       "one, and the largest.");
+	sample_f64(w, "span_profile_latency_seconds", "stat=\"last\"",
+		   (double)m->span.last_latency_ns / 1e9);
+	sample_f64(w, "span_profile_latency_seconds", "stat=\"max\"",
+		   (double)m->span.max_latency_ns / 1e9);
+	gauge_u64(w, "sample_ring_bytes", "Memory held by the span triggers' sample ring.",
+		  m->ring_bytes);
+	gauge_u64(w, "sample_ring_max_bytes",
+		  "The sample ring's bound (a quarter of limits.max_memory_mb).", m->ring_max_bytes);
+	gauge_u64(w, "sample_ring_samples", "Samples held in the sample ring.", m->ring_samples);
+	counter_u64(w, "sample_ring_evicted_memory_total",
+		    "Samples evicted before lookback_seconds to stay within the bound.",
+		    m->ring_evicted_memory);
+}
+
 int agent_metrics_render(const struct agent_metrics_input *in, struct pf_buf *out)
 {
 	struct w w = {.b = out};
@@ -618,6 +658,8 @@ int agent_metrics_render(const struct agent_metrics_input *in, struct pf_buf *ou
 		render_sampler(&w, in->dp);
 		render_exporters(&w, in->dp);
 		render_targets(&w, in->dp);
+		if (in->dp->has_spans)
+			render_spans(&w, in->dp);
 		render_limits(&w, in->dp);
 	}
 	if (in->health)
@@ -628,23 +670,14 @@ int agent_metrics_render(const struct agent_metrics_input *in, struct pf_buf *ou
 /* ---- HTTP server --------------------------------------------------------------------------- */
 
 struct agent_metrics {
-	struct lws_context *ctx;
-	struct lws_vhost *vh;
+	struct agent_http_server *srv;
 	struct agent_health *health;
 	struct agent_dataplane *dp;
-	struct agent_metrics_listen listen;
-	pthread_t thread;
-	bool started;
-	atomic_bool stop;
 };
 
 /* One answer per HTTP transaction. */
 struct pss {
-	struct pf_buf resp; /* LWS_PRE headroom, then the body */
-	int status;
-	const char *ctype;
-	bool ready, headers_sent, close_after, allow_get;
-	size_t off; /* body bytes written */
+	struct agent_http_answer a;
 };
 
 static const char *method_of(struct lws *wsi)
@@ -695,91 +728,38 @@ static int render_metrics(struct agent_metrics *m, struct pf_buf *out)
 	return rc;
 }
 
-static void answer_text(struct pss *p, int status, const char *body)
-{
-	p->status = status;
-	p->ctype = "text/plain; charset=utf-8";
-	pf_buf_append_str(&p->resp, body);
-}
-
 static int http_begin(struct agent_metrics *m, struct lws *wsi, struct pss *p, const char *uri)
 {
 	const char *method = method_of(wsi);
 	bool get = !strcmp(method, "GET");
 	bool is_metrics = uri && !strcmp(uri, "/metrics");
 	bool is_health = uri && !strcmp(uri, "/healthz");
+	struct agent_http_answer *a = &p->a;
 
-	pf_buf_release(&p->resp);
-	memset(p, 0, sizeof(*p));
-	pf_buf_init(&p->resp, AGENT_METRICS_MAX_BYTES + LWS_PRE);
-	if (pf_buf_reserve(&p->resp, LWS_PRE + 4096) < 0)
+	if (agent_http_answer_init(a, AGENT_METRICS_MAX_BYTES) < 0)
 		return -1;
-	p->resp.len = LWS_PRE;
+	/* a request that may carry a body is answered without reading it */
+	a->close_after = !get;
 	if (!is_metrics && !is_health) {
-		answer_text(p, 404, "not found: try /metrics or /healthz\n");
+		agent_http_answer_text(wsi, a, 404, "not found: try /metrics or /healthz\n");
 	} else if (!get) {
-		answer_text(p, 405, "method not allowed: GET only\n");
-		p->allow_get = true;
+		a->allow = "GET";
+		agent_http_answer_text(wsi, a, 405, "method not allowed: GET only\n");
 	} else if (is_health) {
-		answer_text(p, 200, "ok\n");
+		agent_http_answer_text(wsi, a, 200, "ok\n");
 	} else {
-		int rc = render_metrics(m, &p->resp);
+		int rc = render_metrics(m, &a->resp);
 		if (rc < 0) {
 			pf_log_warn("metrics: cannot render /metrics: %s", strerror(-rc));
-			p->resp.len = LWS_PRE;
-			answer_text(p, 500, "cannot render the metrics\n");
-		} else {
-			p->status = 200;
-			p->ctype = AGENT_METRICS_CONTENT_TYPE;
+			agent_http_answer_text(wsi, a, 500, "cannot render the metrics\n");
+			return 0;
 		}
+		a->status = 200;
+		a->ctype = AGENT_METRICS_CONTENT_TYPE;
+		a->ready = true;
+		lws_callback_on_writable(wsi);
 	}
-	/* a request that may carry a body is answered without reading it */
-	p->close_after = !get;
-	p->ready = true;
-	lws_callback_on_writable(wsi);
 	return 0;
-}
-
-/* 0: more to write, 1: transaction done, -1: close. */
-static int http_write(struct lws *wsi, struct pss *p)
-{
-	if (!p->ready)
-		return 0;
-	size_t body_len = p->resp.len - LWS_PRE;
-	if (!p->headers_sent) {
-		uint8_t buf[LWS_PRE + 512];
-		uint8_t *start = buf + LWS_PRE, *q = start, *end = buf + sizeof(buf) - 1;
-		if (lws_add_http_common_headers(wsi, (unsigned int)p->status, p->ctype,
-						(lws_filepos_t)body_len, &q, end))
-			return -1;
-		if (p->allow_get &&
-		    lws_add_http_header_by_name(wsi, (const unsigned char *)"allow:",
-						(const unsigned char *)"GET", 3, &q, end))
-			return -1;
-		if (p->close_after &&
-		    lws_add_http_header_by_name(wsi, (const unsigned char *)"connection:",
-						(const unsigned char *)"close", 5, &q, end))
-			return -1;
-		if (lws_finalize_write_http_header(wsi, start, &q, end))
-			return -1;
-		p->headers_sent = true;
-		lws_callback_on_writable(wsi);
-		return 0;
-	}
-	size_t left = body_len - p->off;
-	size_t n = left > CHUNK ? CHUNK : left;
-	bool last = n == left;
-	/* lws_write() needs LWS_PRE writable bytes before the data: the body's first chunk has
-	 * the headroom reserved in front of it, later chunks have the bytes already sent */
-	if (lws_write(wsi, p->resp.data + LWS_PRE + p->off, n,
-		      last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < 0)
-		return -1;
-	p->off += n;
-	if (!last) {
-		lws_callback_on_writable(wsi);
-		return 0;
-	}
-	return 1;
 }
 
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -797,13 +777,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_HTTP_WRITEABLE: {
 		if (!p)
 			return -1;
-		int n = http_write(wsi, p);
+		int n = agent_http_answer_write(wsi, &p->a);
 		if (n < 0)
 			return -1;
 		if (n == 1) {
-			bool close_after = p->close_after;
-			pf_buf_release(&p->resp);
-			memset(p, 0, sizeof(*p));
+			bool close_after = p->a.close_after;
+			agent_http_answer_release(&p->a);
 			if (close_after || lws_http_transaction_completed(wsi))
 				return -1;
 		}
@@ -811,7 +790,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	}
 	case LWS_CALLBACK_CLOSED_HTTP:
 		if (p)
-			pf_buf_release(&p->resp);
+			agent_http_answer_release(&p->a);
 		return 0;
 	default:
 		break;
@@ -824,15 +803,9 @@ static const struct lws_protocols protocols[] = {
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
-static void addr_text(const struct agent_metrics_listen *l, char *out, size_t cap)
-{
-	const char *h = l->host[0] ? l->host : (l->v6 ? "::" : "*");
-	snprintf(out, cap, l->v6 ? "[%s]:%d" : "%s:%d", h, l->port);
-}
-
 /* Binds a throw-away socket the way lws will (SO_REUSEADDR): lws only logs why its bind
  * failed, this gives the caller the reason. */
-static int probe_bind(const struct agent_metrics_listen *l)
+int agent_metrics_probe_bind(const struct agent_metrics_listen *l)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl;
@@ -877,15 +850,6 @@ static int probe_bind(const struct agent_metrics_listen *l)
 struct agent_metrics *agent_metrics_new(const struct agent_metrics_listen *l,
 					struct agent_health *health, struct pf_error *err)
 {
-	char where[96];
-	addr_text(l, where, sizeof(where));
-	int rc = probe_bind(l);
-	if (rc < 0) {
-		pf_error_set(err, rc, "--metrics-listen", "cannot listen on %s: %s", where,
-			     strerror(-rc));
-		errno = -rc;
-		return NULL;
-	}
 	struct agent_metrics *m = calloc(1, sizeof(*m));
 	if (!m) {
 		pf_error_set(err, -ENOMEM, "", "out of memory");
@@ -893,74 +857,34 @@ struct agent_metrics *agent_metrics_new(const struct agent_metrics_listen *l,
 		return NULL;
 	}
 	m->health = health;
-	m->listen = *l;
-	atomic_init(&m->stop, false);
-
-	struct lws_context_creation_info info;
-	memset(&info, 0, sizeof(info));
-	info.port = l->port;
-	info.iface = l->host[0] ? m->listen.host : NULL;
-	if (!l->v6 && l->host[0])
-		info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
-	info.protocols = protocols;
-	info.user = m;
-	info.gid = -1;
-	info.uid = -1;
-	info.fd_limit_per_thread = 32;
-	info.max_http_header_pool = 8;
-	info.pt_serv_buf_size = CHUNK + 1024;
-	info.timeout_secs = 10;
-	info.vhost_name = "metrics";
-	m->ctx = lws_create_context(&info);
-	if (!m->ctx) {
-		pf_error_set(err, -EADDRNOTAVAIL, "--metrics-listen",
-			     "cannot listen on %s (see the lws log line above)", where);
+	m->srv = agent_http_server_new(l, "metrics", protocols, m, "--metrics-listen", err);
+	if (!m->srv) {
+		int e = errno;
 		free(m);
-		errno = EADDRNOTAVAIL;
+		errno = e;
 		return NULL;
 	}
-	m->vh = lws_get_vhost_by_name(m->ctx, "metrics");
-	if (!m->vh)
-		m->vh = lws_get_vhost_by_name(m->ctx, "default");
-	pf_log_info("metrics: serving /metrics and /healthz on %s", where);
+	pf_log_info("metrics: serving /metrics and /healthz on %s",
+		    agent_http_server_where(m->srv));
 	return m;
 }
 
 int agent_metrics_port(const struct agent_metrics *m)
 {
-	return m->vh ? lws_get_vhost_listen_port(m->vh) : m->listen.port;
-}
-
-static void *serve_main(void *arg)
-{
-	struct agent_metrics *m = arg;
-	while (!atomic_load(&m->stop))
-		if (lws_service(m->ctx, 0) < 0)
-			break;
-	return NULL;
+	return agent_http_server_port(m->srv);
 }
 
 int agent_metrics_start(struct agent_metrics *m, struct agent_dataplane *dataplane,
 			struct pf_error *err)
 {
 	m->dp = dataplane;
-	int rc = pthread_create(&m->thread, NULL, serve_main, m);
-	if (rc != 0)
-		return pf_error_set(err, -rc, "", "cannot start the metrics thread: %s",
-				    strerror(rc));
-	m->started = true;
-	return 0;
+	return agent_http_server_start(m->srv, err);
 }
 
 void agent_metrics_free(struct agent_metrics *m)
 {
 	if (!m)
 		return;
-	if (m->started) {
-		atomic_store(&m->stop, true);
-		lws_cancel_service(m->ctx);
-		pthread_join(m->thread, NULL);
-	}
-	lws_context_destroy(m->ctx);
+	agent_http_server_free(m->srv);
 	free(m);
 }

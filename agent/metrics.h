@@ -51,6 +51,11 @@ struct agent_metrics_listen {
 int agent_metrics_listen_parse(const char *s, struct agent_metrics_listen *out,
 			       struct pf_error *err);
 
+/* Binds a throw-away socket to l the way lws will (SO_REUSEADDR): lws only logs why its bind
+ * failed, this gives the caller the reason. 0 or -errno (-EADDRINUSE, -EADDRNOTAVAIL, ...).
+ * The span receiver checks its address with it too. */
+int agent_metrics_probe_bind(const struct agent_metrics_listen *l);
+
 /* The process' own resource use. */
 struct agent_metrics_process {
 	double cpu_seconds; /* user + system, all threads (getrusage RUSAGE_SELF) */

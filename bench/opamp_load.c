@@ -17,7 +17,11 @@
  *             error_response BAD_REQUEST and an open connection
  *   oversize  send one message of --bytes bytes: expect close code 1009
  *   seqgap    seq 1 then seq 5: expect the ReportFullState flag
- * Every wait has a deadline; --timeout bounds the whole run. */
+ * Every wait has a deadline; --timeout bounds the whole run.
+ *
+ * Rollout tests: --fail-hash H --fail-percent P makes agents whose index % 100 < P answer
+ * FAILED to the config with SHA-256 H; --uid-seed N derives the instance uids from N and the
+ * index, so a second run (after a controller restart) is the same fleet. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -149,6 +153,12 @@ static struct {
 	struct pf_buf cfg_body;
 	uint8_t cfg_hash[32];
 	uint8_t cfg_hash_len;
+
+	/* rollout tests */
+	uint8_t fail_hash[32];
+	bool fail_set;
+	uint32_t fail_percent;
+	uint64_t uid_seed;
 } L;
 
 /* ---- small helpers ---- */
@@ -446,6 +456,8 @@ static int build_a2s(struct agent *a, enum msg_kind kind, uint64_t seq)
 	struct pf_config_file eff;
 	bool have_cfg = a->rc_hash_len && a->rc_hash_len == L.cfg_hash_len &&
 			memcmp(a->rc_hash, L.cfg_hash, a->rc_hash_len) == 0;
+	bool refuse = L.fail_set && a->idx % 100 < L.fail_percent && a->rc_hash_len == 32 &&
+		      memcmp(a->rc_hash, L.fail_hash, 32) == 0;
 
 	if (kind == MSG_FULL) {
 		uid_format(a->uid, uidtxt);
@@ -485,10 +497,12 @@ static int build_a2s(struct agent *a, enum msg_kind kind, uint64_t seq)
 		m.has_remote_config_status = true;
 		m.rcs_last_hash = a->rc_hash;
 		m.rcs_last_hash_len = a->rc_hash_len;
-		m.rcs_status = have_cfg ? PF_RCS_APPLIED : PF_RCS_FAILED;
-		m.rcs_error_message = have_cfg ? NULL : "no " CONFIG_KEY " in the remote config";
+		m.rcs_status = have_cfg && !refuse ? PF_RCS_APPLIED : PF_RCS_FAILED;
+		m.rcs_error_message = refuse	  ? "opamp-load: --fail-hash refuses this config"
+				      : have_cfg ? NULL
+						 : "no " CONFIG_KEY " in the remote config";
 	}
-	if ((kind == MSG_FULL || kind == MSG_RCS) && have_cfg) {
+	if ((kind == MSG_FULL || kind == MSG_RCS) && have_cfg && !refuse) {
 		eff = (struct pf_config_file){ .name = CONFIG_KEY,
 					       .body = L.cfg_body.data,
 					       .body_len = L.cfg_body.len,
@@ -1677,7 +1691,10 @@ static void usage(FILE *f)
 	      "  --heartbeat S       periodic heartbeat interval, 0 = off (default 30)\n"
 	      "  --max-msg N         largest server message accepted (default 64 MiB)\n"
 	      "  --timeout S         bound on the whole run (default 300)\n"
-	      "  --verbose           log every error_response and close\n",
+	      "  --verbose           log every error_response and close\n"
+	      "  --fail-hash H       agents in --fail-percent answer FAILED to config SHA-256 H\n"
+	      "  --fail-percent P    share of agents (index mod 100 < P) that refuse H (default 0)\n"
+	      "  --uid-seed N        instance uids derived from N and the index (same fleet again)\n",
 	      f);
 }
 
@@ -1713,6 +1730,9 @@ int main(int argc, char **argv)
 		{ "max-msg", required_argument, NULL, 'M' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "fail-hash", required_argument, NULL, 'F' },
+		{ "fail-percent", required_argument, NULL, 'f' },
+		{ "uid-seed", required_argument, NULL, 'u' },
 		{ "help", no_argument, NULL, 'x' },
 		{ 0 },
 	};
@@ -1803,6 +1823,18 @@ int main(int argc, char **argv)
 		case 'v':
 			L.verbose = true;
 			break;
+		case 'F':
+			bad = strlen(optarg) != 64 || hex_to_bytes(optarg, L.fail_hash, 32) < 0;
+			L.fail_set = true;
+			break;
+		case 'f':
+			bad = parse_num(optarg, 0, 100, &v);
+			L.fail_percent = (uint32_t)v;
+			break;
+		case 'u':
+			bad = parse_num(optarg, 1, 1e15, &v);
+			L.uid_seed = (uint64_t)v;
+			break;
 		case 'x':
 			usage(stdout);
 			return 0;
@@ -1892,6 +1924,18 @@ int main(int argc, char **argv)
 		a->fd = -1;
 		a->idx = i;
 		uid_make(a->uid);
+		if (L.uid_seed) {
+			/* splitmix64 of (seed, index): stable across runs, not in index order */
+			uint64_t z = L.uid_seed * 0x9e3779b97f4a7c15ULL + i + 1;
+			z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+			z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+			z ^= z >> 31;
+			memcpy(a->uid, &L.uid_seed, 6);
+			memcpy(a->uid + 8, &z, 8);
+			a->uid[6] = 0x70;
+			a->uid[7] = 0;
+			a->uid[8] = (uint8_t)(0x80 | (a->uid[8] & 0x3f));
+		}
 		pf_buf_init(&a->in, 0);
 		pf_buf_init(&a->out, 0);
 		pf_buf_init(&a->frag, 0);

@@ -17,6 +17,7 @@
 #include "fleet/capture.h"
 #include "fleet/fleet.h"
 #include "fleet/persist.h"
+#include "fleet/rollout.h"
 #include "metrics.h"
 #include "pf/log.h"
 #include "profstore/profstore.h"
@@ -60,6 +61,7 @@ int main(int argc, char **argv)
 	struct pf_retention *retention = NULL;
 	struct pf_qpool *qpool = NULL, *ingest = NULL;
 	struct pf_captures *captures = NULL;
+	struct pf_rollouts *rollouts = NULL;
 	struct pf_metrics metrics;
 	struct pf_api api;
 	memset(&metrics, 0, sizeof(metrics));
@@ -101,6 +103,20 @@ int main(int argc, char **argv)
 	}
 	if (pf_bootstrap_load_fleet(store, fleet, &err) < 0) {
 		pf_log_error("loading the fleet store: %s", err.msg);
+		goto out;
+	}
+	/* Staged rollouts: pinned versions first, then the active rollouts resume. */
+	if (pf_rollouts_load_pins(store, fleet, &err) < 0) {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
+	rollouts = pf_rollouts_new(fleet, store);
+	if (!rollouts) {
+		pf_log_error("out of memory");
+		goto out;
+	}
+	if (pf_rollouts_load(rollouts, (int64_t)time(NULL) * 1000, &err) < 0) {
+		pf_log_error("%s", err.msg);
 		goto out;
 	}
 	persist = pf_persist_start(dbpath, &err);
@@ -161,6 +177,7 @@ int main(int argc, char **argv)
 	api.store = store;
 	api.metrics = &metrics;
 	api.captures = captures;
+	api.rollouts = rollouts;
 	metrics.query_pool = qpool;
 	metrics.ingest_pool = ingest;
 	metrics.captures = captures;
@@ -175,6 +192,7 @@ int main(int argc, char **argv)
 		.query_pool = qpool,
 		.ingest_pool = ingest,
 		.captures = captures,
+		.rollouts = rollouts,
 	};
 	snprintf(so.listen_host, sizeof(so.listen_host), "%s", cfg.listen_host);
 	g_server = pf_server_new(&so, fleet, store, persist, &metrics, &api, &err);
@@ -217,6 +235,9 @@ out:
 	if (captures && pf_captures_flush(captures) < 0)
 		pf_log_warn("captures: last states not written: %s", pf_store_last_error(store));
 	pf_captures_free(captures);
+	if (rollouts && pf_rollouts_flush(rollouts) < 0)
+		pf_log_warn("rollouts: last results not written: %s", pf_store_last_error(store));
+	pf_rollouts_free(rollouts);
 	pf_fleet_free(fleet);
 	pf_store_close(store);
 	pf_controller_config_release(&cfg);

@@ -16,6 +16,7 @@
 #include "fleet/capture.h"
 #include "fleet/fleet.h"
 #include "fleet/persist.h"
+#include "fleet/rollout.h"
 #include "metrics.h"
 #include "opamp/session.h"
 #include "opamp_codec.h"
@@ -1107,6 +1108,8 @@ static void persist_tick(lws_sorted_usec_list_t *sul)
 	}
 	if (s->opt.captures)
 		pf_captures_tick(s->opt.captures, now_ms());
+	if (s->opt.rollouts)
+		pf_rollouts_tick(s->opt.rollouts, now_ms());
 	lws_sul_schedule(s->ctx, 0, &s->sul_persist, persist_tick, PERSIST_INTERVAL_US);
 }
 

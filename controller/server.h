@@ -22,6 +22,7 @@ struct pf_persist;
 struct pf_metrics;
 struct pf_api;
 struct pf_captures;
+struct pf_rollouts;
 
 struct pf_server_options {
 	char listen_host[256];
@@ -43,6 +44,8 @@ struct pf_server_options {
 	/* Incident captures (fleet/capture.h), or NULL: the server sends their OpAMP messages
 	 * to WebSocket agents and ticks their deadlines and writes with the persist timer. */
 	struct pf_captures *captures;
+	/* Staged rollouts (fleet/rollout.h), or NULL: ticked with the persist timer. */
+	struct pf_rollouts *rollouts;
 };
 
 struct pf_server;

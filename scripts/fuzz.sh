@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 secs=${1:-60}
-targets=${PF_FUZZ_TARGETS:-"pprof otlp opamp profcfg selector"}
+targets=${PF_FUZZ_TARGETS:-"pprof otlp opamp profcfg selector traces"}
 jobs=${PF_FUZZ_JOBS:-2}
 build=build/fuzz
 

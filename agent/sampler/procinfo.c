@@ -704,11 +704,17 @@ void pf_procinfo_invalidate(struct pf_procinfo *pi, uint32_t pid)
 
 void pf_procinfo_reap(struct pf_procinfo *pi, void (*forget)(void *ctx, uint32_t pid), void *ctx)
 {
+	pf_procinfo_reap_if(pi, NULL, NULL, forget, ctx);
+}
+
+void pf_procinfo_reap_if(struct pf_procinfo *pi, bool (*keep)(void *ctx, uint32_t pid),
+			 void *keep_ctx, void (*forget)(void *ctx, uint32_t pid), void *ctx)
+{
 	for (size_t b = 0; b < BUCKETS; b++) {
 		struct entry **pp = &pi->tab[b];
 		while (*pp) {
 			struct entry *e = *pp;
-			if (!e->p.exited) {
+			if (!e->p.exited || (keep && keep(keep_ctx, e->p.pid))) {
 				pp = &e->next;
 				continue;
 			}

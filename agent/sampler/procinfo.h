@@ -119,6 +119,10 @@ void pf_procinfo_exited(struct pf_procinfo *pi, uint32_t pid);
 void pf_procinfo_invalidate(struct pf_procinfo *pi, uint32_t pid);
 /* Drops exited processes; calls forget(ctx, pid) for each (may be NULL). */
 void pf_procinfo_reap(struct pf_procinfo *pi, void (*forget)(void *ctx, uint32_t pid), void *ctx);
+/* The same, but keeps the exited processes for which keep(keep_ctx, pid) is true (samples of them
+ * are still held elsewhere, e.g. the span triggers' ring). keep NULL: pf_procinfo_reap. */
+void pf_procinfo_reap_if(struct pf_procinfo *pi, bool (*keep)(void *ctx, uint32_t pid),
+			 void *keep_ctx, void (*forget)(void *ctx, uint32_t pid), void *ctx);
 /* Reads every process under proc_root (startup). Returns how many were added, or -errno. */
 int pf_procinfo_scan(struct pf_procinfo *pi);
 /* Calls fn for every known process (stop early by returning non-zero, which is returned). */

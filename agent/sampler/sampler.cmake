@@ -7,6 +7,7 @@
 #   procinfo.c             process attributes, filters, pid verdicts
 #   ../symbolize/symbolize.c  /proc/PID/maps, ELF/DWARF (elfutils), build ids, kallsyms
 #   aggregate.c            raw samples -> struct pf_prof_window
+#   sample_ring.c          recent samples kept for lookback_seconds (span triggers cut from it)
 #
 # The BPF object is built the way libbpf-bootstrap's bpf_object() does it: its own compiler
 # (clang -target bpf), its own flags (never the user-space ones: no sanitizers, no -Werror
@@ -65,7 +66,8 @@ add_custom_target(agent_sampler_skel DEPENDS ${PF_SAMPLER_GEN}/cpu_sampler.skel.
 
 add_library(agent_sampler STATIC
 	${PF_SAMPLER_DIR}/sampler_bpf.c ${PF_SAMPLER_DIR}/procinfo.c
-	${PF_SAMPLER_DIR}/../symbolize/symbolize.c ${PF_SAMPLER_DIR}/aggregate.c)
+	${PF_SAMPLER_DIR}/../symbolize/symbolize.c ${PF_SAMPLER_DIR}/aggregate.c
+	${PF_SAMPLER_DIR}/sample_ring.c)
 add_dependencies(agent_sampler agent_sampler_skel)
 target_include_directories(agent_sampler
 	PUBLIC ${PF_SAMPLER_DIR} ${PF_SAMPLER_DIR}/../symbolize

@@ -19,6 +19,7 @@
 #include "cpu_sampler.skel.h"
 #include "pf/log.h"
 #include "procinfo.h"
+#include "sample_ring.h"
 #include "symbolize.h"
 
 #define MAX_READY 8
@@ -71,6 +72,9 @@ struct pf_sampler {
 	struct pf_prof_window *ready[MAX_READY];
 	size_t n_ready;
 	int last_error;
+
+	struct pf_sample_ring *ring; /* span triggers: recent samples, NULL when off */
+	uint64_t drained_unix_ns;    /* when the last poll started draining */
 };
 
 /* ---- clocks ------------------------------------------------------------------------------- */
@@ -251,6 +255,12 @@ static int on_sample(void *ctx, void *data, size_t size)
 		.ustack = ips + h.kstack_len,
 		.n_ustack = ulen,
 	};
+	if (s->ring) {
+		/* refusals are counted in its stats */
+		pf_sample_ring_add(s->ring, &as, s->freq_hz);
+		if (s->triggered_mode && !s->trigger_on)
+			return 0; /* between captures: the ring only */
+	}
 	int rc = pf_agg_add(s->agg, &as);
 	if (rc < 0 && rc != -ENOSPC)
 		s->last_error = rc;
@@ -314,7 +324,10 @@ int pf_sampler_poll(struct pf_sampler *s, int timeout_ms)
 		pf_procinfo_refresh_source(s->pi, push_one, s);
 	/* samples do not wake us one by one (see cpu_sampler.bpf.c): drain on every call */
 	refresh_clock(s);
+	uint64_t t = clock_ns(CLOCK_REALTIME);
 	int n = ring_buffer__consume(s->rb);
+	if (n >= 0)
+		s->drained_unix_ns = t;
 	return n < 0 ? n : rc + n;
 }
 
@@ -379,7 +392,7 @@ static int perf_set_period(struct perf_set *ps, uint32_t hz, const char *key,
 
 static bool want_running(const struct pf_sampler *s)
 {
-	return s->enabled && (!s->triggered_mode || s->trigger_on);
+	return s->enabled && (!s->triggered_mode || s->trigger_on || s->ring);
 }
 
 static int cut_window(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf_error *err);
@@ -470,6 +483,7 @@ static void forget_pid(void *ctx, uint32_t pid)
 }
 
 static uint64_t lost_total(struct pf_sampler *s);
+static void reap_exited(struct pf_sampler *s);
 
 static bool captures_running(const struct pf_sampler *s)
 {
@@ -501,9 +515,9 @@ static int close_into(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf
 	s->lost_at_close = lost;
 	s->window_start = end;
 	/* processes that exited are symbolized now: let them go (unless a capture still needs
-	 * them: its window closes later) */
+	 * them: its window closes later; or the span triggers' ring still has samples of them) */
 	if (!captures_running(s))
-		pf_procinfo_reap(s->pi, forget_pid, s->sym);
+		reap_exited(s);
 	/* per-window symbolization state (DWARF) goes; freed heap goes back to the system */
 	pf_symbolizer_trim(s->sym);
 	malloc_trim(0);
@@ -881,6 +895,7 @@ void pf_sampler_free(struct pf_sampler *s)
 	for (size_t i = 0; i < s->n_ready; i++)
 		pf_prof_window_free(s->ready[i]);
 	pf_agg_free(s->agg);
+	pf_sample_ring_free(s->ring);
 	pf_symbolizer_free(s->sym);
 	pf_procinfo_free(s->pi);
 	free(s->pe.fds);
@@ -1021,4 +1036,138 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 	s->window_start = clock_ns(CLOCK_REALTIME);
 	s->freq_hz = 99;
 	return s;
+}
+
+/* ---- span triggers: the sample ring ------------------------------------------------------- */
+
+int pf_sampler_set_ring(struct pf_sampler *s, uint32_t lookback_seconds, size_t max_bytes,
+			struct pf_error *err)
+{
+	if (!lookback_seconds) {
+		pf_sample_ring_free(s->ring);
+		s->ring = NULL;
+	} else if (s->ring) {
+		pf_sample_ring_set_limits(s->ring, lookback_seconds, max_bytes);
+	} else if (!(s->ring = pf_sample_ring_new(lookback_seconds, max_bytes))) {
+		return pf_error_set(err, -ENOMEM, "", "out of memory for the sample ring");
+	}
+	return apply_running(s, s->freq_hz, err);
+}
+
+/* The pids of the ring, ascending, for keep_in_ring(). */
+struct ring_pids {
+	uint32_t *v;
+	size_t n;
+};
+
+static int u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static bool keep_in_ring(void *ctx, uint32_t pid)
+{
+	struct ring_pids *r = ctx;
+	return r->n && bsearch(&pid, r->v, r->n, sizeof(pid), u32_cmp);
+}
+
+static void reap_exited(struct pf_sampler *s)
+{
+	struct ring_pids r = {0};
+	struct pf_sample_ring_stats st;
+	if (s->ring) {
+		pf_sample_ring_stats(s->ring, &st);
+		if (st.samples && !(r.v = malloc(st.samples * sizeof(*r.v))))
+			return; /* out of memory: keep everything until the next try */
+		r.n = st.samples ? pf_sample_ring_pids(s->ring, r.v, st.samples) : 0;
+	}
+	pf_procinfo_reap_if(s->pi, s->ring ? keep_in_ring : NULL, &r, forget_pid, s->sym);
+	free(r.v);
+}
+
+void pf_sampler_reap(struct pf_sampler *s)
+{
+	reap_exited(s);
+}
+
+uint64_t pf_sampler_drained_unix_ns(const struct pf_sampler *s)
+{
+	return s->drained_unix_ns;
+}
+
+/* The samples of a cut, and the frequencies they were taken at (a window has one period: the
+ * one most of them have). */
+struct cut {
+	struct pf_agg *agg;
+	uint32_t hz[4];
+	uint64_t n[4];
+};
+
+static int cut_add(void *ctx, const struct pf_agg_sample *s, uint32_t hz)
+{
+	struct cut *c = ctx;
+	for (size_t i = 0; i < PF_ARRAY_SIZE(c->hz); i++) {
+		if (!c->n[i] || c->hz[i] == hz) {
+			c->hz[i] = hz;
+			c->n[i]++;
+			break;
+		}
+	}
+	int rc = pf_agg_add(c->agg, s);
+	return rc == -ENOMEM ? rc : 0;
+}
+
+int pf_sampler_cut(struct pf_sampler *s, uint32_t pid, uint32_t tid, uint64_t start_unix_ns,
+		   uint64_t end_unix_ns, struct pf_prof_window **out, struct pf_error *err)
+{
+	*out = NULL;
+	if (!s->ring)
+		return pf_error_set(err, -ENOENT, "", "no sample ring (no span trigger enabled)");
+	if (end_unix_ns <= start_unix_ns)
+		end_unix_ns = start_unix_ns + 1;
+	struct cut c = {.agg = pf_agg_new(NULL)};
+	if (!c.agg)
+		return pf_error_set(err, -ENOMEM, "", "out of memory");
+	int rc = pf_sample_ring_cut(s->ring, pid, tid, start_unix_ns, end_unix_ns, cut_add, &c);
+	uint32_t hz = s->freq_hz;
+	for (size_t i = 0, best = 0; i < PF_ARRAY_SIZE(c.hz); i++)
+		if (c.n[i] > best) {
+			best = c.n[i];
+			hz = c.hz[i];
+		}
+	struct pf_agg_hooks hooks = {.resolve = resolve, .ctx = s};
+	if (rc >= 0)
+		rc = pf_agg_close(c.agg, start_unix_ns, end_unix_ns, hz, &hooks, out);
+	pf_agg_free(c.agg);
+	pf_symbolizer_trim(s->sym); /* as after a window: DWARF handles go, resolved addresses stay */
+	if (rc < 0)
+		return pf_error_set(err, rc, "", "cutting the span's samples: %s", strerror(-rc));
+	(*out)->host_name = pf_prof_strdup(*out, pf_procinfo_host_name(s->pi));
+	return 0;
+}
+
+size_t pf_sampler_ring_procs(struct pf_sampler *s, struct pf_sampler_ring_proc *out, size_t cap)
+{
+	if (!s->ring || !cap)
+		return 0;
+	_cleanup_free_ uint32_t *pids = malloc(cap * sizeof(*pids));
+	if (!pids)
+		return 0;
+	size_t n = pf_sample_ring_pids(s->ring, pids, cap);
+	for (size_t i = 0; i < n; i++) {
+		const struct pf_proc *p = pf_procinfo_get(s->pi, pids[i]);
+		const char *name = p ? (p->service_name ? p->service_name : p->exe_name) : NULL;
+		out[i].pid = pids[i];
+		snprintf(out[i].service_name, sizeof(out[i].service_name), "%s", name ? name : "");
+	}
+	return n;
+}
+
+int pf_sampler_ring_stats(struct pf_sampler *s, struct pf_sample_ring_stats *out)
+{
+	if (!s->ring)
+		return -ENOENT;
+	pf_sample_ring_stats(s->ring, out);
+	return 0;
 }

@@ -162,4 +162,37 @@ struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned sl
 /* Counters for the agent's metrics and health. */
 int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out);
 
+/* ---- the span triggers' sample ring (sample_ring.h) ----
+ *
+ * pf_sampler_set_ring(s, lookback, max_bytes) keeps every sample also in a ring for lookback
+ * seconds within max_bytes (0 lookback: no ring, freed). While a ring exists the perf events
+ * run whenever profiling is enabled, also in mode triggered between captures — then samples go
+ * to the ring only, so no continuous windows are built. pf_sampler_cut() builds a window of
+ * exactly [start, end) of one process (and one thread when tid != 0) from the ring, attributes
+ * and symbols resolved as for a window (an empty window when there are no such samples), its
+ * frequency the one most of its samples were taken at.
+ * pf_sampler_drained_unix_ns() is the wall-clock time at which the last poll started draining
+ * the kernel's ring buffer: every sample taken before it is in the ring. Exited processes with
+ * samples in the ring keep their attributes and symbols until those samples age out. */
+struct pf_sample_ring_stats;
+
+struct pf_sampler_ring_proc {
+	uint32_t pid;
+	char service_name[128]; /* procinfo's service.name (else the executable name), "" unknown */
+};
+
+int pf_sampler_set_ring(struct pf_sampler *s, uint32_t lookback_seconds, size_t max_bytes,
+			struct pf_error *err);
+int pf_sampler_cut(struct pf_sampler *s, uint32_t pid, uint32_t tid, uint64_t start_unix_ns,
+		   uint64_t end_unix_ns, struct pf_prof_window **out, struct pf_error *err);
+uint64_t pf_sampler_drained_unix_ns(const struct pf_sampler *s);
+/* The processes with samples in the ring (at most cap), ascending by pid; 0 without a ring. */
+size_t pf_sampler_ring_procs(struct pf_sampler *s, struct pf_sampler_ring_proc *out, size_t cap);
+/* Lets go of exited processes (attributes, symbolizer maps) that have no samples in the ring
+ * any more. Window closes do it too; in mode triggered between captures, where no window
+ * closes, the owner calls it now and then. */
+void pf_sampler_reap(struct pf_sampler *s);
+/* The ring's counters; -ENOENT without a ring. */
+int pf_sampler_ring_stats(struct pf_sampler *s, struct pf_sample_ring_stats *out);
+
 #endif

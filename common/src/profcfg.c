@@ -11,6 +11,7 @@
  * tags are refused as they appear (no alias expansion, no billion laughs). */
 #include "pf/profcfg.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <regex.h>
@@ -50,6 +51,7 @@ struct key_desc {
 	size_t elem_size; /* K_LIST */
 	size_t max_items; /* K_LIST, K_MAP */
 	uint64_t def_u;	  /* K_BOOL, K_U32, K_U64, K_ENUM */
+	const char *def_s; /* K_STRING default, NULL = unset */
 	uint64_t min_u, max_u;
 	double def_d, min_d, max_d;
 	const char *const *names; /* K_ENUM values; K_STRING allowed set (NULL = any) */
@@ -212,6 +214,61 @@ int pf_profcfg_filter_check(const struct pf_filter *f, const char *path, struct 
 	return filter_item_check(f, path, err);
 }
 
+/* "HOST:PORT" for a local listener: HOST an IPv4 literal, [IPv6 literal] or localhost; PORT
+ * 1..65535 but not 4317/4318, the OTLP ports a Collector on the same host listens on. */
+static int check_listen(const char *s, char *why, size_t n)
+{
+	const char *colon;
+	char host[64];
+	size_t hlen;
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+		if (!rb || rb[1] != ':')
+			goto bad;
+		hlen = (size_t)(rb - s - 1);
+		if (hlen == 0 || hlen >= sizeof(host))
+			goto bad;
+		memcpy(host, s + 1, hlen);
+		host[hlen] = 0;
+		struct in6_addr a6;
+		if (inet_pton(AF_INET6, host, &a6) != 1)
+			goto bad;
+		colon = rb + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon)
+			goto bad;
+		hlen = (size_t)(colon - s);
+		if (hlen == 0 || hlen >= sizeof(host))
+			goto bad;
+		memcpy(host, s, hlen);
+		host[hlen] = 0;
+		struct in_addr a4;
+		if (strcmp(host, "localhost") != 0 && inet_pton(AF_INET, host, &a4) != 1)
+			goto bad;
+	}
+	const char *p = colon + 1;
+	size_t digits = strspn(p, "0123456789");
+	if (!digits || p[digits] || digits > 5)
+		goto bad;
+	unsigned long port = strtoul(p, NULL, 10);
+	if (port < 1 || port > 65535)
+		goto bad;
+	if (port == 4317 || port == 4318) {
+		snprintf(why, n,
+			 "must not use port %lu: 4317/4318 are the OTLP ports of a Collector on "
+			 "this host (default 127.0.0.1:4328)",
+			 port);
+		return -1;
+	}
+	return 0;
+bad:
+	snprintf(why, n,
+		 "must be HOST:PORT with an IPv4 address, [IPv6 address] or localhost and a port "
+		 "1..65535");
+	return -1;
+}
+
 static int check_nonempty(const char *s, char *why, size_t n)
 {
 	if (!s[0]) {
@@ -345,6 +402,27 @@ static const struct key_desc keys[] = {
 	 "A span at least this long (milliseconds) triggers a profile."),
     U32K("profiling.triggers.slow_span.max_per_minute", CFG, slow_span.max_per_minute, 6, 1, 600,
 	 "At most this many slow-span profiles per minute."),
+    {.path = "profiling.triggers.slow_span.listen",
+     .type = K_STRING,
+     .off = offsetof(CFG, slow_span.listen),
+     .def_s = "127.0.0.1:4328",
+     .check = check_listen,
+     .check_desc = "HOST:PORT (IPv4, [IPv6] or localhost; not port 4317/4318)",
+     .doc = "Address of the agent's OTLP/HTTP traces receiver (`POST /v1/traces`, protobuf or "
+	    "JSON, gzip), bound exactly there; shared with error_span. A Collector fans spans "
+	    "out to it. 4317/4318 are refused: they are a local Collector's own OTLP ports."},
+    U32K("profiling.triggers.slow_span.lookback_seconds", CFG, slow_span.lookback_seconds, 60, 5,
+	 600,
+	 "How long recent samples are kept in memory for spans to be cut from (a span that "
+	 "started earlier is refused). The sample ring counts against limits.max_memory_mb "
+	 "(at most a quarter of it; see docs/agent.md)."),
+    SECTION("profiling.triggers.error_span",
+	    "Profile a span's thread for the span's time range when the span ends with status "
+	    "ERROR (same receiver, ring and mechanics as slow_span)."),
+    BOOLK("profiling.triggers.error_span.enabled", CFG, error_span.enabled, false,
+	  "Act on spans with status code ERROR (any duration)."),
+    U32K("profiling.triggers.error_span.max_per_minute", CFG, error_span.max_per_minute, 6, 1, 600,
+	 "At most this many error-span profiles per minute."),
     SECTION("profiling.triggers.high_cpu",
 	    "Profile at a higher frequency while CPU use stays high."),
     BOOLK("profiling.triggers.high_cpu.enabled", CFG, high_cpu.enabled, false,
@@ -637,19 +715,36 @@ static void set_d(void *base, const struct key_desc *k, double d)
 
 /* Defaults of every scalar key under container `pattern` (sections recursively; lists and
  * maps start empty). */
-static void fill_defaults(const char *pattern, void *base)
+static int fill_defaults(const char *pattern, void *base);
+
+static int set_default_str(void *base, const struct key_desc *k)
 {
+	char *dup = strdup(k->def_s);
+	if (!dup)
+		return -ENOMEM;
+	free(get_ptr(base, k->off));
+	set_ptr(base, k->off, dup);
+	return 0;
+}
+
+static int fill_defaults(const char *pattern, void *base)
+{
+	int rc = 0;
 	for (size_t i = 0; i < N_KEYS; i++) {
 		const struct key_desc *k = &keys[i];
 		if (!child_name(k, pattern))
 			continue;
-		if (k->type == K_SECTION)
-			fill_defaults(k->path, base);
-		else if (k->type == K_DOUBLE)
+		if (k->type == K_SECTION) {
+			int r = fill_defaults(k->path, base);
+			rc = rc < 0 ? rc : r;
+		} else if (k->type == K_DOUBLE)
 			set_d(base, k, k->def_d);
+		else if (k->type == K_STRING && k->def_s)
+			rc = rc < 0 ? rc : set_default_str(base, k);
 		else
 			set_u(base, k, k->def_u);
 	}
+	return rc;
 }
 
 static void free_kvs(struct pf_kv_str *kv, size_t n)
@@ -697,7 +792,11 @@ struct pf_profcfg *pf_profcfg_new_default(void)
 		errno = ENOMEM;
 		return NULL;
 	}
-	fill_defaults("", cfg);
+	if (fill_defaults("", cfg) < 0) {
+		pf_profcfg_free(cfg);
+		errno = ENOMEM;
+		return NULL;
+	}
 	return cfg;
 }
 
@@ -1185,8 +1284,9 @@ static int parse_list(struct walk *w, const struct key_desc *k, void *base)
 		set_ptr(base, k->off, arr);
 		char *item = arr + cnt * k->elem_size;
 		memset(item, 0, k->elem_size);
-		fill_defaults(ipattern, item);
 		set_count(base, k, cnt + 1);
+		if (fill_defaults(ipattern, item) < 0)
+			return pf_error_set(w->err, -ENOMEM, w->path, "out of memory");
 		uint8_t seen[N_KEYS] = {0};
 		if ((r = parse_section(w, ipattern, item, seen)) < 0)
 			return r;
@@ -1273,10 +1373,11 @@ static int parse_section(struct walk *w, const char *pattern, void *base, uint8_
 static int check_config(const struct pf_profcfg *cfg, struct pf_error *err)
 {
 	if (cfg->mode == PF_MODE_TRIGGERED && !cfg->slow_span.enabled && !cfg->high_cpu.enabled &&
-	    !cfg->on_demand.enabled)
+	    !cfg->on_demand.enabled && !cfg->error_span.enabled)
 		return pf_error_set(err, -EINVAL, "profiling.mode",
 				    "triggered needs at least one enabled trigger "
-				    "(profiling.triggers.slow_span, high_cpu or on_demand)");
+				    "(profiling.triggers.slow_span, error_span, high_cpu or "
+				    "on_demand)");
 	return 0;
 }
 
@@ -1687,6 +1788,8 @@ static void doc_row(struct out *o, const struct key_desc *k)
 		out_printf(o, "`[]`");
 	} else if (k->type == K_MAP) {
 		out_printf(o, "`{}`");
+	} else if (k->type == K_STRING && k->def_s) {
+		out_printf(o, "`%s`", k->def_s);
 	} else if (k->type == K_STRING) {
 		out_printf(o, "*unset*");
 	}

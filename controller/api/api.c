@@ -12,7 +12,9 @@
 
 #include "api_captures.h"
 #include "api_profiles.h"
+#include "api_rollouts.h"
 #include "fleet/fleet.h"
+#include "fleet/rollout.h"
 #include "metrics.h"
 #include "pf/hash.h"
 #include "pf/log.h"
@@ -127,6 +129,25 @@ const char *pf_api_token_role(struct pf_store *st, const char *authorization, ch
 	if (pf_store_token_lookup(st, h, role, role_len) < 0)
 		return NULL;
 	return role;
+}
+
+void pf_api_field_error(struct pf_api_response *resp, int status, const char *code,
+			const struct pf_error *err)
+{
+	pf_api_respond_json(resp, status,
+			    json_pack("{s:{s:s,s:s,s:s}}", "error", "code", code, "message",
+				      err->msg[0] ? err->msg : "invalid request", "path",
+				      err->path));
+	resp->status = status;
+}
+
+void pf_api_creator(struct pf_api *api, const struct pf_api_request *req, const char *role,
+		    char *out, size_t len)
+{
+	uint8_t h[32];
+	if (pf_api_token_hash(req->authorization, h) < 0 ||
+	    pf_store_token_name(api->store, h, out, len) < 0 || !*out)
+		snprintf(out, len, "%s", role ? role : "");
 }
 
 static const char *actor_of(const char *role)
@@ -294,31 +315,98 @@ static void h_summary(struct pf_api *api, const struct pf_api_request *req,
 
 /* ---------------------------------------------------------------- configs */
 
-static void h_config_put(struct pf_api *api, const struct pf_api_request *req,
-			 struct pf_api_response *resp, const char *name, const char *role)
+/* Checks the name and the body; false when resp holds the error. */
+static bool config_check(const struct pf_api_request *req, struct pf_api_response *resp,
+			 const char *name)
 {
 	if (!valid_name(name)) {
 		pf_api_error(resp, 400, "invalid_argument",
 			     "config name must be 1..64 of [A-Za-z0-9._-], got '%s'", name);
-		return;
+		return false;
 	}
 	struct pf_error err = {0};
 	struct pf_profcfg *cfg = NULL;
 	int r = pf_profcfg_parse((const char *)req->body, req->body_len, &cfg, &err);
 	if (r < 0) {
-		json_t *o = json_pack("{s:{s:s,s:s,s:s}}", "error", "code", "invalid_config",
-				      "message", err.msg[0] ? err.msg : "invalid config", "path",
-				      err.path);
-		pf_api_respond_json(resp, r == -E2BIG ? 413 : 400, o);
-		return;
+		if (!err.msg[0])
+			snprintf(err.msg, sizeof(err.msg), "invalid config");
+		pf_api_field_error(resp, r == -E2BIG ? 413 : 400, "invalid_config", &err);
+		return false;
 	}
 	pf_profcfg_free(cfg);
+	return true;
+}
+
+/* POST /configs/{name}:validate and PUT ?dry_run=1: the checks of a PUT, nothing stored. */
+static void h_config_validate(const struct pf_api_request *req, struct pf_api_response *resp,
+			      const char *name)
+{
+	if (!config_check(req, resp, name))
+		return;
+	uint8_t hash[32];
+	pf_sha256(req->body, req->body_len, hash);
+	pf_api_respond_json(resp, 200,
+			    json_pack("{s:s,s:b,s:o}", "name", name, "valid", 1, "hash",
+				      hex_json(hash)));
+}
+
+/* PUT ?stage=1: stores a new version for a rollout without serving it; the served version
+ * is recorded so that a restart keeps serving it rather than the (newer) latest. */
+static void h_config_stage(struct pf_api *api, const struct pf_api_request *req,
+			   struct pf_api_response *resp, const char *name, const char *role,
+			   int64_t served)
+{
+	uint8_t hash[32];
+	pf_sha256(req->body, req->body_len, hash);
+	int64_t version = 0;
+	bool created = false;
+	int r = pf_store_config_serving_set(api->store, name, served);
+	if (r == 0)
+		r = pf_store_config_put(api->store, name, (const char *)req->body, req->body_len,
+					hash, req->now_ms, &version, &created);
+	if (r < 0) {
+		pf_api_error(resp, 500, "store_error", "could not stage config '%s': %s", name,
+			     pf_store_last_error(api->store));
+		return;
+	}
+	if (created) {
+		char detail[64];
+		snprintf(detail, sizeof(detail), "version %lld", (long long)version);
+		pf_api_audit(api, req, role, "config.stage", name, detail);
+	}
+	pf_api_respond_json(resp, created ? 201 : 200,
+			    json_pack("{s:s,s:I,s:o,s:b,s:b,s:I,s:I}", "name", name, "version",
+				      (json_int_t)version, "hash", hex_json(hash), "created",
+				      created, "staged", 1, "served_version", (json_int_t)served,
+				      "pushed", (json_int_t)0));
+}
+
+static void h_config_put(struct pf_api *api, const struct pf_api_request *req,
+			 struct pf_api_response *resp, const char *name, const char *role)
+{
+	const char *dry = pf_api_arg(req, "dry_run");
+	if (dry && (strcmp(dry, "1") == 0 || strcmp(dry, "true") == 0))
+		return h_config_validate(req, resp, name);
+	if (!config_check(req, resp, name))
+		return;
+	const char *stage = pf_api_arg(req, "stage");
+	struct pf_cfg_slot *served = pf_fleet_config_find(api->fleet, name);
+	if (stage && (strcmp(stage, "1") == 0 || strcmp(stage, "true") == 0) && served)
+		return h_config_stage(api, req, resp, name, role, served->version);
+	const char *active = api->rollouts ? pf_rollouts_active_for(api->rollouts, name) : NULL;
+	if (active) {
+		pf_api_error(resp, 409, "rollout_active",
+			     "rollout %s of config '%s' is active: let it finish, or cancel or roll "
+			     "it back, before a plain PUT",
+			     active, name);
+		return;
+	}
 
 	uint8_t hash[32];
 	pf_sha256(req->body, req->body_len, hash);
 	int64_t version = 0;
 	bool created = false;
-	r = pf_store_config_put(api->store, name, (const char *)req->body, req->body_len, hash,
+	int r = pf_store_config_put(api->store, name, (const char *)req->body, req->body_len, hash,
 				req->now_ms, &version, &created);
 	if (r < 0) {
 		pf_api_error(resp, 500, "store_error", "could not store config '%s': %s", name,
@@ -326,7 +414,18 @@ static void h_config_put(struct pf_api *api, const struct pf_api_request *req,
 		return;
 	}
 	size_t pushed = 0;
-	if (created || !pf_fleet_config_find(api->fleet, name)) {
+	/* A plain PUT serves its version to every agent of the config at once: the pins and the
+	 * served version a rollout left behind are dropped. */
+	r = pf_store_pins_clear(api->store, name, 0);
+	if (r == 0)
+		r = pf_store_config_serving_set(api->store, name, 0);
+	if (r < 0) {
+		pf_api_error(resp, 500, "store_error", "could not reset pins of '%s': %s", name,
+			     pf_store_last_error(api->store));
+		return;
+	}
+	size_t unpinned = pf_fleet_unpin_config(api->fleet, name, 0);
+	if (created || unpinned || !served || served->version != version) {
 		r = pf_fleet_config_set(api->fleet, name, version, hash, (const char *)req->body,
 					req->body_len, req->now_ms);
 		if (r < 0) {
@@ -403,18 +502,28 @@ static void h_config_versions(struct pf_api *api, struct pf_api_response *resp,
 	pf_api_respond_json(resp, 200, json_pack("{s:s,s:o}", "name", name, "versions", arr));
 }
 
+struct cfg_list {
+	struct pf_api *api;
+	json_t *arr;
+};
+
 static int latest_cb(const struct pf_config_version *cv, void *ud)
 {
-	json_array_append_new(ud, json_pack("{s:s,s:I,s:o,s:I}", "name", cv->name, "version",
-					    (json_int_t)cv->version, "hash", hex_json(cv->hash),
-					    "created", (json_int_t)cv->created_ms));
+	struct cfg_list *l = ud;
+	const struct pf_cfg_slot *served = pf_fleet_config_find(l->api->fleet, cv->name);
+	json_array_append_new(
+	    l->arr, json_pack("{s:s,s:I,s:o,s:I,s:o}", "name", cv->name, "version",
+			      (json_int_t)cv->version, "hash", hex_json(cv->hash), "created",
+			      (json_int_t)cv->created_ms, "served_version",
+			      served ? json_integer(served->version) : json_null()));
 	return 0;
 }
 
 static void h_config_list(struct pf_api *api, struct pf_api_response *resp)
 {
 	json_t *arr = json_array();
-	int r = pf_store_config_foreach_latest(api->store, latest_cb, arr);
+	struct cfg_list l = {.api = api, .arr = arr};
+	int r = pf_store_config_foreach_latest(api->store, latest_cb, &l);
 	if (r < 0) {
 		json_decref(arr);
 		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));
@@ -430,6 +539,25 @@ static json_t *assignment_json(const struct pf_assignment *a)
 	return json_pack("{s:s,s:s,s:s,s:I,s:I}", "name", a->name, "selector", a->selector,
 			 "config", a->config, "priority", (json_int_t)a->priority, "updated",
 			 (json_int_t)a->updated_ms);
+}
+
+/* The assignment with its match counts: "matched" agents its selector matches, of which
+ * "resolved" have its config as their desired config (a higher-priority assignment may win
+ * the others). */
+static json_t *assignment_counts_json(struct pf_api *api, const struct pf_assignment *a)
+{
+	json_t *o = assignment_json(a);
+	struct pf_selector *sel = pf_selector_compile(a->selector, NULL);
+	if (!o || !sel) {
+		pf_selector_free(sel);
+		return o;
+	}
+	size_t resolved = 0;
+	size_t matched = pf_fleet_count_matching(api->fleet, sel, a->config, &resolved);
+	pf_selector_free(sel);
+	json_object_set_new(o, "matched", json_integer((json_int_t)matched));
+	json_object_set_new(o, "resolved", json_integer((json_int_t)resolved));
+	return o;
 }
 
 static void h_assignment_put(struct pf_api *api, const struct pf_api_request *req,
@@ -556,7 +684,7 @@ static void h_assignment_get(struct pf_api *api, struct pf_api_response *resp,
 		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));
 		return;
 	}
-	pf_api_respond_json(resp, 200, assignment_json(&a));
+	pf_api_respond_json(resp, 200, assignment_counts_json(api, &a));
 }
 
 static void h_assignment_delete(struct pf_api *api, const struct pf_api_request *req,
@@ -577,16 +705,23 @@ static void h_assignment_delete(struct pf_api *api, const struct pf_api_request 
 	pf_api_respond_json(resp, 200, json_pack("{s:s,s:I}", "deleted", name, "pushed", (json_int_t)pushed));
 }
 
+struct asg_list {
+	struct pf_api *api;
+	json_t *arr;
+};
+
 static int asg_list_cb(const struct pf_assignment *a, void *ud)
 {
-	json_array_append_new(ud, assignment_json(a));
+	struct asg_list *l = ud;
+	json_array_append_new(l->arr, assignment_counts_json(l->api, a));
 	return 0;
 }
 
 static void h_assignment_list(struct pf_api *api, struct pf_api_response *resp)
 {
 	json_t *arr = json_array();
-	int r = pf_store_assignment_foreach(api->store, asg_list_cb, arr);
+	struct asg_list l = {.api = api, .arr = arr};
+	int r = pf_store_assignment_foreach(api->store, asg_list_cb, &l);
 	if (r < 0) {
 		json_decref(arr);
 		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));
@@ -687,6 +822,10 @@ static void route(struct pf_api *api, const struct pf_api_request *req,
 	} else if (n == 1 && strcmp(seg[0], "configs") == 0) {
 		if (get)
 			return h_config_list(api, resp);
+	} else if (n == 2 && strcmp(seg[0], "configs") == 0 && post &&
+		   strlen(seg[1]) > 9 && strcmp(seg[1] + strlen(seg[1]) - 9, ":validate") == 0) {
+		seg[1][strlen(seg[1]) - 9] = 0;
+		return h_config_validate(req, resp, seg[1]);
 	} else if (n == 2 && strcmp(seg[0], "configs") == 0) {
 		if (get)
 			return h_config_get(api, req, resp, seg[1]);
@@ -709,6 +848,8 @@ static void route(struct pf_api *api, const struct pf_api_request *req,
 		if (get || post || del)
 			return pf_api_captures_handle(api, req, resp, n == 2 ? seg[1] : NULL,
 						      role);
+	} else if (n >= 1 && strcmp(seg[0], "rollouts") == 0) {
+		return pf_api_rollouts_handle(api, req, resp, (const char(*)[160])seg, n, role);
 	} else if (pf_api_profiles_match((const char(*)[160])seg, n)) {
 		return pf_api_profiles_handle(api, req, resp, (const char(*)[160])seg, n);
 	} else {

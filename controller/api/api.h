@@ -8,15 +8,19 @@
  *   GET    /api/v1/agents/{uid}                        viewer
  *   GET    /api/v1/fleet/summary                       viewer
  *   GET    /api/v1/configs                             viewer
- *   PUT    /api/v1/configs/{name}   (YAML body)        operator
+ *   PUT    /api/v1/configs/{name}[?dry_run=1] (YAML)  operator (409 while a rollout of it
+ *                                                      is active)
+ *   POST   /api/v1/configs/{name}:validate (YAML)     operator (validates, stores nothing)
  *   GET    /api/v1/configs/{name}[?version=N]          viewer
  *   GET    /api/v1/configs/{name}/versions             viewer
- *   GET    /api/v1/assignments                         viewer
+ *   GET    /api/v1/assignments                         viewer (with match counts)
  *   PUT    /api/v1/assignments/{name} (JSON body)      operator
  *   GET    /api/v1/assignments/{name}                  viewer
  *   DELETE /api/v1/assignments/{name}                  operator
  *   POST   /api/v1/captures, DELETE /api/v1/captures/{id}   operator (api_captures.h)
  *   GET    /api/v1/captures[/{id}]                     viewer
+ *   POST   /api/v1/rollouts, /rollouts/{id}/{action}   operator (api_rollouts.h)
+ *   GET    /api/v1/rollouts[/{id}]                     viewer
  *   GET    /api/v1/profiles..., /flamegraph, /top      viewer (api_profiles.h)
  *   GET    /healthz /readyz /metrics                   no token
  * Tokens: `Authorization: Bearer <token>`; roles viewer < operator < admin, looked up by the
@@ -29,11 +33,13 @@
 #include <stdint.h>
 
 #include "pf/buf.h"
+#include "pf/error.h"
 
 struct pf_fleet;
 struct pf_store;
 struct pf_metrics;
 struct pf_captures;
+struct pf_rollouts;
 struct json_t;
 
 #define PF_API_MAX_ARGS 16
@@ -44,6 +50,7 @@ struct pf_api {
 	struct pf_store *store;
 	struct pf_metrics *metrics;
 	struct pf_captures *captures; /* NULL: the capture routes answer 503 */
+	struct pf_rollouts *rollouts; /* NULL: the rollout routes answer 503 */
 	bool ready;
 };
 
@@ -87,6 +94,12 @@ void pf_api_respond_json(struct pf_api_response *resp, int status, struct json_t
 /* Writes an audit entry for a mutation (actor = the caller's role); failures are logged. */
 void pf_api_audit(struct pf_api *api, const struct pf_api_request *req, const char *role,
 		  const char *action, const char *target, const char *detail);
+/* {"error":{"code","message","path"}} with status — path names the offending field. */
+void pf_api_field_error(struct pf_api_response *resp, int status, const char *code,
+			const struct pf_error *err);
+/* The name the caller's token was stored with, else its role. */
+void pf_api_creator(struct pf_api *api, const struct pf_api_request *req, const char *role,
+		    char *out, size_t len);
 /* Writes an error body and status. */
 void pf_api_error(struct pf_api_response *resp, int status, const char *code, const char *fmt,
 		  ...) __attribute__((format(printf, 4, 5)));

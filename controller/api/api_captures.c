@@ -15,17 +15,6 @@
 #define DEFAULT_DURATION_S 30
 #define DEFAULT_FREQUENCY_HZ 99
 
-/* {"error":{"code","message","path"}} — path names the offending field ("" for none). */
-static void field_error(struct pf_api_response *resp, int status, const char *code,
-			const struct pf_error *err)
-{
-	pf_api_respond_json(resp, status,
-			    json_pack("{s:{s:s,s:s,s:s}}", "error", "code", code, "message",
-				      err->msg[0] ? err->msg : "invalid request", "path",
-				      err->path));
-	resp->status = status;
-}
-
 static const char *const top_keys[] = {
     "agents", "processes", "duration_seconds", "frequency_hz", "profile_type", "trace_id", "note"};
 
@@ -150,16 +139,6 @@ static int parse_request(const struct pf_api_request *req, struct pf_capture_req
 	return *normalized ? 0 : -ENOMEM;
 }
 
-/* The token's stored name, else the role. */
-static void creator(struct pf_api *api, const struct pf_api_request *req, const char *role,
-		    char *out, size_t len)
-{
-	uint8_t h[32];
-	if (pf_api_token_hash(req->authorization, h) < 0 ||
-	    pf_store_token_name(api->store, h, out, len) < 0 || !*out)
-		snprintf(out, len, "%s", role ? role : "");
-}
-
 static void h_create(struct pf_api *api, const struct pf_api_request *req,
 		     struct pf_api_response *resp, const char *role)
 {
@@ -171,12 +150,12 @@ static void h_create(struct pf_api *api, const struct pf_api_request *req,
 		if (rc == -ENOMEM)
 			pf_api_error(resp, 500, "internal", "out of memory");
 		else
-			field_error(resp, 400, "invalid_argument", &err);
+			pf_api_field_error(resp, 400, "invalid_argument", &err);
 		goto out;
 	}
 	char by[128], id[PF_CAPTURE_ID_MAX + 1];
 	size_t matched = 0;
-	creator(api, req, role, by, sizeof(by));
+	pf_api_creator(api, req, role, by, sizeof(by));
 	rc = pf_captures_create(api->captures, &r, selector, normalized, by, req->now_ms, id,
 				&matched, &err);
 	switch (rc) {
@@ -186,17 +165,17 @@ static void h_create(struct pf_api *api, const struct pf_api_request *req,
 	case -E2BIG:
 		if (!err.path[0])
 			snprintf(err.path, sizeof(err.path), "agents");
-		field_error(resp, 400, rc == -EINVAL ? "invalid_selector" : "invalid_argument",
+		pf_api_field_error(resp, 400, rc == -EINVAL ? "invalid_selector" : "invalid_argument",
 			    &err);
 		goto out;
 	case -ENOENT:
-		field_error(resp, 422, "no_agents", &err);
+		pf_api_field_error(resp, 422, "no_agents", &err);
 		goto out;
 	case -EBUSY:
-		field_error(resp, 409, "too_many_captures", &err);
+		pf_api_field_error(resp, 409, "too_many_captures", &err);
 		goto out;
 	case -ENOSPC:
-		field_error(resp, 503, "unavailable", &err);
+		pf_api_field_error(resp, 503, "unavailable", &err);
 		goto out;
 	default:
 		pf_api_error(resp, 500, "internal", "%s", err.msg[0] ? err.msg : strerror(-rc));

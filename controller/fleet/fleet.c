@@ -506,44 +506,112 @@ void pf_fleet_summary(struct pf_fleet *f, int64_t now_ms, struct pf_fleet_summar
 struct pf_cfg_slot *pf_fleet_config_find(struct pf_fleet *f, const char *name)
 {
 	for (size_t i = 0; i < f->n_cfgs; i++)
-		if (strcmp(f->cfgs[i]->name, name) == 0)
+		if (f->cfgs[i]->serving && strcmp(f->cfgs[i]->name, name) == 0)
 			return f->cfgs[i];
 	return NULL;
+}
+
+struct pf_cfg_slot *pf_fleet_config_version(struct pf_fleet *f, const char *name,
+					    int64_t version)
+{
+	for (size_t i = 0; i < f->n_cfgs; i++)
+		if (f->cfgs[i]->version == version && strcmp(f->cfgs[i]->name, name) == 0)
+			return f->cfgs[i];
+	return NULL;
+}
+
+struct pf_cfg_slot *pf_fleet_config_add(struct pf_fleet *f, const char *name, int64_t version,
+					const uint8_t hash[32], const char *body, size_t len,
+					int64_t created_ms, bool serve)
+{
+	if (strlen(name) >= sizeof(((struct pf_cfg_slot *)0)->name)) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	struct pf_cfg_slot *s = pf_fleet_config_version(f, name, version);
+	if (!s) {
+		struct pf_cfg_slot **n = realloc(f->cfgs, (f->n_cfgs + 1) * sizeof(*n));
+		if (!n)
+			return NULL;
+		f->cfgs = n;
+		s = calloc(1, sizeof(*s));
+		char *copy = malloc(len + 1);
+		if (!s || !copy) {
+			free(s);
+			free(copy);
+			errno = ENOMEM;
+			return NULL;
+		}
+		memcpy(copy, body, len);
+		copy[len] = 0;
+		snprintf(s->name, sizeof(s->name), "%s", name);
+		s->body = copy;
+		s->body_len = len;
+		s->version = version;
+		memcpy(s->hash, hash, 32);
+		s->created_ms = created_ms;
+		f->cfgs[f->n_cfgs++] = s;
+	}
+	if (serve) {
+		struct pf_cfg_slot *old = pf_fleet_config_find(f, name);
+		if (old)
+			old->serving = false;
+		s->serving = true;
+	}
+	return s;
 }
 
 int pf_fleet_config_set(struct pf_fleet *f, const char *name, int64_t version,
 			const uint8_t hash[32], const char *body, size_t len, int64_t created_ms)
 {
-	if (strlen(name) >= sizeof(((struct pf_cfg_slot *)0)->name))
-		return -ENAMETOOLONG;
-	char *copy = malloc(len + 1);
-	if (!copy)
-		return -ENOMEM;
-	memcpy(copy, body, len);
-	copy[len] = 0;
-	struct pf_cfg_slot *s = pf_fleet_config_find(f, name);
-	if (!s) {
-		struct pf_cfg_slot **n = realloc(f->cfgs, (f->n_cfgs + 1) * sizeof(*n));
-		if (!n) {
-			free(copy);
-			return -ENOMEM;
-		}
-		f->cfgs = n;
-		s = calloc(1, sizeof(*s));
-		if (!s) {
-			free(copy);
-			return -ENOMEM;
-		}
-		snprintf(s->name, sizeof(s->name), "%s", name);
-		f->cfgs[f->n_cfgs++] = s;
+	return pf_fleet_config_add(f, name, version, hash, body, len, created_ms, true) ? 0
+											: -errno;
+}
+
+bool pf_agent_set_pin(struct pf_fleet *f, struct pf_agent *a, struct pf_cfg_slot *v)
+{
+	a->pin = v;
+	return pf_fleet_resolve_agent(f, a);
+}
+
+size_t pf_fleet_unpin_config(struct pf_fleet *f, const char *name, int64_t version)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < f->n_agents; i++) {
+		struct pf_agent *a = agent_at(f, i);
+		if (!a->pin || strcmp(a->pin->name, name) != 0 ||
+		    (version && a->pin->version != version))
+			continue;
+		a->pin = NULL;
+		pf_fleet_resolve_agent(f, a);
+		n++;
 	}
-	free(s->body);
-	s->body = copy;
-	s->body_len = len;
-	s->version = version;
-	memcpy(s->hash, hash, 32);
-	s->created_ms = created_ms;
-	return 0;
+	return n;
+}
+
+bool pf_fleet_push_if_needed(struct pf_fleet *f, struct pf_agent *a)
+{
+	if (!a->connected || !pf_agent_needs_config(a) || !f->push)
+		return false;
+	f->push(a, f->push_ud);
+	return true;
+}
+
+size_t pf_fleet_count_matching(struct pf_fleet *f, const struct pf_selector *sel,
+			       const char *config, size_t *resolving)
+{
+	size_t n = 0, r = 0;
+	for (size_t i = 0; i < f->n_agents; i++) {
+		struct pf_agent *a = agent_at(f, i);
+		if (sel && !pf_selector_match(sel, attr_lookup, a))
+			continue;
+		n++;
+		if (config && a->desired && strcmp(a->desired->name, config) == 0)
+			r++;
+	}
+	if (resolving)
+		*resolving = r;
+	return n;
 }
 
 static int asg_cmp(const void *pa, const void *pb)
@@ -613,6 +681,8 @@ static struct pf_cfg_slot *resolve(struct pf_fleet *f, struct pf_agent *a)
 bool pf_fleet_resolve_agent(struct pf_fleet *f, struct pf_agent *a)
 {
 	struct pf_cfg_slot *s = resolve(f, a);
+	if (s && a->pin && strcmp(a->pin->name, s->name) == 0)
+		s = a->pin;
 	if (s == a->desired)
 		return false;
 	a->desired = s;
@@ -626,12 +696,8 @@ size_t pf_fleet_reconcile(struct pf_fleet *f)
 	for (size_t i = 0; i < f->n_agents; i++) {
 		struct pf_agent *a = agent_at(f, i);
 		pf_fleet_resolve_agent(f, a);
-		/* A new version of the same config keeps the slot pointer but changes the hash:
-		 * push whenever the agent's reported hash no longer matches. */
-		if (a->connected && pf_agent_needs_config(a) && f->push) {
-			f->push(a, f->push_ud);
-			pushed++;
-		}
+		/* Push whenever the agent's reported hash no longer matches its desired one. */
+		pushed += pf_fleet_push_if_needed(f, a);
 	}
 	return pushed;
 }
@@ -710,6 +776,7 @@ json_t *pf_agent_to_json(const struct pf_fleet *f, const struct pf_agent *a, int
 		json_object_set_new(cfg, "version", json_null());
 		json_object_set_new(cfg, "hash", json_null());
 	}
+	json_object_set_new(cfg, "pinned", json_boolean(a->pin && a->desired == a->pin));
 	json_object_set_new(cfg, "status", json_string(pf_config_state_name(st)));
 	json_object_set_new(cfg, "error", a->remote_error && st == PF_CFG_FAILED
 						  ? json_string(a->remote_error)

@@ -6,10 +6,14 @@
  * this module touches the disk. Changes are marked dirty and drained in batches by the
  * persistence writer (fleet/persist.h), so a heartbeat never waits on a disk write.
  *
- * Config resolution: an agent's desired config is that of the highest-priority assignment
- * whose selector matches its attributes (ties: assignment name order); when none matches, the
- * config named "default" when it exists; else none. When a config version or an assignment
- * changes, pf_fleet_reconcile() recomputes every agent and calls the push hook for each
+ * Config resolution: an agent's desired config is a (name, version). The name is that of the
+ * highest-priority assignment whose selector matches its attributes (ties: assignment name
+ * order); when none matches, the config named "default" when it exists; else none. The
+ * version is the agent's pin when it has one for that name (staged rollouts pin agents,
+ * fleet/rollout.h), else the name's served version (the latest, unless a finished rollout
+ * made another one served). Versions are loaded once and shared by every agent that wants
+ * them (struct pf_cfg_slot, one per loaded version). When a config version, an assignment or
+ * a pin changes, pf_fleet_reconcile() recomputes every agent and calls the push hook for each
  * connected agent whose desired config hash changed, so the transport can send the new
  * AgentRemoteConfig at once.
  *
@@ -26,10 +30,12 @@
 
 struct pf_selector;
 
-/* The latest version of one named config. Stable address for the fleet's lifetime. */
+/* One loaded version of one named config, shared by every agent that wants it. Stable
+ * address for the fleet's lifetime. */
 struct pf_cfg_slot {
 	char name[128];
 	int64_t version;
+	bool serving; /* the version unpinned agents of this name get */
 	uint8_t hash[32];
 	char *body;
 	size_t body_len;
@@ -69,6 +75,7 @@ struct pf_agent {
 
 	struct pf_eff_config *effective; /* interned by hash, shared between agents */
 	struct pf_cfg_slot *desired;     /* NULL: no config applies */
+	struct pf_cfg_slot *pin;         /* pinned version (applies when its name resolves) */
 
 	void *conn; /* transport connection while connected over WebSocket */
 	uint32_t dirty_next; /* intrusive dirty list (index + 1, 0 = end) */
@@ -138,10 +145,32 @@ void pf_fleet_summary(struct pf_fleet *f, int64_t now_ms, struct pf_fleet_summar
 uint32_t pf_fleet_heartbeat_s(const struct pf_fleet *f);
 
 /* ---- configs and assignments (mirrors of the store, kept current by the API) */
-/* Sets the latest version of a config; creates the slot on first use. */
+/* Loads a version of a config (once; later calls return the loaded slot) and, with serve,
+ * makes it the version unpinned agents of that name get. NULL with errno on failure. */
+struct pf_cfg_slot *pf_fleet_config_add(struct pf_fleet *f, const char *name, int64_t version,
+					const uint8_t hash[32], const char *body, size_t len,
+					int64_t created_ms, bool serve);
+/* pf_fleet_config_add(..., serve = true), the plain PUT's path: 0 or negative errno. Agents
+ * follow at their next resolution (pf_fleet_reconcile(), pf_fleet_resolve_agent()). */
 int pf_fleet_config_set(struct pf_fleet *f, const char *name, int64_t version,
 			const uint8_t hash[32], const char *body, size_t len, int64_t created_ms);
+/* The served version of a config, or NULL. */
 struct pf_cfg_slot *pf_fleet_config_find(struct pf_fleet *f, const char *name);
+/* A loaded version, or NULL when not loaded. */
+struct pf_cfg_slot *pf_fleet_config_version(struct pf_fleet *f, const char *name,
+					    int64_t version);
+/* Pins the agent to a loaded version (NULL unpins) and re-resolves it; true when its desired
+ * config changed. Does not push: call pf_fleet_push_if_needed() or pf_fleet_reconcile(). */
+bool pf_agent_set_pin(struct pf_fleet *f, struct pf_agent *a, struct pf_cfg_slot *v);
+/* Unpins every agent pinned to config `name` (version 0: any version of it, else only that
+ * version). Returns how many were unpinned; does not push. */
+size_t pf_fleet_unpin_config(struct pf_fleet *f, const char *name, int64_t version);
+/* Calls the push hook when a is connected and needs its desired config; true when it did. */
+bool pf_fleet_push_if_needed(struct pf_fleet *f, struct pf_agent *a);
+/* Agents that selector matches (all agents for NULL), and of those, how many resolve to the
+ * config `config` when config is not NULL (*resolving may be NULL). */
+size_t pf_fleet_count_matching(struct pf_fleet *f, const struct pf_selector *sel,
+			       const char *config, size_t *resolving);
 /* Upserts an assignment; the selector must compile (err says why not). */
 int pf_fleet_assignment_set(struct pf_fleet *f, const char *name, const char *selector,
 			    const char *config, int64_t priority, struct pf_error *err);

@@ -145,6 +145,23 @@ static const char *const migrations[] = {
 	" samples INTEGER NOT NULL, bytes INTEGER NOT NULL, profile_ids BLOB NOT NULL,"
 	" error_code TEXT NOT NULL, error TEXT NOT NULL, updated_ms INTEGER NOT NULL,"
 	" PRIMARY KEY (capture, uid)) STRICT, WITHOUT ROWID;",
+	/* 4 -> 5: staged rollouts (store_rollouts.c): the rollout, its agents with their batch
+	 * and the version they had, the per-agent pinned config versions, and the version of a
+	 * config served to unpinned agents when it is not the latest. */
+	"CREATE TABLE rollouts (id TEXT PRIMARY KEY NOT NULL, config TEXT NOT NULL,"
+	" version INTEGER NOT NULL, state TEXT NOT NULL, created_ms INTEGER NOT NULL,"
+	" updated_ms INTEGER NOT NULL, created_by TEXT NOT NULL, spec TEXT NOT NULL,"
+	" progress TEXT NOT NULL) STRICT, WITHOUT ROWID;"
+	"CREATE INDEX rollouts_state ON rollouts (state, id);"
+	"CREATE TABLE rollout_agents (rollout TEXT NOT NULL REFERENCES rollouts (id) ON DELETE"
+	" CASCADE, uid BLOB NOT NULL CHECK (length(uid) = 16), batch INTEGER NOT NULL,"
+	" from_version INTEGER NOT NULL, state TEXT NOT NULL, revert TEXT NOT NULL,"
+	" error TEXT NOT NULL,"
+	" updated_ms INTEGER NOT NULL, PRIMARY KEY (rollout, uid)) STRICT, WITHOUT ROWID;"
+	"CREATE TABLE agent_pins (uid BLOB PRIMARY KEY NOT NULL CHECK (length(uid) = 16),"
+	" config TEXT NOT NULL, version INTEGER NOT NULL CHECK (version >= 1)) STRICT;"
+	"CREATE TABLE config_serving (name TEXT PRIMARY KEY NOT NULL,"
+	" version INTEGER NOT NULL CHECK (version >= 1)) STRICT;",
 };
 /* clang-format on */
 
@@ -239,6 +256,7 @@ struct pf_store {
 	char last_error[512];
 	struct store_prof *prof; /* store_profiles.c's statements and settings, lazily made */
 	struct store_cap *cap;   /* store_captures.c's statements, lazily made */
+	struct store_roll *roll; /* store_rollouts.c's statements, lazily made */
 };
 
 /* ---- For the other store_*.c files (store_int.h). */
@@ -257,9 +275,14 @@ struct store_cap **store_cap_slot(struct pf_store *st)
 	return &st->cap;
 }
 
+struct store_roll **store_roll_slot(struct pf_store *st)
+{
+	return &st->roll;
+}
+
 
 /* Resets a cached statement and drops its bindings (cleanup handler for STMT()). */
-static void stmt_resetp(sqlite3_stmt **s)
+void store_stmt_resetp(sqlite3_stmt **s)
 {
 	if (*s) {
 		sqlite3_reset(*s);
@@ -267,7 +290,7 @@ static void stmt_resetp(sqlite3_stmt **s)
 	}
 }
 
-#define STMT(name, st, id) _cleanup_(stmt_resetp) sqlite3_stmt *name = (st)->stmt[(id)]
+#define STMT(name, st, id) _cleanup_(store_stmt_resetp) sqlite3_stmt *name = (st)->stmt[(id)]
 
 /* Records the connection's current SQLite error (call before any reset/rollback, which
  * would replace it) and returns -EIO, or -ENOMEM when SQLite ran out of memory. */
@@ -335,6 +358,22 @@ static int tx_commit(struct pf_store *st)
 	if (rc < 0)
 		tx_rollback(st);
 	return rc;
+}
+
+sqlite3_stmt *store_stmt_cached(struct pf_store *st, sqlite3_stmt **slot, const char *sql,
+			       int *rc)
+{
+	if (!*slot &&
+	    sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, NULL) != SQLITE_OK) {
+		*rc = store_fail(st, NULL, "prepare");
+		return NULL;
+	}
+	if (sqlite3_stmt_busy(*slot)) {
+		*rc = -EBUSY; /* an outer iteration is using it */
+		return NULL;
+	}
+	*rc = 0;
+	return *slot;
 }
 
 int store_tx_begin(struct pf_store *st)
@@ -622,6 +661,7 @@ void pf_store_close(struct pf_store *st)
 		return;
 	store_prof_release(st->prof);
 	store_cap_release(st->cap);
+	store_roll_release(st->roll);
 	for (size_t i = 0; i < S__COUNT; i++)
 		sqlite3_finalize(st->stmt[i]);
 	/* Closing the last connection checkpoints the WAL into the main file. */

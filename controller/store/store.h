@@ -311,4 +311,62 @@ struct pf_capture_query {
 int pf_store_captures_foreach(struct pf_store *st, const struct pf_capture_query *q,
 			      int (*cb)(const struct pf_capture_row *c, void *ud), void *ud);
 
+/* ---- Staged rollouts (store_rollouts.c; fleet/rollout.h owns their meaning). One row per
+ * rollout (its spec and batch progress as JSON text), one per (rollout, agent), plus the
+ * per-agent pinned config versions and the version of a config served to unpinned agents
+ * when it is not the latest. Rows handed to callbacks are valid only during the call. */
+struct pf_rollout_row {
+	const char *id;
+	const char *config;
+	int64_t version;
+	const char *state;
+	int64_t created_ms, updated_ms;
+	const char *created_by;
+	const char *spec_json;
+	const char *progress_json;
+};
+
+struct pf_rollout_agent_row {
+	const char *rollout;
+	uint8_t uid[16];
+	int64_t batch;
+	int64_t from_version;
+	const char *state;
+	const char *revert; /* "" when none */
+	const char *error;  /* "" when none */
+	int64_t updated_ms;
+};
+
+struct pf_pin_row {
+	uint8_t uid[16];
+	const char *config;
+	int64_t version; /* 0 at save: remove the agent's pin */
+};
+
+/* Upserts the rollout (may be NULL), then its agent rows (whose rollouts must exist), then
+ * sets or removes the pins, in one BEGIN IMMEDIATE transaction, all or nothing. */
+int pf_store_rollout_save(struct pf_store *st, const struct pf_rollout_row *r,
+			  const struct pf_rollout_agent_row *agents, size_t n_agents,
+			  const struct pf_pin_row *pins, size_t n_pins);
+/* Calls r_cb with rollout `id`, then agent_cb (may be NULL) for each of its agents in
+ * (batch, uid) order. -ENOENT when there is no such rollout. */
+int pf_store_rollout_get(struct pf_store *st, const char *id,
+			 int (*r_cb)(const struct pf_rollout_row *r, void *ud),
+			 int (*agent_cb)(const struct pf_rollout_agent_row *a, void *ud), void *ud);
+/* Calls cb for rollouts newest first: only those in a non-final state when active_only,
+ * ids < before_id when before_id is non-empty, at most limit (0 = no limit). */
+int pf_store_rollouts_foreach(struct pf_store *st, bool active_only, const char *before_id,
+			      size_t limit, int (*cb)(const struct pf_rollout_row *r, void *ud),
+			      void *ud);
+/* Every stored pin. */
+int pf_store_pins_foreach(struct pf_store *st, int (*cb)(const struct pf_pin_row *p, void *ud),
+			  void *ud);
+/* Removes the pins to `config` (version 0: to any of its versions, else to that version). */
+int pf_store_pins_clear(struct pf_store *st, const char *config, int64_t version);
+/* The version served to unpinned agents: version 0 = the latest (the row is removed). */
+int pf_store_config_serving_set(struct pf_store *st, const char *name, int64_t version);
+int pf_store_config_serving_foreach(struct pf_store *st,
+				    int (*cb)(const char *name, int64_t version, void *ud),
+				    void *ud);
+
 #endif

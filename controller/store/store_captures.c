@@ -56,29 +56,10 @@ static sqlite3_stmt *cstmt(struct pf_store *st, enum cap_stmt id, int *rc)
 		*rc = store_fail_other(st, NULL, -ENOMEM, "captures: out of memory");
 		return NULL;
 	}
-	sqlite3_stmt **s = &(*slot)->stmt[id];
-	if (!*s && sqlite3_prepare_v3(store_db(st), cap_sql[id], -1, SQLITE_PREPARE_PERSISTENT, s,
-				      NULL) != SQLITE_OK) {
-		*rc = store_fail_sqlite(st, NULL, "captures: prepare");
-		return NULL;
-	}
-	if (sqlite3_stmt_busy(*s)) {
-		*rc = -EBUSY; /* an outer iteration is using it */
-		return NULL;
-	}
-	*rc = 0;
-	return *s;
+	return store_stmt_cached(st, &(*slot)->stmt[id], cap_sql[id], rc);
 }
 
-static void stmt_resetp(sqlite3_stmt **s)
-{
-	if (*s) {
-		sqlite3_reset(*s);
-		sqlite3_clear_bindings(*s);
-	}
-}
-
-#define CSTMT(name, st, id, rc) _cleanup_(stmt_resetp) sqlite3_stmt *name = cstmt((st), (id), (rc))
+#define CSTMT(name, st, id, rc) _cleanup_(store_stmt_resetp) sqlite3_stmt *name = cstmt((st), (id), (rc))
 
 static int bind_text(sqlite3_stmt *s, int i, const char *v)
 {

@@ -10,6 +10,7 @@
 
 struct store_prof;
 struct store_cap;
+struct store_roll;
 
 /* The connection's handle. */
 sqlite3 *store_db(struct pf_store *st);
@@ -20,12 +21,21 @@ void store_prof_release(struct store_prof *p);
 /* The same for store_captures.c. */
 struct store_cap **store_cap_slot(struct pf_store *st);
 void store_cap_release(struct store_cap *c);
+/* The same for store_rollouts.c. */
+struct store_roll **store_roll_slot(struct pf_store *st);
+void store_roll_release(struct store_roll *r);
 /* store.c's transaction helpers (BEGIN IMMEDIATE; commit rolls back on failure) and its
  * step of a statement that returns no row. */
 int store_tx_begin(struct pf_store *st);
 int store_tx_commit(struct pf_store *st);
 void store_tx_rollback(struct pf_store *st);
 int store_step_done(struct pf_store *st, sqlite3_stmt *s, const char *what);
+/* The statement cached in *slot, prepared from sql on first use (SQLITE_PREPARE_PERSISTENT);
+ * NULL with *rc set when preparing fails or when it is in use by an outer iteration
+ * (-EBUSY). Pair it with store_stmt_resetp() as a cleanup handler. */
+sqlite3_stmt *store_stmt_cached(struct pf_store *st, sqlite3_stmt **slot, const char *sql,
+			       int *rc);
+void store_stmt_resetp(sqlite3_stmt **s);
 /* Record the last error like store.c does ("store: <what>: <sqlite message>") and return
  * -EIO/-ENOMEM (store_fail_sqlite) or rc (store_fail_other). */
 int store_fail_sqlite(struct pf_store *st, struct pf_error *err, const char *what);

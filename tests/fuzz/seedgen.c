@@ -8,6 +8,8 @@
  *   otlp/     ExportProfilesServiceRequests of the fixture windows (CPU with timestamps and a
  *           trace link, typed), of the Go heap profile as the agent converts it, and one
  *           gzip'd (the receiver's Content-Encoding: gzip path)
+ *   traces/   OTLP trace export requests (one mode byte first, see fuzz_traces.c): protobuf and
+ *           OTLP/JSON, plain and gzip'd, spans with pid, thread id, service name, ERROR
  *   opamp/    a full AgentToServer and ServerToAgent, a minimal heartbeat of each, and a
  *           WebSocket-framed one (header byte 0)
  * The YAML and selector seeds are written by hand (corpus/profcfg, corpus/selector). Seeds
@@ -19,6 +21,7 @@
 
 #include "opamp_codec.h"
 #include "otlp_profiles.h"
+#include "otlp_traces.h"
 #include "pf/gzip.h"
 #include "pprof_codec.h"
 #include "prof_fixture.h"
@@ -229,6 +232,41 @@ static void opamp_seeds(void)
 	pf_buf_release(&b);
 }
 
+static void traces_seeds(void)
+{
+	struct pf_span sp[3];
+	memset(sp, 0, sizeof(sp));
+	for (int i = 0; i < 3; i++) {
+		for (int k = 0; k < 16; k++)
+			sp[i].trace_id[k] = (uint8_t)(k * 7 + i + 1);
+		for (int k = 0; k < 8; k++)
+			sp[i].span_id[k] = (uint8_t)(k * 3 + i + 1);
+		sp[i].start_unix_ns = 1764000000000000000ull + (uint64_t)i * 1000000ull;
+		sp[i].end_unix_ns = sp[i].start_unix_ns + 750000000ull;
+		snprintf(sp[i].name, sizeof(sp[i].name), "GET /slow/%d", i);
+	}
+	sp[0].pid = 4242;
+	sp[0].tid = 4243;
+	snprintf(sp[1].service_name, sizeof(sp[1].service_name), "checkout");
+	sp[1].status = 2;
+	static const char *const names[4] = {"request.pb", "request.json", "request.pb.gz",
+					     "request.json.gz"};
+	for (int mode = 0; mode < 4; mode++) {
+		struct pf_buf b, out;
+		pf_buf_init(&b, 1 << 20);
+		pf_buf_init(&out, 1 << 20);
+		must(pf_otlp_traces_encode(sp, 3, mode & 1, &b), "traces encode");
+		must(pf_buf_putc(&out, (uint8_t)mode), "mode byte");
+		if (mode & 2)
+			must(pf_gzip_compress(b.data, b.len, -1, &out), "gzip");
+		else
+			must(pf_buf_append(&out, b.data, b.len), "append");
+		write_buf("traces", names[mode], &out);
+		pf_buf_release(&b);
+		pf_buf_release(&out);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
@@ -238,6 +276,7 @@ int main(int argc, char **argv)
 	corpus = argv[1];
 	pprof_seeds(argv[2]);
 	otlp_seeds();
+	traces_seeds();
 	opamp_seeds();
 	return 0;
 }

@@ -221,6 +221,12 @@ def ws_handshake_status(port, path="/v1/opamp", token=None, timeout=5.0):
     return status, head
 
 
+# Messages of a refused pf_sampler_new (errno texts of EPERM, EACCES, ENOTSUP, ENOSYS): the
+# kernel refuses BPF or perf events, and eBPF tests skip.
+REFUSED = ("Operation not permitted", "Permission denied", "Operation not supported",
+           "Function not implemented")
+
+
 class IntegrationCase(unittest.TestCase):
     """Gives each test a temp dir and stops everything it started."""
 
@@ -255,6 +261,31 @@ class IntegrationCase(unittest.TestCase):
         a = Agent(self.workdir, name, **kw).start()
         self._procs.append(a)
         return a
+
+    def wait_sampler(self, agent, timeout=20):
+        """Waits until the agent loaded its eBPF sampler; skips the test if the kernel
+        refused (REFUSED), fails if the agent exited or said something else."""
+        log = os.path.join(self.workdir, "agent-%s.log" % agent.name)
+
+        def state():
+            text = ""
+            if os.path.exists(log):
+                with open(log, errors="replace") as f:
+                    text = f.read()
+            if "eBPF sampler loaded" in text:
+                return "loaded"
+            for line in text.splitlines():
+                if "eBPF sampler unavailable" in line:
+                    return line
+            if agent.proc and not agent.proc.alive():
+                return "exited:\n" + text
+            return None
+        st = wait_until(state, timeout=timeout, what="sampler loaded or refused")
+        if st == "loaded":
+            return
+        if any(r in st for r in REFUSED):
+            self.skipTest("the kernel refuses BPF/perf events: " + st)
+        self.fail("sampler did not start: " + st)
 
     def agent_json(self, ctl, uid):
         st, body, _ = ctl.request("GET", "/api/v1/agents/" + uid)

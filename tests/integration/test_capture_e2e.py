@@ -27,8 +27,6 @@ from pfharness import IntegrationCase, wait_until
 SOURCE_DIR = os.environ.get(
     "PF_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 WORKLOAD_SRC = os.path.join(SOURCE_DIR, "tests", "ebpf", "workload.c")
-REFUSED = ("Operation not permitted", "Permission denied", "Operation not supported",
-           "Function not implemented")
 # Continuous sampling with no exporter: every profile in the store comes from a capture.
 NO_EXPORT_CONFIG = """profiling:
   sampling: {frequency_hz: 19, duration_seconds: 5}
@@ -71,29 +69,6 @@ class CaptureEndToEnd(IntegrationCase):
         self.workloads.append(p)
         self.assertEqual(p.stdout.readline().strip(), b"ready")
         return p
-
-    def wait_sampler(self, agent, timeout=20):
-        log = os.path.join(self.workdir, "agent-%s.log" % agent.name)
-
-        def state():
-            text = ""
-            if os.path.exists(log):
-                with open(log, errors="replace") as f:
-                    text = f.read()
-            if "eBPF sampler loaded" in text:
-                return "loaded"
-            for line in text.splitlines():
-                if "eBPF sampler unavailable" in line:
-                    return line
-            if agent.proc and not agent.proc.alive():
-                return "exited:\n" + text
-            return None
-        st = wait_until(state, timeout=timeout, what="sampler loaded or refused")
-        if st == "loaded":
-            return
-        if any(r in st for r in REFUSED):
-            self.skipTest("the kernel refuses BPF/perf events: " + st)
-        self.fail("sampler did not start: " + st)
 
     def fleet(self, ctl, n_labels):
         """Starts agents labelled role=<label>, waits until all report capture support."""

@@ -21,8 +21,8 @@ import sys
 import time
 import unittest
 
-from pfharness import (AGENT_BIN, SHARED_DIR, Agent, IntegrationCase, Proc, free_port,
-                       wait_until)
+from pfharness import (AGENT_BIN, REFUSED, SHARED_DIR, Agent, IntegrationCase, Proc,
+                       free_port, wait_until)
 
 PROFCHECK_BIN = os.environ.get("PF_PROFCHECK_BIN", "")
 SOURCE_DIR = os.environ.get(
@@ -30,9 +30,6 @@ SOURCE_DIR = os.environ.get(
 WORKLOAD_SRC = os.path.join(SOURCE_DIR, "tests", "ebpf", "workload.c")
 REQUEST_TYPE = "opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest"
 SERVICE_PROTO = "opentelemetry/proto/collector/profiles/v1development/profiles_service.proto"
-# Messages of a refused pf_sampler_new (errno texts of EPERM, EACCES, ENOTSUP, ENOSYS).
-REFUSED = ("Operation not permitted", "Permission denied", "Operation not supported",
-           "Function not implemented")
 
 
 def config_yaml(name, exporters, frequency=199, duration=2, mode="continuous"):
@@ -75,30 +72,6 @@ class Dataplane(IntegrationCase):
         self.workloads.append(p)
         self.assertEqual(p.stdout.readline().strip(), b"ready")
         return p
-
-    def wait_sampler(self, agent, timeout=15):
-        """Waits until the agent loaded its sampler; skips the test if the kernel refused."""
-        log = os.path.join(self.workdir, "agent-%s.log" % agent.name)
-
-        def state():
-            text = ""
-            if os.path.exists(log):
-                with open(log, errors="replace") as f:
-                    text = f.read()
-            if "eBPF sampler loaded" in text:
-                return "loaded"
-            for line in text.splitlines():
-                if "eBPF sampler unavailable" in line:
-                    return line
-            if agent.proc and not agent.proc.alive():
-                return "exited:\n" + text
-            return None
-        st = wait_until(state, timeout=timeout, what="sampler loaded or refused")
-        if st == "loaded":
-            return
-        if any(r in st for r in REFUSED):
-            self.skipTest("the kernel refuses BPF/perf events: " + st)
-        self.fail("sampler did not start: " + st)
 
     def summary(self, path):
         r = subprocess.run([PROFCHECK_BIN, path], capture_output=True, timeout=30)

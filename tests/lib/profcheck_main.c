@@ -5,8 +5,9 @@
  *   {"violations": ["rule: detail", ...], "frequency_hz": 199, "start_unix_ns": ...,
  *    "end_unix_ns": ..., "processes": [{"pid": 42, "attributes": {"process.executable.name":
  *    "w", ...}, "samples": 390, "leaf": {"hot_a": 260, ...},
- *    "stacks": {"hot_a;caller_a;main": 260, ...},
- *    "links": {"<32 hex trace id>/<16 hex span id>": 390, ...}}]}
+ *    "stacks": {"hot_a;caller_a;main": 260, ...}, "first_ts": ..., "last_ts": ... (sample
+ *    timestamps, 0 without), "tids": {"43": 390}, "links": {"<trace hex>/<span hex>": 390},
+ *    "unlinked": 0}]}
  * ("links": samples per trace link, for the samples that carry one.)
  *
  * Stacks are leaf first, ";"-joined function names ("0x<address>" for an unsymbolized frame).
@@ -21,6 +22,7 @@
 
 #include "otlp_profiles.h"
 #include "pf/buf.h"
+#include "pf/uuid.h"
 #include "pf/profile.h"
 #include "profcheck.h"
 
@@ -61,8 +63,8 @@ static void add_count(json_t *obj, const char *key, uint64_t n)
 static json_t *process_json(const struct pf_prof_process *p)
 {
 	json_t *o = json_object(), *attrs = json_object(), *leaf = json_object(),
-	       *stacks = json_object(), *links = json_object();
-	uint64_t total = 0;
+	       *stacks = json_object(), *tids = json_object(), *links = json_object();
+	uint64_t total = 0, first = 0, last = 0, unlinked = 0;
 	for (size_t i = 0; i < p->n_attrs; i++)
 		json_object_set_new(attrs, p->attrs[i].key, json_string(p->attrs[i].value));
 	for (size_t i = 0; i < p->n_samples; i++) {
@@ -71,6 +73,23 @@ static json_t *process_json(const struct pf_prof_process *p)
 		struct pf_buf b;
 		char name[256];
 		total += s->count;
+		for (uint32_t k = 0; k < s->n_timestamps; k++) {
+			uint64_t t = s->timestamps[k];
+			first = !first || t < first ? t : first;
+			last = t > last ? t : last;
+		}
+		char key[64];
+		snprintf(key, sizeof(key), "%" PRIu32, s->tid);
+		add_count(tids, key, s->count);
+		static const uint8_t zero[16];
+		if (memcmp(s->trace_id, zero, 16)) {
+			pf_hex_encode(s->trace_id, 16, key);
+			key[32] = '/';
+			pf_hex_encode(s->span_id, 8, key + 33);
+			add_count(links, key, s->count);
+		} else {
+			unlinked += s->count;
+		}
 		pf_buf_init(&b, 1 << 20);
 		for (uint32_t k = 0; k < st->n_frames; k++) {
 			frame_name(p, st->frames[k], name, sizeof(name));
@@ -80,23 +99,17 @@ static json_t *process_json(const struct pf_prof_process *p)
 		}
 		add_count(stacks, b.data ? pf_buf_str(&b) : "", s->count);
 		pf_buf_release(&b);
-		static const uint8_t none[16];
-		if (memcmp(s->trace_id, none, 16)) {
-			char link[16 * 2 + 1 + 8 * 2 + 1];
-			for (int k = 0; k < 16; k++)
-				snprintf(link + 2 * k, 3, "%02x", s->trace_id[k]);
-			link[32] = '/';
-			for (int k = 0; k < 8; k++)
-				snprintf(link + 33 + 2 * k, 3, "%02x", s->span_id[k]);
-			add_count(links, link, s->count);
-		}
 	}
 	json_object_set_new(o, "pid", json_integer(p->pid));
 	json_object_set_new(o, "attributes", attrs);
 	json_object_set_new(o, "samples", json_integer((json_int_t)total));
 	json_object_set_new(o, "leaf", leaf);
 	json_object_set_new(o, "stacks", stacks);
+	json_object_set_new(o, "first_ts", json_integer((json_int_t)first));
+	json_object_set_new(o, "last_ts", json_integer((json_int_t)last));
+	json_object_set_new(o, "tids", tids);
 	json_object_set_new(o, "links", links);
+	json_object_set_new(o, "unlinked", json_integer((json_int_t)unlinked));
 	return o;
 }
 

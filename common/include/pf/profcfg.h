@@ -30,7 +30,9 @@
  *    error, a required one missing is an error naming it;
  *  - exporters[].tls (otlp_http and pyroscope only) needs an https:// endpoint; its strings
  *    must not be empty and cert_file and key_file go together (error on the missing one);
- *  - mode: triggered needs at least one enabled trigger.
+ *  - mode: triggered needs at least one enabled trigger;
+ *  - a string key may have a default (slow_span.listen): it is set in a default config and
+ *    emitted like any other value.
  * Error paths name list items by index and map entries by key: profiling.exporters[1].endpoint,
  * labels.env, profiling.pprof.targets[0].attributes["service.name"]. Syntax errors have an
  * empty path and "line L, column C" in the message.
@@ -137,7 +139,14 @@ struct pf_profcfg {
 		bool enabled;                /* default false */
 		uint32_t threshold_ms;       /* 1..3600000, default 500 */
 		uint32_t max_per_minute;     /* 1..600, default 6 */
+		char *listen;                /* OTLP/HTTP traces receiver "HOST:PORT", default
+					      * "127.0.0.1:4328"; never port 4317/4318 */
+		uint32_t lookback_seconds;   /* sample ring kept for spans, 5..600, default 60 */
 	} slow_span;
+	struct {
+		bool enabled;                /* spans with status ERROR; default false */
+		uint32_t max_per_minute;     /* 1..600, default 6 */
+	} error_span;
 	struct {
 		bool enabled;                /* default false */
 		uint32_t threshold_percent;  /* 1..100 (per CPU in use), default 80 */

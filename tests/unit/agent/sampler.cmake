@@ -1,6 +1,6 @@
 # Unit tests of the sampler's user-side modules (agent_sampler); no BPF needed. Included from
 # tests/unit/agent/CMakeLists.txt. test_symbolize compiles its test ELF with the system cc.
-foreach(mod symbolize procinfo aggregate)
+foreach(mod symbolize procinfo aggregate sample_ring)
 	pf_unit_test(NAME test_agent_${mod} SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_${mod}.c
 		LIBS agent_sampler pf_common LABEL unit TIMEOUT 60)
 endforeach()

@@ -119,6 +119,24 @@ static const char *attr(const struct pf_prof_process *p, const char *key)
 	return NULL;
 }
 
+static bool keep_101(void *ctx, uint32_t pid)
+{
+	(void)ctx;
+	return pid == 101;
+}
+
+static bool keep_none(void *ctx, uint32_t pid)
+{
+	(void)ctx;
+	(void)pid;
+	return false;
+}
+
+static void note_forget(void *ctx, uint32_t pid)
+{
+	*(uint32_t *)ctx = pid;
+}
+
 static void test_fake_proc_and_filters(void **state)
 {
 	snprintf(root, sizeof(root), "/tmp/pf-procinfo-XXXXXX");
@@ -221,12 +239,20 @@ static void test_fake_proc_and_filters(void **state)
 	assert_int_equal(q.n_attrs, 2);
 	pf_prof_window_free(w);
 
-	/* exit + reap */
+	/* exit + reap; reap_if keeps what its predicate holds on to */
 	size_t n = pf_procinfo_count(pi);
 	pf_procinfo_exited(pi, 101);
 	assert_true(pf_procinfo_get(pi, 101)->exited);
-	pf_procinfo_reap(pi, NULL, NULL);
+	uint32_t forgotten = 0;
+	pf_procinfo_reap_if(pi, keep_101, NULL, note_forget, &forgotten);
+	assert_non_null(pf_procinfo_get(pi, 101));
+	assert_int_equal(forgotten, 0);
+	assert_int_equal(pf_procinfo_count(pi), n);
+	pf_procinfo_reap_if(pi, keep_none, NULL, note_forget, &forgotten);
+	assert_int_equal(forgotten, 101);
 	assert_null(pf_procinfo_get(pi, 101));
+	assert_int_equal(pf_procinfo_count(pi), n - 1);
+	pf_procinfo_reap(pi, NULL, NULL);
 	assert_int_equal(pf_procinfo_count(pi), n - 1);
 	/* gone from /proc */
 	assert_null(pf_procinfo_update(pi, 4242));

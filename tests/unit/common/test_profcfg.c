@@ -67,6 +67,10 @@ static void check_defaults(const struct pf_profcfg *c)
 	assert_false(c->slow_span.enabled);
 	assert_int_equal(c->slow_span.threshold_ms, 500);
 	assert_int_equal(c->slow_span.max_per_minute, 6);
+	assert_string_equal(c->slow_span.listen, "127.0.0.1:4328");
+	assert_int_equal(c->slow_span.lookback_seconds, 60);
+	assert_false(c->error_span.enabled);
+	assert_int_equal(c->error_span.max_per_minute, 6);
 	assert_false(c->high_cpu.enabled);
 	assert_int_equal(c->high_cpu.threshold_percent, 80);
 	assert_int_equal(c->high_cpu.sustain_seconds, 10);
@@ -171,6 +175,32 @@ static void test_arch_example(void **state)
 	assert_string_equal(pf_match_name(PF_MATCH_REGEXP), "regexp");
 	assert_string_equal(pf_compression_name(PF_COMPRESSION_NONE), "none");
 	assert_string_equal(pf_pprof_type_name(PF_PPROF_THREADCREATE), "threadcreate");
+	pf_profcfg_free(c);
+}
+
+static void test_span_triggers(void **state)
+{
+	(void)state;
+	struct pf_profcfg *c =
+	    parse_ok("profiling:\n"
+		     "  mode: triggered\n"
+		     "  triggers:\n"
+		     "    on_demand: {enabled: false}\n"
+		     "    slow_span: {enabled: true, listen: '[::1]:14328', lookback_seconds: 5}\n"
+		     "    error_span: {enabled: true, max_per_minute: 600}\n");
+	assert_true(c->slow_span.enabled);
+	assert_string_equal(c->slow_span.listen, "[::1]:14328");
+	assert_int_equal(c->slow_span.lookback_seconds, 5);
+	assert_true(c->error_span.enabled);
+	assert_int_equal(c->error_span.max_per_minute, 600);
+	pf_profcfg_free(c);
+	/* error_span alone is enough for triggered mode */
+	c = parse_ok("profiling: {mode: triggered, triggers: {on_demand: {enabled: false}, "
+		     "error_span: {enabled: true}}}");
+	assert_string_equal(c->slow_span.listen, "127.0.0.1:4328");
+	pf_profcfg_free(c);
+	c = parse_ok("profiling: {triggers: {slow_span: {listen: 'localhost:9'}}}");
+	assert_string_equal(c->slow_span.listen, "localhost:9");
 	pf_profcfg_free(c);
 }
 
@@ -286,6 +316,18 @@ static const struct bad bads[] = {
      "profiling.triggers.slow_span.threshold_ms", "must be 1..3600000"},
     {"profiling: {triggers: {slow_span: {max_per_minute: 601}}}",
      "profiling.triggers.slow_span.max_per_minute", "must be 1..600"},
+    {"profiling: {triggers: {slow_span: {listen: \"127.0.0.1:4318\"}}}",
+     "profiling.triggers.slow_span.listen", "must not use port 4318: 4317/4318 are the OTLP"},
+    {"profiling: {triggers: {slow_span: {listen: \"[::1]:4317\"}}}",
+     "profiling.triggers.slow_span.listen", "must not use port 4317"},
+    {"profiling: {triggers: {slow_span: {listen: \"collector:4328\"}}}",
+     "profiling.triggers.slow_span.listen", "must be HOST:PORT with an IPv4 address"},
+    {"profiling: {triggers: {slow_span: {listen: \"127.0.0.1:0\"}}}",
+     "profiling.triggers.slow_span.listen", "a port 1..65535, got '127.0.0.1:0'"},
+    {"profiling: {triggers: {slow_span: {lookback_seconds: 601}}}",
+     "profiling.triggers.slow_span.lookback_seconds", "must be 5..600, got 601"},
+    {"profiling: {triggers: {error_span: {max_per_minute: 0}}}",
+     "profiling.triggers.error_span.max_per_minute", "must be 1..600"},
     {"profiling: {triggers: {high_cpu: {threshold_percent: 101}}}",
      "profiling.triggers.high_cpu.threshold_percent", "must be 1..100, got 101"},
     {"profiling: {triggers: {high_cpu: {sustain_seconds: 0}}}",
@@ -927,6 +969,8 @@ static void test_doc_markdown(void **state)
 	    "| `profiling.exporters[].tls.ca_file` | string | *unset* | a file path, at most 4096 "
 	    "bytes |",
 	    "| `profiling.exporters[].tls.insecure_skip_verify` | bool | `false` |",
+	    "| `profiling.triggers.slow_span.listen` | string | `127.0.0.1:4328` |",
+	    "| `profiling.triggers.error_span.max_per_minute` | integer | `6` | 1..600 |",
 	};
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		if (!strstr(s, rows[i]))
@@ -937,7 +981,7 @@ static void test_doc_markdown(void **state)
 	size_t n_rows = 0;
 	for (const char *p = s; (p = strstr(p, "\n| `")); p++)
 		n_rows++;
-	assert_int_equal(n_rows, 58);
+	assert_int_equal(n_rows, 63);
 	pf_buf_release(&md);
 }
 
@@ -980,6 +1024,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_defaults),	 cmocka_unit_test(test_arch_example),
 	    cmocka_unit_test(test_values),	 cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_span_triggers),
 	    cmocka_unit_test(test_caps),	 cmocka_unit_test(test_roundtrip),
 	    cmocka_unit_test(test_truncations),	 cmocka_unit_test(test_deep_nesting),
 	    cmocka_unit_test(test_doc_markdown), cmocka_unit_test(test_docs_example),

@@ -15,11 +15,16 @@
 #include <jansson.h>
 
 #include "api/api.h"
+#include "api_fixture.h"
 #include "fleet/capture.h"
 #include "fleet/fleet.h"
 #include "pf/hash.h"
 #include "pf/uuid.h"
 #include "store.h"
+
+#define call(x, ...) api_fixture_call(&(x)->api, __VA_ARGS__)
+#define token(x, ...) api_fixture_token((x)->store, __VA_ARGS__)
+#define err_field api_fixture_err
 
 struct fx {
 	char dir[64];
@@ -36,16 +41,6 @@ static int count_send(struct pf_agent *a, const char *type, const uint8_t *d, si
 	(void)a, (void)type, (void)d, (void)n;
 	((struct fx *)ud)->sent++;
 	return 0;
-}
-
-static void token(struct fx *x, const char *role, const char *name, char *auth)
-{
-	char tok[64];
-	uint8_t h[32];
-	assert_int_equal(pf_token_generate(tok, sizeof(tok)), 0);
-	pf_sha256(tok, strlen(tok), h);
-	assert_int_equal(pf_store_token_add(x->store, h, role, name, 1), 0);
-	snprintf(auth, 80, "Bearer %s", tok);
 }
 
 static int setup(void **state)
@@ -87,32 +82,6 @@ static int teardown(void **state)
 	assert_int_equal(system(cmd), 0);
 	free(x);
 	return 0;
-}
-
-static json_t *call(struct fx *x, const char *method, const char *path, const char *auth,
-		    const char *body, const char *arg, int *status)
-{
-	struct pf_api_request q = {.method = method,
-				   .path = path,
-				   .authorization = auth,
-				   .body = (const uint8_t *)body,
-				   .body_len = body ? strlen(body) : 0,
-				   .now_ms = 1700000000000};
-	if (arg)
-		q.args[q.n_args++] = arg;
-	struct pf_api_response r;
-	pf_api_response_init(&r);
-	pf_api_handle(&x->api, &q, &r);
-	*status = r.status;
-	json_t *j = json_loadb((const char *)r.body.data, r.body.len, 0, NULL);
-	assert_non_null(j);
-	pf_api_response_release(&r);
-	return j;
-}
-
-static const char *err_field(json_t *j, const char *f)
-{
-	return json_string_value(json_object_get(json_object_get(j, "error"), f));
 }
 
 static void test_validation_and_roles(void **state)

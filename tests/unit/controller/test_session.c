@@ -214,6 +214,7 @@ static void test_remote_config_offer(void **state)
 	uint8_t h2[32];
 	pf_sha256(body2, strlen(body2), h2);
 	pf_fleet_config_set(x->fleet, "default", 2, h2, body2, strlen(body2), 2);
+	assert_true(pf_fleet_resolve_agent(x->fleet, a)); /* a version is a new slot */
 	struct pf_buf out;
 	pf_buf_init(&out, 1 << 20);
 	assert_int_equal(pf_opamp_build_push(&x->ctx, a, &out), 0);

@@ -401,7 +401,9 @@ static void test_upgrade_from_v2(void **state)
 	if (system("command -v sqlite3 >/dev/null 2>&1") != 0)
 		skip();
 	snprintf(cmd, sizeof(cmd),
-		 "sqlite3 '%s' 'DROP TABLE profile_flames; DROP TABLE capture_agents; "
+		 "sqlite3 '%s' 'DROP TABLE rollout_agents; DROP TABLE rollouts; "
+		 "DROP TABLE agent_pins; DROP TABLE config_serving; "
+		 "DROP TABLE profile_flames; DROP TABLE capture_agents; "
 		 "DROP TABLE captures; DROP INDEX profiles_capture; DROP INDEX profiles_trigger; "
 		 "DROP INDEX profiles_profile_id; ALTER TABLE profiles DROP COLUMN capture_id; "
 		 "ALTER TABLE profiles DROP COLUMN trigger_name; PRAGMA user_version = 2;'",

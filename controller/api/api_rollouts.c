@@ -1,0 +1,224 @@
+/* api_rollouts.c — see api_rollouts.h. */
+#include "api_rollouts.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "fleet/rollout.h"
+#include "pf/uuid.h"
+#include "store.h"
+
+#define MAX_BODY 16384
+
+/* The body → config, version, selector, strategy; 0 or -EINVAL with err naming the field. */
+static int parse_body(const struct pf_api_request *req, char *config, size_t config_len,
+		      int64_t *version, char *selector, size_t selector_len,
+		      struct pf_rollout_strategy *s, struct pf_error *err)
+{
+	json_error_t jerr;
+	if (req->body_len > MAX_BODY)
+		return pf_error_set(err, -EINVAL, "body", "%zu bytes; at most %d", req->body_len,
+				    MAX_BODY);
+	json_t *body = json_loadb(req->body ? (const char *)req->body : "", req->body_len,
+				  JSON_REJECT_DUPLICATES, &jerr);
+	if (!body || !json_is_object(body)) {
+		json_decref(body);
+		return pf_error_set(err, -EINVAL, "body", "%s",
+				    body ? "must be a JSON object" : jerr.text);
+	}
+	int rc = 0;
+	const char *key;
+	json_t *v;
+	pf_rollout_strategy_defaults(s);
+	*version = 0;
+	config[0] = selector[0] = 0;
+	json_object_foreach(body, key, v)
+	{
+		if (strcmp(key, "config") == 0) {
+			if (!json_is_string(v) || !json_string_length(v) ||
+			    json_string_length(v) >= config_len)
+				rc = pf_error_set(err, -EINVAL, "config",
+						  "must be a config name (1..%zu bytes)",
+						  config_len - 1);
+			else
+				memcpy(config, json_string_value(v), json_string_length(v) + 1);
+		} else if (strcmp(key, "version") == 0) {
+			if (!json_is_integer(v) || json_integer_value(v) < 1)
+				rc = pf_error_set(err, -EINVAL, "version",
+						  "must be a positive integer");
+			else
+				*version = json_integer_value(v);
+		} else if (strcmp(key, "selector") == 0) {
+			if (!json_is_string(v) || json_string_length(v) >= selector_len)
+				rc = pf_error_set(err, -EINVAL, "selector",
+						  "must be a label selector of at most %zu bytes",
+						  selector_len - 1);
+			else
+				memcpy(selector, json_string_value(v), json_string_length(v) + 1);
+		} else if (strcmp(key, "strategy") == 0) {
+			rc = pf_rollout_strategy_parse(v, s, err);
+		} else {
+			rc = pf_error_set(err, -EINVAL, key, "unknown field");
+		}
+		if (rc < 0)
+			break;
+	}
+	json_decref(body);
+	if (rc == 0 && !config[0])
+		rc = pf_error_set(err, -EINVAL, "config", "is required");
+	return rc;
+}
+
+static void h_get(struct pf_api *api, struct pf_api_response *resp, const char *id, int status)
+{
+	int rc;
+	json_t *o = pf_rollouts_get_json(api->rollouts, id, &rc);
+	if (o)
+		return pf_api_respond_json(resp, status, o);
+	if (rc == -ENOENT)
+		pf_api_error(resp, 404, "not_found", "no rollout '%.80s'", id);
+	else
+		pf_api_error(resp, 500, "store_error", "%s", pf_store_last_error(api->store));
+}
+
+static void h_create(struct pf_api *api, const struct pf_api_request *req,
+		     struct pf_api_response *resp, const char *role)
+{
+	struct pf_error err = {0};
+	struct pf_rollout_strategy s;
+	char config[128], selector[1024], by[128], id[PF_ROLLOUT_ID_MAX + 1];
+	int64_t version = 0;
+	size_t matched = 0;
+	int rc =
+	    parse_body(req, config, sizeof(config), &version, selector, sizeof(selector), &s, &err);
+	if (rc < 0)
+		return pf_api_field_error(resp, 400, "invalid_argument", &err);
+	pf_api_creator(api, req, role, by, sizeof(by));
+	rc = pf_rollouts_create(api->rollouts, config, version, selector, &s, by, req->now_ms, id,
+				&matched, &err);
+	switch (rc) {
+	case 0:
+		break;
+	case -EINVAL:
+		return pf_api_field_error(resp, 400,
+					  strcmp(err.path, "selector") == 0 ? "invalid_selector"
+									    : "invalid_argument",
+					  &err);
+	case -ENOENT:
+		return pf_api_field_error(resp, 422, "no_agents", &err);
+	case -EALREADY:
+		return pf_api_field_error(resp, 422, "already_on_version", &err);
+	case -E2BIG:
+		return pf_api_field_error(resp, 422, "too_many_agents", &err);
+	case -EEXIST:
+		return pf_api_field_error(resp, 409, "rollout_active", &err);
+	case -ENOSPC:
+		return pf_api_field_error(resp, 409, "too_many_rollouts", &err);
+	default:
+		return pf_api_error(resp, 500, "internal", "%s",
+				    err.msg[0] ? err.msg : strerror(-rc));
+	}
+	char detail[1400];
+	snprintf(detail, sizeof(detail), "%s v%lld to %zu agents, selector '%s'", config,
+		 (long long)version, matched, selector);
+	pf_api_audit(api, req, role, "rollout.create", id, detail);
+	int grc;
+	json_t *o = pf_rollouts_get_json(api->rollouts, id, &grc);
+	if (!o)
+		return pf_api_error(resp, 500, "internal", "rollout %s created but unreadable", id);
+	json_object_del(o, "batches");
+	pf_api_respond_json(resp, 202, o);
+}
+
+static void h_list(struct pf_api *api, const struct pf_api_request *req,
+		   struct pf_api_response *resp)
+{
+	const char *cursor = pf_api_arg(req, "cursor");
+	const char *ls = pf_api_arg(req, "limit");
+	const char *act = pf_api_arg(req, "active");
+	long long limit = PF_API_ROLLOUTS_LIST_DEFAULT;
+	uint8_t u[16];
+
+	if (ls && *ls) {
+		char *end;
+		errno = 0;
+		limit = strtoll(ls, &end, 10);
+		if (errno || *end || limit < 1 || limit > PF_API_ROLLOUTS_LIST_MAX)
+			return pf_api_error(resp, 400, "invalid_argument",
+					    "limit: must be 1..%d, got '%.20s'",
+					    PF_API_ROLLOUTS_LIST_MAX, ls);
+	}
+	if (cursor && *cursor && pf_uuid_parse(cursor, u) < 0)
+		return pf_api_error(resp, 400, "invalid_argument", "cursor: not a rollout id");
+	if (act && strcmp(act, "0") != 0 && strcmp(act, "1") != 0)
+		return pf_api_error(resp, 400, "invalid_argument", "active: must be 0 or 1");
+	int rc;
+	json_t *o = pf_rollouts_list_json(api->rollouts, act && strcmp(act, "1") == 0,
+					  (size_t)limit, cursor, &rc);
+	if (!o)
+		return pf_api_error(resp, 500, "store_error", "%s",
+				    pf_store_last_error(api->store));
+	pf_api_respond_json(resp, 200, o);
+}
+
+static void h_action(struct pf_api *api, const struct pf_api_request *req,
+		     struct pf_api_response *resp, const char *id, const char *action,
+		     const char *role)
+{
+	static const struct {
+		const char *name;
+		enum pf_rollout_action act;
+	} acts[] = {{"pause", PF_ROLLOUT_PAUSE},
+		    {"resume", PF_ROLLOUT_RESUME},
+		    {"rollback", PF_ROLLOUT_DO_ROLLBACK},
+		    {"cancel", PF_ROLLOUT_CANCEL}};
+	size_t i = 0;
+	while (i < sizeof(acts) / sizeof(acts[0]) && strcmp(acts[i].name, action) != 0)
+		i++;
+	if (i == sizeof(acts) / sizeof(acts[0]))
+		return pf_api_error(resp, 404, "not_found", "no route for %s", req->path);
+	struct pf_error err = {0};
+	int rc = pf_rollouts_action(api->rollouts, id, acts[i].act, req->now_ms, &err);
+	if (rc == -ENOENT) {
+		int grc;
+		json_t *o = pf_rollouts_get_json(api->rollouts, id, &grc);
+		if (!o)
+			return pf_api_error(resp, 404, "not_found", "no rollout '%.80s'", id);
+		const char *st = json_string_value(json_object_get(o, "state"));
+		pf_api_error(resp, 409, "rollout_ended", "rollout %s already ended (%s)", id,
+			     st ? st : "?");
+		json_decref(o);
+		return;
+	}
+	if (rc == -EALREADY)
+		return pf_api_field_error(resp, 409, "invalid_state", &err);
+	if (rc < 0)
+		return pf_api_error(resp, 500, "store_error", "%s", err.msg);
+	char what[32];
+	snprintf(what, sizeof(what), "rollout.%s", action);
+	pf_api_audit(api, req, role, what, id, NULL);
+	h_get(api, resp, id, 200);
+}
+
+void pf_api_rollouts_handle(struct pf_api *api, const struct pf_api_request *req,
+			    struct pf_api_response *resp, const char (*seg)[160], size_t n,
+			    const char *role)
+{
+	bool get = strcmp(req->method, "GET") == 0, post = strcmp(req->method, "POST") == 0;
+	if (!api->rollouts)
+		return pf_api_error(resp, 503, "unavailable", "rollouts are not enabled");
+	if (n == 1 && post)
+		return h_create(api, req, resp, role);
+	if (n == 1 && get)
+		return h_list(api, req, resp);
+	if (n == 2 && get)
+		return h_get(api, resp, seg[1], 200);
+	if (n == 3 && post)
+		return h_action(api, req, resp, seg[1], seg[2], role);
+	pf_api_error(resp, 405, "method_not_allowed", "%s is not allowed on %s", req->method,
+		     req->path);
+}

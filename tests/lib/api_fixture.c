@@ -1,0 +1,50 @@
+/* api_fixture.c — see api_fixture.h. */
+#include "api_fixture.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pf/hash.h"
+#include "store.h"
+
+void api_fixture_token(struct pf_store *st, const char *role, const char *name, char auth[80])
+{
+	char tok[64];
+	uint8_t h[32];
+	assert_int_equal(pf_token_generate(tok, sizeof(tok)), 0);
+	pf_sha256(tok, strlen(tok), h);
+	assert_int_equal(pf_store_token_add(st, h, role, name, 1), 0);
+	snprintf(auth, 80, "Bearer %s", tok);
+}
+
+json_t *api_fixture_call(struct pf_api *api, const char *method, const char *path, const char *auth,
+			 const char *body, const char *arg, int *status)
+{
+	struct pf_api_request q = {.method = method,
+				   .path = path,
+				   .authorization = auth,
+				   .body = (const uint8_t *)body,
+				   .body_len = body ? strlen(body) : 0,
+				   .now_ms = 1700000000000};
+	if (arg)
+		q.args[q.n_args++] = arg;
+	struct pf_api_response r;
+	pf_api_response_init(&r);
+	pf_api_handle(api, &q, &r);
+	*status = r.status;
+	json_t *j = json_loadb((const char *)r.body.data, r.body.len, 0, NULL);
+	assert_non_null(j);
+	pf_api_response_release(&r);
+	return j;
+}
+
+const char *api_fixture_err(json_t *j, const char *field)
+{
+	return json_string_value(json_object_get(json_object_get(j, "error"), field));
+}
