@@ -4,12 +4,14 @@
  * Each simulated agent is a real OpAMP WebSocket connection (bench/wsc.h framing, the
  * project's codec) that advertises io.profleet.capture.v1 and behaves like profleet-agent
  * does for a capture: on capture.request it answers `accepted` and `running`, and when the
- * duration has elapsed it encodes a small CPU profile (OTLP, gzip; one process tagged
+ * duration has elapsed it POSTs a small CPU profile (OTLP, gzip; one process tagged
  * profleet.capture.id / profleet.trigger=on_demand / profleet.agent.uid, duration x frequency
- * samples over three stacks), POSTs it to the controller's /v1development/profiles with the
- * agent token, and reports `done` with the profile id once the receiver answered 2xx (503/429
- * are retried after 200 ms, like the agent's exporter backs off). Uploads run concurrently, at
- * most --uploads at a time. capture.cancel ends a capture `cancelled` without an upload.
+ * samples over three stacks, encoded when the request arrives: a real agent encodes on its own
+ * host, in parallel with the others, so the simulator's serial encoding must not delay the
+ * uploads) to the controller's /v1development/profiles with the agent token, and reports `done`
+ * with the profile id once the receiver answered 2xx (503/429 are retried after 200 ms, like the
+ * agent's exporter backs off). Uploads run concurrently, at most --uploads (default 256) at a
+ * time. capture.cancel ends a capture `cancelled` without an upload.
  *
  *   capture-sim --port P --token-file F [--agents N] [--label k=v]... [--uploads K]
  *               [--timeout S]
@@ -61,6 +63,7 @@ enum job_state { JOB_WAIT, JOB_UPLOAD, JOB_FREE };
 
 struct job {
 	enum job_state state;
+	struct pf_buf body; /* the gzip'd OTLP request, made when the request arrives */
 	uint32_t agent;
 	char id[PF_CAPTURE_ID_MAX + 1];
 	uint32_t duration_s, frequency_hz;
@@ -85,7 +88,7 @@ static struct {
 	struct job jobs[MAX_JOBS];
 	uint32_t uploads;
 	volatile sig_atomic_t stop;
-} S = {.n_agents = 200, .max_uploads = 32, .timeout_s = 600};
+} S = {.n_agents = 200, .max_uploads = 256, .timeout_s = 600};
 
 static double now_s(void)
 {
@@ -254,6 +257,8 @@ static int agent_hello(uint32_t i)
 	return send_a2s(a, &m);
 }
 
+static int build_profile(struct job *j, struct pf_buf *otlp);
+
 static struct job *job_find(uint32_t agent, const char *id)
 {
 	for (size_t k = 0; k < MAX_JOBS; k++)
@@ -272,6 +277,7 @@ static void job_free(struct job *j)
 	j->fd = -1;
 	pf_buf_release(&j->out);
 	pf_buf_release(&j->in);
+	pf_buf_release(&j->body);
 	j->state = JOB_FREE;
 }
 
@@ -306,8 +312,13 @@ static void on_custom(uint32_t agent, const struct pf_custom_message *cm)
 		j->duration_s = r.duration_seconds;
 		j->frequency_hz = r.frequency_hz;
 		j->due = now_s() + r.duration_seconds;
+		pf_buf_init(&j->body, 64 << 20);
 		send_status(j, PF_CAPTURE_ACCEPTED, NULL);
 		send_status(j, PF_CAPTURE_RUNNING, NULL);
+		if (build_profile(j, &j->body) < 0) {
+			send_status(j, PF_CAPTURE_FAILED, "internal");
+			job_free(j);
+		}
 	}
 	pf_capture_request_release(&r);
 }
@@ -360,9 +371,9 @@ static int build_profile(struct job *j, struct pf_buf *otlp)
 	struct pf_prof_window *w = pf_prof_window_new();
 	if (!w)
 		return -ENOMEM;
-	uint64_t end = unix_ns(), span = (uint64_t)j->duration_s * 1000000000ull;
-	w->start_unix_ns = end - span;
-	w->end_unix_ns = end;
+	uint64_t span = (uint64_t)j->duration_s * 1000000000ull;
+	w->start_unix_ns = unix_ns();
+	w->end_unix_ns = w->start_unix_ns + span;
 	w->frequency_hz = j->frequency_hz;
 	w->host_name = pf_prof_strdup(w, "sim");
 	struct pf_prof_process *p = pf_prof_alloc(w, sizeof(*p));
@@ -420,23 +431,18 @@ static int build_profile(struct job *j, struct pf_buf *otlp)
 
 static void upload_start(struct job *j, double t)
 {
-	struct pf_buf gz;
-	pf_buf_init(&gz, 64 << 20);
 	pf_buf_init(&j->out, 64 << 20);
 	pf_buf_init(&j->in, 16 << 20);
 	/* http1_request_append sends no Content-Encoding: the request is written here. */
-	int rc = build_profile(j, &gz);
+	int rc = pf_buf_printf(&j->out,
+			       "POST /v1development/profiles HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			       "Authorization: Bearer %s\r\n"
+			       "Content-Type: application/x-protobuf\r\n"
+			       "Content-Encoding: gzip\r\nContent-Length: %zu\r\n"
+			       "Connection: close\r\n\r\n",
+			       S.port, S.token, j->body.len);
 	if (rc == 0)
-		rc = pf_buf_printf(&j->out,
-				   "POST /v1development/profiles HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
-				   "Authorization: Bearer %s\r\n"
-				   "Content-Type: application/x-protobuf\r\n"
-				   "Content-Encoding: gzip\r\nContent-Length: %zu\r\n"
-				   "Connection: close\r\n\r\n",
-				   S.port, S.token, gz.len);
-	if (rc == 0)
-		rc = pf_buf_append(&j->out, gz.data, gz.len);
-	pf_buf_release(&gz);
+		rc = pf_buf_append(&j->out, j->body.data, j->body.len);
 	if (rc == 0)
 		j->fd = tcp_connect(true);
 	if (rc < 0 || j->fd < 0) {

@@ -11,21 +11,34 @@
 # pre-encoded ack: the kernel's recv + send floor), then against the controller. The machine
 # is shared and noisy, so the controller's CPU per round trip is reported next to the
 # baseline's from the same invocation, as a ratio and as a difference (our own cost above the
-# floor).
+# floor). The steady step is paired the same way: a fleet at rest (every agent one heartbeat
+# per interval, random phase) against the baseline, then against the controller, each one's CPU
+# in percent of one core over the same window.
 #
-#   bench/control_plane.sh                 idle 1000/5000/15000, push 15000, rtt 1000 x 10 s
+#   bench/control_plane.sh                 idle 1000/5000/15000, push 15000, rtt 1000 x 10 s,
+#                                          steady 15000 x 60 s
 #   STEPS=rtt bench/control_plane.sh       only the rtt pair (baseline, controller)
+#   STEPS=steady bench/control_plane.sh    only the steady pair
+#   STEPS=storm bench/control_plane.sh     only the reconnect storm (not in the default steps):
+#                                          opamp-load SIGKILLs the controller under 15,000
+#                                          configured agents, this script restarts it on the same
+#                                          port and data dir, the agents come back on their own
+#                                          backoff
 #
 # Environment (all optional):
 #   PF_BUILD_DIR        build dir to use/create (default build/bench-release, Release build)
 #   OPAMP_LOAD          path of opamp-load (default $PF_BUILD_DIR/bench/opamp-load)
 #   CONTROLLER          path of profleet-controller (default $PF_BUILD_DIR/controller/...)
 #   BASELINE            path of ws-echo-baseline (default $PF_BUILD_DIR/bench/ws-echo-baseline)
-#   STEPS               which steps to run, any of "idle push rtt" (default all three)
+#   STEPS               which steps to run, any of "idle push rtt steady" (default all four)
 #   IDLE_STEPS          agent counts for the idle runs (default "1000 5000 15000")
 #   PUSH_AGENTS         agents for the push run (default 15000)
 #   RTT_AGENTS          agents for the rtt run (default 1000)
 #   RTT_SECONDS         length of the rtt measurement (default 10)
+#   STEADY_AGENTS       agents for the steady run (default 15000)
+#   STEADY_SECONDS      length of the steady CPU window (default 60)
+#   STEADY_HEARTBEAT    heartbeat interval of the steady fleet in seconds (default 30)
+#   STORM_AGENTS        agents for the storm run (default 15000)
 #   TOTAL_TIMEOUT       bound on the whole script in seconds (default 1200)
 set -euo pipefail
 
@@ -34,11 +47,15 @@ build=${PF_BUILD_DIR:-$root/build/bench-release}
 load=${OPAMP_LOAD:-$build/bench/opamp-load}
 ctrl=${CONTROLLER:-$build/controller/profleet-controller}
 baseline=${BASELINE:-$build/bench/ws-echo-baseline}
-steps=${STEPS:-"idle push rtt"}
+steps=${STEPS:-"idle push rtt steady"}
 idle_steps=${IDLE_STEPS:-"1000 5000 15000"}
 push_agents=${PUSH_AGENTS:-15000}
 rtt_agents=${RTT_AGENTS:-1000}
 rtt_seconds=${RTT_SECONDS:-10}
+steady_agents=${STEADY_AGENTS:-15000}
+steady_seconds=${STEADY_SECONDS:-60}
+steady_heartbeat=${STEADY_HEARTBEAT:-30}
+storm_agents=${STORM_AGENTS:-15000}
 total_timeout=${TOTAL_TIMEOUT:-1200}
 
 tmp=$(mktemp -d /tmp/pf-bench.XXXXXX)
@@ -148,6 +165,37 @@ start_baseline() {
 	return 1
 }
 
+# not_run NAME: a run that could not start counts as failed; its output stays empty.
+not_run() {
+	failures=$((failures + 1))
+	: >"$tmp/$1.out"
+}
+
+# finish_run NAME RC: shows the run's summary line and reports a failure with the log tail.
+finish_run() {
+	grep '^summary:' "$tmp/$1.out" >&2 || true
+	if [ "$2" -ne 0 ]; then
+		echo "control_plane.sh: $1 failed (exit $2); controller log tail:" >&2
+		tail -5 "$tmp/$1.controller.log" >&2 || true
+		failures=$((failures + 1))
+	fi
+}
+
+# begin_run NAME MIN STARTER WHAT: starts the server (STARTER NAME) unless fewer than MIN
+# seconds are left; non-zero, the run counted as failed, when it cannot.
+begin_run() {
+	if [ "$(remaining)" -lt "$2" ]; then
+		echo "control_plane.sh: TOTAL_TIMEOUT reached, skipping $1" >&2
+		not_run "$1"
+		return 1
+	fi
+	echo "== $1: $4" >&2
+	if ! $3 "$1"; then
+		not_run "$1"
+		return 1
+	fi
+}
+
 # run NAME ARGS...: one opamp-load run against a fresh controller (or, with SERVER=baseline in
 # the environment, against ws-echo-baseline); output in $tmp/NAME.out.
 run() {
@@ -157,27 +205,47 @@ run() {
 	[ "${SERVER:-}" = baseline ] && starter=start_baseline
 	local left
 	left=$(remaining)
-	if [ "$left" -lt 30 ]; then
-		echo "control_plane.sh: TOTAL_TIMEOUT reached, skipping $name" >&2
-		failures=$((failures + 1))
-		: >"$tmp/$name.out"
-		return 0
-	fi
-	echo "== $name: opamp-load $*" >&2
-	if ! $starter "$name"; then
-		failures=$((failures + 1))
-		: >"$tmp/$name.out"
-		return 0
-	fi
+	begin_run "$name" 30 $starter "opamp-load $*" || return 0
 	local rc=0
 	timeout --kill-after=10 "$left" "$load" --port "$port" --data-dir "$data" \
 		--pid "$ctrl_pid" --timeout "$((left - 5))" "$@" >"$tmp/$name.out" || rc=$?
-	grep '^summary:' "$tmp/$name.out" >&2 || true
-	if [ $rc -ne 0 ]; then
-		echo "control_plane.sh: $name failed (exit $rc); controller log tail:" >&2
-		tail -5 "$tmp/$name.controller.log" >&2 || true
-		failures=$((failures + 1))
+	finish_run "$name" $rc
+	stop_controller
+}
+
+# alive PID: the process exists and is not a zombie (a killed child stays one until reaped).
+alive() {
+	local st
+	st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ -n "$st" ] && [ "$st" != Z ]
+}
+
+# storm NAME N: a controller restart under N connected agents. opamp-load SIGKILLs the
+# controller once every agent holds its config; this restarts it on the same port and data
+# dir as soon as it is gone and writes the new pid where opamp-load reads it.
+storm() {
+	local name=$1 n=$2 left rc=0
+	left=$(remaining)
+	begin_run "$name" 60 start_controller "opamp-load --mode storm --agents $n" || return 0
+	local pidfile=$tmp/$name.pid
+	echo "$ctrl_pid" >"$pidfile"
+	timeout --kill-after=10 "$left" "$load" --mode storm --agents "$n" --port "$port" \
+		--data-dir "$data" --pid "$ctrl_pid" --pid-file "$pidfile" --timeout "$((left - 5))" \
+		>"$tmp/$name.out" &
+	local load_pid=$!
+	while alive "$ctrl_pid" && alive "$load_pid" && [ "$(remaining)" -gt 5 ]; do
+		sleep 0.05
+	done
+	if ! alive "$ctrl_pid" && alive "$load_pid"; then
+		wait "$ctrl_pid" 2>/dev/null || true
+		echo "== $name: controller killed; restarting it on port $port" >&2
+		"$ctrl" --listen "127.0.0.1:$port" --data-dir "$data" \
+			>>"$tmp/$name.controller.log" 2>&1 &
+		ctrl_pid=$!
+		echo "$ctrl_pid" >"$pidfile.new" && mv "$pidfile.new" "$pidfile"
 	fi
+	wait "$load_pid" || rc=$?
+	finish_run "$name" $rc
 	stop_controller
 }
 
@@ -199,6 +267,15 @@ if has_step rtt; then
 	SERVER=baseline run "rtt-base-$rtt_agents" --mode rtt --agents "$rtt_agents" \
 		--seconds "$rtt_seconds"
 	run "rtt-$rtt_agents" --mode rtt --agents "$rtt_agents" --seconds "$rtt_seconds"
+fi
+if has_step storm; then
+	storm "storm-$storm_agents" "$storm_agents"
+fi
+if has_step steady; then
+	SERVER=baseline run "steady-base-$steady_agents" --mode steady --agents "$steady_agents" \
+		--seconds "$steady_seconds" --heartbeat "$steady_heartbeat"
+	run "steady-$steady_agents" --mode steady --agents "$steady_agents" \
+		--seconds "$steady_seconds" --heartbeat "$steady_heartbeat"
 fi
 
 # Verdict against a target: ok when value <= limit.
@@ -232,29 +309,51 @@ if has_step push; then
 	v=$(val "$p" t_applied_ms)
 	echo "| Push: fleet summary shows all APPLIED | $push_agents | $v ms | ≤ 1000 ms | $(verdict "$v" 1000) |"
 fi
+# ratio A B / diff A B, "n/a" when either is missing.
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b <= 0) print "n/a"; else printf "%.2f", a / b }'
+}
+diff_us() {
+	awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || a < 0 || b < 0) print "n/a"; else printf "%.2f", a - b }'
+}
 if has_step rtt; then
 	r="rtt-$rtt_agents"
 	rb="rtt-base-$rtt_agents"
-	# ratio A B / diff A B, "n/a" when either is missing.
-	ratio() {
-		awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b <= 0) print "n/a"; else printf "%.2f", a / b }'
-	}
-	diff_us() {
-		awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || a < 0 || b < 0) print "n/a"; else printf "%.2f", a - b }'
-	}
 	echo "| Heartbeat round trips (controller / baseline) | $rtt_agents | $(val "$r" round_trips_per_s) / $(val "$rb" round_trips_per_s) /s | | |"
 	echo "| Heartbeat mean latency (controller / baseline) | $rtt_agents | $(val "$r" mean_latency_us) / $(val "$rb" mean_latency_us) µs | | |"
 	v=$(val "$r" controller_cpu_us_per_rt)
 	vb=$(val "$rb" controller_cpu_us_per_rt)
 	echo "| Controller CPU per round trip (user + system) | $rtt_agents | $v µs | ≤ 3 µs | $(verdict "$v" 3) |"
 	echo "| Baseline CPU per round trip (ws-echo-baseline: recv + send floor) | $rtt_agents | $vb µs | | |"
-	echo "| Controller / baseline CPU per round trip | $rtt_agents | $(ratio "$v" "$vb") × | | |"
+	v2=$(ratio "$v" "$vb")
+	echo "| Controller / baseline CPU per round trip | $rtt_agents | $v2 × | ≤ 1.2 × | $(verdict "$v2" 1.2) |"
 	echo "| Controller − baseline CPU per round trip (our cost above the floor) | $rtt_agents | $(diff_us "$v" "$vb") µs | | |"
 	u=$(val "$r" controller_user_us_per_rt)
 	ub=$(val "$rb" controller_user_us_per_rt)
 	echo "| … user time, controller / baseline | $rtt_agents | $u / $ub µs | | |"
 	echo "| … system time, controller / baseline | $rtt_agents | $(diff_us "$v" "$u") / $(diff_us "$vb" "$ub") µs | | |"
 	echo "| Load generator CPU during rtt (controller / baseline run) | $rtt_agents | $(val "$r" loadgen_cpu_s) / $(val "$rb" loadgen_cpu_s) s per ${rtt_seconds} s | | |"
+fi
+if has_step steady; then
+	r="steady-$steady_agents"
+	rb="steady-base-$steady_agents"
+	echo "| Steady fleet: heartbeats per second (controller / baseline run) | $steady_agents | $(val "$r" heartbeats_per_s) / $(val "$rb" heartbeats_per_s) /s | | |"
+	v=$(val "$r" controller_cpu_pct)
+	vb=$(val "$rb" controller_cpu_pct)
+	echo "| Steady fleet: controller CPU, ${steady_seconds} s average | $steady_agents | $v % | ≤ 1.4 % | $(verdict "$v" 1.4) |"
+	echo "| Steady fleet: baseline CPU (ws-echo-baseline, same load) | $steady_agents | $vb % | | |"
+	echo "| Steady fleet: controller / baseline | $steady_agents | $(ratio "$v" "$vb") × | | |"
+	echo "| Steady fleet: controller user time / baseline user time | $steady_agents | $(val "$r" controller_user_pct) / $(val "$rb" controller_user_pct) % | | |"
+fi
+if has_step storm; then
+	r="storm-$storm_agents"
+	v=$(val "$r" storm_seconds)
+	echo "| Reconnect storm: kill to every agent back | $storm_agents | $v s | ≤ 60 s | $(verdict "$v" 60) |"
+	v=$(val "$r" configs_already_applied)
+	echo "| Reconnect storm: configs sent that agents already had | $storm_agents | $v | 0 | $(verdict "$v" 0) |"
+	v=$(val "$r" controller_cpu_pct)
+	echo "| Reconnect storm: new controller CPU, start to all back | $storm_agents | $v % | ≤ 100 % | $(verdict "$v" 100) |"
+	echo "| Reconnect storm: attempts / refused / 503 | $storm_agents | $(val "$r" reconnect_attempts) / $(val "$r" refused) / $(val "$r" rejected_503) | | |"
 fi
 echo
 if [ $failures -ne 0 ]; then

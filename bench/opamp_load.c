@@ -13,6 +13,12 @@
  *   idle      connect N agents, wait until the controller reports them, controller RSS per agent
  *   push      connect N, PUT a new default config, time until all received it / all APPLIED
  *   rtt       connect N, heartbeat ping-pong for S seconds, round trips/s and controller CPU
+ *   steady    connect N, each sends one heartbeat per --heartbeat interval at a random phase;
+ *             controller CPU (percent of one core) averaged over S seconds (default 60)
+ *   storm     connect N (each gets its config), SIGKILL the controller (--pid) and let every
+ *             agent reconnect (exponential backoff with full jitter, 503 Retry-After honoured)
+ *             to the controller the caller restarts on the same port (new pid in --pid-file):
+ *             time until all are back, configs resent that agents already had, controller CPU
  *   garbage   bad varint header, undecodable protobuf, then a valid message: expect two
  *             error_response BAD_REQUEST and an open connection
  *   oversize  send one message of --bytes bytes: expect close code 1009
@@ -62,9 +68,22 @@
 	 PF_AGENT_CAP_REPORTS_EFFECTIVE_CONFIG | PF_AGENT_CAP_REPORTS_HEALTH |                     \
 	 PF_AGENT_CAP_REPORTS_REMOTE_CONFIG | PF_AGENT_CAP_REPORTS_HEARTBEAT)
 #define CONFIG_KEY "profiling.yaml"
+/* storm: an agent's reconnect waits uniform [0, min(CAP, BASE * 2^attempt)) (full jitter). */
+#define STORM_BACKOFF_BASE_S 1.0
+#define STORM_BACKOFF_CAP_S 30.0
 
-enum mode { MODE_IDLE, MODE_PUSH, MODE_RTT, MODE_GARBAGE, MODE_OVERSIZE, MODE_SEQGAP };
-static const char *const mode_names[] = { "idle", "push", "rtt", "garbage", "oversize", "seqgap" };
+enum mode {
+	MODE_IDLE,
+	MODE_PUSH,
+	MODE_RTT,
+	MODE_STEADY,
+	MODE_STORM,
+	MODE_GARBAGE,
+	MODE_OVERSIZE,
+	MODE_SEQGAP
+};
+static const char *const mode_names[] = { "idle",    "push",	 "rtt",	   "steady",
+					  "storm",   "garbage", "oversize", "seqgap" };
 
 enum ag_state { AG_NONE, AG_CONNECTING, AG_HANDSHAKE, AG_OPEN, AG_CLOSED };
 enum msg_kind { MSG_FULL, MSG_RCS, MSG_HEARTBEAT };
@@ -78,6 +97,11 @@ struct agent {
 	bool close_seen;  /* got a close frame */
 	bool in_flight;   /* rtt: a message awaits its reply */
 	bool write_dead;  /* the peer reset the connection while we wrote */
+	bool reconnected; /* storm: connected again after the kill */
+	bool storm_back;  /* storm: answered on a connection made after the kill */
+	uint8_t attempt;  /* storm: failed reconnects since the last good one */
+	double retry_after_s; /* storm: Retry-After of a 503 to the last upgrade */
+	double t_retry;       /* storm: when to reconnect; 0 when not scheduled */
 	uint16_t close_code;
 	uint8_t rc_hash_len;
 	uint8_t uid[PF_OPAMP_UID_LEN];
@@ -142,6 +166,18 @@ static struct {
 	/* counters */
 	uint32_t n_open, n_hs_failed, n_replied, n_closed, n_lost, n_errors_logged;
 	uint64_t total_replies, decode_errors, bad_frames, server_errors, rc_msgs, stall_resends;
+	uint64_t hb_sent; /* periodic heartbeats sent */
+
+	/* steady: agents in the order of their next heartbeat (each keeps its phase, so the order
+	 * is a ring), and the position of the next one due */
+	uint32_t *steady_order;
+	uint32_t steady_pos;
+
+	/* storm */
+	bool storm_running;
+	char pid_file[256];
+	uint32_t storm_back_n;
+	uint64_t storm_connects, storm_refused, storm_503, storm_rc, storm_rc_redundant;
 	double t_last_rx;
 
 	/* rtt */
@@ -294,9 +330,9 @@ static long proc_vmrss_kb(long pid)
 	return kb;
 }
 
-/* utime + stime of the whole process (all threads), in clock ticks (proc(5) fields 14, 15);
- * *utime gets the user part. */
-static long long proc_cpu_ticks(long pid, long long *utime)
+/* utime, stime (whole process, all threads) and starttime of /proc/PID/stat, in clock ticks
+ * (proc(5) fields 14, 15, 22). */
+static int proc_stat_times(long pid, long long *utime, long long *stime, long long *start)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
@@ -313,24 +349,36 @@ static long long proc_cpu_ticks(long pid, long long *utime)
 	if (!p)
 		return -EIO;
 	p++;
-	long long ut = -1, st = -1;
-	for (int field = 3; field <= 15 && *p; field++) {
+	long long ut = -1, st = -1, sta = -1;
+	for (int field = 3; field <= 22 && *p; field++) {
 		while (*p == ' ')
 			p++;
 		char *end;
 		long long v = strtoll(p, &end, 10);
 		if (field == 14)
 			ut = v;
-		if (field == 15)
+		else if (field == 15)
 			st = v;
+		else if (field == 22)
+			sta = v;
 		while (*end && *end != ' ')
 			end++;
 		p = end;
 	}
-	if (ut < 0 || st < 0)
+	if (ut < 0 || st < 0 || sta < 0)
 		return -EIO;
 	*utime = ut;
-	return ut + st;
+	*stime = st;
+	*start = sta;
+	return 0;
+}
+
+/* utime + stime of the whole process in clock ticks; *utime gets the user part. */
+static long long proc_cpu_ticks(long pid, long long *utime)
+{
+	long long st, start;
+	int r = proc_stat_times(pid, utime, &st, &start);
+	return r < 0 ? r : *utime + st;
 }
 
 static double self_cpu_s(void)
@@ -348,6 +396,19 @@ static void agent_log_error(struct agent *a, const char *what, int e)
 	if (L.n_errors_logged++ < 5 || L.verbose)
 		fprintf(stderr, "opamp-load: agent %u: %s%s%s\n", a->idx, what, e ? ": " : "",
 			e ? strerror(e) : "");
+}
+
+/* Exponential backoff with full jitter (the agent's reconnect rule, ARCHITECTURE.md "OpAMP
+ * usage"); a 503's Retry-After is a floor under it. */
+static void storm_schedule(struct agent *a)
+{
+	unsigned k = pf_min(a->attempt, 16);
+	double ceil_s = pf_min(STORM_BACKOFF_CAP_S, STORM_BACKOFF_BASE_S * (double)(1u << k));
+	double d = ceil_s * (double)(rng_next() % 1000000) / 1e6;
+	a->t_retry = now_s() + a->retry_after_s + d;
+	a->retry_after_s = 0;
+	if (a->attempt < UINT8_MAX)
+		a->attempt++;
 }
 
 static void agent_close(struct agent *a)
@@ -369,6 +430,8 @@ static void agent_close(struct agent *a)
 	pf_buf_release(&a->out);
 	pf_buf_release(&a->frag);
 	a->out_off = 0;
+	if (L.storm_running)
+		storm_schedule(a);
 }
 
 static void agent_fail(struct agent *a, const char *what, int e)
@@ -552,6 +615,10 @@ static void handle_s2a(struct agent *a, const struct pf_s2a *m)
 	bool full = m->flags & PF_S2A_FLAG_REPORT_FULL_STATE;
 	if (full)
 		a->full_state_requests++;
+	if (L.storm_running && a->reconnected && !a->storm_back) {
+		a->storm_back = true;
+		L.storm_back_n++;
+	}
 
 	bool rc = false;
 	if (m->has_remote_config) {
@@ -564,7 +631,11 @@ static void handle_s2a(struct agent *a, const struct pf_s2a *m)
 				memcpy(a->rc_hash, m->remote_config_hash, hl);
 			a->rc_hash_len = (uint8_t)hl;
 			a->t_rc = t;
+		} else if (L.storm_running) {
+			L.storm_rc_redundant++; /* a config this agent has already applied */
 		}
+		if (L.storm_running)
+			L.storm_rc++;
 		const struct pf_config_file *f = NULL;
 		for (size_t i = 0; i < m->remote_config.n_files; i++)
 			if (m->remote_config.files[i].name &&
@@ -629,6 +700,7 @@ static void on_message(struct agent *a, uint8_t op, const uint8_t *p, size_t n)
 static void agent_on_open(struct agent *a)
 {
 	a->state = AG_OPEN;
+	a->attempt = 0;
 	L.n_open++;
 	a->t_next_hb = now_s() + L.heartbeat_s * (0.5 + (double)(rng_next() % 1000) / 2000.0);
 	agent_send_a2s(a, MSG_FULL);
@@ -687,6 +759,21 @@ static bool agent_frame(struct agent *a, const struct wsc_frame *f)
 	return true;
 }
 
+/* The Retry-After seconds of an HTTP response head (0 when absent or not a number). */
+static double retry_after_of(const uint8_t *p, size_t n)
+{
+	char head[4096];
+	size_t len = pf_min(n, sizeof(head) - 1);
+	memcpy(head, p, len);
+	head[len] = 0;
+	const char *h = strcasestr(head, "\r\nretry-after:");
+	if (!h)
+		return 0;
+	char *end;
+	double v = strtod(h + 14, &end);
+	return end == h + 14 || v < 0 || v > 3600 ? 0 : v;
+}
+
 /* Consumes what it can of p[0..n); returns bytes consumed, or -1 when the agent closed. */
 static ssize_t agent_process(struct agent *a, const uint8_t *p, size_t n)
 {
@@ -697,6 +784,12 @@ static ssize_t agent_process(struct agent *a, const uint8_t *p, size_t n)
 		ssize_t r = wsc_response_check(p, n, a->key, &status, &err);
 		if (r == 0)
 			return 0;
+		if (r < 0 && L.storm_running && status == 503) {
+			L.storm_503++;
+			a->retry_after_s = retry_after_of(p, n);
+			agent_close(a); /* expected under a storm: not logged */
+			return -1;
+		}
 		if (r < 0) {
 			agent_fail(a, err.msg, 0);
 			return -1;
@@ -784,6 +877,11 @@ static void agent_event(struct agent *a, uint32_t ev)
 		socklen_t sl = sizeof(soerr);
 		if (getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
 			soerr = errno;
+		if (soerr && L.storm_running) {
+			L.storm_refused++; /* the controller is not back yet */
+			agent_close(a);
+			return;
+		}
 		if (soerr) {
 			agent_fail(a, "connect", soerr);
 			return;
@@ -975,6 +1073,23 @@ static int http_start(const char *method, const char *path, const char *ctype, c
 
 /* ---- the loop ---- */
 
+/* A new connection for an agent whose last one was lost (storm). */
+static void storm_reconnect(struct agent *a)
+{
+	a->t_retry = 0;
+	a->reconnected = true;
+	a->write_dead = false;
+	a->frag_op = 0;
+	a->in_flight = false;
+	a->close_seen = false;
+	L.storm_connects++;
+	int r = agent_connect(a);
+	if (r < 0) {
+		L.storm_refused++;
+		storm_schedule(a);
+	}
+}
+
 static void tick(double t)
 {
 	if (t < L.next_tick)
@@ -982,6 +1097,8 @@ static void tick(double t)
 	L.next_tick = t + TICK_S;
 	for (uint32_t i = 0; i < L.n_agents; i++) {
 		struct agent *a = &L.agents[i];
+		if (L.storm_running && a->state == AG_CLOSED && a->t_retry > 0 && t >= a->t_retry)
+			storm_reconnect(a);
 		if (a->state != AG_OPEN)
 			continue;
 		if (L.rtt_running) {
@@ -991,19 +1108,42 @@ static void tick(double t)
 				agent_send_a2s(a, MSG_HEARTBEAT);
 				a->in_flight = true;
 			}
-		} else if (L.heartbeat_s > 0 && t >= a->t_next_hb) {
+		} else if (L.heartbeat_s > 0 && !L.steady_order && t >= a->t_next_hb) {
 			a->t_next_hb = t + L.heartbeat_s;
 			agent_send_a2s(a, MSG_HEARTBEAT);
+			L.hb_sent++;
 		}
 	}
+}
+
+/* steady: sends every heartbeat that is due, each at its own time (not batched per tick, so
+ * the controller sees N / interval separate arrivals a second, as from real agents); returns
+ * the time the next one is due. At most one round of the ring per call. */
+static double steady_send_due(double t)
+{
+	for (uint32_t k = 0; k < L.n_agents; k++) {
+		struct agent *a = &L.agents[L.steady_order[L.steady_pos]];
+		if (a->t_next_hb > t)
+			return a->t_next_hb;
+		a->t_next_hb += L.heartbeat_s;
+		L.steady_pos = (L.steady_pos + 1) % L.n_agents;
+		if (a->state == AG_OPEN) {
+			agent_send_a2s(a, MSG_HEARTBEAT);
+			L.hb_sent++;
+		}
+	}
+	return t;
 }
 
 static void loop_once(double max_wait_s)
 {
 	struct epoll_event evs[MAX_EVENTS];
-	int ms = (int)(max_wait_s * 1000.0);
-	if (ms < 0)
-		ms = 0;
+	if (L.steady_order) {
+		double t = now_s();
+		max_wait_s = pf_min(max_wait_s, steady_send_due(t) - t);
+	}
+	/* Round up: a wait shorter than 1 ms must not become a busy poll. */
+	int ms = max_wait_s > 0 ? (int)(max_wait_s * 1000.0 + 0.999) : 0;
 	int n = epoll_wait(L.epfd, evs, MAX_EVENTS, ms);
 	for (int i = 0; i < n; i++) {
 		if (evs[i].data.u64 == TAG_HTTP)
@@ -1310,32 +1450,42 @@ static bool push_pred(void *ctx)
 	return false;
 }
 
-static int mode_push(void)
+/* Connects every agent and waits until the controller is quiet (first replies, initial
+ * config pushes); false, with the FAIL summary printed, when some did not connect. */
+static bool connect_all(const char *mode, double quiet_s, double quiet_max_s)
 {
 	uint32_t ok = connect_agents(L.n_agents);
 	if (ok != L.n_agents) {
-		fail_msg("only %u of %u agents connected; not pushing", ok, L.n_agents);
-		printf("summary: mode=push agents=%u result=FAIL\n", L.n_agents);
-		return 1;
+		fail_msg("only %u of %u agents connected", ok, L.n_agents);
+		printf("summary: mode=%s agents=%u result=FAIL\n", mode, L.n_agents);
+		return false;
 	}
-	wait_quiet(0.3, 15.0);
+	wait_quiet(quiet_s, quiet_max_s);
+	return true;
+}
 
+/* PUTs a new (timestamped) default config and runs until every agent has received it and the
+ * fleet summary shows all APPLIED: 0, -ETIMEDOUT, or another negative errno with the reason
+ * printed. ps->t0 is taken just before the PUT, *t_put when its answer came. */
+static int push_config(struct push_state *ps, double *t_put)
+{
 	char body[256];
 	uint64_t ns = unix_ns();
 	int blen = snprintf(body, sizeof(body),
 			    "# opamp-load push %" PRIu64 "\n"
 			    "profiling:\n  sampling:\n    frequency_hz: %u\n",
 			    ns, (unsigned)(1 + (ns / 1000000) % 1000));
-	struct push_state ps = { .hash_len = -1 };
-	ps.t0 = now_s();
-	if (http_do("PUT", "/api/v1/configs/default", "application/yaml", body, (size_t)blen,
-		    30.0) < 0)
-		return 1;
-	double t_put = L.http.t_done;
+	ps->hash_len = -1;
+	ps->t0 = now_s();
+	int r = http_do("PUT", "/api/v1/configs/default", "application/yaml", body, (size_t)blen,
+			30.0);
+	if (r < 0)
+		return r;
+	*t_put = L.http.t_done;
 	if (L.http.status / 100 != 2) {
 		fail_msg("PUT /api/v1/configs/default: HTTP %d: %.300s", L.http.status,
 			 pf_buf_str(&L.http.body));
-		return 1;
+		return -EPROTO;
 	}
 	json_error_t jerr;
 	json_t *root = json_loadb((const char *)L.http.body.data, L.http.body.len, 0, &jerr);
@@ -1343,16 +1493,27 @@ static int mode_push(void)
 	if (hx) {
 		/* Accept "sha256:<hex>" as well as bare hex. */
 		const char *c = strchr(hx, ':');
-		int n = hex_to_bytes(c ? c + 1 : hx, ps.hash, sizeof(ps.hash));
-		ps.hash_len = n > 0 ? n : -1;
+		int n = hex_to_bytes(c ? c + 1 : hx, ps->hash, sizeof(ps->hash));
+		ps->hash_len = n > 0 ? n : -1;
 	}
-	if (ps.hash_len < 0)
+	if (ps->hash_len < 0)
 		fprintf(stderr, "opamp-load: PUT response has no hex \"hash\"; counting configs "
 				"received after the PUT instead\n");
 	json_decref(root);
+	r = run_until(push_pred, ps, ps->t0 + 60.0);
+	push_count(ps);
+	return r;
+}
 
-	int r = run_until(push_pred, &ps, ps.t0 + 60.0);
-	push_count(&ps);
+static int mode_push(void)
+{
+	if (!connect_all("push", 0.3, 15.0))
+		return 1;
+	struct push_state ps = { 0 };
+	double t_put = 0;
+	int r = push_config(&ps, &t_put);
+	if (r < 0 && r != -ETIMEDOUT)
+		return 1;
 	bool all = r == 0 && !ps.http_failed && ps.t_applied > 0;
 	kv("put_ms", "%.1f", (t_put - ps.t0) * 1e3);
 	kv("received", "%u", ps.n_recv);
@@ -1374,13 +1535,8 @@ static int mode_push(void)
 
 static int mode_rtt(void)
 {
-	uint32_t ok = connect_agents(L.n_agents);
-	if (ok != L.n_agents) {
-		fail_msg("only %u of %u agents connected", ok, L.n_agents);
-		printf("summary: mode=rtt agents=%u result=FAIL\n", L.n_agents);
+	if (!connect_all("rtt", 0.3, 15.0))
 		return 1;
-	}
-	wait_quiet(0.3, 15.0);
 	long long u0 = 0, u1 = 0;
 	long long c0 = L.pid > 0 ? proc_cpu_ticks(L.pid, &u0) : 0;
 	if (c0 < 0) {
@@ -1434,6 +1590,203 @@ static int mode_rtt(void)
 			 " undecodable replies",
 			 L.rt_count, open, L.n_agents, L.decode_errors);
 	return all ? 0 : 1;
+}
+
+static int cmp_next_hb(const void *x, const void *y)
+{
+	double a = L.agents[*(const uint32_t *)x].t_next_hb;
+	double b = L.agents[*(const uint32_t *)y].t_next_hb;
+	return a < b ? -1 : a > b;
+}
+
+/* A fleet at rest: every agent sends one heartbeat per interval, the phases spread uniformly
+ * over the interval (N / interval messages per second in all), and nothing else happens. The
+ * controller's CPU over the window, from /proc/PID/stat, is what an idle fleet costs it. */
+static int mode_steady(void)
+{
+	if (!connect_all("steady", 1.0, 30.0))
+		return 1;
+	double t = now_s();
+	L.steady_order = calloc(L.n_agents, sizeof(*L.steady_order));
+	if (!L.steady_order) {
+		fail_msg("out of memory");
+		return 1;
+	}
+	for (uint32_t i = 0; i < L.n_agents; i++) {
+		L.agents[i].t_next_hb = t + L.heartbeat_s * (double)(rng_next() % 1000000) / 1e6;
+		L.steady_order[i] = i;
+	}
+	qsort(L.steady_order, L.n_agents, sizeof(*L.steady_order), cmp_next_hb);
+	L.steady_pos = 0;
+	/* The connects' after-effects (persistence of the new rows, full states) settle first. */
+	run_until(NULL, NULL, now_s() + L.settle_s);
+	long long u0 = 0, u1 = 0;
+	long long c0 = L.pid > 0 ? proc_cpu_ticks(L.pid, &u0) : 0;
+	if (c0 < 0) {
+		fail_msg("cannot read /proc/%ld/stat", L.pid);
+		return 1;
+	}
+	uint64_t sent0 = L.hb_sent, rep0 = L.total_replies;
+	double self0 = self_cpu_s();
+	double t0 = now_s();
+	run_until(NULL, NULL, t0 + L.seconds);
+	double t1 = now_s();
+	long long c1 = L.pid > 0 ? proc_cpu_ticks(L.pid, &u1) : 0;
+	double self1 = self_cpu_s();
+	if (c1 < 0) {
+		fail_msg("cannot read /proc/%ld/stat (controller gone?)", L.pid);
+		return 1;
+	}
+
+	double dt = t1 - t0;
+	long hz = sysconf(_SC_CLK_TCK);
+	double tick_s = 1.0 / (double)(hz > 0 ? hz : 100);
+	double ctrl_s = (double)(c1 - c0) * tick_s, user_s = (double)(u1 - u0) * tick_s;
+	uint64_t sent = L.hb_sent - sent0, replies = L.total_replies - rep0;
+	uint32_t open = count_open();
+	kv("seconds", "%.3f", dt);
+	kv("heartbeat_interval_s", "%.1f", L.heartbeat_s);
+	kv("heartbeats_sent", "%" PRIu64, sent);
+	kv("replies", "%" PRIu64, replies);
+	kv("heartbeats_per_s", "%.1f", (double)sent / dt);
+	if (L.pid > 0) {
+		kv("controller_cpu_s", "%.2f", ctrl_s);
+		kv("controller_cpu_pct", "%.2f", ctrl_s * 100.0 / dt);
+		kv("controller_user_pct", "%.2f", user_s * 100.0 / dt);
+		kv("controller_cpu_us_per_heartbeat", "%.1f", sent ? ctrl_s * 1e6 / (double)sent : -1.0);
+		kv("clock_tick_s", "%.3f", tick_s);
+	}
+	kv("loadgen_cpu_pct", "%.2f", (self1 - self0) * 100.0 / dt);
+	kv("agents_open", "%u", open);
+	/* Every heartbeat is answered; only those in flight at the window's two edges differ. */
+	uint64_t slack = pf_max((uint64_t)10, sent / 100);
+	bool answered = replies + slack >= sent && sent + slack >= replies;
+	bool all = sent > 0 && answered && open == L.n_agents && L.decode_errors == 0;
+	printf("summary: mode=steady agents=%u heartbeats_per_s=%.1f controller_cpu_pct=%.2f "
+	       "result=%s\n",
+	       L.n_agents, (double)sent / dt, L.pid > 0 ? ctrl_s * 100.0 / dt : -1.0,
+	       all ? "ok" : "FAIL");
+	if (!all)
+		fail_msg("steady: %" PRIu64 " heartbeats, %" PRIu64 " replies, %u of %u agents "
+			 "still open, %" PRIu64 " undecodable replies",
+			 sent, replies, open, L.n_agents, L.decode_errors);
+	return all ? 0 : 1;
+}
+
+/* storm: the restarted controller's pid, once --pid-file names a process other than --pid. */
+static long storm_new_pid(void)
+{
+	char buf[32] = { 0 };
+	FILE *f = fopen(L.pid_file, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	long pid = strtol(buf, NULL, 10);
+	return pid > 0 && pid != L.pid ? pid : 0;
+}
+
+/* CPU seconds a process has used since it started, and seconds since it started
+ * (/proc/PID/stat, /proc/uptime). */
+static int proc_lifetime(long pid, double *cpu_s, double *wall_s)
+{
+	long long ut, st, start;
+	int r = proc_stat_times(pid, &ut, &st, &start);
+	if (r < 0)
+		return r;
+	double up = 0;
+	FILE *f = fopen("/proc/uptime", "re");
+	if (!f)
+		return -errno;
+	r = fscanf(f, "%lf", &up) == 1 ? 0 : -EIO;
+	fclose(f);
+	if (r < 0)
+		return r;
+	long hz = sysconf(_SC_CLK_TCK);
+	double tick = 1.0 / (double)(hz > 0 ? hz : 100);
+	*cpu_s = (double)(ut + st) * tick;
+	*wall_s = up - (double)start * tick;
+	return 0;
+}
+
+static bool storm_done_pred(void *ctx)
+{
+	return L.storm_back_n >= L.n_agents;
+}
+
+/* A controller restart under a connected fleet: SIGKILL, the caller restarts it on the same
+ * port and data dir and writes the new pid to --pid-file, every agent reconnects on its own
+ * backoff. Every agent must be back (answered on a new connection), no agent may be sent a
+ * config it has (it reports the hash as APPLIED in its first message), and the new controller's
+ * CPU from its start until the last agent is back is the storm's cost. */
+static int mode_storm(void)
+{
+	if (!connect_all("storm", 1.0, 30.0))
+		return 1;
+	struct push_state ps = { 0 };
+	double t_put = 0;
+	if (push_config(&ps, &t_put) < 0 || ps.http_failed) {
+		fail_msg("storm: the config push before the kill did not complete");
+		printf("summary: mode=storm agents=%u result=FAIL\n", L.n_agents);
+		return 1;
+	}
+	uint32_t configured = 0;
+	for (uint32_t i = 0; i < L.n_agents; i++) {
+		struct agent *a = &L.agents[i];
+		configured += a->state == AG_OPEN && L.cfg_hash_len && a->rc_hash_len == L.cfg_hash_len &&
+			      !memcmp(a->rc_hash, L.cfg_hash, L.cfg_hash_len);
+	}
+	kv("agents_configured", "%u", configured);
+	/* Let the controller's writer store the fleet (every 0.5 s), as a running one would have. */
+	run_until(NULL, NULL, now_s() + L.settle_s);
+
+	L.storm_running = true;
+	double t0 = now_s();
+	if (kill((pid_t)L.pid, SIGKILL) < 0) {
+		fail_msg("cannot kill the controller (pid %ld): %s", L.pid, strerror(errno));
+		return 1;
+	}
+	run_until(storm_done_pred, NULL, t0 + L.seconds);
+	double t1 = now_s();
+	long pid2 = storm_new_pid();
+	double cpu_s = -1, wall_s = -1;
+	if (pid2 > 0 && proc_lifetime(pid2, &cpu_s, &wall_s) < 0)
+		cpu_s = wall_s = -1;
+	bool back = L.storm_back_n >= L.n_agents;
+
+	long long connected = -1;
+	if (back && L.admin_token[0] &&
+	    run_until(summary_connected_pred, &connected, now_s() + 10.0) < 0)
+		fail_msg("fleet summary says connected=%lld after the storm, expected >= %u",
+			 connected, L.n_agents);
+	L.storm_running = false;
+
+	kv("agents_back", "%u", L.storm_back_n);
+	kv("storm_seconds", "%.2f", back ? t1 - t0 : -1.0);
+	kv("reconnect_attempts", "%" PRIu64, L.storm_connects);
+	kv("refused", "%" PRIu64, L.storm_refused);
+	kv("rejected_503", "%" PRIu64, L.storm_503);
+	kv("configs_received", "%" PRIu64, L.storm_rc);
+	kv("configs_already_applied", "%" PRIu64, L.storm_rc_redundant);
+	kv("controller_connected", "%lld", connected);
+	if (pid2 > 0) {
+		kv("new_pid", "%ld", pid2);
+		kv("controller_up_s", "%.2f", wall_s);
+		kv("controller_cpu_s", "%.2f", cpu_s);
+		kv("controller_cpu_pct", "%.1f", wall_s > 0 ? cpu_s * 100.0 / wall_s : -1.0);
+	}
+	bool ok = back && configured == L.n_agents && L.storm_rc_redundant == 0 &&
+		  connected >= (long long)L.n_agents && pid2 > 0;
+	printf("summary: mode=storm agents=%u back=%u storm_seconds=%.2f configs_already_applied=%" PRIu64
+	       " controller_cpu_pct=%.1f result=%s\n",
+	       L.n_agents, L.storm_back_n, back ? t1 - t0 : -1.0, L.storm_rc_redundant,
+	       wall_s > 0 ? cpu_s * 100.0 / wall_s : -1.0, ok ? "ok" : "FAIL");
+	if (!ok)
+		fail_msg("storm: %u of %u agents back in %.0f s, %u configured before, %" PRIu64
+			 " configs resent that agents had, new controller pid %ld",
+			 L.storm_back_n, L.n_agents, L.seconds, configured, L.storm_rc_redundant, pid2);
+	return ok ? 0 : 1;
 }
 
 /* -- conformance probes: one agent -- */
@@ -1674,7 +2027,7 @@ static int read_token(const char *dir, const char *name, char *dst, size_t cap)
 
 static void usage(FILE *f)
 {
-	fputs("usage: opamp-load --mode idle|push|rtt|garbage|oversize|seqgap [options]\n"
+	fputs("usage: opamp-load --mode idle|push|rtt|steady|storm|garbage|oversize|seqgap [options]\n"
 	      "  --agents N          simulated agents (default 1000; 1 for the probes)\n"
 	      "  --host ADDR         controller IPv4 address (default 127.0.0.1)\n"
 	      "  --port PORT         controller port (default 4320)\n"
@@ -1682,12 +2035,15 @@ static void usage(FILE *f)
 	      "  --data-dir DIR      read DIR/agent.token and DIR/admin.token\n"
 	      "  --agent-token T     bearer token for the OpAMP upgrade\n"
 	      "  --admin-token T     bearer token for the REST API\n"
-	      "  --pid PID           controller pid (RSS in idle, CPU in rtt)\n"
-	      "  --seconds S         rtt measurement length (default 10)\n"
+	      "  --pid PID           controller pid (RSS in idle, CPU in rtt/steady, killed in storm)\n"
+	      "  --pid-file F        storm: where the caller writes the restarted controller's pid\n"
+	      "  --seconds S         rtt measurement length (default 10; steady: 60; storm: bound on\n"
+	      "                      the reconnect, 120)\n"
 	      "  --bytes N           oversize message size (default 64 MiB + 1)\n"
 	      "  --src-addrs K       spread sources over 127.0.0.2..K+1 (default 8, 0 = off)\n"
 	      "  --batch B           connects per batch (default 500)\n"
-	      "  --settle S          idle: wait S after all connected before reading RSS (default 2)\n"
+	      "  --settle S          idle: wait S after all connected before reading RSS; steady:\n"
+	      "                      before the CPU window (default 2)\n"
 	      "  --heartbeat S       periodic heartbeat interval, 0 = off (default 30)\n"
 	      "  --max-msg N         largest server message accepted (default 64 MiB)\n"
 	      "  --timeout S         bound on the whole run (default 300)\n"
@@ -1729,6 +2085,7 @@ int main(int argc, char **argv)
 		{ "heartbeat", required_argument, NULL, 'h' },
 		{ "max-msg", required_argument, NULL, 'M' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "pid-file", required_argument, NULL, 'W' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "fail-hash", required_argument, NULL, 'F' },
 		{ "fail-percent", required_argument, NULL, 'f' },
@@ -1737,7 +2094,7 @@ int main(int argc, char **argv)
 		{ 0 },
 	};
 	const char *data_dir = NULL;
-	bool agents_set = false;
+	bool agents_set = false, seconds_set = false, timeout_set = false;
 	double v;
 	int mode = -1;
 
@@ -1794,6 +2151,7 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			bad = parse_num(optarg, 0.1, 86400, &L.seconds);
+			seconds_set = true;
 			break;
 		case 'b':
 			bad = parse_num(optarg, 1, 1e10, &v);
@@ -1819,6 +2177,10 @@ int main(int argc, char **argv)
 			break;
 		case 't':
 			bad = parse_num(optarg, 1, 86400, &L.timeout_s);
+			timeout_set = true;
+			break;
+		case 'W':
+			snprintf(L.pid_file, sizeof(L.pid_file), "%s", optarg);
 			break;
 		case 'v':
 			L.verbose = true;
@@ -1854,6 +2216,26 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	L.mode = (enum mode)mode;
+	if (L.mode == MODE_STORM) {
+		if (L.pid <= 0 || !L.pid_file[0]) {
+			fprintf(stderr, "opamp-load: --mode storm needs --pid and --pid-file\n");
+			return 2;
+		}
+		if (!seconds_set)
+			L.seconds = 120;
+		if (!timeout_set && L.timeout_s < L.seconds + L.settle_s + 120)
+			L.timeout_s = L.seconds + L.settle_s + 120;
+	}
+	if (L.mode == MODE_STEADY) {
+		if (!seconds_set)
+			L.seconds = 60;
+		if (L.heartbeat_s <= 0) {
+			fprintf(stderr, "opamp-load: --mode steady needs --heartbeat > 0\n");
+			return 2;
+		}
+		if (!timeout_set && L.timeout_s < L.seconds + L.settle_s + 120)
+			L.timeout_s = L.seconds + L.settle_s + 120; /* room for the connects */
+	}
 	if (L.mode >= MODE_GARBAGE) {
 		if (agents_set && L.n_agents != 1)
 			fprintf(stderr, "opamp-load: --mode %s uses one agent\n", mode_names[mode]);
@@ -1867,8 +2249,9 @@ int main(int argc, char **argv)
 						    sizeof(L.admin_token)) < 0)
 			fprintf(stderr, "opamp-load: no %s/admin.token\n", data_dir);
 	}
-	if (L.mode == MODE_PUSH && !L.admin_token[0]) {
-		fprintf(stderr, "opamp-load: --mode push needs the admin token (--data-dir)\n");
+	if ((L.mode == MODE_PUSH || L.mode == MODE_STORM) && !L.admin_token[0]) {
+		fprintf(stderr, "opamp-load: --mode %s needs the admin token (--data-dir)\n",
+			mode_names[mode]);
 		return 2;
 	}
 
@@ -1954,6 +2337,12 @@ int main(int argc, char **argv)
 	case MODE_RTT:
 		rc = mode_rtt();
 		break;
+	case MODE_STEADY:
+		rc = mode_steady();
+		break;
+	case MODE_STORM:
+		rc = mode_storm();
+		break;
 	case MODE_GARBAGE:
 		rc = mode_garbage();
 		break;
@@ -1984,6 +2373,7 @@ int main(int argc, char **argv)
 	pf_buf_release(&L.frame);
 	pf_buf_release(&L.cfg_body);
 	free(L.agents);
+	free(L.steady_order);
 	close(L.epfd);
 	return rc;
 }

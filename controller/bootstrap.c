@@ -2,6 +2,7 @@
 #include "bootstrap.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -163,6 +164,45 @@ int pf_bootstrap_default_config(struct pf_store *st, const char *path, struct pf
 #define TOKEN_MIN 16
 #define TOKEN_MAX 4096
 
+/* Trims whitespace around the secret in text[0..*len) and checks it: the start of the secret
+ * (its length in *len), or NULL with err set (key names the setting). */
+static const char *secret_check(const char *text, size_t *len, const char *key, const char *path,
+				struct pf_error *err)
+{
+	const char *tok = text;
+	size_t n = *len;
+	while (n > 0 && (*tok == ' ' || *tok == '\t' || *tok == '\n' || *tok == '\r')) {
+		tok++;
+		n--;
+	}
+	while (n > 0 && (tok[n - 1] == ' ' || tok[n - 1] == '\t' || tok[n - 1] == '\n' ||
+			 tok[n - 1] == '\r'))
+		n--;
+	if (n < TOKEN_MIN || n > TOKEN_MAX) {
+		pf_error_set(err, -EINVAL, key, "the token in '%s' must be %d..%d bytes, is %zu", path,
+			     TOKEN_MIN, TOKEN_MAX, n);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)tok[i] <= 0x20 || (unsigned char)tok[i] >= 0x7f) {
+			pf_error_set(err, -EINVAL, key, "the token in '%s' has a space or control byte",
+				     path);
+			return NULL;
+		}
+	*len = n;
+	return tok;
+}
+
+static int read_token_file(const char *path, const char *key, char **text, size_t *len,
+			   struct pf_error *err)
+{
+	int r = read_bounded(path, TOKEN_MAX + 1024, text, len);
+	if (r < 0)
+		return pf_error_set(err, r, key, "cannot read '%s': %s", path,
+				    r == -EFBIG ? "too large" : strerror(-r));
+	return 0;
+}
+
 int pf_bootstrap_import_token(struct pf_store *st, const char *path, const char *role,
 			      struct pf_error *err)
 {
@@ -170,25 +210,12 @@ int pf_bootstrap_import_token(struct pf_store *st, const char *path, const char 
 	snprintf(key, sizeof(key), "tokens.%s_file", role);
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
-	int r = read_bounded(path, TOKEN_MAX + 1024, &text, &len);
+	int r = read_token_file(path, key, &text, &len, err);
 	if (r < 0)
-		return pf_error_set(err, r, key, "cannot read '%s': %s", path,
-				    r == -EFBIG ? "too large" : strerror(-r));
-	const char *tok = text;
-	while (len > 0 && (*tok == ' ' || *tok == '\t' || *tok == '\n' || *tok == '\r')) {
-		tok++;
-		len--;
-	}
-	while (len > 0 && (tok[len - 1] == ' ' || tok[len - 1] == '\t' || tok[len - 1] == '\n' ||
-			   tok[len - 1] == '\r'))
-		len--;
-	if (len < TOKEN_MIN || len > TOKEN_MAX)
-		return pf_error_set(err, -EINVAL, key, "the token in '%s' must be %d..%d bytes, is %zu",
-				    path, TOKEN_MIN, TOKEN_MAX, len);
-	for (size_t i = 0; i < len; i++)
-		if ((unsigned char)tok[i] <= 0x20 || (unsigned char)tok[i] >= 0x7f)
-			return pf_error_set(err, -EINVAL, key,
-					    "the token in '%s' has a space or control byte", path);
+		return r;
+	const char *tok = secret_check(text, &len, key, path, err);
+	if (!tok)
+		return err->code;
 	uint8_t h[32];
 	char have[16];
 	pf_sha256(tok, len, h);
@@ -209,6 +236,175 @@ int pf_bootstrap_import_token(struct pf_store *st, const char *path, const char 
 				    strerror(-r));
 	pf_log_info("added the %s token from %s", role, path);
 	return 1;
+}
+
+#define TOKEN_DIR_CREATOR "token-file-dir"
+#define TOKEN_DIR_MAX_FILES 1000
+
+struct dir_tokens {
+	char (*names)[PF_TOKEN_NAME_MAX + 1];
+	size_t n;
+	struct pf_token_info stale[64]; /* ours, file gone (revoked after the walk) */
+	size_t n_stale;
+	const char *name; /* lookup by name */
+	struct pf_token_info found;
+	bool has;
+};
+
+static int find_name_cb(const struct pf_token_info *t, void *ud)
+{
+	struct dir_tokens *d = ud;
+	if (strcmp(t->name, d->name) == 0) {
+		d->found = *t;
+		d->has = true;
+		return 1;
+	}
+	return 0;
+}
+
+static int stale_cb(const struct pf_token_info *t, void *ud)
+{
+	struct dir_tokens *d = ud;
+	if (strcmp(t->created_by, TOKEN_DIR_CREATOR) != 0)
+		return 0;
+	for (size_t i = 0; i < d->n; i++)
+		if (strcmp(d->names[i], t->name) == 0)
+			return 0;
+	if (d->n_stale < PF_ARRAY_SIZE(d->stale))
+		d->stale[d->n_stale++] = *t;
+	return 0;
+}
+
+static bool file_token_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > PF_TOKEN_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_' || s[i] == '.' ||
+		      s[i] == '@'))
+			return false;
+	return true;
+}
+
+/* One file of the directory: "ROLE:SECRET". */
+static int import_dir_file(struct pf_store *st, const char *path, const char *name,
+			   struct dir_tokens *d, struct pf_error *err)
+{
+	static const char key[] = "tokens.file_dir";
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	int r = read_token_file(path, key, &text, &len, err);
+	if (r < 0)
+		return r;
+	const char *colon = memchr(text, ':', len);
+	char role[16] = "";
+	if (colon && (size_t)(colon - text) < sizeof(role))
+		memcpy(role, text, (size_t)(colon - text));
+	if (!colon || (strcmp(role, "admin") && strcmp(role, "operator") && strcmp(role, "viewer") &&
+		       strcmp(role, "agent")))
+		return pf_error_set(err, -EINVAL, key,
+				    "'%s' must hold ROLE:SECRET with ROLE admin, operator, viewer "
+				    "or agent",
+				    path);
+	size_t slen = len - (size_t)(colon + 1 - text);
+	const char *tok = secret_check(colon + 1, &slen, key, path, err);
+	if (!tok)
+		return err->code;
+	uint8_t h[32];
+	pf_sha256(tok, slen, h);
+	struct pf_token_info t;
+	r = pf_store_token_find(st, h, &t);
+	if (r == 0) {
+		if (strcmp(t.role, role))
+			pf_log_warn("the token in %s is stored with role %s, not %s", path, t.role,
+				    role);
+		return 0;
+	}
+	if (r != -ENOENT)
+		return pf_error_set(err, r, key, "reading tokens failed: %s", strerror(-r));
+	d->name = name;
+	d->has = false;
+	r = pf_store_token_foreach(st, find_name_cb, d);
+	if (r < 0)
+		return pf_error_set(err, r, key, "reading tokens failed: %s", strerror(-r));
+	if (d->has) {
+		if (strcmp(d->found.created_by, TOKEN_DIR_CREATOR) != 0)
+			return pf_error_set(err, -EEXIST, key,
+					    "'%s': a token named '%s' exists that this directory did "
+					    "not provide; rename the file or revoke that token",
+					    path, name);
+		r = pf_store_token_revoke(st, d->found.id, NULL);
+		if (r < 0)
+			return pf_error_set(err, r, key, "replacing token '%s' failed", name);
+		pf_log_info("token '%s' from %s: new secret, the old one is revoked", name, path);
+	}
+	memset(&t, 0, sizeof(t));
+	snprintf(t.name, sizeof(t.name), "%s", name);
+	snprintf(t.role, sizeof(t.role), "%s", role);
+	snprintf(t.created_by, sizeof(t.created_by), "%s", TOKEN_DIR_CREATOR);
+	t.created_ms = wall_ms();
+	r = pf_store_token_create(st, h, &t);
+	if (r < 0)
+		return pf_error_set(err, r, key, "storing token '%s' failed: %s", name, strerror(-r));
+	pf_log_info("added the %s token '%s' from %s", role, name, path);
+	return 1;
+}
+
+int pf_bootstrap_import_token_dir(struct pf_store *st, const char *dir, struct pf_error *err)
+{
+	static const char key[] = "tokens.file_dir";
+	DIR *dp = opendir(dir);
+	if (!dp)
+		return pf_error_set(err, -errno, key, "cannot open '%s': %s", dir, strerror(errno));
+	struct dir_tokens d = {0};
+	d.names = calloc(TOKEN_DIR_MAX_FILES, sizeof(*d.names));
+	int rc = d.names ? 0 : pf_error_set(err, -ENOMEM, key, "out of memory");
+	struct dirent *e;
+	while (rc >= 0 && (e = readdir(dp))) {
+		if (e->d_name[0] == '.')
+			continue; /* ., .., and a Secret volume's ..data links */
+		char path[4096];
+		int n = snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		struct stat sb;
+		if (n < 0 || (size_t)n >= sizeof(path) || stat(path, &sb) < 0 || !S_ISREG(sb.st_mode))
+			continue;
+		if (!file_token_name_ok(e->d_name)) {
+			rc = pf_error_set(err, -EINVAL, key,
+					  "'%s': a token name is 1..%d of [A-Za-z0-9._@-]", path,
+					  PF_TOKEN_NAME_MAX);
+			break;
+		}
+		if (d.n == TOKEN_DIR_MAX_FILES) {
+			rc = pf_error_set(err, -E2BIG, key, "'%s' holds more than %d tokens", dir,
+					  TOKEN_DIR_MAX_FILES);
+			break;
+		}
+		snprintf(d.names[d.n++], sizeof(d.names[0]), "%s", e->d_name);
+		int r = import_dir_file(st, path, e->d_name, &d, err);
+		if (r < 0)
+			rc = r;
+	}
+	closedir(dp);
+	if (rc >= 0) {
+		int r = pf_store_token_foreach(st, stale_cb, &d);
+		if (r < 0)
+			rc = pf_error_set(err, r, key, "reading tokens failed: %s", strerror(-r));
+		for (size_t i = 0; rc >= 0 && i < d.n_stale; i++) {
+			r = pf_store_token_revoke(st, d.stale[i].id, NULL);
+			if (r < 0 && r != -ENOENT)
+				rc = pf_error_set(err, r, key, "revoking token '%s' failed",
+						  d.stale[i].name);
+			else
+				pf_log_info("token '%s' revoked: its file is gone from %s",
+					    d.stale[i].name, dir);
+		}
+	}
+	if (rc >= 0)
+		rc = (int)d.n;
+	free(d.names);
+	return rc;
 }
 
 static int load_cfg(const struct pf_config_version *cv, void *ud)

@@ -22,6 +22,13 @@ int pf_bootstrap_data_dir(const char *dir, char *dbpath, size_t len, struct pf_e
  * then finds tokens and writes none. */
 int pf_bootstrap_import_token(struct pf_store *st, const char *path, const char *role,
 			      struct pf_error *err);
+/* Tokens from a directory (a Kubernetes Secret mounted as one): every file whose name does
+ * not start with '.' (symbolic links followed) is one token named after the file, holding
+ * "ROLE:SECRET" (role admin, operator, viewer or agent; the secret as for
+ * pf_bootstrap_import_token). A new secret is added; a changed secret for a name this
+ * directory provided before replaces it; a token this directory provided whose file is gone
+ * is revoked (created_by "token-file-dir" marks them). Returns the number of files read. */
+int pf_bootstrap_import_token_dir(struct pf_store *st, const char *dir, struct pf_error *err);
 /* When the store holds no token: creates one admin and one agent token. */
 int pf_bootstrap_tokens(struct pf_store *st, const char *dir, struct pf_error *err);
 /* Reads the profiling config at path (at most PF_PROFCFG_MAX_DOC bytes) and validates it;

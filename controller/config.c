@@ -39,6 +39,7 @@ void pf_controller_config_defaults(struct pf_controller_config *c)
 	c->max_message_bytes = DEFAULT_MAX_MESSAGE;
 	c->heartbeat_interval_s = 30;
 	c->max_agents = 50000;
+	c->max_conns_per_source = 4096;
 	c->log_level = PF_LOG_INFO;
 	c->profile_retention_hours = DEFAULT_PROFILE_RETENTION_HOURS;
 	c->profile_max_bytes = DEFAULT_PROFILE_MAX_BYTES;
@@ -56,6 +57,8 @@ void pf_controller_config_release(struct pf_controller_config *c)
 	free(c->default_config);
 	free(c->admin_token_file);
 	free(c->agent_token_file);
+	free(c->ui_dir);
+	free(c->token_file_dir);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -140,6 +143,11 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 			c->public_url[n - 1] = 0;
 		return r;
 	}
+	if (!strcmp(path, "ui.dir")) {
+		if (!*v || strlen(v) > 4000)
+			return pf_error_set(err, -EINVAL, path, "must be a directory path");
+		return set_str(&c->ui_dir, v);
+	}
 	if (!strcmp(path, "captures.grace_seconds")) {
 		r = parse_u64(path, v, 1, 3600, &x, err);
 		if (r == 0)
@@ -152,6 +160,8 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 		return set_str(&c->admin_token_file, v);
 	if (!strcmp(path, "tokens.agent_file"))
 		return set_str(&c->agent_token_file, v);
+	if (!strcmp(path, "tokens.file_dir"))
+		return set_str(&c->token_file_dir, v);
 	if (!strcmp(path, "tls.cert"))
 		return set_str(&c->tls_cert, v);
 	if (!strcmp(path, "tls.key"))
@@ -168,6 +178,12 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 		r = parse_u64(path, v, 1, 3600, &x, err);
 		if (r == 0)
 			c->heartbeat_interval_s = (uint32_t)x;
+		return r;
+	}
+	if (!strcmp(path, "opamp.max_connections_per_source")) {
+		r = parse_u64(path, v, 0, 1000000, &x, err);
+		if (r == 0)
+			c->max_conns_per_source = (uint32_t)x;
 		return r;
 	}
 	if (!strcmp(path, "opamp.max_agents")) {
@@ -267,10 +283,13 @@ static void usage(FILE *to)
 		"                           [--tls-cert F --tls-key F [--client-ca F]]\n"
 		"                           [--max-message-bytes N] [--heartbeat-seconds N]\n"
 		"                           [--max-agents N] [--log-level error|warn|info|debug]\n"
+		"                           [--max-connections-per-source N]\n"
 		"                           [--profile-retention-hours N] [--profile-max-bytes N]\n"
 		"                           [--public-url URL] [--capture-grace-seconds N]\n"
 		"                           [--default-config FILE]\n"
 		"                           [--admin-token-file F] [--agent-token-file F]\n"
+		"                           [--ui-dir DIR]\n"
+		"                           [--token-file-dir DIR]\n"
 		"\n"
 		"Serves OpAMP (/v1/opamp), the REST API (/api/v1), /metrics, /healthz and /readyz\n"
 		"on one address (default 127.0.0.1:4320). On first start in an empty data dir it\n"
@@ -292,7 +311,15 @@ static void usage(FILE *to)
 		"\n"
 		"--admin-token-file F, --agent-token-file F: tokens made elsewhere (a Kubernetes\n"
 		"Secret); each is added to the store (hash only) on start unless already there, and\n"
-		"then no token files are written to the data dir.\n");
+		"then no token files are written to the data dir.\n"
+		"\n"
+		"The fleet console is served at /ui/ from --ui-dir (default: the directory 'ui'\n"
+		"next to this binary, else ../share/profleet/ui beside it), read once at start.\n"
+		"\n"
+		"--token-file-dir DIR: one token per file (a Kubernetes Secret mounted as a\n"
+		"directory): the file name is the token's name, the content 'ROLE:SECRET' (role\n"
+		"admin, operator, viewer or agent). Added on start; a changed secret replaces the\n"
+		"token of that name; a token added this way whose file is gone is revoked.\n");
 }
 
 int pf_controller_config_args(struct pf_controller_config *c, int argc, char **argv,
@@ -300,7 +327,7 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 {
 	enum { O_LISTEN = 256, O_DATA, O_CERT, O_KEY, O_CA, O_MAXMSG, O_HB, O_MAXAG, O_LOG,
 	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_PUBURL, O_GRACE, O_DEFCFG,
-	       O_ADMTOK, O_AGTOK };
+	       O_ADMTOK, O_AGTOK, O_UIDIR, O_TOKDIR, O_PERSRC };
 	static const struct option opts[] = {
 		{"config", required_argument, 0, O_CONFIG},
 		{"listen", required_argument, 0, O_LISTEN},
@@ -311,6 +338,7 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 		{"max-message-bytes", required_argument, 0, O_MAXMSG},
 		{"heartbeat-seconds", required_argument, 0, O_HB},
 		{"max-agents", required_argument, 0, O_MAXAG},
+		{"max-connections-per-source", required_argument, 0, O_PERSRC},
 		{"log-level", required_argument, 0, O_LOG},
 		{"profile-retention-hours", required_argument, 0, O_PRET},
 		{"profile-max-bytes", required_argument, 0, O_PMAX},
@@ -319,6 +347,8 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 		{"default-config", required_argument, 0, O_DEFCFG},
 		{"admin-token-file", required_argument, 0, O_ADMTOK},
 		{"agent-token-file", required_argument, 0, O_AGTOK},
+		{"ui-dir", required_argument, 0, O_UIDIR},
+		{"token-file-dir", required_argument, 0, O_TOKDIR},
 		{"version", no_argument, 0, O_VERSION},
 		{"help", no_argument, 0, O_HELP},
 		{0, 0, 0, 0},
@@ -366,6 +396,9 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 		case O_MAXAG:
 			r = apply_key(c, "opamp.max_agents", optarg, err);
 			break;
+		case O_PERSRC:
+			r = apply_key(c, "opamp.max_connections_per_source", optarg, err);
+			break;
 		case O_LOG:
 			r = apply_key(c, "log_level", optarg, err);
 			break;
@@ -389,6 +422,12 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 			break;
 		case O_AGTOK:
 			r = set_str(&c->agent_token_file, optarg);
+			break;
+		case O_UIDIR:
+			r = apply_key(c, "ui.dir", optarg, err);
+			break;
+		case O_TOKDIR:
+			r = set_str(&c->token_file_dir, optarg);
 			break;
 		case O_VERSION:
 			printf("profleet-controller %s\n", PF_VERSION);

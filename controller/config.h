@@ -5,7 +5,8 @@
  * File keys (all optional):
  *   listen: "127.0.0.1:4320"        data_dir: ./profleet-data     log_level: info
  *   tls: {cert: F, key: F, client_ca: F}
- *   opamp: {max_message_bytes: 16777216, heartbeat_interval_seconds: 30, max_agents: 50000}
+ *   opamp: {max_message_bytes: 16777216, heartbeat_interval_seconds: 30, max_agents: 50000,
+ *           max_connections_per_source: 4096}
  *   profiles: {retention_hours: 72, max_bytes: 1073741824}   (embedded profile store;
  *     opamp.max_message_bytes also bounds an OTLP profiles request, after decompression too)
  *   public_url: "https://profleet.example:4320"  (how agents reach this controller; capture
@@ -13,8 +14,12 @@
  *   captures: {grace_seconds: 30}   (a capture's deadline is its duration plus this)
  *   tokens: {admin_file: F, agent_file: F}   (--admin-token-file, --agent-token-file: tokens
  *     kept outside the data dir, e.g. Kubernetes Secrets; see pf_bootstrap_import_token)
+ *   tokens: {file_dir: DIR}   (--token-file-dir: one file per token, "role:secret"; see
+ *     pf_bootstrap_import_token_dir)
  *   default_config: FILE   (--default-config: a profiling config stored as config `default`
  *     on start when the store has none; see pf_bootstrap_default_config)
+ *   ui: {dir: DIR}   (the built console served at /ui/; default: "ui" next to the binary,
+ *     else "../share/profleet/ui" beside it; a missing default only disables the console)
  * Unknown keys and bad values are errors that name the key. */
 #ifndef PF_CONTROLLER_CONFIG_H
 #define PF_CONTROLLER_CONFIG_H
@@ -32,6 +37,7 @@ struct pf_controller_config {
 	size_t max_message_bytes;
 	uint32_t heartbeat_interval_s;
 	uint32_t max_agents;
+	uint32_t max_conns_per_source; /* opamp.max_connections_per_source, 0: no cap */
 	int log_level;
 	uint32_t profile_retention_hours; /* profiles.retention_hours: age limit of stored profiles */
 	uint64_t profile_max_bytes;       /* profiles.max_bytes: cap on stored profile bodies */
@@ -40,6 +46,8 @@ struct pf_controller_config {
 	char *default_config;             /* default_config: profiling config file, or NULL */
 	char *admin_token_file;           /* tokens.admin_file, or NULL */
 	char *agent_token_file;           /* tokens.agent_file, or NULL */
+	char *token_file_dir;             /* tokens.file_dir, or NULL */
+	char *ui_dir;                     /* ui.dir: the built console, NULL = next to the binary */
 };
 
 void pf_controller_config_defaults(struct pf_controller_config *c);

@@ -25,15 +25,9 @@
 #include "profstore/retention.h"
 #include "server.h"
 #include "store.h"
+#include "ui/static.h"
 
 static struct pf_server *g_server;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	if (g_server)
-		pf_server_stop(g_server);
-}
 
 int main(int argc, char **argv)
 {
@@ -59,6 +53,7 @@ int main(int argc, char **argv)
 	struct pf_fleet *fleet = NULL;
 	struct pf_persist *persist = NULL;
 	struct pf_retention *retention = NULL;
+	struct pf_ui *ui = NULL;
 	struct pf_qpool *qpool = NULL, *ingest = NULL;
 	struct pf_captures *captures = NULL;
 	struct pf_rollouts *rollouts = NULL;
@@ -68,7 +63,13 @@ int main(int argc, char **argv)
 	memset(&api, 0, sizeof(api));
 
 	umask(077); /* the data dir holds secrets and the fleet database */
-	pf_raise_nofile_limit();
+	/* One descriptor per connected agent, plus the listener, SQLite, the pools and the loop. */
+	long nofile = pf_raise_nofile_limit();
+	if (nofile > 0 && (long long)cfg.max_agents + 64 > nofile)
+		pf_log_warn("the open-files limit (%ld) holds about %ld agents, fewer than "
+			    "--max-agents %u: raise the hard limit (ulimit -Hn, systemd LimitNOFILE=) "
+			    "or lower --max-agents",
+			    nofile, nofile - 64, cfg.max_agents);
 
 	char dbpath[4096];
 	if (pf_bootstrap_data_dir(cfg.data_dir, dbpath, sizeof(dbpath), &err) < 0) {
@@ -83,7 +84,9 @@ int main(int argc, char **argv)
 	if ((cfg.admin_token_file &&
 	     pf_bootstrap_import_token(store, cfg.admin_token_file, "admin", &err) < 0) ||
 	    (cfg.agent_token_file &&
-	     pf_bootstrap_import_token(store, cfg.agent_token_file, "agent", &err) < 0)) {
+	     pf_bootstrap_import_token(store, cfg.agent_token_file, "agent", &err) < 0) ||
+	    (cfg.token_file_dir &&
+	     pf_bootstrap_import_token_dir(store, cfg.token_file_dir, &err) < 0)) {
 		pf_log_error("%s", err.msg);
 		goto out;
 	}
@@ -182,6 +185,18 @@ int main(int argc, char **argv)
 	metrics.ingest_pool = ingest;
 	metrics.captures = captures;
 
+	/* The console's files, read once; without them /ui/ says how to build it. */
+	char ui_used[4200] = "";
+	ui = pf_ui_open(cfg.ui_dir, ui_used, sizeof(ui_used), &err);
+	if (ui) {
+		pf_log_info("console: %zu files from %s, at /ui/", pf_ui_file_count(ui), ui_used);
+	} else if (!cfg.ui_dir && errno == ENOENT && !err.code) {
+		pf_log_info("console: not installed (no %s); /ui/ answers 404", ui_used);
+	} else {
+		pf_log_error("%s", err.msg);
+		goto out;
+	}
+
 	struct pf_server_options so = {
 		.port = cfg.port,
 		.tls_cert = cfg.tls_cert,
@@ -189,10 +204,13 @@ int main(int argc, char **argv)
 		.client_ca = cfg.client_ca,
 		.max_message_bytes = cfg.max_message_bytes,
 		.max_agents = cfg.max_agents,
+		.max_conns_per_source = cfg.max_conns_per_source,
 		.query_pool = qpool,
 		.ingest_pool = ingest,
 		.captures = captures,
 		.rollouts = rollouts,
+		.ui = ui,
+		.handle_signals = true, /* SIGINT/SIGTERM: watchers on the server's loop */
 	};
 	snprintf(so.listen_host, sizeof(so.listen_host), "%s", cfg.listen_host);
 	g_server = pf_server_new(&so, fleet, store, persist, &metrics, &api, &err);
@@ -200,11 +218,6 @@ int main(int argc, char **argv)
 		pf_log_error("%s", err.msg);
 		goto out;
 	}
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	const char *scheme = cfg.tls_cert ? "https" : "http";
@@ -240,6 +253,7 @@ out:
 	pf_rollouts_free(rollouts);
 	pf_fleet_free(fleet);
 	pf_store_close(store);
+	pf_ui_free(ui);
 	pf_controller_config_release(&cfg);
 	return rc;
 }

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include <libwebsockets.h>
+#include <uv.h>
 
 #include "api/api.h"
 #include "api/api_profiles.h"
@@ -24,6 +25,7 @@
 #include "pf/log.h"
 #include "profstore/profstore.h"
 #include "profstore/query_pool.h"
+#include "ui/static.h"
 
 #define OPAMP_PATH "/v1/opamp"
 #define PROFILES_PATH "/v1development/profiles" /* OTLP/HTTP profiles receiver */
@@ -34,6 +36,18 @@
 #define RETRY_AFTER_OVERLOAD_S "30"
 #define RETRY_AFTER_QUERY_S "1" /* a pool's queue is full; a merged query takes ~0.3 s */
 #define QUERY_CONN_TIMEOUT_S 300 /* bound on a connection waiting on a pool (queue + run) */
+#define API_GZIP_MIN 1024 /* smaller JSON answers go as they are */
+#define REQ_HEADERS PF_UI_MAX_HEADERS /* extra response headers: the console's are the most */
+
+#define SRC_BUCKETS 1024
+
+/* Open OpAMP WebSockets from one peer address (the per-source cap). */
+struct src_count {
+	struct src_count *next;
+	uint32_t n;
+	char addr[64];
+};
+#define LOOP_CLOSE_ROUNDS 1000 /* loop iterations to let closing handles finish at shutdown */
 
 /* One queued WebSocket message: one allocation, LWS_PRE headroom then the frame. */
 struct outmsg {
@@ -45,6 +59,11 @@ struct outmsg {
 struct ws_conn {
 	struct pf_opamp_session sess;
 	struct lws *wsi;
+	struct ws_conn *prev, *next; /* every open OpAMP WebSocket (server's ws_head) */
+	char token_id[17];           /* the agent token it authenticated with */
+	char peer[64];               /* counted in by_source */
+	int64_t token_expires_ms;    /* 0: never */
+	bool closing;
 	struct outmsg *out_head, *out_tail;
 	struct pf_buf rx;
 	bool rx_text;
@@ -58,9 +77,13 @@ struct http_req {
 	const char *args[PF_API_MAX_ARGS];
 	char auth[1024];
 	bool has_auth;
+	char peer[64]; /* the client's address (audit) */
 	bool body_gzip, accept_gzip;
+	bool bad_encoding; /* a Content-Encoding other than identity (or gzip where taken) */
 	bool is_opamp;
 	bool is_profiles;
+	bool is_ui;
+	char inm[128];      /* If-None-Match (console files) */
 	char ctype_in[128]; /* request Content-Type (profiles receiver) */
 	bool dispatched;
 	bool too_large;
@@ -69,8 +92,8 @@ struct http_req {
 	/* response */
 	int status;
 	const char *ctype;
-	char hname[2][32];
-	char hval[2][160];
+	char hname[REQ_HEADERS][32];
+	char hval[REQ_HEADERS][320];
 	uint8_t *resp; /* LWS_PRE headroom + body */
 	size_t resp_len, resp_off;
 	bool headers_sent;
@@ -86,7 +109,13 @@ struct pss {
 
 struct pf_server {
 	struct pf_server_options opt;
-	struct lws_context *ctx;
+	/* The one event loop (libuv: epoll underneath, so a wake-up costs O(ready descriptors)).
+	 * lws joins it as a foreign loop; the signal watchers live on it too. */
+	uv_loop_t loop;
+	bool loop_init;
+	uv_signal_t sig_int, sig_term;
+	bool sig_init;
+	struct lws_context *ctx; /* NULL again once lws finished destroying it (pcontext) */
 	struct lws_vhost *vh;
 	struct pf_fleet *fleet;
 	struct pf_store *store;
@@ -99,6 +128,8 @@ struct pf_server {
 	struct pf_buf scratch; /* replies are encoded here, then copied into one outmsg */
 	volatile sig_atomic_t stop;
 	size_t n_ws;
+	struct ws_conn *ws_head;
+	struct src_count *by_source[SRC_BUCKETS]; /* open OpAMP WebSockets per peer address */
 	struct pf_qpool *pool; /* heavy profile queries, or NULL */
 	struct pf_qpool *ingest; /* the OTLP receiver's writer, or NULL */
 	uint64_t next_job;
@@ -133,6 +164,7 @@ struct api_job {
 	size_t arg_off[PF_API_MAX_ARGS];
 	char auth[1024];
 	bool has_auth;
+	char peer[64];
 	int64_t now_ms;
 };
 
@@ -196,6 +228,25 @@ static int ws_enqueue(struct ws_conn *c, const struct pf_buf *frame)
 	return 0;
 }
 
+/* A message for an agent: written at once when nothing is queued before it, else queued for
+ * WRITEABLE. Used for the reply from the connection's own RECEIVE callback and for config
+ * pushes (from the API request that changed the config). An exception to "write only from
+ * WRITEABLE", and the reason is cost: asking for WRITEABLE arms POLLOUT and disarms it after
+ * the write, two changes of the descriptor's epoll interest (libuv: a DEL and an ADD each) per
+ * message, more than the recv() and send() themselves (a push to 15,000 agents: 60,000
+ * epoll_ctl calls). It is safe on these plain (HTTP/1 upgraded) WebSocket connections because
+ * lws_write() never blocks: what the socket does not take, lws keeps (one message at most,
+ * since lws_partial_buffered() sends every later one to our queue) and sends before calling
+ * WRITEABLE again. Returns a negative errno when the connection must close. */
+static int ws_send(struct ws_conn *c, const struct pf_buf *frame)
+{
+	if (c->out_head || lws_partial_buffered(c->wsi))
+		return ws_enqueue(c, frame);
+	if (lws_write(c->wsi, frame->data + LWS_PRE, frame->len - LWS_PRE, LWS_WRITE_BINARY) < 0)
+		return -EIO;
+	return 0;
+}
+
 static void ws_conn_free(struct ws_conn *c)
 {
 	while (c->out_head) {
@@ -214,8 +265,8 @@ static void push_hook(struct pf_agent *a, void *ud)
 	if (!c || a->transport != PF_TRANSPORT_WS)
 		return; /* plain-HTTP agents get it on their next poll */
 	struct pf_buf *frame = scratch_frame(s);
-	if (frame && pf_opamp_build_push(&s->opamp, a, frame) == 0)
-		ws_enqueue(c, frame);
+	if (frame && pf_opamp_build_push(&s->opamp, a, frame) == 0 && ws_send(c, frame) < 0)
+		lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC); /* dead socket */
 }
 
 /* Capture messages (fleet/capture.h): a server-initiated ServerToAgent with one custom
@@ -287,7 +338,7 @@ static void req_set_response(struct http_req *r, int status, const char *ctype,
 
 static void req_set_header(struct http_req *r, const char *name, const char *value)
 {
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < REQ_HEADERS; i++) {
 		if (!r->hname[i][0]) {
 			snprintf(r->hname[i], sizeof(r->hname[i]), "%s", name);
 			snprintf(r->hval[i], sizeof(r->hval[i]), "%s", value);
@@ -368,11 +419,85 @@ static bool header_has(struct lws *wsi, enum lws_token_indexes t, const char *ne
 	return strcasestr(v, needle) != NULL;
 }
 
+/* An agent token valid now; *who (may be NULL) receives it. */
+static bool agent_token_who(struct pf_server *s, const char *auth, struct pf_api_caller *who)
+{
+	struct pf_api_caller c;
+	if (pf_api_authenticate(s->store, auth, now_ms(), &c) < 0 || c.role != PF_ROLE_AGENT)
+		return false;
+	if (who)
+		*who = c;
+	return true;
+}
+
 static bool agent_token_ok(struct pf_server *s, const char *auth)
 {
-	char role[16];
-	const char *r = pf_api_token_role(s->store, auth, role, sizeof(role));
-	return r && strcmp(r, "agent") == 0;
+	return agent_token_who(s, auth, NULL);
+}
+
+static struct src_count **src_slot(struct pf_server *s, const char *addr)
+{
+	uint32_t h = 2166136261u;
+	for (const char *p = addr; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	struct src_count **pp = &s->by_source[h % SRC_BUCKETS];
+	while (*pp && strcmp((*pp)->addr, addr) != 0)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static uint32_t src_open(struct pf_server *s, const char *addr)
+{
+	struct src_count *c = *src_slot(s, addr);
+	return c ? c->n : 0;
+}
+
+/* +1 or -1 for addr; 0, or -ENOMEM. */
+static int src_add(struct pf_server *s, const char *addr, int delta)
+{
+	struct src_count **pp = src_slot(s, addr);
+	if (!*pp) {
+		if (delta < 0)
+			return 0;
+		*pp = calloc(1, sizeof(**pp));
+		if (!*pp)
+			return -ENOMEM;
+		snprintf((*pp)->addr, sizeof((*pp)->addr), "%s", addr);
+	}
+	(*pp)->n = (uint32_t)((int64_t)(*pp)->n + delta);
+	if ((*pp)->n == 0) {
+		struct src_count *dead = *pp;
+		*pp = dead->next;
+		free(dead);
+	}
+	return 0;
+}
+
+/* Closes the OpAMP WebSocket at once (from outside its callbacks). */
+static void ws_kill(struct ws_conn *c, const char *why)
+{
+	if (c->closing)
+		return;
+	c->closing = true;
+	pf_log_info("opamp: closing a connection from token %s: %s", c->token_id, why);
+	lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
+/* api->on_revoke: the OpAMP connections that authenticated with the token go away now. */
+static void revoke_hook(const char *token_id, void *ud)
+{
+	struct pf_server *s = ud;
+	for (struct ws_conn *c = s->ws_head; c; c = c->next)
+		if (strcmp(c->token_id, token_id) == 0)
+			ws_kill(c, "token revoked");
+}
+
+/* Every persist tick: connections whose token has expired go away. */
+static void ws_expire(struct pf_server *s, int64_t now)
+{
+	for (struct ws_conn *c = s->ws_head; c; c = c->next)
+		if (c->token_expires_ms && now >= c->token_expires_ms)
+			ws_kill(c, "token expired");
 }
 
 static void dispatch_opamp_http(struct pf_server *s, struct http_req *r)
@@ -387,6 +512,10 @@ static void dispatch_opamp_http(struct pf_server *s, struct http_req *r)
 		s->metrics->opamp_connections_rejected_auth++;
 		req_error(r, 401, "unauthenticated", "agent token missing or rejected");
 		req_set_header(r, "www-authenticate:", "Bearer realm=\"profleet\"");
+		return;
+	}
+	if (r->bad_encoding) {
+		req_error(r, 415, "unsupported_encoding", "Content-Encoding must be gzip or identity");
 		return;
 	}
 	if (r->too_large) {
@@ -503,12 +632,13 @@ static void srv_job_answer(struct srv_job *j, int status, const char *ctype, con
 static void api_job_run(struct pf_qjob *b, struct pf_store *st)
 {
 	struct api_job *j = lws_container_of(b, struct api_job, sj.base);
-	struct pf_api wapi = {.store = st, .ready = true};
+	struct pf_api wapi = {.store = st, .ready = true, .read_only = true};
 	struct pf_api_request q = {
 		.method = j->method,
 		.path = j->sj.path,
 		.n_args = j->n_args,
 		.authorization = j->has_auth ? j->auth : NULL,
+		.peer = j->peer,
 		.now_ms = j->now_ms,
 	};
 	for (size_t i = 0; i < j->n_args; i++)
@@ -599,6 +729,7 @@ static int submit_query(struct pf_server *s, struct lws *wsi, struct http_req *r
 		j->arg_off[i] = (size_t)(r->args[i] - r->args_store);
 	memcpy(j->auth, r->auth, sizeof(j->auth));
 	j->has_auth = r->has_auth;
+	memcpy(j->peer, r->peer, sizeof(j->peer));
 	j->now_ms = now_ms();
 	int rc = submit_job(s, s->pool, wsi, r, &j->sj);
 	if (rc < 0)
@@ -684,6 +815,11 @@ static void dispatch_profiles(struct pf_server *s, struct lws *wsi, struct http_
 		req_set_header(r, "www-authenticate:", "Bearer realm=\"profleet\"");
 		return;
 	}
+	if (r->bad_encoding) {
+		otlp_error(r, 415, 3 /* INVALID_ARGUMENT */,
+			   "Content-Encoding must be gzip or identity");
+		return;
+	}
 	if (r->too_large) {
 		char m[96];
 		snprintf(m, sizeof(m), "request body over the %zu byte limit", r->limit);
@@ -726,6 +862,26 @@ static void dispatch_profiles(struct pf_server *s, struct lws *wsi, struct http_
 	pf_buf_release(&out);
 }
 
+/* A JSON answer of the loop over API_GZIP_MIN bytes, gzip'd (level 1) for a client that
+ * accepts it: a page of 100 agents is ~88 KB of JSON, ~8 KB gzip'd, one write instead of two.
+ * Returns whether it set the response. */
+static bool api_gzip(struct http_req *r, const struct pf_api_response *resp)
+{
+	if (!r->accept_gzip || resp->body.len < API_GZIP_MIN || !resp->content_type ||
+	    strcmp(resp->content_type, "application/json") != 0)
+		return false;
+	struct pf_buf z;
+	pf_buf_init(&z, resp->body.len + 1024);
+	bool ok = pf_gzip_compress(resp->body.data, resp->body.len, 1, &z) == 0;
+	if (ok) {
+		req_set_response(r, resp->status, resp->content_type, z.data, z.len);
+		req_set_header(r, "content-encoding:", "gzip");
+		req_set_header(r, "vary:", "Accept-Encoding");
+	}
+	pf_buf_release(&z);
+	return ok;
+}
+
 static void dispatch_api(struct pf_server *s, struct lws *wsi, struct http_req *r)
 {
 	struct pf_api_request q = {
@@ -733,6 +889,7 @@ static void dispatch_api(struct pf_server *s, struct lws *wsi, struct http_req *
 		.path = r->path,
 		.n_args = r->n_args,
 		.authorization = r->has_auth ? r->auth : NULL,
+		.peer = r->peer,
 		.body = r->body.data,
 		.body_len = r->body.len,
 		.now_ms = now_ms(),
@@ -742,6 +899,9 @@ static void dispatch_api(struct pf_server *s, struct lws *wsi, struct http_req *
 	pf_api_response_init(&resp);
 	if (r->too_large) {
 		pf_api_error(&resp, 413, "too_large", "request body over %zu bytes", r->limit);
+	} else if (r->bad_encoding) {
+		pf_api_error(&resp, 415, "unsupported_encoding",
+			     "API request bodies take no Content-Encoding");
 	} else if (s->pool && pf_api_profiles_offload(r->method, r->path) &&
 		   api_token_ok(s, r->has_auth ? r->auth : NULL)) {
 		int rc = submit_query(s, wsi, r);
@@ -764,13 +924,25 @@ static void dispatch_api(struct pf_server *s, struct lws *wsi, struct http_req *
 	} else {
 		pf_api_handle(s->api, &q, &resp);
 	}
-	req_set_response(r, resp.status, resp.content_type, resp.body.data, resp.body.len);
+	if (!api_gzip(r, &resp))
+		req_set_response(r, resp.status, resp.content_type, resp.body.data, resp.body.len);
 	if (resp.extra_header_name[0]) {
 		char lower[32];
 		header_lower(resp.extra_header_name, lower, sizeof(lower));
 		req_set_header(r, lower, resp.extra_header_value);
 	}
 	pf_api_response_release(&resp);
+}
+
+/* The console's static files (ui/static.h): answered from memory on the loop. */
+static void dispatch_ui(struct pf_server *s, struct http_req *r)
+{
+	struct pf_ui_response out;
+	pf_ui_handle(s->opt.ui, r->method, r->path, r->inm[0] ? r->inm : NULL, r->accept_gzip,
+		     &out);
+	req_set_response(r, out.status, out.content_type, out.body, out.body_len);
+	for (size_t i = 0; i < out.n_headers; i++)
+		req_set_header(r, out.headers[i].name, out.headers[i].value);
 }
 
 static void dispatch(struct pf_server *s, struct lws *wsi, struct http_req *r)
@@ -782,13 +954,26 @@ static void dispatch(struct pf_server *s, struct lws *wsi, struct http_req *r)
 		dispatch_opamp_http(s, r);
 	else if (r->is_profiles)
 		dispatch_profiles(s, wsi, r);
+	else if (r->is_ui)
+		dispatch_ui(s, r);
 	else
 		dispatch_api(s, wsi, r);
 	if (!r->job)
 		lws_callback_on_writable(wsi);
 }
 
-static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const char *uri)
+/* Answers a request at once (before its body) and closes the connection after. */
+static void reject_early(struct lws *wsi, struct http_req *r, int status, const char *code,
+			 const char *msg)
+{
+	req_error(r, status, code, msg);
+	r->dispatched = true;
+	r->close_after = true;
+	lws_callback_on_writable(wsi);
+}
+
+static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const char *uri,
+		      size_t uri_len)
 {
 	struct http_req *r = calloc(1, sizeof(*r));
 	if (!r)
@@ -797,8 +982,21 @@ static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, con
 	pss->req = r;
 	snprintf(r->method, sizeof(r->method), "%s", method_of(wsi));
 	snprintf(r->path, sizeof(r->path), "%s", uri ? uri : "/");
+	if (uri && uri_len >= sizeof(r->path)) {
+		/* kept whole or not at all: a cut path could name another route */
+		reject_early(wsi, r, 414, "uri_too_long", "the path is longer than 511 bytes");
+		return 0;
+	}
+	if (uri && strnlen(uri, uri_len) != uri_len) {
+		/* lws decoded a %00: the path would end early and name another route */
+		reject_early(wsi, r, 400, "invalid_path", "the path holds a NUL byte (%00)");
+		return 0;
+	}
 	r->is_opamp = strcmp(r->path, OPAMP_PATH) == 0;
 	r->is_profiles = strcmp(r->path, PROFILES_PATH) == 0;
+	r->is_ui = pf_ui_match(r->path);
+	if (r->is_ui && lws_hdr_copy(wsi, r->inm, sizeof(r->inm), WSI_TOKEN_HTTP_IF_NONE_MATCH) < 0)
+		r->inm[0] = 0;
 	r->limit = r->is_opamp || r->is_profiles ? s->opt.max_message_bytes : PF_API_MAX_BODY;
 	if (r->is_profiles &&
 	    lws_hdr_copy(wsi, r->ctype_in, sizeof(r->ctype_in), WSI_TOKEN_HTTP_CONTENT_TYPE) < 0)
@@ -819,7 +1017,14 @@ static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, con
 	}
 	r->has_auth = lws_hdr_copy(wsi, r->auth, sizeof(r->auth),
 				   WSI_TOKEN_HTTP_AUTHORIZATION) > 0;
-	r->body_gzip = header_has(wsi, WSI_TOKEN_HTTP_CONTENT_ENCODING, "gzip");
+	char enc[64];
+	int el = lws_hdr_copy(wsi, enc, sizeof(enc), WSI_TOKEN_HTTP_CONTENT_ENCODING);
+	if (el != 0) {
+		bool gz = el > 0 && !strcasecmp(enc, "gzip");
+		r->body_gzip = gz && (r->is_opamp || r->is_profiles);
+		r->bad_encoding = !r->body_gzip && !(el > 0 && !strcasecmp(enc, "identity"));
+	}
+	lws_get_peer_simple(wsi, r->peer, sizeof(r->peer));
 	r->accept_gzip = header_has(wsi, WSI_TOKEN_HTTP_ACCEPT_ENCODING, "gzip");
 
 	bool has_body = !strcmp(r->method, "POST") || !strcmp(r->method, "PUT") ||
@@ -830,20 +1035,14 @@ static int http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, con
 	}
 	char cl[32];
 	if (lws_hdr_copy(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH) <= 0) {
-		req_error(r, 411, "length_required", "a request body needs Content-Length");
-		r->dispatched = true;
-		r->close_after = true;
-		lws_callback_on_writable(wsi);
+		reject_early(wsi, r, 411, "length_required", "a request body needs Content-Length");
 		return 0;
 	}
 	char *end;
 	errno = 0;
 	unsigned long long v = strtoull(cl, &end, 10);
-	if (errno || *end) {
-		req_error(r, 400, "malformed", "bad Content-Length");
-		r->dispatched = true;
-		r->close_after = true;
-		lws_callback_on_writable(wsi);
+	if (errno || *end || cl[0] < '0' || cl[0] > '9') {
+		reject_early(wsi, r, 400, "malformed", "bad Content-Length");
 		return 0;
 	}
 	if (v > r->limit) {
@@ -868,7 +1067,7 @@ static int http_write(struct lws *wsi, struct http_req *r)
 		if (lws_add_http_common_headers(wsi, (unsigned int)r->status, r->ctype,
 						(lws_filepos_t)r->resp_len, &p, end))
 			return -1;
-		for (int i = 0; i < 2; i++)
+		for (int i = 0; i < REQ_HEADERS; i++)
 			if (r->hname[i][0] &&
 			    lws_add_http_header_by_name(wsi, (const unsigned char *)r->hname[i],
 							(const unsigned char *)r->hval[i],
@@ -900,13 +1099,14 @@ static int http_write(struct lws *wsi, struct http_req *r)
 
 /* ------------------------------------------------------------------ WebSocket */
 
-/* Handles one complete WebSocket message (msg is lws' buffer or the reassembly buffer). */
-static void ws_process(struct pf_server *s, struct ws_conn *c, const uint8_t *msg,
-		       size_t msg_len, bool text)
+/* Handles one complete WebSocket message (msg is lws' buffer or the reassembly buffer).
+ * Returns a negative errno when the connection must close. */
+static int ws_process(struct pf_server *s, struct ws_conn *c, const uint8_t *msg,
+		      size_t msg_len, bool text)
 {
 	struct pf_buf *frame = scratch_frame(s);
 	if (!frame)
-		return;
+		return 0;
 	const uint8_t *data = NULL;
 	size_t len = 0;
 	struct pf_opamp_result res = {0};
@@ -925,12 +1125,13 @@ static void ws_process(struct pf_server *s, struct ws_conn *c, const uint8_t *ms
 				       : (char *)"WebSocket message header must be varint 0";
 		if (pf_s2a_encode(&m, frame) == 0) {
 			s->metrics->opamp_messages_out++;
-			ws_enqueue(c, frame);
+			return ws_send(c, frame);
 		}
 	} else if (pf_opamp_session_handle(&s->opamp, &c->sess, data, len, now_ms(), frame,
 					   &res) == 0) {
-		ws_enqueue(c, frame);
+		return ws_send(c, frame);
 	}
+	return 0;
 }
 
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -955,6 +1156,15 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 				  "agent token missing or rejected");
 			return 1;
 		}
+		char peer[64] = "";
+		lws_get_peer_simple(wsi, peer, sizeof(peer));
+		if (s->opt.max_conns_per_source &&
+		    src_open(s, peer) >= s->opt.max_conns_per_source) {
+			s->metrics->opamp_connections_rejected_overload++;
+			write_now(wsi, 429, "retry-after:", RETRY_AFTER_OVERLOAD_S,
+				  "too many OpAMP connections from this address");
+			return 1;
+		}
 		if (s->n_ws >= s->opt.max_agents) {
 			s->metrics->opamp_connections_rejected_overload++;
 			write_now(wsi, 503, "retry-after:", RETRY_AFTER_OVERLOAD_S,
@@ -964,9 +1174,26 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		return 0;
 	}
 	case LWS_CALLBACK_ESTABLISHED: {
+		/* Which agent token opened it: revoking or expiring that token closes it. */
+		char auth[1024];
+		struct pf_api_caller who;
+		bool has = lws_hdr_copy(wsi, auth, sizeof(auth), WSI_TOKEN_HTTP_AUTHORIZATION) > 0;
+		if (!agent_token_who(s, has ? auth : NULL, &who))
+			return -1; /* revoked between the upgrade and now */
 		struct ws_conn *c = calloc(1, sizeof(*c));
 		if (!c)
 			return -1;
+		memcpy(c->token_id, who.token_id, sizeof(c->token_id));
+		lws_get_peer_simple(wsi, c->peer, sizeof(c->peer));
+		if (src_add(s, c->peer, 1) < 0) {
+			free(c);
+			return -1;
+		}
+		c->token_expires_ms = who.expires_ms;
+		c->next = s->ws_head;
+		if (s->ws_head)
+			s->ws_head->prev = c;
+		s->ws_head = c;
 		c->wsi = wsi;
 		c->sess.conn = c;
 		pf_buf_init(&c->rx, s->opt.max_message_bytes);
@@ -985,8 +1212,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			/* The usual case: the whole message in one callback, no copy. */
 			if (len > s->opt.max_message_bytes)
 				goto too_large;
-			ws_process(s, c, in, len, !lws_frame_is_binary(wsi));
-			return 0;
+			return ws_process(s, c, in, len, !lws_frame_is_binary(wsi)) < 0 ? -1 : 0;
 		}
 		if (first) {
 			pf_buf_reset(&c->rx);
@@ -1002,10 +1228,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			return -1;
 		}
 		if (last) {
-			ws_process(s, c, c->rx.data, c->rx.len, c->rx_text);
+			int r = ws_process(s, c, c->rx.data, c->rx.len, c->rx_text);
 			/* Idle connections keep no receive buffer. */
 			pf_buf_release(&c->rx);
 			c->rx_text = false;
+			if (r < 0)
+				return -1;
 		}
 		return 0;
 	}
@@ -1028,6 +1256,13 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_CLOSED: {
 		struct ws_conn *c = pss->ws;
 		if (c) {
+			src_add(s, c->peer, -1);
+			if (c->prev)
+				c->prev->next = c->next;
+			else
+				s->ws_head = c->next;
+			if (c->next)
+				c->next->prev = c->prev;
 			pf_opamp_session_closed(&s->opamp, &c->sess);
 			ws_conn_free(c);
 			pss->ws = NULL;
@@ -1041,10 +1276,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		if (s) {
 			drain_jobs(s, s->pool);
 			drain_jobs(s, s->ingest);
+			if (s->stop)
+				uv_stop(&s->loop); /* pf_server_stop() */
 		}
 		return 0;
 	case LWS_CALLBACK_HTTP:
-		return http_begin(s, wsi, pss, in) < 0 ? -1 : 0;
+		return http_begin(s, wsi, pss, in, len) < 0 ? -1 : 0;
 	case LWS_CALLBACK_HTTP_BODY: {
 		struct http_req *r = pss->req;
 		if (!r)
@@ -1110,6 +1347,7 @@ static void persist_tick(lws_sorted_usec_list_t *sul)
 		pf_captures_tick(s->opt.captures, now_ms());
 	if (s->opt.rollouts)
 		pf_rollouts_tick(s->opt.rollouts, now_ms());
+	ws_expire(s, now_ms());
 	lws_sul_schedule(s->ctx, 0, &s->sul_persist, persist_tick, PERSIST_INTERVAL_US);
 }
 
@@ -1148,6 +1386,38 @@ static void listen_iface(const char *host, struct lws_context_creation_info *inf
 	}
 }
 
+/* Runs the loop until every handle is closed (lws' watchers after lws_context_destroy(), our
+ * signal watchers), bounded in rounds, then closes it. */
+static void loop_close(struct pf_server *s)
+{
+	if (!s->loop_init)
+		return;
+	for (int i = 0; i < LOOP_CLOSE_ROUNDS && uv_run(&s->loop, UV_RUN_NOWAIT); i++)
+		;
+	if (s->ctx) {
+		/* lws 4.1.6 on a foreign loop: the first lws_context_destroy() closes the
+		 * connections and lws' own handles; once the loop has run their close callbacks, a
+		 * second call frees the context (and writes NULL to s->ctx through pcontext). */
+		lws_context_destroy(s->ctx);
+		for (int i = 0; i < LOOP_CLOSE_ROUNDS && uv_run(&s->loop, UV_RUN_NOWAIT); i++)
+			;
+	}
+	if (s->ctx)
+		pf_log_warn("the libwebsockets context was not fully destroyed");
+	if (uv_loop_close(&s->loop) < 0)
+		pf_log_warn("event loop closed with handles still open");
+	s->loop_init = false;
+}
+
+/* On the loop: SIGINT/SIGTERM. The loop stops; pf_server_run() returns. */
+static void on_signal(uv_signal_t *h, int signum)
+{
+	struct pf_server *s = h->data;
+	pf_log_info("signal %d: stopping", signum);
+	s->stop = 1;
+	uv_stop(&s->loop);
+}
+
 struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_fleet *fleet,
 				struct pf_store *store, struct pf_persist *persist,
 				struct pf_metrics *metrics, struct pf_api *api,
@@ -1164,6 +1434,8 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	s->persist = persist;
 	s->metrics = metrics;
 	s->api = api;
+	api->on_revoke = revoke_hook;
+	api->revoke_ud = s;
 	s->opamp.fleet = fleet;
 	s->opamp.metrics = metrics;
 	s->opamp.max_message_bytes = opt->max_message_bytes;
@@ -1178,8 +1450,22 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 							       : LLL_ERR | LLL_WARN,
 			  lws_log_route);
 
+	if (uv_loop_init(&s->loop) < 0) {
+		pf_error_set(err, -ENOMEM, NULL, "cannot create the event loop");
+		free(s);
+		return NULL;
+	}
+	s->loop_init = true;
+	void *loops[1] = {&s->loop};
+
 	struct lws_context_creation_info info;
 	memset(&info, 0, sizeof(info));
+	/* lws 4.1.6 loads its libuv support at run time (the libwebsockets-evlib_uv plugin) and
+	 * joins our loop: every descriptor is a uv_poll watcher on one epoll set, timers (lws_sul)
+	 * are one uv_timer, the cancel pipe (lws_cancel_service) one more watcher. */
+	info.options |= LWS_SERVER_OPTION_LIBUV;
+	info.foreign_loops = loops;
+	info.pcontext = &s->ctx;
 	info.port = opt->port;
 	listen_iface(opt->listen_host, &info);
 	info.protocols = protocols;
@@ -1188,6 +1474,14 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	info.max_http_header_data = 4096;
 	info.pt_serv_buf_size = 64 * 1024;
 	info.timeout_secs = 20;
+	/* No lws "validity" timer per connection: lws 4.1.6 re-arms it on every message received,
+	 * and its timers live in one sorted list, so each re-arm walks the list (O(connections)
+	 * per message: the largest user-space cost of a fleet at rest). Dead peers are found by TCP
+	 * keepalive below and by the fleet's missed-heartbeat rule; idle HTTP connections by
+	 * timeout_secs. */
+	static const lws_retry_bo_t no_validity = {.secs_since_valid_ping = 0,
+						   .secs_since_valid_hangup = 0};
+	info.retry_and_idle_policy = &no_validity;
 	info.ka_time = 60;
 	info.ka_probes = 3;
 	info.ka_interval = 10;
@@ -1203,10 +1497,20 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	s->ctx = lws_create_context(&info);
 	if (!s->ctx) {
 		pf_error_set(err, -EADDRINUSE, NULL,
-			     "cannot listen on %s:%d (address in use, bad address or TLS files)",
+			     "cannot listen on %s:%d (address in use, bad address, TLS files, or "
+			     "libwebsockets' libuv plugin missing)",
 			     opt->listen_host, opt->port);
+		loop_close(s);
 		free(s);
 		return NULL;
+	}
+	if (opt->handle_signals) {
+		uv_signal_init(&s->loop, &s->sig_int);
+		uv_signal_init(&s->loop, &s->sig_term);
+		s->sig_int.data = s->sig_term.data = s;
+		uv_signal_start(&s->sig_int, on_signal, SIGINT);
+		uv_signal_start(&s->sig_term, on_signal, SIGTERM);
+		s->sig_init = true;
 	}
 	s->vh = lws_get_vhost_by_name(s->ctx, "default");
 	if (s->pool)
@@ -1225,10 +1529,8 @@ int pf_server_port(const struct pf_server *s)
 int pf_server_run(struct pf_server *s)
 {
 	s->api->ready = true;
-	while (!s->stop) {
-		if (lws_service(s->ctx, 0) < 0)
-			break;
-	}
+	if (!s->stop)
+		uv_run(&s->loop, UV_RUN_DEFAULT); /* until a stop's uv_stop() */
 	s->api->ready = false;
 	return 0;
 }
@@ -1237,7 +1539,7 @@ void pf_server_stop(struct pf_server *s)
 {
 	s->stop = 1;
 	if (s->ctx)
-		lws_cancel_service(s->ctx);
+		lws_cancel_service(s->ctx); /* the loop sees stop in EVENT_WAIT_CANCELLED */
 }
 
 void pf_server_free(struct pf_server *s)
@@ -1254,8 +1556,23 @@ void pf_server_free(struct pf_server *s)
 		pf_captures_set_sender(s->opt.captures, NULL, NULL);
 	if (s->ctx) {
 		lws_sul_cancel(&s->sul_persist);
+		/* On a foreign loop lws closes its watchers asynchronously: loop_close() runs the
+		 * loop until they are closed and finishes the destroy. */
 		lws_context_destroy(s->ctx);
 	}
+	if (s->sig_init) {
+		uv_signal_stop(&s->sig_int);
+		uv_signal_stop(&s->sig_term);
+		uv_close((uv_handle_t *)&s->sig_int, NULL);
+		uv_close((uv_handle_t *)&s->sig_term, NULL);
+	}
+	loop_close(s);
 	pf_buf_release(&s->scratch);
+	for (size_t i = 0; i < SRC_BUCKETS; i++)
+		while (s->by_source[i]) {
+			struct src_count *c = s->by_source[i];
+			s->by_source[i] = c->next;
+			free(c);
+		}
 	free(s);
 }

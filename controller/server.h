@@ -1,16 +1,20 @@
 /* server.h — the controller's one libwebsockets context and listener: OpAMP over WebSocket
  * and plain HTTP at /v1/opamp, the REST API, /healthz, /readyz and /metrics, all on one
  * address. The callbacks here are thin: they collect bytes and hand them to
- * opamp/session.h and api/api.h, and write back what those return (STYLE.md rule 10: write
- * only from WRITEABLE callbacks, one lws_write per callback, LWS_PRE headroom).
+ * opamp/session.h and api/api.h, and write back what those return (STYLE.md rule 10, LWS_PRE
+ * headroom; one exception: a message for an agent with nothing queued before it is written at
+ * once instead of from WRITEABLE, see ws_send() in server.c).
  *
- * Owns: the lws context, every connection's transport state (receive reassembly with a hard
- * cap, an output queue), the periodic timers (persistence flush), shutdown, and the requests
- * it has handed to the query pool (it tells the pool to forget a request whose connection
- * closes, so a late answer never touches a freed connection). */
+ * Owns: the event loop (libuv, epoll underneath; lws joins it as a foreign loop, see
+ * docs/internals/event-loop.md), the lws context, every connection's transport state (receive
+ * reassembly with a hard cap, an output queue), the periodic timers (persistence flush),
+ * shutdown (and, when asked, SIGINT/SIGTERM), and the requests it has handed to the query pool
+ * (it tells the pool to forget a request whose connection closes, so a late answer never
+ * touches a freed connection). */
 #ifndef PF_SERVER_H
 #define PF_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +27,7 @@ struct pf_metrics;
 struct pf_api;
 struct pf_captures;
 struct pf_rollouts;
+struct pf_ui;
 
 struct pf_server_options {
 	char listen_host[256];
@@ -32,6 +37,7 @@ struct pf_server_options {
 	const char *client_ca; /* PEM; agents must present a certificate signed by it */
 	size_t max_message_bytes; /* OpAMP inbound limit (after decompression) */
 	uint32_t max_agents;      /* connected WebSocket agents before 503 */
+	uint32_t max_conns_per_source; /* OpAMP WebSockets from one address before 429; 0: no cap */
 	/* When set, the heavy profile queries (api_profiles.h pf_api_profiles_offload) run on
 	 * this pool (profstore/query_pool.h) and their answers come back through its completion
 	 * queue; a full queue answers 503 with Retry-After. NULL: they run on the loop. The
@@ -46,6 +52,10 @@ struct pf_server_options {
 	struct pf_captures *captures;
 	/* Staged rollouts (fleet/rollout.h), or NULL: ticked with the persist timer. */
 	struct pf_rollouts *rollouts;
+	/* The console's files (ui/static.h), or NULL: /ui/ answers 404 saying how to build it. */
+	const struct pf_ui *ui;
+	/* SIGINT and SIGTERM stop the loop (watchers on the loop itself, no sigaction). */
+	bool handle_signals;
 };
 
 struct pf_server;
@@ -54,9 +64,9 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 				struct pf_store *store, struct pf_persist *persist,
 				struct pf_metrics *metrics, struct pf_api *api,
 				struct pf_error *err);
-/* Runs the event loop until pf_server_stop(). */
+/* Runs the event loop until pf_server_stop() (or, with handle_signals, SIGINT/SIGTERM). */
 int pf_server_run(struct pf_server *s);
-/* Async-signal-safe: asks the loop to stop. */
+/* Asks the loop to stop; safe from another thread and from a signal handler. */
 void pf_server_stop(struct pf_server *s);
 void pf_server_free(struct pf_server *s);
 /* The port actually bound (useful with port 0). */

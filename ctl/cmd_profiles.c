@@ -23,6 +23,9 @@ int ctl_cmd_profiles(struct ctl_ctx *c)
 	    ctl_query_opt(c, &p, "trigger", "trigger") < 0 ||
 	    ctl_query_opt(c, &p, "capture_id", "capture") < 0 ||
 	    ctl_query_opt(c, &p, "agent", "agent") < 0 ||
+	    ctl_query_opt(c, &p, "namespace", "namespace") < 0 ||
+	    ctl_query_opt(c, &p, "pod", "pod") < 0 ||
+	    ctl_query_opt(c, &p, "container", "container") < 0 ||
 	    ctl_query_add(&p, "from", from[0] ? from : NULL) < 0 ||
 	    ctl_query_limit(c, &p, 1000) < 0)
 		return CTL_EXIT_USAGE;
@@ -145,6 +148,9 @@ int ctl_cmd_top(struct ctl_ctx *c)
 		snprintf(from, sizeof(from), "0");
 	if (ctl_query_opt(c, &p, "service", "service") < 0 ||
 	    ctl_query_opt(c, &p, "capture_id", "capture") < 0 ||
+	    ctl_query_opt(c, &p, "namespace", "namespace") < 0 ||
+	    ctl_query_opt(c, &p, "pod", "pod") < 0 ||
+	    ctl_query_opt(c, &p, "container", "container") < 0 ||
 	    ctl_query_add(&p, "from", from[0] ? from : NULL) < 0 ||
 	    ctl_query_add(&p, "limit", ctl_args_str(c->args, "limit") ? NULL : "20") < 0 ||
 	    ctl_query_limit(c, &p, 1000) < 0)

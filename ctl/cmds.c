@@ -66,6 +66,9 @@ static const struct ctl_opt profiles_opts[] = {
     {"trace-id", 0, CTL_OPT_STR, "T", "profiles with a sample linked to that trace"},
     {"trigger", 0, CTL_OPT_STR, "T", "on_demand, high_cpu, slow_span, ..."},
     {"capture", 0, CTL_OPT_STR, "ID", "profiles of that capture"},
+    {"namespace", 0, CTL_OPT_STR, "NS", "k8s.namespace.name (agents with pod attribution)"},
+    {"pod", 0, CTL_OPT_STR, "POD", "k8s.pod.name"},
+    {"container", 0, CTL_OPT_STR, "C", "k8s.container.name"},
     {"since", 0, CTL_OPT_STR, "D", "started within the last D (1h, 30m)"},
     {"limit", 0, CTL_OPT_STR, "N", "at most N (1..1000, default 100)"},
     {NULL},
@@ -77,8 +80,30 @@ static const struct ctl_opt pprof_opts[] = {
 static const struct ctl_opt top_opts[] = {
     {"service", 's', CTL_OPT_STR, "S", "service.name"},
     {"capture", 0, CTL_OPT_STR, "ID", "the profiles of that capture (all of its time range)"},
+    {"namespace", 0, CTL_OPT_STR, "NS", "k8s.namespace.name (agents with pod attribution)"},
+    {"pod", 0, CTL_OPT_STR, "POD", "k8s.pod.name"},
+    {"container", 0, CTL_OPT_STR, "C", "k8s.container.name"},
     {"since", 0, CTL_OPT_STR, "D", "over the last D (default 1h; with --capture: all)"},
     {"limit", 0, CTL_OPT_STR, "N", "at most N functions (1..1000, default 20)"},
+    {NULL},
+};
+
+static const struct ctl_opt rollout_start_opts[] = {
+    {"config", 0, CTL_OPT_STR, "NAME", "the config to roll out"},
+    {"version", 0, CTL_OPT_STR, "N", "the version (default: the latest, e.g. staged with "
+				       "PUT ?stage=1)"},
+    {"selector", 0, CTL_OPT_STR, "S", "only the config's agents that match S"},
+    {"initial", 0, CTL_OPT_STR, "N", "agents in the first batch (default 3)"},
+    {"multiplier", 0, CTL_OPT_STR, "N", "each batch N times the last (default 5)"},
+    {"max-batch-percent", 0, CTL_OPT_STR, "P", "cap on a batch, % of the agents (default 100)"},
+    {"pause", 0, CTL_OPT_STR, "D", "between batches (default 5s)"},
+    {"max-failure-percent", 0, CTL_OPT_STR, "P", "halt past this failure share (default 5)"},
+    {"rollback", 0, CTL_OPT_FLAG, NULL, "on halt, send the moved agents back (default: halt)"},
+    {NULL},
+};
+static const struct ctl_opt rollouts_opts[] = {
+    {"active", 0, CTL_OPT_FLAG, NULL, "only running, paused, halted or rolling back"},
+    {"limit", 0, CTL_OPT_STR, "N", "at most N (1..1000, default 100)"},
     {NULL},
 };
 
@@ -118,13 +143,34 @@ static const struct ctl_cmd commands[] = {
      ctl_cmd_captures},
     {NULL, "profiles",
      "[--service S] [--agent UID] [--trace-id T] [--trigger T] [--capture ID] [--since 1h]\n"
-     "                    [--limit N]",
+     "                    [--namespace NS] [--pod POD] [--container C] [--limit N]",
      "list stored profiles, newest first", NULL, profiles_opts, 0, 0, true, ctl_cmd_profiles},
     {NULL, "pprof", "ID [-o FILE]", "download a profile as gzip'd pprof (go tool pprof reads it)",
      NULL, pprof_opts, 1, 1, true, ctl_cmd_pprof},
-    {NULL, "top", "[--service S] [--capture ID] [--since 1h] [--limit N]",
+    {NULL, "top",
+     "[--service S] [--capture ID] [--namespace NS] [--pod POD] [--container C] [--since 1h]\n"
+     "                    [--limit N]",
      "hottest functions (self and total) over the matching profiles", NULL, top_opts, 0, 0, true,
      ctl_cmd_top},
+    {NULL, "rollouts", "[ID] [--active] [--limit N]",
+     "list rollouts, or show one with its batches and errors", NULL, rollouts_opts, 0, 1, true,
+     ctl_cmd_rollouts},
+    {"rollout", "start", "--config NAME [--version N] [--selector S] [--initial N]\n"
+     "                    [--multiplier N] [--pause 5s] [--max-failure-percent P] [--rollback]",
+     "roll a config version out in batches (docs/rollouts.md)",
+     "The version goes to one batch of the config's agents at a time; past\n"
+     "--max-failure-percent failures in a batch the rollout halts (with --rollback the agents\n"
+     "already moved go back to the version they had). Stage the version first with\n"
+     "`curl -X PUT .../configs/NAME?stage=1` so that a plain set does not push it everywhere.",
+     rollout_start_opts, 0, 0, true, ctl_cmd_rollout_start},
+    {"rollout", "pause", "ID", "pause a running rollout (no batch starts)", NULL, no_opts, 1, 1,
+     true, ctl_cmd_rollout_action},
+    {"rollout", "resume", "ID", "resume a paused or halted rollout", NULL, no_opts, 1, 1, true,
+     ctl_cmd_rollout_action},
+    {"rollout", "rollback", "ID", "send the agents already moved back to their old version",
+     NULL, no_opts, 1, 1, true, ctl_cmd_rollout_action},
+    {"rollout", "cancel", "ID", "stop a rollout; moved agents keep the new version", NULL,
+     no_opts, 1, 1, true, ctl_cmd_rollout_action},
     {NULL, "completion", "bash", "print a bash completion script",
      "Load it with: source <(profleetctl completion bash)", no_opts, 1, 1, false, cmd_completion},
 };
@@ -261,7 +307,7 @@ void ctl_print_help(FILE *f, const struct ctl_cmd *cmd)
 		fprintf(
 		    f,
 		    "\nServer and token: flags, else PROFLEET_SERVER / PROFLEET_TOKEN, else the "
-		    "config file\n(--config FILE or PROFLEET_CONFIG; for assign, --config names "
+		    "config file\n(--config FILE or PROFLEET_CONFIG; for assign and rollout start, --config\nnames "
 		    "the profiling "
 		    "config;\nkeys server, token, ca_file, insecure_skip_verify; mode 0600 "
 		    "when it holds a token),\nelse http://127.0.0.1:4320.\n\n%s"

@@ -80,6 +80,9 @@ int ctl_cmd_captures(struct ctl_ctx *c);
 int ctl_cmd_profiles(struct ctl_ctx *c);
 int ctl_cmd_pprof(struct ctl_ctx *c);
 int ctl_cmd_top(struct ctl_ctx *c);
+int ctl_cmd_rollout_start(struct ctl_ctx *c);
+int ctl_cmd_rollouts(struct ctl_ctx *c);
+int ctl_cmd_rollout_action(struct ctl_ctx *c);
 
 /* Shared by the handlers. ctl_fail: the exit status of a failed request (130 when Ctrl-C
  * aborted it, else 1). ctl_since_from_ms: --since D as the "from" query value (Unix ms of now

@@ -10,7 +10,10 @@ bash scripts/install-deps.sh
 listen=${PF_LISTEN:-127.0.0.1:4320}
 data=${PF_DATA_DIR:-./profleet-data}
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build/release -j "$(nproc)" --target profleet-controller profleet-agent
+targets=(profleet-controller profleet-agent)
+# The fleet console (ui/, built next to the controller, which serves it at /ui/).
+[ -d ui/node_modules/esbuild ] && targets+=(ui)
+cmake --build build/release -j "$(nproc)" --target "${targets[@]}"
 
 mkdir -p "$data"
 ctl_log="$data/controller.log"
@@ -66,6 +69,7 @@ cat <<MSG
 
 profleet is running.
   controller   $url   (log: $ctl_log)
+  console      $url/ui/   (sign in with the admin token)
   local agent  pid $agent   (log: $agent_log)
   admin token  $token_file
 

@@ -7,12 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <jansson.h>
 
 #include "api_captures.h"
 #include "api_profiles.h"
 #include "api_rollouts.h"
+#include "api_tokens.h"
 #include "fleet/fleet.h"
 #include "fleet/rollout.h"
 #include "metrics.h"
@@ -26,7 +28,6 @@
 #define AGENTS_DEFAULT_LIMIT 1000
 #define AGENTS_MAX_LIMIT 10000
 
-enum role { ROLE_NONE, ROLE_VIEWER, ROLE_OPERATOR, ROLE_ADMIN };
 
 void pf_api_response_init(struct pf_api_response *r)
 {
@@ -91,17 +92,35 @@ const char *pf_api_arg(const struct pf_api_request *req, const char *key)
 	return NULL;
 }
 
-static enum role role_parse(const char *s)
+enum pf_role pf_role_parse(const char *s)
 {
 	if (!s)
-		return ROLE_NONE;
+		return PF_ROLE_NONE;
 	if (strcmp(s, "admin") == 0)
-		return ROLE_ADMIN;
+		return PF_ROLE_ADMIN;
 	if (strcmp(s, "operator") == 0)
-		return ROLE_OPERATOR;
+		return PF_ROLE_OPERATOR;
 	if (strcmp(s, "viewer") == 0)
-		return ROLE_VIEWER;
-	return ROLE_NONE;
+		return PF_ROLE_VIEWER;
+	if (strcmp(s, "agent") == 0)
+		return PF_ROLE_AGENT;
+	return PF_ROLE_NONE;
+}
+
+const char *pf_role_name(enum pf_role r)
+{
+	switch (r) {
+	case PF_ROLE_ADMIN:
+		return "admin";
+	case PF_ROLE_OPERATOR:
+		return "operator";
+	case PF_ROLE_VIEWER:
+		return "viewer";
+	case PF_ROLE_AGENT:
+		return "agent";
+	default:
+		return "none";
+	}
 }
 
 int pf_api_token_hash(const char *authorization, uint8_t h[32])
@@ -120,15 +139,35 @@ int pf_api_token_hash(const char *authorization, uint8_t h[32])
 	return 0;
 }
 
-const char *pf_api_token_role(struct pf_store *st, const char *authorization, char *role,
-			      size_t role_len)
+/* last_used_ms is written at most this often per token (a write per request would not do). */
+#define TOKEN_TOUCH_MS 60000
+
+static int authenticate(struct pf_store *st, const char *authorization, int64_t now_ms,
+			bool touch, struct pf_api_caller *out)
 {
 	uint8_t h[32];
 	if (pf_api_token_hash(authorization, h) < 0)
-		return NULL;
-	if (pf_store_token_lookup(st, h, role, role_len) < 0)
-		return NULL;
-	return role;
+		return -EINVAL;
+	struct pf_token_info t;
+	int r = pf_store_token_find(st, h, &t);
+	if (r < 0)
+		return r;
+	if (!pf_ct_memeq(t.hash, h, sizeof(h)))
+		return -ENOENT;
+	if (t.expires_ms && now_ms >= t.expires_ms)
+		return -EKEYEXPIRED;
+	if (touch && now_ms - t.last_used_ms >= TOKEN_TOUCH_MS) {
+		r = pf_store_token_touch(st, t.id, now_ms);
+		if (r < 0)
+			pf_log_debug("api: last_used of token %s not updated: %s", t.id,
+				     strerror(-r));
+	}
+	memset(out, 0, sizeof(*out));
+	snprintf(out->token_id, sizeof(out->token_id), "%s", t.id);
+	snprintf(out->name, sizeof(out->name), "%s", t.name);
+	out->role = pf_role_parse(t.role);
+	out->expires_ms = t.expires_ms;
+	return out->role == PF_ROLE_NONE ? -ENOENT : 0;
 }
 
 void pf_api_field_error(struct pf_api_response *resp, int status, const char *code,
@@ -145,22 +184,76 @@ void pf_api_creator(struct pf_api *api, const struct pf_api_request *req, const 
 		    char *out, size_t len)
 {
 	uint8_t h[32];
-	if (pf_api_token_hash(req->authorization, h) < 0 ||
-	    pf_store_token_name(api->store, h, out, len) < 0 || !*out)
+	if (req->call && req->call->caller.name[0])
+		snprintf(out, len, "%s", req->call->caller.name);
+	else if (pf_api_token_hash(req->authorization, h) < 0 ||
+		 pf_store_token_name(api->store, h, out, len) < 0 || !*out)
 		snprintf(out, len, "%s", role ? role : "");
 }
 
-static const char *actor_of(const char *role)
+int pf_api_authenticate(struct pf_store *st, const char *authorization, int64_t now_ms,
+			struct pf_api_caller *out)
 {
-	return role ? role : "anonymous";
+	return authenticate(st, authorization, now_ms, true, out);
+}
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+const char *pf_api_token_role(struct pf_store *st, const char *authorization, char *role,
+			      size_t role_len)
+{
+	struct pf_api_caller c;
+	if (pf_api_authenticate(st, authorization, wall_ms(), &c) < 0)
+		return NULL;
+	snprintf(role, role_len, "%s", pf_role_name(c.role));
+	return role;
 }
 
 void pf_api_audit(struct pf_api *api, const struct pf_api_request *req, const char *role,
 		  const char *action, const char *target, const char *detail)
 {
-	int r = pf_store_audit(api->store, req->now_ms, actor_of(role), action, target, detail);
+	struct pf_api_call *call = req->call;
+	if (call) {
+		snprintf(call->action, sizeof(call->action), "%s", action);
+		snprintf(call->target, sizeof(call->target), "%s", target ? target : "");
+		snprintf(call->detail, sizeof(call->detail), "%s", detail ? detail : "");
+		return;
+	}
+	struct pf_audit_entry e = {.ts_ms = req->now_ms,
+				   .actor = role ? role : "anonymous",
+				   .action = action,
+				   .target = target,
+				   .detail = detail,
+				   .source = req->peer};
+	int r = pf_store_audit_write(api->store, &e);
 	if (r < 0)
 		pf_log_warn("api: audit write failed for %s %s: %s", action, target, strerror(-r));
+}
+
+/* The dispatcher's row for a mutation route: what the handler named, else the route's
+ * action and the path's first parameter. */
+static void audit_call(struct pf_api *api, const struct pf_api_request *req,
+		       const struct pf_api_route *rt, const struct pf_api_call *call, int status)
+{
+	struct pf_audit_entry e = {
+	    .ts_ms = req->now_ms,
+	    .actor = call->caller.name[0] ? call->caller.name : pf_role_name(call->caller.role),
+	    .actor_id = call->caller.token_id,
+	    .action = call->action[0] ? call->action : rt->action,
+	    .target = call->target[0] ? call->target : call->params[0] ? call->params[0] : "",
+	    .detail = call->detail,
+	    .source = req->peer,
+	    .status = status,
+	};
+	int r = pf_store_audit_write(api->store, &e);
+	if (r < 0)
+		pf_log_warn("api: audit write failed for %s %s: %s", e.action, e.target,
+			    strerror(-r));
 }
 
 static bool valid_name(const char *s)
@@ -211,9 +304,47 @@ static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return true;
 }
 
+/* An agent's state as the API and the console name it: disconnected, stale, healthy or
+ * unhealthy (connected, not stale, root health not healthy). */
+static const char *agent_state_name(const struct pf_fleet *f, const struct pf_agent *a,
+				    int64_t now_ms)
+{
+	if (!a->connected)
+		return "disconnected";
+	if (pf_agent_is_stale(f, a, now_ms))
+		return "stale";
+	return pf_agent_is_healthy(f, a, now_ms) ? "healthy" : "unhealthy";
+}
+
+static bool one_of(const char *v, const char *const *set, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v, set[i]) == 0)
+			return true;
+	return false;
+}
+
 static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 			  struct pf_api_response *resp)
 {
+	static const char *const states[] = {"healthy", "unhealthy", "stale", "disconnected"};
+	const char *want_state = pf_api_arg(req, "state");
+	const char *want_status = pf_api_arg(req, "config_status");
+	if (want_state && *want_state && !one_of(want_state, states, 4)) {
+		pf_api_error(resp, 400, "invalid_argument",
+			     "state: must be healthy, unhealthy, stale or disconnected, got '%s'",
+			     want_state);
+		return;
+	}
+	bool status_ok = false;
+	for (int i = PF_CFG_UNSET; i <= PF_CFG_FAILED; i++)
+		status_ok |= want_status && strcmp(want_status, pf_config_state_name(i)) == 0;
+	if (want_status && *want_status && !status_ok) {
+		pf_api_error(resp, 400, "invalid_argument",
+			     "config_status: must be UNSET, APPLYING, APPLIED or FAILED, got '%s'",
+			     want_status);
+		return;
+	}
 	struct pf_error err = {0};
 	struct pf_selector *sel = NULL;
 	const char *selsrc = pf_api_arg(req, "selector");
@@ -258,6 +389,12 @@ static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 		if (sel && !pf_selector_match(sel, agent_attr_lookup, a))
 			continue;
 		if (has_cursor && memcmp(a->uid, cursor, 16) <= 0)
+			continue;
+		if (want_state && *want_state &&
+		    strcmp(agent_state_name(api->fleet, a, req->now_ms), want_state) != 0)
+			continue;
+		if (want_status && *want_status &&
+		    strcmp(pf_config_state_name(pf_agent_config_state(a)), want_status) != 0)
 			continue;
 		v[m++] = a;
 	}
@@ -630,7 +767,7 @@ static void h_assignment_put(struct pf_api *api, const struct pf_api_request *re
 	struct pf_selector *compiled = pf_selector_compile(sel, &err);
 	if (!compiled) {
 		json_decref(o);
-		pf_api_error(resp, 400, "invalid_selector", "selector: %s", err.msg);
+		pf_api_error(resp, 400, "invalid_selector", "%s", err.msg);
 		return;
 	}
 	pf_selector_free(compiled);
@@ -730,20 +867,157 @@ static void h_assignment_list(struct pf_api *api, struct pf_api_response *resp)
 	pf_api_respond_json(resp, 200, json_pack("{s:o}", "assignments", arr));
 }
 
+/* Who the caller is: the console shows the role and hides what the role may not do. */
+/* The caller's token: what the console shows and which controls it offers. */
+static void h_whoami(struct pf_api *api, const struct pf_api_request *req,
+		     struct pf_api_response *resp)
+{
+	(void)api;
+	const struct pf_api_caller *c = &req->call->caller;
+	pf_api_respond_json(resp, 200,
+			    json_pack("{s:s, s:s, s:s, s:o, s:b, s:b}", "role", pf_role_name(c->role),
+				      "name", c->name, "id", c->token_id, "expires",
+				      c->expires_ms ? json_integer((json_int_t)c->expires_ms)
+						    : json_null(),
+				      "can_write", c->role >= PF_ROLE_OPERATOR, "can_admin",
+				      c->role >= PF_ROLE_ADMIN));
+}
+
 /* ---------------------------------------------------------------- routing */
 
-/* Splits "/api/v1/x/y" after the prefix into at most 3 segments. */
-static size_t split_path(const char *path, char seg[3][160])
+#define P0(req) ((req)->call->params[0])
+#define ROLE(req) pf_role_name((req)->call->caller.role)
+
+static void r_healthz(struct pf_api *api, const struct pf_api_request *req,
+		      struct pf_api_response *resp)
+{
+	(void)api, (void)req;
+	resp->status = 200;
+	resp->content_type = "text/plain";
+	pf_buf_append_str(&resp->body, "ok\n");
+}
+
+static void r_readyz(struct pf_api *api, const struct pf_api_request *req,
+		     struct pf_api_response *resp)
+{
+	(void)req;
+	resp->status = api->ready ? 200 : 503;
+	resp->content_type = "text/plain";
+	pf_buf_append_str(&resp->body, api->ready ? "ready\n" : "starting\n");
+}
+
+static void r_metrics(struct pf_api *api, const struct pf_api_request *req,
+		      struct pf_api_response *resp)
+{
+	resp->status = 200;
+	resp->content_type = "text/plain; version=0.0.4";
+	if (pf_metrics_render(api->metrics, api->fleet, req->now_ms, &resp->body) < 0)
+		pf_api_error(resp, 500, "internal", "metrics too large");
+}
+
+static void r_agent_get(struct pf_api *api, const struct pf_api_request *req,
+			struct pf_api_response *resp)
+{
+	h_agent_get(api, req, resp, P0(req));
+}
+
+static void r_config_list(struct pf_api *api, const struct pf_api_request *req,
+			  struct pf_api_response *resp)
+{
+	(void)req;
+	h_config_list(api, resp);
+}
+
+static void r_config_get(struct pf_api *api, const struct pf_api_request *req,
+			 struct pf_api_response *resp)
+{
+	h_config_get(api, req, resp, P0(req));
+}
+
+static void r_config_put(struct pf_api *api, const struct pf_api_request *req,
+			 struct pf_api_response *resp)
+{
+	h_config_put(api, req, resp, P0(req), ROLE(req));
+}
+
+/* POST /api/v1/configs/{name}:validate: validates, stores nothing. */
+static void r_config_post(struct pf_api *api, const struct pf_api_request *req,
+			  struct pf_api_response *resp)
+{
+	(void)api;
+	char name[160];
+	snprintf(name, sizeof(name), "%s", P0(req));
+	size_t n = strlen(name);
+	if (n <= 9 || strcmp(name + n - 9, ":validate") != 0) {
+		pf_api_error(resp, 405, "method_not_allowed",
+			     "POST on a config is only {name}:validate; PUT stores a version");
+		snprintf(resp->extra_header_name, sizeof(resp->extra_header_name), "Allow:");
+		snprintf(resp->extra_header_value, sizeof(resp->extra_header_value), "GET, PUT");
+		return;
+	}
+	name[n - 9] = 0;
+	h_config_validate(req, resp, name);
+}
+
+/* POST /api/v1/configs/{name}/validate: the same as {name}:validate. */
+static void r_config_validate(struct pf_api *api, const struct pf_api_request *req,
+			      struct pf_api_response *resp)
+{
+	(void)api;
+	h_config_validate(req, resp, P0(req));
+}
+
+static void r_config_versions(struct pf_api *api, const struct pf_api_request *req,
+			      struct pf_api_response *resp)
+{
+	h_config_versions(api, resp, P0(req));
+}
+
+static void r_assignment_list(struct pf_api *api, const struct pf_api_request *req,
+			      struct pf_api_response *resp)
+{
+	(void)req;
+	h_assignment_list(api, resp);
+}
+
+static void r_assignment_get(struct pf_api *api, const struct pf_api_request *req,
+			     struct pf_api_response *resp)
+{
+	h_assignment_get(api, resp, P0(req));
+}
+
+static void r_assignment_put(struct pf_api *api, const struct pf_api_request *req,
+			     struct pf_api_response *resp)
+{
+	h_assignment_put(api, req, resp, P0(req), ROLE(req));
+}
+
+static void r_assignment_delete(struct pf_api *api, const struct pf_api_request *req,
+				struct pf_api_response *resp)
+{
+	h_assignment_delete(api, req, resp, P0(req), ROLE(req));
+}
+
+static void r_captures(struct pf_api *api, const struct pf_api_request *req,
+		       struct pf_api_response *resp)
+{
+	pf_api_captures_handle(api, req, resp, P0(req), ROLE(req));
+}
+
+/* Splits a path into at most 6 segments of < 160 bytes: the count, or 7 when it does not
+ * fit (no route has such a path). */
+#define MAX_SEGS 6
+static size_t split_path(const char *path, char seg[MAX_SEGS][160])
 {
 	size_t n = 0;
 	const char *p = path;
 	while (*p == '/')
 		p++;
-	while (*p && n < 4) {
+	while (*p) {
 		const char *e = strchr(p, '/');
 		size_t l = e ? (size_t)(e - p) : strlen(p);
-		if (n == 3 || l >= 160)
-			return 4; /* too many or too long: no route */
+		if (n == MAX_SEGS || l >= 160)
+			return MAX_SEGS + 1;
 		memcpy(seg[n], p, l);
 		seg[n][l] = 0;
 		n++;
@@ -754,111 +1028,176 @@ static size_t split_path(const char *path, char seg[3][160])
 	return n;
 }
 
+static void r_rollouts(struct pf_api *api, const struct pf_api_request *req,
+		       struct pf_api_response *resp)
+{
+	char seg[MAX_SEGS][160];
+	size_t n = split_path(req->path, seg);
+	/* the table matched /api/v1/rollouts[/{id}[/{action}]] */
+	pf_api_rollouts_handle(api, req, resp, (const char(*)[160])seg + 2, n - 2, ROLE(req));
+}
+
+static void r_profiles(struct pf_api *api, const struct pf_api_request *req,
+		       struct pf_api_response *resp)
+{
+	char seg[MAX_SEGS][160];
+	size_t n = split_path(req->path, seg);
+	/* the table matched /api/v1/<1..3 segments> */
+	pf_api_profiles_handle(api, req, resp, (const char(*)[160])seg + 2, n - 2);
+}
+
+/* The route table: the one place that says who may call what. Keep docs/api.md in step. */
+static const struct pf_api_route routes[] = {
+    {"GET", "/healthz", PF_ROLE_NONE, NULL, r_healthz},
+    {"GET", "/readyz", PF_ROLE_NONE, NULL, r_readyz},
+    {"GET", "/metrics", PF_ROLE_NONE, NULL, r_metrics},
+    {"GET", "/api/v1/whoami", PF_ROLE_VIEWER, NULL, h_whoami},
+    {"GET", "/api/v1/agents", PF_ROLE_VIEWER, NULL, h_agents_list},
+    {"GET", "/api/v1/agents/*", PF_ROLE_VIEWER, NULL, r_agent_get},
+    {"GET", "/api/v1/fleet/summary", PF_ROLE_VIEWER, NULL, h_summary},
+    {"GET", "/api/v1/configs", PF_ROLE_VIEWER, NULL, r_config_list},
+    {"GET", "/api/v1/configs/*", PF_ROLE_VIEWER, NULL, r_config_get},
+    {"PUT", "/api/v1/configs/*", PF_ROLE_ADMIN, "config.put", r_config_put},
+    {"POST", "/api/v1/configs/*", PF_ROLE_OPERATOR, "config.validate", r_config_post},
+    {"GET", "/api/v1/configs/*/versions", PF_ROLE_VIEWER, NULL, r_config_versions},
+    {"POST", "/api/v1/configs/*/validate", PF_ROLE_OPERATOR, "config.validate",
+     r_config_validate},
+    {"GET", "/api/v1/assignments", PF_ROLE_VIEWER, NULL, r_assignment_list},
+    {"GET", "/api/v1/assignments/*", PF_ROLE_VIEWER, NULL, r_assignment_get},
+    {"PUT", "/api/v1/assignments/*", PF_ROLE_ADMIN, "assignment.put", r_assignment_put},
+    {"DELETE", "/api/v1/assignments/*", PF_ROLE_ADMIN, "assignment.delete",
+     r_assignment_delete},
+    {"GET", "/api/v1/captures", PF_ROLE_VIEWER, NULL, r_captures},
+    {"POST", "/api/v1/captures", PF_ROLE_OPERATOR, "capture.create", r_captures},
+    {"GET", "/api/v1/captures/*", PF_ROLE_VIEWER, NULL, r_captures},
+    {"DELETE", "/api/v1/captures/*", PF_ROLE_OPERATOR, "capture.cancel", r_captures},
+    {"GET", "/api/v1/rollouts", PF_ROLE_VIEWER, NULL, r_rollouts},
+    {"POST", "/api/v1/rollouts", PF_ROLE_OPERATOR, "rollout.create", r_rollouts},
+    {"GET", "/api/v1/rollouts/*", PF_ROLE_VIEWER, NULL, r_rollouts},
+    {"POST", "/api/v1/rollouts/*/pause", PF_ROLE_OPERATOR, "rollout.pause", r_rollouts},
+    {"POST", "/api/v1/rollouts/*/resume", PF_ROLE_OPERATOR, "rollout.resume", r_rollouts},
+    {"POST", "/api/v1/rollouts/*/rollback", PF_ROLE_OPERATOR, "rollout.rollback", r_rollouts},
+    {"POST", "/api/v1/rollouts/*/cancel", PF_ROLE_OPERATOR, "rollout.cancel", r_rollouts},
+    {"GET", "/api/v1/profiles", PF_ROLE_VIEWER, NULL, r_profiles},
+    {"GET", "/api/v1/profiles/*", PF_ROLE_VIEWER, NULL, r_profiles},
+    {"GET", "/api/v1/profiles/*/pprof", PF_ROLE_VIEWER, NULL, r_profiles},
+    {"GET", "/api/v1/profiles/*/flamegraph", PF_ROLE_VIEWER, NULL, r_profiles},
+    {"GET", "/api/v1/flamegraph", PF_ROLE_VIEWER, NULL, r_profiles},
+    {"GET", "/api/v1/flamegraph/diff", PF_ROLE_VIEWER, NULL, r_profiles},
+    {"GET", "/api/v1/top", PF_ROLE_VIEWER, NULL, r_profiles},
+    {"GET", "/api/v1/tokens", PF_ROLE_ADMIN, NULL, pf_api_tokens_list},
+    {"POST", "/api/v1/tokens", PF_ROLE_ADMIN, "token.create", pf_api_tokens_create},
+    {"DELETE", "/api/v1/tokens/*", PF_ROLE_ADMIN, "token.revoke", pf_api_tokens_revoke},
+    {"GET", "/api/v1/audit", PF_ROLE_ADMIN, NULL, pf_api_audit_query},
+};
+
+const struct pf_api_route *pf_api_routes(size_t *n)
+{
+	*n = PF_ARRAY_SIZE(routes);
+	return routes;
+}
+
+/* Whether the path's segments fit the pattern's; the '*' segments go to params. */
+static bool pattern_match(const char *pattern, char seg[MAX_SEGS][160], size_t n,
+			  const char *params[2])
+{
+	char pat[MAX_SEGS][160];
+	size_t pn = split_path(pattern, pat), np = 0;
+	if (pn != n)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(pat[i], "*") == 0) {
+			if (np < 2)
+				params[np++] = seg[i];
+		} else if (strcmp(pat[i], seg[i]) != 0) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Bytes a path must not hold even once decoded (a %00 cut short by the glue shows up as a
+ * control byte or not at all; server.c rejects the cut): control bytes. */
+static bool path_ok(const char *p)
+{
+	for (; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return false;
+	return true;
+}
+
+static void unauthenticated(struct pf_api_response *resp, const char *why)
+{
+	pf_api_error(resp, 401, "unauthenticated", "%s", why);
+	snprintf(resp->extra_header_name, sizeof(resp->extra_header_name), "WWW-Authenticate:");
+	snprintf(resp->extra_header_value, sizeof(resp->extra_header_value),
+		 "Bearer realm=\"profleet\"");
+}
+
 static void route(struct pf_api *api, const struct pf_api_request *req,
 		  struct pf_api_response *resp)
 {
 	const char *path = req->path;
-	const char *m = req->method;
-	bool get = strcmp(m, "GET") == 0, put = strcmp(m, "PUT") == 0,
-	     del = strcmp(m, "DELETE") == 0, post = strcmp(m, "POST") == 0;
-
-	if (strcmp(path, "/healthz") == 0) {
-		resp->status = 200;
-		resp->content_type = "text/plain";
-		pf_buf_append_str(&resp->body, "ok\n");
+	if (!path_ok(path) || path[0] != '/') {
+		pf_api_error(resp, 400, "invalid_path", "the path holds a control byte");
 		return;
 	}
-	if (strcmp(path, "/readyz") == 0) {
-		resp->status = api->ready ? 200 : 503;
-		resp->content_type = "text/plain";
-		pf_buf_append_str(&resp->body, api->ready ? "ready\n" : "starting\n");
+	char seg[MAX_SEGS][160];
+	size_t n = split_path(path, seg);
+	struct pf_api_call call = {0};
+	const struct pf_api_route *rt = NULL;
+	char allow[64] = "";
+	bool path_known = false;
+	for (size_t i = 0; i < PF_ARRAY_SIZE(routes); i++) {
+		const char *params[2] = {NULL, NULL};
+		if (!pattern_match(routes[i].pattern, seg, n, params))
+			continue;
+		path_known = true;
+		size_t al = strlen(allow);
+		snprintf(allow + al, sizeof(allow) - al, "%s%s", al ? ", " : "", routes[i].method);
+		if (!rt && strcmp(routes[i].method, req->method) == 0) {
+			rt = &routes[i];
+			call.params[0] = params[0];
+			call.params[1] = params[1];
+		}
+	}
+	bool public = rt ? rt->role == PF_ROLE_NONE : strncmp(path, "/api/", 5) != 0;
+	if (!public) {
+		int r = authenticate(api->store, req->authorization, req->now_ms, !api->read_only,
+				     &call.caller);
+		if (r < 0) {
+			unauthenticated(resp, !req->authorization ? "missing 'Authorization: Bearer <token>'"
+					      : r == -EKEYEXPIRED ? "the token has expired"
+								  : "the token is not valid for the API");
+			return;
+		}
+	}
+	if (!rt) {
+		if (path_known) {
+			pf_api_error(resp, 405, "method_not_allowed", "%s is not allowed on %s",
+				     req->method, path);
+			snprintf(resp->extra_header_name, sizeof(resp->extra_header_name),
+				 "Allow:");
+			snprintf(resp->extra_header_value, sizeof(resp->extra_header_value), "%s",
+				 allow);
+		} else {
+			pf_api_error(resp, 404, "not_found", "no route for %s", path);
+		}
 		return;
 	}
-	if (strcmp(path, "/metrics") == 0) {
-		resp->status = 200;
-		resp->content_type = "text/plain; version=0.0.4";
-		if (pf_metrics_render(api->metrics, api->fleet, req->now_ms, &resp->body) < 0)
-			pf_api_error(resp, 500, "internal", "metrics too large");
+	if (call.caller.role < rt->role) {
+		pf_api_error(resp, 403, "permission_denied", "%s %s needs the %s role; this token is %s",
+			     req->method, rt->pattern, pf_role_name(rt->role),
+			     pf_role_name(call.caller.role));
+		if (rt->action)
+			audit_call(api, req, rt, &call, resp->status);
 		return;
 	}
-	if (strncmp(path, "/api/v1/", 8) != 0) {
-		pf_api_error(resp, 404, "not_found", "no route for %s", path);
-		return;
-	}
-
-	char rolebuf[16];
-	const char *role = pf_api_token_role(api->store, req->authorization, rolebuf,
-					     sizeof(rolebuf));
-	enum role have = role_parse(role);
-	if (have == ROLE_NONE) {
-		pf_api_error(resp, 401, "unauthenticated",
-			     req->authorization ? "the token is not valid for the API"
-						: "missing 'Authorization: Bearer <token>'");
-		snprintf(resp->extra_header_name, sizeof(resp->extra_header_name),
-			 "WWW-Authenticate:");
-		snprintf(resp->extra_header_value, sizeof(resp->extra_header_value),
-			 "Bearer realm=\"profleet\"");
-		return;
-	}
-	enum role need = get ? ROLE_VIEWER : ROLE_OPERATOR;
-	if (have < need) {
-		pf_api_error(resp, 403, "permission_denied", "%s %s needs the operator role", m,
-			     path);
-		return;
-	}
-
-	char seg[3][160];
-	size_t n = split_path(path + 8, seg);
-	bool known = true;
-	if (n == 1 && strcmp(seg[0], "agents") == 0) {
-		if (get)
-			return h_agents_list(api, req, resp);
-	} else if (n == 2 && strcmp(seg[0], "agents") == 0) {
-		if (get)
-			return h_agent_get(api, req, resp, seg[1]);
-	} else if (n == 2 && strcmp(seg[0], "fleet") == 0 && strcmp(seg[1], "summary") == 0) {
-		if (get)
-			return h_summary(api, req, resp);
-	} else if (n == 1 && strcmp(seg[0], "configs") == 0) {
-		if (get)
-			return h_config_list(api, resp);
-	} else if (n == 2 && strcmp(seg[0], "configs") == 0 && post &&
-		   strlen(seg[1]) > 9 && strcmp(seg[1] + strlen(seg[1]) - 9, ":validate") == 0) {
-		seg[1][strlen(seg[1]) - 9] = 0;
-		return h_config_validate(req, resp, seg[1]);
-	} else if (n == 2 && strcmp(seg[0], "configs") == 0) {
-		if (get)
-			return h_config_get(api, req, resp, seg[1]);
-		if (put)
-			return h_config_put(api, req, resp, seg[1], role);
-	} else if (n == 3 && strcmp(seg[0], "configs") == 0 && strcmp(seg[2], "versions") == 0) {
-		if (get)
-			return h_config_versions(api, resp, seg[1]);
-	} else if (n == 1 && strcmp(seg[0], "assignments") == 0) {
-		if (get)
-			return h_assignment_list(api, resp);
-	} else if (n == 2 && strcmp(seg[0], "assignments") == 0) {
-		if (get)
-			return h_assignment_get(api, resp, seg[1]);
-		if (put)
-			return h_assignment_put(api, req, resp, seg[1], role);
-		if (del)
-			return h_assignment_delete(api, req, resp, seg[1], role);
-	} else if (n >= 1 && n <= 2 && strcmp(seg[0], "captures") == 0) {
-		if (get || post || del)
-			return pf_api_captures_handle(api, req, resp, n == 2 ? seg[1] : NULL,
-						      role);
-	} else if (n >= 1 && strcmp(seg[0], "rollouts") == 0) {
-		return pf_api_rollouts_handle(api, req, resp, (const char(*)[160])seg, n, role);
-	} else if (pf_api_profiles_match((const char(*)[160])seg, n)) {
-		return pf_api_profiles_handle(api, req, resp, (const char(*)[160])seg, n);
-	} else {
-		known = false;
-	}
-	if (known)
-		pf_api_error(resp, 405, "method_not_allowed", "%s is not allowed on %s", m, path);
-	else
-		pf_api_error(resp, 404, "not_found", "no route for %s", path);
+	struct pf_api_request q = *req;
+	q.call = &call;
+	rt->handler(api, &q, resp);
+	if (rt->action)
+		audit_call(api, req, rt, &call, resp->status);
 }
 
 void pf_api_handle(struct pf_api *api, const struct pf_api_request *req,

@@ -1,30 +1,15 @@
 /* api.h — the REST API (/api/v1), /healthz, /readyz and /metrics as plain functions over a
  * parsed request: the lws glue (server.c) collects method, path, query arguments, the
- * Authorization header and the body, calls pf_api_handle() and writes the response back.
- * Unit tests call pf_api_handle() directly.
+ * Authorization header, the peer address and the body, calls pf_api_handle() and writes the
+ * response back. Unit tests call pf_api_handle() directly.
  *
- * Routes (JSON; errors are {"error":{"code","message"}} with the right status):
- *   GET    /api/v1/agents[?selector=&limit=&cursor=]   viewer
- *   GET    /api/v1/agents/{uid}                        viewer
- *   GET    /api/v1/fleet/summary                       viewer
- *   GET    /api/v1/configs                             viewer
- *   PUT    /api/v1/configs/{name}[?dry_run=1] (YAML)  operator (409 while a rollout of it
- *                                                      is active)
- *   POST   /api/v1/configs/{name}:validate (YAML)     operator (validates, stores nothing)
- *   GET    /api/v1/configs/{name}[?version=N]          viewer
- *   GET    /api/v1/configs/{name}/versions             viewer
- *   GET    /api/v1/assignments                         viewer (with match counts)
- *   PUT    /api/v1/assignments/{name} (JSON body)      operator
- *   GET    /api/v1/assignments/{name}                  viewer
- *   DELETE /api/v1/assignments/{name}                  operator
- *   POST   /api/v1/captures, DELETE /api/v1/captures/{id}   operator (api_captures.h)
- *   GET    /api/v1/captures[/{id}]                     viewer
- *   POST   /api/v1/rollouts, /rollouts/{id}/{action}   operator (api_rollouts.h)
- *   GET    /api/v1/rollouts[/{id}]                     viewer
- *   GET    /api/v1/profiles..., /flamegraph, /top      viewer (api_profiles.h)
- *   GET    /healthz /readyz /metrics                   no token
- * Tokens: `Authorization: Bearer <token>`; roles viewer < operator < admin, looked up by the
- * SHA-256 of the token. Every mutation is written to the audit log. */
+ * Every route is one row of the route table in api.c (pf_api_routes()): method, path
+ * pattern, minimum role, audit action, handler. The dispatcher authenticates (401), finds
+ * the route (404, 405), checks the role (403) and, for routes with an audit action, writes
+ * one audit row per call with the token, the peer, the target, a short detail and the
+ * status. docs/api.md lists the table.
+ * Tokens: `Authorization: Bearer <token>`, looked up by the SHA-256 of the token; roles
+ * viewer < operator < admin; agent tokens only serve OpAMP and profile ingest (403 here). */
 #ifndef PF_API_H
 #define PF_API_H
 
@@ -52,6 +37,30 @@ struct pf_api {
 	struct pf_captures *captures; /* NULL: the capture routes answer 503 */
 	struct pf_rollouts *rollouts; /* NULL: the rollout routes answer 503 */
 	bool ready;
+	bool read_only; /* the store connection is read-only (query pool): no last_used updates */
+	/* Called after a token was revoked (server.c closes the OpAMP connections it opened). */
+	void (*on_revoke)(const char *token_id, void *ud);
+	void *revoke_ud;
+};
+
+/* Roles in increasing power; agent is below viewer so agent tokens get 403 on the REST API. */
+enum pf_role { PF_ROLE_NONE, PF_ROLE_AGENT, PF_ROLE_VIEWER, PF_ROLE_OPERATOR, PF_ROLE_ADMIN };
+
+/* Who made a request: the token that authenticated it. */
+struct pf_api_caller {
+	char token_id[17];
+	char name[65];
+	enum pf_role role;
+	int64_t expires_ms; /* 0: never */
+};
+
+/* Filled by the dispatcher while a route runs (pf_api_audit() stores into it). */
+struct pf_api_call {
+	struct pf_api_caller caller;
+	const char *params[2]; /* the pattern's '*' segments */
+	char action[48];
+	char target[160];
+	char detail[256];
 };
 
 struct pf_api_request {
@@ -60,6 +69,8 @@ struct pf_api_request {
 	size_t n_args;
 	const char *args[PF_API_MAX_ARGS]; /* decoded "key=value" pieces of the query */
 	const char *authorization;         /* header value or NULL */
+	const char *peer;                  /* the client's address (audit), or NULL */
+	struct pf_api_call *call;          /* set by the dispatcher for the handler */
 	const uint8_t *body;
 	size_t body_len;
 	int64_t now_ms;
@@ -80,8 +91,31 @@ void pf_api_response_release(struct pf_api_response *r);
 void pf_api_handle(struct pf_api *api, const struct pf_api_request *req,
 		   struct pf_api_response *resp);
 
-/* Role of a bearer token ("admin", "operator", "viewer", "agent"), or NULL when the header is
- * missing, malformed or the token unknown. role must hold 16 bytes. */
+/* One route: method, pattern (a segment "*" matches any one path segment, at most 2 per
+ * pattern; /api/v1/configs/{name} is written with a star),
+ * minimum role (PF_ROLE_NONE: no token), audit action (NULL: not audited), handler. */
+typedef void (*pf_api_handler)(struct pf_api *api, const struct pf_api_request *req,
+			       struct pf_api_response *resp);
+struct pf_api_route {
+	const char *method;
+	const char *pattern;
+	enum pf_role role;
+	const char *action;
+	pf_api_handler handler;
+};
+/* The route table (for tests and docs). */
+const struct pf_api_route *pf_api_routes(size_t *n);
+enum pf_role pf_role_parse(const char *s); /* PF_ROLE_NONE when unknown */
+const char *pf_role_name(enum pf_role r);
+
+/* Authenticates a bearer token at now_ms: 0 and *out filled; -EINVAL missing or malformed
+ * header, -ENOENT unknown (or revoked), -EKEYEXPIRED expired, other negative errno on store
+ * errors. The stored hash is compared with the computed one in constant time. Updates the
+ * token's last_used (at most once a minute), so st must be writable. */
+int pf_api_authenticate(struct pf_store *st, const char *authorization, int64_t now_ms,
+			struct pf_api_caller *out);
+/* Role of a bearer token ("admin", "operator", "viewer", "agent") valid now, or NULL when the
+ * header is missing, malformed or the token unknown or expired. role must hold 16 bytes. */
 const char *pf_api_token_role(struct pf_store *st, const char *authorization, char *role,
 			      size_t role_len);
 /* The SHA-256 of the bearer token in an Authorization header: 0, or -EINVAL when the header
@@ -91,7 +125,9 @@ int pf_api_token_hash(const char *authorization, uint8_t hash[32]);
 const char *pf_api_arg(const struct pf_api_request *req, const char *key);
 /* Answers o (consumed; NULL answers 500) as JSON with status. */
 void pf_api_respond_json(struct pf_api_response *resp, int status, struct json_t *o);
-/* Writes an audit entry for a mutation (actor = the caller's role); failures are logged. */
+/* Names the audit row of the running mutation route (the dispatcher writes it with the
+ * caller, peer and status when the handler returns). Outside a dispatched route it writes
+ * a row at once with actor = role. role is the caller's (unused inside a route). */
 void pf_api_audit(struct pf_api *api, const struct pf_api_request *req, const char *role,
 		  const char *action, const char *target, const char *detail);
 /* {"error":{"code","message","path"}} with status — path names the offending field. */

@@ -99,6 +99,18 @@ static bool arg_filter(const struct pf_api_request *req, struct pf_api_response 
 	f->type = arg(req, "type");
 	f->capture_id = arg(req, "capture_id");
 	f->trigger = arg(req, "trigger");
+	f->namespace_name = arg(req, "namespace");
+	f->pod = arg(req, "pod");
+	f->container = arg(req, "container");
+	static const char *const k8s_args[] = {"namespace", "pod", "container"};
+	for (size_t i = 0; i < 3; i++) {
+		const char *v = arg(req, k8s_args[i]);
+		if (v && strlen(v) > 253) {
+			pf_api_error(resp, 400, "invalid_argument", "%s: at most 253 characters",
+				     k8s_args[i]);
+			return false;
+		}
+	}
 	if (f->capture_id && *f->capture_id && !pf_capture_id_valid(f->capture_id)) {
 		pf_api_error(resp, 400, "invalid_argument",
 			     "capture_id: must be 1..%d characters of [A-Za-z0-9._-]",
@@ -145,6 +157,12 @@ static json_t *meta_json(const struct pf_profile_row *r)
 		json_object_set_new(o, "capture_id", json_string(r->capture_id));
 	if (o && r->trigger && *r->trigger)
 		json_object_set_new(o, "trigger", json_string(r->trigger));
+	if (o && r->namespace_name && *r->namespace_name)
+		json_object_set_new(o, "namespace", json_string(r->namespace_name));
+	if (o && r->pod && *r->pod)
+		json_object_set_new(o, "pod", json_string(r->pod));
+	if (o && r->container && *r->container)
+		json_object_set_new(o, "container", json_string(r->container));
 	return o;
 }
 

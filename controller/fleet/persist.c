@@ -21,6 +21,7 @@ struct row {
 struct batch {
 	struct batch *next;
 	size_t n;
+	bool seen; /* only uid and last_seen_ms are filled: pf_store_agents_set_seen() */
 	struct row rows[];
 };
 
@@ -73,7 +74,8 @@ static void *writer_main(void *arg)
 		if (rows) {
 			for (size_t i = 0; i < b->n; i++)
 				rows[i] = b->rows[i].r;
-			r = pf_store_agents_upsert(p->st, rows, b->n);
+			r = b->seen ? pf_store_agents_set_seen(p->st, rows, b->n)
+				    : pf_store_agents_upsert(p->st, rows, b->n);
 			free(rows);
 		}
 		if (r < 0)
@@ -136,8 +138,13 @@ static void fill_row(struct pf_agent *a, bool full, void *ud)
 	struct fill_ctx *c = ud;
 	struct row *w = &c->b->rows[c->b->n++];
 	struct pf_buf attrs;
-	(void)full; /* rows are upserts of the whole record either way */
 	memset(w, 0, sizeof(*w));
+	if (!full) {
+		/* Only last_seen changed (the sweep of a fleet at rest): no copies, no JSON. */
+		memcpy(w->r.uid, a->uid, 16);
+		w->r.last_seen_ms = a->last_seen_ms;
+		return;
+	}
 	pf_buf_init(&attrs, 1 << 20);
 	if (pf_agent_attrs_json(a, &attrs) == 0)
 		w->attrs = (char *)pf_buf_detach(&attrs, NULL);
@@ -184,6 +191,7 @@ static size_t flush(struct pf_persist *p, struct pf_fleet *f, size_t max_rows, b
 		return 0;
 	b->next = NULL;
 	b->n = 0;
+	b->seen = seen;
 	struct fill_ctx c = {.b = b, .f = f};
 	if (seen)
 		pf_fleet_drain_seen(f, max_rows, fill_row, &c);

@@ -2,6 +2,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -238,7 +239,10 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 	if (ctx->metrics)
 		ctx->metrics->opamp_messages_in++;
 
-	int r = pf_a2s_decode(data, len, ctx->max_message_bytes, &in, &err);
+	size_t dmax = ctx->max_message_bytes <= SIZE_MAX / PF_OPAMP_DECODED_FACTOR
+			      ? ctx->max_message_bytes * PF_OPAMP_DECODED_FACTOR
+			      : SIZE_MAX;
+	int r = pf_a2s_decode(data, len, dmax, &in, &err);
 	if (r < 0) {
 		res->bad_request = true;
 		if (ctx->metrics)
@@ -255,6 +259,19 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 		snprintf(msg, sizeof(msg), "instance_uid must be 16 bytes, got %zu",
 			 in->instance_uid_len);
 		r = reply_error(ctx, NULL, 0, PF_SERR_BAD_REQUEST, msg, out);
+		pf_a2s_free(in);
+		return r;
+	}
+	if (in->has_description &&
+	    in->n_identifying + in->n_non_identifying > PF_OPAMP_MAX_ATTRS) {
+		/* Attributes are kept per agent and matched by every selector: bounded. */
+		res->bad_request = true;
+		if (ctx->metrics)
+			ctx->metrics->opamp_bad_messages++;
+		char msg[128];
+		snprintf(msg, sizeof(msg), "agent_description: %zu attributes; at most %d",
+			 in->n_identifying + in->n_non_identifying, PF_OPAMP_MAX_ATTRS);
+		r = reply_error(ctx, in->instance_uid, 16, PF_SERR_BAD_REQUEST, msg, out);
 		pf_a2s_free(in);
 		return r;
 	}

@@ -37,8 +37,16 @@ struct pf_opamp_ctx {
 	/* Incident captures (fleet/capture.h), NULL when none: capture.status messages go
 	 * there, and what an agent is owed goes out with (or, plain HTTP: in) the reply. */
 	struct pf_captures *captures;
-	size_t max_message_bytes; /* decoded-size cap for one AgentToServer */
+	/* The wire-size cap of one AgentToServer (the transports enforce it on the frame or
+	 * body); its decoded form may take PF_OPAMP_DECODED_FACTOR times that (protobuf-c's
+	 * structs are larger than the wire bytes: docs/limits.md). */
+	size_t max_message_bytes;
 };
+
+#define PF_OPAMP_DECODED_FACTOR 4
+/* Attributes (identifying + non-identifying) one AgentDescription may carry; more is a
+ * BAD_REQUEST error reply and the description is not recorded. */
+#define PF_OPAMP_MAX_ATTRS 256
 
 struct pf_opamp_session {
 	struct pf_agent *agent;    /* bound by the first valid message */

@@ -226,6 +226,9 @@ static int prepare_one(const struct pf_prof_window *w, size_t i, int64_t now_ms,
 	pp->row.service = attr(p, "service.name");
 	pp->row.capture_id = attr(p, PF_PROFSTORE_CAPTURE_ATTR);
 	pp->row.trigger = attr(p, PF_PROFSTORE_TRIGGER_ATTR);
+	pp->row.namespace_name = attr(p, "k8s.namespace.name");
+	pp->row.pod = attr(p, "k8s.pod.name");
+	pp->row.container = attr(p, "k8s.container.name");
 	pp->row.host = host ? host : w->host_name;
 	pp->row.exe = exe ? exe : path ? base_name(path) : NULL;
 	if (!pp->row.agent)

@@ -162,6 +162,24 @@ static const char *const migrations[] = {
 	" config TEXT NOT NULL, version INTEGER NOT NULL CHECK (version >= 1)) STRICT;"
 	"CREATE TABLE config_serving (name TEXT PRIMARY KEY NOT NULL,"
 	" version INTEGER NOT NULL CHECK (version >= 1)) STRICT;",
+	/* 5 -> 6: the Kubernetes place of a profile (resource k8s.namespace.name, k8s.pod.name,
+	 * k8s.container.name from the agent's pod attribution), for ?namespace=&pod=&container=. */
+	"ALTER TABLE profiles ADD COLUMN k8s_namespace TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE profiles ADD COLUMN k8s_pod TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE profiles ADD COLUMN k8s_container TEXT NOT NULL DEFAULT '';"
+	"CREATE INDEX profiles_k8s ON profiles (k8s_namespace, k8s_pod, start_ns);",
+	/* 6 -> 7: token management and a readable audit (store_tokens.c): every token gets a
+	 * public id (16 hex digits, never the secret), an expiry (0 = never), the last use and
+	 * who made it; audit rows name the token (id), the source address and the outcome. */
+	"ALTER TABLE tokens ADD COLUMN id TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE tokens ADD COLUMN expires_ms INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE tokens ADD COLUMN last_used_ms INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE tokens ADD COLUMN created_by TEXT NOT NULL DEFAULT '';"
+	"UPDATE tokens SET id = lower(hex(randomblob(8)));"
+	"CREATE UNIQUE INDEX tokens_id ON tokens (id);"
+	"ALTER TABLE audit ADD COLUMN actor_id TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE audit ADD COLUMN source TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE audit ADD COLUMN status INTEGER NOT NULL DEFAULT 0;",
 };
 /* clang-format on */
 
@@ -187,6 +205,7 @@ enum stmt_id {
 	S_ASG_DELETE,
 	S_ASG_FOREACH,
 	S_AGENT_UPSERT,
+	S_AGENT_SET_SEEN,
 	S_AGENT_FOREACH,
 	S_AGENT_DISCONNECT_ALL,
 	S_AGENT_DELETE,
@@ -199,7 +218,8 @@ static const char *const stmt_sql[S__COUNT] = {
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
-    [S_TOKEN_ADD] = "INSERT INTO tokens (hash, role, name, created_ms) VALUES (?1, ?2, ?3, ?4)",
+    [S_TOKEN_ADD] = "INSERT INTO tokens (hash, role, name, created_ms, id) "
+		    "VALUES (?1, ?2, ?3, ?4, lower(hex(randomblob(8))))",
     [S_TOKEN_LOOKUP] = "SELECT role FROM tokens WHERE hash = ?1",
     [S_TOKEN_COUNT] = "SELECT count(*) FROM tokens",
     [S_TOKEN_NAME] = "SELECT name FROM tokens WHERE hash = ?1",
@@ -238,6 +258,7 @@ static const char *const stmt_sql[S__COUNT] = {
 	"config_version = excluded.config_version, remote_hash = excluded.remote_hash, "
 	"remote_status = excluded.remote_status, remote_error = excluded.remote_error, "
 	"connected = excluded.connected, last_seen_ms = excluded.last_seen_ms",
+    [S_AGENT_SET_SEEN] = "UPDATE agents SET last_seen_ms = ?2 WHERE uid = ?1",
     [S_AGENT_FOREACH] = "SELECT uid, attributes_json, capabilities, health_json, effective_config, "
 			"effective_hash, config_name, config_version, remote_hash, remote_status, "
 			"remote_error, connected, first_seen_ms, last_seen_ms FROM agents",
@@ -1070,9 +1091,18 @@ static int agent_bind(sqlite3_stmt *s, const struct pf_agent_row *r)
 	       sqlite3_bind_int64(s, 14, r->last_seen_ms);
 }
 
-int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
+static int agent_seen_bind(sqlite3_stmt *s, const struct pf_agent_row *r)
 {
-	STMT(s, st, S_AGENT_UPSERT);
+	return sqlite3_bind_blob(s, 1, r->uid, 16, SQLITE_STATIC) ||
+	       sqlite3_bind_int64(s, 2, r->last_seen_ms);
+}
+
+/* Runs statement id once per row (bound by bind) in one BEGIN IMMEDIATE transaction. */
+static int agents_write(struct pf_store *st, enum stmt_id id, const struct pf_agent_row *rows,
+			size_t n,
+			int (*bind)(sqlite3_stmt *s, const struct pf_agent_row *r), const char *what)
+{
+	STMT(s, st, id);
 	int rc;
 
 	if (n == 0)
@@ -1083,11 +1113,11 @@ int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows,
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
-		if (agent_bind(s, &rows[i])) {
-			rc = store_fail(st, NULL, "agents_upsert: bind");
+		if (bind(s, &rows[i])) {
+			rc = store_fail(st, NULL, what);
 			goto fail;
 		}
-		rc = step_done(st, s, "agents_upsert");
+		rc = step_done(st, s, what);
 		if (rc < 0)
 			goto fail;
 		sqlite3_reset(s);
@@ -1097,6 +1127,16 @@ int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows,
 fail:
 	tx_rollback(st);
 	return rc;
+}
+
+int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
+{
+	return agents_write(st, S_AGENT_UPSERT, rows, n, agent_bind, "agents_upsert");
+}
+
+int pf_store_agents_set_seen(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
+{
+	return agents_write(st, S_AGENT_SET_SEEN, rows, n, agent_seen_bind, "agents_set_seen");
 }
 
 int pf_store_agents_foreach(struct pf_store *st,
@@ -1211,6 +1251,9 @@ int pf_store_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
 		e.action = col_text(s, 3, &oom);
 		e.target = col_text(s, 4, &oom);
 		e.detail = col_text(s, 5, &oom);
+		e.actor_id = "";
+		e.source = "";
+		e.status = 0;
 		if (oom)
 			return store_fail_code(st, NULL, -ENOMEM, "audit_foreach: out of memory");
 		rc = cb(&e, ud);

@@ -59,6 +59,34 @@ int pf_store_token_count(struct pf_store *st, int64_t *count);
 /* The name the token was stored with (copied, NUL-terminated): -ENOENT, -ENOSPC. */
 int pf_store_token_name(struct pf_store *st, const uint8_t hash[32], char *name, size_t name_len);
 
+/* ---- Token management (store_tokens.c, schema 5). A token's public id is 16 lower-case hex
+ * digits made by the store; its secret is never stored, only the SHA-256 of it. */
+#define PF_TOKEN_ID_LEN 16
+#define PF_TOKEN_NAME_MAX 64
+
+struct pf_token_info {
+	char id[PF_TOKEN_ID_LEN + 1];
+	char name[PF_TOKEN_NAME_MAX + 1];
+	char role[16];
+	char created_by[PF_TOKEN_NAME_MAX + 1]; /* the creating token's name, "" at bootstrap */
+	int64_t created_ms;
+	int64_t expires_ms; /* 0: never */
+	int64_t last_used_ms; /* 0: never; updated at most once a minute */
+	uint8_t hash[32];     /* SHA-256 of the secret (read back for a constant-time compare) */
+};
+/* Stores a new token: t->name, role, created_by, created_ms, expires_ms are read, t->id is
+ * filled. -EEXIST when the hash is already stored. */
+int pf_store_token_create(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t);
+/* The token whose hash this is (expired ones too: the caller compares expires_ms), -ENOENT. */
+int pf_store_token_find(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t);
+/* Every token, oldest first. A non-zero return of cb stops and is returned. */
+int pf_store_token_foreach(struct pf_store *st,
+			   int (*cb)(const struct pf_token_info *t, void *ud), void *ud);
+/* Deletes the token (revocation): 0, -ENOENT. t (may be NULL) receives what was deleted. */
+int pf_store_token_revoke(struct pf_store *st, const char *id, struct pf_token_info *t);
+/* last_used_ms := now_ms for the token. */
+int pf_store_token_touch(struct pf_store *st, const char *id, int64_t now_ms);
+
 /* ---- Config documents with immutable versions. */
 struct pf_config_version {
 	char name[128];
@@ -130,6 +158,10 @@ struct pf_agent_row {
  * its stored first_seen_ms; every other column is replaced. A NULL attributes_json is stored
  * as "{}". */
 int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows, size_t n);
+/* Sets last_seen_ms of the stored rows with these uids (only uid and last_seen_ms of each row
+ * are read; a uid not stored is skipped), in one transaction: the cheap write of a fleet whose
+ * only change is that it is alive. */
+int pf_store_agents_set_seen(struct pf_store *st, const struct pf_agent_row *rows, size_t n);
 /* Calls cb for every stored agent (strings valid only during the call). */
 int pf_store_agents_foreach(struct pf_store *st,
 			    int (*cb)(const struct pf_agent_row *row, void *ud), void *ud);
@@ -145,11 +177,29 @@ int pf_store_audit(struct pf_store *st, int64_t ts_ms, const char *actor, const 
 struct pf_audit_entry {
 	int64_t id; /* increasing */
 	int64_t ts_ms;
-	const char *actor;
+	const char *actor;    /* the token's name (or a role, in rows from before schema 5) */
 	const char *action;
 	const char *target;
-	const char *detail; /* may be NULL */
+	const char *detail;   /* may be NULL */
+	const char *actor_id; /* the token's id, "" when unknown */
+	const char *source;   /* the client's address, "" when unknown */
+	int status;           /* the HTTP status answered, 0 when unknown */
 };
+/* Writes one full entry (store_tokens.c): actor and action required; target, detail,
+ * actor_id and source may be NULL. */
+int pf_store_audit_write(struct pf_store *st, const struct pf_audit_entry *e);
+/* Entries newest first matching q (zero fields match everything): ts_ms in [from_ms, to_ms],
+ * actor equal to the token's name or id, action equal or its prefix before a '.' ("token"
+ * matches "token.create"), id < before_id; at most limit (1..). */
+struct pf_audit_query {
+	int64_t from_ms, to_ms; /* to_ms 0: no upper bound */
+	const char *actor;      /* NULL: any */
+	const char *action;     /* NULL: any */
+	int64_t before_id;      /* 0: from the newest */
+	size_t limit;
+};
+int pf_store_audit_query(struct pf_store *st, const struct pf_audit_query *q,
+			 int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud);
 /* Calls cb for audit entries newest first: those with id < before_id (0 = from the newest),
  * at most limit of them (0 = no limit). Pass the last id seen as before_id to page on. */
 int pf_store_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
@@ -185,6 +235,11 @@ struct pf_profile_row {
 	int64_t raw_bytes;     /* body size before compression */
 	const char *capture_id; /* resource profleet.capture.id, "" (or NULL at insert) if none */
 	const char *trigger;    /* resource profleet.trigger, "" (or NULL at insert) if none */
+	/* resource k8s.namespace.name, k8s.pod.name, k8s.container.name: "" (or NULL at
+	 * insert) when the profile does not come from a pod */
+	const char *namespace_name;
+	const char *pod;
+	const char *container;
 	/* insert: links to index (at most PF_STORE_PROFILE_MAX_LINKS are stored);
 	 * pf_store_profile_get: the stored links; iterators: NULL. */
 	size_t n_link_entries;
@@ -235,6 +290,9 @@ struct pf_profile_filter {
 	uint8_t trace_id[16];
 	const char *capture_id;  /* NULL or "" = any */
 	const char *trigger;     /* NULL or "" = any */
+	const char *namespace_name; /* k8s.namespace.name; NULL or "" = any */
+	const char *pod;            /* k8s.pod.name */
+	const char *container;      /* k8s.container.name */
 	int64_t from_ns;         /* start_ns >= from_ns (0 = no bound) */
 	int64_t to_ns;           /* start_ns < to_ns (0 = no bound) */
 	size_t limit;            /* 0 = no limit */

@@ -20,7 +20,8 @@
 
 #define PROF_COLS                                                                                  \
 	"id, profile_id, agent, service, host, pid, exe, type, start_ns, duration_ns, samples, "   \
-	"n_links, received_ms, body_bytes, raw_bytes, capture_id, trigger_name"
+	"n_links, received_ms, body_bytes, raw_bytes, capture_id, trigger_name, k8s_namespace, "  \
+	"k8s_pod, k8s_container"
 #define RETAIN_BATCH 64
 
 enum prof_stmt {
@@ -56,8 +57,9 @@ static const char *const prof_sql[P__COUNT] = {
     [P_ROLLBACK] = "ROLLBACK",
     [P_INSERT] = "INSERT INTO profiles (profile_id, agent, service, host, pid, exe, type, "
 		 "start_ns, duration_ns, samples, n_links, received_ms, body_bytes, raw_bytes, "
-		 "capture_id, trigger_name) "
-		 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+		 "capture_id, trigger_name, k8s_namespace, k8s_pod, k8s_container) "
+		 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
+		 "?17, ?18, ?19)",
     [P_INSERT_BODY] = "INSERT INTO profile_bodies (id, body) VALUES (?1, ?2)",
     [P_INSERT_LINK] = "INSERT OR IGNORE INTO profile_links (trace_id, profile, span_id) "
 		      "VALUES (?1, ?2, ?3)",
@@ -90,7 +92,10 @@ enum {
 	F_TRACE = 8,
 	F_CAPTURE = 16,
 	F_TRIGGER = 32,
-	F__VARIANTS = 64
+	F_NAMESPACE = 64,
+	F_POD = 128,
+	F_CONTAINER = 256,
+	F__VARIANTS = 512
 };
 
 struct store_prof {
@@ -363,7 +368,10 @@ static int insert_one(struct pf_store *st, struct pf_profile_row *r)
 		    sqlite3_bind_int64(s, 13, (int64_t)r->body_len) ||
 		    sqlite3_bind_int64(s, 14, r->raw_bytes) ||
 		    bind_str(s, 15, r->capture_id ? r->capture_id : "") ||
-		    bind_str(s, 16, r->trigger ? r->trigger : ""))
+		    bind_str(s, 16, r->trigger ? r->trigger : "") ||
+		    bind_str(s, 17, r->namespace_name ? r->namespace_name : "") ||
+		    bind_str(s, 18, r->pod ? r->pod : "") ||
+		    bind_str(s, 19, r->container ? r->container : ""))
 			return store_fail_sqlite(st, NULL, "profiles: insert: bind");
 		rc = step_done(st, s, "profiles: insert");
 		if (rc < 0)
@@ -506,14 +514,14 @@ int pf_store_profiles_totals(struct pf_store *st, int64_t *count, int64_t *bytes
 static int read_row(struct pf_store *st, sqlite3_stmt *s, struct pf_profile_row *r)
 {
 	const void *pid = sqlite3_column_blob(s, 1);
-	const char *txt[7];
-	static const int cols[7] = {2, 3, 4, 6, 7, 15, 16};
+	const char *txt[10];
+	static const int cols[10] = {2, 3, 4, 6, 7, 15, 16, 17, 18, 19};
 
 	memset(r, 0, sizeof(*r));
 	r->id = sqlite3_column_int64(s, 0);
 	if (pid && sqlite3_column_bytes(s, 1) == 16)
 		memcpy(r->profile_id, pid, 16);
-	for (int i = 0; i < 7; i++) {
+	for (int i = 0; i < 10; i++) {
 		txt[i] = (const char *)sqlite3_column_text(s, cols[i]);
 		if (!txt[i])
 			return store_fail_other(st, NULL, -ENOMEM, "profiles: out of memory");
@@ -525,6 +533,9 @@ static int read_row(struct pf_store *st, sqlite3_stmt *s, struct pf_profile_row 
 	r->type = txt[4];
 	r->capture_id = txt[5];
 	r->trigger = txt[6];
+	r->namespace_name = txt[7];
+	r->pod = txt[8];
+	r->container = txt[9];
 	r->pid = sqlite3_column_int64(s, 5);
 	r->start_ns = sqlite3_column_int64(s, 8);
 	r->duration_ns = sqlite3_column_int64(s, 9);
@@ -551,14 +562,17 @@ static sqlite3_stmt *list_stmt(struct pf_store *st, unsigned mask, int *rc)
 	}
 	snprintf(sql, sizeof(sql),
 		 "SELECT " PROF_COLS " FROM profiles WHERE start_ns >= :from AND start_ns < :to"
-		 "%s%s%s%s%s%s ORDER BY start_ns DESC, id DESC LIMIT :limit",
+		 "%s%s%s%s%s%s%s%s%s ORDER BY start_ns DESC, id DESC LIMIT :limit",
 		 mask & F_SERVICE ? " AND service = :service" : "",
 		 mask & F_AGENT ? " AND agent = :agent" : "", mask & F_TYPE ? " AND type = :type" : "",
 		 mask & F_TRACE ? " AND id IN (SELECT profile FROM profile_links WHERE trace_id = "
 				  ":trace)"
 				: "",
 		 mask & F_CAPTURE ? " AND capture_id = :capture" : "",
-		 mask & F_TRIGGER ? " AND trigger_name = :trigger" : "");
+		 mask & F_TRIGGER ? " AND trigger_name = :trigger" : "",
+		 mask & F_NAMESPACE ? " AND k8s_namespace = :namespace" : "",
+		 mask & F_POD ? " AND k8s_pod = :pod" : "",
+		 mask & F_CONTAINER ? " AND k8s_container = :container" : "");
 	*rc = prepare(st, sql, &p->list[mask]);
 	return *rc < 0 ? NULL : p->list[mask];
 }
@@ -589,6 +603,12 @@ int pf_store_profiles_foreach(struct pf_store *st, const struct pf_profile_filte
 		mask |= F_CAPTURE;
 	if (f->trigger && *f->trigger)
 		mask |= F_TRIGGER;
+	if (f->namespace_name && *f->namespace_name)
+		mask |= F_NAMESPACE;
+	if (f->pod && *f->pod)
+		mask |= F_POD;
+	if (f->container && *f->container)
+		mask |= F_CONTAINER;
 	_cleanup_(stmt_resetp) sqlite3_stmt *s = list_stmt(st, mask, &rc);
 	if (!s)
 		return rc;
@@ -605,6 +625,8 @@ int pf_store_profiles_foreach(struct pf_store *st, const struct pf_profile_filte
 	    bind_named_text(s, ":type", f->type) ||
 	    bind_named_text(s, ":capture", f->capture_id) ||
 	    bind_named_text(s, ":trigger", f->trigger) ||
+	    bind_named_text(s, ":namespace", f->namespace_name) ||
+	    bind_named_text(s, ":pod", f->pod) || bind_named_text(s, ":container", f->container) ||
 	    ((mask & F_TRACE) && sqlite3_bind_blob(s, sqlite3_bind_parameter_index(s, ":trace"),
 						   f->trace_id, 16, SQLITE_STATIC)))
 		return store_fail_sqlite(st, NULL, "profiles: list: bind");

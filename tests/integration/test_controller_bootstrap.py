@@ -116,9 +116,9 @@ class ControllerBootstrap(IntegrationCase):
                        what="controller /readyz")
             self.assertEqual(get("/api/v1/agents", "AdminTokenFromSecret-0123456789abcdef"),
                              200)
-            # Agent tokens are for OpAMP and uploads only.
+            # Agent tokens are for OpAMP and uploads only (403 on the API).
             self.assertEqual(get("/api/v1/agents", "AgentTokenFromSecret-0123456789abcdef"),
-                             401)
+                             403)
             self.assertEqual(get("/api/v1/agents", "WrongToken-0123456789abcdef"), 401)
             self.assertFalse(os.path.exists(os.path.join(data, "admin.token")))
             self.assertFalse(os.path.exists(os.path.join(data, "agent.token")))

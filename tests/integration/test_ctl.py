@@ -172,6 +172,39 @@ class Profiles(CtlCase):
                                      raw=True)
         self.assertEqual(st, 200, body)
 
+    def test_rollouts(self):
+        ag = self.start_agent()
+        uid = ag.uid()
+        ok = self.write("ok.yaml", VALID)
+        self.ctl_json("config", "set", "default", ok)
+        wait_until(lambda: self.c.request("GET", "/api/v1/agents/" + uid)[1]["config"]["status"]
+                   == "APPLIED", timeout=20, what="the agent on version 1")
+        st, body, _ = self.c.request("PUT", "/api/v1/configs/default?stage=1",
+                                     VALID.replace("49", "19"))
+        self.assertIn(st, (200, 201), body)
+        rc, out, err = self.ctl("rollout", "start", "--config", "default", "--initial", "1",
+                                "--pause", "1s", "--rollback")
+        self.assertEqual(rc, 0, err)
+        rid = out.split()[1]
+        done = wait_until(lambda: (lambda r: r if r["state"] == "completed" else None)(
+            self.ctl_json("rollouts", rid)), timeout=30, what="the rollout completed")
+        self.assertEqual((done["config"], done["version"]), ("default", 2))
+        self.assertEqual(done["batches"][0]["applied"], 1)
+        rc, out, err = self.ctl("rollouts", rid)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("rollout %s: default v2, completed" % rid, out)
+        self.assertEqual(out.splitlines()[1].split()[:3], ["BATCH", "STATE", "AGENTS"])
+        listed = self.ctl_json("rollouts")["rollouts"]
+        self.assertEqual([r["id"] for r in listed], [rid])
+        self.assertEqual(self.ctl_json("rollouts", "--active")["rollouts"], [])
+        # an action the state does not allow: the server's 409, exit 1
+        rc, out, err = self.ctl("rollout", "pause", rid)
+        self.assertEqual(rc, 1)
+        self.assertIn("HTTP 409", err)
+        rc, out, err = self.ctl("rollout", "start")
+        self.assertEqual(rc, 2)
+        self.assertIn("--config is required", err)
+
     def test_profiles_top_pprof(self):
         now_ns = time.time_ns()
         self.post("checkout", now_ns - 20 * 10**9)

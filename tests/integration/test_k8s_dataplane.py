@@ -100,7 +100,9 @@ class K8sDataplane(IntegrationCase):
         cfg = ("profiling:\n  sampling: {frequency_hz: 199, duration_seconds: 2}\n"
                "  filters:\n    include:\n"
                "      - {key: k8s.pod.name, match: strict, value: \"%s\"}\n"
-               "  exporters:\n    - {type: file, path: \"%s\"}\n" % (POD, self.out_dir))
+               "  exporters:\n    - {type: file, path: \"%s\"}\n"
+               "    - {type: otlp_http, endpoint: \"http://127.0.0.1:%d/v1development/profiles\","
+               " auth: agent_token}\n" % (POD, self.out_dir, ctl.port))
         self.push(ctl, uid, cfg)
         seen = set()
         path, s = self.wait_file(lambda s: s["processes"] and
@@ -122,6 +124,20 @@ class K8sDataplane(IntegrationCase):
         # the workload sets no service name: the container's OTEL_SERVICE_NAME in the spec
         self.assertEqual(a["service.name"], "checkout-api")
         self.assertIn("hot_a", procs[0]["leaf"])
+
+        # The controller's store files the profiles by pod: ?namespace=&pod=&container=.
+        q = "namespace=shop&pod=%s&container=app" % POD
+        listing = wait_until(lambda: (lambda r: r[2]["profiles"] if r[0] == 200 and
+                                      r[2]["profiles"] else None)(
+            (lambda st, body, _: (st, None, body))(*ctl.request("GET", "/api/v1/profiles?" + q))),
+            timeout=20, what="the workload's profiles in the store by pod")
+        for p in listing:
+            self.assertEqual((p["namespace"], p["pod"], p["container"]), ("shop", POD, "app"))
+        st, body, _ = ctl.request("GET", "/api/v1/profiles?namespace=other")
+        self.assertEqual((st, body["profiles"]), (200, []))
+        st, flame, _ = ctl.request("GET", "/api/v1/flamegraph?" + q)
+        self.assertEqual(st, 200, flame)
+        self.assertGreater(flame["value"], 0)
 
 
 if __name__ == "__main__":

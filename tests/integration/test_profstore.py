@@ -291,10 +291,10 @@ class ProfileStore(StoreCase):
         self.assertEqual(body[0], 0x0A)  # partial_success
         self.assertIn(b"no samples", body)
         self.assertEqual(self.get("/api/v1/profiles")["count"], 1)
-        # the query API wants a viewer token
+        # the query API wants a viewer token: an agent token is known but below every API role
         st, body, _ = self.c.request("GET", "/api/v1/profiles", token=self.c.agent_token)
-        self.assertEqual(st, 401)
-        self.assertEqual(body["error"]["code"], "unauthenticated")
+        self.assertEqual(st, 403)
+        self.assertEqual(body["error"]["code"], "permission_denied")
 
     def test_retention_byte_cap(self):
         self.start("--profile-max-bytes", "4096", "--profile-retention-hours", "1")

@@ -121,9 +121,9 @@ static void test_auth_and_roles(void **state)
 	j = call(x, "GET", "/api/v1/agents", "Bearer nope", NULL, &st, NULL, NULL);
 	assert_int_equal(st, 401);
 	json_decref(j);
-	/* An agent token is not an API token. */
+	/* An agent token is not an API token: authenticated, but below every API role. */
 	j = call(x, "GET", "/api/v1/agents", x->agent, NULL, &st, NULL, NULL);
-	assert_int_equal(st, 401);
+	assert_int_equal(st, 403);
 	json_decref(j);
 	j = call(x, "GET", "/api/v1/agents", x->viewer, NULL, &st, NULL, NULL);
 	assert_int_equal(st, 200);
@@ -155,6 +155,58 @@ static void test_routes_404_405(void **state)
 	json_decref(j);
 	j = call(x, "GET", "/nope", x->admin, NULL, &st, NULL, NULL);
 	assert_int_equal(st, 404);
+	json_decref(j);
+}
+
+/* whoami tells the console the caller's role; validate is PUT without storing anything. */
+static void test_whoami_and_validate(void **state)
+{
+	struct fx *x = *state;
+	int st;
+	json_t *j = call(x, "GET", "/api/v1/whoami", x->viewer, NULL, &st, NULL, NULL);
+	assert_int_equal(st, 200);
+	assert_string_equal(json_string_value(json_object_get(j, "role")), "viewer");
+	assert_string_equal(json_string_value(json_object_get(j, "name")), "viewer");
+	assert_false(json_boolean_value(json_object_get(j, "can_write")));
+	json_decref(j);
+	j = call(x, "GET", "/api/v1/whoami", x->admin, NULL, &st, NULL, NULL);
+	assert_int_equal(st, 200);
+	assert_string_equal(json_string_value(json_object_get(j, "role")), "admin");
+	assert_true(json_boolean_value(json_object_get(j, "can_write")));
+	assert_true(json_boolean_value(json_object_get(j, "can_admin")));
+	json_decref(j);
+	/* an agent token is known but below every API role */
+	j = call(x, "GET", "/api/v1/whoami", x->agent, NULL, &st, NULL, NULL);
+	assert_int_equal(st, 403);
+	json_decref(j);
+
+	j = call(x, "POST", "/api/v1/configs/default/validate", x->admin,
+		 "profiling:\n  exporters:\n    - {type: file, path: /tmp/x}\n    - {type: nope}\n",
+		 &st, NULL, NULL);
+	assert_int_equal(st, 400);
+	assert_string_equal(err_code(j), "invalid_config");
+	assert_string_equal(
+		json_string_value(json_object_get(json_object_get(j, "error"), "path")),
+		"profiling.exporters[1].type");
+	json_decref(j);
+	j = call(x, "POST", "/api/v1/configs/default/validate", x->admin,
+		 "profiling: {sampling: {frequency_hz: 49}}\n", &st, NULL, NULL);
+	assert_int_equal(st, 200);
+	assert_true(json_boolean_value(json_object_get(j, "valid")));
+	assert_int_equal(strlen(json_string_value(json_object_get(j, "hash"))), 64);
+	json_decref(j);
+	/* a dry run: nothing stored */
+	j = call(x, "GET", "/api/v1/configs/default", x->admin, NULL, &st, NULL, NULL);
+	assert_int_equal(st, 404);
+	json_decref(j);
+	/* it takes the operator role (PUT takes admin) */
+	j = call(x, "POST", "/api/v1/configs/default/validate", x->viewer, "profiling: {}\n", &st,
+		 NULL, NULL);
+	assert_int_equal(st, 403);
+	json_decref(j);
+	j = call(x, "POST", "/api/v1/configs/bad name/validate", x->admin, "profiling: {}\n", &st,
+		 NULL, NULL);
+	assert_int_equal(st, 400);
 	json_decref(j);
 }
 
@@ -289,6 +341,52 @@ static void add_agent(struct fx *x, int i, const char *env)
 	pf_agent_set_connected(x->fleet, a, PF_TRANSPORT_WS, (void *)(intptr_t)(i + 1), 9000);
 }
 
+/* Counts the agents a query lists (one page of up to 1000). */
+static int listed(struct fx *x, const char *arg0, const char *arg1, int *status)
+{
+	json_t *j = call(x, "GET", "/api/v1/agents", x->viewer, NULL, status, arg0, arg1);
+	int n = j && json_object_get(j, "agents") ? (int)json_array_size(json_object_get(j, "agents"))
+						 : -1;
+	json_decref(j);
+	return n;
+}
+
+/* state= and config_status= filter like the selector, after it; bad values are 400. */
+static void test_agents_list_state_filters(void **state)
+{
+	struct fx *x = *state;
+	int st;
+	for (int i = 0; i < 12; i++)
+		add_agent(x, i, i % 2 ? "prod" : "dev");
+	size_t it = 0;
+	struct pf_agent *a;
+	int k = 0;
+	while ((a = pf_fleet_next(x->fleet, &it))) {
+		if (k < 3)
+			pf_agent_set_disconnected(x->fleet, a);
+		else if (k < 5)
+			assert_int_equal(pf_agent_set_health(x->fleet, a, false, "{}"), 0);
+		else
+			assert_int_equal(pf_agent_set_health(x->fleet, a, true, "{}"), 0);
+		k++;
+	}
+	assert_int_equal(listed(x, "state=disconnected", NULL, &st), 3);
+	assert_int_equal(st, 200);
+	assert_int_equal(listed(x, "state=unhealthy", NULL, &st), 2);
+	assert_int_equal(listed(x, "state=healthy", NULL, &st), 7);
+	assert_int_equal(listed(x, "state=stale", NULL, &st), 0);
+	int prod_healthy = listed(x, "state=healthy", "selector=env=prod", &st);
+	int dev_healthy = listed(x, "state=healthy", "selector=env=dev", &st);
+	assert_int_equal(prod_healthy + dev_healthy, 7);
+	assert_int_equal(listed(x, "config_status=UNSET", NULL, &st), 12);
+	assert_int_equal(listed(x, "config_status=FAILED", NULL, &st), 0);
+	assert_int_equal(listed(x, "state=", NULL, &st), 12); /* empty: no filter */
+	assert_int_equal(listed(x, "state=sick", NULL, &st), -1);
+	assert_int_equal(st, 400);
+	assert_int_equal(listed(x, "config_status=applied", NULL, &st), -1);
+	assert_int_equal(st, 400);
+}
+
 static void test_agents_list_pages_summary(void **state)
 {
 	struct fx *x = *state;
@@ -373,8 +471,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_auth_and_roles, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_routes_404_405, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_versions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_whoami_and_validate, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_assignments, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_agents_list_pages_summary, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_agents_list_state_filters, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,7 +36,7 @@ struct fx {
 	struct pf_fleet *fleet;
 	struct pf_rollouts *ro;
 	struct pf_api api;
-	char op[80], viewer[80];
+	char op[80], viewer[80], admin[80]; /* configs and assignments need admin */
 };
 
 static int setup(void **state)
@@ -53,6 +53,7 @@ static int setup(void **state)
 	x->api =
 	    (struct pf_api){.fleet = x->fleet, .store = x->store, .rollouts = x->ro, .ready = true};
 	token(x, "operator", "release-bot", x->op);
+	token(x, "admin", "platform-admin", x->admin);
 	token(x, "viewer", "dashboard", x->viewer);
 	for (int i = 0; i < 6; i++) {
 		uint8_t uid[16] = {1, [15] = (uint8_t)(i + 1)};
@@ -63,7 +64,7 @@ static int setup(void **state)
 		pf_agent_set_connected(x->fleet, a, PF_TRANSPORT_WS, x, 1);
 	}
 	int st;
-	json_decref(call(x, "PUT", "/api/v1/configs/default", x->op, V1, NULL, &st));
+	json_decref(call(x, "PUT", "/api/v1/configs/default", x->admin, V1, NULL, &st));
 	assert_int_equal(st, 201);
 	*state = x;
 	return 0;
@@ -82,11 +83,13 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* The actions that succeeded (refused attempts are audited too, with their status). */
 static int audit_cb(const struct pf_audit_entry *e, void *ud)
 {
 	char *out = ud;
 	size_t n = strlen(out);
-	snprintf(out + n, 256 - n, "%s ", e->action);
+	if (e->status >= 200 && e->status < 300)
+		snprintf(out + n, 256 - n, "%s ", e->action);
 	return 0;
 }
 
@@ -112,10 +115,10 @@ static void test_validate_dry_run_stage(void **state)
 	assert_int_equal(st, 200);
 	assert_true(json_is_true(json_object_get(j, "valid")));
 	json_decref(j);
-	j = call(x, "PUT", "/api/v1/configs/default", x->op, bad, "dry_run=1", &st);
+	j = call(x, "PUT", "/api/v1/configs/default", x->admin, bad, "dry_run=1", &st);
 	assert_int_equal(st, 400);
 	json_decref(j);
-	j = call(x, "PUT", "/api/v1/configs/default", x->op, V2, "dry_run=1", &st);
+	j = call(x, "PUT", "/api/v1/configs/default", x->admin, V2, "dry_run=1", &st);
 	assert_int_equal(st, 200);
 	json_decref(j);
 	assert_int_equal(versions(x), 1);
@@ -124,7 +127,7 @@ static void test_validate_dry_run_stage(void **state)
 	json_decref(j);
 
 	/* Staged: stored, not served, not pushed. */
-	j = call(x, "PUT", "/api/v1/configs/default", x->op, V2, "stage=1", &st);
+	j = call(x, "PUT", "/api/v1/configs/default", x->admin, V2, "stage=1", &st);
 	assert_int_equal(st, 201);
 	assert_int_equal(json_integer_value(json_object_get(j, "version")), 2);
 	assert_int_equal(json_integer_value(json_object_get(j, "served_version")), 1);
@@ -142,7 +145,7 @@ static void test_rollout_routes(void **state)
 {
 	struct fx *x = *state;
 	int st;
-	json_decref(call(x, "PUT", "/api/v1/configs/default", x->op, V2, "stage=1", &st));
+	json_decref(call(x, "PUT", "/api/v1/configs/default", x->admin, V2, "stage=1", &st));
 	static const struct {
 		const char *body, *path;
 		int status;
@@ -190,7 +193,7 @@ static void test_rollout_routes(void **state)
 	assert_int_equal(st, 409);
 	assert_string_equal(err_field(j, "code"), "rollout_active");
 	json_decref(j);
-	j = call(x, "PUT", "/api/v1/configs/default", x->op, V1 "# new\n", NULL, &st);
+	j = call(x, "PUT", "/api/v1/configs/default", x->admin, V1 "# new\n", NULL, &st);
 	assert_int_equal(st, 409);
 	json_decref(j);
 
@@ -242,7 +245,8 @@ static void test_rollout_routes(void **state)
 
 	/* Every mutation is audited. */
 	char actions[256] = "";
-	assert_int_equal(pf_store_audit_foreach(x->store, 0, 0, audit_cb, actions), 0);
+	struct pf_audit_query q = {.limit = 1000};
+	assert_int_equal(pf_store_audit_query(x->store, &q, audit_cb, actions), 0);
 	assert_string_equal(actions, "rollout.rollback rollout.pause rollout.create config.stage "
 				     "config.put ");
 }
@@ -251,13 +255,13 @@ static void test_match_counts_and_disabled(void **state)
 {
 	struct fx *x = *state;
 	int st;
-	json_decref(call(x, "PUT", "/api/v1/configs/other", x->op, V2, NULL, &st));
+	json_decref(call(x, "PUT", "/api/v1/configs/other", x->admin, V2, NULL, &st));
 	json_t *j =
-	    call(x, "PUT", "/api/v1/assignments/dev", x->op,
+	    call(x, "PUT", "/api/v1/assignments/dev", x->admin,
 		 "{\"selector\":\"env=dev\",\"config\":\"other\",\"priority\":5}", NULL, &st);
 	assert_int_equal(st, 200);
 	json_decref(j);
-	j = call(x, "PUT", "/api/v1/assignments/all", x->op,
+	j = call(x, "PUT", "/api/v1/assignments/all", x->admin,
 		 "{\"selector\":\"\",\"config\":\"default\"}", NULL, &st);
 	assert_int_equal(st, 200);
 	json_decref(j);

@@ -144,7 +144,7 @@ static void expect(struct fx *x, const char *id, const char *cap_state, int agen
 	if (agent_i >= 0) {
 		json_t *agents = json_object_get(o, "agents");
 		json_t *ag = NULL;
-		char want[8];
+		char want[16];
 		snprintf(want, sizeof(want), "%02x", agent_i + 1);
 		for (size_t i = 0; i < json_array_size(agents); i++) {
 			const char *u = json_string_value(

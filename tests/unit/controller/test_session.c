@@ -286,6 +286,57 @@ static void test_bad_input_gets_bad_request(void **state)
 	assert_int_equal(pf_fleet_count(x->fleet), 0);
 }
 
+/* Limits: PF_OPAMP_MAX_ATTRS attributes are recorded, one more is a BAD_REQUEST; a message
+ * just under the wire limit decodes (its decoded form is larger than its wire bytes). */
+static void test_limits(void **state)
+{
+	struct fx *x = *state;
+	enum { N = PF_OPAMP_MAX_ATTRS + 1, VLEN = 220 };
+	static struct pf_kv kv[N];
+	static char keys[N][16], vals[N][VLEN + 1];
+	for (int i = 0; i < N; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "k%d", i);
+		memset(vals[i], 'a' + i % 26, VLEN);
+		kv[i].key = keys[i];
+		kv[i].value = vals[i];
+	}
+	x->ctx.max_message_bytes = 64 << 10;
+	for (int extra = 0; extra <= 1; extra++) {
+		struct pf_opamp_session s = {.conn = (void *)1};
+		struct pf_opamp_result res;
+		struct pf_a2s m;
+		full_status(&m, (uint8_t)(0x60 + extra), 1);
+		m.n_identifying = 0;
+		m.non_identifying = kv;
+		m.n_non_identifying = PF_OPAMP_MAX_ATTRS + (size_t)extra;
+		struct pf_buf in, out;
+		pf_buf_init(&in, 1 << 20);
+		pf_buf_init(&out, 1 << 20);
+		assert_int_equal(pf_a2s_encode(&m, &in), 0);
+		/* near the wire limit, under it */
+		assert_true(in.len <= x->ctx.max_message_bytes);
+		assert_true(in.len > x->ctx.max_message_bytes * 8 / 10);
+		assert_int_equal(
+		    pf_opamp_session_handle(&x->ctx, &s, in.data, in.len, 5000, &out, &res), 0);
+		struct pf_s2a *r = NULL;
+		assert_int_equal(pf_s2a_decode(out.data, out.len, 1 << 20, &r, NULL), 0);
+		assert_int_equal(r->has_error, extra == 1);
+		assert_int_equal(res.bad_request, extra == 1);
+		if (extra)
+			assert_non_null(strstr(r->error_message, "at most 256"));
+		struct pf_agent *a = pf_fleet_find(x->fleet, m.instance_uid);
+		if (extra) {
+			assert_null(a);
+		} else {
+			assert_non_null(a);
+			assert_int_equal(a->n_attrs, PF_OPAMP_MAX_ATTRS);
+		}
+		pf_s2a_free(r);
+		pf_buf_release(&in);
+		pf_buf_release(&out);
+	}
+}
+
 static void test_duplicate_uid_gets_new_identity(void **state)
 {
 	struct fx *x = *state;
@@ -466,6 +517,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_disconnect, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_http_transport_first_poll, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_capture_messages_over_http, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -222,6 +222,75 @@ static void test_tokens(void **state)
 	pf_store_close(st);
 }
 
+/* Token management (schema 5): public ids, find with the hash read back, revoke, touch, the
+ * full audit row and its query by the token's id. */
+static int count_tok(const struct pf_token_info *t, void *ud)
+{
+	(void)t;
+	(*(int *)ud)++;
+	return 0;
+}
+
+static int count_audit(const struct pf_audit_entry *e, void *ud)
+{
+	assert_string_equal(e->source, "10.0.0.9");
+	(*(int *)ud)++;
+	return 0;
+}
+
+static void test_token_management(void **state)
+{
+	struct fx *f = *state;
+	struct pf_store *st = open_ok(f->db, PF_STORE_SYNC_FULL);
+	uint8_t a[32], b[32];
+	fill_hash(a, 20);
+	fill_hash(b, 21);
+	assert_int_equal(pf_store_token_add(st, a, "admin", "alice", 1), 0);
+	struct pf_token_info t = {.created_ms = 5, .expires_ms = 99};
+	snprintf(t.name, sizeof(t.name), "bot");
+	snprintf(t.role, sizeof(t.role), "viewer");
+	snprintf(t.created_by, sizeof(t.created_by), "alice");
+	assert_int_equal(pf_store_token_create(st, b, &t), 0);
+	assert_int_equal(strlen(t.id), PF_TOKEN_ID_LEN);
+	assert_int_equal(pf_store_token_create(st, b, &t), -EEXIST);
+	struct pf_token_info g;
+	assert_int_equal(pf_store_token_find(st, b, &g), 0);
+	assert_string_equal(g.id, t.id);
+	assert_string_equal(g.created_by, "alice");
+	assert_int_equal(g.expires_ms, 99);
+	assert_memory_equal(g.hash, b, 32);
+	assert_int_equal(pf_store_token_find(st, a, &g), 0);
+	assert_string_not_equal(g.id, t.id);
+	assert_int_equal(pf_store_token_touch(st, t.id, 1234), 0);
+	assert_int_equal(pf_store_token_find(st, b, &g), 0);
+	assert_int_equal(g.last_used_ms, 1234);
+	int n = 0;
+	assert_int_equal(pf_store_token_foreach(st, count_tok, &n), 0);
+	assert_int_equal(n, 2);
+
+	struct pf_audit_entry e = {.ts_ms = 7, .actor = "bot", .actor_id = t.id, .action = "x.y",
+				   .target = "z", .source = "10.0.0.9", .status = 201};
+	assert_int_equal(pf_store_audit_write(st, &e), 0);
+	struct pf_audit_query q = {.actor = t.id, .limit = 10};
+	n = 0;
+	assert_int_equal(pf_store_audit_query(st, &q, count_audit, &n), 0);
+	assert_int_equal(n, 1);
+	q.action = "x";
+	n = 0;
+	assert_int_equal(pf_store_audit_query(st, &q, count_audit, &n), 0);
+	assert_int_equal(n, 1);
+	q.action = "x.";
+	n = 0;
+	assert_int_equal(pf_store_audit_query(st, &q, count_audit, &n), 0);
+	assert_int_equal(n, 0);
+
+	assert_int_equal(pf_store_token_revoke(st, t.id, &g), 0);
+	assert_string_equal(g.name, "bot");
+	assert_int_equal(pf_store_token_revoke(st, t.id, NULL), -ENOENT);
+	assert_int_equal(pf_store_token_find(st, b, &g), -ENOENT);
+	pf_store_close(st);
+}
+
 /* ---- configs */
 
 struct ver_list {
@@ -498,6 +567,7 @@ struct agent_check {
 	size_t connected;
 	int64_t min_first_seen;
 	int64_t max_last_seen;
+	int64_t min_last_seen;
 	bool saw_sample;
 	bool saw_sparse;
 };
@@ -523,6 +593,8 @@ static int check_agent(const struct pf_agent_row *r, void *ud)
 		c->min_first_seen = r->first_seen_ms;
 	if (r->last_seen_ms > c->max_last_seen)
 		c->max_last_seen = r->last_seen_ms;
+	if (c->n == 1 || r->last_seen_ms < c->min_last_seen)
+		c->min_last_seen = r->last_seen_ms;
 	make_uid(uid, 7);
 	if (!memcmp(uid, r->uid, 16)) {
 		c->saw_sample = true;
@@ -645,6 +717,46 @@ static void test_agents(void **state)
 	memset(&c, 0, sizeof(c));
 	assert_int_equal(pf_store_agents_foreach(st, check_agent, &c), 0);
 	assert_int_equal(c.n, N_AGENTS - 1);
+
+	pf_store_close(st);
+	free(attrs);
+	free(rows);
+}
+
+/* The last_seen-only write changes that column of known rows and nothing else. */
+static void test_agents_set_seen(void **state)
+{
+	struct fx *f = *state;
+	struct pf_store *st = open_ok(f->db, PF_STORE_SYNC_NORMAL);
+	struct pf_agent_row *rows = calloc(N_AGENTS + 1, sizeof(*rows));
+	char(*attrs)[64] = calloc(N_AGENTS, 64);
+	struct agent_check c = {0};
+
+	assert_non_null(rows);
+	assert_non_null(attrs);
+	fill_agents(rows, attrs, 1000, 2000);
+	assert_int_equal(pf_store_agents_upsert(st, rows, N_AGENTS), 0);
+	assert_int_equal(pf_store_agents_set_seen(st, rows, 0), 0);
+	assert_int_equal(pf_store_agents_set_seen(st, NULL, 1), -EINVAL);
+
+	/* Only uid and last_seen_ms count: the other fields of these rows are zeroed. */
+	for (unsigned i = 0; i <= N_AGENTS; i++) {
+		memset(&rows[i], 0, sizeof(rows[i]));
+		make_uid(rows[i].uid, i); /* i == N_AGENTS: not stored */
+		rows[i].last_seen_ms = 9000 + i;
+	}
+	double t0 = now_ms();
+	assert_int_equal(pf_store_agents_set_seen(st, rows, N_AGENTS + 1), 0);
+	print_message("bench: agents_set_seen %d rows (sync=NORMAL, 1 tx): %.1f ms\n", N_AGENTS,
+		      now_ms() - t0);
+
+	assert_int_equal(pf_store_agents_foreach(st, check_agent, &c), 0);
+	assert_int_equal(c.n, N_AGENTS); /* the unknown uid was not inserted */
+	assert_int_equal(c.connected, N_AGENTS);
+	assert_true(c.saw_sample && c.saw_sparse); /* every other column as upserted */
+	assert_int_equal(c.min_first_seen, 1000);
+	assert_int_equal(c.min_last_seen, 9000); /* every stored row got its own value */
+	assert_int_equal(c.max_last_seen, 9000 + N_AGENTS - 1);
 
 	pf_store_close(st);
 	free(attrs);
@@ -967,10 +1079,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 	    T(test_open_reopen),   T(test_memory_db),	    T(test_too_new_refused),
-	    T(test_tokens),	   T(test_config_versions), T(test_config_put_race),
+	    T(test_tokens),	   T(test_token_management), T(test_config_versions), T(test_config_put_race),
 	    T(test_assignments),   T(test_agents),	    T(test_reentrancy),
 	    T(test_audit),	   T(test_crash_child),	    T(test_corrupt_not_a_db),
-	    T(test_corrupt_pages), T(test_captures),
+	    T(test_corrupt_pages), T(test_captures), T(test_agents_set_seen),
 #undef T
 	};
 

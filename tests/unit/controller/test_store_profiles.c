@@ -227,6 +227,53 @@ static void test_capture_trigger_and_find(void **state)
 	assert_int_equal(pf_store_profile_find(x->st, pid, &id), -ENOENT);
 }
 
+static int check_pod_cb(const struct pf_profile_row *row, void *ud)
+{
+	(void)ud;
+	assert_string_equal(row->namespace_name, "shop");
+	assert_string_equal(row->pod, "checkout-7d9f");
+	assert_string_equal(row->container, "app");
+	return 0;
+}
+
+/* Schema 6: a profile's pod (k8s.namespace.name, k8s.pod.name, k8s.container.name) filters,
+ * alone and with the others; rows without one store "". */
+static void test_k8s_filters(void **state)
+{
+	struct fx *x = *state;
+	struct pf_profile_row r = {
+		.agent = "ag1", .service = "checkout", .host = "h", .exe = "app", .type = "cpu",
+		.start_ns = 100 * S, .duration_ns = S, .samples = 1, .received_ms = 1,
+		.namespace_name = "shop", .pod = "checkout-7d9f", .container = "app",
+	};
+	assert_int_equal(pf_store_profiles_insert(x->st, &r, 1, NULL, 1, NULL), 0);
+	int64_t a = r.id;
+	r.pod = "checkout-1abc";
+	r.container = "sidecar";
+	r.start_ns = 200 * S;
+	assert_int_equal(pf_store_profiles_insert(x->st, &r, 1, NULL, 1, NULL), 0);
+	int64_t b = r.id;
+	int64_t c = put(x, "checkout", "ag2", "cpu", 300, 1, 1, NULL, 0); /* no pod */
+
+	struct collect l = list(x, (struct pf_profile_filter){.namespace_name = "shop"});
+	assert_int_equal(l.n, 2);
+	assert_int_equal(l.ids[0], b);
+	assert_int_equal(l.ids[1], a);
+	l = list(x, (struct pf_profile_filter){.namespace_name = "shop", .pod = "checkout-7d9f"});
+	assert_int_equal(l.n, 1);
+	assert_int_equal(l.ids[0], a);
+	l = list(x, (struct pf_profile_filter){.container = "sidecar", .service = "checkout"});
+	assert_int_equal(l.n, 1);
+	assert_int_equal(l.ids[0], b);
+	l = list(x, (struct pf_profile_filter){.namespace_name = "other"});
+	assert_int_equal(l.n, 0);
+	l = list(x, (struct pf_profile_filter){.namespace_name = "", .pod = ""});
+	assert_int_equal(l.n, 3);
+	assert_int_equal(l.ids[0], c);
+	/* the row read back carries them */
+	assert_int_equal(pf_store_profile_get(x->st, a, check_pod_cb, NULL), 0);
+}
+
 static void test_retention_age(void **state)
 {
 	struct fx *x = *state;
@@ -401,12 +448,19 @@ static void test_upgrade_from_v2(void **state)
 	if (system("command -v sqlite3 >/dev/null 2>&1") != 0)
 		skip();
 	snprintf(cmd, sizeof(cmd),
-		 "sqlite3 '%s' 'DROP TABLE rollout_agents; DROP TABLE rollouts; "
+		 "sqlite3 '%s' 'DROP INDEX profiles_k8s; ALTER TABLE profiles DROP COLUMN "
+		 "k8s_namespace; ALTER TABLE profiles DROP COLUMN k8s_pod; ALTER TABLE profiles "
+		 "DROP COLUMN k8s_container; DROP TABLE rollout_agents; DROP TABLE rollouts; "
 		 "DROP TABLE agent_pins; DROP TABLE config_serving; "
 		 "DROP TABLE profile_flames; DROP TABLE capture_agents; "
 		 "DROP TABLE captures; DROP INDEX profiles_capture; DROP INDEX profiles_trigger; "
 		 "DROP INDEX profiles_profile_id; ALTER TABLE profiles DROP COLUMN capture_id; "
-		 "ALTER TABLE profiles DROP COLUMN trigger_name; PRAGMA user_version = 2;'",
+		 "ALTER TABLE profiles DROP COLUMN trigger_name; DROP INDEX tokens_id; "
+		 "ALTER TABLE tokens DROP COLUMN id; ALTER TABLE tokens DROP COLUMN expires_ms; "
+		 "ALTER TABLE tokens DROP COLUMN last_used_ms; "
+		 "ALTER TABLE tokens DROP COLUMN created_by; ALTER TABLE audit DROP COLUMN actor_id; "
+		 "ALTER TABLE audit DROP COLUMN source; ALTER TABLE audit DROP COLUMN status; "
+		 "PRAGMA user_version = 2;'",
 		 x->db);
 	assert_int_equal(system(cmd), 0);
 	x->st = pf_store_open(x->db, PF_STORE_SYNC_NORMAL, NULL);
@@ -437,6 +491,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_insert_get_body, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filters_and_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_capture_trigger_and_find, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_k8s_filters, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_retention_age, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_retention_bytes_and_links, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_iteration, setup, teardown),

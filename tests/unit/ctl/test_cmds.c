@@ -142,8 +142,9 @@ static void test_completion(void **state)
 	fclose(f);
 	static const char *want[] = {
 	    "complete -F _profleetctl profleetctl",
-	    "compgen -W \"agents config assign capture captures profiles pprof top completion "
-	    "help\"",
+	    "compgen -W \"agents config assign capture captures profiles pprof top rollouts "
+	    "rollout completion help\"",
+	    "compgen -W \"start pause resume rollback cancel\"",
 	    "compgen -W \"get set versions validate\"",
 	    "\"capture\") opts=\" --agents --process --duration --frequency --trace-id --note "
 	    "--wait --wait-timeout\"",

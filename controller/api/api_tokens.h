@@ -1,0 +1,29 @@
+/* api_tokens.h — token management and the audit query of the REST API (docs/api.md "Tokens"
+ * and "Audit"), all admin routes in api.c's route table. Secrets are shown once, at
+ * creation; the store keeps only their SHA-256.
+ *
+ *   POST   /api/v1/tokens {"name","role","expires_in"?}   201 with "token" (the secret)
+ *   GET    /api/v1/tokens                                  no secrets
+ *   DELETE /api/v1/tokens/{id}                             revokes at once (api->on_revoke)
+ *   GET    /api/v1/audit?from=&to=&actor=&action=&limit=&cursor=   newest first */
+#ifndef PF_API_TOKENS_H
+#define PF_API_TOKENS_H
+
+#include "api.h"
+
+#define PF_API_AUDIT_LIST_DEFAULT 100
+#define PF_API_AUDIT_LIST_MAX 1000
+#define PF_API_TOKEN_MAX_TTL_S (10LL * 365 * 86400) /* expires_in at most ten years */
+
+void pf_api_tokens_create(struct pf_api *api, const struct pf_api_request *req,
+			  struct pf_api_response *resp);
+void pf_api_tokens_list(struct pf_api *api, const struct pf_api_request *req,
+			struct pf_api_response *resp);
+void pf_api_tokens_revoke(struct pf_api *api, const struct pf_api_request *req,
+			  struct pf_api_response *resp);
+void pf_api_audit_query(struct pf_api *api, const struct pf_api_request *req,
+			struct pf_api_response *resp);
+/* "90" (seconds) or a number with one unit s, m, h or d ("24h"): seconds in 1..max_s, or -1. */
+long long pf_api_parse_duration(const char *s, long long max_s);
+
+#endif

@@ -1,0 +1,118 @@
+// Flame graph (d3-flame-graph 5.0.0) with search, zoom, hover details (self/total/share),
+// a sortable top-functions table beside it, a differential mode (nodes carry "delta", as
+// /flamegraph/diff returns) and a sandwich view of one function (callers above, callees
+// below) computed from the same tree.
+import { select } from "d3-selection";
+import flamegraph, { colorMapper } from "d3-flame-graph";
+import { h, clear, fmtNum } from "./dom.js";
+import { selfOf, topFromTree, sandwich } from "./tree.js";
+
+export { topFromTree, sandwich };
+
+export function flameView(tree, { diff = false, title = "" } = {}) {
+  const total = tree.value || 0;
+  const details = h("div", { class: "flame-details", "data-testid": "flame-details",
+    text: "Hover a frame for self / total; click to zoom." });
+  const chartEl = h("div", { class: "flame-chart", "data-testid": "flame-chart" });
+  const search = h("input", { type: "search", placeholder: "Search functions (regexp)", class: "flame-search",
+    "aria-label": "search the flame graph" });
+  const found = h("span", { class: "muted" });
+  const reset = h("button", { type: "button", class: "secondary", text: "Reset zoom" });
+  const sandwichBox = h("div", { class: "sandwich" });
+  const note = [];
+  if (tree.truncated) note.push(h("div", { class: "notice", text: "This tree was cut at the server's node cap: values shown stay exact, deeper frames are folded." }));
+  if (diff && !tree.base_total) note.push(h("div", { class: "notice", "data-testid": "diff-empty-base", text: "The base range has no samples: every frame is new (orange)." }));
+  if (tree.capped) note.push(h("div", { class: "notice", text: `Merged ${fmtNum(tree.profiles_merged)} of ${fmtNum(tree.profiles_matched)} matching profiles (sampled evenly).` }));
+
+  let chart = null;
+  const draw = (el, data, opts = {}) => {
+    const width = Math.max(300, el.clientWidth || 900);
+    const c = flamegraph()
+      .width(width)
+      .cellHeight(18)
+      .transitionDuration(250)
+      .minFrameSize(2)
+      .inverted(!!opts.inverted)
+      .sort(true)
+      .selfValue(false)
+      .setLabelHandler((d) => `${d.data.name}\nself ${fmtNum(selfOf(d.data))}, total ${fmtNum(d.data.value)} (${pct(d.data.value, total)})`);
+    if (diff) c.setColorMapper(colorMapper.differentialColorMapper);
+    c.onHover((d) => {
+      const self = selfOf(d.data);
+      const parts = [d.data.name, `self ${fmtNum(self)} (${pct(self, total)})`,
+        `total ${fmtNum(d.data.value)} (${pct(d.data.value, total)})`];
+      if (diff && d.data.delta !== undefined) parts.push(`delta ${d.data.delta > 0 ? "+" : ""}${fmtNum(d.data.delta)} (base ${fmtNum(d.data.base)})`);
+      details.textContent = parts.join("  ·  ");
+    });
+    select(el).datum(data).call(c);
+    return c;
+  };
+
+  const root = h("div", { class: "flame" },
+    h("div", { class: "flame-head" }, title ? h("h3", { text: title }) : null, search, found, reset),
+    note, chartEl, details, sandwichBox);
+
+  // d3-flame-graph needs the element's width: draw once it is in the document.
+  requestAnimationFrame(() => {
+    chart = draw(chartEl, tree);
+  });
+  search.addEventListener("input", () => {
+    if (!chart) return;
+    if (!search.value) {
+      chart.clear();
+      found.textContent = "";
+      return;
+    }
+    let re;
+    try { re = new RegExp(search.value); } catch { found.textContent = "bad regexp"; return; }
+    chart.setSearchMatch((d, term) => re.test(d.data.name) && !!term);
+    chart.search(search.value);
+    const hits = topFromTree(tree).filter((f) => re.test(f.name));
+    const w = hits.reduce((a, f) => Math.max(a, f.total), 0);
+    found.textContent = `${hits.length} functions match, largest total ${pct(w, total)}`;
+  });
+  reset.addEventListener("click", () => chart && chart.resetZoom());
+
+  const showSandwich = (fn) => {
+    const s = sandwich(tree, fn);
+    const up = h("div", { class: "flame-chart" }), down = h("div", { class: "flame-chart" });
+    clear(sandwichBox,
+      h("h3", { text: `Sandwich: ${fn}` }),
+      h("button", { type: "button", class: "secondary", text: "Close sandwich", onclick: () => clear(sandwichBox) }),
+      h("div", { class: "muted", text: "Callers (read upwards)" }), up,
+      h("div", { class: "muted", text: "Callees" }), down);
+    requestAnimationFrame(() => {
+      draw(up, s.callers, { inverted: true });
+      draw(down, s.callees);
+    });
+    sandwichBox.scrollIntoView({ block: "nearest" });
+  };
+  return { el: root, showSandwich };
+}
+
+export function pct(v, total) {
+  return total ? ((100 * v) / total).toFixed(v * 1000 < total ? 2 : 1) + "%" : "—";
+}
+
+// A sortable top-functions table. rows: [{name, self, total}] (self_pct/total_pct optional).
+export function topTable(rows, total, { onPick } = {}) {
+  let key = "self", dir = -1;
+  const tbody = h("tbody");
+  const render = () => {
+    const sorted = rows.slice().sort((a, b) => {
+      const x = a[key], y = b[key];
+      return (x < y ? -1 : x > y ? 1 : 0) * dir || (b.total - a.total);
+    });
+    clear(tbody, sorted.slice(0, 200).map((f) =>
+      h("tr", {},
+        h("td", { class: "fn" }, onPick ? h("a", { href: "#", text: f.name, title: "sandwich view", onclick: (e) => { e.preventDefault(); onPick(f.name); } }) : f.name),
+        h("td", { class: "num", text: fmtNum(f.self) }), h("td", { class: "num", text: pct(f.self, total) }),
+        h("td", { class: "num", text: fmtNum(f.total) }), h("td", { class: "num", text: pct(f.total, total) }))));
+  };
+  const th = (label, k) => h("th", { class: k === "name" ? "" : "num sortable", "data-sort": k,
+    onclick: () => { if (key === k) dir = -dir; else { key = k; dir = k === "name" ? 1 : -1; } render(); } }, label);
+  render();
+  return h("table", { class: "top", "data-testid": "top-table" },
+    h("thead", {}, h("tr", {}, th("Function", "name"), th("Self", "self"), h("th", { class: "num", text: "Self %" }),
+      th("Total", "total"), h("th", { class: "num", text: "Total %" }))), tbody);
+}
