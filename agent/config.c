@@ -27,6 +27,8 @@ struct agent_config {
 	struct agent_remote_status rs;
 	uint64_t generation;
 	uint64_t status_generation;
+	agent_config_note_fn note_fn; /* NULL: no runtime note */
+	void *note_ctx;
 };
 
 static void copy_error(struct pf_error *dst, const struct pf_error *src)
@@ -323,12 +325,26 @@ int agent_config_effective_yaml(const struct agent_config *c, struct pf_buf *out
 {
 	if (!c->active)
 		return -ENOENT;
-	return pf_profcfg_emit_yaml(c->active, out);
+	int rc = pf_profcfg_emit_yaml(c->active, out);
+	char note[512] = "";
+	if (rc == 0 && c->note_fn)
+		c->note_fn(c->note_ctx, note, sizeof(note));
+	if (rc == 0 && note[0]) {
+		note[strcspn(note, "\r\n")] = '\0'; /* one comment line, whatever fn wrote */
+		rc = pf_buf_printf(out, "# %s\n", note);
+	}
+	return rc;
+}
+
+void agent_config_set_note_source(struct agent_config *c, agent_config_note_fn fn, void *ctx)
+{
+	c->note_fn = fn;
+	c->note_ctx = ctx;
 }
 
 uint64_t agent_config_generation(const struct agent_config *c)
 {
-	return c->generation;
+	return c->generation + (c->note_fn ? c->note_fn(c->note_ctx, NULL, 0) : 0);
 }
 
 uint64_t agent_config_status_generation(const struct agent_config *c)

@@ -91,8 +91,16 @@ int agent_config_offer_remote(struct agent_config *c, const struct pf_config_map
 const struct pf_profcfg *agent_config_active(const struct agent_config *c);
 bool agent_config_active_is_remote(const struct agent_config *c);
 const struct agent_remote_status *agent_config_remote_status(const struct agent_config *c);
-/* The effective config as YAML (pf_profcfg_emit_yaml of the active config). */
+/* The effective config as YAML (pf_profcfg_emit_yaml of the active config), followed by the
+ * runtime note as "# " comment lines when there is one. */
 int agent_config_effective_yaml(const struct agent_config *c, struct pf_buf *out);
+/* A runtime note on the effective config: what runs differs from the document (the overhead
+ * guard lowered the sampling frequency). fn copies the note (one line, "" for none) into buf
+ * (cap > 0; with buf NULL it only answers the generation) and returns a generation that grows
+ * whenever the note changes; it is called on the loop thread and must be safe to call while
+ * another thread changes the note. agent_config_generation() includes it. */
+typedef uint64_t (*agent_config_note_fn)(void *ctx, char *buf, size_t cap);
+void agent_config_set_note_source(struct agent_config *c, agent_config_note_fn fn, void *ctx);
 uint64_t agent_config_generation(const struct agent_config *c);
 uint64_t agent_config_status_generation(const struct agent_config *c);
 /* Operator labels: local-config labels merged with --label flags (flags win). */

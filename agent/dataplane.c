@@ -17,13 +17,16 @@
 #include "capture.h"
 #include "capture_run.h"
 #include "exporter.h"
+#include "guard.h"
 #include "health.h"
+#include "high_cpu.h"
 #include "metrics.h"
 #include "otlp_profiles.h"
 #include "pf/buf.h"
 #include "pf/log.h"
 #include "pf/profcfg.h"
 #include "pf/uuid.h"
+#include "ratelimit.h"
 #include "sample_ring.h"
 #include "sampler_bpf.h"
 #include "sampler_pprof.h"
@@ -46,44 +49,11 @@ struct dp_target {
 	char export_err[800]; /* its last window could not be encoded, "" when it could */
 };
 
-/* The agent's own cost, measured over intervals of at least OVERHEAD_INTERVAL_NS: its process
- * CPU time (all threads) plus the run time of its BPF programs, as a percentage of one CPU. */
-#define OVERHEAD_INTERVAL_NS (10ULL * 1000000000ULL)
-struct overhead {
-	uint64_t wall0, cpu0, bpf0; /* baseline of the interval, 0 = not started */
-	double pct;                 /* last full interval; < 0 = none yet */
-};
-
-static uint64_t process_cpu_ns(void)
-{
-	struct rusage ru;
-	if (getrusage(RUSAGE_SELF, &ru) < 0)
-		return 0;
-	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ULL +
-	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ULL;
-}
-
-static void overhead_update(struct overhead *o, uint64_t bpf_ns)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-	uint64_t cpu = process_cpu_ns();
-	if (!o->wall0) {
-		*o = (struct overhead){.wall0 = now, .cpu0 = cpu, .bpf0 = bpf_ns, .pct = -1};
-		return;
-	}
-	if (now - o->wall0 < OVERHEAD_INTERVAL_NS)
-		return;
-	uint64_t used = (cpu - o->cpu0) + (bpf_ns >= o->bpf0 ? bpf_ns - o->bpf0 : 0);
-	o->pct = 100.0 * (double)used / (double)(now - o->wall0);
-	o->wall0 = now;
-	o->cpu0 = cpu;
-	o->bpf0 = bpf_ns;
-}
+#define TICK_MS 1000 /* the guard and the high_cpu trigger */
+#define HIGH_CPU_NAME "trigger/high_cpu"
+#define GUARD_NAME "guard"
 
 struct agent_dataplane {
-	struct overhead overhead;
 	struct agent_health *health;
 	void (*wake)(void *ctx);
 	void *wake_ctx;
@@ -105,6 +75,9 @@ struct agent_dataplane {
 	unsigned in_flight; /* submits accepted whose done callback has not run */
 	unsigned n_reapers; /* threads freeing replaced exporters */
 	struct agent_dataplane_counters counters;
+	struct agent_ratelimit *rl; /* limits.max_profiles_per_minute (thread-safe) */
+	char note[320];		    /* the effective config's runtime note, "" = none */
+	uint64_t note_gen;
 
 	atomic_uint trigger_toggles; /* from the signal handler */
 
@@ -118,6 +91,14 @@ struct agent_dataplane {
 	bool running;		/* the sampler was running at the last check */
 	char sampler_err[768];	/* the last config the sampler refused, "" when none */
 	struct pf_buf out;
+
+	/* overhead guard and high_cpu trigger, evaluated every TICK_MS */
+	uint64_t next_tick_ms;
+	struct agent_guard *guard;
+	struct agent_guard_state guard_st; /* after the last tick or apply */
+	uint32_t sampler_hz;		   /* frequency given to the sampler, 0 = none */
+	struct agent_high_cpu *high_cpu;   /* NULL while the trigger is off */
+	uint32_t *pids;			   /* scratch: AGENT_HIGH_CPU_MAX_PROCS profiled pids */
 
 	/* pprof sources (worker thread only): their targets are those of cfg (in order) while
 	 * pprof_ok, none while profiling is disabled */
@@ -517,21 +498,34 @@ static void tag_agent(struct agent_dataplane *d, struct pf_prof_window *w)
 }
 
 /* Encodes and submits a window (taken: freed here). t is the pprof target it came from, NULL
- * for the eBPF sampler's windows; an encoding failure is reported on that component. */
-static void export_window(struct agent_dataplane *d, struct pf_prof_window *w, struct dp_target *t)
+ * for the eBPF sampler's windows; an encoding failure is reported on that component. A window
+ * with samples is one profile for limits.max_profiles_per_minute, whatever the number of
+ * exporters; over the limit it is dropped and counted under src in the rate limit. */
+static void export_window_src(struct agent_dataplane *d, struct pf_prof_window *w,
+			      struct dp_target *t, enum agent_profile_source src)
 {
 	uint8_t id[16];
 	struct pf_error err = {0};
-	tag_agent(d, w);
 	uint64_t samples = pf_prof_window_samples(w);
+	if (t)
+		t->export_err[0] = '\0';
+	if (samples && !agent_ratelimit_take(d->rl, src, mono_ms())) {
+		pf_log_debug("dataplane: %s profile of %" PRIu64 " samples over "
+			     "limits.max_profiles_per_minute: dropped",
+			     agent_profile_source_name(src), samples);
+		pthread_mutex_lock(&d->lock);
+		d->counters.rate_limited++;
+		pthread_mutex_unlock(&d->lock);
+		pf_prof_window_free(w);
+		return;
+	}
+	tag_agent(d, w);
 
 	size_t n_bytes_ex = 0;
 	for (size_t i = 0; i < d->n_ex; i++)
 		n_bytes_ex += d->ex[i].x && !wants_window(d->ex[i].x);
 	if (samples)
 		submit_window_all(d, w);
-	if (t)
-		t->export_err[0] = '\0';
 	if (!n_bytes_ex) { /* no exporter takes OTLP bytes: nothing to encode for */
 		pf_prof_window_free(w);
 		return;
@@ -553,8 +547,6 @@ static void export_window(struct agent_dataplane *d, struct pf_prof_window *w, s
 			agent_health_set(d->health, "sampler", false, "cannot encode windows",
 					 err.msg);
 	} else {
-		if (d->captures) /* limits.max_profiles_per_minute counts every source */
-			agent_captures_note_profiles(d->captures, 1, mono_ms());
 		pthread_mutex_lock(&d->lock);
 		d->counters.profile_bytes += d->out.len;
 		d->counters.last_profile_bytes = d->out.len;
@@ -587,6 +579,12 @@ static void capture_retire(void *ctx, struct agent_exporter *x)
 	retire_exporter(ctx, x);
 }
 
+/* export_window_src() with the source told by t: a pprof target's, or the sampler's window. */
+static void export_window(struct agent_dataplane *d, struct pf_prof_window *w, struct dp_target *t)
+{
+	export_window_src(d, w, t, t ? AGENT_SRC_PPROF : AGENT_SRC_WINDOW);
+}
+
 static void sampler_health(struct agent_dataplane *d);
 
 /* Closes the open window and exports it together with windows a frequency change split off. */
@@ -617,6 +615,9 @@ static void sampler_health(struct agent_dataplane *d)
 	pf_buf_init(&b, STATUS_LEN);
 	if (st.running)
 		pf_buf_printf(&b, "running at %u Hz on %u CPUs", st.frequency_hz, st.n_cpus);
+	if (d->guard_st.throttled)
+		pf_buf_printf(&b, "%s(overhead guard: %u Hz configured)", st.running ? " " : "; ",
+			      d->guard_st.configured_hz);
 	else if (!d->cfg || !d->cfg->enabled)
 		pf_buf_printf(&b, "disabled");
 	else if (d->cfg->mode == PF_MODE_TRIGGERED)
@@ -648,10 +649,10 @@ static void sampler_health(struct agent_dataplane *d)
 	if (nwin)
 		pf_buf_printf(&b, "; profiles %" PRIu64 ", last %" PRIu64 " B, total %" PRIu64 " B",
 			      nwin, last, total);
-	overhead_update(&d->overhead, st.bpf_stats_enabled ? st.bpf_run_time_ns : 0);
-	if (d->overhead.pct >= 0)
-		pf_buf_printf(&b, "; agent overhead %.2f%% of one CPU (process%s, last 10 s)",
-			      d->overhead.pct, st.bpf_stats_enabled ? " + BPF" : "");
+	if (d->guard_st.measured)
+		pf_buf_printf(&b, "; agent overhead %.2f%% of one CPU (process%s, last %d s)",
+			      d->guard_st.cpu_percent, st.bpf_stats_enabled ? " + BPF" : "",
+			      AGENT_GUARD_WINDOW_S);
 	snprintf(status, sizeof(status), "%s", b.data ? pf_buf_str(&b) : "");
 	pf_buf_release(&b);
 	char lasterr[128] = "";
@@ -851,12 +852,252 @@ static void schedule_close(struct agent_dataplane *d, uint64_t from_ms)
 		    d->capturing ? from_ms + (uint64_t)c->duration_seconds * 1000u : 0;
 }
 
+/* ---- overhead guard, rate limit, high_cpu trigger (worker thread) -------------------------- */
+
+static void guard_budget(const struct agent_dataplane *d, const struct pf_profcfg *cfg,
+			 struct agent_guard_budget *b)
+{
+	*b = (struct agent_guard_budget){.max_cpu_percent = cfg->limits.max_cpu_percent,
+					 .max_memory_mb = cfg->limits.max_memory_mb,
+					 .frequency_hz = cfg->frequency_hz,
+					 .fixed = !d->sampler};
+#if defined(__SANITIZE_ADDRESS__)
+	b->ignore_memory = true; /* ASan's shadow memory alone is over the default budget */
+#endif
+}
+
+/* cfg with the frequency the guard allows: what the sampler is given. */
+static struct pf_profcfg guarded(const struct agent_dataplane *d, const struct pf_profcfg *cfg)
+{
+	struct pf_profcfg c = *cfg; /* shallow: pf_sampler_set_config keeps no pointer */
+	if (d->guard_st.hz)
+		c.frequency_hz = d->guard_st.hz;
+	return c;
+}
+
+/* The "guard" health component: the guard's line and the rate limit's. Unhealthy only when
+ * the agent stays over its budget at the floor. */
+static void guard_health(struct agent_dataplane *d)
+{
+	char line[256], status[STATUS_LEN];
+	struct agent_ratelimit_stats rs;
+	agent_guard_status(&d->guard_st, line, sizeof(line));
+	agent_ratelimit_stats(d->rl, mono_ms(), &rs);
+	uint64_t refused = 0;
+	for (int i = 0; i < AGENT_SRC_N; i++)
+		refused += rs.refused[i];
+	snprintf(status, sizeof(status),
+		 "%s%s; profiles %u of %u in the last minute, %" PRIu64 " over the limit",
+		 d->sampler ? "" : "no eBPF sampler to slow down: ", line, rs.used, rs.limit,
+		 refused);
+	bool at_floor = (d->guard_st.over_cpu || d->guard_st.over_memory) &&
+			d->guard_st.hz <= AGENT_GUARD_FLOOR_HZ;
+	agent_health_set(d->health, GUARD_NAME, !at_floor, status,
+			 at_floor ? "over budget at the lowest sampling frequency" : NULL);
+}
+
+/* The effective config's note follows the guard's frequency (not every new measurement). */
+static void guard_note(struct agent_dataplane *d)
+{
+	char note[sizeof(d->note)] = "", line[256];
+	if (d->guard_st.throttled) {
+		agent_guard_status(&d->guard_st, line, sizeof(line));
+		snprintf(note, sizeof(note),
+			 "overhead guard: sampling.frequency_hz in effect: %u (%s)", d->guard_st.hz,
+			 line);
+	}
+	pthread_mutex_lock(&d->lock);
+	bool changed = strcmp(note, d->note) != 0;
+	if (changed) {
+		memcpy(d->note, note, sizeof(note));
+		d->note_gen++;
+		if (d->wake)
+			d->wake(d->wake_ctx);
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+uint64_t agent_dataplane_effective_note(void *dataplane, char *buf, size_t cap)
+{
+	struct agent_dataplane *d = dataplane;
+	if (!d)
+		return 0;
+	pthread_mutex_lock(&d->lock);
+	if (buf && cap)
+		snprintf(buf, cap, "%s", d->note);
+	uint64_t gen = d->note_gen;
+	pthread_mutex_unlock(&d->lock);
+	return gen;
+}
+
+/* Gives the sampler the guard's frequency when it changed. */
+static void guard_apply(struct agent_dataplane *d)
+{
+	if (!d->sampler || !d->cfg || d->sampler_err[0] || d->guard_st.hz == d->sampler_hz)
+		return;
+	struct pf_error err = {0};
+	struct pf_profcfg c = guarded(d, d->cfg);
+	if (pf_sampler_set_config(d->sampler, &c, &err) < 0) {
+		pf_log_error("dataplane: overhead guard: cannot set %u Hz: %s", c.frequency_hz,
+			     err.msg);
+		return;
+	}
+	char line[256];
+	agent_guard_status(&d->guard_st, line, sizeof(line));
+	pf_log_info("dataplane: overhead guard: sampling at %u Hz (%s)", c.frequency_hz, line);
+	d->sampler_hz = c.frequency_hz;
+	guard_note(d);
+	sampler_health(d);
+}
+
+static void guard_tick(struct agent_dataplane *d, uint64_t now_ms)
+{
+	struct agent_metrics_process pr;
+	struct pf_sampler_stats st;
+	uint64_t bpf_ns = 0;
+	agent_metrics_process_read(&pr); /* fields stay 0 when unreadable */
+	if (d->sampler && pf_sampler_stats(d->sampler, &st) == 0 && st.bpf_stats_enabled)
+		bpf_ns = st.bpf_run_time_ns;
+	struct agent_guard_sample s = {.mono_ns = now_ms * 1000000ULL,
+				       .cpu_ns = (uint64_t)(pr.cpu_seconds * 1e9),
+				       .bpf_ns = bpf_ns,
+				       .rss_bytes = pr.rss_bytes};
+	agent_guard_update(d->guard, &s);
+	agent_guard_state(d->guard, &d->guard_st);
+	guard_apply(d);
+	guard_health(d);
+}
+
+/* A firing: a capture of f->pid for high_cpu.duration_seconds at high_cpu.frequency_hz through
+ * the capture engine (trigger "high_cpu": admission, the shared rate limit, the runner on this
+ * worker, tags, exports), with the measured CPU as the profiles' resource attributes
+ * profleet.trigger.cpu_percent (and profleet.trigger.host_cpu_percent for the host rule). */
+static void high_cpu_capture(struct agent_dataplane *d, const struct agent_high_cpu_fire *f)
+{
+	const struct pf_profcfg *c = d->cfg;
+	uint64_t now = mono_ms();
+	if (f->host)
+		pf_log_info("dataplane: high_cpu: host at %.0f%%: capturing pid %u (%.0f%%)",
+			    f->host_percent, f->pid, f->cpu_percent);
+	else
+		pf_log_info("dataplane: high_cpu: pid %u at %.0f%% for %u s: capturing %u s at "
+			    "%u Hz",
+			    f->pid, f->cpu_percent, c->high_cpu.sustain_seconds,
+			    c->high_cpu.duration_seconds, c->high_cpu.frequency_hz);
+	pthread_mutex_lock(&d->lock);
+	d->counters.high_cpu_fired++;
+	pthread_mutex_unlock(&d->lock);
+	if (!d->captures) {
+		pf_log_warn("dataplane: high_cpu: no capture engine, nothing captured");
+		return;
+	}
+	char key[] = "process.pid", pid[16];
+	struct pf_capture_request req = {.duration_seconds = c->high_cpu.duration_seconds,
+					 .frequency_hz = c->high_cpu.frequency_hz,
+					 .n_processes = 1};
+	struct agent_capture_attr attrs[2] = {{.key = "profleet.trigger.cpu_percent"},
+					      {.key = "profleet.trigger.host_cpu_percent"}};
+	snprintf(req.id, sizeof(req.id), "high_cpu-%u-%" PRIu64, f->pid, now);
+	snprintf(req.profile_type, sizeof(req.profile_type), "cpu");
+	snprintf(pid, sizeof(pid), "%u", f->pid);
+	snprintf(attrs[0].value, sizeof(attrs[0].value), "%.1f", f->cpu_percent);
+	snprintf(attrs[1].value, sizeof(attrs[1].value), "%.1f", f->host_percent);
+	req.processes[0] = (struct pf_filter){.key = key, .match = PF_MATCH_STRICT, .value = pid};
+	struct pf_capture_status st;
+	int rc = agent_captures_request_attrs(d->captures, &req, "high_cpu", attrs, f->host ? 2 : 1,
+					      now, &st);
+	if (rc == 0) {
+		pthread_mutex_lock(&d->lock);
+		d->counters.high_cpu_captures++;
+		pthread_mutex_unlock(&d->lock);
+	} else {
+		pf_log_warn("dataplane: high_cpu: capture of pid %u refused: %s%s%s", f->pid,
+			    st.error_code[0] ? st.error_code : strerror(rc < 0 ? -rc : EEXIST),
+			    st.error[0] ? ": " : "", st.error);
+	}
+}
+
+static void high_cpu_health(struct agent_dataplane *d)
+{
+	struct agent_high_cpu_stats st;
+	char status[STATUS_LEN];
+	if (!d->high_cpu)
+		return;
+	agent_high_cpu_stats(d->high_cpu, &st);
+	int n = snprintf(status, sizeof(status),
+			 "watching %zu processes%s, over %u%% for %u s fires; host %.0f%%; fired "
+			 "%" PRIu64 " (host rule %" PRIu64 "), held by cooldown %" PRIu64,
+			 st.tracked, st.untracked ? " (more not watched: over the bound)" : "",
+			 d->cfg->high_cpu.threshold_percent, d->cfg->high_cpu.sustain_seconds,
+			 st.host_percent < 0 ? 0 : st.host_percent, st.fired, st.host_fired,
+			 st.held + st.host_held);
+	if (st.last_pid && n > 0 && (size_t)n < sizeof(status))
+		snprintf(status + n, sizeof(status) - (size_t)n, "; last pid %u at %.0f%%",
+			 st.last_pid, st.last_percent);
+	agent_health_set(d->health, HIGH_CPU_NAME, true, status, NULL);
+}
+
+static void high_cpu_tick(struct agent_dataplane *d, uint64_t now_ms)
+{
+	if (!d->high_cpu || !d->sampler)
+		return;
+	size_t n = pf_sampler_profiled_pids(d->sampler, d->pids, AGENT_HIGH_CPU_MAX_PROCS);
+	struct agent_high_cpu_fire fire[AGENT_HIGH_CPU_HOST_TOP + 8];
+	size_t nf = agent_high_cpu_update(d->high_cpu, now_ms * 1000000ULL, d->pids,
+					  pf_min(n, (size_t)AGENT_HIGH_CPU_MAX_PROCS), fire,
+					  PF_ARRAY_SIZE(fire));
+	for (size_t i = 0; i < nf; i++)
+		high_cpu_capture(d, &fire[i]);
+	high_cpu_health(d);
+}
+
+/* Starts, reconfigures or stops the high_cpu trigger with the config. */
+static void high_cpu_apply(struct agent_dataplane *d, const struct pf_profcfg *cfg)
+{
+	bool on = cfg->enabled && cfg->high_cpu.enabled;
+	struct agent_high_cpu_rule r = {.threshold_percent = cfg->high_cpu.threshold_percent,
+					.sustain_seconds = cfg->high_cpu.sustain_seconds,
+					.duration_seconds = cfg->high_cpu.duration_seconds,
+					.cooldown_seconds = cfg->high_cpu.cooldown_seconds};
+	if (!on) {
+		if (d->high_cpu)
+			agent_health_unregister(d->health, HIGH_CPU_NAME);
+		agent_high_cpu_free(d->high_cpu);
+		d->high_cpu = NULL;
+		return;
+	}
+	if (d->high_cpu) {
+		agent_high_cpu_set_rule(d->high_cpu, &r);
+		return;
+	}
+	if (!d->pids)
+		d->pids = calloc(AGENT_HIGH_CPU_MAX_PROCS, sizeof(*d->pids));
+	agent_health_register(d->health, HIGH_CPU_NAME);
+	d->high_cpu = d->pids ? agent_high_cpu_new(&r, NULL) : NULL;
+	if (!d->high_cpu)
+		agent_health_set(d->health, HIGH_CPU_NAME, false, "not running", "out of memory");
+	else if (!d->sampler)
+		agent_health_set(d->health, HIGH_CPU_NAME, false, "not running",
+				 "needs the eBPF sampler (its process list and captures)");
+	else
+		agent_health_set(d->health, HIGH_CPU_NAME, true, "starting", NULL);
+}
 static void spans_apply(struct agent_dataplane *d, const struct pf_profcfg *cfg);
 
 static void apply_config(struct agent_dataplane *d, struct pf_profcfg *cfg)
 {
 	struct pf_profcfg *old = d->cfg;
 	bool was_running = d->running;
+	struct agent_guard_budget gb;
+	guard_budget(d, cfg, &gb);
+	if (agent_guard_set_budget(d->guard, &gb))
+		pf_log_info(
+		    "dataplane: overhead guard: budget cpu %.2f%%, memory %u MiB, from %u Hz",
+		    gb.max_cpu_percent, gb.max_memory_mb, gb.frequency_hz);
+	agent_guard_state(d->guard, &d->guard_st);
+	if (agent_ratelimit_set_limit(d->rl, cfg->limits.max_profiles_per_minute) < 0)
+		pf_log_error(
+		    "dataplane: limits.max_profiles_per_minute not applied: out of memory");
 	uint64_t window_open_ms = d->next_close_ms && old
 				      ? d->next_close_ms - (uint64_t)old->duration_seconds * 1000u
 				      : mono_ms();
@@ -868,15 +1109,18 @@ static void apply_config(struct agent_dataplane *d, struct pf_profcfg *cfg)
 			pf_sampler_trigger(d->sampler, false, &err);
 			d->capturing = false;
 		}
-		int rc = pf_sampler_set_config(d->sampler, cfg, &err);
+		struct pf_profcfg c = guarded(d, cfg);
+		int rc = pf_sampler_set_config(d->sampler, &c, &err);
 		if (rc < 0) {
 			pf_log_error("dataplane: sampler refused the config: %s", err.msg);
 			snprintf(d->sampler_err, sizeof(d->sampler_err), "%s", err.msg);
 		} else {
 			d->sampler_err[0] = '\0';
-			pf_log_info("dataplane: sampler %s, mode %s, %u Hz, windows of %u s",
+			d->sampler_hz = c.frequency_hz;
+			pf_log_info("dataplane: sampler %s, mode %s, %u Hz%s, windows of %u s",
 				    cfg->enabled ? "enabled" : "disabled",
-				    pf_prof_mode_name(cfg->mode), cfg->frequency_hz,
+				    pf_prof_mode_name(cfg->mode), c.frequency_hz,
+				    d->guard_st.throttled ? " (overhead guard)" : "",
 				    cfg->duration_seconds);
 		}
 	}
@@ -892,6 +1136,9 @@ static void apply_config(struct agent_dataplane *d, struct pf_profcfg *cfg)
 	d->cfg = cfg;
 	pf_profcfg_free(old);
 	pprof_health(d);
+	high_cpu_apply(d, cfg);
+	guard_note(d);
+	guard_health(d);
 
 	d->running = sampler_running(d);
 	if (d->sampler && was_running && !d->running) {
@@ -1144,7 +1391,7 @@ static void span_profile(struct agent_dataplane *d, const struct agent_span_job 
 		return;
 	}
 	span_tag(w, j);
-	export_window(d, w, NULL);
+	export_window_src(d, w, NULL, AGENT_SRC_SLOW_SPAN); /* error spans count here too */
 	uint64_t latency = now_unix_ns() - j->received_unix_ns;
 	pf_log_info("dataplane: %s span of trace %s (pid %" PRIu32 ", %" PRIu64
 		    " ms): profile of %" PRIu64 " samples, %" PRIu64 " ms after the span arrived",
@@ -1278,11 +1525,12 @@ static void metrics_refresh(struct agent_dataplane *d, bool force)
 			m->sampler.progs[i].name = NULL; /* the sampler's memory: not copied out */
 		}
 	}
-	/* the same measure as the sampler's health status (rate-limited inside) */
-	uint64_t bpf_ns =
-	    m->has_sampler && m->sampler.bpf_stats_enabled ? m->sampler.bpf_run_time_ns : 0;
-	overhead_update(&d->overhead, bpf_ns);
-	m->overhead_pct = d->overhead.pct;
+	/* the guard's measure (the sampler health's figure) */
+	m->overhead_pct = d->guard_st.measured ? d->guard_st.cpu_percent : -1;
+	m->guard = d->guard_st;
+	agent_ratelimit_stats(d->rl, now, &m->rate);
+	if ((m->has_high_cpu = d->high_cpu != NULL))
+		agent_high_cpu_stats(d->high_cpu, &m->high_cpu);
 
 	for (size_t i = 0; i < d->n_ex && d->cfg && i < d->cfg->n_exporters; i++) {
 		struct agent_dataplane_exporter_metrics *e = &m->ex[m->n_exporters++];
@@ -1460,6 +1708,11 @@ static void *worker_main(void *arg)
 			    agent_capture_runner_poll(d->capture_run, d->sampler, d->cfg, mono_ms());
 		captures_health(d);
 		uint64_t now = mono_ms();
+		if (now >= d->next_tick_ms) {
+			d->next_tick_ms = now + TICK_MS;
+			guard_tick(d, now);
+			high_cpu_tick(d, now);
+		}
 		if (d->next_close_ms && now >= d->next_close_ms) {
 			if (d->cfg->mode == PF_MODE_TRIGGERED) {
 				toggle_trigger(d); /* the capture is over */
@@ -1487,7 +1740,7 @@ static void *worker_main(void *arg)
 		int timeout = AGENT_DATAPLANE_POLL_MS;
 		if (span_wait >= 0 && span_wait < timeout)
 			timeout = span_wait;
-		now = mono_ms();
+		now = mono_ms(); /* the tick needs no shorter timeout: TICK_MS is 4 polls */
 		if (d->next_close_ms)
 			timeout = (int)pf_min((uint64_t)timeout,
 					      d->next_close_ms > now ? d->next_close_ms - now : 0);
@@ -1551,6 +1804,21 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 		errno = ENOMEM;
 		return NULL;
 	}
+	struct pf_profcfg *defaults = pf_profcfg_new_default();
+	struct agent_guard_budget gb = {
+	    .max_cpu_percent = 1.0, .max_memory_mb = 64, .frequency_hz = 99};
+	if (defaults)
+		guard_budget(d, defaults, &gb);
+	d->guard = agent_guard_new(&gb);
+	d->rl = agent_ratelimit_new(defaults ? defaults->limits.max_profiles_per_minute : 60);
+	pf_profcfg_free(defaults);
+	if (!d->guard || !d->rl) {
+		pf_error_set(err, -ENOMEM, "", "out of memory");
+		agent_dataplane_free(d);
+		errno = ENOMEM;
+		return NULL;
+	}
+	agent_guard_state(d->guard, &d->guard_st);
 	if (o->captures) {
 		struct agent_capture_runner_opts ro = {.engine = o->captures,
 						       .agent_token = o->agent_token,
@@ -1569,6 +1837,8 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 			return NULL;
 		}
 		d->captures = o->captures;
+		/* one limits.max_profiles_per_minute for windows, pprof and every capture */
+		agent_captures_set_ratelimit(d->captures, d->rl);
 	}
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->cond, NULL);
@@ -1584,6 +1854,8 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 	}
 	agent_health_register(d->health, "sampler");
 	agent_health_register(d->health, "symbolizer");
+	agent_health_register(d->health, GUARD_NAME);
+	guard_health(d);
 	if (d->captures)
 		agent_health_register(d->health, "captures");
 	agent_health_set(d->health, "sampler", true, "loading", NULL);
@@ -1676,8 +1948,10 @@ void agent_dataplane_free(struct agent_dataplane *d)
 	pthread_mutex_unlock(&d->lock);
 	if (!reaped)
 		return; /* a thread may still call export_done(d) */
-	if (d->captures)
+	if (d->captures) {
 		agent_captures_set_worker(d->captures, NULL, NULL);
+		agent_captures_set_ratelimit(d->captures, NULL);
+	}
 	/* d->pprof and d->capture_run are NULL after the final flush */
 	agent_capture_runner_free(d->capture_run, NULL, 0);
 	spans_stop(d);
@@ -1685,6 +1959,10 @@ void agent_dataplane_free(struct agent_dataplane *d)
 	free(d->procs_work);
 	pf_pprof_sources_free(d->pprof);
 	pf_sampler_free(d->sampler);
+	agent_high_cpu_free(d->high_cpu);
+	agent_guard_free(d->guard);
+	agent_ratelimit_free(d->rl);
+	free(d->pids);
 	pf_profcfg_free(d->cfg);
 	pf_profcfg_free(d->pending);
 	pf_buf_release(&d->out);

@@ -50,12 +50,30 @@
  *                      last window could not be encoded; "off (profiling disabled)" while
  *                      profiling.enabled is false. Components past AGENT_HEALTH_MAX_COMPONENTS
  *                      are not reported (logged).
+ *   guard              the overhead guard's line (guard.h: "throttled: 49 Hz of 99 Hz, cpu
+ *                      1.40% > 1.00%") and the profile rate limit ("profiles 12 of 60 in the
+ *                      last minute, 3 over the limit"); unhealthy only while over budget at
+ *                      the guard's floor.
+ *   trigger/high_cpu   while the trigger is enabled: processes watched, host CPU, firings.
+ *
+ * Limits and triggers (worker, every second): the overhead guard (guard.h) is fed the agent's
+ * CPU (agent_metrics_process_read), its BPF run time and RSS, and the sampler runs at the
+ * frequency it allows (a shallow copy of the config with frequency_hz lowered, given to
+ * pf_sampler_set_config: the samples taken at the old frequency become a window of their own);
+ * a config apply passes the guard its budget (a changed budget starts over at the configured
+ * frequency). Every window with samples, from any source, takes a place in the shared rate
+ * limit (ratelimit.h) before it is encoded; over limits.max_profiles_per_minute it is dropped
+ * and counted. With triggers.high_cpu.enabled (either mode) the high_cpu trigger (high_cpu.h)
+ * reads the CPU of the processes the sampler profiles (pf_sampler_profiled_pids) and of the
+ * host, and each firing starts a capture of that process.
  *
  * Captures (opts.captures, triggers/capture.h): the worker runs the captures the engine
  * admitted with triggers/capture_run.h — on the sampler's second set of perf events, beside the
  * continuous windows (also in mode triggered) — and exports them to the controller's receiver
- * and to the configured exporters. Every encoded window is counted in the engine's
- * profiles-per-minute tally. At shutdown, captures still sampling end early and are exported.
+ * and to the configured exporters. The engine admits them against the data plane's shared
+ * rate limit (agent_captures_set_ratelimit): one limits.max_profiles_per_minute for windows,
+ * pprof profiles and captures. At shutdown, captures still sampling end early and are
+ * exported.
  *
  * Span triggers (slow_span, error_span; span_receiver.h): when either is enabled the worker
  * runs the OTLP/HTTP traces receiver on slow_span.listen and gives the sampler a sample ring of
@@ -84,8 +102,11 @@
 
 #include "config.h"
 #include "exporter.h"
+#include "guard.h"
+#include "high_cpu.h"
 #include "pf/error.h"
 #include "pf/profcfg.h"
+#include "ratelimit.h"
 #include "sampler_bpf.h"
 #include "span_receiver.h"
 
@@ -127,6 +148,11 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 					    struct pf_error *err);
 /* The apply hook to register with agent_config_add_hook() before agent_config_start(). */
 void agent_dataplane_hook(struct agent_dataplane *d, struct agent_config_hook *out);
+/* The effective config's runtime note (agent_config_note_fn): while the overhead guard runs
+ * the sampler below the configured frequency, "overhead guard: sampling.frequency_hz in
+ * effect: 49 (throttled: 49 Hz of 99 Hz, cpu 1.40% > 1.00%)"; "" otherwise. The generation
+ * grows when the frequency in effect changes; the worker wakes the loop then. Any thread. */
+uint64_t agent_dataplane_effective_note(void *dataplane, char *buf, size_t cap);
 /* Starts a triggered capture, or ends the running one. Async-signal-safe. */
 void agent_dataplane_toggle_trigger(struct agent_dataplane *d);
 /* First call requests the final flush; true once it finished (or timed out). Loop thread. */
@@ -143,6 +169,9 @@ struct agent_dataplane_counters {
 	uint64_t encode_errors;
 	uint64_t profile_bytes;	     /* OTLP bytes encoded, all windows */
 	uint64_t last_profile_bytes; /* size of the last encoded window */
+	uint64_t rate_limited;	     /* profiles dropped by limits.max_profiles_per_minute */
+	uint64_t high_cpu_fired;     /* high_cpu firings (one per process) */
+	uint64_t high_cpu_captures;  /* captures they started */
 };
 void agent_dataplane_counters(struct agent_dataplane *d, struct agent_dataplane_counters *out);
 
@@ -189,8 +218,12 @@ struct agent_dataplane_span_metrics {
 struct agent_dataplane_metrics {
 	uint64_t refreshed_unix_ns; /* when the worker took it; 0 = not yet */
 	struct agent_dataplane_counters counters;
-	double overhead_pct; /* agent process + BPF CPU, % of one CPU over the last >= 10 s
-			      * interval (the sampler health's figure); < 0 = none yet */
+	double overhead_pct; /* agent process + BPF CPU, % of one CPU over the overhead guard's
+			      * window (the sampler health's figure); < 0 = none yet */
+	struct agent_guard_state guard;	   /* the overhead guard */
+	struct agent_ratelimit_stats rate; /* limits.max_profiles_per_minute */
+	bool has_high_cpu;		   /* the high_cpu trigger runs: high_cpu is valid */
+	struct agent_high_cpu_stats high_cpu;
 	bool has_sampler;    /* the eBPF sampler is loaded: sampler and progs are valid */
 	struct pf_sampler_stats sampler; /* progs[].name are NULL here: use progs below */
 	struct agent_dataplane_prog_metrics progs[PF_SAMPLER_N_PROGS];

@@ -197,6 +197,7 @@ int main(int argc, char **argv)
 	}
 	struct agent_config_hook hook;
 	agent_dataplane_hook(the_dataplane, &hook);
+	agent_config_set_note_source(cfg, agent_dataplane_effective_note, the_dataplane);
 	agent_config_add_hook(cfg, &hook);
 	err = (struct pf_error){0};
 	if (agent_config_start(cfg, &err) < 0) {
@@ -251,6 +252,8 @@ out:
 	/* the metrics server reads the data plane: it stops first */
 	agent_metrics_free(metrics);
 	/* the data plane first: its worker may still wake the loop */
+	if (cfg)
+		agent_config_set_note_source(cfg, NULL, NULL);
 	agent_dataplane_free(the_dataplane);
 	the_dataplane = NULL;
 	/* after the data plane: its sampler reads the pod cache */

@@ -199,6 +199,12 @@ static void gauge_u64(struct w *w, const char *name, const char *help, uint64_t 
 	sample_u64(w, name, "", v);
 }
 
+static void gauge_f64(struct w *w, const char *name, const char *help, double v)
+{
+	family(w, name, "gauge", help);
+	sample_f64(w, name, "", v);
+}
+
 static void counter_u64(struct w *w, const char *name, const char *help, uint64_t v)
 {
 	family(w, name, "counter", help);
@@ -226,10 +232,10 @@ static void render_process(struct w *w, const struct agent_metrics_input *in)
 				  "Resident memory of the agent process.", in->proc->rss_bytes);
 	}
 	if (in->dp && in->dp->overhead_pct >= 0) {
-		family(w, "overhead_cpu_percent", "gauge",
-		       "Agent process CPU plus BPF program run time over the last interval of at "
-		       "least 10 s, in percent of one CPU.");
-		sample_f64(w, "overhead_cpu_percent", "", in->dp->overhead_pct);
+		gauge_f64(w, "overhead_cpu_percent",
+			  "Agent process CPU plus BPF program run time over the overhead guard's "
+			  "window (10 s), in percent of one CPU.",
+			  in->dp->overhead_pct);
 	}
 }
 
@@ -502,6 +508,90 @@ static void render_targets(struct w *w, const struct agent_dataplane_metrics *m)
 	}
 }
 
+/* A counter family of two series told apart by one label: label="k1" v1, label="k2" v2. */
+static void counter_pair(struct w *w, const char *name, const char *help, const char *label,
+			 const char *k1, uint64_t v1, const char *k2, uint64_t v2)
+{
+	char lab[LABELS_LEN];
+	family(w, name, "counter", help);
+	snprintf(lab, sizeof(lab), "%s=\"%s\"", label, k1);
+	sample_u64(w, name, lab, v1);
+	snprintf(lab, sizeof(lab), "%s=\"%s\"", label, k2);
+	sample_u64(w, name, lab, v2);
+}
+
+/* The overhead guard, the shared profile rate limit and the high_cpu trigger. */
+static void render_limits(struct w *w, const struct agent_dataplane_metrics *m)
+{
+	const struct agent_guard_state *g = &m->guard;
+	char lab[LABELS_LEN];
+	if (g->configured_hz) {
+		gauge_u64(w, "guard_frequency_hz",
+			  "Sampling frequency the overhead guard lets the sampler run at.", g->hz);
+		gauge_u64(w, "guard_configured_frequency_hz",
+			  "Sampling frequency of the config (profiling.sampling.frequency_hz).",
+			  g->configured_hz);
+		gauge_u64(w, "guard_throttled",
+			  "1 while the overhead guard runs the sampler below the configured "
+			  "frequency.",
+			  g->throttled);
+		counter_pair(w, "guard_steps_total",
+			     "Frequency steps of the overhead guard, down (over budget) and up "
+			     "(restored).",
+			     "direction", "down", g->steps_down, "up", g->steps_up);
+		gauge_f64(w, "guard_cpu_budget_percent",
+			  "limits.max_cpu_percent: the agent's CPU budget, percent of one CPU.",
+			  g->max_cpu_percent);
+		gauge_u64(w, "guard_memory_budget_bytes",
+			  "limits.max_memory_mb, in bytes (0: not enforced, sanitizer builds).",
+			  (uint64_t)g->max_memory_mb << 20);
+	}
+	if (m->rate.limit) {
+		gauge_u64(w, "profiles_rate_limit",
+			  "limits.max_profiles_per_minute: profiles allowed in any 60 s, all "
+			  "sources together.",
+			  m->rate.limit);
+		gauge_u64(w, "profiles_rate_used", "Profiles allowed during the last 60 s.",
+			  m->rate.used);
+		family(w, "profiles_rate_limited_total", "counter",
+		       "Profiles dropped over limits.max_profiles_per_minute, by source.");
+		for (int i = 0; i < AGENT_SRC_N; i++) {
+			snprintf(lab, sizeof(lab), "source=\"%s\"", agent_profile_source_name(i));
+			sample_u64(w, "profiles_rate_limited_total", lab, m->rate.refused[i]);
+		}
+	}
+	if (m->has_high_cpu) {
+		const struct agent_high_cpu_stats *h = &m->high_cpu;
+		gauge_u64(w, "high_cpu_watched_processes",
+			  "Profiled processes whose CPU the high_cpu trigger reads.", h->tracked);
+		gauge_u64(w, "high_cpu_over_threshold_processes",
+			  "Watched processes over threshold_percent at the last reading.", h->over);
+		gauge_u64(w, "high_cpu_unwatched_processes",
+			  "Profiled processes over the trigger's bound (not read one by one).",
+			  h->untracked);
+		if (h->host_percent >= 0) {
+			gauge_f64(w, "high_cpu_host_cpu_percent",
+				  "Host CPU use at the last reading, percent of all CPUs.",
+				  h->host_percent);
+		}
+		counter_pair(
+		    w, "high_cpu_fired_total",
+		    "high_cpu firings by rule: process (a process over the threshold), host "
+		    "(the host over it).",
+		    "rule", "process", h->fired, "host", h->host_fired);
+		counter_pair(w, "high_cpu_held_total",
+			     "Evaluations where a rule was met but its quiet time (capture plus "
+			     "cooldown_seconds) held the firing back, by rule.",
+			     "rule", "process", h->held, "host", h->host_held);
+		counter_u64(w, "high_cpu_captures_total",
+			    "Captures started by the high_cpu trigger (one per process).",
+			    m->counters.high_cpu_captures);
+		gauge_f64(w, "high_cpu_evaluation_seconds",
+			  "CPU time the last high_cpu evaluation took (reading /proc).",
+			  (double)h->last_update_ns / 1e9);
+	}
+}
+
 static void render_health(struct w *w, const struct pf_health *h)
 {
 	char lab[LABELS_LEN], name[LABELS_LEN - 16];
@@ -570,6 +660,7 @@ int agent_metrics_render(const struct agent_metrics_input *in, struct pf_buf *ou
 		render_targets(&w, in->dp);
 		if (in->dp->has_spans)
 			render_spans(&w, in->dp);
+		render_limits(&w, in->dp);
 	}
 	if (in->health)
 		render_health(&w, in->health);

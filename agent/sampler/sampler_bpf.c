@@ -791,6 +791,30 @@ static uint64_t lost_total(struct pf_sampler *s)
 	return c[PF_CNT_LOST_RB] + as.dropped;
 }
 
+struct profiled_ctx {
+	struct pf_sampler *s;
+	uint32_t *out;
+	size_t cap, n;
+};
+
+static int profiled_one(void *ctx, const struct pf_proc *p)
+{
+	struct profiled_ctx *c = ctx;
+	if (p->exited || !p->exe_path || !proc_allowed(c->s, p))
+		return 0;
+	if (c->n < c->cap)
+		c->out[c->n] = p->pid;
+	c->n++;
+	return 0;
+}
+
+size_t pf_sampler_profiled_pids(struct pf_sampler *s, uint32_t *out, size_t cap)
+{
+	struct profiled_ctx c = {.s = s, .out = out, .cap = cap};
+	pf_procinfo_foreach(s->pi, profiled_one, &c);
+	return c.n;
+}
+
 int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 {
 	memset(out, 0, sizeof(*out));

@@ -124,6 +124,12 @@ struct pf_prof_window *pf_sampler_close_window(struct pf_sampler *s, struct pf_e
 /* Further finished windows after pf_sampler_close_window() (oldest first), NULL when none. */
 struct pf_prof_window *pf_sampler_next_window(struct pf_sampler *s);
 
+/* The processes the current filters profile: live user processes (kernel threads are left
+ * out) whose verdict allows them, the agent itself only with include_self. Writes up to cap
+ * pids to out and returns how many there are (may exceed cap). Works while sampling is off
+ * (mode triggered): process tracking runs from pf_sampler_new() on. */
+size_t pf_sampler_profiled_pids(struct pf_sampler *s, uint32_t *out, size_t cap);
+
 /* ---- Captures: sampling beside the continuous windows.
  *
  * A capture samples chosen processes at its own frequency on a second set of cpu-clock perf

@@ -13,6 +13,7 @@
 #include "pf/buf.h"
 #include "pf/compiler.h"
 #include "pf/log.h"
+#include "ratelimit.h"
 
 #define TABLE (AGENT_CAPTURE_MAX_ACTIVE + AGENT_CAPTURE_KEEP_FINAL)
 #define RATE_SLOTS 60
@@ -58,6 +59,7 @@ struct agent_captures {
 
 	uint32_t rate_count[RATE_SLOTS]; /* profiles exported in second rate_sec[i] */
 	uint64_t rate_sec[RATE_SLOTS];
+	struct agent_ratelimit *rl; /* shared limit; NULL: the tally above */
 };
 
 uint64_t agent_captures_now_ms(void)
@@ -174,6 +176,23 @@ static void rate_add(struct agent_captures *c, unsigned n, uint64_t now_ms)
 		c->rate_count[i] = 0;
 	}
 	c->rate_count[i] += n;
+}
+
+void agent_captures_set_ratelimit(struct agent_captures *c, struct agent_ratelimit *rl)
+{
+	pthread_mutex_lock(&c->lock);
+	c->rl = rl;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* The shared rate limit's source of a capture of this trigger. */
+static enum agent_profile_source trigger_source(const char *trigger)
+{
+	if (!strcmp(trigger, "high_cpu"))
+		return AGENT_SRC_HIGH_CPU;
+	if (!strcmp(trigger, "slow_span"))
+		return AGENT_SRC_SLOW_SPAN;
+	return AGENT_SRC_CAPTURE;
 }
 
 void agent_captures_note_profiles(struct agent_captures *c, unsigned n, uint64_t now_ms)
@@ -296,7 +315,8 @@ static void finish(struct agent_captures *c, struct entry *x, enum pf_capture_st
 
 /* The refusal of a request, or NULL when it may run. */
 static const char *admission(struct agent_captures *c, const struct pf_capture_request *req,
-			     bool on_demand, uint64_t now_ms, char *msg, size_t cap)
+			     const char *trigger, bool on_demand, uint64_t now_ms, char *msg,
+			     size_t cap)
 {
 	if (!c->enabled) {
 		snprintf(msg, cap,
@@ -325,6 +345,17 @@ static const char *admission(struct agent_captures *c, const struct pf_capture_r
 		snprintf(msg, cap, "%d captures are already in progress on this agent",
 			 AGENT_CAPTURE_MAX_ACTIVE);
 		return "busy";
+	}
+	if (c->rl) { /* the last check: an admitted capture takes its place */
+		if (agent_ratelimit_take(c->rl, trigger_source(trigger), now_ms))
+			return NULL;
+		struct agent_ratelimit_stats rs;
+		agent_ratelimit_stats(c->rl, now_ms, &rs);
+		snprintf(msg, cap,
+			 "%u profiles exported in the last minute; "
+			 "profiling.limits.max_profiles_per_minute is %u",
+			 rs.used, rs.limit);
+		return "rate_limited";
 	}
 	uint32_t used = rate_last_minute(c, now_ms);
 	if (used + 1 > c->max_per_minute) {
@@ -373,7 +404,7 @@ int agent_captures_request_attrs(struct agent_captures *c, const struct pf_captu
 	}
 	char msg[sizeof(st->error)];
 	bool on_demand = !strcmp(trigger, "on_demand");
-	const char *refusal = admission(c, req, on_demand, now_ms, msg, sizeof(msg));
+	const char *refusal = admission(c, req, trigger, on_demand, now_ms, msg, sizeof(msg));
 	x = new_entry(c, req->id, trigger);
 	if (!x) { /* cannot happen: in progress ones are bounded below the table size */
 		pthread_mutex_unlock(&c->lock);
@@ -394,7 +425,8 @@ int agent_captures_request_attrs(struct agent_captures *c, const struct pf_captu
 		x->payload = b.data; /* taken */
 		x->payload_len = b.len;
 		pf_buf_init(&b, PF_CAPTURE_MAX_MSG);
-		rate_add(c, 1, now_ms);
+		if (!c->rl)
+			rate_add(c, 1, now_ms);
 		mark(c, x);
 		if (c->worker_wake)
 			c->worker_wake(c->worker_ctx);

@@ -17,7 +17,10 @@
  *   busy               AGENT_CAPTURE_MAX_ACTIVE captures in progress (sampling or exporting)
  *   rate_limited       the profiles exported in the last 60 s, plus this capture, would exceed
  *                      limits.max_profiles_per_minute (a capture counts as one profile, like one
- *                      continuous window: agent_captures_note_profiles)
+ *                      continuous window). With the agent's shared rate limit
+ *                      (agent_captures_set_ratelimit, ratelimit.h) an admitted capture takes
+ *                      its place there, under its trigger's source; without it the engine
+ *                      keeps its own tally (agent_captures_note_profiles)
  * A request whose id is already in the table is not run again: its status is sent again.
  * The worker reports process_not_found, bad_request (a processes regexp that does not compile),
  * disabled (no sampler after all), export_failed and internal (sampler or encoding errors).
@@ -87,7 +90,12 @@ void agent_captures_set_worker(struct agent_captures *c, void (*wake)(void *ctx)
 void agent_captures_set_config(struct agent_captures *c, const struct pf_profcfg *cfg);
 /* Whether the agent can sample: unknown until called (requests are admitted meanwhile). */
 void agent_captures_set_sampler(struct agent_captures *c, bool available);
-/* n profiles were exported now (continuous windows; captures count themselves). */
+struct agent_ratelimit;
+/* The shared limit of limits.max_profiles_per_minute (borrowed; NULL: the engine's own tally).
+ * Set it to NULL before freeing it. */
+void agent_captures_set_ratelimit(struct agent_captures *c, struct agent_ratelimit *rl);
+/* n profiles were exported now (continuous windows; captures count themselves). Without a
+ * shared rate limit only. */
 void agent_captures_note_profiles(struct agent_captures *c, unsigned n, uint64_t now_ms);
 
 /* Admits or refuses a request (copied). trigger: "on_demand" for the controller's captures

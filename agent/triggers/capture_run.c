@@ -249,6 +249,9 @@ static void export_capture(struct agent_capture_runner *r, struct run *run,
 		agent_captures_fail(r->engine, serial, "internal", "out of memory");
 		return;
 	}
+	/* a local trigger (high_cpu...) sends nothing over OpAMP: without a receiver its profiles
+	 * go to the configured exporters only */
+	bool local = strcmp(run->job.trigger, "on_demand") != 0;
 	int rc =
 	    agent_capture_tag_window(w, r->uid, req->id, run->job.trigger, run->job.attrs,
 				     run->job.n_attrs, req->has_trace_id ? req->trace_id : NULL);
@@ -260,22 +263,29 @@ static void export_capture(struct agent_capture_runner *r, struct run *run,
 	if (rc < 0) {
 		agent_captures_fail(r->engine, serial, "internal", "cannot encode the profiles: %s",
 				    err.msg[0] ? err.msg : strerror(-rc));
-	} else if (e->n && !url) {
+	} else if (e->n && !url && !local) {
 		agent_captures_fail(r->engine, serial, "export_failed",
 				    "no receiver: the request names none and the agent has no "
 				    "OpAMP server URL to derive it from");
-	} else if (e->n && !(x = receiver(r, url, &err))) {
+	} else if (e->n && url && !(x = receiver(r, url, &err))) {
 		agent_captures_fail(r->engine, serial, "export_failed", "receiver %s: %s", url,
 				    err.msg);
 	} else {
 		pf_log_info("capture %s: %" PRIu64 " samples, %zu profiles, %" PRIu64
 			    " bytes to %s",
-			    req->id, samples, e->n, e->bytes, e->n ? url : "(nothing)");
-		/* the engine waits for e->n confirmations from here on */
+			    req->id, samples, e->n, e->bytes,
+			    !e->n ? "(nothing)"
+			    : x	  ? url
+				  : "the configured exporters");
+		/* the engine waits for the receiver's confirmations from here on */
 		agent_captures_exporting(r->engine, serial, samples, e->bytes,
-					 (const uint8_t(*)[16])e->ids, e->n, (unsigned)e->n,
+					 (const uint8_t(*)[16])e->ids, e->n, x ? (unsigned)e->n : 0,
 					 now_ms);
 		for (size_t i = 0; i < e->n; i++) {
+			if (r->submit_bytes)
+				r->submit_bytes(r->ctx, e->b[i].data, e->b[i].len, e->ids[i]);
+			if (!x)
+				continue;
 			struct delivery *dl = malloc(sizeof(*dl));
 			int src = -ENOMEM;
 			if (dl) {
@@ -292,8 +302,6 @@ static void export_capture(struct agent_capture_runner *r, struct run *run,
 					 strerror(-src));
 				agent_captures_export_done(r->engine, serial, src, why);
 			}
-			if (r->submit_bytes)
-				r->submit_bytes(r->ctx, e->b[i].data, e->b[i].len, e->ids[i]);
 		}
 		if (samples && r->submit_window)
 			r->submit_window(r->ctx, w);

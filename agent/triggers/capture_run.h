@@ -22,7 +22,8 @@
  * busiest) is encoded as its own OTLP request, so every profile id is known; all go to the receiver
  *    (request.receiver, else the default derived from the OpAMP URL) and to the configured
  *    exporters (submit callbacks). The engine reports done once the receiver confirmed them
- *    all. */
+ *    all. A local trigger's capture without a receiver (a standalone agent) goes to the
+ *    configured exporters only and is done at once. */
 #ifndef AGENT_TRIGGERS_CAPTURE_RUN_H
 #define AGENT_TRIGGERS_CAPTURE_RUN_H
 

@@ -428,7 +428,8 @@ static const struct key_desc keys[] = {
     BOOLK("profiling.triggers.high_cpu.enabled", CFG, high_cpu.enabled, false,
 	  "Watch CPU use of the profiled processes."),
     U32K("profiling.triggers.high_cpu.threshold_percent", CFG, high_cpu.threshold_percent, 80, 1,
-	 100, "CPU use (percent of the CPUs in use) that arms the trigger."),
+	 100, "CPU use that fires it: a process's percent of one CPU (busy on one CPU = 100), "
+	      "the host's percent of all its CPUs."),
     U32K("profiling.triggers.high_cpu.sustain_seconds", CFG, high_cpu.sustain_seconds, 10, 1, 3600,
 	 "How long CPU use must stay over the threshold before it fires."),
     U32K("profiling.triggers.high_cpu.duration_seconds", CFG, high_cpu.duration_seconds, 30, 1,
@@ -436,7 +437,7 @@ static const struct key_desc keys[] = {
     U32K("profiling.triggers.high_cpu.frequency_hz", CFG, high_cpu.frequency_hz, 199, 1, 1000,
 	 "Sampling frequency of that profile."),
     U32K("profiling.triggers.high_cpu.cooldown_seconds", CFG, high_cpu.cooldown_seconds, 300, 0,
-	 86400, "Quiet time after a firing before it can fire again."),
+	 86400, "Quiet time for a process after its profile ends before it can fire again."),
     SECTION("profiling.triggers.on_demand", "Captures requested from the controller."),
     BOOLK("profiling.triggers.on_demand.enabled", CFG, on_demand.enabled, true,
 	  "Accept capture requests."),
@@ -581,11 +582,14 @@ static const struct key_desc keys[] = {
      .def_d = 1.0,
      .min_d = 0.01,
      .max_d = 100,
-     .doc = "CPU the agent may use (percent of one CPU); sampling backs off past it."},
+     .doc = "CPU the agent may use, process plus BPF programs over 10 s (percent of one CPU); "
+	    "past it the sampling frequency halves step by step, down to 9 Hz."},
     U32K("profiling.limits.max_memory_mb", CFG, limits.max_memory_mb, 64, 8, 65536,
-	 "Memory the agent may use, in MiB."),
+	 "Resident memory the agent may use, in MiB; 10 s past it, the sampling frequency "
+	 "halves as for CPU."),
     U32K("profiling.limits.max_profiles_per_minute", CFG, limits.max_profiles_per_minute, 60, 1,
-	 10000, "Profiles exported per minute, all sources together."),
+	 10000, "Profiles exported in any 60 s, all sources together (windows, pprof, captures, "
+		"triggers); profiles over it are dropped and counted."),
     U64K("profiling.limits.queue_bytes", CFG, limits.queue_bytes, (uint64_t)64 << 20, 65536,
 	 (uint64_t)4 << 30,
 	 "Bytes of encoded profiles queued for export; the oldest are "

@@ -268,6 +268,52 @@ static void test_hooks(void **unused)
 	agent_config_free(c);
 }
 
+/* A runtime note source like the data plane's overhead guard. */
+struct note {
+	const char *text;
+	uint64_t gen;
+};
+
+static uint64_t note_fn(void *ctx, char *buf, size_t cap)
+{
+	struct note *n = ctx;
+	if (buf)
+		snprintf(buf, cap, "%s", n->text);
+	return n->gen;
+}
+
+static void test_effective_note(void **unused)
+{
+	(void)unused;
+	struct agent_config *c = agent_config_new(NULL);
+	struct pf_buf b;
+	struct note n = {.text = "", .gen = 0};
+	assert_non_null(c);
+	assert_int_equal(agent_config_start(c, NULL), 0);
+	agent_config_set_note_source(c, note_fn, &n);
+	uint64_t g0 = agent_config_generation(c);
+	pf_buf_init(&b, 1 << 20);
+	assert_int_equal(agent_config_effective_yaml(c, &b), 0);
+	assert_null(strstr(pf_buf_str(&b), "\n#"));
+	size_t plain = b.len;
+	/* a note: one comment line after the document; the generation moves */
+	n.text = "overhead guard: sampling.frequency_hz in effect: 49\nsecond line dropped";
+	n.gen = 1;
+	assert_true(agent_config_generation(c) > g0);
+	pf_buf_reset(&b);
+	assert_int_equal(agent_config_effective_yaml(c, &b), 0);
+	assert_string_equal(pf_buf_str(&b) + plain,
+			    "# overhead guard: sampling.frequency_hz in effect: 49\n");
+	/* still a valid document, equal to the active config */
+	struct pf_profcfg *back = NULL;
+	assert_int_equal(pf_profcfg_parse((const char *)b.data, b.len, &back, NULL), 0);
+	assert_true(pf_profcfg_equal(back, agent_config_active(c)));
+	pf_profcfg_free(back);
+	agent_config_set_note_source(c, NULL, NULL);
+	pf_buf_release(&b);
+	agent_config_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -276,6 +322,7 @@ int main(void)
 	    cmocka_unit_test(test_no_profiling_entry_and_withdraw),
 	    cmocka_unit_test_setup_teardown(test_persisted_restart, setup, teardown),
 	    cmocka_unit_test(test_hooks),
+	    cmocka_unit_test(test_effective_note),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -354,6 +354,28 @@ static struct agent_dataplane_metrics *synthetic(void)
 							   .scrapes_ok = 9,
 							   .scrapes_failed = 2,
 							   .last_duration_ms = 1200};
+	m->guard = (struct agent_guard_state){.configured_hz = 99,
+					      .hz = 49,
+					      .level = 1,
+					      .throttled = true,
+					      .measured = true,
+					      .cpu_percent = 1.4,
+					      .max_cpu_percent = 1.0,
+					      .max_memory_mb = 64,
+					      .steps_down = 3,
+					      .steps_up = 2};
+	m->rate.limit = 60;
+	m->rate.used = 12;
+	m->rate.refused[AGENT_SRC_PPROF] = 5;
+	m->has_high_cpu = true;
+	m->high_cpu = (struct agent_high_cpu_stats){.tracked = 17,
+						    .over = 1,
+						    .host_percent = 35.5,
+						    .fired = 4,
+						    .host_fired = 1,
+						    .held = 9,
+						    .last_update_ns = 250000};
+	m->counters.high_cpu_captures = 3;
 	return m;
 }
 
@@ -438,6 +460,28 @@ static void test_render(void **unused)
 	    must_value(t, "profleet_agent_component_healthy{component=\"we\\\"ird\\\\comp\"}") ==
 	    0);
 	assert_true(must_value(t, "profleet_agent_healthy") == 0);
+	/* overhead guard, rate limit, high_cpu trigger */
+	assert_true(must_value(t, "profleet_agent_guard_frequency_hz") == 49);
+	assert_true(must_value(t, "profleet_agent_guard_configured_frequency_hz") == 99);
+	assert_true(must_value(t, "profleet_agent_guard_throttled") == 1);
+	assert_true(must_value(t, "profleet_agent_guard_steps_total{direction=\"down\"}") == 3);
+	assert_true(must_value(t, "profleet_agent_guard_steps_total{direction=\"up\"}") == 2);
+	assert_true(must_value(t, "profleet_agent_guard_cpu_budget_percent") == 1.0);
+	assert_true(must_value(t, "profleet_agent_guard_memory_budget_bytes") == 64 << 20);
+	assert_true(must_value(t, "profleet_agent_profiles_rate_limit") == 60);
+	assert_true(must_value(t, "profleet_agent_profiles_rate_used") == 12);
+	assert_true(must_value(t, "profleet_agent_profiles_rate_limited_total{source=\"pprof\"}") ==
+		    5);
+	assert_true(
+	    must_value(t, "profleet_agent_profiles_rate_limited_total{source=\"slow_span\"}") == 0);
+	assert_true(must_value(t, "profleet_agent_high_cpu_watched_processes") == 17);
+	assert_true(must_value(t, "profleet_agent_high_cpu_over_threshold_processes") == 1);
+	assert_true(must_value(t, "profleet_agent_high_cpu_host_cpu_percent") == 35.5);
+	assert_true(must_value(t, "profleet_agent_high_cpu_fired_total{rule=\"process\"}") == 4);
+	assert_true(must_value(t, "profleet_agent_high_cpu_fired_total{rule=\"host\"}") == 1);
+	assert_true(must_value(t, "profleet_agent_high_cpu_held_total{rule=\"process\"}") == 9);
+	assert_true(must_value(t, "profleet_agent_high_cpu_captures_total") == 3);
+	assert_true(must_value(t, "profleet_agent_high_cpu_evaluation_seconds") == 0.00025);
 
 	/* every bucket series is non-decreasing */
 	double prev = -1, v;
@@ -454,6 +498,9 @@ static void test_render(void **unused)
 	m->n_exporters = 0;
 	m->n_targets = 0;
 	m->overhead_pct = -1;
+	m->has_high_cpu = false;
+	m->guard.configured_hz = 0;
+	m->rate.limit = 0;
 	pf_buf_reset(&b);
 	assert_int_equal(agent_metrics_render(&in, &b), 0);
 	assert_int_equal(pf_buf_putc(&b, 0), 0);
@@ -465,6 +512,9 @@ static void test_render(void **unused)
 	assert_null(strstr(t, "export_duration"));
 	assert_null(strstr(t, "pprof_"));
 	assert_null(strstr(t, "overhead_cpu_percent"));
+	assert_null(strstr(t, "guard_"));
+	assert_null(strstr(t, "profiles_rate"));
+	assert_null(strstr(t, "high_cpu_"));
 	assert_true(must_value(t, "profleet_agent_sampler_running") == 0);
 
 	struct agent_metrics_input bare = {.version = NULL};
