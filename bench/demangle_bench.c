@@ -24,7 +24,7 @@ static double now_ns(void)
 
 int main(int argc, char **argv)
 {
-	int rounds = argc > 1 ? atoi(argv[1]) : 20;
+	int rounds = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 20;
 	if (rounds < 1 || rounds > 10000)
 		rounds = 20;
 	char **names = calloc(MAX_NAMES, sizeof(*names));

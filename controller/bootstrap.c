@@ -381,7 +381,9 @@ int pf_bootstrap_import_token_dir(struct pf_store *st, const char *dir, struct p
 					  TOKEN_DIR_MAX_FILES);
 			break;
 		}
-		snprintf(d.names[d.n++], sizeof(d.names[0]), "%s", e->d_name);
+		/* checked above: at most PF_TOKEN_NAME_MAX characters */
+		snprintf(d.names[d.n++], sizeof(d.names[0]), "%.*s", (int)sizeof(d.names[0]) - 1,
+			 e->d_name);
 		int r = import_dir_file(st, path, e->d_name, &d, err);
 		if (r < 0)
 			rc = r;

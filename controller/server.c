@@ -787,6 +787,13 @@ static void drain_jobs(struct pf_server *s, struct pf_qpool *pool)
 			pf_log_debug("%s: answered %d after %.1f ms queued + %.1f ms", j->path,
 				     r->status, (double)(b->started_us - b->queued_us) / 1e3,
 				     (double)(b->done_us - b->started_us) / 1e3);
+			/* An answer that waited for a pool closes its connection after it is sent
+			 * ("Connection: close"): lws 4.1.6 on the libuv loop spins in its
+			 * buffered-input ("ripe rxflow") pass on the next request of a keep-alive
+			 * connection whose previous request was parked this way (seen with an
+			 * agent's back-to-back profile uploads and with browsers). The client
+			 * opens a new connection for its next request. */
+			r->close_after = true;
 			lws_set_timeout(j->wsi, NO_PENDING_TIMEOUT, 0);
 			lws_callback_on_writable(j->wsi);
 		}

@@ -95,6 +95,10 @@ before(async () => {
   await fleet.agents.gone1.proc.stop();
   await waitUntil(async () => (await apiAgents()).some((a) => a.instance_uid === uids.gone1 && !a.connected),
     { what: "gone1 disconnected" });
+  // The sampler loads in the background: wait for both agents to say loaded or refused.
+  const refused = (n) => /eBPF sampler unavailable/.test(fleet.agents[n].proc.output());
+  await waitUntil(async () => ["web1", "web2"].every((n) => samplerLoaded(fleet, n) || refused(n)),
+    { timeout: 30000, what: "the agents' samplers loaded or refused" });
   ebpf = samplerLoaded(fleet, "web1") && samplerLoaded(fleet, "web2");
 
   browser = await playwright.chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS });

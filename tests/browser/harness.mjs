@@ -73,7 +73,7 @@ export class Fleet {
     this.port = await freePort();
     this.base = `http://127.0.0.1:${this.port}`;
     this.dataDir = join(this.dir, "controller-data");
-    const args = [CONTROLLER_BIN, "--listen", `127.0.0.1:${this.port}`, "--data-dir", this.dataDir, ...extra];
+    const args = [CONTROLLER_BIN, "--listen", `127.0.0.1:${this.port}`, "--data-dir", this.dataDir, ...extra, ...(process.env.PF_CONTROLLER_DEBUG ? ["--log-level", "debug"] : [])];
     if (UI_DIR) args.push("--ui-dir", UI_DIR);
     this.controller = new Proc(args, join(this.dir, "controller.log"));
     this.procs.push(this.controller);
