@@ -569,8 +569,12 @@ static void test_http_refusals(void **state)
 	struct pf_pprof_target t = {.url = "http://127.0.0.1:1/x", .type = PF_PPROF_HEAP};
 	struct pf_prof_window *w = NULL;
 	pf_error_clear(&err);
-	assert_int_equal(pf_pprof_scrape_once(&t, &o, 0, &w, NULL, &err), -ECONNREFUSED);
-	assert_non_null(strstr(err.msg, "connect 127.0.0.1:1"));
+	/* refused at connect; on a loaded sanitizer run libcurl has once reported the same
+	 * refusal as an empty reply (ECONNRESET): either way the error names the address */
+	int refused = pf_pprof_scrape_once(&t, &o, 0, &w, NULL, &err);
+	assert_true(refused == -ECONNREFUSED || refused == -ECONNRESET);
+	assert_non_null(strstr(err.msg, "127.0.0.1:1"));
+	assert_null(w);
 	/* bad URLs are refused up front */
 	struct pf_pprof_target bad = {.url = "ftp://x/", .type = PF_PPROF_HEAP};
 	pf_error_clear(&err);
