@@ -1,5 +1,5 @@
 /* opamp_client.c — see opamp_client.h. Conformance numbers refer to
- * /work/shared/design/OPAMP-CONFORMANCE.md (opamp-spec v0.18.0). */
+ * shared/design/OPAMP-CONFORMANCE.md (opamp-spec v0.18.0). */
 #include "opamp_client.h"
 
 #include <errno.h>

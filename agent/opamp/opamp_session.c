@@ -1,5 +1,5 @@
 /* opamp_session.c — see opamp_session.h. Spec references are to opamp-spec
- * specification.md v0.18.0 via /work/shared/design/OPAMP-CONFORMANCE.md numbers. */
+ * specification.md v0.18.0 via shared/design/OPAMP-CONFORMANCE.md numbers. */
 #include "opamp_session.h"
 
 #include <errno.h>
