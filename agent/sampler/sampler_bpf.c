@@ -971,6 +971,7 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 		return fail(s, pf_error_set(err, rc, "", "size the sample ring buffer: %s",
 					    strerror(-rc)));
 	s->skel->rodata->wake_bytes = rb_bytes / 4;
+	s->skel->rodata->bench_omit = s->opt.bench_omit;
 	/* The kernel symbol resolver needs syscall programs with bpf_snprintf (5.14+); without
 	 * them the sampler loads without it and the symbolizer reads /proc/kallsyms. */
 	s->ksym_prog = !s->opt.no_kernel_symbols &&

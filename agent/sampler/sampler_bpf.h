@@ -55,6 +55,9 @@ struct pf_sampler_options {
 	bool no_kernel_symbols; /* skip /proc/kallsyms */
 	/* pod attribution (agent/k8s/podcache.h): extra process attributes; NULL: none */
 	const struct pf_procinfo_source *attr_source;
+	/* PF_BENCH_* bits of cpu_sampler.h: parts of the sample program left out, for
+	 * bench/bpf_sample_cost.sh only; 0 (the whole program) everywhere else */
+	uint32_t bench_omit;
 };
 
 struct pf_sampler_prog_stats {

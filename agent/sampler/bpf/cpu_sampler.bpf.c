@@ -35,6 +35,8 @@ __u32 skip_tgid = 0;
 /* Wake the consumer once this many bytes wait (a quarter of the ring buffer, whose size
  * user space picks from the CPU count before load). */
 const volatile __u64 wake_bytes = PF_SAMPLES_RB_MIN_BYTES / 4;
+/* PF_BENCH_* bits: parts of do_sample left out for bench/bpf_sample_cost.sh; 0 in the agent. */
+const volatile __u32 bench_omit = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -148,6 +150,10 @@ static __always_inline int record(struct bpf_perf_event_data *ctx, __u32 pid, __
 	__u64 size = sizeof(s->hdr) + kb + ub;
 	if (size > sizeof(*s))
 		return 0;
+	if (bench_omit & PF_BENCH_OMIT_OUTPUT) {
+		count(cnt);
+		return 0;
+	}
 	/* Wake the consumer only once the buffer is a quarter full; it also drains on its own
 	 * timer, so at 99 Hz there is about one wake-up per poll interval, not one per sample. */
 	__u64 wake = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= wake_bytes
@@ -161,6 +167,22 @@ static __always_inline int record(struct bpf_perf_event_data *ctx, __u32 pid, __
 	return 0;
 }
 
+/* The bare floor of a sample (PF_BENCH_FLOOR): the same stack walks into the same scratch
+ * record, nothing else. */
+static __always_inline int stacks_only(struct bpf_perf_event_data *ctx)
+{
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!s)
+		return 0;
+	long kb = in_user_mode(ctx) ? 0 : bpf_get_stack(ctx, s->ips, STACK_BYTES, 0);
+	if (kb < 0)
+		kb = 0;
+	kb &= 0x3ff;
+	bpf_get_stack(ctx, (void *)s->ips + kb, STACK_BYTES, BPF_F_USER_STACK);
+	return 0;
+}
+
 SEC("perf_event")
 int do_sample(struct bpf_perf_event_data *ctx)
 {
@@ -170,10 +192,12 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	if (tid == 0 || pid == skip_tgid) /* the idle task, the agent itself */
 		return 0;
 
+	if (bench_omit & PF_BENCH_FLOOR)
+		return stacks_only(ctx);
 	__u32 flags = 0;
-	if (filter_on) {
+	if (filter_on && !(bench_omit & PF_BENCH_OMIT_FILTER)) {
 		__u8 *verdict = bpf_map_lookup_elem(&pid_filter, &pid);
-		if (verdict && *verdict != PF_FILTER_ALLOW) {
+		if (verdict && *verdict != PF_FILTER_ALLOW && !(bench_omit & PF_BENCH_KEEP_ALL)) {
 			count(PF_CNT_FILTERED);
 			return 0;
 		}

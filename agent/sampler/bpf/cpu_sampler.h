@@ -47,6 +47,14 @@ enum pf_bpf_counter {
 	PF_CNT_MAX = 6,
 };
 
+/* Benchmark variants of do_sample (rodata `bench_omit`, set before load; 0 in the agent): the
+ * verifier prunes the branches of a constant, so each variant costs exactly what is left.
+ * bench/bpf_sample_cost.sh measures the full program against them for its breakdown. */
+#define PF_BENCH_KEEP_ALL 1    /* pid_filter looked up as usual, every tick recorded anyway */
+#define PF_BENCH_OMIT_OUTPUT 2 /* stacks walked, record built, nothing written to the ring */
+#define PF_BENCH_FLOOR 4       /* the bare floor: only the stack walks, then return */
+#define PF_BENCH_OMIT_FILTER 8 /* no pid_filter lookup, every tick recorded */
+
 /* flags of struct pf_bpf_sample */
 #define PF_SAMPLE_F_UNKNOWN 1 /* pid not in pid_filter while filtering */
 #define PF_SAMPLE_F_CAPTURE 2 /* a capture tick (do_capture): not part of continuous windows */
