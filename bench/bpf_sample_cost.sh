@@ -18,12 +18,18 @@
 #   nooutput  `all` without the ring-buffer write  -> ring-buffer cost = all - nooutput
 #   floor     only the stack walks (kernel when the tick hit kernel mode, then user)
 #                                                  -> stack walk = floor; rest = the record
+#   timed     `full` with bpf_ktime_get_ns between its parts (PF_BENCH_TIMING): ns per part
+#             of the workload's recorded ticks, summed in the kernel (the clock reads and
+#             their counter updates inflate it; compare parts, not totals)
+#   base      `full` of another build (PF_SAMPLE_BASE, e.g. the tree before a change), in the
+#             same rounds: before/after from one session
 # `full` is also given per recorded sample: do_sample's run time over the ticks it recorded.
 #
 #   sudo bench/bpf_sample_cost.sh
 # Environment: PF_BUILD_DIR (default build/bench-release, built Release when missing) or
 #   PF_SAMPLE (a profleet-sample binary), SECONDS_RUN (60; QUICK=1: 15), RUNS (2),
-#   VARIANTS ("full all nofilter nooutput floor"; an older binary without -B: "full").
+#   VARIANTS ("full all nofilter nooutput floor timed", plus "base" first when PF_SAMPLE_BASE
+#   is set), PF_SAMPLE_BASE (a profleet-sample binary for "base").
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +37,10 @@ build=${PF_BUILD_DIR:-$root/build/bench-release}
 secs=${SECONDS_RUN:-60}
 [ "${QUICK:-0}" = 1 ] && secs=${SECONDS_RUN:-15}
 runs=${RUNS:-2}
-variants=${VARIANTS:-full all nofilter nooutput floor}
+base=${PF_SAMPLE_BASE:-}
+def_variants="full all nofilter nooutput floor timed"
+[ -n "$base" ] && def_variants="base $def_variants"
+variants=${VARIANTS:-$def_variants}
 sample=${PF_SAMPLE:-}
 if [ -z "$sample" ]; then
 	sample=$build/agent/profleet-sample
@@ -69,7 +78,8 @@ done
 
 omit_of() {
 	case $1 in
-	full) echo 0 ;; all) echo 1 ;; nooutput) echo 3 ;; floor) echo 4 ;; nofilter) echo 9 ;;
+	full | base) echo 0 ;; all) echo 1 ;; nooutput) echo 3 ;; floor) echo 4 ;; nofilter) echo 9 ;;
+	timed) echo 16 ;;
 	*) echo "unknown variant $1" >&2; exit 2 ;;
 	esac
 }
@@ -80,8 +90,14 @@ echo "== do_sample, µs per sample (${secs} s per run, 99 Hz, ${ncpu} CPUs busy,
 for r in $(seq "$runs"); do
 	for v in $variants; do
 		args=(-c "$tmp/filter.yaml" -d "$secs" -s -t 1)
-		[ "$v" = full ] || args+=(-B "$(omit_of "$v")")
-		"$sample" "${args[@]}" > "$tmp/$v.$r.out" 2> "$tmp/$v.$r.err"
+		bin=$sample
+		[ "$v" = base ] && bin=$base
+		omit=$(omit_of "$v")
+		[ "$omit" = 0 ] || args+=(-B "$omit")
+		"$bin" "${args[@]}" > "$tmp/$v.$r.out" 2> "$tmp/$v.$r.err"
+		if [ "$v" = timed ]; then
+			grep '^stats bench_timed=' "$tmp/$v.$r.out" | cut -d' ' -f2- >> "$tmp/timed"
+		fi
 		line=$(grep '^stats prog=do_sample ' "$tmp/$v.$r.out")
 		ns=$(sed -n 's/.*run_time_ns=\([0-9]*\).*/\1/p' <<<"$line")
 		cnt=$(sed -n 's/.*run_cnt=\([0-9]*\).*/\1/p' <<<"$line")
@@ -89,15 +105,17 @@ for r in $(seq "$runs"); do
 		samples=$(sed -n 's/^stats samples=\([0-9]*\).*/\1/p' "$tmp/$v.$r.out")
 		us=$(python3 -c "print(f'{$ns / max($cnt, 1) / 1000:.3f}')")
 		echo "$v $us" >> "$tmp/results"
-		[ "$v" = full ] && python3 -c "print(f'perrec {$ns / max($samples, 1) / 1000:.3f}')" \
-			>> "$tmp/results"
+		case $v in full | base)
+			python3 -c "print(f'$v/rec {$ns / max($samples, 1) / 1000:.3f}')" >> "$tmp/results"
+		esac
 		printf '%-9s run %d: %6s µs/sample  (run_cnt=%s recorded=%s lost=%s)\n' \
 			"$v" "$r" "$us" "$cnt" "$samples" "$lost"
 	done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$tmp/results" <<'PY'
-import statistics, sys
+touch "$tmp/timed"
+python3 - "$tmp/results" "$tmp/timed" <<'PY'
+import re, statistics, sys
 res = {}
 for line in open(sys.argv[1]):
     v, us = line.split()
@@ -116,4 +134,16 @@ if {"all", "nofilter", "nooutput", "floor"} <= med.keys():
     for name, p in parts:
         print(f"{name:32s} {p:6.3f} µs  {p / f * 100:5.1f} %")
     print(f"all / floor: {f / med['floor']:.2f}")
+if "base" in med and "full" in med:
+    print(f"full / base: {med['full'] / med['base']:.2f} per tick, "
+          f"{med['full/rec'] / med['base/rec']:.2f} per recorded sample")
+tot = {}
+for line in open(sys.argv[2]):
+    for k, v in re.findall(r"(\w+)=(\d+)", line):
+        tot[k] = tot.get(k, 0) + int(v)
+if tot.get("bench_timed"):
+    n = tot["bench_timed"]
+    print(f"== timed: µs per recorded tick by part ({n} ticks) ==")
+    for k in ["filter_ns", "kstack_ns", "ustack_ns", "record_ns", "output_ns"]:
+        print(f"{k[:-3]:8s} {tot[k] / n / 1000:6.3f} µs")
 PY

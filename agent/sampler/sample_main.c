@@ -190,6 +190,11 @@ static void print_stats(struct pf_sampler *s)
 	       " frames_unresolved=%" PRIu64 " dwarf_skipped=%" PRIu64 "\n",
 	       startup_cpu_ns, st.kernel_symbols_load_ns, cpu_ns, ru.ru_maxrss, st.elf_cached,
 	       st.frames_resolved, st.frames_unresolved, st.dwarf_skipped);
+	if (st.bench_timed)
+		printf("stats bench_timed=%" PRIu64 " filter_ns=%" PRIu64 " kstack_ns=%" PRIu64
+		       " ustack_ns=%" PRIu64 " record_ns=%" PRIu64 " output_ns=%" PRIu64 "\n",
+		       st.bench_timed, st.bench_part_ns[0], st.bench_part_ns[1],
+		       st.bench_part_ns[2], st.bench_part_ns[3], st.bench_part_ns[4]);
 	printf("stats kernel_resolver=%d kernel_resolved=%" PRIu64 " kernel_resolve_cpu_ns=%" PRIu64
 	       "\n",
 	       st.kernel_resolver, st.kernel_resolved, st.kernel_resolve_cpu_ns);

@@ -87,6 +87,10 @@ struct pf_sampler_stats {
 	uint64_t bpf_run_time_ns; /* sum over the programs */
 	uint64_t bpf_run_cnt;
 	struct pf_sampler_prog_stats progs[PF_SAMPLER_N_PROGS];
+	/* bench_omit PF_BENCH_TIMING only: ns in filter, kernel stack, user stack, record and
+	 * ring-buffer write summed over bench_timed recorded ticks; 0 otherwise */
+	uint64_t bench_part_ns[5];
+	uint64_t bench_timed;
 	/* symbolizer */
 	uint64_t elf_cached, frames_resolved, frames_unresolved;
 	uint64_t dwarf_skipped; /* files whose compressed DWARF is over the inflate bound */
