@@ -835,7 +835,7 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->filtered = c[PF_CNT_FILTERED];
 	out->stack_errors = c[PF_CNT_STACK_ERR];
 	out->lost_events = c[PF_CNT_LOST_EVENT];
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < PF_CNT_T_N - PF_CNT_T_FILTER; i++)
 		out->bench_part_ns[i] = c[PF_CNT_T_FILTER + i];
 	out->bench_timed = c[PF_CNT_T_N];
 	struct pf_agg_stats as;

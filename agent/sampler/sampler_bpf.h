@@ -89,7 +89,7 @@ struct pf_sampler_stats {
 	struct pf_sampler_prog_stats progs[PF_SAMPLER_N_PROGS];
 	/* bench_omit PF_BENCH_TIMING only: ns in filter, kernel stack, user stack, record and
 	 * ring-buffer write summed over bench_timed recorded ticks; 0 otherwise */
-	uint64_t bench_part_ns[5];
+	uint64_t bench_part_ns[5]; /* PF_CNT_T_FILTER .. PF_CNT_T_OUTPUT */
 	uint64_t bench_timed;
 	/* symbolizer */
 	uint64_t elf_cached, frames_resolved, frames_unresolved;
