@@ -2,13 +2,15 @@
  * and benchmarks: samples for N seconds under a profiling config file, closing a window every
  * sampling.duration_seconds, and prints each window as text.
  *
- *   profleet-sample [-c profiling.yaml] [-d seconds] [-t top] [-F] [-s] [-v]
+ *   profleet-sample [-c profiling.yaml] [-d seconds] [-t top] [-F] [-s] [-v] [-B bits]
  *     -c  profiling config (pf/profcfg.h); default: all defaults (99 Hz, no filters)
  *     -d  total run time in seconds (default: one window, sampling.duration_seconds)
  *     -t  stacks printed per process (default 10)
  *     -F  folded output instead: "pid;comm;root;..;leaf count" per stack (flame graph input)
  *     -s  print sampler stats, BPF run time and this process's CPU time and peak RSS at exit
  *     -v  debug logs
+ *     -B  benchmark variant: PF_BENCH_* bits (cpu_sampler.h), parts of the sample program left
+ *         out (bench/bpf_sample_cost.sh); default 0, the agent's program
  * Exit: 0 ok, 1 error, 2 usage, 77 the kernel refuses BPF or perf events. */
 #include <errno.h>
 #include <inttypes.h>
@@ -188,6 +190,11 @@ static void print_stats(struct pf_sampler *s)
 	       " frames_unresolved=%" PRIu64 " dwarf_skipped=%" PRIu64 "\n",
 	       startup_cpu_ns, st.kernel_symbols_load_ns, cpu_ns, ru.ru_maxrss, st.elf_cached,
 	       st.frames_resolved, st.frames_unresolved, st.dwarf_skipped);
+	if (st.bench_timed)
+		printf("stats bench_timed=%" PRIu64 " filter_ns=%" PRIu64 " kstack_ns=%" PRIu64
+		       " ustack_ns=%" PRIu64 " record_ns=%" PRIu64 " output_ns=%" PRIu64 "\n",
+		       st.bench_timed, st.bench_part_ns[0], st.bench_part_ns[1],
+		       st.bench_part_ns[2], st.bench_part_ns[3], st.bench_part_ns[4]);
 	printf("stats kernel_resolver=%d kernel_resolved=%" PRIu64 " kernel_resolve_cpu_ns=%" PRIu64
 	       "\n",
 	       st.kernel_resolver, st.kernel_resolved, st.kernel_resolve_cpu_ns);
@@ -204,10 +211,18 @@ int main(int argc, char **argv)
 	const char *cfg_path = NULL;
 	long seconds = 0, top = 10;
 	bool folded = false, stats = false;
+	struct pf_sampler_options so = {0};
 	int opt;
-	while ((opt = getopt(argc, argv, "c:d:t:Fsv")) != -1) {
+	while ((opt = getopt(argc, argv, "B:c:d:t:Fsv")) != -1) {
 		char *end;
 		switch (opt) {
+		case 'B': {
+			unsigned long v = strtoul(optarg, &end, 0);
+			if (*end || v > 0xff)
+				goto usage;
+			so.bench_omit = (uint32_t)v;
+			break;
+		}
 		case 'c':
 			cfg_path = optarg;
 			break;
@@ -259,7 +274,7 @@ int main(int argc, char **argv)
 	if (!seconds)
 		seconds = cfg->duration_seconds;
 
-	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	struct pf_sampler *s = pf_sampler_new(&so, &err);
 	if (!s) {
 		int e = errno;
 		fprintf(stderr, "profleet-sample: %s\n", err.msg);
@@ -317,6 +332,6 @@ int main(int argc, char **argv)
 	return ret;
 usage:
 	fprintf(stderr, "usage: profleet-sample [-c profiling.yaml] [-d seconds] [-t top] [-F] "
-			"[-s] [-v]\n");
+			"[-s] [-v] [-B bench-omit-bits]\n");
 	return 2;
 }

@@ -129,6 +129,8 @@ static void push_verdict(struct pf_sampler *s, const struct pf_proc *p)
 	__u32 key = p->pid;
 	__u8 v = proc_allowed(s, p) ? PF_FILTER_ALLOW : PF_FILTER_DENY;
 	bpf_map__update_elem(s->skel->maps.pid_filter, &key, sizeof(key), &v, sizeof(v), BPF_ANY);
+	/* after the update: drops the verdicts the kernel cached per CPU */
+	__atomic_fetch_add(&s->skel->bss->filter_gen, 1, __ATOMIC_SEQ_CST);
 }
 
 static int push_one(void *ctx, const struct pf_proc *p)
@@ -781,6 +783,27 @@ static int read_counters(struct pf_sampler *s, uint64_t sum[PF_CNT_MAX])
 	return 0;
 }
 
+/* Adds the per-tick counts the sample program keeps in its per-CPU state (cpu_sampler.h,
+ * struct pf_bpf_percpu) to sum. */
+static int add_percpu_counts(struct pf_sampler *s, uint64_t sum[PF_CNT_MAX])
+{
+	size_t stride = (sizeof(struct pf_bpf_percpu) + 7) & ~(size_t)7;
+	_cleanup_free_ char *vals = calloc((size_t)s->n_cpus_possible, stride);
+	__u32 zero = 0;
+	if (!vals)
+		return -ENOMEM;
+	if (bpf_map__lookup_elem(s->skel->maps.scratch_map, &zero, sizeof(zero), vals,
+				 (size_t)s->n_cpus_possible * stride, 0) < 0)
+		return -errno;
+	for (int c = 0; c < s->n_cpus_possible; c++) {
+		const struct pf_bpf_percpu *p = (const void *)(vals + (size_t)c * stride);
+		sum[PF_CNT_SAMPLES] += p->samples;
+		sum[PF_CNT_CAPTURE] += p->captures;
+		sum[PF_CNT_FILTERED] += p->filtered;
+	}
+	return 0;
+}
+
 static uint64_t lost_total(struct pf_sampler *s)
 {
 	uint64_t c[PF_CNT_MAX];
@@ -820,6 +843,8 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	memset(out, 0, sizeof(*out));
 	uint64_t c[PF_CNT_MAX];
 	int rc = read_counters(s, c);
+	if (rc == 0)
+		rc = add_percpu_counts(s, c);
 	if (rc < 0)
 		return rc;
 	out->running = s->pe.n > 0;
@@ -834,6 +859,9 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->filtered = c[PF_CNT_FILTERED];
 	out->stack_errors = c[PF_CNT_STACK_ERR];
 	out->lost_events = c[PF_CNT_LOST_EVENT];
+	for (int i = 0; i < PF_CNT_T_N - PF_CNT_T_FILTER; i++)
+		out->bench_part_ns[i] = c[PF_CNT_T_FILTER + i];
+	out->bench_timed = c[PF_CNT_T_N];
 	struct pf_agg_stats as;
 	pf_agg_stats(s->agg, &as);
 	out->lost_user = as.dropped;
@@ -995,6 +1023,7 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 		return fail(s, pf_error_set(err, rc, "", "size the sample ring buffer: %s",
 					    strerror(-rc)));
 	s->skel->rodata->wake_bytes = rb_bytes / 4;
+	s->skel->rodata->bench_omit = s->opt.bench_omit;
 	/* The kernel symbol resolver needs syscall programs with bpf_snprintf (5.14+); without
 	 * them the sampler loads without it and the symbolizer reads /proc/kallsyms. */
 	s->ksym_prog = !s->opt.no_kernel_symbols &&

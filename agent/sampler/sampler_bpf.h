@@ -55,6 +55,9 @@ struct pf_sampler_options {
 	bool no_kernel_symbols; /* skip /proc/kallsyms */
 	/* pod attribution (agent/k8s/podcache.h): extra process attributes; NULL: none */
 	const struct pf_procinfo_source *attr_source;
+	/* PF_BENCH_* bits of cpu_sampler.h: parts of the sample program left out, for
+	 * bench/bpf_sample_cost.sh only; 0 (the whole program) everywhere else */
+	uint32_t bench_omit;
 };
 
 struct pf_sampler_prog_stats {
@@ -84,6 +87,10 @@ struct pf_sampler_stats {
 	uint64_t bpf_run_time_ns; /* sum over the programs */
 	uint64_t bpf_run_cnt;
 	struct pf_sampler_prog_stats progs[PF_SAMPLER_N_PROGS];
+	/* bench_omit PF_BENCH_TIMING only: ns in filter, kernel stack, user stack, record and
+	 * ring-buffer write summed over bench_timed recorded ticks; 0 otherwise */
+	uint64_t bench_part_ns[5]; /* PF_CNT_T_FILTER .. PF_CNT_T_OUTPUT */
+	uint64_t bench_timed;
 	/* symbolizer */
 	uint64_t elf_cached, frames_resolved, frames_unresolved;
 	uint64_t dwarf_skipped; /* files whose compressed DWARF is over the inflate bound */

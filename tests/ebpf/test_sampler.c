@@ -244,6 +244,59 @@ static void test_exclude_in_kernel(void **state)
 	pf_sampler_free(s);
 }
 
+/* The kernel caches the pid_filter verdict of the last process per CPU: a busy process that
+ * was sampled must stop being sampled at the next tick once the filters exclude it, and be
+ * sampled again once they include it. */
+static void test_filter_change_drops_cached_verdict(void **state)
+{
+	struct pf_error err = {0};
+	pid_t pid = spawn_workload(8);
+	assert_true(pid > 0);
+	usleep(100000);
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	const char *fmt = "profiling:\n  sampling: {frequency_hz: 499, duration_seconds: 10}\n"
+			  "  filters:\n    %s: [{key: process.pid, match: strict, value: \"%d\"}]\n";
+	struct pf_profcfg *inc = config(fmt, "include", (int)pid);
+	struct pf_profcfg *exc = config(fmt, "exclude", (int)pid);
+	struct pf_prof_window *w[3];
+	double cpu[3];
+	uint64_t filtered[3];
+	struct pf_profcfg *seq[3] = {inc, exc, inc};
+	for (int i = 0; i < 3; i++) {
+		struct pf_sampler_stats st;
+		assert_int_equal(pf_sampler_set_config(s, seq[i], &err), 0);
+		double c0 = proc_cpu_s(pid);
+		assert_int_equal(pf_sampler_stats(s, &st), 0);
+		poll_for(s, 1200);
+		w[i] = pf_sampler_close_window(s, &err);
+		assert_non_null(w[i]);
+		cpu[i] = proc_cpu_s(pid) - c0;
+		filtered[i] = st.filtered;
+		assert_int_equal(pf_sampler_stats(s, &st), 0);
+		filtered[i] = st.filtered - filtered[i];
+	}
+	reap(pid);
+	struct tally t[3] = {{0}};
+	for (int i = 0; i < 3; i++)
+		tally_window(w[i], pid, &t[i]);
+	print_message("included: %lu samples (%.2f s CPU); excluded: %lu samples, %lu filtered "
+		      "(%.2f s); included again: %lu samples (%.2f s)\n",
+		      (unsigned long)t[0].total, cpu[0], (unsigned long)t[1].total,
+		      (unsigned long)filtered[1], cpu[1], (unsigned long)t[2].total, cpu[2]);
+	assert_true(cpu[0] >= 0.2 && cpu[1] >= 0.2 && cpu[2] >= 0.2); /* enough CPU to judge by */
+	assert_true(t[0].total >= 0.5 * 499 * cpu[0]);
+	/* a tick or two may have been recorded between closing the window and the new filter */
+	assert_true(t[1].total <= 2);
+	assert_true(filtered[1] >= 0.5 * 499 * cpu[1]);
+	assert_true(t[2].total >= 0.5 * 499 * cpu[2]);
+	for (int i = 0; i < 3; i++)
+		pf_prof_window_free(w[i]);
+	pf_profcfg_free(inc);
+	pf_profcfg_free(exc);
+	pf_sampler_free(s);
+}
+
 static void test_runtime_frequency_change(void **state)
 {
 	struct pf_error err = {0};
@@ -582,6 +635,7 @@ int main(void)
 		cmocka_unit_test(test_include_ratio_callers),
 		cmocka_unit_test(test_exclude_in_kernel),
 		cmocka_unit_test(test_runtime_frequency_change),
+		cmocka_unit_test(test_filter_change_drops_cached_verdict),
 		cmocka_unit_test(test_kernel_frames_resolver),
 		cmocka_unit_test(test_capture_beside_continuous),
 		cmocka_unit_test(test_capture_triggered_mode),

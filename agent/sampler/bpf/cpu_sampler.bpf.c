@@ -29,12 +29,17 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* 1 while include/exclude filters are active; written by user space through .bss. */
 __u32 filter_on = 0;
+/* Bumped after every change of pid_filter (user space and the handlers below): verdicts
+ * cached per CPU (struct pf_bpf_percpu) hold only while it has not moved. */
+__u32 filter_gen = 0;
 /* The agent's own process (tgid), never sampled unless 0; one compare instead of a map
  * lookup per tick when no filter is active. Written by user space through .bss. */
 __u32 skip_tgid = 0;
 /* Wake the consumer once this many bytes wait (a quarter of the ring buffer, whose size
  * user space picks from the CPU count before load). */
 const volatile __u64 wake_bytes = PF_SAMPLES_RB_MIN_BYTES / 4;
+/* PF_BENCH_* bits: parts of do_sample left out for bench/bpf_sample_cost.sh; 0 in the agent. */
+const volatile __u32 bench_omit = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -67,18 +72,12 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
-/* Per-CPU scratch record: header + room for both stacks. 2 x 128 slots so that the masked
- * (verifier-provable) offsets below always stay inside the value. */
-struct scratch {
-	struct pf_bpf_sample hdr;
-	__u64 ips[2 * (PF_MAX_STACK + 1)];
-};
-
+/* Per-CPU state: the record being built, per-tick counts, the cached verdict (cpu_sampler.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct scratch);
+	__type(value, struct pf_bpf_percpu);
 } scratch_map SEC(".maps");
 
 struct {
@@ -96,6 +95,23 @@ static __always_inline void count(__u32 idx)
 }
 
 #define STACK_BYTES (PF_MAX_STACK * 8)
+
+/* PF_BENCH_TIMING: adds the time since *t to counter idx and restarts *t; pruned otherwise. */
+static __always_inline void lap(__u64 *t, __u32 idx)
+{
+	if (!(bench_omit & PF_BENCH_TIMING))
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
+	if (v)
+		*v += now - *t;
+	*t = now;
+}
+
+static __always_inline __u64 lap_start(void)
+{
+	return (bench_omit & PF_BENCH_TIMING) ? bpf_ktime_get_ns() : 0;
+}
 
 /* True when the tick interrupted user mode: then there is no kernel stack to walk (the
  * kernel walk would find nothing but still costs a helper call and a callchain buffer). The
@@ -115,24 +131,41 @@ static __always_inline bool in_user_mode(struct bpf_perf_event_data *ctx)
 #endif
 }
 
-/* Writes one sample record of the current task (stacks of the interrupted context) and counts
- * it under cnt. */
-static __always_inline int record(struct bpf_perf_event_data *ctx, __u32 pid, __u32 tid,
-				  __u32 flags, __u32 cnt)
+/* The kernel stack (only when the tick interrupted kernel mode) then the user stack of the
+ * interrupted context into s->ips; their sizes in bytes, masked so that the verifier can prove
+ * every later offset stays inside the scratch value. */
+static __always_inline void walk_stacks(struct bpf_perf_event_data *ctx,
+					struct pf_bpf_percpu *s, long *kbytes, long *ubytes,
+					__u64 *t)
 {
-	__u32 zero = 0;
-	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
-	if (!s)
-		return 0;
-
 	long kb = in_user_mode(ctx) ? 0 : bpf_get_stack(ctx, s->ips, STACK_BYTES, 0);
 	if (kb < 0)
 		kb = 0;
 	kb &= 0x3ff; /* <= 1016 in practice; the mask proves it to the verifier */
+	lap(t, PF_CNT_T_KSTACK);
 	long ub = bpf_get_stack(ctx, (void *)s->ips + kb, STACK_BYTES, BPF_F_USER_STACK);
+	lap(t, PF_CNT_T_USTACK);
 	if (ub < 0)
 		ub = 0;
-	ub &= 0x3ff;
+	*kbytes = kb;
+	*ubytes = ub & 0x3ff;
+}
+
+static __always_inline void count_here(struct pf_bpf_percpu *s, bool capture)
+{
+	if (capture)
+		s->captures++;
+	else
+		s->samples++;
+}
+
+/* Writes one sample record of the current task (stacks of the interrupted context) from the
+ * CPU's state s and counts it (a capture tick or a continuous one). */
+static __always_inline int record(struct bpf_perf_event_data *ctx, struct pf_bpf_percpu *s,
+				  __u32 pid, __u32 tid, __u32 flags, bool capture, __u64 *t)
+{
+	long kb, ub;
+	walk_stacks(ctx, s, &kb, &ub, t);
 	if (kb == 0 && ub == 0)
 		count(PF_CNT_STACK_ERR);
 
@@ -146,41 +179,89 @@ static __always_inline int record(struct bpf_perf_event_data *ctx, __u32 pid, __
 	bpf_get_current_comm(s->hdr.comm, sizeof(s->hdr.comm));
 
 	__u64 size = sizeof(s->hdr) + kb + ub;
-	if (size > sizeof(*s))
+	if (size > sizeof(s->hdr) + sizeof(s->ips))
 		return 0;
+	if (bench_omit & PF_BENCH_OMIT_OUTPUT) {
+		count_here(s, capture);
+		return 0;
+	}
+	lap(t, PF_CNT_T_RECORD);
 	/* Wake the consumer only once the buffer is a quarter full; it also drains on its own
-	 * timer, so at 99 Hz there is about one wake-up per poll interval, not one per sample. */
-	__u64 wake = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= wake_bytes
-			     ? BPF_RB_FORCE_WAKEUP
-			     : BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_output(&samples, s, size, wake) < 0) {
+	 * timer, so at 99 Hz there is about one wake-up per poll interval, not one per sample.
+	 * The fill is looked at only every wake_bytes / 8 this CPU wrote, not per record. */
+	__u64 wake = BPF_RB_NO_WAKEUP;
+	s->since_query += size;
+	if (s->since_query >= wake_bytes / 8) {
+		s->since_query = 0;
+		if (bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= wake_bytes)
+			wake = BPF_RB_FORCE_WAKEUP;
+	}
+	if (bpf_ringbuf_output(&samples, &s->hdr, size, wake) < 0) {
 		count(PF_CNT_LOST_RB);
 		return 0;
 	}
-	count(cnt);
+	count_here(s, capture);
+	lap(t, PF_CNT_T_OUTPUT);
+	if (bench_omit & PF_BENCH_TIMING)
+		count(PF_CNT_T_N);
+	return 0;
+}
+
+/* The pid_filter verdict of tgid pid: the one cached on this CPU while filter_gen has not
+ * moved since it was read (a busy process keeps its CPU for many ticks), else the map's. The
+ * generation is read before the map, so a change racing with the read leaves a stale
+ * generation behind, never a stale verdict under a current one. */
+static __always_inline __u32 verdict_of(struct pf_bpf_percpu *s, __u32 pid)
+{
+	__u32 gen = filter_gen;
+	if (s->cached_pid == pid && s->cached_gen == gen)
+		return s->cached_verdict;
+	__u8 *v = bpf_map_lookup_elem(&pid_filter, &pid);
+	__u32 verdict = v ? *v : PF_FILTER_UNKNOWN;
+	s->cached_pid = pid;
+	s->cached_gen = gen;
+	s->cached_verdict = verdict;
+	return verdict;
+}
+
+/* The bare floor of a sample (PF_BENCH_FLOOR): the same stack walks into the same scratch
+ * record, nothing else. */
+static __always_inline int stacks_only(struct bpf_perf_event_data *ctx, struct pf_bpf_percpu *s)
+{
+	long kb, ub;
+	__u64 t = 0;
+	walk_stacks(ctx, s, &kb, &ub, &t);
 	return 0;
 }
 
 SEC("perf_event")
 int do_sample(struct bpf_perf_event_data *ctx)
 {
+	__u64 t = lap_start();
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32, tid = (__u32)id;
 
 	if (tid == 0 || pid == skip_tgid) /* the idle task, the agent itself */
 		return 0;
 
+	__u32 zero = 0;
+	struct pf_bpf_percpu *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!s)
+		return 0;
+	if (bench_omit & PF_BENCH_FLOOR)
+		return stacks_only(ctx, s);
 	__u32 flags = 0;
-	if (filter_on) {
-		__u8 *verdict = bpf_map_lookup_elem(&pid_filter, &pid);
-		if (verdict && *verdict != PF_FILTER_ALLOW) {
-			count(PF_CNT_FILTERED);
+	if (filter_on && !(bench_omit & PF_BENCH_OMIT_FILTER)) {
+		__u32 v = verdict_of(s, pid);
+		if (v == PF_FILTER_UNKNOWN)
+			flags |= PF_SAMPLE_F_UNKNOWN;
+		else if (v != PF_FILTER_ALLOW && !(bench_omit & PF_BENCH_KEEP_ALL)) {
+			s->filtered++;
 			return 0;
 		}
-		if (!verdict)
-			flags |= PF_SAMPLE_F_UNKNOWN;
 	}
-	return record(ctx, pid, tid, flags, PF_CNT_SAMPLES);
+	lap(&t, PF_CNT_T_FILTER);
+	return record(ctx, s, pid, tid, flags, false, &t);
 }
 
 SEC("perf_event")
@@ -195,7 +276,12 @@ int do_capture(struct bpf_perf_event_data *ctx)
 	if (!mask || !*mask)
 		return 0;
 	__u32 flags = PF_SAMPLE_F_CAPTURE | ((__u32)*mask << PF_SAMPLE_CAPTURE_SHIFT);
-	return record(ctx, pid, tid, flags, PF_CNT_CAPTURE);
+	__u32 zero = 0;
+	struct pf_bpf_percpu *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!s)
+		return 0;
+	__u64 t = lap_start();
+	return record(ctx, s, pid, tid, flags, true, &t);
 }
 
 static __always_inline void emit(__u32 type, __u32 pid, __u32 ppid, struct task_struct *t)
@@ -230,6 +316,7 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 
 	/* A new executable: the old verdict no longer holds until user space says so. */
 	bpf_map_delete_elem(&pid_filter, &pid);
+	__sync_fetch_and_add(&filter_gen, 1);
 	emit(PF_PROC_EXEC, pid, 0, p);
 	return 0;
 }
@@ -247,6 +334,7 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 	if (v) {
 		__u8 val = *v;
 		bpf_map_update_elem(&pid_filter, &tgid, &val, BPF_ANY);
+		__sync_fetch_and_add(&filter_gen, 1);
 	}
 	/* A capture of the parent covers its children too. */
 	__u8 *m = bpf_map_lookup_elem(&capture_pids, &ptgid);
@@ -265,7 +353,8 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 
 	if (pid != tgid)
 		return 0;
-	bpf_map_delete_elem(&pid_filter, &tgid);
+	if (bpf_map_delete_elem(&pid_filter, &tgid) == 0)
+		__sync_fetch_and_add(&filter_gen, 1);
 	bpf_map_delete_elem(&capture_pids, &tgid);
 	emit(PF_PROC_EXIT, tgid, 0, p);
 	return 0;

@@ -35,8 +35,11 @@
 /* pid_filter values */
 #define PF_FILTER_DENY 0
 #define PF_FILTER_ALLOW 1
+#define PF_FILTER_UNKNOWN 0xff /* struct pf_bpf_percpu only: no entry in pid_filter */
 
-/* Indices of the per-CPU `counters` array. */
+/* Indices of the per-CPU `counters` array. The counts of every tick (samples, capture ticks,
+ * filtered ticks) live in struct pf_bpf_percpu instead, next to the record the tick writes
+ * anyway; their slots here stay 0 and user space adds the two. */
 enum pf_bpf_counter {
 	PF_CNT_SAMPLES = 0,    /* ticks recorded into the ring buffer */
 	PF_CNT_LOST_RB = 1,    /* ring buffer full: sample lost */
@@ -44,8 +47,25 @@ enum pf_bpf_counter {
 	PF_CNT_STACK_ERR = 3,  /* both stack walks failed: recorded without stacks */
 	PF_CNT_LOST_EVENT = 4, /* process events lost (events ring buffer full) */
 	PF_CNT_CAPTURE = 5,    /* capture ticks recorded (do_capture) */
-	PF_CNT_MAX = 6,
+	/* PF_BENCH_TIMING only: ns spent in each part of the recorded ticks, and their count */
+	PF_CNT_T_FILTER = 6,  /* entry checks and the pid_filter lookup */
+	PF_CNT_T_KSTACK = 7,  /* kernel stack walk (ticks that interrupted kernel mode) */
+	PF_CNT_T_USTACK = 8,  /* user stack walk */
+	PF_CNT_T_RECORD = 9,  /* header, comm, counters */
+	PF_CNT_T_OUTPUT = 10, /* ring-buffer write */
+	PF_CNT_T_N = 11,      /* ticks timed */
+	PF_CNT_MAX = 12,
 };
+
+/* Benchmark variants of do_sample (rodata `bench_omit`, set before load; 0 in the agent): the
+ * verifier prunes the branches of a constant, so each variant costs exactly what is left.
+ * bench/bpf_sample_cost.sh measures the full program against them for its breakdown. */
+#define PF_BENCH_KEEP_ALL 1    /* pid_filter looked up as usual, every tick recorded anyway */
+#define PF_BENCH_OMIT_OUTPUT 2 /* stacks walked, record built, nothing written to the ring */
+#define PF_BENCH_FLOOR 4       /* the bare floor: only the stack walks, then return */
+#define PF_BENCH_OMIT_FILTER 8 /* no pid_filter lookup, every tick recorded */
+#define PF_BENCH_TIMING 16     /* bpf_ktime_get_ns between the parts of each recorded tick,
+				* summed into the PF_CNT_T_* counters (adds ~6 clock reads) */
 
 /* flags of struct pf_bpf_sample */
 #define PF_SAMPLE_F_UNKNOWN 1 /* pid not in pid_filter while filtering */
@@ -62,6 +82,29 @@ struct pf_bpf_sample {
 	unsigned int flags;
 	char comm[PF_COMM_LEN];
 	/* followed by kstack_len + ustack_len unsigned long long ips */
+};
+
+/* The single entry of the per-CPU array `scratch_map`: the sample program's per-CPU state.
+ * One tick touches only this (and the ring buffer) in the common case:
+ *  - the record is built in hdr + ips, then copied to the ring with only the frames used;
+ *  - per-tick counts are plain increments here instead of `counters` map updates;
+ *  - the pid_filter verdict of the last process seen on this CPU is cached with the
+ *    `filter_gen` it was read at; every change of pid_filter (user space's verdicts, the
+ *    kernel's exec/fork/exit handling) bumps filter_gen, which drops every cached verdict;
+ *  - the ring's fill is looked at once this CPU has written wake_bytes / 8 since its last
+ *    look, not at every record.
+ * User space reads the counts with a per-CPU lookup and sums them. */
+struct pf_bpf_percpu {
+	unsigned long long samples;     /* PF_CNT_SAMPLES */
+	unsigned long long captures;    /* PF_CNT_CAPTURE */
+	unsigned long long filtered;    /* PF_CNT_FILTERED */
+	unsigned long long since_query; /* bytes written since the last look at the ring's fill */
+	unsigned int cached_pid;        /* tgid of the cached verdict (0: none) */
+	unsigned int cached_gen;        /* filter_gen the verdict was read at */
+	unsigned int cached_verdict;    /* PF_FILTER_* */
+	unsigned int pad;
+	struct pf_bpf_sample hdr;
+	unsigned long long ips[2 * (PF_MAX_STACK + 1)]; /* 2 x 128 slots: masked offsets stay inside */
 };
 
 enum pf_bpf_proc_event_type {

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# bench/bpf_sample_cost.sh — what one sample costs in the kernel (docs/benchmarks.md, "BPF cost
+# per sample"). Not a test: prints figures to copy into the docs. Needs root (BPF, perf events).
+#
+# Both CPUs are kept busy by tests/ebpf/workload.c (frame pointers, one per CPU) while
+# profleet-sample samples at 99 Hz with an in-kernel filter active (include
+# process.executable.name = workload, so every tick looks its process up in pid_filter), with
+# kernel.bpf_stats_enabled on. The cost of a sample is do_sample's run_time_ns / run_cnt from
+# the kernel's BPF statistics, in µs. The same run is repeated for variants of the program
+# built with parts left out (rodata bench_omit, cpu_sampler.h PF_BENCH_*; the verifier prunes
+# them, so what is left is exactly what runs):
+#
+#   full      the agent's program: filter, then stacks, record, ring buffer for the ticks of
+#             the workload (the host's other processes are looked up and dropped)
+#   all       the same with every tick recorded (verdict looked up, then ignored): the base
+#             of the breakdown, since the machine is shared and other processes' ticks count
+#   nofilter  `all` without the pid_filter lookup  -> filter cost      = all - nofilter
+#   nooutput  `all` without the ring-buffer write  -> ring-buffer cost = all - nooutput
+#   floor     only the stack walks (kernel when the tick hit kernel mode, then user)
+#                                                  -> stack walk = floor; rest = the record
+#   timed     `full` with bpf_ktime_get_ns between its parts (PF_BENCH_TIMING): ns per part
+#             of the workload's recorded ticks, summed in the kernel (the clock reads and
+#             their counter updates inflate it; compare parts, not totals)
+#   base      `full` of another build (PF_SAMPLE_BASE, e.g. the tree before a change), in the
+#             same rounds: before/after from one session
+# `full` is also given per recorded sample: do_sample's run time over the ticks it recorded.
+#
+#   sudo bench/bpf_sample_cost.sh
+# Environment: PF_BUILD_DIR (default build/bench-release, built Release when missing) or
+#   PF_SAMPLE (a profleet-sample binary), SECONDS_RUN (60; QUICK=1: 15), RUNS (2),
+#   VARIANTS ("full all nofilter nooutput floor timed", plus "base" first when PF_SAMPLE_BASE
+#   is set), PF_SAMPLE_BASE (a profleet-sample binary for "base").
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${PF_BUILD_DIR:-$root/build/bench-release}
+secs=${SECONDS_RUN:-60}
+[ "${QUICK:-0}" = 1 ] && secs=${SECONDS_RUN:-15}
+runs=${RUNS:-2}
+base=${PF_SAMPLE_BASE:-}
+def_variants="full all nofilter nooutput floor timed"
+[ -n "$base" ] && def_variants="base $def_variants"
+variants=${VARIANTS:-$def_variants}
+sample=${PF_SAMPLE:-}
+if [ -z "$sample" ]; then
+	sample=$build/agent/profleet-sample
+	if [ ! -x "$sample" ]; then
+		cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+		cmake --build "$build" -j2 --target profleet-sample >/dev/null
+	fi
+fi
+
+tmp=$(mktemp -d /tmp/pf-bpfcost.XXXXXX)
+pids=()
+old_stats=$(sysctl -n kernel.bpf_stats_enabled)
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	sysctl -q -w kernel.bpf_stats_enabled="$old_stats" || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+cc -O0 -fno-omit-frame-pointer -g -o "$tmp/workload" "$root/tests/ebpf/workload.c"
+cat > "$tmp/filter.yaml" <<'EOF'
+profiling:
+  sampling: {frequency_hz: 99, duration_seconds: 10}
+  filters:
+    include:
+      - {key: process.executable.name, match: strict, value: workload}
+EOF
+sysctl -q -w kernel.bpf_stats_enabled=1
+ncpu=$(nproc)
+total=$(((secs + 3) * runs * $(wc -w <<<"$variants") + 10))
+for _ in $(seq "$ncpu"); do
+	"$tmp/workload" "$total" >/dev/null & pids+=($!)
+done
+
+omit_of() {
+	case $1 in
+	full | base) echo 0 ;; all) echo 1 ;; nooutput) echo 3 ;; floor) echo 4 ;; nofilter) echo 9 ;;
+	timed) echo 16 ;;
+	*) echo "unknown variant $1" >&2; exit 2 ;;
+	esac
+}
+
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== do_sample, µs per sample (${secs} s per run, 99 Hz, ${ncpu} CPUs busy, filter on) =="
+# interleaved: full, nofilter, ... then again, so a change in the host's load hits all alike
+for r in $(seq "$runs"); do
+	for v in $variants; do
+		args=(-c "$tmp/filter.yaml" -d "$secs" -s -t 1)
+		bin=$sample
+		[ "$v" = base ] && bin=$base
+		omit=$(omit_of "$v")
+		[ "$omit" = 0 ] || args+=(-B "$omit")
+		"$bin" "${args[@]}" > "$tmp/$v.$r.out" 2> "$tmp/$v.$r.err"
+		if [ "$v" = timed ]; then
+			grep '^stats bench_timed=' "$tmp/$v.$r.out" | cut -d' ' -f2- >> "$tmp/timed"
+		fi
+		line=$(grep '^stats prog=do_sample ' "$tmp/$v.$r.out")
+		ns=$(sed -n 's/.*run_time_ns=\([0-9]*\).*/\1/p' <<<"$line")
+		cnt=$(sed -n 's/.*run_cnt=\([0-9]*\).*/\1/p' <<<"$line")
+		lost=$(sed -n 's/.*lost_kernel=\([0-9]*\).*/\1/p' "$tmp/$v.$r.out")
+		samples=$(sed -n 's/^stats samples=\([0-9]*\).*/\1/p' "$tmp/$v.$r.out")
+		us=$(python3 -c "print(f'{$ns / max($cnt, 1) / 1000:.3f}')")
+		echo "$v $us" >> "$tmp/results"
+		case $v in full | base)
+			python3 -c "print(f'$v/rec {$ns / max($samples, 1) / 1000:.3f}')" >> "$tmp/results"
+		esac
+		printf '%-9s run %d: %6s µs/sample  (run_cnt=%s recorded=%s lost=%s)\n' \
+			"$v" "$r" "$us" "$cnt" "$samples" "$lost"
+	done
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+touch "$tmp/timed"
+python3 - "$tmp/results" "$tmp/timed" <<'PY'
+import re, statistics, sys
+res = {}
+for line in open(sys.argv[1]):
+    v, us = line.split()
+    res.setdefault(v, []).append(float(us))
+med = {v: statistics.median(x) for v, x in res.items()}
+print("== summary (median, spread = max - min over runs) ==")
+for v, x in res.items():
+    print(f"{v:9s} {med[v]:6.3f} µs  (spread {max(x) - min(x):.3f}; runs {', '.join(f'{u:.3f}' for u in x)})")
+if {"all", "nofilter", "nooutput", "floor"} <= med.keys():
+    f = med["all"]
+    parts = [("stack walk (floor)", med["floor"]),
+             ("filter (pid_filter lookup)", f - med["nofilter"]),
+             ("ring-buffer write", f - med["nooutput"])]
+    parts.append(("record (header, comm, counters)", f - sum(p for _, p in parts)))
+    print("== breakdown of all (every tick recorded) ==")
+    for name, p in parts:
+        print(f"{name:32s} {p:6.3f} µs  {p / f * 100:5.1f} %")
+    print(f"all / floor: {f / med['floor']:.2f}")
+if "base" in med and "full" in med:
+    print(f"full / base: {med['full'] / med['base']:.2f} per tick, "
+          f"{med['full/rec'] / med['base/rec']:.2f} per recorded sample")
+tot = {}
+for line in open(sys.argv[2]):
+    for k, v in re.findall(r"(\w+)=(\d+)", line):
+        tot[k] = tot.get(k, 0) + int(v)
+if tot.get("bench_timed"):
+    n = tot["bench_timed"]
+    print(f"== timed: µs per recorded tick by part ({n} ticks) ==")
+    for k in ["filter_ns", "kstack_ns", "ustack_ns", "record_ns", "output_ns"]:
+        print(f"{k[:-3]:8s} {tot[k] / n / 1000:6.3f} µs")
+PY
