@@ -31,8 +31,11 @@ static struct pf_server *g_server;
 
 static void on_signal(int sig)
 {
-	(void)sig;
-	if (g_server)
+	if (!g_server)
+		return;
+	if (sig == SIGHUP)
+		pf_server_reload_tls(g_server);
+	else
 		pf_server_stop(g_server);
 }
 
@@ -210,6 +213,11 @@ int main(int argc, char **argv)
 		.ui = ui,
 	};
 	snprintf(so.listen_host, sizeof(so.listen_host), "%s", cfg.listen_host);
+	if (cfg.agent_listen_host) {
+		snprintf(so.agent_listen_host, sizeof(so.agent_listen_host), "%s",
+			 cfg.agent_listen_host);
+		so.agent_port = cfg.agent_port;
+	}
 	g_server = pf_server_new(&so, fleet, store, persist, &metrics, &api, &err);
 	if (!g_server) {
 		pf_log_error("%s", err.msg);
@@ -220,12 +228,19 @@ int main(int argc, char **argv)
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	const char *scheme = cfg.tls_cert ? "https" : "http";
 	bool v6 = strchr(cfg.listen_host, ':') != NULL;
 	pf_log_info("listening on %s://%s%s%s:%d (OpAMP at /v1/opamp, API at /api/v1)", scheme,
 		    v6 ? "[" : "", cfg.listen_host, v6 ? "]" : "", pf_server_port(g_server));
+	if (pf_server_agent_port(g_server) >= 0) {
+		bool av6 = strchr(cfg.agent_listen_host, ':') != NULL;
+		pf_log_info("agent listener on https://%s%s%s:%d (client certificate required)",
+			    av6 ? "[" : "", cfg.agent_listen_host, av6 ? "]" : "",
+			    pf_server_agent_port(g_server));
+	}
 	pf_server_run(g_server);
 	pf_log_info("shutting down");
 	rc = 0;
