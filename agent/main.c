@@ -218,6 +218,8 @@ int main(int argc, char **argv)
 	    .server_url = o.server_url,
 	    .token = token,
 	    .ca_file = o.ca_file,
+	    .client_cert = o.client_cert,
+	    .client_key = o.client_key,
 	    .max_message_bytes = o.max_message_bytes,
 	};
 	err = (struct pf_error){0};

@@ -2,6 +2,7 @@
  * /work/shared/design/OPAMP-CONFORMANCE.md (opamp-spec v0.18.0). */
 #include "opamp_client.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,21 @@ struct agent_client {
 };
 
 /* ---- URL ---------------------------------------------------------------------------- */
+
+bool agent_url_is_loopback(const struct agent_url *u)
+{
+	struct in_addr a4;
+	struct in6_addr a6;
+	if (!strcasecmp(u->host, "localhost"))
+		return true;
+	if (inet_pton(AF_INET, u->host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (inet_pton(AF_INET6, u->host, &a6) != 1)
+		return false;
+	if (IN6_IS_ADDR_LOOPBACK(&a6))
+		return true;
+	return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
+}
 
 int agent_url_parse(const char *url, struct agent_url *out, struct pf_error *err)
 {
@@ -577,9 +593,10 @@ struct agent_client *agent_client_new(const struct agent_client_opts *o,
 			goto fail;
 		}
 		snprintf(c->auth, n, "Bearer %s", o->token);
-		if (!c->url.tls && !c->standalone)
-			pf_log_warn("opamp: sending the agent token over plain ws://; use wss:// "
-				    "outside a trusted network");
+		if (!c->url.tls && !c->standalone && !agent_url_is_loopback(&c->url))
+			pf_log_warn("opamp: sending the agent token over plain ws:// to %s "
+				    "(--allow-insecure)",
+				    c->url.host);
 	}
 	if (o->ca_file) {
 		c->ca_file = strdup(o->ca_file);
@@ -603,6 +620,8 @@ struct agent_client *agent_client_new(const struct agent_client_opts *o,
 			info.client_ssl_ca_filepath = c->ca_file;
 		else if (access(SYSTEM_CA_BUNDLE, R_OK) == 0)
 			info.client_ssl_ca_filepath = SYSTEM_CA_BUNDLE;
+		info.client_ssl_cert_filepath = o->client_cert;
+		info.client_ssl_private_key_filepath = o->client_key;
 	}
 	c->ctx = lws_create_context(&info);
 	if (!c->ctx) {
