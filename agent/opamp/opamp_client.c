@@ -36,6 +36,7 @@ struct agent_client {
 
 	struct lws *wsi;
 	bool connected;
+	bool handshaking; /* a connection attempt that has not yet ended or been established */
 	bool got_message;
 	bool rx_text;
 	bool send_wanted;
@@ -267,9 +268,11 @@ static void connect_cb(lws_sorted_usec_list_t *sul)
 	i.local_protocol_name = PROTOCOL_NAME;
 	i.ssl_connection = c->url.tls ? LCCSCF_USE_SSL : 0;
 	i.pwsi = &c->wsi;
+	c->handshaking = true;
 	pf_log_debug("opamp: connecting to %s%s://%s%s", "", c->url.tls ? "wss" : "ws",
 		     c->url.host_header, c->url.path);
-	if (!lws_client_connect_via_info(&i)) {
+	if (!lws_client_connect_via_info(&i) && c->handshaking) {
+		c->handshaking = false;
 		c->wsi = NULL;
 		schedule_connect(c, next_delay(c));
 	}
@@ -286,6 +289,7 @@ static void on_connection_error(struct agent_client *c, struct lws *wsi, const c
 	if (wsi && (status == 503 || status == 429) &&
 	    lws_hdr_copy(wsi, ra, (int)sizeof(ra), WSI_TOKEN_HTTP_RETRY_AFTER) > 0)
 		ra_ms = pf_retry_after_parse(ra, (int64_t)time(NULL));
+	c->handshaking = false;
 	c->wsi = NULL;
 	c->connected = false;
 
@@ -317,6 +321,7 @@ static void on_connection_error(struct agent_client *c, struct lws *wsi, const c
 
 static void on_established(struct agent_client *c, struct lws *wsi)
 {
+	c->handshaking = false;
 	c->wsi = wsi;
 	c->connected = true;
 	c->got_message = false;
@@ -487,6 +492,16 @@ static int client_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	case LWS_CALLBACK_CLIENT_CLOSED:
 		if (wsi == c->wsi || !c->wsi)
 			on_closed(c);
+		return 0;
+	case LWS_CALLBACK_WSI_DESTROY:
+		/* lws 4.1.6 closes a client whose TLS 1.3 peer refuses it after the handshake
+		 * (a client certificate required, or not trusted) while it sends the upgrade,
+		 * with neither CONNECTION_ERROR nor CLOSED: without this it never retries. */
+		if (c->handshaking && (wsi == c->wsi || !c->wsi)) {
+			static const char why[] = "closed by the server during the handshake (a "
+						  "client certificate required or refused?)";
+			on_connection_error(c, NULL, why, sizeof(why) - 1);
+		}
 		return 0;
 	default:
 		return 0;
