@@ -1101,7 +1101,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		 * reloads. */
 		if (s && s->n_ssl_ctx < (int)(sizeof(s->ssl_ctx) / sizeof(s->ssl_ctx[0])))
 			s->ssl_ctx[s->n_ssl_ctx++] = user;
-		return pf_tls_ctx_harden(user) < 0 ? 1 : 0;
+		return pf_tls_ctx_harden(user, s ? s->opt.client_ca : NULL) < 0 ? 1 : 0;
 	case LWS_CALLBACK_OPENSSL_PERFORM_CLIENT_CERT_VERIFICATION:
 		/* lws takes this callback's word over OpenSSL's: answer OpenSSL's verdict
 		 * (len), or any client certificate would pass. 0 accepts. */

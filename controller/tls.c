@@ -17,11 +17,17 @@ void pf_tls_vhost_policy(struct lws_context_creation_info *info)
 				       SSL_OP_CIPHER_SERVER_PREFERENCE);
 }
 
-int pf_tls_ctx_harden(void *ssl_ctx)
+int pf_tls_ctx_harden(void *ssl_ctx, const char *client_ca)
 {
 	SSL_CTX *ctx = ssl_ctx;
 	if (!ctx || SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1)
 		return -EINVAL;
+	if (client_ca && (SSL_CTX_get_verify_mode(ctx) & SSL_VERIFY_PEER)) {
+		STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(client_ca);
+		if (!names)
+			return -EINVAL;
+		SSL_CTX_set_client_CA_list(ctx, names); /* takes names */
+	}
 	return 0;
 }
 

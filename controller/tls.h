@@ -22,8 +22,10 @@ struct lws_context_creation_info;
 /* Sets the cipher lists and SSL options of a TLS listener's vhost. */
 void pf_tls_vhost_policy(struct lws_context_creation_info *info);
 /* Applied to each listener's SSL_CTX once lws made it (the server's
- * LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS): the protocol floor. 0 or -EINVAL. */
-int pf_tls_ctx_harden(void *ssl_ctx);
+ * LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS): the protocol floor, and on a
+ * listener that verifies clients the CA names of client_ca (PEM) sent with the request, so
+ * a client holding several certificates picks the right one. 0 or -EINVAL. */
+int pf_tls_ctx_harden(void *ssl_ctx, const char *client_ca);
 /* Loads cert (PEM chain) and key into ssl_ctx after checking, in a scratch context, that
  * both parse and belong together; on any error ssl_ctx is left as it was. */
 int pf_tls_reload(void *ssl_ctx, const char *cert, const char *key, struct pf_error *err);
