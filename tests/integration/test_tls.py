@@ -30,7 +30,8 @@ import ssl
 import subprocess
 import unittest
 
-from pfharness import AGENT_BIN, CONTROLLER_BIN, IntegrationCase, free_port, read_text, wait_until
+from pfharness import (AGENT_BIN, CONTROLLER_BIN, IntegrationCase, free_port, plain_http_reply,
+                       wait_until)
 from test_export_tls import OPENSSL, make_ca, make_server_cert
 
 
@@ -121,12 +122,7 @@ class TLS(IntegrationCase):
         with self.assertRaises(ssl.SSLCertVerificationError):
             https_get(p, "/readyz", self.otherca)
         # Plain HTTP to the TLS port gets no HTTP answer.
-        with socket.create_connection(("127.0.0.1", p), timeout=5) as s:
-            s.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
-            try:
-                data = s.recv(64)
-            except (socket.timeout, ConnectionError):
-                data = b""
+        data = plain_http_reply(p)
         self.assertFalse(data.startswith(b"HTTP/"), data)
         self.assertTrue(https_get(p, "/readyz", self.ca).endswith("200 OK"))
 
