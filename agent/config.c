@@ -323,7 +323,7 @@ int agent_config_effective_yaml(const struct agent_config *c, struct pf_buf *out
 {
 	if (!c->active)
 		return -ENOENT;
-	return pf_profcfg_emit_yaml(c->active, out);
+	return pf_profcfg_emit_yaml_redacted(c->active, out);
 }
 
 uint64_t agent_config_generation(const struct agent_config *c)

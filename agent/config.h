@@ -91,7 +91,8 @@ int agent_config_offer_remote(struct agent_config *c, const struct pf_config_map
 const struct pf_profcfg *agent_config_active(const struct agent_config *c);
 bool agent_config_active_is_remote(const struct agent_config *c);
 const struct agent_remote_status *agent_config_remote_status(const struct agent_config *c);
-/* The effective config as YAML (pf_profcfg_emit_yaml of the active config). */
+/* The effective config as YAML, secrets redacted (pf_profcfg_emit_yaml_redacted of the
+ * active config): what the agent reports. */
 int agent_config_effective_yaml(const struct agent_config *c, struct pf_buf *out);
 uint64_t agent_config_generation(const struct agent_config *c);
 uint64_t agent_config_status_generation(const struct agent_config *c);

@@ -21,6 +21,7 @@
 #include "pf/profcfg.h"
 #include "pf/selector.h"
 #include "pf/uuid.h"
+#include "redact.h"
 #include "store.h"
 
 #define AGENTS_DEFAULT_LIMIT 1000
@@ -327,7 +328,7 @@ static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 }
 
 static void h_agent_get(struct pf_api *api, const struct pf_api_request *req,
-			struct pf_api_response *resp, const char *uidstr)
+			struct pf_api_response *resp, const char *uidstr, bool admin)
 {
 	uint8_t uid[16];
 	if (pf_uuid_parse(uidstr, uid) < 0) {
@@ -339,7 +340,9 @@ static void h_agent_get(struct pf_api *api, const struct pf_api_request *req,
 		pf_api_error(resp, 404, "not_found", "no agent %s", uidstr);
 		return;
 	}
-	pf_api_respond_json(resp, 200, pf_agent_to_json(api->fleet, a, req->now_ms, true));
+	json_t *j = pf_agent_to_json(api->fleet, a, req->now_ms, true);
+	pf_redact_agent_json(j, admin);
+	pf_api_respond_json(resp, 200, j);
 }
 
 static void h_summary(struct pf_api *api, const struct pf_api_request *req,
@@ -489,7 +492,7 @@ static void h_config_put(struct pf_api *api, const struct pf_api_request *req,
 }
 
 static void h_config_get(struct pf_api *api, const struct pf_api_request *req,
-			 struct pf_api_response *resp, const char *name)
+			 struct pf_api_response *resp, const char *name, bool admin)
 {
 	uint64_t version = 0;
 	const char *vs = pf_api_arg(req, "version");
@@ -513,9 +516,10 @@ static void h_config_get(struct pf_api *api, const struct pf_api_request *req,
 		return;
 	}
 	pf_api_respond_json(resp, 200,
-		     json_pack("{s:s,s:I,s:o,s:I,s:s%}", "name", cv.name, "version",
+		     json_pack("{s:s,s:I,s:o,s:I,s:o}", "name", cv.name, "version",
 			       (json_int_t)cv.version, "hash", hex_json(cv.hash), "created",
-			       (json_int_t)cv.created_ms, "body", cv.body, cv.body_len));
+			       (json_int_t)cv.created_ms, "body",
+			       pf_redact_config_body(cv.body, cv.body_len, admin)));
 	pf_config_version_release(&cv);
 }
 
@@ -878,7 +882,7 @@ static void route(struct pf_api *api, const struct pf_api_request *req,
 			return h_agents_list(api, req, resp);
 	} else if (n == 2 && strcmp(seg[0], "agents") == 0) {
 		if (get)
-			return h_agent_get(api, req, resp, seg[1]);
+			return h_agent_get(api, req, resp, seg[1], have == ROLE_ADMIN);
 	} else if (n == 2 && strcmp(seg[0], "fleet") == 0 && strcmp(seg[1], "summary") == 0) {
 		if (get)
 			return h_summary(api, req, resp);
@@ -891,7 +895,7 @@ static void route(struct pf_api *api, const struct pf_api_request *req,
 		return h_config_validate(req, resp, seg[1]);
 	} else if (n == 2 && strcmp(seg[0], "configs") == 0) {
 		if (get)
-			return h_config_get(api, req, resp, seg[1]);
+			return h_config_get(api, req, resp, seg[1], have == ROLE_ADMIN);
 		if (put)
 			return h_config_put(api, req, resp, seg[1], role);
 	} else if (n == 3 && strcmp(seg[0], "configs") == 0 && strcmp(seg[2], "versions") == 0) {
