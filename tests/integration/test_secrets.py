@@ -25,7 +25,7 @@ import time
 import unittest
 
 from pfharness import IntegrationCase, read_text, wait_until
-from test_agent_metrics import HEAP_PPROF, PprofServer
+from test_agent_metrics import HEAP_PPROF, PprofServer, heap_config
 
 INLINE = "inline-s3cr3t-7f2a"
 FROM_FILE = "file-s3cr3t-91c4"
@@ -84,19 +84,12 @@ class Secrets(IntegrationCase):
         return tok
 
     def config(self, key_file):
-        return "\n".join([
-            "profiling:",
-            "  pprof:",
-            "    targets:",
-            "      - {url: \"http://127.0.0.1:%d/debug/pprof/heap\", type: heap, "
-            "interval_seconds: 1}" % self.pprof.port,
-            "  exporters:",
+        return heap_config(self.pprof.port, [
             "    - type: otlp_http",
             "      endpoint: \"http://127.0.0.1:%d/v1development/profiles\"" % self.recv.port,
             "      timeout_seconds: 5",
             "      headers: {X-Api-Key: \"%s\"}" % INLINE,
-            "      headers_from_file: {X-File-Key: \"%s\"}" % key_file,
-            ""])
+            "      headers_from_file: {X-File-Key: \"%s\"}" % key_file])
 
     def test_secrets_end_to_end(self):
         key_file = os.path.join(self.workdir, "key.txt")
