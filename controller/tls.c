@@ -12,9 +12,9 @@ void pf_tls_vhost_policy(struct lws_context_creation_info *info)
 {
 	info->ssl_cipher_list = PF_TLS12_CIPHERS;
 	info->tls1_3_plus_cipher_list = PF_TLS13_CIPHERS;
-	info->ssl_options_set = (long)(SSL_OP_NO_SSLv3 | SSL_OP_NO_TLSv1 | SSL_OP_NO_TLSv1_1 |
-				       SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
-				       SSL_OP_CIPHER_SERVER_PREFERENCE);
+	info->ssl_options_set =
+	    (long)(SSL_OP_NO_SSLv3 | SSL_OP_NO_TLSv1 | SSL_OP_NO_TLSv1_1 | SSL_OP_NO_COMPRESSION |
+		   SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
 }
 
 int pf_tls_ctx_harden(void *ssl_ctx, const char *client_ca)

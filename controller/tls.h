@@ -13,11 +13,12 @@
 struct lws_context_creation_info;
 
 /* TLS 1.2 suites (OpenSSL names) and TLS 1.3 suites the listeners accept. */
-#define PF_TLS12_CIPHERS                                                                   \
-	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                       \
-	"ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                       \
+#define PF_TLS12_CIPHERS                                                                           \
+	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                               \
+	"ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                               \
 	"ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
-#define PF_TLS13_CIPHERS "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+#define PF_TLS13_CIPHERS                                                                           \
+	"TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 
 /* Sets the cipher lists and SSL options of a TLS listener's vhost. */
 void pf_tls_vhost_policy(struct lws_context_creation_info *info);

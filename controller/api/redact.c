@@ -25,7 +25,7 @@ void pf_redact_agent_json(json_t *agent, bool admin)
 	json_t *eff = cfg ? json_object_get(cfg, "effective") : NULL;
 	if (admin || !json_is_string(eff))
 		return;
-	json_object_set_new(cfg, "effective",
-			    pf_redact_config_body(json_string_value(eff), json_string_length(eff),
-						  false));
+	json_object_set_new(
+	    cfg, "effective",
+	    pf_redact_config_body(json_string_value(eff), json_string_length(eff), false));
 }
