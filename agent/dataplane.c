@@ -1564,6 +1564,8 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 						       .agent_uid = o->agent_uid,
 						       .receiver = o->capture_receiver,
 						       .ca_file = o->capture_ca_file,
+						       .cert_file = o->capture_cert_file,
+						       .key_file = o->capture_key_file,
 						       .submit_bytes = capture_submit_bytes,
 						       .submit_window = capture_submit_window,
 						       .retire = capture_retire,
