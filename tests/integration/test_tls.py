@@ -18,6 +18,8 @@ Checked:
   the right client certificate and refuses none or one from the other CA; a real agent with
   --client-cert/--client-key connects there over wss:// and one without does not;
   --client-ca without --agent-listen is refused at start.
+- the agent verifies the controller (--ca-file): a certificate from another CA, or from its
+  CA for another address, is refused and the agent never connects;
 - the agent refuses, at start, to send its token over ws:// to a non-loopback host
   (192.0.2.1, never contacted) and says how to proceed.
 Every wait is bounded.
@@ -191,6 +193,32 @@ class TLS(IntegrationCase):
         wait_until(lambda: "cannot connect" in bad.proc.output(), timeout=15,
                    what="agent without a client certificate refused")
         self.assertIsNone(self.agent_json(ctl, buid))
+
+    def test_agent_verifies_server(self):
+        """A server certificate from a CA the agent does not trust, then one from the trusted
+        CA for another address: refused both times, never connected."""
+        ctl = self.tls_controller()
+        url = "wss://127.0.0.1:%d/v1/opamp" % ctl.port
+
+        def refused(name, ca):
+            ag = self.agent(ctl, name, server=url, extra=["--ca-file", ca, "--no-sampler"])
+            wait_until(lambda: "cannot connect" in ag.proc.output(), timeout=15,
+                       what=name + ": the agent refuses the server")
+            self.assertNotIn("opamp: connected", ag.proc.output())
+            ag.stop()
+
+        def serve(pair, n):
+            shutil.copy(pair[0], self.crt)
+            shutil.copy(pair[1], self.key)
+            ctl.proc.p.send_signal(signal.SIGHUP)
+            wait_until(lambda: ctl.proc.output().count("TLS certificate reloaded") == n,
+                       timeout=10, what="reload %d" % n)
+
+        refused("wrongca", self.otherca)
+        serve(make_server_cert(self.workdir, "otherip", "ca", "IP:127.0.0.2"), 1)
+        refused("wrongname", self.ca)
+        serve(self.srv, 2)
+        self.assertEqual(ctl.summary()["agents"], 0)
 
     def test_client_ca_needs_agent_listener(self):
         r = subprocess.run([CONTROLLER_BIN, "--listen", "127.0.0.1:%d" % free_port(),
