@@ -95,7 +95,7 @@ struct pf_server {
 	struct lws_context *ctx;
 	struct lws_vhost *vh;
 	struct lws_vhost *agent_vh; /* the mTLS agent listener, or NULL */
-	void *ssl_ctx[2];           /* the listeners' SSL_CTXs (lws owns them) */
+	void *ssl_ctx[2];	    /* the listeners' SSL_CTXs (lws owns them) */
 	int n_ssl_ctx;
 	volatile sig_atomic_t reload_tls;
 	struct pf_fleet *fleet;
@@ -1185,7 +1185,8 @@ static void reload_tls(struct pf_server *s)
 	for (int i = 0; i < s->n_ssl_ctx; i++) {
 		struct pf_error e = {0};
 		if (pf_tls_reload(s->ssl_ctx[i], s->opt.tls_cert, s->opt.tls_key, &e) < 0) {
-			pf_log_error("TLS reload failed, the previous certificate stays: %s", e.msg);
+			pf_log_error("TLS reload failed, the previous certificate stays: %s",
+				     e.msg);
 			return;
 		}
 	}

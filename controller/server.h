@@ -1,9 +1,10 @@
 /* server.h — the controller's one libwebsockets context and listener: OpAMP over WebSocket
  * and plain HTTP at /v1/opamp, the REST API, /healthz, /readyz and /metrics, all on one
- * address, and with TLS optionally a second agent listener that requires client
- * certificates (tls.h has the TLS policy). The callbacks here are thin: they collect bytes and hand them to
- * opamp/session.h and api/api.h, and write back what those return (STYLE.md rule 10: write
- * only from WRITEABLE callbacks, one lws_write per callback, LWS_PRE headroom).
+ * address; with TLS optionally a second agent listener, same routes, that requires client
+ * certificates (tls.h holds the TLS policy). The callbacks here are thin: they collect bytes
+ * and hand them to opamp/session.h and api/api.h, and write back what those return
+ * (STYLE.md rule 10: write only from WRITEABLE callbacks, one lws_write per callback,
+ * LWS_PRE headroom).
  *
  * Owns: the lws context, every connection's transport state (receive reassembly with a hard
  * cap, an output queue), the periodic timers (persistence flush), shutdown, and the requests

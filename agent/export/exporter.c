@@ -590,9 +590,8 @@ static int read_small_file(const char *path, size_t max, char **out, size_t *len
 	return 0;
 }
 
-static int request_headers(const struct pf_exporter *cfg, const char *token,
-			   struct pf_kv_str **out, size_t *n_out, char **owned, size_t *n_owned,
-			   struct pf_error *err)
+static int request_headers(const struct pf_exporter *cfg, const char *token, struct pf_kv_str **out,
+			   size_t *n_out, char **owned, size_t *n_owned, struct pf_error *err)
 {
 	bool bearer = cfg->auth == PF_AUTH_AGENT_TOKEN;
 	if (bearer && (!token || !*token)) {
@@ -619,8 +618,8 @@ static int request_headers(const struct pf_exporter *cfg, const char *token,
 		size_t len = 0;
 		int r = read_small_file(f->value, HEADER_FILE_MAX + 256, &text, &len);
 		if (r < 0) {
-			pf_error_set(err, r, "headers_from_file", "%s: cannot read '%s': %s", f->key,
-				     f->value, strerror(-r));
+			pf_error_set(err, r, "headers_from_file", "%s: cannot read '%s': %s",
+				     f->key, f->value, strerror(-r));
 			return (unsigned)-r;
 		}
 		owned[(*n_owned)++] = text;

@@ -292,8 +292,8 @@ static int exporter_item_check(const void *item, const char *path, struct pf_err
 		const struct pf_kv_str *f = &e->headers_from_file[i];
 		snprintf(p, sizeof(p), "%s.headers_from_file.%s", path, f->key);
 		if (f->value[0] != '/')
-			return pf_error_set(err, -EINVAL, p, "must be an absolute file path, got '%s'",
-					    f->value);
+			return pf_error_set(err, -EINVAL, p,
+					    "must be an absolute file path, got '%s'", f->value);
 		for (size_t j = 0; j < e->n_headers; j++)
 			if (strcasecmp(e->headers[j].key, f->key) == 0)
 				return pf_error_set(err, -EINVAL, p,
@@ -523,7 +523,8 @@ static const struct key_desc keys[] = {
 	    "at most 4096 bytes), e.g. a mounted Kubernetes Secret, so the config carries no "
 	    "secret. Read when the exporter is created (a config that changes this exporter, "
 	    "or the agent's start): a file that cannot be read fails the config (FAILED, the "
-	    "previous config keeps running); a rotated file needs either. A name must not also be in `headers`, nor be `Authorization` "
+	    "previous config keeps running); a rotated file needs either. A name must not also be "
+	    "in `headers`, nor be `Authorization` "
 	    "with `auth: agent_token`."},
     {.path = "profiling.exporters[].auth",
      .type = K_ENUM,
@@ -1762,8 +1763,9 @@ static void emit_fields(struct out *o, const char *pattern, const void *base, in
 				out_printf(o, "%*s", ind + 2, "");
 				out_quoted(o, kv[j].key);
 				out_printf(o, ": ");
-				out_quoted(o, o->redact && (k->flags & F_SECRET) ? PF_PROFCFG_REDACTED
-										: kv[j].value);
+				out_quoted(o, o->redact && (k->flags & F_SECRET)
+						  ? PF_PROFCFG_REDACTED
+						  : kv[j].value);
 				out_printf(o, "\n");
 			}
 			break;

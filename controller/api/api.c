@@ -516,10 +516,10 @@ static void h_config_get(struct pf_api *api, const struct pf_api_request *req,
 		return;
 	}
 	pf_api_respond_json(resp, 200,
-		     json_pack("{s:s,s:I,s:o,s:I,s:o}", "name", cv.name, "version",
-			       (json_int_t)cv.version, "hash", hex_json(cv.hash), "created",
-			       (json_int_t)cv.created_ms, "body",
-			       pf_redact_config_body(cv.body, cv.body_len, admin)));
+			    json_pack("{s:s,s:I,s:o,s:I,s:o}", "name", cv.name, "version",
+				      (json_int_t)cv.version, "hash", hex_json(cv.hash), "created",
+				      (json_int_t)cv.created_ms, "body",
+				      pf_redact_config_body(cv.body, cv.body_len, admin)));
 	pf_config_version_release(&cv);
 }
 
