@@ -165,8 +165,14 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 		return set_str(&c->tls_key, v);
 	if (!strcmp(path, "tls.client_ca"))
 		return set_str(&c->client_ca, v);
-	if (!strcmp(path, "tls.agent_listen"))
-		return pf_parse_listen(v, &c->agent_listen_host, &c->agent_port, err);
+	if (!strcmp(path, "tls.agent_listen")) {
+		struct pf_error e = {0};
+		r = pf_parse_listen(v, &c->agent_listen_host, &c->agent_port, &e);
+		if (r < 0) /* the message without pf_parse_listen's "listen: " */
+			return pf_error_set(err, r, path, "%s",
+					    e.msg + (e.path[0] ? strlen(e.path) + 2 : 0));
+		return 0;
+	}
 	if (!strcmp(path, "opamp.max_message_bytes")) {
 		r = parse_u64(path, v, 4096, (uint64_t)256 << 20, &x, err);
 		if (r == 0)

@@ -227,6 +227,10 @@ class TLS(IntegrationCase):
                            capture_output=True, timeout=20)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn(b"--client-ca and --agent-listen go together", r.stderr)
+        r = subprocess.run([CONTROLLER_BIN, "--agent-listen", "127.0.0.1"], capture_output=True,
+                           timeout=20)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"tls.agent_listen: expected HOST:PORT, got '127.0.0.1'", r.stderr)
 
     def test_agent_refuses_plaintext_token(self):
         tok = os.path.join(self.workdir, "agent.token")
