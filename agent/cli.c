@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "metrics.h"
+#include "opamp/opamp_client.h"
 #include "opamp_codec.h"
 #include "opamp_session.h"
 #include "pf/log.h"
@@ -23,6 +24,11 @@ void agent_opts_usage(FILE *f)
 	    "                           (path defaults to /v1/opamp); none: standalone\n"
 	    "  --token-file F           file holding the agent token (Authorization: Bearer)\n"
 	    "  --ca-file F              CA bundle for wss:// (default: the system CAs)\n"
+	    "  --client-cert F, --client-key F\n"
+	    "                           client certificate and key (PEM) presented when the\n"
+	    "                           controller asks for one (its --agent-listen)\n"
+	    "  --allow-insecure         send --token-file's token over plain ws:// to a host\n"
+	    "                           other than loopback (refused without it)\n"
 	    "  --state-dir DIR          state directory (default " AGENT_DEFAULT_STATE_DIR ")\n"
 	    "  --label k=v              operator label reported to the controller (repeatable)\n"
 	    "  --log-level L            error|warn|info|debug (default info)\n"
@@ -61,6 +67,9 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 		OPT_SERVER,
 		OPT_TOKEN_FILE,
 		OPT_CA_FILE,
+		OPT_CLIENT_CERT,
+		OPT_CLIENT_KEY,
+		OPT_ALLOW_INSECURE,
 		OPT_STATE_DIR,
 		OPT_LABEL,
 		OPT_LOG_LEVEL,
@@ -80,6 +89,9 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 	    {"server", required_argument, NULL, OPT_SERVER},
 	    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
 	    {"ca-file", required_argument, NULL, OPT_CA_FILE},
+	    {"client-cert", required_argument, NULL, OPT_CLIENT_CERT},
+	    {"client-key", required_argument, NULL, OPT_CLIENT_KEY},
+	    {"allow-insecure", no_argument, NULL, OPT_ALLOW_INSECURE},
 	    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
 	    {"label", required_argument, NULL, OPT_LABEL},
 	    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
@@ -120,6 +132,15 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 			break;
 		case OPT_CA_FILE:
 			o->ca_file = optarg;
+			break;
+		case OPT_CLIENT_CERT:
+			o->client_cert = optarg;
+			break;
+		case OPT_CLIENT_KEY:
+			o->client_key = optarg;
+			break;
+		case OPT_ALLOW_INSECURE:
+			o->allow_insecure = true;
 			break;
 		case OPT_STATE_DIR:
 			if (!*optarg)
@@ -206,6 +227,22 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 		return pf_error_set(err, -EINVAL, "", "unexpected argument '%s'", argv[optind]);
 	if (o->token_file && !o->server_url)
 		return pf_error_set(err, -EINVAL, "--token-file", "needs --server");
+	if (!!o->client_cert != !!o->client_key)
+		return pf_error_set(err, -EINVAL, "--client-cert",
+				    "--client-cert and --client-key go together");
+	if (o->client_cert && !o->server_url)
+		return pf_error_set(err, -EINVAL, "--client-cert", "needs --server");
+	if (o->token_file && !o->allow_insecure) {
+		struct agent_url u;
+		if (agent_url_parse(o->server_url, &u, err) < 0)
+			return err->code;
+		if (!u.tls && !agent_url_is_loopback(&u))
+			return pf_error_set(err, -EINVAL, "--server",
+					    "refusing to send the agent token in plain text to %s "
+					    "(not loopback); use wss:// (or https://), or "
+					    "--allow-insecure on a network you trust",
+					    u.host);
+	}
 	return 0;
 }
 

@@ -27,6 +27,8 @@ struct agent_opts {
 	const char *server_url;	 /* NULL: standalone */
 	const char *token_file;
 	const char *ca_file;
+	const char *client_cert, *client_key; /* PEM; presented when the server asks (mTLS) */
+	bool allow_insecure;   /* send the token over ws:// to a non-loopback host anyway */
 	const char *state_dir; /* AGENT_DEFAULT_STATE_DIR unless given */
 	const char *labels[AGENT_CLI_MAX_LABELS];
 	size_t n_labels;

@@ -325,7 +325,7 @@ int agent_config_effective_yaml(const struct agent_config *c, struct pf_buf *out
 {
 	if (!c->active)
 		return -ENOENT;
-	int rc = pf_profcfg_emit_yaml(c->active, out);
+	int rc = pf_profcfg_emit_yaml_redacted(c->active, out);
 	char note[512] = "";
 	if (rc == 0 && c->note_fn)
 		c->note_fn(c->note_ctx, note, sizeof(note));

@@ -91,8 +91,9 @@ int agent_config_offer_remote(struct agent_config *c, const struct pf_config_map
 const struct pf_profcfg *agent_config_active(const struct agent_config *c);
 bool agent_config_active_is_remote(const struct agent_config *c);
 const struct agent_remote_status *agent_config_remote_status(const struct agent_config *c);
-/* The effective config as YAML (pf_profcfg_emit_yaml of the active config), followed by the
- * runtime note as "# " comment lines when there is one. */
+/* The effective config as YAML, secrets redacted (pf_profcfg_emit_yaml_redacted of the
+ * active config), followed by the runtime note as "# " comment lines when there is one:
+ * what the agent reports. */
 int agent_config_effective_yaml(const struct agent_config *c, struct pf_buf *out);
 /* A runtime note on the effective config: what runs differs from the document (the overhead
  * guard lowered the sampling frequency). fn copies the note (one line, "" for none) into buf

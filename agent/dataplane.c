@@ -189,6 +189,13 @@ static bool exporter_eq(const struct pf_exporter *a, const struct pf_exporter *b
 		if (!str_eq(a->headers[i].key, b->headers[i].key) ||
 		    !str_eq(a->headers[i].value, b->headers[i].value))
 			return false;
+	/* headers_from_file: the files are read at creation, like tls's. */
+	if (a->n_headers_from_file != b->n_headers_from_file)
+		return false;
+	for (size_t i = 0; i < a->n_headers_from_file; i++)
+		if (!str_eq(a->headers_from_file[i].key, b->headers_from_file[i].key) ||
+		    !str_eq(a->headers_from_file[i].value, b->headers_from_file[i].value))
+			return false;
 	/* tls: any change re-creates the exporter (a rotated file under the same name needs a
 	 * config change too; the files are read once, at creation). Not part of the spill
 	 * directory's name, which is the back end only (exporter.h). */
@@ -1825,6 +1832,8 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 						       .agent_uid = o->agent_uid,
 						       .receiver = o->capture_receiver,
 						       .ca_file = o->capture_ca_file,
+						       .cert_file = o->capture_cert_file,
+						       .key_file = o->capture_key_file,
 						       .submit_bytes = capture_submit_bytes,
 						       .submit_window = capture_submit_window,
 						       .retire = capture_retire,

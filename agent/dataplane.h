@@ -137,6 +137,7 @@ struct agent_dataplane_opts {
 	const char *capture_receiver; /* copied; default receiver of captures (from the OpAMP
 				       * URL), NULL when none */
 	const char *capture_ca_file;  /* copied; the OpAMP connection's CA file, NULL: system */
+	const char *capture_cert_file, *capture_key_file; /* copied; its client certificate */
 	/* pod attribution (--k8s): the sampler's extra process attributes; borrowed, must
 	 * outlive the data plane. NULL: none. */
 	const struct pf_procinfo_source *attr_source;

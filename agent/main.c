@@ -177,6 +177,8 @@ int main(int argc, char **argv)
 					   .captures = captures,
 					   .capture_receiver = has_receiver ? receiver : NULL,
 					   .capture_ca_file = o.ca_file,
+					   .capture_cert_file = o.client_cert,
+					   .capture_key_file = o.client_key,
 					   .wake = wake_loop,
 					   .spill_dir = spill,
 					   .agent_token = token,
@@ -219,6 +221,8 @@ int main(int argc, char **argv)
 	    .server_url = o.server_url,
 	    .token = token,
 	    .ca_file = o.ca_file,
+	    .client_cert = o.client_cert,
+	    .client_key = o.client_key,
 	    .max_message_bytes = o.max_message_bytes,
 	};
 	err = (struct pf_error){0};

@@ -53,6 +53,7 @@ void pf_controller_config_release(struct pf_controller_config *c)
 	free(c->tls_cert);
 	free(c->tls_key);
 	free(c->client_ca);
+	free(c->agent_listen_host);
 	free(c->public_url);
 	free(c->default_config);
 	free(c->admin_token_file);
@@ -168,6 +169,14 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 		return set_str(&c->tls_key, v);
 	if (!strcmp(path, "tls.client_ca"))
 		return set_str(&c->client_ca, v);
+	if (!strcmp(path, "tls.agent_listen")) {
+		struct pf_error e = {0};
+		r = pf_parse_listen(v, &c->agent_listen_host, &c->agent_port, &e);
+		if (r < 0) /* the message without pf_parse_listen's "listen: " */
+			return pf_error_set(err, r, path, "%s",
+					    e.msg + (e.path[0] ? strlen(e.path) + 2 : 0));
+		return 0;
+	}
 	if (!strcmp(path, "opamp.max_message_bytes")) {
 		r = parse_u64(path, v, 4096, (uint64_t)256 << 20, &x, err);
 		if (r == 0)
@@ -280,7 +289,8 @@ static void usage(FILE *to)
 {
 	fprintf(to,
 		"usage: profleet-controller [--config FILE] [--listen HOST:PORT] [--data-dir DIR]\n"
-		"                           [--tls-cert F --tls-key F [--client-ca F]]\n"
+		"                           [--tls-cert F --tls-key F\n"
+		"                            [--client-ca F --agent-listen HOST:PORT]]\n"
 		"                           [--max-message-bytes N] [--heartbeat-seconds N]\n"
 		"                           [--max-agents N] [--log-level error|warn|info|debug]\n"
 		"                           [--max-connections-per-source N]\n"
@@ -295,6 +305,11 @@ static void usage(FILE *to)
 		"on one address (default 127.0.0.1:4320). On first start in an empty data dir it\n"
 		"writes an admin token and an agent enrollment token to DIR/admin.token and\n"
 		"DIR/agent.token (mode 0600).\n"
+		"\n"
+		"TLS: TLS 1.2 minimum (1.3 preferred), forward-secret AEAD ciphers only; SIGHUP\n"
+		"reloads --tls-cert/--tls-key for new connections. --agent-listen opens a second\n"
+		"listener (same routes) that requires a client certificate signed by --client-ca;\n"
+		"the --listen address never asks for one, so browsers reach the console.\n"
 		"\n"
 		"OTLP profiles are received at /v1development/profiles (agent token) and kept in\n"
 		"the embedded profile store for --profile-retention-hours (default 72) within\n"
@@ -327,7 +342,7 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 {
 	enum { O_LISTEN = 256, O_DATA, O_CERT, O_KEY, O_CA, O_MAXMSG, O_HB, O_MAXAG, O_LOG,
 	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_PUBURL, O_GRACE, O_DEFCFG,
-	       O_ADMTOK, O_AGTOK, O_UIDIR, O_TOKDIR, O_PERSRC };
+	       O_ADMTOK, O_AGTOK, O_UIDIR, O_TOKDIR, O_PERSRC, O_AGLISTEN };
 	static const struct option opts[] = {
 		{"config", required_argument, 0, O_CONFIG},
 		{"listen", required_argument, 0, O_LISTEN},
@@ -335,6 +350,7 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 		{"tls-cert", required_argument, 0, O_CERT},
 		{"tls-key", required_argument, 0, O_KEY},
 		{"client-ca", required_argument, 0, O_CA},
+		{"agent-listen", required_argument, 0, O_AGLISTEN},
 		{"max-message-bytes", required_argument, 0, O_MAXMSG},
 		{"heartbeat-seconds", required_argument, 0, O_HB},
 		{"max-agents", required_argument, 0, O_MAXAG},
@@ -386,6 +402,9 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 			break;
 		case O_CA:
 			r = set_str(&c->client_ca, optarg);
+			break;
+		case O_AGLISTEN:
+			r = apply_key(c, "tls.agent_listen", optarg, err);
 			break;
 		case O_MAXMSG:
 			r = apply_key(c, "opamp.max_message_bytes", optarg, err);
@@ -448,5 +467,10 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 		return pf_error_set(err, -EINVAL, "tls", "--tls-cert and --tls-key go together");
 	if (c->client_ca && !c->tls_cert)
 		return pf_error_set(err, -EINVAL, "tls.client_ca", "needs --tls-cert/--tls-key");
+	if (!!c->client_ca != !!c->agent_listen_host)
+		return pf_error_set(err, -EINVAL, "tls.agent_listen",
+				    "--client-ca and --agent-listen go together: agents present "
+				    "client certificates on their own listener, so browsers are "
+				    "never asked for one on --listen");
 	return 0;
 }

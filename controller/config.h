@@ -4,7 +4,9 @@
  *
  * File keys (all optional):
  *   listen: "127.0.0.1:4320"        data_dir: ./profleet-data     log_level: info
- *   tls: {cert: F, key: F, client_ca: F}
+ *   tls: {cert: F, key: F, client_ca: F, agent_listen: "0.0.0.0:4321"}   (client_ca and
+ *     agent_listen go together: a second listener for agents that requires a client
+ *     certificate signed by client_ca; the main listener never asks browsers for one)
  *   opamp: {max_message_bytes: 16777216, heartbeat_interval_seconds: 30, max_agents: 50000,
  *           max_connections_per_source: 4096}
  *   profiles: {retention_hours: 72, max_bytes: 1073741824}   (embedded profile store;
@@ -34,6 +36,8 @@ struct pf_controller_config {
 	int port;
 	char *data_dir;
 	char *tls_cert, *tls_key, *client_ca;
+	char *agent_listen_host; /* tls.agent_listen, NULL when unset */
+	int agent_port;
 	size_t max_message_bytes;
 	uint32_t heartbeat_interval_s;
 	uint32_t max_agents;

@@ -210,9 +210,14 @@ int main(int argc, char **argv)
 		.captures = captures,
 		.rollouts = rollouts,
 		.ui = ui,
-		.handle_signals = true, /* SIGINT/SIGTERM: watchers on the server's loop */
+		.handle_signals = true, /* SIGINT/SIGTERM/SIGHUP: watchers on the server's loop */
 	};
 	snprintf(so.listen_host, sizeof(so.listen_host), "%s", cfg.listen_host);
+	if (cfg.agent_listen_host) {
+		snprintf(so.agent_listen_host, sizeof(so.agent_listen_host), "%s",
+			 cfg.agent_listen_host);
+		so.agent_port = cfg.agent_port;
+	}
 	g_server = pf_server_new(&so, fleet, store, persist, &metrics, &api, &err);
 	if (!g_server) {
 		pf_log_error("%s", err.msg);
@@ -224,6 +229,12 @@ int main(int argc, char **argv)
 	bool v6 = strchr(cfg.listen_host, ':') != NULL;
 	pf_log_info("listening on %s://%s%s%s:%d (OpAMP at /v1/opamp, API at /api/v1)", scheme,
 		    v6 ? "[" : "", cfg.listen_host, v6 ? "]" : "", pf_server_port(g_server));
+	if (pf_server_agent_port(g_server) >= 0) {
+		bool av6 = strchr(cfg.agent_listen_host, ':') != NULL;
+		pf_log_info("agent listener on https://%s%s%s:%d (client certificate required)",
+			    av6 ? "[" : "", cfg.agent_listen_host, av6 ? "]" : "",
+			    pf_server_agent_port(g_server));
+	}
 	pf_server_run(g_server);
 	pf_log_info("shutting down");
 	rc = 0;

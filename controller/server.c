@@ -25,6 +25,7 @@
 #include "pf/log.h"
 #include "profstore/profstore.h"
 #include "profstore/query_pool.h"
+#include "tls.h"
 #include "ui/static.h"
 
 #define OPAMP_PATH "/v1/opamp"
@@ -113,10 +114,14 @@ struct pf_server {
 	 * lws joins it as a foreign loop; the signal watchers live on it too. */
 	uv_loop_t loop;
 	bool loop_init;
-	uv_signal_t sig_int, sig_term;
+	uv_signal_t sig_int, sig_term, sig_hup;
 	bool sig_init;
 	struct lws_context *ctx; /* NULL again once lws finished destroying it (pcontext) */
 	struct lws_vhost *vh;
+	struct lws_vhost *agent_vh; /* the mTLS agent listener, or NULL */
+	void *ssl_ctx[2];	    /* the listeners' SSL_CTXs (lws owns them) */
+	int n_ssl_ctx;
+	volatile sig_atomic_t reload_tls;
 	struct pf_fleet *fleet;
 	struct pf_store *store;
 	struct pf_persist *persist;
@@ -1141,6 +1146,8 @@ static int ws_process(struct pf_server *s, struct ws_conn *c, const uint8_t *msg
 	return 0;
 }
 
+static void reload_tls(struct pf_server *s);
+
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 		    size_t len)
 {
@@ -1279,14 +1286,28 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	}
 
 	case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
-		/* lws_cancel_service(): a query finished (or pf_server_stop) */
+		/* lws_cancel_service(): a query finished, pf_server_stop or a TLS reload */
 		if (s) {
 			drain_jobs(s, s->pool);
 			drain_jobs(s, s->ingest);
 			if (s->stop)
 				uv_stop(&s->loop); /* pf_server_stop() */
+			if (s->reload_tls) {
+				s->reload_tls = 0;
+				reload_tls(s);
+			}
 		}
 		return 0;
+	case LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS:
+		/* A TLS listener's SSL_CTX (user) was made: the protocol floor, and kept for
+		 * reloads. */
+		if (s && s->n_ssl_ctx < (int)(sizeof(s->ssl_ctx) / sizeof(s->ssl_ctx[0])))
+			s->ssl_ctx[s->n_ssl_ctx++] = user;
+		return pf_tls_ctx_harden(user, s ? s->opt.client_ca : NULL) < 0 ? 1 : 0;
+	case LWS_CALLBACK_OPENSSL_PERFORM_CLIENT_CERT_VERIFICATION:
+		/* lws takes this callback's word over OpenSSL's: answer OpenSSL's verdict
+		 * (len), or any client certificate would pass. 0 accepts. */
+		return len ? 0 : 1;
 	case LWS_CALLBACK_HTTP:
 		return http_begin(s, wsi, pss, in, len) < 0 ? -1 : 0;
 	case LWS_CALLBACK_HTTP_BODY: {
@@ -1358,6 +1379,24 @@ static void persist_tick(lws_sorted_usec_list_t *sul)
 	lws_sul_schedule(s->ctx, 0, &s->sul_persist, persist_tick, PERSIST_INTERVAL_US);
 }
 
+static void reload_tls(struct pf_server *s)
+{
+	if (!s->opt.tls_cert) {
+		pf_log_warn("SIGHUP: no TLS listener, nothing to reload");
+		return;
+	}
+	for (int i = 0; i < s->n_ssl_ctx; i++) {
+		struct pf_error e = {0};
+		if (pf_tls_reload(s->ssl_ctx[i], s->opt.tls_cert, s->opt.tls_key, &e) < 0) {
+			pf_log_error("TLS reload failed, the previous certificate stays: %s",
+				     e.msg);
+			return;
+		}
+	}
+	pf_log_info("TLS certificate reloaded from %s (%d listener%s)", s->opt.tls_cert,
+		    s->n_ssl_ctx, s->n_ssl_ctx == 1 ? "" : "s");
+}
+
 static void lws_log_route(int level, const char *line)
 {
 	enum pf_log_level l = level & LLL_ERR ? PF_LOG_ERROR
@@ -1420,6 +1459,10 @@ static void loop_close(struct pf_server *s)
 static void on_signal(uv_signal_t *h, int signum)
 {
 	struct pf_server *s = h->data;
+	if (signum == SIGHUP) {
+		reload_tls(s); /* on the loop: no handshake is half-way through a swap */
+		return;
+	}
 	pf_log_info("signal %d: stopping", signum);
 	s->stop = 1;
 	uv_stop(&s->loop);
@@ -1496,12 +1539,38 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
 		info.ssl_cert_filepath = opt->tls_cert;
 		info.ssl_private_key_filepath = opt->tls_key;
-		if (opt->client_ca) {
-			info.ssl_ca_filepath = opt->client_ca;
-			info.options |= LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
+		pf_tls_vhost_policy(&info);
+	}
+	bool agents = opt->tls_cert && opt->client_ca && opt->agent_listen_host[0];
+	if (agents)
+		info.options |= LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
+	s->ctx = lws_create_context(&info);
+	if (s->ctx && agents) {
+		info.vhost_name = "default";
+		s->vh = lws_create_vhost(s->ctx, &info);
+		if (s->vh) {
+			/* The agent listener: same routes, a client certificate required. */
+			struct lws_context_creation_info ai = info;
+			ai.vhost_name = "agents";
+			ai.port = opt->agent_port;
+			ai.options &= ~(uint64_t)LWS_SERVER_OPTION_DISABLE_IPV6;
+			listen_iface(opt->agent_listen_host, &ai);
+			ai.ssl_ca_filepath = opt->client_ca;
+			ai.options |= LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
+			s->agent_vh = lws_create_vhost(s->ctx, &ai);
+		}
+		if (!s->vh || !s->agent_vh) {
+			pf_error_set(err, -EADDRINUSE, "tls.agent_listen",
+				     "cannot listen on %s:%d and %s:%d (address in use, bad "
+				     "address or TLS files)",
+				     opt->listen_host, opt->port, opt->agent_listen_host,
+				     opt->agent_port);
+			lws_context_destroy(s->ctx);
+			loop_close(s);
+			free(s);
+			return NULL;
 		}
 	}
-	s->ctx = lws_create_context(&info);
 	if (!s->ctx) {
 		pf_error_set(err, -EADDRINUSE, NULL,
 			     "cannot listen on %s:%d (address in use, bad address, TLS files, or "
@@ -1514,12 +1583,15 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	if (opt->handle_signals) {
 		uv_signal_init(&s->loop, &s->sig_int);
 		uv_signal_init(&s->loop, &s->sig_term);
-		s->sig_int.data = s->sig_term.data = s;
+		uv_signal_init(&s->loop, &s->sig_hup);
+		s->sig_int.data = s->sig_term.data = s->sig_hup.data = s;
 		uv_signal_start(&s->sig_int, on_signal, SIGINT);
 		uv_signal_start(&s->sig_term, on_signal, SIGTERM);
+		uv_signal_start(&s->sig_hup, on_signal, SIGHUP);
 		s->sig_init = true;
 	}
-	s->vh = lws_get_vhost_by_name(s->ctx, "default");
+	if (!s->vh)
+		s->vh = lws_get_vhost_by_name(s->ctx, "default");
 	if (s->pool)
 		pf_qpool_set_notify(s->pool, pool_notify, s);
 	if (s->ingest)
@@ -1531,6 +1603,18 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 int pf_server_port(const struct pf_server *s)
 {
 	return s->vh ? lws_get_vhost_listen_port(s->vh) : s->opt.port;
+}
+
+int pf_server_agent_port(const struct pf_server *s)
+{
+	return s->agent_vh ? lws_get_vhost_listen_port(s->agent_vh) : -1;
+}
+
+void pf_server_reload_tls(struct pf_server *s)
+{
+	s->reload_tls = 1;
+	if (s->ctx)
+		lws_cancel_service(s->ctx);
 }
 
 int pf_server_run(struct pf_server *s)
@@ -1570,8 +1654,10 @@ void pf_server_free(struct pf_server *s)
 	if (s->sig_init) {
 		uv_signal_stop(&s->sig_int);
 		uv_signal_stop(&s->sig_term);
+		uv_signal_stop(&s->sig_hup);
 		uv_close((uv_handle_t *)&s->sig_int, NULL);
 		uv_close((uv_handle_t *)&s->sig_term, NULL);
+		uv_close((uv_handle_t *)&s->sig_hup, NULL);
 	}
 	loop_close(s);
 	pf_buf_release(&s->scratch);

@@ -1,9 +1,10 @@
 /* server.h — the controller's one libwebsockets context and listener: OpAMP over WebSocket
  * and plain HTTP at /v1/opamp, the REST API, /healthz, /readyz and /metrics, all on one
- * address. The callbacks here are thin: they collect bytes and hand them to
- * opamp/session.h and api/api.h, and write back what those return (STYLE.md rule 10, LWS_PRE
- * headroom; one exception: a message for an agent with nothing queued before it is written at
- * once instead of from WRITEABLE, see ws_send() in server.c).
+ * address; with TLS optionally a second agent listener, same routes, that requires client
+ * certificates (tls.h holds the TLS policy). The callbacks here are thin: they collect bytes
+ * and hand them to opamp/session.h and api/api.h, and write back what those return
+ * (STYLE.md rule 10, LWS_PRE headroom; one exception: a message for an agent with nothing
+ * queued before it is written at once instead of from WRITEABLE, see ws_send() in server.c).
  *
  * Owns: the event loop (libuv, epoll underneath; lws joins it as a foreign loop, see
  * docs/internals/event-loop.md), the lws context, every connection's transport state (receive
@@ -34,7 +35,10 @@ struct pf_server_options {
 	int port;
 	const char *tls_cert;  /* PEM; TLS on when set */
 	const char *tls_key;
-	const char *client_ca; /* PEM; agents must present a certificate signed by it */
+	const char *client_ca; /* PEM; on the agent listener, a client certificate signed by
+				* it is required (never on listen_host:port) */
+	char agent_listen_host[256]; /* "" = no agent listener; else the same routes, mTLS */
+	int agent_port;
 	size_t max_message_bytes; /* OpAMP inbound limit (after decompression) */
 	uint32_t max_agents;      /* connected WebSocket agents before 503 */
 	uint32_t max_conns_per_source; /* OpAMP WebSockets from one address before 429; 0: no cap */
@@ -54,7 +58,8 @@ struct pf_server_options {
 	struct pf_rollouts *rollouts;
 	/* The console's files (ui/static.h), or NULL: /ui/ answers 404 saying how to build it. */
 	const struct pf_ui *ui;
-	/* SIGINT and SIGTERM stop the loop (watchers on the loop itself, no sigaction). */
+	/* SIGINT and SIGTERM stop the loop, SIGHUP reloads the TLS certificate (watchers on the
+	 * loop itself, no sigaction). */
 	bool handle_signals;
 };
 
@@ -71,5 +76,11 @@ void pf_server_stop(struct pf_server *s);
 void pf_server_free(struct pf_server *s);
 /* The port actually bound (useful with port 0). */
 int pf_server_port(const struct pf_server *s);
+/* The agent listener's port, or -1 without one. */
+int pf_server_agent_port(const struct pf_server *s);
+/* Async-signal-safe: asks the loop to reload the TLS certificate and key from their files
+ * (tls.h pf_tls_reload); new handshakes use them, open connections stay. A bad pair is
+ * logged and the old one kept. */
+void pf_server_reload_tls(struct pf_server *s);
 
 #endif

@@ -3,8 +3,10 @@
  * second mutex (backend) serialises attempts of the worker and of agent_exporter_export(). */
 #include "exporter.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "file.h"
 #include "otlp_http.h"
@@ -545,33 +548,116 @@ static int reload_one(void *user, struct agent_spill_record *rec)
 	return 0;
 }
 
-/* The configured headers plus `Authorization: Bearer <agent token>` (auth: agent_token).
- * Returns 0 or a positive errno, like the constructor's e. */
-static int auth_headers(const struct pf_exporter *cfg, const char *token, struct pf_kv_str **out,
-			char **bearer, struct pf_error *err)
+/* The request headers: the configured ones, one per headers_from_file entry (the file's
+ * content, surrounding whitespace trimmed, read now) and `Authorization: Bearer <agent
+ * token>` (auth: agent_token). Every value made here is in owned[0..*n_owned), zeroed and
+ * freed by free_owned(). Returns 0 or a positive errno, like the constructor's e. */
+#define HEADER_FILE_MAX 4096
+
+/* Reads at most max bytes of path into a NUL-terminated heap buffer: 0, -EFBIG when longer,
+ * or -errno. */
+static int read_small_file(const char *path, size_t max, char **out, size_t *len)
 {
-	if (!token || !*token) {
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	char *buf = malloc(max + 2);
+	size_t n = 0;
+	int r = buf ? 0 : -ENOMEM;
+	while (r == 0 && n <= max) {
+		ssize_t got = read(fd, buf + n, max + 1 - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			r = -errno;
+		else if (got == 0)
+			break;
+		else
+			n += (size_t)got;
+	}
+	close(fd);
+	if (r == 0 && n > max)
+		r = -EFBIG;
+	if (r < 0) {
+		if (buf)
+			explicit_bzero(buf, n);
+		free(buf);
+		return r;
+	}
+	buf[n] = 0;
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+static int request_headers(const struct pf_exporter *cfg, const char *token, struct pf_kv_str **out,
+			   size_t *n_out, char **owned, size_t *n_owned, struct pf_error *err)
+{
+	bool bearer = cfg->auth == PF_AUTH_AGENT_TOKEN;
+	if (bearer && (!token || !*token)) {
 		pf_error_set(err, -EINVAL, "auth",
 			     "agent_token needs the agent's token (run with --token-file)");
 		return EINVAL;
 	}
-	for (size_t i = 0; i < cfg->n_headers; i++)
+	for (size_t i = 0; bearer && i < cfg->n_headers; i++)
 		if (strcasecmp(cfg->headers[i].key, "authorization") == 0) {
 			pf_error_set(err, -EINVAL, "auth",
 				     "agent_token and an Authorization header exclude each other");
 			return EINVAL;
 		}
-	size_t n = strlen(token) + sizeof("Bearer ");
-	*bearer = malloc(n);
-	*out = calloc(cfg->n_headers + 1, sizeof(**out));
-	if (!*bearer || !*out)
+	size_t n = cfg->n_headers + cfg->n_headers_from_file + (bearer ? 1 : 0);
+	*out = calloc(n ? n : 1, sizeof(**out));
+	if (!*out)
 		return ENOMEM;
-	snprintf(*bearer, n, "Bearer %s", token);
+	*n_out = 0;
 	for (size_t i = 0; i < cfg->n_headers; i++)
-		(*out)[i] = cfg->headers[i];
-	(*out)[cfg->n_headers].key = (char *)"Authorization";
-	(*out)[cfg->n_headers].value = *bearer;
+		(*out)[(*n_out)++] = cfg->headers[i];
+	for (size_t i = 0; i < cfg->n_headers_from_file; i++) {
+		const struct pf_kv_str *f = &cfg->headers_from_file[i];
+		char *text = NULL;
+		size_t len = 0;
+		int r = read_small_file(f->value, HEADER_FILE_MAX + 256, &text, &len);
+		if (r < 0) {
+			pf_error_set(err, r, "headers_from_file", "%s: cannot read '%s': %s",
+				     f->key, f->value, strerror(-r));
+			return (unsigned)-r;
+		}
+		owned[(*n_owned)++] = text;
+		size_t a = 0, b = len;
+		while (a < b && isspace((unsigned char)text[a]))
+			a++;
+		while (b > a && isspace((unsigned char)text[b - 1]))
+			b--;
+		memmove(text, text + a, b - a);
+		text[b - a] = 0;
+		if (b - a == 0 || b - a > HEADER_FILE_MAX || memchr(text, 0, b - a)) {
+			pf_error_set(err, -EINVAL, "headers_from_file",
+				     "%s: '%s' must hold 1..%d bytes of text", f->key, f->value,
+				     HEADER_FILE_MAX);
+			return EINVAL;
+		}
+		(*out)[*n_out].key = f->key;
+		(*out)[(*n_out)++].value = text;
+	}
+	if (bearer) {
+		size_t blen = strlen(token) + sizeof("Bearer ");
+		char *v = malloc(blen);
+		if (!v)
+			return ENOMEM;
+		owned[(*n_owned)++] = v;
+		snprintf(v, blen, "Bearer %s", token);
+		(*out)[*n_out].key = (char *)"Authorization";
+		(*out)[(*n_out)++].value = v;
+	}
 	return 0;
+}
+
+static void free_owned(char **owned, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		explicit_bzero(owned[i], strlen(owned[i]));
+		free(owned[i]);
+	}
 }
 
 struct agent_exporter *agent_exporter_new_opts(const struct pf_exporter *cfg,
@@ -607,24 +693,19 @@ struct agent_exporter *agent_exporter_new_opts(const struct pf_exporter *cfg,
 		/* pyroscope shares the HTTP client; its pprof is gzip'd already */
 		struct pf_exporter c = *cfg;
 		struct pf_kv_str *hdrs = NULL;
-		char *bearer = NULL;
+		char *owned[PF_PROFCFG_MAX_HEADERS + 1];
+		size_t n_owned = 0;
 		if (cfg->type == PF_EXPORTER_PYROSCOPE)
 			c.compression = PF_COMPRESSION_NONE;
-		if (cfg->auth == PF_AUTH_AGENT_TOKEN) {
-			e = auth_headers(cfg, o.agent_token, &hdrs, &bearer, err);
-			c.headers = hdrs;
-			c.n_headers = cfg->n_headers + 1;
-		}
+		e = request_headers(cfg, o.agent_token, &hdrs, &c.n_headers, owned, &n_owned, err);
+		c.headers = hdrs;
 		if (!e) {
 			x->http = agent_otlp_http_new(&c, err);
 			if (!x->http)
 				e = errno ? errno : EINVAL;
 		}
 		free(hdrs);
-		if (bearer) {
-			explicit_bzero(bearer, strlen(bearer));
-			free(bearer);
-		}
+		free_owned(owned, n_owned);
 	}
 	if (!e && o.spill_dir) {
 		char dir[4096];

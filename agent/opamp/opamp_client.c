@@ -2,6 +2,7 @@
  * shared/design/OPAMP-CONFORMANCE.md (opamp-spec v0.18.0). */
 #include "opamp_client.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@ struct agent_client {
 
 	struct lws *wsi;
 	bool connected;
+	bool handshaking; /* a connection attempt that has not yet ended or been established */
 	bool got_message;
 	bool rx_text;
 	bool send_wanted;
@@ -63,6 +65,21 @@ struct agent_client {
 };
 
 /* ---- URL ---------------------------------------------------------------------------- */
+
+bool agent_url_is_loopback(const struct agent_url *u)
+{
+	struct in_addr a4;
+	struct in6_addr a6;
+	if (!strcasecmp(u->host, "localhost"))
+		return true;
+	if (inet_pton(AF_INET, u->host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (inet_pton(AF_INET6, u->host, &a6) != 1)
+		return false;
+	if (IN6_IS_ADDR_LOOPBACK(&a6))
+		return true;
+	return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
+}
 
 int agent_url_parse(const char *url, struct agent_url *out, struct pf_error *err)
 {
@@ -251,9 +268,11 @@ static void connect_cb(lws_sorted_usec_list_t *sul)
 	i.local_protocol_name = PROTOCOL_NAME;
 	i.ssl_connection = c->url.tls ? LCCSCF_USE_SSL : 0;
 	i.pwsi = &c->wsi;
+	c->handshaking = true;
 	pf_log_debug("opamp: connecting to %s%s://%s%s", "", c->url.tls ? "wss" : "ws",
 		     c->url.host_header, c->url.path);
-	if (!lws_client_connect_via_info(&i)) {
+	if (!lws_client_connect_via_info(&i) && c->handshaking) {
+		c->handshaking = false;
 		c->wsi = NULL;
 		schedule_connect(c, next_delay(c));
 	}
@@ -270,6 +289,7 @@ static void on_connection_error(struct agent_client *c, struct lws *wsi, const c
 	if (wsi && (status == 503 || status == 429) &&
 	    lws_hdr_copy(wsi, ra, (int)sizeof(ra), WSI_TOKEN_HTTP_RETRY_AFTER) > 0)
 		ra_ms = pf_retry_after_parse(ra, (int64_t)time(NULL));
+	c->handshaking = false;
 	c->wsi = NULL;
 	c->connected = false;
 
@@ -301,6 +321,7 @@ static void on_connection_error(struct agent_client *c, struct lws *wsi, const c
 
 static void on_established(struct agent_client *c, struct lws *wsi)
 {
+	c->handshaking = false;
 	c->wsi = wsi;
 	c->connected = true;
 	c->got_message = false;
@@ -472,6 +493,16 @@ static int client_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
 		if (wsi == c->wsi || !c->wsi)
 			on_closed(c);
 		return 0;
+	case LWS_CALLBACK_WSI_DESTROY:
+		/* lws 4.1.6 closes a client whose TLS 1.3 peer refuses it after the handshake
+		 * (a client certificate required, or not trusted) while it sends the upgrade,
+		 * with neither CONNECTION_ERROR nor CLOSED: without this it never retries. */
+		if (c->handshaking && (wsi == c->wsi || !c->wsi)) {
+			static const char why[] = "closed by the server during the handshake (a "
+						  "client certificate required or refused?)";
+			on_connection_error(c, NULL, why, sizeof(why) - 1);
+		}
+		return 0;
 	default:
 		return 0;
 	}
@@ -577,9 +608,10 @@ struct agent_client *agent_client_new(const struct agent_client_opts *o,
 			goto fail;
 		}
 		snprintf(c->auth, n, "Bearer %s", o->token);
-		if (!c->url.tls && !c->standalone)
-			pf_log_warn("opamp: sending the agent token over plain ws://; use wss:// "
-				    "outside a trusted network");
+		if (!c->url.tls && !c->standalone && !agent_url_is_loopback(&c->url))
+			pf_log_warn("opamp: sending the agent token over plain ws:// to %s "
+				    "(--allow-insecure)",
+				    c->url.host);
 	}
 	if (o->ca_file) {
 		c->ca_file = strdup(o->ca_file);
@@ -603,6 +635,8 @@ struct agent_client *agent_client_new(const struct agent_client_opts *o,
 			info.client_ssl_ca_filepath = c->ca_file;
 		else if (access(SYSTEM_CA_BUNDLE, R_OK) == 0)
 			info.client_ssl_ca_filepath = SYSTEM_CA_BUNDLE;
+		info.client_ssl_cert_filepath = o->client_cert;
+		info.client_ssl_private_key_filepath = o->client_key;
 	}
 	c->ctx = lws_create_context(&info);
 	if (!c->ctx) {

@@ -51,11 +51,16 @@ struct agent_url {
 
 /* Parses ws://, wss://, http://, https:// URLs. 0 or -EINVAL with err. */
 int agent_url_parse(const char *url, struct agent_url *out, struct pf_error *err);
+/* True for "localhost", 127.0.0.0/8, ::1 and ::ffff:127.0.0.0/104: plain text stays on the
+ * host. */
+bool agent_url_is_loopback(const struct agent_url *u);
 
 struct agent_client_opts {
 	const char *server_url;	  /* NULL: standalone, the loop runs without OpAMP */
 	const char *token;	  /* NULL: no Authorization header */
 	const char *ca_file;	  /* NULL: system CAs */
+	const char *client_cert;  /* PEM, with client_key: presented when the server asks */
+	const char *client_key;
 	size_t max_message_bytes; /* 0: 64 MiB */
 };
 

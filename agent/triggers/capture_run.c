@@ -25,7 +25,7 @@ struct run {
 
 struct agent_capture_runner {
 	struct agent_captures *engine;
-	char *token, *uid, *receiver, *ca_file;
+	char *token, *uid, *receiver, *ca_file, *cert_file, *key_file;
 	void (*submit_bytes)(void *ctx, const uint8_t *data, size_t len, const uint8_t id[16]);
 	void (*submit_window)(void *ctx, const struct pf_prof_window *w);
 	void (*retire)(void *ctx, struct agent_exporter *x);
@@ -68,6 +68,8 @@ struct agent_capture_runner *agent_capture_runner_new(const struct agent_capture
 	r->uid = dup_opt(o->agent_uid, &fail);
 	r->receiver = dup_opt(o->receiver, &fail);
 	r->ca_file = dup_opt(o->ca_file, &fail);
+	r->cert_file = dup_opt(o->cert_file, &fail);
+	r->key_file = dup_opt(o->key_file, &fail);
 	r->submit_bytes = o->submit_bytes;
 	r->submit_window = o->submit_window;
 	r->retire = o->retire;
@@ -152,10 +154,13 @@ static struct agent_exporter *receiver(struct agent_capture_runner *r, const cha
 	    .compression = PF_COMPRESSION_GZIP,
 	    .auth = r->token ? PF_AUTH_AGENT_TOKEN : PF_AUTH_NONE,
 	    .timeout_seconds = RECEIVER_TIMEOUT_S,
-	    .tls = {.present = r->ca_file != NULL, .ca_file = r->ca_file},
+	    .tls = {.present = r->ca_file || r->cert_file,
+		    .ca_file = r->ca_file,
+		    .cert_file = r->cert_file,
+		    .key_file = r->key_file},
 	};
-	if (strncmp(url, "https://", 8) != 0)
-		cfg.tls.present = false, cfg.tls.ca_file = NULL; /* tls is for https only */
+	if (strncmp(url, "https://", 8) != 0) /* tls is for https only */
+		cfg.tls = (struct pf_exporter_tls){0};
 	struct agent_exporter_opts xo = {.agent_token = r->token,
 					 .backoff_base_ms = RECEIVER_BACKOFF_BASE_MS,
 					 .backoff_cap_ms = RECEIVER_BACKOFF_CAP_MS};
@@ -446,5 +451,7 @@ void agent_capture_runner_free(struct agent_capture_runner *r, struct pf_sampler
 	free(r->uid);
 	free(r->receiver);
 	free(r->ca_file);
+	free(r->cert_file);
+	free(r->key_file);
 	free(r);
 }

@@ -48,6 +48,8 @@ struct agent_capture_runner_opts {
 	const char *agent_uid;	       /* copied; profleet.agent.uid */
 	const char *receiver;	       /* copied; default receiver URL, NULL when none */
 	const char *ca_file;	       /* copied; CA bundle of the OpAMP connection, NULL: system */
+	const char *cert_file, *key_file; /* copied; the OpAMP connection's client certificate
+					   * (--client-cert/--client-key), NULL: none */
 	/* the configured exporters (worker thread, called during poll): OTLP bytes of one
 	 * profile, and the whole window for exporters that take windows (pyroscope) */
 	void (*submit_bytes)(void *ctx, const uint8_t *data, size_t len, const uint8_t id[16]);

@@ -36,6 +36,9 @@ enum key_type { K_SECTION, K_BOOL, K_U32, K_U64, K_DOUBLE, K_STRING, K_ENUM, K_L
 /* A K_SECTION whose presence is recorded: off is a bool set when the document has the section
  * (even empty or null); it is compared, and emitted only when set. exporters[].tls uses it. */
 #define F_PRESENT 4u
+/* A K_MAP whose values are secrets (credentials in request headers): the redacting emit
+ * (pf_profcfg_emit_yaml_redacted) writes PF_PROFCFG_REDACTED instead of each value. */
+#define F_SECRET 8u
 
 /* A string value's extra check: 0, or -1 with why filled. */
 typedef int (*str_check_fn)(const char *s, char *why, size_t n);
@@ -285,6 +288,20 @@ static int exporter_item_check(const void *item, const char *path, struct pf_err
 	const struct pf_exporter *e = item;
 	const struct pf_exporter_tls *t = &e->tls;
 	char p[MAX_PATH];
+	for (size_t i = 0; i < e->n_headers_from_file; i++) {
+		const struct pf_kv_str *f = &e->headers_from_file[i];
+		snprintf(p, sizeof(p), "%s.headers_from_file.%s", path, f->key);
+		if (f->value[0] != '/')
+			return pf_error_set(err, -EINVAL, p,
+					    "must be an absolute file path, got '%s'", f->value);
+		for (size_t j = 0; j < e->n_headers; j++)
+			if (strcasecmp(e->headers[j].key, f->key) == 0)
+				return pf_error_set(err, -EINVAL, p,
+						    "header '%s' is also set in headers", f->key);
+		if (e->auth == PF_AUTH_AGENT_TOKEN && strcasecmp(f->key, "authorization") == 0)
+			return pf_error_set(err, -EINVAL, p,
+					    "auth: agent_token sends the Authorization header");
+	}
 	if (!t->present)
 		return 0;
 	if (!e->endpoint || strncmp(e->endpoint, "https://", 8) != 0) {
@@ -487,11 +504,29 @@ static const struct key_desc keys[] = {
      .doc = "OTLP/HTTP profiles URL, or the Pyroscope server URL."},
     {.path = "profiling.exporters[].headers",
      .type = K_MAP,
+     .flags = F_SECRET,
      .off = offsetof(struct pf_exporter, headers),
      .count_off = offsetof(struct pf_exporter, n_headers),
      .max_items = PF_PROFCFG_MAX_HEADERS,
      .applies = NET_TYPES,
-     .doc = "Extra HTTP request headers (string to string)."},
+     .doc = "Extra HTTP request headers (string to string). The values are treated as "
+	    "secrets: the agent reports them as `" PF_PROFCFG_REDACTED "` in its effective "
+	    "config, and the controller's API shows them so to every role but admin; "
+	    "prefer `headers_from_file` for credentials."},
+    {.path = "profiling.exporters[].headers_from_file",
+     .type = K_MAP,
+     .off = offsetof(struct pf_exporter, headers_from_file),
+     .count_off = offsetof(struct pf_exporter, n_headers_from_file),
+     .max_items = PF_PROFCFG_MAX_HEADERS,
+     .applies = NET_TYPES,
+     .doc = "HTTP request headers whose values the agent reads from files on its host "
+	    "(header name to absolute file path; the content, surrounding whitespace trimmed, "
+	    "at most 4096 bytes), e.g. a mounted Kubernetes Secret, so the config carries no "
+	    "secret. Read when the exporter is created (a config that changes this exporter, "
+	    "or the agent's start): a file that cannot be read fails the config (FAILED, the "
+	    "previous config keeps running); a rotated file needs either. A name must not also be "
+	    "in `headers`, nor be `Authorization` "
+	    "with `auth: agent_token`."},
     {.path = "profiling.exporters[].auth",
      .type = K_ENUM,
      .off = offsetof(struct pf_exporter, auth),
@@ -1410,7 +1445,27 @@ static int parse_document(struct walk *w, struct pf_profcfg *cfg)
 	return check_config(cfg, w->err);
 }
 
-int pf_profcfg_parse(const char *text, size_t len, struct pf_profcfg **out, struct pf_error *err)
+/* A redacted view sent back as a document would store the placeholder as a secret. */
+static int check_no_placeholder(const struct pf_profcfg *cfg, struct pf_error *err)
+{
+	for (size_t i = 0; i < cfg->n_exporters; i++) {
+		const struct pf_exporter *e = &cfg->exporters[i];
+		for (size_t j = 0; j < e->n_headers; j++) {
+			if (strcmp(e->headers[j].value, PF_PROFCFG_REDACTED) != 0)
+				continue;
+			char p[MAX_PATH];
+			snprintf(p, sizeof(p), "profiling.exporters[%zu].headers.%s", i,
+				 e->headers[j].key);
+			return pf_error_set(err, -EINVAL, p,
+					    "is the placeholder of a redacted secret, not a value; "
+					    "set the real value or use headers_from_file");
+		}
+	}
+	return 0;
+}
+
+static int parse(const char *text, size_t len, struct pf_profcfg **out, struct pf_error *err,
+		 bool allow_placeholder)
 {
 	struct pf_error local = {0};
 	if (!err)
@@ -1438,6 +1493,8 @@ int pf_profcfg_parse(const char *text, size_t len, struct pf_profcfg **out, stru
 	int r = parse_document(w, cfg);
 	if (r < 0 && !err->code) /* every failure path sets err; keep the contract anyway */
 		pf_error_set(err, r, w->path, "invalid document");
+	if (r == 0 && !allow_placeholder)
+		r = check_no_placeholder(cfg, err);
 	if (w->have_ev)
 		yaml_event_delete(&w->ev);
 	yaml_parser_delete(&w->yp);
@@ -1448,6 +1505,11 @@ int pf_profcfg_parse(const char *text, size_t len, struct pf_profcfg **out, stru
 	}
 	*out = cfg;
 	return 0;
+}
+
+int pf_profcfg_parse(const char *text, size_t len, struct pf_profcfg **out, struct pf_error *err)
+{
+	return parse(text, len, out, err, false);
 }
 
 /* ---- equality ---- */
@@ -1618,6 +1680,7 @@ static int emit_double(struct pf_buf *out, double d)
 struct out {
 	struct pf_buf *b;
 	int err;
+	bool redact; /* F_SECRET values written as PF_PROFCFG_REDACTED */
 };
 
 static void out_printf(struct out *o, const char *fmt, ...) PF_PRINTF(2, 3);
@@ -1704,7 +1767,9 @@ static void emit_fields(struct out *o, const char *pattern, const void *base, in
 				out_printf(o, "%*s", ind + 2, "");
 				out_quoted(o, kv[j].key);
 				out_printf(o, ": ");
-				out_quoted(o, kv[j].value);
+				out_quoted(o, o->redact && (k->flags & F_SECRET)
+						  ? PF_PROFCFG_REDACTED
+						  : kv[j].value);
 				out_printf(o, "\n");
 			}
 			break;
@@ -1723,11 +1788,11 @@ static void emit_fields(struct out *o, const char *pattern, const void *base, in
 	}
 }
 
-int pf_profcfg_emit_yaml(const struct pf_profcfg *cfg, struct pf_buf *out)
+static int emit_yaml(const struct pf_profcfg *cfg, struct pf_buf *out, bool redact)
 {
 	if (!cfg || !out)
 		return -EINVAL;
-	struct out o = {.b = out};
+	struct out o = {.b = out, .redact = redact};
 	size_t start = out->len;
 	emit_fields(&o, "", cfg, 0, false);
 	if (o.err < 0) { /* leave the buffer as it was */
@@ -1736,6 +1801,34 @@ int pf_profcfg_emit_yaml(const struct pf_profcfg *cfg, struct pf_buf *out)
 			out->data[start] = 0;
 	}
 	return o.err;
+}
+
+int pf_profcfg_emit_yaml(const struct pf_profcfg *cfg, struct pf_buf *out)
+{
+	return emit_yaml(cfg, out, false);
+}
+
+int pf_profcfg_emit_yaml_redacted(const struct pf_profcfg *cfg, struct pf_buf *out)
+{
+	return emit_yaml(cfg, out, true);
+}
+
+int pf_profcfg_redact_yaml(const char *text, size_t len, struct pf_buf *out)
+{
+	struct pf_profcfg *cfg = NULL;
+	struct pf_error err = {0};
+	int r = parse(text, len, &cfg, &err, true); /* a view already redacted stays so */
+	if (r < 0)
+		return r;
+	bool secrets = false;
+	for (size_t i = 0; i < cfg->n_exporters && !secrets; i++)
+		secrets = cfg->exporters[i].n_headers > 0;
+	if (secrets)
+		r = pf_profcfg_emit_yaml_redacted(cfg, out);
+	else
+		r = pf_buf_append(out, text, len) < 0 ? -ENOMEM : 0;
+	pf_profcfg_free(cfg);
+	return r;
 }
 
 /* ---- the Markdown reference ---- */

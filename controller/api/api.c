@@ -23,6 +23,7 @@
 #include "pf/profcfg.h"
 #include "pf/selector.h"
 #include "pf/uuid.h"
+#include "redact.h"
 #include "store.h"
 
 #define AGENTS_DEFAULT_LIMIT 1000
@@ -420,7 +421,7 @@ static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 }
 
 static void h_agent_get(struct pf_api *api, const struct pf_api_request *req,
-			struct pf_api_response *resp, const char *uidstr)
+			struct pf_api_response *resp, const char *uidstr, bool admin)
 {
 	uint8_t uid[16];
 	if (pf_uuid_parse(uidstr, uid) < 0) {
@@ -432,7 +433,9 @@ static void h_agent_get(struct pf_api *api, const struct pf_api_request *req,
 		pf_api_error(resp, 404, "not_found", "no agent %s", uidstr);
 		return;
 	}
-	pf_api_respond_json(resp, 200, pf_agent_to_json(api->fleet, a, req->now_ms, true));
+	json_t *j = pf_agent_to_json(api->fleet, a, req->now_ms, true);
+	pf_redact_agent_json(j, admin);
+	pf_api_respond_json(resp, 200, j);
 }
 
 static void h_summary(struct pf_api *api, const struct pf_api_request *req,
@@ -582,7 +585,7 @@ static void h_config_put(struct pf_api *api, const struct pf_api_request *req,
 }
 
 static void h_config_get(struct pf_api *api, const struct pf_api_request *req,
-			 struct pf_api_response *resp, const char *name)
+			 struct pf_api_response *resp, const char *name, bool admin)
 {
 	uint64_t version = 0;
 	const char *vs = pf_api_arg(req, "version");
@@ -606,9 +609,10 @@ static void h_config_get(struct pf_api *api, const struct pf_api_request *req,
 		return;
 	}
 	pf_api_respond_json(resp, 200,
-		     json_pack("{s:s,s:I,s:o,s:I,s:s%}", "name", cv.name, "version",
-			       (json_int_t)cv.version, "hash", hex_json(cv.hash), "created",
-			       (json_int_t)cv.created_ms, "body", cv.body, cv.body_len));
+			    json_pack("{s:s,s:I,s:o,s:I,s:o}", "name", cv.name, "version",
+				      (json_int_t)cv.version, "hash", hex_json(cv.hash), "created",
+				      (json_int_t)cv.created_ms, "body",
+				      pf_redact_config_body(cv.body, cv.body_len, admin)));
 	pf_config_version_release(&cv);
 }
 
@@ -887,6 +891,7 @@ static void h_whoami(struct pf_api *api, const struct pf_api_request *req,
 
 #define P0(req) ((req)->call->params[0])
 #define ROLE(req) pf_role_name((req)->call->caller.role)
+#define IS_ADMIN(req) ((req)->call->caller.role >= PF_ROLE_ADMIN)
 
 static void r_healthz(struct pf_api *api, const struct pf_api_request *req,
 		      struct pf_api_response *resp)
@@ -918,7 +923,7 @@ static void r_metrics(struct pf_api *api, const struct pf_api_request *req,
 static void r_agent_get(struct pf_api *api, const struct pf_api_request *req,
 			struct pf_api_response *resp)
 {
-	h_agent_get(api, req, resp, P0(req));
+	h_agent_get(api, req, resp, P0(req), IS_ADMIN(req));
 }
 
 static void r_config_list(struct pf_api *api, const struct pf_api_request *req,
@@ -931,7 +936,7 @@ static void r_config_list(struct pf_api *api, const struct pf_api_request *req,
 static void r_config_get(struct pf_api *api, const struct pf_api_request *req,
 			 struct pf_api_response *resp)
 {
-	h_config_get(api, req, resp, P0(req));
+	h_config_get(api, req, resp, P0(req), IS_ADMIN(req));
 }
 
 static void r_config_put(struct pf_api *api, const struct pf_api_request *req,

@@ -221,6 +221,17 @@ def ws_handshake_status(port, path="/v1/opamp", token=None, timeout=5.0):
     return status, head
 
 
+def plain_http_reply(port, timeout=5.0):
+    """Sends a plain-text HTTP request; returns the first bytes answered (b"" when the peer
+    closed or said nothing in time), e.g. to show a TLS port gives no HTTP answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+        try:
+            return s.recv(64)
+        except (socket.timeout, ConnectionError):
+            return b""
+
+
 # Messages of a refused pf_sampler_new (errno texts of EPERM, EACCES, ENOTSUP, ENOSYS): the
 # kernel refuses BPF or perf events, and eBPF tests skip.
 REFUSED = ("Operation not permitted", "Permission denied", "Operation not supported",

@@ -139,6 +139,18 @@ def val(samples, name, **labels):
     return samples.get((name, frozenset(labels.items())))
 
 
+def heap_config(pprof_port, exporter_lines):
+    """A profiling config scraping PprofServer's heap every second into the given exporter
+    lines (YAML, indented under `exporters:`)."""
+    return "\n".join([
+        "profiling:",
+        "  pprof:",
+        "    targets:",
+        "      - {url: \"http://127.0.0.1:%d/debug/pprof/heap\", type: heap, "
+        "interval_seconds: 1}" % pprof_port,
+        "  exporters:"] + list(exporter_lines) + [""])
+
+
 class PprofServer:
     """Serves one pprof file at /debug/pprof/heap, counting the requests."""
 
@@ -249,17 +261,10 @@ class AgentMetrics(IntegrationCase):
         self.assertEqual(val(s, "profleet_agent_profiles_collected_total", source="pprof"), 0)
 
         out_dir = os.path.join(self.workdir, "out")
-        cfg = "\n".join([
-            "profiling:",
-            "  pprof:",
-            "    targets:",
-            "      - {url: \"http://127.0.0.1:%d/debug/pprof/heap\", type: heap, "
-            "interval_seconds: 1}" % self.pprof.port,
-            "  exporters:",
+        cfg = heap_config(self.pprof.port, [
             "    - {type: file, path: \"%s\"}" % out_dir,
             "    - {type: otlp_http, endpoint: \"http://127.0.0.1:%d/v1development/profiles\", "
-            "auth: agent_token, timeout_seconds: 5}" % ctl.port,
-            ""])
+            "auth: agent_token, timeout_seconds: 5}" % ctl.port])
         st, body, _ = ctl.put_config("default", cfg)
         self.assertEqual(st, 201, body)
         wait_until(lambda: (self.agent_json(ctl, uid) or {}).get("config", {}).get("status")

@@ -8,13 +8,12 @@ effective, a controller restart is followed by a reconnect with full state, a wr
 import gzip
 import os
 import signal
-import socket
 import subprocess
 import time
 import unittest
 
-from pfharness import (LOAD_BIN, SHARED_DIR, IntegrationCase, free_port, wait_until,
-                       ws_handshake_status)
+from pfharness import (LOAD_BIN, SHARED_DIR, IntegrationCase, free_port, plain_http_reply,
+                       wait_until, ws_handshake_status)
 
 CONFIG_A = "profiling:\n  sampling:\n    frequency_hz: 49\n"
 CONFIG_B = "profiling:\n  sampling:\n    frequency_hz: 19\n    duration_seconds: 5\n"
@@ -234,12 +233,7 @@ class Tls(IntegrationCase):
         wait_until(lambda: (self.agent_json(ctl, uid) or {}).get("connected"), timeout=10,
                    what="agent connected over wss")
         # Plain HTTP on the TLS port gets no HTTP answer.
-        with socket.create_connection(("127.0.0.1", ctl.port), timeout=5) as s:
-            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            try:
-                data = s.recv(64)
-            except (socket.timeout, ConnectionError):
-                data = b""
+        data = plain_http_reply(ctl.port)
         self.assertFalse(data.startswith(b"HTTP/"), data)
 
     def test_agent_rejects_untrusted_certificate(self):

@@ -28,6 +28,9 @@
  *  - exporter keys apply by type (endpoint, headers, compression, timeout_seconds for
  *    otlp_http and pyroscope; path, max_bytes for file): a key the type does not use is an
  *    error, a required one missing is an error naming it;
+ *  - an exporters[].headers value may not be PF_PROFCFG_REDACTED (a redacted view sent back);
+ *  - exporters[].headers_from_file values are absolute paths, its names appear neither in
+ *    headers nor (with auth: agent_token) as Authorization (case-insensitive);
  *  - exporters[].tls (otlp_http and pyroscope only) needs an https:// endpoint; its strings
  *    must not be empty and cert_file and key_file go together (error on the missing one);
  *  - mode: triggered needs at least one enabled trigger;
@@ -58,6 +61,8 @@
 #define PF_PROFCFG_MAX_HEADERS 32
 #define PF_PROFCFG_MAX_ATTRS 32
 #define PF_PROFCFG_MAX_LABELS 64
+/* What a secret value (exporters[].headers) is replaced with in redacted output. */
+#define PF_PROFCFG_REDACTED "[REDACTED]"
 
 enum pf_prof_mode { PF_MODE_CONTINUOUS, PF_MODE_TRIGGERED };
 enum pf_match { PF_MATCH_STRICT, PF_MATCH_REGEXP };
@@ -107,8 +112,10 @@ struct pf_exporter_tls {
 struct pf_exporter {
 	enum pf_exporter_type type;
 	char *endpoint;       /* otlp_http, pyroscope: http:// or https:// URL */
-	size_t n_headers;     /* otlp_http, pyroscope */
+	size_t n_headers;     /* otlp_http, pyroscope; values are secrets (redacted emit) */
 	struct pf_kv_str *headers;
+	size_t n_headers_from_file; /* otlp_http, pyroscope: header name -> absolute file path */
+	struct pf_kv_str *headers_from_file;
 	enum pf_compression compression;
 	enum pf_exporter_auth auth; /* otlp_http, pyroscope: default none */
 	uint32_t timeout_seconds; /* 1..300, default 10 */
@@ -188,6 +195,15 @@ void pf_profcfg_free(struct pf_profcfg *cfg);
 /* The effective config as YAML (every key, defaults filled in), appended to out.
  * Parsing this output gives an equal config. */
 int pf_profcfg_emit_yaml(const struct pf_profcfg *cfg, struct pf_buf *out);
+/* The same with every secret value (exporters[].headers) written as PF_PROFCFG_REDACTED:
+ * what leaves the process (the agent's reported effective config, non-admin API views). It
+ * does not parse back (the placeholder is refused as a header value), so nobody stores a
+ * redacted view by mistake; never use it to copy a config. */
+int pf_profcfg_emit_yaml_redacted(const struct pf_profcfg *cfg, struct pf_buf *out);
+/* Parses a document and appends its redacted emit to out, or the text as it is when it
+ * holds no secret (so comments and layout stay); the parse error (negative errno) when it
+ * is not a valid config, out unchanged. */
+int pf_profcfg_redact_yaml(const char *text, size_t len, struct pf_buf *out);
 bool pf_profcfg_equal(const struct pf_profcfg *a, const struct pf_profcfg *b);
 /* The key table as a Markdown reference (docs/config.md is generated from it). */
 int pf_profcfg_doc_markdown(struct pf_buf *out);

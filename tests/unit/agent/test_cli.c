@@ -103,6 +103,45 @@ static void test_token_file(void **unused)
 	assert_int_equal(agent_token_load(path, &tok, &err), -ENOENT);
 }
 
+/* The token goes in plain text only to loopback, unless --allow-insecure; TLS flags. */
+static void test_plaintext_token(void **unused)
+{
+	struct agent_opts o;
+	struct pf_error err = {0};
+	const char *ok[] = {"ws://127.0.0.1:4320",	 "ws://127.3.2.1:1/v1/opamp",
+			    "ws://localhost:1",		 "http://[::1]:4320",
+			    "ws://[::ffff:127.0.0.1]:1", "wss://10.0.0.1:1",
+			    "https://ctl.example:443"};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		assert_int_equal(parse(&o, &err, "--server", ok[i], "--token-file", "t", NULL), 0);
+	const char *bad[] = {"ws://10.0.0.1:4320",	 "http://ctl.example",
+			     "ws://[2001:db8::1]:1",	 "ws://128.0.0.1:1",
+			     "ws://[::ffff:10.0.0.1]:1", "ws://localhost.evil:1"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err = (struct pf_error){0};
+		assert_int_equal(parse(&o, &err, "--server", bad[i], "--token-file", "t", NULL),
+				 -EINVAL);
+		assert_non_null(strstr(err.msg, "refusing to send the agent token in plain text"));
+		assert_int_equal(parse(&o, &err, "--server", bad[i], "--token-file", "t",
+				       "--allow-insecure", NULL),
+				 0);
+		assert_true(o.allow_insecure);
+		/* No token, nothing to leak. */
+		assert_int_equal(parse(&o, &err, "--server", bad[i], NULL), 0);
+	}
+	assert_int_equal(parse(&o, &err, "--server", "wss://h:1", "--client-cert", "c.pem",
+			       "--client-key", "k.pem", NULL),
+			 0);
+	assert_string_equal(o.client_cert, "c.pem");
+	assert_string_equal(o.client_key, "k.pem");
+	err = (struct pf_error){0};
+	assert_int_equal(parse(&o, &err, "--server", "wss://h:1", "--client-cert", "c.pem", NULL),
+			 -EINVAL);
+	assert_non_null(strstr(err.msg, "go together"));
+	assert_int_equal(parse(&o, &err, "--client-cert", "c.pem", "--client-key", "k.pem", NULL),
+			 -EINVAL);
+}
+
 static void test_metrics_flags(void **unused)
 {
 	struct agent_opts o;
@@ -173,9 +212,13 @@ static void test_urls(void **unused)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_defaults),  cmocka_unit_test(test_all_flags),
-	    cmocka_unit_test(test_bad_flags), cmocka_unit_test(test_token_file),
-	    cmocka_unit_test(test_urls),      cmocka_unit_test(test_metrics_flags),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_all_flags),
+	    cmocka_unit_test(test_bad_flags),
+	    cmocka_unit_test(test_token_file),
+	    cmocka_unit_test(test_urls),
+	    cmocka_unit_test(test_metrics_flags),
+	    cmocka_unit_test(test_plaintext_token),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -871,6 +871,74 @@ static void test_spill_sweep(void **state)
 	rm_tree(root);
 }
 
+/* headers_from_file: the file's content, trimmed, goes out as the header next to the inline
+ * ones and the agent token's; an unreadable, empty or oversized file fails the creation. */
+static void test_headers_from_file(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/pf-hff-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char key[64], empty[64], big[64], missing[64];
+	snprintf(key, sizeof(key), "%s/key", dir);
+	snprintf(empty, sizeof(empty), "%s/empty", dir);
+	snprintf(big, sizeof(big), "%s/big", dir);
+	snprintf(missing, sizeof(missing), "%s/missing", dir);
+	FILE *f = fopen(key, "w");
+	fputs("\n  k3y-from-file \r\n", f);
+	fclose(f);
+	f = fopen(empty, "w");
+	fputs(" \n", f);
+	fclose(f);
+	f = fopen(big, "w");
+	for (int i = 0; i < 4097; i++)
+		fputc('x', f);
+	fclose(f);
+
+	struct server s;
+	server_start(&s, NULL, 0);
+	struct pf_exporter cfg = http_cfg(s.port);
+	struct pf_kv_str hdr[] = {{"X-Inline", "in1"}};
+	struct pf_kv_str hff[] = {{"X-Api-Key", key}};
+	cfg.n_headers = 1;
+	cfg.headers = hdr;
+	cfg.n_headers_from_file = 1;
+	cfg.headers_from_file = hff;
+	cfg.auth = PF_AUTH_AGENT_TOKEN;
+	struct agent_exporter_opts o = {.queue_bytes = 1 << 20, .agent_token = "tok-1"};
+	struct pf_error err = {0};
+	struct agent_exporter *x = agent_exporter_new_opts(&cfg, &o, &err);
+	assert_non_null(x);
+	uint8_t buf[64];
+	payload(buf, sizeof(buf), 0);
+	assert_int_equal(agent_exporter_submit(x, buf, sizeof(buf), zero_id, NULL, NULL), 0);
+	assert_int_equal(agent_exporter_flush(x, 10000), 0);
+	agent_exporter_free(x);
+	server_stop(&s);
+	assert_int_equal(s.n_reqs, 1);
+	assert_non_null(strcasestr(s.reqs[0].head, "\r\nX-Inline: in1\r\n"));
+	assert_non_null(strcasestr(s.reqs[0].head, "\r\nX-Api-Key: k3y-from-file\r\n"));
+	assert_non_null(strcasestr(s.reqs[0].head, "\r\nAuthorization: Bearer tok-1\r\n"));
+	server_done(&s);
+
+	const char *bad[] = {missing, empty, big};
+	const char *why[] = {"No such file or directory", "must hold 1..4096 bytes",
+			     "must hold 1..4096 bytes"};
+	for (int i = 0; i < 3; i++) {
+		hff[0].value = (char *)bad[i];
+		err = (struct pf_error){0};
+		assert_null(agent_exporter_new_opts(&cfg, &o, &err));
+		assert_string_equal(err.path, "headers_from_file");
+		assert_non_null(strstr(err.msg, bad[i]));
+		if (!strstr(err.msg, why[i]))
+			fprintf(stderr, "got: %s\n", err.msg);
+		assert_non_null(strstr(err.msg, why[i]));
+	}
+	unlink(key);
+	unlink(empty);
+	unlink(big);
+	rmdir(dir);
+}
+
 static void test_pyroscope(void **state)
 {
 	struct server s;
@@ -983,6 +1051,7 @@ int main(void)
 	    cmocka_unit_test(test_spill_survives_restart),
 	    cmocka_unit_test(test_spill_sweep),
 	    cmocka_unit_test(test_pyroscope),
+	    cmocka_unit_test(test_headers_from_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -450,6 +450,21 @@ static const struct bad bads[] = {
      "profiling.exporters[0].path", "not used by type otlp_http"},
     {"profiling: {exporters: [{type: otlp_http, endpoint: 'http://h', headers: {a: [1]}}]}",
      "profiling.exporters[0].headers.a", "value must be a string"},
+    /* secrets: headers_from_file shape, a redacted view is not a document */
+    {"profiling: {exporters: [{type: otlp_http, endpoint: 'http://h', headers_from_file: "
+     "{X-Key: key.txt}}]}",
+     "profiling.exporters[0].headers_from_file.X-Key", "must be an absolute file path"},
+    {"profiling: {exporters: [{type: otlp_http, endpoint: 'http://h', headers: {x-key: v}, "
+     "headers_from_file: {X-Key: /k}}]}",
+     "profiling.exporters[0].headers_from_file.X-Key", "also set in headers"},
+    {"profiling: {exporters: [{type: otlp_http, endpoint: 'http://h', auth: agent_token, "
+     "headers_from_file: {authorization: /k}}]}",
+     "profiling.exporters[0].headers_from_file.authorization", "auth: agent_token sends"},
+    {"profiling: {exporters: [{type: file, path: /x, headers_from_file: {A: /k}}]}",
+     "profiling.exporters[0].headers_from_file", "not used by type file"},
+    {"profiling: {exporters: [{type: file, path: /x}, {type: pyroscope, endpoint: 'http://h', "
+     "headers: {Authorization: '[REDACTED]'}}]}",
+     "profiling.exporters[1].headers.Authorization", "placeholder of a redacted secret"},
     /* exporters[].tls: shape only (the files are checked at apply time) */
 #define TLS_OTLP(rest) "profiling: {exporters: [{type: otlp_http, endpoint: 'https://h', " rest "}]}"
     {"profiling: {exporters: [{type: otlp_http, endpoint: 'http://h', tls: {ca_file: /ca.pem}}]}",
@@ -969,6 +984,7 @@ static void test_doc_markdown(void **state)
 	    "| `profiling.exporters[].tls.ca_file` | string | *unset* | a file path, at most 4096 "
 	    "bytes |",
 	    "| `profiling.exporters[].tls.insecure_skip_verify` | bool | `false` |",
+	    "| `profiling.exporters[].headers_from_file` | map string → string (at most 32) | `{}` |",
 	    "| `profiling.triggers.slow_span.listen` | string | `127.0.0.1:4328` |",
 	    "| `profiling.triggers.error_span.max_per_minute` | integer | `6` | 1..600 |",
 	};
@@ -981,8 +997,68 @@ static void test_doc_markdown(void **state)
 	size_t n_rows = 0;
 	for (const char *p = s; (p = strstr(p, "\n| `")); p++)
 		n_rows++;
-	assert_int_equal(n_rows, 63);
+	assert_int_equal(n_rows, 64);
 	pf_buf_release(&md);
+}
+
+/* Header values are secrets: the redacted emit shows the placeholder and nothing of the
+ * value; headers_from_file (paths) is shown and round-trips through the full emit. */
+static void test_secrets(void **state)
+{
+	(void)state;
+	static const char doc[] =
+	    "profiling:\n  exporters:\n"
+	    "    - type: otlp_http\n      endpoint: 'https://h/v1development/profiles'\n"
+	    "      headers: {Authorization: 'Bearer s3cr3t-A', X-Scope: tenant-s3cr3t-B}\n"
+	    "      headers_from_file: {X-Api-Key: /run/secrets/key}\n"
+	    "    - type: file\n      path: /var/x\n";
+	struct pf_profcfg *c = parse_ok(doc);
+	assert_int_equal(c->exporters[0].n_headers_from_file, 1);
+	assert_string_equal(c->exporters[0].headers_from_file[0].key, "X-Api-Key");
+	assert_string_equal(c->exporters[0].headers_from_file[0].value, "/run/secrets/key");
+
+	struct pf_buf full, red, again;
+	pf_buf_init(&full, 0);
+	pf_buf_init(&red, 0);
+	pf_buf_init(&again, 0);
+	assert_int_equal(pf_profcfg_emit_yaml(c, &full), 0);
+	assert_non_null(strstr(pf_buf_str(&full), "s3cr3t-A"));
+	struct pf_profcfg *back = parse_ok(pf_buf_str(&full));
+	assert_true(pf_profcfg_equal(c, back));
+	pf_profcfg_free(back);
+
+	assert_int_equal(pf_profcfg_emit_yaml_redacted(c, &red), 0);
+	const char *r = pf_buf_str(&red);
+	assert_null(strstr(r, "s3cr3t"));
+	assert_non_null(strstr(r, "\"Authorization\": \"[REDACTED]\""));
+	assert_non_null(strstr(r, "\"X-Scope\": \"[REDACTED]\""));
+	assert_non_null(strstr(r, "\"X-Api-Key\": \"/run/secrets/key\""));
+	/* The redacted view is no document to store ... */
+	struct pf_profcfg *bad = NULL;
+	struct pf_error err = {0};
+	assert_int_equal(pf_profcfg_parse(r, red.len, &bad, &err), -EINVAL);
+	assert_null(bad);
+	assert_string_equal(err.path, "profiling.exporters[0].headers.Authorization");
+	/* ... but redacting it again gives the same view, and so does redacting the source. */
+	assert_int_equal(pf_profcfg_redact_yaml(r, red.len, &again), 0);
+	assert_string_equal(pf_buf_str(&again), r);
+	pf_buf_reset(&again);
+	assert_int_equal(pf_profcfg_redact_yaml(doc, strlen(doc), &again), 0);
+	assert_string_equal(pf_buf_str(&again), r);
+	/* No secret: the text as it is. */
+	pf_buf_reset(&again);
+	static const char plain[] = "# a comment\nprofiling: {exporters: [{type: otlp_http, "
+				    "endpoint: 'http://h', headers_from_file: {A: /a}}]}\n";
+	assert_int_equal(pf_profcfg_redact_yaml(plain, strlen(plain), &again), 0);
+	assert_string_equal(pf_buf_str(&again), plain);
+	/* Not a config: an error, nothing appended. */
+	pf_buf_reset(&again);
+	assert_int_equal(pf_profcfg_redact_yaml("profiling: [", 12, &again), -EINVAL);
+	assert_int_equal(again.len, 0);
+	pf_buf_release(&full);
+	pf_buf_release(&red);
+	pf_buf_release(&again);
+	pf_profcfg_free(c);
 }
 
 /* The example in docs/config.md is a valid document (the generator checks it too). */
@@ -1028,6 +1104,7 @@ int main(void)
 	    cmocka_unit_test(test_caps),	 cmocka_unit_test(test_roundtrip),
 	    cmocka_unit_test(test_truncations),	 cmocka_unit_test(test_deep_nesting),
 	    cmocka_unit_test(test_doc_markdown), cmocka_unit_test(test_docs_example),
+	    cmocka_unit_test(test_secrets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
 #include "fleet/fleet.h"
 #include "metrics.h"
 #include "pf/hash.h"
+#include "pf/profcfg.h"
 #include "pf/uuid.h"
 #include "store.h"
 
@@ -281,6 +282,34 @@ static void test_config_versions(void **state)
 	json_decref(j);
 	/* The fleet mirrors the newest version. */
 	assert_int_equal(pf_fleet_config_find(x->fleet, "default")->version, 2);
+
+	/* Header values are secrets: viewers see them redacted, admins as stored. */
+	static const char secret[] = "profiling:\n  exporters:\n    - type: otlp_http\n"
+				     "      endpoint: 'https://h'\n"
+				     "      headers: {X-Api-Key: s3cr3t-value}\n";
+	j = call(x, "PUT", "/api/v1/configs/withkey", x->admin, secret, &st, NULL, NULL);
+	assert_int_equal(st, 201);
+	json_decref(j);
+	j = call(x, "GET", "/api/v1/configs/withkey", x->viewer, NULL, &st, NULL, NULL);
+	assert_int_equal(st, 200);
+	assert_null(strstr(json_string_value(json_object_get(j, "body")), "s3cr3t"));
+	assert_non_null(strstr(json_string_value(json_object_get(j, "body")),
+			       "\"X-Api-Key\": \"" PF_PROFCFG_REDACTED "\""));
+	json_decref(j);
+	j = call(x, "GET", "/api/v1/configs/withkey", x->admin, NULL, &st, NULL, NULL);
+	assert_int_equal(st, 200);
+	assert_string_equal(json_string_value(json_object_get(j, "body")), secret);
+	json_decref(j);
+	/* A redacted view sent back is refused, naming the header. */
+	static const char view[] = "profiling:\n  exporters:\n    - type: otlp_http\n"
+				   "      endpoint: 'https://h'\n"
+				   "      headers: {X-Api-Key: '" PF_PROFCFG_REDACTED "'}\n";
+	j = call(x, "PUT", "/api/v1/configs/withkey", x->admin, view, &st, NULL, NULL);
+	assert_int_equal(st, 400);
+	char *dump = json_dumps(j, 0);
+	assert_non_null(strstr(dump, "placeholder of a redacted secret"));
+	free(dump);
+	json_decref(j);
 }
 
 static void test_assignments(void **state)
