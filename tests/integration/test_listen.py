@@ -1,4 +1,5 @@
-"""The controller binds exactly the address it is given (--listen), checked with `ss -ltn`.
+"""The controller binds exactly the address it is given (--listen, and --agent-listen for the
+mTLS agent listener), and so does the agent (--metrics-listen), checked with `ss -ltn`.
 
 libwebsockets opens a dual-stack IPv6 socket unless IPv6 is disabled on the vhost, so an IPv4
 address given to --listen used to answer on every address of the host (`*:PORT`).
@@ -10,7 +11,8 @@ import subprocess
 import tempfile
 import unittest
 
-from pfharness import CONTROLLER_BIN, Proc, free_port, wait_until
+from pfharness import AGENT_BIN, CONTROLLER_BIN, Proc, free_port, wait_until
+from test_export_tls import OPENSSL, make_ca, make_server_cert
 
 
 def listeners(port):
@@ -55,15 +57,39 @@ class ListenTest(unittest.TestCase):
             self.proc.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def start(self, listen, port):
+    def start(self, listen, port, extra=(), argv=None, what="controller"):
         data = os.path.join(self.tmp, "data-%d" % port)
-        self.proc = Proc([CONTROLLER_BIN, "--listen", listen, "--data-dir", data],
-                         os.path.join(self.tmp, "controller-%d.log" % port))
+        if argv is None:
+            argv = [CONTROLLER_BIN, "--listen", listen, "--data-dir", data] + list(extra)
+        self.proc = Proc(argv, os.path.join(self.tmp, "%s-%d.log" % (what, port)))
         wait_until(lambda: listeners(port) or (not self.proc.alive() and
-                                                self.fail("controller exited:\n" +
+                                                self.fail(what + " exited:\n" +
                                                           self.proc.output())),
-                   timeout=15, what="the controller's listener on port %d" % port)
+                   timeout=15, what="the %s's listener on port %d" % (what, port))
         return listeners(port)
+
+    @unittest.skipUnless(OPENSSL, "needs the openssl command")
+    def test_agent_listener_is_loopback_only(self):
+        make_ca(self.tmp, "ca")
+        crt, key = make_server_cert(self.tmp, "server", "ca", "IP:127.0.0.1")
+        port, aport = free_port(), free_port()
+        self.start("127.0.0.1:%d" % port, port,
+                   ["--tls-cert", crt, "--tls-key", key, "--client-ca",
+                    os.path.join(self.tmp, "ca.pem"), "--agent-listen", "127.0.0.1:%d" % aport])
+        self.assertEqual(listeners(port), ["127.0.0.1:%d" % port])
+        self.assertEqual(listeners(aport), ["127.0.0.1:%d" % aport])
+        if has_ipv6_loopback():
+            self.assertFalse(connects(socket.AF_INET6, "::1", aport))
+
+    def test_agent_metrics_listener_is_loopback_only(self):
+        port = free_port()
+        argv = [AGENT_BIN, "--no-sampler", "--state-dir", os.path.join(self.tmp, "agent"),
+                "--server", "ws://127.0.0.1:%d/v1/opamp" % free_port(),
+                "--metrics-listen", "127.0.0.1:%d" % port]
+        self.assertEqual(self.start(None, port, argv=argv, what="agent"),
+                         ["127.0.0.1:%d" % port])
+        if has_ipv6_loopback():
+            self.assertFalse(connects(socket.AF_INET6, "::1", port))
 
     def test_ipv4_loopback_is_loopback_only(self):
         port = free_port()
