@@ -24,21 +24,11 @@ import tempfile
 import time
 import urllib.request
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchenv  # noqa: E402
 
-
-def build_dir():
-    for d in (os.environ.get("PF_BUILD_DIR"), os.path.join(ROOT, "build", "bench-release"),
-              os.path.join(ROOT, "build", "ci")):
-        if d and os.path.exists(os.path.join(d, "controller", "profleet-controller")):
-            return d
-    sys.exit("capture_latency: no build with profleet-controller (set PF_BUILD_DIR)")
-
-
-BUILD = build_dir()
-os.environ.setdefault("PF_CONTROLLER_BIN", os.path.join(BUILD, "controller", "profleet-controller"))
-os.environ.setdefault("PF_AGENT_BIN", os.path.join(BUILD, "agent", "profleet-agent"))
+ROOT = benchenv.ROOT
+BUILD = benchenv.setup("capture_latency")
 import pfharness  # noqa: E402  (after the environment it reads)
 from pfharness import Agent, Controller, Proc, wait_until  # noqa: E402
 

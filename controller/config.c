@@ -40,6 +40,9 @@ void pf_controller_config_defaults(struct pf_controller_config *c)
 	c->heartbeat_interval_s = 30;
 	c->max_agents = 50000;
 	c->max_conns_per_source = 4096;
+	c->max_send_queue_bytes = 4u << 20;
+	c->max_pending_per_source = 64;
+	c->header_timeout_s = 5;
 	c->log_level = PF_LOG_INFO;
 	c->profile_retention_hours = DEFAULT_PROFILE_RETENTION_HOURS;
 	c->profile_max_bytes = DEFAULT_PROFILE_MAX_BYTES;
@@ -195,6 +198,24 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 			c->max_conns_per_source = (uint32_t)x;
 		return r;
 	}
+	if (!strcmp(path, "opamp.max_send_queue_bytes")) {
+		r = parse_u64(path, v, 65536, (uint64_t)1 << 30, &x, err);
+		if (r == 0)
+			c->max_send_queue_bytes = (size_t)x;
+		return r;
+	}
+	if (!strcmp(path, "http.max_pending_per_source")) {
+		r = parse_u64(path, v, 0, 1000000, &x, err);
+		if (r == 0)
+			c->max_pending_per_source = (uint32_t)x;
+		return r;
+	}
+	if (!strcmp(path, "http.header_timeout_seconds")) {
+		r = parse_u64(path, v, 1, 300, &x, err);
+		if (r == 0)
+			c->header_timeout_s = (uint32_t)x;
+		return r;
+	}
 	if (!strcmp(path, "opamp.max_agents")) {
 		r = parse_u64(path, v, 1, 1000000, &x, err);
 		if (r == 0)
@@ -294,6 +315,8 @@ static void usage(FILE *to)
 		"                           [--max-message-bytes N] [--heartbeat-seconds N]\n"
 		"                           [--max-agents N] [--log-level error|warn|info|debug]\n"
 		"                           [--max-connections-per-source N]\n"
+		"                           [--max-send-queue-bytes N]\n"
+		"                           [--max-pending-per-source N] [--header-timeout-seconds N]\n"
 		"                           [--profile-retention-hours N] [--profile-max-bytes N]\n"
 		"                           [--public-url URL] [--capture-grace-seconds N]\n"
 		"                           [--default-config FILE]\n"
@@ -342,7 +365,8 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 {
 	enum { O_LISTEN = 256, O_DATA, O_CERT, O_KEY, O_CA, O_MAXMSG, O_HB, O_MAXAG, O_LOG,
 	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_PUBURL, O_GRACE, O_DEFCFG,
-	       O_ADMTOK, O_AGTOK, O_UIDIR, O_TOKDIR, O_PERSRC, O_AGLISTEN };
+	       O_ADMTOK, O_AGTOK, O_UIDIR, O_TOKDIR, O_PERSRC, O_AGLISTEN,
+	       O_SENDQ, O_PENDSRC, O_HDRTO };
 	static const struct option opts[] = {
 		{"config", required_argument, 0, O_CONFIG},
 		{"listen", required_argument, 0, O_LISTEN},
@@ -355,6 +379,9 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 		{"heartbeat-seconds", required_argument, 0, O_HB},
 		{"max-agents", required_argument, 0, O_MAXAG},
 		{"max-connections-per-source", required_argument, 0, O_PERSRC},
+		{"max-send-queue-bytes", required_argument, 0, O_SENDQ},
+		{"max-pending-per-source", required_argument, 0, O_PENDSRC},
+		{"header-timeout-seconds", required_argument, 0, O_HDRTO},
 		{"log-level", required_argument, 0, O_LOG},
 		{"profile-retention-hours", required_argument, 0, O_PRET},
 		{"profile-max-bytes", required_argument, 0, O_PMAX},
@@ -417,6 +444,15 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 			break;
 		case O_PERSRC:
 			r = apply_key(c, "opamp.max_connections_per_source", optarg, err);
+			break;
+		case O_SENDQ:
+			r = apply_key(c, "opamp.max_send_queue_bytes", optarg, err);
+			break;
+		case O_PENDSRC:
+			r = apply_key(c, "http.max_pending_per_source", optarg, err);
+			break;
+		case O_HDRTO:
+			r = apply_key(c, "http.header_timeout_seconds", optarg, err);
 			break;
 		case O_LOG:
 			r = apply_key(c, "log_level", optarg, err);

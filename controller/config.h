@@ -8,7 +8,9 @@
  *     agent_listen go together: a second listener for agents that requires a client
  *     certificate signed by client_ca; the main listener never asks browsers for one)
  *   opamp: {max_message_bytes: 16777216, heartbeat_interval_seconds: 30, max_agents: 50000,
- *           max_connections_per_source: 4096}
+ *           max_connections_per_source: 4096, max_send_queue_bytes: 4194304}
+ *   http: {max_pending_per_source: 64, header_timeout_seconds: 5}   (connections from one
+ *     address still sending their request headers; the deadline for a request's headers)
  *   profiles: {retention_hours: 72, max_bytes: 1073741824}   (embedded profile store;
  *     opamp.max_message_bytes also bounds an OTLP profiles request, after decompression too)
  *   public_url: "https://profleet.example:4320"  (how agents reach this controller; capture
@@ -42,6 +44,9 @@ struct pf_controller_config {
 	uint32_t heartbeat_interval_s;
 	uint32_t max_agents;
 	uint32_t max_conns_per_source; /* opamp.max_connections_per_source, 0: no cap */
+	size_t max_send_queue_bytes;   /* opamp.max_send_queue_bytes: per connection */
+	uint32_t max_pending_per_source; /* http.max_pending_per_source, 0: no cap */
+	uint32_t header_timeout_s;       /* http.header_timeout_seconds */
 	int log_level;
 	uint32_t profile_retention_hours; /* profiles.retention_hours: age limit of stored profiles */
 	uint64_t profile_max_bytes;       /* profiles.max_bytes: cap on stored profile bodies */

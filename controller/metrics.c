@@ -72,6 +72,17 @@ int pf_metrics_render(const struct pf_metrics *m, struct pf_fleet *fleet, int64_
 	r |= counter(out, "profleet_opamp_connections_rejected_overload_total",
 		     "OpAMP requests answered 503 because the controller is at capacity.",
 		     m->opamp_connections_rejected_overload);
+	r |= counter(out, "profleet_opamp_slow_readers_closed_total",
+		     "OpAMP WebSockets closed because their send queue passed max_send_queue_bytes.",
+		     m->opamp_slow_readers_closed);
+	r |= counter(out, "profleet_http_pending_rejected_total",
+		     "Connections closed at accept: their address had max_pending_per_source "
+		     "connections still sending request headers.",
+		     m->http_pending_rejected);
+	r |= counter(out, "profleet_http_header_timeouts_total",
+		     "Connections closed because a request's headers did not arrive within "
+		     "header_timeout_seconds.",
+		     m->http_header_timeouts);
 	r |= counter(out, "profleet_config_pushes_total",
 		     "Remote configs sent to agents (on connect or on change).", m->config_pushes);
 	r |= counter(out, "profleet_store_agent_rows_written_total",

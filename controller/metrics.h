@@ -23,6 +23,9 @@ struct pf_metrics {
 	uint64_t opamp_connections_total;
 	uint64_t opamp_connections_rejected_auth;
 	uint64_t opamp_connections_rejected_overload;
+	uint64_t opamp_slow_readers_closed;    /* send queue past max_send_queue_bytes */
+	uint64_t http_pending_rejected;        /* closed at accept: max_pending_per_source */
+	uint64_t http_header_timeouts;         /* closed: headers not complete in time */
 	uint64_t config_pushes;
 	uint64_t persist_rows_written;
 	uint64_t persist_batches;

@@ -4,10 +4,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 
 #include <libwebsockets.h>
 #include <uv.h>
@@ -42,12 +44,35 @@
 
 #define SRC_BUCKETS 1024
 
-/* Open OpAMP WebSockets from one peer address (the per-source cap). */
+/* One peer address: its open OpAMP WebSockets (the per-source cap, keyed by lws' peer
+ * string) or its connections still sending request headers (keyed by the accepted socket's
+ * address, see peer_of_fd). Freed when both counts are 0 and no struct conn points to it. */
 struct src_count {
 	struct src_count *next;
 	uint32_t n;
+	uint32_t pending;
+	uint32_t refs; /* struct conn pointing here */
 	char addr[64];
 };
+
+/* A TCP connection from accept to close (lws' opaque user data of its wsi). While it is still
+ * sending a request's headers it is counted in its address's `pending` and sits on the
+ * server's deadline list, oldest first (every deadline is "now + header_timeout_s" when
+ * set, so appending keeps the order and the sweep stops at the first one not yet due). */
+struct conn {
+	struct conn *prev, *next;
+	struct lws *wsi;
+	struct src_count *src;
+	int64_t deadline_ms;
+	bool pending;
+};
+#define HEADER_SWEEP_US (250 * LWS_US_PER_MS)
+#define HEADER_POOL 256 /* lws max_http_header_pool: connections reading headers at once */
+/* The per-address cap on connections still sending headers applies once this many are
+ * pending in all: below it a burst from one address (agents behind one NAT reconnecting
+ * together) is taken whole; above it no address holds more than its cap, so at least
+ * HEADER_POOL - PENDING_PRESSURE header slots stay for everyone else. */
+#define PENDING_PRESSURE (HEADER_POOL / 2)
 #define LOOP_CLOSE_ROUNDS 1000 /* loop iterations to let closing handles finish at shutdown */
 
 /* One queued WebSocket message: one allocation, LWS_PRE headroom then the frame. */
@@ -66,6 +91,7 @@ struct ws_conn {
 	int64_t token_expires_ms;    /* 0: never */
 	bool closing;
 	struct outmsg *out_head, *out_tail;
+	size_t out_bytes; /* queued in out_head.., bounded by max_send_queue_bytes */
 	struct pf_buf rx;
 	bool rx_text;
 };
@@ -129,6 +155,10 @@ struct pf_server {
 	struct pf_api *api;
 	struct pf_opamp_ctx opamp;
 	lws_sorted_usec_list_t sul_persist;
+	lws_sorted_usec_list_t sul_headers; /* the header deadline sweep */
+	struct conn *pend_head, *pend_tail;  /* connections still sending headers */
+	uint32_t n_pending;
+	int64_t pending_log_ms;              /* last "too many pending" log line */
 	unsigned persist_ticks;
 	struct pf_buf scratch; /* replies are encoded here, then copied into one outmsg */
 	volatile sig_atomic_t stop;
@@ -215,9 +245,23 @@ static struct pf_buf *scratch_frame(struct pf_server *s)
 	return &s->scratch;
 }
 
-/* Copies the frame (headroom included) into one queued message. */
+static void ws_kill(struct ws_conn *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Copies the frame (headroom included) into one queued message. A connection whose queue
+ * would pass max_send_queue_bytes is closed instead (-ENOBUFS): its reader does not keep up,
+ * and holding more for it would let one peer grow the controller without bound. */
 static int ws_enqueue(struct ws_conn *c, const struct pf_buf *frame)
 {
+	struct pf_server *s = lws_context_user(lws_get_context(c->wsi));
+	size_t len = frame->len - LWS_PRE;
+	if (c->out_head && c->out_bytes + len > s->opt.max_send_queue_bytes) {
+		s->metrics->opamp_slow_readers_closed++;
+		ws_kill(c, "slow reader: %zu bytes already queued, a %zu-byte message would pass "
+			   "opamp.max_send_queue_bytes (%zu)",
+			c->out_bytes, len, s->opt.max_send_queue_bytes);
+		return -ENOBUFS;
+	}
 	struct outmsg *m = malloc(sizeof(*m) + frame->len);
 	if (!m)
 		return -ENOMEM;
@@ -229,6 +273,7 @@ static int ws_enqueue(struct ws_conn *c, const struct pf_buf *frame)
 	else
 		c->out_head = m;
 	c->out_tail = m;
+	c->out_bytes += len;
 	lws_callback_on_writable(c->wsi);
 	return 0;
 }
@@ -245,6 +290,8 @@ static int ws_enqueue(struct ws_conn *c, const struct pf_buf *frame)
  * WRITEABLE again. Returns a negative errno when the connection must close. */
 static int ws_send(struct ws_conn *c, const struct pf_buf *frame)
 {
+	if (c->closing)
+		return -ECONNRESET;
 	if (c->out_head || lws_partial_buffered(c->wsi))
 		return ws_enqueue(c, frame);
 	if (lws_write(c->wsi, frame->data + LWS_PRE, frame->len - LWS_PRE, LWS_WRITE_BINARY) < 0)
@@ -270,7 +317,8 @@ static void push_hook(struct pf_agent *a, void *ud)
 	if (!c || a->transport != PF_TRANSPORT_WS)
 		return; /* plain-HTTP agents get it on their next poll */
 	struct pf_buf *frame = scratch_frame(s);
-	if (frame && pf_opamp_build_push(&s->opamp, a, frame) == 0 && ws_send(c, frame) < 0)
+	if (frame && pf_opamp_build_push(&s->opamp, &c->sess, a, frame) == 0 &&
+	    ws_send(c, frame) < 0)
 		lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC); /* dead socket */
 }
 
@@ -470,7 +518,7 @@ static int src_add(struct pf_server *s, const char *addr, int delta)
 		snprintf((*pp)->addr, sizeof((*pp)->addr), "%s", addr);
 	}
 	(*pp)->n = (uint32_t)((int64_t)(*pp)->n + delta);
-	if ((*pp)->n == 0) {
+	if ((*pp)->n == 0 && (*pp)->pending == 0 && (*pp)->refs == 0) {
 		struct src_count *dead = *pp;
 		*pp = dead->next;
 		free(dead);
@@ -479,13 +527,162 @@ static int src_add(struct pf_server *s, const char *addr, int delta)
 }
 
 /* Closes the OpAMP WebSocket at once (from outside its callbacks). */
-static void ws_kill(struct ws_conn *c, const char *why)
+static void ws_kill(struct ws_conn *c, const char *fmt, ...)
 {
 	if (c->closing)
 		return;
 	c->closing = true;
-	pf_log_info("opamp: closing a connection from token %s: %s", c->token_id, why);
+	char why[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	pf_log_info("opamp: closing a connection from %s (token %s): %s", c->peer, c->token_id,
+		    why);
 	lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
+/* ---------------------------------------------------------------- connections */
+
+/* The peer address of an accepted socket as text ("127.0.0.2", "::1"; IPv4-mapped IPv6
+ * addresses as IPv4), "" when unknown. */
+static void peer_of_fd(int fd, char *out, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	out[0] = 0;
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
+		return;
+	if (ss.ss_family == AF_INET) {
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, out, (socklen_t)len);
+	} else if (ss.ss_family == AF_INET6) {
+		const struct in6_addr *a6 = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+		if (IN6_IS_ADDR_V4MAPPED(a6))
+			inet_ntop(AF_INET, &a6->s6_addr[12], out, (socklen_t)len);
+		else
+			inet_ntop(AF_INET6, a6, out, (socklen_t)len);
+	}
+}
+
+static void pend_unlink(struct pf_server *s, struct conn *k)
+{
+	if (!k->pending)
+		return;
+	k->pending = false;
+	if (k->prev)
+		k->prev->next = k->next;
+	else
+		s->pend_head = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	else
+		s->pend_tail = k->prev;
+	k->prev = k->next = NULL;
+	s->n_pending--;
+	if (k->src && k->src->pending)
+		k->src->pending--;
+}
+
+/* The connection now owes (again) a request's headers by header_timeout_s from now. */
+static void pend_arm(struct pf_server *s, struct conn *k, int64_t now)
+{
+	pend_unlink(s, k);
+	k->pending = true;
+	k->deadline_ms = now + (int64_t)s->opt.header_timeout_s * 1000;
+	k->prev = s->pend_tail;
+	k->next = NULL;
+	if (s->pend_tail)
+		s->pend_tail->next = k;
+	else
+		s->pend_head = k;
+	s->pend_tail = k;
+	s->n_pending++;
+	if (k->src)
+		k->src->pending++;
+}
+
+/* FILTER_NETWORK_CONNECTION: nonzero closes the accepted socket at once. */
+static int conn_filter(struct pf_server *s, int fd)
+{
+	if (!s->opt.max_pending_per_source || s->n_pending < PENDING_PRESSURE)
+		return 0;
+	char peer[64];
+	peer_of_fd(fd, peer, sizeof(peer));
+	struct src_count *src = *src_slot(s, peer);
+	if (!src || src->pending < s->opt.max_pending_per_source)
+		return 0;
+	s->metrics->http_pending_rejected++;
+	int64_t now = now_ms();
+	if (now - s->pending_log_ms >= 10000) {
+		s->pending_log_ms = now;
+		pf_log_warn("closing new connections from %s: %u of its connections are still "
+			    "sending request headers (http.max_pending_per_source)",
+			    peer, src->pending);
+	}
+	return 1;
+}
+
+/* SERVER_NEW_CLIENT_INSTANTIATED: track the connection until WSI_DESTROY. */
+static int conn_new(struct pf_server *s, struct lws *wsi)
+{
+	struct conn *k = calloc(1, sizeof(*k));
+	if (!k)
+		return -1;
+	char peer[64];
+	peer_of_fd((int)lws_get_socket_fd(wsi), peer, sizeof(peer));
+	struct src_count **pp = src_slot(s, peer);
+	if (!*pp) {
+		*pp = calloc(1, sizeof(**pp));
+		if (!*pp) {
+			free(k);
+			return -1;
+		}
+		snprintf((*pp)->addr, sizeof((*pp)->addr), "%s", peer);
+	}
+	k->wsi = wsi;
+	k->src = *pp;
+	k->src->refs++;
+	pend_arm(s, k, now_ms());
+	lws_set_opaque_user_data(wsi, k);
+	return 0;
+}
+
+/* A request's headers are complete. */
+static void conn_headers_done(struct pf_server *s, struct lws *wsi)
+{
+	struct conn *k = lws_get_opaque_user_data(wsi);
+	if (k)
+		pend_unlink(s, k);
+}
+
+static void conn_gone(struct pf_server *s, struct lws *wsi)
+{
+	struct conn *k = lws_get_opaque_user_data(wsi);
+	if (!k)
+		return;
+	lws_set_opaque_user_data(wsi, NULL);
+	pend_unlink(s, k);
+	if (k->src) {
+		k->src->refs--;
+		src_add(s, k->src->addr, 0); /* frees the entry when nothing counts in it */
+	}
+	free(k);
+}
+
+/* Every HEADER_SWEEP_US: connections past their header deadline are closed. */
+static void header_sweep(lws_sorted_usec_list_t *sul)
+{
+	struct pf_server *s = lws_container_of(sul, struct pf_server, sul_headers);
+	int64_t now = now_ms();
+	while (s->pend_head && s->pend_head->deadline_ms <= now) {
+		struct conn *k = s->pend_head;
+		pend_unlink(s, k);
+		s->metrics->http_header_timeouts++;
+		pf_log_debug("closing a connection from %s: no complete request headers in %u s",
+			     k->src ? k->src->addr : "?", s->opt.header_timeout_s);
+		lws_set_timeout(k->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+	}
+	lws_sul_schedule(s->ctx, 0, &s->sul_headers, header_sweep, HEADER_SWEEP_US);
 }
 
 /* api->on_revoke: the OpAMP connections that authenticated with the token go away now. */
@@ -1155,7 +1352,16 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	struct pf_server *s = wsi ? server_of(wsi) : NULL;
 
 	switch (reason) {
+	case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+		return s ? conn_filter(s, (int)(lws_intptr_t)in) : 0;
+	case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+		return s ? conn_new(s, wsi) : 0;
+	case LWS_CALLBACK_WSI_DESTROY:
+		if (s)
+			conn_gone(s, wsi);
+		return 0;
 	case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: {
+		conn_headers_done(s, wsi);
 		char uri[256];
 		if (lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) <= 0 ||
 		    strcmp(uri, OPAMP_PATH) != 0) {
@@ -1258,6 +1464,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		struct outmsg *m = c->out_head;
 		int n = lws_write(wsi, m->data + LWS_PRE, m->len, LWS_WRITE_BINARY);
 		c->out_head = m->next;
+		c->out_bytes -= m->len;
 		if (!c->out_head)
 			c->out_tail = NULL;
 		free(m);
@@ -1309,6 +1516,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		 * (len), or any client certificate would pass. 0 accepts. */
 		return len ? 0 : 1;
 	case LWS_CALLBACK_HTTP:
+		conn_headers_done(s, wsi);
 		return http_begin(s, wsi, pss, in, len) < 0 ? -1 : 0;
 	case LWS_CALLBACK_HTTP_BODY: {
 		struct http_req *r = pss->req;
@@ -1333,6 +1541,10 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			pss->req = NULL;
 			if (close_after || lws_http_transaction_completed(wsi))
 				return -1;
+			/* keep-alive: the next request's headers are owed by the deadline too */
+			struct conn *k = lws_get_opaque_user_data(wsi);
+			if (k)
+				pend_arm(s, k, now_ms());
 		}
 		return 0;
 	}
@@ -1520,10 +1732,15 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	listen_iface(opt->listen_host, &info);
 	info.protocols = protocols;
 	info.user = s;
-	info.max_http_header_pool = 256;
+	info.max_http_header_pool = HEADER_POOL;
 	info.max_http_header_data = 4096;
 	info.pt_serv_buf_size = 64 * 1024;
 	info.timeout_secs = 20;
+	/* A request's headers are bounded by header_timeout_s (header_sweep, which logs and
+	 * counts); lws' own limit on holding an ah (header table) without a complete request
+	 * is the backstop a second later. One address cannot hold more than
+	 * max_pending_per_source of the pool's 256 (conn_filter). */
+	info.timeout_secs_ah_idle = (opt->header_timeout_s ? opt->header_timeout_s : 5) + 1;
 	/* No lws "validity" timer per connection: lws 4.1.6 re-arms it on every message received,
 	 * and its timers live in one sorted list, so each re-arm walks the list (O(connections)
 	 * per message: the largest user-space cost of a fleet at rest). Dead peers are found by TCP
@@ -1597,6 +1814,7 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	if (s->ingest)
 		pf_qpool_set_notify(s->ingest, pool_notify, s);
 	lws_sul_schedule(s->ctx, 0, &s->sul_persist, persist_tick, PERSIST_INTERVAL_US);
+	lws_sul_schedule(s->ctx, 0, &s->sul_headers, header_sweep, HEADER_SWEEP_US);
 	return s;
 }
 
@@ -1647,6 +1865,7 @@ void pf_server_free(struct pf_server *s)
 		pf_captures_set_sender(s->opt.captures, NULL, NULL);
 	if (s->ctx) {
 		lws_sul_cancel(&s->sul_persist);
+		lws_sul_cancel(&s->sul_headers);
 		/* On a foreign loop lws closes its watchers asynchronously: loop_close() runs the
 		 * loop until they are closed and finishes the destroy. */
 		lws_context_destroy(s->ctx);

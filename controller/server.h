@@ -42,6 +42,17 @@ struct pf_server_options {
 	size_t max_message_bytes; /* OpAMP inbound limit (after decompression) */
 	uint32_t max_agents;      /* connected WebSocket agents before 503 */
 	uint32_t max_conns_per_source; /* OpAMP WebSockets from one address before 429; 0: no cap */
+	/* Bytes queued for one OpAMP WebSocket beyond which a further message closes it (a
+	 * reader that does not keep up); the first queued message is always taken, so one
+	 * connection holds at most this plus one message plus what lws buffers (one message). */
+	size_t max_send_queue_bytes;
+	/* Connections from one address still sending request headers (accepted, headers not
+	 * complete) beyond which new ones are closed at accept, while half the header pool is
+	 * pending in all (server.c PENDING_PRESSURE); 0: no cap. */
+	uint32_t max_pending_per_source;
+	/* Seconds a connection gets to send a request's headers (from accept, or from the end
+	 * of its previous request), then it is closed. */
+	uint32_t header_timeout_s;
 	/* When set, the heavy profile queries (api_profiles.h pf_api_profiles_offload) run on
 	 * this pool (profstore/query_pool.h) and their answers come back through its completion
 	 * queue; a full queue answers 503 with Retry-After. NULL: they run on the loop. The

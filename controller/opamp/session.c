@@ -89,19 +89,41 @@ static void fill_remote_config(struct pf_s2a *m, struct pf_config_file *file,
 	m->remote_config_hash_len = 32;
 }
 
-int pf_opamp_build_push(struct pf_opamp_ctx *ctx, struct pf_agent *a, struct pf_buf *out)
+/* Whether a's desired config goes into a message on this session: the agent does not run it
+ * yet and, on a WebSocket, it was not sent on this connection already. */
+static bool config_due(const struct pf_opamp_session *s, const struct pf_agent *a)
+{
+	if (!pf_agent_needs_config(a))
+		return false;
+	return !s || s->http || !s->config_sent ||
+	       memcmp(s->config_sent_hash, a->desired->hash, 32) != 0;
+}
+
+static void config_mark_sent(struct pf_opamp_session *s, const struct pf_agent *a)
+{
+	if (!s || s->http)
+		return;
+	memcpy(s->config_sent_hash, a->desired->hash, 32);
+	s->config_sent = true;
+}
+
+int pf_opamp_build_push(struct pf_opamp_ctx *ctx, struct pf_opamp_session *sess,
+			struct pf_agent *a, struct pf_buf *out)
 {
 	struct pf_s2a m = {0};
 	struct pf_config_file file;
 	memcpy(m.instance_uid, a->uid, 16);
 	m.instance_uid_len = 16;
 	m.capabilities = SERVER_CAPS;
-	if (!pf_agent_needs_config(a))
+	if (!config_due(sess, a))
 		return -EALREADY;
 	fill_remote_config(&m, &file, a);
 	int r = encode_reply(ctx, &m, out);
-	if (r == 0 && ctx->metrics)
-		ctx->metrics->config_pushes++;
+	if (r == 0) {
+		config_mark_sent(sess, a);
+		if (ctx->metrics)
+			ctx->metrics->config_pushes++;
+	}
 	return r;
 }
 
@@ -341,7 +363,8 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 		m.has_new_instance_uid = true;
 		memcpy(m.new_instance_uid, a->uid, 16);
 	}
-	if (!res->disconnect && pf_agent_needs_config(a)) {
+	bool with_config = !res->disconnect && config_due(s, a);
+	if (with_config) {
 		fill_remote_config(&m, &file, a);
 		if (ctx->metrics)
 			ctx->metrics->config_pushes++;
@@ -368,6 +391,8 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 		m.custom_message.data_len = clen;
 	}
 	r = encode_reply(ctx, &m, out);
+	if (r == 0 && with_config)
+		config_mark_sent(s, a);
 	s->replied = true;
 	pf_a2s_free(in);
 	return r;

@@ -55,6 +55,11 @@ struct pf_opamp_session {
 	bool claimed;
 	bool replied;              /* a reply was already sent on this connection */
 	bool http;                 /* plain-HTTP transport */
+	/* WebSocket only: the hash of the last remote config sent on this connection. A
+	 * WebSocket delivers in order or not at all, so the same config is not sent twice on
+	 * one connection however many messages the agent sends before it reports it. */
+	uint8_t config_sent_hash[32];
+	bool config_sent;
 };
 
 /* Outcome of one message, for the transport. */
@@ -70,8 +75,10 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 			    const uint8_t *data, size_t len, int64_t now_ms, struct pf_buf *out,
 			    struct pf_opamp_result *res);
 /* The server-initiated message for a config change: instance_uid + capabilities +
- * remote_config. Appends to out. */
-int pf_opamp_build_push(struct pf_opamp_ctx *ctx, struct pf_agent *a, struct pf_buf *out);
+ * remote_config. Appends to out. -EALREADY when the agent needs no config, or (sess given,
+ * a WebSocket session) this config was already sent on the connection. */
+int pf_opamp_build_push(struct pf_opamp_ctx *ctx, struct pf_opamp_session *sess,
+			struct pf_agent *a, struct pf_buf *out);
 /* The capabilities the server sets in every ServerToAgent. */
 uint64_t pf_opamp_server_caps(void);
 /* The transport closed: unbinds and marks the agent disconnected. */

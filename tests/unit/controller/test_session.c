@@ -217,7 +217,7 @@ static void test_remote_config_offer(void **state)
 	assert_true(pf_fleet_resolve_agent(x->fleet, a)); /* a version is a new slot */
 	struct pf_buf out;
 	pf_buf_init(&out, 1 << 20);
-	assert_int_equal(pf_opamp_build_push(&x->ctx, a, &out), 0);
+	assert_int_equal(pf_opamp_build_push(&x->ctx, NULL, a, &out), 0);
 	assert_int_equal(pf_s2a_decode(out.data, out.len, 1 << 20, &r, NULL), 0);
 	assert_true(r->has_remote_config);
 	assert_memory_equal(r->remote_config_hash, h2, 32);
