@@ -226,6 +226,60 @@ static void test_remote_config_offer(void **state)
 	pf_buf_release(&out);
 }
 
+/* On a WebSocket a config goes out once per connection and hash, however many messages the
+ * agent sends before it reports it; over plain HTTP every poll carries it until then; a new
+ * connection or a new version sends it again. */
+static void test_config_once_per_connection(void **state)
+{
+	struct fx *x = *state;
+	const char *body = "profiling:\n  sampling: {frequency_hz: 29}\n";
+	uint8_t h[32];
+	pf_sha256(body, strlen(body), h);
+	assert_int_equal(pf_fleet_config_set(x->fleet, "default", 1, h, body, strlen(body), 1), 0);
+
+	struct pf_opamp_session ws = {.conn = (void *)1};
+	struct pf_opamp_result res;
+	struct pf_a2s m;
+	full_status(&m, 0x55, 1);
+	struct pf_s2a *r = roundtrip(x, &ws, &m, &res);
+	assert_true(r->has_remote_config);
+	pf_s2a_free(r);
+	struct pf_agent *a = pf_fleet_find(x->fleet, m.instance_uid);
+	for (uint64_t seq = 1; seq < 4; seq++) {
+		struct pf_a2s hb = {0};
+		memcpy(hb.instance_uid, m.instance_uid, 16);
+		hb.instance_uid_len = 16;
+		hb.capabilities = CAPS;
+		hb.sequence_num = seq;
+		r = roundtrip(x, &ws, &hb, &res);
+		assert_false(r->has_remote_config);
+		pf_s2a_free(r);
+	}
+	struct pf_buf out;
+	pf_buf_init(&out, 1 << 20);
+	assert_int_equal(pf_opamp_build_push(&x->ctx, &ws, a, &out), -EALREADY);
+
+	/* A new version goes out once on the same connection. */
+	const char *body2 = "profiling:\n  sampling: {frequency_hz: 31}\n";
+	uint8_t h2[32];
+	pf_sha256(body2, strlen(body2), h2);
+	pf_fleet_config_set(x->fleet, "default", 2, h2, body2, strlen(body2), 2);
+	assert_true(pf_fleet_resolve_agent(x->fleet, a));
+	assert_int_equal(pf_opamp_build_push(&x->ctx, &ws, a, &out), 0);
+	pf_buf_reset(&out);
+	assert_int_equal(pf_opamp_build_push(&x->ctx, &ws, a, &out), -EALREADY);
+
+	/* A new connection sends it again, and so does every plain-HTTP poll. */
+	struct pf_opamp_session ws2 = {.conn = (void *)2};
+	assert_int_equal(pf_opamp_build_push(&x->ctx, &ws2, a, &out), 0);
+	struct pf_opamp_session http = {.http = true};
+	for (int i = 0; i < 2; i++) {
+		pf_buf_reset(&out);
+		assert_int_equal(pf_opamp_build_push(&x->ctx, &http, a, &out), 0);
+	}
+	pf_buf_release(&out);
+}
+
 static void test_capability_gating(void **state)
 {
 	struct fx *x = *state;
@@ -510,6 +564,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unknown_agent_compressed_first_message, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_remote_config_offer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_once_per_connection, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_capability_gating, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_input_gets_bad_request, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_duplicate_uid_gets_new_identity, setup,
