@@ -540,6 +540,20 @@ bool agent_captures_cancel_requested(struct agent_captures *c, uint64_t serial)
 	return cancel;
 }
 
+void agent_captures_note(struct agent_captures *c, uint64_t serial, const char *fmt, ...)
+{
+	char msg[sizeof(((struct pf_capture_status *)0)->error)];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&c->lock);
+	struct entry *x = by_serial(c, serial);
+	if (x && x->phase != PH_FINAL)
+		memcpy(x->st.error, msg, sizeof(msg));
+	pthread_mutex_unlock(&c->lock);
+}
+
 void agent_captures_fail(struct agent_captures *c, uint64_t serial, const char *code,
 			 const char *fmt, ...)
 {

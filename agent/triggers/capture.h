@@ -136,6 +136,10 @@ void agent_captures_progress(struct agent_captures *c, uint64_t serial, uint64_t
 			     uint64_t now_ms);
 /* A capture.cancel arrived for this running capture. */
 bool agent_captures_cancel_requested(struct agent_captures *c, uint64_t serial);
+/* Sets the human detail (`error`, no error_code) a successful capture ends with, e.g. why it
+ * has no samples. No effect on a final capture. */
+void agent_captures_note(struct agent_captures *c, uint64_t serial, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Ends a capture as failed with error_code (process_not_found, export_failed, internal...). */
 void agent_captures_fail(struct agent_captures *c, uint64_t serial, const char *code,
 			 const char *fmt, ...) __attribute__((format(printf, 4, 5)));

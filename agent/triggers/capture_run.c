@@ -21,6 +21,7 @@ struct run {
 	unsigned slot; /* sampler capture slot: the index of the run */
 	struct agent_capture_job job;
 	uint64_t end_ms;
+	size_t n_pids; /* processes sampled */
 };
 
 struct agent_capture_runner {
@@ -282,6 +283,13 @@ static void export_capture(struct agent_capture_runner *r, struct run *run,
 			    !e->n ? "(nothing)"
 			    : x	  ? url
 				  : "the configured exporters");
+		if (!samples) /* done, but say why the flame graph is empty */
+			agent_captures_note(
+			    r->engine, serial,
+			    "no samples: the %zu process%s sampled did not run on a CPU during the "
+			    "capture (idle, sleeping or blocked: a CPU profile shows only code that "
+			    "runs)",
+			    run->n_pids, run->n_pids == 1 ? "" : "es");
 		/* the engine waits for the receiver's confirmations from here on */
 		agent_captures_exporting(r->engine, serial, samples, e->bytes,
 					 (const uint8_t(*)[16])e->ids, e->n, x ? (unsigned)e->n : 0,
@@ -367,6 +375,7 @@ static void start_run(struct agent_capture_runner *r, struct pf_sampler *sampler
 		return;
 	}
 	run->used = true;
+	run->n_pids = n;
 	run->end_ms = now_ms + (uint64_t)req->duration_seconds * 1000u;
 	agent_captures_started(r->engine, serial, now_ms);
 	pf_log_info("capture %s: sampling %zu process%s at %u Hz for %u s", req->id, n,

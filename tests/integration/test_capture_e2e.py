@@ -197,6 +197,23 @@ class CaptureEndToEnd(IntegrationCase):
         wait_until(lambda: self.by_uid(self.get_capture(ctl, resp["id"]))[uid_a]["state"]
                    == "cancelled", timeout=15, what="agent a confirms the cancel")
 
+    def test_idle_process_ends_done_with_the_reason(self):
+        ctl = self.controller()
+        self.fleet(ctl, ["a"])
+        sleeper = subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL)
+        self.addCleanup(sleeper.wait)
+        self.addCleanup(sleeper.kill)
+        resp = self.post_capture(ctl, {
+            "agents": "role=a", "duration_seconds": 2,
+            "processes": [{"key": "process.pid", "match": "strict",
+                           "value": str(sleeper.pid)}]})
+        cap = self.wait_final(ctl, resp["id"], timeout=20)
+        self.assertEqual(cap["state"], "done", cap)
+        a = cap["agents"][0]
+        self.assertEqual(a["samples"], 0, a)
+        self.assertIsNone(a.get("error_code"), a)
+        self.assertIn("no samples: the 1 process sampled did not run on a CPU", a["error"], a)
+
     def test_include_filters_do_not_limit_captures_exclude_does(self):
         ctl = self.controller()
         agents = self.fleet(ctl, ["a"])
