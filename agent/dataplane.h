@@ -1,5 +1,5 @@
-/* dataplane.h — the agent's data plane (issue 3 "Modes and exporters", "Health"; issue 4 "pprof
- * sources"): the eBPF sampler (sampler_bpf.h), the window timer, the pprof sources
+/* dataplane.h — the agent's data plane (modes, exporters, health, pprof sources): the eBPF
+ * sampler (sampler_bpf.h), the window timer, the pprof sources
  * (sampler_pprof.h), OTLP encoding (proto/codec/otlp_profiles.h) and the configured exporters
  * (export/exporter.h), steered by the active profiling config.
  *

@@ -1,4 +1,4 @@
-/* metrics.h — the agent's metrics endpoint (--metrics-listen ADDR:PORT, issues 3 and 4): the
+/* metrics.h — the agent's metrics endpoint (--metrics-listen ADDR:PORT): the
  * Prometheus text exposition format 0.0.4 at GET /metrics, and GET /healthz.
  *
  * Owns the --metrics-listen syntax, the rendering of the metrics (a plain function over values,

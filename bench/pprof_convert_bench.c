@@ -1,4 +1,4 @@
-/* pprof_convert_bench.c — pprof → OTLP conversion throughput (issue 4 benchmark; not a test).
+/* pprof_convert_bench.c — pprof → OTLP conversion throughput (a benchmark, not a test).
  *
  *   pprof-convert-bench [--seconds S] [FILE.pb.gz ...]
  *

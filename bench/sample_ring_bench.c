@@ -1,5 +1,5 @@
 /* sample_ring_bench.c — memory and speed of the slow-span sample ring
- * (agent/sampler/sample_ring.h; issue 10 benchmark; not a test).
+ * (agent/sampler/sample_ring.h; a benchmark, not a test).
  *
  *   sample-ring-bench [--hz 99] [--cpus 2] [--lookback 60]
  *

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""slow_span_latency.py — slow-span profile latency (issue 10 benchmark; not a test).
+"""slow_span_latency.py — slow-span profile latency (a benchmark, not a test).
 
     sudo bench/slow_span_latency.py --agent build/dev/agent/profleet-agent [--spans 30]
 

@@ -97,13 +97,13 @@ struct agent_exporter_status {
 	bool healthy;
 	char status[96];
 	char last_error[768]; /* "" when none */
-	/* exports_ok == confirmed and exports_failed == failed (the names of issue 3) */
+	/* exports_ok == confirmed and exports_failed == failed (their names in health) */
 	uint64_t exports_ok, exports_failed, dropped;
 	uint64_t bytes_ok;    /* payload bytes of the confirmed items (before compression) */
 	int last_http_status; /* otlp_http, pyroscope: status of the last response, 0 when none */
 	uint64_t last_ok_unix_ns;
 
-	/* delivery statistics (issue 4) */
+	/* delivery statistics */
 	uint64_t submitted;	/* items queued (including those reloaded from the spill) */
 	uint64_t sent;		/* attempts made (requests, file writes) */
 	uint64_t confirmed;	/* items the back end accepted (2xx, partial success too) */

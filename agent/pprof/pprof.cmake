@@ -1,4 +1,4 @@
-# pprof.cmake — pprof sources (issue 4): the static library `agent_pprof` and the debugging and
+# pprof.cmake — pprof sources: the static library `agent_pprof` and the debugging and
 # test tool `profleet-pprof-scrape`. Included from agent/CMakeLists.txt; paths are relative to
 # this file so it works from any directory scope.
 #

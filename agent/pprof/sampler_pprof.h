@@ -1,6 +1,6 @@
 /* sampler_pprof.h — pprof sources: scrape Go `net/http/pprof` endpoints (profiling.pprof.targets)
  * and turn each scraped profile into a window (pf/profile.h) with explicit sample types, ready
- * for the same encoders and exporters as the eBPF sampler's windows (issue 4).
+ * for the same encoders and exporters as the eBPF sampler's windows.
  *
  * Owns the scrape schedule, one worker thread per scrape in flight (at most
  * PF_PPROF_MAX_INFLIGHT at once, one per target, each target with its own HTTP client and

@@ -1,4 +1,4 @@
-/* symbolize.h — native and kernel symbolization on the host (issue 3).
+/* symbolize.h — native and kernel symbolization on the host.
  *
  * Owns: per-process memory maps captured from /proc/PID/maps, a bounded LRU cache of opened ELF
  * files keyed by GNU build id (elfutils libelf for .symtab/.dynsym, libdw for DWARF line info),

@@ -1,6 +1,6 @@
 """Control plane end to end: the real profleet-controller and profleet-agent on loopback.
 
-Covers issue 2's integration list: the agent appears healthy, a config push is APPLIED within
+Covers: the agent appears healthy, a config push is APPLIED within
 2 s, a config that fails at apply time is FAILED with its key path while the old config stays
 effective, a controller restart is followed by a reconnect with full state, a wrong token gets
 401, and oversized or garbage input is rejected while other agents keep working.

@@ -1,6 +1,6 @@
 """Data plane end to end: the real controller and agent, real eBPF sampling of a known workload.
 
-Covers issue 3 "Modes and exporters" and "Health" through the agent binary: a pushed config
+Covers the modes, exporters and health through the agent binary: a pushed config
 (continuous, 199 Hz, 2 s windows, a filter including only the workload, a file exporter)
 yields conformant .otlp.pb files with the workload's functions and no other process; a remote
 frequency change reaches the next file without a restart; an otlp_http exporter to a dead port
@@ -480,7 +480,7 @@ class Dataplane(IntegrationCase):
         self.assertEqual(ag.stop(signal.SIGTERM), 0)
 
     def test_embedded_store_end_to_end(self):
-        """Issue 4: agent -> the controller's embedded store -> query API shows the hot function.
+        """agent -> the controller's embedded store -> query API shows the hot function.
 
         The exporter authenticates with auth: agent_token, so the pushed config holds no secret.
         """

@@ -1,4 +1,4 @@
-"""pprof targets through the agent's data plane (issue 4 "pprof sources"), end to end.
+"""pprof targets through the agent's data plane, end to end.
 
 The real controller and agent, and a real Go program serving net/http/pprof
 (tests/data/pprof/goprog, built here with Debian's go: standard library only, private

@@ -1,5 +1,5 @@
 """Triggers and limits of the agent, end to end: the real controller and agent, real eBPF
-sampling of a known workload (issue 10, sections 3 `high_cpu` and 4).
+sampling of a known workload: the `high_cpu` trigger and the limits.
 
 - high_cpu: a busy workload fires the trigger (mode triggered, so only its captures are
   exported); the profile is the workload's, tagged profleet.trigger=high_cpu with the measured
