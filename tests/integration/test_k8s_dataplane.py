@@ -105,8 +105,10 @@ class K8sDataplane(IntegrationCase):
                " auth: agent_token}\n" % (POD, self.out_dir, ctl.port))
         self.push(ctl, uid, cfg)
         seen = set()
+        # A few samples are enough to check the attribution: on a loaded machine the busy
+        # workload may get only a small share of a CPU in a 2 s window.
         path, s = self.wait_file(lambda s: s["processes"] and
-                                 s["processes"][0]["samples"] >= 50, seen, timeout=30,
+                                 s["processes"][0]["samples"] >= 5, seen, timeout=30,
                                  what="a window of the workload")
         procs = s["processes"]
         # the filter on the pod name admitted the workload and nothing else
