@@ -18,6 +18,7 @@
 #include "fleet/fleet.h"
 #include "fleet/persist.h"
 #include "fleet/rollout.h"
+#include "fleet/sync.h"
 #include "metrics.h"
 #include "opamp/session.h"
 #include "opamp_codec.h"
@@ -25,6 +26,7 @@
 #include "pf/log.h"
 #include "profstore/profstore.h"
 #include "profstore/query_pool.h"
+#include "store.h"
 #include "ui/static.h"
 
 #define OPAMP_PATH "/v1/opamp"
@@ -133,6 +135,15 @@ struct pf_server {
 	struct pf_qpool *pool; /* heavy profile queries, or NULL */
 	struct pf_qpool *ingest; /* the OTLP receiver's writer, or NULL */
 	uint64_t next_job;
+	/* Replicas sharing PostgreSQL: the LISTEN connection, watched on the loop, and one timer
+	 * that re-makes it with backoff and adopts rollouts whose replica died. */
+	struct pf_store_listener *listener;
+	uv_poll_t *lpoll; /* NULL while not connected */
+	uv_timer_t ltimer;
+	bool ltimer_init;
+	uint64_t lbackoff_ms;
+	bool need_reload; /* the listener was re-made: reload what may have been missed */
+	struct pf_sync sync;
 };
 
 /* A request handed to a pool (profstore/query_pool.h) and, filled on the worker, its answer
@@ -1335,6 +1346,119 @@ static const struct lws_protocols protocols[] = {
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
+/* ------------------------------------------------- replicas: LISTEN/NOTIFY on the loop */
+
+#define LISTEN_RETRY_MIN_MS 250
+#define LISTEN_RETRY_MAX_MS 5000
+#define ADOPT_EVERY_MS 5000 /* rollouts whose replica died are taken over this often */
+
+static void listen_timer(uv_timer_t *t);
+
+static void lpoll_closed(uv_handle_t *h)
+{
+	free(h);
+}
+
+static void listen_stop_poll(struct pf_server *s)
+{
+	if (!s->lpoll)
+		return;
+	uv_poll_stop(s->lpoll);
+	uv_close((uv_handle_t *)s->lpoll, lpoll_closed);
+	s->lpoll = NULL;
+}
+
+static void on_notify(const char *kind, const char *name, void *ud)
+{
+	struct pf_server *s = ud;
+	pf_sync_apply(&s->sync, kind, name, now_ms());
+}
+
+static void listen_readable(uv_poll_t *h, int status, int events)
+{
+	struct pf_server *s = h->data;
+	(void)events;
+	if (status == 0 && pf_store_listener_drain(s->listener, on_notify, s) >= 0)
+		return;
+	pf_log_warn("%s; listening again in %u ms", pf_store_listener_error(s->listener),
+		    LISTEN_RETRY_MIN_MS);
+	listen_stop_poll(s);
+	s->lbackoff_ms = LISTEN_RETRY_MIN_MS;
+	uv_timer_stop(&s->ltimer);
+	uv_timer_start(&s->ltimer, listen_timer, s->lbackoff_ms, 0);
+}
+
+/* Connects the listener (bounded by libpq's connect_timeout) and watches its socket. */
+static int listen_start(struct pf_server *s)
+{
+	if (pf_store_listener_connect(s->listener) < 0)
+		return -EAGAIN;
+	uv_poll_t *p = malloc(sizeof(*p));
+	if (!p || uv_poll_init(&s->loop, p, pf_store_listener_fd(s->listener)) < 0) {
+		free(p);
+		return -ENOMEM;
+	}
+	p->data = s;
+	uv_poll_start(p, UV_READABLE, listen_readable);
+	s->lpoll = p;
+	return 0;
+}
+
+static void listen_timer(uv_timer_t *t)
+{
+	struct pf_server *s = t->data;
+	if (!s->lpoll) {
+		if (listen_start(s) == 0) {
+			pf_log_info("store: listening for other replicas' changes again");
+			s->lbackoff_ms = 0;
+			s->need_reload = true; /* what was missed meanwhile */
+		} else {
+			s->lbackoff_ms = s->lbackoff_ms ? pf_min(s->lbackoff_ms * 2,
+								 (uint64_t)LISTEN_RETRY_MAX_MS)
+							: LISTEN_RETRY_MIN_MS;
+			pf_log_debug("%s; next try in %llu ms", pf_store_listener_error(s->listener),
+				     (unsigned long long)s->lbackoff_ms);
+		}
+	} else if (s->opt.rollouts) {
+		struct pf_error err = {0};
+		if (pf_rollouts_load(s->opt.rollouts, now_ms(), &err) < 0)
+			pf_log_debug("rollouts: adopting: %s", err.msg);
+	}
+	if (s->lpoll && s->need_reload && pf_sync_reload_all(&s->sync, now_ms()) == 0) {
+		s->need_reload = false;
+		pf_log_info("store: reloaded configs, assignments and pins after the outage");
+	}
+	uint64_t next = !s->lpoll ? s->lbackoff_ms : s->need_reload ? LISTEN_RETRY_MIN_MS * 2
+								      : ADOPT_EVERY_MS;
+	uv_timer_start(t, listen_timer, next, 0);
+}
+
+static int listen_init(struct pf_server *s, struct pf_error *err)
+{
+	s->sync = (struct pf_sync){.store = s->store, .fleet = s->fleet,
+				   .rollouts = s->opt.rollouts, .on_token = revoke_hook, .ud = s};
+	s->listener = pf_store_listener_new(s->opt.store_url);
+	if (!s->listener)
+		return pf_error_set(err, -ENOMEM, NULL, "out of memory");
+	if (listen_start(s) < 0)
+		return pf_error_set(err, -EAGAIN, NULL, "%s", pf_store_listener_error(s->listener));
+	uv_timer_init(&s->loop, &s->ltimer);
+	s->ltimer.data = s;
+	s->ltimer_init = true;
+	uv_timer_start(&s->ltimer, listen_timer, ADOPT_EVERY_MS, 0);
+	return 0;
+}
+
+static void listen_release(struct pf_server *s)
+{
+	listen_stop_poll(s);
+	if (s->ltimer_init) {
+		uv_timer_stop(&s->ltimer);
+		uv_close((uv_handle_t *)&s->ltimer, NULL);
+		s->ltimer_init = false;
+	}
+}
+
 /* ------------------------------------------------------------------ lifecycle */
 
 static void persist_tick(lws_sorted_usec_list_t *sul)
@@ -1525,6 +1649,10 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	if (s->ingest)
 		pf_qpool_set_notify(s->ingest, pool_notify, s);
 	lws_sul_schedule(s->ctx, 0, &s->sul_persist, persist_tick, PERSIST_INTERVAL_US);
+	if (opt->store_url && pf_store_is_shared(store) && listen_init(s, err) < 0) {
+		pf_server_free(s);
+		return NULL;
+	}
 	return s;
 }
 
@@ -1567,6 +1695,7 @@ void pf_server_free(struct pf_server *s)
 		 * loop until they are closed and finishes the destroy. */
 		lws_context_destroy(s->ctx);
 	}
+	listen_release(s);
 	if (s->sig_init) {
 		uv_signal_stop(&s->sig_int);
 		uv_signal_stop(&s->sig_term);
@@ -1574,6 +1703,7 @@ void pf_server_free(struct pf_server *s)
 		uv_close((uv_handle_t *)&s->sig_term, NULL);
 	}
 	loop_close(s);
+	pf_store_listener_free(s->listener);
 	pf_buf_release(&s->scratch);
 	for (size_t i = 0; i < SRC_BUCKETS; i++)
 		while (s->by_source[i]) {

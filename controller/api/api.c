@@ -17,6 +17,7 @@
 #include "api_tokens.h"
 #include "fleet/fleet.h"
 #include "fleet/rollout.h"
+#include "fleet/sync.h"
 #include "metrics.h"
 #include "pf/hash.h"
 #include "pf/log.h"
@@ -309,7 +310,7 @@ static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 static const char *agent_state_name(const struct pf_fleet *f, const struct pf_agent *a,
 				    int64_t now_ms)
 {
-	if (!a->connected)
+	if (!pf_agent_online(a))
 		return "disconnected";
 	if (pf_agent_is_stale(f, a, now_ms))
 		return "stale";
@@ -376,6 +377,10 @@ static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 		has_cursor = true;
 	}
 
+	/* Replicas sharing PostgreSQL: the agents connected to the others, from their rows. */
+	if (pf_store_is_shared(api->store) && pf_sync_refresh_agents(api->store, api->fleet) < 0)
+		pf_log_warn("api: agents of other replicas not refreshed: %s",
+			    pf_store_last_error(api->store));
 	size_t n = pf_fleet_count(api->fleet), m = 0;
 	struct pf_agent **v = malloc((n ? n : 1) * sizeof(*v));
 	if (!v) {
@@ -428,6 +433,13 @@ static void h_agent_get(struct pf_api *api, const struct pf_api_request *req,
 		return;
 	}
 	struct pf_agent *a = pf_fleet_find(api->fleet, uid);
+	if ((!a || !a->local) && pf_store_is_shared(api->store)) {
+		int r = pf_sync_refresh_agent(api->store, api->fleet, uid);
+		if (r < 0 && r != -ENOENT)
+			pf_log_warn("api: agent %s not refreshed: %s", uidstr,
+				    pf_store_last_error(api->store));
+		a = pf_fleet_find(api->fleet, uid);
+	}
 	if (!a) {
 		pf_api_error(resp, 404, "not_found", "no agent %s", uidstr);
 		return;
@@ -1134,6 +1146,17 @@ static void unauthenticated(struct pf_api_response *resp, const char *why)
 		 "Bearer realm=\"profleet\"");
 }
 
+/* The shared database is unreachable: 503 with the store's reason and a Retry-After, in
+ * place of whatever the handler answered (a 500 "store_error", or 401 when the token could
+ * not be read). The connection is re-made with backoff (store.h). */
+static void store_unavailable(struct pf_api *api, struct pf_api_response *resp)
+{
+	const char *why = pf_store_last_error(api->store);
+	pf_api_error(resp, 503, "store_unavailable", "%s", why && *why ? why : "store unavailable");
+	snprintf(resp->extra_header_name, sizeof(resp->extra_header_name), "Retry-After:");
+	snprintf(resp->extra_header_value, sizeof(resp->extra_header_value), "2");
+}
+
 static void route(struct pf_api *api, const struct pf_api_request *req,
 		  struct pf_api_response *resp)
 {
@@ -1165,6 +1188,10 @@ static void route(struct pf_api *api, const struct pf_api_request *req,
 	if (!public) {
 		int r = authenticate(api->store, req->authorization, req->now_ms, !api->read_only,
 				     &call.caller);
+		if (r == -EAGAIN) {
+			store_unavailable(api, resp);
+			return;
+		}
 		if (r < 0) {
 			unauthenticated(resp, !req->authorization ? "missing 'Authorization: Bearer <token>'"
 					      : r == -EKEYEXPIRED ? "the token has expired"
@@ -1196,6 +1223,8 @@ static void route(struct pf_api *api, const struct pf_api_request *req,
 	struct pf_api_request q = *req;
 	q.call = &call;
 	rt->handler(api, &q, resp);
+	if (resp->status >= 500 && pf_store_unavailable(api->store))
+		store_unavailable(api, resp);
 	if (rt->action)
 		audit_call(api, req, rt, &call, resp->status);
 }

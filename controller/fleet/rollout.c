@@ -450,6 +450,7 @@ static void ro_remove(struct pf_rollouts *rs, struct rollout *r)
 			break;
 		}
 	}
+	pf_store_rollout_unlock(rs->store, r->id);
 	rollout_free(r);
 }
 
@@ -808,6 +809,12 @@ int pf_rollouts_create(struct pf_rollouts *rs, const char *config, int64_t versi
 		return pf_error_set(err, -EIO, NULL, "%s", pf_store_last_error(rs->store));
 	}
 	rs->active[rs->n_active++] = r;
+	/* Replicas sharing PostgreSQL: this one drives the rollout (pf_store_rollout_lock). */
+	bool owned = false;
+	if (pf_store_rollout_lock(rs->store, r->id, &owned) < 0 || !owned)
+		pf_log_warn("rollout %s: could not take its lock (%s); another replica may drive it "
+			    "too",
+			    r->id, pf_store_last_error(rs->store));
 	memcpy(id, r->id, sizeof(r->id));
 	if (matched)
 		*matched = r->n;
@@ -1022,6 +1029,17 @@ int pf_rollouts_load(struct pf_rollouts *rs, int64_t now_ms, struct pf_error *er
 		return pf_error_set(err, rc, NULL, "loading rollouts: %s",
 				    pf_store_last_error(rs->store));
 	for (size_t i = 0; i < l.n; i++) {
+		bool owned = false;
+		if (find_active(rs, l.ids[i]))
+			continue;
+		/* Replicas sharing PostgreSQL: only the holder of the rollout's lock drives it; a
+		 * replica that dies releases it and the next pf_rollouts_load() elsewhere takes over. */
+		rc = pf_store_rollout_lock(rs->store, l.ids[i], &owned);
+		if (rc < 0)
+			return pf_error_set(err, rc, NULL, "locking rollout %s: %s", l.ids[i],
+					    pf_store_last_error(rs->store));
+		if (!owned)
+			continue;
 		struct rollout *r = load_one(rs, l.ids[i], &rc);
 		if (!r)
 			return pf_error_set(err, rc, NULL, "loading rollout %s: %s", l.ids[i],
@@ -1090,6 +1108,66 @@ int pf_rollouts_load_pins(struct pf_store *st, struct pf_fleet *f, struct pf_err
 		return pf_error_set(err, rc, NULL, "loading pinned versions: %s",
 				    pf_store_last_error(st));
 	return 0;
+}
+
+static int serve_latest(const struct pf_config_version *cv, void *ud)
+{
+	struct pins_ctx *c = ud;
+	pf_fleet_config_add(c->f, cv->name, cv->version, cv->hash, cv->body, cv->body_len,
+			    cv->created_ms, true);
+	return 0;
+}
+
+struct reload_ctx {
+	struct pins_ctx c;
+	const char *name; /* NULL: every config */
+};
+
+static int reload_serving(const char *name, int64_t version, void *ud)
+{
+	struct reload_ctx *r = ud;
+	return !r->name || strcmp(r->name, name) == 0 ? load_serving(name, version, &r->c) : 0;
+}
+
+static int reload_pin(const struct pf_pin_row *p, void *ud)
+{
+	struct reload_ctx *r = ud;
+	return !r->name || strcmp(r->name, p->config) == 0 ? load_pin(p, &r->c) : 0;
+}
+
+int pf_rollouts_reload_config(struct pf_store *st, struct pf_fleet *f, const char *name)
+{
+	struct reload_ctx r = {.c = {.st = st, .f = f}, .name = name};
+	struct pf_config_version cv;
+	int rc;
+
+	/* The served version: the latest unless a config_serving row says otherwise. */
+	if (name) {
+		rc = pf_store_config_get(st, name, 0, &cv);
+		if (rc == 0) {
+			rc = serve_latest(&cv, &r.c);
+			pf_config_version_release(&cv);
+		} else if (rc == -ENOENT) {
+			rc = 0;
+		}
+	} else {
+		rc = pf_store_config_foreach_latest(st, serve_latest, &r.c);
+	}
+	if (rc == 0)
+		rc = pf_store_config_serving_foreach(st, reload_serving, &r);
+	if (rc < 0)
+		return rc;
+	/* The pins: dropped, then read back (both without a push: the caller reconciles). */
+	if (name) {
+		pf_fleet_unpin_config(f, name, 0);
+	} else {
+		struct pf_agent *a;
+		size_t it = 0;
+		while ((a = pf_fleet_next(f, &it)))
+			if (a->pin)
+				pf_agent_set_pin(f, a, NULL);
+	}
+	return pf_store_pins_foreach(st, reload_pin, &r);
 }
 
 /* ---------------------------------------------------------------- JSON */

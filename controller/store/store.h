@@ -1,5 +1,13 @@
-/* store.h — the controller's fleet store. The only module that includes sqlite3.h
- * (STYLE.md rule 3), so a PostgreSQL store can slot in behind this header.
+/* store.h — the controller's fleet store. The only module that includes sqlite3.h and
+ * libpq-fe.h (STYLE.md rule 3).
+ *
+ * Two backends behind this one header: SQLite (the default, one file in the data dir) and,
+ * for the fleet tables (tokens, audit, configs, assignments, agents, captures, rollouts,
+ * pins, served versions), PostgreSQL when pf_store_open_url() is given a postgres:// URL, so
+ * that several controller replicas share them. The embedded profile store (the profiles
+ * calls below) always stays in the SQLite file: per replica. With PostgreSQL, a call that
+ * finds the database unreachable fails fast with -EAGAIN (pf_store_unavailable() is then
+ * true; the API answers 503) and the connection is re-made with backoff on a later call.
  *
  * One struct pf_store is one database connection, used by one thread at a time. The
  * controller opens two: the main loop's (configs, assignments, tokens: small synchronous
@@ -37,6 +45,20 @@ enum pf_store_sync { PF_STORE_SYNC_FULL, PF_STORE_SYNC_NORMAL };
  * database or any SQLite error, ENOTSUP for a database whose schema version is newer than
  * this build knows (it is left untouched). ":memory:" works (no WAL) for quick tests. */
 struct pf_store *pf_store_open(const char *path, enum pf_store_sync sync, struct pf_error *err);
+/* pf_store_open(), and with fleet_url (NULL: none) a postgres:// or postgresql:// URL (libpq
+ * connection URI) for the fleet tables: connected with a connect and a statement timeout,
+ * migrated under an advisory lock. NULL with errno and err ("store: postgres: connect to
+ * HOST:PORT: <why>") on failure; ENOTSUP for a schema newer than this build. */
+struct pf_store *pf_store_open_url(const char *path, const char *fleet_url, enum pf_store_sync sync,
+				   struct pf_error *err);
+/* Whether url names a PostgreSQL database (postgres:// or postgresql://). */
+bool pf_store_url_is_postgres(const char *url);
+/* True when the fleet tables are in PostgreSQL (shared with other replicas). */
+bool pf_store_is_shared(const struct pf_store *st);
+/* True while the shared database is unreachable (calls fail with -EAGAIN). */
+bool pf_store_unavailable(const struct pf_store *st);
+/* This process's replica id (16 hex digits, random per start), in NOTIFY payloads. */
+const char *pf_store_replica_id(void);
 /* Closes the connection (the last one checkpoints the WAL). NULL is allowed. */
 void pf_store_close(struct pf_store *st);
 /* Schema version after migrations (for tests and /readyz). */
@@ -168,6 +190,9 @@ int pf_store_agents_foreach(struct pf_store *st,
 /* At controller start: nothing is connected yet. */
 int pf_store_agents_mark_all_disconnected(struct pf_store *st);
 int pf_store_agent_delete(struct pf_store *st, const uint8_t uid[16]); /* -ENOENT */
+/* Calls cb with the stored row of one agent: -ENOENT when there is none. */
+int pf_store_agent_get(struct pf_store *st, const uint8_t uid[16],
+		       int (*cb)(const struct pf_agent_row *row, void *ud), void *ud);
 
 /* ---- Audit log of every mutation. actor and action are required; target NULL is stored as
  * "", detail may be NULL. */
@@ -426,5 +451,31 @@ int pf_store_config_serving_set(struct pf_store *st, const char *name, int64_t v
 int pf_store_config_serving_foreach(struct pf_store *st,
 				    int (*cb)(const char *name, int64_t version, void *ud),
 				    void *ud);
+
+/* Ownership of a rollout between replicas sharing PostgreSQL: a session-level advisory lock
+ * per rollout id, held by the replica that drives it until it finishes or the replica's
+ * connection ends (a replica that dies releases it; another takes over at its next load).
+ * On SQLite (one replica) *owned is always true. */
+int pf_store_rollout_lock(struct pf_store *st, const char *id, bool *owned);
+int pf_store_rollout_unlock(struct pf_store *st, const char *id);
+
+/* ---- Change notifications between replicas (PostgreSQL LISTEN/NOTIFY). Every fleet write
+ * through a shared store notifies "<kind> <name>" at commit: kind "config" (name: the config),
+ * "assignment", "token" (id), "capture" (id), "rollout" (id). A listener is one more
+ * connection that only LISTENs: the caller watches its descriptor on its event loop and
+ * drains on readiness; it never blocks except in _connect (bounded by connect_timeout). */
+struct pf_store_listener;
+struct pf_store_listener *pf_store_listener_new(const char *url); /* NULL on ENOMEM */
+void pf_store_listener_free(struct pf_store_listener *l);
+/* Connects and LISTENs: 0 or -EAGAIN (pf_store_listener_error() says why). */
+int pf_store_listener_connect(struct pf_store_listener *l);
+/* The socket to watch for readability, -1 while not connected. */
+int pf_store_listener_fd(const struct pf_store_listener *l);
+/* Reads what arrived and calls cb for each notification from another replica: the count, or
+ * -EAGAIN when the connection is lost (connect again; changes in between were missed, so
+ * reload everything). */
+int pf_store_listener_drain(struct pf_store_listener *l,
+			    void (*cb)(const char *kind, const char *name, void *ud), void *ud);
+const char *pf_store_listener_error(const struct pf_store_listener *l);
 
 #endif
