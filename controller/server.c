@@ -1476,8 +1476,16 @@ static void persist_tick(lws_sorted_usec_list_t *sul)
 	}
 	if (s->opt.captures)
 		pf_captures_tick(s->opt.captures, now_ms());
-	if (s->opt.rollouts)
+	if (s->opt.rollouts) {
+		/* Replicas sharing PostgreSQL: a rollout this replica drives waits for agents
+		 * connected to the others too; their reports reach it through their rows. Read
+		 * only while a rollout is active, once a second. */
+		if (s->listener && pf_rollouts_active(s->opt.rollouts) > 0 &&
+		    s->persist_ticks % 2 == 0 && pf_sync_refresh_agents(s->store, s->fleet) < 0)
+			pf_log_debug("rollouts: other replicas' agents not refreshed: %s",
+				     pf_store_last_error(s->store));
 		pf_rollouts_tick(s->opt.rollouts, now_ms());
+	}
 	ws_expire(s, now_ms());
 	lws_sul_schedule(s->ctx, 0, &s->sul_persist, persist_tick, PERSIST_INTERVAL_US);
 }

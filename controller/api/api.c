@@ -325,6 +325,13 @@ static bool one_of(const char *v, const char *const *set, size_t n)
 	return false;
 }
 
+void pf_api_refresh_fleet(struct pf_api *api)
+{
+	if (pf_store_is_shared(api->store) && pf_sync_refresh_agents(api->store, api->fleet) < 0)
+		pf_log_warn("api: agents of other replicas not refreshed: %s",
+			    pf_store_last_error(api->store));
+}
+
 static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 			  struct pf_api_response *resp)
 {
@@ -377,10 +384,7 @@ static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 		has_cursor = true;
 	}
 
-	/* Replicas sharing PostgreSQL: the agents connected to the others, from their rows. */
-	if (pf_store_is_shared(api->store) && pf_sync_refresh_agents(api->store, api->fleet) < 0)
-		pf_log_warn("api: agents of other replicas not refreshed: %s",
-			    pf_store_last_error(api->store));
+	pf_api_refresh_fleet(api);
 	size_t n = pf_fleet_count(api->fleet), m = 0;
 	struct pf_agent **v = malloc((n ? n : 1) * sizeof(*v));
 	if (!v) {

@@ -87,6 +87,11 @@ struct pf_api_response {
 void pf_api_response_init(struct pf_api_response *r);
 void pf_api_response_release(struct pf_api_response *r);
 
+/* Replicas sharing PostgreSQL: loads the agents connected to the other replicas from their
+ * stored rows into the fleet, so that lists, selectors, rollouts and captures see the whole
+ * fleet (fleet/sync.h). Nothing on an SQLite store. */
+void pf_api_refresh_fleet(struct pf_api *api);
+
 /* Handles one request; always fills resp (status, content type, body). */
 void pf_api_handle(struct pf_api *api, const struct pf_api_request *req,
 		   struct pf_api_response *resp);

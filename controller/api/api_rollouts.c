@@ -98,6 +98,7 @@ static void h_create(struct pf_api *api, const struct pf_api_request *req,
 	if (rc < 0)
 		return pf_api_field_error(resp, 400, "invalid_argument", &err);
 	pf_api_creator(api, req, role, by, sizeof(by));
+	pf_api_refresh_fleet(api); /* agents of other replicas too */
 	rc = pf_rollouts_create(api->rollouts, config, version, selector, &s, by, req->now_ms, id,
 				&matched, &err);
 	switch (rc) {
