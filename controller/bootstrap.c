@@ -232,6 +232,8 @@ int pf_bootstrap_import_token(struct pf_store *st, const char *path, const char 
 	char name[64];
 	snprintf(name, sizeof(name), "imported %s token", role);
 	r = pf_store_token_add(st, h, role, name, wall_ms());
+	if (r == -EEXIST)
+		return 0; /* another replica sharing the store added it a moment ago */
 	if (r < 0)
 		return pf_error_set(err, r, key, "storing the %s token failed: %s", role,
 				    strerror(-r));
