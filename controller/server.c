@@ -1478,12 +1478,10 @@ static void persist_tick(lws_sorted_usec_list_t *sul)
 		pf_captures_tick(s->opt.captures, now_ms());
 	if (s->opt.rollouts) {
 		/* Replicas sharing PostgreSQL: a rollout this replica drives waits for agents
-		 * connected to the others too; their reports reach it through their rows. Read
-		 * only while a rollout is active, once a second. */
-		if (s->listener && pf_rollouts_active(s->opt.rollouts) > 0 &&
-		    s->persist_ticks % 2 == 0 && pf_sync_refresh_agents(s->store, s->fleet) < 0)
-			pf_log_debug("rollouts: other replicas' agents not refreshed: %s",
-				     pf_store_last_error(s->store));
+		 * connected to the others too; their reports reach it through their rows (the
+		 * changed ones), read only while a rollout is active. */
+		if (s->listener && pf_rollouts_active(s->opt.rollouts) > 0)
+			pf_api_refresh_fleet(s->api);
 		pf_rollouts_tick(s->opt.rollouts, now_ms());
 	}
 	ws_expire(s, now_ms());

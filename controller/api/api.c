@@ -327,7 +327,15 @@ static bool one_of(const char *v, const char *const *set, size_t n)
 
 void pf_api_refresh_fleet(struct pf_api *api)
 {
-	if (pf_store_is_shared(api->store) && pf_sync_refresh_agents(api->store, api->fleet) < 0)
+	struct timespec ts;
+	if (!pf_store_is_shared(api->store))
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	if (api->agents_read_ms && now - api->agents_read_ms < PF_API_REFRESH_MS)
+		return;
+	api->agents_read_ms = now;
+	if (pf_sync_refresh_agents(api->store, api->fleet, &api->agents_cursor_ms) < 0)
 		pf_log_warn("api: agents of other replicas not refreshed: %s",
 			    pf_store_last_error(api->store));
 }
@@ -455,6 +463,7 @@ static void h_summary(struct pf_api *api, const struct pf_api_request *req,
 		      struct pf_api_response *resp)
 {
 	struct pf_fleet_summary s;
+	pf_api_refresh_fleet(api);
 	pf_fleet_summary(api->fleet, req->now_ms, &s);
 	pf_api_respond_json(resp, 200,
 		     json_pack("{s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I}}", "agents",
@@ -543,6 +552,8 @@ static void h_config_put(struct pf_api *api, const struct pf_api_request *req,
 	if (!config_check(req, resp, name))
 		return;
 	const char *stage = pf_api_arg(req, "stage");
+	if (pf_store_is_shared(api->store)) /* what other replicas did, even if not notified yet */
+		pf_rollouts_reload_config(api->store, api->fleet, name);
 	struct pf_cfg_slot *served = pf_fleet_config_find(api->fleet, name);
 	if (stage && (strcmp(stage, "1") == 0 || strcmp(stage, "true") == 0) && served)
 		return h_config_stage(api, req, resp, name, role, served->version);
@@ -787,6 +798,10 @@ static void h_assignment_put(struct pf_api *api, const struct pf_api_request *re
 		return;
 	}
 	pf_selector_free(compiled);
+	/* A config just PUT through another replica may be in the store before its NOTIFY
+	 * arrived here: read it rather than refuse. */
+	if (!pf_fleet_config_find(api->fleet, cfg) && pf_store_is_shared(api->store))
+		pf_rollouts_reload_config(api->store, api->fleet, cfg);
 	if (!pf_fleet_config_find(api->fleet, cfg)) {
 		pf_api_error(resp, 400, "invalid_argument", "config: no config named '%s'", cfg);
 		json_decref(o);

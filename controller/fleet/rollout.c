@@ -566,7 +566,7 @@ static void evaluate(struct pf_rollouts *rs, struct rollout *r, int64_t now_ms)
 		} else if (reported && fa->remote_status == PF_RCS_FAILED) {
 			agent_set(a, fwd, back,
 				  fa->remote_error ? fa->remote_error : "FAILED without a message");
-		} else if (timed_out && (!fa || !fa->connected)) {
+		} else if (timed_out && (!fa || !pf_agent_online(fa))) {
 			agent_set(a, reverting ? -1 : RA_OFFLINE, back,
 				  reverting ? "offline: the old version is pinned for its next "
 					      "connection"
@@ -679,11 +679,32 @@ static const char *attr_lookup(const char *key, void *ud)
 	return pf_agent_attr(ud, key);
 }
 
+struct active_cfg {
+	const char *config;
+	char id[PF_ROLLOUT_ID_MAX + 1];
+};
+
+static int active_cfg_cb(const struct pf_rollout_row *row, void *ud)
+{
+	struct active_cfg *c = ud;
+	if (strcmp(row->config, c->config) != 0)
+		return 0;
+	snprintf(c->id, sizeof(c->id), "%s", row->id);
+	return 1;
+}
+
 int pf_rollouts_create(struct pf_rollouts *rs, const char *config, int64_t version,
 		       const char *selector, const struct pf_rollout_strategy *s,
 		       const char *created_by, int64_t now_ms, char id[PF_ROLLOUT_ID_MAX + 1],
 		       size_t *matched, struct pf_error *err)
 {
+	/* Replicas sharing PostgreSQL: one driven by another replica counts too. */
+	struct active_cfg other = {.config = config};
+	if (pf_store_is_shared(rs->store) &&
+	    pf_store_rollouts_foreach(rs->store, true, NULL, 0, active_cfg_cb, &other) == 1)
+		return pf_error_set(err, -EEXIST, "config",
+				    "rollout %s of '%s' is active (driven by another replica)",
+				    other.id, config);
 	if (strlen(config) >= sizeof(((struct rollout *)0)->config))
 		return pf_error_set(err, -EINVAL, "config", "longer than 127 bytes");
 	if (selector && strlen(selector) >= sizeof(((struct rollout *)0)->selector))
@@ -745,7 +766,7 @@ int pf_rollouts_create(struct pf_rollouts *rs, const char *config, int64_t versi
 		struct ro_agent *ra = &r->agents[r->n++];
 		memcpy(ra->uid, a->uid, 16);
 		ra->from_version = a->desired->version;
-		ra->batch = a->connected ? 0 : 1;
+		ra->batch = pf_agent_online(a) ? 0 : 1; /* here or at another replica */
 	}
 	pf_selector_free(sel);
 	if (!r->n) {
@@ -803,18 +824,23 @@ int pf_rollouts_create(struct pf_rollouts *rs, const char *config, int64_t versi
 	r->created_ms = r->updated_ms = now_ms;
 	for (size_t i = 0; i < r->n; i++)
 		r->agents[i].dirty = true;
+	/* Replicas sharing PostgreSQL: this one drives the rollout; the lock is taken before the
+	 * row exists, so a replica notified of the row never finds it free. */
+	bool owned = false;
+	rc = pf_store_rollout_lock(rs->store, r->id, &owned);
+	if (rc < 0 || !owned) {
+		rollout_free(r);
+		return pf_error_set(err, rc < 0 ? rc : -EBUSY, NULL, "%s",
+				    rc < 0 ? pf_store_last_error(rs->store)
+					   : "the new rollout's lock is taken");
+	}
 	rc = save(rs, r, true, NULL, 0);
 	if (rc < 0) {
+		pf_store_rollout_unlock(rs->store, r->id);
 		rollout_free(r);
 		return pf_error_set(err, -EIO, NULL, "%s", pf_store_last_error(rs->store));
 	}
 	rs->active[rs->n_active++] = r;
-	/* Replicas sharing PostgreSQL: this one drives the rollout (pf_store_rollout_lock). */
-	bool owned = false;
-	if (pf_store_rollout_lock(rs->store, r->id, &owned) < 0 || !owned)
-		pf_log_warn("rollout %s: could not take its lock (%s); another replica may drive it "
-			    "too",
-			    r->id, pf_store_last_error(rs->store));
 	memcpy(id, r->id, sizeof(r->id));
 	if (matched)
 		*matched = r->n;
@@ -1018,6 +1044,26 @@ static int collect_id(const struct pf_rollout_row *row, void *ud)
 	if (l->n < PF_ROLLOUTS_MAX_ACTIVE)
 		snprintf(l->ids[l->n++], PF_ROLLOUT_ID_MAX + 1, "%s", row->id);
 	return 0;
+}
+
+size_t pf_rollouts_relock(struct pf_rollouts *rs)
+{
+	size_t dropped = 0;
+	for (size_t i = 0; i < rs->n_active;) {
+		struct rollout *r = rs->active[i];
+		bool owned = false;
+		if (pf_store_rollout_lock(rs->store, r->id, &owned) < 0 || owned) {
+			i++; /* kept (on an error: try again at the next reconnect) */
+			continue;
+		}
+		pf_log_warn("rollout %s: another replica took it over while the database was "
+			    "unreachable; it drives it now",
+			    r->id);
+		rs->active[i] = rs->active[--rs->n_active];
+		rollout_free(r);
+		dropped++;
+	}
+	return dropped;
 }
 
 int pf_rollouts_load(struct pf_rollouts *rs, int64_t now_ms, struct pf_error *err)

@@ -80,6 +80,10 @@ void pf_rollouts_free(struct pf_rollouts *r);
  * gets (pf_store_rollout_lock); called again later it adopts the active rollouts nobody
  * holds any more (their replica died) and skips the ones it already drives. */
 int pf_rollouts_load(struct pf_rollouts *r, int64_t now_ms, struct pf_error *err);
+/* After the shared database was unreachable (the session's locks may be gone): takes the lock
+ * of every rollout this replica drives again and forgets those another replica took over
+ * meanwhile. Returns how many were dropped. */
+size_t pf_rollouts_relock(struct pf_rollouts *r);
 /* At start: the stored pins and served versions into the fleet (before agents connect). */
 int pf_rollouts_load_pins(struct pf_store *st, struct pf_fleet *f, struct pf_error *err);
 /* Replicas sharing PostgreSQL (fleet/sync.h): re-reads config `name`'s served version (the

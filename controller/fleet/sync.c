@@ -80,6 +80,8 @@ int pf_sync_apply(struct pf_sync *s, const char *kind, const char *name, int64_t
 
 int pf_sync_reload_all(struct pf_sync *s, int64_t now_ms)
 {
+	if (s->rollouts)
+		pf_rollouts_relock(s->rollouts);
 	int rc = pf_rollouts_reload_config(s->store, s->fleet, NULL);
 	if (rc == 0)
 		rc = pf_store_assignment_foreach(s->store, asg_one, s);
@@ -151,9 +153,9 @@ static int refresh_one(const struct pf_agent_row *row, void *ud)
 	return pf_sync_load_agent(f, row);
 }
 
-int pf_sync_refresh_agents(struct pf_store *st, struct pf_fleet *f)
+int pf_sync_refresh_agents(struct pf_store *st, struct pf_fleet *f, int64_t *cursor_ms)
 {
-	return pf_store_agents_foreach(st, refresh_one, f);
+	return pf_store_agents_foreach_since(st, cursor_ms, refresh_one, f);
 }
 
 int pf_sync_refresh_agent(struct pf_store *st, struct pf_fleet *f, const uint8_t uid[16])

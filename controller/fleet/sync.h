@@ -32,15 +32,17 @@ struct pf_sync {
 /* One notification: kind "config", "assignment", "token", "rollout" or "capture" and the
  * object's name or id. Unknown kinds are ignored. 0 or the store's negative errno. */
 int pf_sync_apply(struct pf_sync *s, const char *kind, const char *name, int64_t now_ms);
-/* Everything again (after the listening connection was lost: changes may have been missed). */
+/* Everything again (after the listening connection was lost: changes may have been missed),
+ * after re-taking the locks of the rollouts this replica drives (pf_rollouts_relock). */
 int pf_sync_reload_all(struct pf_sync *s, int64_t now_ms);
 
 /* One stored agent row into the fleet (at start, and for agents of other replicas): the
  * agent is created when unknown; its `elsewhere` bit follows the row's connected column. */
 int pf_sync_load_agent(struct pf_fleet *f, const struct pf_agent_row *row);
 /* The API on a shared store shows the whole fleet: every stored row of an agent that is not
- * this replica's own is loaded over its copy (one read of the agents table). */
-int pf_sync_refresh_agents(struct pf_store *st, struct pf_fleet *f);
+ * this replica's own and was written since *cursor_ms (0: all; advanced here, see
+ * pf_store_agents_foreach_since) is loaded over its copy. */
+int pf_sync_refresh_agents(struct pf_store *st, struct pf_fleet *f, int64_t *cursor_ms);
 /* The same for one agent: -ENOENT when the store has no row. */
 int pf_sync_refresh_agent(struct pf_store *st, struct pf_fleet *f, const uint8_t uid[16]);
 

@@ -80,6 +80,9 @@
 	"CREATE TABLE config_serving (name TEXT COLLATE \"C\" PRIMARY KEY,"                        \
 	" version BIGINT NOT NULL CHECK (version >= 1));"
 #define PG_STEP_6 ""
+#define PG_STEP_8                                                                                  \
+	"ALTER TABLE agents ADD COLUMN written_ms BIGINT NOT NULL DEFAULT 0;"                      \
+	"CREATE INDEX agents_written ON agents (written_ms);"
 #define PG_STEP_7                                                                                  \
 	"ALTER TABLE tokens ADD COLUMN id TEXT COLLATE \"C\" NOT NULL DEFAULT '';"                 \
 	"ALTER TABLE tokens ADD COLUMN expires_ms BIGINT NOT NULL DEFAULT 0;"                      \
@@ -264,6 +267,12 @@ static const struct store_migration migrations[] = {
 		"ALTER TABLE audit ADD COLUMN source TEXT NOT NULL DEFAULT '';"
 		"ALTER TABLE audit ADD COLUMN status INTEGER NOT NULL DEFAULT 0;",
 	 .pg = PG_STEP_7},
+	/* 7 -> 8: when an agent row was last written, on the database's clock, so that replicas
+	 * sharing PostgreSQL read only the rows that changed (pf_store_agents_foreach_since).
+	 * SQLite (one replica) keeps the column at 0. */
+	{.sqlite =
+		"ALTER TABLE agents ADD COLUMN written_ms INTEGER NOT NULL DEFAULT 0;",
+	 .pg = PG_STEP_8},
 };
 /* clang-format on */
 
@@ -1448,4 +1457,11 @@ int pf_store_rollout_unlock(struct pf_store *st, const char *id)
 {
 	STORE_PG_DISPATCH(st, store_pg_rollout_unlock(st, id));
 	return 0;
+}
+
+int pf_store_agents_foreach_since(struct pf_store *st, int64_t *since_ms,
+				  int (*cb)(const struct pf_agent_row *row, void *ud), void *ud)
+{
+	STORE_PG_DISPATCH(st, store_pg_agents_foreach_since(st, since_ms, cb, ud));
+	return pf_store_agents_foreach(st, cb, ud); /* one replica: no change stamp kept */
 }

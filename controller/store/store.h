@@ -187,6 +187,11 @@ int pf_store_agents_set_seen(struct pf_store *st, const struct pf_agent_row *row
 /* Calls cb for every stored agent (strings valid only during the call). */
 int pf_store_agents_foreach(struct pf_store *st,
 			    int (*cb)(const struct pf_agent_row *row, void *ud), void *ud);
+/* Replicas sharing PostgreSQL: the rows written since *since_ms (the database's clock; 0:
+ * every row), minus a margin for transactions that committed late; *since_ms is advanced to
+ * the newest stamp seen. On SQLite: every row (*since_ms untouched). */
+int pf_store_agents_foreach_since(struct pf_store *st, int64_t *since_ms,
+				  int (*cb)(const struct pf_agent_row *row, void *ud), void *ud);
 /* At controller start: nothing is connected yet. */
 int pf_store_agents_mark_all_disconnected(struct pf_store *st);
 int pf_store_agent_delete(struct pf_store *st, const uint8_t uid[16]); /* -ENOENT */

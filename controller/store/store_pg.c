@@ -914,16 +914,22 @@ int store_pg_assignment_foreach(struct pf_store *st,
 	"config_name, config_version, remote_hash, remote_status, remote_error, connected, "       \
 	"first_seen_ms, last_seen_ms"
 
+/* The database's clock in ms: one clock for every replica's stamps. */
+#define PG_NOW_MS "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+/* Rows written this long before the newest stamp seen are read again: a transaction stamps
+ * its rows before it commits (bounded by statement_timeout per statement, 5 s). */
+#define PG_SINCE_MARGIN_MS 10000
+
 static const char agent_upsert_sql[] =
-    "INSERT INTO agents (" AGENT_COLS ") "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) "
+    "INSERT INTO agents (" AGENT_COLS ", written_ms) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, " PG_NOW_MS ") "
     "ON CONFLICT (uid) DO UPDATE SET attributes_json = excluded.attributes_json, "
     "capabilities = excluded.capabilities, health_json = excluded.health_json, "
     "effective_config = excluded.effective_config, effective_hash = excluded.effective_hash, "
     "config_name = excluded.config_name, config_version = excluded.config_version, "
     "remote_hash = excluded.remote_hash, remote_status = excluded.remote_status, "
     "remote_error = excluded.remote_error, connected = excluded.connected, "
-    "last_seen_ms = excluded.last_seen_ms";
+    "last_seen_ms = excluded.last_seen_ms, written_ms = excluded.written_ms";
 
 static void agent_params(struct pgp *p, const struct pf_agent_row *a)
 {
@@ -958,7 +964,9 @@ static int agents_write(struct pf_store *st, const struct pf_agent_row *rows, si
 			p_blob(&p, rows[i].uid, 16);
 			p_i64(&p, rows[i].last_seen_ms);
 			rc = q_exec(st, "agents_set_seen",
-				    "UPDATE agents SET last_seen_ms = ?2 WHERE uid = ?1", &p, NULL);
+				    "UPDATE agents SET last_seen_ms = ?2, written_ms = " PG_NOW_MS
+				    " WHERE uid = ?1",
+				    &p, NULL);
 		} else {
 			agent_params(&p, &rows[i]);
 			rc = q_exec(st, "agents_upsert", agent_upsert_sql, &p, NULL);
@@ -1020,6 +1028,27 @@ int store_pg_agents_foreach(struct pf_store *st,
 	if (!r)
 		return rc;
 	return agent_rows(st, r, cb, ud);
+}
+
+int store_pg_agents_foreach_since(struct pf_store *st, int64_t *since_ms,
+				  int (*cb)(const struct pf_agent_row *row, void *ud), void *ud)
+{
+	struct pgp p = {0};
+	int rc;
+
+	if (!cb || !since_ms)
+		return -EINVAL;
+	p_i64(&p, *since_ms > PG_SINCE_MARGIN_MS ? *since_ms - PG_SINCE_MARGIN_MS : 0);
+	_cleanup_res_ PGresult *r = q(st, "agents_foreach_since",
+				      "SELECT " AGENT_COLS ", written_ms FROM agents "
+				      "WHERE written_ms >= ?1::bigint",
+				      &p, &rc);
+	if (!r)
+		return rc;
+	rc = agent_rows(st, r, cb, ud);
+	for (int i = 0; rc == 0 && i < PQntuples(r); i++)
+		*since_ms = pf_max(*since_ms, col_i64(r, i, 14));
+	return rc;
 }
 
 int store_pg_agent_get(struct pf_store *st, const uint8_t uid[16],

@@ -63,6 +63,8 @@ int store_pg_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows,
 int store_pg_agents_set_seen(struct pf_store *st, const struct pf_agent_row *rows, size_t n);
 int store_pg_agents_foreach(struct pf_store *st,
 			    int (*cb)(const struct pf_agent_row *row, void *ud), void *ud);
+int store_pg_agents_foreach_since(struct pf_store *st, int64_t *since_ms,
+				  int (*cb)(const struct pf_agent_row *row, void *ud), void *ud);
 int store_pg_agent_get(struct pf_store *st, const uint8_t uid[16],
 		       int (*cb)(const struct pf_agent_row *row, void *ud), void *ud);
 int store_pg_agents_mark_all_disconnected(struct pf_store *st);

@@ -43,8 +43,9 @@ def _run_as():
 class PgServer:
     """initdb + pg_ctl start; url for libpq; stop()/start() for outage tests; destroy()."""
 
-    def __init__(self, bindir):
+    def __init__(self, bindir, fsync=False):
         self.bindir = bindir
+        self.fsync = fsync  # tests: off (speed); benchmarks: on, like a real server
         self.user = _run_as()
         self.dir = tempfile.mkdtemp(prefix="pf-pg-")
         self.data = os.path.join(self.dir, "data")
@@ -80,8 +81,8 @@ class PgServer:
             return ""
 
     def start(self):
-        opts = ("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off "
-                "-c max_connections=60" % (self.port, self.dir))
+        opts = ("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=%s "
+                "-c max_connections=60" % (self.port, self.dir, "on" if self.fsync else "off"))
         self._run(["pg_ctl", "-D", self.data, "-o", opts, "-l", self.log, "-w", "-t", "30",
                    "start"], timeout=60)
 

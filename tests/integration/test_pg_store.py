@@ -234,6 +234,8 @@ class PgStore(IntegrationCase):
         time.sleep(0.3)
         for uid, ctl in uids:
             self.assertEqual(self.agent_json(ctl, uid)["config"]["version"], 1)
+        # A sees B's agents once B's writer has written their rows (every 0.5 s).
+        wait_until(lambda: len(a.agents()) == 3, timeout=5, what="A lists all three agents")
         # A rollout driven by A over the whole fleet: B's agents are pinned through the
         # store, report to B, and A sees their rows.
         strategy = {"initial": 1, "multiplier": 2, "max_batch_percent": 100,
