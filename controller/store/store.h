@@ -467,20 +467,40 @@ int pf_store_rollout_unlock(struct pf_store *st, const char *id);
 /* ---- Change notifications between replicas (PostgreSQL LISTEN/NOTIFY). Every fleet write
  * through a shared store notifies "<kind> <name>" at commit: kind "config" (name: the config),
  * "assignment", "token" (id), "capture" (id), "rollout" (id). A listener is one more
- * connection that only LISTENs: the caller watches its descriptor on its event loop and
- * drains on readiness; it never blocks except in _connect (bounded by connect_timeout). */
+ * connection that only LISTENs, driven entirely by the caller's event loop: it connects with
+ * libpq's asynchronous connect, sends LISTEN without waiting and reads notifications as they
+ * come, each step when its descriptor is ready for what pf_store_listener_wants(); nothing in
+ * it blocks. The caller bounds the connect (a deadline of its own: libpq's connect_timeout
+ * does not apply to asynchronous connects). */
 struct pf_store_listener;
 struct pf_store_listener *pf_store_listener_new(const char *url); /* NULL on ENOMEM */
 void pf_store_listener_free(struct pf_store_listener *l);
-/* Connects and LISTENs: 0 or -EAGAIN (pf_store_listener_error() says why). */
+/* Starts connecting (drops a previous connection): 0, or -EAGAIN (pf_store_listener_error()
+ * says why). Then watch pf_store_listener_fd() for pf_store_listener_wants(). */
 int pf_store_listener_connect(struct pf_store_listener *l);
-/* The socket to watch for readability, -1 while not connected. */
+/* The socket to watch, -1 while not connected (it may change while connecting). */
 int pf_store_listener_fd(const struct pf_store_listener *l);
-/* Reads what arrived and calls cb for each notification from another replica: the count, or
- * -EAGAIN when the connection is lost (connect again; changes in between were missed, so
- * reload everything). */
-int pf_store_listener_drain(struct pf_store_listener *l,
-			    void (*cb)(const char *kind, const char *name, void *ud), void *ud);
+#define PF_STORE_WANT_READ 1
+#define PF_STORE_WANT_WRITE 2
+int pf_store_listener_wants(const struct pf_store_listener *l);
+/* True once LISTEN is in effect (from then on every notification is delivered). */
+bool pf_store_listener_ready(const struct pf_store_listener *l);
+/* One step on readiness: advances the connect and the LISTEN, then reads what arrived and
+ * calls cb for each notification from another replica. The count (0 while connecting), or
+ * -EAGAIN when the connection failed or was lost (connect again; changes in between were
+ * missed, so reload everything). */
+int pf_store_listener_step(struct pf_store_listener *l,
+			   void (*cb)(const char *kind, const char *name, void *ud), void *ud);
 const char *pf_store_listener_error(const struct pf_store_listener *l);
+/* Gives up the connection (the caller's connect deadline passed): why goes to the error. */
+void pf_store_listener_abort(struct pf_store_listener *l, const char *why);
+/* While held, a lost connection of st is not re-made (calls fail at once with -EAGAIN): the
+ * server holds it while its listener cannot reach the database, so no call on the event
+ * loop waits for a connect that cannot succeed. */
+void pf_store_hold_reconnect(struct pf_store *st, bool hold);
+/* Gated: whenever st's connection is lost (or a call got no answer in time), reconnects are
+ * held until the caller releases them with pf_store_hold_reconnect(st, false) — the server
+ * does once its asynchronous listener connected again, i.e. the database answers. */
+void pf_store_gate_reconnect(struct pf_store *st, bool gated);
 
 #endif

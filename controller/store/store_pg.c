@@ -12,6 +12,7 @@
 #include "store_pg.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,10 @@
 #include "store_int.h"
 
 #define PG_CONNECT_TIMEOUT_S "3"
-#define PG_STATEMENT_TIMEOUT "-c statement_timeout=5000 -c client_min_messages=warning"
+#define PG_STATEMENT_TIMEOUT "-c statement_timeout=3000 -c client_min_messages=warning"
+/* A call waits at most this long for its answer (the statement_timeout is the server's: a
+ * hung server or a stalled path would never send it); then the connection is dropped. */
+#define PG_CALL_TIMEOUT_MS 4000
 #define PG_BACKOFF_MIN_MS 250
 #define PG_BACKOFF_MAX_MS 5000
 #define PG_MAX_PARAMS 16
@@ -39,6 +43,8 @@ struct store_pg {
 	PGconn *conn;
 	char *url;
 	bool down;            /* the connection is lost: re-made at next_try_ms at the earliest */
+	bool hold;            /* pf_store_hold_reconnect(): no reconnect attempt at all */
+	bool gated;           /* pf_store_gate_reconnect(): a lost connection sets hold */
 	int64_t next_try_ms;
 	int64_t backoff_ms;
 	char replica[20];     /* this process's id in NOTIFY payloads */
@@ -62,6 +68,16 @@ const char *pf_store_replica_id(void)
 			snprintf(id + 2 * i, 3, "%02x", b[i]);
 	}
 	return id;
+}
+
+/* The connection is lost: the next call reconnects, unless reconnects are gated (then the
+ * caller's probe releases them, pf_store_hold_reconnect). */
+static void pg_mark_down(struct store_pg *g)
+{
+	g->down = true;
+	g->next_try_ms = mono_ms();
+	if (g->gated)
+		g->hold = true;
 }
 
 /* ---- Errors. */
@@ -98,8 +114,7 @@ static int pg_fail(struct pf_store *st, const char *what, PGresult *r)
 	if (!msg || !*msg)
 		msg = PQerrorMessage(g->conn);
 	if (PQstatus(g->conn) != CONNECTION_OK) {
-		g->down = true;
-		g->next_try_ms = mono_ms();
+		pg_mark_down(g);
 		rc = -EAGAIN;
 	} else if (state && (strncmp(state, "08", 2) == 0 || strcmp(state, "57014") == 0 ||
 			     strncmp(state, "57P", 3) == 0)) {
@@ -120,14 +135,21 @@ static void pg_no_notice(void *arg, const char *message)
 	(void)message;
 }
 
+/* Later keywords override earlier ones: the URL may set its own. Besides the connect and
+ * statement timeouts, TCP keepalives and tcp_user_timeout bound a call to a database that
+ * vanished from the network (no RST): the statement_timeout is the server's and would never
+ * come back then. */
+static const char *const pg_kw[] = {"connect_timeout", "options", "application_name",
+				    "keepalives", "keepalives_idle", "keepalives_interval",
+				    "keepalives_count", "tcp_user_timeout", "dbname", NULL};
+#define PG_VALUES(url)                                                                             \
+	{PG_CONNECT_TIMEOUT_S, PG_STATEMENT_TIMEOUT, "profleet-controller", "1", "5", "2", "2",   \
+	 "5000", (url), NULL}
+
 static PGconn *pg_connect(const char *url)
 {
-	/* Later keywords override earlier ones: the URL may set its own timeouts. */
-	const char *const kw[] = {"connect_timeout", "options", "application_name", "dbname",
-				  NULL};
-	const char *const val[] = {PG_CONNECT_TIMEOUT_S, PG_STATEMENT_TIMEOUT,
-				   "profleet-controller", url, NULL};
-	PGconn *c = PQconnectdbParams(kw, val, 1);
+	const char *const val[] = PG_VALUES(url);
+	PGconn *c = PQconnectdbParams(pg_kw, val, 1);
 	if (c)
 		PQsetNoticeProcessor(c, pg_no_notice, NULL);
 	return c;
@@ -153,21 +175,37 @@ static int pg_ready(struct pf_store *st)
 
 	if (!g->down && PQstatus(g->conn) == CONNECTION_OK)
 		return 0;
-	if (now < g->next_try_ms)
+	if (now < g->next_try_ms || g->hold)
 		return -EAGAIN; /* last_error still says why */
 	PQfinish(g->conn);
 	g->conn = pg_connect(g->url);
 	if (!g->conn || PQstatus(g->conn) != CONNECTION_OK) {
-		g->down = true;
+		pg_mark_down(g);
 		g->backoff_ms = g->backoff_ms ? pf_min(g->backoff_ms * 2, (int64_t)PG_BACKOFF_MAX_MS)
 					      : PG_BACKOFF_MIN_MS;
 		g->next_try_ms = mono_ms() + g->backoff_ms;
 		return pg_connect_fail(st, NULL, g->conn);
 	}
+	PQsetnonblocking(g->conn, 1);
 	g->down = false;
 	g->backoff_ms = 0;
 	return 0;
 }
+
+void pf_store_hold_reconnect(struct pf_store *st, bool hold)
+{
+	struct store_pg *g = st ? store_pg_of(st) : NULL;
+	if (g)
+		g->hold = hold;
+}
+
+void pf_store_gate_reconnect(struct pf_store *st, bool gated)
+{
+	struct store_pg *g = st ? store_pg_of(st) : NULL;
+	if (g)
+		g->gated = gated;
+}
+
 
 bool store_pg_down(const struct pf_store *st)
 {
@@ -205,11 +243,75 @@ static void p_blob(struct pgp *p, const void *b, size_t len) /* NULL: SQL NULL *
 	p->fmt[p->n++] = 1;
 }
 
+/* Sends what is queued and waits for the last result of the command just sent, until
+ * deadline (CLOCK_MONOTONIC ms): NULL on a lost connection or at the deadline (*timed_out). */
+static PGresult *pg_wait(PGconn *c, int64_t deadline, bool *timed_out)
+{
+	PGresult *last = NULL;
+
+	*timed_out = false;
+	for (;;) {
+		int f = PQflush(c);
+		if (f < 0)
+			break;
+		if (f == 0 && !PQisBusy(c)) {
+			PGresult *r = PQgetResult(c);
+			if (!r)
+				return last;
+			PQclear(last);
+			last = r;
+			continue;
+		}
+		int64_t left = deadline - mono_ms();
+		if (left <= 0) {
+			*timed_out = true;
+			break;
+		}
+		struct pollfd pfd = {.fd = PQsocket(c), .events = POLLIN | (f == 1 ? POLLOUT : 0)};
+		int n = poll(&pfd, 1, (int)left);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n > 0 && (pfd.revents & (POLLIN | POLLERR | POLLHUP)) && !PQconsumeInput(c))
+			break;
+	}
+	PQclear(last);
+	return NULL;
+}
+
+/* PQexecParams with a client-side bound: NULL with the connection dropped (it is unusable
+ * in the middle of a command) when no answer came in PG_CALL_TIMEOUT_MS. */
+static PGresult *pg_exec(struct pf_store *st, const char *what, const char *sql,
+			 const struct pgp *p, int *rc)
+{
+	struct store_pg *g = store_pg_of(st);
+	bool timed_out = false;
+	PGresult *r = NULL;
+
+	if (PQsendQueryParams(g->conn, sql, p ? p->n : 0, NULL, p ? p->v : NULL,
+			      p ? p->len : NULL, p ? p->fmt : NULL, 1))
+		r = pg_wait(g->conn, mono_ms() + PG_CALL_TIMEOUT_MS, &timed_out);
+	if (timed_out) {
+		char m[200];
+		snprintf(m, sizeof(m), "no answer within %d ms (connection dropped)",
+			 PG_CALL_TIMEOUT_MS);
+		PQfinish(g->conn);
+		g->conn = NULL;
+		pg_mark_down(g);
+		*rc = pg_fail_msg(st, NULL, -EAGAIN, what, m);
+		return NULL;
+	}
+	if (!r) {
+		*rc = pg_fail(st, what, NULL);
+		return NULL;
+	}
+	*rc = 0;
+	return r;
+}
+
 /* Runs sql (?N placeholders) with p; the result (binary columns) or NULL with *rc set. */
 static PGresult *q(struct pf_store *st, const char *what, const char *sql, const struct pgp *p,
 		   int *rc)
 {
-	struct store_pg *g = store_pg_of(st);
 	char text[PG_SQL_MAX];
 	PGresult *r;
 
@@ -220,8 +322,9 @@ static PGresult *q(struct pf_store *st, const char *what, const char *sql, const
 		*rc = store_fail_other(st, NULL, -EINVAL, "postgres: statement too long");
 		return NULL;
 	}
-	r = PQexecParams(g->conn, text, p ? p->n : 0, NULL, p ? p->v : NULL, p ? p->len : NULL,
-			 p ? p->fmt : NULL, 1);
+	r = pg_exec(st, what, text, p, rc);
+	if (!r)
+		return NULL;
 	switch (PQresultStatus(r)) {
 	case PGRES_COMMAND_OK:
 	case PGRES_TUPLES_OK:
@@ -305,9 +408,10 @@ static int tx_begin(struct pf_store *st)
 static void tx_rollback(struct pf_store *st)
 {
 	struct store_pg *g = store_pg_of(st);
+	int rc;
 	if (!g->down && PQstatus(g->conn) == CONNECTION_OK &&
 	    PQtransactionStatus(g->conn) != PQTRANS_IDLE)
-		PQclear(PQexec(g->conn, "ROLLBACK"));
+		PQclear(pg_exec(st, "rollback", "ROLLBACK", NULL, &rc));
 }
 
 static int tx_commit(struct pf_store *st, int rc)
@@ -430,7 +534,9 @@ int store_pg_attach(struct pf_store *st, const char *url, struct pf_error *err)
 	g->conn = pg_connect(url);
 	if (!g->conn || PQstatus(g->conn) != CONNECTION_OK)
 		return pg_connect_fail(st, err, g->conn);
-	return pg_migrate(st, err);
+	int rc = pg_migrate(st, err);
+	PQsetnonblocking(g->conn, 1); /* from now on every call is bounded (pg_exec) */
+	return rc;
 }
 
 void store_pg_detach(struct pf_store *st)
@@ -1640,11 +1746,16 @@ int store_pg_rollout_unlock(struct pf_store *st, const char *id)
 		      &p, NULL);
 }
 
-/* ---- The listening connection (pf_store_listener, store.h). */
+/* ---- The listening connection (pf_store_listener, store.h): libpq's asynchronous connect,
+ * then LISTEN sent without waiting, then notifications; every step on readiness only. */
+
+enum listener_state { L_IDLE, L_CONNECTING, L_LISTEN_SENT, L_READY };
 
 struct pf_store_listener {
 	PGconn *conn;
 	char *url;
+	enum listener_state state;
+	int wants;
 	char error[400];
 };
 
@@ -1658,42 +1769,56 @@ struct pf_store_listener *pf_store_listener_new(const char *url)
 	return l;
 }
 
+static void listener_drop(struct pf_store_listener *l)
+{
+	PQfinish(l->conn);
+	l->conn = NULL;
+	l->state = L_IDLE;
+	l->wants = 0;
+}
+
 void pf_store_listener_free(struct pf_store_listener *l)
 {
 	if (!l)
 		return;
-	PQfinish(l->conn);
+	listener_drop(l);
 	free(l->url);
 	free(l);
 }
 
-int pf_store_listener_connect(struct pf_store_listener *l)
+/* Records "store: postgres: listen: <what>: <libpq's first line>", drops the connection and
+ * returns -EAGAIN. */
+static int listener_fail(struct pf_store_listener *l, const char *what, const char *msg)
 {
 	char line[300];
-	PQfinish(l->conn);
-	l->conn = pg_connect(l->url);
-	if (!l->conn || PQstatus(l->conn) != CONNECTION_OK) {
-		first_line(l->conn ? PQerrorMessage(l->conn) : "out of memory", line, sizeof(line));
+	first_line(msg && *msg ? msg : "connection lost", line, sizeof(line));
+	if (l->state == L_CONNECTING && l->conn)
 		snprintf(l->error, sizeof(l->error), "store: postgres: listen: connect to %s:%s: %s",
-			 l->conn && PQhost(l->conn) ? PQhost(l->conn) : "?",
-			 l->conn && PQport(l->conn) ? PQport(l->conn) : "5432", line);
-		PQfinish(l->conn);
-		l->conn = NULL;
-		return -EAGAIN;
-	}
-	PGresult *r = PQexec(l->conn, "LISTEN " PF_STORE_PG_CHANNEL);
-	int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-	if (!ok) {
-		first_line(PQresultErrorMessage(r), line, sizeof(line));
-		snprintf(l->error, sizeof(l->error), "store: postgres: LISTEN: %s", line);
-	}
-	PQclear(r);
-	if (!ok) {
-		PQfinish(l->conn);
-		l->conn = NULL;
-		return -EAGAIN;
-	}
+			 PQhost(l->conn) ? PQhost(l->conn) : "?",
+			 PQport(l->conn) && *PQport(l->conn) ? PQport(l->conn) : "5432", line);
+	else
+		snprintf(l->error, sizeof(l->error), "store: postgres: listen: %s: %s", what, line);
+	listener_drop(l);
+	return -EAGAIN;
+}
+
+void pf_store_listener_abort(struct pf_store_listener *l, const char *why)
+{
+	listener_fail(l, "connect", why);
+}
+
+int pf_store_listener_connect(struct pf_store_listener *l)
+{
+	const char *const val[] = PG_VALUES(l->url);
+	listener_drop(l);
+	l->conn = PQconnectStartParams(pg_kw, val, 1);
+	if (!l->conn || PQstatus(l->conn) == CONNECTION_BAD)
+		return listener_fail(l, "connect",
+				     l->conn ? PQerrorMessage(l->conn) : "out of memory");
+	PQsetNoticeProcessor(l->conn, pg_no_notice, NULL);
 	PQsetnonblocking(l->conn, 1);
+	l->state = L_CONNECTING;
+	l->wants = PF_STORE_WANT_WRITE; /* libpq: as if PQconnectPoll said PGRES_POLLING_WRITING */
 	return 0;
 }
 
@@ -1702,26 +1827,85 @@ int pf_store_listener_fd(const struct pf_store_listener *l)
 	return l->conn ? PQsocket(l->conn) : -1;
 }
 
+int pf_store_listener_wants(const struct pf_store_listener *l)
+{
+	return l->wants;
+}
+
+bool pf_store_listener_ready(const struct pf_store_listener *l)
+{
+	return l->state == L_READY;
+}
+
 const char *pf_store_listener_error(const struct pf_store_listener *l)
 {
 	return l->error;
 }
 
-int pf_store_listener_drain(struct pf_store_listener *l,
-			    void (*cb)(const char *kind, const char *name, void *ud), void *ud)
+static int listener_connecting(struct pf_store_listener *l)
+{
+	switch (PQconnectPoll(l->conn)) {
+	case PGRES_POLLING_READING:
+		l->wants = PF_STORE_WANT_READ;
+		return 0;
+	case PGRES_POLLING_WRITING:
+		l->wants = PF_STORE_WANT_WRITE;
+		return 0;
+	case PGRES_POLLING_OK:
+		break;
+	default:
+		return listener_fail(l, "connect", PQerrorMessage(l->conn));
+	}
+	if (!PQsendQuery(l->conn, "LISTEN " PF_STORE_PG_CHANNEL))
+		return listener_fail(l, "LISTEN", PQerrorMessage(l->conn));
+	l->state = L_LISTEN_SENT;
+	l->wants = PF_STORE_WANT_READ | (PQflush(l->conn) == 1 ? PF_STORE_WANT_WRITE : 0);
+	return 0;
+}
+
+/* The LISTEN's answer: 0 while it has not come, -EAGAIN on failure; L_READY once it has. */
+static int listener_listen_sent(struct pf_store_listener *l)
+{
+	if (PQflush(l->conn) < 0 || !PQconsumeInput(l->conn))
+		return listener_fail(l, "LISTEN", PQerrorMessage(l->conn));
+	l->wants = PF_STORE_WANT_READ | (PQflush(l->conn) == 1 ? PF_STORE_WANT_WRITE : 0);
+	while (!PQisBusy(l->conn)) {
+		PGresult *r = PQgetResult(l->conn);
+		if (!r) {
+			l->state = L_READY;
+			l->wants = PF_STORE_WANT_READ;
+			return 0;
+		}
+		bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+		char msg[300];
+		first_line(PQresultErrorMessage(r), msg, sizeof(msg));
+		PQclear(r);
+		if (!ok)
+			return listener_fail(l, "LISTEN", msg);
+	}
+	return 0;
+}
+
+int pf_store_listener_step(struct pf_store_listener *l,
+			   void (*cb)(const char *kind, const char *name, void *ud), void *ud)
 {
 	PGnotify *n;
-	int count = 0;
+	int count = 0, rc;
 
-	if (!l->conn)
+	switch (l->state) {
+	case L_IDLE:
 		return -EAGAIN;
-	if (!PQconsumeInput(l->conn) || PQstatus(l->conn) != CONNECTION_OK) {
-		char line[300];
-		first_line(PQerrorMessage(l->conn), line, sizeof(line));
-		snprintf(l->error, sizeof(l->error), "store: postgres: listen: %s", line);
-		PQfinish(l->conn);
-		l->conn = NULL;
-		return -EAGAIN;
+	case L_CONNECTING:
+		return listener_connecting(l);
+	case L_LISTEN_SENT:
+		rc = listener_listen_sent(l);
+		if (rc < 0 || l->state != L_READY)
+			return rc;
+		break; /* notifications may have come with the answer */
+	case L_READY:
+		if (!PQconsumeInput(l->conn) || PQstatus(l->conn) != CONNECTION_OK)
+			return listener_fail(l, "listen", PQerrorMessage(l->conn));
+		break;
 	}
 	while ((n = PQnotifies(l->conn))) {
 		/* "<replica> <kind> <name>": our own are skipped (we applied them already). */

@@ -11,11 +11,16 @@ binaries are missing), real controller replicas and real agents (--no-sampler).
   what was acknowledged before, nothing lost;
 - PostgreSQL stopped: writes answer 503 with a clear error and Retry-After, /healthz stays
   up; started again: writes succeed without restarting the controller, and changes made
-  through the other replica meanwhile reach this one's agents.
+  through the other replica meanwhile reach this one's agents;
+- PostgreSQL hung (a proxy that stops forwarding, nothing closed): one write waits at most
+  4 s and answers 503, the next ones at once, /healthz stays fast, writes recover by
+  themselves.
 """
 import json
 import os
 import re
+import socket
+import threading
 import shutil
 import signal
 import time
@@ -273,6 +278,41 @@ class PgStore(IntegrationCase):
 
     # ---- outage
 
+    def test_postgres_hang_bounded(self):
+        """A database that stops answering without closing anything: one write waits at most
+        the client-side bound (4 s) and answers 503, the next ones answer 503 at once, the
+        loop keeps serving, and writes work again once the path is back."""
+        proxy = StallingProxy(self.pg.port)
+        self.addCleanup(proxy.close)
+        wd = os.path.join(self.workdir, "h")
+        os.makedirs(wd)
+        c = Controller(wd, extra=["--store",
+                                  "postgres://profleet@127.0.0.1:%d/postgres" % proxy.port])
+        c.start()
+        self._procs.append(c)
+        self.assertEqual(c.put_config("default", CONFIG_A)[0], 201)
+        proxy.stalled.set()
+        t0 = time.monotonic()
+        st, j, _ = c.request("PUT", "/api/v1/configs/default", CONFIG_B)
+        first = time.monotonic() - t0
+        self.assertEqual(st, 503, j)
+        self.assertIn("store: postgres:", j["error"]["message"])
+        self.assertLess(first, 6.0)
+        for _ in range(3):
+            t0 = time.monotonic()
+            self.assertEqual(c.request("PUT", "/api/v1/configs/default", CONFIG_B)[0], 503)
+            self.assertLess(time.monotonic() - t0, 1.0)
+            t0 = time.monotonic()
+            with __import__("urllib.request").request.urlopen(c.base + "/healthz",
+                                                              timeout=2) as r:
+                self.assertEqual(r.status, 200)
+            self.assertLess(time.monotonic() - t0, 1.0)
+            time.sleep(0.3)
+        print("hung database: first write 503 after %.2f s, then at once" % first)
+        proxy.stalled.clear()
+        wait_until(lambda: c.put_config("default", CONFIG_B)[0] in (200, 201), timeout=20,
+                   interval=0.25, what="writes succeed once the path is back")
+
     def test_postgres_outage_503_and_recovery(self):
         a = self.replica("a")
         b = self.replica("b", tokens_from=a)
@@ -304,6 +344,56 @@ class PgStore(IntegrationCase):
         self.wait_agent(a, uid, self.applied(body3), timeout=10,
                         what="B's change reaches A's agent after the outage")
         self.assertTrue(a.proc.alive() and b.proc.alive())
+
+
+class StallingProxy:
+    """A TCP proxy to PostgreSQL that can stop forwarding while keeping every connection open
+    (a hung server or a path that drops packets: no RST, no answer)."""
+
+    def __init__(self, target_port):
+        self.target = target_port
+        self.stalled = threading.Event()
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _pump(self, a, b):
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                while self.stalled.is_set():
+                    time.sleep(0.05)
+                b.sendall(d)
+        except OSError:
+            pass
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+            if self.stalled.is_set():
+                continue  # accepted, never answered
+            u = socket.create_connection(("127.0.0.1", self.target))
+            self.conns.append(u)
+            threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
+            threading.Thread(target=self._pump, args=(u, c), daemon=True).start()
+
+    def close(self):
+        self.stalled.clear()
+        for c in [self.sock] + self.conns:
+            try:
+                c.close()
+            except OSError:
+                pass
 
 
 def scrub(j):
