@@ -73,6 +73,12 @@ class PgServer:
                                                           self.server_log()))
         return r
 
+    def createdb(self, name):
+        """A new empty database; its libpq URL."""
+        self._run(["createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "profleet", name],
+                  timeout=60)
+        return "postgres://profleet@127.0.0.1:%d/%s" % (self.port, name)
+
     def server_log(self):
         try:
             with open(self.log, errors="replace") as f:

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import socket
+import subprocess
 import threading
 import shutil
 import signal
@@ -144,6 +145,19 @@ class PgStore(IntegrationCase):
         print("conformance: %s" % " ".join("%s:%d" % (m[0], st) for m, _, st, _ in b))
         for x, y in zip(a, b):
             self.assertEqual(x, y, "SQLite and PostgreSQL answer %s %s differently" % x[:2])
+
+    def test_store_calls_conformance(self):
+        """The same sequence of every fleet store call (tests/unit/controller/
+        test_store_conformance.c) against SQLite and PostgreSQL: identical transcripts."""
+        binary = os.environ.get("PF_STORE_CONFORMANCE_BIN", "")
+        if not binary or not os.access(binary, os.X_OK):
+            self.fail("PF_STORE_CONFORMANCE_BIN is not set to an executable (run through ctest)")
+        env = dict(os.environ, PF_TEST_PG_URL=self.pg.createdb("conformance"))
+        r = subprocess.run([binary], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=120)
+        out = r.stdout.decode(errors="replace")
+        self.assertEqual(r.returncode, 0, out[-6000:])
+        self.assertIn("identical", out)
 
     # ---- two replicas
 
