@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "fleet/fleet.h"
+#include "fleet/sync.h"
 #include "pf/compiler.h"
 #include "pf/hash.h"
 #include "pf/log.h"
@@ -231,6 +232,8 @@ int pf_bootstrap_import_token(struct pf_store *st, const char *path, const char 
 	char name[64];
 	snprintf(name, sizeof(name), "imported %s token", role);
 	r = pf_store_token_add(st, h, role, name, wall_ms());
+	if (r == -EEXIST)
+		return 0; /* another replica sharing the store added it a moment ago */
 	if (r < 0)
 		return pf_error_set(err, r, key, "storing the %s token failed: %s", role,
 				    strerror(-r));
@@ -433,46 +436,7 @@ static int load_asg(const struct pf_assignment *a, void *ud)
 
 static int load_agent(const struct pf_agent_row *row, void *ud)
 {
-	struct pf_fleet *f = ud;
-	struct pf_agent *a = pf_fleet_get_or_add(f, row->uid, row->first_seen_ms);
-	if (!a)
-		return -ENOMEM;
-	a->first_seen_ms = row->first_seen_ms;
-	a->last_seen_ms = row->last_seen_ms;
-	a->capabilities = row->capabilities;
-	json_t *o = row->attributes_json ? json_loads(row->attributes_json, 0, NULL) : NULL;
-	if (json_is_object(o)) {
-		size_t n = json_object_size(o), i = 0;
-		const char **k = calloc(n + 1, sizeof(*k)), **v = calloc(n + 1, sizeof(*v));
-		const char *key;
-		json_t *val;
-		if (k && v) {
-			json_object_foreach(o, key, val)
-			{
-				if (!json_is_string(val))
-					continue;
-				k[i] = key;
-				v[i] = json_string_value(val);
-				i++;
-			}
-			pf_agent_set_attributes(f, a, k, v, i);
-		}
-		free(k);
-		free(v);
-	}
-	json_decref(o);
-	if (row->health_json) {
-		json_t *h = json_loads(row->health_json, 0, NULL);
-		bool healthy = json_is_true(json_object_get(h, "healthy"));
-		json_decref(h);
-		pf_agent_set_health(f, a, healthy, row->health_json);
-	}
-	if (row->effective_config)
-		pf_agent_set_effective(f, a, row->effective_config, strlen(row->effective_config));
-	if (row->has_remote_hash)
-		pf_agent_set_remote_status(f, a, row->remote_hash, 32, row->remote_status,
-					   row->remote_error);
-	return 0;
+	return pf_sync_load_agent(ud, row);
 }
 
 int pf_bootstrap_load_fleet(struct pf_store *st, struct pf_fleet *f, struct pf_error *err)

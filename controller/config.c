@@ -63,6 +63,7 @@ void pf_controller_config_release(struct pf_controller_config *c)
 	free(c->agent_token_file);
 	free(c->ui_dir);
 	free(c->token_file_dir);
+	free(c->store_url);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -146,6 +147,16 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 		if (r == 0 && n > 0 && c->public_url[n - 1] == '/')
 			c->public_url[n - 1] = 0;
 		return r;
+	}
+	if (!strcmp(path, "store") || !strcmp(path, "store.url")) {
+		if (!*v)
+			return 0; /* empty: the default SQLite file */
+		if (strncmp(v, "postgres://", 11) != 0 && strncmp(v, "postgresql://", 13) != 0)
+			return pf_error_set(err, -EINVAL, path,
+					    "must be a postgres:// or postgresql:// URL (the default "
+					    "is the SQLite file in data_dir), got '%.40s'",
+					    v);
+		return set_str(&c->store_url, v);
 	}
 	if (!strcmp(path, "ui.dir")) {
 		if (!*v || strlen(v) > 4000)
@@ -322,7 +333,7 @@ static void usage(FILE *to)
 		"                           [--default-config FILE]\n"
 		"                           [--admin-token-file F] [--agent-token-file F]\n"
 		"                           [--ui-dir DIR]\n"
-		"                           [--token-file-dir DIR]\n"
+		"                           [--token-file-dir DIR] [--store postgres://...]\n"
 		"\n"
 		"Serves OpAMP (/v1/opamp), the REST API (/api/v1), /metrics, /healthz and /readyz\n"
 		"on one address (default 127.0.0.1:4320). On first start in an empty data dir it\n"
@@ -357,7 +368,13 @@ static void usage(FILE *to)
 		"--token-file-dir DIR: one token per file (a Kubernetes Secret mounted as a\n"
 		"directory): the file name is the token's name, the content 'ROLE:SECRET' (role\n"
 		"admin, operator, viewer or agent). Added on start; a changed secret replaces the\n"
-		"token of that name; a token added this way whose file is gone is revoked.\n");
+		"token of that name; a token added this way whose file is gone is revoked.\n"
+		"\n"
+		"--store postgres://USER@HOST:PORT/DB (or postgresql://, any libpq URI): keep the\n"
+		"fleet tables (tokens, audit, configs, assignments, agents, captures, rollouts) in\n"
+		"PostgreSQL, so that several controller replicas share them; changes made through\n"
+		"one replica reach the agents of the others through LISTEN/NOTIFY. Default: the\n"
+		"SQLite file in the data dir. Profiles stay in the data dir (per replica).\n");
 }
 
 int pf_controller_config_args(struct pf_controller_config *c, int argc, char **argv,
@@ -366,7 +383,7 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 	enum { O_LISTEN = 256, O_DATA, O_CERT, O_KEY, O_CA, O_MAXMSG, O_HB, O_MAXAG, O_LOG,
 	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_PUBURL, O_GRACE, O_DEFCFG,
 	       O_ADMTOK, O_AGTOK, O_UIDIR, O_TOKDIR, O_PERSRC, O_AGLISTEN,
-	       O_SENDQ, O_PENDSRC, O_HDRTO };
+	       O_SENDQ, O_PENDSRC, O_HDRTO, O_STORE };
 	static const struct option opts[] = {
 		{"config", required_argument, 0, O_CONFIG},
 		{"listen", required_argument, 0, O_LISTEN},
@@ -392,6 +409,7 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 		{"agent-token-file", required_argument, 0, O_AGTOK},
 		{"ui-dir", required_argument, 0, O_UIDIR},
 		{"token-file-dir", required_argument, 0, O_TOKDIR},
+		{"store", required_argument, 0, O_STORE},
 		{"version", no_argument, 0, O_VERSION},
 		{"help", no_argument, 0, O_HELP},
 		{0, 0, 0, 0},
@@ -483,6 +501,9 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 			break;
 		case O_TOKDIR:
 			r = set_str(&c->token_file_dir, optarg);
+			break;
+		case O_STORE:
+			r = apply_key(c, "store", optarg, err);
 			break;
 		case O_VERSION:
 			printf("profleet-controller %s\n", PF_VERSION);

@@ -22,6 +22,9 @@
  *     pf_bootstrap_import_token_dir)
  *   default_config: FILE   (--default-config: a profiling config stored as config `default`
  *     on start when the store has none; see pf_bootstrap_default_config)
+ *   store: "postgres://user@db:5432/profleet"   (--store; also store: {url: ...}: the fleet
+ *     tables in PostgreSQL, shared by several replicas; default: SQLite in data_dir. The
+ *     embedded profile store stays in data_dir either way)
  *   ui: {dir: DIR}   (the built console served at /ui/; default: "ui" next to the binary,
  *     else "../share/profleet/ui" beside it; a missing default only disables the console)
  * Unknown keys and bad values are errors that name the key. */
@@ -57,6 +60,7 @@ struct pf_controller_config {
 	char *agent_token_file;           /* tokens.agent_file, or NULL */
 	char *token_file_dir;             /* tokens.file_dir, or NULL */
 	char *ui_dir;                     /* ui.dir: the built console, NULL = next to the binary */
+	char *store_url;                  /* store / store.url: postgres:// URL, NULL = SQLite */
 };
 
 void pf_controller_config_defaults(struct pf_controller_config *c);

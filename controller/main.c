@@ -76,11 +76,16 @@ int main(int argc, char **argv)
 		pf_log_error("%s", err.msg);
 		goto out;
 	}
-	store = pf_store_open(dbpath, PF_STORE_SYNC_FULL, &err);
+	store = pf_store_open_url(dbpath, cfg.store_url, PF_STORE_SYNC_FULL, &err);
 	if (!store) {
-		pf_log_error("cannot open the fleet store %s: %s", dbpath, err.msg);
+		pf_log_error("cannot open the fleet store %s: %s",
+			     cfg.store_url ? "(PostgreSQL)" : dbpath, err.msg);
 		goto out;
 	}
+	if (cfg.store_url)
+		pf_log_info("fleet tables in PostgreSQL (shared by replicas; replica %s), profiles "
+			    "in %s",
+			    pf_store_replica_id(), dbpath);
 	if ((cfg.admin_token_file &&
 	     pf_bootstrap_import_token(store, cfg.admin_token_file, "admin", &err) < 0) ||
 	    (cfg.agent_token_file &&
@@ -104,6 +109,7 @@ int main(int argc, char **argv)
 		pf_log_error("out of memory");
 		goto out;
 	}
+	pf_fleet_set_shared(fleet, pf_store_is_shared(store));
 	if (pf_bootstrap_load_fleet(store, fleet, &err) < 0) {
 		pf_log_error("loading the fleet store: %s", err.msg);
 		goto out;
@@ -122,7 +128,7 @@ int main(int argc, char **argv)
 		pf_log_error("%s", err.msg);
 		goto out;
 	}
-	persist = pf_persist_start(dbpath, &err);
+	persist = pf_persist_start(dbpath, cfg.store_url, &err);
 	if (!persist) {
 		pf_log_error("cannot start the store writer: %s", err.msg);
 		goto out;
@@ -141,7 +147,7 @@ int main(int argc, char **argv)
 	}
 	/* Heavy profile queries (merged flame graphs, top, diff, ...) run on worker threads
 	 * with their own read-only connections, not on the event loop. */
-	struct pf_qpool_options qo = {.db_path = dbpath};
+	struct pf_qpool_options qo = {.db_path = dbpath, .fleet_url = cfg.store_url};
 	qpool = pf_qpool_start(&qo, &err);
 	if (!qpool) {
 		pf_log_error("cannot start the profile query threads: %s", err.msg);
@@ -213,6 +219,7 @@ int main(int argc, char **argv)
 		.captures = captures,
 		.rollouts = rollouts,
 		.ui = ui,
+		.store_url = cfg.store_url,
 		.handle_signals = true, /* SIGINT/SIGTERM/SIGHUP: watchers on the server's loop */
 	};
 	snprintf(so.listen_host, sizeof(so.listen_host), "%s", cfg.listen_host);

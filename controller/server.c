@@ -20,6 +20,7 @@
 #include "fleet/fleet.h"
 #include "fleet/persist.h"
 #include "fleet/rollout.h"
+#include "fleet/sync.h"
 #include "metrics.h"
 #include "opamp/session.h"
 #include "opamp_codec.h"
@@ -28,6 +29,7 @@
 #include "profstore/profstore.h"
 #include "profstore/query_pool.h"
 #include "tls.h"
+#include "store.h"
 #include "ui/static.h"
 
 #define OPAMP_PATH "/v1/opamp"
@@ -169,6 +171,18 @@ struct pf_server {
 	struct pf_qpool *pool; /* heavy profile queries, or NULL */
 	struct pf_qpool *ingest; /* the OTLP receiver's writer, or NULL */
 	uint64_t next_job;
+	/* Replicas sharing PostgreSQL: the LISTEN connection, watched on the loop, and one timer
+	 * that re-makes it with backoff and adopts rollouts whose replica died. */
+	struct pf_store_listener *listener;
+	uv_poll_t *lpoll; /* NULL while not connected */
+	int lpoll_fd;
+	uv_timer_t ltimer;
+	bool ltimer_init;
+	uint64_t lbackoff_ms;
+	bool lwarned;        /* the outage was logged (once, until the database is back) */
+	bool listen_started; /* LISTEN was in effect once: later ones follow an outage */
+	bool need_reload;    /* the listener was re-made: reload what may have been missed */
+	struct pf_sync sync;
 };
 
 /* A request handed to a pool (profstore/query_pool.h) and, filled on the worker, its answer
@@ -1588,6 +1602,180 @@ static const struct lws_protocols protocols[] = {
 	{NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
+/* ------------------------------------------------- replicas: LISTEN/NOTIFY on the loop */
+
+/* The listener connects asynchronously and is driven by a uv_poll_t on its socket; one loop
+ * timer bounds its connect, re-makes it with backoff, reloads what an outage may have hidden
+ * and adopts rollouts whose replica died. While the listener cannot reach the database, the
+ * main store connection makes no reconnect attempt (pf_store_hold_reconnect), so nothing on
+ * the loop waits for a connect. */
+#define LISTEN_RETRY_MIN_MS 250
+#define LISTEN_RETRY_MAX_MS 5000
+#define LISTEN_CONNECT_MS 3000 /* the asynchronous connect's deadline */
+#define ADOPT_EVERY_MS 5000    /* rollouts whose replica died are taken over this often */
+
+static void listen_timer(uv_timer_t *t);
+static void listen_io(uv_poll_t *h, int status, int events);
+
+static void lpoll_closed(uv_handle_t *h)
+{
+	free(h);
+}
+
+static void listen_stop_poll(struct pf_server *s)
+{
+	if (!s->lpoll)
+		return;
+	uv_poll_stop(s->lpoll);
+	uv_close((uv_handle_t *)s->lpoll, lpoll_closed);
+	s->lpoll = NULL;
+	s->lpoll_fd = -1;
+}
+
+static void listen_arm(struct pf_server *s, uint64_t ms)
+{
+	uv_timer_stop(&s->ltimer);
+	uv_timer_start(&s->ltimer, listen_timer, ms, 0);
+}
+
+/* Watches the listener's socket for what it wants now (a new socket: a new watcher). */
+static int listen_watch(struct pf_server *s)
+{
+	int fd = pf_store_listener_fd(s->listener), w = pf_store_listener_wants(s->listener);
+	if (fd < 0)
+		return -EAGAIN;
+	if (s->lpoll && s->lpoll_fd != fd)
+		listen_stop_poll(s);
+	if (!s->lpoll) {
+		uv_poll_t *p = malloc(sizeof(*p));
+		if (!p || uv_poll_init(&s->loop, p, fd) < 0) {
+			free(p);
+			return -ENOMEM;
+		}
+		p->data = s;
+		s->lpoll = p;
+		s->lpoll_fd = fd;
+	}
+	int ev = (w & PF_STORE_WANT_READ ? UV_READABLE : 0) |
+		 (w & PF_STORE_WANT_WRITE ? UV_WRITABLE : 0);
+	return uv_poll_start(s->lpoll, ev ? ev : UV_READABLE, listen_io) < 0 ? -EIO : 0;
+}
+
+/* The listener failed or was lost: the store stops reconnecting, the timer retries. */
+static void listen_down(struct pf_server *s)
+{
+	listen_stop_poll(s);
+	pf_store_hold_reconnect(s->store, true);
+	s->lbackoff_ms = s->lbackoff_ms ? pf_min(s->lbackoff_ms * 2, (uint64_t)LISTEN_RETRY_MAX_MS)
+					: LISTEN_RETRY_MIN_MS;
+	if (!s->lwarned)
+		pf_log_warn("%s; retrying with backoff (writes answer 503 meanwhile)",
+			    pf_store_listener_error(s->listener));
+	else
+		pf_log_debug("%s; next try in %llu ms", pf_store_listener_error(s->listener),
+			     (unsigned long long)s->lbackoff_ms);
+	s->lwarned = true;
+	listen_arm(s, s->lbackoff_ms);
+}
+
+static void listen_start(struct pf_server *s)
+{
+	if (pf_store_listener_connect(s->listener) < 0 || listen_watch(s) < 0)
+		listen_down(s);
+	else
+		listen_arm(s, LISTEN_CONNECT_MS);
+}
+
+static void on_notify(const char *kind, const char *name, void *ud)
+{
+	struct pf_server *s = ud;
+	pf_sync_apply(&s->sync, kind, name, now_ms());
+}
+
+static void listen_io(uv_poll_t *h, int status, int events)
+{
+	struct pf_server *s = h->data;
+	bool was_ready = pf_store_listener_ready(s->listener);
+	(void)events;
+	int n = status < 0 ? -EAGAIN : pf_store_listener_step(s->listener, on_notify, s);
+	if (n < 0 || listen_watch(s) < 0) {
+		listen_down(s);
+		return;
+	}
+	if (!was_ready && pf_store_listener_ready(s->listener)) {
+		if (s->lwarned)
+			pf_log_info("store: the database is reachable again; listening for other "
+				    "replicas' changes");
+		s->lwarned = false;
+		s->lbackoff_ms = 0;
+		pf_store_hold_reconnect(s->store, false);
+		s->need_reload = s->listen_started; /* what was missed meanwhile */
+		s->listen_started = true;
+		listen_arm(s, s->need_reload ? 0 : ADOPT_EVERY_MS);
+	}
+}
+
+static void listen_timer(uv_timer_t *t)
+{
+	struct pf_server *s = t->data;
+	if (!pf_store_listener_ready(s->listener)) {
+		if (s->lpoll) { /* still connecting: the deadline passed */
+			pf_store_listener_abort(s->listener, "no answer within 3 s");
+			listen_down(s);
+			return;
+		}
+		listen_start(s);
+		return;
+	}
+	if (s->need_reload && pf_sync_reload_all(&s->sync, now_ms()) == 0) {
+		s->need_reload = false;
+		pf_log_info("store: reloaded configs, assignments and pins after the outage");
+	} else if (!s->need_reload && s->opt.rollouts) {
+		struct pf_error err = {0};
+		if (pf_rollouts_load(s->opt.rollouts, now_ms(), &err) < 0)
+			pf_log_debug("rollouts: adopting: %s", err.msg);
+	}
+	listen_arm(s, s->need_reload ? LISTEN_RETRY_MIN_MS * 2 : ADOPT_EVERY_MS);
+}
+
+static int listen_init(struct pf_server *s, struct pf_error *err)
+{
+	s->sync = (struct pf_sync){.store = s->store, .fleet = s->fleet,
+				   .rollouts = s->opt.rollouts, .on_token = revoke_hook, .ud = s};
+	s->listener = pf_store_listener_new(s->opt.store_url);
+	if (!s->listener)
+		return pf_error_set(err, -ENOMEM, NULL, "out of memory");
+	s->lpoll_fd = -1;
+	pf_store_gate_reconnect(s->store, true);
+	uv_timer_init(&s->loop, &s->ltimer);
+	s->ltimer.data = s;
+	s->ltimer_init = true;
+	listen_start(s);
+	return 0;
+}
+
+/* On the persist tick: the main connection is lost while the listener still looks fine (an
+ * idle connection to a server that hangs, or a backend killed alone): probe with a fresh
+ * asynchronous connect; once it is listening, reconnects are released. */
+static void listen_probe(struct pf_server *s)
+{
+	if (!s->listener || !pf_store_unavailable(s->store) ||
+	    !pf_store_listener_ready(s->listener))
+		return;
+	listen_stop_poll(s);
+	listen_start(s);
+}
+
+static void listen_release(struct pf_server *s)
+{
+	listen_stop_poll(s);
+	if (s->ltimer_init) {
+		uv_timer_stop(&s->ltimer);
+		uv_close((uv_handle_t *)&s->ltimer, NULL);
+		s->ltimer_init = false;
+	}
+}
+
 /* ------------------------------------------------------------------ lifecycle */
 
 static void persist_tick(lws_sorted_usec_list_t *sul)
@@ -1605,9 +1793,16 @@ static void persist_tick(lws_sorted_usec_list_t *sul)
 	}
 	if (s->opt.captures)
 		pf_captures_tick(s->opt.captures, now_ms());
-	if (s->opt.rollouts)
+	if (s->opt.rollouts) {
+		/* Replicas sharing PostgreSQL: a rollout this replica drives waits for agents
+		 * connected to the others too; their reports reach it through their rows (the
+		 * changed ones), read only while a rollout is active. */
+		if (s->listener && pf_rollouts_active(s->opt.rollouts) > 0)
+			pf_api_refresh_fleet(s->api);
 		pf_rollouts_tick(s->opt.rollouts, now_ms());
+	}
 	ws_expire(s, now_ms());
+	listen_probe(s);
 	lws_sul_schedule(s->ctx, 0, &s->sul_persist, persist_tick, PERSIST_INTERVAL_US);
 }
 
@@ -1835,6 +2030,10 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 		pf_qpool_set_notify(s->ingest, pool_notify, s);
 	lws_sul_schedule(s->ctx, 0, &s->sul_persist, persist_tick, PERSIST_INTERVAL_US);
 	lws_sul_schedule(s->ctx, 0, &s->sul_headers, header_sweep, HEADER_SWEEP_US);
+	if (opt->store_url && pf_store_is_shared(store) && listen_init(s, err) < 0) {
+		pf_server_free(s);
+		return NULL;
+	}
 	return s;
 }
 
@@ -1890,6 +2089,7 @@ void pf_server_free(struct pf_server *s)
 		 * loop until they are closed and finishes the destroy. */
 		lws_context_destroy(s->ctx);
 	}
+	listen_release(s);
 	if (s->sig_init) {
 		uv_signal_stop(&s->sig_int);
 		uv_signal_stop(&s->sig_term);
@@ -1899,6 +2099,7 @@ void pf_server_free(struct pf_server *s)
 		uv_close((uv_handle_t *)&s->sig_hup, NULL);
 	}
 	loop_close(s);
+	pf_store_listener_free(s->listener);
 	pf_buf_release(&s->scratch);
 	for (size_t i = 0; i < SRC_BUCKETS; i++)
 		while (s->by_source[i]) {

@@ -69,6 +69,9 @@ struct pf_server_options {
 	struct pf_rollouts *rollouts;
 	/* The console's files (ui/static.h), or NULL: /ui/ answers 404 saying how to build it. */
 	const struct pf_ui *ui;
+	/* The postgres:// URL of the shared fleet tables, or NULL: with it the server LISTENs for
+	 * other replicas' changes on its loop (fleet/sync.h) and re-connects with backoff. */
+	const char *store_url;
 	/* SIGINT and SIGTERM stop the loop, SIGHUP reloads the TLS certificate (watchers on the
 	 * loop itself, no sigaction). */
 	bool handle_signals;

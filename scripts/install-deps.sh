@@ -7,6 +7,7 @@ PKGS=(
 	build-essential cmake pkg-config git ca-certificates curl python3 openssl iproute2
 	libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libprotobuf-dev
 	libssl-dev libyaml-dev libsqlite3-dev sqlite3 libcmocka-dev libjansson-dev zlib1g-dev
+	libpq-dev postgresql
 	libcurl4-openssl-dev
 	libbpf-dev bpftool clang llvm libelf-dev libdw-dev libiberty-dev
 	libcurl4-openssl-dev python3-yaml python3-jsonschema

@@ -17,6 +17,7 @@
 #include "api_tokens.h"
 #include "fleet/fleet.h"
 #include "fleet/rollout.h"
+#include "fleet/sync.h"
 #include "metrics.h"
 #include "pf/hash.h"
 #include "pf/log.h"
@@ -310,7 +311,7 @@ static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 static const char *agent_state_name(const struct pf_fleet *f, const struct pf_agent *a,
 				    int64_t now_ms)
 {
-	if (!a->connected)
+	if (!pf_agent_online(a))
 		return "disconnected";
 	if (pf_agent_is_stale(f, a, now_ms))
 		return "stale";
@@ -323,6 +324,21 @@ static bool one_of(const char *v, const char *const *set, size_t n)
 		if (strcmp(v, set[i]) == 0)
 			return true;
 	return false;
+}
+
+void pf_api_refresh_fleet(struct pf_api *api)
+{
+	struct timespec ts;
+	if (!pf_store_is_shared(api->store))
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	if (api->agents_read_ms && now - api->agents_read_ms < PF_API_REFRESH_MS)
+		return;
+	api->agents_read_ms = now;
+	if (pf_sync_refresh_agents(api->store, api->fleet, &api->agents_cursor_ms) < 0)
+		pf_log_warn("api: agents of other replicas not refreshed: %s",
+			    pf_store_last_error(api->store));
 }
 
 static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
@@ -377,6 +393,7 @@ static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 		has_cursor = true;
 	}
 
+	pf_api_refresh_fleet(api);
 	size_t n = pf_fleet_count(api->fleet), m = 0;
 	struct pf_agent **v = malloc((n ? n : 1) * sizeof(*v));
 	if (!v) {
@@ -429,6 +446,13 @@ static void h_agent_get(struct pf_api *api, const struct pf_api_request *req,
 		return;
 	}
 	struct pf_agent *a = pf_fleet_find(api->fleet, uid);
+	if ((!a || !a->local) && pf_store_is_shared(api->store)) {
+		int r = pf_sync_refresh_agent(api->store, api->fleet, uid);
+		if (r < 0 && r != -ENOENT)
+			pf_log_warn("api: agent %s not refreshed: %s", uidstr,
+				    pf_store_last_error(api->store));
+		a = pf_fleet_find(api->fleet, uid);
+	}
 	if (!a) {
 		pf_api_error(resp, 404, "not_found", "no agent %s", uidstr);
 		return;
@@ -442,6 +466,7 @@ static void h_summary(struct pf_api *api, const struct pf_api_request *req,
 		      struct pf_api_response *resp)
 {
 	struct pf_fleet_summary s;
+	pf_api_refresh_fleet(api);
 	pf_fleet_summary(api->fleet, req->now_ms, &s);
 	pf_api_respond_json(resp, 200,
 		     json_pack("{s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I,s:I}}", "agents",
@@ -530,6 +555,8 @@ static void h_config_put(struct pf_api *api, const struct pf_api_request *req,
 	if (!config_check(req, resp, name))
 		return;
 	const char *stage = pf_api_arg(req, "stage");
+	if (pf_store_is_shared(api->store)) /* what other replicas did, even if not notified yet */
+		pf_rollouts_reload_config(api->store, api->fleet, name);
 	struct pf_cfg_slot *served = pf_fleet_config_find(api->fleet, name);
 	if (stage && (strcmp(stage, "1") == 0 || strcmp(stage, "true") == 0) && served)
 		return h_config_stage(api, req, resp, name, role, served->version);
@@ -775,6 +802,10 @@ static void h_assignment_put(struct pf_api *api, const struct pf_api_request *re
 		return;
 	}
 	pf_selector_free(compiled);
+	/* A config just PUT through another replica may be in the store before its NOTIFY
+	 * arrived here: read it rather than refuse. */
+	if (!pf_fleet_config_find(api->fleet, cfg) && pf_store_is_shared(api->store))
+		pf_rollouts_reload_config(api->store, api->fleet, cfg);
 	if (!pf_fleet_config_find(api->fleet, cfg)) {
 		pf_api_error(resp, 400, "invalid_argument", "config: no config named '%s'", cfg);
 		json_decref(o);
@@ -1139,6 +1170,17 @@ static void unauthenticated(struct pf_api_response *resp, const char *why)
 		 "Bearer realm=\"profleet\"");
 }
 
+/* The shared database is unreachable: 503 with the store's reason and a Retry-After, in
+ * place of whatever the handler answered (a 500 "store_error", or 401 when the token could
+ * not be read). The connection is re-made with backoff (store.h). */
+static void store_unavailable(struct pf_api *api, struct pf_api_response *resp)
+{
+	const char *why = pf_store_last_error(api->store);
+	pf_api_error(resp, 503, "store_unavailable", "%s", why && *why ? why : "store unavailable");
+	snprintf(resp->extra_header_name, sizeof(resp->extra_header_name), "Retry-After:");
+	snprintf(resp->extra_header_value, sizeof(resp->extra_header_value), "2");
+}
+
 static void route(struct pf_api *api, const struct pf_api_request *req,
 		  struct pf_api_response *resp)
 {
@@ -1170,6 +1212,10 @@ static void route(struct pf_api *api, const struct pf_api_request *req,
 	if (!public) {
 		int r = authenticate(api->store, req->authorization, req->now_ms, !api->read_only,
 				     &call.caller);
+		if (r == -EAGAIN) {
+			store_unavailable(api, resp);
+			return;
+		}
 		if (r < 0) {
 			unauthenticated(resp, !req->authorization ? "missing 'Authorization: Bearer <token>'"
 					      : r == -EKEYEXPIRED ? "the token has expired"
@@ -1201,6 +1247,8 @@ static void route(struct pf_api *api, const struct pf_api_request *req,
 	struct pf_api_request q = *req;
 	q.call = &call;
 	rt->handler(api, &q, resp);
+	if (resp->status >= 500 && pf_store_unavailable(api->store))
+		store_unavailable(api, resp);
 	if (rt->action)
 		audit_call(api, req, rt, &call, resp->status);
 }

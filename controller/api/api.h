@@ -41,6 +41,10 @@ struct pf_api {
 	/* Called after a token was revoked (server.c closes the OpAMP connections it opened). */
 	void (*on_revoke)(const char *token_id, void *ud);
 	void *revoke_ud;
+	/* Replicas sharing PostgreSQL (pf_api_refresh_fleet): the newest agent-row stamp read,
+	 * and when the rows were last read (monotonic ms). */
+	int64_t agents_cursor_ms;
+	int64_t agents_read_ms;
 };
 
 /* Roles in increasing power; agent is below viewer so agent tokens get 403 on the REST API. */
@@ -86,6 +90,13 @@ struct pf_api_response {
 
 void pf_api_response_init(struct pf_api_response *r);
 void pf_api_response_release(struct pf_api_response *r);
+
+/* Replicas sharing PostgreSQL: loads the agents connected to the other replicas from their
+ * stored rows into the fleet, so that lists, selectors, rollouts and captures see the whole
+ * fleet (fleet/sync.h): only the rows written since the last read, and at most every
+ * PF_API_REFRESH_MS. Nothing on an SQLite store. */
+#define PF_API_REFRESH_MS 250
+void pf_api_refresh_fleet(struct pf_api *api);
 
 /* Handles one request; always fills resp (status, content type, body). */
 void pf_api_handle(struct pf_api *api, const struct pf_api_request *req,

@@ -156,6 +156,7 @@ static void h_create(struct pf_api *api, const struct pf_api_request *req,
 	char by[128], id[PF_CAPTURE_ID_MAX + 1];
 	size_t matched = 0;
 	pf_api_creator(api, req, role, by, sizeof(by));
+	pf_api_refresh_fleet(api); /* agents of other replicas too */
 	rc = pf_captures_create(api->captures, &r, selector, normalized, by, req->now_ms, id,
 				&matched, &err);
 	switch (rc) {

@@ -98,6 +98,7 @@ static void h_create(struct pf_api *api, const struct pf_api_request *req,
 	if (rc < 0)
 		return pf_api_field_error(resp, 400, "invalid_argument", &err);
 	pf_api_creator(api, req, role, by, sizeof(by));
+	pf_api_refresh_fleet(api); /* agents of other replicas too */
 	rc = pf_rollouts_create(api->rollouts, config, version, selector, &s, by, req->now_ms, id,
 				&matched, &err);
 	switch (rc) {
@@ -189,8 +190,18 @@ static void h_action(struct pf_api *api, const struct pf_api_request *req,
 		if (!o)
 			return pf_api_error(resp, 404, "not_found", "no rollout '%.80s'", id);
 		const char *st = json_string_value(json_object_get(o, "state"));
-		pf_api_error(resp, 409, "rollout_ended", "rollout %s already ended (%s)", id,
-			     st ? st : "?");
+		static const char *const active[] = {"running", "paused", "halted", "rolling_back"};
+		bool elsewhere = false;
+		for (size_t k = 0; st && k < sizeof(active) / sizeof(active[0]); k++)
+			elsewhere |= strcmp(st, active[k]) == 0;
+		if (elsewhere) /* replicas sharing PostgreSQL: another one drives it */
+			pf_api_error(resp, 409, "rollout_driven_elsewhere",
+				     "rollout %s (%s) is driven by another controller replica: send "
+				     "the %s there (docs/scaling.md)",
+				     id, st, action);
+		else
+			pf_api_error(resp, 409, "rollout_ended", "rollout %s already ended (%s)",
+				     id, st ? st : "?");
 		json_decref(o);
 		return;
 	}

@@ -45,6 +45,7 @@ struct pf_fleet {
 	size_t n_asg;
 
 	uint32_t dirty_head; /* index + 1 */
+	bool shared;         /* pf_fleet_set_shared() */
 
 	pf_fleet_push_fn push;
 	void *push_ud;
@@ -139,6 +140,11 @@ void pf_fleet_set_push_hook(struct pf_fleet *f, pf_fleet_push_fn fn, void *ud)
 {
 	f->push = fn;
 	f->push_ud = ud;
+}
+
+void pf_fleet_set_shared(struct pf_fleet *f, bool shared)
+{
+	f->shared = shared;
 }
 
 uint32_t pf_fleet_heartbeat_s(const struct pf_fleet *f)
@@ -259,7 +265,11 @@ size_t pf_fleet_drain_dirty(struct pf_fleet *f, size_t max,
 		f->dirty_head = a->dirty_next;
 		a->dirty_next = 0;
 		a->dirty = a->dirty_seen = false;
+		if (f->shared && !a->local)
+			continue; /* another replica's agent: its row is written there */
 		cb(a, true, ud);
+		if (!a->connected)
+			a->local = false; /* the disconnect is written: the row is free */
 		n++;
 	}
 	return n;
@@ -274,6 +284,8 @@ size_t pf_fleet_drain_seen(struct pf_fleet *f, size_t max,
 		if (!a->dirty_seen || a->dirty)
 			continue;
 		a->dirty_seen = false;
+		if (f->shared && !a->local)
+			continue;
 		cb(a, false, ud);
 		n++;
 	}
@@ -419,6 +431,8 @@ void pf_agent_set_connected(struct pf_fleet *f, struct pf_agent *a, enum pf_agen
 	if (!a->connected || a->transport != t || a->conn != conn)
 		pf_agent_mark_dirty(f, a);
 	a->connected = true;
+	a->local = true;
+	a->elsewhere = false;
 	a->transport = (uint8_t)t;
 	a->conn = conn;
 	a->last_seen_ms = now_ms;
@@ -471,7 +485,7 @@ const char *pf_config_state_name(enum pf_config_state s)
 
 bool pf_agent_is_stale(const struct pf_fleet *f, const struct pf_agent *a, int64_t now_ms)
 {
-	if (!a->connected)
+	if (!pf_agent_online(a))
 		return false;
 	/* Only agents that promise heartbeats (or poll over HTTP) are judged by them
 	 * (OpAMP spec: a server MUST NOT rely on heartbeats without ReportsHeartbeat). */
@@ -484,7 +498,8 @@ bool pf_agent_is_stale(const struct pf_fleet *f, const struct pf_agent *a, int64
 
 bool pf_agent_is_healthy(const struct pf_fleet *f, const struct pf_agent *a, int64_t now_ms)
 {
-	return a->connected && !pf_agent_is_stale(f, a, now_ms) && (!a->has_health || a->healthy);
+	return pf_agent_online(a) && !pf_agent_is_stale(f, a, now_ms) &&
+	       (!a->has_health || a->healthy);
 }
 
 void pf_fleet_summary(struct pf_fleet *f, int64_t now_ms, struct pf_fleet_summary *out)
@@ -494,9 +509,9 @@ void pf_fleet_summary(struct pf_fleet *f, int64_t now_ms, struct pf_fleet_summar
 	for (size_t i = 0; i < f->n_agents; i++) {
 		const struct pf_agent *a = agent_at(f, i);
 		bool stale = pf_agent_is_stale(f, a, now_ms);
-		out->connected += a->connected;
+		out->connected += pf_agent_online(a);
 		out->stale += stale;
-		out->healthy += a->connected && !stale && (!a->has_health || a->healthy);
+		out->healthy += pf_agent_online(a) && !stale && (!a->has_health || a->healthy);
 		out->by_state[pf_agent_config_state(a)]++;
 	}
 }
@@ -753,7 +768,7 @@ json_t *pf_agent_to_json(const struct pf_fleet *f, const struct pf_agent *a, int
 	}
 	bool stale = pf_agent_is_stale(f, a, now_ms);
 	json_object_set_new(o, "instance_uid", json_string(uid));
-	json_object_set_new(o, "connected", json_boolean(a->connected));
+	json_object_set_new(o, "connected", json_boolean(pf_agent_online(a)));
 	json_object_set_new(o, "healthy", json_boolean(pf_agent_is_healthy(f, a, now_ms)));
 	json_object_set_new(o, "stale", json_boolean(stale));
 	json_object_set_new(o, "transport",

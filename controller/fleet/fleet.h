@@ -68,6 +68,11 @@ struct pf_agent {
 	bool dirty : 1;       /* needs a row write soon (on the dirty list) */
 	bool dirty_seen : 1;  /* last_seen changed: written by the slow sweep */
 	bool capture_capable : 1; /* advertises io.profleet.capture.v1 (custom_capabilities) */
+	/* Replicas sharing the store (pf_fleet_set_shared): `local` while this replica owns the
+	 * agent's row (connected here, until the disconnect is written); `elsewhere` when the
+	 * stored row says it is connected to another replica (fleet/sync.h loads it). */
+	bool local : 1;
+	bool elsewhere : 1;
 
 	char *health_json;    /* the health tree as compact JSON, NULL when none */
 	char *remote_error;
@@ -103,6 +108,15 @@ struct pf_fleet_summary {
 struct pf_fleet;
 
 struct pf_fleet *pf_fleet_new(const struct pf_fleet_options *opt);
+/* Several replicas share the store: the persistence drains only write the rows of agents
+ * connected to this replica (or that just disconnected from it); the others' rows belong to
+ * the replica they are connected to. */
+void pf_fleet_set_shared(struct pf_fleet *f, bool shared);
+/* Connected here or, per the shared store, to another replica. */
+static inline bool pf_agent_online(const struct pf_agent *a)
+{
+	return a->connected || a->elsewhere;
+}
 void pf_fleet_free(struct pf_fleet *f);
 
 /* Push hook: called by pf_fleet_reconcile() for each connected agent whose desired config

@@ -99,14 +99,15 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
-struct pf_persist *pf_persist_start(const char *db_path, struct pf_error *err)
+struct pf_persist *pf_persist_start(const char *db_path, const char *fleet_url,
+				    struct pf_error *err)
 {
 	struct pf_persist *p = calloc(1, sizeof(*p));
 	if (!p) {
 		pf_error_set(err, -ENOMEM, NULL, "out of memory");
 		return NULL;
 	}
-	p->st = pf_store_open(db_path, PF_STORE_SYNC_NORMAL, err);
+	p->st = pf_store_open_url(db_path, fleet_url, PF_STORE_SYNC_NORMAL, err);
 	if (!p->st) {
 		free(p);
 		return NULL;

@@ -25,7 +25,11 @@ struct pf_persist_stats {
 	uint64_t queued_rows;
 };
 
-struct pf_persist *pf_persist_start(const char *db_path, struct pf_error *err);
+/* fleet_url: the postgres:// URL of the shared fleet tables, NULL for the SQLite file. A
+ * batch that fails (the database unreachable) is dropped with a log line: the rows are soft
+ * state that the agents report again. */
+struct pf_persist *pf_persist_start(const char *db_path, const char *fleet_url,
+				    struct pf_error *err);
 /* Copies up to max_rows dirty agents into a batch for the writer. Returns rows queued. */
 size_t pf_persist_flush(struct pf_persist *p, struct pf_fleet *f, size_t max_rows);
 /* The same for agents whose only change is last_seen (called far less often). */

@@ -450,6 +450,7 @@ static void ro_remove(struct pf_rollouts *rs, struct rollout *r)
 			break;
 		}
 	}
+	pf_store_rollout_unlock(rs->store, r->id);
 	rollout_free(r);
 }
 
@@ -565,7 +566,7 @@ static void evaluate(struct pf_rollouts *rs, struct rollout *r, int64_t now_ms)
 		} else if (reported && fa->remote_status == PF_RCS_FAILED) {
 			agent_set(a, fwd, back,
 				  fa->remote_error ? fa->remote_error : "FAILED without a message");
-		} else if (timed_out && (!fa || !fa->connected)) {
+		} else if (timed_out && (!fa || !pf_agent_online(fa))) {
 			agent_set(a, reverting ? -1 : RA_OFFLINE, back,
 				  reverting ? "offline: the old version is pinned for its next "
 					      "connection"
@@ -678,11 +679,32 @@ static const char *attr_lookup(const char *key, void *ud)
 	return pf_agent_attr(ud, key);
 }
 
+struct active_cfg {
+	const char *config;
+	char id[PF_ROLLOUT_ID_MAX + 1];
+};
+
+static int active_cfg_cb(const struct pf_rollout_row *row, void *ud)
+{
+	struct active_cfg *c = ud;
+	if (strcmp(row->config, c->config) != 0)
+		return 0;
+	snprintf(c->id, sizeof(c->id), "%s", row->id);
+	return 1;
+}
+
 int pf_rollouts_create(struct pf_rollouts *rs, const char *config, int64_t version,
 		       const char *selector, const struct pf_rollout_strategy *s,
 		       const char *created_by, int64_t now_ms, char id[PF_ROLLOUT_ID_MAX + 1],
 		       size_t *matched, struct pf_error *err)
 {
+	/* Replicas sharing PostgreSQL: one driven by another replica counts too. */
+	struct active_cfg other = {.config = config};
+	if (pf_store_is_shared(rs->store) &&
+	    pf_store_rollouts_foreach(rs->store, true, NULL, 0, active_cfg_cb, &other) == 1)
+		return pf_error_set(err, -EEXIST, "config",
+				    "rollout %s of '%s' is active (driven by another replica)",
+				    other.id, config);
 	if (strlen(config) >= sizeof(((struct rollout *)0)->config))
 		return pf_error_set(err, -EINVAL, "config", "longer than 127 bytes");
 	if (selector && strlen(selector) >= sizeof(((struct rollout *)0)->selector))
@@ -744,7 +766,7 @@ int pf_rollouts_create(struct pf_rollouts *rs, const char *config, int64_t versi
 		struct ro_agent *ra = &r->agents[r->n++];
 		memcpy(ra->uid, a->uid, 16);
 		ra->from_version = a->desired->version;
-		ra->batch = a->connected ? 0 : 1;
+		ra->batch = pf_agent_online(a) ? 0 : 1; /* here or at another replica */
 	}
 	pf_selector_free(sel);
 	if (!r->n) {
@@ -802,8 +824,19 @@ int pf_rollouts_create(struct pf_rollouts *rs, const char *config, int64_t versi
 	r->created_ms = r->updated_ms = now_ms;
 	for (size_t i = 0; i < r->n; i++)
 		r->agents[i].dirty = true;
+	/* Replicas sharing PostgreSQL: this one drives the rollout; the lock is taken before the
+	 * row exists, so a replica notified of the row never finds it free. */
+	bool owned = false;
+	rc = pf_store_rollout_lock(rs->store, r->id, &owned);
+	if (rc < 0 || !owned) {
+		rollout_free(r);
+		return pf_error_set(err, rc < 0 ? rc : -EBUSY, NULL, "%s",
+				    rc < 0 ? pf_store_last_error(rs->store)
+					   : "the new rollout's lock is taken");
+	}
 	rc = save(rs, r, true, NULL, 0);
 	if (rc < 0) {
+		pf_store_rollout_unlock(rs->store, r->id);
 		rollout_free(r);
 		return pf_error_set(err, -EIO, NULL, "%s", pf_store_last_error(rs->store));
 	}
@@ -1013,6 +1046,26 @@ static int collect_id(const struct pf_rollout_row *row, void *ud)
 	return 0;
 }
 
+size_t pf_rollouts_relock(struct pf_rollouts *rs)
+{
+	size_t dropped = 0;
+	for (size_t i = 0; i < rs->n_active;) {
+		struct rollout *r = rs->active[i];
+		bool owned = false;
+		if (pf_store_rollout_lock(rs->store, r->id, &owned) < 0 || owned) {
+			i++; /* kept (on an error: try again at the next reconnect) */
+			continue;
+		}
+		pf_log_warn("rollout %s: another replica took it over while the database was "
+			    "unreachable; it drives it now",
+			    r->id);
+		rs->active[i] = rs->active[--rs->n_active];
+		rollout_free(r);
+		dropped++;
+	}
+	return dropped;
+}
+
 int pf_rollouts_load(struct pf_rollouts *rs, int64_t now_ms, struct pf_error *err)
 {
 	struct id_list l = {.n = 0};
@@ -1022,6 +1075,17 @@ int pf_rollouts_load(struct pf_rollouts *rs, int64_t now_ms, struct pf_error *er
 		return pf_error_set(err, rc, NULL, "loading rollouts: %s",
 				    pf_store_last_error(rs->store));
 	for (size_t i = 0; i < l.n; i++) {
+		bool owned = false;
+		if (find_active(rs, l.ids[i]))
+			continue;
+		/* Replicas sharing PostgreSQL: only the holder of the rollout's lock drives it; a
+		 * replica that dies releases it and the next pf_rollouts_load() elsewhere takes over. */
+		rc = pf_store_rollout_lock(rs->store, l.ids[i], &owned);
+		if (rc < 0)
+			return pf_error_set(err, rc, NULL, "locking rollout %s: %s", l.ids[i],
+					    pf_store_last_error(rs->store));
+		if (!owned)
+			continue;
 		struct rollout *r = load_one(rs, l.ids[i], &rc);
 		if (!r)
 			return pf_error_set(err, rc, NULL, "loading rollout %s: %s", l.ids[i],
@@ -1090,6 +1154,66 @@ int pf_rollouts_load_pins(struct pf_store *st, struct pf_fleet *f, struct pf_err
 		return pf_error_set(err, rc, NULL, "loading pinned versions: %s",
 				    pf_store_last_error(st));
 	return 0;
+}
+
+static int serve_latest(const struct pf_config_version *cv, void *ud)
+{
+	struct pins_ctx *c = ud;
+	pf_fleet_config_add(c->f, cv->name, cv->version, cv->hash, cv->body, cv->body_len,
+			    cv->created_ms, true);
+	return 0;
+}
+
+struct reload_ctx {
+	struct pins_ctx c;
+	const char *name; /* NULL: every config */
+};
+
+static int reload_serving(const char *name, int64_t version, void *ud)
+{
+	struct reload_ctx *r = ud;
+	return !r->name || strcmp(r->name, name) == 0 ? load_serving(name, version, &r->c) : 0;
+}
+
+static int reload_pin(const struct pf_pin_row *p, void *ud)
+{
+	struct reload_ctx *r = ud;
+	return !r->name || strcmp(r->name, p->config) == 0 ? load_pin(p, &r->c) : 0;
+}
+
+int pf_rollouts_reload_config(struct pf_store *st, struct pf_fleet *f, const char *name)
+{
+	struct reload_ctx r = {.c = {.st = st, .f = f}, .name = name};
+	struct pf_config_version cv;
+	int rc;
+
+	/* The served version: the latest unless a config_serving row says otherwise. */
+	if (name) {
+		rc = pf_store_config_get(st, name, 0, &cv);
+		if (rc == 0) {
+			rc = serve_latest(&cv, &r.c);
+			pf_config_version_release(&cv);
+		} else if (rc == -ENOENT) {
+			rc = 0;
+		}
+	} else {
+		rc = pf_store_config_foreach_latest(st, serve_latest, &r.c);
+	}
+	if (rc == 0)
+		rc = pf_store_config_serving_foreach(st, reload_serving, &r);
+	if (rc < 0)
+		return rc;
+	/* The pins: dropped, then read back (both without a push: the caller reconciles). */
+	if (name) {
+		pf_fleet_unpin_config(f, name, 0);
+	} else {
+		struct pf_agent *a;
+		size_t it = 0;
+		while ((a = pf_fleet_next(f, &it)))
+			if (a->pin)
+				pf_agent_set_pin(f, a, NULL);
+	}
+	return pf_store_pins_foreach(st, reload_pin, &r);
 }
 
 /* ---------------------------------------------------------------- JSON */

@@ -76,10 +76,20 @@ struct pf_rollouts;
 struct pf_rollouts *pf_rollouts_new(struct pf_fleet *f, struct pf_store *st);
 void pf_rollouts_free(struct pf_rollouts *r);
 /* At start, after the fleet (and its pins, pf_rollouts_load_pins) is loaded: brings the
- * active rollouts back. */
+ * active rollouts back. With replicas sharing PostgreSQL, only those whose lock this replica
+ * gets (pf_store_rollout_lock); called again later it adopts the active rollouts nobody
+ * holds any more (their replica died) and skips the ones it already drives. */
 int pf_rollouts_load(struct pf_rollouts *r, int64_t now_ms, struct pf_error *err);
+/* After the shared database was unreachable (the session's locks may be gone): takes the lock
+ * of every rollout this replica drives again and forgets those another replica took over
+ * meanwhile. Returns how many were dropped. */
+size_t pf_rollouts_relock(struct pf_rollouts *r);
 /* At start: the stored pins and served versions into the fleet (before agents connect). */
 int pf_rollouts_load_pins(struct pf_store *st, struct pf_fleet *f, struct pf_error *err);
+/* Replicas sharing PostgreSQL (fleet/sync.h): re-reads config `name`'s served version (the
+ * latest, or its config_serving row) and its pins from the store into the fleet; name NULL:
+ * every config. Does not push: the caller runs pf_fleet_reconcile(). 0 or negative errno. */
+int pf_rollouts_reload_config(struct pf_store *st, struct pf_fleet *f, const char *name);
 
 /* Creates and starts a rollout of config version `version` (0 = latest) to the agents whose
  * desired config is `config` and that `selector` (NULL or "" = all) matches. Errors (err

@@ -153,8 +153,8 @@ struct pf_qpool *pf_qpool_start(const struct pf_qpool_options *opt, struct pf_er
 			continue;
 		/* Opened here so that failures are reported to the caller; from now on only
 		 * worker i uses it (store.h: one thread at a time). */
-		w->st = pf_store_open(opt->db_path,
-				      opt->writer ? PF_STORE_SYNC_FULL : PF_STORE_SYNC_NORMAL, err);
+		w->st = pf_store_open_url(opt->db_path, opt->fleet_url,
+					  opt->writer ? PF_STORE_SYNC_FULL : PF_STORE_SYNC_NORMAL, err);
 		if (!w->st) {
 			code = -errno;
 			goto fail;

@@ -63,6 +63,9 @@ struct pf_profile_retention;
 
 struct pf_qpool_options {
 	const char *db_path; /* NULL: no connections (st == NULL in run; for tests) */
+	/* The postgres:// URL of the shared fleet tables (NULL: SQLite): the API requests run
+	 * on the pool authenticate against them. */
+	const char *fleet_url;
 	/* false: read-only connections (the query pool). true: writable synchronous=FULL
 	 * connections with `retention` set (the receiver's writer: one thread). */
 	bool writer;

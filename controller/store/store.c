@@ -15,175 +15,274 @@
 #include <sqlite3.h>
 
 #include "pf/compiler.h"
+#include "store_dialect.h"
 #include "store_int.h"
+#include "store_pg.h"
 
 #define STORE_BUSY_TIMEOUT_MS 5000
 
-/* ---- Schema: numbered migrations. migrations[i] takes user_version i to i + 1 and runs in
- * its own BEGIN IMMEDIATE transaction together with the user_version bump. Never edit a
- * released step: append a new one. */
+/* ---- Schema: numbered migrations, ONE list for both backends (store_dialect.h).
+ * migrations[i] takes the version from i to i + 1. In SQLite (user_version) each step runs in
+ * its own BEGIN IMMEDIATE transaction together with the version bump; in PostgreSQL
+ * (profleet_schema.version) the pending steps run in one transaction under an advisory lock
+ * (store_pg.c). Never edit a released step: append a new one, with both forms. */
+/* The PostgreSQL form of each step, for the fleet tables only (the profile store stays in
+ * the replica's SQLite file, so its steps are "" here). Same tables, columns and keys; types
+ * spelled the PostgreSQL way: BLOB -> BYTEA, INTEGER -> BIGINT (so every integer column reads
+ * back as int8), the rowid -> BIGSERIAL, length() of a blob -> octet_length(), text keys
+ * COLLATE "C" (SQLite compares bytes: ids and names sort the same way in both). */
+#define PG_STEP_1                                                                                  \
+	"CREATE TABLE tokens (hash BYTEA PRIMARY KEY CHECK (octet_length(hash) = 32),"             \
+	" role TEXT NOT NULL, name TEXT NOT NULL, created_ms BIGINT NOT NULL);"                    \
+	"CREATE TABLE configs (name TEXT COLLATE \"C\" NOT NULL,"                                  \
+	" version BIGINT NOT NULL CHECK (version >= 1),"                                           \
+	" hash BYTEA NOT NULL CHECK (octet_length(hash) = 32), body TEXT NOT NULL,"                \
+	" created_ms BIGINT NOT NULL, PRIMARY KEY (name, version));"                               \
+	"CREATE TABLE assignments (name TEXT COLLATE \"C\" PRIMARY KEY, selector TEXT NOT NULL,"   \
+	" config TEXT NOT NULL, priority BIGINT NOT NULL, updated_ms BIGINT NOT NULL);"            \
+	"CREATE TABLE agents (uid BYTEA PRIMARY KEY CHECK (octet_length(uid) = 16),"               \
+	" attributes_json TEXT NOT NULL, capabilities BIGINT NOT NULL, health_json TEXT,"          \
+	" effective_config TEXT, effective_hash BYTEA, config_name TEXT,"                          \
+	" config_version BIGINT NOT NULL, remote_hash BYTEA, remote_status BIGINT NOT NULL,"       \
+	" remote_error TEXT, connected BIGINT NOT NULL, first_seen_ms BIGINT NOT NULL,"            \
+	" last_seen_ms BIGINT NOT NULL);"                                                          \
+	"CREATE TABLE audit (id BIGSERIAL PRIMARY KEY, ts_ms BIGINT NOT NULL,"                     \
+	" actor TEXT NOT NULL, action TEXT NOT NULL, target TEXT NOT NULL, detail TEXT);"          \
+	"CREATE INDEX audit_ts ON audit (ts_ms);"                                                  \
+	"CREATE INDEX audit_target ON audit (target, id);"                                         \
+	"CREATE INDEX assignments_config ON assignments (config);"
+#define PG_STEP_2 ""
+#define PG_STEP_3 ""
+#define PG_STEP_4                                                                                  \
+	"CREATE TABLE captures (id TEXT COLLATE \"C\" PRIMARY KEY, state TEXT NOT NULL,"           \
+	" created_ms BIGINT NOT NULL, started_ms BIGINT NOT NULL, finished_ms BIGINT NOT NULL,"    \
+	" deadline_ms BIGINT NOT NULL, created_by TEXT NOT NULL, request TEXT NOT NULL,"           \
+	" agents_matched BIGINT NOT NULL);"                                                        \
+	"CREATE INDEX captures_state ON captures (state, id);"                                     \
+	"CREATE TABLE capture_agents (capture TEXT COLLATE \"C\" NOT NULL REFERENCES captures (id)" \
+	" ON DELETE CASCADE, uid BYTEA NOT NULL CHECK (octet_length(uid) = 16),"                   \
+	" state TEXT NOT NULL, samples BIGINT NOT NULL, bytes BIGINT NOT NULL,"                    \
+	" profile_ids BYTEA NOT NULL, error_code TEXT NOT NULL, error TEXT NOT NULL,"              \
+	" updated_ms BIGINT NOT NULL, PRIMARY KEY (capture, uid));"
+#define PG_STEP_5                                                                                  \
+	"CREATE TABLE rollouts (id TEXT COLLATE \"C\" PRIMARY KEY, config TEXT NOT NULL,"          \
+	" version BIGINT NOT NULL, state TEXT NOT NULL, created_ms BIGINT NOT NULL,"               \
+	" updated_ms BIGINT NOT NULL, created_by TEXT NOT NULL, spec TEXT NOT NULL,"               \
+	" progress TEXT NOT NULL);"                                                                \
+	"CREATE INDEX rollouts_state ON rollouts (state, id);"                                     \
+	"CREATE TABLE rollout_agents (rollout TEXT COLLATE \"C\" NOT NULL REFERENCES rollouts (id)" \
+	" ON DELETE CASCADE, uid BYTEA NOT NULL CHECK (octet_length(uid) = 16),"                   \
+	" batch BIGINT NOT NULL, from_version BIGINT NOT NULL, state TEXT NOT NULL,"               \
+	" revert TEXT NOT NULL, error TEXT NOT NULL, updated_ms BIGINT NOT NULL,"                  \
+	" PRIMARY KEY (rollout, uid));"                                                            \
+	"CREATE TABLE agent_pins (uid BYTEA PRIMARY KEY CHECK (octet_length(uid) = 16),"           \
+	" config TEXT NOT NULL, version BIGINT NOT NULL CHECK (version >= 1));"                    \
+	"CREATE TABLE config_serving (name TEXT COLLATE \"C\" PRIMARY KEY,"                        \
+	" version BIGINT NOT NULL CHECK (version >= 1));"
+#define PG_STEP_6 ""
+#define PG_STEP_8                                                                                  \
+	"ALTER TABLE agents ADD COLUMN written_ms BIGINT NOT NULL DEFAULT 0;"                      \
+	"CREATE INDEX agents_written ON agents (written_ms);"
+#define PG_STEP_7                                                                                  \
+	"ALTER TABLE tokens ADD COLUMN id TEXT COLLATE \"C\" NOT NULL DEFAULT '';"                 \
+	"ALTER TABLE tokens ADD COLUMN expires_ms BIGINT NOT NULL DEFAULT 0;"                      \
+	"ALTER TABLE tokens ADD COLUMN last_used_ms BIGINT NOT NULL DEFAULT 0;"                    \
+	"ALTER TABLE tokens ADD COLUMN created_by TEXT NOT NULL DEFAULT '';"                       \
+	"UPDATE tokens SET id = substr(md5(random()::text || encode(hash, 'base64')), 1, 16);"     \
+	"CREATE UNIQUE INDEX tokens_id ON tokens (id);"                                            \
+	"ALTER TABLE audit ADD COLUMN actor_id TEXT NOT NULL DEFAULT '';"                          \
+	"ALTER TABLE audit ADD COLUMN source TEXT NOT NULL DEFAULT '';"                            \
+	"ALTER TABLE audit ADD COLUMN status BIGINT NOT NULL DEFAULT 0;"
+
+
 /* clang-format off */
-static const char *const migrations[] = {
+static const struct store_migration migrations[] = {
 	/* 0 -> 1: initial schema. */
-	"CREATE TABLE tokens ("
-	"  hash BLOB PRIMARY KEY NOT NULL CHECK (length(hash) = 32),"
-	"  role TEXT NOT NULL,"
-	"  name TEXT NOT NULL,"
-	"  created_ms INTEGER NOT NULL"
-	") STRICT;"
-	"CREATE TABLE configs ("
-	"  name TEXT NOT NULL,"
-	"  version INTEGER NOT NULL CHECK (version >= 1),"
-	"  hash BLOB NOT NULL CHECK (length(hash) = 32),"
-	"  body TEXT NOT NULL,"
-	"  created_ms INTEGER NOT NULL,"
-	"  PRIMARY KEY (name, version)"
-	") STRICT, WITHOUT ROWID;"
-	"CREATE TABLE assignments ("
-	"  name TEXT PRIMARY KEY NOT NULL,"
-	"  selector TEXT NOT NULL,"
-	"  config TEXT NOT NULL,"
-	"  priority INTEGER NOT NULL,"
-	"  updated_ms INTEGER NOT NULL"
-	") STRICT;"
-	"CREATE TABLE agents ("
-	"  uid BLOB PRIMARY KEY NOT NULL CHECK (length(uid) = 16),"
-	"  attributes_json TEXT NOT NULL,"
-	"  capabilities INTEGER NOT NULL,"
-	"  health_json TEXT,"
-	"  effective_config TEXT,"
-	"  effective_hash BLOB,"
-	"  config_name TEXT,"
-	"  config_version INTEGER NOT NULL,"
-	"  remote_hash BLOB,"
-	"  remote_status INTEGER NOT NULL,"
-	"  remote_error TEXT,"
-	"  connected INTEGER NOT NULL,"
-	"  first_seen_ms INTEGER NOT NULL,"
-	"  last_seen_ms INTEGER NOT NULL"
-	") STRICT;"
-	"CREATE TABLE audit ("
-	"  id INTEGER PRIMARY KEY,"
-	"  ts_ms INTEGER NOT NULL,"
-	"  actor TEXT NOT NULL,"
-	"  action TEXT NOT NULL,"
-	"  target TEXT NOT NULL,"
-	"  detail TEXT"
-	") STRICT;"
-	"CREATE INDEX audit_ts ON audit (ts_ms);"
-	"CREATE INDEX audit_target ON audit (target, id);"
-	"CREATE INDEX assignments_config ON assignments (config);",
+	{.sqlite =
+		"CREATE TABLE tokens ("
+		"  hash BLOB PRIMARY KEY NOT NULL CHECK (length(hash) = 32),"
+		"  role TEXT NOT NULL,"
+		"  name TEXT NOT NULL,"
+		"  created_ms INTEGER NOT NULL"
+		") STRICT;"
+		"CREATE TABLE configs ("
+		"  name TEXT NOT NULL,"
+		"  version INTEGER NOT NULL CHECK (version >= 1),"
+		"  hash BLOB NOT NULL CHECK (length(hash) = 32),"
+		"  body TEXT NOT NULL,"
+		"  created_ms INTEGER NOT NULL,"
+		"  PRIMARY KEY (name, version)"
+		") STRICT, WITHOUT ROWID;"
+		"CREATE TABLE assignments ("
+		"  name TEXT PRIMARY KEY NOT NULL,"
+		"  selector TEXT NOT NULL,"
+		"  config TEXT NOT NULL,"
+		"  priority INTEGER NOT NULL,"
+		"  updated_ms INTEGER NOT NULL"
+		") STRICT;"
+		"CREATE TABLE agents ("
+		"  uid BLOB PRIMARY KEY NOT NULL CHECK (length(uid) = 16),"
+		"  attributes_json TEXT NOT NULL,"
+		"  capabilities INTEGER NOT NULL,"
+		"  health_json TEXT,"
+		"  effective_config TEXT,"
+		"  effective_hash BLOB,"
+		"  config_name TEXT,"
+		"  config_version INTEGER NOT NULL,"
+		"  remote_hash BLOB,"
+		"  remote_status INTEGER NOT NULL,"
+		"  remote_error TEXT,"
+		"  connected INTEGER NOT NULL,"
+		"  first_seen_ms INTEGER NOT NULL,"
+		"  last_seen_ms INTEGER NOT NULL"
+		") STRICT;"
+		"CREATE TABLE audit ("
+		"  id INTEGER PRIMARY KEY,"
+		"  ts_ms INTEGER NOT NULL,"
+		"  actor TEXT NOT NULL,"
+		"  action TEXT NOT NULL,"
+		"  target TEXT NOT NULL,"
+		"  detail TEXT"
+		") STRICT;"
+		"CREATE INDEX audit_ts ON audit (ts_ms);"
+		"CREATE INDEX audit_target ON audit (target, id);"
+		"CREATE INDEX assignments_config ON assignments (config);",
+	 .pg = PG_STEP_1},
 	/* 1 -> 2: the embedded profile store (store_profiles.c). Metadata in profiles, the
 	 * gzip'd body in its own table so that metadata scans never page through blobs; totals
 	 * kept by triggers so retention reads one row; trace links for ?trace_id=. */
-	"CREATE TABLE profiles ("
-	"  id INTEGER PRIMARY KEY,"
-	"  profile_id BLOB NOT NULL CHECK (length(profile_id) = 16),"
-	"  agent TEXT NOT NULL,"
-	"  service TEXT NOT NULL,"
-	"  host TEXT NOT NULL,"
-	"  pid INTEGER NOT NULL,"
-	"  exe TEXT NOT NULL,"
-	"  type TEXT NOT NULL,"
-	"  start_ns INTEGER NOT NULL,"
-	"  duration_ns INTEGER NOT NULL,"
-	"  samples INTEGER NOT NULL,"
-	"  n_links INTEGER NOT NULL,"
-	"  received_ms INTEGER NOT NULL,"
-	"  body_bytes INTEGER NOT NULL,"
-	"  raw_bytes INTEGER NOT NULL"
-	") STRICT;"
-	"CREATE TABLE profile_bodies ("
-	"  id INTEGER PRIMARY KEY REFERENCES profiles (id) ON DELETE CASCADE,"
-	"  body BLOB NOT NULL"
-	") STRICT;"
-	"CREATE TABLE profile_links ("
-	"  trace_id BLOB NOT NULL CHECK (length(trace_id) = 16),"
-	"  profile INTEGER NOT NULL REFERENCES profiles (id) ON DELETE CASCADE,"
-	"  span_id BLOB NOT NULL CHECK (length(span_id) = 8),"
-	"  PRIMARY KEY (trace_id, profile, span_id)"
-	") STRICT, WITHOUT ROWID;"
-	"CREATE TABLE profile_totals ("
-	"  k INTEGER PRIMARY KEY CHECK (k = 0),"
-	"  n INTEGER NOT NULL,"
-	"  bytes INTEGER NOT NULL"
-	") STRICT;"
-	"INSERT INTO profile_totals (k, n, bytes) VALUES (0, 0, 0);"
-	"CREATE TRIGGER profiles_count_ins AFTER INSERT ON profiles BEGIN"
-	"  UPDATE profile_totals SET n = n + 1, bytes = bytes + NEW.body_bytes WHERE k = 0;"
-	" END;"
-	"CREATE TRIGGER profiles_count_del AFTER DELETE ON profiles BEGIN"
-	"  UPDATE profile_totals SET n = n - 1, bytes = bytes - OLD.body_bytes WHERE k = 0;"
-	" END;"
-	"CREATE INDEX profiles_start ON profiles (start_ns);"
-	"CREATE INDEX profiles_service ON profiles (service, start_ns);"
-	"CREATE INDEX profiles_agent ON profiles (agent, start_ns);"
-	"CREATE INDEX profiles_received ON profiles (received_ms);"
-	"CREATE INDEX profile_links_profile ON profile_links (profile);",
+	{.sqlite =
+		"CREATE TABLE profiles ("
+		"  id INTEGER PRIMARY KEY,"
+		"  profile_id BLOB NOT NULL CHECK (length(profile_id) = 16),"
+		"  agent TEXT NOT NULL,"
+		"  service TEXT NOT NULL,"
+		"  host TEXT NOT NULL,"
+		"  pid INTEGER NOT NULL,"
+		"  exe TEXT NOT NULL,"
+		"  type TEXT NOT NULL,"
+		"  start_ns INTEGER NOT NULL,"
+		"  duration_ns INTEGER NOT NULL,"
+		"  samples INTEGER NOT NULL,"
+		"  n_links INTEGER NOT NULL,"
+		"  received_ms INTEGER NOT NULL,"
+		"  body_bytes INTEGER NOT NULL,"
+		"  raw_bytes INTEGER NOT NULL"
+		") STRICT;"
+		"CREATE TABLE profile_bodies ("
+		"  id INTEGER PRIMARY KEY REFERENCES profiles (id) ON DELETE CASCADE,"
+		"  body BLOB NOT NULL"
+		") STRICT;"
+		"CREATE TABLE profile_links ("
+		"  trace_id BLOB NOT NULL CHECK (length(trace_id) = 16),"
+		"  profile INTEGER NOT NULL REFERENCES profiles (id) ON DELETE CASCADE,"
+		"  span_id BLOB NOT NULL CHECK (length(span_id) = 8),"
+		"  PRIMARY KEY (trace_id, profile, span_id)"
+		") STRICT, WITHOUT ROWID;"
+		"CREATE TABLE profile_totals ("
+		"  k INTEGER PRIMARY KEY CHECK (k = 0),"
+		"  n INTEGER NOT NULL,"
+		"  bytes INTEGER NOT NULL"
+		") STRICT;"
+		"INSERT INTO profile_totals (k, n, bytes) VALUES (0, 0, 0);"
+		"CREATE TRIGGER profiles_count_ins AFTER INSERT ON profiles BEGIN"
+		"  UPDATE profile_totals SET n = n + 1, bytes = bytes + NEW.body_bytes WHERE k = 0;"
+		" END;"
+		"CREATE TRIGGER profiles_count_del AFTER DELETE ON profiles BEGIN"
+		"  UPDATE profile_totals SET n = n - 1, bytes = bytes - OLD.body_bytes WHERE k = 0;"
+		" END;"
+		"CREATE INDEX profiles_start ON profiles (start_ns);"
+		"CREATE INDEX profiles_service ON profiles (service, start_ns);"
+		"CREATE INDEX profiles_agent ON profiles (agent, start_ns);"
+		"CREATE INDEX profiles_received ON profiles (received_ms);"
+		"CREATE INDEX profile_links_profile ON profile_links (profile);",
+	 .pg = PG_STEP_2},
 	/* 2 -> 3: the compact flame form of each profile (profstore/flame.h "Compact form"),
 	 * written at ingest next to the body so merged flame graphs skip gunzip + OTLP decode.
 	 * Its own table: profiles stored before this step simply have no row here. Its bytes
 	 * are added to profile_totals by store_profiles.c (not by triggers: the schema has to
 	 * stay on the database's first page, which test_store's corrupt-page test relies on). */
-	"CREATE TABLE profile_flames (id INTEGER PRIMARY KEY REFERENCES profiles (id) ON DELETE "
-	"CASCADE, flame BLOB NOT NULL) STRICT;",
+	{.sqlite =
+		"CREATE TABLE profile_flames (id INTEGER PRIMARY KEY REFERENCES profiles (id) ON DELETE "
+		"CASCADE, flame BLOB NOT NULL) STRICT;",
+	 .pg = PG_STEP_3},
 	/* 3 -> 4: incident captures (store_captures.c) and the profile columns that find a
 	 * capture's profiles: profleet.capture.id and profleet.trigger from the resource, and
 	 * the OTLP profile_id, by which agents report what they produced. */
-	"ALTER TABLE profiles ADD COLUMN capture_id TEXT NOT NULL DEFAULT '';"
-	"ALTER TABLE profiles ADD COLUMN trigger_name TEXT NOT NULL DEFAULT '';"
-	"CREATE INDEX profiles_capture ON profiles (capture_id, start_ns);"
-	"CREATE INDEX profiles_trigger ON profiles (trigger_name, start_ns);"
-	"CREATE INDEX profiles_profile_id ON profiles (profile_id);"
-	"CREATE TABLE captures (id TEXT PRIMARY KEY NOT NULL, state TEXT NOT NULL,"
-	" created_ms INTEGER NOT NULL, started_ms INTEGER NOT NULL, finished_ms INTEGER NOT NULL,"
-	" deadline_ms INTEGER NOT NULL, created_by TEXT NOT NULL, request TEXT NOT NULL,"
-	" agents_matched INTEGER NOT NULL) STRICT, WITHOUT ROWID;"
-	"CREATE INDEX captures_state ON captures (state, id);"
-	"CREATE TABLE capture_agents (capture TEXT NOT NULL REFERENCES captures (id) ON DELETE"
-	" CASCADE, uid BLOB NOT NULL CHECK (length(uid) = 16), state TEXT NOT NULL,"
-	" samples INTEGER NOT NULL, bytes INTEGER NOT NULL, profile_ids BLOB NOT NULL,"
-	" error_code TEXT NOT NULL, error TEXT NOT NULL, updated_ms INTEGER NOT NULL,"
-	" PRIMARY KEY (capture, uid)) STRICT, WITHOUT ROWID;",
+	{.sqlite =
+		"ALTER TABLE profiles ADD COLUMN capture_id TEXT NOT NULL DEFAULT '';"
+		"ALTER TABLE profiles ADD COLUMN trigger_name TEXT NOT NULL DEFAULT '';"
+		"CREATE INDEX profiles_capture ON profiles (capture_id, start_ns);"
+		"CREATE INDEX profiles_trigger ON profiles (trigger_name, start_ns);"
+		"CREATE INDEX profiles_profile_id ON profiles (profile_id);"
+		"CREATE TABLE captures (id TEXT PRIMARY KEY NOT NULL, state TEXT NOT NULL,"
+		" created_ms INTEGER NOT NULL, started_ms INTEGER NOT NULL, finished_ms INTEGER NOT NULL,"
+		" deadline_ms INTEGER NOT NULL, created_by TEXT NOT NULL, request TEXT NOT NULL,"
+		" agents_matched INTEGER NOT NULL) STRICT, WITHOUT ROWID;"
+		"CREATE INDEX captures_state ON captures (state, id);"
+		"CREATE TABLE capture_agents (capture TEXT NOT NULL REFERENCES captures (id) ON DELETE"
+		" CASCADE, uid BLOB NOT NULL CHECK (length(uid) = 16), state TEXT NOT NULL,"
+		" samples INTEGER NOT NULL, bytes INTEGER NOT NULL, profile_ids BLOB NOT NULL,"
+		" error_code TEXT NOT NULL, error TEXT NOT NULL, updated_ms INTEGER NOT NULL,"
+		" PRIMARY KEY (capture, uid)) STRICT, WITHOUT ROWID;",
+	 .pg = PG_STEP_4},
 	/* 4 -> 5: staged rollouts (store_rollouts.c): the rollout, its agents with their batch
 	 * and the version they had, the per-agent pinned config versions, and the version of a
 	 * config served to unpinned agents when it is not the latest. */
-	"CREATE TABLE rollouts (id TEXT PRIMARY KEY NOT NULL, config TEXT NOT NULL,"
-	" version INTEGER NOT NULL, state TEXT NOT NULL, created_ms INTEGER NOT NULL,"
-	" updated_ms INTEGER NOT NULL, created_by TEXT NOT NULL, spec TEXT NOT NULL,"
-	" progress TEXT NOT NULL) STRICT, WITHOUT ROWID;"
-	"CREATE INDEX rollouts_state ON rollouts (state, id);"
-	"CREATE TABLE rollout_agents (rollout TEXT NOT NULL REFERENCES rollouts (id) ON DELETE"
-	" CASCADE, uid BLOB NOT NULL CHECK (length(uid) = 16), batch INTEGER NOT NULL,"
-	" from_version INTEGER NOT NULL, state TEXT NOT NULL, revert TEXT NOT NULL,"
-	" error TEXT NOT NULL,"
-	" updated_ms INTEGER NOT NULL, PRIMARY KEY (rollout, uid)) STRICT, WITHOUT ROWID;"
-	"CREATE TABLE agent_pins (uid BLOB PRIMARY KEY NOT NULL CHECK (length(uid) = 16),"
-	" config TEXT NOT NULL, version INTEGER NOT NULL CHECK (version >= 1)) STRICT;"
-	"CREATE TABLE config_serving (name TEXT PRIMARY KEY NOT NULL,"
-	" version INTEGER NOT NULL CHECK (version >= 1)) STRICT;",
+	{.sqlite =
+		"CREATE TABLE rollouts (id TEXT PRIMARY KEY NOT NULL, config TEXT NOT NULL,"
+		" version INTEGER NOT NULL, state TEXT NOT NULL, created_ms INTEGER NOT NULL,"
+		" updated_ms INTEGER NOT NULL, created_by TEXT NOT NULL, spec TEXT NOT NULL,"
+		" progress TEXT NOT NULL) STRICT, WITHOUT ROWID;"
+		"CREATE INDEX rollouts_state ON rollouts (state, id);"
+		"CREATE TABLE rollout_agents (rollout TEXT NOT NULL REFERENCES rollouts (id) ON DELETE"
+		" CASCADE, uid BLOB NOT NULL CHECK (length(uid) = 16), batch INTEGER NOT NULL,"
+		" from_version INTEGER NOT NULL, state TEXT NOT NULL, revert TEXT NOT NULL,"
+		" error TEXT NOT NULL,"
+		" updated_ms INTEGER NOT NULL, PRIMARY KEY (rollout, uid)) STRICT, WITHOUT ROWID;"
+		"CREATE TABLE agent_pins (uid BLOB PRIMARY KEY NOT NULL CHECK (length(uid) = 16),"
+		" config TEXT NOT NULL, version INTEGER NOT NULL CHECK (version >= 1)) STRICT;"
+		"CREATE TABLE config_serving (name TEXT PRIMARY KEY NOT NULL,"
+		" version INTEGER NOT NULL CHECK (version >= 1)) STRICT;",
+	 .pg = PG_STEP_5},
 	/* 5 -> 6: the Kubernetes place of a profile (resource k8s.namespace.name, k8s.pod.name,
 	 * k8s.container.name from the agent's pod attribution), for ?namespace=&pod=&container=. */
-	"ALTER TABLE profiles ADD COLUMN k8s_namespace TEXT NOT NULL DEFAULT '';"
-	"ALTER TABLE profiles ADD COLUMN k8s_pod TEXT NOT NULL DEFAULT '';"
-	"ALTER TABLE profiles ADD COLUMN k8s_container TEXT NOT NULL DEFAULT '';"
-	"CREATE INDEX profiles_k8s ON profiles (k8s_namespace, k8s_pod, start_ns);",
+	{.sqlite =
+		"ALTER TABLE profiles ADD COLUMN k8s_namespace TEXT NOT NULL DEFAULT '';"
+		"ALTER TABLE profiles ADD COLUMN k8s_pod TEXT NOT NULL DEFAULT '';"
+		"ALTER TABLE profiles ADD COLUMN k8s_container TEXT NOT NULL DEFAULT '';"
+		"CREATE INDEX profiles_k8s ON profiles (k8s_namespace, k8s_pod, start_ns);",
+	 .pg = PG_STEP_6},
 	/* 6 -> 7: token management and a readable audit (store_tokens.c): every token gets a
 	 * public id (16 hex digits, never the secret), an expiry (0 = never), the last use and
 	 * who made it; audit rows name the token (id), the source address and the outcome. */
-	"ALTER TABLE tokens ADD COLUMN id TEXT NOT NULL DEFAULT '';"
-	"ALTER TABLE tokens ADD COLUMN expires_ms INTEGER NOT NULL DEFAULT 0;"
-	"ALTER TABLE tokens ADD COLUMN last_used_ms INTEGER NOT NULL DEFAULT 0;"
-	"ALTER TABLE tokens ADD COLUMN created_by TEXT NOT NULL DEFAULT '';"
-	"UPDATE tokens SET id = lower(hex(randomblob(8)));"
-	"CREATE UNIQUE INDEX tokens_id ON tokens (id);"
-	"ALTER TABLE audit ADD COLUMN actor_id TEXT NOT NULL DEFAULT '';"
-	"ALTER TABLE audit ADD COLUMN source TEXT NOT NULL DEFAULT '';"
-	"ALTER TABLE audit ADD COLUMN status INTEGER NOT NULL DEFAULT 0;",
+	{.sqlite =
+		"ALTER TABLE tokens ADD COLUMN id TEXT NOT NULL DEFAULT '';"
+		"ALTER TABLE tokens ADD COLUMN expires_ms INTEGER NOT NULL DEFAULT 0;"
+		"ALTER TABLE tokens ADD COLUMN last_used_ms INTEGER NOT NULL DEFAULT 0;"
+		"ALTER TABLE tokens ADD COLUMN created_by TEXT NOT NULL DEFAULT '';"
+		"UPDATE tokens SET id = lower(hex(randomblob(8)));"
+		"CREATE UNIQUE INDEX tokens_id ON tokens (id);"
+		"ALTER TABLE audit ADD COLUMN actor_id TEXT NOT NULL DEFAULT '';"
+		"ALTER TABLE audit ADD COLUMN source TEXT NOT NULL DEFAULT '';"
+		"ALTER TABLE audit ADD COLUMN status INTEGER NOT NULL DEFAULT 0;",
+	 .pg = PG_STEP_7},
+	/* 7 -> 8: when an agent row was last written, on the database's clock, so that replicas
+	 * sharing PostgreSQL read only the rows that changed (pf_store_agents_foreach_since).
+	 * SQLite (one replica) keeps the column at 0. */
+	{.sqlite =
+		"ALTER TABLE agents ADD COLUMN written_ms INTEGER NOT NULL DEFAULT 0;",
+	 .pg = PG_STEP_8},
 };
 /* clang-format on */
 
 #define STORE_SCHEMA_LATEST ((int)PF_ARRAY_SIZE(migrations))
+
+const struct store_migration *store_migrations(size_t *n)
+{
+	*n = PF_ARRAY_SIZE(migrations);
+	return migrations;
+}
 
 /* ---- The statement cache. */
 enum stmt_id {
@@ -278,6 +377,7 @@ struct pf_store {
 	struct store_prof *prof; /* store_profiles.c's statements and settings, lazily made */
 	struct store_cap *cap;   /* store_captures.c's statements, lazily made */
 	struct store_roll *roll; /* store_rollouts.c's statements, lazily made */
+	struct store_pg *pg;     /* the fleet tables' PostgreSQL backend, NULL: SQLite */
 };
 
 /* ---- For the other store_*.c files (store_int.h). */
@@ -299,6 +399,16 @@ struct store_cap **store_cap_slot(struct pf_store *st)
 struct store_roll **store_roll_slot(struct pf_store *st)
 {
 	return &st->roll;
+}
+
+struct store_pg **store_pg_slot(struct pf_store *st)
+{
+	return &st->pg;
+}
+
+struct store_pg *store_pg_of(const struct pf_store *st)
+{
+	return st->pg;
 }
 
 
@@ -560,7 +670,7 @@ static int migrate(struct pf_store *st, struct pf_error *err)
 			st->schema_version = (int)v;
 			return exec_sql(st, "COMMIT", "migrate: commit", err);
 		}
-		rc = exec_sql(st, migrations[v], "migrate: step", err);
+		rc = exec_sql(st, migrations[v].sqlite, "migrate: step", err);
 		if (rc < 0)
 			goto fail;
 		snprintf(bump, sizeof(bump), "PRAGMA user_version = %lld", (long long)v + 1);
@@ -633,6 +743,17 @@ static int prepare_all(struct pf_store *st, struct pf_error *err)
 
 struct pf_store *pf_store_open(const char *path, enum pf_store_sync sync, struct pf_error *err)
 {
+	return pf_store_open_url(path, NULL, sync, err);
+}
+
+bool pf_store_url_is_postgres(const char *url)
+{
+	return url && (strncmp(url, "postgres://", 11) == 0 || strncmp(url, "postgresql://", 13) == 0);
+}
+
+struct pf_store *pf_store_open_url(const char *path, const char *fleet_url, enum pf_store_sync sync,
+				   struct pf_error *err)
+{
 	struct pf_store *st;
 	int rc;
 
@@ -666,6 +787,13 @@ struct pf_store *pf_store_open(const char *path, enum pf_store_sync sync, struct
 		rc = migrate(st, err);
 	if (rc == 0)
 		rc = prepare_all(st, err);
+	if (rc == 0 && fleet_url) {
+		if (!pf_store_url_is_postgres(fleet_url))
+			rc = pf_error_set(err, -EINVAL, "store",
+					  "store: expected a postgres:// or postgresql:// URL");
+		else
+			rc = store_pg_attach(st, fleet_url, err);
+	}
 	if (rc < 0)
 		goto fail;
 	return st;
@@ -683,6 +811,7 @@ void pf_store_close(struct pf_store *st)
 	store_prof_release(st->prof);
 	store_cap_release(st->cap);
 	store_roll_release(st->roll);
+	store_pg_detach(st);
 	for (size_t i = 0; i < S__COUNT; i++)
 		sqlite3_finalize(st->stmt[i]);
 	/* Closing the last connection checkpoints the WAL into the main file. */
@@ -705,11 +834,22 @@ const char *pf_store_last_error(const struct pf_store *st)
 	return st->last_error;
 }
 
+bool pf_store_is_shared(const struct pf_store *st)
+{
+	return st && st->pg;
+}
+
+bool pf_store_unavailable(const struct pf_store *st)
+{
+	return st && st->pg && store_pg_down(st);
+}
+
 /* ---- Tokens. */
 
 int pf_store_token_add(struct pf_store *st, const uint8_t hash[32], const char *role,
 		       const char *name, int64_t created_ms)
 {
+	STORE_PG_DISPATCH(st, store_pg_token_add(st, hash, role, name, created_ms));
 	STMT(s, st, S_TOKEN_ADD);
 	int rc;
 
@@ -734,6 +874,7 @@ int pf_store_token_add(struct pf_store *st, const uint8_t hash[32], const char *
 
 int pf_store_token_lookup(struct pf_store *st, const uint8_t hash[32], char *role, size_t role_len)
 {
+	STORE_PG_DISPATCH(st, store_pg_token_lookup(st, hash, role, role_len));
 	STMT(s, st, S_TOKEN_LOOKUP);
 	int rc;
 
@@ -751,6 +892,7 @@ int pf_store_token_lookup(struct pf_store *st, const uint8_t hash[32], char *rol
 
 int pf_store_token_name(struct pf_store *st, const uint8_t hash[32], char *name, size_t name_len)
 {
+	STORE_PG_DISPATCH(st, store_pg_token_name(st, hash, name, name_len));
 	STMT(s, st, S_TOKEN_NAME);
 	int rc;
 
@@ -768,6 +910,7 @@ int pf_store_token_name(struct pf_store *st, const uint8_t hash[32], char *name,
 
 int pf_store_token_count(struct pf_store *st, int64_t *count)
 {
+	STORE_PG_DISPATCH(st, store_pg_token_count(st, count));
 	STMT(s, st, S_TOKEN_COUNT);
 
 	if (sqlite3_step(s) != SQLITE_ROW)
@@ -862,6 +1005,7 @@ static int config_insert(struct pf_store *st, const char *name, int64_t version,
 int pf_store_config_put(struct pf_store *st, const char *name, const char *body, size_t len,
 			const uint8_t hash[32], int64_t now_ms, int64_t *version, bool *created)
 {
+	STORE_PG_DISPATCH(st, store_pg_config_put(st, name, body, len, hash, now_ms, version, created));
 	uint8_t latest_hash[32];
 	int64_t latest = 0;
 	int rc;
@@ -902,6 +1046,7 @@ fail:
 int pf_store_config_get(struct pf_store *st, const char *name, int64_t version,
 			struct pf_config_version *out)
 {
+	STORE_PG_DISPATCH(st, store_pg_config_get(st, name, version, out));
 	STMT(s, st, version == 0 ? S_CFG_GET_LATEST : S_CFG_GET);
 	int rc;
 
@@ -953,6 +1098,7 @@ static int config_iterate(struct pf_store *st, sqlite3_stmt *s,
 int pf_store_config_versions(struct pf_store *st, const char *name,
 			     int (*cb)(const struct pf_config_version *cv, void *ud), void *ud)
 {
+	STORE_PG_DISPATCH(st, store_pg_config_versions(st, name, cb, ud));
 	STMT(s, st, S_CFG_VERSIONS);
 
 	if (!name || !cb)
@@ -970,6 +1116,7 @@ int pf_store_config_foreach_latest(struct pf_store *st,
 				   int (*cb)(const struct pf_config_version *cv, void *ud),
 				   void *ud)
 {
+	STORE_PG_DISPATCH(st, store_pg_config_foreach_latest(st, cb, ud));
 	STMT(s, st, S_CFG_FOREACH_LATEST);
 
 	if (!cb)
@@ -992,6 +1139,7 @@ static bool assignment_valid(const struct pf_assignment *a)
 
 int pf_store_assignment_put(struct pf_store *st, const struct pf_assignment *a)
 {
+	STORE_PG_DISPATCH(st, store_pg_assignment_put(st, a));
 	STMT(s, st, S_ASG_PUT);
 
 	if (!assignment_valid(a))
@@ -1017,6 +1165,7 @@ static int read_assignment_row(struct pf_store *st, sqlite3_stmt *s, struct pf_a
 
 int pf_store_assignment_get(struct pf_store *st, const char *name, struct pf_assignment *out)
 {
+	STORE_PG_DISPATCH(st, store_pg_assignment_get(st, name, out));
 	STMT(s, st, S_ASG_GET);
 	int rc;
 
@@ -1034,6 +1183,7 @@ int pf_store_assignment_get(struct pf_store *st, const char *name, struct pf_ass
 
 int pf_store_assignment_delete(struct pf_store *st, const char *name)
 {
+	STORE_PG_DISPATCH(st, store_pg_assignment_delete(st, name));
 	STMT(s, st, S_ASG_DELETE);
 	int rc;
 
@@ -1050,6 +1200,7 @@ int pf_store_assignment_delete(struct pf_store *st, const char *name)
 int pf_store_assignment_foreach(struct pf_store *st,
 				int (*cb)(const struct pf_assignment *a, void *ud), void *ud)
 {
+	STORE_PG_DISPATCH(st, store_pg_assignment_foreach(st, cb, ud));
 	STMT(s, st, S_ASG_FOREACH);
 
 	if (!cb)
@@ -1131,17 +1282,20 @@ fail:
 
 int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
 {
+	STORE_PG_DISPATCH(st, store_pg_agents_upsert(st, rows, n));
 	return agents_write(st, S_AGENT_UPSERT, rows, n, agent_bind, "agents_upsert");
 }
 
 int pf_store_agents_set_seen(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
 {
+	STORE_PG_DISPATCH(st, store_pg_agents_set_seen(st, rows, n));
 	return agents_write(st, S_AGENT_SET_SEEN, rows, n, agent_seen_bind, "agents_set_seen");
 }
 
 int pf_store_agents_foreach(struct pf_store *st,
 			    int (*cb)(const struct pf_agent_row *row, void *ud), void *ud)
 {
+	STORE_PG_DISPATCH(st, store_pg_agents_foreach(st, cb, ud));
 	STMT(s, st, S_AGENT_FOREACH);
 
 	if (!cb)
@@ -1187,6 +1341,7 @@ int pf_store_agents_foreach(struct pf_store *st,
 
 int pf_store_agents_mark_all_disconnected(struct pf_store *st)
 {
+	STORE_PG_DISPATCH(st, store_pg_agents_mark_all_disconnected(st));
 	STMT(s, st, S_AGENT_DISCONNECT_ALL);
 
 	return write1(st, s, "agents_mark_all_disconnected");
@@ -1194,6 +1349,7 @@ int pf_store_agents_mark_all_disconnected(struct pf_store *st)
 
 int pf_store_agent_delete(struct pf_store *st, const uint8_t uid[16])
 {
+	STORE_PG_DISPATCH(st, store_pg_agent_delete(st, uid));
 	STMT(s, st, S_AGENT_DELETE);
 	int rc;
 
@@ -1212,6 +1368,7 @@ int pf_store_agent_delete(struct pf_store *st, const uint8_t uid[16])
 int pf_store_audit(struct pf_store *st, int64_t ts_ms, const char *actor, const char *action,
 		   const char *target, const char *detail)
 {
+	STORE_PG_DISPATCH(st, store_pg_audit(st, ts_ms, actor, action, target, detail));
 	STMT(s, st, S_AUDIT_ADD);
 
 	if (!actor || !action)
@@ -1225,6 +1382,7 @@ int pf_store_audit(struct pf_store *st, int64_t ts_ms, const char *actor, const 
 int pf_store_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
 			   int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud)
 {
+	STORE_PG_DISPATCH(st, store_pg_audit_foreach(st, before_id, limit, cb, ud));
 	STMT(s, st, S_AUDIT_FOREACH);
 
 	if (!cb || before_id < 0)
@@ -1260,4 +1418,50 @@ int pf_store_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
 		if (rc)
 			return rc;
 	}
+}
+
+struct agent_get_ctx {
+	const uint8_t *uid;
+	int (*cb)(const struct pf_agent_row *row, void *ud);
+	void *ud;
+	bool found;
+};
+
+static int agent_get_cb(const struct pf_agent_row *row, void *ud)
+{
+	struct agent_get_ctx *c = ud;
+	if (memcmp(row->uid, c->uid, 16) != 0)
+		return 0;
+	c->found = true;
+	return c->cb(row, c->ud);
+}
+
+int pf_store_agent_get(struct pf_store *st, const uint8_t uid[16],
+		       int (*cb)(const struct pf_agent_row *row, void *ud), void *ud)
+{
+	STORE_PG_DISPATCH(st, store_pg_agent_get(st, uid, cb, ud));
+	/* One replica: the fleet in memory has every agent, so this is only a fallback. */
+	struct agent_get_ctx c = {.uid = uid, .cb = cb, .ud = ud};
+	int rc = pf_store_agents_foreach(st, agent_get_cb, &c);
+	return rc ? rc : c.found ? 0 : -ENOENT;
+}
+
+int pf_store_rollout_lock(struct pf_store *st, const char *id, bool *owned)
+{
+	STORE_PG_DISPATCH(st, store_pg_rollout_lock(st, id, owned));
+	*owned = true; /* one replica owns everything */
+	return 0;
+}
+
+int pf_store_rollout_unlock(struct pf_store *st, const char *id)
+{
+	STORE_PG_DISPATCH(st, store_pg_rollout_unlock(st, id));
+	return 0;
+}
+
+int pf_store_agents_foreach_since(struct pf_store *st, int64_t *since_ms,
+				  int (*cb)(const struct pf_agent_row *row, void *ud), void *ud)
+{
+	STORE_PG_DISPATCH(st, store_pg_agents_foreach_since(st, since_ms, cb, ud));
+	return pf_store_agents_foreach(st, cb, ud); /* one replica: no change stamp kept */
 }

@@ -1,5 +1,13 @@
-/* store.h — the controller's fleet store. The only module that includes sqlite3.h
- * (STYLE.md rule 3), so a PostgreSQL store can slot in behind this header.
+/* store.h — the controller's fleet store. The only module that includes sqlite3.h and
+ * libpq-fe.h (STYLE.md rule 3).
+ *
+ * Two backends behind this one header: SQLite (the default, one file in the data dir) and,
+ * for the fleet tables (tokens, audit, configs, assignments, agents, captures, rollouts,
+ * pins, served versions), PostgreSQL when pf_store_open_url() is given a postgres:// URL, so
+ * that several controller replicas share them. The embedded profile store (the profiles
+ * calls below) always stays in the SQLite file: per replica. With PostgreSQL, a call that
+ * finds the database unreachable fails fast with -EAGAIN (pf_store_unavailable() is then
+ * true; the API answers 503) and the connection is re-made with backoff on a later call.
  *
  * One struct pf_store is one database connection, used by one thread at a time. The
  * controller opens two: the main loop's (configs, assignments, tokens: small synchronous
@@ -37,6 +45,20 @@ enum pf_store_sync { PF_STORE_SYNC_FULL, PF_STORE_SYNC_NORMAL };
  * database or any SQLite error, ENOTSUP for a database whose schema version is newer than
  * this build knows (it is left untouched). ":memory:" works (no WAL) for quick tests. */
 struct pf_store *pf_store_open(const char *path, enum pf_store_sync sync, struct pf_error *err);
+/* pf_store_open(), and with fleet_url (NULL: none) a postgres:// or postgresql:// URL (libpq
+ * connection URI) for the fleet tables: connected with a connect and a statement timeout,
+ * migrated under an advisory lock. NULL with errno and err ("store: postgres: connect to
+ * HOST:PORT: <why>") on failure; ENOTSUP for a schema newer than this build. */
+struct pf_store *pf_store_open_url(const char *path, const char *fleet_url, enum pf_store_sync sync,
+				   struct pf_error *err);
+/* Whether url names a PostgreSQL database (postgres:// or postgresql://). */
+bool pf_store_url_is_postgres(const char *url);
+/* True when the fleet tables are in PostgreSQL (shared with other replicas). */
+bool pf_store_is_shared(const struct pf_store *st);
+/* True while the shared database is unreachable (calls fail with -EAGAIN). */
+bool pf_store_unavailable(const struct pf_store *st);
+/* This process's replica id (16 hex digits, random per start), in NOTIFY payloads. */
+const char *pf_store_replica_id(void);
 /* Closes the connection (the last one checkpoints the WAL). NULL is allowed. */
 void pf_store_close(struct pf_store *st);
 /* Schema version after migrations (for tests and /readyz). */
@@ -165,9 +187,17 @@ int pf_store_agents_set_seen(struct pf_store *st, const struct pf_agent_row *row
 /* Calls cb for every stored agent (strings valid only during the call). */
 int pf_store_agents_foreach(struct pf_store *st,
 			    int (*cb)(const struct pf_agent_row *row, void *ud), void *ud);
+/* Replicas sharing PostgreSQL: the rows written since *since_ms (the database's clock; 0:
+ * every row), minus a margin for transactions that committed late; *since_ms is advanced to
+ * the newest stamp seen. On SQLite: every row (*since_ms untouched). */
+int pf_store_agents_foreach_since(struct pf_store *st, int64_t *since_ms,
+				  int (*cb)(const struct pf_agent_row *row, void *ud), void *ud);
 /* At controller start: nothing is connected yet. */
 int pf_store_agents_mark_all_disconnected(struct pf_store *st);
 int pf_store_agent_delete(struct pf_store *st, const uint8_t uid[16]); /* -ENOENT */
+/* Calls cb with the stored row of one agent: -ENOENT when there is none. */
+int pf_store_agent_get(struct pf_store *st, const uint8_t uid[16],
+		       int (*cb)(const struct pf_agent_row *row, void *ud), void *ud);
 
 /* ---- Audit log of every mutation. actor and action are required; target NULL is stored as
  * "", detail may be NULL. */
@@ -426,5 +456,51 @@ int pf_store_config_serving_set(struct pf_store *st, const char *name, int64_t v
 int pf_store_config_serving_foreach(struct pf_store *st,
 				    int (*cb)(const char *name, int64_t version, void *ud),
 				    void *ud);
+
+/* Ownership of a rollout between replicas sharing PostgreSQL: a session-level advisory lock
+ * per rollout id, held by the replica that drives it until it finishes or the replica's
+ * connection ends (a replica that dies releases it; another takes over at its next load).
+ * On SQLite (one replica) *owned is always true. */
+int pf_store_rollout_lock(struct pf_store *st, const char *id, bool *owned);
+int pf_store_rollout_unlock(struct pf_store *st, const char *id);
+
+/* ---- Change notifications between replicas (PostgreSQL LISTEN/NOTIFY). Every fleet write
+ * through a shared store notifies "<kind> <name>" at commit: kind "config" (name: the config),
+ * "assignment", "token" (id), "capture" (id), "rollout" (id). A listener is one more
+ * connection that only LISTENs, driven entirely by the caller's event loop: it connects with
+ * libpq's asynchronous connect, sends LISTEN without waiting and reads notifications as they
+ * come, each step when its descriptor is ready for what pf_store_listener_wants(); nothing in
+ * it blocks. The caller bounds the connect (a deadline of its own: libpq's connect_timeout
+ * does not apply to asynchronous connects). */
+struct pf_store_listener;
+struct pf_store_listener *pf_store_listener_new(const char *url); /* NULL on ENOMEM */
+void pf_store_listener_free(struct pf_store_listener *l);
+/* Starts connecting (drops a previous connection): 0, or -EAGAIN (pf_store_listener_error()
+ * says why). Then watch pf_store_listener_fd() for pf_store_listener_wants(). */
+int pf_store_listener_connect(struct pf_store_listener *l);
+/* The socket to watch, -1 while not connected (it may change while connecting). */
+int pf_store_listener_fd(const struct pf_store_listener *l);
+#define PF_STORE_WANT_READ 1
+#define PF_STORE_WANT_WRITE 2
+int pf_store_listener_wants(const struct pf_store_listener *l);
+/* True once LISTEN is in effect (from then on every notification is delivered). */
+bool pf_store_listener_ready(const struct pf_store_listener *l);
+/* One step on readiness: advances the connect and the LISTEN, then reads what arrived and
+ * calls cb for each notification from another replica. The count (0 while connecting), or
+ * -EAGAIN when the connection failed or was lost (connect again; changes in between were
+ * missed, so reload everything). */
+int pf_store_listener_step(struct pf_store_listener *l,
+			   void (*cb)(const char *kind, const char *name, void *ud), void *ud);
+const char *pf_store_listener_error(const struct pf_store_listener *l);
+/* Gives up the connection (the caller's connect deadline passed): why goes to the error. */
+void pf_store_listener_abort(struct pf_store_listener *l, const char *why);
+/* While held, a lost connection of st is not re-made (calls fail at once with -EAGAIN): the
+ * server holds it while its listener cannot reach the database, so no call on the event
+ * loop waits for a connect that cannot succeed. */
+void pf_store_hold_reconnect(struct pf_store *st, bool hold);
+/* Gated: whenever st's connection is lost (or a call got no answer in time), reconnects are
+ * held until the caller releases them with pf_store_hold_reconnect(st, false) — the server
+ * does once its asynchronous listener connected again, i.e. the database answers. */
+void pf_store_gate_reconnect(struct pf_store *st, bool gated);
 
 #endif

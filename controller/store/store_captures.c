@@ -7,6 +7,7 @@
 
 #include "pf/compiler.h"
 #include "store_int.h"
+#include "store_pg.h"
 
 #define CAP_COLS                                                                                   \
 	"id, state, created_ms, started_ms, finished_ms, deadline_ms, created_by, request, "       \
@@ -107,6 +108,7 @@ static int save_agent(struct pf_store *st, const struct pf_capture_agent_row *a)
 int pf_store_captures_save(struct pf_store *st, const struct pf_capture_row *caps, size_t n_caps,
 			   const struct pf_capture_agent_row *agents, size_t n_agents)
 {
+	STORE_PG_DISPATCH(st, store_pg_captures_save(st, caps, n_caps, agents, n_agents));
 	if ((n_caps && !caps) || (n_agents && !agents))
 		return -EINVAL;
 	if (!n_caps && !n_agents)
@@ -175,6 +177,7 @@ int pf_store_capture_get(struct pf_store *st, const char *id,
 			 int (*cap_cb)(const struct pf_capture_row *c, void *ud),
 			 int (*agent_cb)(const struct pf_capture_agent_row *a, void *ud), void *ud)
 {
+	STORE_PG_DISPATCH(st, store_pg_capture_get(st, id, cap_cb, agent_cb, ud));
 	int rc;
 
 	if (!id || !cap_cb)
@@ -222,6 +225,7 @@ int pf_store_capture_get(struct pf_store *st, const char *id,
 int pf_store_captures_foreach(struct pf_store *st, const struct pf_capture_query *q,
 			      int (*cb)(const struct pf_capture_row *c, void *ud), void *ud)
 {
+	STORE_PG_DISPATCH(st, store_pg_captures_foreach(st, q, cb, ud));
 	int rc;
 
 	if (!q || !cb)

@@ -24,6 +24,9 @@ void store_cap_release(struct store_cap *c);
 /* The same for store_rollouts.c. */
 struct store_roll **store_roll_slot(struct pf_store *st);
 void store_roll_release(struct store_roll *r);
+/* The slot of the PostgreSQL backend (store_pg.c), NULL when the fleet tables are in SQLite. */
+struct store_pg;
+struct store_pg **store_pg_slot(struct pf_store *st);
 /* store.c's transaction helpers (BEGIN IMMEDIATE; commit rolls back on failure) and its
  * step of a statement that returns no row. */
 int store_tx_begin(struct pf_store *st);

@@ -7,6 +7,7 @@
 
 #include "pf/compiler.h"
 #include "store_int.h"
+#include "store_pg.h"
 
 #define RO_COLS "id, config, version, state, created_ms, updated_ms, created_by, spec, progress"
 #define RA_COLS "rollout, uid, batch, from_version, state, revert, error, updated_ms"
@@ -147,6 +148,7 @@ int pf_store_rollout_save(struct pf_store *st, const struct pf_rollout_row *r,
 			  const struct pf_rollout_agent_row *agents, size_t n_agents,
 			  const struct pf_pin_row *pins, size_t n_pins)
 {
+	STORE_PG_DISPATCH(st, store_pg_rollout_save(st, r, agents, n_agents, pins, n_pins));
 	if ((n_agents && !agents) || (n_pins && !pins))
 		return -EINVAL;
 	if (!r && !n_agents && !n_pins)
@@ -211,6 +213,7 @@ int pf_store_rollout_get(struct pf_store *st, const char *id,
 			 int (*r_cb)(const struct pf_rollout_row *r, void *ud),
 			 int (*agent_cb)(const struct pf_rollout_agent_row *a, void *ud), void *ud)
 {
+	STORE_PG_DISPATCH(st, store_pg_rollout_get(st, id, r_cb, agent_cb, ud));
 	int rc;
 
 	if (!id || !r_cb)
@@ -259,6 +262,7 @@ int pf_store_rollouts_foreach(struct pf_store *st, bool active_only, const char 
 			      size_t limit, int (*cb)(const struct pf_rollout_row *r, void *ud),
 			      void *ud)
 {
+	STORE_PG_DISPATCH(st, store_pg_rollouts_foreach(st, active_only, before_id, limit, cb, ud));
 	int rc;
 
 	if (!cb)
@@ -288,6 +292,7 @@ int pf_store_rollouts_foreach(struct pf_store *st, bool active_only, const char 
 int pf_store_pins_foreach(struct pf_store *st, int (*cb)(const struct pf_pin_row *p, void *ud),
 			  void *ud)
 {
+	STORE_PG_DISPATCH(st, store_pg_pins_foreach(st, cb, ud));
 	int rc;
 	RSTMT(s, st, R_PINS, &rc);
 
@@ -314,6 +319,7 @@ int pf_store_pins_foreach(struct pf_store *st, int (*cb)(const struct pf_pin_row
 
 int pf_store_pins_clear(struct pf_store *st, const char *config, int64_t version)
 {
+	STORE_PG_DISPATCH(st, store_pg_pins_clear(st, config, version));
 	int rc;
 	RSTMT(s, st, R_PINS_CLEAR, &rc);
 
@@ -328,6 +334,7 @@ int pf_store_pins_clear(struct pf_store *st, const char *config, int64_t version
 
 int pf_store_config_serving_set(struct pf_store *st, const char *name, int64_t version)
 {
+	STORE_PG_DISPATCH(st, store_pg_config_serving_set(st, name, version));
 	int rc;
 	RSTMT(s, st, version > 0 ? R_SERVE_SET : R_SERVE_DEL, &rc);
 
@@ -344,6 +351,7 @@ int pf_store_config_serving_foreach(struct pf_store *st,
 				    int (*cb)(const char *name, int64_t version, void *ud),
 				    void *ud)
 {
+	STORE_PG_DISPATCH(st, store_pg_config_serving_foreach(st, cb, ud));
 	int rc;
 	RSTMT(s, st, R_SERVE_LIST, &rc);
 

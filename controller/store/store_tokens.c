@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "store_int.h"
+#include "store_pg.h"
 
 #define TOKEN_COLS "id, name, role, created_by, created_ms, expires_ms, last_used_ms, hash"
 
@@ -49,6 +50,7 @@ static int bind_str(sqlite3_stmt *s, int i, const char *v)
 
 int pf_store_token_create(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t)
 {
+	STORE_PG_DISPATCH(st, store_pg_token_create(st, hash, t));
 	int rc;
 	if (!hash || !t || !t->name[0] || !t->role[0])
 		return store_fail_other(st, NULL, -EINVAL, "token_create: missing argument");
@@ -85,6 +87,7 @@ int pf_store_token_create(struct pf_store *st, const uint8_t hash[32], struct pf
 
 int pf_store_token_find(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t)
 {
+	STORE_PG_DISPATCH(st, store_pg_token_find(st, hash, t));
 	int rc;
 	sqlite3_stmt *s = prep(st, "SELECT " TOKEN_COLS " FROM tokens WHERE hash = ?1",
 			       "token_find: prepare", &rc);
@@ -109,6 +112,7 @@ int pf_store_token_find(struct pf_store *st, const uint8_t hash[32], struct pf_t
 int pf_store_token_foreach(struct pf_store *st, int (*cb)(const struct pf_token_info *t, void *ud),
 			   void *ud)
 {
+	STORE_PG_DISPATCH(st, store_pg_token_foreach(st, cb, ud));
 	int rc;
 	sqlite3_stmt *s = prep(st, "SELECT " TOKEN_COLS " FROM tokens ORDER BY created_ms, id",
 			       "token_foreach: prepare", &rc);
@@ -136,6 +140,7 @@ int pf_store_token_foreach(struct pf_store *st, int (*cb)(const struct pf_token_
 
 int pf_store_token_revoke(struct pf_store *st, const char *id, struct pf_token_info *t)
 {
+	STORE_PG_DISPATCH(st, store_pg_token_revoke(st, id, t));
 	int rc;
 	if (!id)
 		return -EINVAL;
@@ -163,6 +168,7 @@ int pf_store_token_revoke(struct pf_store *st, const char *id, struct pf_token_i
 
 int pf_store_token_touch(struct pf_store *st, const char *id, int64_t now_ms)
 {
+	STORE_PG_DISPATCH(st, store_pg_token_touch(st, id, now_ms));
 	int rc;
 	sqlite3_stmt *s = prep(st, "UPDATE tokens SET last_used_ms = ?2 WHERE id = ?1",
 			       "token_touch: prepare", &rc);
@@ -180,6 +186,7 @@ int pf_store_token_touch(struct pf_store *st, const char *id, int64_t now_ms)
 
 int pf_store_audit_write(struct pf_store *st, const struct pf_audit_entry *e)
 {
+	STORE_PG_DISPATCH(st, store_pg_audit_write(st, e));
 	int rc;
 	if (!e || !e->actor || !e->action)
 		return store_fail_other(st, NULL, -EINVAL, "audit: missing actor or action");
@@ -209,6 +216,7 @@ static const char *col_str(sqlite3_stmt *s, int i)
 int pf_store_audit_query(struct pf_store *st, const struct pf_audit_query *q,
 			 int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud)
 {
+	STORE_PG_DISPATCH(st, store_pg_audit_query(st, q, cb, ud));
 	int rc;
 	if (!q || !cb || q->before_id < 0 || q->limit == 0)
 		return -EINVAL;

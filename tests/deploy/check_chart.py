@@ -171,7 +171,7 @@ class Schema(unittest.TestCase):
     def test_bad_values_rejected(self):
         bad = [
             {"controller": {"replicas": "1"}},
-            {"controller": {"replicas": 2}},
+            {"controller": {"replicas": 100}},
             {"controller": {"port": 70000}},
             {"controller": {"logLevel": "verbose"}},
             {"controller": {"persistence": {"size": "lots"}}},
@@ -514,12 +514,42 @@ class Templates(unittest.TestCase):
         self.assertEqual(env["K8S_CLUSTER_NAME"]["value"], "prod-eu")
 
     def test_refusals(self):
-        with self.assertRaisesRegex(gt.FailError, "sqlite"):
+        with self.assertRaisesRegex(gt.FailError, "store.postgres.host"):
             render({"store": {"type": "postgres"}})
+        with self.assertRaisesRegex(gt.FailError, "needs store.type postgres"):
+            render({"controller": {"replicas": 2}})
         with self.assertRaisesRegex(gt.FailError, "secretName or"):
             render({"controller": {"tls": {"enabled": True}}})
         with self.assertRaisesRegex(gt.FailError, "secretName is required"):
             render({"controller": {"ingress": {"enabled": True, "tls": {"enabled": True}}}})
+
+    def test_postgres_store(self):
+        """store.type postgres: --store with the URL built from the values and the password
+        from its Secret; or the whole URL from a Secret; replicas > 1 allowed."""
+        objs, _ = render({"controller": {"replicas": 3},
+                          "store": {"type": "postgres", "postgres": {
+                              "host": "db.example", "port": 5433,
+                              "passwordSecret": {"name": "pg", "key": "pw"}}}})
+        sts = one(objs, "StatefulSet")
+        self.assertEqual(sts["spec"]["replicas"], 3)
+        c = container(sts["spec"]["template"]["spec"], "controller")
+        self.assertEqual(args_map(c)["--store"],
+                         ["postgres://profleet@db.example:5433/profleet?sslmode=require"])
+        env = {e["name"]: e for e in c["env"]}
+        self.assertEqual(env["PGPASSWORD"]["valueFrom"]["secretKeyRef"],
+                         {"name": "pg", "key": "pw"})
+        objs, _ = render({"store": {"type": "postgres", "postgres": {
+            "urlSecret": {"name": "pg-url", "key": "uri"}}}})
+        c = container(one(objs, "StatefulSet")["spec"]["template"]["spec"], "controller")
+        self.assertEqual(args_map(c)["--store"], ["$(PROFLEET_STORE_URL)"])
+        env = {e["name"]: e for e in c["env"]}
+        self.assertEqual(env["PROFLEET_STORE_URL"]["valueFrom"]["secretKeyRef"],
+                         {"name": "pg-url", "key": "uri"})
+        self.assertNotIn("PGPASSWORD", env)
+        # sqlite (the default): no --store, no env.
+        objs, _ = render({})
+        c = container(one(objs, "StatefulSet")["spec"]["template"]["spec"], "controller")
+        self.assertNotIn("--store", args_map(c))
 
     def test_every_optional_branch(self):
         """The switches the other variants leave alone, all flipped: every template branch

@@ -439,7 +439,7 @@ static void test_flames(void **state)
 static void test_upgrade_from_v2(void **state)
 {
 	struct fx *x = *state;
-	char cmd[1024];
+	char cmd[2048];
 	int64_t n, bytes;
 
 	put_flame(x, 1, 100, 0, NULL);
@@ -460,7 +460,7 @@ static void test_upgrade_from_v2(void **state)
 		 "ALTER TABLE tokens DROP COLUMN last_used_ms; "
 		 "ALTER TABLE tokens DROP COLUMN created_by; ALTER TABLE audit DROP COLUMN actor_id; "
 		 "ALTER TABLE audit DROP COLUMN source; ALTER TABLE audit DROP COLUMN status; "
-		 "PRAGMA user_version = 2;'",
+		 "ALTER TABLE agents DROP COLUMN written_ms; PRAGMA user_version = 2;'",
 		 x->db);
 	assert_int_equal(system(cmd), 0);
 	x->st = pf_store_open(x->db, PF_STORE_SYNC_NORMAL, NULL);

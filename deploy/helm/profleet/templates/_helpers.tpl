@@ -82,11 +82,11 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* Refuses value combinations the controller cannot run. */}}
 {{- define "profleet.validate" -}}
-{{- if ne .Values.store.type "sqlite" -}}
-{{- fail "store.type postgres: this controller version supports only the embedded sqlite store" -}}
+{{- if and (gt (int .Values.controller.replicas) 1) (ne .Values.store.type "postgres") -}}
+{{- fail "controller.replicas > 1 needs store.type postgres (replicas share the fleet tables in PostgreSQL; the embedded sqlite store is one file per pod); use 1 or set store.type postgres" -}}
 {{- end -}}
-{{- if gt (int .Values.controller.replicas) 1 -}}
-{{- fail "controller.replicas > 1 needs store.type postgres (not supported yet); use 1" -}}
+{{- if and (eq .Values.store.type "postgres") (not .Values.store.postgres.host) (not .Values.store.postgres.urlSecret.name) -}}
+{{- fail "store.type postgres needs store.postgres.host or store.postgres.urlSecret.name" -}}
 {{- end -}}
 {{- if and .Values.controller.tls.enabled (not .Values.controller.tls.secretName) (not .Values.controller.tls.certManager.enabled) -}}
 {{- fail "controller.tls.enabled needs controller.tls.secretName or controller.tls.certManager.enabled" -}}
@@ -99,5 +99,17 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- if and (not .Values.controller.enabled) .Values.agent.enabled (not .Values.agent.controllerURL) -}}
 {{- fail "agent.controllerURL is required when controller.enabled is false" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The controller's --store flag for store.type postgres: from the URL Secret (expanded by
+Kubernetes from the PROFLEET_STORE_URL variable), else built from host, port, database, user
+and sslMode; the password travels in PGPASSWORD, which libpq reads. */}}
+{{- define "profleet.storeArg" -}}
+{{- $pg := .Values.store.postgres -}}
+{{- if $pg.urlSecret.name -}}
+--store=$(PROFLEET_STORE_URL)
+{{- else -}}
+{{- printf "--store=postgres://%s@%s:%d/%s?sslmode=%s" $pg.user $pg.host (int $pg.port) $pg.database $pg.sslMode -}}
 {{- end -}}
 {{- end -}}

@@ -1,0 +1,1926 @@
+/* store_pg.c — the fleet tables in PostgreSQL through libpq; see store_pg.h and
+ * docs/internals/store.md ("PostgreSQL backend").
+ *
+ * One PGconn per struct pf_store, used by one thread at a time like the SQLite handle.
+ * Statements are the SQLite texts with ?N placeholders (rewritten to $N by
+ * store_sql_to_pg()); parameters go as text (numbers, strings) or binary (bytea), results
+ * come back binary (int8 as 8 big-endian bytes, bytea raw, text NUL-terminated), so nothing
+ * is parsed from text. Every connection has connect_timeout and statement_timeout, so a
+ * store call on the event loop is bounded. A lost connection makes calls fail fast with
+ * -EAGAIN ("unavailable", the API answers 503) and is re-made on a later call, at most once
+ * per backoff step (250 ms doubling to 5 s). */
+#include "store_pg.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <libpq-fe.h>
+
+#include "pf/compiler.h"
+#include "pf/hash.h"
+#include "store_dialect.h"
+#include "store_int.h"
+
+#define PG_CONNECT_TIMEOUT_S "3"
+#define PG_STATEMENT_TIMEOUT "-c statement_timeout=3000 -c client_min_messages=warning"
+/* A call waits at most this long for its answer (the statement_timeout is the server's: a
+ * hung server or a stalled path would never send it); then the connection is dropped. */
+#define PG_CALL_TIMEOUT_MS 4000
+#define PG_BACKOFF_MIN_MS 250
+#define PG_BACKOFF_MAX_MS 5000
+#define PG_MAX_PARAMS 16
+#define PG_SQL_MAX 2048
+/* pg_advisory_xact_lock key of the migrations ("pflt" "migr" in ASCII). */
+#define PG_MIGRATE_LOCK 0x70666c746d696772LL
+/* pg_try_advisory_lock key space of rollouts: (class, hashtext(id)). */
+#define PG_ROLLOUT_LOCK_CLASS "1885762096" /* "pfr0" */
+
+struct store_pg {
+	PGconn *conn;
+	char *url;
+	bool down;            /* the connection is lost: re-made at next_try_ms at the earliest */
+	bool hold;            /* pf_store_hold_reconnect(): no reconnect attempt at all */
+	bool gated;           /* pf_store_gate_reconnect(): a lost connection sets hold */
+	int64_t next_try_ms;
+	int64_t backoff_ms;
+	char replica[20];     /* this process's id in NOTIFY payloads */
+};
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One id per process: NOTIFY payloads carry it, so a replica skips its own. */
+const char *pf_store_replica_id(void)
+{
+	static char id[20];
+	if (!id[0]) {
+		uint8_t b[8] = {0};
+		pf_random_bytes(b, sizeof(b));
+		for (int i = 0; i < 8; i++)
+			snprintf(id + 2 * i, 3, "%02x", b[i]);
+	}
+	return id;
+}
+
+/* The connection is lost: the next call reconnects, unless reconnects are gated (then the
+ * caller's probe releases them, pf_store_hold_reconnect). */
+static void pg_mark_down(struct store_pg *g)
+{
+	g->down = true;
+	g->next_try_ms = mono_ms();
+	if (g->gated)
+		g->hold = true;
+}
+
+/* ---- Errors. */
+
+/* libpq messages end with a newline and may continue on more lines ("Is the server
+ * running..."): the first line is the one worth a log line. */
+static void first_line(const char *msg, char *out, size_t cap)
+{
+	size_t n = strcspn(msg ? msg : "", "\n");
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(out, msg ? msg : "", n);
+	out[n] = '\0';
+}
+
+static int pg_fail_msg(struct pf_store *st, struct pf_error *err, int rc, const char *what,
+		       const char *msg)
+{
+	char line[300], m[620];
+	first_line(msg, line, sizeof(line));
+	snprintf(m, sizeof(m), "postgres: %.300s: %s", what, line);
+	return store_fail_other(st, err, rc, m);
+}
+
+/* A failed result: -EAGAIN when the database is unreachable or shutting down or the
+ * statement timed out (the caller answers 503), -EEXIST for a unique violation, else -EIO. */
+static int pg_fail(struct pf_store *st, const char *what, PGresult *r)
+{
+	struct store_pg *g = store_pg_of(st);
+	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	const char *msg = r ? PQresultErrorMessage(r) : NULL;
+	int rc = -EIO;
+
+	if (!msg || !*msg)
+		msg = PQerrorMessage(g->conn);
+	if (PQstatus(g->conn) != CONNECTION_OK) {
+		pg_mark_down(g);
+		rc = -EAGAIN;
+	} else if (state && (strncmp(state, "08", 2) == 0 || strcmp(state, "57014") == 0 ||
+			     strncmp(state, "57P", 3) == 0)) {
+		rc = -EAGAIN;
+	} else if (state && strcmp(state, "23505") == 0) {
+		rc = -EEXIST;
+	}
+	return pg_fail_msg(st, NULL, rc, what, msg);
+}
+
+/* ---- Connections. */
+
+/* The store logs nothing (STYLE.md rule 12): server notices are dropped, errors come back
+ * through results. */
+static void pg_no_notice(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;
+}
+
+/* Later keywords override earlier ones: the URL may set its own. Besides the connect and
+ * statement timeouts, TCP keepalives and tcp_user_timeout bound a call to a database that
+ * vanished from the network (no RST): the statement_timeout is the server's and would never
+ * come back then. */
+static const char *const pg_kw[] = {"connect_timeout", "options", "application_name",
+				    "keepalives", "keepalives_idle", "keepalives_interval",
+				    "keepalives_count", "tcp_user_timeout", "dbname", NULL};
+#define PG_VALUES(url)                                                                             \
+	{PG_CONNECT_TIMEOUT_S, PG_STATEMENT_TIMEOUT, "profleet-controller", "1", "5", "2", "2",   \
+	 "5000", (url), NULL}
+
+static PGconn *pg_connect(const char *url)
+{
+	const char *const val[] = PG_VALUES(url);
+	PGconn *c = PQconnectdbParams(pg_kw, val, 1);
+	if (c)
+		PQsetNoticeProcessor(c, pg_no_notice, NULL);
+	return c;
+}
+
+/* "store: postgres: connect to HOST:PORT: <libpq's first line>" */
+static int pg_connect_fail(struct pf_store *st, struct pf_error *err, PGconn *c)
+{
+	char what[300];
+	const char *host = c ? PQhost(c) : NULL;
+	const char *port = c ? PQport(c) : NULL;
+	snprintf(what, sizeof(what), "connect to %s:%s", host && *host ? host : "?",
+		 port && *port ? port : "5432");
+	return pg_fail_msg(st, err, -EAGAIN, what,
+			   c ? PQerrorMessage(c) : "out of memory");
+}
+
+/* Makes sure the connection is up: 0, or -EAGAIN without waiting while the backoff runs. */
+static int pg_ready(struct pf_store *st)
+{
+	struct store_pg *g = store_pg_of(st);
+	int64_t now = mono_ms();
+
+	if (!g->down && PQstatus(g->conn) == CONNECTION_OK)
+		return 0;
+	if (now < g->next_try_ms || g->hold)
+		return -EAGAIN; /* last_error still says why */
+	PQfinish(g->conn);
+	g->conn = pg_connect(g->url);
+	if (!g->conn || PQstatus(g->conn) != CONNECTION_OK) {
+		pg_mark_down(g);
+		g->backoff_ms = g->backoff_ms ? pf_min(g->backoff_ms * 2, (int64_t)PG_BACKOFF_MAX_MS)
+					      : PG_BACKOFF_MIN_MS;
+		g->next_try_ms = mono_ms() + g->backoff_ms;
+		return pg_connect_fail(st, NULL, g->conn);
+	}
+	PQsetnonblocking(g->conn, 1);
+	g->down = false;
+	g->backoff_ms = 0;
+	return 0;
+}
+
+void pf_store_hold_reconnect(struct pf_store *st, bool hold)
+{
+	struct store_pg *g = st ? store_pg_of(st) : NULL;
+	if (g)
+		g->hold = hold;
+}
+
+void pf_store_gate_reconnect(struct pf_store *st, bool gated)
+{
+	struct store_pg *g = st ? store_pg_of(st) : NULL;
+	if (g)
+		g->gated = gated;
+}
+
+
+bool store_pg_down(const struct pf_store *st)
+{
+	struct store_pg *g = store_pg_of(st);
+	return g && (g->down || PQstatus(g->conn) != CONNECTION_OK);
+}
+
+/* ---- Parameters and results. */
+
+struct pgp {
+	int n;
+	const char *v[PG_MAX_PARAMS];
+	int len[PG_MAX_PARAMS];
+	int fmt[PG_MAX_PARAMS];
+	char num[PG_MAX_PARAMS][24];
+};
+
+static void p_text(struct pgp *p, const char *s) /* NULL: SQL NULL */
+{
+	p->v[p->n] = s;
+	p->len[p->n] = 0;
+	p->fmt[p->n++] = 0;
+}
+
+static void p_i64(struct pgp *p, int64_t x)
+{
+	snprintf(p->num[p->n], sizeof(p->num[0]), "%lld", (long long)x);
+	p_text(p, p->num[p->n]);
+}
+
+static void p_blob(struct pgp *p, const void *b, size_t len) /* NULL: SQL NULL */
+{
+	p->v[p->n] = b;
+	p->len[p->n] = (int)len;
+	p->fmt[p->n++] = 1;
+}
+
+/* Sends what is queued and waits for the last result of the command just sent, until
+ * deadline (CLOCK_MONOTONIC ms): NULL on a lost connection or at the deadline (*timed_out). */
+static PGresult *pg_wait(PGconn *c, int64_t deadline, bool *timed_out)
+{
+	PGresult *last = NULL;
+
+	*timed_out = false;
+	for (;;) {
+		int f = PQflush(c);
+		if (f < 0)
+			break;
+		if (f == 0 && !PQisBusy(c)) {
+			PGresult *r = PQgetResult(c);
+			if (!r)
+				return last;
+			PQclear(last);
+			last = r;
+			continue;
+		}
+		int64_t left = deadline - mono_ms();
+		if (left <= 0) {
+			*timed_out = true;
+			break;
+		}
+		struct pollfd pfd = {.fd = PQsocket(c), .events = POLLIN | (f == 1 ? POLLOUT : 0)};
+		int n = poll(&pfd, 1, (int)left);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n > 0 && (pfd.revents & (POLLIN | POLLERR | POLLHUP)) && !PQconsumeInput(c))
+			break;
+	}
+	PQclear(last);
+	return NULL;
+}
+
+/* PQexecParams with a client-side bound: NULL with the connection dropped (it is unusable
+ * in the middle of a command) when no answer came in PG_CALL_TIMEOUT_MS. */
+static PGresult *pg_exec(struct pf_store *st, const char *what, const char *sql,
+			 const struct pgp *p, int *rc)
+{
+	struct store_pg *g = store_pg_of(st);
+	bool timed_out = false;
+	PGresult *r = NULL;
+
+	if (PQsendQueryParams(g->conn, sql, p ? p->n : 0, NULL, p ? p->v : NULL,
+			      p ? p->len : NULL, p ? p->fmt : NULL, 1))
+		r = pg_wait(g->conn, mono_ms() + PG_CALL_TIMEOUT_MS, &timed_out);
+	if (timed_out) {
+		char m[200];
+		snprintf(m, sizeof(m), "no answer within %d ms (connection dropped)",
+			 PG_CALL_TIMEOUT_MS);
+		PQfinish(g->conn);
+		g->conn = NULL;
+		pg_mark_down(g);
+		*rc = pg_fail_msg(st, NULL, -EAGAIN, what, m);
+		return NULL;
+	}
+	if (!r) {
+		*rc = pg_fail(st, what, NULL);
+		return NULL;
+	}
+	*rc = 0;
+	return r;
+}
+
+/* Runs sql (?N placeholders) with p; the result (binary columns) or NULL with *rc set. */
+static PGresult *q(struct pf_store *st, const char *what, const char *sql, const struct pgp *p,
+		   int *rc)
+{
+	char text[PG_SQL_MAX];
+	PGresult *r;
+
+	*rc = pg_ready(st);
+	if (*rc < 0)
+		return NULL;
+	if (store_sql_to_pg(sql, text, sizeof(text)) < 0) {
+		*rc = store_fail_other(st, NULL, -EINVAL, "postgres: statement too long");
+		return NULL;
+	}
+	r = pg_exec(st, what, text, p, rc);
+	if (!r)
+		return NULL;
+	switch (PQresultStatus(r)) {
+	case PGRES_COMMAND_OK:
+	case PGRES_TUPLES_OK:
+		*rc = 0;
+		return r;
+	default:
+		*rc = pg_fail(st, what, r);
+		PQclear(r);
+		return NULL;
+	}
+}
+
+/* q() for a statement whose rows do not matter; *changed (may be NULL) gets the row count. */
+static int q_exec(struct pf_store *st, const char *what, const char *sql, const struct pgp *p,
+		  int64_t *changed)
+{
+	int rc;
+	PGresult *r = q(st, what, sql, p, &rc);
+	if (!r)
+		return rc;
+	if (changed)
+		*changed = strtoll(PQcmdTuples(r), NULL, 10);
+	PQclear(r);
+	return 0;
+}
+
+static void pgresult_freep(PGresult **r)
+{
+	if (*r)
+		PQclear(*r);
+}
+#define _cleanup_res_ _cleanup_(pgresult_freep)
+
+static int64_t col_i64(const PGresult *r, int row, int col)
+{
+	const unsigned char *b = (const unsigned char *)PQgetvalue(r, row, col);
+	uint64_t v = 0;
+	if (PQgetisnull(r, row, col) || PQgetlength(r, row, col) != 8)
+		return 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | b[i];
+	return (int64_t)v;
+}
+
+static const char *col_str(const PGresult *r, int row, int col) /* NULL for SQL NULL */
+{
+	return PQgetisnull(r, row, col) ? NULL : PQgetvalue(r, row, col);
+}
+
+static const char *col_str0(const PGresult *r, int row, int col) /* "" for SQL NULL */
+{
+	const char *s = col_str(r, row, col);
+	return s ? s : "";
+}
+
+static bool col_blob(const PGresult *r, int row, int col, void *dst, size_t len)
+{
+	if (PQgetisnull(r, row, col) || (size_t)PQgetlength(r, row, col) != len)
+		return false;
+	memcpy(dst, PQgetvalue(r, row, col), len);
+	return true;
+}
+
+static int col_copy(const PGresult *r, int row, int col, char *dst, size_t cap)
+{
+	size_t n = (size_t)PQgetlength(r, row, col);
+	if (n >= cap)
+		return -ENOSPC;
+	memcpy(dst, PQgetvalue(r, row, col), n);
+	dst[n] = '\0';
+	return 0;
+}
+
+/* ---- Transactions and NOTIFY. */
+
+static int tx_begin(struct pf_store *st)
+{
+	return q_exec(st, "begin", "BEGIN", NULL, NULL);
+}
+
+static void tx_rollback(struct pf_store *st)
+{
+	struct store_pg *g = store_pg_of(st);
+	int rc;
+	if (!g->down && PQstatus(g->conn) == CONNECTION_OK &&
+	    PQtransactionStatus(g->conn) != PQTRANS_IDLE)
+		PQclear(pg_exec(st, "rollback", "ROLLBACK", NULL, &rc));
+}
+
+static int tx_commit(struct pf_store *st, int rc)
+{
+	if (rc == 0)
+		rc = q_exec(st, "commit", "COMMIT", NULL, NULL);
+	if (rc < 0)
+		tx_rollback(st);
+	return rc;
+}
+
+/* Queues "<replica> <kind> <name>" on the channel; delivered at COMMIT, not at all on
+ * ROLLBACK (PostgreSQL's NOTIFY semantics). */
+static int notify(struct pf_store *st, const char *kind, const char *name)
+{
+	char payload[400];
+	struct pgp p = {0};
+	snprintf(payload, sizeof(payload), "%s %s %s", pf_store_replica_id(), kind, name);
+	p_text(&p, payload);
+	return q_exec(st, "notify", "SELECT pg_notify('" PF_STORE_PG_CHANNEL "', ?1)", &p, NULL);
+}
+
+/* One statement and its notification in one transaction. */
+static int write_notify(struct pf_store *st, const char *what, const char *sql,
+			const struct pgp *p, const char *kind, const char *name, int64_t *changed)
+{
+	int rc = tx_begin(st);
+	if (rc < 0)
+		return rc;
+	rc = q_exec(st, what, sql, p, changed);
+	if (rc == 0 && kind && (!changed || *changed > 0))
+		rc = notify(st, kind, name);
+	return tx_commit(st, rc);
+}
+
+/* ---- Open and migrate. */
+
+static int exec_simple(struct pf_store *st, struct pf_error *err, const char *what,
+		       const char *sql)
+{
+	struct store_pg *g = store_pg_of(st);
+	PGresult *r = PQexec(g->conn, sql);
+	int rc = 0;
+	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+		rc = pg_fail_msg(st, err, PQstatus(g->conn) == CONNECTION_OK ? -EIO : -EAGAIN,
+				 what, PQresultErrorMessage(r));
+	PQclear(r);
+	return rc;
+}
+
+/* All pending steps in one transaction under a transaction-level advisory lock: a second
+ * replica starting at the same moment waits for the lock, then finds the version bumped. */
+static int pg_migrate(struct pf_store *st, struct pf_error *err)
+{
+	struct store_pg *g = store_pg_of(st);
+	size_t n;
+	const struct store_migration *m = store_migrations(&n);
+	char sql[160];
+	int64_t v;
+	int rc;
+
+	rc = exec_simple(st, err, "migrate: begin", "BEGIN");
+	if (rc < 0)
+		return rc;
+	snprintf(sql, sizeof(sql), "SELECT pg_advisory_xact_lock(%lld)",
+		 (long long)PG_MIGRATE_LOCK);
+	rc = exec_simple(st, err, "migrate: lock", sql);
+	if (rc == 0)
+		rc = exec_simple(st, err, "migrate: version table",
+				 "CREATE TABLE IF NOT EXISTS profleet_schema (k INTEGER PRIMARY KEY "
+				 "CHECK (k = 0), version BIGINT NOT NULL);"
+				 "INSERT INTO profleet_schema VALUES (0, 0) ON CONFLICT DO NOTHING");
+	if (rc < 0)
+		goto fail;
+	PGresult *r = PQexec(g->conn, "SELECT version FROM profleet_schema WHERE k = 0");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+		rc = pg_fail_msg(st, err, -EIO, "migrate: version", PQresultErrorMessage(r));
+		PQclear(r);
+		goto fail;
+	}
+	v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	if (v > (int64_t)n) {
+		char msg[200];
+		snprintf(msg, sizeof(msg),
+			 "postgres: database schema version %lld is newer than this controller "
+			 "knows (%zu); refusing to open it (upgrade the controller)",
+			 (long long)v, n);
+		rc = store_fail_other(st, err, -ENOTSUP, msg);
+		goto fail;
+	}
+	for (; v < (int64_t)n; v++) {
+		if (m[v].pg[0]) {
+			snprintf(sql, sizeof(sql), "migrate: step %lld", (long long)v + 1);
+			rc = exec_simple(st, err, sql, m[v].pg);
+			if (rc < 0)
+				goto fail;
+		}
+		snprintf(sql, sizeof(sql), "UPDATE profleet_schema SET version = %lld",
+			 (long long)v + 1);
+		rc = exec_simple(st, err, "migrate: version", sql);
+		if (rc < 0)
+			goto fail;
+	}
+	return exec_simple(st, err, "migrate: commit", "COMMIT");
+fail:
+	PQclear(PQexec(g->conn, "ROLLBACK"));
+	return rc;
+}
+
+int store_pg_attach(struct pf_store *st, const char *url, struct pf_error *err)
+{
+	struct store_pg **slot = store_pg_slot(st);
+	struct store_pg *g = calloc(1, sizeof(*g));
+	if (!g || !(g->url = strdup(url))) {
+		free(g);
+		return pf_error_set(err, -ENOMEM, NULL, "store: out of memory");
+	}
+	*slot = g;
+	g->conn = pg_connect(url);
+	if (!g->conn || PQstatus(g->conn) != CONNECTION_OK)
+		return pg_connect_fail(st, err, g->conn);
+	int rc = pg_migrate(st, err);
+	PQsetnonblocking(g->conn, 1); /* from now on every call is bounded (pg_exec) */
+	return rc;
+}
+
+void store_pg_detach(struct pf_store *st)
+{
+	struct store_pg **slot = store_pg_slot(st);
+	if (!*slot)
+		return;
+	PQfinish((*slot)->conn);
+	free((*slot)->url);
+	free(*slot);
+	*slot = NULL;
+}
+
+/* ---- Tokens. */
+
+#define TOKEN_COLS "id, name, role, created_by, created_ms, expires_ms, last_used_ms, hash"
+
+static void token_row(const PGresult *r, int i, struct pf_token_info *t)
+{
+	memset(t, 0, sizeof(*t));
+	snprintf(t->id, sizeof(t->id), "%s", col_str0(r, i, 0));
+	snprintf(t->name, sizeof(t->name), "%s", col_str0(r, i, 1));
+	snprintf(t->role, sizeof(t->role), "%s", col_str0(r, i, 2));
+	snprintf(t->created_by, sizeof(t->created_by), "%s", col_str0(r, i, 3));
+	t->created_ms = col_i64(r, i, 4);
+	t->expires_ms = col_i64(r, i, 5);
+	t->last_used_ms = col_i64(r, i, 6);
+	col_blob(r, i, 7, t->hash, 32);
+}
+
+static void new_token_id(char id[PF_TOKEN_ID_LEN + 1])
+{
+	uint8_t b[PF_TOKEN_ID_LEN / 2] = {0};
+	pf_random_bytes(b, sizeof(b));
+	for (size_t i = 0; i < sizeof(b); i++)
+		snprintf(id + 2 * i, 3, "%02x", b[i]);
+}
+
+/* Inserts a token row with a new id (written to id) and notifies. -EEXIST: the hash is
+ * already stored. */
+static int token_insert(struct pf_store *st, const uint8_t hash[32], const char *role,
+			const char *name, int64_t created_ms, int64_t expires_ms,
+			const char *created_by, char id[PF_TOKEN_ID_LEN + 1])
+{
+	struct pgp p = {0};
+	int rc;
+
+	new_token_id(id);
+	p_blob(&p, hash, 32);
+	p_text(&p, role);
+	p_text(&p, name);
+	p_i64(&p, created_ms);
+	p_text(&p, id);
+	p_i64(&p, expires_ms);
+	p_text(&p, created_by ? created_by : "");
+	rc = write_notify(st, "token_add",
+			  "INSERT INTO tokens (hash, role, name, created_ms, id, expires_ms, "
+			  "last_used_ms, created_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7)",
+			  &p, "token", id, NULL);
+	if (rc == -EEXIST)
+		return store_fail_other(st, NULL, -EEXIST, "token_add: token already exists");
+	return rc;
+}
+
+int store_pg_token_create(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t)
+{
+	char id[PF_TOKEN_ID_LEN + 1];
+	int rc;
+
+	if (!hash || !t || !t->name[0] || !t->role[0])
+		return store_fail_other(st, NULL, -EINVAL, "token_create: missing argument");
+	rc = token_insert(st, hash, t->role, t->name, t->created_ms, t->expires_ms, t->created_by,
+			  id);
+	if (rc < 0)
+		return rc;
+	snprintf(t->id, sizeof(t->id), "%s", id);
+	t->last_used_ms = 0;
+	return 0;
+}
+
+int store_pg_token_add(struct pf_store *st, const uint8_t hash[32], const char *role,
+		       const char *name, int64_t created_ms)
+{
+	char id[PF_TOKEN_ID_LEN + 1];
+
+	if (!hash || !role || !name)
+		return store_fail_other(st, NULL, -EINVAL, "token_add: missing argument");
+	return token_insert(st, hash, role, name, created_ms, 0, "", id);
+}
+
+int store_pg_token_find(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t)
+{
+	struct pgp p = {0};
+	int rc;
+
+	p_blob(&p, hash, 32);
+	_cleanup_res_ PGresult *r =
+	    q(st, "token_find", "SELECT " TOKEN_COLS " FROM tokens WHERE hash = ?1", &p, &rc);
+	if (!r)
+		return rc;
+	if (PQntuples(r) == 0)
+		return -ENOENT;
+	token_row(r, 0, t);
+	return 0;
+}
+
+int store_pg_token_lookup(struct pf_store *st, const uint8_t hash[32], char *role, size_t role_len)
+{
+	struct pf_token_info t;
+	int rc;
+
+	if (!hash || !role || role_len == 0)
+		return -EINVAL;
+	rc = store_pg_token_find(st, hash, &t);
+	if (rc < 0)
+		return rc;
+	return (size_t)snprintf(role, role_len, "%s", t.role) >= role_len ? -ENOSPC : 0;
+}
+
+int store_pg_token_name(struct pf_store *st, const uint8_t hash[32], char *name, size_t name_len)
+{
+	struct pf_token_info t;
+	int rc;
+
+	if (!hash || !name || name_len == 0)
+		return -EINVAL;
+	rc = store_pg_token_find(st, hash, &t);
+	if (rc < 0)
+		return rc;
+	return (size_t)snprintf(name, name_len, "%s", t.name) >= name_len ? -ENOSPC : 0;
+}
+
+int store_pg_token_count(struct pf_store *st, int64_t *count)
+{
+	int rc;
+	_cleanup_res_ PGresult *r = q(st, "token_count", "SELECT count(*) FROM tokens", NULL, &rc);
+	if (!r)
+		return rc;
+	*count = col_i64(r, 0, 0);
+	return 0;
+}
+
+int store_pg_token_foreach(struct pf_store *st,
+			   int (*cb)(const struct pf_token_info *t, void *ud), void *ud)
+{
+	int rc;
+	_cleanup_res_ PGresult *r = q(st, "token_foreach",
+				      "SELECT " TOKEN_COLS " FROM tokens ORDER BY created_ms, id",
+				      NULL, &rc);
+	if (!r)
+		return rc;
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct pf_token_info t;
+		token_row(r, i, &t);
+		rc = cb(&t, ud);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int store_pg_token_revoke(struct pf_store *st, const char *id, struct pf_token_info *t)
+{
+	struct pgp p = {0};
+	int rc;
+
+	if (!id)
+		return -EINVAL;
+	p_text(&p, id);
+	rc = tx_begin(st);
+	if (rc < 0)
+		return rc;
+	PGresult *r = q(st, "token_revoke", "DELETE FROM tokens WHERE id = ?1 RETURNING " TOKEN_COLS,
+			&p, &rc);
+	if (r && PQntuples(r) == 0)
+		rc = -ENOENT;
+	else if (r && t)
+		token_row(r, 0, t);
+	if (r)
+		PQclear(r);
+	if (rc == 0)
+		rc = notify(st, "token", id);
+	if (rc < 0) {
+		tx_rollback(st);
+		return rc;
+	}
+	return tx_commit(st, 0);
+}
+
+int store_pg_token_touch(struct pf_store *st, const char *id, int64_t now_ms)
+{
+	struct pgp p = {0};
+	p_text(&p, id);
+	p_i64(&p, now_ms);
+	return q_exec(st, "token_touch", "UPDATE tokens SET last_used_ms = ?2 WHERE id = ?1", &p,
+		      NULL);
+}
+
+/* ---- Configs. */
+
+static int read_config(struct pf_store *st, const PGresult *r, int i,
+		       struct pf_config_version *cv, bool copy_body)
+{
+	const char *body = col_str(r, i, 3);
+
+	memset(cv, 0, sizeof(*cv));
+	if (col_copy(r, i, 0, cv->name, sizeof(cv->name)) < 0)
+		return store_fail_other(st, NULL, -EIO, "config: bad stored name");
+	cv->version = col_i64(r, i, 1);
+	if (!col_blob(r, i, 2, cv->hash, 32))
+		return store_fail_other(st, NULL, -EIO, "config: bad stored hash");
+	cv->created_ms = col_i64(r, i, 4);
+	if (!body)
+		return 0;
+	cv->body_len = (size_t)PQgetlength(r, i, 3);
+	if (!copy_body) {
+		cv->body = (char *)body;
+		return 0;
+	}
+	cv->body = malloc(cv->body_len + 1);
+	if (!cv->body)
+		return store_fail_other(st, NULL, -ENOMEM, "config: out of memory");
+	memcpy(cv->body, body, cv->body_len + 1);
+	return 0;
+}
+
+int store_pg_config_put(struct pf_store *st, const char *name, const char *body, size_t len,
+			const uint8_t hash[32], int64_t now_ms, int64_t *version, bool *created)
+{
+	struct pgp p = {0};
+	int64_t latest = 0;
+	char *copy = NULL;
+	int rc;
+
+	if (!name || !*name || strnlen(name, 128) >= 128 || !hash || (!body && len))
+		return store_fail_other(st, NULL, -EINVAL, "config_put: bad name or body");
+	rc = tx_begin(st);
+	if (rc < 0)
+		return rc;
+	/* Two replicas putting the same name wait for each other here, like BEGIN IMMEDIATE. */
+	p_text(&p, name);
+	rc = q_exec(st, "config_put: lock", "SELECT pg_advisory_xact_lock(hashtext('config:' || ?1))",
+		    &p, NULL);
+	if (rc == 0) {
+		_cleanup_res_ PGresult *r =
+		    q(st, "config_put: latest",
+		      "SELECT version, hash FROM configs WHERE name = ?1 ORDER BY version DESC LIMIT 1",
+		      &p, &rc);
+		if (r && PQntuples(r) == 1) {
+			uint8_t h[32];
+			latest = col_i64(r, 0, 0);
+			if (col_blob(r, 0, 1, h, 32) && memcmp(h, hash, 32) == 0) {
+				tx_rollback(st);
+				if (version)
+					*version = latest;
+				if (created)
+					*created = false;
+				return 0;
+			}
+		}
+	}
+	if (rc == 0) {
+		/* The body as text: it must be NUL-free, and libpq wants a terminated string. */
+		copy = malloc(len + 1);
+		if (!copy)
+			rc = store_fail_other(st, NULL, -ENOMEM, "config_put: out of memory");
+	}
+	if (rc == 0) {
+		struct pgp w = {0};
+		if (len)
+			memcpy(copy, body, len);
+		copy[len] = '\0';
+		p_text(&w, name);
+		p_i64(&w, latest + 1);
+		p_blob(&w, hash, 32);
+		p_text(&w, copy);
+		p_i64(&w, now_ms);
+		rc = q_exec(st, "config_put: insert",
+			    "INSERT INTO configs (name, version, hash, body, created_ms) "
+			    "VALUES (?1, ?2, ?3, ?4, ?5)",
+			    &w, NULL);
+		free(copy);
+	}
+	if (rc == 0)
+		rc = notify(st, "config", name);
+	rc = tx_commit(st, rc);
+	if (rc < 0)
+		return rc;
+	if (version)
+		*version = latest + 1;
+	if (created)
+		*created = true;
+	return 0;
+}
+
+#define CFG_COLS "name, version, hash, body, created_ms"
+
+int store_pg_config_get(struct pf_store *st, const char *name, int64_t version,
+			struct pf_config_version *out)
+{
+	struct pgp p = {0};
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	if (!name || version < 0)
+		return -EINVAL;
+	p_text(&p, name);
+	if (version > 0)
+		p_i64(&p, version);
+	_cleanup_res_ PGresult *r =
+	    q(st, "config_get",
+	      version > 0 ? "SELECT " CFG_COLS " FROM configs WHERE name = ?1 AND version = ?2"
+			  : "SELECT " CFG_COLS " FROM configs WHERE name = ?1 "
+			    "ORDER BY version DESC LIMIT 1",
+	      &p, &rc);
+	if (!r)
+		return rc;
+	if (PQntuples(r) == 0)
+		return -ENOENT;
+	rc = read_config(st, r, 0, out, true);
+	if (rc < 0)
+		pf_config_version_release(out);
+	return rc;
+}
+
+static int config_rows(struct pf_store *st, PGresult *r,
+		       int (*cb)(const struct pf_config_version *cv, void *ud), void *ud)
+{
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct pf_config_version cv;
+		int rc = read_config(st, r, i, &cv, false);
+		if (rc == 0)
+			rc = cb(&cv, ud);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int store_pg_config_versions(struct pf_store *st, const char *name,
+			     int (*cb)(const struct pf_config_version *cv, void *ud), void *ud)
+{
+	struct pgp p = {0};
+	int rc;
+
+	if (!name || !cb)
+		return -EINVAL;
+	p_text(&p, name);
+	_cleanup_res_ PGresult *r = q(st, "config_versions",
+				      "SELECT name, version, hash, NULL, created_ms FROM configs "
+				      "WHERE name = ?1 ORDER BY version DESC",
+				      &p, &rc);
+	if (!r)
+		return rc;
+	if (PQntuples(r) == 0)
+		return -ENOENT;
+	return config_rows(st, r, cb, ud);
+}
+
+int store_pg_config_foreach_latest(struct pf_store *st,
+				   int (*cb)(const struct pf_config_version *cv, void *ud),
+				   void *ud)
+{
+	int rc;
+
+	if (!cb)
+		return -EINVAL;
+	_cleanup_res_ PGresult *r =
+	    q(st, "config_foreach_latest",
+	      "SELECT DISTINCT ON (name) " CFG_COLS " FROM configs ORDER BY name, version DESC",
+	      NULL, &rc);
+	if (!r)
+		return rc;
+	return config_rows(st, r, cb, ud);
+}
+
+/* ---- Assignments. */
+
+#define ASG_COLS "name, selector, config, priority, updated_ms"
+
+static bool fits(const char *s, size_t cap)
+{
+	return s && strnlen(s, cap) < cap;
+}
+
+int store_pg_assignment_put(struct pf_store *st, const struct pf_assignment *a)
+{
+	struct pgp p = {0};
+
+	if (!a || !fits(a->name, sizeof(a->name)) || !a->name[0] ||
+	    !fits(a->selector, sizeof(a->selector)) || !fits(a->config, sizeof(a->config)))
+		return store_fail_other(st, NULL, -EINVAL, "assignment_put: bad assignment");
+	p_text(&p, a->name);
+	p_text(&p, a->selector);
+	p_text(&p, a->config);
+	p_i64(&p, a->priority);
+	p_i64(&p, a->updated_ms);
+	return write_notify(st, "assignment_put",
+			    "INSERT INTO assignments (" ASG_COLS ") VALUES (?1, ?2, ?3, ?4, ?5) "
+			    "ON CONFLICT (name) DO UPDATE SET selector = excluded.selector, "
+			    "config = excluded.config, priority = excluded.priority, "
+			    "updated_ms = excluded.updated_ms",
+			    &p, "assignment", a->name, NULL);
+}
+
+static int read_assignment(struct pf_store *st, const PGresult *r, int i, struct pf_assignment *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (col_copy(r, i, 0, a->name, sizeof(a->name)) ||
+	    col_copy(r, i, 1, a->selector, sizeof(a->selector)) ||
+	    col_copy(r, i, 2, a->config, sizeof(a->config)))
+		return store_fail_other(st, NULL, -EIO, "assignment: bad stored row");
+	a->priority = col_i64(r, i, 3);
+	a->updated_ms = col_i64(r, i, 4);
+	return 0;
+}
+
+int store_pg_assignment_get(struct pf_store *st, const char *name, struct pf_assignment *out)
+{
+	struct pgp p = {0};
+	int rc;
+
+	if (!name || !out)
+		return -EINVAL;
+	p_text(&p, name);
+	_cleanup_res_ PGresult *r = q(st, "assignment_get",
+				      "SELECT " ASG_COLS " FROM assignments WHERE name = ?1", &p,
+				      &rc);
+	if (!r)
+		return rc;
+	if (PQntuples(r) == 0)
+		return -ENOENT;
+	return read_assignment(st, r, 0, out);
+}
+
+int store_pg_assignment_delete(struct pf_store *st, const char *name)
+{
+	struct pgp p = {0};
+	int64_t n = 0;
+	int rc;
+
+	if (!name)
+		return -EINVAL;
+	p_text(&p, name);
+	rc = write_notify(st, "assignment_delete", "DELETE FROM assignments WHERE name = ?1", &p,
+			  "assignment", name, &n);
+	if (rc < 0)
+		return rc;
+	return n > 0 ? 0 : -ENOENT;
+}
+
+int store_pg_assignment_foreach(struct pf_store *st,
+				int (*cb)(const struct pf_assignment *a, void *ud), void *ud)
+{
+	int rc;
+
+	if (!cb)
+		return -EINVAL;
+	_cleanup_res_ PGresult *r = q(st, "assignment_foreach",
+				      "SELECT " ASG_COLS " FROM assignments ORDER BY name", NULL,
+				      &rc);
+	if (!r)
+		return rc;
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct pf_assignment a;
+		rc = read_assignment(st, r, i, &a);
+		if (rc == 0)
+			rc = cb(&a, ud);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- Agents. */
+
+#define AGENT_COLS                                                                                 \
+	"uid, attributes_json, capabilities, health_json, effective_config, effective_hash, "      \
+	"config_name, config_version, remote_hash, remote_status, remote_error, connected, "       \
+	"first_seen_ms, last_seen_ms"
+
+/* The database's clock in ms: one clock for every replica's stamps. */
+#define PG_NOW_MS "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+/* Rows written this long before the newest stamp seen are read again: a transaction stamps
+ * its rows before it commits (bounded by statement_timeout per statement, 5 s). */
+#define PG_SINCE_MARGIN_MS 10000
+
+static const char agent_upsert_sql[] =
+    "INSERT INTO agents (" AGENT_COLS ", written_ms) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, " PG_NOW_MS ") "
+    "ON CONFLICT (uid) DO UPDATE SET attributes_json = excluded.attributes_json, "
+    "capabilities = excluded.capabilities, health_json = excluded.health_json, "
+    "effective_config = excluded.effective_config, effective_hash = excluded.effective_hash, "
+    "config_name = excluded.config_name, config_version = excluded.config_version, "
+    "remote_hash = excluded.remote_hash, remote_status = excluded.remote_status, "
+    "remote_error = excluded.remote_error, connected = excluded.connected, "
+    "last_seen_ms = excluded.last_seen_ms, written_ms = excluded.written_ms";
+
+static void agent_params(struct pgp *p, const struct pf_agent_row *a)
+{
+	p_blob(p, a->uid, 16);
+	p_text(p, a->attributes_json ? a->attributes_json : "{}");
+	p_i64(p, (int64_t)a->capabilities);
+	p_text(p, a->health_json);
+	p_text(p, a->effective_config);
+	p_blob(p, a->has_effective_hash ? a->effective_hash : NULL, 32);
+	p_text(p, a->config_name);
+	p_i64(p, a->config_version);
+	p_blob(p, a->has_remote_hash ? a->remote_hash : NULL, 32);
+	p_i64(p, a->remote_status);
+	p_text(p, a->remote_error);
+	p_i64(p, a->connected ? 1 : 0);
+	p_i64(p, a->first_seen_ms);
+	p_i64(p, a->last_seen_ms);
+}
+
+static int agents_write(struct pf_store *st, const struct pf_agent_row *rows, size_t n, bool seen)
+{
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if (!rows)
+		return -EINVAL;
+	rc = tx_begin(st);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		struct pgp p = {0};
+		if (seen) {
+			p_blob(&p, rows[i].uid, 16);
+			p_i64(&p, rows[i].last_seen_ms);
+			rc = q_exec(st, "agents_set_seen",
+				    "UPDATE agents SET last_seen_ms = ?2, written_ms = " PG_NOW_MS
+				    " WHERE uid = ?1",
+				    &p, NULL);
+		} else {
+			agent_params(&p, &rows[i]);
+			rc = q_exec(st, "agents_upsert", agent_upsert_sql, &p, NULL);
+		}
+	}
+	return tx_commit(st, rc);
+}
+
+int store_pg_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
+{
+	return agents_write(st, rows, n, false);
+}
+
+int store_pg_agents_set_seen(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
+{
+	return agents_write(st, rows, n, true);
+}
+
+static int agent_rows(struct pf_store *st, PGresult *r,
+		      int (*cb)(const struct pf_agent_row *row, void *ud), void *ud)
+{
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct pf_agent_row a;
+		int rc;
+		memset(&a, 0, sizeof(a));
+		if (!col_blob(r, i, 0, a.uid, 16))
+			return store_fail_other(st, NULL, -EIO, "agents_foreach: bad stored uid");
+		a.attributes_json = col_str(r, i, 1);
+		a.capabilities = (uint64_t)col_i64(r, i, 2);
+		a.health_json = col_str(r, i, 3);
+		a.effective_config = col_str(r, i, 4);
+		a.has_effective_hash = col_blob(r, i, 5, a.effective_hash, 32);
+		a.config_name = col_str(r, i, 6);
+		a.config_version = col_i64(r, i, 7);
+		a.has_remote_hash = col_blob(r, i, 8, a.remote_hash, 32);
+		a.remote_status = (int)col_i64(r, i, 9);
+		a.remote_error = col_str(r, i, 10);
+		a.connected = col_i64(r, i, 11) != 0;
+		a.first_seen_ms = col_i64(r, i, 12);
+		a.last_seen_ms = col_i64(r, i, 13);
+		if (!a.attributes_json)
+			a.attributes_json = "{}";
+		rc = cb(&a, ud);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int store_pg_agents_foreach(struct pf_store *st,
+			    int (*cb)(const struct pf_agent_row *row, void *ud), void *ud)
+{
+	int rc;
+
+	if (!cb)
+		return -EINVAL;
+	_cleanup_res_ PGresult *r =
+	    q(st, "agents_foreach", "SELECT " AGENT_COLS " FROM agents", NULL, &rc);
+	if (!r)
+		return rc;
+	return agent_rows(st, r, cb, ud);
+}
+
+int store_pg_agents_foreach_since(struct pf_store *st, int64_t *since_ms,
+				  int (*cb)(const struct pf_agent_row *row, void *ud), void *ud)
+{
+	struct pgp p = {0};
+	int rc;
+
+	if (!cb || !since_ms)
+		return -EINVAL;
+	p_i64(&p, *since_ms > PG_SINCE_MARGIN_MS ? *since_ms - PG_SINCE_MARGIN_MS : 0);
+	_cleanup_res_ PGresult *r = q(st, "agents_foreach_since",
+				      "SELECT " AGENT_COLS ", written_ms FROM agents "
+				      "WHERE written_ms >= ?1::bigint",
+				      &p, &rc);
+	if (!r)
+		return rc;
+	rc = agent_rows(st, r, cb, ud);
+	for (int i = 0; rc == 0 && i < PQntuples(r); i++)
+		*since_ms = pf_max(*since_ms, col_i64(r, i, 14));
+	return rc;
+}
+
+int store_pg_agent_get(struct pf_store *st, const uint8_t uid[16],
+		       int (*cb)(const struct pf_agent_row *row, void *ud), void *ud)
+{
+	struct pgp p = {0};
+	int rc;
+
+	p_blob(&p, uid, 16);
+	_cleanup_res_ PGresult *r =
+	    q(st, "agent_get", "SELECT " AGENT_COLS " FROM agents WHERE uid = ?1", &p, &rc);
+	if (!r)
+		return rc;
+	if (PQntuples(r) == 0)
+		return -ENOENT;
+	return agent_rows(st, r, cb, ud);
+}
+
+int store_pg_agents_mark_all_disconnected(struct pf_store *st)
+{
+	/* Shared by replicas: the agents connected to the others stay connected. A replica
+	 * that dies leaves its agents' rows "connected" until they reconnect elsewhere (their
+	 * new replica writes them) or an operator looks at last_seen. */
+	(void)st;
+	return 0;
+}
+
+int store_pg_agent_delete(struct pf_store *st, const uint8_t uid[16])
+{
+	struct pgp p = {0};
+	int64_t n = 0;
+	int rc;
+
+	if (!uid)
+		return -EINVAL;
+	p_blob(&p, uid, 16);
+	rc = q_exec(st, "agent_delete", "DELETE FROM agents WHERE uid = ?1", &p, &n);
+	if (rc < 0)
+		return rc;
+	return n > 0 ? 0 : -ENOENT;
+}
+
+/* ---- Audit. */
+
+int store_pg_audit_write(struct pf_store *st, const struct pf_audit_entry *e)
+{
+	struct pgp p = {0};
+
+	if (!e || !e->actor || !e->action)
+		return store_fail_other(st, NULL, -EINVAL, "audit: missing actor or action");
+	p_i64(&p, e->ts_ms);
+	p_text(&p, e->actor);
+	p_text(&p, e->action);
+	p_text(&p, e->target ? e->target : "");
+	p_text(&p, e->detail);
+	p_text(&p, e->actor_id ? e->actor_id : "");
+	p_text(&p, e->source ? e->source : "");
+	p_i64(&p, e->status);
+	return q_exec(st, "audit",
+		      "INSERT INTO audit (ts_ms, actor, action, target, detail, actor_id, source, "
+		      "status) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+		      &p, NULL);
+}
+
+int store_pg_audit(struct pf_store *st, int64_t ts_ms, const char *actor, const char *action,
+		   const char *target, const char *detail)
+{
+	struct pf_audit_entry e = {.ts_ms = ts_ms, .actor = actor, .action = action,
+				   .target = target, .detail = detail};
+	return store_pg_audit_write(st, &e);
+}
+
+static int audit_rows(PGresult *r, bool full,
+		      int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud)
+{
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct pf_audit_entry e = {
+		    .id = col_i64(r, i, 0),
+		    .ts_ms = col_i64(r, i, 1),
+		    .actor = col_str0(r, i, 2),
+		    .action = col_str0(r, i, 3),
+		    .target = col_str0(r, i, 4),
+		    .detail = col_str(r, i, 5),
+		    .actor_id = full ? col_str0(r, i, 6) : "",
+		    .source = full ? col_str0(r, i, 7) : "",
+		    .status = full ? (int)col_i64(r, i, 8) : 0,
+		};
+		int rc = cb(&e, ud);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int store_pg_audit_query(struct pf_store *st, const struct pf_audit_query *q_,
+			 int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud)
+{
+	struct pgp p = {0};
+	int rc;
+
+	if (!q_ || !cb || q_->before_id < 0 || q_->limit == 0)
+		return -EINVAL;
+	p_i64(&p, q_->before_id > 0 ? q_->before_id : INT64_MAX);
+	p_i64(&p, q_->from_ms);
+	p_i64(&p, q_->to_ms > 0 ? q_->to_ms : INT64_MAX);
+	p_text(&p, q_->actor);
+	p_text(&p, q_->action);
+	p_i64(&p, q_->limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)q_->limit);
+	_cleanup_res_ PGresult *r =
+	    q(st, "audit_query",
+	      "SELECT id, ts_ms, actor, action, target, detail, actor_id, source, status FROM audit "
+	      "WHERE id < ?1::bigint AND ts_ms >= ?2::bigint AND ts_ms <= ?3::bigint "
+	      "AND (?4::text IS NULL OR actor = ?4 OR actor_id = ?4) "
+	      "AND (?5::text IS NULL OR action = ?5 OR substr(action, 1, length(?5) + 1) = ?5 || '.') "
+	      "ORDER BY id DESC LIMIT ?6::bigint",
+	      &p, &rc);
+	if (!r)
+		return rc;
+	return audit_rows(r, true, cb, ud);
+}
+
+int store_pg_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
+			   int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud)
+{
+	struct pgp p = {0};
+	int rc;
+
+	if (!cb || before_id < 0)
+		return -EINVAL;
+	p_i64(&p, before_id > 0 ? before_id : INT64_MAX);
+	if (limit > 0)
+		p_i64(&p, (int64_t)pf_min(limit, (size_t)INT64_MAX));
+	else
+		p_text(&p, NULL); /* LIMIT NULL: no limit */
+	_cleanup_res_ PGresult *r = q(st, "audit_foreach",
+				      "SELECT id, ts_ms, actor, action, target, detail FROM audit "
+				      "WHERE id < ?1::bigint ORDER BY id DESC LIMIT ?2::bigint",
+				      &p, &rc);
+	if (!r)
+		return rc;
+	return audit_rows(r, false, cb, ud);
+}
+
+/* ---- Captures. */
+
+#define CAP_COLS                                                                                   \
+	"id, state, created_ms, started_ms, finished_ms, deadline_ms, created_by, request, "       \
+	"agents_matched"
+#define CAP_AGENT_COLS                                                                             \
+	"capture, uid, state, samples, bytes, profile_ids, error_code, error, updated_ms"
+
+int store_pg_captures_save(struct pf_store *st, const struct pf_capture_row *caps, size_t n_caps,
+			   const struct pf_capture_agent_row *agents, size_t n_agents)
+{
+	int rc;
+
+	if ((n_caps && !caps) || (n_agents && !agents))
+		return -EINVAL;
+	if (!n_caps && !n_agents)
+		return 0;
+	rc = tx_begin(st);
+	for (size_t i = 0; rc == 0 && i < n_caps; i++) {
+		const struct pf_capture_row *c = &caps[i];
+		struct pgp p = {0};
+		if (!c->id || !c->state) {
+			rc = store_fail_other(st, NULL, -EINVAL, "captures: bad row");
+			break;
+		}
+		p_text(&p, c->id);
+		p_text(&p, c->state);
+		p_i64(&p, c->created_ms);
+		p_i64(&p, c->started_ms);
+		p_i64(&p, c->finished_ms);
+		p_i64(&p, c->deadline_ms);
+		p_text(&p, c->created_by ? c->created_by : "");
+		p_text(&p, c->request_json ? c->request_json : "");
+		p_i64(&p, c->agents_matched);
+		rc = q_exec(st, "captures: save",
+			    "INSERT INTO captures (" CAP_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+			    "?8, ?9) ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
+			    "started_ms = excluded.started_ms, finished_ms = excluded.finished_ms, "
+			    "deadline_ms = excluded.deadline_ms",
+			    &p, NULL);
+		if (rc == 0)
+			rc = notify(st, "capture", c->id);
+	}
+	for (size_t i = 0; rc == 0 && i < n_agents; i++) {
+		const struct pf_capture_agent_row *a = &agents[i];
+		struct pgp p = {0};
+		if (!a->capture || !a->state || a->n_profile_ids > 4096 ||
+		    (a->n_profile_ids && !a->profile_ids)) {
+			rc = store_fail_other(st, NULL, -EINVAL, "captures: bad agent row");
+			break;
+		}
+		p_text(&p, a->capture);
+		p_blob(&p, a->uid, 16);
+		p_text(&p, a->state);
+		p_i64(&p, a->samples);
+		p_i64(&p, a->bytes);
+		p_blob(&p, a->n_profile_ids ? (const void *)a->profile_ids : "",
+		       a->n_profile_ids * 16);
+		p_text(&p, a->error_code ? a->error_code : "");
+		p_text(&p, a->error ? a->error : "");
+		p_i64(&p, a->updated_ms);
+		rc = q_exec(st, "captures: save agent",
+			    "INSERT INTO capture_agents (" CAP_AGENT_COLS ") VALUES (?1, ?2, ?3, ?4, "
+			    "?5, ?6, ?7, ?8, ?9) ON CONFLICT (capture, uid) DO UPDATE SET "
+			    "state = excluded.state, samples = excluded.samples, "
+			    "bytes = excluded.bytes, profile_ids = excluded.profile_ids, "
+			    "error_code = excluded.error_code, error = excluded.error, "
+			    "updated_ms = excluded.updated_ms",
+			    &p, NULL);
+	}
+	return tx_commit(st, rc);
+}
+
+static void read_capture(const PGresult *r, int i, struct pf_capture_row *c)
+{
+	c->id = col_str0(r, i, 0);
+	c->state = col_str0(r, i, 1);
+	c->created_ms = col_i64(r, i, 2);
+	c->started_ms = col_i64(r, i, 3);
+	c->finished_ms = col_i64(r, i, 4);
+	c->deadline_ms = col_i64(r, i, 5);
+	c->created_by = col_str0(r, i, 6);
+	c->request_json = col_str0(r, i, 7);
+	c->agents_matched = col_i64(r, i, 8);
+}
+
+int store_pg_capture_get(struct pf_store *st, const char *id,
+			 int (*cap_cb)(const struct pf_capture_row *c, void *ud),
+			 int (*agent_cb)(const struct pf_capture_agent_row *a, void *ud), void *ud)
+{
+	struct pgp p = {0};
+	struct pf_capture_row c;
+	int rc;
+
+	if (!id || !cap_cb)
+		return -EINVAL;
+	p_text(&p, id);
+	{
+		_cleanup_res_ PGresult *r =
+		    q(st, "captures: get", "SELECT " CAP_COLS " FROM captures WHERE id = ?1", &p,
+		      &rc);
+		if (!r)
+			return rc;
+		if (PQntuples(r) == 0)
+			return -ENOENT;
+		read_capture(r, 0, &c);
+		rc = cap_cb(&c, ud);
+		if (rc || !agent_cb)
+			return rc;
+	}
+	_cleanup_res_ PGresult *r = q(st, "captures: agents",
+				      "SELECT " CAP_AGENT_COLS " FROM capture_agents "
+				      "WHERE capture = ?1 ORDER BY uid",
+				      &p, &rc);
+	if (!r)
+		return rc;
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct pf_capture_agent_row a;
+		memset(&a, 0, sizeof(a));
+		if (!col_blob(r, i, 1, a.uid, 16))
+			return store_fail_other(st, NULL, -EIO, "captures: bad agent uid");
+		a.capture = col_str0(r, i, 0);
+		a.state = col_str0(r, i, 2);
+		a.samples = col_i64(r, i, 3);
+		a.bytes = col_i64(r, i, 4);
+		a.n_profile_ids = (size_t)PQgetlength(r, i, 5) / 16;
+		a.profile_ids = a.n_profile_ids ? (const uint8_t *)PQgetvalue(r, i, 5) : NULL;
+		a.error_code = col_str0(r, i, 6);
+		a.error = col_str0(r, i, 7);
+		a.updated_ms = col_i64(r, i, 8);
+		rc = agent_cb(&a, ud);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int store_pg_captures_foreach(struct pf_store *st, const struct pf_capture_query *cq,
+			      int (*cb)(const struct pf_capture_row *c, void *ud), void *ud)
+{
+	struct pgp p = {0};
+	int rc;
+
+	if (!cq || !cb)
+		return -EINVAL;
+	p_text(&p, cq->state && *cq->state ? cq->state : NULL);
+	p_i64(&p, cq->unfinished ? 1 : 0);
+	p_text(&p, cq->before_id && *cq->before_id ? cq->before_id : NULL);
+	if (cq->limit)
+		p_i64(&p, (int64_t)pf_min(cq->limit, (size_t)INT64_MAX));
+	else
+		p_text(&p, NULL);
+	_cleanup_res_ PGresult *r =
+	    q(st, "captures: list",
+	      "SELECT " CAP_COLS " FROM captures WHERE (?1::text IS NULL OR state = ?1) "
+	      "AND (?2::bigint = 0 OR state IN ('pending', 'running')) "
+	      "AND (?3::text IS NULL OR id < ?3) ORDER BY id DESC LIMIT ?4::bigint",
+	      &p, &rc);
+	if (!r)
+		return rc;
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct pf_capture_row c;
+		read_capture(r, i, &c);
+		rc = cb(&c, ud);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- Rollouts, pins, served versions. */
+
+#define RO_COLS "id, config, version, state, created_ms, updated_ms, created_by, spec, progress"
+#define RA_COLS "rollout, uid, batch, from_version, state, revert, error, updated_ms"
+
+static int save_pin(struct pf_store *st, const struct pf_pin_row *pin)
+{
+	struct pgp p = {0};
+
+	p_blob(&p, pin->uid, 16);
+	if (pin->version <= 0)
+		return q_exec(st, "pins: remove", "DELETE FROM agent_pins WHERE uid = ?1", &p,
+			      NULL);
+	if (!pin->config)
+		return store_fail_other(st, NULL, -EINVAL, "pins: bad row");
+	p_text(&p, pin->config);
+	p_i64(&p, pin->version);
+	return q_exec(st, "pins: set",
+		      "INSERT INTO agent_pins (uid, config, version) VALUES (?1, ?2, ?3) "
+		      "ON CONFLICT (uid) DO UPDATE SET config = excluded.config, "
+		      "version = excluded.version",
+		      &p, NULL);
+}
+
+int store_pg_rollout_save(struct pf_store *st, const struct pf_rollout_row *ro,
+			  const struct pf_rollout_agent_row *agents, size_t n_agents,
+			  const struct pf_pin_row *pins, size_t n_pins)
+{
+	int rc;
+
+	if ((n_agents && !agents) || (n_pins && !pins))
+		return -EINVAL;
+	if (!ro && !n_agents && !n_pins)
+		return 0;
+	rc = tx_begin(st);
+	if (rc == 0 && ro) {
+		struct pgp p = {0};
+		if (!ro->id || !ro->config || !ro->state)
+			rc = store_fail_other(st, NULL, -EINVAL, "rollouts: bad row");
+		p_text(&p, ro->id);
+		p_text(&p, ro->config);
+		p_i64(&p, ro->version);
+		p_text(&p, ro->state);
+		p_i64(&p, ro->created_ms);
+		p_i64(&p, ro->updated_ms);
+		p_text(&p, ro->created_by ? ro->created_by : "");
+		p_text(&p, ro->spec_json ? ro->spec_json : "{}");
+		p_text(&p, ro->progress_json ? ro->progress_json : "{}");
+		if (rc == 0)
+			rc = q_exec(st, "rollouts: save",
+				    "INSERT INTO rollouts (" RO_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, "
+				    "?6, ?7, ?8, ?9) ON CONFLICT (id) DO UPDATE SET "
+				    "state = excluded.state, updated_ms = excluded.updated_ms, "
+				    "progress = excluded.progress",
+				    &p, NULL);
+	}
+	for (size_t i = 0; rc == 0 && i < n_agents; i++) {
+		const struct pf_rollout_agent_row *a = &agents[i];
+		struct pgp p = {0};
+		if (!a->rollout || !a->state) {
+			rc = store_fail_other(st, NULL, -EINVAL, "rollouts: bad agent row");
+			break;
+		}
+		p_text(&p, a->rollout);
+		p_blob(&p, a->uid, 16);
+		p_i64(&p, a->batch);
+		p_i64(&p, a->from_version);
+		p_text(&p, a->state);
+		p_text(&p, a->revert ? a->revert : "");
+		p_text(&p, a->error ? a->error : "");
+		p_i64(&p, a->updated_ms);
+		rc = q_exec(st, "rollouts: save agent",
+			    "INSERT INTO rollout_agents (" RA_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, "
+			    "?6, ?7, ?8) ON CONFLICT (rollout, uid) DO UPDATE SET "
+			    "state = excluded.state, revert = excluded.revert, "
+			    "error = excluded.error, updated_ms = excluded.updated_ms",
+			    &p, NULL);
+	}
+	for (size_t i = 0; rc == 0 && i < n_pins; i++)
+		rc = save_pin(st, &pins[i]);
+	if (rc == 0 && (ro || n_pins))
+		rc = notify(st, "rollout", ro ? ro->id : "");
+	return tx_commit(st, rc);
+}
+
+static void read_rollout(const PGresult *r, int i, struct pf_rollout_row *ro)
+{
+	ro->id = col_str0(r, i, 0);
+	ro->config = col_str0(r, i, 1);
+	ro->version = col_i64(r, i, 2);
+	ro->state = col_str0(r, i, 3);
+	ro->created_ms = col_i64(r, i, 4);
+	ro->updated_ms = col_i64(r, i, 5);
+	ro->created_by = col_str0(r, i, 6);
+	ro->spec_json = col_str0(r, i, 7);
+	ro->progress_json = col_str0(r, i, 8);
+}
+
+int store_pg_rollout_get(struct pf_store *st, const char *id,
+			 int (*r_cb)(const struct pf_rollout_row *r, void *ud),
+			 int (*agent_cb)(const struct pf_rollout_agent_row *a, void *ud), void *ud)
+{
+	struct pgp p = {0};
+	struct pf_rollout_row ro;
+	int rc;
+
+	if (!id || !r_cb)
+		return -EINVAL;
+	p_text(&p, id);
+	{
+		_cleanup_res_ PGresult *r =
+		    q(st, "rollouts: get", "SELECT " RO_COLS " FROM rollouts WHERE id = ?1", &p,
+		      &rc);
+		if (!r)
+			return rc;
+		if (PQntuples(r) == 0)
+			return -ENOENT;
+		read_rollout(r, 0, &ro);
+		rc = r_cb(&ro, ud);
+		if (rc || !agent_cb)
+			return rc;
+	}
+	_cleanup_res_ PGresult *r = q(st, "rollouts: agents",
+				      "SELECT " RA_COLS " FROM rollout_agents WHERE rollout = ?1 "
+				      "ORDER BY batch, uid",
+				      &p, &rc);
+	if (!r)
+		return rc;
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct pf_rollout_agent_row a;
+		memset(&a, 0, sizeof(a));
+		if (!col_blob(r, i, 1, a.uid, 16))
+			return store_fail_other(st, NULL, -EIO, "rollouts: bad agent uid");
+		a.rollout = col_str0(r, i, 0);
+		a.batch = col_i64(r, i, 2);
+		a.from_version = col_i64(r, i, 3);
+		a.state = col_str0(r, i, 4);
+		a.revert = col_str0(r, i, 5);
+		a.error = col_str0(r, i, 6);
+		a.updated_ms = col_i64(r, i, 7);
+		rc = agent_cb(&a, ud);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int store_pg_rollouts_foreach(struct pf_store *st, bool active_only, const char *before_id,
+			      size_t limit, int (*cb)(const struct pf_rollout_row *r, void *ud),
+			      void *ud)
+{
+	struct pgp p = {0};
+	int rc;
+
+	if (!cb)
+		return -EINVAL;
+	p_i64(&p, active_only ? 1 : 0);
+	p_text(&p, before_id && *before_id ? before_id : NULL);
+	if (limit)
+		p_i64(&p, (int64_t)pf_min(limit, (size_t)INT64_MAX));
+	else
+		p_text(&p, NULL);
+	_cleanup_res_ PGresult *r =
+	    q(st, "rollouts: list",
+	      "SELECT " RO_COLS " FROM rollouts WHERE (?1::bigint = 0 OR state IN ('running', "
+	      "'paused', 'halted', 'rolling_back')) AND (?2::text IS NULL OR id < ?2) "
+	      "ORDER BY id DESC LIMIT ?3::bigint",
+	      &p, &rc);
+	if (!r)
+		return rc;
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct pf_rollout_row ro;
+		read_rollout(r, i, &ro);
+		rc = cb(&ro, ud);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int store_pg_pins_foreach(struct pf_store *st, int (*cb)(const struct pf_pin_row *p, void *ud),
+			  void *ud)
+{
+	int rc;
+	_cleanup_res_ PGresult *r =
+	    q(st, "pins: list", "SELECT uid, config, version FROM agent_pins", NULL, &rc);
+	if (!r)
+		return rc;
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct pf_pin_row pin;
+		if (!col_blob(r, i, 0, pin.uid, 16))
+			return store_fail_other(st, NULL, -EIO, "pins: bad row");
+		pin.config = col_str0(r, i, 1);
+		pin.version = col_i64(r, i, 2);
+		rc = cb(&pin, ud);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int store_pg_pins_clear(struct pf_store *st, const char *config, int64_t version)
+{
+	struct pgp p = {0};
+
+	if (!config)
+		return -EINVAL;
+	p_text(&p, config);
+	p_i64(&p, version);
+	return write_notify(st, "pins: clear",
+			    "DELETE FROM agent_pins WHERE config = ?1 AND "
+			    "(?2::bigint = 0 OR version = ?2)",
+			    &p, "config", config, NULL);
+}
+
+int store_pg_config_serving_set(struct pf_store *st, const char *name, int64_t version)
+{
+	struct pgp p = {0};
+
+	if (!name)
+		return -EINVAL;
+	p_text(&p, name);
+	if (version <= 0)
+		return write_notify(st, "configs: serving", "DELETE FROM config_serving WHERE name = ?1",
+				    &p, "config", name, NULL);
+	p_i64(&p, version);
+	return write_notify(st, "configs: serving",
+			    "INSERT INTO config_serving (name, version) VALUES (?1, ?2) "
+			    "ON CONFLICT (name) DO UPDATE SET version = excluded.version",
+			    &p, "config", name, NULL);
+}
+
+int store_pg_config_serving_foreach(struct pf_store *st,
+				    int (*cb)(const char *name, int64_t version, void *ud),
+				    void *ud)
+{
+	int rc;
+	_cleanup_res_ PGresult *r = q(st, "configs: serving list",
+				      "SELECT name, version FROM config_serving ORDER BY name",
+				      NULL, &rc);
+	if (!r)
+		return rc;
+	for (int i = 0; i < PQntuples(r); i++) {
+		rc = cb(col_str0(r, i, 0), col_i64(r, i, 1), ud);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- Rollout ownership: a session-level advisory lock per rollout id. */
+
+int store_pg_rollout_lock(struct pf_store *st, const char *id, bool *owned)
+{
+	struct pgp p = {0};
+	int rc;
+
+	p_text(&p, id);
+	_cleanup_res_ PGresult *r =
+	    q(st, "rollouts: lock",
+	      "SELECT pg_try_advisory_lock(" PG_ROLLOUT_LOCK_CLASS ", hashtext(?1))",
+	      &p, &rc);
+	if (!r)
+		return rc;
+	*owned = PQgetlength(r, 0, 0) == 1 && PQgetvalue(r, 0, 0)[0] != 0;
+	return 0;
+}
+
+int store_pg_rollout_unlock(struct pf_store *st, const char *id)
+{
+	struct pgp p = {0};
+	p_text(&p, id);
+	return q_exec(st, "rollouts: unlock",
+		      "SELECT pg_advisory_unlock(" PG_ROLLOUT_LOCK_CLASS
+		      ", hashtext(?1))",
+		      &p, NULL);
+}
+
+/* ---- The listening connection (pf_store_listener, store.h): libpq's asynchronous connect,
+ * then LISTEN sent without waiting, then notifications; every step on readiness only. */
+
+enum listener_state { L_IDLE, L_CONNECTING, L_LISTEN_SENT, L_READY };
+
+struct pf_store_listener {
+	PGconn *conn;
+	char *url;
+	enum listener_state state;
+	int wants;
+	char error[400];
+};
+
+struct pf_store_listener *pf_store_listener_new(const char *url)
+{
+	struct pf_store_listener *l = calloc(1, sizeof(*l));
+	if (!l || !(l->url = strdup(url))) {
+		free(l);
+		return NULL;
+	}
+	return l;
+}
+
+static void listener_drop(struct pf_store_listener *l)
+{
+	PQfinish(l->conn);
+	l->conn = NULL;
+	l->state = L_IDLE;
+	l->wants = 0;
+}
+
+void pf_store_listener_free(struct pf_store_listener *l)
+{
+	if (!l)
+		return;
+	listener_drop(l);
+	free(l->url);
+	free(l);
+}
+
+/* Records "store: postgres: listen: <what>: <libpq's first line>", drops the connection and
+ * returns -EAGAIN. */
+static int listener_fail(struct pf_store_listener *l, const char *what, const char *msg)
+{
+	char line[300];
+	first_line(msg && *msg ? msg : "connection lost", line, sizeof(line));
+	if (l->state == L_CONNECTING && l->conn)
+		snprintf(l->error, sizeof(l->error), "store: postgres: listen: connect to %s:%s: %s",
+			 PQhost(l->conn) ? PQhost(l->conn) : "?",
+			 PQport(l->conn) && *PQport(l->conn) ? PQport(l->conn) : "5432", line);
+	else
+		snprintf(l->error, sizeof(l->error), "store: postgres: listen: %s: %s", what, line);
+	listener_drop(l);
+	return -EAGAIN;
+}
+
+void pf_store_listener_abort(struct pf_store_listener *l, const char *why)
+{
+	listener_fail(l, "connect", why);
+}
+
+int pf_store_listener_connect(struct pf_store_listener *l)
+{
+	const char *const val[] = PG_VALUES(l->url);
+	listener_drop(l);
+	l->conn = PQconnectStartParams(pg_kw, val, 1);
+	if (!l->conn || PQstatus(l->conn) == CONNECTION_BAD)
+		return listener_fail(l, "connect",
+				     l->conn ? PQerrorMessage(l->conn) : "out of memory");
+	PQsetNoticeProcessor(l->conn, pg_no_notice, NULL);
+	PQsetnonblocking(l->conn, 1);
+	l->state = L_CONNECTING;
+	l->wants = PF_STORE_WANT_WRITE; /* libpq: as if PQconnectPoll said PGRES_POLLING_WRITING */
+	return 0;
+}
+
+int pf_store_listener_fd(const struct pf_store_listener *l)
+{
+	return l->conn ? PQsocket(l->conn) : -1;
+}
+
+int pf_store_listener_wants(const struct pf_store_listener *l)
+{
+	return l->wants;
+}
+
+bool pf_store_listener_ready(const struct pf_store_listener *l)
+{
+	return l->state == L_READY;
+}
+
+const char *pf_store_listener_error(const struct pf_store_listener *l)
+{
+	return l->error;
+}
+
+static int listener_connecting(struct pf_store_listener *l)
+{
+	switch (PQconnectPoll(l->conn)) {
+	case PGRES_POLLING_READING:
+		l->wants = PF_STORE_WANT_READ;
+		return 0;
+	case PGRES_POLLING_WRITING:
+		l->wants = PF_STORE_WANT_WRITE;
+		return 0;
+	case PGRES_POLLING_OK:
+		break;
+	default:
+		return listener_fail(l, "connect", PQerrorMessage(l->conn));
+	}
+	if (!PQsendQuery(l->conn, "LISTEN " PF_STORE_PG_CHANNEL))
+		return listener_fail(l, "LISTEN", PQerrorMessage(l->conn));
+	l->state = L_LISTEN_SENT;
+	l->wants = PF_STORE_WANT_READ | (PQflush(l->conn) == 1 ? PF_STORE_WANT_WRITE : 0);
+	return 0;
+}
+
+/* The LISTEN's answer: 0 while it has not come, -EAGAIN on failure; L_READY once it has. */
+static int listener_listen_sent(struct pf_store_listener *l)
+{
+	if (PQflush(l->conn) < 0 || !PQconsumeInput(l->conn))
+		return listener_fail(l, "LISTEN", PQerrorMessage(l->conn));
+	l->wants = PF_STORE_WANT_READ | (PQflush(l->conn) == 1 ? PF_STORE_WANT_WRITE : 0);
+	while (!PQisBusy(l->conn)) {
+		PGresult *r = PQgetResult(l->conn);
+		if (!r) {
+			l->state = L_READY;
+			l->wants = PF_STORE_WANT_READ;
+			return 0;
+		}
+		bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+		char msg[300];
+		first_line(PQresultErrorMessage(r), msg, sizeof(msg));
+		PQclear(r);
+		if (!ok)
+			return listener_fail(l, "LISTEN", msg);
+	}
+	return 0;
+}
+
+int pf_store_listener_step(struct pf_store_listener *l,
+			   void (*cb)(const char *kind, const char *name, void *ud), void *ud)
+{
+	PGnotify *n;
+	int count = 0, rc;
+
+	switch (l->state) {
+	case L_IDLE:
+		return -EAGAIN;
+	case L_CONNECTING:
+		return listener_connecting(l);
+	case L_LISTEN_SENT:
+		rc = listener_listen_sent(l);
+		if (rc < 0 || l->state != L_READY)
+			return rc;
+		break; /* notifications may have come with the answer */
+	case L_READY:
+		if (!PQconsumeInput(l->conn) || PQstatus(l->conn) != CONNECTION_OK)
+			return listener_fail(l, "listen", PQerrorMessage(l->conn));
+		break;
+	}
+	while ((n = PQnotifies(l->conn))) {
+		/* "<replica> <kind> <name>": our own are skipped (we applied them already). */
+		char *p = n->extra, *kind, *name;
+		size_t rl = strcspn(p, " ");
+		if (p[rl] == ' ' && (rl != strlen(pf_store_replica_id()) ||
+				     strncmp(p, pf_store_replica_id(), rl) != 0)) {
+			kind = p + rl + 1;
+			name = kind + strcspn(kind, " ");
+			if (*name)
+				*name++ = '\0';
+			cb(kind, name, ud);
+			count++;
+		}
+		PQfreemem(n);
+	}
+	return count;
+}

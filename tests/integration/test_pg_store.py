@@ -1,0 +1,431 @@
+"""The fleet store on PostgreSQL (--store postgres://): a real server started by the test
+(pgharness.py: initdb + pg_ctl in a temporary directory, skipped only where the server
+binaries are missing), real controller replicas and real agents (--no-sampler).
+
+- conformance: the same API calls against a SQLite controller and a PostgreSQL one give the
+  same answers (configs and versions, assignments, tokens, audit, rollouts, captures);
+- two replicas on one database: a config PUT through A is APPLIED by an agent connected to B
+  within 1 s (LISTEN/NOTIFY), an assignment through B reaches it too, A's API shows the agent
+  connected to B, a token revoked through A is refused by B at once;
+- kill -9 of a replica: its agent reconnects to the other (same instance_uid) and gets back
+  what was acknowledged before, nothing lost;
+- PostgreSQL stopped: writes answer 503 with a clear error and Retry-After, /healthz stays
+  up; started again: writes succeed without restarting the controller, and changes made
+  through the other replica meanwhile reach this one's agents;
+- PostgreSQL hung (a proxy that stops forwarding, nothing closed): one write waits at most
+  4 s and answers 503, the next ones at once, /healthz stays fast, writes recover by
+  themselves.
+"""
+import json
+import os
+import re
+import socket
+import subprocess
+import threading
+import shutil
+import signal
+import time
+import unittest
+
+import pgharness
+from pfharness import Agent, Controller, IntegrationCase, wait_until
+
+CONFIG_A = "profiling:\n  sampling:\n    frequency_hz: 49\n"
+CONFIG_B = "profiling:\n  sampling:\n    frequency_hz: 19\n"
+CONFIG_C = "profiling:\n  sampling:\n    frequency_hz: 29\n"
+
+BINDIR = pgharness.find_bindir()
+
+
+@unittest.skipIf(BINDIR is None, "PostgreSQL server binaries (initdb, pg_ctl under "
+                 "/usr/lib/postgresql/<ver>/bin) are missing: install the 'postgresql' package "
+                 "(scripts/install-deps.sh does)")
+class PgStore(IntegrationCase):
+
+    def setUp(self):
+        super().setUp()
+        self.pg = pgharness.PgServer(BINDIR)
+
+    def tearDown(self):
+        super().tearDown()  # controllers and agents first: they hold connections
+        self.pg.destroy()
+
+    # ---- helpers
+
+    def replica(self, name, tokens_from=None, extra=()):
+        """A controller on the shared database, in its own directory. A replica after the
+        first gets the first one's token files (the tokens are in the database already)."""
+        wd = os.path.join(self.workdir, name)
+        os.makedirs(wd, exist_ok=True)
+        c = Controller(wd, extra=["--store", self.pg.url] + list(extra))
+        if tokens_from:
+            os.makedirs(c.data_dir, mode=0o700, exist_ok=True)
+            for f in ("admin.token", "agent.token"):
+                shutil.copy(os.path.join(tokens_from.data_dir, f), os.path.join(c.data_dir, f))
+        c.start()
+        self._procs.append(c)
+        return c
+
+    def pgagent(self, ctl, name, token_file=None):
+        a = Agent(self.workdir, name, server="ws://127.0.0.1:%d/v1/opamp" % ctl.port,
+                  token_file=token_file or ctl.agent_token_file, extra=["--no-sampler"])
+        a.start()
+        self._procs.append(a)
+        return a
+
+    def wait_agent(self, ctl, uid, pred, timeout=10, interval=0.05, what="agent state"):
+        def check():
+            a = self.agent_json(ctl, uid)
+            return a if a and pred(a) else None
+        return wait_until(check, timeout=timeout, interval=interval, what=what)
+
+    def applied(self, body):
+        return lambda a: (a["config"]["status"] == "APPLIED" and
+                          a["config"]["hash"] == body["hash"])
+
+    # ---- conformance
+
+    def sequence(self, ctl):
+        """API calls that exercise every fleet table; the answers, without what differs by
+        nature (times, random ids, secrets)."""
+        out = []
+
+        def call(method, path, body=None):
+            st, j, _ = ctl.request(method, path, body)
+            out.append((method, scrub(path), st, scrub(j)))
+            return j
+
+        call("PUT", "/api/v1/configs/default", CONFIG_A)
+        call("PUT", "/api/v1/configs/default", CONFIG_A)  # same hash: no new version
+        call("PUT", "/api/v1/configs/default", CONFIG_B)
+        call("PUT", "/api/v1/configs/zeta", CONFIG_C)
+        call("PUT", "/api/v1/configs/Alpha", CONFIG_C)  # ordering: bytes, like SQLite
+        call("GET", "/api/v1/configs")
+        call("GET", "/api/v1/configs/default/versions")
+        call("GET", "/api/v1/configs/default?version=1")
+        call("GET", "/api/v1/configs/nope")
+        call("PUT", "/api/v1/assignments/b-asg",
+             '{"selector":"env=prod","config":"zeta","priority":5}')
+        call("PUT", "/api/v1/assignments/a-asg",
+             '{"selector":"env in (dev,qa)","config":"default","priority":7}')
+        call("PUT", "/api/v1/assignments/a-asg",
+             '{"selector":"env=dev","config":"default","priority":8}')
+        call("GET", "/api/v1/assignments")
+        call("DELETE", "/api/v1/assignments/b-asg")
+        call("DELETE", "/api/v1/assignments/b-asg")
+        call("GET", "/api/v1/assignments/a-asg")
+        t = call("POST", "/api/v1/tokens", json.dumps({"name": "oncall", "role": "operator"}))
+        call("POST", "/api/v1/tokens", json.dumps({"name": "ci", "role": "viewer",
+                                                   "expires_in": 3600}))
+        call("GET", "/api/v1/tokens")
+        call("DELETE", "/api/v1/tokens/" + t["id"])
+        call("DELETE", "/api/v1/tokens/" + t["id"])
+        call("GET", "/api/v1/tokens")
+        call("GET", "/api/v1/audit?limit=50")
+        call("GET", "/api/v1/audit?action=token&limit=5")
+        call("GET", "/api/v1/audit?action=config.put")
+        call("GET", "/api/v1/captures")
+        call("POST", "/api/v1/captures", json.dumps({"selector": "env=none",
+                                                     "duration_seconds": 5}))
+        call("GET", "/api/v1/captures?state=failed")
+        call("GET", "/api/v1/rollouts")
+        call("POST", "/api/v1/rollouts", json.dumps({"config": "default", "selector": ""}))
+        call("GET", "/api/v1/fleet/summary")
+        return out
+
+    def test_conformance_sqlite_and_postgres(self):
+        os.makedirs(os.path.join(self.workdir, "lite"))
+        lite = Controller(os.path.join(self.workdir, "lite")).start()
+        self._procs.append(lite)
+        pg = self.replica("pg")
+        a, b = self.sequence(lite), self.sequence(pg)
+        self.assertEqual(len(a), len(b))
+        for m, p, st, j in b:
+            self.assertLess(st, 500, (m, p, j))
+        print("conformance: %s" % " ".join("%s:%d" % (m[0], st) for m, _, st, _ in b))
+        for x, y in zip(a, b):
+            self.assertEqual(x, y, "SQLite and PostgreSQL answer %s %s differently" % x[:2])
+
+    def test_store_calls_conformance(self):
+        """The same sequence of every fleet store call (tests/unit/controller/
+        test_store_conformance.c) against SQLite and PostgreSQL: identical transcripts."""
+        binary = os.environ.get("PF_STORE_CONFORMANCE_BIN", "")
+        if not binary or not os.access(binary, os.X_OK):
+            self.fail("PF_STORE_CONFORMANCE_BIN is not set to an executable (run through ctest)")
+        env = dict(os.environ, PF_TEST_PG_URL=self.pg.createdb("conformance"))
+        r = subprocess.run([binary], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=120)
+        out = r.stdout.decode(errors="replace")
+        self.assertEqual(r.returncode, 0, out[-6000:])
+        self.assertIn("identical", out)
+
+    # ---- two replicas
+
+    def test_two_replicas_push_and_whole_fleet(self):
+        a = self.replica("a")
+        b = self.replica("b", tokens_from=a)
+        ag = self.pgagent(b, "on-b")
+        uid = ag.uid()
+        self.wait_agent(b, uid, lambda x: x["connected"], what="agent connected to B")
+        # A config PUT through A: applied by B's agent within 1 s.
+        t0 = time.monotonic()
+        st, body, _ = a.put_config("default", CONFIG_A)
+        self.assertEqual(st, 201, body)
+        self.wait_agent(b, uid, self.applied(body), timeout=1.0, interval=0.01,
+                        what="B's agent APPLIED A's config within 1 s")
+        elapsed = time.monotonic() - t0
+        print("config PUT on A -> APPLIED on B's agent: %.0f ms" % (elapsed * 1000))
+        self.assertLess(elapsed, 1.0)
+        # An assignment through B to a config made through A, and back through A.
+        st, body2, _ = a.put_config("prod", CONFIG_B)
+        self.assertEqual(st, 201, body2)
+        st, j, _ = b.request("PUT", "/api/v1/assignments/prod",
+                             '{"selector":"service.name=profleet-agent","config":"prod",'
+                             '"priority":10}')
+        self.assertEqual(st, 200, j)
+        self.wait_agent(b, uid, self.applied(body2), timeout=1.0, interval=0.01,
+                        what="assignment through B applied")
+        st, j, _ = a.request("DELETE", "/api/v1/assignments/prod")
+        self.assertEqual(st, 200, j)
+        self.wait_agent(b, uid, self.applied(body), timeout=1.0, interval=0.01,
+                        what="assignment removed through A: back to default")
+        # A's API shows the agent connected to B, with its state, from the store.
+        x = self.wait_agent(a, uid, lambda x: x["connected"] and
+                            x["config"]["status"] == "APPLIED" and
+                            x["config"]["hash"] == body["hash"],
+                            what="A shows B's agent")
+        self.assertEqual(x["config"]["name"], "default")
+        self.assertIn(uid, [y["instance_uid"] for y in a.agents()])
+        self.assertEqual(a.summary()["connected"], 1)
+        # A token made and revoked through A: B refuses it at once.
+        st, t, _ = a.request("POST", "/api/v1/tokens",
+                             json.dumps({"name": "ci", "role": "viewer"}))
+        self.assertEqual(st, 201, t)
+        self.assertEqual(b.request("GET", "/api/v1/agents", token=t["token"])[0], 200)
+        self.assertEqual(a.request("DELETE", "/api/v1/tokens/" + t["id"])[0], 200)
+        self.assertEqual(b.request("GET", "/api/v1/agents", token=t["token"])[0], 401)
+        # Audit: both replicas write to the one log.
+        st, j, _ = b.request("GET", "/api/v1/audit?limit=100")
+        acts = [e["action"] for e in j["entries"]]
+        self.assertIn("assignment.put", acts)
+        self.assertIn("assignment.delete", acts)
+        self.assertIn("token.revoke", acts)
+
+    def test_kill_replica_agent_moves(self):
+        a = self.replica("a")
+        b = self.replica("b", tokens_from=a)
+        ag = self.pgagent(a, "mover")
+        uid = ag.uid()
+        self.wait_agent(a, uid, lambda x: x["connected"], what="agent connected to A")
+        st, body, _ = b.put_config("default", CONFIG_A)  # through B, to A's agent
+        self.assertEqual(st, 201, body)
+        self.wait_agent(a, uid, self.applied(body), timeout=1.0, interval=0.01,
+                        what="A's agent APPLIED B's config")
+        st, body2, _ = a.put_config("default", CONFIG_B)  # acknowledged by A, then A dies
+        self.assertEqual(st, 201, body2)
+        self.wait_agent(a, uid, self.applied(body2), what="second version applied")
+        a.proc.p.send_signal(signal.SIGKILL)
+        a.proc.p.wait(timeout=10)
+        # The agent takes the other replica's address (one --server per agent): same state
+        # dir, same instance_uid.
+        ag.stop()
+        ag.server = "ws://127.0.0.1:%d/v1/opamp" % b.port
+        ag.start()
+        x = self.wait_agent(b, uid, lambda x: x["connected"] and self.applied(body2)(x),
+                            what="agent on B with the last acknowledged config")
+        self.assertEqual(x["config"]["version"], 2)
+        st, j, _ = b.request("GET", "/api/v1/configs/default/versions")
+        self.assertEqual([v["version"] for v in j["versions"]], [2, 1])
+
+    def test_rollout_and_capture_across_replicas(self):
+        a = self.replica("a")
+        b = self.replica("b", tokens_from=a)
+        agents = [(self.pgagent(b, "b1"), b), (self.pgagent(b, "b2"), b),
+                  (self.pgagent(a, "a1"), a)]
+        uids = [(ag.uid(), ctl) for ag, ctl in agents]
+        st, v1, _ = a.put_config("default", CONFIG_A)
+        self.assertEqual(st, 201, v1)
+        for uid, ctl in uids:
+            self.wait_agent(ctl, uid, self.applied(v1), what="v1 applied")
+        st, v2, _ = a.request("PUT", "/api/v1/configs/default?stage=1", CONFIG_B)
+        self.assertEqual((st, v2["version"], v2["pushed"]), (201, 2, 0), v2)
+        # Staged through A: B's agents stay on v1 (the served version travelled too).
+        time.sleep(0.3)
+        for uid, ctl in uids:
+            self.assertEqual(self.agent_json(ctl, uid)["config"]["version"], 1)
+        # A sees B's agents once B's writer has written their rows (every 0.5 s).
+        wait_until(lambda: len(a.agents()) == 3, timeout=5, what="A lists all three agents")
+        # A rollout driven by A over the whole fleet: B's agents are pinned through the
+        # store, report to B, and A sees their rows.
+        strategy = {"initial": 1, "multiplier": 2, "max_batch_percent": 100,
+                    "pause_seconds": 0, "max_failure_percent": 50,
+                    "apply_timeout_seconds": 20, "on_failure": "halt"}
+        st, r, _ = a.request("POST", "/api/v1/rollouts",
+                             json.dumps({"config": "default", "version": 2,
+                                         "strategy": strategy}),
+                             headers={"Content-Type": "application/json"})
+        self.assertEqual(st, 202, r)
+        self.assertEqual(r["agents"], 3)
+
+        def done():
+            st, j, _ = b.request("GET", "/api/v1/rollouts/" + r["id"])
+            return j if st == 200 and j["state"] == "completed" else None
+        wait_until(done, timeout=40, interval=0.25, what="rollout completed (seen on B)")
+        for uid, ctl in uids:
+            self.wait_agent(ctl, uid, self.applied(v2), what="v2 applied after the rollout")
+        # A second replica does not drive the same rollout: B's log has no rollout batches.
+        self.assertNotIn("batch", "\n".join(l for l in b.proc.output().splitlines()
+                                             if "rollout" in l and r["id"] in l))
+        # A capture through B: stored in the shared database, visible through A.
+        st, c, _ = b.request("POST", "/api/v1/captures",
+                             json.dumps({"agents": "service.name=profleet-agent",
+                                         "duration_seconds": 1}),
+                             headers={"Content-Type": "application/json"})
+        self.assertEqual(st, 202, c)
+        self.assertEqual(c["agents_matched"], 3, c)
+        st, j, _ = a.request("GET", "/api/v1/captures/" + c["id"])
+        self.assertEqual(st, 200, j)
+        self.assertEqual(len(j["agents"]), 3)
+        states = {x["instance_uid"]: x["state"] for x in j["agents"]}
+        # Captures are driven by the replica that took the POST: A's agent is not reached.
+        self.assertEqual(states[uids[2][0]], "unreachable")
+
+    # ---- outage
+
+    def test_postgres_hang_bounded(self):
+        """A database that stops answering without closing anything: one write waits at most
+        the client-side bound (4 s) and answers 503, the next ones answer 503 at once, the
+        loop keeps serving, and writes work again once the path is back."""
+        proxy = StallingProxy(self.pg.port)
+        self.addCleanup(proxy.close)
+        wd = os.path.join(self.workdir, "h")
+        os.makedirs(wd)
+        c = Controller(wd, extra=["--store",
+                                  "postgres://profleet@127.0.0.1:%d/postgres" % proxy.port])
+        c.start()
+        self._procs.append(c)
+        self.assertEqual(c.put_config("default", CONFIG_A)[0], 201)
+        proxy.stalled.set()
+        t0 = time.monotonic()
+        st, j, _ = c.request("PUT", "/api/v1/configs/default", CONFIG_B)
+        first = time.monotonic() - t0
+        self.assertEqual(st, 503, j)
+        self.assertIn("store: postgres:", j["error"]["message"])
+        self.assertLess(first, 6.0)
+        for _ in range(3):
+            t0 = time.monotonic()
+            self.assertEqual(c.request("PUT", "/api/v1/configs/default", CONFIG_B)[0], 503)
+            self.assertLess(time.monotonic() - t0, 1.0)
+            t0 = time.monotonic()
+            with __import__("urllib.request").request.urlopen(c.base + "/healthz",
+                                                              timeout=2) as r:
+                self.assertEqual(r.status, 200)
+            self.assertLess(time.monotonic() - t0, 1.0)
+            time.sleep(0.3)
+        print("hung database: first write 503 after %.2f s, then at once" % first)
+        proxy.stalled.clear()
+        wait_until(lambda: c.put_config("default", CONFIG_B)[0] in (200, 201), timeout=20,
+                   interval=0.25, what="writes succeed once the path is back")
+
+    def test_postgres_outage_503_and_recovery(self):
+        a = self.replica("a")
+        b = self.replica("b", tokens_from=a)
+        ag = self.pgagent(a, "out")
+        uid = ag.uid()
+        self.wait_agent(a, uid, lambda x: x["connected"], what="agent connected to A")
+        self.assertEqual(a.put_config("default", CONFIG_A)[0], 201)
+        self.pg.stop()
+        t0 = time.monotonic()
+        st, j, h = a.request("PUT", "/api/v1/configs/default", CONFIG_B)
+        self.assertLess(time.monotonic() - t0, 5.0)
+        self.assertEqual(st, 503, j)
+        self.assertEqual(j["error"]["code"], "store_unavailable")
+        self.assertIn("store: postgres:", j["error"]["message"])
+        self.assertIn("Retry-After", {k.title(): v for k, v in h.items()})
+        # The loop is not stuck: health answers, the agent stays connected.
+        with __import__("urllib.request").request.urlopen(a.base + "/healthz", timeout=2) as r:
+            self.assertEqual(r.status, 200)
+        self.pg.start()
+        body = wait_until(lambda: (lambda r: r[1] if r[0] == 201 else None)(
+            a.put_config("default", CONFIG_B)), timeout=20, interval=0.25,
+            what="writes succeed again after PostgreSQL is back")
+        self.wait_agent(a, uid, self.applied(body), what="post-outage config applied")
+        # B re-made its LISTEN connection: a change through B reaches A's agent.
+        def put_b():
+            st, j, _ = b.put_config("default", CONFIG_C)
+            return j if st in (200, 201) else None
+        body3 = wait_until(put_b, timeout=20, interval=0.25, what="B writes again")
+        self.wait_agent(a, uid, self.applied(body3), timeout=10,
+                        what="B's change reaches A's agent after the outage")
+        self.assertTrue(a.proc.alive() and b.proc.alive())
+
+
+class StallingProxy:
+    """A TCP proxy to PostgreSQL that can stop forwarding while keeping every connection open
+    (a hung server or a path that drops packets: no RST, no answer)."""
+
+    def __init__(self, target_port):
+        self.target = target_port
+        self.stalled = threading.Event()
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _pump(self, a, b):
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                while self.stalled.is_set():
+                    time.sleep(0.05)
+                b.sendall(d)
+        except OSError:
+            pass
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+            if self.stalled.is_set():
+                continue  # accepted, never answered
+            u = socket.create_connection(("127.0.0.1", self.target))
+            self.conns.append(u)
+            threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
+            threading.Thread(target=self._pump, args=(u, c), daemon=True).start()
+
+    def close(self):
+        self.stalled.clear()
+        for c in [self.sock] + self.conns:
+            try:
+                c.close()
+            except OSError:
+                pass
+
+
+def scrub(j):
+    """Drops what differs between runs by nature: times, random ids, secrets, hashes of
+    tokens; keeps everything that comes from the fleet tables."""
+    drop = {"created", "updated", "created_ms", "updated_ms", "ts", "ts_ms", "time", "id",
+            "token", "last_used", "expires", "expires_at", "first_seen", "last_seen",
+            "created_at", "started", "finished", "deadline", "source", "actor_id",
+            "next_cursor", "detail", "target"}
+    if isinstance(j, dict):
+        return {k: scrub(v) for k, v in j.items() if k not in drop}
+    if isinstance(j, list):
+        return [scrub(v) for v in j]
+    if isinstance(j, str):
+        # capture and rollout ids (26 characters), token ids (16 hex digits), also in paths
+        return re.sub(r"\b([0-9a-f]{16}|[0-9A-Za-z]{26})\b", "<id>", j)
+    return j
+
+
+if __name__ == "__main__":
+    unittest.main()
