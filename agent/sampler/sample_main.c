@@ -198,6 +198,21 @@ static void print_stats(struct pf_sampler *s)
 	printf("stats kernel_resolver=%d kernel_resolved=%" PRIu64 " kernel_resolve_cpu_ns=%" PRIu64
 	       "\n",
 	       st.kernel_resolver, st.kernel_resolved, st.kernel_resolve_cpu_ns);
+	if (!st.dwarf_unwind) {
+		printf("stats dwarf_unwind=0 reason=\"%s\"\n",
+		       st.dwarf_unwind_off_reason ? st.dwarf_unwind_off_reason : "");
+		return;
+	}
+	printf("stats dwarf_unwind=1 dwarf_samples=%" PRIu64 " unwind_tables=%" PRIu64
+	       " unwind_rows=%" PRIu64 "/%" PRIu64 " unwind_processes=%" PRIu64
+	       " unwind_entries=%" PRIu64 " unwind_built=%" PRIu64 " unwind_build_ms=%.1f"
+	       " unwind_cache_hits=%" PRIu64 " unwind_cache_bad=%" PRIu64 " unwind_no_cfi=%" PRIu64
+	       " unwind_evicted=%" PRIu64 " unwind_rows_full=%" PRIu64 " unwind_reloads=%" PRIu64
+	       "\n",
+	       st.dwarf_samples, st.unwind_tables, st.unwind_rows, st.unwind_rows_cap,
+	       st.unwind_processes, st.unwind_entries, st.unwind_built,
+	       (double)st.unwind_build_ns / 1e6, st.unwind_cache_hits, st.unwind_cache_bad,
+	       st.unwind_no_cfi, st.unwind_evicted, st.unwind_rows_full, st.unwind_reloads);
 }
 
 static bool refused(int e)

@@ -1000,6 +1000,33 @@ int pf_symbolizer_capture(struct pf_symbolizer *sym, uint32_t pid)
 	return 0;
 }
 
+int pf_symbolizer_exec_maps(struct pf_symbolizer *sym, uint32_t pid,
+			    int (*fn)(void *ctx, const struct pf_sym_exec_map *m), void *ctx)
+{
+	struct proc_maps *pm = *proc_slot(sym, pid);
+	if (!pm)
+		return -ENOENT;
+	for (size_t i = 0; i < pm->n; i++) {
+		struct pmap *m = &pm->maps[i];
+		struct pf_sym_exec_map x = {.start = m->start, .end = m->end, .fd = -1,
+					    .build_id = "", .path = m->path, .dev = m->dev,
+					    .ino = m->ino,
+					    .anon = m->special && strcmp(m->path, "[vdso]") &&
+						    strcmp(m->path, "[vsyscall]")};
+		struct elf_file *f = mapping_elf(sym, pid, m);
+		uint64_t vaddr;
+		if (f && elf_file_off_to_vaddr(f, m->offset, &vaddr)) {
+			x.fd = f->fd;
+			x.bias = m->start - vaddr;
+			x.build_id = f->build_id;
+		}
+		int rc = fn(ctx, &x);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 int pf_symbolizer_pin_exe(struct pf_symbolizer *sym, uint32_t pid)
 {
 	char p[64];
