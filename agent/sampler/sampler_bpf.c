@@ -188,7 +188,7 @@ static uint64_t mono_ms(void)
 }
 
 /* The unwind tables of a sampled process: loaded at its first sample with a user stack, and
- * again (at most once a second) when the kernel's walk met an address of no known mapping —
+ * again (at most every 200 ms) when the kernel's walk met an address of no known mapping —
  * a library loaded after the first load. */
 static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
 {
@@ -197,7 +197,7 @@ static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
 	if (h->flags & PF_SAMPLE_F_DWARF)
 		s->dwarf_samples++;
 	uint64_t at = pf_unwinder_loaded_ms(s->unw, h->pid);
-	if (at && !((h->flags & PF_SAMPLE_F_UNWIND_MISS) && mono_ms() >= at + 1000))
+	if (at && !((h->flags & PF_SAMPLE_F_UNWIND_MISS) && mono_ms() >= at + 200))
 		return;
 	if (at)
 		pf_symbolizer_capture(s->sym, h->pid); /* the maps changed */
@@ -1303,6 +1303,11 @@ size_t pf_sampler_ring_procs(struct pf_sampler *s, struct pf_sampler_ring_proc *
 		snprintf(out[i].service_name, sizeof(out[i].service_name), "%s", name ? name : "");
 	}
 	return n;
+}
+
+size_t pf_sampler_unwind_entries(struct pf_sampler *s, uint32_t pid)
+{
+	return s->unw ? pf_unwinder_kernel_entries(s->unw, pid) : 0;
 }
 
 int pf_sampler_ring_stats(struct pf_sampler *s, struct pf_sample_ring_stats *out)

@@ -183,6 +183,9 @@ struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned sl
 
 /* Counters for the agent's metrics and health. */
 int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out);
+/* Entries of pid in the kernel's unwind map (tests: none once it exited), 0 without .eh_frame
+ * unwinding. Iterates the whole map: not for hot paths. */
+size_t pf_sampler_unwind_entries(struct pf_sampler *s, uint32_t pid);
 
 /* ---- the span triggers' sample ring (sample_ring.h) ----
  *

@@ -378,8 +378,8 @@ static __always_inline int record(struct bpf_perf_event_data *ctx, struct pf_bpf
 	 * timer, so at 99 Hz there is about one wake-up per poll interval, not one per sample.
 	 * The fill is looked at only every wake_bytes / 8 this CPU wrote, not per record. */
 	__u64 wake = BPF_RB_NO_WAKEUP;
-	if ((flags & (PF_SAMPLE_F_UNWIND_MISS | PF_SAMPLE_F_DWARF)) == PF_SAMPLE_F_UNWIND_MISS)
-		wake = BPF_RB_FORCE_WAKEUP; /* a process without tables: see walk_tables */
+	if (flags & PF_SAMPLE_F_UNWIND_MISS)
+		wake = BPF_RB_FORCE_WAKEUP; /* tables to load now: see walk_tables */
 	s->since_query += size;
 	if (s->since_query >= wake_bytes / 8) {
 		s->since_query = 0;

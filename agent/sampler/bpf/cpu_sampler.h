@@ -181,7 +181,7 @@ struct pf_bpf_unwind_map {
 #define PF_SAMPLE_F_UNWIND_MISS 4 /* the walk met an address of no known mapping of a process
 				   * with tables (user space reloads its mappings), or, without
 				   * PF_SAMPLE_F_DWARF, the process has no tables yet (user space
-				   * loads them; the record wakes it at once) */
+				   * loads them); either record wakes user space at once */
 #define PF_SAMPLE_F_DWARF 8	  /* the user stack was walked with the tables */
 
 /* Kernel symbolization in the kernel (resolve_ksyms, a BPF_PROG_TYPE_SYSCALL program run with
