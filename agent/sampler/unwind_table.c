@@ -172,16 +172,20 @@ static int push(struct builder *b, struct pf_unwind_row r)
 }
 
 /* Rows for the executable range [lo, hi). dwarf_cfi_addrframe answers the row covering an
- * address with its [start, end); the walk steps from one row's end to the next. Addresses no
- * FDE covers (alignment padding between functions, code without CFI) are stepped over a byte
- * at a time until an FDE starts, with one STOP row for the gap. */
-static int walk_range(struct builder *b, Dwarf_CFI *cfi, uint64_t lo, uint64_t hi)
+ * address with its [start, end); the walk steps from one row's end to the next. An address
+ * the first CFI (.eh_frame) does not cover is looked up in the second (.debug_frame, NULL when
+ * the file has none). Addresses neither covers (alignment padding between functions, code
+ * without CFI) are stepped over a byte at a time until an FDE starts, with one STOP row for
+ * the gap. */
+static int walk_range(struct builder *b, Dwarf_CFI *cfi, Dwarf_CFI *cfi2, uint64_t lo,
+		      uint64_t hi)
 {
 	uint64_t addr = lo;
 	bool in_gap = false;
 	while (addr < hi) {
 		Dwarf_Frame *fr = NULL;
-		if (dwarf_cfi_addrframe(cfi, addr, &fr) != 0) {
+		if ((!cfi || dwarf_cfi_addrframe(cfi, addr, &fr) != 0) &&
+		    (!cfi2 || dwarf_cfi_addrframe(cfi2, addr, &fr) != 0)) {
 			if (!in_gap) {
 				int rc = push(b, (struct pf_unwind_row){.pc = (uint32_t)addr});
 				if (rc < 0)
@@ -208,6 +212,22 @@ static int walk_range(struct builder *b, Dwarf_CFI *cfi, uint64_t lo, uint64_t h
 	return 0;
 }
 
+/* True when the file has a section of that name. */
+static bool has_section(Elf *elf, const char *name)
+{
+	size_t shstrndx;
+	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return false;
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *n = gelf_getshdr(scn, &sh) ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
+		if (n && !strcmp(n, name))
+			return true;
+	}
+	return false;
+}
+
 void pf_unwind_table_free(struct pf_unwind_table *t)
 {
 	if (!t)
@@ -230,21 +250,18 @@ int pf_unwind_table_build(int fd, struct pf_unwind_table **out)
 		return -EINVAL;
 	}
 	int rc = 0;
-	uint8_t source = 1;
 	Dwarf *dw = NULL;
-	Dwarf_CFI *cfi = dwarf_getcfi_elf(elf);
-	if (!cfi) {
-		/* no .eh_frame: the .debug_frame of the file's DWARF, if it has one */
-		dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
-		cfi = dw ? dwarf_getcfi(dw) : NULL;
-		source = 2;
-	}
+	Dwarf_CFI *ehf = dwarf_getcfi_elf(elf), *dbg = NULL;
+	/* .debug_frame too when the file has one: it covers what .eh_frame leaves out (code
+	 * built with -fno-asynchronous-unwind-tables keeps its CFI there) */
+	if (has_section(elf, ".debug_frame") && (dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL)))
+		dbg = dwarf_getcfi(dw);
 	struct pf_unwind_table *t = calloc(1, sizeof(*t));
-	if (!cfi || !t) {
+	if ((!ehf && !dbg) || !t) {
 		rc = t ? -ENOENT : -ENOMEM;
 		goto out;
 	}
-	t->source = source;
+	t->source = ehf ? 1 : 2;
 	struct builder b = {.t = t};
 	/* The executable sections (not PT_LOAD segments: those also cover .plt's neighbours
 	 * such as .init and the read-only data of some linkers' layouts). */
@@ -259,15 +276,15 @@ int pf_unwind_table_build(int fd, struct pf_unwind_table **out)
 			break;
 		}
 		t->text_bytes += sh.sh_size;
-		rc = walk_range(&b, cfi, sh.sh_addr, sh.sh_addr + sh.sh_size);
+		rc = walk_range(&b, ehf, dbg, sh.sh_addr, sh.sh_addr + sh.sh_size);
 	}
 	for (size_t i = 0; i < t->n_rows; i++)
 		t->n_stop += t->rows[i].kind == PF_UNWIND_STOP;
 	if (rc == 0 && !t->n_rows)
 		rc = -ENOENT;
 out:
-	if (source == 1 && cfi)
-		dwarf_cfi_end(cfi); /* dwarf_getcfi_elf's; dwarf_getcfi's belongs to dw */
+	if (ehf)
+		dwarf_cfi_end(ehf); /* dwarf_getcfi_elf's; dwarf_getcfi's belongs to dw */
 	if (dw)
 		dwarf_end(dw);
 	elf_end(elf);
