@@ -2,13 +2,16 @@
  * and benchmarks: samples for N seconds under a profiling config file, closing a window every
  * sampling.duration_seconds, and prints each window as text.
  *
- *   profleet-sample [-c profiling.yaml] [-d seconds] [-t top] [-F] [-s] [-v] [-B bits]
+ *   profleet-sample [-c profiling.yaml] [-d seconds] [-t top] [-F] [-s] [-v] [-B bits] [-U]
+ *                   [-C dir]
  *     -c  profiling config (pf/profcfg.h); default: all defaults (99 Hz, no filters)
  *     -d  total run time in seconds (default: one window, sampling.duration_seconds)
  *     -t  stacks printed per process (default 10)
  *     -F  folded output instead: "pid;comm;root;..;leaf count" per stack (flame graph input)
  *     -s  print sampler stats, BPF run time and this process's CPU time and peak RSS at exit
  *     -v  debug logs
+ *     -U  user stacks by frame pointers only (no .eh_frame tables: the walk before issue 15)
+ *     -C  cache the unwind tables in dir (the agent uses <state dir>/unwind); default none
  *     -B  benchmark variant: PF_BENCH_* bits (cpu_sampler.h), parts of the sample program left
  *         out (bench/bpf_sample_cost.sh); default 0, the agent's program
  * Exit: 0 ok, 1 error, 2 usage, 77 the kernel refuses BPF or perf events. */
@@ -228,7 +231,7 @@ int main(int argc, char **argv)
 	bool folded = false, stats = false;
 	struct pf_sampler_options so = {0};
 	int opt;
-	while ((opt = getopt(argc, argv, "B:c:d:t:Fsv")) != -1) {
+	while ((opt = getopt(argc, argv, "B:C:c:d:t:FsUv")) != -1) {
 		char *end;
 		switch (opt) {
 		case 'B': {
@@ -240,6 +243,12 @@ int main(int argc, char **argv)
 		}
 		case 'c':
 			cfg_path = optarg;
+			break;
+		case 'C':
+			so.unwind_cache_dir = optarg;
+			break;
+		case 'U':
+			so.no_dwarf_unwind = true;
 			break;
 		case 'd':
 			seconds = strtol(optarg, &end, 10);
@@ -347,6 +356,6 @@ int main(int argc, char **argv)
 	return ret;
 usage:
 	fprintf(stderr, "usage: profleet-sample [-c profiling.yaml] [-d seconds] [-t top] [-F] "
-			"[-s] [-v] [-B bench-omit-bits]\n");
+			"[-s] [-v] [-B bench-omit-bits] [-U] [-C unwind-cache-dir]\n");
 	return 2;
 }

@@ -29,7 +29,8 @@ struct table {
 	bool no_cfi;    /* the file has no usable table: its mappings walk by frame pointers */
 	char build_id[72];
 	uint64_t dev, ino; /* the key of files without a build id */
-	uint32_t chunk, n_chunks, n_rows;
+	uint32_t chunk, n_chunks, n_rows, n_index;
+	uint32_t base; /* pc of the first row */
 	uint32_t refs;  /* process mappings using it */
 	uint64_t full_gen; /* u->free_gen when its rows did not fit (0: never) */
 	uint64_t stamp; /* LRU */
@@ -124,8 +125,14 @@ static int catch_all(struct pf_unwinder *u, uint32_t pid, bool install)
 static void table_publish(struct pf_unwinder *u, uint32_t id)
 {
 	struct table *t = &u->tables[id];
-	struct pf_bpf_unwind_table v = {.first = t->loaded ? t->chunk * PF_UNWINDER_CHUNK : 0,
-					.n = t->loaded ? t->n_rows : 0};
+	struct pf_bpf_unwind_table v = {0};
+	if (t->loaded) {
+		v.index = t->chunk * PF_UNWINDER_CHUNK;
+		v.n_index = t->n_index;
+		v.first = v.index + t->n_index;
+		v.n = t->n_rows;
+		v.base = t->base;
+	}
 	if (bpf_map_update_elem(u->opt.tables_fd, &id, &v, BPF_ANY) < 0)
 		u->st.last_error = -errno;
 }
@@ -139,7 +146,7 @@ static void table_unload(struct pf_unwinder *u, uint32_t id)
 	table_publish(u, id); /* first: the kernel stops reading the rows */
 	memset(u->chunk_used + t->chunk, 0, t->n_chunks);
 	u->st.tables--;
-	u->st.rows -= t->n_rows;
+	u->st.rows -= t->n_rows + t->n_index;
 	u->st.evicted++;
 }
 
@@ -168,15 +175,18 @@ static uint32_t lru_victim(struct pf_unwinder *u, uint32_t keep)
 	return best;
 }
 
-/* Copies t's rows into the kernel's array. */
+/* Copies t's index (cpu_sampler.h PF_UNWIND_INDEX_SHIFT) and rows into the kernel's array. */
 static int table_load_rows(struct pf_unwinder *u, uint32_t id, const struct pf_unwind_table *ut)
 {
 	struct table *t = &u->tables[id];
-	uint32_t need = (uint32_t)((ut->n_rows + PF_UNWINDER_CHUNK - 1) / PF_UNWINDER_CHUNK);
-	if (ut->n_rows > u->opt.rows_cap) {
+	uint32_t base = ut->rows[0].pc;
+	uint64_t n_index = (((uint64_t)ut->rows[ut->n_rows - 1].pc - base) >> PF_UNWIND_INDEX_SHIFT) + 1;
+	uint64_t total = n_index + ut->n_rows;
+	if (total > u->opt.rows_cap) {
 		u->st.rows_full++;
 		return -ENOSPC;
 	}
+	uint32_t need = (uint32_t)((total + PF_UNWINDER_CHUNK - 1) / PF_UNWINDER_CHUNK);
 	uint32_t at;
 	while ((at = chunks_find(u, need)) == UINT32_MAX) {
 		uint32_t v = lru_victim(u, id);
@@ -186,15 +196,25 @@ static int table_load_rows(struct pf_unwinder *u, uint32_t id, const struct pf_u
 		}
 		table_unload(u, v);
 	}
-	memcpy(u->rows + (size_t)at * PF_UNWINDER_CHUNK, ut->rows,
-	       ut->n_rows * sizeof(*ut->rows));
+	struct pf_bpf_unwind_row *dst = u->rows + (size_t)at * PF_UNWINDER_CHUNK;
+	/* index entry i: the last row whose pc <= base + (i << shift) */
+	size_t r = 0;
+	for (uint64_t i = 0; i < n_index; i++) {
+		uint64_t at_pc = base + (i << PF_UNWIND_INDEX_SHIFT);
+		while (r + 1 < ut->n_rows && ut->rows[r + 1].pc <= at_pc)
+			r++;
+		dst[i] = (struct pf_bpf_unwind_row){.pc = (uint32_t)r};
+	}
+	memcpy(dst + n_index, ut->rows, ut->n_rows * sizeof(*ut->rows));
 	memset(u->chunk_used + at, 1, need);
 	t->chunk = at;
 	t->n_chunks = need;
 	t->n_rows = (uint32_t)ut->n_rows;
+	t->n_index = (uint32_t)n_index;
+	t->base = base;
 	t->loaded = true;
 	u->st.tables++;
-	u->st.rows += t->n_rows;
+	u->st.rows += total;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* rows before the table entry that names them */
 	table_publish(u, id);
 	return 0;

@@ -8,7 +8,8 @@
  *  - Rows live in the mmapable array unwind_rows, written directly through a shared mapping
  *    of it (no syscall per row): its pages count in the agent's RSS, so limits.max_memory_mb
  *    covers them. The array is cut into chunks of PF_UNWINDER_CHUNK rows; a table takes a
- *    contiguous run of chunks. When a table does not fit, the least recently used tables no
+ *    contiguous run of chunks: its index (one entry per 512 bytes of code, cpu_sampler.h
+ *    PF_UNWIND_INDEX_SHIFT), then its rows. When a table does not fit, the least recently used tables no
  *    live process maps are evicted first; if it still does not fit, the mapping is walked by
  *    frame pointers (counted in rows_full).
  *  - Tables are built once per file and cached in cache_dir/<build id>.unw
@@ -40,7 +41,7 @@ struct pf_unwinder_options {
 
 struct pf_unwinder_stats {
 	uint64_t tables;      /* tables loaded in the kernel now */
-	uint64_t rows;        /* their rows */
+	uint64_t rows;        /* their rows and index entries */
 	uint64_t rows_cap;
 	uint64_t processes;   /* processes with entries */
 	uint64_t entries;     /* trie entries */

@@ -161,27 +161,55 @@ static __always_inline bool in_user_mode(struct bpf_perf_event_data *ctx)
 
 /* ---- the table walk ---- */
 
+/* A mapping as the walk caches it (two of them: stacks alternate between a program and its
+ * libc, each change would cost a trie lookup). */
+struct pf_walk_map {
+	__u64 start, end, bias;
+	__u32 table_id, kind;
+};
+
 struct pf_walk {
 	__u64 ip, sp, bp;
-	__u64 m_start, m_end, m_bias; /* the mapping of the last frame */
-	__u32 m_table, m_kind;
+	struct pf_walk_map m[2]; /* m[0] the most recent */
 	__u32 pid;
 	__u32 base; /* slot of the first user frame in ips */
 	__u32 n;    /* frames stored */
 	__u32 flags;
 };
 
-/* The row of table id covering ELF virtual address pc: bounded binary search over the table's
- * run of unwind_rows. NULL when no row covers it. */
+static __always_inline void walk_map_set(struct pf_walk_map *d, const struct pf_bpf_unwind_map *m)
+{
+	d->start = m->start;
+	d->end = m->end;
+	d->bias = m->bias;
+	d->table_id = m->table_id;
+	d->kind = m->kind;
+}
+
+/* The row of table id covering ELF virtual address pc: its index entries give the few rows
+ * around pc, then a bounded binary search over them. NULL when no row covers it. */
 static __always_inline struct pf_bpf_unwind_row *find_row(__u32 id, __u64 pc)
 {
 	struct pf_bpf_unwind_table *t = bpf_map_lookup_elem(&unwind_tables, &id);
-	if (!t || !t->n || pc > 0xffffffffull)
+	if (!t || !t->n || !t->n_index || pc > 0xffffffffull || pc < t->base)
 		return NULL;
-	__u32 lo = t->first, hi = t->first + t->n; /* rows[lo].pc <= pc < rows[hi].pc */
-	struct pf_bpf_unwind_row *r = bpf_map_lookup_elem(&unwind_rows, &lo);
-	if (!r || r->pc > pc)
+	__u32 b = (__u32)(pc - t->base) >> PF_UNWIND_INDEX_SHIFT;
+	if (b >= t->n_index)
+		b = t->n_index - 1;
+	__u32 k = t->index + b;
+	struct pf_bpf_unwind_row *e = bpf_map_lookup_elem(&unwind_rows, &k);
+	if (!e)
 		return NULL;
+	__u32 lo = t->first + e->pc, hi = t->first + t->n; /* rows[lo].pc <= pc < rows[hi].pc */
+	if (b + 1 < t->n_index) {
+		k++;
+		e = bpf_map_lookup_elem(&unwind_rows, &k);
+		if (!e)
+			return NULL;
+		if (t->first + e->pc + 1 < hi)
+			hi = t->first + e->pc + 1;
+	}
+	struct pf_bpf_unwind_row *r;
 	for (int i = 0; i < PF_UNWIND_SEARCH_STEPS; i++) {
 		if (hi - lo <= 1)
 			break;
@@ -194,7 +222,8 @@ static __always_inline struct pf_bpf_unwind_row *find_row(__u32 id, __u64 pc)
 		else
 			hi = mid;
 	}
-	return bpf_map_lookup_elem(&unwind_rows, &lo);
+	r = bpf_map_lookup_elem(&unwind_rows, &lo);
+	return r && r->pc <= pc ? r : NULL;
 }
 
 /* One frame up by the frame-pointer chain: [rbp] is the caller's rbp, [rbp + 8] the return
@@ -226,19 +255,21 @@ static long unwind_step(__u32 i, void *ctx)
 	/* a caller's return address may be just past its function (a call to a noreturn
 	 * function ends it): look up the call instruction instead */
 	__u64 pc = st->n == 1 ? st->ip : st->ip - 1;
-	if (pc < st->m_start || pc >= st->m_end) {
-		struct pf_bpf_unwind_key k = {.prefixlen = 96, .pid = st->pid,
-					      .addr_be = bpf_cpu_to_be64(pc)};
-		struct pf_bpf_unwind_map *m = bpf_map_lookup_elem(&unwind_maps, &k);
-		if (!m)
-			return 1;
-		st->m_start = m->start;
-		st->m_end = m->end;
-		st->m_bias = m->bias;
-		st->m_table = m->table_id;
-		st->m_kind = m->kind;
+	if (pc < st->m[0].start || pc >= st->m[0].end) {
+		struct pf_walk_map tmp = st->m[0];
+		if (pc >= st->m[1].start && pc < st->m[1].end) {
+			st->m[0] = st->m[1];
+		} else {
+			struct pf_bpf_unwind_key k = {.prefixlen = 96, .pid = st->pid,
+						      .addr_be = bpf_cpu_to_be64(pc)};
+			struct pf_bpf_unwind_map *m = bpf_map_lookup_elem(&unwind_maps, &k);
+			if (!m)
+				return 1;
+			walk_map_set(&st->m[0], m);
+		}
+		st->m[1] = tmp;
 	}
-	switch (st->m_kind) {
+	switch (st->m[0].kind) {
 	case PF_UNWIND_MAP_TABLE:
 		break;
 	case PF_UNWIND_MAP_JIT:
@@ -249,7 +280,7 @@ static long unwind_step(__u32 i, void *ctx)
 	default:
 		return fp_step(st);
 	}
-	struct pf_bpf_unwind_row *r = find_row(st->m_table, pc - st->m_bias);
+	struct pf_bpf_unwind_row *r = find_row(st->m[0].table_id, pc - st->m[0].bias);
 	if (!r)
 		return fp_step(st);
 	__u64 cfa;
@@ -267,9 +298,17 @@ static long unwind_step(__u32 i, void *ctx)
 		return 1;
 	}
 	__u64 ra;
-	if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)) < 0)
+	if (r->rbp_off8 == -2) {
+		/* the common prologue (push rbp right after the call): one read for both */
+		__u64 pair[2];
+		if (bpf_probe_read_user(pair, sizeof(pair), (void *)(cfa - 16)) < 0)
+			return 1;
+		st->bp = pair[0];
+		ra = pair[1];
+	} else if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)) < 0) {
 		return 1;
-	if (r->rbp_off8) {
+	}
+	if (r->rbp_off8 && r->rbp_off8 != -2) {
 		__u64 bp;
 		if (bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + (__s64)r->rbp_off8 * 8)) <
 		    0)
@@ -310,6 +349,7 @@ static __always_inline long walk_tables(struct bpf_perf_event_data *ctx, __u32 p
 		*flags |= PF_SAMPLE_F_UNWIND_MISS;
 		return -1;
 	}
+	walk_map_set(&st.m[0], m); /* the leaf's: the first step needs no lookup */
 	bpf_loop(PF_UNWIND_MAX_FRAMES, unwind_step, &st, 0);
 	*flags |= st.flags | PF_SAMPLE_F_DWARF;
 	return (long)st.n * 8;

@@ -153,9 +153,18 @@ struct pf_bpf_unwind_row {
 	signed char rbp_off8;
 };
 
+/* A table's run in unwind_rows is its index, then its rows. Index entry i (a row-sized slot
+ * whose pc field holds a row number, counted from `first`) is the row covering
+ * base + (i << PF_UNWIND_INDEX_SHIFT): the binary search starts between two entries, a few
+ * rows (one or two cache lines) instead of the whole table. */
+#define PF_UNWIND_INDEX_SHIFT 9 /* 512 bytes of code per index entry */
+
 struct pf_bpf_unwind_table {
-	unsigned int first; /* index of the first row in unwind_rows */
-	unsigned int n;     /* rows; 0: no table (walk by frame pointer) */
+	unsigned int first;   /* index of the first row in unwind_rows */
+	unsigned int n;       /* rows; 0: no table (walk by frame pointer) */
+	unsigned int index;   /* index of the first index entry in unwind_rows */
+	unsigned int n_index; /* index entries (>= 1 when n > 0) */
+	unsigned int base;    /* pc of the first row */
 };
 
 /* kinds of struct pf_bpf_unwind_map */
