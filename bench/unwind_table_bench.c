@@ -52,7 +52,7 @@ int main(int argc, char **argv)
 			pf_unwind_table_free(t);
 			t = NULL;
 			double t0 = cpu_ms();
-			int e = pf_unwind_table_build(fd, &t);
+			int e = pf_unwind_table_build(fd, 0, &t);
 			double dt = cpu_ms() - t0;
 			if (e < 0) {
 				fprintf(stderr, "%s: %s\n", argv[i], strerror(-e));

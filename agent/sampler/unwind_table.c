@@ -144,6 +144,7 @@ static struct pf_unwind_row classify(Dwarf_Frame *fr, uint32_t pc)
 struct builder {
 	struct pf_unwind_table *t;
 	size_t cap;
+	size_t max_rows; /* 0: no bound */
 	uint64_t last_end; /* end of the last row's range, 0 before the first */
 };
 
@@ -159,6 +160,8 @@ static int push(struct builder *b, struct pf_unwind_row r)
 		return 0;
 	if (t->n_rows && t->rows[t->n_rows - 1].pc >= r.pc) /* ranges overlap: keep the first */
 		return 0;
+	if (b->max_rows && t->n_rows >= b->max_rows)
+		return -E2BIG;
 	if (t->n_rows == b->cap) {
 		size_t nc = b->cap ? b->cap * 2 : 1024;
 		struct pf_unwind_row *nr = realloc(t->rows, nc * sizeof(*nr));
@@ -236,7 +239,7 @@ void pf_unwind_table_free(struct pf_unwind_table *t)
 	free(t);
 }
 
-int pf_unwind_table_build(int fd, struct pf_unwind_table **out)
+int pf_unwind_table_build(int fd, size_t max_rows, struct pf_unwind_table **out)
 {
 	*out = NULL;
 	if (elf_version(EV_CURRENT) == EV_NONE)
@@ -262,7 +265,7 @@ int pf_unwind_table_build(int fd, struct pf_unwind_table **out)
 		goto out;
 	}
 	t->source = ehf ? 1 : 2;
-	struct builder b = {.t = t};
+	struct builder b = {.t = t, .max_rows = max_rows};
 	/* The executable sections (not PT_LOAD segments: those also cover .plt's neighbours
 	 * such as .init and the read-only data of some linkers' layouts). */
 	Elf_Scn *scn = NULL;

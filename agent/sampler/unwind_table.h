@@ -52,9 +52,12 @@ struct pf_unwind_table {
 			      * disk cache */
 };
 
-/* Builds the table of the ELF file open at fd (not consumed). 0, -ENOENT when it has no call
- * frame information, -EINVAL (not ELF, not x86_64, addresses beyond 4 GiB), -ENOMEM. */
-int pf_unwind_table_build(int fd, struct pf_unwind_table **out);
+/* Builds the table of the ELF file open at fd (not consumed), of at most max_rows rows (0: no
+ * bound; the walk stops as soon as it passes the bound, so a file too large for the kernel's
+ * rows costs no more than max_rows rows' worth of work). 0, -ENOENT when it has no call frame
+ * information, -E2BIG over max_rows, -EINVAL (not ELF, not x86_64, addresses beyond 4 GiB),
+ * -ENOMEM. */
+int pf_unwind_table_build(int fd, size_t max_rows, struct pf_unwind_table **out);
 void pf_unwind_table_free(struct pf_unwind_table *t);
 
 /* The row covering ELF virtual address pc, or NULL when pc is before the first row. */

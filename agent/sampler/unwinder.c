@@ -234,8 +234,13 @@ static struct pf_unwind_table *table_obtain(struct pf_unwinder *u, const char *b
 			u->st.cache_bad++;
 	}
 	uint64_t t0 = mono_ns();
-	int rc = pf_unwind_table_build(fd, &ut);
+	/* a table larger than the kernel's rows (index included) could never load */
+	int rc = pf_unwind_table_build(fd, u->opt.rows_cap - u->opt.rows_cap / 16, &ut);
 	u->st.build_ns += mono_ns() - t0;
+	if (rc == -E2BIG)
+		u->st.rows_full++;
+	else if (rc < 0)
+		u->st.no_cfi++;
 	if (rc < 0)
 		return NULL;
 	u->st.built++;
@@ -293,8 +298,7 @@ static uint32_t table_get(struct pf_unwinder *u, const struct pf_sym_exec_map *m
 	t->ino = m->ino;
 	struct pf_unwind_table *ut = table_obtain(u, m->build_id, m->fd);
 	if (!ut) {
-		t->no_cfi = true;
-		u->st.no_cfi++;
+		t->no_cfi = true; /* no CFI, or too large: frame pointers */
 	} else if (table_load_rows(u, free_id, ut) < 0) {
 		/* no room: walked by frame pointers until rows are freed and a later load of
 		 * the file finds room */

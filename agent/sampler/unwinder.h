@@ -46,12 +46,13 @@ struct pf_unwinder_stats {
 	uint64_t processes;   /* processes with entries */
 	uint64_t entries;     /* trie entries */
 	uint64_t built;       /* tables built from CFI */
-	uint64_t build_ns;    /* CPU... wall time spent building them */
+	uint64_t build_ns;    /* wall time spent building them */
 	uint64_t cache_hits;  /* tables read from the disk cache */
 	uint64_t cache_bad;   /* cache files refused and rebuilt */
 	uint64_t no_cfi;      /* files without usable CFI (walked by frame pointers) */
 	uint64_t evicted;     /* tables evicted to make room */
-	uint64_t rows_full;   /* tables that did not fit even after evicting */
+	uint64_t rows_full;   /* tables that did not fit even after evicting, or larger than
+			       * the kernel's rows (walked by frame pointers) */
 	uint64_t reloads;     /* process reloads after a miss */
 	int last_error;
 };

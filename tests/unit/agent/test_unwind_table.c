@@ -71,7 +71,7 @@ static struct pf_unwind_table *build(const char *path)
 	int fd = open(path, O_RDONLY);
 	assert_true(fd >= 0);
 	struct pf_unwind_table *t = NULL;
-	assert_int_equal(pf_unwind_table_build(fd, &t), 0);
+	assert_int_equal(pf_unwind_table_build(fd, 0, &t), 0);
 	close(fd);
 	assert_non_null(t);
 	return t;
@@ -169,6 +169,16 @@ static void test_libc(void **state)
 		assert_int_equal(r->kind, PF_UNWIND_CFA_RSP);
 		assert_int_equal(r->cfa_off, 8);
 	}
+	/* a bound on the rows stops the build early */
+	int fd = open(info.dli_fname, O_RDONLY);
+	assert_true(fd >= 0);
+	struct pf_unwind_table *small = NULL;
+	assert_int_equal(pf_unwind_table_build(fd, 100, &small), -E2BIG);
+	assert_null(small);
+	assert_int_equal(pf_unwind_table_build(fd, t->n_rows, &small), 0);
+	assert_int_equal(small->n_rows, t->n_rows);
+	pf_unwind_table_free(small);
+	close(fd);
 	pf_unwind_table_free(t);
 }
 
