@@ -630,6 +630,13 @@ static void sampler_health(struct agent_dataplane *d)
 		      "), filtered %" PRIu64 ", stack errors %" PRIu64 ", processes %" PRIu64,
 		      st.samples, st.lost_kernel + st.lost_user, st.lost_kernel, st.lost_user,
 		      st.filtered, st.stack_errors, st.processes);
+	if (st.dwarf_unwind)
+		pf_buf_printf(&b, "; user stacks by unwind tables (%" PRIu64 " tables, %" PRIu64
+			      " rows of %" PRIu64 ")",
+			      st.unwind_tables, st.unwind_rows, st.unwind_rows_cap);
+	else
+		pf_buf_printf(&b, "; user stacks by frame pointers only (%s)",
+			      st.dwarf_unwind_off_reason ? st.dwarf_unwind_off_reason : "?");
 	if (st.captures || st.capture_samples)
 		pf_buf_printf(&b, "; captures %u%s, capture samples %" PRIu64, st.captures,
 			      st.captures ? " sampling" : "", st.capture_samples);

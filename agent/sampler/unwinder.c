@@ -4,6 +4,7 @@
 #include <bpf/bpf.h>
 #include <endian.h>
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,7 +383,11 @@ static bool same_ent(const struct ent *a, const struct ent *b)
 int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t pid)
 {
 	struct load_ctx c = {.u = u};
+	uint64_t built = u->st.built;
 	int rc = pf_symbolizer_exec_maps(sym, pid, collect, &c);
+	/* libdw's CFI caches and the tables' growth are freed by now: give the pages back */
+	if (u->st.built != built)
+		malloc_trim(0);
 	if (rc == 0)
 		rc = c.rc;
 	struct proc **pp = proc_slot(u, pid), *p = *pp;
