@@ -239,12 +239,9 @@ void pf_unwind_table_free(struct pf_unwind_table *t)
 	free(t);
 }
 
-int pf_unwind_table_build(int fd, size_t max_rows, struct pf_unwind_table **out)
+/* The table of an opened ELF (consumed). */
+static int build_elf(Elf *elf, size_t max_rows, struct pf_unwind_table **out)
 {
-	*out = NULL;
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -EINVAL;
-	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	GElf_Ehdr eh;
 	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
 	    eh.e_machine != EM_X86_64) {
@@ -301,6 +298,29 @@ out:
 		t->rows = fit;
 	*out = t;
 	return 0;
+}
+
+int pf_unwind_table_build(int fd, size_t max_rows, struct pf_unwind_table **out)
+{
+	*out = NULL;
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	return build_elf(elf_begin(fd, ELF_C_READ_MMAP, NULL), max_rows, out);
+}
+
+int pf_unwind_table_build_image(const void *image, size_t len, size_t max_rows,
+				struct pf_unwind_table **out)
+{
+	*out = NULL;
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	char *copy = malloc(len); /* elf_memory wants a writable image */
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, image, len);
+	int rc = build_elf(elf_memory(copy, len), max_rows, out);
+	free(copy);
+	return rc;
 }
 
 const struct pf_unwind_row *pf_unwind_table_find(const struct pf_unwind_table *t, uint64_t pc)

@@ -58,6 +58,10 @@ struct pf_unwind_table {
  * information, -E2BIG over max_rows, -EINVAL (not ELF, not x86_64, addresses beyond 4 GiB),
  * -ENOMEM. */
 int pf_unwind_table_build(int fd, size_t max_rows, struct pf_unwind_table **out);
+/* The same for an ELF image in memory (len bytes; copied while building): the vDSO, which
+ * every process maps from the kernel (the agent reads its own). */
+int pf_unwind_table_build_image(const void *image, size_t len, size_t max_rows,
+				struct pf_unwind_table **out);
 void pf_unwind_table_free(struct pf_unwind_table *t);
 
 /* The row covering ELF virtual address pc, or NULL when pc is before the first row. */

@@ -2,12 +2,14 @@
 #include "unwinder.h"
 
 #include <bpf/bpf.h>
+#include <elf.h>
 #include <endian.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -221,9 +223,45 @@ static int table_load_rows(struct pf_unwinder *u, uint32_t id, const struct pf_u
 	return 0;
 }
 
-/* The table of a file: cached on disk, else built (and cached). */
+/* The vDSO as this process maps it (the kernel maps the same image into every 64-bit
+ * process): its ELF image, its size and its first segment's virtual address. False when
+ * there is none or it does not look like an ELF image. */
+static bool vdso_image(const void **image, size_t *len, uint64_t *vaddr0)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)getauxval(AT_SYSINFO_EHDR);
+	if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_shentsize != sizeof(Elf64_Shdr))
+		return false;
+	const Elf64_Phdr *ph = (const Elf64_Phdr *)((const char *)eh + eh->e_phoff);
+	bool found = false;
+	for (unsigned i = 0; i < eh->e_phnum && !found; i++) {
+		if (ph[i].p_type == PT_LOAD) {
+			*vaddr0 = ph[i].p_vaddr - ph[i].p_offset;
+			found = true;
+		}
+	}
+	*image = eh;
+	*len = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+	return found && *len < (1u << 20);
+}
+
+#define VDSO_KEY "[vdso]" /* the registry's key of the vDSO's table (not a build id) */
+
+/* The table of a file: cached on disk, else built (and cached); the vDSO's from memory. */
 static struct pf_unwind_table *table_obtain(struct pf_unwinder *u, const char *build_id, int fd)
 {
+	size_t max_rows = u->opt.rows_cap - u->opt.rows_cap / 16;
+	if (!strcmp(build_id, VDSO_KEY)) {
+		const void *image;
+		size_t len;
+		uint64_t vaddr0;
+		struct pf_unwind_table *ut = NULL;
+		if (!vdso_image(&image, &len, &vaddr0) ||
+		    pf_unwind_table_build_image(image, len, max_rows, &ut) < 0)
+			return NULL;
+		u->st.built++;
+		return ut;
+	}
 	struct pf_unwind_table *ut = NULL;
 	if (u->opt.cache_dir && build_id[0]) {
 		int rc = pf_unwind_cache_load(u->opt.cache_dir, build_id, &ut);
@@ -236,7 +274,7 @@ static struct pf_unwind_table *table_obtain(struct pf_unwinder *u, const char *b
 	}
 	uint64_t t0 = mono_ns();
 	/* a table larger than the kernel's rows (index included) could never load */
-	int rc = pf_unwind_table_build(fd, u->opt.rows_cap - u->opt.rows_cap / 16, &ut);
+	int rc = pf_unwind_table_build(fd, max_rows, &ut);
 	u->st.build_ns += mono_ns() - t0;
 	if (rc == -E2BIG)
 		u->st.rows_full++;
@@ -361,8 +399,21 @@ static int collect(void *ctx, const struct pf_sym_exec_map *m)
 	}
 	struct ent e = {.start = m->start, .end = m->end, .bias = m->bias,
 			.kind = PF_UNWIND_MAP_FP};
+	const void *image;
+	size_t len;
+	uint64_t vaddr0;
 	if (m->anon) {
 		e.kind = PF_UNWIND_MAP_JIT;
+	} else if (m->fd < 0 && !strcmp(m->path, "[vdso]") && vdso_image(&image, &len, &vaddr0)) {
+		/* clock_gettime and friends: the same image as the agent's own vDSO */
+		struct pf_sym_exec_map v = *m;
+		v.build_id = VDSO_KEY;
+		e.bias = m->start - vaddr0;
+		e.table_id = table_get(c->u, &v);
+		if (e.table_id) {
+			e.kind = PF_UNWIND_MAP_TABLE;
+			c->u->tables[e.table_id].refs++;
+		}
 	} else if (m->fd >= 0) {
 		e.table_id = table_get(c->u, m);
 		if (e.table_id) {

@@ -5,16 +5,18 @@
  *   main -> chain_a -> chain_b -> chain_c -> hot_leaf
  *   main -> sort_chain -> qsort (libc) -> cmp_burn            (the comparator)
  *   main -> search_chain -> bsearch (libc) -> key_burn        (the callback)
+ *   main -> clock_chain -> clock_gettime (libc, then the vDSO)
  *
  * With PF_WL_DLOPEN=path, on SIGUSR1 (sent once the profiler runs) it opens that shared
  * library with dlopen and from then on also calls its dl_burn() through main -> dl_chain.
- * No system call in the loop: the run ends on SIGALRM.
+ * No system call in the loop (clock_gettime stays in the vDSO): the run ends on SIGALRM.
  *
  *   nofp_workload SECONDS   (prints "ready", then "iterations N" when done) */
 #include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #define N_KEYS 512
@@ -105,6 +107,17 @@ __attribute__((noinline)) unsigned long search_chain(unsigned long seed)
 	return found;
 }
 
+__attribute__((noinline)) unsigned long clock_chain(unsigned long x)
+{
+	struct timespec ts;
+	for (int i = 0; i < 3000; i++) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		x += (unsigned long)ts.tv_nsec;
+	}
+	sink += x;
+	return x;
+}
+
 __attribute__((noinline)) unsigned long dl_chain(unsigned long x)
 {
 	unsigned long r = dl_burn(x);
@@ -129,6 +142,7 @@ int main(int argc, char **argv)
 		sink += chain_a(it);
 		sink += sort_chain(it);
 		sink += search_chain(it);
+		sink += clock_chain(it);
 		if (dl_burn)
 			sink += dl_chain(it);
 		else if (lib && want_dl && !dl) {
