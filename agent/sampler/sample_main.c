@@ -211,11 +211,12 @@ static void print_stats(struct pf_sampler *s)
 	       " unwind_entries=%" PRIu64 " unwind_built=%" PRIu64 " unwind_build_ms=%.1f"
 	       " unwind_cache_hits=%" PRIu64 " unwind_cache_bad=%" PRIu64 " unwind_no_cfi=%" PRIu64
 	       " unwind_evicted=%" PRIu64 " unwind_rows_full=%" PRIu64 " unwind_reloads=%" PRIu64
-	       "\n",
+	       " unwind_deferred=%" PRIu64 "\n",
 	       st.dwarf_samples, st.unwind_tables, st.unwind_rows, st.unwind_rows_cap,
 	       st.unwind_processes, st.unwind_entries, st.unwind_built,
 	       (double)st.unwind_build_ns / 1e6, st.unwind_cache_hits, st.unwind_cache_bad,
-	       st.unwind_no_cfi, st.unwind_evicted, st.unwind_rows_full, st.unwind_reloads);
+	       st.unwind_no_cfi, st.unwind_evicted, st.unwind_rows_full, st.unwind_reloads,
+	       st.unwind_deferred);
 }
 
 static bool refused(int e)

@@ -189,15 +189,18 @@ static uint64_t mono_ms(void)
 
 /* The unwind tables of a sampled process: loaded at its first sample with a user stack, and
  * again (at most every 200 ms) when the kernel's walk met an address of no known mapping —
- * a library loaded after the first load. */
+ * a library loaded after the first load — or a second after a load the build budget cut
+ * short. */
 static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
 {
 	if (!s->unw || !h->ustack_len)
 		return;
 	if (h->flags & PF_SAMPLE_F_DWARF)
 		s->dwarf_samples++;
-	uint64_t at = pf_unwinder_loaded_ms(s->unw, h->pid);
-	if (at && !((h->flags & PF_SAMPLE_F_UNWIND_MISS) && mono_ms() >= at + 200))
+	bool deferred;
+	uint64_t at = pf_unwinder_loaded_ms(s->unw, h->pid, &deferred);
+	if (at && !(deferred && mono_ms() >= at + 1000) &&
+	    !((h->flags & PF_SAMPLE_F_UNWIND_MISS) && mono_ms() >= at + 200))
 		return;
 	if (at)
 		pf_symbolizer_capture(s->sym, h->pid); /* the maps changed */
@@ -954,6 +957,7 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 		out->unwind_evicted = us.evicted;
 		out->unwind_rows_full = us.rows_full;
 		out->unwind_reloads = us.reloads;
+		out->unwind_deferred = us.deferred;
 	}
 	return 0;
 }

@@ -264,8 +264,22 @@ static int build_elf(Elf *elf, size_t max_rows, struct pf_unwind_table **out)
 	t->source = ehf ? 1 : 2;
 	struct builder b = {.t = t, .max_rows = max_rows};
 	/* The executable sections (not PT_LOAD segments: those also cover .plt's neighbours
-	 * such as .init and the read-only data of some linkers' layouts). */
+	 * such as .init and the read-only data of some linkers' layouts). Code yields one row
+	 * per 30-60 bytes: a file whose code would need more rows than allowed even at 64 bytes
+	 * per row is refused before any work. */
 	Elf_Scn *scn = NULL;
+	uint64_t code = 0;
+	while (max_rows && (scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_PROGBITS &&
+		    (sh.sh_flags & SHF_EXECINSTR) && (sh.sh_flags & SHF_ALLOC))
+			code += sh.sh_size;
+	}
+	if (max_rows && code / 64 > max_rows) {
+		rc = -E2BIG;
+		goto out;
+	}
+	scn = NULL;
 	while (rc == 0 && (scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||

@@ -24,6 +24,12 @@ _Static_assert(PF_UNWIND_CFA_RSP == PF_UNWIND_ROW_RSP && PF_UNWIND_CFA_RBP == PF
 	       "row kinds");
 
 #define PROC_BUCKETS 1024
+#define FULL_RETRY_MS 10000 /* a table that found no room is tried again after this */
+/* Building (or reading from the cache) tables may take BUDGET_RATE ns per ms on average,
+ * 2 % of a core, with bursts of up to BUDGET_BURST_NS (a start meets every file at once).
+ * Over budget, mappings are walked by frame pointers until the process is loaded again. */
+#define BUDGET_RATE 20000ll
+#define BUDGET_BURST_NS 1500000000ll
 
 /* One table id (index into tables[]; id 0 is never used). */
 struct table {
@@ -35,7 +41,7 @@ struct table {
 	uint32_t chunk, n_chunks, n_rows, n_index;
 	uint32_t base; /* pc of the first row */
 	uint32_t refs;  /* process mappings using it */
-	uint64_t full_gen; /* u->free_gen when its rows did not fit (0: never) */
+	uint64_t full_ms;  /* when its rows last did not fit (0: never); retried 10 s later */
 	uint64_t stamp; /* LRU */
 };
 
@@ -47,6 +53,7 @@ struct ent {
 struct proc {
 	struct proc *next;
 	uint32_t pid;
+	bool deferred; /* some table waited for the build budget at the last load */
 	uint64_t loaded_ms;
 	struct ent *ents;
 	size_t n;
@@ -60,7 +67,8 @@ struct pf_unwinder {
 	uint32_t n_chunks;
 	struct table *tables;
 	uint64_t stamp;
-	uint64_t free_gen; /* grows whenever rows may have become evictable */
+	int64_t budget_ns; /* table building allowed now (a token bucket of wall time) */
+	uint64_t budget_at; /* mono ns of its last refill */
 	struct proc *procs[PROC_BUCKETS];
 	struct pf_unwinder_stats st;
 };
@@ -245,12 +253,36 @@ static bool vdso_image(const void **image, size_t *len, uint64_t *vaddr0)
 	return found && *len < (1u << 20);
 }
 
+/* True when table work may start now (the bucket refilled since the last call). */
+static bool budget_ok(struct pf_unwinder *u)
+{
+	uint64_t now = mono_ns();
+	u->budget_ns += (int64_t)((now - u->budget_at) / 1000000) * BUDGET_RATE;
+	u->budget_at += (now - u->budget_at) / 1000000 * 1000000;
+	if (u->budget_ns > BUDGET_BURST_NS)
+		u->budget_ns = BUDGET_BURST_NS;
+	return u->budget_ns > 0;
+}
+
 #define VDSO_KEY "[vdso]" /* the registry's key of the vDSO's table (not a build id) */
 
-/* The table of a file: cached on disk, else built (and cached); the vDSO's from memory. */
+static struct pf_unwind_table *table_obtain_timed(struct pf_unwinder *u, const char *build_id,
+						   int fd);
+
+/* table_obtain_timed(), its time taken from the budget. */
 static struct pf_unwind_table *table_obtain(struct pf_unwinder *u, const char *build_id, int fd)
 {
-	size_t max_rows = u->opt.rows_cap - u->opt.rows_cap / 16;
+	uint64_t t0 = mono_ns();
+	struct pf_unwind_table *ut = table_obtain_timed(u, build_id, fd);
+	u->budget_ns -= (int64_t)(mono_ns() - t0);
+	return ut;
+}
+
+/* The table of a file: cached on disk, else built (and cached); the vDSO's from memory. */
+static struct pf_unwind_table *table_obtain_timed(struct pf_unwinder *u, const char *build_id,
+						   int fd)
+{
+	size_t max_rows = u->opt.rows_cap / 2; /* a larger table would crowd out all others */
 	if (!strcmp(build_id, VDSO_KEY)) {
 		const void *image;
 		size_t len;
@@ -273,7 +305,6 @@ static struct pf_unwind_table *table_obtain(struct pf_unwinder *u, const char *b
 			u->st.cache_bad++;
 	}
 	uint64_t t0 = mono_ns();
-	/* a table larger than the kernel's rows (index included) could never load */
 	int rc = pf_unwind_table_build(fd, max_rows, &ut);
 	u->st.build_ns += mono_ns() - t0;
 	if (rc == -E2BIG)
@@ -292,8 +323,8 @@ static struct pf_unwind_table *table_obtain(struct pf_unwinder *u, const char *b
 }
 
 /* The id of the table of the file m maps, loaded into the kernel when it can be; 0 when the
- * table registry is full. */
-static uint32_t table_get(struct pf_unwinder *u, const struct pf_sym_exec_map *m)
+ * table registry is full, or (*deferred set) when the build budget is spent. */
+static uint32_t table_get(struct pf_unwinder *u, const struct pf_sym_exec_map *m, bool *deferred)
 {
 	uint32_t free_id = 0;
 	for (uint32_t i = 1; i < u->opt.tables_cap; i++) {
@@ -308,16 +339,25 @@ static uint32_t table_get(struct pf_unwinder *u, const struct pf_sym_exec_map *m
 		if (!hit)
 			continue;
 		t->stamp = ++u->stamp;
-		if (!t->loaded && !t->no_cfi && t->full_gen != u->free_gen) {
-			/* evicted earlier, or no room then while rows were freed since: again */
+		if (!t->loaded && !t->no_cfi &&
+		    (!t->full_ms || mono_ns() / 1000000 >= t->full_ms + FULL_RETRY_MS)) {
+			/* evicted earlier, or no room some time ago: again */
+			if (!budget_ok(u)) {
+				*deferred = true;
+				return i;
+			}
 			struct pf_unwind_table *ut = table_obtain(u, m->build_id, m->fd);
 			if (!ut || table_load_rows(u, i, ut) < 0) {
-				t->full_gen = u->free_gen;
+				t->full_ms = mono_ns() / 1000000;
 				table_publish(u, i);
 			}
 			pf_unwind_table_free(ut);
 		}
 		return i;
+	}
+	if (!budget_ok(u)) {
+		*deferred = true;
+		return 0;
 	}
 	if (!free_id) {
 		/* recycle an unreferenced id */
@@ -341,7 +381,7 @@ static uint32_t table_get(struct pf_unwinder *u, const struct pf_sym_exec_map *m
 	} else if (table_load_rows(u, free_id, ut) < 0) {
 		/* no room: walked by frame pointers until rows are freed and a later load of
 		 * the file finds room */
-		t->full_gen = u->free_gen;
+		t->full_ms = mono_ns() / 1000000;
 	}
 	if (!t->loaded)
 		table_publish(u, free_id);
@@ -364,17 +404,18 @@ bool pf_unwinder_has(const struct pf_unwinder *u, uint32_t pid)
 	return *proc_slot(u, pid) != NULL;
 }
 
-uint64_t pf_unwinder_loaded_ms(const struct pf_unwinder *u, uint32_t pid)
+uint64_t pf_unwinder_loaded_ms(const struct pf_unwinder *u, uint32_t pid, bool *deferred)
 {
 	struct proc *p = *proc_slot(u, pid);
+	*deferred = p && p->deferred;
 	return p ? p->loaded_ms : 0;
 }
 
 static void ent_release(struct pf_unwinder *u, uint32_t pid, struct ent *e)
 {
 	ent_remove(u, pid, e);
-	if (e->table_id && u->tables[e->table_id].refs && !--u->tables[e->table_id].refs)
-		u->free_gen++;
+	if (e->table_id && u->tables[e->table_id].refs)
+		u->tables[e->table_id].refs--;
 }
 
 struct load_ctx {
@@ -382,6 +423,7 @@ struct load_ctx {
 	struct ent *ents;
 	size_t n, cap;
 	int rc;
+	bool deferred; /* a table waits for the build budget */
 };
 
 static int collect(void *ctx, const struct pf_sym_exec_map *m)
@@ -409,13 +451,13 @@ static int collect(void *ctx, const struct pf_sym_exec_map *m)
 		struct pf_sym_exec_map v = *m;
 		v.build_id = VDSO_KEY;
 		e.bias = m->start - vaddr0;
-		e.table_id = table_get(c->u, &v);
+		e.table_id = table_get(c->u, &v, &c->deferred);
 		if (e.table_id) {
 			e.kind = PF_UNWIND_MAP_TABLE;
 			c->u->tables[e.table_id].refs++;
 		}
 	} else if (m->fd >= 0) {
-		e.table_id = table_get(c->u, m);
+		e.table_id = table_get(c->u, m, &c->deferred);
 		if (e.table_id) {
 			e.kind = PF_UNWIND_MAP_TABLE;
 			c->u->tables[e.table_id].refs++;
@@ -486,6 +528,8 @@ int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t 
 	free(p->ents);
 	p->ents = c.ents;
 	p->n = c.n;
+	p->deferred = c.deferred;
+	u->st.deferred += c.deferred;
 	p->loaded_ms = mono_ns() / 1000000;
 	if (!p->loaded_ms)
 		p->loaded_ms = 1;
@@ -561,7 +605,8 @@ struct pf_unwinder *pf_unwinder_new(const struct pf_unwinder_options *opt)
 		return NULL;
 	u->opt = *opt;
 	u->n_chunks = opt->rows_cap / PF_UNWINDER_CHUNK;
-	u->free_gen = 1;
+	u->budget_ns = BUDGET_BURST_NS;
+	u->budget_at = mono_ns();
 	long page = sysconf(_SC_PAGESIZE);
 	u->rows_bytes = ((size_t)opt->rows_cap * sizeof(struct pf_bpf_unwind_row) + (size_t)page - 1) &
 			~((size_t)page - 1);

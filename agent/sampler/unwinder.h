@@ -14,6 +14,9 @@
  *    frame pointers (counted in rows_full).
  *  - Tables are built once per file and cached in cache_dir/<build id>.unw
  *    (unwind_table.h's format); a cache file that fails its checks is rebuilt and rewritten.
+ *    Building and reading tables share a budget of wall time (2 % of a core on average, 1.5 s
+ *    bursts); over it, mappings are walked by frame pointers and the process is loaded again
+ *    a second later. A file that would need more than half of the rows is not built.
  *  - A process's entries are written from the symbolizer's capture of its maps
  *    (pf_symbolizer_exec_maps) at its first sample, again when the kernel reports an address
  *    outside every known mapping (a dlopen), and removed at its exit or exec.
@@ -51,9 +54,10 @@ struct pf_unwinder_stats {
 	uint64_t cache_bad;   /* cache files refused and rebuilt */
 	uint64_t no_cfi;      /* files without usable CFI (walked by frame pointers) */
 	uint64_t evicted;     /* tables evicted to make room */
-	uint64_t rows_full;   /* tables that did not fit even after evicting, or larger than
-			       * the kernel's rows (walked by frame pointers) */
+	uint64_t rows_full;   /* tables that did not fit even after evicting (tried again 10 s
+			       * later), or larger than half the kernel's rows (never) */
 	uint64_t reloads;     /* process reloads after a miss */
+	uint64_t deferred;    /* loads that left tables for later (build budget spent) */
 	int last_error;
 };
 
@@ -69,8 +73,9 @@ void pf_unwinder_free(struct pf_unwinder *u);
 int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t pid);
 /* True when pid has entries. */
 bool pf_unwinder_has(const struct pf_unwinder *u, uint32_t pid);
-/* Monotonic ms of pid's last load, 0 when none (the sampler rate-limits reloads with it). */
-uint64_t pf_unwinder_loaded_ms(const struct pf_unwinder *u, uint32_t pid);
+/* Monotonic ms of pid's last load, 0 when none (the sampler rate-limits reloads with it);
+ * *deferred: some of its tables waited for the build budget then (load it again later). */
+uint64_t pf_unwinder_loaded_ms(const struct pf_unwinder *u, uint32_t pid, bool *deferred);
 /* Removes pid's entries (exit, exec); its tables stay loaded until evicted. */
 void pf_unwinder_forget(struct pf_unwinder *u, uint32_t pid);
 
