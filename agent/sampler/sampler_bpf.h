@@ -66,7 +66,7 @@ struct pf_sampler_options {
 	bool no_dwarf_unwind;
 };
 
-#define PF_SAMPLER_UNWIND_ROWS (1u << 20) /* 8 bytes each: 8 MiB */
+#define PF_SAMPLER_UNWIND_ROWS (512u << 10) /* 8 bytes each: 4 MiB, all of it in the RSS */
 
 struct pf_sampler_prog_stats {
 	const char *name; /* BPF program name */

@@ -26,10 +26,10 @@ _Static_assert(PF_UNWIND_CFA_RSP == PF_UNWIND_ROW_RSP && PF_UNWIND_CFA_RBP == PF
 #define PROC_BUCKETS 1024
 #define FULL_RETRY_MS 10000 /* a table that found no room is tried again after this */
 /* Building (or reading from the cache) tables may take BUDGET_RATE ns per ms on average,
- * 2 % of a core, with bursts of up to BUDGET_BURST_NS (a start meets every file at once).
+ * 0.5 % of a core, with bursts of up to BUDGET_BURST_NS (a start meets every file at once).
  * Over budget, mappings are walked by frame pointers until the process is loaded again. */
-#define BUDGET_RATE 20000ll
-#define BUDGET_BURST_NS 1500000000ll
+#define BUDGET_RATE 5000ll
+#define BUDGET_BURST_NS 1000000000ll
 
 /* One table id (index into tables[]; id 0 is never used). */
 struct table {

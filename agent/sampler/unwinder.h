@@ -9,12 +9,12 @@
  *    of it (no syscall per row): its pages count in the agent's RSS, so limits.max_memory_mb
  *    covers them. The array is cut into chunks of PF_UNWINDER_CHUNK rows; a table takes a
  *    contiguous run of chunks: its index (one entry per 512 bytes of code, cpu_sampler.h
- *    PF_UNWIND_INDEX_SHIFT), then its rows. When a table does not fit, the least recently used tables no
- *    live process maps are evicted first; if it still does not fit, the mapping is walked by
- *    frame pointers (counted in rows_full).
+ *    PF_UNWIND_INDEX_SHIFT), then its rows. When a table does not fit, the least recently
+ *    used tables no live process maps are evicted first; if it still does not fit, the
+ *    mapping is walked by frame pointers (counted in rows_full).
  *  - Tables are built once per file and cached in cache_dir/<build id>.unw
  *    (unwind_table.h's format); a cache file that fails its checks is rebuilt and rewritten.
- *    Building and reading tables share a budget of wall time (2 % of a core on average, 1.5 s
+ *    Building and reading tables share a budget of wall time (0.5 % of a core on average, 1 s
  *    bursts); over it, mappings are walked by frame pointers and the process is loaded again
  *    a second later. A file that would need more than half of the rows is not built.
  *  - A process's entries are written from the symbolizer's capture of its maps

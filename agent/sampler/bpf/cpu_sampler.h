@@ -133,7 +133,7 @@ struct pf_bpf_proc_event {
  *                 prefix length 32 (the pid alone) that answers for addresses of no known
  *                 mapping (PF_UNWIND_MAP_UNKNOWN: a mapping made after the tables were loaded)
  * A sample of a process without an entry is walked by frame pointers (bpf_get_stack). */
-#define PF_UNWIND_ROWS_DEFAULT (1u << 20) /* 8 MiB of rows (user space sizes it) */
+#define PF_UNWIND_ROWS_DEFAULT (512u << 10) /* 4 MiB of rows (user space sizes it) */
 #define PF_UNWIND_TABLES_MAX 4096
 #define PF_UNWIND_MAPS_MAX 65536
 #define PF_UNWIND_MAX_FRAMES PF_MAX_STACK

@@ -34,7 +34,11 @@ static const char g_src[] =
 	"	for (int i = 0; i < 64; i++) a[i] = leaf(i + n);\n"
 	"	return a[n & 63];\n"
 	"}\n"
-	"int main(int argc, char **argv) { (void)argv; printf(\"%d\\n\", big(argc) + framed(argc)); return 0; }\n";
+	"int main(int argc, char **argv) {\n"
+	"	(void)argv;\n"
+	"	printf(\"%d\\n\", big(argc) + framed(argc));\n"
+	"	return 0;\n"
+	"}\n";
 
 static int run(const char *fmt, ...)
 {
