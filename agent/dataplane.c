@@ -60,6 +60,7 @@ struct agent_dataplane {
 	bool no_sampler, include_self;
 	const struct pf_procinfo_source *attr_source;
 	char *spill_dir; /* NULL: exporters keep their queue in memory only */
+	char *unwind_dir; /* NULL: no unwind-table cache */
 	char *agent_token; /* NULL: exporters with auth: agent_token fail to start */
 	char *agent_uid;
 	int efd;	 /* eventfd: wakes the worker (config, trigger, stop, export done) */
@@ -636,6 +637,13 @@ static void sampler_health(struct agent_dataplane *d)
 		      "), filtered %" PRIu64 ", stack errors %" PRIu64 ", processes %" PRIu64,
 		      st.samples, st.lost_kernel + st.lost_user, st.lost_kernel, st.lost_user,
 		      st.filtered, st.stack_errors, st.processes);
+	if (st.dwarf_unwind)
+		pf_buf_printf(&b, "; user stacks by unwind tables (%" PRIu64 " tables, %" PRIu64
+			      " rows of %" PRIu64 ")",
+			      st.unwind_tables, st.unwind_rows, st.unwind_rows_cap);
+	else
+		pf_buf_printf(&b, "; user stacks by frame pointers only (%s)",
+			      st.dwarf_unwind_off_reason ? st.dwarf_unwind_off_reason : "?");
 	if (st.captures || st.capture_samples)
 		pf_buf_printf(&b, "; captures %u%s, capture samples %" PRIu64, st.captures,
 			      st.captures ? " sampling" : "", st.capture_samples);
@@ -1607,7 +1615,8 @@ static void start_sampler(struct agent_dataplane *d)
 		return;
 	}
 	struct pf_sampler_options so = {.include_self = d->include_self,
-					.attr_source = d->attr_source};
+					.attr_source = d->attr_source,
+					.unwind_cache_dir = d->unwind_dir};
 	uint64_t t0 = mono_ms();
 	d->sampler = pf_sampler_new(&so, &err);
 	if (!d->sampler) {
@@ -1795,6 +1804,7 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 	if (gethostname(d->host_name, sizeof(d->host_name) - 1) < 0)
 		d->host_name[0] = '\0';
 	if ((o->spill_dir && !(d->spill_dir = strdup(o->spill_dir))) ||
+	    (o->unwind_dir && !(d->unwind_dir = strdup(o->unwind_dir))) ||
 	    (o->agent_token && !(d->agent_token = strdup(o->agent_token))) ||
 	    (o->agent_uid && !(d->agent_uid = strdup(o->agent_uid)))) {
 		pf_error_set(err, -ENOMEM, "", "out of memory");
@@ -1976,6 +1986,7 @@ void agent_dataplane_free(struct agent_dataplane *d)
 	pf_profcfg_free(d->pending);
 	pf_buf_release(&d->out);
 	free(d->spill_dir);
+	free(d->unwind_dir);
 	if (d->agent_token) {
 		explicit_bzero(d->agent_token, strlen(d->agent_token));
 		free(d->agent_token);

@@ -128,6 +128,8 @@ struct agent_dataplane_opts {
 	bool include_self;     /* sample the agent's own process too */
 	const char *spill_dir; /* exporters' spill directory (queued exporter API);
 				* NULL: memory only */
+	const char *unwind_dir; /* the sampler's unwind-table cache (state dir/unwind); NULL:
+				 * tables are rebuilt at every start */
 	const char *agent_token; /* copied; used by exporters with auth: agent_token */
 	const char *agent_uid;   /* copied; every exported process carries it as the resource
 				  * attribute profleet.agent.uid (the controller's store files

@@ -162,6 +162,9 @@ int main(int argc, char **argv)
 	 * loses nothing (bounded by limits.queue_bytes per exporter). */
 	char spill[4096];
 	snprintf(spill, sizeof(spill), "%s/spill", o.state_dir);
+	/* The sampler's unwind tables, by build id (agent/sampler/unwinder.h). */
+	char unwind[4096];
+	snprintf(unwind, sizeof(unwind), "%s/unwind", o.state_dir);
 	/* Captures (io.profleet.capture.v1): statuses wake the loop; profiles go to the
 	 * controller's receiver, derived from the OpAMP URL unless a request names one. */
 	struct agent_captures_opts cao = {.notify = wake_loop};
@@ -181,6 +184,7 @@ int main(int argc, char **argv)
 					   .capture_key_file = o.client_key,
 					   .wake = wake_loop,
 					   .spill_dir = spill,
+					   .unwind_dir = unwind,
 					   .agent_token = token,
 					   .agent_uid = uid,
 					   .no_sampler = o.no_sampler,

@@ -287,6 +287,27 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 	counter_u64(w, "sampler_stack_errors_total", "Ticks where no stack could be walked.",
 		    s->stack_errors);
 	gauge_u64(w, "sampler_processes", "Processes known to the sampler.", s->processes);
+	gauge_u64(w, "sampler_unwind_tables",
+		  "1 while user stacks are walked with .eh_frame unwind tables in the kernel (0: "
+		  "frame pointers only).",
+		  s->dwarf_unwind);
+	counter_u64(w, "sampler_unwind_table_walks_total",
+		    "Samples whose user stack the kernel walked with the unwind tables.",
+		    s->dwarf_samples);
+	gauge_u64(w, "sampler_unwind_tables_loaded", "Unwind tables loaded in the kernel.",
+		  s->unwind_tables);
+	gauge_u64(w, "sampler_unwind_rows", "Unwind rows (8 bytes each) in the kernel's array.",
+		  s->unwind_rows);
+	gauge_u64(w, "sampler_unwind_rows_capacity", "Size of the kernel's unwind row array.",
+		  s->unwind_rows_cap);
+	counter_u64(w, "sampler_unwind_tables_built_total",
+		    "Unwind tables built from .eh_frame/.debug_frame (cache misses).",
+		    s->unwind_built);
+	counter_u64(w, "sampler_unwind_table_cache_hits_total",
+		    "Unwind tables read from the state directory's cache.", s->unwind_cache_hits);
+	counter_u64(w, "sampler_unwind_tables_evicted_total",
+		    "Unwind tables evicted from the kernel to make room (least recently used).",
+		    s->unwind_evicted);
 	gauge_u64(w, "sampler_pending_samples", "Samples in the open window.", s->pending);
 	gauge_u64(w, "bpf_stats_enabled",
 		  "1 while the kernel counts BPF run time (bpf_run_time_seconds_total moves only "

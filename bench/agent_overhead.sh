@@ -21,7 +21,8 @@
 #   sudo bench/agent_overhead.sh
 # Environment: PF_BUILD_DIR (default build/bench-release, built Release when missing),
 #   SECONDS_RUN (60), PROCS (300), RSS_SECONDS (20), THROUGHPUT (1), ROUNDS (3),
-#   PHASE_SECONDS (10).
+#   PHASE_SECONDS (10), SAMPLE_ARGS (more profleet-sample options, e.g. "-U" for frame
+#   pointers only, "-C DIR" for an unwind-table cache; default none: tables built at start).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,6 +41,7 @@ if [ ! -x "$sample" ]; then
 	sample=$(find "$build" -name profleet-sample -type f -perm -u+x | head -1)
 fi
 
+read -r -a extra <<<"${SAMPLE_ARGS:-}"
 tmp=$(mktemp -d /tmp/pf-overhead.XXXXXX)
 pids=()
 cleanup() {
@@ -72,7 +74,7 @@ print(int((r.ru_utime + r.ru_stime) * 1e9))
 PY
 	perf_job=$!
 fi
-"$sample" -d "$secs" -s -t 1 > "$tmp/sample.out" 2>"$tmp/sample.err"
+"$sample" "${extra[@]}" -d "$secs" -s -t 1 > "$tmp/sample.out" 2>"$tmp/sample.err"
 perf_ns=0
 if [ "$have_perf" = 1 ]; then
 	wait "$perf_job" || true
@@ -103,7 +105,7 @@ for _ in $(seq "$procs"); do
 	"$tmp/workload" $((rss_secs + 15)) >/dev/null & pids+=($!)
 done
 sleep 2
-"$sample" -d "$rss_secs" -s -t 1 > "$tmp/rss.out" 2>"$tmp/rss.err"
+"$sample" "${extra[@]}" -d "$rss_secs" -s -t 1 > "$tmp/rss.out" 2>"$tmp/rss.err"
 rss=$(sed -n 's/.*max_rss_kb=\([0-9]*\).*/\1/p' "$tmp/rss.out")
 nproc_seen=$(grep -c '^process ' "$tmp/rss.out" || true)
 echo "== RSS with $procs busy processes (${rss_secs} s) =="
@@ -119,7 +121,7 @@ phase_run() {
 	local prof=() ppid=
 	case $1 in
 	perf) prof=(perf record -F 99 -g -a -q -o "$tmp/tput.data" -- sleep $((phase + 2))) ;;
-	profleet) prof=("$sample" -d $((phase + 2)) -t 1) ;;
+	profleet) prof=("$sample" "${extra[@]}" -d $((phase + 2)) -t 1) ;;
 	esac
 	if [ ${#prof[@]} -gt 0 ]; then
 		"${prof[@]}" >/dev/null 2>&1 &

@@ -23,13 +23,21 @@
 #             their counter updates inflate it; compare parts, not totals)
 #   base      `full` of another build (PF_SAMPLE_BASE, e.g. the tree before a change), in the
 #             same rounds: before/after from one session
+#   fponly    `full` with user stacks by frame pointers only (profleet-sample -U: no .eh_frame
+#             tables, the walk before issue 15), in the same rounds: the tables' cost
+#   timedfp   `timed` with frame pointers only: the user-stack part of both walks side by side
+#
+# WORKLOAD=nofp busies the CPUs with tests/ebpf/nofp_workload.c built -O2 -fomit-frame-pointer
+# instead (stacks through libc's qsort and bsearch: the tables do the walking); the default is
+# workload.c (-O0, frame pointers), whose stacks the tables walk too.
 # `full` is also given per recorded sample: do_sample's run time over the ticks it recorded.
 #
 #   sudo bench/bpf_sample_cost.sh
 # Environment: PF_BUILD_DIR (default build/bench-release, built Release when missing) or
 #   PF_SAMPLE (a profleet-sample binary), SECONDS_RUN (60; QUICK=1: 15), RUNS (2),
-#   VARIANTS ("full all nofilter nooutput floor timed", plus "base" first when PF_SAMPLE_BASE
-#   is set), PF_SAMPLE_BASE (a profleet-sample binary for "base").
+#   VARIANTS ("full fponly all nofilter nooutput floor timed", plus "base" first when
+#   PF_SAMPLE_BASE is set), PF_SAMPLE_BASE (a profleet-sample binary for "base"), WORKLOAD
+#   (workload or nofp).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,7 +46,7 @@ secs=${SECONDS_RUN:-60}
 [ "${QUICK:-0}" = 1 ] && secs=${SECONDS_RUN:-15}
 runs=${RUNS:-2}
 base=${PF_SAMPLE_BASE:-}
-def_variants="full all nofilter nooutput floor timed"
+def_variants="full fponly all nofilter nooutput floor timed"
 [ -n "$base" ] && def_variants="base $def_variants"
 variants=${VARIANTS:-$def_variants}
 sample=${PF_SAMPLE:-}
@@ -61,7 +69,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cc -O0 -fno-omit-frame-pointer -g -o "$tmp/workload" "$root/tests/ebpf/workload.c"
+if [ "${WORKLOAD:-workload}" = nofp ]; then
+	cc -O2 -fomit-frame-pointer -g -o "$tmp/workload" "$root/tests/ebpf/nofp_workload.c"
+else
+	cc -O0 -fno-omit-frame-pointer -g -o "$tmp/workload" "$root/tests/ebpf/workload.c"
+fi
 cat > "$tmp/filter.yaml" <<'EOF'
 profiling:
   sampling: {frequency_hz: 99, duration_seconds: 10}
@@ -78,8 +90,8 @@ done
 
 omit_of() {
 	case $1 in
-	full | base) echo 0 ;; all) echo 1 ;; nooutput) echo 3 ;; floor) echo 4 ;; nofilter) echo 9 ;;
-	timed) echo 16 ;;
+	full | base | fponly) echo 0 ;; all) echo 1 ;; nooutput) echo 3 ;; floor) echo 4 ;; nofilter) echo 9 ;;
+	timed | timedfp) echo 16 ;;
 	*) echo "unknown variant $1" >&2; exit 2 ;;
 	esac
 }
@@ -94,10 +106,11 @@ for r in $(seq "$runs"); do
 		[ "$v" = base ] && bin=$base
 		omit=$(omit_of "$v")
 		[ "$omit" = 0 ] || args+=(-B "$omit")
+		case $v in fponly | timedfp) args+=(-U) ;; esac
 		"$bin" "${args[@]}" > "$tmp/$v.$r.out" 2> "$tmp/$v.$r.err"
-		if [ "$v" = timed ]; then
-			grep '^stats bench_timed=' "$tmp/$v.$r.out" | cut -d' ' -f2- >> "$tmp/timed"
-		fi
+		case $v in timed | timedfp)
+			grep '^stats bench_timed=' "$tmp/$v.$r.out" | cut -d' ' -f2- >> "$tmp/$v"
+		esac
 		line=$(grep '^stats prog=do_sample ' "$tmp/$v.$r.out")
 		ns=$(sed -n 's/.*run_time_ns=\([0-9]*\).*/\1/p' <<<"$line")
 		cnt=$(sed -n 's/.*run_cnt=\([0-9]*\).*/\1/p' <<<"$line")
@@ -105,7 +118,7 @@ for r in $(seq "$runs"); do
 		samples=$(sed -n 's/^stats samples=\([0-9]*\).*/\1/p' "$tmp/$v.$r.out")
 		us=$(python3 -c "print(f'{$ns / max($cnt, 1) / 1000:.3f}')")
 		echo "$v $us" >> "$tmp/results"
-		case $v in full | base)
+		case $v in full | base | fponly)
 			python3 -c "print(f'$v/rec {$ns / max($samples, 1) / 1000:.3f}')" >> "$tmp/results"
 		esac
 		printf '%-9s run %d: %6s µs/sample  (run_cnt=%s recorded=%s lost=%s)\n' \
@@ -113,8 +126,8 @@ for r in $(seq "$runs"); do
 	done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-touch "$tmp/timed"
-python3 - "$tmp/results" "$tmp/timed" <<'PY'
+touch "$tmp/timed" "$tmp/timedfp"
+python3 - "$tmp/results" "$tmp/timed" "$tmp/timedfp" <<'PY'
 import re, statistics, sys
 res = {}
 for line in open(sys.argv[1]):
@@ -134,16 +147,20 @@ if {"all", "nofilter", "nooutput", "floor"} <= med.keys():
     for name, p in parts:
         print(f"{name:32s} {p:6.3f} µs  {p / f * 100:5.1f} %")
     print(f"all / floor: {f / med['floor']:.2f}")
+if "fponly" in med and "full" in med:
+    print(f"full / fponly (tables vs frame pointers only): {med['full'] / med['fponly']:.2f} per "
+          f"tick, {med['full/rec'] / med['fponly/rec']:.2f} per recorded sample")
 if "base" in med and "full" in med:
     print(f"full / base: {med['full'] / med['base']:.2f} per tick, "
           f"{med['full/rec'] / med['base/rec']:.2f} per recorded sample")
-tot = {}
-for line in open(sys.argv[2]):
-    for k, v in re.findall(r"(\w+)=(\d+)", line):
-        tot[k] = tot.get(k, 0) + int(v)
-if tot.get("bench_timed"):
-    n = tot["bench_timed"]
-    print(f"== timed: µs per recorded tick by part ({n} ticks) ==")
-    for k in ["filter_ns", "kstack_ns", "ustack_ns", "record_ns", "output_ns"]:
-        print(f"{k[:-3]:8s} {tot[k] / n / 1000:6.3f} µs")
+for title, path in (("timed", sys.argv[2]), ("timedfp (frame pointers only)", sys.argv[3])):
+    tot = {}
+    for line in open(path):
+        for k, v in re.findall(r"(\w+)=(\d+)", line):
+            tot[k] = tot.get(k, 0) + int(v)
+    if tot.get("bench_timed"):
+        n = tot["bench_timed"]
+        print(f"== {title}: µs per recorded tick by part ({n} ticks) ==")
+        for k in ["filter_ns", "kstack_ns", "ustack_ns", "record_ns", "output_ns"]:
+            print(f"{k[:-3]:8s} {tot[k] / n / 1000:6.3f} µs")
 PY

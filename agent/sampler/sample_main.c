@@ -2,13 +2,16 @@
  * and benchmarks: samples for N seconds under a profiling config file, closing a window every
  * sampling.duration_seconds, and prints each window as text.
  *
- *   profleet-sample [-c profiling.yaml] [-d seconds] [-t top] [-F] [-s] [-v] [-B bits]
+ *   profleet-sample [-c profiling.yaml] [-d seconds] [-t top] [-F] [-s] [-v] [-B bits] [-U]
+ *                   [-C dir]
  *     -c  profiling config (pf/profcfg.h); default: all defaults (99 Hz, no filters)
  *     -d  total run time in seconds (default: one window, sampling.duration_seconds)
  *     -t  stacks printed per process (default 10)
  *     -F  folded output instead: "pid;comm;root;..;leaf count" per stack (flame graph input)
  *     -s  print sampler stats, BPF run time and this process's CPU time and peak RSS at exit
  *     -v  debug logs
+ *     -U  user stacks by frame pointers only (no .eh_frame tables: the walk before issue 15)
+ *     -C  cache the unwind tables in dir (the agent uses <state dir>/unwind); default none
  *     -B  benchmark variant: PF_BENCH_* bits (cpu_sampler.h), parts of the sample program left
  *         out (bench/bpf_sample_cost.sh); default 0, the agent's program
  * Exit: 0 ok, 1 error, 2 usage, 77 the kernel refuses BPF or perf events. */
@@ -198,6 +201,22 @@ static void print_stats(struct pf_sampler *s)
 	printf("stats kernel_resolver=%d kernel_resolved=%" PRIu64 " kernel_resolve_cpu_ns=%" PRIu64
 	       "\n",
 	       st.kernel_resolver, st.kernel_resolved, st.kernel_resolve_cpu_ns);
+	if (!st.dwarf_unwind) {
+		printf("stats dwarf_unwind=0 reason=\"%s\"\n",
+		       st.dwarf_unwind_off_reason ? st.dwarf_unwind_off_reason : "");
+		return;
+	}
+	printf("stats dwarf_unwind=1 dwarf_samples=%" PRIu64 " unwind_tables=%" PRIu64
+	       " unwind_rows=%" PRIu64 "/%" PRIu64 " unwind_processes=%" PRIu64
+	       " unwind_entries=%" PRIu64 " unwind_built=%" PRIu64 " unwind_build_ms=%.1f"
+	       " unwind_cache_hits=%" PRIu64 " unwind_cache_bad=%" PRIu64 " unwind_no_cfi=%" PRIu64
+	       " unwind_evicted=%" PRIu64 " unwind_rows_full=%" PRIu64 " unwind_reloads=%" PRIu64
+	       " unwind_deferred=%" PRIu64 "\n",
+	       st.dwarf_samples, st.unwind_tables, st.unwind_rows, st.unwind_rows_cap,
+	       st.unwind_processes, st.unwind_entries, st.unwind_built,
+	       (double)st.unwind_build_ns / 1e6, st.unwind_cache_hits, st.unwind_cache_bad,
+	       st.unwind_no_cfi, st.unwind_evicted, st.unwind_rows_full, st.unwind_reloads,
+	       st.unwind_deferred);
 }
 
 static bool refused(int e)
@@ -213,7 +232,7 @@ int main(int argc, char **argv)
 	bool folded = false, stats = false;
 	struct pf_sampler_options so = {0};
 	int opt;
-	while ((opt = getopt(argc, argv, "B:c:d:t:Fsv")) != -1) {
+	while ((opt = getopt(argc, argv, "B:C:c:d:t:FsUv")) != -1) {
 		char *end;
 		switch (opt) {
 		case 'B': {
@@ -225,6 +244,12 @@ int main(int argc, char **argv)
 		}
 		case 'c':
 			cfg_path = optarg;
+			break;
+		case 'C':
+			so.unwind_cache_dir = optarg;
+			break;
+		case 'U':
+			so.no_dwarf_unwind = true;
 			break;
 		case 'd':
 			seconds = strtol(optarg, &end, 10);
@@ -332,6 +357,6 @@ int main(int argc, char **argv)
 	return ret;
 usage:
 	fprintf(stderr, "usage: profleet-sample [-c profiling.yaml] [-d seconds] [-t top] [-F] "
-			"[-s] [-v] [-B bench-omit-bits]\n");
+			"[-s] [-v] [-B bench-omit-bits] [-U] [-C unwind-cache-dir]\n");
 	return 2;
 }

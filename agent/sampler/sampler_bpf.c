@@ -21,6 +21,7 @@
 #include "procinfo.h"
 #include "sample_ring.h"
 #include "symbolize.h"
+#include "unwinder.h"
 
 #define MAX_READY 8
 
@@ -72,6 +73,12 @@ struct pf_sampler {
 	struct pf_prof_window *ready[MAX_READY];
 	size_t n_ready;
 	int last_error;
+
+	struct pf_unwinder *unw;     /* .eh_frame tables in the kernel, NULL when walking by
+				      * frame pointers only */
+	const char *unw_off;         /* why unw is NULL */
+	char *unw_cache_dir;
+	uint64_t dwarf_samples;
 
 	struct pf_sample_ring *ring; /* span triggers: recent samples, NULL when off */
 	uint64_t drained_unix_ns;    /* when the last poll started draining */
@@ -175,6 +182,33 @@ static const struct pf_proc *known_proc(struct pf_sampler *s, uint32_t pid, cons
 	return p;
 }
 
+static uint64_t mono_ms(void)
+{
+	return clock_ns(CLOCK_MONOTONIC) / 1000000;
+}
+
+/* The unwind tables of a sampled process: loaded at its first sample with a user stack, and
+ * again (at most every 200 ms) when the kernel's walk met an address of no known mapping —
+ * a library loaded after the first load — or a second after a load the build budget cut
+ * short. */
+static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
+{
+	if (!s->unw || !h->ustack_len)
+		return;
+	if (h->flags & PF_SAMPLE_F_DWARF)
+		s->dwarf_samples++;
+	bool deferred;
+	uint64_t at = pf_unwinder_loaded_ms(s->unw, h->pid, &deferred);
+	if (at && !(deferred && mono_ms() >= at + 1000) &&
+	    !((h->flags & PF_SAMPLE_F_UNWIND_MISS) && mono_ms() >= at + 200))
+		return;
+	if (at)
+		pf_symbolizer_capture(s->sym, h->pid); /* the maps changed */
+	int rc = pf_unwinder_load(s->unw, s->sym, h->pid);
+	if (rc < 0 && rc != -ENOENT)
+		s->last_error = rc;
+}
+
 /* A do_capture record: into the aggregation of every capture whose bit the process carries,
  * thinned to that capture's own frequency. */
 static void capture_sample(struct pf_sampler *s, const struct pf_bpf_sample *h,
@@ -183,6 +217,7 @@ static void capture_sample(struct pf_sampler *s, const struct pf_bpf_sample *h,
 	uint32_t mask = h->flags >> PF_SAMPLE_CAPTURE_SHIFT;
 	if (h->ustack_len && !pf_symbolizer_has(s->sym, h->pid))
 		pf_symbolizer_capture(s->sym, h->pid);
+	unwind_seen(s, h);
 	struct pf_agg_sample as = {
 		.ts_unix_ns = h->ts_ns + (uint64_t)s->mono_to_unix,
 		.pid = h->pid,
@@ -246,6 +281,7 @@ static int on_sample(void *ctx, void *data, size_t size)
 	 * e.g. kernel threads, need none). */
 	if (h.ustack_len && !pf_symbolizer_has(s->sym, h.pid))
 		pf_symbolizer_capture(s->sym, h.pid);
+	unwind_seen(s, &h);
 	struct pf_agg_sample as = {
 		.ts_unix_ns = h.ts_ns + (uint64_t)s->mono_to_unix,
 		.pid = h.pid,
@@ -283,6 +319,8 @@ static int on_event(void *ctx, void *data, size_t size)
 		/* the old maps are void; the full maps (shared libraries are mapped after
 		 * exec) are captured at the first sample */
 		pf_symbolizer_forget(s->sym, e.pid);
+		if (s->unw)
+			pf_unwinder_forget(s->unw, e.pid);
 		if (!filtering) {
 			/* nobody needs a verdict now: read the attributes when sampled, so
 			 * processes that exec and die unsampled (most of a build) cost nothing */
@@ -300,6 +338,8 @@ static int on_event(void *ctx, void *data, size_t size)
 		break;
 	case PF_PROC_EXIT:
 		pf_procinfo_exited(s->pi, e.pid);
+		if (s->unw) /* no stale entries: the pid may come back as another process */
+			pf_unwinder_forget(s->unw, e.pid);
 		return 0;
 	default:
 		return 0;
@@ -898,6 +938,27 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->kernel_resolved = ss.kernel_resolved;
 	out->kernel_resolve_cpu_ns = ss.kernel_resolve_cpu_ns;
 	out->last_error = s->last_error;
+	out->dwarf_unwind = s->unw != NULL;
+	out->dwarf_unwind_off_reason = s->unw ? NULL : s->unw_off;
+	out->dwarf_samples = s->dwarf_samples;
+	if (s->unw) {
+		struct pf_unwinder_stats us;
+		pf_unwinder_stats(s->unw, &us);
+		out->unwind_tables = us.tables;
+		out->unwind_rows = us.rows;
+		out->unwind_rows_cap = us.rows_cap;
+		out->unwind_processes = us.processes;
+		out->unwind_entries = us.entries;
+		out->unwind_built = us.built;
+		out->unwind_build_ns = us.build_ns;
+		out->unwind_cache_hits = us.cache_hits;
+		out->unwind_cache_bad = us.cache_bad;
+		out->unwind_no_cfi = us.no_cfi;
+		out->unwind_evicted = us.evicted;
+		out->unwind_rows_full = us.rows_full;
+		out->unwind_reloads = us.reloads;
+		out->unwind_deferred = us.deferred;
+	}
 	return 0;
 }
 
@@ -916,6 +977,8 @@ void pf_sampler_free(struct pf_sampler *s)
 	for (size_t i = 0; i < PF_ARRAY_SIZE(s->proc_links); i++)
 		bpf_link__destroy(s->proc_links[i]);
 	ring_buffer__free(s->rb);
+	pf_unwinder_free(s->unw);
+	free(s->unw_cache_dir);
 	cpu_sampler_bpf__destroy(s->skel);
 	free(s->ksym_req);
 	if (s->stats_fd >= 0)
@@ -975,6 +1038,56 @@ static uint32_t samples_rb_bytes(int n_cpus)
 	return sz;
 }
 
+/* Before load: .eh_frame unwinding needs bpf_loop (5.17) and bpf_task_pt_regs (5.15) in
+ * perf_event programs, and x86_64 (the tables' register rules). Returns the rows to hold. */
+static uint32_t unwind_setup(struct pf_sampler *s)
+{
+	s->skel->rodata->dwarf_unwind = 0;
+	uint32_t rows = s->opt.unwind_rows ? s->opt.unwind_rows : PF_SAMPLER_UNWIND_ROWS;
+	rows = (rows + PF_UNWINDER_CHUNK - 1) / PF_UNWINDER_CHUNK * PF_UNWINDER_CHUNK;
+#if !defined(__x86_64__)
+	s->unw_off = "table walk implemented for x86_64 only";
+	return 0;
+#endif
+	if (s->opt.no_dwarf_unwind) {
+		s->unw_off = "off by option";
+		return 0;
+	}
+	if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, NULL) != 1 ||
+	    libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_task_pt_regs, NULL) != 1) {
+		s->unw_off = "kernel lacks bpf_loop or bpf_task_pt_regs (needs 5.17+)";
+		pf_log_warn("sampler: .eh_frame unwinding off: %s; frame pointers only", s->unw_off);
+		return 0;
+	}
+	if (bpf_map__set_max_entries(s->skel->maps.unwind_rows, rows) < 0) {
+		s->unw_off = "cannot size the unwind rows";
+		return 0;
+	}
+	s->skel->rodata->dwarf_unwind = 1;
+	return rows;
+}
+
+/* After load: the user side of the table walk. Without it the walk finds no process and
+ * every stack is walked by frame pointers, as before. */
+static void unwind_start(struct pf_sampler *s, uint32_t rows)
+{
+	if (s->opt.unwind_cache_dir && !(s->unw_cache_dir = strdup(s->opt.unwind_cache_dir)))
+		return;
+	struct pf_unwinder_options uo = {
+		.rows_fd = bpf_map__fd(s->skel->maps.unwind_rows),
+		.rows_cap = rows,
+		.tables_fd = bpf_map__fd(s->skel->maps.unwind_tables),
+		.tables_cap = PF_UNWIND_TABLES_MAX,
+		.maps_fd = bpf_map__fd(s->skel->maps.unwind_maps),
+		.cache_dir = s->unw_cache_dir,
+	};
+	s->unw = pf_unwinder_new(&uo);
+	if (!s->unw) {
+		s->unw_off = "cannot map the unwind rows";
+		pf_log_warn("sampler: .eh_frame unwinding off: %s: %s", s->unw_off, strerror(errno));
+	}
+}
+
 static struct pf_sampler *fail(struct pf_sampler *s, int rc)
 {
 	pf_sampler_free(s);
@@ -1030,6 +1143,7 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 		       libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_SYSCALL, NULL) == 1 &&
 		       libbpf_probe_bpf_helper(BPF_PROG_TYPE_SYSCALL, BPF_FUNC_snprintf, NULL) == 1;
 	bpf_program__set_autoload(s->skel->progs.resolve_ksyms, s->ksym_prog);
+	uint32_t unw_rows = unwind_setup(s);
 	rc = cpu_sampler_bpf__load(s->skel);
 	if (rc < 0)
 		return fail(s, pf_error_set(err, rc, "", "load BPF programs (needs CAP_BPF + "
@@ -1054,6 +1168,8 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 
 	if (s->ksym_prog)
 		pf_symbolizer_set_kernel_resolver(s->sym, resolve_kernel, s);
+	if (s->skel->rodata->dwarf_unwind)
+		unwind_start(s, unw_rows);
 	if (!s->opt.include_self)
 		s->skel->bss->skip_tgid = s->self_pid;
 	/* /proc is scanned once filters need verdicts (sync_filter_map); /proc/kallsyms is
@@ -1191,6 +1307,11 @@ size_t pf_sampler_ring_procs(struct pf_sampler *s, struct pf_sampler_ring_proc *
 		snprintf(out[i].service_name, sizeof(out[i].service_name), "%s", name ? name : "");
 	}
 	return n;
+}
+
+size_t pf_sampler_unwind_entries(struct pf_sampler *s, uint32_t pid)
+{
+	return s->unw ? pf_unwinder_kernel_entries(s->unw, pid) : 0;
 }
 
 int pf_sampler_ring_stats(struct pf_sampler *s, struct pf_sample_ring_stats *out)

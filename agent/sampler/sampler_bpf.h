@@ -58,7 +58,15 @@ struct pf_sampler_options {
 	/* PF_BENCH_* bits of cpu_sampler.h: parts of the sample program left out, for
 	 * bench/bpf_sample_cost.sh only; 0 (the whole program) everywhere else */
 	uint32_t bench_omit;
+	/* .eh_frame unwinding (unwinder.h): directory of the table cache (NULL: none; the agent
+	 * passes <state dir>/unwind), rows the kernel holds (0: PF_SAMPLER_UNWIND_ROWS; rounded
+	 * up to 1024), and a switch to walk by frame pointers only */
+	const char *unwind_cache_dir;
+	uint32_t unwind_rows;
+	bool no_dwarf_unwind;
 };
+
+#define PF_SAMPLER_UNWIND_ROWS (512u << 10) /* 8 bytes each: 4 MiB, all of it in the RSS */
 
 struct pf_sampler_prog_stats {
 	const char *name; /* BPF program name */
@@ -95,6 +103,13 @@ struct pf_sampler_stats {
 	uint64_t elf_cached, frames_resolved, frames_unresolved;
 	uint64_t dwarf_skipped; /* files whose compressed DWARF is over the inflate bound */
 	int last_error;          /* negative errno of the last failure, 0 when healthy */
+	/* .eh_frame unwinding: on, or why not; the unwinder's counters (unwinder.h) */
+	bool dwarf_unwind;
+	const char *dwarf_unwind_off_reason; /* static string, NULL when on */
+	uint64_t unwind_tables, unwind_rows, unwind_rows_cap, unwind_processes, unwind_entries,
+		unwind_built, unwind_build_ns, unwind_cache_hits, unwind_cache_bad, unwind_no_cfi,
+		unwind_evicted, unwind_rows_full, unwind_reloads, unwind_deferred;
+	uint64_t dwarf_samples; /* samples whose user stack the table walk produced */
 	/* one-time CPU cost of loading /proc/kallsyms (at the first kernel frame), 0 before and
 	 * while the in-kernel resolver (resolve_ksyms) is used instead */
 	uint64_t kernel_symbols_load_ns;
@@ -168,6 +183,9 @@ struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned sl
 
 /* Counters for the agent's metrics and health. */
 int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out);
+/* Entries of pid in the kernel's unwind map (tests: none once it exited), 0 without .eh_frame
+ * unwinding. Iterates the whole map: not for hot paths. */
+size_t pf_sampler_unwind_entries(struct pf_sampler *s, uint32_t pid);
 
 /* ---- the span triggers' sample ring (sample_ring.h) ----
  *

@@ -1000,6 +1000,55 @@ int pf_symbolizer_capture(struct pf_symbolizer *sym, uint32_t pid)
 	return 0;
 }
 
+/* The ELF virtual address of the page-aligned start offset of an executable mapping: through
+ * the executable PT_LOAD segment whose pages hold it (the offset may also fall inside the
+ * preceding read-only segment's last page, where elf_file_off_to_vaddr would answer). */
+static bool elf_exec_off_to_vaddr(const struct elf_file *f, uint64_t off, uint64_t *vaddr)
+{
+	size_t nphdr = 0;
+	if (elf_getphdrnum(f->elf, &nphdr) == 0) {
+		for (size_t i = 0; i < nphdr; i++) {
+			GElf_Phdr ph;
+			if (!gelf_getphdr(f->elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
+			    !(ph.p_flags & PF_X))
+				continue;
+			uint64_t first = ph.p_offset & ~(uint64_t)4095;
+			if (off >= first && off < ph.p_offset + ph.p_filesz) {
+				*vaddr = ph.p_vaddr - (ph.p_offset - off);
+				return true;
+			}
+		}
+	}
+	return elf_file_off_to_vaddr(f, off, vaddr);
+}
+
+int pf_symbolizer_exec_maps(struct pf_symbolizer *sym, uint32_t pid,
+			    int (*fn)(void *ctx, const struct pf_sym_exec_map *m), void *ctx)
+{
+	struct proc_maps *pm = *proc_slot(sym, pid);
+	if (!pm)
+		return -ENOENT;
+	for (size_t i = 0; i < pm->n; i++) {
+		struct pmap *m = &pm->maps[i];
+		struct pf_sym_exec_map x = {.start = m->start, .end = m->end, .fd = -1,
+					    .build_id = "", .path = m->path, .dev = m->dev,
+					    .ino = m->ino,
+					    .anon = m->special && strcmp(m->path, "[vdso]") &&
+						    strcmp(m->path, "[vsyscall]")};
+		struct elf_file *f = mapping_elf(sym, pid, m);
+		uint64_t vaddr;
+		if (f && elf_exec_off_to_vaddr(f, m->offset, &vaddr)) {
+			x.fd = f->fd;
+			x.bias = m->start - vaddr;
+			x.build_id = f->build_id;
+		}
+		int rc = fn(ctx, &x);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 int pf_symbolizer_pin_exe(struct pf_symbolizer *sym, uint32_t pid)
 {
 	char p[64];

@@ -87,6 +87,23 @@ int pf_symbolizer_pin_exe(struct pf_symbolizer *sym, uint32_t pid);
 bool pf_symbolizer_has(const struct pf_symbolizer *sym, uint32_t pid);
 void pf_symbolizer_forget(struct pf_symbolizer *sym, uint32_t pid);
 
+/* One executable mapping of a captured process, for the kernel unwinder (unwinder.h). */
+struct pf_sym_exec_map {
+	uint64_t start, end;  /* [start, end) in the process */
+	uint64_t bias;        /* address minus ELF virtual address (when fd >= 0) */
+	int fd;               /* the mapped ELF file, owned by the symbolizer and valid until the
+			       * next call into it; -1 when the mapping has no (readable) file */
+	const char *build_id; /* GNU build id in hex, "" when the file has none */
+	const char *path;     /* "[anon]", "[vdso]"... for mappings without a file */
+	uint64_t dev, ino;
+	bool anon;            /* anonymous executable memory (JIT code, trampolines) */
+};
+/* Calls fn for each executable mapping of pid's last capture (pf_symbolizer_capture), in
+ * address order; stops at fn's first non-zero return and returns it. -ENOENT when pid has no
+ * captured maps. */
+int pf_symbolizer_exec_maps(struct pf_symbolizer *sym, uint32_t pid,
+			    int (*fn)(void *ctx, const struct pf_sym_exec_map *m), void *ctx);
+
 /* Fills p->mappings / p->n_mappings (allocated from w) and, for each of the n frames (address
  * and kind set by the caller), mapping, function, file and line. User addresses outside every
  * captured mapping make it re-capture the process once (a late dlopen). Strings come from w's

@@ -22,6 +22,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
 
 #include "cpu_sampler.h"
 
@@ -38,6 +39,9 @@ __u32 skip_tgid = 0;
 /* Wake the consumer once this many bytes wait (a quarter of the ring buffer, whose size
  * user space picks from the CPU count before load). */
 const volatile __u64 wake_bytes = PF_SAMPLES_RB_MIN_BYTES / 4;
+/* 1: walk user stacks with the unwind tables where a process has them (set by user space
+ * when the kernel has bpf_loop and bpf_task_pt_regs); 0: frame pointers only. */
+const volatile __u32 dwarf_unwind = 0;
 /* PF_BENCH_* bits: parts of do_sample left out for bench/bpf_sample_cost.sh; 0 in the agent. */
 const volatile __u32 bench_omit = 0;
 
@@ -87,6 +91,30 @@ struct {
 	__type(value, struct pf_bpf_ksym_req);
 } ksym_req SEC(".maps");
 
+/* .eh_frame unwinding (cpu_sampler.h): rows, tables, and (pid, address) -> mapping. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PF_UNWIND_ROWS_DEFAULT); /* resized by user space before load */
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct pf_bpf_unwind_row);
+} unwind_rows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PF_UNWIND_TABLES_MAX);
+	__type(key, __u32);
+	__type(value, struct pf_bpf_unwind_table);
+} unwind_tables SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, PF_UNWIND_MAPS_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct pf_bpf_unwind_key);
+	__type(value, struct pf_bpf_unwind_map);
+} unwind_maps SEC(".maps");
+
 static __always_inline void count(__u32 idx)
 {
 	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
@@ -131,19 +159,219 @@ static __always_inline bool in_user_mode(struct bpf_perf_event_data *ctx)
 #endif
 }
 
+/* ---- the table walk ---- */
+
+/* A mapping as the walk caches it (two of them: stacks alternate between a program and its
+ * libc, each change would cost a trie lookup). */
+struct pf_walk_map {
+	__u64 start, end, bias;
+	__u32 table_id, kind;
+};
+
+struct pf_walk {
+	__u64 ip, sp, bp;
+	struct pf_walk_map m[2]; /* m[0] the most recent */
+	__u32 pid;
+	__u32 base; /* slot of the first user frame in ips */
+	__u32 n;    /* frames stored */
+	__u32 flags;
+};
+
+static __always_inline void walk_map_set(struct pf_walk_map *d, const struct pf_bpf_unwind_map *m)
+{
+	d->start = m->start;
+	d->end = m->end;
+	d->bias = m->bias;
+	d->table_id = m->table_id;
+	d->kind = m->kind;
+}
+
+/* The row of table id covering ELF virtual address pc: its index entries give the few rows
+ * around pc, then a bounded binary search over them. NULL when no row covers it. */
+static __always_inline struct pf_bpf_unwind_row *find_row(__u32 id, __u64 pc)
+{
+	struct pf_bpf_unwind_table *t = bpf_map_lookup_elem(&unwind_tables, &id);
+	if (!t || !t->n || !t->n_index || pc > 0xffffffffull || pc < t->base)
+		return NULL;
+	__u32 b = (__u32)(pc - t->base) >> PF_UNWIND_INDEX_SHIFT;
+	if (b >= t->n_index)
+		b = t->n_index - 1;
+	__u32 k = t->index + b;
+	struct pf_bpf_unwind_row *e = bpf_map_lookup_elem(&unwind_rows, &k);
+	if (!e)
+		return NULL;
+	__u32 lo = t->first + e->pc, hi = t->first + t->n; /* rows[lo].pc <= pc < rows[hi].pc */
+	if (b + 1 < t->n_index) {
+		k++;
+		e = bpf_map_lookup_elem(&unwind_rows, &k);
+		if (!e)
+			return NULL;
+		if (t->first + e->pc + 1 < hi)
+			hi = t->first + e->pc + 1;
+	}
+	struct pf_bpf_unwind_row *r;
+	for (int i = 0; i < PF_UNWIND_SEARCH_STEPS; i++) {
+		if (hi - lo <= 1)
+			break;
+		__u32 mid = lo + (hi - lo) / 2;
+		r = bpf_map_lookup_elem(&unwind_rows, &mid);
+		if (!r)
+			return NULL;
+		if (r->pc <= pc)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	r = bpf_map_lookup_elem(&unwind_rows, &lo);
+	return r && r->pc <= pc ? r : NULL;
+}
+
+/* One frame up by the frame-pointer chain: [rbp] is the caller's rbp, [rbp + 8] the return
+ * address. 0 to go on, 1 to stop. */
+static __always_inline long fp_step(struct pf_walk *st)
+{
+	__u64 frame[2];
+	if (st->bp < st->sp || st->bp & 7 ||
+	    bpf_probe_read_user(frame, sizeof(frame), (void *)st->bp) < 0)
+		return 1;
+	st->sp = st->bp + 16;
+	st->bp = frame[0];
+	st->ip = frame[1];
+	return 0;
+}
+
+/* bpf_loop callback: stores the frame at st->ip, then steps to its caller. */
+static long unwind_step(__u32 i, void *ctx)
+{
+	struct pf_walk *st = ctx;
+	__u32 zero = 0;
+	struct pf_bpf_percpu *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!s || st->ip < 4096)
+		return 1;
+	s->ips[(st->base + st->n) & (2 * (PF_MAX_STACK + 1) - 1)] = st->ip;
+	st->n++;
+	if (st->n >= PF_UNWIND_MAX_FRAMES)
+		return 1;
+	/* a caller's return address may be just past its function (a call to a noreturn
+	 * function ends it): look up the call instruction instead */
+	__u64 pc = st->n == 1 ? st->ip : st->ip - 1;
+	if (pc < st->m[0].start || pc >= st->m[0].end) {
+		struct pf_walk_map tmp = st->m[0];
+		if (pc >= st->m[1].start && pc < st->m[1].end) {
+			st->m[0] = st->m[1];
+		} else {
+			struct pf_bpf_unwind_key k = {.prefixlen = 96, .pid = st->pid,
+						      .addr_be = bpf_cpu_to_be64(pc)};
+			struct pf_bpf_unwind_map *m = bpf_map_lookup_elem(&unwind_maps, &k);
+			if (!m)
+				return 1;
+			walk_map_set(&st->m[0], m);
+		}
+		st->m[1] = tmp;
+	}
+	switch (st->m[0].kind) {
+	case PF_UNWIND_MAP_TABLE:
+		break;
+	case PF_UNWIND_MAP_JIT:
+		return 1; /* its address is the last frame: nothing tells how to leave it */
+	case PF_UNWIND_MAP_UNKNOWN:
+		st->flags |= PF_SAMPLE_F_UNWIND_MISS;
+		return fp_step(st);
+	default:
+		return fp_step(st);
+	}
+	struct pf_bpf_unwind_row *r = find_row(st->m[0].table_id, pc - st->m[0].bias);
+	if (!r)
+		return fp_step(st);
+	__u64 cfa;
+	switch (r->kind) {
+	case PF_UNWIND_ROW_RSP:
+		cfa = st->sp + r->cfa_off;
+		break;
+	case PF_UNWIND_ROW_RBP:
+		cfa = st->bp + r->cfa_off;
+		break;
+	case PF_UNWIND_ROW_PLT:
+		cfa = st->sp + 8 + ((st->ip & 15) >= (__u64)r->cfa_off ? 8 : 0);
+		break;
+	default: /* END: the outermost frame; STOP: no rule the walk can follow */
+		return 1;
+	}
+	__u64 ra;
+	if (r->rbp_off8 == -2) {
+		/* the common prologue (push rbp right after the call): one read for both */
+		__u64 pair[2];
+		if (bpf_probe_read_user(pair, sizeof(pair), (void *)(cfa - 16)) < 0)
+			return 1;
+		st->bp = pair[0];
+		ra = pair[1];
+	} else if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)) < 0) {
+		return 1;
+	}
+	if (r->rbp_off8 && r->rbp_off8 != -2) {
+		__u64 bp;
+		if (bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + (__s64)r->rbp_off8 * 8)) <
+		    0)
+			return 1;
+		st->bp = bp;
+	}
+	st->sp = cfa;
+	st->ip = ra;
+	return 0;
+}
+
+/* The user stack by the unwind tables into s->ips from slot base, when the process has
+ * tables: its size in bytes, or -1 when it has none (then the frame-pointer walk runs). */
+static __always_inline long walk_tables(struct bpf_perf_event_data *ctx, __u32 pid, __u32 base,
+					__u32 *flags)
+{
+	struct pf_walk st = {.pid = pid, .base = base};
+	if (in_user_mode(ctx)) {
+		st.ip = ctx->regs.ip;
+		st.sp = ctx->regs.sp;
+		st.bp = ctx->regs.bp;
+	} else {
+		struct task_struct *task = bpf_get_current_task_btf();
+		if (task->flags & 0x00200000) /* PF_KTHREAD: no user stack */
+			return -1;
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+		if (!regs)
+			return -1;
+		st.ip = BPF_CORE_READ(regs, ip);
+		st.sp = BPF_CORE_READ(regs, sp);
+		st.bp = BPF_CORE_READ(regs, bp);
+	}
+	struct pf_bpf_unwind_key k = {.prefixlen = 96, .pid = pid, .addr_be = bpf_cpu_to_be64(st.ip)};
+	struct pf_bpf_unwind_map *m = bpf_map_lookup_elem(&unwind_maps, &k);
+	if (!m) {
+		/* no tables yet: user space loads them when it sees this sample, woken now
+		 * rather than at its next drain */
+		*flags |= PF_SAMPLE_F_UNWIND_MISS;
+		return -1;
+	}
+	walk_map_set(&st.m[0], m); /* the leaf's: the first step needs no lookup */
+	bpf_loop(PF_UNWIND_MAX_FRAMES, unwind_step, &st, 0);
+	*flags |= st.flags | PF_SAMPLE_F_DWARF;
+	return (long)st.n * 8;
+}
+
 /* The kernel stack (only when the tick interrupted kernel mode) then the user stack of the
  * interrupted context into s->ips; their sizes in bytes, masked so that the verifier can prove
  * every later offset stays inside the scratch value. */
 static __always_inline void walk_stacks(struct bpf_perf_event_data *ctx,
 					struct pf_bpf_percpu *s, long *kbytes, long *ubytes,
-					__u64 *t)
+					__u64 *t, __u32 pid, __u32 *flags)
 {
 	long kb = in_user_mode(ctx) ? 0 : bpf_get_stack(ctx, s->ips, STACK_BYTES, 0);
 	if (kb < 0)
 		kb = 0;
 	kb &= 0x3ff; /* <= 1016 in practice; the mask proves it to the verifier */
 	lap(t, PF_CNT_T_KSTACK);
-	long ub = bpf_get_stack(ctx, (void *)s->ips + kb, STACK_BYTES, BPF_F_USER_STACK);
+	long ub = -1;
+	if (dwarf_unwind)
+		ub = walk_tables(ctx, pid, kb / 8, flags);
+	if (ub < 0)
+		ub = bpf_get_stack(ctx, (void *)s->ips + kb, STACK_BYTES, BPF_F_USER_STACK);
 	lap(t, PF_CNT_T_USTACK);
 	if (ub < 0)
 		ub = 0;
@@ -165,7 +393,7 @@ static __always_inline int record(struct bpf_perf_event_data *ctx, struct pf_bpf
 				  __u32 pid, __u32 tid, __u32 flags, bool capture, __u64 *t)
 {
 	long kb, ub;
-	walk_stacks(ctx, s, &kb, &ub, t);
+	walk_stacks(ctx, s, &kb, &ub, t, pid, &flags);
 	if (kb == 0 && ub == 0)
 		count(PF_CNT_STACK_ERR);
 
@@ -190,6 +418,8 @@ static __always_inline int record(struct bpf_perf_event_data *ctx, struct pf_bpf
 	 * timer, so at 99 Hz there is about one wake-up per poll interval, not one per sample.
 	 * The fill is looked at only every wake_bytes / 8 this CPU wrote, not per record. */
 	__u64 wake = BPF_RB_NO_WAKEUP;
+	if (flags & PF_SAMPLE_F_UNWIND_MISS)
+		wake = BPF_RB_FORCE_WAKEUP; /* tables to load now: see walk_tables */
 	s->since_query += size;
 	if (s->since_query >= wake_bytes / 8) {
 		s->since_query = 0;
@@ -226,11 +456,13 @@ static __always_inline __u32 verdict_of(struct pf_bpf_percpu *s, __u32 pid)
 
 /* The bare floor of a sample (PF_BENCH_FLOOR): the same stack walks into the same scratch
  * record, nothing else. */
-static __always_inline int stacks_only(struct bpf_perf_event_data *ctx, struct pf_bpf_percpu *s)
+static __always_inline int stacks_only(struct bpf_perf_event_data *ctx, struct pf_bpf_percpu *s,
+				       __u32 pid)
 {
 	long kb, ub;
 	__u64 t = 0;
-	walk_stacks(ctx, s, &kb, &ub, &t);
+	__u32 flags = 0;
+	walk_stacks(ctx, s, &kb, &ub, &t, pid, &flags);
 	return 0;
 }
 
@@ -249,7 +481,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	if (!s)
 		return 0;
 	if (bench_omit & PF_BENCH_FLOOR)
-		return stacks_only(ctx, s);
+		return stacks_only(ctx, s, pid);
 	__u32 flags = 0;
 	if (filter_on && !(bench_omit & PF_BENCH_OMIT_FILTER)) {
 		__u32 v = verdict_of(s, pid);

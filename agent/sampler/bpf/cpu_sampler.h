@@ -70,6 +70,7 @@ enum pf_bpf_counter {
 /* flags of struct pf_bpf_sample */
 #define PF_SAMPLE_F_UNKNOWN 1 /* pid not in pid_filter while filtering */
 #define PF_SAMPLE_F_CAPTURE 2 /* a capture tick (do_capture): not part of continuous windows */
+/* 4 and 8: PF_SAMPLE_F_UNWIND_MISS, PF_SAMPLE_F_DWARF below */
 #define PF_SAMPLE_CAPTURE_SHIFT 8 /* flags >> 8: the capture_pids mask of the process */
 
 struct pf_bpf_sample {
@@ -121,6 +122,76 @@ struct pf_bpf_proc_event {
 	unsigned long long ts_ns;
 	char comm[PF_COMM_LEN];
 };
+
+/* ---- .eh_frame unwinding (unwinder.h is the user side, unwind_table.h the table format) ----
+ *
+ *  unwind_rows    array (mmapable) of struct pf_bpf_unwind_row: every loaded table's rows, each
+ *                 table a contiguous run sorted by pc (ELF virtual address)
+ *  unwind_tables  array table id -> struct pf_bpf_unwind_table (its run; n 0: not loaded)
+ *  unwind_maps    LPM trie (pid, address) -> struct pf_bpf_unwind_map: each executable mapping
+ *                 of a process as the prefixes covering it, plus one entry per process with
+ *                 prefix length 32 (the pid alone) that answers for addresses of no known
+ *                 mapping (PF_UNWIND_MAP_UNKNOWN: a mapping made after the tables were loaded)
+ * A sample of a process without an entry is walked by frame pointers (bpf_get_stack). */
+#define PF_UNWIND_ROWS_DEFAULT (512u << 10) /* 4 MiB of rows (user space sizes it) */
+#define PF_UNWIND_TABLES_MAX 4096
+#define PF_UNWIND_MAPS_MAX 65536
+#define PF_UNWIND_MAX_FRAMES PF_MAX_STACK
+#define PF_UNWIND_SEARCH_STEPS 24 /* binary search steps: runs of up to 2^24 rows */
+
+/* struct pf_bpf_unwind_row kinds (unwind_table.h enum pf_unwind_kind) */
+#define PF_UNWIND_ROW_STOP 0
+#define PF_UNWIND_ROW_RSP 1
+#define PF_UNWIND_ROW_RBP 2
+#define PF_UNWIND_ROW_PLT 3
+#define PF_UNWIND_ROW_END 4
+
+struct pf_bpf_unwind_row {
+	unsigned int pc;
+	short cfa_off;
+	unsigned char kind;
+	signed char rbp_off8;
+};
+
+/* A table's run in unwind_rows is its index, then its rows. Index entry i (a row-sized slot
+ * whose pc field holds a row number, counted from `first`) is the row covering
+ * base + (i << PF_UNWIND_INDEX_SHIFT): the binary search starts between two entries, a few
+ * rows (one or two cache lines) instead of the whole table. */
+#define PF_UNWIND_INDEX_SHIFT 9 /* 512 bytes of code per index entry */
+
+struct pf_bpf_unwind_table {
+	unsigned int first;   /* index of the first row in unwind_rows */
+	unsigned int n;       /* rows; 0: no table (walk by frame pointer) */
+	unsigned int index;   /* index of the first index entry in unwind_rows */
+	unsigned int n_index; /* index entries (>= 1 when n > 0) */
+	unsigned int base;    /* pc of the first row */
+};
+
+/* kinds of struct pf_bpf_unwind_map */
+#define PF_UNWIND_MAP_TABLE 1   /* a file with a table: table_id */
+#define PF_UNWIND_MAP_FP 2      /* a file without a usable table: frame pointers */
+#define PF_UNWIND_MAP_JIT 3     /* anonymous executable memory: the walk ends there */
+#define PF_UNWIND_MAP_UNKNOWN 4 /* the per-process catch-all entry */
+
+struct pf_bpf_unwind_key {
+	unsigned int prefixlen; /* 32 (pid) + bits of the address */
+	unsigned int pid;
+	unsigned long long addr_be; /* big endian: its high bits are the prefix */
+};
+
+struct pf_bpf_unwind_map {
+	unsigned long long start, end; /* the whole mapping (0, 0 for the catch-all) */
+	unsigned long long bias;       /* address - ELF virtual address */
+	unsigned int table_id;
+	unsigned int kind; /* PF_UNWIND_MAP_* */
+};
+
+/* flags of struct pf_bpf_sample, continued */
+#define PF_SAMPLE_F_UNWIND_MISS 4 /* the walk met an address of no known mapping of a process
+				   * with tables (user space reloads its mappings), or, without
+				   * PF_SAMPLE_F_DWARF, the process has no tables yet (user space
+				   * loads them); either record wakes user space at once */
+#define PF_SAMPLE_F_DWARF 8	  /* the user stack was walked with the tables */
 
 /* Kernel symbolization in the kernel (resolve_ksyms, a BPF_PROG_TYPE_SYSCALL program run with
  * BPF_PROG_TEST_RUN): user space writes n addresses into the single entry of `ksym_req`, runs

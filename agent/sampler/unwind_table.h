@@ -1,0 +1,82 @@
+/* unwind_table.h — compact unwind tables of ELF files, for the kernel's stack walk (issue 15).
+ *
+ * Owns: building one table per ELF file from its call frame information (.eh_frame, and
+ * .debug_frame for what .eh_frame does not cover) through elfutils' libdw CFI API
+ * (dwarf_getcfi_elf / dwarf_getcfi, dwarf_cfi_addrframe, dwarf_frame_info, dwarf_frame_cfa,
+ * dwarf_frame_register) — libdw parses the DWARF, this module only classifies its answers —
+ * and a versioned on-disk cache of built tables keyed by GNU build id.
+ *
+ * A table is a sorted array of rows (struct pf_unwind_row, 8 bytes). Row i covers the ELF
+ * virtual addresses [rows[i].pc, rows[i + 1].pc). Each row says how to get from a frame at
+ * that pc to its caller on x86_64:
+ *   PF_UNWIND_CFA_RSP  CFA = rsp + cfa_off
+ *   PF_UNWIND_CFA_RBP  CFA = rbp + cfa_off
+ *   PF_UNWIND_CFA_PLT  CFA = rsp + 8, + 8 more when (rip & 15) >= cfa_off (the one expression
+ *                      every PLT section's CFI uses)
+ *   return address at CFA - 8; rbp saved at CFA + 8 * rbp_off8 (rbp_off8 0: rbp unchanged)
+ *   PF_UNWIND_END      the return address is undefined: the outermost frame (_start,
+ *                      clone's child), the walk ends here, complete
+ *   PF_UNWIND_STOP     anything else (a DWARF expression, a signal frame, an offset out of
+ *                      range, an address no FDE covers): the walk ends here
+ * Consecutive rows with the same rule are merged; a gap between FDEs gets a STOP row.
+ *
+ * Not thread-safe per table; tables are plain values after building. */
+#ifndef PF_AGENT_UNWIND_TABLE_H
+#define PF_AGENT_UNWIND_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum pf_unwind_kind {
+	PF_UNWIND_STOP = 0,
+	PF_UNWIND_CFA_RSP = 1,
+	PF_UNWIND_CFA_RBP = 2,
+	PF_UNWIND_CFA_PLT = 3,
+	PF_UNWIND_END = 4,
+};
+
+/* The layout of the kernel's rows (cpu_sampler.h struct pf_bpf_unwind_row). */
+struct pf_unwind_row {
+	uint32_t pc;      /* ELF virtual address the row starts at */
+	int16_t cfa_off;  /* PF_UNWIND_CFA_RSP/RBP: bytes; PF_UNWIND_CFA_PLT: the rip & 15 bound */
+	uint8_t kind;     /* enum pf_unwind_kind */
+	int8_t rbp_off8;  /* rbp saved at CFA + 8 * rbp_off8; 0: unchanged */
+};
+
+struct pf_unwind_table {
+	struct pf_unwind_row *rows;
+	size_t n_rows;
+	uint64_t text_bytes; /* bytes of executable sections the table covers */
+	uint32_t n_stop;     /* rows of kind PF_UNWIND_STOP (gaps included) */
+	uint8_t source;      /* 1 .eh_frame (+ .debug_frame), 2 .debug_frame only, 0 from the
+			      * disk cache */
+};
+
+/* Builds the table of the ELF file open at fd (not consumed), of at most max_rows rows (0: no
+ * bound; the walk stops as soon as it passes the bound, so a file too large for the kernel's
+ * rows costs no more than max_rows rows' worth of work). 0, -ENOENT when it has no call frame
+ * information, -E2BIG over max_rows, -EINVAL (not ELF, not x86_64, addresses beyond 4 GiB),
+ * -ENOMEM. */
+int pf_unwind_table_build(int fd, size_t max_rows, struct pf_unwind_table **out);
+/* The same for an ELF image in memory (len bytes; copied while building): the vDSO, which
+ * every process maps from the kernel (the agent reads its own). */
+int pf_unwind_table_build_image(const void *image, size_t len, size_t max_rows,
+				struct pf_unwind_table **out);
+void pf_unwind_table_free(struct pf_unwind_table *t);
+
+/* The row covering ELF virtual address pc, or NULL when pc is before the first row. */
+const struct pf_unwind_row *pf_unwind_table_find(const struct pf_unwind_table *t, uint64_t pc);
+
+/* ---- the disk cache: <dir>/<build id>.unw ----
+ * Format (host byte order, version PF_UNWIND_CACHE_VERSION): a 112-byte header { magic
+ * "PFUNWTB1", version u32, row size u32, n_rows u64, text_bytes u64, n_stop u32, source u32,
+ * FNV-1a 64 of the rows u64, build id char[64] (hex, NUL padded) } followed by the rows.
+ * A file whose magic, version, row size, length, build id or checksum does not match is
+ * refused (-EBADMSG) and the caller rebuilds. Writes go to a temporary file renamed into
+ * place. */
+#define PF_UNWIND_CACHE_VERSION 1
+
+int pf_unwind_cache_load(const char *dir, const char *build_id, struct pf_unwind_table **out);
+int pf_unwind_cache_store(const char *dir, const char *build_id, const struct pf_unwind_table *t);
+
+#endif

@@ -1,0 +1,623 @@
+/* unwinder.c — see unwinder.h. */
+#include "unwinder.h"
+
+#include <bpf/bpf.h>
+#include <elf.h>
+#include <endian.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu_sampler.h"
+#include "unwind_table.h"
+
+_Static_assert(sizeof(struct pf_unwind_row) == sizeof(struct pf_bpf_unwind_row), "row size");
+_Static_assert(PF_UNWIND_CFA_RSP == PF_UNWIND_ROW_RSP && PF_UNWIND_CFA_RBP == PF_UNWIND_ROW_RBP &&
+		       PF_UNWIND_CFA_PLT == PF_UNWIND_ROW_PLT && PF_UNWIND_END == PF_UNWIND_ROW_END &&
+		       PF_UNWIND_STOP == PF_UNWIND_ROW_STOP,
+	       "row kinds");
+
+#define PROC_BUCKETS 1024
+#define FULL_RETRY_MS 10000 /* a table that found no room is tried again after this */
+/* Building (or reading from the cache) tables may take BUDGET_RATE ns per ms on average,
+ * 0.5 % of a core, with bursts of up to BUDGET_BURST_NS (a start meets every file at once).
+ * Over budget, mappings are walked by frame pointers until the process is loaded again. */
+#define BUDGET_RATE 5000ll
+#define BUDGET_BURST_NS 1000000000ll
+
+/* One table id (index into tables[]; id 0 is never used). */
+struct table {
+	bool used;
+	bool loaded;    /* rows in the kernel */
+	bool no_cfi;    /* the file has no usable table: its mappings walk by frame pointers */
+	char build_id[72];
+	uint64_t dev, ino; /* the key of files without a build id */
+	uint32_t chunk, n_chunks, n_rows, n_index;
+	uint32_t base; /* pc of the first row */
+	uint32_t refs;  /* process mappings using it */
+	uint64_t full_ms;  /* when its rows last did not fit (0: never); retried 10 s later */
+	uint64_t stamp; /* LRU */
+};
+
+struct ent {
+	uint64_t start, end, bias;
+	uint32_t table_id, kind;
+};
+
+struct proc {
+	struct proc *next;
+	uint32_t pid;
+	bool deferred; /* some table waited for the build budget at the last load */
+	uint64_t loaded_ms;
+	struct ent *ents;
+	size_t n;
+};
+
+struct pf_unwinder {
+	struct pf_unwinder_options opt;
+	struct pf_bpf_unwind_row *rows; /* the shared mapping of unwind_rows */
+	size_t rows_bytes;
+	uint8_t *chunk_used;
+	uint32_t n_chunks;
+	struct table *tables;
+	uint64_t stamp;
+	int64_t budget_ns; /* table building allowed now (a token bucket of wall time) */
+	uint64_t budget_at; /* mono ns of its last refill */
+	struct proc *procs[PROC_BUCKETS];
+	struct pf_unwinder_stats st;
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- trie entries ------------------------------------------------------------------------- */
+
+/* Calls the map operation for each prefix of [start, end): the largest aligned power-of-two
+ * blocks, at most 2 x 64 of them. */
+static int for_prefixes(struct pf_unwinder *u, uint32_t pid, uint64_t start, uint64_t end,
+			const struct pf_bpf_unwind_map *val, size_t *count)
+{
+	uint64_t a = start;
+	while (a < end) {
+		unsigned bits = a ? (unsigned)__builtin_ctzll(a) : 64;
+		while (bits > 0 && (bits >= 64 || a + (1ull << bits) > end || a + (1ull << bits) < a))
+			bits--;
+		struct pf_bpf_unwind_key k = {.prefixlen = 32 + 64 - bits, .pid = pid,
+					      .addr_be = htobe64(a)};
+		int rc = val ? bpf_map_update_elem(u->opt.maps_fd, &k, val, BPF_ANY)
+			     : bpf_map_delete_elem(u->opt.maps_fd, &k);
+		if (rc < 0 && val)
+			return -errno;
+		if (count)
+			(*count)++;
+		a += 1ull << bits;
+	}
+	return 0;
+}
+
+static int ent_install(struct pf_unwinder *u, uint32_t pid, const struct ent *e)
+{
+	struct pf_bpf_unwind_map v = {.start = e->start, .end = e->end, .bias = e->bias,
+				      .table_id = e->table_id, .kind = e->kind};
+	size_t n = 0;
+	int rc = for_prefixes(u, pid, e->start, e->end, &v, &n);
+	u->st.entries += n;
+	return rc;
+}
+
+static void ent_remove(struct pf_unwinder *u, uint32_t pid, const struct ent *e)
+{
+	size_t n = 0;
+	for_prefixes(u, pid, e->start, e->end, NULL, &n);
+	u->st.entries -= n <= u->st.entries ? n : u->st.entries;
+}
+
+static int catch_all(struct pf_unwinder *u, uint32_t pid, bool install)
+{
+	struct pf_bpf_unwind_key k = {.prefixlen = 32, .pid = pid};
+	struct pf_bpf_unwind_map v = {.kind = PF_UNWIND_MAP_UNKNOWN};
+	if (!install)
+		return bpf_map_delete_elem(u->opt.maps_fd, &k) < 0 ? -errno : 0;
+	return bpf_map_update_elem(u->opt.maps_fd, &k, &v, BPF_ANY) < 0 ? -errno : 0;
+}
+
+/* ---- tables ------------------------------------------------------------------------------- */
+
+static void table_publish(struct pf_unwinder *u, uint32_t id)
+{
+	struct table *t = &u->tables[id];
+	struct pf_bpf_unwind_table v = {0};
+	if (t->loaded) {
+		v.index = t->chunk * PF_UNWINDER_CHUNK;
+		v.n_index = t->n_index;
+		v.first = v.index + t->n_index;
+		v.n = t->n_rows;
+		v.base = t->base;
+	}
+	if (bpf_map_update_elem(u->opt.tables_fd, &id, &v, BPF_ANY) < 0)
+		u->st.last_error = -errno;
+}
+
+static void table_unload(struct pf_unwinder *u, uint32_t id)
+{
+	struct table *t = &u->tables[id];
+	if (!t->loaded)
+		return;
+	t->loaded = false;
+	table_publish(u, id); /* first: the kernel stops reading the rows */
+	memset(u->chunk_used + t->chunk, 0, t->n_chunks);
+	u->st.tables--;
+	u->st.rows -= t->n_rows + t->n_index;
+	u->st.evicted++;
+}
+
+/* First fit of n contiguous free chunks; UINT32_MAX when none. */
+static uint32_t chunks_find(struct pf_unwinder *u, uint32_t n)
+{
+	uint32_t run = 0;
+	for (uint32_t i = 0; i < u->n_chunks; i++) {
+		run = u->chunk_used[i] ? 0 : run + 1;
+		if (run == n)
+			return i + 1 - n;
+	}
+	return UINT32_MAX;
+}
+
+/* The least recently used loaded table without references, 0 when none. */
+static uint32_t lru_victim(struct pf_unwinder *u, uint32_t keep)
+{
+	uint32_t best = 0;
+	for (uint32_t i = 1; i < u->opt.tables_cap; i++) {
+		struct table *t = &u->tables[i];
+		if (i != keep && t->loaded && !t->refs &&
+		    (!best || t->stamp < u->tables[best].stamp))
+			best = i;
+	}
+	return best;
+}
+
+/* Copies t's index (cpu_sampler.h PF_UNWIND_INDEX_SHIFT) and rows into the kernel's array. */
+static int table_load_rows(struct pf_unwinder *u, uint32_t id, const struct pf_unwind_table *ut)
+{
+	struct table *t = &u->tables[id];
+	uint32_t base = ut->rows[0].pc;
+	uint64_t n_index = (((uint64_t)ut->rows[ut->n_rows - 1].pc - base) >> PF_UNWIND_INDEX_SHIFT) + 1;
+	uint64_t total = n_index + ut->n_rows;
+	if (total > u->opt.rows_cap) {
+		u->st.rows_full++;
+		return -ENOSPC;
+	}
+	uint32_t need = (uint32_t)((total + PF_UNWINDER_CHUNK - 1) / PF_UNWINDER_CHUNK);
+	uint32_t at;
+	while ((at = chunks_find(u, need)) == UINT32_MAX) {
+		uint32_t v = lru_victim(u, id);
+		if (!v) {
+			u->st.rows_full++;
+			return -ENOSPC;
+		}
+		table_unload(u, v);
+	}
+	struct pf_bpf_unwind_row *dst = u->rows + (size_t)at * PF_UNWINDER_CHUNK;
+	/* index entry i: the last row whose pc <= base + (i << shift) */
+	size_t r = 0;
+	for (uint64_t i = 0; i < n_index; i++) {
+		uint64_t at_pc = base + (i << PF_UNWIND_INDEX_SHIFT);
+		while (r + 1 < ut->n_rows && ut->rows[r + 1].pc <= at_pc)
+			r++;
+		dst[i] = (struct pf_bpf_unwind_row){.pc = (uint32_t)r};
+	}
+	memcpy(dst + n_index, ut->rows, ut->n_rows * sizeof(*ut->rows));
+	memset(u->chunk_used + at, 1, need);
+	t->chunk = at;
+	t->n_chunks = need;
+	t->n_rows = (uint32_t)ut->n_rows;
+	t->n_index = (uint32_t)n_index;
+	t->base = base;
+	t->loaded = true;
+	u->st.tables++;
+	u->st.rows += total;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* rows before the table entry that names them */
+	table_publish(u, id);
+	return 0;
+}
+
+/* The vDSO as this process maps it (the kernel maps the same image into every 64-bit
+ * process): its ELF image, its size and its first segment's virtual address. False when
+ * there is none or it does not look like an ELF image. */
+static bool vdso_image(const void **image, size_t *len, uint64_t *vaddr0)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)getauxval(AT_SYSINFO_EHDR);
+	if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_shentsize != sizeof(Elf64_Shdr))
+		return false;
+	const Elf64_Phdr *ph = (const Elf64_Phdr *)((const char *)eh + eh->e_phoff);
+	bool found = false;
+	for (unsigned i = 0; i < eh->e_phnum && !found; i++) {
+		if (ph[i].p_type == PT_LOAD) {
+			*vaddr0 = ph[i].p_vaddr - ph[i].p_offset;
+			found = true;
+		}
+	}
+	*image = eh;
+	*len = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+	return found && *len < (1u << 20);
+}
+
+/* True when table work may start now (the bucket refilled since the last call). */
+static bool budget_ok(struct pf_unwinder *u)
+{
+	uint64_t now = mono_ns();
+	u->budget_ns += (int64_t)((now - u->budget_at) / 1000000) * BUDGET_RATE;
+	u->budget_at += (now - u->budget_at) / 1000000 * 1000000;
+	if (u->budget_ns > BUDGET_BURST_NS)
+		u->budget_ns = BUDGET_BURST_NS;
+	return u->budget_ns > 0;
+}
+
+#define VDSO_KEY "[vdso]" /* the registry's key of the vDSO's table (not a build id) */
+
+static struct pf_unwind_table *table_obtain_timed(struct pf_unwinder *u, const char *build_id,
+						   int fd);
+
+/* table_obtain_timed(), its time taken from the budget. */
+static struct pf_unwind_table *table_obtain(struct pf_unwinder *u, const char *build_id, int fd)
+{
+	uint64_t t0 = mono_ns();
+	struct pf_unwind_table *ut = table_obtain_timed(u, build_id, fd);
+	u->budget_ns -= (int64_t)(mono_ns() - t0);
+	return ut;
+}
+
+/* The table of a file: cached on disk, else built (and cached); the vDSO's from memory. */
+static struct pf_unwind_table *table_obtain_timed(struct pf_unwinder *u, const char *build_id,
+						   int fd)
+{
+	size_t max_rows = u->opt.rows_cap / 2; /* a larger table would crowd out all others */
+	if (!strcmp(build_id, VDSO_KEY)) {
+		const void *image;
+		size_t len;
+		uint64_t vaddr0;
+		struct pf_unwind_table *ut = NULL;
+		if (!vdso_image(&image, &len, &vaddr0) ||
+		    pf_unwind_table_build_image(image, len, max_rows, &ut) < 0)
+			return NULL;
+		u->st.built++;
+		return ut;
+	}
+	struct pf_unwind_table *ut = NULL;
+	if (u->opt.cache_dir && build_id[0]) {
+		int rc = pf_unwind_cache_load(u->opt.cache_dir, build_id, &ut);
+		if (rc == 0) {
+			u->st.cache_hits++;
+			return ut;
+		}
+		if (rc == -EBADMSG)
+			u->st.cache_bad++;
+	}
+	uint64_t t0 = mono_ns();
+	int rc = pf_unwind_table_build(fd, max_rows, &ut);
+	u->st.build_ns += mono_ns() - t0;
+	if (rc == -E2BIG)
+		u->st.rows_full++;
+	else if (rc < 0)
+		u->st.no_cfi++;
+	if (rc < 0)
+		return NULL;
+	u->st.built++;
+	if (u->opt.cache_dir && build_id[0]) {
+		rc = pf_unwind_cache_store(u->opt.cache_dir, build_id, ut);
+		if (rc < 0)
+			u->st.last_error = rc;
+	}
+	return ut;
+}
+
+/* The id of the table of the file m maps, loaded into the kernel when it can be; 0 when the
+ * table registry is full, or (*deferred set) when the build budget is spent. */
+static uint32_t table_get(struct pf_unwinder *u, const struct pf_sym_exec_map *m, bool *deferred)
+{
+	uint32_t free_id = 0;
+	for (uint32_t i = 1; i < u->opt.tables_cap; i++) {
+		struct table *t = &u->tables[i];
+		if (!t->used) {
+			if (!free_id)
+				free_id = i;
+			continue;
+		}
+		bool hit = m->build_id[0] ? !strcmp(t->build_id, m->build_id)
+					  : !t->build_id[0] && t->dev == m->dev && t->ino == m->ino;
+		if (!hit)
+			continue;
+		t->stamp = ++u->stamp;
+		if (!t->loaded && !t->no_cfi &&
+		    (!t->full_ms || mono_ns() / 1000000 >= t->full_ms + FULL_RETRY_MS)) {
+			/* evicted earlier, or no room some time ago: again */
+			if (!budget_ok(u)) {
+				*deferred = true;
+				return i;
+			}
+			struct pf_unwind_table *ut = table_obtain(u, m->build_id, m->fd);
+			if (!ut || table_load_rows(u, i, ut) < 0) {
+				t->full_ms = mono_ns() / 1000000;
+				table_publish(u, i);
+			}
+			pf_unwind_table_free(ut);
+		}
+		return i;
+	}
+	if (!budget_ok(u)) {
+		*deferred = true;
+		return 0;
+	}
+	if (!free_id) {
+		/* recycle an unreferenced id */
+		for (uint32_t i = 1; i < u->opt.tables_cap && !free_id; i++)
+			if (!u->tables[i].refs)
+				free_id = i;
+		if (!free_id)
+			return 0;
+		table_unload(u, free_id);
+	}
+	struct table *t = &u->tables[free_id];
+	memset(t, 0, sizeof(*t));
+	t->used = true;
+	t->stamp = ++u->stamp;
+	snprintf(t->build_id, sizeof(t->build_id), "%s", m->build_id);
+	t->dev = m->dev;
+	t->ino = m->ino;
+	struct pf_unwind_table *ut = table_obtain(u, m->build_id, m->fd);
+	if (!ut) {
+		t->no_cfi = true; /* no CFI, or too large: frame pointers */
+	} else if (table_load_rows(u, free_id, ut) < 0) {
+		/* no room: walked by frame pointers until rows are freed and a later load of
+		 * the file finds room */
+		t->full_ms = mono_ns() / 1000000;
+	}
+	if (!t->loaded)
+		table_publish(u, free_id);
+	pf_unwind_table_free(ut);
+	return free_id;
+}
+
+/* ---- processes ---------------------------------------------------------------------------- */
+
+static struct proc **proc_slot(const struct pf_unwinder *u, uint32_t pid)
+{
+	struct proc **pp = (struct proc **)&u->procs[pid % PROC_BUCKETS];
+	while (*pp && (*pp)->pid != pid)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+bool pf_unwinder_has(const struct pf_unwinder *u, uint32_t pid)
+{
+	return *proc_slot(u, pid) != NULL;
+}
+
+uint64_t pf_unwinder_loaded_ms(const struct pf_unwinder *u, uint32_t pid, bool *deferred)
+{
+	struct proc *p = *proc_slot(u, pid);
+	*deferred = p && p->deferred;
+	return p ? p->loaded_ms : 0;
+}
+
+static void ent_release(struct pf_unwinder *u, uint32_t pid, struct ent *e)
+{
+	ent_remove(u, pid, e);
+	if (e->table_id && u->tables[e->table_id].refs)
+		u->tables[e->table_id].refs--;
+}
+
+struct load_ctx {
+	struct pf_unwinder *u;
+	struct ent *ents;
+	size_t n, cap;
+	int rc;
+	bool deferred; /* a table waits for the build budget */
+};
+
+static int collect(void *ctx, const struct pf_sym_exec_map *m)
+{
+	struct load_ctx *c = ctx;
+	if (c->n == c->cap) {
+		size_t nc = c->cap ? c->cap * 2 : 16;
+		struct ent *ne = realloc(c->ents, nc * sizeof(*ne));
+		if (!ne) {
+			c->rc = -ENOMEM;
+			return 1;
+		}
+		c->ents = ne;
+		c->cap = nc;
+	}
+	struct ent e = {.start = m->start, .end = m->end, .bias = m->bias,
+			.kind = PF_UNWIND_MAP_FP};
+	const void *image;
+	size_t len;
+	uint64_t vaddr0;
+	if (m->anon) {
+		e.kind = PF_UNWIND_MAP_JIT;
+	} else if (m->fd < 0 && !strcmp(m->path, "[vdso]") && vdso_image(&image, &len, &vaddr0)) {
+		/* clock_gettime and friends: the same image as the agent's own vDSO */
+		struct pf_sym_exec_map v = *m;
+		v.build_id = VDSO_KEY;
+		e.bias = m->start - vaddr0;
+		e.table_id = table_get(c->u, &v, &c->deferred);
+		if (e.table_id) {
+			e.kind = PF_UNWIND_MAP_TABLE;
+			c->u->tables[e.table_id].refs++;
+		}
+	} else if (m->fd >= 0) {
+		e.table_id = table_get(c->u, m, &c->deferred);
+		if (e.table_id) {
+			e.kind = PF_UNWIND_MAP_TABLE;
+			c->u->tables[e.table_id].refs++;
+		}
+	}
+	c->ents[c->n++] = e;
+	return 0;
+}
+
+static bool same_ent(const struct ent *a, const struct ent *b)
+{
+	return a->start == b->start && a->end == b->end && a->bias == b->bias &&
+	       a->table_id == b->table_id && a->kind == b->kind;
+}
+
+int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t pid)
+{
+	struct load_ctx c = {.u = u};
+	uint64_t built = u->st.built;
+	int rc = pf_symbolizer_exec_maps(sym, pid, collect, &c);
+	/* libdw's CFI caches and the tables' growth are freed by now: give the pages back */
+	if (u->st.built != built)
+		malloc_trim(0);
+	if (rc == 0)
+		rc = c.rc;
+	struct proc **pp = proc_slot(u, pid), *p = *pp;
+	if (rc == 0 && !p) {
+		if (!(p = calloc(1, sizeof(*p)))) {
+			rc = -ENOMEM;
+		} else {
+			p->pid = pid;
+			*pp = p;
+			u->st.processes++;
+		}
+	}
+	if (rc < 0) {
+		for (size_t i = 0; i < c.n; i++)
+			if (c.ents[i].table_id)
+				u->tables[c.ents[i].table_id].refs--;
+		free(c.ents);
+		u->st.last_error = rc;
+		return rc;
+	}
+	/* the old entries that are gone, then the new ones (a kept mapping keeps its entries
+	 * and drops the reference collect() took again) */
+	for (size_t i = 0; i < p->n; i++) {
+		bool kept = false;
+		for (size_t j = 0; j < c.n && !kept; j++)
+			kept = same_ent(&p->ents[i], &c.ents[j]);
+		if (!kept)
+			ent_release(u, pid, &p->ents[i]);
+	}
+	for (size_t j = 0; j < c.n; j++) {
+		bool had = false;
+		for (size_t i = 0; i < p->n && !had; i++)
+			had = same_ent(&p->ents[i], &c.ents[j]);
+		if (had) {
+			if (c.ents[j].table_id)
+				u->tables[c.ents[j].table_id].refs--;
+			continue;
+		}
+		int e = ent_install(u, pid, &c.ents[j]);
+		if (e < 0 && rc == 0)
+			rc = e;
+	}
+	if (p->loaded_ms)
+		u->st.reloads++;
+	free(p->ents);
+	p->ents = c.ents;
+	p->n = c.n;
+	p->deferred = c.deferred;
+	u->st.deferred += c.deferred;
+	p->loaded_ms = mono_ns() / 1000000;
+	if (!p->loaded_ms)
+		p->loaded_ms = 1;
+	int e = catch_all(u, pid, true);
+	if (rc == 0)
+		rc = e;
+	if (rc < 0)
+		u->st.last_error = rc;
+	return rc;
+}
+
+void pf_unwinder_forget(struct pf_unwinder *u, uint32_t pid)
+{
+	struct proc **pp = proc_slot(u, pid), *p = *pp;
+	if (!p)
+		return;
+	catch_all(u, pid, false);
+	for (size_t i = 0; i < p->n; i++)
+		ent_release(u, pid, &p->ents[i]);
+	*pp = p->next;
+	free(p->ents);
+	free(p);
+	u->st.processes--;
+}
+
+size_t pf_unwinder_kernel_entries(const struct pf_unwinder *u, uint32_t pid)
+{
+	struct pf_bpf_unwind_key k, next;
+	size_t n = 0;
+	void *prev = NULL;
+	while (bpf_map_get_next_key(u->opt.maps_fd, prev, &next) == 0) {
+		n += next.pid == pid;
+		k = next;
+		prev = &k;
+	}
+	return n;
+}
+
+void pf_unwinder_stats(const struct pf_unwinder *u, struct pf_unwinder_stats *out)
+{
+	*out = u->st;
+	out->rows_cap = u->opt.rows_cap;
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+void pf_unwinder_free(struct pf_unwinder *u)
+{
+	if (!u)
+		return;
+	for (size_t b = 0; b < PROC_BUCKETS; b++) {
+		for (struct proc *p = u->procs[b], *n; p; p = n) {
+			n = p->next;
+			free(p->ents);
+			free(p);
+		}
+	}
+	if (u->rows && u->rows != MAP_FAILED)
+		munmap(u->rows, u->rows_bytes);
+	free(u->chunk_used);
+	free(u->tables);
+	free(u);
+}
+
+struct pf_unwinder *pf_unwinder_new(const struct pf_unwinder_options *opt)
+{
+	if (!opt->rows_cap || opt->rows_cap % PF_UNWINDER_CHUNK || opt->tables_cap < 2) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct pf_unwinder *u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	u->opt = *opt;
+	u->n_chunks = opt->rows_cap / PF_UNWINDER_CHUNK;
+	u->budget_ns = BUDGET_BURST_NS;
+	u->budget_at = mono_ns();
+	long page = sysconf(_SC_PAGESIZE);
+	u->rows_bytes = ((size_t)opt->rows_cap * sizeof(struct pf_bpf_unwind_row) + (size_t)page - 1) &
+			~((size_t)page - 1);
+	u->rows = mmap(NULL, u->rows_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, opt->rows_fd, 0);
+	u->chunk_used = calloc(u->n_chunks, 1);
+	u->tables = calloc(opt->tables_cap, sizeof(*u->tables));
+	if (u->rows == MAP_FAILED || !u->chunk_used || !u->tables) {
+		int e = u->rows == MAP_FAILED ? errno : ENOMEM;
+		pf_unwinder_free(u);
+		errno = e;
+		return NULL;
+	}
+	return u;
+}

@@ -1,0 +1,87 @@
+/* unwinder.h — the user side of the kernel's .eh_frame stack walk (issue 15).
+ *
+ * Owns: the unwind tables loaded into the kernel (unwind_table.h builds them), keyed by GNU
+ * build id (by device and inode for files without one), and each process's entries in the
+ * kernel's (pid, address) -> mapping trie (cpu_sampler.h: unwind_rows, unwind_tables,
+ * unwind_maps; the sampler hands over their fds, this module never sees the skeleton).
+ *
+ *  - Rows live in the mmapable array unwind_rows, written directly through a shared mapping
+ *    of it (no syscall per row): its pages count in the agent's RSS, so limits.max_memory_mb
+ *    covers them. The array is cut into chunks of PF_UNWINDER_CHUNK rows; a table takes a
+ *    contiguous run of chunks: its index (one entry per 512 bytes of code, cpu_sampler.h
+ *    PF_UNWIND_INDEX_SHIFT), then its rows. When a table does not fit, the least recently
+ *    used tables no live process maps are evicted first; if it still does not fit, the
+ *    mapping is walked by frame pointers (counted in rows_full).
+ *  - Tables are built once per file and cached in cache_dir/<build id>.unw
+ *    (unwind_table.h's format); a cache file that fails its checks is rebuilt and rewritten.
+ *    Building and reading tables share a budget of wall time (0.5 % of a core on average, 1 s
+ *    bursts); over it, mappings are walked by frame pointers and the process is loaded again
+ *    a second later. A file that would need more than half of the rows is not built.
+ *  - A process's entries are written from the symbolizer's capture of its maps
+ *    (pf_symbolizer_exec_maps) at its first sample, again when the kernel reports an address
+ *    outside every known mapping (a dlopen), and removed at its exit or exec.
+ *
+ * Not thread-safe: one owner (the sampler). */
+#ifndef PF_AGENT_UNWINDER_H
+#define PF_AGENT_UNWINDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "symbolize.h"
+
+#define PF_UNWINDER_CHUNK 1024u /* rows */
+
+struct pf_unwinder_options {
+	int rows_fd;        /* unwind_rows (BPF_F_MMAPABLE array of struct pf_bpf_unwind_row) */
+	uint32_t rows_cap;  /* its max_entries, a multiple of PF_UNWINDER_CHUNK */
+	int tables_fd;      /* unwind_tables */
+	uint32_t tables_cap;
+	int maps_fd;        /* unwind_maps */
+	const char *cache_dir; /* NULL: no disk cache */
+};
+
+struct pf_unwinder_stats {
+	uint64_t tables;      /* tables loaded in the kernel now */
+	uint64_t rows;        /* their rows and index entries */
+	uint64_t rows_cap;
+	uint64_t processes;   /* processes with entries */
+	uint64_t entries;     /* trie entries */
+	uint64_t built;       /* tables built from CFI */
+	uint64_t build_ns;    /* wall time spent building them */
+	uint64_t cache_hits;  /* tables read from the disk cache */
+	uint64_t cache_bad;   /* cache files refused and rebuilt */
+	uint64_t no_cfi;      /* files without usable CFI (walked by frame pointers) */
+	uint64_t evicted;     /* tables evicted to make room */
+	uint64_t rows_full;   /* tables that did not fit even after evicting (tried again 10 s
+			       * later), or larger than half the kernel's rows (never) */
+	uint64_t reloads;     /* process reloads after a miss */
+	uint64_t deferred;    /* loads that left tables for later (build budget spent) */
+	int last_error;
+};
+
+struct pf_unwinder;
+
+/* NULL and errno on failure (the rows array cannot be mapped: -EPERM/-EINVAL). */
+struct pf_unwinder *pf_unwinder_new(const struct pf_unwinder_options *opt);
+void pf_unwinder_free(struct pf_unwinder *u);
+
+/* Writes pid's entries from the symbolizer's last capture of its maps (the caller captures
+ * first), loading the tables its files need. Entries of mappings that are gone are removed.
+ * 0, -ENOENT (no capture), -ENOMEM, or a BPF map error. */
+int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t pid);
+/* True when pid has entries. */
+bool pf_unwinder_has(const struct pf_unwinder *u, uint32_t pid);
+/* Monotonic ms of pid's last load, 0 when none (the sampler rate-limits reloads with it);
+ * *deferred: some of its tables waited for the build budget then (load it again later). */
+uint64_t pf_unwinder_loaded_ms(const struct pf_unwinder *u, uint32_t pid, bool *deferred);
+/* Removes pid's entries (exit, exec); its tables stay loaded until evicted. */
+void pf_unwinder_forget(struct pf_unwinder *u, uint32_t pid);
+
+/* Kernel entries of pid counted by iterating the trie (tests: none after an exit). */
+size_t pf_unwinder_kernel_entries(const struct pf_unwinder *u, uint32_t pid);
+
+void pf_unwinder_stats(const struct pf_unwinder *u, struct pf_unwinder_stats *out);
+
+#endif

@@ -1,0 +1,448 @@
+/* test_unwind.c — eBPF tests of the kernel's .eh_frame stack walk (issue 15; unwinder.h,
+ * cpu_sampler.bpf.c walk_tables). The workloads are built here without frame pointers:
+ *   nofp_workload.c   cc -O2 -fomit-frame-pointer: main -> chain_a -> chain_b -> chain_c ->
+ *                     hot_leaf, main -> sort_chain -> qsort (libc) -> cmp_burn, main ->
+ *                     search_chain -> bsearch (libc) -> key_burn, main -> clock_chain ->
+ *                     clock_gettime (libc, then the vDSO); on SIGUSR1 it dlopens
+ *                     nofp_dl.c (main -> dl_chain -> dl_burn -> dl_inner)
+ *   nofp_workload.cc  c++ -O2 -fomit-frame-pointer: main -> Cart::total -> std::sort ->
+ *                     Item::weight
+ *   nofp_workload.rs  rustc -C opt-level=2 -C force-frame-pointers=no (only where rustc is)
+ * A sample is complete when its user stack reaches the C `main` through every function of its
+ * chain (symbolized names). >= 95% of each workload's samples must be complete; the frame
+ * pointer walk alone is measured on the C workload for comparison. A library opened with
+ * dlopen after sampling started is unwound too, and a process that exits during a capture
+ * leaves no entries in the kernel's unwind map.
+ * Exit 77 when the kernel refuses BPF or perf events, or lacks what the table walk needs. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pf/profcfg.h"
+#include "pf/profile.h"
+#include "sampler_bpf.h"
+
+static char g_dir[64];
+static char g_c[128], g_cc[128], g_rs[128], g_dl[128];
+static bool g_have_rust;
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int run(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static int build_workloads(void)
+{
+	const char *src = getenv("PF_SOURCE_DIR");
+	src = src ? src : ".";
+	snprintf(g_dir, sizeof(g_dir), "/tmp/pf-unwind-XXXXXX");
+	if (!mkdtemp(g_dir))
+		return -1;
+	snprintf(g_c, sizeof(g_c), "%s/nofp_c", g_dir);
+	snprintf(g_cc, sizeof(g_cc), "%s/nofp_cc", g_dir);
+	snprintf(g_rs, sizeof(g_rs), "%s/nofp_rs", g_dir);
+	snprintf(g_dl, sizeof(g_dl), "%s/libnofp_dl.so", g_dir);
+	if (run("cc -O2 -fomit-frame-pointer -g -o %s %s/tests/ebpf/nofp_workload.c -ldl", g_c,
+		src) ||
+	    run("cc -O2 -fomit-frame-pointer -g -fPIC -shared -o %s %s/tests/ebpf/nofp_dl.c", g_dl,
+		src) ||
+	    run("c++ -O2 -fomit-frame-pointer -g -o %s %s/tests/ebpf/nofp_workload.cc", g_cc, src))
+		return -1;
+	g_have_rust = run("command -v rustc >/dev/null 2>&1") == 0;
+	if (g_have_rust &&
+	    run("rustc -C opt-level=2 -C force-frame-pointers=no -g -o %s "
+		"%s/tests/ebpf/nofp_workload.rs 2>&1",
+		g_rs, src))
+		return -1;
+	return 0;
+}
+
+static pid_t spawn(const char *exe, unsigned seconds, const char *dlopen_lib)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		char arg[16];
+		snprintf(arg, sizeof(arg), "%u", seconds);
+		int fd = open("/dev/null", O_WRONLY);
+		if (fd >= 0)
+			dup2(fd, 1);
+		if (dlopen_lib)
+			setenv("PF_WL_DLOPEN", dlopen_lib, 1);
+		execl(exe, exe, arg, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static void reap(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+static struct pf_profcfg *include_pid(pid_t pid, unsigned hz)
+{
+	char yaml[512];
+	snprintf(yaml, sizeof(yaml),
+		 "profiling:\n  sampling: {frequency_hz: %u, duration_seconds: 30}\n"
+		 "  filters:\n    include: [{key: process.pid, match: strict, value: \"%d\"}]\n",
+		 hz, (int)pid);
+	struct pf_profcfg *cfg = NULL;
+	struct pf_error err = {0};
+	if (pf_profcfg_parse(yaml, strlen(yaml), &cfg, &err) < 0)
+		fail_msg("config: %s", err.msg);
+	return cfg;
+}
+
+static void poll_for(struct pf_sampler *s, uint64_t ms)
+{
+	uint64_t end = now_ms() + ms;
+	while (now_ms() < end)
+		assert_true(pf_sampler_poll(s, 50) >= 0);
+}
+
+/* ---- completeness ------------------------------------------------------------------------- */
+
+/* A chain, leaf first: name parts that must appear in this order from the anchor (the first
+ * entry) up; "=main" is the exact name main. NULL-terminated. */
+typedef const char *const chain_t[8];
+
+static bool name_is(const char *fn, const char *want)
+{
+	if (want[0] == '=')
+		return !strcmp(fn, want + 1);
+	return strstr(fn, want) != NULL;
+}
+
+struct tally {
+	uint64_t total, complete;
+	uint64_t chain_total[5], chain_complete[5];
+	bool printed;
+};
+
+/* Judges every sample of pid in w against chains (n of them). */
+static void tally(const struct pf_prof_window *w, pid_t pid, const chain_t *chains, size_t n,
+		  struct tally *t)
+{
+	for (size_t i = 0; i < w->n_processes; i++) {
+		const struct pf_prof_process *p = &w->processes[i];
+		if (p->pid != (uint32_t)pid)
+			continue;
+		for (size_t k = 0; k < p->n_samples; k++) {
+			const struct pf_prof_sample *sm = &p->samples[k];
+			const struct pf_prof_stack *st = &p->stacks[sm->stack];
+			const char *names[160];
+			size_t nn = 0;
+			for (uint32_t j = 0; j < st->n_frames && nn < 160; j++) {
+				const struct pf_prof_frame *f = &p->frames[st->frames[j]];
+				if (f->kind == PF_FRAME_NATIVE)
+					names[nn++] = f->function ? f->function : "?";
+			}
+			if (!nn)
+				continue;
+			bool has_main = false;
+			for (size_t j = 0; j < nn; j++)
+				has_main |= !strcmp(names[j], "main");
+			bool ok = has_main;
+			int which = -1;
+			for (size_t j = 0; j < nn && which < 0; j++) {
+				for (size_t c = 0; c < n && which < 0; c++) {
+					if (!name_is(names[j], chains[c][0]))
+						continue;
+					which = (int)c;
+					size_t at = j;
+					for (size_t e = 1; chains[c][e] && ok; e++) {
+						while (at < nn && !name_is(names[at], chains[c][e]))
+							at++;
+						ok = at < nn;
+					}
+				}
+			}
+			t->total += sm->count;
+			t->complete += ok ? sm->count : 0;
+			if (which >= 0 && which < 5) {
+				t->chain_total[which] += sm->count;
+				t->chain_complete[which] += ok ? sm->count : 0;
+			}
+			if (!ok && !t->printed) {
+				t->printed = true;
+				print_message("  an incomplete stack (leaf first):");
+				for (size_t j = 0; j < nn && j < 24; j++)
+					print_message(" %s", names[j]);
+				print_message("\n");
+			}
+		}
+	}
+}
+
+static double pct(uint64_t a, uint64_t b)
+{
+	return b ? 100.0 * (double)a / (double)b : 0;
+}
+
+static chain_t c_chains[] = {
+	{"hot_leaf", "chain_c", "chain_b", "chain_a", "=main", NULL},
+	{"cmp_burn", "qsort", "sort_chain", "=main", NULL},
+	{"key_burn", "bsearch", "search_chain", "=main", NULL},
+	/* the leaf is in the vDSO (no symbol): libc's clock_gettime is the first named frame */
+	{"clock_gettime", "clock_chain", "=main", NULL},
+	{"dl_inner", "dl_burn", "dl_chain", "=main", NULL},
+};
+
+/* Samples pid (already running) at 499 Hz: a first window of warm_ms (the process's first
+ * samples, taken before its tables are loaded, are walked by frame pointers), judged into
+ * *cold when not NULL, then the window of ms that is returned. Tables are cached in the test's
+ * directory, like an agent's state directory. */
+static struct pf_prof_window *sample_pid(pid_t pid, uint64_t warm_ms, uint64_t ms,
+					 bool frame_pointers, struct pf_sampler_stats *st,
+					 const chain_t *chains, size_t n, struct tally *cold)
+{
+	struct pf_error err = {0};
+	char cache[96];
+	snprintf(cache, sizeof(cache), "%s/unwind-cache", g_dir);
+	struct pf_sampler_options o = {.no_dwarf_unwind = frame_pointers,
+					.unwind_cache_dir = cache};
+	struct pf_sampler *s = pf_sampler_new(&o, &err);
+	assert_non_null(s);
+	struct pf_profcfg *cfg = include_pid(pid, 499);
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	if (warm_ms) {
+		poll_for(s, warm_ms);
+		struct pf_prof_window *w = pf_sampler_close_window(s, &err);
+		assert_non_null(w);
+		if (cold)
+			tally(w, pid, chains, n, cold);
+		pf_prof_window_free(w);
+	}
+	poll_for(s, ms);
+	struct pf_prof_window *w = pf_sampler_close_window(s, &err);
+	assert_non_null(w);
+	assert_int_equal(pf_sampler_stats(s, st), 0);
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+	return w;
+}
+
+static void check_workload(const char *what, const char *exe, const chain_t *chains, size_t n)
+{
+	pid_t pid = spawn(exe, 8, NULL);
+	assert_true(pid > 0);
+	usleep(100000);
+	struct pf_sampler_stats st;
+	struct tally cold = {.printed = true};
+	struct pf_prof_window *w = sample_pid(pid, 500, 3000, false, &st, chains, n, &cold);
+	reap(pid);
+	struct tally t = {0};
+	tally(w, pid, chains, n, &t);
+	print_message("%s: %lu samples, %.1f%% complete to main (chains:", what,
+		      (unsigned long)t.total, pct(t.complete, t.total));
+	for (size_t c = 0; c < n && c < 5; c++)
+		print_message(" %s %lu/%lu", chains[c][0], (unsigned long)t.chain_complete[c],
+			      (unsigned long)t.chain_total[c]);
+	print_message("); first 0.5 s: %lu samples, %.1f%% complete; tables %lu, rows %lu, "
+		      "built %lu in %.1f ms, from the cache %lu, table walks %lu\n",
+		      (unsigned long)cold.total, pct(cold.complete, cold.total),
+		      (unsigned long)st.unwind_tables, (unsigned long)st.unwind_rows,
+		      (unsigned long)st.unwind_built, (double)st.unwind_build_ns / 1e6,
+		      (unsigned long)st.unwind_cache_hits, (unsigned long)st.dwarf_samples);
+	assert_true(st.dwarf_unwind);
+	assert_true(t.total >= 200);
+	assert_true(t.complete * 100 >= t.total * 95);
+	for (size_t c = 0; c < n && c < 5; c++)
+		assert_true(t.chain_total[c] > 0); /* every chain was seen */
+	pf_prof_window_free(w);
+}
+
+static void test_c_through_libc(void **state)
+{
+	check_workload("C -O2 -fomit-frame-pointer", g_c, c_chains, 4);
+}
+
+/* The workloads by frame pointers only: the figures the tables improve on (asserted for C,
+ * printed for C++ and Rust). */
+static double fp_only(const char *what, const char *exe, const chain_t *chains, size_t n)
+{
+	pid_t pid = spawn(exe, 5, NULL);
+	assert_true(pid > 0);
+	usleep(100000);
+	struct pf_sampler_stats st;
+	struct pf_prof_window *w = sample_pid(pid, 0, 1500, true, &st, NULL, 0, NULL);
+	reap(pid);
+	struct tally t = {0};
+	tally(w, pid, chains, n, &t);
+	print_message("%s, frame pointers only: %lu samples, %.1f%% complete to main\n", what,
+		      (unsigned long)t.total, pct(t.complete, t.total));
+	assert_false(st.dwarf_unwind);
+	assert_true(t.total >= 100);
+	pf_prof_window_free(w);
+	return pct(t.complete, t.total);
+}
+
+static chain_t cxx_chains[] = {{"Item::weight", "Cart::total", "=main", NULL}};
+static chain_t rs_chains[] = {{"hot_leaf", "chain_b", "chain_a", "nofp_workload::main", "=main",
+			       NULL}};
+
+static void test_frame_pointers_only(void **state)
+{
+	/* the problem the tables solve */
+	assert_true(fp_only("C -O2 -fomit-frame-pointer", g_c, c_chains, 4) < 50);
+	fp_only("C++ -O2 -fomit-frame-pointer", g_cc, cxx_chains, 1);
+	if (g_have_rust)
+		fp_only("Rust opt-level=2, no frame pointers", g_rs, rs_chains, 1);
+}
+
+static void test_cxx(void **state)
+{
+	check_workload("C++ -O2 -fomit-frame-pointer", g_cc, cxx_chains, 1);
+}
+
+static void test_rust(void **state)
+{
+	if (!g_have_rust) {
+		print_message("no rustc here: the Rust workload is skipped\n");
+		skip();
+	}
+	check_workload("Rust opt-level=2, no frame pointers", g_rs, rs_chains, 1);
+}
+
+/* A library opened with dlopen after sampling started: its first samples find no mapping,
+ * which makes user space load the process's new mappings. */
+static void test_dlopen_after_start(void **state)
+{
+	struct pf_error err = {0};
+	pid_t pid = spawn(g_c, 8, g_dl);
+	assert_true(pid > 0);
+	usleep(100000);
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	struct pf_profcfg *cfg = include_pid(pid, 499);
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	poll_for(s, 1000);
+	assert_int_equal(kill(pid, SIGUSR1), 0);
+	poll_for(s, 2500);
+	struct pf_prof_window *w = pf_sampler_close_window(s, &err);
+	assert_non_null(w);
+	struct pf_sampler_stats st;
+	assert_int_equal(pf_sampler_stats(s, &st), 0);
+	reap(pid);
+	struct tally t = {0};
+	tally(w, pid, c_chains, 5, &t);
+	print_message("dlopen after start: library samples %lu, %.1f%% complete; all %lu, %.1f%%; "
+		      "reloads %lu\n",
+		      (unsigned long)t.chain_total[4], pct(t.chain_complete[4], t.chain_total[4]),
+		      (unsigned long)t.total, pct(t.complete, t.total),
+		      (unsigned long)st.unwind_reloads);
+	assert_true(t.chain_total[4] >= 50);
+	assert_true(t.chain_complete[4] * 100 >= t.chain_total[4] * 90);
+	assert_true(st.unwind_reloads >= 1);
+	pf_prof_window_free(w);
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+}
+
+/* A process that exits while a capture samples it: its entries leave the kernel's map at its
+ * exit (its pid may come back as another process). */
+static void test_exit_leaves_no_entries(void **state)
+{
+	struct pf_error err = {0};
+	pid_t pid = spawn(g_c, 2, NULL);
+	assert_true(pid > 0);
+	usleep(100000);
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	struct pf_profcfg *cfg = NULL;
+	const char *yaml = "profiling:\n  mode: triggered\n  triggers: {on_demand: {enabled: true}}\n";
+	assert_int_equal(pf_profcfg_parse(yaml, strlen(yaml), &cfg, &err), 0);
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	uint32_t pids[1] = {(uint32_t)pid};
+	assert_int_equal(pf_sampler_capture_start(s, 0, 499, pids, 1, &err), 0);
+	poll_for(s, 700);
+	size_t during = pf_sampler_unwind_entries(s, (uint32_t)pid);
+	struct pf_sampler_stats st;
+	assert_int_equal(pf_sampler_stats(s, &st), 0);
+	uint64_t procs_during = st.unwind_processes;
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid); /* it ends on its own, mid-capture */
+	poll_for(s, 500);
+	size_t after = pf_sampler_unwind_entries(s, (uint32_t)pid);
+	assert_int_equal(pf_sampler_stats(s, &st), 0);
+	struct pf_prof_window *wc = pf_sampler_capture_stop(s, 0, &err);
+	assert_non_null(wc);
+	struct tally t = {0};
+	tally(wc, pid, c_chains, 4, &t);
+	print_message("exit mid-capture: entries %zu while it ran, %zu after its exit; processes "
+		      "with tables %lu -> %lu; capture %lu samples, %.1f%% complete\n",
+		      during, after, (unsigned long)procs_during,
+		      (unsigned long)st.unwind_processes, (unsigned long)t.total,
+		      pct(t.complete, t.total));
+	assert_true(during > 0);
+	assert_int_equal(after, 0);
+	assert_true(st.unwind_processes < procs_during);
+	assert_true(t.total > 0);
+	pf_prof_window_free(wc);
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+}
+
+int main(void)
+{
+	struct pf_error err = {0};
+	struct pf_sampler *probe = pf_sampler_new(NULL, &err);
+	if (!probe) {
+		int e = errno;
+		if (e == EPERM || e == EACCES || e == ENOTSUP || e == ENOSYS || e == EOPNOTSUPP) {
+			printf("SKIP: the kernel refuses BPF/perf events here: %s\n", err.msg);
+			return 77;
+		}
+		fprintf(stderr, "pf_sampler_new: %s\n", err.msg);
+		return 1;
+	}
+	struct pf_sampler_stats st;
+	pf_sampler_stats(probe, &st);
+	pf_sampler_free(probe);
+	if (!st.dwarf_unwind) {
+		printf("SKIP: no .eh_frame unwinding on this kernel: %s\n",
+		       st.dwarf_unwind_off_reason ? st.dwarf_unwind_off_reason : "?");
+		return 77;
+	}
+	if (build_workloads() < 0) {
+		fprintf(stderr, "cannot build the workloads with cc/c++/rustc\n");
+		return 1;
+	}
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_c_through_libc),
+		cmocka_unit_test(test_frame_pointers_only),
+		cmocka_unit_test(test_cxx),
+		cmocka_unit_test(test_rust),
+		cmocka_unit_test(test_dlopen_after_start),
+		cmocka_unit_test(test_exit_leaves_no_entries),
+	};
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	if (run("rm -rf %s", g_dir) != 0)
+		rc = rc ? rc : 1;
+	return rc;
+}
