@@ -337,9 +337,10 @@ class Dataplane(IntegrationCase):
         print("first full window after %.1f s: %s" % (time.monotonic() - t0,
                                                       os.path.basename(path)))
         self.check_workload_profile(s)
-        # window length: duration_seconds 2
+        # window length: duration_seconds 2. Windows are cut on a fixed schedule: after a
+        # cut that a loaded host delayed, the next window is shorter by that much.
         span = (s["end_unix_ns"] - s["start_unix_ns"]) / 1e9
-        self.assertTrue(1.5 <= span <= 3.0, "window of %.2f s" % span)
+        self.assertTrue(1.0 <= span <= 3.0, "window of %.2f s" % span)
         decoded = self.protoc_decodes(path)
         if decoded is not None:
             self.assertIn('"hot_a"', decoded)
