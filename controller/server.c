@@ -1488,7 +1488,8 @@ static void listen_timer(uv_timer_t *t)
 static int listen_init(struct pf_server *s, struct pf_error *err)
 {
 	s->sync = (struct pf_sync){.store = s->store, .fleet = s->fleet,
-				   .rollouts = s->opt.rollouts, .on_token = revoke_hook, .ud = s};
+				   .rollouts = s->opt.rollouts, .captures = s->opt.captures,
+				   .on_token = revoke_hook, .ud = s};
 	s->listener = pf_store_listener_new(s->opt.store_url);
 	if (!s->listener)
 		return pf_error_set(err, -ENOMEM, NULL, "out of memory");

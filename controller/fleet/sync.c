@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "capture.h"
 #include "fleet.h"
 #include "pf/log.h"
 #include "rollout.h"
@@ -63,8 +64,15 @@ int pf_sync_apply(struct pf_sync *s, const char *kind, const char *name, int64_t
 			struct pf_error err = {0};
 			rc = pf_rollouts_load(s->rollouts, now_ms, &err);
 		}
+	} else if (strcmp(kind, "capture") == 0) {
+		/* Its creator drives it; this replica serves the agents connected here. */
+		if (s->captures)
+			rc = pf_captures_adopt(s->captures, name, now_ms);
+		if (rc == 0) {
+			s->applied++;
+			return 0; /* nothing to reconcile */
+		}
 	} else {
-		/* "capture": driven by the replica that created it (docs/scaling.md). */
 		return 0;
 	}
 	if (rc < 0) {
