@@ -1023,7 +1023,7 @@ int store_pg_assignment_foreach(struct pf_store *st,
 /* The database's clock in ms: one clock for every replica's stamps. */
 #define PG_NOW_MS "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 /* Rows written this long before the newest stamp seen are read again: a transaction stamps
- * its rows before it commits (bounded by statement_timeout per statement, 5 s). */
+ * its rows before it commits (each statement within the 4 s call bound). */
 #define PG_SINCE_MARGIN_MS 10000
 
 static const char agent_upsert_sql[] =
