@@ -31,13 +31,12 @@ static int sync_assignment(struct pf_sync *s, const char *name)
 	return rc;
 }
 
-
 static int asg_one(const struct pf_assignment *a, void *ud)
 {
 	struct pf_sync *s = ud;
 	struct pf_error err = {0};
-	if (pf_fleet_assignment_set(s->fleet, a->name, a->selector, a->config, a->priority,
-				    &err) < 0)
+	if (pf_fleet_assignment_set(s->fleet, a->name, a->selector, a->config, a->priority, &err) <
+	    0)
 		pf_log_warn("sync: assignment %s: %s", a->name, err.msg);
 	return 0;
 }
