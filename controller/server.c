@@ -1551,6 +1551,13 @@ static void persist_tick(lws_sorted_usec_list_t *sul)
 	}
 	ws_expire(s, now_ms());
 	listen_probe(s);
+	if (s->listener) {
+		s->metrics->store_shared = true;
+		s->metrics->store_available = !pf_store_unavailable(s->store) &&
+					      pf_store_listener_ready(s->listener);
+		s->metrics->sync_applied = s->sync.applied;
+		s->metrics->sync_failed = s->sync.failed;
+	}
 	lws_sul_schedule(s->ctx, 0, &s->sul_persist, persist_tick, PERSIST_INTERVAL_US);
 }
 

@@ -354,6 +354,14 @@ class PgStore(IntegrationCase):
         # The loop is not stuck: health answers, the agent stays connected.
         with __import__("urllib.request").request.urlopen(a.base + "/healthz", timeout=2) as r:
             self.assertEqual(r.status, 200)
+        def metric(ctl, name):
+            st, text, _ = ctl.request("GET", "/metrics", raw=True)
+            for line in text.decode().splitlines():
+                if line.startswith(name + " "):
+                    return line.split()[1]
+            return None
+        wait_until(lambda: metric(a, "profleet_store_available") == "0", timeout=5,
+                   what="/metrics shows the store unavailable")
         self.pg.start()
         body = wait_until(lambda: (lambda r: r[1] if r[0] == 201 else None)(
             a.put_config("default", CONFIG_B)), timeout=20, interval=0.25,
@@ -366,6 +374,9 @@ class PgStore(IntegrationCase):
         body3 = wait_until(put_b, timeout=20, interval=0.25, what="B writes again")
         self.wait_agent(a, uid, self.applied(body3), timeout=10,
                         what="B's change reaches A's agent after the outage")
+        wait_until(lambda: metric(a, "profleet_store_available") == "1", timeout=5,
+                   what="/metrics shows the store available again")
+        self.assertGreater(int(metric(a, "profleet_store_notifications_applied_total")), 0)
         self.assertTrue(a.proc.alive() and b.proc.alive())
 
 
