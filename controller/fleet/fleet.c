@@ -681,6 +681,21 @@ int pf_fleet_assignment_remove(struct pf_fleet *f, const char *name)
 	return -ENOENT;
 }
 
+size_t pf_fleet_assignments_retain(struct pf_fleet *f, bool (*keep)(const char *name, void *ud),
+				   void *ud)
+{
+	size_t removed = 0;
+	for (size_t i = f->n_asg; i-- > 0;) {
+		char name[sizeof(f->asg[i].name)];
+		if (keep(f->asg[i].name, ud))
+			continue;
+		memcpy(name, f->asg[i].name, sizeof(name));
+		pf_fleet_assignment_remove(f, name);
+		removed++;
+	}
+	return removed;
+}
+
 static struct pf_cfg_slot *resolve(struct pf_fleet *f, struct pf_agent *a)
 {
 	for (size_t i = 0; i < f->n_asg; i++) {

@@ -189,6 +189,9 @@ size_t pf_fleet_count_matching(struct pf_fleet *f, const struct pf_selector *sel
 int pf_fleet_assignment_set(struct pf_fleet *f, const char *name, const char *selector,
 			    const char *config, int64_t priority, struct pf_error *err);
 int pf_fleet_assignment_remove(struct pf_fleet *f, const char *name); /* -ENOENT */
+/* Removes every assignment keep() returns false for; how many. Does not push. */
+size_t pf_fleet_assignments_retain(struct pf_fleet *f, bool (*keep)(const char *name, void *ud),
+				   void *ud);
 /* Recomputes every agent's desired config; pushes to connected agents whose config
  * changed. Returns how many agents were pushed to. */
 size_t pf_fleet_reconcile(struct pf_fleet *f);
