@@ -42,6 +42,9 @@ int pf_metrics_render(const struct pf_metrics *m, struct pf_fleet *fleet, int64_
 	int r = 0;
 	r |= gauge(out, "profleet_agents", "Agents known to the controller.", s.agents);
 	r |= gauge(out, "profleet_agents_connected", "Agents connected now.", s.connected);
+	r |= gauge(out, "profleet_agents_connected_here",
+		   "Agents connected to this controller (replicas sharing PostgreSQL: sum this one).",
+		   s.connected_here);
 	r |= gauge(out, "profleet_agents_healthy", "Connected agents reporting healthy.",
 		   s.healthy);
 	r |= gauge(out, "profleet_agents_stale", "Connected agents that missed 3 heartbeats.",

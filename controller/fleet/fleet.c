@@ -510,6 +510,7 @@ void pf_fleet_summary(struct pf_fleet *f, int64_t now_ms, struct pf_fleet_summar
 		const struct pf_agent *a = agent_at(f, i);
 		bool stale = pf_agent_is_stale(f, a, now_ms);
 		out->connected += pf_agent_online(a);
+		out->connected_here += a->connected;
 		out->stale += stale;
 		out->healthy += pf_agent_online(a) && !stale && (!a->has_health || a->healthy);
 		out->by_state[pf_agent_config_state(a)]++;

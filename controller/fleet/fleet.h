@@ -102,6 +102,7 @@ enum pf_config_state { PF_CFG_UNSET, PF_CFG_APPLYING, PF_CFG_APPLIED, PF_CFG_FAI
 
 struct pf_fleet_summary {
 	uint64_t agents, connected, healthy, stale;
+	uint64_t connected_here; /* connected to this replica (connected also counts the others') */
 	uint64_t by_state[4]; /* enum pf_config_state */
 };
 

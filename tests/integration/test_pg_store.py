@@ -197,6 +197,10 @@ class PgStore(IntegrationCase):
         self.assertEqual(x["config"]["name"], "default")
         self.assertIn(uid, [y["instance_uid"] for y in a.agents()])
         self.assertEqual(a.summary()["connected"], 1)
+        st, text, _ = a.request("GET", "/metrics", raw=True)
+        self.assertIn("\nprofleet_agents_connected_here 0\n", text.decode())
+        st, text, _ = b.request("GET", "/metrics", raw=True)
+        self.assertIn("\nprofleet_agents_connected_here 1\n", text.decode())
         # A token made and revoked through A: B refuses it at once.
         st, t, _ = a.request("POST", "/api/v1/tokens",
                              json.dumps({"name": "ci", "role": "viewer"}))
