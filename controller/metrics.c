@@ -42,6 +42,9 @@ int pf_metrics_render(const struct pf_metrics *m, struct pf_fleet *fleet, int64_
 	int r = 0;
 	r |= gauge(out, "profleet_agents", "Agents known to the controller.", s.agents);
 	r |= gauge(out, "profleet_agents_connected", "Agents connected now.", s.connected);
+	r |= gauge(out, "profleet_agents_connected_here",
+		   "Agents connected to this controller (replicas sharing PostgreSQL: sum this one).",
+		   s.connected_here);
 	r |= gauge(out, "profleet_agents_healthy", "Connected agents reporting healthy.",
 		   s.healthy);
 	r |= gauge(out, "profleet_agents_stale", "Connected agents that missed 3 heartbeats.",
@@ -91,6 +94,17 @@ int pf_metrics_render(const struct pf_metrics *m, struct pf_fleet *fleet, int64_
 		     m->persist_batches);
 	r |= counter(out, "profleet_store_errors_total", "Failed agent row batches.",
 		     m->persist_errors);
+	if (m->store_shared) {
+		r |= gauge(out, "profleet_store_available",
+			   "1 while the shared PostgreSQL store answers (writes get 503 at 0).",
+			   m->store_available);
+		r |= counter(out, "profleet_store_notifications_applied_total",
+			     "Changes other replicas made, applied here (LISTEN/NOTIFY).",
+			     m->sync_applied);
+		r |= counter(out, "profleet_store_notifications_failed_total",
+			     "Changes other replicas made that could not be read back here.",
+			     m->sync_failed);
+	}
 	struct {
 		const char *name;
 		struct pf_qpool *p;

@@ -4,6 +4,7 @@
 #ifndef PF_CONTROLLER_METRICS_H
 #define PF_CONTROLLER_METRICS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "pf/buf.h"
@@ -30,6 +31,10 @@ struct pf_metrics {
 	uint64_t persist_rows_written;
 	uint64_t persist_batches;
 	uint64_t persist_errors;
+	/* replicas sharing PostgreSQL (set by the server on its persist tick; shown when shared) */
+	bool store_shared;
+	bool store_available;
+	uint64_t sync_applied, sync_failed;
 	/* worker pools (NULL when absent): profile queries, OTLP ingest */
 	struct pf_qpool *query_pool;
 	struct pf_qpool *ingest_pool;

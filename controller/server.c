@@ -1741,7 +1741,8 @@ static void listen_timer(uv_timer_t *t)
 static int listen_init(struct pf_server *s, struct pf_error *err)
 {
 	s->sync = (struct pf_sync){.store = s->store, .fleet = s->fleet,
-				   .rollouts = s->opt.rollouts, .on_token = revoke_hook, .ud = s};
+				   .rollouts = s->opt.rollouts, .captures = s->opt.captures,
+				   .on_token = revoke_hook, .ud = s};
 	s->listener = pf_store_listener_new(s->opt.store_url);
 	if (!s->listener)
 		return pf_error_set(err, -ENOMEM, NULL, "out of memory");
@@ -1803,6 +1804,13 @@ static void persist_tick(lws_sorted_usec_list_t *sul)
 	}
 	ws_expire(s, now_ms());
 	listen_probe(s);
+	if (s->listener) {
+		s->metrics->store_shared = true;
+		s->metrics->store_available = !pf_store_unavailable(s->store) &&
+					      pf_store_listener_ready(s->listener);
+		s->metrics->sync_applied = s->sync.applied;
+		s->metrics->sync_failed = s->sync.failed;
+	}
 	lws_sul_schedule(s->ctx, 0, &s->sul_persist, persist_tick, PERSIST_INTERVAL_US);
 }
 

@@ -262,8 +262,15 @@ static void h_cancel(struct pf_api *api, const struct pf_api_request *req,
 			return;
 		}
 		const char *st = json_string_value(json_object_get(o, "state"));
-		pf_api_error(resp, 409, "already_ended", "capture %s already ended (%s)", id,
-			     st ? st : "?");
+		if (st && (strcmp(st, "pending") == 0 || strcmp(st, "running") == 0))
+			/* replicas sharing PostgreSQL: it was created through another one */
+			pf_api_error(resp, 409, "capture_driven_elsewhere",
+				     "capture %s (%s) was created through another controller "
+				     "replica: send the cancel there (docs/scaling.md)",
+				     id, st);
+		else
+			pf_api_error(resp, 409, "already_ended", "capture %s already ended (%s)",
+				     id, st ? st : "?");
 		json_decref(o);
 		return;
 	}

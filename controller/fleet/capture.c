@@ -17,6 +17,9 @@
 
 #define DEADLINE_ERROR_CODE "timeout"
 #define DEADLINE_ERROR "no result before the deadline"
+/* Replicas sharing PostgreSQL: an agent another replica serves is failed by the capture's
+ * creator only this long after the deadline (its own replica fails it at the deadline). */
+#define REMOTE_GRACE_MS 10000
 
 struct cap_agent {
 	uint8_t uid[16];
@@ -24,6 +27,9 @@ struct cap_agent {
 	bool sent : 1;	      /* capture.request handed to the transport */
 	bool cancel_owed : 1; /* capture.cancel still to send */
 	bool dirty : 1;	      /* to be written */
+	/* Replicas sharing PostgreSQL: served by another replica, which sends the request and
+	 * writes the row; here its state is read back from the store (refresh_remote). */
+	bool remote : 1;
 	uint16_t n_ids;
 	uint64_t samples, bytes;
 	uint8_t (*ids)[16];
@@ -35,6 +41,10 @@ struct cap {
 	char id[PF_CAPTURE_ID_MAX + 1];
 	uint8_t state; /* enum pf_capture_overall */
 	bool cancelled, dirty;
+	/* Replicas sharing PostgreSQL: has_remote, some agents are served by other replicas;
+	 * participant, another replica created it and this one only serves its own agents (it
+	 * never writes the capture's row and forgets it at the deadline). */
+	bool has_remote, participant;
 	int64_t created_ms, started_ms, finished_ms, deadline_ms;
 	char *created_by, *request_json;
 	struct pf_capture_request req;
@@ -420,7 +430,11 @@ int pf_captures_create(struct pf_captures *c, struct pf_capture_request *req, co
 		memcpy(k->agents[i].uid, list[i]->uid, 16);
 		k->agents[i].dirty = true;
 		k->agents[i].updated_ms = now_ms;
-		k->agents[i].state = !list[i]->connected	 ? PF_CA_UNREACHABLE
+		/* Connected to another replica: it sends the request (notified by the row). */
+		k->agents[i].remote = !list[i]->connected && pf_agent_online(list[i]);
+		k->has_remote |= k->agents[i].remote;
+		k->agents[i].state = k->agents[i].remote	 ? PF_CA_PENDING
+				     : !list[i]->connected	 ? PF_CA_UNREACHABLE
 				     : !list[i]->capture_capable ? PF_CA_UNSUPPORTED
 								 : PF_CA_PENDING;
 		if (k->agents[i].state == PF_CA_UNREACHABLE)
@@ -446,7 +460,7 @@ int pf_captures_create(struct pf_captures *c, struct pf_capture_request *req, co
 	}
 	for (size_t i = 0; i < m; i++) {
 		struct cap_agent *ag = find_agent(k, list[i]->uid);
-		if (ag && ag->state == PF_CA_PENDING)
+		if (ag && ag->state == PF_CA_PENDING && !ag->remote)
 			send_owed(c, k, ag, list[i], false, now_ms);
 	}
 	free(list);
@@ -461,6 +475,11 @@ int pf_captures_cancel(struct pf_captures *c, const char *id, int64_t now_ms, st
 	struct cap *k = find(c, id);
 	if (!k)
 		return pf_error_set(err, -ENOENT, NULL, "no running capture '%s'", id);
+	if (k->participant)
+		return pf_error_set(err, -ENOENT, NULL,
+				    "capture %s was created through another controller replica: "
+				    "cancel it there",
+				    id);
 	if (overall_final(k->state))
 		return pf_error_set(err, -EALREADY, NULL, "capture %s already ended (%s)", id,
 				    pf_capture_overall_name(k->state));
@@ -470,6 +489,7 @@ int pf_captures_cancel(struct pf_captures *c, const char *id, int64_t now_ms, st
 		if (!agent_open(ag->state))
 			continue;
 		ag->cancel_owed = ag->sent || ag->state != PF_CA_PENDING;
+		ag->remote = false; /* its row says cancelled from now on; its replica follows */
 		agent_set(ag, PF_CA_CANCELLED, NULL, "cancelled by the operator", now_ms);
 	}
 	update_state(k, now_ms);
@@ -586,6 +606,7 @@ void pf_captures_agent_seen(struct pf_captures *c, struct pf_agent *a, bool firs
 		struct cap_agent *ag;
 		if (now_ms >= k->deadline_ms || !(ag = find_agent(k, a->uid)))
 			continue;
+		ag->remote = false; /* connected here now: this replica serves it */
 		if (send_owed(c, k, ag, a, first_on_conn, now_ms) == -EAGAIN)
 			return; /* the reply carries one; the next message the rest */
 	}
@@ -661,8 +682,11 @@ static void agent_row(const struct cap *k, const struct cap_agent *ag,
 static int flush_cap(struct pf_captures *c, struct cap *k, bool all_agents)
 {
 	size_t n = 0;
-	for (size_t i = 0; i < k->n_agents; i++)
+	for (size_t i = 0; i < k->n_agents; i++) {
+		if (k->agents[i].remote && !all_agents)
+			k->agents[i].dirty = false; /* its replica writes it */
 		n += all_agents || k->agents[i].dirty;
+	}
 	if (!k->dirty && !n)
 		return 0;
 	struct pf_capture_agent_row *rows = n ? malloc(n * sizeof(*rows)) : NULL;
@@ -674,7 +698,12 @@ static int flush_cap(struct pf_captures *c, struct cap *k, bool all_agents)
 			agent_row(k, &k->agents[i], &rows[m++]);
 	struct pf_capture_row cr;
 	cap_row(k, &cr);
-	int rc = pf_store_captures_save(c->store, &cr, 1, rows, m);
+	if (k->participant && !m) {
+		free(rows);
+		k->dirty = false;
+		return 0;
+	}
+	int rc = pf_store_captures_save(c->store, &cr, k->participant ? 0 : 1, rows, m);
 	free(rows);
 	if (rc < 0)
 		return rc;
@@ -695,22 +724,146 @@ int pf_captures_flush(struct pf_captures *c)
 	return first;
 }
 
+/* An agent's counts, profile ids and error from its stored row. */
+static void agent_results_from_row(struct cap_agent *ag, const struct pf_capture_agent_row *r)
+{
+	ag->samples = (uint64_t)r->samples;
+	ag->bytes = (uint64_t)r->bytes;
+	free(ag->ids);
+	ag->ids = NULL;
+	ag->n_ids = 0;
+	if (r->n_profile_ids && (ag->ids = malloc(r->n_profile_ids * 16))) {
+		memcpy(ag->ids, r->profile_ids, r->n_profile_ids * 16);
+		ag->n_ids = (uint16_t)pf_min(r->n_profile_ids, (size_t)UINT16_MAX);
+	}
+	set_str(&ag->error_code, r->error_code);
+	set_str(&ag->error, r->error);
+	ag->updated_ms = r->updated_ms;
+}
+
+/* ---- Replicas sharing PostgreSQL. */
+
+static bool own_done(const struct cap *k)
+{
+	for (size_t i = 0; i < k->n_agents; i++)
+		if (!k->agents[i].remote && agent_open(k->agents[i].state))
+			return false;
+	return true;
+}
+
+struct refresh_ctx {
+	struct cap *k;
+	bool cancelled; /* the capture's row says so */
+};
+
+static int refresh_cap_cb(const struct pf_capture_row *r, void *ud)
+{
+	struct refresh_ctx *x = ud;
+	x->cancelled = strcmp(r->state, overall_names[PF_CO_CANCELLED]) == 0;
+	return 0;
+}
+
+/* Another replica's row of one of k's remote agents: its state, counts and profile ids. */
+static int refresh_agent_cb(const struct pf_capture_agent_row *r, void *ud)
+{
+	struct refresh_ctx *x = ud;
+	struct cap_agent *ag = find_agent(x->k, r->uid);
+	int s = agent_state_parse(r->state);
+	if (!ag || !ag->remote || s < 0 || (uint8_t)s == ag->state)
+		return 0;
+	ag->state = (uint8_t)s;
+	agent_results_from_row(ag, r);
+	return 0;
+}
+
+/* Reads the rows of k's remote agents back; a participant also follows a cancellation made
+ * at the creator: its own open agents are cancelled and sent capture.cancel. */
+static void refresh_remote(struct pf_captures *c, struct cap *k, int64_t now_ms)
+{
+	struct refresh_ctx x = {.k = k};
+	if (pf_store_capture_get(c->store, k->id, refresh_cap_cb, refresh_agent_cb, &x) < 0)
+		return;
+	if (k->participant && x.cancelled && !k->cancelled) {
+		k->cancelled = true;
+		for (size_t i = 0; i < k->n_agents; i++) {
+			struct cap_agent *ag = &k->agents[i];
+			struct pf_agent *a;
+			if (ag->remote || !agent_open(ag->state))
+				continue;
+			ag->cancel_owed = ag->sent || ag->state != PF_CA_PENDING;
+			agent_set(ag, PF_CA_CANCELLED, NULL, "cancelled by the operator", now_ms);
+			if (ag->cancel_owed && (a = pf_fleet_find(c->fleet, ag->uid)) && a->connected)
+				send_owed(c, k, ag, a, false, now_ms);
+		}
+	}
+	update_state(k, now_ms);
+}
+
+static int load_one(struct pf_captures *c, const char *id, struct cap **out);
+
+int pf_captures_adopt(struct pf_captures *c, const char *id, int64_t now_ms)
+{
+	struct cap *k = find(c, id);
+	if (k) { /* ours, or one we serve agents of: their rows changed */
+		if (k->has_remote && !overall_final(k->state))
+			refresh_remote(c, k, now_ms);
+		return 0;
+	}
+	int rc = load_one(c, id, &k);
+	if (rc < 0 || !k)
+		return rc == -ENOENT ? 0 : rc;
+	size_t mine = 0;
+	for (size_t i = 0; i < k->n_agents; i++) {
+		struct cap_agent *ag = &k->agents[i];
+		struct pf_agent *a = pf_fleet_find(c->fleet, ag->uid);
+		ag->remote = !a || !a->connected;
+		k->has_remote |= ag->remote;
+		if (ag->remote || ag->state != PF_CA_PENDING)
+			continue;
+		mine++;
+		if (!a->capture_capable)
+			agent_set(ag, PF_CA_UNSUPPORTED, NULL,
+				  "does not advertise " PF_CAPTURE_CAPABILITY, now_ms);
+	}
+	if (!mine || overall_final(k->state) || now_ms >= k->deadline_ms || push(c, k) < 0) {
+		cap_free(k);
+		return 0;
+	}
+	k->participant = true;
+	k->dirty = false;
+	for (size_t i = 0; i < k->n_agents; i++) {
+		struct pf_agent *a;
+		if (!k->agents[i].remote && (a = pf_fleet_find(c->fleet, k->agents[i].uid)))
+			send_owed(c, k, &k->agents[i], a, false, now_ms);
+	}
+	pf_log_info("captures: %s (created by another replica): serving %zu of its agents", id,
+		    mine);
+	return flush_cap(c, k, false);
+}
+
 void pf_captures_tick(struct pf_captures *c, int64_t now_ms)
 {
 	for (size_t i = 0; i < c->n; i++) {
 		struct cap *k = c->v[i];
+		if (k->has_remote && !overall_final(k->state))
+			refresh_remote(c, k, now_ms);
 		if (overall_final(k->state) || now_ms < k->deadline_ms)
 			continue;
 		for (size_t j = 0; j < k->n_agents; j++) {
-			if (agent_open(k->agents[j].state)) {
+			struct cap_agent *ag = &k->agents[j];
+			if (ag->remote && (k->participant || now_ms < k->deadline_ms + REMOTE_GRACE_MS))
+				continue; /* its replica fails it at the deadline */
+			if (agent_open(ag->state)) {
+				ag->remote = false; /* written from here now */
 				agent_set(&k->agents[j], PF_CA_FAILED, DEADLINE_ERROR_CODE,
 					  DEADLINE_ERROR, now_ms);
 				c->st.timed_out++;
 			}
 		}
 		update_state(k, now_ms);
-		pf_log_info("captures: %s ended at its deadline: %s", k->id,
-			    overall_names[k->state]);
+		if (!k->participant && overall_final(k->state))
+			pf_log_info("captures: %s ended at its deadline: %s", k->id,
+				    overall_names[k->state]);
 	}
 	int rc = pf_captures_flush(c);
 	if (rc < 0) {
@@ -728,6 +881,8 @@ void pf_captures_tick(struct pf_captures *c, int64_t now_ms)
 		struct cap *k = c->v[i];
 		bool drop = overall_final(k->state) && (!k->cancelled || now_ms >= k->deadline_ms ||
 							finished > PF_CAPTURES_KEEP_CANCELLED);
+		if (k->participant) /* this replica's agents are done: the creator has the rest */
+			drop = now_ms >= k->deadline_ms || own_done(k);
 		if (drop) {
 			finished--;
 			cap_free(k);
@@ -824,15 +979,23 @@ static int load_agent_cb(const struct pf_capture_agent_row *r, void *ud)
 	/* Whatever was in flight may have been lost with the old process: a pending agent is
 	 * sent the request again when it reconnects. */
 	ag->sent = false;
-	ag->samples = (uint64_t)r->samples;
-	ag->bytes = (uint64_t)r->bytes;
-	if (r->n_profile_ids && (ag->ids = malloc(r->n_profile_ids * 16))) {
-		memcpy(ag->ids, r->profile_ids, r->n_profile_ids * 16);
-		ag->n_ids = (uint16_t)pf_min(r->n_profile_ids, (size_t)UINT16_MAX);
+	agent_results_from_row(ag, r);
+	return 0;
+}
+
+/* Capture id from its rows (agents sorted), NULL in *out when it does not exist. */
+static int load_one(struct pf_captures *c, const char *id, struct cap **out)
+{
+	struct load_ctx l = {.c = c};
+	int rc = pf_store_capture_get(c->store, id, load_cap_cb, load_agent_cb, &l);
+	*out = NULL;
+	if (rc < 0) {
+		cap_free(l.k);
+		return rc;
 	}
-	set_str(&ag->error_code, r->error_code);
-	set_str(&ag->error, r->error);
-	ag->updated_ms = r->updated_ms;
+	if (l.k)
+		qsort(l.k->agents, l.k->n_agents, sizeof(*l.k->agents), uid_cmp);
+	*out = l.k;
 	return 0;
 }
 
@@ -846,6 +1009,10 @@ int pf_captures_load(struct pf_captures *c, int64_t now_ms, struct pf_error *err
 		rc = pf_store_capture_get(c->store, l.ids[i], load_cap_cb, load_agent_cb, &l);
 		if (rc == 0 && l.k) {
 			qsort(l.k->agents, l.k->n_agents, sizeof(*l.k->agents), uid_cmp);
+			/* Replicas sharing PostgreSQL: an agent becomes ours when it connects here
+			 * (pf_captures_agent_seen); until then another replica may serve it. */
+			for (size_t j = 0; pf_store_is_shared(c->store) && j < l.k->n_agents; j++)
+				l.k->agents[j].remote = l.k->has_remote = true;
 			rc = push(c, l.k);
 			if (rc == 0)
 				l.k = NULL;
@@ -926,7 +1093,7 @@ struct json_t *pf_captures_get_json(struct pf_captures *c, const char *id, int *
 		return NULL;
 	}
 	*rc = 0;
-	if (k) {
+	if (k && !k->participant) {
 		struct pf_capture_row cr;
 		cap_row(k, &cr);
 		*rc = json_cap_cb(&cr, &x);
@@ -935,7 +1102,7 @@ struct json_t *pf_captures_get_json(struct pf_captures *c, const char *id, int *
 			agent_row(k, &k->agents[i], &ar);
 			*rc = json_agent_cb(&ar, &x);
 		}
-	} else if (pf_capture_id_valid(id)) {
+	} else if (pf_capture_id_valid(id)) { /* finished, or created by another replica */
 		*rc = pf_store_capture_get(c->store, id, json_cap_cb, json_agent_cb, &x);
 	} else {
 		*rc = -ENOENT;

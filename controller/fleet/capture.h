@@ -123,6 +123,14 @@ void pf_captures_agent_seen(struct pf_captures *c, struct pf_agent *a, bool firs
 bool pf_captures_owed(struct pf_captures *c, struct pf_agent *a, int64_t now_ms, const char **type,
 		      const uint8_t **data, size_t *len);
 
+/* Replicas sharing PostgreSQL (fleet/sync.h, on a "capture" notification): a capture this
+ * replica created refreshes the states of the agents other replicas serve; one created
+ * elsewhere is loaded, and this replica sends the request to the agents connected to it and
+ * writes their rows (never the capture's row: its creator computes the overall state from all
+ * rows and ends it; an agent served nowhere fails 10 s after the deadline). 0 or the store's
+ * negative errno. */
+int pf_captures_adopt(struct pf_captures *c, const char *id, int64_t now_ms);
+
 /* Deadlines, then writes pending changes to the store and drops finished captures whose
  * deadline has passed from memory. Call periodically (the server's persist tick). */
 void pf_captures_tick(struct pf_captures *c, int64_t now_ms);

@@ -510,6 +510,7 @@ void pf_fleet_summary(struct pf_fleet *f, int64_t now_ms, struct pf_fleet_summar
 		const struct pf_agent *a = agent_at(f, i);
 		bool stale = pf_agent_is_stale(f, a, now_ms);
 		out->connected += pf_agent_online(a);
+		out->connected_here += a->connected;
 		out->stale += stale;
 		out->healthy += pf_agent_online(a) && !stale && (!a->has_health || a->healthy);
 		out->by_state[pf_agent_config_state(a)]++;
@@ -679,6 +680,21 @@ int pf_fleet_assignment_remove(struct pf_fleet *f, const char *name)
 		}
 	}
 	return -ENOENT;
+}
+
+size_t pf_fleet_assignments_retain(struct pf_fleet *f, bool (*keep)(const char *name, void *ud),
+				   void *ud)
+{
+	size_t removed = 0;
+	for (size_t i = f->n_asg; i-- > 0;) {
+		char name[sizeof(f->asg[i].name)];
+		if (keep(f->asg[i].name, ud))
+			continue;
+		memcpy(name, f->asg[i].name, sizeof(name));
+		pf_fleet_assignment_remove(f, name);
+		removed++;
+	}
+	return removed;
 }
 
 static struct pf_cfg_slot *resolve(struct pf_fleet *f, struct pf_agent *a)

@@ -102,6 +102,7 @@ enum pf_config_state { PF_CFG_UNSET, PF_CFG_APPLYING, PF_CFG_APPLIED, PF_CFG_FAI
 
 struct pf_fleet_summary {
 	uint64_t agents, connected, healthy, stale;
+	uint64_t connected_here; /* connected to this replica (connected also counts the others') */
 	uint64_t by_state[4]; /* enum pf_config_state */
 };
 
@@ -189,6 +190,9 @@ size_t pf_fleet_count_matching(struct pf_fleet *f, const struct pf_selector *sel
 int pf_fleet_assignment_set(struct pf_fleet *f, const char *name, const char *selector,
 			    const char *config, int64_t priority, struct pf_error *err);
 int pf_fleet_assignment_remove(struct pf_fleet *f, const char *name); /* -ENOENT */
+/* Removes every assignment keep() returns false for; how many. Does not push. */
+size_t pf_fleet_assignments_retain(struct pf_fleet *f, bool (*keep)(const char *name, void *ud),
+				   void *ud);
 /* Recomputes every agent's desired config; pushes to connected agents whose config
  * changed. Returns how many agents were pushed to. */
 size_t pf_fleet_reconcile(struct pf_fleet *f);

@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "capture.h"
 #include "fleet.h"
 #include "pf/log.h"
 #include "rollout.h"
@@ -30,15 +31,44 @@ static int sync_assignment(struct pf_sync *s, const char *name)
 	return rc;
 }
 
+/* The store's assignment names, while reloading them all. */
+struct asg_names {
+	struct pf_sync *s;
+	char (*names)[128];
+	size_t n, cap;
+	bool oom;
+};
 
 static int asg_one(const struct pf_assignment *a, void *ud)
 {
-	struct pf_sync *s = ud;
+	struct asg_names *l = ud;
 	struct pf_error err = {0};
-	if (pf_fleet_assignment_set(s->fleet, a->name, a->selector, a->config, a->priority,
+	if (pf_fleet_assignment_set(l->s->fleet, a->name, a->selector, a->config, a->priority,
 				    &err) < 0)
 		pf_log_warn("sync: assignment %s: %s", a->name, err.msg);
+	if (l->n == l->cap) {
+		size_t nc = l->cap ? l->cap * 2 : 16;
+		void *nv = realloc(l->names, nc * sizeof(*l->names));
+		if (!nv) {
+			l->oom = true;
+			return 0;
+		}
+		l->names = nv;
+		l->cap = nc;
+	}
+	memcpy(l->names[l->n++], a->name, sizeof(a->name));
 	return 0;
+}
+
+static bool asg_stored(const char *name, void *ud)
+{
+	struct asg_names *l = ud;
+	if (l->oom)
+		return true; /* unsure: keep */
+	for (size_t i = 0; i < l->n; i++)
+		if (strcmp(l->names[i], name) == 0)
+			return true;
+	return false;
 }
 
 int pf_sync_apply(struct pf_sync *s, const char *kind, const char *name, int64_t now_ms)
@@ -63,8 +93,15 @@ int pf_sync_apply(struct pf_sync *s, const char *kind, const char *name, int64_t
 			struct pf_error err = {0};
 			rc = pf_rollouts_load(s->rollouts, now_ms, &err);
 		}
+	} else if (strcmp(kind, "capture") == 0) {
+		/* Its creator drives it; this replica serves the agents connected here. */
+		if (s->captures)
+			rc = pf_captures_adopt(s->captures, name, now_ms);
+		if (rc == 0) {
+			s->applied++;
+			return 0; /* nothing to reconcile */
+		}
 	} else {
-		/* "capture": driven by the replica that created it (docs/scaling.md). */
 		return 0;
 	}
 	if (rc < 0) {
@@ -83,8 +120,12 @@ int pf_sync_reload_all(struct pf_sync *s, int64_t now_ms)
 	if (s->rollouts)
 		pf_rollouts_relock(s->rollouts);
 	int rc = pf_rollouts_reload_config(s->store, s->fleet, NULL);
+	struct asg_names l = {.s = s};
 	if (rc == 0)
-		rc = pf_store_assignment_foreach(s->store, asg_one, s);
+		rc = pf_store_assignment_foreach(s->store, asg_one, &l);
+	if (rc == 0) /* deleted meanwhile through another replica */
+		pf_fleet_assignments_retain(s->fleet, asg_stored, &l);
+	free(l.names);
 	if (rc == 0 && s->rollouts) {
 		struct pf_error err = {0};
 		rc = pf_rollouts_load(s->rollouts, now_ms, &err);

@@ -16,12 +16,14 @@
 struct pf_store;
 struct pf_fleet;
 struct pf_rollouts;
+struct pf_captures;
 struct pf_agent_row;
 
 struct pf_sync {
 	struct pf_store *store;
 	struct pf_fleet *fleet;
 	struct pf_rollouts *rollouts; /* may be NULL */
+	struct pf_captures *captures; /* may be NULL */
 	/* A token was revoked (or created) elsewhere: close the connections that used it. */
 	void (*on_token)(const char *token_id, void *ud);
 	void *ud;

@@ -38,8 +38,8 @@ int store_sql_to_pg(const char *in, char *out, size_t cap)
 
 /* Words that only SQLite understands (case-insensitive, whole words). */
 static const char *const sqlite_only[] = {
-	"STRICT", "WITHOUT", "ROWID", "AUTOINCREMENT", "BLOB", "PRAGMA", "randomblob",
-	"hex", "IMMEDIATE", "REPLACE", "GLOB",
+    "STRICT",	  "WITHOUT", "ROWID",	  "AUTOINCREMENT", "BLOB", "PRAGMA",
+    "randomblob", "hex",     "IMMEDIATE", "REPLACE",	   "GLOB",
 };
 
 const char *store_sql_pg_unportable(const char *sql)

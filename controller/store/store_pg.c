@@ -42,12 +42,11 @@
 struct store_pg {
 	PGconn *conn;
 	char *url;
-	bool down;            /* the connection is lost: re-made at next_try_ms at the earliest */
-	bool hold;            /* pf_store_hold_reconnect(): no reconnect attempt at all */
-	bool gated;           /* pf_store_gate_reconnect(): a lost connection sets hold */
+	bool down;  /* the connection is lost: re-made at next_try_ms at the earliest */
+	bool hold;  /* pf_store_hold_reconnect(): no reconnect attempt at all */
+	bool gated; /* pf_store_gate_reconnect(): a lost connection sets hold */
 	int64_t next_try_ms;
 	int64_t backoff_ms;
-	char replica[20];     /* this process's id in NOTIFY payloads */
 };
 
 static int64_t mono_ms(void)
@@ -139,12 +138,14 @@ static void pg_no_notice(void *arg, const char *message)
  * statement timeouts, TCP keepalives and tcp_user_timeout bound a call to a database that
  * vanished from the network (no RST): the statement_timeout is the server's and would never
  * come back then. */
-static const char *const pg_kw[] = {"connect_timeout", "options", "application_name",
-				    "keepalives", "keepalives_idle", "keepalives_interval",
-				    "keepalives_count", "tcp_user_timeout", "dbname", NULL};
+static const char *const pg_kw[] = {
+    "connect_timeout",	   "options",	       "application_name", "keepalives", "keepalives_idle",
+    "keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname",	 NULL};
 #define PG_VALUES(url)                                                                             \
-	{PG_CONNECT_TIMEOUT_S, PG_STATEMENT_TIMEOUT, "profleet-controller", "1", "5", "2", "2",   \
-	 "5000", (url), NULL}
+	{                                                                                          \
+		PG_CONNECT_TIMEOUT_S, PG_STATEMENT_TIMEOUT, "profleet-controller", "1", "5", "2",  \
+		    "2", "5000", (url), NULL                                                       \
+	}
 
 static PGconn *pg_connect(const char *url)
 {
@@ -163,8 +164,7 @@ static int pg_connect_fail(struct pf_store *st, struct pf_error *err, PGconn *c)
 	const char *port = c ? PQport(c) : NULL;
 	snprintf(what, sizeof(what), "connect to %s:%s", host && *host ? host : "?",
 		 port && *port ? port : "5432");
-	return pg_fail_msg(st, err, -EAGAIN, what,
-			   c ? PQerrorMessage(c) : "out of memory");
+	return pg_fail_msg(st, err, -EAGAIN, what, c ? PQerrorMessage(c) : "out of memory");
 }
 
 /* Makes sure the connection is up: 0, or -EAGAIN without waiting while the backoff runs. */
@@ -181,8 +181,9 @@ static int pg_ready(struct pf_store *st)
 	g->conn = pg_connect(g->url);
 	if (!g->conn || PQstatus(g->conn) != CONNECTION_OK) {
 		pg_mark_down(g);
-		g->backoff_ms = g->backoff_ms ? pf_min(g->backoff_ms * 2, (int64_t)PG_BACKOFF_MAX_MS)
-					      : PG_BACKOFF_MIN_MS;
+		g->backoff_ms = g->backoff_ms
+				    ? pf_min(g->backoff_ms * 2, (int64_t)PG_BACKOFF_MAX_MS)
+				    : PG_BACKOFF_MIN_MS;
 		g->next_try_ms = mono_ms() + g->backoff_ms;
 		return pg_connect_fail(st, NULL, g->conn);
 	}
@@ -205,7 +206,6 @@ void pf_store_gate_reconnect(struct pf_store *st, bool gated)
 	if (g)
 		g->gated = gated;
 }
-
 
 bool store_pg_down(const struct pf_store *st)
 {
@@ -287,8 +287,8 @@ static PGresult *pg_exec(struct pf_store *st, const char *what, const char *sql,
 	bool timed_out = false;
 	PGresult *r = NULL;
 
-	if (PQsendQueryParams(g->conn, sql, p ? p->n : 0, NULL, p ? p->v : NULL,
-			      p ? p->len : NULL, p ? p->fmt : NULL, 1))
+	if (PQsendQueryParams(g->conn, sql, p ? p->n : 0, NULL, p ? p->v : NULL, p ? p->len : NULL,
+			      p ? p->fmt : NULL, 1))
 		r = pg_wait(g->conn, mono_ms() + PG_CALL_TIMEOUT_MS, &timed_out);
 	if (timed_out) {
 		char m[200];
@@ -435,8 +435,8 @@ static int notify(struct pf_store *st, const char *kind, const char *name)
 }
 
 /* One statement and its notification in one transaction. */
-static int write_notify(struct pf_store *st, const char *what, const char *sql,
-			const struct pgp *p, const char *kind, const char *name, int64_t *changed)
+static int write_notify(struct pf_store *st, const char *what, const char *sql, const struct pgp *p,
+			const char *kind, const char *name, int64_t *changed)
 {
 	int rc = tx_begin(st);
 	if (rc < 0)
@@ -449,15 +449,14 @@ static int write_notify(struct pf_store *st, const char *what, const char *sql,
 
 /* ---- Open and migrate. */
 
-static int exec_simple(struct pf_store *st, struct pf_error *err, const char *what,
-		       const char *sql)
+static int exec_simple(struct pf_store *st, struct pf_error *err, const char *what, const char *sql)
 {
 	struct store_pg *g = store_pg_of(st);
 	PGresult *r = PQexec(g->conn, sql);
 	int rc = 0;
 	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
-		rc = pg_fail_msg(st, err, PQstatus(g->conn) == CONNECTION_OK ? -EIO : -EAGAIN,
-				 what, PQresultErrorMessage(r));
+		rc = pg_fail_msg(st, err, PQstatus(g->conn) == CONNECTION_OK ? -EIO : -EAGAIN, what,
+				 PQresultErrorMessage(r));
 	PQclear(r);
 	return rc;
 }
@@ -480,10 +479,11 @@ static int pg_migrate(struct pf_store *st, struct pf_error *err)
 		 (long long)PG_MIGRATE_LOCK);
 	rc = exec_simple(st, err, "migrate: lock", sql);
 	if (rc == 0)
-		rc = exec_simple(st, err, "migrate: version table",
-				 "CREATE TABLE IF NOT EXISTS profleet_schema (k INTEGER PRIMARY KEY "
-				 "CHECK (k = 0), version BIGINT NOT NULL);"
-				 "INSERT INTO profleet_schema VALUES (0, 0) ON CONFLICT DO NOTHING");
+		rc =
+		    exec_simple(st, err, "migrate: version table",
+				"CREATE TABLE IF NOT EXISTS profleet_schema (k INTEGER PRIMARY KEY "
+				"CHECK (k = 0), version BIGINT NOT NULL);"
+				"INSERT INTO profleet_schema VALUES (0, 0) ON CONFLICT DO NOTHING");
 	if (rc < 0)
 		goto fail;
 	PGresult *r = PQexec(g->conn, "SELECT version FROM profleet_schema WHERE k = 0");
@@ -679,13 +679,13 @@ int store_pg_token_count(struct pf_store *st, int64_t *count)
 	return 0;
 }
 
-int store_pg_token_foreach(struct pf_store *st,
-			   int (*cb)(const struct pf_token_info *t, void *ud), void *ud)
+int store_pg_token_foreach(struct pf_store *st, int (*cb)(const struct pf_token_info *t, void *ud),
+			   void *ud)
 {
 	int rc;
-	_cleanup_res_ PGresult *r = q(st, "token_foreach",
-				      "SELECT " TOKEN_COLS " FROM tokens ORDER BY created_ms, id",
-				      NULL, &rc);
+	_cleanup_res_ PGresult *r =
+	    q(st, "token_foreach", "SELECT " TOKEN_COLS " FROM tokens ORDER BY created_ms, id",
+	      NULL, &rc);
 	if (!r)
 		return rc;
 	for (int i = 0; i < PQntuples(r); i++) {
@@ -709,8 +709,8 @@ int store_pg_token_revoke(struct pf_store *st, const char *id, struct pf_token_i
 	rc = tx_begin(st);
 	if (rc < 0)
 		return rc;
-	PGresult *r = q(st, "token_revoke", "DELETE FROM tokens WHERE id = ?1 RETURNING " TOKEN_COLS,
-			&p, &rc);
+	PGresult *r = q(st, "token_revoke",
+			"DELETE FROM tokens WHERE id = ?1 RETURNING " TOKEN_COLS, &p, &rc);
 	if (r && PQntuples(r) == 0)
 		rc = -ENOENT;
 	else if (r && t)
@@ -737,8 +737,8 @@ int store_pg_token_touch(struct pf_store *st, const char *id, int64_t now_ms)
 
 /* ---- Configs. */
 
-static int read_config(struct pf_store *st, const PGresult *r, int i,
-		       struct pf_config_version *cv, bool copy_body)
+static int read_config(struct pf_store *st, const PGresult *r, int i, struct pf_config_version *cv,
+		       bool copy_body)
 {
 	const char *body = col_str(r, i, 3);
 
@@ -778,13 +778,13 @@ int store_pg_config_put(struct pf_store *st, const char *name, const char *body,
 		return rc;
 	/* Two replicas putting the same name wait for each other here, like BEGIN IMMEDIATE. */
 	p_text(&p, name);
-	rc = q_exec(st, "config_put: lock", "SELECT pg_advisory_xact_lock(hashtext('config:' || ?1))",
-		    &p, NULL);
+	rc = q_exec(st, "config_put: lock",
+		    "SELECT pg_advisory_xact_lock(hashtext('config:' || ?1))", &p, NULL);
 	if (rc == 0) {
-		_cleanup_res_ PGresult *r =
-		    q(st, "config_put: latest",
-		      "SELECT version, hash FROM configs WHERE name = ?1 ORDER BY version DESC LIMIT 1",
-		      &p, &rc);
+		_cleanup_res_ PGresult *r = q(st, "config_put: latest",
+					      "SELECT version, hash FROM configs WHERE name = ?1 "
+					      "ORDER BY version DESC LIMIT 1",
+					      &p, &rc);
 		if (r && PQntuples(r) == 1) {
 			uint8_t h[32];
 			latest = col_i64(r, 0, 0);
@@ -964,9 +964,8 @@ int store_pg_assignment_get(struct pf_store *st, const char *name, struct pf_ass
 	if (!name || !out)
 		return -EINVAL;
 	p_text(&p, name);
-	_cleanup_res_ PGresult *r = q(st, "assignment_get",
-				      "SELECT " ASG_COLS " FROM assignments WHERE name = ?1", &p,
-				      &rc);
+	_cleanup_res_ PGresult *r = q(
+	    st, "assignment_get", "SELECT " ASG_COLS " FROM assignments WHERE name = ?1", &p, &rc);
 	if (!r)
 		return rc;
 	if (PQntuples(r) == 0)
@@ -997,9 +996,9 @@ int store_pg_assignment_foreach(struct pf_store *st,
 
 	if (!cb)
 		return -EINVAL;
-	_cleanup_res_ PGresult *r = q(st, "assignment_foreach",
-				      "SELECT " ASG_COLS " FROM assignments ORDER BY name", NULL,
-				      &rc);
+	_cleanup_res_ PGresult *r =
+	    q(st, "assignment_foreach", "SELECT " ASG_COLS " FROM assignments ORDER BY name", NULL,
+	      &rc);
 	if (!r)
 		return rc;
 	for (int i = 0; i < PQntuples(r); i++) {
@@ -1023,7 +1022,7 @@ int store_pg_assignment_foreach(struct pf_store *st,
 /* The database's clock in ms: one clock for every replica's stamps. */
 #define PG_NOW_MS "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 /* Rows written this long before the newest stamp seen are read again: a transaction stamps
- * its rows before it commits (bounded by statement_timeout per statement, 5 s). */
+ * its rows before it commits (each statement within the 4 s call bound). */
 #define PG_SINCE_MARGIN_MS 10000
 
 static const char agent_upsert_sql[] =
@@ -1222,13 +1221,13 @@ int store_pg_audit_write(struct pf_store *st, const struct pf_audit_entry *e)
 int store_pg_audit(struct pf_store *st, int64_t ts_ms, const char *actor, const char *action,
 		   const char *target, const char *detail)
 {
-	struct pf_audit_entry e = {.ts_ms = ts_ms, .actor = actor, .action = action,
-				   .target = target, .detail = detail};
+	struct pf_audit_entry e = {
+	    .ts_ms = ts_ms, .actor = actor, .action = action, .target = target, .detail = detail};
 	return store_pg_audit_write(st, &e);
 }
 
-static int audit_rows(PGresult *r, bool full,
-		      int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud)
+static int audit_rows(PGresult *r, bool full, int (*cb)(const struct pf_audit_entry *e, void *ud),
+		      void *ud)
 {
 	for (int i = 0; i < PQntuples(r); i++) {
 		struct pf_audit_entry e = {
@@ -1263,14 +1262,15 @@ int store_pg_audit_query(struct pf_store *st, const struct pf_audit_query *q_,
 	p_text(&p, q_->actor);
 	p_text(&p, q_->action);
 	p_i64(&p, q_->limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)q_->limit);
-	_cleanup_res_ PGresult *r =
-	    q(st, "audit_query",
-	      "SELECT id, ts_ms, actor, action, target, detail, actor_id, source, status FROM audit "
-	      "WHERE id < ?1::bigint AND ts_ms >= ?2::bigint AND ts_ms <= ?3::bigint "
-	      "AND (?4::text IS NULL OR actor = ?4 OR actor_id = ?4) "
-	      "AND (?5::text IS NULL OR action = ?5 OR substr(action, 1, length(?5) + 1) = ?5 || '.') "
-	      "ORDER BY id DESC LIMIT ?6::bigint",
-	      &p, &rc);
+	_cleanup_res_ PGresult *r = q(
+	    st, "audit_query",
+	    "SELECT id, ts_ms, actor, action, target, detail, actor_id, source, status FROM audit "
+	    "WHERE id < ?1::bigint AND ts_ms >= ?2::bigint AND ts_ms <= ?3::bigint "
+	    "AND (?4::text IS NULL OR actor = ?4 OR actor_id = ?4) "
+	    "AND (?5::text IS NULL OR action = ?5 OR substr(action, 1, length(?5) + 1) = ?5 || "
+	    "'.') "
+	    "ORDER BY id DESC LIMIT ?6::bigint",
+	    &p, &rc);
 	if (!r)
 		return rc;
 	return audit_rows(r, true, cb, ud);
@@ -1333,7 +1333,8 @@ int store_pg_captures_save(struct pf_store *st, const struct pf_capture_row *cap
 		p_text(&p, c->request_json ? c->request_json : "");
 		p_i64(&p, c->agents_matched);
 		rc = q_exec(st, "captures: save",
-			    "INSERT INTO captures (" CAP_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+			    "INSERT INTO captures (" CAP_COLS
+			    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
 			    "?8, ?9) ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
 			    "started_ms = excluded.started_ms, finished_ms = excluded.finished_ms, "
 			    "deadline_ms = excluded.deadline_ms",
@@ -1360,7 +1361,8 @@ int store_pg_captures_save(struct pf_store *st, const struct pf_capture_row *cap
 		p_text(&p, a->error ? a->error : "");
 		p_i64(&p, a->updated_ms);
 		rc = q_exec(st, "captures: save agent",
-			    "INSERT INTO capture_agents (" CAP_AGENT_COLS ") VALUES (?1, ?2, ?3, ?4, "
+			    "INSERT INTO capture_agents (" CAP_AGENT_COLS
+			    ") VALUES (?1, ?2, ?3, ?4, "
 			    "?5, ?6, ?7, ?8, ?9) ON CONFLICT (capture, uid) DO UPDATE SET "
 			    "state = excluded.state, samples = excluded.samples, "
 			    "bytes = excluded.bytes, profile_ids = excluded.profile_ids, "
@@ -1517,12 +1519,13 @@ int store_pg_rollout_save(struct pf_store *st, const struct pf_rollout_row *ro,
 		p_text(&p, ro->spec_json ? ro->spec_json : "{}");
 		p_text(&p, ro->progress_json ? ro->progress_json : "{}");
 		if (rc == 0)
-			rc = q_exec(st, "rollouts: save",
-				    "INSERT INTO rollouts (" RO_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, "
-				    "?6, ?7, ?8, ?9) ON CONFLICT (id) DO UPDATE SET "
-				    "state = excluded.state, updated_ms = excluded.updated_ms, "
-				    "progress = excluded.progress",
-				    &p, NULL);
+			rc =
+			    q_exec(st, "rollouts: save",
+				   "INSERT INTO rollouts (" RO_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, "
+				   "?6, ?7, ?8, ?9) ON CONFLICT (id) DO UPDATE SET "
+				   "state = excluded.state, updated_ms = excluded.updated_ms, "
+				   "progress = excluded.progress",
+				   &p, NULL);
 	}
 	for (size_t i = 0; rc == 0 && i < n_agents; i++) {
 		const struct pf_rollout_agent_row *a = &agents[i];
@@ -1578,9 +1581,8 @@ int store_pg_rollout_get(struct pf_store *st, const char *id,
 		return -EINVAL;
 	p_text(&p, id);
 	{
-		_cleanup_res_ PGresult *r =
-		    q(st, "rollouts: get", "SELECT " RO_COLS " FROM rollouts WHERE id = ?1", &p,
-		      &rc);
+		_cleanup_res_ PGresult *r = q(
+		    st, "rollouts: get", "SELECT " RO_COLS " FROM rollouts WHERE id = ?1", &p, &rc);
 		if (!r)
 			return rc;
 		if (PQntuples(r) == 0)
@@ -1691,8 +1693,9 @@ int store_pg_config_serving_set(struct pf_store *st, const char *name, int64_t v
 		return -EINVAL;
 	p_text(&p, name);
 	if (version <= 0)
-		return write_notify(st, "configs: serving", "DELETE FROM config_serving WHERE name = ?1",
-				    &p, "config", name, NULL);
+		return write_notify(st, "configs: serving",
+				    "DELETE FROM config_serving WHERE name = ?1", &p, "config",
+				    name, NULL);
 	p_i64(&p, version);
 	return write_notify(st, "configs: serving",
 			    "INSERT INTO config_serving (name, version) VALUES (?1, ?2) "
@@ -1705,9 +1708,9 @@ int store_pg_config_serving_foreach(struct pf_store *st,
 				    void *ud)
 {
 	int rc;
-	_cleanup_res_ PGresult *r = q(st, "configs: serving list",
-				      "SELECT name, version FROM config_serving ORDER BY name",
-				      NULL, &rc);
+	_cleanup_res_ PGresult *r =
+	    q(st, "configs: serving list", "SELECT name, version FROM config_serving ORDER BY name",
+	      NULL, &rc);
 	if (!r)
 		return rc;
 	for (int i = 0; i < PQntuples(r); i++) {
@@ -1728,8 +1731,7 @@ int store_pg_rollout_lock(struct pf_store *st, const char *id, bool *owned)
 	p_text(&p, id);
 	_cleanup_res_ PGresult *r =
 	    q(st, "rollouts: lock",
-	      "SELECT pg_try_advisory_lock(" PG_ROLLOUT_LOCK_CLASS ", hashtext(?1))",
-	      &p, &rc);
+	      "SELECT pg_try_advisory_lock(" PG_ROLLOUT_LOCK_CLASS ", hashtext(?1))", &p, &rc);
 	if (!r)
 		return rc;
 	*owned = PQgetlength(r, 0, 0) == 1 && PQgetvalue(r, 0, 0)[0] != 0;
@@ -1741,9 +1743,8 @@ int store_pg_rollout_unlock(struct pf_store *st, const char *id)
 	struct pgp p = {0};
 	p_text(&p, id);
 	return q_exec(st, "rollouts: unlock",
-		      "SELECT pg_advisory_unlock(" PG_ROLLOUT_LOCK_CLASS
-		      ", hashtext(?1))",
-		      &p, NULL);
+		      "SELECT pg_advisory_unlock(" PG_ROLLOUT_LOCK_CLASS ", hashtext(?1))", &p,
+		      NULL);
 }
 
 /* ---- The listening connection (pf_store_listener, store.h): libpq's asynchronous connect,
@@ -1793,7 +1794,8 @@ static int listener_fail(struct pf_store_listener *l, const char *what, const ch
 	char line[300];
 	first_line(msg && *msg ? msg : "connection lost", line, sizeof(line));
 	if (l->state == L_CONNECTING && l->conn)
-		snprintf(l->error, sizeof(l->error), "store: postgres: listen: connect to %s:%s: %s",
+		snprintf(l->error, sizeof(l->error),
+			 "store: postgres: listen: connect to %s:%s: %s",
 			 PQhost(l->conn) ? PQhost(l->conn) : "?",
 			 PQport(l->conn) && *PQport(l->conn) ? PQport(l->conn) : "5432", line);
 	else

@@ -41,8 +41,8 @@ int store_pg_token_count(struct pf_store *st, int64_t *count);
 int store_pg_token_name(struct pf_store *st, const uint8_t hash[32], char *name, size_t name_len);
 int store_pg_token_create(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t);
 int store_pg_token_find(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t);
-int store_pg_token_foreach(struct pf_store *st,
-			   int (*cb)(const struct pf_token_info *t, void *ud), void *ud);
+int store_pg_token_foreach(struct pf_store *st, int (*cb)(const struct pf_token_info *t, void *ud),
+			   void *ud);
 int store_pg_token_revoke(struct pf_store *st, const char *id, struct pf_token_info *t);
 int store_pg_token_touch(struct pf_store *st, const char *id, int64_t now_ms);
 int store_pg_config_put(struct pf_store *st, const char *name, const char *body, size_t len,

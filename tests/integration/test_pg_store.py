@@ -197,6 +197,10 @@ class PgStore(IntegrationCase):
         self.assertEqual(x["config"]["name"], "default")
         self.assertIn(uid, [y["instance_uid"] for y in a.agents()])
         self.assertEqual(a.summary()["connected"], 1)
+        st, text, _ = a.request("GET", "/metrics", raw=True)
+        self.assertIn("\nprofleet_agents_connected_here 0\n", text.decode())
+        st, text, _ = b.request("GET", "/metrics", raw=True)
+        self.assertIn("\nprofleet_agents_connected_here 1\n", text.decode())
         # A token made and revoked through A: B refuses it at once.
         st, t, _ = a.request("POST", "/api/v1/tokens",
                              json.dumps({"name": "ci", "role": "viewer"}))
@@ -276,19 +280,28 @@ class PgStore(IntegrationCase):
         # A second replica does not drive the same rollout: B's log has no rollout batches.
         self.assertNotIn("batch", "\n".join(l for l in b.proc.output().splitlines()
                                              if "rollout" in l and r["id"] in l))
-        # A capture through B: stored in the shared database, visible through A.
+        # A capture through B: B serves its two agents, A (notified) serves its own; the
+        # capture ends with every agent's result, the same through both replicas.
         st, c, _ = b.request("POST", "/api/v1/captures",
                              json.dumps({"agents": "service.name=profleet-agent",
                                          "duration_seconds": 1}),
                              headers={"Content-Type": "application/json"})
         self.assertEqual(st, 202, c)
         self.assertEqual(c["agents_matched"], 3, c)
-        st, j, _ = a.request("GET", "/api/v1/captures/" + c["id"])
-        self.assertEqual(st, 200, j)
-        self.assertEqual(len(j["agents"]), 3)
-        states = {x["instance_uid"]: x["state"] for x in j["agents"]}
-        # Captures are driven by the replica that took the POST: A's agent is not reached.
-        self.assertEqual(states[uids[2][0]], "unreachable")
+
+        def final(ctl):
+            st, j, _ = ctl.request("GET", "/api/v1/captures/" + c["id"])
+            return j if st == 200 and j["state"] not in ("pending", "running") else None
+        jb = wait_until(lambda: final(b), timeout=60, interval=0.25, what="capture ended (B)")
+        ja = wait_until(lambda: final(a), timeout=10, interval=0.25, what="capture ended (A)")
+        states = {x["instance_uid"]: x["state"] for x in jb["agents"]}
+        print("capture across replicas: %s, agents %s" % (jb["state"], sorted(states.values())))
+        self.assertEqual(ja["state"], jb["state"])
+        self.assertEqual({x["instance_uid"]: x["state"] for x in ja["agents"]}, states)
+        # Every agent answered: none unreachable, none timed out at the deadline.
+        for x in jb["agents"]:
+            self.assertNotIn(x["state"], ("unreachable", "pending"), x)
+            self.assertNotEqual(x.get("error_code"), "timeout", x)
 
     # ---- outage
 
@@ -345,6 +358,14 @@ class PgStore(IntegrationCase):
         # The loop is not stuck: health answers, the agent stays connected.
         with __import__("urllib.request").request.urlopen(a.base + "/healthz", timeout=2) as r:
             self.assertEqual(r.status, 200)
+        def metric(ctl, name):
+            st, text, _ = ctl.request("GET", "/metrics", raw=True)
+            for line in text.decode().splitlines():
+                if line.startswith(name + " "):
+                    return line.split()[1]
+            return None
+        wait_until(lambda: metric(a, "profleet_store_available") == "0", timeout=5,
+                   what="/metrics shows the store unavailable")
         self.pg.start()
         body = wait_until(lambda: (lambda r: r[1] if r[0] == 201 else None)(
             a.put_config("default", CONFIG_B)), timeout=20, interval=0.25,
@@ -357,6 +378,9 @@ class PgStore(IntegrationCase):
         body3 = wait_until(put_b, timeout=20, interval=0.25, what="B writes again")
         self.wait_agent(a, uid, self.applied(body3), timeout=10,
                         what="B's change reaches A's agent after the outage")
+        wait_until(lambda: metric(a, "profleet_store_available") == "1", timeout=5,
+                   what="/metrics shows the store available again")
+        self.assertIsNotNone(metric(a, "profleet_store_notifications_applied_total"))
         self.assertTrue(a.proc.alive() and b.proc.alive())
 
 

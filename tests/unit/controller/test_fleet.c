@@ -52,6 +52,12 @@ static void count_push(struct pf_agent *a, void *ud)
 	pushes++;
 }
 
+static bool keep_not_t2(const char *name, void *ud)
+{
+	(void)ud;
+	return strcmp(name, "t2") != 0;
+}
+
 static void test_resolution(void **state)
 {
 	(void)state;
@@ -87,6 +93,14 @@ static void test_resolution(void **state)
 
 	/* An assignment whose config does not exist falls through. */
 	assert_int_equal(pf_fleet_assignment_set(f, "ghost", "", "nope", 99, &err), 0);
+	pf_fleet_reconcile(f);
+	assert_string_equal(prod->desired->name, "prodcfg");
+
+	/* Retain: only the assignments keep() names stay (a reload after missed changes). */
+	assert_int_equal(pf_fleet_assignment_set(f, "t2", "team=a", "teamb", 30, &err), 0);
+	assert_int_equal(pf_fleet_assignments_retain(f, keep_not_t2, NULL), 1);
+	assert_int_equal(pf_fleet_assignment_remove(f, "t2"), -ENOENT);
+	assert_int_equal(pf_fleet_assignments_retain(f, keep_not_t2, NULL), 0);
 	pf_fleet_reconcile(f);
 	assert_string_equal(prod->desired->name, "prodcfg");
 

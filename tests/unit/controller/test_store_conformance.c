@@ -54,8 +54,9 @@ static int agent_cb(const struct pf_agent_row *r, void *ud)
 	struct pf_buf *o = ud;
 	pf_buf_printf(o, "  agent ");
 	hex(o, r->uid, 16);
-	pf_buf_printf(o, " %s caps=%llu health=%s eff=%s cfg=%s v%lld status=%d err=%s conn=%d "
-			 "%lld %lld",
+	pf_buf_printf(o,
+		      " %s caps=%llu health=%s eff=%s cfg=%s v%lld status=%d err=%s conn=%d "
+		      "%lld %lld",
 		      r->attributes_json, (unsigned long long)r->capabilities,
 		      r->health_json ? r->health_json : "-",
 		      r->effective_config ? r->effective_config : "-",
@@ -87,9 +88,9 @@ static int cap_cb(const struct pf_capture_row *c, void *ud)
 {
 	struct pf_buf *o = ud;
 	pf_buf_printf(o, "  cap %s %s %lld %lld %lld %lld %s %s %lld\n", c->id, c->state,
-		      (long long)c->created_ms, (long long)c->started_ms,
-		      (long long)c->finished_ms, (long long)c->deadline_ms, c->created_by,
-		      c->request_json, (long long)c->agents_matched);
+		      (long long)c->created_ms, (long long)c->started_ms, (long long)c->finished_ms,
+		      (long long)c->deadline_ms, c->created_by, c->request_json,
+		      (long long)c->agents_matched);
 	return 0;
 }
 
@@ -238,12 +239,21 @@ static void run(struct pf_store *st, struct pf_buf *o)
 
 	/* agents */
 	struct pf_agent_row rows[3] = {
-	    {.attributes_json = "{\"a\":\"1\"}", .capabilities = UINT64_MAX - 1,
-	     .health_json = "{\"healthy\":true}", .effective_config = "e: 1\n",
-	     .has_effective_hash = true, .config_name = "default", .config_version = 3,
-	     .has_remote_hash = true, .remote_status = 2, .connected = true,
-	     .first_seen_ms = 10, .last_seen_ms = 20},
-	    {.attributes_json = NULL, .remote_error = "boom", .first_seen_ms = 11,
+	    {.attributes_json = "{\"a\":\"1\"}",
+	     .capabilities = UINT64_MAX - 1,
+	     .health_json = "{\"healthy\":true}",
+	     .effective_config = "e: 1\n",
+	     .has_effective_hash = true,
+	     .config_name = "default",
+	     .config_version = 3,
+	     .has_remote_hash = true,
+	     .remote_status = 2,
+	     .connected = true,
+	     .first_seen_ms = 10,
+	     .last_seen_ms = 20},
+	    {.attributes_json = NULL,
+	     .remote_error = "boom",
+	     .first_seen_ms = 11,
 	     .last_seen_ms = 21},
 	    {.attributes_json = "{}", .connected = true, .first_seen_ms = 12, .last_seen_ms = 22},
 	};
@@ -272,8 +282,12 @@ static void run(struct pf_store *st, struct pf_buf *o)
 	/* audit */
 	R(pf_store_audit(st, 300, "boot", "config.put", "default", "version 1"));
 	R(pf_store_audit(st, 301, "boot", "token.create", NULL, NULL));
-	struct pf_audit_entry e = {.ts_ms = 302, .actor = "oncall", .action = "token.revoke",
-				   .target = "x", .actor_id = "abcd", .source = "10.0.0.1",
+	struct pf_audit_entry e = {.ts_ms = 302,
+				   .actor = "oncall",
+				   .action = "token.revoke",
+				   .target = "x",
+				   .actor_id = "abcd",
+				   .source = "10.0.0.1",
 				   .status = 200};
 	R(pf_store_audit_write(st, &e));
 	e.action = "tokens";
@@ -291,19 +305,36 @@ static void run(struct pf_store *st, struct pf_buf *o)
 
 	/* captures */
 	struct pf_capture_row caps[2] = {
-	    {.id = "c1", .state = "pending", .created_ms = 1, .deadline_ms = 9, .created_by = "x",
-	     .request_json = "{}", .agents_matched = 2},
-	    {.id = "c2", .state = "done", .created_ms = 2, .started_ms = 3, .finished_ms = 4,
-	     .deadline_ms = 9, .created_by = "y", .request_json = "{\"d\":1}",
+	    {.id = "c1",
+	     .state = "pending",
+	     .created_ms = 1,
+	     .deadline_ms = 9,
+	     .created_by = "x",
+	     .request_json = "{}",
+	     .agents_matched = 2},
+	    {.id = "c2",
+	     .state = "done",
+	     .created_ms = 2,
+	     .started_ms = 3,
+	     .finished_ms = 4,
+	     .deadline_ms = 9,
+	     .created_by = "y",
+	     .request_json = "{\"d\":1}",
 	     .agents_matched = 1},
 	};
 	uint8_t pids[32];
 	memcpy(pids, h1, 32);
 	struct pf_capture_agent_row ca[2] = {
-	    {.capture = "c1", .state = "running", .samples = 5, .bytes = 6, .n_profile_ids = 2,
-	     .profile_ids = pids, .error_code = "", .error = "", .updated_ms = 7},
-	    {.capture = "c1", .state = "failed", .error_code = "E", .error = "no",
-	     .updated_ms = 8},
+	    {.capture = "c1",
+	     .state = "running",
+	     .samples = 5,
+	     .bytes = 6,
+	     .n_profile_ids = 2,
+	     .profile_ids = pids,
+	     .error_code = "",
+	     .error = "",
+	     .updated_ms = 7},
+	    {.capture = "c1", .state = "failed", .error_code = "E", .error = "no", .updated_ms = 8},
 	};
 	memcpy(ca[0].uid, u[2], 16);
 	memcpy(ca[1].uid, u[0], 16);
@@ -324,14 +355,30 @@ static void run(struct pf_store *st, struct pf_buf *o)
 	R(pf_store_captures_foreach(st, &cq, cap_cb, o));
 
 	/* rollouts, pins, served versions */
-	struct pf_rollout_row ro = {.id = "r1", .config = "default", .version = 3,
-				    .state = "running", .created_ms = 1, .updated_ms = 2,
-				    .created_by = "x", .spec_json = "{}", .progress_json = "{\"b\":0}"};
+	struct pf_rollout_row ro = {.id = "r1",
+				    .config = "default",
+				    .version = 3,
+				    .state = "running",
+				    .created_ms = 1,
+				    .updated_ms = 2,
+				    .created_by = "x",
+				    .spec_json = "{}",
+				    .progress_json = "{\"b\":0}"};
 	struct pf_rollout_agent_row ra[2] = {
-	    {.rollout = "r1", .batch = 1, .from_version = 2, .state = "applying", .revert = "",
-	     .error = "", .updated_ms = 3},
-	    {.rollout = "r1", .batch = 0, .from_version = 2, .state = "applied", .revert = "",
-	     .error = "", .updated_ms = 4},
+	    {.rollout = "r1",
+	     .batch = 1,
+	     .from_version = 2,
+	     .state = "applying",
+	     .revert = "",
+	     .error = "",
+	     .updated_ms = 3},
+	    {.rollout = "r1",
+	     .batch = 0,
+	     .from_version = 2,
+	     .state = "applied",
+	     .revert = "",
+	     .error = "",
+	     .updated_ms = 4},
 	};
 	memcpy(ra[0].uid, u[0], 16);
 	memcpy(ra[1].uid, u[2], 16);
@@ -418,7 +465,7 @@ static void test_same_results(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_same_results),
+	    cmocka_unit_test(test_same_results),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,13 +23,13 @@ static void test_placeholders(void **state)
 {
 	char out[128];
 	(void)state;
-	assert_int_equal(store_sql_to_pg("SELECT a FROM t WHERE x = ?1 AND y = ?12", out,
-					 sizeof(out)),
-			 (int)strlen("SELECT a FROM t WHERE x = $1 AND y = $12"));
+	assert_int_equal(
+	    store_sql_to_pg("SELECT a FROM t WHERE x = ?1 AND y = ?12", out, sizeof(out)),
+	    (int)strlen("SELECT a FROM t WHERE x = $1 AND y = $12"));
 	assert_string_equal(out, "SELECT a FROM t WHERE x = $1 AND y = $12");
 	/* Inside quotes nothing changes. */
-	assert_true(store_sql_to_pg("SELECT '?1', \"a?2\" FROM t WHERE b = ?2", out,
-				    sizeof(out)) > 0);
+	assert_true(store_sql_to_pg("SELECT '?1', \"a?2\" FROM t WHERE b = ?2", out, sizeof(out)) >
+		    0);
 	assert_string_equal(out, "SELECT '?1', \"a?2\" FROM t WHERE b = $2");
 	/* An unnumbered placeholder has no PostgreSQL form; an open quote is an error. */
 	assert_int_equal(store_sql_to_pg("SELECT ? FROM t", out, sizeof(out)), -EINVAL);
@@ -57,8 +57,8 @@ static void test_unportable(void **state)
 
 /* The fleet tables: in both dialects. The profile store's tables stay in SQLite only. */
 static const char *const fleet_tables[] = {
-	"tokens",   "configs",        "assignments", "agents",     "audit",         "captures",
-	"capture_agents", "rollouts", "rollout_agents", "agent_pins", "config_serving",
+    "tokens",	      "configs",  "assignments",    "agents",	  "audit",	    "captures",
+    "capture_agents", "rollouts", "rollout_agents", "agent_pins", "config_serving",
 };
 
 static bool is_fleet(const char *name, size_t n)
@@ -81,8 +81,9 @@ static void check_twins(const char *from, const char *to, size_t step, bool only
 			char want[160];
 			if (!is_fleet(name, n)) {
 				if (only_fleet)
-					fail_msg("step %zu: PostgreSQL touches non-fleet table %.*s",
-						 step, (int)n, name);
+					fail_msg(
+					    "step %zu: PostgreSQL touches non-fleet table %.*s",
+					    step, (int)n, name);
 				continue;
 			}
 			if (v == 0) {
@@ -152,7 +153,8 @@ static void test_unreachable(void **state)
 	assert_null(pf_store_open_url(db, url, PF_STORE_SYNC_NORMAL, &err));
 	assert_int_equal(errno, EAGAIN);
 	char want[64];
-	snprintf(want, sizeof(want), "store: postgres: connect to 127.0.0.1:%u:", ntohs(a.sin_port));
+	snprintf(want, sizeof(want),
+		 "store: postgres: connect to 127.0.0.1:%u:", ntohs(a.sin_port));
 	if (!strstr(err.msg, want) || !strstr(err.msg, "refused"))
 		fail_msg("unexpected message: %s", err.msg);
 
@@ -177,11 +179,9 @@ static void test_unreachable(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_placeholders),
-		cmocka_unit_test(test_unportable),
-		cmocka_unit_test(test_migration_list),
-		cmocka_unit_test(test_urls),
-		cmocka_unit_test(test_unreachable),
+	    cmocka_unit_test(test_placeholders),   cmocka_unit_test(test_unportable),
+	    cmocka_unit_test(test_migration_list), cmocka_unit_test(test_urls),
+	    cmocka_unit_test(test_unreachable),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
