@@ -54,7 +54,8 @@ struct proc {
 	struct proc *next;
 	uint32_t pid;
 	bool deferred; /* some table waited for the build budget at the last load */
-	uint64_t loaded_ms;
+	uint64_t seen_ms;   /* first noted (pf_unwinder_seen_ms) */
+	uint64_t loaded_ms; /* 0: noted, never loaded (no kernel entries) */
 	struct ent *ents;
 	size_t n;
 };
@@ -401,7 +402,8 @@ static struct proc **proc_slot(const struct pf_unwinder *u, uint32_t pid)
 
 bool pf_unwinder_has(const struct pf_unwinder *u, uint32_t pid)
 {
-	return *proc_slot(u, pid) != NULL;
+	struct proc *p = *proc_slot(u, pid);
+	return p && p->loaded_ms;
 }
 
 uint64_t pf_unwinder_loaded_ms(const struct pf_unwinder *u, uint32_t pid, bool *deferred)
@@ -490,7 +492,6 @@ int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t 
 		} else {
 			p->pid = pid;
 			*pp = p;
-			u->st.processes++;
 		}
 	}
 	if (rc < 0) {
@@ -525,6 +526,8 @@ int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t 
 	}
 	if (p->loaded_ms)
 		u->st.reloads++;
+	else
+		u->st.processes++;
 	free(p->ents);
 	p->ents = c.ents;
 	p->n = c.n;
@@ -546,13 +549,28 @@ void pf_unwinder_forget(struct pf_unwinder *u, uint32_t pid)
 	struct proc **pp = proc_slot(u, pid), *p = *pp;
 	if (!p)
 		return;
-	catch_all(u, pid, false);
+	if (p->loaded_ms) {
+		catch_all(u, pid, false);
+		u->st.processes--;
+	}
 	for (size_t i = 0; i < p->n; i++)
 		ent_release(u, pid, &p->ents[i]);
 	*pp = p->next;
 	free(p->ents);
 	free(p);
-	u->st.processes--;
+}
+
+uint64_t pf_unwinder_seen_ms(struct pf_unwinder *u, uint32_t pid)
+{
+	struct proc **pp = proc_slot(u, pid), *p = *pp;
+	if (!p) {
+		if (!(p = calloc(1, sizeof(*p))))
+			return 0;
+		p->pid = pid;
+		p->seen_ms = mono_ns() / 1000000;
+		*pp = p;
+	}
+	return p->seen_ms;
 }
 
 size_t pf_unwinder_kernel_entries(const struct pf_unwinder *u, uint32_t pid)

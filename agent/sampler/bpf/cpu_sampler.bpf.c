@@ -325,6 +325,9 @@ static long unwind_step(__u32 i, void *ctx)
 static __always_inline long walk_tables(struct bpf_perf_event_data *ctx, __u32 pid, __u32 base,
 					__u32 *flags)
 {
+#if !defined(__TARGET_ARCH_x86)
+	return -1; /* the rows' register rules are x86_64's (user space never enables it) */
+#else
 	struct pf_walk st = {.pid = pid, .base = base};
 	if (in_user_mode(ctx)) {
 		st.ip = ctx->regs.ip;
@@ -353,6 +356,7 @@ static __always_inline long walk_tables(struct bpf_perf_event_data *ctx, __u32 p
 	bpf_loop(PF_UNWIND_MAX_FRAMES, unwind_step, &st, 0);
 	*flags |= st.flags | PF_SAMPLE_F_DWARF;
 	return (long)st.n * 8;
+#endif
 }
 
 /* The kernel stack (only when the tick interrupted kernel mode) then the user stack of the
