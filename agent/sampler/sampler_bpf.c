@@ -193,7 +193,8 @@ static uint64_t mono_ms(void)
 #define UNWIND_LOAD_AFTER_MS 50
 
 /* The unwind tables of a sampled process: loaded at a sample UNWIND_LOAD_AFTER_MS after its
- * first with a user stack, and again (at most every 200 ms) when the kernel's walk met an address of no known mapping —
+ * first with a user stack, and again (at most every 200 ms, backing off to 10 s while reloads
+ * find nothing new) when the kernel's walk met an address of no known mapping —
  * a library loaded after the first load — or a second after a load the build budget cut
  * short. */
 static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
@@ -203,14 +204,15 @@ static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
 	if (h->flags & PF_SAMPLE_F_DWARF)
 		s->dwarf_samples++;
 	bool deferred;
-	uint64_t at = pf_unwinder_loaded_ms(s->unw, h->pid, &deferred), now = mono_ms();
+	uint32_t retry_ms;
+	uint64_t at = pf_unwinder_loaded_ms(s->unw, h->pid, &deferred, &retry_ms), now = mono_ms();
 	if (!at) {
 		/* first load: once the process has run for UNWIND_LOAD_AFTER_MS */
 		uint64_t seen = pf_unwinder_seen_ms(s->unw, h->pid);
 		if (!seen || now < seen + UNWIND_LOAD_AFTER_MS)
 			return;
 	} else if (!(deferred && now >= at + 1000) &&
-		   !((h->flags & PF_SAMPLE_F_UNWIND_MISS) && now >= at + 200)) {
+		   !((h->flags & PF_SAMPLE_F_UNWIND_MISS) && now >= at + retry_ms)) {
 		return;
 	}
 	if (at)

@@ -55,6 +55,8 @@ struct proc {
 	uint32_t pid;
 	bool deferred; /* some table waited for the build budget at the last load */
 	uint64_t seen_ms;   /* first noted (pf_unwinder_seen_ms) */
+	uint32_t retry_ms;  /* reloads after a miss wait this long: 200 ms, doubled (up to
+			     * 10 s) by every reload that found nothing new */
 	uint64_t loaded_ms; /* 0: noted, never loaded (no kernel entries) */
 	struct ent *ents;
 	size_t n;
@@ -406,10 +408,12 @@ bool pf_unwinder_has(const struct pf_unwinder *u, uint32_t pid)
 	return p && p->loaded_ms;
 }
 
-uint64_t pf_unwinder_loaded_ms(const struct pf_unwinder *u, uint32_t pid, bool *deferred)
+uint64_t pf_unwinder_loaded_ms(const struct pf_unwinder *u, uint32_t pid, bool *deferred,
+			       uint32_t *retry_ms)
 {
 	struct proc *p = *proc_slot(u, pid);
 	*deferred = p && p->deferred;
+	*retry_ms = p && p->retry_ms ? p->retry_ms : 200;
 	return p ? p->loaded_ms : 0;
 }
 
@@ -504,12 +508,15 @@ int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t 
 	}
 	/* the old entries that are gone, then the new ones (a kept mapping keeps its entries
 	 * and drops the reference collect() took again) */
+	size_t changed = 0;
 	for (size_t i = 0; i < p->n; i++) {
 		bool kept = false;
 		for (size_t j = 0; j < c.n && !kept; j++)
 			kept = same_ent(&p->ents[i], &c.ents[j]);
-		if (!kept)
+		if (!kept) {
 			ent_release(u, pid, &p->ents[i]);
+			changed++;
+		}
 	}
 	for (size_t j = 0; j < c.n; j++) {
 		bool had = false;
@@ -523,7 +530,10 @@ int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t 
 		int e = ent_install(u, pid, &c.ents[j]);
 		if (e < 0 && rc == 0)
 			rc = e;
+		changed++;
 	}
+	p->retry_ms = !p->loaded_ms || changed ? 200
+		      : p->retry_ms >= 5000 ? 10000 : (p->retry_ms ? p->retry_ms : 200) * 2;
 	if (p->loaded_ms)
 		u->st.reloads++;
 	else
