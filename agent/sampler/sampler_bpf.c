@@ -187,8 +187,14 @@ static uint64_t mono_ms(void)
 	return clock_ns(CLOCK_MONOTONIC) / 1000000;
 }
 
-/* The unwind tables of a sampled process: loaded at its first sample with a user stack, and
- * again (at most every 200 ms) when the kernel's walk met an address of no known mapping —
+/* A process is given its unwind tables at its first sample this long after its first one:
+ * most of a build's processes are gone by then, and each load costs tens of trie updates
+ * (and as many at the exit). Its first samples are walked by frame pointers. */
+#define UNWIND_LOAD_AFTER_MS 50
+
+/* The unwind tables of a sampled process: loaded at a sample UNWIND_LOAD_AFTER_MS after its
+ * first with a user stack, and again (at most every 200 ms, backing off to 10 s while reloads
+ * find nothing new) when the kernel's walk met an address of no known mapping —
  * a library loaded after the first load — or a second after a load the build budget cut
  * short. */
 static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
@@ -198,14 +204,23 @@ static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
 	if (h->flags & PF_SAMPLE_F_DWARF)
 		s->dwarf_samples++;
 	bool deferred;
-	uint64_t at = pf_unwinder_loaded_ms(s->unw, h->pid, &deferred);
-	if (at && !(deferred && mono_ms() >= at + 1000) &&
-	    !((h->flags & PF_SAMPLE_F_UNWIND_MISS) && mono_ms() >= at + 200))
+	uint32_t retry_ms;
+	uint64_t at = pf_unwinder_loaded_ms(s->unw, h->pid, &deferred, &retry_ms), now = mono_ms();
+	if (!at) {
+		/* first load: once the process has run for UNWIND_LOAD_AFTER_MS */
+		uint64_t seen = pf_unwinder_seen_ms(s->unw, h->pid);
+		if (!seen || now < seen + UNWIND_LOAD_AFTER_MS)
+			return;
+	} else if (!(deferred && now >= at + 1000) &&
+		   !((h->flags & PF_SAMPLE_F_UNWIND_MISS) && now >= at + retry_ms)) {
 		return;
+	}
 	if (at)
 		pf_symbolizer_capture(s->sym, h->pid); /* the maps changed */
 	int rc = pf_unwinder_load(s->unw, s->sym, h->pid);
-	if (rc < 0 && rc != -ENOENT)
+	/* a full trie (-ENOSPC, -E2BIG) leaves the rest of the process to frame pointers; it is
+	 * in the unwinder's last_error, not the sampler's health */
+	if (rc < 0 && rc != -ENOENT && rc != -ENOSPC && rc != -E2BIG)
 		s->last_error = rc;
 }
 

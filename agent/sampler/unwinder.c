@@ -54,7 +54,10 @@ struct proc {
 	struct proc *next;
 	uint32_t pid;
 	bool deferred; /* some table waited for the build budget at the last load */
-	uint64_t loaded_ms;
+	uint64_t seen_ms;   /* first noted (pf_unwinder_seen_ms) */
+	uint32_t retry_ms;  /* reloads after a miss wait this long: 200 ms, doubled (up to
+			     * 10 s) by every reload that found nothing new */
+	uint64_t loaded_ms; /* 0: noted, never loaded (no kernel entries) */
 	struct ent *ents;
 	size_t n;
 };
@@ -401,13 +404,16 @@ static struct proc **proc_slot(const struct pf_unwinder *u, uint32_t pid)
 
 bool pf_unwinder_has(const struct pf_unwinder *u, uint32_t pid)
 {
-	return *proc_slot(u, pid) != NULL;
+	struct proc *p = *proc_slot(u, pid);
+	return p && p->loaded_ms;
 }
 
-uint64_t pf_unwinder_loaded_ms(const struct pf_unwinder *u, uint32_t pid, bool *deferred)
+uint64_t pf_unwinder_loaded_ms(const struct pf_unwinder *u, uint32_t pid, bool *deferred,
+			       uint32_t *retry_ms)
 {
 	struct proc *p = *proc_slot(u, pid);
 	*deferred = p && p->deferred;
+	*retry_ms = p && p->retry_ms ? p->retry_ms : 200;
 	return p ? p->loaded_ms : 0;
 }
 
@@ -490,7 +496,6 @@ int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t 
 		} else {
 			p->pid = pid;
 			*pp = p;
-			u->st.processes++;
 		}
 	}
 	if (rc < 0) {
@@ -503,12 +508,15 @@ int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t 
 	}
 	/* the old entries that are gone, then the new ones (a kept mapping keeps its entries
 	 * and drops the reference collect() took again) */
+	size_t changed = 0;
 	for (size_t i = 0; i < p->n; i++) {
 		bool kept = false;
 		for (size_t j = 0; j < c.n && !kept; j++)
 			kept = same_ent(&p->ents[i], &c.ents[j]);
-		if (!kept)
+		if (!kept) {
 			ent_release(u, pid, &p->ents[i]);
+			changed++;
+		}
 	}
 	for (size_t j = 0; j < c.n; j++) {
 		bool had = false;
@@ -522,9 +530,14 @@ int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t 
 		int e = ent_install(u, pid, &c.ents[j]);
 		if (e < 0 && rc == 0)
 			rc = e;
+		changed++;
 	}
+	p->retry_ms = !p->loaded_ms || changed ? 200
+		      : p->retry_ms >= 5000 ? 10000 : (p->retry_ms ? p->retry_ms : 200) * 2;
 	if (p->loaded_ms)
 		u->st.reloads++;
+	else
+		u->st.processes++;
 	free(p->ents);
 	p->ents = c.ents;
 	p->n = c.n;
@@ -546,13 +559,28 @@ void pf_unwinder_forget(struct pf_unwinder *u, uint32_t pid)
 	struct proc **pp = proc_slot(u, pid), *p = *pp;
 	if (!p)
 		return;
-	catch_all(u, pid, false);
+	if (p->loaded_ms) {
+		catch_all(u, pid, false);
+		u->st.processes--;
+	}
 	for (size_t i = 0; i < p->n; i++)
 		ent_release(u, pid, &p->ents[i]);
 	*pp = p->next;
 	free(p->ents);
 	free(p);
-	u->st.processes--;
+}
+
+uint64_t pf_unwinder_seen_ms(struct pf_unwinder *u, uint32_t pid)
+{
+	struct proc **pp = proc_slot(u, pid), *p = *pp;
+	if (!p) {
+		if (!(p = calloc(1, sizeof(*p))))
+			return 0;
+		p->pid = pid;
+		p->seen_ms = mono_ns() / 1000000;
+		*pp = p;
+	}
+	return p->seen_ms;
 }
 
 size_t pf_unwinder_kernel_entries(const struct pf_unwinder *u, uint32_t pid)

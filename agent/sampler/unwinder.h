@@ -18,7 +18,8 @@
  *    bursts); over it, mappings are walked by frame pointers and the process is loaded again
  *    a second later. A file that would need more than half of the rows is not built.
  *  - A process's entries are written from the symbolizer's capture of its maps
- *    (pf_symbolizer_exec_maps) at its first sample, again when the kernel reports an address
+ *    (pf_symbolizer_exec_maps) at its first sample 50 ms or more after its first sample
+ *    (pf_unwinder_seen_ms), again when the kernel reports an address
  *    outside every known mapping (a dlopen), and removed at its exit or exec.
  *
  * Not thread-safe: one owner (the sampler). */
@@ -74,8 +75,15 @@ int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t 
 /* True when pid has entries. */
 bool pf_unwinder_has(const struct pf_unwinder *u, uint32_t pid);
 /* Monotonic ms of pid's last load, 0 when none (the sampler rate-limits reloads with it);
- * *deferred: some of its tables waited for the build budget then (load it again later). */
-uint64_t pf_unwinder_loaded_ms(const struct pf_unwinder *u, uint32_t pid, bool *deferred);
+ * *deferred: some of its tables waited for the build budget then (load it again later);
+ * *retry_ms: how long after it a miss may reload it (200 ms, doubled up to 10 s by each
+ * reload that found no new mapping). */
+uint64_t pf_unwinder_loaded_ms(const struct pf_unwinder *u, uint32_t pid, bool *deferred,
+			       uint32_t *retry_ms);
+/* Monotonic ms at which pid was first noted (noting it now if new; 0: out of memory). The
+ * sampler loads a process's tables only once it has run a while, so the many processes that
+ * live a few ms (a build's) cost no trie updates. */
+uint64_t pf_unwinder_seen_ms(struct pf_unwinder *u, uint32_t pid);
 /* Removes pid's entries (exit, exec); its tables stay loaded until evicted. */
 void pf_unwinder_forget(struct pf_unwinder *u, uint32_t pid);
 

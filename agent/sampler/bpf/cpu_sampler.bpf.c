@@ -175,6 +175,7 @@ struct pf_walk {
 	__u32 base; /* slot of the first user frame in ips */
 	__u32 n;    /* frames stored */
 	__u32 flags;
+	__u32 guessed; /* the current frame was reached by a frame-pointer step (maybe garbage) */
 };
 
 static __always_inline void walk_map_set(struct pf_walk_map *d, const struct pf_bpf_unwind_map *m)
@@ -275,14 +276,23 @@ static long unwind_step(__u32 i, void *ctx)
 	case PF_UNWIND_MAP_JIT:
 		return 1; /* its address is the last frame: nothing tells how to leave it */
 	case PF_UNWIND_MAP_UNKNOWN:
-		st->flags |= PF_SAMPLE_F_UNWIND_MISS;
+		/* a new mapping (dlopen) when the address is trustworthy: the sampled one or a
+		 * return address the tables found; after a frame-pointer guess it is likely
+		 * garbage, which must not make user space re-read the process's maps */
+		if (!st->guessed)
+			st->flags |= PF_SAMPLE_F_UNWIND_MISS;
+		st->guessed = 1;
 		return fp_step(st);
 	default:
+		st->guessed = 1;
 		return fp_step(st);
 	}
 	struct pf_bpf_unwind_row *r = find_row(st->m[0].table_id, pc - st->m[0].bias);
-	if (!r)
+	if (!r) {
+		st->guessed = 1;
 		return fp_step(st);
+	}
+	st->guessed = 0;
 	__u64 cfa;
 	switch (r->kind) {
 	case PF_UNWIND_ROW_RSP:
@@ -325,6 +335,9 @@ static long unwind_step(__u32 i, void *ctx)
 static __always_inline long walk_tables(struct bpf_perf_event_data *ctx, __u32 pid, __u32 base,
 					__u32 *flags)
 {
+#if !defined(__TARGET_ARCH_x86)
+	return -1; /* the rows' register rules are x86_64's (user space never enables it) */
+#else
 	struct pf_walk st = {.pid = pid, .base = base};
 	if (in_user_mode(ctx)) {
 		st.ip = ctx->regs.ip;
@@ -353,6 +366,7 @@ static __always_inline long walk_tables(struct bpf_perf_event_data *ctx, __u32 p
 	bpf_loop(PF_UNWIND_MAX_FRAMES, unwind_step, &st, 0);
 	*flags |= st.flags | PF_SAMPLE_F_DWARF;
 	return (long)st.n * 8;
+#endif
 }
 
 /* The kernel stack (only when the tick interrupted kernel mode) then the user stack of the
