@@ -37,6 +37,9 @@ void agent_opts_usage(FILE *f)
 	    "  --metrics-listen A:P     serve Prometheus /metrics and /healthz on A:P, e.g.\n"
 	    "                           127.0.0.1:9464 or [::1]:9464 (default: off)\n"
 	    "  --no-sampler             do not load the eBPF sampler (pprof targets only)\n"
+	    "  --frame-pointers-only    walk user stacks by frame pointers only, no .eh_frame\n"
+	    "                           unwind tables (cheaper; stacks of code built without\n"
+	    "                           frame pointers end after a frame or two)\n"
 	    "  --k8s                    name the pods of profiled processes from the Kubernetes\n"
 	    "                           API server (in-cluster service account; node from\n"
 	    "                           $K8S_NODE_NAME)\n"
@@ -77,6 +80,7 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 		OPT_MAX_MSG,
 		OPT_METRICS_LISTEN,
 		OPT_NO_SAMPLER,
+		OPT_FP_ONLY,
 		OPT_VERSION,
 		OPT_K8S,
 		OPT_K8S_API,
@@ -99,6 +103,7 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 	    {"max-message-bytes", required_argument, NULL, OPT_MAX_MSG},
 	    {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
 	    {"no-sampler", no_argument, NULL, OPT_NO_SAMPLER},
+	    {"frame-pointers-only", no_argument, NULL, OPT_FP_ONLY},
 	    {"k8s", no_argument, NULL, OPT_K8S},
 	    {"k8s-api", required_argument, NULL, OPT_K8S_API},
 	    {"k8s-token-file", required_argument, NULL, OPT_K8S_TOKEN},
@@ -190,6 +195,9 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 		}
 		case OPT_NO_SAMPLER:
 			o->no_sampler = true;
+			break;
+		case OPT_FP_ONLY:
+			o->frame_pointers_only = true;
 			break;
 		case OPT_K8S:
 			o->k8s = true;

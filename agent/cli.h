@@ -3,7 +3,7 @@
  *   profleet-agent [--config FILE] [--server URL] [--token-file F] [--ca-file F]
  *                  [--state-dir DIR] [--label k=v]... [--log-level L]
  *                  [--heartbeat-seconds N] [--max-message-bytes N]
- *                  [--metrics-listen ADDR:PORT] [--no-sampler]
+ *                  [--metrics-listen ADDR:PORT] [--no-sampler] [--frame-pointers-only]
  *                  [--k8s] [--k8s-api URL] [--k8s-token-file F] [--k8s-ca-file F]
  *                  [--k8s-node NAME] [--help] [--version]
  *
@@ -38,6 +38,7 @@ struct agent_opts {
 	const char *metrics_listen; /* NULL: no metrics endpoint; else validated ADDR:PORT
 				     * (agent_metrics_listen_parse) */
 	bool no_sampler;	    /* never load the eBPF sampler (pprof targets only) */
+	bool frame_pointers_only;   /* no .eh_frame unwind tables: user stacks by frame pointers */
 	/* pod attribution (agent/k8s/podcache.h): on with --k8s or any --k8s-* option;
 	 * NULLs mean the in-cluster defaults, k8s_node defaults to $K8S_NODE_NAME */
 	bool k8s;

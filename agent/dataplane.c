@@ -57,7 +57,7 @@ struct agent_dataplane {
 	struct agent_health *health;
 	void (*wake)(void *ctx);
 	void *wake_ctx;
-	bool no_sampler, include_self;
+	bool no_sampler, include_self, frame_pointers_only;
 	const struct pf_procinfo_source *attr_source;
 	char *spill_dir; /* NULL: exporters keep their queue in memory only */
 	char *unwind_dir; /* NULL: no unwind-table cache */
@@ -1616,7 +1616,8 @@ static void start_sampler(struct agent_dataplane *d)
 	}
 	struct pf_sampler_options so = {.include_self = d->include_self,
 					.attr_source = d->attr_source,
-					.unwind_cache_dir = d->unwind_dir};
+					.unwind_cache_dir = d->unwind_dir,
+					.no_dwarf_unwind = d->frame_pointers_only};
 	uint64_t t0 = mono_ms();
 	d->sampler = pf_sampler_new(&so, &err);
 	if (!d->sampler) {
@@ -1800,6 +1801,7 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 	d->wake_ctx = o->wake_ctx;
 	d->no_sampler = o->no_sampler;
 	d->include_self = o->include_self;
+	d->frame_pointers_only = o->frame_pointers_only;
 	d->attr_source = o->attr_source;
 	if (gethostname(d->host_name, sizeof(d->host_name) - 1) < 0)
 		d->host_name[0] = '\0';

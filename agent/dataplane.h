@@ -126,6 +126,7 @@ struct agent_dataplane_opts {
 	void *wake_ctx;
 	bool no_sampler;       /* tests: never load BPF, report "sampler" disabled */
 	bool include_self;     /* sample the agent's own process too */
+	bool frame_pointers_only; /* the sampler walks user stacks by frame pointers only */
 	const char *spill_dir; /* exporters' spill directory (queued exporter API);
 				* NULL: memory only */
 	const char *unwind_dir; /* the sampler's unwind-table cache (state dir/unwind); NULL:

@@ -188,6 +188,7 @@ int main(int argc, char **argv)
 					   .agent_token = token,
 					   .agent_uid = uid,
 					   .no_sampler = o.no_sampler,
+					   .frame_pointers_only = o.frame_pointers_only,
 					   .metrics = metrics != NULL,
 					   .attr_source = pods ? &pod_source : NULL};
 	err = (struct pf_error){0};

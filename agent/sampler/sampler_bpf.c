@@ -1065,7 +1065,7 @@ static uint32_t unwind_setup(struct pf_sampler *s)
 	return 0;
 #endif
 	if (s->opt.no_dwarf_unwind) {
-		s->unw_off = "off by option";
+		s->unw_off = "off: --frame-pointers-only";
 		return 0;
 	}
 	if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, NULL) != 1 ||

@@ -320,6 +320,17 @@ class Dataplane(IntegrationCase):
             self.assertTrue(rs["system_names"].get("rsnames::work::burn", "").startswith(
                 "_ZN7rsnames4work4burn17h"), rs["system_names"])
 
+    def test_frame_pointers_only_switch(self):
+        ctl = self.controller()
+        ag = self.agent(ctl, "a1", extra=["--frame-pointers-only"])
+        uid = ag.uid()
+        self.wait_sampler(ag)
+        a = self.wait_agent(ctl, uid, lambda a: "frame pointers only" in a.get(
+            "health", {}).get("components", {}).get("sampler", {}).get("status", ""),
+            timeout=15, what="sampler health naming the switch")
+        self.assertIn("(off: --frame-pointers-only)",
+                      a["health"]["components"]["sampler"]["status"])
+
     def test_windows_to_files_and_frequency_change(self):
         ctl = self.controller()
         ag = self.agent(ctl, "a1")

@@ -154,6 +154,9 @@ static void test_metrics_flags(void **unused)
 	    parse(&o, &err, "--metrics-listen", "127.0.0.1:9464", "--no-sampler", NULL), 0);
 	assert_string_equal(o.metrics_listen, "127.0.0.1:9464");
 	assert_true(o.no_sampler);
+	assert_false(o.frame_pointers_only);
+	assert_int_equal(parse(&o, &err, "--frame-pointers-only", NULL), 0);
+	assert_true(o.frame_pointers_only);
 	assert_int_equal(parse(&o, &err, "--metrics-listen", "[::1]:9464", NULL), 0);
 	assert_string_equal(o.metrics_listen, "[::1]:9464");
 	/* a bad address is a usage error naming the flag */
