@@ -179,7 +179,7 @@ struct agent_dataplane_counters {
 };
 void agent_dataplane_counters(struct agent_dataplane *d, struct agent_dataplane_counters *out);
 
-/* Metrics snapshot (agent/metrics.h renders it). With opts.metrics the worker copies its
+/* Metrics snapshot (agent/endpoints/metrics.h renders it). With opts.metrics the worker copies its
  * counters, the sampler's stats, every exporter's agent_exporter_status() and every pprof
  * target's health into a snapshot under its lock at most every AGENT_DATAPLANE_METRICS_MS,
  * from its poll loop (no work per sample; the sampler is read only by the worker), and once

@@ -1,4 +1,4 @@
-/* test_guard.c — agent/guard.c: the overhead guard's steps, floor, hysteresis and window, with
+/* test_guard.c — agent/limits/guard.c: the overhead guard's steps, floor, hysteresis and window, with
  * injected readings. */
 #include <setjmp.h>
 #include <stdarg.h>

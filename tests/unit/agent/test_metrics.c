@@ -1,4 +1,4 @@
-/* test_metrics.c — agent/metrics.c: --metrics-listen syntax, the Prometheus text rendering
+/* test_metrics.c — agent/endpoints/metrics.c: --metrics-listen syntax, the Prometheus text rendering
  * (checked line by line by a strict parser of the 0.0.4 text format), and the HTTP server on
  * loopback with a real data plane (no sampler) and health registry; plus the data plane's
  * metrics snapshot (agent_dataplane_metrics). */

@@ -1,4 +1,4 @@
-/* test_ratelimit.c — agent/ratelimit.c: the shared max_profiles_per_minute limit. */
+/* test_ratelimit.c — agent/limits/ratelimit.c: the shared max_profiles_per_minute limit. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
