@@ -1,4 +1,4 @@
-/* aggregate.h — raw CPU samples in, one struct pf_prof_window (pf/profile.h) out (issue 3).
+/* aggregate.h — raw CPU samples in, one struct pf_prof_window (pf/profile.h) out.
  *
  * Owns: the samples of the open window (a bounded array: time, pid, tid, cpu, thread name and
  * an interned stack) and the stack intern table (stacks deduplicated by content). Nothing here

@@ -1,5 +1,5 @@
 /* procinfo.h — the processes the sampler sees: their resource attributes and the verdict of the
- * profiling config's filters on them (issue 3).
+ * profiling config's filters on them.
  *
  * Owns: a table pid -> struct pf_proc (attributes read from /proc when a process is first seen
  * or execs), the compiled include/exclude filters (pf/profcfg.h struct pf_filter; strict =

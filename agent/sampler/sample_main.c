@@ -10,7 +10,7 @@
  *     -F  folded output instead: "pid;comm;root;..;leaf count" per stack (flame graph input)
  *     -s  print sampler stats, BPF run time and this process's CPU time and peak RSS at exit
  *     -v  debug logs
- *     -U  user stacks by frame pointers only (no .eh_frame tables: the walk before issue 15)
+ *     -U  user stacks by frame pointers only (no .eh_frame tables)
  *     -C  cache the unwind tables in dir (the agent uses <state dir>/unwind); default none
  *     -B  benchmark variant: PF_BENCH_* bits (cpu_sampler.h), parts of the sample program left
  *         out (bench/bpf_sample_cost.sh); default 0, the agent's program

@@ -1,4 +1,4 @@
-# sampler.cmake — the agent's data plane, kernel to symbolized window (issue 3), as the static
+# sampler.cmake — the agent's data plane, kernel to symbolized window, as the static
 # library `agent_sampler` plus the debugging tool `profleet-sample`. Included from
 # agent/CMakeLists.txt; paths are relative to this file so it works from any directory scope.
 #

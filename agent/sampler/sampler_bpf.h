@@ -1,4 +1,4 @@
-/* sampler_bpf.h — the eBPF CPU sampler: kernel to symbolized window (issue 3).
+/* sampler_bpf.h — the eBPF CPU sampler: kernel to symbolized window.
  *
  * Owns the BPF skeleton (bpf/cpu_sampler.bpf.c; this is the only code touching it), one
  * perf_event (software cpu-clock) per online CPU, the two ring buffers, the pid allow-map, and

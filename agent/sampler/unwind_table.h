@@ -1,4 +1,4 @@
-/* unwind_table.h — compact unwind tables of ELF files, for the kernel's stack walk (issue 15).
+/* unwind_table.h — compact unwind tables of ELF files, for the kernel's stack walk.
  *
  * Owns: building one table per ELF file from its call frame information (.eh_frame, and
  * .debug_frame for what .eh_frame does not cover) through elfutils' libdw CFI API

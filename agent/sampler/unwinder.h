@@ -1,4 +1,4 @@
-/* unwinder.h — the user side of the kernel's .eh_frame stack walk (issue 15).
+/* unwinder.h — the user side of the kernel's .eh_frame stack walk.
  *
  * Owns: the unwind tables loaded into the kernel (unwind_table.h builds them), keyed by GNU
  * build id (by device and inode for files without one), and each process's entries in the

@@ -1,4 +1,4 @@
-/* test_unwind.c — eBPF tests of the kernel's .eh_frame stack walk (issue 15; unwinder.h,
+/* test_unwind.c — eBPF tests of the kernel's .eh_frame stack walk (unwinder.h,
  * cpu_sampler.bpf.c walk_tables). The workloads are built here without frame pointers:
  *   nofp_workload.c   cc -O2 -fomit-frame-pointer: main -> chain_a -> chain_b -> chain_c ->
  *                     hot_leaf, main -> sort_chain -> qsort (libc) -> cmp_burn, main ->
