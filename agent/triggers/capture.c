@@ -540,33 +540,40 @@ bool agent_captures_cancel_requested(struct agent_captures *c, uint64_t serial)
 	return cancel;
 }
 
-void agent_captures_note(struct agent_captures *c, uint64_t serial, const char *fmt, ...)
+/* code NULL: the detail of a capture that goes on (agent_captures_note); else it fails. */
+static void set_detail(struct agent_captures *c, uint64_t serial, const char *code,
+		       const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
+static void set_detail(struct agent_captures *c, uint64_t serial, const char *code,
+		       const char *fmt, va_list ap)
 {
 	char msg[sizeof(((struct pf_capture_status *)0)->error)];
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	pthread_mutex_lock(&c->lock);
 	struct entry *x = by_serial(c, serial);
-	if (x && x->phase != PH_FINAL)
-		memcpy(x->st.error, msg, sizeof(msg));
+	if (x && x->phase != PH_FINAL) {
+		if (code)
+			finish(c, x, PF_CAPTURE_FAILED, code, msg);
+		else
+			memcpy(x->st.error, msg, sizeof(msg));
+	}
 	pthread_mutex_unlock(&c->lock);
+}
+
+void agent_captures_note(struct agent_captures *c, uint64_t serial, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	set_detail(c, serial, NULL, fmt, ap);
+	va_end(ap);
 }
 
 void agent_captures_fail(struct agent_captures *c, uint64_t serial, const char *code,
 			 const char *fmt, ...)
 {
-	char msg[sizeof(((struct pf_capture_status *)0)->error)];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	set_detail(c, serial, code, fmt, ap);
 	va_end(ap);
-	pthread_mutex_lock(&c->lock);
-	struct entry *x = by_serial(c, serial);
-	if (x && x->phase != PH_FINAL)
-		finish(c, x, PF_CAPTURE_FAILED, code, msg);
-	pthread_mutex_unlock(&c->lock);
 }
 
 /* The last export ended: done/cancelled, or failed when one of them failed. */
