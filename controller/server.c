@@ -167,6 +167,7 @@ struct pf_server {
 	volatile sig_atomic_t stop;
 	size_t n_ws;
 	struct ws_conn *ws_head;
+	int64_t next_expiry_ms; /* earliest token expiry of an open WebSocket, 0: none */
 	struct src_count *by_source[SRC_BUCKETS]; /* open OpAMP WebSockets per peer address */
 	struct pf_qpool *pool; /* heavy profile queries, or NULL */
 	struct pf_qpool *ingest; /* the OTLP receiver's writer, or NULL */
@@ -709,12 +710,23 @@ static void revoke_hook(const char *token_id, void *ud)
 			ws_kill(c, "token revoked");
 }
 
-/* Every persist tick: connections whose token has expired go away. */
+/* Every persist tick: connections whose token has expired go away. The connections are walked
+ * only once the earliest expiry is due (a fleet on tokens that never expire costs nothing),
+ * and the walk finds the next one. */
 static void ws_expire(struct pf_server *s, int64_t now)
 {
-	for (struct ws_conn *c = s->ws_head; c; c = c->next)
-		if (c->token_expires_ms && now >= c->token_expires_ms)
+	if (!s->next_expiry_ms || now < s->next_expiry_ms)
+		return;
+	int64_t next = 0;
+	for (struct ws_conn *c = s->ws_head; c; c = c->next) {
+		if (!c->token_expires_ms || c->closing)
+			continue;
+		if (now >= c->token_expires_ms)
 			ws_kill(c, "token expired");
+		else if (!next || c->token_expires_ms < next)
+			next = c->token_expires_ms;
+	}
+	s->next_expiry_ms = next;
 }
 
 static void dispatch_opamp_http(struct pf_server *s, struct http_req *r)
@@ -1444,6 +1456,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			return -1;
 		}
 		c->token_expires_ms = who.expires_ms;
+		if (who.expires_ms && (!s->next_expiry_ms || who.expires_ms < s->next_expiry_ms))
+			s->next_expiry_ms = who.expires_ms;
 		c->next = s->ws_head;
 		if (s->ws_head)
 			s->ws_head->prev = c;

@@ -94,6 +94,22 @@ class TokensTest(IntegrationCase):
         j = self.agent_json(ctl, uid)
         return j is not None and j.get("connected")
 
+    def test_expired_agent_token_disconnects(self):
+        ctl = self.controller()
+        t = self.create(ctl, "short-agent", "agent", expires_in=4)
+        tf = os.path.join(self.workdir, "short.token")
+        with open(tf, "w") as f:
+            f.write(t["token"] + "\n")
+        os.chmod(tf, 0o600)
+        a = self.agent(ctl, "a1", token_file=tf, extra=["--no-sampler"])
+        uid = a.uid()
+        wait_until(lambda: self.agent_connected(ctl, uid), timeout=15, what="agent connected")
+        # the open WebSocket is closed when the token expires, and it cannot come back
+        wait_until(lambda: "token expired" in ctl.proc.output(), timeout=10,
+                   what="the controller closing the connection of the expired token")
+        wait_until(lambda: not self.agent_connected(ctl, uid), timeout=10,
+                   what="the agent shown disconnected")
+
     def test_revoked_agent_token_disconnects(self):
         ctl = self.controller()
         t = self.create(ctl, "rack-7", "agent")
