@@ -10,7 +10,7 @@ bash scripts/install-deps.sh
 listen=${PF_LISTEN:-127.0.0.1:4320}
 data=${PF_DATA_DIR:-./profleet-data}
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
-targets=(profleet-controller profleet-agent)
+targets=(profleet-controller profleet-agent profleetctl)
 # The fleet console (ui/, built next to the controller, which serves it at /ui/).
 [ -d ui/node_modules/esbuild ] && targets+=(ui)
 cmake --build build/release -j "$(nproc)" --target "${targets[@]}"
