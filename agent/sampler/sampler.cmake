@@ -10,6 +10,7 @@
 #   aggregate.c            raw samples -> struct pf_prof_window
 #   sample_ring.c          recent samples kept for lookback_seconds (span triggers cut from it)
 #   unwind_table.c         .eh_frame/.debug_frame -> compact unwind tables (libdw CFI), disk cache
+#   table_builder.c        those tables built in a short-lived child process
 #   unwinder.c             those tables and each process's mappings in the kernel's maps
 #
 # The BPF object is built the way libbpf-bootstrap's bpf_object() does it: its own compiler
@@ -71,7 +72,8 @@ add_library(agent_sampler STATIC
 	${PF_SAMPLER_DIR}/sampler_bpf.c ${PF_SAMPLER_DIR}/procinfo.c
 	${PF_SAMPLER_DIR}/../symbolize/symbolize.c ${PF_SAMPLER_DIR}/../symbolize/demangle.c
 	${PF_SAMPLER_DIR}/aggregate.c ${PF_SAMPLER_DIR}/sample_ring.c
-	${PF_SAMPLER_DIR}/unwind_table.c ${PF_SAMPLER_DIR}/unwinder.c)
+	${PF_SAMPLER_DIR}/unwind_table.c ${PF_SAMPLER_DIR}/table_builder.c
+	${PF_SAMPLER_DIR}/unwinder.c)
 add_dependencies(agent_sampler agent_sampler_skel)
 # libiberty (Debian libiberty-dev) has no pkg-config file: a static library and its headers.
 find_library(PF_LIBIBERTY NAMES libiberty.a iberty REQUIRED)

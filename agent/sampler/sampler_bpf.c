@@ -199,7 +199,7 @@ static uint64_t mono_ms(void)
  * short. */
 static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
 {
-	if (!s->unw || !h->ustack_len)
+	if (!s->unw || !h->ustack_len || h->pid == pf_unwinder_helper_pid(s->unw))
 		return;
 	if (h->flags & PF_SAMPLE_F_DWARF)
 		s->dwarf_samples++;
@@ -383,6 +383,8 @@ int pf_sampler_poll(struct pf_sampler *s, int timeout_ms)
 	refresh_clock(s);
 	uint64_t t = clock_ns(CLOCK_REALTIME);
 	int n = ring_buffer__consume(s->rb);
+	if (s->unw)
+		pf_unwinder_tick(s->unw);
 	if (n >= 0)
 		s->drained_unix_ns = t;
 	return n < 0 ? n : rc + n;

@@ -384,7 +384,7 @@ static int cache_path(const char *dir, const char *build_id, char *out, size_t c
 {
 	size_t n = strlen(build_id);
 	if (!n || n >= sizeof(((struct cache_hdr *)0)->build_id) ||
-	    strspn(build_id, "0123456789abcdef") != n)
+	    strspn(build_id, PF_UNWIND_CACHE_KEY_CHARS) != n)
 		return -EINVAL;
 	int k = snprintf(out, cap, "%s/%s.unw", dir, build_id);
 	return k < 0 || (size_t)k >= cap ? -ENAMETOOLONG : 0;

@@ -67,14 +67,17 @@ void pf_unwind_table_free(struct pf_unwind_table *t);
 /* The row covering ELF virtual address pc, or NULL when pc is before the first row. */
 const struct pf_unwind_row *pf_unwind_table_find(const struct pf_unwind_table *t, uint64_t pc);
 
-/* ---- the disk cache: <dir>/<build id>.unw ----
+/* ---- the disk cache: <dir>/<key>.unw ----
+ * The key is a GNU build id in hex, or for a file without one "<dev>-<inode>" in hex (a key
+ * that can never be a build id; such entries are not kept across runs).
  * Format (host byte order, version PF_UNWIND_CACHE_VERSION): a 112-byte header { magic
  * "PFUNWTB1", version u32, row size u32, n_rows u64, text_bytes u64, n_stop u32, source u32,
- * FNV-1a 64 of the rows u64, build id char[64] (hex, NUL padded) } followed by the rows.
+ * FNV-1a 64 of the rows u64, key char[64] (NUL padded) } followed by the rows.
  * A file whose magic, version, row size, length, build id or checksum does not match is
  * refused (-EBADMSG) and the caller rebuilds. Writes go to a temporary file renamed into
  * place. */
 #define PF_UNWIND_CACHE_VERSION 1
+#define PF_UNWIND_CACHE_KEY_CHARS "0123456789abcdef-" /* up to 63 of them */
 
 int pf_unwind_cache_load(const char *dir, const char *build_id, struct pf_unwind_table **out);
 int pf_unwind_cache_store(const char *dir, const char *build_id, const struct pf_unwind_table *t);

@@ -5,6 +5,7 @@
 #include <elf.h>
 #include <endian.h>
 #include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "cpu_sampler.h"
+#include "table_builder.h"
 #include "unwind_table.h"
 
 _Static_assert(sizeof(struct pf_unwind_row) == sizeof(struct pf_bpf_unwind_row), "row size");
@@ -36,6 +38,7 @@ struct table {
 	bool used;
 	bool loaded;    /* rows in the kernel */
 	bool no_cfi;    /* the file has no usable table: its mappings walk by frame pointers */
+	bool pending;   /* with the builder: frame pointers until it reports */
 	char build_id[72];
 	uint64_t dev, ino; /* the key of files without a build id */
 	uint32_t chunk, n_chunks, n_rows, n_index;
@@ -64,6 +67,7 @@ struct proc {
 
 struct pf_unwinder {
 	struct pf_unwinder_options opt;
+	struct pf_tbuilder *tb;
 	struct pf_bpf_unwind_row *rows; /* the shared mapping of unwind_rows */
 	size_t rows_bytes;
 	uint8_t *chunk_used;
@@ -269,64 +273,147 @@ static bool budget_ok(struct pf_unwinder *u)
 
 #define VDSO_KEY "[vdso]" /* the registry's key of the vDSO's table (not a build id) */
 
-static struct pf_unwind_table *table_obtain_timed(struct pf_unwinder *u, const char *build_id,
-						   int fd);
-
-/* table_obtain_timed(), its time taken from the budget. */
-static struct pf_unwind_table *table_obtain(struct pf_unwinder *u, const char *build_id, int fd)
+/* The builder's and the cache's key of table id: its build id, or "<dev>-<inode>" in hex. */
+static void table_key(const struct table *t, char *out, size_t cap)
 {
-	uint64_t t0 = mono_ns();
-	struct pf_unwind_table *ut = table_obtain_timed(u, build_id, fd);
-	u->budget_ns -= (int64_t)(mono_ns() - t0);
-	return ut;
+	if (t->build_id[0])
+		snprintf(out, cap, "%s", t->build_id);
+	else
+		snprintf(out, cap, "%llx-%llx", (unsigned long long)t->dev,
+			 (unsigned long long)t->ino);
 }
 
-/* The table of a file: cached on disk, else built (and cached); the vDSO's from memory. */
-static struct pf_unwind_table *table_obtain_timed(struct pf_unwinder *u, const char *build_id,
-						   int fd)
+/* The table of the file m maps, when it can be had at once: the vDSO's (built from memory,
+ * small) or one in the disk cache. -EINPROGRESS when the file went to the builder, -EAGAIN
+ * when its queue is full, -ENOENT/-E2BIG/... when the vDSO has no usable table. Time spent
+ * here comes out of the budget. */
+static int table_obtain(struct pf_unwinder *u, uint32_t id, int fd,
+			struct pf_unwind_table **out)
 {
-	size_t max_rows = u->opt.rows_cap / 2; /* a larger table would crowd out all others */
-	if (!strcmp(build_id, VDSO_KEY)) {
+	struct table *t = &u->tables[id];
+	uint64_t t0 = mono_ns();
+	int rc;
+	if (!strcmp(t->build_id, VDSO_KEY)) {
 		const void *image;
 		size_t len;
 		uint64_t vaddr0;
-		struct pf_unwind_table *ut = NULL;
-		if (!vdso_image(&image, &len, &vaddr0) ||
-		    pf_unwind_table_build_image(image, len, max_rows, &ut) < 0)
-			return NULL;
-		u->st.built++;
-		return ut;
-	}
-	struct pf_unwind_table *ut = NULL;
-	if (u->opt.cache_dir && build_id[0]) {
-		int rc = pf_unwind_cache_load(u->opt.cache_dir, build_id, &ut);
-		if (rc == 0) {
+		rc = !vdso_image(&image, &len, &vaddr0)
+			     ? -ENOENT
+			     : pf_unwind_table_build_image(image, len, u->opt.rows_cap / 2, out);
+		u->st.built += rc == 0;
+	} else {
+		char key[80];
+		table_key(t, key, sizeof(key));
+		/* a table of a file without a build id is never read from a cache file the
+		 * builder did not just write: its key (device, inode) may name another file
+		 * since */
+		rc = t->build_id[0] ? pf_unwind_cache_load(pf_tbuilder_dir(u->tb), key, out)
+				    : -ENOENT;
+		if (rc == 0)
 			u->st.cache_hits++;
-			return ut;
-		}
 		if (rc == -EBADMSG)
 			u->st.cache_bad++;
-	}
-	uint64_t t0 = mono_ns();
-	int rc = pf_unwind_table_build(fd, max_rows, &ut);
-	u->st.build_ns += mono_ns() - t0;
-	if (rc == -E2BIG)
-		u->st.rows_full++;
-	else if (rc < 0)
-		u->st.no_cfi++;
-	if (rc < 0)
-		return NULL;
-	u->st.built++;
-	if (u->opt.cache_dir && build_id[0]) {
-		rc = pf_unwind_cache_store(u->opt.cache_dir, build_id, ut);
 		if (rc < 0)
-			u->st.last_error = rc;
+			rc = pf_tbuilder_submit(u->tb, key, fd);
+		if (rc == 0 || rc == -EEXIST)
+			rc = *out ? 0 : -EINPROGRESS;
 	}
-	return ut;
+	u->budget_ns -= (int64_t)(mono_ns() - t0);
+	return rc;
 }
 
-/* The id of the table of the file m maps, loaded into the kernel when it can be; 0 when the
- * table registry is full, or (*deferred set) when the build budget is spent. */
+/* Gives table id its rows: at once when obtainable, else when the builder has written it
+ * (table_built). -EAGAIN when the builder's queue is full (try again later). */
+static int table_fill(struct pf_unwinder *u, uint32_t id, int fd)
+{
+	struct table *t = &u->tables[id];
+	struct pf_unwind_table *ut = NULL;
+	int rc = table_obtain(u, id, fd, &ut);
+	if (rc == -EINPROGRESS) {
+		t->pending = true;
+		return 0;
+	}
+	if (rc == -EAGAIN)
+		return rc;
+	if (rc < 0) {
+		t->no_cfi = true; /* no CFI, or too large: frame pointers */
+		if (rc == -E2BIG)
+			u->st.rows_full++;
+		else
+			u->st.no_cfi++;
+	} else if (table_load_rows(u, id, ut) < 0) {
+		/* no room: walked by frame pointers until rows are freed and a later load of
+		 * the file finds room */
+		t->full_ms = mono_ns() / 1000000;
+	}
+	if (!t->loaded)
+		table_publish(u, id);
+	pf_unwind_table_free(ut);
+	return 0;
+}
+
+/* The builder's report of one file: every table waiting for it gets its rows. */
+static void table_built(void *ctx, const char *key, int rc)
+{
+	struct pf_unwinder *u = ctx;
+	bool temporary = strchr(key, '-') != NULL; /* a (device, inode) key */
+	for (uint32_t i = 1; i < u->opt.tables_cap; i++) {
+		struct table *t = &u->tables[i];
+		char k[80];
+		if (!t->used || !t->pending)
+			continue;
+		table_key(t, k, sizeof(k));
+		if (strcmp(k, key))
+			continue;
+		t->pending = false;
+		struct pf_unwind_table *ut = NULL;
+		int lrc = rc == 0 ? pf_unwind_cache_load(pf_tbuilder_dir(u->tb), key, &ut) : rc;
+		if (lrc == 0) {
+			u->st.built++;
+			if (table_load_rows(u, i, ut) < 0)
+				t->full_ms = mono_ns() / 1000000;
+		} else {
+			t->no_cfi = true;
+			if (lrc == -E2BIG) {
+				u->st.rows_full++;
+			} else {
+				u->st.no_cfi++;
+				if (lrc != -ENOENT && lrc != -EINVAL)
+					u->st.last_error = lrc;
+			}
+		}
+		pf_unwind_table_free(ut);
+	}
+	if (temporary && rc == 0) {
+		char path[PATH_MAX];
+		if (snprintf(path, sizeof(path), "%s/%s.unw", pf_tbuilder_dir(u->tb), key) <
+		    (int)sizeof(path))
+			unlink(path);
+	}
+}
+
+void pf_unwinder_tick(struct pf_unwinder *u)
+{
+	if (!pf_tbuilder_busy(u->tb))
+		return;
+	uint64_t cpu_ns = 0, built = u->st.built;
+	int rc = pf_tbuilder_poll(u->tb, budget_ok(u), table_built, u, &cpu_ns);
+	u->budget_ns -= (int64_t)cpu_ns;
+	u->st.build_ns += cpu_ns;
+	if (rc < 0)
+		u->st.last_error = rc;
+	if (u->st.built != built)
+		malloc_trim(0); /* the tables read back are freed by now: give the pages back */
+}
+
+uint32_t pf_unwinder_helper_pid(const struct pf_unwinder *u)
+{
+	return (uint32_t)pf_tbuilder_child(u->tb);
+}
+
+/* The id of the table of the file m maps (its rows in the kernel now, or once the builder has
+ * made them); 0 when the table registry is full, or (*deferred set) when the budget is spent
+ * or the builder's queue is full. */
 static uint32_t table_get(struct pf_unwinder *u, const struct pf_sym_exec_map *m, bool *deferred)
 {
 	uint32_t free_id = 0;
@@ -342,19 +429,11 @@ static uint32_t table_get(struct pf_unwinder *u, const struct pf_sym_exec_map *m
 		if (!hit)
 			continue;
 		t->stamp = ++u->stamp;
-		if (!t->loaded && !t->no_cfi &&
+		if (!t->loaded && !t->no_cfi && !t->pending &&
 		    (!t->full_ms || mono_ns() / 1000000 >= t->full_ms + FULL_RETRY_MS)) {
 			/* evicted earlier, or no room some time ago: again */
-			if (!budget_ok(u)) {
+			if (!budget_ok(u) || table_fill(u, i, m->fd) < 0)
 				*deferred = true;
-				return i;
-			}
-			struct pf_unwind_table *ut = table_obtain(u, m->build_id, m->fd);
-			if (!ut || table_load_rows(u, i, ut) < 0) {
-				t->full_ms = mono_ns() / 1000000;
-				table_publish(u, i);
-			}
-			pf_unwind_table_free(ut);
 		}
 		return i;
 	}
@@ -378,17 +457,9 @@ static uint32_t table_get(struct pf_unwinder *u, const struct pf_sym_exec_map *m
 	snprintf(t->build_id, sizeof(t->build_id), "%s", m->build_id);
 	t->dev = m->dev;
 	t->ino = m->ino;
-	struct pf_unwind_table *ut = table_obtain(u, m->build_id, m->fd);
-	if (!ut) {
-		t->no_cfi = true; /* no CFI, or too large: frame pointers */
-	} else if (table_load_rows(u, free_id, ut) < 0) {
-		/* no room: walked by frame pointers until rows are freed and a later load of
-		 * the file finds room */
-		t->full_ms = mono_ns() / 1000000;
-	}
-	if (!t->loaded)
-		table_publish(u, free_id);
-	pf_unwind_table_free(ut);
+	table_publish(u, free_id); /* empty until its rows load: frame pointers meanwhile */
+	if (table_fill(u, free_id, m->fd) < 0)
+		*deferred = true;
 	return free_id;
 }
 
@@ -482,11 +553,7 @@ static bool same_ent(const struct ent *a, const struct ent *b)
 int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t pid)
 {
 	struct load_ctx c = {.u = u};
-	uint64_t built = u->st.built;
 	int rc = pf_symbolizer_exec_maps(sym, pid, collect, &c);
-	/* libdw's CFI caches and the tables' growth are freed by now: give the pages back */
-	if (u->st.built != built)
-		malloc_trim(0);
 	if (rc == 0)
 		rc = c.rc;
 	struct proc **pp = proc_slot(u, pid), *p = *pp;
@@ -615,6 +682,7 @@ void pf_unwinder_free(struct pf_unwinder *u)
 			free(p);
 		}
 	}
+	pf_tbuilder_free(u->tb);
 	if (u->rows && u->rows != MAP_FAILED)
 		munmap(u->rows, u->rows_bytes);
 	free(u->chunk_used);
@@ -641,8 +709,15 @@ struct pf_unwinder *pf_unwinder_new(const struct pf_unwinder_options *opt)
 	u->rows = mmap(NULL, u->rows_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, opt->rows_fd, 0);
 	u->chunk_used = calloc(u->n_chunks, 1);
 	u->tables = calloc(opt->tables_cap, sizeof(*u->tables));
-	if (u->rows == MAP_FAILED || !u->chunk_used || !u->tables) {
-		int e = u->rows == MAP_FAILED ? errno : ENOMEM;
+	if (u->rows == MAP_FAILED) {
+		int e = errno;
+		pf_unwinder_free(u);
+		errno = e;
+		return NULL;
+	}
+	u->tb = pf_tbuilder_new(opt->cache_dir, opt->rows_cap / 2);
+	if (!u->tb || !u->chunk_used || !u->tables) {
+		int e = !u->tb ? errno : ENOMEM;
 		pf_unwinder_free(u);
 		errno = e;
 		return NULL;

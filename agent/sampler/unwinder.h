@@ -12,11 +12,14 @@
  *    PF_UNWIND_INDEX_SHIFT), then its rows. When a table does not fit, the least recently
  *    used tables no live process maps are evicted first; if it still does not fit, the
  *    mapping is walked by frame pointers (counted in rows_full).
- *  - Tables are built once per file and cached in cache_dir/<build id>.unw
- *    (unwind_table.h's format); a cache file that fails its checks is rebuilt and rewritten.
- *    Building and reading tables share a budget of wall time (0.5 % of a core on average, 1 s
- *    bursts); over it, mappings are walked by frame pointers and the process is loaded again
- *    a second later. A file that would need more than half of the rows is not built.
+ *  - Tables are built once per file by a child process (table_builder.h) into cache_dir
+ *    (<build id>.unw, unwind_table.h's format), and read from there; a cache file that fails
+ *    its checks is rebuilt. A table's entry in the kernel stays empty — its mappings walked by
+ *    frame pointers — until the builder reports and pf_unwinder_tick loads the rows. Reading
+ *    tables and the builder's CPU time share a budget (0.5 % of a core on average, 1 s
+ *    bursts); over it, no builder starts, mappings are walked by frame pointers and the
+ *    process is loaded again a second later. A file that would need more than half of the
+ *    rows is not built.
  *  - A process's entries are written from the symbolizer's capture of its maps
  *    (pf_symbolizer_exec_maps) at its first sample 50 ms or more after its first sample
  *    (pf_unwinder_seen_ms), again when the kernel reports an address
@@ -40,7 +43,7 @@ struct pf_unwinder_options {
 	int tables_fd;      /* unwind_tables */
 	uint32_t tables_cap;
 	int maps_fd;        /* unwind_maps */
-	const char *cache_dir; /* NULL: no disk cache */
+	const char *cache_dir; /* NULL: a private temporary directory, removed at free */
 };
 
 struct pf_unwinder_stats {
@@ -50,7 +53,7 @@ struct pf_unwinder_stats {
 	uint64_t processes;   /* processes with entries */
 	uint64_t entries;     /* trie entries */
 	uint64_t built;       /* tables built from CFI */
-	uint64_t build_ns;    /* wall time spent building them */
+	uint64_t build_ns;    /* CPU time of the builder's children */
 	uint64_t cache_hits;  /* tables read from the disk cache */
 	uint64_t cache_bad;   /* cache files refused and rebuilt */
 	uint64_t no_cfi;      /* files without usable CFI (walked by frame pointers) */
@@ -86,6 +89,13 @@ uint64_t pf_unwinder_loaded_ms(const struct pf_unwinder *u, uint32_t pid, bool *
 uint64_t pf_unwinder_seen_ms(struct pf_unwinder *u, uint32_t pid);
 /* Removes pid's entries (exit, exec); its tables stay loaded until evicted. */
 void pf_unwinder_forget(struct pf_unwinder *u, uint32_t pid);
+
+/* Collects what the table builder finished (loading those tables' rows, which the processes
+ * that map them use at once) and starts it on waiting files when the budget allows. Called
+ * on every drain of the sampler; never blocks. */
+void pf_unwinder_tick(struct pf_unwinder *u);
+/* The pid of the builder's running child, 0 when none (its samples load no tables). */
+uint32_t pf_unwinder_helper_pid(const struct pf_unwinder *u);
 
 /* Kernel entries of pid counted by iterating the trie (tests: none after an exit). */
 size_t pf_unwinder_kernel_entries(const struct pf_unwinder *u, uint32_t pid);

@@ -1,0 +1,333 @@
+/* table_builder.c — see table_builder.h. */
+#include "table_builder.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "unwind_table.h"
+
+struct job {
+	char key[PF_TBUILDER_KEY_MAX];
+	int fd;
+};
+
+/* What the child writes per file: 8 bytes, atomic on a pipe. */
+struct rec {
+	uint32_t idx; /* into the batch */
+	int32_t rc;
+};
+
+struct pf_tbuilder {
+	char dir[PATH_MAX];
+	bool own_dir;
+	size_t max_rows;
+	struct job queue[PF_TBUILDER_QUEUE];
+	size_t qn;
+	struct job batch[PF_TBUILDER_BATCH]; /* the running child's files */
+	bool reported[PF_TBUILDER_BATCH];
+	size_t bn;
+	pid_t child;
+	int rd;         /* the pipe's read end, -1 when no child */
+	uint64_t started_ms;
+	struct pf_tbuilder_stats st;
+};
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static bool key_ok(const char *key)
+{
+	size_t n = strlen(key);
+	return n && n < PF_TBUILDER_KEY_MAX && n < 64 && strspn(key, PF_UNWIND_CACHE_KEY_CHARS) == n;
+}
+
+const char *pf_tbuilder_dir(const struct pf_tbuilder *b)
+{
+	return b->dir;
+}
+
+pid_t pf_tbuilder_child(const struct pf_tbuilder *b)
+{
+	return b->child;
+}
+
+bool pf_tbuilder_busy(const struct pf_tbuilder *b)
+{
+	return b->qn || b->child;
+}
+
+void pf_tbuilder_stats(const struct pf_tbuilder *b, struct pf_tbuilder_stats *out)
+{
+	*out = b->st;
+}
+
+bool pf_tbuilder_pending(const struct pf_tbuilder *b, const char *key)
+{
+	for (size_t i = 0; i < b->qn; i++)
+		if (!strcmp(b->queue[i].key, key))
+			return true;
+	for (size_t i = 0; i < b->bn; i++)
+		if (!b->reported[i] && !strcmp(b->batch[i].key, key))
+			return true;
+	return false;
+}
+
+int pf_tbuilder_submit(struct pf_tbuilder *b, const char *key, int fd)
+{
+	if (!key_ok(key) || fd < 0)
+		return -EINVAL;
+	if (pf_tbuilder_pending(b, key))
+		return -EEXIST;
+	if (b->qn == PF_TBUILDER_QUEUE)
+		return -EAGAIN;
+	int d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (d < 0)
+		return -errno;
+	struct job *j = &b->queue[b->qn++];
+	snprintf(j->key, sizeof(j->key), "%s", key);
+	j->fd = d;
+	return 0;
+}
+
+/* ---- the child ---------------------------------------------------------------------------- */
+
+static int fd_cmp(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+/* Closes every descriptor from 3 up but the n in keep: the agent's sockets, perf events and
+ * BPF objects stay with the agent alone. */
+static void close_others(int *keep, size_t n)
+{
+	qsort(keep, n, sizeof(*keep), fd_cmp);
+	unsigned lo = 3;
+	for (size_t i = 0; i < n; i++) {
+		if ((unsigned)keep[i] > lo)
+			close_range(lo, (unsigned)keep[i] - 1, 0);
+		if ((unsigned)keep[i] + 1 > lo)
+			lo = (unsigned)keep[i] + 1;
+	}
+	close_range(lo, ~0u, 0);
+}
+
+/* Builds the batch and reports each file. Only what a forked child of a threaded process may
+ * do: glibc's malloc and stdio are reset by fork; no locks of the agent's are taken (no
+ * logging), and it ends with _exit (no atexit handlers, no stdio flushes of the parent's). */
+static _Noreturn void child_main(struct pf_tbuilder *b, int wr)
+{
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() == 1)
+		_exit(2);
+	prctl(PR_SET_NAME, "pf-unwind-build");
+	int keep[PF_TBUILDER_BATCH + 1];
+	for (size_t i = 0; i < b->bn; i++)
+		keep[i] = b->batch[i].fd;
+	keep[b->bn] = wr;
+	close_others(keep, b->bn + 1);
+	for (size_t i = 0; i < b->bn; i++) {
+		struct pf_unwind_table *t = NULL;
+		int rc = pf_unwind_table_build(b->batch[i].fd, b->max_rows, &t);
+		if (rc == 0)
+			rc = pf_unwind_cache_store(b->dir, b->batch[i].key, t);
+		pf_unwind_table_free(t);
+		struct rec r = {.idx = (uint32_t)i, .rc = rc};
+		if (write(wr, &r, sizeof(r)) != (ssize_t)sizeof(r))
+			_exit(1);
+	}
+	_exit(0);
+}
+
+/* ---- the parent --------------------------------------------------------------------------- */
+
+static void batch_done(struct pf_tbuilder *b, size_t i, int rc,
+		       void (*done)(void *, const char *, int), void *ctx)
+{
+	if (b->reported[i])
+		return;
+	b->reported[i] = true;
+	if (rc == 0)
+		b->st.built++;
+	else
+		b->st.failed++;
+	if (done)
+		done(ctx, b->batch[i].key, rc);
+}
+
+static void read_records(struct pf_tbuilder *b, void (*done)(void *, const char *, int),
+			 void *ctx)
+{
+	struct rec r[PF_TBUILDER_BATCH];
+	for (;;) {
+		ssize_t n = read(b->rd, r, sizeof(r));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		for (size_t k = 0; k < (size_t)n / sizeof(*r); k++)
+			if (r[k].idx < b->bn)
+				batch_done(b, r[k].idx, r[k].rc, done, ctx);
+	}
+}
+
+/* The child has exited (or was killed): the files it did not report fail with rc. */
+static void batch_end(struct pf_tbuilder *b, int rc, void (*done)(void *, const char *, int),
+		      void *ctx)
+{
+	read_records(b, done, ctx);
+	for (size_t i = 0; i < b->bn; i++) {
+		batch_done(b, i, rc, done, ctx);
+		close(b->batch[i].fd);
+	}
+	b->bn = 0;
+	close(b->rd);
+	b->rd = -1;
+	b->child = 0;
+}
+
+static int child_start(struct pf_tbuilder *b)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	size_t n = b->qn < PF_TBUILDER_BATCH ? b->qn : PF_TBUILDER_BATCH;
+	memcpy(b->batch, b->queue, n * sizeof(*b->batch));
+	memset(b->reported, 0, sizeof(b->reported));
+	b->bn = n;
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(p[0]);
+		close(p[1]);
+		b->bn = 0;
+		return -e;
+	}
+	if (pid == 0) {
+		close(p[0]);
+		child_main(b, p[1]);
+	}
+	close(p[1]);
+	fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK);
+	memmove(b->queue, b->queue + n, (b->qn - n) * sizeof(*b->queue));
+	b->qn -= n;
+	b->rd = p[0];
+	b->child = pid;
+	b->started_ms = mono_ms();
+	b->st.children++;
+	return 0;
+}
+
+int pf_tbuilder_poll(struct pf_tbuilder *b, bool start,
+		     void (*done)(void *ctx, const char *key, int rc), void *ctx,
+		     uint64_t *cpu_ns)
+{
+	if (cpu_ns)
+		*cpu_ns = 0;
+	if (b->child) {
+		read_records(b, done, ctx);
+		int status;
+		struct rusage ru;
+		pid_t w = wait4(b->child, &status, WNOHANG, &ru);
+		bool overdue = !w && mono_ms() - b->started_ms > PF_TBUILDER_CHILD_MAX_MS;
+		if (overdue) {
+			kill(b->child, SIGKILL);
+			w = wait4(b->child, &status, 0, &ru);
+		}
+		if (w == b->child || (w < 0 && errno == ECHILD)) {
+			if (w == b->child) {
+				uint64_t ns = ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) *
+						      1000000000ull +
+					      ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) *
+						      1000ull;
+				b->st.cpu_ns += ns;
+				if (cpu_ns)
+					*cpu_ns = ns;
+			}
+			bool clean = w == b->child && WIFEXITED(status) && !WEXITSTATUS(status);
+			if (!clean)
+				b->st.killed++;
+			batch_end(b, overdue ? -ETIMEDOUT : -ECHILD, done, ctx);
+		}
+	}
+	if (!b->child && start && b->qn)
+		return child_start(b);
+	return 0;
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+/* Removes the private directory and the tables in it. */
+static void dir_remove(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (d) {
+		struct dirent *e;
+		while ((e = readdir(d)))
+			if (e->d_name[0] != '.')
+				unlinkat(dirfd(d), e->d_name, 0);
+		closedir(d);
+	}
+	rmdir(dir);
+}
+
+void pf_tbuilder_free(struct pf_tbuilder *b)
+{
+	if (!b)
+		return;
+	if (b->child) {
+		kill(b->child, SIGKILL);
+		waitpid(b->child, NULL, 0);
+		b->child = 0;
+		for (size_t i = 0; i < b->bn; i++)
+			close(b->batch[i].fd);
+		close(b->rd);
+	}
+	for (size_t i = 0; i < b->qn; i++)
+		close(b->queue[i].fd);
+	if (b->own_dir)
+		dir_remove(b->dir);
+	free(b);
+}
+
+struct pf_tbuilder *pf_tbuilder_new(const char *dir, size_t max_rows)
+{
+	struct pf_tbuilder *b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	b->rd = -1;
+	b->max_rows = max_rows;
+	if (dir) {
+		if (snprintf(b->dir, sizeof(b->dir), "%s", dir) >= (int)sizeof(b->dir)) {
+			free(b);
+			errno = ENAMETOOLONG;
+			return NULL;
+		}
+		return b;
+	}
+	const char *tmp = getenv("TMPDIR");
+	snprintf(b->dir, sizeof(b->dir), "%s/profleet-unwind.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(b->dir)) {
+		int e = errno;
+		free(b);
+		errno = e;
+		return NULL;
+	}
+	b->own_dir = true;
+	return b;
+}

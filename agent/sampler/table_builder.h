@@ -1,0 +1,77 @@
+/* table_builder.h — unwind tables built in a child process, away from the agent.
+ *
+ * Owns: a bounded queue of files whose tables are wanted, and at most one short-lived child
+ * process at a time that builds them (unwind_table.h) and writes each into a directory as a
+ * cache file (<dir>/<key>.unw); the caller reads the finished ones from there. libdw's memory
+ * peak while it parses a large file's CFI stays in the child, and the build's time is never
+ * spent on the caller's thread (the data plane's, which cuts windows on a fixed beat).
+ *
+ *  - The child is forked (no exec): it closes every descriptor it does not need, keeps the
+ *    agent's priority (at nice 19 it would starve on the busy CPUs profiles are taken on,
+ *    leaving stacks to frame pointers for seconds; the caller's budget bounds its CPU
+ *    instead), dies with the thread that forked it (PR_SET_PDEATHSIG), and only builds, writes
+ *    files and reports one 8-byte record per file over a pipe before _exit. It takes up to
+ *    PF_TBUILDER_BATCH queued files; a child alive after PF_TBUILDER_CHILD_MAX_MS is killed
+ *    and its unreported files fail with -ETIMEDOUT (a crash: -ECHILD).
+ *  - Its CPU time (wait4's rusage) is reported back so the caller can budget it.
+ *  - Without a directory from the caller, a private one is made under $TMPDIR (or /tmp) and
+ *    removed with the builder.
+ *
+ * Not thread-safe: one owner (the unwinder). */
+#ifndef PF_AGENT_TABLE_BUILDER_H
+#define PF_AGENT_TABLE_BUILDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PF_TBUILDER_QUEUE 64          /* files waiting */
+#define PF_TBUILDER_BATCH 16          /* files per child */
+#define PF_TBUILDER_CHILD_MAX_MS 60000 /* a child's wall-time bound */
+#define PF_TBUILDER_KEY_MAX 72
+
+struct pf_tbuilder_stats {
+	uint64_t children; /* children started */
+	uint64_t built;    /* files whose table the children wrote */
+	uint64_t failed;   /* files they reported an error for (no CFI, too large, ...) */
+	uint64_t killed;   /* children killed at the wall-time bound or lost */
+	uint64_t cpu_ns;   /* the children's user + system CPU time */
+};
+
+struct pf_tbuilder;
+
+/* dir: where the tables are written (NULL: a private temporary directory); max_rows: the
+ * bound passed to pf_unwind_table_build. NULL and errno on failure. */
+struct pf_tbuilder *pf_tbuilder_new(const char *dir, size_t max_rows);
+/* Kills a running child, waits for it, removes a private directory. */
+void pf_tbuilder_free(struct pf_tbuilder *b);
+
+/* The directory tables are written to. */
+const char *pf_tbuilder_dir(const struct pf_tbuilder *b);
+
+/* Queues the file open at fd (duplicated; the caller keeps its own) under key (a build id, or
+ * any name of [A-Za-z0-9_.-] up to PF_TBUILDER_KEY_MAX - 1 characters). 0, -EEXIST when key
+ * is already queued or being built, -EAGAIN when the queue is full, -EINVAL for a bad key,
+ * or -errno of dup. */
+int pf_tbuilder_submit(struct pf_tbuilder *b, const char *key, int fd);
+/* True when key is queued or being built. */
+bool pf_tbuilder_pending(const struct pf_tbuilder *b, const char *key);
+
+/* Reaps what the child reported and, when it has exited, the child; then, if start is true
+ * and files wait, forks the next one. done(ctx, key, rc) is called once per finished file:
+ * rc 0 when <dir>/<key>.unw was written, else the build's error (unwind_table.h) or
+ * -ETIMEDOUT/-ECHILD. *cpu_ns (may be NULL) receives the CPU time of the children reaped by
+ * this call. Never blocks. 0, or -errno when a child could not be started (the files stay
+ * queued). */
+int pf_tbuilder_poll(struct pf_tbuilder *b, bool start,
+		     void (*done)(void *ctx, const char *key, int rc), void *ctx,
+		     uint64_t *cpu_ns);
+
+/* The running child's pid, 0 when none (the sampler does not unwind its own helper). */
+pid_t pf_tbuilder_child(const struct pf_tbuilder *b);
+/* True when files wait or a child runs. */
+bool pf_tbuilder_busy(const struct pf_tbuilder *b);
+void pf_tbuilder_stats(const struct pf_tbuilder *b, struct pf_tbuilder_stats *out);
+
+#endif

@@ -1,0 +1,286 @@
+/* test_table_builder.c — unit tests of agent/sampler/table_builder.h: a child builds libc's
+ * table into the directory, identical to one built in this process; failures (not ELF, a
+ * killed child) are reported per file; keys and the queue are bounded; descriptors of the
+ * parent do not leak into the child; a private directory goes away with the builder. */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "table_builder.h"
+#include "unwind_table.h"
+
+struct result {
+	char key[PF_TBUILDER_KEY_MAX];
+	int rc;
+};
+
+struct results {
+	struct result r[PF_TBUILDER_QUEUE];
+	size_t n;
+};
+
+static void on_done(void *ctx, const char *key, int rc)
+{
+	struct results *rs = ctx;
+	assert_true(rs->n < PF_TBUILDER_QUEUE);
+	snprintf(rs->r[rs->n].key, sizeof(rs->r[rs->n].key), "%s", key);
+	rs->r[rs->n++].rc = rc;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Polls until want results arrived or 20 s passed; the children's CPU time in *cpu. */
+static void poll_until(struct pf_tbuilder *b, struct results *rs, size_t want, uint64_t *cpu)
+{
+	uint64_t end = now_ms() + 20000;
+	while (rs->n < want && now_ms() < end) {
+		uint64_t ns = 0;
+		assert_int_equal(pf_tbuilder_poll(b, true, on_done, rs, &ns), 0);
+		if (cpu)
+			*cpu += ns;
+		usleep(2000);
+	}
+	for (int i = 0; i < 1000 && pf_tbuilder_busy(b); i++) {
+		uint64_t ns = 0;
+		pf_tbuilder_poll(b, true, on_done, rs, &ns);
+		if (cpu)
+			*cpu += ns;
+		usleep(2000);
+	}
+	assert_int_equal(rs->n, want);
+	assert_false(pf_tbuilder_busy(b));
+}
+
+/* libc's path, from the address of one of its functions. */
+static const char *libc_path(void)
+{
+	Dl_info info;
+	assert_true(dladdr((void *)qsort, &info) != 0);
+	return info.dli_fname;
+}
+
+static void test_builds_libc_like_in_process(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/pf-tbuild-test.XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	struct pf_tbuilder *b = pf_tbuilder_new(dir, 0);
+	assert_non_null(b);
+	assert_string_equal(pf_tbuilder_dir(b), dir);
+	int fd = open(libc_path(), O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pf_tbuilder_submit(b, "00c0ffee", fd), 0);
+	assert_true(pf_tbuilder_pending(b, "00c0ffee"));
+	assert_int_equal(pf_tbuilder_submit(b, "00c0ffee", fd), -EEXIST);
+	struct results rs = {0};
+	uint64_t cpu = 0;
+	poll_until(b, &rs, 1, &cpu);
+	assert_string_equal(rs.r[0].key, "00c0ffee");
+	assert_int_equal(rs.r[0].rc, 0);
+	assert_false(pf_tbuilder_pending(b, "00c0ffee"));
+	assert_true(cpu > 0); /* libc's CFI takes milliseconds */
+
+	struct pf_unwind_table *from_child = NULL, *here = NULL;
+	assert_int_equal(pf_unwind_cache_load(dir, "00c0ffee", &from_child), 0);
+	assert_int_equal(pf_unwind_table_build(fd, 0, &here), 0);
+	assert_int_equal(from_child->n_rows, here->n_rows);
+	assert_memory_equal(from_child->rows, here->rows, here->n_rows * sizeof(*here->rows));
+	struct pf_tbuilder_stats st;
+	pf_tbuilder_stats(b, &st);
+	assert_int_equal(st.children, 1);
+	assert_int_equal(st.built, 1);
+	assert_int_equal(st.failed + st.killed, 0);
+	assert_int_equal(st.cpu_ns, cpu);
+	pf_unwind_table_free(from_child);
+	pf_unwind_table_free(here);
+	pf_tbuilder_free(b);
+	close(fd);
+	/* the caller's directory and its table stay */
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/00c0ffee.unw", dir);
+	assert_int_equal(access(path, F_OK), 0);
+	unlink(path);
+	rmdir(dir);
+}
+
+static void test_failures_are_per_file(void **state)
+{
+	(void)state;
+	struct pf_tbuilder *b = pf_tbuilder_new(NULL, 0);
+	assert_non_null(b);
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", pf_tbuilder_dir(b));
+	struct stat sb;
+	assert_int_equal(stat(dir, &sb), 0);
+	char txt[] = "/tmp/pf-tbuild-txt.XXXXXX";
+	int tfd = mkstemp(txt);
+	assert_true(tfd >= 0);
+	assert_int_equal(write(tfd, "not an ELF file\n", 16), 16);
+	int lfd = open(libc_path(), O_RDONLY | O_CLOEXEC);
+	assert_true(lfd >= 0);
+	/* the text file first: its failure must not stop the next file of the batch */
+	assert_int_equal(pf_tbuilder_submit(b, "fd01-2a", tfd), 0);
+	assert_int_equal(pf_tbuilder_submit(b, "abcdef", lfd), 0);
+	struct results rs = {0};
+	poll_until(b, &rs, 2, NULL);
+	assert_string_equal(rs.r[0].key, "fd01-2a");
+	assert_true(rs.r[0].rc < 0);
+	assert_string_equal(rs.r[1].key, "abcdef");
+	assert_int_equal(rs.r[1].rc, 0);
+	struct pf_tbuilder_stats st;
+	pf_tbuilder_stats(b, &st);
+	assert_int_equal(st.built, 1);
+	assert_int_equal(st.failed, 1);
+	pf_tbuilder_free(b);
+	/* the private directory went with it, tables included */
+	assert_int_not_equal(stat(dir, &sb), 0);
+	close(tfd);
+	close(lfd);
+	unlink(txt);
+}
+
+static void test_killed_child_fails_its_files(void **state)
+{
+	(void)state;
+	struct pf_tbuilder *b = pf_tbuilder_new(NULL, 0);
+	assert_non_null(b);
+	int fd = open(libc_path(), O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	/* several copies of libc: the child is still building when it is killed */
+	char key[16];
+	for (int i = 0; i < 8; i++) {
+		snprintf(key, sizeof(key), "%x", 0xa0 + i);
+		assert_int_equal(pf_tbuilder_submit(b, key, fd), 0);
+	}
+	assert_int_equal(pf_tbuilder_poll(b, true, on_done, NULL, NULL), 0);
+	pid_t child = pf_tbuilder_child(b);
+	assert_true(child > 0);
+	assert_int_equal(kill(child, SIGKILL), 0);
+	struct results rs = {0};
+	poll_until(b, &rs, 8, NULL);
+	size_t lost = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		assert_true(rs.r[i].rc == 0 || rs.r[i].rc == -ECHILD);
+		lost += rs.r[i].rc == -ECHILD;
+	}
+	assert_true(lost >= 1);
+	struct pf_tbuilder_stats st;
+	pf_tbuilder_stats(b, &st);
+	assert_int_equal(st.killed, 1);
+	assert_int_equal(st.built + st.failed, 8);
+	assert_int_equal(pf_tbuilder_child(b), 0);
+	pf_tbuilder_free(b);
+	close(fd);
+}
+
+static void test_bounds(void **state)
+{
+	(void)state;
+	struct pf_tbuilder *b = pf_tbuilder_new(NULL, 0);
+	assert_non_null(b);
+	int fd = open(libc_path(), O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pf_tbuilder_submit(b, "", fd), -EINVAL);
+	assert_int_equal(pf_tbuilder_submit(b, "../etc", fd), -EINVAL);
+	assert_int_equal(pf_tbuilder_submit(b, "ABC", fd), -EINVAL);
+	char longkey[80];
+	memset(longkey, 'a', sizeof(longkey) - 1);
+	longkey[sizeof(longkey) - 1] = '\0';
+	assert_int_equal(pf_tbuilder_submit(b, longkey, fd), -EINVAL);
+	assert_int_equal(pf_tbuilder_submit(b, "abc", -1), -EINVAL);
+	char key[16];
+	for (int i = 0; i < PF_TBUILDER_QUEUE; i++) {
+		snprintf(key, sizeof(key), "%x", 0x100 + i);
+		assert_int_equal(pf_tbuilder_submit(b, key, fd), 0);
+	}
+	assert_int_equal(pf_tbuilder_submit(b, "fff", fd), -EAGAIN);
+	/* nothing starts while the caller says no (its budget is spent) */
+	assert_int_equal(pf_tbuilder_poll(b, false, on_done, NULL, NULL), 0);
+	assert_int_equal(pf_tbuilder_child(b), 0);
+	/* freeing with files queued closes their descriptors */
+	pf_tbuilder_free(b);
+	close(fd);
+}
+
+/* The child holds only the files of its batch and its pipe: count its descriptors while it
+ * builds (several copies of libc keep it busy long enough to look). */
+static void test_child_holds_no_other_descriptors(void **state)
+{
+	(void)state;
+	int extra[4];
+	for (int i = 0; i < 4; i++)
+		assert_true((extra[i] = open("/dev/null", O_RDONLY)) >= 0); /* not CLOEXEC */
+	struct pf_tbuilder *b = pf_tbuilder_new(NULL, 0);
+	assert_non_null(b);
+	int fd = open(libc_path(), O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	char key[16];
+	for (int i = 0; i < PF_TBUILDER_BATCH; i++) {
+		snprintf(key, sizeof(key), "%x", 0x200 + i);
+		assert_int_equal(pf_tbuilder_submit(b, key, fd), 0);
+	}
+	assert_int_equal(pf_tbuilder_poll(b, true, on_done, NULL, NULL), 0);
+	pid_t child = pf_tbuilder_child(b);
+	assert_true(child > 0);
+	int fds = -1;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)child);
+	/* closing happens right after fork: give it up to 2 s to get there */
+	for (int tries = 0; tries < 200; tries++) {
+		DIR *d = opendir(path);
+		if (!d)
+			break; /* done before it could be seen: fails below */
+		int n = 0;
+		struct dirent *e;
+		while ((e = readdir(d)))
+			n += e->d_name[0] != '.';
+		closedir(d);
+		if (n <= 3 + PF_TBUILDER_BATCH + 1) {
+			fds = n;
+			break;
+		}
+		usleep(10000);
+	}
+	/* 0-2, the batch's PF_TBUILDER_BATCH descriptors, the pipe; not the /dev/null ones */
+	assert_true(fds >= 0);
+	assert_true(fds <= 3 + PF_TBUILDER_BATCH + 1);
+	struct results rs = {0};
+	poll_until(b, &rs, PF_TBUILDER_BATCH, NULL);
+	pf_tbuilder_free(b);
+	close(fd);
+	for (int i = 0; i < 4; i++)
+		close(extra[i]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_builds_libc_like_in_process),
+		cmocka_unit_test(test_failures_are_per_file),
+		cmocka_unit_test(test_killed_child_fails_its_files),
+		cmocka_unit_test(test_bounds),
+		cmocka_unit_test(test_child_holds_no_other_descriptors),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
