@@ -7,12 +7,20 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/ucontext.h>
 #include <unistd.h>
 
+/* The signal frame's slots (unwind_table.h) are glibc's view of the ucontext the kernel
+ * pushes. */
+_Static_assert(PF_UNWIND_UC_RBP == offsetof(ucontext_t, uc_mcontext.gregs[REG_RBP]) &&
+		       PF_UNWIND_UC_RSP == offsetof(ucontext_t, uc_mcontext.gregs[REG_RSP]) &&
+		       PF_UNWIND_UC_RIP == offsetof(ucontext_t, uc_mcontext.gregs[REG_RIP]),
+	       "x86_64 ucontext layout");
 
 /* DWARF register numbers of the x86_64 psABI (figure 3.36). */
 #define DW_X86_64_RBP 6
@@ -77,14 +85,41 @@ static int plt_bound(const Dwarf_Op *ops, size_t nops)
 	return ops[4].atom - DW_OP_lit0;
 }
 
+/* True when register reg of a signal frame is saved at rsp + off (DW_CFA_expression
+ * DW_OP_breg7 off, which libdw describes as DW_OP_call_frame_cfa; DW_OP_breg7 off: the CFA is
+ * pushed first, then the expression's own value is the location). */
+static bool saved_at_rsp(Dwarf_Frame *fr, int reg, int64_t off)
+{
+	Dwarf_Op mem[3], *ops = NULL;
+	size_t nops = 0;
+	return dwarf_frame_register(fr, reg, mem, &ops, &nops) == 0 && nops == 2 &&
+	       ops[0].atom == DW_OP_call_frame_cfa && ops[1].atom == DW_OP_breg7 &&
+	       (int64_t)ops[1].number == off;
+}
+
+/* A signal frame's row: PF_UNWIND_SIGNAL when its CFI reads the interrupted rip, rbp and rsp
+ * from the ucontext slots the kernel's walk reads (glibc's __restore_rt), else STOP. */
+static uint8_t classify_signal(Dwarf_Frame *fr)
+{
+	if (saved_at_rsp(fr, DW_X86_64_RA, PF_UNWIND_UC_RIP) &&
+	    saved_at_rsp(fr, DW_X86_64_RBP, PF_UNWIND_UC_RBP) &&
+	    saved_at_rsp(fr, DW_X86_64_RSP, PF_UNWIND_UC_RSP))
+		return PF_UNWIND_SIGNAL;
+	return PF_UNWIND_STOP;
+}
+
 /* The row of one Dwarf_Frame. */
 static struct pf_unwind_row classify(Dwarf_Frame *fr, uint32_t pc)
 {
 	struct pf_unwind_row r = {.pc = pc, .kind = PF_UNWIND_STOP};
 	Dwarf_Addr start, end;
 	bool signal = false;
-	if (dwarf_frame_info(fr, &start, &end, &signal) < 0 || signal)
+	if (dwarf_frame_info(fr, &start, &end, &signal) < 0)
 		return r;
+	if (signal) {
+		r.kind = classify_signal(fr);
+		return r;
+	}
 
 	Dwarf_Op mem[3], *ops = NULL;
 	size_t nops = 0;

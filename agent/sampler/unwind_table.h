@@ -16,8 +16,15 @@
  *   return address at CFA - 8; rbp saved at CFA + 8 * rbp_off8 (rbp_off8 0: rbp unchanged)
  *   PF_UNWIND_END      the return address is undefined: the outermost frame (_start,
  *                      clone's child), the walk ends here, complete
- *   PF_UNWIND_STOP     anything else (a DWARF expression, a signal frame, an offset out of
- *                      range, an address no FDE covers): the walk ends here
+ *   PF_UNWIND_SIGNAL   a signal frame (libc's sigreturn trampoline, __restore_rt): the
+ *                      kernel's struct rt_sigframe is on the stack with its return address
+ *                      already popped, so rsp points at the struct ucontext; the interrupted
+ *                      rbp, rsp and rip are at rsp + PF_UNWIND_UC_RBP / _RSP / _RIP (its
+ *                      uc_mcontext). Only for an FDE marked as a signal frame ('S') whose CFI
+ *                      reads exactly those three slots. The interrupted rip is not a return
+ *                      address: its row is looked up at rip itself, not rip - 1.
+ *   PF_UNWIND_STOP     anything else (a DWARF expression, another signal frame layout, an
+ *                      offset out of range, an address no FDE covers): the walk ends here
  * Consecutive rows with the same rule are merged; a gap between FDEs gets a STOP row.
  *
  * Not thread-safe per table; tables are plain values after building. */
@@ -33,7 +40,18 @@ enum pf_unwind_kind {
 	PF_UNWIND_CFA_RBP = 2,
 	PF_UNWIND_CFA_PLT = 3,
 	PF_UNWIND_END = 4,
+	PF_UNWIND_SIGNAL = 5,
 };
+
+/* Where a PF_UNWIND_SIGNAL frame's interrupted registers are, in bytes from its rsp: the
+ * x86_64 Linux ucontext (uc_flags 8, uc_link 8, uc_stack 24, then uc_mcontext, the kernel's
+ * struct sigcontext: r8..r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip, 8 bytes each). So
+ * rbp is at 40 + 10 * 8, rsp at 40 + 15 * 8, rip at 40 + 16 * 8: glibc's REG_RBP, REG_RSP and
+ * REG_RIP slots of ucontext_t's gregs (checked against <sys/ucontext.h> when building, and
+ * against the kernel's own struct ucontext by the BPF program). */
+#define PF_UNWIND_UC_RBP 120
+#define PF_UNWIND_UC_RSP 160
+#define PF_UNWIND_UC_RIP 168
 
 /* The layout of the kernel's rows (cpu_sampler.h struct pf_bpf_unwind_row). */
 struct pf_unwind_row {
@@ -76,7 +94,7 @@ const struct pf_unwind_row *pf_unwind_table_find(const struct pf_unwind_table *t
  * A file whose magic, version, row size, length, build id or checksum does not match is
  * refused (-EBADMSG) and the caller rebuilds. Writes go to a temporary file renamed into
  * place. */
-#define PF_UNWIND_CACHE_VERSION 1
+#define PF_UNWIND_CACHE_VERSION 2 /* 2: PF_UNWIND_SIGNAL rows */
 #define PF_UNWIND_CACHE_KEY_CHARS "0123456789abcdef-" /* up to 63 of them */
 
 int pf_unwind_cache_load(const char *dir, const char *build_id, struct pf_unwind_table **out);

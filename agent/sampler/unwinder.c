@@ -22,8 +22,11 @@
 _Static_assert(sizeof(struct pf_unwind_row) == sizeof(struct pf_bpf_unwind_row), "row size");
 _Static_assert(PF_UNWIND_CFA_RSP == PF_UNWIND_ROW_RSP && PF_UNWIND_CFA_RBP == PF_UNWIND_ROW_RBP &&
 		       PF_UNWIND_CFA_PLT == PF_UNWIND_ROW_PLT && PF_UNWIND_END == PF_UNWIND_ROW_END &&
-		       PF_UNWIND_STOP == PF_UNWIND_ROW_STOP,
+		       PF_UNWIND_STOP == PF_UNWIND_ROW_STOP && PF_UNWIND_SIGNAL == PF_UNWIND_ROW_SIGNAL,
 	       "row kinds");
+_Static_assert(PF_UNWIND_UC_RBP == PF_UNWIND_UC_RBP_OFF && PF_UNWIND_UC_RSP == PF_UNWIND_UC_RSP_OFF &&
+		       PF_UNWIND_UC_RIP == PF_UNWIND_UC_RIP_OFF,
+	       "signal frame offsets");
 
 #define PROC_BUCKETS 1024
 #define FULL_RETRY_MS 10000 /* a table that found no room is tried again after this */

@@ -8,9 +8,12 @@
  *   nofp_workload.cc  c++ -O2 -fomit-frame-pointer: main -> Cart::total -> std::sort ->
  *                     Item::weight
  *   nofp_workload.rs  rustc -C opt-level=2 -C force-frame-pointers=no (only where rustc is)
+ *   nofp_signal.c     cc -O2 -fomit-frame-pointer: main -> outer -> spin, interrupted
+ *                     by a SIGPROF handler on_prof -> sig_burn (through libc's __restore_rt)
  * A sample is complete when its user stack reaches the C `main` through every function of its
  * chain (symbolized names). >= 95% of each workload's samples must be complete; the frame
- * pointer walk alone is measured on the C workload for comparison. A library opened with
+ * pointer walk alone is measured on the C workload for comparison. >= 90% of the samples in
+ * the signal handler must reach main through the interrupted chain. A library opened with
  * dlopen after sampling started is unwound too, and a process that exits during a capture
  * leaves no entries in the kernel's unwind map.
  * Exit 77 when the kernel refuses BPF or perf events, or lacks what the table walk needs. */
@@ -35,7 +38,7 @@
 #include "sampler_bpf.h"
 
 static char g_dir[64];
-static char g_c[128], g_cc[128], g_rs[128], g_dl[128];
+static char g_c[128], g_cc[128], g_rs[128], g_dl[128], g_sig[128];
 static bool g_have_rust;
 
 static uint64_t now_ms(void)
@@ -66,11 +69,14 @@ static int build_workloads(void)
 	snprintf(g_cc, sizeof(g_cc), "%s/nofp_cc", g_dir);
 	snprintf(g_rs, sizeof(g_rs), "%s/nofp_rs", g_dir);
 	snprintf(g_dl, sizeof(g_dl), "%s/libnofp_dl.so", g_dir);
+	snprintf(g_sig, sizeof(g_sig), "%s/nofp_signal", g_dir);
 	if (run("cc -O2 -fomit-frame-pointer -g -o %s %s/tests/ebpf/nofp_workload.c -ldl", g_c,
 		src) ||
 	    run("cc -O2 -fomit-frame-pointer -g -fPIC -shared -o %s %s/tests/ebpf/nofp_dl.c", g_dl,
 		src) ||
-	    run("c++ -O2 -fomit-frame-pointer -g -o %s %s/tests/ebpf/nofp_workload.cc", g_cc, src))
+	    run("c++ -O2 -fomit-frame-pointer -g -o %s %s/tests/ebpf/nofp_workload.cc", g_cc,
+		src) ||
+	    run("cc -O2 -fomit-frame-pointer -g -o %s %s/tests/ebpf/nofp_signal.c", g_sig, src))
 		return -1;
 	g_have_rust = run("command -v rustc >/dev/null 2>&1") == 0;
 	if (g_have_rust &&
@@ -247,34 +253,41 @@ static struct pf_prof_window *sample_pid(pid_t pid, uint64_t warm_ms, uint64_t m
 	return w;
 }
 
-static void check_workload(const char *what, const char *exe, const chain_t *chains, size_t n)
+/* Runs exe, samples it (sample_pid) and judges the window into *t; prints the figures. */
+static void measure_workload(const char *what, const char *exe, const chain_t *chains, size_t n,
+			     struct tally *t, struct pf_sampler_stats *st)
 {
 	pid_t pid = spawn(exe, 8, NULL);
 	assert_true(pid > 0);
 	usleep(100000);
-	struct pf_sampler_stats st;
 	struct tally cold = {.printed = true};
-	struct pf_prof_window *w = sample_pid(pid, 500, 3000, false, &st, chains, n, &cold);
+	struct pf_prof_window *w = sample_pid(pid, 500, 3000, false, st, chains, n, &cold);
 	reap(pid);
-	struct tally t = {0};
-	tally(w, pid, chains, n, &t);
+	tally(w, pid, chains, n, t);
+	pf_prof_window_free(w);
 	print_message("%s: %lu samples, %.1f%% complete to main (chains:", what,
-		      (unsigned long)t.total, pct(t.complete, t.total));
+		      (unsigned long)t->total, pct(t->complete, t->total));
 	for (size_t c = 0; c < n && c < 5; c++)
-		print_message(" %s %lu/%lu", chains[c][0], (unsigned long)t.chain_complete[c],
-			      (unsigned long)t.chain_total[c]);
+		print_message(" %s %lu/%lu", chains[c][0], (unsigned long)t->chain_complete[c],
+			      (unsigned long)t->chain_total[c]);
 	print_message("); first 0.5 s: %lu samples, %.1f%% complete; tables %lu, rows %lu, "
 		      "built %lu in %.1f ms, from the cache %lu, table walks %lu\n",
 		      (unsigned long)cold.total, pct(cold.complete, cold.total),
-		      (unsigned long)st.unwind_tables, (unsigned long)st.unwind_rows,
-		      (unsigned long)st.unwind_built, (double)st.unwind_build_ns / 1e6,
-		      (unsigned long)st.unwind_cache_hits, (unsigned long)st.dwarf_samples);
+		      (unsigned long)st->unwind_tables, (unsigned long)st->unwind_rows,
+		      (unsigned long)st->unwind_built, (double)st->unwind_build_ns / 1e6,
+		      (unsigned long)st->unwind_cache_hits, (unsigned long)st->dwarf_samples);
+}
+
+static void check_workload(const char *what, const char *exe, const chain_t *chains, size_t n)
+{
+	struct tally t = {0};
+	struct pf_sampler_stats st;
+	measure_workload(what, exe, chains, n, &t, &st);
 	assert_true(st.dwarf_unwind);
 	assert_true(t.total >= 200);
 	assert_true(t.complete * 100 >= t.total * 95);
 	for (size_t c = 0; c < n && c < 5; c++)
 		assert_true(t.chain_total[c] > 0); /* every chain was seen */
-	pf_prof_window_free(w);
 }
 
 static void test_c_through_libc(void **state)
@@ -300,6 +313,27 @@ static double fp_only(const char *what, const char *exe, const chain_t *chains, 
 	assert_true(t.total >= 100);
 	pf_prof_window_free(w);
 	return pct(t.complete, t.total);
+}
+
+/* In the handler (leaf sig_burn) through the signal frame to the interrupted chain; outside
+ * it, the interrupted loop itself. */
+static chain_t sig_chains[] = {
+	{"sig_burn", "on_prof", "spin", "outer", "=main", NULL},
+	{"spin", "outer", "=main", NULL},
+};
+
+static void test_signal_frame(void **state)
+{
+	struct tally t = {0};
+	struct pf_sampler_stats st;
+	measure_workload("C signal handler, -O2 -fomit-frame-pointer", g_sig, sig_chains, 2, &t,
+			 &st);
+	print_message("  in the handler: %lu samples, %.1f%% complete through the signal frame\n",
+		      (unsigned long)t.chain_total[0], pct(t.chain_complete[0], t.chain_total[0]));
+	assert_true(st.dwarf_unwind);
+	assert_true(t.chain_total[0] >= 100);
+	assert_true(t.chain_complete[0] * 100 >= t.chain_total[0] * 90);
+	assert_true(t.chain_total[1] >= 100); /* the interrupted loop is sampled too */
 }
 
 static chain_t cxx_chains[] = {{"Item::weight", "Cart::total", "=main", NULL}};
@@ -438,6 +472,7 @@ int main(void)
 		cmocka_unit_test(test_frame_pointers_only),
 		cmocka_unit_test(test_cxx),
 		cmocka_unit_test(test_rust),
+		cmocka_unit_test(test_signal_frame),
 		cmocka_unit_test(test_dlopen_after_start),
 		cmocka_unit_test(test_exit_leaves_no_entries),
 	};

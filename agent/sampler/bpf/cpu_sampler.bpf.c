@@ -176,6 +176,8 @@ struct pf_walk {
 	__u32 n;    /* frames stored */
 	__u32 flags;
 	__u32 guessed; /* the current frame was reached by a frame-pointer step (maybe garbage) */
+	__u32 exact;   /* ip is where the context was interrupted (the sampled leaf, or the
+			* frame below a signal frame), not a return address: its row is ip's */
 };
 
 static __always_inline void walk_map_set(struct pf_walk_map *d, const struct pf_bpf_unwind_map *m)
@@ -241,6 +243,33 @@ static __always_inline long fp_step(struct pf_walk *st)
 	return 0;
 }
 
+#if defined(__TARGET_ARCH_x86)
+/* The slots sigframe_step reads are those of the kernel's own struct ucontext. */
+_Static_assert(__builtin_offsetof(struct ucontext, uc_mcontext.bp) == PF_UNWIND_UC_RBP_OFF &&
+		       __builtin_offsetof(struct ucontext, uc_mcontext.sp) == PF_UNWIND_UC_RSP_OFF &&
+		       __builtin_offsetof(struct ucontext, uc_mcontext.ip) == PF_UNWIND_UC_RIP_OFF,
+	       "x86_64 ucontext layout");
+#endif
+
+/* Through a signal frame (a SIGNAL row: the sigreturn trampoline, glibc's __restore_rt). To
+ * deliver a signal the kernel pushes a struct rt_sigframe { char *pretcode; struct ucontext
+ * uc; struct siginfo info; } and enters the handler with pretcode (the trampoline) as its
+ * return address; the handler's return popped it, so in the trampoline rsp points at uc, whose
+ * uc_mcontext (struct sigcontext) holds the interrupted registers. One read covers rbp to rip
+ * (rbp, rbx, rdx, rax, rcx, rsp, rip). The interrupted rip is not a return address: the next
+ * frame's row is looked up at rip itself. 0 to go on, 1 to stop. */
+static __always_inline long sigframe_step(struct pf_walk *st)
+{
+	__u64 regs[(PF_UNWIND_UC_RIP_OFF - PF_UNWIND_UC_RBP_OFF) / 8 + 1];
+	if (bpf_probe_read_user(regs, sizeof(regs), (void *)(st->sp + PF_UNWIND_UC_RBP_OFF)) < 0)
+		return 1;
+	st->bp = regs[0];
+	st->sp = regs[(PF_UNWIND_UC_RSP_OFF - PF_UNWIND_UC_RBP_OFF) / 8];
+	st->ip = regs[(PF_UNWIND_UC_RIP_OFF - PF_UNWIND_UC_RBP_OFF) / 8];
+	st->exact = 1;
+	return 0;
+}
+
 /* bpf_loop callback: stores the frame at st->ip, then steps to its caller. */
 static long unwind_step(__u32 i, void *ctx)
 {
@@ -254,8 +283,10 @@ static long unwind_step(__u32 i, void *ctx)
 	if (st->n >= PF_UNWIND_MAX_FRAMES)
 		return 1;
 	/* a caller's return address may be just past its function (a call to a noreturn
-	 * function ends it): look up the call instruction instead */
-	__u64 pc = st->n == 1 ? st->ip : st->ip - 1;
+	 * function ends it): look up the call instruction instead; an interrupted context's
+	 * rip (st->exact) is the instruction itself */
+	__u64 pc = st->exact ? st->ip : st->ip - 1;
+	st->exact = 0;
 	if (pc < st->m[0].start || pc >= st->m[0].end) {
 		struct pf_walk_map tmp = st->m[0];
 		if (pc >= st->m[1].start && pc < st->m[1].end) {
@@ -304,6 +335,8 @@ static long unwind_step(__u32 i, void *ctx)
 	case PF_UNWIND_ROW_PLT:
 		cfa = st->sp + 8 + ((st->ip & 15) >= (__u64)r->cfa_off ? 8 : 0);
 		break;
+	case PF_UNWIND_ROW_SIGNAL:
+		return sigframe_step(st);
 	default: /* END: the outermost frame; STOP: no rule the walk can follow */
 		return 1;
 	}
@@ -338,7 +371,7 @@ static __always_inline long walk_tables(struct bpf_perf_event_data *ctx, __u32 p
 #if !defined(__TARGET_ARCH_x86)
 	return -1; /* the rows' register rules are x86_64's (user space never enables it) */
 #else
-	struct pf_walk st = {.pid = pid, .base = base};
+	struct pf_walk st = {.pid = pid, .base = base, .exact = 1};
 	if (in_user_mode(ctx)) {
 		st.ip = ctx->regs.ip;
 		st.sp = ctx->regs.sp;

@@ -145,6 +145,13 @@ struct pf_bpf_proc_event {
 #define PF_UNWIND_ROW_RBP 2
 #define PF_UNWIND_ROW_PLT 3
 #define PF_UNWIND_ROW_END 4
+#define PF_UNWIND_ROW_SIGNAL 5
+/* A SIGNAL row's frame is the sigreturn trampoline: the interrupted rbp, rsp and rip are in
+ * the ucontext at its rsp, at these offsets (unwind_table.h PF_UNWIND_UC_*, which explains
+ * them; the BPF program checks them against the kernel's struct ucontext). */
+#define PF_UNWIND_UC_RBP_OFF 120
+#define PF_UNWIND_UC_RSP_OFF 160
+#define PF_UNWIND_UC_RIP_OFF 168
 
 struct pf_bpf_unwind_row {
 	unsigned int pc;

@@ -1,11 +1,13 @@
 /* test_unwind_table.c — unit tests of agent/sampler/unwind_table.h: tables built from a binary
  * compiled here (cc -O2 -fomit-frame-pointer; the same code with its CFI only in
  * .debug_frame) and from the system's libc give the CFA rules the code has at known
- * functions; the disk cache round-trips and refuses damaged files. */
+ * functions, and libc's sigreturn trampoline a signal frame row; the disk cache round-trips
+ * and refuses damaged files. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -186,6 +188,41 @@ static void test_libc(void **state)
 	pf_unwind_table_free(t);
 }
 
+static void on_usr2(int sig)
+{
+	(void)sig;
+}
+
+/* libc's sigreturn trampoline (__restore_rt, a local symbol: found as the sa_restorer glibc's
+ * sigaction installs) gets a SIGNAL row, at its address and at the byte before it (the walk
+ * looks a return address up at address - 1; glibc's FDE starts there for that reason). */
+static void test_libc_signal_frame(void **state)
+{
+	struct sigaction sa = {.sa_handler = on_usr2}, old, cur;
+	assert_int_equal(sigaction(SIGUSR2, &sa, &old), 0);
+	assert_int_equal(sigaction(SIGUSR2, NULL, &cur), 0);
+	assert_int_equal(sigaction(SIGUSR2, &old, NULL), 0);
+	assert_non_null(cur.sa_restorer);
+	Dl_info info;
+	assert_true(dladdr((void *)cur.sa_restorer, &info) != 0);
+	struct pf_unwind_table *t = build(info.dli_fname);
+	uint64_t vaddr = (uint64_t)((char *)(void *)cur.sa_restorer - (char *)info.dli_fbase);
+	const struct pf_unwind_row *r = pf_unwind_table_find(t, vaddr);
+	assert_non_null(r);
+	print_message("%s: the restorer at %#lx: kind %u\n", info.dli_fname, (unsigned long)vaddr,
+		      r->kind);
+	assert_int_equal(r->kind, PF_UNWIND_SIGNAL);
+	r = pf_unwind_table_find(t, vaddr - 1);
+	assert_non_null(r);
+	assert_int_equal(r->kind, PF_UNWIND_SIGNAL);
+	/* its own rows only: the functions around it keep their rules */
+	size_t n_signal = 0;
+	for (size_t i = 0; i < t->n_rows; i++)
+		n_signal += t->rows[i].kind == PF_UNWIND_SIGNAL;
+	assert_true(n_signal >= 1 && n_signal <= 4);
+	pf_unwind_table_free(t);
+}
+
 static void test_cache_round_trip_and_damage(void **state)
 {
 	struct pf_unwind_table *t = build(g_bin);
@@ -259,6 +296,7 @@ int main(void)
 		cmocka_unit_test(test_binary_eh_frame),
 		cmocka_unit_test(test_binary_debug_frame),
 		cmocka_unit_test(test_libc),
+		cmocka_unit_test(test_libc_signal_frame),
 		cmocka_unit_test(test_cache_round_trip_and_damage),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
