@@ -10,7 +10,9 @@
 #     perf record's in-kernel callchain collection is not attributed to any task, so its
 #     figure is a lower bound of its real cost.
 #     Reported apart: the one-time costs (startup: BPF load, attach; the /proc/kallsyms load
-#     at the first kernel frame), and the load average, since the machine may be shared.
+#     at the first kernel frame; the unwind tables built by the agent's helper process, once
+#     per file and version, kept on disk with -C), and the load average, since the machine
+#     may be shared.
 #  2. Memory: peak RSS of profleet-sample with PROCS (300) busy processes running, each of
 #     them sampled and symbolized.
 #  3. Throughput (THROUGHPUT=1, default): what each profiler costs the workload, kernel side
@@ -84,6 +86,8 @@ self_ns=$(sed -n 's/.* self_cpu_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
 start_ns=$(sed -n 's/.*startup_cpu_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
 ksym_ns=$(sed -n 's/.*kallsyms_cpu_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
 ksym_ns=${ksym_ns:-0}
+child_ns=$(sed -n 's/.* children_cpu_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
+child_ns=${child_ns:-0}
 bpf_ns=$(sed -n 's/.*bpf_run_time_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
 samples=$(sed -n 's/^stats samples=\([0-9]*\).*/\1/p' "$tmp/sample.out")
 lost=$(sed -n 's/.*lost_kernel=\([0-9]*\).*/\1/p' "$tmp/sample.out")
@@ -92,11 +96,11 @@ pids=()
 
 pct() { python3 -c "print(f'{$1 / ($secs * 1e9) * 100:.3f}')"; }
 echo "== CPU (${secs} s, ${ncpu} CPUs busy, 99 Hz) =="
-echo "profleet-sample: user+sys $(pct "$self_ns")% + BPF $(pct "$bpf_ns")% = $(pct "($self_ns + $bpf_ns)")% of one CPU; samples=$samples lost=$lost"
-echo "  one-time: startup (BPF load, attach) $(pct "$start_ns")% + kallsyms load $(pct "$ksym_ns")%; steady state: $(pct "($self_ns - $start_ns - $ksym_ns + $bpf_ns)")%"
+echo "profleet-sample: user+sys $(pct "$self_ns")% + table builder $(pct "$child_ns")% + BPF $(pct "$bpf_ns")% = $(pct "($self_ns + $child_ns + $bpf_ns)")% of one CPU; samples=$samples lost=$lost"
+echo "  one-time: startup (BPF load, attach) $(pct "$start_ns")% + kallsyms load $(pct "$ksym_ns")% + unwind tables built (per file, cached on disk) $(pct "$child_ns")%; steady state: $(pct "($self_ns - $start_ns - $ksym_ns + $bpf_ns)")%"
 if [ "$have_perf" = 1 ]; then
 	echo "perf record -F 99 -g -a: user+sys $(pct "$perf_ns")% of one CPU"
-	python3 -c "print(f'ratio profleet/perf: total {($self_ns + $bpf_ns) / $perf_ns:.2f}, steady {($self_ns - $start_ns - $ksym_ns + $bpf_ns) / $perf_ns:.2f}')"
+	python3 -c "print(f'ratio profleet/perf: total {($self_ns + $child_ns + $bpf_ns) / $perf_ns:.2f}, steady {($self_ns - $start_ns - $ksym_ns + $bpf_ns) / $perf_ns:.2f}')"
 fi
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
@@ -109,7 +113,8 @@ sleep 2
 rss=$(sed -n 's/.*max_rss_kb=\([0-9]*\).*/\1/p' "$tmp/rss.out")
 nproc_seen=$(grep -c '^process ' "$tmp/rss.out" || true)
 echo "== RSS with $procs busy processes (${rss_secs} s) =="
-echo "profleet-sample peak RSS: $((rss / 1024)) MB ($rss kB); process entries in windows: $nproc_seen"
+crss=$(sed -n 's/.*children_max_rss_kb=\([0-9]*\).*/\1/p' "$tmp/rss.out")
+echo "profleet-sample peak RSS: $((rss / 1024)) MB ($rss kB); its table builder's peak: $((${crss:-0} / 1024)) MB; process entries in windows: $nproc_seen"
 
 # ---- 3. throughput of the workload under each profiler ------------------------------------
 [ "$do_tput" = 1 ] || exit 0

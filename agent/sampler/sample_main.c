@@ -157,12 +157,17 @@ static void print_window(const struct pf_prof_window *w, int top, bool folded)
 	fflush(stdout);
 }
 
+static uint64_t ru_cpu_ns(const struct rusage *ru)
+{
+	return ((uint64_t)ru->ru_utime.tv_sec + (uint64_t)ru->ru_stime.tv_sec) * 1000000000ull +
+	       ((uint64_t)ru->ru_utime.tv_usec + (uint64_t)ru->ru_stime.tv_usec) * 1000ull;
+}
+
 static uint64_t cpu_now_ns(void)
 {
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
-	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
+	return ru_cpu_ns(&ru);
 }
 
 static uint64_t startup_cpu_ns;
@@ -172,11 +177,10 @@ static void print_stats(struct pf_sampler *s)
 	struct pf_sampler_stats st;
 	if (pf_sampler_stats(s, &st) < 0)
 		return;
-	struct rusage ru;
+	struct rusage ru, ch;
 	getrusage(RUSAGE_SELF, &ru);
-	uint64_t cpu_ns = ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) *
-				  1000000000ull +
-			  ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
+	getrusage(RUSAGE_CHILDREN, &ch); /* the unwind-table builder's children */
+	uint64_t cpu_ns = ru_cpu_ns(&ru);
 	printf("stats samples=%" PRIu64 " lost_kernel=%" PRIu64 " lost_user=%" PRIu64
 	       " filtered=%" PRIu64 " stack_errors=%" PRIu64 " lost_events=%" PRIu64
 	       " processes=%" PRIu64 " cpus=%u\n",
@@ -190,9 +194,11 @@ static void print_stats(struct pf_sampler *s)
 		       st.progs[i].run_cnt);
 	printf("stats startup_cpu_ns=%" PRIu64 " kallsyms_cpu_ns=%" PRIu64 " self_cpu_ns=%" PRIu64
 	       " max_rss_kb=%ld elf_cached=%" PRIu64 " frames_resolved=%" PRIu64
-	       " frames_unresolved=%" PRIu64 " dwarf_skipped=%" PRIu64 "\n",
+	       " frames_unresolved=%" PRIu64 " dwarf_skipped=%" PRIu64 " children_cpu_ns=%" PRIu64
+	       " children_max_rss_kb=%ld\n",
 	       startup_cpu_ns, st.kernel_symbols_load_ns, cpu_ns, ru.ru_maxrss, st.elf_cached,
-	       st.frames_resolved, st.frames_unresolved, st.dwarf_skipped);
+	       st.frames_resolved, st.frames_unresolved, st.dwarf_skipped, ru_cpu_ns(&ch),
+	       ch.ru_maxrss);
 	if (st.bench_timed)
 		printf("stats bench_timed=%" PRIu64 " filter_ns=%" PRIu64 " kstack_ns=%" PRIu64
 		       " ustack_ns=%" PRIu64 " record_ns=%" PRIu64 " output_ns=%" PRIu64 "\n",
@@ -211,12 +217,14 @@ static void print_stats(struct pf_sampler *s)
 	       " unwind_entries=%" PRIu64 " unwind_built=%" PRIu64 " unwind_build_ms=%.1f"
 	       " unwind_cache_hits=%" PRIu64 " unwind_cache_bad=%" PRIu64 " unwind_no_cfi=%" PRIu64
 	       " unwind_evicted=%" PRIu64 " unwind_rows_full=%" PRIu64 " unwind_reloads=%" PRIu64
-	       " unwind_deferred=%" PRIu64 "\n",
+	       " unwind_deferred=%" PRIu64 " unwind_pending=%" PRIu64 " unwind_builder_runs=%" PRIu64
+	       " unwind_builder_killed=%" PRIu64 "\n",
 	       st.dwarf_samples, st.unwind_tables, st.unwind_rows, st.unwind_rows_cap,
 	       st.unwind_processes, st.unwind_entries, st.unwind_built,
 	       (double)st.unwind_build_ns / 1e6, st.unwind_cache_hits, st.unwind_cache_bad,
 	       st.unwind_no_cfi, st.unwind_evicted, st.unwind_rows_full, st.unwind_reloads,
-	       st.unwind_deferred);
+	       st.unwind_deferred, st.unwind_pending, st.unwind_builder_runs,
+	       st.unwind_builder_killed);
 }
 
 static bool refused(int e)

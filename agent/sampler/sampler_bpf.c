@@ -483,6 +483,10 @@ int pf_sampler_set_config(struct pf_sampler *s, const struct pf_profcfg *cfg, st
 	if (rc < 0)
 		return rc;
 	sync_filter_map(s);
+	/* the unwind rows may take an eighth of limits.max_memory_mb (the sample ring a quarter) */
+	if (s->unw && cfg->limits.max_memory_mb)
+		pf_unwinder_set_rows_limit(s->unw, (uint64_t)cfg->limits.max_memory_mb * 1024 * 1024 /
+							   8 / sizeof(struct pf_bpf_unwind_row));
 
 	bool old_enabled = s->enabled, old_mode = s->triggered_mode;
 	uint32_t old_hz = s->freq_hz;
@@ -975,6 +979,9 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 		out->unwind_rows_full = us.rows_full;
 		out->unwind_reloads = us.reloads;
 		out->unwind_deferred = us.deferred;
+		out->unwind_pending = us.pending;
+		out->unwind_builder_runs = us.builder_runs;
+		out->unwind_builder_killed = us.builder_killed;
 	}
 	return 0;
 }

@@ -108,7 +108,8 @@ struct pf_sampler_stats {
 	const char *dwarf_unwind_off_reason; /* static string, NULL when on */
 	uint64_t unwind_tables, unwind_rows, unwind_rows_cap, unwind_processes, unwind_entries,
 		unwind_built, unwind_build_ns, unwind_cache_hits, unwind_cache_bad, unwind_no_cfi,
-		unwind_evicted, unwind_rows_full, unwind_reloads, unwind_deferred;
+		unwind_evicted, unwind_rows_full, unwind_reloads, unwind_deferred, unwind_pending,
+		unwind_builder_runs, unwind_builder_killed;
 	uint64_t dwarf_samples; /* samples whose user stack the table walk produced */
 	/* one-time CPU cost of loading /proc/kallsyms (at the first kernel frame), 0 before and
 	 * while the in-kernel resolver (resolve_ksyms) is used instead */

@@ -48,6 +48,7 @@ struct table {
 	uint32_t base; /* pc of the first row */
 	uint32_t refs;  /* process mappings using it */
 	uint64_t full_ms;  /* when its rows last did not fit (0: never); retried 10 s later */
+	uint32_t need_chunks; /* the chunks it took or would take (0: not known yet) */
 	uint64_t stamp; /* LRU */
 };
 
@@ -75,6 +76,7 @@ struct pf_unwinder {
 	size_t rows_bytes;
 	uint8_t *chunk_used;
 	uint32_t n_chunks;
+	uint32_t n_chunks_limit; /* chunks tables may use (pf_unwinder_set_rows_limit) */
 	struct table *tables;
 	uint64_t stamp;
 	int64_t budget_ns; /* table building allowed now (a token bucket of wall time) */
@@ -175,7 +177,7 @@ static void table_unload(struct pf_unwinder *u, uint32_t id)
 static uint32_t chunks_find(struct pf_unwinder *u, uint32_t n)
 {
 	uint32_t run = 0;
-	for (uint32_t i = 0; i < u->n_chunks; i++) {
+	for (uint32_t i = 0; i < u->n_chunks_limit; i++) {
 		run = u->chunk_used[i] ? 0 : run + 1;
 		if (run == n)
 			return i + 1 - n;
@@ -196,6 +198,22 @@ static uint32_t lru_victim(struct pf_unwinder *u, uint32_t keep)
 	return best;
 }
 
+/* True when n chunks could be had by evicting tables no process maps (contiguity aside): a
+ * table that did not fit is read again only then, not every FULL_RETRY_MS while the rows stay
+ * full of tables in use. */
+static bool room_possible(const struct pf_unwinder *u, uint32_t n)
+{
+	uint32_t avail = 0;
+	for (uint32_t i = 0; i < u->n_chunks_limit; i++)
+		avail += !u->chunk_used[i];
+	for (uint32_t i = 1; i < u->opt.tables_cap && avail < n; i++) {
+		const struct table *t = &u->tables[i];
+		if (t->loaded && !t->refs)
+			avail += t->n_chunks;
+	}
+	return avail >= n;
+}
+
 /* Copies t's index (cpu_sampler.h PF_UNWIND_INDEX_SHIFT) and rows into the kernel's array. */
 static int table_load_rows(struct pf_unwinder *u, uint32_t id, const struct pf_unwind_table *ut)
 {
@@ -203,11 +221,12 @@ static int table_load_rows(struct pf_unwinder *u, uint32_t id, const struct pf_u
 	uint32_t base = ut->rows[0].pc;
 	uint64_t n_index = (((uint64_t)ut->rows[ut->n_rows - 1].pc - base) >> PF_UNWIND_INDEX_SHIFT) + 1;
 	uint64_t total = n_index + ut->n_rows;
-	if (total > u->opt.rows_cap) {
+	if (total > (uint64_t)u->n_chunks_limit * PF_UNWINDER_CHUNK) {
 		u->st.rows_full++;
 		return -ENOSPC;
 	}
 	uint32_t need = (uint32_t)((total + PF_UNWINDER_CHUNK - 1) / PF_UNWINDER_CHUNK);
+	t->need_chunks = need;
 	uint32_t at;
 	while ((at = chunks_find(u, need)) == UINT32_MAX) {
 		uint32_t v = lru_victim(u, id);
@@ -434,8 +453,10 @@ static uint32_t table_get(struct pf_unwinder *u, const struct pf_sym_exec_map *m
 		t->stamp = ++u->stamp;
 		if (!t->loaded && !t->no_cfi && !t->pending &&
 		    (!t->full_ms || mono_ns() / 1000000 >= t->full_ms + FULL_RETRY_MS)) {
-			/* evicted earlier, or no room some time ago: again */
-			if (!budget_ok(u) || table_fill(u, i, m->fd) < 0)
+			/* evicted earlier, or no room some time ago: again, when it can fit */
+			if (t->need_chunks && !room_possible(u, t->need_chunks))
+				t->full_ms = mono_ns() / 1000000;
+			else if (!budget_ok(u) || table_fill(u, i, m->fd) < 0)
 				*deferred = true;
 		}
 		return i;
@@ -666,10 +687,36 @@ size_t pf_unwinder_kernel_entries(const struct pf_unwinder *u, uint32_t pid)
 	return n;
 }
 
+uint32_t pf_unwinder_set_rows_limit(struct pf_unwinder *u, uint64_t rows)
+{
+	uint64_t chunks = rows / PF_UNWINDER_CHUNK;
+	if (chunks < 1)
+		chunks = 1;
+	if (chunks > u->n_chunks)
+		chunks = u->n_chunks;
+	u->n_chunks_limit = (uint32_t)chunks;
+	uint64_t now_ms = mono_ns() / 1000000;
+	for (uint32_t i = 1; i < u->opt.tables_cap; i++) {
+		struct table *t = &u->tables[i];
+		if (t->loaded && t->chunk + t->n_chunks > u->n_chunks_limit) {
+			table_unload(u, i);
+			t->full_ms = now_ms;
+		}
+	}
+	return u->n_chunks_limit * PF_UNWINDER_CHUNK;
+}
+
 void pf_unwinder_stats(const struct pf_unwinder *u, struct pf_unwinder_stats *out)
 {
 	*out = u->st;
-	out->rows_cap = u->opt.rows_cap;
+	out->rows_cap = (uint64_t)u->n_chunks_limit * PF_UNWINDER_CHUNK;
+	out->pending = 0;
+	for (uint32_t i = 1; i < u->opt.tables_cap; i++)
+		out->pending += u->tables[i].used && u->tables[i].pending;
+	struct pf_tbuilder_stats bs;
+	pf_tbuilder_stats(u->tb, &bs);
+	out->builder_runs = bs.children;
+	out->builder_killed = bs.killed;
 }
 
 /* ---- lifecycle ---------------------------------------------------------------------------- */
@@ -704,6 +751,7 @@ struct pf_unwinder *pf_unwinder_new(const struct pf_unwinder_options *opt)
 		return NULL;
 	u->opt = *opt;
 	u->n_chunks = opt->rows_cap / PF_UNWINDER_CHUNK;
+	u->n_chunks_limit = u->n_chunks;
 	u->budget_ns = BUDGET_BURST_NS;
 	u->budget_at = mono_ns();
 	long page = sysconf(_SC_PAGESIZE);

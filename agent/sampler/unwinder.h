@@ -49,7 +49,7 @@ struct pf_unwinder_options {
 struct pf_unwinder_stats {
 	uint64_t tables;      /* tables loaded in the kernel now */
 	uint64_t rows;        /* their rows and index entries */
-	uint64_t rows_cap;
+	uint64_t rows_cap;    /* the rows tables may use (pf_unwinder_set_rows_limit) */
 	uint64_t processes;   /* processes with entries */
 	uint64_t entries;     /* trie entries */
 	uint64_t built;       /* tables built from CFI */
@@ -62,6 +62,9 @@ struct pf_unwinder_stats {
 			       * later), or larger than half the kernel's rows (never) */
 	uint64_t reloads;     /* process reloads after a miss */
 	uint64_t deferred;    /* loads that left tables for later (build budget spent) */
+	uint64_t pending;     /* tables waiting for the builder now */
+	uint64_t builder_runs;   /* builder children started */
+	uint64_t builder_killed; /* ... killed at their time bound or lost */
 	int last_error;
 };
 
@@ -90,6 +93,11 @@ uint64_t pf_unwinder_seen_ms(struct pf_unwinder *u, uint32_t pid);
 /* Removes pid's entries (exit, exec); its tables stay loaded until evicted. */
 void pf_unwinder_forget(struct pf_unwinder *u, uint32_t pid);
 
+/* Lets tables use at most rows of the kernel's array (rounded down to whole chunks; at least
+ * one chunk, at most rows_cap): limits.max_memory_mb sizes it. Loaded tables beyond it are
+ * unloaded (their mappings walked by frame pointers until their processes load again). The
+ * rows now allowed. */
+uint32_t pf_unwinder_set_rows_limit(struct pf_unwinder *u, uint64_t rows);
 /* Collects what the table builder finished (loading those tables' rows, which the processes
  * that map them use at once) and starts it on waiting files when the budget allows. Called
  * on every drain of the sampler; never blocks. */

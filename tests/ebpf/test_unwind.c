@@ -15,7 +15,9 @@
  * pointer walk alone is measured on the C workload for comparison. >= 90% of the samples in
  * the signal handler must reach main through the interrupted chain. A library opened with
  * dlopen after sampling started is unwound too, and a process that exits during a capture
- * leaves no entries in the kernel's unwind map.
+ * leaves no entries in the kernel's unwind map. With rows for two of three equal tables, the
+ * least recently used table no process maps is the one evicted, and comes back from the disk
+ * cache.
  * Exit 77 when the kernel refuses BPF or perf events, or lacks what the table walk needs. */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,7 +40,7 @@
 #include "sampler_bpf.h"
 
 static char g_dir[64];
-static char g_c[128], g_cc[128], g_rs[128], g_dl[128], g_sig[128];
+static char g_c[128], g_cc[128], g_rs[128], g_dl[128], g_sig[128], g_static[3][128];
 static bool g_have_rust;
 
 static uint64_t now_ms(void)
@@ -78,6 +80,14 @@ static int build_workloads(void)
 		src) ||
 	    run("cc -O2 -fomit-frame-pointer -g -o %s %s/tests/ebpf/nofp_signal.c", g_sig, src))
 		return -1;
+	/* three tables of the same size (libc linked in: ~9 chunks of rows each) */
+	for (int i = 0; i < 3; i++) {
+		snprintf(g_static[i], sizeof(g_static[i]), "%s/static_%d", g_dir, i);
+		if (run("cc -O2 -fomit-frame-pointer -static -Wl,--build-id=0x5eed%04x -o %s "
+			"%s/tests/ebpf/nofp_signal.c",
+			i, g_static[i], src))
+			return -1;
+	}
 	g_have_rust = run("command -v rustc >/dev/null 2>&1") == 0;
 	if (g_have_rust &&
 	    run("rustc -C opt-level=2 -C force-frame-pointers=no -g -o %s "
@@ -442,6 +452,97 @@ static void test_exit_leaves_no_entries(void **state)
 	pf_sampler_free(s);
 }
 
+/* Runs exe with its samples loading its tables in s, until none waits for the builder (at
+ * most 6 s); then ends it and waits until its entries are gone (at most 2 s). *st: the stats
+ * while it ran. */
+static void run_loaded(struct pf_sampler *s, const char *exe, struct pf_sampler_stats *st)
+{
+	struct pf_error err = {0};
+	pid_t pid = spawn(exe, 8, NULL);
+	assert_true(pid > 0);
+	struct pf_profcfg *cfg = include_pid(pid, 199);
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	uint64_t end = now_ms() + 6000;
+	bool loaded = false;
+	while (!loaded && now_ms() < end) {
+		poll_for(s, 100);
+		assert_int_equal(pf_sampler_stats(s, st), 0);
+		loaded = st->unwind_processes == 1 && !st->unwind_pending &&
+			 pf_sampler_unwind_entries(s, (uint32_t)pid) > 0;
+	}
+	assert_true(loaded);
+	poll_for(s, 200); /* a few samples walked with the tables */
+	assert_int_equal(pf_sampler_stats(s, st), 0);
+	reap(pid);
+	end = now_ms() + 2000;
+	struct pf_sampler_stats after;
+	do {
+		poll_for(s, 50);
+		assert_int_equal(pf_sampler_stats(s, &after), 0);
+	} while (after.unwind_processes && now_ms() < end);
+	assert_int_equal(after.unwind_processes, 0);
+	pf_profcfg_free(cfg);
+}
+
+static void test_lru_eviction(void **state)
+{
+	struct pf_error err = {0};
+	char cache[96];
+	snprintf(cache, sizeof(cache), "%s/lru-cache", g_dir);
+	/* 20 chunks: two of the static tables (~9 each) and the vDSO's (1), not three */
+	struct pf_sampler_options o = {.unwind_rows = 20 * 1024, .unwind_cache_dir = cache};
+	struct pf_sampler *s = pf_sampler_new(&o, &err);
+	assert_non_null(s);
+	struct pf_sampler_stats a, b, c, d, e, f;
+	run_loaded(s, g_static[0], &a);
+	assert_int_equal(a.unwind_rows_cap, 20 * 1024);
+	assert_int_equal(a.unwind_tables, 2); /* its own and the vDSO's */
+	run_loaded(s, g_static[1], &b);
+	assert_int_equal(b.unwind_tables, 3);
+	assert_int_equal(b.unwind_evicted, 0);
+	/* static_0 again: its table is still loaded, nothing read or built */
+	run_loaded(s, g_static[0], &c);
+	assert_int_equal(c.unwind_evicted, 0);
+	assert_int_equal(c.unwind_built, b.unwind_built);
+	assert_int_equal(c.unwind_cache_hits, b.unwind_cache_hits);
+	/* static_2 needs room: static_1's table, the least recently used, goes */
+	run_loaded(s, g_static[2], &d);
+	assert_int_equal(d.unwind_evicted, 1);
+	assert_int_equal(d.unwind_tables, 3);
+	run_loaded(s, g_static[0], &e); /* kept: no read, no build, no eviction */
+	assert_int_equal(e.unwind_evicted, 1);
+	assert_int_equal(e.unwind_built, d.unwind_built);
+	assert_int_equal(e.unwind_cache_hits, d.unwind_cache_hits);
+	/* static_1 comes back from the disk cache, evicting static_2's */
+	run_loaded(s, g_static[1], &f);
+	assert_int_equal(f.unwind_evicted, 2);
+	assert_int_equal(f.unwind_cache_hits, e.unwind_cache_hits + 1);
+	assert_int_equal(f.unwind_built, e.unwind_built);
+	print_message("LRU eviction: rows %lu/%lu, tables %lu, built %lu, evicted %lu, read back "
+		      "from the cache %lu\n",
+		      (unsigned long)f.unwind_rows, (unsigned long)f.unwind_rows_cap,
+		      (unsigned long)f.unwind_tables, (unsigned long)f.unwind_built,
+		      (unsigned long)f.unwind_evicted, (unsigned long)f.unwind_cache_hits);
+	/* limits.max_memory_mb: an eighth of it for rows, at most what the kernel holds */
+	struct pf_profcfg *cfg = NULL;
+	const char *yaml = "profiling:\n  limits: {max_memory_mb: 8}\n";
+	assert_int_equal(pf_profcfg_parse(yaml, strlen(yaml), &cfg, &err), 0);
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	assert_int_equal(pf_sampler_stats(s, &f), 0);
+	assert_int_equal(f.unwind_rows_cap, 20 * 1024); /* 1 MiB of rows > the 160 KiB array */
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+	struct pf_sampler *big = pf_sampler_new(NULL, &err);
+	assert_non_null(big);
+	cfg = NULL;
+	assert_int_equal(pf_profcfg_parse(yaml, strlen(yaml), &cfg, &err), 0);
+	assert_int_equal(pf_sampler_set_config(big, cfg, &err), 0);
+	assert_int_equal(pf_sampler_stats(big, &f), 0);
+	assert_int_equal(f.unwind_rows_cap, 128 * 1024); /* 8 MiB / 8 = 1 MiB of 8-byte rows */
+	pf_profcfg_free(cfg);
+	pf_sampler_free(big);
+}
+
 int main(void)
 {
 	struct pf_error err = {0};
@@ -475,6 +576,7 @@ int main(void)
 		cmocka_unit_test(test_signal_frame),
 		cmocka_unit_test(test_dlopen_after_start),
 		cmocka_unit_test(test_exit_leaves_no_entries),
+		cmocka_unit_test(test_lru_eviction),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	if (run("rm -rf %s", g_dir) != 0)
