@@ -298,8 +298,17 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 		  s->unwind_tables);
 	gauge_u64(w, "sampler_unwind_rows", "Unwind rows (8 bytes each) in the kernel's array.",
 		  s->unwind_rows);
-	gauge_u64(w, "sampler_unwind_rows_capacity", "Size of the kernel's unwind row array.",
+	gauge_u64(w, "sampler_unwind_rows_capacity",
+		  "Unwind rows the tables may use: an eighth of limits.max_memory_mb, at most the "
+		  "kernel's array.",
 		  s->unwind_rows_cap);
+	gauge_u64(w, "sampler_unwind_tables_pending",
+		  "Unwind tables the builder process is making (frame pointers meanwhile).",
+		  s->unwind_pending);
+	family(w, "sampler_unwind_builder_cpu_seconds_total", "counter",
+	       "CPU time of the unwind table builder's child processes.");
+	sample_f64(w, "sampler_unwind_builder_cpu_seconds_total", "",
+		   (double)s->unwind_build_ns / 1e9);
 	counter_u64(w, "sampler_unwind_tables_built_total",
 		    "Unwind tables built from .eh_frame/.debug_frame (cache misses).",
 		    s->unwind_built);
