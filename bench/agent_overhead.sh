@@ -110,7 +110,7 @@ for _ in $(seq "$procs"); do
 done
 sleep 2
 "$sample" "${extra[@]}" -d "$rss_secs" -s -t 1 > "$tmp/rss.out" 2>"$tmp/rss.err"
-rss=$(sed -n 's/.*max_rss_kb=\([0-9]*\).*/\1/p' "$tmp/rss.out")
+rss=$(sed -n 's/.* max_rss_kb=\([0-9]*\).*/\1/p' "$tmp/rss.out")
 nproc_seen=$(grep -c '^process ' "$tmp/rss.out" || true)
 echo "== RSS with $procs busy processes (${rss_secs} s) =="
 crss=$(sed -n 's/.*children_max_rss_kb=\([0-9]*\).*/\1/p' "$tmp/rss.out")
