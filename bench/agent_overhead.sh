@@ -24,7 +24,9 @@
 # Environment: PF_BUILD_DIR (default build/bench-release, built Release when missing),
 #   SECONDS_RUN (60), PROCS (300), RSS_SECONDS (20), THROUGHPUT (1), ROUNDS (3),
 #   PHASE_SECONDS (10), SAMPLE_ARGS (more profleet-sample options, e.g. "-U" for frame
-#   pointers only, "-C DIR" for an unwind-table cache; default none: tables built at start).
+#   pointers only, "-C DIR" for an unwind-table cache; default none: tables built at start),
+#   WORKLOAD (workload: tests/ebpf/workload.c, -O0 with frame pointers; nofp:
+#   tests/ebpf/nofp_workload.c, -O2 without frame pointers).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,7 +55,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cc -O0 -fno-omit-frame-pointer -g -o "$tmp/workload" "$root/tests/ebpf/workload.c"
+if [ "${WORKLOAD:-workload}" = nofp ]; then
+	# what the unwind tables are for: -O2 without frame pointers, call chains through libc
+	cc -O2 -fomit-frame-pointer -g -o "$tmp/workload" "$root/tests/ebpf/nofp_workload.c" -ldl
+else
+	cc -O0 -fno-omit-frame-pointer -g -o "$tmp/workload" "$root/tests/ebpf/workload.c"
+fi
 ncpu=$(nproc)
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"

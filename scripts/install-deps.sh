@@ -9,7 +9,7 @@ PKGS=(
 	libssl-dev libyaml-dev libsqlite3-dev sqlite3 libcmocka-dev libjansson-dev zlib1g-dev
 	libpq-dev postgresql
 	libcurl4-openssl-dev
-	libbpf-dev bpftool clang llvm libelf-dev libdw-dev libiberty-dev
+	libbpf-dev bpftool clang llvm libelf-dev libdw-dev libiberty-dev libxxhash-dev
 	libcurl4-openssl-dev python3-yaml python3-jsonschema
 	golang-go
 	nodejs npm chromium

@@ -20,7 +20,7 @@
 set(PF_SAMPLER_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(PF_SAMPLER_GEN ${CMAKE_CURRENT_BINARY_DIR}/sampler_gen)
 
-foreach(lib libbpf libelf libdw)
+foreach(lib libbpf libelf libdw libxxhash)
 	string(TOUPPER "PF_${lib}" var)
 	if(NOT TARGET PkgConfig::${var})
 		pkg_check_modules(${var} REQUIRED IMPORTED_TARGET GLOBAL ${lib})
@@ -83,6 +83,7 @@ target_include_directories(agent_sampler
 target_link_libraries(agent_sampler
 	PUBLIC pf_common
 	PRIVATE pf_warnings PkgConfig::PF_LIBBPF PkgConfig::PF_LIBELF PkgConfig::PF_LIBDW
+	PkgConfig::PF_LIBXXHASH
 	${PF_LIBIBERTY})
 
 add_executable(profleet-sample ${PF_SAMPLER_DIR}/sample_main.c)

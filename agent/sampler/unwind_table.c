@@ -11,9 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/ucontext.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 /* The signal frame's slots (unwind_table.h) are glibc's view of the ucontext the kernel
  * pushes. */
@@ -270,7 +272,10 @@ void pf_unwind_table_free(struct pf_unwind_table *t)
 {
 	if (!t)
 		return;
-	free(t->rows);
+	if (t->map)
+		munmap(t->map, t->map_len);
+	else
+		free(t->rows);
 	free(t);
 }
 
@@ -400,19 +405,13 @@ struct cache_hdr {
 	uint64_t text_bytes;
 	uint32_t n_stop;
 	uint32_t source;
-	uint64_t checksum; /* FNV-1a 64 of the rows */
+	uint64_t checksum; /* XXH3-64 of the rows */
 	char build_id[64];
 };
 
-static uint64_t fnv1a(const void *p, size_t n)
+static uint64_t rows_checksum(const void *p, size_t n)
 {
-	const unsigned char *c = p;
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (size_t i = 0; i < n; i++) {
-		h ^= c[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
+	return XXH3_64bits(p, n);
 }
 
 static int cache_path(const char *dir, const char *build_id, char *out, size_t cap)
@@ -425,21 +424,6 @@ static int cache_path(const char *dir, const char *build_id, char *out, size_t c
 	return k < 0 || (size_t)k >= cap ? -ENAMETOOLONG : 0;
 }
 
-static int read_full(int fd, void *buf, size_t n)
-{
-	char *p = buf;
-	while (n) {
-		ssize_t r = read(fd, p, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r < 0 ? -errno : -EBADMSG;
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
 int pf_unwind_cache_load(const char *dir, const char *build_id, struct pf_unwind_table **out)
 {
 	*out = NULL;
@@ -450,39 +434,51 @@ int pf_unwind_cache_load(const char *dir, const char *build_id, struct pf_unwind
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	struct cache_hdr h;
+	/* mapped, not read: the rows are used where the page cache has them, once (copied into
+	 * the kernel's array), with no heap copy to allocate and fault in */
 	struct stat st;
-	struct pf_unwind_table *t = NULL;
-	rc = read_full(fd, &h, sizeof(h));
-	if (rc == 0 && fstat(fd, &st) < 0)
+	const struct cache_hdr *h = NULL;
+	void *map = MAP_FAILED;
+	if (fstat(fd, &st) < 0)
 		rc = -errno;
-	if (rc == 0 &&
-	    (memcmp(h.magic, CACHE_MAGIC, 8) || h.version != PF_UNWIND_CACHE_VERSION ||
-	     h.row_size != sizeof(struct pf_unwind_row) || !h.n_rows ||
-	     h.n_rows > CACHE_MAX_ROWS || strncmp(h.build_id, build_id, sizeof(h.build_id)) ||
-	     (uint64_t)st.st_size != sizeof(h) + h.n_rows * sizeof(struct pf_unwind_row)))
+	else if ((uint64_t)st.st_size < sizeof(*h))
 		rc = -EBADMSG;
-	if (rc == 0 && !(t = calloc(1, sizeof(*t))))
-		rc = -ENOMEM;
-	if (rc == 0 && !(t->rows = malloc(h.n_rows * sizeof(*t->rows))))
-		rc = -ENOMEM;
-	if (rc == 0)
-		rc = read_full(fd, t->rows, h.n_rows * sizeof(*t->rows));
+	else if ((map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) ==
+		 MAP_FAILED)
+		rc = -errno;
 	close(fd);
 	if (rc == 0) {
-		t->n_rows = h.n_rows;
-		if (fnv1a(t->rows, t->n_rows * sizeof(*t->rows)) != h.checksum)
+		h = map;
+		if (memcmp(h->magic, CACHE_MAGIC, 8) || h->version != PF_UNWIND_CACHE_VERSION ||
+		    h->row_size != sizeof(struct pf_unwind_row) || !h->n_rows ||
+		    h->n_rows > CACHE_MAX_ROWS ||
+		    strncmp(h->build_id, build_id, sizeof(h->build_id)) ||
+		    (uint64_t)st.st_size != sizeof(*h) + h->n_rows * sizeof(struct pf_unwind_row))
+			rc = -EBADMSG;
+	}
+	struct pf_unwind_table *t = NULL;
+	if (rc == 0 && !(t = calloc(1, sizeof(*t))))
+		rc = -ENOMEM;
+	if (rc == 0) {
+		t->map = map;
+		t->map_len = (size_t)st.st_size;
+		map = MAP_FAILED; /* the table owns it now */
+		t->rows = (struct pf_unwind_row *)(h + 1);
+		t->n_rows = h->n_rows;
+		if (rows_checksum(t->rows, t->n_rows * sizeof(*t->rows)) != h->checksum)
 			rc = -EBADMSG;
 		for (size_t i = 1; rc == 0 && i < t->n_rows; i++)
 			if (t->rows[i].pc <= t->rows[i - 1].pc)
 				rc = -EBADMSG; /* the kernel's binary search needs them sorted */
 	}
+	if (map != MAP_FAILED)
+		munmap(map, (size_t)st.st_size);
 	if (rc < 0) {
 		pf_unwind_table_free(t);
 		return rc;
 	}
-	t->text_bytes = h.text_bytes;
-	t->n_stop = h.n_stop;
+	t->text_bytes = h->text_bytes;
+	t->n_stop = h->n_stop;
 	t->source = 0;
 	*out = t;
 	return 0;
@@ -506,7 +502,7 @@ int pf_unwind_cache_store(const char *dir, const char *build_id, const struct pf
 	h.text_bytes = t->text_bytes;
 	h.n_stop = t->n_stop;
 	h.source = t->source;
-	h.checksum = fnv1a(t->rows, t->n_rows * sizeof(*t->rows));
+	h.checksum = rows_checksum(t->rows, t->n_rows * sizeof(*t->rows));
 	memcpy(h.build_id, build_id, strlen(build_id));
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)

@@ -68,6 +68,9 @@ struct pf_unwind_table {
 	uint32_t n_stop;     /* rows of kind PF_UNWIND_STOP (gaps included) */
 	uint8_t source;      /* 1 .eh_frame (+ .debug_frame), 2 .debug_frame only, 0 from the
 			      * disk cache */
+	void *map;           /* from the disk cache: the file's read-only mapping (rows point
+			      * into it), else NULL */
+	size_t map_len;
 };
 
 /* Builds the table of the ELF file open at fd (not consumed), of at most max_rows rows (0: no
@@ -90,11 +93,11 @@ const struct pf_unwind_row *pf_unwind_table_find(const struct pf_unwind_table *t
  * that can never be a build id; such entries are not kept across runs).
  * Format (host byte order, version PF_UNWIND_CACHE_VERSION): a 112-byte header { magic
  * "PFUNWTB1", version u32, row size u32, n_rows u64, text_bytes u64, n_stop u32, source u32,
- * FNV-1a 64 of the rows u64, key char[64] (NUL padded) } followed by the rows.
+ * XXH3-64 of the rows u64 (libxxhash), key char[64] (NUL padded) } followed by the rows.
  * A file whose magic, version, row size, length, build id or checksum does not match is
  * refused (-EBADMSG) and the caller rebuilds. Writes go to a temporary file renamed into
  * place. */
-#define PF_UNWIND_CACHE_VERSION 2 /* 2: PF_UNWIND_SIGNAL rows */
+#define PF_UNWIND_CACHE_VERSION 3 /* 2: PF_UNWIND_SIGNAL rows; 3: XXH3 checksum */
 #define PF_UNWIND_CACHE_KEY_CHARS "0123456789abcdef-" /* up to 63 of them */
 
 int pf_unwind_cache_load(const char *dir, const char *build_id, struct pf_unwind_table **out);
