@@ -1102,7 +1102,7 @@ static void unwind_start(struct pf_sampler *s, uint32_t rows)
 		.rows_cap = rows,
 		.tables_fd = bpf_map__fd(s->skel->maps.unwind_tables),
 		.tables_cap = PF_UNWIND_TABLES_MAX,
-		.maps_fd = bpf_map__fd(s->skel->maps.unwind_maps),
+		.procs_fd = bpf_map__fd(s->skel->maps.unwind_procs),
 		.cache_dir = s->unw_cache_dir,
 	};
 	s->unw = pf_unwinder_new(&uo);

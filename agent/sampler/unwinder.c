@@ -72,6 +72,7 @@ struct proc {
 struct pf_unwinder {
 	struct pf_unwinder_options opt;
 	struct pf_tbuilder *tb;
+	struct pf_bpf_unwind_proc *proc_buf; /* the value proc_publish writes */
 	struct pf_bpf_unwind_row *rows; /* the shared mapping of unwind_rows */
 	size_t rows_bytes;
 	uint8_t *chunk_used;
@@ -92,55 +93,33 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* ---- trie entries ------------------------------------------------------------------------- */
+/* ---- process arrays ----------------------------------------------------------------------- */
 
-/* Calls the map operation for each prefix of [start, end): the largest aligned power-of-two
- * blocks, at most 2 x 64 of them. */
-static int for_prefixes(struct pf_unwinder *u, uint32_t pid, uint64_t start, uint64_t end,
-			const struct pf_bpf_unwind_map *val, size_t *count)
+static int ent_cmp(const void *a, const void *b)
 {
-	uint64_t a = start;
-	while (a < end) {
-		unsigned bits = a ? (unsigned)__builtin_ctzll(a) : 64;
-		while (bits > 0 && (bits >= 64 || a + (1ull << bits) > end || a + (1ull << bits) < a))
-			bits--;
-		struct pf_bpf_unwind_key k = {.prefixlen = 32 + 64 - bits, .pid = pid,
-					      .addr_be = htobe64(a)};
-		int rc = val ? bpf_map_update_elem(u->opt.maps_fd, &k, val, BPF_ANY)
-			     : bpf_map_delete_elem(u->opt.maps_fd, &k);
-		if (rc < 0 && val)
-			return -errno;
-		if (count)
-			(*count)++;
-		a += 1ull << bits;
-	}
+	const struct ent *x = a, *y = b;
+	return (x->start > y->start) - (x->start < y->start);
+}
+
+/* Writes pid's array from its n entries (sorted here): one map update for the whole process.
+ * More than PF_UNWIND_PROC_MAPS: the first ones by address, the array marked truncated. */
+static int proc_publish(struct pf_unwinder *u, uint32_t pid, struct ent *ents, size_t n)
+{
+	qsort(ents, n, sizeof(*ents), ent_cmp);
+	u->proc_buf->n = (uint32_t)(n < PF_UNWIND_PROC_MAPS ? n : PF_UNWIND_PROC_MAPS);
+	u->proc_buf->truncated = n > PF_UNWIND_PROC_MAPS;
+	for (size_t i = 0; i < u->proc_buf->n; i++)
+		u->proc_buf->maps[i] = (struct pf_bpf_unwind_map){
+			.start = ents[i].start, .end = ents[i].end, .bias = ents[i].bias,
+			.table_id = ents[i].table_id, .kind = ents[i].kind};
+	if (bpf_map_update_elem(u->opt.procs_fd, &pid, u->proc_buf, BPF_ANY) < 0)
+		return -errno;
 	return 0;
 }
 
-static int ent_install(struct pf_unwinder *u, uint32_t pid, const struct ent *e)
+static void proc_unpublish(struct pf_unwinder *u, uint32_t pid)
 {
-	struct pf_bpf_unwind_map v = {.start = e->start, .end = e->end, .bias = e->bias,
-				      .table_id = e->table_id, .kind = e->kind};
-	size_t n = 0;
-	int rc = for_prefixes(u, pid, e->start, e->end, &v, &n);
-	u->st.entries += n;
-	return rc;
-}
-
-static void ent_remove(struct pf_unwinder *u, uint32_t pid, const struct ent *e)
-{
-	size_t n = 0;
-	for_prefixes(u, pid, e->start, e->end, NULL, &n);
-	u->st.entries -= n <= u->st.entries ? n : u->st.entries;
-}
-
-static int catch_all(struct pf_unwinder *u, uint32_t pid, bool install)
-{
-	struct pf_bpf_unwind_key k = {.prefixlen = 32, .pid = pid};
-	struct pf_bpf_unwind_map v = {.kind = PF_UNWIND_MAP_UNKNOWN};
-	if (!install)
-		return bpf_map_delete_elem(u->opt.maps_fd, &k) < 0 ? -errno : 0;
-	return bpf_map_update_elem(u->opt.maps_fd, &k, &v, BPF_ANY) < 0 ? -errno : 0;
+	bpf_map_delete_elem(u->opt.procs_fd, &pid);
 }
 
 /* ---- tables ------------------------------------------------------------------------------- */
@@ -512,11 +491,16 @@ uint64_t pf_unwinder_loaded_ms(const struct pf_unwinder *u, uint32_t pid, bool *
 	return p ? p->loaded_ms : 0;
 }
 
-static void ent_release(struct pf_unwinder *u, uint32_t pid, struct ent *e)
+static void ent_release(struct pf_unwinder *u, struct ent *e)
 {
-	ent_remove(u, pid, e);
 	if (e->table_id && u->tables[e->table_id].refs)
 		u->tables[e->table_id].refs--;
+}
+
+/* Mappings of n entries the kernel's array holds. */
+static size_t published(size_t n)
+{
+	return n < PF_UNWIND_PROC_MAPS ? n : PF_UNWIND_PROC_MAPS;
 }
 
 struct load_ctx {
@@ -597,15 +581,15 @@ int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t 
 		u->st.last_error = rc;
 		return rc;
 	}
-	/* the old entries that are gone, then the new ones (a kept mapping keeps its entries
-	 * and drops the reference collect() took again) */
+	/* references: the old entries that are gone give theirs back, a kept mapping drops the
+	 * one collect() took again */
 	size_t changed = 0;
 	for (size_t i = 0; i < p->n; i++) {
 		bool kept = false;
 		for (size_t j = 0; j < c.n && !kept; j++)
 			kept = same_ent(&p->ents[i], &c.ents[j]);
 		if (!kept) {
-			ent_release(u, pid, &p->ents[i]);
+			ent_release(u, &p->ents[i]);
 			changed++;
 		}
 	}
@@ -618,10 +602,12 @@ int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t 
 				u->tables[c.ents[j].table_id].refs--;
 			continue;
 		}
-		int e = ent_install(u, pid, &c.ents[j]);
-		if (e < 0 && rc == 0)
-			rc = e;
 		changed++;
+	}
+	if (changed || !p->loaded_ms) {
+		rc = proc_publish(u, pid, c.ents, c.n);
+		u->st.entries += published(c.n);
+		u->st.entries -= p->loaded_ms ? published(p->n) : 0;
 	}
 	p->retry_ms = !p->loaded_ms || changed ? 200
 		      : p->retry_ms >= 5000 ? 10000 : (p->retry_ms ? p->retry_ms : 200) * 2;
@@ -637,9 +623,6 @@ int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t 
 	p->loaded_ms = mono_ns() / 1000000;
 	if (!p->loaded_ms)
 		p->loaded_ms = 1;
-	int e = catch_all(u, pid, true);
-	if (rc == 0)
-		rc = e;
 	if (rc < 0)
 		u->st.last_error = rc;
 	return rc;
@@ -651,11 +634,12 @@ void pf_unwinder_forget(struct pf_unwinder *u, uint32_t pid)
 	if (!p)
 		return;
 	if (p->loaded_ms) {
-		catch_all(u, pid, false);
+		proc_unpublish(u, pid);
 		u->st.processes--;
+		u->st.entries -= published(p->n);
 	}
 	for (size_t i = 0; i < p->n; i++)
-		ent_release(u, pid, &p->ents[i]);
+		ent_release(u, &p->ents[i]);
 	*pp = p->next;
 	free(p->ents);
 	free(p);
@@ -676,15 +660,9 @@ uint64_t pf_unwinder_seen_ms(struct pf_unwinder *u, uint32_t pid)
 
 size_t pf_unwinder_kernel_entries(const struct pf_unwinder *u, uint32_t pid)
 {
-	struct pf_bpf_unwind_key k, next;
-	size_t n = 0;
-	void *prev = NULL;
-	while (bpf_map_get_next_key(u->opt.maps_fd, prev, &next) == 0) {
-		n += next.pid == pid;
-		k = next;
-		prev = &k;
-	}
-	return n;
+	if (bpf_map_lookup_elem(u->opt.procs_fd, &pid, u->proc_buf) < 0)
+		return 0;
+	return u->proc_buf->n;
 }
 
 uint32_t pf_unwinder_set_rows_limit(struct pf_unwinder *u, uint64_t rows)
@@ -733,6 +711,7 @@ void pf_unwinder_free(struct pf_unwinder *u)
 		}
 	}
 	pf_tbuilder_free(u->tb);
+	free(u->proc_buf);
 	if (u->rows && u->rows != MAP_FAILED)
 		munmap(u->rows, u->rows_bytes);
 	free(u->chunk_used);
@@ -767,7 +746,8 @@ struct pf_unwinder *pf_unwinder_new(const struct pf_unwinder_options *opt)
 		return NULL;
 	}
 	u->tb = pf_tbuilder_new(opt->cache_dir, opt->rows_cap / 2);
-	if (!u->tb || !u->chunk_used || !u->tables) {
+	u->proc_buf = calloc(1, sizeof(*u->proc_buf));
+	if (!u->tb || !u->chunk_used || !u->tables || !u->proc_buf) {
 		int e = !u->tb ? errno : ENOMEM;
 		pf_unwinder_free(u);
 		errno = e;

@@ -1,9 +1,9 @@
 /* unwinder.h — the user side of the kernel's .eh_frame stack walk.
  *
  * Owns: the unwind tables loaded into the kernel (unwind_table.h builds them), keyed by GNU
- * build id (by device and inode for files without one), and each process's entries in the
- * kernel's (pid, address) -> mapping trie (cpu_sampler.h: unwind_rows, unwind_tables,
- * unwind_maps; the sampler hands over their fds, this module never sees the skeleton).
+ * build id (by device and inode for files without one), and each process's array of its
+ * executable mappings in the kernel (cpu_sampler.h: unwind_rows, unwind_tables,
+ * unwind_procs; the sampler hands over their fds, this module never sees the skeleton).
  *
  *  - Rows live in the mmapable array unwind_rows, written directly through a shared mapping
  *    of it (no syscall per row): its pages count in the agent's RSS, so limits.max_memory_mb
@@ -20,10 +20,11 @@
  *    bursts); over it, no builder starts, mappings are walked by frame pointers and the
  *    process is loaded again a second later. A file that would need more than half of the
  *    rows is not built.
- *  - A process's entries are written from the symbolizer's capture of its maps
- *    (pf_symbolizer_exec_maps) at its first sample 50 ms or more after its first sample
- *    (pf_unwinder_seen_ms), again when the kernel reports an address
- *    outside every known mapping (a dlopen), and removed at its exit or exec.
+ *  - A process's array (its mappings sorted by address, one map update for the whole
+ *    process) is written from the symbolizer's capture of its maps (pf_symbolizer_exec_maps)
+ *    at its first sample 50 ms or more after its first sample (pf_unwinder_seen_ms), again
+ *    when the kernel reports an address outside every known mapping (a dlopen), and deleted
+ *    at its exit or exec.
  *
  * Not thread-safe: one owner (the sampler). */
 #ifndef PF_AGENT_UNWINDER_H
@@ -42,7 +43,7 @@ struct pf_unwinder_options {
 	uint32_t rows_cap;  /* its max_entries, a multiple of PF_UNWINDER_CHUNK */
 	int tables_fd;      /* unwind_tables */
 	uint32_t tables_cap;
-	int maps_fd;        /* unwind_maps */
+	int procs_fd;       /* unwind_procs */
 	const char *cache_dir; /* NULL: a private temporary directory, removed at free */
 };
 
@@ -50,8 +51,8 @@ struct pf_unwinder_stats {
 	uint64_t tables;      /* tables loaded in the kernel now */
 	uint64_t rows;        /* their rows and index entries */
 	uint64_t rows_cap;    /* the rows tables may use (pf_unwinder_set_rows_limit) */
-	uint64_t processes;   /* processes with entries */
-	uint64_t entries;     /* trie entries */
+	uint64_t processes;   /* processes with an array in the kernel */
+	uint64_t entries;     /* mappings in those arrays */
 	uint64_t built;       /* tables built from CFI */
 	uint64_t build_ns;    /* CPU time of the builder's children */
 	uint64_t cache_hits;  /* tables read from the disk cache */
@@ -105,7 +106,7 @@ void pf_unwinder_tick(struct pf_unwinder *u);
 /* The pid of the builder's running child, 0 when none (its samples load no tables). */
 uint32_t pf_unwinder_helper_pid(const struct pf_unwinder *u);
 
-/* Kernel entries of pid counted by iterating the trie (tests: none after an exit). */
+/* Mappings in pid's array in the kernel, 0 when it has none (tests: none after an exit). */
 size_t pf_unwinder_kernel_entries(const struct pf_unwinder *u, uint32_t pid);
 
 void pf_unwinder_stats(const struct pf_unwinder *u, struct pf_unwinder_stats *out);

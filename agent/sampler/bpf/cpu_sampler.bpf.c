@@ -108,12 +108,12 @@ struct {
 } unwind_tables SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, PF_UNWIND_MAPS_MAX);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PF_UNWIND_PROCS_MAX);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct pf_bpf_unwind_key);
-	__type(value, struct pf_bpf_unwind_map);
-} unwind_maps SEC(".maps");
+	__type(key, __u32);
+	__type(value, struct pf_bpf_unwind_proc);
+} unwind_procs SEC(".maps");
 
 static __always_inline void count(__u32 idx)
 {
@@ -162,7 +162,7 @@ static __always_inline bool in_user_mode(struct bpf_perf_event_data *ctx)
 /* ---- the table walk ---- */
 
 /* A mapping as the walk caches it (two of them: stacks alternate between a program and its
- * libc, each change would cost a trie lookup). */
+ * libc, each change would cost a lookup). */
 struct pf_walk_map {
 	__u64 start, end, bias;
 	__u32 table_id, kind;
@@ -180,13 +180,43 @@ struct pf_walk {
 			* frame below a signal frame), not a return address: its row is ip's */
 };
 
-static __always_inline void walk_map_set(struct pf_walk_map *d, const struct pf_bpf_unwind_map *m)
+/* The mapping of pid covering addr into *d: a binary search of the process's sorted array.
+ * An address of none of them is PF_UNWIND_MAP_UNKNOWN (a mapping made after the load), or
+ * PF_UNWIND_MAP_FP when the array was truncated; d's range is then empty, so the next frame
+ * looks again. -1 when pid has no array (its tables are not loaded).
+ * A global function: the verifier checks it once, not once per path into each of its two
+ * callers (the search's branches would multiply those paths by 2^8). */
+__noinline int proc_map(__u32 pid, __u64 addr, struct pf_walk_map *d)
 {
-	d->start = m->start;
-	d->end = m->end;
-	d->bias = m->bias;
-	d->table_id = m->table_id;
-	d->kind = m->kind;
+	if (!d)
+		return -1;
+	struct pf_bpf_unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &pid);
+	if (!p)
+		return -1;
+	__u32 lo = 0, hi = p->n; /* maps[0, lo) start at or below addr, maps[hi, n) above it */
+	if (hi > PF_UNWIND_PROC_MAPS)
+		hi = PF_UNWIND_PROC_MAPS;
+	for (int i = 0; i < 8; i++) { /* log2(PF_UNWIND_PROC_MAPS) + 1 steps */
+		if (lo >= hi)
+			break;
+		__u32 mid = ((lo + hi) / 2) & (PF_UNWIND_PROC_MAPS - 1);
+		if (p->maps[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	__u32 c = (lo - 1) & (PF_UNWIND_PROC_MAPS - 1);
+	if (lo == 0 || addr >= p->maps[c].end) {
+		d->start = d->end = 0;
+		d->kind = p->truncated ? PF_UNWIND_MAP_FP : PF_UNWIND_MAP_UNKNOWN;
+		return 0;
+	}
+	d->start = p->maps[c].start;
+	d->end = p->maps[c].end;
+	d->bias = p->maps[c].bias;
+	d->table_id = p->maps[c].table_id;
+	d->kind = p->maps[c].kind;
+	return 0;
 }
 
 /* The row of table id covering ELF virtual address pc: its index entries give the few rows
@@ -289,16 +319,10 @@ static long unwind_step(__u32 i, void *ctx)
 	st->exact = 0;
 	if (pc < st->m[0].start || pc >= st->m[0].end) {
 		struct pf_walk_map tmp = st->m[0];
-		if (pc >= st->m[1].start && pc < st->m[1].end) {
+		if (pc >= st->m[1].start && pc < st->m[1].end)
 			st->m[0] = st->m[1];
-		} else {
-			struct pf_bpf_unwind_key k = {.prefixlen = 96, .pid = st->pid,
-						      .addr_be = bpf_cpu_to_be64(pc)};
-			struct pf_bpf_unwind_map *m = bpf_map_lookup_elem(&unwind_maps, &k);
-			if (!m)
-				return 1;
-			walk_map_set(&st->m[0], m);
-		}
+		else if (proc_map(st->pid, pc, &st->m[0]) < 0)
+			return 1;
 		st->m[1] = tmp;
 	}
 	switch (st->m[0].kind) {
@@ -387,15 +411,12 @@ static __always_inline long walk_tables(struct bpf_perf_event_data *ctx, __u32 p
 		st.sp = BPF_CORE_READ(regs, sp);
 		st.bp = BPF_CORE_READ(regs, bp);
 	}
-	struct pf_bpf_unwind_key k = {.prefixlen = 96, .pid = pid, .addr_be = bpf_cpu_to_be64(st.ip)};
-	struct pf_bpf_unwind_map *m = bpf_map_lookup_elem(&unwind_maps, &k);
-	if (!m) {
+	if (proc_map(pid, st.ip, &st.m[0]) < 0) { /* the leaf's: the first step needs no lookup */
 		/* no tables yet: user space loads them when it sees this sample, woken now
 		 * rather than at its next drain */
 		*flags |= PF_SAMPLE_F_UNWIND_MISS;
 		return -1;
 	}
-	walk_map_set(&st.m[0], m); /* the leaf's: the first step needs no lookup */
 	bpf_loop(PF_UNWIND_MAX_FRAMES, unwind_step, &st, 0);
 	*flags |= st.flags | PF_SAMPLE_F_DWARF;
 	return (long)st.n * 8;

@@ -128,14 +128,16 @@ struct pf_bpf_proc_event {
  *  unwind_rows    array (mmapable) of struct pf_bpf_unwind_row: every loaded table's rows, each
  *                 table a contiguous run sorted by pc (ELF virtual address)
  *  unwind_tables  array table id -> struct pf_bpf_unwind_table (its run; n 0: not loaded)
- *  unwind_maps    LPM trie (pid, address) -> struct pf_bpf_unwind_map: each executable mapping
- *                 of a process as the prefixes covering it, plus one entry per process with
- *                 prefix length 32 (the pid alone) that answers for addresses of no known
- *                 mapping (PF_UNWIND_MAP_UNKNOWN: a mapping made after the tables were loaded)
+ *  unwind_procs   hash pid -> struct pf_bpf_unwind_proc: the process's executable mappings,
+ *                 sorted by address (binary search); an address of none of them is a mapping
+ *                 made after the process was loaded (PF_UNWIND_MAP_UNKNOWN: a dlopen)
  * A sample of a process without an entry is walked by frame pointers (bpf_get_stack). */
 #define PF_UNWIND_ROWS_DEFAULT (512u << 10) /* 4 MiB of rows (user space sizes it) */
 #define PF_UNWIND_TABLES_MAX 4096
-#define PF_UNWIND_MAPS_MAX 65536
+#define PF_UNWIND_PROCS_MAX 2048 /* processes with tables at a time (4 KiB each, allocated
+				  * as used); others are walked by frame pointers */
+#define PF_UNWIND_PROC_MAPS 128  /* executable mappings per process; a process with more keeps
+				  * its first 128 and walks the rest by frame pointers */
 #define PF_UNWIND_MAX_FRAMES PF_MAX_STACK
 #define PF_UNWIND_SEARCH_STEPS 24 /* binary search steps: runs of up to 2^24 rows */
 
@@ -178,19 +180,20 @@ struct pf_bpf_unwind_table {
 #define PF_UNWIND_MAP_TABLE 1   /* a file with a table: table_id */
 #define PF_UNWIND_MAP_FP 2      /* a file without a usable table: frame pointers */
 #define PF_UNWIND_MAP_JIT 3     /* anonymous executable memory: the walk ends there */
-#define PF_UNWIND_MAP_UNKNOWN 4 /* the per-process catch-all entry */
-
-struct pf_bpf_unwind_key {
-	unsigned int prefixlen; /* 32 (pid) + bits of the address */
-	unsigned int pid;
-	unsigned long long addr_be; /* big endian: its high bits are the prefix */
-};
+#define PF_UNWIND_MAP_UNKNOWN 4 /* an address of no mapping the process had at its load */
 
 struct pf_bpf_unwind_map {
-	unsigned long long start, end; /* the whole mapping (0, 0 for the catch-all) */
+	unsigned long long start, end; /* the whole mapping */
 	unsigned long long bias;       /* address - ELF virtual address */
 	unsigned int table_id;
 	unsigned int kind; /* PF_UNWIND_MAP_* */
+};
+
+struct pf_bpf_unwind_proc {
+	unsigned int n;         /* mappings in maps[], sorted by start, disjoint */
+	unsigned int truncated; /* it has more than PF_UNWIND_PROC_MAPS: an address of none is
+				 * walked by frame pointers, not reported as a new mapping */
+	struct pf_bpf_unwind_map maps[PF_UNWIND_PROC_MAPS];
 };
 
 /* flags of struct pf_bpf_sample, continued */
