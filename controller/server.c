@@ -36,7 +36,6 @@
 #define PROFILES_PATH "/v1development/profiles" /* OTLP/HTTP profiles receiver */
 #define PERSIST_INTERVAL_US (500 * LWS_US_PER_MS)
 #define PERSIST_MAX_ROWS 20000
-#define PERSIST_SEEN_EVERY 60 /* ticks: last_seen-only rows every 30 s */
 #define HTTP_CHUNK 65536
 #define RETRY_AFTER_OVERLOAD_S "30"
 #define RETRY_AFTER_QUERY_S "1" /* a pool's queue is full; a merged query takes ~0.3 s */
@@ -162,7 +161,6 @@ struct pf_server {
 	struct conn *pend_head, *pend_tail;  /* connections still sending headers */
 	uint32_t n_pending;
 	int64_t pending_log_ms;              /* last "too many pending" log line */
-	unsigned persist_ticks;
 	struct pf_buf scratch; /* replies are encoded here, then copied into one outmsg */
 	volatile sig_atomic_t stop;
 	size_t n_ws;
@@ -1797,9 +1795,7 @@ static void persist_tick(lws_sorted_usec_list_t *sul)
 {
 	struct pf_server *s = lws_container_of(sul, struct pf_server, sul_persist);
 	if (s->persist) {
-		pf_persist_flush(s->persist, s->fleet, PERSIST_MAX_ROWS);
-		if (++s->persist_ticks % PERSIST_SEEN_EVERY == 0)
-			pf_persist_flush_seen(s->persist, s->fleet, PERSIST_MAX_ROWS);
+		pf_persist_tick(s->persist, s->fleet, now_ms(), PERSIST_MAX_ROWS);
 		struct pf_persist_stats st;
 		pf_persist_stats(s->persist, &st);
 		s->metrics->persist_rows_written = st.rows_written;
