@@ -9,6 +9,8 @@ binaries are missing), real controller replicas and real agents (--no-sampler).
   connected to B, a token revoked through A is refused by B at once;
 - kill -9 of a replica: its agent reconnects to the other (same instance_uid) and gets back
   what was acknowledged before, nothing lost;
+- a plain config PUT during a rollout of that config: 409 rollout_active through the
+  driving replica and through the other one;
 - PostgreSQL stopped: writes answer 503 with a clear error and Retry-After, /healthz stays
   up; started again: writes succeed without restarting the controller, and changes made
   through the other replica meanwhile reach this one's agents;
@@ -78,6 +80,19 @@ class PgStore(IntegrationCase):
             a = self.agent_json(ctl, uid)
             return a if a and pred(a) else None
         return wait_until(check, timeout=timeout, interval=interval, what=what)
+
+    def start_rollout(self, ctl, version, pause_seconds):
+        """A rollout of config 'default' to `version` through ctl over the whole fleet: one
+        agent, then doubling batches pause_seconds apart."""
+        strategy = {"initial": 1, "multiplier": 2, "max_batch_percent": 100,
+                    "pause_seconds": pause_seconds, "max_failure_percent": 50,
+                    "apply_timeout_seconds": 20, "on_failure": "halt"}
+        st, r, _ = ctl.request("POST", "/api/v1/rollouts",
+                               json.dumps({"config": "default", "version": version,
+                                           "strategy": strategy}),
+                               headers={"Content-Type": "application/json"})
+        self.assertEqual(st, 202, r)
+        return r
 
     def applied(self, body):
         return lambda a: (a["config"]["status"] == "APPLIED" and
@@ -261,14 +276,7 @@ class PgStore(IntegrationCase):
         wait_until(lambda: len(a.agents()) == 3, timeout=5, what="A lists all three agents")
         # A rollout driven by A over the whole fleet: B's agents are pinned through the
         # store, report to B, and A sees their rows.
-        strategy = {"initial": 1, "multiplier": 2, "max_batch_percent": 100,
-                    "pause_seconds": 0, "max_failure_percent": 50,
-                    "apply_timeout_seconds": 20, "on_failure": "halt"}
-        st, r, _ = a.request("POST", "/api/v1/rollouts",
-                             json.dumps({"config": "default", "version": 2,
-                                         "strategy": strategy}),
-                             headers={"Content-Type": "application/json"})
-        self.assertEqual(st, 202, r)
+        r = self.start_rollout(a, 2, pause_seconds=0)
         self.assertEqual(r["agents"], 3)
 
         def done():
@@ -302,6 +310,35 @@ class PgStore(IntegrationCase):
         for x in jb["agents"]:
             self.assertNotIn(x["state"], ("unreachable", "pending"), x)
             self.assertNotEqual(x.get("error_code"), "timeout", x)
+
+    def test_config_put_refused_through_any_replica_during_rollout(self):
+        """A plain config PUT during a rollout of that config is refused with the same 409
+        through the replica that drives the rollout and through one that does not."""
+        a = self.replica("a")
+        b = self.replica("b", tokens_from=a)
+        ags = [self.pgagent(a, "r1"), self.pgagent(a, "r2")]
+        st, v1, _ = a.put_config("default", CONFIG_A)
+        self.assertEqual(st, 201, v1)
+        for ag in ags:
+            self.wait_agent(a, ag.uid(), self.applied(v1), what="v1 applied")
+        st, v2, _ = a.request("PUT", "/api/v1/configs/default?stage=1", CONFIG_B)
+        self.assertEqual(st, 201, v2)
+        # One agent, then a long pause: the rollout stays active.
+        r = self.start_rollout(a, 2, pause_seconds=600)
+        for ctl in (a, b):
+            st, j, _ = ctl.put_config("default", CONFIG_C)
+            self.assertEqual(st, 409, j)
+            self.assertEqual(j["error"]["code"], "rollout_active", j)
+            self.assertIn(r["id"], j["error"]["message"])
+        st, j, _ = b.request("GET", "/api/v1/configs/default/versions")
+        self.assertEqual([v["version"] for v in j["versions"]], [2, 1])
+        # Cancelled through its driver: the plain PUT goes through B.
+        st, j, _ = a.request("POST", "/api/v1/rollouts/%s/cancel" % r["id"], "{}",
+                             headers={"Content-Type": "application/json"})
+        self.assertEqual(st, 200, j)
+        st, j, _ = b.put_config("default", CONFIG_C)
+        self.assertEqual(st, 201, j)
+        self.assertEqual(j["version"], 3)
 
     # ---- outage
 
