@@ -261,6 +261,19 @@ static void mark_seen(struct pf_fleet *f, struct pf_agent *a)
 	f->n_seen++;
 }
 
+size_t pf_fleet_mark_connected_dirty(struct pf_fleet *f)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < f->n_agents; i++) {
+		struct pf_agent *a = agent_at(f, i);
+		if (!a->connected)
+			continue;
+		pf_agent_mark_dirty(f, a);
+		n++;
+	}
+	return n;
+}
+
 size_t pf_fleet_pending(const struct pf_fleet *f, bool seen)
 {
 	return seen ? f->n_seen : f->n_dirty;

@@ -8,7 +8,9 @@ binaries are missing), real controller replicas and real agents (--no-sampler).
   within 1 s (LISTEN/NOTIFY), an assignment through B reaches it too, A's API shows the agent
   connected to B, a token revoked through A is refused by B at once;
 - kill -9 of a replica: its agent reconnects to the other (same instance_uid) and gets back
-  what was acknowledged before, nothing lost;
+  what was acknowledged before, nothing lost; an agent that reconnects nowhere is shown
+  disconnected by the survivor once the dead replica's heartbeat is older than
+  --replica-timeout-seconds;
 - a plain config PUT during a rollout of that config: 409 rollout_active through the
   driving replica and through the other one;
 - PostgreSQL stopped: writes answer 503 with a clear error and Retry-After, /healthz stays
@@ -310,6 +312,33 @@ class PgStore(IntegrationCase):
         for x in jb["agents"]:
             self.assertNotIn(x["state"], ("unreachable", "pending"), x)
             self.assertNotEqual(x.get("error_code"), "timeout", x)
+
+    def test_killed_replica_rows_disconnected(self):
+        """A replica killed with -9 whose agent reconnects nowhere: the survivor marks that
+        agent's row disconnected once the dead replica has been silent for
+        --replica-timeout-seconds (its heartbeat row in the replicas table); the survivor's
+        own agent stays connected."""
+        extra = ["--replica-timeout-seconds", "3"]
+        a = self.replica("a", extra=extra)
+        b = self.replica("b", tokens_from=a, extra=extra)
+        on_a = self.pgagent(a, "on-a")
+        on_b = self.pgagent(b, "on-b")
+        ua, ub = on_a.uid(), on_b.uid()
+        self.wait_agent(b, ua, lambda x: x["connected"], what="B shows A's agent connected")
+        self.wait_agent(b, ub, lambda x: x["connected"], what="B's own agent connected")
+        a.proc.p.send_signal(signal.SIGKILL)
+        a.proc.p.wait(timeout=10)
+        t0 = time.monotonic()
+        on_a.stop()  # its replica is gone and it goes nowhere else
+        self.wait_agent(b, ua, lambda x: not x["connected"], timeout=20, interval=0.1,
+                        what="A's agent disconnected on B after A's timeout")
+        elapsed = time.monotonic() - t0
+        print("kill -9 of A -> its agent's row disconnected on B: %.1f s" % elapsed)
+        # 3 s of silence, then B's next beat (every 1 s) and B's next read of the rows.
+        self.assertLess(elapsed, 8.0)
+        self.assertTrue(self.agent_json(b, ub)["connected"])
+        self.assertEqual(b.summary()["connected"], 1)
+        self.assertIn("marked disconnected", b.proc.output())
 
     def test_config_put_refused_through_any_replica_during_rollout(self):
         """A plain config PUT during a rollout of that config is refused with the same 409

@@ -308,6 +308,15 @@ static void test_dirty_drain(void **state)
 	assert_int_equal(pf_fleet_pending(f, true), 3);
 	assert_int_equal(pf_fleet_drain_seen(f, 100, on_drain, NULL), 3);
 	assert_int_equal(pf_fleet_pending(f, true), 0);
+	/* Taken for dead by other replicas: every agent connected here is written again. */
+	for (int i = 1; i <= 2; i++) {
+		uid_n(uid, i);
+		pf_agent_set_connected(f, pf_fleet_find(f, uid), PF_TRANSPORT_WS, f, 9);
+	}
+	assert_int_equal(pf_fleet_drain_dirty(f, 100, on_drain, NULL), 2);
+	assert_int_equal(pf_fleet_mark_connected_dirty(f), 2);
+	assert_int_equal(pf_fleet_pending(f, false), 2);
+	assert_int_equal(pf_fleet_drain_dirty(f, 100, on_drain, NULL), 2);
 	pf_fleet_free(f);
 }
 
