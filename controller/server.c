@@ -168,6 +168,7 @@ struct pf_server {
 	struct ws_conn *ws_head;
 	int64_t next_expiry_ms; /* earliest token expiry of an open WebSocket, 0: none */
 	int64_t beat_ms;        /* last replica heartbeat (replica_beat), 0: none yet */
+	bool beat_ok;           /* one heartbeat has succeeded */
 	struct src_count *by_source[SRC_BUCKETS]; /* open OpAMP WebSockets per peer address */
 	struct pf_qpool *pool; /* heavy profile queries, or NULL */
 	struct pf_qpool *ingest; /* the OTLP receiver's writer, or NULL */
@@ -1808,11 +1809,16 @@ static void replica_beat(struct pf_server *s, int64_t now)
 		pf_log_warn("store: replica heartbeat: %s", pf_store_last_error(s->store));
 		return;
 	}
-	if (marked)
+	bool first = !s->beat_ok; /* joining: nobody can have taken this id for dead yet */
+	s->beat_ok = true;
+	if (marked) {
 		pf_log_info("store: %zu agent rows of replicas silent for %lld s marked "
 			    "disconnected",
 			    marked, (long long)(dead_ms / 1000));
-	if (revived && pf_fleet_mark_connected_dirty(s->fleet))
+		if (s->api)
+			pf_api_refresh_fleet(s->api); /* this replica's view of them, too */
+	}
+	if (revived && !first && pf_fleet_mark_connected_dirty(s->fleet))
 		pf_log_warn("store: this replica had been taken for dead; its agents' rows are "
 			    "written again");
 }

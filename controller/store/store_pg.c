@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,17 +57,24 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* One id per process: NOTIFY payloads carry it, so a replica skips its own. */
+/* One id per process: NOTIFY payloads carry it, so a replica skips its own, and so do the
+ * agent rows it writes (pf_store_replica_beat). Made once, whichever thread asks first (the
+ * loop and the agent-row writer both do). */
+static char replica_id[20];
+static pthread_once_t replica_id_once = PTHREAD_ONCE_INIT;
+
+static void replica_id_make(void)
+{
+	uint8_t b[8] = {0};
+	pf_random_bytes(b, sizeof(b));
+	for (int i = 0; i < 8; i++)
+		snprintf(replica_id + 2 * i, 3, "%02x", b[i]);
+}
+
 const char *pf_store_replica_id(void)
 {
-	static char id[20];
-	if (!id[0]) {
-		uint8_t b[8] = {0};
-		pf_random_bytes(b, sizeof(b));
-		for (int i = 0; i < 8; i++)
-			snprintf(id + 2 * i, 3, "%02x", b[i]);
-	}
-	return id;
+	pthread_once(&replica_id_once, replica_id_make);
+	return replica_id;
 }
 
 /* The connection is lost: the next call reconnects, unless reconnects are gated (then the

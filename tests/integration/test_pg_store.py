@@ -10,7 +10,8 @@ binaries are missing), real controller replicas and real agents (--no-sampler).
 - kill -9 of a replica: its agent reconnects to the other (same instance_uid) and gets back
   what was acknowledged before, nothing lost; an agent that reconnects nowhere is shown
   disconnected by the survivor once the dead replica's heartbeat is older than
-  --replica-timeout-seconds;
+  --replica-timeout-seconds; a replica stopped that long writes its agents' rows again
+  when it runs again;
 - a plain config PUT during a rollout of that config: 409 rollout_active through the
   driving replica and through the other one;
 - PostgreSQL stopped: writes answer 503 with a clear error and Retry-After, /healthz stays
@@ -339,6 +340,26 @@ class PgStore(IntegrationCase):
         self.assertTrue(self.agent_json(b, ub)["connected"])
         self.assertEqual(b.summary()["connected"], 1)
         self.assertIn("marked disconnected", b.proc.output())
+
+    def test_stalled_replica_rows_written_again(self):
+        """A replica stopped (SIGSTOP) longer than the timeout is taken for dead: its agent's
+        row is marked disconnected by the other; once it runs again it finds its heartbeat
+        row gone and writes its connected agents' rows again."""
+        extra = ["--replica-timeout-seconds", "3"]
+        a = self.replica("a", extra=extra)
+        b = self.replica("b", tokens_from=a, extra=extra)
+        ag = self.pgagent(a, "on-a")
+        uid = ag.uid()
+        self.wait_agent(b, uid, lambda x: x["connected"], what="B shows A's agent connected")
+        a.proc.p.send_signal(signal.SIGSTOP)
+        try:
+            self.wait_agent(b, uid, lambda x: not x["connected"], timeout=20, interval=0.1,
+                            what="A's agent disconnected on B while A is stopped")
+        finally:
+            a.proc.p.send_signal(signal.SIGCONT)
+        self.wait_agent(b, uid, lambda x: x["connected"], timeout=10, interval=0.1,
+                        what="A's agent connected again on B once A runs")
+        self.assertIn("taken for dead", a.proc.output())
 
     def test_config_put_refused_through_any_replica_during_rollout(self):
         """A plain config PUT during a rollout of that config is refused with the same 409
