@@ -47,6 +47,7 @@ void pf_controller_config_defaults(struct pf_controller_config *c)
 	c->profile_retention_hours = DEFAULT_PROFILE_RETENTION_HOURS;
 	c->profile_max_bytes = DEFAULT_PROFILE_MAX_BYTES;
 	c->capture_grace_s = 30;
+	c->replica_timeout_s = 30;
 }
 
 void pf_controller_config_release(struct pf_controller_config *c)
@@ -157,6 +158,12 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 					    "is the SQLite file in data_dir), got '%.40s'",
 					    v);
 		return set_str(&c->store_url, v);
+	}
+	if (!strcmp(path, "store.replica_timeout_seconds")) {
+		r = parse_u64(path, v, 3, 3600, &x, err);
+		if (r == 0)
+			c->replica_timeout_s = (uint32_t)x;
+		return r;
 	}
 	if (!strcmp(path, "ui.dir")) {
 		if (!*v || strlen(v) > 4000)
@@ -374,14 +381,16 @@ static void usage(FILE *to)
 		"fleet tables (tokens, audit, configs, assignments, agents, captures, rollouts) in\n"
 		"PostgreSQL, so that several controller replicas share them; changes made through\n"
 		"one replica reach the agents of the others through LISTEN/NOTIFY. Default: the\n"
-		"SQLite file in the data dir. Profiles stay in the data dir (per replica).\n");
+		"SQLite file in the data dir. Profiles stay in the data dir (per replica).\n"
+		"--replica-timeout-seconds (default 30): a replica silent that long is taken for\n"
+		"dead and the rows of its agents are marked disconnected by the others.\n");
 }
 
 int pf_controller_config_args(struct pf_controller_config *c, int argc, char **argv,
 			      struct pf_error *err)
 {
 	enum { O_LISTEN = 256, O_DATA, O_CERT, O_KEY, O_CA, O_MAXMSG, O_HB, O_MAXAG, O_LOG,
-	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_PUBURL, O_GRACE, O_DEFCFG,
+	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_PUBURL, O_GRACE, O_REPTO, O_DEFCFG,
 	       O_ADMTOK, O_AGTOK, O_UIDIR, O_TOKDIR, O_PERSRC, O_AGLISTEN,
 	       O_SENDQ, O_PENDSRC, O_HDRTO, O_STORE };
 	static const struct option opts[] = {
@@ -404,6 +413,7 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 		{"profile-max-bytes", required_argument, 0, O_PMAX},
 		{"public-url", required_argument, 0, O_PUBURL},
 		{"capture-grace-seconds", required_argument, 0, O_GRACE},
+		{"replica-timeout-seconds", required_argument, 0, O_REPTO},
 		{"default-config", required_argument, 0, O_DEFCFG},
 		{"admin-token-file", required_argument, 0, O_ADMTOK},
 		{"agent-token-file", required_argument, 0, O_AGTOK},
@@ -486,6 +496,9 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 			break;
 		case O_GRACE:
 			r = apply_key(c, "captures.grace_seconds", optarg, err);
+			break;
+		case O_REPTO:
+			r = apply_key(c, "store.replica_timeout_seconds", optarg, err);
 			break;
 		case O_DEFCFG:
 			r = set_str(&c->default_config, optarg);

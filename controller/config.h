@@ -55,6 +55,7 @@ struct pf_controller_config {
 	uint64_t profile_max_bytes;       /* profiles.max_bytes: cap on stored profile bodies */
 	char *public_url;                 /* public_url, NULL when unset */
 	uint32_t capture_grace_s;         /* captures.grace_seconds */
+	uint32_t replica_timeout_s;       /* store.replica_timeout_seconds */
 	char *default_config;             /* default_config: profiling config file, or NULL */
 	char *admin_token_file;           /* tokens.admin_file, or NULL */
 	char *agent_token_file;           /* tokens.agent_file, or NULL */

@@ -220,6 +220,7 @@ int main(int argc, char **argv)
 		.rollouts = rollouts,
 		.ui = ui,
 		.store_url = cfg.store_url,
+		.replica_timeout_s = cfg.replica_timeout_s,
 		.handle_signals = true, /* SIGINT/SIGTERM/SIGHUP: watchers on the server's loop */
 	};
 	snprintf(so.listen_host, sizeof(so.listen_host), "%s", cfg.listen_host);

@@ -36,7 +36,7 @@
 #define PROFILES_PATH "/v1development/profiles" /* OTLP/HTTP profiles receiver */
 #define PERSIST_INTERVAL_US (500 * LWS_US_PER_MS)
 #define PERSIST_MAX_ROWS 20000
-#define PERSIST_SEEN_EVERY 60 /* ticks: last_seen-only rows every 30 s */
+#define REPLICA_BEAT_MAX_MS 5000 /* replicas sharing PostgreSQL: heartbeat at least this often */
 #define HTTP_CHUNK 65536
 #define RETRY_AFTER_OVERLOAD_S "30"
 #define RETRY_AFTER_QUERY_S "1" /* a pool's queue is full; a merged query takes ~0.3 s */
@@ -162,12 +162,13 @@ struct pf_server {
 	struct conn *pend_head, *pend_tail;  /* connections still sending headers */
 	uint32_t n_pending;
 	int64_t pending_log_ms;              /* last "too many pending" log line */
-	unsigned persist_ticks;
 	struct pf_buf scratch; /* replies are encoded here, then copied into one outmsg */
 	volatile sig_atomic_t stop;
 	size_t n_ws;
 	struct ws_conn *ws_head;
 	int64_t next_expiry_ms; /* earliest token expiry of an open WebSocket, 0: none */
+	int64_t beat_ms;        /* last replica heartbeat (replica_beat), 0: none yet */
+	bool beat_ok;           /* one heartbeat has succeeded */
 	struct src_count *by_source[SRC_BUCKETS]; /* open OpAMP WebSockets per peer address */
 	struct pf_qpool *pool; /* heavy profile queries, or NULL */
 	struct pf_qpool *ingest; /* the OTLP receiver's writer, or NULL */
@@ -1791,15 +1792,44 @@ static void listen_release(struct pf_server *s)
 	}
 }
 
+/* On the persist tick, replicas sharing PostgreSQL: this one's heartbeat, and the agent rows of
+ * replicas that stopped beating (killed, hung) disconnected. When the others had taken this
+ * one for dead, its connected agents' rows are written again. */
+static void replica_beat(struct pf_server *s, int64_t now)
+{
+	int64_t dead_ms = (int64_t)(s->opt.replica_timeout_s ? s->opt.replica_timeout_s : 30) * 1000;
+	int64_t every_ms = pf_min(dead_ms / 3, (int64_t)REPLICA_BEAT_MAX_MS);
+	if (!s->listener || pf_store_unavailable(s->store) ||
+	    (s->beat_ms && now >= s->beat_ms && now - s->beat_ms < every_ms))
+		return;
+	s->beat_ms = now;
+	size_t marked = 0;
+	bool revived = false;
+	if (pf_store_replica_beat(s->store, dead_ms, &marked, &revived) < 0) {
+		pf_log_warn("store: replica heartbeat: %s", pf_store_last_error(s->store));
+		return;
+	}
+	bool first = !s->beat_ok; /* joining: nobody can have taken this id for dead yet */
+	s->beat_ok = true;
+	if (marked) {
+		pf_log_info("store: %zu agent rows of replicas silent for %lld s marked "
+			    "disconnected",
+			    marked, (long long)(dead_ms / 1000));
+		if (s->api)
+			pf_api_refresh_fleet(s->api); /* this replica's view of them, too */
+	}
+	if (revived && !first && pf_fleet_mark_connected_dirty(s->fleet))
+		pf_log_warn("store: this replica had been taken for dead; its agents' rows are "
+			    "written again");
+}
+
 /* ------------------------------------------------------------------ lifecycle */
 
 static void persist_tick(lws_sorted_usec_list_t *sul)
 {
 	struct pf_server *s = lws_container_of(sul, struct pf_server, sul_persist);
 	if (s->persist) {
-		pf_persist_flush(s->persist, s->fleet, PERSIST_MAX_ROWS);
-		if (++s->persist_ticks % PERSIST_SEEN_EVERY == 0)
-			pf_persist_flush_seen(s->persist, s->fleet, PERSIST_MAX_ROWS);
+		pf_persist_tick(s->persist, s->fleet, now_ms(), PERSIST_MAX_ROWS);
 		struct pf_persist_stats st;
 		pf_persist_stats(s->persist, &st);
 		s->metrics->persist_rows_written = st.rows_written;
@@ -1818,6 +1848,7 @@ static void persist_tick(lws_sorted_usec_list_t *sul)
 	}
 	ws_expire(s, now_ms());
 	listen_probe(s);
+	replica_beat(s, now_ms());
 	if (s->listener) {
 		s->metrics->store_shared = true;
 		s->metrics->store_available = !pf_store_unavailable(s->store) &&

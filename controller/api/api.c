@@ -560,12 +560,21 @@ static void h_config_put(struct pf_api *api, const struct pf_api_request *req,
 	struct pf_cfg_slot *served = pf_fleet_config_find(api->fleet, name);
 	if (stage && (strcmp(stage, "1") == 0 || strcmp(stage, "true") == 0) && served)
 		return h_config_stage(api, req, resp, name, role, served->version);
-	const char *active = api->rollouts ? pf_rollouts_active_for(api->rollouts, name) : NULL;
-	if (active) {
+	char active[PF_ROLLOUT_ID_MAX + 1];
+	bool elsewhere = false;
+	int r = api->rollouts ? pf_rollouts_find_active(api->rollouts, name, active, &elsewhere)
+			      : 0;
+	if (r < 0) {
+		pf_api_error(resp, 500, "store_error", "could not read rollouts: %s",
+			     pf_store_last_error(api->store));
+		return;
+	}
+	if (r == 1) {
+		/* The same answer on every replica sharing the store, whichever drives it. */
 		pf_api_error(resp, 409, "rollout_active",
-			     "rollout %s of config '%s' is active: let it finish, or cancel or roll "
-			     "it back, before a plain PUT",
-			     active, name);
+			     "rollout %s of config '%s' is active%s: let it finish, or cancel or "
+			     "roll it back, before a plain PUT",
+			     active, name, elsewhere ? " (driven by another replica)" : "");
 		return;
 	}
 
@@ -573,7 +582,7 @@ static void h_config_put(struct pf_api *api, const struct pf_api_request *req,
 	pf_sha256(req->body, req->body_len, hash);
 	int64_t version = 0;
 	bool created = false;
-	int r = pf_store_config_put(api->store, name, (const char *)req->body, req->body_len, hash,
+	r = pf_store_config_put(api->store, name, (const char *)req->body, req->body_len, hash,
 				req->now_ms, &version, &created);
 	if (r < 0) {
 		pf_api_error(resp, 500, "store_error", "could not store config '%s': %s", name,

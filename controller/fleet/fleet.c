@@ -45,6 +45,8 @@ struct pf_fleet {
 	size_t n_asg;
 
 	uint32_t dirty_head; /* index + 1 */
+	size_t n_dirty;      /* agents on the dirty list */
+	size_t n_seen;       /* agents with dirty_seen set (a subset may be dirty too) */
 	bool shared;         /* pf_fleet_set_shared() */
 
 	pf_fleet_push_fn push;
@@ -240,6 +242,7 @@ static void dirty_link(struct pf_fleet *f, struct pf_agent *a)
 		return;
 	a->dirty_next = f->dirty_head;
 	f->dirty_head = (uint32_t)(idx + 1);
+	f->n_dirty++;
 }
 
 void pf_agent_mark_dirty(struct pf_fleet *f, struct pf_agent *a)
@@ -252,8 +255,28 @@ void pf_agent_mark_dirty(struct pf_fleet *f, struct pf_agent *a)
  * by the slower pf_fleet_drain_seen() sweep. */
 static void mark_seen(struct pf_fleet *f, struct pf_agent *a)
 {
-	(void)f;
+	if (a->dirty_seen)
+		return;
 	a->dirty_seen = true;
+	f->n_seen++;
+}
+
+size_t pf_fleet_mark_connected_dirty(struct pf_fleet *f)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < f->n_agents; i++) {
+		struct pf_agent *a = agent_at(f, i);
+		if (!a->connected)
+			continue;
+		pf_agent_mark_dirty(f, a);
+		n++;
+	}
+	return n;
+}
+
+size_t pf_fleet_pending(const struct pf_fleet *f, bool seen)
+{
+	return seen ? f->n_seen : f->n_dirty;
 }
 
 size_t pf_fleet_drain_dirty(struct pf_fleet *f, size_t max,
@@ -264,6 +287,9 @@ size_t pf_fleet_drain_dirty(struct pf_fleet *f, size_t max,
 		struct pf_agent *a = agent_at(f, f->dirty_head - 1);
 		f->dirty_head = a->dirty_next;
 		a->dirty_next = 0;
+		f->n_dirty--;
+		if (a->dirty_seen)
+			f->n_seen--;
 		a->dirty = a->dirty_seen = false;
 		if (f->shared && !a->local)
 			continue; /* another replica's agent: its row is written there */
@@ -278,12 +304,17 @@ size_t pf_fleet_drain_dirty(struct pf_fleet *f, size_t max,
 size_t pf_fleet_drain_seen(struct pf_fleet *f, size_t max,
 			   void (*cb)(struct pf_agent *a, bool full, void *ud), void *ud)
 {
-	size_t n = 0;
-	for (size_t i = 0; i < f->n_agents && n < max; i++) {
+	size_t n = 0, left = f->n_seen;
+	/* A fleet with nothing flagged is not walked; the walk ends at the last flagged agent. */
+	for (size_t i = 0; left && i < f->n_agents && n < max; i++) {
 		struct pf_agent *a = agent_at(f, i);
-		if (!a->dirty_seen || a->dirty)
+		if (!a->dirty_seen)
 			continue;
+		left--;
+		if (a->dirty)
+			continue; /* its full write covers last_seen */
 		a->dirty_seen = false;
+		f->n_seen--;
 		if (f->shared && !a->local)
 			continue;
 		cb(a, false, ud);

@@ -207,6 +207,14 @@ size_t pf_fleet_drain_dirty(struct pf_fleet *f, size_t max,
 			    void (*cb)(struct pf_agent *a, bool full, void *ud), void *ud);
 size_t pf_fleet_drain_seen(struct pf_fleet *f, size_t max,
 			   void (*cb)(struct pf_agent *a, bool full, void *ud), void *ud);
+/* How many agents wait for pf_fleet_drain_dirty() (seen = false) or are flagged for
+ * pf_fleet_drain_seen() (seen = true): a bound on what the next drain returns (agents of
+ * other replicas are skipped by the drains), 0 when it would return nothing. */
+size_t pf_fleet_pending(const struct pf_fleet *f, bool seen);
+/* Marks every agent connected here dirty, so that all their rows are written again (replicas
+ * sharing the store: the others had taken this one for dead and disconnected its rows).
+ * Returns how many. */
+size_t pf_fleet_mark_connected_dirty(struct pf_fleet *f);
 
 /* ---- JSON views for the API (jansson objects, caller owns the reference) */
 struct json_t;

@@ -35,6 +35,10 @@ struct pf_persist {
 	bool busy;
 	size_t queued_rows;
 	struct pf_persist_stats stats;
+	/* The loop's side (pf_persist_tick), not shared with the writer. */
+	int64_t seen_interval_ms;
+	int64_t seen_ms;  /* start of the current last_seen period, 0 before the first tick */
+	bool seen_more;   /* the last sweep was cut short by max_rows */
 };
 
 static void row_release(struct row *w)
@@ -112,6 +116,8 @@ struct pf_persist *pf_persist_start(const char *db_path, const char *fleet_url,
 		free(p);
 		return NULL;
 	}
+	p->seen_interval_ms = pf_store_is_shared(p->st) ? PF_PERSIST_SEEN_SHARED_MS
+							: PF_PERSIST_SEEN_SOLO_MS;
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
 	pthread_cond_init(&p->done_cv, NULL);
@@ -185,6 +191,10 @@ static size_t flush(struct pf_persist *p, struct pf_fleet *f, size_t max_rows, b
 	pthread_mutex_unlock(&p->mu);
 	if (max_rows > room)
 		max_rows = room;
+	/* Sized to what is pending: a fleet at rest allocates nothing. */
+	size_t pending = pf_fleet_pending(f, seen);
+	if (max_rows > pending)
+		max_rows = pending;
 	if (!max_rows)
 		return 0;
 	struct batch *b = malloc(sizeof(*b) + max_rows * sizeof(struct row));
@@ -223,6 +233,21 @@ size_t pf_persist_flush(struct pf_persist *p, struct pf_fleet *f, size_t max_row
 size_t pf_persist_flush_seen(struct pf_persist *p, struct pf_fleet *f, size_t max_rows)
 {
 	return flush(p, f, max_rows, true);
+}
+
+size_t pf_persist_tick(struct pf_persist *p, struct pf_fleet *f, int64_t now_ms, size_t max_rows)
+{
+	size_t n = flush(p, f, max_rows, false);
+	if (!p->seen_ms || now_ms < p->seen_ms) /* the first tick, or the clock stepped back */
+		p->seen_ms = now_ms;
+	if (p->seen_more || now_ms - p->seen_ms >= p->seen_interval_ms) {
+		if (!p->seen_more)
+			p->seen_ms = now_ms;
+		n += flush(p, f, max_rows, true);
+		/* Cut short (max_rows, the queue bound): the rest goes on the next tick. */
+		p->seen_more = pf_fleet_pending(f, true) > 0;
+	}
+	return n;
 }
 
 void pf_persist_stats(struct pf_persist *p, struct pf_persist_stats *out)

@@ -693,30 +693,50 @@ static int active_cfg_cb(const struct pf_rollout_row *row, void *ud)
 	return 1;
 }
 
+int pf_rollouts_find_active(struct pf_rollouts *rs, const char *config,
+			    char id[PF_ROLLOUT_ID_MAX + 1], bool *elsewhere)
+{
+	const char *here = pf_rollouts_active_for(rs, config);
+	*elsewhere = false;
+	if (here) {
+		snprintf(id, PF_ROLLOUT_ID_MAX + 1, "%s", here);
+		return 1;
+	}
+	/* Replicas sharing PostgreSQL: one driven by another replica counts too (on a store of
+	 * one's own every active rollout is driven here, and the store says the same). */
+	struct active_cfg other = {.config = config};
+	int rc = pf_store_rollouts_foreach(rs->store, true, NULL, 0, active_cfg_cb, &other);
+	if (rc < 0)
+		return rc;
+	if (rc != 1)
+		return 0;
+	snprintf(id, PF_ROLLOUT_ID_MAX + 1, "%s", other.id);
+	*elsewhere = true;
+	return 1;
+}
+
 int pf_rollouts_create(struct pf_rollouts *rs, const char *config, int64_t version,
 		       const char *selector, const struct pf_rollout_strategy *s,
 		       const char *created_by, int64_t now_ms, char id[PF_ROLLOUT_ID_MAX + 1],
 		       size_t *matched, struct pf_error *err)
 {
-	/* Replicas sharing PostgreSQL: one driven by another replica counts too. */
-	struct active_cfg other = {.config = config};
-	if (pf_store_is_shared(rs->store) &&
-	    pf_store_rollouts_foreach(rs->store, true, NULL, 0, active_cfg_cb, &other) == 1)
-		return pf_error_set(err, -EEXIST, "config",
-				    "rollout %s of '%s' is active (driven by another replica)",
-				    other.id, config);
 	if (strlen(config) >= sizeof(((struct rollout *)0)->config))
 		return pf_error_set(err, -EINVAL, "config", "longer than 127 bytes");
 	if (selector && strlen(selector) >= sizeof(((struct rollout *)0)->selector))
 		return pf_error_set(err, -EINVAL, "selector", "longer than 1023 bytes");
-	if (pf_rollouts_active_for(rs, config))
-		return pf_error_set(err, -EEXIST, "config", "rollout %s of '%s' is active",
-				    pf_rollouts_active_for(rs, config), config);
+	char active[PF_ROLLOUT_ID_MAX + 1];
+	bool elsewhere;
+	int rc = pf_rollouts_find_active(rs, config, active, &elsewhere);
+	if (rc < 0)
+		return pf_error_set(err, -EIO, NULL, "%s", pf_store_last_error(rs->store));
+	if (rc == 1)
+		return pf_error_set(err, -EEXIST, "config", "rollout %s of '%s' is active%s", active,
+				    config, elsewhere ? " (driven by another replica)" : "");
 	if (rs->n_active >= PF_ROLLOUTS_MAX_ACTIVE)
 		return pf_error_set(err, -ENOSPC, NULL, "%d rollouts are active already",
 				    PF_ROLLOUTS_MAX_ACTIVE);
 	struct pf_config_version cv;
-	int rc = pf_store_config_get(rs->store, config, version, &cv);
+	rc = pf_store_config_get(rs->store, config, version, &cv);
 	if (rc == -ENOENT)
 		return version ? pf_error_set(err, -EINVAL, "version",
 					      "config '%s' has no version %lld", config,

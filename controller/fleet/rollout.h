@@ -112,8 +112,13 @@ enum pf_rollout_action {
  * current state (err says which state), -EIO store. */
 int pf_rollouts_action(struct pf_rollouts *r, const char *id, enum pf_rollout_action act,
 		       int64_t now_ms, struct pf_error *err);
-/* The active rollout of a config, or NULL (for the plain PUT's 409). */
+/* The active rollout of a config driven here, or NULL. */
 const char *pf_rollouts_active_for(const struct pf_rollouts *r, const char *config);
+/* The active rollout of a config, driven here or, per the store, by another replica sharing
+ * it (*elsewhere): 1 with its id, 0 when there is none, or the store's negative errno. What
+ * refuses a plain PUT of that config (409 rollout_active) and a second rollout of it. */
+int pf_rollouts_find_active(struct pf_rollouts *r, const char *config,
+			    char id[PF_ROLLOUT_ID_MAX + 1], bool *elsewhere);
 
 /* Evaluates batches, timeouts and pauses, pushes, writes pending changes. Call periodically
  * (the server's persist tick). */

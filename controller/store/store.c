@@ -83,6 +83,10 @@
 #define PG_STEP_8                                                                                  \
 	"ALTER TABLE agents ADD COLUMN written_ms BIGINT NOT NULL DEFAULT 0;"                      \
 	"CREATE INDEX agents_written ON agents (written_ms);"
+#define PG_STEP_9                                                                                  \
+	"CREATE TABLE replicas (id TEXT COLLATE \"C\" PRIMARY KEY, last_seen_ms BIGINT NOT NULL);"    \
+	"ALTER TABLE agents ADD COLUMN replica TEXT COLLATE \"C\" NOT NULL DEFAULT '';"             \
+	"CREATE INDEX agents_replica ON agents (replica);"
 #define PG_STEP_7                                                                                  \
 	"ALTER TABLE tokens ADD COLUMN id TEXT COLLATE \"C\" NOT NULL DEFAULT '';"                 \
 	"ALTER TABLE tokens ADD COLUMN expires_ms BIGINT NOT NULL DEFAULT 0;"                      \
@@ -273,6 +277,15 @@ static const struct store_migration migrations[] = {
 	{.sqlite =
 		"ALTER TABLE agents ADD COLUMN written_ms INTEGER NOT NULL DEFAULT 0;",
 	 .pg = PG_STEP_8},
+	/* 8 -> 9: replica liveness (pf_store_replica_beat): each replica's heartbeat on the
+	 * database's clock, and on every agent row the replica that wrote it, so that the
+	 * survivors disconnect the rows of a replica that died without closing them. SQLite
+	 * (one replica) has the same tables and leaves them empty. */
+	{.sqlite =
+		"CREATE TABLE replicas (id TEXT PRIMARY KEY NOT NULL, last_seen_ms INTEGER NOT NULL)"
+		" STRICT, WITHOUT ROWID;"
+		"ALTER TABLE agents ADD COLUMN replica TEXT NOT NULL DEFAULT '';",
+	 .pg = PG_STEP_9},
 };
 /* clang-format on */
 
@@ -1345,6 +1358,15 @@ int pf_store_agents_mark_all_disconnected(struct pf_store *st)
 	STMT(s, st, S_AGENT_DISCONNECT_ALL);
 
 	return write1(st, s, "agents_mark_all_disconnected");
+}
+
+int pf_store_replica_beat(struct pf_store *st, int64_t dead_after_ms, size_t *marked,
+			  bool *revived)
+{
+	*marked = 0;
+	*revived = false;
+	STORE_PG_DISPATCH(st, store_pg_replica_beat(st, dead_after_ms, marked, revived));
+	return 0; /* one replica: nobody else to watch */
 }
 
 int pf_store_agent_delete(struct pf_store *st, const uint8_t uid[16])

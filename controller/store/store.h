@@ -194,6 +194,15 @@ int pf_store_agents_foreach_since(struct pf_store *st, int64_t *since_ms,
 				  int (*cb)(const struct pf_agent_row *row, void *ud), void *ud);
 /* At controller start: nothing is connected yet. */
 int pf_store_agents_mark_all_disconnected(struct pf_store *st);
+/* Replicas sharing PostgreSQL: this replica (pf_store_replica_id(), which the agent rows it
+ * writes carry) is alive, stamped on the database's clock; then the rows still connected
+ * through a replica not heard from for dead_after_ms are marked disconnected (and stamped
+ * written, so the others read them) and that replica is forgotten, in one transaction.
+ * *marked: rows marked. *revived: this replica had been forgotten (at its first beat, or
+ * after a stall longer than dead_after_ms, when others may have disconnected its agents'
+ * rows: the caller writes its connected agents again). On SQLite: 0, nothing to do. */
+int pf_store_replica_beat(struct pf_store *st, int64_t dead_after_ms, size_t *marked,
+			  bool *revived);
 int pf_store_agent_delete(struct pf_store *st, const uint8_t uid[16]); /* -ENOENT */
 /* Calls cb with the stored row of one agent: -ENOENT when there is none. */
 int pf_store_agent_get(struct pf_store *st, const uint8_t uid[16],

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,17 +57,24 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* One id per process: NOTIFY payloads carry it, so a replica skips its own. */
+/* One id per process: NOTIFY payloads carry it, so a replica skips its own, and so do the
+ * agent rows it writes (pf_store_replica_beat). Made once, whichever thread asks first (the
+ * loop and the agent-row writer both do). */
+static char replica_id[20];
+static pthread_once_t replica_id_once = PTHREAD_ONCE_INIT;
+
+static void replica_id_make(void)
+{
+	uint8_t b[8] = {0};
+	pf_random_bytes(b, sizeof(b));
+	for (int i = 0; i < 8; i++)
+		snprintf(replica_id + 2 * i, 3, "%02x", b[i]);
+}
+
 const char *pf_store_replica_id(void)
 {
-	static char id[20];
-	if (!id[0]) {
-		uint8_t b[8] = {0};
-		pf_random_bytes(b, sizeof(b));
-		for (int i = 0; i < 8; i++)
-			snprintf(id + 2 * i, 3, "%02x", b[i]);
-	}
-	return id;
+	pthread_once(&replica_id_once, replica_id_make);
+	return replica_id;
 }
 
 /* The connection is lost: the next call reconnects, unless reconnects are gated (then the
@@ -1026,15 +1034,16 @@ int store_pg_assignment_foreach(struct pf_store *st,
 #define PG_SINCE_MARGIN_MS 10000
 
 static const char agent_upsert_sql[] =
-    "INSERT INTO agents (" AGENT_COLS ", written_ms) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, " PG_NOW_MS ") "
+    "INSERT INTO agents (" AGENT_COLS ", written_ms, replica) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, " PG_NOW_MS ", ?15) "
     "ON CONFLICT (uid) DO UPDATE SET attributes_json = excluded.attributes_json, "
     "capabilities = excluded.capabilities, health_json = excluded.health_json, "
     "effective_config = excluded.effective_config, effective_hash = excluded.effective_hash, "
     "config_name = excluded.config_name, config_version = excluded.config_version, "
     "remote_hash = excluded.remote_hash, remote_status = excluded.remote_status, "
     "remote_error = excluded.remote_error, connected = excluded.connected, "
-    "last_seen_ms = excluded.last_seen_ms, written_ms = excluded.written_ms";
+    "last_seen_ms = excluded.last_seen_ms, written_ms = excluded.written_ms, "
+    "replica = excluded.replica";
 
 static void agent_params(struct pgp *p, const struct pf_agent_row *a)
 {
@@ -1052,6 +1061,7 @@ static void agent_params(struct pgp *p, const struct pf_agent_row *a)
 	p_i64(p, a->connected ? 1 : 0);
 	p_i64(p, a->first_seen_ms);
 	p_i64(p, a->last_seen_ms);
+	p_text(p, pf_store_replica_id()); /* the writer owns the row (pf_store_replica_beat) */
 }
 
 static int agents_write(struct pf_store *st, const struct pf_agent_row *rows, size_t n, bool seen)
@@ -1176,9 +1186,48 @@ int store_pg_agents_mark_all_disconnected(struct pf_store *st)
 {
 	/* Shared by replicas: the agents connected to the others stay connected. A replica
 	 * that dies leaves its agents' rows "connected" until they reconnect elsewhere (their
-	 * new replica writes them) or an operator looks at last_seen. */
+	 * new replica writes them) or the survivors' pf_store_replica_beat() finds it dead. */
 	(void)st;
 	return 0;
+}
+
+int store_pg_replica_beat(struct pf_store *st, int64_t dead_after_ms, size_t *marked,
+			  bool *revived)
+{
+	struct pgp me = {0}, dead = {0};
+	int64_t n = 0;
+	int rc;
+
+	p_text(&me, pf_store_replica_id());
+	p_i64(&dead, dead_after_ms);
+	rc = tx_begin(st);
+	if (rc == 0)
+		rc = q_exec(st, "replicas: beat",
+			    "UPDATE replicas SET last_seen_ms = " PG_NOW_MS " WHERE id = ?1", &me,
+			    &n);
+	if (rc == 0 && n == 0) {
+		*revived = true;
+		rc = q_exec(st, "replicas: join",
+			    "INSERT INTO replicas (id, last_seen_ms) VALUES (?1, " PG_NOW_MS ")",
+			    &me, NULL);
+	}
+	n = 0;
+	if (rc == 0)
+		rc = q_exec(st, "replicas: disconnect the agents of dead ones",
+			    "UPDATE agents SET connected = 0, written_ms = " PG_NOW_MS
+			    " WHERE connected <> 0 AND replica IN (SELECT id FROM replicas"
+			    " WHERE last_seen_ms < " PG_NOW_MS " - ?1::bigint)",
+			    &dead, &n);
+	if (rc == 0)
+		rc = q_exec(st, "replicas: forget dead ones",
+			    "DELETE FROM replicas WHERE last_seen_ms < " PG_NOW_MS " - ?1::bigint",
+			    &dead, NULL);
+	rc = tx_commit(st, rc);
+	if (rc == 0)
+		*marked = (size_t)n;
+	else
+		*revived = false;
+	return rc;
 }
 
 int store_pg_agent_delete(struct pf_store *st, const uint8_t uid[16])

@@ -68,6 +68,8 @@ int store_pg_agents_foreach_since(struct pf_store *st, int64_t *since_ms,
 int store_pg_agent_get(struct pf_store *st, const uint8_t uid[16],
 		       int (*cb)(const struct pf_agent_row *row, void *ud), void *ud);
 int store_pg_agents_mark_all_disconnected(struct pf_store *st);
+int store_pg_replica_beat(struct pf_store *st, int64_t dead_after_ms, size_t *marked,
+			  bool *revived);
 int store_pg_agent_delete(struct pf_store *st, const uint8_t uid[16]);
 int store_pg_audit(struct pf_store *st, int64_t ts_ms, const char *actor, const char *action,
 		   const char *target, const char *detail);

@@ -8,7 +8,12 @@ binaries are missing), real controller replicas and real agents (--no-sampler).
   within 1 s (LISTEN/NOTIFY), an assignment through B reaches it too, A's API shows the agent
   connected to B, a token revoked through A is refused by B at once;
 - kill -9 of a replica: its agent reconnects to the other (same instance_uid) and gets back
-  what was acknowledged before, nothing lost;
+  what was acknowledged before, nothing lost; an agent that reconnects nowhere is shown
+  disconnected by the survivor once the dead replica's heartbeat is older than
+  --replica-timeout-seconds; a replica stopped that long writes its agents' rows again
+  when it runs again;
+- a plain config PUT during a rollout of that config: 409 rollout_active through the
+  driving replica and through the other one;
 - PostgreSQL stopped: writes answer 503 with a clear error and Retry-After, /healthz stays
   up; started again: writes succeed without restarting the controller, and changes made
   through the other replica meanwhile reach this one's agents;
@@ -78,6 +83,19 @@ class PgStore(IntegrationCase):
             a = self.agent_json(ctl, uid)
             return a if a and pred(a) else None
         return wait_until(check, timeout=timeout, interval=interval, what=what)
+
+    def start_rollout(self, ctl, version, pause_seconds):
+        """A rollout of config 'default' to `version` through ctl over the whole fleet: one
+        agent, then doubling batches pause_seconds apart."""
+        strategy = {"initial": 1, "multiplier": 2, "max_batch_percent": 100,
+                    "pause_seconds": pause_seconds, "max_failure_percent": 50,
+                    "apply_timeout_seconds": 20, "on_failure": "halt"}
+        st, r, _ = ctl.request("POST", "/api/v1/rollouts",
+                               json.dumps({"config": "default", "version": version,
+                                           "strategy": strategy}),
+                               headers={"Content-Type": "application/json"})
+        self.assertEqual(st, 202, r)
+        return r
 
     def applied(self, body):
         return lambda a: (a["config"]["status"] == "APPLIED" and
@@ -261,14 +279,7 @@ class PgStore(IntegrationCase):
         wait_until(lambda: len(a.agents()) == 3, timeout=5, what="A lists all three agents")
         # A rollout driven by A over the whole fleet: B's agents are pinned through the
         # store, report to B, and A sees their rows.
-        strategy = {"initial": 1, "multiplier": 2, "max_batch_percent": 100,
-                    "pause_seconds": 0, "max_failure_percent": 50,
-                    "apply_timeout_seconds": 20, "on_failure": "halt"}
-        st, r, _ = a.request("POST", "/api/v1/rollouts",
-                             json.dumps({"config": "default", "version": 2,
-                                         "strategy": strategy}),
-                             headers={"Content-Type": "application/json"})
-        self.assertEqual(st, 202, r)
+        r = self.start_rollout(a, 2, pause_seconds=0)
         self.assertEqual(r["agents"], 3)
 
         def done():
@@ -302,6 +313,82 @@ class PgStore(IntegrationCase):
         for x in jb["agents"]:
             self.assertNotIn(x["state"], ("unreachable", "pending"), x)
             self.assertNotEqual(x.get("error_code"), "timeout", x)
+
+    def test_killed_replica_rows_disconnected(self):
+        """A replica killed with -9 whose agent reconnects nowhere: the survivor marks that
+        agent's row disconnected once the dead replica has been silent for
+        --replica-timeout-seconds (its heartbeat row in the replicas table); the survivor's
+        own agent stays connected."""
+        extra = ["--replica-timeout-seconds", "3"]
+        a = self.replica("a", extra=extra)
+        b = self.replica("b", tokens_from=a, extra=extra)
+        on_a = self.pgagent(a, "on-a")
+        on_b = self.pgagent(b, "on-b")
+        ua, ub = on_a.uid(), on_b.uid()
+        self.wait_agent(b, ua, lambda x: x["connected"], what="B shows A's agent connected")
+        self.wait_agent(b, ub, lambda x: x["connected"], what="B's own agent connected")
+        a.proc.p.send_signal(signal.SIGKILL)
+        a.proc.p.wait(timeout=10)
+        t0 = time.monotonic()
+        on_a.stop()  # its replica is gone and it goes nowhere else
+        self.wait_agent(b, ua, lambda x: not x["connected"], timeout=20, interval=0.1,
+                        what="A's agent disconnected on B after A's timeout")
+        elapsed = time.monotonic() - t0
+        print("kill -9 of A -> its agent's row disconnected on B: %.1f s" % elapsed)
+        # 3 s of silence, then B's next beat (every 1 s) and B's next read of the rows.
+        self.assertLess(elapsed, 8.0)
+        self.assertTrue(self.agent_json(b, ub)["connected"])
+        self.assertEqual(b.summary()["connected"], 1)
+        self.assertIn("marked disconnected", b.proc.output())
+
+    def test_stalled_replica_rows_written_again(self):
+        """A replica stopped (SIGSTOP) longer than the timeout is taken for dead: its agent's
+        row is marked disconnected by the other; once it runs again it finds its heartbeat
+        row gone and writes its connected agents' rows again."""
+        extra = ["--replica-timeout-seconds", "3"]
+        a = self.replica("a", extra=extra)
+        b = self.replica("b", tokens_from=a, extra=extra)
+        ag = self.pgagent(a, "on-a")
+        uid = ag.uid()
+        self.wait_agent(b, uid, lambda x: x["connected"], what="B shows A's agent connected")
+        a.proc.p.send_signal(signal.SIGSTOP)
+        try:
+            self.wait_agent(b, uid, lambda x: not x["connected"], timeout=20, interval=0.1,
+                            what="A's agent disconnected on B while A is stopped")
+        finally:
+            a.proc.p.send_signal(signal.SIGCONT)
+        self.wait_agent(b, uid, lambda x: x["connected"], timeout=10, interval=0.1,
+                        what="A's agent connected again on B once A runs")
+        self.assertIn("taken for dead", a.proc.output())
+
+    def test_config_put_refused_through_any_replica_during_rollout(self):
+        """A plain config PUT during a rollout of that config is refused with the same 409
+        through the replica that drives the rollout and through one that does not."""
+        a = self.replica("a")
+        b = self.replica("b", tokens_from=a)
+        ags = [self.pgagent(a, "r1"), self.pgagent(a, "r2")]
+        st, v1, _ = a.put_config("default", CONFIG_A)
+        self.assertEqual(st, 201, v1)
+        for ag in ags:
+            self.wait_agent(a, ag.uid(), self.applied(v1), what="v1 applied")
+        st, v2, _ = a.request("PUT", "/api/v1/configs/default?stage=1", CONFIG_B)
+        self.assertEqual(st, 201, v2)
+        # One agent, then a long pause: the rollout stays active.
+        r = self.start_rollout(a, 2, pause_seconds=600)
+        for ctl in (a, b):
+            st, j, _ = ctl.put_config("default", CONFIG_C)
+            self.assertEqual(st, 409, j)
+            self.assertEqual(j["error"]["code"], "rollout_active", j)
+            self.assertIn(r["id"], j["error"]["message"])
+        st, j, _ = b.request("GET", "/api/v1/configs/default/versions")
+        self.assertEqual([v["version"] for v in j["versions"]], [2, 1])
+        # Cancelled through its driver: the plain PUT goes through B.
+        st, j, _ = a.request("POST", "/api/v1/rollouts/%s/cancel" % r["id"], "{}",
+                             headers={"Content-Type": "application/json"})
+        self.assertEqual(st, 200, j)
+        st, j, _ = b.put_config("default", CONFIG_C)
+        self.assertEqual(st, 201, j)
+        self.assertEqual(j["version"], 3)
 
     # ---- outage
 

@@ -1,5 +1,6 @@
 /* test_api_rollouts.c — /api/v1/rollouts, the configs' :validate, ?dry_run and ?stage, the
- * plain PUT's 409 during a rollout and the assignments' match counts, through pf_api_handle()
+ * plain PUT's 409 during a rollout (driven here or by another replica sharing the store) and
+ * the assignments' match counts, through pf_api_handle()
  * with a real store, fleet and rollout module: roles, 400 with field paths, 422, 409, 202,
  * actions, the audit entries, and 503 when rollouts are off. */
 #include <errno.h>
@@ -286,6 +287,50 @@ static void test_match_counts_and_disabled(void **state)
 	json_decref(j);
 }
 
+/* Replicas sharing the store: a rollout another replica drives is only a row here. A plain
+ * PUT of its config is refused like on the driving replica (same status and code), and so is
+ * a second rollout of it; once the row is final the PUT goes through. */
+static void test_put_refused_for_rollout_driven_elsewhere(void **state)
+{
+	struct fx *x = *state;
+	struct pf_rollout_row r = {.id = "01900000-0000-7000-8000-0000000000aa",
+				   .config = "default",
+				   .version = 1,
+				   .state = "running",
+				   .created_ms = 1,
+				   .updated_ms = 1,
+				   .created_by = "other-replica",
+				   .spec_json = "{}",
+				   .progress_json = "{}"};
+	assert_int_equal(pf_store_rollout_save(x->store, &r, NULL, 0, NULL, 0), 0);
+	assert_null(pf_rollouts_active_for(x->ro, "default")); /* not driven here */
+	char id[PF_ROLLOUT_ID_MAX + 1];
+	bool elsewhere = false;
+	assert_int_equal(pf_rollouts_find_active(x->ro, "default", id, &elsewhere), 1);
+	assert_string_equal(id, r.id);
+	assert_true(elsewhere);
+	assert_int_equal(pf_rollouts_find_active(x->ro, "other", id, &elsewhere), 0);
+
+	int st;
+	json_t *j = call(x, "PUT", "/api/v1/configs/default", x->admin, V2, NULL, &st);
+	assert_int_equal(st, 409);
+	assert_string_equal(err_field(j, "code"), "rollout_active");
+	assert_non_null(strstr(err_field(j, "message"), r.id));
+	json_decref(j);
+	assert_int_equal(versions(x), 1);
+	j = call(x, "POST", "/api/v1/rollouts", x->op, "{\"config\":\"default\"}", NULL, &st);
+	assert_int_equal(st, 409);
+	assert_string_equal(err_field(j, "code"), "rollout_active");
+	json_decref(j);
+
+	r.state = "completed";
+	assert_int_equal(pf_store_rollout_save(x->store, &r, NULL, 0, NULL, 0), 0);
+	j = call(x, "PUT", "/api/v1/configs/default", x->admin, V2, NULL, &st);
+	assert_int_equal(st, 201);
+	json_decref(j);
+	assert_int_equal(versions(x), 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -293,6 +338,7 @@ int main(void)
 	    T(test_validate_dry_run_stage),
 	    T(test_rollout_routes),
 	    T(test_match_counts_and_disabled),
+	    T(test_put_refused_for_rollout_driven_elsewhere),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

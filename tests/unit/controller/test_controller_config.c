@@ -34,6 +34,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c.max_send_queue_bytes, 4u << 20);
 	assert_int_equal(c.max_pending_per_source, 64);
 	assert_int_equal(c.header_timeout_s, 5);
+	assert_int_equal(c.replica_timeout_s, 30);
 	pf_controller_config_release(&c);
 }
 
@@ -54,6 +55,8 @@ static void test_limit_bounds(void **state)
 	    {"--header-timeout-seconds", "1", "300", "0", "301", "http.header_timeout_seconds"},
 	    {"--max-connections-per-source", "0", "1000000", "-1", "1000001",
 	     "opamp.max_connections_per_source"},
+	    {"--replica-timeout-seconds", "3", "3600", "2", "3601",
+	     "store.replica_timeout_seconds"},
 	};
 	for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++) {
 		struct pf_controller_config c;
@@ -78,6 +81,8 @@ static void test_limit_bounds(void **state)
 	assert_int_equal(c.max_pending_per_source, 0);
 	assert_int_equal(args(&c, &err, "--header-timeout-seconds", "2"), 0);
 	assert_int_equal(c.header_timeout_s, 2);
+	assert_int_equal(args(&c, &err, "--replica-timeout-seconds", "10"), 0);
+	assert_int_equal(c.replica_timeout_s, 10);
 	pf_controller_config_release(&c);
 }
 

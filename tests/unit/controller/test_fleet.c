@@ -268,26 +268,55 @@ static void test_dirty_drain(void **state)
 	for (int i = 0; i < 10; i++)
 		add_agent(f, i, "e", "t");
 	drained = 0;
+	assert_int_equal(pf_fleet_pending(f, false), 10);
+	assert_int_equal(pf_fleet_pending(f, true), 0);
 	assert_int_equal(pf_fleet_drain_dirty(f, 4, on_drain, NULL), 4);
+	assert_int_equal(pf_fleet_pending(f, false), 6);
 	assert_int_equal(pf_fleet_drain_dirty(f, 100, on_drain, NULL), 6);
 	assert_int_equal(pf_fleet_drain_dirty(f, 100, on_drain, NULL), 0);
+	assert_int_equal(pf_fleet_pending(f, false), 0);
 	/* Touch twice: listed once. */
 	uint8_t uid[16];
 	uid_n(uid, 3);
 	struct pf_agent *a = pf_fleet_find(f, uid);
 	pf_agent_touch(f, a, 5);
 	pf_agent_touch(f, a, 6);
+	assert_int_equal(pf_fleet_pending(f, true), 1);
 	/* Liveness alone waits for the slow sweep. */
 	assert_int_equal(pf_fleet_drain_dirty(f, 100, on_drain, NULL), 0);
 	assert_int_equal(pf_fleet_drain_seen(f, 100, on_drain, NULL), 1);
+	assert_int_equal(pf_fleet_pending(f, true), 0);
 	assert_int_equal(pf_fleet_drain_seen(f, 100, on_drain, NULL), 0);
 	pf_agent_touch(f, a, 7);
 	pf_agent_mark_dirty(f, a);
+	/* Flagged both ways: the sweep leaves it to the full write, which clears both. */
+	assert_int_equal(pf_fleet_drain_seen(f, 100, on_drain, NULL), 0);
+	assert_int_equal(pf_fleet_pending(f, true), 1);
 	drained = 0;
 	assert_int_equal(pf_fleet_drain_dirty(f, 100, on_drain, NULL), 1);
 	assert_int_equal(drained, 1);
+	assert_int_equal(pf_fleet_pending(f, true), 0);
 	/* The full write covered last_seen too. */
 	assert_int_equal(pf_fleet_drain_seen(f, 100, on_drain, NULL), 0);
+	/* A sweep cut short by max leaves the rest counted for the next one. */
+	for (int i = 0; i < 10; i++) {
+		uid_n(uid, i);
+		pf_agent_touch(f, pf_fleet_find(f, uid), 8);
+	}
+	assert_int_equal(pf_fleet_pending(f, true), 10);
+	assert_int_equal(pf_fleet_drain_seen(f, 7, on_drain, NULL), 7);
+	assert_int_equal(pf_fleet_pending(f, true), 3);
+	assert_int_equal(pf_fleet_drain_seen(f, 100, on_drain, NULL), 3);
+	assert_int_equal(pf_fleet_pending(f, true), 0);
+	/* Taken for dead by other replicas: every agent connected here is written again. */
+	for (int i = 1; i <= 2; i++) {
+		uid_n(uid, i);
+		pf_agent_set_connected(f, pf_fleet_find(f, uid), PF_TRANSPORT_WS, f, 9);
+	}
+	assert_int_equal(pf_fleet_drain_dirty(f, 100, on_drain, NULL), 2);
+	assert_int_equal(pf_fleet_mark_connected_dirty(f), 2);
+	assert_int_equal(pf_fleet_pending(f, false), 2);
+	assert_int_equal(pf_fleet_drain_dirty(f, 100, on_drain, NULL), 2);
 	pf_fleet_free(f);
 }
 
