@@ -102,16 +102,22 @@ static int ent_cmp(const void *a, const void *b)
 }
 
 /* Writes pid's array from its n entries (sorted here): one map update for the whole process.
- * More than PF_UNWIND_PROC_MAPS: the first ones by address, the array marked truncated. */
+ * More than PF_UNWIND_PROC_MAPS: the lowest mapping (a program's own code sits below the
+ * libraries) and the highest others — mmap places libraries top down, so those are libc, the
+ * loader, the vDSO and what the program was linked with, ahead of what it opened later — the
+ * array marked truncated. */
 static int proc_publish(struct pf_unwinder *u, uint32_t pid, struct ent *ents, size_t n)
 {
 	qsort(ents, n, sizeof(*ents), ent_cmp);
 	u->proc_buf->n = (uint32_t)(n < PF_UNWIND_PROC_MAPS ? n : PF_UNWIND_PROC_MAPS);
 	u->proc_buf->truncated = n > PF_UNWIND_PROC_MAPS;
-	for (size_t i = 0; i < u->proc_buf->n; i++)
+	size_t skip = n - u->proc_buf->n; /* entries 1 .. skip are left out */
+	for (size_t i = 0; i < u->proc_buf->n; i++) {
+		const struct ent *e = &ents[i == 0 ? 0 : i + skip];
 		u->proc_buf->maps[i] = (struct pf_bpf_unwind_map){
-			.start = ents[i].start, .end = ents[i].end, .bias = ents[i].bias,
-			.table_id = ents[i].table_id, .kind = ents[i].kind};
+			.start = e->start, .end = e->end, .bias = e->bias, .table_id = e->table_id,
+			.kind = e->kind};
+	}
 	if (bpf_map_update_elem(u->opt.procs_fd, &pid, u->proc_buf, BPF_ANY) < 0)
 		return -errno;
 	return 0;

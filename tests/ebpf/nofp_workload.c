@@ -9,13 +9,17 @@
  *
  * With PF_WL_DLOPEN=path, on SIGUSR1 (sent once the profiler runs) it opens that shared
  * library with dlopen and from then on also calls its dl_burn() through main -> dl_chain.
+ * With PF_WL_DLOPEN_DIR=dir, it opens every *.so of dir at its start (a process with very
+ * many executable mappings); it calls none of them.
  * No system call in the loop (clock_gettime stays in the vDSO): the run ends on SIGALRM.
  *
  *   nofp_workload SECONDS   (prints "ready", then "iterations N" when done) */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -125,10 +129,31 @@ __attribute__((noinline)) unsigned long dl_chain(unsigned long x)
 	return r + 5;
 }
 
+/* dlopen of every *.so in dir (bounded: 512 files); the handles stay open. */
+static void open_all(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[4096];
+	for (int n = 0; d && n < 512 && (e = readdir(d)); n++) {
+		size_t len = strlen(e->d_name);
+		if (len < 4 || strcmp(e->d_name + len - 3, ".so"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (!dlopen(path, RTLD_NOW | RTLD_LOCAL))
+			fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+	}
+	if (d)
+		closedir(d);
+}
+
 int main(int argc, char **argv)
 {
 	unsigned secs = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 5;
 	const char *lib = getenv("PF_WL_DLOPEN");
+	const char *many = getenv("PF_WL_DLOPEN_DIR");
+	if (many)
+		open_all(many);
 	for (int i = 0; i < N_KEYS; i++)
 		keys[i] = i * 2;
 	signal(SIGALRM, on_signal);

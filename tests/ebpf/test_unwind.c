@@ -17,7 +17,9 @@
  * dlopen after sampling started is unwound too, and a process that exits during a capture
  * leaves no entries in the kernel's unwind map. With rows for two of three equal tables, the
  * least recently used table no process maps is the one evicted, and comes back from the disk
- * cache.
+ * cache. A process with more executable mappings than its kernel array holds keeps 128 (its
+ * program and the libraries loaded first), is still unwound through them, and its other addresses are walked by
+ * frame pointers without a reload per sample.
  * Exit 77 when the kernel refuses BPF or perf events, or lacks what the table walk needs. */
 #include <errno.h>
 #include <fcntl.h>
@@ -452,6 +454,51 @@ static void test_exit_leaves_no_entries(void **state)
 	pf_sampler_free(s);
 }
 
+/* A process with 160 more executable mappings (copies of one library, dlopen'd at its start):
+ * its array is cut at 128 mappings, keeping the program and the libraries loaded first (libc:
+ * the chains through qsort and bsearch stay complete); the cut addresses do not make user
+ * space reload it again and again. */
+static void test_many_mappings(void **state)
+{
+	struct pf_error err = {0};
+	char dir[128];
+	snprintf(dir, sizeof(dir), "%s/many", g_dir);
+	assert_int_equal(run("mkdir -p %s && for i in $(seq 160); do cp %s %s/lib$i.so; done", dir,
+			     g_dl, dir),
+			 0);
+	assert_int_equal(setenv("PF_WL_DLOPEN_DIR", dir, 1), 0);
+	pid_t pid = spawn(g_c, 8, NULL);
+	unsetenv("PF_WL_DLOPEN_DIR");
+	assert_true(pid > 0);
+	usleep(300000); /* its libraries opened */
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	struct pf_profcfg *cfg = include_pid(pid, 499);
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	poll_for(s, 2500);
+	size_t entries = pf_sampler_unwind_entries(s, (uint32_t)pid);
+	struct pf_prof_window *w = pf_sampler_close_window(s, &err);
+	assert_non_null(w);
+	struct pf_sampler_stats st;
+	assert_int_equal(pf_sampler_stats(s, &st), 0);
+	reap(pid);
+	struct tally t = {0};
+	tally(w, pid, c_chains, 4, &t);
+	print_message("160 more mappings: %zu in the kernel's array, reloads %lu; hot_leaf chain "
+		      "%lu/%lu complete, all samples %.1f%% of %lu\n",
+		      entries, (unsigned long)st.unwind_reloads,
+		      (unsigned long)t.chain_complete[0], (unsigned long)t.chain_total[0],
+		      pct(t.complete, t.total), (unsigned long)t.total);
+	assert_int_equal(entries, 128); /* PF_UNWIND_PROC_MAPS */
+	assert_true(st.unwind_reloads <= 1);
+	assert_true(t.chain_total[0] >= 50);
+	assert_true(t.chain_complete[0] * 100 >= t.chain_total[0] * 90);
+	assert_true(t.complete * 100 >= t.total * 90);
+	pf_prof_window_free(w);
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+}
+
 /* Runs exe with its samples loading its tables in s, until none waits for the builder (at
  * most 6 s); then ends it and waits until its entries are gone (at most 2 s). *st: the stats
  * while it ran. */
@@ -577,6 +624,7 @@ int main(void)
 		cmocka_unit_test(test_dlopen_after_start),
 		cmocka_unit_test(test_exit_leaves_no_entries),
 		cmocka_unit_test(test_lru_eviction),
+		cmocka_unit_test(test_many_mappings),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	if (run("rm -rf %s", g_dir) != 0)

@@ -137,7 +137,8 @@ struct pf_bpf_proc_event {
 #define PF_UNWIND_PROCS_MAX 2048 /* processes with tables at a time (4 KiB each, allocated
 				  * as used); others are walked by frame pointers */
 #define PF_UNWIND_PROC_MAPS 128  /* executable mappings per process; a process with more keeps
-				  * its first 128 and walks the rest by frame pointers */
+				  * 128 (unwinder.c proc_publish says which) and walks the rest
+				  * by frame pointers */
 #define PF_UNWIND_MAX_FRAMES PF_MAX_STACK
 #define PF_UNWIND_SEARCH_STEPS 24 /* binary search steps: runs of up to 2^24 rows */
 
