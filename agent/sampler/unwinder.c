@@ -338,6 +338,7 @@ static int table_fill(struct pf_unwinder *u, uint32_t id, int fd)
 	int rc = table_obtain(u, id, fd, &ut);
 	if (rc == -EINPROGRESS) {
 		t->pending = true;
+		u->st.pending++;
 		return 0;
 	}
 	if (rc == -EAGAIN)
@@ -373,6 +374,7 @@ static void table_built(void *ctx, const char *key, int rc)
 		if (strcmp(k, key))
 			continue;
 		t->pending = false;
+		u->st.pending--;
 		struct pf_unwind_table *ut = NULL;
 		int lrc = rc == 0 ? pf_unwind_cache_load(pf_tbuilder_dir(u->tb), key, &ut) : rc;
 		if (lrc == 0) {
@@ -460,6 +462,8 @@ static uint32_t table_get(struct pf_unwinder *u, const struct pf_sym_exec_map *m
 		table_unload(u, free_id);
 	}
 	struct table *t = &u->tables[free_id];
+	if (t->pending)
+		u->st.pending--; /* recycled: the builder's report will find no table waiting */
 	memset(t, 0, sizeof(*t));
 	t->used = true;
 	t->stamp = ++u->stamp;
@@ -694,9 +698,6 @@ void pf_unwinder_stats(const struct pf_unwinder *u, struct pf_unwinder_stats *ou
 {
 	*out = u->st;
 	out->rows_cap = (uint64_t)u->n_chunks_limit * PF_UNWINDER_CHUNK;
-	out->pending = 0;
-	for (uint32_t i = 1; i < u->opt.tables_cap; i++)
-		out->pending += u->tables[i].used && u->tables[i].pending;
 	struct pf_tbuilder_stats bs;
 	pf_tbuilder_stats(u->tb, &bs);
 	out->builder_runs = bs.children;
