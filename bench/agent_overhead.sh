@@ -26,7 +26,9 @@
 #   PHASE_SECONDS (10), SAMPLE_ARGS (more profleet-sample options, e.g. "-U" for frame
 #   pointers only, "-C DIR" for an unwind-table cache; default none: tables built at start),
 #   WORKLOAD (workload: tests/ebpf/workload.c, -O0 with frame pointers; nofp:
-#   tests/ebpf/nofp_workload.c, -O2 without frame pointers).
+#   tests/ebpf/nofp_workload.c, -O2 without frame pointers), CHURN (1: bench/churn.sh runs
+#   beside parts 1 and 2 — compiles, Python, pipelines: processes that live a few to a few
+#   hundred ms, as on a build or CI host; 0, the default: only the workload).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,8 +50,9 @@ fi
 read -r -a extra <<<"${SAMPLE_ARGS:-}"
 tmp=$(mktemp -d /tmp/pf-overhead.XXXXXX)
 pids=()
+churn_pid=
 cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}" $churn_pid; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	rm -rf "$tmp"
 }
@@ -68,6 +71,11 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for _ in $(seq "$ncpu"); do
 	"$tmp/workload" $((secs + 15)) >/dev/null & pids+=($!)
 done
+churn=${CHURN:-0}
+if [ "$churn" = 1 ]; then
+	"$root/bench/churn.sh" $((secs + 2)) > "$tmp/churn.out" &
+	churn_pid=$!
+fi
 sleep 1
 have_perf=0
 if command -v perf >/dev/null; then
@@ -102,7 +110,10 @@ for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 pids=()
 
 pct() { python3 -c "print(f'{$1 / ($secs * 1e9) * 100:.3f}')"; }
-echo "== CPU (${secs} s, ${ncpu} CPUs busy, 99 Hz) =="
+[ "$churn" = 1 ] && { wait "$churn_pid" 2>/dev/null || true; }
+churn_note=""
+[ "$churn" = 1 ] && churn_note=", churn: $(sed -n 's/^rounds //p' "$tmp/churn.out") rounds of bench/churn.sh"
+echo "== CPU (${secs} s, ${ncpu} CPUs busy, 99 Hz${churn_note}) =="
 echo "profleet-sample: user+sys $(pct "$self_ns")% + table builder $(pct "$child_ns")% + BPF $(pct "$bpf_ns")% = $(pct "($self_ns + $child_ns + $bpf_ns)")% of one CPU; samples=$samples lost=$lost"
 echo "  one-time: startup (BPF load, attach) $(pct "$start_ns")% + kallsyms load $(pct "$ksym_ns")% + unwind tables built (per file, cached on disk) $(pct "$child_ns")%; steady state: $(pct "($self_ns - $start_ns - $ksym_ns + $bpf_ns)")%"
 if [ "$have_perf" = 1 ]; then
@@ -115,11 +126,12 @@ echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 for _ in $(seq "$procs"); do
 	"$tmp/workload" $((rss_secs + 15)) >/dev/null & pids+=($!)
 done
+[ "$churn" = 1 ] && { "$root/bench/churn.sh" $((rss_secs + 2)) >/dev/null & pids+=($!); }
 sleep 2
 "$sample" "${extra[@]}" -d "$rss_secs" -s -t 1 > "$tmp/rss.out" 2>"$tmp/rss.err"
 rss=$(sed -n 's/.* max_rss_kb=\([0-9]*\).*/\1/p' "$tmp/rss.out")
 nproc_seen=$(grep -c '^process ' "$tmp/rss.out" || true)
-echo "== RSS with $procs busy processes (${rss_secs} s) =="
+echo "== RSS with $procs busy processes (${rss_secs} s${churn_note}) =="
 crss=$(sed -n 's/.*children_max_rss_kb=\([0-9]*\).*/\1/p' "$tmp/rss.out")
 echo "profleet-sample peak RSS: $((rss / 1024)) MB ($rss kB); its table builder's peak: $((${crss:-0} / 1024)) MB; process entries in windows: $nproc_seen"
 

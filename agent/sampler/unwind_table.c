@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/ucontext.h>
 #include <unistd.h>
@@ -272,10 +271,7 @@ void pf_unwind_table_free(struct pf_unwind_table *t)
 {
 	if (!t)
 		return;
-	if (t->map)
-		munmap(t->map, t->map_len);
-	else
-		free(t->rows);
+	free(t->rows);
 	free(t);
 }
 
@@ -424,61 +420,97 @@ static int cache_path(const char *dir, const char *build_id, char *out, size_t c
 	return k < 0 || (size_t)k >= cap ? -ENAMETOOLONG : 0;
 }
 
-int pf_unwind_cache_load(const char *dir, const char *build_id, struct pf_unwind_table **out)
+int pf_unwind_cache_open(const char *dir, const char *key, struct pf_unwind_cache_file *f)
 {
-	*out = NULL;
+	memset(f, 0, sizeof(*f));
+	f->fd = -1;
 	char path[4096];
-	int rc = cache_path(dir, build_id, path, sizeof(path));
+	int rc = cache_path(dir, key, path, sizeof(path));
 	if (rc < 0)
 		return rc;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	/* mapped, not read: the rows are used where the page cache has them, once (copied into
-	 * the kernel's array), with no heap copy to allocate and fault in */
 	struct stat st;
-	const struct cache_hdr *h = NULL;
-	void *map = MAP_FAILED;
+	struct cache_hdr h;
+	struct pf_unwind_row last;
 	if (fstat(fd, &st) < 0)
 		rc = -errno;
-	else if ((uint64_t)st.st_size < sizeof(*h))
+	else if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
 		rc = -EBADMSG;
-	else if ((map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) ==
-		 MAP_FAILED)
-		rc = -errno;
-	close(fd);
-	if (rc == 0) {
-		h = map;
-		if (memcmp(h->magic, CACHE_MAGIC, 8) || h->version != PF_UNWIND_CACHE_VERSION ||
-		    h->row_size != sizeof(struct pf_unwind_row) || !h->n_rows ||
-		    h->n_rows > CACHE_MAX_ROWS ||
-		    strncmp(h->build_id, build_id, sizeof(h->build_id)) ||
-		    (uint64_t)st.st_size != sizeof(*h) + h->n_rows * sizeof(struct pf_unwind_row))
-			rc = -EBADMSG;
+	else if (memcmp(h.magic, CACHE_MAGIC, 8) || h.version != PF_UNWIND_CACHE_VERSION ||
+		 h.row_size != sizeof(struct pf_unwind_row) || !h.n_rows ||
+		 h.n_rows > CACHE_MAX_ROWS || strncmp(h.build_id, key, sizeof(h.build_id)) ||
+		 (uint64_t)st.st_size != sizeof(h) + h.n_rows * sizeof(struct pf_unwind_row))
+		rc = -EBADMSG;
+	else if (pread(fd, &f->first, sizeof(f->first), sizeof(h)) != (ssize_t)sizeof(f->first) ||
+		 pread(fd, &last, sizeof(last),
+		       (off_t)(sizeof(h) + (h.n_rows - 1) * sizeof(last))) != (ssize_t)sizeof(last) ||
+		 last.pc < f->first.pc)
+		rc = -EBADMSG;
+	if (rc < 0) {
+		close(fd);
+		return rc;
 	}
-	struct pf_unwind_table *t = NULL;
-	if (rc == 0 && !(t = calloc(1, sizeof(*t))))
+	f->fd = fd;
+	f->n_rows = h.n_rows;
+	f->last_pc = last.pc;
+	f->text_bytes = h.text_bytes;
+	f->n_stop = h.n_stop;
+	f->checksum = h.checksum;
+	return 0;
+}
+
+int pf_unwind_cache_read(struct pf_unwind_cache_file *f, struct pf_unwind_row *dst)
+{
+	size_t len = f->n_rows * sizeof(*dst);
+	for (size_t done = 0; done < len;) {
+		ssize_t r = pread(f->fd, (char *)dst + done, len - done,
+				  (off_t)(sizeof(struct cache_hdr) + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EBADMSG; /* shorter than its header said */
+		done += (size_t)r;
+	}
+	if (rows_checksum(dst, len) != f->checksum || dst[0].pc != f->first.pc ||
+	    dst[f->n_rows - 1].pc != f->last_pc)
+		return -EBADMSG;
+	for (size_t i = 1; i < f->n_rows; i++)
+		if (dst[i].pc <= dst[i - 1].pc)
+			return -EBADMSG; /* the kernel's binary search needs them sorted */
+	return 0;
+}
+
+void pf_unwind_cache_close(struct pf_unwind_cache_file *f)
+{
+	if (f->fd >= 0)
+		close(f->fd);
+	f->fd = -1;
+}
+
+int pf_unwind_cache_load(const char *dir, const char *build_id, struct pf_unwind_table **out)
+{
+	*out = NULL;
+	struct pf_unwind_cache_file f;
+	int rc = pf_unwind_cache_open(dir, build_id, &f);
+	if (rc < 0)
+		return rc;
+	struct pf_unwind_table *t = calloc(1, sizeof(*t));
+	if (t && !(t->rows = malloc(f.n_rows * sizeof(*t->rows))))
 		rc = -ENOMEM;
-	if (rc == 0) {
-		t->map = map;
-		t->map_len = (size_t)st.st_size;
-		map = MAP_FAILED; /* the table owns it now */
-		t->rows = (struct pf_unwind_row *)(h + 1);
-		t->n_rows = h->n_rows;
-		if (rows_checksum(t->rows, t->n_rows * sizeof(*t->rows)) != h->checksum)
-			rc = -EBADMSG;
-		for (size_t i = 1; rc == 0 && i < t->n_rows; i++)
-			if (t->rows[i].pc <= t->rows[i - 1].pc)
-				rc = -EBADMSG; /* the kernel's binary search needs them sorted */
-	}
-	if (map != MAP_FAILED)
-		munmap(map, (size_t)st.st_size);
+	else if (!t)
+		rc = -ENOMEM;
+	if (rc == 0)
+		rc = pf_unwind_cache_read(&f, t->rows);
+	pf_unwind_cache_close(&f);
 	if (rc < 0) {
 		pf_unwind_table_free(t);
 		return rc;
 	}
-	t->text_bytes = h->text_bytes;
-	t->n_stop = h->n_stop;
+	t->n_rows = f.n_rows;
+	t->text_bytes = f.text_bytes;
+	t->n_stop = f.n_stop;
 	t->source = 0;
 	*out = t;
 	return 0;

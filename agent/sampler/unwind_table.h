@@ -68,9 +68,6 @@ struct pf_unwind_table {
 	uint32_t n_stop;     /* rows of kind PF_UNWIND_STOP (gaps included) */
 	uint8_t source;      /* 1 .eh_frame (+ .debug_frame), 2 .debug_frame only, 0 from the
 			      * disk cache */
-	void *map;           /* from the disk cache: the file's read-only mapping (rows point
-			      * into it), else NULL */
-	size_t map_len;
 };
 
 /* Builds the table of the ELF file open at fd (not consumed), of at most max_rows rows (0: no
@@ -101,6 +98,24 @@ const struct pf_unwind_row *pf_unwind_table_find(const struct pf_unwind_table *t
 #define PF_UNWIND_CACHE_KEY_CHARS "0123456789abcdef-" /* up to 63 of them */
 
 int pf_unwind_cache_load(const char *dir, const char *build_id, struct pf_unwind_table **out);
+
+/* The same in two steps, for a reader that puts the rows straight where they are used (the
+ * kernel's array: no heap copy, no mapping to fault in and tear down). Open checks the header
+ * and the length and reads the first and last rows, so the reader knows the table's size and
+ * address range before it makes room; read fills dst with the n_rows rows and checks their
+ * checksum and order (-EBADMSG: dst holds garbage, the caller rebuilds). */
+struct pf_unwind_cache_file {
+	int fd;
+	uint64_t n_rows;
+	struct pf_unwind_row first; /* rows[0] */
+	uint32_t last_pc;           /* rows[n_rows - 1].pc */
+	uint64_t text_bytes;
+	uint32_t n_stop;
+	uint64_t checksum;
+};
+int pf_unwind_cache_open(const char *dir, const char *key, struct pf_unwind_cache_file *f);
+int pf_unwind_cache_read(struct pf_unwind_cache_file *f, struct pf_unwind_row *dst);
+void pf_unwind_cache_close(struct pf_unwind_cache_file *f);
 int pf_unwind_cache_store(const char *dir, const char *build_id, const struct pf_unwind_table *t);
 
 #endif

@@ -6,7 +6,6 @@
 #include <endian.h>
 #include <errno.h>
 #include <limits.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,16 +198,19 @@ static bool room_possible(const struct pf_unwinder *u, uint32_t n)
 	return avail >= n;
 }
 
-/* Copies t's index (cpu_sampler.h PF_UNWIND_INDEX_SHIFT) and rows into the kernel's array. */
-static int table_load_rows(struct pf_unwinder *u, uint32_t id, const struct pf_unwind_table *ut)
+/* Makes room in the kernel's array for table id: n_rows rows from pc base to last_pc, after
+ * its index (cpu_sampler.h PF_UNWIND_INDEX_SHIFT), evicting the least recently used tables no
+ * process maps as needed. Where the rows go (they are not published until table_commit), or
+ * NULL when they cannot fit (counted in rows_full). */
+static struct pf_bpf_unwind_row *table_reserve(struct pf_unwinder *u, uint32_t id, uint64_t n_rows,
+					       uint32_t base, uint32_t last_pc)
 {
 	struct table *t = &u->tables[id];
-	uint32_t base = ut->rows[0].pc;
-	uint64_t n_index = (((uint64_t)ut->rows[ut->n_rows - 1].pc - base) >> PF_UNWIND_INDEX_SHIFT) + 1;
-	uint64_t total = n_index + ut->n_rows;
+	uint64_t n_index = (((uint64_t)last_pc - base) >> PF_UNWIND_INDEX_SHIFT) + 1;
+	uint64_t total = n_index + n_rows;
 	if (total > (uint64_t)u->n_chunks_limit * PF_UNWINDER_CHUNK) {
 		u->st.rows_full++;
-		return -ENOSPC;
+		return NULL;
 	}
 	uint32_t need = (uint32_t)((total + PF_UNWINDER_CHUNK - 1) / PF_UNWINDER_CHUNK);
 	t->need_chunks = need;
@@ -217,32 +219,80 @@ static int table_load_rows(struct pf_unwinder *u, uint32_t id, const struct pf_u
 		uint32_t v = lru_victim(u, id);
 		if (!v) {
 			u->st.rows_full++;
-			return -ENOSPC;
+			return NULL;
 		}
 		table_unload(u, v);
 	}
-	struct pf_bpf_unwind_row *dst = u->rows + (size_t)at * PF_UNWINDER_CHUNK;
-	/* index entry i: the last row whose pc <= base + (i << shift) */
-	size_t r = 0;
-	for (uint64_t i = 0; i < n_index; i++) {
-		uint64_t at_pc = base + (i << PF_UNWIND_INDEX_SHIFT);
-		while (r + 1 < ut->n_rows && ut->rows[r + 1].pc <= at_pc)
-			r++;
-		dst[i] = (struct pf_bpf_unwind_row){.pc = (uint32_t)r};
-	}
-	memcpy(dst + n_index, ut->rows, ut->n_rows * sizeof(*ut->rows));
 	memset(u->chunk_used + at, 1, need);
 	t->chunk = at;
 	t->n_chunks = need;
-	t->n_rows = (uint32_t)ut->n_rows;
+	t->n_rows = (uint32_t)n_rows;
 	t->n_index = (uint32_t)n_index;
 	t->base = base;
+	return u->rows + (size_t)at * PF_UNWINDER_CHUNK + n_index;
+}
+
+/* Gives back the room table_reserve made (the rows could not be had after all). */
+static void table_unreserve(struct pf_unwinder *u, uint32_t id)
+{
+	struct table *t = &u->tables[id];
+	memset(u->chunk_used + t->chunk, 0, t->n_chunks);
+}
+
+/* Writes the index of the rows table_reserve placed (entry i: the last row whose pc <=
+ * base + (i << shift)) and publishes the table: the kernel walks with it from now on. */
+static void table_commit(struct pf_unwinder *u, uint32_t id)
+{
+	struct table *t = &u->tables[id];
+	struct pf_bpf_unwind_row *idx = u->rows + (size_t)t->chunk * PF_UNWINDER_CHUNK;
+	const struct pf_bpf_unwind_row *rows = idx + t->n_index;
+	size_t r = 0;
+	for (uint64_t i = 0; i < t->n_index; i++) {
+		uint64_t at_pc = t->base + (i << PF_UNWIND_INDEX_SHIFT);
+		while (r + 1 < t->n_rows && rows[r + 1].pc <= at_pc)
+			r++;
+		idx[i] = (struct pf_bpf_unwind_row){.pc = (uint32_t)r};
+	}
 	t->loaded = true;
 	u->st.tables++;
-	u->st.rows += total;
+	u->st.rows += t->n_index + t->n_rows;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* rows before the table entry that names them */
 	table_publish(u, id);
+}
+
+/* Copies a table built in memory (the vDSO's) into the kernel's array. */
+static int table_load_rows(struct pf_unwinder *u, uint32_t id, const struct pf_unwind_table *ut)
+{
+	struct pf_bpf_unwind_row *dst =
+		table_reserve(u, id, ut->n_rows, ut->rows[0].pc, ut->rows[ut->n_rows - 1].pc);
+	if (!dst)
+		return -ENOSPC;
+	memcpy(dst, ut->rows, ut->n_rows * sizeof(*ut->rows));
+	table_commit(u, id);
 	return 0;
+}
+
+/* Reads table id from the disk cache straight into the kernel's array (key: table_key). 0,
+ * -ENOSPC (no room), -ENOENT (not cached), -EBADMSG (a bad file: rebuild it). The time it
+ * takes comes out of the budget. */
+static int table_read_cache(struct pf_unwinder *u, uint32_t id, const char *key)
+{
+	uint64_t t0 = mono_ns();
+	struct pf_unwind_cache_file f;
+	int rc = pf_unwind_cache_open(pf_tbuilder_dir(u->tb), key, &f);
+	if (rc == 0) {
+		struct pf_bpf_unwind_row *dst =
+			table_reserve(u, id, f.n_rows, f.first.pc, f.last_pc);
+		if (!dst)
+			rc = -ENOSPC;
+		else if ((rc = pf_unwind_cache_read(&f, (struct pf_unwind_row *)dst)) < 0)
+			table_unreserve(u, id);
+		else
+			table_commit(u, id);
+		pf_unwind_cache_close(&f);
+	}
+	u->budget_ns -= (int64_t)(mono_ns() - t0);
+	return rc;
 }
 
 /* The vDSO as this process maps it (the kernel maps the same image into every 64-bit
@@ -290,73 +340,81 @@ static void table_key(const struct table *t, char *out, size_t cap)
 			 (unsigned long long)t->ino);
 }
 
-/* The table of the file m maps, when it can be had at once: the vDSO's (built from memory,
- * small) or one in the disk cache. -EINPROGRESS when the file went to the builder, -EAGAIN
- * when its queue is full, -ENOENT/-E2BIG/... when the vDSO has no usable table. Time spent
- * here comes out of the budget. */
-static int table_obtain(struct pf_unwinder *u, uint32_t id, int fd,
-			struct pf_unwind_table **out)
+/* The vDSO's table (built from memory, small) into the kernel's array. */
+static int table_fill_vdso(struct pf_unwinder *u, uint32_t id)
+{
+	uint64_t t0 = mono_ns();
+	const void *image;
+	size_t len;
+	uint64_t vaddr0;
+	struct pf_unwind_table *ut = NULL;
+	int rc = !vdso_image(&image, &len, &vaddr0)
+			 ? -ENOENT
+			 : pf_unwind_table_build_image(image, len, u->opt.rows_cap / 2, &ut);
+	u->st.built += rc == 0;
+	if (rc == 0 && table_load_rows(u, id, ut) < 0)
+		rc = -ENOSPC;
+	pf_unwind_table_free(ut);
+	u->budget_ns -= (int64_t)(mono_ns() - t0);
+	return rc;
+}
+
+/* What a table that cannot be loaded becomes: rows_full (walked by frame pointers, tried
+ * again when room may be had), or no_cfi for good. */
+static void table_failed(struct pf_unwinder *u, uint32_t id, int rc)
 {
 	struct table *t = &u->tables[id];
-	uint64_t t0 = mono_ns();
+	if (rc == -ENOSPC) {
+		t->full_ms = mono_ns() / 1000000;
+		return;
+	}
+	t->no_cfi = true; /* no CFI, or too large: frame pointers */
+	if (rc == -E2BIG) {
+		u->st.rows_full++;
+	} else {
+		u->st.no_cfi++;
+		if (rc != -ENOENT && rc != -EINVAL)
+			u->st.last_error = rc;
+	}
+}
+
+/* Gives table id its rows: at once from the disk cache (or, for the vDSO, from memory), else
+ * when the builder has written it (table_built). -EAGAIN when the builder's queue is full
+ * (try again later). */
+static int table_fill(struct pf_unwinder *u, uint32_t id, int fd)
+{
+	struct table *t = &u->tables[id];
 	int rc;
 	if (!strcmp(t->build_id, VDSO_KEY)) {
-		const void *image;
-		size_t len;
-		uint64_t vaddr0;
-		rc = !vdso_image(&image, &len, &vaddr0)
-			     ? -ENOENT
-			     : pf_unwind_table_build_image(image, len, u->opt.rows_cap / 2, out);
-		u->st.built += rc == 0;
+		rc = table_fill_vdso(u, id);
 	} else {
 		char key[80];
 		table_key(t, key, sizeof(key));
 		/* a table of a file without a build id is never read from a cache file the
 		 * builder did not just write: its key (device, inode) may name another file
 		 * since */
-		rc = t->build_id[0] ? pf_unwind_cache_load(pf_tbuilder_dir(u->tb), key, out)
-				    : -ENOENT;
+		rc = t->build_id[0] ? table_read_cache(u, id, key) : -ENOENT;
 		if (rc == 0)
 			u->st.cache_hits++;
 		if (rc == -EBADMSG)
 			u->st.cache_bad++;
-		if (rc < 0)
+		if (rc < 0 && rc != -ENOSPC) {
+			uint64_t t0 = mono_ns();
 			rc = pf_tbuilder_submit(u->tb, key, fd);
-		if (rc == 0 || rc == -EEXIST)
-			rc = *out ? 0 : -EINPROGRESS;
+			u->budget_ns -= (int64_t)(mono_ns() - t0);
+			if (rc == 0 || rc == -EEXIST) {
+				t->pending = true;
+				u->st.pending++;
+				return 0;
+			}
+			if (rc == -EAGAIN)
+				return rc;
+		}
 	}
-	u->budget_ns -= (int64_t)(mono_ns() - t0);
-	return rc;
-}
-
-/* Gives table id its rows: at once when obtainable, else when the builder has written it
- * (table_built). -EAGAIN when the builder's queue is full (try again later). */
-static int table_fill(struct pf_unwinder *u, uint32_t id, int fd)
-{
-	struct table *t = &u->tables[id];
-	struct pf_unwind_table *ut = NULL;
-	int rc = table_obtain(u, id, fd, &ut);
-	if (rc == -EINPROGRESS) {
-		t->pending = true;
-		u->st.pending++;
-		return 0;
-	}
-	if (rc == -EAGAIN)
-		return rc;
-	if (rc < 0) {
-		t->no_cfi = true; /* no CFI, or too large: frame pointers */
-		if (rc == -E2BIG)
-			u->st.rows_full++;
-		else
-			u->st.no_cfi++;
-	} else if (table_load_rows(u, id, ut) < 0) {
-		/* no room: walked by frame pointers until rows are freed and a later load of
-		 * the file finds room */
-		t->full_ms = mono_ns() / 1000000;
-	}
+	if (rc < 0)
+		table_failed(u, id, rc);
 	if (!t->loaded)
 		table_publish(u, id);
-	pf_unwind_table_free(ut);
 	return 0;
 }
 
@@ -375,23 +433,11 @@ static void table_built(void *ctx, const char *key, int rc)
 			continue;
 		t->pending = false;
 		u->st.pending--;
-		struct pf_unwind_table *ut = NULL;
-		int lrc = rc == 0 ? pf_unwind_cache_load(pf_tbuilder_dir(u->tb), key, &ut) : rc;
-		if (lrc == 0) {
+		int lrc = rc == 0 ? table_read_cache(u, i, key) : rc;
+		if (lrc == 0 || lrc == -ENOSPC)
 			u->st.built++;
-			if (table_load_rows(u, i, ut) < 0)
-				t->full_ms = mono_ns() / 1000000;
-		} else {
-			t->no_cfi = true;
-			if (lrc == -E2BIG) {
-				u->st.rows_full++;
-			} else {
-				u->st.no_cfi++;
-				if (lrc != -ENOENT && lrc != -EINVAL)
-					u->st.last_error = lrc;
-			}
-		}
-		pf_unwind_table_free(ut);
+		if (lrc < 0)
+			table_failed(u, i, lrc);
 	}
 	if (temporary && rc == 0) {
 		char path[PATH_MAX];
@@ -405,14 +451,12 @@ void pf_unwinder_tick(struct pf_unwinder *u)
 {
 	if (!pf_tbuilder_busy(u->tb))
 		return;
-	uint64_t cpu_ns = 0, built = u->st.built;
+	uint64_t cpu_ns = 0;
 	int rc = pf_tbuilder_poll(u->tb, budget_ok(u), table_built, u, &cpu_ns);
 	u->budget_ns -= (int64_t)cpu_ns;
 	u->st.build_ns += cpu_ns;
 	if (rc < 0)
 		u->st.last_error = rc;
-	if (u->st.built != built)
-		malloc_trim(0); /* the tables read back are freed by now: give the pages back */
 }
 
 uint32_t pf_unwinder_helper_pid(const struct pf_unwinder *u)
