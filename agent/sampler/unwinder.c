@@ -29,8 +29,8 @@ _Static_assert(PF_UNWIND_UC_RBP == PF_UNWIND_UC_RBP_OFF && PF_UNWIND_UC_RSP == P
 
 #define PROC_BUCKETS 1024
 #define FULL_RETRY_MS 10000 /* a table that found no room is tried again after this */
-/* Building (or reading from the cache) tables may take BUDGET_RATE ns per ms on average,
- * 0.5 % of a core, with bursts of up to BUDGET_BURST_NS (a start meets every file at once).
+/* Building (or reading from the cache) tables may take BUDGET_RATE ns of CPU time per ms of
+ * wall time on average, 0.5 % of a core, with bursts of up to BUDGET_BURST_NS (a start meets every file at once).
  * Over budget, mappings are walked by frame pointers until the process is loaded again. */
 #define BUDGET_RATE 5000ll
 #define BUDGET_BURST_NS 1000000000ll
@@ -79,17 +79,29 @@ struct pf_unwinder {
 	uint32_t n_chunks_limit; /* chunks tables may use (pf_unwinder_set_rows_limit) */
 	struct table *tables;
 	uint64_t stamp;
-	int64_t budget_ns; /* table building allowed now (a token bucket of wall time) */
+	int64_t budget_ns; /* CPU time table work may take now (a token bucket) */
 	uint64_t budget_at; /* mono ns of its last refill */
 	struct proc *procs[PROC_BUCKETS];
 	struct pf_unwinder_stats st;
 };
 
-static uint64_t mono_ns(void)
+static uint64_t clock_ns(clockid_t clk)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clk, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t mono_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
+}
+
+/* What table work costs is charged in this thread's CPU time, not wall time: on a busy host
+ * a read preempted half-way would otherwise be charged the other processes' time slices. */
+static uint64_t cpu_ns(void)
+{
+	return clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
 /* ---- process arrays ----------------------------------------------------------------------- */
@@ -277,7 +289,7 @@ static int table_load_rows(struct pf_unwinder *u, uint32_t id, const struct pf_u
  * takes comes out of the budget. */
 static int table_read_cache(struct pf_unwinder *u, uint32_t id, const char *key)
 {
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = cpu_ns();
 	struct pf_unwind_cache_file f;
 	int rc = pf_unwind_cache_open(pf_tbuilder_dir(u->tb), key, &f);
 	if (rc == 0) {
@@ -291,7 +303,7 @@ static int table_read_cache(struct pf_unwinder *u, uint32_t id, const char *key)
 			table_commit(u, id);
 		pf_unwind_cache_close(&f);
 	}
-	u->budget_ns -= (int64_t)(mono_ns() - t0);
+	u->budget_ns -= (int64_t)(cpu_ns() - t0);
 	return rc;
 }
 
@@ -343,7 +355,7 @@ static void table_key(const struct table *t, char *out, size_t cap)
 /* The vDSO's table (built from memory, small) into the kernel's array. */
 static int table_fill_vdso(struct pf_unwinder *u, uint32_t id)
 {
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = cpu_ns();
 	const void *image;
 	size_t len;
 	uint64_t vaddr0;
@@ -355,7 +367,7 @@ static int table_fill_vdso(struct pf_unwinder *u, uint32_t id)
 	if (rc == 0 && table_load_rows(u, id, ut) < 0)
 		rc = -ENOSPC;
 	pf_unwind_table_free(ut);
-	u->budget_ns -= (int64_t)(mono_ns() - t0);
+	u->budget_ns -= (int64_t)(cpu_ns() - t0);
 	return rc;
 }
 
@@ -399,9 +411,9 @@ static int table_fill(struct pf_unwinder *u, uint32_t id, int fd)
 		if (rc == -EBADMSG)
 			u->st.cache_bad++;
 		if (rc < 0 && rc != -ENOSPC) {
-			uint64_t t0 = mono_ns();
+			uint64_t t0 = cpu_ns();
 			rc = pf_tbuilder_submit(u->tb, key, fd);
-			u->budget_ns -= (int64_t)(mono_ns() - t0);
+			u->budget_ns -= (int64_t)(cpu_ns() - t0);
 			if (rc == 0 || rc == -EEXIST) {
 				t->pending = true;
 				u->st.pending++;
@@ -451,10 +463,10 @@ void pf_unwinder_tick(struct pf_unwinder *u)
 {
 	if (!pf_tbuilder_busy(u->tb))
 		return;
-	uint64_t cpu_ns = 0;
-	int rc = pf_tbuilder_poll(u->tb, budget_ok(u), table_built, u, &cpu_ns);
-	u->budget_ns -= (int64_t)cpu_ns;
-	u->st.build_ns += cpu_ns;
+	uint64_t child_ns = 0;
+	int rc = pf_tbuilder_poll(u->tb, budget_ok(u), table_built, u, &child_ns);
+	u->budget_ns -= (int64_t)child_ns;
+	u->st.build_ns += child_ns;
 	if (rc < 0)
 		u->st.last_error = rc;
 }

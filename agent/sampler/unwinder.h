@@ -16,7 +16,7 @@
  *    (<build id>.unw, unwind_table.h's format), and read from there; a cache file that fails
  *    its checks is rebuilt. A table's entry in the kernel stays empty — its mappings walked by
  *    frame pointers — until the builder reports and pf_unwinder_tick loads the rows. Reading
- *    tables and the builder's CPU time share a budget (0.5 % of a core on average, 1 s
+ *    tables and the builder share a budget of CPU time (0.5 % of a core on average, 1 s
  *    bursts); over it, no builder starts, mappings are walked by frame pointers and the
  *    process is loaded again a second later. A file that would need more than half of the
  *    rows is not built.
