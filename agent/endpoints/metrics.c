@@ -346,6 +346,13 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 		    "ELF files whose compressed DWARF is over the inflate bound: function names "
 		    "without source lines.",
 		    s->dwarf_skipped);
+	family(w, "symbolizer_dwarf_cpu_seconds_total", "counter",
+	       "CPU time of DWARF lookups (source lines, inlined frames) of new addresses.");
+	sample_f64(w, "symbolizer_dwarf_cpu_seconds_total", NULL, (double)s->dwarf_cpu_ns / 1e9);
+	counter_u64(w, "symbolizer_dwarf_deferred_total",
+		    "New addresses named from the symbol table only, the DWARF lookup budget (0.1 % "
+		    "of a core) being spent; a later window resolves them in full.",
+		    s->dwarf_deferred);
 	gauge_u64(w, "symbolizer_kernel_resolver",
 		  "1 while kernel frames are named by the in-kernel resolver (BPF), 0 when "
 		  "/proc/kallsyms is read instead.",

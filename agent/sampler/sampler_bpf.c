@@ -951,9 +951,14 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	struct pf_symbolizer_stats ss;
 	pf_symbolizer_stats(s->sym, &ss);
 	out->elf_cached = ss.elf_cached;
+	out->elf_opened = ss.elf_opened;
+	out->elf_evicted = ss.elf_evicted;
+	out->sym_cache_hits = ss.cache_hits;
 	out->frames_resolved = ss.frames_resolved;
 	out->frames_unresolved = ss.frames_unresolved;
 	out->dwarf_skipped = ss.dwarf_skipped;
+	out->dwarf_cpu_ns = ss.dwarf_cpu_ns;
+	out->dwarf_deferred = ss.dwarf_deferred;
 	out->kernel_symbols_load_ns = ss.kernel_load_cpu_ns;
 	out->kernel_resolver = ss.kernel_resolver;
 	out->kernel_resolved = ss.kernel_resolved;

@@ -141,6 +141,9 @@ struct pf_symbolizer {
 	uint64_t ktext_start;	   /* lowest kernel text address (resolver mode) */
 	bool kinfo_read;	   /* kbuild_id and ktext_start read */
 	struct pf_demangler *dm; /* C++/Rust names, cached */
+	int64_t dwarf_budget_ns;  /* CPU time DWARF lookups may take now (a token bucket) */
+	uint64_t dwarf_budget_at; /* monotonic ns of its last refill */
+	struct rcache_ent partial; /* a result over the DWARF budget: returned, never cached */
 	struct pf_symbolizer_stats st;
 };
 
@@ -1343,8 +1346,25 @@ static bool caches_ready(struct pf_symbolizer *sym)
 	return true;
 }
 
+static uint64_t thread_cpu_ns(void);
+
+/* True when DWARF lookups may run now: the bucket refills at opt.dwarf_cpu_ns_per_s. */
+static bool dwarf_budget_ok(struct pf_symbolizer *sym)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	uint64_t ms = (now - sym->dwarf_budget_at) / 1000000;
+	sym->dwarf_budget_ns += (int64_t)(ms * sym->opt.dwarf_cpu_ns_per_s / 1000);
+	sym->dwarf_budget_at += ms * 1000000;
+	if (sym->dwarf_budget_ns > (int64_t)sym->opt.dwarf_cpu_burst_ns)
+		sym->dwarf_budget_ns = (int64_t)sym->opt.dwarf_cpu_burst_ns;
+	return sym->dwarf_budget_ns > 0;
+}
+
 /* Symbol and line of vaddr in f, from the cache or resolved now (and cached). NULL only when
- * out of memory; ->function NULL when no symbol covers vaddr. */
+ * out of memory; ->function NULL when no symbol covers vaddr. Over the DWARF budget, an
+ * address of a file that may have DWARF gets its symbol only, in sym->partial (not cached). */
 static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct elf_file *f,
 					      uint64_t vaddr)
 {
@@ -1361,9 +1381,16 @@ static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct 
 	uint32_t line = 0;
 	struct inl_raw raw[MAX_INLINE_DEPTH];
 	size_t n_inl = 0;
-	if (s) {
+	bool partial = s && !(f->dwarf_tried && !f->dwarf) && !dwarf_budget_ok(sym);
+	if (partial) {
+		sym->st.dwarf_deferred++;
+	} else if (s) {
+		uint64_t t0 = thread_cpu_ns();
 		elf_file_find_line(f, sym->opt.debug_dir, sym->opt.dwarf_max_inflate, vaddr, &file,
 				   &line, raw, &n_inl);
+		uint64_t spent = thread_cpu_ns() - t0;
+		sym->dwarf_budget_ns -= (int64_t)spent;
+		sym->st.dwarf_cpu_ns += spent;
 		if (f->dwarf_skipped && !f->dwarf_skip_counted) {
 			f->dwarf_skip_counted = true;
 			sym->st.dwarf_skipped++;
@@ -1387,6 +1414,10 @@ static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct 
 	if (s && readable_name(sym, s->name, &readable) < 0) {
 		free(inl);
 		return NULL;
+	}
+	if (partial) {
+		sym->partial = (struct rcache_ent){0, vaddr, s->name, readable, NULL, 0, 0, NULL};
+		return &sym->partial;
 	}
 	free(e->inl);
 	*e = (struct rcache_ent){f->id, vaddr, s ? s->name : NULL, readable, file, line,
@@ -1789,6 +1820,14 @@ struct pf_symbolizer *pf_symbolizer_new(const struct pf_symbolizer_options *opt)
 		sym->opt.max_processes = DEFAULT_MAX_PROCS;
 	if (!sym->opt.dwarf_max_inflate)
 		sym->opt.dwarf_max_inflate = PF_SYM_DEFAULT_DWARF_MAX_INFLATE;
+	if (!sym->opt.dwarf_cpu_ns_per_s)
+		sym->opt.dwarf_cpu_ns_per_s = PF_SYM_DEFAULT_DWARF_CPU_NS_PER_S;
+	if (!sym->opt.dwarf_cpu_burst_ns || sym->opt.dwarf_cpu_burst_ns > PF_SYM_DWARF_BURST_NS * 8)
+		sym->opt.dwarf_cpu_burst_ns = PF_SYM_DWARF_BURST_NS;
+	sym->dwarf_budget_ns = (int64_t)sym->opt.dwarf_cpu_burst_ns;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	sym->dwarf_budget_at = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 	sym->kernel_tried = sym->opt.no_kernel;
 	sym->dm = pf_demangler_new(0, 0);
 	if (!sym->dm) {

@@ -42,11 +42,25 @@ struct pf_symbolizer_options {
 	uint64_t dwarf_max_inflate; /* a file whose DWARF is compressed and would inflate to more
 				     * than this gets no line info (function names only); 0 =
 				     * PF_SYM_DEFAULT_DWARF_MAX_INFLATE. See pf_symbolizer_trim(). */
+	uint64_t dwarf_cpu_ns_per_s; /* CPU time DWARF lookups (source lines, inlined frames) of
+				      * new addresses may take per second on average, in bursts
+				      * of up to PF_SYM_DWARF_BURST_NS; 0 =
+				      * PF_SYM_DEFAULT_DWARF_CPU_NS_PER_S. Over it, a new address
+				      * gets its symbol-table name only and is not cached, so a
+				      * later window, under budget again, resolves it in full. */
+	uint64_t dwarf_cpu_burst_ns; /* the bucket's size; 0 = PF_SYM_DWARF_BURST_NS */
 };
 
 /* DWARF handles are dropped after every window and libdw inflates all compressed debug
  * sections when it opens a file, so the cost recurs per window: 1 MiB is ~3 ms. */
 #define PF_SYM_DEFAULT_DWARF_MAX_INFLATE ((uint64_t)1 << 20)
+
+/* A host whose processes come and go (a build, a CI runner) shows new addresses in every
+ * window, and a DWARF lookup walks the DIE tree of the address's compilation unit: with full
+ * debug info (a Python built with -g, say) that was half of the agent's CPU. 1 ms per second
+ * is 0.1 % of a core; the 1 s burst covers a start, when every address is new. */
+#define PF_SYM_DEFAULT_DWARF_CPU_NS_PER_S 1000000ull
+#define PF_SYM_DWARF_BURST_NS 1000000000ull
 
 struct pf_symbolizer_stats {
 	uint64_t elf_cached;   /* ELF files in the cache now */
@@ -68,6 +82,9 @@ struct pf_symbolizer_stats {
 	uint64_t demangle_hits;    /* of those, answered by the cache */
 	uint64_t demangle_failed;  /* misses the demangler refused */
 	uint64_t demangle_cpu_ns;  /* thread CPU time in the demangler on misses */
+	uint64_t dwarf_cpu_ns;     /* thread CPU time in DWARF lookups (lines, inlined frames) */
+	uint64_t dwarf_deferred;   /* new addresses given symbol-table names only, the DWARF
+				    * budget being spent (resolved in full in a later window) */
 	int last_error;        /* negative errno of the last failure, 0 when none */
 };
 

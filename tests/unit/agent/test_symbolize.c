@@ -9,7 +9,8 @@
  * resolve to demangled functions with the mangled symbol as system_name; an inline-heavy C
  * program built with -O2 -g shows its inlined functions as the frame's inlined list, innermost
  * first with their own lines (checked against binutils' addr2line -i), also when the binary is
- * stripped and its DWARF is only in a separate .build-id/xx/yyyy.debug file. */
+ * stripped and its DWARF is only in a separate .build-id/xx/yyyy.debug file. Over the DWARF
+ * lookup budget a new address gets its symbol-table name only and stays uncached. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -316,6 +317,56 @@ static void test_process_resolve(void **state)
 	pf_symbolizer_forget(sym, (uint32_t)pid);
 	assert_false(pf_symbolizer_has(sym, (uint32_t)pid));
 	assert_int_equal(pf_symbolizer_capture(sym, (uint32_t)pid), -ENOENT);
+	pf_prof_window_free(w);
+	pf_symbolizer_free(sym);
+}
+
+/* Over the DWARF budget a new address gets its symbol only (no line), and is not cached: the
+ * next lookup, under budget, resolves it in full. */
+static void test_dwarf_budget(void **state)
+{
+	(void)state;
+	uint64_t addr;
+	pid_t pid = run_target(pie, &addr);
+	/* a bucket of 1 ns that (practically) never refills: the first lookup spends it */
+	struct pf_symbolizer_options o = {.dwarf_cpu_ns_per_s = 1, .dwarf_cpu_burst_ns = 1};
+	struct pf_symbolizer *sym = pf_symbolizer_new(&o);
+	assert_non_null(sym);
+	assert_int_equal(pf_symbolizer_capture(sym, (uint32_t)pid), 0);
+	struct pf_prof_window *w = pf_prof_window_new();
+	struct pf_prof_process p = {0};
+	struct pf_prof_frame fr[2] = {{.address = addr + 1, .kind = PF_FRAME_NATIVE},
+				      {.address = addr + 2, .kind = PF_FRAME_NATIVE}};
+	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &p, fr, 2), 0);
+	assert_string_equal(fr[0].function, "pf_target_fn");
+	assert_int_equal(fr[0].line, TARGET_LINE);
+	assert_string_equal(fr[1].function, "pf_target_fn"); /* the symbol table's */
+	assert_int_equal(fr[1].line, 0);
+	assert_null(fr[1].file);
+	struct pf_symbolizer_stats st;
+	pf_symbolizer_stats(sym, &st);
+	assert_int_equal(st.dwarf_deferred, 1);
+	assert_true(st.dwarf_cpu_ns > 0);
+	/* not cached: asked again, it is looked up again (and deferred again) */
+	struct pf_prof_frame again = {.address = addr + 2, .kind = PF_FRAME_NATIVE};
+	struct pf_prof_process p2 = {0};
+	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &p2, &again, 1), 0);
+	pf_symbolizer_stats(sym, &st);
+	assert_int_equal(st.cache_hits, 0);
+	assert_int_equal(st.dwarf_deferred, 2);
+	pf_symbolizer_free(sym);
+
+	/* with the default budget the same address resolves in full */
+	sym = pf_symbolizer_new(NULL);
+	assert_int_equal(pf_symbolizer_capture(sym, (uint32_t)pid), 0);
+	stop(pid);
+	again = (struct pf_prof_frame){.address = addr + 2, .kind = PF_FRAME_NATIVE};
+	struct pf_prof_process p3 = {0};
+	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &p3, &again, 1), 0);
+	assert_string_equal(again.function, "pf_target_fn");
+	assert_int_equal(again.line, TARGET_LINE);
+	pf_symbolizer_stats(sym, &st);
+	assert_int_equal(st.dwarf_deferred, 0);
 	pf_prof_window_free(w);
 	pf_symbolizer_free(sym);
 }
@@ -755,6 +806,7 @@ int main(void)
 		cmocka_unit_test(test_build_id),
 		cmocka_unit_test(test_static_lookup),
 		cmocka_unit_test(test_process_resolve),
+		cmocka_unit_test(test_dwarf_budget),
 		cmocka_unit_test(test_cache_bound),
 		cmocka_unit_test(test_kernel),
 		cmocka_unit_test(test_compressed_dwarf_bound),
