@@ -208,9 +208,9 @@ static void print_stats(struct pf_sampler *s)
 	       "\n",
 	       st.kernel_resolver, st.kernel_resolved, st.kernel_resolve_cpu_ns);
 	printf("stats elf_opened=%" PRIu64 " elf_evicted=%" PRIu64 " sym_cache_hits=%" PRIu64
-	       " dwarf_cpu_ns=%" PRIu64 " dwarf_deferred=%" PRIu64 "\n",
-	       st.elf_opened, st.elf_evicted, st.sym_cache_hits, st.dwarf_cpu_ns,
-	       st.dwarf_deferred);
+	       " dwarf_lookups=%" PRIu64 " dwarf_cpu_ns=%" PRIu64 " dwarf_deferred=%" PRIu64 "\n",
+	       st.elf_opened, st.elf_evicted, st.sym_cache_hits, st.dwarf_lookups,
+	       st.dwarf_cpu_ns, st.dwarf_deferred);
 	if (!st.dwarf_unwind) {
 		printf("stats dwarf_unwind=0 reason=\"%s\"\n",
 		       st.dwarf_unwind_off_reason ? st.dwarf_unwind_off_reason : "");

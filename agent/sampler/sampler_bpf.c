@@ -958,6 +958,7 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->frames_unresolved = ss.frames_unresolved;
 	out->dwarf_skipped = ss.dwarf_skipped;
 	out->dwarf_cpu_ns = ss.dwarf_cpu_ns;
+	out->dwarf_lookups = ss.dwarf_lookups;
 	out->dwarf_deferred = ss.dwarf_deferred;
 	out->kernel_symbols_load_ns = ss.kernel_load_cpu_ns;
 	out->kernel_resolver = ss.kernel_resolver;

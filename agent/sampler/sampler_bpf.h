@@ -105,6 +105,7 @@ struct pf_sampler_stats {
 							  * frames answered by the address cache */
 	uint64_t dwarf_skipped; /* files whose compressed DWARF is over the inflate bound */
 	uint64_t dwarf_cpu_ns;   /* CPU time of DWARF lookups (symbolize.h) */
+	uint64_t dwarf_lookups;
 	uint64_t dwarf_deferred; /* lookups over the DWARF budget: symbol-table names only */
 	int last_error;          /* negative errno of the last failure, 0 when healthy */
 	/* .eh_frame unwinding: on, or why not; the unwinder's counters (unwinder.h) */

@@ -502,51 +502,82 @@ static const char *die_function_name(Dwarf_Die *die)
 	return nm ? nm : dwarf_diename(die);
 }
 
+#define SCOPE_DEPTH 64 /* nesting of scopes (functions, blocks, inlined calls) followed */
+
+/* DIE tags whose own code range says whether vaddr is inside (libdw's scopes), and tags with
+ * no code of their own that may hold such DIEs (C++ namespaces and classes, Rust modules). */
+static bool scope_tag(int tag)
+{
+	return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+	       tag == DW_TAG_lexical_block || tag == DW_TAG_entry_point ||
+	       tag == DW_TAG_with_stmt || tag == DW_TAG_catch_block || tag == DW_TAG_try_block;
+}
+
+static bool container_tag(int tag)
+{
+	return tag == DW_TAG_namespace || tag == DW_TAG_module || tag == DW_TAG_class_type ||
+	       tag == DW_TAG_structure_type || tag == DW_TAG_union_type ||
+	       tag == DW_TAG_interface_type;
+}
+
+/* The chain of scopes below parent whose code covers vaddr, outermost first, into path[n..]
+ * (at most SCOPE_DEPTH in all): one walk down the concrete DIE tree, into the one child at
+ * each level that covers vaddr (and through containers without code). The new length. */
+static int scope_path(Dwarf_Die *parent, uint64_t vaddr, Dwarf_Die *path, int n, int depth)
+{
+	Dwarf_Die child;
+	if (n >= SCOPE_DEPTH || depth > SCOPE_DEPTH || dwarf_child(parent, &child) != 0)
+		return n;
+	do {
+		int tag = dwarf_tag(&child);
+		if (scope_tag(tag)) {
+			if (dwarf_haspc(&child, vaddr) == 1) {
+				path[n] = child;
+				return scope_path(&path[n], vaddr, path, n + 1, depth + 1);
+			}
+		} else if (container_tag(tag) && dwarf_haschildren(&child) == 1) {
+			int k = scope_path(&child, vaddr, path, n, depth + 1);
+			if (k > n)
+				return k;
+		}
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return n;
+}
+
 /* The inlined subroutines whose code covers vaddr, innermost first (at most max): each gets
  * the source position where the CPU is in it, the innermost the line table's (*file, *line on
  * entry), the others the call site of the one inlined into them; *file, *line become the call
- * site of the outermost in the real function. Count. */
+ * site of the outermost in the real function. Count. One walk of the CU's concrete DIE tree
+ * (as eu-addr2line -i reads it); dwarf_getscopes would leave the concrete chain at the first
+ * inlined instance for the abstract definition's scopes, and each of its walks and
+ * dwarf_getscopes_die's reads the CU's DIEs from the top. */
 static size_t dwarf_inlines(Dwarf_Die *cu, uint64_t vaddr, const char **file, uint32_t *line,
 			    struct inl_raw *out, size_t max)
 {
-	/* dwarf_getscopes() leaves the concrete chain at the first inlined instance (it goes on
-	 * with the abstract definition's scopes); the DIE tree above the innermost scope has all
-	 * of them, as eu-addr2line -i walks it. */
-	Dwarf_Die *scopes = NULL;
-	int ns = dwarf_getscopes(cu, vaddr, &scopes);
-	if (ns <= 0) {
-		free(scopes);
+	Dwarf_Die path[SCOPE_DEPTH];
+	int ns = scope_path(cu, vaddr, path, 0, 0);
+	if (ns <= 0)
 		return 0;
-	}
-	Dwarf_Die inner = scopes[0];
-	free(scopes);
-	scopes = NULL;
-	ns = dwarf_getscopes_die(&inner, &scopes);
-	if (ns <= 0) {
-		free(scopes);
-		return 0;
-	}
 	Dwarf_Files *files = NULL;
 	size_t nfiles = 0;
 	if (dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
 		files = NULL;
 	size_t n = 0;
-	for (int i = 0; i < ns && n < max; i++) {
-		if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine)
+	for (int i = ns - 1; i >= 0 && n < max; i--) {
+		if (dwarf_tag(&path[i]) != DW_TAG_inlined_subroutine)
 			continue;
-		out[n] = (struct inl_raw){die_function_name(&scopes[i]), *file, *line};
+		out[n] = (struct inl_raw){die_function_name(&path[i]), *file, *line};
 		n++;
 		/* where this one was called: the position in the next scope out */
 		Dwarf_Attribute a;
 		Dwarf_Word cf = 0, cl = 0;
-		if (dwarf_attr(&scopes[i], DW_AT_call_file, &a))
+		if (dwarf_attr(&path[i], DW_AT_call_file, &a))
 			dwarf_formudata(&a, &cf);
-		if (dwarf_attr(&scopes[i], DW_AT_call_line, &a))
+		if (dwarf_attr(&path[i], DW_AT_call_line, &a))
 			dwarf_formudata(&a, &cl);
 		*file = files && cf < nfiles ? dwarf_filesrc(files, cf, NULL, NULL) : NULL;
 		*line = cl <= UINT32_MAX ? (uint32_t)cl : 0;
 	}
-	free(scopes);
 	return n;
 }
 
@@ -1391,6 +1422,7 @@ static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct 
 		uint64_t spent = thread_cpu_ns() - t0;
 		sym->dwarf_budget_ns -= (int64_t)spent;
 		sym->st.dwarf_cpu_ns += spent;
+		sym->st.dwarf_lookups++;
 		if (f->dwarf_skipped && !f->dwarf_skip_counted) {
 			f->dwarf_skip_counted = true;
 			sym->st.dwarf_skipped++;

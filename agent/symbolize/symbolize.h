@@ -83,6 +83,7 @@ struct pf_symbolizer_stats {
 	uint64_t demangle_failed;  /* misses the demangler refused */
 	uint64_t demangle_cpu_ns;  /* thread CPU time in the demangler on misses */
 	uint64_t dwarf_cpu_ns;     /* thread CPU time in DWARF lookups (lines, inlined frames) */
+	uint64_t dwarf_lookups;    /* those lookups (new addresses with a symbol) */
 	uint64_t dwarf_deferred;   /* new addresses given symbol-table names only, the DWARF
 				    * budget being spent (resolved in full in a later window) */
 	int last_error;        /* negative errno of the last failure, 0 when none */
