@@ -121,29 +121,14 @@ static int enc_init(struct enc *e, struct pf_error *err)
 
 static int enc_str(struct enc *e, const char *s, int32_t *idx)
 {
-	if (!s || !*s) {
-		*idx = 0;
-		return 0;
-	}
-	bool added;
-	int r = prof_intern(&e->it[T_STR], s, strlen(s), idx, &added);
-	if (r < 0 || !added)
-		return r;
-	char *d = prof_pool_strdup(&e->pool, s);
-	return d ? prof_ptrs_push(&e->tab[T_STR], d) : -ENOMEM;
+	return prof_intern_str(&e->it[T_STR], &e->tab[T_STR], &e->pool, s, idx);
 }
 
 /* Interns msg (allocated in the pool) into table t by its packed bytes. */
 static int enc_msg(struct enc *e, int t, ProtobufCMessage *msg, int32_t *idx)
 {
-	size_t n = protobuf_c_message_get_packed_size(msg);
-	pf_buf_reset(&e->scratch);
-	int r = pf_buf_reserve(&e->scratch, n);
-	if (r < 0)
-		return r;
-	protobuf_c_message_pack(msg, e->scratch.data);
 	bool added;
-	r = prof_intern(&e->it[t], e->scratch.data, n, idx, &added);
+	int r = prof_intern_packed(&e->it[t], &e->scratch, msg, idx, &added);
 	if (r < 0 || !added)
 		return r;
 	return prof_ptrs_push(&e->tab[t], msg);
@@ -481,10 +466,7 @@ static int enc_sample_attrs(struct enc *e, const struct pf_prof_window *w,
 		const struct pf_prof_label *l = &s->labels[k];
 		if (!l->key || !*l->key)
 			continue;
-		bool dup = false;
-		for (size_t j = 0; j < n && !dup; j++)
-			dup = strcmp(keys[j], l->key) == 0;
-		if (dup)
+		if (prof_key_seen(keys, n, l->key))
 			continue;
 		keys[n] = l->key;
 		r = enc_attr_unit(e, l->key, l->str, l->num, l->str ? NULL : l->unit, &ai[n++]);
@@ -605,12 +587,9 @@ static bool process_has_samples(const struct pf_prof_window *w, const struct pf_
 static int check_window(const struct pf_prof_window *w, uint64_t *t0, uint64_t *t1,
 			struct pf_error *err)
 {
-	if (!w->n_sample_types && (!w->frequency_hz || w->frequency_hz > 1000000000u))
-		return pf_error_set(err, -EINVAL, "", "frequency_hz must be 1..1e9, got %" PRIu32,
-				    w->frequency_hz);
-	for (size_t k = 0; k < w->n_sample_types; k++)
-		if (!w->sample_types[k].type || !*w->sample_types[k].type)
-			return pf_error_set(err, -EINVAL, "", "sample_types[%zu]: type missing", k);
+	int r = prof_window_check_types(w, err);
+	if (r < 0)
+		return r;
 	if (w->n_sample_types && w->period < 0)
 		return pf_error_set(err, -EINVAL, "", "negative period");
 	if (w->end_unix_ns < w->start_unix_ns)
