@@ -478,8 +478,9 @@ static void copy_uid(const ProtobufCBinaryData *bd, uint8_t dst[PF_OPAMP_UID_LEN
 }
 
 /* AgentToServer: sizing pass. */
-static int a2s_size(struct sizer *s, const pb_a2s *p)
+static int a2s_size(struct sizer *s, const ProtobufCMessage *msg)
 {
+	const pb_a2s *p = (const pb_a2s *)msg;
 	int r;
 	sz_add(s, sizeof(struct pf_a2s));
 	if (p->agent_description) {
@@ -503,8 +504,11 @@ static int a2s_size(struct sizer *s, const pb_a2s *p)
 }
 
 /* AgentToServer: fill pass. */
-static int a2s_fill(struct arena *a, struct pf_buf *scratch, const pb_a2s *p, struct pf_a2s *m)
+static int a2s_fill(struct arena *a, struct pf_buf *scratch, const ProtobufCMessage *msg,
+		    void *out)
 {
+	const pb_a2s *p = (const pb_a2s *)msg;
+	struct pf_a2s *m = out;
 	int r = 0;
 	copy_uid(&p->instance_uid, m->instance_uid, &m->instance_uid_len);
 	m->sequence_num = p->sequence_num;
@@ -555,8 +559,9 @@ static int a2s_fill(struct arena *a, struct pf_buf *scratch, const pb_a2s *p, st
 	return r;
 }
 
-static int s2a_size(struct sizer *s, const pb_s2a *p)
+static int s2a_size(struct sizer *s, const ProtobufCMessage *msg)
 {
+	const pb_s2a *p = (const pb_s2a *)msg;
 	sz_add(s, sizeof(struct pf_s2a));
 	if (p->error_response)
 		sz_str(s, p->error_response->error_message);
@@ -574,8 +579,12 @@ static int s2a_size(struct sizer *s, const pb_s2a *p)
 	return 0;
 }
 
-static int s2a_fill(struct arena *a, const pb_s2a *p, struct pf_s2a *m)
+static int s2a_fill(struct arena *a, struct pf_buf *scratch, const ProtobufCMessage *msg,
+		    void *out)
 {
+	const pb_s2a *p = (const pb_s2a *)msg;
+	struct pf_s2a *m = out;
+	(void)scratch; /* nothing in a ServerToAgent is rendered */
 	int r = 0;
 	copy_uid(&p->instance_uid, m->instance_uid, &m->instance_uid_len);
 	m->flags = p->flags;
@@ -751,36 +760,36 @@ static int a2s_decode_fast(const uint8_t *p, size_t len, size_t max_bytes, struc
 	return 1;
 }
 
-int pf_a2s_decode(const uint8_t *data, size_t len, size_t max_bytes, struct pf_a2s **out,
-		  struct pf_error *err)
+/* Steps 1-4 shared by both decoders: unpack under the byte cap, the sizing pass, one arena
+ * for the whole result, the fill pass. *out receives the arena's first struct (out_size bytes),
+ * which is also the pointer to free. */
+static int decode_general(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
+			  size_t max_bytes, size_t out_size,
+			  int (*size)(struct sizer *s, const ProtobufCMessage *msg),
+			  int (*fill)(struct arena *a, struct pf_buf *scratch,
+				      const ProtobufCMessage *msg, void *out),
+			  void **out, struct pf_error *err)
 {
-	const ProtobufCMessageDescriptor *d = &opamp__proto__v1__agent_to_server__descriptor;
 	struct counting_alloc ca = {.max = max_bytes};
 	ProtobufCAllocator alloc;
 	struct sizer s = {.max = max_bytes, .err = err};
 	struct arena a = {0};
 	int r = 0;
 
-	if (!out || (!data && len))
-		return -EINVAL;
-	r = a2s_decode_fast(data ? data : (const uint8_t *)"", len, max_bytes, out);
-	if (r != 0)
-		return r > 0 ? 0 : pf_error_set(err, r, d->short_name, "out of memory");
 	ProtobufCMessage *msg =
 	    unpack_capped(d, data ? data : (const uint8_t *)"", len, &ca, &alloc, &r, err);
 	if (!msg)
 		return r;
-	const pb_a2s *p = (const pb_a2s *)msg;
 
 	pf_buf_init(&s.scratch, max_bytes);
-	r = a2s_size(&s, p);
-	if (r == -E2BIG || r == -ENOMEM)
+	r = size(&s, msg);
+	if (r == -E2BIG || r == -ENOMEM) /* only attribute rendering fails this way */
 		pf_error_set(err, r, d->short_name, "attribute rendering: %s", strerror(-r));
 	if (r == 0)
 		r = arena_new(&a, s.total, max_bytes, d->short_name, err);
 	if (r == 0) {
-		struct pf_a2s *m = ar_alloc(&a, sizeof(*m));
-		r = m ? a2s_fill(&a, &s.scratch, p, m) : -ENOMEM;
+		void *m = ar_alloc(&a, out_size);
+		r = m ? fill(&a, &s.scratch, msg, m) : -ENOMEM;
 		if (r == 0)
 			*out = m;
 		else
@@ -791,38 +800,33 @@ int pf_a2s_decode(const uint8_t *data, size_t len, size_t max_bytes, struct pf_a
 	return r;
 }
 
-int pf_s2a_decode(const uint8_t *data, size_t len, size_t max_bytes, struct pf_s2a **out,
+int pf_a2s_decode(const uint8_t *data, size_t len, size_t max_bytes, struct pf_a2s **out,
 		  struct pf_error *err)
 {
-	const ProtobufCMessageDescriptor *d = &opamp__proto__v1__server_to_agent__descriptor;
-	struct counting_alloc ca = {.max = max_bytes};
-	ProtobufCAllocator alloc;
-	struct sizer s = {.max = max_bytes, .err = err};
-	struct arena a = {0};
-	int r = 0;
+	const ProtobufCMessageDescriptor *d = &opamp__proto__v1__agent_to_server__descriptor;
 
 	if (!out || (!data && len))
 		return -EINVAL;
-	ProtobufCMessage *msg =
-	    unpack_capped(d, data ? data : (const uint8_t *)"", len, &ca, &alloc, &r, err);
-	if (!msg)
-		return r;
-	const pb_s2a *p = (const pb_s2a *)msg;
-
-	pf_buf_init(&s.scratch, max_bytes);
-	r = s2a_size(&s, p);
+	int r = a2s_decode_fast(data ? data : (const uint8_t *)"", len, max_bytes, out);
+	if (r != 0)
+		return r > 0 ? 0 : pf_error_set(err, r, d->short_name, "out of memory");
+	void *m = NULL;
+	r = decode_general(d, data, len, max_bytes, sizeof(**out), a2s_size, a2s_fill, &m, err);
 	if (r == 0)
-		r = arena_new(&a, s.total, max_bytes, d->short_name, err);
-	if (r == 0) {
-		struct pf_s2a *m = ar_alloc(&a, sizeof(*m));
-		r = m ? s2a_fill(&a, p, m) : -ENOMEM;
-		if (r == 0)
-			*out = m;
-		else
-			free(a.base);
-	}
-	pf_buf_release(&s.scratch);
-	protobuf_c_message_free_unpacked(msg, &alloc);
+		*out = m;
+	return r;
+}
+
+int pf_s2a_decode(const uint8_t *data, size_t len, size_t max_bytes, struct pf_s2a **out,
+		  struct pf_error *err)
+{
+	if (!out || (!data && len))
+		return -EINVAL;
+	void *m = NULL;
+	int r = decode_general(&opamp__proto__v1__server_to_agent__descriptor, data, len,
+			       max_bytes, sizeof(**out), s2a_size, s2a_fill, &m, err);
+	if (r == 0)
+		*out = m;
 	return r;
 }
 
