@@ -781,7 +781,7 @@ static int dict_string(struct dec *d, int32_t idx, const char **s)
 	return 0;
 }
 
-/* The attribute at idx: key and, for string/int values, its text; int value in *ival. */
+/* The attribute at idx: its key and value ("" and NULL for index 0). */
 static int dict_attr(struct dec *d, int32_t idx, const char **key, const pb_anyvalue **val)
 {
 	int r = check_idx(d, "attribute index", idx, d->d->n_attribute_table);
@@ -825,6 +825,14 @@ static int any_text(struct dec *d, const pb_anyvalue *v, char *tmp, size_t tmp_l
 	default:
 		return 0; /* arrays, kvlists, bytes: not kept */
 	}
+}
+
+/* dict_attr() and the value's any_text(). */
+static int dict_attr_text(struct dec *d, int32_t idx, const char **key, const pb_anyvalue **val,
+			  char *tmp, size_t tmp_len, const char **txt)
+{
+	int r = dict_attr(d, idx, key, val);
+	return r < 0 ? r : any_text(d, *val, tmp, tmp_len, txt);
 }
 
 /* Pass 1: marks and numbers what the profile's samples reach; checks every index. */
@@ -891,14 +899,10 @@ static int dec_mapping(struct dec *d, const pb_mapping *m, struct pf_prof_mappin
 		return r;
 	out->path = *s ? dstr(d, s, &rc) : NULL;
 	for (size_t a = 0; rc == 0 && a < m->n_attribute_indices; a++) {
-		const char *key;
+		const char *key, *txt;
 		const pb_anyvalue *v;
-		r = dict_attr(d, m->attribute_indices[a], &key, &v);
-		if (r < 0)
-			return r;
 		char tmp[32];
-		const char *txt;
-		r = any_text(d, v, tmp, sizeof(tmp), &txt);
+		r = dict_attr_text(d, m->attribute_indices[a], &key, &v, tmp, sizeof(tmp), &txt);
 		if (r < 0)
 			return r;
 		if (txt && strcmp(key, "process.executable.build_id.gnu") == 0)
@@ -942,9 +946,8 @@ static int dec_frame(struct dec *d, const pb_location *l, struct pf_prof_frame *
 		const char *key, *txt;
 		const pb_anyvalue *v;
 		char tmp[32];
-		int r = dict_attr(d, l->attribute_indices[a], &key, &v);
-		if (r == 0)
-			r = any_text(d, v, tmp, sizeof(tmp), &txt);
+		int r =
+		    dict_attr_text(d, l->attribute_indices[a], &key, &v, tmp, sizeof(tmp), &txt);
 		if (r < 0)
 			return r;
 		if (txt && strcmp(key, "profile.frame.type") == 0 && strcmp(txt, "kernel") == 0)
@@ -1032,9 +1035,8 @@ static int dec_sample(struct dec *d, const pb_sample *s, int32_t zero_stack,
 		const char *key, *txt;
 		const pb_anyvalue *v;
 		char tmp[32];
-		int r = dict_attr(d, s->attribute_indices[a], &key, &v);
-		if (r == 0)
-			r = any_text(d, v, tmp, sizeof(tmp), &txt);
+		int r =
+		    dict_attr_text(d, s->attribute_indices[a], &key, &v, tmp, sizeof(tmp), &txt);
 		if (r < 0)
 			return r;
 		if (!txt || !*key)
