@@ -182,6 +182,34 @@ void pf_api_field_error(struct pf_api_response *resp, int status, const char *co
 	resp->status = status;
 }
 
+json_t *pf_api_body_object(const struct pf_api_request *req, size_t max, struct pf_error *err)
+{
+	json_error_t jerr;
+	if (req->body_len > max) {
+		pf_error_set(err, -EINVAL, "body", "%zu bytes; at most %zu", req->body_len, max);
+		return NULL;
+	}
+	json_t *body = json_loadb(req->body ? (const char *)req->body : "", req->body_len,
+				  JSON_REJECT_DUPLICATES, &jerr);
+	if (!body || !json_is_object(body)) {
+		pf_error_set(err, -EINVAL, "body", "%s", body ? "must be a JSON object" : jerr.text);
+		json_decref(body);
+		return NULL;
+	}
+	return body;
+}
+
+void pf_api_respond_lookup(struct pf_api *api, struct pf_api_response *resp, json_t *o, int rc,
+			   int status, const char *what, const char *id)
+{
+	if (o)
+		pf_api_respond_json(resp, status, o);
+	else if (rc == -ENOENT)
+		pf_api_error(resp, 404, "not_found", "no %s '%.80s'", what, id);
+	else
+		pf_api_error(resp, 500, "store_error", "%s", pf_store_last_error(api->store));
+}
+
 void pf_api_creator(struct pf_api *api, const struct pf_api_request *req, const char *role,
 		    char *out, size_t len)
 {
