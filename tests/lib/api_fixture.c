@@ -6,12 +6,37 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "fleet/fleet.h"
 #include "pf/hash.h"
 #include "store.h"
+
+void api_fixture_open(const char *tag, char dir[64], struct pf_store **store,
+		      struct pf_fleet **fleet)
+{
+	char db[128];
+	snprintf(dir, 64, "/tmp/pf-test-%s-XXXXXX", tag);
+	assert_non_null(mkdtemp(dir));
+	snprintf(db, sizeof(db), "%s/db", dir);
+	*store = pf_store_open(db, PF_STORE_SYNC_NORMAL, NULL);
+	assert_non_null(*store);
+	struct pf_fleet_options fo = {.heartbeat_interval_s = 30};
+	*fleet = pf_fleet_new(&fo);
+	assert_non_null(*fleet);
+}
+
+void api_fixture_close(const char *dir, struct pf_store *store, struct pf_fleet *fleet)
+{
+	char cmd[128];
+	pf_fleet_free(fleet);
+	pf_store_close(store);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
 
 void api_fixture_token(struct pf_store *st, const char *role, const char *name, char auth[80])
 {
