@@ -722,14 +722,26 @@ static void h_config_versions(struct pf_api *api, const struct pf_api_request *r
 	pf_api_respond_json(resp, 200, json_pack("{s:s,s:o}", "name", name, "versions", arr));
 }
 
-struct cfg_list {
+/* What the list handlers' store callbacks append to. */
+struct list_ctx {
 	struct pf_api *api;
 	json_t *arr;
 };
 
+/* Answers {key: arr} for a list the store walked with result r (arr consumed). */
+static void respond_list(struct pf_api_response *resp, int r, const char *key, json_t *arr)
+{
+	if (r < 0) {
+		json_decref(arr);
+		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));
+		return;
+	}
+	pf_api_respond_json(resp, 200, json_pack("{s:o}", key, arr));
+}
+
 static int latest_cb(const struct pf_config_version *cv, void *ud)
 {
-	struct cfg_list *l = ud;
+	struct list_ctx *l = ud;
 	const struct pf_cfg_slot *served = pf_fleet_config_find(l->api->fleet, cv->name);
 	json_array_append_new(
 	    l->arr, json_pack("{s:s,s:I,s:o,s:I,s:o}", "name", cv->name, "version",
@@ -743,15 +755,9 @@ static void h_config_list(struct pf_api *api, const struct pf_api_request *req,
 			  struct pf_api_response *resp)
 {
 	(void)req;
-	json_t *arr = json_array();
-	struct cfg_list l = {.api = api, .arr = arr};
-	int r = pf_store_config_foreach_latest(api->store, latest_cb, &l);
-	if (r < 0) {
-		json_decref(arr);
-		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));
-		return;
-	}
-	pf_api_respond_json(resp, 200, json_pack("{s:o}", "configs", arr));
+	struct list_ctx l = {.api = api, .arr = json_array()};
+	respond_list(resp, pf_store_config_foreach_latest(api->store, latest_cb, &l), "configs",
+		     l.arr);
 }
 
 /* ---------------------------------------------------------------- assignments */
@@ -920,14 +926,9 @@ static void h_assignment_delete(struct pf_api *api, const struct pf_api_request 
 	pf_api_respond_json(resp, 200, json_pack("{s:s,s:I}", "deleted", name, "pushed", (json_int_t)pushed));
 }
 
-struct asg_list {
-	struct pf_api *api;
-	json_t *arr;
-};
-
 static int asg_list_cb(const struct pf_assignment *a, void *ud)
 {
-	struct asg_list *l = ud;
+	struct list_ctx *l = ud;
 	json_array_append_new(l->arr, assignment_counts_json(l->api, a));
 	return 0;
 }
@@ -936,15 +937,9 @@ static void h_assignment_list(struct pf_api *api, const struct pf_api_request *r
 			      struct pf_api_response *resp)
 {
 	(void)req;
-	json_t *arr = json_array();
-	struct asg_list l = {.api = api, .arr = arr};
-	int r = pf_store_assignment_foreach(api->store, asg_list_cb, &l);
-	if (r < 0) {
-		json_decref(arr);
-		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));
-		return;
-	}
-	pf_api_respond_json(resp, 200, json_pack("{s:o}", "assignments", arr));
+	struct list_ctx l = {.api = api, .arr = json_array()};
+	respond_list(resp, pf_store_assignment_foreach(api->store, asg_list_cb, &l), "assignments",
+		     l.arr);
 }
 
 /* Who the caller is: the console shows the role and hides what the role may not do. */
