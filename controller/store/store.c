@@ -486,8 +486,7 @@ static int step_done(struct pf_store *st, sqlite3_stmt *s, const char *what)
 	return store_fail(st, NULL, what);
 }
 
-/* Steps a statement that returns rows: 1 on a row, done when there are no more. */
-static int step_row(struct pf_store *st, sqlite3_stmt *s, int done, const char *what)
+int store_step_row(struct pf_store *st, sqlite3_stmt *s, int done, const char *what)
 {
 	int rc = sqlite3_step(s);
 
@@ -920,7 +919,7 @@ static int token_text(struct pf_store *st, int id, const uint8_t hash[32], char 
 		snprintf(bind, sizeof(bind), "%s: bind", what);
 		return store_fail(st, NULL, bind);
 	}
-	int rc = step_row(st, s, -ENOENT, what);
+	int rc = store_step_row(st, s, -ENOENT, what);
 	return rc > 0 ? col_copy(s, 0, out, out_len) : rc;
 }
 
@@ -1085,7 +1084,7 @@ int pf_store_config_get(struct pf_store *st, const char *name, int64_t version,
 		return -EINVAL;
 	if (bind_text(s, 1, name) || (version > 0 && sqlite3_bind_int64(s, 2, version)))
 		return store_fail(st, NULL, "config_get: bind");
-	rc = step_row(st, s, -ENOENT, "config_get");
+	rc = store_step_row(st, s, -ENOENT, "config_get");
 	if (rc <= 0)
 		return rc;
 	rc = read_config_row(st, s, out, true);
@@ -1104,7 +1103,7 @@ static int config_iterate(struct pf_store *st, sqlite3_stmt *s,
 
 	for (;;) {
 		struct pf_config_version cv;
-		int rc = step_row(st, s, n ? 0 : empty, "config: iterate");
+		int rc = store_step_row(st, s, n ? 0 : empty, "config: iterate");
 
 		if (rc <= 0)
 			return rc;
@@ -1191,7 +1190,7 @@ int pf_store_assignment_get(struct pf_store *st, const char *name, struct pf_ass
 		return -EINVAL;
 	if (bind_text(s, 1, name))
 		return store_fail(st, NULL, "assignment_get: bind");
-	rc = step_row(st, s, -ENOENT, "assignment_get");
+	rc = store_step_row(st, s, -ENOENT, "assignment_get");
 	return rc > 0 ? read_assignment_row(st, s, out) : rc;
 }
 
@@ -1222,7 +1221,7 @@ int pf_store_assignment_foreach(struct pf_store *st,
 	STMT_NOT_BUSY(s);
 	for (;;) {
 		struct pf_assignment a;
-		int rc = step_row(st, s, 0, "assignment_foreach");
+		int rc = store_step_row(st, s, 0, "assignment_foreach");
 
 		if (rc <= 0)
 			return rc;
@@ -1313,7 +1312,7 @@ int pf_store_agents_foreach(struct pf_store *st,
 	for (;;) {
 		struct pf_agent_row r;
 		bool oom = false;
-		int rc = step_row(st, s, 0, "agents_foreach");
+		int rc = store_step_row(st, s, 0, "agents_foreach");
 
 		if (rc <= 0)
 			return rc;
@@ -1407,7 +1406,7 @@ int pf_store_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
 	for (;;) {
 		struct pf_audit_entry e;
 		bool oom = false;
-		int rc = step_row(st, s, 0, "audit_foreach");
+		int rc = store_step_row(st, s, 0, "audit_foreach");
 
 		if (rc <= 0)
 			return rc;
