@@ -1006,19 +1006,6 @@ static int enc_custom_message(struct pool *pl, const struct pf_custom_message *c
 }
 
 /* Packs straight into out; out is unchanged on failure. */
-static int pack_into(const ProtobufCMessage *msg, struct pf_buf *out)
-{
-	size_t n = protobuf_c_message_get_packed_size(msg);
-	int r = pf_buf_reserve(out, n);
-	if (r < 0)
-		return r;
-	size_t w = protobuf_c_message_pack(msg, out->data + out->len);
-	if (w != n)
-		return -EIO; /* protobuf-c disagreeing with itself: never seen */
-	out->len += n;
-	out->data[out->len] = 0;
-	return 0;
-}
 
 static int a2s_build(struct pool *pl, const struct pf_a2s *m, pb_a2s *p)
 {
@@ -1087,7 +1074,7 @@ int pf_a2s_encode(const struct pf_a2s *m, struct pf_buf *out)
 	opamp__proto__v1__agent_to_server__init(&p);
 	int r = a2s_build(&pl, m, &p);
 	if (r == 0)
-		r = pack_into(&p.base, out);
+		r = prof_pack_append(&p.base, out);
 	pool_release(&pl);
 	return r;
 }
@@ -1243,7 +1230,7 @@ int pf_s2a_encode(const struct pf_s2a *m, struct pf_buf *out)
 	opamp__proto__v1__server_to_agent__init(&p);
 	int r = s2a_build(&pl, m, &p);
 	if (r == 0)
-		r = pack_into(&p.base, out);
+		r = prof_pack_append(&p.base, out);
 	pool_release(&pl);
 	return r;
 }

@@ -716,14 +716,7 @@ int pf_otlp_profiles_encode(const struct pf_prof_window *w, struct pf_buf *out,
 	req.resource_profiles = rps;
 	req.n_resource_profiles = n;
 	req.dictionary = &dict;
-	size_t size = protobuf_c_message_get_packed_size(&req.base);
-	r = pf_buf_reserve(out, size);
-	if (r < 0)
-		goto out;
-	protobuf_c_message_pack(&req.base, out->data + out->len);
-	out->len += size;
-	out->data[out->len] = 0;
-	r = 0;
+	r = prof_pack_append(&req.base, out);
 out:
 	enc_release(&e);
 	return r;

@@ -356,3 +356,17 @@ int prof_window_check_types(const struct pf_prof_window *w, struct pf_error *err
 			return pf_error_set(err, -EINVAL, "", "sample_types[%zu]: type missing", k);
 	return 0;
 }
+
+int prof_pack_append(const ProtobufCMessage *msg, struct pf_buf *out)
+{
+	size_t n = protobuf_c_message_get_packed_size(msg);
+	int r = pf_buf_reserve(out, n);
+	if (r < 0)
+		return r;
+	size_t w = protobuf_c_message_pack(msg, out->data + out->len);
+	if (w != n)
+		return -EIO; /* protobuf-c disagreeing with itself: never seen */
+	out->len += n;
+	out->data[out->len] = 0;
+	return 0;
+}

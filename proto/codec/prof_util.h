@@ -10,7 +10,9 @@
  *  - a byte-capped ProtobufCAllocator and a descriptor-driven nesting-depth scan, the two guards
  *    every decoder of untrusted bytes runs before and during protobuf_c_message_unpack()
  *    (STYLE.md rule 8: protobuf-c's unpacker recurses without a limit and allocates what the
- *    wire asks for). */
+ *    wire asks for);
+ *  - the append of a packed message to a buffer, which every encoder of proto/codec/ ends
+ *    with. */
 #ifndef PF_PROF_UTIL_H
 #define PF_PROF_UTIL_H
 
@@ -69,6 +71,10 @@ void prof_capped_alloc_init(struct prof_capped_alloc *c, size_t max);
  * max_depth. Unknown fields are skipped. */
 int prof_wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
 		   unsigned max_depth);
+
+/* Appends the packed bytes of msg to out (which stays NUL-terminated). 0, -ENOMEM, -E2BIG
+ * (past the buffer's cap). */
+int prof_pack_append(const ProtobufCMessage *msg, struct pf_buf *out);
 
 /* A growable array of pointers (dictionary tables under construction). Zero-initialise;
  * free t->v when done. 0 or -ENOMEM. */
