@@ -73,3 +73,19 @@ const char *api_fixture_err(json_t *j, const char *field)
 {
 	return json_string_value(json_object_get(json_object_get(j, "error"), field));
 }
+
+json_t *api_fixture_child(json_t *node, const char *name)
+{
+	json_t *kids = json_object_get(node, "children");
+	for (size_t i = 0; i < json_array_size(kids); i++) {
+		json_t *c = json_array_get(kids, i);
+		if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
+			return c;
+	}
+	return NULL;
+}
+
+int64_t api_fixture_int(json_t *o, const char *key)
+{
+	return json_integer_value(json_object_get(o, key));
+}

@@ -1,9 +1,11 @@
 /* api_fixture.h — the controller unit tests' shared helpers: a store and a fleet in a
  * temporary directory, a bearer token stored with a role, one request through pf_api_handle()
- * with its JSON answer, and a field of an error body. They fail the running cmocka test on any
- * surprise. */
+ * with its JSON answer, a field of an error body, and the lookups the flame graph tests make
+ * in a JSON tree. They fail the running cmocka test on any surprise. */
 #ifndef PF_API_FIXTURE_H
 #define PF_API_FIXTURE_H
+
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -26,5 +28,9 @@ json_t *api_fixture_call(struct pf_api *api, const char *method, const char *pat
 			 const char *body, const char *arg, int *status);
 /* error.<field> of an error answer, or NULL. */
 const char *api_fixture_err(json_t *j, const char *field);
+/* The element of node.children whose "name" is name, or NULL. */
+json_t *api_fixture_child(json_t *node, const char *name);
+/* The integer o.key (0 when absent). */
+int64_t api_fixture_int(json_t *o, const char *key);
 
 #endif

@@ -118,24 +118,11 @@ static json_t *get(struct fx *x, const char *path, int *status, struct pf_buf *r
 
 static const char *err_code(json_t *j)
 {
-	return json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+	return api_fixture_err(j, "code");
 }
 
-static json_t *child(json_t *n, const char *name)
-{
-	json_t *kids = json_object_get(n, "children");
-	for (size_t i = 0; i < json_array_size(kids); i++) {
-		json_t *c = json_array_get(kids, i);
-		if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
-			return c;
-	}
-	return NULL;
-}
-
-static int64_t ival(json_t *n, const char *k)
-{
-	return json_integer_value(json_object_get(n, k));
-}
+#define child api_fixture_child
+#define ival api_fixture_int
 
 static void test_list(void **state)
 {
