@@ -431,10 +431,15 @@ static void sz_custom_caps(struct sizer *s, const pb_custom_caps *c)
 		sz_str(s, c->capabilities[i]);
 }
 
-static int ar_custom_caps(struct arena *a, const pb_custom_caps *c, size_t *n_out, char ***out)
+/* custom_capabilities, when present (*has then set). */
+static int ar_custom_caps(struct arena *a, const pb_custom_caps *c, bool *has, size_t *n_out,
+			  char ***out)
 {
 	*n_out = 0;
 	*out = NULL;
+	if (!c)
+		return 0;
+	*has = true;
 	if (!c->n_capabilities)
 		return 0;
 	char **v = ar_alloc(a, c->n_capabilities * sizeof(*v));
@@ -459,9 +464,13 @@ static void sz_custom_message(struct sizer *s, const pb_custom_message *c)
 	sz_add(s, c->data.len + 1);
 }
 
-static int ar_custom_message(struct arena *a, const pb_custom_message *c,
+/* custom_message, when present (*has then set). */
+static int ar_custom_message(struct arena *a, const pb_custom_message *c, bool *has,
 			     struct pf_custom_message *out)
 {
+	if (!c)
+		return 0;
+	*has = true;
 	int r = ar_str(a, c->capability, &out->capability);
 	if (r == 0)
 		r = ar_str(a, c->type, &out->type);
@@ -545,17 +554,11 @@ static int a2s_fill(struct arena *a, struct pf_buf *scratch, const ProtobufCMess
 			return r;
 	}
 	m->has_disconnect = p->agent_disconnect != NULL;
-	if (p->custom_capabilities) {
-		m->has_custom_capabilities = true;
-		r = ar_custom_caps(a, p->custom_capabilities, &m->n_custom_capabilities,
-				   &m->custom_capabilities);
-		if (r < 0)
-			return r;
-	}
-	if (p->custom_message) {
-		m->has_custom_message = true;
-		r = ar_custom_message(a, p->custom_message, &m->custom_message);
-	}
+	r = ar_custom_caps(a, p->custom_capabilities, &m->has_custom_capabilities,
+			   &m->n_custom_capabilities, &m->custom_capabilities);
+	if (r == 0)
+		r = ar_custom_message(a, p->custom_message, &m->has_custom_message,
+				      &m->custom_message);
 	return r;
 }
 
@@ -619,17 +622,11 @@ static int s2a_fill(struct arena *a, struct pf_buf *scratch, const ProtobufCMess
 		memcpy(m->new_instance_uid, p->agent_identification->new_instance_uid.data,
 		       PF_OPAMP_UID_LEN);
 	}
-	if (p->custom_capabilities) {
-		m->has_custom_capabilities = true;
-		r = ar_custom_caps(a, p->custom_capabilities, &m->n_custom_capabilities,
-				   &m->custom_capabilities);
-		if (r < 0)
-			return r;
-	}
-	if (p->custom_message) {
-		m->has_custom_message = true;
-		r = ar_custom_message(a, p->custom_message, &m->custom_message);
-	}
+	r = ar_custom_caps(a, p->custom_capabilities, &m->has_custom_capabilities,
+			   &m->n_custom_capabilities, &m->custom_capabilities);
+	if (r == 0)
+		r = ar_custom_message(a, p->custom_message, &m->has_custom_message,
+				      &m->custom_message);
 	return r;
 }
 
@@ -973,8 +970,12 @@ static int enc_config_map(struct pool *pl, const struct pf_config_map *cm, pb_co
 	return 0;
 }
 
-static int enc_custom_caps(struct pool *pl, size_t n, char *const *caps, pb_custom_caps **out)
+/* custom_capabilities, when has. */
+static int enc_custom_caps(struct pool *pl, bool has, size_t n, char *const *caps,
+			   pb_custom_caps **out)
 {
+	if (!has)
+		return 0;
 	pb_custom_caps *p = pool_alloc(pl, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -991,9 +992,12 @@ static int enc_custom_caps(struct pool *pl, size_t n, char *const *caps, pb_cust
 	return 0;
 }
 
+/* custom_message, when c is not NULL. */
 static int enc_custom_message(struct pool *pl, const struct pf_custom_message *c,
 			      pb_custom_message **out)
 {
+	if (!c)
+		return 0;
 	pb_custom_message *p = pool_alloc(pl, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -1057,14 +1061,11 @@ static int a2s_build(struct pool *pl, const struct pf_a2s *m, pb_a2s *p)
 		opamp__proto__v1__agent_disconnect__init(dc);
 		p->agent_disconnect = dc;
 	}
-	if (m->has_custom_capabilities &&
-	    (r = enc_custom_caps(pl, m->n_custom_capabilities, m->custom_capabilities,
-				 &p->custom_capabilities)) < 0)
-		return r;
-	if (m->has_custom_message &&
-	    (r = enc_custom_message(pl, &m->custom_message, &p->custom_message)) < 0)
-		return r;
-	return 0;
+	r = enc_custom_caps(pl, m->has_custom_capabilities, m->n_custom_capabilities,
+			    m->custom_capabilities, &p->custom_capabilities);
+	return r < 0 ? r
+		     : enc_custom_message(pl, m->has_custom_message ? &m->custom_message : NULL,
+					  &p->custom_message);
 }
 
 int pf_a2s_encode(const struct pf_a2s *m, struct pf_buf *out)
@@ -1168,14 +1169,11 @@ static int s2a_build(struct pool *pl, const struct pf_s2a *m, pb_s2a *p)
 		ai->new_instance_uid = bin(m->new_instance_uid, PF_OPAMP_UID_LEN);
 		p->agent_identification = ai;
 	}
-	if (m->has_custom_capabilities &&
-	    (r = enc_custom_caps(pl, m->n_custom_capabilities, m->custom_capabilities,
-				 &p->custom_capabilities)) < 0)
-		return r;
-	if (m->has_custom_message &&
-	    (r = enc_custom_message(pl, &m->custom_message, &p->custom_message)) < 0)
-		return r;
-	return 0;
+	r = enc_custom_caps(pl, m->has_custom_capabilities, m->n_custom_capabilities,
+			    m->custom_capabilities, &p->custom_capabilities);
+	return r < 0 ? r
+		     : enc_custom_message(pl, m->has_custom_message ? &m->custom_message : NULL,
+					  &p->custom_message);
 }
 
 static size_t put_varint(uint8_t *p, uint64_t v)
