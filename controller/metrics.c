@@ -2,9 +2,11 @@
 #include "metrics.h"
 
 #include <errno.h>
+#include <stddef.h>
 
 #include "fleet/capture.h"
 #include "fleet/fleet.h"
+#include "pf/compiler.h"
 #include "profstore/query_pool.h"
 
 void pf_metrics_api_request(struct pf_metrics *m, int status)
@@ -22,17 +24,66 @@ void pf_metrics_api_request(struct pf_metrics *m, int status)
 	}
 }
 
+/* One metric without labels; type is "counter" or "gauge". */
+static int metric(struct pf_buf *out, const char *type, const char *name, const char *help,
+		  uint64_t v)
+{
+	return pf_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type,
+			     name, (unsigned long long)v);
+}
+
 static int counter(struct pf_buf *out, const char *name, const char *help, uint64_t v)
 {
-	return pf_buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name,
-			     name, (unsigned long long)v);
+	return metric(out, "counter", name, help, v);
 }
 
 static int gauge(struct pf_buf *out, const char *name, const char *help, uint64_t v)
 {
-	return pf_buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %llu\n", name, help, name,
-			     name, (unsigned long long)v);
+	return metric(out, "gauge", name, help, v);
 }
+
+/* The plain counters of struct pf_metrics, in the order /metrics lists them. */
+#define OFF(field) offsetof(struct pf_metrics, field)
+static const struct {
+	const char *name, *help;
+	size_t off; /* of a uint64_t in struct pf_metrics */
+} plain_counters[] = {
+    {"profleet_opamp_messages_received_total", "AgentToServer messages received.",
+     OFF(opamp_messages_in)},
+    {"profleet_opamp_messages_sent_total", "ServerToAgent messages sent.", OFF(opamp_messages_out)},
+    {"profleet_opamp_bad_messages_total",
+     "Undecodable or malformed OpAMP messages (answered BAD_REQUEST).", OFF(opamp_bad_messages)},
+    {"profleet_opamp_oversize_rejected_total", "OpAMP messages over the inbound size limit.",
+     OFF(opamp_oversize_rejected)},
+    {"profleet_opamp_duplicate_uids_total",
+     "Connections that claimed an instance_uid already connected.", OFF(opamp_duplicate_uids)},
+    {"profleet_opamp_connections_total", "OpAMP WebSocket connections accepted.",
+     OFF(opamp_connections_total)},
+    {"profleet_opamp_connections_rejected_auth_total",
+     "OpAMP requests rejected for a missing or wrong agent token.",
+     OFF(opamp_connections_rejected_auth)},
+    {"profleet_opamp_connections_rejected_overload_total",
+     "OpAMP requests answered 503 because the controller is at capacity.",
+     OFF(opamp_connections_rejected_overload)},
+    {"profleet_opamp_slow_readers_closed_total",
+     "OpAMP WebSockets closed because their send queue passed max_send_queue_bytes.",
+     OFF(opamp_slow_readers_closed)},
+    {"profleet_http_pending_rejected_total",
+     "Connections closed at accept: their address had max_pending_per_source "
+     "connections still sending request headers.",
+     OFF(http_pending_rejected)},
+    {"profleet_http_header_timeouts_total",
+     "Connections closed because a request's headers did not arrive within "
+     "header_timeout_seconds.",
+     OFF(http_header_timeouts)},
+    {"profleet_config_pushes_total", "Remote configs sent to agents (on connect or on change).",
+     OFF(config_pushes)},
+    {"profleet_store_agent_rows_written_total", "Agent rows written to the fleet store.",
+     OFF(persist_rows_written)},
+    {"profleet_store_batches_total", "Agent row batches committed.", OFF(persist_batches)},
+    {"profleet_store_errors_total", "Failed agent row batches.", OFF(persist_errors)},
+};
+#undef OFF
 
 int pf_metrics_render(const struct pf_metrics *m, struct pf_fleet *fleet, int64_t now_ms,
 		      struct pf_buf *out)
@@ -42,11 +93,12 @@ int pf_metrics_render(const struct pf_metrics *m, struct pf_fleet *fleet, int64_
 	int r = 0;
 	r |= gauge(out, "profleet_agents", "Agents known to the controller.", s.agents);
 	r |= gauge(out, "profleet_agents_connected", "Agents connected now.", s.connected);
-	r |= gauge(out, "profleet_agents_connected_here",
-		   "Agents connected to this controller (replicas sharing PostgreSQL: sum this one).",
-		   s.connected_here);
-	r |= gauge(out, "profleet_agents_healthy", "Connected agents reporting healthy.",
-		   s.healthy);
+	r |= gauge(
+	    out, "profleet_agents_connected_here",
+	    "Agents connected to this controller (replicas sharing PostgreSQL: sum this one).",
+	    s.connected_here);
+	r |=
+	    gauge(out, "profleet_agents_healthy", "Connected agents reporting healthy.", s.healthy);
 	r |= gauge(out, "profleet_agents_stale", "Connected agents that missed 3 heartbeats.",
 		   s.stale);
 	r |= pf_buf_printf(out, "# HELP profleet_agents_config_status Agents by remote config "
@@ -55,45 +107,9 @@ int pf_metrics_render(const struct pf_metrics *m, struct pf_fleet *fleet, int64_
 		r |= pf_buf_printf(out, "profleet_agents_config_status{status=\"%s\"} %llu\n",
 				   pf_config_state_name((enum pf_config_state)i),
 				   (unsigned long long)s.by_state[i]);
-	r |= counter(out, "profleet_opamp_messages_received_total",
-		     "AgentToServer messages received.", m->opamp_messages_in);
-	r |= counter(out, "profleet_opamp_messages_sent_total", "ServerToAgent messages sent.",
-		     m->opamp_messages_out);
-	r |= counter(out, "profleet_opamp_bad_messages_total",
-		     "Undecodable or malformed OpAMP messages (answered BAD_REQUEST).",
-		     m->opamp_bad_messages);
-	r |= counter(out, "profleet_opamp_oversize_rejected_total",
-		     "OpAMP messages over the inbound size limit.", m->opamp_oversize_rejected);
-	r |= counter(out, "profleet_opamp_duplicate_uids_total",
-		     "Connections that claimed an instance_uid already connected.",
-		     m->opamp_duplicate_uids);
-	r |= counter(out, "profleet_opamp_connections_total", "OpAMP WebSocket connections accepted.",
-		     m->opamp_connections_total);
-	r |= counter(out, "profleet_opamp_connections_rejected_auth_total",
-		     "OpAMP requests rejected for a missing or wrong agent token.",
-		     m->opamp_connections_rejected_auth);
-	r |= counter(out, "profleet_opamp_connections_rejected_overload_total",
-		     "OpAMP requests answered 503 because the controller is at capacity.",
-		     m->opamp_connections_rejected_overload);
-	r |= counter(out, "profleet_opamp_slow_readers_closed_total",
-		     "OpAMP WebSockets closed because their send queue passed max_send_queue_bytes.",
-		     m->opamp_slow_readers_closed);
-	r |= counter(out, "profleet_http_pending_rejected_total",
-		     "Connections closed at accept: their address had max_pending_per_source "
-		     "connections still sending request headers.",
-		     m->http_pending_rejected);
-	r |= counter(out, "profleet_http_header_timeouts_total",
-		     "Connections closed because a request's headers did not arrive within "
-		     "header_timeout_seconds.",
-		     m->http_header_timeouts);
-	r |= counter(out, "profleet_config_pushes_total",
-		     "Remote configs sent to agents (on connect or on change).", m->config_pushes);
-	r |= counter(out, "profleet_store_agent_rows_written_total",
-		     "Agent rows written to the fleet store.", m->persist_rows_written);
-	r |= counter(out, "profleet_store_batches_total", "Agent row batches committed.",
-		     m->persist_batches);
-	r |= counter(out, "profleet_store_errors_total", "Failed agent row batches.",
-		     m->persist_errors);
+	for (size_t i = 0; i < PF_ARRAY_SIZE(plain_counters); i++)
+		r |= counter(out, plain_counters[i].name, plain_counters[i].help,
+			     *(const uint64_t *)((const char *)m + plain_counters[i].off));
 	if (m->store_shared) {
 		r |= gauge(out, "profleet_store_available",
 			   "1 while the shared PostgreSQL store answers (writes get 503 at 0).",
@@ -109,32 +125,35 @@ int pf_metrics_render(const struct pf_metrics *m, struct pf_fleet *fleet, int64_
 		const char *name;
 		struct pf_qpool *p;
 	} pools[] = {{"query", m->query_pool}, {"ingest", m->ingest_pool}};
+	struct pf_qpool_stats stats[2];
+	for (size_t i = 0; i < 2; i++)
+		if (pools[i].p)
+			pf_qpool_stats(pools[i].p, &stats[i]);
 	r |= pf_buf_printf(out, "# HELP profleet_pool_jobs Jobs in the worker pools by state.\n"
 				"# TYPE profleet_pool_jobs gauge\n");
 	for (size_t i = 0; i < 2; i++) {
+		const struct pf_qpool_stats *st = &stats[i];
 		if (!pools[i].p)
 			continue;
-		struct pf_qpool_stats st;
-		pf_qpool_stats(pools[i].p, &st);
 		r |= pf_buf_printf(out,
 				   "profleet_pool_jobs{pool=\"%s\",state=\"waiting\"} %zu\n"
 				   "profleet_pool_jobs{pool=\"%s\",state=\"running\"} %zu\n",
-				   pools[i].name, st.waiting, pools[i].name, st.running);
+				   pools[i].name, st->waiting, pools[i].name, st->running);
 	}
 	r |= pf_buf_printf(out, "# HELP profleet_pool_jobs_total Jobs by outcome (rejected: queue "
 				"full, answered 503).\n# TYPE profleet_pool_jobs_total counter\n");
 	for (size_t i = 0; i < 2; i++) {
+		const struct pf_qpool_stats *st = &stats[i];
 		if (!pools[i].p)
 			continue;
-		struct pf_qpool_stats st;
-		pf_qpool_stats(pools[i].p, &st);
-		r |= pf_buf_printf(out,
-				   "profleet_pool_jobs_total{pool=\"%s\",outcome=\"completed\"} %llu\n"
-				   "profleet_pool_jobs_total{pool=\"%s\",outcome=\"rejected\"} %llu\n"
-				   "profleet_pool_jobs_total{pool=\"%s\",outcome=\"dropped\"} %llu\n",
-				   pools[i].name, (unsigned long long)st.completed, pools[i].name,
-				   (unsigned long long)st.rejected, pools[i].name,
-				   (unsigned long long)st.dropped);
+		r |= pf_buf_printf(
+		    out,
+		    "profleet_pool_jobs_total{pool=\"%s\",outcome=\"completed\"} %llu\n"
+		    "profleet_pool_jobs_total{pool=\"%s\",outcome=\"rejected\"} %llu\n"
+		    "profleet_pool_jobs_total{pool=\"%s\",outcome=\"dropped\"} %llu\n",
+		    pools[i].name, (unsigned long long)st->completed, pools[i].name,
+		    (unsigned long long)st->rejected, pools[i].name,
+		    (unsigned long long)st->dropped);
 	}
 	if (m->captures) {
 		struct pf_captures_stats cs;

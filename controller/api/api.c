@@ -182,6 +182,34 @@ void pf_api_field_error(struct pf_api_response *resp, int status, const char *co
 	resp->status = status;
 }
 
+json_t *pf_api_body_object(const struct pf_api_request *req, size_t max, struct pf_error *err)
+{
+	json_error_t jerr;
+	if (req->body_len > max) {
+		pf_error_set(err, -EINVAL, "body", "%zu bytes; at most %zu", req->body_len, max);
+		return NULL;
+	}
+	json_t *body = json_loadb(req->body ? (const char *)req->body : "", req->body_len,
+				  JSON_REJECT_DUPLICATES, &jerr);
+	if (!body || !json_is_object(body)) {
+		pf_error_set(err, -EINVAL, "body", "%s", body ? "must be a JSON object" : jerr.text);
+		json_decref(body);
+		return NULL;
+	}
+	return body;
+}
+
+void pf_api_respond_lookup(struct pf_api *api, struct pf_api_response *resp, json_t *o, int rc,
+			   int status, const char *what, const char *id)
+{
+	if (o)
+		pf_api_respond_json(resp, status, o);
+	else if (rc == -ENOENT)
+		pf_api_error(resp, 404, "not_found", "no %s '%.80s'", what, id);
+	else
+		pf_api_error(resp, 500, "store_error", "%s", pf_store_last_error(api->store));
+}
+
 void pf_api_creator(struct pf_api *api, const struct pf_api_request *req, const char *role,
 		    char *out, size_t len)
 {
@@ -341,6 +369,12 @@ void pf_api_refresh_fleet(struct pf_api *api)
 			    pf_store_last_error(api->store));
 }
 
+/* What a route handler reads of its call: the first '*' segment of the pattern, the
+ * caller's role (its name for the audit log), whether the caller is an admin. */
+#define P0(req) ((req)->call->params[0])
+#define ROLE(req) pf_role_name((req)->call->caller.role)
+#define IS_ADMIN(req) ((req)->call->caller.role >= PF_ROLE_ADMIN)
+
 static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 			  struct pf_api_response *resp)
 {
@@ -438,8 +472,9 @@ static void h_agents_list(struct pf_api *api, const struct pf_api_request *req,
 }
 
 static void h_agent_get(struct pf_api *api, const struct pf_api_request *req,
-			struct pf_api_response *resp, const char *uidstr, bool admin)
+			struct pf_api_response *resp)
 {
+	const char *uidstr = P0(req);
 	uint8_t uid[16];
 	if (pf_uuid_parse(uidstr, uid) < 0) {
 		pf_api_error(resp, 400, "invalid_argument", "not an instance_uid: '%s'", uidstr);
@@ -458,7 +493,7 @@ static void h_agent_get(struct pf_api *api, const struct pf_api_request *req,
 		return;
 	}
 	json_t *j = pf_agent_to_json(api->fleet, a, req->now_ms, true);
-	pf_redact_agent_json(j, admin);
+	pf_redact_agent_json(j, IS_ADMIN(req));
 	pf_api_respond_json(resp, 200, j);
 }
 
@@ -547,8 +582,9 @@ static void h_config_stage(struct pf_api *api, const struct pf_api_request *req,
 }
 
 static void h_config_put(struct pf_api *api, const struct pf_api_request *req,
-			 struct pf_api_response *resp, const char *name, const char *role)
+			 struct pf_api_response *resp)
 {
+	const char *name = P0(req), *role = ROLE(req);
 	const char *dry = pf_api_arg(req, "dry_run");
 	if (dry && (strcmp(dry, "1") == 0 || strcmp(dry, "true") == 0))
 		return h_config_validate(req, resp, name);
@@ -621,8 +657,9 @@ static void h_config_put(struct pf_api *api, const struct pf_api_request *req,
 }
 
 static void h_config_get(struct pf_api *api, const struct pf_api_request *req,
-			 struct pf_api_response *resp, const char *name, bool admin)
+			 struct pf_api_response *resp)
 {
+	const char *name = P0(req);
 	uint64_t version = 0;
 	const char *vs = pf_api_arg(req, "version");
 	if (vs && !parse_u64(vs, 1, INT64_MAX, &version)) {
@@ -648,7 +685,7 @@ static void h_config_get(struct pf_api *api, const struct pf_api_request *req,
 			    json_pack("{s:s,s:I,s:o,s:I,s:o}", "name", cv.name, "version",
 				      (json_int_t)cv.version, "hash", hex_json(cv.hash), "created",
 				      (json_int_t)cv.created_ms, "body",
-				      pf_redact_config_body(cv.body, cv.body_len, admin)));
+				      pf_redact_config_body(cv.body, cv.body_len, IS_ADMIN(req))));
 	pf_config_version_release(&cv);
 }
 
@@ -661,32 +698,50 @@ static int version_cb(const struct pf_config_version *cv, void *ud)
 	return 0;
 }
 
-static void h_config_versions(struct pf_api *api, struct pf_api_response *resp,
-			      const char *name)
+/* The answer to a store call's failure on the thing named name (what: "config", ...): 404 when
+ * it does not exist, 500 otherwise. Whether r was a failure. */
+static bool store_failed(struct pf_api_response *resp, int r, const char *what, const char *name)
 {
+	if (r == -ENOENT)
+		pf_api_error(resp, 404, "not_found", "no %s '%s'", what, name);
+	else if (r < 0)
+		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));
+	return r < 0;
+}
+
+static void h_config_versions(struct pf_api *api, const struct pf_api_request *req,
+			      struct pf_api_response *resp)
+{
+	const char *name = P0(req);
 	json_t *arr = json_array();
 	int r = pf_store_config_versions(api->store, name, version_cb, arr);
-	if (r == -ENOENT) {
+	if (store_failed(resp, r, "config", name)) {
 		json_decref(arr);
-		pf_api_error(resp, 404, "not_found", "no config '%s'", name);
-		return;
-	}
-	if (r < 0) {
-		json_decref(arr);
-		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));
 		return;
 	}
 	pf_api_respond_json(resp, 200, json_pack("{s:s,s:o}", "name", name, "versions", arr));
 }
 
-struct cfg_list {
+/* What the list handlers' store callbacks append to. */
+struct list_ctx {
 	struct pf_api *api;
 	json_t *arr;
 };
 
+/* Answers {key: arr} for a list the store walked with result r (arr consumed). */
+static void respond_list(struct pf_api_response *resp, int r, const char *key, json_t *arr)
+{
+	if (r < 0) {
+		json_decref(arr);
+		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));
+		return;
+	}
+	pf_api_respond_json(resp, 200, json_pack("{s:o}", key, arr));
+}
+
 static int latest_cb(const struct pf_config_version *cv, void *ud)
 {
-	struct cfg_list *l = ud;
+	struct list_ctx *l = ud;
 	const struct pf_cfg_slot *served = pf_fleet_config_find(l->api->fleet, cv->name);
 	json_array_append_new(
 	    l->arr, json_pack("{s:s,s:I,s:o,s:I,s:o}", "name", cv->name, "version",
@@ -696,17 +751,13 @@ static int latest_cb(const struct pf_config_version *cv, void *ud)
 	return 0;
 }
 
-static void h_config_list(struct pf_api *api, struct pf_api_response *resp)
+static void h_config_list(struct pf_api *api, const struct pf_api_request *req,
+			  struct pf_api_response *resp)
 {
-	json_t *arr = json_array();
-	struct cfg_list l = {.api = api, .arr = arr};
-	int r = pf_store_config_foreach_latest(api->store, latest_cb, &l);
-	if (r < 0) {
-		json_decref(arr);
-		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));
-		return;
-	}
-	pf_api_respond_json(resp, 200, json_pack("{s:o}", "configs", arr));
+	(void)req;
+	struct list_ctx l = {.api = api, .arr = json_array()};
+	respond_list(resp, pf_store_config_foreach_latest(api->store, latest_cb, &l), "configs",
+		     l.arr);
 }
 
 /* ---------------------------------------------------------------- assignments */
@@ -738,8 +789,9 @@ static json_t *assignment_counts_json(struct pf_api *api, const struct pf_assign
 }
 
 static void h_assignment_put(struct pf_api *api, const struct pf_api_request *req,
-			     struct pf_api_response *resp, const char *name, const char *role)
+			     struct pf_api_response *resp)
 {
+	const char *name = P0(req), *role = ROLE(req);
 	if (!valid_name(name)) {
 		pf_api_error(resp, 400, "invalid_argument",
 			     "assignment name must be 1..64 of [A-Za-z0-9._-], got '%s'", name);
@@ -852,63 +904,42 @@ static void h_assignment_put(struct pf_api *api, const struct pf_api_request *re
 	pf_api_respond_json(resp, 200, j);
 }
 
-static void h_assignment_get(struct pf_api *api, struct pf_api_response *resp,
-			     const char *name)
+static void h_assignment_get(struct pf_api *api, const struct pf_api_request *req,
+			     struct pf_api_response *resp)
 {
+	const char *name = P0(req);
 	struct pf_assignment a;
-	int r = pf_store_assignment_get(api->store, name, &a);
-	if (r == -ENOENT) {
-		pf_api_error(resp, 404, "not_found", "no assignment '%s'", name);
+	if (store_failed(resp, pf_store_assignment_get(api->store, name, &a), "assignment", name))
 		return;
-	}
-	if (r < 0) {
-		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));
-		return;
-	}
 	pf_api_respond_json(resp, 200, assignment_counts_json(api, &a));
 }
 
 static void h_assignment_delete(struct pf_api *api, const struct pf_api_request *req,
-				struct pf_api_response *resp, const char *name, const char *role)
+				struct pf_api_response *resp)
 {
-	int r = pf_store_assignment_delete(api->store, name);
-	if (r == -ENOENT) {
-		pf_api_error(resp, 404, "not_found", "no assignment '%s'", name);
+	const char *name = P0(req);
+	if (store_failed(resp, pf_store_assignment_delete(api->store, name), "assignment", name))
 		return;
-	}
-	if (r < 0) {
-		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));
-		return;
-	}
 	pf_fleet_assignment_remove(api->fleet, name);
 	size_t pushed = pf_fleet_reconcile(api->fleet);
-	pf_api_audit(api, req, role, "assignment.delete", name, "");
+	pf_api_audit(api, req, ROLE(req), "assignment.delete", name, "");
 	pf_api_respond_json(resp, 200, json_pack("{s:s,s:I}", "deleted", name, "pushed", (json_int_t)pushed));
 }
 
-struct asg_list {
-	struct pf_api *api;
-	json_t *arr;
-};
-
 static int asg_list_cb(const struct pf_assignment *a, void *ud)
 {
-	struct asg_list *l = ud;
+	struct list_ctx *l = ud;
 	json_array_append_new(l->arr, assignment_counts_json(l->api, a));
 	return 0;
 }
 
-static void h_assignment_list(struct pf_api *api, struct pf_api_response *resp)
+static void h_assignment_list(struct pf_api *api, const struct pf_api_request *req,
+			      struct pf_api_response *resp)
 {
-	json_t *arr = json_array();
-	struct asg_list l = {.api = api, .arr = arr};
-	int r = pf_store_assignment_foreach(api->store, asg_list_cb, &l);
-	if (r < 0) {
-		json_decref(arr);
-		pf_api_error(resp, 500, "store_error", "%s", strerror(-r));
-		return;
-	}
-	pf_api_respond_json(resp, 200, json_pack("{s:o}", "assignments", arr));
+	(void)req;
+	struct list_ctx l = {.api = api, .arr = json_array()};
+	respond_list(resp, pf_store_assignment_foreach(api->store, asg_list_cb, &l), "assignments",
+		     l.arr);
 }
 
 /* Who the caller is: the console shows the role and hides what the role may not do. */
@@ -928,10 +959,6 @@ static void h_whoami(struct pf_api *api, const struct pf_api_request *req,
 }
 
 /* ---------------------------------------------------------------- routing */
-
-#define P0(req) ((req)->call->params[0])
-#define ROLE(req) pf_role_name((req)->call->caller.role)
-#define IS_ADMIN(req) ((req)->call->caller.role >= PF_ROLE_ADMIN)
 
 static void r_healthz(struct pf_api *api, const struct pf_api_request *req,
 		      struct pf_api_response *resp)
@@ -960,31 +987,6 @@ static void r_metrics(struct pf_api *api, const struct pf_api_request *req,
 		pf_api_error(resp, 500, "internal", "metrics too large");
 }
 
-static void r_agent_get(struct pf_api *api, const struct pf_api_request *req,
-			struct pf_api_response *resp)
-{
-	h_agent_get(api, req, resp, P0(req), IS_ADMIN(req));
-}
-
-static void r_config_list(struct pf_api *api, const struct pf_api_request *req,
-			  struct pf_api_response *resp)
-{
-	(void)req;
-	h_config_list(api, resp);
-}
-
-static void r_config_get(struct pf_api *api, const struct pf_api_request *req,
-			 struct pf_api_response *resp)
-{
-	h_config_get(api, req, resp, P0(req), IS_ADMIN(req));
-}
-
-static void r_config_put(struct pf_api *api, const struct pf_api_request *req,
-			 struct pf_api_response *resp)
-{
-	h_config_put(api, req, resp, P0(req), ROLE(req));
-}
-
 /* POST /api/v1/configs/{name}:validate: validates, stores nothing. */
 static void r_config_post(struct pf_api *api, const struct pf_api_request *req,
 			  struct pf_api_response *resp)
@@ -1010,37 +1012,6 @@ static void r_config_validate(struct pf_api *api, const struct pf_api_request *r
 {
 	(void)api;
 	h_config_validate(req, resp, P0(req));
-}
-
-static void r_config_versions(struct pf_api *api, const struct pf_api_request *req,
-			      struct pf_api_response *resp)
-{
-	h_config_versions(api, resp, P0(req));
-}
-
-static void r_assignment_list(struct pf_api *api, const struct pf_api_request *req,
-			      struct pf_api_response *resp)
-{
-	(void)req;
-	h_assignment_list(api, resp);
-}
-
-static void r_assignment_get(struct pf_api *api, const struct pf_api_request *req,
-			     struct pf_api_response *resp)
-{
-	h_assignment_get(api, resp, P0(req));
-}
-
-static void r_assignment_put(struct pf_api *api, const struct pf_api_request *req,
-			     struct pf_api_response *resp)
-{
-	h_assignment_put(api, req, resp, P0(req), ROLE(req));
-}
-
-static void r_assignment_delete(struct pf_api *api, const struct pf_api_request *req,
-				struct pf_api_response *resp)
-{
-	h_assignment_delete(api, req, resp, P0(req), ROLE(req));
 }
 
 static void r_captures(struct pf_api *api, const struct pf_api_request *req,
@@ -1098,20 +1069,18 @@ static const struct pf_api_route routes[] = {
     {"GET", "/metrics", PF_ROLE_NONE, NULL, r_metrics},
     {"GET", "/api/v1/whoami", PF_ROLE_VIEWER, NULL, h_whoami},
     {"GET", "/api/v1/agents", PF_ROLE_VIEWER, NULL, h_agents_list},
-    {"GET", "/api/v1/agents/*", PF_ROLE_VIEWER, NULL, r_agent_get},
+    {"GET", "/api/v1/agents/*", PF_ROLE_VIEWER, NULL, h_agent_get},
     {"GET", "/api/v1/fleet/summary", PF_ROLE_VIEWER, NULL, h_summary},
-    {"GET", "/api/v1/configs", PF_ROLE_VIEWER, NULL, r_config_list},
-    {"GET", "/api/v1/configs/*", PF_ROLE_VIEWER, NULL, r_config_get},
-    {"PUT", "/api/v1/configs/*", PF_ROLE_ADMIN, "config.put", r_config_put},
+    {"GET", "/api/v1/configs", PF_ROLE_VIEWER, NULL, h_config_list},
+    {"GET", "/api/v1/configs/*", PF_ROLE_VIEWER, NULL, h_config_get},
+    {"PUT", "/api/v1/configs/*", PF_ROLE_ADMIN, "config.put", h_config_put},
     {"POST", "/api/v1/configs/*", PF_ROLE_OPERATOR, "config.validate", r_config_post},
-    {"GET", "/api/v1/configs/*/versions", PF_ROLE_VIEWER, NULL, r_config_versions},
-    {"POST", "/api/v1/configs/*/validate", PF_ROLE_OPERATOR, "config.validate",
-     r_config_validate},
-    {"GET", "/api/v1/assignments", PF_ROLE_VIEWER, NULL, r_assignment_list},
-    {"GET", "/api/v1/assignments/*", PF_ROLE_VIEWER, NULL, r_assignment_get},
-    {"PUT", "/api/v1/assignments/*", PF_ROLE_ADMIN, "assignment.put", r_assignment_put},
-    {"DELETE", "/api/v1/assignments/*", PF_ROLE_ADMIN, "assignment.delete",
-     r_assignment_delete},
+    {"GET", "/api/v1/configs/*/versions", PF_ROLE_VIEWER, NULL, h_config_versions},
+    {"POST", "/api/v1/configs/*/validate", PF_ROLE_OPERATOR, "config.validate", r_config_validate},
+    {"GET", "/api/v1/assignments", PF_ROLE_VIEWER, NULL, h_assignment_list},
+    {"GET", "/api/v1/assignments/*", PF_ROLE_VIEWER, NULL, h_assignment_get},
+    {"PUT", "/api/v1/assignments/*", PF_ROLE_ADMIN, "assignment.put", h_assignment_put},
+    {"DELETE", "/api/v1/assignments/*", PF_ROLE_ADMIN, "assignment.delete", h_assignment_delete},
     {"GET", "/api/v1/captures", PF_ROLE_VIEWER, NULL, r_captures},
     {"POST", "/api/v1/captures", PF_ROLE_OPERATOR, "capture.create", r_captures},
     {"GET", "/api/v1/captures/*", PF_ROLE_VIEWER, NULL, r_captures},

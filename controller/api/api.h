@@ -144,6 +144,15 @@ void pf_api_audit(struct pf_api *api, const struct pf_api_request *req, const ch
 /* {"error":{"code","message","path"}} with status — path names the offending field. */
 void pf_api_field_error(struct pf_api_response *resp, int status, const char *code,
 			const struct pf_error *err);
+/* The request body as a JSON object (the caller owns it; duplicate keys are refused), or NULL
+ * with -EINVAL at path "body" in err when it is over max bytes, not JSON or not an object. */
+struct json_t *pf_api_body_object(const struct pf_api_request *req, size_t max,
+				  struct pf_error *err);
+/* Answers the result o of looking up the thing (what: "capture", ...) with this id: o
+ * (consumed) with status; when o is NULL, 404 for rc -ENOENT, else 500 with the store's last
+ * error. */
+void pf_api_respond_lookup(struct pf_api *api, struct pf_api_response *resp, struct json_t *o,
+			   int rc, int status, const char *what, const char *id);
 /* The name the caller's token was stored with, else its role. */
 void pf_api_creator(struct pf_api *api, const struct pf_api_request *req, const char *role,
 		    char *out, size_t len);

@@ -93,20 +93,12 @@ static int check_body(json_t *body, const char **selector, struct pf_error *err)
 static int parse_request(const struct pf_api_request *req, struct pf_capture_request *out,
 			 char **selector, char **normalized, struct pf_error *err)
 {
-	json_error_t jerr;
 	const char *sel = NULL;
 	*selector = *normalized = NULL;
 	memset(out, 0, sizeof(*out));
-	if (req->body_len > PF_CAPTURE_MAX_MSG)
-		return pf_error_set(err, -EINVAL, "body", "%zu bytes; at most %d", req->body_len,
-				    PF_CAPTURE_MAX_MSG);
-	json_t *body = json_loadb(req->body ? (const char *)req->body : "", req->body_len,
-				  JSON_REJECT_DUPLICATES, &jerr);
-	if (!body || !json_is_object(body)) {
-		json_decref(body);
-		return pf_error_set(err, -EINVAL, "body", "%s",
-				    body ? "must be a JSON object" : jerr.text);
-	}
+	json_t *body = pf_api_body_object(req, PF_CAPTURE_MAX_MSG, err);
+	if (!body)
+		return -EINVAL;
 	int rc = check_body(body, &sel, err);
 	if (rc == 0 && !(*selector = strdup(sel)))
 		rc = -ENOMEM;
@@ -240,12 +232,7 @@ static void h_get(struct pf_api *api, struct pf_api_response *resp, const char *
 {
 	int rc;
 	json_t *o = pf_captures_get_json(api->captures, id, &rc);
-	if (o)
-		return pf_api_respond_json(resp, status, o);
-	if (rc == -ENOENT)
-		pf_api_error(resp, 404, "not_found", "no capture '%.80s'", id);
-	else
-		pf_api_error(resp, 500, "store_error", "%s", pf_store_last_error(api->store));
+	pf_api_respond_lookup(api, resp, o, rc, status, "capture", id);
 }
 
 static void h_cancel(struct pf_api *api, const struct pf_api_request *req,

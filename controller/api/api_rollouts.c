@@ -19,17 +19,9 @@ static int parse_body(const struct pf_api_request *req, char *config, size_t con
 		      int64_t *version, char *selector, size_t selector_len,
 		      struct pf_rollout_strategy *s, struct pf_error *err)
 {
-	json_error_t jerr;
-	if (req->body_len > MAX_BODY)
-		return pf_error_set(err, -EINVAL, "body", "%zu bytes; at most %d", req->body_len,
-				    MAX_BODY);
-	json_t *body = json_loadb(req->body ? (const char *)req->body : "", req->body_len,
-				  JSON_REJECT_DUPLICATES, &jerr);
-	if (!body || !json_is_object(body)) {
-		json_decref(body);
-		return pf_error_set(err, -EINVAL, "body", "%s",
-				    body ? "must be a JSON object" : jerr.text);
-	}
+	json_t *body = pf_api_body_object(req, MAX_BODY, err);
+	if (!body)
+		return -EINVAL;
 	int rc = 0;
 	const char *key;
 	json_t *v;
@@ -77,12 +69,7 @@ static void h_get(struct pf_api *api, struct pf_api_response *resp, const char *
 {
 	int rc;
 	json_t *o = pf_rollouts_get_json(api->rollouts, id, &rc);
-	if (o)
-		return pf_api_respond_json(resp, status, o);
-	if (rc == -ENOENT)
-		pf_api_error(resp, 404, "not_found", "no rollout '%.80s'", id);
-	else
-		pf_api_error(resp, 500, "store_error", "%s", pf_store_last_error(api->store));
+	pf_api_respond_lookup(api, resp, o, rc, status, "rollout", id);
 }
 
 static void h_create(struct pf_api *api, const struct pf_api_request *req,

@@ -435,6 +435,15 @@ void store_stmt_resetp(sqlite3_stmt **s)
 }
 
 #define STMT(name, st, id) _cleanup_(store_stmt_resetp) sqlite3_stmt *name = (st)->stmt[(id)]
+/* An iterator whose statement an outer call is still stepping (a callback that calls back into
+ * the store) returns -EBUSY and leaves the statement alone (no reset on the way out). */
+#define STMT_NOT_BUSY(name)                                                                        \
+	do {                                                                                       \
+		if (sqlite3_stmt_busy(name)) {                                                     \
+			(name) = NULL;                                                             \
+			return -EBUSY;                                                             \
+		}                                                                                  \
+	} while (0)
 
 /* Records the connection's current SQLite error (call before any reset/rollback, which
  * would replace it) and returns -EIO, or -ENOMEM when SQLite ran out of memory. */
@@ -474,6 +483,17 @@ static int step_done(struct pf_store *st, sqlite3_stmt *s, const char *what)
 		return 0;
 	if (rc == SQLITE_ROW)
 		return store_fail_code(st, NULL, -EIO, what);
+	return store_fail(st, NULL, what);
+}
+
+int store_step_row(struct pf_store *st, sqlite3_stmt *s, int done, const char *what)
+{
+	int rc = sqlite3_step(s);
+
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return done;
 	return store_fail(st, NULL, what);
 }
 
@@ -885,40 +905,34 @@ int pf_store_token_add(struct pf_store *st, const uint8_t hash[32], const char *
 	return tx_commit(st);
 }
 
+/* The text column of the token with this hash that statement id selects (what names it in
+ * errors): 0, -ENOENT, or a store error. */
+static int token_text(struct pf_store *st, int id, const uint8_t hash[32], char *out,
+		      size_t out_len, const char *what)
+{
+	STMT(s, st, id);
+
+	if (!hash || !out || out_len == 0)
+		return -EINVAL;
+	if (sqlite3_bind_blob(s, 1, hash, 32, SQLITE_STATIC)) {
+		char bind[64];
+		snprintf(bind, sizeof(bind), "%s: bind", what);
+		return store_fail(st, NULL, bind);
+	}
+	int rc = store_step_row(st, s, -ENOENT, what);
+	return rc > 0 ? col_copy(s, 0, out, out_len) : rc;
+}
+
 int pf_store_token_lookup(struct pf_store *st, const uint8_t hash[32], char *role, size_t role_len)
 {
 	STORE_PG_DISPATCH(st, store_pg_token_lookup(st, hash, role, role_len));
-	STMT(s, st, S_TOKEN_LOOKUP);
-	int rc;
-
-	if (!hash || !role || role_len == 0)
-		return -EINVAL;
-	if (sqlite3_bind_blob(s, 1, hash, 32, SQLITE_STATIC))
-		return store_fail(st, NULL, "token_lookup: bind");
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_DONE)
-		return -ENOENT;
-	if (rc != SQLITE_ROW)
-		return store_fail(st, NULL, "token_lookup");
-	return col_copy(s, 0, role, role_len);
+	return token_text(st, S_TOKEN_LOOKUP, hash, role, role_len, "token_lookup");
 }
 
 int pf_store_token_name(struct pf_store *st, const uint8_t hash[32], char *name, size_t name_len)
 {
 	STORE_PG_DISPATCH(st, store_pg_token_name(st, hash, name, name_len));
-	STMT(s, st, S_TOKEN_NAME);
-	int rc;
-
-	if (!hash || !name || name_len == 0)
-		return -EINVAL;
-	if (sqlite3_bind_blob(s, 1, hash, 32, SQLITE_STATIC))
-		return store_fail(st, NULL, "token_name: bind");
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_DONE)
-		return -ENOENT;
-	if (rc != SQLITE_ROW)
-		return store_fail(st, NULL, "token_name");
-	return col_copy(s, 0, name, name_len);
+	return token_text(st, S_TOKEN_NAME, hash, name, name_len, "token_name");
 }
 
 int pf_store_token_count(struct pf_store *st, int64_t *count)
@@ -1070,11 +1084,9 @@ int pf_store_config_get(struct pf_store *st, const char *name, int64_t version,
 		return -EINVAL;
 	if (bind_text(s, 1, name) || (version > 0 && sqlite3_bind_int64(s, 2, version)))
 		return store_fail(st, NULL, "config_get: bind");
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_DONE)
-		return -ENOENT;
-	if (rc != SQLITE_ROW)
-		return store_fail(st, NULL, "config_get");
+	rc = store_step_row(st, s, -ENOENT, "config_get");
+	if (rc <= 0)
+		return rc;
 	rc = read_config_row(st, s, out, true);
 	if (rc < 0)
 		pf_config_version_release(out);
@@ -1091,12 +1103,10 @@ static int config_iterate(struct pf_store *st, sqlite3_stmt *s,
 
 	for (;;) {
 		struct pf_config_version cv;
-		int rc = sqlite3_step(s);
+		int rc = store_step_row(st, s, n ? 0 : empty, "config: iterate");
 
-		if (rc == SQLITE_DONE)
-			return n ? 0 : empty;
-		if (rc != SQLITE_ROW)
-			return store_fail(st, NULL, "config: iterate");
+		if (rc <= 0)
+			return rc;
 		n = 1;
 		rc = read_config_row(st, s, &cv, copy_body);
 		if (rc == 0)
@@ -1116,10 +1126,7 @@ int pf_store_config_versions(struct pf_store *st, const char *name,
 
 	if (!name || !cb)
 		return -EINVAL;
-	if (sqlite3_stmt_busy(s)) {
-		s = NULL; /* in use by an outer call: leave it alone */
-		return -EBUSY;
-	}
+	STMT_NOT_BUSY(s);
 	if (bind_text(s, 1, name))
 		return store_fail(st, NULL, "config_versions: bind");
 	return config_iterate(st, s, cb, ud, false, -ENOENT);
@@ -1134,10 +1141,7 @@ int pf_store_config_foreach_latest(struct pf_store *st,
 
 	if (!cb)
 		return -EINVAL;
-	if (sqlite3_stmt_busy(s)) {
-		s = NULL;
-		return -EBUSY;
-	}
+	STMT_NOT_BUSY(s);
 	/* The body is handed out in place: valid during the callback, like the agent rows. */
 	return config_iterate(st, s, cb, ud, false, 0);
 }
@@ -1186,12 +1190,8 @@ int pf_store_assignment_get(struct pf_store *st, const char *name, struct pf_ass
 		return -EINVAL;
 	if (bind_text(s, 1, name))
 		return store_fail(st, NULL, "assignment_get: bind");
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_DONE)
-		return -ENOENT;
-	if (rc != SQLITE_ROW)
-		return store_fail(st, NULL, "assignment_get");
-	return read_assignment_row(st, s, out);
+	rc = store_step_row(st, s, -ENOENT, "assignment_get");
+	return rc > 0 ? read_assignment_row(st, s, out) : rc;
 }
 
 int pf_store_assignment_delete(struct pf_store *st, const char *name)
@@ -1218,18 +1218,13 @@ int pf_store_assignment_foreach(struct pf_store *st,
 
 	if (!cb)
 		return -EINVAL;
-	if (sqlite3_stmt_busy(s)) {
-		s = NULL;
-		return -EBUSY;
-	}
+	STMT_NOT_BUSY(s);
 	for (;;) {
 		struct pf_assignment a;
-		int rc = sqlite3_step(s);
+		int rc = store_step_row(st, s, 0, "assignment_foreach");
 
-		if (rc == SQLITE_DONE)
-			return 0;
-		if (rc != SQLITE_ROW)
-			return store_fail(st, NULL, "assignment_foreach");
+		if (rc <= 0)
+			return rc;
 		rc = read_assignment_row(st, s, &a);
 		if (rc == 0)
 			rc = cb(&a, ud);
@@ -1313,19 +1308,14 @@ int pf_store_agents_foreach(struct pf_store *st,
 
 	if (!cb)
 		return -EINVAL;
-	if (sqlite3_stmt_busy(s)) {
-		s = NULL;
-		return -EBUSY;
-	}
+	STMT_NOT_BUSY(s);
 	for (;;) {
 		struct pf_agent_row r;
 		bool oom = false;
-		int rc = sqlite3_step(s);
+		int rc = store_step_row(st, s, 0, "agents_foreach");
 
-		if (rc == SQLITE_DONE)
-			return 0;
-		if (rc != SQLITE_ROW)
-			return store_fail(st, NULL, "agents_foreach");
+		if (rc <= 0)
+			return rc;
 		memset(&r, 0, sizeof(r));
 		if (!col_fixed_blob(s, 0, r.uid, sizeof(r.uid)))
 			return store_fail_code(st, NULL, -EIO, "agents_foreach: bad stored uid");
@@ -1409,22 +1399,17 @@ int pf_store_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
 
 	if (!cb || before_id < 0)
 		return -EINVAL;
-	if (sqlite3_stmt_busy(s)) {
-		s = NULL;
-		return -EBUSY;
-	}
+	STMT_NOT_BUSY(s);
 	if (sqlite3_bind_int64(s, 1, before_id > 0 ? before_id : INT64_MAX) ||
 	    sqlite3_bind_int64(s, 2, limit > 0 ? (int64_t)pf_min(limit, (size_t)INT64_MAX) : -1))
 		return store_fail(st, NULL, "audit_foreach: bind");
 	for (;;) {
 		struct pf_audit_entry e;
 		bool oom = false;
-		int rc = sqlite3_step(s);
+		int rc = store_step_row(st, s, 0, "audit_foreach");
 
-		if (rc == SQLITE_DONE)
-			return 0;
-		if (rc != SQLITE_ROW)
-			return store_fail(st, NULL, "audit_foreach");
+		if (rc <= 0)
+			return rc;
 		e.id = sqlite3_column_int64(s, 0);
 		e.ts_ms = sqlite3_column_int64(s, 1);
 		e.actor = col_text(s, 2, &oom);

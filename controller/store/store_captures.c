@@ -189,11 +189,9 @@ int pf_store_capture_get(struct pf_store *st, const char *id,
 			return rc;
 		if (bind_text(s, 1, id))
 			return store_fail_sqlite(st, NULL, "captures: get: bind");
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_DONE)
-			return -ENOENT;
-		if (rc != SQLITE_ROW)
-			return store_fail_sqlite(st, NULL, "captures: get");
+		rc = store_step_row(st, s, -ENOENT, "captures: get");
+		if (rc <= 0)
+			return rc;
 		rc = read_cap(st, s, &c);
 		if (rc == 0)
 			rc = cap_cb(&c, ud);
@@ -209,11 +207,9 @@ int pf_store_capture_get(struct pf_store *st, const char *id,
 		return store_fail_sqlite(st, NULL, "captures: agents: bind");
 	for (;;) {
 		struct pf_capture_agent_row a;
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_DONE)
-			return 0;
-		if (rc != SQLITE_ROW)
-			return store_fail_sqlite(st, NULL, "captures: agents");
+		rc = store_step_row(st, s, 0, "captures: agents");
+		if (rc <= 0)
+			return rc;
 		rc = read_agent(st, s, &a);
 		if (rc == 0)
 			rc = agent_cb(&a, ud);
@@ -241,11 +237,9 @@ int pf_store_captures_foreach(struct pf_store *st, const struct pf_capture_query
 		return store_fail_sqlite(st, NULL, "captures: list: bind");
 	for (;;) {
 		struct pf_capture_row c;
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_DONE)
-			return 0;
-		if (rc != SQLITE_ROW)
-			return store_fail_sqlite(st, NULL, "captures: list");
+		rc = store_step_row(st, s, 0, "captures: list");
+		if (rc <= 0)
+			return rc;
 		rc = read_cap(st, s, &c);
 		if (rc == 0)
 			rc = cb(&c, ud);
@@ -265,11 +259,9 @@ int pf_store_profile_find(struct pf_store *st, const uint8_t profile_id[16], int
 		return -EINVAL;
 	if (sqlite3_bind_blob(s, 1, profile_id, 16, SQLITE_STATIC))
 		return store_fail_sqlite(st, NULL, "profiles: find: bind");
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_DONE)
-		return -ENOENT;
-	if (rc != SQLITE_ROW)
-		return store_fail_sqlite(st, NULL, "profiles: find");
+	rc = store_step_row(st, s, -ENOENT, "profiles: find");
+	if (rc <= 0)
+		return rc;
 	*id = sqlite3_column_int64(s, 0);
 	return 0;
 }

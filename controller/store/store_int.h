@@ -27,12 +27,14 @@ void store_roll_release(struct store_roll *r);
 /* The slot of the PostgreSQL backend (store_pg.c), NULL when the fleet tables are in SQLite. */
 struct store_pg;
 struct store_pg **store_pg_slot(struct pf_store *st);
-/* store.c's transaction helpers (BEGIN IMMEDIATE; commit rolls back on failure) and its
- * step of a statement that returns no row. */
+/* store.c's transaction helpers (BEGIN IMMEDIATE; commit rolls back on failure), its step
+ * of a statement that returns no row, and its step of one that returns rows (1 on a row,
+ * done when there are no more, a store error otherwise). */
 int store_tx_begin(struct pf_store *st);
 int store_tx_commit(struct pf_store *st);
 void store_tx_rollback(struct pf_store *st);
 int store_step_done(struct pf_store *st, sqlite3_stmt *s, const char *what);
+int store_step_row(struct pf_store *st, sqlite3_stmt *s, int done, const char *what);
 /* The statement cached in *slot, prepared from sql on first use (SQLITE_PREPARE_PERSISTENT);
  * NULL with *rc set when preparing fails or when it is in use by an outer iteration
  * (-EBUSY). Pair it with store_stmt_resetp() as a cleanup handler. */

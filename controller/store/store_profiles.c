@@ -157,17 +157,6 @@ static void stmt_resetp(sqlite3_stmt **s)
 
 #define PSTMT(name, st, id, rc) _cleanup_(stmt_resetp) sqlite3_stmt *name = pstmt((st), (id), (rc))
 
-static int step_done(struct pf_store *st, sqlite3_stmt *s, const char *what)
-{
-	int rc = sqlite3_step(s);
-
-	if (rc == SQLITE_DONE)
-		return 0;
-	if (rc == SQLITE_ROW)
-		return store_fail_other(st, NULL, -EIO, what);
-	return store_fail_sqlite(st, NULL, what);
-}
-
 static int run(struct pf_store *st, enum prof_stmt id, const char *what)
 {
 	int rc;
@@ -175,7 +164,7 @@ static int run(struct pf_store *st, enum prof_stmt id, const char *what)
 
 	if (!s)
 		return rc;
-	return step_done(st, s, what);
+	return store_step_done(st, s, what);
 }
 
 static void rollback(struct pf_store *st)
@@ -271,7 +260,7 @@ static int delete_oldest_bytes(struct pf_store *st, int64_t excess, size_t max_r
 			return rc;
 		if (sqlite3_bind_int64(u, 1, last))
 			return store_fail_sqlite(st, NULL, "profiles: retain: bind");
-		rc = step_done(st, u, "profiles: retain: uncount");
+		rc = store_step_done(st, u, "profiles: retain: uncount");
 		if (rc < 0)
 			return rc;
 	}
@@ -280,7 +269,7 @@ static int delete_oldest_bytes(struct pf_store *st, int64_t excess, size_t max_r
 		return rc;
 	if (sqlite3_bind_int64(d, 1, last))
 		return store_fail_sqlite(st, NULL, "profiles: retain: bind");
-	rc = step_done(st, d, "profiles: retain: delete");
+	rc = store_step_done(st, d, "profiles: retain: delete");
 	if (rc == 0 && deleted)
 		*deleted += (size_t)sqlite3_changes(store_db(st));
 	return rc;
@@ -299,7 +288,7 @@ static int delete_expired(struct pf_store *st, int64_t cutoff_ms, size_t max_row
 		if (sqlite3_bind_int64(u, 1, cutoff_ms) ||
 		    sqlite3_bind_int64(u, 2, (int64_t)max_rows))
 			return store_fail_sqlite(st, NULL, "profiles: retain: bind");
-		rc = step_done(st, u, "profiles: retain: uncount");
+		rc = store_step_done(st, u, "profiles: retain: uncount");
 		if (rc < 0)
 			return rc;
 	}
@@ -308,7 +297,7 @@ static int delete_expired(struct pf_store *st, int64_t cutoff_ms, size_t max_row
 		return rc;
 	if (sqlite3_bind_int64(s, 1, cutoff_ms) || sqlite3_bind_int64(s, 2, (int64_t)max_rows))
 		return store_fail_sqlite(st, NULL, "profiles: retain: bind");
-	rc = step_done(st, s, "profiles: retain: expire");
+	rc = store_step_done(st, s, "profiles: retain: expire");
 	if (rc == 0) {
 		*n = (size_t)sqlite3_changes(store_db(st));
 		if (deleted)
@@ -373,7 +362,7 @@ static int insert_one(struct pf_store *st, struct pf_profile_row *r)
 		    bind_str(s, 18, r->pod ? r->pod : "") ||
 		    bind_str(s, 19, r->container ? r->container : ""))
 			return store_fail_sqlite(st, NULL, "profiles: insert: bind");
-		rc = step_done(st, s, "profiles: insert");
+		rc = store_step_done(st, s, "profiles: insert");
 		if (rc < 0)
 			return rc;
 		r->id = sqlite3_last_insert_rowid(store_db(st));
@@ -386,7 +375,7 @@ static int insert_one(struct pf_store *st, struct pf_profile_row *r)
 		if (sqlite3_bind_int64(s, 1, r->id) ||
 		    sqlite3_bind_blob64(s, 2, r->body ? r->body : "", r->body_len, SQLITE_STATIC))
 			return store_fail_sqlite(st, NULL, "profiles: insert body: bind");
-		rc = step_done(st, s, "profiles: insert body");
+		rc = store_step_done(st, s, "profiles: insert body");
 		if (rc < 0)
 			return rc;
 	}
@@ -397,7 +386,7 @@ static int insert_one(struct pf_store *st, struct pf_profile_row *r)
 		if (sqlite3_bind_int64(s, 1, r->id) ||
 		    sqlite3_bind_blob64(s, 2, r->flame, r->flame_len, SQLITE_STATIC))
 			return store_fail_sqlite(st, NULL, "profiles: insert flame: bind");
-		rc = step_done(st, s, "profiles: insert flame");
+		rc = store_step_done(st, s, "profiles: insert flame");
 		if (rc < 0)
 			return rc;
 		PSTMT(c, st, P_COUNT_FLAME, &rc);
@@ -405,7 +394,7 @@ static int insert_one(struct pf_store *st, struct pf_profile_row *r)
 			return rc;
 		if (sqlite3_bind_int64(c, 1, (int64_t)r->flame_len))
 			return store_fail_sqlite(st, NULL, "profiles: count flame: bind");
-		rc = step_done(st, c, "profiles: count flame");
+		rc = store_step_done(st, c, "profiles: count flame");
 		if (rc < 0)
 			return rc;
 	}
@@ -420,7 +409,7 @@ static int insert_one(struct pf_store *st, struct pf_profile_row *r)
 		    sqlite3_bind_int64(s, 2, r->id) ||
 		    sqlite3_bind_blob(s, 3, r->links[i].span_id, 8, SQLITE_STATIC))
 			return store_fail_sqlite(st, NULL, "profiles: insert link: bind");
-		rc = step_done(st, s, "profiles: insert link");
+		rc = store_step_done(st, s, "profiles: insert link");
 		if (rc < 0)
 			return rc;
 		sqlite3_reset(s);
@@ -633,11 +622,9 @@ int pf_store_profiles_foreach(struct pf_store *st, const struct pf_profile_filte
 	for (;;) {
 		struct pf_profile_row r;
 
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_DONE)
-			return 0;
-		if (rc != SQLITE_ROW)
-			return store_fail_sqlite(st, NULL, "profiles: list");
+		rc = store_step_row(st, s, 0, "profiles: list");
+		if (rc <= 0)
+			return rc;
 		rc = read_row(st, s, &r);
 		if (rc == 0)
 			rc = cb(&r, ud);
@@ -679,11 +666,9 @@ int pf_store_profile_get(struct pf_store *st, int64_t id,
 		return rc;
 	if (sqlite3_bind_int64(s, 1, id))
 		return store_fail_sqlite(st, NULL, "profiles: get: bind");
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_DONE)
-		return -ENOENT;
-	if (rc != SQLITE_ROW)
-		return store_fail_sqlite(st, NULL, "profiles: get");
+	rc = store_step_row(st, s, -ENOENT, "profiles: get");
+	if (rc <= 0)
+		return rc;
 	rc = read_row(st, s, &r);
 	if (rc < 0)
 		return rc;
@@ -703,11 +688,9 @@ int pf_store_profile_body(struct pf_store *st, int64_t id, struct pf_buf *out)
 		return -EINVAL;
 	if (sqlite3_bind_int64(s, 1, id))
 		return store_fail_sqlite(st, NULL, "profiles: body: bind");
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_DONE)
-		return -ENOENT;
-	if (rc != SQLITE_ROW)
-		return store_fail_sqlite(st, NULL, "profiles: body");
+	rc = store_step_row(st, s, -ENOENT, "profiles: body");
+	if (rc <= 0)
+		return rc;
 	const void *b = sqlite3_column_blob(s, 0);
 	size_t n = (size_t)sqlite3_column_bytes(s, 0);
 	if (!b && n)
@@ -726,11 +709,9 @@ int pf_store_profile_flame(struct pf_store *st, int64_t id, struct pf_buf *out)
 		return -EINVAL;
 	if (sqlite3_bind_int64(s, 1, id))
 		return store_fail_sqlite(st, NULL, "profiles: flame: bind");
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_DONE)
-		return -ENOENT;
-	if (rc != SQLITE_ROW)
-		return store_fail_sqlite(st, NULL, "profiles: flame");
+	rc = store_step_row(st, s, -ENOENT, "profiles: flame");
+	if (rc <= 0)
+		return rc;
 	const void *b = sqlite3_column_blob(s, 0);
 	size_t n = (size_t)sqlite3_column_bytes(s, 0);
 	if (!b && n)

@@ -225,11 +225,9 @@ int pf_store_rollout_get(struct pf_store *st, const char *id,
 			return rc;
 		if (bind_text(s, 1, id))
 			return store_fail_sqlite(st, NULL, "rollouts: get: bind");
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_DONE)
-			return -ENOENT;
-		if (rc != SQLITE_ROW)
-			return store_fail_sqlite(st, NULL, "rollouts: get");
+		rc = store_step_row(st, s, -ENOENT, "rollouts: get");
+		if (rc <= 0)
+			return rc;
 		rc = read_rollout(st, s, &r);
 		if (rc == 0)
 			rc = r_cb(&r, ud);
@@ -245,11 +243,9 @@ int pf_store_rollout_get(struct pf_store *st, const char *id,
 		return store_fail_sqlite(st, NULL, "rollouts: agents: bind");
 	for (;;) {
 		struct pf_rollout_agent_row a;
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_DONE)
-			return 0;
-		if (rc != SQLITE_ROW)
-			return store_fail_sqlite(st, NULL, "rollouts: agents");
+		rc = store_step_row(st, s, 0, "rollouts: agents");
+		if (rc <= 0)
+			return rc;
 		rc = read_agent(st, s, &a);
 		if (rc == 0)
 			rc = agent_cb(&a, ud);
@@ -276,11 +272,9 @@ int pf_store_rollouts_foreach(struct pf_store *st, bool active_only, const char 
 		return store_fail_sqlite(st, NULL, "rollouts: list: bind");
 	for (;;) {
 		struct pf_rollout_row r;
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_DONE)
-			return 0;
-		if (rc != SQLITE_ROW)
-			return store_fail_sqlite(st, NULL, "rollouts: list");
+		rc = store_step_row(st, s, 0, "rollouts: list");
+		if (rc <= 0)
+			return rc;
 		rc = read_rollout(st, s, &r);
 		if (rc == 0)
 			rc = cb(&r, ud);
@@ -300,11 +294,9 @@ int pf_store_pins_foreach(struct pf_store *st, int (*cb)(const struct pf_pin_row
 		return rc;
 	for (;;) {
 		struct pf_pin_row p;
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_DONE)
-			return 0;
-		if (rc != SQLITE_ROW)
-			return store_fail_sqlite(st, NULL, "pins: list");
+		rc = store_step_row(st, s, 0, "pins: list");
+		if (rc <= 0)
+			return rc;
 		const void *uid = sqlite3_column_blob(s, 0);
 		p.config = (const char *)sqlite3_column_text(s, 1);
 		if (!uid || sqlite3_column_bytes(s, 0) != 16 || !p.config)
@@ -358,11 +350,9 @@ int pf_store_config_serving_foreach(struct pf_store *st,
 	if (!s)
 		return rc;
 	for (;;) {
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_DONE)
-			return 0;
-		if (rc != SQLITE_ROW)
-			return store_fail_sqlite(st, NULL, "configs: serving list");
+		rc = store_step_row(st, s, 0, "configs: serving list");
+		if (rc <= 0)
+			return rc;
 		const char *name = (const char *)sqlite3_column_text(s, 0);
 		if (!name)
 			return store_fail_other(st, NULL, -ENOMEM, "configs: out of memory");

@@ -119,15 +119,9 @@ int pf_store_token_foreach(struct pf_store *st, int (*cb)(const struct pf_token_
 	if (!s)
 		return rc;
 	for (;;) {
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_DONE) {
-			rc = 0;
+		rc = store_step_row(st, s, 0, "token_foreach");
+		if (rc <= 0)
 			break;
-		}
-		if (rc != SQLITE_ROW) {
-			rc = store_fail_sqlite(st, NULL, "token_foreach");
-			break;
-		}
 		struct pf_token_info t;
 		token_row(s, &t);
 		rc = cb(&t, ud);
@@ -241,15 +235,9 @@ int pf_store_audit_query(struct pf_store *st, const struct pf_audit_query *q,
 		return rc;
 	}
 	for (;;) {
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_DONE) {
-			rc = 0;
+		rc = store_step_row(st, s, 0, "audit_query");
+		if (rc <= 0)
 			break;
-		}
-		if (rc != SQLITE_ROW) {
-			rc = store_fail_sqlite(st, NULL, "audit_query");
-			break;
-		}
 		struct pf_audit_entry e = {
 		    .id = sqlite3_column_int64(s, 0),
 		    .ts_ms = sqlite3_column_int64(s, 1),

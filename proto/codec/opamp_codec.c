@@ -431,10 +431,15 @@ static void sz_custom_caps(struct sizer *s, const pb_custom_caps *c)
 		sz_str(s, c->capabilities[i]);
 }
 
-static int ar_custom_caps(struct arena *a, const pb_custom_caps *c, size_t *n_out, char ***out)
+/* custom_capabilities, when present (*has then set). */
+static int ar_custom_caps(struct arena *a, const pb_custom_caps *c, bool *has, size_t *n_out,
+			  char ***out)
 {
 	*n_out = 0;
 	*out = NULL;
+	if (!c)
+		return 0;
+	*has = true;
 	if (!c->n_capabilities)
 		return 0;
 	char **v = ar_alloc(a, c->n_capabilities * sizeof(*v));
@@ -459,9 +464,13 @@ static void sz_custom_message(struct sizer *s, const pb_custom_message *c)
 	sz_add(s, c->data.len + 1);
 }
 
-static int ar_custom_message(struct arena *a, const pb_custom_message *c,
+/* custom_message, when present (*has then set). */
+static int ar_custom_message(struct arena *a, const pb_custom_message *c, bool *has,
 			     struct pf_custom_message *out)
 {
+	if (!c)
+		return 0;
+	*has = true;
 	int r = ar_str(a, c->capability, &out->capability);
 	if (r == 0)
 		r = ar_str(a, c->type, &out->type);
@@ -478,8 +487,9 @@ static void copy_uid(const ProtobufCBinaryData *bd, uint8_t dst[PF_OPAMP_UID_LEN
 }
 
 /* AgentToServer: sizing pass. */
-static int a2s_size(struct sizer *s, const pb_a2s *p)
+static int a2s_size(struct sizer *s, const ProtobufCMessage *msg)
 {
+	const pb_a2s *p = (const pb_a2s *)msg;
 	int r;
 	sz_add(s, sizeof(struct pf_a2s));
 	if (p->agent_description) {
@@ -503,8 +513,11 @@ static int a2s_size(struct sizer *s, const pb_a2s *p)
 }
 
 /* AgentToServer: fill pass. */
-static int a2s_fill(struct arena *a, struct pf_buf *scratch, const pb_a2s *p, struct pf_a2s *m)
+static int a2s_fill(struct arena *a, struct pf_buf *scratch, const ProtobufCMessage *msg,
+		    void *out)
 {
+	const pb_a2s *p = (const pb_a2s *)msg;
+	struct pf_a2s *m = out;
 	int r = 0;
 	copy_uid(&p->instance_uid, m->instance_uid, &m->instance_uid_len);
 	m->sequence_num = p->sequence_num;
@@ -541,22 +554,17 @@ static int a2s_fill(struct arena *a, struct pf_buf *scratch, const pb_a2s *p, st
 			return r;
 	}
 	m->has_disconnect = p->agent_disconnect != NULL;
-	if (p->custom_capabilities) {
-		m->has_custom_capabilities = true;
-		r = ar_custom_caps(a, p->custom_capabilities, &m->n_custom_capabilities,
-				   &m->custom_capabilities);
-		if (r < 0)
-			return r;
-	}
-	if (p->custom_message) {
-		m->has_custom_message = true;
-		r = ar_custom_message(a, p->custom_message, &m->custom_message);
-	}
+	r = ar_custom_caps(a, p->custom_capabilities, &m->has_custom_capabilities,
+			   &m->n_custom_capabilities, &m->custom_capabilities);
+	if (r == 0)
+		r = ar_custom_message(a, p->custom_message, &m->has_custom_message,
+				      &m->custom_message);
 	return r;
 }
 
-static int s2a_size(struct sizer *s, const pb_s2a *p)
+static int s2a_size(struct sizer *s, const ProtobufCMessage *msg)
 {
+	const pb_s2a *p = (const pb_s2a *)msg;
 	sz_add(s, sizeof(struct pf_s2a));
 	if (p->error_response)
 		sz_str(s, p->error_response->error_message);
@@ -574,8 +582,12 @@ static int s2a_size(struct sizer *s, const pb_s2a *p)
 	return 0;
 }
 
-static int s2a_fill(struct arena *a, const pb_s2a *p, struct pf_s2a *m)
+static int s2a_fill(struct arena *a, struct pf_buf *scratch, const ProtobufCMessage *msg,
+		    void *out)
 {
+	const pb_s2a *p = (const pb_s2a *)msg;
+	struct pf_s2a *m = out;
+	(void)scratch; /* nothing in a ServerToAgent is rendered */
 	int r = 0;
 	copy_uid(&p->instance_uid, m->instance_uid, &m->instance_uid_len);
 	m->flags = p->flags;
@@ -610,17 +622,11 @@ static int s2a_fill(struct arena *a, const pb_s2a *p, struct pf_s2a *m)
 		memcpy(m->new_instance_uid, p->agent_identification->new_instance_uid.data,
 		       PF_OPAMP_UID_LEN);
 	}
-	if (p->custom_capabilities) {
-		m->has_custom_capabilities = true;
-		r = ar_custom_caps(a, p->custom_capabilities, &m->n_custom_capabilities,
-				   &m->custom_capabilities);
-		if (r < 0)
-			return r;
-	}
-	if (p->custom_message) {
-		m->has_custom_message = true;
-		r = ar_custom_message(a, p->custom_message, &m->custom_message);
-	}
+	r = ar_custom_caps(a, p->custom_capabilities, &m->has_custom_capabilities,
+			   &m->n_custom_capabilities, &m->custom_capabilities);
+	if (r == 0)
+		r = ar_custom_message(a, p->custom_message, &m->has_custom_message,
+				      &m->custom_message);
 	return r;
 }
 
@@ -751,36 +757,36 @@ static int a2s_decode_fast(const uint8_t *p, size_t len, size_t max_bytes, struc
 	return 1;
 }
 
-int pf_a2s_decode(const uint8_t *data, size_t len, size_t max_bytes, struct pf_a2s **out,
-		  struct pf_error *err)
+/* Steps 1-4 shared by both decoders: unpack under the byte cap, the sizing pass, one arena
+ * for the whole result, the fill pass. *out receives the arena's first struct (out_size bytes),
+ * which is also the pointer to free. */
+static int decode_general(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
+			  size_t max_bytes, size_t out_size,
+			  int (*size)(struct sizer *s, const ProtobufCMessage *msg),
+			  int (*fill)(struct arena *a, struct pf_buf *scratch,
+				      const ProtobufCMessage *msg, void *out),
+			  void **out, struct pf_error *err)
 {
-	const ProtobufCMessageDescriptor *d = &opamp__proto__v1__agent_to_server__descriptor;
 	struct counting_alloc ca = {.max = max_bytes};
 	ProtobufCAllocator alloc;
 	struct sizer s = {.max = max_bytes, .err = err};
 	struct arena a = {0};
 	int r = 0;
 
-	if (!out || (!data && len))
-		return -EINVAL;
-	r = a2s_decode_fast(data ? data : (const uint8_t *)"", len, max_bytes, out);
-	if (r != 0)
-		return r > 0 ? 0 : pf_error_set(err, r, d->short_name, "out of memory");
 	ProtobufCMessage *msg =
 	    unpack_capped(d, data ? data : (const uint8_t *)"", len, &ca, &alloc, &r, err);
 	if (!msg)
 		return r;
-	const pb_a2s *p = (const pb_a2s *)msg;
 
 	pf_buf_init(&s.scratch, max_bytes);
-	r = a2s_size(&s, p);
-	if (r == -E2BIG || r == -ENOMEM)
+	r = size(&s, msg);
+	if (r == -E2BIG || r == -ENOMEM) /* only attribute rendering fails this way */
 		pf_error_set(err, r, d->short_name, "attribute rendering: %s", strerror(-r));
 	if (r == 0)
 		r = arena_new(&a, s.total, max_bytes, d->short_name, err);
 	if (r == 0) {
-		struct pf_a2s *m = ar_alloc(&a, sizeof(*m));
-		r = m ? a2s_fill(&a, &s.scratch, p, m) : -ENOMEM;
+		void *m = ar_alloc(&a, out_size);
+		r = m ? fill(&a, &s.scratch, msg, m) : -ENOMEM;
 		if (r == 0)
 			*out = m;
 		else
@@ -791,38 +797,33 @@ int pf_a2s_decode(const uint8_t *data, size_t len, size_t max_bytes, struct pf_a
 	return r;
 }
 
-int pf_s2a_decode(const uint8_t *data, size_t len, size_t max_bytes, struct pf_s2a **out,
+int pf_a2s_decode(const uint8_t *data, size_t len, size_t max_bytes, struct pf_a2s **out,
 		  struct pf_error *err)
 {
-	const ProtobufCMessageDescriptor *d = &opamp__proto__v1__server_to_agent__descriptor;
-	struct counting_alloc ca = {.max = max_bytes};
-	ProtobufCAllocator alloc;
-	struct sizer s = {.max = max_bytes, .err = err};
-	struct arena a = {0};
-	int r = 0;
+	const ProtobufCMessageDescriptor *d = &opamp__proto__v1__agent_to_server__descriptor;
 
 	if (!out || (!data && len))
 		return -EINVAL;
-	ProtobufCMessage *msg =
-	    unpack_capped(d, data ? data : (const uint8_t *)"", len, &ca, &alloc, &r, err);
-	if (!msg)
-		return r;
-	const pb_s2a *p = (const pb_s2a *)msg;
-
-	pf_buf_init(&s.scratch, max_bytes);
-	r = s2a_size(&s, p);
+	int r = a2s_decode_fast(data ? data : (const uint8_t *)"", len, max_bytes, out);
+	if (r != 0)
+		return r > 0 ? 0 : pf_error_set(err, r, d->short_name, "out of memory");
+	void *m = NULL;
+	r = decode_general(d, data, len, max_bytes, sizeof(**out), a2s_size, a2s_fill, &m, err);
 	if (r == 0)
-		r = arena_new(&a, s.total, max_bytes, d->short_name, err);
-	if (r == 0) {
-		struct pf_s2a *m = ar_alloc(&a, sizeof(*m));
-		r = m ? s2a_fill(&a, p, m) : -ENOMEM;
-		if (r == 0)
-			*out = m;
-		else
-			free(a.base);
-	}
-	pf_buf_release(&s.scratch);
-	protobuf_c_message_free_unpacked(msg, &alloc);
+		*out = m;
+	return r;
+}
+
+int pf_s2a_decode(const uint8_t *data, size_t len, size_t max_bytes, struct pf_s2a **out,
+		  struct pf_error *err)
+{
+	if (!out || (!data && len))
+		return -EINVAL;
+	void *m = NULL;
+	int r = decode_general(&opamp__proto__v1__server_to_agent__descriptor, data, len,
+			       max_bytes, sizeof(**out), s2a_size, s2a_fill, &m, err);
+	if (r == 0)
+		*out = m;
 	return r;
 }
 
@@ -969,8 +970,12 @@ static int enc_config_map(struct pool *pl, const struct pf_config_map *cm, pb_co
 	return 0;
 }
 
-static int enc_custom_caps(struct pool *pl, size_t n, char *const *caps, pb_custom_caps **out)
+/* custom_capabilities, when has. */
+static int enc_custom_caps(struct pool *pl, bool has, size_t n, char *const *caps,
+			   pb_custom_caps **out)
 {
+	if (!has)
+		return 0;
 	pb_custom_caps *p = pool_alloc(pl, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -987,9 +992,12 @@ static int enc_custom_caps(struct pool *pl, size_t n, char *const *caps, pb_cust
 	return 0;
 }
 
+/* custom_message, when c is not NULL. */
 static int enc_custom_message(struct pool *pl, const struct pf_custom_message *c,
 			      pb_custom_message **out)
 {
+	if (!c)
+		return 0;
 	pb_custom_message *p = pool_alloc(pl, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -1002,19 +1010,6 @@ static int enc_custom_message(struct pool *pl, const struct pf_custom_message *c
 }
 
 /* Packs straight into out; out is unchanged on failure. */
-static int pack_into(const ProtobufCMessage *msg, struct pf_buf *out)
-{
-	size_t n = protobuf_c_message_get_packed_size(msg);
-	int r = pf_buf_reserve(out, n);
-	if (r < 0)
-		return r;
-	size_t w = protobuf_c_message_pack(msg, out->data + out->len);
-	if (w != n)
-		return -EIO; /* protobuf-c disagreeing with itself: never seen */
-	out->len += n;
-	out->data[out->len] = 0;
-	return 0;
-}
 
 static int a2s_build(struct pool *pl, const struct pf_a2s *m, pb_a2s *p)
 {
@@ -1066,14 +1061,11 @@ static int a2s_build(struct pool *pl, const struct pf_a2s *m, pb_a2s *p)
 		opamp__proto__v1__agent_disconnect__init(dc);
 		p->agent_disconnect = dc;
 	}
-	if (m->has_custom_capabilities &&
-	    (r = enc_custom_caps(pl, m->n_custom_capabilities, m->custom_capabilities,
-				 &p->custom_capabilities)) < 0)
-		return r;
-	if (m->has_custom_message &&
-	    (r = enc_custom_message(pl, &m->custom_message, &p->custom_message)) < 0)
-		return r;
-	return 0;
+	r = enc_custom_caps(pl, m->has_custom_capabilities, m->n_custom_capabilities,
+			    m->custom_capabilities, &p->custom_capabilities);
+	return r < 0 ? r
+		     : enc_custom_message(pl, m->has_custom_message ? &m->custom_message : NULL,
+					  &p->custom_message);
 }
 
 int pf_a2s_encode(const struct pf_a2s *m, struct pf_buf *out)
@@ -1083,7 +1075,7 @@ int pf_a2s_encode(const struct pf_a2s *m, struct pf_buf *out)
 	opamp__proto__v1__agent_to_server__init(&p);
 	int r = a2s_build(&pl, m, &p);
 	if (r == 0)
-		r = pack_into(&p.base, out);
+		r = prof_pack_append(&p.base, out);
 	pool_release(&pl);
 	return r;
 }
@@ -1177,14 +1169,11 @@ static int s2a_build(struct pool *pl, const struct pf_s2a *m, pb_s2a *p)
 		ai->new_instance_uid = bin(m->new_instance_uid, PF_OPAMP_UID_LEN);
 		p->agent_identification = ai;
 	}
-	if (m->has_custom_capabilities &&
-	    (r = enc_custom_caps(pl, m->n_custom_capabilities, m->custom_capabilities,
-				 &p->custom_capabilities)) < 0)
-		return r;
-	if (m->has_custom_message &&
-	    (r = enc_custom_message(pl, &m->custom_message, &p->custom_message)) < 0)
-		return r;
-	return 0;
+	r = enc_custom_caps(pl, m->has_custom_capabilities, m->n_custom_capabilities,
+			    m->custom_capabilities, &p->custom_capabilities);
+	return r < 0 ? r
+		     : enc_custom_message(pl, m->has_custom_message ? &m->custom_message : NULL,
+					  &p->custom_message);
 }
 
 static size_t put_varint(uint8_t *p, uint64_t v)
@@ -1239,7 +1228,7 @@ int pf_s2a_encode(const struct pf_s2a *m, struct pf_buf *out)
 	opamp__proto__v1__server_to_agent__init(&p);
 	int r = s2a_build(&pl, m, &p);
 	if (r == 0)
-		r = pack_into(&p.base, out);
+		r = prof_pack_append(&p.base, out);
 	pool_release(&pl);
 	return r;
 }

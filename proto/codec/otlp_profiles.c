@@ -121,29 +121,14 @@ static int enc_init(struct enc *e, struct pf_error *err)
 
 static int enc_str(struct enc *e, const char *s, int32_t *idx)
 {
-	if (!s || !*s) {
-		*idx = 0;
-		return 0;
-	}
-	bool added;
-	int r = prof_intern(&e->it[T_STR], s, strlen(s), idx, &added);
-	if (r < 0 || !added)
-		return r;
-	char *d = prof_pool_strdup(&e->pool, s);
-	return d ? prof_ptrs_push(&e->tab[T_STR], d) : -ENOMEM;
+	return prof_intern_str(&e->it[T_STR], &e->tab[T_STR], &e->pool, s, idx);
 }
 
 /* Interns msg (allocated in the pool) into table t by its packed bytes. */
 static int enc_msg(struct enc *e, int t, ProtobufCMessage *msg, int32_t *idx)
 {
-	size_t n = protobuf_c_message_get_packed_size(msg);
-	pf_buf_reset(&e->scratch);
-	int r = pf_buf_reserve(&e->scratch, n);
-	if (r < 0)
-		return r;
-	protobuf_c_message_pack(msg, e->scratch.data);
 	bool added;
-	r = prof_intern(&e->it[t], e->scratch.data, n, idx, &added);
+	int r = prof_intern_packed(&e->it[t], &e->scratch, msg, idx, &added);
 	if (r < 0 || !added)
 		return r;
 	return prof_ptrs_push(&e->tab[t], msg);
@@ -481,10 +466,7 @@ static int enc_sample_attrs(struct enc *e, const struct pf_prof_window *w,
 		const struct pf_prof_label *l = &s->labels[k];
 		if (!l->key || !*l->key)
 			continue;
-		bool dup = false;
-		for (size_t j = 0; j < n && !dup; j++)
-			dup = strcmp(keys[j], l->key) == 0;
-		if (dup)
+		if (prof_key_seen(keys, n, l->key))
 			continue;
 		keys[n] = l->key;
 		r = enc_attr_unit(e, l->key, l->str, l->num, l->str ? NULL : l->unit, &ai[n++]);
@@ -605,12 +587,9 @@ static bool process_has_samples(const struct pf_prof_window *w, const struct pf_
 static int check_window(const struct pf_prof_window *w, uint64_t *t0, uint64_t *t1,
 			struct pf_error *err)
 {
-	if (!w->n_sample_types && (!w->frequency_hz || w->frequency_hz > 1000000000u))
-		return pf_error_set(err, -EINVAL, "", "frequency_hz must be 1..1e9, got %" PRIu32,
-				    w->frequency_hz);
-	for (size_t k = 0; k < w->n_sample_types; k++)
-		if (!w->sample_types[k].type || !*w->sample_types[k].type)
-			return pf_error_set(err, -EINVAL, "", "sample_types[%zu]: type missing", k);
+	int r = prof_window_check_types(w, err);
+	if (r < 0)
+		return r;
 	if (w->n_sample_types && w->period < 0)
 		return pf_error_set(err, -EINVAL, "", "negative period");
 	if (w->end_unix_ns < w->start_unix_ns)
@@ -737,14 +716,7 @@ int pf_otlp_profiles_encode(const struct pf_prof_window *w, struct pf_buf *out,
 	req.resource_profiles = rps;
 	req.n_resource_profiles = n;
 	req.dictionary = &dict;
-	size_t size = protobuf_c_message_get_packed_size(&req.base);
-	r = pf_buf_reserve(out, size);
-	if (r < 0)
-		goto out;
-	protobuf_c_message_pack(&req.base, out->data + out->len);
-	out->len += size;
-	out->data[out->len] = 0;
-	r = 0;
+	r = prof_pack_append(&req.base, out);
 out:
 	enc_release(&e);
 	return r;
@@ -802,7 +774,7 @@ static int dict_string(struct dec *d, int32_t idx, const char **s)
 	return 0;
 }
 
-/* The attribute at idx: key and, for string/int values, its text; int value in *ival. */
+/* The attribute at idx: its key and value ("" and NULL for index 0). */
 static int dict_attr(struct dec *d, int32_t idx, const char **key, const pb_anyvalue **val)
 {
 	int r = check_idx(d, "attribute index", idx, d->d->n_attribute_table);
@@ -846,6 +818,14 @@ static int any_text(struct dec *d, const pb_anyvalue *v, char *tmp, size_t tmp_l
 	default:
 		return 0; /* arrays, kvlists, bytes: not kept */
 	}
+}
+
+/* dict_attr() and the value's any_text(). */
+static int dict_attr_text(struct dec *d, int32_t idx, const char **key, const pb_anyvalue **val,
+			  char *tmp, size_t tmp_len, const char **txt)
+{
+	int r = dict_attr(d, idx, key, val);
+	return r < 0 ? r : any_text(d, *val, tmp, tmp_len, txt);
 }
 
 /* Pass 1: marks and numbers what the profile's samples reach; checks every index. */
@@ -912,14 +892,10 @@ static int dec_mapping(struct dec *d, const pb_mapping *m, struct pf_prof_mappin
 		return r;
 	out->path = *s ? dstr(d, s, &rc) : NULL;
 	for (size_t a = 0; rc == 0 && a < m->n_attribute_indices; a++) {
-		const char *key;
+		const char *key, *txt;
 		const pb_anyvalue *v;
-		r = dict_attr(d, m->attribute_indices[a], &key, &v);
-		if (r < 0)
-			return r;
 		char tmp[32];
-		const char *txt;
-		r = any_text(d, v, tmp, sizeof(tmp), &txt);
+		r = dict_attr_text(d, m->attribute_indices[a], &key, &v, tmp, sizeof(tmp), &txt);
 		if (r < 0)
 			return r;
 		if (txt && strcmp(key, "process.executable.build_id.gnu") == 0)
@@ -963,9 +939,8 @@ static int dec_frame(struct dec *d, const pb_location *l, struct pf_prof_frame *
 		const char *key, *txt;
 		const pb_anyvalue *v;
 		char tmp[32];
-		int r = dict_attr(d, l->attribute_indices[a], &key, &v);
-		if (r == 0)
-			r = any_text(d, v, tmp, sizeof(tmp), &txt);
+		int r =
+		    dict_attr_text(d, l->attribute_indices[a], &key, &v, tmp, sizeof(tmp), &txt);
 		if (r < 0)
 			return r;
 		if (txt && strcmp(key, "profile.frame.type") == 0 && strcmp(txt, "kernel") == 0)
@@ -1053,9 +1028,8 @@ static int dec_sample(struct dec *d, const pb_sample *s, int32_t zero_stack,
 		const char *key, *txt;
 		const pb_anyvalue *v;
 		char tmp[32];
-		int r = dict_attr(d, s->attribute_indices[a], &key, &v);
-		if (r == 0)
-			r = any_text(d, v, tmp, sizeof(tmp), &txt);
+		int r =
+		    dict_attr_text(d, s->attribute_indices[a], &key, &v, tmp, sizeof(tmp), &txt);
 		if (r < 0)
 			return r;
 		if (!txt || !*key)

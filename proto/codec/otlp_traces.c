@@ -517,6 +517,18 @@ out:
 	return 0;
 }
 
+/* Appends root (consumed; NULL means out of memory) as compact JSON. */
+static int append_json(struct pf_buf *out, json_t *root)
+{
+	char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
+	json_decref(root);
+	if (!text)
+		return -ENOMEM;
+	int rc = pf_buf_append_str(out, text);
+	free(text);
+	return rc;
+}
+
 int pf_otlp_traces_response(int64_t rejected, const char *message, bool json, struct pf_buf *out)
 {
 	bool partial = rejected > 0 || (message && message[0]);
@@ -531,13 +543,7 @@ int pf_otlp_traces_response(int64_t rejected, const char *message, bool json, st
 		char num[24];
 		snprintf(num, sizeof(num), "%" PRId64, rejected > 0 ? rejected : 0);
 		json_object_set_new(ps, "rejectedSpans", json_string(num));
-		char *text = json_dumps(root, JSON_COMPACT);
-		json_decref(root);
-		if (!text)
-			return -ENOMEM;
-		int rc = pf_buf_append_str(out, text);
-		free(text);
-		return rc;
+		return append_json(out, root);
 	}
 	pb_response resp =
 	    OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_RESPONSE__INIT;
@@ -548,31 +554,14 @@ int pf_otlp_traces_response(int64_t rejected, const char *message, bool json, st
 		ps.error_message = (char *)(message ? message : "");
 		resp.partial_success = &ps;
 	}
-	size_t n =
-	    opentelemetry__proto__collector__trace__v1__export_trace_service_response__get_packed_size(
-		&resp);
-	int rc = pf_buf_reserve(out, n);
-	if (rc < 0)
-		return rc;
-	opentelemetry__proto__collector__trace__v1__export_trace_service_response__pack(
-	    &resp, out->data + out->len);
-	out->len += n;
-	out->data[out->len] = 0;
-	return 0;
+	return prof_pack_append(&resp.base, out);
 }
 
 int pf_otlp_status_encode(int32_t code, const char *message, bool json, struct pf_buf *out)
 {
 	const char *m = message ? message : "";
 	if (json) {
-		json_t *root = json_pack("{s:i,s:s}", "code", (int)code, "message", m);
-		char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
-		json_decref(root);
-		if (!text)
-			return -ENOMEM;
-		int rc = pf_buf_append_str(out, text);
-		free(text);
-		return rc;
+		return append_json(out, json_pack("{s:i,s:s}", "code", (int)code, "message", m));
 	}
 	/* google.rpc.Status: 1 code (int32 varint), 2 message (string) */
 	size_t start = out->len, mlen = strlen(m);
@@ -635,13 +624,11 @@ static int encode_json(const struct pf_span *spans, size_t n, struct pf_buf *out
 		if (!rs || json_array_append_new(rss, rs) < 0)
 			rc = -ENOMEM;
 	}
-	char *text = rc == 0 ? json_dumps(root, JSON_COMPACT) : NULL;
-	json_decref(root);
-	if (!text)
-		return -ENOMEM;
-	rc = pf_buf_append_str(out, text);
-	free(text);
-	return rc;
+	if (rc < 0) {
+		json_decref(root);
+		return rc;
+	}
+	return append_json(out, root);
 }
 
 typedef Opentelemetry__Proto__Trace__V1__ResourceSpans pb_rs;
@@ -742,15 +729,7 @@ static int encode_pb(const struct pf_span *spans, size_t n, struct pf_buf *out)
 	}
 	req.n_resource_spans = n;
 	req.resource_spans = rsv;
-	size_t len =
-	    opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(
-		&req);
-	if ((rc = pf_buf_reserve(out, len)) < 0)
-		goto out;
-	opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(
-	    &req, out->data + out->len);
-	out->len += len;
-	out->data[out->len] = 0;
+	rc = prof_pack_append(&req.base, out);
 out:
 	free(e);
 	free(rsv);

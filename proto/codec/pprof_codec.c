@@ -48,34 +48,19 @@ static void penc_release(struct penc *e)
 
 static int pstr(struct penc *e, const char *s, int64_t *idx)
 {
-	if (!s || !*s) {
-		*idx = 0;
-		return 0;
-	}
 	int32_t i;
-	bool added;
-	int r = prof_intern(&e->it[T_STR], s, strlen(s), &i, &added);
-	if (r < 0)
-		return r;
-	*idx = i;
-	if (!added)
-		return 0;
-	char *d = prof_pool_strdup(&e->pool, s);
-	return d ? prof_ptrs_push(&e->tab[T_STR], d) : -ENOMEM;
+	int r = prof_intern_str(&e->it[T_STR], &e->tab[T_STR], &e->pool, s, &i);
+	if (r == 0)
+		*idx = i;
+	return r;
 }
 
 /* Interns msg (id field zero while packing) and returns its id; new messages get it set. */
 static int pmsg(struct penc *e, int t, ProtobufCMessage *msg, uint64_t *id_field, uint64_t *id)
 {
-	size_t n = protobuf_c_message_get_packed_size(msg);
-	pf_buf_reset(&e->scratch);
-	int r = pf_buf_reserve(&e->scratch, n);
-	if (r < 0)
-		return r;
-	protobuf_c_message_pack(msg, e->scratch.data);
 	int32_t idx;
 	bool added;
-	r = prof_intern(&e->it[t], e->scratch.data, n, &idx, &added);
+	int r = prof_intern_packed(&e->it[t], &e->scratch, msg, &idx, &added);
 	if (r < 0)
 		return r;
 	*id = (uint64_t)idx;
@@ -215,10 +200,7 @@ static int penc_labels(struct penc *e, const struct pf_prof_window *w,
 		const struct pf_prof_label *l = &s->labels[k];
 		if (!l->key || !*l->key)
 			continue;
-		bool dup = false;
-		for (size_t j = 0; j < n && !dup; j++)
-			dup = strcmp(keys[j], l->key) == 0;
-		if (dup)
+		if (prof_key_seen(keys, n, l->key))
 			continue;
 		keys[n] = l->key;
 		r = penc_label(e, l->key, l->str, l->num, l->unit, &labels[n++]);
@@ -290,19 +272,16 @@ out:
 int pf_pprof_encode(const struct pf_prof_window *w, int64_t pid, struct pf_buf *out,
 		    struct pf_error *err)
 {
-	if (!w->n_sample_types && (!w->frequency_hz || w->frequency_hz > 1000000000u))
-		return pf_error_set(err, -EINVAL, "", "frequency_hz must be 1..1e9, got %" PRIu32,
-				    w->frequency_hz);
-	for (size_t k = 0; k < w->n_sample_types; k++)
-		if (!w->sample_types[k].type || !*w->sample_types[k].type)
-			return pf_error_set(err, -EINVAL, "", "sample_types[%zu]: type missing", k);
+	int r = prof_window_check_types(w, err);
+	if (r < 0)
+		return r;
 	struct penc e;
 	memset(&e, 0, sizeof(e));
 	pf_buf_init(&e.scratch, SIZE_MAX / 4);
 	for (int i = 0; i < T_COUNT; i++)
 		prof_intern_init(&e.it[i], i == T_STR ? 0 : 1);
 	int32_t zero;
-	int r = prof_intern(&e.it[T_STR], "", 0, &zero, NULL);
+	r = prof_intern(&e.it[T_STR], "", 0, &zero, NULL);
 	char *empty = prof_pool_strdup(&e.pool, "");
 	if (r == 0)
 		r = empty ? prof_ptrs_push(&e.tab[T_STR], empty) : -ENOMEM;

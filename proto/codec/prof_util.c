@@ -2,6 +2,7 @@
 #include "prof_util.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -308,4 +309,64 @@ void *prof_window_alloc(struct pf_prof_window *w, size_t *used, size_t max,
 	if (!p)
 		*rc = -ENOMEM;
 	return p;
+}
+
+int prof_intern_str(struct prof_intern *t, struct prof_ptrs *tab, struct prof_pool *pool,
+		    const char *s, int32_t *idx)
+{
+	if (!s || !*s) {
+		*idx = 0;
+		return 0;
+	}
+	bool added;
+	int r = prof_intern(t, s, strlen(s), idx, &added);
+	if (r < 0 || !added)
+		return r;
+	char *d = prof_pool_strdup(pool, s);
+	return d ? prof_ptrs_push(tab, d) : -ENOMEM;
+}
+
+int prof_intern_packed(struct prof_intern *t, struct pf_buf *scratch, const ProtobufCMessage *msg,
+		       int32_t *idx, bool *added)
+{
+	size_t n = protobuf_c_message_get_packed_size(msg);
+	pf_buf_reset(scratch);
+	int r = pf_buf_reserve(scratch, n);
+	if (r < 0)
+		return r;
+	protobuf_c_message_pack(msg, scratch->data);
+	return prof_intern(t, scratch->data, n, idx, added);
+}
+
+bool prof_key_seen(const char *const *keys, size_t n, const char *key)
+{
+	for (size_t j = 0; j < n; j++)
+		if (strcmp(keys[j], key) == 0)
+			return true;
+	return false;
+}
+
+int prof_window_check_types(const struct pf_prof_window *w, struct pf_error *err)
+{
+	if (!w->n_sample_types && (!w->frequency_hz || w->frequency_hz > 1000000000u))
+		return pf_error_set(err, -EINVAL, "", "frequency_hz must be 1..1e9, got %" PRIu32,
+				    w->frequency_hz);
+	for (size_t k = 0; k < w->n_sample_types; k++)
+		if (!w->sample_types[k].type || !*w->sample_types[k].type)
+			return pf_error_set(err, -EINVAL, "", "sample_types[%zu]: type missing", k);
+	return 0;
+}
+
+int prof_pack_append(const ProtobufCMessage *msg, struct pf_buf *out)
+{
+	size_t n = protobuf_c_message_get_packed_size(msg);
+	int r = pf_buf_reserve(out, n);
+	if (r < 0)
+		return r;
+	size_t w = protobuf_c_message_pack(msg, out->data + out->len);
+	if (w != n)
+		return -EIO; /* protobuf-c disagreeing with itself: never seen */
+	out->len += n;
+	out->data[out->len] = 0;
+	return 0;
 }

@@ -10,7 +10,9 @@
  *  - a byte-capped ProtobufCAllocator and a descriptor-driven nesting-depth scan, the two guards
  *    every decoder of untrusted bytes runs before and during protobuf_c_message_unpack()
  *    (STYLE.md rule 8: protobuf-c's unpacker recurses without a limit and allocates what the
- *    wire asks for). */
+ *    wire asks for);
+ *  - the append of a packed message to a buffer, which every encoder of proto/codec/ ends
+ *    with. */
 #ifndef PF_PROF_UTIL_H
 #define PF_PROF_UTIL_H
 
@@ -70,6 +72,10 @@ void prof_capped_alloc_init(struct prof_capped_alloc *c, size_t max);
 int prof_wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
 		   unsigned max_depth);
 
+/* Appends the packed bytes of msg to out (which stays NUL-terminated). 0, -ENOMEM, -E2BIG
+ * (past the buffer's cap). */
+int prof_pack_append(const ProtobufCMessage *msg, struct pf_buf *out);
+
 /* A growable array of pointers (dictionary tables under construction). Zero-initialise;
  * free t->v when done. 0 or -ENOMEM. */
 struct prof_ptrs {
@@ -78,12 +84,28 @@ struct prof_ptrs {
 };
 int prof_ptrs_push(struct prof_ptrs *t, void *p);
 
+/* The string table of an encode: NULL and "" are index 0 (the empty string every table is
+ * seeded with); a new string is copied into pool and appended to tab. 0, -ENOMEM, -E2BIG. */
+int prof_intern_str(struct prof_intern *t, struct prof_ptrs *tab, struct prof_pool *pool,
+		    const char *s, int32_t *idx);
+/* Packs msg into scratch (reset first) and interns those bytes; *idx and *added as
+ * prof_intern(). 0, -ENOMEM, -E2BIG. */
+int prof_intern_packed(struct prof_intern *t, struct pf_buf *scratch, const ProtobufCMessage *msg,
+		       int32_t *idx, bool *added);
+/* Whether key is one of keys[0..n) (labels are written once per key, the first one wins). */
+bool prof_key_seen(const char *const *keys, size_t n, const char *key);
+
 /* Allocation from a window's arena under a byte budget shared by one decode: *used grows
  * by every allocation; past max it fails with -E2BIG (message in err), and -ENOMEM when the
  * arena cannot grow. *rc receives the error; NULL is returned then. */
 struct pf_prof_window;
 void *prof_window_alloc(struct pf_prof_window *w, size_t *used, size_t max,
 			struct pf_error *err, size_t n, size_t size, int *rc);
+
+/* The checks every encoder runs on a window's sample types: without explicit types,
+ * frequency_hz must be 1..1e9; every explicit type needs a name. 0 or -EINVAL (message in
+ * err). */
+int prof_window_check_types(const struct pf_prof_window *w, struct pf_error *err);
 
 /* 64-bit FNV-1a. */
 uint64_t prof_hash(const void *p, size_t n);

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "api/api.h"
+#include "api_fixture.h"
 #include "fleet/fleet.h"
 #include "metrics.h"
 #include "pf/hash.h"
@@ -31,34 +32,17 @@ struct fx {
 	char admin[80], viewer[80], agent[80];
 };
 
-static void add_token(struct fx *x, const char *role, char *auth)
-{
-	char tok[64];
-	uint8_t h[32];
-	assert_int_equal(pf_token_generate(tok, sizeof(tok)), 0);
-	pf_sha256(tok, strlen(tok), h);
-	assert_int_equal(pf_store_token_add(x->store, h, role, role, 1), 0);
-	snprintf(auth, 80, "Bearer %s", tok);
-}
-
 static int setup(void **state)
 {
 	struct fx *x = calloc(1, sizeof(*x));
-	snprintf(x->dir, sizeof(x->dir), "/tmp/pf-test-api-XXXXXX");
-	assert_non_null(mkdtemp(x->dir));
-	char db[128];
-	snprintf(db, sizeof(db), "%s/db", x->dir);
-	x->store = pf_store_open(db, PF_STORE_SYNC_NORMAL, NULL);
-	assert_non_null(x->store);
-	struct pf_fleet_options o = {.heartbeat_interval_s = 30};
-	x->fleet = pf_fleet_new(&o);
+	api_fixture_open("api", x->dir, &x->store, &x->fleet);
 	x->api.fleet = x->fleet;
 	x->api.store = x->store;
 	x->api.metrics = &x->metrics;
 	x->api.ready = true;
-	add_token(x, "admin", x->admin);
-	add_token(x, "viewer", x->viewer);
-	add_token(x, "agent", x->agent);
+	api_fixture_token(x->store, "admin", "admin", x->admin);
+	api_fixture_token(x->store, "viewer", "viewer", x->viewer);
+	api_fixture_token(x->store, "agent", "agent", x->agent);
 	*state = x;
 	return 0;
 }
@@ -66,11 +50,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *x = *state;
-	pf_fleet_free(x->fleet);
-	pf_store_close(x->store);
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", x->dir);
-	assert_int_equal(system(cmd), 0);
+	api_fixture_close(x->dir, x->store, x->fleet);
 	free(x);
 	return 0;
 }

@@ -46,13 +46,7 @@ static int count_send(struct pf_agent *a, const char *type, const uint8_t *d, si
 static int setup(void **state)
 {
 	struct fx *x = calloc(1, sizeof(*x));
-	char db[128];
-	snprintf(x->dir, sizeof(x->dir), "/tmp/pf-test-apicap-XXXXXX");
-	assert_non_null(mkdtemp(x->dir));
-	snprintf(db, sizeof(db), "%s/db", x->dir);
-	x->store = pf_store_open(db, PF_STORE_SYNC_NORMAL, NULL);
-	struct pf_fleet_options fo = {.heartbeat_interval_s = 30};
-	x->fleet = pf_fleet_new(&fo);
+	api_fixture_open("apicap", x->dir, &x->store, &x->fleet);
 	x->caps = pf_captures_new(NULL, x->fleet, x->store, count_send, x);
 	assert_non_null(x->caps);
 	x->api = (struct pf_api){
@@ -74,12 +68,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *x = *state;
-	char cmd[128];
 	pf_captures_free(x->caps);
-	pf_fleet_free(x->fleet);
-	pf_store_close(x->store);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", x->dir);
-	assert_int_equal(system(cmd), 0);
+	api_fixture_close(x->dir, x->store, x->fleet);
 	free(x);
 	return 0;
 }

@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "api/api.h"
+#include "api_fixture.h"
 #include "api/api_profiles.h"
 #include "fleet/fleet.h"
 #include "metrics.h"
@@ -40,16 +41,6 @@ struct fx {
 	struct pf_api api;
 	char viewer[80];
 };
-
-static void add_token(struct fx *x, const char *role, char *auth)
-{
-	char tok[64];
-	uint8_t h[32];
-	assert_int_equal(pf_token_generate(tok, sizeof(tok)), 0);
-	pf_sha256(tok, strlen(tok), h);
-	assert_int_equal(pf_store_token_add(x->store, h, role, role, 1), 0);
-	snprintf(auth, 80, "Bearer %s", tok);
-}
 
 /* Stores the fixture window shifted by `shift_s` seconds, with `hot` extra samples on the
  * first sample of pid 100 (work_a). */
@@ -76,19 +67,12 @@ static void ingest_fixture(struct fx *x, int64_t shift_s, uint64_t hot)
 static int setup(void **state)
 {
 	struct fx *x = calloc(1, sizeof(*x));
-	char db[128];
-	snprintf(x->dir, sizeof(x->dir), "/tmp/pf-test-apiprof-XXXXXX");
-	assert_non_null(mkdtemp(x->dir));
-	snprintf(db, sizeof(db), "%s/db", x->dir);
-	x->store = pf_store_open(db, PF_STORE_SYNC_NORMAL, NULL);
-	assert_non_null(x->store);
-	struct pf_fleet_options o = {.heartbeat_interval_s = 30};
-	x->fleet = pf_fleet_new(&o);
+	api_fixture_open("apiprof", x->dir, &x->store, &x->fleet);
 	x->api.fleet = x->fleet;
 	x->api.store = x->store;
 	x->api.metrics = &x->metrics;
 	x->api.ready = true;
-	add_token(x, "viewer", x->viewer);
+	api_fixture_token(x->store, "viewer", "viewer", x->viewer);
 	/* ids 1,2 at +0 s; 3,4 at +10 s; 5,6 at +20 s with work_a much hotter */
 	ingest_fixture(x, 0, 0);
 	ingest_fixture(x, 10, 0);
@@ -100,11 +84,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *x = *state;
-	char cmd[128];
-	pf_fleet_free(x->fleet);
-	pf_store_close(x->store);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", x->dir);
-	assert_int_equal(system(cmd), 0);
+	api_fixture_close(x->dir, x->store, x->fleet);
 	free(x);
 	return 0;
 }
@@ -138,24 +118,11 @@ static json_t *get(struct fx *x, const char *path, int *status, struct pf_buf *r
 
 static const char *err_code(json_t *j)
 {
-	return json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+	return api_fixture_err(j, "code");
 }
 
-static json_t *child(json_t *n, const char *name)
-{
-	json_t *kids = json_object_get(n, "children");
-	for (size_t i = 0; i < json_array_size(kids); i++) {
-		json_t *c = json_array_get(kids, i);
-		if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
-			return c;
-	}
-	return NULL;
-}
-
-static int64_t ival(json_t *n, const char *k)
-{
-	return json_integer_value(json_object_get(n, k));
-}
+#define child api_fixture_child
+#define ival api_fixture_int
 
 static void test_list(void **state)
 {
@@ -321,7 +288,7 @@ static void test_auth_and_methods(void **state)
 	pf_api_response_release(&r);
 	/* a viewer may not POST; an operator gets 405 */
 	char op[80];
-	add_token(x, "operator", op);
+	api_fixture_token(x->store, "operator", "operator", op);
 	q.method = "DELETE";
 	q.authorization = op;
 	pf_api_response_init(&r);

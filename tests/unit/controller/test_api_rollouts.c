@@ -43,13 +43,7 @@ struct fx {
 static int setup(void **state)
 {
 	struct fx *x = calloc(1, sizeof(*x));
-	char db[128];
-	snprintf(x->dir, sizeof(x->dir), "/tmp/pf-test-apiro-XXXXXX");
-	assert_non_null(mkdtemp(x->dir));
-	snprintf(db, sizeof(db), "%s/db", x->dir);
-	x->store = pf_store_open(db, PF_STORE_SYNC_NORMAL, NULL);
-	struct pf_fleet_options fo = {.heartbeat_interval_s = 30};
-	x->fleet = pf_fleet_new(&fo);
+	api_fixture_open("apiro", x->dir, &x->store, &x->fleet);
 	x->ro = pf_rollouts_new(x->fleet, x->store);
 	x->api =
 	    (struct pf_api){.fleet = x->fleet, .store = x->store, .rollouts = x->ro, .ready = true};
@@ -74,12 +68,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *x = *state;
-	char cmd[128];
 	pf_rollouts_free(x->ro);
-	pf_fleet_free(x->fleet);
-	pf_store_close(x->store);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", x->dir);
-	assert_int_equal(system(cmd), 0);
+	api_fixture_close(x->dir, x->store, x->fleet);
 	free(x);
 	return 0;
 }

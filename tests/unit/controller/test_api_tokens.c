@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "api/api.h"
+#include "api_fixture.h"
 #include "api/api_tokens.h"
 #include "fleet/fleet.h"
 #include "metrics.h"
@@ -46,29 +47,15 @@ static void on_revoke(const char *id, void *ud)
 static int setup(void **state)
 {
 	struct fx *x = calloc(1, sizeof(*x));
-	snprintf(x->dir, sizeof(x->dir), "/tmp/pf-test-apitok-XXXXXX");
-	assert_non_null(mkdtemp(x->dir));
-	char db[128];
-	snprintf(db, sizeof(db), "%s/db", x->dir);
-	x->store = pf_store_open(db, PF_STORE_SYNC_NORMAL, NULL);
-	assert_non_null(x->store);
-	struct pf_fleet_options o = {.heartbeat_interval_s = 30};
-	x->fleet = pf_fleet_new(&o);
+	api_fixture_open("apitok", x->dir, &x->store, &x->fleet);
 	x->api = (struct pf_api){.fleet = x->fleet,
 				 .store = x->store,
 				 .metrics = &x->metrics,
 				 .ready = true,
 				 .on_revoke = on_revoke,
 				 .revoke_ud = x};
-	for (enum pf_role r = PF_ROLE_AGENT; r <= PF_ROLE_ADMIN; r++) {
-		char tok[64];
-		uint8_t h[32];
-		assert_int_equal(pf_token_generate(tok, sizeof(tok)), 0);
-		pf_sha256(tok, strlen(tok), h);
-		assert_int_equal(
-		    pf_store_token_add(x->store, h, pf_role_name(r), pf_role_name(r), 1), 0);
-		snprintf(x->auth[r], sizeof(x->auth[r]), "Bearer %s", tok);
-	}
+	for (enum pf_role r = PF_ROLE_AGENT; r <= PF_ROLE_ADMIN; r++)
+		api_fixture_token(x->store, pf_role_name(r), pf_role_name(r), x->auth[r]);
 	*state = x;
 	return 0;
 }
@@ -76,11 +63,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *x = *state;
-	pf_fleet_free(x->fleet);
-	pf_store_close(x->store);
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", x->dir);
-	assert_int_equal(system(cmd), 0);
+	api_fixture_close(x->dir, x->store, x->fleet);
 	free(x);
 	return 0;
 }

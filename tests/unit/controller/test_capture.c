@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "api_fixture.h"
 #include "fleet/capture.h"
 #include "fleet/fleet.h"
 #include "store.h"
@@ -29,7 +30,7 @@ struct sent {
 };
 
 struct fx {
-	char dir[64], db[128];
+	char dir[64];
 	struct pf_store *store;
 	struct pf_fleet *fleet;
 	struct pf_captures *caps;
@@ -74,13 +75,7 @@ static struct pf_agent *agent(struct fx *x, int i, bool connected, bool capable,
 static int setup(void **state)
 {
 	struct fx *x = calloc(1, sizeof(*x));
-	snprintf(x->dir, sizeof(x->dir), "/tmp/pf-test-capture-XXXXXX");
-	assert_non_null(mkdtemp(x->dir));
-	snprintf(x->db, sizeof(x->db), "%s/db", x->dir);
-	x->store = pf_store_open(x->db, PF_STORE_SYNC_NORMAL, NULL);
-	assert_non_null(x->store);
-	struct pf_fleet_options fo = {.heartbeat_interval_s = 30};
-	x->fleet = pf_fleet_new(&fo);
+	api_fixture_open("capture", x->dir, &x->store, &x->fleet);
 	struct pf_captures_options co = {.grace_s = 10};
 	x->caps = pf_captures_new(&co, x->fleet, x->store, send_hook, x);
 	assert_non_null(x->caps);
@@ -96,11 +91,7 @@ static int teardown(void **state)
 {
 	struct fx *x = *state;
 	pf_captures_free(x->caps);
-	pf_fleet_free(x->fleet);
-	pf_store_close(x->store);
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", x->dir);
-	assert_int_equal(system(cmd), 0);
+	api_fixture_close(x->dir, x->store, x->fleet);
 	free(x);
 	return 0;
 }

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "api_fixture.h"
 #include "otlp_profiles.h"
 #include "pf/gzip.h"
 #include "prof_fixture.h"
@@ -39,21 +40,8 @@ static json_t *tree_json(const struct pf_flame *f, bool diff, uint64_t min_value
 	return j;
 }
 
-static json_t *child(json_t *n, const char *name)
-{
-	json_t *kids = json_object_get(n, "children");
-	for (size_t i = 0; i < json_array_size(kids); i++) {
-		json_t *c = json_array_get(kids, i);
-		if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
-			return c;
-	}
-	return NULL;
-}
-
-static int64_t ival(json_t *n, const char *k)
-{
-	return json_integer_value(json_object_get(n, k));
-}
+#define child api_fixture_child
+#define ival api_fixture_int
 
 static void add(struct pf_flame *f, const char *path, uint64_t w, int slot)
 {

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "api_fixture.h"
 #include "fleet/fleet.h"
 #include "fleet/rollout.h"
 #include "opamp_codec.h"
@@ -30,7 +31,7 @@ static const char *const V1 = "profiling:\n  sampling:\n    frequency_hz: 49\n";
 static const char *const V2 = "profiling:\n  sampling:\n    frequency_hz: 19\n";
 
 struct fx {
-	char dir[64], db[128];
+	char dir[64];
 	struct pf_store *store;
 	struct pf_fleet *fleet;
 	struct pf_rollouts *ro;
@@ -76,13 +77,7 @@ static void add_agents(struct fx *x)
 static int setup(void **state)
 {
 	struct fx *x = calloc(1, sizeof(*x));
-	snprintf(x->dir, sizeof(x->dir), "/tmp/pf-test-rollout-XXXXXX");
-	assert_non_null(mkdtemp(x->dir));
-	snprintf(x->db, sizeof(x->db), "%s/db", x->dir);
-	x->store = pf_store_open(x->db, PF_STORE_SYNC_NORMAL, NULL);
-	assert_non_null(x->store);
-	struct pf_fleet_options fo = {.heartbeat_interval_s = 30};
-	x->fleet = pf_fleet_new(&fo);
+	api_fixture_open("rollout", x->dir, &x->store, &x->fleet);
 	pf_fleet_set_push_hook(x->fleet, push_hook, x);
 	add_agents(x);
 	for (int i = 0; i < N; i++) {
@@ -103,11 +98,7 @@ static int teardown(void **state)
 {
 	struct fx *x = *state;
 	pf_rollouts_free(x->ro);
-	pf_fleet_free(x->fleet);
-	pf_store_close(x->store);
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", x->dir);
-	assert_int_equal(system(cmd), 0);
+	api_fixture_close(x->dir, x->store, x->fleet);
 	free(x);
 	return 0;
 }
