@@ -53,6 +53,8 @@ struct elf_file {
 	struct elf_sym *syms;
 	size_t n_syms;
 	bool dwarf_tried;
+	bool no_dwarf;      /* neither the file nor its debug file has DWARF */
+	bool dwarf_used;    /* the handle answered a lookup since the last trim */
 	bool dwarf_skipped; /* compressed DWARF over the inflate bound: no line info */
 	bool dwarf_skip_counted;
 	Dwarf *dwarf;
@@ -466,15 +468,16 @@ static void elf_file_load_dwarf(struct elf_file *f, const char *debug_dir, uint6
 	uint64_t inflate = dwarf_inflate_bytes(src, &has);
 	if (!has) {
 		src = elf_file_debug(f, debug_dir);
-		if (!src)
+		if (src)
+			inflate = dwarf_inflate_bytes(src, &has);
+		if (!has) {
+			f->no_dwarf = true;
 			return;
-		inflate = dwarf_inflate_bytes(src, &has);
-		if (!has)
-			return;
+		}
 	}
-	/* The DWARF handles are dropped after every window (their memory is the bulk of the
-	 * symbolizer's), so compressed debug sections would be inflated again for every window
-	 * that meets a new address of the file: libc6-dbg's 3.6 MB inflate to 10 MB, ~25 ms
+	/* The DWARF handles of files idle for a window are dropped (their memory is the bulk of
+	 * the symbolizer's), so compressed debug sections would be inflated again for every
+	 * window that meets a new address of the file after a quiet one: libc6-dbg's 3.6 MB inflate to 10 MB, ~25 ms
 	 * each time. Over the bound, the file's frames get function names only. */
 	if (inflate > max_inflate) {
 		f->dwarf_skipped = true;
@@ -594,6 +597,7 @@ static void elf_file_find_line(struct elf_file *f, const char *debug_dir, uint64
 	elf_file_load_dwarf(f, debug_dir, max_inflate);
 	if (!f->dwarf)
 		return;
+	f->dwarf_used = true;
 	Dwarf_Die cu;
 	if (!dwarf_addrdie(f->dwarf, vaddr, &cu))
 		return;
@@ -1412,13 +1416,15 @@ static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct 
 	uint32_t line = 0;
 	struct inl_raw raw[MAX_INLINE_DEPTH];
 	size_t n_inl = 0;
-	bool partial = s && !(f->dwarf_tried && !f->dwarf) && !dwarf_budget_ok(sym);
+	bool partial = s && !f->no_dwarf && !f->dwarf_skipped && !dwarf_budget_ok(sym);
 	if (partial) {
 		sym->st.dwarf_deferred++;
 	} else if (s) {
 		uint64_t t0 = thread_cpu_ns();
+		bool tried = f->dwarf_tried;
 		elf_file_find_line(f, sym->opt.debug_dir, sym->opt.dwarf_max_inflate, vaddr, &file,
 				   &line, raw, &n_inl);
+		sym->st.dwarf_opened += !tried && f->dwarf;
 		uint64_t spent = thread_cpu_ns() - t0;
 		sym->dwarf_budget_ns -= (int64_t)spent;
 		sym->st.dwarf_cpu_ns += spent;
@@ -1460,11 +1466,18 @@ static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct 
 
 void pf_symbolizer_trim(struct pf_symbolizer *sym)
 {
+	size_t kept = 0;
 	for (struct elf_file *f = sym->lru_head; f; f = f->next) {
+		if (f->dwarf && f->dwarf_used && kept < PF_SYM_DWARF_KEEP) {
+			kept++; /* busy: its CU index and line tables serve the next window too */
+			f->dwarf_used = false;
+			continue;
+		}
 		if (f->dwarf)
 			dwarf_end(f->dwarf);
 		f->dwarf = NULL;
 		f->dwarf_tried = false;
+		f->dwarf_used = false;
 	}
 }
 

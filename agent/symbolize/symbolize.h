@@ -51,8 +51,8 @@ struct pf_symbolizer_options {
 	uint64_t dwarf_cpu_burst_ns; /* the bucket's size; 0 = PF_SYM_DWARF_BURST_NS */
 };
 
-/* DWARF handles are dropped after every window and libdw inflates all compressed debug
- * sections when it opens a file, so the cost recurs per window: 1 MiB is ~3 ms. */
+/* DWARF handles of files idle for a window are dropped and libdw inflates all compressed
+ * debug sections when it opens a file, so the cost recurs: 1 MiB is ~3 ms. */
 #define PF_SYM_DEFAULT_DWARF_MAX_INFLATE ((uint64_t)1 << 20)
 
 /* A host whose processes come and go (a build, a CI runner) shows new addresses in every
@@ -84,6 +84,7 @@ struct pf_symbolizer_stats {
 	uint64_t demangle_cpu_ns;  /* thread CPU time in the demangler on misses */
 	uint64_t dwarf_cpu_ns;     /* thread CPU time in DWARF lookups (lines, inlined frames) */
 	uint64_t dwarf_lookups;    /* those lookups (new addresses with a symbol) */
+	uint64_t dwarf_opened;     /* DWARF handles opened (dwarf_begin_elf) */
 	uint64_t dwarf_deferred;   /* new addresses given symbol-table names only, the DWARF
 				    * budget being spent (resolved in full in a later window) */
 	int last_error;        /* negative errno of the last failure, 0 when none */
@@ -130,9 +131,13 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
 			  struct pf_prof_process *p, struct pf_prof_frame *frames, size_t n);
 
 /* Drops per-window state that can be rebuilt: the DWARF handles of cached ELF files (line
- * tables are the bulk of the symbolizer's memory). Resolved addresses stay cached (by file
- * and address, up to 16384), so a steady workload does not reopen DWARF. Call after each
- * window close. */
+ * tables are the bulk of the symbolizer's memory), but for those that answered a lookup
+ * since the last trim, PF_SYM_DWARF_KEEP of them at most (most recently used first): a file
+ * whose new addresses keep coming (a host's processes coming and going) does not rebuild its
+ * CU index and line tables every window. Resolved addresses stay cached (by file and
+ * address, up to 16384), so a steady workload does not reopen DWARF. Call after each window
+ * close. */
+#define PF_SYM_DWARF_KEEP 8
 void pf_symbolizer_trim(struct pf_symbolizer *sym);
 
 /* Kernel symbolization by the kernel itself (the sampler's BPF resolver, cpu_sampler.h): for

@@ -10,7 +10,8 @@
  * program built with -O2 -g shows its inlined functions as the frame's inlined list, innermost
  * first with their own lines (checked against binutils' addr2line -i), also when the binary is
  * stripped and its DWARF is only in a separate .build-id/xx/yyyy.debug file. Over the DWARF
- * lookup budget a new address gets its symbol-table name only and stays uncached. */
+ * lookup budget a new address gets its symbol-table name only and stays uncached; a DWARF handle
+ * busy in a window is kept for the next. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -367,6 +368,39 @@ static void test_dwarf_budget(void **state)
 	assert_int_equal(again.line, TARGET_LINE);
 	pf_symbolizer_stats(sym, &st);
 	assert_int_equal(st.dwarf_deferred, 0);
+	pf_prof_window_free(w);
+	pf_symbolizer_free(sym);
+}
+
+/* trim keeps the DWARF handle of a file that answered a lookup since the last trim, and drops
+ * it after a window without one. */
+static void test_dwarf_kept_while_busy(void **state)
+{
+	(void)state;
+	uint64_t addr;
+	pid_t pid = run_target(pie, &addr);
+	struct pf_symbolizer *sym = pf_symbolizer_new(NULL);
+	assert_int_equal(pf_symbolizer_capture(sym, (uint32_t)pid), 0);
+	stop(pid);
+	struct pf_prof_window *w = pf_prof_window_new();
+	struct pf_symbolizer_stats st;
+	for (uint64_t i = 1; i <= 3; i++) { /* three windows, a new address each */
+		struct pf_prof_process p = {0};
+		struct pf_prof_frame fr = {.address = addr + i, .kind = PF_FRAME_NATIVE};
+		assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &p, &fr, 1), 0);
+		assert_int_equal(fr.line, TARGET_LINE);
+		pf_symbolizer_trim(sym);
+	}
+	pf_symbolizer_stats(sym, &st);
+	assert_int_equal(st.dwarf_lookups, 3);
+	assert_int_equal(st.dwarf_opened, 1); /* kept while busy */
+	pf_symbolizer_trim(sym);             /* a window without a lookup: dropped */
+	struct pf_prof_process p = {0};
+	struct pf_prof_frame fr = {.address = addr + 4, .kind = PF_FRAME_NATIVE};
+	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &p, &fr, 1), 0);
+	assert_int_equal(fr.line, TARGET_LINE);
+	pf_symbolizer_stats(sym, &st);
+	assert_int_equal(st.dwarf_opened, 2);
 	pf_prof_window_free(w);
 	pf_symbolizer_free(sym);
 }
@@ -807,6 +841,7 @@ int main(void)
 		cmocka_unit_test(test_static_lookup),
 		cmocka_unit_test(test_process_resolve),
 		cmocka_unit_test(test_dwarf_budget),
+		cmocka_unit_test(test_dwarf_kept_while_busy),
 		cmocka_unit_test(test_cache_bound),
 		cmocka_unit_test(test_kernel),
 		cmocka_unit_test(test_compressed_dwarf_bound),
