@@ -414,8 +414,9 @@ static __always_inline long walk_tables(struct bpf_perf_event_data *ctx, __u32 p
 		st.bp = BPF_CORE_READ(regs, bp);
 	}
 	if (proc_map(pid, st.ip, &st.m[0]) < 0) { /* the leaf's: the first step needs no lookup */
-		/* no tables yet: user space loads them when it sees this sample, woken now
-		 * rather than at its next drain */
+		/* no tables yet: user space loads them when it sees this sample, woken soon
+		 * (record: at most every PF_UNWIND_WAKE_NS per CPU) rather than at its next
+		 * drain */
 		*flags |= PF_SAMPLE_F_UNWIND_MISS;
 		return -1;
 	}
@@ -488,8 +489,11 @@ static __always_inline int record(struct bpf_perf_event_data *ctx, struct pf_bpf
 	 * timer, so at 99 Hz there is about one wake-up per poll interval, not one per sample.
 	 * The fill is looked at only every wake_bytes / 8 this CPU wrote, not per record. */
 	__u64 wake = BPF_RB_NO_WAKEUP;
-	if (flags & PF_SAMPLE_F_UNWIND_MISS)
+	if ((flags & PF_SAMPLE_F_UNWIND_MISS) &&
+	    s->hdr.ts_ns - s->miss_wake_ns >= PF_UNWIND_WAKE_NS) {
 		wake = BPF_RB_FORCE_WAKEUP; /* tables to load now: see walk_tables */
+		s->miss_wake_ns = s->hdr.ts_ns;
+	}
 	s->since_query += size;
 	if (s->since_query >= wake_bytes / 8) {
 		s->since_query = 0;

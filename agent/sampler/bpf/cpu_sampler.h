@@ -93,13 +93,16 @@ struct pf_bpf_sample {
  *    `filter_gen` it was read at; every change of pid_filter (user space's verdicts, the
  *    kernel's exec/fork/exit handling) bumps filter_gen, which drops every cached verdict;
  *  - the ring's fill is looked at once this CPU has written wake_bytes / 8 since its last
- *    look, not at every record.
+ *    look, not at every record;
+ *  - a sample that needs the unwind tables loaded (PF_SAMPLE_F_UNWIND_MISS) wakes user space
+ *    at most once per PF_UNWIND_WAKE_NS on this CPU.
  * User space reads the counts with a per-CPU lookup and sums them. */
 struct pf_bpf_percpu {
 	unsigned long long samples;     /* PF_CNT_SAMPLES */
 	unsigned long long captures;    /* PF_CNT_CAPTURE */
 	unsigned long long filtered;    /* PF_CNT_FILTERED */
 	unsigned long long since_query; /* bytes written since the last look at the ring's fill */
+	unsigned long long miss_wake_ns; /* the last wake-up forced for an unwind miss */
 	unsigned int cached_pid;        /* tgid of the cached verdict (0: none) */
 	unsigned int cached_gen;        /* filter_gen the verdict was read at */
 	unsigned int cached_verdict;    /* PF_FILTER_* */
@@ -141,6 +144,10 @@ struct pf_bpf_proc_event {
 				  * by frame pointers */
 #define PF_UNWIND_MAX_FRAMES PF_MAX_STACK
 #define PF_UNWIND_SEARCH_STEPS 24 /* binary search steps: runs of up to 2^24 rows */
+/* User space loads a process's tables 50 ms after its first sample and reloads a process at
+ * most every 200 ms: a wake-up for an unwind miss more often than this per CPU finds nothing
+ * to do (on a host whose processes come and go they were most of the agent's wake-ups). */
+#define PF_UNWIND_WAKE_NS (100ull * 1000 * 1000)
 
 /* struct pf_bpf_unwind_row kinds (unwind_table.h enum pf_unwind_kind) */
 #define PF_UNWIND_ROW_STOP 0
