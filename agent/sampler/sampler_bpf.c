@@ -43,6 +43,11 @@ struct perf_set {
 	uint32_t n;
 };
 
+/* Processes found gone when their first samples were read (GONE_SLOTS, direct-mapped, for
+ * GONE_MS): see pid_gone(). */
+#define GONE_SLOTS 256
+#define GONE_MS 2000
+
 struct pf_sampler {
 	struct pf_sampler_options opt;
 	struct cpu_sampler_bpf *skel;
@@ -53,6 +58,10 @@ struct pf_sampler {
 	struct pf_bpf_ksym_req *ksym_req; /* its request buffer, allocated at first use */
 
 	int n_cpus_possible;
+	struct gone_pid {
+		uint32_t pid;
+		uint64_t ms;
+	} gone[GONE_SLOTS]; /* see pid_gone() */
 	struct perf_set pe;  /* continuous sampling: do_sample */
 	struct perf_set cpe; /* captures: do_capture at cap_hz */
 	uint32_t cap_hz;
@@ -187,6 +196,35 @@ static uint64_t mono_ms(void)
 	return clock_ns(CLOCK_MONOTONIC) / 1000000;
 }
 
+/* True when pid's /proc entry was found gone less than GONE_MS ago. A process that lives a
+ * few milliseconds leaves its samples in the ring after its exit; without this each of them
+ * would try its /proc reads again (on a host whose processes come and go, most of the
+ * agent's failed system calls). A fork or an exec of the pid forgets it (pid reuse). */
+static bool pid_gone(struct pf_sampler *s, uint32_t pid)
+{
+	const struct gone_pid *g = &s->gone[pid % GONE_SLOTS];
+	return g->pid == pid && pid && mono_ms() - g->ms < GONE_MS;
+}
+
+static void gone_set(struct pf_sampler *s, uint32_t pid, bool gone)
+{
+	struct gone_pid *g = &s->gone[pid % GONE_SLOTS];
+	if (gone)
+		*g = (struct gone_pid){pid, mono_ms()};
+	else if (g->pid == pid)
+		g->pid = 0;
+}
+
+/* Captures pid's maps for the symbolizer at its first user stack, unless it is known to be
+ * gone; notes it gone when its maps are. */
+static void capture_maps(struct pf_sampler *s, uint32_t pid)
+{
+	if (pf_symbolizer_has(s->sym, pid) || pid_gone(s, pid))
+		return;
+	if (pf_symbolizer_capture(s->sym, pid) == -ENOENT)
+		gone_set(s, pid, true);
+}
+
 /* A process is given its unwind tables at its first sample this long after its first one:
  * most of a build's processes are gone by then, and each load costs tens of trie updates
  * (and as many at the exit). Its first samples are walked by frame pointers. */
@@ -230,8 +268,8 @@ static void capture_sample(struct pf_sampler *s, const struct pf_bpf_sample *h,
 			   const uint64_t *ips, uint32_t ulen, const char *comm)
 {
 	uint32_t mask = h->flags >> PF_SAMPLE_CAPTURE_SHIFT;
-	if (h->ustack_len && !pf_symbolizer_has(s->sym, h->pid))
-		pf_symbolizer_capture(s->sym, h->pid);
+	if (h->ustack_len)
+		capture_maps(s, h->pid);
 	unwind_seen(s, h);
 	struct pf_agg_sample as = {
 		.ts_unix_ns = h->ts_ns + (uint64_t)s->mono_to_unix,
@@ -285,7 +323,8 @@ static int on_sample(void *ctx, void *data, size_t size)
 	comm[PF_COMM_LEN] = 0;
 
 	/* the thread's comm stands in for the process's when it has no executable */
-	const struct pf_proc *p = known_proc(s, h.pid, h.pid == h.tid ? comm : NULL);
+	const struct pf_proc *p = pid_gone(s, h.pid) ? pf_procinfo_get(s->pi, h.pid)
+						     : known_proc(s, h.pid, h.pid == h.tid ? comm : NULL);
 	if (h.flags & PF_SAMPLE_F_CAPTURE) {
 		capture_sample(s, &h, ips, ulen, comm);
 		return 0;
@@ -294,8 +333,8 @@ static int on_sample(void *ctx, void *data, size_t size)
 		return 0; /* decided after the kernel recorded it (PF_SAMPLE_F_UNKNOWN) */
 	/* First user stack of a process: capture its maps while it lives (kernel-only stacks,
 	 * e.g. kernel threads, need none). */
-	if (h.ustack_len && !pf_symbolizer_has(s->sym, h.pid))
-		pf_symbolizer_capture(s->sym, h.pid);
+	if (h.ustack_len)
+		capture_maps(s, h.pid);
 	unwind_seen(s, &h);
 	struct pf_agg_sample as = {
 		.ts_unix_ns = h.ts_ns + (uint64_t)s->mono_to_unix,
@@ -329,6 +368,8 @@ static int on_event(void *ctx, void *data, size_t size)
 	memcpy(&e, data, sizeof(e));
 	const struct pf_proc *p = NULL;
 	bool filtering = need_kernel_filter(s);
+	if (e.type == PF_PROC_EXEC || e.type == PF_PROC_FORK)
+		gone_set(s, e.pid, false);
 	switch (e.type) {
 	case PF_PROC_EXEC:
 		/* the old maps are void; the full maps (shared libraries are mapped after
@@ -353,6 +394,7 @@ static int on_event(void *ctx, void *data, size_t size)
 		break;
 	case PF_PROC_EXIT:
 		pf_procinfo_exited(s->pi, e.pid);
+		gone_set(s, e.pid, true); /* its samples read later need no /proc reads */
 		if (s->unw) /* no stale entries: the pid may come back as another process */
 			pf_unwinder_forget(s->unw, e.pid);
 		return 0;
