@@ -118,6 +118,8 @@ echo "profleet-sample: user+sys $(pct "$self_ns")% + table builder $(pct "$child
 echo "  one-time: startup (BPF load, attach) $(pct "$start_ns")% + kallsyms load $(pct "$ksym_ns")% + unwind tables built (per file, cached on disk) $(pct "$child_ns")%; steady state: $(pct "($self_ns - $start_ns - $ksym_ns + $bpf_ns)")%"
 unw=$(sed -n 's/^stats dwarf_unwind=1 //p' "$tmp/sample.out")
 [ -z "$unw" ] || echo "  unwind tables: $unw"
+symst=$(sed -n 's/^stats elf_opened=/elf_opened=/p' "$tmp/sample.out")
+[ -z "$symst" ] || echo "  symbolizer: $symst"
 if [ "$have_perf" = 1 ]; then
 	echo "perf record -F 99 -g -a: user+sys $(pct "$perf_ns")% of one CPU"
 	python3 -c "print(f'ratio profleet/perf: total {($self_ns + $child_ns + $bpf_ns) / $perf_ns:.2f}, steady {($self_ns - $start_ns - $ksym_ns + $bpf_ns) / $perf_ns:.2f}')"
