@@ -97,13 +97,15 @@ if [ "$have_perf" = 1 ]; then
 	wait "$perf_job" || true
 	perf_ns=$(cat "$tmp/perf.ns")
 fi
-self_ns=$(sed -n 's/.* self_cpu_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
-start_ns=$(sed -n 's/.*startup_cpu_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
-ksym_ns=$(sed -n 's/.*kallsyms_cpu_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
+st_line() { grep "^stats $1" "$tmp/sample.out" | head -1; }
+field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p"; }
+self_ns=$(st_line startup_cpu_ns= | field self_cpu_ns)
+start_ns=$(sed -n 's/^stats startup_cpu_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
+ksym_ns=$(st_line startup_cpu_ns= | field kallsyms_cpu_ns)
 ksym_ns=${ksym_ns:-0}
-child_ns=$(sed -n 's/.* children_cpu_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
+child_ns=$(st_line startup_cpu_ns= | field children_cpu_ns)
 child_ns=${child_ns:-0}
-bpf_ns=$(sed -n 's/.*bpf_run_time_ns=\([0-9]*\).*/\1/p' "$tmp/sample.out")
+bpf_ns=$(st_line bpf_stats_enabled= | field bpf_run_time_ns)
 samples=$(sed -n 's/^stats samples=\([0-9]*\).*/\1/p' "$tmp/sample.out")
 lost=$(sed -n 's/.*lost_kernel=\([0-9]*\).*/\1/p' "$tmp/sample.out")
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -115,7 +117,23 @@ churn_note=""
 [ "$churn" = 1 ] && churn_note=", churn: $(sed -n 's/^rounds //p' "$tmp/churn.out") rounds of bench/churn.sh"
 echo "== CPU (${secs} s, ${ncpu} CPUs busy, 99 Hz${churn_note}) =="
 echo "profleet-sample: user+sys $(pct "$self_ns")% + table builder $(pct "$child_ns")% + BPF $(pct "$bpf_ns")% = $(pct "($self_ns + $child_ns + $bpf_ns)")% of one CPU; samples=$samples lost=$lost"
+# warm: from the first window's close to the last one's, what an agent that has met its
+# processes costs (none of the first window's ELF opens, first lookups and table loads)
+warm=$(grep '^stats window=' "$tmp/sample.out" | python3 -c '
+import sys
+rows = [dict(kv.split("=") for kv in l.split()[1:]) for l in sys.stdin]
+if len(rows) >= 2:
+    a, b = rows[0], rows[-1]
+    d = lambda k: int(b[k]) - int(a[k])
+    ms = d("elapsed_ms")
+    cpu = d("self_cpu_ns") + d("children_cpu_ns")
+    bpf = d("bpf_run_time_ns")
+    per = bpf / max(d("samples"), 1) / 1000
+    print(f"{(cpu + bpf) / (ms * 1e4):.3f}% ({cpu / (ms * 1e4):.3f}% user+sys + {bpf / (ms * 1e4):.3f}% BPF,"
+          f" {ms / 1000:.0f} s after the first window; {per:.2f} us BPF per sample)")
+')
 echo "  one-time: startup (BPF load, attach) $(pct "$start_ns")% + kallsyms load $(pct "$ksym_ns")% + unwind tables built (per file, cached on disk) $(pct "$child_ns")%; steady state: $(pct "($self_ns - $start_ns - $ksym_ns + $bpf_ns)")%"
+[ -z "$warm" ] || echo "  warm: $warm"
 unw=$(sed -n 's/^stats dwarf_unwind=1 //p' "$tmp/sample.out")
 [ -z "$unw" ] || echo "  unwind tables: $unw"
 symst=$(sed -n 's/^stats elf_opened=/elf_opened=/p' "$tmp/sample.out")

@@ -8,7 +8,9 @@
  *     -d  total run time in seconds (default: one window, sampling.duration_seconds)
  *     -t  stacks printed per process (default 10)
  *     -F  folded output instead: "pid;comm;root;..;leaf count" per stack (flame graph input)
- *     -s  print sampler stats, BPF run time and this process's CPU time and peak RSS at exit
+ *     -s  print sampler stats, BPF run time and this process's CPU time and peak RSS at exit,
+ *         and at each window's close the CPU used so far ("stats window=N ..."), from which
+ *         the benchmark takes the cost of a warm agent (after its first window)
  *     -v  debug logs
  *     -U  user stacks by frame pointers only (no .eh_frame tables)
  *     -C  cache the unwind tables in dir (the agent uses <state dir>/unwind); default none
@@ -171,6 +173,20 @@ static uint64_t cpu_now_ns(void)
 }
 
 static uint64_t startup_cpu_ns;
+
+/* Cumulative figures at a window's close: self and table-builder CPU, BPF run time. */
+static void print_window_cpu(struct pf_sampler *s, unsigned n, uint64_t elapsed_ms)
+{
+	struct pf_sampler_stats st;
+	if (pf_sampler_stats(s, &st) < 0)
+		return;
+	struct rusage ru, ch;
+	getrusage(RUSAGE_SELF, &ru);
+	getrusage(RUSAGE_CHILDREN, &ch);
+	printf("stats window=%u elapsed_ms=%" PRIu64 " self_cpu_ns=%" PRIu64
+	       " children_cpu_ns=%" PRIu64 " bpf_run_time_ns=%" PRIu64 " samples=%" PRIu64 "\n",
+	       n, elapsed_ms, ru_cpu_ns(&ru), ru_cpu_ns(&ch), st.bpf_run_time_ns, st.samples);
+}
 
 static void print_stats(struct pf_sampler *s)
 {
@@ -336,6 +352,7 @@ int main(int argc, char **argv)
 	uint64_t t0 = now_ms(), deadline = t0 + (uint64_t)seconds * 1000;
 	uint64_t next_close = t0 + (uint64_t)cfg->duration_seconds * 1000;
 	int ret = 0;
+	unsigned windows = 0;
 	while (!stop) {
 		uint64_t now = now_ms();
 		if (now >= next_close || now >= deadline) {
@@ -349,6 +366,8 @@ int main(int argc, char **argv)
 				print_window(w, (int)top, folded);
 				pf_prof_window_free(w);
 			} while ((w = pf_sampler_next_window(s)));
+			if (stats)
+				print_window_cpu(s, ++windows, now_ms() - t0);
 			next_close += (uint64_t)cfg->duration_seconds * 1000;
 			if (now >= deadline)
 				break;
