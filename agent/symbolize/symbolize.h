@@ -49,6 +49,9 @@ struct pf_symbolizer_options {
 				      * gets its symbol-table name only and is not cached, so a
 				      * later window, under budget again, resolves it in full. */
 	uint64_t dwarf_cpu_burst_ns; /* the bucket's size; 0 = PF_SYM_DWARF_BURST_NS */
+	bool no_scope_index; /* find an address's function by walking its CU's DIEs every time
+			      * instead of through the per-CU index of function ranges (same
+			      * results; for tests and benchmarks) */
 };
 
 /* DWARF handles of files idle for a window are dropped and libdw inflates all compressed

@@ -721,6 +721,104 @@ static void test_cxx(void **state)
 	pf_symbolizer_free(sym);
 }
 
+static bool str_same(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+/* Resolves addrs of pid with the per-CU index of function ranges (the default) and by
+ * walking each CU's DIEs (no_scope_index): every frame must come out the same. Counts frames
+ * with a function and those with inlined functions into *named, *inl. */
+static void compare_index_walk(pid_t pid, const uint64_t *addrs, size_t n, size_t *named,
+			       size_t *inl)
+{
+	struct pf_symbolizer_options ow = {.no_kernel = true, .no_scope_index = true},
+				     oi = {.no_kernel = true};
+	struct pf_symbolizer *sw = pf_symbolizer_new(&ow), *si = pf_symbolizer_new(&oi);
+	assert_non_null(sw);
+	assert_non_null(si);
+	assert_int_equal(pf_symbolizer_capture(sw, (uint32_t)pid), 0);
+	assert_int_equal(pf_symbolizer_capture(si, (uint32_t)pid), 0);
+	struct pf_prof_window *ww = pf_prof_window_new(), *wi = pf_prof_window_new();
+	struct pf_prof_frame fw[64], fi[64];
+	for (size_t i = 0; i < n; i += 64) {
+		size_t k = n - i < 64 ? n - i : 64;
+		for (size_t j = 0; j < k; j++)
+			fw[j] = fi[j] = (struct pf_prof_frame){.address = addrs[i + j]};
+		struct pf_prof_process pw = {0}, pi = {0};
+		assert_int_equal(pf_symbolizer_resolve(sw, (uint32_t)pid, ww, &pw, fw, k), 0);
+		assert_int_equal(pf_symbolizer_resolve(si, (uint32_t)pid, wi, &pi, fi, k), 0);
+		for (size_t j = 0; j < k; j++) {
+			const struct pf_prof_frame *a = &fw[j], *b = &fi[j];
+			if (!str_same(a->function, b->function) || !str_same(a->file, b->file) ||
+			    a->line != b->line || a->n_inlined != b->n_inlined)
+				fail_msg("0x%llx: walk %s %s:%u (%u inlined), index %s %s:%u (%u inlined)",
+					 (unsigned long long)a->address, a->function, a->file, a->line,
+					 a->n_inlined, b->function, b->file, b->line, b->n_inlined);
+			for (uint32_t m = 0; m < a->n_inlined; m++) {
+				assert_true(str_same(a->inlined[m].function, b->inlined[m].function));
+				assert_true(str_same(a->inlined[m].file, b->inlined[m].file));
+				assert_int_equal(a->inlined[m].line, b->inlined[m].line);
+			}
+			*named += a->function != NULL;
+			*inl += a->n_inlined > 0;
+		}
+	}
+	pf_prof_window_free(ww);
+	pf_prof_window_free(wi);
+	pf_symbolizer_free(sw);
+	pf_symbolizer_free(si);
+}
+
+static void test_scope_index_equals_walk(void **state)
+{
+	/* C++: namespaces, a class's member, a template; every byte of .text */
+	char cc[128], bin[128], cmd[400], line[256];
+	snprintf(cc, sizeof(cc), "%s/orders_ix.cc", dir);
+	snprintf(bin, sizeof(bin), "%s/orders_ix", dir);
+	write_file(cc, cxx_src);
+	sh("g++ -g -O2 -no-pie -o %s %s", bin, cc);
+	snprintf(cmd, sizeof(cmd),
+		 "readelf -SW %s | sed -n 's/.* \\.text *PROGBITS *\\([0-9a-f]*\\) [0-9a-f]* "
+		 "\\([0-9a-f]*\\).*/\\1 \\2/p'",
+		 bin);
+	FILE *f = popen(cmd, "r");
+	assert_non_null(f);
+	unsigned long long lo = 0, size = 0;
+	assert_non_null(fgets(line, sizeof(line), f));
+	pclose(f);
+	assert_int_equal(sscanf(line, "%llx %llx", &lo, &size), 2);
+	assert_true(size > 0 && size < (1u << 20));
+	uint64_t *addrs = calloc(size, sizeof(*addrs));
+	assert_non_null(addrs);
+	for (size_t i = 0; i < size; i++)
+		addrs[i] = lo + i; /* non-PIE: the ELF address is the runtime address */
+	uint64_t ready;
+	pid_t pid = run_target(bin, &ready);
+	size_t named = 0, inl = 0;
+	compare_index_walk(pid, addrs, size, &named, &inl);
+	stop(pid);
+	assert_true(named > size / 4);
+	free(addrs);
+
+	/* this test's own symbolizer code: big CUs, static functions inlined at -O2 */
+	const uint64_t fns[] = {(uint64_t)(uintptr_t)pf_symbolizer_resolve,
+				(uint64_t)(uintptr_t)pf_symbolizer_capture,
+				(uint64_t)(uintptr_t)pf_symbolizer_trim};
+	size_t per = 2048, n = 0;
+	addrs = calloc(per * 3, sizeof(*addrs));
+	assert_non_null(addrs);
+	for (size_t k = 0; k < 3; k++)
+		for (size_t i = 0; i < per; i++)
+			addrs[n++] = fns[k] + i;
+	named = inl = 0;
+	compare_index_walk(getpid(), addrs, n, &named, &inl);
+	assert_true(named > n / 2);
+	print_message("index = walk on %llu + %zu addresses (%zu with inlined functions)\n",
+		      size, n, inl);
+	free(addrs);
+}
+
 static void rust_case(const char *flags, const char *prefix)
 {
 	char rs[128], bin[128];
@@ -851,6 +949,7 @@ int main(void)
 		cmocka_unit_test(test_cxx),
 		cmocka_unit_test(test_rust),
 		cmocka_unit_test(test_inlined),
+		cmocka_unit_test(test_scope_index_equals_walk),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
