@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -79,6 +80,9 @@ struct elf_file {
 	int dbg_fd; /* separate debug file (/usr/lib/debug/.build-id/..), -1 when none; kept
 		     * while the file is cached: a stripped file's .symtab comes from it */
 	Elf *dbg_elf;
+	/* the file's and the debug file's images: 1 when libelf mapped them read-only from the
+	 * file (their pages can be given back at a trim), -1 when not, 0 not checked yet */
+	int8_t img_state, dbg_img_state;
 };
 
 struct pmap {
@@ -1003,6 +1007,7 @@ struct pf_procmap_query {
 	uint64_t vma_name_addr, build_id_addr;
 };
 #define PF_PROCMAP_QUERY _IOWR('f', 17, struct pf_procmap_query)
+#define PF_PROCMAP_QUERY_VMA_WRITABLE 0x02
 #define PF_PROCMAP_QUERY_VMA_EXECUTABLE 0x04
 #define PF_PROCMAP_QUERY_COVERING_OR_NEXT_VMA 0x10
 
@@ -1642,10 +1647,74 @@ static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct 
 	return e;
 }
 
+/* ---- pages of mapped files ---------------------------------------------------------------- */
+
+/* True when [a, a + len) lies in one read-only mapping of the file (dev, ino) in this
+ * process: libelf's mmap of it (ELF_C_READ_MMAP), not the heap copy it falls back to when
+ * mmap fails. Such pages can only be clean copies of the file. */
+static bool self_mapped_ro(uint64_t a, size_t len, uint64_t dev, uint64_t ino)
+{
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	struct pf_procmap_query q = {.size = sizeof(q), .query_addr = a};
+	if (procmap_query_state >= 0 && ioctl(fd, PF_PROCMAP_QUERY, &q) == 0) {
+		close(fd);
+		return q.vma_start <= a && a + len <= q.vma_end && q.inode == ino &&
+		       makedev(q.dev_major, q.dev_minor) == dev &&
+		       !(q.vma_flags & PF_PROCMAP_QUERY_VMA_WRITABLE);
+	}
+	FILE *mf = fdopen(fd, "r"); /* before Linux 6.11: the text */
+	if (!mf) {
+		close(fd);
+		return false;
+	}
+	char line[512];
+	bool ok = false;
+	while (fgets(line, sizeof(line), mf)) {
+		uint64_t lo, hi, i;
+		unsigned maj, min;
+		char perm[8];
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %*x %x:%x %" SCNu64, &lo, &hi,
+			   perm, &maj, &min, &i) != 6 || a < lo || a >= hi)
+			continue;
+		ok = a + len <= hi && i == ino && makedev(maj, min) == dev && perm[1] == '-';
+		break;
+	}
+	fclose(mf);
+	return ok;
+}
+
+/* Gives back the resident pages of e's image when libelf mapped it from the file (checked
+ * once per handle into *state): the symbol tables, string tables and DWARF sections read so
+ * far would otherwise stay in the agent's RSS as long as the file is cached (8+ MB for a
+ * Python built with -g). The page cache keeps them: a later read is a minor fault. */
+static void release_image(Elf *e, int fd, int8_t *state)
+{
+	size_t n = 0;
+	char *p = e ? elf_rawfile(e, &n) : NULL;
+	long pg = sysconf(_SC_PAGESIZE);
+	if (!p || !n || pg <= 0 || ((uintptr_t)p & (uintptr_t)(pg - 1)) || *state < 0)
+		return;
+	if (!*state) {
+		struct stat st;
+		*state = fstat(fd, &st) == 0 && self_mapped_ro((uintptr_t)p, n, st.st_dev, st.st_ino)
+				 ? 1
+				 : -1;
+		if (*state < 0)
+			return;
+	}
+	madvise(p, n, MADV_DONTNEED);
+}
+
 void pf_symbolizer_trim(struct pf_symbolizer *sym)
 {
 	size_t kept = 0;
 	for (struct elf_file *f = sym->lru_head; f; f = f->next) {
+		/* the pages of its image go back either way: a kept handle's next lookups fault
+		 * back (from the page cache) only the few they read */
+		release_image(f->elf, f->fd, &f->img_state);
+		release_image(f->dbg_elf, f->dbg_fd, &f->dbg_img_state);
 		if (f->dwarf && f->dwarf_used && kept < PF_SYM_DWARF_KEEP) {
 			kept++; /* busy: its CU index and line tables serve the next window too */
 			f->dwarf_used = false;

@@ -138,7 +138,9 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
  * since the last trim, PF_SYM_DWARF_KEEP of them at most (most recently used first): a file
  * whose new addresses keep coming (a host's processes coming and going) does not rebuild its
  * CU index and line tables every window. Resolved addresses stay cached (by file and
- * address, up to 16384), so a steady workload does not reopen DWARF. Call after each window
+ * address, up to 16384), so a steady workload does not reopen DWARF. The resident pages of
+ * every cached file's mapped image (symbol tables, DWARF sections read so far) are given
+ * back; the page cache keeps them for the reads that come back. Call after each window
  * close. */
 #define PF_SYM_DWARF_KEEP 8
 void pf_symbolizer_trim(struct pf_symbolizer *sym);

@@ -721,6 +721,129 @@ static void test_cxx(void **state)
 	pf_symbolizer_free(sym);
 }
 
+/* .text of bin: its ELF address and size. */
+static void text_range(const char *bin, unsigned long long *lo, unsigned long long *size)
+{
+	char cmd[400], line[256];
+	snprintf(cmd, sizeof(cmd),
+		 "readelf -SW %s | sed -n 's/.* \\.text *PROGBITS *\\([0-9a-f]*\\) [0-9a-f]* "
+		 "\\([0-9a-f]*\\).*/\\1 \\2/p'",
+		 bin);
+	FILE *f = popen(cmd, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(line, sizeof(line), f));
+	pclose(f);
+	assert_int_equal(sscanf(line, "%llx %llx", lo, size), 2);
+	assert_true(*size > 0 && *size < (1u << 22));
+}
+
+/* kB resident in this process's mappings of path (/proc/self/smaps). */
+static long rss_kb_of(const char *path)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	assert_non_null(f);
+	char line[1024];
+	bool in = false;
+	long kb = 0, v;
+	size_t n = strlen(path);
+	while (fgets(line, sizeof(line), f)) {
+		size_t l = strcspn(line, "\n");
+		line[l] = 0;
+		size_t h = strspn(line, "0123456789abcdef");
+		if (h && line[h] == '-') /* a mapping's first line: "start-end perms ... path" */
+			in = l >= n && !strcmp(line + l - n, path);
+		else if (in && sscanf(line, "Rss: %ld kB", &v) == 1)
+			kb += v;
+	}
+	fclose(f);
+	return kb;
+}
+
+/* A trim gives back the pages of an idle file's mapped image (symbol and string tables,
+ * DWARF), and what was resolved before still reads the same after (names come back from the
+ * page cache). */
+static void test_trim_releases_pages(void **state)
+{
+	(void)state;
+	char c[128], bin[128];
+	snprintf(c, sizeof(c), "%s/many.c", dir);
+	snprintf(bin, sizeof(bin), "%s/many", dir);
+	FILE *f = fopen(c, "w");
+	assert_non_null(f);
+	fputs("#include <stdio.h>\n#include <unistd.h>\n", f);
+	for (int i = 0; i < 1500; i++)
+		fprintf(f,
+			"struct s%d { int a%d; long b%d; };\n"
+			"__attribute__((noinline)) long many_fn_%d(long x) { struct s%d v = {(int)x, "
+			"x * %d}; for (int i = 0; i < %d; i++) v.b%d += v.a%d ^ i; return v.b%d; }\n",
+			i, i, i, i, i, i, i % 7 + 1, i, i, i);
+	fputs("int main(void) { printf(\"%p\\n\", (void *)many_fn_0); fflush(stdout); pause(); "
+	      "return (int)many_fn_1(2); }\n",
+	      f);
+	fclose(f);
+	sh("cc -g -O1 -no-pie -o %s %s", bin, c);
+	unsigned long long lo, size;
+	text_range(bin, &lo, &size);
+	uint64_t ready;
+	pid_t pid = run_target(bin, &ready);
+	struct pf_symbolizer *sym = pf_symbolizer_new(NULL);
+	assert_int_equal(pf_symbolizer_capture(sym, (uint32_t)pid), 0);
+	stop(pid);
+	size_t n = size / 16;
+	struct pf_prof_frame *fr = calloc(n, sizeof(*fr));
+	char **names = calloc(n, sizeof(*names));
+	assert_true(fr && names);
+	struct pf_prof_window *w = pf_prof_window_new();
+	struct pf_prof_process p = {0};
+	for (size_t i = 0; i < n; i++)
+		fr[i] = (struct pf_prof_frame){.address = lo + i * 16};
+	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &p, fr, n), 0);
+	size_t named = 0, with_line = n;
+	for (size_t i = 0; i < n; i++) {
+		if (fr[i].function && (names[i] = strdup(fr[i].function)))
+			named++;
+		if (fr[i].line && with_line == n)
+			with_line = i;
+	}
+	assert_true(with_line < n);
+	assert_true(named > n / 2);
+	long before = rss_kb_of(bin);
+	pf_symbolizer_trim(sym); /* busy: the DWARF handle is kept, the pages go back */
+	long after = rss_kb_of(bin);
+	print_message("resident pages of the mapped file: %ld kB -> %ld kB\n", before, after);
+	assert_true(before >= 64);
+	assert_true(after <= 8);
+	/* the kept handle still answers a new address (its sections fault back in) */
+	struct pf_symbolizer_stats st;
+	struct pf_prof_frame nf = {.address = lo + with_line * 16 + 1};
+	struct pf_prof_process np = {0};
+	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &np, &nf, 1), 0);
+	assert_non_null(nf.function);
+	assert_true(nf.line > 0);
+	pf_symbolizer_stats(sym, &st);
+	assert_int_equal(st.dwarf_opened, 1);
+	pf_symbolizer_trim(sym);
+	pf_symbolizer_trim(sym); /* idle for a window: DWARF dropped too */
+	assert_true(rss_kb_of(bin) <= 8);
+	/* the same addresses: from the result cache, names read again from the file's pages */
+	struct pf_prof_window *w2 = pf_prof_window_new();
+	struct pf_prof_process p2 = {0};
+	for (size_t i = 0; i < n; i++)
+		fr[i] = (struct pf_prof_frame){.address = lo + i * 16};
+	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w2, &p2, fr, n), 0);
+	for (size_t i = 0; i < n; i++) {
+		assert_true(!names[i] == !fr[i].function);
+		if (names[i])
+			assert_string_equal(names[i], fr[i].function);
+		free(names[i]);
+	}
+	free(names);
+	free(fr);
+	pf_prof_window_free(w);
+	pf_prof_window_free(w2);
+	pf_symbolizer_free(sym);
+}
+
 static bool str_same(const char *a, const char *b)
 {
 	return (!a && !b) || (a && b && !strcmp(a, b));
@@ -773,22 +896,13 @@ static void compare_index_walk(pid_t pid, const uint64_t *addrs, size_t n, size_
 static void test_scope_index_equals_walk(void **state)
 {
 	/* C++: namespaces, a class's member, a template; every byte of .text */
-	char cc[128], bin[128], cmd[400], line[256];
+	char cc[128], bin[128];
 	snprintf(cc, sizeof(cc), "%s/orders_ix.cc", dir);
 	snprintf(bin, sizeof(bin), "%s/orders_ix", dir);
 	write_file(cc, cxx_src);
 	sh("g++ -g -O2 -no-pie -o %s %s", bin, cc);
-	snprintf(cmd, sizeof(cmd),
-		 "readelf -SW %s | sed -n 's/.* \\.text *PROGBITS *\\([0-9a-f]*\\) [0-9a-f]* "
-		 "\\([0-9a-f]*\\).*/\\1 \\2/p'",
-		 bin);
-	FILE *f = popen(cmd, "r");
-	assert_non_null(f);
 	unsigned long long lo = 0, size = 0;
-	assert_non_null(fgets(line, sizeof(line), f));
-	pclose(f);
-	assert_int_equal(sscanf(line, "%llx %llx", &lo, &size), 2);
-	assert_true(size > 0 && size < (1u << 20));
+	text_range(bin, &lo, &size);
 	uint64_t *addrs = calloc(size, sizeof(*addrs));
 	assert_non_null(addrs);
 	for (size_t i = 0; i < size; i++)
@@ -950,6 +1064,7 @@ int main(void)
 		cmocka_unit_test(test_rust),
 		cmocka_unit_test(test_inlined),
 		cmocka_unit_test(test_scope_index_equals_walk),
+		cmocka_unit_test(test_trim_releases_pages),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
