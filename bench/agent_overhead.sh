@@ -119,7 +119,7 @@ echo "== CPU (${secs} s, ${ncpu} CPUs busy, 99 Hz${churn_note}) =="
 echo "profleet-sample: user+sys $(pct "$self_ns")% + table builder $(pct "$child_ns")% + BPF $(pct "$bpf_ns")% = $(pct "($self_ns + $child_ns + $bpf_ns)")% of one CPU; samples=$samples lost=$lost"
 # warm: from the first window's close to the last one's, what an agent that has met its
 # processes costs (none of the first window's ELF opens, first lookups and table loads)
-warm=$(grep '^stats window=' "$tmp/sample.out" | python3 -c '
+warm=$({ grep '^stats window=' "$tmp/sample.out" || true; } | python3 -c '
 import sys
 rows = [dict(kv.split("=") for kv in l.split()[1:]) for l in sys.stdin]
 if len(rows) >= 2:
