@@ -83,6 +83,7 @@ struct elf_file {
 	/* the file's and the debug file's images: 1 when libelf mapped them read-only from the
 	 * file (their pages can be given back at a trim), -1 when not, 0 not checked yet */
 	int8_t img_state, dbg_img_state;
+	bool img_touched; /* symbol tables loaded or DWARF read since the last trim */
 };
 
 struct pmap {
@@ -410,6 +411,7 @@ static void elf_file_load_syms(struct elf_file *f, const char *debug_dir)
 	if (f->syms_loaded)
 		return;
 	f->syms_loaded = true;
+	f->img_touched = true;
 	if (load_syms_from(f, f->elf, SHT_SYMTAB) == 0)
 		return;
 	/* stripped (Debian's shared libraries): the full .symtab, local functions included,
@@ -764,6 +766,7 @@ static void elf_file_find_line(struct elf_file *f, const char *debug_dir, uint64
 	if (!f->dwarf)
 		return;
 	f->dwarf_used = true;
+	f->img_touched = true;
 	Dwarf_Die cu;
 	if (!dwarf_addrdie(f->dwarf, vaddr, &cu))
 		return;
@@ -1711,10 +1714,15 @@ void pf_symbolizer_trim(struct pf_symbolizer *sym)
 {
 	size_t kept = 0;
 	for (struct elf_file *f = sym->lru_head; f; f = f->next) {
-		/* the pages of its image go back either way: a kept handle's next lookups fault
-		 * back (from the page cache) only the few they read */
-		release_image(f->elf, f->fd, &f->img_state);
-		release_image(f->dbg_elf, f->dbg_fd, &f->dbg_img_state);
+		/* the pages of an image read in bulk since the last trim go back, a kept handle's
+		 * too: its next lookups fault back (from the page cache) only the few they read.
+		 * Only those: madvise costs TLB flushes on every CPU running an agent thread, and
+		 * the pages that names are read from at each window stay once back. */
+		if (f->img_touched) {
+			release_image(f->elf, f->fd, &f->img_state);
+			release_image(f->dbg_elf, f->dbg_fd, &f->dbg_img_state);
+			f->img_touched = false;
+		}
 		if (f->dwarf && f->dwarf_used && kept < PF_SYM_DWARF_KEEP) {
 			kept++; /* busy: its CU index and line tables serve the next window too */
 			f->dwarf_used = false;
