@@ -969,13 +969,12 @@ static void guard_apply(struct agent_dataplane *d)
 static void guard_tick(struct agent_dataplane *d, uint64_t now_ms)
 {
 	struct agent_metrics_process pr;
-	struct pf_sampler_stats st;
 	uint64_t bpf_ns = 0;
 	agent_metrics_process_read(&pr); /* fields stay 0 when unreadable */
 	/* not the unwind table builder's children: a lower frequency would not make them
 	 * cheaper; their own budget bounds them (unwinder.h) */
-	if (d->sampler && pf_sampler_stats(d->sampler, &st) == 0 && st.bpf_stats_enabled)
-		bpf_ns = st.bpf_run_time_ns;
+	if (d->sampler)
+		pf_sampler_bpf_run_time(d->sampler, &bpf_ns);
 	struct agent_guard_sample s = {.mono_ns = now_ms * 1000000ULL,
 				       .cpu_ns = (uint64_t)(pr.cpu_seconds * 1e9),
 				       .bpf_ns = bpf_ns,

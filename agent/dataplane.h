@@ -183,9 +183,10 @@ void agent_dataplane_counters(struct agent_dataplane *d, struct agent_dataplane_
  * counters, the sampler's stats, every exporter's agent_exporter_status() and every pprof
  * target's health into a snapshot under its lock at most every AGENT_DATAPLANE_METRICS_MS,
  * from its poll loop (no work per sample; the sampler is read only by the worker), and once
- * more after the final flush. agent_dataplane_metrics() copies the last snapshot: any thread,
+ * more after the final flush. Once a second: reading the sampler's counters and programs'
+ * statistics is a dozen system calls, and a scrape comes every 15-60 s. agent_dataplane_metrics() copies the last snapshot: any thread,
  * never waits for the worker beyond that copy. */
-#define AGENT_DATAPLANE_METRICS_MS 200
+#define AGENT_DATAPLANE_METRICS_MS 1000
 #define AGENT_DATAPLANE_NAME_LEN 32
 
 struct agent_dataplane_exporter_metrics {

@@ -873,7 +873,23 @@ struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned sl
 static int read_counters(struct pf_sampler *s, uint64_t sum[PF_CNT_MAX])
 {
 	memset(sum, 0, PF_CNT_MAX * sizeof(sum[0]));
-	_cleanup_free_ uint64_t *vals = calloc((size_t)s->n_cpus_possible, sizeof(*vals));
+	size_t nc = (size_t)s->n_cpus_possible;
+	/* every key of every CPU in one system call (BPF_MAP_LOOKUP_BATCH, Linux 5.6) */
+	_cleanup_free_ uint64_t *all = calloc(PF_CNT_MAX * nc, sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	__u32 keys[PF_CNT_MAX], out_batch = 0, count = PF_CNT_MAX;
+	LIBBPF_OPTS(bpf_map_batch_opts, bo);
+	int rc = bpf_map_lookup_batch(bpf_map__fd(s->skel->maps.counters), NULL, &out_batch, keys,
+				      all, &count, &bo);
+	if ((rc == 0 || errno == ENOENT) && count == PF_CNT_MAX) {
+		for (__u32 i = 0; i < PF_CNT_MAX; i++)
+			for (size_t c = 0; c < nc; c++)
+				if (keys[i] < PF_CNT_MAX)
+					sum[keys[i]] += all[i * nc + c];
+		return 0;
+	}
+	_cleanup_free_ uint64_t *vals = calloc(nc, sizeof(*vals));
 	if (!vals)
 		return -ENOMEM;
 	for (__u32 k = 0; k < PF_CNT_MAX; k++) {
@@ -941,6 +957,41 @@ size_t pf_sampler_profiled_pids(struct pf_sampler *s, uint32_t *out, size_t cap)
 	return c.n;
 }
 
+/* Run time and count of each program (kernel BPF statistics), into out->progs and the sums. */
+static void prog_run_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
+{
+	struct bpf_program *progs[PF_SAMPLER_N_PROGS] = {
+		s->skel->progs.do_sample,   s->skel->progs.handle_exec,
+		s->skel->progs.handle_fork, s->skel->progs.handle_exit,
+		s->skel->progs.resolve_ksyms, s->skel->progs.do_capture};
+	for (int i = 0; i < PF_SAMPLER_N_PROGS; i++) {
+		struct bpf_prog_info info;
+		__u32 len = sizeof(info);
+		memset(&info, 0, sizeof(info));
+		out->progs[i].name = bpf_program__name(progs[i]);
+		if (progs[i] == s->skel->progs.resolve_ksyms && !s->ksym_prog)
+			continue; /* not loaded */
+		if (bpf_obj_get_info_by_fd(bpf_program__fd(progs[i]), &info, &len) < 0)
+			continue;
+		out->progs[i].run_time_ns = info.run_time_ns;
+		out->progs[i].run_cnt = info.run_cnt;
+		out->bpf_run_time_ns += info.run_time_ns;
+		out->bpf_run_cnt += info.run_cnt;
+	}
+}
+
+int pf_sampler_bpf_run_time(struct pf_sampler *s, uint64_t *ns)
+{
+	struct pf_sampler_stats st;
+	*ns = 0;
+	if (s->stats_fd < 0)
+		return -ENODATA;
+	memset(&st, 0, sizeof(st));
+	prog_run_stats(s, &st);
+	*ns = st.bpf_run_time_ns;
+	return 0;
+}
+
 int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -972,24 +1023,7 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->processes = pf_procinfo_count(s->pi);
 	out->bpf_stats_enabled = s->stats_fd >= 0;
 
-	struct bpf_program *progs[PF_SAMPLER_N_PROGS] = {
-		s->skel->progs.do_sample,   s->skel->progs.handle_exec,
-		s->skel->progs.handle_fork, s->skel->progs.handle_exit,
-		s->skel->progs.resolve_ksyms, s->skel->progs.do_capture};
-	for (int i = 0; i < PF_SAMPLER_N_PROGS; i++) {
-		struct bpf_prog_info info;
-		__u32 len = sizeof(info);
-		memset(&info, 0, sizeof(info));
-		out->progs[i].name = bpf_program__name(progs[i]);
-		if (progs[i] == s->skel->progs.resolve_ksyms && !s->ksym_prog)
-			continue; /* not loaded */
-		if (bpf_obj_get_info_by_fd(bpf_program__fd(progs[i]), &info, &len) < 0)
-			continue;
-		out->progs[i].run_time_ns = info.run_time_ns;
-		out->progs[i].run_cnt = info.run_cnt;
-		out->bpf_run_time_ns += info.run_time_ns;
-		out->bpf_run_cnt += info.run_cnt;
-	}
+	prog_run_stats(s, out);
 	struct pf_symbolizer_stats ss;
 	pf_symbolizer_stats(s->sym, &ss);
 	out->elf_cached = ss.elf_cached;

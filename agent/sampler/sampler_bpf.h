@@ -189,6 +189,11 @@ struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned sl
 
 /* Counters for the agent's metrics and health. */
 int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out);
+/* Only the run time of the sampler's BPF programs (their sum, what the overhead guard reads
+ * every second): one system call per program, where pf_sampler_stats() also reads every
+ * counter of every CPU. 0, or -ENODATA (*ns 0) while the kernel does not count BPF run
+ * time. */
+int pf_sampler_bpf_run_time(struct pf_sampler *s, uint64_t *ns);
 /* Entries of pid in the kernel's unwind map (tests: none once it exited), 0 without .eh_frame
  * unwinding. Iterates the whole map: not for hot paths. */
 size_t pf_sampler_unwind_entries(struct pf_sampler *s, uint32_t pid);
