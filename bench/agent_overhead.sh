@@ -81,14 +81,7 @@ have_perf=0
 if command -v perf >/dev/null; then
 	have_perf=1
 	# perf record for the same seconds, at the same time; its user+sys via getrusage.
-	python3 - "$secs" "$tmp/perf.data" > "$tmp/perf.ns" <<'PY' &
-import resource, subprocess, sys
-secs, out = sys.argv[1], sys.argv[2]
-subprocess.run(["perf", "record", "-F", "99", "-g", "-a", "-q", "-o", out, "--", "sleep", secs],
-               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-r = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(int((r.ru_utime + r.ru_stime) * 1e9))
-PY
+	python3 "$root/bench/perf_cpu.py" "$secs" "$tmp/perf.data" > "$tmp/perf.ns" &
 	perf_job=$!
 fi
 "$sample" "${extra[@]}" -d "$secs" -s -t 1 > "$tmp/sample.out" 2>"$tmp/sample.err"
