@@ -124,4 +124,6 @@ if perf:
 PY
 [ -z "${PF_KEEP_AGENT:-}" ] || { echo "agent pid $agent (PF_KEEP_AGENT: sleeping $PF_KEEP_AGENT s)"; sleep "$PF_KEEP_AGENT"; }
 echo "agent peak RSS: $((hwm / 1024)) MB ($hwm kB); profiles collected: $windows"
+guard=$(grep -c 'overhead guard: sampling at' "$tmp/agent.log" || true)
+[ "$guard" = 0 ] || { echo "the overhead guard changed the frequency $guard times:"; grep 'overhead guard: sampling at' "$tmp/agent.log" | tail -4; }
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
