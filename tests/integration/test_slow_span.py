@@ -373,8 +373,10 @@ class SlowSpan(IntegrationCase):
         time.sleep(0.5)  # a window would need 2 s; give a late writer a moment to show
         self.assertEqual(len(self.files()), 3, self.files())
 
+        # the metrics snapshot is refreshed once a second: wait for it to show step 5
         m = wait_until(lambda: (lambda m: m if m.get(
-            'span_profiles_total{trigger="error_span"}') == 1 else None)(self.metrics()),
+            'span_profiles_total{trigger="error_span"}') == 1 and m.get(
+            'span_profiles_total{trigger="slow_span"}', 0) >= 2 else None)(self.metrics()),
             timeout=5, what="metrics refreshed")
         print({k: v for k, v in m.items() if "span" in k or "ring" in k})
         self.assertEqual(m['span_profiles_total{trigger="slow_span"}'], 2)
