@@ -48,9 +48,10 @@ struct scope_ent {
 };
 
 struct cu_scopes {
-	Dwarf_Off cu;       /* the CU DIE's offset */
-	struct scope_ent *e; /* sorted by lo; NULL with n 0: walk the CU (not indexed) */
+	Dwarf_Off cu;        /* the CU DIE's offset */
+	struct scope_ent *e; /* sorted by lo */
 	uint32_t n;
+	bool walk;           /* not indexed (the file's bound reached): walk the CU */
 };
 
 struct elf_file {
@@ -644,7 +645,7 @@ static void scope_collect(Dwarf_Die *parent, struct scope_vec *v, size_t room, i
 	} while (dwarf_siblingof(&child, &child) == 0);
 }
 
-/* cu's index in f, built at its first lookup. NULL (out of memory) or ->e NULL (the file's
+/* cu's index in f, built at its first lookup. NULL (out of memory) or ->walk (the file's
  * bound reached): walk the CU instead. */
 static const struct cu_scopes *cu_scopes_get(struct elf_file *f, Dwarf_Die *cu)
 {
@@ -671,18 +672,14 @@ static const struct cu_scopes *cu_scopes_get(struct elf_file *f, Dwarf_Die *cu)
 	scope_collect(cu, &v, SCOPE_INDEX_MAX - f->scope_ents, 0);
 	if (v.full) {
 		free(v.e);
-		v = (struct scope_vec){0};
+		v = (struct scope_vec){.full = true};
 	} else if (v.n) {
 		qsort(v.e, v.n, sizeof(*v.e), scope_ent_cmp);
 		struct scope_ent *e = realloc(v.e, v.n * sizeof(*e));
 		v.e = e ? e : v.e;
-	} else {
-		v.e = malloc(sizeof(*v.e)); /* indexed, no code: not NULL, which means walk */
-		if (!v.e)
-			return NULL;
 	}
 	memmove(&f->cus[lo + 1], &f->cus[lo], (f->n_cus - lo) * sizeof(*f->cus));
-	f->cus[lo] = (struct cu_scopes){off, v.e, (uint32_t)v.n};
+	f->cus[lo] = (struct cu_scopes){off, v.e, (uint32_t)v.n, v.full};
 	f->n_cus++;
 	f->scope_ents += v.n;
 	return &f->cus[lo];
@@ -694,7 +691,7 @@ static const struct cu_scopes *cu_scopes_get(struct elf_file *f, Dwarf_Die *cu)
 static int cu_scope_path(struct elf_file *f, Dwarf_Die *cu, uint64_t vaddr, Dwarf_Die *path)
 {
 	const struct cu_scopes *c = f ? cu_scopes_get(f, cu) : NULL;
-	if (!c || !c->e)
+	if (!c || c->walk)
 		return scope_path(cu, vaddr, path, 0, 0);
 	size_t lo = 0, hi = c->n;
 	while (lo < hi) { /* the first entry starting after vaddr */

@@ -685,13 +685,20 @@ static uint64_t nm_addr(const char *bin, const char *symbol)
 	return a;
 }
 
-static void test_cxx(void **state)
+/* Builds cxx_src into <dir>/<name> (non-PIE, -O2 -g). */
+static void build_orders(const char *name, char *bin, size_t n)
 {
-	char cc[128], bin[128];
-	snprintf(cc, sizeof(cc), "%s/orders.cc", dir);
-	snprintf(bin, sizeof(bin), "%s/orders", dir);
+	char cc[128];
+	snprintf(cc, sizeof(cc), "%s/%s.cc", dir, name);
+	snprintf(bin, n, "%s/%s", dir, name);
 	write_file(cc, cxx_src);
 	sh("g++ -g -O2 -no-pie -o %s %s", bin, cc);
+}
+
+static void test_cxx(void **state)
+{
+	char bin[128];
+	build_orders("orders", bin, sizeof(bin));
 	uint64_t ready, a_price = nm_addr(bin, "_ZNK8checkout5Order5priceEv"),
 			a_total = nm_addr(bin, "_ZN8checkout5totalIjEET_RKS1_S3_");
 	assert_true(a_price && a_total);
@@ -896,11 +903,8 @@ static void compare_index_walk(pid_t pid, const uint64_t *addrs, size_t n, size_
 static void test_scope_index_equals_walk(void **state)
 {
 	/* C++: namespaces, a class's member, a template; every byte of .text */
-	char cc[128], bin[128];
-	snprintf(cc, sizeof(cc), "%s/orders_ix.cc", dir);
-	snprintf(bin, sizeof(bin), "%s/orders_ix", dir);
-	write_file(cc, cxx_src);
-	sh("g++ -g -O2 -no-pie -o %s %s", bin, cc);
+	char bin[128];
+	build_orders("orders_ix", bin, sizeof(bin));
 	unsigned long long lo = 0, size = 0;
 	text_range(bin, &lo, &size);
 	uint64_t *addrs = calloc(size, sizeof(*addrs));
