@@ -136,7 +136,6 @@ struct agent_dataplane {
 	 * under lock; NULL without opts.metrics */
 	struct agent_dataplane_metrics *snap;	   /* under lock */
 	struct agent_dataplane_metrics *snap_work; /* worker thread only */
-	uint64_t snap_ms;			   /* CLOCK_MONOTONIC of the last refresh */
 };
 
 /* ---- small helpers ------------------------------------------------------------------------- */
@@ -1519,16 +1518,13 @@ static void toggle_trigger(struct agent_dataplane *d)
 
 /* ---- metrics snapshot (worker thread) ------------------------------------------------------ */
 
-/* Refreshes the snapshot when AGENT_DATAPLANE_METRICS_MS passed (or force). */
-static void metrics_refresh(struct agent_dataplane *d, bool force)
+/* Takes the snapshot: on the worker's once-a-second tick, and after the final flush. */
+static void metrics_refresh(struct agent_dataplane *d)
 {
 	struct agent_dataplane_metrics *m = d->snap_work;
 	if (!m)
 		return;
 	uint64_t now = mono_ms();
-	if (!force && d->snap_ms && now - d->snap_ms < AGENT_DATAPLANE_METRICS_MS)
-		return;
-	d->snap_ms = now;
 	memset(m, 0, sizeof(*m));
 	m->refreshed_unix_ns = agent_now_unix_nano();
 
@@ -1727,7 +1723,8 @@ static void *worker_main(void *arg)
 			    agent_capture_runner_poll(d->capture_run, d->sampler, d->cfg, mono_ms());
 		captures_health(d);
 		uint64_t now = mono_ms();
-		if (now >= d->next_tick_ms) {
+		bool tick = now >= d->next_tick_ms;
+		if (tick) {
 			d->next_tick_ms = now + TICK_MS;
 			guard_tick(d, now);
 			high_cpu_tick(d, now);
@@ -1753,13 +1750,17 @@ static void *worker_main(void *arg)
 			pprof_health(d);
 		}
 		int span_wait = spans_run(d);
-		exporters_health(d);
-		metrics_refresh(d, false);
+		if (tick) { /* once a second, on the tick's wake-up: no wake-up of their own */
+			exporters_health(d);
+			metrics_refresh(d);
+		}
 
 		int timeout = AGENT_DATAPLANE_POLL_MS;
 		if (span_wait >= 0 && span_wait < timeout)
 			timeout = span_wait;
-		now = mono_ms(); /* the tick needs no shorter timeout: TICK_MS is 4 polls */
+		now = mono_ms();
+		timeout = (int)pf_min((uint64_t)timeout,
+				      d->next_tick_ms > now ? d->next_tick_ms - now : 0);
 		if (d->next_close_ms)
 			timeout = (int)pf_min((uint64_t)timeout,
 					      d->next_close_ms > now ? d->next_close_ms - now : 0);
@@ -1777,7 +1778,7 @@ static void *worker_main(void *arg)
 			drain_efd(d);
 	}
 	final_flush(d);
-	metrics_refresh(d, true);
+	metrics_refresh(d);
 	pthread_mutex_lock(&d->lock);
 	d->flushed = true;
 	if (d->wake) /* under the lock: agent_dataplane_free() clears it */

@@ -3,8 +3,9 @@
  * (sampler_pprof.h), OTLP encoding (proto/codec/otlp_profiles.h) and the configured exporters
  * (export/exporter.h), steered by the active profiling config.
  *
- * Owns one worker thread ("dataplane") that owns the sampler: it creates it, polls its ring
- * buffers (epoll fd + a 250 ms timer), closes a window every sampling.duration_seconds, encodes
+ * Owns one worker thread ("dataplane") that owns the sampler: it creates it, drains its ring
+ * buffers (when their epoll fd wakes it, and on a once-a-second tick that also runs the
+ * overhead guard, exporter health and the metrics snapshot), closes a window every sampling.duration_seconds, encodes
  * it and hands the bytes to every exporter with agent_exporter_submit() (which copies them and
  * returns at once). Nothing of this runs on the lws loop: the loop only posts configs (the
  * apply hook's commit), trigger toggles and the stop request, and waits for the final flush.
@@ -113,7 +114,9 @@
 #define AGENT_DATAPLANE_FLUSH_MS 4500
 #define AGENT_DATAPLANE_SPAN_QUEUE 64   /* span jobs waiting for the worker */
 #define AGENT_DATAPLANE_SPAN_PROCS 2048 /* sampled processes spans are resolved against */
-#define AGENT_DATAPLANE_POLL_MS 250
+/* The worker's longest sleep: its tick. Every other deadline (window close, captures, spans,
+ * pprof scrapes) shortens it; config, triggers and stop wake it at once. */
+#define AGENT_DATAPLANE_POLL_MS 1000
 
 struct agent_health;
 struct agent_dataplane;
@@ -181,12 +184,11 @@ void agent_dataplane_counters(struct agent_dataplane *d, struct agent_dataplane_
 
 /* Metrics snapshot (agent/endpoints/metrics.h renders it). With opts.metrics the worker copies its
  * counters, the sampler's stats, every exporter's agent_exporter_status() and every pprof
- * target's health into a snapshot under its lock at most every AGENT_DATAPLANE_METRICS_MS,
- * from its poll loop (no work per sample; the sampler is read only by the worker), and once
- * more after the final flush. Once a second: reading the sampler's counters and programs'
- * statistics is a dozen system calls, and a scrape comes every 15-60 s. agent_dataplane_metrics() copies the last snapshot: any thread,
- * never waits for the worker beyond that copy. */
-#define AGENT_DATAPLANE_METRICS_MS 1000
+ * target's health into a snapshot under its lock on its once-a-second tick (no work per
+ * sample; the sampler is read only by the worker), and once more after the final flush. Once
+ * a second: reading the sampler's counters and programs' statistics is a few system calls,
+ * and a scrape comes every 15-60 s. agent_dataplane_metrics() copies the last snapshot: any
+ * thread, never waits for the worker beyond that copy. */
 #define AGENT_DATAPLANE_NAME_LEN 32
 
 struct agent_dataplane_exporter_metrics {

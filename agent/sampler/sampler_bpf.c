@@ -413,7 +413,9 @@ int pf_sampler_fd(const struct pf_sampler *s)
 
 int pf_sampler_poll(struct pf_sampler *s, int timeout_ms)
 {
-	int rc = ring_buffer__poll(s->rb, timeout_ms);
+	/* timeout 0: the caller's own poll(2) watched the fd; an epoll_wait would only tell the
+	 * consume below what it finds out itself */
+	int rc = timeout_ms ? ring_buffer__poll(s->rb, timeout_ms) : 0;
 	if (rc == -EINTR)
 		rc = 0;
 	if (rc < 0)
