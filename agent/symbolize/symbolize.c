@@ -351,7 +351,10 @@ static int load_syms_from(struct elf_file *f, Elf *elf, Elf64_Word type)
 		if (!d)
 			continue;
 		size_t n = sh.sh_size / sh.sh_entsize;
-		struct elf_sym *syms = calloc(n ? n : 1, sizeof(*syms));
+		/* not calloc: only the k entries kept are written, and the array is cut to them
+		 * (a .symtab is mostly objects, sections and files: zeroing all of it would make
+		 * every page resident for a few seconds) */
+		struct elf_sym *syms = malloc((n ? n : 1) * sizeof(*syms));
 		if (!syms)
 			return -ENOMEM;
 		size_t k = 0;
@@ -371,6 +374,11 @@ static int load_syms_from(struct elf_file *f, Elf *elf, Elf64_Word type)
 		if (!k) {
 			free(syms);
 			continue;
+		}
+		if (k < n) {
+			struct elf_sym *cut = realloc(syms, k * sizeof(*syms));
+			if (cut)
+				syms = cut;
 		}
 		qsort(syms, k, sizeof(*syms), sym_cmp);
 		f->syms = syms;
