@@ -10,7 +10,8 @@
 # time and its table builder's CPU (its /metrics), then again SECONDS_RUN later: the warm
 # cost, as a percentage of one CPU. `perf record -F 99 -g -a` runs over the same span for a
 # ratio from the same run (the machine is shared: use the ratio). Also: the controller's CPU
-# over the span (it ingests the agent's profiles) and the agent's peak RSS.
+# over the span (it ingests the agent's profiles), the agent's peak RSS and its RSS at the end
+# (anonymous, file-backed: its libraries, the mapped unwind-row array; shared memory).
 #
 #   sudo bench/agent_whole.sh
 # Environment: PF_BUILD_DIR (default build/ci), SECONDS_RUN (60), WARM (25), WORKLOAD
@@ -106,6 +107,7 @@ read -r a1 c1 b1 u1 n1 t1 <<<"$(snapshot)"
 wait "$perf_job" || true
 perf_ns=$(cat "$tmp/perf.ns" 2>/dev/null || echo 0)
 hwm=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$agent/status")
+rss=$(awk '/^(VmRSS|RssAnon|RssFile|RssShmem):/ { printf "%s %s kB, ", $1, $2 }' "/proc/$agent/status")
 windows=$(curl -fs "http://127.0.0.1:$mport/metrics" |
 	awk '$1 ~ /^profleet_agent_profiles_collected_total/ { s += $2 } END { print s + 0 }')
 
@@ -126,7 +128,7 @@ if perf:
           f" ratio agent/perf {total / perf:.2f}")
 PY
 [ -z "${PF_KEEP_AGENT:-}" ] || { echo "agent pid $agent (PF_KEEP_AGENT: sleeping $PF_KEEP_AGENT s)"; sleep "$PF_KEEP_AGENT"; }
-echo "agent peak RSS: $((hwm / 1024)) MB ($hwm kB); profiles collected: $windows"
+echo "agent peak RSS: $((hwm / 1024)) MB ($hwm kB); at the end: ${rss%, }; profiles collected: $windows"
 guard=$(grep -c 'overhead guard: sampling at' "$tmp/agent.log" || true)
 [ "$guard" = 0 ] || { echo "the overhead guard changed the frequency $guard times:"; grep 'overhead guard: sampling at' "$tmp/agent.log" | tail -4; }
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

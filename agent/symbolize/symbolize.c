@@ -51,7 +51,9 @@ struct cu_scopes {
 	Dwarf_Off cu;        /* the CU DIE's offset */
 	struct scope_ent *e; /* sorted by lo */
 	uint32_t n;
+	bool indexed;        /* e/n/walk are set (the entry may exist for its lines only) */
 	bool walk;           /* not indexed (the file's bound reached): walk the CU */
+	bool lines_counted;  /* its line table's rows are in the file's dwarf_lines */
 };
 
 struct elf_file {
@@ -77,6 +79,7 @@ struct elf_file {
 				* lives and dies with dwarf */
 	size_t n_cus, cap_cus;
 	size_t scope_ents;     /* entries over all of cus, at most SCOPE_INDEX_MAX */
+	uint64_t dwarf_lines;  /* line-table rows libdw decoded for this handle */
 	bool dbg_tried;
 	int dbg_fd; /* separate debug file (/usr/lib/debug/.build-id/..), -1 when none; kept
 		     * while the file is cached: a stripped file's .symtab comes from it */
@@ -266,6 +269,7 @@ static void elf_file_drop_dwarf(struct elf_file *f)
 	free(f->cus);
 	f->cus = NULL;
 	f->n_cus = f->cap_cus = f->scope_ents = 0;
+	f->dwarf_lines = 0;
 }
 
 static void elf_file_free(struct elf_file *f)
@@ -653,9 +657,8 @@ static void scope_collect(Dwarf_Die *parent, struct scope_vec *v, size_t room, i
 	} while (dwarf_siblingof(&child, &child) == 0);
 }
 
-/* cu's index in f, built at its first lookup. NULL (out of memory) or ->walk (the file's
- * bound reached): walk the CU instead. */
-static const struct cu_scopes *cu_scopes_get(struct elf_file *f, Dwarf_Die *cu)
+/* cu's entry in f, added (not indexed) when new. NULL: out of memory. */
+static struct cu_scopes *cu_entry(struct elf_file *f, Dwarf_Die *cu)
 {
 	Dwarf_Off off = dwarf_dieoffset(cu);
 	size_t lo = 0, hi = f->n_cus;
@@ -676,6 +679,19 @@ static const struct cu_scopes *cu_scopes_get(struct elf_file *f, Dwarf_Die *cu)
 		f->cus = c;
 		f->cap_cus = cap;
 	}
+	memmove(&f->cus[lo + 1], &f->cus[lo], (f->n_cus - lo) * sizeof(*f->cus));
+	f->cus[lo] = (struct cu_scopes){.cu = off};
+	f->n_cus++;
+	return &f->cus[lo];
+}
+
+/* cu's index in f, built at its first lookup. NULL (out of memory) or ->walk (the file's
+ * bound reached): walk the CU instead. */
+static const struct cu_scopes *cu_scopes_get(struct elf_file *f, Dwarf_Die *cu)
+{
+	struct cu_scopes *c = cu_entry(f, cu);
+	if (!c || c->indexed)
+		return c;
 	struct scope_vec v = {0};
 	scope_collect(cu, &v, SCOPE_INDEX_MAX - f->scope_ents, 0);
 	if (v.full) {
@@ -686,11 +702,12 @@ static const struct cu_scopes *cu_scopes_get(struct elf_file *f, Dwarf_Die *cu)
 		struct scope_ent *e = realloc(v.e, v.n * sizeof(*e));
 		v.e = e ? e : v.e;
 	}
-	memmove(&f->cus[lo + 1], &f->cus[lo], (f->n_cus - lo) * sizeof(*f->cus));
-	f->cus[lo] = (struct cu_scopes){off, v.e, (uint32_t)v.n, v.full};
-	f->n_cus++;
+	c->e = v.e;
+	c->n = (uint32_t)v.n;
+	c->walk = v.full;
+	c->indexed = true;
 	f->scope_ents += v.n;
-	return &f->cus[lo];
+	return c;
 }
 
 /* scope_path from cu, through its index in f (f NULL: the walk): the same chain, walking
@@ -776,6 +793,14 @@ static void elf_file_find_line(struct elf_file *f, const char *debug_dir, uint64
 	if (!dwarf_addrdie(f->dwarf, vaddr, &cu))
 		return;
 	Dwarf_Line *l = dwarf_getsrc_die(&cu, vaddr);
+	struct cu_scopes *c = cu_entry(f, &cu);
+	if (c && !c->lines_counted) { /* libdw keeps the CU's decoded table: count it once */
+		Dwarf_Lines *lines;
+		size_t nl = 0;
+		if (dwarf_getsrclines(&cu, &lines, &nl) == 0)
+			f->dwarf_lines += nl;
+		c->lines_counted = true;
+	}
 	if (l) {
 		int ln = 0;
 		if (dwarf_lineno(l, &ln) == 0 && ln > 0)
@@ -1718,6 +1743,7 @@ static void release_image(Elf *e, int fd, int8_t *state)
 void pf_symbolizer_trim(struct pf_symbolizer *sym)
 {
 	size_t kept = 0;
+	uint64_t kept_lines = 0;
 	for (struct elf_file *f = sym->lru_head; f; f = f->next) {
 		/* the pages of an image read in bulk since the last trim go back, a kept handle's
 		 * too: its next lookups fault back (from the page cache) only the few they read.
@@ -1728,8 +1754,10 @@ void pf_symbolizer_trim(struct pf_symbolizer *sym)
 			release_image(f->dbg_elf, f->dbg_fd, &f->dbg_img_state);
 			f->img_touched = false;
 		}
-		if (f->dwarf && f->dwarf_used && kept < PF_SYM_DWARF_KEEP) {
+		if (f->dwarf && f->dwarf_used && kept < PF_SYM_DWARF_KEEP &&
+		    kept_lines + f->dwarf_lines <= sym->opt.dwarf_keep_lines) {
 			kept++; /* busy: its CU index and line tables serve the next window too */
+			kept_lines += f->dwarf_lines;
 			f->dwarf_used = false;
 			continue;
 		}
@@ -1737,6 +1765,7 @@ void pf_symbolizer_trim(struct pf_symbolizer *sym)
 		f->dwarf_tried = false;
 		f->dwarf_used = false;
 	}
+	sym->st.dwarf_kept_lines = kept_lines;
 }
 
 /* ---- resolve ------------------------------------------------------------------------------ */
@@ -2128,6 +2157,8 @@ struct pf_symbolizer *pf_symbolizer_new(const struct pf_symbolizer_options *opt)
 	if (!sym->opt.dwarf_cpu_burst_ns || sym->opt.dwarf_cpu_burst_ns > PF_SYM_DWARF_BURST_NS * 8)
 		sym->opt.dwarf_cpu_burst_ns = PF_SYM_DWARF_BURST_NS;
 	sym->dwarf_budget_ns = (int64_t)sym->opt.dwarf_cpu_burst_ns;
+	if (!sym->opt.dwarf_keep_lines)
+		sym->opt.dwarf_keep_lines = PF_SYM_DWARF_KEEP_LINES;
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	sym->dwarf_budget_at = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;

@@ -49,6 +49,8 @@ struct pf_symbolizer_options {
 				      * gets its symbol-table name only and is not cached, so a
 				      * later window, under budget again, resolves it in full. */
 	uint64_t dwarf_cpu_burst_ns; /* the bucket's size; 0 = PF_SYM_DWARF_BURST_NS */
+	uint64_t dwarf_keep_lines; /* decoded line-table rows the DWARF handles kept across a
+				    * trim may hold together; 0 = PF_SYM_DWARF_KEEP_LINES */
 	bool no_scope_index; /* find an address's function by walking its CU's DIEs every time
 			      * instead of through the per-CU index of function ranges (same
 			      * results; for tests and benchmarks) */
@@ -88,6 +90,7 @@ struct pf_symbolizer_stats {
 	uint64_t dwarf_cpu_ns;     /* thread CPU time in DWARF lookups (lines, inlined frames) */
 	uint64_t dwarf_lookups;    /* those lookups (new addresses with a symbol) */
 	uint64_t dwarf_opened;     /* DWARF handles opened (dwarf_begin_elf) */
+	uint64_t dwarf_kept_lines; /* line-table rows the handles kept at the last trim hold */
 	uint64_t dwarf_deferred;   /* new addresses given symbol-table names only, the DWARF
 				    * budget being spent (resolved in full in a later window) */
 	int last_error;        /* negative errno of the last failure, 0 when none */
@@ -135,14 +138,16 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
 
 /* Drops per-window state that can be rebuilt: the DWARF handles of cached ELF files (line
  * tables are the bulk of the symbolizer's memory), but for those that answered a lookup
- * since the last trim, PF_SYM_DWARF_KEEP of them at most (most recently used first): a file
- * whose new addresses keep coming (a host's processes coming and going) does not rebuild its
- * CU index and line tables every window. Resolved addresses stay cached (by file and
+ * since the last trim, PF_SYM_DWARF_KEEP of them at most (most recently used first) holding
+ * dwarf_keep_lines decoded line-table rows together at most (~48 bytes each in libdw): a file whose new addresses keep coming (a host's processes coming and going) does
+ * not rebuild its CU index and line tables every window, and what stays between windows is
+ * bounded (a few CUs of a large program decode tens of thousands of rows). Resolved addresses stay cached (by file and
  * address, up to 16384), so a steady workload does not reopen DWARF. The resident pages of
  * every cached file's mapped image (symbol tables, DWARF sections read so far) are given
  * back; the page cache keeps them for the reads that come back. Call after each window
  * close. */
 #define PF_SYM_DWARF_KEEP 8
+#define PF_SYM_DWARF_KEEP_LINES 16384u
 void pf_symbolizer_trim(struct pf_symbolizer *sym);
 
 /* Kernel symbolization by the kernel itself (the sampler's BPF resolver, cpu_sampler.h): for

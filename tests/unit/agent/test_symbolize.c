@@ -769,12 +769,14 @@ static long rss_kb_of(const char *path)
 /* A trim gives back the pages of an idle file's mapped image (symbol and string tables,
  * DWARF), and what was resolved before still reads the same after (names come back from the
  * page cache). */
-static void test_trim_releases_pages(void **state)
+/* Builds dir/many: 1500 small functions in one CU, with DWARF (line tables of ~10k rows). */
+static void build_many(char *bin, size_t cap)
 {
-	(void)state;
-	char c[128], bin[128];
+	char c[128];
 	snprintf(c, sizeof(c), "%s/many.c", dir);
-	snprintf(bin, sizeof(bin), "%s/many", dir);
+	snprintf(bin, cap, "%s/many", dir);
+	if (access(bin, X_OK) == 0)
+		return;
 	FILE *f = fopen(c, "w");
 	assert_non_null(f);
 	fputs("#include <stdio.h>\n#include <unistd.h>\n", f);
@@ -789,11 +791,20 @@ static void test_trim_releases_pages(void **state)
 	      f);
 	fclose(f);
 	sh("cc -g -O1 -no-pie -o %s %s", bin, c);
+}
+
+static void test_trim_releases_pages(void **state)
+{
+	(void)state;
+	char bin[128];
+	build_many(bin, sizeof(bin));
 	unsigned long long lo, size;
 	text_range(bin, &lo, &size);
 	uint64_t ready;
 	pid_t pid = run_target(bin, &ready);
-	struct pf_symbolizer *sym = pf_symbolizer_new(NULL);
+	/* room for this file's line tables: its handle is kept (test_trim_bounds_kept_lines) */
+	struct pf_symbolizer_options o = {.dwarf_keep_lines = 1u << 24};
+	struct pf_symbolizer *sym = pf_symbolizer_new(&o);
 	assert_int_equal(pf_symbolizer_capture(sym, (uint32_t)pid), 0);
 	stop(pid);
 	size_t n = size / 16;
@@ -849,6 +860,54 @@ static void test_trim_releases_pages(void **state)
 	pf_prof_window_free(w);
 	pf_prof_window_free(w2);
 	pf_symbolizer_free(sym);
+}
+
+/* A busy DWARF handle is kept across a trim only while the line tables the kept handles
+ * decoded fit dwarf_keep_lines: over it, the handle goes and the next lookup opens it again. */
+static void test_trim_bounds_kept_lines(void **state)
+{
+	(void)state;
+	char bin[128];
+	build_many(bin, sizeof(bin));
+	unsigned long long lo, size;
+	text_range(bin, &lo, &size);
+	uint64_t ready;
+	pid_t pid = run_target(bin, &ready);
+	uint64_t kept_rows = 0;
+	for (int round = 0; round < 2; round++) {
+		/* round 0: room for every row; round 1: fewer rows than this one CU holds */
+		struct pf_symbolizer_options o = {.no_kernel = true,
+						  .dwarf_keep_lines = round ? kept_rows - 1 : 1u << 24};
+		struct pf_symbolizer *sym = pf_symbolizer_new(&o);
+		assert_non_null(sym);
+		assert_int_equal(pf_symbolizer_capture(sym, (uint32_t)pid), 0);
+		struct pf_prof_window *w = pf_prof_window_new();
+		struct pf_prof_frame fr[8];
+		for (size_t i = 0; i < 8; i++)
+			fr[i] = (struct pf_prof_frame){.address = lo + (size / 8) * i};
+		struct pf_prof_process p = {0};
+		assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &p, fr, 8), 0);
+		pf_symbolizer_trim(sym);
+		struct pf_symbolizer_stats st;
+		pf_symbolizer_stats(sym, &st);
+		assert_int_equal(st.dwarf_opened, 1);
+		if (!round) {
+			kept_rows = st.dwarf_kept_lines;
+			print_message("rows of the kept line tables: %" PRIu64 "\n", kept_rows);
+			assert_true(kept_rows > 1000);
+		} else {
+			assert_int_equal(st.dwarf_kept_lines, 0);
+		}
+		struct pf_prof_frame nf = {.address = lo + size / 2 + 3};
+		struct pf_prof_process np = {0};
+		assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &np, &nf, 1), 0);
+		assert_true(nf.line > 0);
+		pf_symbolizer_stats(sym, &st);
+		assert_int_equal(st.dwarf_opened, round ? 2 : 1);
+		pf_prof_window_free(w);
+		pf_symbolizer_free(sym);
+	}
+	stop(pid);
 }
 
 static bool str_same(const char *a, const char *b)
@@ -1069,6 +1128,7 @@ int main(void)
 		cmocka_unit_test(test_inlined),
 		cmocka_unit_test(test_scope_index_equals_walk),
 		cmocka_unit_test(test_trim_releases_pages),
+		cmocka_unit_test(test_trim_bounds_kept_lines),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
