@@ -769,14 +769,15 @@ static long rss_kb_of(const char *path)
 /* A trim gives back the pages of an idle file's mapped image (symbol and string tables,
  * DWARF), and what was resolved before still reads the same after (names come back from the
  * page cache). */
-/* Builds dir/many: 1500 small functions in one CU, with DWARF (line tables of ~10k rows). */
-static void build_many(char *bin, size_t cap)
+/* Builds dir/many (once): 1500 small functions in one CU, with DWARF (a line table of tens
+ * of thousands of rows); runs it and gives its path and its .text range. */
+static pid_t start_many(char *bin, size_t cap, unsigned long long *lo, unsigned long long *size)
 {
 	char c[128];
 	snprintf(c, sizeof(c), "%s/many.c", dir);
 	snprintf(bin, cap, "%s/many", dir);
 	if (access(bin, X_OK) == 0)
-		return;
+		goto run;
 	FILE *f = fopen(c, "w");
 	assert_non_null(f);
 	fputs("#include <stdio.h>\n#include <unistd.h>\n", f);
@@ -791,17 +792,18 @@ static void build_many(char *bin, size_t cap)
 	      f);
 	fclose(f);
 	sh("cc -g -O1 -no-pie -o %s %s", bin, c);
+run:
+	text_range(bin, lo, size);
+	uint64_t ready;
+	return run_target(bin, &ready);
 }
 
 static void test_trim_releases_pages(void **state)
 {
 	(void)state;
 	char bin[128];
-	build_many(bin, sizeof(bin));
 	unsigned long long lo, size;
-	text_range(bin, &lo, &size);
-	uint64_t ready;
-	pid_t pid = run_target(bin, &ready);
+	pid_t pid = start_many(bin, sizeof(bin), &lo, &size);
 	/* room for this file's line tables: its handle is kept (test_trim_bounds_kept_lines) */
 	struct pf_symbolizer_options o = {.dwarf_keep_lines = 1u << 24};
 	struct pf_symbolizer *sym = pf_symbolizer_new(&o);
@@ -868,11 +870,8 @@ static void test_trim_bounds_kept_lines(void **state)
 {
 	(void)state;
 	char bin[128];
-	build_many(bin, sizeof(bin));
 	unsigned long long lo, size;
-	text_range(bin, &lo, &size);
-	uint64_t ready;
-	pid_t pid = run_target(bin, &ready);
+	pid_t pid = start_many(bin, sizeof(bin), &lo, &size);
 	uint64_t kept_rows = 0;
 	for (int round = 0; round < 2; round++) {
 		/* round 0: room for every row; round 1: fewer rows than this one CU holds */
