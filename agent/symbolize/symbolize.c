@@ -1598,6 +1598,9 @@ static bool dwarf_budget_ok(struct pf_symbolizer *sym)
 	return sym->dwarf_budget_ns > 0;
 }
 
+static uint64_t dwarf_rows_open(const struct pf_symbolizer *sym);
+static void dwarf_shed(struct pf_symbolizer *sym);
+
 /* Symbol and line of vaddr in f, from the cache or resolved now (and cached). NULL only when
  * out of memory; ->function NULL when no symbol covers vaddr. Over the DWARF budget, an
  * address of a file that may have DWARF gets its symbol only, in sym->partial (not cached). */
@@ -1626,12 +1629,14 @@ static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct 
 	uint32_t line = 0;
 	struct inl_raw raw[MAX_INLINE_DEPTH];
 	size_t n_inl = 0;
+	uint64_t rows0 = 0;
 	bool partial = s && !f->no_dwarf && !f->dwarf_skipped && !dwarf_budget_ok(sym);
 	if (partial) {
 		sym->st.dwarf_deferred++;
 	} else if (s) {
 		uint64_t t0 = thread_cpu_ns();
 		bool tried = f->dwarf_tried;
+		rows0 = f->dwarf_lines;
 		elf_file_find_line(f, sym->opt.debug_dir, sym->opt.dwarf_max_inflate,
 				   !sym->opt.no_scope_index, vaddr, &file, &line, raw, &n_inl);
 		sym->st.dwarf_opened += !tried && f->dwarf;
@@ -1677,6 +1682,9 @@ static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct 
 	e[0] = (struct rcache_ent){f->id, vaddr, s ? s->name : NULL, readable, file, line,
 				   (uint32_t)n_inl, inl};
 	sym->st.inlined_frames += n_inl;
+	/* the entry holds interned copies: libdw's memory may go now */
+	if (f->dwarf_lines > rows0 && dwarf_rows_open(sym) > sym->opt.dwarf_window_lines)
+		dwarf_shed(sym);
 	return e;
 }
 
@@ -1740,20 +1748,51 @@ static void release_image(Elf *e, int fd, int8_t *state)
 	madvise(p, n, MADV_DONTNEED);
 }
 
+/* The pages of f's images read in bulk since the last release go back, a kept handle's too:
+ * its next lookups fault back (from the page cache) only the few they read. Only those:
+ * madvise costs TLB flushes on every CPU running an agent thread, and the pages that names
+ * are read from at each window stay once back. */
+static void release_touched(struct elf_file *f)
+{
+	if (!f->img_touched)
+		return;
+	release_image(f->elf, f->fd, &f->img_state);
+	release_image(f->dbg_elf, f->dbg_fd, &f->dbg_img_state);
+	f->img_touched = false;
+}
+
+/* Decoded line-table rows over every open DWARF handle. */
+static uint64_t dwarf_rows_open(const struct pf_symbolizer *sym)
+{
+	uint64_t n = 0;
+	for (const struct elf_file *f = sym->lru_head; f; f = f->next)
+		n += f->dwarf_lines;
+	return n;
+}
+
+/* Between two lookups, once the open handles' line tables pass dwarf_window_lines: every
+ * handle goes and the images read go back, as at a trim. A window whose new addresses fall
+ * in many CUs of a large program (a first window, a library with full DWARF) would
+ * otherwise hold all of them, and every page of DWARF they read, until its close. */
+static void dwarf_shed(struct pf_symbolizer *sym)
+{
+	for (struct elf_file *f = sym->lru_head; f; f = f->next) {
+		release_touched(f);
+		if (!f->dwarf)
+			continue;
+		elf_file_drop_dwarf(f);
+		f->dwarf_tried = false;
+		f->dwarf_used = false;
+	}
+	sym->st.dwarf_shed++;
+}
+
 void pf_symbolizer_trim(struct pf_symbolizer *sym)
 {
 	size_t kept = 0;
 	uint64_t kept_lines = 0;
 	for (struct elf_file *f = sym->lru_head; f; f = f->next) {
-		/* the pages of an image read in bulk since the last trim go back, a kept handle's
-		 * too: its next lookups fault back (from the page cache) only the few they read.
-		 * Only those: madvise costs TLB flushes on every CPU running an agent thread, and
-		 * the pages that names are read from at each window stay once back. */
-		if (f->img_touched) {
-			release_image(f->elf, f->fd, &f->img_state);
-			release_image(f->dbg_elf, f->dbg_fd, &f->dbg_img_state);
-			f->img_touched = false;
-		}
+		release_touched(f);
 		if (f->dwarf && f->dwarf_used && kept < PF_SYM_DWARF_KEEP &&
 		    kept_lines + f->dwarf_lines <= sym->opt.dwarf_keep_lines) {
 			kept++; /* busy: its CU index and line tables serve the next window too */
@@ -2159,6 +2198,8 @@ struct pf_symbolizer *pf_symbolizer_new(const struct pf_symbolizer_options *opt)
 	sym->dwarf_budget_ns = (int64_t)sym->opt.dwarf_cpu_burst_ns;
 	if (!sym->opt.dwarf_keep_lines)
 		sym->opt.dwarf_keep_lines = PF_SYM_DWARF_KEEP_LINES;
+	if (!sym->opt.dwarf_window_lines)
+		sym->opt.dwarf_window_lines = PF_SYM_DWARF_WINDOW_LINES;
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	sym->dwarf_budget_at = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;

@@ -51,6 +51,10 @@ struct pf_symbolizer_options {
 	uint64_t dwarf_cpu_burst_ns; /* the bucket's size; 0 = PF_SYM_DWARF_BURST_NS */
 	uint64_t dwarf_keep_lines; /* decoded line-table rows the DWARF handles kept across a
 				    * trim may hold together; 0 = PF_SYM_DWARF_KEEP_LINES */
+	uint64_t dwarf_window_lines; /* ... the open handles may hold between trims: past it,
+				      * all of them are dropped (and their images' pages given
+				      * back) after the lookup that passed it; 0 =
+				      * PF_SYM_DWARF_WINDOW_LINES */
 	bool no_scope_index; /* find an address's function by walking its CU's DIEs every time
 			      * instead of through the per-CU index of function ranges (same
 			      * results; for tests and benchmarks) */
@@ -91,6 +95,7 @@ struct pf_symbolizer_stats {
 	uint64_t dwarf_lookups;    /* those lookups (new addresses with a symbol) */
 	uint64_t dwarf_opened;     /* DWARF handles opened (dwarf_begin_elf) */
 	uint64_t dwarf_kept_lines; /* line-table rows the handles kept at the last trim hold */
+	uint64_t dwarf_shed;       /* times the open handles passed dwarf_window_lines */
 	uint64_t dwarf_deferred;   /* new addresses given symbol-table names only, the DWARF
 				    * budget being spent (resolved in full in a later window) */
 	int last_error;        /* negative errno of the last failure, 0 when none */
@@ -148,6 +153,7 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
  * close. */
 #define PF_SYM_DWARF_KEEP 8
 #define PF_SYM_DWARF_KEEP_LINES 16384u
+#define PF_SYM_DWARF_WINDOW_LINES 131072u
 void pf_symbolizer_trim(struct pf_symbolizer *sym);
 
 /* Kernel symbolization by the kernel itself (the sampler's BPF resolver, cpu_sampler.h): for

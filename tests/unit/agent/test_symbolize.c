@@ -914,6 +914,51 @@ static bool str_same(const char *a, const char *b)
 	return (!a && !b) || (a && b && !strcmp(a, b));
 }
 
+/* Past dwarf_window_lines decoded rows, every DWARF handle is dropped after the lookup that
+ * passed it (here: each lookup, the program's one CU holding far more rows): the frames come
+ * out the same as without the bound, each lookup opening the file again. */
+static void test_window_lines_bound(void **state)
+{
+	(void)state;
+	char bin[128];
+	unsigned long long lo, size;
+	pid_t pid = start_many(bin, sizeof(bin), &lo, &size);
+	struct pf_symbolizer_options ob = {.no_kernel = true, .dwarf_window_lines = 1000},
+				     of = {.no_kernel = true};
+	struct pf_symbolizer *sb = pf_symbolizer_new(&ob), *sf = pf_symbolizer_new(&of);
+	assert_true(sb && sf);
+	assert_int_equal(pf_symbolizer_capture(sb, (uint32_t)pid), 0);
+	assert_int_equal(pf_symbolizer_capture(sf, (uint32_t)pid), 0);
+	stop(pid);
+	struct pf_prof_window *wb = pf_prof_window_new(), *wf = pf_prof_window_new();
+	enum { N = 8 };
+	struct pf_prof_frame fb[N], ff[N];
+	for (size_t i = 0; i < N; i++)
+		fb[i] = ff[i] = /* inside many_fn_*, clear of the C runtime's code around them */
+		    (struct pf_prof_frame){.address = lo + size / 8 + (size * 3 / 4 / N) * i + 5};
+	struct pf_prof_process pb = {0}, pf = {0};
+	assert_int_equal(pf_symbolizer_resolve(sb, (uint32_t)pid, wb, &pb, fb, N), 0);
+	assert_int_equal(pf_symbolizer_resolve(sf, (uint32_t)pid, wf, &pf, ff, N), 0);
+	for (size_t i = 0; i < N; i++) {
+		assert_non_null(ff[i].function);
+		assert_true(ff[i].line > 0);
+		assert_true(str_same(fb[i].function, ff[i].function));
+		assert_true(str_same(fb[i].file, ff[i].file));
+		assert_int_equal(fb[i].line, ff[i].line);
+	}
+	struct pf_symbolizer_stats stb, stf;
+	pf_symbolizer_stats(sb, &stb);
+	pf_symbolizer_stats(sf, &stf);
+	assert_int_equal(stf.dwarf_shed, 0);
+	assert_int_equal(stf.dwarf_opened, 1);
+	assert_int_equal(stb.dwarf_shed, N);
+	assert_int_equal(stb.dwarf_opened, N);
+	pf_prof_window_free(wb);
+	pf_prof_window_free(wf);
+	pf_symbolizer_free(sb);
+	pf_symbolizer_free(sf);
+}
+
 /* Resolves addrs of pid with the per-CU index of function ranges (the default) and by
  * walking each CU's DIEs (no_scope_index): every frame must come out the same. Counts frames
  * with a function and those with inlined functions into *named, *inl. */
@@ -1128,6 +1173,7 @@ int main(void)
 		cmocka_unit_test(test_scope_index_equals_walk),
 		cmocka_unit_test(test_trim_releases_pages),
 		cmocka_unit_test(test_trim_bounds_kept_lines),
+		cmocka_unit_test(test_window_lines_bound),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
