@@ -25,7 +25,28 @@ struct agent_health {
 	struct component comp[AGENT_HEALTH_MAX_COMPONENTS];
 	size_t n;
 	uint64_t generation;
+	void (*notify)(void *ctx);
+	void *notify_ctx;
 };
+
+/* Unlocks h; calls the notify hook when the generation moved since `gen` (under the lock). */
+static void unlock_notify(struct agent_health *h, uint64_t gen)
+{
+	bool changed = h->generation != gen;
+	void (*fn)(void *) = h->notify;
+	void *ctx = h->notify_ctx;
+	pthread_mutex_unlock(&h->lock);
+	if (changed && fn)
+		fn(ctx);
+}
+
+void agent_health_set_notify(struct agent_health *h, void (*fn)(void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&h->lock);
+	h->notify = fn;
+	h->notify_ctx = ctx;
+	pthread_mutex_unlock(&h->lock);
+}
 
 uint64_t agent_now_unix_nano(void)
 {
@@ -75,6 +96,7 @@ int agent_health_register(struct agent_health *h, const char *name)
 {
 	int r = 0;
 	pthread_mutex_lock(&h->lock);
+	uint64_t gen = h->generation;
 	if (find(h, name))
 		goto out;
 	if (h->n >= AGENT_HEALTH_MAX_COMPONENTS) {
@@ -94,7 +116,7 @@ int agent_health_register(struct agent_health *h, const char *name)
 	h->n++;
 	h->generation++;
 out:
-	pthread_mutex_unlock(&h->lock);
+	unlock_notify(h, gen);
 	return r;
 }
 
@@ -110,6 +132,7 @@ int agent_health_set(struct agent_health *h, const char *name, bool healthy, con
 {
 	int r = 0;
 	pthread_mutex_lock(&h->lock);
+	uint64_t gen = h->generation;
 	struct component *c = find(h, name);
 	if (!c) {
 		r = -ENOENT;
@@ -134,7 +157,7 @@ int agent_health_set(struct agent_health *h, const char *name, bool healthy, con
 	c->status_ns = agent_now_unix_nano();
 	h->generation++;
 out:
-	pthread_mutex_unlock(&h->lock);
+	unlock_notify(h, gen);
 	return r;
 }
 
@@ -142,6 +165,7 @@ int agent_health_unregister(struct agent_health *h, const char *name)
 {
 	int r = -ENOENT;
 	pthread_mutex_lock(&h->lock);
+	uint64_t gen = h->generation;
 	struct component *c = find(h, name);
 	if (c) {
 		comp_release(c);
@@ -152,7 +176,7 @@ int agent_health_unregister(struct agent_health *h, const char *name)
 		h->generation++;
 		r = 0;
 	}
-	pthread_mutex_unlock(&h->lock);
+	unlock_notify(h, gen);
 	return r;
 }
 

@@ -7,7 +7,9 @@
  * component) and each component is a child in component_health_map.
  *
  * Change detection: agent_health_generation() grows on every real change (setting the same
- * values again changes nothing), so the OpAMP session sends health only when it changed.
+ * values again changes nothing), so the OpAMP session sends health only when it changed;
+ * the notify hook (agent_health_set_notify) tells the OpAMP loop at once, from the thread
+ * that made the change, so the loop need not look for changes on a timer.
  *
  * Thread-safe (a mutex): components living on worker threads may report from there. */
 #ifndef AGENT_HEALTH_H
@@ -33,6 +35,10 @@ int agent_health_register(struct agent_health *h, const char *name);
 int agent_health_set(struct agent_health *h, const char *name, bool healthy, const char *status,
 		     const char *last_error);
 int agent_health_unregister(struct agent_health *h, const char *name);
+
+/* fn(ctx) is called after every real change, outside the lock, on the changing thread
+ * (NULL: none). Set it before other threads report. */
+void agent_health_set_notify(struct agent_health *h, void (*fn)(void *ctx), void *ctx);
 
 /* Builds the tree into *out (heap strings and children; release with
  * agent_health_tree_release()). 0 or -ENOMEM. */

@@ -115,6 +115,8 @@ int main(int argc, char **argv)
 		pf_log_error("out of memory");
 		goto out;
 	}
+	/* a component's change wakes the OpAMP loop, which reports it */
+	agent_health_set_notify(health, wake_loop, NULL);
 	if (o.config_file && load_local_config(cfg, o.config_file) < 0)
 		goto out;
 	for (size_t i = 0; i < o.n_labels; i++)
@@ -267,6 +269,8 @@ out:
 	the_dataplane = NULL;
 	/* after the data plane: its sampler reads the pod cache */
 	pf_podcache_free(pods);
+	if (health) /* the threads that report into it are gone */
+		agent_health_set_notify(health, NULL, NULL);
 	agent_client_free(the_client);
 	the_client = NULL;
 	agent_session_free(session);

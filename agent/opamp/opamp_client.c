@@ -21,7 +21,9 @@
 #include "pf/log.h"
 
 #define SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
-#define TICK_US (1000 * LWS_US_PER_MS)
+/* A backstop: changes made outside a ServerToAgent wake the loop themselves (health's notify
+ * hook, capture statuses, agent_client_wake); the tick catches one that would not. */
+#define TICK_US (5000 * LWS_US_PER_MS)
 #define PROTOCOL_NAME "profleet-opamp"
 
 struct agent_client {
@@ -685,9 +687,9 @@ int agent_client_run(struct agent_client *c, volatile sig_atomic_t *stop)
 			break;
 		if (lws_service(c->ctx, 0) < 0)
 			break;
-		/* woken by another thread (lws_cancel_service) with something to report, e.g. a
-		 * capture's status: send it now rather than at the next tick */
-		if (c->connected && c->wsi && agent_session_has_capture_news(c->session))
+		/* woken by another thread (lws_cancel_service) with something to report — a
+		 * component's health, a capture's status — or a message handled: send it now */
+		if (c->connected && c->wsi && agent_session_has_news(c->session))
 			lws_callback_on_writable(c->wsi);
 	}
 	lws_sul_cancel(&c->sul_tick);

@@ -89,6 +89,36 @@ static void test_change_detection(void **unused)
 	agent_health_free(h);
 }
 
+static void count_notify(void *ctx)
+{
+	(*(int *)ctx)++;
+}
+
+/* The notify hook runs once per real change (register, set, unregister), never for a set of
+ * the same values or an unknown name, and not once removed. */
+static void test_notify(void **unused)
+{
+	struct agent_health *h = agent_health_new(1);
+	int n = 0;
+	agent_health_set_notify(h, count_notify, &n);
+	assert_int_equal(agent_health_register(h, "exporter/0"), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(agent_health_register(h, "exporter/0"), 0); /* already there */
+	assert_int_equal(n, 1);
+	assert_int_equal(agent_health_set(h, "exporter/0", true, "ok: 1 export", NULL), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(agent_health_set(h, "exporter/0", true, "ok: 1 export", ""), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(agent_health_set(h, "nope", false, "x", NULL), -ENOENT);
+	assert_int_equal(n, 2);
+	assert_int_equal(agent_health_unregister(h, "exporter/0"), 0);
+	assert_int_equal(n, 3);
+	agent_health_set_notify(h, NULL, NULL);
+	assert_int_equal(agent_health_register(h, "sampler"), 0);
+	assert_int_equal(n, 3);
+	agent_health_free(h);
+}
+
 static void test_capacity(void **unused)
 {
 	struct agent_health *h = agent_health_new(1);
@@ -106,6 +136,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_tree),
 	    cmocka_unit_test(test_change_detection),
+	    cmocka_unit_test(test_notify),
 	    cmocka_unit_test(test_capacity),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
