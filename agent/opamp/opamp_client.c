@@ -24,6 +24,9 @@
 /* A backstop: changes made outside a ServerToAgent wake the loop themselves (health's notify
  * hook, capture statuses, agent_client_wake); the tick catches one that would not. */
 #define TICK_US (5000 * LWS_US_PER_MS)
+/* News other than a capture's status waits this long after the wake-up that found it, so the
+ * changes a window's close makes (sampler, symbolizer, exporter health) go in one message. */
+#define NEWS_DELAY_US (250 * LWS_US_PER_MS)
 #define PROTOCOL_NAME "profleet-opamp"
 
 struct agent_client {
@@ -57,6 +60,7 @@ struct agent_client {
 	lws_sorted_usec_list_t sul_connect;
 	lws_sorted_usec_list_t sul_heartbeat;
 	lws_sorted_usec_list_t sul_tick;
+	bool news_soon; /* sul_tick brought forward to NEWS_DELAY_US */
 	lws_sorted_usec_list_t sul_deadline;
 	lws_sorted_usec_list_t sul_stop_hook;
 
@@ -521,6 +525,7 @@ static void tick_cb(lws_sorted_usec_list_t *sul)
 {
 	struct agent_client *c = lws_container_of(sul, struct agent_client, sul_tick);
 	/* Changes made outside a ServerToAgent (health of a component, ...) are reported here. */
+	c->news_soon = false;
 	if (c->connected && c->wsi && agent_session_has_news(c->session))
 		lws_callback_on_writable(c->wsi);
 	lws_sul_schedule(c->ctx, 0, &c->sul_tick, tick_cb, TICK_US);
@@ -687,10 +692,17 @@ int agent_client_run(struct agent_client *c, volatile sig_atomic_t *stop)
 			break;
 		if (lws_service(c->ctx, 0) < 0)
 			break;
-		/* woken by another thread (lws_cancel_service) with something to report — a
-		 * component's health, a capture's status — or a message handled: send it now */
-		if (c->connected && c->wsi && agent_session_has_news(c->session))
+		/* woken by another thread (lws_cancel_service) with something to report: a
+		 * capture's status goes now, other news (a component's health) shortly, with
+		 * whatever else changes meanwhile */
+		if (!c->connected || !c->wsi)
+			continue;
+		if (agent_session_has_capture_news(c->session)) {
 			lws_callback_on_writable(c->wsi);
+		} else if (!c->news_soon && agent_session_has_news(c->session)) {
+			c->news_soon = true;
+			lws_sul_schedule(c->ctx, 0, &c->sul_tick, tick_cb, NEWS_DELAY_US);
+		}
 	}
 	lws_sul_cancel(&c->sul_tick);
 	lws_sul_cancel(&c->sul_deadline);

@@ -71,7 +71,8 @@ void agent_session_free(struct agent_session *s);
 struct agent_captures;
 /* Enables the capture capability (c borrowed, outlives the session). */
 void agent_session_set_captures(struct agent_session *s, struct agent_captures *c);
-/* A capture status waits (the loop sends it at once instead of at its next tick). */
+/* A capture status waits (the loop sends it at once; other news waits a moment to be sent
+ * together). */
 bool agent_session_has_capture_news(struct agent_session *s);
 /* Custom messages of our capability that could not be used (bad payload without an id,
  * unknown type). */
