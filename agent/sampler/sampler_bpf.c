@@ -600,9 +600,6 @@ static bool captures_running(const struct pf_sampler *s)
 	return false;
 }
 
-/* Free heap over which a window's close gives it back to the system. */
-#define TRIM_FREE_BYTES (8u << 20)
-
 /* Closes the samples before `end` (unix ns; 0 = now) into *out. */
 static int close_into(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf_prof_window **out,
 		      struct pf_error *err)
@@ -628,13 +625,9 @@ static int close_into(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf
 	 * them: its window closes later; or the span triggers' ring still has samples of them) */
 	if (!captures_running(s))
 		reap_exited(s);
-	/* per-window symbolization state (DWARF) goes; freed heap goes back to the system when
-	 * there is much of it (a first window's DWARF, a capture's samples). Not every window:
-	 * the next window's allocations would fault the same pages back in, and each trim's
-	 * madvise flushes the TLBs of every CPU an agent thread ran on. */
+	/* per-window symbolization state (DWARF) goes; freed heap goes back to the system */
 	pf_symbolizer_trim(s->sym);
-	if (mallinfo2().fordblks > TRIM_FREE_BYTES)
-		malloc_trim(0);
+	malloc_trim(0);
 	return 0;
 }
 
