@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -93,6 +94,17 @@ int agent_metrics_listen_parse(const char *s, struct agent_metrics_listen *out,
 
 /* ---- process ------------------------------------------------------------------------------- */
 
+/* /proc/self/statm, opened once and read with pread (no file offset shared between the
+ * worker's once-a-second guard and the metrics thread): an open and a close, and the path
+ * walk through /proc, fewer each time. Kept for the process's life. */
+static pthread_once_t statm_once = PTHREAD_ONCE_INIT;
+static int statm_fd = -1;
+
+static void statm_open(void)
+{
+	statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+}
+
 int agent_metrics_process_read(struct agent_metrics_process *out)
 {
 	struct rusage ru;
@@ -101,12 +113,11 @@ int agent_metrics_process_read(struct agent_metrics_process *out)
 		return -errno;
 	out->cpu_seconds = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
 			   (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
+	pthread_once(&statm_once, statm_open);
+	if (statm_fd < 0)
+		return -ENOENT;
 	char buf[128];
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	ssize_t n = pread(statm_fd, buf, sizeof(buf) - 1, 0);
 	if (n <= 0)
 		return -EIO;
 	buf[n] = '\0';

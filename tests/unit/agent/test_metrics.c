@@ -776,6 +776,24 @@ static void test_server(void **unused)
 
 /* ---- the data plane's snapshot ------------------------------------------------------------- */
 
+/* The process's own figures, read again and again (statm is opened once, read with pread):
+ * the resident set follows a fresh allocation's pages, CPU time only grows. */
+static void test_process_read(void **unused)
+{
+	(void)unused;
+	struct agent_metrics_process a, b;
+	assert_int_equal(agent_metrics_process_read(&a), 0);
+	assert_true(a.rss_bytes > 0);
+	size_t n = 32u << 20;
+	char *p = malloc(n);
+	assert_non_null(p);
+	memset(p, 1, n); /* 32 MiB resident, a few ms of CPU */
+	assert_int_equal(agent_metrics_process_read(&b), 0);
+	assert_true(b.rss_bytes >= a.rss_bytes + (n / 2));
+	assert_true(b.cpu_seconds >= a.cpu_seconds);
+	free(p);
+}
+
 static void test_dataplane_snapshot(void **unused)
 {
 	(void)unused;
@@ -844,6 +862,7 @@ int main(void)
 	    cmocka_unit_test(test_listen_parse), cmocka_unit_test(test_escape),
 	    cmocka_unit_test(test_render),	 cmocka_unit_test(test_checker_refuses),
 	    cmocka_unit_test(test_server),	 cmocka_unit_test(test_dataplane_snapshot),
+	    cmocka_unit_test(test_process_read),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
