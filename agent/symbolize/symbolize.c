@@ -258,7 +258,7 @@ int pf_elf_build_id(int fd, char *hex, size_t hexlen)
 	return rc;
 }
 
-/* Ends f's DWARF handle and what was built from it. */
+/* Ends f's DWARF handle and what was built from it; the next lookup opens it again. */
 static void elf_file_drop_dwarf(struct elf_file *f)
 {
 	if (f->dwarf)
@@ -270,6 +270,8 @@ static void elf_file_drop_dwarf(struct elf_file *f)
 	f->cus = NULL;
 	f->n_cus = f->cap_cus = f->scope_ents = 0;
 	f->dwarf_lines = 0;
+	f->dwarf_tried = false; /* the next lookup opens it again */
+	f->dwarf_used = false;
 }
 
 static void elf_file_free(struct elf_file *f)
@@ -1778,11 +1780,8 @@ static void dwarf_shed(struct pf_symbolizer *sym)
 {
 	for (struct elf_file *f = sym->lru_head; f; f = f->next) {
 		release_touched(f);
-		if (!f->dwarf)
-			continue;
-		elf_file_drop_dwarf(f);
-		f->dwarf_tried = false;
-		f->dwarf_used = false;
+		if (f->dwarf)
+			elf_file_drop_dwarf(f);
 	}
 	sym->st.dwarf_shed++;
 }
@@ -1801,8 +1800,6 @@ void pf_symbolizer_trim(struct pf_symbolizer *sym)
 			continue;
 		}
 		elf_file_drop_dwarf(f);
-		f->dwarf_tried = false;
-		f->dwarf_used = false;
 	}
 	sym->st.dwarf_kept_lines = kept_lines;
 }
