@@ -33,6 +33,10 @@ void agent_opts_usage(FILE *f)
 	    "  --label k=v              operator label reported to the controller (repeatable)\n"
 	    "  --log-level L            error|warn|info|debug (default info)\n"
 	    "  --heartbeat-seconds N    heartbeat until the server offers one (default 30, 0 off)\n"
+	    "  --health-figures-seconds N\n"
+	    "                           report health changes that are only new figures in a\n"
+	    "                           status (counters) at most every N s (default 10, 1..3600);\n"
+	    "                           other health changes go at once\n"
 	    "  --max-message-bytes N    inbound/outbound OpAMP message limit (default 64 MiB)\n"
 	    "  --metrics-listen A:P     serve Prometheus /metrics and /healthz on A:P, e.g.\n"
 	    "                           127.0.0.1:9464 or [::1]:9464 (default: off)\n"
@@ -77,6 +81,7 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 		OPT_LABEL,
 		OPT_LOG_LEVEL,
 		OPT_HEARTBEAT,
+		OPT_HEALTH_FIGURES,
 		OPT_MAX_MSG,
 		OPT_METRICS_LISTEN,
 		OPT_NO_SAMPLER,
@@ -100,6 +105,7 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 	    {"label", required_argument, NULL, OPT_LABEL},
 	    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
 	    {"heartbeat-seconds", required_argument, NULL, OPT_HEARTBEAT},
+	    {"health-figures-seconds", required_argument, NULL, OPT_HEALTH_FIGURES},
 	    {"max-message-bytes", required_argument, NULL, OPT_MAX_MSG},
 	    {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
 	    {"no-sampler", no_argument, NULL, OPT_NO_SAMPLER},
@@ -120,6 +126,7 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 	o->state_dir = AGENT_DEFAULT_STATE_DIR;
 	o->log_level = PF_LOG_INFO;
 	o->heartbeat_s = AGENT_DEFAULT_HEARTBEAT_S;
+	o->health_figures_s = AGENT_SESSION_FIGURES_MS / 1000;
 	o->max_message_bytes = PF_OPAMP_DEFAULT_MAX_MSG;
 
 	optind = 0; /* GNU: full re-initialisation */
@@ -178,6 +185,12 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 				return pf_error_set(err, -EINVAL, "--heartbeat-seconds",
 						    "must be 0..86400, got '%s'", optarg);
 			o->heartbeat_s = v;
+			break;
+		case OPT_HEALTH_FIGURES:
+			if (parse_u64(optarg, 3600, &v) < 0 || v < 1)
+				return pf_error_set(err, -EINVAL, "--health-figures-seconds",
+						    "must be 1..3600, got '%s'", optarg);
+			o->health_figures_s = v;
 			break;
 		case OPT_MAX_MSG:
 			if (parse_u64(optarg, (uint64_t)1 << 30, &v) < 0 || v < 4096)

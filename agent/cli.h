@@ -2,7 +2,8 @@
  *
  *   profleet-agent [--config FILE] [--server URL] [--token-file F] [--ca-file F]
  *                  [--state-dir DIR] [--label k=v]... [--log-level L]
- *                  [--heartbeat-seconds N] [--max-message-bytes N]
+ *                  [--heartbeat-seconds N] [--health-figures-seconds N]
+ *                  [--max-message-bytes N]
  *                  [--metrics-listen ADDR:PORT] [--no-sampler] [--frame-pointers-only]
  *                  [--k8s] [--k8s-api URL] [--k8s-token-file F] [--k8s-ca-file F]
  *                  [--k8s-node NAME] [--help] [--version]
@@ -34,6 +35,7 @@ struct agent_opts {
 	size_t n_labels;
 	int log_level;		  /* enum pf_log_level, default info */
 	uint64_t heartbeat_s;	  /* default 30; 0 disables */
+	uint64_t health_figures_s; /* default 10: figures-only health changes at most this often */
 	size_t max_message_bytes; /* default 64 MiB */
 	const char *metrics_listen; /* NULL: no metrics endpoint; else validated ADDR:PORT
 				     * (agent_metrics_listen_parse) */

@@ -49,7 +49,11 @@ struct dp_target {
 	char export_err[800]; /* its last window could not be encoded, "" when it could */
 };
 
-#define TICK_MS 1000 /* the guard and the high_cpu trigger */
+/* The worker's tick: the overhead guard, exporter health, the metrics snapshot; every second
+ * while the high_cpu trigger (which reads /proc on it) runs. A tick due within half a tick
+ * runs with a window's close, so the two share a wake-up. */
+#define TICK_MS AGENT_DATAPLANE_POLL_MS
+#define TICK_HIGH_CPU_MS 1000
 #define HIGH_CPU_NAME "trigger/high_cpu"
 #define GUARD_NAME "guard"
 
@@ -622,15 +626,14 @@ static void sampler_health(struct agent_dataplane *d)
 	pf_buf_init(&b, STATUS_LEN);
 	if (st.running)
 		pf_buf_printf(&b, "running at %u Hz on %u CPUs", st.frequency_hz, st.n_cpus);
-	if (d->guard_st.throttled)
-		pf_buf_printf(&b, "%s(overhead guard: %u Hz configured)", st.running ? " " : "; ",
-			      d->guard_st.configured_hz);
 	else if (!d->cfg || !d->cfg->enabled)
 		pf_buf_printf(&b, "disabled");
 	else if (d->cfg->mode == PF_MODE_TRIGGERED)
 		pf_buf_printf(&b, "idle: waiting for a trigger");
 	else
 		pf_buf_printf(&b, "stopped");
+	if (d->guard_st.throttled)
+		pf_buf_printf(&b, " (overhead guard: %u Hz configured)", d->guard_st.configured_hz);
 	pf_buf_printf(&b,
 		      "; samples %" PRIu64 ", lost %" PRIu64 " (kernel %" PRIu64 ", user %" PRIu64
 		      "), filtered %" PRIu64 ", stack errors %" PRIu64 ", processes %" PRIu64,
@@ -1723,13 +1726,15 @@ static void *worker_main(void *arg)
 			    agent_capture_runner_poll(d->capture_run, d->sampler, d->cfg, mono_ms());
 		captures_health(d);
 		uint64_t now = mono_ms();
-		bool tick = now >= d->next_tick_ms;
+		uint64_t tick_ms = d->high_cpu ? TICK_HIGH_CPU_MS : TICK_MS;
+		bool closing = d->next_close_ms && now >= d->next_close_ms;
+		bool tick = now >= d->next_tick_ms || (closing && d->next_tick_ms - now <= tick_ms / 2);
 		if (tick) {
-			d->next_tick_ms = now + TICK_MS;
+			d->next_tick_ms = now + tick_ms;
 			guard_tick(d, now);
 			high_cpu_tick(d, now);
 		}
-		if (d->next_close_ms && now >= d->next_close_ms) {
+		if (closing) {
 			if (d->cfg->mode == PF_MODE_TRIGGERED) {
 				toggle_trigger(d); /* the capture is over */
 			} else {
@@ -1750,7 +1755,7 @@ static void *worker_main(void *arg)
 			pprof_health(d);
 		}
 		int span_wait = spans_run(d);
-		if (tick) { /* once a second, on the tick's wake-up: no wake-up of their own */
+		if (tick) { /* on the tick's wake-up: no wake-up of their own */
 			exporters_health(d);
 			metrics_refresh(d);
 		}

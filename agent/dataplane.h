@@ -57,10 +57,11 @@
  *                      the guard's floor.
  *   trigger/high_cpu   while the trigger is enabled: processes watched, host CPU, firings.
  *
- * Limits and triggers (worker, every second): the overhead guard (guard.h) is fed the agent's
- * CPU (agent_metrics_process_read), its BPF run time and RSS, and the sampler runs at the
- * frequency it allows (a shallow copy of the config with frequency_hz lowered, given to
- * pf_sampler_set_config: the samples taken at the old frequency become a window of their own);
+ * Limits and triggers (worker, on its tick: every 2 s, every second with high_cpu): the
+ * overhead guard (guard.h) is fed the agent's CPU (agent_metrics_process_read), its BPF run
+ * time and RSS, and the sampler runs at the frequency it allows (a shallow copy of the
+ * config with frequency_hz lowered, given to pf_sampler_set_config: the samples taken at the
+ * old frequency become a window of their own);
  * a config apply passes the guard its budget (a changed budget starts over at the configured
  * frequency). Every window with samples, from any source, takes a place in the shared rate
  * limit (ratelimit.h) before it is encoded; over limits.max_profiles_per_minute it is dropped
@@ -114,9 +115,10 @@
 #define AGENT_DATAPLANE_FLUSH_MS 4500
 #define AGENT_DATAPLANE_SPAN_QUEUE 64   /* span jobs waiting for the worker */
 #define AGENT_DATAPLANE_SPAN_PROCS 2048 /* sampled processes spans are resolved against */
-/* The worker's longest sleep: its tick. Every other deadline (window close, captures, spans,
- * pprof scrapes) shortens it; config, triggers and stop wake it at once. */
-#define AGENT_DATAPLANE_POLL_MS 1000
+/* The worker's longest sleep: its tick (1 s while the high_cpu trigger runs). Every other
+ * deadline (window close, captures, spans, pprof scrapes) shortens it; config, triggers and
+ * stop wake it at once. */
+#define AGENT_DATAPLANE_POLL_MS 2000
 
 struct agent_health;
 struct agent_dataplane;

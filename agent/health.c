@@ -24,15 +24,17 @@ struct agent_health {
 	uint64_t start_ns;
 	struct component comp[AGENT_HEALTH_MAX_COMPONENTS];
 	size_t n;
-	uint64_t generation;
+	uint64_t generation;	  /* every change */
+	uint64_t state_generation; /* every change but a status's figures */
 	void (*notify)(void *ctx);
 	void *notify_ctx;
 };
 
-/* Unlocks h; calls the notify hook when the generation moved since `gen` (under the lock). */
+/* Unlocks h; calls the notify hook when the state generation moved since `gen` (read under
+ * the lock). */
 static void unlock_notify(struct agent_health *h, uint64_t gen)
 {
-	bool changed = h->generation != gen;
+	bool changed = h->state_generation != gen;
 	void (*fn)(void *) = h->notify;
 	void *ctx = h->notify_ctx;
 	pthread_mutex_unlock(&h->lock);
@@ -62,7 +64,7 @@ struct agent_health *agent_health_new(uint64_t start_unix_nano)
 		return NULL;
 	pthread_mutex_init(&h->lock, NULL);
 	h->start_ns = start_unix_nano;
-	h->generation = 1;
+	h->generation = h->state_generation = 1;
 	return h;
 }
 
@@ -96,7 +98,7 @@ int agent_health_register(struct agent_health *h, const char *name)
 {
 	int r = 0;
 	pthread_mutex_lock(&h->lock);
-	uint64_t gen = h->generation;
+	uint64_t gen = h->state_generation;
 	if (find(h, name))
 		goto out;
 	if (h->n >= AGENT_HEALTH_MAX_COMPONENTS) {
@@ -115,6 +117,7 @@ int agent_health_register(struct agent_health *h, const char *name)
 	c->start_ns = c->status_ns = agent_now_unix_nano();
 	h->n++;
 	h->generation++;
+	h->state_generation++;
 out:
 	unlock_notify(h, gen);
 	return r;
@@ -127,12 +130,49 @@ static bool str_same(const char *a, const char *b)
 	return b && strcmp(a, b) == 0;
 }
 
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* Past a figure at s: digits, with '.' between digits ("12", "0.25", "1.2.3"). */
+static const char *skip_figure(const char *s)
+{
+	while (is_digit(*s) || (*s == '.' && is_digit(s[1]) && is_digit(s[-1])))
+		s++;
+	return s;
+}
+
+/* Whether a and b say the same but for their figures: "samples 10, 0.2%" and "samples 12,
+ * 0.3%" do; "loading" and "sampling", "1 capture" and "1 capture sampling" do not. */
+bool agent_health_same_words(const char *a, const char *b)
+{
+	a = a ? a : "";
+	b = b ? b : "";
+	for (;;) {
+		bool fa = is_digit(*a), fb = is_digit(*b);
+		if (fa != fb)
+			return false;
+		if (fa) {
+			a = skip_figure(a);
+			b = skip_figure(b);
+			continue;
+		}
+		if (*a != *b)
+			return false;
+		if (!*a)
+			return true;
+		a++;
+		b++;
+	}
+}
+
 int agent_health_set(struct agent_health *h, const char *name, bool healthy, const char *status,
 		     const char *last_error)
 {
 	int r = 0;
 	pthread_mutex_lock(&h->lock);
-	uint64_t gen = h->generation;
+	uint64_t gen = h->state_generation;
 	struct component *c = find(h, name);
 	if (!c) {
 		r = -ENOENT;
@@ -149,6 +189,8 @@ int agent_health_set(struct agent_health *h, const char *name, bool healthy, con
 		r = -ENOMEM;
 		goto out;
 	}
+	bool state = c->healthy != healthy || !str_same(c->last_error, last_error) ||
+		     !agent_health_same_words(c->status, status);
 	free(c->status);
 	free(c->last_error);
 	c->status = s;
@@ -156,6 +198,8 @@ int agent_health_set(struct agent_health *h, const char *name, bool healthy, con
 	c->healthy = healthy;
 	c->status_ns = agent_now_unix_nano();
 	h->generation++;
+	if (state)
+		h->state_generation++;
 out:
 	unlock_notify(h, gen);
 	return r;
@@ -165,7 +209,7 @@ int agent_health_unregister(struct agent_health *h, const char *name)
 {
 	int r = -ENOENT;
 	pthread_mutex_lock(&h->lock);
-	uint64_t gen = h->generation;
+	uint64_t gen = h->state_generation;
 	struct component *c = find(h, name);
 	if (c) {
 		comp_release(c);
@@ -174,6 +218,7 @@ int agent_health_unregister(struct agent_health *h, const char *name)
 		h->n--;
 		memset(&h->comp[h->n], 0, sizeof(h->comp[0]));
 		h->generation++;
+		h->state_generation++;
 		r = 0;
 	}
 	unlock_notify(h, gen);
@@ -266,6 +311,14 @@ uint64_t agent_health_generation(struct agent_health *h)
 {
 	pthread_mutex_lock(&h->lock);
 	uint64_t g = h->generation;
+	pthread_mutex_unlock(&h->lock);
+	return g;
+}
+
+uint64_t agent_health_state_generation(struct agent_health *h)
+{
+	pthread_mutex_lock(&h->lock);
+	uint64_t g = h->state_generation;
 	pthread_mutex_unlock(&h->lock);
 	return g;
 }

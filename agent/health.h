@@ -7,9 +7,11 @@
  * component) and each component is a child in component_health_map.
  *
  * Change detection: agent_health_generation() grows on every real change (setting the same
- * values again changes nothing), so the OpAMP session sends health only when it changed;
- * the notify hook (agent_health_set_notify) tells the OpAMP loop at once, from the thread
- * that made the change, so the loop need not look for changes on a timer.
+ * values again changes nothing); agent_health_state_generation() on every change but one of
+ * a status's figures alone ("samples 10" -> "samples 12": agent_health_same_words). The
+ * OpAMP session reports a state change at once (the notify hook, called on state changes
+ * only, tells its loop from the thread that made the change) and figures on a slower beat,
+ * so that counters in status lines do not make a message a second.
  *
  * Thread-safe (a mutex): components living on worker threads may report from there. */
 #ifndef AGENT_HEALTH_H
@@ -36,8 +38,8 @@ int agent_health_set(struct agent_health *h, const char *name, bool healthy, con
 		     const char *last_error);
 int agent_health_unregister(struct agent_health *h, const char *name);
 
-/* fn(ctx) is called after every real change, outside the lock, on the changing thread
- * (NULL: none). Set it before other threads report. */
+/* fn(ctx) is called after every state change (not one of figures alone), outside the lock,
+ * on the changing thread (NULL: none). Set it before other threads report. */
 void agent_health_set_notify(struct agent_health *h, void (*fn)(void *ctx), void *ctx);
 
 /* Builds the tree into *out (heap strings and children; release with
@@ -45,6 +47,9 @@ void agent_health_set_notify(struct agent_health *h, void (*fn)(void *ctx), void
 int agent_health_build(struct agent_health *h, struct pf_health *out);
 void agent_health_tree_release(struct pf_health *t);
 uint64_t agent_health_generation(struct agent_health *h);
+uint64_t agent_health_state_generation(struct agent_health *h);
+/* Whether two statuses differ in their figures only (digits, "0.25"): NULL is "". */
+bool agent_health_same_words(const char *a, const char *b);
 
 /* Current time in Unix nanoseconds (CLOCK_REALTIME). */
 uint64_t agent_now_unix_nano(void);

@@ -224,6 +224,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	agent_session_set_captures(session, captures);
+	agent_session_set_figures_interval(session, o.health_figures_s * 1000);
 	struct agent_client_opts co = {
 	    .server_url = o.server_url,
 	    .token = token,

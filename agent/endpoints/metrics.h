@@ -6,8 +6,8 @@
  * with one listening vhost, serviced by one thread of its own ("metrics"), so a slow scraper
  * never delays the OpAMP loop and the OpAMP loop never delays a scrape. Every answer is built
  * on that thread from copies: agent_dataplane_metrics() (the worker's snapshot, refreshed
- * once a second), agent_health_build() (thread-safe) and the process' own getrusage() and
- * /proc/self/statm. Nothing here touches the sampler or an exporter.
+ * on its tick, every 2 s or every second), agent_health_build() (thread-safe) and the
+ * process' own getrusage() and /proc/self/statm. Nothing here touches the sampler or an exporter.
  *
  * HTTP: GET /metrics -> 200 text/plain; version=0.0.4; GET /healthz -> 200 "ok" while the
  * process serves (component health is in /metrics); any other path 404; any other method on a

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #define NS_PER_S 1000000000ULL
-#define RING (AGENT_GUARD_WINDOW_S + 1) /* readings one second apart span the window */
+#define RING (AGENT_GUARD_WINDOW_S + 1) /* readings a second or more apart span the window */
 #define MIN_GAP_NS (900ULL * 1000000ULL)
 #define MIB (1024ULL * 1024ULL)
 
@@ -110,6 +110,13 @@ uint32_t agent_guard_update(struct agent_guard *g, const struct agent_guard_samp
 			return g->st.hz;
 	}
 	push(g, s);
+	/* the window is the last AGENT_GUARD_WINDOW_S, whatever the readings' spacing: a reading
+	 * goes once the next one is as old */
+	while (g->n > 1 && s->mono_ns - at(g, 1)->mono_ns + NS_PER_S / 2 >=
+			       (uint64_t)AGENT_GUARD_WINDOW_S * NS_PER_S) {
+		g->head = (g->head + 1) % RING;
+		g->n--;
+	}
 	g->st.rss_bytes = s->rss_bytes;
 	const struct agent_guard_sample *first = at(g, 0);
 	uint64_t wall = s->mono_ns - first->mono_ns;

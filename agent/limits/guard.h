@@ -1,8 +1,9 @@
 /* guard.h — the agent's overhead guard: profiling.limits.max_cpu_percent and max_memory_mb.
  *
- * Owns the measure of the agent's own cost and the sampling frequency it allows. Fed once a
- * second with cumulative readings (process CPU time of all threads, run time of the agent's
- * BPF programs, RSS), it keeps a sliding window of AGENT_GUARD_WINDOW_S seconds and decides:
+ * Owns the measure of the agent's own cost and the sampling frequency it allows. Fed every
+ * second or two with cumulative readings (process CPU time of all threads, run time of the
+ * agent's BPF programs, RSS; readings under 0.9 s apart are ignored), it keeps a sliding
+ * window of the last AGENT_GUARD_WINDOW_S seconds and decides:
  *
  *   cpu     = (process CPU + BPF run time) over the window, percent of one CPU
  *   memory  = RSS; over budget when it stayed above max_memory_mb for the whole window

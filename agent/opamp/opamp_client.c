@@ -21,9 +21,10 @@
 #include "pf/log.h"
 
 #define SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
-/* A backstop: changes made outside a ServerToAgent wake the loop themselves (health's notify
+/* A backstop (and the beat on which health figures go, when their interval is shorter):
+ * changes made outside a ServerToAgent wake the loop themselves (health's notify
  * hook, capture statuses, agent_client_wake); the tick catches one that would not. */
-#define TICK_US (5000 * LWS_US_PER_MS)
+#define TICK_US (10000 * LWS_US_PER_MS)
 /* News other than a capture's status waits this long after the wake-up that found it, so the
  * changes a window's close makes (sampler, symbolizer, exporter health) go in one message. */
 #define NEWS_DELAY_US (250 * LWS_US_PER_MS)
@@ -60,7 +61,7 @@ struct agent_client {
 	lws_sorted_usec_list_t sul_connect;
 	lws_sorted_usec_list_t sul_heartbeat;
 	lws_sorted_usec_list_t sul_tick;
-	bool news_soon; /* sul_tick brought forward to NEWS_DELAY_US */
+	bool news_soon; /* news noticed: sul_tick brought forward, then a write asked for */
 	lws_sorted_usec_list_t sul_deadline;
 	lws_sorted_usec_list_t sul_stop_hook;
 
@@ -344,7 +345,7 @@ static void on_closed(struct agent_client *c)
 {
 	bool was_good = c->got_message;
 	c->wsi = NULL;
-	c->connected = false;
+	c->connected = c->news_soon = false;
 	lws_sul_cancel(&c->sul_heartbeat);
 	if (c->stopping) {
 		c->done = true;
@@ -452,7 +453,7 @@ static int on_writeable(struct agent_client *c, struct lws *wsi)
 		pf_log_warn("opamp: write failed");
 		return -1;
 	}
-	c->send_wanted = c->heartbeat_due = false;
+	c->send_wanted = c->heartbeat_due = c->news_soon = false;
 	schedule_heartbeat(c); /* counted from the last sent message (conformance 25) */
 	if (disconnect) {
 		c->disconnect_sent = true;
@@ -521,14 +522,24 @@ static const struct lws_protocols protocols[] = {
 
 /* ---- loop ------------------------------------------------------------------------------ */
 
+/* TICK_US, or the health figures' interval when shorter (agent_session_set_figures_interval) */
+static lws_usec_t tick_us(const struct agent_client *c)
+{
+	uint64_t fig = agent_session_figures_interval(c->session);
+	return fig && fig * LWS_US_PER_MS < (uint64_t)TICK_US ? (lws_usec_t)(fig * LWS_US_PER_MS)
+							     : TICK_US;
+}
+
 static void tick_cb(lws_sorted_usec_list_t *sul)
 {
 	struct agent_client *c = lws_container_of(sul, struct agent_client, sul_tick);
-	/* Changes made outside a ServerToAgent (health of a component, ...) are reported here. */
-	c->news_soon = false;
+	/* Changes made outside a ServerToAgent (health of a component, ...) are reported here;
+	 * news_soon stays set until the write, so the loop does not bring the tick forward again */
 	if (c->connected && c->wsi && agent_session_has_news(c->session))
 		lws_callback_on_writable(c->wsi);
-	lws_sul_schedule(c->ctx, 0, &c->sul_tick, tick_cb, TICK_US);
+	else
+		c->news_soon = false;
+	lws_sul_schedule(c->ctx, 0, &c->sul_tick, tick_cb, tick_us(c));
 }
 
 static void deadline_cb(lws_sorted_usec_list_t *sul)
@@ -682,7 +693,7 @@ void agent_client_wake(struct agent_client *c)
 
 int agent_client_run(struct agent_client *c, volatile sig_atomic_t *stop)
 {
-	lws_sul_schedule(c->ctx, 0, &c->sul_tick, tick_cb, TICK_US);
+	lws_sul_schedule(c->ctx, 0, &c->sul_tick, tick_cb, tick_us(c));
 	if (!c->standalone)
 		schedule_connect(c, 0);
 	while (!c->done) {

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "capture.h"
 #include "config.h"
@@ -27,6 +28,9 @@ struct agent_session {
 	bool full_pending;
 	bool desc_dirty;
 	uint64_t sent_health_gen;
+	uint64_t sent_health_state_gen;
+	uint64_t health_sent_ms; /* monotonic: when health was last reported */
+	uint64_t figures_ms;	 /* figures alone wait this long after the last health report */
 	uint64_t sent_config_gen;
 	uint64_t sent_status_gen;
 
@@ -45,6 +49,7 @@ struct agent_session *agent_session_new(struct agent_state *state, struct agent_
 	s->health = health;
 	s->heartbeat_s = heartbeat_s;
 	s->max_msg = PF_OPAMP_DEFAULT_MAX_MSG;
+	s->figures_ms = AGENT_SESSION_FIGURES_MS;
 	s->full_pending = true;
 	s->desc_dirty = true;
 	return s;
@@ -82,6 +87,33 @@ void agent_session_description_changed(struct agent_session *s)
 	s->desc_dirty = true;
 }
 
+void agent_session_set_figures_interval(struct agent_session *s, uint64_t ms)
+{
+	s->figures_ms = ms;
+}
+
+uint64_t agent_session_figures_interval(const struct agent_session *s)
+{
+	return s->figures_ms;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Health is due: a state change (healthy, last_error, a status's words, a component added or
+ * gone) at once; figures alone once figures_ms passed since the last report. */
+static bool health_due(struct agent_session *s)
+{
+	if (agent_health_state_generation(s->health) != s->sent_health_state_gen)
+		return true;
+	return agent_health_generation(s->health) != s->sent_health_gen &&
+	       mono_ms() - s->health_sent_ms >= s->figures_ms;
+}
+
 static bool status_news(struct agent_session *s)
 {
 	return agent_config_remote_status(s->config)->status != PF_RCS_UNSET &&
@@ -90,8 +122,7 @@ static bool status_news(struct agent_session *s)
 
 bool agent_session_has_news(struct agent_session *s)
 {
-	return s->full_pending || s->desc_dirty ||
-	       agent_health_generation(s->health) != s->sent_health_gen ||
+	return s->full_pending || s->desc_dirty || health_due(s) ||
 	       agent_config_generation(s->config) != s->sent_config_gen || status_news(s) ||
 	       (s->captures && agent_captures_has_news(s->captures));
 }
@@ -105,6 +136,8 @@ int agent_session_build(struct agent_session *s, bool disconnect, struct pf_buf 
 	struct pf_buf capture_msg;
 	char *capabilities[1] = {(char *)PF_CAPTURE_CAPABILITY};
 	bool full = s->full_pending;
+	/* the state generation first: a change between the two reads is sent next time */
+	uint64_t health_state_gen = agent_health_state_generation(s->health);
 	uint64_t health_gen = agent_health_generation(s->health);
 	uint64_t config_gen = agent_config_generation(s->config);
 	uint64_t status_gen = agent_config_status_generation(s->config);
@@ -130,7 +163,7 @@ int agent_session_build(struct agent_session *s, bool disconnect, struct pf_buf 
 		m.n_non_identifying = desc.n_non_identifying;
 		m.non_identifying = desc.non_identifying;
 	}
-	if (full || health_gen != s->sent_health_gen) {
+	if (full || health_due(s)) {
 		r = agent_health_build(s->health, &m.health);
 		if (r < 0)
 			goto out;
@@ -192,8 +225,11 @@ int agent_session_build(struct agent_session *s, bool disconnect, struct pf_buf 
 	s->full_pending = false;
 	if (m.has_description)
 		s->desc_dirty = false;
-	if (m.has_health)
+	if (m.has_health) {
 		s->sent_health_gen = health_gen;
+		s->sent_health_state_gen = health_state_gen;
+		s->health_sent_ms = mono_ms();
+	}
 	if (m.has_effective_config || !agent_config_active(s->config))
 		s->sent_config_gen = config_gen;
 	s->sent_status_gen = status_gen;

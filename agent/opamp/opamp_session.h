@@ -7,7 +7,9 @@
  *  - the first message on every connection is a full status report: agent_description,
  *    capabilities, health, effective_config, remote_config_status (conformance 10);
  *  - afterwards a sub-message is sent only when it changed (19); a message with none of them
- *    is a heartbeat (25);
+ *    is a heartbeat (25); health changes that are a status's figures alone (health.h) wait
+ *    until AGENT_SESSION_FIGURES_MS passed since health was last reported, any other health
+ *    change goes at once;
  *  - ReportFullState from the server makes the next message full again (17);
  *  - capabilities in every message (13); sequence_num +1 per message (16);
  *  - a ServerToAgent that changes nothing asks for no message (18), e.g. the same remote config
@@ -62,6 +64,8 @@ struct agent_session_action {
 	bool bad_request;	 /* the server rejected our last message */
 };
 
+#define AGENT_SESSION_FIGURES_MS 10000
+
 /* Borrows state, config, health (all must outlive the session). heartbeat_s: the interval
  * used until the server offers one (0 disables). */
 struct agent_session *agent_session_new(struct agent_state *state, struct agent_config *config,
@@ -82,6 +86,9 @@ uint64_t agent_session_capture_errors(const struct agent_session *s);
 void agent_session_on_connect(struct agent_session *s);
 /* The labels/description changed (or the uid): resend the description. */
 void agent_session_description_changed(struct agent_session *s);
+/* How long figures-only health changes wait after the last health report (tests: 0). */
+void agent_session_set_figures_interval(struct agent_session *s, uint64_t ms);
+uint64_t agent_session_figures_interval(const struct agent_session *s);
 /* Whether anything is waiting to be reported (full report pending or a changed sub-message). */
 bool agent_session_has_news(struct agent_session *s);
 

@@ -190,7 +190,7 @@ struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned sl
 /* Counters for the agent's metrics and health. */
 int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out);
 /* Only the run time of the sampler's BPF programs (their sum, what the overhead guard reads
- * every second): one system call per program, where pf_sampler_stats() also reads every
+ * on every tick): one system call per program, where pf_sampler_stats() also reads every
  * counter of every CPU. 0, or -ENODATA (*ns 0) while the kernel does not count BPF run
  * time. */
 int pf_sampler_bpf_run_time(struct pf_sampler *s, uint64_t *ns);

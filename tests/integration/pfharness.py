@@ -7,6 +7,7 @@ stopped in tearDown, killed if it does not stop in time. Binaries come from the 
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -159,10 +160,19 @@ class Controller:
     def put_config(self, name, yaml_text):
         return self.request("PUT", "/api/v1/configs/" + name, yaml_text)
 
+    def metric(self, name):
+        """An unlabelled counter or gauge of GET /metrics; None when absent."""
+        st, body, _ = self.request("GET", "/metrics", token=None, raw=True)
+        text = body.decode() if isinstance(body, bytes) else body
+        m = re.search(r"^%s (\d+)" % re.escape(name), text, re.M)
+        return int(m.group(1)) if m else None
+
 
 class Agent:
+    # figures_s: --health-figures-seconds; tests read counters in health statuses through
+    # the controller, so 1 s unless a test wants the agent's default (None)
     def __init__(self, workdir, name, server=None, token_file=None, labels=(), config=None,
-                 extra=()):
+                 extra=(), figures_s=1):
         self.workdir = workdir
         self.name = name
         self.state_dir = os.path.join(workdir, "agent-" + name)
@@ -172,6 +182,7 @@ class Agent:
         self.labels = list(labels)
         self.config = config
         self.extra = list(extra)
+        self.figures_s = figures_s
         self.proc = None
 
     def start(self):
@@ -184,6 +195,8 @@ class Agent:
             args += ["--label", l]
         if self.config:
             args += ["--config", self.config]
+        if self.figures_s is not None:
+            args += ["--health-figures-seconds", str(self.figures_s)]
         args += self.extra
         self.proc = Proc(args, os.path.join(self.workdir, "agent-%s.log" % self.name))
         return self

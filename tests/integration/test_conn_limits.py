@@ -16,7 +16,6 @@ Every wait is bounded.
 """
 import base64
 import os
-import re
 import socket
 import time
 import unittest
@@ -46,13 +45,6 @@ def rss_kb(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
-
-
-def metric(ctl, name):
-    st, body, _ = ctl.request("GET", "/metrics", token=None, raw=True)
-    text = body.decode() if isinstance(body, bytes) else body
-    m = re.search(r"^%s (\d+)" % re.escape(name), text, re.M)
-    return int(m.group(1)) if m else None
 
 
 def big_config(tag):
@@ -129,7 +121,7 @@ class SlowReaderTest(IntegrationCase):
         ctl = self.controller(extra=["--max-send-queue-bytes", "2097152"])
         st, body, _ = ctl.put_config("default", big_config("v1"))
         self.assertEqual(st, 201, body)
-        pushes0 = metric(ctl, "profleet_config_pushes_total")
+        pushes0 = ctl.metric("profleet_config_pushes_total")
         self.assertIsNotNone(pushes0)
         rss0 = rss_kb(ctl.proc.p.pid)
         r = SlowReader(ctl.port, ctl.agent_token)
@@ -137,10 +129,10 @@ class SlowReaderTest(IntegrationCase):
         for _ in range(600):
             r.send_status()
         # Every message was taken (the controller reads on); the config went out once.
-        wait_until(lambda: metric(ctl, "profleet_opamp_messages_received_total") >= 600,
+        wait_until(lambda: ctl.metric("profleet_opamp_messages_received_total") >= 600,
                    timeout=20, what="600 messages received")
-        self.assertEqual(metric(ctl, "profleet_config_pushes_total") - pushes0, 1)
-        self.assertEqual(metric(ctl, "profleet_opamp_slow_readers_closed_total"), 0)
+        self.assertEqual(ctl.metric("profleet_config_pushes_total") - pushes0, 1)
+        self.assertEqual(ctl.metric("profleet_opamp_slow_readers_closed_total"), 0)
         grown_mb = (rss_kb(ctl.proc.p.pid) - rss0) / 1024.0
         self.assertLess(grown_mb, 40, "controller grew %.1f MB" % grown_mb)
 
@@ -156,9 +148,9 @@ class SlowReaderTest(IntegrationCase):
         for i in range(1, 8):
             st, body, _ = ctl.put_config("default", big_config("v%d" % i))
             self.assertEqual(st, 201, body)
-            if metric(ctl, "profleet_opamp_slow_readers_closed_total"):
+            if ctl.metric("profleet_opamp_slow_readers_closed_total"):
                 break
-        self.assertEqual(metric(ctl, "profleet_opamp_slow_readers_closed_total"), 1)
+        self.assertEqual(ctl.metric("profleet_opamp_slow_readers_closed_total"), 1)
         wait_until(lambda: "slow reader" in ctl.proc.output(), timeout=5,
                    what="the slow-reader log line")
         self.assertIn("opamp.max_send_queue_bytes", ctl.proc.output())
@@ -185,7 +177,7 @@ class FloodTest(IntegrationCase):
         flood = Flood(ctl.port, half_open=1000, slowloris=300).start(settle_s=3)
         self.addCleanup(flood.stop)
         worst_hz, worst_up = self.probe(ctl, 6)
-        self.assertGreater(metric(ctl, "profleet_http_pending_rejected_total"), 0)
+        self.assertGreater(ctl.metric("profleet_http_pending_rejected_total"), 0)
         # Generous bounds (shared CI machines); bench/conn_flood.py reports the figures.
         self.assertLess(worst_hz, 2000, "/healthz took %.0f ms" % worst_hz)
         self.assertLess(worst_up, 2000, "an upgrade took %.0f ms" % worst_up)
@@ -202,7 +194,7 @@ class FloodTest(IntegrationCase):
         wait_until(lambda: flood.closed_by_server >= 100, timeout=10,
                    what="the controller closing 100 connections without complete headers")
         self.assertLess(time.monotonic() - t0, 2 + 2.5)
-        self.assertGreaterEqual(metric(ctl, "profleet_http_header_timeouts_total"), 100)
+        self.assertGreaterEqual(ctl.metric("profleet_http_header_timeouts_total"), 100)
         self.assertIsNotNone(healthz_ms(ctl.port))
 
 

@@ -390,6 +390,32 @@ class Dataplane(IntegrationCase):
         self.wait_agent(ctl, uid, lambda a: self.components(a).get("sampler", {}).get(
             "status", "").startswith("running at 97 Hz"), what="sampler at 97 Hz")
 
+    def test_health_figures_go_on_a_slower_beat(self):
+        """With the default --health-figures-seconds (10), a sampling agent whose statuses
+        only count on does not send a message a second: a window of 12 s sees a few, and the
+        counts still reach the controller."""
+        ctl = self.controller()
+        ag = self.agent(ctl, "a1", figures_s=None)
+        uid = ag.uid()
+        self.wait_sampler(ag)
+        exporter = "{type: file, path: \"%s\"}" % self.out_dir
+        self.push(ctl, uid, config_yaml(self.wl_name, [exporter], frequency=99, duration=2))
+        self.start_workload()
+        samples = lambda a: int((re.search(r"; samples (\d+)", self.components(a).get(
+            "sampler", {}).get("status", "")) or re.match("()", "0")).group(1) or 0)
+        a = self.wait_agent(ctl, uid, lambda a: samples(a) > 0, timeout=25,
+                            what="sampler counting samples")
+        time.sleep(3)  # let the start-up's changes of words (first windows, exports) pass
+        first = samples(self.agent_json(ctl, uid))
+        m0 = ctl.metric("profleet_opamp_messages_received_total")
+        time.sleep(12)
+        m1 = ctl.metric("profleet_opamp_messages_received_total")
+        print("AgentToServer messages in 12 s: %d" % (m1 - m0))
+        self.assertLessEqual(m1 - m0, 4)
+        a = self.wait_agent(ctl, uid, lambda a: samples(a) > first, timeout=15,
+                            what="the sample count moving on the controller")
+        print("sampler status: " + self.components(a)["sampler"]["status"])
+
     def test_dead_otlp_endpoint_is_an_unhealthy_exporter(self):
         ctl = self.controller()
         ag = self.agent(ctl, "a1")

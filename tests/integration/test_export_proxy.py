@@ -245,7 +245,8 @@ class ExportProxy(IntegrationCase):
         class ProxyAgent(Agent):
             def start(self):
                 args = [AGENT_BIN, "--state-dir", self.state_dir, "--log-level", "debug",
-                        "--server", self.server, "--token-file", self.token_file] + self.extra
+                        "--server", self.server, "--token-file", self.token_file,
+                        "--health-figures-seconds", "1"] + self.extra
                 env = dict(os.environ)
                 for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
                           "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy", "SSL_CERT_DIR"):

@@ -198,7 +198,8 @@ class ExportTLS(IntegrationCase):
         class TLSAgent(Agent):
             def start(self):
                 args = [AGENT_BIN, "--state-dir", self.state_dir, "--log-level", "debug",
-                        "--server", self.server, "--token-file", self.token_file] + self.extra
+                        "--server", self.server, "--token-file", self.token_file,
+                        "--health-figures-seconds", "1"] + self.extra
                 env = dict(os.environ)
                 env.pop("SSL_CERT_FILE", None)
                 env.pop("SSL_CERT_DIR", None)

@@ -37,6 +37,7 @@ static void test_defaults(void **unused)
 	assert_null(o.server_url);
 	assert_string_equal(o.state_dir, AGENT_DEFAULT_STATE_DIR);
 	assert_int_equal(o.heartbeat_s, 30);
+	assert_int_equal(o.health_figures_s, 10);
 	assert_int_equal(o.log_level, PF_LOG_INFO);
 	assert_int_equal(o.max_message_bytes, (size_t)64 << 20);
 }
@@ -48,7 +49,7 @@ static void test_all_flags(void **unused)
 	assert_int_equal(parse(&o, &err, "--config", "c.yaml", "--server", "wss://h:1/v1/opamp",
 			       "--token-file", "t", "--state-dir", "/s", "--label", "env=prod",
 			       "--label", "team=a", "--log-level", "debug", "--heartbeat-seconds",
-			       "0", "--ca-file", "ca.pem", NULL),
+			       "0", "--ca-file", "ca.pem", "--health-figures-seconds", "2", NULL),
 			 0);
 	assert_string_equal(o.config_file, "c.yaml");
 	assert_string_equal(o.server_url, "wss://h:1/v1/opamp");
@@ -59,6 +60,7 @@ static void test_all_flags(void **unused)
 	assert_string_equal(o.labels[1], "team=a");
 	assert_int_equal(o.log_level, PF_LOG_DEBUG);
 	assert_int_equal(o.heartbeat_s, 0);
+	assert_int_equal(o.health_figures_s, 2);
 }
 
 static void test_bad_flags(void **unused)
@@ -71,6 +73,9 @@ static void test_bad_flags(void **unused)
 	assert_int_equal(parse(&o, &err, "--log-level", "loud", NULL), -EINVAL);
 	pf_error_clear(&err);
 	assert_int_equal(parse(&o, &err, "--heartbeat-seconds", "-1", NULL), -EINVAL);
+	pf_error_clear(&err);
+	assert_int_equal(parse(&o, &err, "--health-figures-seconds", "0", NULL), -EINVAL);
+	assert_non_null(strstr(err.msg, "1..3600"));
 	pf_error_clear(&err);
 	assert_int_equal(parse(&o, &err, "--bogus", NULL), -EINVAL);
 	pf_error_clear(&err);

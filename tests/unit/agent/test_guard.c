@@ -33,6 +33,46 @@ static uint32_t run(struct fake *f, unsigned seconds, uint64_t cpu_ms, uint64_t 
 	return hz;
 }
 
+/* Readings 2 s apart (the worker's tick without the high_cpu trigger): the verdict is on the
+ * last 10 s, not on the 20 s the ring could hold. A burst 12-20 s ago is forgotten. */
+static void test_two_second_readings(void **unused)
+{
+	(void)unused;
+	struct agent_guard_budget b = {
+	    .max_cpu_percent = 1.0, .max_memory_mb = 64, .frequency_hz = 99};
+	struct fake f = {.g = agent_guard_new(&b), .s = {.mono_ns = 1000 * S}};
+	struct agent_guard_state st;
+	assert_non_null(f.g);
+	assert_int_equal(agent_guard_update(f.g, &f.s), 99);
+	for (int i = 0; i < 4; i++) { /* 8 s at 0.5% */
+		f.s.mono_ns += 2 * S;
+		f.s.cpu_ns += 10 * MS;
+		assert_int_equal(agent_guard_update(f.g, &f.s), 99);
+	}
+	/* 1.5 s later: under 0.9 s of the next would be ignored, this one counts; the window
+	 * (9.5 s) is full */
+	f.s.mono_ns += 1500 * MS;
+	f.s.cpu_ns += 7 * MS;
+	assert_int_equal(agent_guard_update(f.g, &f.s), 99);
+	agent_guard_state(f.g, &st);
+	assert_true(st.measured);
+	assert_true(st.cpu_percent > 0.49 && st.cpu_percent < 0.51);
+	for (int i = 0; i < 5; i++) { /* 10 s at 0.2%: the 0.5% readings leave the window */
+		f.s.mono_ns += 2 * S;
+		f.s.cpu_ns += 4 * MS;
+		assert_int_equal(agent_guard_update(f.g, &f.s), 99);
+	}
+	agent_guard_state(f.g, &st);
+	assert_true(st.cpu_percent > 0.19 && st.cpu_percent < 0.21);
+	/* readings under 0.9 s apart are ignored */
+	f.s.mono_ns += 500 * MS;
+	f.s.cpu_ns += 500 * MS;
+	assert_int_equal(agent_guard_update(f.g, &f.s), 99);
+	agent_guard_state(f.g, &st);
+	assert_true(st.cpu_percent > 0.19 && st.cpu_percent < 0.21);
+	agent_guard_free(f.g);
+}
+
 static void test_steps_down_to_the_floor(void **unused)
 {
 	(void)unused;
@@ -228,6 +268,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_steps_down_to_the_floor),
+	    cmocka_unit_test(test_two_second_readings),
 	    cmocka_unit_test(test_hysteresis),
 	    cmocka_unit_test(test_memory),
 	    cmocka_unit_test(test_budget_change_and_edges),

@@ -94,8 +94,9 @@ static void count_notify(void *ctx)
 	(*(int *)ctx)++;
 }
 
-/* The notify hook runs once per real change (register, set, unregister), never for a set of
- * the same values or an unknown name, and not once removed. */
+/* The notify hook runs once per state change (register, set, unregister), never for a set of
+ * the same values, of other figures in the same words, or an unknown name, and not once
+ * removed. */
 static void test_notify(void **unused)
 {
 	struct agent_health *h = agent_health_new(1);
@@ -109,13 +110,56 @@ static void test_notify(void **unused)
 	assert_int_equal(n, 2);
 	assert_int_equal(agent_health_set(h, "exporter/0", true, "ok: 1 export", ""), 0);
 	assert_int_equal(n, 2);
-	assert_int_equal(agent_health_set(h, "nope", false, "x", NULL), -ENOENT);
+	assert_int_equal(agent_health_set(h, "exporter/0", true, "ok: 17 export", ""), 0);
 	assert_int_equal(n, 2);
-	assert_int_equal(agent_health_unregister(h, "exporter/0"), 0);
+	assert_int_equal(agent_health_set(h, "exporter/0", true, "ok: 17 exports", ""), 0);
 	assert_int_equal(n, 3);
+	assert_int_equal(agent_health_set(h, "exporter/0", true, "ok: 18 exports", "e"), 0);
+	assert_int_equal(n, 4);
+	assert_int_equal(agent_health_set(h, "exporter/0", false, "ok: 18 exports", "e"), 0);
+	assert_int_equal(n, 5);
+	assert_int_equal(agent_health_set(h, "nope", false, "x", NULL), -ENOENT);
+	assert_int_equal(n, 5);
+	assert_int_equal(agent_health_unregister(h, "exporter/0"), 0);
+	assert_int_equal(n, 6);
 	agent_health_set_notify(h, NULL, NULL);
 	assert_int_equal(agent_health_register(h, "sampler"), 0);
-	assert_int_equal(n, 3);
+	assert_int_equal(n, 6);
+	agent_health_free(h);
+}
+
+/* Figures are digits, with '.' between digits; everything else is words. */
+static void test_same_words(void **unused)
+{
+	assert_true(agent_health_same_words("samples 10, 0.25%", "samples 9, 12.5%"));
+	assert_true(agent_health_same_words("at 99 Hz", "at 19 Hz"));
+	assert_true(agent_health_same_words("v1.2.3 ok", "v1.20.3 ok"));
+	assert_true(agent_health_same_words(NULL, ""));
+	assert_true(agent_health_same_words("end.", "end."));
+	assert_false(agent_health_same_words("end 1.", "end 1"));
+	assert_false(agent_health_same_words("loading", "sampling"));
+	assert_false(agent_health_same_words("captures 0", "captures 1 sampling"));
+	assert_false(agent_health_same_words("1 capture", "capture"));
+	assert_false(agent_health_same_words("x", NULL));
+}
+
+/* A figures-only change moves the generation, not the state generation; a change of words,
+ * healthy or last_error moves both. */
+static void test_state_generation(void **unused)
+{
+	struct agent_health *h = agent_health_new(1);
+	assert_int_equal(agent_health_register(h, "sampler"), 0);
+	uint64_t g = agent_health_generation(h), sg = agent_health_state_generation(h);
+	assert_int_equal(agent_health_set(h, "sampler", true, "starting", NULL), 0);
+	assert_int_equal(agent_health_set(h, "sampler", true, "samples 10", NULL), 0);
+	assert_true(agent_health_state_generation(h) > sg);
+	g = agent_health_generation(h);
+	sg = agent_health_state_generation(h);
+	assert_int_equal(agent_health_set(h, "sampler", true, "samples 12", NULL), 0);
+	assert_true(agent_health_generation(h) > g);
+	assert_int_equal(agent_health_state_generation(h), sg);
+	assert_int_equal(agent_health_set(h, "sampler", true, "samples 12", "ring full"), 0);
+	assert_true(agent_health_state_generation(h) > sg);
 	agent_health_free(h);
 }
 
@@ -137,6 +181,8 @@ int main(void)
 	    cmocka_unit_test(test_tree),
 	    cmocka_unit_test(test_change_detection),
 	    cmocka_unit_test(test_notify),
+	    cmocka_unit_test(test_same_words),
+	    cmocka_unit_test(test_state_generation),
 	    cmocka_unit_test(test_capacity),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

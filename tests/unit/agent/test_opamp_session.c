@@ -129,7 +129,7 @@ static void test_first_full_then_compressed(void **state)
 	pf_a2s_free(m);
 
 	/* A health change: only health. */
-	assert_int_equal(agent_health_set(f->h, "config", false, "x", "broken"), 0);
+	assert_int_equal(agent_health_set(f->h, "config", false, "x 1", "broken"), 0);
 	assert_true(agent_session_has_news(f->s));
 	m = next(f, false);
 	assert_true(m->has_health);
@@ -139,14 +139,30 @@ static void test_first_full_then_compressed(void **state)
 	assert_false(m->health.healthy);
 	pf_a2s_free(m);
 
+	/* Figures alone: not news until the figures interval passed since health was reported
+	 * (here never, then at once); a heartbeat meanwhile leaves them out. */
+	agent_session_set_figures_interval(f->s, UINT64_MAX / 2);
+	assert_int_equal(agent_health_set(f->h, "config", false, "x 3", "broken"), 0);
+	assert_false(agent_session_has_news(f->s));
+	m = next(f, false);
+	assert_empty(m);
+	pf_a2s_free(m);
+	agent_session_set_figures_interval(f->s, 0);
+	assert_true(agent_session_has_news(f->s));
+	m = next(f, false);
+	assert_true(m->has_health);
+	assert_string_equal(m->health.children[0].health.status, "x 3");
+	pf_a2s_free(m);
+	assert_false(agent_session_has_news(f->s));
+
 	/* A new connection: full again, sequence continues. */
 	agent_session_on_connect(f->s);
 	assert_true(agent_session_has_news(f->s));
 	m = next(f, false);
 	assert_full(m);
-	assert_int_equal(m->sequence_num, seq0 + 3);
+	assert_int_equal(m->sequence_num, seq0 + 5);
 	pf_a2s_free(m);
-	assert_int_equal(agent_session_next_seq(f->s), seq0 + 4);
+	assert_int_equal(agent_session_next_seq(f->s), seq0 + 6);
 }
 
 static struct pf_s2a s2a_with_config(const char *doc, struct pf_config_file *file,
