@@ -78,6 +78,7 @@ struct agent_dataplane {
 	bool stop_requested;
 	bool flushed;	    /* the worker finished its final flush */
 	unsigned in_flight; /* submits accepted whose done callback has not run */
+	bool export_failing; /* the last done callback had an error */
 	unsigned n_reapers; /* threads freeing replaced exporters */
 	struct agent_dataplane_counters counters;
 	struct agent_ratelimit *rl; /* limits.max_profiles_per_minute (thread-safe) */
@@ -288,13 +289,17 @@ void agent_dataplane_hook(struct agent_dataplane *d, struct agent_config_hook *o
 static void export_done(void *user, int rc)
 {
 	struct agent_dataplane *d = user;
-	(void)rc;
 	pthread_mutex_lock(&d->lock);
 	if (d->in_flight)
 		d->in_flight--;
+	/* a failure, or the first success after one, refreshes the exporters' health now;
+	 * other successes wait for the tick (no wake-up per export) */
+	bool news = rc != 0 || d->export_failing;
+	d->export_failing = rc != 0;
 	pthread_cond_broadcast(&d->cond);
 	pthread_mutex_unlock(&d->lock);
-	kick(d); /* refresh the exporter's health */
+	if (news)
+		kick(d);
 }
 
 struct reaper {
