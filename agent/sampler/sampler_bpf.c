@@ -17,6 +17,7 @@
 #include "aggregate.h"
 #include "cpu_sampler.h"
 #include "cpu_sampler.skel.h"
+#include "pf/heap.h"
 #include "pf/log.h"
 #include "procinfo.h"
 #include "sample_ring.h"
@@ -56,6 +57,7 @@ struct pf_sampler {
 	int stats_fd; /* BPF_ENABLE_STATS: run time is counted while open */
 	bool ksym_prog;			/* resolve_ksyms loaded: kernel frames resolved by it */
 	struct pf_bpf_ksym_req *ksym_req; /* its request buffer, allocated at first use */
+	struct pf_heap_trim heap;	  /* give-backs at window closes */
 
 	int n_cpus_possible;
 	struct gone_pid {
@@ -625,9 +627,10 @@ static int close_into(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf
 	 * them: its window closes later; or the span triggers' ring still has samples of them) */
 	if (!captures_running(s))
 		reap_exited(s);
-	/* per-window symbolization state (DWARF) goes; freed heap goes back to the system */
+	/* per-window symbolization state (DWARF) goes; freed heap goes back to the system when
+	 * the window freed more than its usual churn (pf/heap.h) */
 	pf_symbolizer_trim(s->sym);
-	malloc_trim(0);
+	pf_heap_give_back(&s->heap, PF_HEAP_TRIM_SLACK);
 	return 0;
 }
 
