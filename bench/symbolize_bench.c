@@ -1,7 +1,8 @@
 /* symbolize-bench — what the symbolizer's DWARF lookups cost per new address (source file and
  * line, inlined frames; agent/symbolize/symbolize.h), on an ELF file with debug info.
  *
- *   symbolize-bench [-n addresses] [-s seed] [-r rounds] [ELF]   (default: this program)
+ *   symbolize-bench [-n addresses] [-s seed] [-r rounds] [-w rows] [ELF]
+ *                                                       (default: this program)
  *
  * Maps the file's executable segment into this process (no code of it runs), picks n random
  * addresses inside its function symbols, and resolves them with a fresh symbolizer (every
@@ -9,7 +10,8 @@
  * does it twice, interleaved: finding each address's function by walking its CU's DIEs
  * ("walk", no_scope_index) and through the per-CU index of function ranges ("index", the
  * agent's way), checks both gave the same frames, and prints CPU per lookup; then the
- * medians and their ratio. No DWARF budget.
+ * medians and their ratio. No DWARF budget. -w: dwarf_window_lines (default the agent's,
+ * PF_SYM_DWARF_WINDOW_LINES).
  * Exit: 0 ok, 1 error, 2 usage. */
 #include <errno.h>
 #include <fcntl.h>
@@ -204,8 +206,9 @@ int main(int argc, char **argv)
 {
 	size_t n = 2000;
 	unsigned seed = 1, rounds = 3;
+	uint64_t window_lines = 0;
 	int c;
-	while ((c = getopt(argc, argv, "n:s:r:")) != -1) {
+	while ((c = getopt(argc, argv, "n:s:r:w:")) != -1) {
 		switch (c) {
 		case 'n':
 			n = strtoul(optarg, NULL, 10);
@@ -215,6 +218,9 @@ int main(int argc, char **argv)
 			break;
 		case 'r':
 			rounds = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 'w':
+			window_lines = strtoull(optarg, NULL, 10);
 			break;
 		default:
 			goto usage;
@@ -237,6 +243,7 @@ int main(int argc, char **argv)
 				.dwarf_cpu_ns_per_s = UINT64_MAX / 4000,
 				.dwarf_cpu_burst_ns = UINT64_MAX / 4,
 				.no_scope_index = m == 0,
+				.dwarf_window_lines = window_lines,
 			};
 			struct pf_symbolizer *sym = pf_symbolizer_new(&o);
 			if (!sym || pf_symbolizer_capture(sym, (uint32_t)getpid()) < 0) {
@@ -285,6 +292,7 @@ int main(int argc, char **argv)
 	       ru.ru_maxrss);
 	return 0;
 usage:
-	fprintf(stderr, "usage: symbolize-bench [-n addresses] [-s seed] [-r rounds 1-64] [ELF]\n");
+	fprintf(stderr, "usage: symbolize-bench [-n addresses] [-s seed] [-r rounds 1-64] "
+			"[-w rows] [ELF]\n");
 	return 2;
 }
