@@ -35,7 +35,7 @@ void agent_opts_usage(FILE *f)
 	    "  --heartbeat-seconds N    heartbeat until the server offers one (default 30, 0 off)\n"
 	    "  --health-figures-seconds N\n"
 	    "                           report health changes that are only new figures in a\n"
-	    "                           status (counters) at most every N s (default 10, 1..3600);\n"
+	    "                           status (counters) at most every N s (default 30, 1..3600);\n"
 	    "                           other health changes go at once\n"
 	    "  --max-message-bytes N    inbound/outbound OpAMP message limit (default 64 MiB)\n"
 	    "  --metrics-listen A:P     serve Prometheus /metrics and /healthz on A:P, e.g.\n"

@@ -35,7 +35,7 @@ struct agent_opts {
 	size_t n_labels;
 	int log_level;		  /* enum pf_log_level, default info */
 	uint64_t heartbeat_s;	  /* default 30; 0 disables */
-	uint64_t health_figures_s; /* default 10: figures-only health changes at most this often */
+	uint64_t health_figures_s; /* default 30: figures-only health changes at most this often */
 	size_t max_message_bytes; /* default 64 MiB */
 	const char *metrics_listen; /* NULL: no metrics endpoint; else validated ADDR:PORT
 				     * (agent_metrics_listen_parse) */

@@ -64,7 +64,9 @@ struct agent_session_action {
 	bool bad_request;	 /* the server rejected our last message */
 };
 
-#define AGENT_SESSION_FIGURES_MS 10000
+/* Health figures wait as long as a heartbeat (AGENT_DEFAULT_HEARTBEAT_S): at rest they ride
+ * on the message that would have been the heartbeat. */
+#define AGENT_SESSION_FIGURES_MS 30000
 
 /* Borrows state, config, health (all must outlive the session). heartbeat_s: the interval
  * used until the server offers one (0 disables). */

@@ -391,11 +391,11 @@ class Dataplane(IntegrationCase):
             "status", "").startswith("running at 97 Hz"), what="sampler at 97 Hz")
 
     def test_health_figures_go_on_a_slower_beat(self):
-        """With the default --health-figures-seconds (10), a sampling agent whose statuses
-        only count on does not send a message a second: a window of 12 s sees a few, and the
-        counts still reach the controller."""
+        """With --health-figures-seconds 5 (default 30: the same beat, a longer wait), a
+        sampling agent whose statuses only count on does not send a message a second: a
+        span of 12 s sees a few, and the counts still reach the controller."""
         ctl = self.controller()
-        ag = self.agent(ctl, "a1", figures_s=None)
+        ag = self.agent(ctl, "a1", figures_s=5)
         uid = ag.uid()
         self.wait_sampler(ag)
         exporter = "{type: file, path: \"%s\"}" % self.out_dir

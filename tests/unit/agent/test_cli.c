@@ -37,7 +37,7 @@ static void test_defaults(void **unused)
 	assert_null(o.server_url);
 	assert_string_equal(o.state_dir, AGENT_DEFAULT_STATE_DIR);
 	assert_int_equal(o.heartbeat_s, 30);
-	assert_int_equal(o.health_figures_s, 10);
+	assert_int_equal(o.health_figures_s, 30);
 	assert_int_equal(o.log_level, PF_LOG_INFO);
 	assert_int_equal(o.max_message_bytes, (size_t)64 << 20);
 }
