@@ -23,6 +23,7 @@
 #include "metrics.h"
 #include "otlp_profiles.h"
 #include "pf/buf.h"
+#include "pf/clock.h"
 #include "pf/log.h"
 #include "pf/profcfg.h"
 #include "pf/uuid.h"
@@ -144,13 +145,6 @@ struct agent_dataplane {
 };
 
 /* ---- small helpers ------------------------------------------------------------------------- */
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static void kick(struct agent_dataplane *d)
 {
@@ -525,7 +519,7 @@ static void export_window_src(struct agent_dataplane *d, struct pf_prof_window *
 	uint64_t samples = pf_prof_window_samples(w);
 	if (t)
 		t->export_err[0] = '\0';
-	if (samples && !agent_ratelimit_take(d->rl, src, mono_ms())) {
+	if (samples && !agent_ratelimit_take(d->rl, src, pf_mono_ms())) {
 		pf_log_debug("dataplane: %s profile of %" PRIu64 " samples over "
 			     "limits.max_profiles_per_minute: dropped",
 			     agent_profile_source_name(src), samples);
@@ -905,7 +899,7 @@ static void guard_health(struct agent_dataplane *d)
 	char line[256], status[STATUS_LEN];
 	struct agent_ratelimit_stats rs;
 	agent_guard_status(&d->guard_st, line, sizeof(line));
-	agent_ratelimit_stats(d->rl, mono_ms(), &rs);
+	agent_ratelimit_stats(d->rl, pf_mono_ms(), &rs);
 	uint64_t refused = 0;
 	for (int i = 0; i < AGENT_SRC_N; i++)
 		refused += rs.refused[i];
@@ -999,7 +993,7 @@ static void guard_tick(struct agent_dataplane *d, uint64_t now_ms)
 static void high_cpu_capture(struct agent_dataplane *d, const struct agent_high_cpu_fire *f)
 {
 	const struct pf_profcfg *c = d->cfg;
-	uint64_t now = mono_ms();
+	uint64_t now = pf_mono_ms();
 	if (f->host)
 		pf_log_info("dataplane: high_cpu: host at %.0f%%: capturing pid %u (%.0f%%)",
 			    f->host_percent, f->pid, f->cpu_percent);
@@ -1124,7 +1118,7 @@ static void apply_config(struct agent_dataplane *d, struct pf_profcfg *cfg)
 		    "dataplane: limits.max_profiles_per_minute not applied: out of memory");
 	uint64_t window_open_ms = d->next_close_ms && old
 				      ? d->next_close_ms - (uint64_t)old->duration_seconds * 1000u
-				      : mono_ms();
+				      : pf_mono_ms();
 
 	if (d->sampler) {
 		struct pf_error err = {0};
@@ -1169,7 +1163,7 @@ static void apply_config(struct agent_dataplane *d, struct pf_profcfg *cfg)
 		close_and_export(d); /* stopped: export what it sampled */
 		d->next_close_ms = 0;
 	} else if (!was_running && d->running) {
-		schedule_close(d, mono_ms());
+		schedule_close(d, pf_mono_ms());
 	} else {
 		/* running on: the open window keeps its start, with the new duration */
 		schedule_close(d, window_open_ms);
@@ -1437,7 +1431,7 @@ static int spans_run(struct agent_dataplane *d)
 {
 	if (!d->spans || !d->sampler)
 		return -1;
-	uint64_t ms = mono_ms();
+	uint64_t ms = pf_mono_ms();
 	if (!d->procs_ms || ms - d->procs_ms >= SPAN_PROCS_MS) {
 		d->procs_ms = ms;
 		size_t n = pf_sampler_ring_procs(d->sampler, d->procs_work,
@@ -1510,7 +1504,7 @@ static void toggle_trigger(struct agent_dataplane *d)
 		}
 		d->capturing = true;
 		d->running = true;
-		schedule_close(d, mono_ms());
+		schedule_close(d, pf_mono_ms());
 		pf_log_info("dataplane: triggered capture of %u s started",
 			    d->cfg->duration_seconds);
 	} else {
@@ -1532,7 +1526,7 @@ static void metrics_refresh(struct agent_dataplane *d)
 	struct agent_dataplane_metrics *m = d->snap_work;
 	if (!m)
 		return;
-	uint64_t now = mono_ms();
+	uint64_t now = pf_mono_ms();
 	memset(m, 0, sizeof(*m));
 	m->refreshed_unix_ns = agent_now_unix_nano();
 
@@ -1624,7 +1618,7 @@ static void start_sampler(struct agent_dataplane *d)
 					.attr_source = d->attr_source,
 					.unwind_cache_dir = d->unwind_dir,
 					.no_dwarf_unwind = d->frame_pointers_only};
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = pf_mono_ms();
 	d->sampler = pf_sampler_new(&so, &err);
 	if (!d->sampler) {
 		if (!err.msg[0])
@@ -1638,7 +1632,7 @@ static void start_sampler(struct agent_dataplane *d)
 	}
 	if (d->captures)
 		agent_captures_set_sampler(d->captures, true);
-	pf_log_info("dataplane: eBPF sampler loaded in %" PRIu64 " ms", mono_ms() - t0);
+	pf_log_info("dataplane: eBPF sampler loaded in %" PRIu64 " ms", pf_mono_ms() - t0);
 }
 
 /* The capture engine has a job or a cancel for the worker (any thread). */
@@ -1667,14 +1661,14 @@ static void final_flush(struct agent_dataplane *d)
 	pprof_drain(d);
 	pf_pprof_sources_free(d->pprof); /* cancels and joins its scrapes (within ~100 ms) */
 	d->pprof = NULL;
-	uint64_t deadline = mono_ms() + AGENT_DATAPLANE_FLUSH_MS;
+	uint64_t deadline = pf_mono_ms() + AGENT_DATAPLANE_FLUSH_MS;
 	/* captures still sampling end now and are exported; the receiver gets half the bound */
 	agent_capture_runner_free(d->capture_run, d->sampler, AGENT_DATAPLANE_FLUSH_MS / 2);
 	d->capture_run = NULL;
 	captures_health(d);
 	/* queued exports (retries included) get what is left of the bound */
 	for (size_t i = 0; i < d->n_ex; i++) {
-		uint64_t now = mono_ms();
+		uint64_t now = pf_mono_ms();
 		if (d->ex[i].x && now < deadline &&
 		    agent_exporter_flush(d->ex[i].x, (uint32_t)(deadline - now)) < 0)
 			pf_log_warn("dataplane: %s: exports still queued at shutdown",
@@ -1682,7 +1676,7 @@ static void final_flush(struct agent_dataplane *d)
 	}
 	pthread_mutex_lock(&d->lock);
 	while (d->in_flight) {
-		uint64_t now = mono_ms();
+		uint64_t now = pf_mono_ms();
 		if (now >= deadline)
 			break;
 		struct timespec ts;
@@ -1728,9 +1722,9 @@ static void *worker_main(void *arg)
 		int64_t capture_next = -1;
 		if (d->capture_run)
 			capture_next =
-			    agent_capture_runner_poll(d->capture_run, d->sampler, d->cfg, mono_ms());
+			    agent_capture_runner_poll(d->capture_run, d->sampler, d->cfg, pf_mono_ms());
 		captures_health(d);
-		uint64_t now = mono_ms();
+		uint64_t now = pf_mono_ms();
 		uint64_t tick_ms = d->high_cpu ? TICK_HIGH_CPU_MS : TICK_MS;
 		bool closing = d->next_close_ms && now >= d->next_close_ms;
 		bool tick = now >= d->next_tick_ms || (closing && d->next_tick_ms - now <= tick_ms / 2);
@@ -1768,7 +1762,7 @@ static void *worker_main(void *arg)
 		int timeout = AGENT_DATAPLANE_POLL_MS;
 		if (span_wait >= 0 && span_wait < timeout)
 			timeout = span_wait;
-		now = mono_ms();
+		now = pf_mono_ms();
 		timeout = (int)pf_min((uint64_t)timeout,
 				      d->next_tick_ms > now ? d->next_tick_ms - now : 0);
 		if (d->next_close_ms)
@@ -1950,8 +1944,8 @@ void agent_dataplane_free(struct agent_dataplane *d)
 		if (!flushed) {
 			/* wait for the worker's flush (it bounds itself) */
 			pthread_mutex_lock(&d->lock);
-			uint64_t deadline = mono_ms() + AGENT_DATAPLANE_FLUSH_MS + 1000;
-			while (!d->flushed && mono_ms() < deadline) {
+			uint64_t deadline = pf_mono_ms() + AGENT_DATAPLANE_FLUSH_MS + 1000;
+			while (!d->flushed && pf_mono_ms() < deadline) {
 				pthread_mutex_unlock(&d->lock);
 				usleep(20000);
 				pthread_mutex_lock(&d->lock);
@@ -1972,8 +1966,8 @@ void agent_dataplane_free(struct agent_dataplane *d)
 	 * queued items are cancelled (spilled ones stay on disk for the next start). */
 	free_exporters(d, true);
 	pthread_mutex_lock(&d->lock);
-	uint64_t deadline = mono_ms() + 1000;
-	while (d->n_reapers && mono_ms() < deadline) {
+	uint64_t deadline = pf_mono_ms() + 1000;
+	while (d->n_reapers && pf_mono_ms() < deadline) {
 		pthread_mutex_unlock(&d->lock);
 		usleep(10000);
 		pthread_mutex_lock(&d->lock);

@@ -21,6 +21,7 @@
 #include "otlp_http.h"
 #include "pf/backoff.h"
 #include "pf/buf.h"
+#include "pf/clock.h"
 #include "pf/compiler.h"
 #include "pf/hash.h"
 #include "pf/log.h"
@@ -78,13 +79,6 @@ static uint64_t now_unix_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static uint64_t mono_us(void)
 {
 	struct timespec ts;
@@ -123,7 +117,7 @@ static void refresh_status(struct agent_exporter *x)
 	struct agent_exporter_status *st = &x->st;
 	st->exports_ok = st->confirmed;
 	st->exports_failed = st->failed;
-	uint64_t now = mono_ms();
+	uint64_t now = pf_mono_ms();
 	st->next_retry_ms = x->retry_at_ms > now ? x->retry_at_ms - now : 0;
 	if (st->healthy)
 		snprintf(st->status, sizeof(st->status),
@@ -370,7 +364,7 @@ static void *worker(void *arg)
 			pthread_cond_wait(&x->cond, &x->lock);
 			continue;
 		}
-		uint64_t now = mono_ms();
+		uint64_t now = pf_mono_ms();
 		if (x->retry_at_ms > now) {
 			pthread_cond_broadcast(&x->cond);
 			struct timespec ts;
@@ -419,7 +413,7 @@ static void *worker(void *arg)
 			/* back at the head: the oldest, so the first to go if room is needed */
 			if (a.retry_after_ms >= 0)
 				pf_backoff_retry_after(&x->bo, (uint64_t)a.retry_after_ms);
-			x->retry_at_ms = mono_ms() + pf_backoff_next(&x->bo);
+			x->retry_at_ms = pf_mono_ms() + pf_backoff_next(&x->bo);
 			it->next = x->head;
 			x->head = it;
 			if (!x->tail)
@@ -997,20 +991,20 @@ void agent_exporter_drain(struct agent_exporter *x)
 {
 	pthread_mutex_lock(&x->lock);
 	while (!x->stop && (x->inflight || x->finished || x->callbacks_running ||
-			    (x->head && !(x->retry_at_ms > mono_ms()))))
+			    (x->head && !(x->retry_at_ms > pf_mono_ms()))))
 		pthread_cond_wait(&x->cond, &x->lock);
 	pthread_mutex_unlock(&x->lock);
 }
 
 int agent_exporter_flush(struct agent_exporter *x, uint32_t timeout_ms)
 {
-	uint64_t deadline = mono_ms() + timeout_ms;
+	uint64_t deadline = pf_mono_ms() + timeout_ms;
 	struct timespec ts;
 	abs_deadline(&ts, deadline);
 	int r = 0;
 	pthread_mutex_lock(&x->lock);
 	while (x->inflight || x->finished || x->callbacks_running || x->head) {
-		if (mono_ms() >= deadline) {
+		if (pf_mono_ms() >= deadline) {
 			r = -ETIMEDOUT;
 			break;
 		}

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "description.h"
 #include "health.h"
+#include "pf/clock.h"
 #include "pf/log.h"
 #include "pf/uuid.h"
 #include "state.h"
@@ -97,13 +98,6 @@ uint64_t agent_session_figures_interval(const struct agent_session *s)
 	return s->figures_ms;
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Health is due: a state change (healthy, last_error, a status's words, a component added or
  * gone) at once; figures alone once figures_ms passed since the last report. */
 static bool health_due(struct agent_session *s)
@@ -111,7 +105,7 @@ static bool health_due(struct agent_session *s)
 	if (agent_health_state_generation(s->health) != s->sent_health_state_gen)
 		return true;
 	return agent_health_generation(s->health) != s->sent_health_gen &&
-	       mono_ms() - s->health_sent_ms >= s->figures_ms;
+	       pf_mono_ms() - s->health_sent_ms >= s->figures_ms;
 }
 
 static bool status_news(struct agent_session *s)
@@ -228,7 +222,7 @@ int agent_session_build(struct agent_session *s, bool disconnect, struct pf_buf 
 	if (m.has_health) {
 		s->sent_health_gen = health_gen;
 		s->sent_health_state_gen = health_state_gen;
-		s->health_sent_ms = mono_ms();
+		s->health_sent_ms = pf_mono_ms();
 	}
 	if (m.has_effective_config || !agent_config_active(s->config))
 		s->sent_config_gen = config_gen;

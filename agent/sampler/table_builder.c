@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pf/clock.h"
 #include "unwind_table.h"
 
 struct job {
@@ -43,13 +44,6 @@ struct pf_tbuilder {
 	uint64_t started_ms;
 	struct pf_tbuilder_stats st;
 };
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static bool key_ok(const char *key)
 {
@@ -228,7 +222,7 @@ static int child_start(struct pf_tbuilder *b)
 	b->qn -= n;
 	b->rd = p[0];
 	b->child = pid;
-	b->started_ms = mono_ms();
+	b->started_ms = pf_mono_ms();
 	b->st.children++;
 	return 0;
 }
@@ -244,7 +238,7 @@ int pf_tbuilder_poll(struct pf_tbuilder *b, bool start,
 		int status;
 		struct rusage ru;
 		pid_t w = wait4(b->child, &status, WNOHANG, &ru);
-		bool overdue = !w && mono_ms() - b->started_ms > PF_TBUILDER_CHILD_MAX_MS;
+		bool overdue = !w && pf_mono_ms() - b->started_ms > PF_TBUILDER_CHILD_MAX_MS;
 		if (overdue) {
 			kill(b->child, SIGKILL);
 			w = wait4(b->child, &status, 0, &ru);

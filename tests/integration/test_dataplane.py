@@ -401,8 +401,10 @@ class Dataplane(IntegrationCase):
         exporter = "{type: file, path: \"%s\"}" % self.out_dir
         self.push(ctl, uid, config_yaml(self.wl_name, [exporter], frequency=99, duration=2))
         self.start_workload()
-        samples = lambda a: int((re.search(r"; samples (\d+)", self.components(a).get(
-            "sampler", {}).get("status", "")) or re.match("()", "0")).group(1) or 0)
+        def samples(a):
+            m = re.search(r"; samples (\d+)",
+                          self.components(a).get("sampler", {}).get("status", ""))
+            return int(m.group(1)) if m else 0
         a = self.wait_agent(ctl, uid, lambda a: samples(a) > 0, timeout=25,
                             what="sampler counting samples")
         time.sleep(3)  # let the start-up's changes of words (first windows, exports) pass

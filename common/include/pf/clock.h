@@ -1,0 +1,16 @@
+/* pf/clock.h — the monotonic clock in milliseconds, for deadlines and intervals (never wall
+ * time). Header only. */
+#ifndef PF_CLOCK_H
+#define PF_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+static inline uint64_t pf_mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+#endif
