@@ -87,6 +87,7 @@
 	"CREATE TABLE replicas (id TEXT COLLATE \"C\" PRIMARY KEY, last_seen_ms BIGINT NOT NULL);"    \
 	"ALTER TABLE agents ADD COLUMN replica TEXT COLLATE \"C\" NOT NULL DEFAULT '';"             \
 	"CREATE INDEX agents_replica ON agents (replica);"
+#define PG_STEP_10 "ALTER TABLE tokens ADD COLUMN seq BIGSERIAL;"
 #define PG_STEP_7                                                                                  \
 	"ALTER TABLE tokens ADD COLUMN id TEXT COLLATE \"C\" NOT NULL DEFAULT '';"                 \
 	"ALTER TABLE tokens ADD COLUMN expires_ms BIGINT NOT NULL DEFAULT 0;"                      \
@@ -286,6 +287,12 @@ static const struct store_migration migrations[] = {
 		" STRICT, WITHOUT ROWID;"
 		"ALTER TABLE agents ADD COLUMN replica TEXT NOT NULL DEFAULT '';",
 	 .pg = PG_STEP_9},
+	/* 9 -> 10: tokens created in one millisecond list in the order they were made
+	 * (pf_store_token_foreach): a creation number, the rowid's order for the rows there. */
+	{.sqlite =
+		"ALTER TABLE tokens ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;"
+		"UPDATE tokens SET seq = rowid;",
+	 .pg = PG_STEP_10},
 };
 /* clang-format on */
 
@@ -330,8 +337,9 @@ static const char *const stmt_sql[S__COUNT] = {
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
-    [S_TOKEN_ADD] = "INSERT INTO tokens (hash, role, name, created_ms, id) "
-		    "VALUES (?1, ?2, ?3, ?4, lower(hex(randomblob(8))))",
+    [S_TOKEN_ADD] = "INSERT INTO tokens (hash, role, name, created_ms, id, seq) "
+		    "VALUES (?1, ?2, ?3, ?4, lower(hex(randomblob(8))),"
+		    " (SELECT coalesce(max(seq), 0) + 1 FROM tokens))",
     [S_TOKEN_LOOKUP] = "SELECT role FROM tokens WHERE hash = ?1",
     [S_TOKEN_COUNT] = "SELECT count(*) FROM tokens",
     [S_TOKEN_NAME] = "SELECT name FROM tokens WHERE hash = ?1",

@@ -101,7 +101,8 @@ struct pf_token_info {
 int pf_store_token_create(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t);
 /* The token whose hash this is (expired ones too: the caller compares expires_ms), -ENOENT. */
 int pf_store_token_find(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t);
-/* Every token, oldest first. A non-zero return of cb stops and is returned. */
+/* Every token, oldest first (within one millisecond, in the order they were created). A
+ * non-zero return of cb stops and is returned. */
 int pf_store_token_foreach(struct pf_store *st,
 			   int (*cb)(const struct pf_token_info *t, void *ud), void *ud);
 /* Deletes the token (revocation): 0, -ENOENT. t (may be NULL) receives what was deleted. */

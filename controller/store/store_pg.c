@@ -692,8 +692,9 @@ int store_pg_token_foreach(struct pf_store *st, int (*cb)(const struct pf_token_
 {
 	int rc;
 	_cleanup_res_ PGresult *r =
-	    q(st, "token_foreach", "SELECT " TOKEN_COLS " FROM tokens ORDER BY created_ms, id",
-	      NULL, &rc);
+	    q(st, "token_foreach",
+	      "SELECT " TOKEN_COLS " FROM tokens ORDER BY created_ms, seq", NULL,
+	      &rc);
 	if (!r)
 		return rc;
 	for (int i = 0; i < PQntuples(r); i++) {

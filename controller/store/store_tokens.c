@@ -56,8 +56,9 @@ int pf_store_token_create(struct pf_store *st, const uint8_t hash[32], struct pf
 		return store_fail_other(st, NULL, -EINVAL, "token_create: missing argument");
 	sqlite3_stmt *s = prep(st,
 			       "INSERT INTO tokens (hash, role, name, created_ms, id, expires_ms, "
-			       "last_used_ms, created_by) VALUES (?1, ?2, ?3, ?4, "
-			       "lower(hex(randomblob(8))), ?5, 0, ?6) RETURNING id",
+			       "last_used_ms, created_by, seq) VALUES (?1, ?2, ?3, ?4, "
+			       "lower(hex(randomblob(8))), ?5, 0, ?6, "
+			       "(SELECT coalesce(max(seq), 0) + 1 FROM tokens)) RETURNING id",
 			       "token_create: prepare", &rc);
 	if (!s)
 		return rc;
@@ -114,7 +115,7 @@ int pf_store_token_foreach(struct pf_store *st, int (*cb)(const struct pf_token_
 {
 	STORE_PG_DISPATCH(st, store_pg_token_foreach(st, cb, ud));
 	int rc;
-	sqlite3_stmt *s = prep(st, "SELECT " TOKEN_COLS " FROM tokens ORDER BY created_ms, id",
+	sqlite3_stmt *s = prep(st, "SELECT " TOKEN_COLS " FROM tokens ORDER BY created_ms, seq",
 			       "token_foreach: prepare", &rc);
 	if (!s)
 		return rc;

@@ -461,7 +461,8 @@ static void test_upgrade_from_v2(void **state)
 		 "ALTER TABLE tokens DROP COLUMN created_by; ALTER TABLE audit DROP COLUMN actor_id; "
 		 "ALTER TABLE audit DROP COLUMN source; ALTER TABLE audit DROP COLUMN status; "
 		 "ALTER TABLE agents DROP COLUMN written_ms; DROP TABLE replicas; "
-		 "ALTER TABLE agents DROP COLUMN replica; PRAGMA user_version = 2;'",
+		 "ALTER TABLE agents DROP COLUMN replica; ALTER TABLE tokens DROP COLUMN seq; "
+		 "PRAGMA user_version = 2;'",
 		 x->db);
 	assert_int_equal(system(cmd), 0);
 	x->st = pf_store_open(x->db, PF_STORE_SYNC_NORMAL, NULL);
