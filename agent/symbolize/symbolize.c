@@ -508,6 +508,8 @@ static uint64_t dwarf_inflate_bytes(Elf *elf, bool *has_debug)
 	return total;
 }
 
+static void release_image(Elf *e, int fd, int8_t *state);
+
 static void elf_file_load_dwarf(struct elf_file *f, const char *debug_dir, uint64_t max_inflate)
 {
 	if (f->dwarf_tried)
@@ -534,6 +536,19 @@ static void elf_file_load_dwarf(struct elf_file *f, const char *debug_dir, uint6
 		return;
 	}
 	f->dwarf = dwarf_begin_elf(src, DWARF_C_READ, NULL);
+	if (!f->dwarf)
+		return;
+	/* libdw finds an address's CU through the address ranges, and loading them reads every
+	 * CU's header: one page of .debug_info per CU, each fault mapping the 16 pages around it
+	 * from the page cache (fault-around): 5.6 MiB of a Python built with -g for 159 CUs.
+	 * Load them now and give those pages back at once: lookups read their own CU's only. */
+	Dwarf_Aranges *ar;
+	size_t n_ar;
+	(void)dwarf_getaranges(f->dwarf, &ar, &n_ar);
+	if (src == f->elf)
+		release_image(f->elf, f->fd, &f->img_state);
+	else
+		release_image(f->dbg_elf, f->dbg_fd, &f->dbg_img_state);
 }
 
 /* A function inlined at an address, as libdw gives it (strings owned by the Dwarf handle). */
@@ -776,10 +791,14 @@ static size_t dwarf_inlines(struct elf_file *f, Dwarf_Die *cu, uint64_t vaddr, c
 	return n;
 }
 
+static uint64_t dwarf_rows_open(const struct pf_symbolizer *sym);
+static void dwarf_shed(struct pf_symbolizer *sym);
+
 /* Source line of vaddr and, when inl is not NULL, the functions inlined there (see
  * dwarf_inlines, through the CU's index when index is true; *n_inl = 0 without DWARF). */
-static void elf_file_find_line(struct elf_file *f, const char *debug_dir, uint64_t max_inflate,
-			       bool index, uint64_t vaddr, const char **file, uint32_t *line,
+static void elf_file_find_line(struct pf_symbolizer *sym, struct elf_file *f,
+			       const char *debug_dir, uint64_t max_inflate, bool index,
+			       uint64_t vaddr, const char **file, uint32_t *line,
 			       struct inl_raw *inl, size_t *n_inl)
 {
 	*file = NULL;
@@ -789,13 +808,23 @@ static void elf_file_find_line(struct elf_file *f, const char *debug_dir, uint64
 	elf_file_load_dwarf(f, debug_dir, max_inflate);
 	if (!f->dwarf)
 		return;
-	f->dwarf_used = true;
-	f->img_touched = true;
 	Dwarf_Die cu;
 	if (!dwarf_addrdie(f->dwarf, vaddr, &cu))
 		return;
-	Dwarf_Line *l = dwarf_getsrc_die(&cu, vaddr);
 	struct cu_scopes *c = cu_entry(f, &cu);
+	if (sym && c && !c->lines_counted && dwarf_rows_open(sym) > sym->opt.dwarf_window_lines) {
+		/* a CU's line table to decode with the open handles past the window's bound:
+		 * they go first (lookups come in file and address order, see resolve_new) */
+		dwarf_shed(sym);
+		elf_file_load_dwarf(f, debug_dir, max_inflate);
+		sym->st.dwarf_opened += f->dwarf != NULL;
+		if (!f->dwarf || !dwarf_addrdie(f->dwarf, vaddr, &cu))
+			return;
+		c = cu_entry(f, &cu);
+	}
+	f->dwarf_used = true;
+	f->img_touched = true;
+	Dwarf_Line *l = dwarf_getsrc_die(&cu, vaddr);
 	if (c && !c->lines_counted) { /* libdw keeps the CU's decoded table: count it once */
 		Dwarf_Lines *lines;
 		size_t nl = 0;
@@ -844,7 +873,7 @@ int pf_elf_lookup(const char *path, uint64_t vaddr, struct pf_sym_info *out)
 		rc = 0;
 	}
 	const char *file;
-	elf_file_find_line(f, NULL, UINT64_MAX, false, vaddr, &file, &out->line, NULL, NULL);
+	elf_file_find_line(NULL, f, NULL, UINT64_MAX, false, vaddr, &file, &out->line, NULL, NULL);
 	if (file)
 		snprintf(out->file, sizeof(out->file), "%s", file);
 	elf_file_free(f);
@@ -1600,9 +1629,6 @@ static bool dwarf_budget_ok(struct pf_symbolizer *sym)
 	return sym->dwarf_budget_ns > 0;
 }
 
-static uint64_t dwarf_rows_open(const struct pf_symbolizer *sym);
-static void dwarf_shed(struct pf_symbolizer *sym);
-
 /* Symbol and line of vaddr in f, from the cache or resolved now (and cached). NULL only when
  * out of memory; ->function NULL when no symbol covers vaddr. Over the DWARF budget, an
  * address of a file that may have DWARF gets its symbol only, in sym->partial (not cached). */
@@ -1631,15 +1657,13 @@ static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct 
 	uint32_t line = 0;
 	struct inl_raw raw[MAX_INLINE_DEPTH];
 	size_t n_inl = 0;
-	uint64_t rows0 = 0;
 	bool partial = s && !f->no_dwarf && !f->dwarf_skipped && !dwarf_budget_ok(sym);
 	if (partial) {
 		sym->st.dwarf_deferred++;
 	} else if (s) {
 		uint64_t t0 = thread_cpu_ns();
 		bool tried = f->dwarf_tried;
-		rows0 = f->dwarf_lines;
-		elf_file_find_line(f, sym->opt.debug_dir, sym->opt.dwarf_max_inflate,
+		elf_file_find_line(sym, f, sym->opt.debug_dir, sym->opt.dwarf_max_inflate,
 				   !sym->opt.no_scope_index, vaddr, &file, &line, raw, &n_inl);
 		sym->st.dwarf_opened += !tried && f->dwarf;
 		uint64_t spent = thread_cpu_ns() - t0;
@@ -1684,9 +1708,6 @@ static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct 
 	e[0] = (struct rcache_ent){f->id, vaddr, s ? s->name : NULL, readable, file, line,
 				   (uint32_t)n_inl, inl};
 	sym->st.inlined_frames += n_inl;
-	/* the entry holds interned copies: libdw's memory may go now */
-	if (f->dwarf_lines > rows0 && dwarf_rows_open(sym) > sym->opt.dwarf_window_lines)
-		dwarf_shed(sym);
 	return e;
 }
 
@@ -1772,8 +1793,8 @@ static uint64_t dwarf_rows_open(const struct pf_symbolizer *sym)
 	return n;
 }
 
-/* Between two lookups, once the open handles' line tables pass dwarf_window_lines: every
- * handle goes and the images read go back, as at a trim. A window whose new addresses fall
+/* Before a CU's line table is decoded with the open handles' tables past
+ * dwarf_window_lines: every handle goes and the images read go back, as at a trim. A window whose new addresses fall
  * in many CUs of a large program (a first window, a library with full DWARF) would
  * otherwise hold all of them, and every page of DWARF they read, until its close. */
 static void dwarf_shed(struct pf_symbolizer *sym)
@@ -2035,6 +2056,70 @@ static int frame_inlines(struct pf_prof_window *w, const struct rcache_ent *r,
 	return 0;
 }
 
+/* True when (f, vaddr) is in the resolved-address cache (nothing moves). */
+static bool rcache_has(const struct pf_symbolizer *sym, const struct elf_file *f, uint64_t vaddr)
+{
+	if (!sym->rcache)
+		return false;
+	const struct rcache_ent *e =
+		&sym->rcache[(rc_hash(f->id, vaddr) & (RCACHE_SLOTS / 2 - 1)) * 2];
+	return (e[0].file_id == f->id && e[0].vaddr == vaddr) ||
+	       (e[1].file_id == f->id && e[1].vaddr == vaddr);
+}
+
+struct new_addr {
+	uint64_t file_id, vaddr;
+	size_t pmap; /* index in the process's maps */
+};
+
+static int new_addr_cmp(const void *a, const void *b)
+{
+	const struct new_addr *x = a, *y = b;
+	if (x->file_id != y->file_id)
+		return x->file_id < y->file_id ? -1 : 1;
+	return (x->vaddr > y->vaddr) - (x->vaddr < y->vaddr);
+}
+
+/* Looks up the frames' addresses not in the cache yet, in file and address order (a CU's
+ * code is one or a few address ranges): each CU's line table is decoded once, and when the
+ * open handles pass dwarf_window_lines before a new CU, the CUs they hold are done with.
+ * In stack order, a window of a large program (a first one, a library with full DWARF)
+ * would visit its CUs back and forth, and a bound low enough to matter would decode them
+ * again and again. The results land in the cache, where the frames find them. */
+static void resolve_new(struct pf_symbolizer *sym, uint32_t pid, struct proc_maps *pm,
+			const struct pf_prof_frame *frames, size_t n)
+{
+	struct new_addr *v = NULL;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct pmap *m;
+		struct elf_file *f;
+		uint64_t vaddr;
+		if (frames[i].kind == PF_FRAME_KERNEL || !(m = find_pmap(pm, frames[i].address)) ||
+		    !(f = mapping_elf(sym, pid, m)))
+			continue;
+		if (!elf_file_off_to_vaddr(f, frames[i].address - m->start + m->offset, &vaddr))
+			vaddr = frames[i].address;
+		if (rcache_has(sym, f, vaddr))
+			continue;
+		if (!v && !(v = malloc(n * sizeof(*v))))
+			return; /* the frames' own lookups will do, in stack order */
+		v[k++] = (struct new_addr){f->id, vaddr, (size_t)(m - pm->maps)};
+	}
+	if (k > 1)
+		qsort(v, k, sizeof(*v), new_addr_cmp);
+	for (size_t i = 0; k > 1 && i < k; i++) {
+		if (i && v[i].file_id == v[i - 1].file_id && v[i].vaddr == v[i - 1].vaddr)
+			continue;
+		if (!dwarf_budget_ok(sym))
+			break; /* the rest get symbol-table names, not cached: the frames ask */
+		struct elf_file *f = mapping_elf(sym, pid, &pm->maps[v[i].pmap]);
+		if (f && f->id == v[i].file_id) /* else evicted meanwhile: the frame's lookup */
+			rcache_lookup(sym, f, v[i].vaddr);
+	}
+	free(v);
+}
+
 int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_prof_window *w,
 			  struct pf_prof_process *p, struct pf_prof_frame *frames, size_t n)
 {
@@ -2121,6 +2206,8 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
 		}
 	}
 
+	if (pm)
+		resolve_new(sym, pid, pm, frames, n);
 	for (size_t i = 0; i < n; i++) {
 		struct pf_prof_frame *fr = &frames[i];
 		fr->mapping = -1;

@@ -3,11 +3,15 @@
  * flushes on every CPU the process runs on and, during the next unit, page faults (zeroed
  * pages) for the same memory again; never trimming keeps a burst's pages resident for good.
  *
- * pf_heap_give_back() trims when the free heap (mallinfo2().fordblks, every arena) grew more
- * than `slack` bytes past its low-water mark since the last trim: the steady churn of a unit
- * (aggregation, encoding buffers: reused in the same free chunks) stays resident, a burst
- * (a symbolization that opened DWARF, a first window) goes back. Value type; not
- * thread-safe (one caller). */
+ * pf_heap_give_back() trims when either figure grew more than `slack` bytes past its mark:
+ *   - the free heap (mallinfo2().fordblks, every arena) since the last trim: a burst freed
+ *     (a symbolization that opened DWARF, a first window) goes back;
+ *   - the resident anonymous memory (/proc/self/statm) since right after the last trim: a
+ *     burst that reused the free chunks a trim gave back (the next such window) faulted
+ *     them in again, and the free heap, already that large, does not show it.
+ * The steady churn of a unit (aggregation, encoding buffers: reused in the same resident
+ * chunks) moves neither and stays resident. The marks follow both figures down. Value type;
+ * not thread-safe (one caller). */
 #ifndef PF_HEAP_H
 #define PF_HEAP_H
 
@@ -17,15 +21,23 @@
 #define PF_HEAP_TRIM_SLACK ((size_t)1 << 20)
 
 struct pf_heap_trim {
-	size_t low;   /* the least free heap seen since the last trim */
-	bool started; /* low is set */
+	size_t low;	     /* the least free heap seen since the last trim */
+	size_t resident_low; /* the least resident anonymous memory since right after it */
+	bool started;	     /* the marks are set */
 	unsigned long trims, skipped;
 };
 
-/* The decision alone: free_bytes is the free heap now. True when a trim is due; the mark
- * moves either way (after a trim it is free_bytes: what stays free is not counted again). */
-bool pf_heap_trim_due(struct pf_heap_trim *t, size_t free_bytes, size_t slack);
-/* Reads the free heap, and trims (malloc_trim(0)) when due. Whether it trimmed. */
+/* The decision alone: free_bytes is the free heap now, resident_bytes the resident
+ * anonymous memory. True when a trim is due; the marks move either way (after a trim both
+ * are the figures given: what stays is not counted again; pf_heap_trimmed lowers the
+ * resident one to what the trim left). */
+bool pf_heap_trim_due(struct pf_heap_trim *t, size_t free_bytes, size_t resident_bytes,
+		      size_t slack);
+void pf_heap_trimmed(struct pf_heap_trim *t, size_t resident_bytes);
+/* Resident anonymous memory of this process, in bytes (resident - shared of
+ * /proc/self/statm); 0 when unreadable. */
+size_t pf_heap_resident_anon(void);
+/* Reads both figures, and trims (malloc_trim(0)) when due. Whether it trimmed. */
 bool pf_heap_give_back(struct pf_heap_trim *t, size_t slack);
 
 #endif
