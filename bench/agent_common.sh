@@ -8,11 +8,15 @@
 bench_setup() {
 	tmp=$(mktemp -d "/tmp/pf-$1.XXXXXX")
 	pids=()
+	cgroups=()
+	declare -gA cgroup_of=()
 	trap bench_cleanup EXIT
 }
 bench_cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
+	local g
+	for g in "${cgroups[@]}"; do rmdir "$g" 2>/dev/null || true; done
 	rm -rf "$tmp"
 }
 
@@ -35,6 +39,7 @@ start_controller() {
 	"$1" --listen "127.0.0.1:$port" --data-dir "$tmp/data" >"$tmp/ctl.log" 2>&1 &
 	ctl=$!
 	pids+=("$ctl")
+	cpu_cgroup "$ctl"
 	for _ in $(seq 1 100); do
 		curl -fs "$url/readyz" >/dev/null 2>&1 && break
 		sleep 0.1
@@ -68,11 +73,38 @@ start_agent() {
 		--state-dir "$state" --metrics-listen "127.0.0.1:$3" >"$tmp/$2.log" 2>&1 &
 	agent=$!
 	pids+=("$agent")
+	cpu_cgroup "$agent"
 }
 
+# cpu_cgroup PID: moves PID into a CPU-accounting cgroup of its own (cgroup v2 cpu.stat, or
+# v1 cpuacct), so proc_ns reads its CPU time in ns, with its exited threads and reaped
+# children; /proc/PID/stat counts clock ticks (10 ms: a sixth of the agent's whole minute).
+# Without a writable cgroup, proc_ns reads /proc/PID/stat.
+cpu_cgroup() {
+	local g
+	if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+		g=/sys/fs/cgroup/pf-bench-$1
+	elif [ -d /sys/fs/cgroup/cpuacct ]; then
+		g=/sys/fs/cgroup/cpuacct/pf-bench-$1
+	else
+		return 0
+	fi
+	mkdir "$g" 2>/dev/null && echo "$1" >"$g/cgroup.procs" 2>/dev/null || { rmdir "$g" 2>/dev/null; return 0; }
+	cgroups+=("$g")
+	cgroup_of[$1]=$g
+}
 hz=$(getconf CLK_TCK)
-# user+sys ns of a pid
-proc_ns() { awk -v hz="$hz" '{ sub(/.*\) /, ""); print ($12 + $13) * 1e9 / hz }' "/proc/$1/stat"; }
+# user+sys ns of a pid: its cgroup's (cpu_cgroup) or /proc/PID/stat's
+proc_ns() {
+	local g=${cgroup_of[$1]:-}
+	if [ -n "$g" ] && [ -f "$g/cpu.stat" ]; then
+		awk '$1 == "usage_usec" { print $2 * 1000 }' "$g/cpu.stat"
+	elif [ -n "$g" ]; then
+		cat "$g/cpuacct.usage"
+	else
+		awk -v hz="$hz" '{ sub(/.*\) /, ""); print ($12 + $13) * 1e9 / hz }' "/proc/$1/stat"
+	fi
+}
 # metric_sum PORT FAMILY [FACTOR]: sum of an agent's metric family, times FACTOR (default
 # 1e9: seconds to ns)
 metric_sum() {
@@ -80,9 +112,13 @@ metric_sum() {
 		awk -v m="$2" -v k="${3:-1e9}" '$1 ~ "^profleet_agent_"m"({|$)" { s += $2 } END { printf "%.0f\n", s * k }'
 }
 # agent_snapshot PID PORT: "user+sys-ns bpf-ns builder-ns bpf-runs"
+# (the builder's child processes are counted apart: out of a cgroup's total)
 agent_snapshot() {
-	echo "$(proc_ns "$1") $(metric_sum "$2" bpf_run_time_seconds_total)" \
-		"$(metric_sum "$2" sampler_unwind_builder_cpu_seconds_total) $(metric_sum "$2" bpf_run_count_total 1)"
+	local all builder
+	all=$(proc_ns "$1")
+	builder=$(metric_sum "$2" sampler_unwind_builder_cpu_seconds_total)
+	[ -z "${cgroup_of[$1]:-}" ] || all=$((all - builder))
+	echo "$all $(metric_sum "$2" bpf_run_time_seconds_total) $builder $(metric_sum "$2" bpf_run_count_total 1)"
 }
 # agent_rss PID: "peak-kB end-text"
 agent_rss() {
