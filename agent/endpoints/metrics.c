@@ -23,6 +23,7 @@
 #include "description.h"
 #include "health.h"
 #include "http_server.h"
+#include "pf/heap.h"
 #include "pf/log.h"
 
 #define PREFIX "profleet_agent_"
@@ -94,17 +95,6 @@ int agent_metrics_listen_parse(const char *s, struct agent_metrics_listen *out,
 
 /* ---- process ------------------------------------------------------------------------------- */
 
-/* /proc/self/statm, opened once and read with pread (no file offset shared between the
- * worker's once-a-second guard and the metrics thread): an open and a close, and the path
- * walk through /proc, fewer each time. Kept for the process's life. */
-static pthread_once_t statm_once = PTHREAD_ONCE_INIT;
-static int statm_fd = -1;
-
-static void statm_open(void)
-{
-	statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-}
-
 int agent_metrics_process_read(struct agent_metrics_process *out)
 {
 	struct rusage ru;
@@ -113,26 +103,8 @@ int agent_metrics_process_read(struct agent_metrics_process *out)
 		return -errno;
 	out->cpu_seconds = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
 			   (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-	pthread_once(&statm_once, statm_open);
-	if (statm_fd < 0)
-		return -ENOENT;
-	char buf[128];
-	ssize_t n = pread(statm_fd, buf, sizeof(buf) - 1, 0);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
-	/* "size resident shared text lib data dt", in pages */
-	char *p = buf, *end;
-	strtoull(p, &end, 10);
-	if (end == p)
-		return -EIO;
-	p = end;
-	unsigned long long res = strtoull(p, &end, 10);
-	if (end == p)
-		return -EIO;
-	long page = sysconf(_SC_PAGESIZE);
-	out->rss_bytes = (uint64_t)res * (uint64_t)(page > 0 ? page : 4096);
-	return 0;
+	uint64_t shared;
+	return pf_heap_statm(&out->rss_bytes, &shared); /* rss_bytes stays 0 on failure */
 }
 
 /* ---- rendering ----------------------------------------------------------------------------- */

@@ -1794,9 +1794,10 @@ static uint64_t dwarf_rows_open(const struct pf_symbolizer *sym)
 }
 
 /* Before a CU's line table is decoded with the open handles' tables past
- * dwarf_window_lines: every handle goes and the images read go back, as at a trim. A window whose new addresses fall
- * in many CUs of a large program (a first window, a library with full DWARF) would
- * otherwise hold all of them, and every page of DWARF they read, until its close. */
+ * dwarf_window_lines: every handle goes and the images read go back, as at a trim. A
+ * window whose new addresses fall in many CUs of a large program (a first window, a library
+ * with full DWARF) would otherwise hold all of them, and every page of DWARF they read,
+ * until its close. */
 static void dwarf_shed(struct pf_symbolizer *sym)
 {
 	for (struct elf_file *f = sym->lru_head; f; f = f->next) {

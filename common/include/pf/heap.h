@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define PF_HEAP_TRIM_SLACK ((size_t)1 << 20)
 
@@ -34,8 +35,11 @@ struct pf_heap_trim {
 bool pf_heap_trim_due(struct pf_heap_trim *t, size_t free_bytes, size_t resident_bytes,
 		      size_t slack);
 void pf_heap_trimmed(struct pf_heap_trim *t, size_t resident_bytes);
-/* Resident anonymous memory of this process, in bytes (resident - shared of
- * /proc/self/statm); 0 when unreadable. */
+/* This process's resident set and its shared (file-backed and shmem) part, in bytes, from
+ * /proc/self/statm (opened once, read with pread: safe from any thread). 0 or -errno. */
+int pf_heap_statm(uint64_t *resident, uint64_t *shared);
+/* Resident anonymous memory of this process, in bytes (resident - shared); 0 when
+ * unreadable. */
 size_t pf_heap_resident_anon(void);
 /* Reads both figures, and trims (malloc_trim(0)) when due. Whether it trimmed. */
 bool pf_heap_give_back(struct pf_heap_trim *t, size_t slack);
