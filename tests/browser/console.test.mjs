@@ -300,8 +300,12 @@ test("a profile is found by trace id and shows its flame graph and top table", a
   await page.click("[data-testid=search]");
   // the list (folded when long) holds only profiles linked to the trace
   await page.waitForSelector("[data-testid=profiles-table] tbody tr", { state: "attached" });
-  const listed = await page.locator("[data-testid=profiles-table] tbody tr").count();
   const api = await fleet.api("GET", `/profiles?trace_id=${TRACE_ID}&limit=100`);
+  // the table may render again (a refresh) between the first row and the count
+  const rows = () => page.locator("[data-testid=profiles-table] tbody tr").count();
+  await waitUntil(async () => (await rows()) === api.body.profiles.length,
+    { what: "the table lists the trace's profiles" });
+  const listed = await rows();
   assert.equal(listed, api.body.profiles.length);
   assert.ok(listed > 0);
   await page.waitForSelector("[data-testid=trace-links]");
