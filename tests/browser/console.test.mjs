@@ -60,16 +60,26 @@ async function shot(name) {
   await page.screenshot({ path: join(SHOTS, name + ".png"), fullPage: true });
 }
 
+// page.waitForSelector, but a timeout says what the page showed instead (its URL and text).
+async function waitFor(sel, opts) {
+  try {
+    return await page.waitForSelector(sel, opts);
+  } catch (e) {
+    const text = await page.textContent("body").catch(() => "?");
+    throw new Error(`${e.message.split("\n")[0]} on ${page.url()}; the page showed: ${(text || "").replace(/\s+/g, " ").slice(0, 600)}`);
+  }
+}
+
 async function openPage(hash) {
   await page.goto(`${fleet.base}/ui/${hash}`);
-  await page.waitForSelector("main#main");
+  await waitFor("main#main");
 }
 
 async function login(token) {
   await openPage("#/login");
   await page.fill("#token", token);
   await page.click("form.login button[type=submit]");
-  await page.waitForSelector("[data-testid=role]");
+  await waitFor("[data-testid=role]");
 }
 
 async function apiAgents() {
@@ -161,7 +171,7 @@ test("log in: a wrong token is refused, the admin token shows the fleet and the 
   await shot("01-login");
   await page.fill("#token", "pf_not_a_token");
   await page.click("form.login button[type=submit]");
-  await page.waitForSelector(".login .error");
+  await waitFor(".login .error");
   assert.match(await page.textContent(".login .error"), /not valid/);
   await login(fleet.adminToken);
   assert.equal(await page.textContent("[data-testid=role]"), "admin");
@@ -172,7 +182,7 @@ test("log in: a wrong token is refused, the admin token shows the fleet and the 
 test("the fleet table shows every agent with its state, config and status", async () => {
   expected = [];
   await openPage("#/fleet");
-  await page.waitForSelector("[data-testid=agents-table] tbody tr[data-uid]");
+  await waitFor("[data-testid=agents-table] tbody tr[data-uid]");
   const agents = await apiAgents();
   assert.equal(agents.length, 4);
   for (const a of agents) {
@@ -200,7 +210,7 @@ test("the fleet table shows every agent with its state, config and status", asyn
 test("a bad selector shows its parse error inline", async () => {
   expected = [[400, /\/api\/v1\/agents\?/]];
   await page.fill("#selector", "env in (prod");
-  await page.waitForSelector("[data-testid=selector-error]:not(:empty)");
+  await waitFor("[data-testid=selector-error]:not(:empty)");
   const msg = await page.textContent("[data-testid=selector-error]");
   assert.match(msg, /selector/);
   assert.equal(await page.locator("[data-testid=agents-table] tbody tr[data-uid]").count(), 0);
@@ -210,11 +220,11 @@ test("a bad selector shows its parse error inline", async () => {
 
 test("a config with an error shows the key path; the fix turns the agents APPLIED", async () => {
   await openPage("#/configs/default");
-  await page.waitForSelector("#config-body");
+  await waitFor("#config-body");
   expected = [[400, /\/api\/v1\/configs\/default$/]];
   await page.fill("#config-body", GOOD(fleet.base, 49).replace("frequency_hz: 49", "frequency_hz: 5000"));
   await page.click("[data-testid=save]");
-  await page.waitForSelector("[data-testid=config-error]");
+  await waitFor("[data-testid=config-error]");
   assert.equal(await page.textContent("[data-testid=config-error-path]"), "profiling.sampling.frequency_hz");
   assert.match(await page.textContent("[data-testid=config-error]"), /1\.\.1000/);
   assert.match(await page.textContent("[data-testid=config-error]"), /line 2/);
@@ -223,9 +233,9 @@ test("a config with an error shows the key path; the fix turns the agents APPLIE
   const before = (await fleet.api("GET", "/configs/default")).body.version;
   await page.fill("#config-body", GOOD(fleet.base, 29));
   await page.click("[data-testid=validate]");
-  await page.waitForSelector("[data-testid=config-result] .ok");
+  await waitFor("[data-testid=config-result] .ok");
   await page.click("[data-testid=save]");
-  await page.waitForSelector("[data-testid=config-saved]");
+  await waitFor("[data-testid=config-saved]");
   assert.match(await page.textContent("[data-testid=config-saved]"), new RegExp(`version ${before + 1}`));
   await openPage("#/fleet");
   const connected = (await apiAgents()).filter((a) => a.connected).map((a) => a.instance_uid);
@@ -237,7 +247,7 @@ test("a config with an error shows the key path; the fix turns the agents APPLIE
     return true;
   }, { timeout: 20000, what: "connected agents APPLIED the new version in the table" });
   await openPage("#/configs/default");
-  await page.waitForSelector("[data-testid=config-diff] .add");
+  await waitFor("[data-testid=config-diff] .add");
   await shot("05-config-editor-diff");
   // A staged version rolled out in batches shows its per-batch progress and the actions its
   // state allows.
@@ -246,7 +256,7 @@ test("a config with an error shows the key path; the fix turns the agents APPLIE
   const ro = await fleet.api("POST", "/rollouts", JSON.stringify({ config: "default", strategy: { initial: 1, multiplier: 2, pause_seconds: 60 } }));
   assert.equal(ro.status, 202, JSON.stringify(ro.body));
   await openPage("#/configs");
-  await page.waitForSelector(`[data-testid=rollout-row][data-id="${ro.body.id}"]`);
+  await waitFor(`[data-testid=rollout-row][data-id="${ro.body.id}"]`);
   const row = await page.textContent(`[data-testid=rollout-row][data-id="${ro.body.id}"]`);
   assert.match(row, /default v\d+/);
   assert.match(row, /#1 /);
@@ -259,9 +269,9 @@ test("a config with an error shows the key path; the fix turns the agents APPLIE
 
 test("an agent page shows its description, health tree and effective config", async () => {
   await openPage(`#/agent/${uids.web1}`);
-  await page.waitForSelector("[data-testid=health-tree]");
+  await waitFor("[data-testid=health-tree]");
   assert.match(await page.textContent("main"), /env/);
-  await page.waitForSelector("[data-testid=effective-config]");
+  await waitFor("[data-testid=effective-config]");
   // 29 from the saved config, or 39 when the cancelled rollout's first batch moved this agent
   // (a cancel keeps moved agents on the new version).
   assert.match(await page.textContent("[data-testid=effective-config]"), /frequency_hz: (29|39)\b/);
@@ -280,11 +290,11 @@ test("a capture shows live progress, then its flame graph and top table", async 
   await page.fill("[aria-label=note]", "browser test");
   await shot("08-captures-form");
   await page.click("[data-testid=start-capture]");
-  await page.waitForSelector("[data-testid=capture-agents]");
+  await waitFor("[data-testid=capture-agents]");
   await waitUntil(async () => /done|partial|failed/.test(await page.textContent("[data-testid=capture-state]")),
     { timeout: 45000, what: "capture ended" });
   assert.match(await page.textContent("[data-testid=capture-state]"), /done/);
-  await page.waitForSelector("[data-testid=flame-chart] svg rect", { timeout: 20000 });
+  await waitFor("[data-testid=flame-chart] svg rect", { timeout: 20000 });
   assert.ok((await page.locator("[data-testid=flame-chart] svg rect").count()) > 3);
   assert.ok((await page.locator("[data-testid=top-table] tbody tr").count()) > 3);
   // hover shows self / total and share
@@ -299,7 +309,7 @@ test("a profile is found by trace id and shows its flame graph and top table", a
   await page.fill("#trace-id", TRACE_ID);
   await page.click("[data-testid=search]");
   // the list (folded when long) holds only profiles linked to the trace
-  await page.waitForSelector("[data-testid=profiles-table] tbody tr", { state: "attached" });
+  await waitFor("[data-testid=profiles-table] tbody tr", { state: "attached" });
   const api = await fleet.api("GET", `/profiles?trace_id=${TRACE_ID}&limit=100`);
   // the table may render again (a refresh) between the first row and the count
   const rows = () => page.locator("[data-testid=profiles-table] tbody tr").count();
@@ -308,9 +318,9 @@ test("a profile is found by trace id and shows its flame graph and top table", a
   const listed = await rows();
   assert.equal(listed, api.body.profiles.length);
   assert.ok(listed > 0);
-  await page.waitForSelector("[data-testid=trace-links]");
+  await waitFor("[data-testid=trace-links]");
   assert.match(await page.textContent("[data-testid=trace-links]"), new RegExp(TRACE_ID));
-  await page.waitForSelector("[data-testid=flame-chart] svg rect");
+  await waitFor("[data-testid=flame-chart] svg rect");
   assert.ok((await page.locator("[data-testid=top-table] tbody tr").count()) > 0);
   // pprof download: fetched with the token, saved from a blob (the token is never in a URL)
   const [dl] = await Promise.all([page.waitForEvent("download"), page.click("[data-testid=pprof-download]")]);
@@ -320,44 +330,44 @@ test("a profile is found by trace id and shows its flame graph and top table", a
   assert.ok(bytes.length > 20 && bytes[0] === 0x1f && bytes[1] === 0x8b, "a gzip'd pprof");
   await shot("10-profile-by-trace");
   await openPage("#/profiles");
-  await page.waitForSelector("[data-testid=flame-chart] svg rect", { timeout: 20000 });
+  await waitFor("[data-testid=flame-chart] svg rect", { timeout: 20000 });
   // search highlights and counts matches; a top function opens its sandwich
   await page.fill(".flame-search", "syscall");
   await waitUntil(async () => /functions match/.test(await page.textContent(".flame-head .muted")), { what: "search result" });
   await page.fill(".flame-search", "");
   await shot("11-profiles-merged");
   await page.locator("[data-testid=top-table] tbody tr td.fn a").first().click();
-  await page.waitForSelector(".sandwich h3");
+  await waitFor(".sandwich h3");
   await waitUntil(async () => (await page.locator(".sandwich .flame-chart svg").count()) === 2, { what: "callers and callees" });
   // a diff against the hour before
   await page.click("[data-testid=diff]");
-  await page.waitForSelector("[data-testid=diff-view] svg rect", { timeout: 20000 });
+  await waitFor("[data-testid=diff-view] svg rect", { timeout: 20000 });
   await shot("14-profiles-diff");
 });
 
 test("a viewer sees the role and no edit buttons", async () => {
   await page.click("[data-testid=logout]");
-  await page.waitForSelector("#token");
+  await waitFor("#token");
   assert.equal(await page.evaluate(() => sessionStorage.length), 0, "logout forgets the token");
   await login(viewerToken);
   assert.equal(await page.textContent("[data-testid=role]"), "viewer");
   await openPage("#/configs/default");
-  await page.waitForSelector("#config-body");
+  await waitFor("#config-body");
   assert.equal(await page.locator("[data-testid=save]").count(), 0);
   assert.equal(await page.locator("[data-testid=validate]").count(), 0);
   assert.equal(await page.getAttribute("#config-body", "readonly"), "");
   await shot("12-viewer-config");
   await openPage("#/configs");
-  await page.waitForSelector("[data-testid=assignments-table]");
+  await waitFor("[data-testid=assignments-table]");
   assert.equal(await page.locator("main button").count(), 0, "no buttons on the configs page");
   await openPage("#/captures");
-  await page.waitForSelector("h2");
+  await waitFor("h2");
   assert.equal(await page.locator("[data-testid=capture-form]").count(), 0);
   await openPage(`#/agent/${uids.web1}`);
-  await page.waitForSelector("[data-testid=health-tree]");
+  await waitFor("[data-testid=health-tree]");
   assert.equal(await page.locator("[data-testid=capture-now]").count(), 0);
   await openPage("#/fleet");
-  await page.waitForSelector("tr[data-uid]");
+  await waitFor("tr[data-uid]");
   await shot("13-viewer-fleet");
 });
 

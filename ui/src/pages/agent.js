@@ -79,7 +79,7 @@ export async function agentPage(main, ctx) {
             h("tr", {}, h("th", { text: "first seen" }), h("td", { text: fmtTime(a.first_seen) })),
             h("tr", {}, h("th", { text: "last seen" }), h("td", { text: `${fmtTime(a.last_seen)} (${ago(a.last_seen)})` }))))),
         h("section", {}, h("h2", { text: "Health" }),
-          a.health ? h("ul", { class: "tree", "data-testid": "health-tree" }, healthTree("agent", a.health)) : h("div", { class: "empty", text: "No health reported yet." }),
+          a.health && Object.keys(a.health).length ? h("ul", { class: "tree", "data-testid": "health-tree" }, healthTree("agent", a.health)) : h("div", { class: "empty", text: "No health reported yet." }),
           h("h2", { text: "Config" }),
           h("p", {}, c.name ? `${c.name} v${c.version} ` : "no config applies ", badge(c.status || "UNSET", "cfg-" + (c.status || "unset").toLowerCase())),
           c.error ? h("div", { class: "cfg-error", text: c.error }) : null)),
@@ -101,8 +101,12 @@ export async function agentPage(main, ctx) {
   try {
     await load();
   } catch (err) {
-    clear(body, errorBox(err.status === 404 ? { code: "not_found", message: "No agent " + uid } : err));
-    return null;
+    if (err.status === 404) {
+      clear(body, errorBox({ code: "not_found", message: "No agent " + uid }));
+      return null;
+    }
+    clear(body, errorBox(err)); // a failed first load (controller busy, restarting): the poll retries
   }
+  // A failed poll keeps what is shown; the next one replaces it.
   return poller(() => load().catch(() => {}), 5000);
 }
