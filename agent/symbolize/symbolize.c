@@ -96,6 +96,8 @@ struct pmap {
 	char *path;
 	char build_id[BUILD_ID_HEX];
 	bool special; /* [vdso], [anon], ...: no file */
+	struct elf_file *elf; /* its file in the ELF cache, while elf_gen is the symbolizer's */
+	uint64_t elf_gen;
 };
 
 struct proc_maps {
@@ -153,6 +155,7 @@ struct pf_symbolizer {
 	size_t n_procs;
 	uint64_t stamp;
 	uint64_t next_file_id;
+	uint64_t elf_gen; /* bumped when the cache frees a file: older pmap.elf may dangle */
 	struct rcache_ent *rcache; /* RCACHE_SLOTS, 2-way sets; allocated at first use */
 	struct iname **inames;     /* RCACHE_SLOTS buckets of interned file names */
 	size_t inames_bytes;
@@ -939,6 +942,7 @@ static struct elf_file *cache_insert(struct pf_symbolizer *sym, struct elf_file 
 		struct elf_file *old = sym->lru_tail;
 		lru_unlink(sym, old);
 		elf_file_free(old);
+		sym->elf_gen++;
 		sym->n_elf--;
 		sym->st.elf_evicted++;
 	}
@@ -959,24 +963,35 @@ static int open_mapping_file(uint32_t pid, const struct pmap *m)
 	return open(m->path, O_RDONLY | O_CLOEXEC);
 }
 
-/* The cached ELF of a mapping, opening it through the process when needed. */
+/* The cached ELF of a mapping, opening it through the process when needed. The mapping
+ * remembers it until the cache frees a file (elf_gen): no search of the cache per frame. */
 static struct elf_file *mapping_elf(struct pf_symbolizer *sym, uint32_t pid, struct pmap *m)
 {
 	if (m->special)
 		return NULL;
-	struct elf_file *f = cache_find(sym, m->build_id, m->dev, m->ino);
-	if (f)
+	struct elf_file *f = m->elf;
+	if (f && m->elf_gen == sym->elf_gen) {
+		if (sym->lru_head != f) {
+			lru_unlink(sym, f);
+			lru_push_front(sym, f);
+		}
 		return f;
-	int fd = open_mapping_file(pid, m);
-	if (fd < 0)
-		return NULL;
-	f = elf_file_open(fd);
-	if (!f) {
-		sym->st.last_error = -EINVAL;
-		return NULL;
 	}
-	f = cache_insert(sym, f);
-	memcpy(m->build_id, f->build_id, sizeof(m->build_id));
+	f = cache_find(sym, m->build_id, m->dev, m->ino);
+	if (!f) {
+		int fd = open_mapping_file(pid, m);
+		if (fd < 0)
+			return NULL;
+		f = elf_file_open(fd);
+		if (!f) {
+			sym->st.last_error = -EINVAL;
+			return NULL;
+		}
+		f = cache_insert(sym, f);
+		memcpy(m->build_id, f->build_id, sizeof(m->build_id));
+	}
+	m->elf = f;
+	m->elf_gen = sym->elf_gen;
 	return f;
 }
 
@@ -1076,6 +1091,12 @@ struct pf_procmap_query {
 #define PF_PROCMAP_QUERY_COVERING_OR_NEXT_VMA 0x10
 
 static int procmap_query_state; /* 0 unknown, 1 works, -1 not on this kernel */
+
+static int pmap_cmp(const void *a, const void *b)
+{
+	const struct pmap *x = a, *y = b;
+	return (x->start > y->start) - (x->start < y->start);
+}
 
 static int pmap_push(struct pmap **maps, size_t *n, size_t *cap, uint64_t start, uint64_t end,
 		     uint64_t off, uint64_t dev, uint64_t ino, const char *path)
@@ -1197,6 +1218,12 @@ static int parse_maps(uint32_t pid, struct pmap **out, size_t *n_out)
 			free(maps[i].path);
 		free(maps);
 		return rc;
+	}
+	for (size_t i = 1; i < n; i++) {
+		if (maps[i].start < maps[i - 1].start) { /* both sources list in address order */
+			qsort(maps, n, sizeof(*maps), pmap_cmp);
+			break;
+		}
 	}
 	*out = maps;
 	*n_out = n;
@@ -1828,13 +1855,21 @@ void pf_symbolizer_trim(struct pf_symbolizer *sym)
 
 /* ---- resolve ------------------------------------------------------------------------------ */
 
+/* The mapping holding addr (maps are sorted by address and do not overlap), or NULL. */
 static struct pmap *find_pmap(struct proc_maps *pm, uint64_t addr)
 {
 	if (!pm)
 		return NULL;
-	for (size_t i = 0; i < pm->n; i++)
-		if (addr >= pm->maps[i].start && addr < pm->maps[i].end)
-			return &pm->maps[i];
+	size_t lo = 0, hi = pm->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (addr < pm->maps[mid].start)
+			hi = mid;
+		else if (addr >= pm->maps[mid].end)
+			lo = mid + 1;
+		else
+			return &pm->maps[mid];
+	}
 	return NULL;
 }
 
@@ -2088,7 +2123,7 @@ static int new_addr_cmp(const void *a, const void *b)
  * would visit its CUs back and forth, and a bound low enough to matter would decode them
  * again and again. The results land in the cache, where the frames find them. */
 static void resolve_new(struct pf_symbolizer *sym, uint32_t pid, struct proc_maps *pm,
-			const struct pf_prof_frame *frames, size_t n)
+			const struct pf_prof_frame *frames, const int32_t *fm, size_t n)
 {
 	struct new_addr *v = NULL;
 	size_t k = 0;
@@ -2096,8 +2131,7 @@ static void resolve_new(struct pf_symbolizer *sym, uint32_t pid, struct proc_map
 		struct pmap *m;
 		struct elf_file *f;
 		uint64_t vaddr;
-		if (frames[i].kind == PF_FRAME_KERNEL || !(m = find_pmap(pm, frames[i].address)) ||
-		    !(f = mapping_elf(sym, pid, m)))
+		if (fm[i] < 0 || !(f = mapping_elf(sym, pid, m = &pm->maps[fm[i]])))
 			continue;
 		if (!elf_file_off_to_vaddr(f, frames[i].address - m->start + m->offset, &vaddr))
 			vaddr = frames[i].address;
@@ -2121,21 +2155,33 @@ static void resolve_new(struct pf_symbolizer *sym, uint32_t pid, struct proc_map
 	free(v);
 }
 
+/* Each user frame's mapping in pm (its index; -1: a kernel frame or none). The number of
+ * user frames in no mapping. */
+static size_t frames_to_maps(struct proc_maps *pm, const struct pf_prof_frame *frames, size_t n,
+			     int32_t *fm)
+{
+	size_t missing = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct pmap *m = NULL;
+		if (frames[i].kind != PF_FRAME_KERNEL && !(m = find_pmap(pm, frames[i].address)))
+			missing++;
+		fm[i] = m ? (int32_t)(m - pm->maps) : -1;
+	}
+	return missing;
+}
+
 int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_prof_window *w,
 			  struct pf_prof_process *p, struct pf_prof_frame *frames, size_t n)
 {
 	struct proc_maps *pm = *proc_slot(sym, pid);
-	bool recaptured = false, have_kernel = false;
-
+	bool have_kernel = false;
+	_cleanup_free_ int32_t *fm = malloc((n ? n : 1) * sizeof(*fm));
+	if (!fm)
+		return -ENOMEM;
 	/* A late dlopen: addresses outside the snapshot make us look once more. */
-	for (size_t i = 0; i < n && !recaptured; i++) {
-		if (frames[i].kind == PF_FRAME_KERNEL)
-			continue;
-		if (!find_pmap(pm, frames[i].address)) {
-			recaptured = true;
-			if (pf_symbolizer_capture(sym, pid) == 0)
-				pm = *proc_slot(sym, pid);
-		}
+	if (frames_to_maps(pm, frames, n, fm) && pf_symbolizer_capture(sym, pid) == 0) {
+		pm = *proc_slot(sym, pid);
+		frames_to_maps(pm, frames, n, fm);
 	}
 
 	/* Mappings: the kernel's plus every process mapping a frame falls in (in maps order). */
@@ -2144,13 +2190,9 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
 	if (!idx)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		if (frames[i].kind == PF_FRAME_KERNEL) {
-			have_kernel = true;
-			continue;
-		}
-		struct pmap *m = find_pmap(pm, frames[i].address);
-		if (m)
-			idx[m - pm->maps] = 1;
+		have_kernel |= frames[i].kind == PF_FRAME_KERNEL;
+		if (fm[i] >= 0)
+			idx[fm[i]] = 1;
 	}
 	size_t nm = have_kernel;
 	for (size_t i = 0; i < n_pmaps; i++)
@@ -2208,7 +2250,7 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
 	}
 
 	if (pm)
-		resolve_new(sym, pid, pm, frames, n);
+		resolve_new(sym, pid, pm, frames, fm, n);
 	for (size_t i = 0; i < n; i++) {
 		struct pf_prof_frame *fr = &frames[i];
 		fr->mapping = -1;
@@ -2225,10 +2267,10 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
 					return -ENOMEM;
 			}
 		} else {
-			struct pmap *m = find_pmap(pm, fr->address);
-			if (!m)
+			if (fm[i] < 0)
 				goto unresolved;
-			fr->mapping = idx[m - pm->maps];
+			struct pmap *m = &pm->maps[fm[i]];
+			fr->mapping = idx[fm[i]];
 			struct elf_file *f = mapping_elf(sym, pid, m);
 			uint64_t vaddr;
 			if (!f)

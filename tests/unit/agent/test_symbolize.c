@@ -422,6 +422,28 @@ static void test_cache_bound(void **state)
 				   .kind = PF_FRAME_NATIVE};
 	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)getpid(), w, &p, &fr, 1), 0);
 	assert_string_equal(fr.function, "test_cache_bound");
+	/* A stack through two files with room for one: each lookup evicts the file the other
+	 * mapping remembers, which must then be found again, not used after its free (ASan). */
+	for (int round = 0; round < 3; round++) {
+		struct pf_prof_frame two[4];
+		for (int i = 0; i < 4; i++)
+			two[i] = (struct pf_prof_frame){
+			    .address = i % 2 ? (uint64_t)(uintptr_t)&qsort
+					     : (uint64_t)(uintptr_t)&test_cache_bound,
+			    .kind = PF_FRAME_NATIVE};
+		assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)getpid(), w, &p, two, 4), 0);
+		for (int i = 0; i < 4; i++) {
+			assert_non_null(two[i].function);
+			if (i % 2)
+				assert_non_null(strstr(two[i].function, "qsort"));
+			else
+				assert_string_equal(two[i].function, "test_cache_bound");
+		}
+	}
+	struct pf_symbolizer_stats st2;
+	pf_symbolizer_stats(sym, &st2);
+	assert_int_equal(st2.elf_cached, 1);
+	assert_true(st2.elf_evicted > st.elf_evicted);
 	pf_prof_window_free(w);
 	pf_symbolizer_free(sym);
 }
