@@ -309,7 +309,7 @@ int pf_capture_request_decode(const uint8_t *data, size_t len, struct pf_capture
 	if (!o)
 		return err && err->code ? err->code : -EBADMSG;
 	const char *type, *trace, *note, *receiver;
-	uint64_t dur, freq;
+	uint64_t dur = 0, freq = 0;
 	int rc = get_id(o, out->id, err);
 	if (rc == 0)
 		rc = get_str(o, "profile_type", &type, err);
