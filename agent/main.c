@@ -20,6 +20,7 @@
 #include "metrics.h"
 #include "opamp_client.h"
 #include "opamp_session.h"
+#include "pf/heap.h"
 #include "pf/log.h"
 #include "pf/uuid.h"
 #include "podcache.h"
@@ -85,6 +86,9 @@ int main(int argc, char **argv)
 	int rc = 1;
 
 	pf_log_set_ident("agent");
+	/* large freed blocks (DWARF line tables, export buffers) go back at once (pf/heap.h) */
+	if (pf_heap_map_large(PF_HEAP_MAP_LARGE) < 0)
+		pf_log_warn("malloc refused a fixed mmap threshold: large freed blocks stay resident");
 	if (agent_opts_parse(argc, argv, &o, &err) < 0) {
 		fprintf(stderr, "profleet-agent: %s\n", err.msg);
 		agent_opts_usage(stderr);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -78,4 +79,11 @@ bool pf_heap_give_back(struct pf_heap_trim *t, size_t slack)
 	malloc_trim(0);
 	pf_heap_trimmed(t, pf_heap_resident_anon());
 	return true;
+}
+
+int pf_heap_map_large(size_t bytes)
+{
+	if (bytes > INT_MAX)
+		return -EINVAL;
+	return mallopt(M_MMAP_THRESHOLD, (int)bytes) == 1 ? 0 : -EINVAL;
 }

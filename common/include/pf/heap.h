@@ -44,4 +44,14 @@ size_t pf_heap_resident_anon(void);
 /* Reads both figures, and trims (malloc_trim(0)) when due. Whether it trimmed. */
 bool pf_heap_give_back(struct pf_heap_trim *t, size_t slack);
 
+/* Blocks of PF_HEAP_MAP_LARGE bytes and more get a mapping of their own, unmapped at their
+ * free. glibc starts there but raises the bound to the size of each mapped block freed (up
+ * to 32 MiB), and from then on blocks that large come from the heap and, freed, stay
+ * resident until a trim: a burst of large blocks (libdw's line tables for a program with
+ * full DWARF, 1-2 MB each; a large export's buffers) left ~2 MB resident between windows.
+ * pf_heap_map_large() fixes the bound (mallopt M_MMAP_THRESHOLD; glibc then also keeps its
+ * heap-top trim bound at 128 KiB). Call once at start. 0, or -EINVAL when malloc refuses. */
+#define PF_HEAP_MAP_LARGE ((size_t)128 << 10)
+int pf_heap_map_large(size_t bytes);
+
 #endif
