@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <limits.h>
 #include <libelf.h>
 #include <stdio.h>
@@ -512,6 +513,7 @@ static uint64_t dwarf_inflate_bytes(Elf *elf, bool *has_debug)
 }
 
 static void release_image(Elf *e, int fd, int8_t *state);
+static void release_touched(struct elf_file *f);
 
 static void elf_file_load_dwarf(struct elf_file *f, const char *debug_dir, uint64_t max_inflate)
 {
@@ -538,6 +540,8 @@ static void elf_file_load_dwarf(struct elf_file *f, const char *debug_dir, uint6
 		f->dwarf_skipped = true;
 		return;
 	}
+	/* the pages the symbol tables were just read from go first: the ranges below map more */
+	release_touched(f);
 	f->dwarf = dwarf_begin_elf(src, DWARF_C_READ, NULL);
 	if (!f->dwarf)
 		return;
@@ -1832,6 +1836,10 @@ static void dwarf_shed(struct pf_symbolizer *sym)
 		if (f->dwarf)
 			elf_file_drop_dwarf(f);
 	}
+	/* The tables freed (more than the window's rows, ~100 bytes each) are mostly small
+	 * chunks that stay resident until a trim, and the handle opened next maps its address
+	 * ranges' pages on top of them (5.6 MiB for a -g Python): the heap goes back first. */
+	malloc_trim(0);
 	sym->st.dwarf_shed++;
 }
 
