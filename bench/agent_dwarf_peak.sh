@@ -36,4 +36,4 @@ read -r hwm1 rss1 <<<"$(agent_rss "$agent")"
 echo "agent peak RSS before the -g program: $((hwm0 / 1024)) MB ($hwm0 kB); after: $((hwm1 / 1024)) MB ($hwm1 kB)"
 echo "at the end: $rss1"
 curl -fs "http://127.0.0.1:$mport/metrics" |
-	awk '$1 ~ /^profleet_agent_symbolizer_dwarf_(cpu_seconds|lookups|opened|shed|deferred)/ { printf "%s %s  ", $1, $2 } END { print "" }'
+	awk '$1 ~ /^profleet_agent_symbolizer_dwarf_(cpu_seconds|lookups|opened|shed|deferred|large_cu)/ { printf "%s %s  ", $1, $2 } END { print "" }'

@@ -336,6 +336,11 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 		    "New addresses named from the symbol table only, the DWARF lookup budget (0.1 % "
 		    "of a core) being spent; a later window resolves them in full.",
 		    s->dwarf_deferred);
+	counter_u64(w, "symbolizer_dwarf_large_cu_total",
+		    "New addresses named from the symbol table only because their compilation "
+		    "unit's line program is over 160 KiB (decoding it would take ~25 times that "
+		    "in memory).",
+		    s->dwarf_large_cu);
 	gauge_u64(w, "symbolizer_kernel_resolver",
 		  "1 while kernel frames are named by the in-kernel resolver (BPF), 0 when "
 		  "/proc/kallsyms is read instead.",

@@ -1041,6 +1041,7 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->dwarf_cpu_ns = ss.dwarf_cpu_ns;
 	out->dwarf_lookups = ss.dwarf_lookups;
 	out->dwarf_deferred = ss.dwarf_deferred;
+	out->dwarf_large_cu = ss.dwarf_large_cu;
 	out->kernel_symbols_load_ns = ss.kernel_load_cpu_ns;
 	out->kernel_resolver = ss.kernel_resolver;
 	out->kernel_resolved = ss.kernel_resolved;

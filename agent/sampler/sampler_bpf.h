@@ -107,6 +107,7 @@ struct pf_sampler_stats {
 	uint64_t dwarf_cpu_ns;   /* CPU time of DWARF lookups (symbolize.h) */
 	uint64_t dwarf_lookups;
 	uint64_t dwarf_deferred; /* lookups over the DWARF budget: symbol-table names only */
+	uint64_t dwarf_large_cu; /* lookups in a CU over the line-program bound: names only */
 	int last_error;          /* negative errno of the last failure, 0 when healthy */
 	/* .eh_frame unwinding: on, or why not; the unwinder's counters (unwinder.h) */
 	bool dwarf_unwind;

@@ -55,6 +55,8 @@ struct cu_scopes {
 	bool indexed;        /* e/n/walk are set (the entry may exist for its lines only) */
 	bool walk;           /* not indexed (the file's bound reached): walk the CU */
 	bool lines_counted;  /* its line table's rows are in the file's dwarf_lines */
+	int8_t lines_large;  /* 1: its line program is over dwarf_max_cu_lines, -1: not, 0: not
+			      * checked yet */
 };
 
 struct elf_file {
@@ -76,6 +78,9 @@ struct elf_file {
 	bool dwarf_skipped; /* compressed DWARF over the inflate bound: no line info */
 	bool dwarf_skip_counted;
 	Dwarf *dwarf;
+	Elf_Data *debug_line;  /* the handle's .debug_line (inflated when compressed), NULL
+				* until looked for or when it has none; lives with dwarf */
+	bool debug_line_tried;
 	struct cu_scopes *cus; /* per-CU index of top-level code scopes, sorted by CU offset;
 				* lives and dies with dwarf */
 	size_t n_cus, cap_cus;
@@ -268,6 +273,8 @@ static void elf_file_drop_dwarf(struct elf_file *f)
 	if (f->dwarf)
 		dwarf_end(f->dwarf);
 	f->dwarf = NULL;
+	f->debug_line = NULL;
+	f->debug_line_tried = false;
 	for (size_t i = 0; i < f->n_cus; i++)
 		free(f->cus[i].e);
 	free(f->cus);
@@ -801,6 +808,44 @@ static size_t dwarf_inlines(struct elf_file *f, Dwarf_Die *cu, uint64_t vaddr, c
 static uint64_t dwarf_rows_open(const struct pf_symbolizer *sym);
 static void dwarf_shed(struct pf_symbolizer *sym);
 
+/* The size of cu's line program (its unit_length, the only field read: libdw decodes the
+ * rest), or 0 when it has none or it cannot be read. */
+static uint64_t cu_line_program_bytes(struct elf_file *f, Dwarf_Die *cu)
+{
+	if (!f->debug_line_tried) {
+		f->debug_line_tried = true;
+		Elf *e = dwarf_getelf(f->dwarf);
+		size_t shstrndx;
+		if (e && elf_getshdrstrndx(e, &shstrndx) == 0) {
+			for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn));) {
+				GElf_Shdr sh;
+				const char *nm = gelf_getshdr(scn, &sh)
+						     ? elf_strptr(e, shstrndx, sh.sh_name)
+						     : NULL;
+				if (nm && !strcmp(nm, ".debug_line")) {
+					f->debug_line = elf_getdata(scn, NULL);
+					break;
+				}
+			}
+		}
+	}
+	Dwarf_Attribute a;
+	Dwarf_Word off;
+	const Elf_Data *d = f->debug_line;
+	if (!d || !d->d_buf || !dwarf_attr(cu, DW_AT_stmt_list, &a) || dwarf_formudata(&a, &off) ||
+	    off > d->d_size || d->d_size - off < 4)
+		return 0;
+	const unsigned char *p = (const unsigned char *)d->d_buf + off;
+	uint32_t len32;
+	memcpy(&len32, p, 4);
+	if (len32 != 0xffffffffu)
+		return len32;
+	uint64_t len64 = 0;
+	if (d->d_size - off >= 12)
+		memcpy(&len64, p + 4, 8);
+	return len64;
+}
+
 /* Source line of vaddr and, when inl is not NULL, the functions inlined there (see
  * dwarf_inlines, through the CU's index when index is true; *n_inl = 0 without DWARF). */
 static void elf_file_find_line(struct pf_symbolizer *sym, struct elf_file *f,
@@ -819,6 +864,12 @@ static void elf_file_find_line(struct pf_symbolizer *sym, struct elf_file *f,
 	if (!dwarf_addrdie(f->dwarf, vaddr, &cu))
 		return;
 	struct cu_scopes *c = cu_entry(f, &cu);
+	if (sym && c && !c->lines_large)
+		c->lines_large = cu_line_program_bytes(f, &cu) > sym->opt.dwarf_max_cu_lines ? 1 : -1;
+	if (sym && c && c->lines_large > 0) {
+		sym->st.dwarf_large_cu++; /* the name from the symbol table is all it gets */
+		return;
+	}
 	if (sym && c && !c->lines_counted && dwarf_rows_open(sym) > sym->opt.dwarf_window_lines) {
 		/* a CU's line table to decode with the open handles past the window's bound:
 		 * they go first (lookups come in file and address order, see resolve_new) */
@@ -2335,6 +2386,8 @@ struct pf_symbolizer *pf_symbolizer_new(const struct pf_symbolizer_options *opt)
 		sym->opt.dwarf_keep_lines = PF_SYM_DWARF_KEEP_LINES;
 	if (!sym->opt.dwarf_window_lines)
 		sym->opt.dwarf_window_lines = PF_SYM_DWARF_WINDOW_LINES;
+	if (!sym->opt.dwarf_max_cu_lines)
+		sym->opt.dwarf_max_cu_lines = PF_SYM_DWARF_CU_LINES_MAX;
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	sym->dwarf_budget_at = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;

@@ -55,6 +55,10 @@ struct pf_symbolizer_options {
 				      * all of them are dropped (and their images' pages given
 				      * back) before the next CU's table is decoded; 0 =
 				      * PF_SYM_DWARF_WINDOW_LINES */
+	uint64_t dwarf_max_cu_lines; /* a CU whose line program is larger (bytes of
+				      * .debug_line) is not decoded: its addresses get their
+				      * symbol-table names, without source line or inlined frames;
+				      * 0 = PF_SYM_DWARF_CU_LINES_MAX */
 	bool no_scope_index; /* find an address's function by walking its CU's DIEs every time
 			      * instead of through the per-CU index of function ranges (same
 			      * results; for tests and benchmarks) */
@@ -98,6 +102,8 @@ struct pf_symbolizer_stats {
 	uint64_t dwarf_shed;       /* times the open handles passed dwarf_window_lines */
 	uint64_t dwarf_deferred;   /* new addresses given symbol-table names only, the DWARF
 				    * budget being spent (resolved in full in a later window) */
+	uint64_t dwarf_large_cu;   /* new addresses in a CU over dwarf_max_cu_lines: symbol-
+				    * table names only */
 	int last_error;        /* negative errno of the last failure, 0 when none */
 };
 
@@ -158,6 +164,11 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
  * rows open, every handle goes first; a window's new addresses are looked up in file and
  * address order, so the CUs they held are done with: the symbolizer's peak is the bound
  * plus the largest CU's table, each CU decoded once per window. */
+/* One CU's table is decoded whole, whatever the bound above: libdw 0.188 takes ~25 bytes of
+ * heap per byte of line program while decoding (~100 per row), so a CU of 160 KiB (~40,000
+ * rows) costs ~4 MB for a moment, and an amalgamated sqlite3.c with -g tens of MB. Larger
+ * CUs are not decoded (a -g Python has two: unicodeobject.c, 276 KiB, and the parser). */
+#define PF_SYM_DWARF_CU_LINES_MAX ((uint64_t)160 << 10)
 #define PF_SYM_DWARF_KEEP 8
 #define PF_SYM_DWARF_KEEP_LINES 16384u
 #define PF_SYM_DWARF_WINDOW_LINES 16384u

@@ -523,6 +523,36 @@ static void test_compressed_dwarf_bound(void **state)
 	pf_prof_window_free(w);
 }
 
+/* A CU whose line program is over dwarf_max_cu_lines is not decoded: the name from the
+ * symbol table only, counted; the bound is read from the inflated section when the DWARF is
+ * compressed. */
+static void test_cu_lines_bound(void **state)
+{
+	struct pf_prof_window *w = pf_prof_window_new();
+	struct pf_symbolizer_stats st;
+	struct pf_prof_frame fr;
+	const char *files[] = {nopie, gz};
+	for (int i = 0; i < 2; i++) {
+		struct pf_symbolizer_options big = {.dwarf_max_cu_lines = 64};
+		struct pf_symbolizer *sym = pf_symbolizer_new(&big);
+		resolve_nopie(sym, files[i], w, &fr);
+		assert_string_equal(fr.function, "pf_target_fn");
+		assert_int_equal(fr.line, 0);
+		assert_null(fr.file);
+		pf_symbolizer_stats(sym, &st);
+		assert_int_equal(st.dwarf_large_cu, 1);
+		pf_symbolizer_free(sym);
+		/* the default bound: the target's few hundred bytes are decoded */
+		sym = pf_symbolizer_new(NULL);
+		resolve_nopie(sym, files[i], w, &fr);
+		assert_int_equal(fr.line, TARGET_LINE);
+		pf_symbolizer_stats(sym, &st);
+		assert_int_equal(st.dwarf_large_cu, 0);
+		pf_symbolizer_free(sym);
+	}
+	pf_prof_window_free(w);
+}
+
 static void test_debug_file(void **state)
 {
 	struct pf_prof_window *w = pf_prof_window_new();
@@ -1229,7 +1259,8 @@ int main(void)
 		cmocka_unit_test(test_dwarf_kept_while_busy),
 		cmocka_unit_test(test_cache_bound),
 		cmocka_unit_test(test_kernel),
-		cmocka_unit_test(test_compressed_dwarf_bound),
+		cmocka_unit_test(test_cu_lines_bound),
+	    cmocka_unit_test(test_compressed_dwarf_bound),
 		cmocka_unit_test(test_debug_file),
 		cmocka_unit_test(test_kernel_resolver),
 		cmocka_unit_test(test_maps_query_equals_text),
