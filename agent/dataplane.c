@@ -685,7 +685,7 @@ static void sampler_health(struct agent_dataplane *d)
 		 "frames resolved %" PRIu64 ", unresolved %" PRIu64 ", ELF files cached %" PRIu64
 		 ", line info skipped in %" PRIu64 " (compressed DWARF over %" PRIu64
 		 " KiB), new addresses named without DWARF (lookup budget spent) %" PRIu64
-		 ", (in a CU over %" PRIu64 " KiB of line program) %" PRIu64,
+		 ", without lines (CU line program over %" PRIu64 " KiB) %" PRIu64,
 		 st.frames_resolved, st.frames_unresolved, st.elf_cached, st.dwarf_skipped,
 		 PF_SYM_DEFAULT_DWARF_MAX_INFLATE >> 10, st.dwarf_deferred,
 		 PF_SYM_DWARF_CU_LINES_MAX >> 10, st.dwarf_large_cu);

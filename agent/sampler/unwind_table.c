@@ -1,5 +1,6 @@
 /* unwind_table.c — see unwind_table.h. */
 #include "unwind_table.h"
+#include "symbolize.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -251,22 +252,6 @@ static int walk_range(struct builder *b, Dwarf_CFI *cfi, Dwarf_CFI *cfi2, uint64
 	return 0;
 }
 
-/* True when the file has a section of that name. */
-static bool has_section(Elf *elf, const char *name)
-{
-	size_t shstrndx;
-	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
-		return false;
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		const char *n = gelf_getshdr(scn, &sh) ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
-		if (n && !strcmp(n, name))
-			return true;
-	}
-	return false;
-}
-
 void pf_unwind_table_free(struct pf_unwind_table *t)
 {
 	if (!t)
@@ -290,7 +275,7 @@ static int build_elf(Elf *elf, size_t max_rows, struct pf_unwind_table **out)
 	Dwarf_CFI *ehf = dwarf_getcfi_elf(elf), *dbg = NULL;
 	/* .debug_frame too when the file has one: it covers what .eh_frame leaves out (code
 	 * built with -fno-asynchronous-unwind-tables keeps its CFI there) */
-	if (has_section(elf, ".debug_frame") && (dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL)))
+	if (pf_elf_section(elf, ".debug_frame") && (dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL)))
 		dbg = dwarf_getcfi(dw);
 	struct pf_unwind_table *t = calloc(1, sizeof(*t));
 	if ((!ehf && !dbg) || !t) {

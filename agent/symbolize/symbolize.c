@@ -7,9 +7,9 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <inttypes.h>
-#include <malloc.h>
 #include <limits.h>
 #include <libelf.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -808,26 +808,28 @@ static size_t dwarf_inlines(struct elf_file *f, Dwarf_Die *cu, uint64_t vaddr, c
 static uint64_t dwarf_rows_open(const struct pf_symbolizer *sym);
 static void dwarf_shed(struct pf_symbolizer *sym);
 
+Elf_Scn *pf_elf_section(Elf *elf, const char *name)
+{
+	size_t shstrndx;
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return NULL;
+	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+		GElf_Shdr sh;
+		const char *n = gelf_getshdr(scn, &sh) ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
+		if (n && !strcmp(n, name))
+			return scn;
+	}
+	return NULL;
+}
+
 /* The size of cu's line program (its unit_length, the only field read: libdw decodes the
  * rest), or 0 when it has none or it cannot be read. */
 static uint64_t cu_line_program_bytes(struct elf_file *f, Dwarf_Die *cu)
 {
 	if (!f->debug_line_tried) {
 		f->debug_line_tried = true;
-		Elf *e = dwarf_getelf(f->dwarf);
-		size_t shstrndx;
-		if (e && elf_getshdrstrndx(e, &shstrndx) == 0) {
-			for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn));) {
-				GElf_Shdr sh;
-				const char *nm = gelf_getshdr(scn, &sh)
-						     ? elf_strptr(e, shstrndx, sh.sh_name)
-						     : NULL;
-				if (nm && !strcmp(nm, ".debug_line")) {
-					f->debug_line = elf_getdata(scn, NULL);
-					break;
-				}
-			}
-		}
+		Elf_Scn *scn = pf_elf_section(dwarf_getelf(f->dwarf), ".debug_line");
+		f->debug_line = scn ? elf_getdata(scn, NULL) : NULL;
 	}
 	Dwarf_Attribute a;
 	Dwarf_Word off;

@@ -107,6 +107,11 @@ struct pf_symbolizer_stats {
 	int last_error;        /* negative errno of the last failure, 0 when none */
 };
 
+/* The section of an ELF handle (libelf's Elf, Elf_Scn) with that name, or NULL. */
+struct Elf;
+struct Elf_Scn;
+struct Elf_Scn *pf_elf_section(struct Elf *elf, const char *name);
+
 /* NULL and errno on failure. opt may be NULL for defaults. */
 struct pf_symbolizer *pf_symbolizer_new(const struct pf_symbolizer_options *opt);
 void pf_symbolizer_free(struct pf_symbolizer *sym);
