@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include "pf/clock.h"
-#include "unwind_table.h"
 
 struct job {
 	char key[PF_TBUILDER_KEY_MAX];
@@ -33,7 +32,7 @@ struct rec {
 struct pf_tbuilder {
 	char dir[PATH_MAX];
 	bool own_dir;
-	size_t max_rows;
+	struct pf_tbuilder_kind kind;
 	struct job queue[PF_TBUILDER_QUEUE];
 	size_t qn;
 	struct job batch[PF_TBUILDER_BATCH]; /* the running child's files */
@@ -48,7 +47,7 @@ struct pf_tbuilder {
 static bool key_ok(const char *key)
 {
 	size_t n = strlen(key);
-	return n && n < PF_TBUILDER_KEY_MAX && n < 64 && strspn(key, PF_UNWIND_CACHE_KEY_CHARS) == n;
+	return n && n < PF_TBUILDER_KEY_MAX && n < 64 && strspn(key, PF_TBUILDER_KEY_CHARS) == n;
 }
 
 const char *pf_tbuilder_dir(const struct pf_tbuilder *b)
@@ -129,18 +128,14 @@ static _Noreturn void child_main(struct pf_tbuilder *b, int wr)
 {
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() == 1)
 		_exit(2);
-	prctl(PR_SET_NAME, "pf-unwind-build");
+	prctl(PR_SET_NAME, b->kind.name);
 	int keep[PF_TBUILDER_BATCH + 1];
 	for (size_t i = 0; i < b->bn; i++)
 		keep[i] = b->batch[i].fd;
 	keep[b->bn] = wr;
 	close_others(keep, b->bn + 1);
 	for (size_t i = 0; i < b->bn; i++) {
-		struct pf_unwind_table *t = NULL;
-		int rc = pf_unwind_table_build(b->batch[i].fd, b->max_rows, &t);
-		if (rc == 0)
-			rc = pf_unwind_cache_store(b->dir, b->batch[i].key, t);
-		pf_unwind_table_free(t);
+		int rc = b->kind.build(b->kind.arg, b->batch[i].fd, b->dir, b->batch[i].key);
 		struct rec r = {.idx = (uint32_t)i, .rc = rc};
 		if (write(wr, &r, sizeof(r)) != (ssize_t)sizeof(r))
 			_exit(1);
@@ -299,13 +294,17 @@ void pf_tbuilder_free(struct pf_tbuilder *b)
 	free(b);
 }
 
-struct pf_tbuilder *pf_tbuilder_new(const char *dir, size_t max_rows)
+struct pf_tbuilder *pf_tbuilder_new(const char *dir, const struct pf_tbuilder_kind *kind)
 {
+	if (!kind || !kind->build || !kind->name) {
+		errno = EINVAL;
+		return NULL;
+	}
 	struct pf_tbuilder *b = calloc(1, sizeof(*b));
 	if (!b)
 		return NULL;
 	b->rd = -1;
-	b->max_rows = max_rows;
+	b->kind = *kind;
 	if (dir) {
 		if (snprintf(b->dir, sizeof(b->dir), "%s", dir) >= (int)sizeof(b->dir)) {
 			free(b);
@@ -315,7 +314,7 @@ struct pf_tbuilder *pf_tbuilder_new(const char *dir, size_t max_rows)
 		return b;
 	}
 	const char *tmp = getenv("TMPDIR");
-	snprintf(b->dir, sizeof(b->dir), "%s/profleet-unwind.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	snprintf(b->dir, sizeof(b->dir), "%s/profleet-tables.XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(b->dir)) {
 		int e = errno;
 		free(b);

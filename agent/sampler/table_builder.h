@@ -1,10 +1,11 @@
-/* table_builder.h — unwind tables built in a child process, away from the agent.
+/* table_builder.h — per-file tables built in a child process, away from the agent.
  *
  * Owns: a bounded queue of files whose tables are wanted, and at most one short-lived child
- * process at a time that builds them (unwind_table.h) and writes each into a directory as a
- * cache file (<dir>/<key>.unw); the caller reads the finished ones from there. libdw's memory
- * peak while it parses a large file's CFI stays in the child, and the build's time is never
- * spent on the caller's thread (the data plane's, which cuts windows on a fixed beat).
+ * process at a time that builds them with the caller's build function (a kind: unwind tables,
+ * unwind_table.h; source-line tables, line_table.h) and writes each into a directory as a
+ * cache file; the caller reads the finished ones from there. libdw's memory peak while it
+ * parses a large file's CFI or DWARF stays in the child, and the build's time is never spent
+ * on the caller's thread (the data plane's, which cuts windows on a fixed beat).
  *
  *  - The child is forked (no exec): it closes every descriptor it does not need, keeps the
  *    agent's priority (at nice 19 it would starve on the busy CPUs profiles are taken on,
@@ -30,6 +31,17 @@
 #define PF_TBUILDER_BATCH 16          /* files per child */
 #define PF_TBUILDER_CHILD_MAX_MS 60000 /* a child's wall-time bound */
 #define PF_TBUILDER_KEY_MAX 72
+#define PF_TBUILDER_KEY_CHARS "0123456789abcdef-" /* a key: up to 63 of them */
+
+/* What the child does with one queued file: builds its table from fd and writes it into dir
+ * under key (the kind's own format and file name). 0 or a negative errno, the rc done()
+ * reports. It runs in the forked child of a threaded process: no locks of the parent's, no
+ * logging. arg is the kind's (a bound, say). */
+struct pf_tbuilder_kind {
+	const char *name; /* the child's name (comm), up to 15 characters */
+	int (*build)(uint64_t arg, int fd, const char *dir, const char *key);
+	uint64_t arg;
+};
 
 struct pf_tbuilder_stats {
 	uint64_t children; /* children started */
@@ -41,9 +53,9 @@ struct pf_tbuilder_stats {
 
 struct pf_tbuilder;
 
-/* dir: where the tables are written (NULL: a private temporary directory); max_rows: the
- * bound passed to pf_unwind_table_build. NULL and errno on failure. */
-struct pf_tbuilder *pf_tbuilder_new(const char *dir, size_t max_rows);
+/* dir: where the tables are written (NULL: a private temporary directory); kind: what is
+ * built (copied). NULL and errno on failure. */
+struct pf_tbuilder *pf_tbuilder_new(const char *dir, const struct pf_tbuilder_kind *kind);
 /* Kills a running child, waits for it, removes a private directory. */
 void pf_tbuilder_free(struct pf_tbuilder *b);
 
@@ -51,7 +63,7 @@ void pf_tbuilder_free(struct pf_tbuilder *b);
 const char *pf_tbuilder_dir(const struct pf_tbuilder *b);
 
 /* Queues the file open at fd (duplicated; the caller keeps its own) under key (a build id, or
- * any name of [A-Za-z0-9_.-] up to PF_TBUILDER_KEY_MAX - 1 characters). 0, -EEXIST when key
+ * any name of PF_TBUILDER_KEY_CHARS up to 63 characters). 0, -EEXIST when key
  * is already queued or being built, -EAGAIN when the queue is full, -EINVAL for a bad key,
  * or -errno of dup. */
 int pf_tbuilder_submit(struct pf_tbuilder *b, const char *key, int fd);
@@ -60,7 +72,7 @@ bool pf_tbuilder_pending(const struct pf_tbuilder *b, const char *key);
 
 /* Reaps what the child reported and, when it has exited, the child; then, if start is true
  * and files wait, forks the next one. done(ctx, key, rc) is called once per finished file:
- * rc 0 when <dir>/<key>.unw was written, else the build's error (unwind_table.h) or
+ * rc 0 when the kind's file was written, else the build's error or
  * -ETIMEDOUT/-ECHILD. *cpu_ns (may be NULL) receives the CPU time of the children reaped by
  * this call. Never blocks. 0, or -errno when a child could not be started (the files stay
  * queued). */

@@ -536,3 +536,13 @@ int pf_unwind_cache_store(const char *dir, const char *build_id, const struct pf
 		unlink(tmp);
 	return rc;
 }
+
+int pf_unwind_table_build_store(uint64_t max_rows, int fd, const char *dir, const char *key)
+{
+	struct pf_unwind_table *t = NULL;
+	int rc = pf_unwind_table_build(fd, (size_t)max_rows, &t);
+	if (rc == 0)
+		rc = pf_unwind_cache_store(dir, key, t);
+	pf_unwind_table_free(t);
+	return rc;
+}

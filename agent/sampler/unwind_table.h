@@ -118,4 +118,7 @@ int pf_unwind_cache_read(struct pf_unwind_cache_file *f, struct pf_unwind_row *d
 void pf_unwind_cache_close(struct pf_unwind_cache_file *f);
 int pf_unwind_cache_store(const char *dir, const char *build_id, const struct pf_unwind_table *t);
 
+/* Build and store in one call, the table builder's kind (table_builder.h): arg is max_rows. */
+int pf_unwind_table_build_store(uint64_t max_rows, int fd, const char *dir, const char *key);
+
 #endif

@@ -808,7 +808,9 @@ struct pf_unwinder *pf_unwinder_new(const struct pf_unwinder_options *opt)
 		errno = e;
 		return NULL;
 	}
-	u->tb = pf_tbuilder_new(opt->cache_dir, opt->rows_cap / 2);
+	const struct pf_tbuilder_kind kind = {"pf-unwind-build", pf_unwind_table_build_store,
+					      opt->rows_cap / 2};
+	u->tb = pf_tbuilder_new(opt->cache_dir, &kind);
 	u->proc_buf = calloc(1, sizeof(*u->proc_buf));
 	if (!u->tb || !u->chunk_used || !u->tables || !u->proc_buf) {
 		int e = !u->tb ? errno : ENOMEM;

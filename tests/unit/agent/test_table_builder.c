@@ -25,6 +25,9 @@
 #include "table_builder.h"
 #include "unwind_table.h"
 
+static const struct pf_tbuilder_kind unwind_kind = {"pf-unwind-build",
+						    pf_unwind_table_build_store, 0};
+
 struct result {
 	char key[PF_TBUILDER_KEY_MAX];
 	int rc;
@@ -85,7 +88,7 @@ static void test_builds_libc_like_in_process(void **state)
 	(void)state;
 	char dir[] = "/tmp/pf-tbuild-test.XXXXXX";
 	assert_non_null(mkdtemp(dir));
-	struct pf_tbuilder *b = pf_tbuilder_new(dir, 0);
+	struct pf_tbuilder *b = pf_tbuilder_new(dir, &unwind_kind);
 	assert_non_null(b);
 	assert_string_equal(pf_tbuilder_dir(b), dir);
 	int fd = open(libc_path(), O_RDONLY | O_CLOEXEC);
@@ -127,7 +130,7 @@ static void test_builds_libc_like_in_process(void **state)
 static void test_failures_are_per_file(void **state)
 {
 	(void)state;
-	struct pf_tbuilder *b = pf_tbuilder_new(NULL, 0);
+	struct pf_tbuilder *b = pf_tbuilder_new(NULL, &unwind_kind);
 	assert_non_null(b);
 	char dir[PATH_MAX];
 	snprintf(dir, sizeof(dir), "%s", pf_tbuilder_dir(b));
@@ -163,7 +166,7 @@ static void test_failures_are_per_file(void **state)
 static void test_killed_child_fails_its_files(void **state)
 {
 	(void)state;
-	struct pf_tbuilder *b = pf_tbuilder_new(NULL, 0);
+	struct pf_tbuilder *b = pf_tbuilder_new(NULL, &unwind_kind);
 	assert_non_null(b);
 	int fd = open(libc_path(), O_RDONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
@@ -197,7 +200,7 @@ static void test_killed_child_fails_its_files(void **state)
 static void test_bounds(void **state)
 {
 	(void)state;
-	struct pf_tbuilder *b = pf_tbuilder_new(NULL, 0);
+	struct pf_tbuilder *b = pf_tbuilder_new(NULL, &unwind_kind);
 	assert_non_null(b);
 	int fd = open(libc_path(), O_RDONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
@@ -231,7 +234,7 @@ static void test_child_holds_no_other_descriptors(void **state)
 	int extra[4];
 	for (int i = 0; i < 4; i++)
 		assert_true((extra[i] = open("/dev/null", O_RDONLY)) >= 0); /* not CLOEXEC */
-	struct pf_tbuilder *b = pf_tbuilder_new(NULL, 0);
+	struct pf_tbuilder *b = pf_tbuilder_new(NULL, &unwind_kind);
 	assert_non_null(b);
 	int fd = open(libc_path(), O_RDONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
