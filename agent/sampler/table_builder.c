@@ -81,6 +81,14 @@ bool pf_tbuilder_pending(const struct pf_tbuilder *b, const char *key)
 	return false;
 }
 
+void pf_tbuilder_key(const char *build_id, uint64_t dev, uint64_t ino, char *out, size_t cap)
+{
+	if (build_id && build_id[0])
+		snprintf(out, cap, "%s", build_id);
+	else
+		snprintf(out, cap, "%llx-%llx", (unsigned long long)dev, (unsigned long long)ino);
+}
+
 int pf_tbuilder_submit(struct pf_tbuilder *b, const char *key, int fd)
 {
 	if (!key_ok(key) || fd < 0)

@@ -67,6 +67,11 @@ const char *pf_tbuilder_dir(const struct pf_tbuilder *b);
  * is already queued or being built, -EAGAIN when the queue is full, -EINVAL for a bad key,
  * or -errno of dup. */
 int pf_tbuilder_submit(struct pf_tbuilder *b, const char *key, int fd);
+/* The key of a file: its GNU build id in hex, or "<dev>-<inode>" in hex when it has none (a
+ * key that can never be a build id: such a table names this file only until it is
+ * replaced, so its owner reads it right after the build and no later). */
+void pf_tbuilder_key(const char *build_id, uint64_t dev, uint64_t ino, char *out, size_t cap);
+
 /* True when key is queued or being built. */
 bool pf_tbuilder_pending(const struct pf_tbuilder *b, const char *key);
 

@@ -345,11 +345,7 @@ static bool budget_ok(struct pf_unwinder *u)
 /* The builder's and the cache's key of table id: its build id, or "<dev>-<inode>" in hex. */
 static void table_key(const struct table *t, char *out, size_t cap)
 {
-	if (t->build_id[0])
-		snprintf(out, cap, "%s", t->build_id);
-	else
-		snprintf(out, cap, "%llx-%llx", (unsigned long long)t->dev,
-			 (unsigned long long)t->ino);
+	pf_tbuilder_key(t->build_id, t->dev, t->ino, out, cap);
 }
 
 /* The vDSO's table (built from memory, small) into the kernel's array. */

@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #include "demangle.h"
+#include "line_table.h"
+#include "table_builder.h"
 #include "pf/compiler.h"
 #include "pf/log.h"
 
@@ -94,7 +96,11 @@ struct elf_file {
 	 * file (their pages can be given back at a trim), -1 when not, 0 not checked yet */
 	int8_t img_state, dbg_img_state;
 	bool img_touched; /* symbol tables loaded or DWARF read since the last trim */
+	int8_t lt_state;  /* its line table (line_tables): LT_* */
+	struct pf_line_table *lt;
 };
+
+enum { LT_UNKNOWN = 0, LT_PENDING = 1, LT_READY = 2, LT_NONE = -1 };
 
 struct pmap {
 	uint64_t start, end, offset;
@@ -181,6 +187,10 @@ struct pf_symbolizer {
 	int64_t dwarf_budget_ns;  /* CPU time DWARF lookups may take now (a token bucket) */
 	uint64_t dwarf_budget_at; /* monotonic ns of its last refill */
 	struct rcache_ent partial; /* a result over the DWARF budget: returned, never cached */
+	struct pf_tbuilder *lb;    /* line tables' builder (line_tables) */
+	int64_t lb_budget_ns;      /* the children's CPU time it may take now */
+	uint64_t lb_budget_at;     /* monotonic ns of its last refill */
+	struct pf_line_result *lres; /* a lookup's answer */
 	struct pf_symbolizer_stats st;
 };
 
@@ -290,6 +300,7 @@ static void elf_file_free(struct elf_file *f)
 	if (!f)
 		return;
 	elf_file_drop_dwarf(f);
+	pf_line_table_close(f->lt);
 	if (f->dbg_elf)
 		elf_end(f->dbg_elf);
 	if (f->dbg_fd >= 0)
@@ -572,35 +583,7 @@ struct inl_raw {
 	uint32_t line;
 };
 
-/* Name of a subprogram or inlined subroutine DIE: its linkage (mangled) name through the
- * abstract origin when there is one, so it demangles to the qualified name, else DW_AT_name. */
-static const char *die_function_name(Dwarf_Die *die)
-{
-	Dwarf_Attribute a;
-	const char *nm = NULL;
-	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a) ||
-	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a))
-		nm = dwarf_formstring(&a);
-	return nm ? nm : dwarf_diename(die);
-}
-
 #define SCOPE_DEPTH 64 /* nesting of scopes (functions, blocks, inlined calls) followed */
-
-/* DIE tags whose own code range says whether vaddr is inside (libdw's scopes), and tags with
- * no code of their own that may hold such DIEs (C++ namespaces and classes, Rust modules). */
-static bool scope_tag(int tag)
-{
-	return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
-	       tag == DW_TAG_lexical_block || tag == DW_TAG_entry_point ||
-	       tag == DW_TAG_with_stmt || tag == DW_TAG_catch_block || tag == DW_TAG_try_block;
-}
-
-static bool container_tag(int tag)
-{
-	return tag == DW_TAG_namespace || tag == DW_TAG_module || tag == DW_TAG_class_type ||
-	       tag == DW_TAG_structure_type || tag == DW_TAG_union_type ||
-	       tag == DW_TAG_interface_type;
-}
 
 /* The chain of scopes below parent whose code covers vaddr, outermost first, into path[n..]
  * (at most SCOPE_DEPTH in all): one walk down the concrete DIE tree, into the one child at
@@ -612,12 +595,12 @@ static int scope_path(Dwarf_Die *parent, uint64_t vaddr, Dwarf_Die *path, int n,
 		return n;
 	do {
 		int tag = dwarf_tag(&child);
-		if (scope_tag(tag)) {
+		if (pf_dwarf_scope_tag(tag)) {
 			if (dwarf_haspc(&child, vaddr) == 1) {
 				path[n] = child;
 				return scope_path(&path[n], vaddr, path, n + 1, depth + 1);
 			}
-		} else if (container_tag(tag) && dwarf_haschildren(&child) == 1) {
+		} else if (pf_dwarf_container_tag(tag) && dwarf_haschildren(&child) == 1) {
 			int k = scope_path(&child, vaddr, path, n, depth + 1);
 			if (k > n)
 				return k;
@@ -658,7 +641,7 @@ static void scope_collect(Dwarf_Die *parent, struct scope_vec *v, size_t room, i
 		return;
 	do {
 		int tag = dwarf_tag(&child);
-		if (scope_tag(tag)) {
+		if (pf_dwarf_scope_tag(tag)) {
 			Dwarf_Addr base, lo, hi;
 			ptrdiff_t it = 0;
 			while ((it = dwarf_ranges(&child, it, &base, &lo, &hi)) > 0) {
@@ -680,7 +663,7 @@ static void scope_collect(Dwarf_Die *parent, struct scope_vec *v, size_t room, i
 				}
 				v->e[v->n++] = (struct scope_ent){lo, hi, dwarf_dieoffset(&child)};
 			}
-		} else if (container_tag(tag) && dwarf_haschildren(&child) == 1) {
+		} else if (pf_dwarf_container_tag(tag) && dwarf_haschildren(&child) == 1) {
 			scope_collect(&child, v, room, depth + 1);
 			if (v->full)
 				return;
@@ -790,7 +773,7 @@ static size_t dwarf_inlines(struct elf_file *f, Dwarf_Die *cu, uint64_t vaddr, c
 	for (int i = ns - 1; i >= 0 && n < max; i--) {
 		if (dwarf_tag(&path[i]) != DW_TAG_inlined_subroutine)
 			continue;
-		out[n] = (struct inl_raw){die_function_name(&path[i]), *file, *line};
+		out[n] = (struct inl_raw){pf_dwarf_function_name(&path[i]), *file, *line};
 		n++;
 		/* where this one was called: the position in the next scope out */
 		Dwarf_Attribute a;
@@ -938,6 +921,160 @@ int pf_elf_lookup(const char *path, uint64_t vaddr, struct pf_sym_info *out)
 		snprintf(out->file, sizeof(out->file), "%s", file);
 	elf_file_free(f);
 	return rc;
+}
+
+/* ---- line tables (line_tables) -------------------------------------------------------- */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* f's key in the builder and the directory (pf_tbuilder_key; a "<dev>-<inode>" table is read
+ * right after the builder wrote it, then unlinked). */
+static void lt_key(const struct elf_file *f, char *out, size_t cap)
+{
+	pf_tbuilder_key(f->build_id, f->dev, f->ino, out, cap);
+}
+
+/* True when a child may start now: its bucket refilled since the last call. */
+static bool lt_budget_ok(struct pf_symbolizer *sym)
+{
+	uint64_t now = mono_ns(), ms = (now - sym->lb_budget_at) / 1000000;
+	sym->lb_budget_ns += (int64_t)ms * (PF_SYM_LINE_BUILD_NS_PER_S / 1000);
+	sym->lb_budget_at += ms * 1000000;
+	if (sym->lb_budget_ns > PF_SYM_LINE_BUILD_BURST_NS)
+		sym->lb_budget_ns = PF_SYM_LINE_BUILD_BURST_NS;
+	return sym->lb_budget_ns > 0;
+}
+
+/* The builder's report of one file: the file waiting for it opens its table. */
+static void lt_done(void *ctx, const char *key, int rc)
+{
+	struct pf_symbolizer *sym = ctx;
+	const char *dir = pf_tbuilder_dir(sym->lb);
+	if (rc == 0)
+		sym->st.line_builds++;
+	else
+		sym->st.line_build_failed++;
+	if (rc < 0 && rc != -ENOENT)
+		pf_log_debug("symbolizer: no line table for %s: %s", key, strerror(-rc));
+	for (struct elf_file *f = sym->lru_head; f; f = f->next) {
+		char k[PF_TBUILDER_KEY_MAX];
+		if (f->lt_state != LT_PENDING)
+			continue;
+		lt_key(f, k, sizeof(k));
+		if (strcmp(k, key))
+			continue;
+		int orc = rc == 0 ? pf_line_table_open(dir, key, &f->lt) : rc;
+		f->lt_state = orc == 0 ? LT_READY : LT_NONE;
+		if (orc < 0 && orc != -ENOENT && orc != -E2BIG)
+			sym->st.last_error = orc;
+	}
+	if (rc == 0 && strchr(key, '-')) {
+		char path[PATH_MAX];
+		if (snprintf(path, sizeof(path), "%s/%s.lin", dir, key) < (int)sizeof(path))
+			unlink(path);
+	}
+}
+
+/* Reaps finished builds and starts the next child when the budget allows. */
+static void lt_poll(struct pf_symbolizer *sym)
+{
+	if (!sym->lb || !pf_tbuilder_busy(sym->lb))
+		return;
+	uint64_t ns = 0;
+	int rc = pf_tbuilder_poll(sym->lb, lt_budget_ok(sym), lt_done, sym, &ns);
+	sym->lb_budget_ns -= (int64_t)ns;
+	sym->st.line_build_cpu_ns += ns;
+	if (rc < 0)
+		sym->st.last_error = rc;
+}
+
+/* The descriptor of the file holding f's DWARF (f itself or its separate debug file), -1
+ * when neither has any. */
+static int lt_source_fd(struct pf_symbolizer *sym, struct elf_file *f)
+{
+	bool has = false;
+	(void)dwarf_inflate_bytes(f->elf, &has);
+	if (has)
+		return f->fd;
+	Elf *d = elf_file_debug(f, sym->opt.debug_dir);
+	if (d)
+		(void)dwarf_inflate_bytes(d, &has);
+	return has ? f->dbg_fd : -1;
+}
+
+/* Asks for f's table: open from the directory when an earlier run built it, else queued for
+ * the builder. Files without DWARF are marked at once. */
+static void lt_request(struct pf_symbolizer *sym, struct elf_file *f)
+{
+	if (!sym->lb || f->lt_state != LT_UNKNOWN)
+		return;
+	int fd = lt_source_fd(sym, f);
+	if (fd < 0) {
+		f->lt_state = LT_NONE;
+		f->no_dwarf = true;
+		return;
+	}
+	char key[PF_TBUILDER_KEY_MAX];
+	lt_key(f, key, sizeof(key));
+	if (f->build_id[0] && pf_line_table_open(pf_tbuilder_dir(sym->lb), key, &f->lt) == 0) {
+		f->lt_state = LT_READY;
+		sym->st.line_cache_hits++;
+		return;
+	}
+	int rc = pf_tbuilder_submit(sym->lb, key, fd);
+	if (rc == 0 || rc == -EEXIST)
+		f->lt_state = LT_PENDING;
+	else if (rc != -EAGAIN) /* -EAGAIN: the queue is full, asked again at the next lookup */
+		f->lt_state = LT_NONE;
+	lt_poll(sym);
+}
+
+/* Source line and inlined functions of vaddr from f's table (as elf_file_find_line gives
+ * them). *partial when the table is not there yet: the caller does not cache the result. */
+static void lt_find_line(struct pf_symbolizer *sym, struct elf_file *f, uint64_t vaddr,
+			 const char **file, uint32_t *line, struct inl_raw *inl, size_t *n_inl,
+			 bool *partial)
+{
+	*file = NULL;
+	*line = 0;
+	*n_inl = 0;
+	if (f->lt_state == LT_UNKNOWN)
+		lt_request(sym, f);
+	if (f->lt_state == LT_UNKNOWN || f->lt_state == LT_PENDING) {
+		*partial = true;
+		sym->st.line_deferred++;
+		return;
+	}
+	if (f->lt_state != LT_READY)
+		return;
+	const struct pf_line_result *r = sym->lres;
+	int rc = pf_line_table_lookup(f->lt, vaddr, sym->lres);
+	sym->st.line_lookups++;
+	if (rc < 0) { /* the file went bad under us: built again at the next lookup */
+		sym->st.last_error = rc;
+		pf_line_table_close(f->lt);
+		f->lt = NULL;
+		f->lt_state = rc == -EBADMSG ? LT_UNKNOWN : LT_NONE;
+		if (rc == -EBADMSG) {
+			char key[PF_TBUILDER_KEY_MAX], path[PATH_MAX];
+			lt_key(f, key, sizeof(key));
+			if (snprintf(path, sizeof(path), "%s/%s.lin", pf_tbuilder_dir(sym->lb),
+				     key) < (int)sizeof(path))
+				unlink(path);
+		}
+		*partial = true;
+		return;
+	}
+	*file = r->file;
+	*line = r->line;
+	for (uint32_t i = 0; i < r->n_inl; i++)
+		inl[i] = (struct inl_raw){r->inl[i].name, r->inl[i].file, r->inl[i].line};
+	*n_inl = r->n_inl;
 }
 
 /* ---- the ELF cache ------------------------------------------------------------------------ */
@@ -1349,8 +1486,11 @@ int pf_symbolizer_capture(struct pf_symbolizer *sym, uint32_t pid)
 	pm->n = n;
 	pm->stamp = ++sym->stamp;
 	/* Open every file now, while the process (and its mount namespace) is there. */
-	for (size_t i = 0; i < n; i++)
-		mapping_elf(sym, pid, &maps[i]);
+	for (size_t i = 0; i < n; i++) {
+		struct elf_file *f = mapping_elf(sym, pid, &maps[i]);
+		if (f)
+			lt_request(sym, f);
+	}
 	return 0;
 }
 
@@ -1741,8 +1881,11 @@ static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct 
 	uint32_t line = 0;
 	struct inl_raw raw[MAX_INLINE_DEPTH];
 	size_t n_inl = 0;
-	bool partial = s && !f->no_dwarf && !f->dwarf_skipped && !dwarf_budget_ok(sym);
-	if (partial) {
+	bool partial = false;
+	if (s && sym->lb) {
+		if (!f->no_dwarf)
+			lt_find_line(sym, f, vaddr, &file, &line, raw, &n_inl, &partial);
+	} else if ((partial = s && !f->no_dwarf && !f->dwarf_skipped && !dwarf_budget_ok(sym))) {
 		sym->st.dwarf_deferred++;
 	} else if (s) {
 		uint64_t t0 = thread_cpu_ns();
@@ -1898,6 +2041,7 @@ static void dwarf_shed(struct pf_symbolizer *sym)
 
 void pf_symbolizer_trim(struct pf_symbolizer *sym)
 {
+	lt_poll(sym);
 	size_t kept = 0;
 	uint64_t kept_lines = 0;
 	for (struct elf_file *f = sym->lru_head; f; f = f->next) {
@@ -2207,7 +2351,7 @@ static void resolve_new(struct pf_symbolizer *sym, uint32_t pid, struct proc_map
 	for (size_t i = 0; k > 1 && i < k; i++) {
 		if (i && v[i].file_id == v[i - 1].file_id && v[i].vaddr == v[i - 1].vaddr)
 			continue;
-		if (!dwarf_budget_ok(sym))
+		if (!sym->lb && !dwarf_budget_ok(sym))
 			break; /* the rest get symbol-table names, not cached: the frames ask */
 		struct elf_file *f = mapping_elf(sym, pid, &pm->maps[v[i].pmap]);
 		if (f && f->id == v[i].file_id) /* else evicted meanwhile: the frame's lookup */
@@ -2240,6 +2384,7 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
 	if (!fm)
 		return -ENOMEM;
 	/* A late dlopen: addresses outside the snapshot make us look once more. */
+	lt_poll(sym);
 	if (frames_to_maps(pm, frames, n, fm) && pf_symbolizer_capture(sym, pid) == 0) {
 		pm = *proc_slot(sym, pid);
 		frames_to_maps(pm, frames, n, fm);
@@ -2400,6 +2545,20 @@ struct pf_symbolizer *pf_symbolizer_new(const struct pf_symbolizer_options *opt)
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (sym->opt.line_tables) {
+		const struct pf_tbuilder_kind kind = {"pf-lines-build", pf_line_table_build_store, 0};
+		sym->lb = pf_tbuilder_new(sym->opt.line_dir, &kind);
+		sym->lres = malloc(sizeof(*sym->lres));
+		if (!sym->lb || !sym->lres) {
+			int e = !sym->lb ? errno : ENOMEM;
+			pf_symbolizer_free(sym);
+			errno = e;
+			return NULL;
+		}
+		sym->opt.line_dir = NULL; /* the caller's string: the builder keeps its copy */
+		sym->lb_budget_ns = PF_SYM_LINE_BUILD_BURST_NS;
+		sym->lb_budget_at = mono_ns();
+	}
 	return sym;
 }
 
@@ -2429,6 +2588,8 @@ void pf_symbolizer_free(struct pf_symbolizer *sym)
 	rcache_clear(sym);
 	free(sym->rcache);
 	pf_demangler_free(sym->dm);
+	pf_tbuilder_free(sym->lb);
+	free(sym->lres);
 	free(sym);
 }
 
@@ -2437,6 +2598,12 @@ void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_s
 	*out = sym->st;
 	out->elf_cached = sym->n_elf;
 	out->processes = sym->n_procs;
+	for (const struct elf_file *f = sym->lru_head; f; f = f->next) {
+		if (f->lt) {
+			out->line_tables++;
+			out->line_tables_bytes += pf_line_table_memory(f->lt);
+		}
+	}
 	if (sym->dm) {
 		struct pf_demangler_stats d;
 		pf_demangler_stats(sym->dm, &d);
@@ -2445,4 +2612,10 @@ void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_s
 		out->demangle_failed = d.failed;
 		out->demangle_cpu_ns = d.cpu_ns;
 	}
+}
+
+bool pf_symbolizer_lines_pending(struct pf_symbolizer *sym)
+{
+	lt_poll(sym);
+	return sym->lb && pf_tbuilder_busy(sym->lb);
 }

@@ -59,6 +59,16 @@ struct pf_symbolizer_options {
 				      * .debug_line) is not decoded: its addresses get their
 				      * symbol-table names, without source line or inlined frames;
 				      * 0 = PF_SYM_DWARF_CU_LINES_MAX */
+	bool line_tables; /* source lines and inlined functions from per-file tables
+			   * (line_table.h) built in a child process (table_builder.h), not by
+			   * libdw in this process: DWARF's memory peak and decoding CPU stay out
+			   * of the caller. A file's table is asked for when it is first mapped
+			   * (pf_symbolizer_capture) or looked up; until it is built, its new
+			   * addresses get symbol-table names only and are not cached (a later
+			   * window resolves them in full). The children's CPU time comes out of
+			   * a bucket of PF_SYM_LINE_BUILD_NS_PER_S. */
+	const char *line_dir; /* where those tables are kept across runs (by build id); NULL:
+			       * a private temporary directory */
 	bool no_scope_index; /* find an address's function by walking its CU's DIEs every time
 			      * instead of through the per-CU index of function ranges (same
 			      * results; for tests and benchmarks) */
@@ -74,6 +84,12 @@ struct pf_symbolizer_options {
  * is 0.1 % of a core; the 1 s burst covers a start, when every address is new. */
 #define PF_SYM_DEFAULT_DWARF_CPU_NS_PER_S 1000000ull
 #define PF_SYM_DWARF_BURST_NS 1000000000ull
+
+/* Line-table builds (line_tables): 5 ms of the children's CPU per second on average (a -g
+ * Python's table takes about a second, once per build id: the tables stay on disk), in
+ * bursts of up to 1 s. */
+#define PF_SYM_LINE_BUILD_NS_PER_S 5000000ll
+#define PF_SYM_LINE_BUILD_BURST_NS 1000000000ll
 
 struct pf_symbolizer_stats {
 	uint64_t elf_cached;   /* ELF files in the cache now */
@@ -104,6 +120,16 @@ struct pf_symbolizer_stats {
 				    * budget being spent (resolved in full in a later window) */
 	uint64_t dwarf_large_cu;   /* new addresses in a CU over dwarf_max_cu_lines: symbol-
 				    * table names only */
+	uint64_t line_tables;       /* line tables open now (line_tables) */
+	uint64_t line_tables_bytes; /* memory they hold (their block indexes) */
+	uint64_t line_builds;       /* tables the children built */
+	uint64_t line_build_failed; /* files whose build failed (no line program, too large,
+				     * a child killed or lost) */
+	uint64_t line_build_cpu_ns; /* the children's CPU time */
+	uint64_t line_cache_hits;   /* tables found on disk, built by an earlier run */
+	uint64_t line_lookups;      /* addresses looked up in a table */
+	uint64_t line_deferred;     /* new addresses given symbol-table names only while their
+				     * file's table was being built */
 	int last_error;        /* negative errno of the last failure, 0 when none */
 };
 
@@ -198,6 +224,10 @@ void pf_symbolizer_set_kernel_resolver(struct pf_symbolizer *sym, pf_kernel_reso
 int pf_symbolizer_load_kernel(struct pf_symbolizer *sym);
 
 void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_stats *out);
+
+/* line_tables: reaps finished builds and starts the next (what pf_symbolizer_resolve and
+ * pf_symbolizer_trim do first). True while builds wait or run. */
+bool pf_symbolizer_lines_pending(struct pf_symbolizer *sym);
 
 /* Lower-level pieces, exported for tests and tools. */
 

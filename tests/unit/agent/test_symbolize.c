@@ -1058,16 +1058,26 @@ static void test_window_lines_bound(void **state)
 	pf_symbolizer_free(sf);
 }
 
-static void compare_index_walk(pid_t pid, const uint64_t *addrs, size_t n, size_t *named,
-			       size_t *inl)
+/* Captures pid and waits (up to 60 s) for the line tables its files asked for. */
+static void capture_ready(struct pf_symbolizer *sym, pid_t pid)
 {
-	struct pf_symbolizer_options ow = {.no_kernel = true, .no_scope_index = true},
-				     oi = {.no_kernel = true};
-	struct pf_symbolizer *sw = pf_symbolizer_new(&ow), *si = pf_symbolizer_new(&oi);
+	assert_int_equal(pf_symbolizer_capture(sym, (uint32_t)pid), 0);
+	for (int i = 0; i < 6000 && pf_symbolizer_lines_pending(sym); i++)
+		usleep(10000);
+	assert_false(pf_symbolizer_lines_pending(sym));
+}
+
+/* Resolves the n addresses of pid with the walk's options and the index's; every frame must
+ * come out the same. */
+static void compare_symbolizers(pid_t pid, const uint64_t *addrs, size_t n,
+				const struct pf_symbolizer_options *ow,
+				const struct pf_symbolizer_options *oi, size_t *named, size_t *inl)
+{
+	struct pf_symbolizer *sw = pf_symbolizer_new(ow), *si = pf_symbolizer_new(oi);
 	assert_non_null(sw);
 	assert_non_null(si);
-	assert_int_equal(pf_symbolizer_capture(sw, (uint32_t)pid), 0);
-	assert_int_equal(pf_symbolizer_capture(si, (uint32_t)pid), 0);
+	capture_ready(sw, pid);
+	capture_ready(si, pid);
 	struct pf_prof_window *ww = pf_prof_window_new(), *wi = pf_prof_window_new();
 	struct pf_prof_frame fw[64], fi[64];
 	for (size_t i = 0; i < n; i += 64) {
@@ -1097,6 +1107,14 @@ static void compare_index_walk(pid_t pid, const uint64_t *addrs, size_t n, size_
 	pf_prof_window_free(wi);
 	pf_symbolizer_free(sw);
 	pf_symbolizer_free(si);
+}
+
+static void compare_index_walk(pid_t pid, const uint64_t *addrs, size_t n, size_t *named,
+			       size_t *inl)
+{
+	struct pf_symbolizer_options ow = {.no_kernel = true, .no_scope_index = true},
+				     oi = {.no_kernel = true};
+	compare_symbolizers(pid, addrs, n, &ow, &oi, named, inl);
 }
 
 static void test_scope_index_equals_walk(void **state)
@@ -1218,6 +1236,91 @@ static void check_inlined(const char *bin, const struct pf_prof_frame *fr)
 	assert_string_equal(out, "mix_leaf inl.c:4 mix_mid inl.c:5 pf_outer inl.c:8 ");
 }
 
+/* The symbolizer with line tables built in a child answers as libdw in process does, on every
+ * byte of a C++ program's .text and on this test's own -O2 symbolizer code; a second
+ * symbolizer finds the tables on disk; before a table is built, frames get their names
+ * only and are not cached, and get their lines once it is. */
+static void test_line_tables_equal_in_process(void **state)
+{
+	(void)state;
+	char bin[128], ldir[160];
+	build_orders("orders_lt", bin, sizeof(bin));
+	snprintf(ldir, sizeof(ldir), "%s/lines", dir);
+	unsigned long long lo = 0, size = 0;
+	text_range(bin, &lo, &size);
+	const uint64_t fns[] = {(uint64_t)(uintptr_t)pf_symbolizer_resolve,
+				(uint64_t)(uintptr_t)pf_symbolizer_capture,
+				(uint64_t)(uintptr_t)pf_symbolizer_trim};
+	size_t per = 2048;
+	uint64_t *addrs = calloc(size + per * 3, sizeof(*addrs));
+	assert_non_null(addrs);
+	for (size_t i = 0; i < size; i++)
+		addrs[i] = lo + i;
+	/* in process, without the bounds and the budget that would leave some lines out */
+	struct pf_symbolizer_options od = {.no_kernel = true,
+					   .dwarf_max_inflate = UINT64_MAX,
+					   .dwarf_max_cu_lines = UINT64_MAX,
+					   .dwarf_cpu_ns_per_s = 1000000000ull,
+					   .dwarf_cpu_burst_ns = 8 * PF_SYM_DWARF_BURST_NS},
+				     ot = {.no_kernel = true, .line_tables = true, .line_dir = ldir};
+	uint64_t ready;
+	pid_t pid = run_target(bin, &ready);
+	size_t named = 0, inl = 0;
+	compare_symbolizers(pid, addrs, size, &od, &ot, &named, &inl);
+	assert_true(named > size / 4);
+	size_t n = 0;
+	for (size_t k = 0; k < 3; k++)
+		for (size_t i = 0; i < per; i++)
+			addrs[n++] = fns[k] + i;
+	size_t named2 = 0, inl2 = 0;
+	compare_symbolizers(getpid(), addrs, n, &od, &ot, &named2, &inl2);
+	assert_true(named2 > n / 2);
+	assert_true(inl2 > 0);
+	print_message("tables = libdw on %llu + %zu addresses (%zu + %zu with inlined functions)\n",
+		      size, n, inl, inl2);
+
+	/* a new symbolizer: the tables come from the directory, no child */
+	struct pf_symbolizer *sym = pf_symbolizer_new(&ot);
+	assert_non_null(sym);
+	capture_ready(sym, pid);
+	struct pf_symbolizer_stats st;
+	pf_symbolizer_stats(sym, &st);
+	assert_int_equal(st.line_builds, 0);
+	assert_true(st.line_cache_hits >= 1);
+	assert_true(st.line_tables >= 1 && st.line_tables_bytes > 0);
+	pf_symbolizer_free(sym);
+
+	/* an empty directory: the first resolve comes before the build */
+	sh("rm -rf %s", ldir);
+	sym = pf_symbolizer_new(&ot);
+	assert_non_null(sym);
+	assert_int_equal(pf_symbolizer_capture(sym, (uint32_t)pid), 0);
+	struct pf_prof_window *w = pf_prof_window_new();
+	struct pf_prof_frame fr = {.address = (uint64_t)(uintptr_t)pf_symbolizer_resolve};
+	struct pf_prof_process p = {0};
+	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)getpid(), w, &p, &fr, 1), 0);
+	/* (pid's capture asked for the C++ program's table, this process's is asked now) */
+	assert_non_null(fr.function);
+	assert_null(fr.file);
+	pf_symbolizer_stats(sym, &st);
+	assert_true(st.line_deferred >= 1);
+	for (int i = 0; i < 6000 && pf_symbolizer_lines_pending(sym); i++)
+		usleep(10000);
+	fr = (struct pf_prof_frame){.address = (uint64_t)(uintptr_t)pf_symbolizer_resolve};
+	p = (struct pf_prof_process){0};
+	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)getpid(), w, &p, &fr, 1), 0);
+	assert_non_null(fr.file);
+	assert_non_null(strstr(fr.file, "symbolize.c"));
+	assert_true(fr.line > 0);
+	pf_symbolizer_stats(sym, &st);
+	assert_true(st.line_builds >= 2);
+	assert_true(st.line_build_cpu_ns > 0);
+	pf_prof_window_free(w);
+	pf_symbolizer_free(sym);
+	stop(pid);
+	free(addrs);
+}
+
 static void test_inlined(void **state)
 {
 	char c[128], bin[128], strip[160], dbg[128], id[128] = {0};
@@ -1268,6 +1371,7 @@ int main(void)
 		cmocka_unit_test(test_rust),
 		cmocka_unit_test(test_inlined),
 		cmocka_unit_test(test_scope_index_equals_walk),
+		cmocka_unit_test(test_line_tables_equal_in_process),
 		cmocka_unit_test(test_trim_releases_pages),
 		cmocka_unit_test(test_trim_bounds_kept_lines),
 		cmocka_unit_test(test_window_lines_bound),
