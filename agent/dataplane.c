@@ -66,6 +66,7 @@ struct agent_dataplane {
 	const struct pf_procinfo_source *attr_source;
 	char *spill_dir; /* NULL: exporters keep their queue in memory only */
 	char *unwind_dir; /* NULL: no unwind-table cache */
+	char *lines_dir;  /* NULL: a private line-table directory */
 	char *agent_token; /* NULL: exporters with auth: agent_token fail to start */
 	char *agent_uid;
 	int efd;	 /* eventfd: wakes the worker (config, trigger, stop, export done) */
@@ -683,12 +684,12 @@ static void sampler_health(struct agent_dataplane *d)
 
 	snprintf(status, sizeof(status),
 		 "frames resolved %" PRIu64 ", unresolved %" PRIu64 ", ELF files cached %" PRIu64
-		 ", line info skipped in %" PRIu64 " (compressed DWARF over %" PRIu64
-		 " KiB), new addresses named without DWARF (lookup budget spent) %" PRIu64
-		 ", without lines (CU line program over %" PRIu64 " KiB) %" PRIu64,
-		 st.frames_resolved, st.frames_unresolved, st.elf_cached, st.dwarf_skipped,
-		 PF_SYM_DEFAULT_DWARF_MAX_INFLATE >> 10, st.dwarf_deferred,
-		 PF_SYM_DWARF_CU_LINES_MAX >> 10, st.dwarf_large_cu);
+		 ", line tables open %" PRIu64 " (%" PRIu64 " KiB), built %" PRIu64
+		 ", read from disk %" PRIu64 ", failed %" PRIu64
+		 ", new addresses named without lines while their table was built %" PRIu64,
+		 st.frames_resolved, st.frames_unresolved, st.elf_cached, st.line_tables,
+		 (st.line_tables_bytes + 1023) >> 10, st.line_builds, st.line_cache_hits,
+		 st.line_build_failed, st.line_deferred);
 	agent_health_set(d->health, "symbolizer", true, status, NULL);
 }
 
@@ -1619,6 +1620,7 @@ static void start_sampler(struct agent_dataplane *d)
 	struct pf_sampler_options so = {.include_self = d->include_self,
 					.attr_source = d->attr_source,
 					.unwind_cache_dir = d->unwind_dir,
+					.line_cache_dir = d->lines_dir,
 					.no_dwarf_unwind = d->frame_pointers_only};
 	uint64_t t0 = pf_mono_ms();
 	d->sampler = pf_sampler_new(&so, &err);
@@ -1816,6 +1818,7 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 		d->host_name[0] = '\0';
 	if ((o->spill_dir && !(d->spill_dir = strdup(o->spill_dir))) ||
 	    (o->unwind_dir && !(d->unwind_dir = strdup(o->unwind_dir))) ||
+	    (o->lines_dir && !(d->lines_dir = strdup(o->lines_dir))) ||
 	    (o->agent_token && !(d->agent_token = strdup(o->agent_token))) ||
 	    (o->agent_uid && !(d->agent_uid = strdup(o->agent_uid)))) {
 		pf_error_set(err, -ENOMEM, "", "out of memory");
@@ -1998,6 +2001,7 @@ void agent_dataplane_free(struct agent_dataplane *d)
 	pf_buf_release(&d->out);
 	free(d->spill_dir);
 	free(d->unwind_dir);
+	free(d->lines_dir);
 	if (d->agent_token) {
 		explicit_bzero(d->agent_token, strlen(d->agent_token));
 		free(d->agent_token);

@@ -136,6 +136,8 @@ struct agent_dataplane_opts {
 				* NULL: memory only */
 	const char *unwind_dir; /* the sampler's unwind-table cache (state dir/unwind); NULL:
 				 * tables are rebuilt at every start */
+	const char *lines_dir;  /* the symbolizer's source-line tables (state dir/lines); NULL:
+				 * a private directory, rebuilt at every start */
 	const char *agent_token; /* copied; used by exporters with auth: agent_token */
 	const char *agent_uid;   /* copied; every exported process carries it as the resource
 				  * attribute profleet.agent.uid (the controller's store files

@@ -171,6 +171,9 @@ int main(int argc, char **argv)
 	/* The sampler's unwind tables, by build id (agent/sampler/unwinder.h). */
 	char unwind[4096];
 	snprintf(unwind, sizeof(unwind), "%s/unwind", o.state_dir);
+	/* ... and its source-line tables, by build id (agent/symbolize/line_table.h). */
+	char lines[4096];
+	snprintf(lines, sizeof(lines), "%s/lines", o.state_dir);
 	/* Captures (io.profleet.capture.v1): statuses wake the loop; profiles go to the
 	 * controller's receiver, derived from the OpAMP URL unless a request names one. */
 	struct agent_captures_opts cao = {.notify = wake_loop};
@@ -191,6 +194,7 @@ int main(int argc, char **argv)
 					   .wake = wake_loop,
 					   .spill_dir = spill,
 					   .unwind_dir = unwind,
+					   .lines_dir = lines,
 					   .agent_token = token,
 					   .agent_uid = uid,
 					   .no_sampler = o.no_sampler,

@@ -325,22 +325,29 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 	sample_u64(w, "symbolizer_frames_total", "result=\"unresolved\"", s->frames_unresolved);
 	gauge_u64(w, "symbolizer_elf_files_cached", "ELF files in the symbolizer's cache.",
 		  s->elf_cached);
-	counter_u64(w, "symbolizer_dwarf_skipped_files_total",
-		    "ELF files whose compressed DWARF is over the inflate bound: function names "
-		    "without source lines.",
-		    s->dwarf_skipped);
-	family(w, "symbolizer_dwarf_cpu_seconds_total", "counter",
-	       "CPU time of DWARF lookups (source lines, inlined frames) of new addresses.");
-	sample_f64(w, "symbolizer_dwarf_cpu_seconds_total", NULL, (double)s->dwarf_cpu_ns / 1e9);
-	counter_u64(w, "symbolizer_dwarf_deferred_total",
-		    "New addresses named from the symbol table only, the DWARF lookup budget (0.1 % "
-		    "of a core) being spent; a later window resolves them in full.",
-		    s->dwarf_deferred);
-	counter_u64(w, "symbolizer_dwarf_large_cu_total",
-		    "New addresses named from the symbol table only because their compilation "
-		    "unit's line program is over 160 KiB (decoding it would take ~25 times that "
-		    "in memory).",
-		    s->dwarf_large_cu);
+	gauge_u64(w, "symbolizer_line_tables",
+		  "Source-line tables open (one per ELF file with DWARF in the cache).",
+		  s->line_tables);
+	gauge_u64(w, "symbolizer_line_tables_bytes",
+		  "Memory the open source-line tables hold (their block indexes).",
+		  s->line_tables_bytes);
+	counter_u64(w, "symbolizer_line_table_builds_total",
+		    "Source-line tables built from DWARF by the builder child.", s->line_builds);
+	counter_u64(w, "symbolizer_line_table_build_failures_total",
+		    "Files whose source-line table could not be built (no line program, over "
+		    "the row bound, a child killed or lost): function names only.",
+		    s->line_build_failed);
+	counter_u64(w, "symbolizer_line_table_disk_hits_total",
+		    "Source-line tables read from the state directory, built by an earlier run.",
+		    s->line_cache_hits);
+	family(w, "symbolizer_line_table_build_cpu_seconds_total", "counter",
+	       "CPU time of the builder children that decode DWARF into source-line tables.");
+	sample_f64(w, "symbolizer_line_table_build_cpu_seconds_total", NULL,
+		   (double)s->line_build_cpu_ns / 1e9);
+	counter_u64(w, "symbolizer_line_deferred_total",
+		    "New addresses named from the symbol table only while their file's source-line "
+		    "table was being built; a later window resolves them in full.",
+		    s->line_deferred);
 	gauge_u64(w, "symbolizer_kernel_resolver",
 		  "1 while kernel frames are named by the in-kernel resolver (BPF), 0 when "
 		  "/proc/kallsyms is read instead.",

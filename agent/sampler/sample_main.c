@@ -3,7 +3,7 @@
  * sampling.duration_seconds, and prints each window as text.
  *
  *   profleet-sample [-c profiling.yaml] [-d seconds] [-t top] [-F] [-s] [-v] [-B bits] [-U]
- *                   [-C dir]
+ *                   [-C dir] [-L dir]
  *     -c  profiling config (pf/profcfg.h); default: all defaults (99 Hz, no filters)
  *     -d  total run time in seconds (default: one window, sampling.duration_seconds)
  *     -t  stacks printed per process (default 10)
@@ -14,6 +14,8 @@
  *     -v  debug logs
  *     -U  user stacks by frame pointers only (no .eh_frame tables)
  *     -C  cache the unwind tables in dir (the agent uses <state dir>/unwind); default none
+ *     -L  keep the source-line tables in dir (the agent uses <state dir>/lines); default a
+ *         private temporary directory
  *     -B  benchmark variant: PF_BENCH_* bits (cpu_sampler.h), parts of the sample program left
  *         out (bench/bpf_sample_cost.sh); default 0, the agent's program
  * Exit: 0 ok, 1 error, 2 usage, 77 the kernel refuses BPF or perf events. */
@@ -210,10 +212,10 @@ static void print_stats(struct pf_sampler *s)
 		       st.progs[i].run_cnt);
 	printf("stats startup_cpu_ns=%" PRIu64 " kallsyms_cpu_ns=%" PRIu64 " self_cpu_ns=%" PRIu64
 	       " max_rss_kb=%ld elf_cached=%" PRIu64 " frames_resolved=%" PRIu64
-	       " frames_unresolved=%" PRIu64 " dwarf_skipped=%" PRIu64 " children_cpu_ns=%" PRIu64
+	       " frames_unresolved=%" PRIu64 " line_build_failed=%" PRIu64 " children_cpu_ns=%" PRIu64
 	       " children_max_rss_kb=%ld\n",
 	       startup_cpu_ns, st.kernel_symbols_load_ns, cpu_ns, ru.ru_maxrss, st.elf_cached,
-	       st.frames_resolved, st.frames_unresolved, st.dwarf_skipped, ru_cpu_ns(&ch),
+	       st.frames_resolved, st.frames_unresolved, st.line_build_failed, ru_cpu_ns(&ch),
 	       ch.ru_maxrss);
 	if (st.bench_timed)
 		printf("stats bench_timed=%" PRIu64 " filter_ns=%" PRIu64 " kstack_ns=%" PRIu64
@@ -224,9 +226,10 @@ static void print_stats(struct pf_sampler *s)
 	       "\n",
 	       st.kernel_resolver, st.kernel_resolved, st.kernel_resolve_cpu_ns);
 	printf("stats elf_opened=%" PRIu64 " elf_evicted=%" PRIu64 " sym_cache_hits=%" PRIu64
-	       " dwarf_lookups=%" PRIu64 " dwarf_cpu_ns=%" PRIu64 " dwarf_deferred=%" PRIu64 "\n",
-	       st.elf_opened, st.elf_evicted, st.sym_cache_hits, st.dwarf_lookups,
-	       st.dwarf_cpu_ns, st.dwarf_deferred);
+	       " line_lookups=%" PRIu64 " line_build_cpu_ns=%" PRIu64 " line_deferred=%" PRIu64
+	       " line_tables=%" PRIu64 " line_tables_bytes=%" PRIu64 "\n",
+	       st.elf_opened, st.elf_evicted, st.sym_cache_hits, st.line_lookups,
+	       st.line_build_cpu_ns, st.line_deferred, st.line_tables, st.line_tables_bytes);
 	if (!st.dwarf_unwind) {
 		printf("stats dwarf_unwind=0 reason=\"%s\"\n",
 		       st.dwarf_unwind_off_reason ? st.dwarf_unwind_off_reason : "");
@@ -260,7 +263,7 @@ int main(int argc, char **argv)
 	bool folded = false, stats = false;
 	struct pf_sampler_options so = {0};
 	int opt;
-	while ((opt = getopt(argc, argv, "B:C:c:d:t:FsUv")) != -1) {
+	while ((opt = getopt(argc, argv, "B:C:c:d:t:FsUvL:")) != -1) {
 		char *end;
 		switch (opt) {
 		case 'B': {
@@ -278,6 +281,9 @@ int main(int argc, char **argv)
 			break;
 		case 'U':
 			so.no_dwarf_unwind = true;
+			break;
+		case 'L':
+			so.line_cache_dir = optarg;
 			break;
 		case 'd':
 			seconds = strtol(optarg, &end, 10);
@@ -388,6 +394,7 @@ int main(int argc, char **argv)
 	return ret;
 usage:
 	fprintf(stderr, "usage: profleet-sample [-c profiling.yaml] [-d seconds] [-t top] [-F] "
-			"[-s] [-v] [-B bench-omit-bits] [-U] [-C unwind-cache-dir]\n");
+			"[-s] [-v] [-B bench-omit-bits] [-U] [-C unwind-cache-dir] "
+			"[-L line-cache-dir]\n");
 	return 2;
 }

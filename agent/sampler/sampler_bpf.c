@@ -1037,11 +1037,14 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->sym_cache_hits = ss.cache_hits;
 	out->frames_resolved = ss.frames_resolved;
 	out->frames_unresolved = ss.frames_unresolved;
-	out->dwarf_skipped = ss.dwarf_skipped;
-	out->dwarf_cpu_ns = ss.dwarf_cpu_ns;
-	out->dwarf_lookups = ss.dwarf_lookups;
-	out->dwarf_deferred = ss.dwarf_deferred;
-	out->dwarf_large_cu = ss.dwarf_large_cu;
+	out->line_tables = ss.line_tables;
+	out->line_tables_bytes = ss.line_tables_bytes;
+	out->line_builds = ss.line_builds;
+	out->line_build_failed = ss.line_build_failed;
+	out->line_build_cpu_ns = ss.line_build_cpu_ns;
+	out->line_cache_hits = ss.line_cache_hits;
+	out->line_lookups = ss.line_lookups;
+	out->line_deferred = ss.line_deferred;
 	out->kernel_symbols_load_ns = ss.kernel_load_cpu_ns;
 	out->kernel_resolver = ss.kernel_resolver;
 	out->kernel_resolved = ss.kernel_resolved;
@@ -1229,7 +1232,9 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 					 .command_line = s->opt.command_line,
 					 .source = s->opt.attr_source};
 	struct pf_symbolizer_options so = {.max_elf_files = s->opt.max_elf_files,
-					   .no_kernel = s->opt.no_kernel_symbols};
+					   .no_kernel = s->opt.no_kernel_symbols,
+					   .line_tables = true,
+					   .line_dir = s->opt.line_cache_dir};
 	struct pf_agg_options ao = {.max_samples = s->opt.max_samples};
 	s->pi = pf_procinfo_new(&po);
 	s->sym = pf_symbolizer_new(&so);

@@ -64,6 +64,10 @@ struct pf_sampler_options {
 	const char *unwind_cache_dir;
 	uint32_t unwind_rows;
 	bool no_dwarf_unwind;
+	/* source lines and inlined frames (symbolize.h line_tables): directory of the per-file
+	 * tables a child builds from DWARF (NULL: a private temporary one; the agent passes
+	 * <state dir>/lines) */
+	const char *line_cache_dir;
 };
 
 #define PF_SAMPLER_UNWIND_ROWS (512u << 10) /* 8 bytes each: 4 MiB, all of it in the RSS */
@@ -103,11 +107,11 @@ struct pf_sampler_stats {
 	uint64_t elf_cached, frames_resolved, frames_unresolved;
 	uint64_t elf_opened, elf_evicted, sym_cache_hits; /* ELF files opened and evicted; user
 							  * frames answered by the address cache */
-	uint64_t dwarf_skipped; /* files whose compressed DWARF is over the inflate bound */
-	uint64_t dwarf_cpu_ns;   /* CPU time of DWARF lookups (symbolize.h) */
-	uint64_t dwarf_lookups;
-	uint64_t dwarf_deferred; /* lookups over the DWARF budget: symbol-table names only */
-	uint64_t dwarf_large_cu; /* lookups in a CU over the line-program bound: names only */
+	/* source lines from per-file tables built by a child (symbolize.h line_tables) */
+	uint64_t line_tables, line_tables_bytes; /* open, and the memory their indexes hold */
+	uint64_t line_builds, line_build_failed, line_build_cpu_ns, line_cache_hits;
+	uint64_t line_lookups;
+	uint64_t line_deferred; /* new addresses named without lines while a table was built */
 	int last_error;          /* negative errno of the last failure, 0 when healthy */
 	/* .eh_frame unwinding: on, or why not; the unwinder's counters (unwinder.h) */
 	bool dwarf_unwind;

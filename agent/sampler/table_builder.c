@@ -89,6 +89,19 @@ void pf_tbuilder_key(const char *build_id, uint64_t dev, uint64_t ino, char *out
 		snprintf(out, cap, "%llx-%llx", (unsigned long long)dev, (unsigned long long)ino);
 }
 
+bool pf_tbuilder_hurry(struct pf_tbuilder *b, const char *key)
+{
+	for (size_t i = 0; i < b->qn; i++) {
+		if (strcmp(b->queue[i].key, key))
+			continue;
+		struct job j = b->queue[i];
+		memmove(&b->queue[1], &b->queue[0], i * sizeof(*b->queue));
+		b->queue[0] = j;
+		return true;
+	}
+	return pf_tbuilder_pending(b, key);
+}
+
 int pf_tbuilder_submit(struct pf_tbuilder *b, const char *key, int fd)
 {
 	if (!key_ok(key) || fd < 0)

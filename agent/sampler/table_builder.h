@@ -72,6 +72,11 @@ int pf_tbuilder_submit(struct pf_tbuilder *b, const char *key, int fd);
  * replaced, so its owner reads it right after the build and no later). */
 void pf_tbuilder_key(const char *build_id, uint64_t dev, uint64_t ino, char *out, size_t cap);
 
+/* Moves key, when queued, to the front of the queue: the next child builds it first (a
+ * table someone waits for, ahead of those asked for ahead of time). True when it was queued
+ * or is being built. */
+bool pf_tbuilder_hurry(struct pf_tbuilder *b, const char *key);
+
 /* True when key is queued or being built. */
 bool pf_tbuilder_pending(const struct pf_tbuilder *b, const char *key);
 

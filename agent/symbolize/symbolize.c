@@ -1046,6 +1046,11 @@ static void lt_find_line(struct pf_symbolizer *sym, struct elf_file *f, uint64_t
 	if (f->lt_state == LT_UNKNOWN)
 		lt_request(sym, f);
 	if (f->lt_state == LT_UNKNOWN || f->lt_state == LT_PENDING) {
+		if (f->lt_state == LT_PENDING) { /* asked for ahead of time: now it is wanted */
+			char key[PF_TBUILDER_KEY_MAX];
+			lt_key(f, key, sizeof(key));
+			pf_tbuilder_hurry(sym->lb, key);
+		}
 		*partial = true;
 		sym->st.line_deferred++;
 		return;

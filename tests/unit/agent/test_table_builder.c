@@ -226,6 +226,34 @@ static void test_bounds(void **state)
 	close(fd);
 }
 
+/* A file someone waits for goes first: the last of more files than a batch holds, hurried,
+ * is the first the child reports. A kind without a build function is refused. */
+static void test_hurry(void **state)
+{
+	(void)state;
+	const struct pf_tbuilder_kind none = {"pf-none", NULL, 0};
+	assert_null(pf_tbuilder_new(NULL, &none));
+	assert_int_equal(errno, EINVAL);
+	struct pf_tbuilder *b = pf_tbuilder_new(NULL, &unwind_kind);
+	assert_non_null(b);
+	int fd = open(libc_path(), O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	char key[16];
+	for (int i = 0; i < PF_TBUILDER_BATCH + 4; i++) {
+		snprintf(key, sizeof(key), "%x", 0x100 + i);
+		assert_int_equal(pf_tbuilder_submit(b, key, fd), 0);
+	}
+	assert_false(pf_tbuilder_hurry(b, "abcdef"));
+	assert_true(pf_tbuilder_hurry(b, key));
+	struct results rs = {0};
+	poll_until(b, &rs, PF_TBUILDER_BATCH + 4, NULL);
+	assert_string_equal(rs.r[0].key, key);
+	for (size_t i = 0; i < rs.n; i++)
+		assert_int_equal(rs.r[i].rc, 0);
+	pf_tbuilder_free(b);
+	close(fd);
+}
+
 /* The child holds only the files of its batch and its pipe: count its descriptors while it
  * builds (several copies of libc keep it busy long enough to look). */
 static void test_child_holds_no_other_descriptors(void **state)
@@ -283,6 +311,7 @@ int main(void)
 		cmocka_unit_test(test_failures_are_per_file),
 		cmocka_unit_test(test_killed_child_fails_its_files),
 		cmocka_unit_test(test_bounds),
+		cmocka_unit_test(test_hurry),
 		cmocka_unit_test(test_child_holds_no_other_descriptors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
