@@ -4,8 +4,9 @@
 # workload per CPU), warm for WARM seconds; then `python3 -c <busy loop>` runs for 30 s beside
 # it (the interpreter on PATH: a pyenv build has a -g libpython, 23 MB with 9 MB of
 # .debug_info), and 12 s after it the agent's peak RSS (VmHWM) and RSS are read. Prints the
-# peak before and after, the RSS parts at the end and the symbolizer's DWARF counters. Not a
-# test: figures for docs/benchmarks.md. Needs root (BPF, perf events).
+# peak before and after, the RSS parts at the end and the symbolizer's line-table counters
+# (tables built, the builder child's peak RSS: DWARF is decoded there). Not a test: figures
+# for docs/benchmarks.md. Needs root (BPF, perf events).
 #
 #   sudo bench/agent_dwarf_peak.sh
 # Environment: PF_BUILD_DIR (default build/ci), WARM (22), PF_CACHE_DIR (as agent_whole.sh).
@@ -36,4 +37,4 @@ read -r hwm1 rss1 <<<"$(agent_rss "$agent")"
 echo "agent peak RSS before the -g program: $((hwm0 / 1024)) MB ($hwm0 kB); after: $((hwm1 / 1024)) MB ($hwm1 kB)"
 echo "at the end: $rss1"
 curl -fs "http://127.0.0.1:$mport/metrics" |
-	awk '$1 ~ /^profleet_agent_symbolizer_dwarf_(cpu_seconds|lookups|opened|shed|deferred|large_cu)/ { printf "%s %s  ", $1, $2 } END { print "" }'
+	awk '$1 ~ /^profleet_agent_symbolizer_line_(table|deferred)/ { printf "%s %s  ", $1, $2 } END { print "" }'

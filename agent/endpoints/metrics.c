@@ -344,6 +344,10 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 	       "CPU time of the builder children that decode DWARF into source-line tables.");
 	sample_f64(w, "symbolizer_line_table_build_cpu_seconds_total", NULL,
 		   (double)s->line_build_cpu_ns / 1e9);
+	gauge_u64(w, "symbolizer_line_table_build_peak_bytes",
+		  "The largest peak RSS of a builder child (libdw decoding a file's DWARF runs "
+		  "there, not in the agent).",
+		  s->line_build_max_rss_kb * 1024);
 	counter_u64(w, "symbolizer_line_deferred_total",
 		    "New addresses named from the symbol table only while their file's source-line "
 		    "table was being built; a later window resolves them in full.",

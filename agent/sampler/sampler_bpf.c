@@ -239,7 +239,7 @@ static void capture_maps(struct pf_sampler *s, uint32_t pid)
  * short. */
 static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
 {
-	if (!s->unw || !h->ustack_len || h->pid == pf_unwinder_helper_pid(s->unw))
+	if (!s->unw || !h->ustack_len)
 		return;
 	if (h->flags & PF_SAMPLE_F_DWARF)
 		s->dwarf_samples++;
@@ -307,6 +307,10 @@ static int on_sample(void *ctx, void *data, size_t size)
 	memcpy(&h, data, sizeof(h));
 	size_t n = (size_t)h.kstack_len + h.ustack_len;
 	if (size < sizeof(h) + n * 8)
+		return 0;
+	/* the agent's own helpers (table builders), forked: the agent is not profiled */
+	if ((s->unw && h.pid == pf_unwinder_helper_pid(s->unw)) ||
+	    h.pid == pf_symbolizer_helper_pid(s->sym))
 		return 0;
 	const uint64_t *ips = (const uint64_t *)((const char *)data + sizeof(h));
 	/* The kernel's frame-pointer walk stores whatever return address it finds while the
@@ -1043,6 +1047,7 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->line_build_failed = ss.line_build_failed;
 	out->line_build_cpu_ns = ss.line_build_cpu_ns;
 	out->line_cache_hits = ss.line_cache_hits;
+	out->line_build_max_rss_kb = ss.line_build_max_rss_kb;
 	out->line_lookups = ss.line_lookups;
 	out->line_deferred = ss.line_deferred;
 	out->kernel_symbols_load_ns = ss.kernel_load_cpu_ns;

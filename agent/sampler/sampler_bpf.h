@@ -110,6 +110,7 @@ struct pf_sampler_stats {
 	/* source lines from per-file tables built by a child (symbolize.h line_tables) */
 	uint64_t line_tables, line_tables_bytes; /* open, and the memory their indexes hold */
 	uint64_t line_builds, line_build_failed, line_build_cpu_ns, line_cache_hits;
+	uint64_t line_build_max_rss_kb; /* the largest peak RSS of a builder child */
 	uint64_t line_lookups;
 	uint64_t line_deferred; /* new addresses named without lines while a table was built */
 	int last_error;          /* negative errno of the last failure, 0 when healthy */

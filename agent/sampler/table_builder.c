@@ -266,6 +266,8 @@ int pf_tbuilder_poll(struct pf_tbuilder *b, bool start,
 					      ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) *
 						      1000ull;
 				b->st.cpu_ns += ns;
+				if ((uint64_t)ru.ru_maxrss > b->st.max_rss_kb)
+					b->st.max_rss_kb = (uint64_t)ru.ru_maxrss;
 				if (cpu_ns)
 					*cpu_ns = ns;
 			}

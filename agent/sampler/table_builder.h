@@ -49,6 +49,7 @@ struct pf_tbuilder_stats {
 	uint64_t failed;   /* files they reported an error for (no CFI, too large, ...) */
 	uint64_t killed;   /* children killed at the wall-time bound or lost */
 	uint64_t cpu_ns;   /* the children's user + system CPU time */
+	uint64_t max_rss_kb; /* the largest peak RSS of a child (wait4's ru_maxrss) */
 };
 
 struct pf_tbuilder;

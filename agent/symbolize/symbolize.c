@@ -993,18 +993,32 @@ static void lt_poll(struct pf_symbolizer *sym)
 		sym->st.last_error = rc;
 }
 
+/* True when the ELF file at fd has DWARF sections. Read through a handle of its own that
+ * preads the section headers and their names into the heap (freed at once): through the
+ * cached handle's mapping, fault-around would map 16 pages around each page read, 5 MB
+ * at a start for the few dozen files of the processes first seen. */
+static bool fd_has_dwarf(int fd)
+{
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+	bool has = false;
+	if (e && elf_kind(e) == ELF_K_ELF)
+		(void)dwarf_inflate_bytes(e, &has);
+	if (e)
+		elf_end(e);
+	return has;
+}
+
 /* The descriptor of the file holding f's DWARF (f itself or its separate debug file), -1
  * when neither has any. */
 static int lt_source_fd(struct pf_symbolizer *sym, struct elf_file *f)
 {
-	bool has = false;
-	(void)dwarf_inflate_bytes(f->elf, &has);
-	if (has)
+	if (fd_has_dwarf(f->fd))
 		return f->fd;
-	Elf *d = elf_file_debug(f, sym->opt.debug_dir);
-	if (d)
-		(void)dwarf_inflate_bytes(d, &has);
-	return has ? f->dbg_fd : -1;
+	bool tried = f->dbg_tried;
+	if (!elf_file_debug(f, sym->opt.debug_dir))
+		return -1;
+	f->img_touched |= !tried; /* its header page: given back at the next trim */
+	return fd_has_dwarf(f->dbg_fd) ? f->dbg_fd : -1;
 }
 
 /* Asks for f's table: open from the directory when an earlier run built it, else queued for
@@ -2603,6 +2617,11 @@ void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_s
 	*out = sym->st;
 	out->elf_cached = sym->n_elf;
 	out->processes = sym->n_procs;
+	if (sym->lb) {
+		struct pf_tbuilder_stats bs;
+		pf_tbuilder_stats(sym->lb, &bs);
+		out->line_build_max_rss_kb = bs.max_rss_kb;
+	}
 	for (const struct elf_file *f = sym->lru_head; f; f = f->next) {
 		if (f->lt) {
 			out->line_tables++;
@@ -2617,6 +2636,11 @@ void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_s
 		out->demangle_failed = d.failed;
 		out->demangle_cpu_ns = d.cpu_ns;
 	}
+}
+
+uint32_t pf_symbolizer_helper_pid(const struct pf_symbolizer *sym)
+{
+	return sym->lb ? (uint32_t)pf_tbuilder_child(sym->lb) : 0;
 }
 
 bool pf_symbolizer_lines_pending(struct pf_symbolizer *sym)

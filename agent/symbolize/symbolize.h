@@ -126,6 +126,7 @@ struct pf_symbolizer_stats {
 	uint64_t line_build_failed; /* files whose build failed (no line program, too large,
 				     * a child killed or lost) */
 	uint64_t line_build_cpu_ns; /* the children's CPU time */
+	uint64_t line_build_max_rss_kb; /* the largest peak RSS of a child */
 	uint64_t line_cache_hits;   /* tables found on disk, built by an earlier run */
 	uint64_t line_lookups;      /* addresses looked up in a table */
 	uint64_t line_deferred;     /* new addresses given symbol-table names only while their
@@ -224,6 +225,10 @@ void pf_symbolizer_set_kernel_resolver(struct pf_symbolizer *sym, pf_kernel_reso
 int pf_symbolizer_load_kernel(struct pf_symbolizer *sym);
 
 void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_stats *out);
+
+/* The running line-table builder child's pid, 0 when none (part of the agent: its samples
+ * are not the host's). */
+uint32_t pf_symbolizer_helper_pid(const struct pf_symbolizer *sym);
 
 /* line_tables: reaps finished builds and starts the next (what pf_symbolizer_resolve and
  * pf_symbolizer_trim do first). True while builds wait or run. */
