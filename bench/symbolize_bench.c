@@ -1,18 +1,15 @@
-/* symbolize-bench — what the symbolizer's DWARF lookups cost per new address (source file and
- * line, inlined frames; agent/symbolize/symbolize.h), on an ELF file with debug info.
+/* symbolize-bench — what the symbolizer costs per new address (function, source file and
+ * line, inlined frames; agent/symbolize/symbolize.h), on an ELF file with debug info, and
+ * what building its line table costs (line_table.h, in the builder child).
  *
- *   symbolize-bench [-n addresses] [-s seed] [-r rounds] [-w rows] [ELF]
- *                                                       (default: this program)
+ *   symbolize-bench [-n addresses] [-s seed] [-r rounds] [ELF]   (default: this program)
  *
  * Maps the file's executable segment into this process (no code of it runs), picks n random
- * addresses inside its function symbols, and resolves them with a fresh symbolizer (every
- * address new: a DWARF lookup each), then again (the resolved-address cache). Each round
- * does it twice, interleaved: finding each address's function by walking its CU's DIEs
- * ("walk", no_scope_index) and through the per-CU index of function ranges ("index", the
- * agent's way), checks both gave the same frames, and prints CPU per lookup; then the
- * medians and their ratio. No DWARF budget. -w: dwarf_window_lines (default the agent's,
- * PF_SYM_DWARF_WINDOW_LINES).
- * Exit: 0 ok, 1 error, 2 usage. */
+ * addresses inside its function symbols, and per round: a fresh symbolizer captures this
+ * process and waits for the file's line table (built by the child in the first round, read
+ * from disk in the next ones), resolves the addresses (every one new: a table lookup each),
+ * then again (the resolved-address cache), and checks every round gave the same frames.
+ * Prints each round and the medians. Exit: 0 ok, 1 error, 2 usage. */
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -202,13 +199,20 @@ static int cmp_dbl(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Waits (up to 120 s) for the line tables the capture asked for. */
+static int wait_tables(struct pf_symbolizer *sym)
+{
+	for (int i = 0; i < 12000 && pf_symbolizer_lines_pending(sym); i++)
+		usleep(10000);
+	return pf_symbolizer_lines_pending(sym) ? -ETIMEDOUT : 0;
+}
+
 int main(int argc, char **argv)
 {
 	size_t n = 2000;
 	unsigned seed = 1, rounds = 3;
-	uint64_t window_lines = 0;
 	int c;
-	while ((c = getopt(argc, argv, "n:s:r:w:")) != -1) {
+	while ((c = getopt(argc, argv, "n:s:r:")) != -1) {
 		switch (c) {
 		case 'n':
 			n = strtoul(optarg, NULL, 10);
@@ -218,9 +222,6 @@ int main(int argc, char **argv)
 			break;
 		case 'r':
 			rounds = (unsigned)strtoul(optarg, NULL, 10);
-			break;
-		case 'w':
-			window_lines = strtoull(optarg, NULL, 10);
 			break;
 		default:
 			goto usage;
@@ -232,67 +233,65 @@ int main(int argc, char **argv)
 	struct target t;
 	if (target_open(path, n, seed, &t) < 0)
 		return 1;
-	double per[2][64], warm[2][64];
-	static const char *const mode[2] = {"walk", "index"};
+	const char *tmp = getenv("TMPDIR");
+	char tdir[4096];
+	snprintf(tdir, sizeof(tdir), "%s/symbolize-bench.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(tdir)) {
+		fprintf(stderr, "symbolize-bench: mkdtemp: %s\n", strerror(errno));
+		return 1;
+	}
+	double per[64], warm[64];
 	uint64_t want = 0;
-	for (unsigned r = 0; r < rounds; r++) {
-		for (int m = 0; m < 2; m++) {
-			struct pf_symbolizer_options o = {
-				.no_kernel = true,
-				.dwarf_max_inflate = UINT64_MAX,
-				.dwarf_cpu_ns_per_s = UINT64_MAX / 4000,
-				.dwarf_cpu_burst_ns = UINT64_MAX / 4,
-				.no_scope_index = m == 0,
-				.dwarf_window_lines = window_lines,
-			};
-			struct pf_symbolizer *sym = pf_symbolizer_new(&o);
-			if (!sym || pf_symbolizer_capture(sym, (uint32_t)getpid()) < 0) {
-				fprintf(stderr, "symbolize-bench: symbolizer: %s\n", strerror(errno));
-				return 1;
-			}
-			uint64_t cold_ns, warm_ns, h, h2;
-			size_t lines, lines2;
-			if (resolve_all(sym, &t, &cold_ns, &lines, &h) < 0 ||
-			    resolve_all(sym, &t, &warm_ns, &lines2, &h2) < 0) {
-				fprintf(stderr, "symbolize-bench: out of memory\n");
-				return 1;
-			}
-			if (!want)
-				want = h;
-			if (h != want || h2 != want) {
-				fprintf(stderr, "symbolize-bench: round %u, %s: frames differ from the"
-						" first round's\n", r + 1, mode[m]);
-				return 1;
-			}
-			struct pf_symbolizer_stats st;
-			pf_symbolizer_stats(sym, &st);
-			per[m][r] = (double)cold_ns / 1e3 / (double)n;
-			warm[m][r] = (double)warm_ns / 1e3 / (double)n;
-			printf("round %u %-5s: new addresses %.2f us each (DWARF %" PRIu64
-			       " lookups, %.2f us each), cached %.3f us each; with a source line %zu"
-			       " of %zu\n",
-			       r + 1, mode[m], per[m][r], st.dwarf_lookups,
-			       st.dwarf_lookups ? (double)st.dwarf_cpu_ns / 1e3 /
-							  (double)st.dwarf_lookups
-						: 0,
-			       warm[m][r], lines, n);
-			pf_symbolizer_free(sym);
+	int ret = 0;
+	for (unsigned r = 0; r < rounds && !ret; r++) {
+		struct pf_symbolizer_options o = {.no_kernel = true, .line_dir = tdir};
+		struct pf_symbolizer *sym = pf_symbolizer_new(&o);
+		if (!sym || pf_symbolizer_capture(sym, (uint32_t)getpid()) < 0 ||
+		    wait_tables(sym) < 0) {
+			fprintf(stderr, "symbolize-bench: symbolizer: %s\n", strerror(errno));
+			ret = 1;
+			break;
 		}
+		uint64_t cold_ns, warm_ns, h, h2;
+		size_t lines, lines2;
+		if (resolve_all(sym, &t, &cold_ns, &lines, &h) < 0 ||
+		    resolve_all(sym, &t, &warm_ns, &lines2, &h2) < 0) {
+			fprintf(stderr, "symbolize-bench: out of memory\n");
+			ret = 1;
+		} else if ((want && h != want) || h2 != h) {
+			fprintf(stderr, "symbolize-bench: round %u: frames differ from the first"
+					" round's\n", r + 1);
+			ret = 1;
+		}
+		want = h;
+		struct pf_symbolizer_stats st;
+		pf_symbolizer_stats(sym, &st);
+		per[r] = (double)cold_ns / 1e3 / (double)n;
+		warm[r] = (double)warm_ns / 1e3 / (double)n;
+		printf("round %u: tables %" PRIu64 " (%" PRIu64 " built: child CPU %.1f ms, child peak"
+		       " %" PRIu64 " kB; %" PRIu64 " read from disk; index %" PRIu64
+		       " B); new addresses %.2f us each (%" PRIu64 " table lookups), cached %.3f us"
+		       " each; with a source line %zu of %zu\n",
+		       r + 1, st.line_tables, st.line_builds, (double)st.line_build_cpu_ns / 1e6,
+		       st.line_build_max_rss_kb, st.line_cache_hits, st.line_tables_bytes, per[r],
+		       st.line_lookups, warm[r], lines, n);
+		pf_symbolizer_free(sym);
 	}
-	for (int m = 0; m < 2; m++) {
-		qsort(per[m], rounds, sizeof(double), cmp_dbl);
-		qsort(warm[m], rounds, sizeof(double), cmp_dbl);
-	}
+	char cmd[4200];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tdir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "symbolize-bench: could not remove %s\n", tdir);
+	if (ret)
+		return ret;
+	qsort(per, rounds, sizeof(double), cmp_dbl);
+	qsort(warm, rounds, sizeof(double), cmp_dbl);
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	printf("median of %u: new address walk %.2f us, index %.2f us (%.2fx); cached %.3f / %.3f"
-	       " us; same frames both ways; peak RSS %ld kB\n",
-	       rounds, per[0][rounds / 2], per[1][rounds / 2],
-	       per[1][rounds / 2] / per[0][rounds / 2], warm[0][rounds / 2], warm[1][rounds / 2],
-	       ru.ru_maxrss);
+	printf("median of %u: new address %.2f us, cached %.3f us; same frames every round; peak"
+	       " RSS %ld kB (the tables are built in a child)\n",
+	       rounds, per[rounds / 2], warm[rounds / 2], ru.ru_maxrss);
 	return 0;
 usage:
-	fprintf(stderr, "usage: symbolize-bench [-n addresses] [-s seed] [-r rounds 1-64] "
-			"[-w rows] [ELF]\n");
+	fprintf(stderr, "usage: symbolize-bench [-n addresses] [-s seed] [-r rounds 1-64] [ELF]\n");
 	return 2;
 }

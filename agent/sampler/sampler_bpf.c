@@ -1238,7 +1238,6 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 					 .source = s->opt.attr_source};
 	struct pf_symbolizer_options so = {.max_elf_files = s->opt.max_elf_files,
 					   .no_kernel = s->opt.no_kernel_symbols,
-					   .line_tables = true,
 					   .line_dir = s->opt.line_cache_dir};
 	struct pf_agg_options ao = {.max_samples = s->opt.max_samples};
 	s->pi = pf_procinfo_new(&po);

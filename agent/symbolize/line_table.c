@@ -2,6 +2,7 @@
 #include "line_table.h"
 
 #include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libelf.h>
@@ -42,23 +43,28 @@ struct inl_rec {
 	uint32_t parent, name, call_file, call_line;
 };
 
-/* ---- DWARF helpers shared with the symbolizer's in-process path ------------------------- */
+/* ---- the DWARF walk ------------------------------------------------------------------------ */
 
-bool pf_dwarf_scope_tag(int tag)
+/* DIE tags whose own code range says whether an address is inside (libdw's scopes), and tags
+ * with no code of their own that may hold such DIEs (C++ namespaces and classes, Rust
+ * modules). */
+static bool scope_tag(int tag)
 {
 	return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
 	       tag == DW_TAG_lexical_block || tag == DW_TAG_entry_point ||
 	       tag == DW_TAG_with_stmt || tag == DW_TAG_catch_block || tag == DW_TAG_try_block;
 }
 
-bool pf_dwarf_container_tag(int tag)
+static bool container_tag(int tag)
 {
 	return tag == DW_TAG_namespace || tag == DW_TAG_module || tag == DW_TAG_class_type ||
 	       tag == DW_TAG_structure_type || tag == DW_TAG_union_type ||
 	       tag == DW_TAG_interface_type;
 }
 
-const char *pf_dwarf_function_name(Dwarf_Die *die)
+/* The name of a subprogram or inlined subroutine: its linkage name through the abstract
+ * origin when there is one (so it demangles to the qualified name), else DW_AT_name. */
+static const char *function_name(Dwarf_Die *die)
 {
 	Dwarf_Attribute a;
 	const char *nm = NULL;
@@ -230,7 +236,7 @@ static void walk(struct builder *b, Dwarf_Die *parent, Dwarf_Files *files, size_
 		return;
 	do {
 		int tag = dwarf_tag(&child);
-		if (pf_dwarf_scope_tag(tag)) {
+		if (scope_tag(tag)) {
 			if (!has_code(&child))
 				continue;
 			uint32_t rec = parent_rec, d = depth;
@@ -249,7 +255,7 @@ static void walk(struct builder *b, Dwarf_Die *parent, Dwarf_Files *files, size_
 				}
 				rec = (uint32_t)b->n_inl;
 				b->inl[b->n_inl++] = (struct inl_rec){
-					parent_rec, intern(b, pf_dwarf_function_name(&child)),
+					parent_rec, intern(b, function_name(&child)),
 					intern(b, file), cl <= UINT32_MAX ? (uint32_t)cl : 0};
 				d = depth + 1;
 				Dwarf_Addr base, lo, hi;
@@ -266,7 +272,7 @@ static void walk(struct builder *b, Dwarf_Die *parent, Dwarf_Files *files, size_
 			}
 			if (dwarf_haschildren(&child) == 1)
 				walk(b, &child, files, nfiles, rec, d, level + 1);
-		} else if (pf_dwarf_container_tag(tag) && dwarf_haschildren(&child) == 1) {
+		} else if (container_tag(tag) && dwarf_haschildren(&child) == 1) {
 			walk(b, &child, files, nfiles, parent_rec, depth, level + 1);
 		}
 		if (b->err)

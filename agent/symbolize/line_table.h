@@ -23,8 +23,6 @@
 #ifndef PF_AGENT_LINE_TABLE_H
 #define PF_AGENT_LINE_TABLE_H
 
-#include <elfutils/libdw.h>
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,14 +71,5 @@ struct pf_line_result {
  * no inlines when the table has nothing there), -EBADMSG (the file changed under the reader:
  * close it), -errno of a read. */
 int pf_line_table_lookup(struct pf_line_table *t, uint64_t vaddr, struct pf_line_result *r);
-
-/* DWARF walks shared with the symbolizer's in-process path: DIE tags whose own code range
- * says whether an address is inside (libdw's scopes), tags with no code of their own that
- * may hold such DIEs (C++ namespaces and classes, Rust modules), and the name of a
- * subprogram or inlined subroutine (its linkage name through the abstract origin when there
- * is one, so it demangles to the qualified name, else DW_AT_name). */
-bool pf_dwarf_scope_tag(int tag);
-bool pf_dwarf_container_tag(int tag);
-const char *pf_dwarf_function_name(Dwarf_Die *die);
 
 #endif

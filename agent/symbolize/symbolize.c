@@ -1,8 +1,6 @@
 /* symbolize.c — see symbolize.h. */
 #include "symbolize.h"
 
-#include <dwarf.h>
-#include <elfutils/libdw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -44,23 +42,6 @@ struct load_seg {
 	uint64_t off, vaddr, filesz;
 };
 
-/* A function's code range in a CU's index: where the DIE walk for an address starts. */
-struct scope_ent {
-	uint64_t lo, hi; /* [lo, hi) */
-	Dwarf_Off off;   /* the subprogram's DIE */
-};
-
-struct cu_scopes {
-	Dwarf_Off cu;        /* the CU DIE's offset */
-	struct scope_ent *e; /* sorted by lo */
-	uint32_t n;
-	bool indexed;        /* e/n/walk are set (the entry may exist for its lines only) */
-	bool walk;           /* not indexed (the file's bound reached): walk the CU */
-	bool lines_counted;  /* its line table's rows are in the file's dwarf_lines */
-	int8_t lines_large;  /* 1: its line program is over dwarf_max_cu_lines, -1: not, 0: not
-			      * checked yet */
-};
-
 struct elf_file {
 	struct elf_file *prev, *next; /* LRU: head = most recent */
 	uint64_t id;                  /* unique per opened file: result cache key */
@@ -74,20 +55,7 @@ struct elf_file {
 	bool syms_loaded;
 	struct elf_sym *syms;
 	size_t n_syms;
-	bool dwarf_tried;
 	bool no_dwarf;      /* neither the file nor its debug file has DWARF */
-	bool dwarf_used;    /* the handle answered a lookup since the last trim */
-	bool dwarf_skipped; /* compressed DWARF over the inflate bound: no line info */
-	bool dwarf_skip_counted;
-	Dwarf *dwarf;
-	Elf_Data *debug_line;  /* the handle's .debug_line (inflated when compressed), NULL
-				* until looked for or when it has none; lives with dwarf */
-	bool debug_line_tried;
-	struct cu_scopes *cus; /* per-CU index of top-level code scopes, sorted by CU offset;
-				* lives and dies with dwarf */
-	size_t n_cus, cap_cus;
-	size_t scope_ents;     /* entries over all of cus, at most SCOPE_INDEX_MAX */
-	uint64_t dwarf_lines;  /* line-table rows libdw decoded for this handle */
 	bool dbg_tried;
 	int dbg_fd; /* separate debug file (/usr/lib/debug/.build-id/..), -1 when none; kept
 		     * while the file is cached: a stripped file's .symtab comes from it */
@@ -95,7 +63,7 @@ struct elf_file {
 	/* the file's and the debug file's images: 1 when libelf mapped them read-only from the
 	 * file (their pages can be given back at a trim), -1 when not, 0 not checked yet */
 	int8_t img_state, dbg_img_state;
-	bool img_touched; /* symbol tables loaded or DWARF read since the last trim */
+	bool img_touched; /* symbol tables loaded (or a header read) since the last trim */
 	int8_t lt_state;  /* its line table (line_tables): LT_* */
 	struct pf_line_table *lt;
 };
@@ -184,10 +152,9 @@ struct pf_symbolizer {
 	uint64_t ktext_start;	   /* lowest kernel text address (resolver mode) */
 	bool kinfo_read;	   /* kbuild_id and ktext_start read */
 	struct pf_demangler *dm; /* C++/Rust names, cached */
-	int64_t dwarf_budget_ns;  /* CPU time DWARF lookups may take now (a token bucket) */
-	uint64_t dwarf_budget_at; /* monotonic ns of its last refill */
-	struct rcache_ent partial; /* a result over the DWARF budget: returned, never cached */
-	struct pf_tbuilder *lb;    /* line tables' builder (line_tables) */
+	struct rcache_ent partial; /* a result without the lines a table will give: returned,
+				    * never cached */
+	struct pf_tbuilder *lb;    /* the line tables' builder */
 	int64_t lb_budget_ns;      /* the children's CPU time it may take now */
 	uint64_t lb_budget_at;     /* monotonic ns of its last refill */
 	struct pf_line_result *lres; /* a lookup's answer */
@@ -277,29 +244,10 @@ int pf_elf_build_id(int fd, char *hex, size_t hexlen)
 	return rc;
 }
 
-/* Ends f's DWARF handle and what was built from it; the next lookup opens it again. */
-static void elf_file_drop_dwarf(struct elf_file *f)
-{
-	if (f->dwarf)
-		dwarf_end(f->dwarf);
-	f->dwarf = NULL;
-	f->debug_line = NULL;
-	f->debug_line_tried = false;
-	for (size_t i = 0; i < f->n_cus; i++)
-		free(f->cus[i].e);
-	free(f->cus);
-	f->cus = NULL;
-	f->n_cus = f->cap_cus = f->scope_ents = 0;
-	f->dwarf_lines = 0;
-	f->dwarf_tried = false; /* the next lookup opens it again */
-	f->dwarf_used = false;
-}
-
 static void elf_file_free(struct elf_file *f)
 {
 	if (!f)
 		return;
-	elf_file_drop_dwarf(f);
 	pf_line_table_close(f->lt);
 	if (f->dbg_elf)
 		elf_end(f->dbg_elf);
@@ -489,307 +437,22 @@ static const struct elf_sym *elf_file_find_sym(struct elf_file *f, const char *d
 	return NULL;
 }
 
-/* Bytes libdw would inflate to open the DWARF of elf: dwarf_begin_elf() decompresses every
- * compressed debug section (SHF_COMPRESSED, or the old GNU .zdebug_*) up front, whatever the
- * lookups need later. *has_debug tells whether there is DWARF at all. */
-static uint64_t dwarf_inflate_bytes(Elf *elf, bool *has_debug)
+/* True when elf has DWARF sections (.debug_*, or the old compressed .zdebug_*). */
+static bool elf_has_dwarf(Elf *elf)
 {
-	*has_debug = false;
 	size_t shstrndx;
 	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
-		return 0;
-	uint64_t total = 0;
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
+		return false;
+	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
 		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
-			continue;
-		const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (!name)
-			continue;
-		if (!strncmp(name, ".debug_", 7)) {
-			*has_debug = true;
-			if (sh.sh_flags & SHF_COMPRESSED) {
-				GElf_Chdr ch;
-				total += gelf_getchdr(scn, &ch) ? ch.ch_size : sh.sh_size * 4;
-			}
-		} else if (!strncmp(name, ".zdebug_", 8)) {
-			/* "ZLIB" + the inflated size, 8 bytes big-endian */
-			*has_debug = true;
-			Elf_Data *d = elf_rawdata(scn, NULL);
-			const uint8_t *b = d ? d->d_buf : NULL;
-			uint64_t n = sh.sh_size * 4;
-			if (b && d->d_size >= 12 && !memcmp(b, "ZLIB", 4)) {
-				n = 0;
-				for (int i = 4; i < 12; i++)
-					n = n << 8 | b[i];
-			}
-			total += n;
-		}
+		const char *name = gelf_getshdr(scn, &sh) && sh.sh_type != SHT_NOBITS
+					   ? elf_strptr(elf, shstrndx, sh.sh_name)
+					   : NULL;
+		if (name && (!strncmp(name, ".debug_", 7) || !strncmp(name, ".zdebug_", 8)))
+			return true;
 	}
-	return total;
+	return false;
 }
-
-static void release_image(Elf *e, int fd, int8_t *state);
-static void release_touched(struct elf_file *f);
-
-static void elf_file_load_dwarf(struct elf_file *f, const char *debug_dir, uint64_t max_inflate)
-{
-	if (f->dwarf_tried)
-		return;
-	f->dwarf_tried = true;
-	bool has;
-	Elf *src = f->elf;
-	uint64_t inflate = dwarf_inflate_bytes(src, &has);
-	if (!has) {
-		src = elf_file_debug(f, debug_dir);
-		if (src)
-			inflate = dwarf_inflate_bytes(src, &has);
-		if (!has) {
-			f->no_dwarf = true;
-			return;
-		}
-	}
-	/* The DWARF handles of files idle for a window are dropped (their memory is the bulk of
-	 * the symbolizer's), so compressed debug sections would be inflated again for every
-	 * window that meets a new address of the file after a quiet one: libc6-dbg's 3.6 MB inflate to 10 MB, ~25 ms
-	 * each time. Over the bound, the file's frames get function names only. */
-	if (inflate > max_inflate) {
-		f->dwarf_skipped = true;
-		return;
-	}
-	/* the pages the symbol tables were just read from go first: the ranges below map more */
-	release_touched(f);
-	f->dwarf = dwarf_begin_elf(src, DWARF_C_READ, NULL);
-	if (!f->dwarf)
-		return;
-	/* libdw finds an address's CU through the address ranges, and loading them reads every
-	 * CU's header: one page of .debug_info per CU, each fault mapping the 16 pages around it
-	 * from the page cache (fault-around): 5.6 MiB of a Python built with -g for 159 CUs.
-	 * Load them now and give those pages back at once: lookups read their own CU's only. */
-	Dwarf_Aranges *ar;
-	size_t n_ar;
-	(void)dwarf_getaranges(f->dwarf, &ar, &n_ar);
-	if (src == f->elf)
-		release_image(f->elf, f->fd, &f->img_state);
-	else
-		release_image(f->dbg_elf, f->dbg_fd, &f->dbg_img_state);
-}
-
-/* A function inlined at an address, as libdw gives it (strings owned by the Dwarf handle). */
-struct inl_raw {
-	const char *name;
-	const char *file;
-	uint32_t line;
-};
-
-#define SCOPE_DEPTH 64 /* nesting of scopes (functions, blocks, inlined calls) followed */
-
-/* The chain of scopes below parent whose code covers vaddr, outermost first, into path[n..]
- * (at most SCOPE_DEPTH in all): one walk down the concrete DIE tree, into the one child at
- * each level that covers vaddr (and through containers without code). The new length. */
-static int scope_path(Dwarf_Die *parent, uint64_t vaddr, Dwarf_Die *path, int n, int depth)
-{
-	Dwarf_Die child;
-	if (n >= SCOPE_DEPTH || depth > SCOPE_DEPTH || dwarf_child(parent, &child) != 0)
-		return n;
-	do {
-		int tag = dwarf_tag(&child);
-		if (pf_dwarf_scope_tag(tag)) {
-			if (dwarf_haspc(&child, vaddr) == 1) {
-				path[n] = child;
-				return scope_path(&path[n], vaddr, path, n + 1, depth + 1);
-			}
-		} else if (pf_dwarf_container_tag(tag) && dwarf_haschildren(&child) == 1) {
-			int k = scope_path(&child, vaddr, path, n, depth + 1);
-			if (k > n)
-				return k;
-		}
-	} while (dwarf_siblingof(&child, &child) == 0);
-	return n;
-}
-
-/* ---- per-CU index of functions --------------------------------------------------------- */
-
-/* A CU of a big C file (CPython's ceval.c) or a C++ one has thousands of DIEs at its top
- * level (types, declarations, functions), and finding the function that covers an address
- * walked them all for every new address: ~190 us per lookup in a Python built with -g. The
- * first lookup in a CU now records the code ranges of its functions (one walk), the next
- * ones find theirs by binary search and walk only down that function's own DIEs. */
-#define SCOPE_INDEX_MAX 32768 /* entries per file (24 bytes each), over all its CUs */
-
-struct scope_vec {
-	struct scope_ent *e;
-	size_t n, cap;
-	bool full;
-};
-
-static int scope_ent_cmp(const void *a, const void *b)
-{
-	const struct scope_ent *x = a, *y = b;
-	if (x->lo != y->lo)
-		return x->lo < y->lo ? -1 : 1;
-	return x->off < y->off ? -1 : x->off > y->off;
-}
-
-/* Appends the code ranges of parent's children that are scopes (through containers), at
- * most room of them (v->full past it). */
-static void scope_collect(Dwarf_Die *parent, struct scope_vec *v, size_t room, int depth)
-{
-	Dwarf_Die child;
-	if (depth > SCOPE_DEPTH || dwarf_child(parent, &child) != 0)
-		return;
-	do {
-		int tag = dwarf_tag(&child);
-		if (pf_dwarf_scope_tag(tag)) {
-			Dwarf_Addr base, lo, hi;
-			ptrdiff_t it = 0;
-			while ((it = dwarf_ranges(&child, it, &base, &lo, &hi)) > 0) {
-				if (hi <= lo)
-					continue;
-				if (v->n >= room) {
-					v->full = true;
-					return;
-				}
-				if (v->n == v->cap) {
-					size_t cap = v->cap ? v->cap * 2 : 64;
-					struct scope_ent *e = realloc(v->e, cap * sizeof(*e));
-					if (!e) {
-						v->full = true;
-						return;
-					}
-					v->e = e;
-					v->cap = cap;
-				}
-				v->e[v->n++] = (struct scope_ent){lo, hi, dwarf_dieoffset(&child)};
-			}
-		} else if (pf_dwarf_container_tag(tag) && dwarf_haschildren(&child) == 1) {
-			scope_collect(&child, v, room, depth + 1);
-			if (v->full)
-				return;
-		}
-	} while (dwarf_siblingof(&child, &child) == 0);
-}
-
-/* cu's entry in f, added (not indexed) when new. NULL: out of memory. */
-static struct cu_scopes *cu_entry(struct elf_file *f, Dwarf_Die *cu)
-{
-	Dwarf_Off off = dwarf_dieoffset(cu);
-	size_t lo = 0, hi = f->n_cus;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (f->cus[mid].cu < off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo < f->n_cus && f->cus[lo].cu == off)
-		return &f->cus[lo];
-	if (f->n_cus == f->cap_cus) {
-		size_t cap = f->cap_cus ? f->cap_cus * 2 : 16;
-		struct cu_scopes *c = realloc(f->cus, cap * sizeof(*c));
-		if (!c)
-			return NULL;
-		f->cus = c;
-		f->cap_cus = cap;
-	}
-	memmove(&f->cus[lo + 1], &f->cus[lo], (f->n_cus - lo) * sizeof(*f->cus));
-	f->cus[lo] = (struct cu_scopes){.cu = off};
-	f->n_cus++;
-	return &f->cus[lo];
-}
-
-/* cu's index in f, built at its first lookup. NULL (out of memory) or ->walk (the file's
- * bound reached): walk the CU instead. */
-static const struct cu_scopes *cu_scopes_get(struct elf_file *f, Dwarf_Die *cu)
-{
-	struct cu_scopes *c = cu_entry(f, cu);
-	if (!c || c->indexed)
-		return c;
-	struct scope_vec v = {0};
-	scope_collect(cu, &v, SCOPE_INDEX_MAX - f->scope_ents, 0);
-	if (v.full) {
-		free(v.e);
-		v = (struct scope_vec){.full = true};
-	} else if (v.n) {
-		qsort(v.e, v.n, sizeof(*v.e), scope_ent_cmp);
-		struct scope_ent *e = realloc(v.e, v.n * sizeof(*e));
-		v.e = e ? e : v.e;
-	}
-	c->e = v.e;
-	c->n = (uint32_t)v.n;
-	c->walk = v.full;
-	c->indexed = true;
-	f->scope_ents += v.n;
-	return c;
-}
-
-/* scope_path from cu, through its index in f (f NULL: the walk): the same chain, walking
- * only the covering function's DIEs. Among index entries that overlap at vaddr, the first in DIE order wins,
- * as in the walk. */
-static int cu_scope_path(struct elf_file *f, Dwarf_Die *cu, uint64_t vaddr, Dwarf_Die *path)
-{
-	const struct cu_scopes *c = f ? cu_scopes_get(f, cu) : NULL;
-	if (!c || c->walk)
-		return scope_path(cu, vaddr, path, 0, 0);
-	size_t lo = 0, hi = c->n;
-	while (lo < hi) { /* the first entry starting after vaddr */
-		size_t mid = lo + (hi - lo) / 2;
-		if (c->e[mid].lo <= vaddr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	const struct scope_ent *best = NULL;
-	for (size_t i = lo, k = 0; i-- > 0 && k < 16; k++)
-		if (vaddr < c->e[i].hi && (!best || c->e[i].off < best->off))
-			best = &c->e[i];
-	if (!best)
-		return 0;
-	if (!dwarf_offdie(f->dwarf, best->off, &path[0]))
-		return scope_path(cu, vaddr, path, 0, 0);
-	return scope_path(&path[0], vaddr, path, 1, 1);
-}
-
-/* The inlined subroutines whose code covers vaddr, innermost first (at most max): each gets
- * the source position where the CPU is in it, the innermost the line table's (*file, *line on
- * entry), the others the call site of the one inlined into them; *file, *line become the call
- * site of the outermost in the real function. Count. One walk of the CU's concrete DIE tree
- * (as eu-addr2line -i reads it); dwarf_getscopes would leave the concrete chain at the first
- * inlined instance for the abstract definition's scopes, and each of its walks and
- * dwarf_getscopes_die's reads the CU's DIEs from the top. */
-static size_t dwarf_inlines(struct elf_file *f, Dwarf_Die *cu, uint64_t vaddr, const char **file,
-			    uint32_t *line, struct inl_raw *out, size_t max)
-{
-	Dwarf_Die path[SCOPE_DEPTH];
-	int ns = cu_scope_path(f, cu, vaddr, path);
-	if (ns <= 0)
-		return 0;
-	Dwarf_Files *files = NULL;
-	size_t nfiles = 0;
-	if (dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
-		files = NULL;
-	size_t n = 0;
-	for (int i = ns - 1; i >= 0 && n < max; i--) {
-		if (dwarf_tag(&path[i]) != DW_TAG_inlined_subroutine)
-			continue;
-		out[n] = (struct inl_raw){pf_dwarf_function_name(&path[i]), *file, *line};
-		n++;
-		/* where this one was called: the position in the next scope out */
-		Dwarf_Attribute a;
-		Dwarf_Word cf = 0, cl = 0;
-		if (dwarf_attr(&path[i], DW_AT_call_file, &a))
-			dwarf_formudata(&a, &cf);
-		if (dwarf_attr(&path[i], DW_AT_call_line, &a))
-			dwarf_formudata(&a, &cl);
-		*file = files && cf < nfiles ? dwarf_filesrc(files, cf, NULL, NULL) : NULL;
-		*line = cl <= UINT32_MAX ? (uint32_t)cl : 0;
-	}
-	return n;
-}
-
-static uint64_t dwarf_rows_open(const struct pf_symbolizer *sym);
-static void dwarf_shed(struct pf_symbolizer *sym);
 
 Elf_Scn *pf_elf_section(Elf *elf, const char *name)
 {
@@ -805,86 +468,12 @@ Elf_Scn *pf_elf_section(Elf *elf, const char *name)
 	return NULL;
 }
 
-/* The size of cu's line program (its unit_length, the only field read: libdw decodes the
- * rest), or 0 when it has none or it cannot be read. */
-static uint64_t cu_line_program_bytes(struct elf_file *f, Dwarf_Die *cu)
-{
-	if (!f->debug_line_tried) {
-		f->debug_line_tried = true;
-		Elf_Scn *scn = pf_elf_section(dwarf_getelf(f->dwarf), ".debug_line");
-		f->debug_line = scn ? elf_getdata(scn, NULL) : NULL;
-	}
-	Dwarf_Attribute a;
-	Dwarf_Word off;
-	const Elf_Data *d = f->debug_line;
-	if (!d || !d->d_buf || !dwarf_attr(cu, DW_AT_stmt_list, &a) || dwarf_formudata(&a, &off) ||
-	    off > d->d_size || d->d_size - off < 4)
-		return 0;
-	const unsigned char *p = (const unsigned char *)d->d_buf + off;
-	uint32_t len32;
-	memcpy(&len32, p, 4);
-	if (len32 != 0xffffffffu)
-		return len32;
-	uint64_t len64 = 0;
-	if (d->d_size - off >= 12)
-		memcpy(&len64, p + 4, 8);
-	return len64;
-}
-
-/* Source line of vaddr and, when inl is not NULL, the functions inlined there (see
- * dwarf_inlines, through the CU's index when index is true; *n_inl = 0 without DWARF). */
-static void elf_file_find_line(struct pf_symbolizer *sym, struct elf_file *f,
-			       const char *debug_dir, uint64_t max_inflate, bool index,
-			       uint64_t vaddr, const char **file, uint32_t *line,
-			       struct inl_raw *inl, size_t *n_inl)
-{
-	*file = NULL;
-	*line = 0;
-	if (n_inl)
-		*n_inl = 0;
-	elf_file_load_dwarf(f, debug_dir, max_inflate);
-	if (!f->dwarf)
-		return;
-	Dwarf_Die cu;
-	if (!dwarf_addrdie(f->dwarf, vaddr, &cu))
-		return;
-	struct cu_scopes *c = cu_entry(f, &cu);
-	if (sym && c && !c->lines_large)
-		c->lines_large = cu_line_program_bytes(f, &cu) > sym->opt.dwarf_max_cu_lines ? 1 : -1;
-	if (sym && c && c->lines_large > 0) {
-		sym->st.dwarf_large_cu++; /* the name from the symbol table is all it gets */
-		return;
-	}
-	if (sym && c && !c->lines_counted && dwarf_rows_open(sym) > sym->opt.dwarf_window_lines) {
-		/* a CU's line table to decode with the open handles past the window's bound:
-		 * they go first (lookups come in file and address order, see resolve_new) */
-		dwarf_shed(sym);
-		elf_file_load_dwarf(f, debug_dir, max_inflate);
-		sym->st.dwarf_opened += f->dwarf != NULL;
-		if (!f->dwarf || !dwarf_addrdie(f->dwarf, vaddr, &cu))
-			return;
-		c = cu_entry(f, &cu);
-	}
-	f->dwarf_used = true;
-	f->img_touched = true;
-	Dwarf_Line *l = dwarf_getsrc_die(&cu, vaddr);
-	if (c && !c->lines_counted) { /* libdw keeps the CU's decoded table: count it once */
-		Dwarf_Lines *lines;
-		size_t nl = 0;
-		if (dwarf_getsrclines(&cu, &lines, &nl) == 0)
-			f->dwarf_lines += nl;
-		c->lines_counted = true;
-	}
-	if (l) {
-		int ln = 0;
-		if (dwarf_lineno(l, &ln) == 0 && ln > 0)
-			*line = (uint32_t)ln;
-		*file = dwarf_linesrc(l, NULL, NULL);
-	}
-	if (inl && n_inl)
-		*n_inl = dwarf_inlines(index ? f : NULL, &cu, vaddr, file, line, inl,
-				       MAX_INLINE_DEPTH);
-}
+/* A function inlined at an address, as a line table gives it (strings in its result). */
+struct inl_raw {
+	const char *name;
+	const char *file;
+	uint32_t line;
+};
 
 /* ELF virtual address of a file offset, through the PT_LOAD segments. */
 static bool elf_file_off_to_vaddr(const struct elf_file *f, uint64_t off, uint64_t *vaddr)
@@ -915,15 +504,11 @@ int pf_elf_lookup(const char *path, uint64_t vaddr, struct pf_sym_info *out)
 		out->sym_addr = s->addr;
 		rc = 0;
 	}
-	const char *file;
-	elf_file_find_line(NULL, f, NULL, UINT64_MAX, false, vaddr, &file, &out->line, NULL, NULL);
-	if (file)
-		snprintf(out->file, sizeof(out->file), "%s", file);
 	elf_file_free(f);
 	return rc;
 }
 
-/* ---- line tables (line_tables) -------------------------------------------------------- */
+/* ---- line tables ------------------------------------------------------------------------ */
 
 static uint64_t mono_ns(void)
 {
@@ -983,7 +568,7 @@ static void lt_done(void *ctx, const char *key, int rc)
 /* Reaps finished builds and starts the next child when the budget allows. */
 static void lt_poll(struct pf_symbolizer *sym)
 {
-	if (!sym->lb || !pf_tbuilder_busy(sym->lb))
+	if (!pf_tbuilder_busy(sym->lb))
 		return;
 	uint64_t ns = 0;
 	int rc = pf_tbuilder_poll(sym->lb, lt_budget_ok(sym), lt_done, sym, &ns);
@@ -1000,9 +585,7 @@ static void lt_poll(struct pf_symbolizer *sym)
 static bool fd_has_dwarf(int fd)
 {
 	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
-	bool has = false;
-	if (e && elf_kind(e) == ELF_K_ELF)
-		(void)dwarf_inflate_bytes(e, &has);
+	bool has = e && elf_kind(e) == ELF_K_ELF && elf_has_dwarf(e);
 	if (e)
 		elf_end(e);
 	return has;
@@ -1025,7 +608,7 @@ static int lt_source_fd(struct pf_symbolizer *sym, struct elf_file *f)
  * the builder. Files without DWARF are marked at once. */
 static void lt_request(struct pf_symbolizer *sym, struct elf_file *f)
 {
-	if (!sym->lb || f->lt_state != LT_UNKNOWN)
+	if (f->lt_state != LT_UNKNOWN)
 		return;
 	int fd = lt_source_fd(sym, f);
 	if (fd < 0) {
@@ -1809,7 +1392,7 @@ static void inames_bound(struct pf_symbolizer *sym)
 	inames_clear(sym);
 }
 
-/* A stable copy of a source file or function name (libdw's go with the Dwarf handle). NULL:
+/* A stable copy of a source file or function name (a lookup's go with its result). NULL:
  * no memory. */
 static const char *intern_name(struct pf_symbolizer *sym, const char *s)
 {
@@ -1856,25 +1439,9 @@ static bool caches_ready(struct pf_symbolizer *sym)
 	return true;
 }
 
-static uint64_t thread_cpu_ns(void);
-
-/* True when DWARF lookups may run now: the bucket refills at opt.dwarf_cpu_ns_per_s. */
-static bool dwarf_budget_ok(struct pf_symbolizer *sym)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	uint64_t ms = (now - sym->dwarf_budget_at) / 1000000;
-	sym->dwarf_budget_ns += (int64_t)(ms * sym->opt.dwarf_cpu_ns_per_s / 1000);
-	sym->dwarf_budget_at += ms * 1000000;
-	if (sym->dwarf_budget_ns > (int64_t)sym->opt.dwarf_cpu_burst_ns)
-		sym->dwarf_budget_ns = (int64_t)sym->opt.dwarf_cpu_burst_ns;
-	return sym->dwarf_budget_ns > 0;
-}
-
 /* Symbol and line of vaddr in f, from the cache or resolved now (and cached). NULL only when
- * out of memory; ->function NULL when no symbol covers vaddr. Over the DWARF budget, an
- * address of a file that may have DWARF gets its symbol only, in sym->partial (not cached). */
+ * out of memory; ->function NULL when no symbol covers vaddr. While f's line table is being
+ * built, the address gets its symbol only, in sym->partial (not cached). */
 static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct elf_file *f,
 					      uint64_t vaddr)
 {
@@ -1896,36 +1463,14 @@ static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct 
 	}
 	inames_bound(sym);
 	const struct elf_sym *s = elf_file_find_sym(f, sym->opt.debug_dir, vaddr);
+	f->img_touched = true; /* its name was read from the image */
 	const char *file = NULL;
 	uint32_t line = 0;
 	struct inl_raw raw[MAX_INLINE_DEPTH];
 	size_t n_inl = 0;
 	bool partial = false;
-	if (s && sym->lb) {
-		if (!f->no_dwarf)
-			lt_find_line(sym, f, vaddr, &file, &line, raw, &n_inl, &partial);
-	} else if ((partial = s && !f->no_dwarf && !f->dwarf_skipped && !dwarf_budget_ok(sym))) {
-		sym->st.dwarf_deferred++;
-	} else if (s) {
-		uint64_t t0 = thread_cpu_ns();
-		bool tried = f->dwarf_tried;
-		elf_file_find_line(sym, f, sym->opt.debug_dir, sym->opt.dwarf_max_inflate,
-				   !sym->opt.no_scope_index, vaddr, &file, &line, raw, &n_inl);
-		sym->st.dwarf_opened += !tried && f->dwarf;
-		uint64_t spent = thread_cpu_ns() - t0;
-		sym->dwarf_budget_ns -= (int64_t)spent;
-		sym->st.dwarf_cpu_ns += spent;
-		sym->st.dwarf_lookups++;
-		if (spent > 1000000)
-			pf_log_debug("symbolizer: DWARF lookup of build id %s ino %" PRIu64
-				     " +0x%" PRIx64 " took %" PRIu64 " us of CPU (first in file: %s)",
-				     f->build_id[0] ? f->build_id : "-", f->ino, vaddr,
-				     spent / 1000, tried ? "no" : "yes");
-		if (f->dwarf_skipped && !f->dwarf_skip_counted) {
-			f->dwarf_skip_counted = true;
-			sym->st.dwarf_skipped++;
-		}
-	}
+	if (s && !f->no_dwarf)
+		lt_find_line(sym, f, vaddr, &file, &line, raw, &n_inl, &partial);
 	if (file && !(file = intern_name(sym, file)))
 		return NULL;
 	struct rc_inline *inl = n_inl ? calloc(n_inl, sizeof(*inl)) : NULL;
@@ -2030,51 +1575,11 @@ static void release_touched(struct elf_file *f)
 	f->img_touched = false;
 }
 
-/* Decoded line-table rows over every open DWARF handle. */
-static uint64_t dwarf_rows_open(const struct pf_symbolizer *sym)
-{
-	uint64_t n = 0;
-	for (const struct elf_file *f = sym->lru_head; f; f = f->next)
-		n += f->dwarf_lines;
-	return n;
-}
-
-/* Before a CU's line table is decoded with the open handles' tables past
- * dwarf_window_lines: every handle goes and the images read go back, as at a trim. A
- * window whose new addresses fall in many CUs of a large program (a first window, a library
- * with full DWARF) would otherwise hold all of them, and every page of DWARF they read,
- * until its close. */
-static void dwarf_shed(struct pf_symbolizer *sym)
-{
-	for (struct elf_file *f = sym->lru_head; f; f = f->next) {
-		release_touched(f);
-		if (f->dwarf)
-			elf_file_drop_dwarf(f);
-	}
-	/* The tables freed (more than the window's rows, ~100 bytes each) are mostly small
-	 * chunks that stay resident until a trim, and the handle opened next maps its address
-	 * ranges' pages on top of them (5.6 MiB for a -g Python): the heap goes back first. */
-	malloc_trim(0);
-	sym->st.dwarf_shed++;
-}
-
 void pf_symbolizer_trim(struct pf_symbolizer *sym)
 {
 	lt_poll(sym);
-	size_t kept = 0;
-	uint64_t kept_lines = 0;
-	for (struct elf_file *f = sym->lru_head; f; f = f->next) {
+	for (struct elf_file *f = sym->lru_head; f; f = f->next)
 		release_touched(f);
-		if (f->dwarf && f->dwarf_used && kept < PF_SYM_DWARF_KEEP &&
-		    kept_lines + f->dwarf_lines <= sym->opt.dwarf_keep_lines) {
-			kept++; /* busy: its CU index and line tables serve the next window too */
-			kept_lines += f->dwarf_lines;
-			f->dwarf_used = false;
-			continue;
-		}
-		elf_file_drop_dwarf(f);
-	}
-	sym->st.dwarf_kept_lines = kept_lines;
 }
 
 /* ---- resolve ------------------------------------------------------------------------------ */
@@ -2340,12 +1845,10 @@ static int new_addr_cmp(const void *a, const void *b)
 	return (x->vaddr > y->vaddr) - (x->vaddr < y->vaddr);
 }
 
-/* Looks up the frames' addresses not in the cache yet, in file and address order (a CU's
- * code is one or a few address ranges): each CU's line table is decoded once, and when the
- * open handles pass dwarf_window_lines before a new CU, the CUs they hold are done with.
- * In stack order, a window of a large program (a first one, a library with full DWARF)
- * would visit its CUs back and forth, and a bound low enough to matter would decode them
- * again and again. The results land in the cache, where the frames find them. */
+/* Looks up the frames' addresses not in the cache yet, in file and address order: a line
+ * table's block read for one serves its neighbours (in stack order, a window would read
+ * blocks back and forth), and each symbol table is walked in order. The results land in the
+ * cache, where the frames find them. */
 static void resolve_new(struct pf_symbolizer *sym, uint32_t pid, struct proc_maps *pm,
 			const struct pf_prof_frame *frames, const int32_t *fm, size_t n)
 {
@@ -2370,8 +1873,6 @@ static void resolve_new(struct pf_symbolizer *sym, uint32_t pid, struct proc_map
 	for (size_t i = 0; k > 1 && i < k; i++) {
 		if (i && v[i].file_id == v[i - 1].file_id && v[i].vaddr == v[i - 1].vaddr)
 			continue;
-		if (!sym->lb && !dwarf_budget_ok(sym))
-			break; /* the rest get symbol-table names, not cached: the frames ask */
 		struct elf_file *f = mapping_elf(sym, pid, &pm->maps[v[i].pmap]);
 		if (f && f->id == v[i].file_id) /* else evicted meanwhile: the frame's lookup */
 			rcache_lookup(sym, f, v[i].vaddr);
@@ -2541,22 +2042,6 @@ struct pf_symbolizer *pf_symbolizer_new(const struct pf_symbolizer_options *opt)
 		sym->opt.max_elf_files = DEFAULT_MAX_ELF;
 	if (!sym->opt.max_processes)
 		sym->opt.max_processes = DEFAULT_MAX_PROCS;
-	if (!sym->opt.dwarf_max_inflate)
-		sym->opt.dwarf_max_inflate = PF_SYM_DEFAULT_DWARF_MAX_INFLATE;
-	if (!sym->opt.dwarf_cpu_ns_per_s)
-		sym->opt.dwarf_cpu_ns_per_s = PF_SYM_DEFAULT_DWARF_CPU_NS_PER_S;
-	if (!sym->opt.dwarf_cpu_burst_ns || sym->opt.dwarf_cpu_burst_ns > PF_SYM_DWARF_BURST_NS * 8)
-		sym->opt.dwarf_cpu_burst_ns = PF_SYM_DWARF_BURST_NS;
-	sym->dwarf_budget_ns = (int64_t)sym->opt.dwarf_cpu_burst_ns;
-	if (!sym->opt.dwarf_keep_lines)
-		sym->opt.dwarf_keep_lines = PF_SYM_DWARF_KEEP_LINES;
-	if (!sym->opt.dwarf_window_lines)
-		sym->opt.dwarf_window_lines = PF_SYM_DWARF_WINDOW_LINES;
-	if (!sym->opt.dwarf_max_cu_lines)
-		sym->opt.dwarf_max_cu_lines = PF_SYM_DWARF_CU_LINES_MAX;
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	sym->dwarf_budget_at = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 	sym->kernel_tried = sym->opt.no_kernel;
 	sym->dm = pf_demangler_new(0, 0);
 	if (!sym->dm) {
@@ -2564,20 +2049,18 @@ struct pf_symbolizer *pf_symbolizer_new(const struct pf_symbolizer_options *opt)
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (sym->opt.line_tables) {
-		const struct pf_tbuilder_kind kind = {"pf-lines-build", pf_line_table_build_store, 0};
-		sym->lb = pf_tbuilder_new(sym->opt.line_dir, &kind);
-		sym->lres = malloc(sizeof(*sym->lres));
-		if (!sym->lb || !sym->lres) {
-			int e = !sym->lb ? errno : ENOMEM;
-			pf_symbolizer_free(sym);
-			errno = e;
-			return NULL;
-		}
-		sym->opt.line_dir = NULL; /* the caller's string: the builder keeps its copy */
-		sym->lb_budget_ns = PF_SYM_LINE_BUILD_BURST_NS;
-		sym->lb_budget_at = mono_ns();
+	const struct pf_tbuilder_kind kind = {"pf-lines-build", pf_line_table_build_store, 0};
+	sym->lb = pf_tbuilder_new(sym->opt.line_dir, &kind);
+	sym->lres = malloc(sizeof(*sym->lres));
+	if (!sym->lb || !sym->lres) {
+		int e = !sym->lb ? errno : ENOMEM;
+		pf_symbolizer_free(sym);
+		errno = e;
+		return NULL;
 	}
+	sym->opt.line_dir = NULL; /* the caller's string: the builder keeps its copy */
+	sym->lb_budget_ns = PF_SYM_LINE_BUILD_BURST_NS;
+	sym->lb_budget_at = mono_ns();
 	return sym;
 }
 
@@ -2617,11 +2100,9 @@ void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_s
 	*out = sym->st;
 	out->elf_cached = sym->n_elf;
 	out->processes = sym->n_procs;
-	if (sym->lb) {
-		struct pf_tbuilder_stats bs;
-		pf_tbuilder_stats(sym->lb, &bs);
-		out->line_build_max_rss_kb = bs.max_rss_kb;
-	}
+	struct pf_tbuilder_stats bs;
+	pf_tbuilder_stats(sym->lb, &bs);
+	out->line_build_max_rss_kb = bs.max_rss_kb;
 	for (const struct elf_file *f = sym->lru_head; f; f = f->next) {
 		if (f->lt) {
 			out->line_tables++;
@@ -2640,11 +2121,11 @@ void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_s
 
 uint32_t pf_symbolizer_helper_pid(const struct pf_symbolizer *sym)
 {
-	return sym->lb ? (uint32_t)pf_tbuilder_child(sym->lb) : 0;
+	return (uint32_t)pf_tbuilder_child(sym->lb);
 }
 
 bool pf_symbolizer_lines_pending(struct pf_symbolizer *sym)
 {
 	lt_poll(sym);
-	return sym->lb && pf_tbuilder_busy(sym->lb);
+	return pf_tbuilder_busy(sym->lb);
 }

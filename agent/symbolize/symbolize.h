@@ -1,16 +1,24 @@
 /* symbolize.h — native and kernel symbolization on the host.
  *
  * Owns: per-process memory maps captured from /proc/PID/maps, a bounded LRU cache of opened ELF
- * files keyed by GNU build id (elfutils libelf for .symtab/.dynsym, libdw for DWARF line info),
- * a bounded cache of resolved (file, address) -> symbol, source line, and the kernel symbol
- * table from /proc/kallsyms (+ the kernel build id from /sys/kernel/notes), loaded at the
- * first kernel frame as one sorted array of 8-byte (address offset, name offset) entries and
- * one string blob.
+ * files keyed by GNU build id (elfutils libelf for .symtab/.dynsym), their source-line tables
+ * (line_table.h, built from DWARF by a child process, table_builder.h), a bounded cache of
+ * resolved (file, address) -> symbol, source line, and the kernel symbol table from
+ * /proc/kallsyms (+ the kernel build id from /sys/kernel/notes), loaded at the first kernel
+ * frame as one sorted array of 8-byte (address offset, name offset) entries and one string
+ * blob.
  *
  * Names: C++ and Rust symbols get their readable form as function (demangle.h) and keep the
  * mangled one as system_name. With DWARF (in the file or its separate debug file), the
- * functions inlined at an address become the frame's inlined list (dwarf_getscopes), each
- * with its own file and line.
+ * functions inlined at an address become the frame's inlined list, each with its own file
+ * and line.
+ *
+ * Source lines: DWARF is never decoded in this process. A file's line table is asked for
+ * when the file is first mapped (pf_symbolizer_capture) or looked up, and a child builds it
+ * into the line directory (kept across runs, by build id); until it is there, the file's new
+ * addresses get their symbol-table names only and are not cached, so a later window
+ * resolves them in full. The children's CPU time comes out of a bucket of
+ * PF_SYM_LINE_BUILD_NS_PER_S; a table someone waits for goes first.
  *
  * Short-lived processes: call pf_symbolizer_capture() while the process lives (at exec or its
  * first sample). It snapshots the executable mappings and opens each file through
@@ -39,53 +47,11 @@ struct pf_symbolizer_options {
 	bool no_kernel;       /* do not load /proc/kallsyms */
 	const char *debug_dir; /* separate debug files: <debug_dir>/.build-id/xx/yyyy.debug (a
 				* stripped file's .symtab and DWARF); NULL = "/usr/lib/debug" */
-	uint64_t dwarf_max_inflate; /* a file whose DWARF is compressed and would inflate to more
-				     * than this gets no line info (function names only); 0 =
-				     * PF_SYM_DEFAULT_DWARF_MAX_INFLATE. See pf_symbolizer_trim(). */
-	uint64_t dwarf_cpu_ns_per_s; /* CPU time DWARF lookups (source lines, inlined frames) of
-				      * new addresses may take per second on average, in bursts
-				      * of up to PF_SYM_DWARF_BURST_NS; 0 =
-				      * PF_SYM_DEFAULT_DWARF_CPU_NS_PER_S. Over it, a new address
-				      * gets its symbol-table name only and is not cached, so a
-				      * later window, under budget again, resolves it in full. */
-	uint64_t dwarf_cpu_burst_ns; /* the bucket's size; 0 = PF_SYM_DWARF_BURST_NS */
-	uint64_t dwarf_keep_lines; /* decoded line-table rows the DWARF handles kept across a
-				    * trim may hold together; 0 = PF_SYM_DWARF_KEEP_LINES */
-	uint64_t dwarf_window_lines; /* ... the open handles may hold between trims: past it,
-				      * all of them are dropped (and their images' pages given
-				      * back) before the next CU's table is decoded; 0 =
-				      * PF_SYM_DWARF_WINDOW_LINES */
-	uint64_t dwarf_max_cu_lines; /* a CU whose line program is larger (bytes of
-				      * .debug_line) is not decoded: its addresses get their
-				      * symbol-table names, without source line or inlined frames;
-				      * 0 = PF_SYM_DWARF_CU_LINES_MAX */
-	bool line_tables; /* source lines and inlined functions from per-file tables
-			   * (line_table.h) built in a child process (table_builder.h), not by
-			   * libdw in this process: DWARF's memory peak and decoding CPU stay out
-			   * of the caller. A file's table is asked for when it is first mapped
-			   * (pf_symbolizer_capture) or looked up; until it is built, its new
-			   * addresses get symbol-table names only and are not cached (a later
-			   * window resolves them in full). The children's CPU time comes out of
-			   * a bucket of PF_SYM_LINE_BUILD_NS_PER_S. */
-	const char *line_dir; /* where those tables are kept across runs (by build id); NULL:
-			       * a private temporary directory */
-	bool no_scope_index; /* find an address's function by walking its CU's DIEs every time
-			      * instead of through the per-CU index of function ranges (same
-			      * results; for tests and benchmarks) */
+	const char *line_dir; /* where the line tables are kept across runs (by build id);
+			       * NULL: a private temporary directory */
 };
 
-/* DWARF handles of files idle for a window are dropped and libdw inflates all compressed
- * debug sections when it opens a file, so the cost recurs: 1 MiB is ~3 ms. */
-#define PF_SYM_DEFAULT_DWARF_MAX_INFLATE ((uint64_t)1 << 20)
-
-/* A host whose processes come and go (a build, a CI runner) shows new addresses in every
- * window, and a DWARF lookup walks the DIE tree of the address's compilation unit: with full
- * debug info (a Python built with -g, say) that was half of the agent's CPU. 1 ms per second
- * is 0.1 % of a core; the 1 s burst covers a start, when every address is new. */
-#define PF_SYM_DEFAULT_DWARF_CPU_NS_PER_S 1000000ull
-#define PF_SYM_DWARF_BURST_NS 1000000000ull
-
-/* Line-table builds (line_tables): 5 ms of the children's CPU per second on average (a -g
+/* Line-table builds: 5 ms of the children's CPU per second on average (a -g
  * Python's table takes about a second, once per build id: the tables stay on disk), in
  * bursts of up to 1 s. */
 #define PF_SYM_LINE_BUILD_NS_PER_S 5000000ll
@@ -100,7 +66,6 @@ struct pf_symbolizer_stats {
 	uint64_t frames_unresolved;
 	uint64_t kernel_symbols; /* loaded from /proc/kallsyms, 0 before the first kernel frame */
 	uint64_t cache_hits;   /* user frames answered by the resolved-address cache */
-	uint64_t dwarf_skipped; /* files with compressed DWARF over dwarf_max_inflate */
 	uint64_t kernel_load_cpu_ns; /* CPU time (user+sys) the /proc/kallsyms load took, once */
 	uint64_t kernel_resolved;    /* kernel addresses resolved by the resolver (cache misses) */
 	uint64_t kernel_resolve_calls; /* resolver batches */
@@ -111,16 +76,7 @@ struct pf_symbolizer_stats {
 	uint64_t demangle_hits;    /* of those, answered by the cache */
 	uint64_t demangle_failed;  /* misses the demangler refused */
 	uint64_t demangle_cpu_ns;  /* thread CPU time in the demangler on misses */
-	uint64_t dwarf_cpu_ns;     /* thread CPU time in DWARF lookups (lines, inlined frames) */
-	uint64_t dwarf_lookups;    /* those lookups (new addresses with a symbol) */
-	uint64_t dwarf_opened;     /* DWARF handles opened (dwarf_begin_elf) */
-	uint64_t dwarf_kept_lines; /* line-table rows the handles kept at the last trim hold */
-	uint64_t dwarf_shed;       /* times the open handles passed dwarf_window_lines */
-	uint64_t dwarf_deferred;   /* new addresses given symbol-table names only, the DWARF
-				    * budget being spent (resolved in full in a later window) */
-	uint64_t dwarf_large_cu;   /* new addresses in a CU over dwarf_max_cu_lines: symbol-
-				    * table names only */
-	uint64_t line_tables;       /* line tables open now (line_tables) */
+	uint64_t line_tables;       /* line tables open now */
 	uint64_t line_tables_bytes; /* memory they hold (their block indexes) */
 	uint64_t line_builds;       /* tables the children built */
 	uint64_t line_build_failed; /* files whose build failed (no line program, too large,
@@ -179,31 +135,11 @@ int pf_symbolizer_exec_maps(struct pf_symbolizer *sym, uint32_t pid,
 int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_prof_window *w,
 			  struct pf_prof_process *p, struct pf_prof_frame *frames, size_t n);
 
-/* Drops per-window state that can be rebuilt: the DWARF handles of cached ELF files (line
- * tables are the bulk of the symbolizer's memory), but for those that answered a lookup
- * since the last trim, PF_SYM_DWARF_KEEP of them at most (most recently used first) holding
- * dwarf_keep_lines decoded line-table rows together at most (~100 bytes each in libdw
- * 0.188's heap: a Python's unicodeobject.c decodes 71,434 rows into 7.3 MB): a file whose
- * new addresses keep coming (a host's processes coming and going) does not rebuild its CU
- * index and line tables every window, and what stays between windows is bounded (a few CUs
- * of a large program decode tens of thousands of rows). Resolved addresses stay cached (by
- * file and address, up to 16384), so a steady workload does not reopen DWARF. The resident
- * pages of every cached file's mapped image (symbol tables, DWARF sections read so far) are
- * given back; the page cache keeps them for the reads that come back. Call after each
- * window close.
- *
- * Within a window, before a CU's line table is decoded with more than dwarf_window_lines
- * rows open, every handle goes first; a window's new addresses are looked up in file and
- * address order, so the CUs they held are done with: the symbolizer's peak is the bound
- * plus the largest CU's table, each CU decoded once per window. */
-/* One CU's table is decoded whole, whatever the bound above: libdw 0.188 takes ~25 bytes of
- * heap per byte of line program while decoding (~100 per row), so a CU of 160 KiB (~40,000
- * rows) costs ~4 MB for a moment, and an amalgamated sqlite3.c with -g tens of MB. Larger
- * CUs are not decoded (a -g Python has two: unicodeobject.c, 276 KiB, and the parser). */
-#define PF_SYM_DWARF_CU_LINES_MAX ((uint64_t)160 << 10)
-#define PF_SYM_DWARF_KEEP 8
-#define PF_SYM_DWARF_KEEP_LINES 16384u
-#define PF_SYM_DWARF_WINDOW_LINES 16384u
+/* After each window close: reaps finished line-table builds, and gives back the resident
+ * pages of every cached file's mapped image read since the last trim (symbol and string
+ * tables): the page cache keeps them for the reads that come back (a Python built with -g
+ * otherwise kept megabytes of its image in the agent's RSS for as long as it stayed cached).
+ * Resolved addresses stay cached (by file and address, up to 16384). */
 void pf_symbolizer_trim(struct pf_symbolizer *sym);
 
 /* Kernel symbolization by the kernel itself (the sampler's BPF resolver, cpu_sampler.h): for
@@ -230,7 +166,7 @@ void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_s
  * are not the host's). */
 uint32_t pf_symbolizer_helper_pid(const struct pf_symbolizer *sym);
 
-/* line_tables: reaps finished builds and starts the next (what pf_symbolizer_resolve and
+/* Reaps finished line-table builds and starts the next (what pf_symbolizer_resolve and
  * pf_symbolizer_trim do first). True while builds wait or run. */
 bool pf_symbolizer_lines_pending(struct pf_symbolizer *sym);
 
@@ -244,16 +180,14 @@ int pf_exec_maps_render(uint32_t pid, bool text, char *buf, size_t cap);
 
 struct pf_sym_info {
 	char function[256]; /* "" when unknown */
-	char file[512];     /* "" when unknown */
-	uint32_t line;
 	uint64_t sym_addr;  /* start of the symbol (ELF virtual address) */
 };
 
 /* GNU build id of an ELF file (fd not consumed), lowercase hex into hex (>= 41 bytes).
  * 0, -ENOENT when the file has no build id note, -EINVAL when it is not ELF. */
 int pf_elf_build_id(int fd, char *hex, size_t hexlen);
-/* Looks an ELF virtual address up in the file at path: symbol (symtab, else dynsym) and
- * DWARF file:line when present. 0, -ENOENT when no symbol covers vaddr, other -errno. */
+/* Looks an ELF virtual address up in the file at path: its symbol (symtab, else dynsym).
+ * 0, -ENOENT when no symbol covers vaddr, other -errno. */
 int pf_elf_lookup(const char *path, uint64_t vaddr, struct pf_sym_info *out);
 
 #endif
