@@ -351,7 +351,8 @@ static int make_rows(struct builder *b, struct row **out, size_t *n_out, uint64_
 			nl--;
 		b->lines[nl++] = b->lines[i];
 	}
-	qsort(b->iv, b->n_iv, sizeof(*b->iv), ival_cmp);
+	if (b->n_iv)
+		qsort(b->iv, b->n_iv, sizeof(*b->iv), ival_cmp);
 	size_t nx = nl + 2 * b->n_iv;
 	_cleanup_free_ uint64_t *x = malloc((nx ? nx : 1) * sizeof(*x));
 	if (!x)
