@@ -158,6 +158,7 @@ struct pf_symbolizer {
 	int64_t lb_budget_ns;      /* the children's CPU time it may take now */
 	uint64_t lb_budget_at;     /* monotonic ns of its last refill */
 	struct pf_line_result *lres; /* a lookup's answer */
+	uint64_t lines_dir_bytes;    /* the line directory's tables, as last counted + built */
 	struct pf_symbolizer_stats st;
 };
 
@@ -558,10 +559,18 @@ static void lt_done(void *ctx, const char *key, int rc)
 		if (orc < 0 && orc != -ENOENT && orc != -E2BIG)
 			sym->st.last_error = orc;
 	}
-	if (rc == 0 && strchr(key, '-')) {
-		char path[PATH_MAX];
-		if (snprintf(path, sizeof(path), "%s/%s.lin", dir, key) < (int)sizeof(path))
-			unlink(path);
+	char path[PATH_MAX];
+	if (rc == 0 && snprintf(path, sizeof(path), "%s/%s.lin", dir, key) < (int)sizeof(path)) {
+		struct stat st;
+		if (strchr(key, '-'))
+			unlink(path); /* read once, never again */
+		else if (stat(path, &st) == 0)
+			sym->lines_dir_bytes += (uint64_t)st.st_size;
+	}
+	if (sym->lines_dir_bytes > PF_SYM_LINE_DIR_MAX_BYTES) {
+		int64_t left = pf_line_dir_prune(dir, PF_SYM_LINE_DIR_MAX_BYTES);
+		if (left >= 0)
+			sym->lines_dir_bytes = (uint64_t)left;
 	}
 }
 
@@ -2059,6 +2068,9 @@ struct pf_symbolizer *pf_symbolizer_new(const struct pf_symbolizer_options *opt)
 		return NULL;
 	}
 	sym->opt.line_dir = NULL; /* the caller's string: the builder keeps its copy */
+	int64_t left = pf_line_dir_prune(pf_tbuilder_dir(sym->lb), PF_SYM_LINE_DIR_MAX_BYTES);
+	if (left >= 0)
+		sym->lines_dir_bytes = (uint64_t)left;
 	sym->lb_budget_ns = PF_SYM_LINE_BUILD_BURST_NS;
 	sym->lb_budget_at = mono_ns();
 	return sym;
@@ -2103,6 +2115,7 @@ void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_s
 	struct pf_tbuilder_stats bs;
 	pf_tbuilder_stats(sym->lb, &bs);
 	out->line_build_max_rss_kb = bs.max_rss_kb;
+	out->line_dir_bytes = sym->lines_dir_bytes;
 	for (const struct elf_file *f = sym->lru_head; f; f = f->next) {
 		if (f->lt) {
 			out->line_tables++;

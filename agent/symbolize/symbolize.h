@@ -51,6 +51,10 @@ struct pf_symbolizer_options {
 			       * NULL: a private temporary directory */
 };
 
+/* The line directory's bound: past it, the least recently used tables are deleted
+ * (pf_line_dir_prune), at the symbolizer's start and as builds add to it. */
+#define PF_SYM_LINE_DIR_MAX_BYTES ((uint64_t)256 << 20)
+
 /* Line-table builds: 5 ms of the children's CPU per second on average (a -g
  * Python's table takes about a second, once per build id: the tables stay on disk), in
  * bursts of up to 1 s. */
@@ -87,6 +91,8 @@ struct pf_symbolizer_stats {
 	uint64_t line_lookups;      /* addresses looked up in a table */
 	uint64_t line_deferred;     /* new addresses given symbol-table names only while their
 				     * file's table was being built */
+	uint64_t line_dir_bytes;    /* bytes of tables in the line directory (as last counted,
+				     * plus the builds since) */
 	int last_error;        /* negative errno of the last failure, 0 when none */
 };
 

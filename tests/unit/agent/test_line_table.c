@@ -2,7 +2,8 @@
  * program answers every address of its .text as libdw does (the innermost position is the
  * line-table row, the inlined chain ends at the real function's call site); a file without
  * DWARF, a file that is not ELF, a bad key and a table over the row bound are refused with
- * their own errors; a damaged, truncated or misnamed table file is refused on open. */
+ * their own errors; a damaged, truncated or misnamed table file is refused on open; a
+ * directory over its bound loses its least recently used tables first. */
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -225,12 +227,64 @@ static void test_damaged_files(void **state)
 	assert_int_equal(pf_line_table_open(dir, "0000bad3", &t), -ENOENT);
 }
 
+static void set_mtime(const char *d, const char *key, time_t t)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s.lin", d, key);
+	struct timespec ts[2] = {{t, 0}, {t, 0}};
+	assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+static bool table_exists(const char *d, const char *key)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s.lin", d, key);
+	return access(path, F_OK) == 0;
+}
+
+/* The directory's bound: the least recently used tables go first, and opening a table makes
+ * it recently used; other files stay. */
+static void test_prune(void **state)
+{
+	(void)state;
+	char pdir[128], other[160];
+	snprintf(pdir, sizeof(pdir), "%s/prune", dir);
+	assert_int_equal(pf_line_dir_prune(pdir, 1), 0); /* no directory yet: nothing */
+	int fd = open_in("chain");
+	const char *keys[] = {"0000aaa1", "0000aaa2", "0000aaa3"};
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pf_line_table_build_store(0, fd, pdir, keys[i]), 0);
+	close(fd);
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s.lin", pdir, keys[0]);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	uint64_t one = (uint64_t)st.st_size;
+	snprintf(other, sizeof(other), "%s/keep.txt", pdir);
+	FILE *f = fopen(other, "w");
+	assert_non_null(f);
+	fputs("not a table\n", f);
+	fclose(f);
+	for (int i = 0; i < 3; i++)
+		set_mtime(pdir, keys[i], 1000 * (i + 1));
+	struct pf_line_table *t = NULL;
+	assert_int_equal(pf_line_table_open(pdir, keys[0], &t), 0); /* the oldest, used now */
+	pf_line_table_close(t);
+	assert_int_equal(pf_line_dir_prune(pdir, one * 4), (int64_t)(3 * one)); /* under: kept */
+	assert_int_equal(pf_line_dir_prune(pdir, one * 5 / 2), (int64_t)one);
+	assert_true(table_exists(pdir, keys[0]));
+	assert_false(table_exists(pdir, keys[1]));
+	assert_false(table_exists(pdir, keys[2]));
+	assert_int_equal(access(other, F_OK), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lookup_equals_libdw),
 		cmocka_unit_test(test_refused_builds),
 		cmocka_unit_test(test_damaged_files),
+		cmocka_unit_test(test_prune),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
