@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdint.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,6 +282,83 @@ int pf_tbuilder_poll(struct pf_tbuilder *b, bool start,
 	if (!b->child && start && b->qn)
 		return child_start(b);
 	return 0;
+}
+
+/* ---- the directory's bound ------------------------------------------------------------------ */
+
+struct table_file {
+	char name[80];
+	uint64_t size;
+	struct timespec mtime;
+};
+
+static int table_file_cmp(const void *x, const void *y)
+{
+	const struct table_file *a = x, *b = y;
+	if (a->mtime.tv_sec != b->mtime.tv_sec)
+		return a->mtime.tv_sec < b->mtime.tv_sec ? -1 : 1;
+	return (a->mtime.tv_nsec > b->mtime.tv_nsec) - (a->mtime.tv_nsec < b->mtime.tv_nsec);
+}
+
+int64_t pf_tbuilder_prune(const char *dir, const char *suffix, uint64_t max_bytes)
+{
+	size_t sfx = strlen(suffix);
+	DIR *d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	struct table_file *v = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t total = 0;
+	int rc = 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		size_t len = strlen(e->d_name);
+		struct stat st;
+		if (len <= sfx || len >= sizeof(v->name) || strcmp(e->d_name + len - sfx, suffix) ||
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		if (n == cap) {
+			size_t c = cap ? cap * 2 : 64;
+			struct table_file *w = realloc(v, c * sizeof(*v));
+			if (!w) {
+				rc = -ENOMEM;
+				break;
+			}
+			v = w;
+			cap = c;
+		}
+		memcpy(v[n].name, e->d_name, len + 1);
+		v[n].size = (uint64_t)st.st_size;
+		v[n].mtime = st.st_mtim;
+		total += v[n++].size;
+	}
+	if (!rc && total > max_bytes) {
+		qsort(v, n, sizeof(*v), table_file_cmp);
+		for (size_t i = 0; i < n && total > max_bytes / 4 * 3; i++)
+			if (unlinkat(dirfd(d), v[i].name, 0) == 0)
+				total -= v[i].size;
+	}
+	closedir(d);
+	free(v);
+	return rc ? rc : (int64_t)total;
+}
+
+void pf_tbuilder_account(const char *dir, const char *key, const char *suffix,
+			 uint64_t max_bytes, uint64_t *dir_bytes)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	if (snprintf(path, sizeof(path), "%s/%s%s", dir, key, suffix) >= (int)sizeof(path))
+		return;
+	if (strchr(key, '-'))
+		unlink(path);
+	else if (stat(path, &st) == 0)
+		*dir_bytes += (uint64_t)st.st_size;
+	if (*dir_bytes > max_bytes) {
+		int64_t left = pf_tbuilder_prune(dir, suffix, max_bytes);
+		if (left >= 0)
+			*dir_bytes = (uint64_t)left;
+	}
 }
 
 /* ---- lifecycle ---------------------------------------------------------------------------- */

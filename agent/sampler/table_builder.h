@@ -68,6 +68,19 @@ const char *pf_tbuilder_dir(const struct pf_tbuilder *b);
  * is already queued or being built, -EAGAIN when the queue is full, -EINVAL for a bad key,
  * or -errno of dup. */
 int pf_tbuilder_submit(struct pf_tbuilder *b, const char *key, int fd);
+/* Keeps the files of dir whose names end with suffix within max_bytes: when they take more,
+ * the least recently used (by modification time: a reader touches a table it reads) are
+ * deleted until they take 3/4 of it (a file open elsewhere stays readable). The bytes left,
+ * or -errno of the scan (0 when dir does not exist). */
+int64_t pf_tbuilder_prune(const char *dir, const char *suffix, uint64_t max_bytes);
+
+/* After a successful build of key (its file <dir>/<key><suffix> read by its owner): the file
+ * of a "<dev>-<inode>" key is deleted (never read again), a build id's is added to
+ * *dir_bytes, and past max_bytes the directory is pruned (pf_tbuilder_prune) and *dir_bytes
+ * set to what is left. */
+void pf_tbuilder_account(const char *dir, const char *key, const char *suffix,
+			 uint64_t max_bytes, uint64_t *dir_bytes);
+
 /* The key of a file: its GNU build id in hex, or "<dev>-<inode>" in hex when it has none (a
  * key that can never be a build id: such a table names this file only until it is
  * replaced, so its owner reads it right after the build and no later). */

@@ -437,6 +437,7 @@ int pf_unwind_cache_open(const char *dir, const char *key, struct pf_unwind_cach
 		close(fd);
 		return rc;
 	}
+	(void)futimens(fd, NULL); /* used now: the last a prune deletes */
 	f->fd = fd;
 	f->n_rows = h.n_rows;
 	f->last_pc = last.pc;

@@ -71,6 +71,7 @@ struct proc {
 struct pf_unwinder {
 	struct pf_unwinder_options opt;
 	struct pf_tbuilder *tb;
+	uint64_t dir_bytes; /* the cache directory's tables, as last counted + built */
 	struct pf_bpf_unwind_proc *proc_buf; /* the value proc_publish writes */
 	struct pf_bpf_unwind_row *rows; /* the shared mapping of unwind_rows */
 	size_t rows_bytes;
@@ -430,7 +431,6 @@ static int table_fill(struct pf_unwinder *u, uint32_t id, int fd)
 static void table_built(void *ctx, const char *key, int rc)
 {
 	struct pf_unwinder *u = ctx;
-	bool temporary = strchr(key, '-') != NULL; /* a (device, inode) key */
 	for (uint32_t i = 1; i < u->opt.tables_cap; i++) {
 		struct table *t = &u->tables[i];
 		char k[80];
@@ -447,12 +447,9 @@ static void table_built(void *ctx, const char *key, int rc)
 		if (lrc < 0)
 			table_failed(u, i, lrc);
 	}
-	if (temporary && rc == 0) {
-		char path[PATH_MAX];
-		if (snprintf(path, sizeof(path), "%s/%s.unw", pf_tbuilder_dir(u->tb), key) <
-		    (int)sizeof(path))
-			unlink(path);
-	}
+	if (rc == 0)
+		pf_tbuilder_account(pf_tbuilder_dir(u->tb), key, ".unw", PF_UNWINDER_DIR_MAX_BYTES,
+				    &u->dir_bytes);
 }
 
 void pf_unwinder_tick(struct pf_unwinder *u)
@@ -807,6 +804,11 @@ struct pf_unwinder *pf_unwinder_new(const struct pf_unwinder_options *opt)
 	const struct pf_tbuilder_kind kind = {"pf-unwind-build", pf_unwind_table_build_store,
 					      opt->rows_cap / 2};
 	u->tb = pf_tbuilder_new(opt->cache_dir, &kind);
+	if (u->tb) {
+		int64_t left = pf_tbuilder_prune(pf_tbuilder_dir(u->tb), ".unw",
+						 PF_UNWINDER_DIR_MAX_BYTES);
+		u->dir_bytes = left > 0 ? (uint64_t)left : 0;
+	}
 	u->proc_buf = calloc(1, sizeof(*u->proc_buf));
 	if (!u->tb || !u->chunk_used || !u->tables || !u->proc_buf) {
 		int e = !u->tb ? errno : ENOMEM;

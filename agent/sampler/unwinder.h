@@ -37,6 +37,10 @@
 #include "symbolize.h"
 
 #define PF_UNWINDER_CHUNK 1024u /* rows */
+/* The table cache directory's bound: past it, the least recently used tables are deleted
+ * (pf_tbuilder_prune: by modification time, touched when a table is read), at start and as
+ * builds add to it. */
+#define PF_UNWINDER_DIR_MAX_BYTES ((uint64_t)128 << 20)
 
 struct pf_unwinder_options {
 	int rows_fd;        /* unwind_rows (BPF_F_MMAPABLE array of struct pf_bpf_unwind_row) */

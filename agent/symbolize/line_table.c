@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -643,56 +642,6 @@ int pf_line_table_open(const char *dir, const char *key, struct pf_line_table **
 	(void)futimens(t->fd, NULL); /* used now: the last a prune deletes */
 	*out = t;
 	return 0;
-}
-
-struct lin_file {
-	char name[80];
-	uint64_t size;
-	struct timespec mtime;
-};
-
-static int lin_cmp(const void *x, const void *y)
-{
-	const struct lin_file *a = x, *b = y;
-	if (a->mtime.tv_sec != b->mtime.tv_sec)
-		return a->mtime.tv_sec < b->mtime.tv_sec ? -1 : 1;
-	return (a->mtime.tv_nsec > b->mtime.tv_nsec) - (a->mtime.tv_nsec < b->mtime.tv_nsec);
-}
-
-int64_t pf_line_dir_prune(const char *dir, uint64_t max_bytes)
-{
-	DIR *d = opendir(dir);
-	if (!d)
-		return errno == ENOENT ? 0 : -errno;
-	struct lin_file *v = NULL;
-	size_t n = 0, cap = 0;
-	uint64_t total = 0;
-	int rc = 0;
-	for (struct dirent *e; (e = readdir(d));) {
-		size_t len = strlen(e->d_name);
-		struct stat st;
-		if (len < 5 || len >= sizeof(v->name) || strcmp(e->d_name + len - 4, ".lin") ||
-		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    !S_ISREG(st.st_mode))
-			continue;
-		if (!grow((void **)&v, &cap, n, sizeof(*v))) {
-			rc = -ENOMEM;
-			break;
-		}
-		memcpy(v[n].name, e->d_name, len + 1);
-		v[n].size = (uint64_t)st.st_size;
-		v[n].mtime = st.st_mtim;
-		total += v[n++].size;
-	}
-	if (!rc && total > max_bytes) {
-		qsort(v, n, sizeof(*v), lin_cmp);
-		for (size_t i = 0; i < n && total > max_bytes / 4 * 3; i++)
-			if (unlinkat(dirfd(d), v[i].name, 0) == 0)
-				total -= v[i].size;
-	}
-	closedir(d);
-	free(v);
-	return rc ? rc : (int64_t)total;
 }
 
 void pf_line_table_close(struct pf_line_table *t)

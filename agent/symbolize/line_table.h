@@ -42,11 +42,6 @@
  * is pf_tbuilder_kind's. */
 int pf_line_table_build_store(uint64_t max_rows, int fd, const char *dir, const char *key);
 
-/* Keeps the tables of dir within max_bytes: when they take more, the least recently used
- * (by modification time; pf_line_table_open touches it) are deleted until they take 3/4 of
- * it (a table open elsewhere stays readable). The bytes left, or -errno of the scan. */
-int64_t pf_line_dir_prune(const char *dir, uint64_t max_bytes);
-
 struct pf_line_table;
 
 /* Opens <dir>/<key>.lin and checks it, and marks it used (its modification time). 0,

@@ -559,19 +559,9 @@ static void lt_done(void *ctx, const char *key, int rc)
 		if (orc < 0 && orc != -ENOENT && orc != -E2BIG)
 			sym->st.last_error = orc;
 	}
-	char path[PATH_MAX];
-	if (rc == 0 && snprintf(path, sizeof(path), "%s/%s.lin", dir, key) < (int)sizeof(path)) {
-		struct stat st;
-		if (strchr(key, '-'))
-			unlink(path); /* read once, never again */
-		else if (stat(path, &st) == 0)
-			sym->lines_dir_bytes += (uint64_t)st.st_size;
-	}
-	if (sym->lines_dir_bytes > PF_SYM_LINE_DIR_MAX_BYTES) {
-		int64_t left = pf_line_dir_prune(dir, PF_SYM_LINE_DIR_MAX_BYTES);
-		if (left >= 0)
-			sym->lines_dir_bytes = (uint64_t)left;
-	}
+	if (rc == 0)
+		pf_tbuilder_account(dir, key, ".lin", PF_SYM_LINE_DIR_MAX_BYTES,
+				    &sym->lines_dir_bytes);
 }
 
 /* Reaps finished builds and starts the next child when the budget allows. */
@@ -2068,7 +2058,7 @@ struct pf_symbolizer *pf_symbolizer_new(const struct pf_symbolizer_options *opt)
 		return NULL;
 	}
 	sym->opt.line_dir = NULL; /* the caller's string: the builder keeps its copy */
-	int64_t left = pf_line_dir_prune(pf_tbuilder_dir(sym->lb), PF_SYM_LINE_DIR_MAX_BYTES);
+	int64_t left = pf_tbuilder_prune(pf_tbuilder_dir(sym->lb), ".lin", PF_SYM_LINE_DIR_MAX_BYTES);
 	if (left >= 0)
 		sym->lines_dir_bytes = (uint64_t)left;
 	sym->lb_budget_ns = PF_SYM_LINE_BUILD_BURST_NS;

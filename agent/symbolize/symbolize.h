@@ -52,7 +52,7 @@ struct pf_symbolizer_options {
 };
 
 /* The line directory's bound: past it, the least recently used tables are deleted
- * (pf_line_dir_prune), at the symbolizer's start and as builds add to it. */
+ * (pf_tbuilder_prune), at the symbolizer's start and as builds add to it. */
 #define PF_SYM_LINE_DIR_MAX_BYTES ((uint64_t)256 << 20)
 
 /* Line-table builds: 5 ms of the children's CPU per second on average (a -g

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "line_table.h"
+#include "table_builder.h"
 
 static char dir[64];
 
@@ -249,7 +250,7 @@ static void test_prune(void **state)
 	(void)state;
 	char pdir[128], other[160];
 	snprintf(pdir, sizeof(pdir), "%s/prune", dir);
-	assert_int_equal(pf_line_dir_prune(pdir, 1), 0); /* no directory yet: nothing */
+	assert_int_equal(pf_tbuilder_prune(pdir, ".lin", 1), 0); /* no directory yet: nothing */
 	int fd = open_in("chain");
 	const char *keys[] = {"0000aaa1", "0000aaa2", "0000aaa3"};
 	for (int i = 0; i < 3; i++)
@@ -270,8 +271,8 @@ static void test_prune(void **state)
 	struct pf_line_table *t = NULL;
 	assert_int_equal(pf_line_table_open(pdir, keys[0], &t), 0); /* the oldest, used now */
 	pf_line_table_close(t);
-	assert_int_equal(pf_line_dir_prune(pdir, one * 4), (int64_t)(3 * one)); /* under: kept */
-	assert_int_equal(pf_line_dir_prune(pdir, one * 5 / 2), (int64_t)one);
+	assert_int_equal(pf_tbuilder_prune(pdir, ".lin", one * 4), (int64_t)(3 * one)); /* kept */
+	assert_int_equal(pf_tbuilder_prune(pdir, ".lin", one * 5 / 2), (int64_t)one);
 	assert_true(table_exists(pdir, keys[0]));
 	assert_false(table_exists(pdir, keys[1]));
 	assert_false(table_exists(pdir, keys[2]));

@@ -254,6 +254,61 @@ static void test_hurry(void **state)
 	close(fd);
 }
 
+static void write_bytes(const char *dir, const char *name, size_t n, time_t mtime)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	for (size_t i = 0; i < n; i++)
+		fputc('x', f);
+	fclose(f);
+	struct timespec ts[2] = {{mtime, 0}, {mtime, 0}};
+	assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+static bool exists_in(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return access(path, F_OK) == 0;
+}
+
+/* After a build: a (device, inode) key's file goes, a build id's is counted, and past the
+ * bound the oldest files of that suffix go first, down to 3/4 of it; others stay. */
+static void test_account_and_prune(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/pf-tbuild-acct.XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	write_bytes(dir, "1-2.unw", 100, 1000);
+	write_bytes(dir, "aa01.unw", 100, 1000);
+	write_bytes(dir, "aa02.unw", 100, 2000);
+	write_bytes(dir, "aa03.unw", 100, 3000);
+	write_bytes(dir, "aa04.lin", 500, 500);
+	uint64_t bytes = 0;
+	pf_tbuilder_account(dir, "1-2", ".unw", 1000, &bytes);
+	assert_false(exists_in(dir, "1-2.unw"));
+	assert_int_equal(bytes, 0);
+	pf_tbuilder_account(dir, "aa01", ".unw", 1000, &bytes);
+	assert_int_equal(bytes, 100);
+	bytes = 260; /* as if counted before: over the bound of 250 at the next build */
+	pf_tbuilder_account(dir, "aa03", ".unw", 250, &bytes);
+	assert_int_equal(bytes, 100); /* 300 > 250: aa01, then aa02 (oldest first) go */
+	assert_false(exists_in(dir, "aa01.unw"));
+	assert_false(exists_in(dir, "aa02.unw"));
+	assert_true(exists_in(dir, "aa03.unw"));
+	assert_true(exists_in(dir, "aa04.lin")); /* another suffix: not counted, kept */
+	assert_int_equal(pf_tbuilder_prune(dir, ".lin", 1000), 500);
+	assert_int_equal(pf_tbuilder_prune("/nonexistent/dir", ".lin", 1), 0);
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/aa03.unw", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/aa04.lin", dir);
+	unlink(path);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 /* The child holds only the files of its batch and its pipe: count its descriptors while it
  * builds (several copies of libc keep it busy long enough to look). */
 static void test_child_holds_no_other_descriptors(void **state)
@@ -312,6 +367,7 @@ int main(void)
 		cmocka_unit_test(test_killed_child_fails_its_files),
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_hurry),
+		cmocka_unit_test(test_account_and_prune),
 		cmocka_unit_test(test_child_holds_no_other_descriptors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
