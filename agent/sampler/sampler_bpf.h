@@ -64,7 +64,7 @@ struct pf_sampler_options {
 	const char *unwind_cache_dir;
 	uint32_t unwind_rows;
 	bool no_dwarf_unwind;
-	/* source lines and inlined frames (symbolize.h line_tables): directory of the per-file
+	/* source lines and inlined frames (symbolize.h): directory of the per-file
 	 * tables a child builds from DWARF (NULL: a private temporary one; the agent passes
 	 * <state dir>/lines) */
 	const char *line_cache_dir;
@@ -107,7 +107,7 @@ struct pf_sampler_stats {
 	uint64_t elf_cached, frames_resolved, frames_unresolved;
 	uint64_t elf_opened, elf_evicted, sym_cache_hits; /* ELF files opened and evicted; user
 							  * frames answered by the address cache */
-	/* source lines from per-file tables built by a child (symbolize.h line_tables) */
+	/* source lines from per-file tables built by a child (symbolize.h) */
 	uint64_t line_tables, line_tables_bytes; /* open, and the memory their indexes hold */
 	uint64_t line_builds, line_build_failed, line_build_cpu_ns, line_cache_hits;
 	uint64_t line_build_max_rss_kb; /* the largest peak RSS of a builder child */

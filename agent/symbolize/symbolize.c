@@ -64,7 +64,7 @@ struct elf_file {
 	 * file (their pages can be given back at a trim), -1 when not, 0 not checked yet */
 	int8_t img_state, dbg_img_state;
 	bool img_touched; /* symbol tables loaded (or a header read) since the last trim */
-	int8_t lt_state;  /* its line table (line_tables): LT_* */
+	int8_t lt_state;  /* its line table: LT_* */
 	struct pf_line_table *lt;
 };
 
