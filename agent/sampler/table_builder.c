@@ -284,6 +284,31 @@ int pf_tbuilder_poll(struct pf_tbuilder *b, bool start,
 	return 0;
 }
 
+/* ---- the budget ------------------------------------------------------------------------------ */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void pf_tbuilder_budget_init(struct pf_tbuilder_budget *b, int64_t rate_ns_per_s,
+			     int64_t burst_ns)
+{
+	*b = (struct pf_tbuilder_budget){burst_ns, rate_ns_per_s / 1000, burst_ns, mono_ns()};
+}
+
+bool pf_tbuilder_budget_ok(struct pf_tbuilder_budget *b)
+{
+	uint64_t ms = (mono_ns() - b->at_ns) / 1000000;
+	b->ns += (int64_t)ms * b->rate_ns_per_ms;
+	b->at_ns += ms * 1000000;
+	if (b->ns > b->burst_ns)
+		b->ns = b->burst_ns;
+	return b->ns > 0;
+}
+
 /* ---- the directory's bound ------------------------------------------------------------------ */
 
 struct table_file {

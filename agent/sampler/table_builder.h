@@ -104,6 +104,20 @@ int pf_tbuilder_poll(struct pf_tbuilder *b, bool start,
 		     void (*done)(void *ctx, const char *key, int rc), void *ctx,
 		     uint64_t *cpu_ns);
 
+/* A CPU-time budget for table work (the children's CPU, and the owner's own reads of built
+ * tables): rate_ns_per_s on average, in bursts of up to burst_ns (a token bucket, refilled by
+ * whole milliseconds of monotonic time). The owner spends into ns as work is done and starts
+ * work only while pf_tbuilder_budget_ok says so. */
+struct pf_tbuilder_budget {
+	int64_t ns; /* CPU time work may take now; below 0 after an overrun */
+	int64_t rate_ns_per_ms, burst_ns;
+	uint64_t at_ns; /* monotonic ns of the last refill */
+};
+void pf_tbuilder_budget_init(struct pf_tbuilder_budget *b, int64_t rate_ns_per_s,
+			     int64_t burst_ns);
+/* Refills b and tells whether work may start now. */
+bool pf_tbuilder_budget_ok(struct pf_tbuilder_budget *b);
+
 /* The running child's pid, 0 when none (the sampler does not unwind its own helper). */
 pid_t pf_tbuilder_child(const struct pf_tbuilder *b);
 /* True when files wait or a child runs. */

@@ -80,8 +80,7 @@ struct pf_unwinder {
 	uint32_t n_chunks_limit; /* chunks tables may use (pf_unwinder_set_rows_limit) */
 	struct table *tables;
 	uint64_t stamp;
-	int64_t budget_ns; /* CPU time table work may take now (a token bucket) */
-	uint64_t budget_at; /* mono ns of its last refill */
+	struct pf_tbuilder_budget budget; /* CPU time of table work */
 	struct proc *procs[PROC_BUCKETS];
 	struct pf_unwinder_stats st;
 };
@@ -304,7 +303,7 @@ static int table_read_cache(struct pf_unwinder *u, uint32_t id, const char *key)
 			table_commit(u, id);
 		pf_unwind_cache_close(&f);
 	}
-	u->budget_ns -= (int64_t)(cpu_ns() - t0);
+	u->budget.ns -= (int64_t)(cpu_ns() - t0);
 	return rc;
 }
 
@@ -330,17 +329,6 @@ static bool vdso_image(const void **image, size_t *len, uint64_t *vaddr0)
 	return found && *len < (1u << 20);
 }
 
-/* True when table work may start now (the bucket refilled since the last call). */
-static bool budget_ok(struct pf_unwinder *u)
-{
-	uint64_t now = mono_ns();
-	u->budget_ns += (int64_t)((now - u->budget_at) / 1000000) * BUDGET_RATE;
-	u->budget_at += (now - u->budget_at) / 1000000 * 1000000;
-	if (u->budget_ns > BUDGET_BURST_NS)
-		u->budget_ns = BUDGET_BURST_NS;
-	return u->budget_ns > 0;
-}
-
 #define VDSO_KEY "[vdso]" /* the registry's key of the vDSO's table (not a build id) */
 
 /* The builder's and the cache's key of table id: its build id, or "<dev>-<inode>" in hex. */
@@ -364,7 +352,7 @@ static int table_fill_vdso(struct pf_unwinder *u, uint32_t id)
 	if (rc == 0 && table_load_rows(u, id, ut) < 0)
 		rc = -ENOSPC;
 	pf_unwind_table_free(ut);
-	u->budget_ns -= (int64_t)(cpu_ns() - t0);
+	u->budget.ns -= (int64_t)(cpu_ns() - t0);
 	return rc;
 }
 
@@ -410,7 +398,7 @@ static int table_fill(struct pf_unwinder *u, uint32_t id, int fd)
 		if (rc < 0 && rc != -ENOSPC) {
 			uint64_t t0 = cpu_ns();
 			rc = pf_tbuilder_submit(u->tb, key, fd);
-			u->budget_ns -= (int64_t)(cpu_ns() - t0);
+			u->budget.ns -= (int64_t)(cpu_ns() - t0);
 			if (rc == 0 || rc == -EEXIST) {
 				t->pending = true;
 				u->st.pending++;
@@ -457,8 +445,9 @@ void pf_unwinder_tick(struct pf_unwinder *u)
 	if (!pf_tbuilder_busy(u->tb))
 		return;
 	uint64_t child_ns = 0;
-	int rc = pf_tbuilder_poll(u->tb, budget_ok(u), table_built, u, &child_ns);
-	u->budget_ns -= (int64_t)child_ns;
+	int rc = pf_tbuilder_poll(u->tb, pf_tbuilder_budget_ok(&u->budget), table_built, u,
+				  &child_ns);
+	u->budget.ns -= (int64_t)child_ns;
 	u->st.build_ns += child_ns;
 	if (rc < 0)
 		u->st.last_error = rc;
@@ -492,12 +481,12 @@ static uint32_t table_get(struct pf_unwinder *u, const struct pf_sym_exec_map *m
 			/* evicted earlier, or no room some time ago: again, when it can fit */
 			if (t->need_chunks && !room_possible(u, t->need_chunks))
 				t->full_ms = mono_ns() / 1000000;
-			else if (!budget_ok(u) || table_fill(u, i, m->fd) < 0)
+			else if (!pf_tbuilder_budget_ok(&u->budget) || table_fill(u, i, m->fd) < 0)
 				*deferred = true;
 		}
 		return i;
 	}
-	if (!budget_ok(u)) {
+	if (!pf_tbuilder_budget_ok(&u->budget)) {
 		*deferred = true;
 		return 0;
 	}
@@ -787,8 +776,7 @@ struct pf_unwinder *pf_unwinder_new(const struct pf_unwinder_options *opt)
 	u->opt = *opt;
 	u->n_chunks = opt->rows_cap / PF_UNWINDER_CHUNK;
 	u->n_chunks_limit = u->n_chunks;
-	u->budget_ns = BUDGET_BURST_NS;
-	u->budget_at = mono_ns();
+	pf_tbuilder_budget_init(&u->budget, BUDGET_RATE * 1000, BUDGET_BURST_NS);
 	long page = sysconf(_SC_PAGESIZE);
 	u->rows_bytes = ((size_t)opt->rows_cap * sizeof(struct pf_bpf_unwind_row) + (size_t)page - 1) &
 			~((size_t)page - 1);

@@ -155,8 +155,7 @@ struct pf_symbolizer {
 	struct rcache_ent partial; /* a result without the lines a table will give: returned,
 				    * never cached */
 	struct pf_tbuilder *lb;    /* the line tables' builder */
-	int64_t lb_budget_ns;      /* the children's CPU time it may take now */
-	uint64_t lb_budget_at;     /* monotonic ns of its last refill */
+	struct pf_tbuilder_budget lb_budget; /* the children's CPU time */
 	struct pf_line_result *lres; /* a lookup's answer */
 	uint64_t lines_dir_bytes;    /* the line directory's tables, as last counted + built */
 	struct pf_symbolizer_stats st;
@@ -511,29 +510,11 @@ int pf_elf_lookup(const char *path, uint64_t vaddr, struct pf_sym_info *out)
 
 /* ---- line tables ------------------------------------------------------------------------ */
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* f's key in the builder and the directory (pf_tbuilder_key; a "<dev>-<inode>" table is read
  * right after the builder wrote it, then unlinked). */
 static void lt_key(const struct elf_file *f, char *out, size_t cap)
 {
 	pf_tbuilder_key(f->build_id, f->dev, f->ino, out, cap);
-}
-
-/* True when a child may start now: its bucket refilled since the last call. */
-static bool lt_budget_ok(struct pf_symbolizer *sym)
-{
-	uint64_t now = mono_ns(), ms = (now - sym->lb_budget_at) / 1000000;
-	sym->lb_budget_ns += (int64_t)ms * (PF_SYM_LINE_BUILD_NS_PER_S / 1000);
-	sym->lb_budget_at += ms * 1000000;
-	if (sym->lb_budget_ns > PF_SYM_LINE_BUILD_BURST_NS)
-		sym->lb_budget_ns = PF_SYM_LINE_BUILD_BURST_NS;
-	return sym->lb_budget_ns > 0;
 }
 
 /* The builder's report of one file: the file waiting for it opens its table. */
@@ -570,8 +551,9 @@ static void lt_poll(struct pf_symbolizer *sym)
 	if (!pf_tbuilder_busy(sym->lb))
 		return;
 	uint64_t ns = 0;
-	int rc = pf_tbuilder_poll(sym->lb, lt_budget_ok(sym), lt_done, sym, &ns);
-	sym->lb_budget_ns -= (int64_t)ns;
+	int rc = pf_tbuilder_poll(sym->lb, pf_tbuilder_budget_ok(&sym->lb_budget), lt_done, sym,
+				  &ns);
+	sym->lb_budget.ns -= (int64_t)ns;
 	sym->st.line_build_cpu_ns += ns;
 	if (rc < 0)
 		sym->st.last_error = rc;
@@ -2061,8 +2043,8 @@ struct pf_symbolizer *pf_symbolizer_new(const struct pf_symbolizer_options *opt)
 	int64_t left = pf_tbuilder_prune(pf_tbuilder_dir(sym->lb), ".lin", PF_SYM_LINE_DIR_MAX_BYTES);
 	if (left >= 0)
 		sym->lines_dir_bytes = (uint64_t)left;
-	sym->lb_budget_ns = PF_SYM_LINE_BUILD_BURST_NS;
-	sym->lb_budget_at = mono_ns();
+	pf_tbuilder_budget_init(&sym->lb_budget, PF_SYM_LINE_BUILD_NS_PER_S,
+				PF_SYM_LINE_BUILD_BURST_NS);
 	return sym;
 }
 

@@ -309,6 +309,21 @@ static void test_account_and_prune(void **state)
 	assert_int_equal(rmdir(dir), 0);
 }
 
+/* The budget: full at start, no work once overspent, refilled with time up to its burst. */
+static void test_budget(void **state)
+{
+	(void)state;
+	struct pf_tbuilder_budget b;
+	pf_tbuilder_budget_init(&b, 1000000000ll, 5000000ll); /* a core; bursts of 5 ms */
+	assert_true(pf_tbuilder_budget_ok(&b));
+	assert_true(b.ns <= 5000000ll);
+	b.ns -= 12000000ll; /* a 12 ms build */
+	assert_false(pf_tbuilder_budget_ok(&b));
+	usleep(40000); /* 40 ms at a core per second refill it, to the 5 ms burst */
+	assert_true(pf_tbuilder_budget_ok(&b));
+	assert_int_equal(b.ns, 5000000ll);
+}
+
 /* The child holds only the files of its batch and its pipe: count its descriptors while it
  * builds (several copies of libc keep it busy long enough to look). */
 static void test_child_holds_no_other_descriptors(void **state)
@@ -368,6 +383,7 @@ int main(void)
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_hurry),
 		cmocka_unit_test(test_account_and_prune),
+		cmocka_unit_test(test_budget),
 		cmocka_unit_test(test_child_holds_no_other_descriptors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
