@@ -26,6 +26,10 @@
 #   fponly    `full` with user stacks by frame pointers only (profleet-sample -U: no .eh_frame
 #             tables, the walk before issue 15), in the same rounds: the tables' cost
 #   timedfp   `timed` with frame pointers only: the user-stack part of both walks side by side
+#   empty     a program that returns at once: what running any program per tick costs on this
+#             host (the statistics' clock reads, cold code and data). At 99 Hz a tick finds
+#             the caches cold (run with HZ=999 to see every variant drop: the difference is
+#             the host's eviction between ticks, not the program)
 #
 # WORKLOAD=nofp busies the CPUs with tests/ebpf/nofp_workload.c built -O2 -fomit-frame-pointer
 # instead (stacks through libc's qsort and bsearch: the tables do the walking); the default is
@@ -35,9 +39,9 @@
 #   sudo bench/bpf_sample_cost.sh
 # Environment: PF_BUILD_DIR (default build/bench-release, built Release when missing) or
 #   PF_SAMPLE (a profleet-sample binary), SECONDS_RUN (60; QUICK=1: 15), RUNS (2),
-#   VARIANTS ("full fponly all nofilter nooutput floor timed", plus "base" first when
+#   VARIANTS ("full fponly all nofilter nooutput floor empty timed", plus "base" first when
 #   PF_SAMPLE_BASE is set), PF_SAMPLE_BASE (a profleet-sample binary for "base"), WORKLOAD
-#   (workload or nofp).
+#   (workload or nofp), HZ (99: the sampling frequency).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,7 +50,7 @@ secs=${SECONDS_RUN:-60}
 [ "${QUICK:-0}" = 1 ] && secs=${SECONDS_RUN:-15}
 runs=${RUNS:-2}
 base=${PF_SAMPLE_BASE:-}
-def_variants="full fponly all nofilter nooutput floor timed"
+def_variants="full fponly all nofilter nooutput floor empty timed"
 [ -n "$base" ] && def_variants="base $def_variants"
 variants=${VARIANTS:-$def_variants}
 sample=${PF_SAMPLE:-}
@@ -74,9 +78,9 @@ if [ "${WORKLOAD:-workload}" = nofp ]; then
 else
 	cc -O0 -fno-omit-frame-pointer -g -o "$tmp/workload" "$root/tests/ebpf/workload.c"
 fi
-cat > "$tmp/filter.yaml" <<'EOF'
+cat > "$tmp/filter.yaml" <<EOF
 profiling:
-  sampling: {frequency_hz: 99, duration_seconds: 10}
+  sampling: {frequency_hz: ${HZ:-99}, duration_seconds: 10}
   filters:
     include:
       - {key: process.executable.name, match: strict, value: workload}
@@ -91,13 +95,13 @@ done
 omit_of() {
 	case $1 in
 	full | base | fponly) echo 0 ;; all) echo 1 ;; nooutput) echo 3 ;; floor) echo 4 ;; nofilter) echo 9 ;;
-	timed | timedfp) echo 16 ;;
+	timed | timedfp) echo 16 ;; empty) echo 32 ;;
 	*) echo "unknown variant $1" >&2; exit 2 ;;
 	esac
 }
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "== do_sample, µs per sample (${secs} s per run, 99 Hz, ${ncpu} CPUs busy, filter on) =="
+echo "== do_sample, µs per sample (${secs} s per run, ${HZ:-99} Hz, ${ncpu} CPUs busy, filter on) =="
 # interleaved: full, nofilter, ... then again, so a change in the host's load hits all alike
 for r in $(seq "$runs"); do
 	for v in $variants; do
@@ -150,6 +154,11 @@ if {"all", "nofilter", "nooutput", "floor"} <= med.keys():
 if "fponly" in med and "full" in med:
     print(f"full / fponly (tables vs frame pointers only): {med['full'] / med['fponly']:.2f} per "
           f"tick, {med['full/rec'] / med['fponly/rec']:.2f} per recorded sample")
+if "empty" in med:
+    for v in ("floor", "fponly", "full"):
+        if v in med:
+            print(f"{v} - empty (beyond running a program at all): "
+                  f"{med[v] - med['empty']:.3f} µs")
 if "base" in med and "full" in med:
     print(f"full / base: {med['full'] / med['base']:.2f} per tick, "
           f"{med['full/rec'] / med['base/rec']:.2f} per recorded sample")

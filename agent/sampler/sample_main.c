@@ -228,10 +228,10 @@ static void print_stats(struct pf_sampler *s)
 	printf("stats elf_opened=%" PRIu64 " elf_evicted=%" PRIu64 " sym_cache_hits=%" PRIu64
 	       " line_lookups=%" PRIu64 " line_build_cpu_ns=%" PRIu64 " line_deferred=%" PRIu64
 	       " line_tables=%" PRIu64 " line_tables_bytes=%" PRIu64
-	       " line_build_max_rss_kb=%" PRIu64 "\n",
+	       " line_build_max_rss_kb=%" PRIu64 " helper_samples=%" PRIu64 "\n",
 	       st.elf_opened, st.elf_evicted, st.sym_cache_hits, st.line_lookups,
 	       st.line_build_cpu_ns, st.line_deferred, st.line_tables, st.line_tables_bytes,
-	       st.line_build_max_rss_kb);
+	       st.line_build_max_rss_kb, st.helper_samples);
 	if (!st.dwarf_unwind) {
 		printf("stats dwarf_unwind=0 reason=\"%s\"\n",
 		       st.dwarf_unwind_off_reason ? st.dwarf_unwind_off_reason : "");

@@ -58,6 +58,7 @@ struct pf_sampler {
 	bool ksym_prog;			/* resolve_ksyms loaded: kernel frames resolved by it */
 	struct pf_bpf_ksym_req *ksym_req; /* its request buffer, allocated at first use */
 	struct pf_heap_trim heap;	  /* give-backs at window closes */
+	uint64_t helper_samples;	  /* samples of the table builders' children dropped */
 
 	int n_cpus_possible;
 	struct gone_pid {
@@ -310,8 +311,10 @@ static int on_sample(void *ctx, void *data, size_t size)
 		return 0;
 	/* the agent's own helpers (table builders), forked: the agent is not profiled */
 	if ((s->unw && h.pid == pf_unwinder_helper_pid(s->unw)) ||
-	    h.pid == pf_symbolizer_helper_pid(s->sym))
+	    h.pid == pf_symbolizer_helper_pid(s->sym)) {
+		s->helper_samples++;
 		return 0;
+	}
 	const uint64_t *ips = (const uint64_t *)((const char *)data + sizeof(h));
 	/* The kernel's frame-pointer walk stores whatever return address it finds while the
 	 * frame chain stays in user memory: code built without frame pointers yields a tail of
@@ -417,6 +420,17 @@ int pf_sampler_fd(const struct pf_sampler *s)
 	return ring_buffer__epoll_fd(s->rb);
 }
 
+/* Tells the kernel the table builders' current children, so that their ticks are not
+ * recorded (on_sample drops what came before it knew). */
+static void sync_helpers(struct pf_sampler *s)
+{
+	uint32_t h[2] = {s->unw ? pf_unwinder_helper_pid(s->unw) : 0,
+			 pf_symbolizer_helper_pid(s->sym)};
+	for (int i = 0; i < 2; i++)
+		if (s->skel->bss->skip_helper[i] != h[i])
+			s->skel->bss->skip_helper[i] = h[i];
+}
+
 int pf_sampler_poll(struct pf_sampler *s, int timeout_ms)
 {
 	/* timeout 0: the caller's own poll(2) watched the fd; an epoll_wait would only tell the
@@ -435,6 +449,7 @@ int pf_sampler_poll(struct pf_sampler *s, int timeout_ms)
 	int n = ring_buffer__consume(s->rb);
 	if (s->unw)
 		pf_unwinder_tick(s->unw);
+	sync_helpers(s);
 	if (n >= 0)
 		s->drained_unix_ns = t;
 	return n < 0 ? n : rc + n;
@@ -1050,6 +1065,7 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->line_build_max_rss_kb = ss.line_build_max_rss_kb;
 	out->line_lookups = ss.line_lookups;
 	out->line_deferred = ss.line_deferred;
+	out->helper_samples = s->helper_samples;
 	out->kernel_symbols_load_ns = ss.kernel_load_cpu_ns;
 	out->kernel_resolver = ss.kernel_resolver;
 	out->kernel_resolved = ss.kernel_resolved;

@@ -113,6 +113,8 @@ struct pf_sampler_stats {
 	uint64_t line_build_max_rss_kb; /* the largest peak RSS of a builder child */
 	uint64_t line_lookups;
 	uint64_t line_deferred; /* new addresses named without lines while a table was built */
+	uint64_t helper_samples; /* samples of the agent's table builders that reached user
+				  * space (recorded before the kernel knew the child's pid) */
 	int last_error;          /* negative errno of the last failure, 0 when healthy */
 	/* .eh_frame unwinding: on, or why not; the unwinder's counters (unwinder.h) */
 	bool dwarf_unwind;

@@ -36,6 +36,9 @@ __u32 filter_gen = 0;
 /* The agent's own process (tgid), never sampled unless 0; one compare instead of a map
  * lookup per tick when no filter is active. Written by user space through .bss. */
 __u32 skip_tgid = 0;
+/* The agent's forked helpers (the unwind and line table builders: pf_sampler_poll keeps them
+ * current), skipped the same way; 0 = no helper. */
+__u32 skip_helper[2] = {0, 0};
 /* Wake the consumer once this many bytes wait (a quarter of the ring buffer, whose size
  * user space picks from the CPU count before load). */
 const volatile __u64 wake_bytes = PF_SAMPLES_RB_MIN_BYTES / 4;
@@ -528,6 +531,12 @@ static __always_inline __u32 verdict_of(struct pf_bpf_percpu *s, __u32 pid)
 	return verdict;
 }
 
+/* True for the agent's own process and its helpers: never sampled. */
+static __always_inline bool skipped(__u32 pid)
+{
+	return pid == skip_tgid || pid == skip_helper[0] || pid == skip_helper[1];
+}
+
 /* The bare floor of a sample (PF_BENCH_FLOOR): the same stack walks into the same scratch
  * record, nothing else. */
 static __always_inline int stacks_only(struct bpf_perf_event_data *ctx, struct pf_bpf_percpu *s,
@@ -543,11 +552,13 @@ static __always_inline int stacks_only(struct bpf_perf_event_data *ctx, struct p
 SEC("perf_event")
 int do_sample(struct bpf_perf_event_data *ctx)
 {
+	if (bench_omit & PF_BENCH_EMPTY)
+		return 0;
 	__u64 t = lap_start();
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32, tid = (__u32)id;
 
-	if (tid == 0 || pid == skip_tgid) /* the idle task, the agent itself */
+	if (tid == 0 || skipped(pid)) /* the idle task, the agent and its helpers */
 		return 0;
 
 	__u32 zero = 0;
@@ -576,7 +587,7 @@ int do_capture(struct bpf_perf_event_data *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32, tid = (__u32)id;
 
-	if (tid == 0 || pid == skip_tgid)
+	if (tid == 0 || skipped(pid))
 		return 0;
 	__u8 *mask = bpf_map_lookup_elem(&capture_pids, &pid);
 	if (!mask || !*mask)

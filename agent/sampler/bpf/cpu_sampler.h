@@ -66,6 +66,7 @@ enum pf_bpf_counter {
 #define PF_BENCH_OMIT_FILTER 8 /* no pid_filter lookup, every tick recorded */
 #define PF_BENCH_TIMING 16     /* bpf_ktime_get_ns between the parts of each recorded tick,
 				* summed into the PF_CNT_T_* counters (adds ~6 clock reads) */
+#define PF_BENCH_EMPTY 32      /* return at once: what running any program per tick costs */
 
 /* flags of struct pf_bpf_sample */
 #define PF_SAMPLE_F_UNKNOWN 1 /* pid not in pid_filter while filtering */
