@@ -55,6 +55,10 @@ struct dp_target {
  * runs with a window's close, so the two share a wake-up. */
 #define TICK_MS AGENT_DATAPLANE_POLL_MS
 #define TICK_HIGH_CPU_MS 1000
+/* A window's close waits at most this long (and at most half the window) for a source-line
+ * table a child is building, polling every CLOSE_HOLD_POLL_MS: see hold_close(). */
+#define CLOSE_HOLD_MS 1000
+#define CLOSE_HOLD_POLL_MS 20
 #define HIGH_CPU_NAME "trigger/high_cpu"
 #define GUARD_NAME "guard"
 
@@ -95,6 +99,7 @@ struct agent_dataplane {
 	struct dp_exporter ex[PF_PROFCFG_MAX_EXPORTERS];
 	size_t n_ex;
 	uint64_t next_close_ms; /* CLOCK_MONOTONIC deadline of the open window, 0 = none */
+	bool close_held;	/* its close waits for a line table (hold_close) */
 	bool capturing;		/* triggered mode: a capture runs */
 	bool running;		/* the sampler was running at the last check */
 	char sampler_err[768];	/* the last config the sampler refused, "" when none */
@@ -598,11 +603,12 @@ static void export_window(struct agent_dataplane *d, struct pf_prof_window *w, s
 
 static void sampler_health(struct agent_dataplane *d);
 
-/* Closes the open window and exports it together with windows a frequency change split off. */
-static void close_and_export(struct agent_dataplane *d)
+/* Closes the open window (at end_unix_ns; 0: now) and exports it together with windows a
+ * frequency change split off. */
+static void close_and_export_at(struct agent_dataplane *d, uint64_t end_unix_ns)
 {
 	struct pf_error err = {0};
-	struct pf_prof_window *w = pf_sampler_close_window(d->sampler, &err);
+	struct pf_prof_window *w = pf_sampler_close_window_at(d->sampler, end_unix_ns, &err);
 	if (!w) {
 		pf_log_error("dataplane: cannot close the window: %s", err.msg);
 		agent_health_set(d->health, "sampler", false, "cannot close windows", err.msg);
@@ -612,6 +618,36 @@ static void close_and_export(struct agent_dataplane *d)
 		export_window(d, w, NULL);
 	} while ((w = pf_sampler_next_window(d->sampler)));
 	sampler_health(d);
+}
+
+static void close_and_export(struct agent_dataplane *d)
+{
+	close_and_export_at(d, 0);
+}
+
+/* True while the due close of the open window should wait: a child is building the
+ * source-line table of a binary sampled lately (a window closed now would name its new
+ * addresses without file and line), for at most CLOSE_HOLD_MS or half the window past the
+ * window's end. The window still ends at its time (close_due_end). */
+static bool hold_close(struct agent_dataplane *d, uint64_t now)
+{
+	uint64_t bound = pf_min((uint64_t)CLOSE_HOLD_MS, (uint64_t)d->cfg->duration_seconds * 500u);
+	if (now >= d->next_close_ms + bound || !pf_sampler_lines_building(d->sampler))
+		return false;
+	if (!d->close_held)
+		pf_log_debug("dataplane: window close held for a line table");
+	d->close_held = true;
+	return true;
+}
+
+/* The realtime end of a window whose close was held: its CLOCK_MONOTONIC deadline, in unix ns. */
+static uint64_t close_due_end(const struct agent_dataplane *d, uint64_t now)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t real = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	uint64_t late = now > d->next_close_ms ? (now - d->next_close_ms) * 1000000u : 0;
+	return real > late ? real - late : real;
 }
 
 /* ---- health (worker thread) ---------------------------------------------------------------- */
@@ -863,6 +899,7 @@ static bool sampler_running(struct agent_dataplane *d)
 static void schedule_close(struct agent_dataplane *d, uint64_t from_ms)
 {
 	const struct pf_profcfg *c = d->cfg;
+	d->close_held = false;
 	if (!c || !c->enabled || !d->sampler)
 		d->next_close_ms = 0;
 	else if (c->mode == PF_MODE_CONTINUOUS)
@@ -1740,8 +1777,8 @@ static void *worker_main(void *arg)
 		if (closing) {
 			if (d->cfg->mode == PF_MODE_TRIGGERED) {
 				toggle_trigger(d); /* the capture is over */
-			} else {
-				close_and_export(d);
+			} else if (!hold_close(d, now)) {
+				close_and_export_at(d, d->close_held ? close_due_end(d, now) : 0);
 				schedule_close(d, d->next_close_ms);
 				if (d->next_close_ms <= now) /* fell behind: restart the beat */
 					schedule_close(d, now);
@@ -1769,7 +1806,9 @@ static void *worker_main(void *arg)
 		now = pf_mono_ms();
 		timeout = (int)pf_min((uint64_t)timeout,
 				      d->next_tick_ms > now ? d->next_tick_ms - now : 0);
-		if (d->next_close_ms)
+		if (d->close_held)
+			timeout = (int)pf_min((uint64_t)timeout, CLOSE_HOLD_POLL_MS);
+		else if (d->next_close_ms)
 			timeout = (int)pf_min((uint64_t)timeout,
 					      d->next_close_ms > now ? d->next_close_ms - now : 0);
 		if (capture_next >= 0)

@@ -352,6 +352,13 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 		    "New addresses named from the symbol table only while their file's source-line "
 		    "table was being built; a later window resolves them in full.",
 		    s->line_deferred);
+	counter_u64(w, "windows_held_total",
+		    "Windows whose close waited (at most 1 s) for a source-line table a child was "
+		    "building; they still end at their time.",
+		    s->windows_held);
+	family(w, "windows_held_seconds_total", "counter",
+	       "Time the closes of those windows waited.");
+	sample_f64(w, "windows_held_seconds_total", NULL, (double)s->windows_held_ns / 1e9);
 	gauge_u64(w, "symbolizer_kernel_resolver",
 		  "1 while kernel frames are named by the in-kernel resolver (BPF), 0 when "
 		  "/proc/kallsyms is read instead.",

@@ -59,6 +59,7 @@ struct pf_sampler {
 	struct pf_bpf_ksym_req *ksym_req; /* its request buffer, allocated at first use */
 	struct pf_heap_trim heap;	  /* give-backs at window closes */
 	uint64_t helper_samples;	  /* samples of the table builders' children dropped */
+	uint64_t windows_held, windows_held_ns; /* pf_sampler_close_window_at with an end */
 
 	int n_cpus_possible;
 	struct gone_pid {
@@ -669,12 +670,28 @@ static int cut_window(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf
 
 struct pf_prof_window *pf_sampler_close_window(struct pf_sampler *s, struct pf_error *err)
 {
-	int rc = cut_window(s, 0, s->freq_hz, err);
+	return pf_sampler_close_window_at(s, 0, err);
+}
+
+struct pf_prof_window *pf_sampler_close_window_at(struct pf_sampler *s, uint64_t end_unix_ns,
+						  struct pf_error *err)
+{
+	if (end_unix_ns) {
+		uint64_t now = clock_ns(CLOCK_REALTIME);
+		s->windows_held++;
+		s->windows_held_ns += now > end_unix_ns ? now - end_unix_ns : 0;
+	}
+	int rc = cut_window(s, end_unix_ns, s->freq_hz, err);
 	if (rc < 0) {
 		errno = -rc;
 		return NULL;
 	}
 	return pf_sampler_next_window(s);
+}
+
+bool pf_sampler_lines_building(struct pf_sampler *s)
+{
+	return pf_symbolizer_lines_building(s->sym);
 }
 
 struct pf_prof_window *pf_sampler_next_window(struct pf_sampler *s)
@@ -1066,6 +1083,8 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->line_lookups = ss.line_lookups;
 	out->line_deferred = ss.line_deferred;
 	out->helper_samples = s->helper_samples;
+	out->windows_held = s->windows_held;
+	out->windows_held_ns = s->windows_held_ns;
 	out->kernel_symbols_load_ns = ss.kernel_load_cpu_ns;
 	out->kernel_resolver = ss.kernel_resolver;
 	out->kernel_resolved = ss.kernel_resolved;

@@ -115,6 +115,7 @@ struct pf_sampler_stats {
 	uint64_t line_deferred; /* new addresses named without lines while a table was built */
 	uint64_t helper_samples; /* samples of the agent's table builders that reached user
 				  * space (recorded before the kernel knew the child's pid) */
+	uint64_t windows_held, windows_held_ns; /* closes given an earlier end, how late */
 	int last_error;          /* negative errno of the last failure, 0 when healthy */
 	/* .eh_frame unwinding: on, or why not; the unwinder's counters (unwinder.h) */
 	bool dwarf_unwind;
@@ -157,6 +158,13 @@ int pf_sampler_poll(struct pf_sampler *s, int timeout_ms);
  * where this one ends. Returns the oldest finished window (see pf_sampler_next_window).
  * NULL and err on failure (the samples stay for the next try). */
 struct pf_prof_window *pf_sampler_close_window(struct pf_sampler *s, struct pf_error *err);
+/* The same with the window ending at end_unix_ns (<= now; 0: now): samples taken after it
+ * stay for the next window. For a close held back past its time (pf_sampler_lines_building). */
+struct pf_prof_window *pf_sampler_close_window_at(struct pf_sampler *s, uint64_t end_unix_ns,
+						  struct pf_error *err);
+/* True while a child builds a source-line table for binaries sampled lately: a window closed
+ * now would name their new addresses without file and line. */
+bool pf_sampler_lines_building(struct pf_sampler *s);
 /* Further finished windows after pf_sampler_close_window() (oldest first), NULL when none. */
 struct pf_prof_window *pf_sampler_next_window(struct pf_sampler *s);
 

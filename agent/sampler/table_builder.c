@@ -23,6 +23,8 @@
 struct job {
 	char key[PF_TBUILDER_KEY_MAX];
 	int fd;
+	uint64_t cost; /* the file's size: what its build takes grows with it */
+	bool urgent;   /* hurried: ahead of every file not hurried */
 };
 
 /* What the child writes per file: 8 bytes, atomic on a pipe. */
@@ -97,6 +99,7 @@ bool pf_tbuilder_hurry(struct pf_tbuilder *b, const char *key)
 		if (strcmp(b->queue[i].key, key))
 			continue;
 		struct job j = b->queue[i];
+		j.urgent = true;
 		memmove(&b->queue[1], &b->queue[0], i * sizeof(*b->queue));
 		b->queue[0] = j;
 		return true;
@@ -112,12 +115,23 @@ int pf_tbuilder_submit(struct pf_tbuilder *b, const char *key, int fd)
 		return -EEXIST;
 	if (b->qn == PF_TBUILDER_QUEUE)
 		return -EAGAIN;
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
 	int d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	if (d < 0)
 		return -errno;
-	struct job *j = &b->queue[b->qn++];
+	/* smallest first (after hurried files; in order of arrival among equals): many small
+	 * files' tables are not kept waiting behind one large file's */
+	uint64_t cost = st.st_size > 0 ? (uint64_t)st.st_size : 0;
+	size_t at = b->qn;
+	while (at > 0 && !b->queue[at - 1].urgent && b->queue[at - 1].cost > cost)
+		at--;
+	memmove(&b->queue[at + 1], &b->queue[at], (b->qn - at) * sizeof(*b->queue));
+	b->qn++;
+	struct job *j = &b->queue[at];
+	*j = (struct job){.fd = d, .cost = cost};
 	snprintf(j->key, sizeof(j->key), "%s", key);
-	j->fd = d;
 	return 0;
 }
 
@@ -218,7 +232,13 @@ static int child_start(struct pf_tbuilder *b)
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -errno;
-	size_t n = b->qn < PF_TBUILDER_BATCH ? b->qn : PF_TBUILDER_BATCH;
+	/* the queue's first files, up to PF_TBUILDER_BATCH_BYTES of them (at least one): a file
+	 * queued while a child runs waits for that child's files only */
+	size_t n = 1;
+	uint64_t bytes = b->queue[0].cost;
+	while (n < b->qn && n < PF_TBUILDER_BATCH &&
+	       bytes + b->queue[n].cost <= PF_TBUILDER_BATCH_BYTES)
+		bytes += b->queue[n++].cost;
 	memcpy(b->batch, b->queue, n * sizeof(*b->batch));
 	memset(b->reported, 0, sizeof(b->reported));
 	b->bn = n;
@@ -246,8 +266,7 @@ static int child_start(struct pf_tbuilder *b)
 }
 
 int pf_tbuilder_poll(struct pf_tbuilder *b, bool start,
-		     void (*done)(void *ctx, const char *key, int rc), void *ctx,
-		     uint64_t *cpu_ns)
+		     void (*done)(void *ctx, const char *key, int rc), void *ctx, uint64_t *cpu_ns)
 {
 	if (cpu_ns)
 		*cpu_ns = 0;
@@ -263,10 +282,12 @@ int pf_tbuilder_poll(struct pf_tbuilder *b, bool start,
 		}
 		if (w == b->child || (w < 0 && errno == ECHILD)) {
 			if (w == b->child) {
-				uint64_t ns = ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) *
-						      1000000000ull +
-					      ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) *
-						      1000ull;
+				uint64_t ns =
+				    ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) *
+					1000000000ull +
+				    ((uint64_t)ru.ru_utime.tv_usec +
+				     (uint64_t)ru.ru_stime.tv_usec) *
+					1000ull;
 				b->st.cpu_ns += ns;
 				if ((uint64_t)ru.ru_maxrss > b->st.max_rss_kb)
 					b->st.max_rss_kb = (uint64_t)ru.ru_maxrss;
@@ -293,8 +314,7 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void pf_tbuilder_budget_init(struct pf_tbuilder_budget *b, int64_t rate_ns_per_s,
-			     int64_t burst_ns)
+void pf_tbuilder_budget_init(struct pf_tbuilder_budget *b, int64_t rate_ns_per_s, int64_t burst_ns)
 {
 	*b = (struct pf_tbuilder_budget){burst_ns, rate_ns_per_s / 1000, burst_ns, mono_ns()};
 }
@@ -368,8 +388,8 @@ int64_t pf_tbuilder_prune(const char *dir, const char *suffix, uint64_t max_byte
 	return rc ? rc : (int64_t)total;
 }
 
-void pf_tbuilder_account(const char *dir, const char *key, const char *suffix,
-			 uint64_t max_bytes, uint64_t *dir_bytes)
+void pf_tbuilder_account(const char *dir, const char *key, const char *suffix, uint64_t max_bytes,
+			 uint64_t *dir_bytes)
 {
 	char path[PATH_MAX];
 	struct stat st;

@@ -12,7 +12,9 @@
  *    leaving stacks to frame pointers for seconds; the caller's budget bounds its CPU
  *    instead), dies with the thread that forked it (PR_SET_PDEATHSIG), and only builds, writes
  *    files and reports one 8-byte record per file over a pipe before _exit. It takes up to
- *    PF_TBUILDER_BATCH queued files; a child alive after PF_TBUILDER_CHILD_MAX_MS is killed
+ *    PF_TBUILDER_BATCH queued files of PF_TBUILDER_BATCH_BYTES in all (at least one); the
+ *    queue holds the smallest files first (a build's time grows with the file), behind the
+ *    files someone waits for. A child alive after PF_TBUILDER_CHILD_MAX_MS is killed
  *    and its unreported files fail with -ETIMEDOUT (a crash: -ECHILD).
  *  - Its CPU time (wait4's rusage) is reported back so the caller can budget it.
  *  - Without a directory from the caller, a private one is made under $TMPDIR (or /tmp) and
@@ -29,6 +31,7 @@
 
 #define PF_TBUILDER_QUEUE 64          /* files waiting */
 #define PF_TBUILDER_BATCH 16          /* files per child */
+#define PF_TBUILDER_BATCH_BYTES ((uint64_t)4 << 20) /* their size: a larger file goes alone */
 #define PF_TBUILDER_CHILD_MAX_MS 60000 /* a child's wall-time bound */
 #define PF_TBUILDER_KEY_MAX 72
 #define PF_TBUILDER_KEY_CHARS "0123456789abcdef-" /* a key: up to 63 of them */
@@ -64,9 +67,9 @@ void pf_tbuilder_free(struct pf_tbuilder *b);
 const char *pf_tbuilder_dir(const struct pf_tbuilder *b);
 
 /* Queues the file open at fd (duplicated; the caller keeps its own) under key (a build id, or
- * any name of PF_TBUILDER_KEY_CHARS up to 63 characters). 0, -EEXIST when key
- * is already queued or being built, -EAGAIN when the queue is full, -EINVAL for a bad key,
- * or -errno of dup. */
+ * any name of PF_TBUILDER_KEY_CHARS up to 63 characters), behind the files no larger than it.
+ * 0, -EEXIST when key is already queued or being built, -EAGAIN when the queue is full,
+ * -EINVAL for a bad key, or -errno of fstat or dup. */
 int pf_tbuilder_submit(struct pf_tbuilder *b, const char *key, int fd);
 /* Keeps the files of dir whose names end with suffix within max_bytes: when they take more,
  * the least recently used (by modification time: a reader touches a table it reads) are

@@ -2114,3 +2114,9 @@ bool pf_symbolizer_lines_pending(struct pf_symbolizer *sym)
 	lt_poll(sym);
 	return pf_tbuilder_busy(sym->lb);
 }
+
+bool pf_symbolizer_lines_building(struct pf_symbolizer *sym)
+{
+	lt_poll(sym);
+	return pf_tbuilder_child(sym->lb) != 0;
+}

@@ -175,6 +175,9 @@ uint32_t pf_symbolizer_helper_pid(const struct pf_symbolizer *sym);
 /* Reaps finished line-table builds and starts the next (what pf_symbolizer_resolve and
  * pf_symbolizer_trim do first). True while builds wait or run. */
 bool pf_symbolizer_lines_pending(struct pf_symbolizer *sym);
+/* The same, then true only while a child builds (false when builds wait for the CPU budget:
+ * they will not finish soon). */
+bool pf_symbolizer_lines_building(struct pf_symbolizer *sym);
 
 /* Lower-level pieces, exported for tests and tools. */
 

@@ -211,6 +211,46 @@ static void test_include_ratio_callers(void **state)
 	pf_sampler_free(s);
 }
 
+/* A close held past its time (pf_sampler_close_window_at): the window ends at the time given,
+ * and what was sampled after it opens the next window, not lost and not counted twice. */
+static void test_close_at_earlier_end(void **state)
+{
+	struct pf_error err = {0};
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	struct pf_profcfg *cfg = include_workload(499);
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	pid_t pid = spawn_workload(5);
+	assert_true(pid > 0);
+	poll_for(s, 1500);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t mid = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	poll_for(s, 1000); /* the close is late by 1 s */
+	struct pf_prof_window *w1 = pf_sampler_close_window_at(s, mid, &err);
+	assert_non_null(w1);
+	poll_for(s, 500);
+	struct pf_prof_window *w2 = pf_sampler_close_window(s, &err);
+	assert_non_null(w2);
+	reap(pid);
+	assert_int_equal(w1->end_unix_ns, mid);
+	assert_int_equal(w2->start_unix_ns, mid);
+	struct tally t1 = {0}, t2 = {0};
+	tally_window(w1, pid, &t1);
+	tally_window(w2, pid, &t2);
+	print_message("before the given end %lu samples, after it %lu\n", (unsigned long)t1.total,
+		      (unsigned long)t2.total);
+	assert_true(t1.ts_ok); /* every timestamp inside its window */
+	assert_true(t2.ts_ok);
+	/* ~1.5 s and ~1.5 s of one busy process at 499 Hz; the late second is in w2 */
+	assert_true(t1.total >= 300);
+	assert_true(t2.total >= 300);
+	pf_prof_window_free(w1);
+	pf_prof_window_free(w2);
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+}
+
 static void test_exclude_in_kernel(void **state)
 {
 	struct pf_error err = {0};
@@ -633,6 +673,7 @@ int main(void)
 	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_include_ratio_callers),
+		cmocka_unit_test(test_close_at_earlier_end),
 		cmocka_unit_test(test_exclude_in_kernel),
 		cmocka_unit_test(test_runtime_frequency_change),
 		cmocka_unit_test(test_filter_change_drops_cached_verdict),

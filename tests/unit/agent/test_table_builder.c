@@ -254,6 +254,47 @@ static void test_hurry(void **state)
 	close(fd);
 }
 
+/* Smallest first: a small file queued after large ones is built before them; a hurried file
+ * stays ahead of a smaller one queued later. A child takes PF_TBUILDER_BATCH_BYTES of files at
+ * most (at least one), so a file queued while it runs waits for no more than that. */
+static void test_smallest_first(void **state)
+{
+	(void)state;
+	struct pf_tbuilder *b = pf_tbuilder_new(NULL, &unwind_kind);
+	assert_non_null(b);
+	int big = open(libc_path(), O_RDONLY | O_CLOEXEC);
+	int small = open("/bin/true", O_RDONLY | O_CLOEXEC);
+	assert_true(big >= 0 && small >= 0);
+	struct stat sb, ss;
+	assert_int_equal(fstat(big, &sb), 0);
+	assert_int_equal(fstat(small, &ss), 0);
+	assert_true(ss.st_size < sb.st_size);
+	/* as many libc-sized files as take more than one batch's bytes, then two small ones */
+	size_t n_big = (size_t)(PF_TBUILDER_BATCH_BYTES / (uint64_t)sb.st_size) + 1;
+	assert_true(n_big + 2 <= PF_TBUILDER_BATCH);
+	char key[16];
+	for (size_t i = 0; i < n_big; i++) {
+		snprintf(key, sizeof(key), "b%zx", i);
+		assert_int_equal(pf_tbuilder_submit(b, key, big), 0);
+	}
+	assert_true(pf_tbuilder_hurry(b, "b1"));
+	assert_int_equal(pf_tbuilder_submit(b, "5a", small), 0);
+	assert_int_equal(pf_tbuilder_submit(b, "5b", small), 0);
+	struct results rs = {0};
+	poll_until(b, &rs, n_big + 2, NULL);
+	assert_int_equal(rs.n, n_big + 2);
+	assert_string_equal(rs.r[0].key, "b1"); /* hurried */
+	assert_string_equal(rs.r[1].key, "5a"); /* then the small ones, in their order */
+	assert_string_equal(rs.r[2].key, "5b");
+	assert_string_equal(rs.r[3].key, "b0");
+	struct pf_tbuilder_stats st;
+	pf_tbuilder_stats(b, &st);
+	assert_true(st.children >= 2); /* the large files did not fit one child's batch */
+	pf_tbuilder_free(b);
+	close(big);
+	close(small);
+}
+
 static void write_bytes(const char *dir, const char *name, size_t n, time_t mtime)
 {
 	char path[PATH_MAX];
@@ -382,6 +423,7 @@ int main(void)
 		cmocka_unit_test(test_killed_child_fails_its_files),
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_hurry),
+		cmocka_unit_test(test_smallest_first),
 		cmocka_unit_test(test_account_and_prune),
 		cmocka_unit_test(test_budget),
 		cmocka_unit_test(test_child_holds_no_other_descriptors),
