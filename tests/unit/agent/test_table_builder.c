@@ -272,7 +272,7 @@ static void test_smallest_first(void **state)
 	/* as many libc-sized files as take more than one batch's bytes, then two small ones */
 	size_t n_big = (size_t)(PF_TBUILDER_BATCH_BYTES / (uint64_t)sb.st_size) + 1;
 	assert_true(n_big + 2 <= PF_TBUILDER_BATCH);
-	char key[16];
+	char key[24];
 	for (size_t i = 0; i < n_big; i++) {
 		snprintf(key, sizeof(key), "b%zx", i);
 		assert_int_equal(pf_tbuilder_submit(b, key, big), 0);
