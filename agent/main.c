@@ -168,7 +168,7 @@ int main(int argc, char **argv)
 	 * loses nothing (bounded by limits.queue_bytes per exporter). */
 	char spill[4096];
 	snprintf(spill, sizeof(spill), "%s/spill", o.state_dir);
-	/* The sampler's unwind tables, by build id (agent/sampler/unwinder.h). */
+	/* The sampler's unwind tables, by build id (agent/unwind/unwinder.h). */
 	char unwind[4096];
 	snprintf(unwind, sizeof(unwind), "%s/unwind", o.state_dir);
 	/* ... and its source-line tables, by build id (agent/symbolize/line_table.h). */

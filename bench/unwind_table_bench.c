@@ -1,5 +1,5 @@
 /* unwind-table-bench: what the sampler's unwind tables cost to build and hold
- * (agent/sampler/unwind_table.h), per ELF file.
+ * (agent/unwind/unwind_table.h), per ELF file.
  *
  *   unwind-table-bench [-r ROUNDS] FILE...
  *

@@ -10,9 +10,9 @@
 #   ../symbolize/line_table.c source lines and inlined functions per file, built in a child
 #   aggregate.c            raw samples -> struct pf_prof_window
 #   sample_ring.c          recent samples kept for lookback_seconds (span triggers cut from it)
-#   unwind_table.c         .eh_frame/.debug_frame -> compact unwind tables (libdw CFI), disk cache
-#   table_builder.c        those tables built in a short-lived child process
-#   unwinder.c             those tables and each process's mappings in the kernel's maps
+#   ../unwind/unwind_table.c  .eh_frame/.debug_frame -> compact unwind tables (libdw CFI), disk cache
+#   ../unwind/table_builder.c per-file tables (unwind, source lines) built in a short-lived child
+#   ../unwind/unwinder.c      unwind tables and each process's mappings in the kernel's maps
 #
 # The BPF object is built the way libbpf-bootstrap's bpf_object() does it: its own compiler
 # (clang -target bpf), its own flags (never the user-space ones: no sanitizers, no -Werror
@@ -74,13 +74,13 @@ add_library(agent_sampler STATIC
 	${PF_SAMPLER_DIR}/../symbolize/symbolize.c ${PF_SAMPLER_DIR}/../symbolize/demangle.c
 	${PF_SAMPLER_DIR}/../symbolize/line_table.c
 	${PF_SAMPLER_DIR}/aggregate.c ${PF_SAMPLER_DIR}/sample_ring.c
-	${PF_SAMPLER_DIR}/unwind_table.c ${PF_SAMPLER_DIR}/table_builder.c
-	${PF_SAMPLER_DIR}/unwinder.c)
+	${PF_SAMPLER_DIR}/../unwind/unwind_table.c ${PF_SAMPLER_DIR}/../unwind/table_builder.c
+	${PF_SAMPLER_DIR}/../unwind/unwinder.c)
 add_dependencies(agent_sampler agent_sampler_skel)
 # libiberty (Debian libiberty-dev) has no pkg-config file: a static library and its headers.
 find_library(PF_LIBIBERTY NAMES libiberty.a iberty REQUIRED)
 target_include_directories(agent_sampler
-	PUBLIC ${PF_SAMPLER_DIR} ${PF_SAMPLER_DIR}/../symbolize
+	PUBLIC ${PF_SAMPLER_DIR} ${PF_SAMPLER_DIR}/../symbolize ${PF_SAMPLER_DIR}/../unwind
 	PRIVATE ${PF_SAMPLER_GEN} ${PF_SAMPLER_DIR}/bpf)
 target_link_libraries(agent_sampler
 	PUBLIC pf_common

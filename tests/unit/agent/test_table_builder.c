@@ -1,4 +1,4 @@
-/* test_table_builder.c — unit tests of agent/sampler/table_builder.h: a child builds libc's
+/* test_table_builder.c — unit tests of agent/unwind/table_builder.h: a child builds libc's
  * table into the directory, identical to one built in this process; failures (not ELF, a
  * killed child) are reported per file; keys and the queue are bounded; descriptors of the
  * parent do not leak into the child; a private directory goes away with the builder. */

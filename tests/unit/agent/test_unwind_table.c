@@ -1,4 +1,4 @@
-/* test_unwind_table.c — unit tests of agent/sampler/unwind_table.h: tables built from a binary
+/* test_unwind_table.c — unit tests of agent/unwind/unwind_table.h: tables built from a binary
  * compiled here (cc -O2 -fomit-frame-pointer; the same code with its CFI only in
  * .debug_frame) and from the system's libc give the CFA rules the code has at known
  * functions, and libc's sigreturn trampoline a signal frame row; the disk cache round-trips

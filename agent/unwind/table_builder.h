@@ -20,7 +20,7 @@
  *  - Without a directory from the caller, a private one is made under $TMPDIR (or /tmp) and
  *    removed with the builder.
  *
- * Not thread-safe: one owner (the unwinder). */
+ * Not thread-safe: one owner per builder (the unwinder's, the symbolizer's). */
 #ifndef PF_AGENT_TABLE_BUILDER_H
 #define PF_AGENT_TABLE_BUILDER_H
 
