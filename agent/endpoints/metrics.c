@@ -352,6 +352,17 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 		    "New addresses named from the symbol table only while their file's source-line "
 		    "table was being built; a later window resolves them in full.",
 		    s->line_deferred);
+	gauge_u64(w, "symbolizer_jit_maps",
+		  "Processes whose JIT symbol map (/tmp/perf-<pid>.map) is loaded.", s->jit_maps);
+	gauge_u64(w, "symbolizer_jit_map_bytes",
+		  "Memory the loaded JIT symbol maps hold (at most 16 MiB together).", s->jit_bytes);
+	counter_u64(w, "symbolizer_jit_frames_total",
+		    "Frames in anonymous code named from their process's JIT symbol map.",
+		    s->jit_frames);
+	counter_u64(w, "symbolizer_jit_maps_refused_total",
+		    "JIT symbol maps not loaded: over 8 MiB or 131,072 lines, or past the 16 MiB "
+		    "all maps may hold.",
+		    s->jit_maps_refused);
 	counter_u64(w, "windows_held_total",
 		    "Windows whose close waited (at most 1 s) for a source-line table a child was "
 		    "building; they still end at their time.",

@@ -8,6 +8,7 @@
 #   ../symbolize/symbolize.c  /proc/PID/maps, ELF/DWARF (elfutils), build ids, kallsyms
 #   ../symbolize/demangle.c   C++/Rust names (libiberty), cached
 #   ../symbolize/line_table.c source lines and inlined functions per file, built in a child
+#   ../symbolize/perf_map.c   JIT symbol maps (/tmp/perf-<pid>.map) of runtimes that write them
 #   aggregate.c            raw samples -> struct pf_prof_window
 #   sample_ring.c          recent samples kept for lookback_seconds (span triggers cut from it)
 #   ../unwind/unwind_table.c  .eh_frame/.debug_frame -> compact unwind tables (libdw CFI), disk cache
@@ -72,7 +73,7 @@ add_custom_target(agent_sampler_skel DEPENDS ${PF_SAMPLER_GEN}/cpu_sampler.skel.
 add_library(agent_sampler STATIC
 	${PF_SAMPLER_DIR}/sampler_bpf.c ${PF_SAMPLER_DIR}/procinfo.c
 	${PF_SAMPLER_DIR}/../symbolize/symbolize.c ${PF_SAMPLER_DIR}/../symbolize/demangle.c
-	${PF_SAMPLER_DIR}/../symbolize/line_table.c
+	${PF_SAMPLER_DIR}/../symbolize/line_table.c ${PF_SAMPLER_DIR}/../symbolize/perf_map.c
 	${PF_SAMPLER_DIR}/aggregate.c ${PF_SAMPLER_DIR}/sample_ring.c
 	${PF_SAMPLER_DIR}/../unwind/unwind_table.c ${PF_SAMPLER_DIR}/../unwind/table_builder.c
 	${PF_SAMPLER_DIR}/../unwind/unwinder.c)

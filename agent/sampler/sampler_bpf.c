@@ -1082,6 +1082,10 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->line_build_max_rss_kb = ss.line_build_max_rss_kb;
 	out->line_lookups = ss.line_lookups;
 	out->line_deferred = ss.line_deferred;
+	out->jit_maps = ss.jit_maps;
+	out->jit_bytes = ss.jit_bytes;
+	out->jit_frames = ss.jit_frames;
+	out->jit_maps_refused = ss.jit_maps_refused;
 	out->helper_samples = s->helper_samples;
 	out->windows_held = s->windows_held;
 	out->windows_held_ns = s->windows_held_ns;

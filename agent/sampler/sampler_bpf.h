@@ -116,6 +116,9 @@ struct pf_sampler_stats {
 	uint64_t helper_samples; /* samples of the agent's table builders that reached user
 				  * space (recorded before the kernel knew the child's pid) */
 	uint64_t windows_held, windows_held_ns; /* closes given an earlier end, how late */
+	/* JIT symbol maps (/tmp/perf-<pid>.map): loaded now, their memory, frames they named,
+	 * maps refused at their bounds */
+	uint64_t jit_maps, jit_bytes, jit_frames, jit_maps_refused;
 	int last_error;          /* negative errno of the last failure, 0 when healthy */
 	/* .eh_frame unwinding: on, or why not; the unwinder's counters (unwinder.h) */
 	bool dwarf_unwind;

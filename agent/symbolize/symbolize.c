@@ -20,6 +20,7 @@
 
 #include "demangle.h"
 #include "line_table.h"
+#include "perf_map.h"
 #include "table_builder.h"
 #include "pf/compiler.h"
 #include "pf/log.h"
@@ -86,6 +87,12 @@ struct proc_maps {
 	uint64_t stamp;
 	struct pmap *maps;
 	size_t n;
+	/* its JIT symbol map (/tmp/perf-<pid>.map, perf_map.h), looked at once per window
+	 * that has a frame it may name; reloaded when its size or time changed */
+	struct pf_perf_map *jit;
+	uint64_t jit_size;
+	int64_t jit_mtime_ns;
+	uint32_t jit_window; /* sym->window + 1 of the last look, 0: never */
 };
 
 /* Kernel text symbols: 8 bytes each (offset from kbase + name offset into one blob). */
@@ -136,6 +143,8 @@ struct pf_symbolizer {
 	uint64_t stamp;
 	uint64_t next_file_id;
 	uint64_t elf_gen; /* bumped when the cache frees a file: older pmap.elf may dangle */
+	uint32_t window;  /* windows closed (pf_symbolizer_trim) */
+	size_t jit_bytes; /* held by the processes' JIT maps, at most PF_SYM_JIT_MAX_BYTES */
 	struct rcache_ent *rcache; /* RCACHE_SLOTS, 2-way sets; allocated at first use */
 	struct iname **inames;     /* RCACHE_SLOTS buckets of interned file names */
 	size_t inames_bytes;
@@ -776,10 +785,15 @@ static struct elf_file *mapping_elf(struct pf_symbolizer *sym, uint32_t pid, str
 
 static int hexdigit(char c);
 
-static void proc_maps_free(struct proc_maps *pm)
+static void proc_maps_free(struct pf_symbolizer *sym, struct proc_maps *pm)
 {
 	if (!pm)
 		return;
+	if (pm->jit) {
+		sym->jit_bytes -= pf_perf_map_bytes(pm->jit);
+		sym->st.jit_maps--;
+		pf_perf_map_free(pm->jit);
+	}
 	for (size_t i = 0; i < pm->n; i++)
 		free(pm->maps[i].path);
 	free(pm->maps);
@@ -806,7 +820,7 @@ void pf_symbolizer_forget(struct pf_symbolizer *sym, uint32_t pid)
 	if (!pm)
 		return;
 	*pp = pm->next;
-	proc_maps_free(pm);
+	proc_maps_free(sym, pm);
 	sym->n_procs--;
 }
 
@@ -1558,12 +1572,105 @@ static void release_touched(struct elf_file *f)
 
 void pf_symbolizer_trim(struct pf_symbolizer *sym)
 {
+	sym->window++;
 	lt_poll(sym);
 	for (struct elf_file *f = sym->lru_head; f; f = f->next)
 		release_touched(f);
 }
 
 /* ---- resolve ------------------------------------------------------------------------------ */
+
+/* ---- JIT symbol maps --------------------------------------------------------------------- */
+
+/* pid's id in its own pid namespace (the last NSpid of /proc/PID/status: the number a
+ * runtime in a container names its map after), pid itself when unreadable. */
+static uint32_t ns_pid(uint32_t pid)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof(path), "/proc/%u/status", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return pid;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return pid;
+	buf[n] = 0;
+	const char *l = strstr(buf, "\nNSpid:");
+	if (!l)
+		return pid;
+	l += 8;
+	const char *eol = strchr(l, '\n');
+	uint32_t last = pid;
+	while (*l && (!eol || l < eol)) {
+		char *e;
+		unsigned long v = strtoul(l, &e, 10);
+		if (e == l)
+			break;
+		last = (uint32_t)v;
+		l = e;
+	}
+	return last;
+}
+
+/* Loads or reloads pid's JIT map when it changed since pm last looked (at most once per
+ * window). A map past perf_map.h's bounds, or one that would take the processes' maps past
+ * PF_SYM_JIT_MAX_BYTES, is refused (counted) and the one loaded before stays. */
+static void jit_refresh(struct pf_symbolizer *sym, uint32_t pid, struct proc_maps *pm)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%u/root/tmp/perf-%u.map", pid, ns_pid(pid));
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	struct stat st;
+	int64_t mtime = 0;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return;
+	}
+	mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	if (pm->jit && (uint64_t)st.st_size == pm->jit_size && mtime == pm->jit_mtime_ns) {
+		close(fd);
+		return;
+	}
+	pm->jit_size = (uint64_t)st.st_size;
+	pm->jit_mtime_ns = mtime;
+	struct pf_perf_map *m = NULL;
+	int rc = (uint64_t)st.st_size > PF_PERF_MAP_MAX_BYTES ? -EFBIG
+							       : pf_perf_map_read(fd, &m, NULL);
+	close(fd);
+	size_t old = pf_perf_map_bytes(pm->jit);
+	if (rc == 0 && sym->jit_bytes - old + pf_perf_map_bytes(m) > PF_SYM_JIT_MAX_BYTES)
+		rc = -ENOSPC;
+	if (rc < 0) {
+		pf_perf_map_free(m);
+		sym->st.jit_maps_refused++;
+		return;
+	}
+	if (pm->jit) {
+		sym->jit_bytes -= old;
+		pf_perf_map_free(pm->jit);
+	} else {
+		sym->st.jit_maps++;
+	}
+	pm->jit = m;
+	sym->jit_bytes += pf_perf_map_bytes(m);
+	sym->st.jit_maps_loaded++;
+}
+
+/* The name pid's JIT map gives addr, or NULL. */
+static const char *jit_name(struct pf_symbolizer *sym, uint32_t pid, struct proc_maps *pm,
+			    uint64_t addr)
+{
+	if (!pm)
+		return NULL;
+	if (pm->jit_window != sym->window + 1) {
+		pm->jit_window = sym->window + 1;
+		jit_refresh(sym, pid, pm);
+	}
+	return pf_perf_map_find(pm->jit, addr);
+}
 
 /* The mapping holding addr (maps are sorted by address and do not overlap), or NULL. */
 static struct pmap *find_pmap(struct proc_maps *pm, uint64_t addr)
@@ -1975,13 +2082,13 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
 			}
 		} else {
 			if (fm[i] < 0)
-				goto unresolved;
+				goto jit;
 			struct pmap *m = &pm->maps[fm[i]];
 			fr->mapping = idx[fm[i]];
 			struct elf_file *f = mapping_elf(sym, pid, m);
 			uint64_t vaddr;
 			if (!f)
-				goto unresolved;
+				goto jit;
 			if (!elf_file_off_to_vaddr(f, fr->address - m->start + m->offset, &vaddr))
 				vaddr = fr->address; /* non-PIE ET_EXEC without usable phdrs */
 			const struct rcache_ent *r = rcache_lookup(sym, f, vaddr);
@@ -2000,6 +2107,18 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
 			sym->st.frames_resolved++;
 			continue;
 		}
+		goto unresolved;
+jit: { /* no file to read: anonymous code a runtime compiled, named by its perf map */
+		const char *name = jit_name(sym, pid, pm, fr->address);
+		if (name) {
+			fr->function = pf_prof_strdup(w, name);
+			if (!fr->function)
+				return -ENOMEM;
+			sym->st.jit_frames++;
+			sym->st.frames_resolved++;
+			continue;
+		}
+	}
 unresolved:
 		sym->st.frames_unresolved++;
 	}
@@ -2056,7 +2175,7 @@ void pf_symbolizer_free(struct pf_symbolizer *sym)
 		struct proc_maps *pm = sym->procs[b];
 		while (pm) {
 			struct proc_maps *nx = pm->next;
-			proc_maps_free(pm);
+			proc_maps_free(sym, pm);
 			pm = nx;
 		}
 	}
@@ -2088,6 +2207,7 @@ void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_s
 	pf_tbuilder_stats(sym->lb, &bs);
 	out->line_build_max_rss_kb = bs.max_rss_kb;
 	out->line_dir_bytes = sym->lines_dir_bytes;
+	out->jit_bytes = sym->jit_bytes;
 	for (const struct elf_file *f = sym->lru_head; f; f = f->next) {
 		if (f->lt) {
 			out->line_tables++;

@@ -26,6 +26,11 @@
  * process that is gone by the end of the window still symbolizes. pf_symbolizer_forget()
  * drops a process's maps (after the window that saw its exit).
  *
+ * JIT frames: an address in memory without a file (code a runtime compiled) is named from the
+ * process's perf map (/tmp/perf-<pid>.map in its mount and pid namespaces, perf_map.h) when
+ * it writes one; read at most once per window, again only when it changed, all processes'
+ * maps within PF_SYM_JIT_MAX_BYTES.
+ *
  * A frame that cannot be symbolized keeps its address and mapping (function == NULL), so a
  * backend can symbolize it later from the mapping's build id.
  *
@@ -50,6 +55,10 @@ struct pf_symbolizer_options {
 	const char *line_dir; /* where the line tables are kept across runs (by build id);
 			       * NULL: a private temporary directory */
 };
+
+/* JIT symbol maps (/tmp/perf-<pid>.map, perf_map.h) of all processes together hold at most
+ * this much; a map that would take them past it is not loaded. */
+#define PF_SYM_JIT_MAX_BYTES ((size_t)16 << 20)
 
 /* The line directory's bound: past it, the least recently used tables are deleted
  * (pf_tbuilder_prune), at the symbolizer's start and as builds add to it. */
@@ -93,6 +102,11 @@ struct pf_symbolizer_stats {
 				     * file's table was being built */
 	uint64_t line_dir_bytes;    /* bytes of tables in the line directory (as last counted,
 				     * plus the builds since) */
+	uint64_t jit_maps;          /* processes with a JIT symbol map loaded now */
+	uint64_t jit_maps_loaded;   /* maps read (loads and reloads after they grew) */
+	uint64_t jit_maps_refused;  /* maps past their bounds (perf_map.h, PF_SYM_JIT_MAX_BYTES) */
+	uint64_t jit_frames;        /* frames named from them */
+	uint64_t jit_bytes;         /* the memory those maps hold */
 	int last_error;        /* negative errno of the last failure, 0 when none */
 };
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -247,6 +248,84 @@ static void test_close_at_earlier_end(void **state)
 	assert_true(t2.total >= 300);
 	pf_prof_window_free(w1);
 	pf_prof_window_free(w2);
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+}
+
+/* A child that runs code it wrote into anonymous memory, as a JIT does, and names it in its
+ * perf map (/tmp/perf-<pid>.map) for seconds; exits 0. x86_64 machine code. */
+static pid_t spawn_jit(double seconds)
+{
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	/* mov ecx, 0x100000; 1: dec ecx; jnz 1b; ret */
+	static const unsigned char spin[] = {0xb9, 0x00, 0x00, 0x10, 0x00, 0xff,
+					     0xc9, 0x75, 0xfc, 0xc3};
+	unsigned char *code = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (code == MAP_FAILED)
+		_exit(2);
+	memcpy(code + 256, spin, sizeof(spin));
+	if (mprotect(code, 4096, PROT_READ | PROT_EXEC) < 0)
+		_exit(3);
+	char path[64];
+	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
+	FILE *f = fopen(path, "w");
+	if (!f)
+		_exit(4);
+	fprintf(f, "%lx 40 Interpreter\n%lx %zx LazyCompile:*jit_spin app.js:7\n",
+		(unsigned long)(uintptr_t)code, (unsigned long)(uintptr_t)(code + 256),
+		sizeof(spin));
+	fclose(f);
+	void (*fn)(void) = (void (*)(void))(uintptr_t)(code + 256);
+	uint64_t end = now_ms() + (uint64_t)(seconds * 1000);
+	while (now_ms() < end)
+		for (int i = 0; i < 64; i++)
+			fn();
+	unlink(path);
+	_exit(0);
+}
+
+/* Frames in code a runtime compiled are named from its perf map. */
+static void test_jit_frames_named(void **state)
+{
+#if !defined(__x86_64__)
+	skip();
+#endif
+	struct pf_error err = {0};
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	struct pf_profcfg *cfg =
+	    config("profiling:\n  sampling: {frequency_hz: 499, duration_seconds: 10}\n");
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	pid_t pid = spawn_jit(4);
+	assert_true(pid > 0);
+	poll_for(s, 2500);
+	struct pf_prof_window *w = pf_sampler_close_window(s, &err);
+	assert_non_null(w);
+	uint64_t total = 0, named = 0;
+	for (size_t i = 0; i < w->n_processes; i++) {
+		const struct pf_prof_process *p = &w->processes[i];
+		if (p->pid != (uint32_t)pid)
+			continue;
+		for (size_t k = 0; k < p->n_samples; k++) {
+			const struct pf_prof_stack *st = &p->stacks[p->samples[k].stack];
+			total += p->samples[k].count;
+			if (!strcmp(user_fn(p, st, 0), "LazyCompile:*jit_spin app.js:7"))
+				named += p->samples[k].count;
+		}
+	}
+	struct pf_sampler_stats ss;
+	assert_int_equal(pf_sampler_stats(s, &ss), 0);
+	print_message("jit child: %lu of %lu samples in jit_spin; maps %lu, frames named %lu\n",
+		      (unsigned long)named, (unsigned long)total, (unsigned long)ss.jit_maps,
+		      (unsigned long)ss.jit_frames);
+	reap(pid);
+	assert_true(total >= 300);
+	assert_true(named * 10 >= total * 8); /* the loop is nearly all it runs */
+	assert_int_equal(ss.jit_maps, 1);
+	pf_prof_window_free(w);
 	pf_profcfg_free(cfg);
 	pf_sampler_free(s);
 }
@@ -674,6 +753,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_include_ratio_callers),
 		cmocka_unit_test(test_close_at_earlier_end),
+		cmocka_unit_test(test_jit_frames_named),
 		cmocka_unit_test(test_exclude_in_kernel),
 		cmocka_unit_test(test_runtime_frequency_change),
 		cmocka_unit_test(test_filter_change_drops_cached_verdict),
