@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <libelf.h>
+#include <linux/openat2.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -1613,14 +1615,33 @@ static uint32_t ns_pid(uint32_t pid)
 	return last;
 }
 
+/* Opens pid's perf map: tmp/perf-<ns pid>.map resolved inside the process's root, so that no
+ * symlink the process made (of the file, or of /tmp) leads out of it (openat2
+ * RESOLVE_IN_ROOT, Linux 5.6+; before it, a final symlink is refused at least). Non-blocking:
+ * a FIFO in its place must not stall the data plane (the caller wants a regular file). */
+static int jit_open(uint32_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%u/root", pid);
+	int root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return -1;
+	snprintf(path, sizeof(path), "tmp/perf-%u.map", ns_pid(pid));
+	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW,
+			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+	int fd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+	if (fd < 0 && errno == ENOSYS)
+		fd = openat(root, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+	close(root);
+	return fd;
+}
+
 /* Loads or reloads pid's JIT map when it changed since pm last looked (at most once per
  * window). A map past perf_map.h's bounds, or one that would take the processes' maps past
  * PF_SYM_JIT_MAX_BYTES, is refused (counted) and the one loaded before stays. */
 static void jit_refresh(struct pf_symbolizer *sym, uint32_t pid, struct proc_maps *pm)
 {
-	char path[96];
-	snprintf(path, sizeof(path), "/proc/%u/root/tmp/perf-%u.map", pid, ns_pid(pid));
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = jit_open(pid);
 	if (fd < 0)
 		return;
 	struct stat st;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -252,9 +253,13 @@ static void test_close_at_earlier_end(void **state)
 	pf_sampler_free(s);
 }
 
+enum jit_map { JIT_MAP_FILE, JIT_MAP_SYMLINK, JIT_MAP_FIFO };
+
 /* A child that runs code it wrote into anonymous memory, as a JIT does, and names it in its
- * perf map (/tmp/perf-<pid>.map) for seconds; exits 0. x86_64 machine code. */
-static pid_t spawn_jit(double seconds)
+ * perf map (/tmp/perf-<pid>.map) for seconds; exits 0. x86_64 machine code. With
+ * JIT_MAP_SYMLINK the map is a symlink to the file written elsewhere, with JIT_MAP_FIFO a FIFO
+ * (what a hostile process could leave for the agent to open). */
+static pid_t spawn_jit(double seconds, enum jit_map kind)
 {
 	pid_t pid = fork();
 	if (pid != 0)
@@ -269,9 +274,14 @@ static pid_t spawn_jit(double seconds)
 	memcpy(code + 256, spin, sizeof(spin));
 	if (mprotect(code, 4096, PROT_READ | PROT_EXEC) < 0)
 		_exit(3);
-	char path[64];
+	char path[64], real[64];
 	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
-	FILE *f = fopen(path, "w");
+	snprintf(real, sizeof(real), "/tmp/pf-jit-%d.txt", (int)getpid());
+	if (kind == JIT_MAP_FIFO && mkfifo(path, 0600) < 0)
+		_exit(5);
+	if (kind == JIT_MAP_SYMLINK && symlink(real, path) < 0)
+		_exit(6);
+	FILE *f = fopen(kind == JIT_MAP_FILE ? path : real, "w");
 	if (!f)
 		_exit(4);
 	fprintf(f, "%lx 40 Interpreter\n%lx %zx LazyCompile:*jit_spin app.js:7\n",
@@ -284,6 +294,7 @@ static pid_t spawn_jit(double seconds)
 		for (int i = 0; i < 64; i++)
 			fn();
 	unlink(path);
+	unlink(real);
 	_exit(0);
 }
 
@@ -299,7 +310,7 @@ static void test_jit_frames_named(void **state)
 	struct pf_profcfg *cfg =
 	    config("profiling:\n  sampling: {frequency_hz: 499, duration_seconds: 10}\n");
 	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
-	pid_t pid = spawn_jit(4);
+	pid_t pid = spawn_jit(4, JIT_MAP_FILE);
 	assert_true(pid > 0);
 	poll_for(s, 2500);
 	struct pf_prof_window *w = pf_sampler_close_window(s, &err);
@@ -325,6 +336,50 @@ static void test_jit_frames_named(void **state)
 	assert_true(total >= 300);
 	assert_true(named * 10 >= total * 8); /* the loop is nearly all it runs */
 	assert_int_equal(ss.jit_maps, 1);
+	pf_prof_window_free(w);
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+}
+
+/* A map that is a symlink, or a FIFO, is not read (nor does opening it stall the close). */
+static void test_jit_map_not_a_file(void **state)
+{
+#if !defined(__x86_64__)
+	skip();
+#endif
+	struct pf_error err = {0};
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	struct pf_profcfg *cfg =
+	    config("profiling:\n  sampling: {frequency_hz: 499, duration_seconds: 10}\n");
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	pid_t a = spawn_jit(3, JIT_MAP_SYMLINK), b = spawn_jit(3, JIT_MAP_FIFO);
+	assert_true(a > 0 && b > 0);
+	poll_for(s, 1500);
+	uint64_t t0 = now_ms();
+	struct pf_prof_window *w = pf_sampler_close_window(s, &err);
+	uint64_t took = now_ms() - t0;
+	assert_non_null(w);
+	uint64_t seen = 0;
+	for (size_t i = 0; i < w->n_processes; i++) {
+		const struct pf_prof_process *p = &w->processes[i];
+		if (p->pid != (uint32_t)a && p->pid != (uint32_t)b)
+			continue;
+		for (size_t k = 0; k < p->n_samples; k++) {
+			seen += p->samples[k].count;
+			assert_string_not_equal(user_fn(p, &p->stacks[p->samples[k].stack], 0),
+						"LazyCompile:*jit_spin app.js:7");
+		}
+	}
+	struct pf_sampler_stats ss;
+	assert_int_equal(pf_sampler_stats(s, &ss), 0);
+	print_message("symlinked and FIFO maps: %lu samples, none named; close took %lu ms\n",
+		      (unsigned long)seen, (unsigned long)took);
+	reap(a);
+	reap(b);
+	assert_true(seen >= 300);
+	assert_int_equal(ss.jit_maps, 0);
+	assert_true(took < 1000);
 	pf_prof_window_free(w);
 	pf_profcfg_free(cfg);
 	pf_sampler_free(s);
@@ -754,6 +809,7 @@ int main(void)
 		cmocka_unit_test(test_include_ratio_callers),
 		cmocka_unit_test(test_close_at_earlier_end),
 		cmocka_unit_test(test_jit_frames_named),
+		cmocka_unit_test(test_jit_map_not_a_file),
 		cmocka_unit_test(test_exclude_in_kernel),
 		cmocka_unit_test(test_runtime_frequency_change),
 		cmocka_unit_test(test_filter_change_drops_cached_verdict),
