@@ -298,6 +298,17 @@ static pid_t spawn_jit(double seconds, enum jit_map kind)
 	_exit(0);
 }
 
+/* A sampler of every process at 499 Hz (no filters), its config in *cfg. */
+static struct pf_sampler *sampler_everything(struct pf_profcfg **cfg)
+{
+	struct pf_error err = {0};
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	*cfg = config("profiling:\n  sampling: {frequency_hz: 499, duration_seconds: 10}\n");
+	assert_int_equal(pf_sampler_set_config(s, *cfg, &err), 0);
+	return s;
+}
+
 /* Frames in code a runtime compiled are named from its perf map. */
 static void test_jit_frames_named(void **state)
 {
@@ -305,11 +316,8 @@ static void test_jit_frames_named(void **state)
 	skip();
 #endif
 	struct pf_error err = {0};
-	struct pf_sampler *s = pf_sampler_new(NULL, &err);
-	assert_non_null(s);
-	struct pf_profcfg *cfg =
-	    config("profiling:\n  sampling: {frequency_hz: 499, duration_seconds: 10}\n");
-	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	struct pf_profcfg *cfg = NULL;
+	struct pf_sampler *s = sampler_everything(&cfg);
 	pid_t pid = spawn_jit(4, JIT_MAP_FILE);
 	assert_true(pid > 0);
 	poll_for(s, 2500);
@@ -348,11 +356,8 @@ static void test_jit_map_not_a_file(void **state)
 	skip();
 #endif
 	struct pf_error err = {0};
-	struct pf_sampler *s = pf_sampler_new(NULL, &err);
-	assert_non_null(s);
-	struct pf_profcfg *cfg =
-	    config("profiling:\n  sampling: {frequency_hz: 499, duration_seconds: 10}\n");
-	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	struct pf_profcfg *cfg = NULL;
+	struct pf_sampler *s = sampler_everything(&cfg);
 	pid_t a = spawn_jit(3, JIT_MAP_SYMLINK), b = spawn_jit(3, JIT_MAP_FIFO);
 	assert_true(a > 0 && b > 0);
 	poll_for(s, 1500);
