@@ -384,7 +384,7 @@ static void test_jit_map_not_a_file(void **state)
 	reap(b);
 	assert_true(seen >= 300);
 	assert_int_equal(ss.jit_maps, 0);
-	assert_true(took < 1000);
+	assert_true(took < 5000); /* a blocking open of the FIFO would never return */
 	pf_prof_window_free(w);
 	pf_profcfg_free(cfg);
 	pf_sampler_free(s);
