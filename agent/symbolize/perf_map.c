@@ -1,5 +1,6 @@
 /* perf_map.c — see perf_map.h. */
 #include "perf_map.h"
+#include "pf/utf8.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -55,34 +56,6 @@ static bool hex(const char **p, const char *end, uint64_t *out)
 	return true;
 }
 
-/* The length of the valid UTF-8 sequence at s (n bytes available), 0 when it is not one
- * (overlong forms, surrogates and code points past U+10FFFF are not). */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-	if (s[0] < 0x80)
-		return 1;
-	size_t len;
-	uint32_t cp, min;
-	if ((s[0] & 0xe0) == 0xc0)
-		len = 2, cp = s[0] & 0x1f, min = 0x80;
-	else if ((s[0] & 0xf0) == 0xe0)
-		len = 3, cp = s[0] & 0x0f, min = 0x800;
-	else if ((s[0] & 0xf8) == 0xf0)
-		len = 4, cp = s[0] & 0x07, min = 0x10000;
-	else
-		return 0;
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
 /* Copies a name written by the profiled process into dst (n bytes, then a NUL): profiles
  * carry it as a protobuf string, so every byte that is not part of valid UTF-8, and every
  * control character, becomes '?'. */
@@ -91,7 +64,8 @@ static void copy_name(char *dst, const char *src, size_t n)
 	const unsigned char *s = (const unsigned char *)src;
 	size_t i = 0;
 	while (i < n) {
-		size_t l = utf8_seq(s + i, n - i);
+		uint32_t cp;
+		size_t l = pf_utf8_decode(s + i, n - i, &cp);
 		if (l == 0 || (l == 1 && (s[i] < 0x20 || s[i] == 0x7f))) {
 			dst[i++] = '?';
 			continue;

@@ -10,6 +10,7 @@
  * tree: an unexpected nesting is refused before its content is read, and anchors, aliases and
  * tags are refused as they appear (no alias expansion, no billion laughs). */
 #include "pf/profcfg.h"
+#include "pf/utf8.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -1600,38 +1601,6 @@ bool pf_profcfg_equal(const struct pf_profcfg *a, const struct pf_profcfg *b)
 
 /* ---- the effective-config emitter ---- */
 
-/* One UTF-8 sequence at s (n bytes left): its length and code point, or 0 when invalid
- * (overlong, surrogate, past U+10FFFF, truncated). */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
-{
-	unsigned char c = s[0];
-	size_t len;
-	uint32_t v, min;
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	} else if (c >= 0xc2 && c <= 0xdf) {
-		len = 2, v = c & 0x1f, min = 0x80;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		len = 3, v = c & 0x0f, min = 0x800;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		len = 4, v = c & 0x07, min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		v = (v << 6) | (s[i] & 0x3f);
-	}
-	if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-		return 0;
-	*cp = v;
-	return len;
-}
-
 /* A YAML double-quoted scalar (YAML 1.1 §5.7 escapes): C0/C1 controls, DEL, the YAML line
  * breaks NEL/LS/PS and the BOM are escaped, other printable UTF-8 is kept as is. */
 static int emit_quoted(struct pf_buf *out, const char *str)
@@ -1641,7 +1610,7 @@ static int emit_quoted(struct pf_buf *out, const char *str)
 	int r = pf_buf_putc(out, '"');
 	for (size_t i = 0; i < n && r == 0;) {
 		uint32_t cp;
-		size_t l = utf8_decode(s + i, n - i, &cp);
+		size_t l = pf_utf8_decode(s + i, n - i, &cp);
 		if (!l)
 			return -EINVAL;
 		if (cp == '"')
