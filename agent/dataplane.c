@@ -643,9 +643,7 @@ static bool hold_close(struct agent_dataplane *d, uint64_t now)
 /* The realtime end of a window whose close was held: its CLOCK_MONOTONIC deadline, in unix ns. */
 static uint64_t close_due_end(const struct agent_dataplane *d, uint64_t now)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	uint64_t real = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	uint64_t real = agent_now_unix_nano();
 	uint64_t late = now > d->next_close_ms ? (now - d->next_close_ms) * 1000000u : 0;
 	return real > late ? real - late : real;
 }

@@ -95,6 +95,7 @@ struct proc_maps {
 	uint64_t jit_size;
 	int64_t jit_mtime_ns;
 	uint32_t jit_window; /* sym->window + 1 of the last look, 0: never */
+	uint32_t jit_nspid;  /* pid in its own namespace (ns_pid), 0: not read yet */
 };
 
 /* Kernel text symbols: 8 bytes each (offset from kbase + name offset into one blob). */
@@ -1619,14 +1620,14 @@ static uint32_t ns_pid(uint32_t pid)
  * symlink the process made (of the file, or of /tmp) leads out of it (openat2
  * RESOLVE_IN_ROOT, Linux 5.6+; before it, a final symlink is refused at least). Non-blocking:
  * a FIFO in its place must not stall the data plane (the caller wants a regular file). */
-static int jit_open(uint32_t pid)
+static int jit_open(uint32_t pid, uint32_t nspid)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%u/root", pid);
 	int root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
 		return -1;
-	snprintf(path, sizeof(path), "tmp/perf-%u.map", ns_pid(pid));
+	snprintf(path, sizeof(path), "tmp/perf-%u.map", nspid);
 	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW,
 			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
 	int fd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
@@ -1641,7 +1642,9 @@ static int jit_open(uint32_t pid)
  * PF_SYM_JIT_MAX_BYTES, is refused (counted) and the one loaded before stays. */
 static void jit_refresh(struct pf_symbolizer *sym, uint32_t pid, struct proc_maps *pm)
 {
-	int fd = jit_open(pid);
+	if (!pm->jit_nspid)
+		pm->jit_nspid = ns_pid(pid);
+	int fd = jit_open(pid, pm->jit_nspid);
 	if (fd < 0)
 		return;
 	struct stat st;

@@ -298,15 +298,22 @@ static pid_t spawn_jit(double seconds, enum jit_map kind)
 	_exit(0);
 }
 
-/* A sampler of every process at 499 Hz (no filters), its config in *cfg. */
-static struct pf_sampler *sampler_everything(struct pf_profcfg **cfg)
+/* A sampler with the config yaml, kept in *cfg. */
+static struct pf_sampler *sampler_with(const char *yaml, struct pf_profcfg **cfg)
 {
 	struct pf_error err = {0};
 	struct pf_sampler *s = pf_sampler_new(NULL, &err);
 	assert_non_null(s);
-	*cfg = config("profiling:\n  sampling: {frequency_hz: 499, duration_seconds: 10}\n");
+	*cfg = config("%s", yaml);
 	assert_int_equal(pf_sampler_set_config(s, *cfg, &err), 0);
 	return s;
+}
+
+/* A sampler of every process at 499 Hz (no filters). */
+static struct pf_sampler *sampler_everything(struct pf_profcfg **cfg)
+{
+	return sampler_with("profiling:\n  sampling: {frequency_hz: 499, duration_seconds: 10}\n",
+			    cfg);
 }
 
 /* Frames in code a runtime compiled are named from its perf map. */
@@ -565,12 +572,8 @@ static void start_pid_capture(struct pf_sampler *s, pid_t pid, unsigned slot, ui
 /* A sampler in mode triggered with no capture running: nothing is sampled. */
 static struct pf_sampler *idle_sampler(struct pf_profcfg **cfg)
 {
-	struct pf_error err = {0};
-	struct pf_sampler *s = pf_sampler_new(NULL, &err);
-	assert_non_null(s);
-	*cfg = config("profiling:\n  mode: triggered\n  triggers: {on_demand: {enabled: true}}\n");
-	assert_int_equal(pf_sampler_set_config(s, *cfg, &err), 0);
-	return s;
+	return sampler_with(
+	    "profiling:\n  mode: triggered\n  triggers: {on_demand: {enabled: true}}\n", cfg);
 }
 
 /* Two copies of the workload, both in the continuous windows at 99 Hz; a capture at 499 Hz on
