@@ -24,6 +24,7 @@
 #include "line_table.h"
 #include "perf_map.h"
 #include "table_builder.h"
+#include "vdso.h"
 #include "pf/compiler.h"
 #include "pf/log.h"
 
@@ -37,8 +38,10 @@
 #define MAX_INLINE_DEPTH 16         /* inlined functions kept per address */
 
 struct elf_sym {
-	uint64_t addr, size;
-	const char *name; /* points into the mmapped ELF */
+	uint64_t addr;
+	const char *name; /* points into the mmapped ELF; may end in a version, "@@GLIBC_2.34" */
+	uint32_t size;
+	uint8_t rank; /* sym_rank(): which of the names at one address is shown */
 };
 
 struct load_seg {
@@ -69,6 +72,7 @@ struct elf_file {
 	bool img_touched; /* symbol tables loaded (or a header read) since the last trim */
 	int8_t lt_state;  /* its line table: LT_* */
 	struct pf_line_table *lt;
+	void *image; /* the bytes elf reads when it is not a file (the vDSO's copy), else NULL */
 };
 
 enum { LT_UNKNOWN = 0, LT_PENDING = 1, LT_READY = 2, LT_NONE = -1 };
@@ -79,6 +83,7 @@ struct pmap {
 	char *path;
 	char build_id[BUILD_ID_HEX];
 	bool special; /* [vdso], [anon], ...: no file */
+	int8_t vdso;  /* a [vdso] holding the agent's own image (pf_vdso_same): 1, else 0 or -1 */
 	struct elf_file *elf; /* its file in the ELF cache, while elf_gen is the symbolizer's */
 	uint64_t elf_gen;
 };
@@ -170,6 +175,8 @@ struct pf_symbolizer {
 	struct pf_tbuilder_budget lb_budget; /* the children's CPU time */
 	struct pf_line_result *lres; /* a lookup's answer */
 	uint64_t lines_dir_bytes;    /* the line directory's tables, as last counted + built */
+	struct elf_file *vdso;       /* the vDSO's symbols (from the agent's own image) */
+	bool vdso_tried;
 	struct pf_symbolizer_stats st;
 };
 
@@ -271,27 +278,28 @@ static void elf_file_free(struct elf_file *f)
 		close(f->fd);
 	free(f->segs);
 	free(f->syms);
+	free(f->image);
 	free(f);
 }
 
-/* Takes ownership of fd (closed on failure). */
-static struct elf_file *elf_file_open(int fd)
+/* Reads e's header, build id and load segments into a new elf_file owning fd (-1 for none)
+ * and e, or NULL (both released). */
+static struct elf_file *elf_file_wrap(int fd, Elf *e, uint64_t dev, uint64_t ino)
 {
-	struct stat stt;
-	if (!libelf_ready() || fstat(fd, &stt) < 0) {
-		close(fd);
-		return NULL;
-	}
 	struct elf_file *f = calloc(1, sizeof(*f));
 	if (!f) {
-		close(fd);
+		if (e)
+			elf_end(e);
+		if (fd >= 0)
+			close(fd);
+		errno = ENOMEM;
 		return NULL;
 	}
 	f->fd = fd;
 	f->dbg_fd = -1;
-	f->dev = stt.st_dev;
-	f->ino = stt.st_ino;
-	f->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	f->dev = dev;
+	f->ino = ino;
+	f->elf = e;
 	GElf_Ehdr eh;
 	if (!f->elf || elf_kind(f->elf) != ELF_K_ELF || !gelf_getehdr(f->elf, &eh)) {
 		elf_file_free(f);
@@ -319,13 +327,92 @@ static struct elf_file *elf_file_open(int fd)
 	return f;
 }
 
+/* Takes ownership of fd (closed on failure). */
+static struct elf_file *elf_file_open(int fd)
+{
+	struct stat stt;
+	if (!libelf_ready() || fstat(fd, &stt) < 0) {
+		close(fd);
+		return NULL;
+	}
+	return elf_file_wrap(fd, elf_begin(fd, ELF_C_READ_MMAP, NULL), stt.st_dev, stt.st_ino);
+}
+
+/* The vDSO's symbols, from a copy of the agent's own image (vdso.h): made at the first
+ * [vdso] frame, kept for the symbolizer's life, outside the file cache. No source lines
+ * (the image carries no DWARF), no pages to give back (img_state -1). NULL when this process
+ * has no vDSO. */
+static struct elf_file *vdso_file(struct pf_symbolizer *sym)
+{
+	if (sym->vdso_tried)
+		return sym->vdso;
+	sym->vdso_tried = true;
+	const void *image;
+	size_t len;
+	uint64_t vaddr0;
+	if (!libelf_ready() || !pf_vdso_image(&image, &len, &vaddr0))
+		return NULL;
+	void *copy = malloc(len);
+	if (!copy)
+		return NULL;
+	memcpy(copy, image, len);
+	struct elf_file *f = elf_file_wrap(-1, elf_memory(copy, len), 0, 0);
+	if (!f) {
+		free(copy);
+		return NULL;
+	}
+	f->image = copy;
+	f->id = ++sym->next_file_id;
+	f->no_dwarf = true;
+	f->img_state = f->dbg_img_state = -1;
+	sym->vdso = f;
+	return f;
+}
+
+/* Leading underscores of name, and its length without a version suffix ("@@VER", "@VER"). */
+static size_t sym_underscores(const char *name)
+{
+	size_t n = 0;
+	while (name[n] == '_')
+		n++;
+	return n;
+}
+
+static size_t sym_base_len(const char *name)
+{
+	return strcspn(name, "@");
+}
+
+/* How good a name is among several for one address (lower is better): sized before size 0,
+ * then global before weak before local (glibc's "__libc_start_main" over its local
+ * "__libc_start_main_alias_2"), then a default or no version before an old one ("name@VER",
+ * kept for binaries linked long ago). */
+static uint8_t sym_rank(const GElf_Sym *s, const char *name)
+{
+	int b = GELF_ST_BIND(s->st_info);
+	uint8_t bind = b == STB_GLOBAL || b == STB_GNU_UNIQUE ? 0 : b == STB_WEAK ? 1 : 2;
+	const char *at = strchr(name, '@');
+	uint8_t old_version = at && at[1] != '@';
+	return (uint8_t)((s->st_size == 0) << 3 | bind << 1 | old_version);
+}
+
+/* By address; at one address the best name first: by rank, then fewer leading underscores
+ * ("clock_gettime" over "__clock_gettime"), then the shorter, then by bytes (the same choice
+ * on every load). */
 static int sym_cmp(const void *a, const void *b)
 {
 	const struct elf_sym *x = a, *y = b;
 	if (x->addr != y->addr)
 		return x->addr < y->addr ? -1 : 1;
-	/* at one address, the sized symbol first */
-	return (y->size > 0) - (x->size > 0);
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	size_t ux = sym_underscores(x->name), uy = sym_underscores(y->name);
+	if (ux != uy)
+		return ux < uy ? -1 : 1;
+	size_t lx = sym_base_len(x->name), ly = sym_base_len(y->name);
+	if (lx != ly)
+		return lx < ly ? -1 : 1;
+	return strcmp(x->name, y->name);
 }
 
 static int load_syms_from(struct elf_file *f, Elf *elf, Elf64_Word type)
@@ -357,18 +444,27 @@ static int load_syms_from(struct elf_file *f, Elf *elf, Elf64_Word type)
 			const char *name = elf_strptr(elf, sh.sh_link, s.st_name);
 			if (!name || !*name)
 				continue;
-			syms[k++] = (struct elf_sym){s.st_value, s.st_size, name};
+			syms[k++] = (struct elf_sym){s.st_value, name,
+						     s.st_size > UINT32_MAX ? UINT32_MAX
+									    : (uint32_t)s.st_size,
+						     sym_rank(&s, name)};
 		}
 		if (!k) {
 			free(syms);
 			continue;
 		}
+		qsort(syms, k, sizeof(*syms), sym_cmp);
+		/* one name per address: the best, which sym_cmp put first */
+		size_t u = 1;
+		for (size_t i = 1; i < k; i++)
+			if (syms[i].addr != syms[u - 1].addr)
+				syms[u++] = syms[i];
+		k = u;
 		if (k < n) {
 			struct elf_sym *cut = realloc(syms, k * sizeof(*syms));
 			if (cut)
 				syms = cut;
 		}
-		qsort(syms, k, sizeof(*syms), sym_cmp);
 		f->syms = syms;
 		f->n_syms = k;
 		return 0;
@@ -433,11 +529,7 @@ static const struct elf_sym *elf_file_find_sym(struct elf_file *f, const char *d
 	}
 	if (!lo)
 		return NULL;
-	/* among symbols at that address, sym_cmp put the sized one first */
-	size_t i = lo - 1;
-	while (i > 0 && f->syms[i - 1].addr == f->syms[i].addr)
-		i--;
-	const struct elf_sym *s = &f->syms[i];
+	const struct elf_sym *s = &f->syms[lo - 1]; /* the one name kept at its address */
 	if (s->size)
 		return vaddr < s->addr + s->size ? s : NULL;
 	/* size 0 (_fini, hand-written asm): only within the segment holding the symbol */
@@ -512,7 +604,8 @@ int pf_elf_lookup(const char *path, uint64_t vaddr, struct pf_sym_info *out)
 	const struct elf_sym *s = elf_file_find_sym(f, NULL, vaddr);
 	int rc = -ENOENT;
 	if (s) {
-		snprintf(out->function, sizeof(out->function), "%s", s->name);
+		snprintf(out->function, sizeof(out->function), "%.*s", (int)sym_base_len(s->name),
+			 s->name);
 		out->sym_addr = s->addr;
 		rc = 0;
 	}
@@ -756,8 +849,11 @@ static int open_mapping_file(uint32_t pid, const struct pmap *m)
  * remembers it until the cache frees a file (elf_gen): no search of the cache per frame. */
 static struct elf_file *mapping_elf(struct pf_symbolizer *sym, uint32_t pid, struct pmap *m)
 {
-	if (m->special)
-		return NULL;
+	if (m->special) {
+		/* [anon] and the like (JIT code, named by jit_name); a [vdso] that is the agent's
+		 * own image (checked when the maps were read) */
+		return m->vdso > 0 ? vdso_file(sym) : NULL;
+	}
 	struct elf_file *f = m->elf;
 	if (f && m->elf_gen == sym->elf_gen) {
 		if (sym->lru_head != f) {
@@ -1019,6 +1115,10 @@ static int parse_maps(uint32_t pid, struct pmap **out, size_t *n_out)
 			break;
 		}
 	}
+	/* checked now, while the process lives: its frames may be named after it exited */
+	for (size_t i = 0; i < n; i++)
+		if (maps[i].special && !strcmp(maps[i].path, "[vdso]"))
+			maps[i].vdso = pf_vdso_same(pid, maps[i].start, maps[i].end) ? 1 : -1;
 	*out = maps;
 	*n_out = n;
 	return 0;
@@ -1392,24 +1492,37 @@ static void inames_bound(struct pf_symbolizer *sym)
 
 /* A stable copy of a source file or function name (a lookup's go with its result). NULL:
  * no memory. */
-static const char *intern_name(struct pf_symbolizer *sym, const char *s)
+static const char *intern_name_n(struct pf_symbolizer *sym, const char *s, size_t len)
 {
-	size_t len = strlen(s);
 	uint64_t h = 1469598103934665603ull;
 	for (size_t i = 0; i < len; i++)
 		h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
 	struct iname **pp = &sym->inames[h & (RCACHE_SLOTS - 1)];
 	for (struct iname *n = *pp; n; n = n->next)
-		if (!strcmp(n->s, s))
+		if (!strncmp(n->s, s, len) && !n->s[len])
 			return n->s;
 	struct iname *n = malloc(sizeof(*n) + len + 1);
 	if (!n)
 		return NULL;
-	memcpy(n->s, s, len + 1);
+	memcpy(n->s, s, len);
+	n->s[len] = 0;
 	n->next = *pp;
 	*pp = n;
 	sym->inames_bytes += sizeof(*n) + len + 1;
 	return n->s;
+}
+
+static const char *intern_name(struct pf_symbolizer *sym, const char *s)
+{
+	return intern_name_n(sym, s, strlen(s));
+}
+
+/* The name shown for ELF symbol s: its own, or without its version suffix ("@@GLIBC_2.34"),
+ * interned. NULL: no memory. */
+static const char *sym_name(struct pf_symbolizer *sym, const struct elf_sym *s)
+{
+	size_t len = sym_base_len(s->name);
+	return s->name[len] ? intern_name_n(sym, s->name, len) : s->name;
 }
 
 /* The demangled form of name, interned (*out NULL when name reads as it is). 0 or -ENOMEM. */
@@ -1483,18 +1596,18 @@ static const struct rcache_ent *rcache_lookup(struct pf_symbolizer *sym, struct 
 			return NULL;
 		}
 	}
-	const char *readable = NULL;
-	if (s && readable_name(sym, s->name, &readable) < 0) {
+	const char *readable = NULL, *name = s ? sym_name(sym, s) : NULL;
+	if (s && (!name || readable_name(sym, name, &readable) < 0)) {
 		free(inl);
 		return NULL;
 	}
 	if (partial) {
-		sym->partial = (struct rcache_ent){0, vaddr, s->name, readable, NULL, 0, 0, NULL};
+		sym->partial = (struct rcache_ent){0, vaddr, name, readable, NULL, 0, 0, NULL};
 		return &sym->partial;
 	}
 	free(e[1].inl);
 	e[1] = e[0];
-	e[0] = (struct rcache_ent){f->id, vaddr, s ? s->name : NULL, readable, file, line,
+	e[0] = (struct rcache_ent){f->id, vaddr, name, readable, file, line,
 				   (uint32_t)n_inl, inl};
 	sym->st.inlined_frames += n_inl;
 	return e;
@@ -2219,6 +2332,7 @@ void pf_symbolizer_free(struct pf_symbolizer *sym)
 	pf_demangler_free(sym->dm);
 	pf_tbuilder_free(sym->lb);
 	free(sym->lres);
+	elf_file_free(sym->vdso);
 	free(sym);
 }
 

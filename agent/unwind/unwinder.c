@@ -2,14 +2,12 @@
 #include "unwinder.h"
 
 #include <bpf/bpf.h>
-#include <elf.h>
 #include <endian.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,6 +15,7 @@
 #include "cpu_sampler.h"
 #include "table_builder.h"
 #include "unwind_table.h"
+#include "vdso.h"
 
 _Static_assert(sizeof(struct pf_unwind_row) == sizeof(struct pf_bpf_unwind_row), "row size");
 _Static_assert(PF_UNWIND_CFA_RSP == PF_UNWIND_ROW_RSP && PF_UNWIND_CFA_RBP == PF_UNWIND_ROW_RBP &&
@@ -307,28 +306,6 @@ static int table_read_cache(struct pf_unwinder *u, uint32_t id, const char *key)
 	return rc;
 }
 
-/* The vDSO as this process maps it (the kernel maps the same image into every 64-bit
- * process): its ELF image, its size and its first segment's virtual address. False when
- * there is none or it does not look like an ELF image. */
-static bool vdso_image(const void **image, size_t *len, uint64_t *vaddr0)
-{
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)getauxval(AT_SYSINFO_EHDR);
-	if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_shentsize != sizeof(Elf64_Shdr))
-		return false;
-	const Elf64_Phdr *ph = (const Elf64_Phdr *)((const char *)eh + eh->e_phoff);
-	bool found = false;
-	for (unsigned i = 0; i < eh->e_phnum && !found; i++) {
-		if (ph[i].p_type == PT_LOAD) {
-			*vaddr0 = ph[i].p_vaddr - ph[i].p_offset;
-			found = true;
-		}
-	}
-	*image = eh;
-	*len = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
-	return found && *len < (1u << 20);
-}
-
 #define VDSO_KEY "[vdso]" /* the registry's key of the vDSO's table (not a build id) */
 
 /* The builder's and the cache's key of table id: its build id, or "<dev>-<inode>" in hex. */
@@ -345,7 +322,7 @@ static int table_fill_vdso(struct pf_unwinder *u, uint32_t id)
 	size_t len;
 	uint64_t vaddr0;
 	struct pf_unwind_table *ut = NULL;
-	int rc = !vdso_image(&image, &len, &vaddr0)
+	int rc = !pf_vdso_image(&image, &len, &vaddr0)
 			 ? -ENOENT
 			 : pf_unwind_table_build_image(image, len, u->opt.rows_cap / 2, &ut);
 	u->st.built += rc == 0;
@@ -555,6 +532,7 @@ struct load_ctx {
 	struct pf_unwinder *u;
 	struct ent *ents;
 	size_t n, cap;
+	uint32_t pid;
 	int rc;
 	bool deferred; /* a table waits for the build budget */
 };
@@ -579,7 +557,8 @@ static int collect(void *ctx, const struct pf_sym_exec_map *m)
 	uint64_t vaddr0;
 	if (m->anon) {
 		e.kind = PF_UNWIND_MAP_JIT;
-	} else if (m->fd < 0 && !strcmp(m->path, "[vdso]") && vdso_image(&image, &len, &vaddr0)) {
+	} else if (m->fd < 0 && !strcmp(m->path, "[vdso]") && pf_vdso_image(&image, &len, &vaddr0) &&
+		   pf_vdso_same(c->pid, m->start, m->end)) {
 		/* clock_gettime and friends: the same image as the agent's own vDSO */
 		struct pf_sym_exec_map v = *m;
 		v.build_id = VDSO_KEY;
@@ -608,7 +587,7 @@ static bool same_ent(const struct ent *a, const struct ent *b)
 
 int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t pid)
 {
-	struct load_ctx c = {.u = u};
+	struct load_ctx c = {.u = u, .pid = pid};
 	int rc = pf_symbolizer_exec_maps(sym, pid, collect, &c);
 	if (rc == 0)
 		rc = c.rc;

@@ -226,8 +226,8 @@ static chain_t c_chains[] = {
 	{"hot_leaf", "chain_c", "chain_b", "chain_a", "=main", NULL},
 	{"cmp_burn", "qsort", "sort_chain", "=main", NULL},
 	{"key_burn", "bsearch", "search_chain", "=main", NULL},
-	/* the leaf is in the vDSO (no symbol): libc's clock_gettime is the first named frame */
-	{"clock_gettime", "clock_chain", "=main", NULL},
+	/* the leaf in the vDSO, named from the agent's own image, then libc's wrapper */
+	{"=__vdso_clock_gettime", "=clock_gettime", "clock_chain", "=main", NULL},
 	{"dl_inner", "dl_burn", "dl_chain", "=main", NULL},
 };
 

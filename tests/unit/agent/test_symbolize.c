@@ -11,7 +11,10 @@
  * first with their own lines (checked against binutils' addr2line -i), also when the binary is
  * stripped and its DWARF is only in a separate .build-id/xx/yyyy.debug file. Lines and inlined
  * frames match binutils' addr2line on every byte of a C++ program and on this test's own -O2
- * code; before a file's line table is built, its new addresses get names only, uncached. */
+ * code; before a file's line table is built, its new addresses get names only, uncached.
+ * Of several names at one address (aliases, symbol versions), the one people call: global over
+ * weak over local, fewer leading underscores, no "@@VER" suffix; vDSO frames of another process
+ * are named from the agent's own vDSO image when the process maps the same bytes. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,6 +36,7 @@
 #include <cmocka.h>
 
 #include "symbolize.h"
+#include "vdso.h"
 
 #define TARGET_LINE 4
 static const char target_src[] = "#include <stdio.h>\n"
@@ -1147,6 +1152,152 @@ static void test_inlined(void **state)
 	pf_prof_window_free(w);
 }
 
+/* A library whose functions have several names: aliases of every binding, and two versions of
+ * one symbol (.symver), as glibc has them (clock_gettime@@GLIBC_2.17, __clock_gettime,
+ * __clock_gettime_2 at one address). */
+static const char alias_src[] =
+	"__attribute__((noinline)) int pf_impl(int x) { return x * 3 + 1; }\n"
+	"static int pf_local_alias(int) __attribute__((alias(\"pf_impl\"), used));\n"
+	"int __pf_impl(int) __attribute__((alias(\"pf_impl\")));\n"
+	"int pf_weak(int) __attribute__((weak, alias(\"pf_impl\")));\n"
+	"__attribute__((noinline)) int pf_v1(int x) { return x + 7; }\n"
+	"__attribute__((noinline)) int pf_v2(int x) { return x + 9; }\n"
+	"__asm__(\".symver pf_v1, pf_ver@VER_1\");\n"
+	"__asm__(\".symver pf_v2, pf_ver@@VER_2\");\n";
+static const char alias_map[] = "VER_1 { global: pf_ver; local: *; };\n"
+				"VER_2 { global: pf_ver; pf_impl; __pf_impl; pf_weak; } VER_1;\n";
+static const char alias_main[] = "#include <dlfcn.h>\n"
+				 "#include <stdio.h>\n"
+				 "#include <unistd.h>\n"
+				 "int pf_ver(int);\n"
+				 "int main(void)\n"
+				 "{\n"
+				 "\tprintf(\"%p\\n\", dlsym(RTLD_DEFAULT, \"pf_ver\"));\n"
+				 "\tfflush(stdout);\n"
+				 "\tif (pf_ver(1) == 10)\n"
+				 "\t\tpause();\n"
+				 "\treturn 0;\n"
+				 "}\n";
+
+static void test_alias_names(void **state)
+{
+	char c[128], map[128], lib[128], mc[128], bin[128];
+	snprintf(c, sizeof(c), "%s/alias.c", dir);
+	snprintf(map, sizeof(map), "%s/alias.map", dir);
+	snprintf(lib, sizeof(lib), "%s/libalias.so", dir);
+	snprintf(mc, sizeof(mc), "%s/aliasmain.c", dir);
+	snprintf(bin, sizeof(bin), "%s/aliasmain", dir);
+	write_file(c, alias_src);
+	write_file(map, alias_map);
+	write_file(mc, alias_main);
+	sh("cc -O1 -g -shared -fPIC -Wl,--version-script=%s -Wl,--build-id=sha1 -o %s %s", map, lib, c);
+	sh("cc -O1 -o %s %s -L%s -lalias -Wl,-rpath,%s", bin, mc, dir, dir);
+	uint64_t impl = nm_addr(lib, "pf_impl"), v1 = nm_addr(lib, "pf_ver@VER_1"),
+		 v2 = nm_addr(lib, "pf_ver@@VER_2");
+	assert_true(impl && v1 && v2);
+	assert_int_equal(nm_addr(lib, "pf_local_alias"), impl); /* the aliases are there */
+	assert_int_equal(nm_addr(lib, "__pf_impl"), impl);
+	assert_int_equal(nm_addr(lib, "pf_weak"), impl);
+
+	/* global over weak and local, fewer underscores over more (bytes alone would pick
+	 * "__pf_impl"); the default version's name without its suffix; an old version's name
+	 * over the local function it was made from */
+	struct pf_sym_info si;
+	assert_int_equal(pf_elf_lookup(lib, impl + 1, &si), 0);
+	assert_string_equal(si.function, "pf_impl");
+	assert_int_equal(si.sym_addr, impl);
+	assert_int_equal(pf_elf_lookup(lib, v2 + 1, &si), 0);
+	assert_string_equal(si.function, "pf_ver");
+	assert_int_equal(pf_elf_lookup(lib, v1 + 1, &si), 0);
+	assert_string_equal(si.function, "pf_ver");
+
+	/* the same through a process that loaded the library (versioned names interned) */
+	uint64_t rt_v2;
+	pid_t pid = run_target(bin, &rt_v2);
+	uint64_t bias = rt_v2 - v2;
+	struct pf_symbolizer *sym = pf_symbolizer_new(NULL);
+	capture_ready(sym, pid);
+	stop(pid);
+	struct pf_prof_window *w = pf_prof_window_new();
+	struct pf_prof_process p = {0};
+	struct pf_prof_frame fr[3] = {{.address = bias + impl + 1}, {.address = rt_v2 + 1},
+				      {.address = bias + v1 + 1}};
+	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &p, fr, 3), 0);
+	for (int i = 0; i < 3; i++)
+		assert_non_null(fr[i].function);
+	assert_string_equal(fr[0].function, "pf_impl");
+	assert_string_equal(fr[1].function, "pf_ver");
+	assert_null(fr[1].system_name);
+	assert_string_equal(fr[2].function, "pf_ver");
+	assert_non_null(strstr(p.mappings[fr[1].mapping].path, "libalias.so"));
+	pf_prof_window_free(w);
+	pf_symbolizer_free(sym);
+}
+
+/* [start, end) of pid's [vdso] mapping (/proc/PID/maps). */
+static void vdso_range(pid_t pid, uint64_t *start, uint64_t *end)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	*start = *end = 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long a, b;
+		if (strstr(line, "[vdso]") && sscanf(line, "%llx-%llx", &a, &b) == 2) {
+			*start = a;
+			*end = b;
+		}
+	}
+	fclose(f);
+	assert_true(*start && *end > *start);
+}
+
+/* Another process's vDSO frames get the names of the agent's own vDSO image (the same bytes
+ * in every 64-bit process of one kernel), the mapping its build id; also after the process
+ * exited (the image was compared when its maps were read). */
+static void test_vdso(void **state)
+{
+	void *h = dlopen("linux-vdso.so.1", RTLD_NOW | RTLD_NOLOAD);
+	assert_non_null(h);
+	void *fn = dlsym(h, "__vdso_clock_gettime");
+	assert_non_null(fn);
+	uint64_t off = (uintptr_t)fn - getauxval(AT_SYSINFO_EHDR);
+	const void *image;
+	size_t len;
+	uint64_t vaddr0;
+	assert_true(pf_vdso_image(&image, &len, &vaddr0));
+	assert_true(off < len);
+
+	uint64_t ready, start, end;
+	pid_t pid = run_target(nopie, &ready);
+	vdso_range(pid, &start, &end);
+	assert_true(pf_vdso_same((uint32_t)pid, start, end));
+	assert_false(pf_vdso_same((uint32_t)pid, start, end + 4096)); /* not its size */
+	assert_false(pf_vdso_same((uint32_t)pid, ready & ~4095ull, (ready & ~4095ull) + (end - start)));
+	struct pf_symbolizer *sym = pf_symbolizer_new(NULL);
+	capture_ready(sym, pid);
+	stop(pid);
+	assert_false(pf_vdso_same((uint32_t)pid, start, end)); /* gone: cannot be read */
+
+	struct pf_prof_window *w = pf_prof_window_new();
+	struct pf_prof_process p = {0};
+	struct pf_prof_frame fr[2] = {{.address = start + off + 1}, {.address = ready + 1}};
+	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &p, fr, 2), 0);
+	assert_non_null(fr[0].function);
+	assert_string_equal(fr[0].function, "__vdso_clock_gettime");
+	assert_true(fr[0].mapping >= 0);
+	const struct pf_prof_mapping *m = &p.mappings[fr[0].mapping];
+	assert_string_equal(m->path, "[vdso]");
+	assert_int_equal(m->start, start);
+	assert_non_null(m->build_id);
+	assert_int_equal(strlen(m->build_id), 40);
+	assert_string_equal(fr[1].function, "pf_target_fn");
+	pf_prof_window_free(w);
+	pf_symbolizer_free(sym);
+	dlclose(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1164,6 +1315,8 @@ int main(void)
 		cmocka_unit_test(test_inlined),
 		cmocka_unit_test(test_lines_match_addr2line),
 		cmocka_unit_test(test_trim_releases_pages),
+		cmocka_unit_test(test_alias_names),
+		cmocka_unit_test(test_vdso),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
