@@ -1228,7 +1228,8 @@ int pf_symbolizer_exec_maps(struct pf_symbolizer *sym, uint32_t pid,
 					    .build_id = "", .path = m->path, .dev = m->dev,
 					    .ino = m->ino,
 					    .anon = m->special && strcmp(m->path, "[vdso]") &&
-						    strcmp(m->path, "[vsyscall]")};
+						    strcmp(m->path, "[vsyscall]"),
+					    .vdso = m->vdso > 0};
 		struct elf_file *f = mapping_elf(sym, pid, m);
 		uint64_t vaddr;
 		if (f && elf_exec_off_to_vaddr(f, m->offset, &vaddr)) {

@@ -141,6 +141,7 @@ struct pf_sym_exec_map {
 	const char *path;     /* "[anon]", "[vdso]"... for mappings without a file */
 	uint64_t dev, ino;
 	bool anon;            /* anonymous executable memory (JIT code, trampolines) */
+	bool vdso;            /* the [vdso], holding the same image as the agent's own (vdso.h) */
 };
 /* Calls fn for each executable mapping of pid's last capture (pf_symbolizer_capture), in
  * address order; stops at fn's first non-zero return and returns it. -ENOENT when pid has no

@@ -532,7 +532,6 @@ struct load_ctx {
 	struct pf_unwinder *u;
 	struct ent *ents;
 	size_t n, cap;
-	uint32_t pid;
 	int rc;
 	bool deferred; /* a table waits for the build budget */
 };
@@ -557,8 +556,7 @@ static int collect(void *ctx, const struct pf_sym_exec_map *m)
 	uint64_t vaddr0;
 	if (m->anon) {
 		e.kind = PF_UNWIND_MAP_JIT;
-	} else if (m->fd < 0 && !strcmp(m->path, "[vdso]") && pf_vdso_image(&image, &len, &vaddr0) &&
-		   pf_vdso_same(c->pid, m->start, m->end)) {
+	} else if (m->vdso && pf_vdso_image(&image, &len, &vaddr0)) {
 		/* clock_gettime and friends: the same image as the agent's own vDSO */
 		struct pf_sym_exec_map v = *m;
 		v.build_id = VDSO_KEY;
@@ -587,7 +585,7 @@ static bool same_ent(const struct ent *a, const struct ent *b)
 
 int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t pid)
 {
-	struct load_ctx c = {.u = u, .pid = pid};
+	struct load_ctx c = {.u = u};
 	int rc = pf_symbolizer_exec_maps(sym, pid, collect, &c);
 	if (rc == 0)
 		rc = c.rc;
