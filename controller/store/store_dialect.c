@@ -1,5 +1,5 @@
 /* store_dialect.c — the SQL dialect differences between the store's two backends, as plain
- * text functions (no database needed; tests/unit/controller/test_store_dialect.c). */
+ * text functions (no database needed; tests/unit/controller/store/test_store_dialect.c). */
 #include "store_dialect.h"
 
 #include <ctype.h>

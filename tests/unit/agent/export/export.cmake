@@ -6,6 +6,3 @@ foreach(mod export_file export_otlp_http export_delivery)
 	pf_unit_test(NAME test_${mod} SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_${mod}.c
 		LIBS agent_export pf_proftest Threads::Threads LABEL unit TIMEOUT 60)
 endforeach()
-# agent_http: the libcurl client against a small server run by the test.
-pf_unit_test(NAME test_http_client SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_http_client.c
-	LIBS agent_http pf_proftest Threads::Threads LABEL unit TIMEOUT 60)
