@@ -359,6 +359,14 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 	counter_u64(w, "symbolizer_jit_frames_total",
 		    "Frames in anonymous code named from their process's JIT symbol map.",
 		    s->jit_frames);
+	gauge_u64(w, "symbolizer_go_files",
+		  "Cached Go binaries without a symbol table (-ldflags=\"-s -w\"), named from the "
+		  "Go runtime's own function table (.gopclntab).",
+		  s->go_files);
+	counter_u64(w, "symbolizer_names_cleaned_total",
+		    "Function or file names read from a binary that were not valid UTF-8 (or held "
+		    "control characters): the bad bytes became '?' before they went into a profile.",
+		    s->names_cleaned);
 	counter_u64(w, "symbolizer_jit_maps_refused_total",
 		    "JIT symbol maps not loaded: over 8 MiB or 131,072 lines, or past the 16 MiB "
 		    "all maps may hold.",

@@ -10,6 +10,7 @@
 #   ../symbolize/line_table.c source lines and inlined functions per file, built in a child
 #   ../symbolize/perf_map.c   JIT symbol maps (/tmp/perf-<pid>.map) of runtimes that write them
 #   ../symbolize/vdso.c       the vDSO image the kernel maps into every process ([vdso])
+#   ../symbolize/gopclntab.c  Go function names from .gopclntab (Go binaries without .symtab)
 #   aggregate.c            raw samples -> struct pf_prof_window
 #   sample_ring.c          recent samples kept for lookback_seconds (span triggers cut from it)
 #   ../unwind/unwind_table.c  .eh_frame/.debug_frame -> compact unwind tables (libdw CFI), disk cache
@@ -75,7 +76,7 @@ add_library(agent_sampler STATIC
 	${PF_SAMPLER_DIR}/sampler_bpf.c ${PF_SAMPLER_DIR}/procinfo.c
 	${PF_SAMPLER_DIR}/../symbolize/symbolize.c ${PF_SAMPLER_DIR}/../symbolize/demangle.c
 	${PF_SAMPLER_DIR}/../symbolize/line_table.c ${PF_SAMPLER_DIR}/../symbolize/perf_map.c
-	${PF_SAMPLER_DIR}/../symbolize/vdso.c
+	${PF_SAMPLER_DIR}/../symbolize/vdso.c ${PF_SAMPLER_DIR}/../symbolize/gopclntab.c
 	${PF_SAMPLER_DIR}/aggregate.c ${PF_SAMPLER_DIR}/sample_ring.c
 	${PF_SAMPLER_DIR}/../unwind/unwind_table.c ${PF_SAMPLER_DIR}/../unwind/table_builder.c
 	${PF_SAMPLER_DIR}/../unwind/unwinder.c)

@@ -1086,6 +1086,8 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->jit_bytes = ss.jit_bytes;
 	out->jit_frames = ss.jit_frames;
 	out->jit_maps_refused = ss.jit_maps_refused;
+	out->go_files = ss.go_files;
+	out->names_cleaned = ss.names_cleaned;
 	out->helper_samples = s->helper_samples;
 	out->windows_held = s->windows_held;
 	out->windows_held_ns = s->windows_held_ns;

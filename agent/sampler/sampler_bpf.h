@@ -119,6 +119,9 @@ struct pf_sampler_stats {
 	/* JIT symbol maps (/tmp/perf-<pid>.map): loaded now, their memory, frames they named,
 	 * maps refused at their bounds */
 	uint64_t jit_maps, jit_bytes, jit_frames, jit_maps_refused;
+	/* Go binaries without .symtab named from their pclntab (cached now); names from files
+	 * that were not clean UTF-8 */
+	uint64_t go_files, names_cleaned;
 	int last_error;          /* negative errno of the last failure, 0 when healthy */
 	/* .eh_frame unwinding: on, or why not; the unwinder's counters (unwinder.h) */
 	bool dwarf_unwind;

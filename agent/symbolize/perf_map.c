@@ -56,26 +56,6 @@ static bool hex(const char **p, const char *end, uint64_t *out)
 	return true;
 }
 
-/* Copies a name written by the profiled process into dst (n bytes, then a NUL): profiles
- * carry it as a protobuf string, so every byte that is not part of valid UTF-8, and every
- * control character, becomes '?'. */
-static void copy_name(char *dst, const char *src, size_t n)
-{
-	const unsigned char *s = (const unsigned char *)src;
-	size_t i = 0;
-	while (i < n) {
-		uint32_t cp;
-		size_t l = pf_utf8_decode(s + i, n - i, &cp);
-		if (l == 0 || (l == 1 && (s[i] < 0x20 || s[i] == 0x7f))) {
-			dst[i++] = '?';
-			continue;
-		}
-		memcpy(dst + i, s + i, l);
-		i += l;
-	}
-	dst[n] = 0;
-}
-
 static const char *skip_blanks(const char *p, const char *end)
 {
 	while (p < end && (*p == ' ' || *p == '\t'))
@@ -164,7 +144,7 @@ int pf_perf_map_parse(const char *text, size_t len, struct pf_perf_map **out, si
 		}
 		e.name = (uint32_t)m->names_len;
 		e.seq = (uint32_t)m->n;
-		copy_name(m->names + m->names_len, name, nlen);
+		pf_utf8_copy_clean(m->names + m->names_len, name, nlen);
 		m->names_len += nlen + 1;
 		m->e[m->n++] = e;
 		p = le + 1;

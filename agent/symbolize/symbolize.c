@@ -21,12 +21,14 @@
 #include <unistd.h>
 
 #include "demangle.h"
+#include "gopclntab.h"
 #include "line_table.h"
 #include "perf_map.h"
 #include "table_builder.h"
 #include "vdso.h"
 #include "pf/compiler.h"
 #include "pf/log.h"
+#include "pf/utf8.h"
 
 #define DEFAULT_MAX_ELF 128
 #define DEFAULT_MAX_PROCS 4096
@@ -59,6 +61,7 @@ struct elf_file {
 	struct load_seg *segs;
 	size_t n_segs;
 	bool syms_loaded;
+	bool go_syms; /* its names came from its Go pclntab */
 	struct elf_sym *syms;
 	size_t n_syms;
 	bool no_dwarf;      /* neither the file nor its debug file has DWARF */
@@ -415,6 +418,25 @@ static int sym_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+/* syms[0, k) (an array of cap) sorted, one name kept per address (the best, which sym_cmp
+ * puts first), cut to size and given to f. */
+static void syms_commit(struct elf_file *f, struct elf_sym *syms, size_t k, size_t cap)
+{
+	qsort(syms, k, sizeof(*syms), sym_cmp);
+	size_t u = 1;
+	for (size_t i = 1; i < k; i++)
+		if (syms[i].addr != syms[u - 1].addr)
+			syms[u++] = syms[i];
+	k = u;
+	if (k < cap) {
+		struct elf_sym *cut = realloc(syms, k * sizeof(*syms));
+		if (cut)
+			syms = cut;
+	}
+	f->syms = syms;
+	f->n_syms = k;
+}
+
 static int load_syms_from(struct elf_file *f, Elf *elf, Elf64_Word type)
 {
 	Elf_Scn *scn = NULL;
@@ -453,23 +475,74 @@ static int load_syms_from(struct elf_file *f, Elf *elf, Elf64_Word type)
 			free(syms);
 			continue;
 		}
-		qsort(syms, k, sizeof(*syms), sym_cmp);
-		/* one name per address: the best, which sym_cmp put first */
-		size_t u = 1;
-		for (size_t i = 1; i < k; i++)
-			if (syms[i].addr != syms[u - 1].addr)
-				syms[u++] = syms[i];
-		k = u;
-		if (k < n) {
-			struct elf_sym *cut = realloc(syms, k * sizeof(*syms));
-			if (cut)
-				syms = cut;
-		}
-		f->syms = syms;
-		f->n_syms = k;
+		syms_commit(f, syms, k, n);
 		return 0;
 	}
 	return -ENOENT;
+}
+
+/* The section of elf called name (its header into *sh), or NULL. */
+static Elf_Scn *section_named(Elf *elf, const char *name, GElf_Shdr *sh)
+{
+	Elf_Scn *scn = pf_elf_section(elf, name);
+	return scn && gelf_getshdr(scn, sh) ? scn : NULL;
+}
+
+/* The bytes of a section, or NULL (none, or not in the file: SHT_NOBITS). */
+static const uint8_t *section_bytes(Elf_Scn *scn, const GElf_Shdr *sh, size_t *len)
+{
+	Elf_Data *d = scn && sh->sh_type != SHT_NOBITS ? elf_getdata(scn, NULL) : NULL;
+	*len = d && d->d_buf ? d->d_size : 0;
+	return *len ? d->d_buf : NULL;
+}
+
+/* A Go program's functions from its pclntab (gopclntab.h): what names a Go binary built
+ * with -ldflags="-s -w" (no .symtab). The table is the .gopclntab section (or
+ * .data.rel.ro.gopclntab in a PIE); an externally linked Go binary (cgo) has it inside
+ * .data.rel.ro, where its header is looked for, only when .go.buildinfo says the file is a
+ * Go program. */
+static int load_go_syms(struct elf_file *f, Elf *elf)
+{
+	GElf_Shdr sh, text;
+	if (!section_named(elf, ".text", &text))
+		return -ENOENT;
+	size_t len = 0;
+	Elf_Scn *scn = section_named(elf, ".gopclntab", &sh);
+	if (!scn)
+		scn = section_named(elf, ".data.rel.ro.gopclntab", &sh);
+	const uint8_t *tab = section_bytes(scn, &sh, &len);
+	size_t scan = 0; /* bytes of .data.rel.ro to look through for the header */
+	if (!tab && section_named(elf, ".go.buildinfo", &sh) &&
+	    (tab = section_bytes(section_named(elf, ".data.rel.ro", &sh), &sh, &len)))
+		scan = len;
+	struct pf_go_func *fn = NULL;
+	size_t n = 0;
+	int rc = -ENOENT;
+	for (size_t off = 0; tab && off + 16 <= (scan ? scan : 16); off += 8) {
+		if (scan && !pf_gopclntab_looks_like(tab + off, len - off))
+			continue;
+		rc = pf_gopclntab_parse(tab + off, len - off, text.sh_addr, &fn, &n);
+		if (rc == 0 && n)
+			break;
+		free(fn);
+		fn = NULL;
+		rc = rc < 0 ? rc : -ENOENT;
+	}
+	if (!fn)
+		return rc;
+	struct elf_sym *syms = malloc(n * sizeof(*syms));
+	if (!syms) {
+		free(fn);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		syms[i] = (struct elf_sym){fn[i].entry, fn[i].name,
+					   fn[i].size > UINT32_MAX ? UINT32_MAX : (uint32_t)fn[i].size,
+					   0};
+	free(fn);
+	syms_commit(f, syms, n, n);
+	f->go_syms = true;
+	return 1;
 }
 
 /* The separate debug file of a stripped ELF, by build id (Debian's -dbgsym and -dbg packages:
@@ -511,6 +584,9 @@ static void elf_file_load_syms(struct elf_file *f, const char *debug_dir)
 	 * is in the debug file when installed; same addresses */
 	Elf *dbg = elf_file_debug(f, debug_dir);
 	if (dbg && load_syms_from(f, dbg, SHT_SYMTAB) == 0)
+		return;
+	/* a Go program built without .symtab: the runtime's own function table */
+	if (load_go_syms(f, f->elf) > 0)
 		return;
 	load_syms_from(f, f->elf, SHT_DYNSYM);
 }
@@ -1513,17 +1589,37 @@ static const char *intern_name_n(struct pf_symbolizer *sym, const char *s, size_
 	return n->s;
 }
 
-static const char *intern_name(struct pf_symbolizer *sym, const char *s)
+/* Interns s[0, len), a name read from a file (symbol, source file, inlined function: bytes
+ * whoever built the binary chose), fit for a profile's protobuf strings: every byte that is
+ * not part of valid UTF-8, and every control character, replaced by '?'. NULL: no memory. */
+static const char *intern_clean(struct pf_symbolizer *sym, const char *s, size_t len)
 {
-	return intern_name_n(sym, s, strlen(s));
+	if (pf_utf8_clean(s, len))
+		return intern_name_n(sym, s, len);
+	char buf[512];
+	char *tmp = len < sizeof(buf) ? buf : malloc(len + 1);
+	if (!tmp)
+		return NULL;
+	pf_utf8_copy_clean(tmp, s, len);
+	sym->st.names_cleaned++;
+	const char *r = intern_name_n(sym, tmp, len);
+	if (tmp != buf)
+		free(tmp);
+	return r;
 }
 
-/* The name shown for ELF symbol s: its own, or without its version suffix ("@@GLIBC_2.34"),
- * interned. NULL: no memory. */
+static const char *intern_name(struct pf_symbolizer *sym, const char *s)
+{
+	return intern_clean(sym, s, strlen(s));
+}
+
+/* The name shown for ELF symbol s: its own when it is clean (in the file's image), else
+ * without its version suffix ("@@GLIBC_2.34") and cleaned, interned. NULL: no memory. */
 static const char *sym_name(struct pf_symbolizer *sym, const struct elf_sym *s)
 {
 	size_t len = sym_base_len(s->name);
-	return s->name[len] ? intern_name_n(sym, s->name, len) : s->name;
+	return !s->name[len] && pf_utf8_clean(s->name, len) ? s->name
+							    : intern_clean(sym, s->name, len);
 }
 
 /* The demangled form of name, interned (*out NULL when name reads as it is). 0 or -ENOMEM. */
@@ -2341,6 +2437,9 @@ void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_s
 {
 	*out = sym->st;
 	out->elf_cached = sym->n_elf;
+	out->go_files = 0;
+	for (const struct elf_file *f = sym->lru_head; f; f = f->next)
+		out->go_files += f->go_syms;
 	out->processes = sym->n_procs;
 	struct pf_tbuilder_stats bs;
 	pf_tbuilder_stats(sym->lb, &bs);

@@ -107,6 +107,8 @@ struct pf_symbolizer_stats {
 	uint64_t jit_maps_refused;  /* maps past their bounds (perf_map.h, PF_SYM_JIT_MAX_BYTES) */
 	uint64_t jit_frames;        /* frames named from them */
 	uint64_t jit_bytes;         /* the memory those maps hold */
+	uint64_t go_files;          /* cached Go binaries without .symtab, named from their pclntab */
+	uint64_t names_cleaned;     /* names from files that were not clean UTF-8 (bytes replaced) */
 	int last_error;        /* negative errno of the last failure, 0 when none */
 };
 

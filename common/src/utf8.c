@@ -1,6 +1,8 @@
 /* utf8.c — see pf/utf8.h. */
 #include "pf/utf8.h"
 
+#include <string.h>
+
 size_t pf_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
 {
 	unsigned char c = s[0];
@@ -29,4 +31,39 @@ size_t pf_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
 		return 0;
 	*cp = v;
 	return len;
+}
+
+/* The length of the clean sequence at s (n >= 1 bytes left), 0 when it is not one. */
+static size_t clean_len(const unsigned char *s, size_t n)
+{
+	uint32_t cp;
+	size_t l = pf_utf8_decode(s, n, &cp);
+	return l == 1 && (s[0] < 0x20 || s[0] == 0x7f) ? 0 : l;
+}
+
+bool pf_utf8_clean(const char *src, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)src;
+	for (size_t i = 0, l; i < n; i += l)
+		if (!(l = clean_len(s + i, n - i)))
+			return false;
+	return true;
+}
+
+size_t pf_utf8_copy_clean(char *dst, const char *src, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)src;
+	size_t i = 0, bad = 0;
+	while (i < n) {
+		size_t l = clean_len(s + i, n - i);
+		if (!l) {
+			dst[i++] = '?';
+			bad++;
+			continue;
+		}
+		memcpy(dst + i, s + i, l);
+		i += l;
+	}
+	dst[n] = 0;
+	return bad;
 }

@@ -14,7 +14,10 @@
  * code; before a file's line table is built, its new addresses get names only, uncached.
  * Of several names at one address (aliases, symbol versions), the one people call: global over
  * weak over local, fewer leading underscores, no "@@VER" suffix; vDSO frames of another process
- * are named from the agent's own vDSO image when the process maps the same bytes. */
+ * are named from the agent's own vDSO image when the process maps the same bytes. Go programs
+ * built without a symbol table (-ldflags="-s -w", PIE too) are named from their .gopclntab
+ * (skipped with a message where `go` is not on PATH); a symbol name that is not UTF-8 reaches
+ * the profile cleaned. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -225,6 +228,33 @@ static void capture_ready(struct pf_symbolizer *sym, pid_t pid)
 	for (int i = 0; i < 6000 && pf_symbolizer_lines_pending(sym); i++)
 		usleep(10000);
 	assert_false(pf_symbolizer_lines_pending(sym));
+}
+
+/* Runs bin (it prints an address into *addr and waits), captures its maps (its line tables
+ * built) and lets it go: the symbolizer; the exited process's pid in *pid. */
+static struct pf_symbolizer *captured(const char *bin, uint64_t *addr, pid_t *pid)
+{
+	*pid = run_target(bin, addr);
+	struct pf_symbolizer *sym = pf_symbolizer_new(NULL);
+	assert_non_null(sym);
+	capture_ready(sym, *pid);
+	stop(*pid);
+	return sym;
+}
+
+/* captured(), then the frame at the printed address + 1 resolved into *fr (strings in w): the
+ * symbolizer, for its statistics. */
+static struct pf_symbolizer *resolve_printed(const char *bin, struct pf_prof_window *w,
+					     struct pf_prof_frame *fr)
+{
+	uint64_t addr;
+	pid_t pid;
+	struct pf_symbolizer *sym = captured(bin, &addr, &pid);
+	struct pf_prof_process p = {0};
+	*fr = (struct pf_prof_frame){.address = addr + 1};
+	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &p, fr, 1), 0);
+	assert_non_null(fr->function);
+	return sym;
 }
 
 static void readelf_build_id(const char *path, char *out, size_t n)
@@ -647,10 +677,8 @@ static void test_cxx(void **state)
 	uint64_t ready, a_price = nm_addr(bin, "_ZNK8checkout5Order5priceEv"),
 			a_total = nm_addr(bin, "_ZN8checkout5totalIjEET_RKS1_S3_");
 	assert_true(a_price && a_total);
-	pid_t pid = run_target(bin, &ready);
-	struct pf_symbolizer *sym = pf_symbolizer_new(NULL);
-	capture_ready(sym, pid);
-	stop(pid);
+	pid_t pid;
+	struct pf_symbolizer *sym = captured(bin, &ready, &pid);
 	struct pf_prof_window *w = pf_prof_window_new();
 	struct pf_prof_process p = {0};
 	struct pf_prof_frame fr[4] = {{.address = a_price + 1}, {.address = a_total + 1},
@@ -809,16 +837,9 @@ static void rust_case(const char *flags, const char *prefix)
 	snprintf(bin, sizeof(bin), "%s/rsnames%s", dir, prefix);
 	write_file(rs, rust_src);
 	sh("rustc -g -C opt-level=0 %s -o %s %s", flags, bin, rs);
-	uint64_t addr;
-	pid_t pid = run_target(bin, &addr); /* PIE: the runtime address, through the maps */
-	struct pf_symbolizer *sym = pf_symbolizer_new(NULL);
-	capture_ready(sym, pid);
-	stop(pid);
 	struct pf_prof_window *w = pf_prof_window_new();
-	struct pf_prof_process p = {0};
-	struct pf_prof_frame fr = {.address = addr + 1};
-	assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &p, &fr, 1), 0);
-	assert_non_null(fr.function);
+	struct pf_prof_frame fr; /* PIE: the runtime address, through the maps */
+	struct pf_symbolizer *sym = resolve_printed(bin, w, &fr);
 	assert_string_equal(fr.function, "rsnames::work::burn");
 	assert_non_null(fr.system_name);
 	assert_memory_equal(fr.system_name, prefix, strlen(prefix));
@@ -1213,11 +1234,9 @@ static void test_alias_names(void **state)
 
 	/* the same through a process that loaded the library (versioned names interned) */
 	uint64_t rt_v2;
-	pid_t pid = run_target(bin, &rt_v2);
+	pid_t pid;
+	struct pf_symbolizer *sym = captured(bin, &rt_v2, &pid);
 	uint64_t bias = rt_v2 - v2;
-	struct pf_symbolizer *sym = pf_symbolizer_new(NULL);
-	capture_ready(sym, pid);
-	stop(pid);
 	struct pf_prof_window *w = pf_prof_window_new();
 	struct pf_prof_process p = {0};
 	struct pf_prof_frame fr[3] = {{.address = bias + impl + 1}, {.address = rt_v2 + 1},
@@ -1298,6 +1317,90 @@ static void test_vdso(void **state)
 	dlclose(h);
 }
 
+static const char go_src[] = "package main\n"
+			     "\n"
+			     "import (\n"
+			     "\t\"fmt\"\n"
+			     "\t\"os\"\n"
+			     "\t\"reflect\"\n"
+			     "\t\"time\"\n"
+			     ")\n"
+			     "\n"
+			     "//go:noinline\n"
+			     "func hotLeaf(n int) int {\n"
+			     "\ts := 0\n"
+			     "\tfor i := 0; i < n; i++ {\n"
+			     "\t\ts += i * 7\n"
+			     "\t}\n"
+			     "\treturn s\n"
+			     "}\n"
+			     "\n"
+			     "func main() {\n"
+			     "\tfmt.Printf(\"%#x\\n\", reflect.ValueOf(hotLeaf).Pointer())\n"
+			     "\tif hotLeaf(len(os.Args)) == 42 {\n"
+			     "\t\treturn\n"
+			     "\t}\n"
+			     "\tfor {\n"
+			     "\t\ttime.Sleep(time.Second)\n"
+			     "\t}\n"
+			     "}\n";
+
+/* A Go program stripped of its symbol table (the usual way Go services ship): named from the
+ * runtime's own function table, as a PIE too. */
+static void test_go_stripped(void **state)
+{
+	if (sh_rc("command -v go >/dev/null 2>&1") != 0) {
+		print_message("go not on PATH (Debian golang-go): Go binaries not tested\n");
+		skip();
+	}
+	char src_go[128], bins[2][128];
+	snprintf(src_go, sizeof(src_go), "%s/gomain.go", dir);
+	snprintf(bins[0], sizeof(bins[0]), "%s/go-stripped", dir);
+	snprintf(bins[1], sizeof(bins[1]), "%s/go-stripped-pie", dir);
+	write_file(src_go, go_src);
+	static const char *modes[] = {"exe", "pie"};
+	for (int i = 0; i < 2; i++) {
+		sh("cd %s && env GOPATH=%s/gopath GOCACHE=%s/gocache GOPROXY=off GOFLAGS= "
+		   "GO111MODULE=off timeout 120 go build -buildmode=%s -ldflags='-s -w' -o %s %s",
+		   dir, dir, dir, modes[i], bins[i], src_go);
+		assert_int_not_equal(sh_rc("readelf -S %s | grep -q ' .symtab'", bins[i]), 0);
+		uint64_t addr;
+		pid_t pid;
+		struct pf_symbolizer *sym = captured(bins[i], &addr, &pid);
+		struct pf_prof_window *w = pf_prof_window_new();
+		struct pf_prof_process p = {0};
+		struct pf_prof_frame fr[2] = {{.address = addr + 1}, {.address = addr}};
+		assert_int_equal(pf_symbolizer_resolve(sym, (uint32_t)pid, w, &p, fr, 2), 0);
+		assert_non_null(fr[0].function);
+		assert_string_equal(fr[0].function, "main.hotLeaf");
+		assert_string_equal(fr[1].function, "main.hotLeaf");
+		assert_null(fr[0].system_name);
+		struct pf_symbolizer_stats st;
+		pf_symbolizer_stats(sym, &st);
+		assert_int_equal(st.go_files, 1);
+		pf_prof_window_free(w);
+		pf_symbolizer_free(sym);
+	}
+}
+
+/* A symbol whose name is not UTF-8 (bytes a binary's builder chose) is cleaned before it goes
+ * into a profile's strings. */
+static void test_name_not_utf8(void **state)
+{
+	char bin[160];
+	snprintf(bin, sizeof(bin), "%s/target-badname", dir);
+	sh("objcopy --redefine-sym \"pf_target_fn=$(printf 'pf\\377bad\\001')\" %s %s", nopie, bin);
+	struct pf_prof_window *w = pf_prof_window_new();
+	struct pf_prof_frame fr;
+	struct pf_symbolizer *sym = resolve_printed(bin, w, &fr);
+	assert_string_equal(fr.function, "pf?bad?");
+	struct pf_symbolizer_stats st;
+	pf_symbolizer_stats(sym, &st);
+	assert_int_equal(st.names_cleaned, 1);
+	pf_prof_window_free(w);
+	pf_symbolizer_free(sym);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1317,6 +1420,8 @@ int main(void)
 		cmocka_unit_test(test_trim_releases_pages),
 		cmocka_unit_test(test_alias_names),
 		cmocka_unit_test(test_vdso),
+		cmocka_unit_test(test_go_stripped),
+		cmocka_unit_test(test_name_not_utf8),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
