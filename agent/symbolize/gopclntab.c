@@ -5,8 +5,11 @@
  * the last function). A _func record starts with the entry (a pointer, or from 1.18 a 32-bit
  * offset from .text) followed by the 32-bit offset of the name. */
 #include "gopclntab.h"
+#include "symbolize.h"
 
 #include <errno.h>
+#include <gelf.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,9 +104,113 @@ int pf_gopclntab_parse(const uint8_t *tab, size_t len, uint64_t text_start,
 		const char *name = (const char *)names + noff;
 		if (!*name || !memchr(name, 0, names_len - noff))
 			continue;
-		v[k++] = (struct pf_go_func){pc, next - pc, name};
+		uint32_t pcsp = ver >= GO116 && funcs_len - foff >= fs + 16
+					? (uint32_t)le(funcs + foff + fs + 12, 4)
+					: 0;
+		v[k++] = (struct pf_go_func){pc, next - pc, name, pcsp};
 	}
 	*out = v;
 	*n = k;
 	return 0;
+}
+
+/* An unsigned LEB128 varint at *p (below end) into *v: false when it runs past end or 32 bits. */
+static bool varint(const uint8_t **p, const uint8_t *end, uint32_t *v)
+{
+	uint32_t x = 0;
+	for (unsigned shift = 0; shift < 35; shift += 7) {
+		if (*p >= end)
+			return false;
+		uint8_t b = *(*p)++;
+		x |= (uint32_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*v = x;
+			return true;
+		}
+	}
+	return false;
+}
+
+int pf_gopclntab_sp(const uint8_t *tab, size_t len, const struct pf_go_func *f,
+		    int (*fn)(void *ctx, uint64_t pc, int32_t sp), void *ctx)
+{
+	int ver = version_of(tab, len);
+	if (ver < 0)
+		return ver;
+	if (ver < GO116 || !f->pcsp)
+		return -ENOTSUP;
+	size_t ps = tab[7], w = ver == GO116 ? 5 : 6; /* the pctab's header word */
+	if (8 + (w + 1) * ps > len)
+		return -EINVAL;
+	uint64_t pctab = le(tab + 8 + w * ps, ps);
+	if (pctab >= len || f->pcsp >= len - pctab)
+		return -EINVAL;
+	const uint8_t *p = tab + pctab + f->pcsp, *end = tab + len;
+	uint64_t pc = f->entry, fend = f->entry + f->size;
+	int64_t val = -1; /* wide: a hostile delta must not overflow it */
+	for (unsigned step = 0; pc < fend; step++) {
+		uint32_t uv, pcd;
+		if (!varint(&p, end, &uv))
+			return -EINVAL;
+		if (uv == 0 && step)
+			break; /* the program's end */
+		int32_t d = (uv & 1) ? (int32_t)~(uv >> 1) : (int32_t)(uv >> 1);
+		if (!varint(&p, end, &pcd) || !pcd)
+			return -EINVAL;
+		val += d;
+		if (val < 0 || val > (1 << 24))
+			return -EINVAL;
+		int rc = fn(ctx, pc, (int32_t)val);
+		if (rc)
+			return rc;
+		pc += (uint64_t)pcd * tab[6];
+	}
+	return 0;
+}
+
+/* The bytes of the section of elf called name, or NULL (none, or SHT_NOBITS). */
+static const uint8_t *section_bytes(Elf *elf, const char *name, size_t *len)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = pf_elf_section(elf, name);
+	Elf_Data *d = scn && gelf_getshdr(scn, &sh) && sh.sh_type != SHT_NOBITS
+			      ? elf_getdata(scn, NULL)
+			      : NULL;
+	*len = d && d->d_buf ? d->d_size : 0;
+	return *len ? d->d_buf : NULL;
+}
+
+int pf_gopclntab_find(Elf *elf, const uint8_t **tab, size_t *len, uint64_t *text_start)
+{
+	GElf_Shdr text;
+	Elf_Scn *ts = pf_elf_section(elf, ".text");
+	if (!ts || !gelf_getshdr(ts, &text))
+		return -ENOENT;
+	*text_start = text.sh_addr;
+	size_t n;
+	const uint8_t *t = section_bytes(elf, ".gopclntab", &n);
+	if (!t)
+		t = section_bytes(elf, ".data.rel.ro.gopclntab", &n);
+	if (t && pf_gopclntab_looks_like(t, n)) {
+		*tab = t;
+		*len = n;
+		return 0;
+	}
+	size_t bl;
+	if (!section_bytes(elf, ".go.buildinfo", &bl) || !(t = section_bytes(elf, ".data.rel.ro", &n)))
+		return -ENOENT;
+	for (size_t off = 0; off + 16 <= n; off += 8) { /* the header is pointer-aligned */
+		struct pf_go_func *f;
+		size_t k;
+		if (!pf_gopclntab_looks_like(t + off, n - off) ||
+		    pf_gopclntab_parse(t + off, n - off, *text_start, &f, &k) < 0)
+			continue;
+		free(f);
+		if (k) {
+			*tab = t + off;
+			*len = n - off;
+			return 0;
+		}
+	}
+	return -ENOENT;
 }

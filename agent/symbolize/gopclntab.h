@@ -18,7 +18,17 @@
 struct pf_go_func {
 	uint64_t entry, size; /* [entry, entry + size): ELF virtual addresses */
 	const char *name;     /* NUL-terminated, inside the buffer parsed */
+	uint32_t pcsp;        /* its stack-pointer table in the pctab (Go 1.16+), 0: none */
 };
+
+struct Elf;
+
+/* Where an ELF file keeps its pclntab: the .gopclntab section (.data.rel.ro.gopclntab in a
+ * PIE), or for an externally linked Go program (cgo) inside .data.rel.ro, looked for only
+ * when .go.buildinfo says the file is a Go program. *tab and *len give the table's bytes (in
+ * libelf's image of the file), *text_start the address of .text. 0, or -ENOENT when the
+ * file is not a Go program (or holds no table this module reads). */
+int pf_gopclntab_find(struct Elf *elf, const uint8_t **tab, size_t *len, uint64_t *text_start);
 
 /* True when tab[0, len) starts like a pclntab header of a version this module reads. */
 int pf_gopclntab_looks_like(const uint8_t *tab, size_t len);
@@ -31,5 +41,14 @@ int pf_gopclntab_looks_like(const uint8_t *tab, size_t len);
  * -ENOMEM. */
 int pf_gopclntab_parse(const uint8_t *tab, size_t len, uint64_t text_start,
 		       struct pf_go_func **out, size_t *n);
+
+/* The stack pointer through function f (from pf_gopclntab_parse of the same table): calls
+ * fn(ctx, pc, sp) for each range of f starting at pc where the function has sp bytes on the
+ * stack below its return address (0 at its entry), in address order, never past f's end. The
+ * table is the runtime's pcsp program (varint pairs: zig-zag value delta, pc delta in units of
+ * the instruction quantum). 0; -ENOTSUP before Go 1.16 or for a function without one; -EINVAL
+ * when it runs outside the buffer or past f; fn's non-zero return. */
+int pf_gopclntab_sp(const uint8_t *tab, size_t len, const struct pf_go_func *f,
+		    int (*fn)(void *ctx, uint64_t pc, int32_t sp), void *ctx);
 
 #endif

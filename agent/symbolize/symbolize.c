@@ -481,55 +481,21 @@ static int load_syms_from(struct elf_file *f, Elf *elf, Elf64_Word type)
 	return -ENOENT;
 }
 
-/* The section of elf called name (its header into *sh), or NULL. */
-static Elf_Scn *section_named(Elf *elf, const char *name, GElf_Shdr *sh)
-{
-	Elf_Scn *scn = pf_elf_section(elf, name);
-	return scn && gelf_getshdr(scn, sh) ? scn : NULL;
-}
-
-/* The bytes of a section, or NULL (none, or not in the file: SHT_NOBITS). */
-static const uint8_t *section_bytes(Elf_Scn *scn, const GElf_Shdr *sh, size_t *len)
-{
-	Elf_Data *d = scn && sh->sh_type != SHT_NOBITS ? elf_getdata(scn, NULL) : NULL;
-	*len = d && d->d_buf ? d->d_size : 0;
-	return *len ? d->d_buf : NULL;
-}
-
 /* A Go program's functions from its pclntab (gopclntab.h): what names a Go binary built
- * with -ldflags="-s -w" (no .symtab). The table is the .gopclntab section (or
- * .data.rel.ro.gopclntab in a PIE); an externally linked Go binary (cgo) has it inside
- * .data.rel.ro, where its header is looked for, only when .go.buildinfo says the file is a
- * Go program. */
+ * with -ldflags="-s -w" (no .symtab). 1 when they were loaded. */
 static int load_go_syms(struct elf_file *f, Elf *elf)
 {
-	GElf_Shdr sh, text;
-	if (!section_named(elf, ".text", &text))
-		return -ENOENT;
-	size_t len = 0;
-	Elf_Scn *scn = section_named(elf, ".gopclntab", &sh);
-	if (!scn)
-		scn = section_named(elf, ".data.rel.ro.gopclntab", &sh);
-	const uint8_t *tab = section_bytes(scn, &sh, &len);
-	size_t scan = 0; /* bytes of .data.rel.ro to look through for the header */
-	if (!tab && section_named(elf, ".go.buildinfo", &sh) &&
-	    (tab = section_bytes(section_named(elf, ".data.rel.ro", &sh), &sh, &len)))
-		scan = len;
+	const uint8_t *tab;
+	size_t len, n = 0;
+	uint64_t text;
 	struct pf_go_func *fn = NULL;
-	size_t n = 0;
-	int rc = -ENOENT;
-	for (size_t off = 0; tab && off + 16 <= (scan ? scan : 16); off += 8) {
-		if (scan && !pf_gopclntab_looks_like(tab + off, len - off))
-			continue;
-		rc = pf_gopclntab_parse(tab + off, len - off, text.sh_addr, &fn, &n);
-		if (rc == 0 && n)
-			break;
+	int rc = pf_gopclntab_find(elf, &tab, &len, &text);
+	if (rc == 0)
+		rc = pf_gopclntab_parse(tab, len, text, &fn, &n);
+	if (rc < 0 || !n) {
 		free(fn);
-		fn = NULL;
-		rc = rc < 0 ? rc : -ENOENT;
+		return rc < 0 ? rc : -ENOENT;
 	}
-	if (!fn)
-		return rc;
 	struct elf_sym *syms = malloc(n * sizeof(*syms));
 	if (!syms) {
 		free(fn);

@@ -1,5 +1,6 @@
 /* unwind_table.c — see unwind_table.h. */
 #include "unwind_table.h"
+#include "gopclntab.h"
 #include "symbolize.h"
 
 #include <dwarf.h>
@@ -218,7 +219,7 @@ static int push(struct builder *b, struct pf_unwind_row r)
  * without CFI) are stepped over a byte at a time until an FDE starts, with one STOP row for
  * the gap. */
 static int walk_range(struct builder *b, Dwarf_CFI *cfi, Dwarf_CFI *cfi2, uint64_t lo,
-		      uint64_t hi)
+		      uint64_t hi, bool close)
 {
 	uint64_t addr = lo;
 	bool in_gap = false;
@@ -247,9 +248,65 @@ static int walk_range(struct builder *b, Dwarf_CFI *cfi, Dwarf_CFI *cfi2, uint64
 		addr = end > addr ? end : addr + 1;
 	}
 	/* the range's end: nothing is known past it */
-	if (b->t->n_rows && b->t->rows[b->t->n_rows - 1].pc < hi && hi <= UINT32_MAX)
+	if (close && b->t->n_rows && b->t->rows[b->t->n_rows - 1].pc < hi && hi <= UINT32_MAX)
 		return push(b, (struct pf_unwind_row){.pc = (uint32_t)hi});
 	return 0;
+}
+
+/* A Go program's functions and their stack-pointer tables (gopclntab.h). */
+struct go_funcs {
+	const uint8_t *tab;
+	size_t len;
+	struct pf_go_func *f;
+	size_t n, next; /* the next function to walk (they are in address order) */
+};
+
+/* pf_gopclntab_sp's callback: Go keeps no frame-pointer-relative rule, so every row is
+ * CFA = rsp + sp + 8; once a function has reserved its frame, the caller's rbp is saved right
+ * below the return address (CFA - 16), where Go's prologue puts it. */
+static int go_row(void *ctx, uint64_t pc, int32_t sp)
+{
+	struct builder *b = ctx;
+	struct pf_unwind_row r = {.pc = (uint32_t)pc};
+	if (sp + 8 <= INT16_MAX) {
+		r.kind = PF_UNWIND_CFA_RSP;
+		r.cfa_off = (int16_t)(sp + 8);
+		r.rbp_off8 = sp > 0 ? -2 : 0;
+	}
+	return push(b, r);
+}
+
+/* The outermost frames of Go stacks: a goroutine's (its entry function returns into
+ * goexit), a thread's and the program's. */
+static bool go_outermost(const char *name)
+{
+	return !strcmp(name, "runtime.goexit") || !strcmp(name, "runtime.mstart") ||
+	       !strcmp(name, "runtime.rt0_go");
+}
+
+/* Rows for [lo, hi) of a Go program: each Go function's from its stack-pointer table, what
+ * lies between them (cgo's C code, padding) from the CFI when there is one. */
+static int walk_go(struct builder *b, Dwarf_CFI *cfi, Dwarf_CFI *cfi2, uint64_t lo, uint64_t hi,
+		   struct go_funcs *g)
+{
+	uint64_t at = lo;
+	int rc = 0;
+	for (; rc == 0 && g->next < g->n && g->f[g->next].entry < hi; g->next++) {
+		const struct pf_go_func *f = &g->f[g->next];
+		if (f->entry < at || f->entry + f->size > hi)
+			continue; /* overlapping or past the section: not trusted */
+		if (at < f->entry)
+			rc = walk_range(b, cfi, cfi2, at, f->entry, false);
+		if (rc == 0 && go_outermost(f->name))
+			rc = push(b, (struct pf_unwind_row){.pc = (uint32_t)f->entry,
+							    .kind = PF_UNWIND_END});
+		else if (rc == 0 && pf_gopclntab_sp(g->tab, g->len, f, go_row, b) < 0)
+			rc = push(b, (struct pf_unwind_row){.pc = (uint32_t)f->entry}); /* STOP */
+		if (rc == -EINVAL)
+			rc = 0;
+		at = f->entry + f->size;
+	}
+	return rc ? rc : walk_range(b, cfi, cfi2, at, hi, true);
 }
 
 void pf_unwind_table_free(struct pf_unwind_table *t)
@@ -277,12 +334,19 @@ static int build_elf(Elf *elf, size_t max_rows, struct pf_unwind_table **out)
 	 * built with -fno-asynchronous-unwind-tables keeps its CFI there) */
 	if (pf_elf_section(elf, ".debug_frame") && (dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL)))
 		dbg = dwarf_getcfi(dw);
+	/* a Go program: its functions' rows from the runtime's own tables, which every Go
+	 * binary has, also without DWARF (-ldflags="-s -w") */
+	struct go_funcs go = {0};
+	uint64_t go_text;
+	if (pf_gopclntab_find(elf, &go.tab, &go.len, &go_text) == 0 &&
+	    pf_gopclntab_parse(go.tab, go.len, go_text, &go.f, &go.n) < 0)
+		go.n = 0;
 	struct pf_unwind_table *t = calloc(1, sizeof(*t));
-	if ((!ehf && !dbg) || !t) {
+	if ((!ehf && !dbg && !go.n) || !t) {
 		rc = t ? -ENOENT : -ENOMEM;
 		goto out;
 	}
-	t->source = ehf ? 1 : 2;
+	t->source = go.n ? 3 : ehf ? 1 : 2;
 	struct builder b = {.t = t, .max_rows = max_rows};
 	/* The executable sections (not PT_LOAD segments: those also cover .plt's neighbours
 	 * such as .init and the read-only data of some linkers' layouts). Code yields one row
@@ -311,13 +375,15 @@ static int build_elf(Elf *elf, size_t max_rows, struct pf_unwind_table **out)
 			break;
 		}
 		t->text_bytes += sh.sh_size;
-		rc = walk_range(&b, ehf, dbg, sh.sh_addr, sh.sh_addr + sh.sh_size);
+		rc = go.n ? walk_go(&b, ehf, dbg, sh.sh_addr, sh.sh_addr + sh.sh_size, &go)
+			  : walk_range(&b, ehf, dbg, sh.sh_addr, sh.sh_addr + sh.sh_size, true);
 	}
 	for (size_t i = 0; i < t->n_rows; i++)
 		t->n_stop += t->rows[i].kind == PF_UNWIND_STOP;
 	if (rc == 0 && !t->n_rows)
 		rc = -ENOENT;
 out:
+	free(go.f);
 	if (ehf)
 		dwarf_cfi_end(ehf); /* dwarf_getcfi_elf's; dwarf_getcfi's belongs to dw */
 	if (dw)

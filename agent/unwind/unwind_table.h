@@ -4,7 +4,9 @@
  * .debug_frame for what .eh_frame does not cover) through elfutils' libdw CFI API
  * (dwarf_getcfi_elf / dwarf_getcfi, dwarf_cfi_addrframe, dwarf_frame_info, dwarf_frame_cfa,
  * dwarf_frame_register) — libdw parses the DWARF, this module only classifies its answers —
- * and a versioned on-disk cache of built tables keyed by GNU build id.
+ * or, for a Go program's functions, from the stack-pointer tables the Go runtime keeps for
+ * itself (gopclntab.h: CFA = rsp + what the function has reserved + 8, also in binaries
+ * built without DWARF), and a versioned on-disk cache of built tables keyed by GNU build id.
  *
  * A table is a sorted array of rows (struct pf_unwind_row, 8 bytes). Row i covers the ELF
  * virtual addresses [rows[i].pc, rows[i + 1].pc). Each row says how to get from a frame at
@@ -66,7 +68,8 @@ struct pf_unwind_table {
 	size_t n_rows;
 	uint64_t text_bytes; /* bytes of executable sections the table covers */
 	uint32_t n_stop;     /* rows of kind PF_UNWIND_STOP (gaps included) */
-	uint8_t source;      /* 1 .eh_frame (+ .debug_frame), 2 .debug_frame only, 0 from the
+	uint8_t source;      /* 1 .eh_frame (+ .debug_frame), 2 .debug_frame only, 3 a Go
+			      * program's pclntab (+ CFI between its functions), 0 from the
 			      * disk cache */
 };
 

@@ -8,6 +8,9 @@
  *   nofp_workload.cc  c++ -O2 -fomit-frame-pointer: main -> Cart::total -> std::sort ->
  *                     Item::weight
  *   nofp_workload.rs  rustc -C opt-level=2 -C force-frame-pointers=no (only where rustc is)
+ *   nofp_workload.go  go build -ldflags="-s -w" (only where go is): main.main -> chainA ->
+ *                     chainB -> hotLeaf, a leaf without a frame; its stacks end in
+ *                     runtime.main -> runtime.goexit, not C's main
  *   nofp_signal.c     cc -O2 -fomit-frame-pointer: main -> outer -> spin, interrupted
  *                     by a SIGPROF handler on_prof -> sig_burn (through libc's __restore_rt)
  * A sample is complete when its user stack reaches the C `main` through every function of its
@@ -42,8 +45,8 @@
 #include "sampler_bpf.h"
 
 static char g_dir[64];
-static char g_c[128], g_cc[128], g_rs[128], g_dl[128], g_sig[128], g_static[3][128];
-static bool g_have_rust;
+static char g_c[128], g_cc[128], g_rs[128], g_go[128], g_dl[128], g_sig[128], g_static[3][128];
+static bool g_have_rust, g_have_go;
 
 static uint64_t now_ms(void)
 {
@@ -72,6 +75,7 @@ static int build_workloads(void)
 	snprintf(g_c, sizeof(g_c), "%s/nofp_c", g_dir);
 	snprintf(g_cc, sizeof(g_cc), "%s/nofp_cc", g_dir);
 	snprintf(g_rs, sizeof(g_rs), "%s/nofp_rs", g_dir);
+	snprintf(g_go, sizeof(g_go), "%s/nofp_go", g_dir);
 	snprintf(g_dl, sizeof(g_dl), "%s/libnofp_dl.so", g_dir);
 	snprintf(g_sig, sizeof(g_sig), "%s/nofp_signal", g_dir);
 	if (run("cc -O2 -fomit-frame-pointer -g -o %s %s/tests/ebpf/nofp_workload.c -ldl", g_c,
@@ -95,6 +99,13 @@ static int build_workloads(void)
 	    run("rustc -C opt-level=2 -C force-frame-pointers=no -g -o %s "
 		"%s/tests/ebpf/nofp_workload.rs 2>&1",
 		g_rs, src))
+		return -1;
+	g_have_go = run("command -v go >/dev/null 2>&1") == 0;
+	if (g_have_go &&
+	    run("cd %s && env GOPATH=%s/gopath GOCACHE=%s/gocache GOPROXY=off GOFLAGS= "
+		"GO111MODULE=off timeout 120 go build -ldflags='-s -w' -o %s "
+		"%s/tests/ebpf/nofp_workload.go 2>&1",
+		g_dir, g_dir, g_dir, g_go, src))
 		return -1;
 	return 0;
 }
@@ -162,10 +173,15 @@ struct tally {
 	bool printed;
 };
 
-/* Judges every sample of pid in w against chains (n of them). */
+/* Judges every sample of pid in w against chains (n of them). A sample is complete when it
+ * reaches the last function of the first chain (C's main; the Go runtime's main) through
+ * every function of the chain its frames start. */
 static void tally(const struct pf_prof_window *w, pid_t pid, const chain_t *chains, size_t n,
 		  struct tally *t)
 {
+	const char *root = "main";
+	for (size_t e = 0; n && chains[0][e]; e++)
+		root = chains[0][e] + (chains[0][e][0] == '=');
 	for (size_t i = 0; i < w->n_processes; i++) {
 		const struct pf_prof_process *p = &w->processes[i];
 		if (p->pid != (uint32_t)pid)
@@ -184,7 +200,7 @@ static void tally(const struct pf_prof_window *w, pid_t pid, const chain_t *chai
 				continue;
 			bool has_main = false;
 			for (size_t j = 0; j < nn; j++)
-				has_main |= !strcmp(names[j], "main");
+				has_main |= !strcmp(names[j], root);
 			bool ok = has_main;
 			int which = -1;
 			for (size_t j = 0; j < nn && which < 0; j++) {
@@ -373,6 +389,22 @@ static void test_rust(void **state)
 		skip();
 	}
 	check_workload("Rust opt-level=2, no frame pointers", g_rs, rs_chains, 1);
+}
+
+static chain_t go_chains[] = {
+	{"=main.hotLeaf", "=main.chainB", "=main.chainA", "=main.main", "=runtime.main", NULL},
+};
+
+/* A Go program without symbols or DWARF: named from its pclntab, walked with tables built
+ * from the runtime's stack-pointer data; the frame-pointer walk loses hotLeaf's caller. */
+static void test_go(void **state)
+{
+	if (!g_have_go) {
+		print_message("no go here: the Go workload is skipped\n");
+		skip();
+	}
+	check_workload("Go, -ldflags=-s -w", g_go, go_chains, 1);
+	assert_true(fp_only("Go, -ldflags=-s -w", g_go, go_chains, 1) < 50);
 }
 
 /* A library opened with dlopen after sampling started: its first samples find no mapping,
@@ -620,6 +652,7 @@ int main(void)
 		cmocka_unit_test(test_frame_pointers_only),
 		cmocka_unit_test(test_cxx),
 		cmocka_unit_test(test_rust),
+		cmocka_unit_test(test_go),
 		cmocka_unit_test(test_signal_frame),
 		cmocka_unit_test(test_dlopen_after_start),
 		cmocka_unit_test(test_exit_leaves_no_entries),

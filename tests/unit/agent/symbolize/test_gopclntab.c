@@ -3,8 +3,9 @@
  * and names come out; a wrong magic, header or pointer size is refused; a table claiming more
  * functions than the cap, or than its bytes hold, is refused; a name past the buffer or not
  * ending in it is skipped; and every truncation of a valid table parses without reading past
- * it (the ASan pass of the suite checks the reads). Real Go binaries are in
- * test_symbolize.c. */
+ * it (the ASan pass of the suite checks the reads). The stack-pointer programs (Go 1.16+)
+ * decode to their ranges, never past their function, and cut or negative ones are refused.
+ * Real Go binaries are in test_symbolize.c, test_unwind_table.c and tests/ebpf. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -74,24 +75,32 @@ static size_t build(uint8_t *b, size_t cap, int ver)
 		return nm;
 	}
 	size_t rec = (functab + (2 * NF + 1) * fs + 7) & ~(size_t)7;
+	/* the pctab after the records: one pcsp program for all (0 at entry, 16 from +4, 0
+	 * again from +0x34), at offset 1 (0 means none) */
+	size_t pctab = rec + NF * 32;
+	static const uint8_t pcsp[] = {0, 2, 4, 32, 0x30, 31, 0x0c, 0};
+	memcpy(b + pctab, pcsp, sizeof(pcsp));
 	for (int i = 0; i < NF; i++) {
 		uint64_t entry = ver >= 118 ? funcs[i].off : TEXT + funcs[i].off;
 		put(b, functab + 2 * i * fs, entry, fs);
-		put(b, functab + (2 * i + 1) * fs, rec - functab + i * 16, fs);
-		put(b, rec + i * 16, entry, fs);
-		put(b, rec + i * 16 + fs, name_off[i], 4);
+		put(b, functab + (2 * i + 1) * fs, rec - functab + i * 32, fs);
+		put(b, rec + i * 32, entry, fs);
+		put(b, rec + i * 32 + fs, name_off[i], 4);
+		put(b, rec + i * 32 + fs + 12, 1, 4); /* pcsp */
 	}
 	put(b, functab + 2 * NF * fs, ver >= 118 ? END_OFF : TEXT + END_OFF, fs);
 	put(b, 8, NF, 8); /* nfunc */
 	if (ver == 116) {
 		put(b, 8 + 2 * 8, names, 8);
+		put(b, 8 + 5 * 8, pctab, 8);
 		put(b, 8 + 6 * 8, functab, 8);
 	} else {
 		put(b, 8 + 2 * 8, TEXT, 8); /* textStart (not read: .text's address is) */
 		put(b, 8 + 3 * 8, names, 8);
+		put(b, 8 + 6 * 8, pctab, 8);
 		put(b, 8 + 7 * 8, functab, 8);
 	}
-	return rec + NF * 16;
+	return pctab + sizeof(pcsp);
 }
 
 static void check_funcs(const struct pf_go_func *f, size_t n)
@@ -193,6 +202,72 @@ static void test_bad_names_skipped(void **state)
 	free(t);
 }
 
+struct sp_seen {
+	uint64_t pc[8];
+	int32_t sp[8];
+	size_t n;
+	const struct pf_go_func *f;
+};
+
+static int on_sp(void *ctx, uint64_t pc, int32_t sp)
+{
+	struct sp_seen *s = ctx;
+	assert_true(pc >= s->f->entry && pc < s->f->entry + s->f->size);
+	assert_true(s->n == 0 || pc > s->pc[s->n - 1]);
+	assert_true(s->n < 8);
+	s->pc[s->n] = pc;
+	s->sp[s->n++] = sp;
+	return 0;
+}
+
+/* The stack-pointer programs: decoded from Go 1.16 on, never past their function; cut ones
+ * refused; none before 1.16. */
+static void test_sp(void **state)
+{
+	(void)state;
+	static const int vers[] = {116, 118, 120};
+	uint8_t b[1024];
+	for (size_t v = 0; v < 3; v++) {
+		size_t len = build(b, sizeof(b), vers[v]);
+		struct pf_go_func *f;
+		size_t n;
+		assert_int_equal(pf_gopclntab_parse(b, len, TEXT, &f, &n), 0);
+		assert_int_equal(n, NF);
+		for (size_t i = 0; i < n; i++) {
+			struct sp_seen s = {.f = &f[i]};
+			assert_int_equal(pf_gopclntab_sp(b, len, &f[i], on_sp, &s), 0);
+			assert_int_equal(s.n, 3);
+			assert_int_equal(s.pc[0], f[i].entry);
+			assert_int_equal(s.sp[0], 0);
+			assert_int_equal(s.pc[1], f[i].entry + 4);
+			assert_int_equal(s.sp[1], 16);
+			assert_int_equal(s.pc[2], f[i].entry + 0x34);
+			assert_int_equal(s.sp[2], 0);
+		}
+		/* the program cut inside its varints */
+		assert_int_equal(pf_gopclntab_sp(b, len - 3, &f[0], on_sp,
+						 &(struct sp_seen){.f = &f[0]}),
+				 -EINVAL);
+		/* a function without one */
+		struct pf_go_func none = f[0];
+		none.pcsp = 0;
+		assert_int_equal(pf_gopclntab_sp(b, len, &none, on_sp, NULL), -ENOTSUP);
+		/* a value that goes below 0 */
+		uint8_t neg[1024];
+		memcpy(neg, b, len);
+		neg[len - 8 + 3] = 33; /* 16 -> -17 + 1 */
+		struct sp_seen s = {.f = &f[0]};
+		assert_int_equal(pf_gopclntab_sp(neg, len, &f[0], on_sp, &s), -EINVAL);
+		free(f);
+	}
+	size_t len = build(b, sizeof(b), 12);
+	struct pf_go_func *f;
+	size_t n;
+	assert_int_equal(pf_gopclntab_parse(b, len, TEXT, &f, &n), 0);
+	assert_int_equal(pf_gopclntab_sp(b, len, &f[0], on_sp, NULL), -ENOTSUP);
+	free(f);
+}
+
 static void test_every_truncation(void **state)
 {
 	(void)state;
@@ -223,6 +298,7 @@ int main(void)
 		cmocka_unit_test(test_versions),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_bad_names_skipped),
+		cmocka_unit_test(test_sp),
 		cmocka_unit_test(test_every_truncation),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,9 @@
 /* test_unwind_table.c — unit tests of agent/unwind/unwind_table.h: tables built from a binary
  * compiled here (cc -O2 -fomit-frame-pointer; the same code with its CFI only in
  * .debug_frame) and from the system's libc give the CFA rules the code has at known
- * functions, and libc's sigreturn trampoline a signal frame row; the disk cache round-trips
+ * functions, and libc's sigreturn trampoline a signal frame row; a Go program stripped of
+ * its symbols and DWARF gets rows from its pclntab (a frameless leaf, a framed caller with rbp
+ * saved below the return address, goexit the outermost frame); the disk cache round-trips
  * and refuses damaged files. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -146,6 +148,52 @@ static void test_binary_eh_frame(void **state)
 static void test_binary_debug_frame(void **state)
 {
 	check_binary(g_dbg, 2);
+}
+
+/* tests/ebpf/nofp_workload.go built here, then stripped (strip keeps .gopclntab): its
+ * functions' addresses read from the unstripped build. */
+static void test_go_pclntab(void **state)
+{
+	if (system("command -v go >/dev/null 2>&1") != 0) {
+		print_message("go not on PATH (Debian golang-go): Go tables not tested\n");
+		skip();
+	}
+	const char *src = getenv("PF_SOURCE_DIR");
+	char bin[160], stripped[160], cmd[1024];
+	snprintf(bin, sizeof(bin), "%s/gowl", g_dir);
+	snprintf(stripped, sizeof(stripped), "%s/gowl-stripped", g_dir);
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && env GOPATH=%s/gopath GOCACHE=%s/gocache GOPROXY=off GOFLAGS= "
+		 "GO111MODULE=off timeout 120 go build -o %s %s/tests/ebpf/nofp_workload.go && "
+		 "cp %s %s && strip --strip-all %s",
+		 g_dir, g_dir, g_dir, bin, src ? src : ".", bin, stripped, stripped);
+	assert_int_equal(system(cmd), 0);
+	uint64_t leaf_size = 0, caller_size = 0, exit_size = 0;
+	uint64_t leaf = sym_addr(bin, "main.hotLeaf", &leaf_size),
+		 caller = sym_addr(bin, "main.chainB", &caller_size),
+		 goexit = sym_addr(bin, "runtime.goexit.abi0", &exit_size);
+	assert_true(leaf && caller && goexit);
+	struct pf_unwind_table *t = build(stripped);
+	assert_int_equal(t->source, 3);
+	for (size_t i = 1; i < t->n_rows; i++)
+		assert_true(t->rows[i].pc > t->rows[i - 1].pc);
+	/* the leaf keeps no frame: CFA = rsp + 8 all through, rbp unchanged */
+	const struct pf_unwind_row *r = pf_unwind_table_find(t, leaf + leaf_size / 2);
+	assert_non_null(r);
+	assert_int_equal(r->kind, PF_UNWIND_CFA_RSP);
+	assert_int_equal(r->cfa_off, 8);
+	assert_int_equal(r->rbp_off8, 0);
+	/* the caller: rsp + 8 at its entry, then its frame with rbp saved at CFA - 16 */
+	r = pf_unwind_table_find(t, caller);
+	assert_int_equal(r->kind, PF_UNWIND_CFA_RSP);
+	assert_int_equal(r->cfa_off, 8);
+	assert_true(has_row(t, caller, caller_size, PF_UNWIND_CFA_RSP, 16, -2));
+	/* a goroutine's outermost frame */
+	r = pf_unwind_table_find(t, goexit + 1);
+	assert_int_equal(r->kind, PF_UNWIND_END);
+	print_message("%s: %zu rows for %lu bytes of code, %u stop rows\n", stripped, t->n_rows,
+		      (unsigned long)t->text_bytes, t->n_stop);
+	pf_unwind_table_free(t);
 }
 
 static void test_libc(void **state)
@@ -295,6 +343,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_binary_eh_frame),
 		cmocka_unit_test(test_binary_debug_frame),
+		cmocka_unit_test(test_go_pclntab),
 		cmocka_unit_test(test_libc),
 		cmocka_unit_test(test_libc_signal_frame),
 		cmocka_unit_test(test_cache_round_trip_and_damage),
