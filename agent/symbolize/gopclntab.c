@@ -180,6 +180,18 @@ static const uint8_t *section_bytes(Elf *elf, const char *name, size_t *len)
 	return *len ? d->d_buf : NULL;
 }
 
+/* Where Go's code starts: the 1.18+ header's own textStart (runtime.text) when it lies in
+ * .text — an externally linked program (cgo) has C code first — else .text's address (the
+ * header's word is 0 in a file where a dynamic relocation fills it in). */
+static uint64_t go_text(const uint8_t *tab, size_t len, const GElf_Shdr *text)
+{
+	int ver = version_of(tab, len);
+	if (ver < GO118 || tab[7] != 8 || len < 8 + 3 * 8)
+		return text->sh_addr;
+	uint64_t ts = le(tab + 8 + 2 * 8, 8);
+	return ts >= text->sh_addr && ts < text->sh_addr + text->sh_size ? ts : text->sh_addr;
+}
+
 int pf_gopclntab_find(Elf *elf, const uint8_t **tab, size_t *len, uint64_t *text_start)
 {
 	GElf_Shdr text;
@@ -194,6 +206,7 @@ int pf_gopclntab_find(Elf *elf, const uint8_t **tab, size_t *len, uint64_t *text
 	if (t && pf_gopclntab_looks_like(t, n)) {
 		*tab = t;
 		*len = n;
+		*text_start = go_text(t, n, &text);
 		return 0;
 	}
 	size_t bl;
@@ -209,6 +222,7 @@ int pf_gopclntab_find(Elf *elf, const uint8_t **tab, size_t *len, uint64_t *text
 		if (k) {
 			*tab = t + off;
 			*len = n - off;
+			*text_start = go_text(*tab, *len, &text);
 			return 0;
 		}
 	}

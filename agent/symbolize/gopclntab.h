@@ -26,15 +26,16 @@ struct Elf;
 /* Where an ELF file keeps its pclntab: the .gopclntab section (.data.rel.ro.gopclntab in a
  * PIE), or for an externally linked Go program (cgo) inside .data.rel.ro, looked for only
  * when .go.buildinfo says the file is a Go program. *tab and *len give the table's bytes (in
- * libelf's image of the file), *text_start the address of .text. 0, or -ENOENT when the
- * file is not a Go program (or holds no table this module reads). */
+ * libelf's image of the file), *text_start where Go's code starts (what Go 1.18+ entries
+ * are relative to: the header's runtime.text when it lies in .text, else .text's address).
+ * 0, or -ENOENT when the file is not a Go program (or holds no table this module reads). */
 int pf_gopclntab_find(struct Elf *elf, const uint8_t **tab, size_t *len, uint64_t *text_start);
 
 /* True when tab[0, len) starts like a pclntab header of a version this module reads. */
 int pf_gopclntab_looks_like(const uint8_t *tab, size_t len);
 
 /* Parses the pclntab at tab[0, len) (the .gopclntab section's bytes, or where the header
- * was found in .data.rel.ro). text_start is the address of the binary's .text section: Go
+ * was found in .data.rel.ro). text_start is where Go's code starts (pf_gopclntab_find): Go
  * 1.18+ tables give entries relative to it. Fills *out (malloc'd, *n entries in the table's
  * order, ascending) with the functions that have a name. 0; -EINVAL for a table that is not
  * one or does not fit in len; -ENOTSUP for an unknown version; -E2BIG past PF_GO_MAX_FUNCS;
