@@ -27,7 +27,13 @@
 #include "store_int.h"
 
 #define PG_CONNECT_TIMEOUT_S "3"
-#define PG_STATEMENT_TIMEOUT "-c statement_timeout=3000 -c client_min_messages=warning"
+/* idle_in_transaction_session_timeout: a replica stopped inside a transaction (SIGSTOP, a
+ * paused VM) would hold its row locks for as long as it is stopped, and the others could
+ * never mark its agents disconnected; the server ends such a session after 3 s instead (a
+ * running controller never waits between the statements of one transaction). */
+#define PG_STATEMENT_TIMEOUT                                                                    \
+	"-c statement_timeout=3000 -c idle_in_transaction_session_timeout=3000 "                 \
+	"-c client_min_messages=warning"
 /* A call waits at most this long for its answer (the statement_timeout is the server's: a
  * hung server or a stalled path would never send it); then the connection is dropped. */
 #define PG_CALL_TIMEOUT_MS 4000
