@@ -11,6 +11,7 @@ function(pf_unit_test)
 	endif()
 	add_executable(${T_NAME} ${T_SOURCES})
 	target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} PkgConfig::CMOCKA pf_warnings)
+	target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests/lib) # gobuild.h
 	add_test(NAME ${T_NAME} COMMAND ${T_NAME})
 	set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABEL}" TIMEOUT ${T_TIMEOUT}
 		ENVIRONMENT "PF_SHARED_DIR=${PF_SHARED_DIR};PF_BUILD_DIR=${CMAKE_BINARY_DIR};PF_SOURCE_DIR=${CMAKE_SOURCE_DIR}")

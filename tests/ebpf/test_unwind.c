@@ -40,6 +40,7 @@
 
 #include <cmocka.h>
 
+#include "gobuild.h"
 #include "pf/profcfg.h"
 #include "pf/profile.h"
 #include "sampler_bpf.h"
@@ -100,12 +101,10 @@ static int build_workloads(void)
 		"%s/tests/ebpf/nofp_workload.rs 2>&1",
 		g_rs, src))
 		return -1;
-	g_have_go = run("command -v go >/dev/null 2>&1") == 0;
-	if (g_have_go &&
-	    run("cd %s && env GOPATH=%s/gopath GOCACHE=%s/gocache GOPROXY=off GOFLAGS= "
-		"GO111MODULE=off timeout 120 go build -ldflags='-s -w' -o %s "
-		"%s/tests/ebpf/nofp_workload.go 2>&1",
-		g_dir, g_dir, g_dir, g_go, src))
+	g_have_go = pf_go_available();
+	char go_src[256];
+	snprintf(go_src, sizeof(go_src), "%s/tests/ebpf/nofp_workload.go", src);
+	if (g_have_go && pf_go_build(g_dir, "-ldflags='-s -w'", g_go, go_src, NULL) != 0)
 		return -1;
 	return 0;
 }

@@ -27,6 +27,7 @@
 
 #include <cmocka.h>
 
+#include "gobuild.h"
 #include "otlp_profiles.h"
 #include "pf/buf.h"
 #include "pf/gzip.h"
@@ -746,28 +747,19 @@ static void test_trigger_seconds_and_removed(void **state)
 /* ---------------------------------------------------------------------------------------- */
 /* A real Go program.                                                                        */
 
-static bool have_go(void)
-{
-	return system("command -v go >/dev/null 2>&1") == 0;
-}
-
 static void test_go_live(void **state)
 {
 	(void)state;
-	if (!have_go()) {
+	if (!pf_go_available()) {
 		fprintf(stderr, "go not installed: skipping the live Go test\n");
 		skip();
 	}
 	char dir[] = "/tmp/pf-pprof-go-XXXXXX";
 	assert_non_null(mkdtemp(dir));
 	const char *src = getenv("PF_SOURCE_DIR");
-	char cmd[4096];
-	snprintf(
-	    cmd, sizeof(cmd),
-	    "cd %s && env GOPATH=%s/gopath GOCACHE=%s/cache GOPROXY=off GOFLAGS= "
-	    "GO111MODULE=off timeout 120 go build -o goprog %s/tests/data/pprof/goprog/main.go",
-	    dir, dir, dir, src ? src : ".");
-	assert_int_equal(system(cmd), 0);
+	char go_src[512];
+	snprintf(go_src, sizeof(go_src), "%s/tests/data/pprof/goprog/main.go", src ? src : ".");
+	assert_int_equal(pf_go_build(dir, "", "goprog", go_src, NULL), 0);
 	int in[2], out[2];
 	assert_int_equal(pipe(in), 0);
 	assert_int_equal(pipe(out), 0);
@@ -864,6 +856,7 @@ static void test_go_live(void **state)
 		usleep(20000);
 	}
 	close(out[0]);
+	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "chmod -R u+w %s; rm -rf %s", dir, dir);
 	assert_int_equal(system(cmd), 0);
 }

@@ -38,6 +38,7 @@
 
 #include <cmocka.h>
 
+#include "gobuild.h"
 #include "symbolize.h"
 #include "vdso.h"
 
@@ -1350,7 +1351,7 @@ static const char go_src[] = "package main\n"
  * C code comes before Go's in .text, so Go 1.18+ entries are relative to runtime.text). */
 static void test_go_stripped(void **state)
 {
-	if (sh_rc("command -v go >/dev/null 2>&1") != 0) {
+	if (!pf_go_available()) {
 		print_message("go not on PATH (Debian golang-go): Go binaries not tested\n");
 		skip();
 	}
@@ -1363,9 +1364,9 @@ static void test_go_stripped(void **state)
 	static const char *modes[] = {"-buildmode=exe", "-buildmode=pie",
 				      "-ldflags='-linkmode=external'"};
 	for (int i = 0; i < 3; i++) {
-		sh("cd %s && env GOPATH=%s/gopath GOCACHE=%s/gocache GOPROXY=off GOFLAGS= "
-		   "GO111MODULE=off CGO_ENABLED=1 timeout 120 go build %s -o %s %s && strip %s",
-		   dir, dir, dir, modes[i], bins[i], src_go, bins[i]);
+		char strip[400];
+		snprintf(strip, sizeof(strip), "strip %s", bins[i]);
+		assert_int_equal(pf_go_build(dir, modes[i], bins[i], src_go, strip), 0);
 		assert_int_not_equal(sh_rc("readelf -S %s | grep -q ' .symtab'", bins[i]), 0);
 		uint64_t addr;
 		pid_t pid;

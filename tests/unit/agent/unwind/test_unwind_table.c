@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "gobuild.h"
 #include "unwind_table.h"
 
 static char g_dir[64], g_bin[128], g_dbg[128];
@@ -154,20 +155,17 @@ static void test_binary_debug_frame(void **state)
  * functions' addresses read from the unstripped build. */
 static void test_go_pclntab(void **state)
 {
-	if (system("command -v go >/dev/null 2>&1") != 0) {
+	if (!pf_go_available()) {
 		print_message("go not on PATH (Debian golang-go): Go tables not tested\n");
 		skip();
 	}
 	const char *src = getenv("PF_SOURCE_DIR");
-	char bin[160], stripped[160], cmd[1024];
+	char bin[160], stripped[160], go_src[256], after[600];
 	snprintf(bin, sizeof(bin), "%s/gowl", g_dir);
 	snprintf(stripped, sizeof(stripped), "%s/gowl-stripped", g_dir);
-	snprintf(cmd, sizeof(cmd),
-		 "cd %s && env GOPATH=%s/gopath GOCACHE=%s/gocache GOPROXY=off GOFLAGS= "
-		 "GO111MODULE=off timeout 120 go build -o %s %s/tests/ebpf/nofp_workload.go && "
-		 "cp %s %s && strip --strip-all %s",
-		 g_dir, g_dir, g_dir, bin, src ? src : ".", bin, stripped, stripped);
-	assert_int_equal(system(cmd), 0);
+	snprintf(go_src, sizeof(go_src), "%s/tests/ebpf/nofp_workload.go", src ? src : ".");
+	snprintf(after, sizeof(after), "cp %s %s && strip --strip-all %s", bin, stripped, stripped);
+	assert_int_equal(pf_go_build(g_dir, "", bin, go_src, after), 0);
 	uint64_t leaf_size = 0, caller_size = 0, exit_size = 0;
 	uint64_t leaf = sym_addr(bin, "main.hotLeaf", &leaf_size),
 		 caller = sym_addr(bin, "main.chainB", &caller_size),
