@@ -257,7 +257,7 @@ int agent_config_offer_remote(struct agent_config *c, const struct pf_config_map
 
 	if (hash_len > AGENT_MAX_CONFIG_HASH)
 		hash_len = AGENT_MAX_CONFIG_HASH;
-	/* Conformance 18 / interop 4: the same config again changes nothing, whatever its
+	/* The same config again changes nothing and sends no status report, whatever its
 	 * outcome was (a FAILED config is not retried in a loop). */
 	if (c->rs.status != PF_RCS_UNSET && hash_len == c->rs.hash_len &&
 	    memcmp(hash, c->rs.hash, hash_len) == 0)

@@ -7,7 +7,7 @@
  *           wins over the local config; the last one that applied is persisted in the state
  *           directory (state.h) and used at the next start while the controller is away.
  *
- * Applying (STYLE.md rule 11): the new document is parsed and validated completely, then every
+ * Applying: the new document is parsed and validated completely, then every
  * registered hook's check() runs (a component may refuse it at apply time: a `file` exporter
  * whose directory cannot be created), then every commit(), then the pointers are swapped. On
  * any failure the old config stays active and the remote status becomes FAILED with a message
@@ -16,7 +16,7 @@
  * Remote config status (opamp RemoteConfigStatus): APPLYING while applying (synchronous, so
  * only seen by hooks), then APPLIED or FAILED, always with the hash that was received. A
  * remote config with the same hash as the last one received is not applied again and changes
- * nothing (conformance 18: no new status report).
+ * nothing (no new status report: an agent answers no message that left its status alone).
  *
  * Change detection: agent_config_generation() grows whenever the active config changes and
  * agent_config_status_generation() whenever the remote status changes; the OpAMP session

@@ -1,4 +1,4 @@
-/* description.h — the agent's OpAMP AgentDescription (ARCHITECTURE.md "OpAMP usage").
+/* description.h — the agent's OpAMP AgentDescription.
  *
  * identifying_attributes:      service.name=profleet-agent, service.instance.id=<instance_uid>
  * non_identifying_attributes:  host.name, os.type=linux, host.arch (OTel semconv: amd64, arm64,

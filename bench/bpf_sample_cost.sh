@@ -24,7 +24,7 @@
 #   base      `full` of another build (PF_SAMPLE_BASE, e.g. the tree before a change), in the
 #             same rounds: before/after from one session
 #   fponly    `full` with user stacks by frame pointers only (profleet-sample -U: no .eh_frame
-#             tables, the walk before issue 15), in the same rounds: the tables' cost
+#             tables), in the same rounds: the tables' cost
 #   timedfp   `timed` with frame pointers only: the user-stack part of both walks side by side
 #   empty     a program that returns at once: what running any program per tick costs on this
 #             host (the statistics' clock reads, cold code and data). At 99 Hz a tick finds

@@ -5,8 +5,8 @@ Starts a controller on 127.0.0.1, measures /healthz latency and the OpAMP upgrad
 client on 127.0.0.1 with nothing else going on, then holds HALF_OPEN (default 5000)
 connections that never finish their upgrade headers plus SLOWLORIS (default 300) that trickle
 one header line every 4 s, all from 127.0.0.2 and reopened when the controller closes them,
-and measures the same for SECONDS (default 20). Targets (issue "control plane at fleet
-scale"): /healthz within 100 ms and an agent's upgrade within 1 s during the flood.
+and measures the same for SECONDS (default 20). Targets: /healthz within 100 ms and an
+agent's upgrade within 1 s during the flood.
 
 Run as root (raises its descriptor limit): `PF_BUILD_DIR=build/ci bench/conn_flood.py`.
 Not a test; prints figures for docs/benchmarks.md.

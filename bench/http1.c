@@ -172,7 +172,7 @@ int http1_response_parse(const uint8_t *p, size_t n, bool eof, int *status, stru
 		pf_buf_reset(body);
 		return pf_buf_append(body, p + i, (size_t)content_length) < 0 ? -E2BIG : 1;
 	}
-	/* §6.3 rule 8: no framing, the body runs to the end of the connection. */
+	/* RFC 9112 §6.3, rule 8: no framing, the body runs to the end of the connection. */
 	if (!eof) {
 		*status = 0;
 		return 0;

@@ -398,8 +398,8 @@ static void agent_log_error(struct agent *a, const char *what, int e)
 			e ? strerror(e) : "");
 }
 
-/* Exponential backoff with full jitter (the agent's reconnect rule, ARCHITECTURE.md "OpAMP
- * usage"); a 503's Retry-After is a floor under it. */
+/* Exponential backoff with full jitter (the agent's reconnect rule, docs/agent.md "Offline
+ * and reconnects"); a 503's Retry-After is a floor under it. */
 static void storm_schedule(struct agent *a)
 {
 	unsigned k = pf_min(a->attempt, 16);

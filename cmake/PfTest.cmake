@@ -1,5 +1,5 @@
 # pf_unit_test(NAME <name> SOURCES <files...> LIBS <targets...> [LABEL <label>])
-# One cmocka binary per module under test (STYLE.md rule 14). Tests link the production
+# One cmocka binary per module under test. Tests link the production
 # static libraries; none compiles a private copy of production sources.
 function(pf_unit_test)
 	cmake_parse_arguments(T "" "NAME;LABEL;TIMEOUT" "SOURCES;LIBS" ${ARGN})

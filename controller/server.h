@@ -3,7 +3,7 @@
  * address; with TLS optionally a second agent listener, same routes, that requires client
  * certificates (tls.h holds the TLS policy). The callbacks here are thin: they collect bytes
  * and hand them to opamp/session.h and api/api.h, and write back what those return
- * (STYLE.md rule 10, LWS_PRE headroom; one exception: a message for an agent with nothing
+ * (from the WRITEABLE callback, one lws_write() each, LWS_PRE headroom; one exception: a message for an agent with nothing
  * queued before it is written at once instead of from WRITEABLE, see ws_send() in server.c).
  *
  * Owns: the event loop (libuv, epoll underneath; lws joins it as a foreign loop, see

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check-banned.sh — our banned.h, enforced at test time (STYLE.md rule 9; git's banned.h).
+# check-banned.sh — our banned.h, enforced at test time (after git's banned.h).
 # Fails, listing file:line: call, for any call of a banned C function in the given files or
 # directories (*.c and *.h, recursively):
 #   sprintf vsprintf strcpy strcat strncpy strtok atoi atol atoll gets
@@ -88,7 +88,7 @@ FNR == 1 { incomment = 0 }
 			after = substr(out, at + length(name))
 			sub(/^[ \t]*/, "", after)
 			if (before !~ /[A-Za-z0-9_.]/ && before2 != "->" && substr(after, 1, 1) == "(") {
-				printf "%s:%d: %s() is banned (STYLE.md rule 9)\n", FILENAME, FNR, name
+				printf "%s:%d: %s() is banned (docs/internals/conventions.md)\n", FILENAME, FNR, name
 				bad++
 			}
 			from = at + length(name)

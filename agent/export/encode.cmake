@@ -1,4 +1,4 @@
-# agent_export: the agent's exporters (STYLE.md rule 1: a static library the agent and the
+# agent_export: the agent's exporters (a static library the agent and the
 # tests link). Included from agent/CMakeLists.txt; paths relative to this file.
 #   exporter.c   the interface (create from struct pf_exporter, submit, status), the bounded
 #                delivery queue, retries with backoff, and the worker thread exports run on

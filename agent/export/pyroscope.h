@@ -4,7 +4,7 @@
  *
  *   <endpoint path>/ingest?format=pprof&name=<app>&from=<unix s>&until=<unix s>
  *
- * (Pyroscope's HTTP ingest API; shared/design/OTLP-CONFORMANCE.md "Pyroscope pprof push").
+ * (Pyroscope's HTTP ingest API, pprof push).
  * <app> is "<service.name>{k=v,...}" percent-encoded: the process's service.name resource
  * attribute (else "unknown_service:<process.executable.name>", OpenTelemetry's fallback, else
  * "unknown_service"), and as labels the low-cardinality resource attributes host.name,

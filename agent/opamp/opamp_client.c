@@ -1,5 +1,5 @@
-/* opamp_client.c — see opamp_client.h. Conformance numbers refer to
- * shared/design/OPAMP-CONFORMANCE.md (opamp-spec v0.18.0). */
+/* opamp_client.c — see opamp_client.h. The OpAMP rules it keeps are those of the OpAMP
+ * specification v0.18.0, written out where they apply. */
 #include "opamp_client.h"
 
 #include <arpa/inet.h>
@@ -223,7 +223,7 @@ static void schedule_connect(struct agent_client *c, uint64_t delay_ms)
 }
 
 /* The next delay after a failure: first failure after a good connection is immediate
- * (conformance 23), later ones back off. A server-given floor always applies. */
+ * (reconnect at once after an unexpected drop), later ones back off. A server-given floor always applies. */
 static uint64_t next_delay(struct agent_client *c)
 {
 	if (c->floor_set) {
@@ -270,7 +270,7 @@ static void connect_cb(lws_sorted_usec_list_t *sul)
 	i.port = c->url.port;
 	i.path = c->url.path;
 	i.host = c->url.host_header;
-	i.origin = NULL; /* interop 1: no Origin, no subprotocol */
+	i.origin = NULL; /* no Origin, no subprotocol: OpAMP servers expect neither */
 	i.protocol = NULL;
 	i.local_protocol_name = PROTOCOL_NAME;
 	i.ssl_connection = c->url.tls ? LCCSCF_USE_SSL : 0;
@@ -336,7 +336,7 @@ static void on_established(struct agent_client *c, struct lws *wsi)
 	pf_buf_reset(&c->rx);
 	pf_log_info("opamp: connected to %s", c->url.host_header);
 	agent_health_set(c->health, "opamp", true, "connected", NULL);
-	agent_session_on_connect(c->session); /* first message: full report (conformance 10) */
+	agent_session_on_connect(c->session); /* first message on a connection: a full report */
 	c->send_wanted = true;
 	lws_callback_on_writable(wsi);
 }
@@ -370,7 +370,7 @@ static int on_receive(struct agent_client *c, struct lws *wsi, const void *in, s
 		c->rx_text = !lws_frame_is_binary(wsi);
 	}
 	if (pf_buf_append(&c->rx, in, len) < 0) {
-		/* conformance 5: inbound limit, close with 1009. */
+		/* Over the inbound limit (after reassembly): close with 1009. */
 		pf_log_error("opamp: inbound message over %zu bytes; closing", c->max_msg);
 		static const char reason[] = "message too large";
 		lws_close_reason(wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, (unsigned char *)reason,
@@ -386,7 +386,7 @@ static int on_receive(struct agent_client *c, struct lws *wsi, const void *in, s
 		return 0;
 	}
 	if (pf_opamp_ws_unframe(c->rx.data, c->rx.len, &data, &dlen) < 0) {
-		pf_log_warn("opamp: ignoring a message with a bad header (conformance 4)");
+		pf_log_warn("opamp: ignoring a message with a bad header");
 		pf_buf_reset(&c->rx);
 		return 0;
 	}
@@ -454,7 +454,7 @@ static int on_writeable(struct agent_client *c, struct lws *wsi)
 		return -1;
 	}
 	c->send_wanted = c->heartbeat_due = c->news_soon = false;
-	schedule_heartbeat(c); /* counted from the last sent message (conformance 25) */
+	schedule_heartbeat(c); /* the interval counts from the last message sent */
 	if (disconnect) {
 		c->disconnect_sent = true;
 		c->close_requested = true;

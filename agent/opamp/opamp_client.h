@@ -4,20 +4,20 @@
  *  - connects to ws:// or wss:// (TLS through lws + OpenSSL, system CAs or --ca-file);
  *    http(s):// URLs mean the same host with ws(s); the path defaults to /v1/opamp;
  *    `Authorization: Bearer <token>` on the upgrade request;
- *  - every message is one binary WS message: varint header 0 + protobuf (conformance 3);
+ *  - every message is one binary WS message: varint header 0 + protobuf;
  *    fragments are reassembled into a buffer capped at the inbound limit (default 64 MiB);
- *    over it the connection is closed with 1009 (conformance 5); a text message or a bad
- *    header is logged and dropped (4);
+ *    over it the connection is closed with 1009; a text message or a header other than 0 is
+ *    logged and dropped as malformed;
  *  - writes only from LWS_CALLBACK_CLIENT_WRITEABLE, one lws_write() each, LWS_PRE headroom;
  *  - heartbeat: an AgentToServer every heartbeat interval counted from the last sent message
- *    (default 30 s, the server's heartbeat_interval_seconds when offered, 0 disables) (25);
- *  - reconnect (23): after an unexpected drop at once, then exponential backoff with full
+ *    (default 30 s, the server's heartbeat_interval_seconds when offered, 0 disables);
+ *  - reconnect: after an unexpected drop at once, then exponential backoff with full
  *    jitter (base 500 ms, cap 30 s); HTTP 503/429 Retry-After at the upgrade and
  *    ServerErrorResponse UNAVAILABLE retry_after set a floor; HTTP 401 logs "agent token
  *    rejected" and waits at least 60 s;
  *  - shutdown: first the stop hook (agent_client_set_stop_hook: the data plane exports its last
  *    window) while the loop keeps serving OpAMP, bounded by the hook's max_ms; then the last
- *    message carries agent_disconnect, then a normal Close (22); bounded by 2 s, after which
+ *    message carries agent_disconnect, then a normal Close; bounded by 2 s, after which
  *    the loop ends anyway.
  * All timers are lws_sul. Owns the lws context, the connection and its buffers. Runs on one
  * thread; agent_client_wake() is the only call safe from elsewhere (signal handlers). */

@@ -1,5 +1,5 @@
-/* opamp_session.c — see opamp_session.h. Spec references are to opamp-spec
- * specification.md v0.18.0 via shared/design/OPAMP-CONFORMANCE.md numbers. */
+/* opamp_session.c — see opamp_session.h. The rules are those of the OpAMP specification
+ * v0.18.0, written out where they apply. */
 #include "opamp_session.h"
 
 #include <errno.h>
@@ -63,7 +63,7 @@ void agent_session_free(struct agent_session *s)
 
 void agent_session_on_connect(struct agent_session *s)
 {
-	s->full_pending = true; /* conformance 10 */
+	s->full_pending = true; /* every connection starts with a full status report */
 	if (s->captures)
 		agent_captures_on_connect(s->captures);
 }
@@ -143,7 +143,7 @@ int agent_session_build(struct agent_session *s, bool disconnect, struct pf_buf 
 	memcpy(m.instance_uid, agent_state_uid(s->state), PF_OPAMP_UID_LEN);
 	m.instance_uid_len = PF_OPAMP_UID_LEN;
 	m.sequence_num = s->seq;
-	m.capabilities = AGENT_CAPABILITIES; /* conformance 13: in every message */
+	m.capabilities = AGENT_CAPABILITIES; /* in every message, undefined bits 0 */
 
 	if (full || s->desc_dirty) {
 		size_t n_labels;
@@ -296,7 +296,7 @@ void agent_session_process(struct agent_session *s, const struct pf_s2a *m,
 	memset(act, 0, sizeof(*act));
 
 	if (m->has_error) {
-		/* conformance 15: nothing else is set with an error. */
+		/* With error_response set the server leaves every other field unset. */
 		if (m->error_type == PF_SERR_UNAVAILABLE) {
 			act->reconnect = true;
 			if (m->has_retry_after) {
@@ -306,7 +306,7 @@ void agent_session_process(struct agent_session *s, const struct pf_s2a *m,
 			pf_log_warn("opamp: server unavailable: %s",
 				    m->error_message ? m->error_message : "");
 		} else {
-			/* BAD_REQUEST (and unknown types): do not retry that message (24). */
+			/* BAD_REQUEST (and unknown types): do not retry that message. */
 			act->bad_request = true;
 			pf_log_error("opamp: server rejected our message: %s",
 				     m->error_message ? m->error_message : "");
@@ -323,7 +323,7 @@ void agent_session_process(struct agent_session *s, const struct pf_s2a *m,
 				     err.msg);
 		else
 			pf_log_info("opamp: server assigned instance_uid %s", text);
-		/* Adopted at once either way (conformance 20); state keeps the old on failure,
+		/* Adopted at once either way; state keeps the old on failure,
 		 * so the description follows whatever the state holds. */
 		s->desc_dirty = true;
 	}

@@ -5,18 +5,18 @@
  * Owns: the sequence number, the heartbeat interval, and what has been reported on the
  * current connection (status compression, opamp spec "Status Reporting"):
  *  - the first message on every connection is a full status report: agent_description,
- *    capabilities, health, effective_config, remote_config_status (conformance 10);
- *  - afterwards a sub-message is sent only when it changed (19); a message with none of them
- *    is a heartbeat (25); health changes that are a status's figures alone (health.h) wait
+ *    capabilities, health, effective_config, remote_config_status;
+ *  - afterwards a sub-message is sent, whole, only when something in it changed; a message
+ *    with none of them is a heartbeat; health changes that are a status's figures alone (health.h) wait
  *    until AGENT_SESSION_FIGURES_MS passed since health was last reported, any other health
  *    change goes at once;
- *  - ReportFullState from the server makes the next message full again (17);
- *  - capabilities in every message (13); sequence_num +1 per message (16);
- *  - a ServerToAgent that changes nothing asks for no message (18), e.g. the same remote config
- *    again;
- *  - new_instance_uid is adopted and persisted at once, and the description resent (20);
- *  - ServerErrorResponse: BAD_REQUEST is logged and that message is not retried (24);
- *    UNAVAILABLE asks the transport to reconnect, after retry_after when given (23).
+ *  - ReportFullState from the server makes the next message full again;
+ *  - capabilities in every message; sequence_num +1 per message, exactly;
+ *  - a ServerToAgent that changes nothing asks for no message (no status report answers a
+ *    message that did not change the status), e.g. the same remote config again;
+ *  - new_instance_uid is adopted and persisted at once, and the description resent;
+ *  - ServerErrorResponse: BAD_REQUEST is logged and that message is not retried;
+ *    UNAVAILABLE asks the transport to reconnect, after retry_after when given.
  * Remote config goes to the config engine (config.h); its APPLIED/FAILED status and the new
  * effective config are reported because their generations changed.
  *
@@ -96,7 +96,7 @@ bool agent_session_has_news(struct agent_session *s);
 
 /* Encodes the next AgentToServer (protobuf only, no WS framing) onto out and marks its
  * contents as reported. disconnect: set agent_disconnect (the last message). 0, -ENOMEM,
- * -E2BIG (would exceed the outbound limit; conformance 5: never sent). */
+ * -E2BIG (would exceed the outbound limit: a message over it is never sent). */
 int agent_session_build(struct agent_session *s, bool disconnect, struct pf_buf *out);
 
 /* Handles one received ServerToAgent (protobuf bytes, framing already removed). -EBADMSG on

@@ -19,7 +19,7 @@
 #
 # The BPF object is built the way libbpf-bootstrap's bpf_object() does it: its own compiler
 # (clang -target bpf), its own flags (never the user-space ones: no sanitizers, no -Werror
-# set for gcc), vmlinux.h dumped at build time from the running kernel's BTF (STYLE.md rule 4).
+# set for gcc), vmlinux.h dumped at build time from the running kernel's BTF (the libbpf-tools layout).
 
 set(PF_SAMPLER_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(PF_SAMPLER_GEN ${CMAKE_CURRENT_BINARY_DIR}/sampler_gen)

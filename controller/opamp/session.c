@@ -68,7 +68,7 @@ static int reply_error(struct pf_opamp_ctx *ctx, const uint8_t *uid, size_t uid_
 		memcpy(m.instance_uid, uid, PF_OPAMP_UID_LEN);
 		m.instance_uid_len = PF_OPAMP_UID_LEN;
 	}
-	/* Rule 15: with error_response set, every other field stays unset. */
+	/* With error_response set, every other field stays unset. */
 	m.has_error = true;
 	m.error_type = type;
 	m.error_message = (char *)msg;
@@ -147,7 +147,7 @@ static struct pf_agent *bind_agent(struct pf_opamp_ctx *ctx, struct pf_opamp_ses
 	bool busy = a->connected && a->transport == PF_TRANSPORT_WS && a->conn &&
 		    a->conn != s->conn;
 	if (busy && !s->http) {
-		/* Rule 21: a second live connection claims this uid. Give the newcomer a
+		/* A second live connection claims this uid. Give the newcomer a
 		 * fresh identity rather than letting two processes share one record. */
 		uint8_t fresh[16];
 		if (pf_uuid_v7(fresh) < 0)
@@ -298,7 +298,7 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 		return r;
 	}
 	if (!(in->capabilities & PF_AGENT_CAP_REPORTS_STATUS) && ctx->metrics)
-		pf_log_debug("opamp: agent does not set ReportsStatus (rule 13)");
+		pf_log_debug("opamp: agent does not set ReportsStatus");
 
 	bool new_uid;
 	struct pf_agent *a = bind_agent(ctx, s, in, now_ms, &new_uid);
@@ -313,7 +313,7 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 	bool first_on_conn = s->http ? !a->connected : !s->replied;
 	bool full_state = false;
 	if (a->seq_valid && in->sequence_num != a->last_seq + 1 && !first_on_conn)
-		full_state = true; /* rule 17: a gap means we may have missed a delta */
+		full_state = true; /* a gap means we may have missed a delta: ask for the full state */
 	if (first_on_conn && (!a->seq_valid || in->sequence_num != a->last_seq + 1) &&
 	    first_message_incomplete(in, a))
 		full_state = true;
@@ -354,7 +354,7 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 	struct pf_s2a m = {0};
 	struct pf_config_file file;
 	static char *server_custom[] = {(char *)PF_CAPTURE_CAPABILITY};
-	memcpy(m.instance_uid, in->instance_uid, 16); /* rule 14: echo what the agent sent */
+	memcpy(m.instance_uid, in->instance_uid, 16); /* echo what the agent sent */
 	m.instance_uid_len = 16;
 	m.capabilities = SERVER_CAPS;
 	if (full_state)

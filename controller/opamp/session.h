@@ -3,17 +3,17 @@
  * WebSocket transport keeps one struct pf_opamp_session per connection, the plain-HTTP
  * transport one per request (the agent record carries what must outlive a request).
  *
- * Rules implemented (OPAMP-CONFORMANCE.md numbers):
- *  4  a message that does not decode gets an error_response BAD_REQUEST; the connection stays;
- *  11 every AgentToServer gets a ServerToAgent (an ack carries only instance_uid + caps);
- *  12 server capabilities are set in every reply (first reply MUST, later MAY);
- *  14 instance_uid echoed; 15 nothing else set beside error_response;
- *  17 a sequence_num gap, or a first message on a connection that leaves out state we
- *     don't have, sets ReportFullState;
- *  20/21 a uid already connected elsewhere is given a new_instance_uid;
- *  25 heartbeat_interval_seconds offered (connection settings) to agents that accept it;
- *  26 remote_config only to agents with AcceptsRemoteConfig;
- *  29 remote_config included whenever last_remote_config_hash differs, config_hash always set.
+ * OpAMP rules implemented:
+ *  - a message that does not decode gets an error_response BAD_REQUEST; the connection stays;
+ *  - every AgentToServer gets a ServerToAgent (an ack carries only instance_uid + caps);
+ *  - server capabilities are set in every reply (the first reply must, later ones may);
+ *  - instance_uid echoed; nothing else set beside error_response;
+ *  - a sequence_num gap, or a first message on a connection that leaves out state we
+ *    don't have, sets ReportFullState;
+ *  - a uid already connected elsewhere is given a new_instance_uid;
+ *  - heartbeat_interval_seconds offered (connection settings) to agents that accept it;
+ *  - remote_config only to agents with AcceptsRemoteConfig;
+ *  - remote_config included whenever last_remote_config_hash differs, config_hash always set.
  * Custom capabilities: the agent's custom_capabilities set its capture bit; the first reply on
  * a connection lists the server's (io.profleet.capture.v1) when captures are on.
  */

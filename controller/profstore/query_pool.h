@@ -13,7 +13,7 @@
  * function (called on a worker, with that worker's connection) and a free function. Finished
  * jobs go on a mutex-protected completion queue; after queueing one the worker calls the
  * notify hook (the server's is lws_cancel_service(), the one lws call safe from another
- * thread — STYLE.md rule 10), and the loop takes the finished jobs with pf_qpool_take().
+ * thread), and the loop takes the finished jobs with pf_qpool_take().
  *
  * Bounded: at most max_queued jobs, holding at most max_queued_bytes, wait for a worker;
  * pf_qpool_submit() says -EAGAIN beyond that (the server answers 503 with Retry-After). Nothing is cancelled mid-run: when the

@@ -1,10 +1,10 @@
 /* opamp_codec.h — OpAMP v1 (opamp.proto.v1) messages as plain C values, their wire form, and
  * the WebSocket framing. This module (with the rest of proto/codec/) is the only code that
- * touches protobuf-c generated names (STYLE.md rule 3); the controller and the agent work on
+ * touches protobuf-c generated names; the controller and the agent work on
  * the structs below.
  *
  * Decoding untrusted bytes: pf_a2s_decode()/pf_s2a_decode() unpack through a counting
- * allocator with a byte cap (STYLE.md rule 8), reject anything malformed with -EBADMSG and
+ * allocator with a byte cap (never trust a size from the wire), reject anything malformed with -EBADMSG and
  * a reason in `err`, and return one heap object whose strings and arrays all live in the same
  * allocation arena: free it with pf_a2s_free()/pf_s2a_free().
  *

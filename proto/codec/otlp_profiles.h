@@ -1,6 +1,6 @@
 /* otlp_profiles.h — a closed window (pf/profile.h) to OTLP profiles bytes and back:
  * opentelemetry-proto v1.11.0, `opentelemetry.proto.collector.profiles.v1development.
- * ExportProfilesServiceRequest` (see docs: shared/design/OTLP-CONFORMANCE.md).
+ * ExportProfilesServiceRequest`.
  *
  * Owns the OTLP conventions of the project. The encoder writes, for one window:
  *  - one ResourceProfiles per process that has samples, its Resource carrying plain

@@ -9,7 +9,7 @@
  *    (everything is freed at once by prof_pool_release());
  *  - a byte-capped ProtobufCAllocator and a descriptor-driven nesting-depth scan, the two guards
  *    every decoder of untrusted bytes runs before and during protobuf_c_message_unpack()
- *    (STYLE.md rule 8: protobuf-c's unpacker recurses without a limit and allocates what the
+ *    (protobuf-c's unpacker recurses without a limit and allocates what the
  *    wire asks for);
  *  - the append of a packed message to a buffer, which every encoder of proto/codec/ ends
  *    with. */

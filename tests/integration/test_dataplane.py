@@ -217,7 +217,7 @@ class Dataplane(IntegrationCase):
         self.assertGreater(under_a, 0)
         self.assertGreater(under_b, 0)
         ratio = under_a / float(under_a + under_b)
-        # hot_a does 2/3 of the work; +-20% as the issue asks
+        # hot_a does 2/3 of the work; its share must be within +-20% of that
         self.assertTrue(2 / 3 * 0.8 <= ratio <= 2 / 3 * 1.2, "hot_a share %.3f" % ratio)
 
     def protoc_decodes(self, path):

@@ -1,5 +1,6 @@
 /* profcheck.c — see profcheck.h. Test code: links the generated protobuf-c code through
- * pf_proto_gen_headers (STYLE.md rule 3 allows it for tests of codec internals). */
+ * pf_proto_gen_headers (allowed for tests of codec internals; production code outside
+ * proto/codec/ never sees the generated names). */
 #include "profcheck.h"
 
 #include <errno.h>

@@ -1,8 +1,7 @@
 /* profcheck.h — a conformance checker for OTLP profiles (v1.11.0, profiles v1development), for
  * tests. It decodes an ExportProfilesServiceRequest with protobuf-c (independently of
  * proto/codec/otlp_profiles.c) and checks every rule of the OpenTelemetry profiling SIG's
- * checker as listed in shared/design/OTLP-CONFORMANCE.md "Rules of the conformance checker",
- * plus our duplicate and orphan checks. Each violation is one message that starts with its rule
+ * conformance checker (the rule ids below), plus our duplicate and orphan checks. Each violation is one message that starts with its rule
  * id, "rule: detail", e.g. "string0: string_table[0] is \"x\", must be empty".
  *
  * Rule ids:

@@ -57,18 +57,18 @@ cat > "$tmp/bad/a.h" <<'SAMPLE'
 /* never closed: sorts first, and must not swallow the files after it
 SAMPLE
 cat > "$tmp/want_bad" <<'WANT'
-BAD/bad.c:10: strtok() is banned (STYLE.md rule 9)
-BAD/bad.c:11: atoi() is banned (STYLE.md rule 9)
-BAD/bad.c:11: atol() is banned (STYLE.md rule 9)
-BAD/bad.c:12: atoll() is banned (STYLE.md rule 9)
-BAD/bad.c:13: gets() is banned (STYLE.md rule 9)
-BAD/bad.c:14: strcpy() is banned (STYLE.md rule 9)
-BAD/bad.c:5: sprintf() is banned (STYLE.md rule 9)
-BAD/bad.c:6: vsprintf() is banned (STYLE.md rule 9)
-BAD/bad.c:7: strcpy() is banned (STYLE.md rule 9)
-BAD/bad.c:8: strcat() is banned (STYLE.md rule 9)
-BAD/bad.c:9: strncpy() is banned (STYLE.md rule 9)
-BAD/bad.h:2: strcpy() is banned (STYLE.md rule 9)
+BAD/bad.c:10: strtok() is banned (docs/internals/conventions.md)
+BAD/bad.c:11: atoi() is banned (docs/internals/conventions.md)
+BAD/bad.c:11: atol() is banned (docs/internals/conventions.md)
+BAD/bad.c:12: atoll() is banned (docs/internals/conventions.md)
+BAD/bad.c:13: gets() is banned (docs/internals/conventions.md)
+BAD/bad.c:14: strcpy() is banned (docs/internals/conventions.md)
+BAD/bad.c:5: sprintf() is banned (docs/internals/conventions.md)
+BAD/bad.c:6: vsprintf() is banned (docs/internals/conventions.md)
+BAD/bad.c:7: strcpy() is banned (docs/internals/conventions.md)
+BAD/bad.c:8: strcat() is banned (docs/internals/conventions.md)
+BAD/bad.c:9: strncpy() is banned (docs/internals/conventions.md)
+BAD/bad.h:2: strcpy() is banned (docs/internals/conventions.md)
 WANT
 sed "s|^BAD|$tmp/bad|" "$tmp/want_bad" | LC_ALL=C sort > "$tmp/want_bad.sorted"
 

@@ -206,7 +206,7 @@ static void test_remote_config_round(void **state)
 	assert_false(m->has_description);
 	pf_a2s_free(m);
 
-	/* Same config again (interop 4 / conformance 18): no status report. */
+	/* Same config again: no status report. */
 	agent_session_process(f->s, &in, &act);
 	assert_false(act.send);
 	assert_false(agent_session_has_news(f->s));

@@ -1,4 +1,4 @@
-/* test_profcfg.c — pf/profcfg.h: defaults, the ARCHITECTURE.md example, every validation
+/* test_profcfg.c — pf/profcfg.h: defaults, a full example document, every validation
  * error (exact key path + message), emit → parse round trips, the Markdown reference, and
  * robustness over truncated and mutated documents. */
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include "pf/buf.h"
 #include "pf/profcfg.h"
 
-/* The example of ARCHITECTURE.md "Profiling config", verbatim. */
+/* A full example document with every section, as a user would write it. */
 static const char arch_example[] =
     "profiling:\n"
     "  enabled: true\n"

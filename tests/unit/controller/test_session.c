@@ -1,6 +1,6 @@
 /* test_session.c — the server side of OpAMP, message by message, without a network: each
  * test encodes an AgentToServer with the real codec, hands it to the session and decodes the
- * ServerToAgent it answers with. Rule numbers refer to OPAMP-CONFORMANCE.md. */
+ * ServerToAgent it answers with. Each check names the OpAMP rule it holds. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -99,12 +99,12 @@ static void test_first_message_and_ack(void **state)
 	struct pf_a2s m;
 	full_status(&m, 0x11, 1);
 	struct pf_s2a *r = roundtrip(x, &s, &m, &res);
-	/* Rules 12 and 14: capabilities with AcceptsStatus, uid echoed. */
+	/* The reply carries capabilities with AcceptsStatus and echoes the uid. */
 	assert_true(r->capabilities & PF_SERVER_CAP_ACCEPTS_STATUS);
 	assert_memory_equal(r->instance_uid, m.instance_uid, 16);
 	assert_false(r->has_error);
 	assert_false(r->flags & PF_S2A_FLAG_REPORT_FULL_STATE);
-	/* Rule 25: heartbeat offered to an agent that accepts connection settings. */
+	/* A heartbeat interval is offered to an agent that accepts connection settings. */
 	assert_true(r->has_heartbeat_interval);
 	assert_int_equal(r->heartbeat_interval_seconds, 30);
 	/* No config exists: nothing offered. */
@@ -117,7 +117,8 @@ static void test_first_message_and_ack(void **state)
 	assert_string_equal(pf_agent_attr(a, "env"), "prod");
 	assert_true(a->has_health && a->healthy);
 
-	/* Rule 11: a heartbeat (uid + seq only) gets an ack; no heartbeat offer again. */
+	/* Every message is answered: a heartbeat (uid + seq only) gets an ack; no heartbeat
+	 * offer again. */
 	struct pf_a2s hb = {0};
 	memcpy(hb.instance_uid, m.instance_uid, 16);
 	hb.instance_uid_len = 16;
@@ -144,7 +145,7 @@ static void test_sequence_gap_asks_full_state(void **state)
 	memcpy(hb.instance_uid, m.instance_uid, 16);
 	hb.instance_uid_len = 16;
 	hb.capabilities = CAPS;
-	hb.sequence_num = 9; /* 8 went missing: rule 17 */
+	hb.sequence_num = 9; /* 8 went missing: ReportFullState */
 	struct pf_s2a *r = roundtrip(x, &s, &hb, &res);
 	assert_true(r->flags & PF_S2A_FLAG_REPORT_FULL_STATE);
 	pf_s2a_free(r);
@@ -183,7 +184,7 @@ static void test_remote_config_offer(void **state)
 	struct pf_a2s m;
 	full_status(&m, 0x44, 1);
 	struct pf_s2a *r = roundtrip(x, &s, &m, &res);
-	/* Rule 29: offered while hashes differ, config_hash set. */
+	/* remote_config offered while the hashes differ, config_hash set. */
 	assert_true(r->has_remote_config);
 	assert_int_equal(r->remote_config_hash_len, 32);
 	assert_memory_equal(r->remote_config_hash, h, 32);
@@ -291,7 +292,7 @@ static void test_capability_gating(void **state)
 	struct pf_opamp_result res;
 	struct pf_a2s m;
 	full_status(&m, 0x55, 1);
-	/* Rule 26: no remote config, no connection settings without the bits. */
+	/* No remote config, no connection settings without the capability bits. */
 	m.capabilities = PF_AGENT_CAP_REPORTS_STATUS;
 	struct pf_s2a *r = roundtrip(x, &s, &m, &res);
 	assert_false(r->has_remote_config);
@@ -312,7 +313,7 @@ static void test_bad_input_gets_bad_request(void **state)
 	assert_true(res.bad_request);
 	struct pf_s2a *r = NULL;
 	assert_int_equal(pf_s2a_decode(out.data, out.len, 1 << 20, &r, NULL), 0);
-	/* Rule 15: error alone. */
+	/* An error reply carries nothing else. */
 	assert_true(r->has_error);
 	assert_int_equal(r->error_type, PF_SERR_BAD_REQUEST);
 	assert_non_null(r->error_message);
@@ -399,7 +400,7 @@ static void test_duplicate_uid_gets_new_identity(void **state)
 	struct pf_a2s m;
 	full_status(&m, 0x66, 1);
 	pf_s2a_free(roundtrip(x, &s1, &m, &res));
-	/* Rule 21: a second live connection claims the same uid. */
+	/* A second live connection claims the same uid. */
 	struct pf_s2a *r = roundtrip(x, &s2, &m, &res);
 	assert_true(r->has_new_instance_uid);
 	assert_memory_not_equal(r->new_instance_uid, m.instance_uid, 16);
