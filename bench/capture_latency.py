@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/capture_latency.py — incident capture latency (docs/benchmarks.md "Captures").
+"""bench/capture_latency.py — incident capture latency (docs/benchmarks.md "Incident captures").
 
 From the POST /api/v1/captures to the capture's flame graph being queryable
 (GET /api/v1/flamegraph?capture_id=ID returns samples), for captures of 4 s and 30 s, on

@@ -1,5 +1,5 @@
 /* capture_sim.c — `capture-sim`, many simulated capture-capable agents in one process, for the
- * capture latency benchmark (bench/capture_latency.py, docs/benchmarks.md "Captures").
+ * capture latency benchmark (bench/capture_latency.py, docs/benchmarks.md "Incident captures").
  *
  * Each simulated agent is a real OpAMP WebSocket connection (bench/wsc.h framing, the
  * project's codec) that advertises io.profleet.capture.v1 and behaves like profleet-agent
