@@ -5,7 +5,14 @@
 #   bpf/cpu_sampler.bpf.c  perf_event + tp_btf programs     -> cpu_sampler.bpf.o -> .skel.h
 #   sampler_bpf.c          the pf_sampler object; the only code touching the skeleton
 #   procinfo.c             process attributes, filters, pid verdicts
-#   ../symbolize/symbolize.c  /proc/PID/maps, ELF/DWARF (elfutils), build ids, kallsyms
+#   ../symbolize/symbolize.c  processes, JIT maps and frames to names (symbolize_int.h: its parts)
+#   ../symbolize/elf_read.c   libelf helpers: sections, build ids, DWARF presence
+#   ../symbolize/elf_file.c   one opened ELF file: segments, symbols, its debug file
+#   ../symbolize/elf_cache.c  the LRU cache of opened ELF files, a mapping's file
+#   ../symbolize/elf_lines.c  the cached files' line tables (requests, builds, lookups)
+#   ../symbolize/proc_maps.c  /proc/PID/maps (PROCMAP_QUERY or text)
+#   ../symbolize/kernel_syms.c kernel frames: /proc/kallsyms or the BPF resolver
+#   ../symbolize/rcache.c     the resolved-address cache and its interned names
 #   ../symbolize/demangle.c   C++/Rust names (libiberty), cached
 #   ../symbolize/line_table.c source lines and inlined functions per file, built in a child
 #   ../symbolize/perf_map.c   JIT symbol maps (/tmp/perf-<pid>.map) of runtimes that write them
@@ -77,6 +84,10 @@ add_library(agent_sampler STATIC
 	${PF_SAMPLER_DIR}/../symbolize/symbolize.c ${PF_SAMPLER_DIR}/../symbolize/demangle.c
 	${PF_SAMPLER_DIR}/../symbolize/line_table.c ${PF_SAMPLER_DIR}/../symbolize/perf_map.c
 	${PF_SAMPLER_DIR}/../symbolize/vdso.c ${PF_SAMPLER_DIR}/../symbolize/gopclntab.c
+	${PF_SAMPLER_DIR}/../symbolize/elf_read.c ${PF_SAMPLER_DIR}/../symbolize/elf_file.c
+	${PF_SAMPLER_DIR}/../symbolize/elf_cache.c ${PF_SAMPLER_DIR}/../symbolize/elf_lines.c
+	${PF_SAMPLER_DIR}/../symbolize/proc_maps.c ${PF_SAMPLER_DIR}/../symbolize/kernel_syms.c
+	${PF_SAMPLER_DIR}/../symbolize/rcache.c
 	${PF_SAMPLER_DIR}/aggregate.c ${PF_SAMPLER_DIR}/sample_ring.c
 	${PF_SAMPLER_DIR}/../unwind/unwind_table.c ${PF_SAMPLER_DIR}/../unwind/table_builder.c
 	${PF_SAMPLER_DIR}/../unwind/unwinder.c)

@@ -5,7 +5,7 @@
  * the last function). A _func record starts with the entry (a pointer, or from 1.18 a 32-bit
  * offset from .text) followed by the 32-bit offset of the name. */
 #include "gopclntab.h"
-#include "symbolize.h"
+#include "elf_read.h"
 
 #include <errno.h>
 #include <gelf.h>

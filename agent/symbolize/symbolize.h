@@ -34,6 +34,9 @@
  * A frame that cannot be symbolized keeps its address and mapping (function == NULL), so a
  * backend can symbolize it later from the mapping's build id.
  *
+ * The parts it is made of (ELF files and their cache, line tables, /proc maps, kernel symbols,
+ * the resolved-address cache) are listed in symbolize_int.h.
+ *
  * Not thread-safe: one owner (the sampler) calls it. */
 #ifndef PF_AGENT_SYMBOLIZE_H
 #define PF_AGENT_SYMBOLIZE_H
@@ -111,11 +114,6 @@ struct pf_symbolizer_stats {
 	uint64_t names_cleaned;     /* names from files that were not clean UTF-8 (bytes replaced) */
 	int last_error;        /* negative errno of the last failure, 0 when none */
 };
-
-/* The section of an ELF handle (libelf's Elf, Elf_Scn) with that name, or NULL. */
-struct Elf;
-struct Elf_Scn;
-struct Elf_Scn *pf_elf_section(struct Elf *elf, const char *name);
 
 /* NULL and errno on failure. opt may be NULL for defaults. */
 struct pf_symbolizer *pf_symbolizer_new(const struct pf_symbolizer_options *opt);
@@ -195,25 +193,5 @@ bool pf_symbolizer_lines_pending(struct pf_symbolizer *sym);
 /* The same, then true only while a child builds (false when builds wait for the CPU budget:
  * they will not finish soon). */
 bool pf_symbolizer_lines_building(struct pf_symbolizer *sym);
-
-/* Lower-level pieces, exported for tests and tools. */
-
-/* The executable mappings of pid as the symbolizer reads them, one line each ("start-end
- * offset dev inode path"), through the PROCMAP_QUERY ioctl (text false; -ENOTTY before Linux
- * 6.11) or by parsing the text of /proc/PID/maps (text true). Bytes written, or -errno
- * (-ENOSPC when buf is too small). */
-int pf_exec_maps_render(uint32_t pid, bool text, char *buf, size_t cap);
-
-struct pf_sym_info {
-	char function[256]; /* "" when unknown */
-	uint64_t sym_addr;  /* start of the symbol (ELF virtual address) */
-};
-
-/* GNU build id of an ELF file (fd not consumed), lowercase hex into hex (>= 41 bytes).
- * 0, -ENOENT when the file has no build id note, -EINVAL when it is not ELF. */
-int pf_elf_build_id(int fd, char *hex, size_t hexlen);
-/* Looks an ELF virtual address up in the file at path: its symbol (symtab, else dynsym).
- * 0, -ENOENT when no symbol covers vaddr, other -errno. */
-int pf_elf_lookup(const char *path, uint64_t vaddr, struct pf_sym_info *out);
 
 #endif

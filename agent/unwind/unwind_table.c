@@ -1,7 +1,7 @@
 /* unwind_table.c — see unwind_table.h. */
 #include "unwind_table.h"
+#include "elf_read.h"
 #include "gopclntab.h"
-#include "symbolize.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>

@@ -38,7 +38,9 @@
 
 #include <cmocka.h>
 
+#include "elf_file.h"
 #include "gobuild.h"
+#include "proc_maps.h"
 #include "symbolize.h"
 #include "vdso.h"
 
