@@ -1,7 +1,7 @@
-/* pf/profcfg.h — the profiling config document (ARCHITECTURE.md "Profiling config"), parsed
- * with libyaml and checked against one table of keys (STYLE.md rule 11): key path, type,
- * default, range and doc. The same table drives parsing, validation, defaults, the
- * effective-config output and docs/config.md (pf_profcfg_doc_markdown()).
+/* pf/profcfg.h — the profiling config document (docs/config.md), parsed with libyaml and
+ * checked against one table of keys: key path, type, default, range and doc. The same table
+ * drives parsing, validation, defaults, the effective-config output and docs/config.md
+ * (pf_profcfg_doc_markdown()), so a key is described once (common/src/profcfg.c).
  *
  * Both sides use it: the controller rejects a bad document at PUT /api/v1/configs/{name}
  * with the key path, the agent validates a pushed document before applying it.
