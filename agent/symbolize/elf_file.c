@@ -15,6 +15,7 @@
 #include "gopclntab.h"
 #include "line_table.h"
 #include "proc_maps.h"
+#include "sorted_find.h"
 
 void elf_file_free(struct elf_file *f)
 {
@@ -279,14 +280,7 @@ static void elf_file_load_syms(struct elf_file *f, const char *debug_dir)
 const struct elf_sym *elf_file_find_sym(struct elf_file *f, const char *debug_dir, uint64_t vaddr)
 {
 	elf_file_load_syms(f, debug_dir);
-	size_t lo = 0, hi = f->n_syms;
-	while (lo < hi) { /* first symbol with addr > vaddr */
-		size_t mid = lo + (hi - lo) / 2;
-		if (f->syms[mid].addr <= vaddr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = PF_COUNT_AT_OR_BELOW(f->syms, f->n_syms, .addr, vaddr);
 	if (!lo)
 		return NULL;
 	const struct elf_sym *s = &f->syms[lo - 1]; /* the one name kept at its address */

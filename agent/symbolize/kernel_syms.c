@@ -12,6 +12,7 @@
 #include "pf/compiler.h"
 #include "proc_maps.h"
 #include "rcache.h"
+#include "sorted_find.h"
 #include "symbolize_int.h"
 
 static int ksym_cmp(const void *a, const void *b)
@@ -174,14 +175,7 @@ const char *ksyms_find(struct pf_symbolizer *sym, uint64_t addr)
 	if (addr < sym->kbase || addr - sym->kbase > UINT32_MAX)
 		return NULL;
 	uint32_t off = (uint32_t)(addr - sym->kbase);
-	size_t lo = 0, hi = sym->n_ksyms;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (sym->ksyms[mid].addr_off <= off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = PF_COUNT_AT_OR_BELOW(sym->ksyms, sym->n_ksyms, .addr_off, off);
 	return lo ? sym->knames + sym->ksyms[lo - 1].name_off : NULL;
 }
 

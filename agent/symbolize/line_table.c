@@ -16,6 +16,7 @@
 #include <xxhash.h>
 
 #include "pf/compiler.h"
+#include "sorted_find.h"
 
 #define MAGIC "PFLINTB1"
 #define KEY_CHARS "0123456789abcdef-"
@@ -703,14 +704,7 @@ int pf_line_table_lookup(struct pf_line_table *t, uint64_t vaddr, struct pf_line
 	if (vaddr < t->h.base || vaddr - t->h.base > UINT32_MAX)
 		return 0;
 	uint32_t a = (uint32_t)(vaddr - t->h.base);
-	uint32_t lo = 0, hi = t->n_blocks; /* the first block starting after a */
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (t->index[mid] <= a)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	uint32_t lo = (uint32_t)PF_COUNT_AT_OR_BELOW(t->index, t->n_blocks, , a);
 	if (!lo)
 		return 0;
 	uint32_t blk = lo - 1;
@@ -726,15 +720,7 @@ int pf_line_table_lookup(struct pf_line_table *t, uint64_t vaddr, struct pf_line
 		t->cached = blk;
 		t->cached_n = n;
 	}
-	lo = 0;
-	hi = t->cached_n;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (t->block[mid].addr <= a)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	lo = (uint32_t)PF_COUNT_AT_OR_BELOW(t->block, t->cached_n, .addr, a);
 	if (!lo)
 		return -EBADMSG; /* the index said the block starts at or before a */
 	const struct row *row = &t->block[lo - 1];

@@ -1,5 +1,6 @@
 /* perf_map.c — see perf_map.h. */
 #include "perf_map.h"
+#include "sorted_find.h"
 #include "pf/utf8.h"
 
 #include <errno.h>
@@ -215,14 +216,7 @@ const char *pf_perf_map_find(const struct pf_perf_map *m, uint64_t addr)
 {
 	if (!m || !m->n)
 		return NULL;
-	size_t lo = 0, hi = m->n; /* e[0, lo) start at or below addr */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (m->e[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = PF_COUNT_AT_OR_BELOW(m->e, m->n, .start, addr);
 	if (!lo || addr >= m->e[lo - 1].end)
 		return NULL;
 	return m->names + m->e[lo - 1].name;
