@@ -309,10 +309,6 @@ enum stmt_id {
 	S_BEGIN,
 	S_COMMIT,
 	S_ROLLBACK,
-	S_TOKEN_ADD,
-	S_TOKEN_LOOKUP,
-	S_TOKEN_COUNT,
-	S_TOKEN_NAME,
 	S_CFG_LATEST_HASH,
 	S_CFG_INSERT,
 	S_CFG_GET,
@@ -328,21 +324,15 @@ enum stmt_id {
 	S_AGENT_FOREACH,
 	S_AGENT_DISCONNECT_ALL,
 	S_AGENT_DELETE,
-	S_AUDIT_ADD,
-	S_AUDIT_FOREACH,
 	S__COUNT
 };
+
+_Static_assert(S__COUNT <= STORE_C_STMTS, "struct pf_store holds store.c's statements");
 
 static const char *const stmt_sql[S__COUNT] = {
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
-    [S_TOKEN_ADD] = "INSERT INTO tokens (hash, role, name, created_ms, id, seq) "
-		    "VALUES (?1, ?2, ?3, ?4, lower(hex(randomblob(8))),"
-		    " (SELECT coalesce(max(seq), 0) + 1 FROM tokens))",
-    [S_TOKEN_LOOKUP] = "SELECT role FROM tokens WHERE hash = ?1",
-    [S_TOKEN_COUNT] = "SELECT count(*) FROM tokens",
-    [S_TOKEN_NAME] = "SELECT name FROM tokens WHERE hash = ?1",
     [S_CFG_LATEST_HASH] = "SELECT version, hash FROM configs WHERE name = ?1 "
 			  "ORDER BY version DESC LIMIT 1",
     [S_CFG_INSERT] = "INSERT INTO configs (name, version, hash, body, created_ms) "
@@ -384,48 +374,7 @@ static const char *const stmt_sql[S__COUNT] = {
 			"remote_error, connected, first_seen_ms, last_seen_ms FROM agents",
     [S_AGENT_DISCONNECT_ALL] = "UPDATE agents SET connected = 0 WHERE connected != 0",
     [S_AGENT_DELETE] = "DELETE FROM agents WHERE uid = ?1",
-    [S_AUDIT_ADD] = "INSERT INTO audit (ts_ms, actor, action, target, detail) "
-		    "VALUES (?1, ?2, ?3, ?4, ?5)",
-    [S_AUDIT_FOREACH] = "SELECT id, ts_ms, actor, action, target, detail FROM audit "
-			"WHERE id < ?1 ORDER BY id DESC LIMIT ?2",
 };
-
-struct pf_store {
-	sqlite3 *db;
-	int schema_version;
-	sqlite3_stmt *stmt[S__COUNT];
-	char last_error[512];
-	struct store_prof *prof; /* store_profiles.c's statements and settings, lazily made */
-	struct store_cap *cap;   /* store_captures.c's statements, lazily made */
-	struct store_roll *roll; /* store_rollouts.c's statements, lazily made */
-	struct store_pg *pg;     /* the fleet tables' PostgreSQL backend, NULL: SQLite */
-};
-
-/* ---- For the other store_*.c files (store_int.h). */
-sqlite3 *store_db(struct pf_store *st)
-{
-	return st->db;
-}
-
-struct store_prof **store_prof_slot(struct pf_store *st)
-{
-	return &st->prof;
-}
-
-struct store_cap **store_cap_slot(struct pf_store *st)
-{
-	return &st->cap;
-}
-
-struct store_roll **store_roll_slot(struct pf_store *st)
-{
-	return &st->roll;
-}
-
-struct store_pg **store_pg_slot(struct pf_store *st)
-{
-	return &st->pg;
-}
 
 struct store_pg *store_pg_of(const struct pf_store *st)
 {
@@ -434,7 +383,7 @@ struct store_pg *store_pg_of(const struct pf_store *st)
 
 
 /* Resets a cached statement and drops its bindings (cleanup handler for STMT()). */
-void store_stmt_resetp(sqlite3_stmt **s)
+static void store_stmt_resetp(sqlite3_stmt **s)
 {
 	if (*s) {
 		sqlite3_reset(*s);
@@ -532,33 +481,17 @@ static int tx_commit(struct pf_store *st)
 	return rc;
 }
 
-sqlite3_stmt *store_stmt_cached(struct pf_store *st, sqlite3_stmt **slot, const char *sql,
-			       int *rc)
-{
-	if (!*slot &&
-	    sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, NULL) != SQLITE_OK) {
-		*rc = store_fail(st, NULL, "prepare");
-		return NULL;
-	}
-	if (sqlite3_stmt_busy(*slot)) {
-		*rc = -EBUSY; /* an outer iteration is using it */
-		return NULL;
-	}
-	*rc = 0;
-	return *slot;
-}
-
-int store_tx_begin(struct pf_store *st)
+int store_sqlite_begin(struct pf_store *st)
 {
 	return tx_begin(st);
 }
 
-int store_tx_commit(struct pf_store *st)
+int store_sqlite_commit(struct pf_store *st)
 {
 	return tx_commit(st);
 }
 
-void store_tx_rollback(struct pf_store *st)
+void store_sqlite_rollback(struct pf_store *st)
 {
 	tx_rollback(st);
 }
@@ -820,6 +753,7 @@ struct pf_store *pf_store_open_url(const char *path, const char *fleet_url, enum
 		}
 		goto fail;
 	}
+	st->drv = &store_sqlite_driver;
 	sqlite3_extended_result_codes(st->db, 0);
 	sqlite3_busy_timeout(st->db, STORE_BUSY_TIMEOUT_MS);
 
@@ -850,11 +784,11 @@ void pf_store_close(struct pf_store *st)
 	if (!st)
 		return;
 	store_prof_release(st->prof);
-	store_cap_release(st->cap);
-	store_roll_release(st->roll);
 	store_pg_detach(st);
 	for (size_t i = 0; i < S__COUNT; i++)
 		sqlite3_finalize(st->stmt[i]);
+	for (size_t i = 0; i < st->n_cached; i++)
+		sqlite3_finalize(st->cached[i].s);
 	/* Closing the last connection checkpoints the WAL into the main file. */
 	sqlite3_close(st->db);
 	free(st);
@@ -883,75 +817,6 @@ bool pf_store_is_shared(const struct pf_store *st)
 bool pf_store_unavailable(const struct pf_store *st)
 {
 	return st && st->pg && store_pg_down(st);
-}
-
-/* ---- Tokens. */
-
-int pf_store_token_add(struct pf_store *st, const uint8_t hash[32], const char *role,
-		       const char *name, int64_t created_ms)
-{
-	STORE_PG_DISPATCH(st, store_pg_token_add(st, hash, role, name, created_ms));
-	STMT(s, st, S_TOKEN_ADD);
-	int rc;
-
-	if (!hash || !role || !name)
-		return store_fail_code(st, NULL, -EINVAL, "token_add: missing argument");
-	if (sqlite3_bind_blob(s, 1, hash, 32, SQLITE_STATIC) || bind_text(s, 2, role) ||
-	    bind_text(s, 3, name) || sqlite3_bind_int64(s, 4, created_ms))
-		return store_fail(st, NULL, "token_add: bind");
-	rc = tx_begin(st);
-	if (rc < 0)
-		return rc;
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_DONE) {
-		bool dup = rc == SQLITE_CONSTRAINT;
-		rc = dup ? store_fail_code(st, NULL, -EEXIST, "token_add: token already exists")
-			 : store_fail(st, NULL, "token_add");
-		tx_rollback(st);
-		return rc;
-	}
-	return tx_commit(st);
-}
-
-/* The text column of the token with this hash that statement id selects (what names it in
- * errors): 0, -ENOENT, or a store error. */
-static int token_text(struct pf_store *st, int id, const uint8_t hash[32], char *out,
-		      size_t out_len, const char *what)
-{
-	STMT(s, st, id);
-
-	if (!hash || !out || out_len == 0)
-		return -EINVAL;
-	if (sqlite3_bind_blob(s, 1, hash, 32, SQLITE_STATIC)) {
-		char bind[64];
-		snprintf(bind, sizeof(bind), "%s: bind", what);
-		return store_fail(st, NULL, bind);
-	}
-	int rc = store_step_row(st, s, -ENOENT, what);
-	return rc > 0 ? col_copy(s, 0, out, out_len) : rc;
-}
-
-int pf_store_token_lookup(struct pf_store *st, const uint8_t hash[32], char *role, size_t role_len)
-{
-	STORE_PG_DISPATCH(st, store_pg_token_lookup(st, hash, role, role_len));
-	return token_text(st, S_TOKEN_LOOKUP, hash, role, role_len, "token_lookup");
-}
-
-int pf_store_token_name(struct pf_store *st, const uint8_t hash[32], char *name, size_t name_len)
-{
-	STORE_PG_DISPATCH(st, store_pg_token_name(st, hash, name, name_len));
-	return token_text(st, S_TOKEN_NAME, hash, name, name_len, "token_name");
-}
-
-int pf_store_token_count(struct pf_store *st, int64_t *count)
-{
-	STORE_PG_DISPATCH(st, store_pg_token_count(st, count));
-	STMT(s, st, S_TOKEN_COUNT);
-
-	if (sqlite3_step(s) != SQLITE_ROW)
-		return store_fail(st, NULL, "token_count");
-	*count = sqlite3_column_int64(s, 0);
-	return 0;
 }
 
 /* ---- Configs. */
@@ -1381,58 +1246,6 @@ int pf_store_agent_delete(struct pf_store *st, const uint8_t uid[16])
 	if (rc < 0)
 		return rc;
 	return sqlite3_changes(st->db) > 0 ? 0 : -ENOENT;
-}
-
-/* ---- Audit. */
-
-int pf_store_audit(struct pf_store *st, int64_t ts_ms, const char *actor, const char *action,
-		   const char *target, const char *detail)
-{
-	STORE_PG_DISPATCH(st, store_pg_audit(st, ts_ms, actor, action, target, detail));
-	STMT(s, st, S_AUDIT_ADD);
-
-	if (!actor || !action)
-		return store_fail_code(st, NULL, -EINVAL, "audit: missing actor or action");
-	if (sqlite3_bind_int64(s, 1, ts_ms) || bind_text(s, 2, actor) || bind_text(s, 3, action) ||
-	    bind_text(s, 4, target ? target : "") || bind_text(s, 5, detail))
-		return store_fail(st, NULL, "audit: bind");
-	return write1(st, s, "audit");
-}
-
-int pf_store_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
-			   int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud)
-{
-	STORE_PG_DISPATCH(st, store_pg_audit_foreach(st, before_id, limit, cb, ud));
-	STMT(s, st, S_AUDIT_FOREACH);
-
-	if (!cb || before_id < 0)
-		return -EINVAL;
-	STMT_NOT_BUSY(s);
-	if (sqlite3_bind_int64(s, 1, before_id > 0 ? before_id : INT64_MAX) ||
-	    sqlite3_bind_int64(s, 2, limit > 0 ? (int64_t)pf_min(limit, (size_t)INT64_MAX) : -1))
-		return store_fail(st, NULL, "audit_foreach: bind");
-	for (;;) {
-		struct pf_audit_entry e;
-		bool oom = false;
-		int rc = store_step_row(st, s, 0, "audit_foreach");
-
-		if (rc <= 0)
-			return rc;
-		e.id = sqlite3_column_int64(s, 0);
-		e.ts_ms = sqlite3_column_int64(s, 1);
-		e.actor = col_text(s, 2, &oom);
-		e.action = col_text(s, 3, &oom);
-		e.target = col_text(s, 4, &oom);
-		e.detail = col_text(s, 5, &oom);
-		e.actor_id = "";
-		e.source = "";
-		e.status = 0;
-		if (oom)
-			return store_fail_code(st, NULL, -ENOMEM, "audit_foreach: out of memory");
-		rc = cb(&e, ud);
-		if (rc)
-			return rc;
-	}
 }
 
 struct agent_get_ctx {
