@@ -1,5 +1,5 @@
 /* store.h — the controller's fleet store. The only module that includes sqlite3.h and
- * libpq-fe.h (STYLE.md rule 3).
+ * libpq-fe.h: no database type crosses this header.
  *
  * Two backends behind this one header: SQLite (the default, one file in the data dir) and,
  * for the fleet tables (tokens, audit, configs, assignments, agents, captures, rollouts,

@@ -142,44 +142,39 @@ static int read_agent(struct store_q *q, struct pf_capture_agent_row *a)
 	return 0;
 }
 
+struct get_ctx {
+	int (*cap_cb)(const struct pf_capture_row *c, void *ud);
+	int (*agent_cb)(const struct pf_capture_agent_row *a, void *ud);
+	void *ud;
+};
+
+static int on_cap(struct store_q *q, void *ud)
+{
+	struct get_ctx *g = ud;
+	struct pf_capture_row c;
+	int rc = read_cap(q, &c);
+	return rc ? rc : g->cap_cb(&c, g->ud);
+}
+
+static int on_agent(struct store_q *q, void *ud)
+{
+	struct get_ctx *g = ud;
+	struct pf_capture_agent_row a;
+	int rc = read_agent(q, &a);
+	return rc ? rc : g->agent_cb(&a, g->ud);
+}
+
 int pf_store_capture_get(struct pf_store *st, const char *id,
 			 int (*cap_cb)(const struct pf_capture_row *c, void *ud),
 			 int (*agent_cb)(const struct pf_capture_agent_row *a, void *ud), void *ud)
 {
-	int rc;
+	struct get_ctx g = {cap_cb, agent_cb, ud};
+	const struct store_tree t = {&cap_get, &cap_agents, "captures: get", "captures: agents",
+				     on_cap, agent_cb ? on_agent : NULL};
 
 	if (!id || !cap_cb)
 		return -EINVAL;
-	{
-		STORE_Q(q);
-		struct pf_capture_row c;
-		rc = store_q_prepare(&q, st, &cap_get, "captures: get");
-		if (rc < 0)
-			return rc;
-		store_q_text(&q, id);
-		rc = store_q_step(&q);
-		if (rc <= 0)
-			return rc ? rc : -ENOENT;
-		rc = read_cap(&q, &c);
-		if (rc == 0)
-			rc = cap_cb(&c, ud);
-		if (rc || !agent_cb)
-			return rc;
-	}
-	STORE_Q(q);
-	rc = store_q_prepare(&q, st, &cap_agents, "captures: agents");
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, id);
-	while ((rc = store_q_step(&q)) > 0) {
-		struct pf_capture_agent_row a;
-		rc = read_agent(&q, &a);
-		if (rc == 0)
-			rc = agent_cb(&a, ud);
-		if (rc)
-			break;
-	}
-	return rc;
+	return store_get_tree(st, &t, id, &g);
 }
 
 int pf_store_captures_foreach(struct pf_store *st, const struct pf_capture_query *cq,

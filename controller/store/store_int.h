@@ -25,7 +25,9 @@ struct store_driver;
 
 /* One statement, written in the store's SQLite form with numbered placeholders (?1, ?2 ...).
  * `pg` is its PostgreSQL text where the dialects differ (casts of untyped parameters,
- * DISTINCT ON, LIMIT without a bound); NULL runs `sqlite` through store_sql_to_pg(). */
+ * DISTINCT ON, LIMIT without a bound); NULL runs `sqlite` through store_sql_to_pg().
+ * `sqlite` NULL is a statement PostgreSQL alone needs (an advisory lock where SQLite's
+ * BEGIN IMMEDIATE already serializes the writers): on SQLite it steps as done at once. */
 struct store_stmt {
 	const char *sqlite;
 	const char *pg;
@@ -112,13 +114,28 @@ int store_q_exec(struct store_q *q, int64_t *changed);
 int64_t store_q_col_i64(struct store_q *q, int col);
 /* NULL for SQL NULL (and sets q->oom when SQLite could not make the text). */
 const char *store_q_col_text(struct store_q *q, int col);
+const char *store_q_col_text_n(struct store_q *q, int col, size_t *len);
 /* The text, "" for SQL NULL. */
 const char *store_q_col_str(struct store_q *q, int col);
 const void *store_q_col_blob(struct store_q *q, int col, size_t *len);
 /* Copies a blob column of exactly len bytes; false when it is NULL or of another size. */
 bool store_q_col_fixed(struct store_q *q, int col, void *dst, size_t len);
 
+/* A row and its children: `parent` (one row, -ENOENT when there is none) and then, when
+ * on_child is not NULL, every row of `child`, both selected by id; each row goes to its
+ * handler, and a nonzero return from one ends the call with that value. */
+struct store_tree {
+	const struct store_stmt *parent, *child;
+	const char *parent_what, *child_what;
+	int (*on_parent)(struct store_q *q, void *ud);
+	int (*on_child)(struct store_q *q, void *ud);
+};
+int store_get_tree(struct pf_store *st, const struct store_tree *t, const char *id, void *ud);
+
 int store_tx_begin(struct pf_store *st);
+/* Runs the prepared and bound write q and store_notify(kind, name) in one transaction, and
+ * finishes q. *changed (may be NULL) gets the rows it changed; none changed: no notice. */
+int store_write_notify(struct store_q *q, const char *kind, const char *name, int64_t *changed);
 int store_tx_end(struct pf_store *st, int rc);
 /* Queues "<replica> <kind> <name>" for the other replicas (delivered at commit); nothing
  * to do with one replica on SQLite. */

@@ -1,12 +1,12 @@
 /* store_pg.h — private to controller/store/: the PostgreSQL backend of the fleet tables.
  *
- * The backend interface is the fleet half of store.h itself: every fleet function there
- * (tokens, configs, assignments, agents, audit, captures, rollouts, pins, served versions)
- * starts with STORE_PG_DISPATCH(), which hands the call to the store_pg_<same name>() below
- * with the same arguments when the connection has a PostgreSQL backend attached
- * (pf_store_open_url() with a postgres:// URL), and otherwise runs the SQLite code. The
- * profile store (profiles, bodies, flame forms, links) never dispatches: it stays in the
- * replica's own SQLite file. Only store_pg.c includes libpq-fe.h.
+ * store_pg_attach() connects, migrates and switches the connection's statement driver
+ * (store_int.h) to PostgreSQL, so the operations written once over it run here. The agent
+ * calls, which on PostgreSQL carry the replica's id and the database's clock on every row,
+ * keep a twin here: their store.h function starts with STORE_PG_DISPATCH(), which hands the
+ * call to the store_pg_<same name>() below when the backend is attached. The profile store
+ * never comes here: it stays in the replica's own SQLite file. Only store_pg.c includes
+ * libpq-fe.h.
  *
  * Every write that other replicas must see ends with pg_notify() on PF_STORE_PG_CHANNEL in
  * the same transaction ("<replica> <kind> <name>", docs/internals/store.md "NOTIFY"). */
@@ -34,20 +34,6 @@ int store_pg_attach(struct pf_store *st, const char *url, struct pf_error *err);
 void store_pg_detach(struct pf_store *st);
 bool store_pg_down(const struct pf_store *st);
 
-int store_pg_config_put(struct pf_store *st, const char *name, const char *body, size_t len,
-			const uint8_t hash[32], int64_t now_ms, int64_t *version, bool *created);
-int store_pg_config_get(struct pf_store *st, const char *name, int64_t version,
-			struct pf_config_version *out);
-int store_pg_config_versions(struct pf_store *st, const char *name,
-			     int (*cb)(const struct pf_config_version *cv, void *ud), void *ud);
-int store_pg_config_foreach_latest(struct pf_store *st,
-				   int (*cb)(const struct pf_config_version *cv, void *ud),
-				   void *ud);
-int store_pg_assignment_put(struct pf_store *st, const struct pf_assignment *a);
-int store_pg_assignment_get(struct pf_store *st, const char *name, struct pf_assignment *out);
-int store_pg_assignment_delete(struct pf_store *st, const char *name);
-int store_pg_assignment_foreach(struct pf_store *st,
-				int (*cb)(const struct pf_assignment *a, void *ud), void *ud);
 int store_pg_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows, size_t n);
 int store_pg_agents_set_seen(struct pf_store *st, const struct pf_agent_row *rows, size_t n);
 int store_pg_agents_foreach(struct pf_store *st,

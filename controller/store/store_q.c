@@ -88,6 +88,11 @@ const char *store_q_col_text(struct store_q *q, int col)
 	return q->st->drv->col_text(q, col, &len);
 }
 
+const char *store_q_col_text_n(struct store_q *q, int col, size_t *len)
+{
+	return q->st->drv->col_text(q, col, len);
+}
+
 const char *store_q_col_str(struct store_q *q, int col)
 {
 	const char *t = store_q_col_text(q, col);
@@ -108,6 +113,45 @@ bool store_q_col_fixed(struct store_q *q, int col, void *dst, size_t len)
 		return false;
 	memcpy(dst, b, len);
 	return true;
+}
+
+int store_get_tree(struct pf_store *st, const struct store_tree *t, const char *id, void *ud)
+{
+	int rc;
+	{
+		STORE_Q(q);
+		rc = store_q_prepare(&q, st, t->parent, t->parent_what);
+		if (rc < 0)
+			return rc;
+		store_q_text(&q, id);
+		rc = store_q_step(&q);
+		if (rc <= 0)
+			return rc ? rc : -ENOENT;
+		rc = t->on_parent(&q, ud);
+		if (rc || !t->on_child)
+			return rc;
+	}
+	STORE_Q(q);
+	rc = store_q_prepare(&q, st, t->child, t->child_what);
+	if (rc < 0)
+		return rc;
+	store_q_text(&q, id);
+	while ((rc = store_q_step(&q)) > 0 && (rc = t->on_child(&q, ud)) == 0)
+		;
+	return rc;
+}
+
+int store_write_notify(struct store_q *q, const char *kind, const char *name, int64_t *changed)
+{
+	struct pf_store *st = q->st;
+	int rc = store_tx_begin(st);
+
+	if (rc == 0)
+		rc = store_q_exec(q, changed);
+	if (rc == 0 && (!changed || *changed > 0))
+		rc = store_notify(st, kind, name);
+	store_q_finish(q);
+	return store_tx_end(st, rc);
 }
 
 int store_tx_begin(struct pf_store *st)
@@ -132,6 +176,8 @@ static int lite_prepare(struct store_q *q)
 	struct pf_store *st = q->st;
 	size_t i;
 
+	if (!q->def->sqlite)
+		return 0; /* nothing to run: step says done */
 	for (i = 0; i < st->n_cached && st->cached[i].def != q->def; i++)
 		;
 	if (i == st->n_cached) {
@@ -186,6 +232,8 @@ static int lite_step(struct store_q *q)
 	struct pf_store *st = q->st;
 	int rc;
 
+	if (!q->h)
+		return 0;
 	if (!q->started && lite_bind(q) != SQLITE_OK) {
 		char what[160];
 		snprintf(what, sizeof(what), "%s: bind", q->what);

@@ -168,44 +168,39 @@ static int read_agent(struct store_q *q, struct pf_rollout_agent_row *a)
 	return 0;
 }
 
+struct get_ctx {
+	int (*r_cb)(const struct pf_rollout_row *r, void *ud);
+	int (*agent_cb)(const struct pf_rollout_agent_row *a, void *ud);
+	void *ud;
+};
+
+static int on_rollout(struct store_q *q, void *ud)
+{
+	struct get_ctx *g = ud;
+	struct pf_rollout_row r;
+	int rc = read_rollout(q, &r);
+	return rc ? rc : g->r_cb(&r, g->ud);
+}
+
+static int on_agent(struct store_q *q, void *ud)
+{
+	struct get_ctx *g = ud;
+	struct pf_rollout_agent_row a;
+	int rc = read_agent(q, &a);
+	return rc ? rc : g->agent_cb(&a, g->ud);
+}
+
 int pf_store_rollout_get(struct pf_store *st, const char *id,
 			 int (*r_cb)(const struct pf_rollout_row *r, void *ud),
 			 int (*agent_cb)(const struct pf_rollout_agent_row *a, void *ud), void *ud)
 {
-	int rc;
+	struct get_ctx g = {r_cb, agent_cb, ud};
+	const struct store_tree t = {&ro_get, &ro_agents, "rollouts: get", "rollouts: agents",
+				     on_rollout, agent_cb ? on_agent : NULL};
 
 	if (!id || !r_cb)
 		return -EINVAL;
-	{
-		STORE_Q(q);
-		struct pf_rollout_row r;
-		rc = store_q_prepare(&q, st, &ro_get, "rollouts: get");
-		if (rc < 0)
-			return rc;
-		store_q_text(&q, id);
-		rc = store_q_step(&q);
-		if (rc <= 0)
-			return rc ? rc : -ENOENT;
-		rc = read_rollout(&q, &r);
-		if (rc == 0)
-			rc = r_cb(&r, ud);
-		if (rc || !agent_cb)
-			return rc;
-	}
-	STORE_Q(q);
-	rc = store_q_prepare(&q, st, &ro_agents, "rollouts: agents");
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, id);
-	while ((rc = store_q_step(&q)) > 0) {
-		struct pf_rollout_agent_row a;
-		rc = read_agent(&q, &a);
-		if (rc == 0)
-			rc = agent_cb(&a, ud);
-		if (rc)
-			break;
-	}
-	return rc;
+	return store_get_tree(st, &t, id, &g);
 }
 
 int pf_store_rollouts_foreach(struct pf_store *st, bool active_only, const char *before_id,
@@ -251,18 +246,6 @@ int pf_store_pins_foreach(struct pf_store *st, int (*cb)(const struct pf_pin_row
 	return rc;
 }
 
-/* One statement and its notification in one transaction. */
-static int write_notify(struct pf_store *st, struct store_q *q, const char *name)
-{
-	int rc = store_tx_begin(st);
-	if (rc == 0)
-		rc = store_q_exec(q, NULL);
-	if (rc == 0)
-		rc = store_notify(st, "config", name);
-	store_q_finish(q);
-	return store_tx_end(st, rc);
-}
-
 int pf_store_pins_clear(struct pf_store *st, const char *config, int64_t version)
 {
 	STORE_Q(q);
@@ -275,7 +258,7 @@ int pf_store_pins_clear(struct pf_store *st, const char *config, int64_t version
 		return rc;
 	store_q_text(&q, config);
 	store_q_i64(&q, version);
-	return write_notify(st, &q, config);
+	return store_write_notify(&q, "config", config, NULL);
 }
 
 int pf_store_config_serving_set(struct pf_store *st, const char *name, int64_t version)
@@ -291,7 +274,7 @@ int pf_store_config_serving_set(struct pf_store *st, const char *name, int64_t v
 	store_q_text(&q, name);
 	if (version > 0)
 		store_q_i64(&q, version);
-	return write_notify(st, &q, name);
+	return store_write_notify(&q, "config", name, NULL);
 }
 
 int pf_store_config_serving_foreach(struct pf_store *st,
