@@ -1,7 +1,10 @@
-/* store.c — the fleet store over SQLite; see store.h and docs/internals/store.md.
+/* store.c — opening, migrating and closing the store, the one migration list of both
+ * backends, and the agent rows over SQLite (their PostgreSQL twins are in store_pg.c); see
+ * store.h and docs/internals/store.md.
  *
- * Every SQL statement the store runs after open is listed once in stmt_sql[], prepared at
- * open (SQLITE_PREPARE_PERSISTENT) and kept in struct pf_store. A user takes it with
+ * The SQLite transaction helpers here serve the driver (store_q.c) and the profile store.
+ * The agent statements are listed once in stmt_sql[], prepared at open
+ * (SQLITE_PREPARE_PERSISTENT) and kept in struct pf_store. A user takes one with
  * STMT(), which resets it and clears its bindings when the variable goes out of scope, so
  * no path can leave a statement half-stepped. Writes go through tx_begin()/tx_commit()
  * (BEGIN IMMEDIATE), so a writer takes the write lock up front and never dead-locks on a
@@ -309,63 +312,20 @@ enum stmt_id {
 	S_BEGIN,
 	S_COMMIT,
 	S_ROLLBACK,
-	S_TOKEN_ADD,
-	S_TOKEN_LOOKUP,
-	S_TOKEN_COUNT,
-	S_TOKEN_NAME,
-	S_CFG_LATEST_HASH,
-	S_CFG_INSERT,
-	S_CFG_GET,
-	S_CFG_GET_LATEST,
-	S_CFG_VERSIONS,
-	S_CFG_FOREACH_LATEST,
-	S_ASG_PUT,
-	S_ASG_GET,
-	S_ASG_DELETE,
-	S_ASG_FOREACH,
 	S_AGENT_UPSERT,
 	S_AGENT_SET_SEEN,
 	S_AGENT_FOREACH,
 	S_AGENT_DISCONNECT_ALL,
 	S_AGENT_DELETE,
-	S_AUDIT_ADD,
-	S_AUDIT_FOREACH,
 	S__COUNT
 };
+
+_Static_assert(S__COUNT <= STORE_C_STMTS, "struct pf_store holds store.c's statements");
 
 static const char *const stmt_sql[S__COUNT] = {
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
-    [S_TOKEN_ADD] = "INSERT INTO tokens (hash, role, name, created_ms, id, seq) "
-		    "VALUES (?1, ?2, ?3, ?4, lower(hex(randomblob(8))),"
-		    " (SELECT coalesce(max(seq), 0) + 1 FROM tokens))",
-    [S_TOKEN_LOOKUP] = "SELECT role FROM tokens WHERE hash = ?1",
-    [S_TOKEN_COUNT] = "SELECT count(*) FROM tokens",
-    [S_TOKEN_NAME] = "SELECT name FROM tokens WHERE hash = ?1",
-    [S_CFG_LATEST_HASH] = "SELECT version, hash FROM configs WHERE name = ?1 "
-			  "ORDER BY version DESC LIMIT 1",
-    [S_CFG_INSERT] = "INSERT INTO configs (name, version, hash, body, created_ms) "
-		     "VALUES (?1, ?2, ?3, ?4, ?5)",
-    [S_CFG_GET] = "SELECT name, version, hash, body, created_ms FROM configs "
-		  "WHERE name = ?1 AND version = ?2",
-    [S_CFG_GET_LATEST] = "SELECT name, version, hash, body, created_ms FROM configs "
-			 "WHERE name = ?1 ORDER BY version DESC LIMIT 1",
-    [S_CFG_VERSIONS] = "SELECT name, version, hash, NULL, created_ms FROM configs "
-		       "WHERE name = ?1 ORDER BY version DESC",
-    [S_CFG_FOREACH_LATEST] = "SELECT c.name, c.version, c.hash, c.body, c.created_ms "
-			     "FROM configs c WHERE c.version = "
-			     "(SELECT max(version) FROM configs WHERE name = c.name) "
-			     "ORDER BY c.name",
-    [S_ASG_PUT] = "INSERT INTO assignments (name, selector, config, priority, updated_ms) "
-		  "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (name) DO UPDATE SET "
-		  "selector = excluded.selector, config = excluded.config, "
-		  "priority = excluded.priority, updated_ms = excluded.updated_ms",
-    [S_ASG_GET] = "SELECT name, selector, config, priority, updated_ms FROM assignments "
-		  "WHERE name = ?1",
-    [S_ASG_DELETE] = "DELETE FROM assignments WHERE name = ?1",
-    [S_ASG_FOREACH] = "SELECT name, selector, config, priority, updated_ms FROM assignments "
-		      "ORDER BY name",
     [S_AGENT_UPSERT] =
 	"INSERT INTO agents (uid, attributes_json, capabilities, health_json, "
 	"effective_config, effective_hash, config_name, config_version, remote_hash, "
@@ -384,48 +344,7 @@ static const char *const stmt_sql[S__COUNT] = {
 			"remote_error, connected, first_seen_ms, last_seen_ms FROM agents",
     [S_AGENT_DISCONNECT_ALL] = "UPDATE agents SET connected = 0 WHERE connected != 0",
     [S_AGENT_DELETE] = "DELETE FROM agents WHERE uid = ?1",
-    [S_AUDIT_ADD] = "INSERT INTO audit (ts_ms, actor, action, target, detail) "
-		    "VALUES (?1, ?2, ?3, ?4, ?5)",
-    [S_AUDIT_FOREACH] = "SELECT id, ts_ms, actor, action, target, detail FROM audit "
-			"WHERE id < ?1 ORDER BY id DESC LIMIT ?2",
 };
-
-struct pf_store {
-	sqlite3 *db;
-	int schema_version;
-	sqlite3_stmt *stmt[S__COUNT];
-	char last_error[512];
-	struct store_prof *prof; /* store_profiles.c's statements and settings, lazily made */
-	struct store_cap *cap;   /* store_captures.c's statements, lazily made */
-	struct store_roll *roll; /* store_rollouts.c's statements, lazily made */
-	struct store_pg *pg;     /* the fleet tables' PostgreSQL backend, NULL: SQLite */
-};
-
-/* ---- For the other store_*.c files (store_int.h). */
-sqlite3 *store_db(struct pf_store *st)
-{
-	return st->db;
-}
-
-struct store_prof **store_prof_slot(struct pf_store *st)
-{
-	return &st->prof;
-}
-
-struct store_cap **store_cap_slot(struct pf_store *st)
-{
-	return &st->cap;
-}
-
-struct store_roll **store_roll_slot(struct pf_store *st)
-{
-	return &st->roll;
-}
-
-struct store_pg **store_pg_slot(struct pf_store *st)
-{
-	return &st->pg;
-}
 
 struct store_pg *store_pg_of(const struct pf_store *st)
 {
@@ -434,7 +353,7 @@ struct store_pg *store_pg_of(const struct pf_store *st)
 
 
 /* Resets a cached statement and drops its bindings (cleanup handler for STMT()). */
-void store_stmt_resetp(sqlite3_stmt **s)
+static void store_stmt_resetp(sqlite3_stmt **s)
 {
 	if (*s) {
 		sqlite3_reset(*s);
@@ -532,33 +451,17 @@ static int tx_commit(struct pf_store *st)
 	return rc;
 }
 
-sqlite3_stmt *store_stmt_cached(struct pf_store *st, sqlite3_stmt **slot, const char *sql,
-			       int *rc)
-{
-	if (!*slot &&
-	    sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, NULL) != SQLITE_OK) {
-		*rc = store_fail(st, NULL, "prepare");
-		return NULL;
-	}
-	if (sqlite3_stmt_busy(*slot)) {
-		*rc = -EBUSY; /* an outer iteration is using it */
-		return NULL;
-	}
-	*rc = 0;
-	return *slot;
-}
-
-int store_tx_begin(struct pf_store *st)
+int store_sqlite_begin(struct pf_store *st)
 {
 	return tx_begin(st);
 }
 
-int store_tx_commit(struct pf_store *st)
+int store_sqlite_commit(struct pf_store *st)
 {
 	return tx_commit(st);
 }
 
-void store_tx_rollback(struct pf_store *st)
+void store_sqlite_rollback(struct pf_store *st)
 {
 	tx_rollback(st);
 }
@@ -606,25 +509,6 @@ static const char *col_text(sqlite3_stmt *s, int i, bool *oom)
 	return t;
 }
 
-/* Copies a text column into a fixed buffer; -ENOSPC when it does not fit. */
-static int col_copy(sqlite3_stmt *s, int i, char *dst, size_t dst_len)
-{
-	bool oom = false;
-	const char *t = col_text(s, i, &oom);
-	size_t n;
-
-	if (oom)
-		return -ENOMEM;
-	if (!t)
-		t = "";
-	n = (size_t)sqlite3_column_bytes(s, i);
-	if (n >= dst_len)
-		return -ENOSPC;
-	memcpy(dst, t, n);
-	dst[n] = '\0';
-	return 0;
-}
-
 /* Copies a 32- or 16-byte blob column; false when the column is NULL or has the wrong size. */
 static bool col_fixed_blob(sqlite3_stmt *s, int i, void *dst, size_t len)
 {
@@ -634,12 +518,6 @@ static bool col_fixed_blob(sqlite3_stmt *s, int i, void *dst, size_t len)
 		return false;
 	memcpy(dst, b, len);
 	return true;
-}
-
-/* A C string argument that must fit a fixed field of `cap` bytes (NUL included). */
-static bool str_fits(const char *v, size_t cap)
-{
-	return v && strnlen(v, cap) < cap;
 }
 
 /* ---- Open, migrate, close. */
@@ -820,6 +698,7 @@ struct pf_store *pf_store_open_url(const char *path, const char *fleet_url, enum
 		}
 		goto fail;
 	}
+	st->drv = &store_sqlite_driver;
 	sqlite3_extended_result_codes(st->db, 0);
 	sqlite3_busy_timeout(st->db, STORE_BUSY_TIMEOUT_MS);
 
@@ -850,11 +729,11 @@ void pf_store_close(struct pf_store *st)
 	if (!st)
 		return;
 	store_prof_release(st->prof);
-	store_cap_release(st->cap);
-	store_roll_release(st->roll);
 	store_pg_detach(st);
 	for (size_t i = 0; i < S__COUNT; i++)
 		sqlite3_finalize(st->stmt[i]);
+	for (size_t i = 0; i < st->n_cached; i++)
+		sqlite3_finalize(st->cached[i].s);
 	/* Closing the last connection checkpoints the WAL into the main file. */
 	sqlite3_close(st->db);
 	free(st);
@@ -883,362 +762,6 @@ bool pf_store_is_shared(const struct pf_store *st)
 bool pf_store_unavailable(const struct pf_store *st)
 {
 	return st && st->pg && store_pg_down(st);
-}
-
-/* ---- Tokens. */
-
-int pf_store_token_add(struct pf_store *st, const uint8_t hash[32], const char *role,
-		       const char *name, int64_t created_ms)
-{
-	STORE_PG_DISPATCH(st, store_pg_token_add(st, hash, role, name, created_ms));
-	STMT(s, st, S_TOKEN_ADD);
-	int rc;
-
-	if (!hash || !role || !name)
-		return store_fail_code(st, NULL, -EINVAL, "token_add: missing argument");
-	if (sqlite3_bind_blob(s, 1, hash, 32, SQLITE_STATIC) || bind_text(s, 2, role) ||
-	    bind_text(s, 3, name) || sqlite3_bind_int64(s, 4, created_ms))
-		return store_fail(st, NULL, "token_add: bind");
-	rc = tx_begin(st);
-	if (rc < 0)
-		return rc;
-	rc = sqlite3_step(s);
-	if (rc != SQLITE_DONE) {
-		bool dup = rc == SQLITE_CONSTRAINT;
-		rc = dup ? store_fail_code(st, NULL, -EEXIST, "token_add: token already exists")
-			 : store_fail(st, NULL, "token_add");
-		tx_rollback(st);
-		return rc;
-	}
-	return tx_commit(st);
-}
-
-/* The text column of the token with this hash that statement id selects (what names it in
- * errors): 0, -ENOENT, or a store error. */
-static int token_text(struct pf_store *st, int id, const uint8_t hash[32], char *out,
-		      size_t out_len, const char *what)
-{
-	STMT(s, st, id);
-
-	if (!hash || !out || out_len == 0)
-		return -EINVAL;
-	if (sqlite3_bind_blob(s, 1, hash, 32, SQLITE_STATIC)) {
-		char bind[64];
-		snprintf(bind, sizeof(bind), "%s: bind", what);
-		return store_fail(st, NULL, bind);
-	}
-	int rc = store_step_row(st, s, -ENOENT, what);
-	return rc > 0 ? col_copy(s, 0, out, out_len) : rc;
-}
-
-int pf_store_token_lookup(struct pf_store *st, const uint8_t hash[32], char *role, size_t role_len)
-{
-	STORE_PG_DISPATCH(st, store_pg_token_lookup(st, hash, role, role_len));
-	return token_text(st, S_TOKEN_LOOKUP, hash, role, role_len, "token_lookup");
-}
-
-int pf_store_token_name(struct pf_store *st, const uint8_t hash[32], char *name, size_t name_len)
-{
-	STORE_PG_DISPATCH(st, store_pg_token_name(st, hash, name, name_len));
-	return token_text(st, S_TOKEN_NAME, hash, name, name_len, "token_name");
-}
-
-int pf_store_token_count(struct pf_store *st, int64_t *count)
-{
-	STORE_PG_DISPATCH(st, store_pg_token_count(st, count));
-	STMT(s, st, S_TOKEN_COUNT);
-
-	if (sqlite3_step(s) != SQLITE_ROW)
-		return store_fail(st, NULL, "token_count");
-	*count = sqlite3_column_int64(s, 0);
-	return 0;
-}
-
-/* ---- Configs. */
-
-void pf_config_version_release(struct pf_config_version *cv)
-{
-	if (!cv)
-		return;
-	free(cv->body);
-	cv->body = NULL;
-	cv->body_len = 0;
-}
-
-/* Fills cv from a row (name, version, hash, body-or-NULL, created_ms). With copy_body the
- * body is duplicated on the heap; otherwise cv->body points into the statement (or is NULL)
- * and is valid until the next step. */
-static int read_config_row(struct pf_store *st, sqlite3_stmt *s, struct pf_config_version *cv,
-			   bool copy_body)
-{
-	bool oom = false;
-	const char *body;
-	int rc;
-
-	memset(cv, 0, sizeof(*cv));
-	rc = col_copy(s, 0, cv->name, sizeof(cv->name));
-	if (rc < 0)
-		return store_fail_code(st, NULL, rc, "config: bad stored name");
-	cv->version = sqlite3_column_int64(s, 1);
-	if (!col_fixed_blob(s, 2, cv->hash, sizeof(cv->hash)))
-		return store_fail_code(st, NULL, -EIO, "config: bad stored hash");
-	cv->created_ms = sqlite3_column_int64(s, 4);
-	body = col_text(s, 3, &oom);
-	if (oom)
-		return store_fail_code(st, NULL, -ENOMEM, "config: out of memory");
-	if (!body)
-		return 0;
-	cv->body_len = (size_t)sqlite3_column_bytes(s, 3);
-	if (!copy_body) {
-		cv->body = (char *)body;
-		return 0;
-	}
-	cv->body = malloc(cv->body_len + 1);
-	if (!cv->body)
-		return store_fail_code(st, NULL, -ENOMEM, "config: out of memory");
-	memcpy(cv->body, body, cv->body_len);
-	cv->body[cv->body_len] = '\0';
-	return 0;
-}
-
-/* Inside the put transaction: version and hash of the latest version of name. */
-static int config_latest_hash(struct pf_store *st, const char *name, int64_t *version,
-			      uint8_t hash[32])
-{
-	STMT(s, st, S_CFG_LATEST_HASH);
-	int rc;
-
-	if (bind_text(s, 1, name))
-		return store_fail(st, NULL, "config_put: bind");
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_DONE) {
-		*version = 0;
-		return 0;
-	}
-	if (rc != SQLITE_ROW)
-		return store_fail(st, NULL, "config_put: latest");
-	*version = sqlite3_column_int64(s, 0);
-	if (!col_fixed_blob(s, 1, hash, 32))
-		return store_fail_code(st, NULL, -EIO, "config_put: bad stored hash");
-	return 0;
-}
-
-static int config_insert(struct pf_store *st, const char *name, int64_t version,
-			 const uint8_t hash[32], const char *body, size_t len, int64_t now_ms)
-{
-	STMT(s, st, S_CFG_INSERT);
-
-	if (bind_text(s, 1, name) || sqlite3_bind_int64(s, 2, version) ||
-	    sqlite3_bind_blob(s, 3, hash, 32, SQLITE_STATIC) ||
-	    sqlite3_bind_text64(s, 4, body ? body : "", body ? len : 0, SQLITE_STATIC,
-				SQLITE_UTF8) ||
-	    sqlite3_bind_int64(s, 5, now_ms))
-		return store_fail(st, NULL, "config_put: bind");
-	return step_done(st, s, "config_put: insert");
-}
-
-int pf_store_config_put(struct pf_store *st, const char *name, const char *body, size_t len,
-			const uint8_t hash[32], int64_t now_ms, int64_t *version, bool *created)
-{
-	STORE_PG_DISPATCH(st, store_pg_config_put(st, name, body, len, hash, now_ms, version, created));
-	uint8_t latest_hash[32];
-	int64_t latest = 0;
-	int rc;
-
-	if (!str_fits(name, sizeof(((struct pf_config_version *)0)->name)) || !*name || !hash ||
-	    (!body && len))
-		return store_fail_code(st, NULL, -EINVAL, "config_put: bad name or body");
-	rc = tx_begin(st);
-	if (rc < 0)
-		return rc;
-	rc = config_latest_hash(st, name, &latest, latest_hash);
-	if (rc < 0)
-		goto fail;
-	if (latest > 0 && memcmp(latest_hash, hash, 32) == 0) {
-		tx_rollback(st); /* nothing written */
-		if (version)
-			*version = latest;
-		if (created)
-			*created = false;
-		return 0;
-	}
-	rc = config_insert(st, name, latest + 1, hash, body, len, now_ms);
-	if (rc < 0)
-		goto fail;
-	rc = tx_commit(st);
-	if (rc < 0)
-		return rc;
-	if (version)
-		*version = latest + 1;
-	if (created)
-		*created = true;
-	return 0;
-fail:
-	tx_rollback(st);
-	return rc;
-}
-
-int pf_store_config_get(struct pf_store *st, const char *name, int64_t version,
-			struct pf_config_version *out)
-{
-	STORE_PG_DISPATCH(st, store_pg_config_get(st, name, version, out));
-	STMT(s, st, version == 0 ? S_CFG_GET_LATEST : S_CFG_GET);
-	int rc;
-
-	if (!out)
-		return -EINVAL;
-	memset(out, 0, sizeof(*out));
-	if (!name || version < 0)
-		return -EINVAL;
-	if (bind_text(s, 1, name) || (version > 0 && sqlite3_bind_int64(s, 2, version)))
-		return store_fail(st, NULL, "config_get: bind");
-	rc = store_step_row(st, s, -ENOENT, "config_get");
-	if (rc <= 0)
-		return rc;
-	rc = read_config_row(st, s, out, true);
-	if (rc < 0)
-		pf_config_version_release(out);
-	return rc;
-}
-
-/* Shared loop of the config iterators: steps s and hands each row to cb. `empty` is returned
- * when there was no row. */
-static int config_iterate(struct pf_store *st, sqlite3_stmt *s,
-			  int (*cb)(const struct pf_config_version *cv, void *ud), void *ud,
-			  bool copy_body, int empty)
-{
-	int n = 0;
-
-	for (;;) {
-		struct pf_config_version cv;
-		int rc = store_step_row(st, s, n ? 0 : empty, "config: iterate");
-
-		if (rc <= 0)
-			return rc;
-		n = 1;
-		rc = read_config_row(st, s, &cv, copy_body);
-		if (rc == 0)
-			rc = cb(&cv, ud);
-		if (copy_body)
-			pf_config_version_release(&cv);
-		if (rc)
-			return rc;
-	}
-}
-
-int pf_store_config_versions(struct pf_store *st, const char *name,
-			     int (*cb)(const struct pf_config_version *cv, void *ud), void *ud)
-{
-	STORE_PG_DISPATCH(st, store_pg_config_versions(st, name, cb, ud));
-	STMT(s, st, S_CFG_VERSIONS);
-
-	if (!name || !cb)
-		return -EINVAL;
-	STMT_NOT_BUSY(s);
-	if (bind_text(s, 1, name))
-		return store_fail(st, NULL, "config_versions: bind");
-	return config_iterate(st, s, cb, ud, false, -ENOENT);
-}
-
-int pf_store_config_foreach_latest(struct pf_store *st,
-				   int (*cb)(const struct pf_config_version *cv, void *ud),
-				   void *ud)
-{
-	STORE_PG_DISPATCH(st, store_pg_config_foreach_latest(st, cb, ud));
-	STMT(s, st, S_CFG_FOREACH_LATEST);
-
-	if (!cb)
-		return -EINVAL;
-	STMT_NOT_BUSY(s);
-	/* The body is handed out in place: valid during the callback, like the agent rows. */
-	return config_iterate(st, s, cb, ud, false, 0);
-}
-
-/* ---- Assignments. */
-
-static bool assignment_valid(const struct pf_assignment *a)
-{
-	return a && str_fits(a->name, sizeof(a->name)) && a->name[0] &&
-	       str_fits(a->selector, sizeof(a->selector)) && str_fits(a->config, sizeof(a->config));
-}
-
-int pf_store_assignment_put(struct pf_store *st, const struct pf_assignment *a)
-{
-	STORE_PG_DISPATCH(st, store_pg_assignment_put(st, a));
-	STMT(s, st, S_ASG_PUT);
-
-	if (!assignment_valid(a))
-		return store_fail_code(st, NULL, -EINVAL, "assignment_put: bad assignment");
-	if (bind_text(s, 1, a->name) || bind_text(s, 2, a->selector) ||
-	    bind_text(s, 3, a->config) || sqlite3_bind_int64(s, 4, a->priority) ||
-	    sqlite3_bind_int64(s, 5, a->updated_ms))
-		return store_fail(st, NULL, "assignment_put: bind");
-	return write1(st, s, "assignment_put");
-}
-
-static int read_assignment_row(struct pf_store *st, sqlite3_stmt *s, struct pf_assignment *a)
-{
-	memset(a, 0, sizeof(*a));
-	if (col_copy(s, 0, a->name, sizeof(a->name)) ||
-	    col_copy(s, 1, a->selector, sizeof(a->selector)) ||
-	    col_copy(s, 2, a->config, sizeof(a->config)))
-		return store_fail_code(st, NULL, -EIO, "assignment: bad stored row");
-	a->priority = sqlite3_column_int64(s, 3);
-	a->updated_ms = sqlite3_column_int64(s, 4);
-	return 0;
-}
-
-int pf_store_assignment_get(struct pf_store *st, const char *name, struct pf_assignment *out)
-{
-	STORE_PG_DISPATCH(st, store_pg_assignment_get(st, name, out));
-	STMT(s, st, S_ASG_GET);
-	int rc;
-
-	if (!name || !out)
-		return -EINVAL;
-	if (bind_text(s, 1, name))
-		return store_fail(st, NULL, "assignment_get: bind");
-	rc = store_step_row(st, s, -ENOENT, "assignment_get");
-	return rc > 0 ? read_assignment_row(st, s, out) : rc;
-}
-
-int pf_store_assignment_delete(struct pf_store *st, const char *name)
-{
-	STORE_PG_DISPATCH(st, store_pg_assignment_delete(st, name));
-	STMT(s, st, S_ASG_DELETE);
-	int rc;
-
-	if (!name)
-		return -EINVAL;
-	if (bind_text(s, 1, name))
-		return store_fail(st, NULL, "assignment_delete: bind");
-	rc = write1(st, s, "assignment_delete");
-	if (rc < 0)
-		return rc;
-	return sqlite3_changes(st->db) > 0 ? 0 : -ENOENT;
-}
-
-int pf_store_assignment_foreach(struct pf_store *st,
-				int (*cb)(const struct pf_assignment *a, void *ud), void *ud)
-{
-	STORE_PG_DISPATCH(st, store_pg_assignment_foreach(st, cb, ud));
-	STMT(s, st, S_ASG_FOREACH);
-
-	if (!cb)
-		return -EINVAL;
-	STMT_NOT_BUSY(s);
-	for (;;) {
-		struct pf_assignment a;
-		int rc = store_step_row(st, s, 0, "assignment_foreach");
-
-		if (rc <= 0)
-			return rc;
-		rc = read_assignment_row(st, s, &a);
-		if (rc == 0)
-			rc = cb(&a, ud);
-		if (rc)
-			return rc;
-	}
 }
 
 /* ---- Agents. */
@@ -1381,58 +904,6 @@ int pf_store_agent_delete(struct pf_store *st, const uint8_t uid[16])
 	if (rc < 0)
 		return rc;
 	return sqlite3_changes(st->db) > 0 ? 0 : -ENOENT;
-}
-
-/* ---- Audit. */
-
-int pf_store_audit(struct pf_store *st, int64_t ts_ms, const char *actor, const char *action,
-		   const char *target, const char *detail)
-{
-	STORE_PG_DISPATCH(st, store_pg_audit(st, ts_ms, actor, action, target, detail));
-	STMT(s, st, S_AUDIT_ADD);
-
-	if (!actor || !action)
-		return store_fail_code(st, NULL, -EINVAL, "audit: missing actor or action");
-	if (sqlite3_bind_int64(s, 1, ts_ms) || bind_text(s, 2, actor) || bind_text(s, 3, action) ||
-	    bind_text(s, 4, target ? target : "") || bind_text(s, 5, detail))
-		return store_fail(st, NULL, "audit: bind");
-	return write1(st, s, "audit");
-}
-
-int pf_store_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
-			   int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud)
-{
-	STORE_PG_DISPATCH(st, store_pg_audit_foreach(st, before_id, limit, cb, ud));
-	STMT(s, st, S_AUDIT_FOREACH);
-
-	if (!cb || before_id < 0)
-		return -EINVAL;
-	STMT_NOT_BUSY(s);
-	if (sqlite3_bind_int64(s, 1, before_id > 0 ? before_id : INT64_MAX) ||
-	    sqlite3_bind_int64(s, 2, limit > 0 ? (int64_t)pf_min(limit, (size_t)INT64_MAX) : -1))
-		return store_fail(st, NULL, "audit_foreach: bind");
-	for (;;) {
-		struct pf_audit_entry e;
-		bool oom = false;
-		int rc = store_step_row(st, s, 0, "audit_foreach");
-
-		if (rc <= 0)
-			return rc;
-		e.id = sqlite3_column_int64(s, 0);
-		e.ts_ms = sqlite3_column_int64(s, 1);
-		e.actor = col_text(s, 2, &oom);
-		e.action = col_text(s, 3, &oom);
-		e.target = col_text(s, 4, &oom);
-		e.detail = col_text(s, 5, &oom);
-		e.actor_id = "";
-		e.source = "";
-		e.status = 0;
-		if (oom)
-			return store_fail_code(st, NULL, -ENOMEM, "audit_foreach: out of memory");
-		rc = cb(&e, ud);
-		if (rc)
-			return rc;
-	}
 }
 
 struct agent_get_ctx {

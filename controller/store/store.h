@@ -1,5 +1,5 @@
 /* store.h — the controller's fleet store. The only module that includes sqlite3.h and
- * libpq-fe.h (STYLE.md rule 3).
+ * libpq-fe.h: no database type crosses this header.
  *
  * Two backends behind this one header: SQLite (the default, one file in the data dir) and,
  * for the fleet tables (tokens, audit, configs, assignments, agents, captures, rollouts,
@@ -209,10 +209,7 @@ int pf_store_agent_delete(struct pf_store *st, const uint8_t uid[16]); /* -ENOEN
 int pf_store_agent_get(struct pf_store *st, const uint8_t uid[16],
 		       int (*cb)(const struct pf_agent_row *row, void *ud), void *ud);
 
-/* ---- Audit log of every mutation. actor and action are required; target NULL is stored as
- * "", detail may be NULL. */
-int pf_store_audit(struct pf_store *st, int64_t ts_ms, const char *actor, const char *action,
-		   const char *target, const char *detail);
+/* ---- Audit log of every mutation. */
 
 struct pf_audit_entry {
 	int64_t id; /* increasing */
@@ -225,8 +222,8 @@ struct pf_audit_entry {
 	const char *source;   /* the client's address, "" when unknown */
 	int status;           /* the HTTP status answered, 0 when unknown */
 };
-/* Writes one full entry (store_tokens.c): actor and action required; target, detail,
- * actor_id and source may be NULL. */
+/* Writes one entry (store_tokens.c): actor and action required; target, actor_id and source
+ * NULL are stored as "", detail may be NULL. */
 int pf_store_audit_write(struct pf_store *st, const struct pf_audit_entry *e);
 /* Entries newest first matching q (zero fields match everything): ts_ms in [from_ms, to_ms],
  * actor equal to the token's name or id, action equal or its prefix before a '.' ("token"
@@ -240,10 +237,6 @@ struct pf_audit_query {
 };
 int pf_store_audit_query(struct pf_store *st, const struct pf_audit_query *q,
 			 int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud);
-/* Calls cb for audit entries newest first: those with id < before_id (0 = from the newest),
- * at most limit of them (0 = no limit). Pass the last id seen as before_id to page on. */
-int pf_store_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
-			   int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud);
 
 /* ---- Profiles: the embedded profile store (store_profiles.c; docs/api.md "Profiles").
  * One row per received profile (one OTLP Profile = one process of one window): metadata,

@@ -1,48 +1,158 @@
-/* store_int.h — private to controller/store/: what store.c shares with the other store_*.c
- * files of the module (store_profiles.c). Never included outside this directory, so sqlite3.h
- * stays inside the store (STYLE.md rule 3). */
+/* store_int.h — private to controller/store/: the connection (struct pf_store) and the
+ * statement driver every store_*.c file writes its operations against.
+ *
+ * A store operation is written once, over struct store_q: prepare a statement from its
+ * store_stmt definition, bind its parameters in order, step its rows, read their columns,
+ * and finish it (a cleanup handler). Transactions are store_tx_begin()/store_tx_end(), and a
+ * write that other replicas must see queues store_notify() inside its transaction. Which
+ * database runs the statement is the connection's driver (st->drv): SQLite (store_q.c,
+ * statements cached per connection) or, once a postgres:// URL attached the fleet tables,
+ * PostgreSQL (store_pg.c). The profile store always runs on SQLite and uses st->db directly.
+ *
+ * Never included outside this directory, so sqlite3.h stays inside the store (the store
+ * target is the only one that sees the database client headers). */
 #ifndef PF_STORE_INT_H
 #define PF_STORE_INT_H
 
 #include <sqlite3.h>
 
+#include "pf/compiler.h"
 #include "store.h"
 
 struct store_prof;
-struct store_cap;
-struct store_roll;
-
-/* The connection's handle. */
-sqlite3 *store_db(struct pf_store *st);
-/* The slot where store_profiles.c keeps its per-connection state (NULL until first use). */
-struct store_prof **store_prof_slot(struct pf_store *st);
-/* Frees that state (statements included); called by pf_store_close(). NULL is allowed. */
-void store_prof_release(struct store_prof *p);
-/* The same for store_captures.c. */
-struct store_cap **store_cap_slot(struct pf_store *st);
-void store_cap_release(struct store_cap *c);
-/* The same for store_rollouts.c. */
-struct store_roll **store_roll_slot(struct pf_store *st);
-void store_roll_release(struct store_roll *r);
-/* The slot of the PostgreSQL backend (store_pg.c), NULL when the fleet tables are in SQLite. */
 struct store_pg;
-struct store_pg **store_pg_slot(struct pf_store *st);
-/* store.c's transaction helpers (BEGIN IMMEDIATE; commit rolls back on failure), its step
- * of a statement that returns no row, and its step of one that returns rows (1 on a row,
- * done when there are no more, a store error otherwise). */
+struct store_driver;
+
+/* One statement, written in the store's SQLite form with numbered placeholders (?1, ?2 ...).
+ * `pg` is its PostgreSQL text where the dialects differ (casts of untyped parameters,
+ * DISTINCT ON, LIMIT without a bound); NULL runs `sqlite` through store_sql_to_pg().
+ * `sqlite` NULL is a statement PostgreSQL alone needs (an advisory lock where SQLite's
+ * BEGIN IMMEDIATE already serializes the writers): on SQLite it steps as done at once. */
+struct store_stmt {
+	const char *sqlite;
+	const char *pg;
+};
+
+#define STORE_CACHE_MAX 64
+#define STORE_C_STMTS 24
+#define STORE_Q_MAX_PARAMS 16
+
+struct pf_store {
+	sqlite3 *db;
+	int schema_version;
+	char last_error[512];
+	const struct store_driver *drv; /* the fleet tables' driver: SQLite or PostgreSQL */
+	struct store_pg *pg;            /* the PostgreSQL backend, NULL: SQLite */
+	struct store_prof *prof;        /* store_profiles.c's statements and settings */
+	sqlite3_stmt *stmt[STORE_C_STMTS]; /* store.c's statements, prepared at open */
+	/* The SQLite statements of the fleet operations, prepared on first use. */
+	size_t n_cached;
+	struct {
+		const struct store_stmt *def;
+		sqlite3_stmt *s;
+	} cached[STORE_CACHE_MAX];
+};
+
+enum store_param { STORE_P_NULL, STORE_P_TEXT, STORE_P_BLOB, STORE_P_I64 };
+
+/* A statement being run. Bound values are referenced, not copied: they must outlive the
+ * steps. Column values are valid until the next step or store_q_finish(). */
+struct store_q {
+	struct pf_store *st;
+	const struct store_stmt *def;
+	const char *what; /* names the operation in errors */
+	void *h;          /* the backend's statement (sqlite3_stmt) or result (PGresult) */
+	int row, rows;    /* PostgreSQL: the row under the cursor and the result's row count */
+	bool started;     /* bound and first stepped */
+	bool oom;         /* SQLite could not produce a column's text */
+	int n;
+	struct {
+		enum store_param kind;
+		const void *v;
+		size_t len;
+		int64_t i;
+	} p[STORE_Q_MAX_PARAMS];
+};
+
+/* What a backend implements (the SQLite one in store_q.c, the PostgreSQL one in store_pg.c).
+ * step runs the statement on its first call; 1 on a row, 0 when there are no more, a store
+ * error otherwise (-EEXIST for a unique-key violation, -EAGAIN when PostgreSQL is
+ * unreachable). end commits when rc is 0 and rolls back otherwise; it returns rc, or the
+ * commit's error. */
+struct store_driver {
+	int (*prepare)(struct store_q *q);
+	int (*step)(struct store_q *q);
+	int64_t (*col_i64)(struct store_q *q, int col);
+	const char *(*col_text)(struct store_q *q, int col, size_t *len); /* NULL: SQL NULL */
+	const void *(*col_blob)(struct store_q *q, int col, size_t *len); /* NULL: SQL NULL */
+	int64_t (*changes)(struct store_q *q);
+	void (*finish)(struct store_q *q);
+	int (*begin)(struct pf_store *st);
+	int (*end)(struct pf_store *st, int rc);
+	int (*notify)(struct pf_store *st, const char *kind, const char *name);
+};
+
+extern const struct store_driver store_sqlite_driver;
+
+/* 0, or a store error (-EBUSY when the SQLite statement is still being stepped by an outer
+ * iteration whose callback called back into the store). Declare q with STORE_Q. */
+int store_q_prepare(struct store_q *q, struct pf_store *st, const struct store_stmt *def,
+		    const char *what);
+void store_q_finish(struct store_q *q);
+#define STORE_Q(name) _cleanup_(store_q_finish) struct store_q name = {0}
+
+/* Parameters, in placeholder order. NULL text or blob binds SQL NULL. */
+void store_q_text(struct store_q *q, const char *v);
+void store_q_text_n(struct store_q *q, const char *v, size_t len);
+void store_q_blob(struct store_q *q, const void *v, size_t len);
+void store_q_i64(struct store_q *q, int64_t v);
+
+int store_q_step(struct store_q *q);
+/* Steps a statement that returns no row; *changed (may be NULL) gets the rows it changed. */
+int store_q_exec(struct store_q *q, int64_t *changed);
+
+int64_t store_q_col_i64(struct store_q *q, int col);
+/* NULL for SQL NULL (and sets q->oom when SQLite could not make the text). */
+const char *store_q_col_text(struct store_q *q, int col);
+const char *store_q_col_text_n(struct store_q *q, int col, size_t *len);
+/* The text, "" for SQL NULL. */
+const char *store_q_col_str(struct store_q *q, int col);
+const void *store_q_col_blob(struct store_q *q, int col, size_t *len);
+/* Copies a blob column of exactly len bytes; false when it is NULL or of another size. */
+bool store_q_col_fixed(struct store_q *q, int col, void *dst, size_t len);
+
+/* A row and its children: `parent` (one row, -ENOENT when there is none) and then, when
+ * on_child is not NULL, every row of `child`, both selected by id; each row goes to its
+ * handler, and a nonzero return from one ends the call with that value. */
+struct store_tree {
+	const struct store_stmt *parent, *child;
+	const char *parent_what, *child_what;
+	int (*on_parent)(struct store_q *q, void *ud);
+	int (*on_child)(struct store_q *q, void *ud);
+};
+int store_get_tree(struct pf_store *st, const struct store_tree *t, const char *id, void *ud);
+
 int store_tx_begin(struct pf_store *st);
-int store_tx_commit(struct pf_store *st);
-void store_tx_rollback(struct pf_store *st);
+/* Runs the prepared and bound write q and store_notify(kind, name) in one transaction, and
+ * finishes q. *changed (may be NULL) gets the rows it changed; none changed: no notice. */
+int store_write_notify(struct store_q *q, const char *kind, const char *name, int64_t *changed);
+int store_tx_end(struct pf_store *st, int rc);
+/* Queues "<replica> <kind> <name>" for the other replicas (delivered at commit); nothing
+ * to do with one replica on SQLite. */
+int store_notify(struct pf_store *st, const char *kind, const char *name);
+
+/* store.c's SQLite transaction helpers for the profile store (BEGIN IMMEDIATE; commit rolls
+ * back on failure), its step of a statement that returns no row, and its step of one that
+ * returns rows (1 on a row, done when there are no more, a store error otherwise). */
+int store_sqlite_begin(struct pf_store *st);
+int store_sqlite_commit(struct pf_store *st);
+void store_sqlite_rollback(struct pf_store *st);
 int store_step_done(struct pf_store *st, sqlite3_stmt *s, const char *what);
 int store_step_row(struct pf_store *st, sqlite3_stmt *s, int done, const char *what);
-/* The statement cached in *slot, prepared from sql on first use (SQLITE_PREPARE_PERSISTENT);
- * NULL with *rc set when preparing fails or when it is in use by an outer iteration
- * (-EBUSY). Pair it with store_stmt_resetp() as a cleanup handler. */
-sqlite3_stmt *store_stmt_cached(struct pf_store *st, sqlite3_stmt **slot, const char *sql,
-			       int *rc);
-void store_stmt_resetp(sqlite3_stmt **s);
-/* Record the last error like store.c does ("store: <what>: <sqlite message>") and return
- * -EIO/-ENOMEM (store_fail_sqlite) or rc (store_fail_other). */
+/* Frees store_profiles.c's state (statements included); called by pf_store_close(). */
+void store_prof_release(struct store_prof *p);
+/* Record the last error ("store: <what>: <sqlite message>") and return -EIO/-ENOMEM
+ * (store_fail_sqlite) or rc (store_fail_other). */
 int store_fail_sqlite(struct pf_store *st, struct pf_error *err, const char *what);
 int store_fail_other(struct pf_store *st, struct pf_error *err, int rc, const char *what);
 

@@ -140,8 +140,8 @@ static int pg_fail(struct pf_store *st, const char *what, PGresult *r)
 
 /* ---- Connections. */
 
-/* The store logs nothing (STYLE.md rule 12): server notices are dropped, errors come back
- * through results. */
+/* The store logs nothing (library layers return errors and leave logging to the caller):
+ * server notices are dropped, errors come back through results. */
 static void pg_no_notice(void *arg, const char *message)
 {
 	(void)arg;
@@ -323,7 +323,7 @@ static PGresult *pg_exec(struct pf_store *st, const char *what, const char *sql,
 }
 
 /* Runs sql (?N placeholders) with p; the result (binary columns) or NULL with *rc set. */
-static PGresult *q(struct pf_store *st, const char *what, const char *sql, const struct pgp *p,
+static PGresult *pg_query(struct pf_store *st, const char *what, const char *sql, const struct pgp *p,
 		   int *rc)
 {
 	char text[PG_SQL_MAX];
@@ -356,7 +356,7 @@ static int q_exec(struct pf_store *st, const char *what, const char *sql, const 
 		  int64_t *changed)
 {
 	int rc;
-	PGresult *r = q(st, what, sql, p, &rc);
+	PGresult *r = pg_query(st, what, sql, p, &rc);
 	if (!r)
 		return rc;
 	if (changed)
@@ -388,28 +388,12 @@ static const char *col_str(const PGresult *r, int row, int col) /* NULL for SQL 
 	return PQgetisnull(r, row, col) ? NULL : PQgetvalue(r, row, col);
 }
 
-static const char *col_str0(const PGresult *r, int row, int col) /* "" for SQL NULL */
-{
-	const char *s = col_str(r, row, col);
-	return s ? s : "";
-}
-
 static bool col_blob(const PGresult *r, int row, int col, void *dst, size_t len)
 {
 	if (PQgetisnull(r, row, col) || (size_t)PQgetlength(r, row, col) != len)
 		return false;
 	memcpy(dst, PQgetvalue(r, row, col), len);
 	return true;
-}
-
-static int col_copy(const PGresult *r, int row, int col, char *dst, size_t cap)
-{
-	size_t n = (size_t)PQgetlength(r, row, col);
-	if (n >= cap)
-		return -ENOSPC;
-	memcpy(dst, PQgetvalue(r, row, col), n);
-	dst[n] = '\0';
-	return 0;
 }
 
 /* ---- Transactions and NOTIFY. */
@@ -448,18 +432,102 @@ static int notify(struct pf_store *st, const char *kind, const char *name)
 	return q_exec(st, "notify", "SELECT pg_notify('" PF_STORE_PG_CHANNEL "', ?1)", &p, NULL);
 }
 
-/* One statement and its notification in one transaction. */
-static int write_notify(struct pf_store *st, const char *what, const char *sql, const struct pgp *p,
-			const char *kind, const char *name, int64_t *changed)
+/* ---- The driver (store_int.h): a statement runs at its first step, with every parameter
+ * bound, and its rows are then read from the result. */
+
+static int pgd_prepare(struct store_q *q)
 {
-	int rc = tx_begin(st);
-	if (rc < 0)
-		return rc;
-	rc = q_exec(st, what, sql, p, changed);
-	if (rc == 0 && kind && (!changed || *changed > 0))
-		rc = notify(st, kind, name);
-	return tx_commit(st, rc);
+	(void)q;
+	return 0;
 }
+
+static int pgd_run(struct store_q *q)
+{
+	struct pgp p = {0};
+	const char *sql = q->def->pg ? q->def->pg : q->def->sqlite;
+	int rc;
+
+	for (int i = 0; i < q->n; i++) {
+		switch (q->p[i].kind) {
+		case STORE_P_NULL:
+			p_text(&p, NULL);
+			break;
+		case STORE_P_TEXT:
+			p_text(&p, q->p[i].v);
+			break;
+		case STORE_P_BLOB:
+			p_blob(&p, q->p[i].v, q->p[i].len);
+			break;
+		case STORE_P_I64:
+			p_i64(&p, q->p[i].i);
+			break;
+		}
+	}
+	q->h = pg_query(q->st, q->what, sql, &p, &rc);
+	if (!q->h)
+		return rc;
+	q->rows = PQntuples(q->h);
+	q->row = -1;
+	return 0;
+}
+
+static int pgd_step(struct store_q *q)
+{
+	if (!q->started) {
+		int rc = pgd_run(q);
+		if (rc < 0)
+			return rc;
+	}
+	if (q->row + 1 >= q->rows)
+		return 0;
+	q->row++;
+	return 1;
+}
+
+static int64_t pgd_col_i64(struct store_q *q, int col)
+{
+	return col_i64(q->h, q->row, col);
+}
+
+static const char *pgd_col_text(struct store_q *q, int col, size_t *len)
+{
+	const char *t = col_str(q->h, q->row, col);
+	*len = t ? (size_t)PQgetlength(q->h, q->row, col) : 0;
+	return t;
+}
+
+static const void *pgd_col_blob(struct store_q *q, int col, size_t *len)
+{
+	return pgd_col_text(q, col, len);
+}
+
+static int64_t pgd_changes(struct store_q *q)
+{
+	return strtoll(PQcmdTuples(q->h), NULL, 10);
+}
+
+static void pgd_finish(struct store_q *q)
+{
+	PQclear(q->h);
+}
+
+static int pgd_begin(struct pf_store *st)
+{
+	return tx_begin(st);
+}
+
+static const struct store_driver store_pg_driver = {
+    .prepare = pgd_prepare,
+    .step = pgd_step,
+    .col_i64 = pgd_col_i64,
+    .col_text = pgd_col_text,
+    .col_blob = pgd_col_blob,
+    .changes = pgd_changes,
+    .finish = pgd_finish,
+    .begin = pgd_begin,
+    .end = tx_commit,
+    .notify = notify,
+};
 
 /* ---- Open and migrate. */
 
@@ -538,13 +606,13 @@ fail:
 
 int store_pg_attach(struct pf_store *st, const char *url, struct pf_error *err)
 {
-	struct store_pg **slot = store_pg_slot(st);
 	struct store_pg *g = calloc(1, sizeof(*g));
 	if (!g || !(g->url = strdup(url))) {
 		free(g);
 		return pf_error_set(err, -ENOMEM, NULL, "store: out of memory");
 	}
-	*slot = g;
+	st->pg = g;
+	st->drv = &store_pg_driver;
 	g->conn = pg_connect(url);
 	if (!g->conn || PQstatus(g->conn) != CONNECTION_OK)
 		return pg_connect_fail(st, err, g->conn);
@@ -555,476 +623,13 @@ int store_pg_attach(struct pf_store *st, const char *url, struct pf_error *err)
 
 void store_pg_detach(struct pf_store *st)
 {
-	struct store_pg **slot = store_pg_slot(st);
-	if (!*slot)
+	if (!st->pg)
 		return;
-	PQfinish((*slot)->conn);
-	free((*slot)->url);
-	free(*slot);
-	*slot = NULL;
-}
-
-/* ---- Tokens. */
-
-#define TOKEN_COLS "id, name, role, created_by, created_ms, expires_ms, last_used_ms, hash"
-
-static void token_row(const PGresult *r, int i, struct pf_token_info *t)
-{
-	memset(t, 0, sizeof(*t));
-	snprintf(t->id, sizeof(t->id), "%s", col_str0(r, i, 0));
-	snprintf(t->name, sizeof(t->name), "%s", col_str0(r, i, 1));
-	snprintf(t->role, sizeof(t->role), "%s", col_str0(r, i, 2));
-	snprintf(t->created_by, sizeof(t->created_by), "%s", col_str0(r, i, 3));
-	t->created_ms = col_i64(r, i, 4);
-	t->expires_ms = col_i64(r, i, 5);
-	t->last_used_ms = col_i64(r, i, 6);
-	col_blob(r, i, 7, t->hash, 32);
-}
-
-static void new_token_id(char id[PF_TOKEN_ID_LEN + 1])
-{
-	uint8_t b[PF_TOKEN_ID_LEN / 2] = {0};
-	pf_random_bytes(b, sizeof(b));
-	for (size_t i = 0; i < sizeof(b); i++)
-		snprintf(id + 2 * i, 3, "%02x", b[i]);
-}
-
-/* Inserts a token row with a new id (written to id) and notifies. -EEXIST: the hash is
- * already stored. */
-static int token_insert(struct pf_store *st, const uint8_t hash[32], const char *role,
-			const char *name, int64_t created_ms, int64_t expires_ms,
-			const char *created_by, char id[PF_TOKEN_ID_LEN + 1])
-{
-	struct pgp p = {0};
-	int rc;
-
-	new_token_id(id);
-	p_blob(&p, hash, 32);
-	p_text(&p, role);
-	p_text(&p, name);
-	p_i64(&p, created_ms);
-	p_text(&p, id);
-	p_i64(&p, expires_ms);
-	p_text(&p, created_by ? created_by : "");
-	rc = write_notify(st, "token_add",
-			  "INSERT INTO tokens (hash, role, name, created_ms, id, expires_ms, "
-			  "last_used_ms, created_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7)",
-			  &p, "token", id, NULL);
-	if (rc == -EEXIST)
-		return store_fail_other(st, NULL, -EEXIST, "token_add: token already exists");
-	return rc;
-}
-
-int store_pg_token_create(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t)
-{
-	char id[PF_TOKEN_ID_LEN + 1];
-	int rc;
-
-	if (!hash || !t || !t->name[0] || !t->role[0])
-		return store_fail_other(st, NULL, -EINVAL, "token_create: missing argument");
-	rc = token_insert(st, hash, t->role, t->name, t->created_ms, t->expires_ms, t->created_by,
-			  id);
-	if (rc < 0)
-		return rc;
-	snprintf(t->id, sizeof(t->id), "%s", id);
-	t->last_used_ms = 0;
-	return 0;
-}
-
-int store_pg_token_add(struct pf_store *st, const uint8_t hash[32], const char *role,
-		       const char *name, int64_t created_ms)
-{
-	char id[PF_TOKEN_ID_LEN + 1];
-
-	if (!hash || !role || !name)
-		return store_fail_other(st, NULL, -EINVAL, "token_add: missing argument");
-	return token_insert(st, hash, role, name, created_ms, 0, "", id);
-}
-
-int store_pg_token_find(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t)
-{
-	struct pgp p = {0};
-	int rc;
-
-	p_blob(&p, hash, 32);
-	_cleanup_res_ PGresult *r =
-	    q(st, "token_find", "SELECT " TOKEN_COLS " FROM tokens WHERE hash = ?1", &p, &rc);
-	if (!r)
-		return rc;
-	if (PQntuples(r) == 0)
-		return -ENOENT;
-	token_row(r, 0, t);
-	return 0;
-}
-
-int store_pg_token_lookup(struct pf_store *st, const uint8_t hash[32], char *role, size_t role_len)
-{
-	struct pf_token_info t;
-	int rc;
-
-	if (!hash || !role || role_len == 0)
-		return -EINVAL;
-	rc = store_pg_token_find(st, hash, &t);
-	if (rc < 0)
-		return rc;
-	return (size_t)snprintf(role, role_len, "%s", t.role) >= role_len ? -ENOSPC : 0;
-}
-
-int store_pg_token_name(struct pf_store *st, const uint8_t hash[32], char *name, size_t name_len)
-{
-	struct pf_token_info t;
-	int rc;
-
-	if (!hash || !name || name_len == 0)
-		return -EINVAL;
-	rc = store_pg_token_find(st, hash, &t);
-	if (rc < 0)
-		return rc;
-	return (size_t)snprintf(name, name_len, "%s", t.name) >= name_len ? -ENOSPC : 0;
-}
-
-int store_pg_token_count(struct pf_store *st, int64_t *count)
-{
-	int rc;
-	_cleanup_res_ PGresult *r = q(st, "token_count", "SELECT count(*) FROM tokens", NULL, &rc);
-	if (!r)
-		return rc;
-	*count = col_i64(r, 0, 0);
-	return 0;
-}
-
-int store_pg_token_foreach(struct pf_store *st, int (*cb)(const struct pf_token_info *t, void *ud),
-			   void *ud)
-{
-	int rc;
-	_cleanup_res_ PGresult *r =
-	    q(st, "token_foreach",
-	      "SELECT " TOKEN_COLS " FROM tokens ORDER BY created_ms, seq", NULL,
-	      &rc);
-	if (!r)
-		return rc;
-	for (int i = 0; i < PQntuples(r); i++) {
-		struct pf_token_info t;
-		token_row(r, i, &t);
-		rc = cb(&t, ud);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-int store_pg_token_revoke(struct pf_store *st, const char *id, struct pf_token_info *t)
-{
-	struct pgp p = {0};
-	int rc;
-
-	if (!id)
-		return -EINVAL;
-	p_text(&p, id);
-	rc = tx_begin(st);
-	if (rc < 0)
-		return rc;
-	PGresult *r = q(st, "token_revoke",
-			"DELETE FROM tokens WHERE id = ?1 RETURNING " TOKEN_COLS, &p, &rc);
-	if (r && PQntuples(r) == 0)
-		rc = -ENOENT;
-	else if (r && t)
-		token_row(r, 0, t);
-	if (r)
-		PQclear(r);
-	if (rc == 0)
-		rc = notify(st, "token", id);
-	if (rc < 0) {
-		tx_rollback(st);
-		return rc;
-	}
-	return tx_commit(st, 0);
-}
-
-int store_pg_token_touch(struct pf_store *st, const char *id, int64_t now_ms)
-{
-	struct pgp p = {0};
-	p_text(&p, id);
-	p_i64(&p, now_ms);
-	return q_exec(st, "token_touch", "UPDATE tokens SET last_used_ms = ?2 WHERE id = ?1", &p,
-		      NULL);
-}
-
-/* ---- Configs. */
-
-static int read_config(struct pf_store *st, const PGresult *r, int i, struct pf_config_version *cv,
-		       bool copy_body)
-{
-	const char *body = col_str(r, i, 3);
-
-	memset(cv, 0, sizeof(*cv));
-	if (col_copy(r, i, 0, cv->name, sizeof(cv->name)) < 0)
-		return store_fail_other(st, NULL, -EIO, "config: bad stored name");
-	cv->version = col_i64(r, i, 1);
-	if (!col_blob(r, i, 2, cv->hash, 32))
-		return store_fail_other(st, NULL, -EIO, "config: bad stored hash");
-	cv->created_ms = col_i64(r, i, 4);
-	if (!body)
-		return 0;
-	cv->body_len = (size_t)PQgetlength(r, i, 3);
-	if (!copy_body) {
-		cv->body = (char *)body;
-		return 0;
-	}
-	cv->body = malloc(cv->body_len + 1);
-	if (!cv->body)
-		return store_fail_other(st, NULL, -ENOMEM, "config: out of memory");
-	memcpy(cv->body, body, cv->body_len + 1);
-	return 0;
-}
-
-int store_pg_config_put(struct pf_store *st, const char *name, const char *body, size_t len,
-			const uint8_t hash[32], int64_t now_ms, int64_t *version, bool *created)
-{
-	struct pgp p = {0};
-	int64_t latest = 0;
-	char *copy = NULL;
-	int rc;
-
-	if (!name || !*name || strnlen(name, 128) >= 128 || !hash || (!body && len))
-		return store_fail_other(st, NULL, -EINVAL, "config_put: bad name or body");
-	rc = tx_begin(st);
-	if (rc < 0)
-		return rc;
-	/* Two replicas putting the same name wait for each other here, like BEGIN IMMEDIATE. */
-	p_text(&p, name);
-	rc = q_exec(st, "config_put: lock",
-		    "SELECT pg_advisory_xact_lock(hashtext('config:' || ?1))", &p, NULL);
-	if (rc == 0) {
-		_cleanup_res_ PGresult *r = q(st, "config_put: latest",
-					      "SELECT version, hash FROM configs WHERE name = ?1 "
-					      "ORDER BY version DESC LIMIT 1",
-					      &p, &rc);
-		if (r && PQntuples(r) == 1) {
-			uint8_t h[32];
-			latest = col_i64(r, 0, 0);
-			if (col_blob(r, 0, 1, h, 32) && memcmp(h, hash, 32) == 0) {
-				tx_rollback(st);
-				if (version)
-					*version = latest;
-				if (created)
-					*created = false;
-				return 0;
-			}
-		}
-	}
-	if (rc == 0) {
-		/* The body as text: it must be NUL-free, and libpq wants a terminated string. */
-		copy = malloc(len + 1);
-		if (!copy)
-			rc = store_fail_other(st, NULL, -ENOMEM, "config_put: out of memory");
-	}
-	if (rc == 0) {
-		struct pgp w = {0};
-		if (len)
-			memcpy(copy, body, len);
-		copy[len] = '\0';
-		p_text(&w, name);
-		p_i64(&w, latest + 1);
-		p_blob(&w, hash, 32);
-		p_text(&w, copy);
-		p_i64(&w, now_ms);
-		rc = q_exec(st, "config_put: insert",
-			    "INSERT INTO configs (name, version, hash, body, created_ms) "
-			    "VALUES (?1, ?2, ?3, ?4, ?5)",
-			    &w, NULL);
-		free(copy);
-	}
-	if (rc == 0)
-		rc = notify(st, "config", name);
-	rc = tx_commit(st, rc);
-	if (rc < 0)
-		return rc;
-	if (version)
-		*version = latest + 1;
-	if (created)
-		*created = true;
-	return 0;
-}
-
-#define CFG_COLS "name, version, hash, body, created_ms"
-
-int store_pg_config_get(struct pf_store *st, const char *name, int64_t version,
-			struct pf_config_version *out)
-{
-	struct pgp p = {0};
-	int rc;
-
-	if (!out)
-		return -EINVAL;
-	memset(out, 0, sizeof(*out));
-	if (!name || version < 0)
-		return -EINVAL;
-	p_text(&p, name);
-	if (version > 0)
-		p_i64(&p, version);
-	_cleanup_res_ PGresult *r =
-	    q(st, "config_get",
-	      version > 0 ? "SELECT " CFG_COLS " FROM configs WHERE name = ?1 AND version = ?2"
-			  : "SELECT " CFG_COLS " FROM configs WHERE name = ?1 "
-			    "ORDER BY version DESC LIMIT 1",
-	      &p, &rc);
-	if (!r)
-		return rc;
-	if (PQntuples(r) == 0)
-		return -ENOENT;
-	rc = read_config(st, r, 0, out, true);
-	if (rc < 0)
-		pf_config_version_release(out);
-	return rc;
-}
-
-static int config_rows(struct pf_store *st, PGresult *r,
-		       int (*cb)(const struct pf_config_version *cv, void *ud), void *ud)
-{
-	for (int i = 0; i < PQntuples(r); i++) {
-		struct pf_config_version cv;
-		int rc = read_config(st, r, i, &cv, false);
-		if (rc == 0)
-			rc = cb(&cv, ud);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-int store_pg_config_versions(struct pf_store *st, const char *name,
-			     int (*cb)(const struct pf_config_version *cv, void *ud), void *ud)
-{
-	struct pgp p = {0};
-	int rc;
-
-	if (!name || !cb)
-		return -EINVAL;
-	p_text(&p, name);
-	_cleanup_res_ PGresult *r = q(st, "config_versions",
-				      "SELECT name, version, hash, NULL, created_ms FROM configs "
-				      "WHERE name = ?1 ORDER BY version DESC",
-				      &p, &rc);
-	if (!r)
-		return rc;
-	if (PQntuples(r) == 0)
-		return -ENOENT;
-	return config_rows(st, r, cb, ud);
-}
-
-int store_pg_config_foreach_latest(struct pf_store *st,
-				   int (*cb)(const struct pf_config_version *cv, void *ud),
-				   void *ud)
-{
-	int rc;
-
-	if (!cb)
-		return -EINVAL;
-	_cleanup_res_ PGresult *r =
-	    q(st, "config_foreach_latest",
-	      "SELECT DISTINCT ON (name) " CFG_COLS " FROM configs ORDER BY name, version DESC",
-	      NULL, &rc);
-	if (!r)
-		return rc;
-	return config_rows(st, r, cb, ud);
-}
-
-/* ---- Assignments. */
-
-#define ASG_COLS "name, selector, config, priority, updated_ms"
-
-static bool fits(const char *s, size_t cap)
-{
-	return s && strnlen(s, cap) < cap;
-}
-
-int store_pg_assignment_put(struct pf_store *st, const struct pf_assignment *a)
-{
-	struct pgp p = {0};
-
-	if (!a || !fits(a->name, sizeof(a->name)) || !a->name[0] ||
-	    !fits(a->selector, sizeof(a->selector)) || !fits(a->config, sizeof(a->config)))
-		return store_fail_other(st, NULL, -EINVAL, "assignment_put: bad assignment");
-	p_text(&p, a->name);
-	p_text(&p, a->selector);
-	p_text(&p, a->config);
-	p_i64(&p, a->priority);
-	p_i64(&p, a->updated_ms);
-	return write_notify(st, "assignment_put",
-			    "INSERT INTO assignments (" ASG_COLS ") VALUES (?1, ?2, ?3, ?4, ?5) "
-			    "ON CONFLICT (name) DO UPDATE SET selector = excluded.selector, "
-			    "config = excluded.config, priority = excluded.priority, "
-			    "updated_ms = excluded.updated_ms",
-			    &p, "assignment", a->name, NULL);
-}
-
-static int read_assignment(struct pf_store *st, const PGresult *r, int i, struct pf_assignment *a)
-{
-	memset(a, 0, sizeof(*a));
-	if (col_copy(r, i, 0, a->name, sizeof(a->name)) ||
-	    col_copy(r, i, 1, a->selector, sizeof(a->selector)) ||
-	    col_copy(r, i, 2, a->config, sizeof(a->config)))
-		return store_fail_other(st, NULL, -EIO, "assignment: bad stored row");
-	a->priority = col_i64(r, i, 3);
-	a->updated_ms = col_i64(r, i, 4);
-	return 0;
-}
-
-int store_pg_assignment_get(struct pf_store *st, const char *name, struct pf_assignment *out)
-{
-	struct pgp p = {0};
-	int rc;
-
-	if (!name || !out)
-		return -EINVAL;
-	p_text(&p, name);
-	_cleanup_res_ PGresult *r = q(
-	    st, "assignment_get", "SELECT " ASG_COLS " FROM assignments WHERE name = ?1", &p, &rc);
-	if (!r)
-		return rc;
-	if (PQntuples(r) == 0)
-		return -ENOENT;
-	return read_assignment(st, r, 0, out);
-}
-
-int store_pg_assignment_delete(struct pf_store *st, const char *name)
-{
-	struct pgp p = {0};
-	int64_t n = 0;
-	int rc;
-
-	if (!name)
-		return -EINVAL;
-	p_text(&p, name);
-	rc = write_notify(st, "assignment_delete", "DELETE FROM assignments WHERE name = ?1", &p,
-			  "assignment", name, &n);
-	if (rc < 0)
-		return rc;
-	return n > 0 ? 0 : -ENOENT;
-}
-
-int store_pg_assignment_foreach(struct pf_store *st,
-				int (*cb)(const struct pf_assignment *a, void *ud), void *ud)
-{
-	int rc;
-
-	if (!cb)
-		return -EINVAL;
-	_cleanup_res_ PGresult *r =
-	    q(st, "assignment_foreach", "SELECT " ASG_COLS " FROM assignments ORDER BY name", NULL,
-	      &rc);
-	if (!r)
-		return rc;
-	for (int i = 0; i < PQntuples(r); i++) {
-		struct pf_assignment a;
-		rc = read_assignment(st, r, i, &a);
-		if (rc == 0)
-			rc = cb(&a, ud);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	PQfinish(st->pg->conn);
+	free(st->pg->url);
+	free(st->pg);
+	st->pg = NULL;
+	st->drv = &store_sqlite_driver;
 }
 
 /* ---- Agents. */
@@ -1146,7 +751,7 @@ int store_pg_agents_foreach(struct pf_store *st,
 	if (!cb)
 		return -EINVAL;
 	_cleanup_res_ PGresult *r =
-	    q(st, "agents_foreach", "SELECT " AGENT_COLS " FROM agents", NULL, &rc);
+	    pg_query(st, "agents_foreach", "SELECT " AGENT_COLS " FROM agents", NULL, &rc);
 	if (!r)
 		return rc;
 	return agent_rows(st, r, cb, ud);
@@ -1161,7 +766,7 @@ int store_pg_agents_foreach_since(struct pf_store *st, int64_t *since_ms,
 	if (!cb || !since_ms)
 		return -EINVAL;
 	p_i64(&p, *since_ms > PG_SINCE_MARGIN_MS ? *since_ms - PG_SINCE_MARGIN_MS : 0);
-	_cleanup_res_ PGresult *r = q(st, "agents_foreach_since",
+	_cleanup_res_ PGresult *r = pg_query(st, "agents_foreach_since",
 				      "SELECT " AGENT_COLS ", written_ms FROM agents "
 				      "WHERE written_ms >= ?1::bigint",
 				      &p, &rc);
@@ -1181,7 +786,7 @@ int store_pg_agent_get(struct pf_store *st, const uint8_t uid[16],
 
 	p_blob(&p, uid, 16);
 	_cleanup_res_ PGresult *r =
-	    q(st, "agent_get", "SELECT " AGENT_COLS " FROM agents WHERE uid = ?1", &p, &rc);
+	    pg_query(st, "agent_get", "SELECT " AGENT_COLS " FROM agents WHERE uid = ?1", &p, &rc);
 	if (!r)
 		return rc;
 	if (PQntuples(r) == 0)
@@ -1252,531 +857,6 @@ int store_pg_agent_delete(struct pf_store *st, const uint8_t uid[16])
 	return n > 0 ? 0 : -ENOENT;
 }
 
-/* ---- Audit. */
-
-int store_pg_audit_write(struct pf_store *st, const struct pf_audit_entry *e)
-{
-	struct pgp p = {0};
-
-	if (!e || !e->actor || !e->action)
-		return store_fail_other(st, NULL, -EINVAL, "audit: missing actor or action");
-	p_i64(&p, e->ts_ms);
-	p_text(&p, e->actor);
-	p_text(&p, e->action);
-	p_text(&p, e->target ? e->target : "");
-	p_text(&p, e->detail);
-	p_text(&p, e->actor_id ? e->actor_id : "");
-	p_text(&p, e->source ? e->source : "");
-	p_i64(&p, e->status);
-	return q_exec(st, "audit",
-		      "INSERT INTO audit (ts_ms, actor, action, target, detail, actor_id, source, "
-		      "status) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-		      &p, NULL);
-}
-
-int store_pg_audit(struct pf_store *st, int64_t ts_ms, const char *actor, const char *action,
-		   const char *target, const char *detail)
-{
-	struct pf_audit_entry e = {
-	    .ts_ms = ts_ms, .actor = actor, .action = action, .target = target, .detail = detail};
-	return store_pg_audit_write(st, &e);
-}
-
-static int audit_rows(PGresult *r, bool full, int (*cb)(const struct pf_audit_entry *e, void *ud),
-		      void *ud)
-{
-	for (int i = 0; i < PQntuples(r); i++) {
-		struct pf_audit_entry e = {
-		    .id = col_i64(r, i, 0),
-		    .ts_ms = col_i64(r, i, 1),
-		    .actor = col_str0(r, i, 2),
-		    .action = col_str0(r, i, 3),
-		    .target = col_str0(r, i, 4),
-		    .detail = col_str(r, i, 5),
-		    .actor_id = full ? col_str0(r, i, 6) : "",
-		    .source = full ? col_str0(r, i, 7) : "",
-		    .status = full ? (int)col_i64(r, i, 8) : 0,
-		};
-		int rc = cb(&e, ud);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-int store_pg_audit_query(struct pf_store *st, const struct pf_audit_query *q_,
-			 int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud)
-{
-	struct pgp p = {0};
-	int rc;
-
-	if (!q_ || !cb || q_->before_id < 0 || q_->limit == 0)
-		return -EINVAL;
-	p_i64(&p, q_->before_id > 0 ? q_->before_id : INT64_MAX);
-	p_i64(&p, q_->from_ms);
-	p_i64(&p, q_->to_ms > 0 ? q_->to_ms : INT64_MAX);
-	p_text(&p, q_->actor);
-	p_text(&p, q_->action);
-	p_i64(&p, q_->limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)q_->limit);
-	_cleanup_res_ PGresult *r = q(
-	    st, "audit_query",
-	    "SELECT id, ts_ms, actor, action, target, detail, actor_id, source, status FROM audit "
-	    "WHERE id < ?1::bigint AND ts_ms >= ?2::bigint AND ts_ms <= ?3::bigint "
-	    "AND (?4::text IS NULL OR actor = ?4 OR actor_id = ?4) "
-	    "AND (?5::text IS NULL OR action = ?5 OR substr(action, 1, length(?5) + 1) = ?5 || "
-	    "'.') "
-	    "ORDER BY id DESC LIMIT ?6::bigint",
-	    &p, &rc);
-	if (!r)
-		return rc;
-	return audit_rows(r, true, cb, ud);
-}
-
-int store_pg_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
-			   int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud)
-{
-	struct pgp p = {0};
-	int rc;
-
-	if (!cb || before_id < 0)
-		return -EINVAL;
-	p_i64(&p, before_id > 0 ? before_id : INT64_MAX);
-	if (limit > 0)
-		p_i64(&p, (int64_t)pf_min(limit, (size_t)INT64_MAX));
-	else
-		p_text(&p, NULL); /* LIMIT NULL: no limit */
-	_cleanup_res_ PGresult *r = q(st, "audit_foreach",
-				      "SELECT id, ts_ms, actor, action, target, detail FROM audit "
-				      "WHERE id < ?1::bigint ORDER BY id DESC LIMIT ?2::bigint",
-				      &p, &rc);
-	if (!r)
-		return rc;
-	return audit_rows(r, false, cb, ud);
-}
-
-/* ---- Captures. */
-
-#define CAP_COLS                                                                                   \
-	"id, state, created_ms, started_ms, finished_ms, deadline_ms, created_by, request, "       \
-	"agents_matched"
-#define CAP_AGENT_COLS                                                                             \
-	"capture, uid, state, samples, bytes, profile_ids, error_code, error, updated_ms"
-
-int store_pg_captures_save(struct pf_store *st, const struct pf_capture_row *caps, size_t n_caps,
-			   const struct pf_capture_agent_row *agents, size_t n_agents)
-{
-	int rc;
-
-	if ((n_caps && !caps) || (n_agents && !agents))
-		return -EINVAL;
-	if (!n_caps && !n_agents)
-		return 0;
-	rc = tx_begin(st);
-	for (size_t i = 0; rc == 0 && i < n_caps; i++) {
-		const struct pf_capture_row *c = &caps[i];
-		struct pgp p = {0};
-		if (!c->id || !c->state) {
-			rc = store_fail_other(st, NULL, -EINVAL, "captures: bad row");
-			break;
-		}
-		p_text(&p, c->id);
-		p_text(&p, c->state);
-		p_i64(&p, c->created_ms);
-		p_i64(&p, c->started_ms);
-		p_i64(&p, c->finished_ms);
-		p_i64(&p, c->deadline_ms);
-		p_text(&p, c->created_by ? c->created_by : "");
-		p_text(&p, c->request_json ? c->request_json : "");
-		p_i64(&p, c->agents_matched);
-		rc = q_exec(st, "captures: save",
-			    "INSERT INTO captures (" CAP_COLS
-			    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
-			    "?8, ?9) ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
-			    "started_ms = excluded.started_ms, finished_ms = excluded.finished_ms, "
-			    "deadline_ms = excluded.deadline_ms",
-			    &p, NULL);
-		if (rc == 0)
-			rc = notify(st, "capture", c->id);
-	}
-	for (size_t i = 0; rc == 0 && i < n_agents; i++) {
-		const struct pf_capture_agent_row *a = &agents[i];
-		struct pgp p = {0};
-		if (!a->capture || !a->state || a->n_profile_ids > 4096 ||
-		    (a->n_profile_ids && !a->profile_ids)) {
-			rc = store_fail_other(st, NULL, -EINVAL, "captures: bad agent row");
-			break;
-		}
-		p_text(&p, a->capture);
-		p_blob(&p, a->uid, 16);
-		p_text(&p, a->state);
-		p_i64(&p, a->samples);
-		p_i64(&p, a->bytes);
-		p_blob(&p, a->n_profile_ids ? (const void *)a->profile_ids : "",
-		       a->n_profile_ids * 16);
-		p_text(&p, a->error_code ? a->error_code : "");
-		p_text(&p, a->error ? a->error : "");
-		p_i64(&p, a->updated_ms);
-		rc = q_exec(st, "captures: save agent",
-			    "INSERT INTO capture_agents (" CAP_AGENT_COLS
-			    ") VALUES (?1, ?2, ?3, ?4, "
-			    "?5, ?6, ?7, ?8, ?9) ON CONFLICT (capture, uid) DO UPDATE SET "
-			    "state = excluded.state, samples = excluded.samples, "
-			    "bytes = excluded.bytes, profile_ids = excluded.profile_ids, "
-			    "error_code = excluded.error_code, error = excluded.error, "
-			    "updated_ms = excluded.updated_ms",
-			    &p, NULL);
-	}
-	return tx_commit(st, rc);
-}
-
-static void read_capture(const PGresult *r, int i, struct pf_capture_row *c)
-{
-	c->id = col_str0(r, i, 0);
-	c->state = col_str0(r, i, 1);
-	c->created_ms = col_i64(r, i, 2);
-	c->started_ms = col_i64(r, i, 3);
-	c->finished_ms = col_i64(r, i, 4);
-	c->deadline_ms = col_i64(r, i, 5);
-	c->created_by = col_str0(r, i, 6);
-	c->request_json = col_str0(r, i, 7);
-	c->agents_matched = col_i64(r, i, 8);
-}
-
-int store_pg_capture_get(struct pf_store *st, const char *id,
-			 int (*cap_cb)(const struct pf_capture_row *c, void *ud),
-			 int (*agent_cb)(const struct pf_capture_agent_row *a, void *ud), void *ud)
-{
-	struct pgp p = {0};
-	struct pf_capture_row c;
-	int rc;
-
-	if (!id || !cap_cb)
-		return -EINVAL;
-	p_text(&p, id);
-	{
-		_cleanup_res_ PGresult *r =
-		    q(st, "captures: get", "SELECT " CAP_COLS " FROM captures WHERE id = ?1", &p,
-		      &rc);
-		if (!r)
-			return rc;
-		if (PQntuples(r) == 0)
-			return -ENOENT;
-		read_capture(r, 0, &c);
-		rc = cap_cb(&c, ud);
-		if (rc || !agent_cb)
-			return rc;
-	}
-	_cleanup_res_ PGresult *r = q(st, "captures: agents",
-				      "SELECT " CAP_AGENT_COLS " FROM capture_agents "
-				      "WHERE capture = ?1 ORDER BY uid",
-				      &p, &rc);
-	if (!r)
-		return rc;
-	for (int i = 0; i < PQntuples(r); i++) {
-		struct pf_capture_agent_row a;
-		memset(&a, 0, sizeof(a));
-		if (!col_blob(r, i, 1, a.uid, 16))
-			return store_fail_other(st, NULL, -EIO, "captures: bad agent uid");
-		a.capture = col_str0(r, i, 0);
-		a.state = col_str0(r, i, 2);
-		a.samples = col_i64(r, i, 3);
-		a.bytes = col_i64(r, i, 4);
-		a.n_profile_ids = (size_t)PQgetlength(r, i, 5) / 16;
-		a.profile_ids = a.n_profile_ids ? (const uint8_t *)PQgetvalue(r, i, 5) : NULL;
-		a.error_code = col_str0(r, i, 6);
-		a.error = col_str0(r, i, 7);
-		a.updated_ms = col_i64(r, i, 8);
-		rc = agent_cb(&a, ud);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-int store_pg_captures_foreach(struct pf_store *st, const struct pf_capture_query *cq,
-			      int (*cb)(const struct pf_capture_row *c, void *ud), void *ud)
-{
-	struct pgp p = {0};
-	int rc;
-
-	if (!cq || !cb)
-		return -EINVAL;
-	p_text(&p, cq->state && *cq->state ? cq->state : NULL);
-	p_i64(&p, cq->unfinished ? 1 : 0);
-	p_text(&p, cq->before_id && *cq->before_id ? cq->before_id : NULL);
-	if (cq->limit)
-		p_i64(&p, (int64_t)pf_min(cq->limit, (size_t)INT64_MAX));
-	else
-		p_text(&p, NULL);
-	_cleanup_res_ PGresult *r =
-	    q(st, "captures: list",
-	      "SELECT " CAP_COLS " FROM captures WHERE (?1::text IS NULL OR state = ?1) "
-	      "AND (?2::bigint = 0 OR state IN ('pending', 'running')) "
-	      "AND (?3::text IS NULL OR id < ?3) ORDER BY id DESC LIMIT ?4::bigint",
-	      &p, &rc);
-	if (!r)
-		return rc;
-	for (int i = 0; i < PQntuples(r); i++) {
-		struct pf_capture_row c;
-		read_capture(r, i, &c);
-		rc = cb(&c, ud);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-/* ---- Rollouts, pins, served versions. */
-
-#define RO_COLS "id, config, version, state, created_ms, updated_ms, created_by, spec, progress"
-#define RA_COLS "rollout, uid, batch, from_version, state, revert, error, updated_ms"
-
-static int save_pin(struct pf_store *st, const struct pf_pin_row *pin)
-{
-	struct pgp p = {0};
-
-	p_blob(&p, pin->uid, 16);
-	if (pin->version <= 0)
-		return q_exec(st, "pins: remove", "DELETE FROM agent_pins WHERE uid = ?1", &p,
-			      NULL);
-	if (!pin->config)
-		return store_fail_other(st, NULL, -EINVAL, "pins: bad row");
-	p_text(&p, pin->config);
-	p_i64(&p, pin->version);
-	return q_exec(st, "pins: set",
-		      "INSERT INTO agent_pins (uid, config, version) VALUES (?1, ?2, ?3) "
-		      "ON CONFLICT (uid) DO UPDATE SET config = excluded.config, "
-		      "version = excluded.version",
-		      &p, NULL);
-}
-
-int store_pg_rollout_save(struct pf_store *st, const struct pf_rollout_row *ro,
-			  const struct pf_rollout_agent_row *agents, size_t n_agents,
-			  const struct pf_pin_row *pins, size_t n_pins)
-{
-	int rc;
-
-	if ((n_agents && !agents) || (n_pins && !pins))
-		return -EINVAL;
-	if (!ro && !n_agents && !n_pins)
-		return 0;
-	rc = tx_begin(st);
-	if (rc == 0 && ro) {
-		struct pgp p = {0};
-		if (!ro->id || !ro->config || !ro->state)
-			rc = store_fail_other(st, NULL, -EINVAL, "rollouts: bad row");
-		p_text(&p, ro->id);
-		p_text(&p, ro->config);
-		p_i64(&p, ro->version);
-		p_text(&p, ro->state);
-		p_i64(&p, ro->created_ms);
-		p_i64(&p, ro->updated_ms);
-		p_text(&p, ro->created_by ? ro->created_by : "");
-		p_text(&p, ro->spec_json ? ro->spec_json : "{}");
-		p_text(&p, ro->progress_json ? ro->progress_json : "{}");
-		if (rc == 0)
-			rc =
-			    q_exec(st, "rollouts: save",
-				   "INSERT INTO rollouts (" RO_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, "
-				   "?6, ?7, ?8, ?9) ON CONFLICT (id) DO UPDATE SET "
-				   "state = excluded.state, updated_ms = excluded.updated_ms, "
-				   "progress = excluded.progress",
-				   &p, NULL);
-	}
-	for (size_t i = 0; rc == 0 && i < n_agents; i++) {
-		const struct pf_rollout_agent_row *a = &agents[i];
-		struct pgp p = {0};
-		if (!a->rollout || !a->state) {
-			rc = store_fail_other(st, NULL, -EINVAL, "rollouts: bad agent row");
-			break;
-		}
-		p_text(&p, a->rollout);
-		p_blob(&p, a->uid, 16);
-		p_i64(&p, a->batch);
-		p_i64(&p, a->from_version);
-		p_text(&p, a->state);
-		p_text(&p, a->revert ? a->revert : "");
-		p_text(&p, a->error ? a->error : "");
-		p_i64(&p, a->updated_ms);
-		rc = q_exec(st, "rollouts: save agent",
-			    "INSERT INTO rollout_agents (" RA_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, "
-			    "?6, ?7, ?8) ON CONFLICT (rollout, uid) DO UPDATE SET "
-			    "state = excluded.state, revert = excluded.revert, "
-			    "error = excluded.error, updated_ms = excluded.updated_ms",
-			    &p, NULL);
-	}
-	for (size_t i = 0; rc == 0 && i < n_pins; i++)
-		rc = save_pin(st, &pins[i]);
-	if (rc == 0 && (ro || n_pins))
-		rc = notify(st, "rollout", ro ? ro->id : "");
-	return tx_commit(st, rc);
-}
-
-static void read_rollout(const PGresult *r, int i, struct pf_rollout_row *ro)
-{
-	ro->id = col_str0(r, i, 0);
-	ro->config = col_str0(r, i, 1);
-	ro->version = col_i64(r, i, 2);
-	ro->state = col_str0(r, i, 3);
-	ro->created_ms = col_i64(r, i, 4);
-	ro->updated_ms = col_i64(r, i, 5);
-	ro->created_by = col_str0(r, i, 6);
-	ro->spec_json = col_str0(r, i, 7);
-	ro->progress_json = col_str0(r, i, 8);
-}
-
-int store_pg_rollout_get(struct pf_store *st, const char *id,
-			 int (*r_cb)(const struct pf_rollout_row *r, void *ud),
-			 int (*agent_cb)(const struct pf_rollout_agent_row *a, void *ud), void *ud)
-{
-	struct pgp p = {0};
-	struct pf_rollout_row ro;
-	int rc;
-
-	if (!id || !r_cb)
-		return -EINVAL;
-	p_text(&p, id);
-	{
-		_cleanup_res_ PGresult *r = q(
-		    st, "rollouts: get", "SELECT " RO_COLS " FROM rollouts WHERE id = ?1", &p, &rc);
-		if (!r)
-			return rc;
-		if (PQntuples(r) == 0)
-			return -ENOENT;
-		read_rollout(r, 0, &ro);
-		rc = r_cb(&ro, ud);
-		if (rc || !agent_cb)
-			return rc;
-	}
-	_cleanup_res_ PGresult *r = q(st, "rollouts: agents",
-				      "SELECT " RA_COLS " FROM rollout_agents WHERE rollout = ?1 "
-				      "ORDER BY batch, uid",
-				      &p, &rc);
-	if (!r)
-		return rc;
-	for (int i = 0; i < PQntuples(r); i++) {
-		struct pf_rollout_agent_row a;
-		memset(&a, 0, sizeof(a));
-		if (!col_blob(r, i, 1, a.uid, 16))
-			return store_fail_other(st, NULL, -EIO, "rollouts: bad agent uid");
-		a.rollout = col_str0(r, i, 0);
-		a.batch = col_i64(r, i, 2);
-		a.from_version = col_i64(r, i, 3);
-		a.state = col_str0(r, i, 4);
-		a.revert = col_str0(r, i, 5);
-		a.error = col_str0(r, i, 6);
-		a.updated_ms = col_i64(r, i, 7);
-		rc = agent_cb(&a, ud);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-int store_pg_rollouts_foreach(struct pf_store *st, bool active_only, const char *before_id,
-			      size_t limit, int (*cb)(const struct pf_rollout_row *r, void *ud),
-			      void *ud)
-{
-	struct pgp p = {0};
-	int rc;
-
-	if (!cb)
-		return -EINVAL;
-	p_i64(&p, active_only ? 1 : 0);
-	p_text(&p, before_id && *before_id ? before_id : NULL);
-	if (limit)
-		p_i64(&p, (int64_t)pf_min(limit, (size_t)INT64_MAX));
-	else
-		p_text(&p, NULL);
-	_cleanup_res_ PGresult *r =
-	    q(st, "rollouts: list",
-	      "SELECT " RO_COLS " FROM rollouts WHERE (?1::bigint = 0 OR state IN ('running', "
-	      "'paused', 'halted', 'rolling_back')) AND (?2::text IS NULL OR id < ?2) "
-	      "ORDER BY id DESC LIMIT ?3::bigint",
-	      &p, &rc);
-	if (!r)
-		return rc;
-	for (int i = 0; i < PQntuples(r); i++) {
-		struct pf_rollout_row ro;
-		read_rollout(r, i, &ro);
-		rc = cb(&ro, ud);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-int store_pg_pins_foreach(struct pf_store *st, int (*cb)(const struct pf_pin_row *p, void *ud),
-			  void *ud)
-{
-	int rc;
-	_cleanup_res_ PGresult *r =
-	    q(st, "pins: list", "SELECT uid, config, version FROM agent_pins", NULL, &rc);
-	if (!r)
-		return rc;
-	for (int i = 0; i < PQntuples(r); i++) {
-		struct pf_pin_row pin;
-		if (!col_blob(r, i, 0, pin.uid, 16))
-			return store_fail_other(st, NULL, -EIO, "pins: bad row");
-		pin.config = col_str0(r, i, 1);
-		pin.version = col_i64(r, i, 2);
-		rc = cb(&pin, ud);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-int store_pg_pins_clear(struct pf_store *st, const char *config, int64_t version)
-{
-	struct pgp p = {0};
-
-	if (!config)
-		return -EINVAL;
-	p_text(&p, config);
-	p_i64(&p, version);
-	return write_notify(st, "pins: clear",
-			    "DELETE FROM agent_pins WHERE config = ?1 AND "
-			    "(?2::bigint = 0 OR version = ?2)",
-			    &p, "config", config, NULL);
-}
-
-int store_pg_config_serving_set(struct pf_store *st, const char *name, int64_t version)
-{
-	struct pgp p = {0};
-
-	if (!name)
-		return -EINVAL;
-	p_text(&p, name);
-	if (version <= 0)
-		return write_notify(st, "configs: serving",
-				    "DELETE FROM config_serving WHERE name = ?1", &p, "config",
-				    name, NULL);
-	p_i64(&p, version);
-	return write_notify(st, "configs: serving",
-			    "INSERT INTO config_serving (name, version) VALUES (?1, ?2) "
-			    "ON CONFLICT (name) DO UPDATE SET version = excluded.version",
-			    &p, "config", name, NULL);
-}
-
-int store_pg_config_serving_foreach(struct pf_store *st,
-				    int (*cb)(const char *name, int64_t version, void *ud),
-				    void *ud)
-{
-	int rc;
-	_cleanup_res_ PGresult *r =
-	    q(st, "configs: serving list", "SELECT name, version FROM config_serving ORDER BY name",
-	      NULL, &rc);
-	if (!r)
-		return rc;
-	for (int i = 0; i < PQntuples(r); i++) {
-		rc = cb(col_str0(r, i, 0), col_i64(r, i, 1), ud);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
 /* ---- Rollout ownership: a session-level advisory lock per rollout id. */
 
 int store_pg_rollout_lock(struct pf_store *st, const char *id, bool *owned)
@@ -1786,7 +866,7 @@ int store_pg_rollout_lock(struct pf_store *st, const char *id, bool *owned)
 
 	p_text(&p, id);
 	_cleanup_res_ PGresult *r =
-	    q(st, "rollouts: lock",
+	    pg_query(st, "rollouts: lock",
 	      "SELECT pg_try_advisory_lock(" PG_ROLLOUT_LOCK_CLASS ", hashtext(?1))", &p, &rc);
 	if (!r)
 		return rc;

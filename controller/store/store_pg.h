@@ -1,12 +1,12 @@
 /* store_pg.h — private to controller/store/: the PostgreSQL backend of the fleet tables.
  *
- * The backend interface is the fleet half of store.h itself: every fleet function there
- * (tokens, configs, assignments, agents, audit, captures, rollouts, pins, served versions)
- * starts with STORE_PG_DISPATCH(), which hands the call to the store_pg_<same name>() below
- * with the same arguments when the connection has a PostgreSQL backend attached
- * (pf_store_open_url() with a postgres:// URL), and otherwise runs the SQLite code. The
- * profile store (profiles, bodies, flame forms, links) never dispatches: it stays in the
- * replica's own SQLite file. Only store_pg.c includes libpq-fe.h.
+ * store_pg_attach() connects, migrates and switches the connection's statement driver
+ * (store_int.h) to PostgreSQL, so the operations written once over it run here. The agent
+ * calls, which on PostgreSQL carry the replica's id and the database's clock on every row,
+ * keep a twin here: their store.h function starts with STORE_PG_DISPATCH(), which hands the
+ * call to the store_pg_<same name>() below when the backend is attached. The profile store
+ * never comes here: it stays in the replica's own SQLite file. Only store_pg.c includes
+ * libpq-fe.h.
  *
  * Every write that other replicas must see ends with pg_notify() on PF_STORE_PG_CHANNEL in
  * the same transaction ("<replica> <kind> <name>", docs/internals/store.md "NOTIFY"). */
@@ -34,31 +34,6 @@ int store_pg_attach(struct pf_store *st, const char *url, struct pf_error *err);
 void store_pg_detach(struct pf_store *st);
 bool store_pg_down(const struct pf_store *st);
 
-int store_pg_token_add(struct pf_store *st, const uint8_t hash[32], const char *role,
-		       const char *name, int64_t created_ms);
-int store_pg_token_lookup(struct pf_store *st, const uint8_t hash[32], char *role, size_t role_len);
-int store_pg_token_count(struct pf_store *st, int64_t *count);
-int store_pg_token_name(struct pf_store *st, const uint8_t hash[32], char *name, size_t name_len);
-int store_pg_token_create(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t);
-int store_pg_token_find(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t);
-int store_pg_token_foreach(struct pf_store *st, int (*cb)(const struct pf_token_info *t, void *ud),
-			   void *ud);
-int store_pg_token_revoke(struct pf_store *st, const char *id, struct pf_token_info *t);
-int store_pg_token_touch(struct pf_store *st, const char *id, int64_t now_ms);
-int store_pg_config_put(struct pf_store *st, const char *name, const char *body, size_t len,
-			const uint8_t hash[32], int64_t now_ms, int64_t *version, bool *created);
-int store_pg_config_get(struct pf_store *st, const char *name, int64_t version,
-			struct pf_config_version *out);
-int store_pg_config_versions(struct pf_store *st, const char *name,
-			     int (*cb)(const struct pf_config_version *cv, void *ud), void *ud);
-int store_pg_config_foreach_latest(struct pf_store *st,
-				   int (*cb)(const struct pf_config_version *cv, void *ud),
-				   void *ud);
-int store_pg_assignment_put(struct pf_store *st, const struct pf_assignment *a);
-int store_pg_assignment_get(struct pf_store *st, const char *name, struct pf_assignment *out);
-int store_pg_assignment_delete(struct pf_store *st, const char *name);
-int store_pg_assignment_foreach(struct pf_store *st,
-				int (*cb)(const struct pf_assignment *a, void *ud), void *ud);
 int store_pg_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows, size_t n);
 int store_pg_agents_set_seen(struct pf_store *st, const struct pf_agent_row *rows, size_t n);
 int store_pg_agents_foreach(struct pf_store *st,
@@ -71,36 +46,6 @@ int store_pg_agents_mark_all_disconnected(struct pf_store *st);
 int store_pg_replica_beat(struct pf_store *st, int64_t dead_after_ms, size_t *marked,
 			  bool *revived);
 int store_pg_agent_delete(struct pf_store *st, const uint8_t uid[16]);
-int store_pg_audit(struct pf_store *st, int64_t ts_ms, const char *actor, const char *action,
-		   const char *target, const char *detail);
-int store_pg_audit_write(struct pf_store *st, const struct pf_audit_entry *e);
-int store_pg_audit_query(struct pf_store *st, const struct pf_audit_query *q,
-			 int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud);
-int store_pg_audit_foreach(struct pf_store *st, int64_t before_id, size_t limit,
-			   int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud);
-int store_pg_captures_save(struct pf_store *st, const struct pf_capture_row *caps, size_t n_caps,
-			   const struct pf_capture_agent_row *agents, size_t n_agents);
-int store_pg_capture_get(struct pf_store *st, const char *id,
-			 int (*cap_cb)(const struct pf_capture_row *c, void *ud),
-			 int (*agent_cb)(const struct pf_capture_agent_row *a, void *ud), void *ud);
-int store_pg_captures_foreach(struct pf_store *st, const struct pf_capture_query *q,
-			      int (*cb)(const struct pf_capture_row *c, void *ud), void *ud);
-int store_pg_rollout_save(struct pf_store *st, const struct pf_rollout_row *r,
-			  const struct pf_rollout_agent_row *agents, size_t n_agents,
-			  const struct pf_pin_row *pins, size_t n_pins);
-int store_pg_rollout_get(struct pf_store *st, const char *id,
-			 int (*r_cb)(const struct pf_rollout_row *r, void *ud),
-			 int (*agent_cb)(const struct pf_rollout_agent_row *a, void *ud), void *ud);
-int store_pg_rollouts_foreach(struct pf_store *st, bool active_only, const char *before_id,
-			      size_t limit, int (*cb)(const struct pf_rollout_row *r, void *ud),
-			      void *ud);
-int store_pg_pins_foreach(struct pf_store *st, int (*cb)(const struct pf_pin_row *p, void *ud),
-			  void *ud);
-int store_pg_pins_clear(struct pf_store *st, const char *config, int64_t version);
-int store_pg_config_serving_set(struct pf_store *st, const char *name, int64_t version);
-int store_pg_config_serving_foreach(struct pf_store *st,
-				    int (*cb)(const char *name, int64_t version, void *ud),
-				    void *ud);
 int store_pg_rollout_lock(struct pf_store *st, const char *id, bool *owned);
 int store_pg_rollout_unlock(struct pf_store *st, const char *id);
 

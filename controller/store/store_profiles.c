@@ -43,6 +43,7 @@ enum prof_stmt {
 	P_COUNT_FLAME,
 	P_UNCOUNT_UPTO,
 	P_UNCOUNT_EXPIRED,
+	P_FIND_PROFILE,
 	P__COUNT
 };
 
@@ -73,6 +74,7 @@ static const char *const prof_sql[P__COUNT] = {
     [P_BODY] = "SELECT body FROM profile_bodies WHERE id = ?1",
     [P_INSERT_FLAME] = "INSERT INTO profile_flames (id, flame) VALUES (?1, ?2)",
     [P_FLAME] = "SELECT flame FROM profile_flames WHERE id = ?1",
+    [P_FIND_PROFILE] = "SELECT id FROM profiles WHERE profile_id = ?1 ORDER BY id DESC LIMIT 1",
     /* Compact forms count toward the totals; run before the matching delete, in its
      * transaction (the cascade then removes the rows). */
     [P_COUNT_FLAME] = "UPDATE profile_totals SET bytes = bytes + ?1 WHERE k = 0",
@@ -117,18 +119,16 @@ void store_prof_release(struct store_prof *p)
 
 static struct store_prof *prof_of(struct pf_store *st)
 {
-	struct store_prof **slot = store_prof_slot(st);
-
-	if (!*slot)
-		*slot = calloc(1, sizeof(**slot));
-	return *slot;
+	if (!st->prof)
+		st->prof = calloc(1, sizeof(*st->prof));
+	return st->prof;
 }
 
 static int prepare(struct pf_store *st, const char *sql, sqlite3_stmt **out)
 {
 	if (*out)
 		return 0;
-	if (sqlite3_prepare_v3(store_db(st), sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL) !=
+	if (sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL) !=
 	    SQLITE_OK)
 		return store_fail_sqlite(st, NULL, "profiles: prepare");
 	return 0;
@@ -169,7 +169,7 @@ static int run(struct pf_store *st, enum prof_stmt id, const char *what)
 
 static void rollback(struct pf_store *st)
 {
-	if (!sqlite3_get_autocommit(store_db(st)))
+	if (!sqlite3_get_autocommit(st->db))
 		run(st, P_ROLLBACK, "profiles: rollback");
 }
 
@@ -271,7 +271,7 @@ static int delete_oldest_bytes(struct pf_store *st, int64_t excess, size_t max_r
 		return store_fail_sqlite(st, NULL, "profiles: retain: bind");
 	rc = store_step_done(st, d, "profiles: retain: delete");
 	if (rc == 0 && deleted)
-		*deleted += (size_t)sqlite3_changes(store_db(st));
+		*deleted += (size_t)sqlite3_changes(st->db);
 	return rc;
 }
 
@@ -299,7 +299,7 @@ static int delete_expired(struct pf_store *st, int64_t cutoff_ms, size_t max_row
 		return store_fail_sqlite(st, NULL, "profiles: retain: bind");
 	rc = store_step_done(st, s, "profiles: retain: expire");
 	if (rc == 0) {
-		*n = (size_t)sqlite3_changes(store_db(st));
+		*n = (size_t)sqlite3_changes(st->db);
 		if (deleted)
 			*deleted += *n;
 	}
@@ -365,7 +365,7 @@ static int insert_one(struct pf_store *st, struct pf_profile_row *r)
 		rc = store_step_done(st, s, "profiles: insert");
 		if (rc < 0)
 			return rc;
-		r->id = sqlite3_last_insert_rowid(store_db(st));
+		r->id = sqlite3_last_insert_rowid(st->db);
 		r->body_bytes = (int64_t)r->body_len;
 	}
 	{
@@ -719,9 +719,27 @@ int pf_store_profile_flame(struct pf_store *st, int64_t id, struct pf_buf *out)
 	return pf_buf_append(out, b ? b : "", n);
 }
 
+int pf_store_profile_find(struct pf_store *st, const uint8_t profile_id[16], int64_t *id)
+{
+	int rc;
+	PSTMT(s, st, P_FIND_PROFILE, &rc);
+
+	if (!s)
+		return rc;
+	if (!profile_id || !id)
+		return -EINVAL;
+	if (sqlite3_bind_blob(s, 1, profile_id, 16, SQLITE_STATIC))
+		return store_fail_sqlite(st, NULL, "profiles: find: bind");
+	rc = store_step_row(st, s, -ENOENT, "profiles: find");
+	if (rc <= 0)
+		return rc;
+	*id = sqlite3_column_int64(s, 0);
+	return 0;
+}
+
 int pf_store_set_read_only(struct pf_store *st)
 {
-	if (sqlite3_exec(store_db(st), "PRAGMA query_only = 1", NULL, NULL, NULL) != SQLITE_OK)
+	if (sqlite3_exec(st->db, "PRAGMA query_only = 1", NULL, NULL, NULL) != SQLITE_OK)
 		return store_fail_sqlite(st, NULL, "query_only");
 	return 0;
 }

@@ -1,154 +1,122 @@
 /* store_rollouts.c — staged rollouts, their per-agent rows, agent pins and served config
- * versions (schema version 5, migration in store.c); see store.h ("Staged rollouts").
- * Statements are prepared on first use and cached per connection in struct store_roll. */
+ * versions (schema version 5, migration in store.c), on either backend; see store.h
+ * ("Staged rollouts"). */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "pf/compiler.h"
 #include "store_int.h"
-#include "store_pg.h"
 
 #define RO_COLS "id, config, version, state, created_ms, updated_ms, created_by, spec, progress"
 #define RA_COLS "rollout, uid, batch, from_version, state, revert, error, updated_ms"
 
-enum roll_stmt {
-	R_UPSERT,
-	R_AGENT_UPSERT,
-	R_PIN_SET,
-	R_PIN_DEL,
-	R_GET,
-	R_AGENTS,
-	R_LIST,
-	R_PINS,
-	R_PINS_CLEAR,
-	R_SERVE_SET,
-	R_SERVE_DEL,
-	R_SERVE_LIST,
-	R__COUNT
+static const struct store_stmt ro_upsert = {
+    .sqlite = "INSERT INTO rollouts (" RO_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
+	      "ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
+	      "updated_ms = excluded.updated_ms, progress = excluded.progress"};
+static const struct store_stmt ro_agent_upsert = {
+    .sqlite = "INSERT INTO rollout_agents (" RA_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+	      "ON CONFLICT (rollout, uid) DO UPDATE SET state = excluded.state, "
+	      "revert = excluded.revert, error = excluded.error, updated_ms = excluded.updated_ms"};
+static const struct store_stmt pin_set = {
+    .sqlite = "INSERT INTO agent_pins (uid, config, version) VALUES (?1, ?2, ?3) "
+	      "ON CONFLICT (uid) DO UPDATE SET config = excluded.config, "
+	      "version = excluded.version"};
+static const struct store_stmt pin_del = {.sqlite = "DELETE FROM agent_pins WHERE uid = ?1"};
+static const struct store_stmt ro_get = {.sqlite = "SELECT " RO_COLS " FROM rollouts WHERE id = ?1"};
+static const struct store_stmt ro_agents = {
+    .sqlite = "SELECT " RA_COLS " FROM rollout_agents WHERE rollout = ?1 ORDER BY batch, uid"};
+/* No limit is -1: SQLite's LIMIT takes it, PostgreSQL's wants NULL. */
+static const struct store_stmt ro_list = {
+    .sqlite = "SELECT " RO_COLS " FROM rollouts WHERE (?1 = 0 OR state IN ('running', "
+	      "'paused', 'halted', 'rolling_back')) AND (?2 IS NULL OR id < ?2) "
+	      "ORDER BY id DESC LIMIT ?3",
+    .pg = "SELECT " RO_COLS " FROM rollouts WHERE (?1::bigint = 0 OR state IN ('running', "
+	  "'paused', 'halted', 'rolling_back')) AND (?2::text IS NULL OR id < ?2) "
+	  "ORDER BY id DESC LIMIT nullif(?3::bigint, -1)",
 };
+static const struct store_stmt pins_list = {.sqlite = "SELECT uid, config, version FROM agent_pins"};
+static const struct store_stmt pins_clear = {
+    .sqlite = "DELETE FROM agent_pins WHERE config = ?1 AND (?2 = 0 OR version = ?2)",
+    .pg = "DELETE FROM agent_pins WHERE config = ?1 AND (?2::bigint = 0 OR version = ?2)"};
+static const struct store_stmt serve_set = {
+    .sqlite = "INSERT INTO config_serving (name, version) VALUES (?1, ?2) "
+	      "ON CONFLICT (name) DO UPDATE SET version = excluded.version"};
+static const struct store_stmt serve_del = {.sqlite = "DELETE FROM config_serving WHERE name = ?1"};
+static const struct store_stmt serve_list = {
+    .sqlite = "SELECT name, version FROM config_serving ORDER BY name"};
 
-static const char *const roll_sql[R__COUNT] = {
-    [R_UPSERT] = "INSERT INTO rollouts (" RO_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
-		 "ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
-		 "updated_ms = excluded.updated_ms, progress = excluded.progress",
-    [R_AGENT_UPSERT] = "INSERT INTO rollout_agents (" RA_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-		       "?7, ?8) ON CONFLICT (rollout, uid) DO UPDATE SET state = excluded.state, "
-		       "revert = excluded.revert, error = excluded.error, "
-		       "updated_ms = excluded.updated_ms",
-    [R_PIN_SET] = "INSERT INTO agent_pins (uid, config, version) VALUES (?1, ?2, ?3) "
-		  "ON CONFLICT (uid) DO UPDATE SET config = excluded.config, "
-		  "version = excluded.version",
-    [R_PIN_DEL] = "DELETE FROM agent_pins WHERE uid = ?1",
-    [R_GET] = "SELECT " RO_COLS " FROM rollouts WHERE id = ?1",
-    [R_AGENTS] = "SELECT " RA_COLS " FROM rollout_agents WHERE rollout = ?1 ORDER BY batch, uid",
-    [R_LIST] = "SELECT " RO_COLS " FROM rollouts WHERE (?1 = 0 OR state IN ('running', "
-	       "'paused', 'halted', 'rolling_back')) AND (?2 IS NULL OR id < ?2) "
-	       "ORDER BY id DESC LIMIT ?3",
-    [R_PINS] = "SELECT uid, config, version FROM agent_pins",
-    [R_PINS_CLEAR] = "DELETE FROM agent_pins WHERE config = ?1 AND (?2 = 0 OR version = ?2)",
-    [R_SERVE_SET] = "INSERT INTO config_serving (name, version) VALUES (?1, ?2) "
-		    "ON CONFLICT (name) DO UPDATE SET version = excluded.version",
-    [R_SERVE_DEL] = "DELETE FROM config_serving WHERE name = ?1",
-    [R_SERVE_LIST] = "SELECT name, version FROM config_serving ORDER BY name",
-};
-
-struct store_roll {
-	sqlite3_stmt *stmt[R__COUNT];
-};
-
-void store_roll_release(struct store_roll *r)
+static const char *or_empty(const char *s)
 {
-	if (!r)
-		return;
-	for (size_t i = 0; i < R__COUNT; i++)
-		sqlite3_finalize(r->stmt[i]);
-	free(r);
-}
-
-/* A cached statement, prepared on first use; NULL with *rc set on failure. */
-static sqlite3_stmt *rstmt(struct pf_store *st, enum roll_stmt id, int *rc)
-{
-	struct store_roll **slot = store_roll_slot(st);
-
-	if (!*slot && !(*slot = calloc(1, sizeof(**slot)))) {
-		*rc = store_fail_other(st, NULL, -ENOMEM, "rollouts: out of memory");
-		return NULL;
-	}
-	return store_stmt_cached(st, &(*slot)->stmt[id], roll_sql[id], rc);
-}
-
-#define RSTMT(name, st, id, rc)                                                                    \
-	_cleanup_(store_stmt_resetp) sqlite3_stmt *name = rstmt((st), (id), (rc))
-
-static int bind_text(sqlite3_stmt *s, int i, const char *v)
-{
-	return sqlite3_bind_text(s, i, v ? v : "", -1, SQLITE_STATIC);
+	return s ? s : "";
 }
 
 static int save_rollout(struct pf_store *st, const struct pf_rollout_row *r)
 {
+	STORE_Q(q);
 	int rc;
-	RSTMT(s, st, R_UPSERT, &rc);
 
-	if (!s)
-		return rc;
 	if (!r->id || !r->config || !r->state)
 		return store_fail_other(st, NULL, -EINVAL, "rollouts: bad row");
-	if (bind_text(s, 1, r->id) || bind_text(s, 2, r->config) ||
-	    sqlite3_bind_int64(s, 3, r->version) || bind_text(s, 4, r->state) ||
-	    sqlite3_bind_int64(s, 5, r->created_ms) || sqlite3_bind_int64(s, 6, r->updated_ms) ||
-	    bind_text(s, 7, r->created_by) || bind_text(s, 8, r->spec_json ? r->spec_json : "{}") ||
-	    bind_text(s, 9, r->progress_json ? r->progress_json : "{}"))
-		return store_fail_sqlite(st, NULL, "rollouts: bind");
-	return store_step_done(st, s, "rollouts: save");
+	rc = store_q_prepare(&q, st, &ro_upsert, "rollouts: save");
+	if (rc < 0)
+		return rc;
+	store_q_text(&q, r->id);
+	store_q_text(&q, r->config);
+	store_q_i64(&q, r->version);
+	store_q_text(&q, r->state);
+	store_q_i64(&q, r->created_ms);
+	store_q_i64(&q, r->updated_ms);
+	store_q_text(&q, or_empty(r->created_by));
+	store_q_text(&q, r->spec_json ? r->spec_json : "{}");
+	store_q_text(&q, r->progress_json ? r->progress_json : "{}");
+	return store_q_exec(&q, NULL);
 }
 
 static int save_agent(struct pf_store *st, const struct pf_rollout_agent_row *a)
 {
+	STORE_Q(q);
 	int rc;
-	RSTMT(s, st, R_AGENT_UPSERT, &rc);
 
-	if (!s)
-		return rc;
 	if (!a->rollout || !a->state)
 		return store_fail_other(st, NULL, -EINVAL, "rollouts: bad agent row");
-	if (bind_text(s, 1, a->rollout) || sqlite3_bind_blob(s, 2, a->uid, 16, SQLITE_STATIC) ||
-	    sqlite3_bind_int64(s, 3, a->batch) || sqlite3_bind_int64(s, 4, a->from_version) ||
-	    bind_text(s, 5, a->state) || bind_text(s, 6, a->revert) || bind_text(s, 7, a->error) ||
-	    sqlite3_bind_int64(s, 8, a->updated_ms))
-		return store_fail_sqlite(st, NULL, "rollouts: bind agent");
-	return store_step_done(st, s, "rollouts: save agent");
+	rc = store_q_prepare(&q, st, &ro_agent_upsert, "rollouts: save agent");
+	if (rc < 0)
+		return rc;
+	store_q_text(&q, a->rollout);
+	store_q_blob(&q, a->uid, 16);
+	store_q_i64(&q, a->batch);
+	store_q_i64(&q, a->from_version);
+	store_q_text(&q, a->state);
+	store_q_text(&q, or_empty(a->revert));
+	store_q_text(&q, or_empty(a->error));
+	store_q_i64(&q, a->updated_ms);
+	return store_q_exec(&q, NULL);
 }
 
 static int save_pin(struct pf_store *st, const struct pf_pin_row *p)
 {
+	STORE_Q(q);
 	int rc;
 
-	if (p->version > 0) {
-		RSTMT(s, st, R_PIN_SET, &rc);
-		if (!s)
-			return rc;
-		if (!p->config)
-			return store_fail_other(st, NULL, -EINVAL, "pins: bad row");
-		if (sqlite3_bind_blob(s, 1, p->uid, 16, SQLITE_STATIC) ||
-		    bind_text(s, 2, p->config) || sqlite3_bind_int64(s, 3, p->version))
-			return store_fail_sqlite(st, NULL, "pins: bind");
-		return store_step_done(st, s, "pins: set");
-	}
-	RSTMT(s, st, R_PIN_DEL, &rc);
-	if (!s)
+	if (p->version > 0 && !p->config)
+		return store_fail_other(st, NULL, -EINVAL, "pins: bad row");
+	rc = store_q_prepare(&q, st, p->version > 0 ? &pin_set : &pin_del,
+			     p->version > 0 ? "pins: set" : "pins: remove");
+	if (rc < 0)
 		return rc;
-	if (sqlite3_bind_blob(s, 1, p->uid, 16, SQLITE_STATIC))
-		return store_fail_sqlite(st, NULL, "pins: bind");
-	return store_step_done(st, s, "pins: remove");
+	store_q_blob(&q, p->uid, 16);
+	if (p->version > 0) {
+		store_q_text(&q, p->config);
+		store_q_i64(&q, p->version);
+	}
+	return store_q_exec(&q, NULL);
 }
 
 int pf_store_rollout_save(struct pf_store *st, const struct pf_rollout_row *r,
 			  const struct pf_rollout_agent_row *agents, size_t n_agents,
 			  const struct pf_pin_row *pins, size_t n_pins)
 {
-	STORE_PG_DISPATCH(st, store_pg_rollout_save(st, r, agents, n_agents, pins, n_pins));
 	if ((n_agents && !agents) || (n_pins && !pins))
 		return -EINVAL;
 	if (!r && !n_agents && !n_pins)
@@ -160,204 +128,167 @@ int pf_store_rollout_save(struct pf_store *st, const struct pf_rollout_row *r,
 		rc = save_agent(st, &agents[i]);
 	for (size_t i = 0; rc == 0 && i < n_pins; i++)
 		rc = save_pin(st, &pins[i]);
-	if (rc < 0) {
-		store_tx_rollback(st);
-		return rc;
-	}
-	return store_tx_commit(st);
+	if (rc == 0 && (r || n_pins))
+		rc = store_notify(st, "rollout", r ? r->id : "");
+	return store_tx_end(st, rc);
 }
 
-static int read_rollout(struct pf_store *st, sqlite3_stmt *s, struct pf_rollout_row *r)
+/* Text columns are NOT NULL: NULL means SQLite could not produce them (out of memory). */
+static int read_rollout(struct store_q *q, struct pf_rollout_row *r)
 {
-	const char *t[6];
-	static const int cols[6] = {0, 1, 3, 6, 7, 8};
-
-	for (int i = 0; i < 6; i++)
-		if (!(t[i] = (const char *)sqlite3_column_text(s, cols[i])))
-			return store_fail_other(st, NULL, -ENOMEM, "rollouts: out of memory");
-	r->id = t[0];
-	r->config = t[1];
-	r->version = sqlite3_column_int64(s, 2);
-	r->state = t[2];
-	r->created_ms = sqlite3_column_int64(s, 4);
-	r->updated_ms = sqlite3_column_int64(s, 5);
-	r->created_by = t[3];
-	r->spec_json = t[4];
-	r->progress_json = t[5];
+	r->id = store_q_col_text(q, 0);
+	r->config = store_q_col_text(q, 1);
+	r->version = store_q_col_i64(q, 2);
+	r->state = store_q_col_text(q, 3);
+	r->created_ms = store_q_col_i64(q, 4);
+	r->updated_ms = store_q_col_i64(q, 5);
+	r->created_by = store_q_col_text(q, 6);
+	r->spec_json = store_q_col_text(q, 7);
+	r->progress_json = store_q_col_text(q, 8);
+	if (!r->id || !r->config || !r->state || !r->created_by || !r->spec_json ||
+	    !r->progress_json)
+		return store_fail_other(q->st, NULL, -ENOMEM, "rollouts: out of memory");
 	return 0;
 }
 
-static int read_agent(struct pf_store *st, sqlite3_stmt *s, struct pf_rollout_agent_row *a)
+static int read_agent(struct store_q *q, struct pf_rollout_agent_row *a)
 {
-	const char *t[4];
-	static const int cols[4] = {0, 4, 5, 6};
-
-	for (int i = 0; i < 4; i++)
-		if (!(t[i] = (const char *)sqlite3_column_text(s, cols[i])))
-			return store_fail_other(st, NULL, -ENOMEM, "rollouts: out of memory");
-	const void *uid = sqlite3_column_blob(s, 1);
-	if (!uid || sqlite3_column_bytes(s, 1) != 16)
-		return store_fail_other(st, NULL, -EIO, "rollouts: bad agent uid");
-	memcpy(a->uid, uid, 16);
-	a->rollout = t[0];
-	a->batch = sqlite3_column_int64(s, 2);
-	a->from_version = sqlite3_column_int64(s, 3);
-	a->state = t[1];
-	a->revert = t[2];
-	a->error = t[3];
-	a->updated_ms = sqlite3_column_int64(s, 7);
+	memset(a, 0, sizeof(*a));
+	a->rollout = store_q_col_text(q, 0);
+	a->state = store_q_col_text(q, 4);
+	a->revert = store_q_col_text(q, 5);
+	a->error = store_q_col_text(q, 6);
+	if (!a->rollout || !a->state || !a->revert || !a->error)
+		return store_fail_other(q->st, NULL, -ENOMEM, "rollouts: out of memory");
+	if (!store_q_col_fixed(q, 1, a->uid, 16))
+		return store_fail_other(q->st, NULL, -EIO, "rollouts: bad agent uid");
+	a->batch = store_q_col_i64(q, 2);
+	a->from_version = store_q_col_i64(q, 3);
+	a->updated_ms = store_q_col_i64(q, 7);
 	return 0;
+}
+
+struct get_ctx {
+	int (*r_cb)(const struct pf_rollout_row *r, void *ud);
+	int (*agent_cb)(const struct pf_rollout_agent_row *a, void *ud);
+	void *ud;
+};
+
+static int on_rollout(struct store_q *q, void *ud)
+{
+	struct get_ctx *g = ud;
+	struct pf_rollout_row r;
+	int rc = read_rollout(q, &r);
+	return rc ? rc : g->r_cb(&r, g->ud);
+}
+
+static int on_agent(struct store_q *q, void *ud)
+{
+	struct get_ctx *g = ud;
+	struct pf_rollout_agent_row a;
+	int rc = read_agent(q, &a);
+	return rc ? rc : g->agent_cb(&a, g->ud);
 }
 
 int pf_store_rollout_get(struct pf_store *st, const char *id,
 			 int (*r_cb)(const struct pf_rollout_row *r, void *ud),
 			 int (*agent_cb)(const struct pf_rollout_agent_row *a, void *ud), void *ud)
 {
-	STORE_PG_DISPATCH(st, store_pg_rollout_get(st, id, r_cb, agent_cb, ud));
-	int rc;
+	struct get_ctx g = {r_cb, agent_cb, ud};
+	const struct store_tree t = {&ro_get, &ro_agents, "rollouts: get", "rollouts: agents",
+				     on_rollout, agent_cb ? on_agent : NULL};
 
 	if (!id || !r_cb)
 		return -EINVAL;
-	{
-		RSTMT(s, st, R_GET, &rc);
-		struct pf_rollout_row r;
-		if (!s)
-			return rc;
-		if (bind_text(s, 1, id))
-			return store_fail_sqlite(st, NULL, "rollouts: get: bind");
-		rc = store_step_row(st, s, -ENOENT, "rollouts: get");
-		if (rc <= 0)
-			return rc;
-		rc = read_rollout(st, s, &r);
-		if (rc == 0)
-			rc = r_cb(&r, ud);
-		if (rc)
-			return rc;
-	}
-	if (!agent_cb)
-		return 0;
-	RSTMT(s, st, R_AGENTS, &rc);
-	if (!s)
-		return rc;
-	if (bind_text(s, 1, id))
-		return store_fail_sqlite(st, NULL, "rollouts: agents: bind");
-	for (;;) {
-		struct pf_rollout_agent_row a;
-		rc = store_step_row(st, s, 0, "rollouts: agents");
-		if (rc <= 0)
-			return rc;
-		rc = read_agent(st, s, &a);
-		if (rc == 0)
-			rc = agent_cb(&a, ud);
-		if (rc)
-			return rc;
-	}
+	return store_get_tree(st, &t, id, &g);
 }
 
 int pf_store_rollouts_foreach(struct pf_store *st, bool active_only, const char *before_id,
 			      size_t limit, int (*cb)(const struct pf_rollout_row *r, void *ud),
 			      void *ud)
 {
-	STORE_PG_DISPATCH(st, store_pg_rollouts_foreach(st, active_only, before_id, limit, cb, ud));
+	STORE_Q(q);
 	int rc;
 
 	if (!cb)
 		return -EINVAL;
-	RSTMT(s, st, R_LIST, &rc);
-	if (!s)
+	rc = store_q_prepare(&q, st, &ro_list, "rollouts: list");
+	if (rc < 0)
 		return rc;
-	if (sqlite3_bind_int(s, 1, active_only) ||
-	    (before_id && *before_id ? bind_text(s, 2, before_id) : sqlite3_bind_null(s, 2)) ||
-	    sqlite3_bind_int64(s, 3, limit ? (int64_t)pf_min(limit, (size_t)INT64_MAX) : -1))
-		return store_fail_sqlite(st, NULL, "rollouts: list: bind");
-	for (;;) {
+	store_q_i64(&q, active_only ? 1 : 0);
+	store_q_text(&q, before_id && *before_id ? before_id : NULL);
+	store_q_i64(&q, limit ? (int64_t)pf_min(limit, (size_t)INT64_MAX) : -1);
+	while ((rc = store_q_step(&q)) > 0) {
 		struct pf_rollout_row r;
-		rc = store_step_row(st, s, 0, "rollouts: list");
-		if (rc <= 0)
-			return rc;
-		rc = read_rollout(st, s, &r);
+		rc = read_rollout(&q, &r);
 		if (rc == 0)
 			rc = cb(&r, ud);
 		if (rc)
-			return rc;
+			break;
 	}
+	return rc;
 }
 
 int pf_store_pins_foreach(struct pf_store *st, int (*cb)(const struct pf_pin_row *p, void *ud),
 			  void *ud)
 {
-	STORE_PG_DISPATCH(st, store_pg_pins_foreach(st, cb, ud));
-	int rc;
-	RSTMT(s, st, R_PINS, &rc);
+	STORE_Q(q);
+	int rc = store_q_prepare(&q, st, &pins_list, "pins: list");
 
-	if (!s)
-		return rc;
-	for (;;) {
+	while (rc == 0 && (rc = store_q_step(&q)) > 0) {
 		struct pf_pin_row p;
-		rc = store_step_row(st, s, 0, "pins: list");
-		if (rc <= 0)
-			return rc;
-		const void *uid = sqlite3_column_blob(s, 0);
-		p.config = (const char *)sqlite3_column_text(s, 1);
-		if (!uid || sqlite3_column_bytes(s, 0) != 16 || !p.config)
+		p.config = store_q_col_text(&q, 1);
+		if (!store_q_col_fixed(&q, 0, p.uid, 16) || !p.config)
 			return store_fail_other(st, NULL, -EIO, "pins: bad row");
-		memcpy(p.uid, uid, 16);
-		p.version = sqlite3_column_int64(s, 2);
+		p.version = store_q_col_i64(&q, 2);
 		rc = cb(&p, ud);
-		if (rc)
-			return rc;
 	}
+	return rc;
 }
 
 int pf_store_pins_clear(struct pf_store *st, const char *config, int64_t version)
 {
-	STORE_PG_DISPATCH(st, store_pg_pins_clear(st, config, version));
+	STORE_Q(q);
 	int rc;
-	RSTMT(s, st, R_PINS_CLEAR, &rc);
 
-	if (!s)
-		return rc;
 	if (!config)
 		return -EINVAL;
-	if (bind_text(s, 1, config) || sqlite3_bind_int64(s, 2, version))
-		return store_fail_sqlite(st, NULL, "pins: clear: bind");
-	return store_step_done(st, s, "pins: clear");
+	rc = store_q_prepare(&q, st, &pins_clear, "pins: clear");
+	if (rc < 0)
+		return rc;
+	store_q_text(&q, config);
+	store_q_i64(&q, version);
+	return store_write_notify(&q, "config", config, NULL);
 }
 
 int pf_store_config_serving_set(struct pf_store *st, const char *name, int64_t version)
 {
-	STORE_PG_DISPATCH(st, store_pg_config_serving_set(st, name, version));
+	STORE_Q(q);
 	int rc;
-	RSTMT(s, st, version > 0 ? R_SERVE_SET : R_SERVE_DEL, &rc);
 
-	if (!s)
-		return rc;
 	if (!name)
 		return -EINVAL;
-	if (bind_text(s, 1, name) || (version > 0 && sqlite3_bind_int64(s, 2, version)))
-		return store_fail_sqlite(st, NULL, "configs: serving: bind");
-	return store_step_done(st, s, "configs: serving");
+	rc = store_q_prepare(&q, st, version > 0 ? &serve_set : &serve_del, "configs: serving");
+	if (rc < 0)
+		return rc;
+	store_q_text(&q, name);
+	if (version > 0)
+		store_q_i64(&q, version);
+	return store_write_notify(&q, "config", name, NULL);
 }
 
 int pf_store_config_serving_foreach(struct pf_store *st,
 				    int (*cb)(const char *name, int64_t version, void *ud),
 				    void *ud)
 {
-	STORE_PG_DISPATCH(st, store_pg_config_serving_foreach(st, cb, ud));
-	int rc;
-	RSTMT(s, st, R_SERVE_LIST, &rc);
+	STORE_Q(q);
+	int rc = store_q_prepare(&q, st, &serve_list, "configs: serving list");
 
-	if (!s)
-		return rc;
-	for (;;) {
-		rc = store_step_row(st, s, 0, "configs: serving list");
-		if (rc <= 0)
-			return rc;
-		const char *name = (const char *)sqlite3_column_text(s, 0);
+	while (rc == 0 && (rc = store_q_step(&q)) > 0) {
+		const char *name = store_q_col_text(&q, 0);
 		if (!name)
 			return store_fail_other(st, NULL, -ENOMEM, "configs: out of memory");
-		rc = cb(name, sqlite3_column_int64(s, 1), ud);
-		if (rc)
-			return rc;
+		rc = cb(name, store_q_col_i64(&q, 1), ud);
 	}
+	return rc;
 }

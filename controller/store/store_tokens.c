@@ -1,259 +1,297 @@
-/* store_tokens.c — token management and the audit query (schema version 5, migration in
- * store.c); see store.h ("Token management", "Audit log"). These run once per API request at
- * most, so statements are prepared per call instead of cached. */
+/* store_tokens.c — API tokens and the audit log, on either backend; see store.h ("Tokens",
+ * "Token management", "Audit log"). A token's public id is made here (16 hex digits from
+ * the random source, never derived from the secret), so both backends store the same. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "pf/hash.h"
 #include "store_int.h"
-#include "store_pg.h"
 
 #define TOKEN_COLS "id, name, role, created_by, created_ms, expires_ms, last_used_ms, hash"
 
-static sqlite3_stmt *prep(struct pf_store *st, const char *sql, const char *what, int *rc)
+/* SQLite numbers the rows itself (seq); PostgreSQL's column is a BIGSERIAL. */
+static const struct store_stmt token_insert_sql = {
+    .sqlite = "INSERT INTO tokens (hash, role, name, created_ms, id, expires_ms, last_used_ms, "
+	      "created_by, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, "
+	      "(SELECT coalesce(max(seq), 0) + 1 FROM tokens))",
+    .pg = "INSERT INTO tokens (hash, role, name, created_ms, id, expires_ms, last_used_ms, "
+	  "created_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7)",
+};
+static const struct store_stmt token_find_sql = {
+    .sqlite = "SELECT " TOKEN_COLS " FROM tokens WHERE hash = ?1"};
+static const struct store_stmt token_count_sql = {.sqlite = "SELECT count(*) FROM tokens"};
+static const struct store_stmt token_foreach_sql = {
+    .sqlite = "SELECT " TOKEN_COLS " FROM tokens ORDER BY created_ms, seq"};
+static const struct store_stmt token_revoke_sql = {
+    .sqlite = "DELETE FROM tokens WHERE id = ?1 RETURNING " TOKEN_COLS};
+static const struct store_stmt token_touch_sql = {
+    .sqlite = "UPDATE tokens SET last_used_ms = ?2 WHERE id = ?1"};
+static const struct store_stmt audit_write_sql = {
+    .sqlite = "INSERT INTO audit (ts_ms, actor, action, target, detail, actor_id, source, status) "
+	      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"};
+static const struct store_stmt audit_query_sql = {
+    .sqlite =
+	"SELECT id, ts_ms, actor, action, target, detail, actor_id, source, status FROM audit "
+	"WHERE id < ?1 AND ts_ms >= ?2 AND ts_ms <= ?3 "
+	"AND (?4 IS NULL OR actor = ?4 OR actor_id = ?4) "
+	"AND (?5 IS NULL OR action = ?5 OR substr(action, 1, length(?5) + 1) = ?5 || '.') "
+	"ORDER BY id DESC LIMIT ?6",
+    .pg = "SELECT id, ts_ms, actor, action, target, detail, actor_id, source, status FROM audit "
+	  "WHERE id < ?1::bigint AND ts_ms >= ?2::bigint AND ts_ms <= ?3::bigint "
+	  "AND (?4::text IS NULL OR actor = ?4 OR actor_id = ?4) "
+	  "AND (?5::text IS NULL OR action = ?5 OR substr(action, 1, length(?5) + 1) = ?5 || '.') "
+	  "ORDER BY id DESC LIMIT ?6::bigint",
+};
+
+static void token_row(struct store_q *q, struct pf_token_info *t)
 {
-	sqlite3_stmt *s = NULL;
-	if (sqlite3_prepare_v2(store_db(st), sql, -1, &s, NULL) != SQLITE_OK) {
-		*rc = store_fail_sqlite(st, NULL, what);
-		sqlite3_finalize(s);
-		return NULL;
+	memset(t, 0, sizeof(*t));
+	snprintf(t->id, sizeof(t->id), "%s", store_q_col_str(q, 0));
+	snprintf(t->name, sizeof(t->name), "%s", store_q_col_str(q, 1));
+	snprintf(t->role, sizeof(t->role), "%s", store_q_col_str(q, 2));
+	snprintf(t->created_by, sizeof(t->created_by), "%s", store_q_col_str(q, 3));
+	t->created_ms = store_q_col_i64(q, 4);
+	t->expires_ms = store_q_col_i64(q, 5);
+	t->last_used_ms = store_q_col_i64(q, 6);
+	store_q_col_fixed(q, 7, t->hash, 32);
+}
+
+static void new_token_id(char id[PF_TOKEN_ID_LEN + 1])
+{
+	uint8_t b[PF_TOKEN_ID_LEN / 2] = {0};
+	pf_random_bytes(b, sizeof(b));
+	for (size_t i = 0; i < sizeof(b); i++)
+		snprintf(id + 2 * i, 3, "%02x", b[i]);
+}
+
+/* Inserts a token row with a new id (written to id) and notifies; `what` names the call in
+ * errors. -EEXIST: the hash is already stored. */
+static int token_insert(struct pf_store *st, const uint8_t hash[32], const char *role,
+			const char *name, int64_t created_ms, int64_t expires_ms,
+			const char *created_by, char id[PF_TOKEN_ID_LEN + 1], const char *what)
+{
+	char dup[96];
+	int rc;
+
+	new_token_id(id);
+	rc = store_tx_begin(st);
+	if (rc == 0) {
+		STORE_Q(q);
+		rc = store_q_prepare(&q, st, &token_insert_sql, what);
+		if (rc == 0) {
+			store_q_blob(&q, hash, 32);
+			store_q_text(&q, role);
+			store_q_text(&q, name);
+			store_q_i64(&q, created_ms);
+			store_q_text(&q, id);
+			store_q_i64(&q, expires_ms);
+			store_q_text(&q, created_by ? created_by : "");
+			rc = store_q_exec(&q, NULL);
+		}
 	}
-	*rc = 0;
-	return s;
+	if (rc == 0)
+		rc = store_notify(st, "token", id);
+	rc = store_tx_end(st, rc);
+	if (rc != -EEXIST)
+		return rc;
+	snprintf(dup, sizeof(dup), "%s: token already exists", what);
+	return store_fail_other(st, NULL, -EEXIST, dup);
 }
 
-static void copy_col(sqlite3_stmt *s, int i, char *dst, size_t len)
+int pf_store_token_add(struct pf_store *st, const uint8_t hash[32], const char *role,
+		       const char *name, int64_t created_ms)
 {
-	const unsigned char *t = sqlite3_column_text(s, i);
-	snprintf(dst, len, "%s", t ? (const char *)t : "");
-}
+	char id[PF_TOKEN_ID_LEN + 1];
 
-static void token_row(sqlite3_stmt *s, struct pf_token_info *t)
-{
-	copy_col(s, 0, t->id, sizeof(t->id));
-	copy_col(s, 1, t->name, sizeof(t->name));
-	copy_col(s, 2, t->role, sizeof(t->role));
-	copy_col(s, 3, t->created_by, sizeof(t->created_by));
-	t->created_ms = sqlite3_column_int64(s, 4);
-	t->expires_ms = sqlite3_column_int64(s, 5);
-	t->last_used_ms = sqlite3_column_int64(s, 6);
-	memset(t->hash, 0, sizeof(t->hash));
-	if (sqlite3_column_bytes(s, 7) == 32)
-		memcpy(t->hash, sqlite3_column_blob(s, 7), 32);
-}
-
-static int bind_str(sqlite3_stmt *s, int i, const char *v)
-{
-	return v ? sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(s, i);
+	if (!hash || !role || !name)
+		return store_fail_other(st, NULL, -EINVAL, "token_add: missing argument");
+	return token_insert(st, hash, role, name, created_ms, 0, "", id, "token_add");
 }
 
 int pf_store_token_create(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t)
 {
-	STORE_PG_DISPATCH(st, store_pg_token_create(st, hash, t));
+	char id[PF_TOKEN_ID_LEN + 1];
 	int rc;
+
 	if (!hash || !t || !t->name[0] || !t->role[0])
 		return store_fail_other(st, NULL, -EINVAL, "token_create: missing argument");
-	sqlite3_stmt *s = prep(st,
-			       "INSERT INTO tokens (hash, role, name, created_ms, id, expires_ms, "
-			       "last_used_ms, created_by, seq) VALUES (?1, ?2, ?3, ?4, "
-			       "lower(hex(randomblob(8))), ?5, 0, ?6, "
-			       "(SELECT coalesce(max(seq), 0) + 1 FROM tokens)) RETURNING id",
-			       "token_create: prepare", &rc);
-	if (!s)
+	rc = token_insert(st, hash, t->role, t->name, t->created_ms, t->expires_ms, t->created_by,
+			  id, "token_create");
+	if (rc < 0)
 		return rc;
-	if (sqlite3_bind_blob(s, 1, hash, 32, SQLITE_TRANSIENT) || bind_str(s, 2, t->role) ||
-	    bind_str(s, 3, t->name) || sqlite3_bind_int64(s, 4, t->created_ms) ||
-	    sqlite3_bind_int64(s, 5, t->expires_ms) || bind_str(s, 6, t->created_by)) {
-		rc = store_fail_sqlite(st, NULL, "token_create: bind");
-		sqlite3_finalize(s);
-		return rc;
-	}
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		copy_col(s, 0, t->id, sizeof(t->id));
-		rc = sqlite3_step(s);
-	}
-	if (rc != SQLITE_DONE) {
-		rc = rc == SQLITE_CONSTRAINT
-			 ? store_fail_other(st, NULL, -EEXIST, "token_create: token already exists")
-			 : store_fail_sqlite(st, NULL, "token_create");
-		sqlite3_finalize(s);
-		return rc;
-	}
-	sqlite3_finalize(s);
+	snprintf(t->id, sizeof(t->id), "%s", id);
 	t->last_used_ms = 0;
 	return 0;
 }
 
 int pf_store_token_find(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t)
 {
-	STORE_PG_DISPATCH(st, store_pg_token_find(st, hash, t));
-	int rc;
-	sqlite3_stmt *s = prep(st, "SELECT " TOKEN_COLS " FROM tokens WHERE hash = ?1",
-			       "token_find: prepare", &rc);
-	if (!s)
+	STORE_Q(q);
+	int rc = store_q_prepare(&q, st, &token_find_sql, "token_find");
+
+	if (rc < 0)
 		return rc;
-	if (sqlite3_bind_blob(s, 1, hash, 32, SQLITE_TRANSIENT)) {
-		rc = store_fail_sqlite(st, NULL, "token_find: bind");
-	} else {
-		rc = sqlite3_step(s);
-		if (rc == SQLITE_ROW) {
-			token_row(s, t);
-			rc = 0;
-		} else {
-			rc =
-			    rc == SQLITE_DONE ? -ENOENT : store_fail_sqlite(st, NULL, "token_find");
-		}
-	}
-	sqlite3_finalize(s);
-	return rc;
+	store_q_blob(&q, hash, 32);
+	rc = store_q_step(&q);
+	if (rc <= 0)
+		return rc ? rc : -ENOENT;
+	token_row(&q, t);
+	return 0;
+}
+
+/* One field of the token with this hash, copied to out: 0, -ENOENT, -ENOSPC or a store
+ * error. */
+static int token_field(struct pf_store *st, const uint8_t hash[32], bool role, char *out,
+		       size_t out_len)
+{
+	struct pf_token_info t;
+	int rc;
+
+	if (!hash || !out || out_len == 0)
+		return -EINVAL;
+	rc = pf_store_token_find(st, hash, &t);
+	if (rc < 0)
+		return rc;
+	return (size_t)snprintf(out, out_len, "%s", role ? t.role : t.name) >= out_len ? -ENOSPC
+										       : 0;
+}
+
+int pf_store_token_lookup(struct pf_store *st, const uint8_t hash[32], char *role, size_t role_len)
+{
+	return token_field(st, hash, true, role, role_len);
+}
+
+int pf_store_token_name(struct pf_store *st, const uint8_t hash[32], char *name, size_t name_len)
+{
+	return token_field(st, hash, false, name, name_len);
+}
+
+int pf_store_token_count(struct pf_store *st, int64_t *count)
+{
+	STORE_Q(q);
+	int rc = store_q_prepare(&q, st, &token_count_sql, "token_count");
+
+	if (rc == 0)
+		rc = store_q_step(&q);
+	if (rc == 0)
+		rc = store_fail_other(st, NULL, -EIO, "token_count");
+	if (rc < 0)
+		return rc;
+	*count = store_q_col_i64(&q, 0);
+	return 0;
 }
 
 int pf_store_token_foreach(struct pf_store *st, int (*cb)(const struct pf_token_info *t, void *ud),
 			   void *ud)
 {
-	STORE_PG_DISPATCH(st, store_pg_token_foreach(st, cb, ud));
-	int rc;
-	sqlite3_stmt *s = prep(st, "SELECT " TOKEN_COLS " FROM tokens ORDER BY created_ms, seq",
-			       "token_foreach: prepare", &rc);
-	if (!s)
-		return rc;
-	for (;;) {
-		rc = store_step_row(st, s, 0, "token_foreach");
-		if (rc <= 0)
-			break;
+	STORE_Q(q);
+	int rc = store_q_prepare(&q, st, &token_foreach_sql, "token_foreach");
+
+	while (rc == 0 && (rc = store_q_step(&q)) > 0) {
 		struct pf_token_info t;
-		token_row(s, &t);
+		token_row(&q, &t);
 		rc = cb(&t, ud);
-		if (rc)
-			break;
 	}
-	sqlite3_finalize(s);
 	return rc;
 }
 
 int pf_store_token_revoke(struct pf_store *st, const char *id, struct pf_token_info *t)
 {
-	STORE_PG_DISPATCH(st, store_pg_token_revoke(st, id, t));
+	bool found = false;
 	int rc;
+
 	if (!id)
 		return -EINVAL;
-	sqlite3_stmt *s = prep(st, "DELETE FROM tokens WHERE id = ?1 RETURNING " TOKEN_COLS,
-			       "token_revoke: prepare", &rc);
-	if (!s)
-		return rc;
-	if (bind_str(s, 1, id)) {
-		rc = store_fail_sqlite(st, NULL, "token_revoke: bind");
-	} else {
-		rc = sqlite3_step(s);
-		bool found = rc == SQLITE_ROW;
+	rc = store_tx_begin(st);
+	if (rc == 0) {
+		STORE_Q(q);
+		rc = store_q_prepare(&q, st, &token_revoke_sql, "token_revoke");
+		if (rc == 0) {
+			store_q_text(&q, id);
+			rc = store_q_step(&q);
+		}
+		found = rc > 0;
 		if (found && t)
-			token_row(s, t);
-		while (rc == SQLITE_ROW)
-			rc = sqlite3_step(s);
-		if (rc != SQLITE_DONE)
-			rc = store_fail_sqlite(st, NULL, "token_revoke");
-		else
-			rc = found ? 0 : -ENOENT;
+			token_row(&q, t);
+		while (rc > 0)
+			rc = store_q_step(&q);
 	}
-	sqlite3_finalize(s);
-	return rc;
+	if (rc == 0 && !found)
+		rc = -ENOENT;
+	if (rc == 0)
+		rc = store_notify(st, "token", id);
+	return store_tx_end(st, rc);
 }
 
 int pf_store_token_touch(struct pf_store *st, const char *id, int64_t now_ms)
 {
-	STORE_PG_DISPATCH(st, store_pg_token_touch(st, id, now_ms));
-	int rc;
-	sqlite3_stmt *s = prep(st, "UPDATE tokens SET last_used_ms = ?2 WHERE id = ?1",
-			       "token_touch: prepare", &rc);
-	if (!s)
+	STORE_Q(q);
+	int rc = store_q_prepare(&q, st, &token_touch_sql, "token_touch");
+
+	if (rc < 0)
 		return rc;
-	if (bind_str(s, 1, id) || sqlite3_bind_int64(s, 2, now_ms))
-		rc = store_fail_sqlite(st, NULL, "token_touch: bind");
-	else
-		rc = store_step_done(st, s, "token_touch");
-	sqlite3_finalize(s);
-	return rc;
+	store_q_text(&q, id);
+	store_q_i64(&q, now_ms);
+	return store_q_exec(&q, NULL);
 }
 
 /* ---- Audit. */
 
 int pf_store_audit_write(struct pf_store *st, const struct pf_audit_entry *e)
 {
-	STORE_PG_DISPATCH(st, store_pg_audit_write(st, e));
+	STORE_Q(q);
 	int rc;
+
 	if (!e || !e->actor || !e->action)
 		return store_fail_other(st, NULL, -EINVAL, "audit: missing actor or action");
-	sqlite3_stmt *s = prep(st,
-			       "INSERT INTO audit (ts_ms, actor, action, target, detail, actor_id, "
-			       "source, status) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-			       "audit: prepare", &rc);
-	if (!s)
+	rc = store_q_prepare(&q, st, &audit_write_sql, "audit");
+	if (rc < 0)
 		return rc;
-	if (sqlite3_bind_int64(s, 1, e->ts_ms) || bind_str(s, 2, e->actor) ||
-	    bind_str(s, 3, e->action) || bind_str(s, 4, e->target ? e->target : "") ||
-	    bind_str(s, 5, e->detail) || bind_str(s, 6, e->actor_id ? e->actor_id : "") ||
-	    bind_str(s, 7, e->source ? e->source : "") || sqlite3_bind_int(s, 8, e->status))
-		rc = store_fail_sqlite(st, NULL, "audit: bind");
-	else
-		rc = store_step_done(st, s, "audit");
-	sqlite3_finalize(s);
-	return rc;
+	store_q_i64(&q, e->ts_ms);
+	store_q_text(&q, e->actor);
+	store_q_text(&q, e->action);
+	store_q_text(&q, e->target ? e->target : "");
+	store_q_text(&q, e->detail);
+	store_q_text(&q, e->actor_id ? e->actor_id : "");
+	store_q_text(&q, e->source ? e->source : "");
+	store_q_i64(&q, e->status);
+	return store_q_exec(&q, NULL);
 }
 
-static const char *col_str(sqlite3_stmt *s, int i)
-{
-	const unsigned char *t = sqlite3_column_text(s, i);
-	return t ? (const char *)t : "";
-}
-
-int pf_store_audit_query(struct pf_store *st, const struct pf_audit_query *q,
+int pf_store_audit_query(struct pf_store *st, const struct pf_audit_query *aq,
 			 int (*cb)(const struct pf_audit_entry *e, void *ud), void *ud)
 {
-	STORE_PG_DISPATCH(st, store_pg_audit_query(st, q, cb, ud));
+	STORE_Q(q);
 	int rc;
-	if (!q || !cb || q->before_id < 0 || q->limit == 0)
+
+	if (!aq || !cb || aq->before_id < 0 || aq->limit == 0)
 		return -EINVAL;
-	sqlite3_stmt *s = prep(
-	    st,
-	    "SELECT id, ts_ms, actor, action, target, detail, actor_id, source, status FROM audit "
-	    "WHERE id < ?1 AND ts_ms >= ?2 AND ts_ms <= ?3 "
-	    "AND (?4 IS NULL OR actor = ?4 OR actor_id = ?4) "
-	    "AND (?5 IS NULL OR action = ?5 OR substr(action, 1, length(?5) + 1) = ?5 || '.') "
-	    "ORDER BY id DESC LIMIT ?6",
-	    "audit_query: prepare", &rc);
-	if (!s)
+	rc = store_q_prepare(&q, st, &audit_query_sql, "audit_query");
+	if (rc < 0)
 		return rc;
-	if (sqlite3_bind_int64(s, 1, q->before_id > 0 ? q->before_id : INT64_MAX) ||
-	    sqlite3_bind_int64(s, 2, q->from_ms) ||
-	    sqlite3_bind_int64(s, 3, q->to_ms > 0 ? q->to_ms : INT64_MAX) ||
-	    bind_str(s, 4, q->actor) || bind_str(s, 5, q->action) ||
-	    sqlite3_bind_int64(s, 6,
-			       q->limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)q->limit)) {
-		rc = store_fail_sqlite(st, NULL, "audit_query: bind");
-		sqlite3_finalize(s);
-		return rc;
-	}
-	for (;;) {
-		rc = store_step_row(st, s, 0, "audit_query");
-		if (rc <= 0)
-			break;
+	store_q_i64(&q, aq->before_id > 0 ? aq->before_id : INT64_MAX);
+	store_q_i64(&q, aq->from_ms);
+	store_q_i64(&q, aq->to_ms > 0 ? aq->to_ms : INT64_MAX);
+	store_q_text(&q, aq->actor);
+	store_q_text(&q, aq->action);
+	store_q_i64(&q, aq->limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)aq->limit);
+	while ((rc = store_q_step(&q)) > 0) {
 		struct pf_audit_entry e = {
-		    .id = sqlite3_column_int64(s, 0),
-		    .ts_ms = sqlite3_column_int64(s, 1),
-		    .actor = col_str(s, 2),
-		    .action = col_str(s, 3),
-		    .target = col_str(s, 4),
-		    .detail = sqlite3_column_type(s, 5) == SQLITE_NULL ? NULL : col_str(s, 5),
-		    .actor_id = col_str(s, 6),
-		    .source = col_str(s, 7),
-		    .status = sqlite3_column_int(s, 8),
+		    .id = store_q_col_i64(&q, 0),
+		    .ts_ms = store_q_col_i64(&q, 1),
+		    .actor = store_q_col_str(&q, 2),
+		    .action = store_q_col_str(&q, 3),
+		    .target = store_q_col_str(&q, 4),
+		    .detail = store_q_col_text(&q, 5),
+		    .actor_id = store_q_col_str(&q, 6),
+		    .source = store_q_col_str(&q, 7),
+		    .status = (int)store_q_col_i64(&q, 8),
 		};
 		rc = cb(&e, ud);
 		if (rc)
 			break;
 	}
-	sqlite3_finalize(s);
 	return rc;
 }

@@ -771,7 +771,8 @@ static int reenter_cb(const struct pf_assignment *a, void *ud)
 
 	assert_int_equal(pf_store_assignment_foreach(st, reenter_cb, st), -EBUSY);
 	assert_int_equal(pf_store_assignment_get(st, a->name, &b), 0);
-	assert_int_equal(pf_store_audit(st, 1, "test", "visit", a->name, NULL), 0);
+	struct pf_audit_entry e = {.ts_ms = 1, .actor = "test", .action = "visit", .target = a->name};
+	assert_int_equal(pf_store_audit_write(st, &e), 0);
 	return 0;
 }
 
@@ -815,13 +816,19 @@ static void test_audit(void **state)
 	struct audit_list l = {0};
 	const char *acts[5] = {"a0", "a1", "a2", "a3", "a4"};
 
-	for (int i = 0; i < 5; i++)
-		assert_int_equal(pf_store_audit(st, 100 + i, "alice", acts[i], "config/prof",
-						i == 2 ? NULL : "{\"v\":1}"),
-				 0);
-	assert_int_equal(pf_store_audit(st, 1, NULL, "x", NULL, NULL), -EINVAL);
+	for (int i = 0; i < 5; i++) {
+		struct pf_audit_entry e = {.ts_ms = 100 + i,
+					   .actor = "alice",
+					   .action = acts[i],
+					   .target = "config/prof",
+					   .detail = i == 2 ? NULL : "{\"v\":1}"};
+		assert_int_equal(pf_store_audit_write(st, &e), 0);
+	}
+	struct pf_audit_entry bad = {.ts_ms = 1, .action = "x"};
+	assert_int_equal(pf_store_audit_write(st, &bad), -EINVAL);
 
-	assert_int_equal(pf_store_audit_foreach(st, 0, 0, collect_audit, &l), 0);
+	struct pf_audit_query all = {.limit = SIZE_MAX};
+	assert_int_equal(pf_store_audit_query(st, &all, collect_audit, &l), 0);
 	assert_int_equal(l.n, 5);
 	for (size_t i = 0; i < 5; i++) {
 		assert_string_equal(l.actions[i], acts[4 - i]);
@@ -834,11 +841,13 @@ static void test_audit(void **state)
 	/* paging: 2 newest, then the 2 after those */
 	int64_t after = l.ids[1];
 	memset(&l, 0, sizeof(l));
-	assert_int_equal(pf_store_audit_foreach(st, 0, 2, collect_audit, &l), 0);
+	struct pf_audit_query page = {.limit = 2};
+	assert_int_equal(pf_store_audit_query(st, &page, collect_audit, &l), 0);
 	assert_int_equal(l.n, 2);
 	assert_string_equal(l.actions[1], "a3");
 	memset(&l, 0, sizeof(l));
-	assert_int_equal(pf_store_audit_foreach(st, after, 2, collect_audit, &l), 0);
+	page.before_id = after;
+	assert_int_equal(pf_store_audit_query(st, &page, collect_audit, &l), 0);
 	assert_int_equal(l.n, 2);
 	assert_string_equal(l.actions[0], "a2");
 	assert_string_equal(l.actions[1], "a1");

@@ -280,9 +280,13 @@ static void run(struct pf_store *st, struct pf_buf *o)
 	pf_buf_printf(o, "  agents %lld\n", (long long)n);
 
 	/* audit */
-	R(pf_store_audit(st, 300, "boot", "config.put", "default", "version 1"));
-	R(pf_store_audit(st, 301, "boot", "token.create", NULL, NULL));
-	struct pf_audit_entry e = {.ts_ms = 302,
+	struct pf_audit_entry e = {
+	    .ts_ms = 300, .actor = "boot", .action = "config.put", .target = "default",
+	    .detail = "version 1"};
+	R(pf_store_audit_write(st, &e));
+	e = (struct pf_audit_entry){.ts_ms = 301, .actor = "boot", .action = "token.create"};
+	R(pf_store_audit_write(st, &e));
+	e = (struct pf_audit_entry){.ts_ms = 302,
 				   .actor = "oncall",
 				   .action = "token.revoke",
 				   .target = "x",
@@ -293,10 +297,12 @@ static void run(struct pf_store *st, struct pf_buf *o)
 	e.action = "tokens";
 	e.ts_ms = 303;
 	R(pf_store_audit_write(st, &e));
-	R(pf_store_audit(st, 304, NULL, "x", NULL, NULL));
-	R(pf_store_audit_foreach(st, 0, 0, audit_cb, o));
-	R(pf_store_audit_foreach(st, 3, 1, audit_cb, o));
-	struct pf_audit_query aq = {.action = "token", .limit = 10};
+	R(pf_store_audit_write(st, &(struct pf_audit_entry){.ts_ms = 304, .action = "x"}));
+	struct pf_audit_query aq = {.limit = SIZE_MAX};
+	R(pf_store_audit_query(st, &aq, audit_cb, o));
+	aq = (struct pf_audit_query){.before_id = 3, .limit = 1};
+	R(pf_store_audit_query(st, &aq, audit_cb, o));
+	aq = (struct pf_audit_query){.action = "token", .limit = 10};
 	R(pf_store_audit_query(st, &aq, audit_cb, o));
 	aq = (struct pf_audit_query){.actor = "abcd", .from_ms = 303, .limit = 10};
 	R(pf_store_audit_query(st, &aq, audit_cb, o));
