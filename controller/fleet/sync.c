@@ -4,11 +4,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
+#include <uv.h>
 
 #include "capture.h"
 #include "fleet.h"
+#include "pf/compiler.h"
 #include "pf/log.h"
 #include "rollout.h"
 #include "store.h"
@@ -202,4 +205,216 @@ int pf_sync_refresh_agents(struct pf_store *st, struct pf_fleet *f, int64_t *cur
 int pf_sync_refresh_agent(struct pf_store *st, struct pf_fleet *f, const uint8_t uid[16])
 {
 	return pf_store_agent_get(st, uid, refresh_one, f);
+}
+
+/* ---------------------------------------------------------------- the LISTEN connection */
+
+#define LISTEN_RETRY_MIN_MS 250
+#define LISTEN_RETRY_MAX_MS 5000
+#define LISTEN_CONNECT_MS 3000 /* the asynchronous connect's deadline */
+#define ADOPT_EVERY_MS 5000    /* rollouts whose replica died are taken over this often */
+
+struct pf_sync_listener {
+	struct pf_sync sync;
+	uv_loop_t *loop;
+	struct pf_store_listener *listener;
+	uv_poll_t *poll; /* NULL while not connected */
+	int poll_fd;
+	uv_timer_t timer;
+	bool timer_init;
+	uint64_t backoff_ms;
+	bool warned;	  /* the outage was logged (once, until the database is back) */
+	bool started;	  /* LISTEN was in effect once: later ones follow an outage */
+	bool need_reload; /* the listener was re-made: reload what may have been missed */
+};
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void listen_timer(uv_timer_t *t);
+static void listen_io(uv_poll_t *h, int status, int events);
+
+static void poll_closed(uv_handle_t *h)
+{
+	free(h);
+}
+
+static void stop_poll(struct pf_sync_listener *l)
+{
+	if (!l->poll)
+		return;
+	uv_poll_stop(l->poll);
+	uv_close((uv_handle_t *)l->poll, poll_closed);
+	l->poll = NULL;
+	l->poll_fd = -1;
+}
+
+static void listen_arm(struct pf_sync_listener *l, uint64_t ms)
+{
+	uv_timer_stop(&l->timer);
+	uv_timer_start(&l->timer, listen_timer, ms, 0);
+}
+
+/* Watches the listener's socket for what it wants now (a new socket: a new watcher). */
+static int listen_watch(struct pf_sync_listener *l)
+{
+	int fd = pf_store_listener_fd(l->listener), w = pf_store_listener_wants(l->listener);
+	if (fd < 0)
+		return -EAGAIN;
+	if (l->poll && l->poll_fd != fd)
+		stop_poll(l);
+	if (!l->poll) {
+		uv_poll_t *p = malloc(sizeof(*p));
+		if (!p || uv_poll_init(l->loop, p, fd) < 0) {
+			free(p);
+			return -ENOMEM;
+		}
+		p->data = l;
+		l->poll = p;
+		l->poll_fd = fd;
+	}
+	int ev = (w & PF_STORE_WANT_READ ? UV_READABLE : 0) |
+		 (w & PF_STORE_WANT_WRITE ? UV_WRITABLE : 0);
+	return uv_poll_start(l->poll, ev ? ev : UV_READABLE, listen_io) < 0 ? -EIO : 0;
+}
+
+/* The listener failed or was lost: the store stops reconnecting, the timer retries. */
+static void listen_down(struct pf_sync_listener *l)
+{
+	stop_poll(l);
+	pf_store_hold_reconnect(l->sync.store, true);
+	l->backoff_ms = l->backoff_ms ? pf_min(l->backoff_ms * 2, (uint64_t)LISTEN_RETRY_MAX_MS)
+				      : LISTEN_RETRY_MIN_MS;
+	if (!l->warned)
+		pf_log_warn("%s; retrying with backoff (writes answer 503 meanwhile)",
+			    pf_store_listener_error(l->listener));
+	else
+		pf_log_debug("%s; next try in %llu ms", pf_store_listener_error(l->listener),
+			     (unsigned long long)l->backoff_ms);
+	l->warned = true;
+	listen_arm(l, l->backoff_ms);
+}
+
+static void listen_start(struct pf_sync_listener *l)
+{
+	if (pf_store_listener_connect(l->listener) < 0 || listen_watch(l) < 0)
+		listen_down(l);
+	else
+		listen_arm(l, LISTEN_CONNECT_MS);
+}
+
+static void on_notify(const char *kind, const char *name, void *ud)
+{
+	struct pf_sync_listener *l = ud;
+	pf_sync_apply(&l->sync, kind, name, wall_ms());
+}
+
+static void listen_io(uv_poll_t *h, int status, int events)
+{
+	struct pf_sync_listener *l = h->data;
+	bool was_ready = pf_store_listener_ready(l->listener);
+	(void)events;
+	int n = status < 0 ? -EAGAIN : pf_store_listener_step(l->listener, on_notify, l);
+	if (n < 0 || listen_watch(l) < 0) {
+		listen_down(l);
+		return;
+	}
+	if (!was_ready && pf_store_listener_ready(l->listener)) {
+		if (l->warned)
+			pf_log_info("store: the database is reachable again; listening for other "
+				    "replicas' changes");
+		l->warned = false;
+		l->backoff_ms = 0;
+		pf_store_hold_reconnect(l->sync.store, false);
+		l->need_reload = l->started; /* what was missed meanwhile */
+		l->started = true;
+		listen_arm(l, l->need_reload ? 0 : ADOPT_EVERY_MS);
+	}
+}
+
+static void listen_timer(uv_timer_t *t)
+{
+	struct pf_sync_listener *l = t->data;
+	if (!pf_store_listener_ready(l->listener)) {
+		if (l->poll) { /* still connecting: the deadline passed */
+			pf_store_listener_abort(l->listener, "no answer within 3 s");
+			listen_down(l);
+			return;
+		}
+		listen_start(l);
+		return;
+	}
+	if (l->need_reload && pf_sync_reload_all(&l->sync, wall_ms()) == 0) {
+		l->need_reload = false;
+		pf_log_info("store: reloaded configs, assignments and pins after the outage");
+	} else if (!l->need_reload && l->sync.rollouts) {
+		struct pf_error err = {0};
+		if (pf_rollouts_load(l->sync.rollouts, wall_ms(), &err) < 0)
+			pf_log_debug("rollouts: adopting: %s", err.msg);
+	}
+	listen_arm(l, l->need_reload ? LISTEN_RETRY_MIN_MS * 2 : ADOPT_EVERY_MS);
+}
+
+struct pf_sync_listener *pf_sync_listener_new(struct uv_loop_s *loop, const char *store_url,
+					      const struct pf_sync *sync, struct pf_error *err)
+{
+	struct pf_sync_listener *l = calloc(1, sizeof(*l));
+	if (l)
+		l->listener = pf_store_listener_new(store_url);
+	if (!l || !l->listener) {
+		free(l);
+		pf_error_set(err, -ENOMEM, NULL, "out of memory");
+		return NULL;
+	}
+	l->sync = *sync;
+	l->loop = loop;
+	l->poll_fd = -1;
+	pf_store_gate_reconnect(l->sync.store, true);
+	uv_timer_init(loop, &l->timer);
+	l->timer.data = l;
+	l->timer_init = true;
+	listen_start(l);
+	return l;
+}
+
+bool pf_sync_listener_ready(const struct pf_sync_listener *l)
+{
+	return pf_store_listener_ready(l->listener);
+}
+
+const struct pf_sync *pf_sync_listener_sync(const struct pf_sync_listener *l)
+{
+	return &l->sync;
+}
+
+void pf_sync_listener_probe(struct pf_sync_listener *l)
+{
+	if (!pf_store_unavailable(l->sync.store) || !pf_store_listener_ready(l->listener))
+		return;
+	stop_poll(l);
+	listen_start(l);
+}
+
+void pf_sync_listener_stop(struct pf_sync_listener *l)
+{
+	if (!l)
+		return;
+	stop_poll(l);
+	if (l->timer_init) {
+		uv_timer_stop(&l->timer);
+		uv_close((uv_handle_t *)&l->timer, NULL);
+		l->timer_init = false;
+	}
+}
+
+void pf_sync_listener_free(struct pf_sync_listener *l)
+{
+	if (!l)
+		return;
+	pf_store_listener_free(l->listener);
+	free(l);
 }

@@ -1,0 +1,206 @@
+/* conn_limits.c — see conn_limits.h. */
+#include "conn_limits.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "metrics.h"
+#include "pf/log.h"
+
+/* One peer address: its open OpAMP WebSockets (keyed by lws' peer string) or its connections
+ * still sending request headers (keyed by the accepted socket's address, see peer_of_fd).
+ * Freed when both counts are 0 and no struct pf_conn points to it. */
+struct pf_conn_src {
+	struct pf_conn_src *next;
+	uint32_t n;
+	uint32_t pending;
+	uint32_t refs; /* struct pf_conn pointing here */
+	char addr[64];
+};
+
+static struct pf_conn_src **src_slot(struct pf_conn_limits *l, const char *addr)
+{
+	uint32_t h = 2166136261u;
+	for (const char *p = addr; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	struct pf_conn_src **pp = &l->by_source[h % PF_CONN_SRC_BUCKETS];
+	while (*pp && strcmp((*pp)->addr, addr) != 0)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+/* addr's counter, made when missing; NULL when out of memory. */
+static struct pf_conn_src *src_get(struct pf_conn_limits *l, const char *addr)
+{
+	struct pf_conn_src **pp = src_slot(l, addr);
+	if (!*pp) {
+		*pp = calloc(1, sizeof(**pp));
+		if (!*pp)
+			return NULL;
+		snprintf((*pp)->addr, sizeof((*pp)->addr), "%s", addr);
+	}
+	return *pp;
+}
+
+/* Frees addr's counter when nothing counts in it any more. */
+static void src_put(struct pf_conn_limits *l, const char *addr)
+{
+	struct pf_conn_src **pp = src_slot(l, addr);
+	if (*pp && (*pp)->n == 0 && (*pp)->pending == 0 && (*pp)->refs == 0) {
+		struct pf_conn_src *dead = *pp;
+		*pp = dead->next;
+		free(dead);
+	}
+}
+
+uint32_t pf_conn_limits_ws_open(struct pf_conn_limits *l, const char *addr)
+{
+	struct pf_conn_src *c = *src_slot(l, addr);
+	return c ? c->n : 0;
+}
+
+int pf_conn_limits_ws_add(struct pf_conn_limits *l, const char *addr, int delta)
+{
+	if (delta < 0 && !*src_slot(l, addr))
+		return 0;
+	struct pf_conn_src *c = src_get(l, addr);
+	if (!c)
+		return -ENOMEM;
+	c->n = (uint32_t)((int64_t)c->n + delta);
+	src_put(l, addr);
+	return 0;
+}
+
+/* The peer address of an accepted socket as text ("127.0.0.2", "::1"; IPv4-mapped IPv6
+ * addresses as IPv4), "" when unknown. */
+static void peer_of_fd(int fd, char *out, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	out[0] = 0;
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
+		return;
+	if (ss.ss_family == AF_INET) {
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, out, (socklen_t)len);
+	} else if (ss.ss_family == AF_INET6) {
+		const struct in6_addr *a6 = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+		if (IN6_IS_ADDR_V4MAPPED(a6))
+			inet_ntop(AF_INET, &a6->s6_addr[12], out, (socklen_t)len);
+		else
+			inet_ntop(AF_INET6, a6, out, (socklen_t)len);
+	}
+}
+
+static void pend_unlink(struct pf_conn_limits *l, struct pf_conn *k)
+{
+	if (!k->pending)
+		return;
+	k->pending = false;
+	if (k->prev)
+		k->prev->next = k->next;
+	else
+		l->pend_head = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	else
+		l->pend_tail = k->prev;
+	k->prev = k->next = NULL;
+	l->n_pending--;
+	if (k->src && k->src->pending)
+		k->src->pending--;
+}
+
+void pf_conn_expect_headers(struct pf_conn_limits *l, struct pf_conn *k, int64_t now_ms)
+{
+	pend_unlink(l, k);
+	k->pending = true;
+	k->deadline_ms = now_ms + (int64_t)l->header_timeout_s * 1000;
+	k->prev = l->pend_tail;
+	k->next = NULL;
+	if (l->pend_tail)
+		l->pend_tail->next = k;
+	else
+		l->pend_head = k;
+	l->pend_tail = k;
+	l->n_pending++;
+	if (k->src)
+		k->src->pending++;
+}
+
+bool pf_conn_limits_refuse(struct pf_conn_limits *l, int fd, int64_t now_ms)
+{
+	if (!l->max_pending_per_source || l->n_pending < PF_PENDING_PRESSURE)
+		return false;
+	char peer[64];
+	peer_of_fd(fd, peer, sizeof(peer));
+	struct pf_conn_src *src = *src_slot(l, peer);
+	if (!src || src->pending < l->max_pending_per_source)
+		return false;
+	l->metrics->http_pending_rejected++;
+	if (now_ms - l->pending_log_ms >= 10000) {
+		l->pending_log_ms = now_ms;
+		pf_log_warn("closing new connections from %s: %u of its connections are still "
+			    "sending request headers (http.max_pending_per_source)",
+			    peer, src->pending);
+	}
+	return true;
+}
+
+struct pf_conn *pf_conn_open(struct pf_conn_limits *l, int fd, void *handle, int64_t now_ms)
+{
+	struct pf_conn *k = calloc(1, sizeof(*k));
+	if (!k)
+		return NULL;
+	char peer[64];
+	peer_of_fd(fd, peer, sizeof(peer));
+	k->src = src_get(l, peer);
+	if (!k->src) {
+		free(k);
+		return NULL;
+	}
+	k->handle = handle;
+	k->src->refs++;
+	pf_conn_expect_headers(l, k, now_ms);
+	return k;
+}
+
+void pf_conn_headers_done(struct pf_conn_limits *l, struct pf_conn *k)
+{
+	pend_unlink(l, k);
+}
+
+void pf_conn_close(struct pf_conn_limits *l, struct pf_conn *k)
+{
+	pend_unlink(l, k);
+	if (k->src) {
+		k->src->refs--;
+		src_put(l, k->src->addr);
+	}
+	free(k);
+}
+
+void pf_conn_limits_sweep(struct pf_conn_limits *l, int64_t now_ms, void (*expired)(void *handle))
+{
+	while (l->pend_head && l->pend_head->deadline_ms <= now_ms) {
+		struct pf_conn *k = l->pend_head;
+		pend_unlink(l, k);
+		l->metrics->http_header_timeouts++;
+		pf_log_debug("closing a connection from %s: no complete request headers in %u s",
+			     k->src ? k->src->addr : "?", l->header_timeout_s);
+		expired(k->handle);
+	}
+}
+
+void pf_conn_limits_release(struct pf_conn_limits *l)
+{
+	for (size_t i = 0; i < PF_CONN_SRC_BUCKETS; i++)
+		while (l->by_source[i]) {
+			struct pf_conn_src *c = l->by_source[i];
+			l->by_source[i] = c->next;
+			free(c);
+		}
+}

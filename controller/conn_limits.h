@@ -1,0 +1,77 @@
+/* conn_limits.h — how many connections one peer address may hold: its open OpAMP WebSockets
+ * (http.max_conns_per_source, checked at the upgrade) and its connections still sending a
+ * request's headers (http.max_pending_per_source, checked at accept, and
+ * http.header_timeout_s, the deadline for those headers).
+ *
+ * Owns: one counter per peer address (freed when nothing counts in it), one struct pf_conn per
+ * accepted TCP connection, and the list of connections owing headers, oldest deadline first
+ * (every deadline is "now + header_timeout_s", so appending keeps the order and a sweep stops
+ * at the first one not yet due). It knows nothing of libwebsockets: the server calls it from
+ * its callbacks and closes what it is told to.
+ *
+ * Not thread-safe: the loop thread owns it. */
+#ifndef PF_CONN_LIMITS_H
+#define PF_CONN_LIMITS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct pf_metrics;
+
+/* The per-address cap on connections still sending headers applies once this many are
+ * pending in all: below it a burst from one address (agents behind one NAT reconnecting
+ * together) is taken whole; above it no address holds more than its cap, so at least
+ * PF_HEADER_POOL - PF_PENDING_PRESSURE header slots stay for everyone else. */
+#define PF_HEADER_POOL 256 /* lws max_http_header_pool: connections reading headers at once */
+#define PF_PENDING_PRESSURE (PF_HEADER_POOL / 2)
+
+#define PF_CONN_SRC_BUCKETS 1024
+
+struct pf_conn_src;
+
+/* One accepted TCP connection, from accept to close. */
+struct pf_conn {
+	struct pf_conn *prev, *next; /* on the pending list while it owes headers */
+	void *handle;		     /* the caller's (the server's wsi) */
+	struct pf_conn_src *src;
+	int64_t deadline_ms;
+	bool pending;
+};
+
+struct pf_conn_limits {
+	uint32_t max_pending_per_source; /* 0: no cap */
+	uint32_t header_timeout_s;
+	struct pf_metrics *metrics; /* http_pending_rejected, http_header_timeouts */
+	struct pf_conn_src *by_source[PF_CONN_SRC_BUCKETS];
+	struct pf_conn *pend_head, *pend_tail;
+	uint32_t n_pending;
+	int64_t pending_log_ms; /* last "too many pending" log line */
+};
+
+/* At accept, before anything is read: true when the socket must be closed at once (its
+ * address holds its cap of connections still sending headers while the pool is under
+ * pressure). */
+bool pf_conn_limits_refuse(struct pf_conn_limits *l, int fd, int64_t now_ms);
+/* A new connection on socket fd, owing a request's headers from now; NULL when out of
+ * memory. */
+struct pf_conn *pf_conn_open(struct pf_conn_limits *l, int fd, void *handle, int64_t now_ms);
+/* The connection owes (again, after a keep-alive answer) a request's headers. */
+void pf_conn_expect_headers(struct pf_conn_limits *l, struct pf_conn *k, int64_t now_ms);
+/* Its request's headers are complete. */
+void pf_conn_headers_done(struct pf_conn_limits *l, struct pf_conn *k);
+/* The connection is gone; k is freed. */
+void pf_conn_close(struct pf_conn_limits *l, struct pf_conn *k);
+/* Connections past their header deadline: taken off the list, counted, and handed to
+ * expired (which closes them; they stay valid until pf_conn_close()). */
+void pf_conn_limits_sweep(struct pf_conn_limits *l, int64_t now_ms, void (*expired)(void *handle));
+
+/* OpAMP WebSockets open from addr (lws' peer string). */
+uint32_t pf_conn_limits_ws_open(struct pf_conn_limits *l, const char *addr);
+/* One more (+1) or one fewer (-1) for addr: 0, or -ENOMEM. */
+int pf_conn_limits_ws_add(struct pf_conn_limits *l, const char *addr, int delta);
+
+/* Frees every counter (the connections are gone by then). */
+void pf_conn_limits_release(struct pf_conn_limits *l);
+
+#endif
