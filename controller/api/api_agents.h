@@ -1,0 +1,20 @@
+/* api_agents.h — the fleet as the REST API shows it (docs/api.md "Agents"), viewer routes in
+ * api.c's route table. On a store shared by replicas the agents of the other replicas are
+ * read from their rows first (pf_api_refresh_fleet).
+ *
+ *   GET /api/v1/agents?selector=&state=&config_status=&limit=&cursor=   by instance_uid
+ *   GET /api/v1/agents/{instance_uid}                                   one agent in full
+ *   GET /api/v1/fleet/summary                                           counts by state */
+#ifndef PF_API_AGENTS_H
+#define PF_API_AGENTS_H
+
+#include "api.h"
+
+void pf_api_agents_list(struct pf_api *api, const struct pf_api_request *req,
+			struct pf_api_response *resp);
+void pf_api_agent_get(struct pf_api *api, const struct pf_api_request *req,
+		      struct pf_api_response *resp);
+void pf_api_fleet_summary(struct pf_api *api, const struct pf_api_request *req,
+			  struct pf_api_response *resp);
+
+#endif
