@@ -4,21 +4,19 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <yaml.h>
 
+#include "pf/compiler.h"
 #include "pf/log.h"
 
 #ifndef PF_VERSION
 #define PF_VERSION "0.0.0"
 #endif
-
-#define DEFAULT_MAX_MESSAGE ((size_t)16 << 20)
-#define DEFAULT_PROFILE_RETENTION_HOURS 72
-#define DEFAULT_PROFILE_MAX_BYTES ((uint64_t)1 << 30)
 
 static int set_str(char **dst, const char *v)
 {
@@ -28,26 +26,6 @@ static int set_str(char **dst, const char *v)
 	free(*dst);
 	*dst = c;
 	return 0;
-}
-
-void pf_controller_config_defaults(struct pf_controller_config *c)
-{
-	memset(c, 0, sizeof(*c));
-	set_str(&c->listen_host, "127.0.0.1");
-	c->port = 4320;
-	set_str(&c->data_dir, "./profleet-data");
-	c->max_message_bytes = DEFAULT_MAX_MESSAGE;
-	c->heartbeat_interval_s = 30;
-	c->max_agents = 50000;
-	c->max_conns_per_source = 4096;
-	c->max_send_queue_bytes = 4u << 20;
-	c->max_pending_per_source = 64;
-	c->header_timeout_s = 5;
-	c->log_level = PF_LOG_INFO;
-	c->profile_retention_hours = DEFAULT_PROFILE_RETENTION_HOURS;
-	c->profile_max_bytes = DEFAULT_PROFILE_MAX_BYTES;
-	c->capture_grace_s = 30;
-	c->replica_timeout_s = 30;
 }
 
 void pf_controller_config_release(struct pf_controller_config *c)
@@ -118,24 +96,149 @@ static int parse_u64(const char *path, const char *v, uint64_t min, uint64_t max
 	return 0;
 }
 
-static int apply_key(struct pf_controller_config *c, const char *path, const char *v,
-		     struct pf_error *err)
+/* How a key's value is read. */
+enum key_type {
+	K_STR,	     /* any string (a file or directory path) */
+	K_U32,	     /* a decimal in [min, max] into a uint32_t */
+	K_SIZE,	     /* the same into a size_t */
+	K_U64,	     /* the same into a uint64_t */
+	K_LISTEN,    /* "host:port", "[v6]:port" or ":port" into a char * and the int at off2 */
+	K_LOG_LEVEL, /* error, warn, info or debug into an int */
+	K_URL,	     /* an http:// or https:// base URL, no query, any trailing '/' dropped */
+	K_STORE,     /* a postgres:// URL; "" keeps the default SQLite file */
+	K_DIR,	     /* a directory path, not empty */
+};
+
+/* One setting: its key in the file (a section's keys are "section.key"), its command-line
+ * flag (NULL: file only), how it is read, where it goes, its default and range, what it is. */
+struct key {
+	const char *key;
+	const char *flag;
+	enum key_type type;
+	size_t off, off2;
+	uint64_t def, min, max; /* numbers; K_STR-like types: def_str */
+	const char *def_str;
+	const char *doc;
+};
+
+#define F(field) offsetof(struct pf_controller_config, field)
+
+/* Every setting: pf_controller_config_defaults() applies the defaults, the file and the flags
+ * go through the same row, and an unknown key is an error that names it. */
+static const struct key keys[] = {
+    {"listen", "listen", K_LISTEN, F(listen_host), F(port), 0, 0, 0, "127.0.0.1:4320",
+     "the address of OpAMP, the API, /metrics and the console"},
+    {"data_dir", "data-dir", K_STR, F(data_dir), 0, 0, 0, 0, "./profleet-data",
+     "the SQLite store, the profile store and the first-start token files"},
+    {"log_level", "log-level", K_LOG_LEVEL, F(log_level), 0, PF_LOG_INFO, 0, 0, NULL,
+     "error, warn, info or debug"},
+    {"public_url", "public-url", K_URL, F(public_url), 0, 0, 0, 0, NULL,
+     "how agents reach this controller (capture requests name its OTLP receiver)"},
+    {"store", "store", K_STORE, F(store_url), 0, 0, 0, 0, NULL,
+     "the fleet tables in PostgreSQL, shared by replicas (default: SQLite in data_dir)"},
+    {"store.url", NULL, K_STORE, F(store_url), 0, 0, 0, 0, NULL, "the same as store"},
+    {"store.replica_timeout_seconds", "replica-timeout-seconds", K_U32, F(replica_timeout_s), 0,
+     30, 3, 3600, NULL, "a replica silent this long is taken for dead"},
+    {"ui.dir", "ui-dir", K_DIR, F(ui_dir), 0, 0, 0, 0, NULL,
+     "the built console (default: ui next to the binary, else ../share/profleet/ui)"},
+    {"captures.grace_seconds", "capture-grace-seconds", K_U32, F(capture_grace_s), 0, 30, 1,
+     3600, NULL, "a capture's deadline is its duration plus this"},
+    {"default_config", "default-config", K_STR, F(default_config), 0, 0, 0, 0, NULL,
+     "a profiling config stored as config 'default' when the store has none"},
+    {"tokens.admin_file", "admin-token-file", K_STR, F(admin_token_file), 0, 0, 0, 0, NULL,
+     "an admin token made elsewhere, imported on start"},
+    {"tokens.agent_file", "agent-token-file", K_STR, F(agent_token_file), 0, 0, 0, 0, NULL,
+     "an agent token made elsewhere, imported on start"},
+    {"tokens.file_dir", "token-file-dir", K_STR, F(token_file_dir), 0, 0, 0, 0, NULL,
+     "one 'role:secret' file per token, kept in step on start"},
+    {"tls.cert", "tls-cert", K_STR, F(tls_cert), 0, 0, 0, 0, NULL, "PEM certificate: TLS on"},
+    {"tls.key", "tls-key", K_STR, F(tls_key), 0, 0, 0, 0, NULL, "PEM key of tls.cert"},
+    {"tls.client_ca", "client-ca", K_STR, F(client_ca), 0, 0, 0, 0, NULL,
+     "agents on tls.agent_listen present a certificate signed by it"},
+    {"tls.agent_listen", "agent-listen", K_LISTEN, F(agent_listen_host), F(agent_port), 0, 0, 0,
+     NULL, "a second listener, same routes, that requires a client certificate"},
+    {"opamp.max_message_bytes", "max-message-bytes", K_SIZE, F(max_message_bytes), 0,
+     (uint64_t)16 << 20, 4096, (uint64_t)256 << 20, NULL,
+     "inbound OpAMP and OTLP profiles limit, after decompression too"},
+    {"opamp.heartbeat_interval_seconds", "heartbeat-seconds", K_U32, F(heartbeat_interval_s), 0,
+     30, 1, 3600, NULL, "the heartbeat interval agents are told"},
+    {"opamp.max_connections_per_source", "max-connections-per-source", K_U32,
+     F(max_conns_per_source), 0, 4096, 0, 1000000, NULL,
+     "OpAMP WebSockets from one address before 429; 0: no cap"},
+    {"opamp.max_send_queue_bytes", "max-send-queue-bytes", K_SIZE, F(max_send_queue_bytes), 0,
+     4u << 20, 65536, (uint64_t)1 << 30, NULL,
+     "bytes queued for one agent beyond which its connection closes"},
+    {"http.max_pending_per_source", "max-pending-per-source", K_U32, F(max_pending_per_source),
+     0, 64, 0, 1000000, NULL,
+     "connections from one address still sending headers before new ones close; 0: no cap"},
+    {"http.header_timeout_seconds", "header-timeout-seconds", K_U32, F(header_timeout_s), 0, 5,
+     1, 300, NULL, "the deadline for a request's headers"},
+    {"opamp.max_agents", "max-agents", K_U32, F(max_agents), 0, 50000, 1, 1000000, NULL,
+     "connected WebSocket agents before 503"},
+    {"profiles.retention_hours", "profile-retention-hours", K_U32, F(profile_retention_hours),
+     0, 72, 1, 24 * 366 * 10, NULL, "age limit of stored profiles"},
+    {"profiles.max_bytes", "profile-max-bytes", K_U64, F(profile_max_bytes), 0,
+     (uint64_t)1 << 30, 4096, (uint64_t)1 << 42, NULL, "cap on stored compressed profiles"},
+};
+
+#undef F
+
+static const struct key *key_find(const char *path)
 {
+	for (size_t i = 0; i < PF_ARRAY_SIZE(keys); i++)
+		if (!strcmp(keys[i].key, path))
+			return &keys[i];
+	return NULL;
+}
+
+/* x into the number field of k (K_U32, K_SIZE, K_U64, K_LOG_LEVEL). */
+static void set_num(struct pf_controller_config *c, const struct key *k, uint64_t x)
+{
+	char *base = (char *)c;
+	if (k->type == K_U32)
+		*(uint32_t *)(base + k->off) = (uint32_t)x;
+	else if (k->type == K_SIZE)
+		*(size_t *)(base + k->off) = (size_t)x;
+	else if (k->type == K_U64)
+		*(uint64_t *)(base + k->off) = x;
+	else
+		*(int *)(base + k->off) = (int)x;
+}
+
+/* Reads v into the field of k; errors name path (the key, or the key the flag stands for). */
+static int key_apply(struct pf_controller_config *c, const struct key *k, const char *path,
+		     const char *v, struct pf_error *err)
+{
+	char *base = (char *)c;
+	char **str = (char **)(base + k->off);
 	uint64_t x = 0;
 	int r;
-	if (!strcmp(path, "listen"))
-		return pf_parse_listen(v, &c->listen_host, &c->port, err);
-	if (!strcmp(path, "data_dir"))
-		return set_str(&c->data_dir, v);
-	if (!strcmp(path, "log_level")) {
+	switch (k->type) {
+	case K_STR:
+		return set_str(str, v);
+	case K_U32:
+	case K_SIZE:
+	case K_U64:
+		r = parse_u64(path, v, k->min, k->max, &x, err);
+		if (r == 0)
+			set_num(c, k, x);
+		return r;
+	case K_LISTEN: {
+		struct pf_error e = {0};
+		r = pf_parse_listen(v, str, (int *)(base + k->off2), &e);
+		if (r < 0 && e.code) /* the message without pf_parse_listen's "listen: " */
+			return pf_error_set(err, r, path, "%s",
+					    e.msg + (e.path[0] ? strlen(e.path) + 2 : 0));
+		return r;
+	}
+	case K_LOG_LEVEL:
 		r = pf_log_parse_level(v);
 		if (r < 0)
 			return pf_error_set(err, -EINVAL, path,
 					    "must be one of error, warn, info, debug, got '%s'", v);
-		c->log_level = r;
+		set_num(c, k, (uint64_t)r);
 		return 0;
-	}
-	if (!strcmp(path, "public_url")) {
+	case K_URL: {
 		size_t n = strlen(v);
 		if ((strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) || n > 1024 ||
 		    strchr(v, '?') || strchr(v, '#') || strchr(v, ' '))
@@ -143,13 +246,13 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 					    "must be an http:// or https:// URL without query, got "
 					    "'%.200s'",
 					    v);
-		r = set_str(&c->public_url, v);
+		r = set_str(str, v);
 		/* "https://host:4320/" and "https://host:4320" name the same base */
-		if (r == 0 && n > 0 && c->public_url[n - 1] == '/')
-			c->public_url[n - 1] = 0;
+		if (r == 0 && n > 0 && (*str)[n - 1] == '/')
+			(*str)[n - 1] = 0;
 		return r;
 	}
-	if (!strcmp(path, "store") || !strcmp(path, "store.url")) {
+	case K_STORE:
 		if (!*v)
 			return 0; /* empty: the default SQLite file */
 		if (strncmp(v, "postgres://", 11) != 0 && strncmp(v, "postgresql://", 13) != 0)
@@ -157,102 +260,34 @@ static int apply_key(struct pf_controller_config *c, const char *path, const cha
 					    "must be a postgres:// or postgresql:// URL (the default "
 					    "is the SQLite file in data_dir), got '%.40s'",
 					    v);
-		return set_str(&c->store_url, v);
-	}
-	if (!strcmp(path, "store.replica_timeout_seconds")) {
-		r = parse_u64(path, v, 3, 3600, &x, err);
-		if (r == 0)
-			c->replica_timeout_s = (uint32_t)x;
-		return r;
-	}
-	if (!strcmp(path, "ui.dir")) {
+		return set_str(str, v);
+	case K_DIR:
 		if (!*v || strlen(v) > 4000)
 			return pf_error_set(err, -EINVAL, path, "must be a directory path");
-		return set_str(&c->ui_dir, v);
+		return set_str(str, v);
 	}
-	if (!strcmp(path, "captures.grace_seconds")) {
-		r = parse_u64(path, v, 1, 3600, &x, err);
-		if (r == 0)
-			c->capture_grace_s = (uint32_t)x;
-		return r;
+	return -EINVAL;
+}
+
+static int apply_key(struct pf_controller_config *c, const char *path, const char *v,
+		     struct pf_error *err)
+{
+	const struct key *k = key_find(path);
+	if (!k)
+		return pf_error_set(err, -EINVAL, path, "unknown key");
+	return key_apply(c, k, path, v, err);
+}
+
+void pf_controller_config_defaults(struct pf_controller_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	for (size_t i = 0; i < PF_ARRAY_SIZE(keys); i++) {
+		const struct key *k = &keys[i];
+		if (k->def_str)
+			key_apply(c, k, k->key, k->def_str, NULL);
+		else if (k->def)
+			set_num(c, k, k->def);
 	}
-	if (!strcmp(path, "default_config"))
-		return set_str(&c->default_config, v);
-	if (!strcmp(path, "tokens.admin_file"))
-		return set_str(&c->admin_token_file, v);
-	if (!strcmp(path, "tokens.agent_file"))
-		return set_str(&c->agent_token_file, v);
-	if (!strcmp(path, "tokens.file_dir"))
-		return set_str(&c->token_file_dir, v);
-	if (!strcmp(path, "tls.cert"))
-		return set_str(&c->tls_cert, v);
-	if (!strcmp(path, "tls.key"))
-		return set_str(&c->tls_key, v);
-	if (!strcmp(path, "tls.client_ca"))
-		return set_str(&c->client_ca, v);
-	if (!strcmp(path, "tls.agent_listen")) {
-		struct pf_error e = {0};
-		r = pf_parse_listen(v, &c->agent_listen_host, &c->agent_port, &e);
-		if (r < 0) /* the message without pf_parse_listen's "listen: " */
-			return pf_error_set(err, r, path, "%s",
-					    e.msg + (e.path[0] ? strlen(e.path) + 2 : 0));
-		return 0;
-	}
-	if (!strcmp(path, "opamp.max_message_bytes")) {
-		r = parse_u64(path, v, 4096, (uint64_t)256 << 20, &x, err);
-		if (r == 0)
-			c->max_message_bytes = (size_t)x;
-		return r;
-	}
-	if (!strcmp(path, "opamp.heartbeat_interval_seconds")) {
-		r = parse_u64(path, v, 1, 3600, &x, err);
-		if (r == 0)
-			c->heartbeat_interval_s = (uint32_t)x;
-		return r;
-	}
-	if (!strcmp(path, "opamp.max_connections_per_source")) {
-		r = parse_u64(path, v, 0, 1000000, &x, err);
-		if (r == 0)
-			c->max_conns_per_source = (uint32_t)x;
-		return r;
-	}
-	if (!strcmp(path, "opamp.max_send_queue_bytes")) {
-		r = parse_u64(path, v, 65536, (uint64_t)1 << 30, &x, err);
-		if (r == 0)
-			c->max_send_queue_bytes = (size_t)x;
-		return r;
-	}
-	if (!strcmp(path, "http.max_pending_per_source")) {
-		r = parse_u64(path, v, 0, 1000000, &x, err);
-		if (r == 0)
-			c->max_pending_per_source = (uint32_t)x;
-		return r;
-	}
-	if (!strcmp(path, "http.header_timeout_seconds")) {
-		r = parse_u64(path, v, 1, 300, &x, err);
-		if (r == 0)
-			c->header_timeout_s = (uint32_t)x;
-		return r;
-	}
-	if (!strcmp(path, "opamp.max_agents")) {
-		r = parse_u64(path, v, 1, 1000000, &x, err);
-		if (r == 0)
-			c->max_agents = (uint32_t)x;
-		return r;
-	}
-	if (!strcmp(path, "profiles.retention_hours")) {
-		r = parse_u64(path, v, 1, 24 * 366 * 10, &x, err);
-		if (r == 0)
-			c->profile_retention_hours = (uint32_t)x;
-		return r;
-	}
-	if (!strcmp(path, "profiles.max_bytes")) {
-		r = parse_u64(path, v, 4096, (uint64_t)1 << 42, &x, err);
-		if (r == 0)
-			c->profile_max_bytes = x;
-		return r;
-	}
-	return pf_error_set(err, -EINVAL, path, "unknown key");
 }
 
 int pf_controller_config_load(struct pf_controller_config *c, const char *path,
@@ -389,41 +424,18 @@ static void usage(FILE *to)
 int pf_controller_config_args(struct pf_controller_config *c, int argc, char **argv,
 			      struct pf_error *err)
 {
-	enum { O_LISTEN = 256, O_DATA, O_CERT, O_KEY, O_CA, O_MAXMSG, O_HB, O_MAXAG, O_LOG,
-	       O_CONFIG, O_VERSION, O_HELP, O_PRET, O_PMAX, O_PUBURL, O_GRACE, O_REPTO, O_DEFCFG,
-	       O_ADMTOK, O_AGTOK, O_UIDIR, O_TOKDIR, O_PERSRC, O_AGLISTEN,
-	       O_SENDQ, O_PENDSRC, O_HDRTO, O_STORE };
-	static const struct option opts[] = {
-		{"config", required_argument, 0, O_CONFIG},
-		{"listen", required_argument, 0, O_LISTEN},
-		{"data-dir", required_argument, 0, O_DATA},
-		{"tls-cert", required_argument, 0, O_CERT},
-		{"tls-key", required_argument, 0, O_KEY},
-		{"client-ca", required_argument, 0, O_CA},
-		{"agent-listen", required_argument, 0, O_AGLISTEN},
-		{"max-message-bytes", required_argument, 0, O_MAXMSG},
-		{"heartbeat-seconds", required_argument, 0, O_HB},
-		{"max-agents", required_argument, 0, O_MAXAG},
-		{"max-connections-per-source", required_argument, 0, O_PERSRC},
-		{"max-send-queue-bytes", required_argument, 0, O_SENDQ},
-		{"max-pending-per-source", required_argument, 0, O_PENDSRC},
-		{"header-timeout-seconds", required_argument, 0, O_HDRTO},
-		{"log-level", required_argument, 0, O_LOG},
-		{"profile-retention-hours", required_argument, 0, O_PRET},
-		{"profile-max-bytes", required_argument, 0, O_PMAX},
-		{"public-url", required_argument, 0, O_PUBURL},
-		{"capture-grace-seconds", required_argument, 0, O_GRACE},
-		{"replica-timeout-seconds", required_argument, 0, O_REPTO},
-		{"default-config", required_argument, 0, O_DEFCFG},
-		{"admin-token-file", required_argument, 0, O_ADMTOK},
-		{"agent-token-file", required_argument, 0, O_AGTOK},
-		{"ui-dir", required_argument, 0, O_UIDIR},
-		{"token-file-dir", required_argument, 0, O_TOKDIR},
-		{"store", required_argument, 0, O_STORE},
-		{"version", no_argument, 0, O_VERSION},
-		{"help", no_argument, 0, O_HELP},
-		{0, 0, 0, 0},
+	enum { O_CONFIG = 1, O_VERSION, O_HELP, O_KEY = 256 }; /* O_KEY + i: keys[i]'s flag */
+	struct option opts[PF_ARRAY_SIZE(keys) + 4] = {
+	    {"config", required_argument, 0, O_CONFIG},
+	    {"version", no_argument, 0, O_VERSION},
+	    {"help", no_argument, 0, O_HELP},
 	};
+	size_t n_opts = 3;
+	for (size_t i = 0; i < PF_ARRAY_SIZE(keys); i++)
+		if (keys[i].flag)
+			opts[n_opts++] = (struct option){keys[i].flag, required_argument, 0,
+							 O_KEY + (int)i};
+	opts[n_opts] = (struct option){0, 0, 0, 0};
 	/* The config file first, so flags override it whatever their order. */
 	for (int i = 1; i < argc; i++) {
 		const char *file = NULL;
@@ -440,91 +452,16 @@ int pf_controller_config_args(struct pf_controller_config *c, int argc, char **a
 	optind = 1;
 	int o, r = 0;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (o) {
-		case O_CONFIG:
-			break;
-		case O_LISTEN:
-			r = pf_parse_listen(optarg, &c->listen_host, &c->port, err);
-			break;
-		case O_DATA:
-			r = set_str(&c->data_dir, optarg);
-			break;
-		case O_CERT:
-			r = set_str(&c->tls_cert, optarg);
-			break;
-		case O_KEY:
-			r = set_str(&c->tls_key, optarg);
-			break;
-		case O_CA:
-			r = set_str(&c->client_ca, optarg);
-			break;
-		case O_AGLISTEN:
-			r = apply_key(c, "tls.agent_listen", optarg, err);
-			break;
-		case O_MAXMSG:
-			r = apply_key(c, "opamp.max_message_bytes", optarg, err);
-			break;
-		case O_HB:
-			r = apply_key(c, "opamp.heartbeat_interval_seconds", optarg, err);
-			break;
-		case O_MAXAG:
-			r = apply_key(c, "opamp.max_agents", optarg, err);
-			break;
-		case O_PERSRC:
-			r = apply_key(c, "opamp.max_connections_per_source", optarg, err);
-			break;
-		case O_SENDQ:
-			r = apply_key(c, "opamp.max_send_queue_bytes", optarg, err);
-			break;
-		case O_PENDSRC:
-			r = apply_key(c, "http.max_pending_per_source", optarg, err);
-			break;
-		case O_HDRTO:
-			r = apply_key(c, "http.header_timeout_seconds", optarg, err);
-			break;
-		case O_LOG:
-			r = apply_key(c, "log_level", optarg, err);
-			break;
-		case O_PRET:
-			r = apply_key(c, "profiles.retention_hours", optarg, err);
-			break;
-		case O_PMAX:
-			r = apply_key(c, "profiles.max_bytes", optarg, err);
-			break;
-		case O_PUBURL:
-			r = apply_key(c, "public_url", optarg, err);
-			break;
-		case O_GRACE:
-			r = apply_key(c, "captures.grace_seconds", optarg, err);
-			break;
-		case O_REPTO:
-			r = apply_key(c, "store.replica_timeout_seconds", optarg, err);
-			break;
-		case O_DEFCFG:
-			r = set_str(&c->default_config, optarg);
-			break;
-		case O_ADMTOK:
-			r = set_str(&c->admin_token_file, optarg);
-			break;
-		case O_AGTOK:
-			r = set_str(&c->agent_token_file, optarg);
-			break;
-		case O_UIDIR:
-			r = apply_key(c, "ui.dir", optarg, err);
-			break;
-		case O_TOKDIR:
-			r = set_str(&c->token_file_dir, optarg);
-			break;
-		case O_STORE:
-			r = apply_key(c, "store", optarg, err);
-			break;
-		case O_VERSION:
+		if (o >= O_KEY && o < O_KEY + (int)PF_ARRAY_SIZE(keys)) {
+			const struct key *k = &keys[o - O_KEY];
+			r = key_apply(c, k, k->key, optarg, err);
+		} else if (o == O_VERSION) {
 			printf("profleet-controller %s\n", PF_VERSION);
 			return 1;
-		case O_HELP:
+		} else if (o == O_HELP) {
 			usage(stdout);
 			return 1;
-		default:
+		} else if (o != O_CONFIG) {
 			usage(stderr);
 			return pf_error_set(err, -EINVAL, NULL, "bad command line");
 		}
