@@ -10,6 +10,7 @@
 
 #include "fleet/capture.h"
 #include "pf/capture_msg.h"
+#include "pf/uuid.h"
 #include "store.h"
 
 #define DEFAULT_DURATION_S 30
@@ -176,7 +177,7 @@ static void h_create(struct pf_api *api, const struct pf_api_request *req,
 	}
 	pf_api_audit(api, req, role, "capture.create", id, normalized);
 	int grc;
-	json_t *o = pf_captures_get_json(api->captures, id, &grc);
+	json_t *o = pf_api_capture_json(api->captures, api->store, id, &grc);
 	const char *state = o ? json_string_value(json_object_get(o, "state")) : NULL;
 	pf_api_respond_json(resp, 202,
 			    json_pack("{s:s,s:s,s:I}", "id", id, "state", state ? state : "pending",
@@ -187,6 +188,115 @@ out:
 	free(selector);
 	free(normalized);
 }
+
+/* ---------------------------------------------------------------- JSON views */
+
+static json_t *ms_or_null(int64_t ms)
+{
+	return ms ? json_integer((json_int_t)ms) : json_null();
+}
+
+static json_t *cap_json(const struct pf_capture_row *r)
+{
+	json_t *req = json_loads(r->request_json, 0, NULL);
+	return json_pack("{s:s,s:s,s:o,s:o,s:o,s:I,s:s,s:o,s:I}", "id", r->id, "state", r->state,
+			 "created_at", ms_or_null(r->created_ms), "started_at",
+			 ms_or_null(r->started_ms), "finished_at", ms_or_null(r->finished_ms),
+			 "deadline_at", (json_int_t)r->deadline_ms, "created_by", r->created_by,
+			 "request", req ? req : json_object(), "agents_matched",
+			 (json_int_t)r->agents_matched);
+}
+
+struct json_ctx {
+	struct pf_store *store;
+	json_t *obj, *agents;
+};
+
+static int json_agent_cb(const struct pf_capture_agent_row *r, void *ud)
+{
+	struct json_ctx *x = ud;
+	char u[PF_UUID_STR_LEN + 1];
+	json_t *ids = json_array(), *otlp = json_array();
+	pf_uuid_format(r->uid, u);
+	for (size_t i = 0; ids && otlp && i < r->n_profile_ids; i++) {
+		char hex[33];
+		int64_t sid;
+		pf_capture_hex16(r->profile_ids + 16 * i, hex);
+		json_array_append_new(otlp, json_string(hex));
+		if (pf_store_profile_find(x->store, r->profile_ids + 16 * i, &sid) == 0)
+			json_array_append_new(ids, json_integer((json_int_t)sid));
+	}
+	json_t *o = json_pack(
+	    "{s:s,s:s,s:I,s:I,s:o,s:o,s:s?,s:s?}", "instance_uid", u, "state", r->state, "samples",
+	    (json_int_t)r->samples, "bytes", (json_int_t)r->bytes, "profile_ids",
+	    ids ? ids : json_array(), "otlp_profile_ids", otlp ? otlp : json_array(), "error_code",
+	    *r->error_code ? r->error_code : NULL, "error", *r->error ? r->error : NULL);
+	if (!o || json_array_append_new(x->agents, o) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+static int json_cap_cb(const struct pf_capture_row *r, void *ud)
+{
+	struct json_ctx *x = ud;
+	x->obj = cap_json(r);
+	return x->obj ? 0 : -ENOMEM;
+}
+
+json_t *pf_api_capture_json(struct pf_captures *c, struct pf_store *st, const char *id, int *rc)
+{
+	struct json_ctx x = {.store = st, .agents = json_array()};
+	if (!x.agents) {
+		*rc = -ENOMEM;
+		return NULL;
+	}
+	*rc = pf_captures_get(c, id, json_cap_cb, json_agent_cb, &x);
+	if (*rc < 0 || !x.obj) {
+		json_decref(x.obj);
+		json_decref(x.agents);
+		if (*rc == 0)
+			*rc = -ENOMEM;
+		return NULL;
+	}
+	json_object_set_new(x.obj, "agents", x.agents);
+	return x.obj;
+}
+
+struct cap_list_ctx {
+	json_t *arr;
+	char last[PF_CAPTURE_ID_MAX + 1];
+};
+
+static int list_cb(const struct pf_capture_row *r, void *ud)
+{
+	struct cap_list_ctx *l = ud;
+	json_t *o = cap_json(r);
+	if (!o || json_array_append_new(l->arr, o) < 0)
+		return -ENOMEM;
+	snprintf(l->last, sizeof(l->last), "%s", r->id);
+	return 0;
+}
+
+json_t *pf_api_captures_list_json(struct pf_captures *c, const char *state, size_t limit,
+				  const char *cursor, int *rc)
+{
+	struct cap_list_ctx l = {.arr = json_array()};
+	struct pf_capture_query q = {.state = state, .before_id = cursor, .limit = limit};
+	if (!l.arr) {
+		*rc = -ENOMEM;
+		return NULL;
+	}
+	*rc = pf_captures_list(c, &q, list_cb, &l);
+	if (*rc < 0) {
+		json_decref(l.arr);
+		return NULL;
+	}
+	bool more = limit && json_array_size(l.arr) == limit;
+	return json_pack("{s:o,s:o}", "captures", l.arr, "next_cursor",
+			 more ? json_string(l.last) : json_null());
+}
+
+/* ---------------------------------------------------------------- routes */
 
 static void h_list(struct pf_api *api, const struct pf_api_request *req,
 		   struct pf_api_response *resp)
@@ -220,7 +330,7 @@ static void h_list(struct pf_api *api, const struct pf_api_request *req,
 		return;
 	}
 	int rc;
-	json_t *o = pf_captures_list_json(api->captures, state, (size_t)limit, cursor, &rc);
+	json_t *o = pf_api_captures_list_json(api->captures, state, (size_t)limit, cursor, &rc);
 	if (!o) {
 		pf_api_error(resp, 500, "store_error", "%s", pf_store_last_error(api->store));
 		return;
@@ -231,7 +341,7 @@ static void h_list(struct pf_api *api, const struct pf_api_request *req,
 static void h_get(struct pf_api *api, struct pf_api_response *resp, const char *id, int status)
 {
 	int rc;
-	json_t *o = pf_captures_get_json(api->captures, id, &rc);
+	json_t *o = pf_api_capture_json(api->captures, api->store, id, &rc);
 	pf_api_respond_lookup(api, resp, o, rc, status, "capture", id);
 }
 
@@ -243,7 +353,7 @@ static void h_cancel(struct pf_api *api, const struct pf_api_request *req,
 	if (rc == -ENOENT || rc == -EALREADY) {
 		/* Not in memory: finished long ago, or no such capture. */
 		int grc;
-		json_t *o = pf_captures_get_json(api->captures, id, &grc);
+		json_t *o = pf_api_capture_json(api->captures, api->store, id, &grc);
 		if (!o) {
 			pf_api_error(resp, 404, "not_found", "no capture '%.80s'", id);
 			return;

@@ -23,4 +23,14 @@
 void pf_api_captures_handle(struct pf_api *api, const struct pf_api_request *req,
 			    struct pf_api_response *resp, const char *id, const char *role);
 
+struct json_t;
+struct pf_captures;
+/* ---- JSON views (docs/api.md "Captures"); caller owns the reference. NULL with *rc:
+ * -ENOENT, -ENOMEM, -EIO. st is the store the captures live in (profile ids are looked up). */
+struct json_t *pf_api_capture_json(struct pf_captures *c, struct pf_store *st, const char *id,
+				   int *rc);
+/* {"captures":[...without agents...],"next_cursor":id|null}; state NULL = any. */
+struct json_t *pf_api_captures_list_json(struct pf_captures *c, const char *state, size_t limit,
+					 const char *cursor, int *rc);
+
 #endif

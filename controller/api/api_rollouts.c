@@ -15,6 +15,82 @@
 #define MAX_BODY 16384
 
 /* The body → config, version, selector, strategy; 0 or -EINVAL with err naming the field. */
+/* ---------------------------------------------------------------- JSON views */
+
+static json_t *view_json(const struct pf_rollout_view *v)
+{
+	const char *reason = v->reason[0] ? v->reason : NULL;
+	if (!v->live)
+		return json_pack("{s:s,s:s,s:I,s:s,s:s,s:s*,s:I,s:I,s:s,s:O*,s:O*}", "id", v->id,
+				 "config", v->config, "version", (json_int_t)v->version,
+				 "selector", v->selector, "state", v->state, "reason", reason,
+				 "created", (json_int_t)v->created_ms, "updated",
+				 (json_int_t)v->updated_ms, "created_by", v->created_by, "strategy",
+				 v->strategy, "batches", v->batches);
+	return json_pack(
+	    "{s:s,s:s,s:I,s:s,s:s,s:s*,s:I,s:I,s:s,s:O,s:I,s:I,s:I,s:o*,s:O}", "id", v->id,
+	    "config", v->config, "version", (json_int_t)v->version, "selector", v->selector,
+	    "state", v->state, "reason", reason, "created", (json_int_t)v->created_ms, "updated",
+	    (json_int_t)v->updated_ms, "created_by", v->created_by, "strategy", v->strategy,
+	    "agents", (json_int_t)v->agents, "current_batch", (json_int_t)v->current_batch,
+	    "n_batches", (json_int_t)v->n_batches, "next_batch",
+	    v->next_batch_ms ? json_integer(v->next_batch_ms) : NULL, "batches", v->batches);
+}
+
+static int get_cb(const struct pf_rollout_view *v, void *ud)
+{
+	json_t **o = ud;
+	*o = view_json(v);
+	return *o ? 0 : -ENOMEM;
+}
+
+json_t *pf_api_rollout_json(struct pf_rollouts *rs, const char *id, int *rc)
+{
+	json_t *o = NULL;
+	*rc = pf_rollouts_get(rs, id, get_cb, &o);
+	if (*rc < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int list_cb(const struct pf_rollout_view *v, void *ud)
+{
+	json_t *o = view_json(v);
+	if (!o)
+		return -ENOMEM;
+	json_array_append_new(ud, o);
+	return 0;
+}
+
+json_t *pf_api_rollouts_list_json(struct pf_rollouts *rs, bool active_only, size_t limit,
+				  const char *cursor, int *rc)
+{
+	json_t *arr = json_array();
+	if (!arr) {
+		*rc = -ENOMEM;
+		return NULL;
+	}
+	*rc = pf_rollouts_list(rs, active_only, cursor, limit + 1, list_cb, arr);
+	if (*rc < 0) {
+		json_decref(arr);
+		return NULL;
+	}
+	json_t *next = json_null();
+	if (json_array_size(arr) > limit) {
+		json_array_remove(arr, limit);
+		json_t *last = json_array_get(arr, limit - 1);
+		json_decref(next);
+		next = json_copy(json_object_get(last, "id"));
+	}
+	json_t *o = json_pack("{s:o,s:o}", "rollouts", arr, "next_cursor", next);
+	*rc = o ? 0 : -ENOMEM;
+	return o;
+}
+
+/* ---------------------------------------------------------------- routes */
+
 static int parse_body(const struct pf_api_request *req, char *config, size_t config_len,
 		      int64_t *version, char *selector, size_t selector_len,
 		      struct pf_rollout_strategy *s, struct pf_error *err)
@@ -68,7 +144,7 @@ static int parse_body(const struct pf_api_request *req, char *config, size_t con
 static void h_get(struct pf_api *api, struct pf_api_response *resp, const char *id, int status)
 {
 	int rc;
-	json_t *o = pf_rollouts_get_json(api->rollouts, id, &rc);
+	json_t *o = pf_api_rollout_json(api->rollouts, id, &rc);
 	pf_api_respond_lookup(api, resp, o, rc, status, "rollout", id);
 }
 
@@ -115,7 +191,7 @@ static void h_create(struct pf_api *api, const struct pf_api_request *req,
 		 (long long)version, matched, selector);
 	pf_api_audit(api, req, role, "rollout.create", id, detail);
 	int grc;
-	json_t *o = pf_rollouts_get_json(api->rollouts, id, &grc);
+	json_t *o = pf_api_rollout_json(api->rollouts, id, &grc);
 	if (!o)
 		return pf_api_error(resp, 500, "internal", "rollout %s created but unreadable", id);
 	json_object_del(o, "batches");
@@ -145,7 +221,7 @@ static void h_list(struct pf_api *api, const struct pf_api_request *req,
 	if (act && strcmp(act, "0") != 0 && strcmp(act, "1") != 0)
 		return pf_api_error(resp, 400, "invalid_argument", "active: must be 0 or 1");
 	int rc;
-	json_t *o = pf_rollouts_list_json(api->rollouts, act && strcmp(act, "1") == 0,
+	json_t *o = pf_api_rollouts_list_json(api->rollouts, act && strcmp(act, "1") == 0,
 					  (size_t)limit, cursor, &rc);
 	if (!o)
 		return pf_api_error(resp, 500, "store_error", "%s",
@@ -173,7 +249,7 @@ static void h_action(struct pf_api *api, const struct pf_api_request *req,
 	int rc = pf_rollouts_action(api->rollouts, id, acts[i].act, req->now_ms, &err);
 	if (rc == -ENOENT) {
 		int grc;
-		json_t *o = pf_rollouts_get_json(api->rollouts, id, &grc);
+		json_t *o = pf_api_rollout_json(api->rollouts, id, &grc);
 		if (!o)
 			return pf_api_error(resp, 404, "not_found", "no rollout '%.80s'", id);
 		const char *st = json_string_value(json_object_get(o, "state"));

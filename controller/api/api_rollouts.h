@@ -24,4 +24,13 @@ void pf_api_rollouts_handle(struct pf_api *api, const struct pf_api_request *req
 			    struct pf_api_response *resp, const char (*seg)[160], size_t n,
 			    const char *role);
 
+struct json_t;
+struct pf_rollouts;
+/* JSON views (docs/api.md "Rollouts"); caller owns the reference. NULL with *rc: -ENOENT,
+ * -ENOMEM, -EIO. */
+struct json_t *pf_api_rollout_json(struct pf_rollouts *r, const char *id, int *rc);
+/* {"rollouts":[...without per-batch errors...],"next_cursor":id|null}. */
+struct json_t *pf_api_rollouts_list_json(struct pf_rollouts *r, bool active_only, size_t limit,
+					 const char *cursor, int *rc);
+
 #endif

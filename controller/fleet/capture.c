@@ -1030,127 +1030,35 @@ int pf_captures_load(struct pf_captures *c, int64_t now_ms, struct pf_error *err
 	return 0;
 }
 
-/* ------------------------------------------------------------------ JSON */
+/* ------------------------------------------------------------------ reading */
 
-static json_t *ms_or_null(int64_t ms)
+int pf_captures_get(struct pf_captures *c, const char *id,
+		    int (*cap_cb)(const struct pf_capture_row *r, void *ud),
+		    int (*agent_cb)(const struct pf_capture_agent_row *r, void *ud), void *ud)
 {
-	return ms ? json_integer((json_int_t)ms) : json_null();
-}
-
-static json_t *cap_json(const struct pf_capture_row *r)
-{
-	json_t *req = json_loads(r->request_json, 0, NULL);
-	return json_pack("{s:s,s:s,s:o,s:o,s:o,s:I,s:s,s:o,s:I}", "id", r->id, "state", r->state,
-			 "created_at", ms_or_null(r->created_ms), "started_at",
-			 ms_or_null(r->started_ms), "finished_at", ms_or_null(r->finished_ms),
-			 "deadline_at", (json_int_t)r->deadline_ms, "created_by", r->created_by,
-			 "request", req ? req : json_object(), "agents_matched",
-			 (json_int_t)r->agents_matched);
-}
-
-struct json_ctx {
-	struct pf_captures *c;
-	json_t *obj, *agents;
-};
-
-static int json_agent_cb(const struct pf_capture_agent_row *r, void *ud)
-{
-	struct json_ctx *x = ud;
-	char u[PF_UUID_STR_LEN + 1];
-	json_t *ids = json_array(), *otlp = json_array();
-	pf_uuid_format(r->uid, u);
-	for (size_t i = 0; ids && otlp && i < r->n_profile_ids; i++) {
-		char hex[33];
-		int64_t sid;
-		pf_capture_hex16(r->profile_ids + 16 * i, hex);
-		json_array_append_new(otlp, json_string(hex));
-		if (pf_store_profile_find(x->c->store, r->profile_ids + 16 * i, &sid) == 0)
-			json_array_append_new(ids, json_integer((json_int_t)sid));
-	}
-	json_t *o = json_pack(
-	    "{s:s,s:s,s:I,s:I,s:o,s:o,s:s?,s:s?}", "instance_uid", u, "state", r->state, "samples",
-	    (json_int_t)r->samples, "bytes", (json_int_t)r->bytes, "profile_ids",
-	    ids ? ids : json_array(), "otlp_profile_ids", otlp ? otlp : json_array(), "error_code",
-	    *r->error_code ? r->error_code : NULL, "error", *r->error ? r->error : NULL);
-	if (!o || json_array_append_new(x->agents, o) < 0)
-		return -ENOMEM;
-	return 0;
-}
-
-static int json_cap_cb(const struct pf_capture_row *r, void *ud)
-{
-	struct json_ctx *x = ud;
-	x->obj = cap_json(r);
-	return x->obj ? 0 : -ENOMEM;
-}
-
-struct json_t *pf_captures_get_json(struct pf_captures *c, const char *id, int *rc)
-{
-	struct json_ctx x = {.c = c, .agents = json_array()};
 	struct cap *k = find(c, id);
-	if (!x.agents) {
-		*rc = -ENOMEM;
-		return NULL;
-	}
-	*rc = 0;
 	if (k && !k->participant) {
 		struct pf_capture_row cr;
 		cap_row(k, &cr);
-		*rc = json_cap_cb(&cr, &x);
-		for (size_t i = 0; *rc == 0 && i < k->n_agents; i++) {
+		int rc = cap_cb(&cr, ud);
+		for (size_t i = 0; rc == 0 && i < k->n_agents; i++) {
 			struct pf_capture_agent_row ar;
 			agent_row(k, &k->agents[i], &ar);
-			*rc = json_agent_cb(&ar, &x);
+			rc = agent_cb(&ar, ud);
 		}
-	} else if (pf_capture_id_valid(id)) { /* finished, or created by another replica */
-		*rc = pf_store_capture_get(c->store, id, json_cap_cb, json_agent_cb, &x);
-	} else {
-		*rc = -ENOENT;
+		return rc;
 	}
-	if (*rc < 0 || !x.obj) {
-		json_decref(x.obj);
-		json_decref(x.agents);
-		if (*rc == 0)
-			*rc = -ENOMEM;
-		return NULL;
-	}
-	json_object_set_new(x.obj, "agents", x.agents);
-	return x.obj;
+	if (!pf_capture_id_valid(id))
+		return -ENOENT;
+	/* finished, or created by another replica */
+	return pf_store_capture_get(c->store, id, cap_cb, agent_cb, ud);
 }
 
-struct list_ctx {
-	json_t *arr;
-	char last[PF_CAPTURE_ID_MAX + 1];
-};
-
-static int list_cb(const struct pf_capture_row *r, void *ud)
+int pf_captures_list(struct pf_captures *c, const struct pf_capture_query *q,
+		     int (*cb)(const struct pf_capture_row *r, void *ud), void *ud)
 {
-	struct list_ctx *l = ud;
-	json_t *o = cap_json(r);
-	if (!o || json_array_append_new(l->arr, o) < 0)
-		return -ENOMEM;
-	snprintf(l->last, sizeof(l->last), "%s", r->id);
-	return 0;
-}
-
-struct json_t *pf_captures_list_json(struct pf_captures *c, const char *state, size_t limit,
-				     const char *cursor, int *rc)
-{
-	struct list_ctx l = {.arr = json_array()};
-	struct pf_capture_query q = {.state = state, .before_id = cursor, .limit = limit};
-	if (!l.arr) {
-		*rc = -ENOMEM;
-		return NULL;
-	}
 	int f = pf_captures_flush(c); /* the list reads the store */
 	if (f < 0)
 		pf_log_warn("captures: list may lag: %s", pf_store_last_error(c->store));
-	*rc = pf_store_captures_foreach(c->store, &q, list_cb, &l);
-	if (*rc < 0) {
-		json_decref(l.arr);
-		return NULL;
-	}
-	bool more = limit && json_array_size(l.arr) == limit;
-	return json_pack("{s:o,s:o}", "captures", l.arr, "next_cursor",
-			 more ? json_string(l.last) : json_null());
+	return pf_store_captures_foreach(c->store, q, cb, ud);
 }

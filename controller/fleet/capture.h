@@ -38,7 +38,9 @@
 struct pf_fleet;
 struct pf_agent;
 struct pf_store;
-struct json_t;
+struct pf_capture_row;
+struct pf_capture_agent_row;
+struct pf_capture_query;
 
 #define PF_CAPTURES_MAX_PER_AGENT 4    /* unfinished captures one agent may be in (409) */
 #define PF_CAPTURES_MAX_OPEN 256       /* unfinished captures at once */
@@ -137,12 +139,18 @@ void pf_captures_tick(struct pf_captures *c, int64_t now_ms);
 /* Writes pending changes now: 0 or the store's error. */
 int pf_captures_flush(struct pf_captures *c);
 
-/* ---- JSON views (docs/api.md "Captures"); caller owns the reference. NULL with *rc:
- * -ENOENT, -ENOMEM, -EIO. */
-struct json_t *pf_captures_get_json(struct pf_captures *c, const char *id, int *rc);
-/* {"captures":[...without agents...],"next_cursor":id|null}; state NULL = any. */
-struct json_t *pf_captures_list_json(struct pf_captures *c, const char *state, size_t limit,
-				     const char *cursor, int *rc);
+/* ---- Reading (the API renders them, api/api_captures.h). */
+/* One capture: cap_cb once, then agent_cb for each of its agents. An unfinished capture this
+ * replica created is read from memory, any other (finished, or created by another replica)
+ * from the store. 0, -ENOENT, the store's negative errno, or the first negative value a
+ * callback returned. */
+int pf_captures_get(struct pf_captures *c, const char *id,
+		    int (*cap_cb)(const struct pf_capture_row *r, void *ud),
+		    int (*agent_cb)(const struct pf_capture_agent_row *r, void *ud), void *ud);
+/* The stored captures q selects, newest first, after writing pending changes (when that
+ * fails the list may lag; it is logged). Returns as pf_store_captures_foreach(). */
+int pf_captures_list(struct pf_captures *c, const struct pf_capture_query *q,
+		     int (*cb)(const struct pf_capture_row *r, void *ud), void *ud);
 
 /* Counts for /metrics and tests. */
 size_t pf_captures_open(const struct pf_captures *c);

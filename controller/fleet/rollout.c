@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "fleet.h"
+#include "rollout_int.h"
 #include "opamp_codec.h"
 #include "pf/compiler.h"
 #include "pf/log.h"
@@ -15,74 +16,11 @@
 #include "pf/uuid.h"
 #include "store.h"
 
-enum ro_state {
-	RO_RUNNING,
-	RO_PAUSED,
-	RO_HALTED,
-	RO_ROLLING_BACK,
-	RO_ROLLED_BACK,
-	RO_COMPLETED,
-	RO_CANCELLED,
-};
-static const char *const ro_state_names[] = {"running",	    "paused",	 "halted",   "rolling_back",
+const char *const pf_ro_state_names[] = {"running",	    "paused",	 "halted",   "rolling_back",
 					     "rolled_back", "completed", "cancelled"};
 
-/* Per-agent states. */
-enum ra_state {
-	RA_WAITING,  /* its batch has not started */
-	RA_APPLYING, /* pinned to the new version, no result yet */
-	RA_APPLIED,
-	RA_FAILED,
-	RA_OFFLINE, /* not connected when its batch timed out */
-};
 static const char *const ra_state_names[] = {"waiting", "applying", "applied", "failed", "offline"};
-
-/* Per-agent rollback states (the forward result above is kept). */
-enum rv_state {
-	RV_NONE,
-	RV_REVERTING, /* pinned back to its old version */
-	RV_REVERTED,
-	RV_FAILED,
-};
-static const char *const rv_state_names[] = {"", "reverting", "reverted", "failed"};
-
-struct ro_agent {
-	uint8_t uid[16];
-	uint32_t batch;
-	uint8_t state;	/* enum ra_state */
-	uint8_t revert; /* enum rv_state */
-	bool dirty;
-	int64_t from_version;
-	char *error;
-};
-
-struct rollout {
-	char id[PF_ROLLOUT_ID_MAX + 1];
-	char config[128];
-	char selector[1024];
-	char created_by[64];
-	int64_t version;
-	int64_t created_ms, updated_ms;
-	struct pf_rollout_strategy strategy;
-	enum ro_state state;
-	uint32_t batch; /* current batch (0-based); n_batches when none left */
-	uint32_t n_batches;
-	bool started;		  /* the current batch has started */
-	int64_t batch_started_ms; /* the current batch's (or the rollback's) timeout clock */
-	int64_t next_batch_ms;	  /* running and between batches: when the next one starts */
-	char reason[256];
-	bool dirty;
-	struct ro_agent *agents; /* by (batch, uid) */
-	size_t n;
-	uint32_t *first; /* first[b] = index of batch b's first agent; first[n_batches] = n */
-};
-
-struct pf_rollouts {
-	struct pf_fleet *fleet;
-	struct pf_store *store;
-	struct rollout *active[PF_ROLLOUTS_MAX_ACTIVE];
-	size_t n_active;
-};
+const char *const pf_rv_state_names[4] = {"", "reverting", "reverted", "failed"};
 
 /* ---------------------------------------------------------------- strategy */
 
@@ -147,7 +85,7 @@ int pf_rollout_strategy_parse(const json_t *o, struct pf_rollout_strategy *s, st
 	return 0;
 }
 
-static json_t *strategy_json(const struct pf_rollout_strategy *s)
+json_t *pf_ro_strategy_json(const struct pf_rollout_strategy *s)
 {
 	json_t *o = json_object();
 	for (size_t i = 0; o && i < PF_ARRAY_SIZE(strategy_fields); i++)
@@ -182,7 +120,7 @@ size_t pf_rollout_plan(const struct pf_rollout_strategy *s, size_t n, uint32_t *
 
 /* ---------------------------------------------------------------- helpers */
 
-static void rollout_free(struct rollout *r)
+void pf_ro_free(struct rollout *r)
 {
 	if (!r)
 		return;
@@ -198,15 +136,15 @@ static bool ro_active(enum ro_state s)
 	return s <= RO_ROLLING_BACK;
 }
 
-static int ro_state_parse(const char *s)
+int pf_ro_state_parse(const char *s)
 {
-	for (size_t i = 0; i < PF_ARRAY_SIZE(ro_state_names); i++)
-		if (strcmp(s, ro_state_names[i]) == 0)
+	for (size_t i = 0; i < PF_ARRAY_SIZE(pf_ro_state_names); i++)
+		if (strcmp(s, pf_ro_state_names[i]) == 0)
 			return (int)i;
 	return -1;
 }
 
-static int ra_state_parse(const char *s)
+int pf_ra_state_parse(const char *s)
 {
 	for (size_t i = 0; i < PF_ARRAY_SIZE(ra_state_names); i++)
 		if (strcmp(s, ra_state_names[i]) == 0)
@@ -234,7 +172,7 @@ static void agent_set(struct ro_agent *a, int st, int rv, const char *error)
 }
 
 /* A loaded version of the config (loaded from the store when needed), or NULL. */
-static struct pf_cfg_slot *version_slot(struct pf_rollouts *rs, const char *config, int64_t version)
+struct pf_cfg_slot *pf_ro_version_slot(struct pf_rollouts *rs, const char *config, int64_t version)
 {
 	struct pf_cfg_slot *v = pf_fleet_config_version(rs->fleet, config, version);
 	if (v)
@@ -277,7 +215,7 @@ static void count_batch(const struct rollout *r, uint32_t b, struct batch_count 
 /* ---------------------------------------------------------------- persistence */
 
 /* Per-batch progress (docs/api.md "Rollouts"), with each batch's first errors or not. */
-static json_t *batches_json(const struct rollout *r, bool with_errors)
+json_t *pf_ro_batches_json(const struct rollout *r, bool with_errors)
 {
 	json_t *batches = json_array();
 	for (uint32_t b = 0; batches && b < r->n_batches; b++) {
@@ -316,14 +254,14 @@ static json_t *progress_json(const struct rollout *r)
 	return json_pack("{s:I,s:b,s:I,s:I,s:s,s:o}", "batch", (json_int_t)r->batch, "started",
 			 r->started, "batch_started", (json_int_t)r->batch_started_ms, "next_batch",
 			 (json_int_t)r->next_batch_ms, "reason", r->reason, "batches",
-			 batches_json(r, false));
+			 pf_ro_batches_json(r, false));
 }
 
 static char *spec_text(const struct rollout *r)
 {
 	json_t *o =
 	    json_pack("{s:s,s:I,s:s,s:o}", "config", r->config, "version", (json_int_t)r->version,
-		      "selector", r->selector, "strategy", strategy_json(&r->strategy));
+		      "selector", r->selector, "strategy", pf_ro_strategy_json(&r->strategy));
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	return s;
@@ -350,7 +288,7 @@ static int save(struct pf_rollouts *rs, struct rollout *r, bool all_agents,
 			    .batch = a->batch,
 			    .from_version = a->from_version,
 			    .state = ra_state_names[a->state],
-			    .revert = rv_state_names[a->revert],
+			    .revert = pf_rv_state_names[a->revert],
 			    .error = a->error ? a->error : "",
 			    .updated_ms = r->updated_ms,
 			};
@@ -361,7 +299,7 @@ static int save(struct pf_rollouts *rs, struct rollout *r, bool all_agents,
 		    .id = r->id,
 		    .config = r->config,
 		    .version = r->version,
-		    .state = ro_state_names[r->state],
+		    .state = pf_ro_state_names[r->state],
 		    .created_ms = r->created_ms,
 		    .updated_ms = r->updated_ms,
 		    .created_by = r->created_by,
@@ -403,7 +341,7 @@ static int pin_range(struct pf_rollouts *rs, struct rollout *r, uint32_t lo, uin
 		if (!want(a))
 			continue;
 		int64_t v = to_target ? r->version : a->from_version;
-		struct pf_cfg_slot *slot = version_slot(rs, r->config, v);
+		struct pf_cfg_slot *slot = pf_ro_version_slot(rs, r->config, v);
 		if (!slot) {
 			/* The old version is gone from the store: unpin (served version). */
 			v = 0;
@@ -451,7 +389,7 @@ static void ro_remove(struct pf_rollouts *rs, struct rollout *r)
 		}
 	}
 	pf_store_rollout_unlock(rs->store, r->id);
-	rollout_free(r);
+	pf_ro_free(r);
 }
 
 /* Drops the pins of `config` to `version` (now what unpinned agents get anyway). */
@@ -481,7 +419,7 @@ static int start_batch(struct pf_rollouts *rs, struct rollout *r, int64_t now_ms
 
 static void complete(struct pf_rollouts *rs, struct rollout *r, int64_t now_ms)
 {
-	struct pf_cfg_slot *v = version_slot(rs, r->config, r->version);
+	struct pf_cfg_slot *v = pf_ro_version_slot(rs, r->config, r->version);
 	if (!v || pf_store_config_serving_set(rs->store, r->config, r->version) < 0) {
 		pf_log_warn("rollout %s: cannot make v%lld the served version: %s", r->id,
 			    (long long)r->version, pf_store_last_error(rs->store));
@@ -625,7 +563,7 @@ void pf_rollouts_free(struct pf_rollouts *r)
 	if (!r)
 		return;
 	for (size_t i = 0; i < r->n_active; i++)
-		rollout_free(r->active[i]);
+		pf_ro_free(r->active[i]);
 	free(r);
 }
 
@@ -642,7 +580,7 @@ const char *pf_rollouts_active_for(const struct pf_rollouts *r, const char *conf
 	return NULL;
 }
 
-static struct rollout *find_active(struct pf_rollouts *rs, const char *id)
+struct rollout *pf_ro_find_active(struct pf_rollouts *rs, const char *id)
 {
 	for (size_t i = 0; i < rs->n_active; i++)
 		if (strcmp(rs->active[i]->id, id) == 0)
@@ -650,7 +588,7 @@ static struct rollout *find_active(struct pf_rollouts *rs, const char *id)
 	return NULL;
 }
 
-static int agent_order(const void *pa, const void *pb)
+int pf_ro_agent_order(const void *pa, const void *pb)
 {
 	const struct ro_agent *a = pa, *b = pb;
 	if (a->batch != b->batch)
@@ -659,7 +597,7 @@ static int agent_order(const void *pa, const void *pb)
 }
 
 /* Batch boundaries from the agents' batch numbers (agents sorted by batch). */
-static int index_batches(struct rollout *r)
+int pf_ro_index_batches(struct rollout *r)
 {
 	r->n_batches = r->n ? r->agents[r->n - 1].batch + 1 : 0;
 	r->first = calloc((size_t)r->n_batches + 1, sizeof(*r->first));
@@ -746,7 +684,7 @@ int pf_rollouts_create(struct pf_rollouts *rs, const char *config, int64_t versi
 		return pf_error_set(err, -EIO, NULL, "%s", pf_store_last_error(rs->store));
 	version = cv.version;
 	pf_config_version_release(&cv);
-	if (!version_slot(rs, config, version))
+	if (!pf_ro_version_slot(rs, config, version))
 		return pf_error_set(err, -ENOMEM, NULL, "cannot load %s v%lld", config,
 				    (long long)version);
 
@@ -769,7 +707,7 @@ int pf_rollouts_create(struct pf_rollouts *rs, const char *config, int64_t versi
 		r->agents = calloc(cap ? cap : 1, sizeof(*r->agents));
 	if (!r || !r->agents) {
 		pf_selector_free(sel);
-		rollout_free(r);
+		pf_ro_free(r);
 		return pf_error_set(err, -ENOMEM, NULL, "out of memory");
 	}
 	size_t it = 0, already = 0;
@@ -790,7 +728,7 @@ int pf_rollouts_create(struct pf_rollouts *rs, const char *config, int64_t versi
 	}
 	pf_selector_free(sel);
 	if (!r->n) {
-		rollout_free(r);
+		pf_ro_free(r);
 		if (already)
 			return pf_error_set(err, -EALREADY, "version",
 					    "all %zu matching agents already have %s v%lld",
@@ -801,17 +739,17 @@ int pf_rollouts_create(struct pf_rollouts *rs, const char *config, int64_t versi
 	}
 	if (r->n > PF_ROLLOUTS_MAX_AGENTS) {
 		size_t n = r->n;
-		rollout_free(r);
+		pf_ro_free(r);
 		return pf_error_set(err, -E2BIG, "selector", "%zu agents match, at most %d", n,
 				    PF_ROLLOUTS_MAX_AGENTS);
 	}
 	/* batch holds 0 for connected agents, 1 for the others, until the plan is applied */
-	qsort(r->agents, r->n, sizeof(*r->agents), agent_order);
+	qsort(r->agents, r->n, sizeof(*r->agents), pf_ro_agent_order);
 	/* Batch numbers follow the plan over that order. */
 	size_t nb = pf_rollout_plan(s, r->n, NULL, 0);
 	uint32_t *sizes = malloc(nb * sizeof(*sizes));
 	if (!sizes) {
-		rollout_free(r);
+		pf_ro_free(r);
 		return pf_error_set(err, -ENOMEM, NULL, "out of memory");
 	}
 	pf_rollout_plan(s, r->n, sizes, nb);
@@ -823,15 +761,15 @@ int pf_rollouts_create(struct pf_rollouts *rs, const char *config, int64_t versi
 		}
 	}
 	free(sizes);
-	qsort(r->agents, r->n, sizeof(*r->agents), agent_order);
-	if (index_batches(r) < 0) {
-		rollout_free(r);
+	qsort(r->agents, r->n, sizeof(*r->agents), pf_ro_agent_order);
+	if (pf_ro_index_batches(r) < 0) {
+		pf_ro_free(r);
 		return pf_error_set(err, -ENOMEM, NULL, "out of memory");
 	}
 	uint8_t uid[16];
 	rc = pf_uuid_v7(uid);
 	if (rc < 0) {
-		rollout_free(r);
+		pf_ro_free(r);
 		return pf_error_set(err, rc, NULL, "cannot make a rollout id");
 	}
 	pf_uuid_format(uid, r->id);
@@ -849,7 +787,7 @@ int pf_rollouts_create(struct pf_rollouts *rs, const char *config, int64_t versi
 	bool owned = false;
 	rc = pf_store_rollout_lock(rs->store, r->id, &owned);
 	if (rc < 0 || !owned) {
-		rollout_free(r);
+		pf_ro_free(r);
 		return pf_error_set(err, rc < 0 ? rc : -EBUSY, NULL, "%s",
 				    rc < 0 ? pf_store_last_error(rs->store)
 					   : "the new rollout's lock is taken");
@@ -857,7 +795,7 @@ int pf_rollouts_create(struct pf_rollouts *rs, const char *config, int64_t versi
 	rc = save(rs, r, true, NULL, 0);
 	if (rc < 0) {
 		pf_store_rollout_unlock(rs->store, r->id);
-		rollout_free(r);
+		pf_ro_free(r);
 		return pf_error_set(err, -EIO, NULL, "%s", pf_store_last_error(rs->store));
 	}
 	rs->active[rs->n_active++] = r;
@@ -872,7 +810,7 @@ int pf_rollouts_action(struct pf_rollouts *rs, const char *id, enum pf_rollout_a
 		       int64_t now_ms, struct pf_error *err)
 {
 	static const char *const act_names[] = {"pause", "resume", "rollback", "cancel"};
-	struct rollout *r = find_active(rs, id);
+	struct rollout *r = pf_ro_find_active(rs, id);
 	if (!r)
 		return pf_error_set(err, -ENOENT, NULL, "no active rollout %s", id);
 	enum ro_state st = r->state;
@@ -891,7 +829,7 @@ int pf_rollouts_action(struct pf_rollouts *rs, const char *id, enum pf_rollout_a
 	}
 	if (!ok)
 		return pf_error_set(err, -EALREADY, NULL, "cannot %s a rollout that is %s",
-				    act_names[act], ro_state_names[st]);
+				    act_names[act], pf_ro_state_names[st]);
 	r->updated_ms = now_ms;
 	r->dirty = true;
 	int rc = 0;
@@ -966,370 +904,3 @@ int pf_rollouts_flush(struct pf_rollouts *rs)
 	return rc;
 }
 
-/* ---------------------------------------------------------------- loading */
-
-struct load_ctx {
-	struct rollout *r;
-	size_t cap;
-	int rc;
-};
-
-static int load_row(const struct pf_rollout_row *row, void *ud)
-{
-	struct load_ctx *l = ud;
-	struct rollout *r = l->r;
-	snprintf(r->id, sizeof(r->id), "%s", row->id);
-	snprintf(r->config, sizeof(r->config), "%s", row->config);
-	snprintf(r->created_by, sizeof(r->created_by), "%s", row->created_by);
-	r->version = row->version;
-	r->created_ms = row->created_ms;
-	r->updated_ms = row->updated_ms;
-	int st = ro_state_parse(row->state);
-	r->state = st < 0 ? RO_CANCELLED : (enum ro_state)st;
-	pf_rollout_strategy_defaults(&r->strategy);
-	json_t *spec = json_loads(row->spec_json, 0, NULL);
-	json_t *prog = json_loads(row->progress_json, 0, NULL);
-	const char *sel = json_string_value(json_object_get(spec, "selector"));
-	snprintf(r->selector, sizeof(r->selector), "%s", sel ? sel : "");
-	pf_rollout_strategy_parse(json_object_get(spec, "strategy"), &r->strategy, NULL);
-	r->batch = (uint32_t)json_integer_value(json_object_get(prog, "batch"));
-	r->started = json_is_true(json_object_get(prog, "started"));
-	r->batch_started_ms = json_integer_value(json_object_get(prog, "batch_started"));
-	r->next_batch_ms = json_integer_value(json_object_get(prog, "next_batch"));
-	const char *reason = json_string_value(json_object_get(prog, "reason"));
-	snprintf(r->reason, sizeof(r->reason), "%s", reason ? reason : "");
-	json_decref(spec);
-	json_decref(prog);
-	return 0;
-}
-
-static int load_agent(const struct pf_rollout_agent_row *row, void *ud)
-{
-	struct load_ctx *l = ud;
-	struct rollout *r = l->r;
-	if (r->n == PF_ROLLOUTS_MAX_AGENTS || row->batch < 0 || row->batch >= UINT32_MAX)
-		return 0;
-	if (r->n == l->cap) {
-		size_t nc = l->cap ? l->cap * 2 : 64;
-		struct ro_agent *na = realloc(r->agents, nc * sizeof(*na));
-		if (!na)
-			return -ENOMEM;
-		r->agents = na;
-		l->cap = nc;
-	}
-	struct ro_agent *a = &r->agents[r->n++];
-	memset(a, 0, sizeof(*a));
-	memcpy(a->uid, row->uid, 16);
-	a->batch = (uint32_t)row->batch;
-	a->from_version = row->from_version;
-	int st = ra_state_parse(row->state);
-	a->state = (uint8_t)(st < 0 ? RA_FAILED : st);
-	for (size_t i = 0; i < PF_ARRAY_SIZE(rv_state_names); i++)
-		if (strcmp(row->revert, rv_state_names[i]) == 0)
-			a->revert = (uint8_t)i;
-	a->error = row->error[0] ? strdup(row->error) : NULL;
-	return 0;
-}
-
-/* A rollout from the store (active or not). */
-static struct rollout *load_one(struct pf_rollouts *rs, const char *id, int *rc)
-{
-	struct load_ctx l = {.r = calloc(1, sizeof(struct rollout))};
-	if (!l.r) {
-		*rc = -ENOMEM;
-		return NULL;
-	}
-	*rc = pf_store_rollout_get(rs->store, id, load_row, load_agent, &l);
-	if (*rc == 0) {
-		qsort(l.r->agents, l.r->n, sizeof(*l.r->agents), agent_order);
-		*rc = index_batches(l.r);
-	}
-	if (*rc < 0) {
-		rollout_free(l.r);
-		return NULL;
-	}
-	if (l.r->batch > l.r->n_batches)
-		l.r->batch = l.r->n_batches;
-	return l.r;
-}
-
-struct id_list {
-	char ids[PF_ROLLOUTS_MAX_ACTIVE][PF_ROLLOUT_ID_MAX + 1];
-	size_t n;
-};
-
-static int collect_id(const struct pf_rollout_row *row, void *ud)
-{
-	struct id_list *l = ud;
-	if (l->n < PF_ROLLOUTS_MAX_ACTIVE)
-		snprintf(l->ids[l->n++], PF_ROLLOUT_ID_MAX + 1, "%s", row->id);
-	return 0;
-}
-
-size_t pf_rollouts_relock(struct pf_rollouts *rs)
-{
-	size_t dropped = 0;
-	for (size_t i = 0; i < rs->n_active;) {
-		struct rollout *r = rs->active[i];
-		bool owned = false;
-		if (pf_store_rollout_lock(rs->store, r->id, &owned) < 0 || owned) {
-			i++; /* kept (on an error: try again at the next reconnect) */
-			continue;
-		}
-		pf_log_warn("rollout %s: another replica took it over while the database was "
-			    "unreachable; it drives it now",
-			    r->id);
-		rs->active[i] = rs->active[--rs->n_active];
-		rollout_free(r);
-		dropped++;
-	}
-	return dropped;
-}
-
-int pf_rollouts_load(struct pf_rollouts *rs, int64_t now_ms, struct pf_error *err)
-{
-	struct id_list l = {.n = 0};
-	int rc = pf_store_rollouts_foreach(rs->store, true, NULL, PF_ROLLOUTS_MAX_ACTIVE,
-					   collect_id, &l);
-	if (rc < 0)
-		return pf_error_set(err, rc, NULL, "loading rollouts: %s",
-				    pf_store_last_error(rs->store));
-	for (size_t i = 0; i < l.n; i++) {
-		bool owned = false;
-		if (find_active(rs, l.ids[i]))
-			continue;
-		/* Replicas sharing PostgreSQL: only the holder of the rollout's lock drives it; a
-		 * replica that dies releases it and the next pf_rollouts_load() elsewhere takes over. */
-		rc = pf_store_rollout_lock(rs->store, l.ids[i], &owned);
-		if (rc < 0)
-			return pf_error_set(err, rc, NULL, "locking rollout %s: %s", l.ids[i],
-					    pf_store_last_error(rs->store));
-		if (!owned)
-			continue;
-		struct rollout *r = load_one(rs, l.ids[i], &rc);
-		if (!r)
-			return pf_error_set(err, rc, NULL, "loading rollout %s: %s", l.ids[i],
-					    pf_store_last_error(rs->store));
-		/* The agents reconnect after a restart: their timeout starts again. */
-		if (r->started || r->state == RO_ROLLING_BACK)
-			r->batch_started_ms = now_ms;
-		version_slot(rs, r->config, r->version);
-		rs->active[rs->n_active++] = r;
-		pf_log_info("rollout %s of %s v%lld resumes: %s, batch %u of %u", r->id, r->config,
-			    (long long)r->version, ro_state_names[r->state], r->batch + 1,
-			    r->n_batches);
-	}
-	return 0;
-}
-
-struct pins_ctx {
-	struct pf_store *st;
-	struct pf_fleet *f;
-};
-
-static struct pf_cfg_slot *load_version(struct pins_ctx *c, const char *name, int64_t version,
-					bool serve)
-{
-	struct pf_cfg_slot *v = pf_fleet_config_version(c->f, name, version);
-	if (!v) {
-		struct pf_config_version cv;
-		if (pf_store_config_get(c->st, name, version, &cv) < 0)
-			return NULL;
-		v = pf_fleet_config_add(c->f, cv.name, cv.version, cv.hash, cv.body, cv.body_len,
-					cv.created_ms, false);
-		pf_config_version_release(&cv);
-	}
-	if (v && serve)
-		pf_fleet_config_add(c->f, v->name, v->version, v->hash, v->body, v->body_len,
-				    v->created_ms, true);
-	return v;
-}
-
-static int load_serving(const char *name, int64_t version, void *ud)
-{
-	if (!load_version(ud, name, version, true))
-		pf_log_warn("config %s: served version %lld not found", name, (long long)version);
-	return 0;
-}
-
-static int load_pin(const struct pf_pin_row *p, void *ud)
-{
-	struct pins_ctx *c = ud;
-	struct pf_cfg_slot *v = load_version(c, p->config, p->version, false);
-	struct pf_agent *a = pf_fleet_get_or_add(c->f, p->uid, 0);
-	if (!a)
-		return -ENOMEM;
-	if (v)
-		pf_agent_set_pin(c->f, a, v);
-	return 0;
-}
-
-int pf_rollouts_load_pins(struct pf_store *st, struct pf_fleet *f, struct pf_error *err)
-{
-	struct pins_ctx c = {.st = st, .f = f};
-	int rc = pf_store_config_serving_foreach(st, load_serving, &c);
-	if (rc == 0)
-		rc = pf_store_pins_foreach(st, load_pin, &c);
-	if (rc < 0)
-		return pf_error_set(err, rc, NULL, "loading pinned versions: %s",
-				    pf_store_last_error(st));
-	return 0;
-}
-
-static int serve_latest(const struct pf_config_version *cv, void *ud)
-{
-	struct pins_ctx *c = ud;
-	pf_fleet_config_add(c->f, cv->name, cv->version, cv->hash, cv->body, cv->body_len,
-			    cv->created_ms, true);
-	return 0;
-}
-
-struct reload_ctx {
-	struct pins_ctx c;
-	const char *name; /* NULL: every config */
-};
-
-static int reload_serving(const char *name, int64_t version, void *ud)
-{
-	struct reload_ctx *r = ud;
-	return !r->name || strcmp(r->name, name) == 0 ? load_serving(name, version, &r->c) : 0;
-}
-
-static int reload_pin(const struct pf_pin_row *p, void *ud)
-{
-	struct reload_ctx *r = ud;
-	return !r->name || strcmp(r->name, p->config) == 0 ? load_pin(p, &r->c) : 0;
-}
-
-int pf_rollouts_reload_config(struct pf_store *st, struct pf_fleet *f, const char *name)
-{
-	struct reload_ctx r = {.c = {.st = st, .f = f}, .name = name};
-	struct pf_config_version cv;
-	int rc;
-
-	/* The served version: the latest unless a config_serving row says otherwise. */
-	if (name) {
-		rc = pf_store_config_get(st, name, 0, &cv);
-		if (rc == 0) {
-			rc = serve_latest(&cv, &r.c);
-			pf_config_version_release(&cv);
-		} else if (rc == -ENOENT) {
-			rc = 0;
-		}
-	} else {
-		rc = pf_store_config_foreach_latest(st, serve_latest, &r.c);
-	}
-	if (rc == 0)
-		rc = pf_store_config_serving_foreach(st, reload_serving, &r);
-	if (rc < 0)
-		return rc;
-	/* The pins: dropped, then read back (both without a push: the caller reconciles). */
-	if (name) {
-		pf_fleet_unpin_config(f, name, 0);
-	} else {
-		struct pf_agent *a;
-		size_t it = 0;
-		while ((a = pf_fleet_next(f, &it)))
-			if (a->pin)
-				pf_agent_set_pin(f, a, NULL);
-	}
-	return pf_store_pins_foreach(st, reload_pin, &r);
-}
-
-/* ---------------------------------------------------------------- JSON */
-
-static json_t *rollout_json(const struct rollout *r, bool with_errors)
-{
-	json_t *batches = batches_json(r, with_errors);
-	return json_pack(
-	    "{s:s,s:s,s:I,s:s,s:s,s:s*,s:I,s:I,s:s,s:o,s:I,s:I,s:I,s:o*,s:o}", "id", r->id,
-	    "config", r->config, "version", (json_int_t)r->version, "selector", r->selector,
-	    "state", ro_state_names[r->state], "reason", r->reason[0] ? r->reason : NULL, "created",
-	    (json_int_t)r->created_ms, "updated", (json_int_t)r->updated_ms, "created_by",
-	    r->created_by, "strategy", strategy_json(&r->strategy), "agents", (json_int_t)r->n,
-	    "current_batch", (json_int_t)(r->batch < r->n_batches ? r->batch + 1 : r->n_batches),
-	    "n_batches", (json_int_t)r->n_batches, "next_batch",
-	    r->state == RO_RUNNING && !r->started && r->next_batch_ms
-		? json_integer(r->next_batch_ms)
-		: NULL,
-	    "batches", batches ? batches : json_array());
-}
-
-json_t *pf_rollouts_get_json(struct pf_rollouts *rs, const char *id, int *rc)
-{
-	struct rollout *r = find_active(rs, id);
-	if (r) {
-		json_t *o = rollout_json(r, true);
-		*rc = o ? 0 : -ENOMEM;
-		return o;
-	}
-	r = load_one(rs, id, rc);
-	if (!r)
-		return NULL;
-	json_t *o = rollout_json(r, true);
-	rollout_free(r);
-	*rc = o ? 0 : -ENOMEM;
-	return o;
-}
-
-struct list_ctx {
-	struct pf_rollouts *rs;
-	json_t *arr;
-	char last[PF_ROLLOUT_ID_MAX + 1];
-};
-
-static int list_row(const struct pf_rollout_row *row, void *ud)
-{
-	struct list_ctx *l = ud;
-	struct rollout *r = find_active(l->rs, row->id);
-	json_t *o;
-	if (r) {
-		o = rollout_json(r, false);
-	} else {
-		/* Finished: the row's own summary, without per-agent work. */
-		json_t *spec = json_loads(row->spec_json, 0, NULL);
-		json_t *prog = json_loads(row->progress_json, 0, NULL);
-		json_t *strategy = json_object_get(spec, "strategy");
-		const char *sel = json_string_value(json_object_get(spec, "selector"));
-		const char *reason = json_string_value(json_object_get(prog, "reason"));
-		json_t *batches = json_object_get(prog, "batches");
-		o = json_pack(
-		    "{s:s,s:s,s:I,s:s,s:s,s:s*,s:I,s:I,s:s,s:O*,s:O*}", "id", row->id, "config",
-		    row->config, "version", (json_int_t)row->version, "selector", sel ? sel : "",
-		    "state", row->state, "reason", reason && *reason ? reason : NULL, "created",
-		    (json_int_t)row->created_ms, "updated", (json_int_t)row->updated_ms,
-		    "created_by", row->created_by, "strategy", strategy, "batches", batches);
-		json_decref(spec);
-		json_decref(prog);
-	}
-	if (!o)
-		return -ENOMEM;
-	json_array_append_new(l->arr, o);
-	snprintf(l->last, sizeof(l->last), "%s", row->id);
-	return 0;
-}
-
-json_t *pf_rollouts_list_json(struct pf_rollouts *rs, bool active_only, size_t limit,
-			      const char *cursor, int *rc)
-{
-	struct list_ctx l = {.rs = rs, .arr = json_array()};
-	if (!l.arr) {
-		*rc = -ENOMEM;
-		return NULL;
-	}
-	*rc = pf_store_rollouts_foreach(rs->store, active_only, cursor, limit + 1, list_row, &l);
-	if (*rc < 0) {
-		json_decref(l.arr);
-		return NULL;
-	}
-	json_t *next = json_null();
-	if (json_array_size(l.arr) > limit) {
-		json_array_remove(l.arr, limit);
-		json_t *last = json_array_get(l.arr, limit - 1);
-		json_decref(next);
-		next = json_copy(json_object_get(last, "id"));
-	}
-	json_t *o = json_pack("{s:o,s:o}", "rollouts", l.arr, "next_cursor", next);
-	*rc = o ? 0 : -ENOMEM;
-	return o;
-}

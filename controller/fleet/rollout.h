@@ -127,12 +127,30 @@ void pf_rollouts_tick(struct pf_rollouts *r, int64_t now_ms);
 /* Writes pending agent results now (shutdown): 0 or the store's error. */
 int pf_rollouts_flush(struct pf_rollouts *r);
 
-/* JSON views (docs/api.md "Rollouts"); caller owns the reference. NULL with *rc: -ENOENT,
- * -ENOMEM, -EIO. */
-struct json_t *pf_rollouts_get_json(struct pf_rollouts *r, const char *id, int *rc);
-/* {"rollouts":[...without per-batch errors...],"next_cursor":id|null}. */
-struct json_t *pf_rollouts_list_json(struct pf_rollouts *r, bool active_only, size_t limit,
-				     const char *cursor, int *rc);
+/* A rollout as the API shows it (api/api_rollouts.h renders it), valid during the callback
+ * it is handed to. A live one (driven here, or loaded from its rows) has its per-agent
+ * figures; a finished one listed from its row only the row's summary. */
+struct pf_rollout_view {
+	const char *id, *config, *selector, *state, *created_by;
+	const char *reason; /* "" when none */
+	int64_t version, created_ms, updated_ms;
+	bool live;
+	/* live only */
+	size_t agents;
+	uint32_t current_batch, n_batches; /* current_batch 1-based; n_batches when all done */
+	int64_t next_batch_ms;		   /* running, between batches; 0 otherwise */
+	/* The strategy object and the per-batch progress array (docs/api.md "Rollouts"), with
+	 * each batch's first errors when asked; borrowed, NULL when a stored row lacks them. */
+	struct json_t *strategy, *batches;
+};
+/* One rollout, with per-batch errors: cb's value, -ENOENT, -ENOMEM or the store's error. */
+int pf_rollouts_get(struct pf_rollouts *r, const char *id,
+		    int (*cb)(const struct pf_rollout_view *v, void *ud), void *ud);
+/* At most limit stored rollouts (only unfinished ones with active_only), newest first, from
+ * after the id cursor (NULL: the newest); without per-batch errors. Returns as
+ * pf_store_rollouts_foreach(). */
+int pf_rollouts_list(struct pf_rollouts *r, bool active_only, const char *cursor, size_t limit,
+		     int (*cb)(const struct pf_rollout_view *v, void *ud), void *ud);
 size_t pf_rollouts_active(const struct pf_rollouts *r);
 
 #endif

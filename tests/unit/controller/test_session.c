@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "api/api_captures.h"
 #include "fleet/capture.h"
 #include "fleet/fleet.h"
 #include "metrics.h"
@@ -536,7 +537,7 @@ static void test_capture_messages_over_http(void **state)
 	assert_false(r->has_custom_message); /* nothing more owed */
 	pf_s2a_free(r);
 	int rc;
-	struct json_t *j = pf_captures_get_json(x->ctx.captures, id, &rc);
+	struct json_t *j = pf_api_capture_json(x->ctx.captures, st, id, &rc);
 	assert_non_null(j);
 	char *txt = json_dumps(j, 0);
 	assert_non_null(strstr(txt, "\"state\": \"running\""));

@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "api_fixture.h"
+#include "api/api_captures.h"
 #include "fleet/capture.h"
 #include "fleet/fleet.h"
 #include "store.h"
@@ -129,7 +130,7 @@ static void expect(struct fx *x, const char *id, const char *cap_state, int agen
 		   const char *agent_state)
 {
 	int rc;
-	json_t *o = pf_captures_get_json(x->caps, id, &rc);
+	json_t *o = pf_api_capture_json(x->caps, x->store, id, &rc);
 	assert_non_null(o);
 	assert_string_equal(json_string_value(json_object_get(o, "state")), cap_state);
 	if (agent_i >= 0) {
@@ -220,7 +221,7 @@ static void test_create_and_statuses(void **state)
 	assert_int_equal(cs.open, 0);
 
 	int rc;
-	json_t *o = pf_captures_get_json(x->caps, id, &rc);
+	json_t *o = pf_api_capture_json(x->caps, x->store, id, &rc);
 	assert_non_null(o);
 	assert_string_equal(json_string_value(json_object_get(o, "created_by")), "tester");
 	assert_int_equal(json_integer_value(json_object_get(o, "created_at")), T0);
@@ -302,7 +303,7 @@ static void test_cancel_and_deadline(void **state)
 	assert_int_equal(cs.timed_out, 1);
 	assert_int_equal(cs.cancels_sent, 2);
 	int rc;
-	json_t *o = pf_captures_get_json(x->caps, id2, &rc);
+	json_t *o = pf_api_capture_json(x->caps, x->store, id2, &rc);
 	json_t *ag3 = json_array_get(json_object_get(o, "agents"), 1);
 	assert_string_equal(json_string_value(json_object_get(ag3, "error_code")), "timeout");
 	json_decref(o);
@@ -364,11 +365,11 @@ static void test_resend_http_and_reload(void **state)
 	assert_int_equal(pf_captures_open(x->caps), 0);
 	expect(x, id, "done", 0, "done");
 	int rc;
-	json_t *l = pf_captures_list_json(x->caps, "done", 10, NULL, &rc);
+	json_t *l = pf_api_captures_list_json(x->caps, "done", 10, NULL, &rc);
 	assert_non_null(l);
 	assert_int_equal(json_array_size(json_object_get(l, "captures")), 1);
 	json_decref(l);
-	assert_null(pf_captures_get_json(x->caps, "missing", &rc));
+	assert_null(pf_api_capture_json(x->caps, x->store, "missing", &rc));
 	assert_int_equal(rc, -ENOENT);
 }
 

@@ -19,6 +19,7 @@
 
 #include "api_fixture.h"
 #include "fleet/fleet.h"
+#include "api/api_rollouts.h"
 #include "fleet/rollout.h"
 #include "opamp_codec.h"
 #include "pf/hash.h"
@@ -124,7 +125,7 @@ static size_t answer(struct fx *x, bool (*refuse)(int i))
 static json_t *get(struct fx *x, const char *id)
 {
 	int rc;
-	json_t *o = pf_rollouts_get_json(x->ro, id, &rc);
+	json_t *o = pf_api_rollout_json(x->ro, id, &rc);
 	assert_non_null(o);
 	return o;
 }
@@ -483,7 +484,7 @@ static void test_reload_after_restart(void **state)
 	expect_state(x, id, "running", 2);
 	/* Listing reads the store. */
 	int rc;
-	json_t *l = pf_rollouts_list_json(x->ro, true, 10, NULL, &rc);
+	json_t *l = pf_api_rollouts_list_json(x->ro, true, 10, NULL, &rc);
 	assert_non_null(l);
 	assert_int_equal(json_array_size(json_object_get(l, "rollouts")), 1);
 	json_decref(l);
