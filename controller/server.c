@@ -341,7 +341,7 @@ static int ws_process(struct pf_server *s, struct ws_conn *c, const uint8_t *msg
 	struct pf_opamp_result res = {0};
 	if (text ||
 	    pf_opamp_ws_unframe(msg ? msg : (const uint8_t *)"", msg_len, &data, &len) < 0) {
-		/* Rule 4: malformed header (or a text frame): error, keep the connection. */
+		/* A malformed frame header (or a text frame): an error reply, the connection stays. */
 		struct pf_s2a m = {0};
 		s->metrics->opamp_messages_in++;
 		s->metrics->opamp_bad_messages++;
@@ -466,7 +466,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		}
 		if (pf_buf_append(&c->rx, in, len) < 0) {
 		too_large:;
-			/* Rule 5: over the inbound limit → close 1009. */
+			/* Over the inbound size limit (after reassembly): close with 1009. */
 			s->metrics->opamp_oversize_rejected++;
 			static const char why[] = "OpAMP message over the inbound size limit";
 			lws_close_reason(wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE,

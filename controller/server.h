@@ -3,15 +3,18 @@
  * address; with TLS optionally a second agent listener, same routes, that requires client
  * certificates (tls.h holds the TLS policy). The callbacks here are thin: they collect bytes
  * and hand them to opamp/session.h and api/api.h, and write back what those return
- * (from the WRITEABLE callback, one lws_write() each, LWS_PRE headroom; one exception: a message for an agent with nothing
- * queued before it is written at once instead of from WRITEABLE, see ws_send() in server.c).
+ * (from the WRITEABLE callback, one lws_write() each, with LWS_PRE headroom; one exception: a
+ * message for an agent with nothing queued before it is written at once instead of from
+ * WRITEABLE, see ws_send() in server.c).
  *
  * Owns: the event loop (libuv, epoll underneath; lws joins it as a foreign loop, see
  * docs/internals/event-loop.md), the lws context, every connection's transport state (receive
  * reassembly with a hard cap, an output queue), the periodic timers (persistence flush),
  * shutdown (and, when asked, SIGINT/SIGTERM), and the requests it has handed to the query pool
  * (it tells the pool to forget a request whose connection closes, so a late answer never
- * touches a freed connection). */
+ * touches a freed connection). Its parts: server_http.c (HTTP requests and their routes),
+ * server_jobs.c (work on the pools), conn_limits.c (per-address limits), fleet/sync.h (the
+ * LISTEN connection of replicas sharing PostgreSQL). */
 #ifndef PF_SERVER_H
 #define PF_SERVER_H
 
@@ -48,7 +51,7 @@ struct pf_server_options {
 	size_t max_send_queue_bytes;
 	/* Connections from one address still sending request headers (accepted, headers not
 	 * complete) beyond which new ones are closed at accept, while half the header pool is
-	 * pending in all (server.c PENDING_PRESSURE); 0: no cap. */
+	 * pending in all (conn_limits.h PF_PENDING_PRESSURE); 0: no cap. */
 	uint32_t max_pending_per_source;
 	/* Seconds a connection gets to send a request's headers (from accept, or from the end
 	 * of its previous request), then it is closed. */
