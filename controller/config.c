@@ -28,24 +28,6 @@ static int set_str(char **dst, const char *v)
 	return 0;
 }
 
-void pf_controller_config_release(struct pf_controller_config *c)
-{
-	free(c->listen_host);
-	free(c->data_dir);
-	free(c->tls_cert);
-	free(c->tls_key);
-	free(c->client_ca);
-	free(c->agent_listen_host);
-	free(c->public_url);
-	free(c->default_config);
-	free(c->admin_token_file);
-	free(c->agent_token_file);
-	free(c->ui_dir);
-	free(c->token_file_dir);
-	free(c->store_url);
-	memset(c, 0, sizeof(*c));
-}
-
 int pf_parse_listen(const char *s, char **host, int *port, struct pf_error *err)
 {
 	const char *colon;
@@ -96,18 +78,13 @@ static int parse_u64(const char *path, const char *v, uint64_t min, uint64_t max
 	return 0;
 }
 
-/* How a key's value is read. */
-enum key_type {
-	K_STR,	     /* any string (a file or directory path) */
-	K_U32,	     /* a decimal in [min, max] into a uint32_t */
-	K_SIZE,	     /* the same into a size_t */
-	K_U64,	     /* the same into a uint64_t */
-	K_LISTEN,    /* "host:port", "[v6]:port" or ":port" into a char * and the int at off2 */
-	K_LOG_LEVEL, /* error, warn, info or debug into an int */
-	K_URL,	     /* an http:// or https:// base URL, no query, any trailing '/' dropped */
-	K_STORE,     /* a postgres:// URL; "" keeps the default SQLite file */
-	K_DIR,	     /* a directory path, not empty */
-};
+/* How a key's value is read: K_STR any string (a file or directory path); K_U32, K_SIZE,
+ * K_U64 a decimal in [min, max] into a uint32_t, size_t, uint64_t; K_LISTEN "host:port",
+ * "[v6]:port" or ":port" into a char * and the int at off2; K_LOG_LEVEL error, warn, info or
+ * debug into an int; K_URL an http:// or https:// base URL without query, a trailing '/'
+ * dropped; K_STORE a postgres:// URL ("" keeps the default SQLite file); K_DIR a directory
+ * path, not empty. */
+enum key_type { K_STR, K_U32, K_SIZE, K_U64, K_LISTEN, K_LOG_LEVEL, K_URL, K_STORE, K_DIR };
 
 /* One setting: its key in the file (a section's keys are "section.key"), its command-line
  * flag (NULL: file only), how it is read, where it goes, its default and range, what it is. */
@@ -357,6 +334,20 @@ int pf_controller_config_load(struct pf_controller_config *c, const char *path,
 	yaml_parser_delete(&p);
 	fclose(fp);
 	return r;
+}
+
+void pf_controller_config_release(struct pf_controller_config *c)
+{
+	for (size_t i = 0; i < PF_ARRAY_SIZE(keys); i++) {
+		const struct key *k = &keys[i];
+		if (k->type == K_U32 || k->type == K_SIZE || k->type == K_U64 ||
+		    k->type == K_LOG_LEVEL)
+			continue;
+		char **str = (char **)((char *)c + k->off);
+		free(*str); /* two keys may share a field (store, store.url) */
+		*str = NULL;
+	}
+	memset(c, 0, sizeof(*c));
 }
 
 static void usage(FILE *to)

@@ -27,7 +27,8 @@
  *     embedded profile store stays in data_dir either way)
  *   ui: {dir: DIR}   (the built console served at /ui/; default: "ui" next to the binary,
  *     else "../share/profleet/ui" beside it; a missing default only disables the console)
- * Unknown keys and bad values are errors that name the key. */
+ * Unknown keys and bad values are errors that name the key. One table in config.c (keys[])
+ * gives each key its flag, type, field, default, range and a line of doc. */
 #ifndef PF_CONTROLLER_CONFIG_H
 #define PF_CONTROLLER_CONFIG_H
 

@@ -76,22 +76,21 @@ void pf_http_req_error(struct http_req *r, int status, const char *code, const c
 	pf_api_response_release(&resp);
 }
 
+/* lws keeps the URI under the token of the request's method. */
 static const char *method_of(struct lws *wsi)
 {
-	if (lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI))
-		return "GET";
-	if (lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI))
-		return "POST";
-	if (lws_hdr_total_length(wsi, WSI_TOKEN_PUT_URI))
-		return "PUT";
-	if (lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI))
-		return "DELETE";
-	if (lws_hdr_total_length(wsi, WSI_TOKEN_PATCH_URI))
-		return "PATCH";
-	if (lws_hdr_total_length(wsi, WSI_TOKEN_OPTIONS_URI))
-		return "OPTIONS";
-	if (lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI))
-		return "HEAD";
+	static const struct {
+		enum lws_token_indexes token;
+		const char *name;
+	} methods[] = {
+	    {WSI_TOKEN_GET_URI, "GET"},		{WSI_TOKEN_POST_URI, "POST"},
+	    {WSI_TOKEN_PUT_URI, "PUT"},		{WSI_TOKEN_DELETE_URI, "DELETE"},
+	    {WSI_TOKEN_PATCH_URI, "PATCH"},	{WSI_TOKEN_OPTIONS_URI, "OPTIONS"},
+	    {WSI_TOKEN_HEAD_URI, "HEAD"},
+	};
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+		if (lws_hdr_total_length(wsi, methods[i].token))
+			return methods[i].name;
 	return "OTHER";
 }
 

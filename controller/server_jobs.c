@@ -151,8 +151,12 @@ static void ingest_job_run(struct pf_qjob *b, struct pf_store *st)
 /* Submits j for r to pool. 0 when queued (r waits for pf_server_jobs_drain()); -EAGAIN when
  * the queue is full, -ENOMEM: the caller answers and frees j. */
 static int submit_job(struct pf_server_jobs *js, struct pf_qpool *pool, struct lws *wsi,
-		      struct http_req *r, struct srv_job *j)
+		      struct http_req *r, struct srv_job *j,
+		      void (*run)(struct pf_qjob *b, struct pf_store *st),
+		      void (*free_job)(struct pf_qjob *b))
 {
+	j->base.run = run;
+	j->base.free = free_job;
 	j->base.handle = ++js->next_job;
 	j->req = r;
 	j->wsi = wsi;
@@ -174,8 +178,6 @@ int pf_server_jobs_query(struct pf_server_jobs *js, struct pf_qpool *pool, struc
 	struct api_job *j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
-	j->sj.base.run = api_job_run;
-	j->sj.base.free = srv_job_free;
 	j->sj.api = true;
 	memcpy(j->method, r->method, sizeof(j->method));
 	memcpy(j->args_store, r->args_store, sizeof(j->args_store));
@@ -186,7 +188,7 @@ int pf_server_jobs_query(struct pf_server_jobs *js, struct pf_qpool *pool, struc
 	j->has_auth = r->has_auth;
 	memcpy(j->peer, r->peer, sizeof(j->peer));
 	j->now_ms = pf_server_now_ms();
-	int rc = submit_job(js, pool, wsi, r, &j->sj);
+	int rc = submit_job(js, pool, wsi, r, &j->sj, api_job_run, srv_job_free);
 	if (rc < 0)
 		free(j);
 	return rc;
@@ -198,14 +200,12 @@ int pf_server_jobs_ingest(struct pf_server_jobs *js, struct pf_qpool *pool, stru
 	struct ingest_job *j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
-	j->sj.base.run = ingest_job_run;
-	j->sj.base.free = ingest_job_free;
 	j->body = r->body;
 	j->sj.base.cost = r->body.len;
 	j->gzip = r->body_gzip;
 	memcpy(j->ctype_in, r->ctype_in, sizeof(j->ctype_in));
 	j->max_bytes = js->max_message_bytes;
-	int rc = submit_job(js, pool, wsi, r, &j->sj);
+	int rc = submit_job(js, pool, wsi, r, &j->sj, ingest_job_run, ingest_job_free);
 	if (rc < 0) {
 		free(j); /* the body still belongs to r */
 		return rc;

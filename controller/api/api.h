@@ -105,8 +105,9 @@ void pf_api_handle(struct pf_api *api, const struct pf_api_request *req,
 /* One route: method, pattern (a segment "*" matches any one path segment, at most 2 per
  * pattern; /api/v1/configs/{name} is written with a star),
  * minimum role (PF_ROLE_NONE: no token), audit action (NULL: not audited), handler. */
-typedef void (*pf_api_handler)(struct pf_api *api, const struct pf_api_request *req,
-			       struct pf_api_response *resp);
+typedef void pf_api_route_fn(struct pf_api *api, const struct pf_api_request *req,
+			     struct pf_api_response *resp);
+typedef pf_api_route_fn *pf_api_handler;
 struct pf_api_route {
 	const char *method;
 	const char *pattern;

@@ -10,11 +10,8 @@
 
 #include "api.h"
 
-void pf_api_agents_list(struct pf_api *api, const struct pf_api_request *req,
-			struct pf_api_response *resp);
-void pf_api_agent_get(struct pf_api *api, const struct pf_api_request *req,
-		      struct pf_api_response *resp);
-void pf_api_fleet_summary(struct pf_api *api, const struct pf_api_request *req,
-			  struct pf_api_response *resp);
+pf_api_route_fn pf_api_agents_list;
+pf_api_route_fn pf_api_agent_get;
+pf_api_route_fn pf_api_fleet_summary;
 
 #endif

@@ -14,28 +14,18 @@
 
 #include "api.h"
 
-void pf_api_configs_list(struct pf_api *api, const struct pf_api_request *req,
-			 struct pf_api_response *resp);
-void pf_api_config_get(struct pf_api *api, const struct pf_api_request *req,
-		       struct pf_api_response *resp);
-void pf_api_config_put(struct pf_api *api, const struct pf_api_request *req,
-		       struct pf_api_response *resp);
-void pf_api_config_versions(struct pf_api *api, const struct pf_api_request *req,
-			    struct pf_api_response *resp);
+pf_api_route_fn pf_api_configs_list;
+pf_api_route_fn pf_api_config_get;
+pf_api_route_fn pf_api_config_put;
+pf_api_route_fn pf_api_config_versions;
 /* POST /api/v1/configs/{name}: only {name}:validate (405 otherwise). */
-void pf_api_config_post(struct pf_api *api, const struct pf_api_request *req,
-			struct pf_api_response *resp);
+pf_api_route_fn pf_api_config_post;
 /* POST /api/v1/configs/{name}/validate. */
-void pf_api_config_validate(struct pf_api *api, const struct pf_api_request *req,
-			    struct pf_api_response *resp);
+pf_api_route_fn pf_api_config_validate;
 
-void pf_api_assignments_list(struct pf_api *api, const struct pf_api_request *req,
-			     struct pf_api_response *resp);
-void pf_api_assignment_get(struct pf_api *api, const struct pf_api_request *req,
-			   struct pf_api_response *resp);
-void pf_api_assignment_put(struct pf_api *api, const struct pf_api_request *req,
-			   struct pf_api_response *resp);
-void pf_api_assignment_delete(struct pf_api *api, const struct pf_api_request *req,
-			      struct pf_api_response *resp);
+pf_api_route_fn pf_api_assignments_list;
+pf_api_route_fn pf_api_assignment_get;
+pf_api_route_fn pf_api_assignment_put;
+pf_api_route_fn pf_api_assignment_delete;
 
 #endif

@@ -17,24 +17,29 @@
 /* The body → config, version, selector, strategy; 0 or -EINVAL with err naming the field. */
 /* ---------------------------------------------------------------- JSON views */
 
+/* A live rollout shows its per-agent figures between the strategy and the batches. */
 static json_t *view_json(const struct pf_rollout_view *v)
 {
-	const char *reason = v->reason[0] ? v->reason : NULL;
-	if (!v->live)
-		return json_pack("{s:s,s:s,s:I,s:s,s:s,s:s*,s:I,s:I,s:s,s:O*,s:O*}", "id", v->id,
-				 "config", v->config, "version", (json_int_t)v->version,
-				 "selector", v->selector, "state", v->state, "reason", reason,
-				 "created", (json_int_t)v->created_ms, "updated",
-				 (json_int_t)v->updated_ms, "created_by", v->created_by, "strategy",
-				 v->strategy, "batches", v->batches);
-	return json_pack(
-	    "{s:s,s:s,s:I,s:s,s:s,s:s*,s:I,s:I,s:s,s:O,s:I,s:I,s:I,s:o*,s:O}", "id", v->id,
-	    "config", v->config, "version", (json_int_t)v->version, "selector", v->selector,
-	    "state", v->state, "reason", reason, "created", (json_int_t)v->created_ms, "updated",
-	    (json_int_t)v->updated_ms, "created_by", v->created_by, "strategy", v->strategy,
-	    "agents", (json_int_t)v->agents, "current_batch", (json_int_t)v->current_batch,
-	    "n_batches", (json_int_t)v->n_batches, "next_batch",
-	    v->next_batch_ms ? json_integer(v->next_batch_ms) : NULL, "batches", v->batches);
+	json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:s,s:s*,s:I,s:I,s:s,s:O*}", "id", v->id, "config",
+			      v->config, "version", (json_int_t)v->version, "selector",
+			      v->selector, "state", v->state, "reason",
+			      v->reason[0] ? v->reason : NULL, "created",
+			      (json_int_t)v->created_ms, "updated", (json_int_t)v->updated_ms,
+			      "created_by", v->created_by, "strategy", v->strategy);
+	if (o && v->live &&
+	    (json_object_set_new(o, "agents", json_integer((json_int_t)v->agents)) < 0 ||
+	     json_object_set_new(o, "current_batch", json_integer(v->current_batch)) < 0 ||
+	     json_object_set_new(o, "n_batches", json_integer(v->n_batches)) < 0 ||
+	     (v->next_batch_ms &&
+	      json_object_set_new(o, "next_batch", json_integer(v->next_batch_ms)) < 0))) {
+		json_decref(o);
+		return NULL;
+	}
+	if (o && v->batches && json_object_set(o, "batches", v->batches) < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
 }
 
 static int get_cb(const struct pf_rollout_view *v, void *ud)

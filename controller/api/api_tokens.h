@@ -15,14 +15,10 @@
 #define PF_API_AUDIT_LIST_MAX 1000
 #define PF_API_TOKEN_MAX_TTL_S (10LL * 365 * 86400) /* expires_in at most ten years */
 
-void pf_api_tokens_create(struct pf_api *api, const struct pf_api_request *req,
-			  struct pf_api_response *resp);
-void pf_api_tokens_list(struct pf_api *api, const struct pf_api_request *req,
-			struct pf_api_response *resp);
-void pf_api_tokens_revoke(struct pf_api *api, const struct pf_api_request *req,
-			  struct pf_api_response *resp);
-void pf_api_audit_query(struct pf_api *api, const struct pf_api_request *req,
-			struct pf_api_response *resp);
+pf_api_route_fn pf_api_tokens_create;
+pf_api_route_fn pf_api_tokens_list;
+pf_api_route_fn pf_api_tokens_revoke;
+pf_api_route_fn pf_api_audit_query;
 /* "90" (seconds) or a number with one unit s, m, h or d ("24h"): seconds in 1..max_s, or -1. */
 long long pf_api_parse_duration(const char *s, long long max_s);
 
