@@ -930,8 +930,9 @@ static struct pf_profcfg guarded(const struct agent_dataplane *d, const struct p
 	return c;
 }
 
-/* The "guard" health component: the guard's line and the rate limit's. Unhealthy only when
- * the agent stays over its budget at the floor. */
+/* The "guard" health component: the guard's line and the rate limit's. Unhealthy (the agent
+ * "degraded: guard") while the guard runs the sampler below the configured frequency, or
+ * the agent stays over its budget at the floor; last_error says why. */
 static void guard_health(struct agent_dataplane *d)
 {
 	char line[256], status[STATUS_LEN];
@@ -947,8 +948,14 @@ static void guard_health(struct agent_dataplane *d)
 		 refused);
 	bool at_floor = (d->guard_st.over_cpu || d->guard_st.over_memory) &&
 			d->guard_st.hz <= AGENT_GUARD_FLOOR_HZ;
-	agent_health_set(d->health, GUARD_NAME, !at_floor, status,
-			 at_floor ? "over budget at the lowest sampling frequency" : NULL);
+	char why[320] = "";
+	if (at_floor)
+		snprintf(why, sizeof(why), "over budget at the lowest sampling frequency (%s)",
+			 line);
+	else if (d->guard_st.throttled)
+		snprintf(why, sizeof(why), "overhead guard: sampling.frequency_hz lowered (%s)",
+			 line);
+	agent_health_set(d->health, GUARD_NAME, !why[0], status, why[0] ? why : NULL);
 }
 
 /* The effective config's note follows the guard's frequency (not every new measurement). */
@@ -1017,6 +1024,7 @@ static void guard_tick(struct agent_dataplane *d, uint64_t now_ms)
 	struct agent_guard_sample s = {.mono_ns = now_ms * 1000000ULL,
 				       .cpu_ns = (uint64_t)(pr.cpu_seconds * 1e9),
 				       .bpf_ns = bpf_ns,
+				       .setup_ns = d->sampler ? pf_sampler_setup_cpu_ns(d->sampler) : 0,
 				       .rss_bytes = pr.rss_bytes};
 	agent_guard_update(d->guard, &s);
 	agent_guard_state(d->guard, &d->guard_st);

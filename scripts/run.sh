@@ -22,12 +22,16 @@ build/release/controller/profleet-controller --listen "$listen" --data-dir "$dat
 	>>"$ctl_log" 2>&1 &
 ctl=$!
 agent=""
+# Runs once: a signal's trap exits, and that exit must not run it again.
 cleanup() {
+	trap - EXIT INT TERM
 	[ -n "$agent" ] && kill -TERM "$agent" 2>/dev/null && wait "$agent" 2>/dev/null
 	kill -TERM "$ctl" 2>/dev/null && wait "$ctl" 2>/dev/null
 	echo "profleet stopped"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'cleanup; exit 130' INT
+trap 'cleanup; exit 143' TERM
 
 host=${listen%:*}
 port=${listen##*:}

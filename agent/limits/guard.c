@@ -41,6 +41,7 @@ static void restart(struct agent_guard *g, const struct agent_guard_budget *b)
 	g->st.throttled = false;
 	g->st.measured = false;
 	g->st.cpu_percent = -1;
+	g->st.setup_percent = 0;
 	g->st.over_cpu = g->st.over_memory = false;
 	g->st.max_cpu_percent = b->max_cpu_percent;
 	g->st.max_memory_mb = b->ignore_memory ? 0 : b->max_memory_mb;
@@ -125,7 +126,12 @@ uint32_t agent_guard_update(struct agent_guard *g, const struct agent_guard_samp
 
 	uint64_t used = (s->cpu_ns >= first->cpu_ns ? s->cpu_ns - first->cpu_ns : 0) +
 			(s->bpf_ns >= first->bpf_ns ? s->bpf_ns - first->bpf_ns : 0);
-	double cpu = 100.0 * (double)used / (double)wall;
+	uint64_t setup = s->setup_ns >= first->setup_ns ? s->setup_ns - first->setup_ns : 0;
+	setup = setup < used ? setup : used;
+	double setup_pct = 100.0 * (double)setup / (double)wall;
+	double cpu = 100.0 * (double)(used - setup) / (double)wall;
+	if (setup_pct > AGENT_GUARD_SETUP_PERCENT)
+		cpu += setup_pct - AGENT_GUARD_SETUP_PERCENT;
 	uint64_t rss_min = UINT64_MAX, rss_max = 0;
 	for (unsigned i = 0; i < g->n; i++) {
 		uint64_t r = at(g, i)->rss_bytes;
@@ -135,6 +141,7 @@ uint32_t agent_guard_update(struct agent_guard *g, const struct agent_guard_samp
 	double mem_budget = (double)g->b.max_memory_mb * (double)MIB;
 	g->st.measured = true;
 	g->st.cpu_percent = cpu;
+	g->st.setup_percent = setup_pct;
 	g->st.over_cpu = cpu > g->b.max_cpu_percent;
 	g->st.over_memory = !g->b.ignore_memory && (double)rss_min > mem_budget;
 
@@ -190,6 +197,10 @@ int agent_guard_status(const struct agent_guard_state *st, char *buf, size_t cap
 											: "",
 		    why);
 	}
-	return snprintf(buf, cap, "%u Hz, cpu %.2f%% of %.2f%%, %s", st->hz, st->cpu_percent,
-			st->max_cpu_percent, mem);
+	char setup[64] = "";
+	if (st->setup_percent >= 0.005)
+		snprintf(setup, sizeof(setup), ", set-up %.2f%% of %.2f%%", st->setup_percent,
+			 AGENT_GUARD_SETUP_PERCENT);
+	return snprintf(buf, cap, "%u Hz, cpu %.2f%% of %.2f%%%s, %s", st->hz, st->cpu_percent,
+			st->max_cpu_percent, setup, mem);
 }

@@ -5,7 +5,13 @@
  * agent's BPF programs, RSS; readings under 0.9 s apart are ignored), it keeps a sliding
  * window of the last AGENT_GUARD_WINDOW_S seconds and decides:
  *
- *   cpu     = (process CPU + BPF run time) over the window, percent of one CPU
+ *   setup   = CPU time of set-up work over the window (meeting new processes: their /proc
+ *             attributes, maps and unwind tables), percent of one CPU. It has a budget of its
+ *             own, AGENT_GUARD_SETUP_PERCENT: within it, it does not count against
+ *             max_cpu_percent (a start meets every process of the host at once, and a lower
+ *             frequency would not make that cheaper); only what exceeds it does.
+ *   cpu     = (process CPU + BPF run time - setup) over the window, percent of one CPU,
+ *             plus setup's excess over its own budget
  *   memory  = RSS; over budget when it stayed above max_memory_mb for the whole window
  *
  *   over budget (cpu > max_cpu_percent, or memory)  ->  one step down: the frequency halves
@@ -31,6 +37,7 @@
 #define AGENT_GUARD_FLOOR_HZ 9
 #define AGENT_GUARD_RESTORE_HOLD_S 30
 #define AGENT_GUARD_RESTORE_MARGIN 0.8
+#define AGENT_GUARD_SETUP_PERCENT 5.0 /* set-up work's own budget, percent of one CPU */
 
 struct agent_guard;
 
@@ -39,6 +46,7 @@ struct agent_guard_sample {
 	uint64_t mono_ns;   /* CLOCK_MONOTONIC */
 	uint64_t cpu_ns;    /* agent process user + system, all threads */
 	uint64_t bpf_ns;    /* run time of its BPF programs (0 when not counted) */
+	uint64_t setup_ns;  /* of cpu_ns, the set-up work's (0 when not counted) */
 	uint64_t rss_bytes; /* resident set */
 };
 
@@ -57,6 +65,7 @@ struct agent_guard_state {
 	bool throttled;		    /* hz < configured_hz */
 	bool measured;		    /* cpu_percent is from a full window */
 	double cpu_percent;	    /* last full window; < 0 before the first */
+	double setup_percent;	    /* set-up work in the last full window (apart from cpu) */
 	uint64_t rss_bytes;	    /* last reading */
 	bool over_cpu, over_memory; /* verdict of the last full window */
 	double max_cpu_percent;
@@ -75,7 +84,8 @@ bool agent_guard_set_budget(struct agent_guard *g, const struct agent_guard_budg
 uint32_t agent_guard_update(struct agent_guard *g, const struct agent_guard_sample *s);
 void agent_guard_state(const struct agent_guard *g, struct agent_guard_state *out);
 /* One line for health and logs, e.g. "throttled: 49 Hz of 99 Hz, cpu 1.40% > 1.00%",
- * "99 Hz, cpu 0.12% of 1.00%, memory 14 of 64 MiB", "measuring (99 Hz)". Returns what
+ * "99 Hz, cpu 0.12% of 1.00%, memory 14 of 64 MiB" (", set-up 2.10% of 5.00%" while set-up
+ * work ran), "measuring (99 Hz)". Returns what
  * snprintf returns. */
 int agent_guard_status(const struct agent_guard_state *st, char *buf, size_t cap);
 

@@ -59,6 +59,7 @@ struct pf_sampler {
 	struct pf_bpf_ksym_req *ksym_req; /* its request buffer, allocated at first use */
 	struct pf_heap_trim heap;	  /* give-backs at window closes */
 	uint64_t helper_samples;	  /* samples of the table builders' children dropped */
+	uint64_t setup_cpu_ns; /* thread CPU time of new processes' set-up (setup_begin/end) */
 	uint64_t windows_held, windows_held_ns; /* pf_sampler_close_window_at with an end */
 
 	int n_cpus_possible;
@@ -104,6 +105,21 @@ static uint64_t clock_ns(clockid_t c)
 	struct timespec ts;
 	clock_gettime(c, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Set-up work: what meeting a process costs once (its /proc attributes, its maps, its
+ * unwind tables), apart from the steady cost of sampling it. Its thread CPU time is counted
+ * in setup_cpu_ns, which the overhead guard judges on a budget of its own; only paths that
+ * do such work take the clock (a system call). */
+static uint64_t setup_begin(void)
+{
+	return clock_ns(CLOCK_THREAD_CPUTIME_ID);
+}
+
+static void setup_end(struct pf_sampler *s, uint64_t t0)
+{
+	uint64_t t = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	s->setup_cpu_ns += t > t0 ? t - t0 : 0;
 }
 
 /* bpf_ktime_get_ns() is CLOCK_MONOTONIC; take the tightest of a few paired reads. */
@@ -188,9 +204,11 @@ static const struct pf_proc *known_proc(struct pf_sampler *s, uint32_t pid, cons
 {
 	const struct pf_proc *p = pf_procinfo_get(s->pi, pid);
 	if (!p || p->stale) {
+		uint64_t t0 = setup_begin();
 		p = pf_procinfo_read(s->pi, pid, comm, true);
 		if (p && need_kernel_filter(s))
 			push_verdict(s, p);
+		setup_end(s, t0);
 	}
 	return p;
 }
@@ -225,8 +243,10 @@ static void capture_maps(struct pf_sampler *s, uint32_t pid)
 {
 	if (pf_symbolizer_has(s->sym, pid) || pid_gone(s, pid))
 		return;
+	uint64_t t0 = setup_begin();
 	if (pf_symbolizer_capture(s->sym, pid) == -ENOENT)
 		gone_set(s, pid, true);
+	setup_end(s, t0);
 }
 
 /* A process is given its unwind tables at its first sample this long after its first one:
@@ -257,9 +277,11 @@ static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
 		   !((h->flags & PF_SAMPLE_F_UNWIND_MISS) && now >= at + retry_ms)) {
 		return;
 	}
+	uint64_t t0 = setup_begin();
 	if (at)
 		pf_symbolizer_capture(s->sym, h->pid); /* the maps changed */
 	int rc = pf_unwinder_load(s->unw, s->sym, h->pid);
+	setup_end(s, t0);
 	/* a full trie (-ENOSPC, -E2BIG) leaves the rest of the process to frame pointers; it is
 	 * in the unwinder's last_error, not the sampler's health */
 	if (rc < 0 && rc != -ENOENT && rc != -ENOSPC && rc != -E2BIG)
@@ -377,6 +399,7 @@ static int on_event(void *ctx, void *data, size_t size)
 		return 0;
 	memcpy(&e, data, sizeof(e));
 	const struct pf_proc *p = NULL;
+	uint64_t t0;
 	bool filtering = need_kernel_filter(s);
 	if (e.type == PF_PROC_EXEC || e.type == PF_PROC_FORK)
 		gone_set(s, e.pid, false);
@@ -393,7 +416,9 @@ static int on_event(void *ctx, void *data, size_t size)
 			pf_procinfo_invalidate(s->pi, e.pid);
 			return 0;
 		}
+		t0 = setup_begin();
 		p = pf_procinfo_read(s->pi, e.pid, e.comm, false);
+		setup_end(s, t0);
 		break;
 	case PF_PROC_FORK:
 		/* a copy of a known parent costs no /proc read; an unknown one is read when
@@ -448,8 +473,12 @@ int pf_sampler_poll(struct pf_sampler *s, int timeout_ms)
 	refresh_clock(s);
 	uint64_t t = clock_ns(CLOCK_REALTIME);
 	int n = ring_buffer__consume(s->rb);
-	if (s->unw)
+	if (s->unw) {
+		/* building and reading tables (and forking their builders) is set-up */
+		uint64_t t0 = setup_begin();
 		pf_unwinder_tick(s->unw);
+		setup_end(s, t0);
+	}
 	sync_helpers(s);
 	if (n >= 0)
 		s->drained_unix_ns = t;
@@ -1031,6 +1060,11 @@ int pf_sampler_bpf_run_time(struct pf_sampler *s, uint64_t *ns)
 	prog_run_stats(s, &st);
 	*ns = st.bpf_run_time_ns;
 	return 0;
+}
+
+uint64_t pf_sampler_setup_cpu_ns(const struct pf_sampler *s)
+{
+	return s->setup_cpu_ns;
 }
 
 int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)

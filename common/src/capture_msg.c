@@ -209,8 +209,9 @@ static int get_str(json_t *o, const char *key, const char **out, struct pf_error
 	return 0;
 }
 
-static int get_uint(json_t *o, const char *key, uint64_t max, uint64_t *out, bool required,
-		    struct pf_error *err)
+/* An integer min..max (the range the message names is the one accepted). */
+static int get_uint(json_t *o, const char *key, uint64_t min, uint64_t max, uint64_t *out,
+		    bool required, struct pf_error *err)
 {
 	json_t *v = json_object_get(o, key);
 	if (!v) {
@@ -220,9 +221,9 @@ static int get_uint(json_t *o, const char *key, uint64_t max, uint64_t *out, boo
 		return 0;
 	}
 	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-	    (uint64_t)json_integer_value(v) > max)
-		return pf_error_set(err, -EBADMSG, key, "must be an integer 0..%llu",
-				    (unsigned long long)max);
+	    (uint64_t)json_integer_value(v) < min || (uint64_t)json_integer_value(v) > max)
+		return pf_error_set(err, -EBADMSG, key, "must be an integer %llu..%llu",
+				    (unsigned long long)min, (unsigned long long)max);
 	*out = (uint64_t)json_integer_value(v);
 	return 0;
 }
@@ -314,9 +315,9 @@ int pf_capture_request_decode(const uint8_t *data, size_t len, struct pf_capture
 	if (rc == 0)
 		rc = get_str(o, "profile_type", &type, err);
 	if (rc == 0)
-		rc = get_uint(o, "duration_seconds", PF_CAPTURE_MAX_DURATION, &dur, true, err);
+		rc = get_uint(o, "duration_seconds", 1, PF_CAPTURE_MAX_DURATION, &dur, true, err);
 	if (rc == 0)
-		rc = get_uint(o, "frequency_hz", 1000, &freq, true, err);
+		rc = get_uint(o, "frequency_hz", 1, 1000, &freq, true, err);
 	if (rc == 0)
 		rc = get_str(o, "trace_id", &trace, err);
 	if (rc == 0)
@@ -405,9 +406,9 @@ int pf_capture_status_decode(const uint8_t *data, size_t len, struct pf_capture_
 		rc = pf_error_set(err, -EBADMSG, "state",
 				  "must be accepted, running, done, failed or cancelled");
 	if (rc == 0)
-		rc = get_uint(o, "samples", UINT64_MAX >> 1, &out->samples, false, err);
+		rc = get_uint(o, "samples", 0, UINT64_MAX >> 1, &out->samples, false, err);
 	if (rc == 0)
-		rc = get_uint(o, "bytes", UINT64_MAX >> 1, &out->bytes, false, err);
+		rc = get_uint(o, "bytes", 0, UINT64_MAX >> 1, &out->bytes, false, err);
 	if (rc == 0)
 		rc = get_str(o, "error_code", &code, err);
 	if (rc == 0)

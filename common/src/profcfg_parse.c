@@ -25,6 +25,8 @@ struct walk {
 	yaml_event_t ev;
 	bool have_ev;
 	struct pf_error *err;
+	const char *text; /* the document, for the positions of reader errors */
+	size_t len;
 	char path[MAX_PATH]; /* concrete path of the node being read */
 	size_t plen;
 };
@@ -124,25 +126,98 @@ static bool is_null(const yaml_event_t *ev)
 	       (n == 4 && (!strcmp(s, "null") || !strcmp(s, "Null") || !strcmp(s, "NULL")));
 }
 
+/* The line and column (1-based, in characters) of byte offset off of text. */
+static void text_position(const char *text, size_t len, size_t off, size_t *line, size_t *col)
+{
+	*line = 1;
+	*col = 1;
+	for (size_t i = 0; i < off && i < len; i++) {
+		if (text[i] == '\n') {
+			(*line)++;
+			*col = 1;
+		} else if (((unsigned char)text[i] & 0xc0) != 0x80) {
+			(*col)++; /* a continuation byte is part of the character before */
+		}
+	}
+}
+
+/* The error of a failed yaml_parser_parse: where and what. A reader error (bytes that are
+ * not UTF-8) knows only its byte offset, turned into a line and column here; a scanner or
+ * parser error inside a construct (a quoted scalar or a flow collection never closed) also
+ * says where that construct starts, the place to look. */
+static int yaml_error(const yaml_parser_t *yp, const char *text, size_t len, struct pf_error *err)
+{
+	if (yp->error == YAML_MEMORY_ERROR)
+		return pf_error_set(err, -ENOMEM, "", "out of memory");
+	const char *problem = yp->problem ? yp->problem : "malformed YAML";
+	if (yp->error == YAML_READER_ERROR) {
+		size_t line, col;
+		text_position(text, len, yp->problem_offset, &line, &col);
+		if (yp->problem_value >= 0)
+			return pf_error_set(err, -EINVAL, "",
+					    "YAML syntax error at line %zu, column %zu: %s (byte 0x%02x at "
+					    "offset %zu)",
+					    line, col, problem, (unsigned)yp->problem_value & 0xff,
+					    yp->problem_offset);
+		return pf_error_set(err, -EINVAL, "", "YAML syntax error at line %zu, column %zu: %s",
+				    line, col, problem);
+	}
+	const yaml_mark_t *m = &yp->problem_mark, *c = &yp->context_mark;
+	if (yp->context && (c->line != m->line || c->column != m->column))
+		return pf_error_set(err, -EINVAL, "",
+				    "YAML syntax error at line %zu, column %zu: %s (%s that starts "
+				    "at line %zu, column %zu)",
+				    m->line + 1, m->column + 1, problem, yp->context, c->line + 1,
+				    c->column + 1);
+	if (yp->context)
+		return pf_error_set(err, -EINVAL, "",
+				    "YAML syntax error at line %zu, column %zu: %s (%s)",
+				    m->line + 1, m->column + 1, problem, yp->context);
+	return pf_error_set(err, -EINVAL, "", "YAML syntax error at line %zu, column %zu: %s",
+			    m->line + 1, m->column + 1, problem);
+}
+
+/* Deeper than this, no document of the schema is valid: the syntax check stops there and
+ * the walk refuses the first level the schema does not have, before libyaml's stacks grow. */
+#define SYNTAX_MAX_DEPTH 32
+
+/* The whole text through libyaml first: a syntax error anywhere (an unclosed quote or flow
+ * collection) is reported as itself, not as the type error of a key read before the parser
+ * got to it. Events are dropped as they come; the document's size bounds the work. */
+static int syntax_check(const char *text, size_t len, struct pf_error *err)
+{
+	yaml_parser_t yp;
+	yaml_event_t ev;
+	int r = 0, depth = 0;
+	if (!yaml_parser_initialize(&yp))
+		return pf_error_set(err, -ENOMEM, "", "out of memory");
+	yaml_parser_set_input_string(&yp, (const unsigned char *)text, len);
+	for (;;) {
+		if (!yaml_parser_parse(&yp, &ev)) {
+			r = yaml_error(&yp, text, len, err);
+			break;
+		}
+		bool end = ev.type == YAML_STREAM_END_EVENT;
+		if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT)
+			depth++;
+		else if (ev.type == YAML_SEQUENCE_END_EVENT || ev.type == YAML_MAPPING_END_EVENT)
+			depth--;
+		yaml_event_delete(&ev);
+		if (end || depth > SYNTAX_MAX_DEPTH)
+			break;
+	}
+	yaml_parser_delete(&yp);
+	return r;
+}
+
 static int walk_next(struct walk *w)
 {
 	if (w->have_ev) {
 		yaml_event_delete(&w->ev);
 		w->have_ev = false;
 	}
-	if (!yaml_parser_parse(&w->yp, &w->ev)) {
-		if (w->yp.error == YAML_MEMORY_ERROR)
-			return pf_error_set(w->err, -ENOMEM, "", "out of memory");
-		const yaml_mark_t *m = &w->yp.problem_mark;
-		const char *problem = w->yp.problem ? w->yp.problem : "malformed YAML";
-		if (w->yp.context)
-			return pf_error_set(w->err, -EINVAL, "",
-					    "YAML syntax error at line %zu, column %zu: %s (%s)",
-					    m->line + 1, m->column + 1, problem, w->yp.context);
-		return pf_error_set(w->err, -EINVAL, "",
-				    "YAML syntax error at line %zu, column %zu: %s", m->line + 1,
-				    m->column + 1, problem);
-	}
+	if (!yaml_parser_parse(&w->yp, &w->ev))
+		return yaml_error(&w->yp, w->text, w->len, w->err);
 	w->have_ev = true;
 	const yaml_event_t *ev = &w->ev;
 	const yaml_char_t *anchor = NULL, *tag = NULL;
@@ -624,6 +699,11 @@ static int parse(const char *text, size_t len, struct pf_profcfg **out, struct p
 	if (len > PF_PROFCFG_MAX_DOC)
 		return pf_error_set(err, -E2BIG, "", "document is %zu bytes, over the limit of %zu",
 				    len, PF_PROFCFG_MAX_DOC);
+	if (!text)
+		text = "", len = 0;
+	int sr = syntax_check(text, len, err);
+	if (sr < 0)
+		return sr;
 	struct pf_profcfg *cfg = pf_profcfg_new_default();
 	if (!cfg)
 		return pf_error_set(err, -ENOMEM, "", "out of memory");
@@ -633,13 +713,14 @@ static int parse(const char *text, size_t len, struct pf_profcfg **out, struct p
 		return pf_error_set(err, -ENOMEM, "", "out of memory");
 	}
 	w->err = err;
+	w->text = text;
+	w->len = len;
 	if (!yaml_parser_initialize(&w->yp)) {
 		free(w);
 		pf_profcfg_free(cfg);
 		return pf_error_set(err, -ENOMEM, "", "out of memory");
 	}
-	yaml_parser_set_input_string(&w->yp, (const unsigned char *)(text ? text : ""),
-				     text ? len : 0);
+	yaml_parser_set_input_string(&w->yp, (const unsigned char *)text, len);
 	int r = parse_document(w, cfg);
 	if (r < 0 && !err->code) /* every failure path sets err; keep the contract anyway */
 		pf_error_set(err, r, w->path, "invalid document");

@@ -379,6 +379,11 @@ int pf_profstore_ingest(struct pf_store *st, const struct pf_profstore_request *
 			rows[i] = preps[i].row;
 		pf_store_profiles_get_retention(st, &ret);
 		rc = pf_store_profiles_insert(st, rows, n_prep, &ret, req->now_ms, &res->deleted);
+		for (size_t i = 0; rc == 0 && i < n_prep; i++)
+			if (rows[i].duplicate) {
+				res->duplicates++;
+				preps[i].row.samples = 0; /* counted when first stored */
+			}
 		free(rows);
 		if (rc < 0) {
 			rc = answer_status(res, resp, 503, RPC_UNAVAILABLE, "profile store: %s",

@@ -18,6 +18,8 @@
  *    profile without samples is rejected and counted; success is 200 with an
  *    ExportProfilesServiceResponse: empty when everything was stored, else partial_success
  *    {rejected_profiles, error_message}. A request with no profile at all is a success.
+ *  - idempotent: a profile whose (agent, profile_id) is stored already is a success and is
+ *    not stored again (res->duplicates).
  *  - a store failure is 503 (retryable per OTLP) with a Status {code 14 UNAVAILABLE}.
  *
  * Metadata taken from the resource attributes: service.name, process.pid,
@@ -65,7 +67,8 @@ struct pf_profstore_request {
 
 struct pf_profstore_result {
 	int status;          /* HTTP status to answer */
-	size_t accepted;     /* profiles stored */
+	size_t accepted;     /* profiles stored or already stored (duplicates included) */
+	size_t duplicates;   /* of them, already stored under the same agent and profile_id */
 	size_t rejected;     /* profiles refused (empty) */
 	uint64_t samples;    /* samples stored */
 	size_t deleted;      /* profiles retention removed after the insert */

@@ -283,6 +283,9 @@ struct pf_profile_row {
 	size_t body_len;
 	const void *flame;
 	size_t flame_len;
+	/* insert, out: a profile with the same agent and non-zero profile_id was stored
+	 * already; id is that profile's and nothing was written for this row. */
+	bool duplicate;
 };
 
 /* Retention applied by pf_store_profiles_insert() (after the insert, same transaction) and by
@@ -297,7 +300,10 @@ int pf_store_profiles_set_retention(struct pf_store *st, const struct pf_profile
 void pf_store_profiles_get_retention(struct pf_store *st, struct pf_profile_retention *ret);
 
 /* Inserts the rows (and their bodies, compact flame forms and links) in one BEGIN IMMEDIATE
- * transaction, all or nothing; ids are written back into rows[i].id. With ret, then deletes
+ * transaction, all or nothing; ids are written back into rows[i].id. Idempotent: a row whose
+ * non-zero profile_id and agent match a stored profile (or an earlier row of the same call)
+ * is not stored again; rows[i].duplicate is set and rows[i].id names the stored one. With
+ * ret, then deletes
  * the oldest profiles while the total stored bytes (bodies + compact flame forms) exceed
  * ret->max_bytes (so the store never stays over the cap; a single profile larger than the
  * cap is itself deleted) and at most 64 profiles older than ret->max_age_ms, in the same transaction; *deleted (may be NULL) counts them. Strings

@@ -44,6 +44,7 @@ enum prof_stmt {
 	P_UNCOUNT_UPTO,
 	P_UNCOUNT_EXPIRED,
 	P_FIND_PROFILE,
+	P_FIND_DUP,
 	P__COUNT
 };
 
@@ -84,6 +85,8 @@ static const char *const prof_sql[P__COUNT] = {
     [P_UNCOUNT_EXPIRED] = "UPDATE profile_totals SET bytes = bytes - (SELECT "
 			  "coalesce(sum(length(flame)), 0) FROM profile_flames WHERE id IN ("
 			  EXPIRED_IDS ")) WHERE k = 0",
+    /* Ingest is idempotent per (agent, OTLP profile_id): profiles_profile_id narrows it. */
+    [P_FIND_DUP] = "SELECT id FROM profiles WHERE profile_id = ?1 AND agent = ?2 LIMIT 1",
 };
 
 /* List-query variants: bit set = that filter present. */
@@ -339,9 +342,44 @@ static int retain_tx(struct pf_store *st, const struct pf_profile_retention *ret
 	return rc;
 }
 
-static int insert_one(struct pf_store *st, struct pf_profile_row *r)
+static bool profile_id_set(const uint8_t id[16])
+{
+	for (int i = 0; i < 16; i++)
+		if (id[i])
+			return true;
+	return false;
+}
+
+/* Sets r->id and r->duplicate when a profile with r's (agent, profile_id) is stored already
+ * (a retry of a request whose answer was lost, or the same profile sent by two paths). */
+static int find_duplicate(struct pf_store *st, struct pf_profile_row *r)
 {
 	int rc;
+
+	r->duplicate = false;
+	if (!profile_id_set(r->profile_id))
+		return 0;
+	PSTMT(s, st, P_FIND_DUP, &rc);
+	if (!s)
+		return rc;
+	if (sqlite3_bind_blob(s, 1, r->profile_id, 16, SQLITE_STATIC) || bind_str(s, 2, r->agent))
+		return store_fail_sqlite(st, NULL, "profiles: find duplicate: bind");
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		r->id = sqlite3_column_int64(s, 0);
+		r->duplicate = true;
+		return 0;
+	}
+	if (rc == SQLITE_DONE)
+		return 0;
+	return store_fail_sqlite(st, NULL, "profiles: find duplicate");
+}
+
+static int insert_one(struct pf_store *st, struct pf_profile_row *r)
+{
+	int rc = find_duplicate(st, r);
+	if (rc < 0 || r->duplicate)
+		return rc;
 	{
 		PSTMT(s, st, P_INSERT, &rc);
 		if (!s)

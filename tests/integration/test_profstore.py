@@ -7,6 +7,7 @@ so /healthz and other API calls answer while they run; a full pool answers 503 +
 a client that disconnects mid-query harms nothing.
 """
 import gzip
+import itertools
 import http.client
 import json
 import os
@@ -84,8 +85,15 @@ dictionary {
 EMPTY_PROFILE = bytes([0x0A, 0x06, 0x12, 0x04, 0x12, 0x02, 0x12, 0x00])
 
 
-def encode(service="checkout", start=START_NS, hot=90, cold=10):
+_ENCODED = itertools.count(1)
+
+
+def encode(service="checkout", start=START_NS, hot=90, cold=10, profile_id=None):
+    """One profile; each call gets its own 16-byte profile_id unless one is given (the store
+    keeps one profile per agent and profile_id: the same id again is a retry)."""
     text = TEXT % {"service": service, "start": start, "hot": hot, "cold": cold}
+    pid = profile_id or "enc-%012d" % next(_ENCODED)
+    text = text.replace('profile_id: "0123456789abcdef"', 'profile_id: "%s"' % pid)
     r = subprocess.run(["protoc", "-I" + REF, "--encode=" + REQUEST, SERVICE_PROTO],
                        input=text.encode(), capture_output=True, timeout=60)
     if r.returncode != 0:
@@ -187,6 +195,24 @@ class StoreCase(unittest.TestCase):
 
 @unittest.skipUnless(have_protoc(), "protoc or the reference schemas are missing")
 class ProfileStore(StoreCase):
+    def test_ingest_idempotent(self):
+        """The same request twice (a retry after a lost answer, or a capture's profile sent by
+        the capture upload and by the agent's own exporter): one stored profile, both 200."""
+        self.start()
+        body = encode(start=START_NS, profile_id="retry-prof-00001")
+        for i in range(2):
+            st, answer, _ = self.post(body if i == 0 else gzip.compress(body),
+                                      headers={} if i == 0 else {"Content-Encoding": "gzip"})
+            self.assertEqual((st, answer), (200, b""))
+        lst = self.get("/api/v1/profiles?service=checkout")
+        self.assertEqual(lst["count"], 1)
+        self.assertEqual(lst["profiles"][0]["samples"], 100)
+        # the same profile_id from another agent is another profile
+        other = encode(start=START_NS, profile_id="retry-prof-00001").replace(
+            b"agent-1", b"agent-2")
+        self.assertEqual(self.post(other)[0], 200)
+        self.assertEqual(self.get("/api/v1/profiles?service=checkout")["count"], 2)
+
     def test_ingest_and_query(self):
         self.start()
         st, body, h = self.post(encode(start=START_NS))

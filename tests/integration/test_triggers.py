@@ -148,6 +148,11 @@ class Triggers(Dataplane):
             "throttled: 499 Hz of 999 Hz, cpu "), timeout=40, what="guard throttled")
         print("guard: " + self.status(a, "guard"))
         self.assertIn("> 0.01%", self.status(a, "guard"))
+        # throttled is degraded, with the reason
+        g = self.wait_agent(ctl, uid, lambda a: not self.components(a).get("guard", {}).get(
+            "healthy", True), timeout=20, what="guard unhealthy while throttled")
+        self.assertIn("sampling.frequency_hz lowered (throttled: ",
+                      self.components(g)["guard"].get("last_error", ""))
         self.assertIn("overhead guard: 999 Hz configured", self.status(a, "sampler"))
         eff = self.wait_agent(ctl, uid, lambda a: "# overhead guard: sampling.frequency_hz in "
                               "effect: 499" in (a["config"].get("effective") or ""),
@@ -169,6 +174,8 @@ class Triggers(Dataplane):
         a = self.wait_agent(ctl, uid, lambda a: self.status(a, "guard").startswith("999 Hz"),
                             timeout=20, what="guard restored")
         self.assertNotIn("throttled", self.status(a, "guard"))
+        self.wait_agent(ctl, uid, lambda a: self.components(a).get("guard", {}).get("healthy"),
+                        timeout=20, what="guard healthy again")
         self.wait_agent(ctl, uid, lambda a: "# overhead guard" not in
                         (a["config"].get("effective") or "x"), what="note gone")
         m = self.wait_metrics(lambda m: metric(m, "guard_frequency_hz") == 999,

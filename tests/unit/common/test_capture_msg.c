@@ -159,6 +159,24 @@ static void test_request_refusals(void **state)
 		assert_true(err.msg[0] != 0);
 		pf_capture_request_release(&r);
 	}
+	/* the range a message names is the range accepted */
+	static const struct {
+		const char *json, *msg;
+	} ranges[] = {
+	    {"{\"id\":\"a\",\"duration_seconds\":3601,\"frequency_hz\":1}", "1..3600"},
+	    {"{\"id\":\"a\",\"duration_seconds\":\"30\",\"frequency_hz\":1}", "1..3600"},
+	    {"{\"id\":\"a\",\"duration_seconds\":0,\"frequency_hz\":1}", "1..3600"},
+	    {"{\"id\":\"a\",\"duration_seconds\":1,\"frequency_hz\":-1}", "1..1000"},
+	};
+	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+		struct pf_capture_request q;
+		struct pf_error err = {0};
+		assert_true(decode_req(ranges[i].json, &q, &err) < 0);
+		if (!strstr(err.msg, ranges[i].msg))
+			print_message("range %zu: msg '%s'\n", i, err.msg);
+		assert_non_null(strstr(err.msg, ranges[i].msg));
+		pf_capture_request_release(&q);
+	}
 	/* The encoder refuses what the check refuses. */
 	struct pf_capture_request r = {
 	    .id = "a", .profile_type = "cpu", .duration_seconds = 0, .frequency_hz = 1};

@@ -384,6 +384,22 @@ static const struct bad bads[] = {
     {"profiling: \"unterminated\n", "", "YAML syntax error"},
     {"\tprofiling: {}\n", "", "YAML syntax error at line 1, column 1"},
     {"profiling: {}\n\x01\n", "", "YAML syntax error"},
+    /* an unclosed quote or flow collection: the parser's own error, naming where the construct
+     * starts, not the type error of a key the walk read before the parser got there */
+    {"profiling:\n  sampling: {frequency_hz: \"99, duration_seconds: 10}\n  enabled: true\n", "",
+     "YAML syntax error at line 4, column 1: found unexpected end of stream (while scanning a "
+     "quoted scalar that starts at line 2, column 28)"},
+    {"profiling:\n  sampling: {frequency_hz: 99, duration_seconds: 10\n  enabled: true\n", "",
+     "YAML syntax error at line 3, column 10: did not find expected ',' or '}' (while parsing a "
+     "flow mapping that starts at line 2, column 13)"},
+    {"profiling:\n  mode: 'abc\n  enabled: true\n", "",
+     "quoted scalar that starts at line 2, column 9)"},
+    /* bytes that are not UTF-8: the line and column of the byte */
+    {"profiling:\n  mode: \"contin\xffuous\"\n", "",
+     "YAML syntax error at line 2, column 16: invalid leading UTF-8 octet (byte 0xff at offset 26)"},
+    {"labels: {k: \"\xc3\xa9t\xc3\xa9\xff\"}\n", "",
+     "YAML syntax error at line 1, column 17: invalid leading UTF-8 octet (byte 0xff at offset "
+     "18)"},
     /* multiple documents */
     {"profiling: {}\n---\nprofiling: {}\n", "", "only one YAML document is allowed"},
     {"---\n---\n", "", "only one YAML document is allowed (another starts at line 2)"},
@@ -632,8 +648,14 @@ static void test_caps(void **state)
 	expect_fail(pf_buf_str(&b), b.len, -EINVAL, "labels.k",
 		    "value must be at most 4096 bytes, got 4097");
 	pf_buf_reset(&b);
-	pf_buf_printf(&b, "labels: {%s: v}", s);
+	/* an explicit key: YAML allows implicit keys of at most 1024 characters */
+	pf_buf_printf(&b, "labels:\n  ? %s\n  : v\n", s);
 	expect_fail(pf_buf_str(&b), b.len, -EINVAL, "labels", "keys must be at most 4096 bytes");
+	pf_buf_reset(&b);
+	pf_buf_printf(&b, "labels: {%s: v}", s);
+	expect_fail(pf_buf_str(&b), b.len, -EINVAL, "",
+		    "did not find expected ',' or '}' (while parsing a flow mapping that starts "
+		    "at line 1, column 9)");
 	pf_buf_reset(&b);
 	pf_buf_printf(&b, "profiling: {exporters: [{type: file, path: /%s}]}", s);
 	expect_fail(pf_buf_str(&b), b.len, -EINVAL, "profiling.exporters[0].path",

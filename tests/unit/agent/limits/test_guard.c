@@ -1,5 +1,5 @@
 /* test_guard.c — agent/limits/guard.c: the overhead guard's steps, floor, hysteresis and window, with
- * injected readings. */
+ * injected readings; set-up work judged on its own budget. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -264,6 +264,54 @@ static void test_budget_change_and_edges(void **unused)
 	agent_guard_free(f.g);
 }
 
+/* A start meets every process of the host: set-up work within its own budget does not lower
+ * the frequency, even when the agent's whole cost is several times max_cpu_percent; set-up
+ * past its budget counts with its excess only. */
+static void test_setup_own_budget(void **unused)
+{
+	(void)unused;
+	struct agent_guard_budget b = {
+	    .max_cpu_percent = 1.0, .max_memory_mb = 64, .frequency_hz = 99};
+	struct fake f = {.g = agent_guard_new(&b), .s = {.mono_ns = 1000 * S}};
+	struct agent_guard_state st;
+	char line[256];
+	assert_non_null(f.g);
+	agent_guard_update(f.g, &f.s);
+	/* 30 s: 4.5% of a CPU in all, 4% of it set-up (under its 5%): sampling costs 0.5% */
+	for (unsigned i = 0; i < 30; i++) {
+		f.s.setup_ns += 40 * MS;
+		assert_int_equal(run(&f, 1, 45, 0, 10), 99);
+	}
+	agent_guard_state(f.g, &st);
+	assert_false(st.throttled);
+	assert_false(st.over_cpu);
+	assert_true(st.cpu_percent > 0.49 && st.cpu_percent < 0.51);
+	assert_true(st.setup_percent > 3.99 && st.setup_percent < 4.01);
+	agent_guard_status(&st, line, sizeof(line));
+	assert_string_equal(line, "99 Hz, cpu 0.50% of 1.00%, set-up 4.00% of 5.00%, "
+				  "memory 10 of 64 MiB");
+	/* set-up at 6%: its 1% excess plus 0.5% of sampling is over the budget */
+	for (unsigned i = 0; i < 10; i++) {
+		f.s.setup_ns += 60 * MS;
+		run(&f, 1, 65, 0, 10);
+	}
+	agent_guard_state(f.g, &st);
+	assert_true(st.throttled);
+	assert_true(st.over_cpu && st.cpu_percent > 1.0 && st.cpu_percent < 1.51);
+	/* a counter that claims more set-up than the whole cost is capped at it */
+	struct fake h = {.g = agent_guard_new(&b), .s = {.mono_ns = 1000 * S}};
+	agent_guard_update(h.g, &h.s);
+	for (unsigned i = 0; i < 10; i++) {
+		h.s.setup_ns += 100 * MS;
+		run(&h, 1, 2, 0, 10);
+	}
+	agent_guard_state(h.g, &st);
+	assert_true(st.cpu_percent >= 0 && st.cpu_percent < 0.01);
+	assert_false(st.throttled);
+	agent_guard_free(h.g);
+	agent_guard_free(f.g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -272,6 +320,7 @@ int main(void)
 	    cmocka_unit_test(test_hysteresis),
 	    cmocka_unit_test(test_memory),
 	    cmocka_unit_test(test_budget_change_and_edges),
+	    cmocka_unit_test(test_setup_own_budget),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -346,7 +346,23 @@ static void test_ingest_ok_and_load(void **state)
 	assert_int_equal(ingest(x, gz.data, gz.len, true, "application/x-protobuf; charset=x", 0,
 				&res, &resp), 200);
 	assert_int_equal(res.accepted, 2);
+	/* the same request again (a retry after a lost answer): success, nothing stored twice */
+	assert_int_equal(res.duplicates, 2);
+	assert_int_equal(res.samples, 0);
+	assert_int_equal(resp.len, 0);
 	pf_buf_release(&resp);
+	assert_int_equal(rows(x, NULL), 2);
+	/* the same stacks under new profile ids are new profiles */
+	pf_buf_release(&req);
+	encode_fixture(&req, PROF_FIX_LINK);
+	assert_int_equal(ingest(x, req.data, req.len, false, NULL, 0, &res, &resp), 200);
+	assert_int_equal(res.accepted, 2);
+	assert_int_equal(res.duplicates, 0);
+	assert_int_equal(res.samples, 11);
+	pf_buf_release(&resp);
+	pf_buf_release(&gz);
+	pf_buf_init(&gz, 1 << 24);
+	assert_int_equal(pf_gzip_compress(req.data, req.len, 6, &gz), 0);
 	/* gzip flag on plain bytes: 400 */
 	assert_int_equal(ingest(x, req.data, req.len, true, NULL, 0, &res, &resp), 400);
 	pf_buf_release(&resp);
@@ -440,6 +456,8 @@ static void test_ingest_metadata_and_retention(void **state)
 	struct pf_profile_retention ret = {.max_bytes = r.body_bytes * 3};
 	assert_int_equal(pf_store_profiles_set_retention(x->st, &ret), 0);
 	for (int i = 0; i < 3; i++) {
+		pf_buf_release(&req); /* new profile ids each time */
+		encode_fixture(&req, PROF_FIX_LINK | PROF_FIX_TIMESTAMPS);
 		assert_int_equal(ingest(x, req.data, req.len, false, NULL, 0, &res, &resp), 200);
 		pf_buf_release(&resp);
 	}

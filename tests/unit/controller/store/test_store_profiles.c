@@ -2,7 +2,8 @@
  * bodies and links, get, body, list filters and order, totals kept by triggers, retention by
  * age and bytes in bounded batches, links deleted with their profile; compact flame forms
  * (schema 3): stored, read back, counted in the totals and by retention, deleted with their
- * profile, and a version 2 database upgraded with its profiles intact. */
+ * profile, and a version 2 database upgraded with its profiles intact; inserts idempotent per
+ * (agent, profile_id). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -148,6 +149,45 @@ static void test_insert_get_body(void **state)
 	assert_int_equal(pf_store_profiles_insert(x->st, &bad, 1, NULL, 0, NULL), -EINVAL);
 	assert_int_equal(pf_store_profiles_totals(x->st, &n, &bytes), 0);
 	assert_int_equal(n, 1);
+}
+
+/* One stored profile per (agent, non-zero profile_id): a second insert, alone or in the same
+ * call, names the stored row; another agent's or a zero id is a new profile. */
+static void test_insert_idempotent(void **state)
+{
+	struct fx *x = *state;
+	struct pf_profile_row r[3] = {
+	    {.profile_id = {7, 7}, .agent = "ag1", .service = "s", .host = "h", .exe = "e",
+	     .type = "cpu", .samples = 5, .body = "abc", .body_len = 3},
+	};
+	r[1] = r[0];
+	r[2] = r[0];
+	r[2].agent = "ag2";
+	assert_int_equal(pf_store_profiles_insert(x->st, r, 3, NULL, 0, NULL), 0);
+	assert_false(r[0].duplicate);
+	assert_true(r[1].duplicate);
+	assert_int_equal(r[1].id, r[0].id);
+	assert_false(r[2].duplicate);
+	assert_true(r[2].id != r[0].id);
+	int64_t n, bytes;
+	assert_int_equal(pf_store_profiles_totals(x->st, &n, &bytes), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(bytes, 6);
+
+	struct pf_profile_row again = r[0];
+	again.id = 0;
+	assert_int_equal(pf_store_profiles_insert(x->st, &again, 1, NULL, 0, NULL), 0);
+	assert_true(again.duplicate);
+	assert_int_equal(again.id, r[0].id);
+
+	struct pf_profile_row zero[2] = {r[0], r[0]};
+	memset(zero[0].profile_id, 0, 16);
+	memset(zero[1].profile_id, 0, 16);
+	assert_int_equal(pf_store_profiles_insert(x->st, zero, 2, NULL, 0, NULL), 0);
+	assert_false(zero[0].duplicate || zero[1].duplicate);
+	assert_true(zero[0].id != zero[1].id);
+	assert_int_equal(pf_store_profiles_totals(x->st, &n, &bytes), 0);
+	assert_int_equal(n, 4);
 }
 
 static void test_filters_and_order(void **state)
@@ -491,6 +531,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_insert_get_body, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_insert_idempotent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filters_and_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_capture_trigger_and_find, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_k8s_filters, setup, teardown),
