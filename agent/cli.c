@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "listen_addr.h"
 #include "opamp/opamp_client.h"
 #include "opamp_codec.h"
 #include "opamp_session.h"
@@ -199,8 +199,8 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 			o->max_message_bytes = (size_t)v;
 			break;
 		case OPT_METRICS_LISTEN: {
-			struct agent_metrics_listen l;
-			int r = agent_metrics_listen_parse(optarg, &l, err);
+			struct agent_listen_addr l;
+			int r = agent_listen_addr_parse(optarg, &l, err);
 			if (r < 0)
 				return r;
 			o->metrics_listen = optarg;

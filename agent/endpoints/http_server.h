@@ -15,7 +15,7 @@
 
 #include <libwebsockets.h>
 
-#include "metrics.h"
+#include "listen_addr.h"
 #include "pf/buf.h"
 #include "pf/error.h"
 
@@ -26,7 +26,7 @@ struct agent_http_server;
 /* Checks that l can be bound (err: "<key>: cannot listen on ADDR: <reason>"), then creates the
  * context with protocols and user (lws_context_user). Not serving until _start(). NULL +
  * errno. */
-struct agent_http_server *agent_http_server_new(const struct agent_metrics_listen *l,
+struct agent_http_server *agent_http_server_new(const struct agent_listen_addr *l,
 						const char *vhost_name,
 						const struct lws_protocols *protocols, void *user,
 						const char *key, struct pf_error *err);

@@ -437,9 +437,9 @@ struct agent_span_receiver *agent_span_receiver_new(const char *listen, bool ser
 	if (!serve)
 		return r;
 
-	struct agent_metrics_listen l;
+	struct agent_listen_addr l;
 	struct pf_error lerr = {0};
-	int rc = agent_metrics_listen_parse(listen, &l, &lerr);
+	int rc = agent_listen_addr_parse(listen, &l, &lerr);
 	if (rc < 0) {
 		pf_error_set(err, -EINVAL, LISTEN_KEY, "must be HOST:PORT, got '%s'",
 			     listen ? listen : "");
