@@ -19,7 +19,7 @@
 #include "dataplane_pprof.h"
 #include "dataplane_triggers.h"
 #include "health.h"
-#include "otlp_profiles.h"
+#include "encode_submit.h"
 #include "pf/clock.h"
 #include "pf/log.h"
 
@@ -124,10 +124,52 @@ static void tag_agent(struct agent_dataplane *d, struct pf_prof_window *w)
  * for the eBPF sampler's windows; an encoding failure is reported on that component. A window
  * with samples is one profile for limits.max_profiles_per_minute, whatever the number of
  * exporters; over the limit it is dropped and counted under src in the rate limit. */
+/* One window's hand-off (encode_submit.h's sink). */
+struct window_export {
+	struct agent_dataplane *d;
+	struct dp_target *t;
+	const struct pf_prof_window *w;
+	uint64_t samples;
+};
+
+/* Encoded: count it before the exporters see it. */
+static int window_ready(void *ctx, const struct agent_encoded *e)
+{
+	struct window_export *we = ctx;
+	struct agent_dataplane *d = we->d;
+	if (!e->n) {
+		if (dp_bytes_exporters(d))
+			pf_log_debug("dataplane: window without samples, nothing to export");
+		return 0;
+	}
+	pthread_mutex_lock(&d->lock);
+	d->counters.profile_bytes += e->bytes;
+	d->counters.last_profile_bytes = e->bytes;
+	if (we->t)
+		d->counters.pprof_windows++;
+	else
+		d->counters.windows++;
+	pthread_mutex_unlock(&d->lock);
+	pf_log_debug("dataplane: %s: window of %" PRIu64 " samples, %zu processes: "
+		     "%" PRIu64 " bytes to %zu exporters",
+		     we->t ? we->t->name : "sampler", we->samples, we->w->n_processes, e->bytes,
+		     d->n_ex);
+	return 0;
+}
+
+static void window_bytes(void *ctx, const uint8_t *data, size_t len, const uint8_t id[16])
+{
+	dp_submit_all(((struct window_export *)ctx)->d, data, len, id);
+}
+
+static void window_whole(void *ctx, const struct pf_prof_window *w)
+{
+	dp_submit_window_all(((struct window_export *)ctx)->d, w);
+}
+
 void dp_export_window_src(struct agent_dataplane *d, struct pf_prof_window *w,
 			      struct dp_target *t, enum agent_profile_source src)
 {
-	uint8_t id[16];
 	struct pf_error err = {0};
 	uint64_t samples = pf_prof_window_samples(w);
 	if (t)
@@ -144,18 +186,14 @@ void dp_export_window_src(struct agent_dataplane *d, struct pf_prof_window *w,
 	}
 	tag_agent(d, w);
 
-	size_t n_bytes_ex = dp_bytes_exporters(d);
-	if (samples)
-		dp_submit_window_all(d, w);
-	if (!n_bytes_ex) { /* no exporter takes OTLP bytes: nothing to encode for */
-		pf_prof_window_free(w);
-		return;
-	}
-	pf_buf_reset(&d->out);
-	int rc = pf_otlp_profiles_encode(w, &d->out, id, &err);
-	if (rc == -ENODATA) {
-		pf_log_debug("dataplane: window without samples, nothing to export");
-	} else if (rc < 0) {
+	struct window_export we = {.d = d, .t = t, .w = w, .samples = samples};
+	struct agent_submit_sink sink = {.ready = window_ready,
+					 /* no exporter takes OTLP bytes: nothing to encode for */
+					 .bytes = dp_bytes_exporters(d) ? window_bytes : NULL,
+					 .window = window_whole,
+					 .ctx = &we};
+	int rc = agent_encode_submit(w, false, 1, &sink, &d->enc, &err);
+	if (rc < 0) {
 		pf_log_error("dataplane: %s: cannot encode the window: %s", t ? t->name : "sampler",
 			     err.msg);
 		pthread_mutex_lock(&d->lock);
@@ -167,19 +205,8 @@ void dp_export_window_src(struct agent_dataplane *d, struct pf_prof_window *w,
 		else
 			agent_health_set(d->health, "sampler", false, "cannot encode windows",
 					 err.msg);
-	} else {
-		pthread_mutex_lock(&d->lock);
-		d->counters.profile_bytes += d->out.len;
-		d->counters.last_profile_bytes = d->out.len;
-		if (t)
-			d->counters.pprof_windows++;
-		else
-			d->counters.windows++;
-		pthread_mutex_unlock(&d->lock);
-		pf_log_debug("dataplane: %s: window of %" PRIu64 " samples, %zu processes: "
-			     "%zu bytes to %zu exporters",
-			     t ? t->name : "sampler", samples, w->n_processes, d->out.len, d->n_ex);
-		dp_submit_all(d, d->out.data, d->out.len, id);
+		if (samples) /* the exporters that take windows do not need the encoding */
+			dp_submit_window_all(d, w);
 	}
 	pf_prof_window_free(w);
 }
@@ -750,7 +777,6 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->cond, NULL);
 	atomic_init(&d->trigger_toggles, 0);
-	pf_buf_init(&d->out, PF_BUF_MAX_DEFAULT);
 	d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (d->efd < 0) {
 		int e = errno;
@@ -872,7 +898,7 @@ void agent_dataplane_free(struct agent_dataplane *d)
 	free(d->pids);
 	pf_profcfg_free(d->cfg);
 	pf_profcfg_free(d->pending);
-	pf_buf_release(&d->out);
+	agent_encoded_release(&d->enc);
 	free(d->spill_dir);
 	free(d->unwind_dir);
 	free(d->lines_dir);

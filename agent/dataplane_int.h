@@ -16,6 +16,7 @@
 #include "capture.h"
 #include "capture_run.h"
 #include "dataplane.h"
+#include "encode_submit.h"
 #include "exporter.h"
 #include "guard.h"
 #include "high_cpu.h"
@@ -96,7 +97,7 @@ struct agent_dataplane {
 	bool capturing;		/* triggered mode: a capture runs */
 	bool running;		/* the sampler was running at the last check */
 	char sampler_err[768];	/* the last config the sampler refused, "" when none */
-	struct pf_buf out;
+	struct agent_encoded enc; /* the last window's OTLP request (buffers kept) */
 
 	/* overhead guard and high_cpu trigger, evaluated every TICK_MS */
 	uint64_t next_tick_ms;
