@@ -193,3 +193,14 @@ bool agent_http_header_has(struct lws *wsi, enum lws_token_indexes t, const char
 		return false;
 	return strcasestr(v, needle) != NULL;
 }
+
+int agent_http_answer_writeable(struct lws *wsi, struct agent_http_answer *a,
+				void (*done)(void *ctx), void *ctx)
+{
+	int n = agent_http_answer_write(wsi, a);
+	if (n <= 0)
+		return n;
+	bool close_after = a->close_after;
+	done(ctx);
+	return close_after || lws_http_transaction_completed(wsi) ? -1 : 0;
+}

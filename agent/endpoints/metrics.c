@@ -746,6 +746,11 @@ static int http_begin(struct agent_metrics *m, struct lws *wsi, struct pss *p, c
 	return 0;
 }
 
+static void answer_done(void *a)
+{
+	agent_http_answer_release(a);
+}
+
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 		    size_t len)
 {
@@ -758,20 +763,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_HTTP_BODY:
 	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
 		return 0; /* ignored: every accepted method is GET */
-	case LWS_CALLBACK_HTTP_WRITEABLE: {
-		if (!p)
-			return -1;
-		int n = agent_http_answer_write(wsi, &p->a);
-		if (n < 0)
-			return -1;
-		if (n == 1) {
-			bool close_after = p->a.close_after;
-			agent_http_answer_release(&p->a);
-			if (close_after || lws_http_transaction_completed(wsi))
-				return -1;
-		}
-		return 0;
-	}
+	case LWS_CALLBACK_HTTP_WRITEABLE:
+		return p ? agent_http_answer_writeable(wsi, &p->a, answer_done, &p->a) : -1;
 	case LWS_CALLBACK_CLOSED_HTTP:
 		if (p)
 			agent_http_answer_release(&p->a);
