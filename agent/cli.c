@@ -198,10 +198,10 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 
 	for (size_t i = 0; i < N_OPTS; i++) {
 		const struct opt_spec *sp = &opt_specs[i];
-		longopts[i] = (struct option){
-		    .name = sp->name,
-		    .has_arg = sp->kind == OPT_FLAG ? no_argument : required_argument,
-		    .val = (int)i};
+		longopts[i] = (struct option){.name = sp->name,
+					      .has_arg = sp->kind == OPT_FLAG ? no_argument
+									      : required_argument,
+					      .val = (int)i};
 	}
 	longopts[N_OPTS] = (struct option){0};
 

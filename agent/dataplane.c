@@ -97,6 +97,8 @@ void agent_dataplane_hook(struct agent_dataplane *d, struct agent_config_hook *o
 	    .name = "dataplane", .check = hook_check, .commit = hook_commit, .ctx = d};
 }
 
+/* ---- tags and windows (worker thread) ------------------------------------------------------ */
+
 void dp_tag_processes(struct pf_prof_window *w, const char *key, const char *value)
 {
 	for (size_t i = 0; i < w->n_processes; i++) {
@@ -120,10 +122,6 @@ static void tag_agent(struct agent_dataplane *d, struct pf_prof_window *w)
 		dp_tag_processes(w, "profleet.agent.uid", d->agent_uid);
 }
 
-/* Encodes and submits a window (taken: freed here). t is the pprof target it came from, NULL
- * for the eBPF sampler's windows; an encoding failure is reported on that component. A window
- * with samples is one profile for limits.max_profiles_per_minute, whatever the number of
- * exporters; over the limit it is dropped and counted under src in the rate limit. */
 /* One window's hand-off (encode_submit.h's sink). */
 struct window_export {
 	struct agent_dataplane *d;
@@ -167,8 +165,8 @@ static void window_whole(void *ctx, const struct pf_prof_window *w)
 	dp_submit_window_all(((struct window_export *)ctx)->d, w);
 }
 
-void dp_export_window_src(struct agent_dataplane *d, struct pf_prof_window *w,
-			      struct dp_target *t, enum agent_profile_source src)
+void dp_export_window_src(struct agent_dataplane *d, struct pf_prof_window *w, struct dp_target *t,
+			  enum agent_profile_source src)
 {
 	struct pf_error err = {0};
 	uint64_t samples = pf_prof_window_samples(w);
@@ -377,7 +375,7 @@ static void captures_health(struct agent_dataplane *d)
 }
 
 
-/* ---- config and triggers (worker thread) --------------------------------------------------- */
+/* ---- config and the manual trigger (worker thread) ----------------------------------------- */
 
 static bool sampler_running(struct agent_dataplane *d)
 {

@@ -144,7 +144,7 @@ static void exporter_name(char name[NAME_LEN], size_t i, enum pf_exporter_type t
 
 /* Keeps exporters whose settings did not change, re-creates the others. */
 void dp_exporters_apply(struct agent_dataplane *d, const struct pf_profcfg *old,
-			    const struct pf_profcfg *cfg)
+			const struct pf_profcfg *cfg)
 {
 	struct dp_exporter next[PF_PROFCFG_MAX_EXPORTERS];
 	size_t n = pf_min(cfg->n_exporters, (size_t)PF_PROFCFG_MAX_EXPORTERS);
@@ -200,7 +200,7 @@ void dp_exporters_free(struct agent_dataplane *d, bool wait)
 	d->n_ex = 0;
 }
 
-/* ---- windows (worker thread) --------------------------------------------------------------- */
+/* ---- submits (worker thread) --------------------------------------------------------------- */
 
 static bool wants_window(struct agent_exporter *x)
 {
@@ -233,8 +233,7 @@ void dp_submit_window_all(struct agent_dataplane *d, const struct pf_prof_window
 	}
 }
 
-void dp_submit_all(struct agent_dataplane *d, const uint8_t *data, size_t len,
-		       const uint8_t id[16])
+void dp_submit_all(struct agent_dataplane *d, const uint8_t *data, size_t len, const uint8_t id[16])
 {
 	for (size_t i = 0; i < d->n_ex; i++) {
 		if (!d->ex[i].x || wants_window(d->ex[i].x))

@@ -62,12 +62,12 @@ struct agent_dataplane {
 	void *wake_ctx;
 	bool no_sampler, include_self, frame_pointers_only;
 	const struct pf_procinfo_source *attr_source;
-	char *spill_dir; /* NULL: exporters keep their queue in memory only */
-	char *unwind_dir; /* NULL: no unwind-table cache */
-	char *lines_dir;  /* NULL: a private line-table directory */
+	char *spill_dir;   /* NULL: exporters keep their queue in memory only */
+	char *unwind_dir;  /* NULL: no unwind-table cache */
+	char *lines_dir;   /* NULL: a private line-table directory */
 	char *agent_token; /* NULL: exporters with auth: agent_token fail to start */
 	char *agent_uid;
-	int efd;	 /* eventfd: wakes the worker (config, trigger, stop, export done) */
+	int efd; /* eventfd: wakes the worker (config, trigger, stop, export done) */
 	pthread_t thread;
 	bool thread_started;
 
@@ -76,10 +76,10 @@ struct agent_dataplane {
 	/* under lock: posted by the loop thread */
 	struct pf_profcfg *pending; /* private copy, owned */
 	bool stop_requested;
-	bool flushed;	    /* the worker finished its final flush */
-	unsigned in_flight; /* submits accepted whose done callback has not run */
+	bool flushed;	     /* the worker finished its final flush */
+	unsigned in_flight;  /* submits accepted whose done callback has not run */
 	bool export_failing; /* the last done callback had an error */
-	unsigned n_reapers; /* threads freeing replaced exporters */
+	unsigned n_reapers;  /* threads freeing replaced exporters */
 	struct agent_dataplane_counters counters;
 	struct agent_ratelimit *rl; /* limits.max_profiles_per_minute (thread-safe) */
 	char note[320];		    /* the effective config's runtime note, "" = none */
@@ -92,11 +92,11 @@ struct agent_dataplane {
 	struct pf_profcfg *cfg; /* applied config (private copy) */
 	struct dp_exporter ex[PF_PROFCFG_MAX_EXPORTERS];
 	size_t n_ex;
-	uint64_t next_close_ms; /* CLOCK_MONOTONIC deadline of the open window, 0 = none */
-	bool close_held;	/* its close waits for a line table (hold_close) */
-	bool capturing;		/* triggered mode: a capture runs */
-	bool running;		/* the sampler was running at the last check */
-	char sampler_err[768];	/* the last config the sampler refused, "" when none */
+	uint64_t next_close_ms;	  /* CLOCK_MONOTONIC deadline of the open window, 0 = none */
+	bool close_held;	  /* its close waits for a line table (hold_close) */
+	bool capturing;		  /* triggered mode: a capture runs */
+	bool running;		  /* the sampler was running at the last check */
+	char sampler_err[768];	  /* the last config the sampler refused, "" when none */
 	struct agent_encoded enc; /* the last window's OTLP request (buffers kept) */
 
 	/* overhead guard and high_cpu trigger, evaluated every TICK_MS */
@@ -155,8 +155,8 @@ void dp_tag_processes(struct pf_prof_window *w, const char *key, const char *val
  * for the eBPF sampler's windows and span profiles; an encoding failure is reported on that
  * component. A window with samples takes one place in limits.max_profiles_per_minute under
  * src, whatever the number of exporters; over the limit it is dropped and counted. */
-void dp_export_window_src(struct agent_dataplane *d, struct pf_prof_window *w,
-			  struct dp_target *t, enum agent_profile_source src);
+void dp_export_window_src(struct agent_dataplane *d, struct pf_prof_window *w, struct dp_target *t,
+			  enum agent_profile_source src);
 /* dp_export_window_src() with the source told by t: a pprof target's, or the sampler's. */
 void dp_export_window(struct agent_dataplane *d, struct pf_prof_window *w, struct dp_target *t);
 

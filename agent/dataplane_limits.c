@@ -12,10 +12,10 @@
 #include "pf/log.h"
 #include "self_usage.h"
 
-/* ---- overhead guard, rate limit, high_cpu trigger (worker thread) -------------------------- */
+/* ---- overhead guard and rate limit (worker thread) ----------------------------------------- */
 
 void dp_guard_budget(const struct agent_dataplane *d, const struct pf_profcfg *cfg,
-			 struct agent_guard_budget *b)
+		     struct agent_guard_budget *b)
 {
 	*b = (struct agent_guard_budget){.max_cpu_percent = cfg->limits.max_cpu_percent,
 					 .max_memory_mb = cfg->limits.max_memory_mb,

@@ -77,7 +77,7 @@ struct agent_dataplane_metrics {
 	struct agent_ratelimit_stats rate; /* limits.max_profiles_per_minute */
 	bool has_high_cpu;		   /* the high_cpu trigger runs: high_cpu is valid */
 	struct agent_high_cpu_stats high_cpu;
-	bool has_sampler;    /* the eBPF sampler is loaded: sampler and progs are valid */
+	bool has_sampler; /* the eBPF sampler is loaded: sampler and progs are valid */
 	struct pf_sampler_stats sampler; /* progs[].name are NULL here: use progs below */
 	struct agent_dataplane_prog_metrics progs[PF_SAMPLER_N_PROGS];
 	size_t n_exporters;
@@ -93,7 +93,6 @@ struct agent_dataplane_metrics {
 /* Copies the last snapshot into *out (about 30 KiB: allocate it). 0, or -ENOTSUP when the
  * data plane was created without opts.metrics. */
 int agent_dataplane_metrics(struct agent_dataplane *d, struct agent_dataplane_metrics *out);
-
 
 /* Worker thread: takes the snapshot (on its tick, and after the final flush). */
 void dp_metrics_refresh(struct agent_dataplane *d);

@@ -17,6 +17,8 @@
 #include "pf/uuid.h"
 #include "sample_ring.h"
 
+/* ---- the high_cpu trigger (worker thread) -------------------------------------------------- */
+
 /* A firing: a capture of f->pid for high_cpu.duration_seconds at high_cpu.frequency_hz through
  * the capture engine (trigger "high_cpu": admission, the shared rate limit, the runner on this
  * worker, tags, exports), with the measured CPU as the profiles' resource attributes
@@ -131,11 +133,12 @@ void dp_high_cpu_apply(struct agent_dataplane *d, const struct pf_profcfg *cfg)
 	else
 		agent_health_set(d->health, HIGH_CPU_NAME, true, "starting", NULL);
 }
+
 /* ---- span triggers (slow_span, error_span) ------------------------------------------------- */
 
-#define SPAN_SETTLE_NS (20ull * 1000000ull)	  /* drained this long after a span's end */
+#define SPAN_SETTLE_NS (20ull * 1000000ull)	/* drained this long after a span's end */
 #define SPAN_MAX_WAIT_NS (2000ull * 1000000ull) /* cut anyway this long after end/arrival */
-#define SPAN_PROCS_MS 200			  /* process snapshot refresh */
+#define SPAN_PROCS_MS 200			/* process snapshot refresh */
 #define SPAN_REAP_MS 10000 /* triggered mode between captures: exited processes let go */
 #define SPANS_COMPONENT "triggers/spans"
 
@@ -166,8 +169,7 @@ static int span_resolve(void *ctx, const struct pf_span *s, uint32_t *pid, char 
 			break;
 		}
 	}
-	for (size_t i = 0; i < d->n_procs && rc < 0 && s->service_name[0] &&
-			   !s->service_name_long;
+	for (size_t i = 0; i < d->n_procs && rc < 0 && s->service_name[0] && !s->service_name_long;
 	     i++) {
 		if (!strcmp(d->procs[i].service_name, s->service_name)) {
 			*pid = d->procs[i].pid;
@@ -182,8 +184,10 @@ static int span_resolve(void *ctx, const struct pf_span *s, uint32_t *pid, char 
 		snprintf(why, n,
 			 "process.pid %" PRIu32 " has no samples in the last %" PRIu32
 			 " s (not running here, excluded by the filters, or idle)%s%s%s",
-			 s->pid, lookback, s->service_name[0] ? " and no sampled process has "
-							      "service.name \"" : "",
+			 s->pid, lookback,
+			 s->service_name[0] ? " and no sampled process has "
+					      "service.name \""
+					    : "",
 			 s->service_name, s->service_name[0] ? "\"" : "");
 	else if (s->service_name[0])
 		snprintf(why, n, "no sampled process has service.name \"%s\"", s->service_name);
@@ -208,8 +212,7 @@ static int span_submit(void *ctx, const struct agent_span_job *job)
 }
 
 /* Loop thread (check hook): the address can be bound, or is the running receiver's. */
-int dp_spans_check_listen(struct agent_dataplane *d, const char *listen,
-			      struct pf_error *err)
+int dp_spans_check_listen(struct agent_dataplane *d, const char *listen, struct pf_error *err)
 {
 	pthread_mutex_lock(&d->lock);
 	bool ours = d->listening[0] && listen && !strcmp(d->listening, listen);
@@ -245,8 +248,7 @@ void dp_spans_health(struct agent_dataplane *d)
 	snprintf(status, sizeof(status),
 		 "OTLP/HTTP traces on %s/v1/traces; spans %" PRIu64 ", profiles %" PRIu64
 		 " slow + %" PRIu64 " error, empty %" PRIu64 ", rejected %" PRIu64,
-		 d->listening, c.spans, m.profiles[0], m.profiles[1],
-		 m.empty,
+		 d->listening, c.spans, m.profiles[0], m.profiles[1], m.empty,
 		 c.rejected_unknown + c.rejected_old + c.rejected_rate + c.rejected_queue);
 	agent_health_set(d->health, SPANS_COMPONENT, true, status, NULL);
 }
@@ -291,15 +293,14 @@ void dp_spans_apply(struct agent_dataplane *d, const struct pf_profcfg *cfg)
 		return;
 	}
 	size_t ring_bytes = (size_t)cfg->limits.max_memory_mb * 1024 * 1024 / 4;
-	if (pf_sampler_set_ring(d->sampler, cfg->slow_span.lookback_seconds, ring_bytes, &err) <
-	    0)
+	if (pf_sampler_set_ring(d->sampler, cfg->slow_span.lookback_seconds, ring_bytes, &err) < 0)
 		pf_log_error("dataplane: sample ring: %s", err.msg);
 	pthread_mutex_lock(&d->lock);
 	d->lookback_seconds = cfg->slow_span.lookback_seconds;
 	pthread_mutex_unlock(&d->lock);
-	if (!d->procs && (!(d->procs = calloc(AGENT_DATAPLANE_SPAN_PROCS, sizeof(*d->procs))) ||
-			  !(d->procs_work =
-				calloc(AGENT_DATAPLANE_SPAN_PROCS, sizeof(*d->procs_work))))) {
+	if (!d->procs &&
+	    (!(d->procs = calloc(AGENT_DATAPLANE_SPAN_PROCS, sizeof(*d->procs))) ||
+	     !(d->procs_work = calloc(AGENT_DATAPLANE_SPAN_PROCS, sizeof(*d->procs_work))))) {
 		free(d->procs);
 		d->procs = NULL;
 		snprintf(d->spans_err, sizeof(d->spans_err), "out of memory");
@@ -330,7 +331,7 @@ void dp_spans_apply(struct agent_dataplane *d, const struct pf_profcfg *cfg)
 static void span_tag(struct pf_prof_window *w, const struct agent_span_job *j)
 {
 	dp_tag_processes(w, "profleet.trigger",
-		      j->trigger == AGENT_SPAN_SLOW ? "slow_span" : "error_span");
+			 j->trigger == AGENT_SPAN_SLOW ? "slow_span" : "error_span");
 	for (size_t i = 0; i < w->n_processes; i++) {
 		const struct pf_prof_process *p = &w->processes[i];
 		for (size_t k = 0; k < p->n_samples; k++) {
@@ -394,8 +395,8 @@ int dp_spans_run(struct agent_dataplane *d)
 	uint64_t ms = pf_mono_ms();
 	if (!d->procs_ms || ms - d->procs_ms >= SPAN_PROCS_MS) {
 		d->procs_ms = ms;
-		size_t n = pf_sampler_ring_procs(d->sampler, d->procs_work,
-						 AGENT_DATAPLANE_SPAN_PROCS);
+		size_t n =
+		    pf_sampler_ring_procs(d->sampler, d->procs_work, AGENT_DATAPLANE_SPAN_PROCS);
 		pthread_mutex_lock(&d->lock);
 		struct pf_sampler_ring_proc *t = d->procs;
 		d->procs = d->procs_work;
@@ -424,8 +425,9 @@ int dp_spans_run(struct agent_dataplane *d)
 	for (size_t i = 0; i < d->n_work; i++) {
 		const struct agent_span_job *j = &d->work[i];
 		uint64_t base = j->span.end_unix_ns > j->received_unix_ns ? j->span.end_unix_ns
-									    : j->received_unix_ns;
-		if (drained < j->span.end_unix_ns + SPAN_SETTLE_NS && now < base + SPAN_MAX_WAIT_NS) {
+									  : j->received_unix_ns;
+		if (drained < j->span.end_unix_ns + SPAN_SETTLE_NS &&
+		    now < base + SPAN_MAX_WAIT_NS) {
 			d->work[kept++] = *j;
 			continue;
 		}

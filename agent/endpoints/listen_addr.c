@@ -10,8 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-int agent_listen_addr_parse(const char *s, struct agent_listen_addr *out,
-			       struct pf_error *err)
+int agent_listen_addr_parse(const char *s, struct agent_listen_addr *out, struct pf_error *err)
 {
 	const char *colon, *host;
 	size_t hlen;

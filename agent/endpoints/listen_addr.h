@@ -18,8 +18,7 @@ struct agent_listen_addr {
 };
 
 /* 0, or -EINVAL with err ("--metrics-listen: ..."). */
-int agent_listen_addr_parse(const char *s, struct agent_listen_addr *out,
-			       struct pf_error *err);
+int agent_listen_addr_parse(const char *s, struct agent_listen_addr *out, struct pf_error *err);
 
 /* Binds a throw-away socket to l the way lws will (SO_REUSEADDR): lws only logs why its bind
  * failed, this gives the caller the reason. 0 or -errno (-EADDRINUSE, -EADDRNOTAVAIL, ...).

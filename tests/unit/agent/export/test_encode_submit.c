@@ -58,13 +58,11 @@ static void on_window(void *ctx, const struct pf_prof_window *w)
 	s->windows++;
 }
 
-static int run(struct pf_prof_window *w, bool per_process, size_t max, bool bytes,
-	       struct seen *s, struct agent_encoded *e)
+static int run(struct pf_prof_window *w, bool per_process, size_t max, bool bytes, struct seen *s,
+	       struct agent_encoded *e)
 {
-	struct agent_submit_sink sink = {.ready = on_ready,
-					 .bytes = bytes ? on_bytes : NULL,
-					 .window = on_window,
-					 .ctx = s};
+	struct agent_submit_sink sink = {
+	    .ready = on_ready, .bytes = bytes ? on_bytes : NULL, .window = on_window, .ctx = s};
 	struct pf_error err = {0};
 	return agent_encode_submit(w, per_process, max, &sink, e, &err);
 }
@@ -167,10 +165,8 @@ static void test_empty_window(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_whole_window),
-	    cmocka_unit_test(test_per_process_busiest_first),
-	    cmocka_unit_test(test_ready_refuses),
-	    cmocka_unit_test(test_no_bytes_sink_no_encoding),
+	    cmocka_unit_test(test_whole_window),  cmocka_unit_test(test_per_process_busiest_first),
+	    cmocka_unit_test(test_ready_refuses), cmocka_unit_test(test_no_bytes_sink_no_encoding),
 	    cmocka_unit_test(test_empty_window),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
