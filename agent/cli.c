@@ -3,10 +3,12 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "listen_addr.h"
 #include "opamp/opamp_client.h"
 #include "opamp_codec.h"
 #include "opamp_session.h"
@@ -67,60 +69,141 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+/* One command-line option: a string, a flag, or a number in [min, max] stored at off in
+ * struct agent_opts; or a check of its own (fn). k8s: any --k8s-* option turns --k8s on. */
+enum opt_kind { OPT_STR, OPT_FLAG, OPT_U64, OPT_SIZE, OPT_FN };
+
+struct opt_spec {
+	const char *name;
+	enum opt_kind kind;
+	size_t off;
+	uint64_t min, max;
+	int (*fn)(struct agent_opts *o, const char *arg, struct pf_error *err);
+	bool k8s;
+};
+
+static int opt_state_dir(struct agent_opts *o, const char *arg, struct pf_error *err)
+{
+	if (!*arg)
+		return pf_error_set(err, -EINVAL, "--state-dir", "must not be empty");
+	o->state_dir = arg;
+	return 0;
+}
+
+static int opt_label(struct agent_opts *o, const char *arg, struct pf_error *err)
+{
+	const char *eq = strchr(arg, '=');
+	if (!eq || eq == arg)
+		return pf_error_set(err, -EINVAL, "--label", "expected key=value, got '%s'", arg);
+	if (o->n_labels >= AGENT_CLI_MAX_LABELS)
+		return pf_error_set(err, -EINVAL, "--label", "at most %d labels",
+				    AGENT_CLI_MAX_LABELS);
+	o->labels[o->n_labels++] = arg;
+	return 0;
+}
+
+static int opt_log_level(struct agent_opts *o, const char *arg, struct pf_error *err)
+{
+	int l = pf_log_parse_level(arg);
+	if (l < 0)
+		return pf_error_set(err, -EINVAL, "--log-level",
+				    "must be error, warn, info or debug, got '%s'", arg);
+	o->log_level = l;
+	return 0;
+}
+
+static int opt_metrics_listen(struct agent_opts *o, const char *arg, struct pf_error *err)
+{
+	struct agent_listen_addr l;
+	int r = agent_listen_addr_parse(arg, &l, err);
+	if (r < 0)
+		return r;
+	o->metrics_listen = arg;
+	return 0;
+}
+
+#define OFF(field) offsetof(struct agent_opts, field)
+#define STR(n, f) {.name = n, .kind = OPT_STR, .off = OFF(f)}
+#define K8S(n, f) {.name = n, .kind = OPT_STR, .off = OFF(f), .k8s = true}
+#define FLAG(n, f) {.name = n, .kind = OPT_FLAG, .off = OFF(f)}
+#define NUM(n, k, f, lo, hi) {.name = n, .kind = k, .off = OFF(f), .min = lo, .max = hi}
+#define FN(n, f) {.name = n, .kind = OPT_FN, .fn = f}
+
+static const struct opt_spec opt_specs[] = {
+    STR("config", config_file),
+    STR("server", server_url),
+    STR("token-file", token_file),
+    STR("ca-file", ca_file),
+    STR("client-cert", client_cert),
+    STR("client-key", client_key),
+    FLAG("allow-insecure", allow_insecure),
+    FN("state-dir", opt_state_dir),
+    FN("label", opt_label),
+    FN("log-level", opt_log_level),
+    NUM("heartbeat-seconds", OPT_U64, heartbeat_s, 0, 86400),
+    NUM("health-figures-seconds", OPT_U64, health_figures_s, 1, 3600),
+    NUM("max-message-bytes", OPT_SIZE, max_message_bytes, 4096, (uint64_t)1 << 30),
+    FN("metrics-listen", opt_metrics_listen),
+    FLAG("no-sampler", no_sampler),
+    FLAG("frame-pointers-only", frame_pointers_only),
+    FLAG("k8s", k8s),
+    K8S("k8s-api", k8s_api),
+    K8S("k8s-token-file", k8s_token_file),
+    K8S("k8s-ca-file", k8s_ca_file),
+    K8S("k8s-node", k8s_node),
+    FLAG("version", version),
+    FLAG("help", help),
+};
+
+#define N_OPTS (sizeof(opt_specs) / sizeof(opt_specs[0]))
+
+static int opt_apply(const struct opt_spec *sp, struct agent_opts *o, const char *arg,
+		     struct pf_error *err)
+{
+	char *field = (char *)o + sp->off;
+	uint64_t v;
+	if (sp->k8s)
+		o->k8s = true;
+	switch (sp->kind) {
+	case OPT_STR:
+		*(const char **)(void *)field = arg;
+		return 0;
+	case OPT_FLAG:
+		*(bool *)(void *)field = true;
+		return 0;
+	case OPT_U64:
+	case OPT_SIZE:
+		if (parse_u64(arg, sp->max, &v) < 0 || v < sp->min) {
+			char key[48];
+			snprintf(key, sizeof(key), "--%s", sp->name);
+			return pf_error_set(err, -EINVAL, key,
+					    "must be %" PRIu64 "..%" PRIu64 ", got '%s'", sp->min,
+					    sp->max, arg);
+		}
+		if (sp->kind == OPT_SIZE)
+			*(size_t *)(void *)field = (size_t)v;
+		else
+			*(uint64_t *)(void *)field = v;
+		return 0;
+	case OPT_FN:
+		return sp->fn(o, arg, err);
+	}
+	return -EINVAL;
+}
+
 int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_error *err)
 {
-	enum {
-		OPT_CONFIG = 256,
-		OPT_SERVER,
-		OPT_TOKEN_FILE,
-		OPT_CA_FILE,
-		OPT_CLIENT_CERT,
-		OPT_CLIENT_KEY,
-		OPT_ALLOW_INSECURE,
-		OPT_STATE_DIR,
-		OPT_LABEL,
-		OPT_LOG_LEVEL,
-		OPT_HEARTBEAT,
-		OPT_HEALTH_FIGURES,
-		OPT_MAX_MSG,
-		OPT_METRICS_LISTEN,
-		OPT_NO_SAMPLER,
-		OPT_FP_ONLY,
-		OPT_VERSION,
-		OPT_K8S,
-		OPT_K8S_API,
-		OPT_K8S_TOKEN,
-		OPT_K8S_CA,
-		OPT_K8S_NODE,
-	};
-	static const struct option longopts[] = {
-	    {"config", required_argument, NULL, OPT_CONFIG},
-	    {"server", required_argument, NULL, OPT_SERVER},
-	    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
-	    {"ca-file", required_argument, NULL, OPT_CA_FILE},
-	    {"client-cert", required_argument, NULL, OPT_CLIENT_CERT},
-	    {"client-key", required_argument, NULL, OPT_CLIENT_KEY},
-	    {"allow-insecure", no_argument, NULL, OPT_ALLOW_INSECURE},
-	    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
-	    {"label", required_argument, NULL, OPT_LABEL},
-	    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-	    {"heartbeat-seconds", required_argument, NULL, OPT_HEARTBEAT},
-	    {"health-figures-seconds", required_argument, NULL, OPT_HEALTH_FIGURES},
-	    {"max-message-bytes", required_argument, NULL, OPT_MAX_MSG},
-	    {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
-	    {"no-sampler", no_argument, NULL, OPT_NO_SAMPLER},
-	    {"frame-pointers-only", no_argument, NULL, OPT_FP_ONLY},
-	    {"k8s", no_argument, NULL, OPT_K8S},
-	    {"k8s-api", required_argument, NULL, OPT_K8S_API},
-	    {"k8s-token-file", required_argument, NULL, OPT_K8S_TOKEN},
-	    {"k8s-ca-file", required_argument, NULL, OPT_K8S_CA},
-	    {"k8s-node", required_argument, NULL, OPT_K8S_NODE},
-	    {"version", no_argument, NULL, OPT_VERSION},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	uint64_t v;
+	struct option longopts[N_OPTS + 1];
 	int c;
+
+	for (size_t i = 0; i < N_OPTS; i++) {
+		const struct opt_spec *sp = &opt_specs[i];
+		longopts[i] = (struct option){.name = sp->name,
+					      .has_arg = sp->kind == OPT_FLAG ? no_argument
+									      : required_argument,
+					      .val = (int)i};
+	}
+	longopts[N_OPTS] = (struct option){0};
 
 	memset(o, 0, sizeof(*o));
 	o->state_dir = AGENT_DEFAULT_STATE_DIR;
@@ -132,117 +215,18 @@ int agent_opts_parse(int argc, char **argv, struct agent_opts *o, struct pf_erro
 	optind = 0; /* GNU: full re-initialisation */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case OPT_CONFIG:
-			o->config_file = optarg;
-			break;
-		case OPT_SERVER:
-			o->server_url = optarg;
-			break;
-		case OPT_TOKEN_FILE:
-			o->token_file = optarg;
-			break;
-		case OPT_CA_FILE:
-			o->ca_file = optarg;
-			break;
-		case OPT_CLIENT_CERT:
-			o->client_cert = optarg;
-			break;
-		case OPT_CLIENT_KEY:
-			o->client_key = optarg;
-			break;
-		case OPT_ALLOW_INSECURE:
-			o->allow_insecure = true;
-			break;
-		case OPT_STATE_DIR:
-			if (!*optarg)
-				return pf_error_set(err, -EINVAL, "--state-dir",
-						    "must not be empty");
-			o->state_dir = optarg;
-			break;
-		case OPT_LABEL: {
-			const char *eq = strchr(optarg, '=');
-			if (!eq || eq == optarg)
-				return pf_error_set(err, -EINVAL, "--label",
-						    "expected key=value, got '%s'", optarg);
-			if (o->n_labels >= AGENT_CLI_MAX_LABELS)
-				return pf_error_set(err, -EINVAL, "--label", "at most %d labels",
-						    AGENT_CLI_MAX_LABELS);
-			o->labels[o->n_labels++] = optarg;
-			break;
-		}
-		case OPT_LOG_LEVEL: {
-			int l = pf_log_parse_level(optarg);
-			if (l < 0)
-				return pf_error_set(err, -EINVAL, "--log-level",
-						    "must be error, warn, info or debug, got '%s'",
-						    optarg);
-			o->log_level = l;
-			break;
-		}
-		case OPT_HEARTBEAT:
-			if (parse_u64(optarg, 86400, &v) < 0)
-				return pf_error_set(err, -EINVAL, "--heartbeat-seconds",
-						    "must be 0..86400, got '%s'", optarg);
-			o->heartbeat_s = v;
-			break;
-		case OPT_HEALTH_FIGURES:
-			if (parse_u64(optarg, 3600, &v) < 0 || v < 1)
-				return pf_error_set(err, -EINVAL, "--health-figures-seconds",
-						    "must be 1..3600, got '%s'", optarg);
-			o->health_figures_s = v;
-			break;
-		case OPT_MAX_MSG:
-			if (parse_u64(optarg, (uint64_t)1 << 30, &v) < 0 || v < 4096)
-				return pf_error_set(err, -EINVAL, "--max-message-bytes",
-						    "must be 4096..1073741824, got '%s'", optarg);
-			o->max_message_bytes = (size_t)v;
-			break;
-		case OPT_METRICS_LISTEN: {
-			struct agent_metrics_listen l;
-			int r = agent_metrics_listen_parse(optarg, &l, err);
-			if (r < 0)
-				return r;
-			o->metrics_listen = optarg;
-			break;
-		}
-		case OPT_NO_SAMPLER:
-			o->no_sampler = true;
-			break;
-		case OPT_FP_ONLY:
-			o->frame_pointers_only = true;
-			break;
-		case OPT_K8S:
-			o->k8s = true;
-			break;
-		case OPT_K8S_API:
-			o->k8s = true;
-			o->k8s_api = optarg;
-			break;
-		case OPT_K8S_TOKEN:
-			o->k8s = true;
-			o->k8s_token_file = optarg;
-			break;
-		case OPT_K8S_CA:
-			o->k8s = true;
-			o->k8s_ca_file = optarg;
-			break;
-		case OPT_K8S_NODE:
-			o->k8s = true;
-			o->k8s_node = optarg;
-			break;
-		case OPT_VERSION:
-			o->version = true;
-			break;
-		case 'h':
+		if (c == 'h') {
 			o->help = true;
-			break;
-		default: {
+			continue;
+		}
+		if (c < 0 || (size_t)c >= N_OPTS) {
 			const char *bad = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
 			return pf_error_set(err, -EINVAL, "", "unknown or incomplete option '%s'",
 					    bad);
 		}
-		}
+		int rc = opt_apply(&opt_specs[c], o, optarg, err);
+		if (rc < 0)
+			return rc;
 	}
 	if (optind < argc)
 		return pf_error_set(err, -EINVAL, "", "unexpected argument '%s'", argv[optind]);

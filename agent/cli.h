@@ -38,7 +38,7 @@ struct agent_opts {
 	uint64_t health_figures_s; /* default 30: figures-only health changes at most this often */
 	size_t max_message_bytes; /* default 64 MiB */
 	const char *metrics_listen; /* NULL: no metrics endpoint; else validated ADDR:PORT
-				     * (agent_metrics_listen_parse) */
+				     * (agent_listen_addr_parse) */
 	bool no_sampler;	    /* never load the eBPF sampler (pprof targets only) */
 	bool frame_pointers_only;   /* no .eh_frame unwind tables: user stacks by frame pointers */
 	/* pod attribution (agent/k8s/podcache.h): on with --k8s or any --k8s-* option;

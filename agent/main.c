@@ -134,9 +134,9 @@ int main(int argc, char **argv)
 	}
 	/* The metrics endpoint binds before anything starts: a taken port stops the agent here. */
 	if (o.metrics_listen) {
-		struct agent_metrics_listen ml;
+		struct agent_listen_addr ml;
 		err = (struct pf_error){0};
-		if (agent_metrics_listen_parse(o.metrics_listen, &ml, &err) < 0 ||
+		if (agent_listen_addr_parse(o.metrics_listen, &ml, &err) < 0 ||
 		    !(metrics = agent_metrics_new(&ml, health, &err))) {
 			pf_log_error("%s", err.msg);
 			goto out;

@@ -13,14 +13,14 @@
 struct agent_http_server {
 	struct lws_context *ctx;
 	struct lws_vhost *vh;
-	struct agent_metrics_listen listen;
+	struct agent_listen_addr listen;
 	char where[96];
 	pthread_t thread;
 	bool started;
 	atomic_bool stop;
 };
 
-struct agent_http_server *agent_http_server_new(const struct agent_metrics_listen *l,
+struct agent_http_server *agent_http_server_new(const struct agent_listen_addr *l,
 						const char *vhost_name,
 						const struct lws_protocols *protocols, void *user,
 						const char *key, struct pf_error *err)
@@ -35,7 +35,7 @@ struct agent_http_server *agent_http_server_new(const struct agent_metrics_liste
 	atomic_init(&s->stop, false);
 	const char *h = l->host[0] ? l->host : (l->v6 ? "::" : "*");
 	snprintf(s->where, sizeof(s->where), l->v6 ? "[%s]:%d" : "%s:%d", h, l->port);
-	int rc = agent_metrics_probe_bind(l);
+	int rc = agent_listen_addr_probe(l);
 	if (rc < 0) {
 		pf_error_set(err, rc, key, "cannot listen on %s: %s", s->where, strerror(-rc));
 		free(s);
@@ -192,4 +192,15 @@ bool agent_http_header_has(struct lws *wsi, enum lws_token_indexes t, const char
 	if (lws_hdr_copy(wsi, v, sizeof(v), t) <= 0)
 		return false;
 	return strcasestr(v, needle) != NULL;
+}
+
+int agent_http_answer_writeable(struct lws *wsi, struct agent_http_answer *a,
+				void (*done)(void *ctx), void *ctx)
+{
+	int n = agent_http_answer_write(wsi, a);
+	if (n <= 0)
+		return n;
+	bool close_after = a->close_after;
+	done(ctx);
+	return close_after || lws_http_transaction_completed(wsi) ? -1 : 0;
 }

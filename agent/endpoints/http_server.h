@@ -15,7 +15,7 @@
 
 #include <libwebsockets.h>
 
-#include "metrics.h"
+#include "listen_addr.h"
 #include "pf/buf.h"
 #include "pf/error.h"
 
@@ -26,7 +26,7 @@ struct agent_http_server;
 /* Checks that l can be bound (err: "<key>: cannot listen on ADDR: <reason>"), then creates the
  * context with protocols and user (lws_context_user). Not serving until _start(). NULL +
  * errno. */
-struct agent_http_server *agent_http_server_new(const struct agent_metrics_listen *l,
+struct agent_http_server *agent_http_server_new(const struct agent_listen_addr *l,
 						const char *vhost_name,
 						const struct lws_protocols *protocols, void *user,
 						const char *key, struct pf_error *err);
@@ -61,6 +61,12 @@ void agent_http_answer_text(struct lws *wsi, struct agent_http_answer *a, int st
  * done (release the answer; close when close_after or lws_http_transaction_completed()),
  * -1: close. */
 int agent_http_answer_write(struct lws *wsi, struct agent_http_answer *a);
+/* The whole of LWS_CALLBACK_HTTP_WRITEABLE: agent_http_answer_write(); once the answer is all
+ * written, done(ctx) releases the transaction's state (the answer included), and the
+ * connection closes when the answer asked for it or the transaction cannot be completed.
+ * Returns the callback's return value. */
+int agent_http_answer_writeable(struct lws *wsi, struct agent_http_answer *a,
+				void (*done)(void *ctx), void *ctx);
 
 /* Whether header t contains needle (case-insensitive). */
 bool agent_http_header_has(struct lws *wsi, enum lws_token_indexes t, const char *needle);

@@ -29,84 +29,6 @@
 #define PREFIX "profleet_agent_"
 #define LABELS_LEN 256
 
-/* ---- --metrics-listen ---------------------------------------------------------------------- */
-
-int agent_metrics_listen_parse(const char *s, struct agent_metrics_listen *out,
-			       struct pf_error *err)
-{
-	const char *colon, *host;
-	size_t hlen;
-
-	memset(out, 0, sizeof(*out));
-	if (!s || !*s)
-		return pf_error_set(err, -EINVAL, "--metrics-listen", "expected ADDR:PORT");
-	if (s[0] == '[') {
-		const char *rb = strchr(s, ']');
-		if (!rb || rb[1] != ':')
-			return pf_error_set(err, -EINVAL, "--metrics-listen",
-					    "expected [IPv6]:PORT, got '%s'", s);
-		host = s + 1;
-		hlen = (size_t)(rb - host);
-		colon = rb + 1;
-		out->v6 = true;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon)
-			return pf_error_set(err, -EINVAL, "--metrics-listen",
-					    "expected ADDR:PORT, got '%s'", s);
-		host = s;
-		hlen = (size_t)(colon - s);
-		if (memchr(host, ':', hlen))
-			return pf_error_set(err, -EINVAL, "--metrics-listen",
-					    "IPv6 addresses go in brackets: [::1]:9464, got '%s'",
-					    s);
-	}
-	const char *port = colon + 1;
-	char *end;
-	errno = 0;
-	long v = strtol(port, &end, 10);
-	if (!*port || *end || errno || v < 0 || v > 65535 || *port == '-' || *port == '+')
-		return pf_error_set(err, -EINVAL, "--metrics-listen",
-				    "port must be 0..65535, got '%s'", port);
-	out->port = (int)v;
-	if (hlen >= sizeof(out->host))
-		return pf_error_set(err, -EINVAL, "--metrics-listen", "address too long in '%s'",
-				    s);
-	char h[sizeof(out->host)];
-	memcpy(h, host, hlen);
-	h[hlen] = '\0';
-	if (!out->v6 && (!strcmp(h, "") || !strcmp(h, "*") || !strcmp(h, "0.0.0.0")))
-		return 0; /* every interface */
-	if (out->v6 && !strcmp(h, "::"))
-		return 0;
-	if (!out->v6 && !strcmp(h, "localhost")) {
-		snprintf(out->host, sizeof(out->host), "127.0.0.1");
-		return 0;
-	}
-	unsigned char addr[sizeof(struct in6_addr)];
-	if (inet_pton(out->v6 ? AF_INET6 : AF_INET, h, addr) != 1)
-		return pf_error_set(err, -EINVAL, "--metrics-listen",
-				    "'%s' is not an IP%s address (use a literal, localhost, * or "
-				    "[::])",
-				    h, out->v6 ? "v6" : "v4");
-	memcpy(out->host, h, hlen + 1);
-	return 0;
-}
-
-/* ---- process ------------------------------------------------------------------------------- */
-
-int agent_metrics_process_read(struct agent_metrics_process *out)
-{
-	struct rusage ru;
-	memset(out, 0, sizeof(*out));
-	if (getrusage(RUSAGE_SELF, &ru) < 0)
-		return -errno;
-	out->cpu_seconds = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-			   (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-	uint64_t shared;
-	return pf_heap_statm(&out->rss_bytes, &shared); /* rss_bytes stays 0 on failure */
-}
-
 /* ---- rendering ----------------------------------------------------------------------------- */
 
 size_t agent_metrics_escape_label(char *out, size_t cap, const char *value)
@@ -759,7 +681,7 @@ static const char *method_of(struct lws *wsi)
 
 static int render_metrics(struct agent_metrics *m, struct pf_buf *out)
 {
-	struct agent_metrics_process proc;
+	struct agent_self_usage proc;
 	struct pf_health tree;
 	struct agent_dataplane_metrics *dp = NULL;
 	bool have_tree = false;
@@ -778,7 +700,7 @@ static int render_metrics(struct agent_metrics *m, struct pf_buf *out)
 	}
 	if (m->health && agent_health_build(m->health, &tree) == 0)
 		have_tree = true;
-	bool have_proc = agent_metrics_process_read(&proc) == 0;
+	bool have_proc = agent_self_usage_read(&proc) == 0;
 	struct agent_metrics_input in = {.version = agent_version(),
 					 .proc = have_proc ? &proc : NULL,
 					 .dp = dp,
@@ -824,6 +746,11 @@ static int http_begin(struct agent_metrics *m, struct lws *wsi, struct pss *p, c
 	return 0;
 }
 
+static void answer_done(void *a)
+{
+	agent_http_answer_release(a);
+}
+
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 		    size_t len)
 {
@@ -836,20 +763,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_HTTP_BODY:
 	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
 		return 0; /* ignored: every accepted method is GET */
-	case LWS_CALLBACK_HTTP_WRITEABLE: {
-		if (!p)
-			return -1;
-		int n = agent_http_answer_write(wsi, &p->a);
-		if (n < 0)
-			return -1;
-		if (n == 1) {
-			bool close_after = p->a.close_after;
-			agent_http_answer_release(&p->a);
-			if (close_after || lws_http_transaction_completed(wsi))
-				return -1;
-		}
-		return 0;
-	}
+	case LWS_CALLBACK_HTTP_WRITEABLE:
+		return p ? agent_http_answer_writeable(wsi, &p->a, answer_done, &p->a) : -1;
 	case LWS_CALLBACK_CLOSED_HTTP:
 		if (p)
 			agent_http_answer_release(&p->a);
@@ -865,51 +780,7 @@ static const struct lws_protocols protocols[] = {
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
-/* Binds a throw-away socket the way lws will (SO_REUSEADDR): lws only logs why its bind
- * failed, this gives the caller the reason. */
-int agent_metrics_probe_bind(const struct agent_metrics_listen *l)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	int fam;
-	memset(&ss, 0, sizeof(ss));
-	if (l->v6 || !l->host[0]) {
-		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-		fam = AF_INET6;
-		a->sin6_family = AF_INET6;
-		a->sin6_port = htons((uint16_t)l->port);
-		if (l->host[0] && inet_pton(AF_INET6, l->host, &a->sin6_addr) != 1)
-			return -EINVAL;
-		sl = sizeof(*a);
-	} else {
-		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-		fam = AF_INET;
-		a->sin_family = AF_INET;
-		a->sin_port = htons((uint16_t)l->port);
-		if (inet_pton(AF_INET, l->host, &a->sin_addr) != 1)
-			return -EINVAL;
-		sl = sizeof(*a);
-	}
-	int fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 && fam == AF_INET6 && !l->host[0]) { /* no IPv6: every IPv4 interface */
-		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-		memset(&ss, 0, sizeof(ss));
-		a->sin_family = AF_INET;
-		a->sin_port = htons((uint16_t)l->port);
-		a->sin_addr.s_addr = htonl(INADDR_ANY);
-		sl = sizeof(*a);
-		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	}
-	if (fd < 0)
-		return -errno;
-	int one = 1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	int rc = bind(fd, (struct sockaddr *)&ss, sl) < 0 ? -errno : 0;
-	close(fd);
-	return rc;
-}
-
-struct agent_metrics *agent_metrics_new(const struct agent_metrics_listen *l,
+struct agent_metrics *agent_metrics_new(const struct agent_listen_addr *l,
 					struct agent_health *health, struct pf_error *err)
 {
 	struct agent_metrics *m = calloc(1, sizeof(*m));

@@ -27,10 +27,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "dataplane.h"
+#include "dataplane_metrics.h"
+#include "listen_addr.h"
 #include "opamp_codec.h"
 #include "pf/buf.h"
 #include "pf/error.h"
+#include "self_usage.h"
 
 #define AGENT_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 #define AGENT_METRICS_MAX_BYTES ((size_t)8 << 20) /* cap of one /metrics answer */
@@ -38,36 +40,10 @@
 struct agent_health;
 struct agent_metrics;
 
-/* --metrics-listen: "HOST:PORT" with HOST an IPv4 literal, "[IPv6 literal]", "localhost"
- * (127.0.0.1), or empty / "*" / "0.0.0.0" / "[::]" for every interface; PORT 0..65535 (0: any
- * free port, agent_metrics_port() tells which). */
-struct agent_metrics_listen {
-	char host[64]; /* literal without brackets; "" = every interface */
-	int port;
-	bool v6; /* host is an IPv6 literal */
-};
-
-/* 0, or -EINVAL with err ("--metrics-listen: ..."). */
-int agent_metrics_listen_parse(const char *s, struct agent_metrics_listen *out,
-			       struct pf_error *err);
-
-/* Binds a throw-away socket to l the way lws will (SO_REUSEADDR): lws only logs why its bind
- * failed, this gives the caller the reason. 0 or -errno (-EADDRINUSE, -EADDRNOTAVAIL, ...).
- * The span receiver checks its address with it too. */
-int agent_metrics_probe_bind(const struct agent_metrics_listen *l);
-
-/* The process' own resource use. */
-struct agent_metrics_process {
-	double cpu_seconds; /* user + system, all threads (getrusage RUSAGE_SELF) */
-	uint64_t rss_bytes; /* resident set (/proc/self/statm), 0 when unknown */
-};
-/* 0 or -errno (fields left 0). */
-int agent_metrics_process_read(struct agent_metrics_process *out);
-
 /* What one /metrics answer shows; any pointer may be NULL (its families are left out). */
 struct agent_metrics_input {
 	const char *version; /* profleet_agent_info{version} */
-	const struct agent_metrics_process *proc;
+	const struct agent_self_usage *proc;
 	const struct agent_dataplane_metrics *dp;
 	const struct pf_health *health; /* agent_health_build() tree */
 };
@@ -82,7 +58,7 @@ size_t agent_metrics_escape_label(char *out, size_t cap, const char *value);
 /* Binds the listening socket (a new lws context). health is borrowed (may be NULL). NULL +
  * errno with err ("--metrics-listen: cannot listen on 127.0.0.1:9464: Address already in use")
  * when the address cannot be bound. */
-struct agent_metrics *agent_metrics_new(const struct agent_metrics_listen *l,
+struct agent_metrics *agent_metrics_new(const struct agent_listen_addr *l,
 					struct agent_health *health, struct pf_error *err);
 /* Starts the serving thread; dataplane is borrowed (may be NULL: no data plane families) and
  * must outlive agent_metrics_free(). 0 or -errno with err. */

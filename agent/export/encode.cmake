@@ -7,6 +7,8 @@
 #                also the transport of `pyroscope`, and the partial-success reader
 #   pyroscope.c  `pyroscope`: per-process pprof push targets (/ingest?format=pprof&name=...)
 #   spill.c      the queue mirrored in the state dir (a file per queued item)
+#   encode_submit.c  a window as OTLP requests (whole, or per process) handed to a sink:
+#                the data plane's windows and the captures
 # lws is not used: HTTP goes through libcurl (agent_http) on the exporter's worker thread.
 #
 # agent_http: the agent's outbound HTTP client (../http/http_client.c over libcurl), shared by
@@ -27,7 +29,8 @@ if(NOT TARGET agent_export)
 		${CMAKE_CURRENT_LIST_DIR}/file.c
 		${CMAKE_CURRENT_LIST_DIR}/otlp_http.c
 		${CMAKE_CURRENT_LIST_DIR}/pyroscope.c
-		${CMAKE_CURRENT_LIST_DIR}/spill.c)
+		${CMAKE_CURRENT_LIST_DIR}/spill.c
+		${CMAKE_CURRENT_LIST_DIR}/encode_submit.c)
 	target_include_directories(agent_export PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 	target_link_libraries(agent_export
 		PUBLIC pf_proto pf_common agent_http PkgConfig::OPENSSL PkgConfig::ZLIB Threads::Threads

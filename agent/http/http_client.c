@@ -86,6 +86,8 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 	struct agent_http *c = ud;
 	size_t len = size * n;
 	struct agent_http_result *res = c->cur;
+	if (c->opt->on_data)
+		return c->opt->on_data(c->opt->data_ctx, p, len) < 0 ? 0 : len;
 	if (res->body_truncated)
 		return c->opt->fail_over_cap ? 0 : len;
 	if (pf_buf_append(&res->body, p, len) < 0) {
@@ -431,6 +433,15 @@ int agent_http_do(struct agent_http *c, const struct agent_http_request *req,
 		curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
 		curl_easy_setopt(curl, CURLOPT_XFERINFODATA, c);
 		curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+	}
+	if (opt->connect_timeout_ms)
+		curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, (long)opt->connect_timeout_ms);
+	if (opt->keepalive_idle_s) {
+		curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+		curl_easy_setopt(curl, CURLOPT_TCP_KEEPIDLE, (long)opt->keepalive_idle_s);
+		curl_easy_setopt(curl, CURLOPT_TCP_KEEPINTVL,
+				 (long)(opt->keepalive_intvl_s ? opt->keepalive_intvl_s
+							       : opt->keepalive_idle_s));
 	}
 	if (opt->follow_redirects) {
 		curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);

@@ -1,4 +1,5 @@
-/* http_client.h — the agent's outbound HTTP (exporters, pprof scrapes), through libcurl.
+/* http_client.h — the agent's outbound HTTP (exporters, pprof scrapes, the Kubernetes API
+ * server), through libcurl.
  *
  * Owns one libcurl easy handle per client: its connection cache is the client's connection
  * pool (keep-alive between requests to the same endpoint), HTTP/2 is negotiated over TLS (ALPN)
@@ -39,6 +40,13 @@ struct agent_http_options {
 	bool fail_over_cap;     /* a body over the result's cap fails (-E2BIG); else it is cut */
 	bool timeout_plain;     /* a timeout reads "timed out after N ms" */
 	const atomic_bool *cancel; /* set: the request ends with -ECANCELED */
+	uint32_t connect_timeout_ms; /* the connection alone (DNS, TCP, TLS); 0 = the whole bound */
+	uint32_t keepalive_idle_s;   /* TCP keepalive probes after this idle time; 0 = off */
+	uint32_t keepalive_intvl_s;  /* and this far apart */
+	/* a streamed body (a watch): every piece goes to on_data as it arrives, nothing is kept
+	 * in the result's body; on_data returning < 0 ends the request (-EIO) */
+	int (*on_data)(void *ctx, const char *data, size_t len);
+	void *data_ctx;
 };
 
 struct agent_http_request {

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,9 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
+#include "http_client.h"
 #include "pf/backoff.h"
 #include "pf/compiler.h"
 #include "pf/log.h"
@@ -68,9 +69,12 @@ struct pf_podcache {
 
 	int64_t retry_after_ms; /* the thread's: the API server's last Retry-After, 0 none */
 
+	struct agent_http *http; /* the thread's client: one connection kept between requests */
+
 	pthread_mutex_t stop_lock;
 	pthread_cond_t stop_cond;
 	bool stop, started;
+	atomic_bool cancel; /* set with stop: the request in flight ends */
 	pthread_t thread;
 };
 
@@ -633,12 +637,6 @@ static bool stopping(struct pf_podcache *pc)
 	return s;
 }
 
-static int xfer_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
-{
-	struct xfer *x = ud;
-	return stopping(x->pc) ? 1 : 0;
-}
-
 static int buf_append(struct xfer *x, const char *d, size_t n)
 {
 	if (x->len + n + 1 > x->max) {
@@ -661,19 +659,18 @@ static int buf_append(struct xfer *x, const char *d, size_t n)
 	return 0;
 }
 
-static size_t xfer_write(char *data, size_t size, size_t nmemb, void *ud)
+static int xfer_write(void *ud, const char *data, size_t n)
 {
 	struct xfer *x = ud;
-	size_t n = size * nmemb;
 	if (!x->watch)
-		return buf_append(x, data, n) < 0 ? 0 : n;
+		return buf_append(x, data, n);
 	/* a watch: newline-delimited JSON events */
 	const char *p = data, *end = data + n;
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t take = nl ? (size_t)(nl - p) : (size_t)(end - p);
 		if (buf_append(x, p, take) < 0)
-			return 0;
+			return -1;
 		p += take;
 		if (!nl)
 			break;
@@ -685,7 +682,7 @@ static size_t xfer_write(char *data, size_t size, size_t nmemb, void *ud)
 			x->events++;
 			if (r < 0 && r != -EBADMSG) {
 				x->event_rc = r;
-				return 0;
+				return -1;
 			}
 			if (r == -EBADMSG) {
 				pf_log_debug("k8s: skipped a watch line: %s", x->err->msg);
@@ -693,25 +690,7 @@ static size_t xfer_write(char *data, size_t size, size_t nmemb, void *ud)
 			}
 		}
 	}
-	return n;
-}
-
-/* Retry-After of a 429 (API Priority and Fairness) or 503 answer (RFC 9110 §10.2.3). */
-static size_t xfer_header(char *data, size_t size, size_t nmemb, void *ud)
-{
-	struct xfer *x = ud;
-	size_t n = size * nmemb;
-	static const char name[] = "retry-after:";
-	if (n > sizeof(name) - 1 && n < 256 && !strncasecmp(data, name, sizeof(name) - 1)) {
-		char v[256];
-		memcpy(v, data + sizeof(name) - 1, n - (sizeof(name) - 1));
-		v[n - (sizeof(name) - 1)] = 0;
-		v[strcspn(v, "\r\n")] = 0;
-		int64_t ms = pf_retry_after_parse(v, (int64_t)time(NULL));
-		if (ms >= 0)
-			x->pc->retry_after_ms = ms;
-	}
-	return n;
+	return 0;
 }
 
 static char *read_token(const char *path)
@@ -729,47 +708,68 @@ static char *read_token(const char *path)
 	return t;
 }
 
+/* Percent-encodes s for a query value (RFC 3986: unreserved characters stay). NULL: ENOMEM. */
+static char *url_escape(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = strlen(s);
+	char *out = malloc(3 * n + 1), *o = out;
+	if (!out)
+		return NULL;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+		    *p == '-' || *p == '.' || *p == '_' || *p == '~') {
+			*o++ = (char)*p;
+		} else {
+			*o++ = '%';
+			*o++ = hex[*p >> 4];
+			*o++ = hex[*p & 15];
+		}
+	}
+	*o = 0;
+	return out;
+}
+
 /* One GET. Returns 0 after a 2xx answer completed, -ESTALE for 410, -EACCES for 401/403,
  * -EHOSTUNREACH when the server was not reached, -EIO for other failures (err says why),
- * -ECANCELED when stopping. */
+ * -ECANCELED when stopping. The API server's Retry-After (of a 429 from API Priority and
+ * Fairness, or a 503; RFC 9110 section 10.2.3) is kept for the next retry. */
 static int http_get(struct pf_podcache *pc, const char *url, struct xfer *x, long timeout_s,
 		    struct pf_error *err)
 {
-	CURL *c = curl_easy_init();
-	if (!c)
-		return pf_error_set(err, -ENOMEM, "", "curl_easy_init failed");
-	struct curl_slist *h = curl_slist_append(NULL, "Accept: application/json");
 	_cleanup_free_ char *token = pc->token_file ? read_token(pc->token_file) : NULL;
 	_cleanup_free_ char *auth = NULL;
+	const char *hdrs[2] = {"Accept: application/json"};
+	size_t n_hdrs = 1;
 	if (token && *token && asprintf(&auth, "Authorization: Bearer %s", token) >= 0)
-		h = curl_slist_append(h, auth);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, xfer_write);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, xfer_header);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
-	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, xfer_progress);
-	curl_easy_setopt(c, CURLOPT_XFERINFODATA, x);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-	/* a quiet watch on a dead connection is noticed in about a minute, not at its end */
-	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 30L);
-	curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 10L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
-	curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	if (pc->ca_file)
-		curl_easy_setopt(c, CURLOPT_CAINFO, pc->ca_file);
-	char ebuf[CURL_ERROR_SIZE] = "";
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, ebuf);
-	CURLcode cr = curl_easy_perform(c);
-	long status = 0;
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_cleanup(c);
-	curl_slist_free_all(h);
+		hdrs[n_hdrs++] = auth;
+	if (!pc->http && !(pc->http = agent_http_new()))
+		return pf_error_set(err, -ENOMEM, "", "cannot start an HTTP client");
+	struct agent_http_tls tls = {.ca_file = pc->ca_file};
+	struct agent_http_request req = {
+	    .method = "GET", .url = url, .headers = hdrs, .n_headers = n_hdrs};
+	struct agent_http_options opt = {.timeout_ms = (uint32_t)timeout_s * 1000u,
+					 .tls = &tls,
+					 .decode_gzip = true,
+					 .cancel = &pc->cancel,
+					 .connect_timeout_ms = 10000,
+					 /* a quiet watch on a dead connection is noticed in about a
+					  * minute, not at its end */
+					 .keepalive_idle_s = 30,
+					 .keepalive_intvl_s = 10,
+					 .on_data = xfer_write,
+					 .data_ctx = x};
+	struct agent_http_result res;
+	struct pf_error herr = {0};
+	agent_http_result_init(&res, 1);
+	int hr = agent_http_do(pc->http, &req, &opt, &res, &herr);
+	long status = res.status;
+	if (res.retry_after[0]) {
+		int64_t ms = pf_retry_after_parse(res.retry_after, (int64_t)time(NULL));
+		if (ms >= 0)
+			pc->retry_after_ms = ms;
+	}
+	agent_http_result_release(&res);
 	if (x->event_rc)
 		return x->event_rc;
 	if (stopping(pc))
@@ -793,24 +793,22 @@ static int http_get(struct pf_podcache *pc, const char *url, struct xfer *x, lon
 	}
 	if (x->too_big)
 		return pf_error_set(err, -E2BIG, "", "answer larger than %zu bytes", x->max);
-	if (cr != CURLE_OK && x->watch && status >= 200 && status < 300) {
+	if (hr < 0 && x->watch && status >= 200 && status < 300) {
 		/* the watch was accepted and then ended early (our time guard, a proxy or
 		 * the server closing it): resume it from the last resourceVersion */
 		pf_log_debug("k8s: watch ended after %llu events: %s",
-			     (unsigned long long)x->events,
-			     ebuf[0] ? ebuf : curl_easy_strerror(cr));
+			     (unsigned long long)x->events, herr.msg);
 		return 0;
 	}
-	if (cr != CURLE_OK)
+	if (hr < 0)
 		return pf_error_set(err, status ? -EIO : -EHOSTUNREACH, "",
-				    "API server unreachable: %s",
-				    ebuf[0] ? ebuf : curl_easy_strerror(cr));
+				    "API server unreachable: %s", herr.msg);
 	return 0;
 }
 
 static int pods_url(struct pf_podcache *pc, char *out, size_t n, const char *extra)
 {
-	_cleanup_free_ char *node = curl_easy_escape(NULL, pc->node, 0);
+	_cleanup_free_ char *node = url_escape(pc->node);
 	if (!node)
 		return -ENOMEM;
 	int w = snprintf(out, n, "%s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s%s", pc->api_url,
@@ -829,7 +827,7 @@ static int do_list(struct pf_podcache *pc, char *rv, size_t rvlen, struct pf_err
 		return -ENOMEM;
 	for (int page = 0; page < LIST_MAX_PAGES; page++) {
 		char extra[1024], url[URL_MAX];
-		_cleanup_free_ char *ec = cont ? curl_easy_escape(NULL, cont, 0) : NULL;
+		_cleanup_free_ char *ec = cont ? url_escape(cont) : NULL;
 		snprintf(extra, sizeof(extra), "&limit=%d%s%s", LIST_PAGE, ec ? "&continue=" : "",
 			 ec ? ec : "");
 		if ((r = pods_url(pc, url, sizeof(url), extra)) < 0)
@@ -872,7 +870,7 @@ static int do_watch(struct pf_podcache *pc, char *rv, size_t rvlen, uint64_t *ev
 		    struct pf_error *err)
 {
 	char url[URL_MAX], extra[256];
-	_cleanup_free_ char *erv = curl_easy_escape(NULL, rv, 0);
+	_cleanup_free_ char *erv = url_escape(rv);
 	if (!erv)
 		return -ENOMEM;
 	snprintf(extra, sizeof(extra),
@@ -1014,15 +1012,8 @@ static char *opt_file(const char *given, const char *name)
 	return access(path, R_OK) == 0 ? strdup(path) : NULL;
 }
 
-static void curl_init_once(void)
-{
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 struct pf_podcache *pf_podcache_new(const struct pf_podcache_options *opt, struct pf_error *err)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	pthread_once(&once, curl_init_once);
 	if (!opt || !opt->node_name || !*opt->node_name) {
 		pf_error_set(err, -EINVAL, "k8s.node", "the node name is required (K8S_NODE_NAME)");
 		errno = EINVAL;
@@ -1059,6 +1050,7 @@ struct pf_podcache *pf_podcache_new(const struct pf_podcache_options *opt, struc
 		goto enomem;
 	pthread_mutex_init(&pc->lock, NULL);
 	pthread_mutex_init(&pc->stop_lock, NULL);
+	atomic_init(&pc->cancel, false);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_cond_init(&pc->stop_cond, &ca);
@@ -1105,6 +1097,7 @@ void pf_podcache_free(struct pf_podcache *pc)
 	if (pc->started) {
 		pthread_mutex_lock(&pc->stop_lock);
 		pc->stop = true;
+		atomic_store(&pc->cancel, true);
 		pthread_cond_broadcast(&pc->stop_cond);
 		pthread_mutex_unlock(&pc->stop_lock);
 		pthread_join(pc->thread, NULL);
@@ -1118,6 +1111,7 @@ void pf_podcache_free(struct pf_podcache *pc)
 	free(pc->node);
 	free(pc->token_file);
 	free(pc->ca_file);
+	agent_http_free(pc->http);
 	pthread_cond_destroy(&pc->stop_cond);
 	pthread_mutex_destroy(&pc->stop_lock);
 	pthread_mutex_destroy(&pc->lock);

@@ -7,8 +7,10 @@
  * (events and BOOKMARKs); "410 Gone" (ERROR event or HTTP status) relists. While the API
  * server cannot be reached the thread retries with exponential backoff and full jitter
  * (pf/backoff.h), the cache keeps what it had, and the status callback says so (the agent's
- * health component "k8s"). HTTP with libcurl (bearer token re-read from its file at every
- * request, as projected service-account tokens rotate), JSON with jansson.
+ * health component "k8s"). HTTP through the agent's client (http/http_client.h: one
+ * connection kept between requests; the watch's body streamed event by event; bearer token
+ * re-read from its file at every request, as projected service-account tokens rotate), JSON
+ * with jansson.
  *
  * Lookups (pf_podcache_container_attrs, the struct pf_procinfo_source of procinfo.h) copy out
  * under the mutex: an in-memory read that never waits on the network.

@@ -25,6 +25,7 @@
 
 #include <jansson.h>
 
+#include "pf/clock.h"
 #include "pf/log.h"
 #include "pf/profile.h"
 #include "podcache.h"
@@ -39,13 +40,6 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	stop = 1;
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void usage(FILE *to)
@@ -295,11 +289,11 @@ int main(int argc, char **argv)
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	uint64_t deadline = seconds ? now_ms() + (uint64_t)seconds * 1000 : 0;
+	uint64_t deadline = seconds ? pf_mono_ms() + (uint64_t)seconds * 1000 : 0;
 	struct pf_podcache_stats last;
 	memset(&last, 0, sizeof(last));
 	last.generation = UINT64_MAX;
-	while (!stop && (!deadline || now_ms() < deadline)) {
+	while (!stop && (!deadline || pf_mono_ms() < deadline)) {
 		struct pf_podcache_stats st;
 		pf_podcache_stats(pc, &st);
 		if (st.generation != last.generation || st.reachable != last.reachable ||

@@ -1,11 +1,10 @@
 /* sampler_pprof.c — see sampler_pprof.h.
  *
- * The HTTP client: one non-blocking socket driven with poll(2) against one deadline, in slices
- * of at most 100 ms so a cancel request is noticed; HTTP/1.1 per RFC 9112 ("Connection:
- * close"; the body framed by Content-Length, chunked transfer coding (section 7.1) or the
- * end of the connection). Threads: the loop thread owns the schedule; each scrape runs on its
- * own thread with a private copy of its target and touches shared state only under the mutex,
- * at its end. */
+ * The scrapes go through the agent's HTTP client (http/http_client.h, libcurl): one client per
+ * target, so its connection is kept between scrapes; each request is bounded by the target's
+ * timeout and ends early when the sources are freed (the client's cancel flag). Threads: the
+ * loop thread owns the schedule; each scrape runs on its own thread with a private copy of its
+ * target and touches shared state only under the mutex, at its end. */
 #include "sampler_pprof.h"
 
 #include <ctype.h>

@@ -26,14 +26,15 @@
  * start/end come from the profile's time_nanos/duration_nanos, or the scrape's wall-clock
  * time when the profile has none.
  *
- * Hand-off to the agent's loop (thread rules as in STYLE.md rule 10): finished windows are
- * queued; the queue's wake fd (an eventfd) becomes readable and options.on_ready (may be
- * NULL; e.g. a wrapper of lws_cancel_service()) is called from the worker thread. The loop
- * calls pf_pprof_sources_poll() from a timer (it reaps finished workers and starts due
- * scrapes, and says when it wants to be called next) and pf_pprof_sources_pop() until it
- * returns NULL. Every function is safe to call from one thread (the loop) while workers run;
- * none of them blocks on a scrape except pf_pprof_sources_free(), which cancels the scrapes
- * in flight (they notice within 100 ms, DNS lookups excepted) and joins them. */
+ * Hand-off to the agent's loop (worker threads hand results back through a queue and a
+ * wake-up, never by calling into the loop): finished windows are queued; the queue's wake fd
+ * (an eventfd) becomes readable and options.on_ready (may be NULL; e.g. a wrapper of
+ * lws_cancel_service()) is called from the worker thread. The loop calls
+ * pf_pprof_sources_poll() from a timer (it reaps finished workers and starts due scrapes,
+ * and says when it wants to be called next) and pf_pprof_sources_pop() until it returns NULL.
+ * Every function is safe to call from one thread (the loop) while workers run; none of them
+ * blocks on a scrape except pf_pprof_sources_free(), which cancels the scrapes in flight
+ * (they notice within 100 ms, DNS lookups excepted) and joins them. */
 #ifndef AGENT_SAMPLER_PPROF_H
 #define AGENT_SAMPLER_PPROF_H
 

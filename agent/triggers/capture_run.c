@@ -7,9 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "encode_submit.h"
 #include "exporter.h"
-#include "otlp_profiles.h"
-#include "pf/buf.h"
 #include "pf/log.h"
 
 #define RECEIVER_TIMEOUT_S 10
@@ -193,135 +192,113 @@ static void delivered(void *user, int rc)
 
 /* ---- one capture's end --------------------------------------------------------------------- */
 
-static int by_samples_desc(const void *a, const void *b)
-{
-	const struct pf_prof_process *x = *(const struct pf_prof_process *const *)a;
-	const struct pf_prof_process *y = *(const struct pf_prof_process *const *)b;
-	uint64_t nx = 0, ny = 0;
-	for (size_t i = 0; i < x->n_samples; i++)
-		nx += x->samples[i].count;
-	for (size_t i = 0; i < y->n_samples; i++)
-		ny += y->samples[i].count;
-	return nx < ny ? 1 : nx > ny ? -1 : 0;
-}
-
-struct encoded {
-	struct pf_buf b[AGENT_CAPTURE_RUN_MAX_PROFILES];
-	uint8_t ids[AGENT_CAPTURE_RUN_MAX_PROFILES][16];
-	size_t n;
-	uint64_t bytes;
+/* One capture's hand-off (encode_submit.h's sink). */
+struct capture_export {
+	struct agent_capture_runner *r;
+	struct run *run;
+	const char *url;	  /* the receiver, NULL when none */
+	struct agent_exporter *x; /* its exporter, NULL when none */
+	uint64_t samples, now_ms;
+	bool refused; /* ready() failed the capture itself */
 };
 
-/* One OTLP request per process (busiest first), so each profile id is known. */
-static int encode_each(const struct pf_prof_window *w, struct encoded *e, struct pf_error *err)
+/* Every profile is encoded: check the receiver, tell the engine what is being exported. */
+static int capture_ready(void *ctx, const struct agent_encoded *e)
 {
-	size_t n = w->n_processes;
-	const struct pf_prof_process **order = calloc(n ? n : 1, sizeof(*order));
-	if (!order)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		order[i] = &w->processes[i];
-	qsort(order, n, sizeof(*order), by_samples_desc);
-	int rc = 0;
-	for (size_t i = 0; i < n && e->n < AGENT_CAPTURE_RUN_MAX_PROFILES && rc == 0; i++) {
-		struct pf_prof_window one = *w;
-		one.processes = order[i];
-		one.n_processes = 1;
-		struct pf_buf *b = &e->b[e->n];
-		pf_buf_init(b, PF_BUF_MAX_DEFAULT);
-		rc = pf_otlp_profiles_encode(&one, b, e->ids[e->n], err);
-		if (rc == -ENODATA) { /* a process without samples */
-			rc = 0;
-			continue;
-		}
-		if (rc == 0)
-			e->bytes += b->len, e->n++;
+	struct capture_export *ce = ctx;
+	struct agent_capture_runner *r = ce->r;
+	const struct pf_capture_request *req = &ce->run->job.req;
+	uint64_t serial = ce->run->job.serial;
+	struct pf_error err = {0};
+	/* a local trigger (high_cpu...) sends nothing over OpAMP: without a receiver its profiles
+	 * go to the configured exporters only */
+	bool local = strcmp(ce->run->job.trigger, "on_demand") != 0;
+	if (e->n && !ce->url && !local) {
+		agent_captures_fail(r->engine, serial, "export_failed",
+				    "no receiver: the request names none and the agent has no "
+				    "OpAMP server URL to derive it from");
+		ce->refused = true;
+		return -EDESTADDRREQ;
 	}
-	if (rc == 0 && n > AGENT_CAPTURE_RUN_MAX_PROFILES)
-		pf_log_warn("capture: %zu processes sampled; the %d busiest are exported", n,
-			    AGENT_CAPTURE_RUN_MAX_PROFILES);
-	free(order);
-	return rc;
+	if (e->n && ce->url && !(ce->x = receiver(r, ce->url, &err))) {
+		agent_captures_fail(r->engine, serial, "export_failed", "receiver %s: %s", ce->url,
+				    err.msg);
+		ce->refused = true;
+		return -EHOSTUNREACH;
+	}
+	pf_log_info("capture %s: %" PRIu64 " samples, %zu profiles, %" PRIu64 " bytes to %s",
+		    req->id, ce->samples, e->n, e->bytes,
+		    !e->n    ? "(nothing)"
+		    : ce->x ? ce->url
+			    : "the configured exporters");
+	if (!ce->samples) /* done, but say why the flame graph is empty */
+		agent_captures_note(
+		    r->engine, serial,
+		    "no samples: the %zu process%s sampled did not run on a CPU during the "
+		    "capture (idle, sleeping or blocked: a CPU profile shows only code that runs)",
+		    ce->run->n_pids, ce->run->n_pids == 1 ? "" : "es");
+	/* the engine waits for the receiver's confirmations from here on */
+	agent_captures_exporting(r->engine, serial, ce->samples, e->bytes,
+				 (const uint8_t(*)[16])e->ids, e->n, ce->x ? (unsigned)e->n : 0,
+				 ce->now_ms);
+	return 0;
+}
+
+/* One profile: to the configured exporters, and to the receiver. */
+static void capture_bytes(void *ctx, const uint8_t *data, size_t len, const uint8_t id[16])
+{
+	struct capture_export *ce = ctx;
+	struct agent_capture_runner *r = ce->r;
+	uint64_t serial = ce->run->job.serial;
+	if (r->submit_bytes)
+		r->submit_bytes(r->ctx, data, len, id);
+	if (!ce->x)
+		return;
+	struct delivery *dl = malloc(sizeof(*dl));
+	int src = -ENOMEM;
+	if (dl) {
+		*dl = (struct delivery){.engine = r->engine, .x = ce->x, .serial = serial};
+		snprintf(dl->url, sizeof(dl->url), "%s", ce->url);
+		src = agent_exporter_submit(ce->x, data, len, id, delivered, dl);
+	}
+	if (src < 0) {
+		free(dl);
+		char why[160];
+		snprintf(why, sizeof(why), "export to %.60s: %.60s", ce->url, strerror(-src));
+		agent_captures_export_done(r->engine, serial, src, why);
+	}
+}
+
+static void capture_window(void *ctx, const struct pf_prof_window *w)
+{
+	struct capture_export *ce = ctx;
+	if (ce->r->submit_window)
+		ce->r->submit_window(ce->r->ctx, w);
 }
 
 static void export_capture(struct agent_capture_runner *r, struct run *run,
 			   struct pf_prof_window *w, uint64_t now_ms)
 {
 	const struct pf_capture_request *req = &run->job.req;
-	uint64_t serial = run->job.serial;
 	struct pf_error err = {0};
-	struct encoded *e = calloc(1, sizeof(*e));
-	if (!e) {
-		agent_captures_fail(r->engine, serial, "internal", "out of memory");
-		return;
-	}
-	/* a local trigger (high_cpu...) sends nothing over OpAMP: without a receiver its profiles
-	 * go to the configured exporters only */
-	bool local = strcmp(run->job.trigger, "on_demand") != 0;
+	struct capture_export ce = {.r = r,
+				    .run = run,
+				    .url = req->receiver ? req->receiver : r->receiver,
+				    .now_ms = now_ms};
+	struct agent_submit_sink sink = {
+	    .ready = capture_ready, .bytes = capture_bytes, .window = capture_window, .ctx = &ce};
+	struct agent_encoded e = {0};
 	int rc =
 	    agent_capture_tag_window(w, r->uid, req->id, run->job.trigger, run->job.attrs,
 				     run->job.n_attrs, req->has_trace_id ? req->trace_id : NULL);
+	ce.samples = pf_prof_window_samples(w);
 	if (rc == 0)
-		rc = encode_each(w, e, &err);
-	uint64_t samples = pf_prof_window_samples(w);
-	const char *url = req->receiver ? req->receiver : r->receiver;
-	struct agent_exporter *x = NULL;
-	if (rc < 0) {
-		agent_captures_fail(r->engine, serial, "internal", "cannot encode the profiles: %s",
+		rc = agent_encode_submit(w, true, AGENT_CAPTURE_RUN_MAX_PROFILES, &sink, &e, &err);
+	if (rc < 0 && !ce.refused) /* capture_ready reported its own */
+		agent_captures_fail(r->engine, run->job.serial, "internal",
+				    "cannot encode the profiles: %s",
 				    err.msg[0] ? err.msg : strerror(-rc));
-	} else if (e->n && !url && !local) {
-		agent_captures_fail(r->engine, serial, "export_failed",
-				    "no receiver: the request names none and the agent has no "
-				    "OpAMP server URL to derive it from");
-	} else if (e->n && url && !(x = receiver(r, url, &err))) {
-		agent_captures_fail(r->engine, serial, "export_failed", "receiver %s: %s", url,
-				    err.msg);
-	} else {
-		pf_log_info("capture %s: %" PRIu64 " samples, %zu profiles, %" PRIu64
-			    " bytes to %s",
-			    req->id, samples, e->n, e->bytes,
-			    !e->n ? "(nothing)"
-			    : x	  ? url
-				  : "the configured exporters");
-		if (!samples) /* done, but say why the flame graph is empty */
-			agent_captures_note(
-			    r->engine, serial,
-			    "no samples: the %zu process%s sampled did not run on a CPU during the "
-			    "capture (idle, sleeping or blocked: a CPU profile shows only code that "
-			    "runs)",
-			    run->n_pids, run->n_pids == 1 ? "" : "es");
-		/* the engine waits for the receiver's confirmations from here on */
-		agent_captures_exporting(r->engine, serial, samples, e->bytes,
-					 (const uint8_t(*)[16])e->ids, e->n, x ? (unsigned)e->n : 0,
-					 now_ms);
-		for (size_t i = 0; i < e->n; i++) {
-			if (r->submit_bytes)
-				r->submit_bytes(r->ctx, e->b[i].data, e->b[i].len, e->ids[i]);
-			if (!x)
-				continue;
-			struct delivery *dl = malloc(sizeof(*dl));
-			int src = -ENOMEM;
-			if (dl) {
-				*dl = (struct delivery){
-				    .engine = r->engine, .x = x, .serial = serial};
-				snprintf(dl->url, sizeof(dl->url), "%s", url);
-				src = agent_exporter_submit(x, e->b[i].data, e->b[i].len, e->ids[i],
-							    delivered, dl);
-			}
-			if (src < 0) {
-				free(dl);
-				char why[160];
-				snprintf(why, sizeof(why), "export to %.60s: %.60s", url,
-					 strerror(-src));
-				agent_captures_export_done(r->engine, serial, src, why);
-			}
-		}
-		if (samples && r->submit_window)
-			r->submit_window(r->ctx, w);
-	}
-	for (size_t i = 0; i < AGENT_CAPTURE_RUN_MAX_PROFILES; i++)
-		pf_buf_release(&e->b[i]);
-	free(e);
+	agent_encoded_release(&e);
 }
 
 static void end_run(struct agent_capture_runner *r, struct pf_sampler *sampler, struct run *run,

@@ -222,6 +222,18 @@ static void pss_reset(struct agent_span_receiver *r, struct pss *p)
 	memset(p, 0, sizeof(*p));
 }
 
+struct pss_ref {
+	struct agent_span_receiver *r;
+	struct pss *p;
+};
+
+/* The answer is written: the transaction's state goes. */
+static void pss_done(void *ctx)
+{
+	struct pss_ref *ref = ctx;
+	pss_reset(ref->r, ref->p);
+}
+
 /* An error answer: a google.rpc.Status in the request's encoding. */
 static void answer_status(struct lws *wsi, struct pss *p, int status, int32_t rpc_code,
 			  const char *msg)
@@ -391,16 +403,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_HTTP_WRITEABLE: {
 		if (!p)
 			return -1;
-		int n = agent_http_answer_write(wsi, &p->a);
-		if (n < 0)
-			return -1;
-		if (n == 1) {
-			bool close_after = p->a.close_after;
-			pss_reset(r, p);
-			if (close_after || lws_http_transaction_completed(wsi))
-				return -1;
-		}
-		return 0;
+		struct pss_ref ref = {r, p};
+		return agent_http_answer_writeable(wsi, &p->a, pss_done, &ref);
 	}
 	case LWS_CALLBACK_CLOSED_HTTP:
 		if (p)
@@ -437,9 +441,9 @@ struct agent_span_receiver *agent_span_receiver_new(const char *listen, bool ser
 	if (!serve)
 		return r;
 
-	struct agent_metrics_listen l;
+	struct agent_listen_addr l;
 	struct pf_error lerr = {0};
-	int rc = agent_metrics_listen_parse(listen, &l, &lerr);
+	int rc = agent_listen_addr_parse(listen, &l, &lerr);
 	if (rc < 0) {
 		pf_error_set(err, -EINVAL, LISTEN_KEY, "must be HOST:PORT, got '%s'",
 			     listen ? listen : "");

@@ -249,24 +249,24 @@ static double must_value(const char *text, const char *series)
 static void test_listen_parse(void **unused)
 {
 	(void)unused;
-	struct agent_metrics_listen l;
+	struct agent_listen_addr l;
 	struct pf_error err = {0};
 
-	assert_int_equal(agent_metrics_listen_parse("127.0.0.1:9464", &l, &err), 0);
+	assert_int_equal(agent_listen_addr_parse("127.0.0.1:9464", &l, &err), 0);
 	assert_string_equal(l.host, "127.0.0.1");
 	assert_int_equal(l.port, 9464);
 	assert_false(l.v6);
-	assert_int_equal(agent_metrics_listen_parse("[::1]:9464", &l, &err), 0);
+	assert_int_equal(agent_listen_addr_parse("[::1]:9464", &l, &err), 0);
 	assert_string_equal(l.host, "::1");
 	assert_true(l.v6);
-	assert_int_equal(agent_metrics_listen_parse("localhost:0", &l, &err), 0);
+	assert_int_equal(agent_listen_addr_parse("localhost:0", &l, &err), 0);
 	assert_string_equal(l.host, "127.0.0.1");
 	assert_int_equal(l.port, 0);
-	assert_int_equal(agent_metrics_listen_parse(":9464", &l, &err), 0);
+	assert_int_equal(agent_listen_addr_parse(":9464", &l, &err), 0);
 	assert_string_equal(l.host, "");
-	assert_int_equal(agent_metrics_listen_parse("*:9464", &l, &err), 0);
+	assert_int_equal(agent_listen_addr_parse("*:9464", &l, &err), 0);
 	assert_string_equal(l.host, "");
-	assert_int_equal(agent_metrics_listen_parse("[::]:65535", &l, &err), 0);
+	assert_int_equal(agent_listen_addr_parse("[::]:65535", &l, &err), 0);
 	assert_string_equal(l.host, "");
 	assert_true(l.v6);
 
@@ -286,7 +286,7 @@ static void test_listen_parse(void **unused)
 				    "127.0.0.1:+80"};
 	for (size_t i = 0; i < PF_ARRAY_SIZE(bad); i++) {
 		err = (struct pf_error){0};
-		if (agent_metrics_listen_parse(bad[i], &l, &err) != -EINVAL)
+		if (agent_listen_addr_parse(bad[i], &l, &err) != -EINVAL)
 			fail_msg("'%s' accepted", bad[i]);
 		assert_non_null(strstr(err.msg, "--metrics-listen"));
 	}
@@ -390,7 +390,7 @@ static void test_render(void **unused)
 	assert_int_equal(agent_health_set(h, "we\"ird\\comp", false, "x", "y"), 0);
 	struct pf_health tree;
 	assert_int_equal(agent_health_build(h, &tree), 0);
-	struct agent_metrics_process proc = {.cpu_seconds = 1.25, .rss_bytes = 1 << 20};
+	struct agent_self_usage proc = {.cpu_seconds = 1.25, .rss_bytes = 1 << 20};
 	struct agent_metrics_input in = {
 	    .version = "1.2.3", .proc = &proc, .dp = m, .health = &tree};
 	struct pf_buf b;
@@ -658,9 +658,9 @@ static void get(int family, int port, const char *req, struct resp *r)
 static struct agent_metrics *server(const char *addr, struct agent_health *h,
 				    struct agent_dataplane *d)
 {
-	struct agent_metrics_listen l;
+	struct agent_listen_addr l;
 	struct pf_error err = {0};
-	assert_int_equal(agent_metrics_listen_parse(addr, &l, &err), 0);
+	assert_int_equal(agent_listen_addr_parse(addr, &l, &err), 0);
 	struct agent_metrics *m = agent_metrics_new(&l, h, &err);
 	if (!m)
 		fail_msg("%s", err.msg);
@@ -744,8 +744,8 @@ static void test_server(void **unused)
 	/* the port is taken: a clear error, no server */
 	char addr[64];
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-	struct agent_metrics_listen l;
-	assert_int_equal(agent_metrics_listen_parse(addr, &l, &err), 0);
+	struct agent_listen_addr l;
+	assert_int_equal(agent_listen_addr_parse(addr, &l, &err), 0);
 	err = (struct pf_error){0};
 	assert_null(agent_metrics_new(&l, h, &err));
 	assert_int_equal(errno, EADDRINUSE);
@@ -754,7 +754,7 @@ static void test_server(void **unused)
 	assert_non_null(strstr(err.msg, "Address already in use"));
 
 	/* an address this host does not have */
-	assert_int_equal(agent_metrics_listen_parse("192.0.2.1:0", &l, &err), 0);
+	assert_int_equal(agent_listen_addr_parse("192.0.2.1:0", &l, &err), 0);
 	err = (struct pf_error){0};
 	assert_null(agent_metrics_new(&l, h, &err));
 	assert_non_null(strstr(err.msg, "Cannot assign requested address"));
@@ -781,14 +781,14 @@ static void test_server(void **unused)
 static void test_process_read(void **unused)
 {
 	(void)unused;
-	struct agent_metrics_process a, b;
-	assert_int_equal(agent_metrics_process_read(&a), 0);
+	struct agent_self_usage a, b;
+	assert_int_equal(agent_self_usage_read(&a), 0);
 	assert_true(a.rss_bytes > 0);
 	size_t n = 32u << 20;
 	char *p = malloc(n);
 	assert_non_null(p);
 	memset(p, 1, n); /* 32 MiB resident, a few ms of CPU */
-	assert_int_equal(agent_metrics_process_read(&b), 0);
+	assert_int_equal(agent_self_usage_read(&b), 0);
 	assert_true(b.rss_bytes >= a.rss_bytes + (n / 2));
 	assert_true(b.cpu_seconds >= a.cpu_seconds);
 	free(p);
