@@ -65,7 +65,11 @@ static int print_capture(struct ctl_ctx *c, const json_t *cap)
 		*ctl_jstr(cap, "created_by") ? ctl_jstr(cap, "created_by") : "-", started,
 		finished);
 	_cleanup_(ctl_table_freep) struct ctl_table *t = ctl_table_new(
-	    (const char *const[]){"INSTANCE_UID", "STATE", "SAMPLES", "PROFILES", "ERROR", NULL});
+	    (const char *const[]){"INSTANCE_UID", "STATE", "SAMPLES", "ON_CPU", "PROFILES", "ERROR",
+				  NULL});
+	/* A sample is one tick of the captured processes on a CPU: samples / frequency is the
+	 * CPU time they used, what makes a count below duration x frequency readable. */
+	int64_t hz = ctl_jint(req, "frequency_hz");
 	json_t *ag;
 	size_t i;
 	json_array_foreach(json_object_get(cap, "agents"), i, ag)
@@ -75,6 +79,10 @@ static int print_capture(struct ctl_ctx *c, const json_t *cap)
 		ctl_table_cell(t, "%s", ctl_jstr(ag, "instance_uid"));
 		ctl_table_cell(t, "%s", ctl_jstr(ag, "state"));
 		ctl_table_cell(t, "%" PRId64, ctl_jint(ag, "samples"));
+		if (hz > 0)
+			ctl_table_cell(t, "%.2fs", (double)ctl_jint(ag, "samples") / (double)hz);
+		else
+			ctl_table_cell(t, "-");
 		ctl_table_cell(t, "%zu", json_array_size(json_object_get(ag, "profile_ids")));
 		ctl_table_cell(t, "%s",
 			       *ctl_jstr(ag, "error") ? ctl_jstr(ag, "error")

@@ -165,8 +165,10 @@ static void test_wait_final_states(void **state)
 			 s.port);
 		assert_non_null(strstr(r.out, url));
 		assert_non_null(strstr(r.out,
-				       "u-b           unreachable  0        0         agent is "
+				       "u-b           unreachable  0        0.00s   0         agent is "
 				       "disconnected\n"));
+		/* samples / frequency: the CPU time the captured processes used */
+		assert_non_null(strstr(r.out, "done         2970     30.00s  2"));
 		run_free(&r);
 		for (size_t k = 0; k < 4; k++)
 			free(ans[k]);
