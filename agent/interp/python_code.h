@@ -102,8 +102,8 @@ int pf_py_code_parse(const struct pf_py_offsets *off, const uint8_t *buf, size_t
 int pf_py_str_decode(const struct pf_py_offsets *off, const uint8_t *buf, size_t len, char *out,
 		     size_t cap, size_t *need);
 
-/* Where a bytes object's data lies, from its first len bytes: *data_off and *data_len
- * (bounded by max). 0; -EINVAL (negative or over max). */
+/* Where a bytes object's data lies, from its first len bytes (at least bytes_sval): *data_off
+ * and *data_len. 0; -EINVAL (a negative size, len too short); -E2BIG (over max). */
 int pf_py_bytes_header(const struct pf_py_offsets *off, const uint8_t *buf, size_t len,
 		       size_t max, size_t *data_off, size_t *data_len);
 

@@ -27,6 +27,7 @@
 #define PF_AGENT_PYTHON_PROC_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pf/error.h"
@@ -60,6 +61,8 @@ struct pf_py_process {
 	unsigned n_eval;
 	unsigned offsets_source; /* PF_PY_OFFSETS_* */
 	struct pf_py_offsets off;
+	uint64_t unicode_type_addr; /* PyUnicode_Type, 0 when the file does not name it */
+	uint64_t bytes_type_addr;   /* PyBytes_Type, 0 when the file does not name it */
 };
 
 /* Detects CPython in process pid. root is the directory its files are opened under
@@ -75,6 +78,17 @@ int pf_py_detect(int pid, const char *root, struct pf_py_process *out, struct pf
 /* The built-in table of minor version 3.minor, or NULL when there is none (3.9–3.12 have
  * one; 3.13+ take theirs from _Py_DebugOffsets). */
 const struct pf_py_offsets *pf_py_offsets_table(unsigned minor);
+
+/* The offsets of a 3.13 interpreter from its _Py_DebugOffsets, the first len bytes of
+ * _PyRuntime: checks the cookie "xdebugpy", that its version is major.minor, that the build is
+ * not free-threaded, and that every offset lies inside the size the block gives for its
+ * struct. 0; -ENOTSUP with err set otherwise. */
+int pf_py_offsets_from_debug(const uint8_t *buf, size_t len, unsigned major, unsigned minor,
+			     struct pf_py_offsets *out, struct pf_error *err);
+
+/* len bytes of process pid's memory at addr (process_vm_readv). 0; -ESRCH (gone), -EPERM,
+ * -EFAULT (unmapped, a short read). */
+int pf_py_read_mem(int pid, uint64_t addr, void *buf, size_t len);
 
 /* True when addr lies in one of p's eval ranges. */
 bool pf_py_in_eval(const struct pf_py_process *p, uint64_t addr);
