@@ -98,11 +98,14 @@ int pf_py_code_parse(const struct pf_py_offsets *off, const uint8_t *buf, size_t
 }
 
 /* Appends code point c as UTF-8 to out[*o, cap - 1); false when it does not fit. Lone
- * surrogates (surrogateescape'd bytes of a file name) and NUL become U+FFFD. */
+ * surrogates (surrogateescape'd bytes of a file name) and NUL become U+FFFD, other control
+ * characters '?' (as pf_utf8_copy_clean makes them: names go into one-line labels). */
 static bool put_utf8(char *out, size_t cap, size_t *o, uint32_t c)
 {
 	if (c == 0 || (c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff)
 		c = 0xfffd;
+	else if (c < 0x20 || c == 0x7f)
+		c = '?';
 	uint8_t b[4];
 	size_t n;
 	if (c < 0x80) {
@@ -161,8 +164,10 @@ int pf_py_str_decode(const struct pf_py_offsets *off, const uint8_t *buf, size_t
 		uint32_t c = kind == 1	 ? p[i]
 			     : kind == 2 ? (uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8
 					 : get_u32(p, (__u32)(4 * i));
-		if (ascii && c >= 0x80)
+		if (ascii && c >= 0x80) {
+			out[0] = '\0'; /* nothing of a refused str */
 			return -EINVAL;
+		}
 		if (!put_utf8(out, cap, &o, c))
 			break;
 	}
@@ -472,8 +477,8 @@ static int64_t byte_offset(const struct pf_py_offsets *off, int32_t instr)
 	return instr & ~1; /* code units are 2 bytes */
 }
 
-int pf_py_names_resolve(struct pf_py_names *names, int pid, uint64_t code_addr, int32_t instr,
-			struct pf_py_frame *out)
+static int resolve(struct pf_py_names *names, int pid, uint64_t code_addr, int32_t instr,
+		   const uint32_t *key, struct pf_py_frame *out)
 {
 	const struct pf_py_offsets *off = &names->proc.off;
 	memset(out, 0, sizeof(*out));
@@ -493,6 +498,10 @@ int pf_py_names_resolve(struct pf_py_names *names, int pid, uint64_t code_addr, 
 			names->st.stale++;
 		}
 		return -EINVAL;
+	}
+	if (key && *key != (uint32_t)f.first_line) {
+		names->st.stale++;
+		return -ESTALE;
 	}
 	struct entry *e = lookup(names, code_addr);
 	if (e && e->hash != f.hash) {
@@ -527,4 +536,16 @@ int pf_py_names_resolve(struct pf_py_names *names, int pid, uint64_t code_addr, 
 			out->line = line;
 	}
 	return 0;
+}
+
+int pf_py_names_resolve(struct pf_py_names *names, int pid, uint64_t code_addr, int32_t instr,
+			struct pf_py_frame *out)
+{
+	return resolve(names, pid, code_addr, instr, NULL, out);
+}
+
+int pf_py_names_resolve_key(struct pf_py_names *names, int pid, uint64_t code_addr, int32_t instr,
+			    uint32_t first_line_key, struct pf_py_frame *out)
+{
+	return resolve(names, pid, code_addr, instr, &first_line_key, out);
 }

@@ -63,6 +63,14 @@ void pf_py_names_free(struct pf_py_names *names);
 int pf_py_names_resolve(struct pf_py_names *names, int pid, uint64_t code_addr, int32_t instr,
 			struct pf_py_frame *out);
 
+/* The same, for a frame whose record carries the code object's first line as the kernel read
+ * it (the int at code_addr + code_firstlineno, python_offsets.h) at the time of the sample:
+ * when the object at code_addr now has another first line it was freed and its address
+ * reused after the sample, and -ESTALE is returned instead of the new object's name
+ * (counted in stale). */
+int pf_py_names_resolve_key(struct pf_py_names *names, int pid, uint64_t code_addr,
+			    int32_t instr, uint32_t first_line_key, struct pf_py_frame *out);
+
 /* Bytes the cache holds now (entries, their strings and line tables, the index). */
 size_t pf_py_names_bytes(const struct pf_py_names *names);
 
@@ -95,7 +103,8 @@ int pf_py_code_parse(const struct pf_py_offsets *off, const uint8_t *buf, size_t
 		     uint64_t code_type, struct pf_py_code_fields *out);
 
 /* Decodes a str object whose first len bytes are buf (header and characters as far as read)
- * into UTF-8 out[0, cap) (NUL-terminated, cut at a character boundary when it does not fit).
+ * into UTF-8 out[0, cap) (NUL-terminated, cut at a character boundary when it does not fit;
+ * lone surrogates and NUL become U+FFFD, other control characters '?'; "" on a refusal).
  * Compact strings only (all code objects' strings are). *need, when not NULL, receives the
  * bytes of the object's header plus characters (to read more when len was short). 0; -EINVAL
  * (not a compact str, length insane); -EAGAIN when len is shorter than *need. */

@@ -32,6 +32,11 @@
  *     stack (owner_cstack).
  *     next = *(frame + iframe_previous).
  *
+ * Per frame the kernel records the code object's address and the instruction value above
+ * (lasti, or the byte offset); it may add the int at code + code_firstlineno as a key, so
+ * user space can tell an object freed and replaced after the sample
+ * (pf_py_names_resolve_key).
+ *
  * No libc, no kernel headers beyond the fixed-width types, so the .bpf.c can include it after
  * vmlinux.h. */
 #ifndef PF_AGENT_PYTHON_OFFSETS_H

@@ -301,6 +301,14 @@ static void test_reused_address(void **state)
 	assert_int_equal(st.misses, 2);
 	assert_int_equal(st.hits, 2);
 	assert_int_equal(st.entries, 1);
+	/* a sample's key (the first line the kernel read) tells a replaced object */
+	assert_int_equal(pf_py_names_resolve_key(n, p.pid, addr_of(f.code[0]), 0, 40, &fr), 0);
+	assert_string_equal(fr.name, "second");
+	assert_int_equal(pf_py_names_resolve_key(n, p.pid, addr_of(f.code[0]), 0, 41, &fr),
+			 -ESTALE);
+	assert_string_equal(fr.name, "");
+	pf_py_names_stats(n, &st);
+	assert_int_equal(st.stale, 2);
 	/* same name, another first line: also a new object */
 	fake_code(&p.off, &f, 0, f.str[1], f.str[2], 50);
 	assert_int_equal(pf_py_names_resolve(n, p.pid, addr_of(f.code[0]), -1, &fr), 0);
