@@ -363,6 +363,7 @@ struct map_file {
 	char path[PF_PY_PATH_MAX];
 };
 
+#define PF_PY_DEBUG_DIR "/usr/lib/debug"
 #define MAX_FILE_MAPS 16 /* mappings of one file kept (a shared object has 4-5) */
 
 /* The interpreter candidate: all mappings of one file */
@@ -523,6 +524,58 @@ static void find_symbols(Elf *elf, struct sym *out)
 	}
 }
 
+static bool has_symtab(Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	while ((scn = elf_nextscn(elf, scn)))
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_SYMTAB)
+			return true;
+	return false;
+}
+
+/* The file's GNU build id in hex into hex[0, cap). 0, -ENOENT. */
+static int build_id(Elf *elf, char *hex, size_t cap)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	while ((scn = elf_nextscn(elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		GElf_Nhdr nh;
+		size_t off = 0, name_off, desc_off;
+		while (d && (off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+			if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 ||
+			    memcmp((const char *)d->d_buf + name_off, "GNU", 4) != 0 ||
+			    nh.n_descsz < 8 || nh.n_descsz * 2 + 1 > cap)
+				continue;
+			const uint8_t *id = (const uint8_t *)d->d_buf + desc_off;
+			for (size_t i = 0; i < nh.n_descsz; i++)
+				snprintf(hex + 2 * i, 3, "%02x", id[i]);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+/* A stripped file's .symtab lives in its separate debug file (Debian's -dbgsym packages):
+ * PF_PY_DEBUG_DIR/.build-id/xx/yyyy.debug, on the agent's host (the same build id is the
+ * same file). Fills the symbols not found yet. */
+static void find_debug_symbols(Elf *elf, struct sym *s)
+{
+	char id[128], path[sizeof(id) + 64];
+	if (has_symtab(elf) || build_id(elf, id, sizeof(id)) < 0)
+		return;
+	snprintf(path, sizeof(path), PF_PY_DEBUG_DIR "/.build-id/%.2s/%s.debug", id, id + 2);
+	_cleanup_(closep) int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return;
+	_cleanup_(elf_endp) Elf *dbg = elf_begin(fd, ELF_C_READ, NULL);
+	if (dbg && elf_kind(dbg) == ELF_K_ELF)
+		find_symbols(dbg, s);
+}
+
 /* Reads len bytes at ELF virtual address vaddr from the file (through its PT_LOAD segments).
  * 0, -ENOENT when no segment holds them in the file. */
 static int read_vaddr(int fd, Elf *elf, uint64_t vaddr, void *buf, size_t len)
@@ -638,6 +691,8 @@ static int inspect(int pid, const char *root, const struct candidate *c, struct 
 	find_symbols(elf, s);
 	if (!s[S_RUNTIME].found || !s[S_EVAL].found)
 		return -ENOENT;
+	if (!s[S_EVAL_COLD].found)
+		find_debug_symbols(elf, s);
 
 	const struct map_file *m0 = &c->maps[0];
 	memset(out, 0, sizeof(*out));

@@ -9,7 +9,9 @@
  *     ("3.10.13 (main, ..."), else the soname libpython3.X.so;
  *   - _PyRuntime's address in the process;
  *   - the address ranges of _PyEval_EvalFrameDefault and its .cold part (the hot/cold split
- *     gcc makes; the .cold symbol is only in .symtab) where the native walk meets the eval loop;
+ *     gcc makes; the .cold symbol is only in .symtab, or for a stripped file in its debug file
+ *     /usr/lib/debug/.build-id/xx/yyyy.debug when installed) where the native walk meets the
+ *     eval loop;
  *   - PyCode_Type's address (a code object's ob_type must equal it);
  *   - the struct offsets (python_offsets.h): from _Py_DebugOffsets at the start of _PyRuntime
  *     (3.13+: cookie "xdebugpy", its version must match the binary's) read from the live
