@@ -28,6 +28,12 @@ const char *pychild_find(unsigned minor)
 
 int pychild_start(struct pychild *c, const char *python, const char *script)
 {
+	char *const argv[] = {(char *)python, "-u", "-c", (char *)script, NULL};
+	return pychild_exec(c, argv);
+}
+
+int pychild_exec(struct pychild *c, char *const argv[])
+{
 	int in[2], out[2];
 	memset(c, 0, sizeof(*c));
 	if (pipe(in) < 0)
@@ -47,7 +53,7 @@ int pychild_start(struct pychild *c, const char *python, const char *script)
 		close(in[1]);
 		close(out[0]);
 		close(out[1]);
-		execl(python, python, "-u", "-c", script, (char *)NULL);
+		execv(argv[0], argv);
 		_exit(127);
 	}
 	close(in[0]);

@@ -19,8 +19,10 @@ struct pychild {
 #define PYCHILD_DEBIAN_311 "/usr/bin/python3.11"
 const char *pychild_find(unsigned minor);
 
-/* Starts `python -c script`. 0 or -errno. */
+/* Starts `python -u -c script`. 0 or -errno. */
 int pychild_start(struct pychild *c, const char *python, const char *script);
+/* Starts argv[0] with argv (a wrapper that ends in a Python). 0 or -errno. */
+int pychild_exec(struct pychild *c, char *const argv[]);
 /* Reads the next line (without its newline) into line[0, cap) within timeout_ms. 0, -ETIMEDOUT,
  * -EPIPE when the child closed its output. */
 int pychild_line(struct pychild *c, char *line, size_t cap, int timeout_ms);

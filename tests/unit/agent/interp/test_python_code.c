@@ -474,9 +474,12 @@ static void test_str_decode(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_live_debian_311), cmocka_unit_test(test_live_other_builds),
-	    cmocka_unit_test(test_reused_address),  cmocka_unit_test(test_hostile_objects),
-	    cmocka_unit_test(test_lru_bound),	    cmocka_unit_test(test_str_decode),
+		cmocka_unit_test(test_live_debian_311),
+		cmocka_unit_test(test_live_other_builds),
+		cmocka_unit_test(test_reused_address),
+		cmocka_unit_test(test_hostile_objects),
+		cmocka_unit_test(test_lru_bound),
+		cmocka_unit_test(test_str_decode),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -129,10 +129,10 @@ static void test_hostile(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_lnotab_39),
-	    cmocka_unit_test(test_linetable_310),
-	    cmocka_unit_test(test_loctable_311),
-	    cmocka_unit_test(test_hostile),
+		cmocka_unit_test(test_lnotab_39),
+		cmocka_unit_test(test_linetable_310),
+		cmocka_unit_test(test_loctable_311),
+		cmocka_unit_test(test_hostile),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

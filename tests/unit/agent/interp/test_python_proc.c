@@ -211,6 +211,54 @@ static void test_deleted_executable(void **state)
 	pychild_stop(&c);
 }
 
+/* A process in another mount namespace runs an interpreter from a path the host does not
+ * have (a tmpfs mounted only in its namespace): found through /proc/PID/root. */
+static void test_other_mount_namespace(void **state)
+{
+	(void)state;
+	if (access(PYCHILD_DEBIAN_311, X_OK) != 0 || access("/usr/bin/unshare", X_OK) != 0)
+		skip();
+	char dir[] = "/tmp/pf-py-ns-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char sh[1024];
+	snprintf(
+	    sh, sizeof(sh),
+	    "mount -t tmpfs pf-py %s && cp %s %s/python3.11 && exec %s/python3.11 -u -c \"$0\"",
+	    dir, PYCHILD_DEBIAN_311, dir, dir);
+	char *const argv[] = {
+	    "/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", sh,
+	    (char *)script,	NULL};
+	struct pychild c;
+	char line[256];
+	assert_int_equal(pychild_exec(&c, argv), 0);
+	if (pychild_line(&c, line, sizeof(line), 10000) < 0) {
+		pychild_stop(&c); /* no CAP_SYS_ADMIN here: unshare refused */
+		rmdir(dir);
+		skip();
+	}
+	char inside[sizeof(dir) + 16];
+	snprintf(inside, sizeof(inside), "%s/python3.11", dir);
+	assert_int_not_equal(access(inside, F_OK), 0); /* not on the host */
+	struct pf_py_process p;
+	struct pf_error err = {0};
+	int r = pf_py_detect(c.pid, NULL, &p, &err);
+	if (r < 0)
+		fail_msg("%d %s", r, err.msg);
+	assert_int_equal(p.minor, 11);
+	assert_string_equal(p.path, inside);
+	struct pf_py_names *names = pf_py_names_new(&p, 0);
+	struct pywalk_frame fr[PYWALK_MAX];
+	unsigned n = 0;
+	uint64_t ident = 0;
+	assert_int_equal(sscanf(line, "ready %" SCNu64, &ident), 1);
+	assert_int_equal(pywalk(&p, names, ident, fr, &n), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(fr[0].f.name, "inner");
+	pf_py_names_free(names);
+	pychild_stop(&c);
+	rmdir(dir);
+}
+
 static void test_not_python(void **state)
 {
 	(void)state;
@@ -329,10 +377,14 @@ static void test_tables(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_debian_311),	cmocka_unit_test(test_other_builds),
-	    cmocka_unit_test(test_unsupported), cmocka_unit_test(test_deleted_executable),
-	    cmocka_unit_test(test_not_python),	cmocka_unit_test(test_debug_offsets),
-	    cmocka_unit_test(test_tables),
+		cmocka_unit_test(test_debian_311),
+		cmocka_unit_test(test_other_builds),
+		cmocka_unit_test(test_unsupported),
+		cmocka_unit_test(test_deleted_executable),
+		cmocka_unit_test(test_other_mount_namespace),
+		cmocka_unit_test(test_not_python),
+		cmocka_unit_test(test_debug_offsets),
+		cmocka_unit_test(test_tables),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
