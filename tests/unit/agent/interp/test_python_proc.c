@@ -62,6 +62,15 @@ static bool in_mapping(int pid, uint64_t addr, uint64_t len, const char *path, c
 	return found;
 }
 
+/* Detects the child's interpreter; fails the test with detect's message when it cannot. */
+static void detect(int pid, const char *what, struct pf_py_process *p)
+{
+	struct pf_error err = {0};
+	int r = pf_py_detect(pid, NULL, p, &err);
+	if (r < 0)
+		fail_msg("%s: %d %s", what, r, err.msg);
+}
+
 /* Starts python with the script, detects it and walks its main thread. */
 static void detect_and_walk(const char *python, unsigned minor, bool shared)
 {
@@ -73,10 +82,7 @@ static void detect_and_walk(const char *python, unsigned minor, bool shared)
 	assert_int_equal(sscanf(line, "ready %" SCNu64, &ident), 1);
 
 	struct pf_py_process p;
-	struct pf_error err = {0};
-	int r = pf_py_detect(c.pid, NULL, &p, &err);
-	if (r < 0)
-		fail_msg("%s: %d %s", python, r, err.msg);
+	detect(c.pid, python, &p);
 	assert_int_equal(p.pid, c.pid);
 	assert_int_equal(p.major, 3);
 	assert_int_equal(p.minor, minor);
@@ -102,7 +108,7 @@ static void detect_and_walk(const char *python, unsigned minor, bool shared)
 	assert_non_null(names);
 	struct pywalk_frame fr[PYWALK_MAX];
 	unsigned n = 0;
-	r = pywalk(&p, names, ident, fr, &n);
+	int r = pywalk(&p, names, ident, fr, &n);
 	if (r < 0)
 		fail_msg("%s: walk %d", python, r);
 	assert_int_equal(n, 3);
@@ -202,10 +208,7 @@ static void test_deleted_executable(void **state)
 	assert_int_equal(pychild_line(&c, line, sizeof(line), 10000), 0);
 	unlink(path);
 	struct pf_py_process p;
-	struct pf_error err = {0};
-	int r = pf_py_detect(c.pid, NULL, &p, &err);
-	if (r < 0)
-		fail_msg("%d %s", r, err.msg);
+	detect(c.pid, path, &p);
 	assert_int_equal(p.minor, 11);
 	assert_non_null(strstr(p.path, "(deleted)"));
 	pychild_stop(&c);
@@ -240,10 +243,7 @@ static void test_other_mount_namespace(void **state)
 	snprintf(inside, sizeof(inside), "%s/python3.11", dir);
 	assert_int_not_equal(access(inside, F_OK), 0); /* not on the host */
 	struct pf_py_process p;
-	struct pf_error err = {0};
-	int r = pf_py_detect(c.pid, NULL, &p, &err);
-	if (r < 0)
-		fail_msg("%d %s", r, err.msg);
+	detect(c.pid, inside, &p);
 	assert_int_equal(p.minor, 11);
 	assert_string_equal(p.path, inside);
 	struct pf_py_names *names = pf_py_names_new(&p, 0);
