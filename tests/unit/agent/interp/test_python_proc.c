@@ -162,6 +162,93 @@ static void test_other_builds(void **state)
 		skip();
 }
 
+/* Two threads blocked in different functions: each found in the thread list by its
+ * thread_id (native_thread_id where the version has it is the kernel's tid), each with its own
+ * chain. */
+static const char threads_script[] =
+    "import sys, threading\n"
+    "ev = threading.Event()\n"
+    "def worker():\n"
+    "    print('worker', threading.get_ident(), threading.get_native_id(), flush=True)\n"
+    "    ev.wait()\n"
+    "t = threading.Thread(target=worker)\n"
+    "t.start()\n"
+    "def waiter():\n"
+    "    print('main', threading.get_ident(), threading.get_native_id(), flush=True)\n"
+    "    sys.stdin.readline()\n"
+    "waiter()\n";
+
+static void walk_threads(const char *python, unsigned minor)
+{
+	struct pychild c;
+	char line[256], who[16];
+	uint64_t ident[2] = {0}, tid[2] = {0};
+	assert_int_equal(pychild_start(&c, python, threads_script), 0);
+	for (int i = 0; i < 2; i++) {
+		uint64_t id, nid;
+		assert_int_equal(pychild_line(&c, line, sizeof(line), 10000), 0);
+		assert_int_equal(sscanf(line, "%15s %" SCNu64 " %" SCNu64, who, &id, &nid), 3);
+		int k = strcmp(who, "main") == 0 ? 0 : 1;
+		ident[k] = id;
+		tid[k] = nid;
+	}
+	struct pf_py_process p;
+	detect(c.pid, python, &p);
+	assert_int_equal(p.minor, minor);
+	assert_int_equal(tid[0], (uint64_t)c.pid);
+	struct pf_py_names *names = pf_py_names_new(&p, 0);
+	static const char *const leaf[2] = {"waiter", "worker"};
+	for (int k = 0; k < 2; k++) {
+		struct pywalk_frame fr[PYWALK_MAX];
+		unsigned n = 0;
+		assert_int_equal(pywalk(&p, names, ident[k], fr, &n), 0);
+		assert_true(n >= 2);
+		/* the worker waits inside threading.py's Event.wait: its own frame is below */
+		bool found = false;
+		for (unsigned i = 0; i < n; i++)
+			found |= strcmp(fr[i].f.name, leaf[k]) == 0;
+		if (!found)
+			fail_msg("%s: thread %d: no %s in its chain (leaf %s)", python, k, leaf[k],
+				 fr[0].f.name);
+		if (k == 0)
+			assert_string_equal(fr[0].f.name, "waiter");
+	}
+	/* native_thread_id (3.11+): the kernel's tid of each thread in the list */
+	if (p.off.tstate_native_thread_id != PF_PY_NONE) {
+		uint64_t interp, ts, v, seen = 0;
+		assert_int_equal(pf_py_read_mem(c.pid,
+						p.runtime_addr + p.off.runtime_interpreters_head,
+						&interp, 8),
+				 0);
+		assert_int_equal(pf_py_read_mem(c.pid, interp + p.off.interp_threads_head, &ts, 8),
+				 0);
+		for (int i = 0; ts && i < 16; i++) {
+			assert_int_equal(
+			    pf_py_read_mem(c.pid, ts + p.off.tstate_native_thread_id, &v, 8), 0);
+			seen |= (v == tid[0]) | (v == tid[1]) << 1;
+			assert_int_equal(pf_py_read_mem(c.pid, ts + p.off.tstate_next, &ts, 8), 0);
+		}
+		assert_int_equal(seen, 3);
+	}
+	pf_py_names_free(names);
+	pychild_stop(&c);
+}
+
+static void test_threads(void **state)
+{
+	(void)state;
+	unsigned ran = 0;
+	if (access(PYCHILD_DEBIAN_311, X_OK) == 0 && ++ran)
+		walk_threads(PYCHILD_DEBIAN_311, 11);
+	for (unsigned minor = 9; minor <= 13; minor++) {
+		const char *py = pychild_find(minor);
+		if (py && ++ran)
+			walk_threads(py, minor);
+	}
+	if (!ran)
+		skip();
+}
+
 /* Versions before 3.9 are refused with the message the agent's health shows. */
 static void test_unsupported(void **state)
 {
@@ -377,14 +464,15 @@ static void test_tables(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_debian_311),
-		cmocka_unit_test(test_other_builds),
-		cmocka_unit_test(test_unsupported),
-		cmocka_unit_test(test_deleted_executable),
-		cmocka_unit_test(test_other_mount_namespace),
-		cmocka_unit_test(test_not_python),
-		cmocka_unit_test(test_debug_offsets),
-		cmocka_unit_test(test_tables),
+	    cmocka_unit_test(test_debian_311),
+	    cmocka_unit_test(test_other_builds),
+	    cmocka_unit_test(test_threads),
+	    cmocka_unit_test(test_unsupported),
+	    cmocka_unit_test(test_deleted_executable),
+	    cmocka_unit_test(test_other_mount_namespace),
+	    cmocka_unit_test(test_not_python),
+	    cmocka_unit_test(test_debug_offsets),
+	    cmocka_unit_test(test_tables),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
