@@ -492,15 +492,14 @@ static const char *const sym_names[S_COUNT] = {
     [S_BYTES_TYPE] = "PyBytes_Type",
 };
 
-/* Looks the symbols up in .symtab and .dynsym (defined ones only: an executable linked
- * against libpython names _PyRuntime as undefined). */
-static void find_symbols(Elf *elf, struct sym *out)
+/* Looks the symbols up in the sections of type `type` (SHT_DYNSYM, SHT_SYMTAB): defined ones
+ * only (an executable linked against libpython names _PyRuntime as undefined). */
+static void find_symbols_in(Elf *elf, unsigned type, struct sym *out)
 {
 	Elf_Scn *scn = NULL;
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) ||
-		    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) || !sh.sh_entsize)
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != type || !sh.sh_entsize)
 			continue;
 		Elf_Data *data = elf_getdata(scn, NULL);
 		if (!data)
@@ -512,7 +511,8 @@ static void find_symbols(Elf *elf, struct sym *out)
 			    !s.st_value)
 				continue;
 			const char *name = elf_strptr(elf, sh.sh_link, s.st_name);
-			if (!name || (name[0] != '_' && name[0] != 'P'))
+			if (!name || (name[0] != '_' && name[0] != 'P') ||
+			    (name[0] == '_' && name[1] == 'Z'))
 				continue;
 			for (unsigned k = 0; k < S_COUNT; k++) {
 				if (!out[k].found && strcmp(name, sym_names[k]) == 0) {
@@ -522,6 +522,18 @@ static void find_symbols(Elf *elf, struct sym *out)
 			}
 		}
 	}
+}
+
+/* .dynsym first: every CPython exports _PyRuntime there (extension modules link against it:
+ * libpython's exports, or an executable built with -export-dynamic), so a file whose .dynsym
+ * lacks it is no interpreter and its .symtab (a large C++ program's can have a million
+ * entries) is not read, unless its name says it is one (python3.X). Then .symtab for the
+ * local symbols (the .cold part). */
+static void find_symbols(Elf *elf, const char *path, struct sym *out)
+{
+	find_symbols_in(elf, SHT_DYNSYM, out);
+	if (out[S_RUNTIME].found || name_minor(path) >= 0)
+		find_symbols_in(elf, SHT_SYMTAB, out);
 }
 
 static bool has_symtab(Elf *elf)
@@ -573,7 +585,7 @@ static void find_debug_symbols(Elf *elf, struct sym *s)
 		return;
 	_cleanup_(elf_endp) Elf *dbg = elf_begin(fd, ELF_C_READ, NULL);
 	if (dbg && elf_kind(dbg) == ELF_K_ELF)
-		find_symbols(dbg, s);
+		find_symbols_in(dbg, SHT_SYMTAB, s);
 }
 
 /* Reads len bytes at ELF virtual address vaddr from the file (through its PT_LOAD segments).
@@ -634,7 +646,7 @@ static int version_from_strings(int fd, Elf *elf, int want_minor, unsigned *mino
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS)
 			continue;
 		const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (!name || strcmp(name, ".rodata") != 0 || sh.sh_size > (256u << 20))
+		if (!name || strcmp(name, ".rodata") != 0 || sh.sh_size > (64u << 20))
 			continue;
 		_cleanup_free_ char *data = malloc(sh.sh_size + 1);
 		if (!data)
@@ -688,7 +700,7 @@ static int inspect(int pid, const char *root, const struct candidate *c, struct 
 	if (!elf || elf_kind(elf) != ELF_K_ELF || gelf_getclass(elf) != ELFCLASS64)
 		return -ENOENT;
 	struct sym s[S_COUNT] = {{0}};
-	find_symbols(elf, s);
+	find_symbols(elf, c->maps[0].path, s);
 	if (!s[S_RUNTIME].found || !s[S_EVAL].found)
 		return -ENOENT;
 	if (!s[S_EVAL_COLD].found)
