@@ -6,5 +6,5 @@ target_include_directories(pf_pytest PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 target_link_libraries(pf_pytest PUBLIC agent_interp PRIVATE pf_warnings)
 foreach(mod python_proc python_code python_linetable)
 	pf_unit_test(NAME test_agent_${mod} SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_${mod}.c
-		LIBS pf_pytest agent_interp pf_common LABEL unit TIMEOUT 60)
+		LIBS pf_pytest agent_interp pf_common LABEL unit TIMEOUT 180)
 endforeach()
