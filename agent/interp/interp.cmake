@@ -1,0 +1,22 @@
+# interp.cmake — interpreted languages' stacks, the user-space half, as the static library
+# `agent_interp`. Included from agent/CMakeLists.txt; paths relative to this file.
+#
+#   python_proc.c       CPython in a process: version, _PyRuntime, eval loop ranges, offsets
+#   python_code.c       code objects read from the process to names, a per-process LRU cache
+#   python_linetable.c  CPython line tables (3.9 lnotab, 3.10 linetable, 3.11+ locations)
+set(PF_INTERP_DIR ${CMAKE_CURRENT_LIST_DIR})
+
+foreach(lib libelf libxxhash)
+	string(TOUPPER "PF_${lib}" var)
+	if(NOT TARGET PkgConfig::${var})
+		pkg_check_modules(${var} REQUIRED IMPORTED_TARGET GLOBAL ${lib})
+	endif()
+endforeach()
+
+add_library(agent_interp STATIC
+	${PF_INTERP_DIR}/python_proc.c ${PF_INTERP_DIR}/python_code.c
+	${PF_INTERP_DIR}/python_linetable.c)
+target_include_directories(agent_interp PUBLIC ${PF_INTERP_DIR})
+target_link_libraries(agent_interp
+	PUBLIC pf_common
+	PRIVATE pf_warnings PkgConfig::PF_LIBELF PkgConfig::PF_LIBXXHASH)
