@@ -13,6 +13,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "pb_util.h"
 #include "pf/buf.h"
 #include "pf/compiler.h"
 #include "pf/gzip.h"
@@ -312,37 +313,20 @@ out:
 	return r;
 }
 
-/* Protobuf wire format (protobuf.dev/programming-guides/encoding): a base-128 varint. */
-static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	uint64_t x = 0;
-	for (int shift = 0; shift < 64; shift += 7) {
-		if (*p >= end)
-			return -EBADMSG;
-		uint8_t b = *(*p)++;
-		x |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*v = x;
-			return 0;
-		}
-	}
-	return -EBADMSG;
-}
-
 /* Skips one field of wire type wt. */
 static int skip_field(const uint8_t **p, const uint8_t *end, unsigned wt)
 {
 	uint64_t v;
 	switch (wt) {
 	case 0:
-		return read_varint(p, end, &v);
+		return pb_varint_read(p, end, &v);
 	case 1:
 		if (end - *p < 8)
 			return -EBADMSG;
 		*p += 8;
 		return 0;
 	case 2:
-		if (read_varint(p, end, &v) < 0 || v > (uint64_t)(end - *p))
+		if (pb_varint_read(p, end, &v) < 0 || v > (uint64_t)(end - *p))
 			return -EBADMSG;
 		*p += v;
 		return 0;
@@ -366,7 +350,7 @@ int agent_otlp_partial_success_parse(const uint8_t *data, size_t len, int64_t *r
 	int found = 0;
 	while (p < end) {
 		uint64_t key;
-		if (read_varint(&p, end, &key) < 0)
+		if (pb_varint_read(&p, end, &key) < 0)
 			return -EBADMSG;
 		if ((key >> 3) != 1 || (key & 7) != 2) { /* not partial_success */
 			if ((key >> 3) == 0 || skip_field(&p, end, (unsigned)(key & 7)) < 0)
@@ -374,21 +358,21 @@ int agent_otlp_partial_success_parse(const uint8_t *data, size_t len, int64_t *r
 			continue;
 		}
 		uint64_t ml;
-		if (read_varint(&p, end, &ml) < 0 || ml > (uint64_t)(end - p))
+		if (pb_varint_read(&p, end, &ml) < 0 || ml > (uint64_t)(end - p))
 			return -EBADMSG;
 		const uint8_t *q = p, *qend = p + ml;
 		p = qend;
 		found = 1;
 		while (q < qend) {
 			uint64_t k2, v;
-			if (read_varint(&q, qend, &k2) < 0)
+			if (pb_varint_read(&q, qend, &k2) < 0)
 				return -EBADMSG;
 			if (k2 == ((1 << 3) | 0)) { /* int64 rejected_profiles */
-				if (read_varint(&q, qend, &v) < 0)
+				if (pb_varint_read(&q, qend, &v) < 0)
 					return -EBADMSG;
 				*rejected = (int64_t)v;	   /* last one wins (proto3 merge) */
 			} else if (k2 == ((2 << 3) | 2)) { /* string error_message */
-				if (read_varint(&q, qend, &v) < 0 || v > (uint64_t)(qend - q))
+				if (pb_varint_read(&q, qend, &v) < 0 || v > (uint64_t)(qend - q))
 					return -EBADMSG;
 				if (msg_cap) {
 					size_t n = pf_min((size_t)v, msg_cap - 1);

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "pf/compiler.h"
-#include "prof_util.h"
+#include "pb_util.h"
 
 #define NONE UINT32_MAX
 
@@ -687,29 +687,11 @@ static uint64_t compact_sum(const uint8_t *p, size_t n)
 	return hash_bytes((const char *)p, n);
 }
 
-/* Reads a varint from [*p, end); false when truncated or over 64 bits. */
-static bool get_uvarint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	uint64_t x = 0;
-
-	for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
-		uint8_t c = *(*p)++;
-		if (shift == 63 && c > 1)
-			return false;
-		x |= (uint64_t)(c & 0x7f) << shift;
-		if (!(c & 0x80)) {
-			*v = x;
-			return true;
-		}
-	}
-	return false;
-}
-
 /* The encoder's string table and distinct stacks, both in first-occurrence order: the codecs'
- * interning table (prof_util.h), keyed by the name's bytes and by the path's ids. */
+ * interning table (pb_util.h), keyed by the name's bytes and by the path's ids. */
 struct cenc {
-	struct prof_intern strs;   /* frame names -> string index */
-	struct prof_intern stacks; /* root-first id arrays -> stack index */
+	struct pb_intern strs;	   /* frame names -> string index */
+	struct pb_intern stacks;   /* root-first id arrays -> stack index */
 	uint64_t *weights;	   /* per stack */
 	size_t cap_weights;
 	size_t max_bytes;
@@ -717,8 +699,8 @@ struct cenc {
 
 static void cenc_release(struct cenc *e)
 {
-	prof_intern_release(&e->strs);
-	prof_intern_release(&e->stacks);
+	pb_intern_release(&e->strs);
+	pb_intern_release(&e->stacks);
 	free(e->weights);
 }
 
@@ -726,7 +708,7 @@ static int cenc_name(void *ctx, const char *s, size_t n, uint32_t *id)
 {
 	struct cenc *e = ctx;
 	int32_t idx;
-	int rc = prof_intern(&e->strs, s, n, &idx, NULL);
+	int rc = pb_intern(&e->strs, s, n, &idx, NULL);
 	if (rc < 0)
 		return rc;
 	if (e->strs.keys.len > e->max_bytes)
@@ -741,7 +723,7 @@ static int cenc_path(void *ctx, const uint32_t *path, uint32_t n, uint64_t weigh
 	struct cenc *e = ctx;
 	int32_t idx;
 	bool added;
-	int rc = prof_intern(&e->stacks, path, n * sizeof(*path), &idx, &added);
+	int rc = pb_intern(&e->stacks, path, n * sizeof(*path), &idx, &added);
 	if (rc < 0)
 		return rc;
 	if (!added) {
@@ -780,8 +762,8 @@ int pf_flame_compact_encode(const struct pf_prof_process *p, size_t max_bytes,
 	if (!max_bytes || max_bytes > PF_FLAME_COMPACT_MAX_BYTES)
 		max_bytes = PF_FLAME_COMPACT_MAX_BYTES;
 	e.max_bytes = max_bytes;
-	prof_intern_init(&e.strs, 0);
-	prof_intern_init(&e.stacks, 0);
+	pb_intern_init(&e.strs, 0);
+	pb_intern_init(&e.stacks, 0);
 	rc = cenc_process(&e, p);
 	if (rc == 0)
 		rc = pf_buf_append(out, COMPACT_MAGIC "\0\0\0\0\0\0\0\0", COMPACT_HDR);
@@ -856,32 +838,32 @@ static int compact_check(const uint8_t *b, size_t len, struct cstr **strs_out, u
 	if (sum != compact_sum(p, len - COMPACT_HDR))
 		return -EBADMSG;
 	/* every string takes at least one byte, every stack at least three */
-	if (!get_uvarint(&p, end, &n) || n > (size_t)(end - p))
+	if (pb_varint_read(&p, end, &n) < 0 || n > (size_t)(end - p))
 		return -EBADMSG;
 	struct cstr *strs = malloc((n ? n : 1) * sizeof(*strs));
 	if (!strs)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t sl;
-		if (!get_uvarint(&p, end, &sl) || sl >= PF_FLAME_NAME_MAX ||
+		if (pb_varint_read(&p, end, &sl) < 0 || sl >= PF_FLAME_NAME_MAX ||
 		    sl > (size_t)(end - p) || memchr(p, 0, sl))
 			goto bad;
 		strs[i] = (struct cstr){p, (uint32_t)sl};
 		p += sl;
 	}
-	if (!get_uvarint(&p, end, &ns) || ns > (size_t)(end - p) / 3 + 1)
+	if (pb_varint_read(&p, end, &ns) < 0 || ns > (size_t)(end - p) / 3 + 1)
 		goto bad;
 	*stacks = p;
 	uint64_t depth = 0, maxd = 0;
 	for (uint64_t i = 0; i < ns; i++) {
 		uint64_t w, shared, rest;
-		if (!get_uvarint(&p, end, &w) || !w || !get_uvarint(&p, end, &shared) ||
-		    shared > depth || !get_uvarint(&p, end, &rest) ||
+		if (pb_varint_read(&p, end, &w) < 0 || !w || pb_varint_read(&p, end, &shared) < 0 ||
+		    shared > depth || pb_varint_read(&p, end, &rest) < 0 ||
 		    rest > PF_FLAME_COMPACT_MAX_DEPTH - shared)
 			goto bad;
 		for (uint64_t k = 0; k < rest; k++) {
 			uint64_t id;
-			if (!get_uvarint(&p, end, &id) || id >= n)
+			if (pb_varint_read(&p, end, &id) < 0 || id >= n)
 				goto bad;
 		}
 		depth = shared + rest;
@@ -927,12 +909,12 @@ int pf_flame_add_compact(struct pf_flame *f, const void *blob, size_t len, int s
 	/* Checked above: every read below succeeds and stays in bounds. */
 	for (uint64_t i = 0; i < n_stacks; i++) {
 		uint64_t w = 0, shared = 0, rest = 0, id = 0;
-		get_uvarint(&p, end, &w);
-		get_uvarint(&p, end, &shared);
-		get_uvarint(&p, end, &rest);
+		pb_varint_read(&p, end, &w);
+		pb_varint_read(&p, end, &shared);
+		pb_varint_read(&p, end, &rest);
 		depth = (uint32_t)shared;
 		for (uint64_t k = 0; k < rest; k++) {
-			get_uvarint(&p, end, &id);
+			pb_varint_read(&p, end, &id);
 			path[depth++] = map[id];
 		}
 		rc = add_path(f, path, depth, w, slot);

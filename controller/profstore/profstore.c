@@ -11,6 +11,7 @@
 
 #include "flame.h"
 #include "otlp_profiles.h"
+#include "otlp_traces.h"
 #include "pf/compiler.h"
 #include "pf/gzip.h"
 #include "store.h"
@@ -69,7 +70,7 @@ int pf_profstore_encode_response(int64_t rejected, const char *msg, struct pf_bu
 
 int pf_profstore_encode_status(int32_t code, const char *msg, struct pf_buf *out)
 {
-	return put_int_and_string(out, code, msg);
+	return pf_otlp_status_encode(code, msg, false, out);
 }
 
 /* ---- Metadata. */

@@ -1,9 +1,10 @@
 /* opamp_codec.c — see opamp_codec.h.
  *
  * Decoding runs in four steps:
- *   1. prof_wire_scan() (prof_util.h): walk the bytes with the message descriptors and refuse nesting deeper than
- *      PF_OPAMP_MAX_WIRE_DEPTH (protobuf-c's unpacker recurses without a limit);
- *   2. protobuf-c unpacks through a counting allocator capped at max_bytes;
+ *   1. pb_wire_scan() (pb_util.h): walk the bytes with the message descriptors and refuse
+ *      nesting deeper than PF_OPAMP_MAX_WIRE_DEPTH (protobuf-c's unpacker recurses without a
+ *      limit);
+ *   2. protobuf-c unpacks through pb_capped_alloc (pb_util.h), capped at max_bytes;
  *   3. a sizing pass computes the exact arena size of the plain structs (and checks the health
  *      depth);
  *   4. a fill pass copies everything into one calloc'ed block that starts with the struct, so
@@ -19,7 +20,7 @@
  * 520 instructions for both under callgrind, where protobuf-c's general path takes about
  * 3,800. */
 #include "opamp_codec.h"
-#include "prof_util.h"
+#include "pb_util.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -48,55 +49,9 @@ typedef Opamp__Proto__V1__AgentConfigFile pb_config_file;
 typedef Opamp__Proto__V1__CustomMessage pb_custom_message;
 typedef Opamp__Proto__V1__CustomCapabilities pb_custom_caps;
 
-/* ---------------------------------------------------------------------------------------- */
-/* Step 1: nesting depth scan (protobuf encoding spec: tag = field << 3 | wire type).        */
-
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, WT_I32 = 5 };
-
-/* Reads a base-128 varint of at most 10 bytes at p[*i]; -EBADMSG when truncated/too long. */
-static int read_varint(const uint8_t *p, size_t len, size_t *i, uint64_t *v)
-{
-	uint64_t r = 0;
-	for (unsigned shift = 0, n = 0; n < 10; n++, shift += 7) {
-		if (*i >= len)
-			return -EBADMSG;
-		uint8_t b = p[(*i)++];
-		if (n == 9 && b > 1)
-			return -EBADMSG; /* more than 64 bits */
-		r |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*v = r;
-			return 0;
-		}
-	}
-	return -EBADMSG;
-}
-
-
-/* ---------------------------------------------------------------------------------------- */
-/* Step 2: counting allocator for protobuf-c.                                                */
-
-struct counting_alloc {
-	size_t used;
-	size_t max;
-	bool exceeded;
-};
-
-static void *counting_alloc_fn(void *data, size_t size)
-{
-	struct counting_alloc *ca = data;
-	if (size > ca->max || ca->used > ca->max - size) {
-		ca->exceeded = true;
-		return NULL;
-	}
-	ca->used += size;
-	return malloc(size ? size : 1);
-}
-
-static void counting_free_fn(void *data, void *ptr)
-{
-	free(ptr);
-}
+/* Wire types (protobuf encoding spec: tag = field << 3 | wire type), for the hand-written
+ * fast paths. */
+enum { WT_VARINT = 0, WT_LEN = 2 };
 
 /* ---------------------------------------------------------------------------------------- */
 /* AnyValue -> string (header: string as is, bool true/false, int/double decimal, bytes hex,  */
@@ -632,11 +587,11 @@ static int s2a_fill(struct arena *a, struct pf_buf *scratch, const ProtobufCMess
 
 /* Steps 1-2 shared by both decoders: returns the unpacked message or NULL with *rc set. */
 static ProtobufCMessage *unpack_capped(const ProtobufCMessageDescriptor *d, const uint8_t *data,
-				       size_t len, struct counting_alloc *ca,
-				       ProtobufCAllocator *alloc, int *rc, struct pf_error *err)
+				       size_t len, struct pb_capped_alloc *ca, int *rc,
+				       struct pf_error *err)
 {
-	/* the top message is depth 1 here, depth 0 in prof_wire_scan */
-	int r = prof_wire_scan(d, data, len, PF_OPAMP_MAX_WIRE_DEPTH - 1);
+	/* the top message is depth 1 here, depth 0 in pb_wire_scan */
+	int r = pb_wire_scan(d, data, len, PF_OPAMP_MAX_WIRE_DEPTH - 1);
 	if (r == -ELOOP) {
 		*rc =
 		    pf_error_set(err, -EBADMSG, d->short_name,
@@ -647,10 +602,7 @@ static ProtobufCMessage *unpack_capped(const ProtobufCMessageDescriptor *d, cons
 		*rc = pf_error_set(err, -EBADMSG, d->short_name, "malformed protobuf encoding");
 		return NULL;
 	}
-	alloc->alloc = counting_alloc_fn;
-	alloc->free = counting_free_fn;
-	alloc->allocator_data = ca;
-	ProtobufCMessage *msg = protobuf_c_message_unpack(d, alloc, len, data);
+	ProtobufCMessage *msg = protobuf_c_message_unpack(d, &ca->a, len, data);
 	if (!msg) {
 		if (ca->exceeded)
 			*rc = pf_error_set(err, -E2BIG, d->short_name,
@@ -732,8 +684,10 @@ static int a2s_decode_fast(const uint8_t *p, size_t len, size_t max_bytes, struc
 		default:
 			return 0;
 		}
-		if ((seen & bit) || read_varint(p, len, &i, &v) < 0)
+		const uint8_t *q = p + i;
+		if ((seen & bit) || pb_varint_read(&q, p + len, &v) < 0)
 			return 0;
+		i = (size_t)(q - p);
 		seen |= bit;
 		if (bit == SEEN_SEQ)
 			seq = v;
@@ -767,14 +721,14 @@ static int decode_general(const ProtobufCMessageDescriptor *d, const uint8_t *da
 				      const ProtobufCMessage *msg, void *out),
 			  void **out, struct pf_error *err)
 {
-	struct counting_alloc ca = {.max = max_bytes};
-	ProtobufCAllocator alloc;
+	struct pb_capped_alloc ca;
 	struct sizer s = {.max = max_bytes, .err = err};
 	struct arena a = {0};
 	int r = 0;
 
+	pb_capped_alloc_init(&ca, max_bytes);
 	ProtobufCMessage *msg =
-	    unpack_capped(d, data ? data : (const uint8_t *)"", len, &ca, &alloc, &r, err);
+	    unpack_capped(d, data ? data : (const uint8_t *)"", len, &ca, &r, err);
 	if (!msg)
 		return r;
 
@@ -793,7 +747,7 @@ static int decode_general(const ProtobufCMessageDescriptor *d, const uint8_t *da
 			free(a.base);
 	}
 	pf_buf_release(&s.scratch);
-	protobuf_c_message_free_unpacked(msg, &alloc);
+	protobuf_c_message_free_unpacked(msg, &ca.a);
 	return r;
 }
 
@@ -1075,7 +1029,7 @@ int pf_a2s_encode(const struct pf_a2s *m, struct pf_buf *out)
 	opamp__proto__v1__agent_to_server__init(&p);
 	int r = a2s_build(&pl, m, &p);
 	if (r == 0)
-		r = prof_pack_append(&p.base, out);
+		r = pb_pack_append(&p.base, out);
 	pool_release(&pl);
 	return r;
 }
@@ -1228,7 +1182,7 @@ int pf_s2a_encode(const struct pf_s2a *m, struct pf_buf *out)
 	opamp__proto__v1__server_to_agent__init(&p);
 	int r = s2a_build(&pl, m, &p);
 	if (r == 0)
-		r = prof_pack_append(&p.base, out);
+		r = pb_pack_append(&p.base, out);
 	pool_release(&pl);
 	return r;
 }
@@ -1239,14 +1193,16 @@ int pf_s2a_encode(const struct pf_s2a *m, struct pf_buf *out)
 
 int pf_opamp_ws_unframe(const uint8_t *msg, size_t msg_len, const uint8_t **data, size_t *len)
 {
-	size_t i = 0;
 	uint64_t header;
 	if (!msg && msg_len)
 		return -EINVAL;
-	if (read_varint(msg, msg_len, &i, &header) < 0 || header != 0)
+	if (!msg_len)
+		return -EBADMSG; /* no header */
+	const uint8_t *p = msg, *end = msg + msg_len;
+	if (pb_varint_read(&p, end, &header) < 0 || header != 0)
 		return -EBADMSG;
-	*data = msg + i;
-	*len = msg_len - i;
+	*data = p;
+	*len = (size_t)(end - p);
 	return 0;
 }
 

@@ -21,7 +21,7 @@
 
 #include "pf/compiler.h"
 #include "pf/hash.h"
-#include "prof_util.h"
+#include "pb_util.h"
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
 #include "opentelemetry/proto/common/v1/common.pb-c.h"
@@ -66,10 +66,10 @@ struct proc_cache {
 
 struct enc {
 	struct proc_cache cache;
-	struct prof_pool pool;
+	struct pb_pool pool;
 	struct pf_buf scratch;
-	struct prof_intern it[T_COUNT];
-	struct prof_ptrs tab[T_COUNT];
+	struct pb_intern it[T_COUNT];
+	struct pb_ptrs tab[T_COUNT];
 	struct pf_error *err;
 };
 
@@ -79,11 +79,11 @@ static void enc_release(struct enc *e)
 {
 	proc_cache_release(&e->cache);
 	for (int i = 0; i < T_COUNT; i++) {
-		prof_intern_release(&e->it[i]);
+		pb_intern_release(&e->it[i]);
 		free(e->tab[i].v);
 	}
 	pf_buf_release(&e->scratch);
-	prof_pool_release(&e->pool);
+	pb_pool_release(&e->pool);
 }
 
 /* Seeds every table with its zero value at index 0. */
@@ -104,15 +104,15 @@ static int enc_init(struct enc *e, struct pf_error *err)
 	e->err = err;
 	pf_buf_init(&e->scratch, SIZE_MAX / 4);
 	for (int i = 0; i < T_COUNT; i++) {
-		prof_intern_init(&e->it[i], 0);
+		pb_intern_init(&e->it[i], 0);
 		int32_t idx;
-		void *z = prof_pool_alloc(&e->pool, size[i]);
+		void *z = pb_pool_alloc(&e->pool, size[i]);
 		if (!z)
 			return -ENOMEM;
 		memcpy(z, zero[i], size[i]);
-		int r = prof_intern(&e->it[i], "", 0, &idx, NULL);
+		int r = pb_intern(&e->it[i], "", 0, &idx, NULL);
 		if (r == 0)
-			r = prof_ptrs_push(&e->tab[i], z);
+			r = pb_ptrs_push(&e->tab[i], z);
 		if (r < 0)
 			return r;
 	}
@@ -121,32 +121,32 @@ static int enc_init(struct enc *e, struct pf_error *err)
 
 static int enc_str(struct enc *e, const char *s, int32_t *idx)
 {
-	return prof_intern_str(&e->it[T_STR], &e->tab[T_STR], &e->pool, s, idx);
+	return pb_intern_str(&e->it[T_STR], &e->tab[T_STR], &e->pool, s, idx);
 }
 
 /* Interns msg (allocated in the pool) into table t by its packed bytes. */
 static int enc_msg(struct enc *e, int t, ProtobufCMessage *msg, int32_t *idx)
 {
 	bool added;
-	int r = prof_intern_packed(&e->it[t], &e->scratch, msg, idx, &added);
+	int r = pb_intern_packed(&e->it[t], &e->scratch, msg, idx, &added);
 	if (r < 0 || !added)
 		return r;
-	return prof_ptrs_push(&e->tab[t], msg);
+	return pb_ptrs_push(&e->tab[t], msg);
 }
 
 /* An attribute key = string value (sval != NULL) or int value ival, with an optional unit. */
 static int enc_attr_unit(struct enc *e, const char *key, const char *sval, int64_t ival,
 			 const char *unit, int32_t *idx)
 {
-	pb_kvu *a = prof_pool_alloc(&e->pool, sizeof(*a));
-	pb_anyvalue *v = prof_pool_alloc(&e->pool, sizeof(*v));
+	pb_kvu *a = pb_pool_alloc(&e->pool, sizeof(*a));
+	pb_anyvalue *v = pb_pool_alloc(&e->pool, sizeof(*v));
 	if (!a || !v)
 		return -ENOMEM;
 	*a = (pb_kvu)OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__KEY_VALUE_AND_UNIT__INIT;
 	*v = (pb_anyvalue)OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT;
 	if (sval) {
 		v->value_case = ANY_STRING;
-		v->string_value = prof_pool_strdup(&e->pool, sval);
+		v->string_value = pb_pool_strdup(&e->pool, sval);
 		if (!v->string_value)
 			return -ENOMEM;
 	} else {
@@ -168,7 +168,7 @@ static int enc_attr(struct enc *e, const char *key, const char *sval, int64_t iv
 
 static int enc_mapping(struct enc *e, const struct pf_prof_mapping *m, int32_t *idx)
 {
-	pb_mapping *pm = prof_pool_alloc(&e->pool, sizeof(*pm));
+	pb_mapping *pm = pb_pool_alloc(&e->pool, sizeof(*pm));
 	if (!pm)
 		return -ENOMEM;
 	*pm = (pb_mapping)OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__MAPPING__INIT;
@@ -179,7 +179,7 @@ static int enc_mapping(struct enc *e, const struct pf_prof_mapping *m, int32_t *
 	if (r < 0)
 		return r;
 	if (m->build_id && *m->build_id) {
-		pm->attribute_indices = prof_pool_alloc(&e->pool, sizeof(int32_t));
+		pm->attribute_indices = pb_pool_alloc(&e->pool, sizeof(int32_t));
 		if (!pm->attribute_indices)
 			return -ENOMEM;
 		pm->n_attribute_indices = 1;
@@ -195,8 +195,8 @@ static int enc_mapping(struct enc *e, const struct pf_prof_mapping *m, int32_t *
 static int enc_line(struct enc *e, const char *name, const char *system_name, const char *file,
 		    uint32_t line, pb_line **out)
 {
-	pb_function *fn = prof_pool_alloc(&e->pool, sizeof(*fn));
-	pb_line *ln = prof_pool_alloc(&e->pool, sizeof(*ln));
+	pb_function *fn = pb_pool_alloc(&e->pool, sizeof(*fn));
+	pb_line *ln = pb_pool_alloc(&e->pool, sizeof(*ln));
 	if (!fn || !ln)
 		return -ENOMEM;
 	*fn = (pb_function)OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__FUNCTION__INIT;
@@ -219,8 +219,8 @@ static int enc_line(struct enc *e, const char *name, const char *system_name, co
 static int enc_location(struct enc *e, const struct pf_prof_frame *f, int32_t map_idx,
 			int32_t *idx)
 {
-	pb_location *l = prof_pool_alloc(&e->pool, sizeof(*l));
-	int32_t *ai = prof_pool_alloc(&e->pool, sizeof(int32_t));
+	pb_location *l = pb_pool_alloc(&e->pool, sizeof(*l));
+	int32_t *ai = pb_pool_alloc(&e->pool, sizeof(int32_t));
 	if (!l || !ai)
 		return -ENOMEM;
 	*l = (pb_location)OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__LOCATION__INIT;
@@ -236,7 +236,7 @@ static int enc_location(struct enc *e, const struct pf_prof_frame *f, int32_t ma
 		/* Inlined functions first, the function they were inlined into last (OTLP's
 		 * Location.lines order). Inlined entries without a name are left out. */
 		size_t n = 0;
-		pb_line **lines = prof_pool_alloc(&e->pool, (f->n_inlined + 1) * sizeof(*lines));
+		pb_line **lines = pb_pool_alloc(&e->pool, (f->n_inlined + 1) * sizeof(*lines));
 		if (!lines)
 			return -ENOMEM;
 		for (uint32_t k = 0; k < f->n_inlined && f->inlined; k++) {
@@ -271,8 +271,8 @@ static int enc_link(struct enc *e, const struct pf_prof_sample *s, int32_t *idx)
 		*idx = 0;
 		return 0;
 	}
-	pb_link *l = prof_pool_alloc(&e->pool, sizeof(*l));
-	uint8_t *ids = prof_pool_alloc(&e->pool, 24);
+	pb_link *l = pb_pool_alloc(&e->pool, sizeof(*l));
+	uint8_t *ids = pb_pool_alloc(&e->pool, 24);
 	if (!l || !ids)
 		return -ENOMEM;
 	*l = (pb_link)OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__LINK__INIT;
@@ -324,8 +324,8 @@ static int enc_stack(struct enc *e, const struct pf_prof_process *p, struct proc
 		return 0;
 	}
 	const struct pf_prof_stack *st = &p->stacks[si];
-	pb_stack *ps = prof_pool_alloc(&e->pool, sizeof(*ps));
-	int32_t *li = prof_pool_array(&e->pool, st->n_frames, sizeof(int32_t));
+	pb_stack *ps = pb_pool_alloc(&e->pool, sizeof(*ps));
+	int32_t *li = pb_pool_array(&e->pool, st->n_frames, sizeof(int32_t));
 	if (!ps || !li)
 		return -ENOMEM;
 	*ps = (pb_stack)OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__STACK__INIT;
@@ -371,14 +371,14 @@ static int enc_stack(struct enc *e, const struct pf_prof_process *p, struct proc
 	return r;
 }
 
-static pb_anyvalue *any_string(struct prof_pool *pool, const char *s)
+static pb_anyvalue *any_string(struct pb_pool *pool, const char *s)
 {
-	pb_anyvalue *v = prof_pool_alloc(pool, sizeof(*v));
+	pb_anyvalue *v = pb_pool_alloc(pool, sizeof(*v));
 	if (!v)
 		return NULL;
 	*v = (pb_anyvalue)OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT;
 	v->value_case = ANY_STRING;
-	v->string_value = prof_pool_strdup(pool, s);
+	v->string_value = pb_pool_strdup(pool, s);
 	return v->string_value ? v : NULL;
 }
 
@@ -387,8 +387,8 @@ static pb_anyvalue *any_string(struct prof_pool *pool, const char *s)
 static pb_resource *enc_resource(struct enc *e, const struct pf_prof_window *w,
 				 const struct pf_prof_process *p)
 {
-	pb_resource *res = prof_pool_alloc(&e->pool, sizeof(*res));
-	pb_kv **kvs = prof_pool_array(&e->pool, p->n_attrs + 2, sizeof(*kvs));
+	pb_resource *res = pb_pool_alloc(&e->pool, sizeof(*res));
+	pb_kv **kvs = pb_pool_array(&e->pool, p->n_attrs + 2, sizeof(*kvs));
 	if (!res || !kvs)
 		return NULL;
 	*res = (pb_resource)OPENTELEMETRY__PROTO__RESOURCE__V1__RESOURCE__INIT;
@@ -417,14 +417,14 @@ static pb_resource *enc_resource(struct enc *e, const struct pf_prof_window *w,
 			dup = strcmp(kvs[j]->key, key) == 0;
 		if (dup)
 			continue;
-		pb_kv *kv = prof_pool_alloc(&e->pool, sizeof(*kv));
+		pb_kv *kv = pb_pool_alloc(&e->pool, sizeof(*kv));
 		if (!kv)
 			return NULL;
 		*kv = (pb_kv)OPENTELEMETRY__PROTO__COMMON__V1__KEY_VALUE__INIT;
-		kv->key = prof_pool_strdup(&e->pool, key);
+		kv->key = pb_pool_strdup(&e->pool, key);
 		if (strcmp(key, "process.pid") == 0) {
 			have_pid = true;
-			kv->value = prof_pool_alloc(&e->pool, sizeof(pb_anyvalue));
+			kv->value = pb_pool_alloc(&e->pool, sizeof(pb_anyvalue));
 			if (kv->value) {
 				*kv->value = (pb_anyvalue)OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT;
 				kv->value->value_case = ANY_INT;
@@ -448,8 +448,8 @@ static pb_resource *enc_resource(struct enc *e, const struct pf_prof_window *w,
 static int enc_sample_attrs(struct enc *e, const struct pf_prof_window *w,
 			    const struct pf_prof_sample *s, pb_sample *ps)
 {
-	int32_t *ai = prof_pool_array(&e->pool, 2 + (size_t)s->n_labels, sizeof(int32_t));
-	const char **keys = prof_pool_array(&e->pool, 2 + (size_t)s->n_labels, sizeof(char *));
+	int32_t *ai = pb_pool_array(&e->pool, 2 + (size_t)s->n_labels, sizeof(int32_t));
+	const char **keys = pb_pool_array(&e->pool, 2 + (size_t)s->n_labels, sizeof(char *));
 	if (!ai || !keys)
 		return -ENOMEM;
 	size_t n = 0;
@@ -466,7 +466,7 @@ static int enc_sample_attrs(struct enc *e, const struct pf_prof_window *w,
 		const struct pf_prof_label *l = &s->labels[k];
 		if (!l->key || !*l->key)
 			continue;
-		if (prof_key_seen(keys, n, l->key))
+		if (pb_key_seen(keys, n, l->key))
 			continue;
 		keys[n] = l->key;
 		r = enc_attr_unit(e, l->key, l->str, l->num, l->str ? NULL : l->unit, &ai[n++]);
@@ -501,11 +501,11 @@ static int enc_profile(struct enc *e, const struct pf_prof_window *w, size_t pi,
 	const struct pf_prof_process *p = &w->processes[pi];
 	struct proc_cache *c = &e->cache;
 	int r = -ENOMEM;
-	pb_profile *prof = prof_pool_alloc(&e->pool, sizeof(*prof));
-	pb_value_type *st = prof_pool_alloc(&e->pool, sizeof(*st));
-	pb_value_type *pt = prof_pool_alloc(&e->pool, sizeof(*pt));
-	pb_sample **samples = prof_pool_array(&e->pool, p->n_samples, sizeof(*samples));
-	uint8_t *id = prof_pool_alloc(&e->pool, 16);
+	pb_profile *prof = pb_pool_alloc(&e->pool, sizeof(*prof));
+	pb_value_type *st = pb_pool_alloc(&e->pool, sizeof(*st));
+	pb_value_type *pt = pb_pool_alloc(&e->pool, sizeof(*pt));
+	pb_sample **samples = pb_pool_array(&e->pool, p->n_samples, sizeof(*samples));
+	uint8_t *id = pb_pool_alloc(&e->pool, 16);
 	if (!prof || !st || !pt || !samples || !id)
 		return r;
 	*prof = (pb_profile)OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__PROFILE__INIT;
@@ -547,7 +547,7 @@ static int enc_profile(struct enc *e, const struct pf_prof_window *w, size_t pi,
 		if (!value)
 			continue;
 		r = -ENOMEM;
-		pb_sample *ps = prof_pool_alloc(&e->pool, sizeof(*ps));
+		pb_sample *ps = pb_pool_alloc(&e->pool, sizeof(*ps));
 		if (!ps)
 			return r;
 		*ps = (pb_sample)OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__SAMPLE__INIT;
@@ -562,7 +562,7 @@ static int enc_profile(struct enc *e, const struct pf_prof_window *w, size_t pi,
 			ps->timestamps_unix_nano = (uint64_t *)s->timestamps;
 			ps->n_timestamps_unix_nano = s->n_timestamps;
 		} else {
-			ps->values = prof_pool_alloc(&e->pool, sizeof(int64_t));
+			ps->values = pb_pool_alloc(&e->pool, sizeof(int64_t));
 			if (!ps->values)
 				return -ENOMEM;
 			ps->values[0] = value;
@@ -587,7 +587,7 @@ static bool process_has_samples(const struct pf_prof_window *w, const struct pf_
 static int check_window(const struct pf_prof_window *w, uint64_t *t0, uint64_t *t1,
 			struct pf_error *err)
 {
-	int r = prof_window_check_types(w, err);
+	int r = pb_window_check_types(w, err);
 	if (r < 0)
 		return r;
 	if (w->n_sample_types && w->period < 0)
@@ -636,8 +636,8 @@ int pf_otlp_profiles_encode(const struct pf_prof_window *w, struct pf_buf *out,
 		goto out;
 
 	r = -ENOMEM;
-	pb_resource_profiles **rps = prof_pool_array(&e.pool, n_procs, sizeof(*rps));
-	pb_scope *scope = prof_pool_alloc(&e.pool, sizeof(*scope));
+	pb_resource_profiles **rps = pb_pool_array(&e.pool, n_procs, sizeof(*rps));
+	pb_scope *scope = pb_pool_alloc(&e.pool, sizeof(*scope));
 	if (!rps || !scope)
 		goto out;
 	*scope = (pb_scope)OPENTELEMETRY__PROTO__COMMON__V1__INSTRUMENTATION_SCOPE__INIT;
@@ -649,10 +649,10 @@ int pf_otlp_profiles_encode(const struct pf_prof_window *w, struct pf_buf *out,
 		if (!process_has_samples(w, proc))
 			continue;
 		r = -ENOMEM;
-		pb_resource_profiles *rp = prof_pool_alloc(&e.pool, sizeof(*rp));
-		pb_scope_profiles *sp = prof_pool_alloc(&e.pool, sizeof(*sp));
-		pb_scope_profiles **sps = prof_pool_alloc(&e.pool, sizeof(*sps));
-		pb_profile **profs = prof_pool_array(&e.pool, n_types, sizeof(*profs));
+		pb_resource_profiles *rp = pb_pool_alloc(&e.pool, sizeof(*rp));
+		pb_scope_profiles *sp = pb_pool_alloc(&e.pool, sizeof(*sp));
+		pb_scope_profiles **sps = pb_pool_alloc(&e.pool, sizeof(*sps));
+		pb_profile **profs = pb_pool_array(&e.pool, n_types, sizeof(*profs));
 		if (!rp || !sp || !sps || !profs)
 			goto out;
 		*rp = (pb_resource_profiles)
@@ -716,7 +716,7 @@ int pf_otlp_profiles_encode(const struct pf_prof_window *w, struct pf_buf *out,
 	req.resource_profiles = rps;
 	req.n_resource_profiles = n;
 	req.dictionary = &dict;
-	r = prof_pack_append(&req.base, out);
+	r = pb_pack_append(&req.base, out);
 out:
 	enc_release(&e);
 	return r;
@@ -737,7 +737,7 @@ struct dec {
 
 static void *dalloc(struct dec *d, size_t n, size_t size, int *rc)
 {
-	return prof_window_alloc(d->w, &d->used, d->max, d->err, n, size, rc);
+	return pb_window_alloc(d->w, &d->used, d->max, d->err, n, size, rc);
 }
 
 static const char *dstr(struct dec *d, const char *s, int *rc)
@@ -1137,9 +1137,9 @@ static int dec_merge_samples(struct dec *d, const pb_profile *const *pps, size_t
 			     const size_t *type_of, int32_t zero_stack, struct pf_prof_process *p)
 {
 	size_t nt = d->w->n_sample_types;
-	struct prof_intern keys;
+	struct pb_intern keys;
 	struct pf_buf kb;
-	prof_intern_init(&keys, 0);
+	pb_intern_init(&keys, 0);
 	pf_buf_init(&kb, SIZE_MAX / 4);
 	size_t total = 0;
 	int r = 0, rc = 0;
@@ -1159,7 +1159,7 @@ static int dec_merge_samples(struct dec *d, const pb_profile *const *pps, size_t
 			bool added;
 			r = sample_key(&kb, s);
 			if (r == 0)
-				r = prof_intern(&keys, kb.data, kb.len, &idx, &added);
+				r = pb_intern(&keys, kb.data, kb.len, &idx, &added);
 			if (r == 0 && added) {
 				n++;
 				samples[idx].values = &values[(size_t)idx * nt];
@@ -1183,7 +1183,7 @@ static int dec_merge_samples(struct dec *d, const pb_profile *const *pps, size_t
 	p->samples = samples;
 	p->n_samples = n;
 out:
-	prof_intern_release(&keys);
+	pb_intern_release(&keys);
 	pf_buf_release(&kb);
 	return r;
 }
@@ -1457,14 +1457,14 @@ int pf_otlp_profiles_decode(const uint8_t *data, size_t len, size_t max_bytes,
 	if (len > max_bytes)
 		return pf_error_set(err, -E2BIG, "", "message of %zu bytes over the %zu byte limit",
 				    len, max_bytes);
-	int r = prof_wire_scan(desc, data, len, PF_OTLP_MAX_WIRE_DEPTH);
+	int r = pb_wire_scan(desc, data, len, PF_OTLP_MAX_WIRE_DEPTH);
 	if (r == -ELOOP)
 		return pf_error_set(err, r, "", "messages nested deeper than %d",
 				    PF_OTLP_MAX_WIRE_DEPTH);
 	if (r < 0)
 		return pf_error_set(err, -EBADMSG, "", "malformed ExportProfilesServiceRequest");
-	struct prof_capped_alloc ca;
-	prof_capped_alloc_init(&ca, max_bytes);
+	struct pb_capped_alloc ca;
+	pb_capped_alloc_init(&ca, max_bytes);
 	pb_request *req = (pb_request *)protobuf_c_message_unpack(desc, &ca.a, len, data);
 	if (!req) {
 		if (ca.exceeded)

@@ -11,7 +11,7 @@
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "pf/gzip.h"
 #include "pf/uuid.h"
-#include "prof_util.h"
+#include "pb_util.h"
 
 typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest pb_request;
 typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse pb_response;
@@ -190,15 +190,15 @@ static int decode_pb(const uint8_t *data, size_t len, size_t max_bytes, struct o
 {
 	const ProtobufCMessageDescriptor *desc =
 	    &opentelemetry__proto__collector__trace__v1__export_trace_service_request__descriptor;
-	int r = prof_wire_scan(desc, data, len, 32);
+	int r = pb_wire_scan(desc, data, len, 32);
 	if (r == -ELOOP)
 		return pf_error_set(err, -EBADMSG, "", "messages nested deeper than 32");
 	if (r < 0)
 		return pf_error_set(err, -EBADMSG, "",
 				    "malformed ExportTraceServiceRequest (protobuf)");
-	struct prof_capped_alloc ca;
+	struct pb_capped_alloc ca;
 	size_t cap = max_bytes * UNPACK_FACTOR + UNPACK_SLACK;
-	prof_capped_alloc_init(&ca, cap);
+	pb_capped_alloc_init(&ca, cap);
 	pb_request *req = (pb_request *)protobuf_c_message_unpack(desc, &ca.a, len, data);
 	if (!req) {
 		if (ca.exceeded)
@@ -554,7 +554,7 @@ int pf_otlp_traces_response(int64_t rejected, const char *message, bool json, st
 		ps.error_message = (char *)(message ? message : "");
 		resp.partial_success = &ps;
 	}
-	return prof_pack_append(&resp.base, out);
+	return pb_pack_append(&resp.base, out);
 }
 
 int pf_otlp_status_encode(int32_t code, const char *message, bool json, struct pf_buf *out)
@@ -729,7 +729,7 @@ static int encode_pb(const struct pf_span *spans, size_t n, struct pf_buf *out)
 	}
 	req.n_resource_spans = n;
 	req.resource_spans = rsv;
-	rc = prof_pack_append(&req.base, out);
+	rc = pb_pack_append(&req.base, out);
 out:
 	free(e);
 	free(rsv);

@@ -77,7 +77,8 @@ int pf_otlp_traces_encode(const struct pf_span *spans, size_t n, bool json, stru
 int pf_otlp_traces_response(int64_t rejected, const char *message, bool json, struct pf_buf *out);
 
 /* Appends a google.rpc.Status {code, message}: the body of an OTLP/HTTP 4xx/5xx answer, in
- * protobuf or (json) {"code":3,"message":"..."}. 0, -ENOMEM, -E2BIG. */
+ * protobuf or (json) {"code":3,"message":"..."}; the one Status encoder, also the profile
+ * store's (protobuf). Nothing is appended on failure. 0, -ENOMEM, -E2BIG. */
 int pf_otlp_status_encode(int32_t code, const char *message, bool json, struct pf_buf *out);
 
 #endif

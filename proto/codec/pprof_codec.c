@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "pf/gzip.h"
-#include "prof_util.h"
+#include "pb_util.h"
 
 #include "perftools/profile.pb-c.h"
 
@@ -28,28 +28,28 @@ typedef Perftools__Profiles__Function pb_function;
 enum { T_STR, T_MAP, T_FN, T_LOC, T_COUNT };
 
 struct penc {
-	struct prof_pool pool;
+	struct pb_pool pool;
 	struct pf_buf scratch;
-	struct prof_intern it[T_COUNT];
-	struct prof_ptrs tab[T_COUNT];
-	struct prof_ptrs samples;
+	struct pb_intern it[T_COUNT];
+	struct pb_ptrs tab[T_COUNT];
+	struct pb_ptrs samples;
 };
 
 static void penc_release(struct penc *e)
 {
 	for (int i = 0; i < T_COUNT; i++) {
-		prof_intern_release(&e->it[i]);
+		pb_intern_release(&e->it[i]);
 		free(e->tab[i].v);
 	}
 	free(e->samples.v);
 	pf_buf_release(&e->scratch);
-	prof_pool_release(&e->pool);
+	pb_pool_release(&e->pool);
 }
 
 static int pstr(struct penc *e, const char *s, int64_t *idx)
 {
 	int32_t i;
-	int r = prof_intern_str(&e->it[T_STR], &e->tab[T_STR], &e->pool, s, &i);
+	int r = pb_intern_str(&e->it[T_STR], &e->tab[T_STR], &e->pool, s, &i);
 	if (r == 0)
 		*idx = i;
 	return r;
@@ -60,22 +60,22 @@ static int pmsg(struct penc *e, int t, ProtobufCMessage *msg, uint64_t *id_field
 {
 	int32_t idx;
 	bool added;
-	int r = prof_intern_packed(&e->it[t], &e->scratch, msg, &idx, &added);
+	int r = pb_intern_packed(&e->it[t], &e->scratch, msg, &idx, &added);
 	if (r < 0)
 		return r;
 	*id = (uint64_t)idx;
 	if (!added)
 		return 0;
 	*id_field = (uint64_t)idx;
-	return prof_ptrs_push(&e->tab[t], msg);
+	return pb_ptrs_push(&e->tab[t], msg);
 }
 
 /* One Line of a Location: its Function (name, system name, file) and line number. */
 static int penc_line(struct penc *e, const char *name, const char *system_name, const char *file,
 		     uint32_t line, pb_line **out)
 {
-	pb_function *fn = prof_pool_alloc(&e->pool, sizeof(*fn));
-	pb_line *ln = prof_pool_alloc(&e->pool, sizeof(*ln));
+	pb_function *fn = pb_pool_alloc(&e->pool, sizeof(*fn));
+	pb_line *ln = pb_pool_alloc(&e->pool, sizeof(*ln));
 	if (!fn || !ln)
 		return -ENOMEM;
 	*fn = (pb_function)PERFTOOLS__PROFILES__FUNCTION__INIT;
@@ -98,7 +98,7 @@ static int penc_location(struct penc *e, const struct pf_prof_process *p, uint32
 			 uint64_t *map_ids, uint64_t *id)
 {
 	const struct pf_prof_frame *f = &p->frames[fi];
-	pb_location *l = prof_pool_alloc(&e->pool, sizeof(*l));
+	pb_location *l = pb_pool_alloc(&e->pool, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
 	*l = (pb_location)PERFTOOLS__PROFILES__LOCATION__INIT;
@@ -109,7 +109,7 @@ static int penc_location(struct penc *e, const struct pf_prof_process *p, uint32
 			return -EINVAL;
 		if (!map_ids[f->mapping]) {
 			const struct pf_prof_mapping *m = &p->mappings[f->mapping];
-			pb_mapping *pm = prof_pool_alloc(&e->pool, sizeof(*pm));
+			pb_mapping *pm = pb_pool_alloc(&e->pool, sizeof(*pm));
 			if (!pm)
 				return -ENOMEM;
 			*pm = (pb_mapping)PERFTOOLS__PROFILES__MAPPING__INIT;
@@ -132,7 +132,7 @@ static int penc_location(struct penc *e, const struct pf_prof_process *p, uint32
 		/* Inlined functions first, the function they were inlined into last (pprof's
 		 * Location.line order). */
 		size_t n = 0;
-		pb_line **lines = prof_pool_alloc(&e->pool, (f->n_inlined + 1) * sizeof(*lines));
+		pb_line **lines = pb_pool_alloc(&e->pool, (f->n_inlined + 1) * sizeof(*lines));
 		if (!lines)
 			return -ENOMEM;
 		for (uint32_t k = 0; k < f->n_inlined && f->inlined; k++) {
@@ -157,7 +157,7 @@ static int penc_location(struct penc *e, const struct pf_prof_process *p, uint32
 static int penc_label(struct penc *e, const char *key, const char *s, int64_t num,
 		      const char *unit, pb_label **out)
 {
-	pb_label *l = prof_pool_alloc(&e->pool, sizeof(*l));
+	pb_label *l = pb_pool_alloc(&e->pool, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
 	*l = (pb_label)PERFTOOLS__PROFILES__LABEL__INIT;
@@ -178,8 +178,8 @@ static int penc_labels(struct penc *e, const struct pf_prof_window *w,
 		       pb_sample *ps)
 {
 	size_t cap = 3 + (size_t)s->n_labels;
-	pb_label **labels = prof_pool_array(&e->pool, cap, sizeof(*labels));
-	const char **keys = prof_pool_array(&e->pool, cap, sizeof(*keys));
+	pb_label **labels = pb_pool_array(&e->pool, cap, sizeof(*labels));
+	const char **keys = pb_pool_array(&e->pool, cap, sizeof(*keys));
 	if (!labels || !keys)
 		return -ENOMEM;
 	size_t n = 0;
@@ -200,7 +200,7 @@ static int penc_labels(struct penc *e, const struct pf_prof_window *w,
 		const struct pf_prof_label *l = &s->labels[k];
 		if (!l->key || !*l->key)
 			continue;
-		if (prof_key_seen(keys, n, l->key))
+		if (pb_key_seen(keys, n, l->key))
 			continue;
 		keys[n] = l->key;
 		r = penc_label(e, l->key, l->str, l->num, l->unit, &labels[n++]);
@@ -229,9 +229,9 @@ static int penc_process(struct penc *e, const struct pf_prof_window *w,
 			goto out;
 		const struct pf_prof_stack *st = &p->stacks[s->stack];
 		r = -ENOMEM;
-		pb_sample *ps = prof_pool_alloc(&e->pool, sizeof(*ps));
-		uint64_t *ids = prof_pool_array(&e->pool, st->n_frames, sizeof(*ids));
-		int64_t *vals = prof_pool_array(&e->pool, nt, sizeof(*vals));
+		pb_sample *ps = pb_pool_alloc(&e->pool, sizeof(*ps));
+		uint64_t *ids = pb_pool_array(&e->pool, st->n_frames, sizeof(*ids));
+		int64_t *vals = pb_pool_array(&e->pool, nt, sizeof(*vals));
 		if (!ps || !ids || !vals)
 			goto out;
 		*ps = (pb_sample)PERFTOOLS__PROFILES__SAMPLE__INIT;
@@ -258,7 +258,7 @@ static int penc_process(struct penc *e, const struct pf_prof_window *w,
 		ps->n_value = nt;
 		r = penc_labels(e, w, p, s, ps);
 		if (r == 0)
-			r = prof_ptrs_push(&e->samples, ps);
+			r = pb_ptrs_push(&e->samples, ps);
 		if (r < 0)
 			goto out;
 	}
@@ -272,25 +272,25 @@ out:
 int pf_pprof_encode(const struct pf_prof_window *w, int64_t pid, struct pf_buf *out,
 		    struct pf_error *err)
 {
-	int r = prof_window_check_types(w, err);
+	int r = pb_window_check_types(w, err);
 	if (r < 0)
 		return r;
 	struct penc e;
 	memset(&e, 0, sizeof(e));
 	pf_buf_init(&e.scratch, SIZE_MAX / 4);
 	for (int i = 0; i < T_COUNT; i++)
-		prof_intern_init(&e.it[i], i == T_STR ? 0 : 1);
+		pb_intern_init(&e.it[i], i == T_STR ? 0 : 1);
 	int32_t zero;
-	r = prof_intern(&e.it[T_STR], "", 0, &zero, NULL);
-	char *empty = prof_pool_strdup(&e.pool, "");
+	r = pb_intern(&e.it[T_STR], "", 0, &zero, NULL);
+	char *empty = pb_pool_strdup(&e.pool, "");
 	if (r == 0)
-		r = empty ? prof_ptrs_push(&e.tab[T_STR], empty) : -ENOMEM;
+		r = empty ? pb_ptrs_push(&e.tab[T_STR], empty) : -ENOMEM;
 
 	/* Sample types: the window's, or samples/count + cpu/nanoseconds (values count and
 	 * count * period) for the implicit CPU profile. */
 	size_t nt = w->n_sample_types ? w->n_sample_types : 2;
-	pb_value_type *vt = prof_pool_array(&e.pool, nt + 1, sizeof(*vt));
-	pb_value_type **types = prof_pool_array(&e.pool, nt, sizeof(*types));
+	pb_value_type *vt = pb_pool_array(&e.pool, nt + 1, sizeof(*vt));
+	pb_value_type **types = pb_pool_array(&e.pool, nt, sizeof(*types));
 	if (r == 0 && (!vt || !types))
 		r = -ENOMEM;
 	struct pf_prof_value_type per = pf_prof_window_period_type(w);
@@ -374,7 +374,7 @@ struct pdec {
 
 static void *pdalloc(struct pdec *d, size_t n, size_t size, int *rc)
 {
-	return prof_window_alloc(d->w, &d->used, d->max, d->err, n, size, rc);
+	return pb_window_alloc(d->w, &d->used, d->max, d->err, n, size, rc);
 }
 
 static int pd_str(struct pdec *d, int64_t idx, const char **out, int *rc)
@@ -401,10 +401,10 @@ static int pd_str(struct pdec *d, int64_t idx, const char **out, int *rc)
 }
 
 /* id -> position lookup through an intern table keyed by the 8 id bytes. */
-static int id_index(struct prof_intern *t, uint64_t id, size_t n_known, int32_t *pos)
+static int id_index(struct pb_intern *t, uint64_t id, size_t n_known, int32_t *pos)
 {
 	bool added;
-	int r = prof_intern(t, &id, sizeof(id), pos, &added);
+	int r = pb_intern(t, &id, sizeof(id), pos, &added);
 	if (r < 0)
 		return r;
 	return added && (size_t)*pos >= n_known ? -ENOENT : 0;
@@ -477,11 +477,11 @@ static int pdec_run(struct pdec *d)
 {
 	const pb_profile *p = d->p;
 	int rc = 0;
-	struct prof_intern mids, lids, fids, pids;
-	prof_intern_init(&mids, 0);
-	prof_intern_init(&lids, 0);
-	prof_intern_init(&fids, 0);
-	prof_intern_init(&pids, 0);
+	struct pb_intern mids, lids, fids, pids;
+	pb_intern_init(&mids, 0);
+	pb_intern_init(&lids, 0);
+	pb_intern_init(&fids, 0);
+	pb_intern_init(&pids, 0);
 	uint32_t *spid = NULL, *loc_first = NULL, *loc_nf = NULL;
 	int32_t *sproc = NULL;
 	size_t *counts = NULL;
@@ -493,7 +493,7 @@ static int pdec_run(struct pdec *d)
 	for (size_t i = 0; i < p->n_mapping && rc == 0; i++) {
 		const pb_mapping *m = p->mapping[i];
 		bool added;
-		if ((rc = prof_intern(&mids, &m->id, 8, &pos, &added)) == 0 && (!added || !m->id))
+		if ((rc = pb_intern(&mids, &m->id, 8, &pos, &added)) == 0 && (!added || !m->id))
 			rc = pf_error_set(d->err, -EBADMSG, "", "mapping id %" PRIu64
 					  " zero or repeated", m->id);
 		maps[i].start = m->memory_start;
@@ -508,7 +508,7 @@ static int pdec_run(struct pdec *d)
 	}
 	for (size_t i = 0; i < p->n_function && rc == 0; i++) {
 		bool added;
-		if ((rc = prof_intern(&fids, &p->function[i]->id, 8, &pos, &added)) == 0 &&
+		if ((rc = pb_intern(&fids, &p->function[i]->id, 8, &pos, &added)) == 0 &&
 		    (!added || !p->function[i]->id))
 			rc = pf_error_set(d->err, -EBADMSG, "", "function id zero or repeated");
 	}
@@ -534,7 +534,7 @@ static int pdec_run(struct pdec *d)
 	for (size_t i = 0; i < p->n_location && rc == 0; i++) {
 		const pb_location *l = p->location[i];
 		bool added;
-		if ((rc = prof_intern(&lids, &l->id, 8, &pos, &added)) == 0 && (!added || !l->id))
+		if ((rc = pb_intern(&lids, &l->id, 8, &pos, &added)) == 0 && (!added || !l->id))
 			rc = pf_error_set(d->err, -EBADMSG, "", "location id zero or repeated");
 		if (rc < 0)
 			break;
@@ -590,7 +590,7 @@ static int pdec_run(struct pdec *d)
 			if (key_is(p, s->label[k]->key, "pid") && s->label[k]->num > 0 &&
 			    s->label[k]->num <= UINT32_MAX)
 				spid[i] = (uint32_t)s->label[k]->num;
-		if ((rc = prof_intern(&pids, &spid[i], sizeof(spid[i]), &sproc[i], NULL)) < 0)
+		if ((rc = pb_intern(&pids, &spid[i], sizeof(spid[i]), &sproc[i], NULL)) < 0)
 			goto out;
 	}
 	size_t n_procs = pids.n;
@@ -707,10 +707,10 @@ out:
 	free(counts);
 	free(loc_first);
 	free(loc_nf);
-	prof_intern_release(&mids);
-	prof_intern_release(&lids);
-	prof_intern_release(&fids);
-	prof_intern_release(&pids);
+	pb_intern_release(&mids);
+	pb_intern_release(&lids);
+	pb_intern_release(&fids);
+	pb_intern_release(&pids);
 	return rc;
 }
 
@@ -733,14 +733,14 @@ int pf_pprof_decode(const uint8_t *data, size_t len, size_t max_bytes,
 	} else if (len > max_bytes) {
 		return pf_error_set(err, -E2BIG, "", "pprof over %zu bytes", max_bytes);
 	}
-	r = prof_wire_scan(&perftools__profiles__profile__descriptor, data, len,
-			   PPROF_MAX_WIRE_DEPTH);
+	r = pb_wire_scan(&perftools__profiles__profile__descriptor, data, len,
+			 PPROF_MAX_WIRE_DEPTH);
 	if (r < 0) {
 		pf_buf_release(&raw);
 		return pf_error_set(err, -EBADMSG, "", "malformed pprof profile");
 	}
-	struct prof_capped_alloc ca;
-	prof_capped_alloc_init(&ca, max_bytes);
+	struct pb_capped_alloc ca;
+	pb_capped_alloc_init(&ca, max_bytes);
 	pb_profile *p = (pb_profile *)protobuf_c_message_unpack(
 		&perftools__profiles__profile__descriptor, &ca.a, len, data);
 	pf_buf_release(&raw);

@@ -1,5 +1,5 @@
-/* prof_util.c — see prof_util.h. */
-#include "prof_util.h"
+/* pb_util.c — see pb_util.h. */
+#include "pb_util.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -8,7 +8,7 @@
 
 #include "pf/profile.h"
 
-uint64_t prof_hash(const void *p, size_t n)
+uint64_t pb_hash(const void *p, size_t n)
 {
 	const uint8_t *b = p;
 	uint64_t h = 0xcbf29ce484222325ull;
@@ -22,14 +22,14 @@ uint64_t prof_hash(const void *p, size_t n)
 /* ---------------------------------------------------------------------------------------- */
 /* Interning: open addressing, linear probing, load factor <= 1/2.                           */
 
-void prof_intern_init(struct prof_intern *t, int32_t base)
+void pb_intern_init(struct pb_intern *t, int32_t base)
 {
 	memset(t, 0, sizeof(*t));
 	t->base = base;
 	pf_buf_init(&t->keys, SIZE_MAX / 4);
 }
 
-void prof_intern_release(struct prof_intern *t)
+void pb_intern_release(struct pb_intern *t)
 {
 	free(t->slots);
 	free(t->off);
@@ -38,10 +38,10 @@ void prof_intern_release(struct prof_intern *t)
 	memset(t, 0, sizeof(*t));
 }
 
-static int intern_grow(struct prof_intern *t)
+static int intern_grow(struct pb_intern *t)
 {
 	size_t n = t->n_slots ? t->n_slots * 2 : 64;
-	struct prof_intern_slot *s = malloc(n * sizeof(*s));
+	struct pb_intern_slot *s = malloc(n * sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
@@ -60,14 +60,14 @@ static int intern_grow(struct prof_intern *t)
 	return 0;
 }
 
-int prof_intern(struct prof_intern *t, const void *key, size_t len, int32_t *idx, bool *added)
+int pb_intern(struct pb_intern *t, const void *key, size_t len, int32_t *idx, bool *added)
 {
 	if ((t->n + 1) * 2 > t->n_slots) {
 		int r = intern_grow(t);
 		if (r < 0)
 			return r;
 	}
-	uint64_t h = prof_hash(key, len);
+	uint64_t h = pb_hash(key, len);
 	size_t j = h & (t->n_slots - 1);
 	for (; t->slots[j].idx >= 0; j = (j + 1) & (t->n_slots - 1)) {
 		if (t->slots[j].hash != h)
@@ -112,22 +112,22 @@ int prof_intern(struct prof_intern *t, const void *key, size_t len, int32_t *idx
 /* ---------------------------------------------------------------------------------------- */
 /* Bump pool.                                                                                */
 
-struct prof_pool_chunk {
-	struct prof_pool_chunk *next;
+struct pb_pool_chunk {
+	struct pb_pool_chunk *next;
 	size_t used, cap;
 	_Alignas(16) unsigned char data[];
 };
 
 #define POOL_CHUNK ((size_t)64 << 10)
 
-void *prof_pool_alloc(struct prof_pool *p, size_t size)
+void *pb_pool_alloc(struct pb_pool *p, size_t size)
 {
 	if (size > SIZE_MAX - 64)
 		return NULL;
 	size = (size + 15) & ~(size_t)15;
 	if (!size)
 		size = 16;
-	struct prof_pool_chunk *c = p->head;
+	struct pb_pool_chunk *c = p->head;
 	if (!c || c->cap - c->used < size) {
 		size_t cap = size > POOL_CHUNK ? size : POOL_CHUNK;
 		c = malloc(sizeof(*c) + cap);
@@ -145,27 +145,27 @@ void *prof_pool_alloc(struct prof_pool *p, size_t size)
 	return r;
 }
 
-void *prof_pool_array(struct prof_pool *p, size_t n, size_t size)
+void *pb_pool_array(struct pb_pool *p, size_t n, size_t size)
 {
 	if (size && n > SIZE_MAX / size)
 		return NULL;
-	return prof_pool_alloc(p, n * size);
+	return pb_pool_alloc(p, n * size);
 }
 
-char *prof_pool_strdup(struct prof_pool *p, const char *s)
+char *pb_pool_strdup(struct pb_pool *p, const char *s)
 {
 	size_t n = strlen(s) + 1;
-	char *d = prof_pool_alloc(p, n);
+	char *d = pb_pool_alloc(p, n);
 	if (d)
 		memcpy(d, s, n);
 	return d;
 }
 
-void prof_pool_release(struct prof_pool *p)
+void pb_pool_release(struct pb_pool *p)
 {
-	struct prof_pool_chunk *c = p->head;
+	struct pb_pool_chunk *c = p->head;
 	while (c) {
-		struct prof_pool_chunk *n = c->next;
+		struct pb_pool_chunk *n = c->next;
 		free(c);
 		c = n;
 	}
@@ -178,7 +178,7 @@ void prof_pool_release(struct prof_pool *p)
 
 static void *capped_alloc(void *data, size_t size)
 {
-	struct prof_capped_alloc *c = data;
+	struct pb_capped_alloc *c = data;
 	if (size > c->max || c->used > c->max - size) {
 		c->exceeded = true;
 		return NULL;
@@ -192,7 +192,7 @@ static void capped_free(void *data, void *ptr)
 	free(ptr);
 }
 
-void prof_capped_alloc_init(struct prof_capped_alloc *c, size_t max)
+void pb_capped_alloc_init(struct pb_capped_alloc *c, size_t max)
 {
 	memset(c, 0, sizeof(*c));
 	c->max = max;
@@ -206,15 +206,15 @@ void prof_capped_alloc_init(struct prof_capped_alloc *c, size_t max)
 
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 
-static int read_varint(const uint8_t *p, size_t len, size_t *i, uint64_t *v)
+int pb_varint_read(const uint8_t **p, const uint8_t *end, uint64_t *v)
 {
 	uint64_t r = 0;
 	for (unsigned n = 0; n < 10; n++) {
-		if (*i >= len)
+		if (*p >= end)
 			return -EBADMSG;
-		uint8_t b = p[(*i)++];
+		uint8_t b = *(*p)++;
 		if (n == 9 && b > 1)
-			return -EBADMSG;
+			return -EBADMSG; /* more than 64 bits */
 		r |= (uint64_t)(b & 0x7f) << (7 * n);
 		if (!(b & 0x80)) {
 			*v = r;
@@ -224,45 +224,44 @@ static int read_varint(const uint8_t *p, size_t len, size_t *i, uint64_t *v)
 	return -EBADMSG;
 }
 
-static int wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
+static int wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end,
 		     unsigned depth, unsigned max_depth)
 {
 	if (depth > max_depth)
 		return -ELOOP;
-	size_t i = 0;
-	while (i < len) {
+	while (p < end) {
 		uint64_t tag, v;
-		if (read_varint(p, len, &i, &tag) < 0)
+		if (pb_varint_read(&p, end, &tag) < 0)
 			return -EBADMSG;
 		uint64_t num = tag >> 3;
 		if (num == 0 || num > 0x1fffffff)
 			return -EBADMSG;
 		switch (tag & 7) {
 		case WT_VARINT:
-			if (read_varint(p, len, &i, &v) < 0)
+			if (pb_varint_read(&p, end, &v) < 0)
 				return -EBADMSG;
 			break;
 		case WT_I64:
-			if (len - i < 8)
+			if (end - p < 8)
 				return -EBADMSG;
-			i += 8;
+			p += 8;
 			break;
 		case WT_I32:
-			if (len - i < 4)
+			if (end - p < 4)
 				return -EBADMSG;
-			i += 4;
+			p += 4;
 			break;
 		case WT_LEN: {
-			if (read_varint(p, len, &i, &v) < 0 || v > len - i)
+			if (pb_varint_read(&p, end, &v) < 0 || v > (uint64_t)(end - p))
 				return -EBADMSG;
 			const ProtobufCFieldDescriptor *f =
-				d ? protobuf_c_message_descriptor_get_field(d, (unsigned)num) : NULL;
+			    d ? protobuf_c_message_descriptor_get_field(d, (unsigned)num) : NULL;
 			if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
-				int r = wire_scan(f->descriptor, p + i, (size_t)v, depth + 1, max_depth);
+				int r = wire_scan(f->descriptor, p, p + v, depth + 1, max_depth);
 				if (r < 0)
 					return r;
 			}
-			i += (size_t)v;
+			p += v;
 			break;
 		}
 		default:
@@ -272,13 +271,15 @@ static int wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, size
 	return 0;
 }
 
-int prof_wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
-		   unsigned max_depth)
+int pb_wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
+		 unsigned max_depth)
 {
-	return wire_scan(d, p, len, 0, max_depth);
+	if (!len)
+		return 0; /* (and p may be NULL) */
+	return wire_scan(d, p, p + len, 0, max_depth);
 }
 
-int prof_ptrs_push(struct prof_ptrs *t, void *p)
+int pb_ptrs_push(struct pb_ptrs *t, void *p)
 {
 	if (t->n == t->cap) {
 		size_t c = t->cap ? t->cap * 2 : 64;
@@ -292,8 +293,8 @@ int prof_ptrs_push(struct prof_ptrs *t, void *p)
 	return 0;
 }
 
-void *prof_window_alloc(struct pf_prof_window *w, size_t *used, size_t max,
-			struct pf_error *err, size_t n, size_t size, int *rc)
+void *pb_window_alloc(struct pf_prof_window *w, size_t *used, size_t max, struct pf_error *err,
+		      size_t n, size_t size, int *rc)
 {
 	if (size && n > SIZE_MAX / size) {
 		*rc = -E2BIG;
@@ -311,23 +312,23 @@ void *prof_window_alloc(struct pf_prof_window *w, size_t *used, size_t max,
 	return p;
 }
 
-int prof_intern_str(struct prof_intern *t, struct prof_ptrs *tab, struct prof_pool *pool,
-		    const char *s, int32_t *idx)
+int pb_intern_str(struct pb_intern *t, struct pb_ptrs *tab, struct pb_pool *pool, const char *s,
+		  int32_t *idx)
 {
 	if (!s || !*s) {
 		*idx = 0;
 		return 0;
 	}
 	bool added;
-	int r = prof_intern(t, s, strlen(s), idx, &added);
+	int r = pb_intern(t, s, strlen(s), idx, &added);
 	if (r < 0 || !added)
 		return r;
-	char *d = prof_pool_strdup(pool, s);
-	return d ? prof_ptrs_push(tab, d) : -ENOMEM;
+	char *d = pb_pool_strdup(pool, s);
+	return d ? pb_ptrs_push(tab, d) : -ENOMEM;
 }
 
-int prof_intern_packed(struct prof_intern *t, struct pf_buf *scratch, const ProtobufCMessage *msg,
-		       int32_t *idx, bool *added)
+int pb_intern_packed(struct pb_intern *t, struct pf_buf *scratch, const ProtobufCMessage *msg,
+		     int32_t *idx, bool *added)
 {
 	size_t n = protobuf_c_message_get_packed_size(msg);
 	pf_buf_reset(scratch);
@@ -335,10 +336,10 @@ int prof_intern_packed(struct prof_intern *t, struct pf_buf *scratch, const Prot
 	if (r < 0)
 		return r;
 	protobuf_c_message_pack(msg, scratch->data);
-	return prof_intern(t, scratch->data, n, idx, added);
+	return pb_intern(t, scratch->data, n, idx, added);
 }
 
-bool prof_key_seen(const char *const *keys, size_t n, const char *key)
+bool pb_key_seen(const char *const *keys, size_t n, const char *key)
 {
 	for (size_t j = 0; j < n; j++)
 		if (strcmp(keys[j], key) == 0)
@@ -346,7 +347,7 @@ bool prof_key_seen(const char *const *keys, size_t n, const char *key)
 	return false;
 }
 
-int prof_window_check_types(const struct pf_prof_window *w, struct pf_error *err)
+int pb_window_check_types(const struct pf_prof_window *w, struct pf_error *err)
 {
 	if (!w->n_sample_types && (!w->frequency_hz || w->frequency_hz > 1000000000u))
 		return pf_error_set(err, -EINVAL, "", "frequency_hz must be 1..1e9, got %" PRIu32,
@@ -357,7 +358,7 @@ int prof_window_check_types(const struct pf_prof_window *w, struct pf_error *err
 	return 0;
 }
 
-int prof_pack_append(const ProtobufCMessage *msg, struct pf_buf *out)
+int pb_pack_append(const ProtobufCMessage *msg, struct pf_buf *out)
 {
 	size_t n = protobuf_c_message_get_packed_size(msg);
 	int r = pf_buf_reserve(out, n);
