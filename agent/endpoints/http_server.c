@@ -7,8 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "conn_gate.h"
 #include "pf/log.h"
+
+#define AGENT_HTTP_MAX_PROTOCOLS 4
+#define HEADER_SWEEP_US (250 * LWS_US_PER_MS)
 
 struct agent_http_server {
 	struct lws_context *ctx;
@@ -18,7 +23,114 @@ struct agent_http_server {
 	pthread_t thread;
 	bool started;
 	atomic_bool stop;
+	void *user; /* the caller's */
+	/* the caller's protocols, each with gate_callback in front (user: the caller's entry) */
+	struct lws_protocols protocols[AGENT_HTTP_MAX_PROTOCOLS + 1];
+	struct agent_conn_gate gate; /* the serving thread's */
+	lws_sorted_usec_list_t sul_headers;
 };
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct agent_http_server *server_of(struct lws *wsi)
+{
+	return lws_context_user(lws_get_context(wsi));
+}
+
+void *agent_http_user(struct lws *wsi)
+{
+	return server_of(wsi)->user;
+}
+
+static void conn_kill(void *wsi)
+{
+	lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
+/* Whether lws has read a request line on wsi (it holds a header slot and got that far). */
+static bool conn_started(void *wsi)
+{
+	static const enum lws_token_indexes methods[] = {
+	    WSI_TOKEN_GET_URI, WSI_TOKEN_POST_URI, WSI_TOKEN_HEAD_URI, WSI_TOKEN_OPTIONS_URI,
+#if defined(LWS_WITH_HTTP_UNCOMMON_HEADERS) || defined(LWS_HTTP_HEADERS_ALL)
+	    WSI_TOKEN_PUT_URI, WSI_TOKEN_PATCH_URI, WSI_TOKEN_DELETE_URI,
+#endif
+	};
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+		if (lws_hdr_total_length(wsi, methods[i]) > 0)
+			return true;
+	return false;
+}
+
+/* SERVER_NEW_CLIENT_INSTANTIATED: tracked until WSI_DESTROY; an older connection of its
+ * address may have to make room. */
+static int conn_new(struct agent_http_server *s, struct lws *wsi)
+{
+	char peer[64] = "";
+	lws_get_peer_simple(wsi, peer, sizeof(peer));
+	void *evict = NULL;
+	struct agent_conn *k = agent_conn_open(&s->gate, peer, wsi, now_ms(), conn_started, &evict);
+	if (evict)
+		conn_kill(evict);
+	if (!k) {
+		pf_log_warn("%s: closing a connection from %s: all %d connection slots are taken",
+			    s->where, peer, AGENT_HTTP_MAX_CONNS);
+		return -1;
+	}
+	lws_set_opaque_user_data(wsi, k);
+	return 0;
+}
+
+static void conn_gone(struct agent_http_server *s, struct lws *wsi)
+{
+	struct agent_conn *k = lws_get_opaque_user_data(wsi);
+	if (!k)
+		return;
+	lws_set_opaque_user_data(wsi, NULL);
+	agent_conn_close(&s->gate, k);
+}
+
+/* Every HEADER_SWEEP_US on the serving thread: connections past their header deadline go. */
+static void header_sweep(lws_sorted_usec_list_t *sul)
+{
+	struct agent_http_server *s = lws_container_of(sul, struct agent_http_server, sul_headers);
+	agent_conn_sweep(&s->gate, now_ms(), conn_kill);
+	lws_sul_schedule(s->ctx, 0, &s->sul_headers, header_sweep, HEADER_SWEEP_US);
+}
+
+/* In front of every protocol's callback: the connection's place in the gate. */
+static int gate_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+			 void *in, size_t len)
+{
+	struct agent_http_server *s = wsi ? server_of(wsi) : NULL;
+	const struct lws_protocols *p = wsi ? lws_get_protocol(wsi) : NULL;
+	const struct lws_protocols *orig = p && p->user ? p->user : NULL;
+	if (!s || !orig)
+		return lws_callback_http_dummy(wsi, reason, user, in, len);
+	switch (reason) {
+	case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+		if (conn_new(s, wsi) < 0)
+			return -1;
+		break;
+	case LWS_CALLBACK_WSI_DESTROY:
+		conn_gone(s, wsi);
+		break;
+	case LWS_CALLBACK_HTTP: {
+		struct agent_conn *k = lws_get_opaque_user_data(wsi);
+		if (k)
+			agent_conn_headers_done(&s->gate, k);
+		break;
+	}
+	default:
+		break;
+	}
+	return orig->callback(wsi, reason, user, in, len);
+}
 
 struct agent_http_server *agent_http_server_new(const struct agent_listen_addr *l,
 						const char *vhost_name,
@@ -32,7 +144,20 @@ struct agent_http_server *agent_http_server_new(const struct agent_listen_addr *
 		return NULL;
 	}
 	s->listen = *l;
+	s->user = user;
 	atomic_init(&s->stop, false);
+	for (size_t i = 0; protocols[i].name; i++) {
+		if (i == AGENT_HTTP_MAX_PROTOCOLS) {
+			pf_error_set(err, -EINVAL, key, "more than %d protocols",
+				     AGENT_HTTP_MAX_PROTOCOLS);
+			free(s);
+			errno = EINVAL;
+			return NULL;
+		}
+		s->protocols[i] = protocols[i];
+		s->protocols[i].callback = gate_callback;
+		s->protocols[i].user = (void *)&protocols[i];
+	}
 	const char *h = l->host[0] ? l->host : (l->v6 ? "::" : "*");
 	snprintf(s->where, sizeof(s->where), l->v6 ? "[%s]:%d" : "%s:%d", h, l->port);
 	int rc = agent_listen_addr_probe(l);
@@ -48,14 +173,17 @@ struct agent_http_server *agent_http_server_new(const struct agent_listen_addr *
 	info.iface = l->host[0] ? s->listen.host : NULL;
 	if (!l->v6 && l->host[0])
 		info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
-	info.protocols = protocols;
-	info.user = user;
+	info.protocols = s->protocols;
+	info.user = s;
 	info.gid = -1;
 	info.uid = -1;
-	info.fd_limit_per_thread = 64;
-	info.max_http_header_pool = 16;
+	info.fd_limit_per_thread = AGENT_HTTP_MAX_CONNS;
+	info.max_http_header_pool = AGENT_HTTP_HEADER_SLOTS;
 	info.pt_serv_buf_size = AGENT_HTTP_CHUNK + 1024;
 	info.timeout_secs = 10;
+	/* A request's headers are bounded by AGENT_HTTP_HEADER_TIMEOUT_S (header_sweep); lws'
+	 * own limit on holding a header slot without a complete request is the backstop. */
+	info.timeout_secs_ah_idle = AGENT_HTTP_HEADER_TIMEOUT_S + 1;
 	info.vhost_name = vhost_name;
 	s->ctx = lws_create_context(&info);
 	if (!s->ctx) {
@@ -68,6 +196,7 @@ struct agent_http_server *agent_http_server_new(const struct agent_listen_addr *
 	s->vh = lws_get_vhost_by_name(s->ctx, vhost_name);
 	if (!s->vh)
 		s->vh = lws_get_vhost_by_name(s->ctx, "default");
+	lws_sul_schedule(s->ctx, 0, &s->sul_headers, header_sweep, HEADER_SWEEP_US);
 	return s;
 }
 
@@ -202,5 +331,11 @@ int agent_http_answer_writeable(struct lws *wsi, struct agent_http_answer *a,
 		return n;
 	bool close_after = a->close_after;
 	done(ctx);
-	return close_after || lws_http_transaction_completed(wsi) ? -1 : 0;
+	if (close_after || lws_http_transaction_completed(wsi))
+		return -1;
+	/* keep-alive: the next request's headers are owed by the deadline too */
+	struct agent_conn *k = lws_get_opaque_user_data(wsi);
+	if (k)
+		agent_conn_expect_headers(&server_of(wsi)->gate, k, now_ms());
+	return 0;
 }

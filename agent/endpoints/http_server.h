@@ -5,8 +5,10 @@
  *
  * Owns the context's lifecycle (bind check with the reason, context, thread, stop) and the
  * answer's wire form (status, Content-Type, Content-Length, optional Allow, Connection: close
- * when asked, the body in chunks of AGENT_HTTP_CHUNK). The protocols, and so what is answered,
- * belong to the caller; lws_context_user() of a wsi is the caller's user pointer. */
+ * when asked, the body in chunks of AGENT_HTTP_CHUNK), and each connection's place in its
+ * listener's per-address caps and header deadline (conn_gate.h), kept by a callback in front
+ * of the caller's. The protocols, and so what is answered, belong to the caller;
+ * agent_http_user() of a wsi is the caller's user pointer. */
 #ifndef AGENT_HTTP_SERVER_H
 #define AGENT_HTTP_SERVER_H
 
@@ -24,12 +26,14 @@
 struct agent_http_server;
 
 /* Checks that l can be bound (err: "<key>: cannot listen on ADDR: <reason>"), then creates the
- * context with protocols and user (lws_context_user). Not serving until _start(). NULL +
- * errno. */
+ * context with protocols (at most 4; kept by the caller while the server lives) and user
+ * (agent_http_user). Not serving until _start(). NULL + errno. */
 struct agent_http_server *agent_http_server_new(const struct agent_listen_addr *l,
 						const char *vhost_name,
 						const struct lws_protocols *protocols, void *user,
 						const char *key, struct pf_error *err);
+/* The user pointer given to agent_http_server_new(), from any callback's wsi. */
+void *agent_http_user(struct lws *wsi);
 /* Starts the serving thread. 0 or -errno with err. */
 int agent_http_server_start(struct agent_http_server *s, struct pf_error *err);
 /* The bound port (the real one when 0 was asked). */

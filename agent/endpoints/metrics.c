@@ -754,7 +754,7 @@ static void answer_done(void *a)
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 		    size_t len)
 {
-	struct agent_metrics *m = lws_context_user(lws_get_context(wsi));
+	struct agent_metrics *m = agent_http_user(wsi);
 	struct pss *p = user;
 
 	switch (reason) {

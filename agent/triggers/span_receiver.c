@@ -372,7 +372,7 @@ static void http_complete(struct agent_span_receiver *r, struct lws *wsi, struct
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 		    size_t len)
 {
-	struct agent_span_receiver *r = lws_context_user(lws_get_context(wsi));
+	struct agent_span_receiver *r = agent_http_user(wsi);
 	struct pss *p = user;
 	switch (reason) {
 	case LWS_CALLBACK_HTTP: {
