@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "listen_addr.h"
+#include "endpoints/listen_addr.h"
 #include "opamp/opamp_client.h"
+#include "opamp/opamp_session.h"
 #include "opamp_codec.h"
-#include "opamp_session.h"
 #include "pf/log.h"
 #include "state.h"
 

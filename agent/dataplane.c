@@ -18,8 +18,8 @@
 #include "dataplane_limits.h"
 #include "dataplane_pprof.h"
 #include "dataplane_triggers.h"
+#include "export/encode_submit.h"
 #include "health.h"
-#include "encode_submit.h"
 #include "pf/clock.h"
 #include "pf/log.h"
 

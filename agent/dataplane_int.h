@@ -13,20 +13,20 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "capture.h"
-#include "capture_run.h"
 #include "dataplane.h"
-#include "encode_submit.h"
-#include "exporter.h"
-#include "guard.h"
-#include "high_cpu.h"
+#include "export/encode_submit.h"
+#include "export/exporter.h"
+#include "limits/guard.h"
+#include "limits/ratelimit.h"
 #include "pf/buf.h"
 #include "pf/profcfg.h"
 #include "pf/profile.h"
-#include "ratelimit.h"
-#include "sampler_bpf.h"
-#include "sampler_pprof.h"
-#include "span_receiver.h"
+#include "pprof/sampler_pprof.h"
+#include "sampler/sampler_bpf.h"
+#include "triggers/capture.h"
+#include "triggers/capture_run.h"
+#include "triggers/high_cpu.h"
+#include "triggers/span_receiver.h"
 
 #define NAME_LEN 48
 #define STATUS_LEN 1024

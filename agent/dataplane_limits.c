@@ -8,9 +8,9 @@
 
 #include "dataplane_int.h"
 #include "health.h"
+#include "limits/self_usage.h"
 #include "pf/clock.h"
 #include "pf/log.h"
-#include "self_usage.h"
 
 /* ---- overhead guard and rate limit (worker thread) ----------------------------------------- */
 

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "guard.h"
+#include "limits/guard.h"
 #include "pf/profcfg.h"
 
 struct agent_dataplane;

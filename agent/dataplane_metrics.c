@@ -9,7 +9,7 @@
 #include "dataplane_int.h"
 #include "health.h"
 #include "pf/clock.h"
-#include "sample_ring.h"
+#include "sampler/sample_ring.h"
 
 /* ---- metrics snapshot (worker thread) ------------------------------------------------------ */
 

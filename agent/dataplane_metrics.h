@@ -12,13 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "exporter.h"
-#include "guard.h"
-#include "high_cpu.h"
+#include "export/exporter.h"
+#include "limits/guard.h"
+#include "limits/ratelimit.h"
 #include "pf/profcfg.h"
-#include "ratelimit.h"
-#include "sampler_bpf.h"
-#include "span_receiver.h"
+#include "sampler/sampler_bpf.h"
+#include "triggers/high_cpu.h"
+#include "triggers/span_receiver.h"
 
 struct agent_dataplane;
 

@@ -10,12 +10,12 @@
 #include <time.h>
 
 #include "dataplane_int.h"
+#include "endpoints/listen_addr.h"
 #include "health.h"
-#include "listen_addr.h"
 #include "pf/clock.h"
 #include "pf/log.h"
 #include "pf/uuid.h"
-#include "sample_ring.h"
+#include "sampler/sample_ring.h"
 
 /* ---- the high_cpu trigger (worker thread) -------------------------------------------------- */
 

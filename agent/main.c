@@ -11,20 +11,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture.h"
 #include "cli.h"
 #include "config.h"
 #include "dataplane.h"
 #include "description.h"
+#include "endpoints/metrics.h"
 #include "health.h"
-#include "metrics.h"
-#include "opamp_client.h"
-#include "opamp_session.h"
+#include "k8s/podcache.h"
+#include "opamp/opamp_client.h"
+#include "opamp/opamp_session.h"
 #include "pf/heap.h"
 #include "pf/log.h"
 #include "pf/uuid.h"
-#include "podcache.h"
 #include "state.h"
+#include "triggers/capture.h"
 
 static volatile sig_atomic_t stop_requested;
 static struct agent_client *the_client;

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "demangle.h"
+#include "symbolize/demangle.h"
 
 #define MAX_NAMES 200000
 

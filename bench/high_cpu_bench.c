@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "high_cpu.h"
+#include "triggers/high_cpu.h"
 
 int main(int argc, char **argv)
 {

@@ -16,8 +16,8 @@
 #include "otlp_profiles.h"
 #include "pf/buf.h"
 #include "pf/profile.h"
+#include "pprof/sampler_pprof.h"
 #include "pprof_codec.h"
-#include "sampler_pprof.h"
 
 static double now_s(void)
 {

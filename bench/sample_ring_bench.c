@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "sample_ring.h"
+#include "sampler/sample_ring.h"
 
 static double now_s(void)
 {

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "pf/profile.h"
-#include "symbolize.h"
+#include "symbolize/symbolize.h"
 
 #define BATCH 64
 

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "unwind_table.h"
+#include "unwind/unwind_table.h"
 
 static double cpu_ms(void)
 {

@@ -1,5 +1,5 @@
 /* http_server.c — see http_server.h. */
-#include "http_server.h"
+#include "endpoints/http_server.h"
 
 #include <errno.h>
 #include <pthread.h>

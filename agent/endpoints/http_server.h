@@ -17,7 +17,7 @@
 
 #include <libwebsockets.h>
 
-#include "listen_addr.h"
+#include "endpoints/listen_addr.h"
 #include "pf/buf.h"
 #include "pf/error.h"
 

@@ -1,5 +1,5 @@
 /* listen_addr.c — see listen_addr.h. */
-#include "listen_addr.h"
+#include "endpoints/listen_addr.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* metrics.c — see metrics.h. Exposition format: Prometheus "text format" version 0.0.4
  * (HELP/TYPE comment lines, one family's samples together, label values escaped with \\, \"
  * and \n, histograms as cumulative _bucket{le} plus _sum and _count). */
-#include "metrics.h"
+#include "endpoints/metrics.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -21,8 +21,8 @@
 #include <libwebsockets.h>
 
 #include "description.h"
+#include "endpoints/http_server.h"
 #include "health.h"
-#include "http_server.h"
 #include "pf/heap.h"
 #include "pf/log.h"
 

@@ -28,11 +28,11 @@
 #include <stdint.h>
 
 #include "dataplane_metrics.h"
-#include "listen_addr.h"
+#include "endpoints/listen_addr.h"
+#include "limits/self_usage.h"
 #include "opamp_codec.h"
 #include "pf/buf.h"
 #include "pf/error.h"
-#include "self_usage.h"
 
 #define AGENT_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 #define AGENT_METRICS_MAX_BYTES ((size_t)8 << 20) /* cap of one /metrics answer */

@@ -1,5 +1,5 @@
 /* encode_submit.c — see encode_submit.h. */
-#include "encode_submit.h"
+#include "export/encode_submit.h"
 
 #include <errno.h>
 #include <stdlib.h>

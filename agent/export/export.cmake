@@ -3,23 +3,23 @@
 #   exporter.c   the interface (create from struct pf_exporter, submit, status), the bounded
 #                delivery queue, retries with backoff, and the worker thread exports run on
 #   file.c       `file`: atomic <UTC time>-<profile id>.otlp.pb files, bounded directory
-#   otlp_http.c  `otlp_http`: POST through ../http/http_client.c (libcurl), with a deadline;
-#                also the transport of `pyroscope`, and the partial-success reader
+#   otlp_http.c  `otlp_http`: POST through ../http_client/http_client.c (libcurl), with a
+#                deadline; also the transport of `pyroscope`, and the partial-success reader
 #   pyroscope.c  `pyroscope`: per-process pprof push targets (/ingest?format=pprof&name=...)
 #   spill.c      the queue mirrored in the state dir (a file per queued item)
 #   encode_submit.c  a window as OTLP requests (whole, or per process) handed to a sink:
 #                the data plane's windows and the captures
-# lws is not used: HTTP goes through libcurl (agent_http) on the exporter's worker thread.
+# lws is not used: HTTP goes through libcurl (agent_http_client) on the exporter's worker thread.
 #
-# agent_http: the agent's outbound HTTP client (../http/http_client.c over libcurl), shared by
-# the exporters and the pprof scraper.
-if(NOT TARGET agent_http)
+# agent_http_client: the agent's outbound HTTP client (../http_client/http_client.c over
+# libcurl), shared by the exporters, the pprof scraper and the pod cache.
+if(NOT TARGET agent_http_client)
 	if(NOT TARGET PkgConfig::CURL)
 		pkg_check_modules(CURL REQUIRED IMPORTED_TARGET GLOBAL libcurl)
 	endif()
-	add_library(agent_http STATIC ${CMAKE_CURRENT_LIST_DIR}/../http/http_client.c)
-	target_include_directories(agent_http PUBLIC ${CMAKE_CURRENT_LIST_DIR}/../http)
-	target_link_libraries(agent_http
+	add_library(agent_http_client STATIC ${CMAKE_CURRENT_LIST_DIR}/../http_client/http_client.c)
+	target_include_directories(agent_http_client PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)
+	target_link_libraries(agent_http_client
 		PUBLIC pf_common PkgConfig::CURL
 		PRIVATE pf_warnings PkgConfig::OPENSSL Threads::Threads)
 endif()
@@ -31,8 +31,9 @@ if(NOT TARGET agent_export)
 		${CMAKE_CURRENT_LIST_DIR}/pyroscope.c
 		${CMAKE_CURRENT_LIST_DIR}/spill.c
 		${CMAKE_CURRENT_LIST_DIR}/encode_submit.c)
-	target_include_directories(agent_export PUBLIC ${CMAKE_CURRENT_LIST_DIR})
+	target_include_directories(agent_export PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)
 	target_link_libraries(agent_export
-		PUBLIC pf_proto pf_common agent_http PkgConfig::OPENSSL PkgConfig::ZLIB Threads::Threads
+		PUBLIC pf_proto pf_common agent_http_client PkgConfig::OPENSSL PkgConfig::ZLIB
+		Threads::Threads
 		PRIVATE pf_warnings)
 endif()

@@ -1,7 +1,7 @@
 /* exporter.c — see exporter.h. One mutex guards the queue and the statistics; the worker
  * takes the oldest item, makes one attempt without the lock, and records the outcome. A
  * second mutex (backend) serialises attempts of the worker and of agent_exporter_export(). */
-#include "exporter.h"
+#include "export/exporter.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -17,8 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "file.h"
-#include "otlp_http.h"
+#include "export/file.h"
+#include "export/otlp_http.h"
+#include "export/pyroscope.h"
+#include "export/spill.h"
 #include "pf/backoff.h"
 #include "pf/buf.h"
 #include "pf/clock.h"
@@ -27,8 +29,6 @@
 #include "pf/log.h"
 #include "pf/uuid.h"
 #include "pprof_codec.h"
-#include "pyroscope.h"
-#include "spill.h"
 
 struct item {
 	struct item *next;

@@ -1,5 +1,5 @@
 /* file.c — see file.h. */
-#include "file.h"
+#include "export/file.h"
 
 #include <dirent.h>
 #include <errno.h>

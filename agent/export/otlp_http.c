@@ -1,6 +1,6 @@
 /* otlp_http.c — see otlp_http.h. The transfer is http_client.h's (libcurl); this file checks
  * the configuration, builds the request and reads the OTLP response. */
-#include "otlp_http.h"
+#include "export/otlp_http.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "http_client.h"
+#include "http_client/http_client.h"
 #include "pf/buf.h"
 #include "pf/error.h"
 #include "pf/profcfg.h"

@@ -1,5 +1,5 @@
 /* pyroscope.c — see pyroscope.h. */
-#include "pyroscope.h"
+#include "export/pyroscope.h"
 
 #include <errno.h>
 #include <inttypes.h>

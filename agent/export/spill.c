@@ -1,5 +1,5 @@
 /* spill.c — see spill.h. */
-#include "spill.h"
+#include "export/spill.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* podcache.c — see podcache.h. */
-#include "podcache.h"
+#include "k8s/podcache.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "http_client.h"
+#include "http_client/http_client.h"
 #include "pf/backoff.h"
 #include "pf/compiler.h"
 #include "pf/log.h"

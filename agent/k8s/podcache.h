@@ -7,7 +7,7 @@
  * (events and BOOKMARKs); "410 Gone" (ERROR event or HTTP status) relists. While the API
  * server cannot be reached the thread retries with exponential backoff and full jitter
  * (pf/backoff.h), the cache keeps what it had, and the status callback says so (the agent's
- * health component "k8s"). HTTP through the agent's client (http/http_client.h: one
+ * health component "k8s"). HTTP through the agent's client (http_client/http_client.h: one
  * connection kept between requests; the watch's body streamed event by event; bearer token
  * re-read from its file at every request, as projected service-account tokens rotate), JSON
  * with jansson.
@@ -37,7 +37,7 @@
 #include <stdint.h>
 
 #include "pf/error.h"
-#include "procinfo.h"
+#include "sampler/procinfo.h"
 
 #define PF_PODCACHE_MAX_PODS 2048
 #define PF_PODCACHE_MAX_LABELS 64

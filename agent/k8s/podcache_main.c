@@ -25,11 +25,11 @@
 
 #include <jansson.h>
 
+#include "k8s/podcache.h"
 #include "pf/clock.h"
 #include "pf/log.h"
 #include "pf/profile.h"
-#include "podcache.h"
-#include "procinfo.h"
+#include "sampler/procinfo.h"
 
 #define MAX_PIDS 64
 #define BENCH_MAX_IDS 65536

@@ -1,5 +1,5 @@
 /* guard.c — see guard.h. */
-#include "guard.h"
+#include "limits/guard.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* ratelimit.c — see ratelimit.h. */
-#include "ratelimit.h"
+#include "limits/ratelimit.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /* self_usage.c — see self_usage.h. */
-#include "self_usage.h"
+#include "limits/self_usage.h"
 
 #include <errno.h>
 #include <string.h>

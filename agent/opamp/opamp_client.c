@@ -1,6 +1,6 @@
 /* opamp_client.c — see opamp_client.h. The OpAMP rules it keeps are those of the OpAMP
  * specification v0.18.0, written out where they apply. */
-#include "opamp_client.h"
+#include "opamp/opamp_client.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -14,8 +14,8 @@
 #include <libwebsockets.h>
 
 #include "health.h"
+#include "opamp/opamp_session.h"
 #include "opamp_codec.h"
-#include "opamp_session.h"
 #include "pf/backoff.h"
 #include "pf/buf.h"
 #include "pf/log.h"

@@ -1,13 +1,12 @@
 /* opamp_session.c — see opamp_session.h. The rules are those of the OpAMP specification
  * v0.18.0, written out where they apply. */
-#include "opamp_session.h"
+#include "opamp/opamp_session.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "capture.h"
 #include "config.h"
 #include "description.h"
 #include "health.h"
@@ -15,6 +14,7 @@
 #include "pf/log.h"
 #include "pf/uuid.h"
 #include "state.h"
+#include "triggers/capture.h"
 
 struct agent_session {
 	struct agent_state *state;

@@ -19,8 +19,8 @@
 #include "otlp_profiles.h"
 #include "pf/buf.h"
 #include "pf/profcfg.h"
+#include "pprof/sampler_pprof.h"
 #include "pprof_codec.h"
-#include "sampler_pprof.h"
 
 static const char *const type_names[] = {"cpu",	  "heap",  "allocs",	  "goroutine",
 					 "mutex", "block", "threadcreate"};

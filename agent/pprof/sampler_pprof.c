@@ -1,11 +1,11 @@
 /* sampler_pprof.c — see sampler_pprof.h.
  *
- * The scrapes go through the agent's HTTP client (http/http_client.h, libcurl): one client per
- * target, so its connection is kept between scrapes; each request is bounded by the target's
- * timeout and ends early when the sources are freed (the client's cancel flag). Threads: the
- * loop thread owns the schedule; each scrape runs on its own thread with a private copy of its
- * target and touches shared state only under the mutex, at its end. */
-#include "sampler_pprof.h"
+ * The scrapes go through the agent's HTTP client (http_client/http_client.h, libcurl): one
+ * client per target, so its connection is kept between scrapes; each request is bounded by the
+ * target's timeout and ends early when the sources are freed (the client's cancel flag).
+ * Threads: the loop thread owns the schedule; each scrape runs on its own thread with a private
+ * copy of its target and touches shared state only under the mutex, at its end. */
+#include "pprof/sampler_pprof.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -25,9 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "http_client/http_client.h"
 #include "pf/buf.h"
 #include "pf/compiler.h"
-#include "http_client.h"
 #include "pf/gzip.h"
 #include "pprof_codec.h"
 

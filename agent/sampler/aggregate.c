@@ -1,5 +1,5 @@
 /* aggregate.c — see aggregate.h. */
-#include "aggregate.h"
+#include "sampler/aggregate.h"
 
 #include <errno.h>
 #include <stdlib.h>

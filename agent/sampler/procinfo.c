@@ -1,5 +1,5 @@
 /* procinfo.c — see procinfo.h. */
-#include "procinfo.h"
+#include "sampler/procinfo.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -32,7 +32,7 @@
 #include "pf/log.h"
 #include "pf/profcfg.h"
 #include "pf/profile.h"
-#include "sampler_bpf.h"
+#include "sampler/sampler_bpf.h"
 
 static volatile sig_atomic_t stop;
 

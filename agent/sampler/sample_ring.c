@@ -1,5 +1,5 @@
 /* sample_ring.c — see sample_ring.h. */
-#include "sample_ring.h"
+#include "sampler/sample_ring.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "aggregate.h"
+#include "sampler/aggregate.h"
 
 struct pf_sample_ring;
 

@@ -95,8 +95,8 @@ add_dependencies(agent_sampler agent_sampler_skel)
 # libiberty (Debian libiberty-dev) has no pkg-config file: a static library and its headers.
 find_library(PF_LIBIBERTY NAMES libiberty.a iberty REQUIRED)
 target_include_directories(agent_sampler
-	PUBLIC ${PF_SAMPLER_DIR} ${PF_SAMPLER_DIR}/../symbolize ${PF_SAMPLER_DIR}/../unwind
-	PRIVATE ${PF_SAMPLER_GEN} ${PF_SAMPLER_DIR}/bpf)
+	PUBLIC ${PF_SAMPLER_DIR}/..
+	PRIVATE ${PF_SAMPLER_GEN})
 target_link_libraries(agent_sampler
 	PUBLIC pf_common
 	PRIVATE pf_warnings PkgConfig::PF_LIBBPF PkgConfig::PF_LIBELF PkgConfig::PF_LIBDW

@@ -1,5 +1,5 @@
 /* sampler_bpf.c — see sampler_bpf.h. The only code touching the BPF skeleton. */
-#include "sampler_bpf.h"
+#include "sampler/sampler_bpf.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -14,15 +14,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "aggregate.h"
-#include "cpu_sampler.h"
+#include "sampler/aggregate.h"
+#include "sampler/bpf/cpu_sampler.h"
 #include "cpu_sampler.skel.h"
 #include "pf/heap.h"
 #include "pf/log.h"
-#include "procinfo.h"
-#include "sample_ring.h"
-#include "symbolize.h"
-#include "unwinder.h"
+#include "sampler/procinfo.h"
+#include "sampler/sample_ring.h"
+#include "symbolize/symbolize.h"
+#include "unwind/unwinder.h"
 
 #define MAX_READY 8
 

@@ -42,7 +42,7 @@
 #include "pf/error.h"
 #include "pf/profcfg.h"
 #include "pf/profile.h"
-#include "procinfo.h"
+#include "sampler/procinfo.h"
 
 struct pf_sampler;
 

@@ -1,5 +1,5 @@
 /* demangle.c — see demangle.h. */
-#include "demangle.h"
+#include "symbolize/demangle.h"
 
 #include <errno.h>
 #include <libiberty/demangle.h>

@@ -1,5 +1,5 @@
 /* elf_cache.c — see elf_cache.h. */
-#include "elf_cache.h"
+#include "symbolize/elf_cache.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "elf_file.h"
-#include "proc_maps.h"
-#include "symbolize_int.h"
-#include "vdso.h"
+#include "symbolize/elf_file.h"
+#include "symbolize/proc_maps.h"
+#include "symbolize/symbolize_int.h"
+#include "symbolize/vdso.h"
 
 /* The vDSO's symbols, from a copy of the agent's own image (vdso.h): made at the first
  * [vdso] frame, kept for the symbolizer's life, outside the file cache. No source lines

@@ -1,5 +1,5 @@
 /* elf_file.c — see elf_file.h. */
-#include "elf_file.h"
+#include "symbolize/elf_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,10 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gopclntab.h"
-#include "line_table.h"
-#include "proc_maps.h"
-#include "sorted_find.h"
+#include "symbolize/gopclntab.h"
+#include "symbolize/line_table.h"
+#include "symbolize/proc_maps.h"
+#include "symbolize/sorted_find.h"
 
 void elf_file_free(struct elf_file *f)
 {

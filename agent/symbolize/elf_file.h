@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "elf_read.h"
+#include "symbolize/elf_read.h"
 
 struct pf_line_table;
 

@@ -1,5 +1,5 @@
 /* elf_lines.c — see elf_lines.h. */
-#include "elf_lines.h"
+#include "symbolize/elf_lines.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -7,10 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "elf_file.h"
-#include "line_table.h"
 #include "pf/log.h"
-#include "symbolize_int.h"
+#include "symbolize/elf_file.h"
+#include "symbolize/line_table.h"
+#include "symbolize/symbolize_int.h"
 
 /* f's key in the builder and the directory (pf_tbuilder_key; a "<dev>-<inode>" table is read
  * right after the builder wrote it, then unlinked). */

@@ -1,5 +1,5 @@
 /* elf_read.c — see elf_read.h. */
-#include "elf_read.h"
+#include "symbolize/elf_read.h"
 
 #include <errno.h>
 #include <gelf.h>

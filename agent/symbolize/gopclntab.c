@@ -4,8 +4,8 @@
  * function an entry PC and the offset of its _func record, and one final PC (the end of
  * the last function). A _func record starts with the entry (a pointer, or from 1.18 a 32-bit
  * offset from .text) followed by the 32-bit offset of the name. */
-#include "gopclntab.h"
-#include "elf_read.h"
+#include "symbolize/gopclntab.h"
+#include "symbolize/elf_read.h"
 
 #include <errno.h>
 #include <gelf.h>

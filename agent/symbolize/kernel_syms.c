@@ -1,5 +1,5 @@
 /* kernel_syms.c — see kernel_syms.h. */
-#include "kernel_syms.h"
+#include "symbolize/kernel_syms.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,10 +10,10 @@
 #include <unistd.h>
 
 #include "pf/compiler.h"
-#include "proc_maps.h"
-#include "rcache.h"
-#include "sorted_find.h"
-#include "symbolize_int.h"
+#include "symbolize/proc_maps.h"
+#include "symbolize/rcache.h"
+#include "symbolize/sorted_find.h"
+#include "symbolize/symbolize_int.h"
 
 static int ksym_cmp(const void *a, const void *b)
 {

@@ -1,5 +1,5 @@
 /* line_table.c — see line_table.h. */
-#include "line_table.h"
+#include "symbolize/line_table.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -16,7 +16,7 @@
 #include <xxhash.h>
 
 #include "pf/compiler.h"
-#include "sorted_find.h"
+#include "symbolize/sorted_find.h"
 
 #define MAGIC "PFLINTB1"
 #define KEY_CHARS "0123456789abcdef-"

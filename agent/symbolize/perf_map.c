@@ -1,7 +1,7 @@
 /* perf_map.c — see perf_map.h. */
-#include "perf_map.h"
-#include "sorted_find.h"
+#include "symbolize/perf_map.h"
 #include "pf/utf8.h"
+#include "symbolize/sorted_find.h"
 
 #include <errno.h>
 #include <stdbool.h>

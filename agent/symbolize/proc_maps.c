@@ -1,5 +1,5 @@
 /* proc_maps.c — see proc_maps.h. */
-#include "proc_maps.h"
+#include "symbolize/proc_maps.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "vdso.h"
+#include "symbolize/vdso.h"
 
 static int hexdigit(char c)
 {

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "elf_read.h"
+#include "symbolize/elf_read.h"
 
 struct elf_file;
 

@@ -1,15 +1,15 @@
 /* rcache.c — see rcache.h. */
-#include "rcache.h"
+#include "symbolize/rcache.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "demangle.h"
-#include "elf_file.h"
-#include "elf_lines.h"
 #include "pf/utf8.h"
-#include "symbolize_int.h"
+#include "symbolize/demangle.h"
+#include "symbolize/elf_file.h"
+#include "symbolize/elf_lines.h"
+#include "symbolize/symbolize_int.h"
 
 #define RCACHE_SLOTS 16384          /* resolved (file, address) results kept across windows */
 #define RCACHE_NAMES_MAX (1u << 20) /* bytes of interned source file names before a reset */

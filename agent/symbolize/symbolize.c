@@ -1,5 +1,5 @@
 /* symbolize.c — see symbolize.h; the parts it is made of are listed in symbolize_int.h. */
-#include "symbolize.h"
+#include "symbolize/symbolize.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,18 +11,18 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "demangle.h"
-#include "elf_cache.h"
-#include "elf_file.h"
-#include "elf_lines.h"
-#include "kernel_syms.h"
-#include "line_table.h"
-#include "perf_map.h"
-#include "proc_maps.h"
-#include "rcache.h"
-#include "symbolize_int.h"
-#include "table_builder.h"
 #include "pf/compiler.h"
+#include "symbolize/demangle.h"
+#include "symbolize/elf_cache.h"
+#include "symbolize/elf_file.h"
+#include "symbolize/elf_lines.h"
+#include "symbolize/kernel_syms.h"
+#include "symbolize/line_table.h"
+#include "symbolize/perf_map.h"
+#include "symbolize/proc_maps.h"
+#include "symbolize/rcache.h"
+#include "symbolize/symbolize_int.h"
+#include "unwind/table_builder.h"
 
 #define DEFAULT_MAX_ELF 128
 #define DEFAULT_MAX_PROCS 4096

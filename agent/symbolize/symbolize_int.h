@@ -15,10 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "elf_read.h"
-#include "rcache.h"
-#include "symbolize.h"
-#include "table_builder.h"
+#include "symbolize/elf_read.h"
+#include "symbolize/rcache.h"
+#include "symbolize/symbolize.h"
+#include "unwind/table_builder.h"
 
 #define PROC_BUCKETS 1024
 #define KCACHE_SLOTS 4096 /* kernel addresses resolved by the resolver */

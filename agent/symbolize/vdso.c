@@ -1,5 +1,5 @@
 /* vdso.c — see vdso.h. */
-#include "vdso.h"
+#include "symbolize/vdso.h"
 
 #include <elf.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* capture.c — see capture.h. */
-#include "capture.h"
+#include "triggers/capture.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -10,10 +10,10 @@
 #include <strings.h>
 #include <time.h>
 
+#include "limits/ratelimit.h"
 #include "pf/buf.h"
 #include "pf/compiler.h"
 #include "pf/log.h"
-#include "ratelimit.h"
 
 #define TABLE (AGENT_CAPTURE_MAX_ACTIVE + AGENT_CAPTURE_KEEP_FINAL)
 #define RATE_SLOTS 60

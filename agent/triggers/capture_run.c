@@ -1,5 +1,5 @@
 /* capture_run.c — see capture_run.h. */
-#include "capture_run.h"
+#include "triggers/capture_run.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "encode_submit.h"
-#include "exporter.h"
+#include "export/encode_submit.h"
+#include "export/exporter.h"
 #include "pf/log.h"
 
 #define RECEIVER_TIMEOUT_S 10

@@ -31,10 +31,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "capture.h"
 #include "pf/profcfg.h"
 #include "pf/profile.h"
-#include "sampler_bpf.h"
+#include "sampler/sampler_bpf.h"
+#include "triggers/capture.h"
 
 #define AGENT_CAPTURE_RUN_MAX_PROFILES PF_CAPTURE_MAX_PROFILE_IDS
 #define AGENT_CAPTURE_RUN_MAX_PIDS 4096 /* processes put in one capture's pid map */

@@ -1,5 +1,5 @@
 /* high_cpu.c — see high_cpu.h. */
-#include "high_cpu.h"
+#include "triggers/high_cpu.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /* span_receiver.c — see span_receiver.h. OTLP/HTTP: opentelemetry-proto docs/specification.md
  * "OTLP/HTTP" (request/response bodies, partial success, failures with a Status body). */
-#include "span_receiver.h"
+#include "triggers/span_receiver.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -14,7 +14,7 @@
 
 #include <libwebsockets.h>
 
-#include "http_server.h"
+#include "endpoints/http_server.h"
 #include "pf/compiler.h"
 #include "pf/log.h"
 #include "pf/uuid.h"

@@ -1,5 +1,5 @@
 /* table_builder.c — see table_builder.h. */
-#include "table_builder.h"
+#include "unwind/table_builder.h"
 
 #include <dirent.h>
 #include <errno.h>

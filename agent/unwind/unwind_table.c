@@ -1,7 +1,7 @@
 /* unwind_table.c — see unwind_table.h. */
-#include "unwind_table.h"
-#include "elf_read.h"
-#include "gopclntab.h"
+#include "unwind/unwind_table.h"
+#include "symbolize/elf_read.h"
+#include "symbolize/gopclntab.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>

@@ -1,5 +1,5 @@
 /* unwinder.c — see unwinder.h. */
-#include "unwinder.h"
+#include "unwind/unwinder.h"
 
 #include <bpf/bpf.h>
 #include <endian.h>
@@ -12,10 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cpu_sampler.h"
-#include "table_builder.h"
-#include "unwind_table.h"
-#include "vdso.h"
+#include "sampler/bpf/cpu_sampler.h"
+#include "symbolize/vdso.h"
+#include "unwind/table_builder.h"
+#include "unwind/unwind_table.h"
 
 _Static_assert(sizeof(struct pf_unwind_row) == sizeof(struct pf_bpf_unwind_row), "row size");
 _Static_assert(PF_UNWIND_CFA_RSP == PF_UNWIND_ROW_RSP && PF_UNWIND_CFA_RBP == PF_UNWIND_ROW_RBP &&

@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "symbolize.h"
+#include "symbolize/symbolize.h"
 
 #define PF_UNWINDER_CHUNK 1024u /* rows */
 /* The table cache directory's bound: past it, the least recently used tables are deleted

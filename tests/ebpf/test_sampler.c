@@ -25,8 +25,8 @@
 
 #include "pf/profcfg.h"
 #include "pf/profile.h"
-#include "sampler_bpf.h"
-#include "symbolize.h"
+#include "sampler/sampler_bpf.h"
+#include "symbolize/symbolize.h"
 
 static char g_dir[64];
 static char g_exe[128];

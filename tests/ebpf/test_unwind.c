@@ -43,7 +43,7 @@
 #include "gobuild.h"
 #include "pf/profcfg.h"
 #include "pf/profile.h"
-#include "sampler_bpf.h"
+#include "sampler/sampler_bpf.h"
 
 static char g_dir[64];
 static char g_c[128], g_cc[128], g_rs[128], g_go[128], g_dl[128], g_sig[128], g_static[3][128];

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "gopclntab.h"
+#include "symbolize/gopclntab.h"
 
 struct sp_check {
 	const struct pf_go_func *f;

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "perf_map.h"
+#include "symbolize/perf_map.h"
 
 static void check_name(const char *name)
 {

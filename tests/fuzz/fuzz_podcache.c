@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "podcache.h"
+#include "k8s/podcache.h"
 
 #define MAX_PODS 8
 

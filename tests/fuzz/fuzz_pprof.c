@@ -21,9 +21,9 @@
 #include "fuzz_window.h"
 #include "otlp_profiles.h"
 #include "pf/gzip.h"
+#include "pprof/sampler_pprof.h"
 #include "pprof_codec.h"
 #include "profcheck.h"
-#include "sampler_pprof.h"
 
 #define DECODE_MAX ((size_t)32 << 20)
 

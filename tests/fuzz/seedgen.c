@@ -23,9 +23,9 @@
 #include "otlp_profiles.h"
 #include "otlp_traces.h"
 #include "pf/gzip.h"
+#include "pprof/sampler_pprof.h"
 #include "pprof_codec.h"
 #include "prof_fixture.h"
-#include "sampler_pprof.h"
 
 static const char *corpus;
 

@@ -1,4 +1,4 @@
-"""The agent's outbound HTTP through libcurl (agent/http/http_client.c), end to end: proxies,
+"""The agent's outbound HTTP through libcurl (agent/http_client/http_client.c), end to end: proxies,
 connection reuse, redirects of pprof targets, HTTP/2.
 
 The real controller and agent (eBPF off: --no-sampler; a pprof target served by this test makes

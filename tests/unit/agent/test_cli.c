@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "cli.h"
-#include "opamp_client.h"
+#include "opamp/opamp_client.h"
 #include "pf/log.h"
 #include "state.h"
 

@@ -23,8 +23,8 @@
 #include <cmocka.h>
 
 #include "dataplane.h"
+#include "endpoints/metrics.h"
 #include "health.h"
-#include "metrics.h"
 #include "pf/buf.h"
 #include "pf/profcfg.h"
 

@@ -13,13 +13,13 @@
 
 #include <cmocka.h>
 
-#include "capture.h"
 #include "config.h"
 #include "health.h"
-#include "opamp_session.h"
+#include "opamp/opamp_session.h"
 #include "pf/hash.h"
 #include "pf/uuid.h"
 #include "state.h"
+#include "triggers/capture.h"
 
 struct fx {
 	char dir[256];

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "encode_submit.h"
+#include "export/encode_submit.h"
 #include "prof_fixture.h"
 #include "profcheck.h"
 

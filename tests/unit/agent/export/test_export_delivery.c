@@ -30,16 +30,16 @@
 
 #include <cmocka.h>
 
-#include "exporter.h"
-#include "otlp_http.h"
+#include "export/exporter.h"
+#include "export/otlp_http.h"
+#include "export/pyroscope.h"
+#include "export/spill.h"
 #include "pf/buf.h"
 #include "pf/gzip.h"
 #include "pf/hash.h"
 #include "pf/uuid.h"
 #include "pprof_codec.h"
 #include "prof_fixture.h"
-#include "pyroscope.h"
-#include "spill.h"
 
 static uint64_t mono_ms(void)
 {

@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "exporter.h"
-#include "file.h"
+#include "export/exporter.h"
+#include "export/file.h"
 #include "otlp_profiles.h"
 #include "prof_fixture.h"
 #include "profcheck.h"

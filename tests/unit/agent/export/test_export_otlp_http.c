@@ -30,9 +30,9 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include "exporter.h"
+#include "export/exporter.h"
+#include "export/otlp_http.h"
 #include "loopback.h"
-#include "otlp_http.h"
 #include "otlp_profiles.h"
 #include "pf/gzip.h"
 #include "prof_fixture.h"

@@ -15,9 +15,9 @@
 
 #include <cmocka.h>
 
+#include "k8s/podcache.h"
 #include "pf/profile.h"
-#include "podcache.h"
-#include "procinfo.h"
+#include "sampler/procinfo.h"
 
 #define CID_APP "123beec1446e73544a838df719244e188ea8f7bd60b4531a75f9844d954ae3c3"
 #define CID_ENVOY "a45d63e532a77e77f8dbdd5f1851393e98548a3a64711b270185eaa674768d94"

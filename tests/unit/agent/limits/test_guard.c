@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "guard.h"
+#include "limits/guard.h"
 
 #define S 1000000000ULL
 #define MS 1000000ULL

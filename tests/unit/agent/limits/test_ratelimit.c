@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "capture.h"
-#include "ratelimit.h"
+#include "limits/ratelimit.h"
+#include "triggers/capture.h"
 
 static void test_limit_holds_per_minute(void **unused)
 {

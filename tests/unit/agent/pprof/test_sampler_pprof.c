@@ -31,9 +31,9 @@
 #include "otlp_profiles.h"
 #include "pf/buf.h"
 #include "pf/gzip.h"
+#include "pprof/sampler_pprof.h"
 #include "pprof_codec.h"
 #include "profcheck.h"
-#include "sampler_pprof.h"
 
 /* ---------------------------------------------------------------------------------------- */
 /* Helpers.                                                                                  */

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "aggregate.h"
+#include "sampler/aggregate.h"
 
 static const uint64_t K1[] = {0xffffffff81000010ull, 0xffffffff81000020ull};
 static const uint64_t U1[] = {0x401000, 0x402000, 0x403000};

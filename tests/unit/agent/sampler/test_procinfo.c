@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "procinfo.h"
+#include "sampler/procinfo.h"
 
 #define CID "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define UID "9f0d2a3b-1c4e-4f5a-8b6c-7d8e9f0a1b2c"

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "sample_ring.h"
+#include "sampler/sample_ring.h"
 
 #define SEC 1000000000ull
 #define T0 (1764000000ull * SEC)

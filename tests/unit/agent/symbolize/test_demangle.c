@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "demangle.h"
+#include "symbolize/demangle.h"
 
 static void test_names(void **state)
 {

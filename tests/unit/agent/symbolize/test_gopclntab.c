@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "gopclntab.h"
+#include "symbolize/gopclntab.h"
 
 #define TEXT 0x401000u
 

@@ -24,8 +24,8 @@
 
 #include <cmocka.h>
 
-#include "line_table.h"
-#include "table_builder.h"
+#include "symbolize/line_table.h"
+#include "unwind/table_builder.h"
 
 static char dir[64];
 

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "perf_map.h"
+#include "symbolize/perf_map.h"
 
 static struct pf_perf_map *parse(const char *text, size_t *skipped)
 {

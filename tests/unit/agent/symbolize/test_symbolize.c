@@ -38,11 +38,11 @@
 
 #include <cmocka.h>
 
-#include "elf_file.h"
 #include "gobuild.h"
-#include "proc_maps.h"
-#include "symbolize.h"
-#include "vdso.h"
+#include "symbolize/elf_file.h"
+#include "symbolize/proc_maps.h"
+#include "symbolize/symbolize.h"
+#include "symbolize/vdso.h"
 
 #define TARGET_LINE 4
 static const char target_src[] = "#include <stdio.h>\n"

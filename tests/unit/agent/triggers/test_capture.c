@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "capture.h"
-#include "capture_run.h"
+#include "triggers/capture.h"
+#include "triggers/capture_run.h"
 
 static int g_notified, g_worker;
 

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "high_cpu.h"
+#include "triggers/high_cpu.h"
 
 #define S 1000000000ULL
 

@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "span_receiver.h"
+#include "triggers/span_receiver.h"
 
 #define MS 1000000ull
 #define NOW (1764000000000ull * MS)

@@ -22,8 +22,8 @@
 
 #include <cmocka.h>
 
-#include "table_builder.h"
-#include "unwind_table.h"
+#include "unwind/table_builder.h"
+#include "unwind/unwind_table.h"
 
 static const struct pf_tbuilder_kind unwind_kind = {"pf-unwind-build",
 						    pf_unwind_table_build_store, 0};

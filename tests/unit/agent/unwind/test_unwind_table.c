@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include "gobuild.h"
-#include "unwind_table.h"
+#include "unwind/unwind_table.h"
 
 static char g_dir[64], g_bin[128], g_dbg[128];
 

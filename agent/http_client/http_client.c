@@ -1,5 +1,5 @@
 /* http_client.c — see http_client.h. */
-#include "http_client.h"
+#include "http_client/http_client.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,5 +1,5 @@
-/* test_http_client.c — agent/http/http_client.h against a small HTTP/1.1 server run here on
- * 127.0.0.1 (keep-alive, one thread): a client's requests share one connection (its pool);
+/* test_http_client.c — agent/http_client/http_client.h against a small HTTP/1.1 server run here
+ * on 127.0.0.1 (keep-alive, one thread): a client's requests share one connection (its pool);
  * POST bodies and headers arrive; status, Retry-After, Content-Type and the body come back;
  * a body over the cap is cut, or fails with -E2BIG when asked (Content-Length known up front or
  * not); redirects are followed only when asked; the proxy named by http_proxy gets the request
@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "http_client.h"
+#include "http_client/http_client.h"
 #include "loopback.h"
 
 struct server {
