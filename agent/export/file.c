@@ -175,20 +175,25 @@ static int list_ours(struct agent_export_file *f, struct entry **out, size_t *n_
 	return 0;
 }
 
+/* Our files, oldest first, and their total size. */
+static int list_sized(struct agent_export_file *f, struct entry **out, size_t *n_out,
+		      uint64_t *total)
+{
+	int r = list_ours(f, out, n_out);
+	if (r < 0)
+		return r;
+	*total = 0;
+	for (size_t i = 0; i < *n_out; i++)
+		*total += (*out)[i].size;
+	return 0;
+}
+
 int agent_export_file_usage(struct agent_export_file *f, size_t *n_files, uint64_t *bytes)
 {
 	struct entry *v = NULL;
-	size_t n = 0;
-	int r = list_ours(f, &v, &n);
-	if (r < 0)
-		return r;
-	uint64_t total = 0;
-	for (size_t i = 0; i < n; i++)
-		total += v[i].size;
+	int r = list_sized(f, &v, n_files, bytes);
 	free(v);
-	*n_files = n;
-	*bytes = total;
-	return 0;
+	return r;
 }
 
 /* Deletes the oldest of our files until the total fits; `keep` is never deleted. */
@@ -196,12 +201,10 @@ static int enforce_bound(struct agent_export_file *f, const char *keep)
 {
 	struct entry *v = NULL;
 	size_t n = 0;
-	int r = list_ours(f, &v, &n);
+	uint64_t total;
+	int r = list_sized(f, &v, &n, &total);
 	if (r < 0)
 		return r;
-	uint64_t total = 0;
-	for (size_t i = 0; i < n; i++)
-		total += v[i].size;
 	for (size_t i = 0; i < n && total > f->max_bytes; i++) {
 		if (strcmp(v[i].name, keep) == 0)
 			continue;
