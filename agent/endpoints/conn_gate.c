@@ -1,5 +1,5 @@
 /* conn_gate.c — see conn_gate.h. */
-#include "conn_gate.h"
+#include "endpoints/conn_gate.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "conn_gate.h"
+#include "endpoints/conn_gate.h"
 #include "pf/log.h"
 
 #define AGENT_HTTP_MAX_PROTOCOLS 4

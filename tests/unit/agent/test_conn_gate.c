@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "conn_gate.h"
+#include "endpoints/conn_gate.h"
 
 /* Handles are small integers cast to pointers; the odd ones have sent part of a request. */
 #define H(i) ((void *)(uintptr_t)(i))
