@@ -13,6 +13,8 @@
 #define NAMES_DEFAULT_BYTES (256u << 10) /* code-object cache of one process */
 #define STRINGS_MAX_BYTES (1u << 20)     /* interned names and files of one process */
 #define WORD_KEEP_MS 120000 /* a name neither noted nor used this long is dropped */
+#define DETECT_TRIES 5        /* detections of a process before it is taken as not Python */
+#define DETECT_RETRY_MS 1000
 
 enum proc_state { P_PENDING, P_NONE, P_PYTHON, P_UNSUPPORTED };
 enum word_state { W_QUEUED, W_NAMED, W_FAILED };
@@ -28,8 +30,9 @@ struct word {
 struct proc {
 	uint32_t pid;
 	uint8_t state;
+	uint8_t tries; /* detections that failed for a reason that may pass */
 	unsigned minor;
-	uint64_t first_ms;
+	uint64_t first_ms; /* its first sample; a retry's time minus the detection delay */
 	struct pf_py_process *info;
 	struct pf_py_names *names;
 	struct word *w; /* open addressing, power of two */
@@ -332,8 +335,14 @@ int pf_py_unwind_seen(struct pf_py_unwind *u, uint32_t pid, uint64_t now_ms,
 		p->state = rc == -ENOTSUP ? P_UNSUPPORTED : P_NONE;
 		if (rc == -ENOTSUP)
 			note_unsupported(u, pid, err.msg);
-		else if (rc != -ENOENT && rc != -ESRCH)
-			u->detect_failed++;
+		if (rc == -ENOTSUP || rc == -ENOENT || rc == -ESRCH)
+			return 0;
+		/* unreadable now (a file being replaced, memory not yet there): again later */
+		u->detect_failed++;
+		if (++p->tries < DETECT_TRIES) {
+			p->state = P_PENDING;
+			p->first_ms = now_ms + DETECT_RETRY_MS;
+		}
 		return 0;
 	}
 	p->info = info;

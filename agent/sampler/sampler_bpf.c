@@ -4,6 +4,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <linux/perf_event.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -1247,6 +1248,42 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 		out->unwind_builder_killed = us.builder_killed;
 	}
 	return 0;
+}
+
+size_t pf_sampler_python_status(const struct pf_sampler_stats *st, char *out, size_t cap)
+{
+	if (!cap)
+		return 0;
+	out[0] = 0;
+	size_t n = 0;
+#define PUT(...)                                                                                   \
+	do {                                                                                       \
+		int k_ = snprintf(out + n, cap - n, __VA_ARGS__);                                  \
+		n = k_ < 0 ? n : (size_t)k_ >= cap - n ? cap - 1 : n + (size_t)k_;                 \
+	} while (0)
+	if (!st->python) {
+		PUT("python: off");
+		return n;
+	}
+	if (!st->py_processes && !st->py_unsupported && !st->py_frames)
+		return 0;
+	PUT("python: %" PRIu64 " processes", st->py_processes);
+	const char *sep = " (";
+	for (unsigned i = 0; i < PF_PY_UNWIND_MINORS; i++) {
+		if (!st->py_by_minor[i])
+			continue;
+		PUT("%s3.%u: %" PRIu64, sep, 9 + i, st->py_by_minor[i]);
+		sep = ", ";
+	}
+	if (*sep == ',')
+		PUT(")");
+	PUT(", frames read %" PRIu64 ", read failures %" PRIu64 ", names %" PRIu64
+	    ", not named %" PRIu64,
+	    st->py_frames, st->py_read_errors, st->py_named, st->py_name_failed);
+	for (unsigned i = 0; i < st->py_n_unsupported_msg && i < PF_PY_UNWIND_UNSUPPORTED_KEPT; i++)
+		PUT("; %s", st->py_unsupported_msg[i]);
+#undef PUT
+	return n;
 }
 
 /* ---- lifecycle ---------------------------------------------------------------------------- */

@@ -220,6 +220,12 @@ uint64_t pf_sampler_capture_samples(const struct pf_sampler *s, unsigned slot);
 struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned slot,
 					       struct pf_error *err);
 
+/* The Python part of the sampler's health status from st into out[0, cap): "python: 2
+ * processes (3.11: 2), frames read 1200, read failures 0", then the last unsupported processes
+ * ("pid 12: python: 3.7 unsupported"); "python: off" when profiling.interpreters.python is
+ * false. The length written, 0 when there is nothing to say (on, no CPython seen). */
+size_t pf_sampler_python_status(const struct pf_sampler_stats *st, char *out, size_t cap);
+
 /* Counters for the agent's metrics and health. */
 int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out);
 /* Only the run time of the sampler's BPF programs (their sum, what the overhead guard reads
