@@ -538,18 +538,28 @@ static long py_merge_step(__u32 idx, void *ctx)
 	if (!s)
 		return 1;
 	struct pf_bpf_py_merge *m = &s->pm;
-	if (m->n >= PF_UNWIND_MAX_FRAMES || m->i >= m->n_nat)
+	if (m->n >= PF_UNWIND_MAX_FRAMES)
 		return 1;
-	__u64 ip = s->nat[m->i & PF_MAX_STACK];
-	if (!m->in_eval) {
-		if (!m->cur || !py_in_eval(&s->py, ip)) {
-			py_put(s, m, ip);
-			m->i++;
-			return 0;
+	__u64 ip = m->i < m->n_nat ? s->nat[m->i & PF_MAX_STACK] : 0;
+	/* a frame-pointer walk through code without them ends in page-zero "addresses" */
+	if (ip < 4096)
+		m->n_nat = m->i;
+	bool tail = m->i >= m->n_nat;
+	if (!tail) {
+		if (!m->in_eval) {
+			if (!m->cur || !py_in_eval(&s->py, ip)) {
+				py_put(s, m, ip);
+				m->i++;
+				return 0;
+			}
+			m->in_eval = 1;
+			m->met = 1;
+			m->emitted = 0;
 		}
-		m->in_eval = 1;
-		m->emitted = 0;
+	} else if (m->met || !m->cur) {
+		return 1;
 	}
+	/* tail: the native walk ended before the eval loop; the whole chain follows it */
 	__u32 size = s->py.frame_read;
 	if (size == 0 || size > PF_PY_FRAME_READ_MAX ||
 	    bpf_probe_read_user(s->pyframe, size, (void *)m->cur) < 0) {
@@ -589,12 +599,16 @@ static long py_merge_step(__u32 idx, void *ctx)
 	m->frames++;
 	m->emitted++;
 	m->cur = next;
+	if (tail)
+		return next ? 0 : 1;
 	if (!last && next)
 		return 0;
 	m->in_eval = 0;
 	m->i++;
 	return 0;
 done:
+	if (tail) /* past a shim the chain goes on; a frame that cannot be read ends it */
+		return m->cur ? 0 : 1;
 	/* the activation's Python frames end: keep the native frame when none replaced it */
 	if (!m->emitted)
 		py_put(s, m, ip);

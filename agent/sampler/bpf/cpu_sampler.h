@@ -97,7 +97,9 @@ struct pf_bpf_sample {
  * part), the Python frames that activation runs take its place in the stack, leaf first: one
  * per call for 3.9-3.10 (PyFrameObject.f_back), for 3.11+ the _PyInterpreterFrame chain down
  * to the activation's entry frame (3.11 is_entry; 3.12+ the C stack's shim frame, which is
- * skipped). A Python frame is one stack word, PF_PY_FRAME(code object, instruction offset):
+ * skipped). When the native walk ended before it met the eval loop (frame pointers through code
+ * built without them, a frame the tables cannot step), the thread's Python frames follow the
+ * native ones. A Python frame is one stack word, PF_PY_FRAME(code object, instruction offset):
  * bit 63 set and bit 62 clear is no user (below 2^47) nor kernel (0xffff8...) address. Python
  * frames count towards PF_MAX_STACK like native ones. */
 #define PF_PY_PROCS_MAX 4096
@@ -154,7 +156,9 @@ struct pf_bpf_py_merge {
 	unsigned int n;       /* frames written from ips[base] */
 	unsigned int in_eval; /* nat[i] is an eval-loop frame whose Python frames are written */
 	unsigned int emitted; /* Python frames written in its place so far */
+	unsigned int met;     /* an eval-loop frame was met */
 	unsigned int frames, errors;
+	unsigned int pad;
 };
 
 struct pf_bpf_py_thread {
