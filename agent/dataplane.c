@@ -308,6 +308,9 @@ void dp_sampler_health(struct agent_dataplane *d)
 	else
 		pf_buf_printf(&b, "; user stacks by frame pointers only (%s)",
 			      st.dwarf_unwind_off_reason ? st.dwarf_unwind_off_reason : "?");
+	char py[STATUS_LEN];
+	if (pf_sampler_python_status(&st, py, sizeof(py)))
+		pf_buf_printf(&b, "; %s", py);
 	if (st.captures || st.capture_samples)
 		pf_buf_printf(&b, "; captures %u%s, capture samples %" PRIu64, st.captures,
 			      st.captures ? " sampling" : "", st.capture_samples);

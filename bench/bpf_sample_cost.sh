@@ -45,7 +45,6 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${PF_BUILD_DIR:-$root/build/bench-release}
 secs=${SECONDS_RUN:-60}
 [ "${QUICK:-0}" = 1 ] && secs=${SECONDS_RUN:-15}
 runs=${RUNS:-2}
@@ -53,25 +52,8 @@ base=${PF_SAMPLE_BASE:-}
 def_variants="full fponly all nofilter nooutput floor empty timed"
 [ -n "$base" ] && def_variants="base $def_variants"
 variants=${VARIANTS:-$def_variants}
-sample=${PF_SAMPLE:-}
-if [ -z "$sample" ]; then
-	sample=$build/agent/profleet-sample
-	if [ ! -x "$sample" ]; then
-		cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-		cmake --build "$build" -j2 --target profleet-sample >/dev/null
-	fi
-fi
-
-tmp=$(mktemp -d /tmp/pf-bpfcost.XXXXXX)
-pids=()
-old_stats=$(sysctl -n kernel.bpf_stats_enabled)
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	sysctl -q -w kernel.bpf_stats_enabled="$old_stats" || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$root/bench/sample_common.sh"
+sample_setup bpfcost
 
 if [ "${WORKLOAD:-workload}" = nofp ]; then
 	cc -O2 -fomit-frame-pointer -g -o "$tmp/workload" "$root/tests/ebpf/nofp_workload.c"

@@ -293,6 +293,34 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 		    "JIT symbol maps not loaded: over 8 MiB or 131,072 lines, or past the 16 MiB "
 		    "all maps may hold.",
 		    s->jit_maps_refused);
+	family(w, "python_processes", "gauge",
+	       "CPython processes whose Python frames the kernel walks, by minor version.");
+	for (unsigned i = 0; i < 5; i++) {
+		char ver[32];
+		snprintf(ver, sizeof(ver), "version=\"3.%u\"", 9 + i);
+		sample_u64(w, "python_processes", ver, s->py_by_minor[i]);
+	}
+	gauge_u64(w, "python_processes_unsupported",
+		  "CPython processes left with their native stacks (a version or layout the walk "
+		  "does not read; the agent's health says which).",
+		  s->py_unsupported);
+	counter_u64(w, "python_frames_read_total",
+		    "Python frames the kernel read from sampled threads' frame chains.", s->py_frames);
+	counter_u64(w, "python_frame_read_failures_total",
+		    "Python frames the kernel could not read (the chain ends there; native frames "
+		    "stay).",
+		    s->py_read_errors);
+	counter_u64(w, "python_samples_total", "Samples given Python frames.", s->py_samples);
+	counter_u64(w, "python_names_total",
+		    "Python frames (code object, instruction) named from the process's memory.",
+		    s->py_named);
+	counter_u64(w, "python_name_failures_total",
+		    "Python frames that could not be named (the process was gone, or the address "
+		    "held no code object): they stay without a name.",
+		    s->py_name_failed);
+	gauge_u64(w, "python_names_bytes",
+		  "Memory the Python name caches hold (code objects and their names).",
+		  s->py_names_bytes);
 	counter_u64(w, "windows_held_total",
 		    "Windows whose close waited (at most 1 s) for a source-line table a child was "
 		    "building; they still end at their time.",

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sampler/bpf/cpu_sampler.h" /* PF_PY_IS_FRAME: the kernel's word for a Python frame */
 #include "pf/compiler.h"
 
 #define DEFAULT_MAX_SAMPLES 262144
@@ -204,7 +205,9 @@ static int build_process(struct pf_agg *agg, struct pf_prof_window *w, const str
 			goto out;
 		for (uint32_t i = 0; i < n; i++) {
 			uint64_t addr = st->ips[i];
-			uint32_t kind = i < st->nk ? PF_FRAME_KERNEL : PF_FRAME_NATIVE;
+			uint32_t kind = i < st->nk		? PF_FRAME_KERNEL
+					: PF_PY_IS_FRAME(addr) ? PF_FRAME_PYTHON
+							       : PF_FRAME_NATIVE;
 			size_t j = mix(addr, kind) & (n_ft - 1);
 			while (ft[j].idx_plus1 && (ft[j].addr != addr || ft[j].kind != kind))
 				j = (j + 1) & (n_ft - 1);

@@ -91,7 +91,10 @@ static void frame_name(const struct pf_prof_process *p, uint32_t fi, char *buf, 
 {
 	const struct pf_prof_frame *f = &p->frames[fi];
 	if (f->function)
-		snprintf(buf, n, "%s%s", f->function, f->kind == PF_FRAME_KERNEL ? "_[k]" : "");
+		snprintf(buf, n, "%s%s", f->function,
+			 f->kind == PF_FRAME_KERNEL	? "_[k]"
+			 : f->kind == PF_FRAME_PYTHON ? "_[py]"
+						      : "");
 	else if (f->mapping >= 0)
 		snprintf(buf, n, "%s+0x%" PRIx64, p->mappings[f->mapping].path,
 			 f->address - p->mappings[f->mapping].start);
@@ -232,6 +235,13 @@ static void print_stats(struct pf_sampler *s)
 	       st.elf_opened, st.elf_evicted, st.sym_cache_hits, st.line_lookups,
 	       st.line_build_cpu_ns, st.line_deferred, st.line_tables, st.line_tables_bytes,
 	       st.line_build_max_rss_kb, st.helper_samples);
+	printf("stats python=%d py_processes=%" PRIu64 " py_detected=%" PRIu64
+	       " py_detect_failed=%" PRIu64 " py_unsupported=%" PRIu64
+	       " py_samples=%" PRIu64 " py_frames=%" PRIu64 " py_read_errors=%" PRIu64
+	       " py_named=%" PRIu64 " py_name_failed=%" PRIu64 " py_names_bytes=%" PRIu64 "\n",
+	       st.python, st.py_processes, st.py_detected, st.py_detect_failed, st.py_unsupported,
+	       st.py_samples, st.py_frames,
+	       st.py_read_errors, st.py_named, st.py_name_failed, st.py_names_bytes);
 	if (!st.dwarf_unwind) {
 		printf("stats dwarf_unwind=0 reason=\"%s\"\n",
 		       st.dwarf_unwind_off_reason ? st.dwarf_unwind_off_reason : "");

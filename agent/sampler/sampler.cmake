@@ -23,6 +23,7 @@
 #   ../unwind/unwind_table.c  .eh_frame/.debug_frame -> compact unwind tables (libdw CFI), disk cache
 #   ../unwind/table_builder.c per-file tables (unwind, source lines) built in a short-lived child
 #   ../unwind/unwinder.c      unwind tables and each process's mappings in the kernel's maps
+#   ../interp/python_unwind.c CPython processes' entries for the kernel's Python walk, frame names
 #
 # The BPF object is built the way libbpf-bootstrap's bpf_object() does it: its own compiler
 # (clang -target bpf), its own flags (never the user-space ones: no sanitizers, no -Werror
@@ -90,7 +91,7 @@ add_library(agent_sampler STATIC
 	${PF_SAMPLER_DIR}/../symbolize/rcache.c
 	${PF_SAMPLER_DIR}/aggregate.c ${PF_SAMPLER_DIR}/sample_ring.c
 	${PF_SAMPLER_DIR}/../unwind/unwind_table.c ${PF_SAMPLER_DIR}/../unwind/table_builder.c
-	${PF_SAMPLER_DIR}/../unwind/unwinder.c)
+	${PF_SAMPLER_DIR}/../unwind/unwinder.c ${PF_SAMPLER_DIR}/../interp/python_unwind.c)
 add_dependencies(agent_sampler agent_sampler_skel)
 # libiberty (Debian libiberty-dev) has no pkg-config file: a static library and its headers.
 find_library(PF_LIBIBERTY NAMES libiberty.a iberty REQUIRED)
@@ -98,7 +99,7 @@ target_include_directories(agent_sampler
 	PUBLIC ${PF_SAMPLER_DIR}/..
 	PRIVATE ${PF_SAMPLER_GEN})
 target_link_libraries(agent_sampler
-	PUBLIC pf_common
+	PUBLIC pf_common agent_interp
 	PRIVATE pf_warnings PkgConfig::PF_LIBBPF PkgConfig::PF_LIBELF PkgConfig::PF_LIBDW
 	PkgConfig::PF_LIBXXHASH
 	${PF_LIBIBERTY})

@@ -4,6 +4,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <linux/perf_event.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include "cpu_sampler.skel.h"
 #include "pf/heap.h"
 #include "pf/log.h"
+#include "interp/python_unwind.h"
 #include "sampler/procinfo.h"
 #include "sampler/sample_ring.h"
 #include "symbolize/symbolize.h"
@@ -27,6 +29,9 @@
 #define MAX_READY 8
 
 _Static_assert(PF_SAMPLER_CAPTURES == PF_CAPTURE_SLOTS, "capture slot counts differ");
+_Static_assert(PF_PY_UNWIND_MINORS == 5 && PF_PY_UNWIND_UNSUPPORTED_KEPT == 8 &&
+		       PF_PY_UNWIND_MSG_LEN == 144,
+	       "python counts of struct pf_sampler_stats differ");
 
 /* One capture (pf_sampler_capture_start). */
 struct cap_slot {
@@ -93,6 +98,9 @@ struct pf_sampler {
 	const char *unw_off;         /* why unw is NULL */
 	char *unw_cache_dir;
 	uint64_t dwarf_samples;
+
+	struct pf_py_unwind *py;     /* CPython processes: kernel entries and frame names */
+	uint64_t py_map_errors;      /* py_procs updates refused */
 
 	struct pf_sample_ring *ring; /* span triggers: recent samples, NULL when off */
 	uint64_t drained_unix_ns;    /* when the last poll started draining */
@@ -288,6 +296,23 @@ static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
 		s->last_error = rc;
 }
 
+/* CPython: detected at a sample of a process (python_unwind.h decides when), its entry then
+ * written for the kernel's walk; the Python frames of a sample are queued to be named while
+ * the process lives. */
+static void python_seen(struct pf_sampler *s, const struct pf_bpf_sample *h, const uint64_t *uips,
+			uint32_t ulen)
+{
+	if (!h->ustack_len)
+		return;
+	struct pf_bpf_py_proc e;
+	if (pf_py_unwind_seen(s->py, h->pid, mono_ms(), &e) == 1 &&
+	    bpf_map__update_elem(s->skel->maps.py_procs, &h->pid, sizeof(h->pid), &e, sizeof(e),
+				 BPF_ANY) < 0)
+		s->py_map_errors++;
+	if (h->flags & PF_SAMPLE_F_PYTHON)
+		pf_py_unwind_note(s->py, h->pid, uips, ulen);
+}
+
 /* A do_capture record: into the aggregation of every capture whose bit the process carries,
  * thinned to that capture's own frequency. */
 static void capture_sample(struct pf_sampler *s, const struct pf_bpf_sample *h,
@@ -297,6 +322,7 @@ static void capture_sample(struct pf_sampler *s, const struct pf_bpf_sample *h,
 	if (h->ustack_len)
 		capture_maps(s, h->pid);
 	unwind_seen(s, h);
+	python_seen(s, h, ips + h->kstack_len, ulen);
 	struct pf_agg_sample as = {
 		.ts_unix_ns = h->ts_ns + (uint64_t)s->mono_to_unix,
 		.pid = h->pid,
@@ -368,6 +394,7 @@ static int on_sample(void *ctx, void *data, size_t size)
 	if (h.ustack_len)
 		capture_maps(s, h.pid);
 	unwind_seen(s, &h);
+	python_seen(s, &h, ips + h.kstack_len, ulen);
 	struct pf_agg_sample as = {
 		.ts_unix_ns = h.ts_ns + (uint64_t)s->mono_to_unix,
 		.pid = h.pid,
@@ -408,6 +435,7 @@ static int on_event(void *ctx, void *data, size_t size)
 		/* the old maps are void; the full maps (shared libraries are mapped after
 		 * exec) are captured at the first sample */
 		pf_symbolizer_forget(s->sym, e.pid);
+		pf_py_unwind_forget(s->py, e.pid); /* the kernel dropped its entry */
 		if (s->unw)
 			pf_unwinder_forget(s->unw, e.pid);
 		if (!filtering) {
@@ -479,6 +507,7 @@ int pf_sampler_poll(struct pf_sampler *s, int timeout_ms)
 		pf_unwinder_tick(s->unw);
 		setup_end(s, t0);
 	}
+	pf_py_unwind_tick(s->py);
 	sync_helpers(s);
 	if (n >= 0)
 		s->drained_unix_ns = t;
@@ -568,6 +597,24 @@ static int apply_running(struct pf_sampler *s, uint32_t hz, struct pf_error *err
 	return rc;
 }
 
+/* profiling.interpreters.python: off forgets every process and empties the kernel's map (its
+ * samples keep their native stacks); on detects processes again at their next samples. */
+static void python_enable(struct pf_sampler *s, bool on)
+{
+	if (pf_py_unwind_enabled(s->py) == on)
+		return;
+	pf_py_unwind_enable(s->py, on);
+	if (on)
+		return;
+	struct bpf_map *m = s->skel->maps.py_procs;
+	uint32_t key, next;
+	while (bpf_map__get_next_key(m, NULL, &next, sizeof(next)) == 0) {
+		key = next;
+		if (bpf_map__delete_elem(m, &key, sizeof(key), 0) < 0)
+			break;
+	}
+}
+
 int pf_sampler_set_config(struct pf_sampler *s, const struct pf_profcfg *cfg, struct pf_error *err)
 {
 	if (!cfg || cfg->frequency_hz < 1 || cfg->frequency_hz > 1000)
@@ -578,6 +625,7 @@ int pf_sampler_set_config(struct pf_sampler *s, const struct pf_profcfg *cfg, st
 	if (rc < 0)
 		return rc;
 	sync_filter_map(s);
+	python_enable(s, cfg->interpreters.python);
 	/* the unwind rows may take an eighth of limits.max_memory_mb (the sample ring a quarter) */
 	if (s->unw && cfg->limits.max_memory_mb)
 		pf_unwinder_set_rows_limit(s->unw, (uint64_t)cfg->limits.max_memory_mb * 1024 * 1024 /
@@ -632,12 +680,35 @@ static int resolve(void *ctx, uint32_t pid, struct pf_prof_window *w, struct pf_
 	int rc = pf_procinfo_attrs(s->pi, pid, w, p);
 	if (rc < 0)
 		return rc;
-	return pf_symbolizer_resolve(s->sym, pid, w, p, frames, n);
+	size_t n_py = 0;
+	for (size_t i = 0; i < n; i++)
+		n_py += frames[i].kind == PF_FRAME_PYTHON;
+	if (!n_py)
+		return pf_symbolizer_resolve(s->sym, pid, w, p, frames, n);
+	/* the symbolizer gets the native and kernel frames only (a Python frame's address is
+	 * no code address), the Python frames their names from the process's code objects */
+	_cleanup_free_ struct pf_prof_frame *nat = malloc((n - n_py + 1) * sizeof(*nat));
+	if (!nat)
+		return -ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (frames[i].kind != PF_FRAME_PYTHON)
+			nat[k++] = frames[i];
+	rc = pf_symbolizer_resolve(s->sym, pid, w, p, nat, k);
+	if (rc < 0)
+		return rc;
+	k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (frames[i].kind != PF_FRAME_PYTHON)
+			frames[i] = nat[k++];
+	return pf_py_unwind_name(s->py, pid, w, frames, n);
 }
 
 static void forget_pid(void *ctx, uint32_t pid)
 {
-	pf_symbolizer_forget(ctx, pid);
+	struct pf_sampler *s = ctx;
+	pf_symbolizer_forget(s->sym, pid);
+	pf_py_unwind_forget(s->py, pid);
 }
 
 static uint64_t lost_total(struct pf_sampler *s);
@@ -676,6 +747,7 @@ static int close_into(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf
 	 * them: its window closes later; or the span triggers' ring still has samples of them) */
 	if (!captures_running(s))
 		reap_exited(s);
+	pf_py_unwind_closed(s->py);
 	/* per-window symbolization state (DWARF) goes; freed heap goes back to the system when
 	 * the window freed more than its usual churn (pf/heap.h) */
 	pf_symbolizer_trim(s->sym);
@@ -933,7 +1005,7 @@ struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned sl
 	}
 	w->host_name = pf_prof_strdup(w, pf_procinfo_host_name(s->pi));
 	if (!captures_running(s) && !s->pe.n)
-		pf_procinfo_reap(s->pi, forget_pid, s->sym);
+		pf_procinfo_reap(s->pi, forget_pid, s);
 	pf_symbolizer_trim(s->sym);
 	return w;
 }
@@ -974,7 +1046,8 @@ static int read_counters(struct pf_sampler *s, uint64_t sum[PF_CNT_MAX])
 
 /* Adds the per-tick counts the sample program keeps in its per-CPU state (cpu_sampler.h,
  * struct pf_bpf_percpu) to sum. */
-static int add_percpu_counts(struct pf_sampler *s, uint64_t sum[PF_CNT_MAX])
+static int add_percpu_counts(struct pf_sampler *s, uint64_t sum[PF_CNT_MAX],
+			     struct pf_sampler_stats *out)
 {
 	size_t stride = (sizeof(struct pf_bpf_percpu) + 7) & ~(size_t)7;
 	_cleanup_free_ char *vals = calloc((size_t)s->n_cpus_possible, stride);
@@ -989,6 +1062,12 @@ static int add_percpu_counts(struct pf_sampler *s, uint64_t sum[PF_CNT_MAX])
 		sum[PF_CNT_SAMPLES] += p->samples;
 		sum[PF_CNT_CAPTURE] += p->captures;
 		sum[PF_CNT_FILTERED] += p->filtered;
+		if (out) {
+			out->py_samples += p->py_samples;
+			out->py_frames += p->py_frames;
+			out->py_read_errors += p->py_read_errors;
+			out->py_no_thread += p->py_no_thread;
+		}
 	}
 	return 0;
 }
@@ -1073,7 +1152,7 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	uint64_t c[PF_CNT_MAX];
 	int rc = read_counters(s, c);
 	if (rc == 0)
-		rc = add_percpu_counts(s, c);
+		rc = add_percpu_counts(s, c, out);
 	if (rc < 0)
 		return rc;
 	out->running = s->pe.n > 0;
@@ -1133,6 +1212,20 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->dwarf_unwind = s->unw != NULL;
 	out->dwarf_unwind_off_reason = s->unw ? NULL : s->unw_off;
 	out->dwarf_samples = s->dwarf_samples;
+	struct pf_py_unwind_stats ps;
+	pf_py_unwind_stats(s->py, &ps);
+	out->python = pf_py_unwind_enabled(s->py);
+	out->py_processes = ps.processes;
+	memcpy(out->py_by_minor, ps.by_minor, sizeof(out->py_by_minor));
+	out->py_unsupported = ps.unsupported;
+	out->py_detected = ps.detected_total;
+	out->py_detect_failed = ps.detect_failed;
+	out->py_named = ps.named;
+	out->py_name_failed = ps.name_failed;
+	out->py_names_bytes = ps.names_bytes;
+	out->py_map_errors = s->py_map_errors;
+	out->py_n_unsupported_msg = ps.n_unsupported_msg;
+	memcpy(out->py_unsupported_msg, ps.unsupported_msg, sizeof(out->py_unsupported_msg));
 	if (s->unw) {
 		struct pf_unwinder_stats us;
 		pf_unwinder_stats(s->unw, &us);
@@ -1155,6 +1248,42 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 		out->unwind_builder_killed = us.builder_killed;
 	}
 	return 0;
+}
+
+size_t pf_sampler_python_status(const struct pf_sampler_stats *st, char *out, size_t cap)
+{
+	if (!cap)
+		return 0;
+	out[0] = 0;
+	size_t n = 0;
+#define PUT(...)                                                                                   \
+	do {                                                                                       \
+		int k_ = snprintf(out + n, cap - n, __VA_ARGS__);                                  \
+		n = k_ < 0 ? n : (size_t)k_ >= cap - n ? cap - 1 : n + (size_t)k_;                 \
+	} while (0)
+	if (!st->python) {
+		PUT("python: off");
+		return n;
+	}
+	if (!st->py_processes && !st->py_unsupported && !st->py_frames)
+		return 0;
+	PUT("python: %" PRIu64 " processes", st->py_processes);
+	const char *sep = " (";
+	for (unsigned i = 0; i < PF_PY_UNWIND_MINORS; i++) {
+		if (!st->py_by_minor[i])
+			continue;
+		PUT("%s3.%u: %" PRIu64, sep, 9 + i, st->py_by_minor[i]);
+		sep = ", ";
+	}
+	if (*sep == ',')
+		PUT(")");
+	PUT(", frames read %" PRIu64 ", read failures %" PRIu64 ", names %" PRIu64
+	    ", not named %" PRIu64,
+	    st->py_frames, st->py_read_errors, st->py_named, st->py_name_failed);
+	for (unsigned i = 0; i < st->py_n_unsupported_msg && i < PF_PY_UNWIND_UNSUPPORTED_KEPT; i++)
+		PUT("; %s", st->py_unsupported_msg[i]);
+#undef PUT
+	return n;
 }
 
 /* ---- lifecycle ---------------------------------------------------------------------------- */
@@ -1183,6 +1312,7 @@ void pf_sampler_free(struct pf_sampler *s)
 	pf_agg_free(s->agg);
 	pf_sample_ring_free(s->ring);
 	pf_symbolizer_free(s->sym);
+	pf_py_unwind_free(s->py);
 	pf_procinfo_free(s->pi);
 	free(s->pe.fds);
 	free(s->pe.links);
@@ -1318,8 +1448,9 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 	s->pi = pf_procinfo_new(&po);
 	s->sym = pf_symbolizer_new(&so);
 	s->agg = pf_agg_new(&ao);
+	s->py = pf_py_unwind_new(0);
 	if (!s->pe.fds || !s->pe.links || !s->cpe.fds || !s->cpe.links || !s->pi || !s->sym ||
-	    !s->agg)
+	    !s->agg || !s->py)
 		return fail(s, pf_error_set(err, -ENOMEM, "", "out of memory"));
 
 	/* open -> configure -> load -> attach (libbpf-tools) */
@@ -1423,7 +1554,7 @@ static void reap_exited(struct pf_sampler *s)
 			return; /* out of memory: keep everything until the next try */
 		r.n = st.samples ? pf_sample_ring_pids(s->ring, r.v, st.samples) : 0;
 	}
-	pf_procinfo_reap_if(s->pi, s->ring ? keep_in_ring : NULL, &r, forget_pid, s->sym);
+	pf_procinfo_reap_if(s->pi, s->ring ? keep_in_ring : NULL, &r, forget_pid, s);
 	free(r.v);
 }
 
@@ -1508,6 +1639,13 @@ size_t pf_sampler_ring_procs(struct pf_sampler *s, struct pf_sampler_ring_proc *
 size_t pf_sampler_unwind_entries(struct pf_sampler *s, uint32_t pid)
 {
 	return s->unw ? pf_unwinder_kernel_entries(s->unw, pid) : 0;
+}
+
+size_t pf_sampler_python_entries(struct pf_sampler *s, uint32_t pid)
+{
+	struct pf_bpf_py_proc e;
+	return bpf_map__lookup_elem(s->skel->maps.py_procs, &pid, sizeof(pid), &e, sizeof(e), 0) ==
+	       0;
 }
 
 int pf_sampler_ring_stats(struct pf_sampler *s, struct pf_sample_ring_stats *out)

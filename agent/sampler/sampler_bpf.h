@@ -131,6 +131,17 @@ struct pf_sampler_stats {
 		unwind_evicted, unwind_rows_full, unwind_reloads, unwind_deferred, unwind_pending,
 		unwind_builder_runs, unwind_builder_killed;
 	uint64_t dwarf_samples; /* samples whose user stack the table walk produced */
+	/* Python frames (python_unwind.h): profiling.interpreters.python; CPython processes
+	 * walked now, by minor version (3.9 + i), not walked (unsupported version or layout);
+	 * detections; kernel: samples given Python frames, frames read, frame reads that
+	 * failed, samples of threads without a PyThreadState; user: frames named, not named,
+	 * the name caches' memory; kernel entries refused; the last unsupported processes */
+	bool python;
+	uint64_t py_processes, py_by_minor[5], py_unsupported, py_detected, py_detect_failed;
+	uint64_t py_samples, py_frames, py_read_errors, py_no_thread;
+	uint64_t py_named, py_name_failed, py_names_bytes, py_map_errors;
+	char py_unsupported_msg[8][144];
+	unsigned py_n_unsupported_msg;
 	/* one-time CPU cost of loading /proc/kallsyms (at the first kernel frame), 0 before and
 	 * while the in-kernel resolver (resolve_ksyms) is used instead */
 	uint64_t kernel_symbols_load_ns;
@@ -209,6 +220,12 @@ uint64_t pf_sampler_capture_samples(const struct pf_sampler *s, unsigned slot);
 struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned slot,
 					       struct pf_error *err);
 
+/* The Python part of the sampler's health status from st into out[0, cap): "python: 2
+ * processes (3.11: 2), frames read 1200, read failures 0", then the last unsupported processes
+ * ("pid 12: python: 3.7 unsupported"); "python: off" when profiling.interpreters.python is
+ * false. The length written, 0 when there is nothing to say (on, no CPython seen). */
+size_t pf_sampler_python_status(const struct pf_sampler_stats *st, char *out, size_t cap);
+
 /* Counters for the agent's metrics and health. */
 int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out);
 /* Only the run time of the sampler's BPF programs (their sum, what the overhead guard reads
@@ -223,6 +240,9 @@ uint64_t pf_sampler_setup_cpu_ns(const struct pf_sampler *s);
 /* Entries of pid in the kernel's unwind map (tests: none once it exited), 0 without .eh_frame
  * unwinding. Iterates the whole map: not for hot paths. */
 size_t pf_sampler_unwind_entries(struct pf_sampler *s, uint32_t pid);
+
+/* 1 when the kernel's Python walk has an entry for pid (tests: none once it exited), else 0. */
+size_t pf_sampler_python_entries(struct pf_sampler *s, uint32_t pid);
 
 /* ---- the span triggers' sample ring (sample_ring.h) ----
  *

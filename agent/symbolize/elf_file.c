@@ -264,6 +264,7 @@ static void elf_file_load_syms(struct elf_file *f, const char *debug_dir)
 		return;
 	f->syms_loaded = true;
 	f->img_touched = true;
+	f->go = pf_elf_section(f->elf, ".go.buildinfo") != NULL;
 	if (load_syms_from(f, f->elf, SHT_SYMTAB) == 0)
 		return;
 	/* stripped (Debian's shared libraries): the full .symtab, local functions included,

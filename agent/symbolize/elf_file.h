@@ -42,6 +42,7 @@ struct elf_file {
 	size_t n_segs;
 	bool syms_loaded;
 	bool go_syms; /* its names came from its Go pclntab */
+	bool go;      /* a Go program (.go.buildinfo): its frames are of type go */
 	struct elf_sym *syms;
 	size_t n_syms;
 	bool no_dwarf;      /* neither the file nor its debug file has DWARF */

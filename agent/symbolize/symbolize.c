@@ -513,6 +513,8 @@ int pf_symbolizer_resolve(struct pf_symbolizer *sym, uint32_t pid, struct pf_pro
 				goto unresolved;
 			if (name_pair(w, r->function, r->readable, &fr->function, &fr->system_name) < 0)
 				return -ENOMEM;
+			if (f->go || f->go_syms)
+				fr->kind = PF_FRAME_GO;
 			fr->line = r->line;
 			fr->file = r->file ? pf_prof_strdup(w, r->file) : NULL;
 			if (r->file && !fr->file)

@@ -354,6 +354,10 @@ const struct key_desc profcfg_keys[] = {
 	 "Samples per second per CPU (perf cpu-clock)."),
     U32K("profiling.sampling.duration_seconds", CFG, duration_seconds, 10, 1, 3600,
 	 "Length of one profile window; one profile is exported per window."),
+    SECTION("profiling.interpreters", "Stacks of interpreted languages, read in the kernel."),
+    BOOLK("profiling.interpreters.python", CFG, interpreters.python, true,
+	  "Name the Python functions of CPython 3.9-3.13 processes (frames of type cpython) "
+	  "in place of the interpreter's eval loop; false keeps their native stacks."),
     SECTION("profiling.filters", "Which processes are profiled, by process attribute."),
     FILTER_KEYS("include", include, n_include,
 		"If not empty, only processes matching at least one entry are profiled."),

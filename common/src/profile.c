@@ -131,3 +131,25 @@ int pf_prof_sample_nonzero(const struct pf_prof_window *w, const struct pf_prof_
 	}
 	return s->count != 0;
 }
+
+static const char *const frame_kind_names[] = {
+	[PF_FRAME_NATIVE] = "native",
+	[PF_FRAME_KERNEL] = "kernel",
+	[PF_FRAME_PYTHON] = "cpython",
+	[PF_FRAME_GO] = "go",
+};
+
+const char *pf_frame_kind_name(uint8_t kind)
+{
+	return kind < sizeof(frame_kind_names) / sizeof(frame_kind_names[0])
+		       ? frame_kind_names[kind]
+		       : "native";
+}
+
+uint8_t pf_frame_kind_parse(const char *type)
+{
+	for (uint8_t k = 0; k < sizeof(frame_kind_names) / sizeof(frame_kind_names[0]); k++)
+		if (type && !strcmp(type, frame_kind_names[k]))
+			return k;
+	return PF_FRAME_NATIVE;
+}

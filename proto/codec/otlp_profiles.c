@@ -226,8 +226,7 @@ static int enc_location(struct enc *e, const struct pf_prof_frame *f, int32_t ma
 	*l = (pb_location)OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__LOCATION__INIT;
 	l->mapping_index = map_idx;
 	l->address = f->address;
-	int r = enc_attr(e, "profile.frame.type", f->kind == PF_FRAME_KERNEL ? "kernel" : "native",
-			 0, ai);
+	int r = enc_attr(e, "profile.frame.type", pf_frame_kind_name(f->kind), 0, ai);
 	if (r < 0)
 		return r;
 	l->attribute_indices = ai;
@@ -943,8 +942,8 @@ static int dec_frame(struct dec *d, const pb_location *l, struct pf_prof_frame *
 		    dict_attr_text(d, l->attribute_indices[a], &key, &v, tmp, sizeof(tmp), &txt);
 		if (r < 0)
 			return r;
-		if (txt && strcmp(key, "profile.frame.type") == 0 && strcmp(txt, "kernel") == 0)
-			f->kind = PF_FRAME_KERNEL;
+		if (txt && strcmp(key, "profile.frame.type") == 0)
+			f->kind = pf_frame_kind_parse(txt);
 	}
 	/* The last line is the function the others were inlined into (innermost first). */
 	size_t nl = l->n_lines;

@@ -27,7 +27,7 @@
  *  - sample attributes thread.id (int; with explicit sample types only when non-zero),
  *    thread.name (string, when known), then the sample's labels (string, or int with the
  *    label's unit as the attribute unit), the first of a key winning; location
- *    attribute profile.frame.type ("native" or "kernel"); mapping attribute
+ *    attribute profile.frame.type ("native", "kernel", "cpython" or "go"); mapping attribute
  *    process.executable.build_id.gnu (when known); a link per distinct (trace id, span id)
  *    with 16- and 8-byte ids for samples that carry one;
  *  - a random 16-byte profile_id per profile (getrandom).

@@ -192,7 +192,7 @@ static void tally(const struct pf_prof_window *w, pid_t pid, const chain_t *chai
 			size_t nn = 0;
 			for (uint32_t j = 0; j < st->n_frames && nn < 160; j++) {
 				const struct pf_prof_frame *f = &p->frames[st->frames[j]];
-				if (f->kind == PF_FRAME_NATIVE)
+				if (f->kind != PF_FRAME_KERNEL) /* native, go */
 					names[nn++] = f->function ? f->function : "?";
 			}
 			if (!nn)

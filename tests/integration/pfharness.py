@@ -251,6 +251,47 @@ REFUSED = ("Operation not permitted", "Permission denied", "Operation not suppor
            "Function not implemented")
 
 
+# A Python workload for the tests of Python frames: Debian's interpreter copied under the name
+# a test's filter selects, running main -> outer -> middle -> py_hot (it prints "ready" first).
+# PY_CHAIN is the stack's Python part, leaf first, as profcheck's "stacks" join it.
+PYTHON = "/usr/bin/python3.11"
+PY_CHAIN = "py_hot;py_middle;py_outer;py_main;<module>"
+PY_CHAIN_SRC = """import sys, time
+def py_hot(n):
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+def py_middle(end):
+    while time.monotonic() < end:
+        py_hot(20000)
+def py_outer(end):
+    py_middle(end)
+def py_main():
+    print('ready', flush=True)
+    py_outer(time.monotonic() + float(sys.argv[1]))
+py_main()
+"""
+
+
+def python_workload(exe, workdir):
+    """Copies the interpreter to exe and writes the chain script; its argv (add the seconds to
+    run), or None when the interpreter is missing."""
+    if not os.access(PYTHON, os.X_OK):
+        return None
+    shutil.copy(PYTHON, exe)
+    script = os.path.join(workdir, "chain.py")
+    with open(script, "w") as f:
+        f.write(PY_CHAIN_SRC)
+    return [exe, script]
+
+
+def py_chain_share(proc):
+    """Samples of a profcheck process summary whose stack carries PY_CHAIN, and all of them."""
+    named = sum(n for st, n in proc["stacks"].items() if PY_CHAIN in st)
+    return named, proc["samples"]
+
+
 class IntegrationCase(unittest.TestCase):
     """Gives each test a temp dir and stops everything it started."""
 

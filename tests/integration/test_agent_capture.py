@@ -34,7 +34,8 @@ import threading
 import time
 import unittest
 
-from pfharness import Agent, IntegrationCase, Proc, free_port, wait_until
+from pfharness import (PY_CHAIN, Agent, IntegrationCase, Proc, free_port, py_chain_share,
+                       python_workload, wait_until)
 
 PROFCHECK_BIN = os.environ.get("PF_PROFCHECK_BIN", "")
 SOURCE_DIR = os.environ.get(
@@ -445,6 +446,32 @@ class AgentCapture(IntegrationCase):
                    what="the agent to reconnect")
         wait_until(lambda: self.server.count_status("cap-done", "done") > before, timeout=10,
                    what="the done status again after the reconnect")
+
+    def test_python_capture(self):
+        """A capture of a Python process (pfharness.python_workload, under the workload's
+        name): its profile names the Python functions, in order."""
+        argv = python_workload(self.wl_bin, self.workdir)
+        if not argv:
+            self.skipTest("no python3.11")
+        wl = Proc(argv + ["60"], os.path.join(self.workdir, "workload.log"))
+        self._procs.append(wl)
+        self.start_agent()
+        time.sleep(2)  # the continuous samples find the interpreter (50 ms after the first)
+        self.request("cap-py", duration=2, frequency=199)
+        st = self.final("cap-py")
+        self.assertEqual(st["state"], "done", st)
+        with self.server.lock:
+            got = list(self.server.profiles)
+        named = total = 0
+        for p in got:
+            for proc in self.profcheck(p["body"])["processes"]:
+                self.assertEqual(proc["pid"], wl.p.pid)
+                n, t = py_chain_share(proc)
+                named += n
+                total += t
+        print("python capture: %d of %d samples carry %s" % (named, total, PY_CHAIN))
+        self.assertGreaterEqual(total, 10)  # 2 s at 199 Hz of a CPU shared with the host
+        self.assertGreaterEqual(named * 100, total * 90)
 
     def test_process_not_found(self):
         self.start_agent()

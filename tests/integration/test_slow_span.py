@@ -32,7 +32,8 @@ import unittest
 import urllib.error
 import urllib.request
 
-from pfharness import Agent, IntegrationCase, free_port, wait_until
+from pfharness import (PY_CHAIN, Agent, IntegrationCase, free_port, py_chain_share,
+                       python_workload, wait_until)
 
 PROFCHECK_BIN = os.environ.get("PF_PROFCHECK_BIN", "")
 SOURCE_DIR = os.environ.get(
@@ -254,6 +255,35 @@ class SlowSpan(IntegrationCase):
         return p
 
     # ---- the test ---------------------------------------------------------------------------
+
+    def test_python_span_profile(self):
+        """A slow span of a Python process (pfharness.python_workload, under the workload's
+        name so the filter lets it in): its profile names the Python functions, in order."""
+        argv = python_workload(self.wl_bin, self.workdir)
+        if not argv:
+            self.skipTest("no python3.11")
+        self.start_agent()
+        p = subprocess.Popen(argv + ["60"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             stdin=subprocess.DEVNULL)
+        self.workloads.append(p)
+        self.assertEqual(p.stdout.readline().strip(), b"ready")
+        wait_until(lambda: self.metrics().get("python_samples_total", 0) >= 100, timeout=20,
+                   interval=0.1, what="100 samples of the Python process with Python frames")
+        trace = os.urandom(16).hex()
+
+        def slow(i):
+            end = now_ns()
+            return span_json(trace, "%016x" % (0xe000 + i), end - 1_200_000_000, end,
+                             pid=p.pid)
+        body, _ = self.send_until_accepted(slow)
+        sp = body["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+        s = self.summary(self.wait_new_file(set()))
+        pr = self.check_span_profile(s, p.pid, int(sp["startTimeUnixNano"]),
+                                     int(sp["endTimeUnixNano"]), trace, sp["spanId"],
+                                     "slow_span")
+        named, total = py_chain_share(pr)
+        print("python span profile: %d of %d samples carry %s" % (named, total, PY_CHAIN))
+        self.assertGreaterEqual(named * 100, total * 90, pr["stacks"])
 
     def test_slow_span_profiles(self):
         ag, uid = self.start_agent()

@@ -86,6 +86,88 @@ struct pf_bpf_sample {
 	/* followed by kstack_len + ustack_len unsigned long long ips */
 };
 
+/* ---- Python frames (agent/interp/python_offsets.h describes CPython's side) ----
+ *
+ *  py_procs    hash pid -> struct pf_bpf_py_proc: a process running CPython 3.9+, filled by
+ *              user space when it detects one, dropped by the kernel at exec and exit
+ *  py_threads  LRU hash tid -> struct pf_bpf_py_thread: the thread's PyThreadState, found by
+ *              walking the interpreter's thread list (matched on pthread_self(), which is
+ *              the thread's fsbase on x86_64), validated on every use
+ * When a native user frame lies in the eval loop (_PyEval_EvalFrameDefault and its .cold
+ * part), the Python frames that activation runs take its place in the stack, leaf first: one
+ * per call for 3.9-3.10 (PyFrameObject.f_back), for 3.11+ the _PyInterpreterFrame chain down
+ * to the activation's entry frame (3.11 is_entry; 3.12+ the C stack's shim frame, which is
+ * skipped). When the native walk ended before it met the eval loop (frame pointers through code
+ * built without them, a frame the tables cannot step), the thread's Python frames follow the
+ * native ones. A Python frame is one stack word, PF_PY_FRAME(code object, instruction offset):
+ * bit 63 set and bit 62 clear is no user (below 2^47) nor kernel (0xffff8...) address. Python
+ * frames count towards PF_MAX_STACK like native ones. */
+#define PF_PY_PROCS_MAX 4096
+#define PF_PY_THREADS_MAX 16384
+#define PF_PY_EVAL_RANGES 4
+#define PF_PY_MAX_THREADS 64     /* thread-list entries looked at to find a thread's state */
+#define PF_PY_FRAME_READ_MAX 128 /* bytes of a frame read at once: its fields lie inside */
+#define PF_PY_THREAD_RETRY_NS (500ull * 1000 * 1000) /* a thread without PyThreadState is
+							* looked for again after this */
+#define PF_PY_OFF_NONE 0xffff
+
+#define PF_PY_FRAME_TAG (2ull << 62)
+#define PF_PY_FRAME_MASK (3ull << 62)
+#define PF_PY_CODE_BITS 44 /* code object address >> 3: objects are 8-aligned, below 2^47 */
+#define PF_PY_INSTR_BITS 18
+#define PF_PY_INSTR_BIAS 2 /* instr + 2 is stored: 3.11+ starts at -2, 3.9-3.10 at -1 */
+#define PF_PY_INSTR_MAX ((1u << PF_PY_INSTR_BITS) - 1) /* larger offsets are clamped */
+#define PF_PY_IS_FRAME(w) (((w) & PF_PY_FRAME_MASK) == PF_PY_FRAME_TAG)
+#define PF_PY_FRAME(code, field)                                                               \
+	(PF_PY_FRAME_TAG | (((code) >> 3) << PF_PY_INSTR_BITS) | (unsigned long long)(field))
+#define PF_PY_FRAME_CODE(w) (((w) >> PF_PY_INSTR_BITS & ((1ull << PF_PY_CODE_BITS) - 1)) << 3)
+#define PF_PY_FRAME_INSTR(w) ((int)((w) & PF_PY_INSTR_MAX) - PF_PY_INSTR_BIAS)
+
+/* frame_kind of struct pf_bpf_py_proc (python_offsets.h PF_PY_FRAMES_*) */
+#define PF_BPF_PY_OBJECT 1 /* 3.9-3.10: PyFrameObject */
+#define PF_BPF_PY_INTERP 2 /* 3.11+: _PyInterpreterFrame */
+
+/* A process's layout as the walk uses it: user space checked every offset (frame fields lie
+ * in [0, frame_read), frame_read <= PF_PY_FRAME_READ_MAX; pointer fields 8-aligned, f_instr
+ * 4-aligned for 3.9-3.10's int f_lasti). */
+struct pf_bpf_py_proc {
+	unsigned long long runtime; /* _PyRuntime */
+	unsigned long long eval_start[PF_PY_EVAL_RANGES], eval_end[PF_PY_EVAL_RANGES];
+	unsigned int frame_kind; /* PF_BPF_PY_* */
+	unsigned int frame_read; /* bytes read of a frame */
+	unsigned int code_adaptive; /* 3.11+: instr - code - this is the instruction's offset */
+	unsigned short rt_interp_head, interp_threads_head, tstate_next, tstate_thread_id,
+		tstate_frame, cframe_frame; /* cframe_frame PF_PY_OFF_NONE: tstate_frame is the
+					     * frame itself */
+	unsigned short f_back, f_code, f_instr, f_owner, f_is_entry; /* f_owner, f_is_entry:
+								      * PF_PY_OFF_NONE */
+	unsigned short owner_cstack; /* owner of the entry shim (3.12+), PF_PY_OFF_NONE */
+	unsigned short pad[2];
+};
+
+/* The merge of Python frames into a user stack, in the per-CPU state (the verifier then
+ * sees every step of the loop alike): nat[i] the native frame being merged, cur the next
+ * Python frame of the thread's chain to read. */
+struct pf_bpf_py_merge {
+	unsigned long long cur; /* 0: none left */
+	unsigned int base;      /* slot of the first user frame in ips */
+	unsigned int n_nat;     /* native user frames in nat */
+	unsigned int i;
+	unsigned int n;       /* frames written from ips[base] */
+	unsigned int in_eval; /* nat[i] is an eval-loop frame whose Python frames are written */
+	unsigned int emitted; /* Python frames written in its place so far */
+	unsigned int met;     /* an eval-loop frame was met */
+	unsigned int frames, errors;
+	unsigned int pad;
+};
+
+struct pf_bpf_py_thread {
+	unsigned long long tstate; /* 0: none found (looked for again after a while) */
+	unsigned long long fsbase; /* the thread's, when found */
+	unsigned long long ts_ns;  /* when it was looked for */
+	unsigned int pid, pad;
+};
+
 /* The single entry of the per-CPU array `scratch_map`: the sample program's per-CPU state.
  * One tick touches only this (and the ring buffer) in the common case:
  *  - the record is built in hdr + ips, then copied to the ring with only the frames used;
@@ -108,8 +190,17 @@ struct pf_bpf_percpu {
 	unsigned int cached_gen;        /* filter_gen the verdict was read at */
 	unsigned int cached_verdict;    /* PF_FILTER_* */
 	unsigned int pad;
+	/* Python frames (below): samples given Python frames, frames read, frame reads that
+	 * failed, samples of Python threads whose PyThreadState was not found */
+	unsigned long long py_samples, py_frames, py_read_errors, py_no_thread;
 	struct pf_bpf_sample hdr;
 	unsigned long long ips[2 * (PF_MAX_STACK + 1)]; /* 2 x 128 slots: masked offsets stay inside */
+	/* the Python walk: the native user frames before Python's are merged in, the process's
+	 * layout (a copy of its py_procs entry), the frame being read */
+	unsigned long long nat[PF_MAX_STACK + 1];
+	struct pf_bpf_py_proc py;
+	struct pf_bpf_py_merge pm;
+	unsigned long long pyframe[PF_PY_FRAME_READ_MAX / 8];
 };
 
 enum pf_bpf_proc_event_type {
@@ -211,6 +302,7 @@ struct pf_bpf_unwind_proc {
 				   * PF_SAMPLE_F_DWARF, the process has no tables yet (user space
 				   * loads them); either record wakes user space at once */
 #define PF_SAMPLE_F_DWARF 8	  /* the user stack was walked with the tables */
+#define PF_SAMPLE_F_PYTHON 16	  /* Python frames replaced eval-loop frames */
 
 /* Kernel symbolization in the kernel (resolve_ksyms, a BPF_PROG_TYPE_SYSCALL program run with
  * BPF_PROG_TEST_RUN): user space writes n addresses into the single entry of `ksym_req`, runs

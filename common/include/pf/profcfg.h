@@ -143,6 +143,10 @@ struct pf_profcfg {
 	struct pf_filter *include, *exclude;
 
 	struct {
+		bool python; /* Python frames walked in the kernel; default true */
+	} interpreters;
+
+	struct {
 		bool enabled;                /* default false */
 		uint32_t threshold_ms;       /* 1..3600000, default 500 */
 		uint32_t max_per_minute;     /* 1..600, default 6 */

@@ -31,7 +31,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum pf_frame_kind { PF_FRAME_NATIVE = 0, PF_FRAME_KERNEL = 1 };
+/* What ran at a frame; OTLP's profile.frame.type: "native", "kernel", "cpython" (a Python
+ * function: address is the agent's word for it, not a code address), "go". */
+enum pf_frame_kind { PF_FRAME_NATIVE = 0, PF_FRAME_KERNEL = 1, PF_FRAME_PYTHON = 2, PF_FRAME_GO = 3 };
 
 struct pf_prof_attr {
 	const char *key;
@@ -145,6 +147,11 @@ struct pf_prof_window {
 	const char *default_sample_type;       /* pprof default_sample_type, NULL when none */
 	void *arena; /* owner of everything above */
 };
+
+/* The OpenTelemetry profile.frame.type of a kind ("native" for unknown kinds), and back (an
+ * unknown or absent type is native). */
+const char *pf_frame_kind_name(uint8_t kind);
+uint8_t pf_frame_kind_parse(const char *type);
 
 /* Builders: a new empty window with its arena, and allocations from that arena (zeroed,
  * 16-byte aligned, freed only with the window). NULL on ENOMEM. */

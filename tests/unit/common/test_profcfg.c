@@ -1019,7 +1019,7 @@ static void test_doc_markdown(void **state)
 	size_t n_rows = 0;
 	for (const char *p = s; (p = strstr(p, "\n| `")); p++)
 		n_rows++;
-	assert_int_equal(n_rows, 64);
+	assert_int_equal(n_rows, 66);
 	pf_buf_release(&md);
 }
 

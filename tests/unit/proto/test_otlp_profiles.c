@@ -224,6 +224,45 @@ static const char *frame_fn(const struct pf_prof_process *p, uint32_t stack, uin
 	return p->frames[p->stacks[stack].frames[k]].function;
 }
 
+/* Every frame kind is its profile.frame.type on the wire ("cpython" and "go" beside "native"
+ * and "kernel") and comes back as that kind. */
+static void test_frame_types(void **state)
+{
+	struct pf_prof_window *w = prof_fixture_window(0);
+	struct pf_prof_frame *f = (struct pf_prof_frame *)w->processes[0].frames;
+	f[1].kind = PF_FRAME_PYTHON;
+	f[2].kind = PF_FRAME_GO;
+	struct pf_buf b;
+	encode(w, &b, NULL);
+	struct pf_prof_window *r = NULL;
+	struct pf_error err = {0};
+	assert_int_equal(pf_otlp_profiles_decode(b.data, b.len, 1 << 20, &r, &err), 0);
+	const struct pf_prof_process *p = &r->processes[0];
+	int seen[4] = {0};
+	for (size_t i = 0; i < p->n_frames; i++) {
+		const struct pf_prof_frame *d = &p->frames[i];
+		assert_true(d->kind < 4);
+		seen[d->kind]++;
+		if (d->function && !strcmp(d->function, "work_a"))
+			assert_int_equal(d->kind, PF_FRAME_PYTHON);
+		if (d->function && !strcmp(d->function, "work_b"))
+			assert_int_equal(d->kind, PF_FRAME_GO);
+		if (d->function && !strcmp(d->function, "main"))
+			assert_int_equal(d->kind, PF_FRAME_NATIVE);
+	}
+	assert_true(seen[PF_FRAME_NATIVE] && seen[PF_FRAME_KERNEL] && seen[PF_FRAME_PYTHON] &&
+		    seen[PF_FRAME_GO]);
+	assert_string_equal(pf_frame_kind_name(PF_FRAME_PYTHON), "cpython");
+	assert_string_equal(pf_frame_kind_name(PF_FRAME_GO), "go");
+	assert_string_equal(pf_frame_kind_name(200), "native");
+	assert_int_equal(pf_frame_kind_parse("kernel"), PF_FRAME_KERNEL);
+	assert_int_equal(pf_frame_kind_parse("jvm"), PF_FRAME_NATIVE);
+	assert_int_equal(pf_frame_kind_parse(NULL), PF_FRAME_NATIVE);
+	pf_prof_window_free(r);
+	pf_buf_release(&b);
+	pf_prof_window_free(w);
+}
+
 static void test_round_trip(void **state)
 {
 	struct pf_prof_window *w = prof_fixture_window(PROF_FIX_TIMESTAMPS);
@@ -573,6 +612,7 @@ int main(void)
 		cmocka_unit_test(test_time_range_widened),
 		cmocka_unit_test(test_links),
 		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_frame_types),
 		cmocka_unit_test(test_names_and_inlines),
 		cmocka_unit_test(test_profile_id_kept),
 		cmocka_unit_test(test_encode_errors),
