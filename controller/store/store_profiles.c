@@ -715,18 +715,20 @@ int pf_store_profile_get(struct pf_store *st, int64_t id,
 	return cb(&r, ud);
 }
 
-int pf_store_profile_body(struct pf_store *st, int64_t id, struct pf_buf *out)
+/* Appends the one blob column that statement sid selects for profile id to out. */
+static int profile_blob(struct pf_store *st, enum prof_stmt sid, const char *what, int64_t id,
+			struct pf_buf *out)
 {
 	int rc;
-	PSTMT(s, st, P_BODY, &rc);
+	PSTMT(s, st, sid, &rc);
 
 	if (!s)
 		return rc;
 	if (!out)
 		return -EINVAL;
 	if (sqlite3_bind_int64(s, 1, id))
-		return store_fail_sqlite(st, NULL, "profiles: body: bind");
-	rc = store_step_row(st, s, -ENOENT, "profiles: body");
+		return store_fail_sqlite(st, NULL, "profiles: bind");
+	rc = store_step_row(st, s, -ENOENT, what);
 	if (rc <= 0)
 		return rc;
 	const void *b = sqlite3_column_blob(s, 0);
@@ -736,25 +738,14 @@ int pf_store_profile_body(struct pf_store *st, int64_t id, struct pf_buf *out)
 	return pf_buf_append(out, b ? b : "", n);
 }
 
+int pf_store_profile_body(struct pf_store *st, int64_t id, struct pf_buf *out)
+{
+	return profile_blob(st, P_BODY, "profiles: body", id, out);
+}
+
 int pf_store_profile_flame(struct pf_store *st, int64_t id, struct pf_buf *out)
 {
-	int rc;
-	PSTMT(s, st, P_FLAME, &rc);
-
-	if (!s)
-		return rc;
-	if (!out)
-		return -EINVAL;
-	if (sqlite3_bind_int64(s, 1, id))
-		return store_fail_sqlite(st, NULL, "profiles: flame: bind");
-	rc = store_step_row(st, s, -ENOENT, "profiles: flame");
-	if (rc <= 0)
-		return rc;
-	const void *b = sqlite3_column_blob(s, 0);
-	size_t n = (size_t)sqlite3_column_bytes(s, 0);
-	if (!b && n)
-		return store_fail_other(st, NULL, -ENOMEM, "profiles: out of memory");
-	return pf_buf_append(out, b ? b : "", n);
+	return profile_blob(st, P_FLAME, "profiles: flame", id, out);
 }
 
 int pf_store_profile_find(struct pf_store *st, const uint8_t profile_id[16], int64_t *id)
