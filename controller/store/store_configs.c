@@ -113,20 +113,17 @@ static int config_latest(struct pf_store *st, const char *name, int64_t *version
 	int rc;
 	{
 		STORE_Q(q);
-		rc = store_q_prepare(&q, st, &cfg_lock, "config_put: lock");
-		if (rc < 0)
-			return rc;
-		store_q_text(&q, name);
-		while ((rc = store_q_step(&q)) > 0)
+		rc = store_q_open(&q, st, &cfg_lock, "config_put: lock", STORE_ARGS(store_v_text(name)));
+		while (rc == 0 && (rc = store_q_step(&q)) > 0)
 			;
 		if (rc < 0)
 			return rc;
 	}
 	STORE_Q(q);
-	rc = store_q_prepare(&q, st, &cfg_latest_hash, "config_put: latest");
+	rc = store_q_open(&q, st, &cfg_latest_hash, "config_put: latest",
+			  STORE_ARGS(store_v_text(name)));
 	if (rc < 0)
 		return rc;
-	store_q_text(&q, name);
 	rc = store_q_step(&q);
 	*version = 0;
 	if (rc <= 0)
@@ -211,13 +208,11 @@ int pf_store_config_get(struct pf_store *st, const char *name, int64_t version,
 	memset(out, 0, sizeof(*out));
 	if (!name || version < 0)
 		return -EINVAL;
-	rc = store_q_prepare(&q, st, version > 0 ? &cfg_get : &cfg_get_latest, "config_get");
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, name);
-	if (version > 0)
-		store_q_i64(&q, version);
-	rc = store_q_step(&q);
+	const struct store_arg args[] = {store_v_text(name), store_v_i64(version)};
+	rc = store_q_open(&q, st, version > 0 ? &cfg_get : &cfg_get_latest, "config_get", args,
+			  version > 0 ? 2 : 1);
+	if (rc == 0)
+		rc = store_q_step(&q);
 	if (rc <= 0)
 		return rc ? rc : -ENOENT;
 	rc = read_config_row(&q, out, true);

@@ -229,6 +229,24 @@ static int totals(struct pf_store *st, int64_t *count, int64_t *bytes)
 	return 0;
 }
 
+/* Runs statement sid, which returns no row, with its n integer parameters (1 or 2: a, b);
+ * *changed (may be NULL) gets the rows it changed. */
+static int run_ints(struct pf_store *st, enum prof_stmt sid, const char *what, int n, int64_t a,
+		    int64_t b, size_t *changed)
+{
+	int rc;
+	PSTMT(s, st, sid, &rc);
+
+	if (!s)
+		return rc;
+	if (sqlite3_bind_int64(s, 1, a) || (n > 1 && sqlite3_bind_int64(s, 2, b)))
+		return store_fail_sqlite(st, NULL, "profiles: retain: bind");
+	rc = store_step_done(st, s, what);
+	if (rc == 0 && changed)
+		*changed = (size_t)sqlite3_changes(st->db);
+	return rc;
+}
+
 /* Inside a transaction: deletes the oldest profiles until `excess` body bytes are gone, at
  * most max_rows of them. */
 static int delete_oldest_bytes(struct pf_store *st, int64_t excess, size_t max_rows,
@@ -257,55 +275,26 @@ static int delete_oldest_bytes(struct pf_store *st, int64_t excess, size_t max_r
 	}
 	if (last < 0)
 		return 0;
-	{
-		PSTMT(u, st, P_UNCOUNT_UPTO, &rc);
-		if (!u)
-			return rc;
-		if (sqlite3_bind_int64(u, 1, last))
-			return store_fail_sqlite(st, NULL, "profiles: retain: bind");
-		rc = store_step_done(st, u, "profiles: retain: uncount");
-		if (rc < 0)
-			return rc;
-	}
-	PSTMT(d, st, P_DELETE_UPTO, &rc);
-	if (!d)
-		return rc;
-	if (sqlite3_bind_int64(d, 1, last))
-		return store_fail_sqlite(st, NULL, "profiles: retain: bind");
-	rc = store_step_done(st, d, "profiles: retain: delete");
+	size_t gone = 0;
+	rc = run_ints(st, P_UNCOUNT_UPTO, "profiles: retain: uncount", 1, last, 0, NULL);
+	if (rc == 0)
+		rc = run_ints(st, P_DELETE_UPTO, "profiles: retain: delete", 1, last, 0, &gone);
 	if (rc == 0 && deleted)
-		*deleted += (size_t)sqlite3_changes(st->db);
+		*deleted += gone;
 	return rc;
 }
 
 static int delete_expired(struct pf_store *st, int64_t cutoff_ms, size_t max_rows,
 			  size_t *deleted, size_t *n)
 {
-	int rc;
-
 	*n = 0;
-	{
-		PSTMT(u, st, P_UNCOUNT_EXPIRED, &rc);
-		if (!u)
-			return rc;
-		if (sqlite3_bind_int64(u, 1, cutoff_ms) ||
-		    sqlite3_bind_int64(u, 2, (int64_t)max_rows))
-			return store_fail_sqlite(st, NULL, "profiles: retain: bind");
-		rc = store_step_done(st, u, "profiles: retain: uncount");
-		if (rc < 0)
-			return rc;
-	}
-	PSTMT(s, st, P_DELETE_EXPIRED, &rc);
-	if (!s)
-		return rc;
-	if (sqlite3_bind_int64(s, 1, cutoff_ms) || sqlite3_bind_int64(s, 2, (int64_t)max_rows))
-		return store_fail_sqlite(st, NULL, "profiles: retain: bind");
-	rc = store_step_done(st, s, "profiles: retain: expire");
-	if (rc == 0) {
-		*n = (size_t)sqlite3_changes(st->db);
-		if (deleted)
-			*deleted += *n;
-	}
+	int rc = run_ints(st, P_UNCOUNT_EXPIRED, "profiles: retain: uncount", 2, cutoff_ms,
+			  (int64_t)max_rows, NULL);
+	if (rc == 0)
+		rc = run_ints(st, P_DELETE_EXPIRED, "profiles: retain: expire", 2, cutoff_ms,
+			      (int64_t)max_rows, n);
+	if (rc == 0 && deleted)
+		*deleted += *n;
 	return rc;
 }
 

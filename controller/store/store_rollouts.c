@@ -79,21 +79,14 @@ static int save_agent(struct pf_store *st, const struct pf_rollout_agent_row *a)
 
 static int save_pin(struct pf_store *st, const struct pf_pin_row *p)
 {
-	STORE_Q(q);
-	int rc;
+	bool set = p->version > 0;
 
-	if (p->version > 0 && !p->config)
+	if (set && !p->config)
 		return store_fail_other(st, NULL, -EINVAL, "pins: bad row");
-	rc = store_q_prepare(&q, st, p->version > 0 ? &pin_set : &pin_del,
-			     p->version > 0 ? "pins: set" : "pins: remove");
-	if (rc < 0)
-		return rc;
-	store_q_blob(&q, p->uid, 16);
-	if (p->version > 0) {
-		store_q_text(&q, p->config);
-		store_q_i64(&q, p->version);
-	}
-	return store_q_exec(&q, NULL);
+	const struct store_arg args[] = {store_v_blob(p->uid, 16), store_v_text(p->config),
+					 store_v_i64(p->version)};
+	return store_exec(st, set ? &pin_set : &pin_del, set ? "pins: set" : "pins: remove", args,
+			  set ? 3 : 1, NULL);
 }
 
 int pf_store_rollout_save(struct pf_store *st, const struct pf_rollout_row *r,
@@ -214,12 +207,9 @@ int pf_store_pins_clear(struct pf_store *st, const char *config, int64_t version
 
 	if (!config)
 		return -EINVAL;
-	rc = store_q_prepare(&q, st, &pins_clear, "pins: clear");
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, config);
-	store_q_i64(&q, version);
-	return store_write_notify(&q, "config", config, NULL);
+	rc = store_q_open(&q, st, &pins_clear, "pins: clear",
+			  STORE_ARGS(store_v_text(config), store_v_i64(version)));
+	return rc < 0 ? rc : store_write_notify(&q, "config", config, NULL);
 }
 
 int pf_store_config_serving_set(struct pf_store *st, const char *name, int64_t version)
@@ -229,13 +219,10 @@ int pf_store_config_serving_set(struct pf_store *st, const char *name, int64_t v
 
 	if (!name)
 		return -EINVAL;
-	rc = store_q_prepare(&q, st, version > 0 ? &serve_set : &serve_del, "configs: serving");
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, name);
-	if (version > 0)
-		store_q_i64(&q, version);
-	return store_write_notify(&q, "config", name, NULL);
+	const struct store_arg args[] = {store_v_text(name), store_v_i64(version)};
+	rc = store_q_open(&q, st, version > 0 ? &serve_set : &serve_del, "configs: serving", args,
+			  version > 0 ? 2 : 1);
+	return rc < 0 ? rc : store_write_notify(&q, "config", name, NULL);
 }
 
 int pf_store_config_serving_foreach(struct pf_store *st,
