@@ -85,16 +85,14 @@ int pf_store_captures_save(struct pf_store *st, const struct pf_capture_row *cap
 	return store_tx_end(st, rc);
 }
 
-struct get_ctx {
-	int (*cap_cb)(const struct pf_capture_row *c, void *ud);
-	int (*agent_cb)(const struct pf_capture_agent_row *a, void *ud);
-	void *ud;
-};
+typedef int (*row_cb)(const struct pf_capture_row *row, void *ud);
+typedef int (*agent_row_cb)(const struct pf_capture_agent_row *a, void *ud);
+
 
 /* Text columns are NOT NULL: NULL means SQLite could not produce them (out of memory). */
 static int on_cap(struct store_q *q, void *ud)
 {
-	struct get_ctx *g = ud;
+	const struct store_sink *k = ud;
 	struct pf_capture_row row, *c = &row;
 	c->id = store_q_col_text(q, 0);
 	c->state = store_q_col_text(q, 1);
@@ -107,12 +105,12 @@ static int on_cap(struct store_q *q, void *ud)
 	c->agents_matched = store_q_col_i64(q, 8);
 	if (!c->id || !c->state || !c->created_by || !c->request_json)
 		return store_fail_other(q->st, NULL, -ENOMEM, "captures: out of memory");
-	return g->cap_cb(c, g->ud);
+	return STORE_SINK_FN(k, row_cb)(c, k->ud);
 }
 
 static int on_agent(struct store_q *q, void *ud)
 {
-	struct get_ctx *g = ud;
+	const struct store_sink *k = ud;
 	struct pf_capture_agent_row row, *a = &row;
 	size_t n = 0;
 
@@ -132,26 +130,26 @@ static int on_agent(struct store_q *q, void *ud)
 	if (!a->n_profile_ids)
 		a->profile_ids = NULL;
 	a->updated_ms = store_q_col_i64(q, 8);
-	return g->agent_cb(a, g->ud);
+	return STORE_SINK_FN(k, agent_row_cb)(a, k->ud);
 }
 
 int pf_store_capture_get(struct pf_store *st, const char *id,
 			 int (*cap_cb)(const struct pf_capture_row *c, void *ud),
 			 int (*agent_cb)(const struct pf_capture_agent_row *a, void *ud), void *ud)
 {
-	struct get_ctx g = {cap_cb, agent_cb, ud};
+	struct store_sink p = STORE_SINK(cap_cb, ud), a = STORE_SINK(agent_cb, ud);
 	const struct store_tree t = {&cap_get, &cap_agents, "captures: get", "captures: agents",
 				     on_cap, agent_cb ? on_agent : NULL};
 
 	if (!id || !cap_cb)
 		return -EINVAL;
-	return store_get_tree(st, &t, id, &g);
+	return store_get_tree(st, &t, id, &p, &a);
 }
 
 int pf_store_captures_foreach(struct pf_store *st, const struct pf_capture_query *cq,
 			      int (*cb)(const struct pf_capture_row *c, void *ud), void *ud)
 {
-	struct get_ctx g = {.cap_cb = cb, .ud = ud};
+	struct store_sink k = STORE_SINK(cb, ud);
 
 	if (!cq || !cb)
 		return -EINVAL;
@@ -161,5 +159,5 @@ int pf_store_captures_foreach(struct pf_store *st, const struct pf_capture_query
 		       store_v_i64(cq->unfinished ? 1 : 0),
 		       store_v_text(cq->before_id && *cq->before_id ? cq->before_id : NULL),
 		       store_v_i64(cq->limit ? (int64_t)pf_min(cq->limit, (size_t)INT64_MAX) : -1)),
-	    on_cap, &g);
+	    on_cap, &k);
 }

@@ -174,7 +174,18 @@ struct store_tree {
 	int (*on_parent)(struct store_q *q, void *ud);
 	int (*on_child)(struct store_q *q, void *ud);
 };
-int store_get_tree(struct pf_store *st, const struct store_tree *t, const char *id, void *ud);
+int store_get_tree(struct pf_store *st, const struct store_tree *t, const char *id,
+		   void *parent_ud, void *child_ud);
+
+/* Where a list's rows go: the operation's own callback, of the type its store.h declaration
+ * gives, and its argument. The row handler of the operation converts fn back to that type
+ * (STORE_SINK_FN) before calling it. */
+struct store_sink {
+	void (*fn)(void);
+	void *ud;
+};
+#define STORE_SINK(cb, arg) ((struct store_sink){(void (*)(void))(cb), (arg)})
+#define STORE_SINK_FN(sink, type) ((type)(sink)->fn)
 
 int store_tx_begin(struct pf_store *st);
 /* Runs the prepared and bound write q and store_notify(kind, name) in one transaction, and

@@ -150,7 +150,8 @@ bool store_q_col_fixed(struct store_q *q, int col, void *dst, size_t len)
 	return true;
 }
 
-int store_get_tree(struct pf_store *st, const struct store_tree *t, const char *id, void *ud)
+int store_get_tree(struct pf_store *st, const struct store_tree *t, const char *id,
+		   void *parent_ud, void *child_ud)
 {
 	int rc;
 	{
@@ -160,12 +161,12 @@ int store_get_tree(struct pf_store *st, const struct store_tree *t, const char *
 			rc = store_q_step(&q);
 		if (rc <= 0)
 			return rc ? rc : -ENOENT;
-		rc = t->on_parent(&q, ud);
+		rc = t->on_parent(&q, parent_ud);
 		if (rc || !t->on_child)
 			return rc;
 	}
 	return store_each(st, t->child, t->child_what, STORE_ARGS(store_v_text(id)), t->on_child,
-			  ud);
+			  child_ud);
 }
 
 int store_write_notify(struct store_q *q, const char *kind, const char *name, int64_t *changed)

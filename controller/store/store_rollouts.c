@@ -109,16 +109,14 @@ int pf_store_rollout_save(struct pf_store *st, const struct pf_rollout_row *r,
 	return store_tx_end(st, rc);
 }
 
-struct get_ctx {
-	int (*r_cb)(const struct pf_rollout_row *r, void *ud);
-	int (*agent_cb)(const struct pf_rollout_agent_row *a, void *ud);
-	void *ud;
-};
+typedef int (*row_cb)(const struct pf_rollout_row *row, void *ud);
+typedef int (*agent_row_cb)(const struct pf_rollout_agent_row *a, void *ud);
+
 
 /* Text columns are NOT NULL: NULL means SQLite could not produce them (out of memory). */
 static int on_rollout(struct store_q *q, void *ud)
 {
-	struct get_ctx *g = ud;
+	const struct store_sink *k = ud;
 	struct pf_rollout_row row, *r = &row;
 	r->id = store_q_col_text(q, 0);
 	r->config = store_q_col_text(q, 1);
@@ -132,12 +130,12 @@ static int on_rollout(struct store_q *q, void *ud)
 	if (!r->id || !r->config || !r->state || !r->created_by || !r->spec_json ||
 	    !r->progress_json)
 		return store_fail_other(q->st, NULL, -ENOMEM, "rollouts: out of memory");
-	return g->r_cb(r, g->ud);
+	return STORE_SINK_FN(k, row_cb)(r, k->ud);
 }
 
 static int on_agent(struct store_q *q, void *ud)
 {
-	struct get_ctx *g = ud;
+	const struct store_sink *k = ud;
 	struct pf_rollout_agent_row row, *a = &row;
 	memset(a, 0, sizeof(*a));
 	a->rollout = store_q_col_text(q, 0);
@@ -151,27 +149,27 @@ static int on_agent(struct store_q *q, void *ud)
 	a->batch = store_q_col_i64(q, 2);
 	a->from_version = store_q_col_i64(q, 3);
 	a->updated_ms = store_q_col_i64(q, 7);
-	return g->agent_cb(a, g->ud);
+	return STORE_SINK_FN(k, agent_row_cb)(a, k->ud);
 }
 
 int pf_store_rollout_get(struct pf_store *st, const char *id,
 			 int (*r_cb)(const struct pf_rollout_row *r, void *ud),
 			 int (*agent_cb)(const struct pf_rollout_agent_row *a, void *ud), void *ud)
 {
-	struct get_ctx g = {r_cb, agent_cb, ud};
+	struct store_sink p = STORE_SINK(r_cb, ud), a = STORE_SINK(agent_cb, ud);
 	const struct store_tree t = {&ro_get, &ro_agents, "rollouts: get", "rollouts: agents",
 				     on_rollout, agent_cb ? on_agent : NULL};
 
 	if (!id || !r_cb)
 		return -EINVAL;
-	return store_get_tree(st, &t, id, &g);
+	return store_get_tree(st, &t, id, &p, &a);
 }
 
 int pf_store_rollouts_foreach(struct pf_store *st, bool active_only, const char *before_id,
 			      size_t limit, int (*cb)(const struct pf_rollout_row *r, void *ud),
 			      void *ud)
 {
-	struct get_ctx g = {.r_cb = cb, .ud = ud};
+	struct store_sink k = STORE_SINK(cb, ud);
 
 	if (!cb)
 		return -EINVAL;
@@ -180,24 +178,27 @@ int pf_store_rollouts_foreach(struct pf_store *st, bool active_only, const char 
 				     store_v_text(before_id && *before_id ? before_id : NULL),
 				     store_v_i64(limit ? (int64_t)pf_min(limit, (size_t)INT64_MAX)
 						       : -1)),
-			  on_rollout, &g);
+			  on_rollout, &k);
 }
 
-int pf_store_pins_foreach(struct pf_store *st, int (*cb)(const struct pf_pin_row *p, void *ud),
-			  void *ud)
-{
-	STORE_Q(q);
-	int rc = store_q_prepare(&q, st, &pins_list, "pins: list");
+typedef int (*pin_cb)(const struct pf_pin_row *p, void *ud);
 
-	while (rc == 0 && (rc = store_q_step(&q)) > 0) {
-		struct pf_pin_row p;
-		p.config = store_q_col_text(&q, 1);
-		if (!store_q_col_fixed(&q, 0, p.uid, 16) || !p.config)
-			return store_fail_other(st, NULL, -EIO, "pins: bad row");
-		p.version = store_q_col_i64(&q, 2);
-		rc = cb(&p, ud);
-	}
-	return rc;
+static int on_pin(struct store_q *q, void *ud)
+{
+	const struct store_sink *k = ud;
+	struct pf_pin_row p;
+
+	p.config = store_q_col_text(q, 1);
+	if (!store_q_col_fixed(q, 0, p.uid, 16) || !p.config)
+		return store_fail_other(q->st, NULL, -EIO, "pins: bad row");
+	p.version = store_q_col_i64(q, 2);
+	return STORE_SINK_FN(k, pin_cb)(&p, k->ud);
+}
+
+int pf_store_pins_foreach(struct pf_store *st, pin_cb cb, void *ud)
+{
+	struct store_sink k = STORE_SINK(cb, ud);
+	return store_each(st, &pins_list, "pins: list", NULL, 0, on_pin, &k);
 }
 
 int pf_store_pins_clear(struct pf_store *st, const char *config, int64_t version)
