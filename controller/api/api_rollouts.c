@@ -96,6 +96,19 @@ json_t *pf_api_rollouts_list_json(struct pf_rollouts *rs, bool active_only, size
 
 /* ---------------------------------------------------------------- routes */
 
+/* Copies the JSON string v of min (0 or 1)..cap-1 bytes into dst; otherwise the error on field
+ * says it must be `what` of that length. */
+static int copy_string(const json_t *v, size_t min, char *dst, size_t cap, const char *field,
+		       const char *what, struct pf_error *err)
+{
+	if (!json_is_string(v) || json_string_length(v) < min || json_string_length(v) >= cap)
+		return pf_error_set(err, -EINVAL, field,
+				    min ? "must be %s (1..%zu bytes)" : "must be %s of at most %zu bytes",
+				    what, cap - 1);
+	memcpy(dst, json_string_value(v), json_string_length(v) + 1);
+	return 0;
+}
+
 static int parse_body(const struct pf_api_request *req, char *config, size_t config_len,
 		      int64_t *version, char *selector, size_t selector_len,
 		      struct pf_rollout_strategy *s, struct pf_error *err)
@@ -112,13 +125,8 @@ static int parse_body(const struct pf_api_request *req, char *config, size_t con
 	json_object_foreach(body, key, v)
 	{
 		if (strcmp(key, "config") == 0) {
-			if (!json_is_string(v) || !json_string_length(v) ||
-			    json_string_length(v) >= config_len)
-				rc = pf_error_set(err, -EINVAL, "config",
-						  "must be a config name (1..%zu bytes)",
-						  config_len - 1);
-			else
-				memcpy(config, json_string_value(v), json_string_length(v) + 1);
+			rc = copy_string(v, 1, config, config_len, "config",
+					 "a config name", err);
 		} else if (strcmp(key, "version") == 0) {
 			if (!json_is_integer(v) || json_integer_value(v) < 1)
 				rc = pf_error_set(err, -EINVAL, "version",
@@ -126,12 +134,8 @@ static int parse_body(const struct pf_api_request *req, char *config, size_t con
 			else
 				*version = json_integer_value(v);
 		} else if (strcmp(key, "selector") == 0) {
-			if (!json_is_string(v) || json_string_length(v) >= selector_len)
-				rc = pf_error_set(err, -EINVAL, "selector",
-						  "must be a label selector of at most %zu bytes",
-						  selector_len - 1);
-			else
-				memcpy(selector, json_string_value(v), json_string_length(v) + 1);
+			rc = copy_string(v, 0, selector, selector_len, "selector",
+					 "a label selector", err);
 		} else if (strcmp(key, "strategy") == 0) {
 			rc = pf_rollout_strategy_parse(v, s, err);
 		} else {

@@ -207,14 +207,10 @@ size_t pf_captures_open(const struct pf_captures *c)
 
 static int push(struct pf_captures *c, struct cap *k)
 {
-	if (c->n == c->cap) {
-		size_t nc = c->cap ? c->cap * 2 : 16;
-		struct cap **nv = realloc(c->v, nc * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		c->v = nv;
-		c->cap = nc;
-	}
+	struct cap **nv = pf_fleet_grow(c->v, &c->cap, c->n, sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	c->v = nv;
 	c->v[c->n++] = k;
 	return 0;
 }

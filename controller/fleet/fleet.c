@@ -408,14 +408,10 @@ int pf_agent_set_effective(struct pf_fleet *f, struct pf_agent *a, const char *b
 		}
 	}
 	if (!e) {
-		if (f->n_eff == f->cap_eff) {
-			size_t nc = f->cap_eff ? f->cap_eff * 2 : 16;
-			struct pf_eff_config **ne = realloc(f->eff, nc * sizeof(*ne));
-			if (!ne)
-				return -ENOMEM;
-			f->eff = ne;
-			f->cap_eff = nc;
-		}
+		struct pf_eff_config **ne = pf_fleet_grow(f->eff, &f->cap_eff, f->n_eff, sizeof(*ne));
+		if (!ne)
+			return -ENOMEM;
+		f->eff = ne;
 		e = malloc(sizeof(*e) + len + 1);
 		if (!e)
 			return -ENOMEM;
@@ -860,4 +856,15 @@ json_t *pf_agent_to_json(const struct pf_fleet *f, const struct pf_agent *a, int
 	json_object_set_new(o, "first_seen", json_integer(a->first_seen_ms));
 	json_object_set_new(o, "last_seen", json_integer(a->last_seen_ms));
 	return o;
+}
+
+void *pf_fleet_grow(void *v, size_t *cap, size_t n, size_t size)
+{
+	if (n < *cap)
+		return v;
+	size_t nc = *cap ? *cap * 2 : 16;
+	void *nv = realloc(v, nc * size);
+	if (nv)
+		*cap = nc;
+	return nv;
 }

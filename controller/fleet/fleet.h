@@ -223,4 +223,9 @@ struct json_t *pf_agent_to_json(const struct pf_fleet *f, const struct pf_agent 
 /* Attributes as a JSON object text {"k":"v",...} (for the store), appended to out. */
 int pf_agent_attrs_json(const struct pf_agent *a, struct pf_buf *out);
 
+/* Room for one more element in the array v of *cap elements of `size` bytes, n of them used:
+ * v itself while n < *cap, else v grown to twice *cap (16 at first) and *cap updated; NULL
+ * when out of memory (v and *cap unchanged). */
+void *pf_fleet_grow(void *v, size_t *cap, size_t n, size_t size);
+
 #endif

@@ -49,16 +49,12 @@ static int asg_one(const struct pf_assignment *a, void *ud)
 	if (pf_fleet_assignment_set(l->s->fleet, a->name, a->selector, a->config, a->priority,
 				    &err) < 0)
 		pf_log_warn("sync: assignment %s: %s", a->name, err.msg);
-	if (l->n == l->cap) {
-		size_t nc = l->cap ? l->cap * 2 : 16;
-		void *nv = realloc(l->names, nc * sizeof(*l->names));
-		if (!nv) {
-			l->oom = true;
-			return 0;
-		}
-		l->names = nv;
-		l->cap = nc;
+	void *nv = pf_fleet_grow(l->names, &l->cap, l->n, sizeof(*l->names));
+	if (!nv) {
+		l->oom = true;
+		return 0;
 	}
+	l->names = nv;
 	memcpy(l->names[l->n++], a->name, sizeof(a->name));
 	return 0;
 }

@@ -1,9 +1,8 @@
-/* store.c — opening, migrating and closing the store, the one migration list of both
- * backends, and the agent rows over SQLite (their PostgreSQL twins are in store_pg.c); see
- * store.h and docs/internals/store.md.
+/* store.c — opening, migrating and closing the store and the one migration list of both
+ * backends; see store.h and docs/internals/store.md.
  *
  * The SQLite transaction helpers here serve the driver (store_q.c) and the profile store.
- * The agent statements are listed once in stmt_sql[], prepared at open
+ * Their statements are listed once in stmt_sql[], prepared at open
  * (SQLITE_PREPARE_PERSISTENT) and kept in struct pf_store. A user takes one with
  * STMT(), which resets it and clears its bindings when the variable goes out of scope, so
  * no path can leave a statement half-stepped. Writes go through tx_begin()/tx_commit()
@@ -312,11 +311,6 @@ enum stmt_id {
 	S_BEGIN,
 	S_COMMIT,
 	S_ROLLBACK,
-	S_AGENT_UPSERT,
-	S_AGENT_SET_SEEN,
-	S_AGENT_FOREACH,
-	S_AGENT_DISCONNECT_ALL,
-	S_AGENT_DELETE,
 	S__COUNT
 };
 
@@ -326,24 +320,6 @@ static const char *const stmt_sql[S__COUNT] = {
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
-    [S_AGENT_UPSERT] =
-	"INSERT INTO agents (uid, attributes_json, capabilities, health_json, "
-	"effective_config, effective_hash, config_name, config_version, remote_hash, "
-	"remote_status, remote_error, connected, first_seen_ms, last_seen_ms) "
-	"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) "
-	"ON CONFLICT (uid) DO UPDATE SET attributes_json = excluded.attributes_json, "
-	"capabilities = excluded.capabilities, health_json = excluded.health_json, "
-	"effective_config = excluded.effective_config, "
-	"effective_hash = excluded.effective_hash, config_name = excluded.config_name, "
-	"config_version = excluded.config_version, remote_hash = excluded.remote_hash, "
-	"remote_status = excluded.remote_status, remote_error = excluded.remote_error, "
-	"connected = excluded.connected, last_seen_ms = excluded.last_seen_ms",
-    [S_AGENT_SET_SEEN] = "UPDATE agents SET last_seen_ms = ?2 WHERE uid = ?1",
-    [S_AGENT_FOREACH] = "SELECT uid, attributes_json, capabilities, health_json, effective_config, "
-			"effective_hash, config_name, config_version, remote_hash, remote_status, "
-			"remote_error, connected, first_seen_ms, last_seen_ms FROM agents",
-    [S_AGENT_DISCONNECT_ALL] = "UPDATE agents SET connected = 0 WHERE connected != 0",
-    [S_AGENT_DELETE] = "DELETE FROM agents WHERE uid = ?1",
 };
 
 struct store_pg *store_pg_of(const struct pf_store *st)
@@ -362,16 +338,6 @@ static void store_stmt_resetp(sqlite3_stmt **s)
 }
 
 #define STMT(name, st, id) _cleanup_(store_stmt_resetp) sqlite3_stmt *name = (st)->stmt[(id)]
-/* An iterator whose statement an outer call is still stepping (a callback that calls back into
- * the store) returns -EBUSY and leaves the statement alone (no reset on the way out). */
-#define STMT_NOT_BUSY(name)                                                                        \
-	do {                                                                                       \
-		if (sqlite3_stmt_busy(name)) {                                                     \
-			(name) = NULL;                                                             \
-			return -EBUSY;                                                             \
-		}                                                                                  \
-	} while (0)
-
 /* Records the connection's current SQLite error (call before any reset/rollback, which
  * would replace it) and returns -EIO, or -ENOMEM when SQLite ran out of memory. */
 static int store_fail(struct pf_store *st, struct pf_error *err, const char *what)
@@ -469,55 +435,6 @@ void store_sqlite_rollback(struct pf_store *st)
 int store_step_done(struct pf_store *st, sqlite3_stmt *s, const char *what)
 {
 	return step_done(st, s, what);
-}
-
-/* Runs one bound write statement in its own BEGIN IMMEDIATE transaction. */
-static int write1(struct pf_store *st, sqlite3_stmt *s, const char *what)
-{
-	int rc = tx_begin(st);
-
-	if (rc < 0)
-		return rc;
-	rc = step_done(st, s, what);
-	if (rc < 0) {
-		tx_rollback(st);
-		return rc;
-	}
-	return tx_commit(st);
-}
-
-/* Binds text that may be NULL (SQL NULL). SQLITE_STATIC: the caller keeps it alive until the
- * statement is reset, which STMT() does at the end of the calling function. */
-static int bind_text(sqlite3_stmt *s, int i, const char *v)
-{
-	return v ? sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(s, i);
-}
-
-static int bind_blob(sqlite3_stmt *s, int i, const void *v, int n)
-{
-	return v ? sqlite3_bind_blob(s, i, v, n, SQLITE_STATIC) : sqlite3_bind_null(s, i);
-}
-
-/* Column as a NUL-terminated string, or NULL for SQL NULL. *oom is set when SQLite could
- * not produce the text of a non-NULL value. */
-static const char *col_text(sqlite3_stmt *s, int i, bool *oom)
-{
-	const char *t = (const char *)sqlite3_column_text(s, i);
-
-	if (!t && sqlite3_column_type(s, i) != SQLITE_NULL)
-		*oom = true;
-	return t;
-}
-
-/* Copies a 32- or 16-byte blob column; false when the column is NULL or has the wrong size. */
-static bool col_fixed_blob(sqlite3_stmt *s, int i, void *dst, size_t len)
-{
-	const void *b = sqlite3_column_blob(s, i);
-
-	if (!b || (size_t)sqlite3_column_bytes(s, i) != len)
-		return false;
-	memcpy(dst, b, len);
-	return true;
 }
 
 /* ---- Open, migrate, close. */
@@ -762,192 +679,4 @@ bool pf_store_is_shared(const struct pf_store *st)
 bool pf_store_unavailable(const struct pf_store *st)
 {
 	return st && st->pg && store_pg_down(st);
-}
-
-/* ---- Agents. */
-
-static int agent_bind(sqlite3_stmt *s, const struct pf_agent_row *r)
-{
-	return sqlite3_bind_blob(s, 1, r->uid, 16, SQLITE_STATIC) ||
-	       bind_text(s, 2, r->attributes_json ? r->attributes_json : "{}") ||
-	       sqlite3_bind_int64(s, 3, (sqlite3_int64)r->capabilities) ||
-	       bind_text(s, 4, r->health_json) || bind_text(s, 5, r->effective_config) ||
-	       bind_blob(s, 6, r->has_effective_hash ? r->effective_hash : NULL, 32) ||
-	       bind_text(s, 7, r->config_name) || sqlite3_bind_int64(s, 8, r->config_version) ||
-	       bind_blob(s, 9, r->has_remote_hash ? r->remote_hash : NULL, 32) ||
-	       sqlite3_bind_int(s, 10, r->remote_status) || bind_text(s, 11, r->remote_error) ||
-	       sqlite3_bind_int(s, 12, r->connected ? 1 : 0) ||
-	       sqlite3_bind_int64(s, 13, r->first_seen_ms) ||
-	       sqlite3_bind_int64(s, 14, r->last_seen_ms);
-}
-
-static int agent_seen_bind(sqlite3_stmt *s, const struct pf_agent_row *r)
-{
-	return sqlite3_bind_blob(s, 1, r->uid, 16, SQLITE_STATIC) ||
-	       sqlite3_bind_int64(s, 2, r->last_seen_ms);
-}
-
-/* Runs statement id once per row (bound by bind) in one BEGIN IMMEDIATE transaction. */
-static int agents_write(struct pf_store *st, enum stmt_id id, const struct pf_agent_row *rows,
-			size_t n,
-			int (*bind)(sqlite3_stmt *s, const struct pf_agent_row *r), const char *what)
-{
-	STMT(s, st, id);
-	int rc;
-
-	if (n == 0)
-		return 0;
-	if (!rows)
-		return -EINVAL;
-	rc = tx_begin(st);
-	if (rc < 0)
-		return rc;
-	for (size_t i = 0; i < n; i++) {
-		if (bind(s, &rows[i])) {
-			rc = store_fail(st, NULL, what);
-			goto fail;
-		}
-		rc = step_done(st, s, what);
-		if (rc < 0)
-			goto fail;
-		sqlite3_reset(s);
-		/* No clear_bindings needed: every parameter is rebound for the next row. */
-	}
-	return tx_commit(st);
-fail:
-	tx_rollback(st);
-	return rc;
-}
-
-int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
-{
-	STORE_PG_DISPATCH(st, store_pg_agents_upsert(st, rows, n));
-	return agents_write(st, S_AGENT_UPSERT, rows, n, agent_bind, "agents_upsert");
-}
-
-int pf_store_agents_set_seen(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
-{
-	STORE_PG_DISPATCH(st, store_pg_agents_set_seen(st, rows, n));
-	return agents_write(st, S_AGENT_SET_SEEN, rows, n, agent_seen_bind, "agents_set_seen");
-}
-
-int pf_store_agents_foreach(struct pf_store *st,
-			    int (*cb)(const struct pf_agent_row *row, void *ud), void *ud)
-{
-	STORE_PG_DISPATCH(st, store_pg_agents_foreach(st, cb, ud));
-	STMT(s, st, S_AGENT_FOREACH);
-
-	if (!cb)
-		return -EINVAL;
-	STMT_NOT_BUSY(s);
-	for (;;) {
-		struct pf_agent_row r;
-		bool oom = false;
-		int rc = store_step_row(st, s, 0, "agents_foreach");
-
-		if (rc <= 0)
-			return rc;
-		memset(&r, 0, sizeof(r));
-		if (!col_fixed_blob(s, 0, r.uid, sizeof(r.uid)))
-			return store_fail_code(st, NULL, -EIO, "agents_foreach: bad stored uid");
-		r.attributes_json = col_text(s, 1, &oom);
-		r.capabilities = (uint64_t)sqlite3_column_int64(s, 2);
-		r.health_json = col_text(s, 3, &oom);
-		r.effective_config = col_text(s, 4, &oom);
-		r.has_effective_hash = col_fixed_blob(s, 5, r.effective_hash, 32);
-		r.config_name = col_text(s, 6, &oom);
-		r.config_version = sqlite3_column_int64(s, 7);
-		r.has_remote_hash = col_fixed_blob(s, 8, r.remote_hash, 32);
-		r.remote_status = sqlite3_column_int(s, 9);
-		r.remote_error = col_text(s, 10, &oom);
-		r.connected = sqlite3_column_int(s, 11) != 0;
-		r.first_seen_ms = sqlite3_column_int64(s, 12);
-		r.last_seen_ms = sqlite3_column_int64(s, 13);
-		if (oom)
-			return store_fail_code(st, NULL, -ENOMEM, "agents_foreach: out of memory");
-		if (!r.attributes_json)
-			r.attributes_json = "{}";
-		rc = cb(&r, ud);
-		if (rc)
-			return rc;
-	}
-}
-
-int pf_store_agents_mark_all_disconnected(struct pf_store *st)
-{
-	STORE_PG_DISPATCH(st, store_pg_agents_mark_all_disconnected(st));
-	STMT(s, st, S_AGENT_DISCONNECT_ALL);
-
-	return write1(st, s, "agents_mark_all_disconnected");
-}
-
-int pf_store_replica_beat(struct pf_store *st, int64_t dead_after_ms, size_t *marked,
-			  bool *revived)
-{
-	*marked = 0;
-	*revived = false;
-	STORE_PG_DISPATCH(st, store_pg_replica_beat(st, dead_after_ms, marked, revived));
-	return 0; /* one replica: nobody else to watch */
-}
-
-int pf_store_agent_delete(struct pf_store *st, const uint8_t uid[16])
-{
-	STORE_PG_DISPATCH(st, store_pg_agent_delete(st, uid));
-	STMT(s, st, S_AGENT_DELETE);
-	int rc;
-
-	if (!uid)
-		return -EINVAL;
-	if (sqlite3_bind_blob(s, 1, uid, 16, SQLITE_STATIC))
-		return store_fail(st, NULL, "agent_delete: bind");
-	rc = write1(st, s, "agent_delete");
-	if (rc < 0)
-		return rc;
-	return sqlite3_changes(st->db) > 0 ? 0 : -ENOENT;
-}
-
-struct agent_get_ctx {
-	const uint8_t *uid;
-	int (*cb)(const struct pf_agent_row *row, void *ud);
-	void *ud;
-	bool found;
-};
-
-static int agent_get_cb(const struct pf_agent_row *row, void *ud)
-{
-	struct agent_get_ctx *c = ud;
-	if (memcmp(row->uid, c->uid, 16) != 0)
-		return 0;
-	c->found = true;
-	return c->cb(row, c->ud);
-}
-
-int pf_store_agent_get(struct pf_store *st, const uint8_t uid[16],
-		       int (*cb)(const struct pf_agent_row *row, void *ud), void *ud)
-{
-	STORE_PG_DISPATCH(st, store_pg_agent_get(st, uid, cb, ud));
-	/* One replica: the fleet in memory has every agent, so this is only a fallback. */
-	struct agent_get_ctx c = {.uid = uid, .cb = cb, .ud = ud};
-	int rc = pf_store_agents_foreach(st, agent_get_cb, &c);
-	return rc ? rc : c.found ? 0 : -ENOENT;
-}
-
-int pf_store_rollout_lock(struct pf_store *st, const char *id, bool *owned)
-{
-	STORE_PG_DISPATCH(st, store_pg_rollout_lock(st, id, owned));
-	*owned = true; /* one replica owns everything */
-	return 0;
-}
-
-int pf_store_rollout_unlock(struct pf_store *st, const char *id)
-{
-	STORE_PG_DISPATCH(st, store_pg_rollout_unlock(st, id));
-	return 0;
-}
-
-int pf_store_agents_foreach_since(struct pf_store *st, int64_t *since_ms,
-				  int (*cb)(const struct pf_agent_row *row, void *ud), void *ud)
-{
-	STORE_PG_DISPATCH(st, store_pg_agents_foreach_since(st, since_ms, cb, ud));
-	return pf_store_agents_foreach(st, cb, ud); /* one replica: no change stamp kept */
 }

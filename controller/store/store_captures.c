@@ -42,49 +42,32 @@ static const char *or_empty(const char *s)
 
 static int save_one(struct pf_store *st, const struct pf_capture_row *c)
 {
-	STORE_Q(q);
-	int rc;
-
 	if (!c->id || !c->state)
 		return store_fail_other(st, NULL, -EINVAL, "captures: bad row");
-	rc = store_q_prepare(&q, st, &cap_upsert, "captures: save");
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, c->id);
-	store_q_text(&q, c->state);
-	store_q_i64(&q, c->created_ms);
-	store_q_i64(&q, c->started_ms);
-	store_q_i64(&q, c->finished_ms);
-	store_q_i64(&q, c->deadline_ms);
-	store_q_text(&q, or_empty(c->created_by));
-	store_q_text(&q, or_empty(c->request_json));
-	store_q_i64(&q, c->agents_matched);
-	rc = store_q_exec(&q, NULL);
+	int rc = store_exec(
+	    st, &cap_upsert, "captures: save",
+	    STORE_ARGS(store_v_text(c->id), store_v_text(c->state), store_v_i64(c->created_ms),
+		       store_v_i64(c->started_ms), store_v_i64(c->finished_ms),
+		       store_v_i64(c->deadline_ms), store_v_text(or_empty(c->created_by)),
+		       store_v_text(or_empty(c->request_json)), store_v_i64(c->agents_matched)),
+	    NULL);
 	return rc < 0 ? rc : store_notify(st, "capture", c->id);
 }
 
 static int save_agent(struct pf_store *st, const struct pf_capture_agent_row *a)
 {
-	STORE_Q(q);
-	int rc;
-
 	if (!a->capture || !a->state || a->n_profile_ids > 4096 ||
 	    (a->n_profile_ids && !a->profile_ids))
 		return store_fail_other(st, NULL, -EINVAL, "captures: bad agent row");
-	rc = store_q_prepare(&q, st, &cap_agent_upsert, "captures: save agent");
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, a->capture);
-	store_q_blob(&q, a->uid, 16);
-	store_q_text(&q, a->state);
-	store_q_i64(&q, a->samples);
-	store_q_i64(&q, a->bytes);
-	store_q_blob(&q, a->n_profile_ids ? (const void *)a->profile_ids : "",
-		     a->n_profile_ids * 16);
-	store_q_text(&q, or_empty(a->error_code));
-	store_q_text(&q, or_empty(a->error));
-	store_q_i64(&q, a->updated_ms);
-	return store_q_exec(&q, NULL);
+	return store_exec(st, &cap_agent_upsert, "captures: save agent",
+			  STORE_ARGS(store_v_text(a->capture), store_v_blob(a->uid, 16),
+				     store_v_text(a->state), store_v_i64(a->samples),
+				     store_v_i64(a->bytes),
+				     store_v_blob(a->n_profile_ids ? (const void *)a->profile_ids : "",
+						  a->n_profile_ids * 16),
+				     store_v_text(or_empty(a->error_code)),
+				     store_v_text(or_empty(a->error)), store_v_i64(a->updated_ms)),
+			  NULL);
 }
 
 int pf_store_captures_save(struct pf_store *st, const struct pf_capture_row *caps, size_t n_caps,
@@ -102,9 +85,15 @@ int pf_store_captures_save(struct pf_store *st, const struct pf_capture_row *cap
 	return store_tx_end(st, rc);
 }
 
+typedef int (*row_cb)(const struct pf_capture_row *row, void *ud);
+typedef int (*agent_row_cb)(const struct pf_capture_agent_row *a, void *ud);
+
+
 /* Text columns are NOT NULL: NULL means SQLite could not produce them (out of memory). */
-static int read_cap(struct store_q *q, struct pf_capture_row *c)
+static int on_cap(struct store_q *q, void *ud)
 {
+	const struct store_sink *k = ud;
+	struct pf_capture_row row, *c = &row;
 	c->id = store_q_col_text(q, 0);
 	c->state = store_q_col_text(q, 1);
 	c->created_ms = store_q_col_i64(q, 2);
@@ -116,11 +105,13 @@ static int read_cap(struct store_q *q, struct pf_capture_row *c)
 	c->agents_matched = store_q_col_i64(q, 8);
 	if (!c->id || !c->state || !c->created_by || !c->request_json)
 		return store_fail_other(q->st, NULL, -ENOMEM, "captures: out of memory");
-	return 0;
+	return STORE_SINK_FN(k, row_cb)(c, k->ud);
 }
 
-static int read_agent(struct store_q *q, struct pf_capture_agent_row *a)
+static int on_agent(struct store_q *q, void *ud)
 {
+	const struct store_sink *k = ud;
+	struct pf_capture_agent_row row, *a = &row;
 	size_t n = 0;
 
 	memset(a, 0, sizeof(*a));
@@ -139,66 +130,34 @@ static int read_agent(struct store_q *q, struct pf_capture_agent_row *a)
 	if (!a->n_profile_ids)
 		a->profile_ids = NULL;
 	a->updated_ms = store_q_col_i64(q, 8);
-	return 0;
-}
-
-struct get_ctx {
-	int (*cap_cb)(const struct pf_capture_row *c, void *ud);
-	int (*agent_cb)(const struct pf_capture_agent_row *a, void *ud);
-	void *ud;
-};
-
-static int on_cap(struct store_q *q, void *ud)
-{
-	struct get_ctx *g = ud;
-	struct pf_capture_row c;
-	int rc = read_cap(q, &c);
-	return rc ? rc : g->cap_cb(&c, g->ud);
-}
-
-static int on_agent(struct store_q *q, void *ud)
-{
-	struct get_ctx *g = ud;
-	struct pf_capture_agent_row a;
-	int rc = read_agent(q, &a);
-	return rc ? rc : g->agent_cb(&a, g->ud);
+	return STORE_SINK_FN(k, agent_row_cb)(a, k->ud);
 }
 
 int pf_store_capture_get(struct pf_store *st, const char *id,
 			 int (*cap_cb)(const struct pf_capture_row *c, void *ud),
 			 int (*agent_cb)(const struct pf_capture_agent_row *a, void *ud), void *ud)
 {
-	struct get_ctx g = {cap_cb, agent_cb, ud};
+	struct store_sink p = STORE_SINK(cap_cb, ud), a = STORE_SINK(agent_cb, ud);
 	const struct store_tree t = {&cap_get, &cap_agents, "captures: get", "captures: agents",
 				     on_cap, agent_cb ? on_agent : NULL};
 
 	if (!id || !cap_cb)
 		return -EINVAL;
-	return store_get_tree(st, &t, id, &g);
+	return store_get_tree(st, &t, id, &p, &a);
 }
 
 int pf_store_captures_foreach(struct pf_store *st, const struct pf_capture_query *cq,
 			      int (*cb)(const struct pf_capture_row *c, void *ud), void *ud)
 {
-	STORE_Q(q);
-	int rc;
+	struct store_sink k = STORE_SINK(cb, ud);
 
 	if (!cq || !cb)
 		return -EINVAL;
-	rc = store_q_prepare(&q, st, &cap_list, "captures: list");
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, cq->state && *cq->state ? cq->state : NULL);
-	store_q_i64(&q, cq->unfinished ? 1 : 0);
-	store_q_text(&q, cq->before_id && *cq->before_id ? cq->before_id : NULL);
-	store_q_i64(&q, cq->limit ? (int64_t)pf_min(cq->limit, (size_t)INT64_MAX) : -1);
-	while ((rc = store_q_step(&q)) > 0) {
-		struct pf_capture_row c;
-		rc = read_cap(&q, &c);
-		if (rc == 0)
-			rc = cb(&c, ud);
-		if (rc)
-			break;
-	}
-	return rc;
+	return store_each(
+	    st, &cap_list, "captures: list",
+	    STORE_ARGS(store_v_text(cq->state && *cq->state ? cq->state : NULL),
+		       store_v_i64(cq->unfinished ? 1 : 0),
+		       store_v_text(cq->before_id && *cq->before_id ? cq->before_id : NULL),
+		       store_v_i64(cq->limit ? (int64_t)pf_min(cq->limit, (size_t)INT64_MAX) : -1)),
+	    on_cap, &k);
 }

@@ -113,20 +113,17 @@ static int config_latest(struct pf_store *st, const char *name, int64_t *version
 	int rc;
 	{
 		STORE_Q(q);
-		rc = store_q_prepare(&q, st, &cfg_lock, "config_put: lock");
-		if (rc < 0)
-			return rc;
-		store_q_text(&q, name);
-		while ((rc = store_q_step(&q)) > 0)
+		rc = store_q_open(&q, st, &cfg_lock, "config_put: lock", STORE_ARGS(store_v_text(name)));
+		while (rc == 0 && (rc = store_q_step(&q)) > 0)
 			;
 		if (rc < 0)
 			return rc;
 	}
 	STORE_Q(q);
-	rc = store_q_prepare(&q, st, &cfg_latest_hash, "config_put: latest");
+	rc = store_q_open(&q, st, &cfg_latest_hash, "config_put: latest",
+			  STORE_ARGS(store_v_text(name)));
 	if (rc < 0)
 		return rc;
-	store_q_text(&q, name);
 	rc = store_q_step(&q);
 	*version = 0;
 	if (rc <= 0)
@@ -211,13 +208,11 @@ int pf_store_config_get(struct pf_store *st, const char *name, int64_t version,
 	memset(out, 0, sizeof(*out));
 	if (!name || version < 0)
 		return -EINVAL;
-	rc = store_q_prepare(&q, st, version > 0 ? &cfg_get : &cfg_get_latest, "config_get");
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, name);
-	if (version > 0)
-		store_q_i64(&q, version);
-	rc = store_q_step(&q);
+	const struct store_arg args[] = {store_v_text(name), store_v_i64(version)};
+	rc = store_q_open(&q, st, version > 0 ? &cfg_get : &cfg_get_latest, "config_get", args,
+			  version > 0 ? 2 : 1);
+	if (rc == 0)
+		rc = store_q_step(&q);
 	if (rc <= 0)
 		return rc ? rc : -ENOENT;
 	rc = read_config_row(&q, out, true);
@@ -254,11 +249,8 @@ int pf_store_config_versions(struct pf_store *st, const char *name,
 
 	if (!name || !cb)
 		return -EINVAL;
-	rc = store_q_prepare(&q, st, &cfg_versions, "config_versions");
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, name);
-	return config_iterate(&q, cb, ud, -ENOENT);
+	rc = store_q_open(&q, st, &cfg_versions, "config_versions", STORE_ARGS(store_v_text(name)));
+	return rc < 0 ? rc : config_iterate(&q, cb, ud, -ENOENT);
 }
 
 int pf_store_config_foreach_latest(struct pf_store *st,
@@ -284,15 +276,11 @@ int pf_store_assignment_put(struct pf_store *st, const struct pf_assignment *a)
 	if (!a || !str_fits(a->name, sizeof(a->name)) || !a->name[0] ||
 	    !str_fits(a->selector, sizeof(a->selector)) || !str_fits(a->config, sizeof(a->config)))
 		return store_fail_other(st, NULL, -EINVAL, "assignment_put: bad assignment");
-	rc = store_q_prepare(&q, st, &asg_put, "assignment_put");
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, a->name);
-	store_q_text(&q, a->selector);
-	store_q_text(&q, a->config);
-	store_q_i64(&q, a->priority);
-	store_q_i64(&q, a->updated_ms);
-	return store_write_notify(&q, "assignment", a->name, NULL);
+	rc = store_q_open(&q, st, &asg_put, "assignment_put",
+			  STORE_ARGS(store_v_text(a->name), store_v_text(a->selector),
+				     store_v_text(a->config), store_v_i64(a->priority),
+				     store_v_i64(a->updated_ms)));
+	return rc < 0 ? rc : store_write_notify(&q, "assignment", a->name, NULL);
 }
 
 static int read_assignment_row(struct store_q *q, struct pf_assignment *a)
@@ -314,11 +302,9 @@ int pf_store_assignment_get(struct pf_store *st, const char *name, struct pf_ass
 
 	if (!name || !out)
 		return -EINVAL;
-	rc = store_q_prepare(&q, st, &asg_get, "assignment_get");
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, name);
-	rc = store_q_step(&q);
+	rc = store_q_open(&q, st, &asg_get, "assignment_get", STORE_ARGS(store_v_text(name)));
+	if (rc == 0)
+		rc = store_q_step(&q);
 	if (rc <= 0)
 		return rc ? rc : -ENOENT;
 	return read_assignment_row(&q, out);
@@ -332,11 +318,9 @@ int pf_store_assignment_delete(struct pf_store *st, const char *name)
 
 	if (!name)
 		return -EINVAL;
-	rc = store_q_prepare(&q, st, &asg_delete, "assignment_delete");
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, name);
-	rc = store_write_notify(&q, "assignment", name, &n);
+	rc = store_q_open(&q, st, &asg_delete, "assignment_delete", STORE_ARGS(store_v_text(name)));
+	if (rc == 0)
+		rc = store_write_notify(&q, "assignment", name, &n);
 	if (rc < 0)
 		return rc;
 	return n > 0 ? 0 : -ENOENT;

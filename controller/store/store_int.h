@@ -15,6 +15,7 @@
 #define PF_STORE_INT_H
 
 #include <sqlite3.h>
+#include <string.h>
 
 #include "pf/compiler.h"
 #include "store.h"
@@ -27,7 +28,11 @@ struct store_driver;
  * `pg` is its PostgreSQL text where the dialects differ (casts of untyped parameters,
  * DISTINCT ON, LIMIT without a bound); NULL runs `sqlite` through store_sql_to_pg().
  * `sqlite` NULL is a statement PostgreSQL alone needs (an advisory lock where SQLite's
- * BEGIN IMMEDIATE already serializes the writers): on SQLite it steps as done at once. */
+ * BEGIN IMMEDIATE already serializes the writers, a replica's heartbeat): on SQLite it steps
+ * as done at once and changes no row; `pg` "" is one SQLite alone needs (marking every agent
+ * disconnected at start, which replicas sharing the tables must not do), likewise on
+ * PostgreSQL. The PostgreSQL text may take more parameters than the SQLite one (the replica's
+ * id on an agent row): SQLite binds only those its text names. */
 struct store_stmt {
 	const char *sqlite;
 	const char *pg;
@@ -55,6 +60,36 @@ struct pf_store {
 
 enum store_param { STORE_P_NULL, STORE_P_TEXT, STORE_P_BLOB, STORE_P_I64 };
 
+/* One bound parameter, referenced, not copied: it must outlive the steps. Made with
+ * store_v_text()/store_v_blob()/store_v_i64(); NULL text or blob is SQL NULL. */
+struct store_arg {
+	enum store_param kind;
+	const void *v;
+	size_t len;
+	int64_t i;
+};
+
+static inline struct store_arg store_v_text(const char *v)
+{
+	return (struct store_arg){v ? STORE_P_TEXT : STORE_P_NULL, v, v ? strlen(v) : 0, 0};
+}
+
+static inline struct store_arg store_v_blob(const void *v, size_t len)
+{
+	return (struct store_arg){v ? STORE_P_BLOB : STORE_P_NULL, v, len, 0};
+}
+
+static inline struct store_arg store_v_i64(int64_t v)
+{
+	return (struct store_arg){STORE_P_I64, NULL, 0, v};
+}
+
+/* A parameter list in placeholder order, as the two arguments (array, count) that
+ * store_q_open(), store_exec() and store_each() take. */
+#define STORE_ARGS(...)                                                                            \
+	(const struct store_arg[]){__VA_ARGS__},                                                   \
+	    sizeof((const struct store_arg[]){__VA_ARGS__}) / sizeof(struct store_arg)
+
 /* A statement being run. Bound values are referenced, not copied: they must outlive the
  * steps. Column values are valid until the next step or store_q_finish(). */
 struct store_q {
@@ -66,12 +101,7 @@ struct store_q {
 	bool started;     /* bound and first stepped */
 	bool oom;         /* SQLite could not produce a column's text */
 	int n;
-	struct {
-		enum store_param kind;
-		const void *v;
-		size_t len;
-		int64_t i;
-	} p[STORE_Q_MAX_PARAMS];
+	struct store_arg p[STORE_Q_MAX_PARAMS];
 };
 
 /* What a backend implements (the SQLite one in store_q.c, the PostgreSQL one in store_pg.c).
@@ -100,6 +130,9 @@ int store_q_prepare(struct store_q *q, struct pf_store *st, const struct store_s
 		    const char *what);
 void store_q_finish(struct store_q *q);
 #define STORE_Q(name) _cleanup_(store_q_finish) struct store_q name = {0}
+/* store_q_prepare() and the n parameters of args bound in order. */
+int store_q_open(struct store_q *q, struct pf_store *st, const struct store_stmt *def,
+		 const char *what, const struct store_arg *args, size_t n);
 
 /* Parameters, in placeholder order. NULL text or blob binds SQL NULL. */
 void store_q_text(struct store_q *q, const char *v);
@@ -110,6 +143,17 @@ void store_q_i64(struct store_q *q, int64_t v);
 int store_q_step(struct store_q *q);
 /* Steps a statement that returns no row; *changed (may be NULL) gets the rows it changed. */
 int store_q_exec(struct store_q *q, int64_t *changed);
+
+/* Steps every row of q into on_row until it returns nonzero (the call's result) or the rows
+ * end (0); a store error otherwise. */
+int store_q_rows(struct store_q *q, int (*on_row)(struct store_q *q, void *ud), void *ud);
+/* One statement, start to finish: store_q_open() and store_q_exec() (store_exec) or
+ * store_q_rows() (store_each). */
+int store_exec(struct pf_store *st, const struct store_stmt *def, const char *what,
+	       const struct store_arg *args, size_t n, int64_t *changed);
+int store_each(struct pf_store *st, const struct store_stmt *def, const char *what,
+	       const struct store_arg *args, size_t n,
+	       int (*on_row)(struct store_q *q, void *ud), void *ud);
 
 int64_t store_q_col_i64(struct store_q *q, int col);
 /* NULL for SQL NULL (and sets q->oom when SQLite could not make the text). */
@@ -130,7 +174,18 @@ struct store_tree {
 	int (*on_parent)(struct store_q *q, void *ud);
 	int (*on_child)(struct store_q *q, void *ud);
 };
-int store_get_tree(struct pf_store *st, const struct store_tree *t, const char *id, void *ud);
+int store_get_tree(struct pf_store *st, const struct store_tree *t, const char *id,
+		   void *parent_ud, void *child_ud);
+
+/* Where a list's rows go: the operation's own callback, of the type its store.h declaration
+ * gives, and its argument. The row handler of the operation converts fn back to that type
+ * (STORE_SINK_FN) before calling it. */
+struct store_sink {
+	void (*fn)(void);
+	void *ud;
+};
+#define STORE_SINK(cb, arg) ((struct store_sink){(void (*)(void))(cb), (arg)})
+#define STORE_SINK_FN(sink, type) ((type)(sink)->fn)
 
 int store_tx_begin(struct pf_store *st);
 /* Runs the prepared and bound write q and store_notify(kind, name) in one transaction, and

@@ -43,8 +43,6 @@
 #define PG_SQL_MAX 2048
 /* pg_advisory_xact_lock key of the migrations ("pflt" "migr" in ASCII). */
 #define PG_MIGRATE_LOCK 0x70666c746d696772LL
-/* pg_try_advisory_lock key space of rollouts: (class, hashtext(id)). */
-#define PG_ROLLOUT_LOCK_CLASS "1885762096" /* "pfr0" */
 
 struct store_pg {
 	PGconn *conn;
@@ -365,13 +363,6 @@ static int q_exec(struct pf_store *st, const char *what, const char *sql, const 
 	return 0;
 }
 
-static void pgresult_freep(PGresult **r)
-{
-	if (*r)
-		PQclear(*r);
-}
-#define _cleanup_res_ _cleanup_(pgresult_freep)
-
 static int64_t col_i64(const PGresult *r, int row, int col)
 {
 	const unsigned char *b = (const unsigned char *)PQgetvalue(r, row, col);
@@ -381,19 +372,6 @@ static int64_t col_i64(const PGresult *r, int row, int col)
 	for (int i = 0; i < 8; i++)
 		v = v << 8 | b[i];
 	return (int64_t)v;
-}
-
-static const char *col_str(const PGresult *r, int row, int col) /* NULL for SQL NULL */
-{
-	return PQgetisnull(r, row, col) ? NULL : PQgetvalue(r, row, col);
-}
-
-static bool col_blob(const PGresult *r, int row, int col, void *dst, size_t len)
-{
-	if (PQgetisnull(r, row, col) || (size_t)PQgetlength(r, row, col) != len)
-		return false;
-	memcpy(dst, PQgetvalue(r, row, col), len);
-	return true;
 }
 
 /* ---- Transactions and NOTIFY. */
@@ -447,6 +425,8 @@ static int pgd_run(struct store_q *q)
 	const char *sql = q->def->pg ? q->def->pg : q->def->sqlite;
 	int rc;
 
+	if (!*sql)
+		return 0; /* a statement only SQLite needs: no rows, nothing changed */
 	for (int i = 0; i < q->n; i++) {
 		switch (q->p[i].kind) {
 		case STORE_P_NULL:
@@ -491,9 +471,12 @@ static int64_t pgd_col_i64(struct store_q *q, int col)
 
 static const char *pgd_col_text(struct store_q *q, int col, size_t *len)
 {
-	const char *t = col_str(q->h, q->row, col);
-	*len = t ? (size_t)PQgetlength(q->h, q->row, col) : 0;
-	return t;
+	if (PQgetisnull(q->h, q->row, col)) {
+		*len = 0;
+		return NULL;
+	}
+	*len = (size_t)PQgetlength(q->h, q->row, col);
+	return PQgetvalue(q->h, q->row, col);
 }
 
 static const void *pgd_col_blob(struct store_q *q, int col, size_t *len)
@@ -503,7 +486,7 @@ static const void *pgd_col_blob(struct store_q *q, int col, size_t *len)
 
 static int64_t pgd_changes(struct store_q *q)
 {
-	return strtoll(PQcmdTuples(q->h), NULL, 10);
+	return q->h ? strtoll(PQcmdTuples(q->h), NULL, 10) : 0;
 }
 
 static void pgd_finish(struct store_q *q)
@@ -630,257 +613,6 @@ void store_pg_detach(struct pf_store *st)
 	free(st->pg);
 	st->pg = NULL;
 	st->drv = &store_sqlite_driver;
-}
-
-/* ---- Agents. */
-
-#define AGENT_COLS                                                                                 \
-	"uid, attributes_json, capabilities, health_json, effective_config, effective_hash, "      \
-	"config_name, config_version, remote_hash, remote_status, remote_error, connected, "       \
-	"first_seen_ms, last_seen_ms"
-
-/* The database's clock in ms: one clock for every replica's stamps. */
-#define PG_NOW_MS "(extract(epoch from clock_timestamp()) * 1000)::bigint"
-/* Rows written this long before the newest stamp seen are read again: a transaction stamps
- * its rows before it commits (each statement within the 4 s call bound). */
-#define PG_SINCE_MARGIN_MS 10000
-
-static const char agent_upsert_sql[] =
-    "INSERT INTO agents (" AGENT_COLS ", written_ms, replica) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, " PG_NOW_MS ", ?15) "
-    "ON CONFLICT (uid) DO UPDATE SET attributes_json = excluded.attributes_json, "
-    "capabilities = excluded.capabilities, health_json = excluded.health_json, "
-    "effective_config = excluded.effective_config, effective_hash = excluded.effective_hash, "
-    "config_name = excluded.config_name, config_version = excluded.config_version, "
-    "remote_hash = excluded.remote_hash, remote_status = excluded.remote_status, "
-    "remote_error = excluded.remote_error, connected = excluded.connected, "
-    "last_seen_ms = excluded.last_seen_ms, written_ms = excluded.written_ms, "
-    "replica = excluded.replica";
-
-static void agent_params(struct pgp *p, const struct pf_agent_row *a)
-{
-	p_blob(p, a->uid, 16);
-	p_text(p, a->attributes_json ? a->attributes_json : "{}");
-	p_i64(p, (int64_t)a->capabilities);
-	p_text(p, a->health_json);
-	p_text(p, a->effective_config);
-	p_blob(p, a->has_effective_hash ? a->effective_hash : NULL, 32);
-	p_text(p, a->config_name);
-	p_i64(p, a->config_version);
-	p_blob(p, a->has_remote_hash ? a->remote_hash : NULL, 32);
-	p_i64(p, a->remote_status);
-	p_text(p, a->remote_error);
-	p_i64(p, a->connected ? 1 : 0);
-	p_i64(p, a->first_seen_ms);
-	p_i64(p, a->last_seen_ms);
-	p_text(p, pf_store_replica_id()); /* the writer owns the row (pf_store_replica_beat) */
-}
-
-static int agents_write(struct pf_store *st, const struct pf_agent_row *rows, size_t n, bool seen)
-{
-	int rc;
-
-	if (n == 0)
-		return 0;
-	if (!rows)
-		return -EINVAL;
-	rc = tx_begin(st);
-	for (size_t i = 0; rc == 0 && i < n; i++) {
-		struct pgp p = {0};
-		if (seen) {
-			p_blob(&p, rows[i].uid, 16);
-			p_i64(&p, rows[i].last_seen_ms);
-			rc = q_exec(st, "agents_set_seen",
-				    "UPDATE agents SET last_seen_ms = ?2, written_ms = " PG_NOW_MS
-				    " WHERE uid = ?1",
-				    &p, NULL);
-		} else {
-			agent_params(&p, &rows[i]);
-			rc = q_exec(st, "agents_upsert", agent_upsert_sql, &p, NULL);
-		}
-	}
-	return tx_commit(st, rc);
-}
-
-int store_pg_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
-{
-	return agents_write(st, rows, n, false);
-}
-
-int store_pg_agents_set_seen(struct pf_store *st, const struct pf_agent_row *rows, size_t n)
-{
-	return agents_write(st, rows, n, true);
-}
-
-static int agent_rows(struct pf_store *st, PGresult *r,
-		      int (*cb)(const struct pf_agent_row *row, void *ud), void *ud)
-{
-	for (int i = 0; i < PQntuples(r); i++) {
-		struct pf_agent_row a;
-		int rc;
-		memset(&a, 0, sizeof(a));
-		if (!col_blob(r, i, 0, a.uid, 16))
-			return store_fail_other(st, NULL, -EIO, "agents_foreach: bad stored uid");
-		a.attributes_json = col_str(r, i, 1);
-		a.capabilities = (uint64_t)col_i64(r, i, 2);
-		a.health_json = col_str(r, i, 3);
-		a.effective_config = col_str(r, i, 4);
-		a.has_effective_hash = col_blob(r, i, 5, a.effective_hash, 32);
-		a.config_name = col_str(r, i, 6);
-		a.config_version = col_i64(r, i, 7);
-		a.has_remote_hash = col_blob(r, i, 8, a.remote_hash, 32);
-		a.remote_status = (int)col_i64(r, i, 9);
-		a.remote_error = col_str(r, i, 10);
-		a.connected = col_i64(r, i, 11) != 0;
-		a.first_seen_ms = col_i64(r, i, 12);
-		a.last_seen_ms = col_i64(r, i, 13);
-		if (!a.attributes_json)
-			a.attributes_json = "{}";
-		rc = cb(&a, ud);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-int store_pg_agents_foreach(struct pf_store *st,
-			    int (*cb)(const struct pf_agent_row *row, void *ud), void *ud)
-{
-	int rc;
-
-	if (!cb)
-		return -EINVAL;
-	_cleanup_res_ PGresult *r =
-	    pg_query(st, "agents_foreach", "SELECT " AGENT_COLS " FROM agents", NULL, &rc);
-	if (!r)
-		return rc;
-	return agent_rows(st, r, cb, ud);
-}
-
-int store_pg_agents_foreach_since(struct pf_store *st, int64_t *since_ms,
-				  int (*cb)(const struct pf_agent_row *row, void *ud), void *ud)
-{
-	struct pgp p = {0};
-	int rc;
-
-	if (!cb || !since_ms)
-		return -EINVAL;
-	p_i64(&p, *since_ms > PG_SINCE_MARGIN_MS ? *since_ms - PG_SINCE_MARGIN_MS : 0);
-	_cleanup_res_ PGresult *r = pg_query(st, "agents_foreach_since",
-				      "SELECT " AGENT_COLS ", written_ms FROM agents "
-				      "WHERE written_ms >= ?1::bigint",
-				      &p, &rc);
-	if (!r)
-		return rc;
-	rc = agent_rows(st, r, cb, ud);
-	for (int i = 0; rc == 0 && i < PQntuples(r); i++)
-		*since_ms = pf_max(*since_ms, col_i64(r, i, 14));
-	return rc;
-}
-
-int store_pg_agent_get(struct pf_store *st, const uint8_t uid[16],
-		       int (*cb)(const struct pf_agent_row *row, void *ud), void *ud)
-{
-	struct pgp p = {0};
-	int rc;
-
-	p_blob(&p, uid, 16);
-	_cleanup_res_ PGresult *r =
-	    pg_query(st, "agent_get", "SELECT " AGENT_COLS " FROM agents WHERE uid = ?1", &p, &rc);
-	if (!r)
-		return rc;
-	if (PQntuples(r) == 0)
-		return -ENOENT;
-	return agent_rows(st, r, cb, ud);
-}
-
-int store_pg_agents_mark_all_disconnected(struct pf_store *st)
-{
-	/* Shared by replicas: the agents connected to the others stay connected. A replica
-	 * that dies leaves its agents' rows "connected" until they reconnect elsewhere (their
-	 * new replica writes them) or the survivors' pf_store_replica_beat() finds it dead. */
-	(void)st;
-	return 0;
-}
-
-int store_pg_replica_beat(struct pf_store *st, int64_t dead_after_ms, size_t *marked,
-			  bool *revived)
-{
-	struct pgp me = {0}, dead = {0};
-	int64_t n = 0;
-	int rc;
-
-	p_text(&me, pf_store_replica_id());
-	p_i64(&dead, dead_after_ms);
-	rc = tx_begin(st);
-	if (rc == 0)
-		rc = q_exec(st, "replicas: beat",
-			    "UPDATE replicas SET last_seen_ms = " PG_NOW_MS " WHERE id = ?1", &me,
-			    &n);
-	if (rc == 0 && n == 0) {
-		*revived = true;
-		rc = q_exec(st, "replicas: join",
-			    "INSERT INTO replicas (id, last_seen_ms) VALUES (?1, " PG_NOW_MS ")",
-			    &me, NULL);
-	}
-	n = 0;
-	if (rc == 0)
-		rc = q_exec(st, "replicas: disconnect the agents of dead ones",
-			    "UPDATE agents SET connected = 0, written_ms = " PG_NOW_MS
-			    " WHERE connected <> 0 AND replica IN (SELECT id FROM replicas"
-			    " WHERE last_seen_ms < " PG_NOW_MS " - ?1::bigint)",
-			    &dead, &n);
-	if (rc == 0)
-		rc = q_exec(st, "replicas: forget dead ones",
-			    "DELETE FROM replicas WHERE last_seen_ms < " PG_NOW_MS " - ?1::bigint",
-			    &dead, NULL);
-	rc = tx_commit(st, rc);
-	if (rc == 0)
-		*marked = (size_t)n;
-	else
-		*revived = false;
-	return rc;
-}
-
-int store_pg_agent_delete(struct pf_store *st, const uint8_t uid[16])
-{
-	struct pgp p = {0};
-	int64_t n = 0;
-	int rc;
-
-	if (!uid)
-		return -EINVAL;
-	p_blob(&p, uid, 16);
-	rc = q_exec(st, "agent_delete", "DELETE FROM agents WHERE uid = ?1", &p, &n);
-	if (rc < 0)
-		return rc;
-	return n > 0 ? 0 : -ENOENT;
-}
-
-/* ---- Rollout ownership: a session-level advisory lock per rollout id. */
-
-int store_pg_rollout_lock(struct pf_store *st, const char *id, bool *owned)
-{
-	struct pgp p = {0};
-	int rc;
-
-	p_text(&p, id);
-	_cleanup_res_ PGresult *r =
-	    pg_query(st, "rollouts: lock",
-	      "SELECT pg_try_advisory_lock(" PG_ROLLOUT_LOCK_CLASS ", hashtext(?1))", &p, &rc);
-	if (!r)
-		return rc;
-	*owned = PQgetlength(r, 0, 0) == 1 && PQgetvalue(r, 0, 0)[0] != 0;
-	return 0;
-}
-
-int store_pg_rollout_unlock(struct pf_store *st, const char *id)
-{
-	struct pgp p = {0};
-	p_text(&p, id);
-	return q_exec(st, "rollouts: unlock",
-		      "SELECT pg_advisory_unlock(" PG_ROLLOUT_LOCK_CLASS ", hashtext(?1))", &p,
-		      NULL);
 }
 
 /* ---- The listening connection (pf_store_listener, store.h): libpq's asynchronous connect,

@@ -12,6 +12,7 @@
  * Statements are prepared on first use and cached per connection in struct store_prof (the
  * list query has one variant per combination of filters, so each is a plain indexed query). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -229,6 +230,24 @@ static int totals(struct pf_store *st, int64_t *count, int64_t *bytes)
 	return 0;
 }
 
+/* Runs statement sid, which returns no row, with its n integer parameters (1 or 2: a, b);
+ * *changed (may be NULL) gets the rows it changed. */
+static int run_ints(struct pf_store *st, enum prof_stmt sid, const char *what, int n, int64_t a,
+		    int64_t b, size_t *changed)
+{
+	int rc;
+	PSTMT(s, st, sid, &rc);
+
+	if (!s)
+		return rc;
+	if (sqlite3_bind_int64(s, 1, a) || (n > 1 && sqlite3_bind_int64(s, 2, b)))
+		return store_fail_sqlite(st, NULL, "profiles: retain: bind");
+	rc = store_step_done(st, s, what);
+	if (rc == 0 && changed)
+		*changed = (size_t)sqlite3_changes(st->db);
+	return rc;
+}
+
 /* Inside a transaction: deletes the oldest profiles until `excess` body bytes are gone, at
  * most max_rows of them. */
 static int delete_oldest_bytes(struct pf_store *st, int64_t excess, size_t max_rows,
@@ -257,55 +276,26 @@ static int delete_oldest_bytes(struct pf_store *st, int64_t excess, size_t max_r
 	}
 	if (last < 0)
 		return 0;
-	{
-		PSTMT(u, st, P_UNCOUNT_UPTO, &rc);
-		if (!u)
-			return rc;
-		if (sqlite3_bind_int64(u, 1, last))
-			return store_fail_sqlite(st, NULL, "profiles: retain: bind");
-		rc = store_step_done(st, u, "profiles: retain: uncount");
-		if (rc < 0)
-			return rc;
-	}
-	PSTMT(d, st, P_DELETE_UPTO, &rc);
-	if (!d)
-		return rc;
-	if (sqlite3_bind_int64(d, 1, last))
-		return store_fail_sqlite(st, NULL, "profiles: retain: bind");
-	rc = store_step_done(st, d, "profiles: retain: delete");
+	size_t gone = 0;
+	rc = run_ints(st, P_UNCOUNT_UPTO, "profiles: retain: uncount", 1, last, 0, NULL);
+	if (rc == 0)
+		rc = run_ints(st, P_DELETE_UPTO, "profiles: retain: delete", 1, last, 0, &gone);
 	if (rc == 0 && deleted)
-		*deleted += (size_t)sqlite3_changes(st->db);
+		*deleted += gone;
 	return rc;
 }
 
 static int delete_expired(struct pf_store *st, int64_t cutoff_ms, size_t max_rows,
 			  size_t *deleted, size_t *n)
 {
-	int rc;
-
 	*n = 0;
-	{
-		PSTMT(u, st, P_UNCOUNT_EXPIRED, &rc);
-		if (!u)
-			return rc;
-		if (sqlite3_bind_int64(u, 1, cutoff_ms) ||
-		    sqlite3_bind_int64(u, 2, (int64_t)max_rows))
-			return store_fail_sqlite(st, NULL, "profiles: retain: bind");
-		rc = store_step_done(st, u, "profiles: retain: uncount");
-		if (rc < 0)
-			return rc;
-	}
-	PSTMT(s, st, P_DELETE_EXPIRED, &rc);
-	if (!s)
-		return rc;
-	if (sqlite3_bind_int64(s, 1, cutoff_ms) || sqlite3_bind_int64(s, 2, (int64_t)max_rows))
-		return store_fail_sqlite(st, NULL, "profiles: retain: bind");
-	rc = store_step_done(st, s, "profiles: retain: expire");
-	if (rc == 0) {
-		*n = (size_t)sqlite3_changes(st->db);
-		if (deleted)
-			*deleted += *n;
-	}
+	int rc = run_ints(st, P_UNCOUNT_EXPIRED, "profiles: retain: uncount", 2, cutoff_ms,
+			  (int64_t)max_rows, NULL);
+	if (rc == 0)
+		rc = run_ints(st, P_DELETE_EXPIRED, "profiles: retain: expire", 2, cutoff_ms,
+			      (int64_t)max_rows, n);
+	if (rc == 0 && deleted)
+		*deleted += *n;
 	return rc;
 }
 
@@ -574,10 +564,37 @@ static int read_row(struct pf_store *st, sqlite3_stmt *s, struct pf_profile_row 
 	return 0;
 }
 
+/* The list filters: filters[i] is the variant bit 1 << i, in the order their clauses stand in
+ * the statement. The text ones compare a column with the field at `off` of struct
+ * pf_profile_filter (present when not NULL or empty); F_TRACE matches the trace_id blob. */
+#define TEXT_FILTER(col, param, field)                                                             \
+	{" AND " col " = " param, param, offsetof(struct pf_profile_filter, field)}
+static const struct {
+	const char *clause, *param;
+	size_t off;
+} filters[] = {
+    TEXT_FILTER("service", ":service", service),
+    TEXT_FILTER("agent", ":agent", agent),
+    TEXT_FILTER("type", ":type", type),
+    {" AND id IN (SELECT profile FROM profile_links WHERE trace_id = :trace)", ":trace", 0},
+    TEXT_FILTER("capture_id", ":capture", capture_id),
+    TEXT_FILTER("trigger_name", ":trigger", trigger),
+    TEXT_FILTER("k8s_namespace", ":namespace", namespace_name),
+    TEXT_FILTER("k8s_pod", ":pod", pod),
+    TEXT_FILTER("k8s_container", ":container", container),
+};
+_Static_assert(1u << PF_ARRAY_SIZE(filters) == F__VARIANTS, "one filter per variant bit");
+
+static const char *filter_text(const struct pf_profile_filter *f, size_t i)
+{
+	return *(const char *const *)((const char *)f + filters[i].off);
+}
+
 static sqlite3_stmt *list_stmt(struct pf_store *st, unsigned mask, int *rc)
 {
 	struct store_prof *p = prof_of(st);
 	char sql[1024];
+	size_t n;
 
 	if (!p) {
 		*rc = store_fail_other(st, NULL, -ENOMEM, "profiles: out of memory");
@@ -587,27 +604,29 @@ static sqlite3_stmt *list_stmt(struct pf_store *st, unsigned mask, int *rc)
 		*rc = 0;
 		return p->list[mask];
 	}
-	snprintf(sql, sizeof(sql),
-		 "SELECT " PROF_COLS " FROM profiles WHERE start_ns >= :from AND start_ns < :to"
-		 "%s%s%s%s%s%s%s%s%s ORDER BY start_ns DESC, id DESC LIMIT :limit",
-		 mask & F_SERVICE ? " AND service = :service" : "",
-		 mask & F_AGENT ? " AND agent = :agent" : "", mask & F_TYPE ? " AND type = :type" : "",
-		 mask & F_TRACE ? " AND id IN (SELECT profile FROM profile_links WHERE trace_id = "
-				  ":trace)"
-				: "",
-		 mask & F_CAPTURE ? " AND capture_id = :capture" : "",
-		 mask & F_TRIGGER ? " AND trigger_name = :trigger" : "",
-		 mask & F_NAMESPACE ? " AND k8s_namespace = :namespace" : "",
-		 mask & F_POD ? " AND k8s_pod = :pod" : "",
-		 mask & F_CONTAINER ? " AND k8s_container = :container" : "");
+	n = (size_t)snprintf(sql, sizeof(sql),
+			     "SELECT " PROF_COLS " FROM profiles WHERE start_ns >= :from AND "
+			     "start_ns < :to");
+	for (size_t i = 0; i < PF_ARRAY_SIZE(filters); i++)
+		if (mask & (1u << i))
+			n += (size_t)snprintf(sql + n, sizeof(sql) - n, "%s", filters[i].clause);
+	snprintf(sql + n, sizeof(sql) - n, " ORDER BY start_ns DESC, id DESC LIMIT :limit");
 	*rc = prepare(st, sql, &p->list[mask]);
 	return *rc < 0 ? NULL : p->list[mask];
 }
 
-static int bind_named_text(sqlite3_stmt *s, const char *name, const char *v)
+/* Binds the filters of mask to their named parameters. */
+static int bind_filters(sqlite3_stmt *s, const struct pf_profile_filter *f, unsigned mask)
 {
-	int i = sqlite3_bind_parameter_index(s, name);
-	return i > 0 ? bind_str(s, i, v) : 0;
+	for (size_t i = 0; i < PF_ARRAY_SIZE(filters); i++) {
+		int k = sqlite3_bind_parameter_index(s, filters[i].param);
+		if (!(mask & (1u << i)))
+			continue;
+		if (1u << i == F_TRACE ? sqlite3_bind_blob(s, k, f->trace_id, 16, SQLITE_STATIC)
+				       : bind_str(s, k, filter_text(f, i)))
+			return -1;
+	}
+	return 0;
 }
 
 int pf_store_profiles_foreach(struct pf_store *st, const struct pf_profile_filter *f,
@@ -618,24 +637,11 @@ int pf_store_profiles_foreach(struct pf_store *st, const struct pf_profile_filte
 
 	if (!f || !cb)
 		return -EINVAL;
-	if (f->service && *f->service)
-		mask |= F_SERVICE;
-	if (f->agent && *f->agent)
-		mask |= F_AGENT;
-	if (f->type && *f->type)
-		mask |= F_TYPE;
-	if (f->has_trace)
-		mask |= F_TRACE;
-	if (f->capture_id && *f->capture_id)
-		mask |= F_CAPTURE;
-	if (f->trigger && *f->trigger)
-		mask |= F_TRIGGER;
-	if (f->namespace_name && *f->namespace_name)
-		mask |= F_NAMESPACE;
-	if (f->pod && *f->pod)
-		mask |= F_POD;
-	if (f->container && *f->container)
-		mask |= F_CONTAINER;
+	for (size_t i = 0; i < PF_ARRAY_SIZE(filters); i++) {
+		const char *v = 1u << i == F_TRACE ? NULL : filter_text(f, i);
+		if (1u << i == F_TRACE ? f->has_trace : v && *v)
+			mask |= 1u << i;
+	}
 	_cleanup_(stmt_resetp) sqlite3_stmt *s = list_stmt(st, mask, &rc);
 	if (!s)
 		return rc;
@@ -648,14 +654,7 @@ int pf_store_profiles_foreach(struct pf_store *st, const struct pf_profile_filte
 			       f->to_ns > 0 ? f->to_ns : INT64_MAX) ||
 	    sqlite3_bind_int64(s, sqlite3_bind_parameter_index(s, ":limit"),
 			       f->limit ? (int64_t)pf_min(f->limit, (size_t)INT64_MAX) : -1) ||
-	    bind_named_text(s, ":service", f->service) || bind_named_text(s, ":agent", f->agent) ||
-	    bind_named_text(s, ":type", f->type) ||
-	    bind_named_text(s, ":capture", f->capture_id) ||
-	    bind_named_text(s, ":trigger", f->trigger) ||
-	    bind_named_text(s, ":namespace", f->namespace_name) ||
-	    bind_named_text(s, ":pod", f->pod) || bind_named_text(s, ":container", f->container) ||
-	    ((mask & F_TRACE) && sqlite3_bind_blob(s, sqlite3_bind_parameter_index(s, ":trace"),
-						   f->trace_id, 16, SQLITE_STATIC)))
+	    bind_filters(s, f, mask))
 		return store_fail_sqlite(st, NULL, "profiles: list: bind");
 	for (;;) {
 		struct pf_profile_row r;
@@ -715,18 +714,20 @@ int pf_store_profile_get(struct pf_store *st, int64_t id,
 	return cb(&r, ud);
 }
 
-int pf_store_profile_body(struct pf_store *st, int64_t id, struct pf_buf *out)
+/* Appends the one blob column that statement sid selects for profile id to out. */
+static int profile_blob(struct pf_store *st, enum prof_stmt sid, const char *what, int64_t id,
+			struct pf_buf *out)
 {
 	int rc;
-	PSTMT(s, st, P_BODY, &rc);
+	PSTMT(s, st, sid, &rc);
 
 	if (!s)
 		return rc;
 	if (!out)
 		return -EINVAL;
 	if (sqlite3_bind_int64(s, 1, id))
-		return store_fail_sqlite(st, NULL, "profiles: body: bind");
-	rc = store_step_row(st, s, -ENOENT, "profiles: body");
+		return store_fail_sqlite(st, NULL, "profiles: bind");
+	rc = store_step_row(st, s, -ENOENT, what);
 	if (rc <= 0)
 		return rc;
 	const void *b = sqlite3_column_blob(s, 0);
@@ -736,25 +737,14 @@ int pf_store_profile_body(struct pf_store *st, int64_t id, struct pf_buf *out)
 	return pf_buf_append(out, b ? b : "", n);
 }
 
+int pf_store_profile_body(struct pf_store *st, int64_t id, struct pf_buf *out)
+{
+	return profile_blob(st, P_BODY, "profiles: body", id, out);
+}
+
 int pf_store_profile_flame(struct pf_store *st, int64_t id, struct pf_buf *out)
 {
-	int rc;
-	PSTMT(s, st, P_FLAME, &rc);
-
-	if (!s)
-		return rc;
-	if (!out)
-		return -EINVAL;
-	if (sqlite3_bind_int64(s, 1, id))
-		return store_fail_sqlite(st, NULL, "profiles: flame: bind");
-	rc = store_step_row(st, s, -ENOENT, "profiles: flame");
-	if (rc <= 0)
-		return rc;
-	const void *b = sqlite3_column_blob(s, 0);
-	size_t n = (size_t)sqlite3_column_bytes(s, 0);
-	if (!b && n)
-		return store_fail_other(st, NULL, -ENOMEM, "profiles: out of memory");
-	return pf_buf_append(out, b ? b : "", n);
+	return profile_blob(st, P_FLAME, "profiles: flame", id, out);
 }
 
 int pf_store_profile_find(struct pf_store *st, const uint8_t profile_id[16], int64_t *id)

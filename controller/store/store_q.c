@@ -29,34 +29,41 @@ void store_q_finish(struct store_q *q)
 	q->h = NULL;
 }
 
-static void param(struct store_q *q, enum store_param kind, const void *v, size_t len, int64_t i)
+static void param(struct store_q *q, struct store_arg a)
 {
 	if (q->n >= STORE_Q_MAX_PARAMS)
 		return; /* the statements are ours: never more than STORE_Q_MAX_PARAMS */
-	q->p[q->n].kind = kind;
-	q->p[q->n].v = v;
-	q->p[q->n].len = len;
-	q->p[q->n++].i = i;
+	q->p[q->n++] = a;
+}
+
+int store_q_open(struct store_q *q, struct pf_store *st, const struct store_stmt *def,
+		 const char *what, const struct store_arg *args, size_t n)
+{
+	int rc = store_q_prepare(q, st, def, what);
+
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		param(q, args[i]);
+	return rc;
 }
 
 void store_q_text(struct store_q *q, const char *v)
 {
-	param(q, v ? STORE_P_TEXT : STORE_P_NULL, v, v ? strlen(v) : 0, 0);
+	param(q, store_v_text(v));
 }
 
 void store_q_text_n(struct store_q *q, const char *v, size_t len)
 {
-	param(q, v ? STORE_P_TEXT : STORE_P_NULL, v, len, 0);
+	param(q, (struct store_arg){v ? STORE_P_TEXT : STORE_P_NULL, v, len, 0});
 }
 
 void store_q_blob(struct store_q *q, const void *v, size_t len)
 {
-	param(q, v ? STORE_P_BLOB : STORE_P_NULL, v, len, 0);
+	param(q, store_v_blob(v, len));
 }
 
 void store_q_i64(struct store_q *q, int64_t v)
 {
-	param(q, STORE_P_I64, NULL, 0, v);
+	param(q, store_v_i64(v));
 }
 
 int store_q_step(struct store_q *q)
@@ -75,6 +82,34 @@ int store_q_exec(struct store_q *q, int64_t *changed)
 	if (rc == 0 && changed)
 		*changed = q->st->drv->changes(q);
 	return rc;
+}
+
+int store_q_rows(struct store_q *q, int (*on_row)(struct store_q *q, void *ud), void *ud)
+{
+	int rc;
+
+	while ((rc = store_q_step(q)) > 0 && (rc = on_row(q, ud)) == 0)
+		;
+	return rc;
+}
+
+int store_exec(struct pf_store *st, const struct store_stmt *def, const char *what,
+	       const struct store_arg *args, size_t n, int64_t *changed)
+{
+	STORE_Q(q);
+	int rc = store_q_open(&q, st, def, what, args, n);
+
+	return rc < 0 ? rc : store_q_exec(&q, changed);
+}
+
+int store_each(struct pf_store *st, const struct store_stmt *def, const char *what,
+	       const struct store_arg *args, size_t n,
+	       int (*on_row)(struct store_q *q, void *ud), void *ud)
+{
+	STORE_Q(q);
+	int rc = store_q_open(&q, st, def, what, args, n);
+
+	return rc < 0 ? rc : store_q_rows(&q, on_row, ud);
 }
 
 int64_t store_q_col_i64(struct store_q *q, int col)
@@ -115,30 +150,23 @@ bool store_q_col_fixed(struct store_q *q, int col, void *dst, size_t len)
 	return true;
 }
 
-int store_get_tree(struct pf_store *st, const struct store_tree *t, const char *id, void *ud)
+int store_get_tree(struct pf_store *st, const struct store_tree *t, const char *id,
+		   void *parent_ud, void *child_ud)
 {
 	int rc;
 	{
 		STORE_Q(q);
-		rc = store_q_prepare(&q, st, t->parent, t->parent_what);
-		if (rc < 0)
-			return rc;
-		store_q_text(&q, id);
-		rc = store_q_step(&q);
+		rc = store_q_open(&q, st, t->parent, t->parent_what, STORE_ARGS(store_v_text(id)));
+		if (rc == 0)
+			rc = store_q_step(&q);
 		if (rc <= 0)
 			return rc ? rc : -ENOENT;
-		rc = t->on_parent(&q, ud);
+		rc = t->on_parent(&q, parent_ud);
 		if (rc || !t->on_child)
 			return rc;
 	}
-	STORE_Q(q);
-	rc = store_q_prepare(&q, st, t->child, t->child_what);
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, id);
-	while ((rc = store_q_step(&q)) > 0 && (rc = t->on_child(&q, ud)) == 0)
-		;
-	return rc;
+	return store_each(st, t->child, t->child_what, STORE_ARGS(store_v_text(id)), t->on_child,
+			  child_ud);
 }
 
 int store_write_notify(struct store_q *q, const char *kind, const char *name, int64_t *changed)
@@ -203,8 +231,9 @@ static int lite_prepare(struct store_q *q)
 static int lite_bind(struct store_q *q)
 {
 	sqlite3_stmt *s = q->h;
+	int n = pf_min(q->n, sqlite3_bind_parameter_count(s));
 
-	for (int i = 0; i < q->n; i++) {
+	for (int i = 0; i < n; i++) {
 		int rc = SQLITE_OK;
 		switch (q->p[i].kind) {
 		case STORE_P_NULL:
@@ -276,7 +305,7 @@ static const void *lite_col_blob(struct store_q *q, int col, size_t *len)
 
 static int64_t lite_changes(struct store_q *q)
 {
-	return sqlite3_changes(q->st->db);
+	return q->h ? sqlite3_changes(q->st->db) : 0;
 }
 
 static void lite_finish(struct store_q *q)

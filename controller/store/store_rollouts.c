@@ -53,64 +53,40 @@ static const char *or_empty(const char *s)
 
 static int save_rollout(struct pf_store *st, const struct pf_rollout_row *r)
 {
-	STORE_Q(q);
-	int rc;
-
 	if (!r->id || !r->config || !r->state)
 		return store_fail_other(st, NULL, -EINVAL, "rollouts: bad row");
-	rc = store_q_prepare(&q, st, &ro_upsert, "rollouts: save");
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, r->id);
-	store_q_text(&q, r->config);
-	store_q_i64(&q, r->version);
-	store_q_text(&q, r->state);
-	store_q_i64(&q, r->created_ms);
-	store_q_i64(&q, r->updated_ms);
-	store_q_text(&q, or_empty(r->created_by));
-	store_q_text(&q, r->spec_json ? r->spec_json : "{}");
-	store_q_text(&q, r->progress_json ? r->progress_json : "{}");
-	return store_q_exec(&q, NULL);
+	return store_exec(
+	    st, &ro_upsert, "rollouts: save",
+	    STORE_ARGS(store_v_text(r->id), store_v_text(r->config), store_v_i64(r->version),
+		       store_v_text(r->state), store_v_i64(r->created_ms), store_v_i64(r->updated_ms),
+		       store_v_text(or_empty(r->created_by)),
+		       store_v_text(r->spec_json ? r->spec_json : "{}"),
+		       store_v_text(r->progress_json ? r->progress_json : "{}")),
+	    NULL);
 }
 
 static int save_agent(struct pf_store *st, const struct pf_rollout_agent_row *a)
 {
-	STORE_Q(q);
-	int rc;
-
 	if (!a->rollout || !a->state)
 		return store_fail_other(st, NULL, -EINVAL, "rollouts: bad agent row");
-	rc = store_q_prepare(&q, st, &ro_agent_upsert, "rollouts: save agent");
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, a->rollout);
-	store_q_blob(&q, a->uid, 16);
-	store_q_i64(&q, a->batch);
-	store_q_i64(&q, a->from_version);
-	store_q_text(&q, a->state);
-	store_q_text(&q, or_empty(a->revert));
-	store_q_text(&q, or_empty(a->error));
-	store_q_i64(&q, a->updated_ms);
-	return store_q_exec(&q, NULL);
+	return store_exec(st, &ro_agent_upsert, "rollouts: save agent",
+			  STORE_ARGS(store_v_text(a->rollout), store_v_blob(a->uid, 16),
+				     store_v_i64(a->batch), store_v_i64(a->from_version),
+				     store_v_text(a->state), store_v_text(or_empty(a->revert)),
+				     store_v_text(or_empty(a->error)), store_v_i64(a->updated_ms)),
+			  NULL);
 }
 
 static int save_pin(struct pf_store *st, const struct pf_pin_row *p)
 {
-	STORE_Q(q);
-	int rc;
+	bool set = p->version > 0;
 
-	if (p->version > 0 && !p->config)
+	if (set && !p->config)
 		return store_fail_other(st, NULL, -EINVAL, "pins: bad row");
-	rc = store_q_prepare(&q, st, p->version > 0 ? &pin_set : &pin_del,
-			     p->version > 0 ? "pins: set" : "pins: remove");
-	if (rc < 0)
-		return rc;
-	store_q_blob(&q, p->uid, 16);
-	if (p->version > 0) {
-		store_q_text(&q, p->config);
-		store_q_i64(&q, p->version);
-	}
-	return store_q_exec(&q, NULL);
+	const struct store_arg args[] = {store_v_blob(p->uid, 16), store_v_text(p->config),
+					 store_v_i64(p->version)};
+	return store_exec(st, set ? &pin_set : &pin_del, set ? "pins: set" : "pins: remove", args,
+			  set ? 3 : 1, NULL);
 }
 
 int pf_store_rollout_save(struct pf_store *st, const struct pf_rollout_row *r,
@@ -133,9 +109,15 @@ int pf_store_rollout_save(struct pf_store *st, const struct pf_rollout_row *r,
 	return store_tx_end(st, rc);
 }
 
+typedef int (*row_cb)(const struct pf_rollout_row *row, void *ud);
+typedef int (*agent_row_cb)(const struct pf_rollout_agent_row *a, void *ud);
+
+
 /* Text columns are NOT NULL: NULL means SQLite could not produce them (out of memory). */
-static int read_rollout(struct store_q *q, struct pf_rollout_row *r)
+static int on_rollout(struct store_q *q, void *ud)
 {
+	const struct store_sink *k = ud;
+	struct pf_rollout_row row, *r = &row;
 	r->id = store_q_col_text(q, 0);
 	r->config = store_q_col_text(q, 1);
 	r->version = store_q_col_i64(q, 2);
@@ -148,11 +130,13 @@ static int read_rollout(struct store_q *q, struct pf_rollout_row *r)
 	if (!r->id || !r->config || !r->state || !r->created_by || !r->spec_json ||
 	    !r->progress_json)
 		return store_fail_other(q->st, NULL, -ENOMEM, "rollouts: out of memory");
-	return 0;
+	return STORE_SINK_FN(k, row_cb)(r, k->ud);
 }
 
-static int read_agent(struct store_q *q, struct pf_rollout_agent_row *a)
+static int on_agent(struct store_q *q, void *ud)
 {
+	const struct store_sink *k = ud;
+	struct pf_rollout_agent_row row, *a = &row;
 	memset(a, 0, sizeof(*a));
 	a->rollout = store_q_col_text(q, 0);
 	a->state = store_q_col_text(q, 4);
@@ -165,85 +149,56 @@ static int read_agent(struct store_q *q, struct pf_rollout_agent_row *a)
 	a->batch = store_q_col_i64(q, 2);
 	a->from_version = store_q_col_i64(q, 3);
 	a->updated_ms = store_q_col_i64(q, 7);
-	return 0;
-}
-
-struct get_ctx {
-	int (*r_cb)(const struct pf_rollout_row *r, void *ud);
-	int (*agent_cb)(const struct pf_rollout_agent_row *a, void *ud);
-	void *ud;
-};
-
-static int on_rollout(struct store_q *q, void *ud)
-{
-	struct get_ctx *g = ud;
-	struct pf_rollout_row r;
-	int rc = read_rollout(q, &r);
-	return rc ? rc : g->r_cb(&r, g->ud);
-}
-
-static int on_agent(struct store_q *q, void *ud)
-{
-	struct get_ctx *g = ud;
-	struct pf_rollout_agent_row a;
-	int rc = read_agent(q, &a);
-	return rc ? rc : g->agent_cb(&a, g->ud);
+	return STORE_SINK_FN(k, agent_row_cb)(a, k->ud);
 }
 
 int pf_store_rollout_get(struct pf_store *st, const char *id,
 			 int (*r_cb)(const struct pf_rollout_row *r, void *ud),
 			 int (*agent_cb)(const struct pf_rollout_agent_row *a, void *ud), void *ud)
 {
-	struct get_ctx g = {r_cb, agent_cb, ud};
+	struct store_sink p = STORE_SINK(r_cb, ud), a = STORE_SINK(agent_cb, ud);
 	const struct store_tree t = {&ro_get, &ro_agents, "rollouts: get", "rollouts: agents",
 				     on_rollout, agent_cb ? on_agent : NULL};
 
 	if (!id || !r_cb)
 		return -EINVAL;
-	return store_get_tree(st, &t, id, &g);
+	return store_get_tree(st, &t, id, &p, &a);
 }
 
 int pf_store_rollouts_foreach(struct pf_store *st, bool active_only, const char *before_id,
 			      size_t limit, int (*cb)(const struct pf_rollout_row *r, void *ud),
 			      void *ud)
 {
-	STORE_Q(q);
-	int rc;
+	struct store_sink k = STORE_SINK(cb, ud);
 
 	if (!cb)
 		return -EINVAL;
-	rc = store_q_prepare(&q, st, &ro_list, "rollouts: list");
-	if (rc < 0)
-		return rc;
-	store_q_i64(&q, active_only ? 1 : 0);
-	store_q_text(&q, before_id && *before_id ? before_id : NULL);
-	store_q_i64(&q, limit ? (int64_t)pf_min(limit, (size_t)INT64_MAX) : -1);
-	while ((rc = store_q_step(&q)) > 0) {
-		struct pf_rollout_row r;
-		rc = read_rollout(&q, &r);
-		if (rc == 0)
-			rc = cb(&r, ud);
-		if (rc)
-			break;
-	}
-	return rc;
+	return store_each(st, &ro_list, "rollouts: list",
+			  STORE_ARGS(store_v_i64(active_only ? 1 : 0),
+				     store_v_text(before_id && *before_id ? before_id : NULL),
+				     store_v_i64(limit ? (int64_t)pf_min(limit, (size_t)INT64_MAX)
+						       : -1)),
+			  on_rollout, &k);
 }
 
-int pf_store_pins_foreach(struct pf_store *st, int (*cb)(const struct pf_pin_row *p, void *ud),
-			  void *ud)
-{
-	STORE_Q(q);
-	int rc = store_q_prepare(&q, st, &pins_list, "pins: list");
+typedef int (*pin_cb)(const struct pf_pin_row *p, void *ud);
 
-	while (rc == 0 && (rc = store_q_step(&q)) > 0) {
-		struct pf_pin_row p;
-		p.config = store_q_col_text(&q, 1);
-		if (!store_q_col_fixed(&q, 0, p.uid, 16) || !p.config)
-			return store_fail_other(st, NULL, -EIO, "pins: bad row");
-		p.version = store_q_col_i64(&q, 2);
-		rc = cb(&p, ud);
-	}
-	return rc;
+static int on_pin(struct store_q *q, void *ud)
+{
+	const struct store_sink *k = ud;
+	struct pf_pin_row p;
+
+	p.config = store_q_col_text(q, 1);
+	if (!store_q_col_fixed(q, 0, p.uid, 16) || !p.config)
+		return store_fail_other(q->st, NULL, -EIO, "pins: bad row");
+	p.version = store_q_col_i64(q, 2);
+	return STORE_SINK_FN(k, pin_cb)(&p, k->ud);
+}
+
+int pf_store_pins_foreach(struct pf_store *st, pin_cb cb, void *ud)
+{
+	struct store_sink k = STORE_SINK(cb, ud);
+	return store_each(st, &pins_list, "pins: list", NULL, 0, on_pin, &k);
 }
 
 int pf_store_pins_clear(struct pf_store *st, const char *config, int64_t version)
@@ -253,12 +208,9 @@ int pf_store_pins_clear(struct pf_store *st, const char *config, int64_t version
 
 	if (!config)
 		return -EINVAL;
-	rc = store_q_prepare(&q, st, &pins_clear, "pins: clear");
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, config);
-	store_q_i64(&q, version);
-	return store_write_notify(&q, "config", config, NULL);
+	rc = store_q_open(&q, st, &pins_clear, "pins: clear",
+			  STORE_ARGS(store_v_text(config), store_v_i64(version)));
+	return rc < 0 ? rc : store_write_notify(&q, "config", config, NULL);
 }
 
 int pf_store_config_serving_set(struct pf_store *st, const char *name, int64_t version)
@@ -268,13 +220,10 @@ int pf_store_config_serving_set(struct pf_store *st, const char *name, int64_t v
 
 	if (!name)
 		return -EINVAL;
-	rc = store_q_prepare(&q, st, version > 0 ? &serve_set : &serve_del, "configs: serving");
-	if (rc < 0)
-		return rc;
-	store_q_text(&q, name);
-	if (version > 0)
-		store_q_i64(&q, version);
-	return store_write_notify(&q, "config", name, NULL);
+	const struct store_arg args[] = {store_v_text(name), store_v_i64(version)};
+	rc = store_q_open(&q, st, version > 0 ? &serve_set : &serve_del, "configs: serving", args,
+			  version > 0 ? 2 : 1);
+	return rc < 0 ? rc : store_write_notify(&q, "config", name, NULL);
 }
 
 int pf_store_config_serving_foreach(struct pf_store *st,
@@ -291,4 +240,43 @@ int pf_store_config_serving_foreach(struct pf_store *st,
 		rc = cb(name, store_q_col_i64(&q, 1), ud);
 	}
 	return rc;
+}
+
+/* ---- Ownership: on PostgreSQL a session-level advisory lock per rollout id, in the key
+ * space (class, hashtext(id)) with class "pfr0"; one SQLite replica owns every rollout. */
+
+static const struct store_stmt ro_lock = {
+    .pg = "SELECT pg_try_advisory_lock(1885762096, hashtext(?1))::int::bigint"};
+static const struct store_stmt ro_unlock = {
+    .pg = "SELECT pg_advisory_unlock(1885762096, hashtext(?1))::int::bigint"};
+
+/* Runs lock statement def on id; *res is its answer, or 1 when there is none (SQLite). */
+static int lock_call(struct pf_store *st, const struct store_stmt *def, const char *what,
+		     const char *id, int64_t *res)
+{
+	STORE_Q(q);
+	int rc = store_q_open(&q, st, def, what, STORE_ARGS(store_v_text(id)));
+
+	if (rc == 0)
+		rc = store_q_step(&q);
+	if (rc < 0)
+		return rc;
+	*res = rc > 0 ? store_q_col_i64(&q, 0) : 1;
+	return 0;
+}
+
+int pf_store_rollout_lock(struct pf_store *st, const char *id, bool *owned)
+{
+	int64_t got = 0;
+	int rc = lock_call(st, &ro_lock, "rollouts: lock", id, &got);
+
+	if (rc == 0)
+		*owned = got != 0;
+	return rc;
+}
+
+int pf_store_rollout_unlock(struct pf_store *st, const char *id)
+{
+	int64_t held;
+	return lock_call(st, &ro_unlock, "rollouts: unlock", id, &held);
 }

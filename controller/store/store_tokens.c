@@ -183,18 +183,21 @@ int pf_store_token_count(struct pf_store *st, int64_t *count)
 	return 0;
 }
 
-int pf_store_token_foreach(struct pf_store *st, int (*cb)(const struct pf_token_info *t, void *ud),
-			   void *ud)
-{
-	STORE_Q(q);
-	int rc = store_q_prepare(&q, st, &token_foreach_sql, "token_foreach");
+typedef int (*token_cb)(const struct pf_token_info *t, void *ud);
 
-	while (rc == 0 && (rc = store_q_step(&q)) > 0) {
-		struct pf_token_info t;
-		token_row(&q, &t);
-		rc = cb(&t, ud);
-	}
-	return rc;
+static int on_token(struct store_q *q, void *ud)
+{
+	const struct store_sink *k = ud;
+	struct pf_token_info t;
+
+	token_row(q, &t);
+	return STORE_SINK_FN(k, token_cb)(&t, k->ud);
+}
+
+int pf_store_token_foreach(struct pf_store *st, token_cb cb, void *ud)
+{
+	struct store_sink k = STORE_SINK(cb, ud);
+	return store_each(st, &token_foreach_sql, "token_foreach", NULL, 0, on_token, &k);
 }
 
 int pf_store_token_revoke(struct pf_store *st, const char *id, struct pf_token_info *t)
