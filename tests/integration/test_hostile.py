@@ -6,15 +6,49 @@
   all (503), reserved at the end of the headers from Content-Length.
 - A body that stalls (no byte for 10 s) or trickles (slower than 64 KiB/s after its first
   10 s) is answered 408 and closed.
-Memory is the controller's RSS from /proc. Every wait has a deadline.
+- An agent description's attribute keys and values are bounded (BAD_REQUEST error reply, the
+  description not recorded), so GET /api/v1/agents stays small.
+- An OTLP request's decoded form, string table included, is bounded: a 1M-entry string table
+  is refused without the controller's peak memory following it.
+Memory is the controller's RSS (and its peak, VmHWM) from /proc. Every wait has a deadline.
 """
 import os
 import socket
 import time
 import unittest
+import uuid
 
 from pfharness import IntegrationCase, wait_until
 from test_conn_limits import rss_kb
+
+
+def varint(v):
+    out = b""
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def field(num, payload):
+    """A length-delimited protobuf field."""
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+
+
+def kv(key, value):
+    """KeyValue{key, AnyValue{string_value}}."""
+    return field(1, key.encode()) + field(2, field(1, value.encode()))
+
+
+def status_kb(pid, key):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
 
 
 def connect(port, src="127.0.0.1", timeout=5.0):
@@ -149,6 +183,55 @@ class BodyTest(IntegrationCase):
         for name, (_, t) in got.items():
             self.assertGreater(t, 8, (name, t))
             self.assertLess(t, 13, (name, t))
+        self.assertTrue(ctl.proc.alive())
+
+
+class DecodedBoundsTest(IntegrationCase):
+    def opamp_post(self, ctl, body):
+        with connect(ctl.port, timeout=30) as s:
+            s.sendall(head("POST", "/v1/opamp", len(body), ctl.agent_token) + body)
+            data = b""
+            s.settimeout(30)
+            while b"\r\n\r\n" not in data:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            return int(data.split(b" ")[1]) if data.startswith(b"HTTP/") else 0
+
+    def describe(self, uid, value):
+        desc = field(1, kv("service.name", "big")) + field(2, kv("note", value))
+        # AgentToServer: instance_uid, sequence_num 0, agent_description, ReportsStatus
+        return field(1, uid) + b"\x10\x00" + field(3, desc) + b"\x20\x01"
+
+    def test_description_attribute_value_bound(self):
+        ctl = self.controller()
+        ok_uid, big_uid = uuid.uuid4().bytes, uuid.uuid4().bytes
+        self.assertEqual(self.opamp_post(ctl, self.describe(ok_uid, "v" * 4096)), 200)
+        self.assertEqual(self.opamp_post(ctl, self.describe(big_uid, "v" * (15 << 20))), 200)
+        st, body, _ = ctl.request("GET", "/api/v1/agents", raw=True)
+        self.assertEqual(st, 200)
+        # before: the 15 MiB value was kept and listed (15.7 MB); now it is refused
+        self.assertLess(len(body), 64 << 10, "GET /api/v1/agents: %d bytes" % len(body))
+        self.assertIn(str(uuid.UUID(bytes=ok_uid)), body.decode())
+        self.assertIn("v" * 4096, body.decode())
+        self.assertNotIn(str(uuid.UUID(bytes=big_uid)), body.decode())
+
+    def test_string_table_bound(self):
+        ctl = self.controller()
+        pid = ctl.proc.p.pid
+        # ExportProfilesServiceRequest.dictionary.string_table: 1M short entries (~10 MB)
+        table = b"".join(field(5, b"%07d" % i) for i in range(1 << 20))
+        body = field(2, table)
+        hwm0 = status_kb(pid, "VmHWM")
+        with connect(ctl.port, timeout=60) as s:
+            s.sendall(head("POST", "/v1development/profiles", len(body), ctl.agent_token) +
+                      body)
+            st = answer_status(s, 60)
+        grown_mb = (status_kb(pid, "VmHWM") - hwm0) / 1024.0
+        self.assertEqual(st, 413)
+        # the body itself is 10 MB; before, decoding it peaked 41 MB higher
+        self.assertLess(grown_mb, 25, "peak grew %.1f MB" % grown_mb)
         self.assertTrue(ctl.proc.alive())
 
 
