@@ -146,9 +146,10 @@ static struct pf_agent *bind_agent(struct pf_opamp_ctx *ctx, struct pf_opamp_ses
 		return NULL;
 	bool busy = a->connected && a->transport == PF_TRANSPORT_WS && a->conn &&
 		    a->conn != s->conn;
-	if (busy && !s->http) {
-		/* A second live connection claims this uid. Give the newcomer a
-		 * fresh identity rather than letting two processes share one record. */
+	if (busy) {
+		/* A second live connection (or a plain-HTTP request) claims the uid of an
+		 * agent connected over WebSocket. Give the newcomer a fresh identity rather
+		 * than letting two processes share (or one overwrite) one record. */
 		uint8_t fresh[16];
 		if (pf_uuid_v7(fresh) < 0)
 			return NULL;

@@ -8,6 +8,8 @@
   10 s) is answered 408 and closed.
 - An agent description's attribute keys and values are bounded (BAD_REQUEST error reply, the
   description not recorded), so GET /api/v1/agents stays small.
+- Plain-HTTP OpAMP cannot take over an instance_uid that a live WebSocket agent holds: it is
+  offered a new uid, as a second WebSocket would be.
 - An OTLP request's decoded form, string table included, is bounded: a 1M-entry string table
   is refused without the controller's peak memory following it.
 Memory is the controller's RSS (and its peak, VmHWM) from /proc. Every wait has a deadline.
@@ -19,7 +21,8 @@ import unittest
 import uuid
 
 from pfharness import IntegrationCase, wait_until
-from test_conn_limits import rss_kb
+from test_conn_limits import rss_kb, ws_frame
+from test_tokens import ws_open
 
 
 def varint(v):
@@ -233,6 +236,56 @@ class DecodedBoundsTest(IntegrationCase):
         # the body itself is 10 MB; before, decoding it peaked 41 MB higher
         self.assertLess(grown_mb, 25, "peak grew %.1f MB" % grown_mb)
         self.assertTrue(ctl.proc.alive())
+
+
+def a2s_described(uid, service_name):
+    """AgentToServer: instance_uid, sequence_num 0, a description, ReportsStatus."""
+    desc = field(1, kv("service.name", service_name))
+    return field(1, uid) + b"\x10\x00" + field(3, desc) + b"\x20\x01"
+
+
+class UidTest(IntegrationCase):
+    def test_plain_http_cannot_take_a_websocket_agents_uid(self):
+        ctl = self.controller()
+        uid = uuid.uuid4().bytes
+        name = str(uuid.UUID(bytes=uid))
+        st, ws = ws_open(ctl.port, ctl.agent_token)
+        self.assertEqual(st, 101)
+        self.addCleanup(ws.close)
+        ws.sendall(ws_frame(a2s_described(uid, "REAL")))
+
+        def described():
+            st, body, _ = ctl.request("GET", "/api/v1/agents/" + name)
+            return st == 200 and body["attributes"].get("service.name") == "REAL"
+        wait_until(described, timeout=10, what="the WebSocket agent's description")
+        body = a2s_described(uid, "HIJACK")
+        with connect(ctl.port) as s:
+            s.sendall(head("POST", "/v1/opamp", len(body), ctl.agent_token) + body)
+            data = b""
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+                hdr, sep, rest = data.partition(b"\r\n\r\n")
+                cl = [l for l in hdr.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+                if sep and cl and len(rest) >= int(cl[0].split(b":")[1]):
+                    break
+        self.assertTrue(data.startswith(b"HTTP/1.1 200"), data[:200])
+        reply = data.partition(b"\r\n\r\n")[2]
+        # ServerToAgent.agent_identification (8) { new_instance_uid (1): 16 bytes }
+        at = reply.find(b"\x42\x12\x0a\x10")
+        self.assertGreaterEqual(at, 0, "no new instance_uid offered: %r" % reply)
+        fresh = reply[at + 4:at + 20]
+        self.assertNotEqual(fresh, uid)
+        st, body, _ = ctl.request("GET", "/api/v1/agents/" + name)
+        self.assertEqual(st, 200)
+        self.assertEqual(body["attributes"].get("service.name"), "REAL", body)
+        self.assertEqual(body["transport"], "websocket", body)
+        st, body, _ = ctl.request("GET", "/api/v1/agents/" + str(uuid.UUID(bytes=fresh)))
+        self.assertEqual(st, 200)
+        self.assertEqual(body["attributes"].get("service.name"), "HIJACK", body)
 
 
 if __name__ == "__main__":
