@@ -407,10 +407,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		}
 		char auth[1024];
 		bool has = lws_hdr_copy(wsi, auth, sizeof(auth), WSI_TOKEN_HTTP_AUTHORIZATION) > 0;
-		if (!pf_server_agent_token(s, has ? auth : NULL, NULL)) {
+		bool too_long =
+		    lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION) >= (int)sizeof(auth);
+		if (too_long || !pf_server_agent_token(s, has ? auth : NULL, NULL)) {
 			s->metrics->opamp_connections_rejected_auth++;
 			write_now(wsi, 401, "www-authenticate:", "Bearer realm=\"profleet\"",
-				  "agent token missing or rejected");
+				  too_long ? PF_SERVER_AUTH_TOO_LONG : "agent token missing or rejected");
 			return 1;
 		}
 		char peer[64] = "";

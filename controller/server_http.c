@@ -464,6 +464,14 @@ int pf_http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const c
 	pss->req = r;
 	snprintf(r->method, sizeof(r->method), "%s", method_of(wsi));
 	snprintf(r->path, sizeof(r->path), "%s", uri ? uri : "/");
+	char version[16];
+	if (lws_hdr_copy(wsi, version, sizeof(version), WSI_TOKEN_HTTP) <= 0 ||
+	    (strcmp(version, "HTTP/1.1") != 0 && strcmp(version, "HTTP/1.0") != 0)) {
+		/* HTTP/0.9 (a request line without a version) or an unknown version */
+		reject_early(wsi, r, 505, "http_version_not_supported",
+			     "this server speaks HTTP/1.0 and HTTP/1.1");
+		return 0;
+	}
 	if (uri && uri_len >= sizeof(r->path)) {
 		/* kept whole or not at all: a cut path could name another route */
 		reject_early(wsi, r, 414, "uri_too_long", "the path is longer than 511 bytes");
@@ -496,6 +504,11 @@ int pf_http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const c
 			break;
 		r->args[r->n_args++] = r->args_store + off;
 		off += (size_t)n + 1;
+	}
+	if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION) >= (int)sizeof(r->auth)) {
+		reject_early(wsi, r, 401, "unauthenticated", PF_SERVER_AUTH_TOO_LONG);
+		pf_http_req_set_header(r, "www-authenticate:", "Bearer realm=\"profleet\"");
+		return 0;
 	}
 	r->has_auth = lws_hdr_copy(wsi, r->auth, sizeof(r->auth), WSI_TOKEN_HTTP_AUTHORIZATION) > 0;
 	char enc[64];

@@ -32,6 +32,9 @@ struct pf_qpool;
 struct pf_sync_listener;
 struct ws_conn;
 
+/* An Authorization header longer than http_req.auth holds (1023 bytes): 401 saying so. */
+#define PF_SERVER_AUTH_TOO_LONG "the Authorization header is longer than 1023 bytes"
+
 struct http_req {
 	char method[8];
 	char path[512];

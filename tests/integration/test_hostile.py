@@ -10,6 +10,8 @@
   description not recorded), so GET /api/v1/agents stays small.
 - Plain-HTTP OpAMP cannot take over an instance_uid that a live WebSocket agent holds: it is
   offered a new uid, as a second WebSocket would be.
+- Requests lws parses but HTTP refuses: HTTP/0.9 (no version) is answered 505; an
+  Authorization header past the 1023 bytes kept is 401 "too long", not "missing".
 - An OTLP request's decoded form, string table included, is bounded: a 1M-entry string table
   is refused without the controller's peak memory following it.
 Memory is the controller's RSS (and its peak, VmHWM) from /proc. Every wait has a deadline.
@@ -22,7 +24,7 @@ import uuid
 
 from pfharness import IntegrationCase, wait_until
 from test_conn_limits import rss_kb, ws_frame
-from test_tokens import ws_open
+from test_tokens import raw_http, ws_open
 
 
 def varint(v):
@@ -286,6 +288,27 @@ class UidTest(IntegrationCase):
         st, body, _ = ctl.request("GET", "/api/v1/agents/" + str(uuid.UUID(bytes=fresh)))
         self.assertEqual(st, 200)
         self.assertEqual(body["attributes"].get("service.name"), "HIJACK", body)
+
+
+class RequestLineTest(IntegrationCase):
+    def test_http09_and_long_authorization(self):
+        ctl = self.controller()
+        st, text = raw_http(ctl.port, b"GET /healthz\r\n\r\n")
+        self.assertEqual(st, 505, text)
+        for path in ("/api/v1/agents", "/v1/opamp"):
+            req = ("GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n"
+                   % (path, "a" * 2000)).encode()
+            st, text = raw_http(ctl.port, req)
+            self.assertEqual(st, 401, text)
+            self.assertIn("longer than 1023 bytes", text)
+        # the WebSocket upgrade says the same
+        st, s = ws_open(ctl.port, "a" * 2000)
+        self.assertEqual(st, 401)
+        # at the bound it is an ordinary (unknown) token
+        st, text = raw_http(ctl.port, ("GET /api/v1/agents HTTP/1.1\r\nHost: x\r\nAuthorization: "
+                                       "Bearer %s\r\n\r\n" % ("a" * 1016)).encode())
+        self.assertEqual(st, 401, text)
+        self.assertNotIn("longer than", text)
 
 
 if __name__ == "__main__":
