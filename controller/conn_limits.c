@@ -19,6 +19,7 @@ struct pf_conn_src {
 	uint32_t n;
 	uint32_t pending;
 	uint32_t refs; /* struct pf_conn pointing here */
+	size_t body;   /* request body bytes reserved */
 	char addr[64];
 };
 
@@ -173,9 +174,88 @@ void pf_conn_headers_done(struct pf_conn_limits *l, struct pf_conn *k)
 	pend_unlink(l, k);
 }
 
+int pf_conn_body_begin(struct pf_conn_limits *l, struct pf_conn *k, size_t len, int64_t now_ms)
+{
+	pf_conn_body_end(l, k);
+	size_t src_body = k->src ? k->src->body : 0;
+	int rc = 0;
+	if (l->max_body_per_source && len > l->max_body_per_source - pf_min(src_body,
+									  l->max_body_per_source))
+		rc = -EUSERS;
+	else if (l->max_body_total &&
+		 len > l->max_body_total - pf_min(l->body_total, l->max_body_total))
+		rc = -ENOSPC;
+	if (rc < 0) {
+		if (now_ms - l->body_log_ms >= 10000) {
+			l->body_log_ms = now_ms;
+			pf_log_warn("refusing a %zu-byte request body from %s: %zu bytes buffered "
+				    "for that address, %zu in all (limits %zu, %zu)",
+				    len, k->src ? k->src->addr : "?", src_body, l->body_total,
+				    l->max_body_per_source, l->max_body_total);
+		}
+		return rc;
+	}
+	k->in_body = true;
+	k->body_reserved = len;
+	k->body_last_ms = now_ms;
+	k->body_deadline_ms =
+	    now_ms + (int64_t)PF_BODY_STALL_S * 1000 + (int64_t)(len / (PF_BODY_MIN_RATE / 1000));
+	if (k->src)
+		k->src->body += len;
+	l->body_total += len;
+	k->bprev = NULL;
+	k->bnext = l->body_head;
+	if (l->body_head)
+		l->body_head->bprev = k;
+	l->body_head = k;
+	return 0;
+}
+
+void pf_conn_body_progress(struct pf_conn *k, int64_t now_ms)
+{
+	k->body_last_ms = now_ms;
+}
+
+void pf_conn_body_end(struct pf_conn_limits *l, struct pf_conn *k)
+{
+	if (!k->in_body)
+		return;
+	k->in_body = false;
+	if (k->bprev)
+		k->bprev->bnext = k->bnext;
+	else
+		l->body_head = k->bnext;
+	if (k->bnext)
+		k->bnext->bprev = k->bprev;
+	k->bprev = k->bnext = NULL;
+	if (k->src)
+		k->src->body -= k->body_reserved;
+	l->body_total -= k->body_reserved;
+	k->body_reserved = 0;
+}
+
+void pf_conn_body_sweep(struct pf_conn_limits *l, int64_t now_ms, void (*expired)(void *handle))
+{
+	struct pf_conn *k = l->body_head;
+	while (k) {
+		struct pf_conn *next = k->bnext;
+		bool stalled = now_ms - k->body_last_ms >= (int64_t)PF_BODY_STALL_S * 1000;
+		if (stalled || now_ms >= k->body_deadline_ms) {
+			pf_conn_body_end(l, k);
+			l->metrics->http_body_timeouts++;
+			pf_log_debug("closing a connection from %s: its request body %s",
+				     k->src ? k->src->addr : "?",
+				     stalled ? "stalled" : "arrives too slowly");
+			expired(k->handle);
+		}
+		k = next;
+	}
+}
+
 void pf_conn_close(struct pf_conn_limits *l, struct pf_conn *k)
 {
 	pend_unlink(l, k);
+	pf_conn_body_end(l, k);
 	if (k->src) {
 		k->src->refs--;
 		src_put(l, k->src->addr);

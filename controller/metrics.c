@@ -76,6 +76,13 @@ static const struct {
      "Connections closed because a request's headers did not arrive within "
      "header_timeout_seconds.",
      OFF(http_header_timeouts)},
+    {"profleet_http_body_rejected_total",
+     "Requests answered 429 or 503 at the end of their headers: the request body bytes "
+     "buffered for their address, or in all, would pass the limit.",
+     OFF(http_body_rejected)},
+    {"profleet_http_body_timeouts_total",
+     "Requests answered 408 and closed: their body stalled or arrived too slowly.",
+     OFF(http_body_timeouts)},
     {"profleet_config_pushes_total", "Remote configs sent to agents (on connect or on change).",
      OFF(config_pushes)},
     {"profleet_store_agent_rows_written_total", "Agent rows written to the fleet store.",

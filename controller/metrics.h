@@ -27,6 +27,8 @@ struct pf_metrics {
 	uint64_t opamp_slow_readers_closed;    /* send queue past max_send_queue_bytes */
 	uint64_t http_pending_rejected;        /* closed at accept: max_pending_per_source */
 	uint64_t http_header_timeouts;         /* closed: headers not complete in time */
+	uint64_t http_body_rejected;           /* 429/503: the body budget is spent */
+	uint64_t http_body_timeouts;           /* 408: a body stalled or trickled */
 	uint64_t config_pushes;
 	uint64_t persist_rows_written;
 	uint64_t persist_batches;

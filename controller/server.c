@@ -283,11 +283,24 @@ static void conn_kill(void *wsi)
 	lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 }
 
-/* Every HEADER_SWEEP_US: connections past their header deadline are closed. */
+/* A request body stalled or trickles: 408 and closed; the connection goes in any case. */
+static void body_expired(void *wsi)
+{
+	struct pss *pss = lws_wsi_user(wsi);
+	struct http_req *r = pss ? pss->req : NULL;
+	if (r && !r->dispatched)
+		pf_http_refuse_body(server_of(wsi), wsi, r, 408,
+				    "the request body did not arrive in time");
+	/* backstop for a peer that does not read the answer */
+	lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, 1);
+}
+
+/* Every HEADER_SWEEP_US: connections past their header or body deadline are closed. */
 static void header_sweep(lws_sorted_usec_list_t *sul)
 {
 	struct pf_server *s = lws_container_of(sul, struct pf_server, sul_headers);
 	pf_conn_limits_sweep(&s->limits, pf_server_now_ms(), conn_kill);
+	pf_conn_body_sweep(&s->limits, pf_server_now_ms(), body_expired);
 	lws_sul_schedule(s->ctx, 0, &s->sul_headers, header_sweep, HEADER_SWEEP_US);
 }
 
@@ -394,10 +407,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		}
 		char auth[1024];
 		bool has = lws_hdr_copy(wsi, auth, sizeof(auth), WSI_TOKEN_HTTP_AUTHORIZATION) > 0;
-		if (!pf_server_agent_token(s, has ? auth : NULL, NULL)) {
+		bool too_long =
+		    lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION) >= (int)sizeof(auth);
+		if (too_long || !pf_server_agent_token(s, has ? auth : NULL, NULL)) {
 			s->metrics->opamp_connections_rejected_auth++;
 			write_now(wsi, 401, "www-authenticate:", "Bearer realm=\"profleet\"",
-				  "agent token missing or rejected");
+				  too_long ? PF_SERVER_AUTH_TOO_LONG : "agent token missing or rejected");
 			return 1;
 		}
 		char peer[64] = "";
@@ -548,6 +563,11 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		struct http_req *r = pss->req;
 		if (!r)
 			return -1;
+		if (r->dispatched)
+			return 0; /* answered before its body (refused): the rest is dropped */
+		struct pf_conn *k = lws_get_opaque_user_data(wsi);
+		if (k)
+			pf_conn_body_progress(k, pf_server_now_ms());
 		if (!r->too_large && pf_buf_append(&r->body, in, len) < 0)
 			r->too_large = true;
 		return 0;
@@ -782,8 +802,12 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	s->ingest = opt->ingest_pool;
 	s->jobs = (struct pf_server_jobs){.metrics = metrics,
 					  .max_message_bytes = opt->max_message_bytes};
+	/* the largest body one request may have: an OpAMP or OTLP message, or an API body */
+	size_t body_max = pf_max(opt->max_message_bytes, (size_t)PF_API_MAX_BODY);
 	s->limits = (struct pf_conn_limits){.max_pending_per_source = opt->max_pending_per_source,
 					    .header_timeout_s = opt->header_timeout_s,
+					    .max_body_per_source = PF_BODY_SOURCE_FACTOR * body_max,
+					    .max_body_total = PF_BODY_TOTAL_FACTOR * body_max,
 					    .metrics = metrics};
 	pf_fleet_set_push_hook(fleet, push_hook, s);
 

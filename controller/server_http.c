@@ -380,6 +380,12 @@ void pf_http_dispatch(struct pf_server *s, struct lws *wsi, struct http_req *r)
 		dispatch_ui(s, r);
 	else
 		dispatch_api(s, wsi, r);
+	/* The answer is made (or the ingest job took the body): the body's bytes are not held
+	 * for this request any longer. */
+	pf_buf_release(&r->body);
+	struct pf_conn *k = lws_get_opaque_user_data(wsi);
+	if (k)
+		pf_conn_body_end(&s->limits, k);
 	if (r->job)
 		return;
 	/* An answer made on the loop is written now, not after a round of the loop; WRITEABLE
@@ -400,6 +406,54 @@ static void reject_early(struct lws *wsi, struct http_req *r, int status, const 
 	lws_callback_on_writable(wsi);
 }
 
+void pf_http_refuse_body(struct pf_server *s, struct lws *wsi, struct http_req *r, int status,
+			 const char *msg)
+{
+	static const struct {
+		int status;
+		int32_t rpc; /* google.rpc.Code of the OTLP answer */
+		const char *code;
+	} kinds[] = {
+	    {401, 16 /* UNAUTHENTICATED */, "unauthenticated"},
+	    {408, 4 /* DEADLINE_EXCEEDED */, "request_timeout"},
+	    {429, 8 /* RESOURCE_EXHAUSTED */, "too_many_requests"},
+	    {503, 14 /* UNAVAILABLE */, "unavailable"},
+	};
+	size_t i = 0;
+	while (i < sizeof(kinds) / sizeof(kinds[0]) - 1 && kinds[i].status != status)
+		i++;
+	if (r->is_profiles)
+		otlp_error(r, status, kinds[i].rpc, msg);
+	else
+		pf_http_req_error(r, status, kinds[i].code, msg);
+	if (status == 401)
+		pf_http_req_set_header(r, "www-authenticate:", "Bearer realm=\"profleet\"");
+	if (status == 429 || status == 503)
+		pf_http_req_set_header(r, "retry-after:", RETRY_AFTER_QUERY_S);
+	r->dispatched = true;
+	r->close_after = true;
+	pf_buf_release(&r->body);
+	struct pf_conn *k = lws_get_opaque_user_data(wsi);
+	if (k)
+		pf_conn_body_end(&s->limits, k);
+	if (pf_http_write(wsi, r) < 0)
+		lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+	else
+		lws_callback_on_writable(wsi);
+}
+
+/* At the end of the headers of a request with a body: may its body be read? The OpAMP and
+ * OTLP routes take an agent token, every other body an API token of any role (each API route
+ * then checks its role). */
+static bool body_caller_ok(struct pf_server *s, const struct http_req *r)
+{
+	const char *auth = r->has_auth ? r->auth : NULL;
+	if (r->is_opamp || r->is_profiles)
+		return agent_token_ok(s, auth);
+	char role[16];
+	return pf_api_token_role(s->store, auth, role, sizeof(role)) != NULL;
+}
+
 int pf_http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const char *uri,
 		  size_t uri_len)
 {
@@ -410,6 +464,14 @@ int pf_http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const c
 	pss->req = r;
 	snprintf(r->method, sizeof(r->method), "%s", method_of(wsi));
 	snprintf(r->path, sizeof(r->path), "%s", uri ? uri : "/");
+	char version[16];
+	if (lws_hdr_copy(wsi, version, sizeof(version), WSI_TOKEN_HTTP) <= 0 ||
+	    (strcmp(version, "HTTP/1.1") != 0 && strcmp(version, "HTTP/1.0") != 0)) {
+		/* HTTP/0.9 (a request line without a version) or an unknown version */
+		reject_early(wsi, r, 505, "http_version_not_supported",
+			     "this server speaks HTTP/1.0 and HTTP/1.1");
+		return 0;
+	}
 	if (uri && uri_len >= sizeof(r->path)) {
 		/* kept whole or not at all: a cut path could name another route */
 		reject_early(wsi, r, 414, "uri_too_long", "the path is longer than 511 bytes");
@@ -443,6 +505,11 @@ int pf_http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const c
 		r->args[r->n_args++] = r->args_store + off;
 		off += (size_t)n + 1;
 	}
+	if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION) >= (int)sizeof(r->auth)) {
+		reject_early(wsi, r, 401, "unauthenticated", PF_SERVER_AUTH_TOO_LONG);
+		pf_http_req_set_header(r, "www-authenticate:", "Bearer realm=\"profleet\"");
+		return 0;
+	}
 	r->has_auth = lws_hdr_copy(wsi, r->auth, sizeof(r->auth), WSI_TOKEN_HTTP_AUTHORIZATION) > 0;
 	char enc[64];
 	int el = lws_hdr_copy(wsi, enc, sizeof(enc), WSI_TOKEN_HTTP_CONTENT_ENCODING);
@@ -458,6 +525,15 @@ int pf_http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const c
 	    !strcmp(r->method, "POST") || !strcmp(r->method, "PUT") || !strcmp(r->method, "PATCH");
 	if (!has_body) {
 		pf_http_dispatch(s, wsi, r);
+		return 0;
+	}
+	if (!body_caller_ok(s, r)) {
+		/* Before a byte of the body is read: an unauthenticated body costs nothing. */
+		if (r->is_opamp)
+			s->metrics->opamp_connections_rejected_auth++;
+		pf_http_refuse_body(s, wsi, r, 401,
+				    r->is_opamp || r->is_profiles ? "agent token missing or rejected"
+								  : "token missing or rejected");
 		return 0;
 	}
 	char cl[32];
@@ -479,8 +555,25 @@ int pf_http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const c
 		pf_http_dispatch(s, wsi, r);
 		return 0;
 	}
-	if (v == 0)
+	if (v == 0) {
 		pf_http_dispatch(s, wsi, r);
+		return 0;
+	}
+	struct pf_conn *k = lws_get_opaque_user_data(wsi);
+	int rc = k ? pf_conn_body_begin(&s->limits, k, (size_t)v, pf_server_now_ms()) : 0;
+	if (rc < 0) {
+		s->metrics->http_body_rejected++;
+		pf_http_refuse_body(s, wsi, r, rc == -EUSERS ? 429 : 503,
+				    rc == -EUSERS ? "too many request body bytes in flight from "
+						    "this address; retry later"
+						  : "too many request body bytes in flight; retry "
+						    "later");
+		return 0;
+	}
+	/* The body is its Content-Length, reserved above: one allocation of that size. */
+	r->body.max = (size_t)v;
+	if (pf_buf_reserve(&r->body, (size_t)v) < 0)
+		r->too_large = true;
 	return 0;
 }
 

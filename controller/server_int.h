@@ -32,6 +32,9 @@ struct pf_qpool;
 struct pf_sync_listener;
 struct ws_conn;
 
+/* An Authorization header longer than http_req.auth holds (1023 bytes): 401 saying so. */
+#define PF_SERVER_AUTH_TOO_LONG "the Authorization header is longer than 1023 bytes"
+
 struct http_req {
 	char method[8];
 	char path[512];
@@ -128,6 +131,11 @@ void pf_http_req_set_response(struct http_req *r, int status, const char *ctype,
 void pf_http_req_error(struct http_req *r, int status, const char *code, const char *msg);
 /* Frees r (NULL: nothing); a job it waits for is forgotten by its pool first. */
 void pf_http_req_free(struct pf_server *s, struct http_req *r);
+/* Answers r at once with status (401, 408, 429, 503: an OTLP Status on the profiles route,
+ * else a JSON error; Retry-After on 429 and 503), gives back its body's reservation and
+ * closes the connection after: the body is not read (any more). */
+void pf_http_refuse_body(struct pf_server *s, struct lws *wsi, struct http_req *r, int status,
+			 const char *msg);
 /* LWS_CALLBACK_HTTP: a new request on the connection (its previous one is freed); answers
  * at once what needs no body. 0, or -1 to close. */
 int pf_http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const char *uri,

@@ -146,9 +146,10 @@ static struct pf_agent *bind_agent(struct pf_opamp_ctx *ctx, struct pf_opamp_ses
 		return NULL;
 	bool busy = a->connected && a->transport == PF_TRANSPORT_WS && a->conn &&
 		    a->conn != s->conn;
-	if (busy && !s->http) {
-		/* A second live connection claims this uid. Give the newcomer a
-		 * fresh identity rather than letting two processes share one record. */
+	if (busy) {
+		/* A second live connection (or a plain-HTTP request) claims the uid of an
+		 * agent connected over WebSocket. Give the newcomer a fresh identity rather
+		 * than letting two processes share (or one overwrite) one record. */
 		uint8_t fresh[16];
 		if (pf_uuid_v7(fresh) < 0)
 			return NULL;
@@ -246,6 +247,43 @@ static int apply_status(struct pf_opamp_ctx *ctx, struct pf_agent *a, const stru
 	return 0;
 }
 
+/* The description's attributes within PF_OPAMP_MAX_ATTRS, PF_OPAMP_MAX_ATTR_KEY,
+ * PF_OPAMP_MAX_ATTR_VALUE and PF_OPAMP_MAX_DESCRIPTION_BYTES; else false and msg says which. */
+static bool description_ok(const struct pf_a2s *in, char *msg, size_t msg_len)
+{
+	size_t n = in->n_identifying + in->n_non_identifying;
+	if (n > PF_OPAMP_MAX_ATTRS) {
+		snprintf(msg, msg_len, "agent_description: %zu attributes; at most %d", n,
+			 PF_OPAMP_MAX_ATTRS);
+		return false;
+	}
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct pf_kv *kv = i < in->n_identifying
+					     ? &in->identifying[i]
+					     : &in->non_identifying[i - in->n_identifying];
+		size_t kl = kv->key ? strlen(kv->key) : 0, vl = kv->value ? strlen(kv->value) : 0;
+		if (kl > PF_OPAMP_MAX_ATTR_KEY || vl > PF_OPAMP_MAX_ATTR_VALUE) {
+			snprintf(msg, msg_len,
+				 "agent_description: attribute '%.64s%s' has a %zu-byte %s; at most "
+				 "%d",
+				 kv->key ? kv->key : "", kl > 64 ? "..." : "",
+				 kl > PF_OPAMP_MAX_ATTR_KEY ? kl : vl,
+				 kl > PF_OPAMP_MAX_ATTR_KEY ? "key" : "value",
+				 kl > PF_OPAMP_MAX_ATTR_KEY ? PF_OPAMP_MAX_ATTR_KEY
+							    : PF_OPAMP_MAX_ATTR_VALUE);
+			return false;
+		}
+		total += kl + vl;
+	}
+	if (total > PF_OPAMP_MAX_DESCRIPTION_BYTES) {
+		snprintf(msg, msg_len, "agent_description: %zu bytes of keys and values; at most %d",
+			 total, PF_OPAMP_MAX_DESCRIPTION_BYTES);
+		return false;
+	}
+	return true;
+}
+
 int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s,
 			    const uint8_t *data, size_t len, int64_t now_ms, struct pf_buf *out,
 			    struct pf_opamp_result *res)
@@ -284,15 +322,12 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 		pf_a2s_free(in);
 		return r;
 	}
-	if (in->has_description &&
-	    in->n_identifying + in->n_non_identifying > PF_OPAMP_MAX_ATTRS) {
+	char msg[160];
+	if (in->has_description && !description_ok(in, msg, sizeof(msg))) {
 		/* Attributes are kept per agent and matched by every selector: bounded. */
 		res->bad_request = true;
 		if (ctx->metrics)
 			ctx->metrics->opamp_bad_messages++;
-		char msg[128];
-		snprintf(msg, sizeof(msg), "agent_description: %zu attributes; at most %d",
-			 in->n_identifying + in->n_non_identifying, PF_OPAMP_MAX_ATTRS);
 		r = reply_error(ctx, in->instance_uid, 16, PF_SERR_BAD_REQUEST, msg, out);
 		pf_a2s_free(in);
 		return r;

@@ -47,6 +47,12 @@ struct pf_opamp_ctx {
 /* Attributes (identifying + non-identifying) one AgentDescription may carry; more is a
  * BAD_REQUEST error reply and the description is not recorded. */
 #define PF_OPAMP_MAX_ATTRS 256
+/* Bytes of one attribute's key and of its value (a string, or another kind as the API renders
+ * it), and of every key and value of one description together; more is refused the same way.
+ * They are kept per agent, listed by the API and matched by selectors. */
+#define PF_OPAMP_MAX_ATTR_KEY 256
+#define PF_OPAMP_MAX_ATTR_VALUE 4096
+#define PF_OPAMP_MAX_DESCRIPTION_BYTES (64 * 1024)
 
 struct pf_opamp_session {
 	struct pf_agent *agent;    /* bound by the first valid message */

@@ -1462,6 +1462,17 @@ int pf_otlp_profiles_decode(const uint8_t *data, size_t len, size_t max_bytes,
 				    PF_OTLP_MAX_WIRE_DEPTH);
 	if (r < 0)
 		return pf_error_set(err, -EBADMSG, "", "malformed ExportProfilesServiceRequest");
+	/* ExportProfilesServiceRequest.dictionary (2): ProfilesDictionary's tables 1..7 */
+	static const char *const tables[8] = {
+	    NULL,	     "mapping_table",	"location_table", "function_table",
+	    "link_table",    "string_table",	"attribute_table", "stack_table"};
+	size_t counts[8];
+	if (pb_wire_count_fields(data, len, 2, counts, 8) < 0)
+		return pf_error_set(err, -EBADMSG, "", "malformed ExportProfilesServiceRequest");
+	for (size_t t = 1; t < 8; t++)
+		if (counts[t] > PF_OTLP_MAX_TABLE_ENTRIES)
+			return pf_error_set(err, -E2BIG, "", "dictionary.%s: %zu entries; at most %d",
+					    tables[t], counts[t], PF_OTLP_MAX_TABLE_ENTRIES);
 	struct pb_capped_alloc ca;
 	pb_capped_alloc_init(&ca, max_bytes);
 	pb_request *req = (pb_request *)protobuf_c_message_unpack(desc, &ca.a, len, data);

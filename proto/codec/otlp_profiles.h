@@ -63,6 +63,10 @@
 /* Nesting of AnyValue inside attributes is legal but unbounded on the wire: the decoder
  * refuses messages nested deeper than this (ExportProfilesServiceRequest itself needs 7). */
 #define PF_OTLP_MAX_WIRE_DEPTH 32
+/* Entries of each table of a request's ProfilesDictionary (strings, mappings, locations,
+ * functions, links, attributes, stacks), counted on the wire before anything is decoded: a
+ * table costs far more decoded than on the wire (an empty string: 2 bytes sent, ~40 kept). */
+#define PF_OTLP_MAX_TABLE_ENTRIES (1 << 18)
 
 /* Encodes w and appends the bytes to out. profile_id (may be NULL) receives the id of the
  * first profile, which names the export (file exporter). Processes without samples are left
@@ -74,7 +78,8 @@ int pf_otlp_profiles_encode(const struct pf_prof_window *w, struct pf_buf *out,
 
 /* Decodes an ExportProfilesServiceRequest into a new window (*out, free with
  * pf_prof_window_free). 0, -EBADMSG on malformed bytes or indices out of range, -ELOOP on
- * nesting past PF_OTLP_MAX_WIRE_DEPTH, -E2BIG past max_bytes, -ENOMEM. */
+ * nesting past PF_OTLP_MAX_WIRE_DEPTH, -E2BIG past max_bytes or past
+ * PF_OTLP_MAX_TABLE_ENTRIES in a dictionary table, -ENOMEM. */
 int pf_otlp_profiles_decode(const uint8_t *data, size_t len, size_t max_bytes,
 			    struct pf_prof_window **out, struct pf_error *err);
 

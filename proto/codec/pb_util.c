@@ -224,48 +224,57 @@ int pb_varint_read(const uint8_t **p, const uint8_t *end, uint64_t *v)
 	return -EBADMSG;
 }
 
+/* Reads the field at *p (below end): its number and, for a length-delimited one, its payload
+ * [*sub, *sub_end) (else *sub NULL). -EBADMSG on malformed wire data. */
+static int wire_next(const uint8_t **p, const uint8_t *end, uint64_t *num, const uint8_t **sub,
+		     const uint8_t **sub_end)
+{
+	uint64_t tag, v;
+	*sub = *sub_end = NULL;
+	if (pb_varint_read(p, end, &tag) < 0)
+		return -EBADMSG;
+	*num = tag >> 3;
+	if (*num == 0 || *num > 0x1fffffff)
+		return -EBADMSG;
+	switch (tag & 7) {
+	case WT_VARINT:
+		return pb_varint_read(p, end, &v);
+	case WT_I64:
+	case WT_I32: {
+		ptrdiff_t w = (tag & 7) == WT_I64 ? 8 : 4;
+		if (end - *p < w)
+			return -EBADMSG;
+		*p += w;
+		return 0;
+	}
+	case WT_LEN:
+		if (pb_varint_read(p, end, &v) < 0 || v > (uint64_t)(end - *p))
+			return -EBADMSG;
+		*sub = *p;
+		*sub_end = *p + v;
+		*p += v;
+		return 0;
+	default:
+		return -EBADMSG; /* groups (3, 4) and reserved wire types */
+	}
+}
+
 static int wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end,
 		     unsigned depth, unsigned max_depth)
 {
 	if (depth > max_depth)
 		return -ELOOP;
 	while (p < end) {
-		uint64_t tag, v;
-		if (pb_varint_read(&p, end, &tag) < 0)
+		uint64_t num;
+		const uint8_t *sub, *sub_end;
+		if (wire_next(&p, end, &num, &sub, &sub_end) < 0)
 			return -EBADMSG;
-		uint64_t num = tag >> 3;
-		if (num == 0 || num > 0x1fffffff)
-			return -EBADMSG;
-		switch (tag & 7) {
-		case WT_VARINT:
-			if (pb_varint_read(&p, end, &v) < 0)
-				return -EBADMSG;
-			break;
-		case WT_I64:
-			if (end - p < 8)
-				return -EBADMSG;
-			p += 8;
-			break;
-		case WT_I32:
-			if (end - p < 4)
-				return -EBADMSG;
-			p += 4;
-			break;
-		case WT_LEN: {
-			if (pb_varint_read(&p, end, &v) < 0 || v > (uint64_t)(end - p))
-				return -EBADMSG;
-			const ProtobufCFieldDescriptor *f =
-			    d ? protobuf_c_message_descriptor_get_field(d, (unsigned)num) : NULL;
-			if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
-				int r = wire_scan(f->descriptor, p, p + v, depth + 1, max_depth);
-				if (r < 0)
-					return r;
-			}
-			p += v;
-			break;
-		}
-		default:
-			return -EBADMSG; /* groups (3, 4) and reserved wire types */
+		const ProtobufCFieldDescriptor *f =
+		    sub && d ? protobuf_c_message_descriptor_get_field(d, (unsigned)num) : NULL;
+		if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+			int r = wire_scan(f->descriptor, sub, sub_end, depth + 1, max_depth);
+			if (r < 0)
+				return r;
 		}
 	}
 	return 0;
@@ -277,6 +286,32 @@ int pb_wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t l
 	if (!len)
 		return 0; /* (and p may be NULL) */
 	return wire_scan(d, p, p + len, 0, max_depth);
+}
+
+int pb_wire_count_fields(const uint8_t *p, size_t len, uint32_t outer, size_t *counts,
+			 size_t n_counts)
+{
+	memset(counts, 0, n_counts * sizeof(*counts));
+	if (!len)
+		return 0; /* (and p may be NULL) */
+	const uint8_t *end = p + len;
+	while (p < end) {
+		uint64_t num;
+		const uint8_t *sub, *sub_end;
+		if (wire_next(&p, end, &num, &sub, &sub_end) < 0)
+			return -EBADMSG;
+		if (num != outer || !sub)
+			continue;
+		while (sub < sub_end) {
+			uint64_t inner;
+			const uint8_t *x, *x_end;
+			if (wire_next(&sub, sub_end, &inner, &x, &x_end) < 0)
+				return -EBADMSG;
+			if (inner < n_counts)
+				counts[inner]++;
+		}
+	}
+	return 0;
 }
 
 int pb_ptrs_push(struct pb_ptrs *t, void *p)

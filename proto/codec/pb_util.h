@@ -81,6 +81,11 @@ void pb_capped_alloc_init(struct pb_capped_alloc *c, size_t max);
  * max_depth. Unknown fields are skipped. */
 int pb_wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
 		 unsigned max_depth);
+/* Counts, in the wire bytes of a message, the occurrences of each field number below n_counts
+ * in the message-typed field outer (every occurrence of it together, as protobuf merges them):
+ * counts[k] for field k. 0, or -EBADMSG on malformed wire data. */
+int pb_wire_count_fields(const uint8_t *p, size_t len, uint32_t outer, size_t *counts,
+			 size_t n_counts);
 
 /* Appends the packed bytes of msg to out (which stays NUL-terminated). 0, -ENOMEM, -E2BIG
  * (past the buffer's cap). */
