@@ -90,6 +90,24 @@ int pychild_line(struct pychild *c, char *line, size_t cap, int timeout_ms)
 	}
 }
 
+int pychild_wait_read(struct pychild *c, int timeout_ms)
+{
+	char path[64], buf[64];
+	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)c->pid);
+	for (int waited = 0; waited <= timeout_ms; waited += 5) {
+		FILE *f = fopen(path, "r");
+		bool in_read = false;
+		if (f) {
+			in_read = fgets(buf, sizeof(buf), f) && strncmp(buf, "0 ", 2) == 0;
+			fclose(f);
+		}
+		if (in_read)
+			return 0;
+		usleep(5000);
+	}
+	return -ETIMEDOUT;
+}
+
 int pychild_send(struct pychild *c, const char *s)
 {
 	char line[256];

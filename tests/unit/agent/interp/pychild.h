@@ -26,6 +26,10 @@ int pychild_exec(struct pychild *c, char *const argv[]);
 /* Reads the next line (without its newline) into line[0, cap) within timeout_ms. 0, -ETIMEDOUT,
  * -EPIPE when the child closed its output. */
 int pychild_line(struct pychild *c, char *line, size_t cap, int timeout_ms);
+/* Waits until the child's main thread is blocked in read(2) (its /proc/PID/syscall), so a
+ * walk of its frames sees the line that reads, not the one before it that is still
+ * returning. 0, -ETIMEDOUT. */
+int pychild_wait_read(struct pychild *c, int timeout_ms);
 /* Writes s and a newline to the child's stdin. */
 int pychild_send(struct pychild *c, const char *s);
 /* Kills and reaps it. */

@@ -80,6 +80,7 @@ static void detect_and_walk(const char *python, unsigned minor, bool shared)
 	assert_int_equal(pychild_line(&c, line, sizeof(line), 10000), 0);
 	uint64_t ident = 0;
 	assert_int_equal(sscanf(line, "ready %" SCNu64, &ident), 1);
+	assert_int_equal(pychild_wait_read(&c, 10000), 0); /* on line 4, not still on 3 */
 
 	struct pf_py_process p;
 	detect(c.pid, python, &p);
