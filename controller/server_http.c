@@ -450,8 +450,11 @@ static bool body_caller_ok(struct pf_server *s, const struct http_req *r)
 	const char *auth = r->has_auth ? r->auth : NULL;
 	if (r->is_opamp || r->is_profiles)
 		return agent_token_ok(s, auth);
-	char role[16];
-	return pf_api_token_role(s->store, auth, role, sizeof(role)) != NULL;
+	/* A store that cannot answer (-EAGAIN) is no verdict on the token: the API answers
+	 * 503 store_unavailable with Retry-After once the (budgeted) body is in. */
+	struct pf_api_caller who;
+	int rc = pf_api_authenticate(s->store, auth, pf_server_now_ms(), &who);
+	return rc == 0 || rc == -EAGAIN;
 }
 
 int pf_http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const char *uri,
@@ -465,11 +468,13 @@ int pf_http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const c
 	snprintf(r->method, sizeof(r->method), "%s", method_of(wsi));
 	snprintf(r->path, sizeof(r->path), "%s", uri ? uri : "/");
 	char version[16];
-	if (lws_hdr_copy(wsi, version, sizeof(version), WSI_TOKEN_HTTP) <= 0 ||
-	    (strcmp(version, "HTTP/1.1") != 0 && strcmp(version, "HTTP/1.0") != 0)) {
+	/* an HTTP/2 stream (TLS with ALPN h2) has pseudo-headers and no request-line version */
+	bool h2 = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_COLON_METHOD) > 0;
+	if (!h2 && (lws_hdr_copy(wsi, version, sizeof(version), WSI_TOKEN_HTTP) <= 0 ||
+		    (strcmp(version, "HTTP/1.1") != 0 && strcmp(version, "HTTP/1.0") != 0))) {
 		/* HTTP/0.9 (a request line without a version) or an unknown version */
 		reject_early(wsi, r, 505, "http_version_not_supported",
-			     "this server speaks HTTP/1.0 and HTTP/1.1");
+			     "this server speaks HTTP/1.0, HTTP/1.1 and HTTP/2");
 		return 0;
 	}
 	if (uri && uri_len >= sizeof(r->path)) {
