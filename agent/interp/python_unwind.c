@@ -496,7 +496,8 @@ void pf_py_unwind_tick(struct pf_py_unwind *u)
 		if (e->word && e->state == W_QUEUED)
 			word_name(u, p, e);
 	}
-	memmove(u->q, u->q + k, (u->n_q - k) * sizeof(*u->q));
+	if (k) /* u->q is NULL until the first frame is queued */
+		memmove(u->q, u->q + k, (u->n_q - k) * sizeof(*u->q));
 	u->n_q -= k;
 }
 
