@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <libelf.h>
 #include <linux/openat2.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -687,6 +688,100 @@ static int version_from_strings(int fd, Elf *elf, int want_minor, unsigned *mino
 	return 0;
 }
 
+/* ---- What a file holds, cached ----
+ *
+ * The symbol scan reads the file's whole .dynsym (a compiler's is megabytes), and every process
+ * of an executable asks about the same file: a build host starts hundreds of cc1 a minute. So
+ * the answer per file — no CPython, or its symbols — is kept, keyed by device, inode, size and
+ * modification time (a file replaced in place is read again). FILE_CACHE_SLOTS entries,
+ * replaced in turn; what a process adds (its load bias, its memory) is never cached. */
+
+#define FILE_CACHE_SLOTS 128
+
+struct file_key {
+	uint64_t dev, ino;
+	int64_t size, mtime_s, mtime_ns;
+};
+
+struct file_facts {
+	struct file_key key;
+	bool used, python;
+	struct sym s[S_COUNT];
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct file_facts slot[FILE_CACHE_SLOTS];
+	unsigned next;
+	struct pf_py_file_cache_stats st;
+} file_cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void pf_py_file_cache_stats(struct pf_py_file_cache_stats *out)
+{
+	pthread_mutex_lock(&file_cache.lock);
+	*out = file_cache.st;
+	pthread_mutex_unlock(&file_cache.lock);
+}
+
+static bool file_key_of(int fd, struct file_key *k)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return false;
+	*k = (struct file_key){st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec,
+			       st.st_mtim.tv_nsec};
+	return true;
+}
+
+/* The cached facts of file k into *f; false when none. */
+static bool file_cache_get(const struct file_key *k, struct file_facts *f)
+{
+	bool hit = false;
+	pthread_mutex_lock(&file_cache.lock);
+	for (unsigned i = 0; i < FILE_CACHE_SLOTS && !hit; i++) {
+		const struct file_facts *e = &file_cache.slot[i];
+		if (e->used && memcmp(&e->key, k, sizeof(*k)) == 0) {
+			*f = *e;
+			hit = true;
+		}
+	}
+	if (hit)
+		file_cache.st.hits++;
+	pthread_mutex_unlock(&file_cache.lock);
+	return hit;
+}
+
+static void file_cache_put(const struct file_facts *f)
+{
+	pthread_mutex_lock(&file_cache.lock);
+	file_cache.slot[file_cache.next] = *f;
+	file_cache.slot[file_cache.next].used = true;
+	file_cache.next = (file_cache.next + 1) % FILE_CACHE_SLOTS;
+	file_cache.st.reads++;
+	pthread_mutex_unlock(&file_cache.lock);
+}
+
+/* The interpreter's symbols of the open file at path into s[]; false when it holds no
+ * CPython. From the cache when the same file was read before. */
+static bool file_symbols(int fd, Elf *elf, const char *path, struct sym *s)
+{
+	struct file_facts f = {0};
+	bool keyed = file_key_of(fd, &f.key);
+	if (keyed && file_cache_get(&f.key, &f)) {
+		memcpy(s, f.s, sizeof(f.s));
+		return f.python;
+	}
+	memset(s, 0, sizeof(f.s));
+	find_symbols(elf, path, s);
+	f.python = s[S_RUNTIME].found && s[S_EVAL].found;
+	if (f.python && !s[S_EVAL_COLD].found)
+		find_debug_symbols(elf, s);
+	memcpy(f.s, s, sizeof(f.s));
+	if (keyed)
+		file_cache_put(&f);
+	return f.python;
+}
+
 /* Inspects one candidate file. 0 and *out filled; -ENOENT when the file holds no CPython. */
 static int inspect(int pid, const char *root, const struct candidate *c, struct pf_py_process *out,
 		   struct pf_error *err)
@@ -699,12 +794,9 @@ static int inspect(int pid, const char *root, const struct candidate *c, struct 
 	_cleanup_(elf_endp) Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf || elf_kind(elf) != ELF_K_ELF || gelf_getclass(elf) != ELFCLASS64)
 		return -ENOENT;
-	struct sym s[S_COUNT] = {{0}};
-	find_symbols(elf, c->maps[0].path, s);
-	if (!s[S_RUNTIME].found || !s[S_EVAL].found)
+	struct sym s[S_COUNT];
+	if (!file_symbols(fd, elf, c->maps[0].path, s))
 		return -ENOENT;
-	if (!s[S_EVAL_COLD].found)
-		find_debug_symbols(elf, s);
 
 	const struct map_file *m0 = &c->maps[0];
 	memset(out, 0, sizeof(*out));

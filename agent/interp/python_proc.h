@@ -77,6 +77,13 @@ struct pf_py_process {
  *   which). err may be NULL. */
 int pf_py_detect(int pid, const char *root, struct pf_py_process *out, struct pf_error *err);
 
+/* The per-file cache of what pf_py_detect read from interpreter candidates (the symbol scan;
+ * keyed by device, inode, size and modification time; 128 files): hits, and files read. */
+struct pf_py_file_cache_stats {
+	uint64_t hits, reads;
+};
+void pf_py_file_cache_stats(struct pf_py_file_cache_stats *out);
+
 /* The built-in table of minor version 3.minor, or NULL when there is none (3.9–3.12 have
  * one; 3.13+ take theirs from _Py_DebugOffsets). */
 const struct pf_py_offsets *pf_py_offsets_table(unsigned minor);

@@ -55,6 +55,7 @@ struct pf_py_unwind {
 	size_t n_q, cap_q;
 	unsigned detect_budget;
 	uint64_t detected_total, detect_failed, named, name_failed;
+	uint64_t detect_cpu_ns; /* thread CPU time of the detections */
 	char unsup[PF_PY_UNWIND_UNSUPPORTED_KEPT][PF_PY_UNWIND_MSG_LEN];
 	unsigned n_unsup, next_unsup;
 };
@@ -64,6 +65,13 @@ static uint64_t mono_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static uint64_t mix64(uint64_t x)
@@ -322,7 +330,9 @@ int pf_py_unwind_seen(struct pf_py_unwind *u, uint32_t pid, uint64_t now_ms,
 	struct pf_error err = {0};
 	char root[32];
 	snprintf(root, sizeof(root), "/proc/%u/root", pid);
+	uint64_t t0 = thread_cpu_ns();
 	int rc = pf_py_detect((int)pid, root, info, &err);
+	u->detect_cpu_ns += thread_cpu_ns() - t0;
 	if (rc == 0 && pf_py_unwind_layout(info, out) < 0) {
 		snprintf(err.msg, sizeof(err.msg), "python %s: layout not walkable",
 			 info->version);
@@ -592,4 +602,9 @@ void pf_py_unwind_stats(const struct pf_py_unwind *u, struct pf_py_unwind_stats 
 		memcpy(out->unsupported_msg[k], u->unsup[at], sizeof(out->unsupported_msg[k]));
 	}
 	out->n_unsupported_msg = u->n_unsup;
+}
+
+uint64_t pf_py_unwind_detect_cpu_ns(const struct pf_py_unwind *u)
+{
+	return u->detect_cpu_ns;
 }

@@ -86,5 +86,7 @@ struct pf_py_unwind_stats {
 	unsigned n_unsupported_msg;
 };
 void pf_py_unwind_stats(const struct pf_py_unwind *u, struct pf_py_unwind_stats *out);
+/* The detections' thread CPU time so far (set-up work for the overhead guard). */
+uint64_t pf_py_unwind_detect_cpu_ns(const struct pf_py_unwind *u);
 
 #endif

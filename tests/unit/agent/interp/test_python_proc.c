@@ -8,6 +8,7 @@
  * the message health shows, a process without Python, a gone process, and the
  * _Py_DebugOffsets checks on crafted blocks. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -365,6 +367,49 @@ static void test_not_python(void **state)
 
 /* ---- _Py_DebugOffsets ---- */
 
+/* A file is read once: a second process of the same executable (not an interpreter, or an
+ * interpreter at another load address) is answered from the cache, the per-process parts
+ * still its own; a file modified in place is read again. */
+static void test_file_cache(void **state)
+{
+	(void)state;
+	struct pf_py_process p;
+	struct pf_py_file_cache_stats a, b;
+	pf_py_file_cache_stats(&a);
+	assert_int_equal(pf_py_detect(getpid(), NULL, &p, NULL), -ENOENT);
+	assert_int_equal(pf_py_detect(getpid(), NULL, &p, NULL), -ENOENT);
+	pf_py_file_cache_stats(&b);
+	assert_true(b.reads <= a.reads + 1 && b.hits >= a.hits + 1);
+	if (access(PYCHILD_DEBIAN_311, X_OK) != 0)
+		skip();
+	char path[] = "/tmp/pf-py-cache-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "cp %s %s && chmod 755 %s", PYCHILD_DEBIAN_311, path, path);
+	assert_int_equal(system(cmd), 0);
+	for (unsigned round = 0; round < 3; round++) {
+		if (round == 2) {
+			struct timespec t[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_sec = 1000000000}};
+			assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+		}
+		struct pychild c;
+		char line[256];
+		assert_int_equal(pychild_start(&c, path, script), 0);
+		assert_int_equal(pychild_line(&c, line, sizeof(line), 10000), 0);
+		pf_py_file_cache_stats(&a);
+		detect(c.pid, path, &p);
+		pf_py_file_cache_stats(&b);
+		assert_int_equal(p.minor, 11);
+		assert_true(in_mapping(c.pid, p.eval[0].start, 1, path, "r-xp"));
+		/* round 0 reads the new file, round 1 finds it, round 2 reads it again */
+		assert_int_equal(b.reads - a.reads, round == 1 ? 0 : 1);
+		pychild_stop(&c);
+	}
+	unlink(path);
+}
+
 static void debug_block(uint64_t d[73])
 {
 	memset(d, 0, 73 * 8);
@@ -474,6 +519,7 @@ int main(void)
 	    cmocka_unit_test(test_deleted_executable),
 	    cmocka_unit_test(test_other_mount_namespace),
 	    cmocka_unit_test(test_not_python),
+	    cmocka_unit_test(test_file_cache),
 	    cmocka_unit_test(test_debug_offsets),
 	    cmocka_unit_test(test_tables),
 	};
