@@ -281,6 +281,17 @@ static void test_unsupported(void **state)
 		skip();
 }
 
+/* Copies Debian's python3.11 to a new file named by the mkstemp template path. */
+static void copy_debian_python(char *path)
+{
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "cp %s %s && chmod 755 %s", PYCHILD_DEBIAN_311, path, path);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* An executable deleted after it started: its path no longer opens, map_files does. */
 static void test_deleted_executable(void **state)
 {
@@ -288,12 +299,7 @@ static void test_deleted_executable(void **state)
 	if (access(PYCHILD_DEBIAN_311, X_OK) != 0)
 		skip();
 	char path[] = "/tmp/pf-py-deleted-XXXXXX";
-	int fd = mkstemp(path);
-	assert_true(fd >= 0);
-	close(fd);
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "cp %s %s && chmod 755 %s", PYCHILD_DEBIAN_311, path, path);
-	assert_int_equal(system(cmd), 0);
+	copy_debian_python(path);
 	struct pychild c;
 	char line[256];
 	assert_int_equal(pychild_start(&c, path, script), 0);
@@ -383,12 +389,7 @@ static void test_file_cache(void **state)
 	if (access(PYCHILD_DEBIAN_311, X_OK) != 0)
 		skip();
 	char path[] = "/tmp/pf-py-cache-XXXXXX";
-	int fd = mkstemp(path);
-	assert_true(fd >= 0);
-	close(fd);
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "cp %s %s && chmod 755 %s", PYCHILD_DEBIAN_311, path, path);
-	assert_int_equal(system(cmd), 0);
+	copy_debian_python(path);
 	for (unsigned round = 0; round < 3; round++) {
 		if (round == 2) {
 			struct timespec t[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_sec = 1000000000}};
