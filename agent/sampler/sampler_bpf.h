@@ -1,6 +1,7 @@
 /* sampler_bpf.h — the eBPF CPU sampler: kernel to symbolized window.
  *
- * Owns the BPF skeleton (bpf/cpu_sampler.bpf.c; this is the only code touching it), one
+ * Owns the BPF skeleton (bpf/cpu_sampler.bpf.c; the files behind sampler_int.h are the only code
+ * touching it), one
  * perf_event (software cpu-clock) per online CPU, the two ring buffers, the pid allow-map, and
  * the user-side pipeline: procinfo (attributes + filter verdicts), aggregate (samples of the
  * open window) and symbolize (maps, ELF/DWARF, kallsyms).
