@@ -5,7 +5,7 @@
  * (struct pf_bpf_py_proc of cpu_sampler.h, translated and checked here from
  * struct pf_py_process), the names of its Python frames (pf_py_names, read with
  * process_vm_readv), and why a CPython process is not walked ("python: 3.7 unsupported").
- * The caller (sampler_bpf.c, the only code touching the BPF maps) writes and deletes the kernel
+ * The caller (the sampler, the only code touching the BPF maps) writes and deletes the kernel
  * entries this module hands it.
  *
  * Frames: the kernel puts one stack word PF_PY_FRAME(code object, instruction offset) in place

@@ -3,7 +3,12 @@
 # agent/CMakeLists.txt; paths are relative to this file so it works from any directory scope.
 #
 #   bpf/cpu_sampler.bpf.c  perf_event + tp_btf programs     -> cpu_sampler.bpf.o -> .skel.h
-#   sampler_bpf.c          the pf_sampler object; the only code touching the skeleton
+#   sampler_bpf.c          the pf_sampler object (sampler_int.h: its parts, the only code
+#                          touching the skeleton): load, attach, perf events, config, poll
+#   sampler_read.c         the ring buffers' read path
+#   sampler_window.c       windows and the span triggers' ring
+#   sampler_capture.c      captures
+#   sampler_stats.c        counters
 #   procinfo.c             process attributes, filters, pid verdicts
 #   ../symbolize/symbolize.c  processes, JIT maps and frames to names (symbolize_int.h: its parts)
 #   ../symbolize/elf_read.c   libelf helpers: sections, build ids, DWARF presence
@@ -81,7 +86,9 @@ add_custom_command(OUTPUT ${PF_SAMPLER_GEN}/cpu_sampler.skel.h
 add_custom_target(agent_sampler_skel DEPENDS ${PF_SAMPLER_GEN}/cpu_sampler.skel.h)
 
 add_library(agent_sampler STATIC
-	${PF_SAMPLER_DIR}/sampler_bpf.c ${PF_SAMPLER_DIR}/procinfo.c
+	${PF_SAMPLER_DIR}/sampler_bpf.c ${PF_SAMPLER_DIR}/sampler_read.c
+	${PF_SAMPLER_DIR}/sampler_window.c ${PF_SAMPLER_DIR}/sampler_capture.c
+	${PF_SAMPLER_DIR}/sampler_stats.c ${PF_SAMPLER_DIR}/procinfo.c
 	${PF_SAMPLER_DIR}/../symbolize/symbolize.c ${PF_SAMPLER_DIR}/../symbolize/demangle.c
 	${PF_SAMPLER_DIR}/../symbolize/line_table.c ${PF_SAMPLER_DIR}/../symbolize/perf_map.c
 	${PF_SAMPLER_DIR}/../symbolize/vdso.c ${PF_SAMPLER_DIR}/../symbolize/gopclntab.c

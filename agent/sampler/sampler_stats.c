@@ -1,0 +1,295 @@
+/* sampler_stats.c — see sampler_bpf.h and sampler_int.h: counters for metrics and health. */
+#include "sampler/sampler_int.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "interp/python_unwind.h"
+#include "sampler/procinfo.h"
+#include "symbolize/symbolize.h"
+#include "unwind/unwinder.h"
+
+_Static_assert(PF_PY_UNWIND_MINORS == 5 && PF_PY_UNWIND_UNSUPPORTED_KEPT == 8 &&
+		       PF_PY_UNWIND_MSG_LEN == 144,
+	       "python counts of struct pf_sampler_stats differ");
+
+/* ---- stats -------------------------------------------------------------------------------- */
+
+static int read_counters(struct pf_sampler *s, uint64_t sum[PF_CNT_MAX])
+{
+	memset(sum, 0, PF_CNT_MAX * sizeof(sum[0]));
+	size_t nc = (size_t)s->n_cpus_possible;
+	/* every key of every CPU in one system call (BPF_MAP_LOOKUP_BATCH, Linux 5.6) */
+	_cleanup_free_ uint64_t *all = calloc(PF_CNT_MAX * nc, sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	__u32 keys[PF_CNT_MAX], out_batch = 0, count = PF_CNT_MAX;
+	LIBBPF_OPTS(bpf_map_batch_opts, bo);
+	int rc = bpf_map_lookup_batch(bpf_map__fd(s->skel->maps.counters), NULL, &out_batch, keys,
+				      all, &count, &bo);
+	if ((rc == 0 || errno == ENOENT) && count == PF_CNT_MAX) {
+		for (__u32 i = 0; i < PF_CNT_MAX; i++)
+			for (size_t c = 0; c < nc; c++)
+				if (keys[i] < PF_CNT_MAX)
+					sum[keys[i]] += all[i * nc + c];
+		return 0;
+	}
+	_cleanup_free_ uint64_t *vals = calloc(nc, sizeof(*vals));
+	if (!vals)
+		return -ENOMEM;
+	for (__u32 k = 0; k < PF_CNT_MAX; k++) {
+		if (bpf_map__lookup_elem(s->skel->maps.counters, &k, sizeof(k), vals,
+					 (size_t)s->n_cpus_possible * sizeof(*vals), 0) < 0)
+			return -errno;
+		for (int c = 0; c < s->n_cpus_possible; c++)
+			sum[k] += vals[c];
+	}
+	return 0;
+}
+
+/* Adds the per-tick counts the sample program keeps in its per-CPU state (cpu_sampler.h,
+ * struct pf_bpf_percpu) to sum. */
+static int add_percpu_counts(struct pf_sampler *s, uint64_t sum[PF_CNT_MAX],
+			     struct pf_sampler_stats *out)
+{
+	size_t stride = (sizeof(struct pf_bpf_percpu) + 7) & ~(size_t)7;
+	_cleanup_free_ char *vals = calloc((size_t)s->n_cpus_possible, stride);
+	__u32 zero = 0;
+	if (!vals)
+		return -ENOMEM;
+	if (bpf_map__lookup_elem(s->skel->maps.scratch_map, &zero, sizeof(zero), vals,
+				 (size_t)s->n_cpus_possible * stride, 0) < 0)
+		return -errno;
+	for (int c = 0; c < s->n_cpus_possible; c++) {
+		const struct pf_bpf_percpu *p = (const void *)(vals + (size_t)c * stride);
+		sum[PF_CNT_SAMPLES] += p->samples;
+		sum[PF_CNT_CAPTURE] += p->captures;
+		sum[PF_CNT_FILTERED] += p->filtered;
+		if (out) {
+			out->py_samples += p->py_samples;
+			out->py_frames += p->py_frames;
+			out->py_read_errors += p->py_read_errors;
+			out->py_no_thread += p->py_no_thread;
+		}
+	}
+	return 0;
+}
+
+uint64_t sampler_lost_total(struct pf_sampler *s)
+{
+	uint64_t c[PF_CNT_MAX];
+	struct pf_agg_stats as;
+	pf_agg_stats(s->agg, &as);
+	if (read_counters(s, c) < 0)
+		return as.dropped;
+	return c[PF_CNT_LOST_RB] + as.dropped;
+}
+
+struct profiled_ctx {
+	struct pf_sampler *s;
+	uint32_t *out;
+	size_t cap, n;
+};
+
+static int profiled_one(void *ctx, const struct pf_proc *p)
+{
+	struct profiled_ctx *c = ctx;
+	if (p->exited || !p->exe_path || !sampler_proc_allowed(c->s, p))
+		return 0;
+	if (c->n < c->cap)
+		c->out[c->n] = p->pid;
+	c->n++;
+	return 0;
+}
+
+size_t pf_sampler_profiled_pids(struct pf_sampler *s, uint32_t *out, size_t cap)
+{
+	struct profiled_ctx c = {.s = s, .out = out, .cap = cap};
+	pf_procinfo_foreach(s->pi, profiled_one, &c);
+	return c.n;
+}
+
+/* Run time and count of each program (kernel BPF statistics), into out->progs and the sums. */
+static void prog_run_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
+{
+	struct bpf_program *progs[PF_SAMPLER_N_PROGS] = {
+		s->skel->progs.do_sample,   s->skel->progs.handle_exec,
+		s->skel->progs.handle_fork, s->skel->progs.handle_exit,
+		s->skel->progs.resolve_ksyms, s->skel->progs.do_capture};
+	for (int i = 0; i < PF_SAMPLER_N_PROGS; i++) {
+		struct bpf_prog_info info;
+		__u32 len = sizeof(info);
+		memset(&info, 0, sizeof(info));
+		out->progs[i].name = bpf_program__name(progs[i]);
+		if (progs[i] == s->skel->progs.resolve_ksyms && !s->ksym_prog)
+			continue; /* not loaded */
+		if (bpf_obj_get_info_by_fd(bpf_program__fd(progs[i]), &info, &len) < 0)
+			continue;
+		out->progs[i].run_time_ns = info.run_time_ns;
+		out->progs[i].run_cnt = info.run_cnt;
+		out->bpf_run_time_ns += info.run_time_ns;
+		out->bpf_run_cnt += info.run_cnt;
+	}
+}
+
+int pf_sampler_bpf_run_time(struct pf_sampler *s, uint64_t *ns)
+{
+	struct pf_sampler_stats st;
+	*ns = 0;
+	if (s->stats_fd < 0)
+		return -ENODATA;
+	memset(&st, 0, sizeof(st));
+	prog_run_stats(s, &st);
+	*ns = st.bpf_run_time_ns;
+	return 0;
+}
+
+uint64_t pf_sampler_setup_cpu_ns(const struct pf_sampler *s)
+{
+	return s->setup_cpu_ns + (s->py ? pf_py_unwind_detect_cpu_ns(s->py) : 0);
+}
+
+int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	uint64_t c[PF_CNT_MAX];
+	int rc = read_counters(s, c);
+	if (rc == 0)
+		rc = add_percpu_counts(s, c, out);
+	if (rc < 0)
+		return rc;
+	out->running = s->pe.n > 0;
+	out->frequency_hz = s->freq_hz;
+	out->n_cpus = s->pe.n;
+	out->samples = c[PF_CNT_SAMPLES];
+	out->capture_samples = c[PF_CNT_CAPTURE];
+	out->capture_hz = s->cpe.n ? s->cap_hz : 0;
+	for (size_t i = 0; i < PF_SAMPLER_CAPTURES; i++)
+		out->captures += s->cap[i].used;
+	out->lost_kernel = c[PF_CNT_LOST_RB];
+	out->filtered = c[PF_CNT_FILTERED];
+	out->stack_errors = c[PF_CNT_STACK_ERR];
+	out->lost_events = c[PF_CNT_LOST_EVENT];
+	for (int i = 0; i < PF_CNT_T_N - PF_CNT_T_FILTER; i++)
+		out->bench_part_ns[i] = c[PF_CNT_T_FILTER + i];
+	out->bench_timed = c[PF_CNT_T_N];
+	struct pf_agg_stats as;
+	pf_agg_stats(s->agg, &as);
+	out->lost_user = as.dropped;
+	out->pending = as.pending;
+	out->processes = pf_procinfo_count(s->pi);
+	out->bpf_stats_enabled = s->stats_fd >= 0;
+
+	prog_run_stats(s, out);
+	struct pf_symbolizer_stats ss;
+	pf_symbolizer_stats(s->sym, &ss);
+	out->elf_cached = ss.elf_cached;
+	out->elf_opened = ss.elf_opened;
+	out->elf_evicted = ss.elf_evicted;
+	out->sym_cache_hits = ss.cache_hits;
+	out->frames_resolved = ss.frames_resolved;
+	out->frames_unresolved = ss.frames_unresolved;
+	out->line_tables = ss.line_tables;
+	out->line_tables_bytes = ss.line_tables_bytes;
+	out->line_builds = ss.line_builds;
+	out->line_build_failed = ss.line_build_failed;
+	out->line_build_cpu_ns = ss.line_build_cpu_ns;
+	out->line_cache_hits = ss.line_cache_hits;
+	out->line_build_max_rss_kb = ss.line_build_max_rss_kb;
+	out->line_lookups = ss.line_lookups;
+	out->line_deferred = ss.line_deferred;
+	out->jit_maps = ss.jit_maps;
+	out->jit_bytes = ss.jit_bytes;
+	out->jit_frames = ss.jit_frames;
+	out->jit_maps_refused = ss.jit_maps_refused;
+	out->go_files = ss.go_files;
+	out->names_cleaned = ss.names_cleaned;
+	out->helper_samples = s->helper_samples;
+	out->windows_held = s->windows_held;
+	out->windows_held_ns = s->windows_held_ns;
+	out->kernel_symbols_load_ns = ss.kernel_load_cpu_ns;
+	out->kernel_resolver = ss.kernel_resolver;
+	out->kernel_resolved = ss.kernel_resolved;
+	out->kernel_resolve_cpu_ns = ss.kernel_resolve_cpu_ns;
+	out->last_error = s->last_error;
+	out->dwarf_unwind = s->unw != NULL;
+	out->dwarf_unwind_off_reason = s->unw ? NULL : s->unw_off;
+	out->dwarf_samples = s->dwarf_samples;
+	struct pf_py_unwind_stats ps;
+	pf_py_unwind_stats(s->py, &ps);
+	out->python = pf_py_unwind_enabled(s->py);
+	out->py_processes = ps.processes;
+	memcpy(out->py_by_minor, ps.by_minor, sizeof(out->py_by_minor));
+	out->py_unsupported = ps.unsupported;
+	out->py_detected = ps.detected_total;
+	out->py_detect_failed = ps.detect_failed;
+	out->py_named = ps.named;
+	out->py_name_failed = ps.name_failed;
+	out->py_names_bytes = ps.names_bytes;
+	out->py_map_errors = s->py_map_errors;
+	out->py_n_unsupported_msg = ps.n_unsupported_msg;
+	memcpy(out->py_unsupported_msg, ps.unsupported_msg, sizeof(out->py_unsupported_msg));
+	if (s->unw) {
+		struct pf_unwinder_stats us;
+		pf_unwinder_stats(s->unw, &us);
+		out->unwind_tables = us.tables;
+		out->unwind_rows = us.rows;
+		out->unwind_rows_cap = us.rows_cap;
+		out->unwind_processes = us.processes;
+		out->unwind_entries = us.entries;
+		out->unwind_built = us.built;
+		out->unwind_build_ns = us.build_ns;
+		out->unwind_cache_hits = us.cache_hits;
+		out->unwind_cache_bad = us.cache_bad;
+		out->unwind_no_cfi = us.no_cfi;
+		out->unwind_evicted = us.evicted;
+		out->unwind_rows_full = us.rows_full;
+		out->unwind_reloads = us.reloads;
+		out->unwind_deferred = us.deferred;
+		out->unwind_pending = us.pending;
+		out->unwind_builder_runs = us.builder_runs;
+		out->unwind_builder_killed = us.builder_killed;
+	}
+	return 0;
+}
+
+size_t pf_sampler_python_status(const struct pf_sampler_stats *st, char *out, size_t cap)
+{
+	if (!cap)
+		return 0;
+	out[0] = 0;
+	size_t n = 0;
+#define PUT(...)                                                                                   \
+	do {                                                                                       \
+		int k_ = snprintf(out + n, cap - n, __VA_ARGS__);                                  \
+		n = k_ < 0 ? n : (size_t)k_ >= cap - n ? cap - 1 : n + (size_t)k_;                 \
+	} while (0)
+	if (!st->python) {
+		PUT("python: off");
+		return n;
+	}
+	if (!st->py_processes && !st->py_unsupported && !st->py_frames)
+		return 0;
+	PUT("python: %" PRIu64 " processes", st->py_processes);
+	const char *sep = " (";
+	for (unsigned i = 0; i < PF_PY_UNWIND_MINORS; i++) {
+		if (!st->py_by_minor[i])
+			continue;
+		PUT("%s3.%u: %" PRIu64, sep, 9 + i, st->py_by_minor[i]);
+		sep = ", ";
+	}
+	if (*sep == ',')
+		PUT(")");
+	PUT(", frames read %" PRIu64 ", read failures %" PRIu64 ", names %" PRIu64
+	    ", not named %" PRIu64,
+	    st->py_frames, st->py_read_errors, st->py_named, st->py_name_failed);
+	for (unsigned i = 0; i < st->py_n_unsupported_msg && i < PF_PY_UNWIND_UNSUPPORTED_KEPT; i++)
+		PUT("; %s", st->py_unsupported_msg[i]);
+#undef PUT
+	return n;
+}
