@@ -1,6 +1,6 @@
 /* profcheck.h — a conformance checker for OTLP profiles (v1.11.0, profiles v1development), for
  * tests. It decodes an ExportProfilesServiceRequest with protobuf-c (independently of
- * proto/codec/otlp_profiles.c) and checks every rule of the OpenTelemetry profiling SIG's
+ * proto/codec/otlp_profiles_decode.c) and checks every rule of the OpenTelemetry profiling SIG's
  * conformance checker (the rule ids below), plus our duplicate and orphan checks. Each violation is one message that starts with its rule
  * id, "rule: detail", e.g. "string0: string_table[0] is \"x\", must be empty".
  *

@@ -1,4 +1,4 @@
-# Tests of the profile codecs (proto/codec/otlp_profiles.c, pprof_codec.c) and of the OTLP
+# Tests of the profile codecs (proto/codec/otlp_profiles*.c, pprof_codec.c) and of the OTLP
 # conformance checker in tests/lib/. Included from tests/unit/proto/CMakeLists.txt; paths are
 # relative to this file so it works from any including directory.
 #

@@ -1,4 +1,4 @@
-/* Unit tests of proto/codec/otlp_profiles.c: encoding of the fixture windows (every output
+/* Unit tests of proto/codec/otlp_profiles*.c: encoding of the fixture windows (every output
  * runs through the conformance checker, tests/lib/profcheck.c), dictionary interning and stack
  * dedup, sample shapes and time range, links, round trips through the decoder, and the
  * decoder's refusals (garbage, truncation, byte cap, nesting, bad indices). */
