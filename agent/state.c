@@ -12,6 +12,7 @@
 
 #include "pf/buf.h"
 #include "pf/compiler.h"
+#include "pf/fdio.h"
 #include "pf/log.h"
 #include "pf/uuid.h"
 
@@ -58,22 +59,6 @@ int agent_mkdir_p(const char *path, unsigned mode)
 	return 0;
 }
 
-static int write_all(int fd, const void *data, size_t len)
-{
-	const uint8_t *p = data;
-	while (len > 0) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 static void fsync_parent(const char *path)
 {
 	char dir[PATH_MAX];
@@ -106,7 +91,7 @@ int agent_write_file_atomic(const char *path, const void *data, size_t len, unsi
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
 	if (fd < 0)
 		return -errno;
-	int r = write_all(fd, data, len);
+	int r = pf_write_all(fd, data, len);
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (close(fd) < 0 && r == 0)

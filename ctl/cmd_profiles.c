@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pf/fdio.h"
+
 int ctl_cmd_profiles(struct ctl_ctx *c)
 {
 	_cleanup_buf_ struct pf_buf p;
@@ -60,20 +62,6 @@ int ctl_cmd_profiles(struct ctl_ctx *c)
 	return st;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int ctl_cmd_pprof(struct ctl_ctx *c)
 {
 	const char *id = c->args->pos[0];
@@ -99,7 +87,7 @@ int ctl_cmd_pprof(struct ctl_ctx *c)
 	int st = CTL_EXIT_OK;
 	if (to_stdout) {
 		fflush(c->out);
-		rc = write_all(STDOUT_FILENO, resp.body.data, resp.body.len);
+		rc = pf_write_all(STDOUT_FILENO, resp.body.data, resp.body.len);
 	} else {
 		/* written beside the target and renamed, so FILE is never left half-written */
 		char tmp[4096];
@@ -108,7 +96,7 @@ int ctl_cmd_pprof(struct ctl_ctx *c)
 			rc = -ENAMETOOLONG;
 		} else {
 			int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-			rc = fd < 0 ? -errno : write_all(fd, resp.body.data, resp.body.len);
+			rc = fd < 0 ? -errno : pf_write_all(fd, resp.body.data, resp.body.len);
 			if (fd >= 0 && close(fd) < 0 && rc == 0)
 				rc = -errno;
 			if (rc == 0 && rename(tmp, out) < 0)

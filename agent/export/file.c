@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "pf/compiler.h"
+#include "pf/fdio.h"
 #include "pf/uuid.h"
 
 struct agent_export_file {
@@ -215,21 +216,6 @@ static int enforce_bound(struct agent_export_file *f, const char *keep)
 	return 0;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int agent_export_file_write(struct agent_export_file *f, const uint8_t *data, size_t len,
 			    const uint8_t profile_id[16], uint64_t now_unix_ns, char *name_out,
 			    struct pf_error *err)
@@ -254,7 +240,7 @@ int agent_export_file_write(struct agent_export_file *f, const uint8_t *data, si
 		int e = errno;
 		return pf_error_set(err, -e, "", "%s/%s: %s", f->dir, tmp, strerror(e));
 	}
-	int r = write_all(fd, data, len);
+	int r = pf_write_all(fd, data, len);
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (close(fd) < 0 && r == 0)

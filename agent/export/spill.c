@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "pf/compiler.h"
+#include "pf/fdio.h"
 
 #define MAGIC "PFQ1"
 #define HEAD_LEN (4 + 4 + 8 + 16 + 8 + 4)
@@ -143,22 +144,6 @@ const char *agent_spill_dir(const struct agent_spill *s)
 	return s->dir;
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	while (n) {
-		ssize_t w = write(fd, b, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		b += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int agent_spill_write(struct agent_spill *s, uint64_t seq, const uint8_t id[16],
 		      uint64_t enq_unix_ns, const char *target, const uint8_t *data, size_t len)
 {
@@ -183,11 +168,11 @@ int agent_spill_write(struct agent_spill *s, uint64_t seq, const uint8_t id[16],
 	    openat(s->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
-	int r = write_all(fd, head, sizeof(head));
+	int r = pf_write_all(fd, head, sizeof(head));
 	if (r == 0 && tl)
-		r = write_all(fd, target, tl);
+		r = pf_write_all(fd, target, tl);
 	if (r == 0)
-		r = write_all(fd, data, len);
+		r = pf_write_all(fd, data, len);
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
 	if (r == 0 && renameat(s->dir_fd, tmp, s->dir_fd, name) < 0)
