@@ -116,6 +116,34 @@ static void counter_u64(struct w *w, const char *name, const char *help, uint64_
 	sample_u64(w, name, "", v);
 }
 
+/* A counter family of series told apart by one label: label="key" v, one per entry. */
+struct series {
+	const char *key;
+	uint64_t v;
+};
+
+static void counter_by(struct w *w, const char *name, const char *help, const char *label,
+		       const struct series *s, size_t n)
+{
+	char lab[LABELS_LEN];
+	family(w, name, "counter", help);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(lab, sizeof(lab), "%s=\"%s\"", label, s[i].key);
+		sample_u64(w, name, lab, s[i].v);
+	}
+}
+
+#define COUNTER_BY(w, name, help, label, ...)                                                    \
+	counter_by(w, name, help, label, (const struct series[]){__VA_ARGS__},                     \
+		   sizeof((const struct series[]){__VA_ARGS__}) / sizeof(struct series))
+
+/* The same with two series: label="k1" v1, label="k2" v2. */
+static void counter_pair(struct w *w, const char *name, const char *help, const char *label,
+			 const char *k1, uint64_t v1, const char *k2, uint64_t v2)
+{
+	COUNTER_BY(w, name, help, label, {k1, v1}, {k2, v2});
+}
+
 static void render_process(struct w *w, const struct agent_metrics_input *in)
 {
 	char ver[128], lab[LABELS_LEN];
@@ -147,11 +175,10 @@ static void render_process(struct w *w, const struct agent_metrics_input *in)
 static void render_windows(struct w *w, const struct agent_dataplane_metrics *m)
 {
 	const struct agent_dataplane_counters *c = &m->counters;
-	family(w, "profiles_collected_total", "counter",
-	       "Profiles (windows) encoded and handed to the exporters, by source: ebpf sampler "
-	       "windows, pprof target scrapes.");
-	sample_u64(w, "profiles_collected_total", "source=\"ebpf\"", c->windows);
-	sample_u64(w, "profiles_collected_total", "source=\"pprof\"", c->pprof_windows);
+	counter_pair(w, "profiles_collected_total",
+		     "Profiles (windows) encoded and handed to the exporters, by source: ebpf sampler "
+		     "windows, pprof target scrapes.",
+		     "source", "ebpf", c->windows, "pprof", c->pprof_windows);
 	counter_u64(w, "profile_bytes_total", "OTLP bytes encoded, all profiles.",
 		    c->profile_bytes);
 	gauge_u64(w, "profile_last_size_bytes", "OTLP size of the last encoded profile.",
@@ -179,12 +206,10 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 	gauge_u64(w, "sampler_frequency_hertz", "Sampling frequency per CPU.", s->frequency_hz);
 	gauge_u64(w, "sampler_cpus", "CPUs with a perf event open.", s->n_cpus);
 	counter_u64(w, "sampler_samples_total", "Samples recorded by the BPF program.", s->samples);
-	family(
-	    w, "sampler_lost_samples_total", "counter",
-	    "Samples lost: ring_buffer (the kernel found the ring buffer full), window_full (the "
-	    "open window's sample store was full).");
-	sample_u64(w, "sampler_lost_samples_total", "reason=\"ring_buffer\"", s->lost_kernel);
-	sample_u64(w, "sampler_lost_samples_total", "reason=\"window_full\"", s->lost_user);
+	counter_pair(w, "sampler_lost_samples_total",
+		     "Samples lost: ring_buffer (the kernel found the ring buffer full), window_full "
+		     "(the open window's sample store was full).",
+		     "reason", "ring_buffer", s->lost_kernel, "window_full", s->lost_user);
 	counter_u64(w, "sampler_lost_events_total",
 		    "Process events (exec, fork, exit) lost in the kernel.", s->lost_events);
 	counter_u64(w, "sampler_filtered_samples_total",
@@ -520,18 +545,6 @@ static void render_targets(struct w *w, const struct agent_dataplane_metrics *m)
 	}
 }
 
-/* A counter family of two series told apart by one label: label="k1" v1, label="k2" v2. */
-static void counter_pair(struct w *w, const char *name, const char *help, const char *label,
-			 const char *k1, uint64_t v1, const char *k2, uint64_t v2)
-{
-	char lab[LABELS_LEN];
-	family(w, name, "counter", help);
-	snprintf(lab, sizeof(lab), "%s=\"%s\"", label, k1);
-	sample_u64(w, name, lab, v1);
-	snprintf(lab, sizeof(lab), "%s=\"%s\"", label, k2);
-	sample_u64(w, name, lab, v2);
-}
-
 /* The overhead guard, the shared profile rate limit and the high_cpu trigger. */
 static void render_limits(struct w *w, const struct agent_dataplane_metrics *m)
 {
@@ -622,28 +635,22 @@ static void render_health(struct w *w, const struct pf_health *h)
 static void render_spans(struct w *w, const struct agent_dataplane_metrics *m)
 {
 	const struct agent_span_counters *c = &m->span_rx;
-	family(w, "span_requests_total", "counter",
-	       "OTLP/HTTP trace export requests to the span receiver, by answer code.");
-	sample_u64(w, "span_requests_total", "code=\"200\"", c->requests);
-	sample_u64(w, "span_requests_total", "code=\"400\"", c->bad_requests);
-	sample_u64(w, "span_requests_total", "code=\"413\"", c->too_large);
-	sample_u64(w, "span_requests_total", "code=\"503\"", c->busy);
+	COUNTER_BY(w, "span_requests_total",
+		   "OTLP/HTTP trace export requests to the span receiver, by answer code.", "code",
+		   {"200", c->requests}, {"400", c->bad_requests}, {"413", c->too_large},
+		   {"503", c->busy});
 	counter_u64(w, "spans_received_total", "Spans decoded by the span receiver.", c->spans);
-	family(w, "spans_accepted_total", "counter",
-	       "Spans that started a profile, by trigger (slow_span, error_span).");
-	sample_u64(w, "spans_accepted_total", "trigger=\"slow_span\"", c->triggered[0]);
-	sample_u64(w, "spans_accepted_total", "trigger=\"error_span\"", c->triggered[1]);
-	family(w, "spans_rejected_total", "counter",
-	       "Triggering spans answered as rejected (OTLP partial_success), by reason.");
-	sample_u64(w, "spans_rejected_total", "reason=\"unknown_process\"", c->rejected_unknown);
-	sample_u64(w, "spans_rejected_total", "reason=\"too_old\"", c->rejected_old);
-	sample_u64(w, "spans_rejected_total", "reason=\"rate_limited\"", c->rejected_rate);
-	sample_u64(w, "spans_rejected_total", "reason=\"queue_full\"", c->rejected_queue);
-	family(w, "span_profiles_total", "counter",
-	       "Span profiles exported, by trigger; empty: the span's thread had no samples.");
-	sample_u64(w, "span_profiles_total", "trigger=\"slow_span\"", m->span.profiles[0]);
-	sample_u64(w, "span_profiles_total", "trigger=\"error_span\"", m->span.profiles[1]);
-	sample_u64(w, "span_profiles_total", "trigger=\"empty\"", m->span.empty);
+	COUNTER_BY(w, "spans_accepted_total",
+		   "Spans that started a profile, by trigger (slow_span, error_span).", "trigger",
+		   {"slow_span", c->triggered[0]}, {"error_span", c->triggered[1]});
+	COUNTER_BY(w, "spans_rejected_total",
+		   "Triggering spans answered as rejected (OTLP partial_success), by reason.",
+		   "reason", {"unknown_process", c->rejected_unknown}, {"too_old", c->rejected_old},
+		   {"rate_limited", c->rejected_rate}, {"queue_full", c->rejected_queue});
+	COUNTER_BY(w, "span_profiles_total",
+		   "Span profiles exported, by trigger; empty: the span's thread had no samples.",
+		   "trigger", {"slow_span", m->span.profiles[0]}, {"error_span", m->span.profiles[1]},
+		   {"empty", m->span.empty});
 	family(w, "span_profile_latency_seconds", "gauge",
 	       "From a span's arrival to its profile being handed to the exporters: the last "
 	       "one, and the largest.");
