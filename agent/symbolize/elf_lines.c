@@ -50,15 +50,8 @@ static void lt_done(void *ctx, const char *key, int rc)
 /* Reaps finished builds and starts the next child when the budget allows. */
 void elf_lines_poll(struct pf_symbolizer *sym)
 {
-	if (!pf_tbuilder_busy(sym->lb))
-		return;
-	uint64_t ns = 0;
-	int rc = pf_tbuilder_poll(sym->lb, pf_tbuilder_budget_ok(&sym->lb_budget), lt_done, sym,
-				  &ns);
-	sym->lb_budget.ns -= (int64_t)ns;
-	sym->st.line_build_cpu_ns += ns;
-	if (rc < 0)
-		sym->st.last_error = rc;
+	pf_tbuilder_tick(sym->lb, &sym->lb_budget, lt_done, sym, &sym->st.line_build_cpu_ns,
+			 &sym->st.last_error);
 }
 
 /* True when the ELF file at fd has DWARF sections. Read through a handle of its own that

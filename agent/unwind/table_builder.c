@@ -329,6 +329,20 @@ bool pf_tbuilder_budget_ok(struct pf_tbuilder_budget *b)
 	return b->ns > 0;
 }
 
+void pf_tbuilder_tick(struct pf_tbuilder *b, struct pf_tbuilder_budget *budget,
+		      void (*done)(void *ctx, const char *key, int rc), void *ctx,
+		      uint64_t *cpu_ns_total, int *last_error)
+{
+	if (!pf_tbuilder_busy(b))
+		return;
+	uint64_t ns = 0;
+	int rc = pf_tbuilder_poll(b, pf_tbuilder_budget_ok(budget), done, ctx, &ns);
+	budget->ns -= (int64_t)ns;
+	*cpu_ns_total += ns;
+	if (rc < 0)
+		*last_error = rc;
+}
+
 /* ---- the directory's bound ------------------------------------------------------------------ */
 
 struct table_file {

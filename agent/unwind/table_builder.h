@@ -121,6 +121,13 @@ void pf_tbuilder_budget_init(struct pf_tbuilder_budget *b, int64_t rate_ns_per_s
 /* Refills b and tells whether work may start now. */
 bool pf_tbuilder_budget_ok(struct pf_tbuilder_budget *b);
 
+/* The owner's periodic call: when b is busy, pf_tbuilder_poll() with a new child allowed while
+ * budget_ok(budget), the children's CPU time spent from budget and added to *cpu_ns_total,
+ * and a failure to start a child kept in *last_error. */
+void pf_tbuilder_tick(struct pf_tbuilder *b, struct pf_tbuilder_budget *budget,
+		      void (*done)(void *ctx, const char *key, int rc), void *ctx,
+		      uint64_t *cpu_ns_total, int *last_error);
+
 /* The running child's pid, 0 when none (the sampler does not unwind its own helper). */
 pid_t pf_tbuilder_child(const struct pf_tbuilder *b);
 /* True when files wait or a child runs. */

@@ -419,15 +419,7 @@ static void table_built(void *ctx, const char *key, int rc)
 
 void pf_unwinder_tick(struct pf_unwinder *u)
 {
-	if (!pf_tbuilder_busy(u->tb))
-		return;
-	uint64_t child_ns = 0;
-	int rc = pf_tbuilder_poll(u->tb, pf_tbuilder_budget_ok(&u->budget), table_built, u,
-				  &child_ns);
-	u->budget.ns -= (int64_t)child_ns;
-	u->st.build_ns += child_ns;
-	if (rc < 0)
-		u->st.last_error = rc;
+	pf_tbuilder_tick(u->tb, &u->budget, table_built, u, &u->st.build_ns, &u->st.last_error);
 }
 
 uint32_t pf_unwinder_helper_pid(const struct pf_unwinder *u)
