@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "metrics.h"
+#include "pf/dlist.h"
 #include "pf/log.h"
 
 /* One peer address: its open OpAMP WebSockets (keyed by lws' peer string) or its connections
@@ -101,15 +102,7 @@ static void pend_unlink(struct pf_conn_limits *l, struct pf_conn *k)
 	if (!k->pending)
 		return;
 	k->pending = false;
-	if (k->prev)
-		k->prev->next = k->next;
-	else
-		l->pend_head = k->next;
-	if (k->next)
-		k->next->prev = k->prev;
-	else
-		l->pend_tail = k->prev;
-	k->prev = k->next = NULL;
+	PF_DLIST_UNLINK_T(l->pend_head, l->pend_tail, k, prev, next);
 	l->n_pending--;
 	if (k->src && k->src->pending)
 		k->src->pending--;
@@ -120,13 +113,7 @@ void pf_conn_expect_headers(struct pf_conn_limits *l, struct pf_conn *k, int64_t
 	pend_unlink(l, k);
 	k->pending = true;
 	k->deadline_ms = now_ms + (int64_t)l->header_timeout_s * 1000;
-	k->prev = l->pend_tail;
-	k->next = NULL;
-	if (l->pend_tail)
-		l->pend_tail->next = k;
-	else
-		l->pend_head = k;
-	l->pend_tail = k;
+	PF_DLIST_PUSH_BACK_T(l->pend_head, l->pend_tail, k, prev, next);
 	l->n_pending++;
 	if (k->src)
 		k->src->pending++;
@@ -203,11 +190,7 @@ int pf_conn_body_begin(struct pf_conn_limits *l, struct pf_conn *k, size_t len, 
 	if (k->src)
 		k->src->body += len;
 	l->body_total += len;
-	k->bprev = NULL;
-	k->bnext = l->body_head;
-	if (l->body_head)
-		l->body_head->bprev = k;
-	l->body_head = k;
+	PF_DLIST_PUSH_FRONT(l->body_head, k, bprev, bnext);
 	return 0;
 }
 
@@ -221,13 +204,7 @@ void pf_conn_body_end(struct pf_conn_limits *l, struct pf_conn *k)
 	if (!k->in_body)
 		return;
 	k->in_body = false;
-	if (k->bprev)
-		k->bprev->bnext = k->bnext;
-	else
-		l->body_head = k->bnext;
-	if (k->bnext)
-		k->bnext->bprev = k->bprev;
-	k->bprev = k->bnext = NULL;
+	PF_DLIST_UNLINK(l->body_head, k, bprev, bnext);
 	if (k->src)
 		k->src->body -= k->body_reserved;
 	l->body_total -= k->body_reserved;

@@ -20,6 +20,7 @@
 #include "metrics.h"
 #include "opamp/session.h"
 #include "opamp_codec.h"
+#include "pf/dlist.h"
 #include "pf/log.h"
 #include "profstore/query_pool.h"
 #include "server_int.h"
@@ -451,10 +452,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		c->token_expires_ms = who.expires_ms;
 		if (who.expires_ms && (!s->next_expiry_ms || who.expires_ms < s->next_expiry_ms))
 			s->next_expiry_ms = who.expires_ms;
-		c->next = s->ws_head;
-		if (s->ws_head)
-			s->ws_head->prev = c;
-		s->ws_head = c;
+		PF_DLIST_PUSH_FRONT(s->ws_head, c, prev, next);
 		c->wsi = wsi;
 		c->sess.conn = c;
 		pf_buf_init(&c->rx, s->opt.max_message_bytes);
@@ -519,12 +517,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		struct ws_conn *c = pss->ws;
 		if (c) {
 			pf_conn_limits_ws_add(&s->limits, c->peer, -1);
-			if (c->prev)
-				c->prev->next = c->next;
-			else
-				s->ws_head = c->next;
-			if (c->next)
-				c->next->prev = c->prev;
+			PF_DLIST_UNLINK(s->ws_head, c, prev, next);
 			pf_opamp_session_closed(&s->opamp, &c->sess);
 			ws_conn_free(c);
 			pss->ws = NULL;

@@ -10,6 +10,7 @@
 #include <xxhash.h>
 
 #include "pf/compiler.h"
+#include "pf/dlist.h"
 #include "python_linetable.h"
 
 /* ---- Pure decoding ---- */
@@ -274,26 +275,12 @@ static struct entry *lookup(struct pf_py_names *n, uint64_t addr)
 
 static void lru_unlink(struct pf_py_names *n, struct entry *e)
 {
-	if (e->prev)
-		e->prev->next = e->next;
-	else
-		n->head = e->next;
-	if (e->next)
-		e->next->prev = e->prev;
-	else
-		n->tail = e->prev;
-	e->prev = e->next = NULL;
+	PF_DLIST_UNLINK_T(n->head, n->tail, e, prev, next);
 }
 
 static void lru_push(struct pf_py_names *n, struct entry *e)
 {
-	e->prev = NULL;
-	e->next = n->head;
-	if (n->head)
-		n->head->prev = e;
-	n->head = e;
-	if (!n->tail)
-		n->tail = e;
+	PF_DLIST_PUSH_FRONT_T(n->head, n->tail, e, prev, next);
 }
 
 static void drop(struct pf_py_names *n, struct entry *e)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pf/dlist.h"
 #include "symbolize/elf_file.h"
 #include "symbolize/proc_maps.h"
 #include "symbolize/symbolize_int.h"
@@ -47,26 +48,12 @@ static struct elf_file *vdso_file(struct pf_symbolizer *sym)
 
 static void lru_unlink(struct pf_symbolizer *sym, struct elf_file *f)
 {
-	if (f->prev)
-		f->prev->next = f->next;
-	else
-		sym->lru_head = f->next;
-	if (f->next)
-		f->next->prev = f->prev;
-	else
-		sym->lru_tail = f->prev;
-	f->prev = f->next = NULL;
+	PF_DLIST_UNLINK_T(sym->lru_head, sym->lru_tail, f, prev, next);
 }
 
 static void lru_push_front(struct pf_symbolizer *sym, struct elf_file *f)
 {
-	f->prev = NULL;
-	f->next = sym->lru_head;
-	if (sym->lru_head)
-		sym->lru_head->prev = f;
-	sym->lru_head = f;
-	if (!sym->lru_tail)
-		sym->lru_tail = f;
+	PF_DLIST_PUSH_FRONT_T(sym->lru_head, sym->lru_tail, f, prev, next);
 }
 
 struct elf_file *elf_cache_find(struct pf_symbolizer *sym, const char *build_id, uint64_t dev,
