@@ -17,6 +17,7 @@
 
 #include "pf/compiler.h"
 #include "symbolize/sorted_find.h"
+#include "unwind/table_builder.h"
 
 #define MAGIC "PFLINTB1"
 #define KEY_CHARS "0123456789abcdef-"
@@ -412,30 +413,12 @@ static bool key_ok(const char *key)
 	return n && n < 64 && strspn(key, KEY_CHARS) == n;
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-	while (n) {
-		ssize_t w = write(fd, c, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? -errno : -EIO;
-		c += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static int store(const char *dir, const char *key, uint64_t base, const struct row *rows,
 		 size_t n_rows, const struct builder *b)
 {
-	char path[PATH_MAX], tmp[PATH_MAX + 32];
+	char path[PATH_MAX];
 	if (snprintf(path, sizeof(path), "%s/%s.lin", dir, key) >= (int)sizeof(path))
 		return -ENAMETOOLONG;
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
 	struct hdr h;
 	memset(&h, 0, sizeof(h));
 	memcpy(h.magic, MAGIC, 8);
@@ -454,23 +437,13 @@ static int store(const char *dir, const char *key, uint64_t base, const struct r
 	XXH3_64bits_update(xs, b->str, b->n_str);
 	h.checksum = XXH3_64bits_digest(xs);
 	XXH3_freeState(xs);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	int rc = write_all(fd, &h, sizeof(h));
-	if (!rc)
-		rc = write_all(fd, rows, n_rows * sizeof(*rows));
-	if (!rc)
-		rc = write_all(fd, b->inl, b->n_inl * sizeof(*b->inl));
-	if (!rc)
-		rc = write_all(fd, b->str, b->n_str);
-	if (close(fd) < 0 && !rc)
-		rc = -errno;
-	if (!rc && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc)
-		unlink(tmp);
-	return rc;
+	const struct iovec parts[] = {
+	    {&h, sizeof(h)},
+	    {(void *)rows, n_rows * sizeof(*rows)},
+	    {b->inl, b->n_inl * sizeof(*b->inl)},
+	    {b->str, b->n_str},
+	};
+	return pf_tbuilder_write_file(dir, path, parts, PF_ARRAY_SIZE(parts));
 }
 
 int pf_line_table_build_store(uint64_t max_rows, int fd, const char *dir, const char *key)

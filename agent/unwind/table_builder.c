@@ -343,6 +343,45 @@ void pf_tbuilder_tick(struct pf_tbuilder *b, struct pf_tbuilder_budget *budget,
 		*last_error = rc;
 }
 
+static int write_part(int fd, const struct iovec *v)
+{
+	const char *p = v->iov_base;
+	size_t n = v->iov_len;
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int pf_tbuilder_write_file(const char *dir, const char *path, const struct iovec *parts,
+			   size_t n)
+{
+	char tmp[PATH_MAX + 32];
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	if (snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	int rc = 0;
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = write_part(fd, &parts[i]);
+	if (close(fd) < 0 && !rc)
+		rc = -errno;
+	if (!rc && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
 /* ---- the directory's bound ------------------------------------------------------------------ */
 
 struct table_file {

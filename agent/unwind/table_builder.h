@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #define PF_TBUILDER_QUEUE 64          /* files waiting */
 #define PF_TBUILDER_BATCH 16          /* files per child */
@@ -127,6 +128,13 @@ bool pf_tbuilder_budget_ok(struct pf_tbuilder_budget *b);
 void pf_tbuilder_tick(struct pf_tbuilder *b, struct pf_tbuilder_budget *budget,
 		      void (*done)(void *ctx, const char *key, int rc), void *ctx,
 		      uint64_t *cpu_ns_total, int *last_error);
+
+/* How a builder child stores a kind's file: the n parts written to path (inside dir, which is
+ * created 0700 when missing) through "<path>.<pid>.tmp" and a rename, so a reader sees the
+ * whole file or none. 0, or -errno (-EIO for a write that wrote nothing) with the temporary
+ * file removed. */
+int pf_tbuilder_write_file(const char *dir, const char *path, const struct iovec *parts,
+			   size_t n);
 
 /* The running child's pid, 0 when none (the sampler does not unwind its own helper). */
 pid_t pf_tbuilder_child(const struct pf_tbuilder *b);

@@ -1,7 +1,9 @@
 /* unwind_table.c — see unwind_table.h. */
 #include "unwind/unwind_table.h"
+#include "pf/compiler.h"
 #include "symbolize/elf_read.h"
 #include "symbolize/gopclntab.h"
+#include "unwind/table_builder.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -570,13 +572,10 @@ int pf_unwind_cache_load(const char *dir, const char *build_id, struct pf_unwind
 
 int pf_unwind_cache_store(const char *dir, const char *build_id, const struct pf_unwind_table *t)
 {
-	char path[4096], tmp[4200];
+	char path[4096];
 	int rc = cache_path(dir, build_id, path, sizeof(path));
 	if (rc < 0)
 		return rc;
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
 	struct cache_hdr h;
 	memset(&h, 0, sizeof(h));
 	memcpy(h.magic, CACHE_MAGIC, 8);
@@ -588,20 +587,8 @@ int pf_unwind_cache_store(const char *dir, const char *build_id, const struct pf
 	h.source = t->source;
 	h.checksum = rows_checksum(t->rows, t->n_rows * sizeof(*t->rows));
 	memcpy(h.build_id, build_id, strlen(build_id));
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	size_t rows = t->n_rows * sizeof(*t->rows);
-	if (write(fd, &h, sizeof(h)) != (ssize_t)sizeof(h) ||
-	    write(fd, t->rows, rows) != (ssize_t)rows)
-		rc = errno ? -errno : -EIO;
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc < 0)
-		unlink(tmp);
-	return rc;
+	const struct iovec parts[] = {{&h, sizeof(h)}, {t->rows, t->n_rows * sizeof(*t->rows)}};
+	return pf_tbuilder_write_file(dir, path, parts, PF_ARRAY_SIZE(parts));
 }
 
 int pf_unwind_table_build_store(uint64_t max_rows, int fd, const char *dir, const char *key)
