@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 
 #include "metrics.h"
-#include "pf/dlist.h"
+#include "pf/list.h"
 #include "pf/log.h"
 
 /* One peer address: its open OpAMP WebSockets (keyed by lws' peer string) or its connections

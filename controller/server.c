@@ -20,7 +20,7 @@
 #include "metrics.h"
 #include "opamp/session.h"
 #include "opamp_codec.h"
-#include "pf/dlist.h"
+#include "pf/list.h"
 #include "pf/log.h"
 #include "profstore/query_pool.h"
 #include "server_int.h"
@@ -104,12 +104,7 @@ static int ws_enqueue(struct ws_conn *c, const struct pf_buf *frame)
 		return -ENOMEM;
 	memcpy(m->data, frame->data, frame->len);
 	m->len = frame->len - LWS_PRE;
-	m->next = NULL;
-	if (c->out_tail)
-		c->out_tail->next = m;
-	else
-		c->out_head = m;
-	c->out_tail = m;
+	PF_QUEUE_APPEND(c->out_head, c->out_tail, m, next);
 	c->out_bytes += len;
 	lws_callback_on_writable(c->wsi);
 	return 0;

@@ -26,6 +26,7 @@
 #include "pf/clock.h"
 #include "pf/compiler.h"
 #include "pf/hash.h"
+#include "pf/list.h"
 #include "pf/log.h"
 #include "pf/uuid.h"
 #include "pprof_codec.h"
@@ -198,12 +199,7 @@ static int ensure_thread(struct agent_exporter *x)
 static void append(struct agent_exporter *x, struct item *it)
 {
 	make_room(x, item_cost(it));
-	it->next = NULL;
-	if (x->tail)
-		x->tail->next = it;
-	else
-		x->head = it;
-	x->tail = it;
+	PF_QUEUE_APPEND(x->head, x->tail, it, next);
 	x->st.queued_bytes += item_cost(it);
 	x->st.queued_items++;
 	x->st.submitted++;

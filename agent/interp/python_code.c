@@ -10,7 +10,7 @@
 #include <xxhash.h>
 
 #include "pf/compiler.h"
-#include "pf/dlist.h"
+#include "pf/list.h"
 #include "python_linetable.h"
 
 /* ---- Pure decoding ---- */

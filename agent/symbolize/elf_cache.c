@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pf/dlist.h"
+#include "pf/list.h"
 #include "symbolize/elf_file.h"
 #include "symbolize/proc_maps.h"
 #include "symbolize/symbolize_int.h"

@@ -8,6 +8,7 @@
 
 #include "fleet.h"
 #include "pf/buf.h"
+#include "pf/list.h"
 #include "pf/log.h"
 #include "store.h"
 
@@ -214,11 +215,7 @@ static size_t flush(struct pf_persist *p, struct pf_fleet *f, size_t max_rows, b
 	}
 	size_t n = b->n;
 	pthread_mutex_lock(&p->mu);
-	if (p->tail)
-		p->tail->next = b;
-	else
-		p->head = b;
-	p->tail = b;
+	PF_QUEUE_APPEND(p->head, p->tail, b, next);
 	p->queued_rows += n;
 	pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->mu);

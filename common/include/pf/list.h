@@ -1,10 +1,11 @@
-/* pf/dlist.h — the operations of an intrusive doubly-linked list (an LRU, a set of open
- * connections) whose owner keeps the head pointer, and the tail pointer when it has one, and
- * names the node's link fields: PF_DLIST_UNLINK(l->head, k, prev, next). No allocation; the
- * arguments are evaluated more than once, so pass plain lvalues. A node off every list has
- * both links NULL. */
-#ifndef PF_DLIST_H
-#define PF_DLIST_H
+/* pf/list.h — the operations of intrusive linked lists whose owner keeps the head pointer,
+ * and the tail pointer when it has one, and names the node's link fields: doubly-linked
+ * lists (an LRU, a set of open connections: PF_DLIST_UNLINK(l->head, k, prev, next)) and
+ * singly-linked FIFO queues (PF_QUEUE_APPEND). No allocation; the arguments are evaluated
+ * more than once, so pass plain lvalues. A node off every doubly-linked list has both links
+ * NULL. */
+#ifndef PF_LIST_H
+#define PF_LIST_H
 
 #include <stddef.h>
 
@@ -26,16 +27,22 @@
 			(tail) = (n);                                                              \
 	} while (0)
 
-/* n last in a list with a tail pointer. */
-#define PF_DLIST_PUSH_BACK_T(head, tail, n, PREV, NEXT)                                            \
+/* n last in a singly-linked FIFO queue with a tail pointer (items leave at head). */
+#define PF_QUEUE_APPEND(head, tail, n, NEXT)                                                       \
 	do {                                                                                       \
-		(n)->PREV = (tail);                                                                \
 		(n)->NEXT = NULL;                                                                  \
 		if (tail)                                                                          \
 			(tail)->NEXT = (n);                                                        \
 		else                                                                               \
 			(head) = (n);                                                              \
 		(tail) = (n);                                                                      \
+	} while (0)
+
+/* n last in a doubly-linked list with a tail pointer. */
+#define PF_DLIST_PUSH_BACK_T(head, tail, n, PREV, NEXT)                                            \
+	do {                                                                                       \
+		(n)->PREV = (tail);                                                                \
+		PF_QUEUE_APPEND(head, tail, n, NEXT);                                              \
 	} while (0)
 
 /* n (on the list) out of it; its links become NULL. */

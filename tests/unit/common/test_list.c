@@ -1,5 +1,6 @@
-/* test_dlist.c — pf/dlist.h: pushes at both ends, unlinking the first, a middle and the last
- * node with and without a tail pointer, the list walked both ways after each step. */
+/* test_list.c — pf/list.h: pushes at both ends, unlinking the first, a middle and the last
+ * node with and without a tail pointer, the list walked both ways after each step; appends
+ * to a queue. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "pf/dlist.h"
+#include "pf/list.h"
 
 struct node {
 	int v;
@@ -88,11 +89,29 @@ static void test_head_only(void **state)
 	assert_null(head);
 }
 
+static void test_queue(void **state)
+{
+	(void)state;
+	struct node a = {.v = 1}, b = {.v = 2, .next = &a}, c = {.v = 3};
+	struct node *head = NULL, *tail = NULL;
+	PF_QUEUE_APPEND(head, tail, &a, next);
+	assert_ptr_equal(head, &a);
+	assert_ptr_equal(tail, &a);
+	PF_QUEUE_APPEND(head, tail, &b, next); /* a stale link is cleared */
+	PF_QUEUE_APPEND(head, tail, &c, next);
+	assert_ptr_equal(head, &a);
+	assert_ptr_equal(a.next, &b);
+	assert_ptr_equal(b.next, &c);
+	assert_null(c.next);
+	assert_ptr_equal(tail, &c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_with_tail),
 	    cmocka_unit_test(test_head_only),
+	    cmocka_unit_test(test_queue),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
