@@ -14,7 +14,7 @@ import { chromium } from "playwright-core";
 import { execFileSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { Fleet } from "./harness.mjs";
+import { Fleet, waitUntil } from "./harness.mjs";
 
 const arg = (k, d) => { const i = process.argv.indexOf(k); return i > 0 ? process.argv[i + 1] : d; };
 const AGENTS = Number(arg("--agents", 100)), WINDOWS = Number(arg("--windows", 360));
@@ -41,9 +41,12 @@ try {
   mkdirSync(join(fleet.dir, "controller-data"), { recursive: true });
   if (!existsSync(join(db, "bench.db"))) throw new Error("no bench.db in " + db);
   copyFileSync(join(db, "bench.db"), join(fleet.dir, "controller-data", "profleet.db"));
+  if (existsSync(join(db, "bench.db-wal"))) copyFileSync(join(db, "bench.db-wal"), join(fleet.dir, "controller-data", "profleet.db-wal"));
   // the bench's profiles were received in 2023: a retention that keeps them
   await fleet.startController(["--profile-retention-hours", String(24 * 366 * 10), "--profile-max-bytes", String(2 ** 40)]);
-  console.log(`store: ${AGENTS} agents x ${WINDOWS} windows, profiles: ${(await fleet.api("GET", `/profiles?from=${FROM}&to=${TO}&limit=1`)).body.count ? "present" : "MISSING"}`);
+  const newest = (await fleet.api("GET", `/profiles?from=${FROM}&to=${TO}&limit=1`)).body.profiles[0];
+  if (!newest) throw new Error("no profiles in the store's hour");
+  console.log(`store: ${AGENTS} agents x ${WINDOWS} windows of 10 s from ${new Date(FROM).toISOString()}; newest window ${new Date(newest.start_ms).toISOString()}`);
 
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS });
   const ctx = await browser.newContext({ viewport: { width: 1400, height: 900 } });
@@ -80,10 +83,11 @@ try {
     const before = await page.getAttribute(".flame[data-total]", "data-total");
     t = performance.now();
     await page.mouse.up();
-    await page.waitForFunction((b) => {
+    // (polled from Node: the page's CSP refuses the string evaluation waitForFunction uses)
+    await waitUntil(() => page.evaluate((b) => {
       const f = document.querySelector(".flame[data-total]");
-      return f && f.getAttribute("data-total") !== b && f.querySelector("svg rect");
-    }, before, { timeout: 60000 });
+      return !!(f && f.getAttribute("data-total") !== b && f.querySelector("svg rect"));
+    }, before), { timeout: 60000, interval: 5, what: "the brushed flame graph" });
     brush.push(performance.now() - t);
     const sel = new URLSearchParams(new URL(page.url()).hash.split("?")[1]).get("sel").split("-");
     brushBase.push(await apiMs([`/flamegraph?from=${sel[0]}&to=${sel[1]}&type=cpu&max_nodes=20000`, `/top?from=${sel[0]}&to=${sel[1]}&type=cpu&limit=200`]));

@@ -28,6 +28,7 @@ export function clear(el, ...kids) {
 const TIME_FMT = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "short", day: "numeric",
   hour: "numeric", minute: "2-digit", second: "2-digit", timeZoneName: "short" });
 const TICK_HM = new Intl.DateTimeFormat(undefined, { hour: "numeric", minute: "2-digit" });
+const TICK_HMS = new Intl.DateTimeFormat(undefined, { hour: "numeric", minute: "2-digit", second: "2-digit" });
 const TICK_DAY = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", hour: "numeric" });
 
 export function fmtTime(ms) {
@@ -40,9 +41,11 @@ export function fmtClock(ms) {
   return CLOCK.format(new Date(ms));
 }
 
-// A tick of an axis over range [from, to]: hours and minutes up to a day, else day and hour.
+// A tick of an axis over range [from, to]: with seconds up to 20 minutes (ticks fall on
+// them), hours and minutes up to a day, else day and hour.
 export function fmtTick(d, range) {
-  return (range[1] - range[0] <= 86400e3 ? TICK_HM : TICK_DAY).format(d);
+  const len = range[1] - range[0];
+  return (len <= 20 * 60e3 ? TICK_HMS : len <= 86400e3 ? TICK_HM : TICK_DAY).format(d);
 }
 
 // The zone times are shown in (for the datetime fields' labels).

@@ -32,7 +32,10 @@ export function timeline({ points, range, sel, unit, marks = [], onBrush, kind =
     const y = scaleLinear().domain([0, max]).nice(4).range([HEIGHT - M.bottom, M.top]);
     const svg = select(el).append("svg").attr("width", width).attr("height", HEIGHT).attr("class", "timeline-svg");
     const step = points.length > 1 ? points[1][0] - points[0][0] : 0;
-    const data = points.length ? [...points, [points[points.length - 1][0] + step, points[points.length - 1][1]]] : [];
+    // the last step drawn to its end, within the range
+    const inRange = points.filter(([t]) => t < range[1]);
+    const last = inRange[inRange.length - 1];
+    const data = last ? [...inRange, [Math.min(last[0] + step, range[1]), last[1]]] : [];
     svg.append("path").datum(data).attr("class", "timeline-area")
       .attr("d", area().curve(curveStepAfter).x((d) => x(d[0])).y0(y(0)).y1((d) => y(d[1])));
     svg.append("g").attr("class", "axis").attr("transform", `translate(0,${HEIGHT - M.bottom})`)

@@ -119,7 +119,7 @@ function queryBar(q, range, cap, nav, ctx) {
   // label matchers: chips, and a key = value pair with autocompletion
   const names = h("datalist", { id: "label-names" });
   const values = h("datalist", { id: "label-values" });
-  const key = h("input", { type: "text", list: "label-names", placeholder: "label, e.g. k8s.namespace.name", "aria-label": "label name", "data-testid": "matcher-key", class: "mono" });
+  const key = h("input", { type: "text", list: "label-names", placeholder: "label (k8s.pod.name, host.name…)", "aria-label": "label name", "data-testid": "matcher-key", class: "mono" });
   const val = h("input", { type: "text", list: "label-values", placeholder: "value", "aria-label": "label value", "data-testid": "matcher-value", class: "mono" });
   labelNames(cap, range).then((ns) => clear(names, ns.filter((n) => n !== "service.name").map((n) => h("option", { value: n })))).catch(() => {});
   let lastKey = "";
