@@ -39,12 +39,13 @@ static size_t count_profiles(const json_t *cap)
 	return n;
 }
 
+/* The console's capture page (its flame graph and per-agent table): a browser opens it and
+ * signs in, where the API's flame graph route would answer 401 without a bearer token. */
 static void print_flamegraph_url(struct ctl_ctx *c, const char *id)
 {
 	_cleanup_buf_ struct pf_buf q;
 	pf_buf_init(&q, 4096);
-	if (pf_buf_append_str(&q, "/api/v1/flamegraph") == 0 &&
-	    ctl_query_add(&q, "capture_id", id) == 0)
+	if (pf_buf_append_str(&q, "/ui/#/captures") == 0 && ctl_path_add(&q, id) == 0)
 		fprintf(c->out, "flame graph: %s%s\n", ctl_http_server(c->http), pf_buf_str(&q));
 }
 

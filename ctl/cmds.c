@@ -134,7 +134,7 @@ static const struct ctl_cmd commands[] = {
      "profile matching agents now, for a fixed duration",
      "Without --wait: prints the capture id and returns. With --wait: polls the capture,\n"
      "prints a line on stderr whenever an agent reports, then the profile ids and the flame\n"
-     "graph URL <server>/api/v1/flamegraph?capture_id=ID. Exit 0 when done, 3 when partial,\n"
+     "graph URL <server>/ui/#/captures/ID (the console's capture page). Exit 0 when done, 3 when partial,\n"
      "4 when failed, 5 when cancelled, 1 on timeout. Ctrl-C while waiting cancels the\n"
      "capture (DELETE) and exits 130.",
      capture_opts, 0, 0, true, ctl_cmd_capture},

@@ -3,7 +3,10 @@
 // selector, a config error with its key path and the fix turning agents APPLIED, a capture
 // with its flame graph and top table, a profile found by trace id, a viewer without edit
 // buttons, and no console errors or CSP violations on any page. Screenshots of every page go
-// to PF_SCREENSHOT_DIR. Run through ctest (label browser); exits 77 (skipped) when chromium,
+// to PF_SCREENSHOT_DIR. The Profiles explorer runs against two Python workloads in two
+// services (checkout, search): pick a service, add a label matcher from its autocompleted
+// names and values, the type picker, brush the timeline (the graph's total follows the API's
+// for the brushed range), compare two ranges, open a frame in a new tab, reload from the URL. Run through ctest (label browser); exits 77 (skipped) when chromium,
 // playwright-core or the built console is missing. The capture steps need the agents' eBPF
 // sampler (root): where the kernel refuses BPF they are skipped, and say so.
 import { test, before, after } from "node:test";
@@ -44,7 +47,9 @@ const problems = []; // console errors, page errors, CSP violations, failed requ
 // Chromium logs every 4xx answer to fetch() as a console error. These are the ones a step
 // provokes on purpose; any other is a problem. The rollouts API is not on this controller
 // yet: the configs page's probe is answered 404 and shows "rollouts not available".
-const ALWAYS_EXPECTED = [[404, /\/api\/v1\/rollouts$/]];
+// A controller without the store's label, timeline and profile-type routes answers them 404 and
+// the Profiles page falls back to the profile list (probed once per tab).
+const ALWAYS_EXPECTED = [[404, /\/api\/v1\/rollouts$/], [404, /\/api\/v1\/(labels|timeline|profile_types)(\/|\?|$)/]];
 let expected = [];
 function isExpected(msg, url) {
   const m = /^Failed to load resource: the server responded with a status of (\d+)/.exec(msg);
@@ -90,6 +95,18 @@ function stateOf(a) {
   return !a.connected ? "disconnected" : a.stale ? "stale" : a.healthy ? "healthy" : "unhealthy";
 }
 
+function watch(p) {
+  p.on("console", (m) => {
+    if (m.type() === "error" && !isExpected(m.text(), m.location().url))
+      problems.push(`${p.url()}: console: ${m.text()} (${m.location().url})`);
+  });
+  p.on("pageerror", (e) => problems.push(`${p.url()}: page error: ${e.message}`));
+  p.on("requestfailed", (r) => {
+    const e = r.failure()?.errorText || "";
+    if (!/ERR_ABORTED/.test(e)) problems.push(`${p.url()}: request failed: ${r.url()} ${e}`);
+  });
+}
+
 before(async () => {
   await fleet.startController();
   viewerToken = await fleet.addToken("viewer", "browser viewer");
@@ -118,15 +135,7 @@ before(async () => {
       console.error(`CSP violation: ${e.violatedDirective} blocked ${e.blockedURI}`));
   });
   page = await ctx.newPage();
-  page.on("console", (m) => {
-    if (m.type() === "error" && !isExpected(m.text(), m.location().url))
-      problems.push(`${page.url()}: console: ${m.text()} (${m.location().url})`);
-  });
-  page.on("pageerror", (e) => problems.push(`${page.url()}: page error: ${e.message}`));
-  page.on("requestfailed", (r) => {
-    const e = r.failure()?.errorText || "";
-    if (!/ERR_ABORTED/.test(e)) problems.push(`${page.url()}: request failed: ${r.url()} ${e}`);
-  });
+  watch(page);
 });
 
 after(async () => {
@@ -301,6 +310,12 @@ test("a capture shows live progress, then its flame graph and top table", async 
   await page.locator("[data-testid=flame-chart] svg g").nth(2).hover();
   assert.match(await page.textContent("[data-testid=flame-details]"), /self .*total/);
   await shot("09-capture-done");
+  // the agent page lists the capture that included it, with this agent's part
+  const capId = decodeURIComponent(page.url().split("#/captures/")[1]);
+  await openPage(`#/agent/${uids.web1}`);
+  await waitFor(`[data-testid=agent-captures] a[href="#/captures/${capId}"]`);
+  assert.match(await page.textContent("[data-testid=agent-captures]"), /this agent: done, [\d,]+ samples, \d+ profiles/);
+  await shot("07-agent-captures");
 });
 
 test("a profile is found by trace id and shows its flame graph and top table", async (t) => {
@@ -339,10 +354,150 @@ test("a profile is found by trace id and shows its flame graph and top table", a
   await page.locator("[data-testid=top-table] tbody tr td.fn a").first().click();
   await waitFor(".sandwich h3");
   await waitUntil(async () => (await page.locator(".sandwich .flame-chart svg").count()) === 2, { what: "callers and callees" });
-  // a diff against the hour before
-  await page.click("[data-testid=diff]");
+});
+
+// The flame graph's total as the page shows it (the root's value).
+async function pageTotal(p = page) {
+  await p.waitForSelector(".flame[data-total] [data-testid=flame-chart] svg rect", { timeout: 20000 });
+  return Number(await p.getAttribute(".flame[data-total]", "data-total"));
+}
+
+async function apiTotal(params) {
+  const r = await fleet.api("GET", "/flamegraph?" + new URLSearchParams(params));
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return r.body.value;
+}
+
+// The page's total equals the API's for the same query. Profiles keep arriving (the agents'
+// windows reach the store late on a busy machine): a reading counts when the API answered the
+// same before and after the page drew; else the page is reloaded (its URL holds the query) and
+// read again, a bounded number of times.
+async function totalMatchesApi(params) {
+  let last = "";
+  for (let i = 0; i < 8; i++) {
+    const a = await apiTotal(params);
+    if (i) await page.reload();
+    const p = await pageTotal();
+    const b = await apiTotal(params);
+    if (a === b && p === a) return p;
+    last = `page ${p}, API ${a} then ${b}`;
+  }
+  throw new Error(`the page's total never matched the API's for ${JSON.stringify(params)}: ${last}`);
+}
+
+function hashParams() {
+  return new URLSearchParams(new URL(page.url()).hash.split("?")[1] || "");
+}
+
+test("the profiles explorer: service, label matcher, type, brush, compare, open a frame, reload", async (t) => {
+  if (!ebpf) return t.skip("the kernel refused BPF to the agents: no profiles to explore");
+  // started here, not with the fleet: the steps before (a capture's 3 s deadline) stay as light
+  for (const svc of ["checkout", "search"])
+    fleet.startWorkload(svc, ["python3", join(import.meta.dirname, "workload.py"), "600"], { OTEL_SERVICE_NAME: svc });
+  // both services' windows from both agents are in the store
+  await waitUntil(async () => {
+    const c = (await fleet.api("GET", "/profiles?service=checkout&limit=1000")).body.profiles;
+    const s = (await fleet.api("GET", "/profiles?service=search&limit=10")).body.profiles;
+    return new Set(c.map((p) => p.agent)).size === 2 && c.length >= 12 && s.length > 0;
+  }, { timeout: 150000, interval: 1000, what: "profiles of both services from both agents" });
+  const from = (await fleet.api("GET", "/profiles?service=checkout&limit=1000")).body.profiles.reduce((a, p) => Math.min(a, p.start_ms), Infinity) - 60e3;
+  const to = Date.now() - 5e3; // a range in the past: windows that started in it may still arrive, newer ones do not count
+  await openPage(`#/profiles?from=${from}&to=${to}`);
+  await waitFor("[data-testid=timeline] svg .timeline-area");
+  await pageTotal();
+  // the service picker lists the store's services
+  await waitUntil(async () => {
+    const opts = await page.locator("[data-testid=service] option").allTextContents();
+    return opts.includes("checkout") && opts.includes("search");
+  }, { what: "checkout and search in the service picker" });
+  await page.selectOption("[data-testid=service]", "checkout");
+  await waitUntil(() => hashParams().get("service") === "checkout", { what: "service in the URL" });
+  await pageTotal();
+  const both = await totalMatchesApi({ service: "checkout", from, to });
+  assert.ok(both > 0);
+  // a label matcher: its name and value autocompleted from the store
+  await waitUntil(async () => (await page.locator("#label-names option[value='profleet.agent.uid']").count()) === 1, { what: "label names" });
+  await page.fill("[data-testid=matcher-key]", "profleet.agent.uid");
+  await page.focus("[data-testid=matcher-value]");
+  await waitUntil(async () => (await page.locator(`#label-values option[value='${uids.web1}']`).count()) === 1, { what: "the agent uids as values" });
+  await page.fill("[data-testid=matcher-value]", uids.web1);
+  await page.click("[data-testid=add-matcher]");
+  await waitUntil(() => hashParams().getAll("match").includes(`profleet.agent.uid=${uids.web1}`), { what: "the matcher in the URL" });
+  await waitFor("[data-testid=matchers] .matcher");
+  await waitUntil(async () => (await page.getAttribute(".flame[data-total]", "data-total").catch(() => null)) !== String(both),
+    { what: "the graph redrawn for one agent" });
+  const one = await totalMatchesApi({ service: "checkout", agent: uids.web1, from, to });
+  assert.ok(one > 0 && one < await apiTotal({ service: "checkout", from, to }), `one agent ${one} of both`);
+  assert.equal(await page.locator("[data-testid=unsupported-matchers]").count(), 0);
+  await shot("15-profiles-service-label");
+  // the type picker offers the stored types; CPU is the one of these agents
+  const types = await page.locator("[data-testid=profile-type] option").evaluateAll((os) => os.map((o) => o.value));
+  assert.ok(types.includes("cpu"), types.join(","));
+  const other = types.find((x) => x !== "cpu");
+  if (other) {
+    await page.selectOption("[data-testid=profile-type]", other);
+    await waitUntil(() => hashParams().get("type") === other, { what: "the type in the URL" });
+    await waitFor("[data-testid=no-profiles], .flame[data-total]");
+    await page.selectOption("[data-testid=profile-type]", "cpu");
+    await waitUntil(() => !hashParams().get("type"), { what: "back to cpu" });
+    await pageTotal();
+  }
+  // brush the timeline's second half: the graph is that range's, as the API merges it
+  const box = await page.locator("[data-testid=timeline] svg").boundingBox();
+  await page.mouse.move(box.x + box.width * 0.55, box.y + 40);
+  await page.mouse.down();
+  await page.mouse.move(box.x + box.width * 0.97, box.y + 40, { steps: 6 });
+  await page.mouse.up();
+  await waitUntil(() => hashParams().get("sel"), { what: "the brushed range in the URL" });
+  const [sf, st] = hashParams().get("sel").split("-").map(Number);
+  const brushed = { service: "checkout", agent: uids.web1, from: sf, to: st };
+  const url = page.url();
+  // the graph is the brushed range's (and, read again after a reload from the URL, still is)
+  const want = await totalMatchesApi(brushed);
+  assert.ok(want > 0 && want < await apiTotal({ service: "checkout", agent: uids.web1, from, to }), `brushed ${want} of the range's`);
+  assert.match(await page.textContent("[data-testid=timeline-info]"), / → /);
+  await shot("16-profiles-brushed");
+  await page.reload();
+  await pageTotal();
+  await waitFor("[data-testid=timeline] svg .brush .selection");
+  assert.equal(page.url(), url);
+  assert.equal(await page.inputValue("[data-testid=service]"), "checkout");
+  assert.equal(await page.locator("[data-testid=matchers] .matcher").count(), 1);
+  // open a frame in a new tab: the frame's sandwich, in a tab of its own
+  // (the workload's function when the brushed windows hold it, else the widest frame drawn)
+  const frame = await page.evaluate(() => {
+    const gs = [...document.querySelectorAll("[data-testid=flame-chart] svg g")].filter((x) => x.__data__ && x.__data__.depth > 0);
+    const g = gs.find((x) => x.__data__.data.name === "hot_checkout") || gs.sort((a, b) => b.__data__.value - a.__data__.value)[0];
+    g.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    return g.__data__.data.name;
+  });
+  await waitFor("[data-testid=frame-open]");
+  const [tab] = await Promise.all([ctx.waitForEvent("page"), page.click("[data-testid=frame-open]")]);
+  watch(tab);
+  await tab.waitForSelector(".sandwich h3", { timeout: 20000 });
+  assert.equal(await tab.textContent(".sandwich h3"), `Sandwich: ${frame}`);
+  assert.equal(new URLSearchParams(new URL(tab.url()).hash.split("?")[1]).get("frame"), frame);
+  await tab.waitForTimeout(400);
+  await tab.screenshot({ path: join(SHOTS, "17-profiles-frame-tab.png"), fullPage: true });
+  await tab.close();
+  // the profile list, collapsed under the graph: a row opens that profile
+  await page.click("[data-testid=profile-list] summary");
+  await waitFor("[data-testid=profile-list] [data-testid=profiles-table] tbody tr");
+  assert.match(await page.textContent("[data-testid=profile-list] summary"), /profiles in the selection/);
+  // compare: the brushed range against the same length right before it
+  await page.click("[data-testid=compare]");
   await waitFor("[data-testid=diff-view] svg rect", { timeout: 20000 });
+  await waitFor("[data-testid=timeline-base] svg .brush .selection");
+  const [bf, bt] = hashParams().get("base").split("-").map(Number);
+  const [cf, ct] = hashParams().get("sel").split("-").map(Number);
+  assert.equal(bt, cf, "the baseline ends where the comparison starts");
+  assert.ok(bt - bf <= ct - cf + 1 && bf >= from, "as long as the comparison at most, within the range");
   await shot("14-profiles-diff");
+  // back: the brushed merged view again
+  await page.goBack();
+  await waitUntil(() => !hashParams().get("compare"), { what: "back out of the comparison" });
+  assert.equal(hashParams().get("sel"), `${sf}-${st}`);
+  assert.ok((await totalMatchesApi(brushed)) > 0);
 });
 
 test("a viewer sees the role and no edit buttons", async () => {

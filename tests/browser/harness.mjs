@@ -38,10 +38,10 @@ export function freePort() {
 }
 
 class Proc {
-  constructor(args, logPath) {
+  constructor(args, logPath, env = {}) {
     const fd = openSync(logPath, "a");
     this.logPath = logPath;
-    this.p = spawn(args[0], args.slice(1), { stdio: ["ignore", fd, fd] });
+    this.p = spawn(args[0], args.slice(1), { stdio: ["ignore", fd, fd], env: { ...process.env, ...env } });
     this.exited = new Promise((r) => this.p.once("exit", (code, sig) => r({ code, sig })));
   }
   alive() {
@@ -103,6 +103,13 @@ export class Fleet {
     const p = new Proc(args, join(this.dir, `agent-${name}.log`));
     this.procs.push(p);
     this.agents[name] = { proc: p, state };
+    return p;
+  }
+
+  // A workload process (e.g. python3 with OTEL_SERVICE_NAME) stopped with the rest.
+  startWorkload(name, args, env = {}) {
+    const p = new Proc(args, join(this.dir, `workload-${name}.log`), env);
+    this.procs.unshift(p); // stopped after the agents
     return p;
   }
 

@@ -520,10 +520,10 @@ class Captures(CtlCase):
         self.assertEqual(rc, 0, err)
         self.assertIn("capture %s: partial\n" % cid, out)
         self.assertIn("profiles (1): %d\n" % prof_id, out)
-        self.assertIn("flame graph: %s/api/v1/flamegraph?capture_id=%s\n" % (self.c.base, cid),
-                      out)
+        self.assertIn("flame graph: %s/ui/#/captures/%s\n" % (self.c.base, cid), out)
+        # the console's capture page draws this tree
         st, fg, _ = self.c.request("GET", "/api/v1/flamegraph?capture_id=" + cid)
-        self.assertEqual((st, fg["value"]), (200, 100))  # the printed URL serves the capture
+        self.assertEqual((st, fg["value"]), (200, 100))
         rc, out, err = self.ctl("captures")
         self.assertEqual(rc, 0, err)
         self.assertIn(cid, out)
@@ -539,7 +539,7 @@ class Captures(CtlCase):
         self.assertEqual(p.returncode, 0, err)
         out = out.decode()
         self.assertTrue(out.startswith("capture %s: done\n" % cid2), out)
-        self.assertTrue(out.endswith("flame graph: %s/api/v1/flamegraph?capture_id=%s\n"
+        self.assertTrue(out.endswith("flame graph: %s/ui/#/captures/%s\n"
                                      % (self.c.base, cid2)), out)
 
     def test_sigint_cancels(self):

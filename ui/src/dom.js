@@ -23,9 +23,35 @@ export function clear(el, ...kids) {
   return el;
 }
 
+// One time format on every page: the browser's locale (its own 12- or 24-hour clock), seconds,
+// and the zone. Axis ticks use the same locale and clock.
+const TIME_FMT = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "short", day: "numeric",
+  hour: "numeric", minute: "2-digit", second: "2-digit", timeZoneName: "short" });
+const TICK_HM = new Intl.DateTimeFormat(undefined, { hour: "numeric", minute: "2-digit" });
+const TICK_HMS = new Intl.DateTimeFormat(undefined, { hour: "numeric", minute: "2-digit", second: "2-digit" });
+const TICK_DAY = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", hour: "numeric" });
+
 export function fmtTime(ms) {
   if (!ms) return "—";
-  return new Date(ms).toLocaleString(undefined, { hour12: false });
+  return TIME_FMT.format(new Date(ms));
+}
+
+const CLOCK = new Intl.DateTimeFormat(undefined, { hour: "numeric", minute: "2-digit", second: "2-digit" });
+export function fmtClock(ms) {
+  return CLOCK.format(new Date(ms));
+}
+
+// A tick of an axis over range [from, to]: with seconds up to 20 minutes (ticks fall on
+// them), hours and minutes up to a day, else day and hour.
+export function fmtTick(d, range) {
+  const len = range[1] - range[0];
+  return (len <= 20 * 60e3 ? TICK_HMS : len <= 86400e3 ? TICK_HM : TICK_DAY).format(d);
+}
+
+// The zone times are shown in (for the datetime fields' labels).
+export function zoneName() {
+  const p = TIME_FMT.formatToParts(new Date()).find((x) => x.type === "timeZoneName");
+  return p ? p.value : "";
 }
 
 export function ago(ms, now = Date.now()) {
@@ -74,6 +100,9 @@ export function poller(fn, ms) {
   t = setTimeout(tick, ms);
   return { stop() { stopped = true; clearTimeout(t); } };
 }
+
+// The states of a capture that has ended.
+export const CAPTURE_ENDED = new Set(["done", "partial", "failed", "cancelled"]);
 
 export function agentState(a) {
   if (!a.connected) return "disconnected";

@@ -1,18 +1,35 @@
-// Flame graph (d3-flame-graph 5.0.0) with search, zoom, hover details (self/total/share),
-// a sortable top-functions table beside it, a differential mode (nodes carry "delta", as
-// /flamegraph/diff returns) and a sandwich view of one function (callers above, callees
-// below) computed from the same tree.
+// Flame graph (d3-flame-graph 5.0.0) with search, zoom, hover details (self/total/share) in
+// the tree's unit, frames colored by their profile.frame.type with a legend, a sortable
+// top-functions table, a differential mode (nodes carry "delta", as /flamegraph/diff returns)
+// and a sandwich view of one function (callers above, callees below) computed from the same
+// tree. A clicked frame offers its sandwich and a link to open it in a new tab.
 import { select } from "d3-selection";
 import flamegraph, { colorMapper } from "d3-flame-graph";
-import { h, clear, fmtNum } from "./dom.js";
+import { h, clear } from "./dom.js";
 import { selfOf, topFromTree, sandwich } from "./tree.js";
+import { fmtValue, frameColor, frameTypesIn, FRAME_TYPES } from "./query.js";
 
 export { topFromTree, sandwich };
 
-export function flameView(tree, { diff = false, title = "" } = {}) {
+// The legend of the frame types a tree holds ("no frame types" for trees without them).
+function legend(tree) {
+  const { known, other } = frameTypesIn(tree);
+  if (!known.length && !other.length) return null;
+  const item = (t, label) => h("span", { class: "legend-item", "data-type": t },
+    h("span", { class: "swatch ft-" + (FRAME_TYPES.some(([k]) => k === t) ? t : "other") }), label);
+  return h("div", { class: "legend", "data-testid": "frame-legend" },
+    known.map(([t, label]) => item(t, label)), other.map((t) => item(t, t)));
+}
+
+// tree: the API's flame graph; unit: "samples" | "nanoseconds" | "bytes" | "count" (the root's
+// "unit" wins); frameHref(name): a URL that opens that frame on its own.
+export function flameView(tree, { diff = false, title = "", unit = "", frameHref = null, onFrame = null } = {}) {
   const total = tree.value || 0;
+  unit = tree.unit || unit || "samples";
+  const fmtNum = (v) => fmtValue(v, unit);
   const details = h("div", { class: "flame-details", "data-testid": "flame-details",
-    text: "Hover a frame for self / total; click to zoom." });
+    text: "Hover a frame for self / total; click to zoom and for its sandwich." });
+  const picked = h("div", { class: "flame-picked", "data-testid": "flame-picked" });
   const chartEl = h("div", { class: "flame-chart", "data-testid": "flame-chart" });
   const search = h("input", { type: "search", placeholder: "Search functions (regexp)", class: "flame-search",
     "aria-label": "search the flame graph" });
@@ -22,7 +39,7 @@ export function flameView(tree, { diff = false, title = "" } = {}) {
   const note = [];
   if (tree.truncated) note.push(h("div", { class: "notice", text: "This tree was cut at the server's node cap: values shown stay exact, deeper frames are folded." }));
   if (diff && !tree.base_total) note.push(h("div", { class: "notice", "data-testid": "diff-empty-base", text: "The base range has no samples: every frame is new (orange)." }));
-  if (tree.capped) note.push(h("div", { class: "notice", text: `Merged ${fmtNum(tree.profiles_merged)} of ${fmtNum(tree.profiles_matched)} matching profiles (sampled evenly).` }));
+  if (tree.capped) note.push(h("div", { class: "notice", text: `Merged ${Number(tree.profiles_merged).toLocaleString("en-US")} of ${Number(tree.profiles_matched).toLocaleString("en-US")} matching profiles (sampled evenly).` }));
 
   let chart = null;
   const draw = (el, data, opts = {}) => {
@@ -37,6 +54,15 @@ export function flameView(tree, { diff = false, title = "" } = {}) {
       .selfValue(false)
       .setLabelHandler((d) => `${d.data.name}\nself ${fmtNum(selfOf(d.data))}, total ${fmtNum(d.data.value)} (${pct(d.data.value, total)})`);
     if (diff) c.setColorMapper(colorMapper.differentialColorMapper);
+    else c.setColorMapper((d, orig) => (d.highlight || !d.data.type ? orig : frameColor(d.data.type, d.data.name)));
+    c.onClick((d) => {
+      if (!d || !d.data || d.data.name === tree.name) { clear(picked); return; }
+      const name = d.data.name;
+      clear(picked, h("span", { class: "mono", text: name }), d.data.type ? h("span", { class: "muted", text: ` (${d.data.type})` }) : null,
+        h("button", { type: "button", class: "secondary small", "data-testid": "frame-sandwich", text: "Sandwich", onclick: () => showSandwich(name) }),
+        frameHref ? h("a", { href: frameHref(name), target: "_blank", rel: "opener", "data-testid": "frame-open", title: "the same query, opened on this frame (the tab shares this one's sign-in)", text: "Open in a new tab" }) : null);
+      if (onFrame) onFrame(name);
+    });
     c.onHover((d) => {
       const self = selfOf(d.data);
       const parts = [d.data.name, `self ${fmtNum(self)} (${pct(self, total)})`,
@@ -50,7 +76,7 @@ export function flameView(tree, { diff = false, title = "" } = {}) {
 
   const root = h("div", { class: "flame" },
     h("div", { class: "flame-head" }, title ? h("h3", { text: title }) : null, search, found, reset),
-    note, chartEl, details, sandwichBox);
+    note, diff ? null : legend(tree), chartEl, details, picked, sandwichBox);
 
   // d3-flame-graph needs the element's width: draw once it is in the document.
   requestAnimationFrame(() => {
@@ -71,7 +97,7 @@ export function flameView(tree, { diff = false, title = "" } = {}) {
     const w = hits.reduce((a, f) => Math.max(a, f.total), 0);
     found.textContent = `${hits.length} functions match, largest total ${pct(w, total)}`;
   });
-  reset.addEventListener("click", () => chart && chart.resetZoom());
+  reset.addEventListener("click", () => { if (chart) chart.resetZoom(); clear(picked); });
 
   const showSandwich = (fn) => {
     const s = sandwich(tree, fn);
@@ -87,7 +113,7 @@ export function flameView(tree, { diff = false, title = "" } = {}) {
     });
     sandwichBox.scrollIntoView({ block: "nearest" });
   };
-  return { el: root, showSandwich };
+  return { el: root, showSandwich, unit };
 }
 
 export function pct(v, total) {
@@ -95,7 +121,8 @@ export function pct(v, total) {
 }
 
 // A sortable top-functions table. rows: [{name, self, total}] (self_pct/total_pct optional).
-export function topTable(rows, total, { onPick } = {}) {
+export function topTable(rows, total, { onPick, unit = "samples" } = {}) {
+  const fmtNum = (v) => fmtValue(v, unit === "samples" ? "count" : unit);
   let key = "self", dir = -1;
   const tbody = h("tbody");
   const render = () => {

@@ -1,10 +1,13 @@
 // The console's pure logic, under node's test runner (no browser): locating a key path in
-// YAML, the version diff, secret redaction, top functions and the sandwich from a tree.
+// YAML, the version diff, secret redaction, top functions and the sandwich from a tree, and the
+// Profiles page's query (URL, filters, baseline, units, frame colors, timeline buckets).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { lineOfPath, diffLines } from "../src/pages/configs.js";
 import { redact } from "../src/pages/agent.js";
 import { topFromTree, sandwich } from "../src/tree.js";
+import { parseQuery, formatQuery, timeRange, filterParams, pairsQs, defaultBaseline, fmtValue, unitOfType, frameColor,
+  frameTypesIn, bucketProfiles, stepFor } from "../src/query.js";
 
 const YAML = `profiling:
   enabled: true
@@ -79,4 +82,77 @@ test("sandwich: callers and callees of a function, weighted by its outermost fra
   const h = sandwich(TREE, "hash");
   assert.equal(h.callers.value, 6);
   assert.deepEqual(h.callers.children.map((c) => [c.name, c.value]), [["work", 6]]);
+});
+
+test("the profiles query round-trips through the URL, with defaults left out", () => {
+  const q = parseQuery(new URLSearchParams("service=checkout&match=k8s.namespace.name=shop&match=host.name=a=b&type=off_cpu&range=6h&sel=100-200&view=table"));
+  assert.equal(q.service, "checkout");
+  assert.deepEqual(q.matchers, [{ key: "k8s.namespace.name", value: "shop" }, { key: "host.name", value: "a=b" }]);
+  assert.equal(q.type, "off_cpu");
+  assert.equal(q.preset, "6h");
+  assert.deepEqual(q.sel, [100, 200]);
+  assert.equal(q.view, "table");
+  assert.deepEqual(parseQuery(new URLSearchParams(formatQuery(q).slice(1))), q);
+  const d = parseQuery(new URLSearchParams(""));
+  assert.deepEqual([d.type, d.preset, d.view, d.sel, d.compare], ["cpu", "1h", "both", null, false]);
+  assert.equal(formatQuery(d), "");
+  // an absolute range wins over a preset; a bad one falls back to the default preset
+  const a = parseQuery(new URLSearchParams("from=1000&to=5000&range=7d"));
+  assert.deepEqual([a.from, a.to, a.preset], [1000, 5000, null]);
+  assert.deepEqual(timeRange(a), [1000, 5000]);
+  assert.equal(parseQuery(new URLSearchParams("from=5000&to=1000")).preset, "1h");
+  assert.equal(parseQuery(new URLSearchParams("sel=9-3")).sel, null);
+  assert.deepEqual(timeRange(parseQuery(new URLSearchParams("range=15m")), 1e6), [1e6 - 900e3, 1e6]);
+});
+
+test("filters: match= with the label API, named parameters without it", () => {
+  const q = parseQuery(new URLSearchParams("service=s&match=k8s.pod.name=p1&match=host.name=h"));
+  assert.deepEqual(filterParams(q, { labels: true }), [[["service", "s"], ["match", "k8s.pod.name=p1"], ["match", "host.name=h"], ["type", "cpu"]], []]);
+  const [pairs, unsupported] = filterParams(q, { labels: false });
+  assert.deepEqual(pairs, [["service", "s"], ["pod", "p1"], ["type", "cpu"]]);
+  assert.deepEqual(unsupported, [{ key: "host.name", value: "h" }]);
+  assert.equal(pairsQs([["match", "a=b"], ["match", "c=d"], ["x", ""]]), "?match=a%3Db&match=c%3Dd");
+});
+
+test("the default baseline: the same length before the selection, within stored data", () => {
+  assert.deepEqual(defaultBaseline([1000, 2000], null), { base: [0, 1000], sel: [1000, 2000] });
+  assert.deepEqual(defaultBaseline([1000, 2000], 0), { base: [0, 1000], sel: [1000, 2000] });
+  // data starts after the full-length baseline would: it starts with the data
+  assert.deepEqual(defaultBaseline([1000, 2000], 600), { base: [600, 1000], sel: [1000, 2000] });
+  // nothing stored before the selection: its first half against its second
+  assert.deepEqual(defaultBaseline([1000, 2000], 1000), { base: [1000, 1500], sel: [1500, 2000] });
+  assert.deepEqual(defaultBaseline([1000, 2000], 1400), { base: [1400, 1700], sel: [1700, 2000] });
+});
+
+test("values in their unit, and a type's unit when the controller does not say", () => {
+  assert.equal(fmtValue(1500, "nanoseconds"), "1.50 µs");
+  assert.equal(fmtValue(2.5e9, "nanoseconds"), "2.50 s");
+  assert.equal(fmtValue(90e9, "nanoseconds"), "1.50 min");
+  assert.equal(fmtValue(512, "bytes"), "512 B");
+  assert.equal(fmtValue(3 * 1024 * 1024, "bytes"), "3.00 MiB");
+  assert.equal(fmtValue(990, "samples"), "990 samples");
+  assert.equal(fmtValue(123456, "count"), "123k");
+  assert.deepEqual(["cpu", "off_cpu", "wall", "alloc_space", "inuse_space", "goroutine"].map(unitOfType),
+    ["samples", "nanoseconds", "nanoseconds", "bytes", "bytes", "count"]);
+});
+
+test("frame types: colors per type, the legend lists the types a tree holds", () => {
+  const t = { name: "all", value: 3, children: [{ name: "main", type: "native", value: 3, children: [
+    { name: "PyEval", type: "cpython", value: 2 }, { name: "do_syscall_64", type: "kernel", value: 1 }, { name: "x", type: "beam", value: 0 }] }] };
+  const { known, other } = frameTypesIn(t);
+  assert.deepEqual(known.map(([k]) => k), ["native", "kernel", "cpython"]);
+  assert.deepEqual(other, ["beam"]);
+  assert.match(frameColor("go", "main.main"), /^hsl\(190, 60%, \d+%\)$/);
+  assert.notEqual(frameColor("jvm", "a"), frameColor("v8js", "a"));
+  assert.equal(frameColor("go", "f"), frameColor("go", "f"));
+  assert.deepEqual(frameTypesIn({ name: "all", value: 0 }), { known: [], other: [] });
+});
+
+test("timeline fallback: profiles bucketed by start, a step of about 120 points", () => {
+  const pts = bucketProfiles([{ start_ms: 0, samples: 2 }, { start_ms: 15, samples: 3 }, { start_ms: 25, samples: 1 }, { start_ms: 99, samples: 7 }], 0, 30, 10);
+  assert.deepEqual(pts, [[0, 2], [10, 3], [20, 1]]);
+  assert.equal(stepFor(0, 3600e3), 30e3);
+  assert.equal(stepFor(0, 900e3), 10e3);
+  assert.equal(stepFor(0, 7 * 86400e3), 3 * 3600e3);
+  assert.equal(stepFor(0, 365 * 86400e3), 86400e3);
 });

@@ -160,8 +160,7 @@ static void test_wait_final_states(void **state)
 		assert_string_equal(r.err, want_err);
 		char url[128];
 		snprintf(url, sizeof(url),
-			 "profiles (2): 7 8\nflame graph: http://127.0.0.1:%d/api/v1/flamegraph?"
-			 "capture_id=c1\n",
+			 "profiles (2): 7 8\nflame graph: http://127.0.0.1:%d/ui/#/captures/c1\n",
 			 s.port);
 		assert_non_null(strstr(r.out, url));
 		assert_non_null(strstr(r.out,

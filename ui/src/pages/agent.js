@@ -1,7 +1,7 @@
 // Agent: description, component health tree with last errors, config status and the
 // effective config (secrets redacted), recent profiles and captures, "capture now".
 import { api, qs } from "../api.js";
-import { h, clear, ago, fmtTime, fmtNum, fmtBytes, errorBox, poller, agentState, badge } from "../dom.js";
+import { h, clear, ago, fmtTime, fmtNum, fmtBytes, errorBox, poller, agentState, badge, CAPTURE_ENDED as ENDED } from "../dom.js";
 
 const SECRET_WORDS = "authorization|token|password|passwd|secret|api[_-]?key|credential";
 const SECRET = new RegExp(SECRET_WORDS, "i");
@@ -38,8 +38,27 @@ function healthTree(name, c) {
     kids.length ? h("ul", {}, kids.map(([k, v]) => healthTree(k, v))) : null);
 }
 
+// The newest captures (up to CAPTURES) whose matched agents include uid, from each capture's
+// per-agent list (the captures list has none). Ended captures are fetched once per page visit
+// (known: id → capture); running ones again on every refresh.
+const CAPTURES = 30;
+async function capturesOf(uid, known) {
+  const list = await api.get("/captures?limit=" + CAPTURES);
+  const out = await Promise.all(list.captures.map(async (c) => {
+    let full = known.get(c.id);
+    if (!full) {
+      full = await api.get("/captures/" + encodeURIComponent(c.id)).catch(() => null);
+      if (full && ENDED.has(full.state)) known.set(c.id, full);
+    }
+    const mine = full && (full.agents || []).find((a) => a.instance_uid === uid);
+    return mine ? { ...full, mine } : null;
+  }));
+  return out.filter(Boolean);
+}
+
 export async function agentPage(main, ctx) {
   const uid = ctx.parts[1];
+  const known = new Map();
   const body = h("div");
   clear(main, h("p", {}, h("a", { href: "#/fleet", text: "← Fleet" })), body);
 
@@ -59,12 +78,10 @@ export async function agentPage(main, ctx) {
         } catch (err) { clear(capMsg, errorBox(err)); }
       } }) : null;
 
-    const [profiles, caps] = await Promise.all([
-      api.get("/profiles" + qs({ agent: uid, limit: 100 })).catch(() => ({ profiles: [] })),
-      api.get("/captures?limit=100").catch(() => ({ captures: [] })),
+    const [profiles, agentCaps] = await Promise.all([
+      api.get("/profiles" + qs({ agent: uid, limit: 10 })).catch(() => ({ profiles: [] })),
+      capturesOf(uid, known).catch(() => []),
     ]);
-    const capIds = new Set(profiles.profiles.map((p) => p.capture_id).filter(Boolean));
-    const agentCaps = caps.captures.filter((x) => capIds.has(x.id));
 
     clear(body,
       h("div", { class: "title-row" },
@@ -86,7 +103,7 @@ export async function agentPage(main, ctx) {
       h("section", {}, h("h2", { text: "Effective config" }),
         c.effective ? h("pre", { class: "code", "data-testid": "effective-config", text: redact(c.effective) }) : h("div", { class: "empty", text: "The agent has not reported an effective config." })),
       h("div", { class: "cols" },
-        h("section", {}, h("h2", { text: "Recent profiles" }),
+        h("section", {}, h("h2", {}, "Recent profiles ", h("a", { class: "small", href: "#/profiles?match=" + encodeURIComponent("profleet.agent.uid=" + uid), text: "(explore)" })),
           profiles.profiles.length ? h("table", { class: "grid" },
             h("thead", {}, h("tr", {}, ["Start", "Service", "Type", "Samples", "Size", "Trigger"].map((t) => h("th", { text: t })))),
             h("tbody", {}, profiles.profiles.slice(0, 10).map((p) => h("tr", {},
@@ -95,8 +112,9 @@ export async function agentPage(main, ctx) {
               h("td", { class: "num", text: fmtBytes(p.size_bytes) }), h("td", { text: p.trigger || "continuous" })))))
             : h("div", { class: "empty", text: "No profiles from this agent in the store." })),
         h("section", {}, h("h2", { text: "Recent captures" }),
-          agentCaps.length ? h("ul", {}, agentCaps.map((x) => h("li", {}, h("a", { href: "#/captures/" + x.id, text: fmtTime(x.created_at) }), " ", badge(x.state), x.request && x.request.note ? " " + x.request.note : "")))
-            : h("div", { class: "empty", text: "No captures with profiles from this agent." }))));
+          agentCaps.length ? h("ul", { "data-testid": "agent-captures" }, agentCaps.map((x) => h("li", {}, h("a", { href: "#/captures/" + encodeURIComponent(x.id), text: fmtTime(x.created_at) }), " ", badge(x.state),
+            ` this agent: ${x.mine.state}, ${fmtNum(x.mine.samples)} samples, ${(x.mine.profile_ids || []).length} profiles`, x.request && x.request.note ? " · " + x.request.note : "")))
+            : h("div", { class: "empty", text: `None of the ${CAPTURES} newest captures included this agent.` }))));
   }
   try {
     await load();

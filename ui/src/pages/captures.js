@@ -2,10 +2,9 @@
 // frequency) that starts one, the list, and one capture's live per-agent progress and,
 // once profiles arrived, its flame graph and top functions.
 import { api, qs } from "../api.js";
-import { h, clear, fmtTime, fmtNum, fmtBytes, errorBox, debounce, poller, badge } from "../dom.js";
+import { h, clear, fmtTime, fmtNum, fmtBytes, errorBox, debounce, poller, badge, CAPTURE_ENDED as ENDED } from "../dom.js";
 import { flameView, topTable } from "../flame.js";
 
-const ENDED = new Set(["done", "partial", "failed", "cancelled"]);
 const PROCESS_KEYS = ["service.name", "process.executable.name", "process.pid", "container.id", "k8s.namespace.name", "k8s.pod.name"];
 
 export async function capturesPage(main, ctx) {

@@ -1,7 +1,7 @@
 // Fleet: counts per state, the agents table (server-side pages of PAGE agents, selector
 // filter with its parse error inline, sort within the page), refreshed every few seconds.
 import { api, qs } from "../api.js";
-import { h, clear, ago, fmtNum, errorBox, debounce, poller, agentState, badge } from "../dom.js";
+import { h, clear, ago, fmtNum, errorBox, debounce, poller, agentState, badge, fmtClock } from "../dom.js";
 
 const PAGE = 100;
 const REFRESH_MS = 3000;
@@ -128,7 +128,7 @@ export async function fleetPage(main, ctx) {
   async function refresh() {
     const t0 = performance.now();
     await Promise.all([loadSummary(), loadPage()]);
-    live.textContent = `live · updated ${new Date().toLocaleTimeString(undefined, { hour12: false })} (${Math.round(performance.now() - t0)} ms)`;
+    live.textContent = `live · updated ${fmtClock(Date.now())} (${Math.round(performance.now() - t0)} ms)`;
   }
 
   function syncUrl() {
