@@ -163,7 +163,10 @@ static int authenticate(struct pf_store *st, const char *authorization, int64_t 
 		return -ENOENT;
 	if (t.expires_ms && now_ms >= t.expires_ms)
 		return -EKEYEXPIRED;
-	if (touch && now_ms - t.last_used_ms >= TOKEN_TOUCH_MS) {
+	/* A per-agent credential's first use is what counts (it confirms the credential); a
+	 * write per agent and minute would cost a reconnecting fleet one write per agent. */
+	if (touch && now_ms - t.last_used_ms >= TOKEN_TOUCH_MS &&
+	    !(t.agent_bound && t.last_used_ms)) {
 		r = pf_store_token_touch(st, t.id, now_ms);
 		if (r < 0)
 			pf_log_debug("api: last_used of token %s not updated: %s", t.id,

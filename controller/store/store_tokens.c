@@ -31,6 +31,9 @@ static const struct store_stmt cred_drop_unused_sql = {
 static const struct store_stmt cred_confirm_sql = {
     .sqlite = "DELETE FROM tokens WHERE agent_uid = ?1 AND id <> ?2 AND "
 	      "seq < (SELECT seq FROM tokens WHERE id = ?2) RETURNING id"};
+static const struct store_stmt cred_older_sql = {
+    .sqlite = "SELECT 1 FROM tokens WHERE agent_uid = ?1 AND id <> ?2 AND "
+	      "seq < (SELECT seq FROM tokens WHERE id = ?2) LIMIT 1"};
 static const struct store_stmt cred_get_sql = {
     .sqlite = "SELECT " TOKEN_COLS " FROM tokens WHERE agent_uid = ?1 "
 	      "ORDER BY last_used_ms <> 0 DESC, seq DESC LIMIT 1"};
@@ -345,6 +348,15 @@ int pf_store_agent_credential_confirm(struct pf_store *st, const uint8_t uid[16]
 {
 	if (!uid || !token_id || !ids)
 		return -EINVAL;
+	/* Read first: every connection of an agent confirms, and almost never finds any. */
+	STORE_Q(q);
+	int rc = store_q_open(&q, st, &cred_older_sql, "credential_confirm",
+			      STORE_ARGS(store_v_blob(uid, 16), store_v_text(token_id)));
+	if (rc == 0)
+		rc = store_q_step(&q);
+	store_q_finish(&q);
+	if (rc <= 0)
+		return rc;
 	return cred_delete(st, &cred_confirm_sql, "credential_confirm", uid, token_id, ids);
 }
 
