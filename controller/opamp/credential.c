@@ -43,13 +43,13 @@ int pf_credential_issue(struct pf_store *st, const uint8_t uid[16], uint64_t hea
 	return rc;
 }
 
-bool pf_credential_in_use(struct pf_store *st, const uint8_t uid[16])
+int pf_credential_in_use(struct pf_store *st, const uint8_t uid[16])
 {
 	struct pf_token_info t;
 	int rc = pf_store_agent_credential_get(st, uid, &t);
 	if (rc == -ENOENT)
-		return false;
-	return rc < 0 || t.last_used_ms != 0;
+		return 0;
+	return rc < 0 ? rc : t.last_used_ms != 0;
 }
 
 int pf_credential_confirm(struct pf_store *st, const struct pf_api_caller *caller, bool always,
@@ -106,7 +106,10 @@ int pf_credential_check_upload(void *bound_uid, struct pf_store *st, const char 
 			 text);
 		return -EACCES;
 	}
-	if (!bound && has_claim && pf_credential_in_use(st, claimed)) {
+	int used = !bound && has_claim ? pf_credential_in_use(st, claimed) : 0;
+	if (used < 0)
+		return used;
+	if (used) {
 		snprintf(why, why_len,
 			 "profleet.agent.uid %.40s has a credential of its own: upload with it",
 			 agent_attr);

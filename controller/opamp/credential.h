@@ -46,8 +46,8 @@ int pf_credential_issue(struct pf_store *st, const uint8_t uid[16], uint64_t hea
 			int64_t now_ms, struct pf_credential_offer *o);
 
 /* Whether uid has a credential that was used (the enrollment token may no longer speak for
- * it). A store error counts as true: refuse rather than hand an identity away. */
-bool pf_credential_in_use(struct pf_store *st, const uint8_t uid[16]);
+ * it): 1, 0, or a store error (the caller refuses rather than hand an identity away). */
+int pf_credential_in_use(struct pf_store *st, const uint8_t uid[16]);
 
 /* A caller authenticated with a per-agent credential for the first time (or, always, on a new
  * connection): its older credentials are deleted and each one's id goes to gone(id, ud) (the

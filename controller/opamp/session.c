@@ -172,7 +172,7 @@ int pf_opamp_build_offer(struct pf_opamp_ctx *ctx, struct pf_agent *a, int64_t n
 
 /* Binds the session to an agent record, handling uids already connected elsewhere. A
  * session on a per-agent credential whose agent is live on another WebSocket is not bound
- * (*dup set). */
+ * (*dup set), nor one whose claim the store cannot check now (*dup set too: UNAVAILABLE). */
 static struct pf_agent *bind_agent(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s,
 				   const struct pf_a2s *in, int64_t now_ms, bool *new_uid,
 				   bool *dup)
@@ -198,8 +198,13 @@ static struct pf_agent *bind_agent(struct pf_opamp_ctx *ctx, struct pf_opamp_ses
 		return NULL;
 	}
 	/* A shared token may not wear the identity of an agent that has its own credential. */
-	if (!busy && !s->cred_bound && ctx->store && pf_credential_in_use(ctx->store, a->uid))
-		busy = true;
+	int used = !busy && !s->cred_bound && ctx->store ? pf_credential_in_use(ctx->store, a->uid)
+							 : 0;
+	if (used < 0) {
+		*dup = true;
+		return NULL;
+	}
+	busy |= used > 0;
 	if (busy) {
 		/* A second live connection (or a plain-HTTP request) claims the uid of an
 		 * agent connected over WebSocket. Give the newcomer a fresh identity rather
@@ -402,7 +407,9 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 	struct pf_agent *a = bind_agent(ctx, s, in, now_ms, &new_uid, &dup);
 	if (!a) {
 		r = reply_error(ctx, in->instance_uid, 16, PF_SERR_UNAVAILABLE,
-				dup ? "this agent is connected already" : "controller out of memory",
+				dup ? "this agent is connected already, or its identity cannot be "
+				      "checked now"
+				    : "controller out of memory",
 				out);
 		pf_a2s_free(in);
 		return r;
