@@ -25,6 +25,15 @@
 
 /* ---- small helpers ------------------------------------------------------------------------- */
 
+/* Frees a string that held a secret, zeroed first. NULL is allowed. */
+static void free_secret(char *s)
+{
+	if (s) {
+		explicit_bzero(s, strlen(s));
+		free(s);
+	}
+}
+
 void dp_kick(struct agent_dataplane *d)
 {
 	uint64_t one = 1;
@@ -600,6 +609,8 @@ static void final_flush(struct agent_dataplane *d)
 		pf_log_info("dataplane: flushed");
 }
 
+static void apply_identity(struct agent_dataplane *d, char *token, char *uid);
+
 static void *worker_main(void *arg)
 {
 	struct agent_dataplane *d = arg;
@@ -608,11 +619,15 @@ static void *worker_main(void *arg)
 	for (;;) {
 		pthread_mutex_lock(&d->lock);
 		struct pf_profcfg *cfg = d->pending;
+		char *token = d->pending_token, *uid = d->pending_uid;
 		d->pending = NULL;
+		d->pending_token = d->pending_uid = NULL;
 		bool stop = d->stop_requested;
 		pthread_mutex_unlock(&d->lock);
 		if (cfg)
 			apply_config(d, cfg);
+		if (token)
+			apply_identity(d, token, uid);
 		if (stop)
 			break;
 		for (unsigned t = atomic_exchange(&d->trigger_toggles, 0); t; t--)
@@ -807,6 +822,43 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 	return d;
 }
 
+int agent_dataplane_set_identity(struct agent_dataplane *d, const char *token, const char *uid)
+{
+	char *t = strdup(token), *u = uid ? strdup(uid) : NULL;
+	if (!t || (uid && !u)) {
+		free(t);
+		free(u);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&d->lock);
+	free_secret(d->pending_token);
+	free(d->pending_uid);
+	d->pending_token = t;
+	d->pending_uid = u;
+	pthread_mutex_unlock(&d->lock);
+	dp_kick(d);
+	return 0;
+}
+
+/* Worker: the identity posted by agent_dataplane_set_identity() goes into use. */
+static void apply_identity(struct agent_dataplane *d, char *token, char *uid)
+{
+	pthread_mutex_lock(&d->lock); /* dp_exporters_check reads the token on the loop */
+	free_secret(d->agent_token);
+	d->agent_token = token;
+	if (uid) {
+		free(d->agent_uid);
+		d->agent_uid = uid;
+	}
+	pthread_mutex_unlock(&d->lock);
+	if (d->cfg)
+		dp_exporters_apply(d, NULL, d->cfg); /* every exporter again, with the new token */
+	if (d->capture_run && agent_capture_runner_set_identity(d->capture_run, token, uid) < 0)
+		pf_log_error("dataplane: the capture receiver keeps the previous credential: out "
+			     "of memory");
+	pf_log_info("dataplane: uploads to the controller use the agent's own credential");
+}
+
 void agent_dataplane_toggle_trigger(struct agent_dataplane *d)
 {
 	if (!d)
@@ -903,10 +955,9 @@ void agent_dataplane_free(struct agent_dataplane *d)
 	free(d->spill_dir);
 	free(d->unwind_dir);
 	free(d->lines_dir);
-	if (d->agent_token) {
-		explicit_bzero(d->agent_token, strlen(d->agent_token));
-		free(d->agent_token);
-	}
+	free_secret(d->agent_token);
+	free_secret(d->pending_token);
+	free(d->pending_uid);
 	free(d->agent_uid);
 	free(d->snap);
 	free(d->snap_work);

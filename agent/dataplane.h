@@ -58,6 +58,10 @@ struct agent_dataplane_opts {
 	const struct pf_procinfo_source *attr_source;
 };
 
+/* The agent's own credential (and uid, NULL: unchanged) took over from --token-file: the
+ * worker re-creates the exporters that send it (auth: agent_token) and the capture receiver
+ * with them. Copied; any thread. -ENOMEM. */
+int agent_dataplane_set_identity(struct agent_dataplane *d, const char *token, const char *uid);
 /* Registers the health components and starts the worker thread, which loads the sampler in
  * the background. NULL + errno (err says why) when the thread cannot start. */
 struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o,

@@ -264,9 +264,20 @@ int dp_exporters_check(struct agent_dataplane *d, const struct pf_profcfg *cfg,
 		if (e->type == PF_EXPORTER_FILE)
 			continue;
 		struct pf_error xe = {0};
-		/* No spill dir: a check must not reload and resend spilled items. */
-		struct agent_exporter_opts xo = {.agent_token = d->agent_token};
+		/* No spill dir: a check must not reload and resend spilled items. The token is
+		 * the worker's (agent_dataplane_set_identity swaps it under the lock). */
+		pthread_mutex_lock(&d->lock);
+		char *token = d->agent_token ? strdup(d->agent_token) : NULL;
+		bool oom = d->agent_token && !token;
+		pthread_mutex_unlock(&d->lock);
+		if (oom)
+			return pf_error_set(err, -ENOMEM, "", "out of memory");
+		struct agent_exporter_opts xo = {.agent_token = token};
 		struct agent_exporter *x = agent_exporter_new_opts(e, &xo, &xe);
+		if (token) {
+			explicit_bzero(token, strlen(token));
+			free(token);
+		}
 		if (!x) {
 			char key[320];
 			snprintf(key, sizeof(key), "profiling.exporters[%zu]%s%s", i,

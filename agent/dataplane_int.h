@@ -75,6 +75,7 @@ struct agent_dataplane {
 	pthread_cond_t cond;
 	/* under lock: posted by the loop thread */
 	struct pf_profcfg *pending; /* private copy, owned */
+	char *pending_token, *pending_uid; /* agent_dataplane_set_identity, owned */
 	bool stop_requested;
 	bool flushed;	     /* the worker finished its final flush */
 	unsigned in_flight;  /* submits accepted whose done callback has not run */

@@ -69,6 +69,39 @@ static int load_local_config(struct agent_config *cfg, const char *path)
 	return r;
 }
 
+/* The credential the controller gave this agent (state.h "credential") replaces the
+ * enrollment token of --token-file. -ENOMEM. */
+static int use_own_credential(struct agent_state *state, char **token)
+{
+	const char *own;
+	const uint8_t *hash;
+	size_t hash_len;
+	if (!agent_state_credential(state, &own, &hash, &hash_len))
+		return 0;
+	char *copy = strdup(own);
+	if (!copy) {
+		pf_log_error("out of memory");
+		return -ENOMEM;
+	}
+	if (*token) {
+		explicit_bzero(*token, strlen(*token));
+		free(*token);
+	}
+	*token = copy;
+	pf_log_info("opamp: using the agent's own credential from the state directory");
+	return 0;
+}
+
+/* The OpAMP client verified a new credential: uploads to the controller use it, under the uid
+ * the agent has now. */
+static void credential_hook(void *ctx, const char *token)
+{
+	char uid[PF_UUID_STR_LEN + 1];
+	pf_uuid_format(agent_state_uid(ctx), uid);
+	if (the_dataplane && agent_dataplane_set_identity(the_dataplane, token, uid) < 0)
+		pf_log_error("dataplane: keeps the previous token: out of memory");
+}
+
 int main(int argc, char **argv)
 {
 	struct agent_opts o;
@@ -132,6 +165,8 @@ int main(int argc, char **argv)
 		pf_log_error("%s", err.msg);
 		goto out;
 	}
+	if (o.server_url && use_own_credential(state, &token) < 0)
+		goto out;
 	/* The metrics endpoint binds before anything starts: a taken port stops the agent here. */
 	if (o.metrics_listen) {
 		struct agent_listen_addr ml;
@@ -251,6 +286,7 @@ int main(int argc, char **argv)
 		pf_log_info("no --server: running standalone on the %s config",
 			    o.config_file ? "local" : "default");
 
+	agent_client_set_credential_hook(the_client, credential_hook, state);
 	/* the last window is exported before the OpAMP goodbye */
 	agent_client_set_stop_hook(the_client, agent_dataplane_flushed, the_dataplane,
 				   AGENT_DATAPLANE_FLUSH_MS + 500);

@@ -17,6 +17,7 @@
 #include "pf/uuid.h"
 
 #define RC_MAGIC "# profleet-remote-config hash="
+#define CRED_MAGIC "# profleet-credential hash="
 
 struct agent_state {
 	char *dir;
@@ -26,6 +27,9 @@ struct agent_state {
 	size_t rc_len;
 	uint8_t rc_hash[AGENT_STATE_MAX_HASH];
 	size_t rc_hash_len;
+	char *cred; /* NULL: none */
+	uint8_t cred_hash[AGENT_STATE_MAX_HASH];
+	size_t cred_hash_len;
 };
 
 int agent_mkdir_p(const char *path, unsigned mode)
@@ -213,6 +217,20 @@ static int load_uid(struct agent_state *st, struct pf_error *err)
 	return save_uid(st, err);
 }
 
+/* The state file `name` (its path to path, at most max bytes), or NULL when it is absent or
+ * cannot be read (logged, saying what happens `without` it). */
+static char *read_named(const struct agent_state *st, const char *name, size_t max,
+			char path[PATH_MAX], size_t *len, const char *without)
+{
+	char *text = NULL;
+	if (path_in(st, name, path, PATH_MAX) < 0)
+		return NULL;
+	int r = agent_read_file(path, max, &text, len);
+	if (r < 0 && r != -ENOENT)
+		pf_log_warn("state: cannot read '%s': %s; %s", path, strerror(-r), without);
+	return r < 0 ? NULL : text;
+}
+
 static void drop_rc(struct agent_state *st)
 {
 	free(st->rc_body);
@@ -225,18 +243,11 @@ static void drop_rc(struct agent_state *st)
 static void load_rc(struct agent_state *st)
 {
 	char path[PATH_MAX];
-	_cleanup_free_ char *text = NULL;
 	size_t len;
-
-	if (path_in(st, "remote_config", path, sizeof(path)) < 0)
+	_cleanup_free_ char *text = read_named(st, "remote_config", AGENT_STATE_MAX_CONFIG + 256,
+					       path, &len, "starting without it");
+	if (!text)
 		return;
-	int r = agent_read_file(path, AGENT_STATE_MAX_CONFIG + 256, &text, &len);
-	if (r == -ENOENT)
-		return;
-	if (r < 0) {
-		pf_log_warn("state: cannot read '%s': %s; starting without it", path, strerror(-r));
-		return;
-	}
 	size_t ml = strlen(RC_MAGIC);
 	char *nl = memchr(text, '\n', len);
 	size_t hex_len = nl ? (size_t)(nl - text) - ml : 0;
@@ -261,6 +272,102 @@ static void load_rc(struct agent_state *st)
 	st->rc_body[st->rc_len] = '\0';
 	st->rc_hash_len = hex_len / 2;
 	st->has_rc = true;
+}
+
+static bool token_ok(const char *t, size_t n)
+{
+	if (n == 0 || n > AGENT_STATE_MAX_TOKEN)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (t[i] <= ' ' || t[i] > '~')
+			return false;
+	return true;
+}
+
+static void drop_cred(struct agent_state *st)
+{
+	if (st->cred) {
+		explicit_bzero(st->cred, strlen(st->cred));
+		free(st->cred);
+	}
+	st->cred = NULL;
+	st->cred_hash_len = 0;
+}
+
+static void load_cred(struct agent_state *st)
+{
+	char path[PATH_MAX];
+	size_t len, ml = strlen(CRED_MAGIC);
+	_cleanup_free_ char *text = read_named(st, "credential", AGENT_STATE_MAX_TOKEN + 256, path,
+					       &len, "using --token-file");
+	if (!text)
+		return;
+	char *nl = memchr(text, '\n', len);
+	size_t hex_len = nl && (size_t)(nl - text) >= ml ? (size_t)(nl - text) - ml : 0;
+	char *tok = nl ? nl + 1 : NULL;
+	size_t tl = tok ? len - (size_t)(tok - text) : 0;
+	while (tl && (tok[tl - 1] == '\n' || tok[tl - 1] == '\r'))
+		tl--;
+	if (!nl || memcmp(text, CRED_MAGIC, ml) != 0 || hex_len % 2 ||
+	    hex_len / 2 > AGENT_STATE_MAX_HASH || !token_ok(tok, tl)) {
+		pf_log_warn("state: '%s' is damaged; ignoring it (using --token-file)", path);
+		explicit_bzero(text, len);
+		return;
+	}
+	*nl = '\0';
+	if (pf_hex_decode(text + ml, st->cred_hash, hex_len / 2) == 0 &&
+	    (st->cred = strndup(tok, tl)))
+		st->cred_hash_len = hex_len / 2;
+	explicit_bzero(text, len);
+}
+
+bool agent_state_credential(const struct agent_state *st, const char **token,
+			    const uint8_t **hash, size_t *hash_len)
+{
+	if (!st->cred)
+		return false;
+	*token = st->cred;
+	*hash = st->cred_hash;
+	*hash_len = st->cred_hash_len;
+	return true;
+}
+
+int agent_state_save_credential(struct agent_state *st, const char *token, const uint8_t *hash,
+				size_t hash_len, struct pf_error *err)
+{
+	char path[PATH_MAX];
+	char hex[AGENT_STATE_MAX_HASH * 2 + 1];
+	struct pf_buf b;
+	size_t tl = token ? strlen(token) : 0;
+	int r;
+
+	if (!token_ok(token, tl) || hash_len > AGENT_STATE_MAX_HASH)
+		return pf_error_set(err, -EINVAL, "", "credential or its hash not storable");
+	r = path_in(st, "credential", path, sizeof(path));
+	if (r < 0)
+		return pf_error_set(err, r, "", "state dir path too long");
+	char *copy = strdup(token);
+	if (!copy)
+		return pf_error_set(err, -ENOMEM, "", "out of memory");
+	pf_hex_encode(hash, hash_len, hex);
+	pf_buf_init(&b, AGENT_STATE_MAX_TOKEN + 256);
+	r = pf_buf_printf(&b, CRED_MAGIC "%s\n%s\n", hex, token);
+	if (r == 0)
+		r = agent_write_file_atomic(path, b.data, b.len, 0600);
+	if (b.data)
+		explicit_bzero(b.data, b.len);
+	pf_buf_release(&b);
+	if (r < 0) {
+		explicit_bzero(copy, tl);
+		free(copy);
+		return pf_error_set(err, r, "", "cannot write '%s': %s", path, strerror(-r));
+	}
+	drop_cred(st);
+	st->cred = copy;
+	if (hash_len)
+		memcpy(st->cred_hash, hash, hash_len);
+	st->cred_hash_len = hash_len;
+	return 0;
 }
 
 int agent_state_open(const char *dir, struct agent_state **out, struct pf_error *err)
@@ -288,6 +395,7 @@ int agent_state_open(const char *dir, struct agent_state **out, struct pf_error 
 		return r;
 	}
 	load_rc(st);
+	load_cred(st);
 	*out = st;
 	return 0;
 }
@@ -297,6 +405,7 @@ void agent_state_free(struct agent_state *st)
 	if (!st)
 		return;
 	drop_rc(st);
+	drop_cred(st);
 	free(st->dir);
 	free(st);
 }

@@ -8,6 +8,11 @@
  *                   restarts with it while the controller is away. A YAML comment line carrying
  *                   the config hash as hex ("# profleet-remote-config hash=<hex>\n") followed
  *                   by the body exactly as received: the file stays a valid YAML document.
+ *   credential      the agent's own credential, offered by the controller over OpAMP
+ *                   (ConnectionSettingsOffers): "# profleet-credential hash=<hex>\n" with the
+ *                   offer's connection_settings.hash, then the token and "\n". Mode 0600.
+ *                   While present it replaces --token-file for OpAMP and for uploads to the
+ *                   controller; removing it makes the agent enroll again.
  * Every write goes to "<name>.tmp", is fsync'ed, then renamed over the old file (atomic on
  * POSIX), so a crash leaves either the old or the new file, never half of one.
  *
@@ -51,6 +56,16 @@ int agent_state_save_remote_config(struct agent_state *st, const uint8_t *body, 
 				   const uint8_t *hash, size_t hash_len, struct pf_error *err);
 /* Removes the persisted remote config (the server withdrew it). 0 or -errno. */
 int agent_state_clear_remote_config(struct agent_state *st, struct pf_error *err);
+
+#define AGENT_STATE_MAX_TOKEN 512 /* longest credential kept (the controller's limit) */
+/* The persisted credential (token without "Bearer ") and its settings hash; false when there
+ * is none. Valid until the next save or free. */
+bool agent_state_credential(const struct agent_state *st, const char **token,
+			    const uint8_t **hash, size_t *hash_len);
+/* Persists a credential atomically (a token of 1..AGENT_STATE_MAX_TOKEN printable characters,
+ * hash_len <= AGENT_STATE_MAX_HASH). 0 or -errno with err. */
+int agent_state_save_credential(struct agent_state *st, const char *token, const uint8_t *hash,
+				size_t hash_len, struct pf_error *err);
 
 /* Helpers shared with other agent modules. */
 /* mkdir -p with the given mode for created components. 0 or -errno. */

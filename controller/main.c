@@ -161,7 +161,9 @@ int main(int argc, char **argv)
 				      .threads = PF_INGEST_THREADS,
 				      .max_queued = PF_INGEST_MAX_QUEUED,
 				      .max_queued_bytes = PF_INGEST_MAX_QUEUED_BYTES,
-				      .retention = &pret};
+				      .retention = &pret,
+				      /* the sender checks read tokens and captures */
+				      .fleet_url = cfg.store_url};
 	ingest = pf_qpool_start(&io, &err);
 	if (!ingest) {
 		pf_log_error("cannot start the profile receiver's writer: %s", err.msg);

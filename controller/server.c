@@ -18,6 +18,7 @@
 #include "fleet/rollout.h"
 #include "fleet/sync.h"
 #include "metrics.h"
+#include "opamp/credential.h"
 #include "opamp/session.h"
 #include "opamp_codec.h"
 #include "pf/list.h"
@@ -155,6 +156,16 @@ static void push_hook(struct pf_agent *a, void *ud)
 				LWS_TO_KILL_ASYNC); /* dead socket */
 }
 
+/* A frame buffer of its own (for messages made outside a reply, which may be under way in the
+ * scratch frame): LWS_PRE headroom and the WebSocket varint header. 0 or -ENOMEM; release it. */
+static int own_frame(struct pf_server *s, struct pf_buf *frame)
+{
+	static const uint8_t pre[LWS_PRE];
+	pf_buf_init(frame, s->opt.max_message_bytes + LWS_PRE + 16);
+	int rc = pf_buf_append(frame, pre, LWS_PRE);
+	return rc < 0 ? rc : pf_opamp_ws_frame_header(frame);
+}
+
 /* Capture messages (fleet/capture.h): a server-initiated ServerToAgent with one custom
  * message, queued on the agent's WebSocket. Encoded in its own buffer: this may run while a
  * reply is being encoded in the scratch frame. Plain-HTTP agents get it in their next reply. */
@@ -175,11 +186,7 @@ static int send_custom(struct pf_agent *a, const char *type, const uint8_t *data
 	m.custom_message.data = (uint8_t *)data;
 	m.custom_message.data_len = len;
 	struct pf_buf frame;
-	pf_buf_init(&frame, s->opt.max_message_bytes + LWS_PRE + 16);
-	static const uint8_t pre[LWS_PRE];
-	int rc = pf_buf_append(&frame, pre, LWS_PRE);
-	if (rc == 0)
-		rc = pf_opamp_ws_frame_header(&frame);
+	int rc = own_frame(s, &frame);
 	if (rc == 0)
 		rc = pf_s2a_encode(&m, &frame);
 	if (rc == 0)
@@ -307,6 +314,38 @@ static void revoke_hook(const char *token_id, void *ud)
 	for (struct ws_conn *c = s->ws_head; c; c = c->next)
 		if (strcmp(c->token_id, token_id) == 0)
 			ws_kill(c, "token revoked");
+}
+
+void pf_server_bind_credential(struct pf_server *s, struct pf_opamp_session *sess,
+			       const struct pf_api_caller *who, const char *auth, bool ws)
+{
+	if (!who->agent_bound || pf_api_token_hash(auth, sess->cred_hash) < 0)
+		return;
+	sess->cred_bound = true;
+	memcpy(sess->cred_uid, who->agent_uid, 16);
+	int r = pf_credential_confirm(s->store, who, ws, revoke_hook, s);
+	if (r < 0)
+		pf_log_warn("opamp: older credentials of token %s not removed: %s", who->token_id,
+			    strerror(-r));
+}
+
+/* api->on_rotate: a new credential offered on the agent's WebSocket. */
+static int rotate_hook(const uint8_t uid[16], void *ud)
+{
+	struct pf_server *s = ud;
+	struct pf_agent *a = pf_fleet_find(s->fleet, uid);
+	struct ws_conn *c = a && a->connected && a->transport == PF_TRANSPORT_WS ? a->conn : NULL;
+	if (!c)
+		return -ENOTCONN;
+	struct pf_buf frame;
+	int r = own_frame(s, &frame);
+	if (r == 0)
+		r = pf_opamp_build_offer(&s->opamp, a, pf_server_now_ms(), &frame);
+	if (r == 0)
+		r = ws_send(c, &frame);
+	explicit_bzero(frame.data, frame.len);
+	pf_buf_release(&frame);
+	return r;
 }
 
 /* Every persist tick: connections whose token has expired go away. The connections are walked
@@ -439,6 +478,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		if (!c)
 			return -1;
 		memcpy(c->token_id, who.token_id, sizeof(c->token_id));
+		pf_server_bind_credential(s, &c->sess, &who, has ? auth : NULL, true);
 		lws_get_peer_simple(wsi, c->peer, sizeof(c->peer));
 		if (pf_conn_limits_ws_add(&s->limits, c->peer, 1) < 0) {
 			free(c);
@@ -780,6 +820,8 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 	s->api = api;
 	api->on_revoke = revoke_hook;
 	api->revoke_ud = s;
+	api->on_rotate = rotate_hook;
+	s->opamp.store = store;
 	s->opamp.fleet = fleet;
 	s->opamp.metrics = metrics;
 	s->opamp.max_message_bytes = opt->max_message_bytes;

@@ -11,9 +11,11 @@
 #include "api/api.h"
 #include "api/api_profiles.h"
 #include "metrics.h"
+#include "opamp/credential.h"
 #include "opamp/session.h"
 #include "pf/gzip.h"
 #include "pf/log.h"
+#include "pf/uuid.h"
 #include "profstore/profstore.h"
 #include "profstore/query_pool.h"
 #include "server_int.h"
@@ -102,6 +104,17 @@ static bool header_has(struct lws *wsi, enum lws_token_indexes t, const char *ne
 	return strcasestr(v, needle) != NULL;
 }
 
+void pf_server_upload_identity(struct pf_profstore_request *q, const uint8_t *bound,
+			       char text[PF_UUID_STR_LEN + 1])
+{
+	q->check = pf_credential_check_upload;
+	q->check_ud = (void *)bound;
+	if (bound) {
+		pf_uuid_format(bound, text);
+		q->agent_uid = text;
+	}
+}
+
 /* An agent token valid now; *who (may be NULL) receives it. */
 bool pf_server_agent_token(struct pf_server *s, const char *auth, struct pf_api_caller *who)
 {
@@ -128,7 +141,8 @@ static void dispatch_opamp_http(struct pf_server *s, struct http_req *r)
 		pf_http_req_set_header(r, "allow:", "POST");
 		return;
 	}
-	if (!agent_token_ok(s, r->has_auth ? r->auth : NULL)) {
+	struct pf_api_caller who;
+	if (!pf_server_agent_token(s, r->has_auth ? r->auth : NULL, &who)) {
 		s->metrics->opamp_connections_rejected_auth++;
 		pf_http_req_error(r, 401, "unauthenticated", "agent token missing or rejected");
 		pf_http_req_set_header(r, "www-authenticate:", "Bearer realm=\"profleet\"");
@@ -169,6 +183,7 @@ static void dispatch_opamp_http(struct pf_server *s, struct http_req *r)
 		len = plain.len;
 	}
 	struct pf_opamp_session sess = {.http = true};
+	pf_server_bind_credential(s, &sess, &who, r->auth, false);
 	struct pf_opamp_result res;
 	struct pf_buf out;
 	pf_buf_init(&out, s->opt.max_message_bytes);
@@ -231,11 +246,14 @@ static void dispatch_profiles(struct pf_server *s, struct lws *wsi, struct http_
 		pf_http_req_set_header(r, "allow:", "POST");
 		return;
 	}
-	if (!agent_token_ok(s, r->has_auth ? r->auth : NULL)) {
+	struct pf_api_caller who;
+	if (!pf_server_agent_token(s, r->has_auth ? r->auth : NULL, &who)) {
 		otlp_error(r, 401, 16 /* UNAUTHENTICATED */, "agent token missing or rejected");
 		pf_http_req_set_header(r, "www-authenticate:", "Bearer realm=\"profleet\"");
 		return;
 	}
+	r->cred_bound = who.agent_bound;
+	memcpy(r->cred_uid, who.agent_uid, sizeof(r->cred_uid));
 	if (r->bad_encoding) {
 		otlp_error(r, 415, 3 /* INVALID_ARGUMENT */,
 			   "Content-Encoding must be gzip or identity");
@@ -268,6 +286,8 @@ static void dispatch_profiles(struct pf_server *s, struct lws *wsi, struct http_
 	    .max_bytes = s->opt.max_message_bytes,
 	    .now_ms = pf_server_now_ms(),
 	};
+	char uid_text[PF_UUID_STR_LEN + 1];
+	pf_server_upload_identity(&q, r->cred_bound ? r->cred_uid : NULL, uid_text);
 	struct pf_profstore_result res;
 	struct pf_buf out;
 	pf_buf_init(&out, 1 << 20);

@@ -51,6 +51,8 @@ struct http_req {
 	bool is_ui;
 	char inm[128];	    /* If-None-Match (console files) */
 	char ctype_in[128]; /* request Content-Type (profiles receiver) */
+	bool cred_bound;    /* profiles: authenticated with a per-agent credential, of cred_uid */
+	uint8_t cred_uid[16];
 	bool dispatched;
 	bool body_done; /* the last byte of the answer went to lws */
 	bool too_large;
@@ -147,5 +149,15 @@ void pf_http_dispatch(struct pf_server *s, struct lws *wsi, struct http_req *r);
 int pf_http_write(struct lws *wsi, struct http_req *r);
 /* An agent token valid now; *who (may be NULL) receives it. */
 bool pf_server_agent_token(struct pf_server *s, const char *auth, struct pf_api_caller *who);
+/* The OpAMP session sess authenticated as who (auth: its header): a per-agent credential binds
+ * it to its agent and, at its first use or on a new WebSocket (ws), retires that agent's older
+ * credentials (their connections close). */
+void pf_server_bind_credential(struct pf_server *s, struct pf_opamp_session *sess,
+			       const struct pf_api_caller *who, const char *auth, bool ws);
+struct pf_profstore_request;
+/* The receiver's identity rule on q (opamp/credential.h): bound is the request's credential's
+ * agent (16 bytes, NULL: a shared token), text receives its uid, which q then points at. */
+void pf_server_upload_identity(struct pf_profstore_request *q, const uint8_t *bound,
+			       char text[37]);
 
 #endif

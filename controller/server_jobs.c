@@ -56,6 +56,8 @@ struct ingest_job {
 	bool gzip;
 	char ctype_in[128];
 	size_t max_bytes;
+	bool cred_bound; /* the request's per-agent credential, of cred_uid */
+	uint8_t cred_uid[16];
 };
 
 static void srv_job_free(struct pf_qjob *b)
@@ -131,6 +133,8 @@ static void ingest_job_run(struct pf_qjob *b, struct pf_store *st)
 	    .max_bytes = j->max_bytes,
 	    .now_ms = pf_server_now_ms(),
 	};
+	char uid_text[37];
+	pf_server_upload_identity(&q, j->cred_bound ? j->cred_uid : NULL, uid_text);
 	struct pf_profstore_result res = {0};
 	struct pf_buf out;
 	pf_buf_init(&out, 1 << 20);
@@ -205,6 +209,8 @@ int pf_server_jobs_ingest(struct pf_server_jobs *js, struct pf_qpool *pool, stru
 	j->gzip = r->body_gzip;
 	memcpy(j->ctype_in, r->ctype_in, sizeof(j->ctype_in));
 	j->max_bytes = js->max_message_bytes;
+	j->cred_bound = r->cred_bound;
+	memcpy(j->cred_uid, r->cred_uid, sizeof(j->cred_uid));
 	int rc = submit_job(js, pool, wsi, r, &j->sj, ingest_job_run, ingest_job_free);
 	if (rc < 0) {
 		free(j); /* the body still belongs to r */

@@ -37,6 +37,9 @@ struct agent_client {
 	bool standalone;
 	struct agent_url url;
 	char *auth; /* "Bearer <token>" */
+	char *pending_auth; /* an offered credential being verified by this connection attempt */
+	void (*cred_hook)(void *ctx, const char *token);
+	void *cred_ctx;
 	char *ca_file;
 	size_t max_msg;
 
@@ -209,6 +212,15 @@ void agent_lws_logging(int pf_level)
 
 /* ---- connection ------------------------------------------------------------------------ */
 
+/* Frees a string that held a secret, zeroed first. NULL is allowed. */
+static void free_secret(char *s)
+{
+	if (s) {
+		explicit_bzero(s, strlen(s));
+		free(s);
+	}
+}
+
 static void connect_cb(lws_sorted_usec_list_t *sul);
 static void heartbeat_cb(lws_sorted_usec_list_t *sul);
 
@@ -300,6 +312,19 @@ static void on_connection_error(struct agent_client *c, struct lws *wsi, const c
 	c->wsi = NULL;
 	c->connected = false;
 
+	if (c->pending_auth) {
+		/* Not verified: back to the settings that worked (OpAMP: revert on failure). */
+		pf_log_warn("opamp: the offered credential did not connect (%s%s); keeping the "
+			    "previous one",
+			    status ? "HTTP status " : "", status ? "" : why);
+		free_secret(c->pending_auth);
+		c->pending_auth = NULL;
+		agent_session_drop_offer(c->session);
+		if (c->fail_streak == 0)
+			c->fail_streak = 1;
+		schedule_connect(c, next_delay(c));
+		return;
+	}
 	if (status == 401 || strstr(why, "unauthorized")) {
 		pf_log_error("opamp: agent token rejected by %s (HTTP 401); check --token-file",
 			     c->url.host_header);
@@ -326,6 +351,50 @@ static void on_connection_error(struct agent_client *c, struct lws *wsi, const c
 	schedule_connect(c, next_delay(c));
 }
 
+/* An offered credential: the next connection attempt presents it. 0, or -ENOMEM (the offer is
+ * dropped). */
+static int verify_credential(struct agent_client *c)
+{
+	const char *tok;
+	if (c->standalone || !agent_session_offer(c->session, &tok))
+		return -ENOENT;
+	size_t n = strlen(tok) + sizeof("Bearer ");
+	free_secret(c->pending_auth);
+	c->pending_auth = malloc(n);
+	if (!c->pending_auth) {
+		agent_session_drop_offer(c->session);
+		return -ENOMEM;
+	}
+	snprintf(c->pending_auth, n, "Bearer %s", tok);
+	pf_log_info("opamp: reconnecting with the offered credential");
+	return 0;
+}
+
+/* The offered credential opened a connection: it is verified, persisted and used from now
+ * on, for OpAMP and (the hook) for uploads to the controller. */
+static void accept_credential(struct agent_client *c)
+{
+	struct pf_error err = {0};
+	if (agent_session_accept_offer(c->session, &err) < 0)
+		pf_log_error("opamp: cannot persist the agent's credential (%s): it is used until "
+			     "the agent stops",
+			     err.msg);
+	else
+		pf_log_info("opamp: the agent's own credential is verified and persisted");
+	free_secret(c->auth);
+	c->auth = c->pending_auth;
+	c->pending_auth = NULL;
+	if (c->cred_hook)
+		c->cred_hook(c->cred_ctx, c->auth + 7);
+}
+
+void agent_client_set_credential_hook(struct agent_client *c,
+				      void (*hook)(void *ctx, const char *token), void *ctx)
+{
+	c->cred_hook = hook;
+	c->cred_ctx = ctx;
+}
+
 static void on_established(struct agent_client *c, struct lws *wsi)
 {
 	c->handshaking = false;
@@ -334,6 +403,8 @@ static void on_established(struct agent_client *c, struct lws *wsi)
 	c->got_message = false;
 	c->close_requested = false;
 	pf_buf_reset(&c->rx);
+	if (c->pending_auth)
+		accept_credential(c);
 	pf_log_info("opamp: connected to %s", c->url.host_header);
 	agent_health_set(c->health, "opamp", true, "connected", NULL);
 	agent_session_on_connect(c->session); /* first message on a connection: a full report */
@@ -403,6 +474,11 @@ static int on_receive(struct agent_client *c, struct lws *wsi, const void *in, s
 	}
 	if (act.heartbeat_changed)
 		schedule_heartbeat(c);
+	if (act.credential_offered && verify_credential(c) == 0) {
+		c->close_requested = true;
+		lws_callback_on_writable(wsi);
+		return 0;
+	}
 	if (act.reconnect) {
 		c->floor_set = act.has_retry_after;
 		c->floor_ms = act.retry_after_ms;
@@ -476,9 +552,10 @@ static int client_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	switch (reason) {
 	case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
 		unsigned char **p = (unsigned char **)in, *end = (*p) + len;
-		if (c->auth && lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION,
-							    (const unsigned char *)c->auth,
-							    (int)strlen(c->auth), p, end))
+		const char *auth = c->pending_auth ? c->pending_auth : c->auth;
+		if (auth && lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION,
+							 (const unsigned char *)auth,
+							 (int)strlen(auth), p, end))
 			return -1;
 		return 0;
 	}
@@ -680,7 +757,8 @@ void agent_client_free(struct agent_client *c)
 		lws_context_destroy(c->ctx);
 	pf_buf_release(&c->rx);
 	pf_buf_release(&c->tx);
-	free(c->auth);
+	free_secret(c->auth);
+	free_secret(c->pending_auth);
 	free(c->ca_file);
 	free(c);
 }

@@ -4,6 +4,9 @@
  *  - connects to ws:// or wss:// (TLS through lws + OpenSSL, system CAs or --ca-file);
  *    http(s):// URLs mean the same host with ws(s); the path defaults to /v1/opamp;
  *    `Authorization: Bearer <token>` on the upgrade request;
+ *  - a credential offered in connection_settings (opamp_session.h) is verified by closing
+ *    the connection and connecting with it: established, it is persisted and replaces the
+ *    token (agent_client_set_credential_hook); refused, the previous token stays;
  *  - every message is one binary WS message: varint header 0 + protobuf;
  *    fragments are reassembled into a buffer capped at the inbound limit (default 64 MiB);
  *    over it the connection is closed with 1009; a text message or a header other than 0 is
@@ -76,6 +79,11 @@ void agent_client_free(struct agent_client *c);
  * (agent_client_wake) when it is done. */
 void agent_client_set_stop_hook(struct agent_client *c, bool (*done)(void *ctx), void *ctx,
 				uint64_t max_ms);
+
+/* Called on the loop thread when the agent's own credential (offered over OpAMP, verified by
+ * a connection) replaces the token: token is valid during the call. */
+void agent_client_set_credential_hook(struct agent_client *c,
+				      void (*hook)(void *ctx, const char *token), void *ctx);
 
 /* Runs the loop until *stop becomes non-zero, then shuts down gracefully (bounded). 0. */
 int agent_client_run(struct agent_client *c, volatile sig_atomic_t *stop);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "config.h"
@@ -37,6 +38,11 @@ struct agent_session {
 
 	struct agent_captures *captures; /* NULL: no capture capability */
 	uint64_t capture_errors;
+
+	/* A credential offered (connection_settings), not yet verified: owned, zeroed. */
+	char *offer_token;
+	uint8_t offer_hash[AGENT_STATE_MAX_HASH];
+	size_t offer_hash_len;
 };
 
 struct agent_session *agent_session_new(struct agent_state *state, struct agent_config *config,
@@ -58,7 +64,75 @@ struct agent_session *agent_session_new(struct agent_state *state, struct agent_
 
 void agent_session_free(struct agent_session *s)
 {
+	if (s)
+		agent_session_drop_offer(s);
 	free(s);
+}
+
+/* ---- connection settings offers ------------------------------------------------------------ */
+
+bool agent_session_offer(const struct agent_session *s, const char **token)
+{
+	if (!s->offer_token)
+		return false;
+	*token = s->offer_token;
+	return true;
+}
+
+void agent_session_drop_offer(struct agent_session *s)
+{
+	if (s->offer_token) {
+		explicit_bzero(s->offer_token, strlen(s->offer_token));
+		free(s->offer_token);
+	}
+	s->offer_token = NULL;
+	s->offer_hash_len = 0;
+}
+
+int agent_session_accept_offer(struct agent_session *s, struct pf_error *err)
+{
+	if (!s->offer_token)
+		return pf_error_set(err, -ENOENT, "", "no credential offered");
+	int r = agent_state_save_credential(s->state, s->offer_token, s->offer_hash,
+					    s->offer_hash_len, err);
+	agent_session_drop_offer(s);
+	return r;
+}
+
+/* OpAMP "Offers of Connection Settings": connection_settings.opamp with an Authorization
+ * header is a credential for this agent. It is kept aside until the transport has connected
+ * with it (the agent MUST verify offered OpAMP settings by connecting before it accepts
+ * them); an offer whose hash is the one of the credential held, or without such a header
+ * (the settings are unchanged then), changes nothing. */
+static void take_offer(struct agent_session *s, const struct pf_s2a *m,
+		       struct agent_session_action *act)
+{
+	const char *tok = NULL, *held;
+	const uint8_t *hh;
+	size_t hl;
+	for (size_t i = 0; i < m->n_opamp_headers; i++)
+		if (m->opamp_headers[i].key && !strcasecmp(m->opamp_headers[i].key, "authorization"))
+			tok = m->opamp_headers[i].value;
+	if (!tok)
+		return;
+	if (strncasecmp(tok, "Bearer ", 7) != 0 || !tok[7] ||
+	    m->connection_settings_hash_len > AGENT_STATE_MAX_HASH) {
+		pf_log_warn("opamp: ignoring offered connection settings: the Authorization is not "
+			    "a bearer token");
+		return;
+	}
+	if (agent_state_credential(s->state, &held, &hh, &hl) && hl &&
+	    hl == m->connection_settings_hash_len && !memcmp(hh, m->connection_settings_hash, hl))
+		return;
+	agent_session_drop_offer(s);
+	s->offer_token = strdup(tok + 7);
+	if (!s->offer_token)
+		return;
+	if (m->connection_settings_hash_len)
+		memcpy(s->offer_hash, m->connection_settings_hash, m->connection_settings_hash_len);
+	s->offer_hash_len = m->connection_settings_hash_len;
+	act->credential_offered = true;
+	pf_log_info("opamp: the server offers this agent a credential of its own; verifying it");
 }
 
 void agent_session_on_connect(struct agent_session *s)
@@ -336,6 +410,8 @@ void agent_session_process(struct agent_session *s, const struct pf_s2a *m,
 		act->heartbeat_changed = true;
 		pf_log_info("opamp: heartbeat interval %llu s", (unsigned long long)s->heartbeat_s);
 	}
+	if (m->has_heartbeat_interval)
+		take_offer(s, m, act);
 
 	if (m->has_remote_config) {
 		struct pf_error err = {0};

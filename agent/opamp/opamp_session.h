@@ -15,6 +15,9 @@
  *  - a ServerToAgent that changes nothing asks for no message (no status report answers a
  *    message that did not change the status), e.g. the same remote config again;
  *  - new_instance_uid is adopted and persisted at once, and the description resent;
+ *  - connection_settings.opamp with an `Authorization: Bearer` header is the agent's own
+ *    credential: held aside (agent_session_offer) until the transport has connected with it,
+ *    then persisted (agent_session_accept_offer);
  *  - ServerErrorResponse: BAD_REQUEST is logged and that message is not retried;
  *    UNAVAILABLE asks the transport to reconnect, after retry_after when given.
  * Remote config goes to the config engine (config.h); its APPLIED/FAILED status and the new
@@ -62,6 +65,7 @@ struct agent_session_action {
 	uint64_t retry_after_ms; /* with reconnect, when the server said when */
 	bool heartbeat_changed;	 /* the server offered a new heartbeat interval */
 	bool bad_request;	 /* the server rejected our last message */
+	bool credential_offered; /* connection settings with a credential: verify it */
 };
 
 /* Health figures wait as long as a heartbeat (AGENT_DEFAULT_HEARTBEAT_S): at rest they ride
@@ -106,6 +110,14 @@ int agent_session_handle(struct agent_session *s, const uint8_t *data, size_t le
 /* The same on a decoded message. */
 void agent_session_process(struct agent_session *s, const struct pf_s2a *m,
 			   struct agent_session_action *act);
+
+/* Connection settings offers: the credential offered (token without "Bearer ") while it waits
+ * to be verified; false when none. agent_session_accept_offer() persists it with its hash in
+ * the state directory (state.h "credential") and drops it, 0 or -errno with err;
+ * agent_session_drop_offer() forgets it (verification failed). */
+bool agent_session_offer(const struct agent_session *s, const char **token);
+int agent_session_accept_offer(struct agent_session *s, struct pf_error *err);
+void agent_session_drop_offer(struct agent_session *s);
 
 uint64_t agent_session_next_seq(const struct agent_session *s);
 uint64_t agent_session_heartbeat_s(const struct agent_session *s);

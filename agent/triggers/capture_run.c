@@ -129,6 +129,44 @@ int agent_capture_tag_window(struct pf_prof_window *w, const char *agent_uid,
 	return 0;
 }
 
+/* The receiver in use finishes what it holds (bounded by its timeout); the next upload makes
+ * another. */
+static void drop_receiver(struct agent_capture_runner *r)
+{
+	if (!r->rx)
+		return;
+	if (r->retire)
+		r->retire(r->ctx, r->rx);
+	else
+		agent_exporter_free(r->rx);
+	r->rx = NULL;
+	free(r->rx_url);
+	r->rx_url = NULL;
+}
+
+int agent_capture_runner_set_identity(struct agent_capture_runner *r, const char *token,
+				      const char *uid)
+{
+	bool fail = false;
+	char *t = dup_opt(token, &fail), *u = dup_opt(uid, &fail);
+	if (fail) {
+		free(t);
+		free(u);
+		return -ENOMEM;
+	}
+	if (r->token) {
+		explicit_bzero(r->token, strlen(r->token));
+		free(r->token);
+	}
+	r->token = t;
+	if (u) {
+		free(r->uid);
+		r->uid = u;
+	}
+	drop_receiver(r);
+	return 0;
+}
+
 /* ---- the receiver -------------------------------------------------------------------------- */
 
 /* The exporter for url, created (or replaced) as needed. NULL and err. */
@@ -140,13 +178,7 @@ static struct agent_exporter *receiver(struct agent_capture_runner *r, const cha
 	if (r->rx) {
 		/* another receiver: the old one finishes what it holds (bounded by its timeout) */
 		pf_log_info("capture: receiver changes from %s to %s", r->rx_url, url);
-		if (r->retire)
-			r->retire(r->ctx, r->rx);
-		else
-			agent_exporter_free(r->rx);
-		r->rx = NULL;
-		free(r->rx_url);
-		r->rx_url = NULL;
+		drop_receiver(r);
 	}
 	struct pf_exporter cfg = {
 	    .type = PF_EXPORTER_OTLP_HTTP,

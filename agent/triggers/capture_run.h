@@ -64,6 +64,10 @@ struct agent_capture_runner_opts {
 struct agent_capture_runner *agent_capture_runner_new(const struct agent_capture_runner_opts *o);
 /* Stops the captures still sampling (their windows are exported), waits at most timeout_ms for
  * the receiver's confirmations, then frees. sampler may be NULL. */
+/* The agent's credential and uid changed (copied; NULL keeps the uid): later uploads use them
+ * (the receiver in use finishes what it holds with the old one). Worker thread. -ENOMEM. */
+int agent_capture_runner_set_identity(struct agent_capture_runner *r, const char *token,
+				      const char *uid);
 void agent_capture_runner_free(struct agent_capture_runner *r, struct pf_sampler *sampler,
 			       uint32_t timeout_ms);
 

@@ -163,7 +163,10 @@ static int authenticate(struct pf_store *st, const char *authorization, int64_t 
 		return -ENOENT;
 	if (t.expires_ms && now_ms >= t.expires_ms)
 		return -EKEYEXPIRED;
-	if (touch && now_ms - t.last_used_ms >= TOKEN_TOUCH_MS) {
+	/* A per-agent credential's first use is what counts (it confirms the credential); a
+	 * write per agent and minute would cost a reconnecting fleet one write per agent. */
+	if (touch && now_ms - t.last_used_ms >= TOKEN_TOUCH_MS &&
+	    !(t.agent_bound && t.last_used_ms)) {
 		r = pf_store_token_touch(st, t.id, now_ms);
 		if (r < 0)
 			pf_log_debug("api: last_used of token %s not updated: %s", t.id,
@@ -174,6 +177,9 @@ static int authenticate(struct pf_store *st, const char *authorization, int64_t 
 	snprintf(out->name, sizeof(out->name), "%s", t.name);
 	out->role = pf_role_parse(t.role);
 	out->expires_ms = t.expires_ms;
+	out->agent_bound = t.agent_bound;
+	memcpy(out->agent_uid, t.agent_uid, sizeof(out->agent_uid));
+	out->first_use = t.last_used_ms == 0;
 	return out->role == PF_ROLE_NONE ? -ENOENT : 0;
 }
 
@@ -392,6 +398,8 @@ static const struct pf_api_route routes[] = {
     {"GET", "/api/v1/whoami", PF_ROLE_VIEWER, NULL, h_whoami},
     {"GET", "/api/v1/agents", PF_ROLE_VIEWER, NULL, pf_api_agents_list},
     {"GET", "/api/v1/agents/*", PF_ROLE_VIEWER, NULL, pf_api_agent_get},
+    {"POST", "/api/v1/agents/*/credential/rotate", PF_ROLE_ADMIN, "agent.credential.rotate", pf_api_agent_credential_rotate},
+    {"DELETE", "/api/v1/agents/*/credential", PF_ROLE_ADMIN, "agent.credential.revoke", pf_api_agent_credential_revoke},
     {"GET", "/api/v1/fleet/summary", PF_ROLE_VIEWER, NULL, pf_api_fleet_summary},
     {"GET", "/api/v1/configs", PF_ROLE_VIEWER, NULL, pf_api_configs_list},
     {"GET", "/api/v1/configs/*", PF_ROLE_VIEWER, NULL, pf_api_config_get},

@@ -41,6 +41,10 @@ struct pf_api {
 	/* Called after a token was revoked (server.c closes the OpAMP connections it opened). */
 	void (*on_revoke)(const char *token_id, void *ud);
 	void *revoke_ud;
+	/* Offers the agent a new credential on its live connection (server.c; revoke_ud is
+	 * its argument): 0, -ENOTCONN when it is not connected here over WebSocket,
+	 * -EOPNOTSUPP when it does not accept OpAMP connection settings. */
+	int (*on_rotate)(const uint8_t uid[16], void *ud);
 	/* Replicas sharing PostgreSQL (pf_api_refresh_fleet): the newest agent-row stamp read,
 	 * and when the rows were last read (monotonic ms). */
 	int64_t agents_cursor_ms;
@@ -56,6 +60,9 @@ struct pf_api_caller {
 	char name[65];
 	enum pf_role role;
 	int64_t expires_ms; /* 0: never */
+	bool agent_bound;      /* a per-agent credential (store.h), for agent_uid only */
+	uint8_t agent_uid[16];
+	bool first_use;        /* never used before this call */
 };
 
 /* Filled by the dispatcher while a route runs (pf_api_audit() stores into it). */

@@ -9,7 +9,9 @@
 #include <jansson.h>
 
 #include "pf/hash.h"
+#include "fleet/fleet.h"
 #include "pf/log.h"
+#include "pf/uuid.h"
 #include "store.h"
 
 long long pf_api_parse_duration(const char *s, long long max_s)
@@ -259,6 +261,81 @@ void pf_api_tokens_revoke(struct pf_api *api, const struct pf_api_request *req,
 		api->on_revoke(t.id, api->revoke_ud);
 	pf_api_respond_json(
 	    resp, 200, json_pack("{s:s,s:s,s:s}", "revoked", t.id, "name", t.name, "role", t.role));
+}
+
+/* The agent named by the route's uid, or an answer saying why not. */
+static bool route_uid(const struct pf_api_request *req, struct pf_api_response *resp,
+		      uint8_t uid[16])
+{
+	const char *u = req->call ? req->call->params[0] : NULL;
+	if (!u || pf_uuid_parse(u, uid) < 0) {
+		pf_api_error(resp, 400, "invalid_argument", "uid: not a UUID: '%.40s'",
+			     u ? u : "");
+		return false;
+	}
+	return true;
+}
+
+void pf_api_agent_credential_rotate(struct pf_api *api, const struct pf_api_request *req,
+				    struct pf_api_response *resp)
+{
+	uint8_t uid[16];
+	if (!route_uid(req, resp, uid))
+		return;
+	int r = api->on_rotate ? api->on_rotate(uid, api->revoke_ud) : -ENOTCONN;
+	if (r == -ENOTCONN) {
+		pf_api_error(resp, 409, "not_connected",
+			     "agent %s is not connected to this controller over WebSocket: a new "
+			     "credential is offered on its live connection",
+			     req->call->params[0]);
+		return;
+	}
+	if (r == -EOPNOTSUPP) {
+		pf_api_error(resp, 409, "not_supported",
+			     "agent %s does not accept OpAMP connection settings; it keeps the "
+			     "enrollment token",
+			     req->call->params[0]);
+		return;
+	}
+	if (r < 0) {
+		pf_api_error(resp, 500, "store_error", "offering a credential: %s", strerror(-r));
+		return;
+	}
+	pf_api_audit(api, req, NULL, "agent.credential.rotate", req->call->params[0], "offered");
+	pf_api_respond_json(resp, 202, json_pack("{s:s,s:s}", "instance_uid",
+						 req->call->params[0], "credential", "offered"));
+}
+
+void pf_api_agent_credential_revoke(struct pf_api *api, const struct pf_api_request *req,
+				    struct pf_api_response *resp)
+{
+	uint8_t uid[16];
+	char ids[PF_AGENT_CREDENTIAL_MAX_IDS][PF_TOKEN_ID_LEN + 1];
+	if (!route_uid(req, resp, uid))
+		return;
+	int n = pf_store_agent_credential_revoke(api->store, uid, ids);
+	if (n == -ENOENT) {
+		pf_api_error(resp, 404, "not_found", "agent %s has no credential of its own",
+			     req->call->params[0]);
+		return;
+	}
+	if (n < 0) {
+		pf_api_error(resp, 500, "store_error", "revoking the credential: %s",
+			     strerror(-n));
+		return;
+	}
+	json_t *arr = json_array();
+	for (int i = 0; i < n; i++) {
+		if (api->on_revoke)
+			api->on_revoke(ids[i], api->revoke_ud);
+		json_array_append_new(arr, json_string(ids[i]));
+	}
+	struct pf_agent *a = api->fleet ? pf_fleet_find(api->fleet, uid) : NULL;
+	if (a)
+		a->credential = PF_CRED_UNKNOWN;
+	pf_api_audit(api, req, NULL, "agent.credential.revoke", req->call->params[0], "revoked");
+	pf_api_respond_json(resp, 200, json_pack("{s:s,s:o}", "instance_uid",
+						 req->call->params[0], "revoked", arr));
 }
 
 struct audit_page {

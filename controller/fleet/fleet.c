@@ -9,6 +9,7 @@
 
 #include "opamp_codec.h"
 #include "pf/capture_msg.h"
+#include "pf/compiler.h"
 #include "pf/hash.h"
 #include "pf/selector.h"
 #include "pf/uuid.h"
@@ -818,6 +819,9 @@ json_t *pf_agent_to_json(const struct pf_fleet *f, const struct pf_agent *a, int
 			    json_string(a->transport == PF_TRANSPORT_WS     ? "websocket"
 					: a->transport == PF_TRANSPORT_HTTP ? "http"
 									    : "none"));
+	static const char *const creds[] = {NULL, "enrollment", "offered", "own"};
+	const char *cred = a->credential < PF_ARRAY_SIZE(creds) ? creds[a->credential] : NULL;
+	json_object_set_new(o, "credential", cred ? json_string(cred) : json_null());
 	json_object_set_new(o, "capabilities", json_integer((json_int_t)a->capabilities));
 	json_object_set_new(o, "custom_capabilities",
 			    a->capture_capable ? json_pack("[s]", PF_CAPTURE_CAPABILITY)

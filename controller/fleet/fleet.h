@@ -43,6 +43,15 @@ struct pf_cfg_slot {
 };
 
 enum pf_agent_transport { PF_TRANSPORT_NONE, PF_TRANSPORT_WS, PF_TRANSPORT_HTTP };
+/* The credential the agent last connected with since this controller started
+ * (opamp/credential.h): unknown, the shared enrollment token, the enrollment token with an
+ * own credential offered, its own credential. */
+enum pf_agent_credential {
+	PF_CRED_UNKNOWN,
+	PF_CRED_ENROLLMENT,
+	PF_CRED_OFFERED,
+	PF_CRED_OWN,
+};
 
 /* One agent. Owned by the fleet; transports keep a pointer while connected. */
 struct pf_agent {
@@ -59,6 +68,7 @@ struct pf_agent {
 
 	uint8_t transport;    /* enum pf_agent_transport while connected */
 	uint8_t remote_status; /* enum pf_remote_config_status as reported */
+	uint8_t credential;    /* enum pf_agent_credential */
 	bool connected : 1;
 	bool seq_valid : 1;
 	bool has_description : 1;

@@ -9,6 +9,7 @@
 
 #include "fleet/capture.h"
 #include "fleet/fleet.h"
+#include "opamp/credential.h"
 #include "metrics.h"
 #include "opamp_codec.h"
 #include "pf/capture_msg.h"
@@ -127,11 +128,57 @@ int pf_opamp_build_push(struct pf_opamp_ctx *ctx, struct pf_opamp_session *sess,
 	return r;
 }
 
-/* Binds the session to an agent record, handling uids already connected elsewhere. */
+/* Issues a credential for a and fills the Authorization header that carries it. */
+static int offer_credential(struct pf_opamp_ctx *ctx, struct pf_agent *a, uint64_t heartbeat_s,
+			    int64_t now_ms, struct pf_credential_offer *o, struct pf_kv *h)
+{
+	int r = pf_credential_issue(ctx->store, a->uid, heartbeat_s, now_ms, o);
+	if (r < 0) {
+		pf_log_warn("opamp: cannot issue a credential: %s", strerror(-r));
+		return r;
+	}
+	h->key = (char *)"Authorization";
+	h->value = o->authorization;
+	a->credential = PF_CRED_OFFERED;
+	return 0;
+}
+
+int pf_opamp_build_offer(struct pf_opamp_ctx *ctx, struct pf_agent *a, int64_t now_ms,
+			 struct pf_buf *out)
+{
+	struct pf_s2a m = {0};
+	struct pf_credential_offer offer;
+	struct pf_kv h;
+	if (!(a->capabilities & PF_AGENT_CAP_ACCEPTS_OPAMP_CONNECTION_SETTINGS))
+		return -EOPNOTSUPP;
+	if (!ctx->store)
+		return -ENOTSUP;
+	memcpy(m.instance_uid, a->uid, 16);
+	m.instance_uid_len = 16;
+	m.capabilities = SERVER_CAPS;
+	m.has_heartbeat_interval = true;
+	m.heartbeat_interval_seconds = pf_fleet_heartbeat_s(ctx->fleet);
+	int r = offer_credential(ctx, a, m.heartbeat_interval_seconds, now_ms, &offer, &h);
+	if (r < 0)
+		return r;
+	m.n_opamp_headers = 1;
+	m.opamp_headers = &h;
+	m.connection_settings_hash = offer.hash;
+	m.connection_settings_hash_len = 32;
+	r = encode_reply(ctx, &m, out);
+	explicit_bzero(offer.authorization, sizeof(offer.authorization));
+	return r;
+}
+
+/* Binds the session to an agent record, handling uids already connected elsewhere. A
+ * session on a per-agent credential whose agent is live on another WebSocket is not bound
+ * (*dup set), nor one whose claim the store cannot check now (*dup set too: UNAVAILABLE). */
 static struct pf_agent *bind_agent(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s,
-				   const struct pf_a2s *in, int64_t now_ms, bool *new_uid)
+				   const struct pf_a2s *in, int64_t now_ms, bool *new_uid,
+				   bool *dup)
 {
 	*new_uid = false;
+	*dup = false;
 	if (s->agent) {
 		/* Before the agent adopts an assigned uid it may still use the old one. */
 		if (memcmp(in->instance_uid, s->agent->uid, 16) == 0 ||
@@ -146,6 +193,18 @@ static struct pf_agent *bind_agent(struct pf_opamp_ctx *ctx, struct pf_opamp_ses
 		return NULL;
 	bool busy = a->connected && a->transport == PF_TRANSPORT_WS && a->conn &&
 		    a->conn != s->conn;
+	if (busy && s->cred_bound) {
+		*dup = true; /* one credential, two processes: the live one keeps the record */
+		return NULL;
+	}
+	/* A shared token may not wear the identity of an agent that has its own credential. */
+	int used = !busy && !s->cred_bound && ctx->store ? pf_credential_in_use(ctx->store, a->uid)
+							 : 0;
+	if (used < 0) {
+		*dup = true;
+		return NULL;
+	}
+	busy |= used > 0;
 	if (busy) {
 		/* A second live connection (or a plain-HTTP request) claims the uid of an
 		 * agent connected over WebSocket. Give the newcomer a fresh identity rather
@@ -335,11 +394,23 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 	if (!(in->capabilities & PF_AGENT_CAP_REPORTS_STATUS) && ctx->metrics)
 		pf_log_debug("opamp: agent does not set ReportsStatus");
 
-	bool new_uid;
-	struct pf_agent *a = bind_agent(ctx, s, in, now_ms, &new_uid);
+	if (s->cred_bound && memcmp(in->instance_uid, s->cred_uid, 16) != 0) {
+		char u[PF_UUID_STR_LEN + 1];
+		res->bad_request = true;
+		pf_uuid_format(s->cred_uid, u);
+		snprintf(msg, sizeof(msg), "this credential belongs to agent %s", u);
+		r = reply_error(ctx, in->instance_uid, 16, PF_SERR_BAD_REQUEST, msg, out);
+		pf_a2s_free(in);
+		return r;
+	}
+	bool new_uid, dup;
+	struct pf_agent *a = bind_agent(ctx, s, in, now_ms, &new_uid, &dup);
 	if (!a) {
 		r = reply_error(ctx, in->instance_uid, 16, PF_SERR_UNAVAILABLE,
-				"controller out of memory", out);
+				dup ? "this agent is connected already, or its identity cannot be "
+				      "checked now"
+				    : "controller out of memory",
+				out);
 		pf_a2s_free(in);
 		return r;
 	}
@@ -404,10 +475,28 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 		if (ctx->metrics)
 			ctx->metrics->config_pushes++;
 	}
-	if (first_on_conn && !res->disconnect &&
-	    (in->capabilities & PF_AGENT_CAP_ACCEPTS_OPAMP_CONNECTION_SETTINGS)) {
+	struct pf_credential_offer offer;
+	struct pf_kv auth_header;
+	bool settings = (in->capabilities & PF_AGENT_CAP_ACCEPTS_OPAMP_CONNECTION_SETTINGS) != 0;
+	a->credential = s->cred_bound ? PF_CRED_OWN
+			: a->credential == PF_CRED_OFFERED && !first_on_conn ? PF_CRED_OFFERED
+									     : PF_CRED_ENROLLMENT;
+	if (first_on_conn && !res->disconnect && settings) {
 		m.has_heartbeat_interval = true;
 		m.heartbeat_interval_seconds = pf_fleet_heartbeat_s(ctx->fleet);
+		if (s->cred_bound) {
+			/* The settings it holds: the same hash, no header to change. */
+			pf_credential_settings_hash(m.heartbeat_interval_seconds, s->cred_hash,
+						    offer.hash);
+			m.connection_settings_hash = offer.hash;
+			m.connection_settings_hash_len = 32;
+		} else if (ctx->store && offer_credential(ctx, a, m.heartbeat_interval_seconds,
+							  now_ms, &offer, &auth_header) == 0) {
+			m.n_opamp_headers = 1;
+			m.opamp_headers = &auth_header;
+			m.connection_settings_hash = offer.hash;
+			m.connection_settings_hash_len = 32;
+		}
 	}
 	if (ctx->captures && first_on_conn) {
 		m.has_custom_capabilities = true;
@@ -426,6 +515,8 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 		m.custom_message.data_len = clen;
 	}
 	r = encode_reply(ctx, &m, out);
+	if (m.n_opamp_headers)
+		explicit_bzero(offer.authorization, sizeof(offer.authorization));
 	if (r == 0 && with_config)
 		config_mark_sent(s, a);
 	s->replied = true;

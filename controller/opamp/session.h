@@ -12,6 +12,12 @@
  *    don't have, sets ReportFullState;
  *  - a uid already connected elsewhere is given a new_instance_uid;
  *  - heartbeat_interval_seconds offered (connection settings) to agents that accept it;
+ *  - per-agent credentials (credential.h, with ctx->store): a connection authenticated with a
+ *    shared token from an agent that accepts OpAMP connection settings is offered one
+ *    (connection_settings.opamp.headers, Authorization), a uid whose credential is in use is
+ *    given a new uid when it comes with a shared token, a credential speaks only for its
+ *    agent (another instance_uid is BAD_REQUEST) and a second live connection of one
+ *    credential is UNAVAILABLE;
  *  - remote_config only to agents with AcceptsRemoteConfig;
  *  - remote_config included whenever last_remote_config_hash differs, config_hash always set.
  * Custom capabilities: the agent's custom_capabilities set its capture bit; the first reply on
@@ -30,6 +36,7 @@ struct pf_fleet;
 struct pf_agent;
 struct pf_metrics;
 struct pf_captures;
+struct pf_store;
 
 struct pf_opamp_ctx {
 	struct pf_fleet *fleet;
@@ -41,6 +48,8 @@ struct pf_opamp_ctx {
 	 * body); its decoded form may take PF_OPAMP_DECODED_FACTOR times that (protobuf-c's
 	 * structs are larger than the wire bytes: docs/limits.md). */
 	size_t max_message_bytes;
+	/* The loop's store connection for per-agent credentials, NULL: none are offered. */
+	struct pf_store *store;
 };
 
 #define PF_OPAMP_DECODED_FACTOR 4
@@ -66,6 +75,11 @@ struct pf_opamp_session {
 	 * one connection however many messages the agent sends before it reports it. */
 	uint8_t config_sent_hash[32];
 	bool config_sent;
+	/* Set by the transport: the connection (or request) authenticated with the per-agent
+	 * credential of cred_uid, whose SHA-256 is cred_hash. */
+	bool cred_bound;
+	uint8_t cred_uid[16];
+	uint8_t cred_hash[32];
 };
 
 /* Outcome of one message, for the transport. */
@@ -85,6 +99,11 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
  * a WebSocket session) this config was already sent on the connection. */
 int pf_opamp_build_push(struct pf_opamp_ctx *ctx, struct pf_opamp_session *sess,
 			struct pf_agent *a, struct pf_buf *out);
+/* A server-initiated offer of a new credential to a (credential rotation): instance_uid,
+ * capabilities and connection_settings. Appends to out. -EOPNOTSUPP when the agent does not
+ * accept OpAMP connection settings; a store error. */
+int pf_opamp_build_offer(struct pf_opamp_ctx *ctx, struct pf_agent *a, int64_t now_ms,
+			 struct pf_buf *out);
 /* The capabilities the server sets in every ServerToAgent. */
 uint64_t pf_opamp_server_caps(void);
 /* The transport closed: unbinds and marks the agent disconnected. */

@@ -18,6 +18,7 @@
 
 /* google.rpc.Code values used in Status answers. */
 #define RPC_INVALID_ARGUMENT 3
+#define RPC_PERMISSION_DENIED 7
 #define RPC_RESOURCE_EXHAUSTED 8
 #define RPC_INTERNAL 13
 #define RPC_UNAVAILABLE 14
@@ -342,6 +343,19 @@ int pf_profstore_ingest(struct pf_store *st, const struct pf_profstore_request *
 				   err.msg[0] ? err.msg : "malformed");
 		goto out;
 	}
+	for (size_t i = 0; req->check && i < w->n_processes; i++) {
+		const struct pf_prof_process *p = &w->processes[i];
+		rc = req->check(req->check_ud, st, attr(p, PF_PROFSTORE_AGENT_ATTR),
+				attr(p, PF_PROFSTORE_CAPTURE_ATTR), why, sizeof(why));
+		if (rc < 0) {
+			rc = rc == -EACCES ? answer_status(res, resp, 403, RPC_PERMISSION_DENIED,
+							   "profile %zu: %s", i, why)
+					   : answer_status(res, resp, 503, RPC_UNAVAILABLE,
+							   "checking the sender: %s",
+							   pf_store_last_error(st));
+			goto out;
+		}
+	}
 	preps = calloc(w->n_processes ? w->n_processes : 1, sizeof(*preps));
 	if (!preps) {
 		rc = answer_status(res, resp, 500, RPC_INTERNAL, "%s", "out of memory");
@@ -354,6 +368,8 @@ int pf_profstore_ingest(struct pf_store *st, const struct pf_profstore_request *
 		pf_buf_init(&pp->flame, PF_PROFSTORE_FLAME_MAX_BYTES);
 		rc = prepare_one(w, i, req->now_ms, pp, &e);
 		if (rc == 0) {
+			if (!*pp->row.agent && req->agent_uid)
+				pp->row.agent = req->agent_uid;
 			n_prep++;
 			continue;
 		}

@@ -63,6 +63,14 @@ struct pf_profstore_request {
 	const char *content_type; /* NULL = application/x-protobuf */
 	size_t max_bytes;         /* 0 = PF_PROFSTORE_DEFAULT_MAX_BYTES */
 	int64_t now_ms;
+	/* Who the sender may name (opamp/credential.h), NULL: anyone. Called for every
+	 * profile before anything is stored, with its profleet.agent.uid and
+	 * profleet.capture.id (NULL when absent): -EACCES refuses the whole request (403
+	 * PERMISSION_DENIED with why), another error answers 503. */
+	int (*check)(void *ud, struct pf_store *st, const char *agent, const char *capture,
+		     char *why, size_t why_len);
+	void *check_ud;
+	const char *agent_uid; /* profleet.agent.uid of profiles that name none, NULL: "" */
 };
 
 struct pf_profstore_result {

@@ -90,6 +90,9 @@
 	"ALTER TABLE agents ADD COLUMN replica TEXT COLLATE \"C\" NOT NULL DEFAULT '';"             \
 	"CREATE INDEX agents_replica ON agents (replica);"
 #define PG_STEP_10 "ALTER TABLE tokens ADD COLUMN seq BIGSERIAL;"
+#define PG_STEP_11                                                                                 \
+	"ALTER TABLE tokens ADD COLUMN agent_uid BYTEA CHECK (octet_length(agent_uid) = 16);"       \
+	"CREATE INDEX tokens_agent ON tokens (agent_uid);"
 #define PG_STEP_7                                                                                  \
 	"ALTER TABLE tokens ADD COLUMN id TEXT COLLATE \"C\" NOT NULL DEFAULT '';"                 \
 	"ALTER TABLE tokens ADD COLUMN expires_ms BIGINT NOT NULL DEFAULT 0;"                      \
@@ -295,6 +298,12 @@ static const struct store_migration migrations[] = {
 		"ALTER TABLE tokens ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;"
 		"UPDATE tokens SET seq = rowid;",
 	 .pg = PG_STEP_10},
+	/* 10 -> 11: per-agent credentials (pf_store_agent_credential_*): an agent token bound to
+	 * one agent's instance_uid; NULL for every other token. */
+	{.sqlite =
+		"ALTER TABLE tokens ADD COLUMN agent_uid BLOB CHECK (length(agent_uid) = 16);"
+		"CREATE INDEX tokens_agent ON tokens (agent_uid);",
+	 .pg = PG_STEP_11},
 };
 /* clang-format on */
 

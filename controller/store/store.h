@@ -95,20 +95,42 @@ struct pf_token_info {
 	int64_t expires_ms; /* 0: never */
 	int64_t last_used_ms; /* 0: never; updated at most once a minute */
 	uint8_t hash[32];     /* SHA-256 of the secret (read back for a constant-time compare) */
+	bool agent_bound;     /* a per-agent credential (schema 11): the agent below */
+	uint8_t agent_uid[16];
 };
 /* Stores a new token: t->name, role, created_by, created_ms, expires_ms are read, t->id is
  * filled. -EEXIST when the hash is already stored. */
 int pf_store_token_create(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t);
 /* The token whose hash this is (expired ones too: the caller compares expires_ms), -ENOENT. */
 int pf_store_token_find(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t);
-/* Every token, oldest first (within one millisecond, in the order they were created). A
- * non-zero return of cb stops and is returned. */
+/* Every token but the per-agent credentials, oldest first (within one millisecond, in the
+ * order they were created). A non-zero return of cb stops and is returned. */
 int pf_store_token_foreach(struct pf_store *st,
 			   int (*cb)(const struct pf_token_info *t, void *ud), void *ud);
 /* Deletes the token (revocation): 0, -ENOENT. t (may be NULL) receives what was deleted. */
 int pf_store_token_revoke(struct pf_store *st, const char *id, struct pf_token_info *t);
 /* last_used_ms := now_ms for the token. */
 int pf_store_token_touch(struct pf_store *st, const char *id, int64_t now_ms);
+
+/* ---- Per-agent credentials (store_tokens.c, schema 11): agent tokens bound to one agent's
+ * instance_uid, offered to it over OpAMP (ConnectionSettingsOffers). An agent has at most one
+ * credential in use (last_used_ms != 0) and one offered but not yet used. */
+#define PF_AGENT_CREDENTIAL_MAX_IDS 4 /* ids one confirm or revoke reports */
+/* Stores a new credential for uid (role "agent", name "agent:<uuid>", created_ms now_ms) in
+ * place of any of its credentials never used; t receives it. */
+int pf_store_agent_credential_issue(struct pf_store *st, const uint8_t uid[16],
+				    const uint8_t hash[32], int64_t now_ms, struct pf_token_info *t);
+/* The credential token_id of uid was used: uid's credentials made before it are deleted; their
+ * ids (at most PF_AGENT_CREDENTIAL_MAX_IDS) go to ids[], their count is returned. */
+int pf_store_agent_credential_confirm(struct pf_store *st, const uint8_t uid[16],
+				      const char *token_id,
+				      char ids[][PF_TOKEN_ID_LEN + 1]);
+/* uid's credential: the one in use if any, else the newest offered; -ENOENT when none. */
+int pf_store_agent_credential_get(struct pf_store *st, const uint8_t uid[16],
+				  struct pf_token_info *t);
+/* Deletes every credential of uid; their ids as above; -ENOENT when it had none. */
+int pf_store_agent_credential_revoke(struct pf_store *st, const uint8_t uid[16],
+				     char ids[][PF_TOKEN_ID_LEN + 1]);
 
 /* ---- Config documents with immutable versions. */
 struct pf_config_version {

@@ -7,23 +7,38 @@
 #include <string.h>
 
 #include "pf/hash.h"
+#include "pf/uuid.h"
 #include "store_int.h"
 
-#define TOKEN_COLS "id, name, role, created_by, created_ms, expires_ms, last_used_ms, hash"
+#define TOKEN_COLS                                                                                 \
+	"id, name, role, created_by, created_ms, expires_ms, last_used_ms, hash, agent_uid"
 
 /* SQLite numbers the rows itself (seq); PostgreSQL's column is a BIGSERIAL. */
 static const struct store_stmt token_insert_sql = {
     .sqlite = "INSERT INTO tokens (hash, role, name, created_ms, id, expires_ms, last_used_ms, "
-	      "created_by, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, "
+	      "created_by, agent_uid, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, "
 	      "(SELECT coalesce(max(seq), 0) + 1 FROM tokens))",
     .pg = "INSERT INTO tokens (hash, role, name, created_ms, id, expires_ms, last_used_ms, "
-	  "created_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7)",
+	  "created_by, agent_uid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8)",
 };
 static const struct store_stmt token_find_sql = {
     .sqlite = "SELECT " TOKEN_COLS " FROM tokens WHERE hash = ?1"};
 static const struct store_stmt token_count_sql = {.sqlite = "SELECT count(*) FROM tokens"};
 static const struct store_stmt token_foreach_sql = {
-    .sqlite = "SELECT " TOKEN_COLS " FROM tokens ORDER BY created_ms, seq"};
+    .sqlite = "SELECT " TOKEN_COLS " FROM tokens WHERE agent_uid IS NULL ORDER BY created_ms, seq"};
+static const struct store_stmt cred_drop_unused_sql = {
+    .sqlite = "DELETE FROM tokens WHERE agent_uid = ?1 AND last_used_ms = 0"};
+static const struct store_stmt cred_confirm_sql = {
+    .sqlite = "DELETE FROM tokens WHERE agent_uid = ?1 AND id <> ?2 AND "
+	      "seq < (SELECT seq FROM tokens WHERE id = ?2) RETURNING id"};
+static const struct store_stmt cred_older_sql = {
+    .sqlite = "SELECT 1 FROM tokens WHERE agent_uid = ?1 AND id <> ?2 AND "
+	      "seq < (SELECT seq FROM tokens WHERE id = ?2) LIMIT 1"};
+static const struct store_stmt cred_get_sql = {
+    .sqlite = "SELECT " TOKEN_COLS " FROM tokens WHERE agent_uid = ?1 "
+	      "ORDER BY last_used_ms <> 0 DESC, seq DESC LIMIT 1"};
+static const struct store_stmt cred_revoke_sql = {
+    .sqlite = "DELETE FROM tokens WHERE agent_uid = ?1 RETURNING id"};
 static const struct store_stmt token_revoke_sql = {
     .sqlite = "DELETE FROM tokens WHERE id = ?1 RETURNING " TOKEN_COLS};
 static const struct store_stmt token_touch_sql = {
@@ -56,6 +71,7 @@ static void token_row(struct store_q *q, struct pf_token_info *t)
 	t->expires_ms = store_q_col_i64(q, 5);
 	t->last_used_ms = store_q_col_i64(q, 6);
 	store_q_col_fixed(q, 7, t->hash, 32);
+	t->agent_bound = store_q_col_fixed(q, 8, t->agent_uid, 16);
 }
 
 static void new_token_id(char id[PF_TOKEN_ID_LEN + 1])
@@ -68,26 +84,39 @@ static void new_token_id(char id[PF_TOKEN_ID_LEN + 1])
 
 /* Inserts a token row with a new id (written to id) and notifies; `what` names the call in
  * errors. -EEXIST: the hash is already stored. */
-static int token_insert(struct pf_store *st, const uint8_t hash[32], const char *role,
-			const char *name, int64_t created_ms, int64_t expires_ms,
-			const char *created_by, char id[PF_TOKEN_ID_LEN + 1], const char *what)
+struct token_new {
+	const uint8_t *hash;
+	const char *role, *name, *created_by;
+	int64_t created_ms, expires_ms;
+	const uint8_t *agent_uid; /* NULL: not a per-agent credential */
+};
+
+/* Inserts a token row with a new id (written to id) and notifies; `what` names the call in
+ * errors. -EEXIST: the hash is already stored. With drop_unused, the agent's unused
+ * credentials are deleted first, in the same transaction. */
+static int token_insert(struct pf_store *st, const struct token_new *n, bool drop_unused,
+			char id[PF_TOKEN_ID_LEN + 1], const char *what)
 {
 	char dup[96];
 	int rc;
 
 	new_token_id(id);
 	rc = store_tx_begin(st);
+	if (rc == 0 && drop_unused)
+		rc = store_exec(st, &cred_drop_unused_sql, what,
+				STORE_ARGS(store_v_blob(n->agent_uid, 16)), NULL);
 	if (rc == 0) {
 		STORE_Q(q);
 		rc = store_q_prepare(&q, st, &token_insert_sql, what);
 		if (rc == 0) {
-			store_q_blob(&q, hash, 32);
-			store_q_text(&q, role);
-			store_q_text(&q, name);
-			store_q_i64(&q, created_ms);
+			store_q_blob(&q, n->hash, 32);
+			store_q_text(&q, n->role);
+			store_q_text(&q, n->name);
+			store_q_i64(&q, n->created_ms);
 			store_q_text(&q, id);
-			store_q_i64(&q, expires_ms);
-			store_q_text(&q, created_by ? created_by : "");
+			store_q_i64(&q, n->expires_ms);
+			store_q_text(&q, n->created_by ? n->created_by : "");
+			store_q_blob(&q, n->agent_uid, n->agent_uid ? 16 : 0);
 			rc = store_q_exec(&q, NULL);
 		}
 	}
@@ -107,7 +136,9 @@ int pf_store_token_add(struct pf_store *st, const uint8_t hash[32], const char *
 
 	if (!hash || !role || !name)
 		return store_fail_other(st, NULL, -EINVAL, "token_add: missing argument");
-	return token_insert(st, hash, role, name, created_ms, 0, "", id, "token_add");
+	struct token_new n = {
+	    .hash = hash, .role = role, .name = name, .created_by = "", .created_ms = created_ms};
+	return token_insert(st, &n, false, id, "token_add");
 }
 
 int pf_store_token_create(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t)
@@ -117,8 +148,13 @@ int pf_store_token_create(struct pf_store *st, const uint8_t hash[32], struct pf
 
 	if (!hash || !t || !t->name[0] || !t->role[0])
 		return store_fail_other(st, NULL, -EINVAL, "token_create: missing argument");
-	rc = token_insert(st, hash, t->role, t->name, t->created_ms, t->expires_ms, t->created_by,
-			  id, "token_create");
+	struct token_new n = {.hash = hash,
+			      .role = t->role,
+			      .name = t->name,
+			      .created_by = t->created_by,
+			      .created_ms = t->created_ms,
+			      .expires_ms = t->expires_ms};
+	rc = token_insert(st, &n, false, id, "token_create");
 	if (rc < 0)
 		return rc;
 	snprintf(t->id, sizeof(t->id), "%s", id);
@@ -126,19 +162,26 @@ int pf_store_token_create(struct pf_store *st, const uint8_t hash[32], struct pf
 	return 0;
 }
 
-int pf_store_token_find(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t)
+/* The one token row def selects by a blob key of len bytes: 0, -ENOENT or a store error. */
+static int token_one(struct pf_store *st, const struct store_stmt *def, const char *what,
+		     const uint8_t *key, size_t len, struct pf_token_info *t)
 {
 	STORE_Q(q);
-	int rc = store_q_prepare(&q, st, &token_find_sql, "token_find");
+	int rc = store_q_prepare(&q, st, def, what);
 
 	if (rc < 0)
 		return rc;
-	store_q_blob(&q, hash, 32);
+	store_q_blob(&q, key, len);
 	rc = store_q_step(&q);
 	if (rc <= 0)
 		return rc ? rc : -ENOENT;
 	token_row(&q, t);
 	return 0;
+}
+
+int pf_store_token_find(struct pf_store *st, const uint8_t hash[32], struct pf_token_info *t)
+{
+	return token_one(st, &token_find_sql, "token_find", hash, 32, t);
 }
 
 /* One field of the token with this hash, copied to out: 0, -ENOENT, -ENOSPC or a store
@@ -238,6 +281,98 @@ int pf_store_token_touch(struct pf_store *st, const char *id, int64_t now_ms)
 	store_q_text(&q, id);
 	store_q_i64(&q, now_ms);
 	return store_q_exec(&q, NULL);
+}
+
+/* ---- Per-agent credentials. */
+
+int pf_store_agent_credential_issue(struct pf_store *st, const uint8_t uid[16],
+				    const uint8_t hash[32], int64_t now_ms, struct pf_token_info *t)
+{
+	char name[PF_TOKEN_NAME_MAX + 1];
+	int rc;
+
+	if (!uid || !hash || !t)
+		return store_fail_other(st, NULL, -EINVAL, "credential_issue: missing argument");
+	memcpy(name, "agent:", 6);
+	pf_uuid_format(uid, name + 6);
+	struct token_new n = {.hash = hash,
+			      .role = "agent",
+			      .name = name,
+			      .created_by = "opamp",
+			      .created_ms = now_ms,
+			      .agent_uid = uid};
+	memset(t, 0, sizeof(*t));
+	rc = token_insert(st, &n, true, t->id, "credential_issue");
+	if (rc < 0)
+		return rc;
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	snprintf(t->role, sizeof(t->role), "agent");
+	snprintf(t->created_by, sizeof(t->created_by), "opamp");
+	t->created_ms = now_ms;
+	memcpy(t->hash, hash, 32);
+	t->agent_bound = true;
+	memcpy(t->agent_uid, uid, 16);
+	return 0;
+}
+
+/* Runs a DELETE ... RETURNING id over uid's credentials in a transaction with a "token"
+ * notice per deleted id; the ids go to ids[], their count is returned. */
+static int cred_delete(struct pf_store *st, const struct store_stmt *def, const char *what,
+		       const uint8_t uid[16], const char *token_id,
+		       char ids[][PF_TOKEN_ID_LEN + 1])
+{
+	int n = 0, rc = store_tx_begin(st);
+	if (rc == 0) {
+		STORE_Q(q);
+		rc = store_q_prepare(&q, st, def, what);
+		if (rc == 0) {
+			store_q_blob(&q, uid, 16);
+			if (token_id)
+				store_q_text(&q, token_id);
+		}
+		while (rc == 0 && (rc = store_q_step(&q)) > 0) {
+			if (n < PF_AGENT_CREDENTIAL_MAX_IDS)
+				snprintf(ids[n++], PF_TOKEN_ID_LEN + 1, "%s",
+					 store_q_col_str(&q, 0));
+			rc = 0;
+		}
+	}
+	for (int i = 0; rc == 0 && i < n; i++)
+		rc = store_notify(st, "token", ids[i]);
+	rc = store_tx_end(st, rc);
+	return rc < 0 ? rc : n;
+}
+
+int pf_store_agent_credential_confirm(struct pf_store *st, const uint8_t uid[16],
+				      const char *token_id, char ids[][PF_TOKEN_ID_LEN + 1])
+{
+	if (!uid || !token_id || !ids)
+		return -EINVAL;
+	/* Read first: every connection of an agent confirms, and almost never finds any. */
+	STORE_Q(q);
+	int rc = store_q_open(&q, st, &cred_older_sql, "credential_confirm",
+			      STORE_ARGS(store_v_blob(uid, 16), store_v_text(token_id)));
+	if (rc == 0)
+		rc = store_q_step(&q);
+	store_q_finish(&q);
+	if (rc <= 0)
+		return rc;
+	return cred_delete(st, &cred_confirm_sql, "credential_confirm", uid, token_id, ids);
+}
+
+int pf_store_agent_credential_get(struct pf_store *st, const uint8_t uid[16],
+				  struct pf_token_info *t)
+{
+	return token_one(st, &cred_get_sql, "credential_get", uid, 16, t);
+}
+
+int pf_store_agent_credential_revoke(struct pf_store *st, const uint8_t uid[16],
+				     char ids[][PF_TOKEN_ID_LEN + 1])
+{
+	if (!uid || !ids)
+		return -EINVAL;
+	int n = cred_delete(st, &cred_revoke_sql, "credential_revoke", uid, NULL, ids);
+	return n == 0 ? -ENOENT : n;
 }
 
 /* ---- Audit. */

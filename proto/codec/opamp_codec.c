@@ -508,8 +508,44 @@ static int s2a_size(struct sizer *s, const ProtobufCMessage *msg)
 		return pf_error_set(s->err, -EBADMSG, "agent_identification.new_instance_uid",
 				    "must be %d bytes, got %zu", PF_OPAMP_UID_LEN,
 				    p->agent_identification->new_instance_uid.len);
+	if (p->connection_settings) {
+		const Opamp__Proto__V1__ConnectionSettingsOffers *cs = p->connection_settings;
+		sz_add(s, cs->hash.len + 1);
+		if (cs->opamp && cs->opamp->headers && cs->opamp->headers->n_headers) {
+			const Opamp__Proto__V1__Headers *h = cs->opamp->headers;
+			sz_add(s, h->n_headers * sizeof(struct pf_kv));
+			for (size_t i = 0; i < h->n_headers; i++) {
+				sz_str(s, h->headers[i]->key);
+				sz_str(s, h->headers[i]->value);
+			}
+		}
+	}
 	sz_custom_caps(s, p->custom_capabilities);
 	sz_custom_message(s, p->custom_message);
+	return 0;
+}
+
+/* connection_settings: the hash, and opamp's interval and headers. */
+static int ar_conn_settings(struct arena *a, const Opamp__Proto__V1__ConnectionSettingsOffers *cs,
+			    struct pf_s2a *m)
+{
+	int r = ar_bytes(a, &cs->hash, &m->connection_settings_hash,
+			 &m->connection_settings_hash_len);
+	if (r < 0 || !cs->opamp)
+		return r;
+	m->has_heartbeat_interval = true;
+	m->heartbeat_interval_seconds = cs->opamp->heartbeat_interval_seconds;
+	const Opamp__Proto__V1__Headers *h = cs->opamp->headers;
+	if (!h || !h->n_headers)
+		return 0;
+	m->opamp_headers = ar_alloc(a, h->n_headers * sizeof(struct pf_kv));
+	if (!m->opamp_headers)
+		return -ENOMEM;
+	m->n_opamp_headers = h->n_headers;
+	for (size_t i = 0; i < h->n_headers; i++)
+		if ((r = ar_str(a, h->headers[i]->key, &m->opamp_headers[i].key)) < 0 ||
+		    (r = ar_str(a, h->headers[i]->value, &m->opamp_headers[i].value)) < 0)
+			return r;
 	return 0;
 }
 
@@ -543,11 +579,8 @@ static int s2a_fill(struct arena *a, struct pf_buf *scratch, const ProtobufCMess
 				  &m->remote_config_hash_len)) < 0)
 			return r;
 	}
-	if (p->connection_settings && p->connection_settings->opamp) {
-		m->has_heartbeat_interval = true;
-		m->heartbeat_interval_seconds =
-		    p->connection_settings->opamp->heartbeat_interval_seconds;
-	}
+	if (p->connection_settings && (r = ar_conn_settings(a, p->connection_settings, m)) < 0)
+		return r;
 	if (p->agent_identification) {
 		m->has_new_instance_uid = true;
 		memcpy(m->new_instance_uid, p->agent_identification->new_instance_uid.data,

@@ -196,10 +196,17 @@ struct pf_s2a {
 	uint8_t *remote_config_hash;
 	size_t remote_config_hash_len;
 
-	/* connection_settings.opamp.heartbeat_interval_seconds (only sent to agents with
-	 * AcceptsOpAMPConnectionSettings); connection_settings.hash is set from it. */
+	/* connection_settings.opamp (only sent to agents with AcceptsOpAMPConnectionSettings):
+	 * has_heartbeat_interval says it is present, with heartbeat_interval_seconds and its
+	 * headers (an Authorization carrying the agent's own credential). connection_settings.hash:
+	 * encoding sends connection_settings_hash when its length is not 0, else a hash of the
+	 * interval alone; decoding gives the hash received (length 0 when none). */
 	bool has_heartbeat_interval;
 	uint64_t heartbeat_interval_seconds;
+	size_t n_opamp_headers;
+	struct pf_kv *opamp_headers;
+	uint8_t *connection_settings_hash;
+	size_t connection_settings_hash_len;
 
 	bool has_new_instance_uid; /* agent_identification.new_instance_uid */
 	uint8_t new_instance_uid[PF_OPAMP_UID_LEN];

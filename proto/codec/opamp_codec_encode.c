@@ -286,6 +286,27 @@ static int heartbeat_hash(uint64_t secs, uint8_t out[32])
 	return 0;
 }
 
+/* connection_settings.opamp.headers from m's opamp_headers. */
+static int enc_headers(struct pool *pl, const struct pf_s2a *m, Opamp__Proto__V1__Headers **out)
+{
+	Opamp__Proto__V1__Headers *h = pool_alloc(pl, sizeof(*h));
+	Opamp__Proto__V1__Header **v = pool_alloc(pl, m->n_opamp_headers * sizeof(*v));
+	if (!h || !v)
+		return -ENOMEM;
+	opamp__proto__v1__headers__init(h);
+	for (size_t i = 0; i < m->n_opamp_headers; i++) {
+		if (!(v[i] = pool_alloc(pl, sizeof(*v[i]))))
+			return -ENOMEM;
+		opamp__proto__v1__header__init(v[i]);
+		v[i]->key = s0(m->opamp_headers[i].key);
+		v[i]->value = s0(m->opamp_headers[i].value);
+	}
+	h->headers = v;
+	h->n_headers = m->n_opamp_headers;
+	*out = h;
+	return 0;
+}
+
 static int s2a_build(struct pool *pl, const struct pf_s2a *m, pb_s2a *p)
 {
 	int r = 0;
@@ -335,9 +356,15 @@ static int s2a_build(struct pool *pl, const struct pf_s2a *m, pb_s2a *p)
 		opamp__proto__v1__connection_settings_offers__init(cs);
 		opamp__proto__v1__op_ampconnection_settings__init(oc);
 		oc->heartbeat_interval_seconds = m->heartbeat_interval_seconds;
-		if ((r = heartbeat_hash(m->heartbeat_interval_seconds, hash)) < 0)
+		if (m->n_opamp_headers && (r = enc_headers(pl, m, &oc->headers)) < 0)
 			return r;
-		cs->hash = bin(hash, 32);
+		if (m->connection_settings_hash_len) {
+			cs->hash = bin(m->connection_settings_hash, m->connection_settings_hash_len);
+		} else {
+			if ((r = heartbeat_hash(m->heartbeat_interval_seconds, hash)) < 0)
+				return r;
+			cs->hash = bin(hash, 32);
+		}
 		cs->opamp = oc;
 		p->connection_settings = cs;
 	}

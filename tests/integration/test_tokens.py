@@ -1,8 +1,10 @@
 """Tokens, roles, audit and client-controlled limits against the real controller on loopback.
 
 Token management over HTTP (create, list without secrets, revoke, expiry), a revoked agent
-token disconnecting a real agent's OpAMP WebSocket within a second, --token-file-dir, the
-audit query, and the limits of docs/limits.md at the limit and one past it.
+credential disconnecting a real agent's OpAMP WebSocket within a second (its enrollment token
+revoked leaves it connected), an expired shared token closing the connection of a client that
+keeps it, --token-file-dir, the audit query, and the limits of docs/limits.md at the limit and
+one past it.
 """
 import base64
 import gzip
@@ -13,6 +15,7 @@ import time
 import unittest
 
 from pfharness import IntegrationCase, wait_until
+from test_conn_limits import ws_frame
 
 
 def raw_http(port, request, timeout=5.0):
@@ -97,18 +100,30 @@ class TokensTest(IntegrationCase):
     def test_expired_agent_token_disconnects(self):
         ctl = self.controller()
         t = self.create(ctl, "short-agent", "agent", expires_in=4)
+        # an OpAMP agent that does not accept connection settings (as opamp-go's) keeps the
+        # shared token: its open WebSocket is closed when the token expires
+        st, ws = ws_open(ctl.port, t["token"])
+        self.assertEqual(st, 101)
+        self.addCleanup(ws.close)
+        uid = os.urandom(16)
+        ws.sendall(ws_frame(b"\x0a\x10" + uid + b"\x10\x00\x20\x01"))
+        name = "%s-%s-%s-%s-%s" % tuple(uid.hex()[a:b] for a, b in
+                                          ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32)))
+        wait_until(lambda: self.agent_connected(ctl, name), timeout=15, what="client connected")
+        # a profleet agent enrolled with it has its own credential by then and stays
         tf = os.path.join(self.workdir, "short.token")
         with open(tf, "w") as f:
             f.write(t["token"] + "\n")
         os.chmod(tf, 0o600)
         a = self.agent(ctl, "a1", token_file=tf, extra=["--no-sampler"])
-        uid = a.uid()
-        wait_until(lambda: self.agent_connected(ctl, uid), timeout=15, what="agent connected")
-        # the open WebSocket is closed when the token expires, and it cannot come back
+        auid = a.uid()
+        wait_until(lambda: (self.agent_json(ctl, auid) or {}).get("credential") == "own",
+                   timeout=15, what="agent on its own credential")
         wait_until(lambda: "token expired" in ctl.proc.output(), timeout=10,
                    what="the controller closing the connection of the expired token")
-        wait_until(lambda: not self.agent_connected(ctl, uid), timeout=10,
-                   what="the agent shown disconnected")
+        wait_until(lambda: not self.agent_connected(ctl, name), timeout=10,
+                   what="the client shown disconnected")
+        self.assertTrue(self.agent_connected(ctl, auid))
 
     def test_revoked_agent_token_disconnects(self):
         ctl = self.controller()
@@ -119,19 +134,25 @@ class TokensTest(IntegrationCase):
         os.chmod(tf, 0o600)
         a = self.agent(ctl, "a1", token_file=tf, extra=["--no-sampler"])
         uid = a.uid()
-        wait_until(lambda: self.agent_connected(ctl, uid), timeout=15, what="agent connected")
-        # its use by OpAMP shows in the list
+        wait_until(lambda: (self.agent_json(ctl, uid) or {}).get("credential") == "own",
+                   timeout=15, what="agent connected on its own credential")
+        # its use by OpAMP (the enrollment) shows in the list
         st, j, _ = ctl.request("GET", "/api/v1/tokens")
         self.assertIsNotNone([x for x in j["tokens"] if x["id"] == t["id"]][0]["last_used"])
         # an agent token is not an API token
         self.assertEqual(ctl.request("GET", "/api/v1/agents", token=t["token"])[0], 403)
-        t0 = time.monotonic()
+        # the enrollment token goes: the enrolled agent stays
         st, j, _ = ctl.request("DELETE", "/api/v1/tokens/" + t["id"])
+        self.assertEqual(st, 200, j)
+        self.assertTrue(self.agent_connected(ctl, uid))
+        # its own credential goes: its connection closes at once
+        t0 = time.monotonic()
+        st, j, _ = ctl.request("DELETE", "/api/v1/agents/%s/credential" % uid)
         self.assertEqual(st, 200, j)
         wait_until(lambda: not self.agent_connected(ctl, uid), timeout=1.0,
                    what="the agent's connection to close after revocation")
         took = time.monotonic() - t0
-        print("revoked agent token: disconnected after %.0f ms" % (took * 1000))
+        print("revoked agent credential: disconnected after %.0f ms" % (took * 1000))
         # it retries and is refused at the upgrade
         def rejected():
             st, body, _ = ctl.request("GET", "/metrics", token=None, raw=True)

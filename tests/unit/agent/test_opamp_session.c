@@ -315,6 +315,64 @@ static void test_errors_and_heartbeat(void **state)
 	assert_int_equal(agent_session_heartbeat_s(f->s), 0);
 }
 
+/* OpAMP "Offers of Connection Settings": a credential in connection_settings.opamp.headers
+ * is held until the transport verified it, then persisted with the offer's hash; the same
+ * offer again, an offer without an Authorization, or one that is not a bearer token change
+ * nothing. */
+static void test_credential_offer(void **state)
+{
+	struct fx *f = *state;
+	struct agent_session_action act;
+	struct pf_kv hdr = {(char *)"authorization", (char *)"Bearer pf_own_1"};
+	uint8_t h1[32], h2[32];
+	const char *tok;
+	const uint8_t *hh;
+	size_t hl;
+	struct pf_error err = {0};
+	memset(h1, 1, 32);
+	memset(h2, 2, 32);
+	struct pf_s2a in = {.has_heartbeat_interval = true,
+			    .heartbeat_interval_seconds = 30,
+			    .n_opamp_headers = 1,
+			    .opamp_headers = &hdr,
+			    .connection_settings_hash = h1,
+			    .connection_settings_hash_len = 32};
+	agent_session_process(f->s, &in, &act);
+	assert_true(act.credential_offered);
+	assert_true(agent_session_offer(f->s, &tok));
+	assert_string_equal(tok, "pf_own_1");
+	/* not persisted before it is verified; dropped when verification fails */
+	assert_false(agent_state_credential(f->st, &tok, &hh, &hl));
+	agent_session_drop_offer(f->s);
+	assert_false(agent_session_offer(f->s, &tok));
+	agent_session_process(f->s, &in, &act);
+	assert_true(act.credential_offered);
+	assert_int_equal(agent_session_accept_offer(f->s, &err), 0);
+	assert_false(agent_session_offer(f->s, &tok));
+	assert_true(agent_state_credential(f->st, &tok, &hh, &hl));
+	assert_string_equal(tok, "pf_own_1");
+	assert_int_equal(hl, 32);
+	assert_memory_equal(hh, h1, 32);
+	/* the settings it holds (same hash): nothing to do */
+	agent_session_process(f->s, &in, &act);
+	assert_false(act.credential_offered);
+	/* heartbeat-only settings: the credential stays */
+	struct pf_s2a hb = {.has_heartbeat_interval = true, .heartbeat_interval_seconds = 30};
+	agent_session_process(f->s, &hb, &act);
+	assert_false(act.credential_offered);
+	/* not a bearer token: ignored */
+	hdr.value = (char *)"Basic YWxhZGRpbg==";
+	in.connection_settings_hash = h2;
+	agent_session_process(f->s, &in, &act);
+	assert_false(act.credential_offered);
+	/* a rotation: another hash */
+	hdr.value = (char *)"Bearer pf_own_2";
+	agent_session_process(f->s, &in, &act);
+	assert_true(act.credential_offered);
+	assert_true(agent_session_offer(f->s, &tok));
+	assert_string_equal(tok, "pf_own_2");
+}
+
 static void test_wire_and_disconnect(void **state)
 {
 	struct fx *f = *state;
@@ -462,6 +520,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_report_full_state, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_new_instance_uid, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_errors_and_heartbeat, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_credential_offer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_wire_and_disconnect, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_outbound_limit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_capture_messages, setup, teardown),

@@ -150,6 +150,59 @@ static void test_damaged_remote_config_ignored(void **unused)
 	agent_state_free(st);
 }
 
+/* The agent's own credential: persisted 0600 with its settings hash, reloaded, replaced; a
+ * damaged file or an unprintable token is not used. */
+static void test_credential_persisted(void **unused)
+{
+	struct agent_state *st = NULL;
+	struct pf_error err = {0};
+	const char *tok;
+	const uint8_t *hash;
+	size_t hlen;
+	uint8_t h[32];
+	char path[600];
+	struct stat sb;
+
+	memset(h, 0xc3, sizeof(h));
+	snprintf(path, sizeof(path), "%s/credential", base);
+	assert_int_equal(agent_state_open(base, &st, &err), 0);
+	assert_false(agent_state_credential(st, &tok, &hash, &hlen));
+	assert_int_equal(agent_state_save_credential(st, "pf_abc123", h, 32, &err), 0);
+	assert_true(agent_state_credential(st, &tok, &hash, &hlen));
+	assert_string_equal(tok, "pf_abc123");
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0600);
+	assert_int_equal(agent_state_save_credential(st, "bad token", h, 32, &err), -EINVAL);
+	assert_int_equal(agent_state_save_credential(st, "", h, 32, &err), -EINVAL);
+	agent_state_free(st);
+	st = NULL;
+	assert_int_equal(agent_state_open(base, &st, &err), 0);
+	assert_true(agent_state_credential(st, &tok, &hash, &hlen));
+	assert_string_equal(tok, "pf_abc123");
+	assert_int_equal(hlen, 32);
+	assert_memory_equal(hash, h, 32);
+	assert_int_equal(agent_state_save_credential(st, "pf_next", h, 4, &err), 0);
+	agent_state_free(st);
+	st = NULL;
+	assert_int_equal(agent_state_open(base, &st, &err), 0);
+	assert_true(agent_state_credential(st, &tok, &hash, &hlen));
+	assert_string_equal(tok, "pf_next");
+	assert_int_equal(hlen, 4);
+	agent_state_free(st);
+
+	static const char *const damaged[] = {"pf_only_a_token\n", "# profleet-credential hash=zz\nx\n",
+					      "# profleet-credential hash=00\n\n",
+					      "# profleet-credential hash=00\na b\n"};
+	for (size_t i = 0; i < sizeof(damaged) / sizeof(damaged[0]); i++) {
+		assert_int_equal(agent_write_file_atomic(path, damaged[i], strlen(damaged[i]), 0600),
+				 0);
+		st = NULL;
+		assert_int_equal(agent_state_open(base, &st, NULL), 0);
+		assert_false(agent_state_credential(st, &tok, &hash, &hlen));
+		agent_state_free(st);
+	}
+}
+
 static void test_unusable_dir(void **unused)
 {
 	struct agent_state *st = NULL;
@@ -170,6 +223,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_bad_uid_file_replaced, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_remote_config_persisted, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_damaged_remote_config_ignored, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_credential_persisted, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unusable_dir, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <errno.h>
@@ -558,6 +559,110 @@ static void test_capture_messages_over_http(void **state)
 	pf_store_close(st);
 }
 
+/* A store of its own in a temp directory, closed and removed by store_done(). */
+static struct pf_store *store_tmp(char dir[32])
+{
+	char db[64];
+	snprintf(dir, 32, "/tmp/pf_sess_XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	snprintf(db, sizeof(db), "%s/s.db", dir);
+	struct pf_store *st = pf_store_open(db, PF_STORE_SYNC_NORMAL, NULL);
+	assert_non_null(st);
+	return st;
+}
+
+static void store_done(struct pf_store *st, const char *dir)
+{
+	char cmd[96];
+	pf_store_close(st);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* Per-agent credentials (opamp/credential.h): offered to an agent that accepts OpAMP
+ * connection settings and comes with a shared token, bound to its uid; a credential speaks for
+ * its agent only; a shared token cannot wear the uid of an agent whose credential is in use. */
+static void test_credential_offer(void **state)
+{
+	struct fx *x = *state;
+	char dir[32];
+	struct pf_store *st = store_tmp(dir);
+	x->ctx.store = st;
+	struct pf_opamp_session s1 = {.conn = (void *)1};
+	struct pf_opamp_result res;
+	struct pf_a2s m;
+	full_status(&m, 0x21, 1);
+	struct pf_s2a *r = roundtrip(x, &s1, &m, &res);
+	assert_true(r->has_heartbeat_interval);
+	assert_int_equal(r->n_opamp_headers, 1);
+	assert_string_equal(r->opamp_headers[0].key, "Authorization");
+	assert_memory_equal(r->opamp_headers[0].value, "Bearer ", 7);
+	assert_int_equal(r->connection_settings_hash_len, 32);
+	const char *secret = r->opamp_headers[0].value + 7;
+	uint8_t h[32];
+	pf_sha256(secret, strlen(secret), h);
+	struct pf_token_info t;
+	assert_int_equal(pf_store_token_find(st, h, &t), 0);
+	assert_true(t.agent_bound);
+	assert_memory_equal(t.agent_uid, m.instance_uid, 16);
+	assert_string_equal(t.role, "agent");
+	pf_s2a_free(r);
+	struct pf_agent *a = pf_fleet_find(x->fleet, m.instance_uid);
+	assert_int_equal(a->credential, PF_CRED_OFFERED);
+
+	/* without the capability: nothing offered (OpAMP: connection settings only to agents
+	 * that accept them), and it stays on the shared token */
+	struct pf_opamp_session s2 = {.conn = (void *)2};
+	full_status(&m, 0x22, 1);
+	m.capabilities &= ~(uint64_t)PF_AGENT_CAP_ACCEPTS_OPAMP_CONNECTION_SETTINGS;
+	r = roundtrip(x, &s2, &m, &res);
+	assert_false(r->has_heartbeat_interval);
+	assert_int_equal(r->n_opamp_headers, 0);
+	pf_s2a_free(r);
+	assert_int_equal(pf_fleet_find(x->fleet, m.instance_uid)->credential, PF_CRED_ENROLLMENT);
+
+	/* on its credential: the settings it holds, no header; another uid is refused */
+	pf_opamp_session_closed(&x->ctx, &s1);
+	struct pf_opamp_session s3 = {.conn = (void *)3, .cred_bound = true};
+	memset(s3.cred_uid, 0x21, 16);
+	memcpy(s3.cred_hash, h, 32);
+	full_status(&m, 0x21, 2);
+	r = roundtrip(x, &s3, &m, &res);
+	assert_false(r->has_error);
+	assert_true(r->has_heartbeat_interval);
+	assert_int_equal(r->n_opamp_headers, 0);
+	pf_s2a_free(r);
+	assert_int_equal(a->credential, PF_CRED_OWN);
+	struct pf_opamp_session s4 = {.conn = (void *)4, .cred_bound = true};
+	memset(s4.cred_uid, 0x21, 16);
+	full_status(&m, 0x23, 1);
+	r = roundtrip(x, &s4, &m, &res);
+	assert_true(r->has_error && res.bad_request);
+	assert_non_null(strstr(r->error_message, "this credential belongs to agent"));
+	pf_s2a_free(r);
+	assert_null(pf_fleet_find(x->fleet, m.instance_uid));
+	/* the same credential on a second live connection: UNAVAILABLE, the first keeps it */
+	full_status(&m, 0x21, 3);
+	r = roundtrip(x, &s4, &m, &res);
+	assert_true(r->has_error);
+	assert_int_equal(r->error_type, PF_SERR_UNAVAILABLE);
+	pf_s2a_free(r);
+	assert_ptr_equal(a->conn, (void *)3);
+
+	/* once used, a shared token claiming that uid gets another one */
+	assert_int_equal(pf_store_token_touch(st, t.id, 6000), 0);
+	pf_opamp_session_closed(&x->ctx, &s3);
+	struct pf_opamp_session s5 = {.conn = (void *)5};
+	r = roundtrip(x, &s5, &m, &res);
+	assert_true(r->has_new_instance_uid);
+	assert_memory_not_equal(r->new_instance_uid, m.instance_uid, 16);
+	/* and its credential offer is for the new uid */
+	assert_int_equal(r->n_opamp_headers, 1);
+	pf_s2a_free(r);
+	x->ctx.store = NULL;
+	store_done(st, dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -575,6 +680,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_http_transport_first_poll, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_capture_messages_over_http, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_credential_offer, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

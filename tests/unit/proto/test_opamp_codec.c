@@ -321,6 +321,48 @@ static void test_s2a_roundtrip(void **state)
 	pf_buf_release(&b3);
 }
 
+/* connection_settings.opamp.headers and a caller-given hash survive the trip; without them the
+ * decoded offer has no header and the hash of the interval alone. */
+static void test_s2a_connection_settings(void **state)
+{
+	(void)state;
+	struct pf_kv hdr[2] = {{(char *)"Authorization", (char *)"Bearer pf_secret"},
+			       {(char *)"X-Tenant", (char *)""}};
+	uint8_t hash[32];
+	memset(hash, 0x5a, sizeof(hash));
+	struct pf_s2a in = {.has_heartbeat_interval = true,
+			    .heartbeat_interval_seconds = 15,
+			    .n_opamp_headers = 2,
+			    .opamp_headers = hdr,
+			    .connection_settings_hash = hash,
+			    .connection_settings_hash_len = 32};
+	struct pf_s2a *out = NULL;
+	struct pf_buf b = nb();
+	assert_int_equal(pf_s2a_encode(&in, &b), 0);
+	assert_int_equal(pf_s2a_decode(b.data, b.len, CAP, &out, NULL), 0);
+	assert_true(out->has_heartbeat_interval);
+	assert_true(out->heartbeat_interval_seconds == 15);
+	assert_int_equal(out->n_opamp_headers, 2);
+	assert_string_equal(out->opamp_headers[0].key, "Authorization");
+	assert_string_equal(out->opamp_headers[0].value, "Bearer pf_secret");
+	assert_string_equal(out->opamp_headers[1].key, "X-Tenant");
+	assert_string_equal(out->opamp_headers[1].value, "");
+	assert_int_equal(out->connection_settings_hash_len, 32);
+	assert_memory_equal(out->connection_settings_hash, hash, 32);
+	pf_s2a_free(out);
+
+	struct pf_s2a plain = {.has_heartbeat_interval = true, .heartbeat_interval_seconds = 15};
+	pf_buf_reset(&b);
+	assert_int_equal(pf_s2a_encode(&plain, &b), 0);
+	assert_int_equal(pf_s2a_decode(b.data, b.len, CAP, &out, NULL), 0);
+	assert_int_equal(out->n_opamp_headers, 0);
+	assert_null(out->opamp_headers);
+	assert_int_equal(out->connection_settings_hash_len, 32);
+	assert_memory_not_equal(out->connection_settings_hash, hash, 32);
+	pf_s2a_free(out);
+	pf_buf_release(&b);
+}
+
 static void test_s2a_retry_without_error(void **state)
 {
 	struct pf_s2a in = {.has_retry_after = true, .retry_after_nanoseconds = 5};
@@ -867,6 +909,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_a2s_roundtrip),
 	    cmocka_unit_test(test_s2a_roundtrip),
+	    cmocka_unit_test(test_s2a_connection_settings),
 	    cmocka_unit_test(test_s2a_retry_without_error),
 	    cmocka_unit_test(test_presence_flags),
 	    cmocka_unit_test(test_decode_cap),

@@ -151,6 +151,38 @@ static int count_cb(const struct pf_agent_row *r, void *ud)
 
 #define R(call) pf_buf_printf(o, "%s = %d\n", #call, (call))
 
+/* Per-agent credentials: issue (an unused one replaced), use, confirm (older ones go), get,
+ * revoke; never listed with the API tokens. h1 is stored already, h2 and h3 are free. */
+static void credentials(struct pf_store *st, struct pf_buf *o, const uint8_t *h1,
+			const uint8_t *h2, const uint8_t *h3, const uint8_t *ua, const uint8_t *ub)
+{
+	struct pf_token_info c1, c2, g;
+	char ids[PF_AGENT_CREDENTIAL_MAX_IDS][PF_TOKEN_ID_LEN + 1];
+	R(pf_store_agent_credential_get(st, ua, &g));
+	R(pf_store_agent_credential_issue(st, ua, h2, 3000, &c1));
+	R(pf_store_agent_credential_issue(st, ua, h3, 3001, &c2));
+	R(pf_store_token_find(st, h2, &g));
+	R(pf_store_token_find(st, h3, &g));
+	pf_buf_printf(o, "  cred %s %s bound=%d uid=%d\n", g.name, g.role, g.agent_bound,
+		      memcmp(g.agent_uid, ua, 16) == 0);
+	R(pf_store_token_touch(st, c2.id, 3100));
+	R(pf_store_agent_credential_issue(st, ua, h2, 3200, &c1));
+	R(pf_store_agent_credential_get(st, ua, &g));
+	R(strcmp(g.id, c2.id));
+	R(pf_store_agent_credential_confirm(st, ua, c1.id, ids));
+	R(strcmp(ids[0], c2.id));
+	R(pf_store_agent_credential_get(st, ua, &g));
+	R(strcmp(g.id, c1.id));
+	R(pf_store_token_find(st, h3, &g));
+	R(pf_store_token_foreach(st, tok_cb, o));
+	R(pf_store_agent_credential_issue(st, ub, h1, 3300, &c2));
+	R(pf_store_agent_credential_get(st, ub, &g));
+	R(pf_store_agent_credential_revoke(st, ua, ids));
+	R(strcmp(ids[0], c1.id));
+	R(pf_store_agent_credential_revoke(st, ua, ids));
+	R(pf_store_token_find(st, h2, &g));
+}
+
 /* The sequence: every fleet call, its edge cases (duplicates, missing rows, filters). */
 static void run(struct pf_store *st, struct pf_buf *o)
 {
@@ -193,6 +225,7 @@ static void run(struct pf_store *st, struct pf_buf *o)
 	pf_buf_printf(o, "  revoked %s\n", f.name);
 	R(pf_store_token_revoke(st, t.id, NULL));
 	R(pf_store_token_find(st, h2, &f));
+	credentials(st, o, h1, h2, h3, u[0], u[1]);
 
 	/* configs */
 	R(pf_store_config_put(st, "default", "a: 1\n", 5, h1, 100, &v, &created));
@@ -468,10 +501,84 @@ static void test_same_results(void **state)
 	rmdir(dir);
 }
 
+/* The credential calls' results on SQLite (the transcript above shows PostgreSQL gives the
+ * same). */
+static void test_agent_credentials(void **state)
+{
+	char dir[] = "/tmp/pf_cred_XXXXXX", db[64];
+	struct pf_error err = {0};
+	uint8_t h1[32], h2[32], h3[32], ua[16], ub[16];
+	struct pf_token_info c1, c2, c3, g;
+	char ids[PF_AGENT_CREDENTIAL_MAX_IDS][PF_TOKEN_ID_LEN + 1];
+	(void)state;
+	for (int i = 0; i < 32; i++) {
+		h1[i] = (uint8_t)i;
+		h2[i] = (uint8_t)(i + 100);
+		h3[i] = (uint8_t)(i + 200);
+	}
+	memset(ua, 0xaa, 16);
+	memset(ub, 0xbb, 16);
+	assert_non_null(mkdtemp(dir));
+	snprintf(db, sizeof(db), "%s/c.db", dir);
+	struct pf_store *st = pf_store_open_url(db, NULL, PF_STORE_SYNC_NORMAL, &err);
+	assert_non_null(st);
+	assert_int_equal(pf_store_token_add(st, h1, "agent", "enroll", 1), 0);
+	assert_int_equal(pf_store_agent_credential_get(st, ua, &g), -ENOENT);
+	assert_int_equal(pf_store_agent_credential_issue(st, ua, h2, 10, &c1), 0);
+	assert_true(c1.agent_bound);
+	assert_string_equal(c1.role, "agent");
+	assert_int_equal(pf_store_agent_credential_get(st, ua, &g), 0);
+	assert_string_equal(g.id, c1.id);
+	assert_int_equal(g.last_used_ms, 0);
+	/* another offer before use replaces it */
+	assert_int_equal(pf_store_agent_credential_issue(st, ua, h3, 11, &c2), 0);
+	assert_int_equal(pf_store_token_find(st, h2, &g), -ENOENT);
+	assert_int_equal(pf_store_token_find(st, h3, &g), 0);
+	assert_true(g.agent_bound);
+	assert_memory_equal(g.agent_uid, ua, 16);
+	/* used, then a rotation: the used one stays until the new one is used */
+	assert_int_equal(pf_store_token_touch(st, c2.id, 20), 0);
+	assert_int_equal(pf_store_agent_credential_issue(st, ua, h2, 30, &c3), 0);
+	assert_int_equal(pf_store_agent_credential_get(st, ua, &g), 0);
+	assert_string_equal(g.id, c2.id);
+	assert_int_equal(pf_store_agent_credential_confirm(st, ua, c3.id, ids), 1);
+	assert_string_equal(ids[0], c2.id);
+	assert_int_equal(pf_store_token_find(st, h3, &g), -ENOENT);
+	assert_int_equal(pf_store_agent_credential_confirm(st, ua, c3.id, ids), 0);
+	/* not listed with the API tokens */
+	int64_t n = 0;
+	assert_int_equal(pf_store_token_count(st, &n), 0);
+	struct pf_buf o;
+	pf_buf_init(&o, 4096);
+	assert_int_equal(pf_store_token_foreach(st, tok_cb, &o), 0);
+	pf_buf_putc(&o, 0);
+	assert_non_null(strstr((const char *)o.data, "enroll"));
+	assert_null(strstr((const char *)o.data, "agent:"));
+	pf_buf_release(&o);
+	/* one agent's revocation leaves the other's */
+	assert_int_equal(pf_store_agent_credential_issue(st, ub, h3, 40, &c1), 0);
+	assert_int_equal(pf_store_agent_credential_revoke(st, ua, ids), 1);
+	assert_string_equal(ids[0], c3.id);
+	assert_int_equal(pf_store_agent_credential_revoke(st, ua, ids), -ENOENT);
+	assert_int_equal(pf_store_agent_credential_get(st, ub, &g), 0);
+	assert_string_equal(g.id, c1.id);
+	/* a hash stored already */
+	assert_int_equal(pf_store_agent_credential_issue(st, ua, h1, 50, &c2), -EEXIST);
+	pf_store_close(st);
+	char path[96];
+	snprintf(path, sizeof(path), "%s-wal", db);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s-shm", db);
+	unlink(path);
+	unlink(db);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_same_results),
+	    cmocka_unit_test(test_agent_credentials),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -502,6 +502,7 @@ static void test_upgrade_from_v2(void **state)
 		 "ALTER TABLE audit DROP COLUMN source; ALTER TABLE audit DROP COLUMN status; "
 		 "ALTER TABLE agents DROP COLUMN written_ms; DROP TABLE replicas; "
 		 "ALTER TABLE agents DROP COLUMN replica; ALTER TABLE tokens DROP COLUMN seq; "
+		 "DROP INDEX tokens_agent; ALTER TABLE tokens DROP COLUMN agent_uid; "
 		 "PRAGMA user_version = 2;'",
 		 x->db);
 	assert_int_equal(system(cmd), 0);
