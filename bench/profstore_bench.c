@@ -121,7 +121,8 @@ static struct pf_prof_window *make_window(int agent, int stacks, char names[FUNC
 			f[depth - 1 - d] = fn;
 		}
 		st[s] = (struct pf_prof_stack){(uint32_t)depth, f};
-		uint64_t c = s == stacks - 1 ? left : pf_min(left, 1 + rnd() % 9);
+		uint64_t r = 1 + rnd() % 9; /* once: pf_min evaluates its arguments twice */
+		uint64_t c = s == stacks - 1 ? left : pf_min(left, r);
 		left -= c;
 		sa[s] = (struct pf_prof_sample){.stack = (uint32_t)s, .tid = 1000u + (uint32_t)agent,
 						.count = c};
@@ -478,8 +479,8 @@ int main(int argc, char **argv)
 			double t = now_s();
 			pf_profstore_ingest(st, &q, &res, &resp);
 			double dt = now_s() - t;
-			if (res.status != 200)
-				failed++;
+			if (res.status != 200 && !failed++)
+				fprintf(stderr, "ingest: status %d: %s\n", res.status, res.message);
 			ingest += dt;
 			lat[n++] = dt;
 			samples += res.samples;
