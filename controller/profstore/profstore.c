@@ -594,3 +594,4 @@ int pf_profstore_convert(struct pf_store *st, size_t max_rows, size_t *converted
 	struct pf_profile_converter c = {.fill = conv_fill, .done = conv_done, .ud = &cv};
 	return pf_store_profiles_convert(st, max_rows, &c, converted);
 }
+

@@ -13,7 +13,8 @@
  * Per connection, in struct store_stacks: the ids of content already looked up (a hash table
  * over the content bytes, so a repeated stack costs no SHA-256 and no query), and the frames,
  * stacks and attribute sets already read. Both are dropped whole when they pass their cap;
- * ids never change, so a cache is never stale. */
+ * ids never change, so a cache is never stale (an id not found is looked up again: it may
+ * have been stored since). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 #define SEEN_MAX_BYTES ((size_t)64 << 20)
 #define CACHE_MAX_BYTES ((size_t)256 << 20)
 #define STACK_LOAD_CHUNK 65536
+#define STACK_MISSING (UINT32_MAX - 1) /* a stack entry read and not found (n = 0: empty) */
 
 
 
@@ -736,13 +738,16 @@ static int load_stacks(struct pf_store *st, struct store_stacks *k, int64_t lo)
 	if (sqlite3_bind_int64(s, 1, lo) || sqlite3_bind_int64(s, 2, lo + STACK_LOAD_CHUNK))
 		return store_fail_sqlite(st, NULL, "profiles: stacks: bind");
 	for (size_t i = (size_t)lo; i < (size_t)lo + STACK_LOAD_CHUNK; i++)
-		k->stack[i].n = 0; /* missing ids: an empty stack, loaded */
+		if (k->stack[i].n == UINT32_MAX)
+			k->stack[i].n = STACK_MISSING; /* read: no such stack (yet) */
 	while ((rc = store_step_row(st, s, 0, "profiles: stacks")) == 1) {
 		int64_t id = sqlite3_column_int64(s, 0);
 		const uint8_t *p = sqlite3_column_blob(s, 1), *end;
 		size_t len = (size_t)sqlite3_column_bytes(s, 1);
 		if (id < lo || id >= lo + STACK_LOAD_CHUNK)
 			continue;
+		if (k->stack[id].n != STACK_MISSING)
+			continue; /* read before: ids never change */
 		end = p ? p + len : p;
 		if (k->pool_len + len > k->pool_cap) {
 			size_t cap = pf_max(k->pool_cap * 2, k->pool_len + len + 4096);
@@ -774,13 +779,15 @@ int pf_store_stack_get(struct pf_store *st, int64_t id, const uint32_t **frames,
 		return -ENOMEM;
 	if (id <= 0 || id > INT32_MAX)
 		return -ENOENT;
-	if ((size_t)id >= k->n_stack_cache || k->stack[id].n == UINT32_MAX) {
+	/* a stack not found when its chunk was read may have been stored since: read again */
+	if ((size_t)id >= k->n_stack_cache || k->stack[id].n == UINT32_MAX ||
+	    k->stack[id].n == STACK_MISSING) {
 		cache_check(k);
 		int rc = load_stacks(st, k, id - id % STACK_LOAD_CHUNK);
 		if (rc < 0)
 			return rc;
 	}
-	if (!k->stack[id].n)
+	if (k->stack[id].n == STACK_MISSING)
 		return -ENOENT;
 	*frames = k->pool + k->stack[id].off;
 	*n = k->stack[id].n;
