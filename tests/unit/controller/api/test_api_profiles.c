@@ -455,6 +455,92 @@ static void test_old_and_new_paths_same_answers(void **state)
 	pf_buf_release(&forms);
 }
 
+/* The console's routes: timeline, labels, label values, profile types, match= filters. */
+static void test_timeline_labels_types(void **state)
+{
+	struct fx *x = *state;
+	char from[48], to[48], fromall[32];
+	int st;
+	long long m0 = (long long)START_MS - (long long)START_MS % 60000;
+	snprintf(from, sizeof(from), "from=%lld", m0);
+	snprintf(to, sizeof(to), "to=%lld", m0 + 180000);
+	snprintf(fromall, sizeof(fromall), "from=%lld", (long long)START_MS);
+
+	json_t *j = get(x, "/api/v1/flamegraph", &st, NULL, fromall, NULL);
+	json_int_t total = ival(j, "value");
+	json_decref(j);
+	assert_true(total > 0);
+	j = get(x, "/api/v1/timeline", &st, NULL, from, to, "step=60000", NULL);
+	assert_int_equal(st, 200);
+	assert_int_equal(ival(j, "step_ms"), 60000);
+	assert_string_equal(json_string_value(json_object_get(j, "unit")), "samples");
+	json_t *pts = json_object_get(j, "points");
+	assert_int_equal(json_array_size(pts), 3);
+	json_int_t sum = 0;
+	for (size_t i = 0; i < 3; i++) {
+		json_t *pt = json_array_get(pts, i);
+		assert_int_equal(json_integer_value(json_array_get(pt, 0)), m0 + 60000 * (long long)i);
+		sum += json_integer_value(json_array_get(pt, 1));
+	}
+	assert_int_equal(sum, total);
+	json_decref(j);
+	/* default step: at most 1,000 points; more than 10,000 refused */
+	j = get(x, "/api/v1/timeline", &st, NULL, from, to, NULL);
+	assert_int_equal(st, 200);
+	assert_true(json_array_size(json_object_get(j, "points")) <= 1000);
+	json_decref(j);
+	j = get(x, "/api/v1/timeline", &st, NULL, from, to, "step=1", NULL);
+	assert_int_equal(st, 400);
+	json_decref(j);
+
+	j = get(x, "/api/v1/labels", &st, NULL, fromall, NULL);
+	assert_int_equal(st, 200);
+	json_t *names = json_object_get(j, "names");
+	bool has_service = false;
+	for (size_t i = 0; i < json_array_size(names); i++) {
+		has_service |= strcmp(json_string_value(json_array_get(names, i)), "service.name") == 0;
+		if (i)
+			assert_true(strcmp(json_string_value(json_array_get(names, i - 1)),
+					   json_string_value(json_array_get(names, i))) < 0);
+	}
+	assert_true(has_service);
+	json_decref(j);
+	j = get(x, "/api/v1/labels/service.name/values", &st, NULL, fromall, NULL);
+	assert_int_equal(st, 200);
+	assert_string_equal(json_string_value(json_object_get(j, "name")), "service.name");
+	json_t *vals = json_object_get(j, "values");
+	assert_true(json_array_size(vals) >= 1);
+	const char *svc = json_string_value(json_array_get(vals, 0));
+	char msvc[160], ssvc[160];
+	snprintf(msvc, sizeof(msvc), "match=service.name=%s", svc);
+	snprintf(ssvc, sizeof(ssvc), "service=%s", svc);
+	json_t *a = get(x, "/api/v1/flamegraph", &st, NULL, fromall, msvc, NULL);
+	assert_int_equal(st, 200);
+	json_t *b = get(x, "/api/v1/flamegraph", &st, NULL, fromall, ssvc, NULL);
+	assert_int_equal(ival(a, "value"), ival(b, "value"));
+	assert_true(ival(a, "value") > 0);
+	json_decref(a);
+	json_decref(b);
+	a = get(x, "/api/v1/flamegraph", &st, NULL, fromall, msvc, "match=service.name=nope", NULL);
+	assert_int_equal(ival(a, "value"), 0);
+	json_decref(a);
+	a = get(x, "/api/v1/profiles", &st, NULL, msvc, NULL);
+	assert_int_equal(st, 200);
+	assert_true(ival(a, "count") > 0);
+	json_decref(a);
+	a = get(x, "/api/v1/flamegraph", &st, NULL, fromall, "match=novalue", NULL);
+	assert_int_equal(st, 400);
+	json_decref(a);
+	json_decref(j);
+
+	j = get(x, "/api/v1/profile_types", &st, NULL, fromall, NULL);
+	assert_int_equal(st, 200);
+	json_t *t0 = json_array_get(json_object_get(j, "types"), 0);
+	assert_string_equal(json_string_value(json_object_get(t0, "type")), "cpu");
+	assert_string_equal(json_string_value(json_object_get(t0, "unit")), "samples");
+	json_decref(j);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -466,6 +552,7 @@ int main(void)
 		cmocka_unit_test(test_offload_routes),
 		cmocka_unit_test_setup_teardown(test_worker_api_same_answers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_old_and_new_paths_same_answers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_timeline_labels_types, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
