@@ -48,6 +48,7 @@
 #include "profstore/flame.h"
 #include "profstore/profstore.h"
 #include "profstore/query_pool.h"
+#include "profstore/views.h"
 #include "server.h"
 #include "store.h"
 
@@ -121,7 +122,8 @@ static struct pf_prof_window *make_window(int agent, int stacks, char names[FUNC
 			f[depth - 1 - d] = fn;
 		}
 		st[s] = (struct pf_prof_stack){(uint32_t)depth, f};
-		uint64_t c = s == stacks - 1 ? left : pf_min(left, 1 + rnd() % 9);
+		uint64_t r = 1 + rnd() % 9; /* once: pf_min evaluates its arguments twice */
+		uint64_t c = s == stacks - 1 ? left : pf_min(left, r);
 		left -= c;
 		sa[s] = (struct pf_prof_sample){.stack = (uint32_t)s, .tid = 1000u + (uint32_t)agent,
 						.count = c};
@@ -404,6 +406,48 @@ static void merge_bench(struct pf_store *st, const char *label, struct pf_profil
 	free(l.v);
 }
 
+/* One merged view through views.h: new = stacks and rollups, else every profile's compact
+ * form or body. Seconds; the JSON in *json. */
+static double views_once(struct pf_store *st, const struct pf_profile_filter *f, bool new_path,
+			 struct pf_buf *json, struct pf_merge_stats *ms)
+{
+	struct pf_flame *fl = pf_flame_new(PF_API_PROF_NODES_MAX);
+	double t = now_s();
+	int rc = new_path ? pf_views_merge(st, f, fl, 0, ms) : pf_views_merge_profiles(st, f, fl, 0, ms);
+	t = now_s() - t;
+	pf_buf_reset(json);
+	if (rc < 0 || pf_flame_json(fl, false, 0, json) < 0)
+		fprintf(stderr, "views: merge failed\n");
+	pf_flame_free(fl);
+	return t;
+}
+
+static void views_bench(struct pf_store *st, const char *label, const struct pf_profile_filter *f,
+			int reps)
+{
+	struct pf_buf a, b;
+	struct pf_merge_stats ma, mb;
+	double ta[16], tb[16];
+	reps = pf_min(reps, 16);
+	pf_buf_init(&a, (size_t)256 << 20);
+	pf_buf_init(&b, (size_t)256 << 20);
+	for (int r = 0; r < reps; r++) { /* A, B, A, B ... */
+		ta[r] = views_once(st, f, false, &a, &ma);
+		tb[r] = views_once(st, f, true, &b, &mb);
+	}
+	qsort(ta, (size_t)reps, sizeof(double), cmp_double);
+	qsort(tb, (size_t)reps, sizeof(double), cmp_double);
+	printf("views %-28s %6zu profiles: per profile (old) median %8.1f ms [%.1f..%.1f], "
+	       "stacks+rollups (new) median %7.1f ms [%.1f..%.1f] (%zu parts), x%.1f; "
+	       "same JSON: %s\n",
+	       label, mb.matched, ta[reps / 2] * 1e3, ta[0] * 1e3, ta[reps - 1] * 1e3,
+	       tb[reps / 2] * 1e3, tb[0] * 1e3, tb[reps - 1] * 1e3, mb.parts,
+	       ta[reps / 2] / tb[reps / 2],
+	       a.len == b.len && memcmp(a.data, b.data, a.len) == 0 ? "yes" : "NO");
+	pf_buf_release(&a);
+	pf_buf_release(&b);
+}
+
 int main(int argc, char **argv)
 {
 	int agents = 100, windows = 360, stacks = 200, reps = 5, o;
@@ -478,8 +522,8 @@ int main(int argc, char **argv)
 			double t = now_s();
 			pf_profstore_ingest(st, &q, &res, &resp);
 			double dt = now_s() - t;
-			if (res.status != 200)
-				failed++;
+			if (res.status != 200 && !failed++)
+				fprintf(stderr, "ingest: status %d: %s\n", res.status, res.message);
 			ingest += dt;
 			lat[n++] = dt;
 			samples += res.samples;
@@ -534,6 +578,12 @@ int main(int argc, char **argv)
 		       (double)flame_bytes / (double)pf_max(with_flame, 1) / 1024.0, file / 1048576.0);
 	}
 	{
+		/* the merged views' two paths on the same data, interleaved */
+		struct pf_profile_filter fl = {.type = "cpu"}, one = {.type = "cpu", .service = "svc-3"};
+		views_bench(st, "fleet, every profile", &fl, pf_min(reps, 3));
+		views_bench(st, "one service, every profile", &one, pf_min(reps, 3));
+	}
+	{
 		struct pf_profile_filter svc = {.service = "svc-3", .type = "cpu"};
 		struct pf_profile_filter fleet = {.type = "cpu", .limit = PF_API_PROF_MERGE_DEFAULT};
 		merge_bench(st, "one service (all)", &svc, pf_min(reps, 3));
@@ -558,6 +608,8 @@ int main(int argc, char **argv)
 	snprintf(from, sizeof(from), "from=%" PRId64, from_ms);
 	snprintf(to, sizeof(to), "to=%" PRId64, to_ms);
 	snprintf(mid, sizeof(mid), "from=%" PRId64, (from_ms + to_ms) / 2);
+	char from_al[64];
+	snprintf(from_al, sizeof(from_al), "from=%" PRId64, from_ms - from_ms % 60000);
 	snprintf(bfrom, sizeof(bfrom), "base_from=%" PRId64, from_ms);
 	snprintf(bto, sizeof(bto), "base_to=%" PRId64, (from_ms + to_ms) / 2);
 	size_t out = 0;
@@ -574,6 +626,10 @@ int main(int argc, char **argv)
 		{"flamegraph one service, max_profiles=5000", "/api/v1/flamegraph", {from, to, "service=svc-3", "max_profiles=5000"}, 4},
 		{"top fleet, default cap", "/api/v1/top", {from, to}, 2},
 		{"diff service, halves, default cap", "/api/v1/flamegraph/diff", {mid, to, bfrom, bto, "service=svc-3"}, 5},
+		{"timeline fleet, 1-minute steps", "/api/v1/timeline", {from_al, to, "step=60000"}, 3},
+		{"labels (names)", "/api/v1/labels", {from, to}, 2},
+		{"labels/service.name/values", "/api/v1/labels/service.name/values", {from, to}, 2},
+		{"profile_types", "/api/v1/profile_types", {from, to}, 2},
 		{"one profile flamegraph", "/api/v1/profiles/1/flamegraph", {NULL}, 0},
 		{"one profile pprof", "/api/v1/profiles/1/pprof", {NULL}, 0},
 	};

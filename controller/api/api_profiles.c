@@ -15,6 +15,7 @@
 #include "pprof_codec.h"
 #include "profstore/flame.h"
 #include "profstore/profstore.h"
+#include "profstore/views.h"
 #include "store.h"
 
 #define NS_PER_MS 1000000LL
@@ -89,6 +90,47 @@ static bool arg_range(const struct pf_api_request *req, struct pf_api_response *
 	return true;
 }
 
+/* A filter with the storage of its match= pairs. */
+struct qfilter {
+	struct pf_profile_filter f;
+	struct pf_profile_kv kv[PF_PROFILE_MATCH_MAX];
+	char keys[PF_PROFILE_MATCH_MAX][PF_PROFILE_ATTR_MAX_BYTES + 1];
+};
+
+/* Every match=<key>=<value> (decoded), at most PF_PROFILE_MATCH_MAX. */
+static bool arg_match(const struct pf_api_request *req, struct pf_api_response *resp,
+		      struct qfilter *q)
+{
+	q->f.match = q->kv;
+	q->f.n_match = 0;
+	for (size_t i = 0; i < req->n_args; i++) {
+		const char *a = req->args[i];
+		if (strncmp(a, "match=", 6) != 0)
+			continue;
+		a += 6;
+		const char *eq = strchr(a, '=');
+		size_t kl = eq ? (size_t)(eq - a) : 0;
+		if (!eq || !kl || kl > PF_PROFILE_ATTR_MAX_BYTES ||
+		    strlen(eq + 1) > PF_PROFILE_ATTR_MAX_BYTES) {
+			pf_api_error(resp, 400, "invalid_argument",
+				     "match: must be <key>=<value> (key 1..%d bytes, value at most "
+				     "%d), got '%s'",
+				     PF_PROFILE_ATTR_MAX_BYTES, PF_PROFILE_ATTR_MAX_BYTES, a);
+			return false;
+		}
+		if (q->f.n_match == PF_PROFILE_MATCH_MAX) {
+			pf_api_error(resp, 400, "invalid_argument", "match: at most %d filters",
+				     PF_PROFILE_MATCH_MAX);
+			return false;
+		}
+		memcpy(q->keys[q->f.n_match], a, kl);
+		q->keys[q->f.n_match][kl] = 0;
+		q->kv[q->f.n_match] = (struct pf_profile_kv){q->keys[q->f.n_match], eq + 1};
+		q->f.n_match++;
+	}
+	return true;
+}
+
 /* The list/merge filter from the query (without the time range). */
 static bool arg_filter(const struct pf_api_request *req, struct pf_api_response *resp,
 		       struct pf_profile_filter *f)
@@ -97,6 +139,8 @@ static bool arg_filter(const struct pf_api_request *req, struct pf_api_response 
 	f->service = arg(req, "service");
 	f->agent = arg(req, "agent");
 	f->type = arg(req, "type");
+	if (!f->type || !*f->type)
+		f->type = arg(req, "profile_type");
 	f->capture_id = arg(req, "capture_id");
 	f->trigger = arg(req, "trigger");
 	f->namespace_name = arg(req, "namespace");
@@ -168,27 +212,66 @@ static json_t *meta_json(const struct pf_profile_row *r)
 
 /* ---- /profiles */
 
+struct list_ctx {
+	struct pf_store *st;
+	const struct pf_profile_filter *f;
+	json_t *arr;
+	size_t limit;
+};
+
+struct match_ctx {
+	const struct pf_profile_filter *f;
+	size_t hits;
+};
+
+static int match_kv(const char *key, const char *value, void *ud)
+{
+	struct match_ctx *m = ud;
+	for (size_t i = 0; i < m->f->n_match; i++)
+		if (strcmp(m->f->match[i].key, key) == 0 && strcmp(m->f->match[i].value, value) == 0)
+			m->hits++;
+	return 0;
+}
+
+/* Whether a profile's attribute set has every match= pair (keys are unique in a set). */
+static bool row_matches(struct pf_store *st, const struct pf_profile_filter *f, int64_t attrset)
+{
+	struct match_ctx m = {f, 0};
+	if (!f->n_match)
+		return true;
+	return attrset > 0 && pf_store_attrset_foreach(st, attrset, match_kv, &m) == 0 &&
+	       m.hits == f->n_match;
+}
+
 static int list_cb(const struct pf_profile_row *r, void *ud)
 {
+	struct list_ctx *c = ud;
+	if (!row_matches(c->st, c->f, r->attrset))
+		return 0;
 	json_t *o = meta_json(r);
-	if (!o || json_array_append_new(ud, o) < 0)
+	if (!o || json_array_append_new(c->arr, o) < 0)
 		return -ENOMEM;
-	return 0;
+	return json_array_size(c->arr) >= c->limit ? 1 : 0;
 }
 
 static void h_list(struct pf_api *api, const struct pf_api_request *req,
 		   struct pf_api_response *resp)
 {
-	struct pf_profile_filter f;
+	struct qfilter q;
+	struct pf_profile_filter *f = &q.f;
 	int64_t limit;
 
-	if (!arg_filter(req, resp, &f) ||
-	    !arg_range(req, resp, "from", "to", 0, &f.from_ns, &f.to_ns) ||
+	if (!arg_filter(req, resp, f) || !arg_match(req, resp, &q) ||
+	    !arg_range(req, resp, "from", "to", 0, &f->from_ns, &f->to_ns) ||
 	    !arg_i64(req, resp, "limit", 1, PF_API_PROF_LIST_MAX, PF_API_PROF_LIST_DEFAULT, &limit))
 		return;
-	f.limit = (size_t)limit;
+	/* with match=, rows are tested one by one: the limit is counted here */
+	f->limit = f->n_match ? 0 : (size_t)limit;
 	json_t *arr = json_array();
-	int rc = arr ? pf_store_profiles_foreach(api->store, &f, list_cb, arr) : -ENOMEM;
+	struct list_ctx c = {api->store, f, arr, (size_t)limit};
+	int rc = arr ? pf_store_profiles_foreach(api->store, f, list_cb, &c) : -ENOMEM;
+	if (rc == 1)
+		rc = 0;
 	if (rc < 0) {
 		json_decref(arr);
 		pf_api_error(resp, 500, "store_error", "%s", pf_store_last_error(api->store));
@@ -341,6 +424,8 @@ static void h_flame_one(struct pf_api *api, const struct pf_api_request *req,
 		return;
 	struct pf_flame *f = pf_flame_new((size_t)max_nodes);
 	int rc = f ? pf_flame_add_window(f, w, 0) : -ENOMEM;
+	char unit[32];
+	snprintf(unit, sizeof(unit), "%s", pf_profstore_unit(w));
 	pf_prof_window_free(w);
 	if (rc < 0) {
 		pf_flame_free(f);
@@ -348,75 +433,36 @@ static void h_flame_one(struct pf_api *api, const struct pf_api_request *req,
 		return;
 	}
 	respond_tree(resp, f, false, (uint64_t)min_value,
-		     json_pack("{s:I,s:b}", "profile", (json_int_t)id, "truncated",
-			       pf_flame_truncated(f)));
+		     json_pack("{s:s,s:I,s:b}", "unit", unit, "profile", (json_int_t)id,
+			       "truncated", pf_flame_truncated(f)));
 	pf_flame_free(f);
 }
 
-/* ---- Merged views */
+/* ---- Merged views: every matching profile (views.h); max_profiles is accepted and
+ * ignored. */
 
-struct idlist {
-	int64_t *ids;
-	size_t n, cap;
-};
-
-static int ids_cb(const struct pf_profile_row *r, void *ud)
+/* The filter of a merged view or time series: filters, range (default: the last hour, or all
+ * of time for one capture) and the type (default cpu: never add up different kinds of
+ * weight). */
+static bool arg_selection(const struct pf_api_request *req, struct pf_api_response *resp,
+			  struct qfilter *q, bool default_type)
 {
-	struct idlist *l = ud;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 256;
-		int64_t *n = realloc(l->ids, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		l->ids = n;
-		l->cap = cap;
-	}
-	l->ids[l->n++] = r->id;
-	return 0;
+	if (!arg_filter(req, resp, &q->f) || !arg_match(req, resp, q) ||
+	    !arg_range(req, resp, "from", "to", merge_span_ms(&q->f), &q->f.from_ns, &q->f.to_ns))
+		return false;
+	if (default_type && (!q->f.type || !*q->f.type))
+		q->f.type = "cpu";
+	return true;
 }
 
-struct merge_stats {
-	size_t matched, merged, failed;
-	bool scan_capped;
-};
-
-/* Merges up to max_profiles of the profiles matching f into slot of fl, evenly spread over
- * the matches (newest first order, every k-th). */
-static int merge(struct pf_api *api, struct pf_profile_filter *f, size_t max_profiles,
-		 struct pf_flame *fl, int slot, struct merge_stats *ms)
+static bool arg_ignored_cap(const struct pf_api_request *req, struct pf_api_response *resp)
 {
-	struct idlist l = {0};
-	int rc;
-
-	memset(ms, 0, sizeof(*ms));
-	f->limit = PF_API_PROF_SCAN_MAX;
-	rc = pf_store_profiles_foreach(api->store, f, ids_cb, &l);
-	if (rc < 0) {
-		free(l.ids);
-		return rc;
-	}
-	ms->matched = l.n;
-	ms->scan_capped = l.n == PF_API_PROF_SCAN_MAX;
-	size_t take = pf_min(l.n, max_profiles);
-	for (size_t i = 0; i < take; i++) {
-		/* i-th of `take` evenly spaced picks among n */
-		size_t at = (size_t)(((unsigned __int128)i * l.n) / take);
-		/* the compact flame form when stored, else the body (same tree) */
-		rc = pf_profstore_merge(api->store, l.ids[at], fl, slot);
-		if (rc == -ENOMEM)
-			break;
-		if (rc < 0) {
-			ms->failed++;
-			rc = 0;
-			continue;
-		}
-		ms->merged++;
-	}
-	free(l.ids);
-	return rc;
+	int64_t ignored;
+	return arg_i64(req, resp, "max_profiles", 1, PF_API_PROF_MERGE_MAX,
+		       PF_API_PROF_MERGE_DEFAULT, &ignored);
 }
 
-static json_t *stats_json(const struct merge_stats *ms, const char *prefix, json_t *o)
+static json_t *stats_json(const struct pf_merge_stats *ms, const char *prefix, json_t *o)
 {
 	char k[64];
 	if (!o)
@@ -428,56 +474,58 @@ static json_t *stats_json(const struct merge_stats *ms, const char *prefix, json
 	snprintf(k, sizeof(k), "%sprofiles_failed", prefix);
 	json_object_set_new(o, k, json_integer((json_int_t)ms->failed));
 	snprintf(k, sizeof(k), "%scapped", prefix);
-	json_object_set_new(o, k, json_boolean(ms->merged + ms->failed < ms->matched));
+	json_object_set_new(o, k, json_false());
 	return o;
+}
+
+static void merge_error(struct pf_api *api, struct pf_api_response *resp, int rc)
+{
+	pf_api_error(resp, 500, rc == -ENOMEM ? "internal" : "store_error", "%s",
+		     rc == -ENOMEM ? "out of memory" : pf_store_last_error(api->store));
 }
 
 static void h_flame_merged(struct pf_api *api, const struct pf_api_request *req,
 			   struct pf_api_response *resp, bool diff)
 {
-	struct pf_profile_filter f, base;
-	int64_t max_profiles, max_nodes, min_value;
-	struct merge_stats ms, bs = {0};
+	struct qfilter q, base;
+	int64_t max_nodes, min_value;
+	struct pf_merge_stats ms, bs = {0};
 
-	if (!arg_filter(req, resp, &f) ||
-	    !arg_range(req, resp, "from", "to", merge_span_ms(&f), &f.from_ns, &f.to_ns) ||
-	    !arg_i64(req, resp, "max_profiles", 1, PF_API_PROF_MERGE_MAX,
-		     PF_API_PROF_MERGE_DEFAULT, &max_profiles) ||
+	if (!arg_selection(req, resp, &q, true) || !arg_ignored_cap(req, resp) ||
 	    !arg_nodes(req, resp, &max_nodes, &min_value))
 		return;
-	if (!f.type || !*f.type)
-		f.type = "cpu"; /* never add up different kinds of weight */
-	base = f;
+	base = q;
+	base.f.match = base.kv;
 	if (diff) {
 		if (!arg(req, "base_from") || !arg(req, "base_to")) {
 			pf_api_error(resp, 400, "invalid_argument",
 				     "a diff needs base_from and base_to (unix ms)");
 			return;
 		}
-		if (!arg_range(req, resp, "base_from", "base_to", 0, &base.from_ns, &base.to_ns))
+		if (!arg_range(req, resp, "base_from", "base_to", 0, &base.f.from_ns,
+			       &base.f.to_ns))
 			return;
 	}
 	struct pf_flame *fl = pf_flame_new((size_t)max_nodes);
-	int rc = fl ? merge(api, &f, (size_t)max_profiles, fl, 0, &ms) : -ENOMEM;
+	int rc = fl ? pf_views_merge(api->store, &q.f, fl, 0, &ms) : -ENOMEM;
 	if (rc == 0 && diff)
-		rc = merge(api, &base, (size_t)max_profiles, fl, 1, &bs);
+		rc = pf_views_merge(api->store, &base.f, fl, 1, &bs);
 	if (rc < 0) {
 		pf_flame_free(fl);
-		pf_api_error(resp, 500, rc == -ENOMEM ? "internal" : "store_error", "%s",
-			     rc == -ENOMEM ? "out of memory" : pf_store_last_error(api->store));
+		merge_error(api, resp, rc);
 		return;
 	}
-	json_t *extra = json_pack("{s:I,s:I,s:s,s:b,s:I}", "from_ms",
-				  (json_int_t)(f.from_ns / NS_PER_MS), "to_ms",
-				  (json_int_t)(f.to_ns / NS_PER_MS), "type", f.type, "truncated",
-				  pf_flame_truncated(fl), "max_profiles", (json_int_t)max_profiles);
+	json_t *extra = json_pack("{s:s,s:I,s:I,s:s,s:b}", "unit", ms.unit, "from_ms",
+				  (json_int_t)(q.f.from_ns / NS_PER_MS), "to_ms",
+				  (json_int_t)(q.f.to_ns / NS_PER_MS), "type", q.f.type, "truncated",
+				  pf_flame_truncated(fl));
 	extra = stats_json(&ms, "", extra);
 	if (diff && extra) {
 		extra = stats_json(&bs, "base_", extra);
 		json_object_set_new(extra, "base_from_ms",
-				    json_integer((json_int_t)(base.from_ns / NS_PER_MS)));
+				    json_integer((json_int_t)(base.f.from_ns / NS_PER_MS)));
 		json_object_set_new(extra, "base_to_ms",
-				    json_integer((json_int_t)(base.to_ns / NS_PER_MS)));
+				    json_integer((json_int_t)(base.f.to_ns / NS_PER_MS)));
 		json_object_set_new(extra, "base_total",
 				    json_integer((json_int_t)pf_flame_total(fl, 1)));
 	}
@@ -488,27 +536,22 @@ static void h_flame_merged(struct pf_api *api, const struct pf_api_request *req,
 static void h_top(struct pf_api *api, const struct pf_api_request *req,
 		  struct pf_api_response *resp)
 {
-	struct pf_profile_filter f;
-	int64_t max_profiles, limit;
-	struct merge_stats ms;
+	struct qfilter q;
+	int64_t limit;
+	struct pf_merge_stats ms;
 
-	if (!arg_filter(req, resp, &f) ||
-	    !arg_range(req, resp, "from", "to", merge_span_ms(&f), &f.from_ns, &f.to_ns) ||
-	    !arg_i64(req, resp, "max_profiles", 1, PF_API_PROF_MERGE_MAX,
-		     PF_API_PROF_MERGE_DEFAULT, &max_profiles) ||
+	if (!arg_selection(req, resp, &q, true) || !arg_ignored_cap(req, resp) ||
 	    !arg_i64(req, resp, "limit", 1, PF_API_PROF_LIST_MAX, 50, &limit))
 		return;
-	if (!f.type || !*f.type)
-		f.type = "cpu";
 	struct pf_flame *fl = pf_flame_new(PF_API_PROF_NODES_MAX);
-	int rc = fl ? merge(api, &f, (size_t)max_profiles, fl, 0, &ms) : -ENOMEM;
+	int rc = fl ? pf_views_merge(api->store, &q.f, fl, 0, &ms) : -ENOMEM;
 	struct pf_flame_fn *fns = NULL;
 	size_t n = 0;
 	if (rc == 0)
 		rc = pf_flame_top(fl, 0, (size_t)limit, &fns, &n);
 	if (rc < 0) {
 		pf_flame_free(fl);
-		pf_api_error(resp, 500, "internal", "%s", strerror(-rc));
+		merge_error(api, resp, rc);
 		return;
 	}
 	uint64_t total = pf_flame_total(fl, 0);
@@ -520,19 +563,131 @@ static void h_top(struct pf_api *api, const struct pf_api_request *req,
 				   "self_pct", total ? 100.0 * (double)fns[i].self / (double)total : 0.0,
 				   "total_pct",
 				   total ? 100.0 * (double)fns[i].total / (double)total : 0.0));
-	json_t *o = json_pack("{s:o,s:I,s:I,s:I,s:s,s:b}", "functions", arr, "total",
-			      (json_int_t)total, "from_ms", (json_int_t)(f.from_ns / NS_PER_MS),
-			      "to_ms", (json_int_t)(f.to_ns / NS_PER_MS), "type", f.type,
-			      "truncated", pf_flame_truncated(fl));
+	json_t *o = json_pack("{s:o,s:I,s:s,s:I,s:I,s:s,s:b}", "functions", arr, "total",
+			      (json_int_t)total, "unit", ms.unit, "from_ms",
+			      (json_int_t)(q.f.from_ns / NS_PER_MS), "to_ms",
+			      (json_int_t)(q.f.to_ns / NS_PER_MS), "type", q.f.type, "truncated",
+			      pf_flame_truncated(fl));
 	free(fns);
 	pf_flame_free(fl);
 	respond_json(resp, stats_json(&ms, "", o));
+}
+
+/* ---- Time series and pickers */
+
+/* The default step: the first of these giving at most PF_API_TIMELINE_DEFAULT_POINTS. */
+static int64_t default_step(int64_t span_ms)
+{
+	static const int64_t steps[] = {1000,	 5000,	  10000,   15000,   30000,   60000,
+					300000,	 600000,  900000,  1800000, 3600000, 10800000,
+					21600000, 43200000, 86400000};
+	for (size_t i = 0; i < PF_ARRAY_SIZE(steps); i++)
+		if ((span_ms + steps[i] - 1) / steps[i] <= PF_API_TIMELINE_DEFAULT_POINTS)
+			return steps[i];
+	int64_t day = 86400000;
+	int64_t days = (span_ms + day * PF_API_TIMELINE_DEFAULT_POINTS - 1) /
+		       (day * PF_API_TIMELINE_DEFAULT_POINTS);
+	return days * day;
+}
+
+static void h_timeline(struct pf_api *api, const struct pf_api_request *req,
+		       struct pf_api_response *resp)
+{
+	struct qfilter q;
+	int64_t step;
+	char unit[32];
+
+	if (!arg_selection(req, resp, &q, true))
+		return;
+	int64_t from = q.f.from_ns / NS_PER_MS, to = q.f.to_ns / NS_PER_MS, span = to - from;
+	int64_t min_step = (span + PF_API_TIMELINE_MAX_POINTS - 1) / PF_API_TIMELINE_MAX_POINTS;
+	if (!arg_i64(req, resp, "step", 1, INT64_MAX / 2, default_step(span), &step))
+		return;
+	if (step < min_step) {
+		pf_api_error(resp, 400, "invalid_argument",
+			     "step: at least %lld ms for this range (at most %d points)",
+			     (long long)min_step, PF_API_TIMELINE_MAX_POINTS);
+		return;
+	}
+	size_t n = (size_t)((span + step - 1) / step);
+	_cleanup_free_ int64_t *pts = calloc(n ? n : 1, sizeof(*pts));
+	int rc = pts ? pf_views_timeline(api->store, &q.f, from, step, n, pts, unit) : -ENOMEM;
+	if (rc < 0) {
+		merge_error(api, resp, rc);
+		return;
+	}
+	json_t *arr = json_array();
+	for (size_t i = 0; arr && i < n; i++)
+		json_array_append_new(arr, json_pack("[I,I]", (json_int_t)(from + (int64_t)i * step),
+						     (json_int_t)pts[i]));
+	respond_json(resp, json_pack("{s:I,s:I,s:I,s:s,s:s,s:o}", "from_ms", (json_int_t)from,
+				     "to_ms", (json_int_t)to, "step_ms", (json_int_t)step, "type",
+				     q.f.type, "unit", unit, "points", arr));
+}
+
+static json_t *strings_json(char **s, size_t n)
+{
+	json_t *arr = json_array();
+	for (size_t i = 0; arr && i < n; i++)
+		json_array_append_new(arr, json_string(s[i]));
+	return arr;
+}
+
+static void h_labels(struct pf_api *api, const struct pf_api_request *req,
+		     struct pf_api_response *resp, const char *name)
+{
+	struct qfilter q;
+	char **v = NULL;
+	size_t n = 0;
+	bool more = false;
+
+	if (!arg_selection(req, resp, &q, false))
+		return;
+	int rc = pf_views_labels(api->store, &q.f, name,
+				 name ? PF_API_LABEL_VALUES_MAX : PF_API_LABELS_MAX, &v, &n, &more);
+	if (rc < 0) {
+		merge_error(api, resp, rc);
+		return;
+	}
+	json_t *o = name ? json_pack("{s:s,s:o,s:b}", "name", name, "values", strings_json(v, n),
+				     "more", more)
+			 : json_pack("{s:o,s:b}", "names", strings_json(v, n), "more", more);
+	pf_views_strings_free(v, n);
+	respond_json(resp, o);
+}
+
+static void h_types(struct pf_api *api, const struct pf_api_request *req,
+		    struct pf_api_response *resp)
+{
+	struct qfilter q;
+	char **t = NULL, **u = NULL;
+	size_t n = 0;
+
+	if (!arg_selection(req, resp, &q, false))
+		return;
+	q.f.type = NULL;
+	int rc = pf_views_types(api->store, &q.f, &t, &u, &n);
+	if (rc < 0) {
+		merge_error(api, resp, rc);
+		return;
+	}
+	json_t *arr = json_array();
+	for (size_t i = 0; arr && i < n; i++)
+		json_array_append_new(arr, json_pack("{s:s,s:s}", "type", t[i], "unit", u[i]));
+	pf_views_strings_free(t, n);
+	pf_views_strings_free(u, n);
+	respond_json(resp, json_pack("{s:o}", "types", arr));
 }
 
 /* ---- Routing */
 
 bool pf_api_profiles_match(const char seg[][160], size_t n)
 {
+	if (n == 1 && (strcmp(seg[0], "labels") == 0 || strcmp(seg[0], "timeline") == 0 ||
+		       strcmp(seg[0], "profile_types") == 0))
+		return true;
+	if (n == 3 && strcmp(seg[0], "labels") == 0 && strcmp(seg[2], "values") == 0)
+		return true;
 	if (n >= 1 && n <= 3 && strcmp(seg[0], "profiles") == 0)
 		return n < 3 || strcmp(seg[2], "pprof") == 0 || strcmp(seg[2], "flamegraph") == 0;
 	if (n == 1 && (strcmp(seg[0], "flamegraph") == 0 || strcmp(seg[0], "top") == 0))
@@ -580,6 +735,12 @@ void pf_api_profiles_handle(struct pf_api *api, const struct pf_api_request *req
 	}
 	if (strcmp(seg[0], "top") == 0)
 		return h_top(api, req, resp);
+	if (strcmp(seg[0], "timeline") == 0)
+		return h_timeline(api, req, resp);
+	if (strcmp(seg[0], "profile_types") == 0)
+		return h_types(api, req, resp);
+	if (strcmp(seg[0], "labels") == 0)
+		return h_labels(api, req, resp, n == 3 ? seg[1] : NULL);
 	if (strcmp(seg[0], "flamegraph") == 0)
 		return h_flame_merged(api, req, resp, n == 2);
 	if (n == 1)

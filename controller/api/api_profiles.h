@@ -9,9 +9,13 @@
  *   GET /api/v1/flamegraph?service=&agent=&type=&from=&to=&max_profiles=&max_nodes=&min_value=
  *   GET /api/v1/top?service=&agent=&type=&from=&to=&limit=&max_profiles=
  *   GET /api/v1/flamegraph/diff?service=&agent=&type=&from=&to=&base_from=&base_to=&...
- * Times are unix milliseconds. Merged views read at most max_profiles profiles (default
- * PF_API_PROF_MERGE_DEFAULT, at most PF_API_PROF_MERGE_MAX), spread evenly over the matches,
- * and say how many matched and how many were merged. */
+ *   GET /api/v1/timeline?from=&to=&step=&type=...  summed weight per step
+ *   GET /api/v1/labels?from=&to=...                resource attribute keys seen
+ *   GET /api/v1/labels/{name}/values?from=&to=...  values of one key
+ *   GET /api/v1/profile_types?from=&to=            types present, with units
+ * Times are unix milliseconds. `profile_type` is an alias of `type`; repeated
+ * match=<key>=<value> filter on resource attributes. Merged views merge every matching
+ * profile (profstore/views.h); max_profiles is accepted (validated) and ignored. */
 #ifndef PF_API_PROFILES_H
 #define PF_API_PROFILES_H
 
@@ -28,6 +32,10 @@
 #define PF_API_PROF_NODES_DEFAULT 50000
 #define PF_API_PROF_NODES_MAX 1000000
 #define PF_API_PROF_RANGE_DEFAULT_MS (3600 * 1000) /* from defaults to to - 1 h */
+#define PF_API_TIMELINE_DEFAULT_POINTS 1000
+#define PF_API_TIMELINE_MAX_POINTS 10000
+#define PF_API_LABELS_MAX 1000       /* names per answer ("more": true beyond) */
+#define PF_API_LABEL_VALUES_MAX 1000 /* values per answer */
 
 /* Whether the path segments after /api/v1/ name one of the routes above. */
 bool pf_api_profiles_match(const char seg[][160], size_t n);

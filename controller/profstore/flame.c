@@ -20,6 +20,7 @@
 struct node {
 	uint32_t name;
 	uint32_t parent;
+	uint8_t kind; /* enum pf_frame_kind of the frame that made the node, PF_FLAME_KIND_NONE */
 	uint64_t total[PF_FLAME_SLOTS];
 	uint64_t self[PF_FLAME_SLOTS];
 };
@@ -140,7 +141,8 @@ static int child_tab_grow(struct pf_flame *f)
 }
 
 /* The child `name` of parent, created when missing; NONE when the node cap is reached. */
-static int child(struct pf_flame *f, uint32_t parent, uint32_t name, uint32_t *out)
+static int child(struct pf_flame *f, uint32_t parent, uint32_t name, uint8_t kind,
+		 uint32_t *out)
 {
 	if ((f->n_nodes + 1) * 10 >= f->child_tab_cap * 7 && child_tab_grow(f) < 0)
 		return -ENOMEM;
@@ -170,6 +172,7 @@ static int child(struct pf_flame *f, uint32_t parent, uint32_t name, uint32_t *o
 	memset(nd, 0, sizeof(*nd));
 	nd->name = name;
 	nd->parent = parent;
+	nd->kind = kind;
 	f->child_tab[j] = (uint32_t)f->n_nodes + 1;
 	*out = (uint32_t)f->n_nodes++;
 	return 0;
@@ -190,6 +193,7 @@ struct pf_flame *pf_flame_new(size_t max_nodes)
 		goto oom;
 	f->nodes[0].name = root_name;
 	f->nodes[0].parent = NONE;
+	f->nodes[0].kind = PF_FLAME_KIND_NONE;
 	f->n_nodes = 1;
 	return f;
 oom:
@@ -213,8 +217,8 @@ void pf_flame_free(struct pf_flame *f)
 }
 
 /* Walks/extends the path of interned names from the root and adds weight along it. */
-static int add_path(struct pf_flame *f, const uint32_t *names, size_t n, uint64_t weight,
-		    int slot)
+static int add_path(struct pf_flame *f, const uint32_t *names, const uint8_t *kinds, size_t n,
+		    uint64_t weight, int slot)
 {
 	uint32_t cur = 0;
 	int rc;
@@ -222,7 +226,7 @@ static int add_path(struct pf_flame *f, const uint32_t *names, size_t n, uint64_
 	f->nodes[0].total[slot] += weight;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t next;
-		rc = child(f, cur, names[i], &next);
+		rc = child(f, cur, names[i], kinds ? kinds[i] : PF_FLAME_KIND_NONE, &next);
 		if (rc < 0)
 			return rc;
 		if (next == NONE)
@@ -248,7 +252,23 @@ int pf_flame_add_stack(struct pf_flame *f, const char *const *names, size_t n, u
 		if (rc < 0)
 			return rc;
 	}
-	return add_path(f, ids, n, weight, slot);
+	return add_path(f, ids, NULL, n, weight, slot);
+}
+
+int pf_flame_name(struct pf_flame *f, const char *s, size_t n, uint32_t *id)
+{
+	return intern(f, s, strnlen(s, pf_min(n, (size_t)PF_FLAME_NAME_MAX - 1)), id);
+}
+
+int pf_flame_add_path(struct pf_flame *f, const uint32_t *names, const uint8_t *kinds, size_t n,
+		      uint64_t weight, int slot)
+{
+	if (slot < 0 || slot >= PF_FLAME_SLOTS || (!names && n))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (names[i] >= f->n_names)
+			return -EINVAL;
+	return add_path(f, names, kinds, n, weight, slot);
 }
 
 static const char *basename_of(const char *p)
@@ -282,7 +302,8 @@ void pf_flame_frame_name(const struct pf_prof_process *p, const struct pf_prof_f
 struct path_walk {
 	void *ctx;
 	int (*name)(void *ctx, const char *s, size_t n, uint32_t *id);
-	int (*path)(void *ctx, const uint32_t *ids, uint32_t n, uint64_t count);
+	int (*path)(void *ctx, const uint32_t *ids, const uint8_t *kinds, uint32_t n,
+		    uint64_t count);
 	uint32_t max_depth;
 };
 
@@ -314,6 +335,7 @@ static int walk_paths(const struct pf_prof_process *p, const struct path_walk *w
 {
 	_cleanup_free_ uint32_t *fnames = malloc((p->n_frames ? p->n_frames : 1) * sizeof(uint32_t));
 	_cleanup_free_ uint32_t *path = NULL;
+	_cleanup_free_ uint8_t *kinds = NULL;
 	size_t path_cap = 0;
 	int rc;
 
@@ -341,6 +363,10 @@ static int walk_paths(const struct pf_prof_process *p, const struct path_walk *w
 			if (!np)
 				return -ENOMEM;
 			path = np;
+			uint8_t *nk = realloc(kinds, depth);
+			if (!nk)
+				return -ENOMEM;
+			kinds = nk;
 			path_cap = depth;
 		}
 		/* Leaf first in the window, root first in the tree. */
@@ -350,6 +376,7 @@ static int walk_paths(const struct pf_prof_process *p, const struct path_walk *w
 			const struct pf_prof_frame *fr = &p->frames[fi];
 			if ((rc = frame_name_id(p, wk, fi, &fnames[fi])) < 0)
 				return rc;
+			kinds[n] = fr->kind;
 			path[n++] = fnames[fi];
 			for (uint32_t j = fr->inlined ? fr->n_inlined : 0; j-- > 0;) {
 				const char *in = fr->inlined[j].function;
@@ -358,10 +385,10 @@ static int walk_paths(const struct pf_prof_process *p, const struct path_walk *w
 				rc = wk->name(wk->ctx, in, strnlen(in, PF_FLAME_NAME_MAX - 1), &path[n]);
 				if (rc < 0)
 					return rc;
-				n++;
+				kinds[n++] = fr->kind;
 			}
 		}
-		rc = wk->path(wk->ctx, path, (uint32_t)n, s->count);
+		rc = wk->path(wk->ctx, path, kinds, (uint32_t)n, s->count);
 		if (rc < 0)
 			return rc;
 	}
@@ -378,10 +405,11 @@ static int tree_name(void *ctx, const char *s, size_t n, uint32_t *id)
 	return intern(((struct tree_add *)ctx)->f, s, n, id);
 }
 
-static int tree_path(void *ctx, const uint32_t *ids, uint32_t n, uint64_t count)
+static int tree_path(void *ctx, const uint32_t *ids, const uint8_t *kinds, uint32_t n,
+		     uint64_t count)
 {
 	struct tree_add *t = ctx;
-	return add_path(t->f, ids, n, count, t->slot);
+	return add_path(t->f, ids, kinds, n, count, t->slot);
 }
 
 /* One process's samples into the tree. */
@@ -519,6 +547,8 @@ static int node_open(const struct pf_flame *f, uint32_t i, bool diff, bool has_k
 
 	if (rc == 0)
 		rc = json_str(out, f->names[nd->name]);
+	if (rc == 0 && nd->kind != PF_FLAME_KIND_NONE)
+		rc = pf_buf_printf(out, ",\"type\":\"%s\"", pf_frame_kind_name(nd->kind));
 	if (rc == 0)
 		rc = pf_buf_printf(out, ",\"value\":%" PRIu64, nd->total[0]);
 	if (rc == 0 && diff)
@@ -717,29 +747,37 @@ static int cenc_name(void *ctx, const char *s, size_t n, uint32_t *id)
 	return 0;
 }
 
+/* The summed weight of distinct stack idx (just interned: added), in a growing array. */
+static int weight_add(uint64_t **w, size_t *cap, int32_t idx, bool added, uint64_t weight)
+{
+	if (!added) {
+		(*w)[idx] += weight; /* wraps like the tree's sums: same result mod 2^64 */
+		return 0;
+	}
+	if ((size_t)idx >= *cap) {
+		size_t c = *cap ? *cap * 2 : 256;
+		uint64_t *nw = realloc(*w, c * sizeof(*nw));
+		if (!nw)
+			return -ENOMEM;
+		*w = nw;
+		*cap = c;
+	}
+	(*w)[idx] = weight;
+	return 0;
+}
+
 /* Adds weight to the distinct stack path[0..n). */
-static int cenc_path(void *ctx, const uint32_t *path, uint32_t n, uint64_t weight)
+static int cenc_path(void *ctx, const uint32_t *path, const uint8_t *kinds, uint32_t n,
+		     uint64_t weight)
 {
 	struct cenc *e = ctx;
+	(void)kinds; /* the compact form has no frame kinds */
 	int32_t idx;
 	bool added;
 	int rc = pb_intern(&e->stacks, path, n * sizeof(*path), &idx, &added);
 	if (rc < 0)
 		return rc;
-	if (!added) {
-		e->weights[idx] += weight; /* wraps like the tree's sums: same result mod 2^64 */
-		return 0;
-	}
-	if ((size_t)idx >= e->cap_weights) {
-		size_t cap = e->cap_weights ? e->cap_weights * 2 : 256;
-		uint64_t *nw = realloc(e->weights, cap * sizeof(*nw));
-		if (!nw)
-			return -ENOMEM;
-		e->weights = nw;
-		e->cap_weights = cap;
-	}
-	e->weights[idx] = weight;
-	return 0;
+	return weight_add(&e->weights, &e->cap_weights, idx, added, weight);
 }
 
 /* The same walk as process_add(): the same samples, names and order. */
@@ -917,9 +955,142 @@ int pf_flame_add_compact(struct pf_flame *f, const void *blob, size_t len, int s
 			pb_varint_read(&p, end, &id);
 			path[depth++] = map[id];
 		}
-		rc = add_path(f, path, depth, w, slot);
+		rc = add_path(f, path, NULL, depth, w, slot);
 		if (rc < 0)
 			return rc;
 	}
 	return 0;
+}
+
+/* ---- Distinct paths (flame.h). The same walk again, interning (kind, name) pairs and the
+ * root-first id arrays in first-occurrence order. */
+
+struct penc {
+	struct pb_intern names;	 /* kind byte + name bytes -> name index */
+	struct pb_intern stacks; /* root-first name indices -> stack index */
+	uint64_t *weights;
+	size_t cap_weights;
+};
+
+/* walk_paths() asks names before it fills the path's kinds, frame by frame: the kind of the
+ * name is known only afterwards. So names are interned without kind here and the pair is
+ * made in penc_path, once the path's kinds are known. */
+static int penc_name(void *ctx, const char *s, size_t n, uint32_t *id)
+{
+	struct penc *e = ctx;
+	int32_t idx;
+	int rc = pb_intern(&e->names, s, n, &idx, NULL);
+	if (rc < 0)
+		return rc;
+	*id = (uint32_t)idx;
+	return 0;
+}
+
+static int penc_path(void *ctx, const uint32_t *ids, const uint8_t *kinds, uint32_t n,
+		     uint64_t weight)
+{
+	struct penc *e = ctx;
+	_cleanup_free_ uint64_t *key = malloc((n ? n : 1) * sizeof(*key));
+	int32_t idx;
+	bool added;
+
+	if (!key)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++)
+		key[i] = (uint64_t)ids[i] << 8 | kinds[i];
+	int rc = pb_intern(&e->stacks, key, n * sizeof(*key), &idx, &added);
+	if (rc < 0)
+		return rc;
+	return weight_add(&e->weights, &e->cap_weights, idx, added, weight);
+}
+
+void pf_flame_paths_release(struct pf_flame_paths *ps)
+{
+	if (!ps)
+		return;
+	for (size_t i = 0; i < ps->n_frames; i++)
+		free(ps->frames[i].name);
+	free(ps->frames);
+	free(ps->stacks);
+	free(ps->ids);
+	memset(ps, 0, sizeof(*ps));
+}
+
+/* A frame of the output: each (name, kind) pair once. */
+static int paths_frame(struct pf_flame_paths *ps, struct pb_intern *pairs, const struct penc *e,
+		       uint64_t key, uint32_t *out)
+{
+	int32_t idx;
+	bool added;
+	int rc = pb_intern(pairs, &key, sizeof(key), &idx, &added);
+	if (rc < 0)
+		return rc;
+	*out = (uint32_t)idx;
+	if (!added)
+		return 0;
+	uint32_t ni = (uint32_t)(key >> 8);
+	struct pf_flame_path_frame *fr = &ps->frames[ps->n_frames];
+	fr->name = malloc(e->names.len[ni] + 1);
+	if (!fr->name)
+		return -ENOMEM;
+	memcpy(fr->name, e->names.keys.data + e->names.off[ni], e->names.len[ni]);
+	fr->name[e->names.len[ni]] = 0;
+	fr->kind = (uint8_t)key;
+	ps->n_frames++;
+	return 0;
+}
+
+static int paths_collect(struct pf_flame_paths *ps, const struct penc *e)
+{
+	struct pb_intern pairs;
+	size_t total = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < e->stacks.n; i++)
+		total += e->stacks.len[i] / sizeof(uint64_t);
+	ps->stacks = calloc(e->stacks.n ? e->stacks.n : 1, sizeof(*ps->stacks));
+	ps->ids = malloc((total ? total : 1) * sizeof(*ps->ids));
+	/* at most one frame per path entry */
+	ps->frames = calloc(total ? total : 1, sizeof(*ps->frames));
+	if (!ps->stacks || !ps->ids || !ps->frames)
+		return -ENOMEM;
+	pb_intern_init(&pairs, 0);
+	size_t at = 0;
+	for (size_t i = 0; rc == 0 && i < e->stacks.n; i++) {
+		const uint8_t *k = e->stacks.keys.data + e->stacks.off[i];
+		uint32_t n = (uint32_t)(e->stacks.len[i] / sizeof(uint64_t));
+		ps->stacks[i] = (struct pf_flame_path){.ids = ps->ids + at, .n = n,
+						       .weight = e->weights[i]};
+		for (uint32_t j = 0; rc == 0 && j < n; j++) {
+			uint64_t key;
+			memcpy(&key, k + j * sizeof(key), sizeof(key));
+			rc = paths_frame(ps, &pairs, e, key, &ps->ids[at++]);
+		}
+	}
+	ps->n_stacks = e->stacks.n;
+	pb_intern_release(&pairs);
+	return rc;
+}
+
+int pf_flame_paths_build(const struct pf_prof_process *p, struct pf_flame_paths *ps)
+{
+	struct penc e = {0};
+	struct path_walk wk = {.ctx = &e, .name = penc_name, .path = penc_path,
+			       .max_depth = PF_FLAME_COMPACT_MAX_DEPTH};
+	int rc;
+
+	memset(ps, 0, sizeof(*ps));
+	if (!p)
+		return -EINVAL;
+	pb_intern_init(&e.names, 0);
+	pb_intern_init(&e.stacks, 0);
+	rc = walk_paths(p, &wk);
+	if (rc == 0)
+		rc = paths_collect(ps, &e);
+	pb_intern_release(&e.names);
+	pb_intern_release(&e.stacks);
+	free(e.weights);
+	if (rc < 0)
+		pf_flame_paths_release(ps);
+	return rc;
 }

@@ -25,6 +25,8 @@
 #define PF_FLAME_ROOT "all"
 #define PF_FLAME_SLOTS 2
 #define PF_FLAME_NAME_MAX 512 /* frame names are cut to this many bytes */
+/* A node's kind when no frame kind is known (compact forms carry none): no "type" in JSON. */
+#define PF_FLAME_KIND_NONE 0xffu
 
 struct pf_flame;
 
@@ -38,6 +40,39 @@ int pf_flame_add_window(struct pf_flame *f, const struct pf_prof_window *w, int 
 /* Adds one stack given root first (names[0] is the outermost caller, names[n-1] the leaf). */
 int pf_flame_add_stack(struct pf_flame *f, const char *const *names, size_t n, uint64_t weight,
 		       int slot);
+
+/* Interns a frame name into f (cut to PF_FLAME_NAME_MAX - 1 bytes) for pf_flame_add_path. */
+int pf_flame_name(struct pf_flame *f, const char *s, size_t n, uint32_t *id);
+/* Adds one path of interned names root first; kinds (may be NULL: unknown) gives each
+ * frame's enum pf_frame_kind, which a node takes from the path that creates it. -EINVAL for an
+ * id f never gave. */
+int pf_flame_add_path(struct pf_flame *f, const uint32_t *names, const uint8_t *kinds, size_t n,
+		      uint64_t weight, int slot);
+
+/* ---- Distinct paths: what pf_flame_add_window() would add for one process, as the distinct
+ * (name, kind) frames and the distinct root-first paths over them with their summed weights,
+ * both in first-occurrence order (the profile store keeps stacks in this form). Adding each
+ * path once with pf_flame_add_path gives the tree pf_flame_add_window() gives (node cap
+ * aside: then which nodes exist depends on the order of insertion). */
+struct pf_flame_path_frame {
+	char *name; /* display name (pf_flame_frame_name), at most PF_FLAME_NAME_MAX - 1 bytes */
+	uint8_t kind;
+};
+struct pf_flame_path {
+	const uint32_t *ids; /* indices into frames, root first */
+	uint32_t n;
+	uint64_t weight; /* > 0 */
+};
+struct pf_flame_paths {
+	size_t n_frames, n_stacks;
+	struct pf_flame_path_frame *frames;
+	struct pf_flame_path *stacks;
+	uint32_t *ids; /* storage of the paths */
+};
+/* 0; -EINVAL for an index out of range in p, -E2BIG for a stack deeper than
+ * PF_FLAME_COMPACT_MAX_DEPTH, -ENOMEM. ps is empty on error. */
+int pf_flame_paths_build(const struct pf_prof_process *p, struct pf_flame_paths *ps);
+void pf_flame_paths_release(struct pf_flame_paths *ps);
 
 /* The name a frame gets in the tree: the function name, else "<mapping basename>+0x<file
  * offset>", else "0x<address>". Writes at most len bytes (NUL included). */
@@ -75,7 +110,8 @@ size_t pf_flame_node_count(const struct pf_flame *f);
 bool pf_flame_truncated(const struct pf_flame *f);
 
 /* Appends the tree as JSON: {"name":"all","value":N,"children":[...]} with children sorted by
- * name and leaves without "children". With diff, every node also has "base" (slot 1) and
+ * name and leaves without "children"; a node made from a frame of known kind has "type" (its
+ * profile.frame.type: "native", "kernel", "go", "cpython") before "value". With diff, every node also has "base" (slot 1) and
  * "delta" = value - round(base * total / base_total) (base scaled to the same total, so a
  * range with more samples overall does not turn everything red; = value when the base is
  * empty). min_value > 0 leaves out nodes whose value and base are both below it. 0, -E2BIG

@@ -149,7 +149,7 @@ static const char *base_name(const char *p)
 	return s ? s + 1 : p;
 }
 
-static atomic_uint compact_flags = PF_PROFSTORE_COMPACT_WRITE | PF_PROFSTORE_COMPACT_READ;
+static atomic_uint compact_flags = PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_STACKS;
 
 void pf_profstore_set_compact(unsigned flags)
 {
@@ -161,12 +161,85 @@ unsigned pf_profstore_compact(void)
 	return atomic_load(&compact_flags);
 }
 
+const char *pf_profstore_unit(const struct pf_prof_window *w)
+{
+	if (!w->n_sample_types)
+		return "samples";
+	const struct pf_prof_value_type *t = &w->sample_types[0];
+	if (t->type && strcmp(t->type, "samples") == 0)
+		return "samples";
+	return t->unit && *t->unit ? t->unit : "";
+}
+
+const char *pf_profstore_unit_guess(const char *type, const char *unit)
+{
+	if (unit && *unit)
+		return unit;
+	if (!type || !strcmp(type, "cpu") || !strcmp(type, "samples"))
+		return "samples";
+	if (!strcmp(type, "off_cpu") || !strcmp(type, "wall"))
+		return "nanoseconds";
+	if (strstr(type, "space") || strstr(type, "bytes"))
+		return "bytes";
+	return "count";
+}
+
+/* A stored profile's content (store.h): its attributes and distinct frame paths. */
+struct content {
+	struct pf_flame_paths paths;
+	struct pf_profile_frame *frames;
+	struct pf_profile_stack *stacks;
+	struct pf_profile_kv *attrs;
+};
+
+static void content_release(struct content *c)
+{
+	pf_flame_paths_release(&c->paths);
+	free(c->frames);
+	free(c->stacks);
+	free(c->attrs);
+	memset(c, 0, sizeof(*c));
+}
+
+/* Fills row's content fields from p (they point into c). -ENOMEM, or the walk's error. */
+static int content_fill(const struct pf_prof_window *w, const struct pf_prof_process *p,
+			struct content *c, struct pf_profile_row *row)
+{
+	int rc = pf_flame_paths_build(p, &c->paths);
+	if (rc < 0)
+		return rc;
+	size_t nf = c->paths.n_frames, ns = c->paths.n_stacks;
+	c->frames = malloc((nf ? nf : 1) * sizeof(*c->frames));
+	c->stacks = malloc((ns ? ns : 1) * sizeof(*c->stacks));
+	c->attrs = malloc((p->n_attrs ? p->n_attrs : 1) * sizeof(*c->attrs));
+	if (!c->frames || !c->stacks || !c->attrs)
+		return -ENOMEM;
+	for (size_t i = 0; i < nf; i++)
+		c->frames[i] = (struct pf_profile_frame){c->paths.frames[i].name,
+							 c->paths.frames[i].kind};
+	for (size_t i = 0; i < ns; i++)
+		c->stacks[i] = (struct pf_profile_stack){c->paths.stacks[i].ids,
+							 c->paths.stacks[i].n,
+							 c->paths.stacks[i].weight};
+	for (size_t i = 0; i < p->n_attrs; i++)
+		c->attrs[i] = (struct pf_profile_kv){p->attrs[i].key, p->attrs[i].value};
+	row->attrs = c->attrs;
+	row->n_attrs = p->n_attrs;
+	row->frames = c->frames;
+	row->n_frames = nf;
+	row->stacks = c->stacks;
+	row->n_stacks = ns;
+	row->unit = pf_profstore_unit(w);
+	return 0;
+}
+
 /* One stored profile being prepared. */
 struct prep {
 	struct pf_profile_row row;
 	struct pf_buf body;
 	struct pf_buf flame;
 	struct pf_profile_link *links;
+	struct content content;
 };
 
 static void prep_release(struct prep *p)
@@ -174,6 +247,7 @@ static void prep_release(struct prep *p)
 	pf_buf_release(&p->body);
 	pf_buf_release(&p->flame);
 	free(p->links);
+	content_release(&p->content);
 }
 
 /* Encodes process i of w alone and gzips it; fills the row. -ENODATA for a profile without
@@ -206,6 +280,15 @@ static int prepare_one(const struct pf_prof_window *w, size_t i, int64_t now_ms,
 	rc = collect_links(p, &pp->links, &pp->row.n_link_entries);
 	if (rc < 0)
 		return rc;
+	if (pf_profstore_compact() & PF_PROFSTORE_STACKS) {
+		rc = content_fill(w, p, &pp->content, &pp->row);
+		if (rc == -ENOMEM)
+			return rc;
+		if (rc < 0) { /* the tree fails on it the same way: no content */
+			content_release(&pp->content);
+			pp->row.n_stacks = pp->row.n_frames = pp->row.n_attrs = 0;
+		}
+	}
 	/* Over the cap or not encodable: no compact form, the views decode the body. */
 	if (pf_profstore_compact() & PF_PROFSTORE_COMPACT_WRITE) {
 		struct pf_buf form;
@@ -489,3 +572,42 @@ int pf_profstore_merge(struct pf_store *st, int64_t id, struct pf_flame *f, int 
 	pf_prof_window_free(w);
 	return rc;
 }
+
+/* ---- Conversion of profiles stored before the content tables. */
+
+struct conv {
+	struct pf_prof_window *w;
+	struct content c;
+};
+
+static int conv_fill(void *ud, struct pf_store *st, int64_t id, struct pf_profile_row *row)
+{
+	struct conv *cv = ud;
+	int rc = pf_profstore_load(st, id, &cv->w, NULL);
+
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc < 0 || !cv->w->n_processes)
+		return -EBADMSG;
+	row->type = pf_profstore_type(cv->w);
+	row->start_ns = (int64_t)pf_min(cv->w->start_unix_ns, (uint64_t)INT64_MAX);
+	rc = content_fill(cv->w, &cv->w->processes[0], &cv->c, row);
+	return rc == -ENOMEM ? rc : rc < 0 ? -EBADMSG : 0;
+}
+
+static void conv_done(void *ud, struct pf_profile_row *row)
+{
+	struct conv *cv = ud;
+	(void)row;
+	content_release(&cv->c);
+	pf_prof_window_free(cv->w);
+	cv->w = NULL;
+}
+
+int pf_profstore_convert(struct pf_store *st, size_t max_rows, size_t *converted)
+{
+	struct conv cv = {0};
+	struct pf_profile_converter c = {.fill = conv_fill, .done = conv_done, .ud = &cv};
+	return pf_store_profiles_convert(st, max_rows, &c, converted);
+}
+

@@ -22,6 +22,11 @@
  *    not stored again (res->duplicates).
  *  - a store failure is 503 (retryable per OTLP) with a Status {code 14 UNAVAILABLE}.
  *
+ * Content: with PF_PROFSTORE_STACKS (the default) each profile's distinct frame paths
+ * (flame.h pf_flame_paths_build), its resource attributes and unit go to the store's content
+ * tables (store.h), which the merged views read (views.h); the body stays for single-profile
+ * views and pprof downloads.
+ *
  * Metadata taken from the resource attributes: service.name, process.pid,
  * process.executable.name (else the basename of process.executable.path), host.name,
  * profleet.agent.uid (the instance uid of the sending profleet agent; "" from other senders);
@@ -111,15 +116,28 @@ struct pf_flame;
  * -EINVAL, -EIO...). */
 int pf_profstore_merge(struct pf_store *st, int64_t id, struct pf_flame *f, int slot);
 
-/* Process-wide switch (tests and profstore-bench compare both paths): WRITE = ingest stores
- * compact forms, READ = pf_profstore_merge() uses them. Both by default. */
+/* Process-wide switch (tests and profstore-bench compare the paths): WRITE = ingest stores
+ * compact forms, READ = pf_profstore_merge() uses them, STACKS = ingest stores the profile's
+ * content (store.h: frames and stacks once, packed (stack, weight) pairs, rollups), which
+ * the merged views (views.h) read. READ and STACKS by default. */
 #define PF_PROFSTORE_COMPACT_WRITE 1u
 #define PF_PROFSTORE_COMPACT_READ 2u
+#define PF_PROFSTORE_STACKS 4u
 void pf_profstore_set_compact(unsigned flags);
 unsigned pf_profstore_compact(void);
 
 /* The profile type name of a window (see above); never NULL. */
 const char *pf_profstore_type(const struct pf_prof_window *w);
+/* The unit of a window's weights: "samples" for the implicit CPU profile and a "samples"
+ * sample type, else the first sample type's unit ("bytes", "nanoseconds", "count"; "" when
+ * none). And the unit to show for a stored type: unit when not empty, else the usual one of
+ * that type (profiles stored before units were kept). */
+const char *pf_profstore_unit(const struct pf_prof_window *w);
+const char *pf_profstore_unit_guess(const char *type, const char *unit);
+
+/* Converts up to max_rows profiles stored before the content tables from their bodies
+ * (store.h pf_store_profiles_convert; the retention timer runs it). 1 while more wait. */
+int pf_profstore_convert(struct pf_store *st, size_t max_rows, size_t *converted);
 
 /* Encodes an ExportProfilesServiceResponse (rejected 0 and msg NULL: the empty message) and
  * a google.rpc.Status; exposed for tests. */

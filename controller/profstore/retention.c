@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "pf/log.h"
+#include "profstore.h"
 
 struct pf_retention {
 	struct pf_store *st;
@@ -18,6 +19,7 @@ struct pf_retention {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	bool stop, kick;
+	bool converted_all; /* the thread's own: no profile left to convert */
 	struct pf_retention_stats stats;
 };
 
@@ -26,6 +28,40 @@ static int64_t wall_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool stopping(struct pf_retention *r)
+{
+	pthread_mutex_lock(&r->mu);
+	bool stop = r->stop;
+	pthread_mutex_unlock(&r->mu);
+	return stop;
+}
+
+/* Profiles stored before the content tables, rewritten from their bodies a batch at a time
+ * (each in its own short transaction) until none is left. */
+static void convert(struct pf_retention *r)
+{
+	uint64_t total = 0;
+	int rc;
+
+	if (r->converted_all)
+		return;
+	do {
+		size_t n = 0;
+		rc = pf_profstore_convert(r->st, PF_RETENTION_CONVERT_BATCH, &n);
+		total += n;
+	} while (rc == 1 && !stopping(r));
+	pthread_mutex_lock(&r->mu);
+	r->stats.converted += total;
+	pthread_mutex_unlock(&r->mu);
+	if (rc < 0)
+		pf_log_warn("profile store: converting stored profiles: %s",
+			    pf_store_last_error(r->st));
+	else if (total)
+		pf_log_info("profile store: converted %llu profiles stored before schema 12",
+			    (unsigned long long)total);
+	r->converted_all = rc == 0;
 }
 
 static void pass(struct pf_retention *r)
@@ -53,6 +89,7 @@ static void pass(struct pf_retention *r)
 		pf_log_warn("profile retention: %s", pf_store_last_error(r->st));
 	else if (total)
 		pf_log_debug("profile retention: deleted %llu profiles", (unsigned long long)total);
+	convert(r);
 }
 
 static void *run(void *arg)

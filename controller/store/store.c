@@ -304,6 +304,35 @@ static const struct store_migration migrations[] = {
 		"ALTER TABLE tokens ADD COLUMN agent_uid BLOB CHECK (length(agent_uid) = 16);"
 		"CREATE INDEX tokens_agent ON tokens (agent_uid);",
 	 .pg = PG_STEP_11},
+	/* 11 -> 12: the profile store keyed by content (store_stacks.c): frames (display name
+	 * and kind), stacks (frame ids root first) and resource attribute sets stored once,
+	 * each keyed by a SHA-256 of its content; per profile its attribute set, unit and a
+	 * packed (stack id, value) array; per-minute and per-hour rollups per (type, attribute
+	 * set) kept at ingest. Profiles stored before this step keep attrset 0 until retention's
+	 * conversion pass rewrites them (their bodies stay readable meanwhile). */
+	{.sqlite =
+		"CREATE TABLE prof_frames (id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE,"
+		" kind INTEGER NOT NULL, name TEXT NOT NULL) STRICT;"
+		"CREATE TABLE prof_stacks (id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE,"
+		" frames BLOB NOT NULL) STRICT;"
+		"CREATE TABLE prof_attrsets (id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE,"
+		" attrs BLOB NOT NULL) STRICT;"
+		"CREATE TABLE profile_samples (id INTEGER PRIMARY KEY REFERENCES profiles (id)"
+		" ON DELETE CASCADE, data BLOB NOT NULL) STRICT;"
+		"CREATE TABLE profile_rollups (id INTEGER PRIMARY KEY, res INTEGER NOT NULL,"
+		" slot INTEGER NOT NULL, type TEXT NOT NULL, attrset INTEGER NOT NULL,"
+		" profiles INTEGER NOT NULL, total INTEGER NOT NULL, data BLOB NOT NULL) STRICT;"
+		"CREATE UNIQUE INDEX profile_rollups_key ON profile_rollups (res, type, slot, attrset);"
+		"CREATE INDEX profile_rollups_slot ON profile_rollups (slot);"
+		"CREATE INDEX profile_rollups_totals ON profile_rollups"
+		" (res, type, slot, attrset, profiles, total);"
+		"CREATE TABLE profile_types (type TEXT PRIMARY KEY, unit TEXT NOT NULL) STRICT;"
+		"INSERT OR IGNORE INTO profile_types (type, unit) SELECT DISTINCT type, '' FROM profiles;"
+		"ALTER TABLE profiles ADD COLUMN attrset INTEGER NOT NULL DEFAULT 0;"
+		"ALTER TABLE profiles ADD COLUMN unit TEXT NOT NULL DEFAULT '';"
+		"CREATE INDEX profiles_type_start ON profiles (type, start_ns, attrset, samples);"
+		"CREATE INDEX profiles_legacy ON profiles (start_ns) WHERE attrset = 0;",
+	 .pg = ""},
 };
 /* clang-format on */
 

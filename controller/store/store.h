@@ -272,6 +272,28 @@ struct pf_profile_link {
 	uint8_t span_id[8];
 };
 
+struct pf_profile_kv {
+	const char *key;
+	const char *value;
+};
+
+/* One frame of a profile's stacks: its display name (the flame graph's) and its kind (enum
+ * pf_frame_kind, pf/profile.h). */
+struct pf_profile_frame {
+	const char *name;
+	uint8_t kind;
+};
+
+/* One distinct stack of a profile: indices into the row's frames, root first. */
+struct pf_profile_stack {
+	const uint32_t *frames;
+	uint32_t n_frames;
+	uint64_t weight;
+};
+
+#define PF_PROFILE_MAX_ATTRS 128       /* resource attributes kept per profile */
+#define PF_PROFILE_ATTR_MAX_BYTES 1024 /* longer keys or values are cut */
+
 struct pf_profile_row {
 	int64_t id;            /* assigned by the store (increasing) */
 	uint8_t profile_id[16]; /* OTLP profile_id, zero when none */
@@ -308,6 +330,22 @@ struct pf_profile_row {
 	/* insert, out: a profile with the same agent and non-zero profile_id was stored
 	 * already; id is that profile's and nothing was written for this row. */
 	bool duplicate;
+	/* insert only, the profile's content (store_stacks.c): its resource attributes (the
+	 * attribute set, stored once), the unit of its weights ("samples", "bytes",
+	 * "nanoseconds", "count"; NULL = ""), and its distinct frame paths with their summed
+	 * weights. Frames and stacks are stored once, keyed by content; the profile keeps
+	 * (stack id, weight) pairs and is added to the per-minute and per-hour rollups of its
+	 * (type, attribute set). n_stacks 0: nothing but the metadata and body. */
+	size_t n_attrs;
+	const struct pf_profile_kv *attrs;
+	const char *unit;
+	size_t n_frames;
+	const struct pf_profile_frame *frames;
+	size_t n_stacks;
+	const struct pf_profile_stack *stacks;
+	/* iterators: the profile's attribute set (0: stored before schema 12, not converted
+	 * yet: no packed samples, read its body) */
+	int64_t attrset;
 };
 
 /* Retention applied by pf_store_profiles_insert() (after the insert, same transaction) and by
@@ -316,6 +354,12 @@ struct pf_profile_retention {
 	int64_t max_age_ms;
 	int64_t max_bytes; /* sum of body_bytes and compact flame form sizes */
 };
+
+/* Rollups (store_stacks.c) outlive the profiles they sum: pf_store_profiles_retain deletes
+ * those whose slot started more than FACTOR x max_age_ms ago (DEFAULT_AGE_MS without an age
+ * limit). The byte cap counts profiles only. */
+#define PF_PROFILE_ROLLUP_AGE_FACTOR 8
+#define PF_PROFILE_ROLLUP_DEFAULT_AGE_MS (30LL * 24 * 3600 * 1000)
 
 /* The retention this connection's users (the receiver) apply at insert; both 0 until set. */
 int pf_store_profiles_set_retention(struct pf_store *st, const struct pf_profile_retention *ret);
@@ -357,12 +401,76 @@ struct pf_profile_filter {
 	int64_t from_ns;         /* start_ns >= from_ns (0 = no bound) */
 	int64_t to_ns;           /* start_ns < to_ns (0 = no bound) */
 	size_t limit;            /* 0 = no limit */
+	/* Exact matches on resource attributes, AND-ed (pf_store_profiles_select only). */
+	size_t n_match;
+	const struct pf_profile_kv *match;
 };
+#define PF_PROFILE_MATCH_MAX 16
 
 /* Calls cb for the profiles matching f, newest start first (ties: highest id first); strings
  * valid only during the call, links NULL. A non-zero return from cb stops and is returned. */
 int pf_store_profiles_foreach(struct pf_store *st, const struct pf_profile_filter *f,
 			      int (*cb)(const struct pf_profile_row *row, void *ud), void *ud);
+
+/* ---- Profile content (store_stacks.c). A selection (pf_store_profiles_select) is the
+ * profiles a filter matches, delivered in parts: whole rollups (an hour or a minute of one
+ * type and attribute set) where the range covers them and no filter needs single profiles
+ * (trace_id does), and single profiles for the rest. Service, agent, namespace, pod,
+ * container, capture and trigger filters and `match` test the attribute set. Profiles stored
+ * before schema 12 and not converted yet come as `legacy` parts (read their bodies); with
+ * `match` they are left out (their attributes are not indexed). */
+struct pf_profile_part {
+	int64_t start_ms; /* the rollup's slot, or the profile's start */
+	int64_t res_ms;   /* 3600000 or 60000: a rollup; 0: one profile */
+	int64_t attrset;
+	int64_t profile;  /* res_ms 0: the profile's id */
+	int64_t profiles; /* profiles in the part */
+	int64_t total;    /* the sum of their weights */
+	const char *type;
+	const char *unit; /* "" when unknown */
+	bool legacy;
+};
+
+#define PF_PROFSEL_PAIRS 1u /* also call pair_cb with the part's (stack id, weight) pairs */
+/* Parts of at most this resolution (0: profiles only). Rollups are used where the range
+ * covers whole slots of their resolution. */
+struct pf_profile_select {
+	unsigned flags;
+	int64_t max_res_ms;
+	int (*part_cb)(const struct pf_profile_part *part, void *ud);
+	int (*pair_cb)(int64_t stack, uint64_t weight, void *ud); /* after its part_cb */
+	void *ud;
+};
+
+/* In one read transaction (a consistent snapshot). A non-zero callback return stops and is
+ * returned. f->limit is ignored. */
+int pf_store_profiles_select(struct pf_store *st, const struct pf_profile_filter *f,
+			     const struct pf_profile_select *sel);
+
+/* A stored stack: its frame ids, root first (valid until the next call on st), or -ENOENT.
+ * Frames: name (valid while st is open) and kind. Both cached per connection. */
+int pf_store_stack_get(struct pf_store *st, int64_t id, const uint32_t **frames, size_t *n);
+int pf_store_frame_get(struct pf_store *st, uint32_t id, const char **name, uint8_t *kind);
+/* Calls cb with each (key, value) of attribute set id (sorted by key). -ENOENT. */
+int pf_store_attrset_foreach(struct pf_store *st, int64_t id,
+			     int (*cb)(const char *key, const char *value, void *ud), void *ud);
+/* The profile types stored (cb per type with its unit, "" when unknown), sorted. */
+int pf_store_profile_types(struct pf_store *st, int (*cb)(const char *type, const char *unit,
+							   void *ud), void *ud);
+
+/* Rewrites up to max_rows profiles stored before schema 12 (attrset 0, oldest first), each
+ * in its own transaction: fill(ud, id, row) fills row's content fields (attrs, unit, frames,
+ * stacks) from the profile's body, and the store keeps them as for a new profile (packed
+ * samples, rollups); done(ud, row) then frees what fill made. A fill of -EBADMSG (a body
+ * that no longer decodes) marks the profile as having no content (attrset -1: no view reads
+ * it); any other error stops. *converted counts them. 1 while more wait, 0 when none is left. */
+struct pf_profile_converter {
+	int (*fill)(void *ud, struct pf_store *st, int64_t id, struct pf_profile_row *row);
+	void (*done)(void *ud, struct pf_profile_row *row);
+	void *ud;
+};
+int pf_store_profiles_convert(struct pf_store *st, size_t max_rows,
+			      const struct pf_profile_converter *c, size_t *converted);
 
 /* Calls cb once with the profile `id`, its links loaded (row valid only during the call).
  * -ENOENT when there is no such profile. */

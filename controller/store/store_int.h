@@ -211,4 +211,13 @@ void store_prof_release(struct store_prof *p);
 int store_fail_sqlite(struct pf_store *st, struct pf_error *err, const char *what);
 int store_fail_other(struct pf_store *st, struct pf_error *err, int rc, const char *what);
 
+/* store_stacks.c, for store_profiles.c: the per-connection content state (its slot in
+ * struct store_prof), the attribute set of a row before its insert, and its content after
+ * (packed samples, rollups), both inside the insert's transaction. */
+struct store_stacks;
+struct store_stacks **store_prof_stacks(struct pf_store *st);
+void store_stacks_release(struct store_stacks *k);
+int store_stacks_prepare(struct pf_store *st, struct pf_profile_row *r);
+int store_stacks_insert(struct pf_store *st, const struct pf_profile_row *r);
+
 #endif

@@ -22,7 +22,7 @@
 #define PROF_COLS                                                                                  \
 	"id, profile_id, agent, service, host, pid, exe, type, start_ns, duration_ns, samples, "   \
 	"n_links, received_ms, body_bytes, raw_bytes, capture_id, trigger_name, k8s_namespace, "  \
-	"k8s_pod, k8s_container"
+	"k8s_pod, k8s_container, attrset"
 #define RETAIN_BATCH 64
 
 enum prof_stmt {
@@ -46,6 +46,7 @@ enum prof_stmt {
 	P_UNCOUNT_EXPIRED,
 	P_FIND_PROFILE,
 	P_FIND_DUP,
+	P_EXPIRE_ROLLUPS,
 	P__COUNT
 };
 
@@ -60,15 +61,16 @@ static const char *const prof_sql[P__COUNT] = {
     [P_ROLLBACK] = "ROLLBACK",
     [P_INSERT] = "INSERT INTO profiles (profile_id, agent, service, host, pid, exe, type, "
 		 "start_ns, duration_ns, samples, n_links, received_ms, body_bytes, raw_bytes, "
-		 "capture_id, trigger_name, k8s_namespace, k8s_pod, k8s_container) "
+		 "capture_id, trigger_name, k8s_namespace, k8s_pod, k8s_container, attrset, unit) "
 		 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
-		 "?17, ?18, ?19)",
+		 "?17, ?18, ?19, ?20, ?21)",
     [P_INSERT_BODY] = "INSERT INTO profile_bodies (id, body) VALUES (?1, ?2)",
     [P_INSERT_LINK] = "INSERT OR IGNORE INTO profile_links (trace_id, profile, span_id) "
 		      "VALUES (?1, ?2, ?3)",
     [P_TOTALS] = "SELECT n, bytes FROM profile_totals WHERE k = 0",
-    [P_OLDEST] = "SELECT p.id, p.body_bytes + coalesce(length(f.flame), 0) FROM profiles p "
-		 "LEFT JOIN profile_flames f ON f.id = p.id ORDER BY p.id LIMIT ?1",
+    [P_OLDEST] = "SELECT p.id, p.body_bytes + coalesce(length(f.flame), 0) + "
+		 "coalesce(length(s.data), 0) FROM profiles p LEFT JOIN profile_flames f ON f.id = "
+		 "p.id LEFT JOIN profile_samples s ON s.id = p.id ORDER BY p.id LIMIT ?1",
     [P_DELETE_UPTO] = "DELETE FROM profiles WHERE id <= ?1",
     [P_DELETE_EXPIRED] = "DELETE FROM profiles WHERE id IN (" EXPIRED_IDS ")",
     [P_GET] = "SELECT " PROF_COLS " FROM profiles WHERE id = ?1",
@@ -77,15 +79,19 @@ static const char *const prof_sql[P__COUNT] = {
     [P_INSERT_FLAME] = "INSERT INTO profile_flames (id, flame) VALUES (?1, ?2)",
     [P_FLAME] = "SELECT flame FROM profile_flames WHERE id = ?1",
     [P_FIND_PROFILE] = "SELECT id FROM profiles WHERE profile_id = ?1 ORDER BY id DESC LIMIT 1",
-    /* Compact forms count toward the totals; run before the matching delete, in its
-     * transaction (the cascade then removes the rows). */
+    /* Compact forms and packed samples count toward the totals; run before the matching
+     * delete, in its transaction (the cascade then removes the rows). */
     [P_COUNT_FLAME] = "UPDATE profile_totals SET bytes = bytes + ?1 WHERE k = 0",
     [P_UNCOUNT_UPTO] = "UPDATE profile_totals SET bytes = bytes - (SELECT "
-		       "coalesce(sum(length(flame)), 0) FROM profile_flames WHERE id <= ?1) "
-		       "WHERE k = 0",
+		       "coalesce(sum(length(flame)), 0) FROM profile_flames WHERE id <= ?1) - "
+		       "(SELECT coalesce(sum(length(data)), 0) FROM profile_samples WHERE id <= "
+		       "?1) WHERE k = 0",
     [P_UNCOUNT_EXPIRED] = "UPDATE profile_totals SET bytes = bytes - (SELECT "
 			  "coalesce(sum(length(flame)), 0) FROM profile_flames WHERE id IN ("
-			  EXPIRED_IDS ")) WHERE k = 0",
+			  EXPIRED_IDS ")) - (SELECT coalesce(sum(length(data)), 0) FROM "
+			  "profile_samples WHERE id IN (" EXPIRED_IDS ")) WHERE k = 0",
+    [P_EXPIRE_ROLLUPS] = "DELETE FROM profile_rollups WHERE id IN (SELECT id FROM "
+			 "profile_rollups WHERE slot < ?1 LIMIT ?2)",
     /* Ingest is idempotent per (agent, OTLP profile_id): profiles_profile_id narrows it. */
     [P_FIND_DUP] = "SELECT id FROM profiles WHERE profile_id = ?1 AND agent = ?2 LIMIT 1",
 };
@@ -108,7 +114,9 @@ struct store_prof {
 	sqlite3_stmt *stmt[P__COUNT];
 	sqlite3_stmt *list[F__VARIANTS];
 	struct pf_profile_retention ret;
+	struct store_stacks *stacks; /* store_stacks.c's */
 };
+
 
 void store_prof_release(struct store_prof *p)
 {
@@ -118,6 +126,7 @@ void store_prof_release(struct store_prof *p)
 		sqlite3_finalize(p->stmt[i]);
 	for (size_t i = 0; i < F__VARIANTS; i++)
 		sqlite3_finalize(p->list[i]);
+	store_stacks_release(p->stacks);
 	free(p);
 }
 
@@ -126,6 +135,12 @@ static struct store_prof *prof_of(struct pf_store *st)
 	if (!st->prof)
 		st->prof = calloc(1, sizeof(*st->prof));
 	return st->prof;
+}
+
+struct store_stacks **store_prof_stacks(struct pf_store *st)
+{
+	struct store_prof *p = prof_of(st);
+	return p ? &p->stacks : NULL;
 }
 
 static int prepare(struct pf_store *st, const char *sql, sqlite3_stmt **out)
@@ -309,6 +324,19 @@ static int retain_tx(struct pf_store *st, const struct pf_profile_retention *ret
 	int rc;
 
 	*more = false;
+	{
+		int64_t keep = ret->max_age_ms > 0 ? ret->max_age_ms * PF_PROFILE_ROLLUP_AGE_FACTOR
+						   : PF_PROFILE_ROLLUP_DEFAULT_AGE_MS;
+		rc = run_ints(st, P_EXPIRE_ROLLUPS, "profiles: retain: rollups", 2, now_ms - keep,
+			      (int64_t)max_rows, &n);
+		if (rc < 0)
+			return rc;
+		if (n >= max_rows) {
+			*more = true;
+			return 0;
+		}
+		n = 0;
+	}
 	if (ret->max_age_ms > 0) {
 		rc = delete_expired(st, now_ms - ret->max_age_ms, max_rows, deleted, &n);
 		if (rc < 0)
@@ -370,6 +398,9 @@ static int insert_one(struct pf_store *st, struct pf_profile_row *r)
 	int rc = find_duplicate(st, r);
 	if (rc < 0 || r->duplicate)
 		return rc;
+	rc = store_stacks_prepare(st, r);
+	if (rc < 0)
+		return rc;
 	{
 		PSTMT(s, st, P_INSERT, &rc);
 		if (!s)
@@ -388,7 +419,8 @@ static int insert_one(struct pf_store *st, struct pf_profile_row *r)
 		    bind_str(s, 16, r->trigger ? r->trigger : "") ||
 		    bind_str(s, 17, r->namespace_name ? r->namespace_name : "") ||
 		    bind_str(s, 18, r->pod ? r->pod : "") ||
-		    bind_str(s, 19, r->container ? r->container : ""))
+		    bind_str(s, 19, r->container ? r->container : "") ||
+		    sqlite3_bind_int64(s, 20, r->attrset) || bind_str(s, 21, r->unit ? r->unit : ""))
 			return store_fail_sqlite(st, NULL, "profiles: insert: bind");
 		rc = store_step_done(st, s, "profiles: insert");
 		if (rc < 0)
@@ -396,6 +428,9 @@ static int insert_one(struct pf_store *st, struct pf_profile_row *r)
 		r->id = sqlite3_last_insert_rowid(st->db);
 		r->body_bytes = (int64_t)r->body_len;
 	}
+	rc = store_stacks_insert(st, r);
+	if (rc < 0)
+		return rc;
 	{
 		PSTMT(s, st, P_INSERT_BODY, &rc);
 		if (!s)
@@ -561,6 +596,7 @@ static int read_row(struct pf_store *st, sqlite3_stmt *s, struct pf_profile_row 
 	r->received_ms = sqlite3_column_int64(s, 12);
 	r->body_bytes = sqlite3_column_int64(s, 13);
 	r->raw_bytes = sqlite3_column_int64(s, 14);
+	r->attrset = sqlite3_column_int64(s, 20);
 	return 0;
 }
 

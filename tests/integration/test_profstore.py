@@ -101,9 +101,14 @@ def encode(service="checkout", start=START_NS, hot=90, cold=10, profile_id=None)
     return r.stdout
 
 
+TAG = b"@0000"
+
+
 def big_text(stacks=200, funcs=600, seed=7):
     """A profile shaped like the benchmark's (bench/profstore_bench.c): `stacks` stacks 8-32
-    frames deep over `funcs` functions, so merging it costs what a real agent window does."""
+    frames deep over `funcs` functions, so merging it costs what a real agent window does.
+    Every function name ends in TAG: retag() makes the encoded body's frames (and so its
+    stacks) new ones, as a fleet of different programs sends."""
     rnd = random.Random(seed)
     out = ["resource_profiles { resource {",
            ' attributes { key: "service.name" value { string_value: "big" } }',
@@ -127,7 +132,7 @@ def big_text(stacks=200, funcs=600, seed=7):
     for t in ["", "samples", "count", "cpu", "nanoseconds", "/usr/bin/big"]:
         out.append(' string_table: "%s"' % t)
     for f in range(funcs):
-        out.append(' string_table: "pkg%d.function_%d"' % (f % 17, f))
+        out.append(' string_table: "pkg%d.function_%d%s"' % (f % 17, f, TAG.decode()))
     out.append(" attribute_table {} stack_table {}")
     for i in range(stacks):
         depth = rnd.randrange(8, 33)
@@ -136,6 +141,11 @@ def big_text(stacks=200, funcs=600, seed=7):
         out.append(" stack_table { location_indices: [%s] }" % ", ".join(map(str, locs)))
     out.append("}")
     return "\n".join(out)
+
+
+def retag(body, n):
+    """The encoded body with its function names tagged n (same length: the encoding holds)."""
+    return body.replace(TAG, b"@%04d" % (n % 10000))
 
 
 def encode_text(text):
@@ -354,15 +364,18 @@ class LoopNotBlocked(StoreCase):
         self.query = ("/api/v1/flamegraph?from=%d&to=%d&max_profiles=5000"
                       % (START_MS, START_MS + 10000))
         posted = 0
-        for _ in range(8):
+        for _ in range(24):
             for _ in range(150):
-                st, b, _ = self.post(body)
+                st, b, _ = self.post(retag(body, posted))
                 self.assertEqual(st, 200, b)
                 posted += 1
-            t = time.monotonic()
-            merged = self.get(self.query)
-            self.alone = time.monotonic() - t
-            self.assertEqual(merged["profiles_merged"], posted)
+            # the faster of two: the second finds the worker's stack cache warm
+            self.alone = 1e9
+            for _ in range(2):
+                t = time.monotonic()
+                merged = self.get(self.query)
+                self.alone = min(self.alone, time.monotonic() - t)
+                self.assertEqual(merged["profiles_merged"], posted)
             if self.alone >= self.MIN_QUERY_S * 1.5:
                 break
         print("\n%d profiles; one merged flame graph alone: %.0f ms" % (posted, self.alone * 1e3))

@@ -225,10 +225,15 @@ static void test_flamegraphs(void **state)
 	assert_false(json_is_true(json_object_get(j, "capped")));
 	assert_int_equal(ival(j, "value"), 3 * 11 + 100);
 	json_decref(j);
-	/* the cap is said in the response */
+	/* max_profiles is accepted and ignored: every profile is merged */
 	j = get(x, "/api/v1/flamegraph", &st, NULL, from, "max_profiles=2", NULL);
-	assert_int_equal(ival(j, "profiles_merged"), 2);
-	assert_true(json_is_true(json_object_get(j, "capped")));
+	assert_int_equal(ival(j, "profiles_merged"), 6);
+	assert_false(json_is_true(json_object_get(j, "capped")));
+	assert_string_equal(json_string_value(json_object_get(j, "unit")), "samples");
+	json_decref(j);
+	/* profile_type is type */
+	j = get(x, "/api/v1/flamegraph", &st, NULL, from, "profile_type=alloc_space", NULL);
+	assert_int_equal(ival(j, "value"), 0);
 	json_decref(j);
 	/* a type nobody sent: empty tree */
 	j = get(x, "/api/v1/flamegraph", &st, NULL, from, "type=alloc_space", NULL);
@@ -368,7 +373,9 @@ static void test_worker_api_same_answers(void **state)
 	pf_store_close(ro);
 }
 
-/* The merged views' raw answers with the compact flame forms read (flags) or not. */
+/* The merged views' raw answers; flags as pf_profstore_set_compact takes them while they
+ * run. Untruncated trees only: with a node cap, which nodes exist depends on the order the
+ * stacks are added in, which differs between the paths (totals do not). */
 static void merged_answers(struct fx *x, unsigned flags, struct pf_buf *out)
 {
 	char from[32], f2[32], bf[32], bt[32];
@@ -380,33 +387,158 @@ static void merged_answers(struct fx *x, unsigned flags, struct pf_buf *out)
 	pf_profstore_set_compact(flags);
 	json_decref(get(x, "/api/v1/flamegraph", &st, out, from, NULL));
 	assert_int_equal(st, 200);
-	json_decref(get(x, "/api/v1/flamegraph", &st, out, from, "max_nodes=3", NULL));
 	json_decref(get(x, "/api/v1/top", &st, out, from, NULL));
 	assert_int_equal(st, 200);
 	json_decref(get(x, "/api/v1/flamegraph/diff", &st, out, f2, bf, bt, NULL));
 	assert_int_equal(st, 200);
-	json_decref(get(x, "/api/v1/flamegraph/diff", &st, out, f2, bf, bt, "min_value=5",
-			"max_nodes=4", NULL));
-	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_COMPACT_WRITE);
+	json_decref(get(x, "/api/v1/flamegraph/diff", &st, out, f2, bf, bt, "min_value=5", NULL));
+	json_decref(get(x, "/api/v1/flamegraph", &st, out, from, "service=checkout", NULL));
+	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_STACKS);
 }
 
-static void test_compact_same_answers(void **state)
+/* The same store written with `ingest_flags` (the fixture plus ids 7, 8 at +25 s). */
+static void refill(void **state, unsigned ingest_flags)
+{
+	teardown(state);
+	pf_profstore_set_compact(ingest_flags);
+	assert_int_equal(setup(state), 0);
+	ingest_fixture(*state, 25, 7);
+	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_STACKS);
+}
+
+/* Drops every frame kind ("type":"native" ...: the compact forms carry none). */
+static void strip_types(struct pf_buf *b)
+{
+	static const char *const kinds[] = {",\"type\":\"native\"", ",\"type\":\"kernel\"",
+					    ",\"type\":\"cpython\"", ",\"type\":\"go\""};
+	size_t w = 0;
+	for (size_t r = 0; r < b->len;) {
+		size_t skip = 0;
+		for (size_t k = 0; k < 4 && !skip; k++) {
+			size_t l = strlen(kinds[k]);
+			if (b->len - r >= l && memcmp(b->data + r, kinds[k], l) == 0)
+				skip = l;
+		}
+		if (skip) {
+			r += skip;
+			continue;
+		}
+		b->data[w++] = b->data[r++];
+	}
+	b->len = w;
+}
+
+/* The old path (every profile read one by one from its body or compact form, as profiles
+ * stored before the content tables are) and the new one (stacks stored once, packed pairs,
+ * rollups) give the same flame graphs, top tables and diffs on the same data. */
+static void test_old_and_new_paths_same_answers(void **state)
+{
+	struct pf_buf stacks, bodies, forms;
+	pf_buf_init(&stacks, 1 << 24);
+	pf_buf_init(&bodies, 1 << 24);
+	pf_buf_init(&forms, 1 << 24);
+	refill(state, PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_STACKS);
+	merged_answers(*state, PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_STACKS, &stacks);
+	refill(state, 0); /* no content: read as legacy profiles, from their bodies */
+	merged_answers(*state, 0, &bodies);
+	refill(state, PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_COMPACT_WRITE);
+	merged_answers(*state, PF_PROFSTORE_COMPACT_READ, &forms);
+	assert_true(stacks.len > 200);
+	assert_non_null(memmem(stacks.data, stacks.len, "\"type\":\"native\"", 15));
+	assert_int_equal(stacks.len, bodies.len);
+	assert_memory_equal(stacks.data, bodies.data, stacks.len);
+	strip_types(&stacks);
+	assert_int_equal(stacks.len, forms.len);
+	assert_memory_equal(stacks.data, forms.data, stacks.len);
+	pf_buf_release(&stacks);
+	pf_buf_release(&bodies);
+	pf_buf_release(&forms);
+}
+
+/* The console's routes: timeline, labels, label values, profile types, match= filters. */
+static void test_timeline_labels_types(void **state)
 {
 	struct fx *x = *state;
-	struct pf_buf fast, slow;
-	/* ids 7,8 at +25 s stored without a compact form, as before schema 3 */
-	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ);
-	ingest_fixture(x, 25, 7);
-	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_COMPACT_WRITE);
-	pf_buf_init(&fast, 1 << 24);
-	pf_buf_init(&slow, 1 << 24);
-	merged_answers(x, PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_COMPACT_WRITE, &fast);
-	merged_answers(x, 0, &slow);
-	assert_true(fast.len > 200);
-	assert_int_equal(fast.len, slow.len);
-	assert_memory_equal(fast.data, slow.data, fast.len);
-	pf_buf_release(&fast);
-	pf_buf_release(&slow);
+	char from[48], to[48], fromall[32];
+	int st;
+	long long m0 = (long long)START_MS - (long long)START_MS % 60000;
+	snprintf(from, sizeof(from), "from=%lld", m0);
+	snprintf(to, sizeof(to), "to=%lld", m0 + 180000);
+	snprintf(fromall, sizeof(fromall), "from=%lld", (long long)START_MS);
+
+	json_t *j = get(x, "/api/v1/flamegraph", &st, NULL, fromall, NULL);
+	json_int_t total = ival(j, "value");
+	json_decref(j);
+	assert_true(total > 0);
+	j = get(x, "/api/v1/timeline", &st, NULL, from, to, "step=60000", NULL);
+	assert_int_equal(st, 200);
+	assert_int_equal(ival(j, "step_ms"), 60000);
+	assert_string_equal(json_string_value(json_object_get(j, "unit")), "samples");
+	json_t *pts = json_object_get(j, "points");
+	assert_int_equal(json_array_size(pts), 3);
+	json_int_t sum = 0;
+	for (size_t i = 0; i < 3; i++) {
+		json_t *pt = json_array_get(pts, i);
+		assert_int_equal(json_integer_value(json_array_get(pt, 0)), m0 + 60000 * (long long)i);
+		sum += json_integer_value(json_array_get(pt, 1));
+	}
+	assert_int_equal(sum, total);
+	json_decref(j);
+	/* default step: at most 1,000 points; more than 10,000 refused */
+	j = get(x, "/api/v1/timeline", &st, NULL, from, to, NULL);
+	assert_int_equal(st, 200);
+	assert_true(json_array_size(json_object_get(j, "points")) <= 1000);
+	json_decref(j);
+	j = get(x, "/api/v1/timeline", &st, NULL, from, to, "step=1", NULL);
+	assert_int_equal(st, 400);
+	json_decref(j);
+
+	j = get(x, "/api/v1/labels", &st, NULL, fromall, NULL);
+	assert_int_equal(st, 200);
+	json_t *names = json_object_get(j, "names");
+	bool has_service = false;
+	for (size_t i = 0; i < json_array_size(names); i++) {
+		has_service |= strcmp(json_string_value(json_array_get(names, i)), "service.name") == 0;
+		if (i)
+			assert_true(strcmp(json_string_value(json_array_get(names, i - 1)),
+					   json_string_value(json_array_get(names, i))) < 0);
+	}
+	assert_true(has_service);
+	json_decref(j);
+	j = get(x, "/api/v1/labels/service.name/values", &st, NULL, fromall, NULL);
+	assert_int_equal(st, 200);
+	assert_string_equal(json_string_value(json_object_get(j, "name")), "service.name");
+	json_t *vals = json_object_get(j, "values");
+	assert_true(json_array_size(vals) >= 1);
+	const char *svc = json_string_value(json_array_get(vals, 0));
+	char msvc[160], ssvc[160];
+	snprintf(msvc, sizeof(msvc), "match=service.name=%s", svc);
+	snprintf(ssvc, sizeof(ssvc), "service=%s", svc);
+	json_t *a = get(x, "/api/v1/flamegraph", &st, NULL, fromall, msvc, NULL);
+	assert_int_equal(st, 200);
+	json_t *b = get(x, "/api/v1/flamegraph", &st, NULL, fromall, ssvc, NULL);
+	assert_int_equal(ival(a, "value"), ival(b, "value"));
+	assert_true(ival(a, "value") > 0);
+	json_decref(a);
+	json_decref(b);
+	a = get(x, "/api/v1/flamegraph", &st, NULL, fromall, msvc, "match=service.name=nope", NULL);
+	assert_int_equal(ival(a, "value"), 0);
+	json_decref(a);
+	a = get(x, "/api/v1/profiles", &st, NULL, msvc, NULL);
+	assert_int_equal(st, 200);
+	assert_true(ival(a, "count") > 0);
+	json_decref(a);
+	a = get(x, "/api/v1/flamegraph", &st, NULL, fromall, "match=novalue", NULL);
+	assert_int_equal(st, 400);
+	json_decref(a);
+	json_decref(j);
+
+	j = get(x, "/api/v1/profile_types", &st, NULL, fromall, NULL);
+	assert_int_equal(st, 200);
+	json_t *t0 = json_array_get(json_object_get(j, "types"), 0);
+	assert_string_equal(json_string_value(json_object_get(t0, "type")), "cpu");
+	assert_string_equal(json_string_value(json_object_get(t0, "unit")), "samples");
+	json_decref(j);
 }
 
 int main(void)
@@ -419,7 +551,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_auth_and_methods, setup, teardown),
 		cmocka_unit_test(test_offload_routes),
 		cmocka_unit_test_setup_teardown(test_worker_api_same_answers, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_compact_same_answers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_old_and_new_paths_same_answers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_timeline_labels_types, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

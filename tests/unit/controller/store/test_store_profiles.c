@@ -488,7 +488,11 @@ static void test_upgrade_from_v2(void **state)
 	if (system("command -v sqlite3 >/dev/null 2>&1") != 0)
 		skip();
 	snprintf(cmd, sizeof(cmd),
-		 "sqlite3 '%s' 'DROP INDEX profiles_k8s; ALTER TABLE profiles DROP COLUMN "
+		 "sqlite3 '%s' 'DROP INDEX profiles_type_start; DROP INDEX profiles_legacy; "
+		 "ALTER TABLE profiles DROP COLUMN attrset; ALTER TABLE profiles DROP COLUMN unit; "
+		 "DROP TABLE prof_frames; DROP TABLE prof_stacks; DROP TABLE prof_attrsets; "
+		 "DROP TABLE profile_samples; DROP TABLE profile_rollups; DROP TABLE profile_types; "
+		 "DROP INDEX profiles_k8s; ALTER TABLE profiles DROP COLUMN "
 		 "k8s_namespace; ALTER TABLE profiles DROP COLUMN k8s_pod; ALTER TABLE profiles "
 		 "DROP COLUMN k8s_container; DROP TABLE rollout_agents; DROP TABLE rollouts; "
 		 "DROP TABLE agent_pins; DROP TABLE config_serving; "
