@@ -76,6 +76,8 @@ enum pf_bpf_counter {
 
 struct pf_bpf_sample {
 	unsigned long long ts_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
+	unsigned long long off_ns; /* PF_SAMPLE_F_OFF_CPU: nanoseconds the thread was away, ts_ns
+				    * the moment it ran again; 0 for a CPU sample */
 	unsigned int pid;         /* tgid */
 	unsigned int tid;
 	unsigned short cpu;
@@ -193,6 +195,9 @@ struct pf_bpf_percpu {
 	/* Python frames (below): samples given Python frames, frames read, frame reads that
 	 * failed, samples of Python threads whose PyThreadState was not found */
 	unsigned long long py_samples, py_frames, py_read_errors, py_no_thread;
+	/* off-CPU: records written, switch-outs followed, returns sooner than off_cpu_min_ns,
+	 * switch-outs of filtered processes, switch-outs not followed (off_cpu_recs full) */
+	unsigned long long off_cpu, off_cpu_out, off_cpu_short, off_cpu_filtered, off_cpu_full;
 	struct pf_bpf_sample hdr;
 	unsigned long long ips[2 * (PF_MAX_STACK + 1)]; /* 2 x 128 slots: masked offsets stay inside */
 	/* the Python walk: the native user frames before Python's are merged in, the process's
@@ -303,6 +308,28 @@ struct pf_bpf_unwind_proc {
 				   * loads them); either record wakes user space at once */
 #define PF_SAMPLE_F_DWARF 8	  /* the user stack was walked with the tables */
 #define PF_SAMPLE_F_PYTHON 16	  /* Python frames replaced eval-loop frames */
+#define PF_SAMPLE_F_OFF_CPU 32	  /* an off-CPU record (off_cpu_switch), not a tick */
+#define PF_SAMPLE_F_PREEMPTED 64  /* off-CPU: the thread was runnable when switched out */
+
+/* ---- off-CPU (off_cpu_switch: tp_btf sched_switch, attached only while profiling.off_cpu is
+ * on)
+ *
+ *  off_cpu_recs  hash tid -> struct pf_bpf_off_rec (allocated as used): the record of a
+ *                profiled thread switched out (prev), its stacks walked then — current is
+ *                still that thread, so every unwinder of a tick works — with the time and
+ *                whether it was runnable (preempted, or prev_state TASK_RUNNING); followed
+ *                when a random u32 is <= off_cpu_threshold
+ * When the thread is switched back in (next of a later sched_switch), its entry goes and,
+ * when it was away at least off_cpu_min_ns, the record is written to `samples` with off_ns
+ * the time away and ts_ns the moment it came back. Kernel threads are not followed; at most
+ * PF_OFF_CPU_THREADS_MAX threads are away at once (others counted in off_cpu_full). A thread's
+ * exit drops its entry. */
+#define PF_OFF_CPU_THREADS_MAX 4096 /* ~2 KiB each, as used: at most 8.4 MiB */
+
+struct pf_bpf_off_rec {
+	struct pf_bpf_sample hdr;
+	unsigned long long ips[2 * (PF_MAX_STACK + 1)];
+};
 
 /* Kernel symbolization in the kernel (resolve_ksyms, a BPF_PROG_TYPE_SYSCALL program run with
  * BPF_PROG_TEST_RUN): user space writes n addresses into the single entry of `ksym_req`, runs
