@@ -27,8 +27,9 @@
 #             tables), in the same rounds: the tables' cost
 #   timedfp   `timed` with frame pointers only: the user-stack part of both walks side by side
 #   offcpu    `full` with profiling.off_cpu on at its defaults (min_block_us 1000, probability
-#             1): do_sample per tick against full's in the same rounds, and the switch
-#             program's own cost (off_cpu_switch run time over the run, % of one core), with
+#             1): do_sample per tick against full's in the same rounds, and the off-CPU
+#             programs' own cost (off_cpu_switch + off_cpu_sys_exit run time over the run, % of
+#             one core; per switch and per system call), with
 #             bench/switch_workload.c doing context switches (pipe ping-pong) beside the CPU
 #             burners in every variant of such a session; its round trips per second are the
 #             workload's throughput (offcpu against full)
@@ -79,7 +80,8 @@ EOF
 done
 sysctl -q -w kernel.bpf_stats_enabled=1
 ncpu=$(nproc)
-total=$(((secs + 3) * runs * $(wc -w <<<"$variants") + 10))
+# the burners outlive every run even when start-up under load takes long
+total=$(((secs + 10) * runs * $(wc -w <<<"$variants") * 2 + 60))
 for _ in $(seq "$ncpu"); do
 	"$tmp/workload" "$total" >/dev/null & pids+=($!)
 done
@@ -129,7 +131,12 @@ for r in $(seq "$runs"); do
 			oline=$(grep '^stats prog=off_cpu_switch ' "$tmp/$v.$r.out")
 			ons=$(sed -n 's/.*run_time_ns=\([0-9]*\).*/\1/p' <<<"$oline")
 			ocnt=$(sed -n 's/.*run_cnt=\([0-9]*\).*/\1/p' <<<"$oline")
-			python3 -c "print(f'offcpu/core% {$ons / ($secs * 1e9) * 100:.4f}')" >> "$tmp/results"
+			xline=$(grep '^stats prog=off_cpu_sys_exit ' "$tmp/$v.$r.out")
+			xns=$(sed -n 's/.*run_time_ns=\([0-9]*\).*/\1/p' <<<"$xline")
+			xcnt=$(sed -n 's/.*run_cnt=\([0-9]*\).*/\1/p' <<<"$xline")
+			python3 -c "print(f'offcpu/core% {($ons + $xns) / ($secs * 1e9) * 100:.4f}')" >> "$tmp/results"
+			python3 -c "print(f'offcpu/sys_exit_ns {$xns / max($xcnt, 1):.1f}')" >> "$tmp/results"
+			python3 -c "print(f'offcpu/sys_exits_per_s {$xcnt / $secs:.0f}')" >> "$tmp/results"
 			python3 -c "print(f'offcpu/switch_ns {$ons / max($ocnt, 1):.1f}')" >> "$tmp/results"
 			python3 -c "print(f'offcpu/switches_per_s {$ocnt / $secs:.0f}')" >> "$tmp/results"
 			grep '^stats off_cpu=' "$tmp/$v.$r.out" | sed 's/^stats /  /'
@@ -174,9 +181,10 @@ if "empty" in med:
 if "offcpu" in med and "full" in med:
     print(f"offcpu / full (do_sample with off-CPU on): {med['offcpu'] / med['full']:.3f} per "
           f"tick, {med['offcpu/rec'] / med['full/rec']:.3f} per recorded sample")
-    print(f"off_cpu_switch: {med['offcpu/core%']:.3f} % of one core at "
-          f"{med['offcpu/switches_per_s']:.0f} switches/s, {med['offcpu/switch_ns']:.0f} ns "
-          f"per switch")
+    print(f"off-CPU programs: {med['offcpu/core%']:.3f} % of one core; off_cpu_switch "
+          f"{med['offcpu/switch_ns']:.0f} ns per switch at {med['offcpu/switches_per_s']:.0f} "
+          f"switches/s, off_cpu_sys_exit {med['offcpu/sys_exit_ns']:.0f} ns per system call "
+          f"at {med['offcpu/sys_exits_per_s']:.0f}/s")
     if "full/trips" in med and med["full/trips"]:
         print(f"switch workload round trips/s: offcpu {med['offcpu/trips']:.0f} vs full "
               f"{med['full/trips']:.0f} ({(med['offcpu/trips'] / med['full/trips'] - 1) * 100:+.1f} %)")

@@ -1,8 +1,10 @@
 /* switch_workload.c — a context-switch-heavy workload for bench/bpf_sample_cost.sh (variant
  * offcpu): pairs of threads ping-pong one byte over pipes, so each round trip is two blocking
  * reads (two switch-outs and two switch-ins). Every 100 ms it writes the round trips so far to
- * argv[2] (rewritten in place), so a run's throughput is the difference over its duration.
+ * argv[2] (a new file renamed over it, so a reader never sees it half written), so a run's
+ * throughput is the difference over its duration.
  *   switch_workload SECONDS COUNT_FILE [PAIRS (default 2)] */
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -55,13 +57,17 @@ int main(int argc, char **argv)
 			return 1;
 	}
 	struct timespec ts = {0, 100000000};
+	char tmp[PATH_MAX];
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", argv[2]) >= sizeof(tmp))
+		return 2;
 	for (double t = 0; t < seconds; t += 0.1) {
 		nanosleep(&ts, NULL);
-		FILE *f = fopen(argv[2], "w");
-		if (f) {
-			fprintf(f, "%llu\n", (unsigned long long)atomic_load(&trips));
-			fclose(f);
-		}
+		FILE *f = fopen(tmp, "w");
+		if (!f)
+			continue;
+		fprintf(f, "%llu\n", (unsigned long long)atomic_load(&trips));
+		if (fclose(f) == 0)
+			rename(tmp, argv[2]);
 	}
 	return 0;
 }

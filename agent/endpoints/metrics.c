@@ -222,8 +222,12 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 		    "Off-CPU records written: threads back on the CPU after min_block_us or more.",
 		    s->off_cpu_samples);
 	counter_u64(w, "sampler_off_cpu_switches_total",
-		    "Switch-outs of profiled threads followed (their stacks walked).",
+		    "Switch-outs of profiled threads followed.",
 		    s->off_cpu_switches);
+	counter_u64(w, "sampler_off_cpu_kernel_only_total",
+		    "Off-CPU records written with the kernel stack alone: the thread left again "
+		    "before its system call returned.",
+		    s->off_cpu_kernel_only);
 	counter_u64(w, "sampler_off_cpu_short_total",
 		    "Followed switch-outs whose thread came back sooner than min_block_us.",
 		    s->off_cpu_short);

@@ -103,9 +103,9 @@ struct pf_sampler {
 	struct pf_py_unwind *py;     /* CPython processes: kernel entries and frame names */
 	uint64_t py_map_errors;      /* py_procs updates refused */
 
-	/* off-CPU (sampler_offcpu.c): the sched_switch link while on, the aggregation of its
-	 * records (created at the first attach), profiling.off_cpu */
-	struct bpf_link *off_link;
+	/* off-CPU (sampler_offcpu.c): the sys_exit and sched_switch links while on, the
+	 * aggregation of their records (created at the first attach), profiling.off_cpu */
+	struct bpf_link *off_links[2];
 	struct pf_agg *off_agg;
 	bool off_cpu_cfg;
 	double off_cpu_prob;
@@ -160,7 +160,7 @@ int sampler_cut_window(struct pf_sampler *s, uint64_t end, uint32_t hz, struct p
 
 /* min_block_us and probability into the kernel's knobs. */
 void sampler_off_cpu_knobs(struct pf_sampler *s, const struct pf_profcfg *cfg);
-/* Attaches (want) or detaches the switch program; err names profiling.off_cpu.enabled. */
+/* Attaches (want) or detaches the switch programs; err names profiling.off_cpu.enabled. */
 int sampler_off_cpu_apply(struct pf_sampler *s, bool want, struct pf_error *err);
 bool sampler_off_cpu_on(const struct pf_sampler *s);
 /* An off-CPU record, set up as any sample (as), off_ns away: into the off-CPU aggregation,

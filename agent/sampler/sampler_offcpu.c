@@ -1,5 +1,5 @@
 /* sampler_offcpu.c — see sampler_int.h: off-CPU profiles (profiling.off_cpu). The kernel's
- * program (cpu_sampler.h, "off-CPU") is attached while off-CPU is on and profiling
+ * programs (cpu_sampler.h, "off-CPU") are attached while off-CPU is on and profiling
  * samples (continuous mode, or a trigger running); their records are aggregated apart from
  * the CPU ticks and close with every window into a window of their own (type off_cpu). */
 #include "sampler/sampler_int.h"
@@ -10,9 +10,12 @@
 
 static void detach(struct pf_sampler *s)
 {
-	bpf_link__destroy(s->off_link);
-	s->off_link = NULL;
-	/* records of threads still away would wait for a return nobody sees */
+	for (size_t i = 0; i < PF_ARRAY_SIZE(s->off_links); i++) {
+		bpf_link__destroy(s->off_links[i]);
+		s->off_links[i] = NULL;
+	}
+	/* records of threads still away would wait for a return nobody sees; their task
+	 * storage is of an old generation at the next attach */
 	struct bpf_map *m = s->skel->maps.off_cpu_recs;
 	uint32_t key, next;
 	for (unsigned i = 0; i < PF_OFF_CPU_THREADS_MAX &&
@@ -26,10 +29,19 @@ static void detach(struct pf_sampler *s)
 
 static int attach(struct pf_sampler *s, struct pf_error *err)
 {
-	s->off_link = bpf_program__attach(s->skel->progs.off_cpu_switch);
-	if (!s->off_link)
-		return pf_error_set(err, -errno, "profiling.off_cpu.enabled",
-				    "attach tp_btf/sched_switch: %s", strerror(errno));
+	__atomic_fetch_add(&s->skel->data->off_cpu_gen, 1, __ATOMIC_SEQ_CST);
+	/* the system call return first: a record made at a switch-in waits for it */
+	struct bpf_program *progs[2] = {s->skel->progs.off_cpu_sys_exit,
+					s->skel->progs.off_cpu_switch};
+	for (size_t i = 0; i < 2; i++) {
+		s->off_links[i] = bpf_program__attach(progs[i]);
+		if (!s->off_links[i]) {
+			int e = -errno;
+			detach(s);
+			return pf_error_set(err, e, "profiling.off_cpu.enabled", "attach %s: %s",
+					    bpf_program__name(progs[i]), strerror(-e));
+		}
+	}
 	return 0;
 }
 
@@ -45,7 +57,7 @@ void sampler_off_cpu_knobs(struct pf_sampler *s, const struct pf_profcfg *cfg)
 
 int sampler_off_cpu_apply(struct pf_sampler *s, bool want, struct pf_error *err)
 {
-	bool on = s->off_link != NULL;
+	bool on = s->off_links[1] != NULL;
 	if (want == on)
 		return 0;
 	if (!want) {
@@ -62,7 +74,7 @@ int sampler_off_cpu_apply(struct pf_sampler *s, bool want, struct pf_error *err)
 
 bool sampler_off_cpu_on(const struct pf_sampler *s)
 {
-	return s->off_link != NULL;
+	return s->off_links[1] != NULL;
 }
 
 void sampler_off_cpu_sample(struct pf_sampler *s, const struct pf_agg_sample *as, uint64_t off_ns,

@@ -76,6 +76,7 @@ static int add_percpu_counts(struct pf_sampler *s, uint64_t sum[PF_CNT_MAX],
 			out->off_cpu_short += p->off_cpu_short;
 			out->off_cpu_filtered += p->off_cpu_filtered;
 			out->off_cpu_full += p->off_cpu_full;
+			out->off_cpu_kernel_only += p->off_cpu_kernel_only;
 			out->py_samples += p->py_samples;
 			out->py_frames += p->py_frames;
 			out->py_read_errors += p->py_read_errors;
@@ -126,7 +127,7 @@ static void prog_run_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 		s->skel->progs.do_sample,   s->skel->progs.handle_exec,
 		s->skel->progs.handle_fork, s->skel->progs.handle_exit,
 		s->skel->progs.resolve_ksyms, s->skel->progs.do_capture,
-		s->skel->progs.off_cpu_switch};
+		s->skel->progs.off_cpu_switch, s->skel->progs.off_cpu_sys_exit};
 	for (int i = 0; i < PF_SAMPLER_N_PROGS; i++) {
 		struct bpf_prog_info info;
 		__u32 len = sizeof(info);

@@ -110,6 +110,7 @@ static void poll_until_exit(struct pf_sampler *s, pid_t pid, uint64_t max_ms)
 struct off_tally {
 	int64_t wait_ns, compute_ns, other_ns; /* by the stack's user frames */
 	int64_t wait_preempted_ns;
+	uint64_t wait_samples, wait_with_kernel; /* wait_lock samples, those with kernel frames */
 	uint64_t events;
 	bool shape_ok; /* timestamps == count, event values sum to the value, a reason label */
 	bool foreign;  /* another process */
@@ -151,6 +152,9 @@ static void tally_off(const struct pf_prof_window *w, pid_t pid, struct off_tall
 			t->events += sm->count;
 			if (stack_has(p, st, "wait_lock")) {
 				t->wait_ns += v;
+				t->wait_samples++;
+				t->wait_with_kernel +=
+				    st->n_frames && p->frames[st->frames[0]].kind == PF_FRAME_KERNEL;
 				if (preempted)
 					t->wait_preempted_ns += v;
 			} else if (stack_has(p, st, "compute")) {
@@ -202,9 +206,11 @@ static void test_wait_lock_time(void **state)
 	uint64_t truth = waits_in(0, w->start_unix_ns, w->end_unix_ns, &n_waits);
 	double ratio = truth ? (double)t.wait_ns / (double)truth : 0;
 	print_message("off-CPU: wait_lock %.1f ms of %.1f ms blocked (%u waits; ratio %.3f), "
-		      "of it preempted %.1f ms; compute %.1f ms, other %.1f ms; %llu records; "
+		      "of it preempted %.1f ms (%llu of %llu stacks with kernel frames); compute "
+		      "%.1f ms, other %.1f ms; %llu records; "
 		      "kernel: %llu records, %llu switch-outs, %llu short\n",
 		      t.wait_ns / 1e6, truth / 1e6, n_waits, ratio, t.wait_preempted_ns / 1e6,
+		      (unsigned long long)t.wait_with_kernel, (unsigned long long)t.wait_samples,
 		      t.compute_ns / 1e6, t.other_ns / 1e6, (unsigned long long)t.events,
 		      (unsigned long long)st.off_cpu_samples,
 		      (unsigned long long)st.off_cpu_switches,
@@ -214,6 +220,8 @@ static void test_wait_lock_time(void **state)
 	assert_false(t.foreign);
 	assert_true(n_waits >= 6);
 	assert_true(ratio >= 0.85 && ratio <= 1.15);
+	/* the blocking call under its kernel path (the stack it left with) */
+	assert_true(t.wait_with_kernel * 2 >= t.wait_samples);
 	/* waiting on a condition is blocking, not CPU contention */
 	assert_true(t.wait_preempted_ns * 10 < t.wait_ns);
 	pf_prof_window_free(w);

@@ -12,8 +12,8 @@
  *  handle_*    tp_btf sched_process_{exec,fork,exit}: keep `pid_filter` coherent in the kernel
  *              (an exec forgets the verdict, a fork inherits it, an exit drops it) and tell user
  *              space, which computes the new verdict from the process's attributes.
- *  off_cpu_switch  tp_btf sched_switch: off-CPU records (cpu_sampler.h), attached by user
- *              space only while profiling.off_cpu is on.
+ *  off_cpu_switch, off_cpu_sys_exit  tp_btf sched_switch and sys_exit: off-CPU records
+ *              (cpu_sampler.h), attached by user space only while profiling.off_cpu is on.
  *  resolve_ksyms  syscall program run on demand by user space (BPF_PROG_TEST_RUN): kernel
  *              addresses -> "name+off/size [module]" through the kernel's kallsyms lookup
  *              (cpu_sampler.h, struct pf_bpf_ksym_req). Not loaded where the kernel lacks
@@ -53,6 +53,9 @@ const volatile __u32 bench_omit = 0;
  * are dropped; a switch-out is followed when a random u32 is <= off_cpu_threshold. */
 __u64 off_cpu_min_ns = 1000000;
 __u32 off_cpu_threshold = 0xffffffff;
+/* Bumped by user space at every attach: off_cpu_task entries of another generation are
+ * leftovers of an earlier attach (task storage lives as long as its task). */
+__u32 off_cpu_gen = 1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -107,6 +110,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct pf_bpf_off_rec);
 } off_cpu_recs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct pf_bpf_off_task);
+} off_cpu_task SEC(".maps");
 
 /* .eh_frame unwinding (cpu_sampler.h): rows, tables, and (pid, address) -> mapping. */
 struct {
@@ -670,6 +680,25 @@ static __always_inline long py_merge(struct pf_bpf_percpu *s, __u32 pid, __u32 t
 	return (long)n * 8;
 }
 
+/* The user stack of the interrupted context (with sw: of the current task, which is in the
+ * kernel) into s->ips after the kb bytes of kernel stack: its size in bytes, masked. */
+static __always_inline long walk_user(struct bpf_perf_event_data *ctx, struct pf_bpf_percpu *s,
+				      long kb, __u32 pid, __u32 tid, __u32 *flags, bool sw)
+{
+	kb &= 0x3ff;
+	long ub = -1;
+	if (dwarf_unwind)
+		ub = walk_tables(ctx, pid, kb / 8, flags, sw);
+	if (ub < 0)
+		ub = bpf_get_stack(ctx, (void *)s->ips + kb, STACK_BYTES, BPF_F_USER_STACK);
+	if (ub < 0)
+		ub = 0;
+	ub &= 0x3ff;
+	if (ub)
+		ub = py_merge(s, pid, tid, kb / 8, ub, flags);
+	return ub & 0x3ff;
+}
+
 /* The kernel stack (only when the tick interrupted kernel mode) then the user stack of the
  * interrupted context into s->ips; their sizes in bytes, masked so that the verifier can prove
  * every later offset stays inside the scratch value. */
@@ -682,16 +711,7 @@ static __always_inline void walk_stacks(struct bpf_perf_event_data *ctx,
 		kb = 0;
 	kb &= 0x3ff; /* <= 1016 in practice; the mask proves it to the verifier */
 	lap(t, PF_CNT_T_KSTACK);
-	long ub = -1;
-	if (dwarf_unwind)
-		ub = walk_tables(ctx, pid, kb / 8, flags, sw);
-	if (ub < 0)
-		ub = bpf_get_stack(ctx, (void *)s->ips + kb, STACK_BYTES, BPF_F_USER_STACK);
-	if (ub < 0)
-		ub = 0;
-	ub &= 0x3ff;
-	if (ub)
-		ub = py_merge(s, pid, tid, kb / 8, ub, flags);
+	long ub = walk_user(ctx, s, kb, pid, tid, flags, sw);
 	lap(t, PF_CNT_T_USTACK);
 	*kbytes = kb;
 	*ubytes = ub & 0x3ff;
@@ -869,30 +889,95 @@ int do_capture(struct bpf_perf_event_data *ctx)
 	return record(ctx, s, pid, tid, flags, REC_CAPTURE, &t);
 }
 
-/* The thread coming back (next): when it was switched out for at least off_cpu_min_ns, its
- * record goes out with the time it was away (ts_ns: now). */
-static __always_inline void off_cpu_back(struct pf_bpf_percpu *s, __u32 tid, __u64 now)
+/* An off-CPU record of size bytes at r goes out, then its entry. */
+static __always_inline void off_cpu_out(struct pf_bpf_percpu *s, struct pf_bpf_off_rec *r,
+					__u32 tid)
 {
-	struct pf_bpf_off_rec *r = bpf_map_lookup_elem(&off_cpu_recs, &tid);
-	if (!r)
-		return;
-	__u64 away = now - r->hdr.ts_ns;
-	if (away < off_cpu_min_ns) {
-		s->off_cpu_short++;
-	} else {
-		r->hdr.off_ns = away;
-		r->hdr.ts_ns = now;
-		__u64 size = sizeof(r->hdr) + ((__u64)r->hdr.kstack_len + r->hdr.ustack_len) * 8;
-		if (size <= sizeof(*r))
-			output(s, r, size, r->hdr.flags, now, REC_OFF_CPU);
-	}
+	__u64 size = sizeof(r->hdr) + ((__u64)r->hdr.kstack_len + r->hdr.ustack_len) * 8;
+	if (size <= sizeof(*r))
+		output(s, r, size, r->hdr.flags, r->hdr.ts_ns, REC_OFF_CPU);
 	bpf_map_delete_elem(&off_cpu_recs, &tid);
 }
 
-/* A profiled thread leaves the CPU (current is still prev): its stacks now, walked by the
- * same unwinders as a tick, kept until it runs again; and whether it was runnable — preempted,
- * or yielding with prev_state TASK_RUNNING — or went to wait. A thread coming back (next)
- * gets its record out. */
+/* The thread's off-CPU state (task storage), NULL when it has none of this generation. */
+static __always_inline struct pf_bpf_off_task *off_task(struct task_struct *t, bool create)
+{
+	struct pf_bpf_off_task *ot = bpf_task_storage_get(
+		&off_cpu_task, t, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	if (!ot)
+		return NULL;
+	if (ot->gen != off_cpu_gen) {
+		if (!create)
+			return NULL;
+		ot->gen = off_cpu_gen;
+		ot->state = PF_OFF_NONE;
+	}
+	return ot;
+}
+
+/* The thread coming back (next), away since ot->ts_ns (waiting) or with a record walked when
+ * it left (preempted): nothing when it was away less than off_cpu_min_ns. A preempted thread's
+ * record goes out now. A blocked one has not run since it left: its kernel stack is the one it
+ * left with (bpf_get_task_stack), its user stack is read when its system call returns
+ * (off_cpu_sys_exit, on this CPU, which it runs on next: pending_tid), the record waiting in
+ * off_cpu_recs meanwhile. */
+static __always_inline void off_cpu_back(struct pf_bpf_percpu *s, struct task_struct *next,
+					 __u64 now)
+{
+	struct pf_bpf_off_task *ot = off_task(next, false);
+	if (!ot || ot->state == PF_OFF_NONE || ot->state == PF_OFF_PENDING)
+		return;
+	__u32 tid = next->pid;
+	__u64 away = now - ot->ts_ns;
+	__u32 flags = ot->flags;
+	if (ot->state == PF_OFF_PREEMPTED) {
+		ot->state = PF_OFF_NONE;
+		struct pf_bpf_off_rec *r = bpf_map_lookup_elem(&off_cpu_recs, &tid);
+		if (!r)
+			return;
+		if (away < off_cpu_min_ns) {
+			s->off_cpu_short++;
+			bpf_map_delete_elem(&off_cpu_recs, &tid);
+			return;
+		}
+		r->hdr.off_ns = away;
+		r->hdr.ts_ns = now;
+		off_cpu_out(s, r, tid);
+		return;
+	}
+	ot->state = PF_OFF_NONE; /* PF_OFF_WAITING */
+	if (away < off_cpu_min_ns) {
+		s->off_cpu_short++;
+		return;
+	}
+	long kb = bpf_get_task_stack(next, s->ips, STACK_BYTES, 0);
+	if (kb < 0)
+		kb = 0;
+	kb &= 0x3ff;
+	s->hdr.ts_ns = now;
+	s->hdr.off_ns = away;
+	s->hdr.pid = next->tgid;
+	s->hdr.tid = tid;
+	s->hdr.cpu = bpf_get_smp_processor_id();
+	s->hdr.kstack_len = kb / 8;
+	s->hdr.ustack_len = 0;
+	s->hdr.flags = flags | PF_SAMPLE_F_USER_PENDING;
+	bpf_probe_read_kernel_str(s->hdr.comm, sizeof(s->hdr.comm), next->comm);
+	if (bpf_map_update_elem(&off_cpu_recs, &tid, &s->hdr, BPF_ANY) < 0) {
+		s->off_cpu_full++;
+		return;
+	}
+	ot->state = PF_OFF_PENDING;
+	s->pending_tid = tid;
+}
+
+/* A profiled thread leaves the CPU (current is still prev). Runnable — preempted, or yielding
+ * with prev_state TASK_RUNNING — its stacks are walked now, by the same unwinders as a tick
+ * (preemptions come at most at the scheduler's rate); going to wait, only the time is noted
+ * (its task storage), the walk left to its return, for the waits that last. A record of it
+ * that still waits for its user stack (it left again before its system call returned: a page
+ * fault, a wait inside the kernel) goes out with the kernel stack alone. A thread coming back
+ * (next) is off_cpu_back's. */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -901,13 +986,22 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 	if (!s)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	__u32 next_tid = next->pid;
-	if (next_tid)
-		off_cpu_back(s, next_tid, now);
+	if (next->pid)
+		off_cpu_back(s, next, now);
 
 	__u32 pid = prev->tgid, tid = prev->pid;
 	if (tid == 0 || skipped(pid) || (prev->flags & 0x00200000)) /* PF_KTHREAD */
 		return 0;
+	struct pf_bpf_off_task *ot = off_task(prev, false);
+	if (ot && ot->state == PF_OFF_PENDING) {
+		ot->state = PF_OFF_NONE;
+		struct pf_bpf_off_rec *r = bpf_map_lookup_elem(&off_cpu_recs, &tid);
+		if (r) {
+			r->hdr.flags &= ~PF_SAMPLE_F_USER_PENDING;
+			s->off_cpu_kernel_only++;
+			off_cpu_out(s, r, tid);
+		}
+	}
 	unsigned int state = 1; /* kernels before 5.14 name it state: preempt alone tells */
 	if (bpf_core_field_exists(prev->__state))
 		state = BPF_CORE_READ(prev, __state);
@@ -925,16 +1019,62 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 			return 0;
 		}
 	}
-	if (preempt || state == 0) /* TASK_RUNNING */
-		flags |= PF_SAMPLE_F_PREEMPTED;
+	if (!ot && !(ot = off_task(prev, true)))
+		return 0;
+	s->off_cpu_out++;
+	ot->ts_ns = now;
+	if (!preempt && state != 0) { /* not TASK_RUNNING: it waits */
+		ot->flags = flags;
+		ot->state = PF_OFF_WAITING;
+		return 0;
+	}
 	__u64 t = 0;
-	if (!build((struct bpf_perf_event_data *)ctx, s, pid, tid, flags, &t, true))
+	if (!build((struct bpf_perf_event_data *)ctx, s, pid, tid, flags | PF_SAMPLE_F_PREEMPTED,
+		   &t, true))
 		return 0;
 	s->hdr.ts_ns = now;
-	if (bpf_map_update_elem(&off_cpu_recs, &tid, &s->hdr, BPF_ANY) < 0)
+	if (bpf_map_update_elem(&off_cpu_recs, &tid, &s->hdr, BPF_ANY) < 0) {
 		s->off_cpu_full++;
-	else
-		s->off_cpu_out++;
+		return 0;
+	}
+	ot->state = PF_OFF_PREEMPTED;
+	return 0;
+}
+
+/* A blocked thread's system call returns (current is it, on the CPU it was switched back in
+ * on): its user stack, which has not moved since it left, completes the waiting record. One
+ * per-CPU compare for every other system call. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(off_cpu_sys_exit, struct pt_regs *regs, long ret)
+{
+	__u32 zero = 0;
+	struct pf_bpf_percpu *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!s || !s->pending_tid)
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	if (tid != s->pending_tid)
+		return 0;
+	s->pending_tid = 0;
+	struct pf_bpf_off_task *ot = off_task(bpf_get_current_task_btf(), false);
+	if (!ot || ot->state != PF_OFF_PENDING)
+		return 0;
+	ot->state = PF_OFF_NONE;
+	struct pf_bpf_off_rec *r = bpf_map_lookup_elem(&off_cpu_recs, &tid);
+	if (!r || !(r->hdr.flags & PF_SAMPLE_F_USER_PENDING))
+		return 0;
+	s->hdr = r->hdr;
+	long kb = ((long)r->hdr.kstack_len * 8) & 0x3ff;
+	if (kb && bpf_probe_read_kernel(s->ips, kb, r->ips) < 0)
+		kb = 0;
+	bpf_map_delete_elem(&off_cpu_recs, &tid);
+	__u32 flags = s->hdr.flags & ~PF_SAMPLE_F_USER_PENDING;
+	long ub = walk_user((struct bpf_perf_event_data *)ctx, s, kb, s->hdr.pid, tid, &flags, true);
+	s->hdr.kstack_len = kb / 8;
+	s->hdr.ustack_len = ub / 8;
+	s->hdr.flags = flags;
+	__u64 size = sizeof(s->hdr) + kb + ub;
+	if (size <= sizeof(s->hdr) + sizeof(s->ips))
+		output(s, &s->hdr, size, flags, s->hdr.ts_ns, REC_OFF_CPU);
 	return 0;
 }
 
