@@ -931,6 +931,9 @@ static __always_inline void off_cpu_back(struct pf_bpf_percpu *s, struct task_st
 	__u64 away = now - ot->ts_ns;
 	__u32 flags = ot->flags;
 	if (ot->state == PF_OFF_PREEMPTED) {
+		/* its user stack was walked when it left; its kernel stack is the one it left
+		 * with, saved by the switch (walked at the switch-out it would begin in this
+		 * program's own frames) */
 		ot->state = PF_OFF_NONE;
 		struct pf_bpf_off_rec *r = bpf_map_lookup_elem(&off_cpu_recs, &tid);
 		if (!r)
@@ -940,9 +943,20 @@ static __always_inline void off_cpu_back(struct pf_bpf_percpu *s, struct task_st
 			bpf_map_delete_elem(&off_cpu_recs, &tid);
 			return;
 		}
-		r->hdr.off_ns = away;
-		r->hdr.ts_ns = now;
-		off_cpu_out(s, r, tid);
+		long kb = bpf_get_task_stack(next, s->ips, STACK_BYTES, 0);
+		if (kb < 0)
+			kb = 0;
+		kb &= 0x3ff;
+		long ub = ((long)r->hdr.ustack_len * 8) & 0x3ff;
+		s->hdr = r->hdr;
+		if (ub && bpf_probe_read_kernel((void *)s->ips + kb, ub, r->ips) < 0)
+			ub = 0;
+		bpf_map_delete_elem(&off_cpu_recs, &tid);
+		s->hdr.kstack_len = kb / 8;
+		s->hdr.ustack_len = ub / 8;
+		s->hdr.off_ns = away;
+		s->hdr.ts_ns = now;
+		output(s, &s->hdr, sizeof(s->hdr) + kb + ub, s->hdr.flags, now, REC_OFF_CPU);
 		return;
 	}
 	ot->state = PF_OFF_NONE; /* PF_OFF_WAITING */
@@ -972,7 +986,7 @@ static __always_inline void off_cpu_back(struct pf_bpf_percpu *s, struct task_st
 }
 
 /* A profiled thread leaves the CPU (current is still prev). Runnable — preempted, or yielding
- * with prev_state TASK_RUNNING — its stacks are walked now, by the same unwinders as a tick
+ * with prev_state TASK_RUNNING — its user stack is walked now, by the same unwinders as a tick
  * (preemptions come at most at the scheduler's rate); going to wait, only the time is noted
  * (its task storage), the walk left to its return, for the waits that last. A record of it
  * that still waits for its user stack (it left again before its system call returned: a page
@@ -1028,11 +1042,18 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 		ot->state = PF_OFF_WAITING;
 		return 0;
 	}
-	__u64 t = 0;
-	if (!build((struct bpf_perf_event_data *)ctx, s, pid, tid, flags | PF_SAMPLE_F_PREEMPTED,
-		   &t, true))
-		return 0;
+	/* runnable: the user stack now (the kernel stack when it comes back) */
+	flags |= PF_SAMPLE_F_PREEMPTED;
+	long ub = walk_user((struct bpf_perf_event_data *)ctx, s, 0, pid, tid, &flags, true);
 	s->hdr.ts_ns = now;
+	s->hdr.off_ns = 0;
+	s->hdr.pid = pid;
+	s->hdr.tid = tid;
+	s->hdr.cpu = bpf_get_smp_processor_id();
+	s->hdr.kstack_len = 0;
+	s->hdr.ustack_len = ub / 8;
+	s->hdr.flags = flags;
+	bpf_get_current_comm(s->hdr.comm, sizeof(s->hdr.comm));
 	if (bpf_map_update_elem(&off_cpu_recs, &tid, &s->hdr, BPF_ANY) < 0) {
 		s->off_cpu_full++;
 		return 0;

@@ -329,9 +329,10 @@ struct pf_bpf_unwind_proc {
  *    record goes to `samples`. The CPU it came back on remembers it (pending_tid), so any
  *    other system call costs one per-CPU compare. Leaving again before that (a page fault, a
  *    wait inside the kernel), the record goes out with the kernel stack alone.
- *  - runnable (preempted, or prev_state TASK_RUNNING; PF_SAMPLE_F_PREEMPTED): its stacks are
- *    walked at once (it is still current) into off_cpu_recs, and the record goes out when it is
- *    switched back in after at least off_cpu_min_ns. Preemptions come at most at the
+ *  - runnable (preempted, or prev_state TASK_RUNNING; PF_SAMPLE_F_PREEMPTED): its user stack
+ *    is walked at once (it is still current) into off_cpu_recs; when it is switched back in
+ *    after at least off_cpu_min_ns its kernel stack (bpf_get_task_stack, as for a wait: no
+ *    frames of the program itself) goes before it and the record goes out. Preemptions come at most at the
  *    scheduler's rate; blocking switches, which can be far more frequent, are walked only when
  *    they lasted.
  * A record's off_ns is the time away, ts_ns the moment the thread came back. Kernel threads are
