@@ -320,6 +320,12 @@ void dp_sampler_health(struct agent_dataplane *d)
 	char py[STATUS_LEN];
 	if (pf_sampler_python_status(&st, py, sizeof(py)))
 		pf_buf_printf(&b, "; %s", py);
+	if (st.off_cpu || st.off_cpu_samples)
+		pf_buf_printf(&b,
+			      "; off-CPU %s: records %" PRIu64 ", switch-outs followed %" PRIu64
+			      ", short %" PRIu64 ", lost %" PRIu64,
+			      st.off_cpu ? "on" : "off", st.off_cpu_samples, st.off_cpu_switches,
+			      st.off_cpu_short, st.off_cpu_full + st.off_cpu_lost_user);
 	if (st.captures || st.capture_samples)
 		pf_buf_printf(&b, "; captures %u%s, capture samples %" PRIu64, st.captures,
 			      st.captures ? " sampling" : "", st.capture_samples);

@@ -26,6 +26,13 @@
 #   fponly    `full` with user stacks by frame pointers only (profleet-sample -U: no .eh_frame
 #             tables), in the same rounds: the tables' cost
 #   timedfp   `timed` with frame pointers only: the user-stack part of both walks side by side
+#   offcpu    `full` with profiling.off_cpu on at its defaults (min_block_us 1000, probability
+#             1): do_sample per tick against full's in the same rounds, and the off-CPU
+#             programs' own cost (off_cpu_switch + off_cpu_sys_exit run time over the run, % of
+#             one core; per switch and per system call), with
+#             bench/switch_workload.c doing context switches (pipe ping-pong) beside the CPU
+#             burners in every variant of such a session; its round trips per second are the
+#             workload's throughput (offcpu against full)
 #   empty     a program that returns at once: what running any program per tick costs on this
 #             host (the statistics' clock reads, cold code and data). At 99 Hz a tick finds
 #             the caches cold (run with HZ=999 to see every variant drop: the difference is
@@ -39,7 +46,7 @@
 #   sudo bench/bpf_sample_cost.sh
 # Environment: PF_BUILD_DIR (default build/bench-release, built Release when missing) or
 #   PF_SAMPLE (a profleet-sample binary), SECONDS_RUN (60; QUICK=1: 15), RUNS (2),
-#   VARIANTS ("full fponly all nofilter nooutput floor empty timed", plus "base" first when
+#   VARIANTS ("full offcpu fponly all nofilter nooutput floor empty timed", plus "base" first when
 #   PF_SAMPLE_BASE is set), PF_SAMPLE_BASE (a profleet-sample binary for "base"), WORKLOAD
 #   (workload or nofp), HZ (99: the sampling frequency).
 set -euo pipefail
@@ -49,7 +56,7 @@ secs=${SECONDS_RUN:-60}
 [ "${QUICK:-0}" = 1 ] && secs=${SECONDS_RUN:-15}
 runs=${RUNS:-2}
 base=${PF_SAMPLE_BASE:-}
-def_variants="full fponly all nofilter nooutput floor empty timed"
+def_variants="full offcpu fponly all nofilter nooutput floor empty timed"
 [ -n "$base" ] && def_variants="base $def_variants"
 variants=${VARIANTS:-$def_variants}
 . "$root/bench/sample_common.sh"
@@ -60,23 +67,33 @@ if [ "${WORKLOAD:-workload}" = nofp ]; then
 else
 	cc -O0 -fno-omit-frame-pointer -g -o "$tmp/workload" "$root/tests/ebpf/workload.c"
 fi
-cat > "$tmp/filter.yaml" <<EOF
+for off in false true; do
+	cat > "$tmp/filter-$off.yaml" <<EOF
 profiling:
   sampling: {frequency_hz: ${HZ:-99}, duration_seconds: 10}
+  off_cpu: {enabled: $off}
   filters:
     include:
       - {key: process.executable.name, match: strict, value: workload}
+      - {key: process.executable.name, match: strict, value: switcher}
 EOF
+done
 sysctl -q -w kernel.bpf_stats_enabled=1
 ncpu=$(nproc)
-total=$(((secs + 3) * runs * $(wc -w <<<"$variants") + 10))
+# the burners outlive every run even when start-up under load takes long
+total=$(((secs + 10) * runs * $(wc -w <<<"$variants") * 2 + 60))
 for _ in $(seq "$ncpu"); do
 	"$tmp/workload" "$total" >/dev/null & pids+=($!)
 done
+trips() { cat "$tmp/trips" 2>/dev/null || echo 0; }
+if grep -qw offcpu <<<"$variants"; then
+	cc -O2 -pthread -o "$tmp/switcher" "$root/bench/switch_workload.c"
+	"$tmp/switcher" "$total" "$tmp/trips" & pids+=($!)
+fi
 
 omit_of() {
 	case $1 in
-	full | base | fponly) echo 0 ;; all) echo 1 ;; nooutput) echo 3 ;; floor) echo 4 ;; nofilter) echo 9 ;;
+	full | base | fponly | offcpu) echo 0 ;; all) echo 1 ;; nooutput) echo 3 ;; floor) echo 4 ;; nofilter) echo 9 ;;
 	timed | timedfp) echo 16 ;; empty) echo 32 ;;
 	*) echo "unknown variant $1" >&2; exit 2 ;;
 	esac
@@ -87,13 +104,16 @@ echo "== do_sample, µs per sample (${secs} s per run, ${HZ:-99} Hz, ${ncpu} CPU
 # interleaved: full, nofilter, ... then again, so a change in the host's load hits all alike
 for r in $(seq "$runs"); do
 	for v in $variants; do
-		args=(-c "$tmp/filter.yaml" -d "$secs" -s -t 1)
+		args=(-c "$tmp/filter-false.yaml" -d "$secs" -s -t 1)
+		[ "$v" = offcpu ] && args=(-c "$tmp/filter-true.yaml" -d "$secs" -s -t 1)
 		bin=$sample
 		[ "$v" = base ] && bin=$base
 		omit=$(omit_of "$v")
 		[ "$omit" = 0 ] || args+=(-B "$omit")
 		case $v in fponly | timedfp) args+=(-U) ;; esac
+		t0=$(trips)
 		"$bin" "${args[@]}" > "$tmp/$v.$r.out" 2> "$tmp/$v.$r.err"
+		t1=$(trips)
 		case $v in timed | timedfp)
 			grep '^stats bench_timed=' "$tmp/$v.$r.out" | cut -d' ' -f2- >> "$tmp/$v"
 		esac
@@ -104,7 +124,24 @@ for r in $(seq "$runs"); do
 		samples=$(sed -n 's/^stats samples=\([0-9]*\).*/\1/p' "$tmp/$v.$r.out")
 		us=$(python3 -c "print(f'{$ns / max($cnt, 1) / 1000:.3f}')")
 		echo "$v $us" >> "$tmp/results"
-		case $v in full | base | fponly)
+		if [ -x "$tmp/switcher" ]; then
+			echo "$v/trips $(((t1 - t0) / secs))" >> "$tmp/results"
+		fi
+		if [ "$v" = offcpu ]; then
+			oline=$(grep '^stats prog=off_cpu_switch ' "$tmp/$v.$r.out")
+			ons=$(sed -n 's/.*run_time_ns=\([0-9]*\).*/\1/p' <<<"$oline")
+			ocnt=$(sed -n 's/.*run_cnt=\([0-9]*\).*/\1/p' <<<"$oline")
+			xline=$(grep '^stats prog=off_cpu_sys_exit ' "$tmp/$v.$r.out")
+			xns=$(sed -n 's/.*run_time_ns=\([0-9]*\).*/\1/p' <<<"$xline")
+			xcnt=$(sed -n 's/.*run_cnt=\([0-9]*\).*/\1/p' <<<"$xline")
+			python3 -c "print(f'offcpu/core% {($ons + $xns) / ($secs * 1e9) * 100:.4f}')" >> "$tmp/results"
+			python3 -c "print(f'offcpu/sys_exit_ns {$xns / max($xcnt, 1):.1f}')" >> "$tmp/results"
+			python3 -c "print(f'offcpu/sys_exits_per_s {$xcnt / $secs:.0f}')" >> "$tmp/results"
+			python3 -c "print(f'offcpu/switch_ns {$ons / max($ocnt, 1):.1f}')" >> "$tmp/results"
+			python3 -c "print(f'offcpu/switches_per_s {$ocnt / $secs:.0f}')" >> "$tmp/results"
+			grep '^stats off_cpu=' "$tmp/$v.$r.out" | sed 's/^stats /  /'
+		fi
+		case $v in full | base | fponly | offcpu)
 			python3 -c "print(f'$v/rec {$ns / max($samples, 1) / 1000:.3f}')" >> "$tmp/results"
 		esac
 		printf '%-9s run %d: %6s µs/sample  (run_cnt=%s recorded=%s lost=%s)\n' \
@@ -141,6 +178,16 @@ if "empty" in med:
         if v in med:
             print(f"{v} - empty (beyond running a program at all): "
                   f"{med[v] - med['empty']:.3f} µs")
+if "offcpu" in med and "full" in med:
+    print(f"offcpu / full (do_sample with off-CPU on): {med['offcpu'] / med['full']:.3f} per "
+          f"tick, {med['offcpu/rec'] / med['full/rec']:.3f} per recorded sample")
+    print(f"off-CPU programs: {med['offcpu/core%']:.3f} % of one core; off_cpu_switch "
+          f"{med['offcpu/switch_ns']:.0f} ns per switch at {med['offcpu/switches_per_s']:.0f} "
+          f"switches/s, off_cpu_sys_exit {med['offcpu/sys_exit_ns']:.0f} ns per system call "
+          f"at {med['offcpu/sys_exits_per_s']:.0f}/s")
+    if "full/trips" in med and med["full/trips"]:
+        print(f"switch workload round trips/s: offcpu {med['offcpu/trips']:.0f} vs full "
+              f"{med['full/trips']:.0f} ({(med['offcpu/trips'] / med['full/trips'] - 1) * 100:+.1f} %)")
 if "base" in med and "full" in med:
     print(f"full / base: {med['full'] / med['base']:.2f} per tick, "
           f"{med['full/rec'] / med['base/rec']:.2f} per recorded sample")

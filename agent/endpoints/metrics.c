@@ -216,6 +216,30 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 		    "Ticks of processes the filters exclude, skipped in the kernel.", s->filtered);
 	counter_u64(w, "sampler_stack_errors_total", "Ticks where no stack could be walked.",
 		    s->stack_errors);
+	gauge_u64(w, "sampler_off_cpu", "1 while off-CPU profiling's switch program is attached.",
+		  s->off_cpu);
+	counter_u64(w, "sampler_off_cpu_samples_total",
+		    "Off-CPU records written: threads back on the CPU after min_block_us or more.",
+		    s->off_cpu_samples);
+	counter_u64(w, "sampler_off_cpu_switches_total",
+		    "Switch-outs of profiled threads followed.",
+		    s->off_cpu_switches);
+	counter_u64(w, "sampler_off_cpu_kernel_only_total",
+		    "Off-CPU records written with the kernel stack alone: the thread left again "
+		    "before its system call returned.",
+		    s->off_cpu_kernel_only);
+	counter_u64(w, "sampler_off_cpu_short_total",
+		    "Followed switch-outs whose thread came back sooner than min_block_us.",
+		    s->off_cpu_short);
+	counter_u64(w, "sampler_off_cpu_filtered_total",
+		    "Switch-outs of processes the filters exclude, skipped in the kernel.",
+		    s->off_cpu_filtered);
+	family(w, "sampler_off_cpu_lost_total", "counter",
+	       "Off-CPU records lost: threads_full (too many threads away at once), window_full "
+	       "(the open window's off-CPU store was full).");
+	sample_u64(w, "sampler_off_cpu_lost_total", "reason=\"threads_full\"", s->off_cpu_full);
+	sample_u64(w, "sampler_off_cpu_lost_total", "reason=\"window_full\"",
+		   s->off_cpu_lost_user);
 	gauge_u64(w, "sampler_processes", "Processes known to the sampler.", s->processes);
 	gauge_u64(w, "sampler_unwind_tables",
 		  "1 while user stacks are walked with .eh_frame unwind tables in the kernel (0: "

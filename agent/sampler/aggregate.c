@@ -17,6 +17,8 @@ struct raw {
 	uint32_t stack;
 	uint32_t cpu;
 	char comm[16];
+	uint64_t weight; /* off-CPU */
+	uint8_t reason;  /* off-CPU */
 };
 
 struct stack {
@@ -27,6 +29,7 @@ struct stack {
 
 struct pf_agg {
 	size_t max_samples;
+	bool off_cpu;
 	struct raw *s;
 	size_t n, cap;
 	struct stack *st;
@@ -134,6 +137,8 @@ int pf_agg_add(struct pf_agg *agg, const struct pf_agg_sample *s)
 	r->tid = s->tid;
 	r->stack = id;
 	r->cpu = s->cpu;
+	r->weight = s->weight > INT64_MAX ? INT64_MAX : s->weight;
+	r->reason = s->reason;
 	if (s->comm) {
 		size_t l = strnlen(s->comm, sizeof(r->comm) - 1);
 		memcpy(r->comm, s->comm, l);
@@ -146,6 +151,7 @@ int pf_agg_add(struct pf_agg *agg, const struct pf_agg_sample *s)
 struct ord {
 	uint32_t pid, tid, stack, idx;
 	uint64_t ts;
+	uint32_t reason;
 };
 
 static int ord_cmp(const void *a, const void *b)
@@ -157,8 +163,39 @@ static int ord_cmp(const void *a, const void *b)
 		return x->tid < y->tid ? -1 : 1;
 	if (x->stack != y->stack)
 		return x->stack < y->stack ? -1 : 1;
+	if (x->reason != y->reason)
+		return x->reason < y->reason ? -1 : 1;
 	if (x->ts != y->ts)
 		return x->ts < y->ts ? -1 : 1;
+	return 0;
+}
+
+static bool same_run(const struct ord *x, const struct ord *y)
+{
+	return x->tid == y->tid && x->stack == y->stack && x->reason == y->reason;
+}
+
+static const struct pf_prof_label off_reason_label[2] = {
+	{.key = "profleet.off_cpu.reason", .str = "blocked"},
+	{.key = "profleet.off_cpu.reason", .str = "preempted"},
+};
+
+/* An off-CPU sample of ord[i, e): the weight of each timestamp, their sum, the reason. */
+static int off_cpu_values(const struct pf_agg *agg, struct pf_prof_window *w, const struct ord *o,
+			  size_t i, size_t e, struct pf_prof_sample *s)
+{
+	int64_t *ev = pf_prof_alloc(w, (e - i) * sizeof(*ev));
+	int64_t *sum = pf_prof_alloc(w, sizeof(*sum));
+	if (!ev || !sum)
+		return -ENOMEM;
+	for (size_t k = i; k < e; k++) {
+		ev[k - i] = (int64_t)agg->s[o[k].idx].weight;
+		*sum = *sum > INT64_MAX - ev[k - i] ? INT64_MAX : *sum + ev[k - i];
+	}
+	s->values = sum;
+	s->event_values = ev;
+	s->n_labels = 1;
+	s->labels = &off_reason_label[o[i].reason ? 1 : 0];
 	return 0;
 }
 
@@ -223,10 +260,10 @@ static int build_process(struct pf_agg *agg, struct pf_prof_window *w, const str
 		stacks[k] = (struct pf_prof_stack){n, fi};
 	}
 
-	/* samples: one per (tid, stack) run */
+	/* samples: one per (tid, stack, reason) run */
 	size_t n_samples = 0;
 	for (size_t i = a; i < b; i++)
-		if (i == a || o[i].tid != o[i - 1].tid || o[i].stack != o[i - 1].stack)
+		if (i == a || !same_run(&o[i], &o[i - 1]))
 			n_samples++;
 	struct pf_prof_sample *samples = pf_prof_alloc(w, n_samples * sizeof(*samples));
 	if (!samples)
@@ -234,7 +271,7 @@ static int build_process(struct pf_agg *agg, struct pf_prof_window *w, const str
 	size_t si = 0;
 	for (size_t i = a; i < b;) {
 		size_t e = i + 1;
-		while (e < b && o[e].tid == o[i].tid && o[e].stack == o[i].stack)
+		while (e < b && same_run(&o[e], &o[i]))
 			e++;
 		struct pf_prof_sample *s = &samples[si++];
 		uint64_t *ts = pf_prof_alloc(w, (e - i) * sizeof(*ts));
@@ -250,6 +287,8 @@ static int build_process(struct pf_agg *agg, struct pf_prof_window *w, const str
 		s->count = e - i;
 		s->n_timestamps = (uint32_t)(e - i);
 		s->timestamps = ts;
+		if (agg->off_cpu && off_cpu_values(agg, w, o, i, e, s) < 0)
+			goto out;
 		i = e;
 	}
 
@@ -331,6 +370,13 @@ int pf_agg_close(struct pf_agg *agg, uint64_t start, uint64_t end, uint32_t freq
 	w->start_unix_ns = start;
 	w->end_unix_ns = end;
 	w->frequency_hz = frequency_hz;
+	if (agg->off_cpu) {
+		static const struct pf_prof_value_type off_cpu = {"off_cpu", "nanoseconds"};
+		w->n_sample_types = 1;
+		w->sample_types = &off_cpu;
+		w->period_type = off_cpu;
+		w->period = 1;
+	}
 
 	size_t n_taken = 0;
 	for (size_t i = 0; i < agg->n; i++)
@@ -345,7 +391,7 @@ int pf_agg_close(struct pf_agg *agg, uint64_t start, uint64_t end, uint32_t freq
 	for (size_t i = 0; i < agg->n; i++) {
 		const struct raw *r = &agg->s[i];
 		if (r->ts < end)
-			o[k++] = (struct ord){r->pid, r->tid, r->stack, (uint32_t)i, r->ts};
+			o[k++] = (struct ord){r->pid, r->tid, r->stack, (uint32_t)i, r->ts, r->reason};
 	}
 	qsort(o, n_taken, sizeof(*o), ord_cmp);
 
@@ -386,6 +432,7 @@ struct pf_agg *pf_agg_new(const struct pf_agg_options *opt)
 	if (!agg)
 		return NULL;
 	agg->max_samples = opt && opt->max_samples ? opt->max_samples : DEFAULT_MAX_SAMPLES;
+	agg->off_cpu = opt && opt->off_cpu;
 	if (rehash(agg, 512) < 0) {
 		free(agg);
 		errno = ENOMEM;

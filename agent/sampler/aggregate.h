@@ -13,6 +13,12 @@
  * a close never loses a sample that raced with it. Samples are kept with their exact times
  * until then, which is what the slow-span trigger will cut time ranges from.
  *
+ * An off-CPU aggregation (pf_agg_options.off_cpu) takes samples with a weight (nanoseconds
+ * off the CPU) and a reason, and closes into a window of the one sample type off_cpu/
+ * nanoseconds (period type the same, period 1): one sample per (tid, stack, reason), its
+ * value the sum of the weights, each timestamp with its own weight (event_values), and the
+ * label profleet.off_cpu.reason = blocked | preempted.
+ *
  * Not thread-safe. */
 #ifndef PF_AGENT_AGGREGATE_H
 #define PF_AGENT_AGGREGATE_H
@@ -27,7 +33,11 @@ struct pf_agg;
 
 struct pf_agg_options {
 	size_t max_samples; /* samples held at once; beyond it pf_agg_add drops. 0 = 262144 */
+	bool off_cpu;       /* weighted off-CPU samples (above) */
 };
+
+/* pf_agg_sample.reason of an off-CPU sample */
+enum pf_agg_off_reason { PF_AGG_OFF_BLOCKED = 0, PF_AGG_OFF_PREEMPTED = 1 };
 
 struct pf_agg_sample {
 	uint64_t ts_unix_ns;
@@ -38,6 +48,8 @@ struct pf_agg_sample {
 	uint32_t n_kstack;
 	const uint64_t *ustack; /* user ips, leaf first */
 	uint32_t n_ustack;
+	uint64_t weight; /* off-CPU aggregation: nanoseconds away (clamped to INT64_MAX) */
+	uint8_t reason;  /* off-CPU aggregation: enum pf_agg_off_reason */
 };
 
 struct pf_agg_hooks {

@@ -207,6 +207,11 @@ static void print_stats(struct pf_sampler *s)
 	       " processes=%" PRIu64 " cpus=%u\n",
 	       st.samples, st.lost_kernel, st.lost_user, st.filtered, st.stack_errors,
 	       st.lost_events, st.processes, st.n_cpus);
+	printf("stats off_cpu=%d off_cpu_samples=%" PRIu64 " off_cpu_switches=%" PRIu64
+	       " off_cpu_short=%" PRIu64 " off_cpu_filtered=%" PRIu64 " off_cpu_lost=%" PRIu64
+	       " off_cpu_kernel_only=%" PRIu64 "\n",
+	       st.off_cpu, st.off_cpu_samples, st.off_cpu_switches, st.off_cpu_short,
+	       st.off_cpu_filtered, st.off_cpu_full + st.off_cpu_lost_user, st.off_cpu_kernel_only);
 	printf("stats bpf_stats_enabled=%d bpf_run_time_ns=%" PRIu64 " bpf_run_cnt=%" PRIu64 "\n",
 	       st.bpf_stats_enabled, st.bpf_run_time_ns, st.bpf_run_cnt);
 	for (int i = 0; i < PF_SAMPLER_N_PROGS; i++)

@@ -9,6 +9,7 @@
 #   sampler_window.c       windows and the span triggers' ring
 #   sampler_capture.c      captures
 #   sampler_stats.c        counters
+#   sampler_offcpu.c       off-CPU profiles: switch programs attached while on, their window
 #   procinfo.c             process attributes, filters, pid verdicts
 #   ../symbolize/symbolize.c  processes, JIT maps and frames to names (symbolize_int.h: its parts)
 #   ../symbolize/elf_read.c   libelf helpers: sections, build ids, DWARF presence
@@ -88,7 +89,8 @@ add_custom_target(agent_sampler_skel DEPENDS ${PF_SAMPLER_GEN}/cpu_sampler.skel.
 add_library(agent_sampler STATIC
 	${PF_SAMPLER_DIR}/sampler_bpf.c ${PF_SAMPLER_DIR}/sampler_read.c
 	${PF_SAMPLER_DIR}/sampler_window.c ${PF_SAMPLER_DIR}/sampler_capture.c
-	${PF_SAMPLER_DIR}/sampler_stats.c ${PF_SAMPLER_DIR}/procinfo.c
+	${PF_SAMPLER_DIR}/sampler_stats.c ${PF_SAMPLER_DIR}/sampler_offcpu.c
+	${PF_SAMPLER_DIR}/procinfo.c
 	${PF_SAMPLER_DIR}/../symbolize/symbolize.c ${PF_SAMPLER_DIR}/../symbolize/demangle.c
 	${PF_SAMPLER_DIR}/../symbolize/line_table.c ${PF_SAMPLER_DIR}/../symbolize/perf_map.c
 	${PF_SAMPLER_DIR}/../symbolize/vdso.c ${PF_SAMPLER_DIR}/../symbolize/gopclntab.c

@@ -226,7 +226,6 @@ static bool want_running(const struct pf_sampler *s)
 	return s->enabled && (!s->triggered_mode || s->trigger_on || s->ring);
 }
 
-
 /* Brings the perf events in line with enabled/mode/trigger and the frequency. */
 int sampler_apply_running(struct pf_sampler *s, uint32_t hz, struct pf_error *err)
 {
@@ -241,6 +240,11 @@ int sampler_apply_running(struct pf_sampler *s, uint32_t hz, struct pf_error *er
 	}
 	if (rc == 0)
 		s->freq_hz = hz;
+	/* off-CPU follows the continuous windows: not between triggers (the ring is CPU only) */
+	if (rc == 0)
+		rc = sampler_off_cpu_apply(s, s->enabled && s->off_cpu_cfg &&
+						      (!s->triggered_mode || s->trigger_on),
+					   err);
 	return rc;
 }
 
@@ -278,18 +282,22 @@ int pf_sampler_set_config(struct pf_sampler *s, const struct pf_profcfg *cfg, st
 		pf_unwinder_set_rows_limit(s->unw, (uint64_t)cfg->limits.max_memory_mb * 1024 *
 						       1024 / 8 / sizeof(struct pf_bpf_unwind_row));
 
-	bool old_enabled = s->enabled, old_mode = s->triggered_mode;
+	bool old_enabled = s->enabled, old_mode = s->triggered_mode, old_off = s->off_cpu_cfg;
 	uint32_t old_hz = s->freq_hz;
 	bool was_running = s->pe.n > 0;
 	s->enabled = cfg->enabled;
 	s->triggered_mode = cfg->mode == PF_MODE_TRIGGERED;
+	s->off_cpu_cfg = cfg->off_cpu.enabled;
+	sampler_off_cpu_knobs(s, cfg);
 	/* drain what the old period produced before switching */
 	ring_buffer__consume(s->rb);
 	rc = sampler_apply_running(s, cfg->frequency_hz, err);
 	if (rc < 0) {
 		s->enabled = old_enabled;
 		s->triggered_mode = old_mode;
+		s->off_cpu_cfg = old_off;
 		s->last_error = rc;
+		sampler_apply_running(s, old_hz, NULL); /* what the old settings had running */
 		return rc;
 	}
 	/* A window has one sampling period: a new frequency closes what was sampled so far,
@@ -323,6 +331,8 @@ void pf_sampler_free(struct pf_sampler *s)
 	}
 	for (size_t i = 0; i < PF_SAMPLER_CAPTURES; i++)
 		pf_agg_free(s->cap[i].agg);
+	if (s->skel)
+		sampler_off_cpu_free(s);
 	for (size_t i = 0; i < PF_ARRAY_SIZE(s->proc_links); i++)
 		bpf_link__destroy(s->proc_links[i]);
 	ring_buffer__free(s->rb);

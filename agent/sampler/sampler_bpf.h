@@ -79,7 +79,8 @@ struct pf_sampler_prog_stats {
 	uint64_t run_cnt;
 };
 
-#define PF_SAMPLER_N_PROGS 6 /* do_sample, handle_{exec,fork,exit}, resolve_ksyms, do_capture */
+#define PF_SAMPLER_N_PROGS 8 /* do_sample, handle_{exec,fork,exit}, resolve_ksyms, do_capture,
+			      * off_cpu_switch, off_cpu_sys_exit */
 
 struct pf_sampler_stats {
 	bool running;            /* perf events attached */
@@ -123,6 +124,15 @@ struct pf_sampler_stats {
 	/* Go binaries without .symtab named from their pclntab (cached now); names from files
 	 * that were not clean UTF-8 */
 	uint64_t go_files, names_cleaned;
+	/* off-CPU (profiling.off_cpu): the switch program attached; kernel: records written,
+	 * switch-outs followed, returns sooner than min_block_us, switch-outs of filtered
+	 * processes, records not kept (too many threads away), records without a user stack
+	 * (the thread left again before its system call returned); user: records refused
+	 * (store full), samples of the open window */
+	bool off_cpu;
+	uint64_t off_cpu_samples, off_cpu_switches, off_cpu_short, off_cpu_filtered, off_cpu_full;
+	uint64_t off_cpu_kernel_only;
+	uint64_t off_cpu_lost_user, off_cpu_pending;
 	int last_error;          /* negative errno of the last failure, 0 when healthy */
 	/* .eh_frame unwinding: on, or why not; the unwinder's counters (unwinder.h) */
 	bool dwarf_unwind;

@@ -8,6 +8,7 @@
  *   sampler_window.c   windows (close, cut at a frequency change) and the span triggers' ring
  *   sampler_capture.c  captures: their pid map, perf events and windows
  *   sampler_stats.c    counters for metrics and health
+ *   sampler_offcpu.c   off-CPU profiles: the switch programs' links, knobs, aggregation
  *
  * Functions here take the prefix sampler_; file-local ones have none. */
 #ifndef PF_AGENT_SAMPLER_INT_H
@@ -102,6 +103,13 @@ struct pf_sampler {
 	struct pf_py_unwind *py;     /* CPython processes: kernel entries and frame names */
 	uint64_t py_map_errors;      /* py_procs updates refused */
 
+	/* off-CPU (sampler_offcpu.c): the sys_exit and sched_switch links while on, the
+	 * aggregation of their records (created at the first attach), profiling.off_cpu */
+	struct bpf_link *off_links[2];
+	struct pf_agg *off_agg;
+	bool off_cpu_cfg;
+	double off_cpu_prob;
+
 	struct pf_sample_ring *ring; /* span triggers: recent samples, NULL when off */
 	uint64_t drained_unix_ns;    /* when the last poll started draining */
 };
@@ -147,6 +155,19 @@ void sampler_forget_pid(void *ctx, uint32_t pid);
 bool sampler_captures_running(const struct pf_sampler *s);
 /* Closes the samples before end (unix ns; 0 now) at hz into a finished window. */
 int sampler_cut_window(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf_error *err);
+
+/* ---- sampler_offcpu.c ---- */
+
+/* min_block_us and probability into the kernel's knobs. */
+void sampler_off_cpu_knobs(struct pf_sampler *s, const struct pf_profcfg *cfg);
+/* Attaches (want) or detaches the switch programs; err names profiling.off_cpu.enabled. */
+int sampler_off_cpu_apply(struct pf_sampler *s, bool want, struct pf_error *err);
+bool sampler_off_cpu_on(const struct pf_sampler *s);
+/* An off-CPU record, set up as any sample (as), off_ns away: into the off-CPU aggregation,
+ * weighted by off_ns / probability, its reason from flags. */
+void sampler_off_cpu_sample(struct pf_sampler *s, const struct pf_agg_sample *as, uint64_t off_ns,
+			    uint32_t flags);
+void sampler_off_cpu_free(struct pf_sampler *s);
 
 /* ---- sampler_stats.c ---- */
 

@@ -204,6 +204,10 @@ int sampler_on_sample(void *ctx, void *data, size_t size)
 	if (p && !sampler_proc_allowed(s, p))
 		return 0; /* decided after the kernel recorded it (PF_SAMPLE_F_UNKNOWN) */
 	struct pf_agg_sample as = sample_seen(s, &h, ips, ulen, comm);
+	if (h.flags & PF_SAMPLE_F_OFF_CPU) {
+		sampler_off_cpu_sample(s, &as, h.off_ns, h.flags);
+		return 0;
+	}
 	if (s->ring) {
 		/* refusals are counted in its stats */
 		pf_sample_ring_add(s->ring, &as, s->freq_hz);

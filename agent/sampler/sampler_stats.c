@@ -71,6 +71,12 @@ static int add_percpu_counts(struct pf_sampler *s, uint64_t sum[PF_CNT_MAX],
 		sum[PF_CNT_CAPTURE] += p->captures;
 		sum[PF_CNT_FILTERED] += p->filtered;
 		if (out) {
+			out->off_cpu_samples += p->off_cpu;
+			out->off_cpu_switches += p->off_cpu_out;
+			out->off_cpu_short += p->off_cpu_short;
+			out->off_cpu_filtered += p->off_cpu_filtered;
+			out->off_cpu_full += p->off_cpu_full;
+			out->off_cpu_kernel_only += p->off_cpu_kernel_only;
 			out->py_samples += p->py_samples;
 			out->py_frames += p->py_frames;
 			out->py_read_errors += p->py_read_errors;
@@ -120,7 +126,8 @@ static void prog_run_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	struct bpf_program *progs[PF_SAMPLER_N_PROGS] = {
 		s->skel->progs.do_sample,   s->skel->progs.handle_exec,
 		s->skel->progs.handle_fork, s->skel->progs.handle_exit,
-		s->skel->progs.resolve_ksyms, s->skel->progs.do_capture};
+		s->skel->progs.resolve_ksyms, s->skel->progs.do_capture,
+		s->skel->progs.off_cpu_switch, s->skel->progs.off_cpu_sys_exit};
 	for (int i = 0; i < PF_SAMPLER_N_PROGS; i++) {
 		struct bpf_prog_info info;
 		__u32 len = sizeof(info);
@@ -216,6 +223,12 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->kernel_resolver = ss.kernel_resolver;
 	out->kernel_resolved = ss.kernel_resolved;
 	out->kernel_resolve_cpu_ns = ss.kernel_resolve_cpu_ns;
+	out->off_cpu = sampler_off_cpu_on(s);
+	if (s->off_agg) {
+		pf_agg_stats(s->off_agg, &as);
+		out->off_cpu_lost_user = as.dropped;
+		out->off_cpu_pending = as.pending;
+	}
 	out->last_error = s->last_error;
 	out->dwarf_unwind = s->unw != NULL;
 	out->dwarf_unwind_off_reason = s->unw ? NULL : s->unw_off;

@@ -72,9 +72,34 @@ bool sampler_captures_running(const struct pf_sampler *s)
 	return false;
 }
 
-/* Closes the samples before `end` (unix ns; 0 = now) into *out. */
+/* The off-CPU samples of [start, end) into *off (NULL when there are none), beside the CPU
+ * window. A failure drops them (counted in last_error): the CPU window stays good. */
+static void close_off_cpu(struct pf_sampler *s, uint64_t start, uint64_t end, uint32_t hz,
+			  const struct pf_agg_hooks *hooks, struct pf_prof_window **off)
+{
+	struct pf_agg_stats st;
+	*off = NULL;
+	if (!s->off_agg)
+		return;
+	pf_agg_stats(s->off_agg, &st);
+	if (!st.pending)
+		return;
+	int rc = pf_agg_close(s->off_agg, start, end, hz, hooks, off);
+	if (rc < 0) {
+		s->last_error = rc;
+		return;
+	}
+	if (!(*off)->n_processes) {
+		pf_prof_window_free(*off);
+		*off = NULL;
+		return;
+	}
+	(*off)->host_name = pf_prof_strdup(*off, pf_procinfo_host_name(s->pi));
+}
+
+/* Closes the samples before `end` (unix ns; 0 = now) into *out, the off-CPU ones into *off. */
 static int close_into(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf_prof_window **out,
-		      struct pf_error *err)
+		      struct pf_prof_window **off, struct pf_error *err)
 {
 	ring_buffer__consume(s->rb);
 	sampler_refresh_clock(s);
@@ -92,6 +117,7 @@ static int close_into(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf
 	(*out)->lost_samples = lost - s->lost_at_close;
 	(*out)->host_name = pf_prof_strdup(*out, pf_procinfo_host_name(s->pi));
 	s->lost_at_close = lost;
+	close_off_cpu(s, s->window_start, end, hz, &hooks, off);
 	s->window_start = end;
 	/* processes that exited are symbolized now: let them go (unless a capture still needs
 	 * them: its window closes later; or the span triggers' ring still has samples of them) */
@@ -107,15 +133,18 @@ static int close_into(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf
 
 int sampler_cut_window(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf_error *err)
 {
-	if (s->n_ready == SAMPLER_MAX_READY) { /* nobody collects: drop the oldest */
+	while (s->n_ready > SAMPLER_MAX_READY - 2) { /* nobody collects: drop the oldest */
 		pf_prof_window_free(s->ready[0]);
-		memmove(s->ready, s->ready + 1, (SAMPLER_MAX_READY - 1) * sizeof(s->ready[0]));
+		memmove(s->ready, s->ready + 1, (s->n_ready - 1) * sizeof(s->ready[0]));
 		s->n_ready--;
 	}
-	struct pf_prof_window *w;
-	int rc = close_into(s, end, hz, &w, err);
-	if (rc == 0)
+	struct pf_prof_window *w, *off;
+	int rc = close_into(s, end, hz, &w, &off, err);
+	if (rc == 0) {
 		s->ready[s->n_ready++] = w;
+		if (off)
+			s->ready[s->n_ready++] = off;
+	}
 	return rc;
 }
 

@@ -358,6 +358,24 @@ const struct key_desc profcfg_keys[] = {
     BOOLK("profiling.interpreters.python", CFG, interpreters.python, true,
 	  "Name the Python functions of CPython 3.9-3.13 processes (frames of type cpython) "
 	  "in place of the interpreter's eval loop; false keeps their native stacks."),
+    SECTION("profiling.off_cpu",
+	    "Off-CPU profiles: where the profiled threads waited, from the scheduler's switches, "
+	    "through the same filters and unwinders as CPU samples."),
+    BOOLK("profiling.off_cpu.enabled", CFG, off_cpu.enabled, false,
+	  "Record the stack of a thread switched out and, when it runs again, one sample weighted "
+	  "by the nanoseconds it was away; exported as profiles of type off_cpu beside the CPU "
+	  "ones. Samples carry profleet.off_cpu.reason: blocked (it waited) or preempted (it was "
+	  "runnable, so CPU contention)."),
+    U32K("profiling.off_cpu.min_block_us", CFG, off_cpu.min_block_us, 1000, 1, 60000000,
+	 "Waits shorter than this (microseconds) are not recorded."),
+    {.path = "profiling.off_cpu.probability",
+     .type = K_DOUBLE,
+     .off = offsetof(CFG, off_cpu.probability),
+     .def_d = 1.0,
+     .min_d = 0.0001,
+     .max_d = 1,
+     .doc = "Share of switch-outs followed (decided at random in the kernel); the values are "
+	    "divided by it, so a profile still estimates the whole off-CPU time."},
     SECTION("profiling.filters", "Which processes are profiled, by process attribute."),
     FILTER_KEYS("include", include, n_include,
 		"If not empty, only processes matching at least one entry are profiled."),

@@ -488,11 +488,17 @@ static int enc_profile(struct enc *e, const struct pf_prof_window *w, size_t pi,
 	prof->profile_id.data = id;
 	prof->profile_id.len = 16;
 
-	/* One shape for every sample of the profile; explicit sample types are values-only. */
-	bool ts_shape = !w->n_sample_types;
-	for (size_t i = 0; i < p->n_samples && ts_shape; i++)
-		if (p->samples[i].count && p->samples[i].n_timestamps != p->samples[i].count)
-			ts_shape = false;
+	/* One shape for every sample of the profile: timestamps only (the implicit CPU profile),
+	 * a value per timestamp (one explicit type whose samples all have event_values), else
+	 * values only. */
+	bool ts_shape = !w->n_sample_types, ev_shape = w->n_sample_types == 1;
+	for (size_t i = 0; i < p->n_samples && (ts_shape || ev_shape); i++) {
+		const struct pf_prof_sample *s = &p->samples[i];
+		if (s->count && s->n_timestamps != s->count)
+			ts_shape = ev_shape = false;
+		if (!s->event_values || !s->n_timestamps)
+			ev_shape = false;
+	}
 
 	size_t n = 0;
 	for (size_t i = 0; i < p->n_samples; i++) {
@@ -512,10 +518,14 @@ static int enc_profile(struct enc *e, const struct pf_prof_window *w, size_t pi,
 			r = enc_link(e, s, &ps->link_index);
 		if (r < 0)
 			return r;
-		if (ts_shape) {
+		if (ts_shape || ev_shape) {
 			ps->timestamps_unix_nano = (uint64_t *)s->timestamps;
 			ps->n_timestamps_unix_nano = s->n_timestamps;
-		} else {
+		}
+		if (ev_shape) {
+			ps->values = (int64_t *)s->event_values;
+			ps->n_values = s->n_timestamps;
+		} else if (!ts_shape) {
 			ps->values = pb_pool_alloc(&e->pool, sizeof(int64_t));
 			if (!ps->values)
 				return -ENOMEM;

@@ -25,19 +25,14 @@
 
 #include "pf/profcfg.h"
 #include "pf/profile.h"
+#include "ebpf_util.h"
+#include "pf/clock.h"
 #include "sampler/sampler_bpf.h"
 #include "symbolize/symbolize.h"
 
 static char g_dir[64];
 static char g_exe[128];
 static char g_name[32];
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static int build_workload(void)
 {
@@ -93,25 +88,10 @@ static void reap(pid_t pid)
 	waitpid(pid, NULL, 0);
 }
 
-static struct pf_profcfg *config(const char *fmt, ...)
-{
-	char yaml[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(yaml, sizeof(yaml), fmt, ap);
-	va_end(ap);
-	struct pf_profcfg *cfg = NULL;
-	struct pf_error err = {0};
-	int rc = pf_profcfg_parse(yaml, strlen(yaml), &cfg, &err);
-	if (rc < 0)
-		fail_msg("config: %s", err.msg);
-	return cfg;
-}
-
 /* Samples the workload's executable only, at hz, in windows of 10 s. */
 static struct pf_profcfg *include_workload(unsigned hz)
 {
-	return config("profiling:\n  sampling: {frequency_hz: %u, duration_seconds: 10}\n"
+	return ebpf_config("profiling:\n  sampling: {frequency_hz: %u, duration_seconds: 10}\n"
 		      "  filters:\n    include: [{key: process.executable.name, match: strict, "
 		      "value: \"%s\"}]\n",
 		      hz, g_name);
@@ -119,8 +99,8 @@ static struct pf_profcfg *include_workload(unsigned hz)
 
 static void poll_for(struct pf_sampler *s, uint64_t ms)
 {
-	uint64_t end = now_ms() + ms;
-	while (now_ms() < end)
+	uint64_t end = pf_mono_ms() + ms;
+	while (pf_mono_ms() < end)
 		assert_true(pf_sampler_poll(s, 50) >= 0);
 }
 
@@ -289,8 +269,8 @@ static pid_t spawn_jit(double seconds, enum jit_map kind)
 		sizeof(spin));
 	fclose(f);
 	void (*fn)(void) = (void (*)(void))(uintptr_t)(code + 256);
-	uint64_t end = now_ms() + (uint64_t)(seconds * 1000);
-	while (now_ms() < end)
+	uint64_t end = pf_mono_ms() + (uint64_t)(seconds * 1000);
+	while (pf_mono_ms() < end)
 		for (int i = 0; i < 64; i++)
 			fn();
 	unlink(path);
@@ -304,7 +284,7 @@ static struct pf_sampler *sampler_with(const char *yaml, struct pf_profcfg **cfg
 	struct pf_error err = {0};
 	struct pf_sampler *s = pf_sampler_new(NULL, &err);
 	assert_non_null(s);
-	*cfg = config("%s", yaml);
+	*cfg = ebpf_config("%s", yaml);
 	assert_int_equal(pf_sampler_set_config(s, *cfg, &err), 0);
 	return s;
 }
@@ -368,9 +348,9 @@ static void test_jit_map_not_a_file(void **state)
 	pid_t a = spawn_jit(3, JIT_MAP_SYMLINK), b = spawn_jit(3, JIT_MAP_FIFO);
 	assert_true(a > 0 && b > 0);
 	poll_for(s, 1500);
-	uint64_t t0 = now_ms();
+	uint64_t t0 = pf_mono_ms();
 	struct pf_prof_window *w = pf_sampler_close_window(s, &err);
-	uint64_t took = now_ms() - t0;
+	uint64_t took = pf_mono_ms() - t0;
 	assert_non_null(w);
 	uint64_t seen = 0;
 	for (size_t i = 0; i < w->n_processes; i++) {
@@ -402,7 +382,7 @@ static void test_exclude_in_kernel(void **state)
 	struct pf_error err = {0};
 	struct pf_sampler *s = pf_sampler_new(NULL, &err);
 	assert_non_null(s);
-	struct pf_profcfg *cfg = config(
+	struct pf_profcfg *cfg = ebpf_config(
 		"profiling:\n  sampling: {frequency_hz: 499, duration_seconds: 10}\n"
 		"  filters:\n    exclude: [{key: process.executable.name, match: regexp, "
 		"value: \"^%s$\"}]\n",
@@ -443,8 +423,8 @@ static void test_filter_change_drops_cached_verdict(void **state)
 	assert_non_null(s);
 	const char *fmt = "profiling:\n  sampling: {frequency_hz: 499, duration_seconds: 10}\n"
 			  "  filters:\n    %s: [{key: process.pid, match: strict, value: \"%d\"}]\n";
-	struct pf_profcfg *inc = config(fmt, "include", (int)pid);
-	struct pf_profcfg *exc = config(fmt, "exclude", (int)pid);
+	struct pf_profcfg *inc = ebpf_config(fmt, "include", (int)pid);
+	struct pf_profcfg *exc = ebpf_config(fmt, "exclude", (int)pid);
 	struct pf_prof_window *w[3];
 	double cpu[3];
 	uint64_t filtered[3];
@@ -491,11 +471,11 @@ static void test_runtime_frequency_change(void **state)
 	usleep(100000);
 	struct pf_sampler *s = pf_sampler_new(NULL, &err);
 	assert_non_null(s);
-	struct pf_profcfg *c1 = config("profiling:\n  sampling: {frequency_hz: 499}\n"
+	struct pf_profcfg *c1 = ebpf_config("profiling:\n  sampling: {frequency_hz: 499}\n"
 				       "  filters:\n    include: [{key: process.pid, match: strict, "
 				       "value: \"%d\"}]\n",
 				       (int)pid);
-	struct pf_profcfg *c2 = config("profiling:\n  sampling: {frequency_hz: 199}\n"
+	struct pf_profcfg *c2 = ebpf_config("profiling:\n  sampling: {frequency_hz: 199}\n"
 				       "  filters:\n    include: [{key: process.pid, match: strict, "
 				       "value: \"%d\"}]\n",
 				       (int)pid);
@@ -730,7 +710,7 @@ static void test_kernel_frames_resolver(void **state)
 	assert_true(pid > 0);
 	struct pf_sampler *s = pf_sampler_new(NULL, &err);
 	assert_non_null(s);
-	struct pf_profcfg *cfg = config("profiling:\n  sampling: {frequency_hz: 499}\n"
+	struct pf_profcfg *cfg = ebpf_config("profiling:\n  sampling: {frequency_hz: 499}\n"
 					"  filters:\n    include: [{key: process.pid, match: "
 					"strict, value: \"%d\"}]\n",
 					(int)pid);
@@ -791,16 +771,10 @@ static void test_kernel_frames_resolver(void **state)
 int main(void)
 {
 	struct pf_error err = {0};
-	struct pf_sampler *probe = pf_sampler_new(NULL, &err);
-	if (!probe) {
-		int e = errno;
-		if (e == EPERM || e == EACCES || e == ENOTSUP || e == ENOSYS || e == EOPNOTSUPP) {
-			printf("SKIP: the kernel refuses BPF/perf events here: %s\n", err.msg);
-			return 77;
-		}
-		fprintf(stderr, "pf_sampler_new: %s\n", err.msg);
-		return 1;
-	}
+	int code;
+	struct pf_sampler *probe = ebpf_probe(&code);
+	if (!probe)
+		return code;
 	struct pf_profcfg *cfg = pf_profcfg_new_default();
 	int rc = pf_sampler_set_config(probe, cfg, &err);
 	pf_profcfg_free(cfg);

@@ -43,6 +43,7 @@
 #include "gobuild.h"
 #include "pf/profcfg.h"
 #include "pf/profile.h"
+#include "ebpf_util.h"
 #include "sampler/sampler_bpf.h"
 
 static char g_dir[64];
@@ -623,17 +624,10 @@ static void test_lru_eviction(void **state)
 
 int main(void)
 {
-	struct pf_error err = {0};
-	struct pf_sampler *probe = pf_sampler_new(NULL, &err);
-	if (!probe) {
-		int e = errno;
-		if (e == EPERM || e == EACCES || e == ENOTSUP || e == ENOSYS || e == EOPNOTSUPP) {
-			printf("SKIP: the kernel refuses BPF/perf events here: %s\n", err.msg);
-			return 77;
-		}
-		fprintf(stderr, "pf_sampler_new: %s\n", err.msg);
-		return 1;
-	}
+	int code;
+	struct pf_sampler *probe = ebpf_probe(&code);
+	if (!probe)
+		return code;
 	struct pf_sampler_stats st;
 	pf_sampler_stats(probe, &st);
 	pf_sampler_free(probe);

@@ -34,14 +34,16 @@ PROFCHECK_BIN = os.environ.get("PF_PROFCHECK_BIN", "")
 SOURCE_DIR = os.environ.get(
     "PF_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 WORKLOAD_SRC = os.path.join(SOURCE_DIR, "tests", "ebpf", "workload.c")
+OFFCPU_WORKLOAD_SRC = os.path.join(SOURCE_DIR, "tests", "ebpf", "offcpu_workload.c")
 REQUEST_TYPE = "opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest"
 SERVICE_PROTO = "opentelemetry/proto/collector/profiles/v1development/profiles_service.proto"
 
 
-def config_yaml(name, exporters, frequency=199, duration=2, mode="continuous"):
+def config_yaml(name, exporters, frequency=199, duration=2, mode="continuous", off_cpu=False):
     lines = ["profiling:", "  mode: %s" % mode,
              "  sampling:", "    frequency_hz: %d" % frequency,
              "    duration_seconds: %d" % duration,
+             "  off_cpu: {enabled: %s}" % ("true" if off_cpu else "false"),
              "  filters:", "    include:",
              "      - {key: process.executable.name, match: strict, value: \"%s\"}" % name,
              "  exporters:"]
@@ -529,6 +531,49 @@ class Dataplane(IntegrationCase):
         self.push(ctl, uid, config_yaml(self.wl_name, [], frequency=49))
         self.assertTrue(ag.proc.alive())
         self.assertEqual(ag.stop(signal.SIGTERM), 0)
+
+    def test_off_cpu_profiles_stored_apart(self):
+        """profiling.off_cpu pushed live: the agent exports off-CPU profiles beside the CPU ones,
+        the store files them as type=off_cpu, and their top function is the blocking one."""
+        ctl = self.controller()
+        ag = self.agent(ctl, "offcpu")
+        uid = ag.uid()
+        self.wait_agent(ctl, uid, lambda a: a["connected"], what="agent connected")
+        self.wait_sampler(ag)
+        subprocess.run(["cc", "-O0", "-fno-omit-frame-pointer", "-g", "-pthread", "-o",
+                        self.wl_bin, OFFCPU_WORKLOAD_SRC], check=True, timeout=60)
+        p = subprocess.Popen([self.wl_bin, "60"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        self.workloads.append(p)
+        exporter = ('{type: otlp_http, endpoint: "http://127.0.0.1:%d/v1development/profiles", '
+                    'auth: agent_token}' % ctl.port)
+        self.push(ctl, uid, config_yaml(self.wl_name, [exporter], frequency=99, duration=2,
+                                        off_cpu=True))
+
+        def typed(t):
+            st, body, _ = ctl.request("GET", "/api/v1/profiles?agent=%s&limit=100" % uid)
+            got = [q for q in body.get("profiles", []) if q.get("type") == t] if st == 200 \
+                else []
+            return got or None
+        first = wait_until(lambda: typed("off_cpu"), timeout=30, what="an off_cpu profile")
+        self.assertTrue(typed("cpu"), "the CPU windows go on beside")
+        # windows after the first: libc (no frame pointers) is walked by its unwind tables,
+        # which load once the process has been seen for a while
+        since = max(q["start_ms"] for q in first) + 1
+        wait_until(lambda: len([q for q in typed("off_cpu") or [] if q["start_ms"] >= since])
+                   >= 2, timeout=30, what="two later off_cpu profiles")
+        st, top, _ = ctl.request("GET", "/api/v1/top?service=%s&type=off_cpu&from=%d&limit=100"
+                                 % (self.wl_name, since))
+        self.assertEqual(st, 200, top)
+        names = [f["name"] for f in top["functions"]]
+        self.assertIn("wait_lock", names, top)
+        # kernel stacks begin where the thread left the CPU, not in the program's own frames
+        self.assertFalse([n for n in names if n.startswith("bpf_prog_")], names)
+        # off again, live: the sampler's health says so
+        self.push(ctl, uid, config_yaml(self.wl_name, [exporter], frequency=99, duration=2))
+        self.wait_agent(ctl, uid, lambda a: "off-CPU off" in
+                        self.components(a).get("sampler", {}).get("status", ""),
+                        timeout=40, what="sampler health: off-CPU off")
 
     def test_embedded_store_end_to_end(self):
         """agent -> the controller's embedded store -> query API shows the hot function.

@@ -12,6 +12,8 @@
  *  handle_*    tp_btf sched_process_{exec,fork,exit}: keep `pid_filter` coherent in the kernel
  *              (an exec forgets the verdict, a fork inherits it, an exit drops it) and tell user
  *              space, which computes the new verdict from the process's attributes.
+ *  off_cpu_switch, off_cpu_sys_exit  tp_btf sched_switch and sys_exit: off-CPU records
+ *              (cpu_sampler.h), attached by user space only while profiling.off_cpu is on.
  *  resolve_ksyms  syscall program run on demand by user space (BPF_PROG_TEST_RUN): kernel
  *              addresses -> "name+off/size [module]" through the kernel's kallsyms lookup
  *              (cpu_sampler.h, struct pf_bpf_ksym_req). Not loaded where the kernel lacks
@@ -47,6 +49,13 @@ const volatile __u64 wake_bytes = PF_SAMPLES_RB_MIN_BYTES / 4;
 const volatile __u32 dwarf_unwind = 0;
 /* PF_BENCH_* bits: parts of do_sample left out for bench/bpf_sample_cost.sh; 0 in the agent. */
 const volatile __u32 bench_omit = 0;
+/* profiling.off_cpu, written by user space through .data: waits shorter than off_cpu_min_ns
+ * are dropped; a switch-out is followed when a random u32 is <= off_cpu_threshold. */
+__u64 off_cpu_min_ns = 1000000;
+__u32 off_cpu_threshold = 0xffffffff;
+/* Bumped by user space at every attach: off_cpu_task entries of another generation are
+ * leftovers of an earlier attach (task storage lives as long as its task). */
+__u32 off_cpu_gen = 1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -93,6 +102,21 @@ struct {
 	__type(key, __u32);
 	__type(value, struct pf_bpf_ksym_req);
 } ksym_req SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PF_OFF_CPU_THREADS_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct pf_bpf_off_rec);
+} off_cpu_recs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct pf_bpf_off_task);
+} off_cpu_task SEC(".maps");
 
 /* .eh_frame unwinding (cpu_sampler.h): rows, tables, and (pid, address) -> mapping. */
 struct {
@@ -395,13 +419,13 @@ static long unwind_step(__u32 i, void *ctx)
 /* The user stack by the unwind tables into s->ips from slot base, when the process has
  * tables: its size in bytes, or -1 when it has none (then the frame-pointer walk runs). */
 static __always_inline long walk_tables(struct bpf_perf_event_data *ctx, __u32 pid, __u32 base,
-					__u32 *flags)
+					__u32 *flags, bool sw)
 {
 #if !defined(__TARGET_ARCH_x86)
 	return -1; /* the rows' register rules are x86_64's (user space never enables it) */
 #else
 	struct pf_walk st = {.pid = pid, .base = base, .exact = 1};
-	if (in_user_mode(ctx)) {
+	if (!sw && in_user_mode(ctx)) {
 		st.ip = ctx->regs.ip;
 		st.sp = ctx->regs.sp;
 		st.bp = ctx->regs.bp;
@@ -656,21 +680,15 @@ static __always_inline long py_merge(struct pf_bpf_percpu *s, __u32 pid, __u32 t
 	return (long)n * 8;
 }
 
-/* The kernel stack (only when the tick interrupted kernel mode) then the user stack of the
- * interrupted context into s->ips; their sizes in bytes, masked so that the verifier can prove
- * every later offset stays inside the scratch value. */
-static __always_inline void walk_stacks(struct bpf_perf_event_data *ctx,
-					struct pf_bpf_percpu *s, long *kbytes, long *ubytes,
-					__u64 *t, __u32 pid, __u32 tid, __u32 *flags)
+/* The user stack of the interrupted context (with sw: of the current task, which is in the
+ * kernel) into s->ips after the kb bytes of kernel stack: its size in bytes, masked. */
+static __always_inline long walk_user(struct bpf_perf_event_data *ctx, struct pf_bpf_percpu *s,
+				      long kb, __u32 pid, __u32 tid, __u32 *flags, bool sw)
 {
-	long kb = in_user_mode(ctx) ? 0 : bpf_get_stack(ctx, s->ips, STACK_BYTES, 0);
-	if (kb < 0)
-		kb = 0;
-	kb &= 0x3ff; /* <= 1016 in practice; the mask proves it to the verifier */
-	lap(t, PF_CNT_T_KSTACK);
+	kb &= 0x3ff;
 	long ub = -1;
 	if (dwarf_unwind)
-		ub = walk_tables(ctx, pid, kb / 8, flags);
+		ub = walk_tables(ctx, pid, kb / 8, flags, sw);
 	if (ub < 0)
 		ub = bpf_get_stack(ctx, (void *)s->ips + kb, STACK_BYTES, BPF_F_USER_STACK);
 	if (ub < 0)
@@ -678,30 +696,53 @@ static __always_inline void walk_stacks(struct bpf_perf_event_data *ctx,
 	ub &= 0x3ff;
 	if (ub)
 		ub = py_merge(s, pid, tid, kb / 8, ub, flags);
+	return ub & 0x3ff;
+}
+
+/* The kernel stack (only when the tick interrupted kernel mode) then the user stack of the
+ * interrupted context into s->ips; their sizes in bytes, masked so that the verifier can prove
+ * every later offset stays inside the scratch value. */
+static __always_inline void walk_stacks(struct bpf_perf_event_data *ctx,
+					struct pf_bpf_percpu *s, long *kbytes, long *ubytes,
+					__u64 *t, __u32 pid, __u32 tid, __u32 *flags, bool sw)
+{
+	long kb = !sw && in_user_mode(ctx) ? 0 : bpf_get_stack(ctx, s->ips, STACK_BYTES, 0);
+	if (kb < 0)
+		kb = 0;
+	kb &= 0x3ff; /* <= 1016 in practice; the mask proves it to the verifier */
+	lap(t, PF_CNT_T_KSTACK);
+	long ub = walk_user(ctx, s, kb, pid, tid, flags, sw);
 	lap(t, PF_CNT_T_USTACK);
 	*kbytes = kb;
 	*ubytes = ub & 0x3ff;
 }
 
-static __always_inline void count_here(struct pf_bpf_percpu *s, bool capture)
+/* What a record is, for its count. */
+enum rec_kind { REC_TICK, REC_CAPTURE, REC_OFF_CPU };
+
+static __always_inline void count_here(struct pf_bpf_percpu *s, enum rec_kind kind)
 {
-	if (capture)
+	if (kind == REC_CAPTURE)
 		s->captures++;
+	else if (kind == REC_OFF_CPU)
+		s->off_cpu++;
 	else
 		s->samples++;
 }
 
-/* Writes one sample record of the current task (stacks of the interrupted context) from the
- * CPU's state s and counts it (a capture tick or a continuous one). */
-static __always_inline int record(struct bpf_perf_event_data *ctx, struct pf_bpf_percpu *s,
-				  __u32 pid, __u32 tid, __u32 flags, bool capture, __u64 *t)
+/* Builds one sample record of the current task (stacks of the interrupted context; with sw,
+ * of the task switching out, ctx being the tracepoint's) in the CPU's state s: its size in
+ * bytes, 0 when it does not fit. */
+static __always_inline __u64 build(struct bpf_perf_event_data *ctx, struct pf_bpf_percpu *s,
+				   __u32 pid, __u32 tid, __u32 flags, __u64 *t, bool sw)
 {
 	long kb, ub;
-	walk_stacks(ctx, s, &kb, &ub, t, pid, tid, &flags);
+	walk_stacks(ctx, s, &kb, &ub, t, pid, tid, &flags, sw);
 	if (kb == 0 && ub == 0)
 		count(PF_CNT_STACK_ERR);
 
 	s->hdr.ts_ns = bpf_ktime_get_ns();
+	s->hdr.off_ns = 0;
 	s->hdr.pid = pid;
 	s->hdr.tid = tid;
 	s->hdr.cpu = bpf_get_smp_processor_id();
@@ -711,21 +752,20 @@ static __always_inline int record(struct bpf_perf_event_data *ctx, struct pf_bpf
 	bpf_get_current_comm(s->hdr.comm, sizeof(s->hdr.comm));
 
 	__u64 size = sizeof(s->hdr) + kb + ub;
-	if (size > sizeof(s->hdr) + sizeof(s->ips))
-		return 0;
-	if (bench_omit & PF_BENCH_OMIT_OUTPUT) {
-		count_here(s, capture);
-		return 0;
-	}
-	lap(t, PF_CNT_T_RECORD);
-	/* Wake the consumer only once the buffer is a quarter full; it also drains on its own
-	 * timer, so at 99 Hz there is about one wake-up per poll interval, not one per sample.
-	 * The fill is looked at only every wake_bytes / 8 this CPU wrote, not per record. */
+	return size > sizeof(s->hdr) + sizeof(s->ips) ? 0 : size;
+}
+
+/* Writes size bytes of the record at rec (s->hdr, or an off-CPU record) into the samples ring
+ * buffer and counts it. Wakes the consumer only once the buffer is a quarter full; it also
+ * drains on its own timer, so at 99 Hz there is about one wake-up per poll interval, not one
+ * per sample. The fill is looked at only every wake_bytes / 8 this CPU wrote, not per record. */
+static __always_inline int output(struct pf_bpf_percpu *s, void *rec, __u64 size, __u32 flags,
+				  __u64 ts, enum rec_kind kind)
+{
 	__u64 wake = BPF_RB_NO_WAKEUP;
-	if ((flags & PF_SAMPLE_F_UNWIND_MISS) &&
-	    s->hdr.ts_ns - s->miss_wake_ns >= PF_UNWIND_WAKE_NS) {
+	if ((flags & PF_SAMPLE_F_UNWIND_MISS) && ts - s->miss_wake_ns >= PF_UNWIND_WAKE_NS) {
 		wake = BPF_RB_FORCE_WAKEUP; /* tables to load now: see walk_tables */
-		s->miss_wake_ns = s->hdr.ts_ns;
+		s->miss_wake_ns = ts;
 	}
 	s->since_query += size;
 	if (s->since_query >= wake_bytes / 8) {
@@ -733,11 +773,29 @@ static __always_inline int record(struct bpf_perf_event_data *ctx, struct pf_bpf
 		if (bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= wake_bytes)
 			wake = BPF_RB_FORCE_WAKEUP;
 	}
-	if (bpf_ringbuf_output(&samples, &s->hdr, size, wake) < 0) {
+	if (bpf_ringbuf_output(&samples, rec, size, wake) < 0) {
 		count(PF_CNT_LOST_RB);
+		return -1;
+	}
+	count_here(s, kind);
+	return 0;
+}
+
+/* Writes one sample record of the current task (stacks of the interrupted context) from the
+ * CPU's state s and counts it (a capture tick or a continuous one). */
+static __always_inline int record(struct bpf_perf_event_data *ctx, struct pf_bpf_percpu *s,
+				  __u32 pid, __u32 tid, __u32 flags, enum rec_kind kind, __u64 *t)
+{
+	__u64 size = build(ctx, s, pid, tid, flags, t, false);
+	if (!size)
+		return 0;
+	if (bench_omit & PF_BENCH_OMIT_OUTPUT) {
+		count_here(s, kind);
 		return 0;
 	}
-	count_here(s, capture);
+	lap(t, PF_CNT_T_RECORD);
+	if (output(s, &s->hdr, size, s->hdr.flags, s->hdr.ts_ns, kind) < 0)
+		return 0;
 	lap(t, PF_CNT_T_OUTPUT);
 	if (bench_omit & PF_BENCH_TIMING)
 		count(PF_CNT_T_N);
@@ -775,7 +833,7 @@ static __always_inline int stacks_only(struct bpf_perf_event_data *ctx, struct p
 	long kb, ub;
 	__u64 t = 0;
 	__u32 flags = 0;
-	walk_stacks(ctx, s, &kb, &ub, &t, pid, (__u32)bpf_get_current_pid_tgid(), &flags);
+	walk_stacks(ctx, s, &kb, &ub, &t, pid, (__u32)bpf_get_current_pid_tgid(), &flags, false);
 	return 0;
 }
 
@@ -808,7 +866,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 		}
 	}
 	lap(&t, PF_CNT_T_FILTER);
-	return record(ctx, s, pid, tid, flags, false, &t);
+	return record(ctx, s, pid, tid, flags, REC_TICK, &t);
 }
 
 SEC("perf_event")
@@ -828,7 +886,217 @@ int do_capture(struct bpf_perf_event_data *ctx)
 	if (!s)
 		return 0;
 	__u64 t = lap_start();
-	return record(ctx, s, pid, tid, flags, true, &t);
+	return record(ctx, s, pid, tid, flags, REC_CAPTURE, &t);
+}
+
+/* An off-CPU record of size bytes at r goes out, then its entry. */
+static __always_inline void off_cpu_out(struct pf_bpf_percpu *s, struct pf_bpf_off_rec *r,
+					__u32 tid)
+{
+	__u64 size = sizeof(r->hdr) + ((__u64)r->hdr.kstack_len + r->hdr.ustack_len) * 8;
+	if (size <= sizeof(*r))
+		output(s, r, size, r->hdr.flags, r->hdr.ts_ns, REC_OFF_CPU);
+	bpf_map_delete_elem(&off_cpu_recs, &tid);
+}
+
+/* The thread's off-CPU state (task storage), NULL when it has none of this generation. */
+static __always_inline struct pf_bpf_off_task *off_task(struct task_struct *t, bool create)
+{
+	struct pf_bpf_off_task *ot = bpf_task_storage_get(
+		&off_cpu_task, t, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	if (!ot)
+		return NULL;
+	if (ot->gen != off_cpu_gen) {
+		if (!create)
+			return NULL;
+		ot->gen = off_cpu_gen;
+		ot->state = PF_OFF_NONE;
+	}
+	return ot;
+}
+
+/* The thread coming back (next), away since ot->ts_ns (waiting) or with a record walked when
+ * it left (preempted): nothing when it was away less than off_cpu_min_ns. A preempted thread's
+ * record goes out now. A blocked one has not run since it left: its kernel stack is the one it
+ * left with (bpf_get_task_stack), its user stack is read when its system call returns
+ * (off_cpu_sys_exit, on this CPU, which it runs on next: pending_tid), the record waiting in
+ * off_cpu_recs meanwhile. */
+static __always_inline void off_cpu_back(struct pf_bpf_percpu *s, struct task_struct *next,
+					 __u64 now)
+{
+	struct pf_bpf_off_task *ot = off_task(next, false);
+	if (!ot || ot->state == PF_OFF_NONE || ot->state == PF_OFF_PENDING)
+		return;
+	__u32 tid = next->pid;
+	__u64 away = now - ot->ts_ns;
+	__u32 flags = ot->flags;
+	if (ot->state == PF_OFF_PREEMPTED) {
+		/* its user stack was walked when it left; its kernel stack is the one it left
+		 * with, saved by the switch (walked at the switch-out it would begin in this
+		 * program's own frames) */
+		ot->state = PF_OFF_NONE;
+		struct pf_bpf_off_rec *r = bpf_map_lookup_elem(&off_cpu_recs, &tid);
+		if (!r)
+			return;
+		if (away < off_cpu_min_ns) {
+			s->off_cpu_short++;
+			bpf_map_delete_elem(&off_cpu_recs, &tid);
+			return;
+		}
+		long kb = bpf_get_task_stack(next, s->ips, STACK_BYTES, 0);
+		if (kb < 0)
+			kb = 0;
+		kb &= 0x3ff;
+		long ub = ((long)r->hdr.ustack_len * 8) & 0x3ff;
+		s->hdr = r->hdr;
+		if (ub && bpf_probe_read_kernel((void *)s->ips + kb, ub, r->ips) < 0)
+			ub = 0;
+		bpf_map_delete_elem(&off_cpu_recs, &tid);
+		s->hdr.kstack_len = kb / 8;
+		s->hdr.ustack_len = ub / 8;
+		s->hdr.off_ns = away;
+		s->hdr.ts_ns = now;
+		output(s, &s->hdr, sizeof(s->hdr) + kb + ub, s->hdr.flags, now, REC_OFF_CPU);
+		return;
+	}
+	ot->state = PF_OFF_NONE; /* PF_OFF_WAITING */
+	if (away < off_cpu_min_ns) {
+		s->off_cpu_short++;
+		return;
+	}
+	long kb = bpf_get_task_stack(next, s->ips, STACK_BYTES, 0);
+	if (kb < 0)
+		kb = 0;
+	kb &= 0x3ff;
+	s->hdr.ts_ns = now;
+	s->hdr.off_ns = away;
+	s->hdr.pid = next->tgid;
+	s->hdr.tid = tid;
+	s->hdr.cpu = bpf_get_smp_processor_id();
+	s->hdr.kstack_len = kb / 8;
+	s->hdr.ustack_len = 0;
+	s->hdr.flags = flags | PF_SAMPLE_F_USER_PENDING;
+	bpf_probe_read_kernel_str(s->hdr.comm, sizeof(s->hdr.comm), next->comm);
+	if (bpf_map_update_elem(&off_cpu_recs, &tid, &s->hdr, BPF_ANY) < 0) {
+		s->off_cpu_full++;
+		return;
+	}
+	ot->state = PF_OFF_PENDING;
+	s->pending_tid = tid;
+}
+
+/* A profiled thread leaves the CPU (current is still prev). Runnable — preempted, or yielding
+ * with prev_state TASK_RUNNING — its user stack is walked now, by the same unwinders as a tick
+ * (preemptions come at most at the scheduler's rate); going to wait, only the time is noted
+ * (its task storage), the walk left to its return, for the waits that last. A record of it
+ * that still waits for its user stack (it left again before its system call returned: a page
+ * fault, a wait inside the kernel) goes out with the kernel stack alone. A thread coming back
+ * (next) is off_cpu_back's. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u32 zero = 0;
+	struct pf_bpf_percpu *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!s)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (next->pid)
+		off_cpu_back(s, next, now);
+
+	__u32 pid = prev->tgid, tid = prev->pid;
+	if (tid == 0 || skipped(pid) || (prev->flags & 0x00200000)) /* PF_KTHREAD */
+		return 0;
+	struct pf_bpf_off_task *ot = off_task(prev, false);
+	if (ot && ot->state == PF_OFF_PENDING) {
+		ot->state = PF_OFF_NONE;
+		struct pf_bpf_off_rec *r = bpf_map_lookup_elem(&off_cpu_recs, &tid);
+		if (r) {
+			r->hdr.flags &= ~PF_SAMPLE_F_USER_PENDING;
+			s->off_cpu_kernel_only++;
+			off_cpu_out(s, r, tid);
+		}
+	}
+	unsigned int state = 1; /* kernels before 5.14 name it state: preempt alone tells */
+	if (bpf_core_field_exists(prev->__state))
+		state = BPF_CORE_READ(prev, __state);
+	if (state & 0x80) /* TASK_DEAD: its last switch */
+		return 0;
+	if (off_cpu_threshold != 0xffffffff && bpf_get_prandom_u32() > off_cpu_threshold)
+		return 0;
+	__u32 flags = PF_SAMPLE_F_OFF_CPU;
+	if (filter_on) {
+		__u32 v = verdict_of(s, pid);
+		if (v == PF_FILTER_UNKNOWN) {
+			flags |= PF_SAMPLE_F_UNKNOWN;
+		} else if (v != PF_FILTER_ALLOW) {
+			s->off_cpu_filtered++;
+			return 0;
+		}
+	}
+	if (!ot && !(ot = off_task(prev, true)))
+		return 0;
+	s->off_cpu_out++;
+	ot->ts_ns = now;
+	if (!preempt && state != 0) { /* not TASK_RUNNING: it waits */
+		ot->flags = flags;
+		ot->state = PF_OFF_WAITING;
+		return 0;
+	}
+	/* runnable: the user stack now (the kernel stack when it comes back) */
+	flags |= PF_SAMPLE_F_PREEMPTED;
+	long ub = walk_user((struct bpf_perf_event_data *)ctx, s, 0, pid, tid, &flags, true);
+	s->hdr.ts_ns = now;
+	s->hdr.off_ns = 0;
+	s->hdr.pid = pid;
+	s->hdr.tid = tid;
+	s->hdr.cpu = bpf_get_smp_processor_id();
+	s->hdr.kstack_len = 0;
+	s->hdr.ustack_len = ub / 8;
+	s->hdr.flags = flags;
+	bpf_get_current_comm(s->hdr.comm, sizeof(s->hdr.comm));
+	if (bpf_map_update_elem(&off_cpu_recs, &tid, &s->hdr, BPF_ANY) < 0) {
+		s->off_cpu_full++;
+		return 0;
+	}
+	ot->state = PF_OFF_PREEMPTED;
+	return 0;
+}
+
+/* A blocked thread's system call returns (current is it, on the CPU it was switched back in
+ * on): its user stack, which has not moved since it left, completes the waiting record. One
+ * per-CPU compare for every other system call. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(off_cpu_sys_exit, struct pt_regs *regs, long ret)
+{
+	__u32 zero = 0;
+	struct pf_bpf_percpu *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!s || !s->pending_tid)
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	if (tid != s->pending_tid)
+		return 0;
+	s->pending_tid = 0;
+	struct pf_bpf_off_task *ot = off_task(bpf_get_current_task_btf(), false);
+	if (!ot || ot->state != PF_OFF_PENDING)
+		return 0;
+	ot->state = PF_OFF_NONE;
+	struct pf_bpf_off_rec *r = bpf_map_lookup_elem(&off_cpu_recs, &tid);
+	if (!r || !(r->hdr.flags & PF_SAMPLE_F_USER_PENDING))
+		return 0;
+	s->hdr = r->hdr;
+	long kb = ((long)r->hdr.kstack_len * 8) & 0x3ff;
+	if (kb && bpf_probe_read_kernel(s->ips, kb, r->ips) < 0)
+		kb = 0;
+	bpf_map_delete_elem(&off_cpu_recs, &tid);
+	__u32 flags = s->hdr.flags & ~PF_SAMPLE_F_USER_PENDING;
+	long ub = walk_user((struct bpf_perf_event_data *)ctx, s, kb, s->hdr.pid, tid, &flags, true);
+	s->hdr.kstack_len = kb / 8;
+	s->hdr.ustack_len = ub / 8;
+	s->hdr.flags = flags;
+	__u64 size = sizeof(s->hdr) + kb + ub;
+	if (size <= sizeof(s->hdr) + sizeof(s->ips))
+		output(s, &s->hdr, size, flags, s->hdr.ts_ns, REC_OFF_CPU);
+	return 0;
 }
 
 static __always_inline void emit(__u32 type, __u32 pid, __u32 ppid, struct task_struct *t)
@@ -900,6 +1168,7 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 	__u32 pid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
 
 	bpf_map_delete_elem(&py_threads, &pid);
+	bpf_map_delete_elem(&off_cpu_recs, &pid);
 	if (pid != tgid)
 		return 0;
 	bpf_map_delete_elem(&py_procs, &tgid);

@@ -76,6 +76,8 @@ enum pf_bpf_counter {
 
 struct pf_bpf_sample {
 	unsigned long long ts_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
+	unsigned long long off_ns; /* PF_SAMPLE_F_OFF_CPU: nanoseconds the thread was away, ts_ns
+				    * the moment it ran again; 0 for a CPU sample */
 	unsigned int pid;         /* tgid */
 	unsigned int tid;
 	unsigned short cpu;
@@ -193,6 +195,13 @@ struct pf_bpf_percpu {
 	/* Python frames (below): samples given Python frames, frames read, frame reads that
 	 * failed, samples of Python threads whose PyThreadState was not found */
 	unsigned long long py_samples, py_frames, py_read_errors, py_no_thread;
+	/* off-CPU: records written, switch-outs followed, returns sooner than off_cpu_min_ns,
+	 * switch-outs of filtered processes, records not kept (off_cpu_recs full), records
+	 * written without a user stack; the thread whose system call return completes its
+	 * record (0: none) */
+	unsigned long long off_cpu, off_cpu_out, off_cpu_short, off_cpu_filtered, off_cpu_full;
+	unsigned long long off_cpu_kernel_only;
+	unsigned int pending_tid, pad2;
 	struct pf_bpf_sample hdr;
 	unsigned long long ips[2 * (PF_MAX_STACK + 1)]; /* 2 x 128 slots: masked offsets stay inside */
 	/* the Python walk: the native user frames before Python's are merged in, the process's
@@ -303,6 +312,52 @@ struct pf_bpf_unwind_proc {
 				   * loads them); either record wakes user space at once */
 #define PF_SAMPLE_F_DWARF 8	  /* the user stack was walked with the tables */
 #define PF_SAMPLE_F_PYTHON 16	  /* Python frames replaced eval-loop frames */
+#define PF_SAMPLE_F_OFF_CPU 32	  /* an off-CPU record (off_cpu_switch), not a tick */
+#define PF_SAMPLE_F_PREEMPTED 64  /* off-CPU: the thread was runnable when switched out */
+#define PF_SAMPLE_F_USER_PENDING 128 /* off_cpu_recs only: the user stack is still to walk */
+
+/* ---- off-CPU (off_cpu_switch: tp_btf sched_switch, off_cpu_sys_exit: tp_btf sys_exit;
+ * attached only while profiling.off_cpu is on)
+ *
+ * A profiled thread switched out (prev) is followed when a random u32 is <= off_cpu_threshold:
+ *  - going to wait (not runnable): only the time, in its task storage (off_cpu_task, struct
+ *    pf_bpf_off_task: no hashing, freed with the task). When it is switched back in (next of a later
+ *    sched_switch) after at least off_cpu_min_ns, its record is made in off_cpu_recs with the
+ *    kernel stack it left with (bpf_get_task_stack: it has not run since) and
+ *    PF_SAMPLE_F_USER_PENDING; its user stack — which has not moved either — is walked when
+ *    its system call returns (sys_exit, current being it, every unwinder of a tick), and the
+ *    record goes to `samples`. The CPU it came back on remembers it (pending_tid), so any
+ *    other system call costs one per-CPU compare. Leaving again before that (a page fault, a
+ *    wait inside the kernel), the record goes out with the kernel stack alone.
+ *  - runnable (preempted, or prev_state TASK_RUNNING; PF_SAMPLE_F_PREEMPTED): its user stack
+ *    is walked at once (it is still current) into off_cpu_recs; when it is switched back in
+ *    after at least off_cpu_min_ns its kernel stack (bpf_get_task_stack, as for a wait: no
+ *    frames of the program itself) goes before it and the record goes out. Preemptions come at most at the
+ *    scheduler's rate; blocking switches, which can be far more frequent, are walked only when
+ *    they lasted.
+ * A record's off_ns is the time away, ts_ns the moment the thread came back. Kernel threads are
+ * not followed; at most PF_OFF_CPU_THREADS_MAX records are held at once (others counted in
+ * off_cpu_full). A thread's exit drops its record; its task storage goes with it. */
+#define PF_OFF_CPU_THREADS_MAX 4096 /* records, ~2 KiB each, as used: at most 8.4 MiB */
+
+/* struct pf_bpf_off_task.state */
+#define PF_OFF_NONE 0
+#define PF_OFF_WAITING 1   /* switched out to wait at ts_ns */
+#define PF_OFF_PREEMPTED 2 /* switched out runnable at ts_ns, its record in off_cpu_recs */
+#define PF_OFF_PENDING 3   /* back after a wait, its record waiting for the user stack */
+
+struct pf_bpf_off_task {
+	unsigned long long ts_ns;
+	unsigned int flags; /* PF_SAMPLE_F_* of the record to make */
+	unsigned int state; /* PF_OFF_* */
+	unsigned int gen;   /* off_cpu_gen when written */
+	unsigned int pad;
+};
+
+struct pf_bpf_off_rec {
+	struct pf_bpf_sample hdr;
+	unsigned long long ips[2 * (PF_MAX_STACK + 1)];
+};
 
 /* Kernel symbolization in the kernel (resolve_ksyms, a BPF_PROG_TYPE_SYSCALL program run with
  * BPF_PROG_TEST_RUN): user space writes n addresses into the single entry of `ksym_req`, runs

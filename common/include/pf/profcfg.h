@@ -147,6 +147,12 @@ struct pf_profcfg {
 	} interpreters;
 
 	struct {
+		bool enabled;          /* off-CPU profiles beside the CPU ones; default false */
+		uint32_t min_block_us; /* 1..60000000, default 1000: shorter waits are not kept */
+		double probability;    /* 0.0001..1, default 1.0: switch-outs followed */
+	} off_cpu;
+
+	struct {
 		bool enabled;                /* default false */
 		uint32_t threshold_ms;       /* 1..3600000, default 500 */
 		uint32_t max_per_minute;     /* 1..600, default 6 */

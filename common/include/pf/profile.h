@@ -21,7 +21,10 @@
  * that order (NULL values means {count, 0, 0, ...}), and `count` is kept as a summary for code
  * that only wants one number (the first value clamped at 0). frequency_hz is then optional (0
  * unless the period type is in nanoseconds). Timestamps are only meaningful without explicit
- * sample types. Labels (pprof labels, OTLP sample attributes) are key → string or number.
+ * sample types, or with one explicit type whose samples all carry event_values: then each
+ * timestamp has its own value (an off-CPU wait's nanoseconds), values[0] is their sum and
+ * count the number of timestamps; the OTLP encoder writes such samples with values and
+ * timestamps side by side. Labels (pprof labels, OTLP sample attributes) are key → string or number.
  *
  * A process may carry the bytes it was converted from (original_payload, e.g. the scraped
  * pprof with format "pprof"); encoders put them into OTLP's Profile.original_payload. */
@@ -104,6 +107,8 @@ struct pf_prof_sample {
 	uint8_t span_id[8];
 	/* Explicit sample types only: n_sample_types values (see above), or NULL. */
 	const int64_t *values;
+	/* One explicit sample type only: the value of each timestamp (n_timestamps), or NULL. */
+	const int64_t *event_values;
 	/* Labels beyond tid/thread_name (pprof labels); keys are unique within a sample. */
 	uint32_t n_labels;
 	const struct pf_prof_label *labels;

@@ -64,6 +64,9 @@ static void check_defaults(const struct pf_profcfg *c)
 	assert_int_equal(c->duration_seconds, 10);
 	assert_int_equal(c->n_include, 0);
 	assert_int_equal(c->n_exclude, 0);
+	assert_false(c->off_cpu.enabled);
+	assert_int_equal(c->off_cpu.min_block_us, 1000);
+	assert_true(c->off_cpu.probability == 1.0);
 	assert_false(c->slow_span.enabled);
 	assert_int_equal(c->slow_span.threshold_ms, 500);
 	assert_int_equal(c->slow_span.max_per_minute, 6);
@@ -254,6 +257,12 @@ static const struct bad bads[] = {
      "profiling.sampling.frequency_hz: must be 1..1000, got 5000"},
     {"profiling: {mode: sometimes}", "profiling.mode",
      "profiling.mode: must be one of continuous, triggered, got 'sometimes'"},
+    {"profiling: {off_cpu: {probability: 0}}", "profiling.off_cpu.probability",
+     "profiling.off_cpu.probability: must be 0.0001..1, got 0"},
+    {"profiling: {off_cpu: {min_block_us: 0}}", "profiling.off_cpu.min_block_us",
+     "must be 1..60000000"},
+    {"profiling: {off_cpu: {enabled: maybe}}", "profiling.off_cpu.enabled", ""},
+    {"profiling: {off_cpu: {min_block: 5}}", "profiling.off_cpu.min_block", "unknown key"},
     /* unknown keys at every level */
     {"profilling: {}", "profilling", "unknown key (allowed here: profiling, labels)"},
     {"profiling: {enable: true}", "profiling.enable", "unknown key"},
@@ -1019,7 +1028,7 @@ static void test_doc_markdown(void **state)
 	size_t n_rows = 0;
 	for (const char *p = s; (p = strstr(p, "\n| `")); p++)
 		n_rows++;
-	assert_int_equal(n_rows, 66);
+	assert_int_equal(n_rows, 70);
 	pf_buf_release(&md);
 }
 

@@ -3,7 +3,7 @@
 # tests are in tests/ebpf). Included from tests/unit/agent/CMakeLists.txt.
 foreach(mod procinfo aggregate sample_ring)
 	pf_unit_test(NAME test_agent_${mod} SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_${mod}.c
-		LIBS agent_sampler pf_common LABEL unit TIMEOUT 60)
+		LIBS agent_sampler pf_proto pf_common LABEL unit TIMEOUT 60)
 endforeach()
 # The sampler's side of the kernel's Python walk: kernel entries from each version's offsets,
 # frame words, names from a live python3.11 child (pf_pytest: tests/unit/agent/interp).

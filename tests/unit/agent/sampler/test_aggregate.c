@@ -1,5 +1,6 @@
 /* test_aggregate.c — agent/sampler/aggregate.h: stack dedup, per-(pid,tid,stack) counts, per-sample
- * timestamps, the window boundary, keep/resolve hooks, the sample bound. */
+ * timestamps, the window boundary, keep/resolve hooks, the sample bound; off-CPU aggregation
+ * (weights, reasons, the off_cpu sample type) and its OTLP encoding. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "otlp_profiles.h"
+#include "pf/buf.h"
 #include "sampler/aggregate.h"
 
 static const uint64_t K1[] = {0xffffffff81000010ull, 0xffffffff81000020ull};
@@ -169,6 +172,87 @@ static void test_bound(void **state)
 	pf_agg_free(a);
 }
 
+static void add_off(struct pf_agg *a, uint64_t ts, uint32_t tid, const uint64_t *u, uint64_t ns,
+		    uint8_t reason)
+{
+	struct pf_agg_sample s = {.ts_unix_ns = ts, .pid = 10, .tid = tid, .comm = "worker",
+				  .ustack = u, .n_ustack = 3, .weight = ns, .reason = reason};
+	assert_int_equal(pf_agg_add(a, &s), 0);
+}
+
+/* Off-CPU: one sample per (tid, stack, reason), its value the sum of the weights, a weight
+ * per timestamp, the reason as a label; type off_cpu/nanoseconds; OTLP keeps the sums. */
+static void test_off_cpu(void **state)
+{
+	struct pf_agg_options o = {.off_cpu = true};
+	struct pf_agg *a = pf_agg_new(&o);
+	assert_non_null(a);
+	add_off(a, 1010, 11, U1, 300000000, PF_AGG_OFF_BLOCKED);
+	add_off(a, 1020, 11, U1, 200000000, PF_AGG_OFF_BLOCKED);
+	add_off(a, 1030, 11, U1, 5000000, PF_AGG_OFF_PREEMPTED); /* same stack, other reason */
+	add_off(a, 1040, 11, U2, 7000000, PF_AGG_OFF_BLOCKED);
+	add_off(a, 1600, 11, U1, 1, PF_AGG_OFF_BLOCKED); /* after the window */
+	struct pf_prof_window *w;
+	assert_int_equal(pf_agg_close(a, 1000, 1500, 99, NULL, &w), 0);
+	assert_int_equal(w->n_sample_types, 1);
+	assert_string_equal(w->sample_types[0].type, "off_cpu");
+	assert_string_equal(w->sample_types[0].unit, "nanoseconds");
+	assert_string_equal(w->period_type.type, "off_cpu");
+	assert_int_equal(w->period, 1);
+	const struct pf_prof_process *p = proc(w, 10);
+	assert_non_null(p);
+	assert_int_equal(p->n_samples, 3);
+	int64_t total = 0;
+	bool seen_blocked = false, seen_preempted = false;
+	for (size_t i = 0; i < p->n_samples; i++) {
+		const struct pf_prof_sample *s = &p->samples[i];
+		assert_non_null(s->values);
+		assert_non_null(s->event_values);
+		assert_int_equal(s->n_timestamps, s->count);
+		int64_t sum = 0;
+		for (uint32_t k = 0; k < s->n_timestamps; k++)
+			sum += s->event_values[k];
+		assert_int_equal(sum, s->values[0]);
+		total += s->values[0];
+		assert_int_equal(s->n_labels, 1);
+		assert_string_equal(s->labels[0].key, "profleet.off_cpu.reason");
+		if (!strcmp(s->labels[0].str, "preempted")) {
+			seen_preempted = true;
+			assert_int_equal(s->values[0], 5000000);
+		} else {
+			assert_string_equal(s->labels[0].str, "blocked");
+			seen_blocked = true;
+			if (s->count == 2) {
+				assert_int_equal(s->timestamps[0], 1010);
+				assert_int_equal(s->event_values[0], 300000000);
+				assert_int_equal(s->event_values[1], 200000000);
+			}
+		}
+	}
+	assert_true(seen_blocked && seen_preempted);
+	assert_int_equal(total, 512000000);
+
+	/* OTLP: the type survives, the decoded values sum to the same */
+	struct pf_buf out;
+	pf_buf_init(&out, 1u << 20);
+	uint8_t id[16];
+	struct pf_error err = {0};
+	assert_int_equal(pf_otlp_profiles_encode(w, &out, id, &err), 0);
+	struct pf_prof_window *d = NULL;
+	assert_int_equal(pf_otlp_profiles_decode(out.data, out.len, 1u << 20, &d, &err), 0);
+	assert_int_equal(d->n_sample_types, 1);
+	assert_string_equal(d->sample_types[0].type, "off_cpu");
+	int64_t dtotal = 0;
+	for (size_t i = 0; i < d->n_processes; i++)
+		for (size_t k = 0; k < d->processes[i].n_samples; k++)
+			dtotal += d->processes[i].samples[k].values[0];
+	assert_int_equal(dtotal, total);
+	pf_prof_window_free(d);
+	pf_buf_release(&out);
+	pf_prof_window_free(w);
+	pf_agg_free(a);
+}
+
 static void test_many_stacks(void **state)
 {
 	struct pf_agg *a = pf_agg_new(NULL);
@@ -197,6 +281,7 @@ int main(void)
 		cmocka_unit_test(test_hooks),
 		cmocka_unit_test(test_bound),
 		cmocka_unit_test(test_many_stacks),
+		cmocka_unit_test(test_off_cpu),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

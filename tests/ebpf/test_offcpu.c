@@ -1,0 +1,312 @@
+/* test_offcpu.c — eBPF integration tests of off-CPU profiles (profiling.off_cpu, sampler_bpf.h):
+ * a workload written for it (offcpu_workload.c: ~100 ms in compute(), ~300 ms blocked in
+ * wait_lock() per loop, every wait reported with its end and duration) must show wait_lock's
+ * stack in the off-CPU window at the time it really waited (± 15 %), as "blocked", in a window
+ * of the one sample type off_cpu/nanoseconds with a timestamp and a value per wait; a process
+ * the filters exclude must record nothing, dropped in the kernel; off-CPU off must attach
+ * nothing. Exit 77 when the kernel refuses BPF or perf events (not root, no BTF). */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pf/profcfg.h"
+#include "pf/profile.h"
+#include "ebpf_util.h"
+#include "pf/clock.h"
+#include "sampler/sampler_bpf.h"
+
+static char g_dir[64];
+static char g_exe[2][128];
+static char g_name[2][32];
+
+/* Two copies of the workload under two names: one for the filters to include, one to exclude. */
+static int build_workload(void)
+{
+	const char *src = getenv("PF_SOURCE_DIR");
+	char cmd[1024];
+	snprintf(g_dir, sizeof(g_dir), "/tmp/pf-offcpu-XXXXXX");
+	if (!mkdtemp(g_dir))
+		return -1;
+	for (int i = 0; i < 2; i++) {
+		snprintf(g_name[i], sizeof(g_name[i]), "pfoff%c-%d", 'a' + i, (int)getpid());
+		snprintf(g_exe[i], sizeof(g_exe[i]), "%s/%s", g_dir, g_name[i]);
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "cc -O0 -fno-omit-frame-pointer -g -pthread -o %s %s/tests/ebpf/offcpu_workload.c"
+		 " && cp %s %s",
+		 g_exe[0], src ? src : ".", g_exe[0], g_exe[1]);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Runs workload copy i for seconds, its stdout (the waits) into <dir>/waits-<i>. */
+static pid_t spawn_workload(int i, double seconds)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		char arg[32], out[160];
+		snprintf(arg, sizeof(arg), "%.1f", seconds);
+		snprintf(out, sizeof(out), "%s/waits-%d", g_dir, i);
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		if (fd >= 0)
+			dup2(fd, 1);
+		execl(g_exe[i], g_name[i], arg, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* The waits of workload copy i that ended in [start, end): their summed duration (ns). */
+static uint64_t waits_in(int i, uint64_t start, uint64_t end, unsigned *n)
+{
+	char path[160];
+	snprintf(path, sizeof(path), "%s/waits-%d", g_dir, i);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	unsigned long long t, d;
+	uint64_t sum = 0;
+	*n = 0;
+	while (fscanf(f, "wait %llu %llu\n", &t, &d) == 2)
+		if (t >= start && t < end) {
+			sum += d;
+			(*n)++;
+		}
+	fclose(f);
+	return sum;
+}
+
+/* Off-CPU on (or not), the first workload copy included only. */
+static struct pf_profcfg *include_first(bool off_cpu)
+{
+	return ebpf_config("profiling:\n  sampling: {frequency_hz: 99, duration_seconds: 10}\n"
+		      "  off_cpu: {enabled: %s}\n"
+		      "  filters:\n    include: [{key: process.executable.name, match: strict, "
+		      "value: \"%s\"}]\n",
+		      off_cpu ? "true" : "false", g_name[0]);
+}
+
+static void poll_until_exit(struct pf_sampler *s, pid_t pid, uint64_t max_ms)
+{
+	uint64_t end = pf_mono_ms() + max_ms;
+	int st;
+	while (pf_mono_ms() < end && waitpid(pid, &st, WNOHANG) == 0)
+		assert_true(pf_sampler_poll(s, 50) >= 0);
+	assert_int_equal(waitpid(pid, &st, WNOHANG), -1); /* reaped: it exited in time */
+	for (int i = 0; i < 4; i++)
+		assert_true(pf_sampler_poll(s, 50) >= 0);
+}
+
+struct off_tally {
+	int64_t wait_ns, compute_ns, other_ns; /* by the stack's user frames */
+	int64_t wait_preempted_ns;
+	uint64_t wait_samples, wait_with_kernel; /* wait_lock samples, those with kernel frames */
+	uint64_t events;
+	bool shape_ok; /* timestamps == count, event values sum to the value, a reason label */
+	bool foreign;  /* another process */
+};
+
+static bool stack_has(const struct pf_prof_process *p, const struct pf_prof_stack *st,
+		      const char *fn)
+{
+	for (uint32_t i = 0; i < st->n_frames; i++) {
+		const struct pf_prof_frame *f = &p->frames[st->frames[i]];
+		if (f->function && !strcmp(f->function, fn))
+			return true;
+	}
+	return false;
+}
+
+static void tally_off(const struct pf_prof_window *w, pid_t pid, struct off_tally *t)
+{
+	t->shape_ok = w->n_sample_types == 1 && !strcmp(w->sample_types[0].type, "off_cpu") &&
+		      !strcmp(w->sample_types[0].unit, "nanoseconds") && w->period_type.type &&
+		      !strcmp(w->period_type.type, "off_cpu");
+	for (size_t i = 0; i < w->n_processes; i++) {
+		const struct pf_prof_process *p = &w->processes[i];
+		if (p->pid != (uint32_t)pid) {
+			t->foreign = true;
+			continue;
+		}
+		for (size_t k = 0; k < p->n_samples; k++) {
+			const struct pf_prof_sample *sm = &p->samples[k];
+			const struct pf_prof_stack *st = &p->stacks[sm->stack];
+			int64_t v = sm->values ? sm->values[0] : -1, sum = 0;
+			for (uint32_t j = 0; sm->event_values && j < sm->n_timestamps; j++)
+				sum += sm->event_values[j];
+			if (sm->n_timestamps != sm->count || !sm->event_values || sum != v ||
+			    sm->n_labels != 1 || strcmp(sm->labels[0].key, "profleet.off_cpu.reason"))
+				t->shape_ok = false;
+			bool preempted = sm->n_labels == 1 && sm->labels[0].str &&
+					 !strcmp(sm->labels[0].str, "preempted");
+			t->events += sm->count;
+			if (stack_has(p, st, "wait_lock")) {
+				t->wait_ns += v;
+				t->wait_samples++;
+				t->wait_with_kernel +=
+				    st->n_frames && p->frames[st->frames[0]].kind == PF_FRAME_KERNEL;
+				if (preempted)
+					t->wait_preempted_ns += v;
+			} else if (stack_has(p, st, "compute")) {
+				t->compute_ns += v;
+			} else {
+				t->other_ns += v;
+			}
+		}
+	}
+}
+
+/* The off-CPU window among the windows closed now (the CPU one comes first), or NULL. */
+static struct pf_prof_window *close_off_window(struct pf_sampler *s)
+{
+	struct pf_error err = {0};
+	struct pf_prof_window *w = pf_sampler_close_window(s, &err), *off = NULL;
+	assert_non_null(w);
+	do {
+		if (w->n_sample_types == 1 && !strcmp(w->sample_types[0].type, "off_cpu") && !off)
+			off = w;
+		else
+			pf_prof_window_free(w);
+	} while ((w = pf_sampler_next_window(s)));
+	return off;
+}
+
+static void test_wait_lock_time(void **state)
+{
+	struct pf_error err = {0};
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	struct pf_profcfg *cfg = include_first(true);
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	pid_t pid = spawn_workload(0, 5);
+	assert_true(pid > 0);
+	/* the first second: the process's unwind tables load (libc has no frame pointers) */
+	uint64_t warm = pf_mono_ms() + 1200;
+	while (pf_mono_ms() < warm)
+		assert_true(pf_sampler_poll(s, 50) >= 0);
+	pf_prof_window_free(close_off_window(s));
+	poll_until_exit(s, pid, 15000);
+	struct pf_prof_window *w = close_off_window(s);
+	assert_non_null(w);
+	struct pf_sampler_stats st;
+	assert_int_equal(pf_sampler_stats(s, &st), 0);
+	struct off_tally t = {0};
+	tally_off(w, pid, &t);
+	unsigned n_waits;
+	uint64_t truth = waits_in(0, w->start_unix_ns, w->end_unix_ns, &n_waits);
+	double ratio = truth ? (double)t.wait_ns / (double)truth : 0;
+	print_message("off-CPU: wait_lock %.1f ms of %.1f ms blocked (%u waits; ratio %.3f), "
+		      "of it preempted %.1f ms (%llu of %llu stacks with kernel frames); compute "
+		      "%.1f ms, other %.1f ms; %llu records; "
+		      "kernel: %llu records, %llu switch-outs, %llu short\n",
+		      t.wait_ns / 1e6, truth / 1e6, n_waits, ratio, t.wait_preempted_ns / 1e6,
+		      (unsigned long long)t.wait_with_kernel, (unsigned long long)t.wait_samples,
+		      t.compute_ns / 1e6, t.other_ns / 1e6, (unsigned long long)t.events,
+		      (unsigned long long)st.off_cpu_samples,
+		      (unsigned long long)st.off_cpu_switches,
+		      (unsigned long long)st.off_cpu_short);
+	assert_true(st.off_cpu);
+	assert_true(t.shape_ok);
+	assert_false(t.foreign);
+	assert_true(n_waits >= 6);
+	assert_true(ratio >= 0.85 && ratio <= 1.15);
+	/* the blocking call under its kernel path (the stack it left with) */
+	assert_true(t.wait_with_kernel * 2 >= t.wait_samples);
+	/* waiting on a condition is blocking, not CPU contention */
+	assert_true(t.wait_preempted_ns * 10 < t.wait_ns);
+	pf_prof_window_free(w);
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+}
+
+static void test_excluded_records_nothing(void **state)
+{
+	struct pf_error err = {0};
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	struct pf_profcfg *cfg = include_first(true);
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	struct pf_sampler_stats before, after;
+	assert_int_equal(pf_sampler_stats(s, &before), 0);
+	pid_t pid = spawn_workload(1, 2.5);
+	assert_true(pid > 0);
+	poll_until_exit(s, pid, 15000);
+	struct pf_prof_window *w = close_off_window(s);
+	assert_int_equal(pf_sampler_stats(s, &after), 0);
+	struct off_tally t = {0};
+	if (w)
+		tally_off(w, pid, &t);
+	unsigned n_waits;
+	waits_in(1, 0, UINT64_MAX, &n_waits);
+	print_message("excluded: %llu off-CPU records of it, %u waits; filtered in kernel %llu\n",
+		      (unsigned long long)t.events, n_waits,
+		      (unsigned long long)(after.off_cpu_filtered - before.off_cpu_filtered));
+	assert_true(n_waits >= 4);
+	assert_int_equal(t.events, 0);
+	assert_true(after.off_cpu_filtered - before.off_cpu_filtered >= n_waits);
+	pf_prof_window_free(w);
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+}
+
+/* Off by default and live: off attaches nothing and records nothing; on, then off again. */
+static void test_live_switch(void **state)
+{
+	struct pf_error err = {0};
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	struct pf_profcfg *off = include_first(false), *on = include_first(true);
+	assert_false(off->off_cpu.enabled);
+	assert_int_equal(pf_sampler_set_config(s, off, &err), 0);
+	pid_t pid = spawn_workload(0, 1.5);
+	assert_true(pid > 0);
+	poll_until_exit(s, pid, 15000);
+	struct pf_sampler_stats st;
+	assert_int_equal(pf_sampler_stats(s, &st), 0);
+	assert_false(st.off_cpu);
+	assert_int_equal(st.off_cpu_switches, 0);
+	assert_null(close_off_window(s));
+	assert_int_equal(pf_sampler_set_config(s, on, &err), 0);
+	assert_int_equal(pf_sampler_stats(s, &st), 0);
+	assert_true(st.off_cpu);
+	assert_int_equal(pf_sampler_set_config(s, off, &err), 0);
+	assert_int_equal(pf_sampler_stats(s, &st), 0);
+	assert_false(st.off_cpu);
+	pf_profcfg_free(off);
+	pf_profcfg_free(on);
+	pf_sampler_free(s);
+}
+
+int main(void)
+{
+	int code;
+	struct pf_sampler *probe = ebpf_probe(&code);
+	if (!probe)
+		return code;
+	pf_sampler_free(probe);
+	if (build_workload() < 0) {
+		fprintf(stderr, "cannot build the workload with cc\n");
+		return 1;
+	}
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_wait_lock_time),
+		cmocka_unit_test(test_excluded_records_nothing),
+		cmocka_unit_test(test_live_switch),
+	};
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", g_dir);
+	if (system(cmd) != 0)
+		rc = rc ? rc : 1;
+	return rc;
+}
