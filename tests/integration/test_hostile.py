@@ -17,6 +17,8 @@
 - An unfinished (fragmented) WebSocket message is bounded per connection (the message limit,
   1009) and in all (4 x the message limit, 1008), and closed 1008 when it stalls for 10 s; an
   agent beside them is answered.
+- Header lines lws 4.1.6 misreads (a name that is a prefix of one it knows, a line without a
+  colon) and a %00 in the path behave as docs/limits.md says.
 Memory is the controller's RSS (and its peak, VmHWM) from /proc. Every wait has a deadline.
 """
 import os
@@ -409,6 +411,41 @@ class RequestLineTest(IntegrationCase):
                                        "Bearer %s\r\n\r\n" % ("a" * 1016)).encode())
         self.assertEqual(st, 401, text)
         self.assertNotIn("longer than", text)
+
+
+class HeaderLexerTest(IntegrationCase):
+    """What lws 4.1.6's header lexer does with odd header lines, as docs/limits.md says:
+    pinned, so that a library that behaves otherwise is noticed."""
+
+    def test_prefix_names_and_lines_without_a_colon(self):
+        ctl = self.controller(extra=["--header-timeout-seconds", "2"])
+        auth = "Authorization: Bearer %s\r\n" % ctl.admin_token
+
+        def get(extra_before, extra_after=""):
+            return raw_http(ctl.port, ("GET /api/v1/agents HTTP/1.1\r\nHost: x\r\n%s%s%s\r\n"
+                                       % (extra_before, auth, extra_after)).encode())
+        st, text = get("")
+        self.assertEqual(st, 200, text)
+        for odd in ("X-A: abc\r\n", "Con: x\r\n", "Authoriz: abc\r\n", "NoColonHere\r\n"):
+            # after the Authorization header: the request is whole and answered
+            if odd != "NoColonHere\r\n":
+                st, text = get("", odd + "Accept: */*\r\n")
+                self.assertEqual(st, 200, (odd, text))
+            # before it: the next line is merged into the odd name, the token lost
+            st, text = get(odd)
+            self.assertEqual(st, 401, (odd, text))
+            self.assertIn("missing", text)
+        # an odd line last: the headers never end; closed at the header deadline, unanswered
+        t0 = time.monotonic()
+        st, text = get("", "Con: x\r\n")
+        self.assertEqual(st, 0, text)
+        self.assertLess(time.monotonic() - t0, 5)
+
+    def test_nul_in_the_path(self):
+        ctl = self.controller()
+        st, text = raw_http(ctl.port, b"GET /ui/%00x HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.assertEqual(st, 400, text)
+        self.assertIn("invalid_path", text)
 
 
 if __name__ == "__main__":
