@@ -23,6 +23,7 @@
 #include "pf/heap.h"
 #include "pf/log.h"
 #include "pf/uuid.h"
+#include "relabel/relabel.h"
 #include "state.h"
 #include "triggers/capture.h"
 
@@ -248,6 +249,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	struct agent_config_hook hook;
+	/* the rules first: the data plane exports with the new config once it commits */
+	agent_relabel_hook(&hook);
+	agent_config_add_hook(cfg, &hook);
 	agent_dataplane_hook(the_dataplane, &hook);
 	agent_config_set_note_source(cfg, agent_dataplane_effective_note, the_dataplane);
 	agent_config_add_hook(cfg, &hook);
@@ -312,6 +316,7 @@ out:
 		agent_config_set_note_source(cfg, NULL, NULL);
 	agent_dataplane_free(the_dataplane);
 	the_dataplane = NULL;
+	agent_relabel_reset(); /* after the data plane: none of its windows is exported now */
 	/* after the data plane: its sampler reads the pod cache */
 	pf_podcache_free(pods);
 	if (health) /* the threads that report into it are gone */

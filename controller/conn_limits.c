@@ -211,18 +211,80 @@ void pf_conn_body_end(struct pf_conn_limits *l, struct pf_conn *k)
 	k->body_reserved = 0;
 }
 
+/* Why a body or message last fed at last_ms and due whole by deadline_ms is timed out at
+ * now_ms, NULL when it is not. */
+static const char *overdue(int64_t now_ms, int64_t last_ms, int64_t deadline_ms)
+{
+	if (now_ms - last_ms >= (int64_t)PF_BODY_STALL_S * 1000)
+		return "stalled";
+	return now_ms >= deadline_ms ? "arrives too slowly" : NULL;
+}
+
 void pf_conn_body_sweep(struct pf_conn_limits *l, int64_t now_ms, void (*expired)(void *handle))
 {
 	struct pf_conn *k = l->body_head;
 	while (k) {
 		struct pf_conn *next = k->bnext;
-		bool stalled = now_ms - k->body_last_ms >= (int64_t)PF_BODY_STALL_S * 1000;
-		if (stalled || now_ms >= k->body_deadline_ms) {
+		const char *why = overdue(now_ms, k->body_last_ms, k->body_deadline_ms);
+		if (why) {
 			pf_conn_body_end(l, k);
 			l->metrics->http_body_timeouts++;
 			pf_log_debug("closing a connection from %s: its request body %s",
-				     k->src ? k->src->addr : "?",
-				     stalled ? "stalled" : "arrives too slowly");
+				     k->src ? k->src->addr : "?", why);
+			expired(k->handle);
+		}
+		k = next;
+	}
+}
+
+int pf_conn_msg_hold(struct pf_conn_limits *l, struct pf_conn *k, size_t held, int64_t now_ms)
+{
+	size_t others = l->msg_total - k->msg_held;
+	if (l->max_msg_total && held > l->max_msg_total - pf_min(others, l->max_msg_total)) {
+		l->metrics->opamp_reassembly_rejected++;
+		if (now_ms - l->msg_log_ms >= 10000) {
+			l->msg_log_ms = now_ms;
+			pf_log_warn("closing a WebSocket from %s: its unfinished message (%zu bytes) "
+				    "would pass the %zu bytes all unfinished messages may hold (%zu "
+				    "held by others)",
+				    k->src ? k->src->addr : "?", held, l->max_msg_total, others);
+		}
+		return -ENOSPC;
+	}
+	if (!k->in_msg) {
+		k->in_msg = true;
+		k->msg_start_ms = now_ms;
+		PF_DLIST_PUSH_FRONT(l->msg_head, k, mprev, mnext);
+	}
+	k->msg_last_ms = now_ms;
+	l->msg_total = others + held;
+	k->msg_held = held;
+	return 0;
+}
+
+void pf_conn_msg_end(struct pf_conn_limits *l, struct pf_conn *k)
+{
+	if (!k->in_msg)
+		return;
+	k->in_msg = false;
+	PF_DLIST_UNLINK(l->msg_head, k, mprev, mnext);
+	l->msg_total -= k->msg_held;
+	k->msg_held = 0;
+}
+
+void pf_conn_msg_sweep(struct pf_conn_limits *l, int64_t now_ms, void (*expired)(void *handle))
+{
+	struct pf_conn *k = l->msg_head;
+	while (k) {
+		struct pf_conn *next = k->mnext;
+		int64_t deadline = k->msg_start_ms + (int64_t)PF_BODY_STALL_S * 1000 +
+				   (int64_t)(k->msg_held / (PF_BODY_MIN_RATE / 1000));
+		const char *why = overdue(now_ms, k->msg_last_ms, deadline);
+		if (why) {
+			pf_conn_msg_end(l, k);
+			l->metrics->opamp_message_timeouts++;
+			pf_log_info("closing a WebSocket from %s: its fragmented message %s",
+				    k->src ? k->src->addr : "?", why);
 			expired(k->handle);
 		}
 		k = next;
@@ -233,6 +295,7 @@ void pf_conn_close(struct pf_conn_limits *l, struct pf_conn *k)
 {
 	pend_unlink(l, k);
 	pf_conn_body_end(l, k);
+	pf_conn_msg_end(l, k);
 	if (k->src) {
 		k->src->refs--;
 		src_put(l, k->src->addr);

@@ -1,16 +1,18 @@
 /* conn_limits.h — how many connections one peer address may hold: its open OpAMP WebSockets
  * (http.max_conns_per_source, checked at the upgrade), its connections still sending a
  * request's headers (http.max_pending_per_source, checked at accept, and
- * http.header_timeout_s, the deadline for those headers), and the request body bytes it may
+ * http.header_timeout_s, the deadline for those headers), the request body bytes it may
  * have buffered (reserved from Content-Length at the end of the headers, per address and in
- * all), with the deadlines of those bodies (PF_BODY_STALL_S, PF_BODY_MIN_RATE).
+ * all), with the deadlines of those bodies (PF_BODY_STALL_S, PF_BODY_MIN_RATE), and the bytes
+ * of unfinished WebSocket messages being reassembled (in all, with the same deadlines).
  *
  * Owns: one counter per peer address (freed when nothing counts in it), one struct pf_conn per
  * accepted TCP connection, and the list of connections owing headers, oldest deadline first
  * (every deadline is "now + header_timeout_s", so appending keeps the order and a sweep stops
  * at the first one not yet due), and the list of connections receiving a body (unordered:
  * each has its own deadline; it is as long as the bodies in flight, which the budgets bound in
- * bytes). It knows nothing of libwebsockets: the server calls it from
+ * bytes), and the list of connections holding an unfinished WebSocket message (unordered,
+ * bounded the same way). It knows nothing of libwebsockets: the server calls it from
  * its callbacks and closes what it is told to.
  *
  * Not thread-safe: the loop thread owns it. */
@@ -41,6 +43,9 @@ struct pf_metrics;
  * one request may have (the server's max(max_message_bytes, API body limit)). */
 #define PF_BODY_SOURCE_FACTOR 4
 #define PF_BODY_TOTAL_FACTOR 16
+/* Bytes held by unfinished WebSocket messages in all connections, in units of
+ * max_message_bytes (one message's limit). */
+#define PF_WS_MSG_TOTAL_FACTOR 4
 
 struct pf_conn_src;
 
@@ -56,6 +61,11 @@ struct pf_conn {
 	size_t body_reserved;
 	int64_t body_last_ms, body_deadline_ms;
 	bool in_body;
+	/* while a WebSocket message is reassembled: on the message list, the bytes it holds */
+	struct pf_conn *mprev, *mnext;
+	size_t msg_held;
+	int64_t msg_start_ms, msg_last_ms;
+	bool in_msg;
 };
 
 struct pf_conn_limits {
@@ -70,6 +80,10 @@ struct pf_conn_limits {
 	struct pf_conn *body_head;
 	size_t body_total;
 	int64_t body_log_ms; /* last "body budget" log line */
+	size_t max_msg_total; /* WebSocket reassembly bytes in all; 0: no cap */
+	struct pf_conn *msg_head;
+	size_t msg_total;
+	int64_t msg_log_ms; /* last "reassembly budget" log line */
 };
 
 /* At accept, before anything is read: true when the socket must be closed at once (its
@@ -100,6 +114,19 @@ void pf_conn_limits_sweep(struct pf_conn_limits *l, int64_t now_ms, void (*expir
 /* Bodies past a deadline: their reservation given back, handed to expired (which answers
  * 408 and closes). */
 void pf_conn_body_sweep(struct pf_conn_limits *l, int64_t now_ms, void (*expired)(void *handle));
+
+/* The unfinished WebSocket message on k holds `held` bytes now (its buffer's allocation),
+ * a fragment having just arrived: 0, or -ENOSPC when every connection's unfinished messages
+ * together would pass max_msg_total (nothing is charged then; the caller closes it). The
+ * first call starts the message's deadlines: it is timed out when no fragment arrives for
+ * PF_BODY_STALL_S seconds, or when it is still unfinished PF_BODY_STALL_S seconds plus one
+ * second per PF_BODY_MIN_RATE bytes it holds after its first fragment. */
+int pf_conn_msg_hold(struct pf_conn_limits *l, struct pf_conn *k, size_t held, int64_t now_ms);
+/* The message is complete or dropped: its bytes are given back. Does nothing without one. */
+void pf_conn_msg_end(struct pf_conn_limits *l, struct pf_conn *k);
+/* Unfinished messages past a deadline: their bytes given back (the caller frees the buffer
+ * when it closes), counted, handed to expired (which closes the connection). */
+void pf_conn_msg_sweep(struct pf_conn_limits *l, int64_t now_ms, void (*expired)(void *handle));
 
 /* OpAMP WebSockets open from addr (lws' peer string). */
 uint32_t pf_conn_limits_ws_open(struct pf_conn_limits *l, const char *addr);

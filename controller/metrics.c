@@ -68,6 +68,13 @@ static const struct {
     {"profleet_opamp_slow_readers_closed_total",
      "OpAMP WebSockets closed because their send queue passed max_send_queue_bytes.",
      OFF(opamp_slow_readers_closed)},
+    {"profleet_opamp_reassembly_rejected_total",
+     "OpAMP WebSockets closed (1008): their unfinished message would pass the bytes all "
+     "unfinished messages may hold.",
+     OFF(opamp_reassembly_rejected)},
+    {"profleet_opamp_message_timeouts_total",
+     "OpAMP WebSockets closed (1008): a fragmented message stalled or arrived too slowly.",
+     OFF(opamp_message_timeouts)},
     {"profleet_http_pending_rejected_total",
      "Connections closed at accept: their address had max_pending_per_source "
      "connections still sending request headers.",

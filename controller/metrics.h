@@ -25,6 +25,8 @@ struct pf_metrics {
 	uint64_t opamp_connections_rejected_auth;
 	uint64_t opamp_connections_rejected_overload;
 	uint64_t opamp_slow_readers_closed;    /* send queue past max_send_queue_bytes */
+	uint64_t opamp_reassembly_rejected;    /* 1008: the unfinished messages' budget is spent */
+	uint64_t opamp_message_timeouts;       /* 1008: a message stalled or trickled */
 	uint64_t http_pending_rejected;        /* closed at accept: max_pending_per_source */
 	uint64_t http_header_timeouts;         /* closed: headers not complete in time */
 	uint64_t http_body_rejected;           /* 429/503: the body budget is spent */

@@ -55,6 +55,7 @@ struct ws_conn {
 	size_t out_bytes; /* queued in out_head.., bounded by max_send_queue_bytes */
 	struct pf_buf rx;
 	bool rx_text;
+	bool rx_expired; /* its unfinished message timed out: closing (1008) */
 };
 
 static struct pf_server *server_of(struct lws *wsi)
@@ -298,12 +299,54 @@ static void body_expired(void *wsi)
 	lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, 1);
 }
 
-/* Every HEADER_SWEEP_US: connections past their header or body deadline are closed. */
+#define WHY_MSG_TIMEOUT "OpAMP message not finished in time"
+
+/* An unfinished WebSocket message stalled or trickles: its bytes are freed now, and the
+ * connection is closed with 1008 from WRITEABLE (a close reason is sent from a callback). */
+static void msg_expired(void *wsi)
+{
+	struct pss *pss = lws_wsi_user(wsi);
+	struct ws_conn *c = pss ? pss->ws : NULL;
+	if (c) {
+		c->rx_expired = true;
+		pf_buf_release(&c->rx);
+		lws_callback_on_writable(wsi);
+	}
+	/* backstop for a peer whose socket takes nothing more */
+	lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, 2);
+}
+
+/* lws 4.1's frame type for a close frame: its header leaves the value out (lws_close_reason()
+ * is the documented way), but a close asked for from WRITEABLE that way goes out as a bare TCP
+ * close, without the frame; written here directly, the peer gets the code and reason. */
+#define WS_WRITE_CLOSE ((enum lws_write_protocol)4)
+
+/* From WRITEABLE: a close frame with code and why, then the connection closes (-1). */
+static int close_frame_now(struct lws *wsi, unsigned code, const char *why)
+{
+	uint8_t buf[LWS_PRE + 125];
+	size_t n = pf_min(strlen(why), sizeof(buf) - LWS_PRE - 2);
+	buf[LWS_PRE] = (uint8_t)(code >> 8);
+	buf[LWS_PRE + 1] = (uint8_t)code;
+	memcpy(buf + LWS_PRE + 2, why, n);
+	lws_write(wsi, buf + LWS_PRE, n + 2, WS_WRITE_CLOSE);
+	return -1;
+}
+
+static int close_1008(struct lws *wsi, const char *why)
+{
+	lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)why,
+			 strlen(why));
+	return -1;
+}
+
+/* Every HEADER_SWEEP_US: connections past their header, body or message deadline are closed. */
 static void header_sweep(lws_sorted_usec_list_t *sul)
 {
 	struct pf_server *s = lws_container_of(sul, struct pf_server, sul_headers);
 	pf_conn_limits_sweep(&s->limits, pf_server_now_ms(), conn_kill);
 	pf_conn_body_sweep(&s->limits, pf_server_now_ms(), body_expired);
+	pf_conn_msg_sweep(&s->limits, pf_server_now_ms(), msg_expired);
 	lws_sul_schedule(s->ctx, 0, &s->sul_headers, header_sweep, HEADER_SWEEP_US);
 }
 
@@ -500,6 +543,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		struct ws_conn *c = pss->ws;
 		if (!c)
 			return -1;
+		if (c->rx_expired)
+			return close_1008(wsi, WHY_MSG_TIMEOUT);
 		bool first = lws_is_first_fragment(wsi);
 		bool last = lws_is_final_fragment(wsi) && !lws_remaining_packet_payload(wsi);
 		if (first && last) {
@@ -521,7 +566,16 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 					 (unsigned char *)why, sizeof(why) - 1);
 			return -1;
 		}
+		/* Unfinished messages are bounded in all and timed out (conn_limits). */
+		struct pf_conn *k = lws_get_opaque_user_data(wsi);
+		if (!last && k && pf_conn_msg_hold(&s->limits, k, c->rx.cap, pf_server_now_ms()) < 0) {
+			pf_buf_release(&c->rx);
+			return close_1008(wsi, "the controller holds as many unfinished OpAMP "
+					       "messages as it may; try again later");
+		}
 		if (last) {
+			if (k)
+				pf_conn_msg_end(&s->limits, k);
 			int r = ws_process(s, c, c->rx.data, c->rx.len, c->rx_text);
 			/* Idle connections keep no receive buffer. */
 			pf_buf_release(&c->rx);
@@ -533,6 +587,9 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	}
 	case LWS_CALLBACK_SERVER_WRITEABLE: {
 		struct ws_conn *c = pss->ws;
+		if (c && c->rx_expired)
+			return close_frame_now(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION,
+					       WHY_MSG_TIMEOUT);
 		if (!c || !c->out_head)
 			return 0;
 		struct outmsg *m = c->out_head;
@@ -838,6 +895,8 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 					    .header_timeout_s = opt->header_timeout_s,
 					    .max_body_per_source = PF_BODY_SOURCE_FACTOR * body_max,
 					    .max_body_total = PF_BODY_TOTAL_FACTOR * body_max,
+					    .max_msg_total =
+						PF_WS_MSG_TOTAL_FACTOR * opt->max_message_bytes,
 					    .metrics = metrics};
 	pf_fleet_set_push_hook(fleet, push_hook, s);
 

@@ -25,6 +25,7 @@
 #include "health.h"
 #include "pf/heap.h"
 #include "pf/log.h"
+#include "relabel/relabel.h"
 
 #define PREFIX "profleet_agent_"
 #define LABELS_LEN 256
@@ -192,6 +193,24 @@ static void render_windows(struct w *w, const struct agent_dataplane_metrics *m)
 		    "out of memory); drops from a full queue are in "
 		    "profleet_agent_exporter_dropped_total.",
 		    c->dropped);
+}
+
+/* What profiling.redact_secrets and profiling.relabel did (relabel.h). */
+static void render_relabel(struct w *w)
+{
+	struct agent_relabel_stats st;
+	agent_relabel_stats(&st);
+	counter_u64(w, "relabel_redacted_total",
+		    "Attribute and sample label values whose secret-looking parts were replaced "
+		    "with [REDACTED] (profiling.redact_secrets).",
+		    st.redacted);
+	counter_u64(w, "relabel_replaced_total",
+		    "Attributes written by profiling.relabel replace rules.", st.replaced);
+	counter_u64(w, "relabel_attributes_dropped_total",
+		    "Attributes removed by labeldrop rules or an empty replacement.",
+		    st.attrs_dropped);
+	counter_u64(w, "relabel_profiles_dropped_total",
+		    "Processes' profiles left out by drop and keep rules.", st.profiles_dropped);
 }
 
 static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
@@ -698,6 +717,7 @@ int agent_metrics_render(const struct agent_metrics_input *in, struct pf_buf *ou
 	render_process(&w, in);
 	if (in->dp) {
 		render_windows(&w, in->dp);
+		render_relabel(&w);
 		render_sampler(&w, in->dp);
 		render_exporters(&w, in->dp);
 		render_targets(&w, in->dp);

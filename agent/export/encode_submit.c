@@ -3,10 +3,12 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "otlp_profiles.h"
 #include "pf/compiler.h"
 #include "pf/log.h"
+#include "relabel/relabel.h"
 
 static int by_samples_desc(const void *a, const void *b)
 {
@@ -82,12 +84,16 @@ static int encode(const struct pf_prof_window *w, bool per_process, size_t max,
 	return rc;
 }
 
-int agent_encode_submit(const struct pf_prof_window *w, bool per_process, size_t max,
+int agent_encode_submit(struct pf_prof_window *w, bool per_process, size_t max,
 			const struct agent_submit_sink *sink, struct agent_encoded *e,
 			struct pf_error *err)
 {
 	e->n = 0;
 	e->bytes = 0;
+	int rl = agent_relabel_apply(w);
+	if (rl < 0)
+		return pf_error_set(err, rl, "profiling.relabel", "relabeling the window: %s",
+				    strerror(-rl));
 	if (sink->bytes) {
 		int rc = encode(w, per_process, max, e, err);
 		if (rc < 0)

@@ -1,5 +1,6 @@
 /* encode_submit.h — a window's way to the exporters, shared by the data plane's windows and the
- * capture runner: OTLP encoding (the whole window as one request, or one request per process,
+ * capture runner: the relabel rules (relabel/relabel.h, applied to the window first), OTLP
+ * encoding (the whole window as one request, or one request per process,
  * busiest first, so that every profile id is known) and the hand-off of every request, then of
  * the window itself, to a sink. Owns the encoded requests until agent_encoded_release(). */
 #ifndef AGENT_EXPORT_ENCODE_SUBMIT_H
@@ -32,10 +33,11 @@ struct agent_submit_sink {
 	void *ctx;
 };
 
-/* Encodes w (per_process: at most max requests; else one) into e, then hands it to sink.
- * 0, the encoder's error with err (nothing handed), or ready's return. e is the caller's
+/* Relabels w (the current rules: its attributes rewritten in place, processes dropped), encodes
+ * it (per_process: at most max requests; else one) into e, then hands it to sink. 0, the
+ * relabel or encoder's error with err (nothing handed), or ready's return. e is the caller's
  * (zeroed before the first call); release it with agent_encoded_release(). */
-int agent_encode_submit(const struct pf_prof_window *w, bool per_process, size_t max,
+int agent_encode_submit(struct pf_prof_window *w, bool per_process, size_t max,
 			const struct agent_submit_sink *sink, struct agent_encoded *e,
 			struct pf_error *err);
 void agent_encoded_release(struct agent_encoded *e);

@@ -9,6 +9,8 @@
 #   spill.c      the queue mirrored in the state dir (a file per queued item)
 #   encode_submit.c  a window as OTLP requests (whole, or per process) handed to a sink:
 #                the data plane's windows and the captures
+#   ../relabel/relabel.c  the relabel rules (profiling.relabel, redact_secrets) that
+#                encode_submit applies to every window first
 # lws is not used: HTTP goes through libcurl (agent_http_client) on the exporter's worker thread.
 #
 # agent_http_client: the agent's outbound HTTP client (../http_client/http_client.c over
@@ -30,7 +32,8 @@ if(NOT TARGET agent_export)
 		${CMAKE_CURRENT_LIST_DIR}/otlp_http.c
 		${CMAKE_CURRENT_LIST_DIR}/pyroscope.c
 		${CMAKE_CURRENT_LIST_DIR}/spill.c
-		${CMAKE_CURRENT_LIST_DIR}/encode_submit.c)
+		${CMAKE_CURRENT_LIST_DIR}/encode_submit.c
+		${CMAKE_CURRENT_LIST_DIR}/../relabel/relabel.c)
 	target_include_directories(agent_export PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)
 	target_link_libraries(agent_export
 		PUBLIC pf_proto pf_common agent_http_client PkgConfig::OPENSSL PkgConfig::ZLIB

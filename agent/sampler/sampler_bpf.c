@@ -28,15 +28,20 @@
  * unwind tables), apart from the steady cost of sampling it. Its thread CPU time is counted
  * in setup_cpu_ns, which the overhead guard judges on a budget of its own; only paths that
  * do such work take the clock (a system call). */
-uint64_t sampler_setup_begin(void)
+uint64_t sampler_setup_begin(struct pf_sampler *s)
 {
+	s->setup_sym_mark = s->sym ? pf_symbolizer_load_cpu_ns(s->sym) : 0;
 	return pf_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
+/* The symbolizer's file loads inside the section are left out: it counts them itself, inside
+ * a section or not (pf_sampler_setup_cpu_ns adds them). Sections do not nest. */
 void sampler_setup_end(struct pf_sampler *s, uint64_t t0)
 {
 	uint64_t t = pf_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-	s->setup_cpu_ns += t > t0 ? t - t0 : 0;
+	uint64_t dt = t > t0 ? t - t0 : 0;
+	uint64_t inner = s->sym ? pf_symbolizer_load_cpu_ns(s->sym) - s->setup_sym_mark : 0;
+	s->setup_cpu_ns += dt > inner ? dt - inner : 0;
 }
 
 /* bpf_ktime_get_ns() is CLOCK_MONOTONIC; take the tightest of a few paired reads. */
@@ -149,7 +154,7 @@ int pf_sampler_poll(struct pf_sampler *s, int timeout_ms)
 	int n = ring_buffer__consume(s->rb);
 	if (s->unw) {
 		/* building and reading tables (and forking their builders) is set-up */
-		uint64_t t0 = sampler_setup_begin();
+		uint64_t t0 = sampler_setup_begin(s);
 		pf_unwinder_tick(s->unw);
 		sampler_setup_end(s, t0);
 	}

@@ -246,7 +246,7 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out);
 int pf_sampler_bpf_run_time(struct pf_sampler *s, uint64_t *ns);
 /* Thread CPU time the sampler's thread spent setting up the processes it met (/proc
  * attributes, maps for the symbolizer, unwind tables read, built and loaded, interpreters
- * detected), cumulative: the overhead guard judges it apart from sampling (guard.h). Same thread as pf_sampler_poll. */
+ * detected, the symbolizer's ELF files and kernel symbols loaded), cumulative: the overhead guard judges it apart from sampling (guard.h). Same thread as pf_sampler_poll. */
 uint64_t pf_sampler_setup_cpu_ns(const struct pf_sampler *s);
 /* Entries of pid in the kernel's unwind map (tests: none once it exited), 0 without .eh_frame
  * unwinding. Iterates the whole map: not for hot paths. */

@@ -66,6 +66,7 @@ struct pf_sampler {
 	struct pf_heap_trim heap;	  /* give-backs at window closes */
 	uint64_t helper_samples;	  /* samples of the table builders' children dropped */
 	uint64_t setup_cpu_ns; /* thread CPU time of new processes' set-up (sampler_setup_*) */
+	uint64_t setup_sym_mark; /* the symbolizer's own set-up count at sampler_setup_begin */
 	uint64_t windows_held, windows_held_ns; /* pf_sampler_close_window_at with an end */
 
 	int n_cpus_possible;
@@ -117,7 +118,7 @@ struct pf_sampler {
 /* ---- sampler_bpf.c ---- */
 
 /* Set-up work (see sampler_bpf.c): thread CPU time between the two into setup_cpu_ns. */
-uint64_t sampler_setup_begin(void);
+uint64_t sampler_setup_begin(struct pf_sampler *s);
 void sampler_setup_end(struct pf_sampler *s, uint64_t t0);
 /* mono_to_unix from a tight pair of clock reads. */
 void sampler_refresh_clock(struct pf_sampler *s);

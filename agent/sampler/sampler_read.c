@@ -20,7 +20,7 @@ static const struct pf_proc *known_proc(struct pf_sampler *s, uint32_t pid, cons
 {
 	const struct pf_proc *p = pf_procinfo_get(s->pi, pid);
 	if (!p || p->stale) {
-		uint64_t t0 = sampler_setup_begin();
+		uint64_t t0 = sampler_setup_begin(s);
 		p = pf_procinfo_read(s->pi, pid, comm, true);
 		if (p && sampler_need_filter(s))
 			sampler_push_verdict(s, p);
@@ -54,7 +54,7 @@ static void capture_maps(struct pf_sampler *s, uint32_t pid)
 {
 	if (pf_symbolizer_has(s->sym, pid) || pid_gone(s, pid))
 		return;
-	uint64_t t0 = sampler_setup_begin();
+	uint64_t t0 = sampler_setup_begin(s);
 	if (pf_symbolizer_capture(s->sym, pid) == -ENOENT)
 		gone_set(s, pid, true);
 	sampler_setup_end(s, t0);
@@ -89,7 +89,7 @@ static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
 		   !((h->flags & PF_SAMPLE_F_UNWIND_MISS) && now >= at + retry_ms)) {
 		return;
 	}
-	uint64_t t0 = sampler_setup_begin();
+	uint64_t t0 = sampler_setup_begin(s);
 	if (at)
 		pf_symbolizer_capture(s->sym, h->pid); /* the maps changed */
 	int rc = pf_unwinder_load(s->unw, s->sym, h->pid);
@@ -246,7 +246,7 @@ int sampler_on_event(void *ctx, void *data, size_t size)
 			pf_procinfo_invalidate(s->pi, e.pid);
 			return 0;
 		}
-		t0 = sampler_setup_begin();
+		t0 = sampler_setup_begin(s);
 		p = pf_procinfo_read(s->pi, e.pid, e.comm, false);
 		sampler_setup_end(s, t0);
 		break;

@@ -158,7 +158,8 @@ int pf_sampler_bpf_run_time(struct pf_sampler *s, uint64_t *ns)
 
 uint64_t pf_sampler_setup_cpu_ns(const struct pf_sampler *s)
 {
-	return s->setup_cpu_ns + (s->py ? pf_py_unwind_detect_cpu_ns(s->py) : 0);
+	return s->setup_cpu_ns + (s->py ? pf_py_unwind_detect_cpu_ns(s->py) : 0) +
+	       (s->sym ? pf_symbolizer_load_cpu_ns(s->sym) : 0);
 }
 
 int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)

@@ -112,6 +112,15 @@ static int open_mapping_file(uint32_t pid, const struct pmap *m)
 
 /* The cached ELF of a mapping, opening it through the process when needed. The mapping
  * remembers it until the cache frees a file (elf_gen): no search of the cache per frame. */
+struct elf_file *elf_cache_open(struct pf_symbolizer *sym, int fd)
+{
+	uint64_t t0 = sym_thread_cpu_ns();
+	struct elf_file *f = elf_file_open(fd);
+	uint64_t t1 = sym_thread_cpu_ns();
+	sym->st.elf_load_cpu_ns += t1 > t0 ? t1 - t0 : 0;
+	return f;
+}
+
 struct elf_file *elf_cache_mapping(struct pf_symbolizer *sym, uint32_t pid, struct pmap *m)
 {
 	if (m->special) {
@@ -132,7 +141,7 @@ struct elf_file *elf_cache_mapping(struct pf_symbolizer *sym, uint32_t pid, stru
 		int fd = open_mapping_file(pid, m);
 		if (fd < 0)
 			return NULL;
-		f = elf_file_open(fd);
+		f = elf_cache_open(sym, fd);
 		if (!f) {
 			sym->st.last_error = -EINVAL;
 			return NULL;

@@ -21,6 +21,9 @@ struct elf_file *elf_cache_find(struct pf_symbolizer *sym, const char *build_id,
 /* Inserts f (or returns the cached twin with the same build id, freeing f), evicting the
  * least recently used past the bound. */
 struct elf_file *elf_cache_insert(struct pf_symbolizer *sym, struct elf_file *f);
+/* elf_file_open(fd), its thread CPU time added to the stats' elf_load_cpu_ns (set-up work,
+ * pf_symbolizer_load_cpu_ns). */
+struct elf_file *elf_cache_open(struct pf_symbolizer *sym, int fd);
 /* The cached ELF of mapping m of pid, opening it through the process when needed; NULL
  * when it has none (anonymous code) or it cannot be read. */
 struct elf_file *elf_cache_mapping(struct pf_symbolizer *sym, uint32_t pid, struct pmap *m);

@@ -146,22 +146,14 @@ static void kernel_load(struct pf_symbolizer *sym)
 	sym->st.kernel_symbols = n;
 }
 
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* kernel_load(), timed for the stats (most of it is the kernel formatting kallsyms). */
 void ksyms_load(struct pf_symbolizer *sym)
 {
 	if (sym->kernel_tried)
 		return;
-	uint64_t t0 = thread_cpu_ns();
+	uint64_t t0 = sym_thread_cpu_ns();
 	kernel_load(sym);
-	sym->st.kernel_load_cpu_ns = thread_cpu_ns() - t0;
+	sym->st.kernel_load_cpu_ns = sym_thread_cpu_ns() - t0;
 }
 
 int pf_symbolizer_load_kernel(struct pf_symbolizer *sym)
@@ -254,9 +246,9 @@ static int kbatch_flush(struct pf_symbolizer *sym, struct kbatch *b)
 {
 	if (!b->n)
 		return 0;
-	uint64_t t0 = thread_cpu_ns();
+	uint64_t t0 = sym_thread_cpu_ns();
 	int rc = sym->kresolve(sym->kresolve_ctx, b->addrs, b->n, b->text);
-	sym->st.kernel_resolve_cpu_ns += thread_cpu_ns() - t0;
+	sym->st.kernel_resolve_cpu_ns += sym_thread_cpu_ns() - t0;
 	sym->st.kernel_resolve_calls++;
 	if (rc < 0)
 		return rc;

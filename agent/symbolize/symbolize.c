@@ -154,7 +154,7 @@ int pf_symbolizer_pin_exe(struct pf_symbolizer *sym, uint32_t pid)
 	int fd = open(p, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	struct elf_file *f = elf_file_open(fd);
+	struct elf_file *f = elf_cache_open(sym, fd);
 	if (!f)
 		return -EINVAL;
 	elf_cache_insert(sym, f);
@@ -613,6 +613,11 @@ void pf_symbolizer_free(struct pf_symbolizer *sym)
 	free(sym->lres);
 	elf_file_free(sym->vdso);
 	free(sym);
+}
+
+uint64_t pf_symbolizer_load_cpu_ns(const struct pf_symbolizer *sym)
+{
+	return sym->st.elf_load_cpu_ns + sym->st.kernel_load_cpu_ns;
 }
 
 void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_stats *out)

@@ -83,6 +83,7 @@ struct pf_symbolizer_stats {
 	uint64_t kernel_symbols; /* loaded from /proc/kallsyms, 0 before the first kernel frame */
 	uint64_t cache_hits;   /* user frames answered by the resolved-address cache */
 	uint64_t kernel_load_cpu_ns; /* CPU time (user+sys) the /proc/kallsyms load took, once */
+	uint64_t elf_load_cpu_ns;    /* thread CPU time opening and parsing ELF files */
 	uint64_t kernel_resolved;    /* kernel addresses resolved by the resolver (cache misses) */
 	uint64_t kernel_resolve_calls; /* resolver batches */
 	uint64_t kernel_resolve_cpu_ns; /* thread CPU time spent in them */
@@ -182,6 +183,12 @@ void pf_symbolizer_set_kernel_resolver(struct pf_symbolizer *sym, pf_kernel_reso
 int pf_symbolizer_load_kernel(struct pf_symbolizer *sym);
 
 void pf_symbolizer_stats(const struct pf_symbolizer *sym, struct pf_symbolizer_stats *out);
+
+/* Set-up work so far, thread CPU time of the owner's thread: ELF files opened and parsed
+ * (elf_load_cpu_ns) and the /proc/kallsyms load (kernel_load_cpu_ns). A start that meets every
+ * process of the host opens most of its files at once; the overhead guard judges this on the
+ * set-up budget, not on max_cpu_percent. */
+uint64_t pf_symbolizer_load_cpu_ns(const struct pf_symbolizer *sym);
 
 /* The running line-table builder child's pid, 0 when none (part of the agent: its samples
  * are not the host's). */

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "symbolize/elf_read.h"
 #include "symbolize/rcache.h"
@@ -90,5 +91,14 @@ struct pf_symbolizer {
 	bool vdso_tried;
 	struct pf_symbolizer_stats st;
 };
+
+/* The calling thread's CPU time (what the loads are timed with); 0 when unreadable. */
+static inline uint64_t sym_thread_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 #endif

@@ -20,6 +20,7 @@
 
 static const char *const mode_names[] = {"continuous", "triggered"};
 static const char *const match_names[] = {"strict", "regexp"};
+static const char *const relabel_action_names[] = {"replace", "drop", "keep", "labeldrop"};
 static const char *const exporter_names[] = {"otlp_http", "pyroscope", "file"};
 static const char *const compression_names[] = {"gzip", "none"};
 static const char *const auth_names[] = {"none", "agent_token"};
@@ -67,6 +68,12 @@ const char *pf_pprof_type_name(enum pf_pprof_type t)
 const char *pf_match_name(enum pf_match m)
 {
 	return (unsigned)m < PF_ARRAY_SIZE(match_names) ? match_names[m] : "unknown";
+}
+
+const char *pf_relabel_action_name(enum pf_relabel_action a)
+{
+	return (unsigned)a < PF_ARRAY_SIZE(relabel_action_names) ? relabel_action_names[a]
+								   : "unknown";
 }
 
 const char *pf_exporter_auth_name(enum pf_exporter_auth a)
@@ -136,6 +143,29 @@ static int filter_item_check(const void *item, const char *path, struct pf_error
 			    err, -EINVAL, p,
 			    "must be a process id (decimal digits) for key process.pid");
 	}
+	return 0;
+}
+
+/* A relabel rule: its regex compiles within pf/regex.h's bounds; source is there when the
+ * action reads a value. */
+static int relabel_item_check(const void *item, const char *path, struct pf_error *err)
+{
+	const struct pf_relabel_rule *r = item;
+	char p[MAX_PATH];
+	if (r->action != PF_RELABEL_LABELDROP && !r->source) {
+		snprintf(p, sizeof(p), "%s.source", path);
+		return pf_error_set(err, -EINVAL, p, "is required for action %s",
+				    relabel_action_names[r->action]);
+	}
+	snprintf(p, sizeof(p), "%s.regex", path);
+	regex_t re;
+	struct pf_error rerr = {0};
+	int rc = pf_regex_compile(&re, r->regex ? r->regex : "(.*)", REG_EXTENDED, &rerr);
+	if (rc == -ENOMEM)
+		return pf_error_set(err, -ENOMEM, p, "out of memory");
+	if (rc < 0)
+		return pf_error_set(err, -EINVAL, p, "regexp does not compile: %s", rerr.msg);
+	regfree(&re);
 	return 0;
 }
 
@@ -298,6 +328,10 @@ static int exporter_item_check(const void *item, const char *path, struct pf_err
 		.path = p, .type = K_ENUM, .off = offsetof(T, fld), .def_u = def, .names = nm,     \
 		.n_names = PF_ARRAY_SIZE(nm), .doc = d                                             \
 	}
+#define STRK(p, T, fld, def, d)                                                                    \
+	{                                                                                          \
+		.path = p, .type = K_STRING, .off = offsetof(T, fld), .def_s = def, .doc = d       \
+	}
 #define LISTK(p, fld, nfld, ET, max, d)                                                            \
 	{                                                                                          \
 		.path = p, .type = K_LIST, .off = offsetof(CFG, fld),                              \
@@ -376,6 +410,37 @@ const struct key_desc profcfg_keys[] = {
      .max_d = 1,
      .doc = "Share of switch-outs followed (decided at random in the kernel); the values are "
 	    "divided by it, so a profile still estimates the whole off-CPU time."},
+    BOOLK("profiling.redact_secrets", CFG, redact_secrets, true,
+	  "Before any export or capture upload, attribute values that look like secrets "
+	  "(token=, password=, secret=, api_key=, a Bearer credential, an e-mail address) have "
+	  "that part replaced with [REDACTED]; applied before profiling.relabel. false turns "
+	  "it off."),
+    {.path = "profiling.relabel",
+     .type = K_LIST,
+     .off = offsetof(CFG, relabel),
+     .count_off = offsetof(CFG, n_relabel),
+     .elem_size = sizeof(struct pf_relabel_rule),
+     .max_items = PF_PROFCFG_MAX_RELABEL,
+     .item_check = relabel_item_check,
+     .doc = "Rules applied in order to every profile's resource attributes in the agent, "
+	    "before any export or capture upload (Prometheus relabel_configs on attributes). "
+	    "Attributes named profleet.* are the agent's own and are never changed."},
+    STRK("profiling.relabel[].source", struct pf_relabel_rule, source, NULL,
+	 "The attribute whose value the regex matches (required but for labeldrop)."),
+    STRK("profiling.relabel[].regex", struct pf_relabel_rule, regex, "(.*)",
+	 "POSIX extended regular expression matched against the whole value (labeldrop: "
+	 "against each attribute key), within the bounds listed in docs/api.md: at most "
+	 "256 bytes, no stacked quantifiers, no back-references."),
+    ENUMK("profiling.relabel[].action", struct pf_relabel_rule, action, PF_RELABEL_REPLACE,
+	  relabel_action_names,
+	  "replace writes replacement to target when source matches; drop removes the "
+	  "process's profile when source matches; keep removes it unless source matches; "
+	  "labeldrop removes every attribute whose key matches regex."),
+    STRK("profiling.relabel[].target", struct pf_relabel_rule, target, NULL,
+	 "replace: the attribute written (default: source)."),
+    STRK("profiling.relabel[].replacement", struct pf_relabel_rule, replacement, "$1",
+	 "replace: the value written; $0 is the whole match, $1..$9 its groups. An empty "
+	 "result removes the target attribute."),
     SECTION("profiling.filters", "Which processes are profiled, by process attribute."),
     FILTER_KEYS("include", include, n_include,
 		"If not empty, only processes matching at least one entry are profiled."),

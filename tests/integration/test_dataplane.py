@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 import unittest
+import urllib.parse
 
 from pfharness import (AGENT_BIN, REFUSED, SHARED_DIR, Agent, IntegrationCase, Proc,
                        free_port, wait_until)
@@ -167,9 +168,10 @@ class Dataplane(IntegrationCase):
 
     # ---- helpers ----------------------------------------------------------------------------
 
-    def start_workload(self, seconds=60):
+    def start_workload(self, seconds=60, env=None):
         p = subprocess.Popen([self.wl_bin, str(seconds)], stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                             env=dict(os.environ, **env) if env else None)
         self.workloads.append(p)
         self.assertEqual(p.stdout.readline().strip(), b"ready")
         return p
@@ -639,6 +641,42 @@ class Dataplane(IntegrationCase):
                                  timeout=120, env=env, text=True)
             self.assertEqual(out.returncode, 0, out.stderr)
             self.assertIn("hot_a", out.stdout)
+
+    def test_relabel_redacts_and_drops_end_to_end(self):
+        """A process whose service.name (from its environment) holds a fake token and an
+        e-mail address reaches the controller's store with both redacted by the built-in
+        rules, and a labeldrop rule pushed over OpAMP removes its executable attributes."""
+        ctl = self.controller()
+        ag = self.agent(ctl, "relabel")
+        uid = ag.uid()
+        self.wait_agent(ctl, uid, lambda a: a["connected"], what="agent connected")
+        self.wait_sampler(ag)
+        svc = "%s token=tok-SECRET-123 owner=bob.smith@example.com" % self.wl_name
+        self.start_workload(env={"OTEL_SERVICE_NAME": svc})
+        exporter = ('{type: otlp_http, endpoint: "http://127.0.0.1:%d/v1development/profiles", '
+                    'auth: agent_token}' % ctl.port)
+        text = config_yaml(self.wl_name, [exporter], frequency=199, duration=2)
+        text += ("  relabel:\n"
+                 "    - {action: labeldrop, regex: 'process\\.executable\\..*'}\n")
+        pushed_ms = int(time.time() * 1000)
+        self.push(ctl, uid, text)
+
+        def stored():
+            st, body, _ = ctl.request("GET", "/api/v1/profiles?agent=%s&limit=50" % uid)
+            return [p for p in body.get("profiles", []) if p["start_ms"] >= pushed_ms] \
+                if st == 200 else None
+        profiles = wait_until(stored, timeout=30, what="a window stored after the push")
+        want = "%s token=[REDACTED] owner=[REDACTED]" % self.wl_name
+        self.assertEqual({p["service"] for p in profiles}, {want})
+        for p in profiles:
+            self.assertNotIn("SECRET", json.dumps(p))
+            self.assertNotIn("example.com", json.dumps(p))
+            self.assertFalse(p.get("executable"), p)  # dropped by the labeldrop rule
+        # the workload is still the one sampled: its functions are in the merged view
+        st, top, _ = ctl.request("GET", "/api/v1/top?service=%s&limit=5"
+                                 % urllib.parse.quote(want))
+        self.assertEqual(st, 200, top)
+        self.assertIn("hot_a", [f["name"] for f in top["functions"]])
 
 
 if __name__ == "__main__":

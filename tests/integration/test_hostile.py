@@ -14,6 +14,11 @@
   Authorization header past the 1023 bytes kept is 401 "too long", not "missing".
 - An OTLP request's decoded form, string table included, is bounded: a 1M-entry string table
   is refused without the controller's peak memory following it.
+- An unfinished (fragmented) WebSocket message is bounded per connection (the message limit,
+  1009) and in all (4 x the message limit, 1008), and closed 1008 when it stalls for 10 s; an
+  agent beside them is answered.
+- Header lines lws 4.1.6 misreads (a name that is a prefix of one it knows, a line without a
+  colon) and a %00 in the path behave as docs/limits.md says.
 Memory is the controller's RSS (and its peak, VmHWM) from /proc. Every wait has a deadline.
 """
 import os
@@ -70,26 +75,35 @@ def send_quiet(s, data):
         return False
 
 
-def answer_status(s, timeout):
-    """The status of the answer on s: an int, 0 when the peer closed without an answer, None
-    when nothing came within timeout seconds."""
+def read_until(s, timeout, enough):
+    """Reads from s until enough(data) holds: (data, "ok"), or (data, "eof") when the peer
+    closed (or reset) first, or (data, "timeout") when timeout seconds passed first."""
     deadline = time.monotonic() + timeout
     data = b""
-    while b"\r\n" not in data:
+    while not enough(data):
         left = deadline - time.monotonic()
         if left <= 0:
-            return None
+            return data, "timeout"
         s.settimeout(left)
         try:
             chunk = s.recv(4096)
         except socket.timeout:
-            return None
-        except ConnectionResetError:
+            return data, "timeout"
+        except (ConnectionResetError, BrokenPipeError):
             chunk = b""
         if not chunk:
-            return int(data.split(b" ")[1]) if data.startswith(b"HTTP/") else 0
+            return data, "eof"
         data += chunk
-    return int(data.split(b" ")[1])
+    return data, "ok"
+
+
+def answer_status(s, timeout):
+    """The status of the answer on s: an int, 0 when the peer closed without an answer, None
+    when nothing came within timeout seconds."""
+    data, how = read_until(s, timeout, lambda d: b"\r\n" in d)
+    if how == "timeout":
+        return None
+    return int(data.split(b" ")[1]) if data.startswith(b"HTTP/") else 0
 
 
 def head(method, path, length, auth=None):
@@ -290,6 +304,94 @@ class UidTest(IntegrationCase):
         self.assertEqual(body["attributes"].get("service.name"), "HIJACK", body)
 
 
+def ws_raw_frame(opcode, fin, payload):
+    """A client frame with a zero mask key (the payload goes as it is)."""
+    n = len(payload)
+    if n < 126:
+        ln = bytes([0x80 | n])
+    elif n < 65536:
+        ln = bytes([0x80 | 126]) + n.to_bytes(2, "big")
+    else:
+        ln = bytes([0x80 | 127]) + n.to_bytes(8, "big")
+    return bytes([(0x80 if fin else 0) | opcode]) + ln + b"\0\0\0\0" + payload
+
+
+def ws_close_code(s, timeout):
+    """The status code of the close frame the server sends on s: an int, 0 when the connection
+    ended without one, None when it is still open after timeout seconds."""
+    def enough(d):  # a whole first frame (the server sends this test nothing but a close)
+        return len(d) >= 2 and len(d) >= 2 + (d[1] & 0x7F)
+    data, how = read_until(s, timeout, enough)
+    if how == "timeout":
+        return None
+    if how == "eof" or data[0] & 0x0F != 8 or (data[1] & 0x7F) < 2:
+        return 0
+    return int.from_bytes(data[2:4], "big")
+
+
+class WsReassemblyTest(IntegrationCase):
+    def test_unfinished_messages_bounded_and_timed_out(self):
+        ctl = self.controller()
+        pid = ctl.proc.p.pid
+        rss0 = rss_kb(pid)
+        mib = b"\x00" * (1 << 20)
+        held = []
+        socks = held[:]
+        self.addCleanup(lambda: [s.close() for s in socks])
+        for _ in range(12):
+            st, s = ws_open(ctl.port, ctl.agent_token)
+            self.assertEqual(st, 101)
+            s.settimeout(30)
+            # FIN=0 binary, then 14 continuations with FIN=0: 15 MiB, never finished
+            held.append(s)
+            socks.append(s)
+            ok = send_quiet(s, ws_raw_frame(2, False, mib))
+            for _ in range(14):
+                if not ok:
+                    break
+                ok = send_quiet(s, ws_raw_frame(0, False, mib))
+        t_sent = time.monotonic()
+        grown_mb = (rss_kb(pid) - rss0) / 1024.0
+        # before: every message was kept (12 x 16 MiB, RSS +190 MB); now at most 4 x 16 MiB
+        # are held in all, the rest closed 1008 as they pass it
+        self.assertLess(grown_mb, 100, "controller grew %.1f MB" % grown_mb)
+        codes = [ws_close_code(s, 0.3) for s in held]
+        closed = [s for s, c in zip(held, codes) if c is not None]
+        held = [s for s, c in zip(held, codes) if c is None]
+        self.assertGreaterEqual(len(closed), 7, codes)
+        self.assertGreaterEqual(len(held), 2, codes)
+        self.assertGreaterEqual(codes.count(1008), 1, codes)
+        # an agent beside them is answered
+        uid = uuid.uuid4().bytes
+        st, ws = ws_open(ctl.port, ctl.agent_token)
+        self.assertEqual(st, 101)
+        self.addCleanup(ws.close)
+        ws.sendall(ws_frame(a2s_described(uid, "BESIDE")))
+        ws.settimeout(5)
+        self.assertEqual(ws.recv(2)[:1], b"\x82")
+        # the unfinished ones are closed 1008 once they have stalled for 10 s
+        for s in held:
+            code = ws_close_code(s, max(1.0, 14 - (time.monotonic() - t_sent)))
+            self.assertEqual(code, 1008)
+        self.assertGreater(time.monotonic() - t_sent, 8)
+        st, body, _ = ctl.request("GET", "/metrics", raw=True)
+        self.assertIn("profleet_opamp_message_timeouts_total %d" % len(held), body.decode())
+        self.assertTrue(ctl.proc.alive())
+
+    def test_message_over_the_limit_closed_1009(self):
+        ctl = self.controller(extra=["--max-message-bytes", str(1 << 20)])
+        st, s = ws_open(ctl.port, ctl.agent_token)
+        self.assertEqual(st, 101)
+        self.addCleanup(s.close)
+        s.settimeout(10)
+        piece = b"\x00" * (256 << 10)
+        ok = send_quiet(s, ws_raw_frame(2, False, piece))
+        for _ in range(8):
+            if ok:
+                ok = send_quiet(s, ws_raw_frame(0, False, piece))
+        self.assertIn(ws_close_code(s, 5), (1009, 0))
+
+
 class RequestLineTest(IntegrationCase):
     def test_http09_and_long_authorization(self):
         ctl = self.controller()
@@ -309,6 +411,41 @@ class RequestLineTest(IntegrationCase):
                                        "Bearer %s\r\n\r\n" % ("a" * 1016)).encode())
         self.assertEqual(st, 401, text)
         self.assertNotIn("longer than", text)
+
+
+class HeaderLexerTest(IntegrationCase):
+    """What lws 4.1.6's header lexer does with odd header lines, as docs/limits.md says:
+    pinned, so that a library that behaves otherwise is noticed."""
+
+    def test_prefix_names_and_lines_without_a_colon(self):
+        ctl = self.controller(extra=["--header-timeout-seconds", "2"])
+        auth = "Authorization: Bearer %s\r\n" % ctl.admin_token
+
+        def get(extra_before, extra_after=""):
+            return raw_http(ctl.port, ("GET /api/v1/agents HTTP/1.1\r\nHost: x\r\n%s%s%s\r\n"
+                                       % (extra_before, auth, extra_after)).encode())
+        st, text = get("")
+        self.assertEqual(st, 200, text)
+        for odd in ("X-A: abc\r\n", "Con: x\r\n", "Authoriz: abc\r\n", "NoColonHere\r\n"):
+            # after the Authorization header: the request is whole and answered
+            if odd != "NoColonHere\r\n":
+                st, text = get("", odd + "Accept: */*\r\n")
+                self.assertEqual(st, 200, (odd, text))
+            # before it: the next line is merged into the odd name, the token lost
+            st, text = get(odd)
+            self.assertEqual(st, 401, (odd, text))
+            self.assertIn("missing", text)
+        # an odd line last: the headers never end; closed at the header deadline, unanswered
+        t0 = time.monotonic()
+        st, text = get("", "Con: x\r\n")
+        self.assertEqual(st, 0, text)
+        self.assertLess(time.monotonic() - t0, 5)
+
+    def test_nul_in_the_path(self):
+        ctl = self.controller()
+        st, text = raw_http(ctl.port, b"GET /ui/%00x HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.assertEqual(st, 400, text)
+        self.assertIn("invalid_path", text)
 
 
 if __name__ == "__main__":

@@ -61,11 +61,18 @@
 #define PF_PROFCFG_MAX_HEADERS 32
 #define PF_PROFCFG_MAX_ATTRS 32
 #define PF_PROFCFG_MAX_LABELS 64
+#define PF_PROFCFG_MAX_RELABEL 32 /* profiling.relabel rules */
 /* What a secret value (exporters[].headers) is replaced with in redacted output. */
 #define PF_PROFCFG_REDACTED "[REDACTED]"
 
 enum pf_prof_mode { PF_MODE_CONTINUOUS, PF_MODE_TRIGGERED };
 enum pf_match { PF_MATCH_STRICT, PF_MATCH_REGEXP };
+enum pf_relabel_action {
+	PF_RELABEL_REPLACE,
+	PF_RELABEL_DROP,
+	PF_RELABEL_KEEP,
+	PF_RELABEL_LABELDROP,
+};
 enum pf_exporter_type { PF_EXPORTER_OTLP_HTTP, PF_EXPORTER_PYROSCOPE, PF_EXPORTER_FILE };
 enum pf_compression { PF_COMPRESSION_GZIP, PF_COMPRESSION_NONE };
 /* How a network exporter authenticates: `agent_token` sends the agent's own OpAMP token as
@@ -94,6 +101,17 @@ struct pf_filter {
 	char *key;
 	enum pf_match match;
 	char *value;
+};
+
+/* profiling.relabel entries (Prometheus' relabel_configs, on resource attributes). regex is a
+ * POSIX ERE within pf/regex.h's bounds, matched against the whole value (anchored); for
+ * labeldrop it is matched against attribute keys and source is not used. */
+struct pf_relabel_rule {
+	char *source;      /* attribute key; required for replace, drop, keep */
+	char *regex;       /* default "(.*)" */
+	enum pf_relabel_action action; /* default replace */
+	char *target;      /* replace: the key written; default source */
+	char *replacement; /* replace: $0..$9 are the match and its groups; default "$1" */
 };
 
 /* exporters[].tls: TLS settings of a network exporter with an https:// endpoint (the OpenTelemetry
@@ -180,6 +198,10 @@ struct pf_profcfg {
 	size_t n_targets;
 	struct pf_pprof_target *targets;
 
+	size_t n_relabel;
+	struct pf_relabel_rule *relabel;
+	bool redact_secrets; /* the built-in redaction rules first; default true */
+
 	size_t n_exporters;
 	struct pf_exporter *exporters;
 
@@ -229,5 +251,6 @@ const char *pf_pprof_type_name(enum pf_pprof_type t);
 const char *pf_match_name(enum pf_match m);
 const char *pf_compression_name(enum pf_compression c);
 const char *pf_exporter_auth_name(enum pf_exporter_auth a);
+const char *pf_relabel_action_name(enum pf_relabel_action a);
 
 #endif

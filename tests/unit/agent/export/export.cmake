@@ -8,3 +8,6 @@ foreach(mod export_file export_otlp_http export_delivery encode_submit)
 	pf_unit_test(NAME test_${mod} SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_${mod}.c
 		LIBS agent_export pf_proftest Threads::Threads LABEL unit TIMEOUT 60)
 endforeach()
+# agent/relabel (part of agent_export: encode_submit applies it)
+pf_unit_test(NAME test_relabel SOURCES ${CMAKE_CURRENT_LIST_DIR}/../relabel/test_relabel.c
+	LIBS agent_export LABEL unit TIMEOUT 60)

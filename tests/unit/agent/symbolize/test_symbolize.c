@@ -373,6 +373,39 @@ static void test_process_resolve(void **state)
 	pf_symbolizer_free(sym);
 }
 
+/* Opening a process's ELF files is set-up work the symbolizer times itself (thread CPU);
+ * maps read again with every file cached open nothing and add nothing; the kernel's symbols
+ * add their load. */
+static void test_load_counted_as_setup(void **state)
+{
+	(void)state;
+	uint64_t addr;
+	pid_t pid = run_target(pie, &addr);
+	struct pf_symbolizer *sym = pf_symbolizer_new(NULL);
+	assert_non_null(sym);
+	assert_int_equal(pf_symbolizer_load_cpu_ns(sym), 0);
+	assert_int_equal(pf_symbolizer_capture(sym, (uint32_t)pid), 0);
+	struct pf_symbolizer_stats st;
+	pf_symbolizer_stats(sym, &st);
+	assert_true(st.elf_opened >= 1);
+	assert_true(st.elf_load_cpu_ns > 0);
+	uint64_t first = pf_symbolizer_load_cpu_ns(sym);
+	assert_int_equal(first, st.elf_load_cpu_ns + st.kernel_load_cpu_ns);
+	uint64_t opened = st.elf_opened;
+	assert_int_equal(pf_symbolizer_capture(sym, (uint32_t)pid), 0);
+	pf_symbolizer_stats(sym, &st);
+	assert_int_equal(st.elf_opened, opened);
+	assert_int_equal(pf_symbolizer_load_cpu_ns(sym), first);
+	stop(pid);
+	if (pf_symbolizer_load_kernel(sym) == 0) {
+		pf_symbolizer_stats(sym, &st);
+		assert_true(st.kernel_load_cpu_ns > 0);
+		assert_int_equal(pf_symbolizer_load_cpu_ns(sym),
+				 first + st.kernel_load_cpu_ns);
+	}
+	pf_symbolizer_free(sym);
+}
+
 static void test_cache_bound(void **state)
 {
 	struct pf_symbolizer_options o = {.max_elf_files = 1, .no_kernel = true};
@@ -1414,6 +1447,7 @@ int main(void)
 		cmocka_unit_test(test_static_lookup),
 		cmocka_unit_test(test_process_resolve),
 		cmocka_unit_test(test_cache_bound),
+		cmocka_unit_test(test_load_counted_as_setup),
 		cmocka_unit_test(test_kernel),
 	    cmocka_unit_test(test_compressed_dwarf),
 		cmocka_unit_test(test_debug_file),
