@@ -18,6 +18,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "elf_syms.h"
 #include "pf/compiler.h"
 
 /* ---- Per-version tables ----
@@ -495,34 +496,23 @@ static const char *const sym_names[S_COUNT] = {
 
 /* Looks the symbols up in the sections of type `type` (SHT_DYNSYM, SHT_SYMTAB): defined ones
  * only (an executable linked against libpython names _PyRuntime as undefined). */
-static void find_symbols_in(Elf *elf, unsigned type, struct sym *out)
+static bool sym_wanted(void *ctx, const char *name, const GElf_Sym *s)
 {
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != type || !sh.sh_entsize)
-			continue;
-		Elf_Data *data = elf_getdata(scn, NULL);
-		if (!data)
-			continue;
-		size_t n = sh.sh_size / sh.sh_entsize;
-		for (size_t i = 0; i < n; i++) {
-			GElf_Sym s;
-			if (!gelf_getsym(data, (int)i, &s) || s.st_shndx == SHN_UNDEF ||
-			    !s.st_value)
-				continue;
-			const char *name = elf_strptr(elf, sh.sh_link, s.st_name);
-			if (!name || (name[0] != '_' && name[0] != 'P') ||
-			    (name[0] == '_' && name[1] == 'Z'))
-				continue;
-			for (unsigned k = 0; k < S_COUNT; k++) {
-				if (!out[k].found && strcmp(name, sym_names[k]) == 0) {
-					out[k] = (struct sym){s.st_value, s.st_size, true};
-					break;
-				}
-			}
+	struct sym *out = ctx;
+	if ((name[0] != '_' && name[0] != 'P') || (name[0] == '_' && name[1] == 'Z'))
+		return true;
+	for (unsigned k = 0; k < S_COUNT; k++) {
+		if (!out[k].found && strcmp(name, sym_names[k]) == 0) {
+			out[k] = (struct sym){s->st_value, s->st_size, true};
+			break;
 		}
 	}
+	return true;
+}
+
+static void find_symbols_in(Elf *elf, unsigned type, struct sym *out)
+{
+	pf_elf_each_sym(elf, type, sym_wanted, out);
 }
 
 /* .dynsym first: every CPython exports _PyRuntime there (extension modules link against it:

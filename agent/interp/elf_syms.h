@@ -1,0 +1,17 @@
+/* elf_syms.h — the defined symbols of an ELF file's symbol tables, one callback each.
+ *
+ * Owns the walk over the sections of one type (SHT_DYNSYM or SHT_SYMTAB) that the runtimes'
+ * detections (python_proc.c, v8_meta.c) share: undefined symbols and those of value 0 are
+ * left out. Thread-safe (no state). */
+#ifndef PF_AGENT_ELF_SYMS_H
+#define PF_AGENT_ELF_SYMS_H
+
+#include <gelf.h>
+#include <stdbool.h>
+
+/* Calls fn(ctx, name, sym) for each defined symbol with a value in the sections of type
+ * `type`, in file order, until it returns false. */
+void pf_elf_each_sym(Elf *elf, unsigned type,
+		     bool (*fn)(void *ctx, const char *name, const GElf_Sym *sym), void *ctx);
+
+#endif
