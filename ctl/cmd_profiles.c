@@ -21,6 +21,7 @@ int ctl_cmd_profiles(struct ctl_ctx *c)
 	char from[32];
 	if (ctl_since_from_ms(c, from, sizeof(from)) < 0 ||
 	    ctl_query_opt(c, &p, "service", "service") < 0 ||
+	    ctl_query_opt(c, &p, "type", "type") < 0 ||
 	    ctl_query_opt(c, &p, "trace_id", "trace-id") < 0 ||
 	    ctl_query_opt(c, &p, "trigger", "trigger") < 0 ||
 	    ctl_query_opt(c, &p, "capture_id", "capture") < 0 ||
@@ -135,6 +136,7 @@ int ctl_cmd_top(struct ctl_ctx *c)
 	if (!from[0] && ctl_args_str(c->args, "capture"))
 		snprintf(from, sizeof(from), "0");
 	if (ctl_query_opt(c, &p, "service", "service") < 0 ||
+	    ctl_query_opt(c, &p, "type", "type") < 0 ||
 	    ctl_query_opt(c, &p, "capture_id", "capture") < 0 ||
 	    ctl_query_opt(c, &p, "namespace", "namespace") < 0 ||
 	    ctl_query_opt(c, &p, "pod", "pod") < 0 ||
@@ -162,10 +164,14 @@ int ctl_cmd_top(struct ctl_ctx *c)
 		ctl_table_cell(t, "%s", ctl_jstr(fn, "name"));
 	}
 	st = ctl_table_done(c, t);
+	/* the weights are in the type's unit: samples for CPU, nanoseconds off the CPU, bytes */
+	const char *unit = ctl_jstr(r, "unit");
+	if (!*unit || strcmp(unit, "count") == 0)
+		unit = "samples";
 	if (st == CTL_EXIT_OK)
 		fprintf(c->out,
-			"(%" PRId64 " samples in %" PRId64 " of %" PRId64 " matching profiles%s)\n",
-			ctl_jint(r, "total"), ctl_jint(r, "profiles_merged"),
+			"(%" PRId64 " %s in %" PRId64 " of %" PRId64 " matching profiles%s)\n",
+			ctl_jint(r, "total"), unit, ctl_jint(r, "profiles_merged"),
 			ctl_jint(r, "profiles_matched"),
 			json_is_true(json_object_get(r, "capped")) ? ", sampled evenly" : "");
 	return st;

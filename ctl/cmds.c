@@ -62,6 +62,7 @@ static const struct ctl_opt captures_opts[] = {
 };
 static const struct ctl_opt profiles_opts[] = {
     {"service", 's', CTL_OPT_STR, "S", "service.name"},
+    {"type", 0, CTL_OPT_STR, "T", "profile type: cpu, off_cpu, alloc_space, goroutine, ..."},
     {"agent", 0, CTL_OPT_STR, "UID", "profiles sent by that agent"},
     {"trace-id", 0, CTL_OPT_STR, "T", "profiles with a sample linked to that trace"},
     {"trigger", 0, CTL_OPT_STR, "T", "on_demand, high_cpu, slow_span, ..."},
@@ -79,6 +80,7 @@ static const struct ctl_opt pprof_opts[] = {
 };
 static const struct ctl_opt top_opts[] = {
     {"service", 's', CTL_OPT_STR, "S", "service.name"},
+    {"type", 0, CTL_OPT_STR, "T", "profile type (default cpu): off_cpu, alloc_space, ..."},
     {"capture", 0, CTL_OPT_STR, "ID", "the profiles of that capture (all of its time range)"},
     {"namespace", 0, CTL_OPT_STR, "NS", "k8s.namespace.name (agents with pod attribution)"},
     {"pod", 0, CTL_OPT_STR, "POD", "k8s.pod.name"},
@@ -142,14 +144,14 @@ static const struct ctl_cmd commands[] = {
      "list captures, or show one with its per-agent states", NULL, captures_opts, 0, 1, true,
      ctl_cmd_captures},
     {NULL, "profiles",
-     "[--service S] [--agent UID] [--trace-id T] [--trigger T] [--capture ID] [--since 1h]\n"
-     "                    [--namespace NS] [--pod POD] [--container C] [--limit N]",
+     "[--service S] [--type T] [--agent UID] [--trace-id T] [--trigger T] [--capture ID]\n"
+     "                    [--since 1h] [--namespace NS] [--pod POD] [--container C] [--limit N]",
      "list stored profiles, newest first", NULL, profiles_opts, 0, 0, true, ctl_cmd_profiles},
     {NULL, "pprof", "ID [-o FILE]", "download a profile as gzip'd pprof (go tool pprof reads it)",
      NULL, pprof_opts, 1, 1, true, ctl_cmd_pprof},
     {NULL, "top",
-     "[--service S] [--capture ID] [--namespace NS] [--pod POD] [--container C] [--since 1h]\n"
-     "                    [--limit N]",
+     "[--service S] [--type T] [--capture ID] [--namespace NS] [--pod POD] [--container C]\n"
+     "                    [--since 1h] [--limit N]",
      "hottest functions (self and total) over the matching profiles", NULL, top_opts, 0, 0, true,
      ctl_cmd_top},
     {NULL, "rollouts", "[ID] [--active] [--limit N]",

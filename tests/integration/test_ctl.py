@@ -252,6 +252,11 @@ class Profiles(CtlCase):
         self.assertEqual(rows[1], ["60.0", "120", "60.0", "120", "hot_function"])
         self.assertEqual(len(rows), 4)  # header, 2 functions, the summary line
         self.assertIn("200 samples in 2 of 2 matching profiles", out)
+        # --type selects the profile type: these are CPU profiles, no off-CPU one is stored
+        self.assertEqual(self.ctl_json("profiles", "--type", "cpu")["count"], 4)
+        self.assertEqual(self.ctl_json("profiles", "--type", "off_cpu")["count"], 0)
+        off = self.ctl_json("top", "--service", "checkout", "--since", "1h", "--type", "off_cpu")
+        self.assertEqual((off["total"], off["profiles_matched"]), (0, 0))
 
         pid = lst["profiles"][0]["id"]
         out_file = os.path.join(self.workdir, "p.pb.gz")
