@@ -90,8 +90,12 @@ static const char *const prof_sql[P__COUNT] = {
 			  "coalesce(sum(length(flame)), 0) FROM profile_flames WHERE id IN ("
 			  EXPIRED_IDS ")) - (SELECT coalesce(sum(length(data)), 0) FROM "
 			  "profile_samples WHERE id IN (" EXPIRED_IDS ")) WHERE k = 0",
+    /* Rollups go by their slot, profiles by when they were received: a profile that
+     * arrived late (an old start) must keep its rollups while it is stored, so no slot at or
+     * after the hour of the oldest stored start is expired. */
     [P_EXPIRE_ROLLUPS] = "DELETE FROM profile_rollups WHERE id IN (SELECT id FROM "
-			 "profile_rollups WHERE slot < ?1 LIMIT ?2)",
+			 "profile_rollups WHERE slot < MIN(?1, COALESCE((SELECT MIN(start_ns) "
+			 "FROM profiles) / 3600000000000 * 3600000, ?1)) LIMIT ?2)",
     /* Ingest is idempotent per (agent, OTLP profile_id): profiles_profile_id narrows it. */
     [P_FIND_DUP] = "SELECT id FROM profiles WHERE profile_id = ?1 AND agent = ?2 LIMIT 1",
 };
