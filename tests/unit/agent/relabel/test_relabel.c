@@ -191,8 +191,11 @@ static void test_config_errors_and_bounds(void **state)
 		 0);
 	expect_error(big, "profiling.relabel[0].regex"); /* over 256 bytes */
 	char many[4096] = "profiling:\n  relabel:\n";
+	size_t len = strlen(many);
 	for (int i = 0; i <= PF_PROFCFG_MAX_RELABEL; i++)
-		strcat(many, "    - {action: labeldrop, regex: x}\n");
+		len += (size_t)snprintf(many + len, sizeof(many) - len,
+					"    - {action: labeldrop, regex: x}\n");
+	assert_true(len < sizeof(many));
 	expect_error(many, "profiling.relabel");
 	/* the rules round-trip through the effective config */
 	struct pf_profcfg *c = cfg_of("profiling:\n  relabel:\n    - {action: labeldrop, regex: x}\n");
