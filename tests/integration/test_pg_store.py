@@ -327,6 +327,9 @@ class PgStore(IntegrationCase):
         ua, ub = on_a.uid(), on_b.uid()
         self.wait_agent(b, ua, lambda x: x["connected"], what="B shows A's agent connected")
         self.wait_agent(b, ub, lambda x: x["connected"], what="B's own agent connected")
+        # the agent settled: on the credential A offered it (it reconnects once to verify it)
+        self.wait_agent(a, ua, lambda x: x.get("credential") == "own" and x["connected"],
+                        what="A's agent on its own credential")
         a.proc.p.send_signal(signal.SIGKILL)
         a.proc.p.wait(timeout=10)
         t0 = time.monotonic()
