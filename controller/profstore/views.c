@@ -126,7 +126,8 @@ static int acc_tree(struct acc *a)
 	size_t cap = 0, cap_n = 0, cap_k = 0;
 	int rc = 0;
 
-	qsort(a->touched, a->n_touched, sizeof(*a->touched), cmp_i64);
+	if (a->n_touched > 1)
+		qsort(a->touched, a->n_touched, sizeof(*a->touched), cmp_i64);
 	for (size_t i = 0; rc == 0 && i < a->n_touched; i++) {
 		const uint32_t *fr;
 		size_t n;
@@ -142,7 +143,8 @@ static int acc_tree(struct acc *a)
 		    (rc = grow((void **)&names, &cap_n, n, sizeof(*names), 0)) < 0 ||
 		    (rc = grow((void **)&kinds, &cap_k, n, 1, 0)) < 0)
 			break;
-		memcpy(ids, fr, n * sizeof(*ids));
+		if (n)
+			memcpy(ids, fr, n * sizeof(*ids));
 		for (size_t j = 0; rc == 0 && j < n; j++)
 			rc = fmap_get(a->st, a->fl, &m, ids[j], &names[j], &kinds[j]);
 		if (rc == 0)
@@ -378,7 +380,8 @@ int pf_views_labels(struct pf_store *st, const struct pf_profile_filter *f, cons
 		pf_views_strings_free(arr, m);
 		return rc;
 	}
-	qsort(arr, m, sizeof(*arr), cmp_str);
+	if (m > 1)
+		qsort(arr, m, sizeof(*arr), cmp_str);
 	if (m > max) {
 		for (size_t i = max; i < m; i++)
 			free(arr[i]);

@@ -328,7 +328,8 @@ static int attrset_id(struct pf_store *st, struct store_stacks *k,
 	for (size_t i = 0; i < n; i++)
 		if (r->attrs[i].key && r->attrs[i].value)
 			kv[m++] = r->attrs[i];
-	qsort(kv, m, sizeof(kv[0]), cmp_kv);
+	if (m > 1)
+		qsort(kv, m, sizeof(kv[0]), cmp_kv);
 	size_t u = 0;
 	for (size_t i = 0; i < m; i++)
 		if (!u || strcmp(kv[u - 1].key, kv[i].key) != 0)
@@ -405,7 +406,8 @@ static int stack_pairs(struct pf_store *st, struct store_stacks *k,
 	pf_buf_release(&key);
 	if (rc < 0)
 		return rc;
-	qsort(pairs, r->n_stacks, sizeof(*pairs), cmp_pair);
+	if (r->n_stacks > 1)
+		qsort(pairs, r->n_stacks, sizeof(*pairs), cmp_pair);
 	size_t u = 0;
 	for (size_t i = 0; i < r->n_stacks; i++) {
 		if (u && pairs[u - 1].stack == pairs[i].stack)
