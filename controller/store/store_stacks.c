@@ -145,7 +145,7 @@ static struct seen_slot *seen_find(struct seen *s, const void *key, size_t n, ui
 		struct seen_slot *sl = &s->slots[j];
 		if (!sl->id)
 			return sl;
-		if (sl->h == h && sl->n == n && memcmp(s->keys + sl->off, key, n) == 0)
+		if (sl->h == h && sl->n == n && (n == 0 || memcmp(s->keys + sl->off, key, n) == 0))
 			return sl;
 	}
 }

@@ -150,7 +150,8 @@ static void test_drop_and_keep(void **state)
 					   "    - {source: service.name, regex: batch, action: drop}\n");
 	struct pf_prof_window *w = window(2, a, "x");
 	struct pf_prof_process *ps = (struct pf_prof_process *)w->processes;
-	ps[1].attrs = window(1, b, "x")->processes[0].attrs; /* leaked with its window: a test */
+	struct pf_prof_window *wb = window(1, b, "x");
+	ps[1].attrs = wb->processes[0].attrs; /* held by wb, freed with it */
 	assert_int_equal(agent_relabel_window(r, w), 0);
 	assert_int_equal(w->n_processes, 1);
 	assert_string_equal(attr(&w->processes[0], "service.name"), "api");
@@ -162,6 +163,7 @@ static void test_drop_and_keep(void **state)
 	assert_int_equal(w2->n_processes, 0);
 	pf_prof_window_free(w2);
 	pf_prof_window_free(w);
+	pf_prof_window_free(wb);
 	agent_relabel_free(r);
 }
 
