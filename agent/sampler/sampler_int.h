@@ -144,6 +144,9 @@ int sampler_apply_running(struct pf_sampler *s, uint32_t hz, struct pf_error *er
 /* ---- sampler_read.c: ring buffer callbacks (libbpf ring_buffer_sample_fn) ---- */
 
 int sampler_on_sample(void *ctx, void *data, size_t size);
+/* One sample into agg; a full aggregation drops it (counted in its stats), any other error
+ * becomes s->last_error. */
+void sampler_agg_add(struct pf_sampler *s, struct pf_agg *agg, const struct pf_agg_sample *as);
 int sampler_on_event(void *ctx, void *data, size_t size);
 
 /* ---- sampler_window.c ---- */

@@ -86,9 +86,7 @@ void sampler_off_cpu_sample(struct pf_sampler *s, const struct pf_agg_sample *as
 	double w = (double)off_ns / s->off_cpu_prob;
 	o.weight = w >= 9.2e18 ? INT64_MAX : (uint64_t)w;
 	o.reason = flags & PF_SAMPLE_F_PREEMPTED ? PF_AGG_OFF_PREEMPTED : PF_AGG_OFF_BLOCKED;
-	int rc = pf_agg_add(s->off_agg, &o);
-	if (rc < 0 && rc != -ENOSPC)
-		s->last_error = rc;
+	sampler_agg_add(s, s->off_agg, &o);
 }
 
 void sampler_off_cpu_free(struct pf_sampler *s)

@@ -155,9 +155,7 @@ static void capture_sample(struct pf_sampler *s, const struct pf_bpf_sample *h,
 		if (c->acc < s->cap_hz)
 			continue;
 		c->acc -= s->cap_hz;
-		int rc = pf_agg_add(c->agg, &as);
-		if (rc < 0 && rc != -ENOSPC)
-			s->last_error = rc;
+		sampler_agg_add(s, c->agg, &as);
 	}
 }
 
@@ -214,10 +212,15 @@ int sampler_on_sample(void *ctx, void *data, size_t size)
 		if (s->triggered_mode && !s->trigger_on)
 			return 0; /* between captures: the ring only */
 	}
-	int rc = pf_agg_add(s->agg, &as);
+	sampler_agg_add(s, s->agg, &as);
+	return 0;
+}
+
+void sampler_agg_add(struct pf_sampler *s, struct pf_agg *agg, const struct pf_agg_sample *as)
+{
+	int rc = pf_agg_add(agg, as);
 	if (rc < 0 && rc != -ENOSPC)
 		s->last_error = rc;
-	return 0;
 }
 
 int sampler_on_event(void *ctx, void *data, size_t size)
