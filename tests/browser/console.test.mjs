@@ -452,6 +452,9 @@ test("the profiles explorer: service, label matcher, type, brush, compare, open 
   const [sf, st] = hashParams().get("sel").split("-").map(Number);
   const brushed = { service: "checkout", agent: uids.web1, from: sf, to: st };
   const url = page.url();
+  // windows that started in the brushed range may reach the store late on a busy machine
+  await waitUntil(async () => (await apiTotal(brushed)) > 0, { timeout: 60000, interval: 1000, what: "profiles in the brushed range" });
+  await page.reload();
   // the graph is the brushed range's (and, read again after a reload from the URL, still is)
   const want = await totalMatchesApi(brushed);
   assert.ok(want > 0 && want < await apiTotal({ service: "checkout", agent: uids.web1, from, to }), `brushed ${want} of the range's`);
