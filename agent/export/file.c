@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pf/array.h"
 #include "pf/compiler.h"
 #include "pf/fdio.h"
 #include "pf/uuid.h"
@@ -149,14 +150,9 @@ static int list_ours(struct agent_export_file *f, struct entry **out, size_t *n_
 		if (fstatat(f->dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !S_ISREG(st.st_mode))
 			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 32;
-			struct entry *nv = realloc(v, cap * sizeof(*nv));
-			if (!nv) {
-				r = -ENOMEM;
-				break;
-			}
-			v = nv;
+		if (PF_ARRAY_GROW(v, cap, n + 1, 32) < 0) {
+			r = -ENOMEM;
+			break;
 		}
 		size_t nl = strlen(de->d_name); /* ours: always 61 bytes */
 		memcpy(v[n].name, de->d_name, pf_min(nl + 1, sizeof(v[n].name)));

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "pf/array.h"
 #include "pf/compiler.h"
 #include "pf/fdio.h"
 
@@ -298,14 +299,9 @@ int agent_spill_load(struct agent_spill *s, size_t max_len, agent_spill_load_fn 
 		}
 		if (!parse_name(de->d_name, &seq))
 			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 64;
-			uint64_t *nv = realloc(seqs, cap * sizeof(*nv));
-			if (!nv) {
-				r = -ENOMEM;
-				break;
-			}
-			seqs = nv;
+		if (PF_ARRAY_GROW(seqs, cap, n + 1, 64) < 0) {
+			r = -ENOMEM;
+			break;
 		}
 		seqs[n++] = seq;
 	}

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "pf/array.h"
 #include "pf/compiler.h"
 #include "python_code.h"
 
@@ -168,14 +169,8 @@ static struct proc *proc_get(const struct pf_py_unwind *u, uint32_t pid)
 
 static struct proc *proc_add(struct pf_py_unwind *u, uint32_t pid, size_t at)
 {
-	if (u->n == u->cap) {
-		size_t cap = u->cap ? u->cap * 2 : 64;
-		struct proc **np = realloc(u->p, cap * sizeof(*np));
-		if (!np)
-			return NULL;
-		u->p = np;
-		u->cap = cap;
-	}
+	if (PF_ARRAY_GROW(u->p, u->cap, u->n + 1, 64) < 0)
+		return NULL;
 	struct proc *p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
@@ -482,14 +477,8 @@ void pf_py_unwind_note(struct pf_py_unwind *u, uint32_t pid, const uint64_t *ips
 		e->last_ms = now;
 		if (!added)
 			continue;
-		if (u->n_q == u->cap_q) {
-			size_t cap = u->cap_q ? u->cap_q * 2 : 256;
-			struct queued *q = realloc(u->q, cap * sizeof(*q));
-			if (!q)
-				return; /* named when a window needs it */
-			u->q = q;
-			u->cap_q = cap;
-		}
+		if (PF_ARRAY_GROW(u->q, u->cap_q, u->n_q + 1, 256) < 0)
+			return; /* named when a window needs it */
 		u->q[u->n_q++] = (struct queued){pid, ips[i]};
 	}
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "sampler/bpf/cpu_sampler.h" /* PF_PY_IS_FRAME: the kernel's word for a Python frame */
+#include "pf/array.h"
 #include "pf/compiler.h"
 
 #define DEFAULT_MAX_SAMPLES 262144
@@ -86,14 +87,8 @@ static int intern(struct pf_agg *agg, const struct pf_agg_sample *s, uint32_t *i
 			return 0;
 		}
 	}
-	if (agg->n_st == agg->cap_st) {
-		size_t nc = agg->cap_st ? agg->cap_st * 2 : 256;
-		struct stack *ns = realloc(agg->st, nc * sizeof(*ns));
-		if (!ns)
-			return -ENOMEM;
-		agg->st = ns;
-		agg->cap_st = nc;
-	}
+	if (PF_ARRAY_GROW(agg->st, agg->cap_st, agg->n_st + 1, 256) < 0)
+		return -ENOMEM;
 	size_t n = (size_t)s->n_kstack + s->n_ustack;
 	uint64_t *ips = malloc((n ? n : 1) * sizeof(*ips));
 	if (!ips)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pf/array.h"
 #include "pf/compiler.h"
 
 #define NONE UINT32_MAX
@@ -152,14 +153,8 @@ static int stack_intern(struct pf_sample_ring *r, const struct pf_agg_sample *s,
 	}
 	uint32_t slot = r->free_st;
 	if (slot == NONE) {
-		if (r->n_st == r->cap_st) {
-			size_t nc = r->cap_st ? r->cap_st * 2 : 256;
-			struct rstack *ns = realloc(r->st, nc * sizeof(*ns));
-			if (!ns)
-				return -ENOMEM;
-			r->st = ns;
-			r->cap_st = nc;
-		}
+		if (PF_ARRAY_GROW(r->st, r->cap_st, r->n_st + 1, 256) < 0)
+			return -ENOMEM;
 		slot = (uint32_t)r->n_st++;
 	} else {
 		r->free_st = r->st[slot].next;

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pf/array.h"
 #include "pf/compiler.h"
 #include "symbolize/proc_maps.h"
 #include "symbolize/rcache.h"
@@ -88,24 +89,10 @@ static void kernel_load(struct pf_symbolizer *sym)
 		size_t len;
 		if (!kallsyms_text_line(line, &addr, &name, &len))
 			continue;
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 65536;
-			void *nk = realloc(raw, nc * sizeof(*raw));
-			ok = nk != NULL;
-			if (!ok)
-				break;
-			raw = nk;
-			cap = nc;
-		}
-		if (nlen + len + 1 > ncap) {
-			size_t nc = ncap ? ncap * 2 : (size_t)1 << 20;
-			char *nn = realloc(names, nc);
-			ok = nn != NULL;
-			if (!ok)
-				break;
-			names = nn;
-			ncap = nc;
-		}
+		ok = PF_ARRAY_GROW(raw, cap, n + 1, 65536) == 0 &&
+		     PF_ARRAY_GROW(names, ncap, nlen + len + 1, (size_t)1 << 20) == 0;
+		if (!ok)
+			break;
 		memcpy(names + nlen, name, len);
 		names[nlen + len] = 0;
 		raw[n].addr = addr;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "pf/array.h"
 #include "pf/compiler.h"
 #include "symbolize/sorted_find.h"
 #include "unwind/table_builder.h"
@@ -167,15 +168,9 @@ static uint32_t intern(struct builder *b, const char *s)
 		b->err = -E2BIG;
 		return PF_LINE_NONE;
 	}
-	while (b->n_str + len + 1 > b->cap_str) {
-		size_t c = b->cap_str ? b->cap_str * 2 : 65536;
-		char *q = realloc(b->str, c);
-		if (!q) {
-			b->err = -ENOMEM;
-			return PF_LINE_NONE;
-		}
-		b->str = q;
-		b->cap_str = c;
+	if (PF_ARRAY_GROW(b->str, b->cap_str, b->n_str + len + 1, 65536) < 0) {
+		b->err = -ENOMEM;
+		return PF_LINE_NONE;
 	}
 	uint32_t off = (uint32_t)b->n_str;
 	memcpy(b->str + off, s, len);

@@ -1,5 +1,6 @@
 /* perf_map.c — see perf_map.h. */
 #include "symbolize/perf_map.h"
+#include "pf/array.h"
 #include "pf/utf8.h"
 #include "symbolize/sorted_find.h"
 
@@ -121,27 +122,13 @@ int pf_perf_map_parse(const char *text, size_t len, struct pf_perf_map **out, si
 			rc = -EFBIG;
 			break;
 		}
-		if (m->n == cap) {
-			size_t nc = cap ? cap * 2 : 256;
-			struct ent *ne = realloc(m->e, nc * sizeof(*ne));
-			if (!ne) {
-				rc = -ENOMEM;
-				break;
-			}
-			m->e = ne;
-			cap = nc;
+		if (PF_ARRAY_GROW(m->e, cap, m->n + 1, 256) < 0) {
+			rc = -ENOMEM;
+			break;
 		}
-		if (m->names_len + nlen + 1 > names_cap) {
-			size_t nc = names_cap ? names_cap * 2 : 4096;
-			while (nc < m->names_len + nlen + 1)
-				nc *= 2;
-			char *nn = realloc(m->names, nc);
-			if (!nn) {
-				rc = -ENOMEM;
-				break;
-			}
-			m->names = nn;
-			names_cap = nc;
+		if (PF_ARRAY_GROW(m->names, names_cap, m->names_len + nlen + 1, 4096) < 0) {
+			rc = -ENOMEM;
+			break;
 		}
 		e.name = (uint32_t)m->names_len;
 		e.seq = (uint32_t)m->n;

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pf/array.h"
 #include "pf/clock.h"
 
 struct job {
@@ -415,15 +416,9 @@ int64_t pf_tbuilder_prune(const char *dir, const char *suffix, uint64_t max_byte
 		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !S_ISREG(st.st_mode))
 			continue;
-		if (n == cap) {
-			size_t c = cap ? cap * 2 : 64;
-			struct table_file *w = realloc(v, c * sizeof(*v));
-			if (!w) {
-				rc = -ENOMEM;
-				break;
-			}
-			v = w;
-			cap = c;
+		if (PF_ARRAY_GROW(v, cap, n + 1, 64) < 0) {
+			rc = -ENOMEM;
+			break;
 		}
 		memcpy(v[n].name, e->d_name, len + 1);
 		v[n].size = (uint64_t)st.st_size;

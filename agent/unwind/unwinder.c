@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pf/array.h"
 #include "sampler/bpf/cpu_sampler.h"
 #include "symbolize/vdso.h"
 #include "unwind/table_builder.h"
@@ -531,15 +532,9 @@ struct load_ctx {
 static int collect(void *ctx, const struct pf_sym_exec_map *m)
 {
 	struct load_ctx *c = ctx;
-	if (c->n == c->cap) {
-		size_t nc = c->cap ? c->cap * 2 : 16;
-		struct ent *ne = realloc(c->ents, nc * sizeof(*ne));
-		if (!ne) {
-			c->rc = -ENOMEM;
-			return 1;
-		}
-		c->ents = ne;
-		c->cap = nc;
+	if (PF_ARRAY_GROW(c->ents, c->cap, c->n + 1, 16) < 0) {
+		c->rc = -ENOMEM;
+		return 1;
 	}
 	struct ent e = {.start = m->start, .end = m->end, .bias = m->bias,
 			.kind = PF_UNWIND_MAP_FP};

@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "fleet.h"
+#include "pf/array.h"
 #include "pf/log.h"
 #include "pf/uuid.h"
 #include "rollout_int.h"
@@ -56,14 +57,8 @@ static int load_agent(const struct pf_rollout_agent_row *row, void *ud)
 	struct rollout *r = l->r;
 	if (r->n == PF_ROLLOUTS_MAX_AGENTS || row->batch < 0 || row->batch >= UINT32_MAX)
 		return 0;
-	if (r->n == l->cap) {
-		size_t nc = l->cap ? l->cap * 2 : 64;
-		struct ro_agent *na = realloc(r->agents, nc * sizeof(*na));
-		if (!na)
-			return -ENOMEM;
-		r->agents = na;
-		l->cap = nc;
-	}
+	if (PF_ARRAY_GROW(r->agents, l->cap, r->n + 1, 64) < 0)
+		return -ENOMEM;
 	struct ro_agent *a = &r->agents[r->n++];
 	memset(a, 0, sizeof(*a));
 	memcpy(a->uid, row->uid, 16);

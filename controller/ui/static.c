@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pf/array.h"
 #include "pf/buf.h"
 #include "pf/gzip.h"
 #include "pf/hash.h"
@@ -128,14 +129,8 @@ static int add_file(struct pf_ui *ui, const char *rel, const char *path, struct 
 {
 	if (ui->n >= PF_UI_MAX_FILES)
 		return pf_error_set(err, -E2BIG, NULL, "ui: more than %d files", PF_UI_MAX_FILES);
-	if (ui->n == ui->cap) {
-		size_t nc = ui->cap ? ui->cap * 2 : 32;
-		struct ui_file *nf = realloc(ui->files, nc * sizeof(*nf));
-		if (!nf)
-			return pf_error_set(err, -ENOMEM, NULL, "ui: out of memory");
-		ui->files = nf;
-		ui->cap = nc;
-	}
+	if (PF_ARRAY_GROW(ui->files, ui->cap, ui->n + 1, 32) < 0)
+		return pf_error_set(err, -ENOMEM, NULL, "ui: out of memory");
 	struct ui_file *f = &ui->files[ui->n];
 	memset(f, 0, sizeof(*f));
 	snprintf(f->name, sizeof(f->name), "%s", rel);

@@ -1,0 +1,20 @@
+/* pf/array.h — growing a heap array that the caller owns (pointer + capacity in elements).
+ *
+ * pf_array_grow() makes room for at least `need` elements: the capacity doubles from `first`
+ * (or from what it is) until it holds `need`, and the array is reallocated once. Sizes that do
+ * not fit in size_t are refused, not wrapped. On failure nothing changes: the array and its
+ * capacity are the caller's as before, so the caller's error path frees what it held.
+ * PF_ARRAY_GROW(arr, cap, need, first) is the call for an `arr` of any element type and a
+ * `size_t cap`. */
+#ifndef PF_ARRAY_H
+#define PF_ARRAY_H
+
+#include <stddef.h>
+
+/* *arrp is the array (any object pointer type, read and written as a pointer), *cap its
+ * capacity in elements of `elem` bytes. 0, or -ENOMEM (out of memory or size overflow). */
+int pf_array_grow(void *arrp, size_t *cap, size_t need, size_t elem, size_t first);
+
+#define PF_ARRAY_GROW(arr, cap, need, first) pf_array_grow(&(arr), &(cap), (need), sizeof(*(arr)), (first))
+
+#endif

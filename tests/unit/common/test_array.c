@@ -1,0 +1,76 @@
+/* test_array.c — pf/array.h: growth from empty by doubling from the first capacity, a need
+ * past one doubling, no change when the capacity holds, the contents kept across growth, and
+ * sizes that overflow refused with the array and capacity unchanged. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pf/array.h"
+
+struct item {
+	uint64_t a, b;
+};
+
+static void grows_from_empty_and_keeps_contents(void **state)
+{
+	(void)state;
+	struct item *v = NULL;
+	size_t cap = 0;
+	assert_int_equal(PF_ARRAY_GROW(v, cap, 1, 4), 0);
+	assert_non_null(v);
+	assert_int_equal(cap, 4);
+	for (size_t i = 0; i < 4; i++)
+		v[i] = (struct item){i, i * 3};
+	assert_int_equal(PF_ARRAY_GROW(v, cap, 4, 4), 0); /* holds: unchanged */
+	assert_int_equal(cap, 4);
+	assert_int_equal(PF_ARRAY_GROW(v, cap, 5, 4), 0);
+	assert_int_equal(cap, 8);
+	assert_int_equal(PF_ARRAY_GROW(v, cap, 33, 4), 0); /* several doublings at once */
+	assert_int_equal(cap, 64);
+	for (size_t i = 0; i < 4; i++) {
+		assert_int_equal(v[i].a, i);
+		assert_int_equal(v[i].b, i * 3);
+	}
+	free(v);
+}
+
+static void first_zero_starts_at_one(void **state)
+{
+	(void)state;
+	char *s = NULL;
+	size_t cap = 0;
+	assert_int_equal(PF_ARRAY_GROW(s, cap, 3, 0), 0);
+	assert_int_equal(cap, 4);
+	free(s);
+}
+
+static void overflow_refused_unchanged(void **state)
+{
+	(void)state;
+	struct item *v = NULL;
+	size_t cap = 0;
+	assert_int_equal(PF_ARRAY_GROW(v, cap, 2, 2), 0);
+	struct item *before = v;
+	assert_int_equal(PF_ARRAY_GROW(v, cap, SIZE_MAX / sizeof(*v) + 1, 2), -ENOMEM);
+	assert_ptr_equal(v, before);
+	assert_int_equal(cap, 2);
+	assert_int_equal(PF_ARRAY_GROW(v, cap, SIZE_MAX, 2), -ENOMEM);
+	assert_int_equal(cap, 2);
+	free(v);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(grows_from_empty_and_keeps_contents),
+		cmocka_unit_test(first_zero_starts_at_one),
+		cmocka_unit_test(overflow_refused_unchanged),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
