@@ -100,22 +100,10 @@ class SlowReader:
 
 class SlowReaderTest(IntegrationCase):
     def setUp(self):
-        # The memory checks below are about what the controller keeps. AddressSanitizer holds
-        # freed memory in a quarantine (256 MB by default) to catch uses after free, so in the
-        # sanitizer build every freed ~900 KB request and push buffer stayed in the RSS too
-        # (40.2 MB "grown" where the plain build stays far below). A 16 MB quarantine keeps the
-        # check meaningful there; a build without the sanitizer ignores the variable.
-        old = os.environ.get("ASAN_OPTIONS")
-        os.environ["ASAN_OPTIONS"] = (old + ":" if old else "") + "quarantine_size_mb=16"
-        self.addCleanup(self._restore_asan, old)
+        # the memory checks below are about what the controller keeps (a freed ~900 KB
+        # request or push buffer counted 40.2 MB "grown" under the default quarantine)
         super().setUp()
-
-    @staticmethod
-    def _restore_asan(old):
-        if old is None:
-            os.environ.pop("ASAN_OPTIONS", None)
-        else:
-            os.environ["ASAN_OPTIONS"] = old
+        self.small_asan_quarantine()
 
     def test_config_queued_once_and_memory_flat(self):
         ctl = self.controller(extra=["--max-send-queue-bytes", "2097152"])
