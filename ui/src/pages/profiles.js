@@ -49,7 +49,11 @@ export async function profilesPage(main, ctx) {
     text: `This controller filters profiles only by ${Object.keys(NAMED_FILTERS).join(", ")}: ${unsupported.map((m) => m.key).join(", ")} not applied.` }) : null,
   timelineBox, flameBox, listBox);
 
-  // the timeline (and its marks), then the flame graph of the selection
+  // the timeline, its marks and the flame graph of the selection are asked for at once (the
+  // graph is drawn once the timeline says the range holds samples)
+  const merged = q.compare ? null : fetchMerged(q, filters, range);
+  if (merged) merged.catch(() => {}); // a failure is shown where the graph would be
+  const marksAsked = loadMarks(filters, range);
   let points, unit;
   try {
     ({ points, unit } = await loadTimeline(cap, filters, range, q.type));
@@ -57,7 +61,7 @@ export async function profilesPage(main, ctx) {
     clear(timelineBox, errorBox(err));
     return null;
   }
-  const marks = await loadMarks(filters, range);
+  const marks = await marksAsked;
   const dataFrom = (points.find(([, v]) => v > 0) || [null])[0];
   const empty = !points.some(([, v]) => v > 0);
 
@@ -70,7 +74,8 @@ export async function profilesPage(main, ctx) {
     onBrush: (s) => { state.sel = s; push(); redraw(); clear(listBox, profileList(state, filters, range)); } });
   if (!state.compare) {
     clear(timelineBox, selTimeline());
-    redraw = () => drawMerged(flameBox, state, filters, range);
+    let first = merged; // the first draw uses what the page asked for at its start
+    redraw = () => { const pre = first; first = null; return drawMerged(flameBox, state, filters, range, pre); };
   } else {
     if (!state.base) {
       const d = defaultBaseline(selectionRange(state, now), dataFrom !== null && dataFrom > range[0] ? dataFrom : null);
@@ -186,10 +191,12 @@ async function loadTimeline(cap, filters, range, type) {
 // Captures and trigger profiles in the range, as timeline marks.
 async function loadMarks(filters, range) {
   const marks = [];
-  const caps = await api.get("/captures?limit=100").catch(() => ({ captures: [] }));
-  for (const c of caps.captures) marks.push({ t: c.started_at || c.created_at, kind: "capture", label: `capture ${c.request.note || c.id} (${c.state})` });
   const base = filters.filter(([k]) => k !== "trigger");
-  const lists = await Promise.all(TRIGGERS.map((t) => api.get("/profiles" + pairsQs([["from", range[0]], ["to", range[1]], ...base, ["trigger", t], ["limit", 50]])).catch(() => ({ profiles: [] }))));
+  const [caps, ...lists] = await Promise.all([
+    api.get("/captures?limit=100").catch(() => ({ captures: [] })),
+    ...TRIGGERS.map((t) => api.get("/profiles" + pairsQs([["from", range[0]], ["to", range[1]], ...base, ["trigger", t], ["limit", 50]])).catch(() => ({ profiles: [] }))),
+  ]);
+  for (const c of caps.captures) marks.push({ t: c.started_at || c.created_at, kind: "capture", label: `capture ${c.request.note || c.id} (${c.state})` });
   for (const l of lists) for (const x of l.profiles) marks.push({ t: x.start_ms, kind: "trigger", label: `${x.trigger} · ${x.service || x.executable || ""}` });
   return marks;
 }
@@ -210,16 +217,23 @@ function latest(box) {
   return () => box.drawGen === gen;
 }
 
-async function drawMerged(box, state, filters, range) {
+// The merged flame graph and top table of the selection (else the range): [tree, top].
+function fetchMerged(state, filters, range) {
+  const sel = state.sel || range;
+  const params = [["from", Math.round(sel[0])], ["to", Math.round(sel[1])], ...filters];
+  return Promise.all([
+    api.get("/flamegraph" + pairsQs([...params, ["max_nodes", 20000]])),
+    api.get("/top" + pairsQs([...params, ["limit", 200]])),
+  ]);
+}
+
+// pre: fetchMerged() of this same state, when already asked for.
+async function drawMerged(box, state, filters, range, pre = null) {
   const sel = state.sel || range;
   const mine = latest(box);
-  const params = [["from", Math.round(sel[0])], ["to", Math.round(sel[1])], ...filters];
   box.setAttribute("aria-busy", "true");
   try {
-    const [tree, top] = await Promise.all([
-      api.get("/flamegraph" + pairsQs([...params, ["max_nodes", 20000]])),
-      api.get("/top" + pairsQs([...params, ["limit", 200]])),
-    ]);
+    const [tree, top] = await (pre || fetchMerged(state, filters, range));
     if (!mine()) return;
     if (!tree.value) {
       clear(box, h("div", { class: "empty", "data-testid": "no-samples", text: `No samples from ${fmtTime(sel[0])} to ${fmtTime(sel[1])}: brush another range or clear the selection.` }));
