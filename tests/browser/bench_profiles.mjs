@@ -12,7 +12,8 @@
 // Bounded: a deadline on every wait; everything started is stopped.
 import { chromium } from "playwright-core";
 import { execFileSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { Fleet, waitUntil } from "./harness.mjs";
 
@@ -42,8 +43,12 @@ try {
   if (!existsSync(join(db, "bench.db"))) throw new Error("no bench.db in " + db);
   copyFileSync(join(db, "bench.db"), join(fleet.dir, "controller-data", "profleet.db"));
   if (existsSync(join(db, "bench.db-wal"))) copyFileSync(join(db, "bench.db-wal"), join(fleet.dir, "controller-data", "profleet.db-wal"));
+  // profstore-bench's database holds tokens already (no bootstrap): an admin token imported on
+  // start, where the harness reads the bootstrap's
+  writeFileSync(join(fleet.dir, "controller-data", "admin.token"), randomBytes(24).toString("hex") + "\n", { mode: 0o600 });
   // the bench's profiles were received in 2023: a retention that keeps them
-  await fleet.startController(["--profile-retention-hours", String(24 * 366 * 10), "--profile-max-bytes", String(2 ** 40)]);
+  await fleet.startController(["--admin-token-file", join(fleet.dir, "controller-data", "admin.token"),
+    "--profile-retention-hours", String(24 * 366 * 10), "--profile-max-bytes", String(2 ** 40)]);
   const newest = (await fleet.api("GET", `/profiles?from=${FROM}&to=${TO}&limit=1`)).body.profiles[0];
   if (!newest) throw new Error("no profiles in the store's hour");
   console.log(`store: ${AGENTS} agents x ${WINDOWS} windows of 10 s from ${new Date(FROM).toISOString()}; newest window ${new Date(newest.start_ms).toISOString()}`);
