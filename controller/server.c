@@ -760,6 +760,7 @@ static void persist_tick(lws_sorted_usec_list_t *sul)
 	if (s->listener)
 		pf_sync_listener_probe(s->listener);
 	replica_beat(s, pf_server_now_ms());
+	pf_server_forward_tick(s, pf_server_now_ms());
 	if (s->listener) {
 		s->metrics->store_shared = true;
 		s->metrics->store_available =
@@ -1013,6 +1014,7 @@ struct pf_server *pf_server_new(const struct pf_server_options *opt, struct pf_f
 				       .rollouts = opt->rollouts,
 				       .captures = opt->captures,
 				       .on_token = revoke_hook,
+				       .on_command = pf_server_forward_on_command,
 				       .ud = s};
 		s->listener = pf_sync_listener_new(&s->loop, opt->store_url, &sync, err);
 		if (!s->listener) {

@@ -38,6 +38,8 @@ void pf_http_req_free(struct pf_server *s, struct http_req *r)
 		pf_log_debug("%s: connection closed before its answer; dropping it", r->path);
 		pf_qpool_forget(r->job_pool, r->job);
 	}
+	if (r->fwd)
+		pf_server_forward_drop(s, r);
 	pf_buf_release(&r->body);
 	free(r->resp);
 	free(r);
@@ -323,6 +325,22 @@ static bool api_gzip(struct http_req *r, const struct pf_api_response *resp)
 	return ok;
 }
 
+static void set_api_header(struct http_req *r, const struct pf_api_response *resp)
+{
+	if (resp->extra_header_name[0]) {
+		char lower[32];
+		pf_http_header_lower(resp->extra_header_name, lower, sizeof(lower));
+		pf_http_req_set_header(r, lower, resp->extra_header_value);
+	}
+}
+
+void pf_http_req_set_api_response(struct http_req *r, const struct pf_api_response *resp)
+{
+	pf_http_req_set_response(r, resp->status, resp->content_type, resp->body.data,
+				 resp->body.len);
+	set_api_header(r, resp);
+}
+
 static void dispatch_api(struct pf_server *s, struct lws *wsi, struct http_req *r)
 {
 	struct pf_api_request q = {
@@ -364,15 +382,19 @@ static void dispatch_api(struct pf_server *s, struct lws *wsi, struct http_req *
 		}
 	} else {
 		pf_api_handle(s->api, &q, &resp);
+		if (resp.forward_id[0] && pf_server_forward_park(s, wsi, r, resp.forward_id) == 0) {
+			pf_api_response_release(&resp);
+			return; /* server_forward.c answers */
+		}
+		if (resp.forward_id[0]) { /* too many parked: answered already */
+			pf_api_response_release(&resp);
+			return;
+		}
 	}
 	if (!api_gzip(r, &resp))
-		pf_http_req_set_response(r, resp.status, resp.content_type, resp.body.data,
-					 resp.body.len);
-	if (resp.extra_header_name[0]) {
-		char lower[32];
-		pf_http_header_lower(resp.extra_header_name, lower, sizeof(lower));
-		pf_http_req_set_header(r, lower, resp.extra_header_value);
-	}
+		pf_http_req_set_api_response(r, &resp);
+	else
+		set_api_header(r, &resp);
 	pf_api_response_release(&resp);
 }
 
@@ -406,7 +428,7 @@ void pf_http_dispatch(struct pf_server *s, struct lws *wsi, struct http_req *r)
 	struct pf_conn *k = lws_get_opaque_user_data(wsi);
 	if (k)
 		pf_conn_body_end(&s->limits, k);
-	if (r->job)
+	if (r->job || r->fwd)
 		return;
 	/* An answer made on the loop is written now, not after a round of the loop; WRITEABLE
 	 * then finishes it (the rest of a long body, the end of the transaction). */

@@ -21,6 +21,7 @@
 #include "opamp/session.h"
 #include "pf/buf.h"
 #include "server.h"
+#include "server_forward.h"
 #include "server_jobs.h"
 #include "ui/static.h"
 
@@ -67,6 +68,7 @@ struct http_req {
 	size_t resp_len, resp_off;
 	bool headers_sent;
 	bool close_after;
+	bool fwd;     /* parked for a forwarded command's answer (server_forward.h) */
 	uint64_t job; /* a pool's handle while the answer is computed there, else 0 */
 	struct pf_qpool *job_pool;
 };
@@ -109,6 +111,7 @@ struct pf_server {
 	struct pf_qpool *pool;	 /* heavy profile queries, or NULL */
 	struct pf_qpool *ingest; /* the OTLP receiver's writer, or NULL */
 	struct pf_server_jobs jobs;
+	struct pf_server_forwards forwards; /* requests waiting for another replica */
 	/* Replicas sharing PostgreSQL: the LISTEN connection (fleet/sync.h), else NULL. */
 	struct pf_sync_listener *listener;
 };
@@ -129,6 +132,8 @@ static inline int64_t pf_server_now_ms(void)
 /* The request's answer (status, content type, body copied with LWS_PRE headroom). */
 void pf_http_req_set_response(struct http_req *r, int status, const char *ctype,
 			      const uint8_t *body, size_t len);
+/* The API's answer as the request's (status, content type, body, its extra header). */
+void pf_http_req_set_api_response(struct http_req *r, const struct pf_api_response *resp);
 /* A JSON error answer {"error":{"code","message"}}. */
 void pf_http_req_error(struct http_req *r, int status, const char *code, const char *msg);
 /* Frees r (NULL: nothing); a job it waits for is forgotten by its pool first. */

@@ -559,6 +559,8 @@ static void route(struct pf_api *api, const struct pf_api_request *req,
 	struct pf_api_request q = *req;
 	q.call = &call;
 	rt->handler(api, &q, resp);
+	if (resp->forward_id[0])
+		return; /* the driving replica runs it and writes its audit row */
 	if (resp->status >= 500 && pf_store_unavailable(api->store))
 		store_unavailable(api, resp);
 	if (rt->action)
@@ -569,6 +571,37 @@ void pf_api_handle(struct pf_api *api, const struct pf_api_request *req,
 		   struct pf_api_response *resp)
 {
 	route(api, req, resp);
-	if (api->metrics)
+	if (api->metrics && !resp->forward_id[0]) /* counted when it is answered */
 		pf_metrics_api_request(api->metrics, resp->status);
+}
+
+void pf_api_handle_as(struct pf_api *api, const struct pf_api_request *req,
+		      const struct pf_api_caller *caller, struct pf_api_response *resp)
+{
+	char seg[MAX_SEGS][160];
+	size_t n = split_path(req->path, seg);
+	struct pf_api_call call = {.caller = *caller, .command = true};
+	const struct pf_api_route *rt = NULL;
+	for (size_t i = 0; !rt && i < PF_ARRAY_SIZE(routes); i++) {
+		const char *params[2] = {NULL, NULL};
+		if (strcmp(routes[i].method, req->method) == 0 &&
+		    pattern_match(routes[i].pattern, seg, n, params)) {
+			rt = &routes[i];
+			call.params[0] = params[0];
+			call.params[1] = params[1];
+		}
+	}
+	if (!rt) {
+		pf_api_error(resp, 404, "not_found", "no route for %s", req->path);
+		return;
+	}
+	struct pf_api_request q = *req;
+	q.call = &call;
+	rt->handler(api, &q, resp);
+	if (resp->forward_id[0] || resp->status == 0)
+		return; /* not driven here after all: left for the replica that drives it */
+	if (resp->status >= 500 && pf_store_unavailable(api->store))
+		store_unavailable(api, resp);
+	if (rt->action)
+		audit_call(api, req, rt, &call, resp->status);
 }

@@ -72,6 +72,7 @@ struct pf_api_call {
 	char action[48];
 	char target[160];
 	char detail[256];
+	bool command; /* running a command another replica forwarded (api_forward.h) */
 };
 
 struct pf_api_request {
@@ -93,6 +94,9 @@ struct pf_api_response {
 	char extra_header_name[32];
 	char extra_header_value[128];
 	struct pf_buf body;
+	/* Not answered yet: forwarded to the replica that drives the target (api_forward.h);
+	 * the server parks the request until pf_api_forward_outcome() answers it. */
+	char forward_id[40];
 };
 
 void pf_api_response_init(struct pf_api_response *r);

@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "api_forward.h"
 #include "fleet/capture.h"
 #include "pf/capture_msg.h"
 #include "pf/uuid.h"
@@ -359,8 +360,10 @@ static void h_cancel(struct pf_api *api, const struct pf_api_request *req,
 			return;
 		}
 		const char *st = json_string_value(json_object_get(o, "state"));
-		if (st && (strcmp(st, "pending") == 0 || strcmp(st, "running") == 0))
-			/* replicas sharing PostgreSQL: it was created through another one */
+		bool open = st && (strcmp(st, "pending") == 0 || strcmp(st, "running") == 0);
+		if (open && pf_api_forward(api, req, resp, "capture", id, "cancel") != -EOPNOTSUPP)
+			; /* replicas sharing PostgreSQL: forwarded to its creator */
+		else if (open)
 			pf_api_error(resp, 409, "capture_driven_elsewhere",
 				     "capture %s (%s) was created through another controller "
 				     "replica: send the cancel there (docs/scaling.md)",

@@ -131,11 +131,12 @@ void pf_api_config_put(struct pf_api *api, const struct pf_api_request *req,
 		return;
 	}
 	if (r == 1) {
-		/* The same answer on every replica sharing the store, whichever drives it. */
+		/* The same answer on every replica sharing the store, whichever drives it: a
+		 * client cannot tell (nor needs to) which replica it reached. */
 		pf_api_error(resp, 409, "rollout_active",
-			     "rollout %s of config '%s' is active%s: let it finish, or cancel or "
+			     "rollout %s of config '%s' is active: let it finish, or cancel or "
 			     "roll it back, before a plain PUT",
-			     active, name, elsewhere ? " (driven by another replica)" : "");
+			     active, name);
 		return;
 	}
 

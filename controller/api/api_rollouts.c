@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "api_forward.h"
 #include "fleet/rollout.h"
 #include "pf/uuid.h"
 #include "store.h"
@@ -266,7 +267,9 @@ static void h_action(struct pf_api *api, const struct pf_api_request *req,
 		bool elsewhere = false;
 		for (size_t k = 0; st && k < sizeof(active) / sizeof(active[0]); k++)
 			elsewhere |= strcmp(st, active[k]) == 0;
-		if (elsewhere) /* replicas sharing PostgreSQL: another one drives it */
+		if (elsewhere && pf_api_forward(api, req, resp, "rollout", id, action) != -EOPNOTSUPP)
+			; /* replicas sharing PostgreSQL: forwarded to the one that drives it */
+		else if (elsewhere)
 			pf_api_error(resp, 409, "rollout_driven_elsewhere",
 				     "rollout %s (%s) is driven by another controller replica: send "
 				     "the %s there (docs/scaling.md)",

@@ -466,6 +466,12 @@ int pf_captures_create(struct pf_captures *c, struct pf_capture_request *req, co
 	return 0;
 }
 
+bool pf_captures_drives(struct pf_captures *c, const char *id)
+{
+	struct cap *k = c && id ? find(c, id) : NULL;
+	return k && !k->participant && !overall_final(k->state);
+}
+
 int pf_captures_cancel(struct pf_captures *c, const char *id, int64_t now_ms, struct pf_error *err)
 {
 	struct cap *k = find(c, id);

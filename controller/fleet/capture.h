@@ -108,6 +108,8 @@ int pf_captures_load(struct pf_captures *c, int64_t now_ms, struct pf_error *err
 int pf_captures_create(struct pf_captures *c, struct pf_capture_request *req, const char *selector,
 		       const char *request_json, const char *created_by, int64_t now_ms,
 		       char id[PF_CAPTURE_ID_MAX + 1], size_t *matched, struct pf_error *err);
+/* Whether this replica created the unfinished capture id (and so cancels it). */
+bool pf_captures_drives(struct pf_captures *c, const char *id);
 /* Cancels: -ENOENT unknown (or no longer in memory and finished), -EALREADY finished. */
 int pf_captures_cancel(struct pf_captures *c, const char *id, int64_t now_ms, struct pf_error *err);
 

@@ -580,6 +580,11 @@ const char *pf_rollouts_active_for(const struct pf_rollouts *r, const char *conf
 	return NULL;
 }
 
+bool pf_rollouts_drives(struct pf_rollouts *r, const char *id)
+{
+	return r && id && pf_ro_find_active(r, id) != NULL;
+}
+
 struct rollout *pf_ro_find_active(struct pf_rollouts *rs, const char *id)
 {
 	for (size_t i = 0; i < rs->n_active; i++)

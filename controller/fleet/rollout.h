@@ -112,6 +112,8 @@ enum pf_rollout_action {
  * current state (err says which state), -EIO store. */
 int pf_rollouts_action(struct pf_rollouts *r, const char *id, enum pf_rollout_action act,
 		       int64_t now_ms, struct pf_error *err);
+/* Whether this replica drives the active rollout id (it holds it in memory). */
+bool pf_rollouts_drives(struct pf_rollouts *r, const char *id);
 /* The active rollout of a config driven here, or NULL. */
 const char *pf_rollouts_active_for(const struct pf_rollouts *r, const char *config);
 /* The active rollout of a config, driven here or, per the store, by another replica sharing

@@ -85,6 +85,11 @@ int pf_sync_apply(struct pf_sync *s, const char *kind, const char *name, int64_t
 			s->on_token(name, s->ud);
 		s->applied++;
 		return 0;
+	} else if (strcmp(kind, "command") == 0 || strcmp(kind, "command_done") == 0) {
+		if (s->on_command)
+			s->on_command(kind, name, s->ud);
+		s->applied++;
+		return 0;
 	} else if (strcmp(kind, "rollout") == 0) {
 		/* Its pins and served version moved; a rollout whose replica died is adopted. */
 		rc = pf_rollouts_reload_config(s->store, s->fleet, NULL);
@@ -352,6 +357,8 @@ static void listen_timer(uv_timer_t *t)
 		if (pf_rollouts_load(l->sync.rollouts, wall_ms(), &err) < 0)
 			pf_log_debug("rollouts: adopting: %s", err.msg);
 	}
+	if (!l->need_reload && l->sync.on_command) /* commands for what was just adopted */
+		l->sync.on_command(NULL, NULL, l->sync.ud);
 	listen_arm(l, l->need_reload ? LISTEN_RETRY_MIN_MS * 2 : ADOPT_EVERY_MS);
 }
 

@@ -31,12 +31,17 @@ struct pf_sync {
 	struct pf_captures *captures; /* may be NULL */
 	/* A token was revoked (or created) elsewhere: close the connections that used it. */
 	void (*on_token)(const char *token_id, void *ud);
+	/* Forwarded commands (api/api_forward.h): kind "command" (one was stored: run those
+	 * this replica drives), "command_done" (one was answered: id names it), or NULL (the
+	 * listener's periodic pass, after adopting the rollouts of dead replicas). */
+	void (*on_command)(const char *kind, const char *id, void *ud);
 	void *ud;
 	/* Counters for /metrics and tests. */
 	size_t applied, failed, pushed;
 };
 
-/* One notification: kind "config", "assignment", "token", "rollout" or "capture" and the
+/* One notification: kind "config", "assignment", "token", "rollout", "capture", "command" or
+ * "command_done" and the
  * object's name or id. Unknown kinds are ignored. 0 or the store's negative errno. */
 int pf_sync_apply(struct pf_sync *s, const char *kind, const char *name, int64_t now_ms);
 /* Everything again (after the listening connection was lost: changes may have been missed),

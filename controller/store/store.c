@@ -90,6 +90,13 @@
 	"ALTER TABLE agents ADD COLUMN replica TEXT COLLATE \"C\" NOT NULL DEFAULT '';"             \
 	"CREATE INDEX agents_replica ON agents (replica);"
 #define PG_STEP_10 "ALTER TABLE tokens ADD COLUMN seq BIGSERIAL;"
+#define PG_STEP_13                                                                                 \
+	"CREATE TABLE commands (id TEXT COLLATE \"C\" PRIMARY KEY, kind TEXT NOT NULL,"            \
+	" target TEXT NOT NULL, action TEXT NOT NULL, actor TEXT NOT NULL,"                        \
+	" actor_id TEXT NOT NULL, source TEXT NOT NULL, created_ms BIGINT NOT NULL,"               \
+	" state BIGINT NOT NULL, status BIGINT NOT NULL, body TEXT NOT NULL,"                      \
+	" done_by TEXT NOT NULL);"                                                                 \
+	"CREATE INDEX commands_state ON commands (state, created_ms);"
 #define PG_STEP_11                                                                                 \
 	"ALTER TABLE tokens ADD COLUMN agent_uid BYTEA CHECK (octet_length(agent_uid) = 16);"       \
 	"CREATE INDEX tokens_agent ON tokens (agent_uid);"
@@ -333,6 +340,18 @@ static const struct store_migration migrations[] = {
 		"CREATE INDEX profiles_type_start ON profiles (type, start_ns, attrset, samples);"
 		"CREATE INDEX profiles_legacy ON profiles (start_ns) WHERE attrset = 0;",
 	 .pg = ""},
+	/* 12 -> 13: operator commands forwarded between replicas (store_commands.c): a rollout
+	 * action or capture cancel taken by one replica for the replica that drives it, with
+	 * the caller for the audit row and, once run, the answer. SQLite (one replica) has the
+	 * same table and leaves it empty. */
+	{.sqlite =
+		"CREATE TABLE commands (id TEXT PRIMARY KEY NOT NULL, kind TEXT NOT NULL,"
+		" target TEXT NOT NULL, action TEXT NOT NULL, actor TEXT NOT NULL,"
+		" actor_id TEXT NOT NULL, source TEXT NOT NULL, created_ms INTEGER NOT NULL,"
+		" state INTEGER NOT NULL, status INTEGER NOT NULL, body TEXT NOT NULL,"
+		" done_by TEXT NOT NULL) STRICT, WITHOUT ROWID;"
+		"CREATE INDEX commands_state ON commands (state, created_ms);",
+	 .pg = PG_STEP_13},
 };
 /* clang-format on */
 

@@ -603,9 +603,53 @@ int pf_store_config_serving_foreach(struct pf_store *st,
 int pf_store_rollout_lock(struct pf_store *st, const char *id, bool *owned);
 int pf_store_rollout_unlock(struct pf_store *st, const char *id);
 
+/* ---- Commands forwarded between replicas sharing PostgreSQL (store_commands.c). A rollout
+ * action or a capture cancel that reaches a replica which does not drive its target is
+ * stored as a command row and notified ("command" <id>); the replica that drives the target
+ * runs it, stores the answer the API gave (status and JSON body) and notifies
+ * ("command_done" <id>); the replica that took the call answers with it. A command nobody
+ * runs within the caller's wait is withdrawn, so it never runs after its caller was told it
+ * did not. On SQLite (one replica) every call is -EOPNOTSUPP. */
+enum pf_command_state {
+	PF_COMMAND_PENDING,
+	PF_COMMAND_DONE,
+	PF_COMMAND_WITHDRAWN,
+	PF_COMMAND_RUNNING, /* claimed by the replica that runs it */
+};
+struct pf_command_row {
+	const char *id;     /* a UUID, made by the replica that took the call */
+	const char *kind;   /* "rollout" or "capture" */
+	const char *target; /* the rollout's or capture's id */
+	const char *action; /* "pause", "resume", "rollback", "cancel" */
+	const char *actor, *actor_id, *source; /* who asked (the audit row's) */
+	int64_t created_ms;
+	enum pf_command_state state;
+	int status;	  /* done: the HTTP status answered */
+	const char *body; /* done: the JSON answer, "" before */
+	const char *done_by; /* done: the replica that ran it */
+};
+/* Stores a pending command and notifies it (state, status, body, done_by are ignored). */
+int pf_store_command_add(struct pf_store *st, const struct pf_command_row *c);
+/* The pending commands, oldest first, at most limit: cb per row until it returns nonzero. */
+int pf_store_commands_pending(struct pf_store *st, size_t limit,
+			      int (*cb)(const struct pf_command_row *c, void *ud), void *ud);
+/* Moves a command from state `from` to `to` (claim: pending -> running; withdraw: pending ->
+ * withdrawn; release: running -> pending): 0, or -EALREADY when it is not in `from`. */
+int pf_store_command_move(struct pf_store *st, const char *id, enum pf_command_state from,
+			  enum pf_command_state to);
+/* Stores the answer of a running command and notifies it: -EALREADY when it is not
+ * running. */
+int pf_store_command_finish(struct pf_store *st, const char *id, int status, const char *body);
+/* Calls cb with one command: -ENOENT when there is none. */
+int pf_store_command_get(struct pf_store *st, const char *id,
+			 int (*cb)(const struct pf_command_row *c, void *ud), void *ud);
+/* Deletes the commands created before before_ms that are no longer pending. */
+int pf_store_commands_prune(struct pf_store *st, int64_t before_ms);
+
 /* ---- Change notifications between replicas (PostgreSQL LISTEN/NOTIFY). Every fleet write
  * through a shared store notifies "<kind> <name>" at commit: kind "config" (name: the config),
- * "assignment", "token" (id), "capture" (id), "rollout" (id). A listener is one more
+ * "assignment", "token" (id), "capture" (id), "rollout" (id), "command" and "command_done"
+ * (id). A listener is one more
  * connection that only LISTENs, driven entirely by the caller's event loop: it connects with
  * libpq's asynchronous connect, sends LISTEN without waiting and reads notifications as they
  * come, each step when its descriptor is ready for what pf_store_listener_wants(); nothing in

@@ -12,8 +12,12 @@ binaries are missing), real controller replicas and real agents (--no-sampler).
   disconnected by the survivor once the dead replica's heartbeat is older than
   --replica-timeout-seconds; a replica stopped that long writes its agents' rows again
   when it runs again;
-- a plain config PUT during a rollout of that config: 409 rollout_active through the
-  driving replica and through the other one;
+- a plain config PUT during a rollout of that config: the same 409 rollout_active answer
+  through the driving replica and through the other one;
+- rollout pause/resume/rollback/cancel and capture cancel through a replica that does not
+  drive them: forwarded (a command row and NOTIFY), answered as the driver answers, audited
+  once; with the driver stopped, 503 driver_unavailable after the 8 s bound and never run
+  later; with the driver killed while a command waits, the adopter runs it;
 - PostgreSQL stopped: writes answer 503 with a clear error and Retry-After, /healthz stays
   up; started again: writes succeed without restarting the controller, and changes made
   through the other replica meanwhile reach this one's agents;
@@ -34,6 +38,7 @@ import unittest
 
 import pgharness
 from pfharness import Agent, Controller, IntegrationCase, wait_until
+from test_captures_api import FAKE_BIN, FakeAgent
 
 CONFIG_A = "profiling:\n  sampling:\n    frequency_hz: 49\n"
 CONFIG_B = "profiling:\n  sampling:\n    frequency_hz: 19\n"
@@ -369,20 +374,16 @@ class PgStore(IntegrationCase):
         through the replica that drives the rollout and through one that does not."""
         a = self.replica("a")
         b = self.replica("b", tokens_from=a)
-        ags = [self.pgagent(a, "r1"), self.pgagent(a, "r2")]
-        st, v1, _ = a.put_config("default", CONFIG_A)
-        self.assertEqual(st, 201, v1)
-        for ag in ags:
-            self.wait_agent(a, ag.uid(), self.applied(v1), what="v1 applied")
-        st, v2, _ = a.request("PUT", "/api/v1/configs/default?stage=1", CONFIG_B)
-        self.assertEqual(st, 201, v2)
         # One agent, then a long pause: the rollout stays active.
-        r = self.start_rollout(a, 2, pause_seconds=600)
+        _, r = self.staged_rollout(a, 2)
+        answers = []
         for ctl in (a, b):
-            st, j, _ = ctl.put_config("default", CONFIG_C)
+            st, j, h = ctl.put_config("default", CONFIG_C)
             self.assertEqual(st, 409, j)
             self.assertEqual(j["error"]["code"], "rollout_active", j)
             self.assertIn(r["id"], j["error"]["message"])
+            answers.append((st, j, h.get("content-type")))
+        self.assertEqual(answers[0], answers[1])  # the same answer, byte for byte
         st, j, _ = b.request("GET", "/api/v1/configs/default/versions")
         self.assertEqual([v["version"] for v in j["versions"]], [2, 1])
         # Cancelled through its driver: the plain PUT goes through B.
@@ -392,6 +393,138 @@ class PgStore(IntegrationCase):
         st, j, _ = b.put_config("default", CONFIG_C)
         self.assertEqual(st, 201, j)
         self.assertEqual(j["version"], 3)
+
+    # ---- commands through any replica
+
+    def action(self, ctl, rid, what):
+        return ctl.request("POST", "/api/v1/rollouts/%s/%s" % (rid, what), "{}",
+                           headers={"Content-Type": "application/json"})
+
+    def staged_rollout(self, a, n_agents):
+        """Agents on A with v1 applied, v2 staged, and a rollout of v2 through A whose first
+        batch (one agent) is followed by a long pause: it stays active, driven by A."""
+        ags = [self.pgagent(a, "r%d" % i) for i in range(n_agents)]
+        st, v1, _ = a.put_config("default", CONFIG_A)
+        self.assertEqual(st, 201, v1)
+        for ag in ags:
+            self.wait_agent(a, ag.uid(), self.applied(v1), what="v1 applied")
+        st, v2, _ = a.request("PUT", "/api/v1/configs/default?stage=1", CONFIG_B)
+        self.assertEqual(st, 201, v2)
+        return ags, self.start_rollout(a, 2, pause_seconds=600)
+
+    def test_rollout_commands_through_any_replica(self):
+        """Pause, resume, rollback and cancel through a replica that does not drive the
+        rollout are forwarded to the one that does (a command row and NOTIFY) and answered
+        as the driver answers them: the same status and body, one audit row each."""
+        a = self.replica("a")
+        b = self.replica("b", tokens_from=a)
+        _, r = self.staged_rollout(a, 2)
+        rid = r["id"]
+        t0 = time.monotonic()
+        st, j, _ = self.action(b, rid, "pause")
+        print("pause through B, driven by A: %d in %.0f ms" % (st, (time.monotonic() - t0) * 1e3))
+        self.assertEqual(st, 200, j)
+        self.assertEqual((j["id"], j["state"]), (rid, "paused"), j)
+        st, ja, _ = a.request("GET", "/api/v1/rollouts/" + rid)
+        self.assertEqual(ja["state"], "paused")
+        # The same refusal through either replica, byte for byte.
+        sa, ea, _ = self.action(a, rid, "pause")
+        sb, eb, _ = self.action(b, rid, "pause")
+        self.assertEqual((sa, ea["error"]["code"]), (409, "invalid_state"), ea)
+        self.assertEqual((sb, eb), (sa, ea))
+        st, j, _ = self.action(b, rid, "resume")
+        self.assertEqual((st, j["state"]), (200, "running"), j)
+        st, j, _ = self.action(b, rid, "cancel")
+        self.assertEqual((st, j["state"]), (200, "cancelled"), j)
+        # Ended: every replica answers it alike.
+        sa, ea, _ = self.action(a, rid, "rollback")
+        sb, eb, _ = self.action(b, rid, "rollback")
+        self.assertEqual((sb, eb), (sa, ea))
+        self.assertEqual(sa, 409, ea)
+        # Audited once per command, by the caller's token, with the status answered.
+        st, au, _ = b.request("GET", "/api/v1/audit?action=rollout&limit=50")
+        rows = [(e["action"], e["status"]) for e in au["entries"]
+                if e["target"] == rid and e["action"] != "rollout.create"]
+        self.assertEqual(sorted(rows), sorted([("rollout.pause", 200), ("rollout.pause", 409),
+                                               ("rollout.pause", 409), ("rollout.resume", 200),
+                                               ("rollout.cancel", 200),
+                                               ("rollout.rollback", 409),
+                                               ("rollout.rollback", 409)]), au)
+        self.assertIn("for another replica", a.proc.output())
+
+    def test_rollout_command_waits_bounded_and_is_taken_over(self):
+        """The driving replica stopped (SIGSTOP, its lock still held): a pause through the
+        other waits the bound, answers 503 driver_unavailable and is withdrawn (the driver,
+        running again, never runs it). Stopped again and then killed with -9 while a pause
+        waits: the other replica adopts the rollout and runs the waiting command itself."""
+        a = self.replica("a")
+        b = self.replica("b", tokens_from=a)
+        _, r = self.staged_rollout(a, 2)
+        a.proc.p.send_signal(signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            st, j, h = self.action(b, r["id"], "pause")
+            elapsed = time.monotonic() - t0
+        finally:
+            a.proc.p.send_signal(signal.SIGCONT)
+        print("pause through B while the driver A is stopped: %d in %.1f s" % (st, elapsed))
+        self.assertEqual((st, j["error"]["code"]), (503, "driver_unavailable"), j)
+        self.assertEqual({k.lower(): v for k, v in h.items()}.get("retry-after"), "5", h)
+        self.assertTrue(7.5 <= elapsed < 9.5, elapsed)
+        time.sleep(1.0)  # A runs again: were the command not withdrawn, it would run it now
+        st, j, _ = a.request("GET", "/api/v1/rollouts/" + r["id"])
+        self.assertEqual(j["state"], "running", j)
+        self.assertNotIn("for another replica", a.proc.output())
+
+        a.proc.p.send_signal(signal.SIGSTOP)
+        out = {}
+
+        def pause():
+            t = time.monotonic()
+            out["r"] = self.action(b, r["id"], "pause")
+            out["s"] = time.monotonic() - t
+        th = threading.Thread(target=pause)
+        th.start()
+        time.sleep(0.5)  # the command is stored and waits: nobody can run it now
+        t0 = time.monotonic()
+        a.proc.p.send_signal(signal.SIGKILL)
+        a.proc.p.wait(timeout=10)
+        th.join(timeout=15)
+        st, j, _ = out["r"]
+        print("pause through B, driver A killed while it waited: %d, %.1f s after the kill"
+              % (st, time.monotonic() - t0))
+        self.assertEqual((st, j["state"]), (200, "paused"), j)
+        self.assertLess(out["s"], 8.5)
+        self.assertIn("ran rollout pause of %s for another replica" % r["id"], b.proc.output())
+        st, j, _ = self.action(b, r["id"], "resume")  # B drives it now: no forwarding
+        self.assertEqual((st, j["state"]), (200, "running"), j)
+
+    def test_capture_cancel_through_any_replica(self):
+        """A capture cancelled through a replica that did not create it: forwarded to its
+        creator, which cancels it (and the other replicas follow)."""
+        if not FAKE_BIN or not os.access(FAKE_BIN, os.X_OK):
+            self.fail("PF_FAKE_AGENT_BIN is not set to an executable (run through ctest)")
+        a = self.replica("a")
+        b = self.replica("b", tokens_from=a)
+        fake = FakeAgent(a)  # takes the request and never answers: the capture stays open
+        self._procs.append(fake)
+        wait_until(lambda: len(a.agents()) == 1, timeout=10, what="fake agent connected to A")
+        st, c, _ = a.request("POST", "/api/v1/captures",
+                             json.dumps({"agents": "service.name=fake-agent",
+                                         "duration_seconds": 120}),
+                             headers={"Content-Type": "application/json"})
+        self.assertEqual(st, 202, c)
+        fake.next_custom("capture.request")
+        st, j, _ = b.request("DELETE", "/api/v1/captures/" + c["id"])
+        self.assertEqual(st, 200, j)
+        self.assertEqual((j["id"], j["state"]), (c["id"], "cancelled"), j)
+        st, ja, _ = a.request("GET", "/api/v1/captures/" + c["id"])
+        self.assertEqual(ja["state"], "cancelled", ja)
+        sa, ea, _ = a.request("DELETE", "/api/v1/captures/" + c["id"])
+        sb, eb, _ = b.request("DELETE", "/api/v1/captures/" + c["id"])
+        self.assertEqual(sa, 409, ea)
+        self.assertEqual((sb, eb), (sa, ea))
+        fake.next_custom("capture.cancel")  # the creator told its agent
 
     # ---- outage
 

@@ -892,6 +892,7 @@ static void test_upgrade_and_convert(void **state)
 		 "ALTER TABLE profiles DROP COLUMN attrset; ALTER TABLE profiles DROP COLUMN unit; "
 		 "DROP TABLE prof_frames; DROP TABLE prof_stacks; DROP TABLE prof_attrsets; "
 		 "DROP TABLE profile_samples; DROP TABLE profile_rollups; DROP TABLE profile_types; "
+		 "DROP TABLE commands; "
 		 "PRAGMA user_version = 11;'",
 		 db);
 	assert_int_equal(system(cmd), 0);

@@ -59,7 +59,7 @@ static void test_unportable(void **state)
 static const char *const fleet_tables[] = {
     "tokens",	      "configs",  "assignments",    "agents",	  "audit",	    "captures",
     "capture_agents", "rollouts", "rollout_agents", "agent_pins", "config_serving",
-    "replicas",
+    "replicas",       "commands",
 };
 
 static bool is_fleet(const char *name, size_t n)

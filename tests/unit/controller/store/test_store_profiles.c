@@ -507,6 +507,7 @@ static void test_upgrade_from_v2(void **state)
 		 "ALTER TABLE agents DROP COLUMN written_ms; DROP TABLE replicas; "
 		 "ALTER TABLE agents DROP COLUMN replica; ALTER TABLE tokens DROP COLUMN seq; "
 		 "DROP INDEX tokens_agent; ALTER TABLE tokens DROP COLUMN agent_uid; "
+		 "DROP TABLE commands; "
 		 "PRAGMA user_version = 2;'",
 		 x->db);
 	assert_int_equal(system(cmd), 0);
