@@ -134,6 +134,10 @@ int pf_metrics_render(const struct pf_metrics *m, struct pf_fleet *fleet, int64_
 		r |= counter(out, "profleet_store_notifications_failed_total",
 			     "Changes other replicas made that could not be read back here.",
 			     m->sync_failed);
+		r |= counter(out, "profleet_store_agent_round_trips_total",
+			     "Statements the agent-row writer sent to PostgreSQL (each one round "
+			     "trip; many rows go in one).",
+			     m->persist_round_trips);
 	}
 	struct {
 		const char *name;

@@ -34,6 +34,7 @@ struct pf_metrics {
 	uint64_t config_pushes;
 	uint64_t persist_rows_written;
 	uint64_t persist_batches;
+	uint64_t persist_round_trips; /* the writer's PostgreSQL statements (shown when shared) */
 	uint64_t persist_errors;
 	/* replicas sharing PostgreSQL (set by the server on its persist tick; shown when shared) */
 	bool store_shared;

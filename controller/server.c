@@ -745,6 +745,7 @@ static void persist_tick(lws_sorted_usec_list_t *sul)
 		s->metrics->persist_rows_written = st.rows_written;
 		s->metrics->persist_batches = st.batches;
 		s->metrics->persist_errors = st.errors;
+		s->metrics->persist_round_trips = st.round_trips;
 	}
 	if (s->opt.captures)
 		pf_captures_tick(s->opt.captures, pf_server_now_ms());

@@ -86,7 +86,9 @@ static void *writer_main(void *arg)
 		if (r < 0)
 			pf_log_error("store: writing %zu agent rows failed: %s", b->n, strerror(-r));
 
+		uint64_t rt = pf_store_round_trips(p->st);
 		pthread_mutex_lock(&p->mu);
+		p->stats.round_trips = rt;
 		p->queued_rows -= b->n;
 		if (r < 0) {
 			p->stats.errors++;

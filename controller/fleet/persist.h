@@ -30,6 +30,7 @@ struct pf_persist_stats {
 	uint64_t batches;
 	uint64_t errors;
 	uint64_t queued_rows;
+	uint64_t round_trips; /* PostgreSQL statements the writer sent (0 on SQLite) */
 };
 
 /* fleet_url: the postgres:// URL of the shared fleet tables, NULL for the SQLite file. A

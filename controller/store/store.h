@@ -55,6 +55,14 @@ struct pf_store *pf_store_open_url(const char *path, const char *fleet_url, enum
 bool pf_store_url_is_postgres(const char *url);
 /* True when the fleet tables are in PostgreSQL (shared with other replicas). */
 bool pf_store_is_shared(const struct pf_store *st);
+/* Statements this connection sent to PostgreSQL, each one round trip (transaction begin
+ * and commit included); 0 on SQLite. For benchmarks and tests. */
+uint64_t pf_store_round_trips(const struct pf_store *st);
+/* PostgreSQL: agent rows written per statement (pf_store_agents_upsert/_set_seen), default
+ * PF_STORE_AGENT_BATCH; 1 writes one statement per row, the baseline benchmarks compare
+ * with. Nothing on SQLite (one statement per row, a local call each). */
+#define PF_STORE_AGENT_BATCH 256
+void pf_store_set_agent_batch(struct pf_store *st, size_t rows);
 /* True while the shared database is unreachable (calls fail with -EAGAIN). */
 bool pf_store_unavailable(const struct pf_store *st);
 /* This process's replica id (16 hex digits, random per start), in NOTIFY payloads. */
@@ -201,7 +209,8 @@ struct pf_agent_row {
 };
 /* Upserts all rows in one BEGIN IMMEDIATE transaction (all or nothing). An existing row keeps
  * its stored first_seen_ms; every other column is replaced. A NULL attributes_json is stored
- * as "{}". */
+ * as "{}". On PostgreSQL up to PF_STORE_AGENT_BATCH rows go in one statement (one round
+ * trip); give each uid once per call (of a repeated one only the last row is written). */
 int pf_store_agents_upsert(struct pf_store *st, const struct pf_agent_row *rows, size_t n);
 /* Sets last_seen_ms of the stored rows with these uids (only uid and last_seen_ms of each row
  * are read; a uid not stored is skipped), in one transaction: the cheap write of a fleet whose

@@ -7,9 +7,12 @@
  * keeps written_ms at 0 and replica at ''. Those differences live in the statements'
  * two texts: the code is the same for both. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "pf/buf.h"
 #include "pf/compiler.h"
+#include "pf/uuid.h"
 #include "store_int.h"
 
 #define AGENT_COLS                                                                                 \
@@ -65,8 +68,153 @@ static const struct store_stmt beat_disconnect = {
 static const struct store_stmt beat_forget = {
     .pg = "DELETE FROM replicas WHERE last_seen_ms < " PG_NOW_MS " - ?1::bigint"};
 
+/* PostgreSQL, many rows per statement: every column is one array parameter (an array
+ * literal: text[] or bigint[], blobs as hex text), unnested on the server. A uid twice in
+ * one statement keeps its last row (ON CONFLICT may touch a row only once per statement). */
+#define UNNEST_COLS                                                                                \
+	"unnest(?1::text[], ?2::text[], ?3::bigint[], ?4::text[], ?5::text[], ?6::text[], "        \
+	"?7::text[], ?8::bigint[], ?9::text[], ?10::bigint[], ?11::text[], ?12::bigint[], "        \
+	"?13::bigint[], ?14::bigint[]) WITH ORDINALITY AS u(uid, attrs, caps, health, eff, effh, " \
+	"cname, cver, rh, rs, rerr, conn, fs, ls, ord)"
+static const struct store_stmt agent_upsert_many = {
+    .pg = "INSERT INTO agents (" AGENT_COLS ", written_ms, replica) "
+	  "SELECT DISTINCT ON (u.uid) decode(u.uid, 'hex'), u.attrs, u.caps, u.health, u.eff, "
+	  "decode(u.effh, 'hex'), u.cname, u.cver, decode(u.rh, 'hex'), u.rs, u.rerr, u.conn, "
+	  "u.fs, u.ls, " PG_NOW_MS ", ?15 FROM " UNNEST_COLS " ORDER BY u.uid, u.ord DESC "
+	  "ON CONFLICT (uid) DO UPDATE SET " AGENT_SET
+	  ", written_ms = excluded.written_ms, replica = excluded.replica"};
+static const struct store_stmt agent_set_seen_many = {
+    .pg = "UPDATE agents AS a SET last_seen_ms = u.ls, written_ms = " PG_NOW_MS
+	  " FROM unnest(?1::text[], ?2::bigint[]) AS u(uid, ls) WHERE a.uid = decode(u.uid, 'hex')"};
+#define MANY_COLS 14
+/* A statement's array literals together stay under this (a batch is cut before it). */
+#define MANY_MAX_BYTES ((size_t)8 << 20)
+
+void pf_store_set_agent_batch(struct pf_store *st, size_t rows)
+{
+	st->agent_batch = rows;
+}
+
+/* One element of an array literal: NULL, a decimal, or a double-quoted string with '"' and
+ * '\' escaped (PostgreSQL's array input syntax). */
+static int arr_sep(struct pf_buf *b)
+{
+	return pf_buf_append(b, b->len > 1 ? "," : "", b->len > 1);
+}
+
+static int arr_text(struct pf_buf *b, const char *s)
+{
+	int rc = arr_sep(b);
+	if (rc < 0 || !s)
+		return rc < 0 ? rc : pf_buf_append_str(b, "NULL");
+	rc = pf_buf_append(b, "\"", 1);
+	for (const char *p = s; rc == 0 && *p;) {
+		size_t run = strcspn(p, "\"\\");
+		rc = pf_buf_append(b, p, run);
+		p += run;
+		if (rc == 0 && *p) {
+			char esc[2] = {'\\', *p++};
+			rc = pf_buf_append(b, esc, 2);
+		}
+	}
+	return rc < 0 ? rc : pf_buf_append(b, "\"", 1);
+}
+
+static int arr_hex(struct pf_buf *b, const uint8_t *v, size_t n)
+{
+	char hex[65];
+	if (!v)
+		return arr_text(b, NULL);
+	pf_hex_encode(v, n, hex);
+	return arr_text(b, hex);
+}
+
+static int arr_i64(struct pf_buf *b, int64_t v)
+{
+	char num[24];
+	snprintf(num, sizeof(num), "%lld", (long long)v);
+	int rc = arr_sep(b);
+	return rc < 0 ? rc : pf_buf_append_str(b, num);
+}
+
+/* Appends row r to the column arrays (seen: uid and last_seen_ms only): 0, or -ENOMEM when
+ * a column's buffer could not grow (out of memory, or past its cap), which fails the
+ * whole batch. */
+static int many_row(struct pf_buf *c, const struct pf_agent_row *r, bool seen)
+{
+	int rc = arr_hex(&c[0], r->uid, 16);
+	if (seen)
+		return (rc | arr_i64(&c[1], r->last_seen_ms)) < 0 ? -ENOMEM : 0;
+	rc |= arr_text(&c[1], r->attributes_json ? r->attributes_json : "{}");
+	rc |= arr_i64(&c[2], (int64_t)r->capabilities);
+	rc |= arr_text(&c[3], r->health_json);
+	rc |= arr_text(&c[4], r->effective_config);
+	rc |= arr_hex(&c[5], r->has_effective_hash ? r->effective_hash : NULL, 32);
+	rc |= arr_text(&c[6], r->config_name);
+	rc |= arr_i64(&c[7], r->config_version);
+	rc |= arr_hex(&c[8], r->has_remote_hash ? r->remote_hash : NULL, 32);
+	rc |= arr_i64(&c[9], r->remote_status);
+	rc |= arr_text(&c[10], r->remote_error);
+	rc |= arr_i64(&c[11], r->connected ? 1 : 0);
+	rc |= arr_i64(&c[12], r->first_seen_ms);
+	rc |= arr_i64(&c[13], r->last_seen_ms);
+	return rc < 0 ? -ENOMEM : 0;
+}
+
+/* Writes rows[0..n) with the many-row statement, at most `batch` rows (and MANY_MAX_BYTES of
+ * literals) per statement, inside the caller's transaction. */
+static int agents_write_many(struct pf_store *st, const char *what, const struct pf_agent_row *rows,
+			     size_t n, bool seen, size_t batch)
+{
+	struct pf_buf c[MANY_COLS];
+	size_t ncol = seen ? 2 : MANY_COLS;
+	int rc = 0;
+
+	for (size_t k = 0; k < ncol; k++)
+		pf_buf_init(&c[k], MANY_MAX_BYTES * 8); /* a cap: one huge row still fits */
+	for (size_t i = 0; rc == 0 && i < n;) {
+		size_t in = 0, bytes = 0;
+		for (size_t k = 0; k < ncol; k++) {
+			pf_buf_reset(&c[k]);
+			rc = rc < 0 ? rc : pf_buf_append(&c[k], "{", 1);
+		}
+		for (; rc == 0 && i < n && in < batch && bytes < MANY_MAX_BYTES; i++, in++) {
+			rc = many_row(c, &rows[i], seen);
+			bytes = 0;
+			for (size_t k = 0; k < ncol; k++)
+				bytes += c[k].len;
+		}
+		for (size_t k = 0; rc == 0 && k < ncol; k++)
+			rc = pf_buf_append(&c[k], "}", 2); /* with its NUL */
+		if (rc < 0) {
+			rc = store_fail_other(st, NULL, rc, what);
+			break;
+		}
+		const char *v[MANY_COLS];
+		for (size_t k = 0; k < ncol; k++)
+			v[k] = (const char *)c[k].data;
+		if (seen)
+			rc = store_exec(st, &agent_set_seen_many, what,
+					STORE_ARGS(store_v_text(v[0]), store_v_text(v[1])), NULL);
+		else
+			rc = store_exec(
+			    st, &agent_upsert_many, what,
+			    STORE_ARGS(store_v_text(v[0]), store_v_text(v[1]), store_v_text(v[2]),
+				       store_v_text(v[3]), store_v_text(v[4]), store_v_text(v[5]),
+				       store_v_text(v[6]), store_v_text(v[7]), store_v_text(v[8]),
+				       store_v_text(v[9]), store_v_text(v[10]), store_v_text(v[11]),
+				       store_v_text(v[12]), store_v_text(v[13]),
+				       store_v_text(pf_store_replica_id())),
+			    NULL);
+	}
+	for (size_t k = 0; k < ncol; k++)
+		pf_buf_release(&c[k]);
+	return rc;
+}
+
 /* Runs def once per row in one transaction, the upsert's parameters or (seen) the uid and
- * last_seen_ms. */
+ * last_seen_ms; on PostgreSQL, many rows per statement (agents_write_many) unless the
+ * batch is set to 1. */
 static int agents_write(struct pf_store *st, const struct store_stmt *def, const char *what,
 			const struct pf_agent_row *rows, size_t n, bool seen)
 {
@@ -75,6 +223,9 @@ static int agents_write(struct pf_store *st, const struct store_stmt *def, const
 	if (!rows)
 		return -EINVAL;
 	int rc = store_tx_begin(st);
+	size_t batch = st->agent_batch ? st->agent_batch : PF_STORE_AGENT_BATCH;
+	if (rc == 0 && pf_store_is_shared(st) && batch > 1)
+		return store_tx_end(st, agents_write_many(st, what, rows, n, seen, batch));
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		const struct pf_agent_row *r = &rows[i];
 		if (seen) {

@@ -49,6 +49,7 @@ struct pf_store {
 	const struct store_driver *drv; /* the fleet tables' driver: SQLite or PostgreSQL */
 	struct store_pg *pg;            /* the PostgreSQL backend, NULL: SQLite */
 	struct store_prof *prof;        /* store_profiles.c's statements and settings */
+	size_t agent_batch;             /* PostgreSQL: agent rows per statement, 0: default */
 	sqlite3_stmt *stmt[STORE_C_STMTS]; /* store.c's statements, prepared at open */
 	/* The SQLite statements of the fleet operations, prepared on first use. */
 	size_t n_cached;

@@ -40,7 +40,7 @@
 #define PG_BACKOFF_MIN_MS 250
 #define PG_BACKOFF_MAX_MS 5000
 #define PG_MAX_PARAMS 16
-#define PG_SQL_MAX 2048
+#define PG_SQL_MAX 4096
 /* pg_advisory_xact_lock key of the migrations ("pflt" "migr" in ASCII). */
 #define PG_MIGRATE_LOCK 0x70666c746d696772LL
 
@@ -52,6 +52,7 @@ struct store_pg {
 	bool gated; /* pf_store_gate_reconnect(): a lost connection sets hold */
 	int64_t next_try_ms;
 	int64_t backoff_ms;
+	uint64_t round_trips; /* statements sent and answered (pf_store_round_trips) */
 };
 
 static int64_t mono_ms(void)
@@ -219,6 +220,12 @@ void pf_store_gate_reconnect(struct pf_store *st, bool gated)
 		g->gated = gated;
 }
 
+uint64_t pf_store_round_trips(const struct pf_store *st)
+{
+	const struct store_pg *g = store_pg_of(st);
+	return g ? g->round_trips : 0;
+}
+
 bool store_pg_down(const struct pf_store *st)
 {
 	struct store_pg *g = store_pg_of(st);
@@ -299,6 +306,7 @@ static PGresult *pg_exec(struct pf_store *st, const char *what, const char *sql,
 	bool timed_out = false;
 	PGresult *r = NULL;
 
+	g->round_trips++;
 	if (PQsendQueryParams(g->conn, sql, p ? p->n : 0, NULL, p ? p->v : NULL, p ? p->len : NULL,
 			      p ? p->fmt : NULL, 1))
 		r = pg_wait(g->conn, mono_ms() + PG_CALL_TIMEOUT_MS, &timed_out);

@@ -12,6 +12,8 @@ binaries are missing), real controller replicas and real agents (--no-sampler).
   disconnected by the survivor once the dead replica's heartbeat is older than
   --replica-timeout-seconds; a replica stopped that long writes its agents' rows again
   when it runs again;
+- agent rows: 120 agents connecting to one replica are written many rows per statement
+  (round trips against rows written, from /metrics);
 - a plain config PUT during a rollout of that config: the same 409 rollout_active answer
   through the driving replica and through the other one;
 - rollout pause/resume/rollback/cancel and capture cancel through a replica that does not
@@ -37,7 +39,7 @@ import time
 import unittest
 
 import pgharness
-from pfharness import Agent, Controller, IntegrationCase, wait_until
+from pfharness import Agent, Controller, IntegrationCase, Proc, wait_until
 from test_captures_api import FAKE_BIN, FakeAgent
 
 CONFIG_A = "profiling:\n  sampling:\n    frequency_hz: 49\n"
@@ -393,6 +395,40 @@ class PgStore(IntegrationCase):
         st, j, _ = b.put_config("default", CONFIG_C)
         self.assertEqual(st, 201, j)
         self.assertEqual(j["version"], 3)
+
+    # ---- agent rows
+
+    def test_agent_rows_batched(self):
+        """120 agents connecting to A (under the 128 connections one address may hold): A's
+        writer sends their rows to PostgreSQL many rows per statement
+        (profleet_store_agent_round_trips_total, every statement one round trip, against the
+        rows written), and B sees every one of them connected."""
+        import pfharness
+        if not pfharness.LOAD_BIN or not os.access(pfharness.LOAD_BIN, os.X_OK):
+            self.fail("PF_LOAD_BIN is not set to the opamp-load binary (run through ctest)")
+        a = self.replica("a")
+        b = self.replica("b", tokens_from=a)
+        n = 120
+        p = Proc([pfharness.LOAD_BIN, "--mode", "idle", "--agents", str(n), "--port",
+                  str(a.port), "--data-dir", a.data_dir, "--uid-seed", "7", "--settle", "600",
+                  "--timeout", "700", "--src-addrs", "0"],
+                 os.path.join(self.workdir, "load.log"))
+        self._procs.append(p)
+        wait_until(lambda: b.summary()["connected"] == n, timeout=60, interval=0.25,
+                   what="B shows all %d agents of A connected" % n)
+        # A's counters follow its writer on its next persist tick
+        rows = wait_until(lambda: (lambda v: v if v and v >= n else None)(
+            a.metric("profleet_store_agent_rows_written_total")), timeout=5,
+            what="A's writer counted the rows")
+        trips = a.metric("profleet_store_agent_round_trips_total")
+        batches = a.metric("profleet_store_batches_total")
+        print("A's writer: %d agent rows in %d batches, %d round trips to PostgreSQL"
+              % (rows, batches, trips))
+        self.assertGreaterEqual(rows, n)
+        # Per batch (at most 120 rows here): begin, one statement, commit; a statement per
+        # row would be rows + 2 * batches. A few more from opening the connection.
+        self.assertLessEqual(trips, 3 * batches + 10)
+        self.assertLess(trips, rows)
 
     # ---- commands through any replica
 

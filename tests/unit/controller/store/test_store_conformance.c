@@ -272,10 +272,11 @@ static void run(struct pf_store *st, struct pf_buf *o)
 
 	/* agents */
 	struct pf_agent_row rows[3] = {
-	    {.attributes_json = "{\"a\":\"1\"}",
+	    /* what an array literal must escape: quotes, backslashes, braces, commas, "NULL" */
+	    {.attributes_json = "{\"a\":\"1 \\\"q\\\" \\\\ {x,y} NULL \u00e9\"}",
 	     .capabilities = UINT64_MAX - 1,
 	     .health_json = "{\"healthy\":true}",
-	     .effective_config = "e: 1\n",
+	     .effective_config = "e: 1\nf: \"{a, b}\" # \\n\n",
 	     .has_effective_hash = true,
 	     .config_name = "default",
 	     .config_version = 3,
@@ -285,7 +286,7 @@ static void run(struct pf_store *st, struct pf_buf *o)
 	     .first_seen_ms = 10,
 	     .last_seen_ms = 20},
 	    {.attributes_json = NULL,
-	     .remote_error = "boom",
+	     .remote_error = "NULL",
 	     .first_seen_ms = 11,
 	     .last_seen_ms = 21},
 	    {.attributes_json = "{}", .connected = true, .first_seen_ms = 12, .last_seen_ms = 22},
