@@ -115,7 +115,7 @@ static const struct key keys[] = {
      "the fleet tables in PostgreSQL, shared by replicas (default: SQLite in data_dir)"},
     {"store.url", NULL, K_STORE, F(store_url), 0, 0, 0, 0, NULL, "the same as store"},
     {"store.replica_timeout_seconds", "replica-timeout-seconds", K_U32, F(replica_timeout_s), 0,
-     30, 3, 3600, NULL, "a replica silent this long is taken for dead"},
+     PF_REPLICA_TIMEOUT_DEFAULT_S, 3, 3600, NULL, "a replica silent this long is taken for dead"},
     {"ui.dir", "ui-dir", K_DIR, F(ui_dir), 0, 0, 0, 0, NULL,
      "the built console (default: ui next to the binary, else ../share/profleet/ui)"},
     {"captures.grace_seconds", "capture-grace-seconds", K_U32, F(capture_grace_s), 0, 30, 1,
@@ -408,7 +408,7 @@ static void usage(FILE *to)
 		"PostgreSQL, so that several controller replicas share them; changes made through\n"
 		"one replica reach the agents of the others through LISTEN/NOTIFY. Default: the\n"
 		"SQLite file in the data dir. Profiles stay in the data dir (per replica).\n"
-		"--replica-timeout-seconds (default 30): a replica silent that long is taken for\n"
+		"--replica-timeout-seconds (default 6): a replica silent that long is taken for\n"
 		"dead and the rows of its agents are marked disconnected by the others.\n");
 }
 

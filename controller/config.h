@@ -37,6 +37,11 @@
 
 #include "pf/error.h"
 
+/* Replicas sharing PostgreSQL: a replica silent this long is taken for dead (its agents'
+ * rows marked disconnected by the others); with a beat every third of it, a replica killed
+ * with -9 has its agents shown disconnected within about 8 s. */
+#define PF_REPLICA_TIMEOUT_DEFAULT_S 6
+
 struct pf_controller_config {
 	char *listen_host;
 	int port;

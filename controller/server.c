@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "api/api.h"
+#include "config.h"
 #include "fleet/capture.h"
 #include "fleet/fleet.h"
 #include "fleet/persist.h"
@@ -707,7 +708,8 @@ static const struct lws_protocols protocols[] = {
 static void replica_beat(struct pf_server *s, int64_t now)
 {
 	int64_t dead_ms =
-	    (int64_t)(s->opt.replica_timeout_s ? s->opt.replica_timeout_s : 30) * 1000;
+	    (int64_t)(s->opt.replica_timeout_s ? s->opt.replica_timeout_s
+					       : PF_REPLICA_TIMEOUT_DEFAULT_S) * 1000;
 	int64_t every_ms = pf_min(dead_ms / 3, (int64_t)REPLICA_BEAT_MAX_MS);
 	if (!s->listener || pf_store_unavailable(s->store) ||
 	    (s->beat_ms && now >= s->beat_ms && now - s->beat_ms < every_ms))

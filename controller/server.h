@@ -76,7 +76,8 @@ struct pf_server_options {
 	 * other replicas' changes on its loop (fleet/sync.h) and re-connects with backoff. */
 	const char *store_url;
 	/* With store_url: a replica silent this long is taken for dead, its agents' rows marked
-	 * disconnected (pf_store_replica_beat); this one beats every third of it, at most 5 s. */
+	 * disconnected (pf_store_replica_beat); this one beats every third of it, at most 5 s.
+	 * 0: PF_REPLICA_TIMEOUT_DEFAULT_S (config.h). */
 	uint32_t replica_timeout_s;
 	/* SIGINT and SIGTERM stop the loop, SIGHUP reloads the TLS certificate (watchers on the
 	 * loop itself, no sigaction). */

@@ -10,7 +10,7 @@ binaries are missing), real controller replicas and real agents (--no-sampler).
 - kill -9 of a replica: its agent reconnects to the other (same instance_uid) and gets back
   what was acknowledged before, nothing lost; an agent that reconnects nowhere is shown
   disconnected by the survivor once the dead replica's heartbeat is older than
-  --replica-timeout-seconds; a replica stopped that long writes its agents' rows again
+  --replica-timeout-seconds (default: within 10 s of the kill); a replica stopped that long writes its agents' rows again
   when it runs again;
 - agent rows: 120 agents connecting to one replica are written many rows per statement
   (round trips against rows written, from /metrics);
@@ -324,11 +324,10 @@ class PgStore(IntegrationCase):
     def test_killed_replica_rows_disconnected(self):
         """A replica killed with -9 whose agent reconnects nowhere: the survivor marks that
         agent's row disconnected once the dead replica has been silent for
-        --replica-timeout-seconds (its heartbeat row in the replicas table); the survivor's
-        own agent stays connected."""
-        extra = ["--replica-timeout-seconds", "3"]
-        a = self.replica("a", extra=extra)
-        b = self.replica("b", tokens_from=a, extra=extra)
+        --replica-timeout-seconds (its heartbeat row in the replicas table), within 10 s of
+        the kill with the default timeout; the survivor's own agent stays connected."""
+        a = self.replica("a")
+        b = self.replica("b", tokens_from=a)
         on_a = self.pgagent(a, "on-a")
         on_b = self.pgagent(b, "on-b")
         ua, ub = on_a.uid(), on_b.uid()
@@ -341,12 +340,12 @@ class PgStore(IntegrationCase):
         a.proc.p.wait(timeout=10)
         t0 = time.monotonic()
         on_a.stop()  # its replica is gone and it goes nowhere else
-        self.wait_agent(b, ua, lambda x: not x["connected"], timeout=20, interval=0.1,
+        self.wait_agent(b, ua, lambda x: not x["connected"], timeout=40, interval=0.1,
                         what="A's agent disconnected on B after A's timeout")
         elapsed = time.monotonic() - t0
         print("kill -9 of A -> its agent's row disconnected on B: %.1f s" % elapsed)
-        # 3 s of silence, then B's next beat (every 1 s) and B's next read of the rows.
-        self.assertLess(elapsed, 8.0)
+        # 6 s of silence, then B's next beat (every 2 s) and B's next read of the rows.
+        self.assertLess(elapsed, 10.0)
         self.assertTrue(self.agent_json(b, ub)["connected"])
         self.assertEqual(b.summary()["connected"], 1)
         self.assertIn("marked disconnected", b.proc.output())

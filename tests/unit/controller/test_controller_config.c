@@ -34,7 +34,8 @@ static void test_defaults(void **state)
 	assert_int_equal(c.max_send_queue_bytes, 4u << 20);
 	assert_int_equal(c.max_pending_per_source, 64);
 	assert_int_equal(c.header_timeout_s, 5);
-	assert_int_equal(c.replica_timeout_s, 30);
+	assert_int_equal(c.replica_timeout_s, PF_REPLICA_TIMEOUT_DEFAULT_S);
+	assert_int_equal(c.replica_timeout_s, 6);
 	pf_controller_config_release(&c);
 }
 
