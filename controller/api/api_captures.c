@@ -363,10 +363,9 @@ static void h_cancel(struct pf_api *api, const struct pf_api_request *req,
 		bool open = st && (strcmp(st, "pending") == 0 || strcmp(st, "running") == 0);
 		if (open && pf_api_forward(api, req, resp, "capture", id, "cancel") != -EOPNOTSUPP)
 			; /* replicas sharing PostgreSQL: forwarded to its creator */
-		else if (open)
+		else if (open) /* open in the store, not loaded by this controller */
 			pf_api_error(resp, 409, "capture_driven_elsewhere",
-				     "capture %s (%s) was created through another controller "
-				     "replica: send the cancel there (docs/scaling.md)",
+				     "capture %s (%s) is not run by this controller: cannot cancel it",
 				     id, st);
 		else
 			pf_api_error(resp, 409, "already_ended", "capture %s already ended (%s)",

@@ -269,10 +269,9 @@ static void h_action(struct pf_api *api, const struct pf_api_request *req,
 			elsewhere |= strcmp(st, active[k]) == 0;
 		if (elsewhere && pf_api_forward(api, req, resp, "rollout", id, action) != -EOPNOTSUPP)
 			; /* replicas sharing PostgreSQL: forwarded to the one that drives it */
-		else if (elsewhere)
+		else if (elsewhere) /* active in the store, not loaded by this controller */
 			pf_api_error(resp, 409, "rollout_driven_elsewhere",
-				     "rollout %s (%s) is driven by another controller replica: send "
-				     "the %s there (docs/scaling.md)",
+				     "rollout %s (%s) is not driven by this controller: cannot %s it",
 				     id, st, action);
 		else
 			pf_api_error(resp, 409, "rollout_ended", "rollout %s already ended (%s)",
