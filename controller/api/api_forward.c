@@ -61,6 +61,10 @@ int pf_api_forward(struct pf_api *api, const struct pf_api_request *req,
 
 /* ---- Running the commands of others. */
 
+/* Beyond its caller's wait, a pending command is withdrawn by whoever sees it (the margin
+ * covers clocks of replicas that differ by a few seconds). */
+#define STALE_MARGIN_MS 5000
+
 /* Whether this replica answers a command: it drives the target, or the target is not active
  * anywhere (ended, or never existed), which every replica answers alike. */
 static bool answers(struct pf_api *api, const struct pf_command_row *c)
@@ -130,6 +134,16 @@ static bool run_one(struct pf_api *api, const struct pending *p, int64_t now_ms)
 {
 	struct pf_command_row c = {.id = p->id, .kind = p->kind, .target = p->target,
 				   .action = p->action};
+	if (now_ms - p->created_ms > PF_API_FORWARD_WAIT_MS + STALE_MARGIN_MS) {
+		/* Its caller was answered already, or went away with the replica that took it:
+		 * an action long after it was asked for is not what anybody asked for. */
+		if (pf_store_command_move(api->store, p->id, PF_COMMAND_PENDING,
+					  PF_COMMAND_WITHDRAWN) == 0)
+			pf_log_info("api: command %s (%s %s of %s) withdrawn unrun: nobody drove its "
+				    "target while its caller waited",
+				    p->id, p->kind, p->action, p->target);
+		return false;
+	}
 	if (!answers(api, &c) ||
 	    pf_store_command_move(api->store, p->id, PF_COMMAND_PENDING, PF_COMMAND_RUNNING) < 0)
 		return false;

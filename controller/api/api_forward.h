@@ -11,7 +11,8 @@
  * driver answered. A rollout whose replica died is adopted by another (its advisory lock,
  * at most 5 s later), which then runs the commands waiting for it. A command nobody runs
  * within PF_API_FORWARD_WAIT_MS is withdrawn and answered 503 driver_unavailable: it never
- * runs after that.
+ * runs after that (one whose waiting replica died too is withdrawn by the first replica that
+ * sees it 5 s later).
  *
  * Loop thread only, like the fleet, the rollouts and the captures it acts on. */
 #ifndef PF_API_FORWARD_H
@@ -27,7 +28,7 @@ struct pf_api_response;
 
 #define PF_API_FORWARD_WAIT_MS 8000  /* a parked request waits at most this for the driver */
 #define PF_API_FORWARD_MAX 64	     /* requests parked at once per replica (503 past it) */
-#define PF_API_COMMANDS_PER_RUN 32   /* pending commands looked at per run */
+#define PF_API_COMMANDS_PER_RUN 64   /* pending commands looked at per run */
 
 /* In a handler, for a target this replica does not drive: on a shared store, stores the
  * command and sets resp->forward_id (0). -EOPNOTSUPP on SQLite and -EAGAIN while running a
