@@ -389,6 +389,24 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 	gauge_u64(w, "python_names_bytes",
 		  "Memory the Python name caches hold (code objects and their names).",
 		  s->py_names_bytes);
+	gauge_u64(w, "nodejs_processes", "node processes whose JS frames the kernel walks.",
+		  s->v8_processes);
+	gauge_u64(w, "nodejs_processes_unsupported",
+		  "node processes left with their native stacks (V8 constants missing or a layout "
+		  "the walk does not read; the agent's health says which).",
+		  s->v8_unsupported);
+	counter_u64(w, "nodejs_frames_total",
+		    "JS frames the kernel wrote (a SharedFunctionInfo in place of V8 code).",
+		    s->v8_frames);
+	counter_u64(w, "nodejs_frame_read_failures_total",
+		    "V8 frames the kernel could not read (the walk ends there).", s->v8_read_errors);
+	counter_u64(w, "nodejs_names_total", "JS frames named from the process's V8 heap.",
+		    s->v8_named);
+	counter_u64(w, "nodejs_name_failures_total",
+		    "JS frames that could not be named (the process was gone, or the address held "
+		    "no SharedFunctionInfo any more): they stay without a name.",
+		    s->v8_name_failed);
+	gauge_u64(w, "nodejs_names_bytes", "Memory the JS name caches hold.", s->v8_names_bytes);
 	counter_u64(w, "windows_held_total",
 		    "Windows whose close waited (at most 1 s) for a source-line table a child was "
 		    "building; they still end at their time.",

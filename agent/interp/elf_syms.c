@@ -2,6 +2,7 @@
 #include "elf_syms.h"
 
 #include <stddef.h>
+#include <string.h>
 
 void pf_elf_each_sym(Elf *elf, unsigned type,
 		     bool (*fn)(void *ctx, const char *name, const GElf_Sym *sym), void *ctx)
@@ -25,4 +26,27 @@ void pf_elf_each_sym(Elf *elf, unsigned type,
 				return;
 		}
 	}
+}
+
+int pf_elf_sym_i32(Elf *elf, const GElf_Sym *s, int32_t *v)
+{
+	Elf_Scn *scn = elf_getscn(elf, s->st_shndx);
+	GElf_Shdr sh;
+	if (!scn || !gelf_getshdr(scn, &sh) || s->st_size != sizeof(*v) ||
+	    s->st_value < sh.sh_addr || s->st_value - sh.sh_addr + sizeof(*v) > sh.sh_size)
+		return -1;
+	if (sh.sh_type == SHT_NOBITS) {
+		*v = 0;
+		return 0;
+	}
+	Elf_Data *d = NULL;
+	uint64_t at = s->st_value - sh.sh_addr;
+	while ((d = elf_getdata(scn, d))) {
+		if (at >= (uint64_t)d->d_off && at - (uint64_t)d->d_off + sizeof(*v) <= d->d_size &&
+		    d->d_buf) {
+			memcpy(v, (const char *)d->d_buf + (at - (uint64_t)d->d_off), sizeof(*v));
+			return 0;
+		}
+	}
+	return -1;
 }

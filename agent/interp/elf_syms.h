@@ -8,10 +8,15 @@
 
 #include <gelf.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Calls fn(ctx, name, sym) for each defined symbol with a value in the sections of type
  * `type`, in file order, until it returns false. */
 void pf_elf_each_sym(Elf *elf, unsigned type,
 		     bool (*fn)(void *ctx, const char *name, const GElf_Sym *sym), void *ctx);
+
+/* The 4-byte value of symbol s (of size 4) from the section holding it: 0 for .bss
+ * (SHT_NOBITS); -1 when the section does not hold the whole value. */
+int pf_elf_sym_i32(Elf *elf, const GElf_Sym *s, int32_t *v);
 
 #endif

@@ -6,6 +6,8 @@
 #   python_linetable.c  CPython line tables (3.9 lnotab, 3.10 linetable, 3.11+ locations)
 #   elf_syms.c          an ELF file's defined symbols, for the detections
 #   v8_meta.c           V8's postmortem constants (v8dbg_*) of a node executable or libnode
+#   v8_proc.c           V8 in a mapped file: version, the embedded builtins span
+#   v8_names.c          SharedFunctionInfo -> function name, script, line from a live process
 set(PF_INTERP_DIR ${CMAKE_CURRENT_LIST_DIR})
 
 foreach(lib libelf libxxhash)
@@ -18,7 +20,7 @@ endforeach()
 add_library(agent_interp STATIC
 	${PF_INTERP_DIR}/python_proc.c ${PF_INTERP_DIR}/python_code.c
 	${PF_INTERP_DIR}/python_linetable.c ${PF_INTERP_DIR}/v8_meta.c
-	${PF_INTERP_DIR}/elf_syms.c)
+	${PF_INTERP_DIR}/elf_syms.c ${PF_INTERP_DIR}/v8_proc.c ${PF_INTERP_DIR}/v8_names.c)
 target_include_directories(agent_interp PUBLIC ${PF_INTERP_DIR})
 target_link_libraries(agent_interp
 	PUBLIC pf_common

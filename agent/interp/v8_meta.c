@@ -39,31 +39,6 @@ static int field_of(const char *name)
 	return -1;
 }
 
-/* The 4-byte value of symbol s from the section holding it: 0 for .bss (SHT_NOBITS), -1 when
- * the section does not hold the whole value. */
-static int sym_value(Elf *elf, const GElf_Sym *s, int32_t *v)
-{
-	Elf_Scn *scn = elf_getscn(elf, s->st_shndx);
-	GElf_Shdr sh;
-	if (!scn || !gelf_getshdr(scn, &sh) || s->st_size != sizeof(*v) ||
-	    s->st_value < sh.sh_addr || s->st_value - sh.sh_addr + sizeof(*v) > sh.sh_size)
-		return -1;
-	if (sh.sh_type == SHT_NOBITS) {
-		*v = 0;
-		return 0;
-	}
-	Elf_Data *d = NULL;
-	uint64_t at = s->st_value - sh.sh_addr;
-	while ((d = elf_getdata(scn, d))) {
-		if (at >= (uint64_t)d->d_off && at - (uint64_t)d->d_off + sizeof(*v) <= d->d_size &&
-		    d->d_buf) {
-			memcpy(v, (const char *)d->d_buf + (at - (uint64_t)d->d_off), sizeof(*v));
-			return 0;
-		}
-	}
-	return -1;
-}
-
 struct scan {
 	Elf *elf;
 	struct pf_v8_meta *out;
@@ -77,7 +52,7 @@ static bool sym_wanted(void *ctx, const char *name, const GElf_Sym *s)
 		return true;
 	int k = field_of(name + PREFIX_LEN);
 	int32_t v;
-	if (k < 0 || (out->present >> k & 1) || sym_value(sc->elf, s, &v) < 0)
+	if (k < 0 || (out->present >> k & 1) || pf_elf_sym_i32(sc->elf, s, &v) < 0)
 		return true;
 	*(int32_t *)((char *)out + fields[k].off) = v;
 	out->present |= 1ull << k;

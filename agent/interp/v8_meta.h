@@ -70,7 +70,12 @@
 	X(type_sfi, "type_SharedFunctionInfo__SHARED_FUNCTION_INFO_TYPE", true)                    \
 	X(type_script, "type_Script__SCRIPT_TYPE", true)                                           \
 	X(type_scope_info, "type_ScopeInfo__SCOPE_INFO_TYPE", false)                               \
-	X(type_code, "type_Code__CODE_TYPE", false)
+	X(type_code, "type_Code__CODE_TYPE", false)                                                \
+	X(script_source, "class_Script__source__Object", false)                                    \
+	X(fixed_array_length, "class_FixedArrayBase__length__SMI", false)                          \
+	X(type_fixed_array, "type_FixedArray__FIXED_ARRAY_TYPE", false)                            \
+	X(scope_first_vars, "scopeinfo_idx_first_vars", false)                                     \
+	X(scope_ncontextlocals, "scopeinfo_idx_ncontextlocals", false)
 
 struct pf_v8_meta {
 #define PF_V8_META_MEMBER(field, name, required) int32_t field;

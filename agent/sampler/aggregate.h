@@ -7,7 +7,8 @@
  *
  * pf_agg_close(end) takes every sample with time < end and builds the window: one process per
  * pid (kept by hooks->keep), per process its unique frames (by kind + address; a user word the
- * kernel made for a Python frame, PF_PY_IS_FRAME, is a PF_FRAME_PYTHON frame), stacks (leaf
+ * kernel made for a Python frame, PF_PY_IS_FRAME, is a PF_FRAME_PYTHON frame; one for a JS frame, PF_V8_IS_FRAME, a
+ * PF_FRAME_V8JS frame), stacks (leaf
  * first, kernel frames before user frames) and one sample per (tid, stack) with its count and
  * every per-sample timestamp, ascending. Samples at or after `end` stay for the next window, so
  * a close never loses a sample that raced with it. Samples are kept with their exact times

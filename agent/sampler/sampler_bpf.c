@@ -17,6 +17,7 @@
 
 #include "pf/log.h"
 #include "interp/python_unwind.h"
+#include "interp/v8_unwind.h"
 #include "sampler/procinfo.h"
 #include "sampler/sample_ring.h"
 #include "symbolize/symbolize.h"
@@ -159,6 +160,7 @@ int pf_sampler_poll(struct pf_sampler *s, int timeout_ms)
 		sampler_setup_end(s, t0);
 	}
 	pf_py_unwind_tick(s->py);
+	pf_v8_unwind_tick(s->v8);
 	sync_helpers(s);
 	if (n >= 0)
 		s->drained_unix_ns = t;
@@ -253,6 +255,17 @@ int sampler_apply_running(struct pf_sampler *s, uint32_t hz, struct pf_error *er
 	return rc;
 }
 
+/* Deletes every entry of the hash map m. */
+static void map_clear(struct bpf_map *m)
+{
+	uint32_t key, next;
+	while (bpf_map__get_next_key(m, NULL, &next, sizeof(next)) == 0) {
+		key = next;
+		if (bpf_map__delete_elem(m, &key, sizeof(key), 0) < 0)
+			break;
+	}
+}
+
 /* profiling.interpreters.python: off forgets every process and empties the kernel's map (its
  * samples keep their native stacks); on detects processes again at their next samples. */
 static void python_enable(struct pf_sampler *s, bool on)
@@ -260,15 +273,19 @@ static void python_enable(struct pf_sampler *s, bool on)
 	if (pf_py_unwind_enabled(s->py) == on)
 		return;
 	pf_py_unwind_enable(s->py, on);
-	if (on)
+	if (!on)
+		map_clear(s->skel->maps.py_procs);
+}
+
+/* profiling.interpreters.nodejs: the same for node processes (without their v8_procs entry
+ * the kernel's walk ends at their JIT code and builtins, as for any JIT). */
+static void nodejs_enable(struct pf_sampler *s, bool on)
+{
+	if (pf_v8_unwind_enabled(s->v8) == on)
 		return;
-	struct bpf_map *m = s->skel->maps.py_procs;
-	uint32_t key, next;
-	while (bpf_map__get_next_key(m, NULL, &next, sizeof(next)) == 0) {
-		key = next;
-		if (bpf_map__delete_elem(m, &key, sizeof(key), 0) < 0)
-			break;
-	}
+	pf_v8_unwind_enable(s->v8, on);
+	if (!on)
+		map_clear(s->skel->maps.v8_procs);
 }
 
 int pf_sampler_set_config(struct pf_sampler *s, const struct pf_profcfg *cfg, struct pf_error *err)
@@ -282,6 +299,7 @@ int pf_sampler_set_config(struct pf_sampler *s, const struct pf_profcfg *cfg, st
 		return rc;
 	sync_filter_map(s);
 	python_enable(s, cfg->interpreters.python);
+	nodejs_enable(s, cfg->interpreters.nodejs);
 	/* the unwind rows may take an eighth of limits.max_memory_mb (the sample ring a quarter) */
 	if (s->unw && cfg->limits.max_memory_mb)
 		pf_unwinder_set_rows_limit(s->unw, (uint64_t)cfg->limits.max_memory_mb * 1024 *
@@ -353,6 +371,7 @@ void pf_sampler_free(struct pf_sampler *s)
 	pf_sample_ring_free(s->ring);
 	pf_symbolizer_free(s->sym);
 	pf_py_unwind_free(s->py);
+	pf_v8_unwind_free(s->v8);
 	pf_procinfo_free(s->pi);
 	free(s->pe.fds);
 	free(s->pe.links);
@@ -491,8 +510,9 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 	s->sym = pf_symbolizer_new(&so);
 	s->agg = pf_agg_new(&ao);
 	s->py = pf_py_unwind_new(0);
+	s->v8 = pf_v8_unwind_new();
 	if (!s->pe.fds || !s->pe.links || !s->cpe.fds || !s->cpe.links || !s->pi || !s->sym ||
-	    !s->agg || !s->py)
+	    !s->agg || !s->py || !s->v8)
 		return fail(s, pf_error_set(err, -ENOMEM, "", "out of memory"));
 
 	/* open -> configure -> load -> attach (libbpf-tools) */

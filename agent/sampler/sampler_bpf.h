@@ -153,6 +153,14 @@ struct pf_sampler_stats {
 	uint64_t py_named, py_name_failed, py_names_bytes, py_map_errors;
 	char py_unsupported_msg[8][144];
 	unsigned py_n_unsupported_msg;
+	/* JS frames (v8_unwind.h): profiling.interpreters.nodejs; node processes walked, not
+	 * walked (with why), JS frames the kernel wrote, V8 frames it could not read, names */
+	bool nodejs;
+	uint64_t v8_processes, v8_unsupported, v8_frames, v8_read_errors;
+	uint64_t v8_named, v8_name_failed, v8_names_bytes, v8_map_errors;
+	char v8_unsupported_msg[8][144];
+	unsigned v8_n_unsupported_msg;
+	char v8_version[32];
 	/* one-time CPU cost of loading /proc/kallsyms (at the first kernel frame), 0 before and
 	 * while the in-kernel resolver (resolve_ksyms) is used instead */
 	uint64_t kernel_symbols_load_ns;
@@ -236,6 +244,10 @@ struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned sl
  * ("pid 12: python: 3.7 unsupported"); "python: off" when profiling.interpreters.python is
  * false. The length written, 0 when there is nothing to say (on, no CPython seen). */
 size_t pf_sampler_python_status(const struct pf_sampler_stats *st, char *out, size_t cap);
+
+/* The same for node processes: "nodejs: 2 processes (V8 11.3.244), JS frames 1234, ..."; or
+ * "nodejs: off"; empty when no node process was seen. */
+size_t pf_sampler_nodejs_status(const struct pf_sampler_stats *st, char *out, size_t cap);
 
 /* Counters for the agent's metrics and health. */
 int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out);

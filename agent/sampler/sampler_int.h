@@ -28,6 +28,7 @@
 struct pf_symbolizer;
 struct pf_unwinder;
 struct pf_py_unwind;
+struct pf_v8_unwind;
 struct pf_sample_ring;
 
 #define SAMPLER_MAX_READY 8
@@ -103,6 +104,8 @@ struct pf_sampler {
 
 	struct pf_py_unwind *py;     /* CPython processes: kernel entries and frame names */
 	uint64_t py_map_errors;      /* py_procs updates refused */
+	struct pf_v8_unwind *v8;     /* node processes: kernel entries and JS frame names */
+	uint64_t v8_map_errors;      /* v8_procs updates refused */
 
 	/* off-CPU (sampler_offcpu.c): the sys_exit and sched_switch links while on, the
 	 * aggregation of their records (created at the first attach), profiling.off_cpu */

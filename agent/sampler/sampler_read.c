@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "interp/python_unwind.h"
+#include "interp/v8_unwind.h"
 #include "sampler/procinfo.h"
 #include "sampler/sample_ring.h"
 #include "symbolize/symbolize.h"
@@ -65,6 +66,20 @@ static void capture_maps(struct pf_sampler *s, uint32_t pid)
  * (and as many at the exit). Its first samples are walked by frame pointers. */
 #define UNWIND_LOAD_AFTER_MS 50
 
+/* V8: a node process is detected at its first unwind-table load (its maps are captured then),
+ * its kernel entry written and its V8 code marked for the unwinder before the load. */
+static void v8_seen(struct pf_sampler *s, uint32_t pid)
+{
+	struct pf_bpf_v8_proc e;
+	uint64_t start = 0, end = 0;
+	if (pf_v8_unwind_seen(s->v8, s->sym, pid, &e, &start, &end) != 1)
+		return;
+	if (bpf_map__update_elem(s->skel->maps.v8_procs, &pid, sizeof(pid), &e, sizeof(e),
+				 BPF_ANY) < 0 ||
+	    pf_unwinder_set_v8(s->unw, pid, start, end) < 0)
+		s->v8_map_errors++;
+}
+
 /* The unwind tables of a sampled process: loaded at a sample UNWIND_LOAD_AFTER_MS after its
  * first with a user stack, and again (at most every 200 ms, backing off to 10 s while reloads
  * find nothing new) when the kernel's walk met an address of no known mapping —
@@ -92,6 +107,8 @@ static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
 	uint64_t t0 = sampler_setup_begin(s);
 	if (at)
 		pf_symbolizer_capture(s->sym, h->pid); /* the maps changed */
+	else
+		v8_seen(s, h->pid);
 	int rc = pf_unwinder_load(s->unw, s->sym, h->pid);
 	sampler_setup_end(s, t0);
 	/* a full trie (-ENOSPC, -E2BIG) leaves the rest of the process to frame pointers; it is
@@ -127,6 +144,9 @@ static struct pf_agg_sample sample_seen(struct pf_sampler *s, const struct pf_bp
 		capture_maps(s, h->pid);
 	unwind_seen(s, h);
 	python_seen(s, h, ips + h->kstack_len, ulen);
+	/* JS frames come only from the table walk, of a process found to run V8 */
+	if ((h->flags & PF_SAMPLE_F_DWARF) && pf_v8_unwind_has(s->v8, h->pid))
+		pf_v8_unwind_note(s->v8, h->pid, ips + h->kstack_len, ulen);
 	return (struct pf_agg_sample){
 		.ts_unix_ns = h->ts_ns + (uint64_t)s->mono_to_unix,
 		.pid = h->pid,
@@ -241,6 +261,7 @@ int sampler_on_event(void *ctx, void *data, size_t size)
 		 * exec) are captured at the first sample */
 		pf_symbolizer_forget(s->sym, e.pid);
 		pf_py_unwind_forget(s->py, e.pid); /* the kernel dropped its entry */
+		pf_v8_unwind_forget(s->v8, e.pid);
 		if (s->unw)
 			pf_unwinder_forget(s->unw, e.pid);
 		if (!filtering) {

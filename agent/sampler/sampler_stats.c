@@ -10,10 +10,13 @@
 #include <string.h>
 
 #include "interp/python_unwind.h"
+#include "interp/v8_unwind.h"
 #include "sampler/procinfo.h"
 #include "symbolize/symbolize.h"
 #include "unwind/unwinder.h"
 
+_Static_assert(PF_V8_UNWIND_UNSUPPORTED_KEPT == 8 && PF_V8_UNWIND_MSG_LEN == 144,
+	       "nodejs counts of struct pf_sampler_stats differ");
 _Static_assert(PF_PY_UNWIND_MINORS == 5 && PF_PY_UNWIND_UNSUPPORTED_KEPT == 8 &&
 		       PF_PY_UNWIND_MSG_LEN == 144,
 	       "python counts of struct pf_sampler_stats differ");
@@ -81,6 +84,8 @@ static int add_percpu_counts(struct pf_sampler *s, uint64_t sum[PF_CNT_MAX],
 			out->py_frames += p->py_frames;
 			out->py_read_errors += p->py_read_errors;
 			out->py_no_thread += p->py_no_thread;
+			out->v8_frames += p->v8_frames;
+			out->v8_read_errors += p->v8_read_errors;
 		}
 	}
 	return 0;
@@ -248,6 +253,18 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->py_map_errors = s->py_map_errors;
 	out->py_n_unsupported_msg = ps.n_unsupported_msg;
 	memcpy(out->py_unsupported_msg, ps.unsupported_msg, sizeof(out->py_unsupported_msg));
+	struct pf_v8_unwind_stats vs;
+	pf_v8_unwind_stats(s->v8, &vs);
+	out->nodejs = pf_v8_unwind_enabled(s->v8);
+	out->v8_processes = vs.processes;
+	out->v8_unsupported = vs.unsupported;
+	out->v8_named = vs.named;
+	out->v8_name_failed = vs.name_failed;
+	out->v8_names_bytes = vs.names_bytes;
+	out->v8_map_errors = s->v8_map_errors;
+	out->v8_n_unsupported_msg = vs.n_unsupported_msg;
+	memcpy(out->v8_unsupported_msg, vs.unsupported_msg, sizeof(out->v8_unsupported_msg));
+	memcpy(out->v8_version, vs.version, sizeof(out->v8_version));
 	if (s->unw) {
 		struct pf_unwinder_stats us;
 		pf_unwinder_stats(s->unw, &us);
@@ -305,5 +322,29 @@ size_t pf_sampler_python_status(const struct pf_sampler_stats *st, char *out, si
 	for (unsigned i = 0; i < st->py_n_unsupported_msg && i < PF_PY_UNWIND_UNSUPPORTED_KEPT; i++)
 		PUT("; %s", st->py_unsupported_msg[i]);
 #undef PUT
+	return n;
+}
+
+size_t pf_sampler_nodejs_status(const struct pf_sampler_stats *st, char *out, size_t cap)
+{
+	if (!cap)
+		return 0;
+	int k;
+	if (!st->nodejs)
+		k = snprintf(out, cap, "nodejs: off");
+	else if (!st->v8_processes && !st->v8_unsupported && !st->v8_frames)
+		k = snprintf(out, cap, "%s", "");
+	else
+		k = snprintf(out, cap,
+			     "nodejs: %" PRIu64 " processes%s%s%s, JS frames %" PRIu64
+			     ", read failures %" PRIu64 ", names %" PRIu64 ", not named %" PRIu64,
+			     st->v8_processes, st->v8_version[0] ? " (V8 " : "", st->v8_version,
+			     st->v8_version[0] ? ")" : "", st->v8_frames, st->v8_read_errors,
+			     st->v8_named, st->v8_name_failed);
+	size_t n = k < 0 ? 0 : (size_t)k >= cap ? cap - 1 : (size_t)k;
+	for (unsigned i = 0; i < st->v8_n_unsupported_msg && i < PF_V8_UNWIND_UNSUPPORTED_KEPT; i++) {
+		k = snprintf(out + n, cap - n, "; %s", st->v8_unsupported_msg[i]);
+		n = k < 0 ? n : (size_t)k >= cap - n ? cap - 1 : n + (size_t)k;
+	}
 	return n;
 }

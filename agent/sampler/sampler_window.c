@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "interp/python_unwind.h"
+#include "interp/v8_unwind.h"
 #include "sampler/procinfo.h"
 #include "sampler/sample_ring.h"
 #include "symbolize/symbolize.h"
@@ -24,6 +25,11 @@ static bool keep_pid(void *ctx, uint32_t pid)
 	return p ? sampler_proc_allowed(s, p) : !sampler_need_filter(s);
 }
 
+static bool interp_frame(const struct pf_prof_frame *f)
+{
+	return f->kind == PF_FRAME_PYTHON || f->kind == PF_FRAME_V8JS;
+}
+
 int sampler_resolve(void *ctx, uint32_t pid, struct pf_prof_window *w, struct pf_prof_process *p,
 		   struct pf_prof_frame *frames, size_t n)
 {
@@ -33,26 +39,28 @@ int sampler_resolve(void *ctx, uint32_t pid, struct pf_prof_window *w, struct pf
 		return rc;
 	size_t n_py = 0;
 	for (size_t i = 0; i < n; i++)
-		n_py += frames[i].kind == PF_FRAME_PYTHON;
+		n_py += interp_frame(&frames[i]);
 	if (!n_py)
 		return pf_symbolizer_resolve(s->sym, pid, w, p, frames, n);
-	/* the symbolizer gets the native and kernel frames only (a Python frame's address is
-	 * no code address), the Python frames their names from the process's code objects */
+	/* the symbolizer gets the native and kernel frames only (a Python or JS frame's address
+	 * is no code address), the Python frames their names from the process's code objects,
+	 * the JS frames theirs from its V8 heap */
 	_cleanup_free_ struct pf_prof_frame *nat = malloc((n - n_py + 1) * sizeof(*nat));
 	if (!nat)
 		return -ENOMEM;
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
-		if (frames[i].kind != PF_FRAME_PYTHON)
+		if (!interp_frame(&frames[i]))
 			nat[k++] = frames[i];
 	rc = pf_symbolizer_resolve(s->sym, pid, w, p, nat, k);
 	if (rc < 0)
 		return rc;
 	k = 0;
 	for (size_t i = 0; i < n; i++)
-		if (frames[i].kind != PF_FRAME_PYTHON)
+		if (!interp_frame(&frames[i]))
 			frames[i] = nat[k++];
-	return pf_py_unwind_name(s->py, pid, w, frames, n);
+	rc = pf_py_unwind_name(s->py, pid, w, frames, n);
+	return rc < 0 ? rc : pf_v8_unwind_name(s->v8, pid, w, frames, n);
 }
 
 void sampler_forget_pid(void *ctx, uint32_t pid)
@@ -60,6 +68,7 @@ void sampler_forget_pid(void *ctx, uint32_t pid)
 	struct pf_sampler *s = ctx;
 	pf_symbolizer_forget(s->sym, pid);
 	pf_py_unwind_forget(s->py, pid);
+	pf_v8_unwind_forget(s->v8, pid);
 }
 
 static void reap_exited(struct pf_sampler *s);
@@ -124,6 +133,7 @@ static int close_into(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf
 	if (!sampler_captures_running(s))
 		reap_exited(s);
 	pf_py_unwind_closed(s->py);
+	pf_v8_unwind_closed(s->v8);
 	/* per-window symbolization state (DWARF) goes; freed heap goes back to the system when
 	 * the window freed more than its usual churn (pf/heap.h) */
 	pf_symbolizer_trim(s->sym);

@@ -59,6 +59,8 @@ struct ent {
 struct proc {
 	struct proc *next;
 	uint32_t pid;
+	bool v8; /* pf_unwinder_set_v8: its V8 builtins are PF_UNWIND_MAP_JIT */
+	uint64_t v8_start, v8_end;
 	bool deferred; /* some table waited for the build budget at the last load */
 	uint64_t seen_ms;   /* first noted (pf_unwinder_seen_ms) */
 	uint32_t retry_ms;  /* reloads after a miss wait this long: 200 ms, doubled (up to
@@ -527,15 +529,21 @@ struct load_ctx {
 	size_t n, cap;
 	int rc;
 	bool deferred; /* a table waits for the build budget */
+	const struct proc *p; /* the process (NULL before its first load): its V8 code */
 };
+
+/* Appends e, grown as needed. */
+static int ent_push(struct load_ctx *c, const struct ent *e)
+{
+	if (PF_ARRAY_GROW(c->ents, c->cap, c->n + 1, 16) < 0)
+		return c->rc = -ENOMEM;
+	c->ents[c->n++] = *e;
+	return 0;
+}
 
 static int collect(void *ctx, const struct pf_sym_exec_map *m)
 {
 	struct load_ctx *c = ctx;
-	if (PF_ARRAY_GROW(c->ents, c->cap, c->n + 1, 16) < 0) {
-		c->rc = -ENOMEM;
-		return 1;
-	}
 	struct ent e = {.start = m->start, .end = m->end, .bias = m->bias,
 			.kind = PF_UNWIND_MAP_FP};
 	const void *image;
@@ -560,8 +568,18 @@ static int collect(void *ctx, const struct pf_sym_exec_map *m)
 			c->u->tables[e.table_id].refs++;
 		}
 	}
-	c->ents[c->n++] = e;
-	return 0;
+	const struct proc *p = c->p;
+	if (!p || !p->v8 || p->v8_start <= m->start || p->v8_end >= m->end)
+		return ent_push(c, &e) ? 1 : 0;
+	/* V8's embedded builtins inside the file: their own entry between the file's two */
+	struct ent lo = e, mid = e, hi = e;
+	lo.end = mid.start = p->v8_start;
+	mid.end = hi.start = p->v8_end;
+	mid.kind = PF_UNWIND_MAP_JIT;
+	mid.table_id = 0;
+	if (e.table_id)
+		c->u->tables[e.table_id].refs++; /* hi holds one too */
+	return ent_push(c, &lo) || ent_push(c, &mid) || ent_push(c, &hi) ? 1 : 0;
 }
 
 static bool same_ent(const struct ent *a, const struct ent *b)
@@ -572,11 +590,11 @@ static bool same_ent(const struct ent *a, const struct ent *b)
 
 int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t pid)
 {
-	struct load_ctx c = {.u = u};
+	struct proc **pp = proc_slot(u, pid), *p = *pp;
+	struct load_ctx c = {.u = u, .p = p};
 	int rc = pf_symbolizer_exec_maps(sym, pid, collect, &c);
 	if (rc == 0)
 		rc = c.rc;
-	struct proc **pp = proc_slot(u, pid), *p = *pp;
 	if (rc == 0 && !p) {
 		if (!(p = calloc(1, sizeof(*p)))) {
 			rc = -ENOMEM;
@@ -668,6 +686,17 @@ uint64_t pf_unwinder_seen_ms(struct pf_unwinder *u, uint32_t pid)
 		*pp = p;
 	}
 	return p->seen_ms;
+}
+
+int pf_unwinder_set_v8(struct pf_unwinder *u, uint32_t pid, uint64_t start, uint64_t end)
+{
+	if (!pf_unwinder_seen_ms(u, pid))
+		return -ENOMEM;
+	struct proc *p = *proc_slot(u, pid);
+	p->v8 = true;
+	p->v8_start = start < end ? start : 0;
+	p->v8_end = start < end ? end : 0;
+	return 0;
 }
 
 size_t pf_unwinder_kernel_entries(const struct pf_unwinder *u, uint32_t pid)

@@ -95,6 +95,10 @@ uint64_t pf_unwinder_loaded_ms(const struct pf_unwinder *u, uint32_t pid, bool *
  * sampler loads a process's tables only once it has run a while, so the many processes that
  * live a few ms (a build's) cost no trie updates. */
 uint64_t pf_unwinder_seen_ms(struct pf_unwinder *u, uint32_t pid);
+/* pid runs V8 (v8_unwind.h): from its next load on, [start, end) (the embedded builtins
+ * inside the node file; start == end: none) is a PF_UNWIND_MAP_JIT entry of its own, like
+ * its anonymous executable mappings, where the kernel's V8 walk takes over. 0 or -ENOMEM. */
+int pf_unwinder_set_v8(struct pf_unwinder *u, uint32_t pid, uint64_t start, uint64_t end);
 /* Removes pid's entries (exit, exec); its tables stay loaded until evicted. */
 void pf_unwinder_forget(struct pf_unwinder *u, uint32_t pid);
 

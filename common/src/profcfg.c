@@ -392,6 +392,9 @@ const struct key_desc profcfg_keys[] = {
     BOOLK("profiling.interpreters.python", CFG, interpreters.python, true,
 	  "Name the Python functions of CPython 3.9-3.13 processes (frames of type cpython) "
 	  "in place of the interpreter's eval loop; false keeps their native stacks."),
+    BOOLK("profiling.interpreters.nodejs", CFG, interpreters.nodejs, true,
+	  "Name the JavaScript functions of node processes (frames of type v8js) in place of "
+	  "V8's JIT and interpreter addresses; false keeps their native stacks."),
     SECTION("profiling.off_cpu",
 	    "Off-CPU profiles: where the profiled threads waited, from the scheduler's switches, "
 	    "through the same filters and unwinders as CPU samples."),

@@ -137,6 +137,7 @@ static const char *const frame_kind_names[] = {
 	[PF_FRAME_KERNEL] = "kernel",
 	[PF_FRAME_PYTHON] = "cpython",
 	[PF_FRAME_GO] = "go",
+	[PF_FRAME_V8JS] = "v8js",
 };
 
 const char *pf_frame_kind_name(uint8_t kind)

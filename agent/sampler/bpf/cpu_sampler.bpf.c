@@ -205,6 +205,7 @@ struct pf_walk {
 	__u32 guessed; /* the current frame was reached by a frame-pointer step (maybe garbage) */
 	__u32 exact;   /* ip is where the context was interrupted (the sampled leaf, or the
 			* frame below a signal frame), not a return address: its row is ip's */
+	__u64 word;    /* v8_frame: the frame's word in place of ip (0: ip stays) */
 };
 
 /* The mapping of pid covering addr into *d: a binary search of the process's sorted array.
@@ -329,10 +330,60 @@ static __always_inline long sigframe_step(struct pf_walk *st)
 	return 0;
 }
 
-/* bpf_loop callback: stores the frame at st->ip, then steps to its caller. */
-static long unwind_step(__u32 i, void *ctx)
+/* ---- V8 frames (cpu_sampler.h) ---- */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PF_V8_PROCS_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct pf_bpf_v8_proc);
+} v8_procs SEC(".maps");
+
+#define V8_BELOW 64 /* bytes of a frame read below its frame pointer: the slots lie there */
+
+/* The frame at st->ip lies in V8's code: its word (a JS frame's SharedFunctionInfo) into
+ * st->word, then one step by the frame pointer. One read covers the slots below the frame
+ * pointer, the caller's frame pointer and the return address. 0 to go on, 1 to stop, 2 when
+ * the frame could not be read. A global function: verified once, whatever the walk's paths. */
+__noinline int v8_frame(struct pf_walk *st)
 {
-	struct pf_walk *st = ctx;
+	if (!st)
+		return 1;
+	st->word = 0;
+	__u32 pid = st->pid;
+	struct pf_bpf_v8_proc *v = bpf_map_lookup_elem(&v8_procs, &pid);
+	if (!v) /* not V8's: JIT code of something else, nothing tells how to leave it */
+		return 1;
+	__u64 slots[V8_BELOW / 8 + 2];
+	if (st->bp < st->sp || st->bp & 7 || st->bp < V8_BELOW ||
+	    bpf_probe_read_user(slots, sizeof(slots), (void *)(st->bp - V8_BELOW)) < 0)
+		return 2;
+	__u64 marker = slots[((__u32)(V8_BELOW + v->fp_marker) >> 3) & 7];
+	/* a heap object there is the frame's context: a JS frame, its function next to it; a
+	 * frame-type marker is a small even number */
+	if ((marker & 3) == 1) {
+		__u64 fn = slots[((__u32)(V8_BELOW + v->fp_function) >> 3) & 7], sfi;
+		if ((fn & 3) == 1 && fn < (1ull << 47) &&
+		    bpf_probe_read_user(&sfi, sizeof(sfi), (void *)(fn - 1 + (v->fn_shared & 0xf8))) ==
+			    0 &&
+		    (sfi & 3) == 1 && sfi < (1ull << 47))
+			st->word = PF_V8_FRAME(sfi);
+	}
+	st->sp = st->bp + 16;
+	st->bp = slots[V8_BELOW / 8];
+	st->ip = slots[V8_BELOW / 8 + 1];
+	st->guessed = 0; /* V8 keeps its frame-pointer chain: the return address is real */
+	return 0;
+}
+
+/* One frame: stores the frame at st->ip, then steps to its caller. With v8 (v8_walk's walk),
+ * JIT code is walked by v8_frame; without (every other walk), the walk stops there, as it
+ * did before V8 was walked at all, and walk_tables leaves the frame to v8_walk: the V8 walk
+ * is verified in its own program, and the other walks' verification (most of the programs')
+ * is the same as without it. */
+static __always_inline long unwind_frame(struct pf_walk *st, bool v8)
+{
 	__u32 zero = 0;
 	struct pf_bpf_percpu *s = bpf_map_lookup_elem(&scratch_map, &zero);
 	if (!s || st->ip < 4096)
@@ -353,6 +404,16 @@ static long unwind_step(__u32 i, void *ctx)
 		else if (proc_map(st->pid, pc, &st->m[0]) < 0)
 			return 1;
 		st->m[1] = tmp;
+	}
+	if (v8 && st->m[0].kind == PF_UNWIND_MAP_JIT) {
+		long r = v8_frame(st);
+		if (st->word) {
+			s->ips[(st->base + st->n - 1) & (2 * (PF_MAX_STACK + 1) - 1)] = st->word;
+			s->v8_frames++;
+		}
+		if (r > 1)
+			s->v8_read_errors++;
+		return r ? 1 : 0;
 	}
 	switch (st->m[0].kind) {
 	case PF_UNWIND_MAP_TABLE:
@@ -416,10 +477,21 @@ static long unwind_step(__u32 i, void *ctx)
 	return 0;
 }
 
+/* bpf_loop callbacks of the table walk: without V8 frames, and with them (v8_walk). */
+static long unwind_step(__u32 i, void *ctx)
+{
+	return unwind_frame(ctx, false);
+}
+
+static long unwind_step_v8(__u32 i, void *ctx)
+{
+	return unwind_frame(ctx, true);
+}
+
 /* The user stack by the unwind tables into s->ips from slot base, when the process has
  * tables: its size in bytes, or -1 when it has none (then the frame-pointer walk runs). */
-static __always_inline long walk_tables(struct bpf_perf_event_data *ctx, __u32 pid, __u32 base,
-					__u32 *flags, bool sw)
+static __always_inline long walk_tables(struct bpf_perf_event_data *ctx, struct pf_bpf_percpu *s,
+					__u32 pid, __u32 base, __u32 *flags, bool sw)
 {
 #if !defined(__TARGET_ARCH_x86)
 	return -1; /* the rows' register rules are x86_64's (user space never enables it) */
@@ -449,6 +521,17 @@ static __always_inline long walk_tables(struct bpf_perf_event_data *ctx, __u32 p
 	}
 	bpf_loop(PF_UNWIND_MAX_FRAMES, unwind_step, &st, 0);
 	*flags |= st.flags | PF_SAMPLE_F_DWARF;
+	/* the walk stopped at JIT code (the last mapping looked up: the step that met it
+	 * returned at once; frame n - 1 is its) of a node process: a tick's record goes on in
+	 * v8_walk */
+	if (st.m[0].kind == PF_UNWIND_MAP_JIT && st.n && st.n < PF_UNWIND_MAX_FRAMES && !sw &&
+	    bpf_map_lookup_elem(&v8_procs, &pid))
+		s->v8w = (struct pf_bpf_v8_walk){.ip = st.ip,
+						 .sp = st.sp,
+						 .bp = st.bp,
+						 .n = st.n - 1,
+						 .exact = st.n == 1,
+						 .pending = 1};
 	return (long)st.n * 8;
 #endif
 }
@@ -688,7 +771,7 @@ static __always_inline long walk_user(struct bpf_perf_event_data *ctx, struct pf
 	kb &= 0x3ff;
 	long ub = -1;
 	if (dwarf_unwind)
-		ub = walk_tables(ctx, pid, kb / 8, flags, sw);
+		ub = walk_tables(ctx, s, pid, kb / 8, flags, sw);
 	if (ub < 0)
 		ub = bpf_get_stack(ctx, (void *)s->ips + kb, STACK_BYTES, BPF_F_USER_STACK);
 	if (ub < 0)
@@ -781,8 +864,19 @@ static __always_inline int output(struct pf_bpf_percpu *s, void *rec, __u64 size
 	return 0;
 }
 
+int v8_walk(struct bpf_perf_event_data *ctx);
+
+/* v8_walk, the only entry: a tick whose walk stopped at V8 code ends there. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, int(struct bpf_perf_event_data *));
+} v8_progs SEC(".maps") = {.values = {[0] = (void *)&v8_walk}};
+
 /* Writes one sample record of the current task (stacks of the interrupted context) from the
- * CPU's state s and counts it (a capture tick or a continuous one). */
+ * CPU's state s and counts it (a capture tick or a continuous one). A walk that stopped at
+ * V8 code goes on in v8_walk, which writes the record (a tail call: it does not return). */
 static __always_inline int record(struct bpf_perf_event_data *ctx, struct pf_bpf_percpu *s,
 				  __u32 pid, __u32 tid, __u32 flags, enum rec_kind kind, __u64 *t)
 {
@@ -794,6 +888,10 @@ static __always_inline int record(struct bpf_perf_event_data *ctx, struct pf_bpf
 		return 0;
 	}
 	lap(t, PF_CNT_T_RECORD);
+	if (s->v8w.pending) {
+		bpf_tail_call(ctx, &v8_progs, 0);
+		s->v8w.pending = 0; /* not there: the stack as far as it went */
+	}
 	if (output(s, &s->hdr, size, s->hdr.flags, s->hdr.ts_ns, kind) < 0)
 		return 0;
 	lap(t, PF_CNT_T_OUTPUT);
@@ -867,6 +965,36 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	}
 	lap(&t, PF_CNT_T_FILTER);
 	return record(ctx, s, pid, tid, flags, REC_TICK, &t);
+}
+
+/* The rest of a tick's user stack from V8 code on (record's tail call): JS frames named by
+ * their SharedFunctionInfo, typed frames by their address, native frames by the tables again
+ * below them; then the record goes out. */
+SEC("perf_event")
+int v8_walk(struct bpf_perf_event_data *ctx)
+{
+	__u32 zero = 0;
+	struct pf_bpf_percpu *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!s || !s->v8w.pending)
+		return 0;
+	s->v8w.pending = 0;
+	struct pf_walk st = {.pid = s->hdr.pid,
+			     .base = s->hdr.kstack_len,
+			     .n = s->v8w.n,
+			     .ip = s->v8w.ip,
+			     .sp = s->v8w.sp,
+			     .bp = s->v8w.bp,
+			     .exact = s->v8w.exact};
+	bpf_loop(PF_UNWIND_MAX_FRAMES, unwind_step_v8, &st, 0);
+	__u32 n = st.n > PF_UNWIND_MAX_FRAMES ? PF_UNWIND_MAX_FRAMES : st.n;
+	s->hdr.ustack_len = n;
+	s->hdr.flags |= st.flags;
+	__u64 size = sizeof(s->hdr) + ((__u64)s->hdr.kstack_len + n) * 8;
+	if (size > sizeof(s->hdr) + sizeof(s->ips))
+		return 0;
+	output(s, &s->hdr, size, s->hdr.flags, s->hdr.ts_ns,
+	       (s->hdr.flags & PF_SAMPLE_F_CAPTURE) ? REC_CAPTURE : REC_TICK);
+	return 0;
 }
 
 SEC("perf_event")
@@ -1133,6 +1261,7 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 	bpf_map_delete_elem(&pid_filter, &pid);
 	__sync_fetch_and_add(&filter_gen, 1);
 	bpf_map_delete_elem(&py_procs, &pid); /* another program, maybe no Python */
+	bpf_map_delete_elem(&v8_procs, &pid);
 	emit(PF_PROC_EXEC, pid, 0, p);
 	return 0;
 }
@@ -1172,6 +1301,7 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 	if (pid != tgid)
 		return 0;
 	bpf_map_delete_elem(&py_procs, &tgid);
+	bpf_map_delete_elem(&v8_procs, &tgid);
 	if (bpf_map_delete_elem(&pid_filter, &tgid) == 0)
 		__sync_fetch_and_add(&filter_gen, 1);
 	bpf_map_delete_elem(&capture_pids, &tgid);

@@ -170,6 +170,16 @@ struct pf_bpf_py_thread {
 	unsigned int pid, pad;
 };
 
+/* A walk stopped at V8 code for v8_walk (a tail call from do_sample / do_capture: the V8
+ * walk is verified in that program, apart from the others): where it stopped. */
+struct pf_bpf_v8_walk {
+	unsigned long long ip, sp, bp;
+	unsigned int n;       /* user frames written (from slot hdr.kstack_len) */
+	unsigned int exact;   /* ip is the interrupted context's, not a return address */
+	unsigned int pending; /* set by the walk, cleared by v8_walk or the record */
+	unsigned int pad;
+};
+
 /* The single entry of the per-CPU array `scratch_map`: the sample program's per-CPU state.
  * One tick touches only this (and the ring buffer) in the common case:
  *  - the record is built in hdr + ips, then copied to the ring with only the frames used;
@@ -195,6 +205,8 @@ struct pf_bpf_percpu {
 	/* Python frames (below): samples given Python frames, frames read, frame reads that
 	 * failed, samples of Python threads whose PyThreadState was not found */
 	unsigned long long py_samples, py_frames, py_read_errors, py_no_thread;
+	/* V8 frames: JS frames written, V8 frames whose slots could not be read */
+	unsigned long long v8_frames, v8_read_errors;
 	/* off-CPU: records written, switch-outs followed, returns sooner than off_cpu_min_ns,
 	 * switch-outs of filtered processes, records not kept (off_cpu_recs full), records
 	 * written without a user stack; the thread whose system call return completes its
@@ -207,6 +219,7 @@ struct pf_bpf_percpu {
 	/* the Python walk: the native user frames before Python's are merged in, the process's
 	 * layout (a copy of its py_procs entry), the frame being read */
 	unsigned long long nat[PF_MAX_STACK + 1];
+	struct pf_bpf_v8_walk v8w;
 	struct pf_bpf_py_proc py;
 	struct pf_bpf_py_merge pm;
 	unsigned long long pyframe[PF_PY_FRAME_READ_MAX / 8];
@@ -288,7 +301,8 @@ struct pf_bpf_unwind_table {
 /* kinds of struct pf_bpf_unwind_map */
 #define PF_UNWIND_MAP_TABLE 1   /* a file with a table: table_id */
 #define PF_UNWIND_MAP_FP 2      /* a file without a usable table: frame pointers */
-#define PF_UNWIND_MAP_JIT 3     /* anonymous executable memory: the walk ends there */
+#define PF_UNWIND_MAP_JIT 3     /* anonymous executable memory: the walk ends there (in a node
+				 * process, also V8's embedded builtins: the V8 walk below) */
 #define PF_UNWIND_MAP_UNKNOWN 4 /* an address of no mapping the process had at its load */
 
 struct pf_bpf_unwind_map {
@@ -315,6 +329,37 @@ struct pf_bpf_unwind_proc {
 #define PF_SAMPLE_F_OFF_CPU 32	  /* an off-CPU record (off_cpu_switch), not a tick */
 #define PF_SAMPLE_F_PREEMPTED 64  /* off-CPU: the thread was runnable when switched out */
 #define PF_SAMPLE_F_USER_PENDING 128 /* off_cpu_recs only: the user stack is still to walk */
+
+/* ---- V8 frames (agent/interp/v8_proc.h describes V8's side) ----
+ *
+ *  v8_procs    hash pid -> struct pf_bpf_v8_proc: a node process whose V8 the agent reads,
+ *              filled by user space when it detects one, dropped by the kernel at exec and exit
+ * The table walk stops at JIT code (PF_UNWIND_MAP_JIT: anonymous executable mappings, where
+ * Sparkplug, Maglev and TurboFan code lies; in a node process user space also marks so the
+ * range of V8's embedded builtins inside the node file, where the interpreter's entry and
+ * bytecode handlers run). For a process in v8_procs, the record then goes on in v8_walk, a
+ * second program (a tail call: verified on its own, so the programs that walk every other
+ * process's stacks stay as they were), which walks on from that frame: v8_frame (a global
+ * function) reads a JIT frame's slots below its frame pointer: a JS
+ * frame (the context slot holds a heap object, not a frame-type marker) becomes one stack word
+ * PF_V8_FRAME(SharedFunctionInfo) in place of its address, a typed frame (entry, exit, stub)
+ * keeps its address; then the walk steps by the frame pointer (V8 keeps rbp frames) and goes
+ * on by the tables when it lands in native code again. A V8 frame is bits 63..62 = 01 (no user
+ * nor kernel address) with the tagged SharedFunctionInfo pointer below: user space names it. */
+#define PF_V8_PROCS_MAX 4096
+#define PF_V8_FRAME_TAG (1ull << 62)
+#define PF_V8_IS_FRAME(w) (((w) & (3ull << 62)) == PF_V8_FRAME_TAG)
+#define PF_V8_FRAME(sfi) (PF_V8_FRAME_TAG | (sfi))
+#define PF_V8_FRAME_SFI(w) ((w) & ((1ull << 47) - 1))
+
+/* A process's layout as the walk reads it: user space checked every offset (frame slots
+ * negative, 8-aligned, at least -64; fn_shared 8-aligned below 256). */
+struct pf_bpf_v8_proc {
+	short fp_marker;   /* the context or frame-type marker slot, from the frame pointer */
+	short fp_function; /* the JSFunction slot */
+	unsigned short fn_shared; /* JSFunction -> SharedFunctionInfo */
+	unsigned short pad;
+};
 
 /* ---- off-CPU (off_cpu_switch: tp_btf sched_switch, off_cpu_sys_exit: tp_btf sys_exit;
  * attached only while profiling.off_cpu is on)

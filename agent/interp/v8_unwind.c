@@ -1,0 +1,411 @@
+/* v8_unwind.c — see v8_unwind.h. */
+#include "v8_unwind.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "v8_names.h"
+#include "v8_proc.h"
+
+#define BUCKETS 256
+#define KEEP_MS 120000 /* a name neither noted nor used this long is dropped */
+
+enum { P_NONE, P_V8, P_UNSUPPORTED };
+
+struct name {
+	uint64_t word; /* PF_V8_FRAME(...); 0: empty slot */
+	char *function, *file; /* NULL function: could not be named */
+	uint32_t line;
+	bool done;
+	uint64_t used_ms;
+};
+
+struct proc {
+	struct proc *next;
+	uint32_t pid;
+	int state;
+	struct pf_v8_names *names;
+	struct name *tab; /* open addressing, power of two */
+	size_t n_tab, cap_tab, bytes;
+};
+
+struct pf_v8_unwind {
+	bool on;
+	struct proc *b[BUCKETS];
+	unsigned budget;
+	uint64_t named, name_failed;
+	char unsup[PF_V8_UNWIND_UNSUPPORTED_KEPT][PF_V8_UNWIND_MSG_LEN];
+	unsigned n_unsup, next_unsup;
+	char version[32];
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+struct pf_v8_unwind *pf_v8_unwind_new(void)
+{
+	struct pf_v8_unwind *u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	u->on = true;
+	u->budget = PF_V8_UNWIND_NAMES_PER_TICK;
+	return u;
+}
+
+static void names_clear(struct proc *p)
+{
+	for (size_t i = 0; i < p->cap_tab; i++) {
+		free(p->tab[i].function);
+		free(p->tab[i].file);
+	}
+	free(p->tab);
+	p->tab = NULL;
+	p->n_tab = p->cap_tab = p->bytes = 0;
+}
+
+static void proc_free(struct proc *p)
+{
+	names_clear(p);
+	pf_v8_names_free(p->names);
+	free(p);
+}
+
+static void forget_all(struct pf_v8_unwind *u)
+{
+	for (unsigned i = 0; i < BUCKETS; i++) {
+		while (u->b[i]) {
+			struct proc *p = u->b[i];
+			u->b[i] = p->next;
+			proc_free(p);
+		}
+	}
+}
+
+void pf_v8_unwind_free(struct pf_v8_unwind *u)
+{
+	if (!u)
+		return;
+	forget_all(u);
+	free(u);
+}
+
+void pf_v8_unwind_enable(struct pf_v8_unwind *u, bool on)
+{
+	if (u->on && !on)
+		forget_all(u);
+	u->on = on;
+}
+
+bool pf_v8_unwind_enabled(const struct pf_v8_unwind *u)
+{
+	return u->on;
+}
+
+static struct proc **proc_at(const struct pf_v8_unwind *u, uint32_t pid)
+{
+	struct proc **pp = (struct proc **)&u->b[pid % BUCKETS];
+	while (*pp && (*pp)->pid != pid)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static struct proc *v8_proc(const struct pf_v8_unwind *u, uint32_t pid)
+{
+	struct proc *p = *proc_at(u, pid);
+	return p && p->state == P_V8 ? p : NULL;
+}
+
+bool pf_v8_unwind_has(const struct pf_v8_unwind *u, uint32_t pid)
+{
+	return v8_proc(u, pid) != NULL;
+}
+
+void pf_v8_unwind_forget(struct pf_v8_unwind *u, uint32_t pid)
+{
+	struct proc **pp = proc_at(u, pid), *p = *pp;
+	if (!p)
+		return;
+	*pp = p->next;
+	proc_free(p);
+}
+
+/* ---- detection ---- */
+
+struct find {
+	struct pf_v8_file f;
+	uint64_t bias;
+	int rc; /* 1 found, -ENOTSUP a node file the walk cannot read, 0 none */
+	char why[96];
+};
+
+static int find_node(void *ctx, const struct pf_sym_exec_map *m)
+{
+	struct find *fd = ctx;
+	if (m->fd < 0 || m->anon || !m->path || !pf_v8_file_name_ok(m->path))
+		return 0;
+	int rc = pf_v8_file_read(m->fd, &fd->f, fd->why, sizeof(fd->why));
+	if (rc == 0) {
+		fd->bias = m->bias;
+		fd->rc = 1;
+		return 1;
+	}
+	if (rc == -ENOTSUP)
+		fd->rc = -ENOTSUP;
+	return 0;
+}
+
+static void note_unsupported(struct pf_v8_unwind *u, uint32_t pid, const char *why)
+{
+	snprintf(u->unsup[u->next_unsup], sizeof(u->unsup[0]), "pid %u: v8: %.110s", pid,
+		 why && *why ? why : "unsupported");
+	u->next_unsup = (u->next_unsup + 1) % PF_V8_UNWIND_UNSUPPORTED_KEPT;
+	if (u->n_unsup < PF_V8_UNWIND_UNSUPPORTED_KEPT)
+		u->n_unsup++;
+}
+
+/* The kernel entry of a file's constants: the walk's checks (cpu_sampler.h). */
+static int entry_of(const struct pf_v8_meta *m, struct pf_bpf_v8_proc *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (m->fp_context != m->fp_marker || m->fp_marker < -64 || m->fp_marker >= 0 ||
+	    m->fp_marker % 8 || m->fp_function < -64 || m->fp_function >= 0 ||
+	    m->fp_function % 8 || m->fn_shared <= 0 || m->fn_shared >= 256 || m->fn_shared % 8)
+		return -ENOTSUP;
+	out->fp_marker = (short)m->fp_marker;
+	out->fp_function = (short)m->fp_function;
+	out->fn_shared = (unsigned short)m->fn_shared;
+	return 0;
+}
+
+int pf_v8_unwind_seen(struct pf_v8_unwind *u, struct pf_symbolizer *sym, uint32_t pid,
+		      struct pf_bpf_v8_proc *out, uint64_t *start, uint64_t *end)
+{
+	if (!u->on)
+		return 0;
+	struct proc **pp = proc_at(u, pid);
+	if (*pp)
+		return 0;
+	struct proc *p = calloc(1, sizeof(*p));
+	if (!p)
+		return 0;
+	p->pid = pid;
+	*pp = p;
+	struct find fd = {0};
+	if (pf_symbolizer_exec_maps(sym, pid, find_node, &fd) < 0 || fd.rc == 0) {
+		p->state = P_NONE;
+		return 0;
+	}
+	if (fd.rc == 1 && entry_of(&fd.f.meta, out) < 0) {
+		snprintf(fd.why, sizeof(fd.why), "frame slots the walk does not read");
+		fd.rc = -ENOTSUP;
+	}
+	if (fd.rc == 1 && !(p->names = pf_v8_names_new(&fd.f)))
+		fd.rc = 0;
+	if (fd.rc != 1) {
+		p->state = fd.rc == -ENOTSUP ? P_UNSUPPORTED : P_NONE;
+		if (fd.rc == -ENOTSUP)
+			note_unsupported(u, pid, fd.why);
+		return 0;
+	}
+	p->state = P_V8;
+	*start = fd.f.builtins_start ? fd.f.builtins_start + fd.bias : 0;
+	*end = fd.f.builtins_start ? fd.f.builtins_end + fd.bias : 0;
+	if (fd.f.major >= 0)
+		snprintf(u->version, sizeof(u->version), "%d.%d.%d", fd.f.major, fd.f.minor,
+			 fd.f.build);
+	return 1;
+}
+
+/* ---- names ---- */
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 31;
+	x *= 0x9e3779b97f4a7c15ull;
+	return x ^ x >> 29;
+}
+
+static struct name *slot(const struct proc *p, uint64_t word)
+{
+	size_t mask = p->cap_tab - 1, j = mix(word) & mask;
+	while (p->tab[j].word && p->tab[j].word != word)
+		j = (j + 1) & mask;
+	return &p->tab[j];
+}
+
+/* The entry of word, added when new; NULL when the table is full or out of memory. */
+static struct name *entry(struct proc *p, uint64_t word)
+{
+	if (p->cap_tab) {
+		struct name *e = slot(p, word);
+		if (e->word)
+			return e;
+	}
+	if (p->n_tab >= PF_V8_UNWIND_WORDS_MAX)
+		return NULL;
+	if ((p->n_tab + 1) * 2 > p->cap_tab) {
+		size_t cap = p->cap_tab ? p->cap_tab * 2 : 256;
+		struct name *old = p->tab;
+		size_t old_cap = p->cap_tab;
+		if (!(p->tab = calloc(cap, sizeof(*p->tab)))) {
+			p->tab = old;
+			return NULL;
+		}
+		p->cap_tab = cap;
+		for (size_t i = 0; i < old_cap; i++)
+			if (old[i].word)
+				*slot(p, old[i].word) = old[i];
+		free(old);
+	}
+	struct name *e = slot(p, word);
+	*e = (struct name){.word = word};
+	p->n_tab++;
+	return e;
+}
+
+static void resolve(struct pf_v8_unwind *u, struct proc *p, struct name *e)
+{
+	struct pf_v8_frame fr;
+	e->done = true;
+	if (pf_v8_names_resolve(p->names, (int)p->pid, PF_V8_FRAME_SFI(e->word), &fr) < 0) {
+		u->name_failed++;
+		return;
+	}
+	e->function = strdup(fr.name[0] ? fr.name : "(anonymous)");
+	e->file = fr.file[0] ? strdup(fr.file) : NULL;
+	e->line = fr.line;
+	if (!e->function) {
+		u->name_failed++;
+		return;
+	}
+	p->bytes += strlen(e->function) + 1 + (e->file ? strlen(e->file) + 1 : 0);
+	u->named++;
+}
+
+void pf_v8_unwind_note(struct pf_v8_unwind *u, uint32_t pid, const uint64_t *ips, size_t n)
+{
+	struct proc *p = NULL;
+	uint64_t now = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!PF_V8_IS_FRAME(ips[i]))
+			continue;
+		if (!p) {
+			if (!(p = v8_proc(u, pid)))
+				return;
+			now = now_ms();
+		}
+		struct name *e = entry(p, ips[i]);
+		if (!e)
+			return;
+		e->used_ms = now;
+		if (!e->done && u->budget) {
+			u->budget--;
+			resolve(u, p, e);
+		}
+	}
+}
+
+void pf_v8_unwind_tick(struct pf_v8_unwind *u)
+{
+	u->budget = PF_V8_UNWIND_NAMES_PER_TICK;
+}
+
+int pf_v8_unwind_name(struct pf_v8_unwind *u, uint32_t pid, struct pf_prof_window *w,
+		      struct pf_prof_frame *frames, size_t n)
+{
+	struct proc *p = NULL;
+	uint64_t now = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct pf_prof_frame *f = &frames[i];
+		if (f->kind != PF_FRAME_V8JS)
+			continue;
+		f->mapping = -1;
+		if (!p) {
+			if (!(p = v8_proc(u, pid)))
+				return 0;
+			now = now_ms();
+		}
+		struct name *e = entry(p, f->address);
+		if (!e)
+			continue;
+		if (!e->done)
+			resolve(u, p, e);
+		e->used_ms = now;
+		if (!e->function)
+			continue;
+		f->function = pf_prof_strdup(w, e->function);
+		f->file = e->file ? pf_prof_strdup(w, e->file) : NULL;
+		if (!f->function || (e->file && !f->file))
+			return -ENOMEM;
+		f->line = e->line;
+	}
+	return 0;
+}
+
+void pf_v8_unwind_closed(struct pf_v8_unwind *u)
+{
+	uint64_t now = now_ms();
+	for (unsigned b = 0; b < BUCKETS; b++) {
+		for (struct proc *p = u->b[b]; p; p = p->next) {
+			size_t stale = 0;
+			for (size_t j = 0; j < p->cap_tab; j++)
+				stale += p->tab[j].word && now > p->tab[j].used_ms + KEEP_MS;
+			if (!stale)
+				continue;
+			struct name *old = p->tab;
+			size_t old_cap = p->cap_tab;
+			struct name *nt = calloc(old_cap, sizeof(*nt));
+			if (!nt)
+				continue;
+			p->tab = nt;
+			p->n_tab = 0;
+			for (size_t j = 0; j < old_cap; j++) {
+				struct name *e = &old[j];
+				if (!e->word)
+					continue;
+				if (now > e->used_ms + KEEP_MS) {
+					p->bytes -= e->function ? strlen(e->function) + 1 : 0;
+					p->bytes -= e->file ? strlen(e->file) + 1 : 0;
+					free(e->function);
+					free(e->file);
+					continue;
+				}
+				*slot(p, e->word) = *e;
+				p->n_tab++;
+			}
+			free(old);
+		}
+	}
+}
+
+void pf_v8_unwind_stats(const struct pf_v8_unwind *u, struct pf_v8_unwind_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (unsigned b = 0; b < BUCKETS; b++) {
+		for (const struct proc *p = u->b[b]; p; p = p->next) {
+			out->unsupported += p->state == P_UNSUPPORTED;
+			if (p->state != P_V8)
+				continue;
+			out->processes++;
+			out->words += p->n_tab;
+			out->names_bytes += p->bytes + p->cap_tab * sizeof(struct name) +
+					    pf_v8_names_bytes(p->names);
+		}
+	}
+	out->named = u->named;
+	out->name_failed = u->name_failed;
+	for (unsigned k = 0; k < u->n_unsup; k++) {
+		unsigned at = (u->next_unsup + PF_V8_UNWIND_UNSUPPORTED_KEPT - u->n_unsup + k) %
+			      PF_V8_UNWIND_UNSUPPORTED_KEPT;
+		memcpy(out->unsupported_msg[k], u->unsup[at], sizeof(out->unsupported_msg[k]));
+	}
+	out->n_unsupported_msg = u->n_unsup;
+	memcpy(out->version, u->version, sizeof(out->version));
+}
