@@ -25,10 +25,29 @@ struct pf_v8_names {
 	struct pf_v8_file f;
 	bool scope_ok;
 	int32_t first_vars, ncontextlocals;
+	pf_v8_read_fn read;
+	void *read_ctx;
 	struct script sc[PF_V8_SCRIPTS];
 	unsigned next;
 	size_t bytes;
 };
+
+static int read_process(void *ctx, int pid, uint64_t addr, void *buf, size_t len)
+{
+	(void)ctx;
+	return pf_py_read_mem(pid, addr, buf, len);
+}
+
+void pf_v8_names_set_reader(struct pf_v8_names *n, pf_v8_read_fn fn, void *ctx)
+{
+	n->read = fn ? fn : read_process;
+	n->read_ctx = ctx;
+}
+
+static int rd(const struct pf_v8_names *n, int pid, uint64_t addr, void *buf, size_t len)
+{
+	return n->read(n->read_ctx, pid, addr, buf, len);
+}
 
 struct pf_v8_names *pf_v8_names_new(const struct pf_v8_file *f)
 {
@@ -36,6 +55,7 @@ struct pf_v8_names *pf_v8_names_new(const struct pf_v8_file *f)
 	if (!n)
 		return NULL;
 	n->f = *f;
+	n->read = read_process;
 	n->scope_ok = pf_v8_file_scope_info_ok(f) &&
 		      pf_v8_meta_get(&f->meta, "scopeinfo_idx_first_vars", &n->first_vars) &&
 		      pf_v8_meta_get(&f->meta, "scopeinfo_idx_ncontextlocals", &n->ncontextlocals);
@@ -72,15 +92,18 @@ static int64_t smi(const struct pf_v8_names *n, uint64_t v)
 	return (int64_t)v >> (n->f.meta.smi_tag_size + n->f.meta.smi_shift_size);
 }
 
-static int rd(int pid, uint64_t addr, void *buf, size_t len)
-{
-	return pf_py_read_mem(pid, addr, buf, len);
-}
 
 /* The tagged word at field off of the object at tagged address obj. */
 static int field(const struct pf_v8_names *n, int pid, uint64_t obj, int32_t off, uint64_t *v)
 {
-	return rd(pid, obj - (uint64_t)n->f.meta.heap_object_tag + (uint64_t)off, v, sizeof(*v));
+	return rd(n, pid, obj - (uint64_t)n->f.meta.heap_object_tag + (uint64_t)off, v, sizeof(*v));
+}
+
+/* True for the instance type of a String (below FirstNonstringType, outside IsNotStringMask). */
+static bool string_type(const struct pf_v8_names *n, unsigned type)
+{
+	return type < (unsigned)n->f.meta.first_nonstring_type &&
+	       !(type & (unsigned)n->f.meta.is_not_string_mask);
 }
 
 static int type_of(const struct pf_v8_names *n, int pid, uint64_t obj, unsigned *type)
@@ -92,16 +115,21 @@ static int type_of(const struct pf_v8_names *n, int pid, uint64_t obj, unsigned 
 		return rc;
 	if (!is_heap(n, map))
 		return -ENOENT;
-	rc = rd(pid, map - 1 + (uint64_t)n->f.meta.map_instance_type, &t, sizeof(t));
+	rc = rd(n, pid, map - 1 + (uint64_t)n->f.meta.map_instance_type, &t, sizeof(t));
 	*type = t;
 	return rc;
 }
 
-/* Appends the code point c as UTF-8 to out[*len, cap - 1). */
+/* Appends the code point c as UTF-8 to out[*len, cap - 1): a control character as '?', a lone
+ * surrogate (UTF-16 that no UTF-8 can hold) as U+FFFD. */
 static void put_utf8(char *out, size_t cap, size_t *len, unsigned c)
 {
 	char b[3];
 	size_t k;
+	if (c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0))
+		c = '?';
+	else if (c >= 0xd800 && c < 0xe000)
+		c = 0xfffd;
 	if (c < 0x80) {
 		b[0] = (char)c;
 		k = 1;
@@ -133,7 +161,7 @@ static int string_at(const struct pf_v8_names *n, int pid, uint64_t s, char *out
 	int rc = type_of(n, pid, s, &type);
 	if (rc < 0)
 		return rc;
-	if (type & (unsigned)m->is_not_string_mask)
+	if (!string_type(n, type))
 		return -ENOENT;
 	unsigned repr = type & (unsigned)m->string_repr_mask;
 	if (repr == (unsigned)m->cons_string_tag) {
@@ -153,7 +181,7 @@ static int string_at(const struct pf_v8_names *n, int pid, uint64_t s, char *out
 	if (repr != (unsigned)m->seq_string_tag)
 		return -ENOENT;
 	int32_t slen;
-	if ((rc = rd(pid, s - 1 + (uint64_t)m->string_length, &slen, sizeof(slen))) < 0)
+	if ((rc = rd(n, pid, s - 1 + (uint64_t)m->string_length, &slen, sizeof(slen))) < 0)
 		return rc;
 	if (slen < 0)
 		return -ENOENT;
@@ -162,7 +190,7 @@ static int string_at(const struct pf_v8_names *n, int pid, uint64_t s, char *out
 	uint8_t buf[2 * PF_V8_FILE_MAX];
 	if (want > PF_V8_FILE_MAX)
 		want = PF_V8_FILE_MAX;
-	if (want && (rc = rd(pid, s - 1 + (uint64_t)(one ? m->seq_one_chars : m->seq_two_chars),
+	if (want && (rc = rd(n, pid, s - 1 + (uint64_t)(one ? m->seq_one_chars : m->seq_two_chars),
 			     buf, want * (one ? 1 : 2))) < 0)
 		return rc;
 	for (size_t i = 0; i < want; i++)
@@ -193,7 +221,7 @@ static int scope_info(const struct pf_v8_names *n, int pid, uint64_t si, char *n
 	*start = -1;
 	if (n->first_vars + 1 > 16)
 		return -ENOENT;
-	if ((rc = rd(pid, si - 1, hdr, (size_t)(n->first_vars + 1) * 8)) < 0)
+	if ((rc = rd(n, pid, si - 1, hdr, (size_t)(n->first_vars + 1) * 8)) < 0)
 		return rc;
 	uint64_t fl = hdr[1], nl = hdr[1 + n->ncontextlocals];
 	if (!is_smi(n, fl) || !is_smi(n, nl) || smi(n, nl) < 0 || smi(n, nl) > 1 << 20)
@@ -202,7 +230,7 @@ static int scope_info(const struct pf_v8_names *n, int pid, uint64_t si, char *n
 	int64_t at = 1 + n->first_vars + (locals < SCOPE_INLINE_LOCALS ? 2 * locals : 1 + locals) +
 		     (flags >> 10 & 1);
 	uint64_t tail[5];
-	if ((rc = rd(pid, si - 1 + (uint64_t)at * 8, tail, sizeof(tail))) < 0)
+	if ((rc = rd(n, pid, si - 1 + (uint64_t)at * 8, tail, sizeof(tail))) < 0)
 		return rc;
 	unsigned k = 0;
 	name[0] = 0;
@@ -265,7 +293,7 @@ static struct script *script_lines(struct pf_v8_names *n, int pid, uint64_t sc)
 		uint64_t *raw = malloc((cnt ? cnt : 1) * 8);
 		uint32_t *ends = malloc((cnt ? cnt : 1) * sizeof(*ends));
 		if (!raw || !ends ||
-		    (cnt && rd(pid, le - 1 + (uint64_t)m->fixed_array_length + 8, raw, cnt * 8) < 0)) {
+		    (cnt && rd(n, pid, le - 1 + (uint64_t)m->fixed_array_length + 8, raw, cnt * 8) < 0)) {
 			free(raw);
 			free(ends);
 			return NULL;
@@ -276,20 +304,19 @@ static struct script *script_lines(struct pf_v8_names *n, int pid, uint64_t sc)
 		return script_new(n, sc, -1, ends, (uint32_t)cnt);
 	}
 	if (!m->script_source || field(n, pid, sc, m->script_source, &src) < 0 ||
-	    !is_heap(n, src) || type_of(n, pid, src, &type) < 0 ||
-	    (type & (unsigned)m->is_not_string_mask) ||
+	    !is_heap(n, src) || type_of(n, pid, src, &type) < 0 || !string_type(n, type) ||
 	    (type & (unsigned)m->string_repr_mask) != (unsigned)m->seq_string_tag ||
 	    (type & (unsigned)m->string_encoding_mask) != (unsigned)m->one_byte_string_tag)
 		return NULL;
 	int32_t len;
-	if (rd(pid, src - 1 + (uint64_t)m->string_length, &len, sizeof(len)) < 0 || len < 0 ||
+	if (rd(n, pid, src - 1 + (uint64_t)m->string_length, &len, sizeof(len)) < 0 || len < 0 ||
 	    (uint32_t)len > PF_V8_SOURCE_MAX)
 		return NULL;
 	struct script *s = script_slot(n, sc, len);
 	if (s)
 		return s;
 	char *text = malloc(len ? (size_t)len : 1);
-	if (!text || (len && rd(pid, src - 1 + (uint64_t)m->seq_one_chars, text, (size_t)len) < 0)) {
+	if (!text || (len && rd(n, pid, src - 1 + (uint64_t)m->seq_one_chars, text, (size_t)len) < 0)) {
 		free(text);
 		return NULL;
 	}
@@ -340,7 +367,7 @@ int pf_v8_names_resolve(struct pf_v8_names *n, int pid, uint64_t sfi, struct pf_
 	if ((rc = field(n, pid, sfi, m->sfi_name, &nsi)) < 0)
 		return rc;
 	if (is_heap(n, nsi) && type_of(n, pid, nsi, &type) == 0) {
-		if (!(type & (unsigned)m->is_not_string_mask))
+		if (string_type(n, type))
 			string_into(n, pid, nsi, out->name, sizeof(out->name));
 		else if (n->scope_ok && type == (unsigned)m->type_scope_info &&
 			 scope_info(n, pid, nsi, out->name, sizeof(out->name), &start) < 0)

@@ -45,6 +45,11 @@ void pf_v8_names_free(struct pf_v8_names *n);
  * from the reads. */
 int pf_v8_names_resolve(struct pf_v8_names *n, int pid, uint64_t sfi, struct pf_v8_frame *out);
 
+/* The reads of another process's memory (process_vm_readv by default): 0, or a negative
+ * errno (-EFAULT for an address that is not mapped). A fuzz driver reads from its input. */
+typedef int (*pf_v8_read_fn)(void *ctx, int pid, uint64_t addr, void *buf, size_t len);
+void pf_v8_names_set_reader(struct pf_v8_names *n, pf_v8_read_fn fn, void *ctx);
+
 /* The memory the script cache holds. */
 size_t pf_v8_names_bytes(const struct pf_v8_names *n);
 
