@@ -66,8 +66,9 @@ static void capture_maps(struct pf_sampler *s, uint32_t pid)
  * (and as many at the exit). Its first samples are walked by frame pointers. */
 #define UNWIND_LOAD_AFTER_MS 50
 
-/* V8: a node process is detected at its first unwind-table load (its maps are captured then),
- * its kernel entry written and its V8 code marked for the unwinder before the load. */
+/* V8: a node process is detected at its first unwind-table load (its maps are captured then;
+ * a process already looked at costs one lookup), its kernel entry written and its V8 code
+ * marked for the unwinder before the load. */
 static void v8_seen(struct pf_sampler *s, uint32_t pid)
 {
 	struct pf_bpf_v8_proc e;
@@ -107,8 +108,7 @@ static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
 	uint64_t t0 = sampler_setup_begin(s);
 	if (at)
 		pf_symbolizer_capture(s->sym, h->pid); /* the maps changed */
-	else
-		v8_seen(s, h->pid);
+	v8_seen(s, h->pid); /* at the first load; again after nodejs was turned back on */
 	int rc = pf_unwinder_load(s->unw, s->sym, h->pid);
 	sampler_setup_end(s, t0);
 	/* a full trie (-ENOSPC, -E2BIG) leaves the rest of the process to frame pointers; it is

@@ -770,6 +770,7 @@ static __always_inline long walk_user(struct bpf_perf_event_data *ctx, struct pf
 {
 	kb &= 0x3ff;
 	long ub = -1;
+	s->v8w.pending = 0; /* only this walk's stop may go on in v8_walk */
 	if (dwarf_unwind)
 		ub = walk_tables(ctx, s, pid, kb / 8, flags, sw);
 	if (ub < 0)
