@@ -2,7 +2,8 @@
  * on the machine's `node` ($PF_NODE, else /usr/bin/node), with a workload written here:
  *   hot.js   main -> jsOuter -> jsHot, jsHot a long loop (TurboFan-compiled after warm-up, in
  *            JIT memory), jsOuter and main left to the interpreter (frames in the node file's
- *            embedded builtins). A capture of it: >= 90% of its main thread's samples carry the
+ *            embedded builtins). A capture of it, and the continuous window of the same time
+ *            (the two sampling programs): >= 90% of its main thread's samples carry the
  *            JS frames jsHot, jsOuter, main in that order (leaf first), typed v8js, named with
  *            hot.js and jsHot's line; below them the native frames of node's own start
  *            (the walk handed back to the tables and reached _start).
@@ -104,9 +105,11 @@ static void poll_for(struct pf_sampler *s, uint64_t ms)
 		assert_true(pf_sampler_poll(s, 50) >= 0);
 }
 
-/* A capture at 299 Hz of pid for ms, after a second of continuous sampling (detection, unwind
- * tables, TurboFan); nodejs sets profiling.interpreters.nodejs. pid is killed after. */
-static struct pf_prof_window *capture(pid_t pid, uint64_t ms, bool nodejs)
+/* A capture at 299 Hz of pid for ms, after 1.5 s of continuous sampling (detection, unwind
+ * tables, TurboFan); nodejs sets profiling.interpreters.nodejs. The continuous window of the
+ * same time (do_sample's records, 99 Hz) into *cont when not NULL. pid is killed after. */
+static struct pf_prof_window *capture(pid_t pid, uint64_t ms, bool nodejs,
+				      struct pf_prof_window **cont)
 {
 	struct pf_profcfg *cfg = ebpf_config(
 		"profiling:\n  sampling: {frequency_hz: 99, duration_seconds: 30}\n"
@@ -122,12 +125,15 @@ static struct pf_prof_window *capture(pid_t pid, uint64_t ms, bool nodejs)
 		fail_msg("sampler: %s", err.msg);
 	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
 	poll_for(s, 1500);
+	pf_prof_window_free(pf_sampler_close_window(s, &err));
 	uint32_t pids[1] = {(uint32_t)pid};
 	assert_int_equal(pf_sampler_capture_start(s, 0, 299, pids, 1, &err), 0);
 	poll_for(s, ms);
 	struct pf_prof_window *w = pf_sampler_capture_stop(s, 0, &err);
 	if (!w)
 		fail_msg("capture: %s", err.msg);
+	if (cont)
+		assert_non_null(*cont = pf_sampler_close_window(s, &err));
 	struct pf_sampler_stats st;
 	assert_int_equal(pf_sampler_stats(s, &st), 0);
 	char status[512];
@@ -212,9 +218,16 @@ static void test_chain(void **state)
 	char script[128];
 	write_script("hot.js", hot_js, script, sizeof(script));
 	pid_t pid = spawn_node(script, 10);
-	struct pf_prof_window *w = capture(pid, 3000, true);
+	struct pf_prof_window *cont = NULL;
+	struct pf_prof_window *w = capture(pid, 3000, true, &cont);
 	static const char *const want[] = {"jsHot", "jsOuter", "main"};
 	uint64_t match, total;
+	count_chain(cont, pid, want, 3, script, &match, &total);
+	print_message("hot.js, continuous window: %lu of %lu main-thread samples carry the chain\n",
+		      (unsigned long)match, (unsigned long)total);
+	assert_true(total >= 50);
+	assert_true(match * 100 >= total * 90);
+	pf_prof_window_free(cont);
 	count_chain(w, pid, want, 3, script, &match, &total);
 	print_message("hot.js: %lu of %lu main-thread samples carry jsHot <- jsOuter <- main\n",
 		      (unsigned long)match, (unsigned long)total);
@@ -248,7 +261,7 @@ static void test_builtin_between(void **state)
 	char script[128];
 	write_script("sort.js", sort_js, script, sizeof(script));
 	pid_t pid = spawn_node(script, 10);
-	struct pf_prof_window *w = capture(pid, 3000, true);
+	struct pf_prof_window *w = capture(pid, 3000, true, NULL);
 	static const char *const want[] = {"jsCompare", "jsSorter"};
 	uint64_t match, total;
 	count_chain(w, pid, want, 2, script, &match, &total);
@@ -265,7 +278,7 @@ static void test_off(void **state)
 	char script[128];
 	write_script("hot.js", hot_js, script, sizeof(script));
 	pid_t pid = spawn_node(script, 10);
-	struct pf_prof_window *w = capture(pid, 1500, false);
+	struct pf_prof_window *w = capture(pid, 1500, false, NULL);
 	const struct pf_prof_process *p = proc_of(w, pid);
 	assert_non_null(p);
 	for (size_t i = 0; i < p->n_frames; i++)
