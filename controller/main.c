@@ -153,14 +153,16 @@ int main(int argc, char **argv)
 		pf_log_error("cannot start the profile query threads: %s", err.msg);
 		goto out;
 	}
-	/* The OTLP receiver: decode, re-encode, gzip and flame forms on two writer threads
-	 * (in parallel), each insert in its own transaction (SQLite serializes the commits).
+	/* The OTLP receiver: decode and prepare on two writer threads (in parallel); each
+	 * writer takes the requests queued together and stores them in one transaction (group
+	 * commit: one fsync for the lot; SQLite serializes the commits).
 	 * Bounded by count and by the bytes of the waiting request bodies, so that a burst of
 	 * agents ending a capture together waits instead of being refused. */
 	struct pf_qpool_options io = {.db_path = dbpath, .writer = true,
 				      .threads = PF_INGEST_THREADS,
 				      .max_queued = PF_INGEST_MAX_QUEUED,
 				      .max_queued_bytes = PF_INGEST_MAX_QUEUED_BYTES,
+				      .batch_max = PF_INGEST_BATCH,
 				      .retention = &pret,
 				      /* the sender checks read tokens and captures */
 				      .fleet_url = cfg.store_url};

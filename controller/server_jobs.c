@@ -121,35 +121,56 @@ static void api_job_run(struct pf_qjob *b, struct pf_store *st)
 	pf_api_response_release(&resp);
 }
 
-/* On the receiver's writer, with its synchronous=FULL connection (retention set). */
+/* On the receiver's writer, with its synchronous=FULL connection (retention set): the jobs
+ * the writer took together, their profiles in one transaction (group commit), each answered
+ * after that commit. */
+static void ingest_jobs_run(struct pf_qjob **b, size_t n, struct pf_store *st)
+{
+	struct pf_profstore_request q[PF_QPOOL_MAX_BATCH];
+	struct pf_profstore_result res[PF_QPOOL_MAX_BATCH];
+	struct pf_buf out[PF_QPOOL_MAX_BATCH];
+	char uid_text[PF_QPOOL_MAX_BATCH][37];
+	int64_t now_ms = pf_server_now_ms();
+
+	n = pf_min(n, (size_t)PF_QPOOL_MAX_BATCH);
+	for (size_t i = 0; i < n; i++) {
+		struct ingest_job *j = lws_container_of(b[i], struct ingest_job, sj.base);
+		q[i] = (struct pf_profstore_request){
+		    .body = j->body.data,
+		    .len = j->body.len,
+		    .gzip = j->gzip,
+		    .content_type = j->ctype_in[0] ? j->ctype_in : NULL,
+		    .max_bytes = j->max_bytes,
+		    .now_ms = now_ms,
+		};
+		pf_server_upload_identity(&q[i], j->cred_bound ? j->cred_uid : NULL, uid_text[i]);
+		memset(&res[i], 0, sizeof(res[i]));
+		pf_buf_init(&out[i], 1 << 20);
+	}
+	if (!st) {
+		for (size_t i = 0; i < n; i++) {
+			res[i].status = 503;
+			pf_profstore_encode_status(14 /* UNAVAILABLE */, "no store connection",
+						   &out[i]);
+		}
+	} else {
+		pf_profstore_ingest_batch(st, q, n, res, out);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct ingest_job *j = lws_container_of(b[i], struct ingest_job, sj.base);
+		/* on -ENOMEM the requests without an answer say 500 (no body) */
+		srv_job_answer(&j->sj, res[i].status ? res[i].status : 500,
+			       "application/x-protobuf", out[i].data, out[i].len);
+		if (res[i].status != 200)
+			snprintf(j->sj.note, sizeof(j->sj.note), "%s", res[i].message);
+		pf_buf_release(&out[i]);
+		pf_buf_release(&j->body); /* early: the answer may wait for the loop */
+	}
+}
+
 static void ingest_job_run(struct pf_qjob *b, struct pf_store *st)
 {
-	struct ingest_job *j = lws_container_of(b, struct ingest_job, sj.base);
-	struct pf_profstore_request q = {
-	    .body = j->body.data,
-	    .len = j->body.len,
-	    .gzip = j->gzip,
-	    .content_type = j->ctype_in[0] ? j->ctype_in : NULL,
-	    .max_bytes = j->max_bytes,
-	    .now_ms = pf_server_now_ms(),
-	};
-	char uid_text[37];
-	pf_server_upload_identity(&q, j->cred_bound ? j->cred_uid : NULL, uid_text);
-	struct pf_profstore_result res = {0};
-	struct pf_buf out;
-	pf_buf_init(&out, 1 << 20);
-	if (!st) {
-		pf_profstore_encode_status(14 /* UNAVAILABLE */, "no store connection", &out);
-		srv_job_answer(&j->sj, 503, "application/x-protobuf", out.data, out.len);
-	} else if (pf_profstore_ingest(st, &q, &res, &out) < 0) {
-		srv_job_answer(&j->sj, 500, "application/x-protobuf", NULL, 0);
-	} else {
-		srv_job_answer(&j->sj, res.status, "application/x-protobuf", out.data, out.len);
-		if (res.status != 200)
-			snprintf(j->sj.note, sizeof(j->sj.note), "%s", res.message);
-	}
-	pf_buf_release(&out);
-	pf_buf_release(&j->body); /* early: the answer may wait for the loop */
+	ingest_jobs_run(&b, 1, st);
 }
 
 /* Submits j for r to pool. 0 when queued (r waits for pf_server_jobs_drain()); -EAGAIN when
@@ -211,6 +232,7 @@ int pf_server_jobs_ingest(struct pf_server_jobs *js, struct pf_qpool *pool, stru
 	j->max_bytes = js->max_message_bytes;
 	j->cred_bound = r->cred_bound;
 	memcpy(j->cred_uid, r->cred_uid, sizeof(j->cred_uid));
+	j->sj.base.run_batch = ingest_jobs_run;
 	int rc = submit_job(js, pool, wsi, r, &j->sj, ingest_job_run, ingest_job_free);
 	if (rc < 0) {
 		free(j); /* the body still belongs to r */

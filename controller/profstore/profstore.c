@@ -364,88 +364,91 @@ static bool is_protobuf(const char *ct)
 	       (ct[22] == 0 || ct[22] == ';' || ct[22] == ' ');
 }
 
-int pf_profstore_ingest(struct pf_store *st, const struct pf_profstore_request *req,
-			struct pf_profstore_result *res, struct pf_buf *resp)
+/* One request of a batch between its decode and its answer. */
+struct staged {
+	struct pf_prof_window *w;
+	struct prep *preps;
+	size_t n_prep;
+	struct pf_buf plain;
+	char why[200];
+	bool store; /* decoded and checked: rows to insert (n_prep may be 0), answer later */
+};
+
+static void staged_release(struct staged *sg)
+{
+	for (size_t i = 0; i < sg->n_prep; i++)
+		prep_release(&sg->preps[i]);
+	free(sg->preps);
+	pf_prof_window_free(sg->w);
+	pf_buf_release(&sg->plain);
+	memset(sg, 0, sizeof(*sg));
+}
+
+/* Decodes, checks and prepares one request. 0 with sg->store set: its rows wait for the
+ * insert; 0 without: answered already (an error); -ENOMEM: not even the answer was built. */
+static int stage(struct pf_store *st, const struct pf_profstore_request *req,
+		 struct pf_profstore_result *res, struct pf_buf *resp, struct staged *sg)
 {
 	size_t max = req->max_bytes ? req->max_bytes : PF_PROFSTORE_DEFAULT_MAX_BYTES;
 	const uint8_t *data = req->body ? req->body : (const uint8_t *)"";
 	size_t len = req->body ? req->len : 0;
 	struct pf_error err = {0};
-	struct pf_prof_window *w = NULL;
-	struct prep *preps = NULL;
-	struct pf_buf plain;
-	size_t n_prep = 0;
-	char why[200] = "";
 	int rc;
 
 	memset(res, 0, sizeof(*res));
-	pf_buf_init(&plain, max);
-	if (!is_protobuf(req->content_type)) {
-		rc = answer_status(res, resp, 415, RPC_INVALID_ARGUMENT,
-				   "unsupported Content-Type '%s': this receiver takes "
-				   "application/x-protobuf",
-				   req->content_type ? req->content_type : "");
-		goto out;
-	}
-	if (len > max) {
-		rc = answer_status(res, resp, 413, RPC_RESOURCE_EXHAUSTED,
-				   "request body over the %zu byte limit", max);
-		goto out;
-	}
+	pf_buf_init(&sg->plain, max);
+	if (!is_protobuf(req->content_type))
+		return answer_status(res, resp, 415, RPC_INVALID_ARGUMENT,
+				     "unsupported Content-Type '%s': this receiver takes "
+				     "application/x-protobuf",
+				     req->content_type ? req->content_type : "");
+	if (len > max)
+		return answer_status(res, resp, 413, RPC_RESOURCE_EXHAUSTED,
+				     "request body over the %zu byte limit", max);
 	if (req->gzip) {
-		rc = pf_gzip_decompress(data, len, max, &plain);
-		if (rc == -E2BIG) {
-			rc = answer_status(res, resp, 413, RPC_RESOURCE_EXHAUSTED,
-					   "request over the %zu byte limit after decompression", max);
-			goto out;
-		}
-		if (rc < 0) {
-			rc = answer_status(res, resp, rc == -ENOMEM ? 500 : 400,
-					   rc == -ENOMEM ? RPC_INTERNAL : RPC_INVALID_ARGUMENT,
-					   "%s", rc == -ENOMEM ? "out of memory"
-							       : "body is not valid gzip");
-			goto out;
-		}
-		data = plain.data ? plain.data : (const uint8_t *)"";
-		len = plain.len;
+		rc = pf_gzip_decompress(data, len, max, &sg->plain);
+		if (rc == -E2BIG)
+			return answer_status(res, resp, 413, RPC_RESOURCE_EXHAUSTED,
+					     "request over the %zu byte limit after decompression",
+					     max);
+		if (rc < 0)
+			return answer_status(res, resp, rc == -ENOMEM ? 500 : 400,
+					     rc == -ENOMEM ? RPC_INTERNAL : RPC_INVALID_ARGUMENT,
+					     "%s", rc == -ENOMEM ? "out of memory"
+								 : "body is not valid gzip");
+		data = sg->plain.data ? sg->plain.data : (const uint8_t *)"";
+		len = sg->plain.len;
 	}
 	/* The decoder's cap covers the protobuf-c message tree and the window built from it. */
-	rc = pf_otlp_profiles_decode(data, len, pf_max(max, (size_t)1 << 20) * 4, &w, &err);
-	if (rc == -E2BIG) {
-		rc = answer_status(res, resp, 413, RPC_RESOURCE_EXHAUSTED,
-				   "profiles too large to decode: %s", err.msg);
-		goto out;
-	}
-	if (rc == -ENOMEM) {
-		rc = answer_status(res, resp, 500, RPC_INTERNAL, "%s", "out of memory");
-		goto out;
-	}
-	if (rc < 0) {
-		rc = answer_status(res, resp, 400, RPC_INVALID_ARGUMENT,
-				   "undecodable ExportProfilesServiceRequest: %s",
-				   err.msg[0] ? err.msg : "malformed");
-		goto out;
-	}
+	rc = pf_otlp_profiles_decode(data, len, pf_max(max, (size_t)1 << 20) * 4, &sg->w, &err);
+	pf_buf_release(&sg->plain); /* the window holds copies */
+	if (rc == -E2BIG)
+		return answer_status(res, resp, 413, RPC_RESOURCE_EXHAUSTED,
+				     "profiles too large to decode: %s", err.msg);
+	if (rc == -ENOMEM)
+		return answer_status(res, resp, 500, RPC_INTERNAL, "%s", "out of memory");
+	if (rc < 0)
+		return answer_status(res, resp, 400, RPC_INVALID_ARGUMENT,
+				     "undecodable ExportProfilesServiceRequest: %s",
+				     err.msg[0] ? err.msg : "malformed");
+	const struct pf_prof_window *w = sg->w;
 	for (size_t i = 0; req->check && i < w->n_processes; i++) {
 		const struct pf_prof_process *p = &w->processes[i];
 		rc = req->check(req->check_ud, st, attr(p, PF_PROFSTORE_AGENT_ATTR),
-				attr(p, PF_PROFSTORE_CAPTURE_ATTR), why, sizeof(why));
-		if (rc < 0) {
-			rc = rc == -EACCES ? answer_status(res, resp, 403, RPC_PERMISSION_DENIED,
-							   "profile %zu: %s", i, why)
-					   : answer_status(res, resp, 503, RPC_UNAVAILABLE,
-							   "checking the sender: %s",
-							   pf_store_last_error(st));
-			goto out;
-		}
+				attr(p, PF_PROFSTORE_CAPTURE_ATTR), sg->why, sizeof(sg->why));
+		if (rc < 0)
+			return rc == -EACCES ? answer_status(res, resp, 403, RPC_PERMISSION_DENIED,
+							     "profile %zu: %s", i, sg->why)
+					     : answer_status(res, resp, 503, RPC_UNAVAILABLE,
+							     "checking the sender: %s",
+							     pf_store_last_error(st));
 	}
-	preps = calloc(w->n_processes ? w->n_processes : 1, sizeof(*preps));
-	if (!preps) {
-		rc = answer_status(res, resp, 500, RPC_INTERNAL, "%s", "out of memory");
-		goto out;
-	}
+	sg->why[0] = 0;
+	sg->preps = calloc(w->n_processes ? w->n_processes : 1, sizeof(*sg->preps));
+	if (!sg->preps)
+		return answer_status(res, resp, 500, RPC_INTERNAL, "%s", "out of memory");
 	for (size_t i = 0; i < w->n_processes; i++) {
-		struct prep *pp = &preps[n_prep];
+		struct prep *pp = &sg->preps[sg->n_prep];
 		struct pf_error e = {0};
 		pf_buf_init(&pp->body, PF_PROFSTORE_LOAD_MAX_BYTES);
 		pf_buf_init(&pp->flame, PF_PROFSTORE_FLAME_MAX_BYTES);
@@ -453,62 +456,156 @@ int pf_profstore_ingest(struct pf_store *st, const struct pf_profstore_request *
 		if (rc == 0) {
 			if (!*pp->row.agent && req->agent_uid)
 				pp->row.agent = req->agent_uid;
-			n_prep++;
+			sg->n_prep++;
 			continue;
 		}
 		prep_release(pp);
 		memset(pp, 0, sizeof(*pp));
-		if (rc == -ENOMEM) {
-			rc = answer_status(res, resp, 500, RPC_INTERNAL, "%s", "out of memory");
-			goto out;
-		}
+		if (rc == -ENOMEM)
+			return answer_status(res, resp, 500, RPC_INTERNAL, "%s", "out of memory");
 		res->rejected++;
-		if (!why[0])
-			snprintf(why, sizeof(why), "profile %zu (pid %u): %.150s", i,
+		if (!sg->why[0])
+			snprintf(sg->why, sizeof(sg->why), "profile %zu (pid %u): %.150s", i,
 				 w->processes[i].pid,
 				 rc == -ENODATA ? "no samples" : e.msg[0] ? e.msg : "not storable");
 	}
-	if (n_prep) {
-		struct pf_profile_row *rows = calloc(n_prep, sizeof(*rows));
-		struct pf_profile_retention ret;
-		if (!rows) {
-			rc = answer_status(res, resp, 500, RPC_INTERNAL, "%s", "out of memory");
-			goto out;
-		}
-		for (size_t i = 0; i < n_prep; i++)
-			rows[i] = preps[i].row;
-		pf_store_profiles_get_retention(st, &ret);
-		rc = pf_store_profiles_insert(st, rows, n_prep, &ret, req->now_ms, &res->deleted);
-		for (size_t i = 0; rc == 0 && i < n_prep; i++)
-			if (rows[i].duplicate) {
-				res->duplicates++;
-				preps[i].row.samples = 0; /* counted when first stored */
-			}
-		free(rows);
-		if (rc < 0) {
-			rc = answer_status(res, resp, 503, RPC_UNAVAILABLE, "profile store: %s",
-					   pf_store_last_error(st));
-			goto out;
-		}
-		res->accepted = n_prep;
-		for (size_t i = 0; i < n_prep; i++)
-			res->samples += (uint64_t)preps[i].row.samples;
+	sg->store = true;
+	return 0;
+}
+
+/* Inserts a staged request's rows (in the open batch when there is one). 0 when stored, or
+ * the insert failed and res/resp say so (503); -ENOMEM when that answer could not be built. */
+static int store_rows(struct pf_store *st, const struct pf_profstore_request *req,
+		      struct pf_profstore_result *res, struct pf_buf *resp, struct staged *sg)
+{
+	struct pf_profile_retention ret;
+	int rc;
+
+	if (!sg->n_prep)
+		return 0;
+	struct pf_profile_row *rows = calloc(sg->n_prep, sizeof(*rows));
+	if (!rows) {
+		sg->store = false;
+		return answer_status(res, resp, 500, RPC_INTERNAL, "%s", "out of memory");
 	}
+	for (size_t i = 0; i < sg->n_prep; i++)
+		rows[i] = sg->preps[i].row;
+	pf_store_profiles_get_retention(st, &ret);
+	rc = pf_store_profiles_insert(st, rows, sg->n_prep, &ret, req->now_ms, &res->deleted);
+	for (size_t i = 0; rc == 0 && i < sg->n_prep; i++)
+		if (rows[i].duplicate) {
+			res->duplicates++;
+			sg->preps[i].row.samples = 0; /* counted when first stored */
+		}
+	free(rows);
+	if (rc < 0) {
+		sg->store = false;
+		res->duplicates = 0;
+		return answer_status(res, resp, 503, RPC_UNAVAILABLE, "profile store: %s",
+				     pf_store_last_error(st));
+	}
+	return 0;
+}
+
+/* The answer of a stored request: 200, with partial success when some were rejected. */
+static int answer_stored(struct pf_profstore_result *res, struct pf_buf *resp,
+			 const struct staged *sg)
+{
+	res->accepted = sg->n_prep;
+	res->samples = 0;
+	for (size_t i = 0; i < sg->n_prep; i++)
+		res->samples += (uint64_t)sg->preps[i].row.samples;
 	res->status = 200;
 	if (res->rejected)
 		snprintf(res->message, sizeof(res->message), "%zu of %zu profiles rejected: %.200s",
-			 res->rejected, w->n_processes, why);
-	rc = pf_profstore_encode_response((int64_t)res->rejected,
-					  res->rejected ? res->message : NULL, resp) < 0
-		 ? -ENOMEM
-		 : 0;
-out:
-	for (size_t i = 0; i < n_prep; i++)
-		prep_release(&preps[i]);
-	free(preps);
-	pf_prof_window_free(w);
-	pf_buf_release(&plain);
+			 res->rejected, sg->w->n_processes, sg->why);
+	return pf_profstore_encode_response((int64_t)res->rejected,
+					    res->rejected ? res->message : NULL, resp) < 0
+		   ? -ENOMEM
+		   : 0;
+}
+
+/* A request whose answer could not be built: 500 without a body. */
+static int failed(struct pf_profstore_result *res, struct pf_buf *resp)
+{
+	res->status = 500;
+	pf_buf_reset(resp);
+	return -ENOMEM;
+}
+
+int pf_profstore_ingest_batch(struct pf_store *st, const struct pf_profstore_request *reqs,
+			      size_t n, struct pf_profstore_result *res, struct pf_buf *resps)
+{
+	struct staged *sg = calloc(n ? n : 1, sizeof(*sg));
+	size_t with_rows = 0;
+	int64_t now_ms = 0;
+	int rc = 0, r;
+
+	if (!sg)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		r = stage(st, &reqs[i], &res[i], &resps[i], &sg[i]);
+		if (r < 0)
+			rc = failed(&res[i], &resps[i]);
+		if (sg[i].store && sg[i].n_prep)
+			with_rows++;
+		now_ms = pf_max(now_ms, reqs[i].now_ms);
+	}
+	/* More than one request with rows: one transaction for all (group commit). */
+	bool batch = with_rows > 1 && pf_store_profiles_batch_begin(st) == 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!sg[i].store)
+			continue;
+		if (with_rows > 1 && !batch) {
+			sg[i].store = false;
+			r = answer_status(&res[i], &resps[i], 503, RPC_UNAVAILABLE,
+					  "profile store: %s", pf_store_last_error(st));
+		} else {
+			r = store_rows(st, &reqs[i], &res[i], &resps[i], &sg[i]);
+		}
+		if (r < 0)
+			rc = failed(&res[i], &resps[i]);
+	}
+	if (batch) {
+		struct pf_profile_retention ret;
+		size_t deleted = 0;
+		pf_store_profiles_get_retention(st, &ret);
+		if (pf_store_profiles_batch_end(st, &ret, now_ms, &deleted) < 0) {
+			/* nothing of the batch is stored: every request it held is unavailable */
+			for (size_t i = 0; i < n; i++) {
+				if (!sg[i].store || !sg[i].n_prep)
+					continue;
+				sg[i].store = false;
+				pf_buf_reset(&resps[i]);
+				size_t rejected = res[i].rejected;
+				memset(&res[i], 0, sizeof(res[i]));
+				res[i].rejected = rejected;
+				r = answer_status(&res[i], &resps[i], 503, RPC_UNAVAILABLE,
+						  "profile store: %s", pf_store_last_error(st));
+				if (r < 0)
+					rc = failed(&res[i], &resps[i]);
+			}
+		} else {
+			for (size_t i = 0; i < n; i++)
+				if (sg[i].store && sg[i].n_prep) {
+					res[i].deleted = deleted; /* the batch's, on its first */
+					deleted = 0;
+				}
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (sg[i].store && answer_stored(&res[i], &resps[i], &sg[i]) < 0)
+			rc = failed(&res[i], &resps[i]);
+		staged_release(&sg[i]);
+	}
+	free(sg);
 	return rc;
+}
+
+int pf_profstore_ingest(struct pf_store *st, const struct pf_profstore_request *req,
+			struct pf_profstore_result *res, struct pf_buf *resp)
+{
+	return pf_profstore_ingest_batch(st, req, 1, res, resp);
 }
 
 int pf_profstore_load(struct pf_store *st, int64_t id, struct pf_prof_window **out,

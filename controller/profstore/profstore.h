@@ -56,6 +56,9 @@ struct pf_store;
 #define PF_INGEST_THREADS 2
 #define PF_INGEST_MAX_QUEUED 256
 #define PF_INGEST_MAX_QUEUED_BYTES ((size_t)64 << 20)
+/* Requests a writer takes from the queue at once and stores in one transaction (group
+ * commit, pf_profstore_ingest_batch): under load one commit (one fsync) serves many. */
+#define PF_INGEST_BATCH 32
 #define PF_PROFSTORE_AGENT_ATTR "profleet.agent.uid"
 /* Resource attributes indexed for ?capture_id= and ?trigger= (docs/capture-protocol.md). */
 #define PF_PROFSTORE_CAPTURE_ATTR "profleet.capture.id"
@@ -94,6 +97,13 @@ struct pf_profstore_result {
  * be built (answer 500 then). */
 int pf_profstore_ingest(struct pf_store *st, const struct pf_profstore_request *req,
 			struct pf_profstore_result *res, struct pf_buf *resp);
+/* The same for n requests, answered as each alone would be (res[i], resps[i]), with the
+ * profiles of all of them in one transaction (store.h, group commit): one commit for the
+ * batch, and no answer says 200 before that commit. A request that fails to insert is
+ * answered 503 and leaves the others in; a failed commit answers 503 to every request that
+ * had profiles. -ENOMEM when some answer could not be built (that one answers 500). */
+int pf_profstore_ingest_batch(struct pf_store *st, const struct pf_profstore_request *reqs,
+			      size_t n, struct pf_profstore_result *res, struct pf_buf *resps);
 
 /* Loads the stored profile `id` into a new window (free with pf_prof_window_free).
  * -ENOENT, -EBADMSG for a body that no longer decodes, -E2BIG, -ENOMEM, -EIO; err says. */

@@ -15,13 +15,15 @@ struct worker {
 	pthread_t thread;
 	bool started;
 	struct pf_store *st;
-	struct pf_qjob *running; /* under pool->mu */
+	struct pf_qjob *running[PF_QPOOL_MAX_BATCH]; /* under pool->mu */
+	size_t n_running;
 };
 
 struct pf_qpool {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	bool stopping;
+	size_t batch_max;
 	size_t max_queued;
 	size_t max_queued_bytes;
 	struct pf_qjob *wait_head, *wait_tail;
@@ -81,10 +83,30 @@ static struct pf_qjob *unlink_handle(struct pf_qjob **head, struct pf_qjob **tai
 	return NULL;
 }
 
+/* Under p->mu: takes the next waiting job and, when it has run_batch, those queued right
+ * behind it with the same run_batch (up to batch_max), into w->running. */
+static void take_jobs(struct pf_qpool *p, struct worker *w)
+{
+	struct pf_qjob *j = pop(&p->wait_head, &p->wait_tail);
+	w->n_running = 0;
+	for (;;) {
+		p->stats.waiting--;
+		p->stats.waiting_bytes -= j->cost;
+		p->stats.running++;
+		w->running[w->n_running++] = j;
+		struct pf_qjob *next = p->wait_head;
+		if (!j->run_batch || w->n_running >= p->batch_max || !next ||
+		    next->run_batch != j->run_batch)
+			break;
+		j = pop(&p->wait_head, &p->wait_tail);
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct pf_qpool *p = w->pool;
+	struct pf_qjob *jobs[PF_QPOOL_MAX_BATCH];
 
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
@@ -92,34 +114,41 @@ static void *worker_main(void *arg)
 			pthread_cond_wait(&p->cv, &p->mu);
 		if (p->stopping)
 			break;
-		struct pf_qjob *j = pop(&p->wait_head, &p->wait_tail);
-		p->stats.waiting--;
-		p->stats.waiting_bytes -= j->cost;
-		p->stats.running++;
-		w->running = j;
+		take_jobs(p, w);
+		size_t n = w->n_running;
+		memcpy(jobs, w->running, n * sizeof(jobs[0]));
 		pthread_mutex_unlock(&p->mu);
 
-		j->started_us = mono_us();
-		j->run(j, w->st);
-		j->done_us = mono_us();
+		int64_t t = mono_us();
+		for (size_t i = 0; i < n; i++)
+			jobs[i]->started_us = t;
+		if (n > 1 || jobs[0]->run_batch)
+			jobs[0]->run_batch(jobs, n, w->st);
+		else
+			jobs[0]->run(jobs[0], w->st);
+		t = mono_us();
 
 		pthread_mutex_lock(&p->mu);
-		w->running = NULL;
-		p->stats.running--;
-		p->stats.completed++;
-		if (j->forgotten) {
-			p->stats.dropped++;
-			/* Its requester is gone: freed here, never delivered. */
-			pthread_mutex_unlock(&p->mu);
-			j->free(j);
-			pthread_mutex_lock(&p->mu);
-			continue;
+		w->n_running = 0;
+		for (size_t i = 0; i < n; i++) {
+			struct pf_qjob *j = jobs[i];
+			j->done_us = t;
+			p->stats.running--;
+			p->stats.completed++;
+			if (j->forgotten) {
+				p->stats.dropped++;
+				/* Its requester is gone: freed here, never delivered. */
+				pthread_mutex_unlock(&p->mu);
+				j->free(j);
+				pthread_mutex_lock(&p->mu);
+				continue;
+			}
+			push(&p->done_head, &p->done_tail, j);
+			p->stats.done++;
+			/* Called with the lock held so that set_notify(NULL) is a barrier. */
+			if (p->notify)
+				p->notify(p->notify_ud);
 		}
-		push(&p->done_head, &p->done_tail, j);
-		p->stats.done++;
-		/* Called with the lock held so that set_notify(NULL) is a barrier. */
-		if (p->notify)
-			p->notify(p->notify_ud);
 	}
 	pthread_mutex_unlock(&p->mu);
 	return NULL;
@@ -144,6 +173,7 @@ struct pf_qpool *pf_qpool_start(const struct pf_qpool_options *opt, struct pf_er
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
 	p->max_queued = opt->max_queued ? opt->max_queued : PF_QPOOL_DEFAULT_QUEUE;
+	p->batch_max = opt->batch_max > 1 ? pf_min(opt->batch_max, PF_QPOOL_MAX_BATCH) : 1;
 	p->max_queued_bytes = opt->max_queued_bytes;
 	p->n_workers = n;
 	for (unsigned i = 0; i < n; i++) {
@@ -277,8 +307,9 @@ void pf_qpool_forget(struct pf_qpool *p, uint64_t handle)
 		p->stats.done--;
 	} else {
 		for (unsigned i = 0; i < p->n_workers; i++)
-			if (p->workers[i].running && p->workers[i].running->handle == handle)
-				p->workers[i].running->forgotten = true; /* freed by its worker */
+			for (size_t k = 0; k < p->workers[i].n_running; k++)
+				if (p->workers[i].running[k]->handle == handle)
+					p->workers[i].running[k]->forgotten = true; /* its worker frees it */
 	}
 	if (drop)
 		p->stats.dropped++;

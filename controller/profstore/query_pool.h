@@ -42,12 +42,17 @@ struct pf_store;
 #define PF_QPOOL_DEFAULT_THREADS 2
 #define PF_QPOOL_MAX_THREADS 16
 #define PF_QPOOL_DEFAULT_QUEUE 16 /* jobs waiting for a worker (running ones not counted) */
+#define PF_QPOOL_MAX_BATCH 64
 
 struct pf_qjob {
 	uint64_t handle; /* the caller's; non-zero, unique among the pool's live jobs */
 	/* Runs on a worker; st is the worker's read-only connection (NULL when the pool was
 	 * started without a database). */
 	void (*run)(struct pf_qjob *job, struct pf_store *st);
+	/* Optional, on a pool with batch_max > 1: runs jobs[0..n) together (the receiver's
+	 * group commit); a worker that takes a job with run_batch also takes the jobs queued
+	 * right behind it with the same run_batch, up to batch_max. */
+	void (*run_batch)(struct pf_qjob **jobs, size_t n, struct pf_store *st);
 	void (*free)(struct pf_qjob *job);
 	/* Bytes the job holds while it waits (its request body), counted against
 	 * max_queued_bytes; 0 when not counted. */
@@ -75,6 +80,9 @@ struct pf_qpool_options {
 	/* Bound on the summed cost of the waiting jobs (0 = none): a job that would pass it is
 	 * refused with -EAGAIN unless nothing waits (one job of any size may always wait). */
 	size_t max_queued_bytes;
+	/* Jobs with run_batch a worker takes at once: 0 or 1 = one at a time, at most
+	 * PF_QPOOL_MAX_BATCH. */
+	unsigned batch_max;
 };
 
 struct pf_qpool_stats {

@@ -387,6 +387,18 @@ int pf_store_profiles_insert(struct pf_store *st, struct pf_profile_row *rows, s
 			     const struct pf_profile_retention *ret, int64_t now_ms,
 			     size_t *deleted);
 
+/* Group commit: between batch_begin and batch_end every pf_store_profiles_insert() call on
+ * this connection runs in one BEGIN IMMEDIATE transaction, each call all or nothing inside it
+ * (a savepoint: a call that fails leaves the others in), without its retention; batch_end
+ * applies ret once (as an insert would) and commits: one commit, one fsync for the batch.
+ * Nothing of the batch is durable or visible to other connections before batch_end returns
+ * 0; when it fails, nothing of the batch is stored. batch_open says whether a batch is open
+ * (false too once SQLite ended its transaction on an error: end it, it fails). */
+int pf_store_profiles_batch_begin(struct pf_store *st);
+bool pf_store_profiles_batch_open(struct pf_store *st);
+int pf_store_profiles_batch_end(struct pf_store *st, const struct pf_profile_retention *ret,
+				int64_t now_ms, size_t *deleted);
+
 /* Deletes, oldest first, profiles received before now_ms - max_age_ms and then while the
  * total exceeds max_bytes, at most max_rows of them in one transaction (bounded work: call
  * again while it returns 1). 0 when nothing more is due, 1 when it stopped at max_rows. */

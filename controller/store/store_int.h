@@ -218,6 +218,8 @@ int store_fail_other(struct pf_store *st, struct pf_error *err, int rc, const ch
 struct store_stacks;
 struct store_stacks **store_prof_stacks(struct pf_store *st);
 void store_stacks_release(struct store_stacks *k);
+/* Drops the looked-up content ids (after a rollback: what it stored is gone). */
+void store_stacks_forget(struct pf_store *st);
 int store_stacks_prepare(struct pf_store *st, struct pf_profile_row *r);
 int store_stacks_insert(struct pf_store *st, const struct pf_profile_row *r);
 

@@ -47,6 +47,9 @@ enum prof_stmt {
 	P_FIND_PROFILE,
 	P_FIND_DUP,
 	P_EXPIRE_ROLLUPS,
+	P_SAVEPOINT,
+	P_RELEASE,
+	P_ROLLBACK_TO,
 	P__COUNT
 };
 
@@ -98,6 +101,11 @@ static const char *const prof_sql[P__COUNT] = {
 			 "FROM profiles) / 3600000000000 * 3600000, ?1)) LIMIT ?2)",
     /* Ingest is idempotent per (agent, OTLP profile_id): profiles_profile_id narrows it. */
     [P_FIND_DUP] = "SELECT id FROM profiles WHERE profile_id = ?1 AND agent = ?2 LIMIT 1",
+    /* One insert call of a batch (pf_store_profiles_batch_begin): all or nothing inside the
+     * batch's transaction. */
+    [P_SAVEPOINT] = "SAVEPOINT profiles_insert",
+    [P_RELEASE] = "RELEASE profiles_insert",
+    [P_ROLLBACK_TO] = "ROLLBACK TO profiles_insert",
 };
 
 /* List-query variants: bit set = that filter present. */
@@ -119,6 +127,7 @@ struct store_prof {
 	sqlite3_stmt *list[F__VARIANTS];
 	struct pf_profile_retention ret;
 	struct store_stacks *stacks; /* store_stacks.c's */
+	bool batch;                  /* inside pf_store_profiles_batch_begin/end */
 };
 
 
@@ -190,10 +199,15 @@ static int run(struct pf_store *st, enum prof_stmt id, const char *what)
 	return store_step_done(st, s, what);
 }
 
+/* Content ids looked up or stored in a transaction that is rolled back may be gone: the
+ * connection forgets them (store_stacks.c looks them up again). */
 static void rollback(struct pf_store *st)
 {
 	if (!sqlite3_get_autocommit(st->db))
 		run(st, P_ROLLBACK, "profiles: rollback");
+	store_stacks_forget(st);
+	if (st->prof)
+		st->prof->batch = false;
 }
 
 static int commit(struct pf_store *st)
@@ -491,10 +505,30 @@ static bool row_valid(const struct pf_profile_row *r)
 	       (r->flame || !r->flame_len) && r->flame_len <= INT64_MAX;
 }
 
+/* Inside the insert's transaction: bytes over the cap go now whatever their number, so the
+ * store never stays over it; the age limit is trimmed RETAIN_BATCH rows at a time (the timer
+ * does the rest). */
+static int retain_after_insert(struct pf_store *st, const struct pf_profile_retention *ret,
+			       int64_t now_ms, size_t *del, bool *more)
+{
+	int rc = 0;
+
+	if (ret && ret->max_age_ms > 0) {
+		size_t k;
+		rc = delete_expired(st, now_ms - ret->max_age_ms, RETAIN_BATCH, del, &k);
+	}
+	if (rc == 0 && ret && ret->max_bytes > 0) {
+		struct pf_profile_retention bytes_only = {.max_bytes = ret->max_bytes};
+		rc = retain_tx(st, &bytes_only, now_ms, SIZE_MAX / 2, del, more);
+	}
+	return rc;
+}
+
 int pf_store_profiles_insert(struct pf_store *st, struct pf_profile_row *rows, size_t n,
 			     const struct pf_profile_retention *ret, int64_t now_ms,
 			     size_t *deleted)
 {
+	struct store_prof *p = prof_of(st);
 	size_t del = 0;
 	bool more = false;
 	int rc;
@@ -505,24 +539,37 @@ int pf_store_profiles_insert(struct pf_store *st, struct pf_profile_row *rows, s
 		return 0;
 	if (!rows)
 		return -EINVAL;
+	if (!p)
+		return store_fail_other(st, NULL, -ENOMEM, "profiles: out of memory");
 	for (size_t i = 0; i < n; i++)
 		if (!row_valid(&rows[i]))
 			return store_fail_other(st, NULL, -EINVAL, "profiles: insert: bad row");
+	if (p->batch) {
+		/* In a batch: this call's rows in a savepoint; retention at the batch's end. */
+		if (sqlite3_get_autocommit(st->db))
+			return store_fail_other(st, NULL, -EIO,
+						"profiles: the batch's transaction ended");
+		rc = run(st, P_SAVEPOINT, "profiles: savepoint");
+		for (size_t i = 0; i < n && rc == 0; i++)
+			rc = insert_one(st, &rows[i]);
+		if (rc == 0)
+			return run(st, P_RELEASE, "profiles: release");
+		if (!sqlite3_get_autocommit(st->db)) {
+			run(st, P_ROLLBACK_TO, "profiles: rollback to");
+			run(st, P_RELEASE, "profiles: release");
+			store_stacks_forget(st);
+		} else {
+			rollback(st); /* SQLite ended the whole transaction (IOERR, FULL...) */
+		}
+		return rc;
+	}
 	rc = run(st, P_BEGIN, "profiles: begin");
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < n && rc == 0; i++)
 		rc = insert_one(st, &rows[i]);
-	/* Bytes over the cap go now whatever their number, so the store never stays over it;
-	 * the age limit is trimmed RETAIN_BATCH rows at a time (the timer does the rest). */
-	if (rc == 0 && ret && ret->max_age_ms > 0) {
-		size_t k;
-		rc = delete_expired(st, now_ms - ret->max_age_ms, RETAIN_BATCH, &del, &k);
-	}
-	if (rc == 0 && ret && ret->max_bytes > 0) {
-		struct pf_profile_retention bytes_only = {.max_bytes = ret->max_bytes};
-		rc = retain_tx(st, &bytes_only, now_ms, SIZE_MAX / 2, &del, &more);
-	}
+	if (rc == 0)
+		rc = retain_after_insert(st, ret, now_ms, &del, &more);
 	if (rc < 0) {
 		rollback(st);
 		return rc;
@@ -531,6 +578,57 @@ int pf_store_profiles_insert(struct pf_store *st, struct pf_profile_row *rows, s
 	if (rc == 0 && deleted)
 		*deleted = del;
 	return rc;
+}
+
+int pf_store_profiles_batch_begin(struct pf_store *st)
+{
+	struct store_prof *p = prof_of(st);
+
+	if (!p)
+		return store_fail_other(st, NULL, -ENOMEM, "profiles: out of memory");
+	if (p->batch)
+		return store_fail_other(st, NULL, -EBUSY, "profiles: a batch is open already");
+	int rc = run(st, P_BEGIN, "profiles: begin");
+	if (rc == 0)
+		p->batch = true;
+	return rc;
+}
+
+bool pf_store_profiles_batch_open(struct pf_store *st)
+{
+	return st->prof && st->prof->batch && !sqlite3_get_autocommit(st->db);
+}
+
+int pf_store_profiles_batch_end(struct pf_store *st, const struct pf_profile_retention *ret,
+				int64_t now_ms, size_t *deleted)
+{
+	struct store_prof *p = prof_of(st);
+	size_t del = 0;
+	bool more = false;
+	int rc;
+
+	if (deleted)
+		*deleted = 0;
+	if (!p || !p->batch)
+		return store_fail_other(st, NULL, -EINVAL, "profiles: no batch is open");
+	if (sqlite3_get_autocommit(st->db)) { /* SQLite ended it on an error */
+		rollback(st);
+		return store_fail_other(st, NULL, -EIO, "profiles: the batch's transaction ended");
+	}
+	rc = retain_after_insert(st, ret, now_ms, &del, &more);
+	if (rc < 0) {
+		rollback(st);
+		return rc;
+	}
+	p->batch = false;
+	rc = commit(st);
+	if (rc < 0) {
+		store_stacks_forget(st);
+		return rc;
+	}
+	if (deleted)
+		*deleted = del;
+	return 0;
 }
 
 int pf_store_profiles_retain(struct pf_store *st, const struct pf_profile_retention *ret,

@@ -193,6 +193,18 @@ static int seen_put(struct seen *s, const void *key, size_t n, uint64_t h, int64
 	return 0;
 }
 
+void store_stacks_forget(struct pf_store *st)
+{
+	struct store_stacks **pp = store_prof_stacks(st);
+	struct store_stacks *k = pp ? *pp : NULL;
+	if (!k)
+		return;
+	seen_release(&k->frames);
+	seen_release(&k->stacks);
+	seen_release(&k->attrsets);
+	k->n_types_known = 0;
+}
+
 struct store_stacks *stk_of(struct pf_store *st)
 {
 	struct store_stacks **pp = store_prof_stacks(st);

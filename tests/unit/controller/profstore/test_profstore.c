@@ -315,6 +315,75 @@ static int rows(struct fx *x, const char *service)
 	return n;
 }
 
+/* Group commit: a batch answers each request as it alone would be answered; the good ones
+ * are stored in one transaction, a bad one does not keep them out, a repeat is a duplicate. */
+static void test_ingest_batch(void **state)
+{
+	struct fx *x = *state;
+	struct pf_buf good, resp[4];
+	struct pf_profstore_result res[4];
+	encode_fixture(&good, PROF_FIX_LINK);
+	struct pf_profstore_request q[4] = {
+	    {.body = good.data, .len = good.len, .now_ms = 5000},
+	    {.body = (const uint8_t *)"\xff\xff", .len = 2, .now_ms = 5000}, /* undecodable */
+	    {.body = good.data, .len = good.len, .now_ms = 5000, .content_type = "text/plain"},
+	    {.body = good.data, .len = good.len, .now_ms = 5000}, /* the same profiles again */
+	};
+	for (int i = 0; i < 4; i++)
+		pf_buf_init(&resp[i], 1 << 20);
+	assert_int_equal(pf_profstore_ingest_batch(x->st, q, 4, res, resp), 0);
+	assert_int_equal(res[0].status, 200);
+	assert_int_equal(res[0].accepted, 2);
+	assert_int_equal(res[0].duplicates, 0);
+	assert_int_equal(res[0].samples, 11);
+	assert_int_equal(resp[0].len, 0);
+	assert_int_equal(res[1].status, 400);
+	assert_true(resp[1].len > 0);
+	assert_int_equal(res[2].status, 415);
+	assert_int_equal(res[3].status, 200);
+	assert_int_equal(res[3].accepted, 2);
+	assert_int_equal(res[3].duplicates, 2); /* found inside the batch's transaction */
+	assert_int_equal(res[3].samples, 0);
+	assert_int_equal(rows(x, NULL), 2);
+	assert_false(pf_store_profiles_batch_open(x->st));
+	/* the batch's content is readable like a single insert's */
+	struct pf_prof_window *w = NULL;
+	assert_int_equal(pf_profstore_load(x->st, 1, &w, NULL), 0);
+	assert_int_equal(pf_prof_window_samples(w), 8);
+	pf_prof_window_free(w);
+	/* a batch of one is a plain ingest */
+	pf_buf_reset(&resp[0]);
+	assert_int_equal(pf_profstore_ingest_batch(x->st, q, 1, res, resp), 0);
+	assert_int_equal(res[0].status, 200);
+	assert_int_equal(res[0].duplicates, 2);
+	for (int i = 0; i < 4; i++)
+		pf_buf_release(&resp[i]);
+	pf_buf_release(&good);
+}
+
+/* Inside a store batch a failed insert call leaves the calls before it in and the batch
+ * open; a second batch_begin is refused. */
+static void test_store_batch(void **state)
+{
+	struct fx *x = *state;
+	struct pf_buf a, resp;
+	struct pf_profstore_result res;
+	assert_int_equal(pf_store_profiles_batch_begin(x->st), 0);
+	assert_true(pf_store_profiles_batch_open(x->st));
+	assert_int_equal(pf_store_profiles_batch_begin(x->st), -EBUSY);
+	encode_fixture(&a, 0);
+	assert_int_equal(ingest(x, a.data, a.len, false, NULL, 0, &res, &resp), 200);
+	pf_buf_release(&resp);
+	struct pf_profile_row bad = {0};
+	assert_int_equal(pf_store_profiles_insert(x->st, &bad, 1, NULL, 0, NULL), -EINVAL);
+	assert_true(pf_store_profiles_batch_open(x->st));
+	assert_int_equal(pf_store_profiles_batch_end(x->st, NULL, 5000, NULL), 0);
+	assert_false(pf_store_profiles_batch_open(x->st));
+	assert_int_equal(pf_store_profiles_batch_end(x->st, NULL, 5000, NULL), -EINVAL);
+	assert_int_equal(rows(x, NULL), 2);
+	pf_buf_release(&a);
+}
+
 static void test_ingest_ok_and_load(void **state)
 {
 	struct fx *x = *state;
@@ -974,6 +1043,8 @@ int main(void)
 		cmocka_unit_test(test_response_encoding),
 		cmocka_unit_test_setup_teardown(test_ingest_ok_and_load, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ingest_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ingest_batch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store_batch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ingest_partial, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ingest_metadata_and_retention, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_compact_same_as_body, setup, teardown),

@@ -285,6 +285,60 @@ static void test_forget_running_completes_and_is_dropped(void **state)
 	assert_int_equal(n_notify, 1);
 }
 
+static size_t batch_sizes[8], n_batches;
+
+static void run_batch(struct pf_qjob **jobs, size_t n, struct pf_store *st)
+{
+	pthread_mutex_lock(&mu);
+	if (n_batches < 8)
+		batch_sizes[n_batches++] = n;
+	pthread_mutex_unlock(&mu);
+	for (size_t i = 0; i < n; i++)
+		run(jobs[i], st);
+}
+
+/* A worker takes the jobs with run_batch queued behind the one it takes, up to batch_max,
+ * and stops at a job without it; each is delivered (in order) and a forgotten one of a
+ * running batch is dropped. */
+static void test_batch(void **state)
+{
+	(void)state;
+	reset();
+	n_batches = 0;
+	struct pf_qpool_options o = {.threads = 1, .max_queued = 16, .batch_max = 3};
+	struct pf_qpool *p = pf_qpool_start(&o, NULL);
+	assert_non_null(p);
+	pf_qpool_set_notify(p, notify, NULL);
+	struct tjob *first = mk(1, true); /* holds the worker while the rest queue */
+	assert_int_equal(pf_qpool_submit(p, &first->base), 0);
+	wait_count(&n_run, 1);
+	for (uint64_t h = 2; h <= 7; h++) {
+		struct tjob *j = mk(h, false);
+		if (h != 6)
+			j->base.run_batch = run_batch;
+		assert_int_equal(pf_qpool_submit(p, &j->base), 0);
+	}
+	pf_qpool_forget(p, 1); /* running */
+	open_gate();
+	wait_stats(p, 7, 1);
+	pthread_mutex_lock(&mu);
+	assert_int_equal(n_batches, 3); /* 2,3,4 | 5 | 7 — job 6 runs alone */
+	assert_int_equal(batch_sizes[0], 3);
+	assert_int_equal(batch_sizes[1], 1);
+	assert_int_equal(batch_sizes[2], 1);
+	pthread_mutex_unlock(&mu);
+	for (uint64_t h = 2; h <= 7; h++) {
+		struct pf_qjob *j = pf_qpool_take(p);
+		assert_non_null(j);
+		assert_int_equal(j->handle, h);
+		assert_int_equal(((struct tjob *)j)->result, (int64_t)h * 2);
+		j->free(j);
+	}
+	assert_null(pf_qpool_take(p));
+	pf_qpool_stop(p);
+	assert_int_equal(n_free, 7);
+}
+
 static void test_forget_waiting_and_finished(void **state)
 {
 	(void)state;
@@ -419,6 +473,7 @@ int main(void)
 		cmocka_unit_test(test_forget_waiting_and_finished),
 		cmocka_unit_test(test_queue_bytes_bound),
 		cmocka_unit_test(test_stop_frees_and_detach),
+		cmocka_unit_test(test_batch),
 		cmocka_unit_test(test_real_store_read_only),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
