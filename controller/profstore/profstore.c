@@ -9,11 +9,13 @@
 #include <string.h>
 #include <strings.h>
 
+#include "detail.h"
 #include "flame.h"
 #include "otlp_profiles.h"
 #include "otlp_traces.h"
 #include "pf/compiler.h"
 #include "pf/gzip.h"
+#include "pf/hash.h"
 #include "store.h"
 
 /* google.rpc.Code values used in Status answers. */
@@ -240,6 +242,8 @@ struct prep {
 	struct pf_buf flame;
 	struct pf_profile_link *links;
 	struct content content;
+	struct pf_detail_split split;
+	struct pf_profile_detail detail;
 };
 
 static void prep_release(struct prep *p)
@@ -248,6 +252,7 @@ static void prep_release(struct prep *p)
 	pf_buf_release(&p->flame);
 	free(p->links);
 	content_release(&p->content);
+	pf_detail_split_release(&p->split);
 }
 
 /* Encodes process i of w alone and gzips it; fills the row. -ENODATA for a profile without
@@ -269,12 +274,38 @@ static int prepare_one(const struct pf_prof_window *w, size_t i, int64_t now_ms,
 	one.n_processes = 1;
 	if (!one.n_sample_types && !one.frequency_hz)
 		one.frequency_hz = 100; /* period unknown on the wire: the encoder needs one */
-	pf_buf_init(&raw, PF_PROFSTORE_LOAD_MAX_BYTES);
-	rc = pf_otlp_profiles_encode(&one, &raw, pp->row.profile_id, err);
-	if (rc == 0)
-		rc = pf_gzip_compress(raw.data, raw.len, PF_PROFSTORE_GZIP_LEVEL, &pp->body);
-	pp->row.raw_bytes = (int64_t)raw.len;
-	pf_buf_release(&raw);
+	if (pf_profstore_compact() & PF_PROFSTORE_BODY) {
+		pf_buf_init(&raw, PF_PROFSTORE_LOAD_MAX_BYTES);
+		rc = pf_otlp_profiles_encode(&one, &raw, pp->row.profile_id, err);
+		if (rc == 0)
+			rc = pf_gzip_compress(raw.data, raw.len, PF_PROFSTORE_GZIP_LEVEL,
+					      &pp->body);
+		pp->row.raw_bytes = (int64_t)raw.len;
+		pf_buf_release(&raw);
+	} else {
+		/* The profile keeps the id the body would have carried (a random one when the
+		 * sender gave none), as captures report it. */
+		if (nonzero(p->profile_id, 16))
+			memcpy(pp->row.profile_id, p->profile_id, 16);
+		else if ((rc = pf_random_bytes(pp->row.profile_id, 16)) < 0)
+			return rc;
+		struct pf_prof_process pc = *p;
+		memcpy(pc.profile_id, pp->row.profile_id, 16);
+		one.processes = &pc;
+		rc = pf_detail_split(&one, 0, &pp->split, err);
+		one.processes = p;
+		pp->detail = (struct pf_profile_detail){
+		    .locs = pp->split.locs.data,
+		    .loc = pp->split.loc,
+		    .n_locs = pp->split.n_locs,
+		    .stack_locs = pp->split.stack_locs,
+		    .stack = pp->split.stack,
+		    .n_stacks = pp->split.n_stacks,
+		    .samples = pp->split.samples.data,
+		    .samples_len = pp->split.samples.len};
+		pp->row.detail = &pp->detail;
+		pp->row.raw_bytes = (int64_t)pp->split.samples.len;
+	}
 	if (rc < 0)
 		return rc;
 	rc = collect_links(p, &pp->links, &pp->row.n_link_entries);
@@ -608,13 +639,35 @@ int pf_profstore_ingest(struct pf_store *st, const struct pf_profstore_request *
 	return pf_profstore_ingest_batch(st, req, 1, res, resp);
 }
 
+struct detail_load {
+	struct pf_prof_window **out;
+	struct pf_error *err;
+};
+
+static int detail_cb(const void *samples, size_t len, const struct pf_profile_dstack *stacks,
+		     size_t n_stacks, void *ud)
+{
+	struct detail_load *dl = ud;
+	return pf_detail_build(samples, len, stacks, n_stacks, dl->out, dl->err);
+}
+
 int pf_profstore_load(struct pf_store *st, int64_t id, struct pf_prof_window **out,
 		      struct pf_error *err)
 {
 	struct pf_buf gz, raw;
+	struct detail_load dl = {out, err};
 	int rc;
 
 	*out = NULL;
+	rc = pf_store_profile_detail(st, id, PF_PROFSTORE_LOAD_MAX_BYTES, detail_cb, &dl);
+	if (rc == 0)
+		return 0;
+	if (rc != -ENOENT) {
+		if (err && !err->code)
+			pf_error_set(err, rc, NULL, "%s", pf_store_last_error(st));
+		return rc;
+	}
+	/* stored before schema 13 (or with PF_PROFSTORE_BODY): the body */
 	pf_buf_init(&gz, PF_PROFSTORE_LOAD_MAX_BYTES);
 	pf_buf_init(&raw, PF_PROFSTORE_LOAD_MAX_BYTES);
 	rc = pf_store_profile_body(st, id, &gz);

@@ -133,6 +133,9 @@ int pf_profstore_merge(struct pf_store *st, int64_t id, struct pf_flame *f, int 
 #define PF_PROFSTORE_COMPACT_WRITE 1u
 #define PF_PROFSTORE_COMPACT_READ 2u
 #define PF_PROFSTORE_STACKS 4u
+/* BODY = ingest stores each profile's OTLP body (re-encoded, gzip'd) instead of its detail
+ * (detail.h), as the store did before schema 13; for comparisons. */
+#define PF_PROFSTORE_BODY 8u
 void pf_profstore_set_compact(unsigned flags);
 unsigned pf_profstore_compact(void);
 

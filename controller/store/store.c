@@ -352,6 +352,18 @@ static const struct store_migration migrations[] = {
 		" done_by TEXT NOT NULL) STRICT, WITHOUT ROWID;"
 		"CREATE INDEX commands_state ON commands (state, created_ms);",
 	 .pg = PG_STEP_13},
+	/* 13 -> 14: profiles without their OTLP body (store_details.c): each frame's whole
+	 * location (with its mapping) and each stack as location ids stored once, keyed by a
+	 * SHA-256 of their bytes; per profile its samples part. Profiles stored before this
+	 * step keep their bodies. */
+	{.sqlite =
+		"CREATE TABLE prof_locations (id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE,"
+		" data BLOB NOT NULL) STRICT;"
+		"CREATE TABLE prof_lstacks (id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE,"
+		" locs BLOB NOT NULL) STRICT;"
+		"CREATE TABLE profile_details (id INTEGER PRIMARY KEY REFERENCES profiles (id)"
+		" ON DELETE CASCADE, data BLOB NOT NULL) STRICT;",
+	 .pg = ""},
 };
 /* clang-format on */
 
@@ -445,6 +457,21 @@ int store_step_row(struct pf_store *st, sqlite3_stmt *s, int done, const char *w
 	if (rc == SQLITE_DONE)
 		return done;
 	return store_fail(st, NULL, what);
+}
+
+int store_read_blob(struct pf_store *st, sqlite3_stmt *s, int64_t id, const char *what,
+		    struct pf_buf *out)
+{
+	if (sqlite3_bind_int64(s, 1, id))
+		return store_fail(st, NULL, what);
+	int rc = store_step_row(st, s, -ENOENT, what);
+	if (rc <= 0)
+		return rc;
+	const void *b = sqlite3_column_blob(s, 0);
+	size_t n = (size_t)sqlite3_column_bytes(s, 0);
+	if (!b && n)
+		return store_fail_code(st, NULL, -ENOMEM, "out of memory");
+	return pf_buf_append(out, b ? b : "", n);
 }
 
 static int tx_begin(struct pf_store *st)

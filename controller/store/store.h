@@ -300,6 +300,30 @@ struct pf_profile_stack {
 	uint64_t weight;
 };
 
+/* A profile's exact content without its body (profstore/detail.h makes and reads it): the
+ * locations of its frames (bytes, each stored once, keyed by content), its stacks as
+ * indices into them (each sequence of location ids stored once), and its samples part
+ * (stored per profile, after the ids of its stacks). */
+struct pf_profile_span {
+	uint32_t off, len;
+};
+struct pf_profile_detail {
+	const uint8_t *locs;              /* the location keys, back to back */
+	const struct pf_profile_span *loc; /* n_locs, into locs */
+	size_t n_locs;
+	const uint32_t *stack_locs;         /* indices into loc */
+	const struct pf_profile_span *stack; /* n_stacks, into stack_locs */
+	size_t n_stacks;
+	const void *samples;
+	size_t samples_len;
+};
+/* One stack as pf_store_profile_detail() gives it back: its locations' keys, leaf first. */
+struct pf_profile_dstack {
+	size_t n;
+	const uint8_t *const *key;
+	const size_t *key_len;
+};
+
 #define PF_PROFILE_MAX_ATTRS 128       /* resource attributes kept per profile */
 #define PF_PROFILE_ATTR_MAX_BYTES 1024 /* longer keys or values are cut */
 
@@ -355,6 +379,9 @@ struct pf_profile_row {
 	/* iterators: the profile's attribute set (0: stored before schema 12, not converted
 	 * yet: no packed samples, read its body) */
 	int64_t attrset;
+	/* insert only: the profile's detail, stored instead of a body (body_len 0; body_bytes
+	 * is then the bytes the profile's own detail row takes). NULL: none. */
+	const struct pf_profile_detail *detail;
 };
 
 /* Retention applied by pf_store_profiles_insert() (after the insert, same transaction) and by
@@ -404,6 +431,16 @@ int pf_store_profiles_batch_end(struct pf_store *st, const struct pf_profile_ret
  * again while it returns 1). 0 when nothing more is due, 1 when it stopped at max_rows. */
 int pf_store_profiles_retain(struct pf_store *st, const struct pf_profile_retention *ret,
 			     int64_t now_ms, size_t max_rows, size_t *deleted);
+
+/* The detail of profile id (stored since schema 13 instead of a body): cb gets its samples
+ * part and its stacks (valid during the call); its return is returned. -ENOENT when the
+ * profile has none (stored before: read its body), -EBADMSG when the stored bytes or ids
+ * do not check out, -E2BIG past max_bytes of locations, -ENOMEM, -EIO. */
+int pf_store_profile_detail(struct pf_store *st, int64_t id, size_t max_bytes,
+			    int (*cb)(const void *samples, size_t len,
+				      const struct pf_profile_dstack *stacks, size_t n_stacks,
+				      void *ud),
+			    void *ud);
 
 /* Number of stored profiles and the sum of their body and compact flame form bytes. */
 int pf_store_profiles_totals(struct pf_store *st, int64_t *count, int64_t *bytes);

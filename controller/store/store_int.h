@@ -218,6 +218,15 @@ int store_fail_other(struct pf_store *st, struct pf_error *err, int rc, const ch
 struct store_stacks;
 struct store_stacks **store_prof_stacks(struct pf_store *st);
 void store_stacks_release(struct store_stacks *k);
+/* Binds id to parameter 1 of s, steps it and appends its blob column 0 to out: 0, -ENOENT
+ * when there is no row, -E2BIG past out's cap, -ENOMEM, -EIO. */
+int store_read_blob(struct pf_store *st, sqlite3_stmt *s, int64_t id, const char *what,
+		    struct pf_buf *out);
+/* store_details.c, for store_profiles.c inside the insert's transaction: a detail's row
+ * bytes (its locations and stacks stored), and that row. */
+int store_details_pack(struct pf_store *st, const struct pf_profile_detail *d,
+		       struct pf_buf *out);
+int store_details_put(struct pf_store *st, int64_t id, const struct pf_buf *blob);
 /* Drops the looked-up content ids (after a rollback: what it stored is gone). */
 void store_stacks_forget(struct pf_store *st);
 int store_stacks_prepare(struct pf_store *st, struct pf_profile_row *r);

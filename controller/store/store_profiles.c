@@ -419,6 +419,14 @@ static int insert_one(struct pf_store *st, struct pf_profile_row *r)
 	rc = store_stacks_prepare(st, r);
 	if (rc < 0)
 		return rc;
+	_cleanup_(pf_buf_release) struct pf_buf detail;
+	pf_buf_init(&detail, 0);
+	if (r->detail) {
+		rc = store_details_pack(st, r->detail, &detail);
+		if (rc < 0)
+			return rc;
+	}
+	int64_t body_bytes = r->detail ? (int64_t)detail.len : (int64_t)r->body_len;
 	{
 		PSTMT(s, st, P_INSERT, &rc);
 		if (!s)
@@ -431,7 +439,7 @@ static int insert_one(struct pf_store *st, struct pf_profile_row *r)
 		    sqlite3_bind_int64(s, 9, r->duration_ns) ||
 		    sqlite3_bind_int64(s, 10, r->samples) || sqlite3_bind_int64(s, 11, r->n_links) ||
 		    sqlite3_bind_int64(s, 12, r->received_ms) ||
-		    sqlite3_bind_int64(s, 13, (int64_t)r->body_len) ||
+		    sqlite3_bind_int64(s, 13, body_bytes) ||
 		    sqlite3_bind_int64(s, 14, r->raw_bytes) ||
 		    bind_str(s, 15, r->capture_id ? r->capture_id : "") ||
 		    bind_str(s, 16, r->trigger ? r->trigger : "") ||
@@ -444,12 +452,16 @@ static int insert_one(struct pf_store *st, struct pf_profile_row *r)
 		if (rc < 0)
 			return rc;
 		r->id = sqlite3_last_insert_rowid(st->db);
-		r->body_bytes = (int64_t)r->body_len;
+		r->body_bytes = body_bytes;
 	}
 	rc = store_stacks_insert(st, r);
 	if (rc < 0)
 		return rc;
-	{
+	if (r->detail) {
+		rc = store_details_put(st, r->id, &detail);
+		if (rc < 0)
+			return rc;
+	} else {
 		PSTMT(s, st, P_INSERT_BODY, &rc);
 		if (!s)
 			return rc;
@@ -863,16 +875,7 @@ static int profile_blob(struct pf_store *st, enum prof_stmt sid, const char *wha
 		return rc;
 	if (!out)
 		return -EINVAL;
-	if (sqlite3_bind_int64(s, 1, id))
-		return store_fail_sqlite(st, NULL, "profiles: bind");
-	rc = store_step_row(st, s, -ENOENT, what);
-	if (rc <= 0)
-		return rc;
-	const void *b = sqlite3_column_blob(s, 0);
-	size_t n = (size_t)sqlite3_column_bytes(s, 0);
-	if (!b && n)
-		return store_fail_other(st, NULL, -ENOMEM, "profiles: out of memory");
-	return pf_buf_append(out, b ? b : "", n);
+	return store_read_blob(st, s, id, what, out);
 }
 
 int pf_store_profile_body(struct pf_store *st, int64_t id, struct pf_buf *out)

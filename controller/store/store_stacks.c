@@ -80,6 +80,14 @@ const char *const stk_sql[K__COUNT] = {
 			   "WHERE trace_id = ?4)",
     [K_LEGACY_NEXT] = "SELECT id FROM profiles WHERE attrset = 0 ORDER BY start_ns LIMIT 1",
     [K_SET_CONTENT] = "UPDATE profiles SET attrset = ?2, unit = ?3 WHERE id = ?1",
+    [K_FIND_LOC] = "SELECT id FROM prof_locations WHERE hash = ?1",
+    [K_ADD_LOC] = "INSERT INTO prof_locations (hash, data) VALUES (?1, ?2)",
+    [K_FIND_LSTACK] = "SELECT id FROM prof_lstacks WHERE hash = ?1",
+    [K_ADD_LSTACK] = "INSERT INTO prof_lstacks (hash, locs) VALUES (?1, ?2)",
+    [K_ADD_DETAIL] = "INSERT INTO profile_details (id, data) VALUES (?1, ?2)",
+    [K_GET_DETAIL] = "SELECT data FROM profile_details WHERE id = ?1",
+    [K_GET_LSTACK] = "SELECT locs FROM prof_lstacks WHERE id = ?1",
+    [K_GET_LOC] = "SELECT data FROM prof_locations WHERE id = ?1",
     [K_BEGIN_READ] = "BEGIN",
     [K_COMMIT] = "COMMIT",
 };
@@ -122,6 +130,8 @@ void store_stacks_release(struct store_stacks *k)
 	seen_release(&k->frames);
 	seen_release(&k->stacks);
 	seen_release(&k->attrsets);
+	seen_release(&k->locs);
+	seen_release(&k->lstacks);
 	cache_drop(k);
 	free(k);
 }
@@ -202,6 +212,8 @@ void store_stacks_forget(struct pf_store *st)
 	seen_release(&k->frames);
 	seen_release(&k->stacks);
 	seen_release(&k->attrsets);
+	seen_release(&k->locs);
+	seen_release(&k->lstacks);
 	k->n_types_known = 0;
 }
 
@@ -260,10 +272,10 @@ int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 
 /* The id of content `key` in table (find, add): looked up in seen, else by its hash in the
  * table, else inserted with bind_rest binding the columns after the hash. */
-static int intern_content(struct pf_store *st, struct seen *seen, enum stk_stmt find,
-			  enum stk_stmt add, const void *key, size_t n,
-			  int (*bind_rest)(sqlite3_stmt *s, const void *ctx), const void *ctx,
-			  int64_t *id)
+int intern_content(struct pf_store *st, struct seen *seen, enum stk_stmt find,
+		   enum stk_stmt add, const void *key, size_t n,
+		   int (*bind_rest)(sqlite3_stmt *s, const void *ctx), const void *ctx,
+		   int64_t *id)
 {
 	uint64_t h = fnv(key, n);
 	struct seen_slot *sl = seen_find(seen, key, n, h);
@@ -301,12 +313,7 @@ static int intern_content(struct pf_store *st, struct seen *seen, enum stk_stmt 
 	return seen_put(seen, key, n, h, *id);
 }
 
-struct blob_ctx {
-	const void *p;
-	size_t n;
-};
-
-static int bind_blob2(sqlite3_stmt *s, const void *ctx)
+int bind_blob2(sqlite3_stmt *s, const void *ctx)
 {
 	const struct blob_ctx *b = ctx;
 	return sqlite3_bind_blob64(s, 2, b->p ? b->p : "", b->n, SQLITE_STATIC);

@@ -38,6 +38,14 @@ enum stk_stmt {
 	K_SEL_LEGACY_TRACE,
 	K_LEGACY_NEXT,
 	K_SET_CONTENT,
+	K_FIND_LOC,
+	K_ADD_LOC,
+	K_FIND_LSTACK,
+	K_ADD_LSTACK,
+	K_ADD_DETAIL,
+	K_GET_DETAIL,
+	K_GET_LSTACK,
+	K_GET_LOC,
 	K_BEGIN_READ,
 	K_COMMIT,
 	K__COUNT
@@ -68,6 +76,7 @@ struct attrset {
 struct store_stacks {
 	sqlite3_stmt *stmt[K__COUNT];
 	struct seen frames, stacks, attrsets;
+	struct seen locs, lstacks; /* store_details.c's */
 	/* frame id -> name, kind */
 	char **frame_name;
 	uint8_t *frame_kind;
@@ -100,5 +109,17 @@ int cache_grow(void **arr, size_t *n, size_t want, size_t elem);
 /* Attribute set id from the cache (read on a miss), NULL when there is none. */
 const struct attrset *attr_get(struct pf_store *st, struct store_stacks *k, int64_t id);
 struct store_stacks *stk_of(struct pf_store *st);
+/* The id of content `key` in a content table (find, add): from seen, else looked up by its
+ * hash, else inserted with bind_rest binding the columns after the hash. */
+int intern_content(struct pf_store *st, struct seen *seen, enum stk_stmt find,
+		   enum stk_stmt add, const void *key, size_t n,
+		   int (*bind_rest)(sqlite3_stmt *s, const void *ctx), const void *ctx,
+		   int64_t *id);
+struct blob_ctx {
+	const void *p;
+	size_t n;
+};
+/* bind_rest for a table whose second column is the key's bytes (ctx: struct blob_ctx). */
+int bind_blob2(sqlite3_stmt *s, const void *ctx);
 
 #endif

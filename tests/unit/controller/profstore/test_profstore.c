@@ -652,6 +652,21 @@ static void ingest_window(struct fx *x, struct pf_prof_window *w)
 	pf_prof_window_free(w);
 }
 
+/* The fixture window (with flags) and the typed one, stored. */
+static void ingest_fixtures(struct fx *x, unsigned flags)
+{
+	struct pf_buf req, resp;
+	struct pf_profstore_result res;
+	encode_fixture(&req, flags);
+	assert_int_equal(ingest(x, req.data, req.len, false, NULL, 0, &res, &resp), 200);
+	pf_buf_release(&resp);
+	pf_buf_release(&req);
+	struct pf_prof_window *tw = prof_fixture_typed_window();
+	tw->start_unix_ns = PROF_FIXTURE_START;
+	tw->end_unix_ns = PROF_FIXTURE_START + PROF_FIXTURE_NS;
+	ingest_window(x, tw);
+}
+
 struct ids {
 	int64_t v[256];
 	size_t n;
@@ -720,25 +735,74 @@ static void strip_types(char *s)
 	*w = 0;
 }
 
+static int cmp_id(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Profiles stored as their detail (detail.h, the default) and as their OTLP body (as before
+ * schema 13) give the same flame graphs, diffs and top tables, one by one and merged, and
+ * the same pprof download. */
+static void test_detail_same_as_body(void **state)
+{
+	struct fx *x = *state;
+	struct ids body = {0}, detail = {0}, all = {0};
+	struct pf_profile_filter f = {0};
+
+	for (int pass = 0; pass < 2; pass++) {
+		pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_STACKS |
+					 (pass ? 0 : PF_PROFSTORE_BODY));
+		ingest_fixtures(x, PROF_FIX_LINK | PROF_FIX_TIMESTAMPS | PROF_FIX_NAMES);
+		rng = 7; /* the same generated windows in both passes */
+		for (int i = 0; i < 12; i++)
+			ingest_window(x, gen_window(i, 20 + i * 3, i * 10));
+		all.n = 0;
+		assert_int_equal(pf_store_profiles_foreach(x->st, &f, ids_cb, &all), 0);
+		struct ids *l = pass ? &detail : &body;
+		/* this pass's ids in insertion order (ids increase) */
+		qsort(all.v, all.n, sizeof(all.v[0]), cmp_id);
+		for (size_t i = body.n * (size_t)pass; i < all.n; i++)
+			l->v[l->n++] = all.v[i];
+	}
+	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_STACKS);
+	assert_int_equal(body.n, detail.n);
+	assert_true(body.n >= 14);
+	struct pf_buf gz;
+	pf_buf_init(&gz, 1 << 24);
+	for (size_t i = 0; i < body.n; i++) {
+		pf_buf_reset(&gz);
+		assert_int_equal(pf_store_profile_body(x->st, body.v[i], &gz), 0);
+		assert_int_equal(pf_store_profile_body(x->st, detail.v[i], &gz), -ENOENT);
+		struct ids one_b = {.v = {body.v[i]}, .n = 1}, one_d = {.v = {detail.v[i]}, .n = 1};
+		char *a = views(x, &one_b, 100000, 0), *b = views(x, &one_d, 100000, 0);
+		if (strcmp(a, b) != 0) {
+			size_t k = 0;
+			while (a[k] == b[k])
+				k++;
+			fail_msg("profile %zu: detail and body views differ at %zu:\n%.300s\n---\n%.300s",
+				 i, k, a + (k > 100 ? k - 100 : 0), b + (k > 100 ? k - 100 : 0));
+		}
+		free(a);
+		free(b);
+	}
+	pf_buf_release(&gz);
+	char *a = views(x, &body, 100000, 0), *b = views(x, &detail, 100000, 0);
+	assert_string_equal(a, b);
+	free(a);
+	free(b);
+}
+
 static void test_compact_same_as_body(void **state)
 {
 	struct fx *x = *state;
-	struct pf_buf req, b;
+	struct pf_buf b;
 	struct ids l = {0};
 
 	/* fixtures, generated windows, and some stored without a compact form (as before
 	 * schema 3) */
 	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_COMPACT_WRITE);
-	encode_fixture(&req, PROF_FIX_LINK | PROF_FIX_TIMESTAMPS);
-	struct pf_profstore_result res;
-	struct pf_buf resp;
-	assert_int_equal(ingest(x, req.data, req.len, false, NULL, 0, &res, &resp), 200);
-	pf_buf_release(&resp);
-	pf_buf_release(&req);
-	struct pf_prof_window *tw = prof_fixture_typed_window();
-	tw->start_unix_ns = PROF_FIXTURE_START;
-	tw->end_unix_ns = PROF_FIXTURE_START + PROF_FIXTURE_NS;
-	ingest_window(x, tw);
+	ingest_fixtures(x, PROF_FIX_LINK | PROF_FIX_TIMESTAMPS);
 	for (int i = 0; i < 24; i++) {
 		if (i % 5 == 4)
 			pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ);
@@ -821,7 +885,8 @@ static void test_compact_corrupt(void **state)
 	struct pf_buf blob, ref_json, got_json;
 	struct ids l = {0};
 
-	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_COMPACT_WRITE);
+	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_COMPACT_WRITE |
+				 PF_PROFSTORE_BODY);
 	ingest_window(x, gen_window(1, 12, 0));
 	ingest_window(x, gen_window(2, 12, 10));
 	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_STACKS);
@@ -939,8 +1004,8 @@ static char *merged_text(struct pf_store *st, const struct pf_profile_filter *f,
 }
 
 /* A store written before the content tables (schema 11: bodies and compact forms only, made
- * here by writing without content and dropping the schema-12 objects with the sqlite3
- * shell) opens at once; its profiles are merged from their bodies until the conversion
+ * here by writing bodies without content and dropping the schema-12 and -13 objects with the
+ * sqlite3 shell) opens at once; its profiles are merged from their bodies until the conversion
  * rewrites them, and the views give the same answers before and after. */
 static void test_upgrade_and_convert(void **state)
 {
@@ -950,7 +1015,8 @@ static void test_upgrade_and_convert(void **state)
 
 	if (system("command -v sqlite3 >/dev/null 2>&1") != 0)
 		skip();
-	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_COMPACT_WRITE);
+	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_COMPACT_WRITE |
+				 PF_PROFSTORE_BODY);
 	for (int i = 0; i < 30; i++)
 		ingest_window(x, gen_window(i % 5, 20 + i, i * 10));
 	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_STACKS);
@@ -961,6 +1027,7 @@ static void test_upgrade_and_convert(void **state)
 		 "ALTER TABLE profiles DROP COLUMN attrset; ALTER TABLE profiles DROP COLUMN unit; "
 		 "DROP TABLE prof_frames; DROP TABLE prof_stacks; DROP TABLE prof_attrsets; "
 		 "DROP TABLE profile_samples; DROP TABLE profile_rollups; DROP TABLE profile_types; "
+		 "DROP TABLE profile_details; DROP TABLE prof_lstacks; DROP TABLE prof_locations; "
 		 "DROP TABLE commands; "
 		 "PRAGMA user_version = 11;'",
 		 db);
@@ -1048,6 +1115,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ingest_partial, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ingest_metadata_and_retention, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_compact_same_as_body, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_detail_same_as_body, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_compact_corrupt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_upgrade_and_convert, setup, teardown),
 	};

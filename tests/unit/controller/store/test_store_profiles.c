@@ -492,6 +492,7 @@ static void test_upgrade_from_v2(void **state)
 		 "ALTER TABLE profiles DROP COLUMN attrset; ALTER TABLE profiles DROP COLUMN unit; "
 		 "DROP TABLE prof_frames; DROP TABLE prof_stacks; DROP TABLE prof_attrsets; "
 		 "DROP TABLE profile_samples; DROP TABLE profile_rollups; DROP TABLE profile_types; "
+		 "DROP TABLE profile_details; DROP TABLE prof_lstacks; DROP TABLE prof_locations; "
 		 "DROP INDEX profiles_k8s; ALTER TABLE profiles DROP COLUMN "
 		 "k8s_namespace; ALTER TABLE profiles DROP COLUMN k8s_pod; ALTER TABLE profiles "
 		 "DROP COLUMN k8s_container; DROP TABLE rollout_agents; DROP TABLE rollouts; "
