@@ -10,6 +10,8 @@
  *           gzip'd (the receiver's Content-Encoding: gzip path)
  *   traces/   OTLP trace export requests (one mode byte first, see fuzz_traces.c): protobuf and
  *           OTLP/JSON, plain and gzip'd, spans with pid, thread id, service name, ERROR
+ *   detail/   stored-profile details (fuzz_detail.c's layout) of the fixture windows: CPU with
+ *           timestamps, a trace link and inlined names, and typed
  *   opamp/    a full AgentToServer and ServerToAgent, a minimal heartbeat of each, and a
  *           WebSocket-framed one (header byte 0)
  * The YAML and selector seeds are written by hand (corpus/profcfg, corpus/selector). Seeds
@@ -25,6 +27,7 @@
 #include "pf/gzip.h"
 #include "pprof/sampler_pprof.h"
 #include "pprof_codec.h"
+#include "profstore/detail.h"
 #include "prof_fixture.h"
 
 static const char *corpus;
@@ -142,6 +145,38 @@ static void otlp_seeds(void)
 	pf_prof_window_free(w);
 	pf_buf_release(&b);
 	pf_buf_release(&gz);
+}
+
+/* fuzz_detail.c's input for process 0 of w: stacks, location keys, samples part. */
+static void detail_seed(const char *name, const struct pf_prof_window *w)
+{
+	struct pf_detail_split sp;
+	struct pf_buf b;
+	must(pf_detail_split(w, 0, &sp, NULL), "detail split");
+	pf_buf_init(&b, 1 << 20);
+	size_t nk = sp.n_locs < 16 ? sp.n_locs : 16;
+	must(pf_buf_putc(&b, (uint8_t)(sp.n_stacks < 16 ? sp.n_stacks : 16)), "seed");
+	must(pf_buf_putc(&b, (uint8_t)nk), "seed");
+	for (size_t i = 0; i < nk; i++) {
+		size_t n = sp.loc[i].len < 255 ? sp.loc[i].len : 255;
+		must(pf_buf_putc(&b, (uint8_t)n), "seed");
+		must(pf_buf_append(&b, sp.locs.data + sp.loc[i].off, n), "seed");
+	}
+	must(pf_buf_append(&b, sp.samples.data, sp.samples.len), "seed");
+	write_buf("detail", name, &b);
+	pf_buf_release(&b);
+	pf_detail_split_release(&sp);
+}
+
+static void detail_seeds(void)
+{
+	struct pf_prof_window *w =
+	    prof_fixture_window(PROF_FIX_TIMESTAMPS | PROF_FIX_LINK | PROF_FIX_NAMES);
+	detail_seed("fixture_cpu", w);
+	pf_prof_window_free(w);
+	w = prof_fixture_typed_window();
+	detail_seed("fixture_typed", w);
+	pf_prof_window_free(w);
 }
 
 static void opamp_seeds(void)
@@ -276,6 +311,7 @@ int main(int argc, char **argv)
 	corpus = argv[1];
 	pprof_seeds(argv[2]);
 	otlp_seeds();
+	detail_seeds();
 	traces_seeds();
 	opamp_seeds();
 	return 0;
