@@ -557,6 +557,16 @@ int main(int argc, char **argv)
 		}
 	}
 	qsort(lat, n, sizeof(double), cmp_double);
+	/* closed and opened again: the WAL checkpointed into the file, which is then measured */
+	pf_store_close(st);
+	st = pf_store_open(db, sync, &err);
+	if (!st) {
+		fprintf(stderr, "open %s again: %s\n", db, err.msg);
+		return 1;
+	}
+	pf_store_profiles_set_retention(st, &ret);
+	struct stat dbst;
+	double db_file = stat(db, &dbst) == 0 ? (double)dbst.st_size : 0;
 	int64_t count = 0, bytes = 0;
 	pf_store_profiles_totals(st, &count, &bytes);
 	printf("ingest: %zu requests (%d agents x %d windows, %d stacks, %" PRIu64
@@ -590,10 +600,12 @@ int main(int argc, char **argv)
 		free(l.v);
 	}
 	bytes -= (int64_t)flame_bytes;
-	printf("store: %" PRId64 " profiles, %.1f MiB bodies (avg %.1f KiB gzip'd; requests avg "
-	       "%.1f KiB)\n",
+	printf("store: %" PRId64 " profiles, %.1f MiB stored (avg %.1f KiB: detail or body + "
+	       "pairs; requests avg %.1f KiB)\n",
 	       count, (double)bytes / 1048576.0, (double)bytes / (double)pf_max(count, 1) / 1024.0,
 	       (double)req_bytes / (double)n / 1024.0);
+	printf("store: database file after checkpoint %.2f MiB, %.2f KiB per profile\n",
+	       db_file / 1048576.0, db_file / (double)pf_max(count, 1) / 1024.0);
 	{
 		struct stat sb;
 		char wal[272];

@@ -97,6 +97,67 @@ static int blob_by_id(struct pf_store *st, enum stk_stmt sid, int64_t id, struct
 	return s ? store_read_blob(st, s, id, what, out) : rc;
 }
 
+#define DCACHE_MAX_BYTES ((size_t)64 << 20)
+#define DCACHE_MAX_ID ((int64_t)1 << 24)
+
+void store_details_cache_drop(struct store_stacks *k)
+{
+	for (int i = 0; i < 2; i++) {
+		free(k->dent[i]);
+		k->dent[i] = NULL;
+		k->n_dent[i] = 0;
+	}
+	free(k->dpool);
+	k->dpool = NULL;
+	k->dpool_len = k->dpool_cap = 0;
+}
+
+/* Appends the bytes of location (which 0) or location stack (1) id to out, from this
+ * connection's cache (ids never change, rows are never deleted), else read and cached. The
+ * cache is dropped whole past DCACHE_MAX_BYTES. */
+static int dcache_read(struct pf_store *st, int which, int64_t id, struct pf_buf *out)
+{
+	struct store_stacks *k = stk_of(st);
+	enum stk_stmt sid = which ? K_GET_LSTACK : K_GET_LOC;
+	const char *what = which ? "profiles: detail stack" : "profiles: detail location";
+
+	if (!k || id <= 0 || id >= DCACHE_MAX_ID)
+		return blob_by_id(st, sid, id, out, what);
+	struct dentry *e = (size_t)id < k->n_dent[which] ? &k->dent[which][id] : NULL;
+	if (e && e->len != UINT32_MAX)
+		return pf_buf_append(out, k->dpool + e->off, e->len);
+	size_t at = out->len;
+	int rc = blob_by_id(st, sid, id, out, what);
+	size_t n = out->len - at;
+	if (rc < 0 || n >= UINT32_MAX)
+		return rc;
+	if (k->dpool_len + n > DCACHE_MAX_BYTES)
+		store_details_cache_drop(k);
+	size_t have = k->n_dent[which];
+	if ((size_t)id >= have) {
+		size_t cap = pf_max((size_t)id + 1, have * 2);
+		struct dentry *ne = realloc(k->dent[which], cap * sizeof(*ne));
+		if (!ne)
+			return 0; /* not cached: no harm */
+		for (size_t i = have; i < cap; i++)
+			ne[i].len = UINT32_MAX;
+		k->dent[which] = ne;
+		k->n_dent[which] = cap;
+	}
+	if (k->dpool_len + n > k->dpool_cap) {
+		size_t cap = pf_max(k->dpool_cap * 2, k->dpool_len + n + 65536);
+		uint8_t *np = realloc(k->dpool, cap);
+		if (!np)
+			return 0;
+		k->dpool = np;
+		k->dpool_cap = cap;
+	}
+	memcpy(k->dpool + k->dpool_len, out->data + at, n);
+	k->dent[which][id] = (struct dentry){(uint32_t)k->dpool_len, (uint32_t)n};
+	k->dpool_len += n;
+	return 0;
+}
+
 /* Location id -> its key in the read buffer, for one read: a hash over the ids (slot holds
  * index + 1 into the dense off/len arrays, which a rehash leaves alone). */
 struct locs_read {
@@ -198,7 +259,7 @@ int pf_store_profile_detail(struct pf_store *st, int64_t id, size_t max_bytes,
 		}
 		sid += (int64_t)(z >> 1) ^ -(int64_t)(z & 1);
 		pf_buf_reset(&stk);
-		rc = blob_by_id(st, K_GET_LSTACK, sid, &stk, "profiles: detail stack");
+		rc = dcache_read(st, 1, sid, &stk);
 		if (rc == -ENOENT)
 			rc = -EBADMSG;
 		first[i] = n_refs;
@@ -214,8 +275,7 @@ int pf_store_profile_detail(struct pf_store *st, int64_t id, size_t max_bytes,
 			rc = locs_find(&m, (int64_t)lid, &slot, &fresh);
 			if (rc == 0 && fresh) {
 				size_t off = keys.len;
-				rc = blob_by_id(st, K_GET_LOC, (int64_t)lid, &keys,
-						"profiles: detail location");
+				rc = dcache_read(st, 0, (int64_t)lid, &keys);
 				if (rc == -ENOENT)
 					rc = -EBADMSG;
 				if (rc == 0 && keys.len > UINT32_MAX)

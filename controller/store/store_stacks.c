@@ -132,6 +132,7 @@ void store_stacks_release(struct store_stacks *k)
 	seen_release(&k->attrsets);
 	seen_release(&k->locs);
 	seen_release(&k->lstacks);
+	store_details_cache_drop(k);
 	cache_drop(k);
 	free(k);
 }
@@ -214,6 +215,7 @@ void store_stacks_forget(struct pf_store *st)
 	seen_release(&k->attrsets);
 	seen_release(&k->locs);
 	seen_release(&k->lstacks);
+	store_details_cache_drop(k);
 	k->n_types_known = 0;
 }
 

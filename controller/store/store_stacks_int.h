@@ -77,6 +77,13 @@ struct store_stacks {
 	sqlite3_stmt *stmt[K__COUNT];
 	struct seen frames, stacks, attrsets;
 	struct seen locs, lstacks; /* store_details.c's */
+	/* store_details.c's read cache: location and location-stack id -> bytes in dpool */
+	struct dentry {
+		uint32_t off, len; /* len UINT32_MAX: not read */
+	} *dent[2];
+	size_t n_dent[2];
+	uint8_t *dpool;
+	size_t dpool_len, dpool_cap;
 	/* frame id -> name, kind */
 	char **frame_name;
 	uint8_t *frame_kind;
@@ -119,6 +126,8 @@ struct blob_ctx {
 	const void *p;
 	size_t n;
 };
+/* Drops store_details.c's read cache. */
+void store_details_cache_drop(struct store_stacks *k);
 /* bind_rest for a table whose second column is the key's bytes (ctx: struct blob_ctx). */
 int bind_blob2(sqlite3_stmt *s, const void *ctx);
 
