@@ -55,8 +55,15 @@ int store_details_pack(struct pf_store *st, const struct pf_profile_detail *d, s
 		const struct pf_profile_span *s = &d->stack[i];
 		int64_t id = 0;
 		pf_buf_reset(&key);
-		for (uint32_t j = 0; rc == 0 && j < s->len; j++)
-			rc = pf_buf_append_uvarint(&key, (uint64_t)loc_id[d->stack_locs[s->off + j]]);
+		rc = pf_buf_reserve(&key, (size_t)s->len * 10);
+		for (uint32_t j = 0; rc == 0 && j < s->len; j++) { /* varints, in place */
+			uint64_t v = (uint64_t)loc_id[d->stack_locs[s->off + j]];
+			while (v > 0x7f) {
+				key.data[key.len++] = (uint8_t)(v | 0x80);
+				v >>= 7;
+			}
+			key.data[key.len++] = (uint8_t)v;
+		}
 		struct blob_ctx c = {key.data, key.len};
 		if (rc == 0)
 			rc = intern_content(st, &k->lstacks, K_FIND_LSTACK, K_ADD_LSTACK, key.data,
