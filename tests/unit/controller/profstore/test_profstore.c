@@ -505,6 +505,19 @@ static int meta_cb(const struct pf_profile_row *r, void *ud)
 	return 0;
 }
 
+struct ids {
+	int64_t v[256];
+	size_t n;
+};
+
+static int ids_cb(const struct pf_profile_row *r, void *ud)
+{
+	struct ids *l = ud;
+	assert_true(l->n < PF_ARRAY_SIZE(l->v));
+	l->v[l->n++] = r->id;
+	return 0;
+}
+
 static void test_ingest_metadata_and_retention(void **state)
 {
 	struct fx *x = *state;
@@ -536,6 +549,14 @@ static void test_ingest_metadata_and_retention(void **state)
 	assert_true(bytes <= ret.max_bytes);
 	assert_true(n >= 2 && n <= 3);
 	assert_int_equal(pf_store_profile_get(x->st, 1, meta_cb, &r), -ENOENT);
+	/* the deleted profile's detail went with it; a kept one still loads */
+	struct pf_prof_window *kept = NULL;
+	assert_int_equal(pf_profstore_load(x->st, 1, &kept, NULL), -ENOENT);
+	struct pf_profile_filter all = {0};
+	struct ids l = {0};
+	assert_int_equal(pf_store_profiles_foreach(x->st, &all, ids_cb, &l), 0);
+	assert_int_equal(pf_profstore_load(x->st, l.v[0], &kept, NULL), 0);
+	pf_prof_window_free(kept);
 	pf_buf_release(&req);
 }
 
@@ -665,19 +686,6 @@ static void ingest_fixtures(struct fx *x, unsigned flags)
 	tw->start_unix_ns = PROF_FIXTURE_START;
 	tw->end_unix_ns = PROF_FIXTURE_START + PROF_FIXTURE_NS;
 	ingest_window(x, tw);
-}
-
-struct ids {
-	int64_t v[256];
-	size_t n;
-};
-
-static int ids_cb(const struct pf_profile_row *r, void *ud)
-{
-	struct ids *l = ud;
-	assert_true(l->n < PF_ARRAY_SIZE(l->v));
-	l->v[l->n++] = r->id;
-	return 0;
 }
 
 /* The views' outputs of a tree merged through pf_profstore_merge() with `flags`: slot 0 the
