@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pf/array.h"
 #include "pf/compiler.h"
 
 #define DETAIL_VERSION 1
@@ -135,14 +136,8 @@ static int strtab_ref(struct strtab *t, const char *s, uint64_t *ref)
 		}
 		j = (j + 1) & (t->n_slot - 1);
 	}
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 32;
-		const char **ns = realloc(t->s, cap * sizeof(*ns));
-		if (!ns)
-			return -ENOMEM;
-		t->s = ns;
-		t->cap = cap;
-	}
+	if (PF_ARRAY_GROW(t->s, t->cap, t->n + 1, 32) < 0)
+		return -ENOMEM;
 	t->s[t->n++] = s;
 	t->slot[j] = t->n;
 	*ref = t->n;

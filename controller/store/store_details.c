@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pf/array.h"
 #include "pf/compiler.h"
 #include "store_int.h"
 #include "store_stacks_int.h"
@@ -105,7 +106,7 @@ static int blob_by_id(struct pf_store *st, enum stk_stmt sid, int64_t id, struct
 }
 
 #define DCACHE_MAX_BYTES ((size_t)64 << 20)
-#define DCACHE_MAX_ID ((int64_t)1 << 24)
+#define DCACHE_MAX_ID ((int64_t)1 << 21) /* ids past it are read uncached: 16 MiB of index per kind */
 
 void store_details_cache_drop(struct store_stacks *k)
 {
@@ -141,24 +142,13 @@ static int dcache_read(struct pf_store *st, int which, int64_t id, struct pf_buf
 	if (k->dpool_len + n > DCACHE_MAX_BYTES)
 		store_details_cache_drop(k);
 	size_t have = k->n_dent[which];
-	if ((size_t)id >= have) {
-		size_t cap = pf_max((size_t)id + 1, have * 2);
-		struct dentry *ne = realloc(k->dent[which], cap * sizeof(*ne));
-		if (!ne)
-			return 0; /* not cached: no harm */
-		for (size_t i = have; i < cap; i++)
-			ne[i].len = UINT32_MAX;
-		k->dent[which] = ne;
-		k->n_dent[which] = cap;
-	}
-	if (k->dpool_len + n > k->dpool_cap) {
-		size_t cap = pf_max(k->dpool_cap * 2, k->dpool_len + n + 65536);
-		uint8_t *np = realloc(k->dpool, cap);
-		if (!np)
-			return 0;
-		k->dpool = np;
-		k->dpool_cap = cap;
-	}
+	/* not cached when memory is short: no harm */
+	if (PF_ARRAY_GROW(k->dent[which], k->n_dent[which], (size_t)id + 1, 1024) < 0)
+		return 0;
+	for (size_t i = have; i < k->n_dent[which]; i++)
+		k->dent[which][i].len = UINT32_MAX;
+	if (PF_ARRAY_GROW(k->dpool, k->dpool_cap, k->dpool_len + n, 65536) < 0)
+		return 0;
 	memcpy(k->dpool + k->dpool_len, out->data + at, n);
 	k->dent[which][id] = (struct dentry){(uint32_t)k->dpool_len, (uint32_t)n};
 	k->dpool_len += n;
@@ -168,11 +158,13 @@ static int dcache_read(struct pf_store *st, int which, int64_t id, struct pf_buf
 /* Location id -> its key in the read buffer, for one read: a hash over the ids (slot holds
  * index + 1 into the dense off/len arrays, which a rehash leaves alone). */
 struct locs_read {
-	int64_t *id;
+	struct loc_entry {
+		int64_t id;
+		uint32_t off, len;
+	} *e;
+	size_t n, cap;
 	size_t *slot;
 	size_t n_slot;
-	uint32_t *off, *len;
-	size_t n, cap;
 };
 
 static size_t id_hash(int64_t id, size_t n_slot)
@@ -189,7 +181,7 @@ static int locs_find(struct locs_read *m, int64_t id, size_t *idx, bool *fresh)
 		if (!sl)
 			return -ENOMEM;
 		for (size_t i = 0; i < m->n; i++) {
-			size_t j = id_hash(m->id[i], ns);
+			size_t j = id_hash(m->e[i].id, ns);
 			while (sl[j])
 				j = (j + 1) & (ns - 1);
 			sl[j] = i + 1;
@@ -199,25 +191,13 @@ static int locs_find(struct locs_read *m, int64_t id, size_t *idx, bool *fresh)
 		m->n_slot = ns;
 	}
 	size_t j = id_hash(id, m->n_slot);
-	while (m->slot[j] && m->id[m->slot[j] - 1] != id)
+	while (m->slot[j] && m->e[m->slot[j] - 1].id != id)
 		j = (j + 1) & (m->n_slot - 1);
 	*fresh = !m->slot[j];
 	if (*fresh) {
-		if (m->n == m->cap) {
-			size_t cap = m->cap ? m->cap * 2 : 512;
-			int64_t *ni = realloc(m->id, cap * sizeof(*ni));
-			if (ni)
-				m->id = ni;
-			uint32_t *no = ni ? realloc(m->off, cap * sizeof(*no)) : NULL;
-			if (no)
-				m->off = no;
-			uint32_t *nl = no ? realloc(m->len, cap * sizeof(*nl)) : NULL;
-			if (!nl)
-				return -ENOMEM;
-			m->len = nl;
-			m->cap = cap;
-		}
-		m->id[m->n] = id;
+		if (PF_ARRAY_GROW(m->e, m->cap, m->n + 1, 512) < 0)
+			return -ENOMEM;
+		m->e[m->n] = (struct loc_entry){id, 0, 0};
 		m->slot[j] = ++m->n;
 	}
 	*idx = m->slot[j] - 1;
@@ -288,24 +268,14 @@ int pf_store_profile_detail(struct pf_store *st, int64_t id, size_t max_bytes,
 				if (rc == 0 && keys.len > UINT32_MAX)
 					rc = -E2BIG;
 				if (rc == 0) {
-					m.off[slot] = (uint32_t)off;
-					m.len[slot] = (uint32_t)(keys.len - off);
+					m.e[slot].off = (uint32_t)off;
+					m.e[slot].len = (uint32_t)(keys.len - off);
 				}
 			}
-			if (rc == 0 && n_refs == cap_refs) {
-				size_t cap = cap_refs ? cap_refs * 2 : 4096;
-				if (cap > max_bytes / sizeof(uint32_t)) {
-					rc = -E2BIG;
-					break;
-				}
-				uint32_t *no = realloc(koff, cap * sizeof(*no));
-				if (!no) {
-					rc = -ENOMEM;
-					break;
-				}
-				koff = no;
-				cap_refs = cap;
-			}
+			if (rc == 0 && n_refs >= max_bytes / sizeof(uint32_t))
+				rc = -E2BIG;
+			if (rc == 0 && PF_ARRAY_GROW(koff, cap_refs, n_refs + 1, 4096) < 0)
+				rc = -ENOMEM;
 			if (rc == 0)
 				koff[n_refs++] = (uint32_t)slot;
 		}
@@ -319,8 +289,8 @@ int pf_store_profile_detail(struct pf_store *st, int64_t id, size_t max_bytes,
 	}
 	for (size_t i = 0; rc == 0 && i < n_refs; i++) {
 		/* the keys' buffer is complete now: no pointer into it moves any more */
-		kp[i] = keys.data + m.off[koff[i]];
-		kl[i] = m.len[koff[i]];
+		kp[i] = keys.data + m.e[koff[i]].off;
+		kl[i] = m.e[koff[i]].len;
 	}
 	for (uint64_t i = 0; rc == 0 && i < n_stacks; i++)
 		ds[i] = (struct pf_profile_dstack){first[i + 1] - first[i], kp + first[i],
@@ -336,10 +306,8 @@ int pf_store_profile_detail(struct pf_store *st, int64_t id, size_t max_bytes,
 	free(kp);
 	free(kl);
 	free(koff);
-	free(m.id);
+	free(m.e);
 	free(m.slot);
-	free(m.off);
-	free(m.len);
 	pf_buf_release(&blob);
 	pf_buf_release(&keys);
 	pf_buf_release(&stk);
