@@ -290,7 +290,7 @@ static void loop_phase(const char *label, struct pf_store *st, const char *db,
 	if (use_pool) {
 		struct pf_qpool_options qo = {.db_path = db};
 		struct pf_qpool_options io = {.db_path = db, .writer = true, .threads = 1,
-					      .retention = ret};
+					      .batch_max = PF_INGEST_BATCH, .retention = ret};
 		pool = pf_qpool_start(&qo, &err);
 		ingest = pool ? pf_qpool_start(&io, &err) : NULL;
 		if (!ingest) {
