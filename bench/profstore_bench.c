@@ -20,10 +20,11 @@
  *         up to PF_INGEST_BATCH); each request's latency is then its batch's
  *
  * Ingest: every window is encoded as the agent would send it (one OTLP request per agent and
- * window, time order), then handed to pf_profstore_ingest() (decode, re-encode per profile,
- * gzip, insert into SQLite on a synchronous=FULL connection as the controller's main loop
- * does); only that call is timed. Queries go through pf_api_handle() like the server's.
- * "merge:" lines time pf_profstore_merge() itself over one service's profiles, through the
+ * window, time order), then handed to pf_profstore_ingest_batch() (decode, each profile's
+ * detail and content, insert into SQLite on a synchronous=FULL connection as the receiver's
+ * writer does, -b requests per transaction); only that call is timed (wall and CPU), and
+ * the database file is measured after a checkpoint. Queries go through pf_api_handle() like
+ * the server's. "merge:" lines time pf_profstore_merge() itself over one service's profiles, through the
  * compact flame forms and through the bodies (pf_profstore_set_compact), in the same run, and
  * check that both trees give the same JSON. */
 #include <arpa/inet.h>
