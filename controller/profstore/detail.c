@@ -158,8 +158,8 @@ static int put_samples(struct pf_buf *b, const struct pf_prof_window *w,
 	pf_buf_init(&body, 0);
 	for (size_t i = 0; rc == 0 && i < p->n_samples; i++) {
 		const struct pf_prof_sample *s = &p->samples[i];
-		if (s->stack >= p->n_stacks ||
-		    (s->n_timestamps && !s->timestamps) || (s->n_labels && !s->labels)) {
+		if (s->stack >= p->n_stacks || (s->n_timestamps && !s->timestamps) ||
+		    (s->n_labels && !s->labels)) {
 			rc = pf_error_set(err, -EINVAL, NULL, "sample %zu: bad stack or arrays", i);
 			break;
 		}
@@ -257,7 +257,8 @@ int pf_detail_split(const struct pf_prof_window *w, size_t proc, struct pf_detai
 		rc = put_location(&out->locs, p, &p->frames[i]);
 		if (out->locs.len > UINT32_MAX)
 			rc = pf_error_set(err, -EINVAL, NULL, "locations too large");
-		out->loc[i] = (struct pf_profile_span){(uint32_t)off, (uint32_t)(out->locs.len - off)};
+		out->loc[i] =
+		    (struct pf_profile_span){(uint32_t)off, (uint32_t)(out->locs.len - off)};
 	}
 	out->n_locs = p->n_frames;
 	size_t k = 0;
@@ -266,7 +267,8 @@ int pf_detail_split(const struct pf_prof_window *w, size_t proc, struct pf_detai
 		out->stack[i] = (struct pf_profile_span){(uint32_t)k, s->n_frames};
 		for (uint32_t j = 0; j < s->n_frames; j++) {
 			if (s->frames[j] >= p->n_frames)
-				return pf_error_set(err, -EINVAL, NULL, "stack %zu: frame index", i);
+				return pf_error_set(err, -EINVAL, NULL, "stack %zu: frame index",
+						    i);
 			out->stack_locs[k++] = s->frames[j];
 		}
 	}
@@ -597,8 +599,8 @@ static void get_samples(struct rd *r, struct pf_prof_process *p, size_t nt)
 				r->rc = r->rc ? r->rc : -EBADMSG;
 				break;
 			}
-			l[k] = (struct pf_prof_label){strs[key - 1], str ? strs[str - 1] : NULL, num,
-						      unit ? strs[unit - 1] : NULL};
+			l[k] = (struct pf_prof_label){strs[key - 1], str ? strs[str - 1] : NULL,
+						      num, unit ? strs[unit - 1] : NULL};
 		}
 		s->n_labels = l ? (uint32_t)nl : 0;
 		s->labels = l;
@@ -673,7 +675,7 @@ int pf_detail_build(const uint8_t *samples, size_t len, const struct pf_profile_
 	if (rc < 0) {
 		pf_prof_window_free(w);
 		return pf_error_set(err, rc, NULL, "stored profile: %s",
-				    rc == -E2BIG	? "too large"
+				    rc == -E2BIG    ? "too large"
 				    : rc == -ENOMEM ? "out of memory"
 						    : "detail does not decode");
 	}

@@ -33,13 +33,13 @@
 #define PF_DETAIL_MAX_BYTES ((size_t)256 << 20)
 
 struct pf_detail_split {
-	struct pf_buf locs;          /* the location keys, back to back */
-	struct pf_profile_span *loc;  /* n_locs: one per frame of the process */
+	struct pf_buf locs;	     /* the location keys, back to back */
+	struct pf_profile_span *loc; /* n_locs: one per frame of the process */
 	size_t n_locs;
-	uint32_t *stack_locs;        /* all stacks' location indices, back to back */
+	uint32_t *stack_locs;	       /* all stacks' location indices, back to back */
 	struct pf_profile_span *stack; /* n_stacks: into stack_locs */
 	size_t n_stacks;
-	struct pf_buf samples;       /* the samples part */
+	struct pf_buf samples; /* the samples part */
 };
 
 /* Splits process `proc` of w. -ENOMEM, -EINVAL (an index out of range, err says). Release

@@ -306,10 +306,12 @@ void pf_qpool_forget(struct pf_qpool *p, uint64_t handle)
 	} else if ((drop = unlink_handle(&p->done_head, &p->done_tail, handle))) {
 		p->stats.done--;
 	} else {
-		for (unsigned i = 0; i < p->n_workers; i++)
-			for (size_t k = 0; k < p->workers[i].n_running; k++)
-				if (p->workers[i].running[k]->handle == handle)
-					p->workers[i].running[k]->forgotten = true; /* its worker frees it */
+		for (unsigned i = 0; i < p->n_workers; i++) {
+			struct worker *w = &p->workers[i];
+			for (size_t k = 0; k < w->n_running; k++)
+				if (w->running[k]->handle == handle)
+					w->running[k]->forgotten = true; /* freed by its worker */
+		}
 	}
 	if (drop)
 		p->stats.dropped++;

@@ -44,8 +44,8 @@ int store_details_pack(struct pf_store *st, const struct pf_profile_detail *d, s
 			if (loc_id[li])
 				continue;
 			struct blob_ctx c = {d->locs + d->loc[li].off, d->loc[li].len};
-			rc = intern_content(st, &k->locs, K_FIND_LOC, K_ADD_LOC, c.p, c.n, bind_blob2,
-					    &c, &loc_id[li]);
+			rc = intern_content(st, &k->locs, K_FIND_LOC, K_ADD_LOC, c.p, c.n,
+					    bind_blob2, &c, &loc_id[li]);
 			if (rc < 0)
 				return rc;
 		}
@@ -106,7 +106,8 @@ static int blob_by_id(struct pf_store *st, enum stk_stmt sid, int64_t id, struct
 }
 
 #define DCACHE_MAX_BYTES ((size_t)64 << 20)
-#define DCACHE_MAX_ID ((int64_t)1 << 21) /* ids past it are read uncached: 16 MiB of index per kind */
+/* ids past it are read uncached: at most 16 MiB of index per kind */
+#define DCACHE_MAX_ID ((int64_t)1 << 21)
 
 void store_details_cache_drop(struct store_stacks *k)
 {
@@ -161,7 +162,7 @@ struct locs_read {
 	struct loc_entry {
 		int64_t id;
 		uint32_t off, len;
-	} *e;
+	} * e;
 	size_t n, cap;
 	size_t *slot;
 	size_t n_slot;
@@ -225,8 +226,7 @@ int pf_store_profile_detail(struct pf_store *st, int64_t id, size_t max_bytes,
 	pf_buf_init(&stk, max_bytes);
 	rc = blob_by_id(st, K_GET_DETAIL, id, &blob, "profiles: detail");
 	const uint8_t *p = blob.data, *end = p ? p + blob.len : p;
-	if (rc == 0 && (!p || get_varint(&p, end, &n_stacks) < 0 ||
-			n_stacks > (uint64_t)(end - p)))
+	if (rc == 0 && (!p || get_varint(&p, end, &n_stacks) < 0 || n_stacks > (uint64_t)(end - p)))
 		rc = -EBADMSG;
 	if (rc == 0) {
 		ds = calloc(n_stacks ? n_stacks : 1, sizeof(*ds));

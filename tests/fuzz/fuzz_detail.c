@@ -41,7 +41,8 @@ static void stacks_of(const struct pf_detail_split *sp, struct pf_profile_dstack
 	for (size_t i = 0; i < sp->n_stacks; i++) {
 		ds[i] = (struct pf_profile_dstack){sp->stack[i].len, key + k, len + k};
 		for (uint32_t j = 0; j < sp->stack[i].len; j++, k++) {
-			const struct pf_profile_span *l = &sp->loc[sp->stack_locs[sp->stack[i].off + j]];
+			const struct pf_profile_span *l =
+			    &sp->loc[sp->stack_locs[sp->stack[i].off + j]];
 			key[k] = sp->locs.data + l->off;
 			len[k] = l->len;
 		}
@@ -70,11 +71,11 @@ static void roundtrip(const struct pf_prof_window *w)
 		FUZZ_CHECK(rc == 0 || rc == -ENOMEM, "rebuild of a split: %d", rc);
 		if (rc == 0 && pf_detail_split(back, 0, &b, NULL) == 0) {
 			FUZZ_CHECK(b.samples.len == a.samples.len &&
-					   memcmp(b.samples.data, a.samples.data, a.samples.len) == 0,
+				       memcmp(b.samples.data, a.samples.data, a.samples.len) == 0,
 				   "split, build, split: %zu != %zu bytes", b.samples.len,
 				   a.samples.len);
-			FUZZ_CHECK(b.locs.len == a.locs.len, "locations: %zu != %zu bytes", b.locs.len,
-				   a.locs.len);
+			FUZZ_CHECK(b.locs.len == a.locs.len, "locations: %zu != %zu bytes",
+				   b.locs.len, a.locs.len);
 		}
 		pf_detail_split_release(&b);
 		pf_prof_window_free(back);

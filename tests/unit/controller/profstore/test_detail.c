@@ -38,7 +38,8 @@ static void dstacks_of(const struct pf_detail_split *sp, struct dstacks *d)
 	for (size_t i = 0; i < sp->n_stacks; i++) {
 		d->s[i] = (struct pf_profile_dstack){sp->stack[i].len, d->key + k, d->len + k};
 		for (uint32_t j = 0; j < sp->stack[i].len; j++, k++) {
-			const struct pf_profile_span *l = &sp->loc[sp->stack_locs[sp->stack[i].off + j]];
+			const struct pf_profile_span *l =
+			    &sp->loc[sp->stack_locs[sp->stack[i].off + j]];
 			d->key[k] = sp->locs.data + l->off;
 			d->len[k] = l->len;
 		}
@@ -87,9 +88,8 @@ static void check_same(const struct pf_prof_window *w, size_t proc)
 
 	assert_int_equal(pf_detail_split(&one, 0, &sp, NULL), 0);
 	dstacks_of(&sp, &d);
-	assert_int_equal(pf_detail_build(sp.samples.data, sp.samples.len, d.s, sp.n_stacks, &back,
-					 NULL),
-			 0);
+	assert_int_equal(
+	    pf_detail_build(sp.samples.data, sp.samples.len, d.s, sp.n_stacks, &back, NULL), 0);
 	/* the views: same flame graph, same pprof */
 	flame_json(&one, &a);
 	flame_json(back, &b);
@@ -116,7 +116,8 @@ static void check_same(const struct pf_prof_window *w, size_t proc)
 		assert_string_equal(q->attrs[i].key, p->attrs[i].key);
 		assert_string_equal(q->attrs[i].value, p->attrs[i].value);
 	}
-	assert_int_equal(q->original_payload_len, p->original_payload ? p->original_payload_len : 0);
+	assert_int_equal(q->original_payload_len,
+			 p->original_payload ? p->original_payload_len : 0);
 	assert_int_equal(q->n_samples, p->n_samples);
 	for (size_t i = 0; i < p->n_samples; i++) {
 		const struct pf_prof_sample *x = &p->samples[i], *y = &q->samples[i];
@@ -147,9 +148,8 @@ static void check_same(const struct pf_prof_window *w, size_t proc)
 	/* every cut is refused; every altered byte is refused or stays in bounds */
 	for (size_t n = 0; n < sp.samples.len; n++) {
 		struct pf_prof_window *cut = NULL;
-		assert_int_not_equal(pf_detail_build(sp.samples.data, n, d.s, sp.n_stacks, &cut,
-						     NULL),
-				     0);
+		assert_int_not_equal(
+		    pf_detail_build(sp.samples.data, n, d.s, sp.n_stacks, &cut, NULL), 0);
 		assert_null(cut);
 	}
 	uint8_t *alt = malloc(sp.samples.len);
@@ -167,9 +167,9 @@ static void check_same(const struct pf_prof_window *w, size_t proc)
 	free(alt);
 	/* a stack count that does not match */
 	struct pf_prof_window *x = NULL;
-	assert_int_equal(pf_detail_build(sp.samples.data, sp.samples.len, d.s, sp.n_stacks + 1,
-					 &x, NULL),
-			 -EBADMSG);
+	assert_int_equal(
+	    pf_detail_build(sp.samples.data, sp.samples.len, d.s, sp.n_stacks + 1, &x, NULL),
+	    -EBADMSG);
 	pf_prof_window_free(back);
 	dstacks_free(&d);
 	pf_detail_split_release(&sp);
@@ -178,7 +178,10 @@ static void check_same(const struct pf_prof_window *w, size_t proc)
 static void test_roundtrip(void **state)
 {
 	(void)state;
-	static const unsigned flags[] = {0, PROF_FIX_TIMESTAMPS, PROF_FIX_LINK, PROF_FIX_MIXED,
+	static const unsigned flags[] = {0,
+					 PROF_FIX_TIMESTAMPS,
+					 PROF_FIX_LINK,
+					 PROF_FIX_MIXED,
 					 PROF_FIX_NAMES,
 					 PROF_FIX_TIMESTAMPS | PROF_FIX_LINK | PROF_FIX_NAMES};
 	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
@@ -206,9 +209,8 @@ static void test_bad(void **state)
 	static const uint8_t junk[] = {0x80};
 	d.key[0] = junk;
 	d.len[0] = 1;
-	assert_int_equal(pf_detail_build(sp.samples.data, sp.samples.len, d.s, sp.n_stacks, &x,
-					 NULL),
-			 -EBADMSG);
+	assert_int_equal(
+	    pf_detail_build(sp.samples.data, sp.samples.len, d.s, sp.n_stacks, &x, NULL), -EBADMSG);
 	assert_null(x);
 	assert_int_equal(pf_detail_build(NULL, 0, d.s, 0, &x, NULL), -EBADMSG);
 	dstacks_free(&d);
@@ -227,8 +229,8 @@ static void test_bad(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_roundtrip),
-		cmocka_unit_test(test_bad),
+	    cmocka_unit_test(test_roundtrip),
+	    cmocka_unit_test(test_bad),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

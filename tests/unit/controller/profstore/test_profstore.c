@@ -788,7 +788,8 @@ static void test_detail_same_as_body(void **state)
 			size_t k = 0;
 			while (a[k] == b[k])
 				k++;
-			fail_msg("profile %zu: detail and body views differ at %zu:\n%.300s\n---\n%.300s",
+			fail_msg("profile %zu: detail and body views differ at %zu:\n%.300s\n---\n"
+				 "%.300s",
 				 i, k, a + (k > 100 ? k - 100 : 0), b + (k > 100 ? k - 100 : 0));
 		}
 		free(a);
