@@ -347,6 +347,49 @@ class ProfileStore(StoreCase):
 
 
 @unittest.skipUnless(have_protoc(), "protoc or the reference schemas are missing")
+class GroupCommit(StoreCase):
+    def test_concurrent_posts_share_commits(self):
+        """Posts from many clients at once: the receiver's writers take the queued requests
+        together and store each lot in one transaction. Every request is answered 200 (after
+        its commit), every profile is stored once — six contents, each new in the first lot
+        that holds it — and reads back whole, alone and merged."""
+        self.start()
+        body = encode_text(big_text())
+        n, results = 48, {}
+
+        def one(i):
+            c = http.client.HTTPConnection("127.0.0.1", self.c.port, timeout=60)
+            try:
+                h = dict(PROTOBUF)
+                h["Authorization"] = "Bearer " + self.c.agent_token
+                c.request("POST", "/v1development/profiles", retag(body, i % 6), headers=h)
+                r = c.getresponse()
+                results[i] = (r.status, r.read())
+            except OSError as e:
+                results[i] = (None, str(e).encode())
+            finally:
+                c.close()
+
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+        self.assertEqual(sorted(results), list(range(n)))
+        for i in range(n):
+            self.assertEqual(results[i], (200, b""), i)
+        lst = self.get("/api/v1/profiles?service=big&limit=1000")
+        self.assertEqual(lst["count"], n)
+        merged = self.get("/api/v1/flamegraph?from=%d&to=%d&service=big"
+                          % (START_MS, START_MS + 10000))
+        self.assertEqual(merged["profiles_merged"], n)
+        for p in lst["profiles"][:6]:
+            fg = self.get("/api/v1/profiles/%d/flamegraph" % p["id"])
+            self.assertEqual(fg["value"] * n, merged["value"])
+            self.assertEqual(fg["value"], p["samples"])
+
+
+@unittest.skipUnless(have_protoc(), "protoc or the reference schemas are missing")
 class LoopNotBlocked(StoreCase):
     MIN_QUERY_S = 0.1
 
