@@ -1,8 +1,9 @@
 /* profstore.h — the controller's embedded profile store, receiving side: the OTLP/HTTP
  * profiles receiver logic (POST /v1development/profiles) as a plain function over the request
  * bytes, and loading a stored profile back into a window for the views (flame.h) and the pprof
- * download. server.c calls pf_profstore_ingest() on the receiver's writer thread (a one-thread
- * query_pool.h pool with its own connection) and writes back what it fills; the API
+ * download. server.c calls pf_profstore_ingest_batch() on the receiver's writer threads (a
+ * query_pool.h pool, a connection per thread) with the requests a writer took together, and
+ * writes back what it fills; the API
  * (api/api_profiles.c) calls pf_profstore_load() and pf_profstore_merge(), on the query
  * pool's threads.
  *
@@ -13,8 +14,10 @@
  *    fit max_bytes, else 413.
  *  - undecodable bytes: 400 with a google.rpc.Status {code 3 INVALID_ARGUMENT, message}.
  *  - each OTLP Profile (one process of the decoded window) is stored as its own row
- *    (store.h "Profiles") with its metadata and its body: that one profile re-encoded as a
- *    single-profile ExportProfilesServiceRequest (pf_otlp_profiles_encode) and gzip'd. A
+ *    (store.h "Profiles") with its metadata and its detail (detail.h: locations and stacks
+ *    stored once, its samples part per profile), from which pf_profstore_load() rebuilds it;
+ *    with PF_PROFSTORE_BODY instead its body, that one profile re-encoded as a
+ *    single-profile ExportProfilesServiceRequest and gzip'd, as before schema 13. A
  *    profile without samples is rejected and counted; success is 200 with an
  *    ExportProfilesServiceResponse: empty when everything was stored, else partial_success
  *    {rejected_profiles, error_message}. A request with no profile at all is a success.
@@ -24,8 +27,8 @@
  *
  * Content: with PF_PROFSTORE_STACKS (the default) each profile's distinct frame paths
  * (flame.h pf_flame_paths_build), its resource attributes and unit go to the store's content
- * tables (store.h), which the merged views read (views.h); the body stays for single-profile
- * views and pprof downloads.
+ * tables (store.h), which the merged views read (views.h); the detail serves the
+ * single-profile views and pprof downloads.
  *
  * Metadata taken from the resource attributes: service.name, process.pid,
  * process.executable.name (else the basename of process.executable.path), host.name,
@@ -105,8 +108,9 @@ int pf_profstore_ingest(struct pf_store *st, const struct pf_profstore_request *
 int pf_profstore_ingest_batch(struct pf_store *st, const struct pf_profstore_request *reqs,
 			      size_t n, struct pf_profstore_result *res, struct pf_buf *resps);
 
-/* Loads the stored profile `id` into a new window (free with pf_prof_window_free).
- * -ENOENT, -EBADMSG for a body that no longer decodes, -E2BIG, -ENOMEM, -EIO; err says. */
+/* Loads the stored profile `id` into a new window (free with pf_prof_window_free), from its
+ * detail, or its body when it was stored with one. -ENOENT, -EBADMSG for a detail or body
+ * that no longer decodes, -E2BIG, -ENOMEM, -EIO; err says. */
 int pf_profstore_load(struct pf_store *st, int64_t id, struct pf_prof_window **out,
 		      struct pf_error *err);
 
