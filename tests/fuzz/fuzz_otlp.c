@@ -1,6 +1,6 @@
 /* fuzz_otlp.c — an OTLP ExportProfilesServiceRequest body as the controller's receiver takes it
- * (controller/profstore/profstore.h): pf_otlp_profiles_decode(), what pf_profstore_ingest()
- * does with each profile before storing it (that one process re-encoded alone), the flame
+ * (controller/profstore/profstore.h): pf_otlp_profiles_decode(), each profile re-encoded alone
+ * (as profiles stored with their body were), the flame
  * graph views (flame.h) built from the window, and pf_profstore_ingest() itself against a
  * real SQLite store in memory (":memory:", retention-capped). A body starting with the gzip
  * magic is ingested with Content-Encoding: gzip.
@@ -16,7 +16,8 @@
  *  - the flame graph of the window has the window's total weight at its root (or is
  *    truncated) and renders as JSON; the top table renders;
  *  - ingest of a decodable body answers 200 and accounts for every profile
- *    (accepted + rejected == processes). */
+ *    (accepted + rejected == processes), and the newest stored profiles load back from
+ *    their details into structurally valid one-process windows. */
 #include <errno.h>
 #include <string.h>
 
@@ -130,6 +131,20 @@ static void check_flame(const struct pf_prof_window *w)
 	pf_flame_free(f);
 }
 
+static int load_cb(const struct pf_profile_row *r, void *ud)
+{
+	struct pf_prof_window *w = NULL;
+	struct pf_error err = {0};
+	(void)ud;
+	int rc = pf_profstore_load(store, r->id, &w, &err);
+	FUZZ_CHECK(rc == 0, "stored profile %lld does not load: %d %s", (long long)r->id, rc,
+		   err.msg);
+	fuzz_window_check(w);
+	FUZZ_CHECK(w->n_processes == 1, "stored profile: %zu processes", w->n_processes);
+	pf_prof_window_free(w);
+	return 0;
+}
+
 static void check_ingest(const uint8_t *data, size_t size, int decode_rc, size_t n_processes)
 {
 	struct pf_profstore_request req = {
@@ -155,6 +170,11 @@ static void check_ingest(const uint8_t *data, size_t size, int decode_rc, size_t
 		   "ingest answered %d: %s", res.status, res.message);
 	if (res.status != 200)
 		FUZZ_CHECK(res.message[0], "ingest %d without a message", res.status);
+	if (res.status == 200 && res.accepted) { /* what was stored reads back (its detail) */
+		struct pf_profile_filter f = {.limit = 8};
+		FUZZ_CHECK(pf_store_profiles_foreach(store, &f, load_cb, NULL) == 0, "list: %s",
+			   pf_store_last_error(store));
+	}
 	if (!req.gzip) {
 		FUZZ_CHECK((decode_rc == 0) == (res.status == 200), "decode %d but ingest %d: %s",
 			   decode_rc, res.status, res.message);
