@@ -26,7 +26,7 @@
  * the database file is measured after a checkpoint. Queries go through pf_api_handle() like
  * the server's. "merge:" lines time pf_profstore_merge() itself over one service's profiles,
  * through the compact flame forms and through each profile's detail (or body: stored before
- * schema 13), in the same run (pf_profstore_set_compact), and check that both trees give the
+ * schema 14), in the same run (pf_profstore_set_compact), and check that both trees give the
  * same JSON. */
 #include <arpa/inet.h>
 #include <errno.h>

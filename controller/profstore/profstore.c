@@ -667,7 +667,7 @@ int pf_profstore_load(struct pf_store *st, int64_t id, struct pf_prof_window **o
 			pf_error_set(err, rc, NULL, "%s", pf_store_last_error(st));
 		return rc;
 	}
-	/* stored before schema 13 (or with PF_PROFSTORE_BODY): the body */
+	/* stored before schema 14 (or with PF_PROFSTORE_BODY): the body */
 	pf_buf_init(&gz, PF_PROFSTORE_LOAD_MAX_BYTES);
 	pf_buf_init(&raw, PF_PROFSTORE_LOAD_MAX_BYTES);
 	rc = pf_store_profile_body(st, id, &gz);

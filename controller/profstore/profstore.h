@@ -17,7 +17,7 @@
  *    (store.h "Profiles") with its metadata and its detail (detail.h: locations and stacks
  *    stored once, its samples part per profile), from which pf_profstore_load() rebuilds it;
  *    with PF_PROFSTORE_BODY instead its body, that one profile re-encoded as a
- *    single-profile ExportProfilesServiceRequest and gzip'd, as before schema 13. A
+ *    single-profile ExportProfilesServiceRequest and gzip'd, as before schema 14. A
  *    profile without samples is rejected and counted; success is 200 with an
  *    ExportProfilesServiceResponse: empty when everything was stored, else partial_success
  *    {rejected_profiles, error_message}. A request with no profile at all is a success.
@@ -138,7 +138,7 @@ int pf_profstore_merge(struct pf_store *st, int64_t id, struct pf_flame *f, int 
 #define PF_PROFSTORE_COMPACT_READ 2u
 #define PF_PROFSTORE_STACKS 4u
 /* BODY = ingest stores each profile's OTLP body (re-encoded, gzip'd) instead of its detail
- * (detail.h), as the store did before schema 13; for comparisons. */
+ * (detail.h), as the store did before schema 14; for comparisons. */
 #define PF_PROFSTORE_BODY 8u
 void pf_profstore_set_compact(unsigned flags);
 unsigned pf_profstore_compact(void);

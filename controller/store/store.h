@@ -432,7 +432,7 @@ int pf_store_profiles_batch_end(struct pf_store *st, const struct pf_profile_ret
 int pf_store_profiles_retain(struct pf_store *st, const struct pf_profile_retention *ret,
 			     int64_t now_ms, size_t max_rows, size_t *deleted);
 
-/* The detail of profile id (stored since schema 13 instead of a body): cb gets its samples
+/* The detail of profile id (stored since schema 14 instead of a body): cb gets its samples
  * part and its stacks (valid during the call); its return is returned. -ENOENT when the
  * profile has none (stored before: read its body), -EBADMSG when the stored bytes or ids
  * do not check out, -E2BIG past max_bytes of locations, -ENOMEM, -EIO. */

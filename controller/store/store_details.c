@@ -1,4 +1,4 @@
-/* store_details.c — profiles stored without their OTLP body (schema 13, migration in
+/* store_details.c — profiles stored without their OTLP body (schema 14, migration in
  * store.c; store.h "pf_profile_detail"): the locations of their frames and their stacks as
  * location ids in content tables (prof_locations, prof_lstacks, each row once, keyed by a
  * SHA-256 of its bytes through store_stacks.c's intern_content and its per-connection cache

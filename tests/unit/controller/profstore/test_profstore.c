@@ -750,7 +750,7 @@ static int cmp_id(const void *a, const void *b)
 }
 
 /* Profiles stored as their detail (detail.h, the default) and as their OTLP body (as before
- * schema 13) give the same flame graphs, diffs and top tables, one by one and merged, and
+ * schema 14) give the same flame graphs, diffs and top tables, one by one and merged, and
  * the same pprof download. */
 static void test_detail_same_as_body(void **state)
 {
