@@ -47,6 +47,20 @@ def wait_until(fn, timeout=10.0, interval=0.05, what="condition"):
     raise AssertionError("timed out after %.1fs waiting for %s (last: %r)" % (timeout, what, last))
 
 
+def varint(n):
+    """n as a protobuf base-128 varint (negative numbers as their 64-bit two's complement)."""
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
 class Proc:
     def __init__(self, args, log_path, env=None):
         self.args = args
