@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -59,6 +60,20 @@ def varint(n):
         else:
             out.append(b)
             return bytes(out)
+
+
+def import_grpc():
+    """Python's gRPC (Debian's python3-grpcio), also when the tests run on an interpreter
+    other than Debian's python3; None when it is not installed."""
+    try:
+        import grpc
+    except ImportError:
+        sys.path.append("/usr/lib/python3/dist-packages")
+        try:
+            import grpc
+        except ImportError:
+            return None
+    return grpc
 
 
 class Proc:

@@ -10,7 +10,6 @@ import gzip
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -18,19 +17,12 @@ import unittest
 import urllib.request
 
 import pfharness
-from pfharness import Controller, free_port
+from pfharness import Controller, free_port, import_grpc
 from test_export_tls import OPENSSL, make_ca, make_server_cert
 from test_profstore import EMPTY_PROFILE, REF, SERVICE_PROTO, START_MS, START_NS, encode, \
     have_protoc
 
-try:
-    import grpc
-except ImportError:  # Debian's python3-grpcio, when the tests run on another interpreter
-    sys.path.append("/usr/lib/python3/dist-packages")
-    try:
-        import grpc
-    except ImportError:
-        grpc = None
+grpc = import_grpc()
 
 METHOD = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 RESPONSE = "opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceResponse"
