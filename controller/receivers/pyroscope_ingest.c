@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "otlp_profiles.h"
+#include "pf/array.h"
 #include "pf/compiler.h"
 #include "pf/gzip.h"
 #include "pf/utf8.h"
@@ -342,21 +343,6 @@ static void text_release(struct text *t)
 	free(t->stack_ht);
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t c = *cap ? *cap : 64;
-	while (c < need)
-		c *= 2;
-	void *n = realloc(*p, c * elem);
-	if (!n)
-		return -ENOMEM;
-	*p = n;
-	*cap = c;
-	return 0;
-}
-
 /* A table of capacity cap (a power of two, at least twice its entries) for n + 1 entries. */
 static int ht_fit(uint32_t **ht, size_t *cap, size_t n, uint64_t (*hash)(struct text *, uint32_t),
 		  struct text *t)
@@ -408,7 +394,7 @@ static int name_id(struct text *t, const char *s, size_t n, uint32_t *id, struct
 	if (!pf_utf8_clean(s, n))
 		return pf_error_set(err, -EBADMSG, "body",
 				    "a frame name is not UTF-8 text without control characters");
-	if (grow((void **)&t->names, &t->cap_names, t->n_names + 1, sizeof(*t->names)) < 0 ||
+	if (PF_ARRAY_GROW(t->names, t->cap_names, t->n_names + 1, 64) < 0 ||
 	    ht_fit(&t->name_ht, &t->name_ht_cap, t->n_names, name_hash, t) < 0)
 		return -ENOMEM;
 	t->names[t->n_names] = (struct name_ref){s, (uint32_t)n};
@@ -428,7 +414,7 @@ static int stack_add(struct text *t, const uint32_t *root_first, uint32_t n, uin
 		return pf_error_set(err, -EBADMSG, "body", "the sample counts sum past 2^63");
 	t->total += count;
 	/* leaf first, at the end of ids (kept there only when the stack is new) */
-	if (grow((void **)&t->ids, &t->cap_ids, t->n_ids + n, sizeof(*t->ids)) < 0)
+	if (PF_ARRAY_GROW(t->ids, t->cap_ids, t->n_ids + n, 64) < 0)
 		return -ENOMEM;
 	uint32_t *leaf = t->ids + t->n_ids;
 	for (uint32_t i = 0; i < n; i++)
@@ -447,7 +433,7 @@ static int stack_add(struct text *t, const uint32_t *root_first, uint32_t n, uin
 	if (t->n_stacks == PF_PYROSCOPE_MAX_STACKS)
 		return pf_error_set(err, -E2BIG, "body", "more than %u distinct stacks",
 				    PF_PYROSCOPE_MAX_STACKS);
-	if (grow((void **)&t->stacks, &t->cap_stacks, t->n_stacks + 1, sizeof(*t->stacks)) < 0 ||
+	if (PF_ARRAY_GROW(t->stacks, t->cap_stacks, t->n_stacks + 1, 64) < 0 ||
 	    ht_fit(&t->stack_ht, &t->stack_ht_cap, t->n_stacks, stack_hash, t) < 0)
 		return -ENOMEM;
 	t->stacks[t->n_stacks] = (struct stack_ref){t->n_ids, n, count};

@@ -335,3 +335,34 @@ class Pyroscope(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AgentPyroscopeExporter(pfharness.IntegrationCase):
+    """The agent's own pyroscope exporter (a pprof push per process) into this receiver:
+    stored under the agent's uid, with the exporter's labels as attributes."""
+
+    def test_agent_to_controller(self):
+        from test_agent_metrics import HEAP_PPROF, PprofServer, heap_config
+        pprof_srv = PprofServer(HEAP_PPROF)
+        try:
+            ctl = self.controller()
+            ag = self.agent(ctl, "pyro", extra=["--no-sampler"])
+            uid = ag.uid()
+            cfg = heap_config(pprof_srv.port, [
+                "    - {type: pyroscope, endpoint: \"http://127.0.0.1:%d\", auth: agent_token, "
+                "timeout_seconds: 5}" % ctl.port])
+            st, body, _ = ctl.put_config("default", cfg)
+            self.assertEqual(st, 201, body)
+
+            def stored():
+                st, body, _ = ctl.request("GET", "/api/v1/profiles?limit=5")
+                return st == 200 and body["count"] >= 1 and body
+
+            body = pfharness.wait_until(stored, timeout=30, what="pyroscope pushes stored")
+            p = body["profiles"][0]
+            self.assertEqual((p["agent"], p["service"]), (uid, "unknown_service"))
+            self.assertTrue(p["type"].startswith(("alloc", "inuse")), p)
+            st, fg, _ = ctl.request("GET", "/api/v1/profiles/%d/flamegraph" % p["id"])
+            self.assertGreater(fg["value"], 0)
+        finally:
+            pprof_srv.close()
