@@ -134,6 +134,8 @@ static const struct key keys[] = {
      "agents on tls.agent_listen present a certificate signed by it"},
     {"tls.agent_listen", "agent-listen", K_LISTEN, F(agent_listen_host), F(agent_port), 0, 0, 0,
      NULL, "a second listener, same routes, that requires a client certificate"},
+    {"otlp_grpc.listen", "otlp-grpc-listen", K_LISTEN, F(otlp_grpc_host), F(otlp_grpc_port), 0,
+     0, 0, NULL, "an OTLP/gRPC profiles receiver (ProfilesService/Export); off when unset"},
     {"opamp.max_message_bytes", "max-message-bytes", K_SIZE, F(max_message_bytes), 0,
      (uint64_t)16 << 20, 4096, (uint64_t)256 << 20, NULL,
      "inbound OpAMP and OTLP profiles limit, after decompression too"},
@@ -367,6 +369,7 @@ static void usage(FILE *to)
 		"                           [--admin-token-file F] [--agent-token-file F]\n"
 		"                           [--ui-dir DIR]\n"
 		"                           [--token-file-dir DIR] [--store postgres://...]\n"
+		"                           [--otlp-grpc-listen HOST:PORT]\n"
 		"\n"
 		"Serves OpAMP (/v1/opamp), the REST API (/api/v1), /metrics, /healthz and /readyz\n"
 		"on one address (default 127.0.0.1:4320). On first start in an empty data dir it\n"
@@ -381,6 +384,9 @@ static void usage(FILE *to)
 		"OTLP profiles are received at /v1development/profiles (agent token) and kept in\n"
 		"the embedded profile store for --profile-retention-hours (default 72) within\n"
 		"--profile-max-bytes of compressed profiles (default 1 GiB), oldest deleted first.\n"
+		"Pyroscope SDKs push to /ingest (agent token). --otlp-grpc-listen HOST:PORT (off by\n"
+		"default; 4317 is the Collector's) adds an OTLP/gRPC receiver of\n"
+		"ProfilesService/Export (the token in the authorization metadata).\n"
 		"\n"
 		"Incident captures (/api/v1/captures) end at their duration plus\n"
 		"--capture-grace-seconds (default 30). --public-url is the URL agents reach this\n"

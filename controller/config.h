@@ -7,6 +7,8 @@
  *   tls: {cert: F, key: F, client_ca: F, agent_listen: "0.0.0.0:4321"}   (client_ca and
  *     agent_listen go together: a second listener for agents that requires a client
  *     certificate signed by client_ca; the main listener never asks browsers for one)
+ *   otlp_grpc: {listen: "0.0.0.0:4317"}   (an OTLP/gRPC profiles receiver, off by default;
+ *     TLS with tls.cert/tls.key when they are set)
  *   opamp: {max_message_bytes: 16777216, heartbeat_interval_seconds: 30, max_agents: 50000,
  *           max_connections_per_source: 4096, max_send_queue_bytes: 4194304}
  *   http: {max_pending_per_source: 64, header_timeout_seconds: 5}   (connections from one
@@ -49,6 +51,8 @@ struct pf_controller_config {
 	char *tls_cert, *tls_key, *client_ca;
 	char *agent_listen_host; /* tls.agent_listen, NULL when unset */
 	int agent_port;
+	char *otlp_grpc_host; /* otlp_grpc.listen, NULL when unset */
+	int otlp_grpc_port;
 	size_t max_message_bytes;
 	uint32_t heartbeat_interval_s;
 	uint32_t max_agents;

@@ -23,11 +23,36 @@
 #include "profstore/profstore.h"
 #include "profstore/query_pool.h"
 #include "profstore/retention.h"
+#include "receivers/otlp_grpc.h"
 #include "server.h"
 #include "store.h"
 #include "ui/static.h"
 
 static struct pf_server *g_server;
+
+/* The OTLP/gRPC receiver on cfg's otlp_grpc.listen (TLS with the controller's certificate),
+ * or NULL after logging why not. */
+static struct pf_otlp_grpc *start_grpc(const struct pf_controller_config *cfg,
+				       const char *dbpath, const struct pf_profile_retention *ret)
+{
+	struct pf_otlp_grpc_options go = {.host = cfg->otlp_grpc_host,
+					  .port = cfg->otlp_grpc_port,
+					  .db_path = dbpath,
+					  .fleet_url = cfg->store_url,
+					  .retention = ret,
+					  .max_message_bytes = cfg->max_message_bytes,
+					  .tls_cert = cfg->tls_cert,
+					  .tls_key = cfg->tls_key};
+	struct pf_error err = {0};
+	struct pf_otlp_grpc *g = pf_otlp_grpc_start(&go, &err);
+	if (!g) {
+		pf_log_error("cannot start the OTLP/gRPC receiver: %s", err.msg);
+		return NULL;
+	}
+	pf_log_info("OTLP/gRPC profiles receiver on port %d of %s%s", pf_otlp_grpc_port(g),
+		    cfg->otlp_grpc_host, cfg->tls_cert ? " (TLS)" : "");
+	return g;
+}
 
 int main(int argc, char **argv)
 {
@@ -55,6 +80,7 @@ int main(int argc, char **argv)
 	struct pf_retention *retention = NULL;
 	struct pf_ui *ui = NULL;
 	struct pf_qpool *qpool = NULL, *ingest = NULL;
+	struct pf_otlp_grpc *grpc = NULL;
 	struct pf_captures *captures = NULL;
 	struct pf_rollouts *rollouts = NULL;
 	struct pf_metrics metrics;
@@ -171,6 +197,9 @@ int main(int argc, char **argv)
 		pf_log_error("cannot start the profile receiver's writer: %s", err.msg);
 		goto out;
 	}
+	/* The OTLP/gRPC receiver, when asked for: threads and store connections of its own. */
+	if (cfg.otlp_grpc_host && !(grpc = start_grpc(&cfg, dbpath, &pret)))
+		goto out;
 	/* Incident captures: unfinished ones resume and wait for their agents' statuses. */
 	char receiver[1200];
 	if (cfg.public_url)
@@ -258,6 +287,7 @@ out:
 		pf_server_free(g_server);
 		g_server = NULL;
 	}
+	pf_otlp_grpc_stop(grpc);
 	/* After the server: no connection waits on them any more. */
 	pf_qpool_stop(qpool);
 	pf_qpool_stop(ingest);

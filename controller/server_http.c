@@ -24,6 +24,7 @@
 #include "ui/static.h"
 
 #define PROFILES_PATH "/v1development/profiles" /* OTLP/HTTP profiles receiver */
+#define PYROSCOPE_PATH "/ingest"		/* Pyroscope's push API (api/api_ingest.h) */
 #define HTTP_CHUNK 65536
 #define RETRY_AFTER_QUERY_S "1" /* a pool's queue is full; a merged query takes ~0.3 s */
 #define API_GZIP_MIN 1024	/* smaller JSON answers go as they are */
@@ -352,6 +353,9 @@ static void dispatch_api(struct pf_server *s, struct lws *wsi, struct http_req *
 	    .body = r->body.data,
 	    .body_len = r->body.len,
 	    .now_ms = pf_server_now_ms(),
+	    .content_type = r->ctype_in[0] ? r->ctype_in : NULL,
+	    .body_gzip = r->body_gzip,
+	    .max_body_bytes = s->opt.max_message_bytes,
 	};
 	memcpy(q.args, r->args, sizeof(q.args));
 	struct pf_api_response resp;
@@ -360,7 +364,24 @@ static void dispatch_api(struct pf_server *s, struct lws *wsi, struct http_req *
 		pf_api_error(&resp, 413, "too_large", "request body over %zu bytes", r->limit);
 	} else if (r->bad_encoding) {
 		pf_api_error(&resp, 415, "unsupported_encoding",
-			     "API request bodies take no Content-Encoding");
+			     r->is_pyroscope ? "Content-Encoding must be gzip or identity"
+					     : "API request bodies take no Content-Encoding");
+	} else if (r->is_pyroscope && s->ingest && !strcmp(r->method, "POST")) {
+		/* On the receiver's writer, like the OTLP receiver's requests. */
+		int rc = pf_server_jobs_ingest_api(&s->jobs, s->ingest, wsi, r);
+		if (rc == 0) {
+			pf_api_response_release(&resp);
+			return; /* pf_server_jobs_drain() answers */
+		}
+		if (rc == -EAGAIN) {
+			pf_api_error(&resp, 503, "unavailable", "receiver busy; retry later");
+			snprintf(resp.extra_header_name, sizeof(resp.extra_header_name),
+				 "Retry-After:");
+			snprintf(resp.extra_header_value, sizeof(resp.extra_header_value), "%s",
+				 RETRY_AFTER_QUERY_S);
+		} else {
+			pf_api_handle(s->api, &q, &resp); /* out of memory: store it here */
+		}
 	} else if (s->pool && pf_api_profiles_offload(r->method, r->path) &&
 		   api_token_ok(s, r->has_auth ? r->auth : NULL)) {
 		int rc = pf_server_jobs_query(&s->jobs, s->pool, wsi, r);
@@ -490,13 +511,30 @@ void pf_http_refuse_body(struct pf_server *s, struct lws *wsi, struct http_req *
 static bool body_caller_ok(struct pf_server *s, const struct http_req *r)
 {
 	const char *auth = r->has_auth ? r->auth : NULL;
-	if (r->is_opamp || r->is_profiles)
+	if (r->is_opamp || r->is_profiles || r->is_pyroscope)
 		return agent_token_ok(s, auth);
 	/* A store that cannot answer (-EAGAIN) is no verdict on the token: the API answers
 	 * 503 store_unavailable with Retry-After once the (budgeted) body is in. */
 	struct pf_api_caller who;
 	int rc = pf_api_authenticate(s->store, auth, pf_server_now_ms(), &who);
 	return rc == 0 || rc == -EAGAIN;
+}
+
+/* Pyroscope SDKs configured for basic auth (basicAuthUser / basicAuthPassword) send
+ * "Basic base64(user:password)" (RFC 7617): the password is the token, read as "Bearer
+ * <password>"; the user name is not used. Anything else is left as it is. */
+static void basic_as_bearer(char *auth, size_t cap)
+{
+	if (strncasecmp(auth, "Basic ", 6) != 0)
+		return;
+	char plain[768];
+	int n = lws_b64_decode_string(auth + 6, plain, (int)sizeof(plain) - 1);
+	if (n <= 0)
+		return;
+	plain[n] = 0;
+	const char *colon = memchr(plain, ':', (size_t)n);
+	if (colon && strlen(colon + 1) == (size_t)(plain + n - colon - 1))
+		snprintf(auth, cap, "Bearer %s", colon + 1);
 }
 
 int pf_http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const char *uri,
@@ -531,15 +569,24 @@ int pf_http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const c
 	}
 	r->is_opamp = strcmp(r->path, OPAMP_PATH) == 0;
 	r->is_profiles = strcmp(r->path, PROFILES_PATH) == 0;
+	r->is_pyroscope = strcmp(r->path, PYROSCOPE_PATH) == 0;
 	r->is_ui = pf_ui_match(r->path);
 	if (r->is_ui && lws_hdr_copy(wsi, r->inm, sizeof(r->inm), WSI_TOKEN_HTTP_IF_NONE_MATCH) < 0)
 		r->inm[0] = 0;
-	r->limit = r->is_opamp || r->is_profiles ? s->opt.max_message_bytes : PF_API_MAX_BODY;
-	if (r->is_profiles &&
+	r->limit = r->is_opamp || r->is_profiles || r->is_pyroscope ? s->opt.max_message_bytes
+								    : PF_API_MAX_BODY;
+	if ((r->is_profiles || r->is_pyroscope) &&
 	    lws_hdr_copy(wsi, r->ctype_in, sizeof(r->ctype_in), WSI_TOKEN_HTTP_CONTENT_TYPE) < 0)
 		r->ctype_in[0] = 0;
 	pf_buf_init(&r->body, r->limit);
 
+	if (r->is_pyroscope &&
+	    lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS) + PF_API_MAX_ARGS >=
+		(int)sizeof(r->args_store)) {
+		/* kept whole or not at all: a query cut short would lose its name */
+		reject_early(wsi, r, 414, "uri_too_long", "the query is longer than 2031 bytes");
+		return 0;
+	}
 	size_t off = 0;
 	for (int i = 0; i < PF_API_MAX_ARGS; i++) {
 		if (off >= sizeof(r->args_store) - 1)
@@ -558,11 +605,13 @@ int pf_http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const c
 		return 0;
 	}
 	r->has_auth = lws_hdr_copy(wsi, r->auth, sizeof(r->auth), WSI_TOKEN_HTTP_AUTHORIZATION) > 0;
+	if (r->has_auth && r->is_pyroscope)
+		basic_as_bearer(r->auth, sizeof(r->auth));
 	char enc[64];
 	int el = lws_hdr_copy(wsi, enc, sizeof(enc), WSI_TOKEN_HTTP_CONTENT_ENCODING);
 	if (el != 0) {
 		bool gz = el > 0 && !strcasecmp(enc, "gzip");
-		r->body_gzip = gz && (r->is_opamp || r->is_profiles);
+		r->body_gzip = gz && (r->is_opamp || r->is_profiles || r->is_pyroscope);
 		r->bad_encoding = !r->body_gzip && !(el > 0 && !strcasecmp(enc, "identity"));
 	}
 	lws_get_peer_simple(wsi, r->peer, sizeof(r->peer));
@@ -579,8 +628,9 @@ int pf_http_begin(struct pf_server *s, struct lws *wsi, struct pss *pss, const c
 		if (r->is_opamp)
 			s->metrics->opamp_connections_rejected_auth++;
 		pf_http_refuse_body(s, wsi, r, 401,
-				    r->is_opamp || r->is_profiles ? "agent token missing or rejected"
-								  : "token missing or rejected");
+				    r->is_opamp || r->is_profiles || r->is_pyroscope
+					? "agent token missing or rejected"
+					: "token missing or rejected");
 		return 0;
 	}
 	char cl[32];

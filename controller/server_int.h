@@ -49,9 +49,10 @@ struct http_req {
 	bool bad_encoding; /* a Content-Encoding other than identity (or gzip where taken) */
 	bool is_opamp;
 	bool is_profiles;
+	bool is_pyroscope; /* POST /ingest: an API route with the receivers' body rules */
 	bool is_ui;
 	char inm[128];	    /* If-None-Match (console files) */
-	char ctype_in[128]; /* request Content-Type (profiles receiver) */
+	char ctype_in[128]; /* request Content-Type (profiles receivers) */
 	bool cred_bound;    /* profiles: authenticated with a per-agent credential, of cred_uid */
 	uint8_t cred_uid[16];
 	bool dispatched;

@@ -47,6 +47,13 @@ struct api_job {
 	bool has_auth;
 	char peer[64];
 	int64_t now_ms;
+	/* A receiving route on the writer (pf_server_jobs_ingest_api): its body (moved from
+	 * the request), Content-Type and encoding; the writer's connection is writable. */
+	bool writer;
+	struct pf_buf body;
+	char ctype_in[128];
+	bool gzip;
+	size_t max_bytes;
 };
 
 /* An OTLP request for the receiver's writer; the body is moved from the request. */
@@ -60,10 +67,11 @@ struct ingest_job {
 	uint8_t cred_uid[16];
 };
 
-static void srv_job_free(struct pf_qjob *b)
+static void api_job_free(struct pf_qjob *b)
 {
-	struct srv_job *j = lws_container_of(b, struct srv_job, base);
-	free(j->resp);
+	struct api_job *j = lws_container_of(b, struct api_job, sj.base);
+	pf_buf_release(&j->body);
+	free(j->sj.resp);
 	free(j);
 }
 
@@ -96,7 +104,7 @@ static void srv_job_answer(struct srv_job *j, int status, const char *ctype, con
 static void api_job_run(struct pf_qjob *b, struct pf_store *st)
 {
 	struct api_job *j = lws_container_of(b, struct api_job, sj.base);
-	struct pf_api wapi = {.store = st, .ready = true, .read_only = true};
+	struct pf_api wapi = {.store = st, .ready = true, .read_only = !j->writer};
 	struct pf_api_request q = {
 	    .method = j->method,
 	    .path = j->sj.path,
@@ -104,6 +112,11 @@ static void api_job_run(struct pf_qjob *b, struct pf_store *st)
 	    .authorization = j->has_auth ? j->auth : NULL,
 	    .peer = j->peer,
 	    .now_ms = j->now_ms,
+	    .body = j->body.data,
+	    .body_len = j->body.len,
+	    .content_type = j->ctype_in[0] ? j->ctype_in : NULL,
+	    .body_gzip = j->gzip,
+	    .max_body_bytes = j->max_bytes,
 	};
 	for (size_t i = 0; i < j->n_args; i++)
 		q.args[i] = j->args_store + j->arg_off[i];
@@ -119,6 +132,7 @@ static void api_job_run(struct pf_qjob *b, struct pf_store *st)
 	}
 	srv_job_answer(&j->sj, resp.status, resp.content_type, resp.body.data, resp.body.len);
 	pf_api_response_release(&resp);
+	pf_buf_release(&j->body); /* early: the answer may wait for the loop */
 }
 
 /* On the receiver's writer, with its synchronous=FULL connection (retention set): the jobs
@@ -197,12 +211,11 @@ static int submit_job(struct pf_server_jobs *js, struct pf_qpool *pool, struct l
 	return 0;
 }
 
-int pf_server_jobs_query(struct pf_server_jobs *js, struct pf_qpool *pool, struct lws *wsi,
-			 struct http_req *r)
+static struct api_job *api_job_new(struct http_req *r)
 {
 	struct api_job *j = calloc(1, sizeof(*j));
 	if (!j)
-		return -ENOMEM;
+		return NULL;
 	j->sj.api = true;
 	memcpy(j->method, r->method, sizeof(j->method));
 	memcpy(j->args_store, r->args_store, sizeof(j->args_store));
@@ -213,10 +226,44 @@ int pf_server_jobs_query(struct pf_server_jobs *js, struct pf_qpool *pool, struc
 	j->has_auth = r->has_auth;
 	memcpy(j->peer, r->peer, sizeof(j->peer));
 	j->now_ms = pf_server_now_ms();
-	int rc = submit_job(js, pool, wsi, r, &j->sj, api_job_run, srv_job_free);
-	if (rc < 0)
-		free(j);
-	return rc;
+	return j;
+}
+
+/* An API request for pool; a receiving route's (writer) takes the request's body along. */
+static int submit_api(struct pf_server_jobs *js, struct pf_qpool *pool, struct lws *wsi,
+		      struct http_req *r, bool writer)
+{
+	struct api_job *j = api_job_new(r);
+	if (!j)
+		return -ENOMEM;
+	if (writer) {
+		j->writer = true;
+		j->body = r->body;
+		j->sj.base.cost = r->body.len;
+		memcpy(j->ctype_in, r->ctype_in, sizeof(j->ctype_in));
+		j->gzip = r->body_gzip;
+		j->max_bytes = js->max_message_bytes;
+	}
+	int rc = submit_job(js, pool, wsi, r, &j->sj, api_job_run, api_job_free);
+	if (rc < 0) {
+		free(j); /* the body still belongs to r */
+		return rc;
+	}
+	if (writer)
+		memset(&r->body, 0, sizeof(r->body));
+	return 0;
+}
+
+int pf_server_jobs_query(struct pf_server_jobs *js, struct pf_qpool *pool, struct lws *wsi,
+			 struct http_req *r)
+{
+	return submit_api(js, pool, wsi, r, false);
+}
+
+int pf_server_jobs_ingest_api(struct pf_server_jobs *js, struct pf_qpool *pool, struct lws *wsi,
+			      struct http_req *r)
+{
+	return submit_api(js, pool, wsi, r, true);
 }
 
 int pf_server_jobs_ingest(struct pf_server_jobs *js, struct pf_qpool *pool, struct lws *wsi,

@@ -1,5 +1,5 @@
 /* server_jobs.h — the server's work off the loop (profstore/query_pool.h): heavy profile
- * queries of the API on the query pool, OTLP profile ingest on the receiver's writer.
+ * queries of the API on the query pool, OTLP and Pyroscope ingest on the receiver's writer.
  *
  * Owns the jobs while they wait or run: a copy of what the request's handler needs (the
  * connection may close meanwhile; the server then tells the pool to forget the job, so a late
@@ -32,6 +32,11 @@ int pf_server_jobs_query(struct pf_server_jobs *j, struct pf_qpool *pool, struct
  * it is queued. Returns as pf_server_jobs_query(). */
 int pf_server_jobs_ingest(struct pf_server_jobs *j, struct pf_qpool *pool, struct lws *wsi,
 			  struct http_req *r);
+/* Hands a receiving API route (POST /ingest, api/api_ingest.h) to the receiver's writer,
+ * which runs pf_api_handle() with its writable connection; the body moves as with
+ * pf_server_jobs_ingest(). Returns as pf_server_jobs_query(). */
+int pf_server_jobs_ingest_api(struct pf_server_jobs *j, struct pf_qpool *pool, struct lws *wsi,
+			      struct http_req *r);
 /* Moves every finished answer of pool to its request and asks for WRITEABLE. Jobs whose
  * connection closed were forgotten and never come back here. */
 void pf_server_jobs_drain(struct pf_server_jobs *j, struct pf_qpool *pool);

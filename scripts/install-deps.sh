@@ -11,6 +11,7 @@ PKGS=(
 	libcurl4-openssl-dev
 	libbpf-dev bpftool clang llvm libelf-dev libdw-dev libiberty-dev libxxhash-dev
 	libcurl4-openssl-dev python3-yaml python3-jsonschema
+	libgrpc-dev python3-grpcio python3-protobuf
 	golang-go
 	nodejs npm chromium
 )

@@ -6,6 +6,7 @@
 #   otlp_http.c  `otlp_http`: POST through ../http_client/http_client.c (libcurl), with a
 #                deadline; also the transport of `pyroscope`, and the partial-success reader
 #   pyroscope.c  `pyroscope`: per-process pprof push targets (/ingest?format=pprof&name=...)
+#   otlp_grpc.c  `otlp_grpc`: the unary ProfilesService/Export call through gRPC's C core
 #   spill.c      the queue mirrored in the state dir (a file per queued item)
 #   encode_submit.c  a window as OTLP requests (whole, or per process) handed to a sink:
 #                the data plane's windows and the captures
@@ -31,12 +32,13 @@ if(NOT TARGET agent_export)
 		${CMAKE_CURRENT_LIST_DIR}/file.c
 		${CMAKE_CURRENT_LIST_DIR}/otlp_http.c
 		${CMAKE_CURRENT_LIST_DIR}/pyroscope.c
+		${CMAKE_CURRENT_LIST_DIR}/otlp_grpc.c
 		${CMAKE_CURRENT_LIST_DIR}/spill.c
 		${CMAKE_CURRENT_LIST_DIR}/encode_submit.c
 		${CMAKE_CURRENT_LIST_DIR}/../relabel/relabel.c)
 	target_include_directories(agent_export PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)
 	target_link_libraries(agent_export
 		PUBLIC pf_proto pf_common agent_http_client PkgConfig::OPENSSL PkgConfig::ZLIB
-		Threads::Threads
+		PkgConfig::GRPC Threads::Threads
 		PRIVATE pf_warnings)
 endif()

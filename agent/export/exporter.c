@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "export/file.h"
+#include "export/otlp_grpc.h"
 #include "export/otlp_http.h"
 #include "export/pyroscope.h"
 #include "export/spill.h"
@@ -52,6 +53,7 @@ struct agent_exporter {
 	enum pf_exporter_type type;
 	struct agent_export_file *file;
 	struct agent_otlp_http *http;
+	struct agent_otlp_grpc *grpc;
 	struct agent_spill *spill;
 	uint64_t queue_bytes;
 
@@ -246,6 +248,29 @@ struct attempt {
 	struct pf_error err;
 };
 
+/* One otlp_grpc call: OK (with its partial success), retryable per the OTLP specification
+ * (a RetryInfo's delay honoured like Retry-After), or refused. */
+static void grpc_attempt(struct agent_exporter *x, const uint8_t *data, size_t len,
+			 struct attempt *a)
+{
+	struct agent_otlp_grpc_result res;
+	a->rc = agent_otlp_grpc_export(x->grpc, data, len, &res, &a->err);
+	if (a->rc == 0) {
+		a->out = OUT_OK;
+		struct agent_http_result r = {.body = res.response};
+		check_partial(&r, &a->rejected, a->partial_msg, sizeof(a->partial_msg));
+	} else if (res.code < 0) {
+		a->out = a->rc == -ENOMEM ? OUT_RETRY : OUT_FAIL;
+	} else {
+		a->out = agent_otlp_grpc_retryable(res.code, res.retry_delay_ms >= 0) ? OUT_RETRY
+										       : OUT_FAIL;
+		if (a->out == OUT_RETRY && res.retry_delay_ms >= 0)
+			a->retry_after_ms =
+			    pf_min(res.retry_delay_ms, (int64_t)AGENT_EXPORTER_MAX_RETRY_AFTER_MS);
+	}
+	pf_buf_release(&res.response);
+}
+
 static void run_attempt(struct agent_exporter *x, const uint8_t *data, size_t len,
 			const char *target, const uint8_t id[16], struct attempt *a)
 {
@@ -259,6 +284,8 @@ static void run_attempt(struct agent_exporter *x, const uint8_t *data, size_t le
 		a->out = a->rc == 0			       ? OUT_OK
 			 : a->rc == -EFBIG || a->rc == -EINVAL ? OUT_FAIL
 							       : OUT_RETRY;
+	} else if (x->grpc) {
+		grpc_attempt(x, data, len, a);
 	} else {
 		struct agent_http_result res;
 		agent_http_result_init(&res, 0);
@@ -318,7 +345,9 @@ static void record(struct agent_exporter *x, const struct attempt *a, size_t len
 				 a->partial_msg[0] ? a->partial_msg : "(no message)");
 			pf_log_warn("exporter %s: partial success: %" PRId64
 				    " profiles rejected: %s",
-				    x->http ? agent_otlp_http_url(x->http) : agent_exporter_type(x),
+				    x->http   ? agent_otlp_http_url(x->http)
+				    : x->grpc ? agent_otlp_grpc_url(x->grpc)
+					      : agent_exporter_type(x),
 				    a->rejected, st->last_partial_error);
 		}
 	} else {
@@ -689,7 +718,11 @@ struct agent_exporter *agent_exporter_new_opts(const struct pf_exporter *cfg,
 			c.compression = PF_COMPRESSION_NONE;
 		e = request_headers(cfg, o.agent_token, &hdrs, &c.n_headers, owned, &n_owned, err);
 		c.headers = hdrs;
-		if (!e) {
+		if (!e && cfg->type == PF_EXPORTER_OTLP_GRPC) {
+			x->grpc = agent_otlp_grpc_new(&c, err);
+			if (!x->grpc)
+				e = errno ? errno : EINVAL;
+		} else if (!e) {
 			x->http = agent_otlp_http_new(&c, err);
 			if (!x->http)
 				e = errno ? errno : EINVAL;
@@ -782,6 +815,7 @@ void agent_exporter_free(struct agent_exporter *x)
 	agent_spill_close(x->spill);
 	agent_export_file_free(x->file);
 	agent_otlp_http_free(x->http);
+	agent_otlp_grpc_free(x->grpc);
 	free(x);
 }
 
@@ -1023,7 +1057,7 @@ void agent_exporter_status(struct agent_exporter *x, struct agent_exporter_statu
 /* "<type>-<16 lowercase hex>" with a type of ours. */
 static bool is_spill_name(const char *n)
 {
-	static const char *const types[] = {"file-", "otlp_http-", "pyroscope-"};
+	static const char *const types[] = {"file-", "otlp_http-", "pyroscope-", "otlp_grpc-"};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
 		size_t tl = strlen(types[i]);
 		if (strncmp(n, types[i], tl) != 0 || strlen(n + tl) != 16)

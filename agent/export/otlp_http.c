@@ -314,32 +314,6 @@ out:
 }
 
 /* Skips one field of wire type wt. */
-static int skip_field(const uint8_t **p, const uint8_t *end, unsigned wt)
-{
-	uint64_t v;
-	switch (wt) {
-	case 0:
-		return pb_varint_read(p, end, &v);
-	case 1:
-		if (end - *p < 8)
-			return -EBADMSG;
-		*p += 8;
-		return 0;
-	case 2:
-		if (pb_varint_read(p, end, &v) < 0 || v > (uint64_t)(end - *p))
-			return -EBADMSG;
-		*p += v;
-		return 0;
-	case 5:
-		if (end - *p < 4)
-			return -EBADMSG;
-		*p += 4;
-		return 0;
-	default:
-		return -EBADMSG; /* groups (3, 4) are not in proto3 messages */
-	}
-}
-
 int agent_otlp_partial_success_parse(const uint8_t *data, size_t len, int64_t *rejected, char *msg,
 				     size_t msg_cap)
 {
@@ -353,7 +327,7 @@ int agent_otlp_partial_success_parse(const uint8_t *data, size_t len, int64_t *r
 		if (pb_varint_read(&p, end, &key) < 0)
 			return -EBADMSG;
 		if ((key >> 3) != 1 || (key & 7) != 2) { /* not partial_success */
-			if ((key >> 3) == 0 || skip_field(&p, end, (unsigned)(key & 7)) < 0)
+			if ((key >> 3) == 0 || pb_field_skip(&p, end, (unsigned)(key & 7)) < 0)
 				return -EBADMSG;
 			continue;
 		}
@@ -380,7 +354,7 @@ int agent_otlp_partial_success_parse(const uint8_t *data, size_t len, int64_t *r
 					msg[n] = 0;
 				}
 				q += v;
-			} else if ((k2 >> 3) == 0 || skip_field(&q, qend, (unsigned)(k2 & 7)) < 0) {
+			} else if ((k2 >> 3) == 0 || pb_field_skip(&q, qend, (unsigned)(k2 & 7)) < 0) {
 				return -EBADMSG;
 			}
 		}

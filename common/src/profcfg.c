@@ -21,7 +21,7 @@
 static const char *const mode_names[] = {"continuous", "triggered"};
 static const char *const match_names[] = {"strict", "regexp"};
 static const char *const relabel_action_names[] = {"replace", "drop", "keep", "labeldrop"};
-static const char *const exporter_names[] = {"otlp_http", "pyroscope", "file"};
+static const char *const exporter_names[] = {"otlp_http", "pyroscope", "file", "otlp_grpc"};
 static const char *const compression_names[] = {"gzip", "none"};
 static const char *const auth_names[] = {"none", "agent_token"};
 static const char *const pprof_names[] = {"cpu",   "heap",  "allocs",	   "goroutine",
@@ -344,7 +344,8 @@ static int exporter_item_check(const void *item, const char *path, struct pf_err
 		.max_items = max, .doc = d                                                         \
 	}
 
-#define NET_TYPES ((1u << PF_EXPORTER_OTLP_HTTP) | (1u << PF_EXPORTER_PYROSCOPE))
+#define NET_TYPES                                                                                  \
+	((1u << PF_EXPORTER_OTLP_HTTP) | (1u << PF_EXPORTER_PYROSCOPE) | (1u << PF_EXPORTER_OTLP_GRPC))
 #define FILE_TYPE (1u << PF_EXPORTER_FILE)
 
 #define FILTER_KEYS(list, fld, nfld, what)                                                         \
@@ -540,7 +541,9 @@ const struct key_desc profcfg_keys[] = {
      .applies = NET_TYPES,
      .check = check_http_url,
      .check_desc = "an http:// or https:// URL",
-     .doc = "OTLP/HTTP profiles URL, or the Pyroscope server URL."},
+     .doc = "OTLP/HTTP profiles URL, the Pyroscope server URL, or for otlp_grpc "
+	    "http://HOST[:PORT] (plain text) or https://HOST[:PORT] (TLS), port 4317 by default, "
+	    "no path."},
     {.path = "profiling.exporters[].headers",
      .type = K_MAP,
      .flags = F_SECRET,

@@ -13,6 +13,7 @@
 #include "api_agents.h"
 #include "api_captures.h"
 #include "api_configs.h"
+#include "api_ingest.h"
 #include "api_int.h"
 #include "api_profiles.h"
 #include "api_rollouts.h"
@@ -395,6 +396,7 @@ static const struct pf_api_route routes[] = {
     {"GET", "/healthz", PF_ROLE_NONE, NULL, r_healthz},
     {"GET", "/readyz", PF_ROLE_NONE, NULL, r_readyz},
     {"GET", "/metrics", PF_ROLE_NONE, NULL, r_metrics},
+    {"POST", "/ingest", PF_ROLE_AGENT, NULL, pf_api_pyroscope_ingest},
     {"GET", "/api/v1/whoami", PF_ROLE_VIEWER, NULL, h_whoami},
     {"GET", "/api/v1/agents", PF_ROLE_VIEWER, NULL, pf_api_agents_list},
     {"GET", "/api/v1/agents/*", PF_ROLE_VIEWER, NULL, pf_api_agent_get},

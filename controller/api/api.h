@@ -86,6 +86,11 @@ struct pf_api_request {
 	const uint8_t *body;
 	size_t body_len;
 	int64_t now_ms;
+	/* Receiving routes only (POST /ingest): the body's Content-Type (may be NULL), whether
+	 * it came with Content-Encoding gzip, and its bound after decompression (0: default). */
+	const char *content_type;
+	bool body_gzip;
+	size_t max_body_bytes;
 };
 
 struct pf_api_response {

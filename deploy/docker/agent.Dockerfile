@@ -17,7 +17,7 @@ FROM debian:12-slim
 RUN apt-get update \
 	&& apt-get install -y --no-install-recommends ca-certificates \
 		libwebsockets17 libprotobuf-c1 libssl3 libyaml-0-2 libjansson4 zlib1g \
-		libbpf1 libelf1 libdw1 libxxhash0 libcurl4 \
+		libbpf1 libelf1 libdw1 libxxhash0 libcurl4 libgrpc29 \
 	&& rm -rf /var/lib/apt/lists/* \
 	&& install -d -m 0700 /var/lib/profleet-agent
 COPY --from=build /src/build/image/agent/profleet-agent /usr/local/bin/profleet-agent

@@ -17,7 +17,7 @@ RUN bash scripts/install-deps.sh \
 FROM debian:12-slim
 RUN apt-get update \
 	&& apt-get install -y --no-install-recommends ca-certificates \
-		libwebsockets17 libwebsockets-evlib-uv libuv1 libprotobuf-c1 libssl3 libyaml-0-2 libsqlite3-0 libpq5 libjansson4 zlib1g \
+		libwebsockets17 libwebsockets-evlib-uv libuv1 libprotobuf-c1 libssl3 libyaml-0-2 libsqlite3-0 libpq5 libjansson4 zlib1g libgrpc29 \
 	&& rm -rf /var/lib/apt/lists/* \
 	&& groupadd --system --gid 10001 profleet \
 	&& useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/profleet \

@@ -406,3 +406,29 @@ int pb_pack_append(const ProtobufCMessage *msg, struct pf_buf *out)
 	out->data[out->len] = 0;
 	return 0;
 }
+
+int pb_field_skip(const uint8_t **p, const uint8_t *end, unsigned wt)
+{
+	uint64_t v;
+	switch (wt) {
+	case 0:
+		return pb_varint_read(p, end, &v);
+	case 1:
+		if (end - *p < 8)
+			return -EBADMSG;
+		*p += 8;
+		return 0;
+	case 2:
+		if (pb_varint_read(p, end, &v) < 0 || v > (uint64_t)(end - *p))
+			return -EBADMSG;
+		*p += v;
+		return 0;
+	case 5:
+		if (end - *p < 4)
+			return -EBADMSG;
+		*p += 4;
+		return 0;
+	default:
+		return -EBADMSG; /* groups (3, 4) are not in proto3 messages */
+	}
+}

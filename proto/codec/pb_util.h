@@ -67,6 +67,9 @@ void pb_pool_release(struct pb_pool *p);
 /* Reads the base-128 varint at *p (below end; at most 10 bytes, at most 64 bits) into *v and
  * moves *p past it. 0, or -EBADMSG when it is truncated or too long. */
 int pb_varint_read(const uint8_t **p, const uint8_t *end, uint64_t *v);
+/* Moves *p past the value of a field of wire type wt (varint, 64-bit, length-delimited,
+ * 32-bit). 0, or -EBADMSG when it is truncated or wt is a group or unknown. */
+int pb_field_skip(const uint8_t **p, const uint8_t *end, unsigned wt);
 
 /* ProtobufCAllocator that fails (and sets exceeded) once more than max bytes were asked for. */
 struct pb_capped_alloc {

@@ -311,6 +311,12 @@ class Templates(unittest.TestCase):
         self.assertEqual(claim["spec"]["resources"]["requests"]["storage"], "10Gi")
         a = args_map(c)
         self.assertEqual(a["--listen"], ["0.0.0.0:4320"])
+        # the OTLP/gRPC receiver at the Collector's port, in the pod and on the Service
+        self.assertEqual(a["--otlp-grpc-listen"], ["0.0.0.0:4317"])
+        self.assertIn({"name": "otlp-grpc", "containerPort": 4317, "protocol": "TCP"},
+                      c["ports"])
+        svc = objs[("Service", "pf-profleet-controller")]
+        self.assertIn(4317, [p["port"] for p in svc["spec"]["ports"]])
         self.assertEqual(a["--profile-max-bytes"], ["1073741824"])
         self.assertEqual(a["--max-agents"], ["50000"])
         # --default-config: the file is the profiling ConfigMap's key.
@@ -581,6 +587,7 @@ class Templates(unittest.TestCase):
         self.assertEqual(pod["priorityClassName"], "high")
         a = args_map(container(pod, "controller"))
         self.assertEqual(a["--listen"], ["[::]:4320"])
+        self.assertEqual(a["--otlp-grpc-listen"], ["[::]:4317"])
         self.assertEqual(a["--max-message-bytes"], ["33554432"])
         svc = objs[("Service", "pf-profleet-controller")]
         self.assertEqual(svc["spec"]["type"], "LoadBalancer")

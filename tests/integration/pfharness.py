@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -45,6 +46,34 @@ def wait_until(fn, timeout=10.0, interval=0.05, what="condition"):
             return last
         time.sleep(interval)
     raise AssertionError("timed out after %.1fs waiting for %s (last: %r)" % (timeout, what, last))
+
+
+def varint(n):
+    """n as a protobuf base-128 varint (negative numbers as their 64-bit two's complement)."""
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def import_grpc():
+    """Python's gRPC (Debian's python3-grpcio), also when the tests run on an interpreter
+    other than Debian's python3; None when it is not installed."""
+    try:
+        import grpc
+    except ImportError:
+        sys.path.append("/usr/lib/python3/dist-packages")
+        try:
+            import grpc
+        except ImportError:
+            return None
+    return grpc
 
 
 class Proc:

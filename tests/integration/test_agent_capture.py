@@ -35,7 +35,7 @@ import time
 import unittest
 
 from pfharness import (PY_CHAIN, Agent, IntegrationCase, Proc, free_port, py_chain_share,
-                       python_workload, wait_until)
+                       python_workload, varint, wait_until)
 
 PROFCHECK_BIN = os.environ.get("PF_PROFCHECK_BIN", "")
 SOURCE_DIR = os.environ.get(
@@ -50,18 +50,6 @@ REFUSED = ("Operation not permitted", "Permission denied", "Operation not suppor
 
 
 # ---- protobuf, just enough ----------------------------------------------------------------
-
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
 
 def read_varint(buf, i):
     n = shift = 0

@@ -73,7 +73,12 @@ enum pf_relabel_action {
 	PF_RELABEL_KEEP,
 	PF_RELABEL_LABELDROP,
 };
-enum pf_exporter_type { PF_EXPORTER_OTLP_HTTP, PF_EXPORTER_PYROSCOPE, PF_EXPORTER_FILE };
+enum pf_exporter_type {
+	PF_EXPORTER_OTLP_HTTP,
+	PF_EXPORTER_PYROSCOPE,
+	PF_EXPORTER_FILE,
+	PF_EXPORTER_OTLP_GRPC
+};
 enum pf_compression { PF_COMPRESSION_GZIP, PF_COMPRESSION_NONE };
 /* How a network exporter authenticates: `agent_token` sends the agent's own OpAMP token as
  * `Authorization: Bearer …`, so a config that exports to the controller's embedded store
@@ -129,7 +134,7 @@ struct pf_exporter_tls {
 
 struct pf_exporter {
 	enum pf_exporter_type type;
-	char *endpoint;       /* otlp_http, pyroscope: http:// or https:// URL */
+	char *endpoint;       /* otlp_http, pyroscope, otlp_grpc: http:// or https:// URL */
 	size_t n_headers;     /* otlp_http, pyroscope; values are secrets (redacted emit) */
 	struct pf_kv_str *headers;
 	size_t n_headers_from_file; /* otlp_http, pyroscope: header name -> absolute file path */

@@ -367,7 +367,7 @@ static const struct bad bads[] = {
      "profiling.pprof.targets[0].interval_seconds", "must be 0..86400"},
     /* enums */
     {"profiling: {exporters: [{type: kafka}]}", "profiling.exporters[0].type",
-     "must be one of otlp_http, pyroscope, file, got 'kafka'"},
+     "must be one of otlp_http, pyroscope, file, otlp_grpc, got 'kafka'"},
     {"profiling: {exporters: [{type: otlp_http, endpoint: 'http://h', compression: zstd}]}",
      "profiling.exporters[0].compression", "must be one of gzip, none, got 'zstd'"},
     {"profiling: {pprof: {targets: [{url: 'http://h', type: wall}]}}",
@@ -450,7 +450,7 @@ static const struct bad bads[] = {
      "profiling.filters.include[1].key", "got 'x'"},
     /* exporters */
     {"profiling: {exporters: [{endpoint: 'http://h'}]}", "profiling.exporters[0].type",
-     "required (one of otlp_http, pyroscope, file)"},
+     "required (one of otlp_http, pyroscope, file, otlp_grpc)"},
     {"profiling: {exporters: [{type: file, path: /x}, {type: otlp_http}]}",
      "profiling.exporters[1].endpoint",
      "profiling.exporters[1].endpoint: required for type otlp_http (an http:// or https:// "

@@ -4,7 +4,7 @@
 # relative to this file.
 # They use pf_proftest (tests/lib: conformance checker, fixture windows), defined by
 # tests/unit/proto/encode.cmake, which is included before this file.
-foreach(mod export_file export_otlp_http export_delivery encode_submit)
+foreach(mod export_file export_otlp_http export_otlp_grpc export_delivery encode_submit)
 	pf_unit_test(NAME test_${mod} SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_${mod}.c
 		LIBS agent_export pf_proftest Threads::Threads LABEL unit TIMEOUT 60)
 endforeach()
