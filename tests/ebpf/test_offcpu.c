@@ -183,19 +183,35 @@ static struct pf_prof_window *close_off_window(struct pf_sampler *s)
 	return off;
 }
 
-static void test_wait_lock_time(void **state)
+/* A sampler on the config include_first(off_cpu), and workload copy i running for seconds. */
+static pid_t start_sampled(bool off_cpu, int i, double seconds, struct pf_sampler **s,
+			   struct pf_profcfg **cfg)
 {
 	struct pf_error err = {0};
-	struct pf_sampler *s = pf_sampler_new(NULL, &err);
-	assert_non_null(s);
-	struct pf_profcfg *cfg = include_first(true);
-	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
-	pid_t pid = spawn_workload(0, 5);
+	*s = pf_sampler_new(NULL, &err);
+	assert_non_null(*s);
+	*cfg = include_first(off_cpu);
+	assert_int_equal(pf_sampler_set_config(*s, *cfg, &err), 0);
+	pid_t pid = spawn_workload(i, seconds);
 	assert_true(pid > 0);
-	/* the first second: the process's unwind tables load (libc has no frame pointers) */
-	uint64_t warm = pf_mono_ms() + 1200;
-	while (pf_mono_ms() < warm)
+	return pid;
+}
+
+/* Polls s for ms. */
+static void poll_for(struct pf_sampler *s, uint64_t ms)
+{
+	uint64_t end = pf_mono_ms() + ms;
+	while (pf_mono_ms() < end)
 		assert_true(pf_sampler_poll(s, 50) >= 0);
+}
+
+static void test_wait_lock_time(void **state)
+{
+	struct pf_sampler *s;
+	struct pf_profcfg *cfg;
+	pid_t pid = start_sampled(true, 0, 5, &s, &cfg);
+	/* the first second: the process's unwind tables load (libc has no frame pointers) */
+	poll_for(s, 1200);
 	pf_prof_window_free(close_off_window(s));
 	poll_until_exit(s, pid, 15000);
 	struct pf_prof_window *w = close_off_window(s);
@@ -322,9 +338,7 @@ static struct pf_prof_window *capture_for(struct pf_sampler *s, unsigned slot,
 	assert_int_equal(pf_sampler_stats(s, &st), 0);
 	/* the switch programs follow it for an off_cpu or wall capture (off-CPU is off) */
 	assert_int_equal(st.off_cpu, type != PF_PROF_CPU);
-	uint64_t end = pf_mono_ms() + ms;
-	while (pf_mono_ms() < end)
-		assert_true(pf_sampler_poll(s, 50) >= 0);
+	poll_for(s, ms);
 	struct pf_prof_window *w = pf_sampler_capture_stop(s, slot, &err);
 	assert_non_null(w);
 	return w;
@@ -337,13 +351,9 @@ static struct pf_prof_window *capture_for(struct pf_sampler *s, unsigned slot,
  * its end (± 15 %); the switch programs are detached again after each. */
 static void test_captures_of_type(void **state)
 {
-	struct pf_error err = {0};
-	struct pf_sampler *s = pf_sampler_new(NULL, &err);
-	assert_non_null(s);
-	struct pf_profcfg *cfg = include_first(false);
-	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
-	pid_t pid = spawn_workload(1, 6);
-	assert_true(pid > 0);
+	struct pf_sampler *s;
+	struct pf_profcfg *cfg;
+	pid_t pid = start_sampled(false, 1, 6, &s, &cfg);
 	/* a CPU capture first: its ticks load the process's unwind tables (libc's waits) */
 	pf_prof_window_free(capture_for(s, 2, PF_PROF_CPU, pid, 1200));
 
