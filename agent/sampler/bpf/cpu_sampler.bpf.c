@@ -1233,9 +1233,19 @@ int BPF_PROG(off_cpu_sys_exit, struct pt_regs *regs, long ret)
 	long kb = ((long)r->hdr.kstack_len * 8) & 0x3ff;
 	if (kb && bpf_probe_read_kernel(s->ips, kb, r->ips) < 0)
 		kb = 0;
-	bpf_map_delete_elem(&off_cpu_recs, &tid);
 	__u32 flags = s->hdr.flags & ~PF_SAMPLE_F_USER_PENDING;
 	long ub = walk_user((struct bpf_perf_event_data *)ctx, s, kb, s->hdr.pid, tid, &flags, true);
+	/* This program runs with interrupts on: a tick of this CPU (do_sample) that came during
+	 * the walk built its own record in the same per-CPU state (its time is later, its off_ns
+	 * 0). Then the record goes out from its entry, with the kernel stack alone, rather than
+	 * as the tick's. */
+	if (s->hdr.ts_ns != r->hdr.ts_ns || s->hdr.off_ns != r->hdr.off_ns) {
+		r->hdr.flags &= ~PF_SAMPLE_F_USER_PENDING;
+		s->off_cpu_kernel_only++;
+		off_cpu_out(s, r, tid);
+		return 0;
+	}
+	bpf_map_delete_elem(&off_cpu_recs, &tid);
 	s->hdr.kstack_len = kb / 8;
 	s->hdr.ustack_len = ub / 8;
 	s->hdr.flags = flags;
