@@ -295,6 +295,10 @@ void dp_spans_apply(struct agent_dataplane *d, const struct pf_profcfg *cfg)
 	size_t ring_bytes = (size_t)cfg->limits.max_memory_mb * 1024 * 1024 / 4;
 	if (pf_sampler_set_ring(d->sampler, cfg->slow_span.lookback_seconds, ring_bytes, &err) < 0)
 		pf_log_error("dataplane: sample ring: %s", err.msg);
+	/* wall and off_cpu span profiles need the waits of the profiled processes in the ring */
+	else if (pf_sampler_ring_off_cpu(d->sampler, cfg->slow_span.profile_type != PF_PROF_CPU,
+					 &err) < 0)
+		pf_log_error("dataplane: sample ring: off-CPU waits: %s", err.msg);
 	pthread_mutex_lock(&d->lock);
 	d->lookback_seconds = cfg->slow_span.lookback_seconds;
 	pthread_mutex_unlock(&d->lock);
@@ -349,7 +353,7 @@ static void span_profile(struct agent_dataplane *d, const struct agent_span_job 
 	char tid[33];
 	pf_hex_encode(j->span.trace_id, 16, tid);
 	int rc = pf_sampler_cut(d->sampler, j->pid, j->span.tid, j->span.start_unix_ns,
-				j->span.end_unix_ns, &w, &err);
+				j->span.end_unix_ns, d->cfg->slow_span.profile_type, &w, &err);
 	if (rc < 0) {
 		pf_log_warn("dataplane: span of trace %s: %s", tid, err.msg);
 		pthread_mutex_lock(&d->lock);

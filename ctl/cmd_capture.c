@@ -58,8 +58,9 @@ static int print_capture(struct ctl_ctx *c, const json_t *cap)
 	fmt_when(cap, "finished_at", finished, sizeof(finished));
 	const json_t *req = json_object_get(cap, "request");
 	fprintf(c->out, "capture %s: %s\n", ctl_jstr(cap, "id"), ctl_jstr(cap, "state"));
-	fprintf(c->out, "  agents \"%s\", %" PRId64 "s at %" PRId64 " Hz%s%s\n",
-		ctl_jstr(req, "agents"), ctl_jint(req, "duration_seconds"),
+	const char *type = *ctl_jstr(req, "profile_type") ? ctl_jstr(req, "profile_type") : "cpu";
+	fprintf(c->out, "  %s profile of agents \"%s\", %" PRId64 "s at %" PRId64 " Hz%s%s\n",
+		type, ctl_jstr(req, "agents"), ctl_jint(req, "duration_seconds"),
 		ctl_jint(req, "frequency_hz"), *ctl_jstr(req, "note") ? ", note: " : "",
 		ctl_jstr(req, "note"));
 	fprintf(c->out, "  created %s by %s, started %s, finished %s\n", created,
@@ -68,9 +69,11 @@ static int print_capture(struct ctl_ctx *c, const json_t *cap)
 	_cleanup_(ctl_table_freep) struct ctl_table *t = ctl_table_new(
 	    (const char *const[]){"INSTANCE_UID", "STATE", "SAMPLES", "ON_CPU", "PROFILES", "ERROR",
 				  NULL});
-	/* A sample is one tick of the captured processes on a CPU: samples / frequency is the
-	 * CPU time they used, what makes a count below duration x frequency readable. */
-	int64_t hz = ctl_jint(req, "frequency_hz");
+	/* A cpu sample is one tick of the captured processes on a CPU: samples / frequency is
+	 * the CPU time they used, what makes a count below duration x frequency readable. The
+	 * samples of off_cpu and wall captures are waits and ticks of unequal weight: no such
+	 * time (their profiles' values are nanoseconds). */
+	int64_t hz = strcmp(type, "cpu") ? 0 : ctl_jint(req, "frequency_hz");
 	json_t *ag;
 	size_t i;
 	json_array_foreach(json_object_get(cap, "agents"), i, ag)
@@ -144,6 +147,13 @@ static json_t *build_request(struct ctl_ctx *c, uint64_t *duration_s)
 	const char *f = ctl_args_str(a, "frequency");
 	if (f && ctl_parse_int("--frequency", f, 1, 1000, &hz, c->error) < 0)
 		return NULL;
+	const char *type = ctl_args_str(a, "type");
+	enum pf_prof_type pt = PF_PROF_CPU;
+	if (type && (pf_prof_type_parse(type, &pt) < 0 || !pf_capture_type_supported(pt))) {
+		pf_error_set(c->error, -EINVAL, "--type", "must be cpu, off_cpu or wall, got %s",
+			     type);
+		return NULL;
+	}
 	const char *trace = ctl_args_str(a, "trace-id"), *note = ctl_args_str(a, "note");
 	if (trace && ctl_check_trace_id("--trace-id", trace, c->error) < 0)
 		return NULL;
@@ -168,7 +178,7 @@ static json_t *build_request(struct ctl_ctx *c, uint64_t *duration_s)
 	}
 	json_t *body = json_pack("{s:s, s:o, s:I, s:I, s:s}", "agents", agents, "processes", procs,
 				 "duration_seconds", (json_int_t)*duration_s, "frequency_hz",
-				 (json_int_t)hz, "profile_type", "cpu");
+				 (json_int_t)hz, "profile_type", pf_prof_type_name(pt));
 	if (body && trace)
 		json_object_set_new(body, "trace_id", json_string(trace));
 	if (body && note)

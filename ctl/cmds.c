@@ -48,6 +48,7 @@ static const struct ctl_opt capture_opts[] = {
     {"process", 0, CTL_OPT_LIST, "RULE", "key=value or key=~regexp; repeatable (any matches)"},
     {"duration", 'd', CTL_OPT_STR, "D", "how long to sample: 30s, 5m (required)"},
     {"frequency", 'f', CTL_OPT_STR, "HZ", "samples per second, 1..1000 (default 99)"},
+    {"type", 't', CTL_OPT_STR, "T", "what to profile: cpu (default), off_cpu or wall"},
     {"trace-id", 0, CTL_OPT_STR, "HEX", "link every sample to this trace (32 hex digits)"},
     {"note", 0, CTL_OPT_STR, "TEXT", "free text kept with the capture"},
     {"wait", 'w', CTL_OPT_FLAG, NULL, "wait for the result, showing progress on stderr"},
@@ -132,7 +133,7 @@ static const struct ctl_cmd commands[] = {
      assign_opts, 1, 1, true, ctl_cmd_assign},
     {NULL, "capture",
      "--agents S [--process key=value | key=~regexp]... --duration 30s [--frequency 99]\n"
-     "                    [--trace-id HEX] [--note TEXT] [--wait]",
+     "                    [--type cpu|off_cpu|wall] [--trace-id HEX] [--note TEXT] [--wait]",
      "profile matching agents now, for a fixed duration",
      "Without --wait: prints the capture id and returns. With --wait: polls the capture,\n"
      "prints a line on stderr whenever an agent reports, then the profile ids and the flame\n"

@@ -13,7 +13,10 @@
  * the process has (host.name from the window when the process lacks it), with '.' in keys
  * written '_' (Pyroscope label names are [A-Za-z0-9_]) and the name syntax's own characters
  * ("{},=") in values written '_'. from is the window start rounded down, until its end
- * rounded up (whole seconds). Not stateful; no I/O. */
+ * rounded up (whole seconds). The pprof keeps the window's sample types, from which Pyroscope
+ * names the profile type: a CPU window (samples/count + cpu/nanoseconds) is process_cpu, a
+ * wall-clock one (wall/nanoseconds) wall, an off-CPU one (off_cpu/nanoseconds) off_cpu,
+ * allocation types memory. Not stateful; no I/O. */
 #ifndef AGENT_EXPORT_PYROSCOPE_H
 #define AGENT_EXPORT_PYROSCOPE_H
 

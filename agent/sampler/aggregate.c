@@ -30,7 +30,7 @@ struct stack {
 
 struct pf_agg {
 	size_t max_samples;
-	bool off_cpu;
+	bool off_cpu, wall;
 	struct raw *s;
 	size_t n, cap;
 	struct stack *st;
@@ -133,7 +133,7 @@ int pf_agg_add(struct pf_agg *agg, const struct pf_agg_sample *s)
 	r->stack = id;
 	r->cpu = s->cpu;
 	r->weight = s->weight > INT64_MAX ? INT64_MAX : s->weight;
-	r->reason = s->reason;
+	r->reason = agg->wall ? 0 : s->reason;
 	if (s->comm) {
 		size_t l = strnlen(s->comm, sizeof(r->comm) - 1);
 		memcpy(r->comm, s->comm, l);
@@ -175,9 +175,10 @@ static const struct pf_prof_label off_reason_label[2] = {
 	{.key = "profleet.off_cpu.reason", .str = "preempted"},
 };
 
-/* An off-CPU sample of ord[i, e): the weight of each timestamp, their sum, the reason. */
-static int off_cpu_values(const struct pf_agg *agg, struct pf_prof_window *w, const struct ord *o,
-			  size_t i, size_t e, struct pf_prof_sample *s)
+/* A weighted (off-CPU or wall) sample of ord[i, e): the weight of each timestamp, their sum,
+ * and for off-CPU the reason. */
+static int weighted_values(const struct pf_agg *agg, struct pf_prof_window *w, const struct ord *o,
+			   size_t i, size_t e, struct pf_prof_sample *s)
 {
 	int64_t *ev = pf_prof_alloc(w, (e - i) * sizeof(*ev));
 	int64_t *sum = pf_prof_alloc(w, sizeof(*sum));
@@ -189,6 +190,8 @@ static int off_cpu_values(const struct pf_agg *agg, struct pf_prof_window *w, co
 	}
 	s->values = sum;
 	s->event_values = ev;
+	if (!agg->off_cpu)
+		return 0;
 	s->n_labels = 1;
 	s->labels = &off_reason_label[o[i].reason ? 1 : 0];
 	return 0;
@@ -283,7 +286,7 @@ static int build_process(struct pf_agg *agg, struct pf_prof_window *w, const str
 		s->count = e - i;
 		s->n_timestamps = (uint32_t)(e - i);
 		s->timestamps = ts;
-		if (agg->off_cpu && off_cpu_values(agg, w, o, i, e, s) < 0)
+		if ((agg->off_cpu || agg->wall) && weighted_values(agg, w, o, i, e, s) < 0)
 			goto out;
 		i = e;
 	}
@@ -372,6 +375,12 @@ int pf_agg_close(struct pf_agg *agg, uint64_t start, uint64_t end, uint32_t freq
 		w->sample_types = &off_cpu;
 		w->period_type = off_cpu;
 		w->period = 1;
+	} else if (agg->wall) {
+		static const struct pf_prof_value_type wall = {"wall", "nanoseconds"};
+		w->n_sample_types = 1;
+		w->sample_types = &wall;
+		w->period_type = wall;
+		w->period = frequency_hz ? 1000000000 / frequency_hz : 1;
 	}
 
 	size_t n_taken = 0;
@@ -429,6 +438,7 @@ struct pf_agg *pf_agg_new(const struct pf_agg_options *opt)
 		return NULL;
 	agg->max_samples = opt && opt->max_samples ? opt->max_samples : DEFAULT_MAX_SAMPLES;
 	agg->off_cpu = opt && opt->off_cpu;
+	agg->wall = opt && opt->wall && !agg->off_cpu;
 	if (rehash(agg, 512) < 0) {
 		free(agg);
 		errno = ENOMEM;

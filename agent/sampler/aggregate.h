@@ -20,6 +20,12 @@
  * value the sum of the weights, each timestamp with its own weight (event_values), and the
  * label profleet.off_cpu.reason = blocked | preempted.
  *
+ * A wall-clock aggregation (pf_agg_options.wall) takes weighted samples the same way — a CPU
+ * tick weighs its sampling period in nanoseconds, an off-CPU wait its nanoseconds away — and
+ * closes into a window of the one sample type wall/nanoseconds (period type the same, period
+ * 1e9 / frequency_hz): one sample per (tid, stack), so a stack's time on and off the CPU adds
+ * up, each timestamp with its own weight, no reason label.
+ *
  * Not thread-safe. */
 #ifndef PF_AGENT_AGGREGATE_H
 #define PF_AGENT_AGGREGATE_H
@@ -35,6 +41,7 @@ struct pf_agg;
 struct pf_agg_options {
 	size_t max_samples; /* samples held at once; beyond it pf_agg_add drops. 0 = 262144 */
 	bool off_cpu;       /* weighted off-CPU samples (above) */
+	bool wall;          /* weighted on- and off-CPU samples (above); not with off_cpu */
 };
 
 /* pf_agg_sample.reason of an off-CPU sample */
@@ -49,8 +56,8 @@ struct pf_agg_sample {
 	uint32_t n_kstack;
 	const uint64_t *ustack; /* user ips, leaf first */
 	uint32_t n_ustack;
-	uint64_t weight; /* off-CPU aggregation: nanoseconds away (clamped to INT64_MAX) */
-	uint8_t reason;  /* off-CPU aggregation: enum pf_agg_off_reason */
+	uint64_t weight; /* off-CPU and wall aggregations: nanoseconds (clamped to INT64_MAX) */
+	uint8_t reason;  /* off-CPU aggregation: enum pf_agg_off_reason (ignored by wall) */
 };
 
 struct pf_agg_hooks {

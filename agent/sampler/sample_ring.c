@@ -17,8 +17,13 @@ struct rec {
 	uint64_t ts;
 	uint32_t pid, tid;
 	uint32_t stack;
-	uint32_t hz; /* sampling frequency it was taken at */
+	uint32_t hz; /* sampling frequency it was taken at; an off-CPU wait: OFF_REC, OFF_PREEMPTED
+		      * and the microseconds away (at most OFF_US_MAX) */
 };
+
+#define OFF_REC (1u << 31)
+#define OFF_PREEMPTED (1u << 30)
+#define OFF_US_MAX ((1u << 30) - 1)
 
 /* A stack and the name of the thread it ran in: a thread's name rarely changes, so it costs
  * nothing per sample here. */
@@ -334,7 +339,13 @@ int pf_sample_ring_add(struct pf_sample_ring *r, const struct pf_agg_sample *s, 
 	x->ts = s->ts_unix_ns;
 	x->pid = s->pid;
 	x->tid = s->tid;
-	x->hz = hz;
+	if (hz) {
+		x->hz = hz;
+	} else {
+		uint64_t us = (s->weight + 500) / 1000;
+		x->hz = OFF_REC | (s->reason == PF_AGG_OFF_PREEMPTED ? OFF_PREEMPTED : 0) |
+			(uint32_t)(us > OFF_US_MAX ? OFF_US_MAX : us);
+	}
 	x->stack = id;
 	r->n++;
 	r->added++;
@@ -367,7 +378,13 @@ int pf_sample_ring_cut(const struct pf_sample_ring *r, uint32_t pid, uint32_t ti
 					  .n_kstack = t->nk,
 					  .ustack = t->ips + t->nk,
 					  .n_ustack = t->nu};
-		int rc = fn(ctx, &s, x->hz);
+		uint32_t hz = x->hz;
+		if (hz & OFF_REC) {
+			s.weight = (uint64_t)(hz & OFF_US_MAX) * 1000;
+			s.reason = hz & OFF_PREEMPTED ? PF_AGG_OFF_PREEMPTED : PF_AGG_OFF_BLOCKED;
+			hz = 0;
+		}
+		int rc = fn(ctx, &s, hz);
 		if (rc < 0)
 			return rc;
 		if (count < INT32_MAX)

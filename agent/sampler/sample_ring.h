@@ -1,6 +1,6 @@
-/* sample_ring.h — the recent CPU samples of every sampled thread, kept for a lookback time so a
- * span that arrives after it ended can still be profiled exactly (the slow-span and error-span
- * triggers).
+/* sample_ring.h — the recent CPU samples (and off-CPU waits) of every sampled thread, kept for
+ * a lookback time so a span that arrives after it ended can still be profiled exactly (the
+ * slow-span and error-span triggers).
  *
  * Owns: a circular array of sample records (time, pid, tid, sampling frequency, stack id; 24
  * bytes each) in arrival order, a reference-counted intern table of the stacks they use (thread
@@ -52,13 +52,15 @@ void pf_sample_ring_free(struct pf_sample_ring *r);
 void pf_sample_ring_set_limits(struct pf_sample_ring *r, uint32_t lookback_seconds,
 			       size_t max_bytes);
 
-/* Copies the sample in (comm: at most 15 bytes kept; cpu is not kept), taken at hz. 0, -ENOSPC
- * (does not fit at all), -ENOMEM. */
+/* Copies the sample in (comm: at most 15 bytes kept; cpu is not kept), taken at hz; hz 0: an
+ * off-CPU wait of s->weight nanoseconds (kept in microseconds, at most 2^30 - 1 of them) and
+ * s->reason. 0, -ENOSPC (does not fit at all), -ENOMEM. */
 int pf_sample_ring_add(struct pf_sample_ring *r, const struct pf_agg_sample *s, uint32_t hz);
 
 /* Calls fn for every held sample of pid (and of tid, unless tid is 0) with start <= time < end,
- * oldest first, with the frequency it was taken at (cpu is 0); the sample's pointers are valid
- * during the call only. Returns the number of samples passed to fn, or fn's first negative
+ * oldest first, with the frequency it was taken at (cpu is 0; an off-CPU wait: hz 0, its
+ * weight and reason set, its time the moment the thread came back); the sample's pointers are
+ * valid during the call only. Returns the number of samples passed to fn, or fn's first negative
  * return. */
 int pf_sample_ring_cut(const struct pf_sample_ring *r, uint32_t pid, uint32_t tid, uint64_t start,
 		       uint64_t end,

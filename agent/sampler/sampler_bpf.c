@@ -247,11 +247,9 @@ int sampler_apply_running(struct pf_sampler *s, uint32_t hz, struct pf_error *er
 	}
 	if (rc == 0)
 		s->freq_hz = hz;
-	/* off-CPU follows the continuous windows: not between triggers (the ring is CPU only) */
+	/* off-CPU follows the continuous windows (not between triggers), the ring, captures */
 	if (rc == 0)
-		rc = sampler_off_cpu_apply(s, s->enabled && s->off_cpu_cfg &&
-						      (!s->triggered_mode || s->trigger_on),
-					   err);
+		rc = sampler_off_cpu_update(s, err);
 	return rc;
 }
 

@@ -227,11 +227,19 @@ size_t pf_sampler_profiled_pids(struct pf_sampler *s, uint32_t *out, size_t cap)
  * all of them). *n_out may be 0. -EINVAL (err names processes[i].value), -ENOMEM. */
 int pf_sampler_capture_pids(struct pf_sampler *s, const struct pf_filter *rules, size_t n,
 			    uint32_t *pids, size_t max, size_t *n_out, struct pf_error *err);
-/* Starts capture `slot` (< PF_SAMPLER_CAPTURES, free) at hz (1..1000) on the n pids. -EBUSY
- * (slot in use), -EINVAL, or the perf/BPF error (err says). */
-int pf_sampler_capture_start(struct pf_sampler *s, unsigned slot, uint32_t hz,
-			     const uint32_t *pids, size_t n, struct pf_error *err);
-/* Samples the capture holds so far (after the last poll). */
+/* Starts capture `slot` (< PF_SAMPLER_CAPTURES, free) of type on the n pids, at hz (1..1000):
+ *  - cpu: ticks of the capture perf events (a window of samples/count);
+ *  - off_cpu: no ticks (hz unused); every switch-out of the processes' threads is followed in
+ *    the kernel (also while profiling.off_cpu is off, whatever its probability) and each wait
+ *    of at least off_cpu.min_block_us that ends during the capture weighs its nanoseconds
+ *    since the capture started (an off_cpu/nanoseconds window, as the continuous one);
+ *  - wall: both, in one wall/nanoseconds window: a tick weighs 1e9 / hz nanoseconds, a wait its
+ *    nanoseconds, so each thread's total is the time it spent on and off the CPU (a wait still
+ *    going on when the capture stops is not in it).
+ * -EBUSY (slot in use), -EINVAL, -EOPNOTSUPP (alloc), or the perf/BPF error (err says). */
+int pf_sampler_capture_start(struct pf_sampler *s, unsigned slot, enum pf_prof_type type,
+			     uint32_t hz, const uint32_t *pids, size_t n, struct pf_error *err);
+/* Samples (ticks and waits) the capture holds so far (after the last poll). */
 uint64_t pf_sampler_capture_samples(const struct pf_sampler *s, unsigned slot);
 /* Stops capture `slot` and returns its window [start, now) (symbolized, attributes as the
  * continuous windows have them; possibly without processes), or NULL + errno (err). The slot
@@ -288,8 +296,17 @@ struct pf_sampler_ring_proc {
 
 int pf_sampler_set_ring(struct pf_sampler *s, uint32_t lookback_seconds, size_t max_bytes,
 			struct pf_error *err);
+/* With off_cpu the ring also keeps the profiled processes' waits (the kernel's switch
+ * programs follow them while the ring exists, with profiling.off_cpu's min_block_us and
+ * probability): what wall and off_cpu cuts need. */
+int pf_sampler_ring_off_cpu(struct pf_sampler *s, bool off_cpu, struct pf_error *err);
+/* type cpu: the CPU samples (samples/count); off_cpu: the waits (off_cpu/nanoseconds); wall:
+ * both in nanoseconds (wall/nanoseconds: a sample weighs its period, a wait its time away
+ * within [start, end)), so the window's total is the thread's time in the range, blocked time
+ * under the call that blocked. A wait that ends after end is not in it. */
 int pf_sampler_cut(struct pf_sampler *s, uint32_t pid, uint32_t tid, uint64_t start_unix_ns,
-		   uint64_t end_unix_ns, struct pf_prof_window **out, struct pf_error *err);
+		   uint64_t end_unix_ns, enum pf_prof_type type, struct pf_prof_window **out,
+		   struct pf_error *err);
 uint64_t pf_sampler_drained_unix_ns(const struct pf_sampler *s);
 /* The processes with samples in the ring (at most cap), ascending by pid; 0 without a ring. */
 size_t pf_sampler_ring_procs(struct pf_sampler *s, struct pf_sampler_ring_proc *out, size_t cap);

@@ -115,13 +115,13 @@ static void capture_pids_clear(struct pf_sampler *s, unsigned slot)
 	free(gone);
 }
 
-/* Brings the capture perf events to the highest frequency of the captures running (closed
- * when none runs). */
+/* Brings the capture perf events to the highest frequency of the captures running that take
+ * ticks (closed when none does). */
 static int capture_events_apply(struct pf_sampler *s, struct pf_error *err)
 {
 	uint32_t hz = 0;
 	for (size_t i = 0; i < PF_SAMPLER_CAPTURES; i++)
-		if (s->cap[i].used)
+		if (s->cap[i].used && s->cap[i].type != PF_PROF_OFF_CPU) /* off_cpu: no ticks */
 			hz = pf_max(hz, s->cap[i].hz);
 	int rc = 0;
 	if (!hz) {
@@ -140,22 +140,32 @@ static int capture_events_apply(struct pf_sampler *s, struct pf_error *err)
 	return rc;
 }
 
-int pf_sampler_capture_start(struct pf_sampler *s, unsigned slot, uint32_t hz,
-			     const uint32_t *pids, size_t n, struct pf_error *err)
+int pf_sampler_capture_start(struct pf_sampler *s, unsigned slot, enum pf_prof_type type,
+			     uint32_t hz, const uint32_t *pids, size_t n, struct pf_error *err)
 {
 	if (slot >= PF_SAMPLER_CAPTURES || hz < 1 || hz > 1000)
 		return pf_error_set(err, -EINVAL, "", "bad capture slot or frequency");
+	if (type != PF_PROF_CPU && type != PF_PROF_OFF_CPU && type != PF_PROF_WALL)
+		return pf_error_set(err, -EOPNOTSUPP, "profile_type",
+				    "unsupported profile_type %s", pf_prof_type_name(type));
 	struct sampler_cap *c = &s->cap[slot];
 	if (c->used)
 		return pf_error_set(err, -EBUSY, "", "capture slot %u in use", slot);
+	if (c->agg && c->type != type) { /* an aggregation weighs one kind of sample */
+		pf_agg_free(c->agg);
+		c->agg = NULL;
+	}
 	if (!c->agg) {
-		struct pf_agg_options ao = {.max_samples = s->opt.max_samples};
+		struct pf_agg_options ao = {.max_samples = s->opt.max_samples,
+					    .off_cpu = type == PF_PROF_OFF_CPU,
+					    .wall = type == PF_PROF_WALL};
 		c->agg = pf_agg_new(&ao);
 		if (!c->agg)
 			return pf_error_set(err, -ENOMEM, "", "out of memory");
 	}
 	sampler_refresh_clock(s);
 	c->used = true;
+	c->type = type;
 	c->hz = hz;
 	c->start = pf_clock_ns(CLOCK_REALTIME);
 	int rc = capture_pids_update(s, pids, n, slot);
@@ -163,10 +173,13 @@ int pf_sampler_capture_start(struct pf_sampler *s, unsigned slot, uint32_t hz,
 		pf_error_set(err, rc, "", "capture pid map: %s", strerror(-rc));
 	else
 		rc = capture_events_apply(s, err);
+	if (rc == 0 && type != PF_PROF_CPU)
+		rc = sampler_off_cpu_update(s, err); /* the switch programs follow its processes */
 	if (rc < 0) {
 		capture_pids_clear(s, slot);
 		c->used = false;
 		capture_events_apply(s, NULL);
+		sampler_off_cpu_update(s, NULL);
 	}
 	return rc;
 }
@@ -191,6 +204,7 @@ struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned sl
 	struct sampler_cap *c = &s->cap[slot];
 	capture_pids_clear(s, slot);
 	ring_buffer__consume(s->rb); /* what was recorded before the bit went */
+	/* a wait still going on is in the kernel's records; it comes back after the end */
 	sampler_refresh_clock(s);
 	uint64_t end = pf_clock_ns(CLOCK_REALTIME);
 	if (end <= c->start)
@@ -200,6 +214,8 @@ struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned sl
 	int rc = pf_agg_close(c->agg, c->start, end, c->hz, &hooks, &w);
 	c->used = false;
 	capture_events_apply(s, NULL);
+	if (c->type != PF_PROF_CPU)
+		sampler_off_cpu_update(s, NULL); /* its processes are followed no more */
 	if (rc < 0) {
 		/* the samples stayed in the aggregation: drop them with it */
 		pf_agg_free(c->agg);

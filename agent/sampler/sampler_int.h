@@ -38,7 +38,8 @@ _Static_assert(PF_SAMPLER_CAPTURES == PF_CAPTURE_SLOTS, "capture slot counts dif
 /* One capture (pf_sampler_capture_start). */
 struct sampler_cap {
 	bool used;
-	uint32_t hz;	 /* its own frequency (<= cap_hz) */
+	enum pf_prof_type type; /* cpu: ticks; off_cpu: waits; wall: both, weighted in ns */
+	uint32_t hz;	 /* its own frequency (<= cap_hz unless off_cpu, which takes no ticks) */
 	uint32_t acc;	 /* thinning: keeps hz of every cap_hz ticks */
 	uint64_t start;	 /* unix ns */
 	struct pf_agg *agg;
@@ -115,6 +116,7 @@ struct pf_sampler {
 	double off_cpu_prob;
 
 	struct pf_sample_ring *ring; /* span triggers: recent samples, NULL when off */
+	bool ring_off_cpu;	     /* the ring keeps off-CPU waits too (wall, off_cpu spans) */
 	uint64_t drained_unix_ns;    /* when the last poll started draining */
 };
 
@@ -167,13 +169,19 @@ int sampler_cut_window(struct pf_sampler *s, uint64_t end, uint32_t hz, struct p
 
 /* min_block_us and probability into the kernel's knobs. */
 void sampler_off_cpu_knobs(struct pf_sampler *s, const struct pf_profcfg *cfg);
-/* Attaches (want) or detaches the switch programs; err names profiling.off_cpu.enabled. */
-int sampler_off_cpu_apply(struct pf_sampler *s, bool want, struct pf_error *err);
+/* Brings the switch programs in line with what needs them: continuous off-CPU profiles while
+ * profiling samples, the span ring's waits, captures of type off_cpu or wall (their slots in
+ * the kernel's off_cpu_cap_mask). Attached while any does; err names
+ * profiling.off_cpu.enabled. */
+int sampler_off_cpu_update(struct pf_sampler *s, struct pf_error *err);
 bool sampler_off_cpu_on(const struct pf_sampler *s);
-/* An off-CPU record, set up as any sample (as), off_ns away: into the off-CPU aggregation,
- * weighted by off_ns / probability, its reason from flags. */
+/* An off-CPU record, set up as any sample (as), off_ns away, its reason and captures in flags;
+ * cont: the thread was followed for the continuous profiles (its process profiled now). Into
+ * the off-CPU aggregation and the span ring (weighted by off_ns / probability) when cont, and
+ * into the aggregation of every off_cpu or wall capture of its flags (the part of the wait
+ * since the capture started). */
 void sampler_off_cpu_sample(struct pf_sampler *s, const struct pf_agg_sample *as, uint64_t off_ns,
-			    uint32_t flags);
+			    uint32_t flags, bool cont);
 void sampler_off_cpu_free(struct pf_sampler *s);
 
 /* ---- sampler_stats.c ---- */

@@ -169,14 +169,30 @@ static void capture_sample(struct pf_sampler *s, const struct pf_bpf_sample *h,
 	struct pf_agg_sample as = sample_seen(s, h, ips, ulen, comm);
 	for (unsigned i = 0; i < PF_SAMPLER_CAPTURES; i++) {
 		struct sampler_cap *c = &s->cap[i];
-		if (!(mask & (1u << i)) || !c->used || as.ts_unix_ns < c->start)
-			continue;
+		if (!(mask & (1u << i)) || !c->used || c->type == PF_PROF_OFF_CPU ||
+		    as.ts_unix_ns < c->start)
+			continue; /* an off_cpu capture takes no ticks */
 		c->acc += c->hz;
 		if (c->acc < s->cap_hz)
 			continue;
 		c->acc -= s->cap_hz;
+		as.weight = 1000000000u / c->hz; /* wall: a tick weighs its period (cpu: unused) */
 		sampler_agg_add(s, c->agg, &as);
 	}
+}
+
+/* An off-CPU record: for the continuous profiles and the span ring unless the thread was
+ * followed for captures only or its process turned out not to be profiled (decided after the
+ * kernel recorded it, PF_SAMPLE_F_UNKNOWN), and for the captures of its flags. */
+static void off_cpu_record(struct pf_sampler *s, const struct pf_proc *p,
+			   const struct pf_bpf_sample *h, const uint64_t *ips, uint32_t ulen,
+			   const char *comm)
+{
+	bool cont = !(h->flags & PF_SAMPLE_F_OFF_CAPTURE_ONLY) && (!p || sampler_proc_allowed(s, p));
+	if (!cont && !((h->flags >> PF_SAMPLE_CAPTURE_SHIFT) & 0xffu))
+		return;
+	struct pf_agg_sample as = sample_seen(s, h, ips, ulen, comm);
+	sampler_off_cpu_sample(s, &as, h->off_ns, h->flags, cont);
 }
 
 int sampler_on_sample(void *ctx, void *data, size_t size)
@@ -215,17 +231,16 @@ int sampler_on_sample(void *ctx, void *data, size_t size)
 	const struct pf_proc *p = pid_gone(s, h.pid)
 				      ? pf_procinfo_get(s->pi, h.pid)
 				      : known_proc(s, h.pid, h.pid == h.tid ? comm : NULL);
-	if (h.flags & PF_SAMPLE_F_CAPTURE) {
-		capture_sample(s, &h, ips, ulen, comm);
+	if (h.flags & (PF_SAMPLE_F_CAPTURE | PF_SAMPLE_F_OFF_CPU)) {
+		if (h.flags & PF_SAMPLE_F_CAPTURE)
+			capture_sample(s, &h, ips, ulen, comm);
+		else
+			off_cpu_record(s, p, &h, ips, ulen, comm);
 		return 0;
 	}
 	if (p && !sampler_proc_allowed(s, p))
 		return 0; /* decided after the kernel recorded it (PF_SAMPLE_F_UNKNOWN) */
 	struct pf_agg_sample as = sample_seen(s, &h, ips, ulen, comm);
-	if (h.flags & PF_SAMPLE_F_OFF_CPU) {
-		sampler_off_cpu_sample(s, &as, h.off_ns, h.flags);
-		return 0;
-	}
 	if (s->ring) {
 		/* refusals are counted in its stats */
 		pf_sample_ring_add(s->ring, &as, s->freq_hz);

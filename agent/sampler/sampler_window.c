@@ -210,6 +210,18 @@ int pf_sampler_set_ring(struct pf_sampler *s, uint32_t lookback_seconds, size_t 
 	return sampler_apply_running(s, s->freq_hz, err);
 }
 
+int pf_sampler_ring_off_cpu(struct pf_sampler *s, bool off_cpu, struct pf_error *err)
+{
+	bool old = s->ring_off_cpu;
+	s->ring_off_cpu = off_cpu;
+	int rc = sampler_off_cpu_update(s, err);
+	if (rc < 0) {
+		s->ring_off_cpu = old;
+		sampler_off_cpu_update(s, NULL);
+	}
+	return rc;
+}
+
 /* The pids of the ring, ascending, for keep_in_ring(). */
 struct ring_pids {
 	uint32_t *v;
@@ -256,6 +268,8 @@ uint64_t pf_sampler_drained_unix_ns(const struct pf_sampler *s)
  * one most of them have). */
 struct cut {
 	struct pf_agg *agg;
+	enum pf_prof_type type;
+	uint64_t start;
 	uint32_t hz[4];
 	uint64_t n[4];
 };
@@ -263,6 +277,16 @@ struct cut {
 static int cut_add(void *ctx, const struct pf_agg_sample *s, uint32_t hz)
 {
 	struct cut *c = ctx;
+	if (!hz) { /* a wait: the part of it in the range (it ended before the range's end) */
+		if (c->type == PF_PROF_CPU)
+			return 0;
+		struct pf_agg_sample w = *s;
+		w.weight = pf_min(s->weight, s->ts_unix_ns - c->start);
+		int rc = pf_agg_add(c->agg, &w);
+		return rc == -ENOMEM ? rc : 0;
+	}
+	if (c->type == PF_PROF_OFF_CPU)
+		return 0;
 	for (size_t i = 0; i < PF_ARRAY_SIZE(c->hz); i++) {
 		if (!c->n[i] || c->hz[i] == hz) {
 			c->hz[i] = hz;
@@ -270,19 +294,27 @@ static int cut_add(void *ctx, const struct pf_agg_sample *s, uint32_t hz)
 			break;
 		}
 	}
-	int rc = pf_agg_add(c->agg, s);
+	struct pf_agg_sample t = *s;
+	t.weight = 1000000000u / hz; /* wall: a tick weighs its period (cpu: unused) */
+	int rc = pf_agg_add(c->agg, &t);
 	return rc == -ENOMEM ? rc : 0;
 }
 
 int pf_sampler_cut(struct pf_sampler *s, uint32_t pid, uint32_t tid, uint64_t start_unix_ns,
-		   uint64_t end_unix_ns, struct pf_prof_window **out, struct pf_error *err)
+		   uint64_t end_unix_ns, enum pf_prof_type type, struct pf_prof_window **out,
+		   struct pf_error *err)
 {
 	*out = NULL;
 	if (!s->ring)
 		return pf_error_set(err, -ENOENT, "", "no sample ring (no span trigger enabled)");
+	if (type != PF_PROF_CPU && type != PF_PROF_OFF_CPU && type != PF_PROF_WALL)
+		return pf_error_set(err, -EOPNOTSUPP, "", "no %s profiles from the sample ring",
+				    pf_prof_type_name(type));
 	if (end_unix_ns <= start_unix_ns)
 		end_unix_ns = start_unix_ns + 1;
-	struct cut c = {.agg = pf_agg_new(NULL)};
+	struct pf_agg_options ao = {.off_cpu = type == PF_PROF_OFF_CPU,
+				    .wall = type == PF_PROF_WALL};
+	struct cut c = {.agg = pf_agg_new(&ao), .type = type, .start = start_unix_ns};
 	if (!c.agg)
 		return pf_error_set(err, -ENOMEM, "", "out of memory");
 	int rc = pf_sample_ring_cut(s->ring, pid, tid, start_unix_ns, end_unix_ns, cut_add, &c);

@@ -21,6 +21,7 @@ struct run {
 	struct agent_capture_job job;
 	uint64_t end_ms;
 	size_t n_pids; /* processes sampled */
+	enum pf_prof_type type;
 };
 
 struct agent_capture_runner {
@@ -263,12 +264,18 @@ static int capture_ready(void *ctx, const struct agent_encoded *e)
 		    !e->n    ? "(nothing)"
 		    : ce->x ? ce->url
 			    : "the configured exporters");
-	if (!ce->samples) /* done, but say why the flame graph is empty */
+	if (!ce->samples && ce->run->type == PF_PROF_CPU) /* done, but say why it is empty */
 		agent_captures_note(
 		    r->engine, serial,
 		    "no samples: the %zu process%s sampled did not run on a CPU during the "
 		    "capture (idle, sleeping or blocked: a CPU profile shows only code that runs)",
 		    ce->run->n_pids, ce->run->n_pids == 1 ? "" : "es");
+	else if (!ce->samples)
+		agent_captures_note(r->engine, serial,
+				    "no samples: the %zu process%s followed neither ran on a CPU "
+				    "nor finished a wait of at least profiling.off_cpu.min_block_us "
+				    "during the capture",
+				    ce->run->n_pids, ce->run->n_pids == 1 ? "" : "es");
 	/* the engine waits for the receiver's confirmations from here on */
 	agent_captures_exporting(r->engine, serial, ce->samples, e->bytes,
 				 (const uint8_t(*)[16])e->ids, e->n, ce->x ? (unsigned)e->n : 0,
@@ -377,18 +384,27 @@ static void start_run(struct agent_capture_runner *r, struct pf_sampler *sampler
 				    req->n_processes, req->n_processes == 1 ? "" : "s");
 		return;
 	}
-	rc = pf_sampler_capture_start(sampler, run->slot, req->frequency_hz, r->pids, n, &err);
+	enum pf_prof_type type = PF_PROF_CPU;
+	if (pf_prof_type_parse(req->profile_type, &type) < 0 || !pf_capture_type_supported(type)) {
+		agent_captures_fail(r->engine, serial, "bad_request",
+				    "unsupported profile_type %.15s", req->profile_type);
+		return;
+	}
+	rc = pf_sampler_capture_start(sampler, run->slot, type, req->frequency_hz, r->pids, n,
+				      &err);
 	if (rc < 0) {
 		agent_captures_fail(r->engine, serial, "internal", "cannot start sampling: %s",
 				    err.msg);
 		return;
 	}
+	run->type = type;
 	run->used = true;
 	run->n_pids = n;
 	run->end_ms = now_ms + (uint64_t)req->duration_seconds * 1000u;
 	agent_captures_started(r->engine, serial, now_ms);
-	pf_log_info("capture %s: sampling %zu process%s at %u Hz for %u s", req->id, n,
-		    n == 1 ? "" : "es", req->frequency_hz, req->duration_seconds);
+	pf_log_info("capture %s: %s profile of %zu process%s at %u Hz for %u s", req->id,
+		    req->profile_type, n, n == 1 ? "" : "es", req->frequency_hz,
+		    req->duration_seconds);
 }
 
 int64_t agent_capture_runner_poll(struct agent_capture_runner *r, struct pf_sampler *sampler,

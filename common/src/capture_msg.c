@@ -81,13 +81,25 @@ int pf_capture_parse_hex16(const char *s, uint8_t out[16])
 	return 0;
 }
 
+bool pf_capture_type_supported(enum pf_prof_type t)
+{
+	return t == PF_PROF_CPU || t == PF_PROF_OFF_CPU || t == PF_PROF_WALL;
+}
+
 int pf_capture_request_check(const struct pf_capture_request *r, struct pf_error *err)
 {
 	if (!pf_capture_id_valid(r->id))
 		return pf_error_set(err, -EINVAL, "id", "must be 1..%d characters of [A-Za-z0-9._-]",
 				    PF_CAPTURE_ID_MAX);
-	if (strcmp(r->profile_type, "cpu") != 0)
-		return pf_error_set(err, -EINVAL, "profile_type", "must be cpu, got \"%.15s\"",
+	enum pf_prof_type type;
+	if (pf_prof_type_parse(r->profile_type, &type) < 0)
+		return pf_error_set(err, -EINVAL, "profile_type",
+				    "must be cpu, off_cpu, wall or alloc, got \"%.15s\"",
+				    r->profile_type);
+	if (!pf_capture_type_supported(type))
+		return pf_error_set(err, -EINVAL, "profile_type",
+				    "unsupported profile_type %s: this version captures cpu, off_cpu "
+				    "and wall",
 				    r->profile_type);
 	if (r->duration_seconds < 1 || r->duration_seconds > PF_CAPTURE_MAX_DURATION)
 		return pf_error_set(err, -EINVAL, "duration_seconds", "must be 1..%d, got %u",

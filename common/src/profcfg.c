@@ -19,6 +19,9 @@
 /* ---- enum names (index = enum value) ---- */
 
 static const char *const mode_names[] = {"continuous", "triggered"};
+static const char *const prof_type_names[] = {"cpu", "off_cpu", "wall", "alloc"};
+/* slow_span.profile_type: the first three (a span's profile is cut from recent samples) */
+static const char *const span_type_names[] = {"cpu", "off_cpu", "wall"};
 static const char *const match_names[] = {"strict", "regexp"};
 static const char *const relabel_action_names[] = {"replace", "drop", "keep", "labeldrop"};
 static const char *const exporter_names[] = {"otlp_http", "pyroscope", "file", "otlp_grpc"};
@@ -49,10 +52,26 @@ _Static_assert(sizeof(enum pf_exporter_type) == sizeof(int), "enums are stored a
 _Static_assert(sizeof(enum pf_compression) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(enum pf_exporter_auth) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(enum pf_pprof_type) == sizeof(int), "enums are stored as int");
+_Static_assert(sizeof(enum pf_prof_type) == sizeof(int), "enums are stored as int");
 
 const char *pf_prof_mode_name(enum pf_prof_mode m)
 {
 	return (unsigned)m < PF_ARRAY_SIZE(mode_names) ? mode_names[m] : "unknown";
+}
+
+const char *pf_prof_type_name(enum pf_prof_type t)
+{
+	return (unsigned)t < PF_ARRAY_SIZE(prof_type_names) ? prof_type_names[t] : "unknown";
+}
+
+int pf_prof_type_parse(const char *name, enum pf_prof_type *out)
+{
+	for (size_t i = 0; name && i < PF_ARRAY_SIZE(prof_type_names); i++)
+		if (!strcmp(name, prof_type_names[i])) {
+			*out = (enum pf_prof_type)i;
+			return 0;
+		}
+	return -EINVAL;
 }
 
 const char *pf_exporter_type_name(enum pf_exporter_type t)
@@ -473,6 +492,14 @@ const struct key_desc profcfg_keys[] = {
 	 "How long recent samples are kept in memory for spans to be cut from (a span that "
 	 "started earlier is refused). The sample ring counts against limits.max_memory_mb "
 	 "(at most a quarter of it; see docs/agent.md)."),
+    ENUMK("profiling.triggers.slow_span.profile_type", CFG, slow_span.profile_type, PF_PROF_WALL,
+	  span_type_names,
+	  "What a span's profile (slow_span and error_span) weighs: wall is the span's thread "
+	  "on and off the CPU together, in nanoseconds, so the profile's total is the span's "
+	  "duration and a wait sits under the call that waited (it follows the profiled "
+	  "processes' context switches in the kernel while a span trigger is on, as "
+	  "profiling.off_cpu does, with its min_block_us); cpu only its CPU samples; off_cpu "
+	  "only its waits."),
     SECTION("profiling.triggers.error_span",
 	    "Profile a span's thread for the span's time range when the span ends with status "
 	    "ERROR (same receiver, ring and mechanics as slow_span)."),

@@ -259,6 +259,16 @@ json_t *pf_api_capture_json(struct pf_captures *c, struct pf_store *st, const ch
 			*rc = -ENOMEM;
 		return NULL;
 	}
+	/* each agent's result says what it profiled: the capture's type (an agent captures it
+	 * or fails) */
+	const char *type = json_string_value(
+	    json_object_get(json_object_get(x.obj, "request"), "profile_type"));
+	size_t i;
+	json_t *a;
+	json_array_foreach(x.agents, i, a)
+	{
+		json_object_set_new(a, "profile_type", json_string(type ? type : "cpu"));
+	}
 	json_object_set_new(x.obj, "agents", x.agents);
 	return x.obj;
 }

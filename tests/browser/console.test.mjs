@@ -318,6 +318,27 @@ test("a capture shows live progress, then its flame graph and top table", async 
   await shot("07-agent-captures");
 });
 
+test("a wall-clock capture: the type is sent, shown, and its flame graph is in time", async (t) => {
+  if (!ebpf) return t.skip("the kernel refused BPF to the agents: no samples to capture");
+  await openPage("#/captures");
+  await page.fill("#cap-agents", "env=prod");
+  await page.selectOption("[data-testid=capture-type]", "wall");
+  await page.fill("#cap-duration", "3");
+  await page.click("[data-testid=start-capture]");
+  await waitFor("[data-testid=capture-agents]");
+  assert.match(await page.textContent("[data-testid=capture-summary]"), /^wall profile/);
+  await waitUntil(async () => /done|partial|failed/.test(await page.textContent("[data-testid=capture-state]")),
+    { timeout: 45000, what: "capture ended" });
+  assert.match(await page.textContent("[data-testid=capture-state]"), /done/);
+  await waitFor("[data-testid=flame-chart] svg rect", { timeout: 20000 });
+  await page.locator("[data-testid=flame-chart] svg g").nth(1).hover();
+  assert.match(await page.textContent("[data-testid=flame-details]"), /\d (ns|µs|ms|s|min)\b/);
+  const capId = decodeURIComponent(page.url().split("#/captures/")[1]);
+  const cap = (await fleet.api("GET", `/captures/${encodeURIComponent(capId)}`)).body;
+  assert.equal(cap.request.profile_type, "wall");
+  assert.ok(cap.agents.every((a) => a.profile_type === "wall"));
+});
+
 test("a profile is found by trace id and shows its flame graph and top table", async (t) => {
   if (!ebpf) return t.skip("no captured profile without BPF");
   await openPage("#/profiles");

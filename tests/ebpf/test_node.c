@@ -127,7 +127,7 @@ static struct pf_prof_window *capture(pid_t pid, uint64_t ms, bool nodejs,
 	poll_for(s, 1500);
 	pf_prof_window_free(pf_sampler_close_window(s, &err));
 	uint32_t pids[1] = {(uint32_t)pid};
-	assert_int_equal(pf_sampler_capture_start(s, 0, 299, pids, 1, &err), 0);
+	assert_int_equal(pf_sampler_capture_start(s, 0, PF_PROF_CPU, 299, pids, 1, &err), 0);
 	poll_for(s, ms);
 	struct pf_prof_window *w = pf_sampler_capture_stop(s, 0, &err);
 	if (!w)

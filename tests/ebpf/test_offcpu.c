@@ -4,7 +4,9 @@
  * stack in the off-CPU window at the time it really waited (± 15 %), as "blocked", in a window
  * of the one sample type off_cpu/nanoseconds with a timestamp and a value per wait; a process
  * the filters exclude must record nothing, dropped in the kernel; off-CPU off must attach
- * nothing. Exit 77 when the kernel refuses BPF or perf events (not root, no BTF). */
+ * nothing; captures of type off_cpu and wall of a process outside the filters, with off-CPU
+ * off, must hold its waits (and its time). Exit 77 when the kernel refuses BPF or perf events
+ * (not root, no BTF). */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -181,19 +183,35 @@ static struct pf_prof_window *close_off_window(struct pf_sampler *s)
 	return off;
 }
 
-static void test_wait_lock_time(void **state)
+/* A sampler on the config include_first(off_cpu), and workload copy i running for seconds. */
+static pid_t start_sampled(bool off_cpu, int i, double seconds, struct pf_sampler **s,
+			   struct pf_profcfg **cfg)
 {
 	struct pf_error err = {0};
-	struct pf_sampler *s = pf_sampler_new(NULL, &err);
-	assert_non_null(s);
-	struct pf_profcfg *cfg = include_first(true);
-	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
-	pid_t pid = spawn_workload(0, 5);
+	*s = pf_sampler_new(NULL, &err);
+	assert_non_null(*s);
+	*cfg = include_first(off_cpu);
+	assert_int_equal(pf_sampler_set_config(*s, *cfg, &err), 0);
+	pid_t pid = spawn_workload(i, seconds);
 	assert_true(pid > 0);
-	/* the first second: the process's unwind tables load (libc has no frame pointers) */
-	uint64_t warm = pf_mono_ms() + 1200;
-	while (pf_mono_ms() < warm)
+	return pid;
+}
+
+/* Polls s for ms. */
+static void poll_for(struct pf_sampler *s, uint64_t ms)
+{
+	uint64_t end = pf_mono_ms() + ms;
+	while (pf_mono_ms() < end)
 		assert_true(pf_sampler_poll(s, 50) >= 0);
+}
+
+static void test_wait_lock_time(void **state)
+{
+	struct pf_sampler *s;
+	struct pf_profcfg *cfg;
+	pid_t pid = start_sampled(true, 0, 5, &s, &cfg);
+	/* the first second: the process's unwind tables load (libc has no frame pointers) */
+	poll_for(s, 1200);
 	pf_prof_window_free(close_off_window(s));
 	poll_until_exit(s, pid, 15000);
 	struct pf_prof_window *w = close_off_window(s);
@@ -287,6 +305,109 @@ static void test_live_switch(void **state)
 	pf_sampler_free(s);
 }
 
+/* The waits of workload copy i within [start, end): the part of each inside the range (a
+ * wait still going on at end counts up to end when with_open, else not). */
+static uint64_t waits_within(int i, uint64_t start, uint64_t end, bool with_open)
+{
+	char path[160];
+	snprintf(path, sizeof(path), "%s/waits-%d", g_dir, i);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	unsigned long long t, d;
+	uint64_t sum = 0;
+	while (fscanf(f, "wait %llu %llu\n", &t, &d) == 2) {
+		uint64_t a = t - d, b = t;
+		if (b > end && !with_open)
+			continue;
+		a = a < start ? start : a;
+		b = b > end ? end : b;
+		sum += b > a ? b - a : 0;
+	}
+	fclose(f);
+	return sum;
+}
+
+/* A capture of pid of type for ms on the sampler s: its window. */
+static struct pf_prof_window *capture_for(struct pf_sampler *s, unsigned slot,
+					  enum pf_prof_type type, pid_t pid, uint64_t ms)
+{
+	struct pf_error err = {0};
+	uint32_t p = (uint32_t)pid;
+	assert_int_equal(pf_sampler_capture_start(s, slot, type, 99, &p, 1, &err), 0);
+	struct pf_sampler_stats st;
+	assert_int_equal(pf_sampler_stats(s, &st), 0);
+	/* the switch programs follow it for an off_cpu or wall capture (off-CPU is off) */
+	assert_int_equal(st.off_cpu, type != PF_PROF_CPU);
+	poll_for(s, ms);
+	struct pf_prof_window *w = pf_sampler_capture_stop(s, slot, &err);
+	assert_non_null(w);
+	return w;
+}
+
+/* Captures of type off_cpu and wall while profiling.off_cpu is off, of a process the include
+ * filter leaves out (captures choose among all processes): off_cpu holds wait_lock at its
+ * blocked time in the capture (± 15 %); wall holds each request's time, wait_lock ~75 % and
+ * compute ~25 % (± 10 points), its total the capture's time less the wait still going on at
+ * its end (± 15 %); the switch programs are detached again after each. */
+static void test_captures_of_type(void **state)
+{
+	struct pf_sampler *s;
+	struct pf_profcfg *cfg;
+	pid_t pid = start_sampled(false, 1, 6, &s, &cfg);
+	/* a CPU capture first: its ticks load the process's unwind tables (libc's waits) */
+	pf_prof_window_free(capture_for(s, 2, PF_PROF_CPU, pid, 1200));
+
+	struct pf_prof_window *w = capture_for(s, 0, PF_PROF_WALL, pid, 2000);
+	struct pf_sampler_stats st;
+	assert_int_equal(pf_sampler_stats(s, &st), 0);
+	assert_false(st.off_cpu);
+	assert_true(w->n_sample_types == 1 && !strcmp(w->sample_types[0].type, "wall") &&
+		    !strcmp(w->sample_types[0].unit, "nanoseconds"));
+	int64_t wait = 0, compute = 0, total = 0;
+	for (size_t i = 0; i < w->n_processes; i++) {
+		const struct pf_prof_process *p = &w->processes[i];
+		assert_int_equal(p->pid, pid);
+		for (size_t k = 0; k < p->n_samples; k++) {
+			const struct pf_prof_stack *stk = &p->stacks[p->samples[k].stack];
+			int64_t v = p->samples[k].values[0];
+			total += v;
+			wait += stack_has(p, stk, "wait_lock") ? v : 0;
+			compute += stack_has(p, stk, "compute") ? v : 0;
+		}
+	}
+	uint64_t w_start = w->start_unix_ns, w_end = w->end_unix_ns;
+	pf_prof_window_free(w);
+
+	w = capture_for(s, 1, PF_PROF_OFF_CPU, pid, 2000);
+	assert_int_equal(pf_sampler_stats(s, &st), 0);
+	assert_false(st.off_cpu);
+	struct off_tally t = {0};
+	tally_off(w, pid, &t);
+	/* the waits file is complete once the workload exited */
+	poll_until_exit(s, pid, 15000);
+	uint64_t open_wait = waits_within(1, w_start, w_end, true) -
+			     waits_within(1, w_start, w_end, false);
+	double expect = (double)(w_end - w_start - open_wait);
+	print_message("wall capture: %.1f ms of %.1f ms (less %.1f ms of a wait going on at "
+		      "the end), wait_lock %.1f %%, compute %.1f %%\n",
+		      total / 1e6, (w_end - w_start) / 1e6, open_wait / 1e6, 100.0 * wait / total,
+		      100.0 * compute / total);
+	assert_true(total >= 0.85 * expect && total <= 1.15 * expect);
+	assert_true(100.0 * wait / total >= 65 && 100.0 * wait / total <= 85);
+	assert_true(100.0 * compute / total >= 15 && 100.0 * compute / total <= 35);
+	uint64_t truth = waits_within(1, w->start_unix_ns, w->end_unix_ns, false);
+	double ratio = truth ? (double)t.wait_ns / (double)truth : 0;
+	print_message("off_cpu capture: wait_lock %.1f ms of %.1f ms blocked (ratio %.3f), "
+		      "compute %.1f ms\n",
+		      t.wait_ns / 1e6, truth / 1e6, ratio, t.compute_ns / 1e6);
+	assert_true(t.shape_ok);
+	assert_false(t.foreign);
+	assert_true(ratio >= 0.85 && ratio <= 1.15);
+	pf_prof_window_free(w);
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+}
+
 int main(void)
 {
 	int code;
@@ -302,6 +423,7 @@ int main(void)
 		cmocka_unit_test(test_wait_lock_time),
 		cmocka_unit_test(test_excluded_records_nothing),
 		cmocka_unit_test(test_live_switch),
+		cmocka_unit_test(test_captures_of_type),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	char cmd[128];

@@ -544,7 +544,7 @@ static void test_capture_and_span_cut(void **state)
 	assert_int_equal(pf_sampler_set_ring(s, 30, 16u << 20, &err), 0);
 	poll_for(s, 1000);
 	uint32_t pids[1] = {(uint32_t)pid};
-	assert_int_equal(pf_sampler_capture_start(s, 0, 299, pids, 1, &err), 0);
+	assert_int_equal(pf_sampler_capture_start(s, 0, PF_PROF_CPU, 299, pids, 1, &err), 0);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	uint64_t t0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
@@ -554,7 +554,7 @@ static void test_capture_and_span_cut(void **state)
 	struct pf_prof_window *wc = pf_sampler_capture_stop(s, 0, &err);
 	poll_for(s, 300);
 	struct pf_prof_window *wr = NULL;
-	assert_int_equal(pf_sampler_cut(s, (uint32_t)pid, 0, t0, t1, &wr, &err), 0);
+	assert_int_equal(pf_sampler_cut(s, (uint32_t)pid, 0, t0, t1, PF_PROF_CPU, &wr, &err), 0);
 	reap(pid);
 	assert_non_null(wc);
 	assert_non_null(wr);

@@ -544,9 +544,9 @@ static void start_pid_capture(struct pf_sampler *s, pid_t pid, unsigned slot, ui
 	assert_int_equal(pf_sampler_capture_pids(s, &rule, 1, pids, 8, &n, &err), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(pids[0], (uint32_t)pid);
-	assert_int_equal(pf_sampler_capture_start(s, slot, hz, pids, n, &err), 0);
+	assert_int_equal(pf_sampler_capture_start(s, slot, PF_PROF_CPU, hz, pids, n, &err), 0);
 	/* the slot is taken now */
-	assert_int_equal(pf_sampler_capture_start(s, slot, hz, pids, n, &err), -EBUSY);
+	assert_int_equal(pf_sampler_capture_start(s, slot, PF_PROF_CPU, hz, pids, n, &err), -EBUSY);
 }
 
 /* A sampler in mode triggered with no capture running: nothing is sampled. */

@@ -457,7 +457,7 @@ static void test_exit_leaves_no_entries(void **state)
 	assert_int_equal(pf_profcfg_parse(yaml, strlen(yaml), &cfg, &err), 0);
 	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
 	uint32_t pids[1] = {(uint32_t)pid};
-	assert_int_equal(pf_sampler_capture_start(s, 0, 499, pids, 1, &err), 0);
+	assert_int_equal(pf_sampler_capture_start(s, 0, PF_PROF_CPU, 499, pids, 1, &err), 0);
 	poll_for(s, 700);
 	size_t during = pf_sampler_unwind_entries(s, (uint32_t)pid);
 	struct pf_sampler_stats st;

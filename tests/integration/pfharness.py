@@ -30,6 +30,39 @@ def read_text(path):
         return f.read()
 
 
+def read_varint(buf, i):
+    """A protobuf varint at buf[i]: (value, the index after it)."""
+    n = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return n, i
+
+
+def pb_fields(buf):
+    """{field number: [int or bytes, ...]} of one protobuf message (varint, 64/32-bit, bytes)."""
+    out, i = {}, 0
+    while i < len(buf):
+        key, i = read_varint(buf, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = read_varint(buf, i)
+        elif wt == 1:
+            v, i = buf[i:i + 8], i + 8
+        elif wt == 2:
+            n, i = read_varint(buf, i)
+            v, i = buf[i:i + n], i + n
+        elif wt == 5:
+            v, i = buf[i:i + 4], i + 4
+        else:
+            raise ValueError("wire type %d" % wt)
+        out.setdefault(num, []).append(v)
+    return out
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

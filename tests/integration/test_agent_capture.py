@@ -34,6 +34,7 @@ import threading
 import time
 import unittest
 
+from pfharness import pb_fields as fields
 from pfharness import (PY_CHAIN, Agent, IntegrationCase, Proc, free_port, py_chain_share,
                        python_workload, varint, wait_until)
 
@@ -50,38 +51,6 @@ REFUSED = ("Operation not permitted", "Permission denied", "Operation not suppor
 
 
 # ---- protobuf, just enough ----------------------------------------------------------------
-
-def read_varint(buf, i):
-    n = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        n |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return n, i
-
-
-def fields(buf):
-    """{field number: [int or bytes, ...]} of one message (varint, 64/32-bit, bytes)."""
-    out, i = {}, 0
-    while i < len(buf):
-        key, i = read_varint(buf, i)
-        num, wt = key >> 3, key & 7
-        if wt == 0:
-            v, i = read_varint(buf, i)
-        elif wt == 1:
-            v, i = buf[i:i + 8], i + 8
-        elif wt == 2:
-            n, i = read_varint(buf, i)
-            v, i = buf[i:i + n], i + n
-        elif wt == 5:
-            v, i = buf[i:i + 4], i + 4
-        else:
-            raise ValueError("wire type %d" % wt)
-        out.setdefault(num, []).append(v)
-    return out
-
 
 def ld(num, data):
     return varint(num << 3 | 2) + varint(len(data)) + data

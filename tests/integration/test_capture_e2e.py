@@ -10,7 +10,11 @@ controller → OpAMP → two agents → the controller's embedded store, with no
 - a capture whose process rule matches nothing ends `failed`, every agent with
   process_not_found;
 - DELETE cancels a running capture;
-- a controller restarted during a capture brings it back and records the agents' results.
+- a controller restarted during a capture brings it back and records the agents' results;
+- an off_cpu and a wall capture of a process that computes ~100 ms and blocks ~300 ms per
+  loop, at once, with continuous off-CPU profiles off: each ends done with profiles of its
+  type (`type` off_cpu / wall in the store, and in every agent's result); the wall capture's
+  flame graph holds wait_lock at ~3 times compute, the off_cpu one wait_lock alone.
 
 Needs root (CAP_BPF + CAP_PERFMON) and kernel BTF: run directly it exits 77 when every test
 was skipped because the kernel refuses BPF or perf events. Every wait is bounded.
@@ -27,6 +31,7 @@ from pfharness import IntegrationCase, wait_until
 SOURCE_DIR = os.environ.get(
     "PF_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 WORKLOAD_SRC = os.path.join(SOURCE_DIR, "tests", "ebpf", "workload.c")
+OFFCPU_SRC = os.path.join(SOURCE_DIR, "tests", "ebpf", "offcpu_workload.c")
 # Continuous sampling with no exporter: every profile in the store comes from a capture.
 NO_EXPORT_CONFIG = """profiling:
   sampling: {frequency_hz: 19, duration_seconds: 5}
@@ -168,6 +173,49 @@ class CaptureEndToEnd(IntegrationCase):
         # No exporter configured: the store holds nothing but the capture's profiles.
         st, listing, _ = ctl.request("GET", "/api/v1/profiles?limit=100")
         self.assertEqual(sorted(p["id"] for p in listing["profiles"]), sorted(ids))
+
+    def test_off_cpu_and_wall_captures(self):
+        ctl = self.controller()
+        agents = self.fleet(ctl, ["a"])
+        wbin = os.path.join(self.workdir, "offcpu-" + self.wl_name)
+        subprocess.run(["cc", "-O0", "-fno-omit-frame-pointer", "-g", "-pthread", "-o", wbin,
+                        OFFCPU_SRC], check=True, timeout=60)
+        wl = subprocess.Popen([wbin, "30"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        self.workloads.append(wl)
+        time.sleep(0.5)
+        rule = [{"key": "process.pid", "match": "strict", "value": str(wl.pid)}]
+        ids = {}
+        for t in ("off_cpu", "wall"):
+            ids[t] = self.post_capture(ctl, {"agents": "role=a", "duration_seconds": 4,
+                                             "frequency_hz": 199, "processes": rule,
+                                             "profile_type": t})["id"]
+        for t, cid in ids.items():
+            cap = self.wait_final(ctl, cid, timeout=30)
+            self.assertEqual(cap["state"], "done", cap)
+            self.assertEqual(cap["request"]["profile_type"], t)
+            a = cap["agents"][0]
+            self.assertEqual((a["profile_type"], a["state"]), (t, "done"), a)
+            self.assertTrue(a["profile_ids"], a)
+            st, listing, _ = ctl.request("GET", "/api/v1/profiles?capture_id=" + cid)
+            self.assertEqual(st, 200, listing)
+            self.assertEqual({p["type"] for p in listing["profiles"]}, {t}, listing)
+            st, flame, _ = ctl.request("GET", "/api/v1/flamegraph?capture_id=%s&type=%s" %
+                                       (cid, t))
+            self.assertEqual(st, 200, flame)
+            self.assertEqual(flame.get("unit"), "nanoseconds", {k: flame.get(k)
+                                                                for k in ("unit", "value")})
+            f = flame_totals(flame, ("wait_lock", "compute"))
+            print("%s capture: wait_lock %.0f ms, compute %.0f ms" %
+                  (t, f["wait_lock"] / 1e6, f["compute"] / 1e6))
+            self.assertGreater(f["wait_lock"], 0, f)
+            if t == "wall":
+                ratio = f["wait_lock"] / max(f["compute"], 1)
+                self.assertTrue(2.0 <= ratio <= 4.5, "wait_lock/compute = %.2f" % ratio)
+            # the merged cpu view of it has nothing: its profiles are of another type
+            st, cpu, _ = ctl.request("GET", "/api/v1/flamegraph?capture_id=" + cid)
+            self.assertEqual(st, 200, cpu)
+            self.assertEqual(cpu.get("value", 0), 0, cpu.get("value"))
 
     def test_no_process_matches_then_cancel(self):
         ctl = self.controller()

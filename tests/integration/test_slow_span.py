@@ -32,13 +32,14 @@ import unittest
 import urllib.error
 import urllib.request
 
-from pfharness import (PY_CHAIN, Agent, IntegrationCase, free_port, py_chain_share,
+from pfharness import (PY_CHAIN, Agent, IntegrationCase, free_port, pb_fields, py_chain_share,
                        python_workload, wait_until)
 
 PROFCHECK_BIN = os.environ.get("PF_PROFCHECK_BIN", "")
 SOURCE_DIR = os.environ.get(
     "PF_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 WORKLOAD_SRC = os.path.join(SOURCE_DIR, "tests", "ebpf", "workload.c")
+OFFCPU_SRC = os.path.join(SOURCE_DIR, "tests", "ebpf", "offcpu_workload.c")
 
 
 def now_ns():
@@ -85,6 +86,17 @@ def _kv_int(key, v):
     return _field(1, 2, key.encode()) + _field(2, 2, _field(3, 0, _varint(v)))
 
 
+def pprof_sample_types(gz):
+    """["type/unit", ...] of a gzip'd pprof Profile (sample_type = 1, string_table = 6)."""
+    f = pb_fields(gzip.decompress(gz))
+    strings = [v.decode() for v in f.get(6, [])]
+    types = []
+    for v in f.get(1, []):
+        vt = pb_fields(v)
+        types.append("%s/%s" % (strings[vt.get(1, [0])[0]], strings[vt.get(2, [0])[0]]))
+    return types
+
+
 def span_protobuf(trace, span, start, end, pid, status):
     sp = (_field(1, 2, bytes.fromhex(trace)) + _field(2, 2, bytes.fromhex(span)) +
           _field(5, 2, b"rpc") + _field(7, 1, struct.pack("<Q", start)) +
@@ -119,7 +131,10 @@ class SlowSpan(IntegrationCase):
 
     # ---- helpers ----------------------------------------------------------------------------
 
-    def config_text(self, port):
+    def config_text(self, port, threshold_ms=1000, profile_type="cpu"):
+        """The CPU profile type unless told (these tests count CPU samples); None: the
+        default (wall)."""
+        ptype = ", profile_type: %s" % profile_type if profile_type else ""
         return "\n".join([
             "profiling:",
             "  mode: triggered",
@@ -127,8 +142,8 @@ class SlowSpan(IntegrationCase):
             "  filters:",
             "    include: [{key: process.executable.name, value: \"%s\"}]" % self.wl_name,
             "  triggers:",
-            "    slow_span: {enabled: true, threshold_ms: 1000, max_per_minute: 20,",
-            "                listen: \"127.0.0.1:%d\", lookback_seconds: 30}" % port,
+            "    slow_span: {enabled: true, threshold_ms: %d, max_per_minute: 20," % threshold_ms,
+            "                listen: \"127.0.0.1:%d\", lookback_seconds: 30%s}" % (port, ptype),
             "    error_span: {enabled: true, max_per_minute: 5}",
             "  exporters:",
             "    - {type: otlp_http, endpoint: \"http://127.0.0.1:%d/v1development/profiles\","
@@ -146,14 +161,14 @@ class SlowSpan(IntegrationCase):
                 a["config"].get("hash") == body["hash"] and a
         return wait_until(done, timeout=10, what="config " + status)
 
-    def start_agent(self):
+    def start_agent(self, threshold_ms=1000, profile_type="cpu"):
         """A controller, and an agent connected to it with the config pushed: exporters to
         the controller's embedded store and to a directory."""
         self.ctl = ctl = self.controller()
         ag = self.agent(ctl, "spans", extra=["--metrics-listen", "127.0.0.1:%d" % self.mport])
         uid = ag.uid()
         self.wait_sampler(ag)
-        text = self.config_text(self.port)
+        text = self.config_text(self.port, threshold_ms, profile_type)
         st, body, _ = ctl.put_config("default", text)
         self.assertEqual(st, 201, body)
 
@@ -246,8 +261,11 @@ class SlowSpan(IntegrationCase):
         self.assertEqual(p["attributes"]["profleet.trigger"], trigger)
         self.assertEqual(p["attributes"]["process.executable.name"], self.wl_name)
         self.assertGreater(p["samples"], 0)
-        self.assertGreaterEqual(p["first_ts"], start)
-        self.assertLess(p["last_ts"], end)
+        self.assertEqual((s["start_unix_ns"], s["end_unix_ns"]), (start, end))
+        if s["sample_type"] == "samples":  # a CPU profile's timestamps come back decoded;
+            # a weighted one's are checked by profcheck (timestamp_range: all in the range)
+            self.assertGreaterEqual(p["first_ts"], start)
+            self.assertLess(p["last_ts"], end)
         self.assertEqual(p["unlinked"], 0)
         self.assertEqual(p["links"], {"%s/%s" % (trace, span): p["samples"]})
         if tid is not None:
@@ -284,6 +302,79 @@ class SlowSpan(IntegrationCase):
         named, total = py_chain_share(pr)
         print("python span profile: %d of %d samples carry %s" % (named, total, PY_CHAIN))
         self.assertGreaterEqual(named * 100, total * 90, pr["stacks"])
+
+    def test_wall_span_profile(self):
+        """The slow-span profile is wall-clock by default (slow_span.profile_type: wall): a
+        request handler written in C for it (tests/ebpf/offcpu_workload.c: per request ~100
+        ms in compute(), then ~300 ms blocked in wait_lock(), pthread_cond_timedwait; the
+        request's span is from the end of one wait to the end of the next, as it reports
+        them); each span's profile holds wait_lock at ~75 % and compute at ~25 % of its total
+        (+- 10 points), and the total is the span's duration (+- 15 %). The store files it as
+        type wall, the pprof download has the sample type wall/nanoseconds."""
+        wdir = os.path.join(self.workdir, "wall")
+        os.makedirs(wdir)
+        wbin = os.path.join(wdir, self.wl_name)  # the name the config's filter lets in
+        subprocess.run(["cc", "-O0", "-fno-omit-frame-pointer", "-g", "-pthread", "-o", wbin,
+                        OFFCPU_SRC], check=True, timeout=60)
+        self.start_agent(threshold_ms=300, profile_type=None)
+        wl = subprocess.Popen([wbin, "60"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              stdin=subprocess.DEVNULL)
+        self.workloads.append(wl)
+
+        def wait_end():  # "wait <end unix ns> <duration ns>"
+            line = wl.stdout.readline().split()
+            self.assertEqual(line[0], b"wait", line)
+            return int(line[1])
+        wait_end()
+        # its tables loaded and a few requests in the ring before the spans that count
+        wait_until(lambda: self.metrics().get("sample_ring_samples", 0) >= 60, timeout=20,
+                   interval=0.1, what="the handler's samples in the sample ring")
+        time.sleep(1.0)
+        seen, results = set(), []
+        t_from, tid = now_ns(), wl.pid  # one thread: the main one
+        end = wait_end()
+        for k in range(3):
+            while True:  # the next request that started after t_from
+                start, end = end, wait_end()
+                if start >= t_from:
+                    break
+            trace, span = os.urandom(16).hex(), "%016x" % (0xf000 + k)
+            st, resp = self.post(span_json(trace, span, start, end, pid=wl.pid, tid=tid))
+            self.assertEqual(st, 200, resp)
+            self.assertIn(json.loads(resp).get("partialSuccess", {}).get("rejectedSpans"),
+                          (None, "0", 0), resp)
+            s = self.summary(self.wait_new_file(seen))
+            t_from = end
+            self.assertEqual((s["sample_type"], s["sample_unit"]), ("wall", "nanoseconds"))
+            p = self.check_span_profile(s, wl.pid, start, end, trace, span, "slow_span",
+                                        tid=tid)
+            dur, total = end - start, p["value"]
+
+            def share(fn):
+                return 100.0 * sum(v for st_, v in p["stack_values"].items()
+                                   if fn in st_.split(";")) / max(total, 1)
+            wait, comp = share("wait_lock"), share("compute")
+            print("wall span %d: %.1f ms of a %.1f ms span, wait_lock %.1f %%, compute "
+                  "%.1f %%" % (k, total / 1e6, dur / 1e6, wait, comp))
+            results.append((trace, p))
+            why = (p["stack_values"], {k: v for k, v in self.metrics().items()
+                                       if "off_cpu" in k or "lost" in k or "ring" in k})
+            self.assertLessEqual(abs(total - dur), 0.15 * dur, why)
+            self.assertLessEqual(abs(wait - 75), 10, why)
+            self.assertLessEqual(abs(comp - 25), 10, why)
+
+        # the store files it as wall; its pprof has that sample type
+        trace, p = results[-1]
+
+        def stored():
+            st, r, _ = self.ctl.request("GET", "/api/v1/profiles?trace_id=" + trace)
+            self.assertEqual(st, 200, r)
+            return r["profiles"] if r["count"] else None
+        prof = wait_until(stored, timeout=10, what="the wall span profile in the store")[0]
+        self.assertEqual(prof["type"], "wall")
+        st, gz, _ = self.ctl.request("GET", "/api/v1/profiles/%d/pprof" % prof["id"], raw=True)
+        self.assertEqual(st, 200, gz)
+        self.assertEqual(pprof_sample_types(gz), ["wall/nanoseconds"])
 
     def test_slow_span_profiles(self):
         ag, uid = self.start_agent()

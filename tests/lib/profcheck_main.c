@@ -2,10 +2,13 @@
  * one OTLP profiles file (an ExportProfilesServiceRequest), for the integration tests written
  * in Python. Prints one JSON object on stdout:
  *
- *   {"violations": ["rule: detail", ...], "frequency_hz": 199, "start_unix_ns": ...,
+ *   {"violations": ["rule: detail", ...], "frequency_hz": 199, "sample_type": "samples",
+ *    "sample_unit": "count", "start_unix_ns": ...,
  *    "end_unix_ns": ..., "processes": [{"pid": 42, "attributes": {"process.executable.name":
  *    "w", ...}, "samples": 390, "leaf": {"hot_a": 260, ...},
- *    "stacks": {"hot_a;caller_a;main": 260, ...}, "first_ts": ..., "last_ts": ... (sample
+ *    "stacks": {"hot_a;caller_a;main": 260, ...}, "value": 3900000000 (the first sample
+ *    type's values summed), "stack_values": {"hot_a;caller_a;main": 2600000000, ...},
+ *    "first_ts": ..., "last_ts": ... (sample
  *    timestamps, 0 without), "tids": {"43": 390}, "links": {"<trace hex>/<span hex>": 390},
  *    "unlinked": 0, "system_names": {"ns::f()": "_ZN2ns1fEv", ...}}]}
  * ("links": samples per trace link, for the samples that carry one; "system_names": the
@@ -62,11 +65,12 @@ static void add_count(json_t *obj, const char *key, uint64_t n)
 	json_object_set_new(obj, key, json_integer((json_int_t)(old + n)));
 }
 
-static json_t *process_json(const struct pf_prof_process *p)
+static json_t *process_json(const struct pf_prof_window *w, const struct pf_prof_process *p)
 {
 	json_t *o = json_object(), *attrs = json_object(), *leaf = json_object(),
-	       *stacks = json_object(), *tids = json_object(), *links = json_object();
-	uint64_t total = 0, first = 0, last = 0, unlinked = 0;
+	       *stacks = json_object(), *tids = json_object(), *links = json_object(),
+	       *svalues = json_object();
+	uint64_t total = 0, first = 0, last = 0, unlinked = 0, value = 0;
 	json_t *sys = json_object();
 	for (size_t i = 0; i < p->n_attrs; i++)
 		json_object_set_new(attrs, p->attrs[i].key, json_string(p->attrs[i].value));
@@ -85,6 +89,8 @@ static json_t *process_json(const struct pf_prof_process *p)
 		struct pf_buf b;
 		char name[256];
 		total += s->count;
+		int64_t sv = pf_prof_sample_value(w, s, 0);
+		value += sv > 0 ? (uint64_t)sv : 0;
 		for (uint32_t k = 0; k < s->n_timestamps; k++) {
 			uint64_t t = s->timestamps[k];
 			first = !first || t < first ? t : first;
@@ -120,11 +126,14 @@ static json_t *process_json(const struct pf_prof_process *p)
 			pf_buf_printf(&b, "%s%s", b.len ? ";" : "", name);
 		}
 		add_count(stacks, b.data ? pf_buf_str(&b) : "", s->count);
+		add_count(svalues, b.data ? pf_buf_str(&b) : "", sv > 0 ? (uint64_t)sv : 0);
 		pf_buf_release(&b);
 	}
 	json_object_set_new(o, "pid", json_integer(p->pid));
 	json_object_set_new(o, "attributes", attrs);
 	json_object_set_new(o, "samples", json_integer((json_int_t)total));
+	json_object_set_new(o, "value", json_integer((json_int_t)value));
+	json_object_set_new(o, "stack_values", svalues);
 	json_object_set_new(o, "leaf", leaf);
 	json_object_set_new(o, "stacks", stacks);
 	json_object_set_new(o, "first_ts", json_integer((json_int_t)first));
@@ -168,9 +177,12 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < res.n; i++)
 		json_array_append_new(viol, json_string(res.msgs[i]));
 	for (size_t i = 0; i < w->n_processes; i++)
-		json_array_append_new(procs, process_json(&w->processes[i]));
+		json_array_append_new(procs, process_json(w, &w->processes[i]));
 	json_object_set_new(root, "violations", viol);
 	json_object_set_new(root, "frequency_hz", json_integer(w->frequency_hz));
+	struct pf_prof_value_type st0 = pf_prof_window_type(w, 0);
+	json_object_set_new(root, "sample_type", json_string(st0.type ? st0.type : ""));
+	json_object_set_new(root, "sample_unit", json_string(st0.unit ? st0.unit : ""));
 	json_object_set_new(root, "start_unix_ns", json_integer((json_int_t)w->start_unix_ns));
 	json_object_set_new(root, "end_unix_ns", json_integer((json_int_t)w->end_unix_ns));
 	json_object_set_new(root, "processes", procs);

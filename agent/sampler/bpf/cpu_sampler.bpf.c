@@ -56,6 +56,13 @@ __u32 off_cpu_threshold = 0xffffffff;
 /* Bumped by user space at every attach: off_cpu_task entries of another generation are
  * leftovers of an earlier attach (task storage lives as long as its task). */
 __u32 off_cpu_gen = 1;
+/* Whose switch-outs are followed, written by user space through .data: off_cpu_follow 1, the
+ * profiled processes (pid_filter, off_cpu_threshold: continuous off-CPU profiles, the span
+ * triggers' wall profiles); off_cpu_cap_mask, the processes in capture_pids with a bit of it
+ * (captures of type off_cpu or wall: every switch-out, whatever the filters and the
+ * probability). */
+__u32 off_cpu_follow = 1;
+__u32 off_cpu_cap_mask SEC(".data") = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -1150,18 +1157,28 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 		state = BPF_CORE_READ(prev, __state);
 	if (state & 0x80) /* TASK_DEAD: its last switch */
 		return 0;
-	if (off_cpu_threshold != 0xffffffff && bpf_get_prandom_u32() > off_cpu_threshold)
-		return 0;
-	__u32 flags = PF_SAMPLE_F_OFF_CPU;
-	if (filter_on) {
+	__u32 flags = PF_SAMPLE_F_OFF_CPU, cap = 0;
+	if (off_cpu_cap_mask) {
+		__u8 *m = bpf_map_lookup_elem(&capture_pids, &pid);
+		if (m)
+			cap = *m & off_cpu_cap_mask;
+	}
+	bool follow = off_cpu_follow &&
+		      (off_cpu_threshold == 0xffffffff || bpf_get_prandom_u32() <= off_cpu_threshold);
+	if (follow && filter_on) {
 		__u32 v = verdict_of(s, pid);
 		if (v == PF_FILTER_UNKNOWN) {
 			flags |= PF_SAMPLE_F_UNKNOWN;
 		} else if (v != PF_FILTER_ALLOW) {
 			s->off_cpu_filtered++;
-			return 0;
+			follow = false;
 		}
 	}
+	if (!follow && !cap)
+		return 0;
+	flags |= cap << PF_SAMPLE_CAPTURE_SHIFT;
+	if (!follow)
+		flags |= PF_SAMPLE_F_OFF_CAPTURE_ONLY;
 	if (!ot && !(ot = off_task(prev, true)))
 		return 0;
 	s->off_cpu_out++;
@@ -1216,9 +1233,19 @@ int BPF_PROG(off_cpu_sys_exit, struct pt_regs *regs, long ret)
 	long kb = ((long)r->hdr.kstack_len * 8) & 0x3ff;
 	if (kb && bpf_probe_read_kernel(s->ips, kb, r->ips) < 0)
 		kb = 0;
-	bpf_map_delete_elem(&off_cpu_recs, &tid);
 	__u32 flags = s->hdr.flags & ~PF_SAMPLE_F_USER_PENDING;
 	long ub = walk_user((struct bpf_perf_event_data *)ctx, s, kb, s->hdr.pid, tid, &flags, true);
+	/* This program runs with interrupts on: a tick of this CPU (do_sample) that came during
+	 * the walk built its own record in the same per-CPU state (its time is later, its off_ns
+	 * 0). Then the record goes out from its entry, with the kernel stack alone, rather than
+	 * as the tick's. */
+	if (s->hdr.ts_ns != r->hdr.ts_ns || s->hdr.off_ns != r->hdr.off_ns) {
+		r->hdr.flags &= ~PF_SAMPLE_F_USER_PENDING;
+		s->off_cpu_kernel_only++;
+		off_cpu_out(s, r, tid);
+		return 0;
+	}
+	bpf_map_delete_elem(&off_cpu_recs, &tid);
 	s->hdr.kstack_len = kb / 8;
 	s->hdr.ustack_len = ub / 8;
 	s->hdr.flags = flags;

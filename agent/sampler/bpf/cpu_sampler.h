@@ -329,6 +329,10 @@ struct pf_bpf_unwind_proc {
 #define PF_SAMPLE_F_OFF_CPU 32	  /* an off-CPU record (off_cpu_switch), not a tick */
 #define PF_SAMPLE_F_PREEMPTED 64  /* off-CPU: the thread was runnable when switched out */
 #define PF_SAMPLE_F_USER_PENDING 128 /* off_cpu_recs only: the user stack is still to walk */
+/* off-CPU: flags >> PF_SAMPLE_CAPTURE_SHIFT (8 bits) are the captures that follow the thread's
+ * process (off_cpu_cap_mask & its capture_pids mask); with this flag they alone do, the
+ * continuous profiles and the span ring do not (the thread was not followed for them) */
+#define PF_SAMPLE_F_OFF_CAPTURE_ONLY (1u << 16)
 
 /* ---- V8 frames (agent/interp/v8_proc.h describes V8's side) ----
  *
@@ -364,7 +368,10 @@ struct pf_bpf_v8_proc {
 /* ---- off-CPU (off_cpu_switch: tp_btf sched_switch, off_cpu_sys_exit: tp_btf sys_exit;
  * attached only while profiling.off_cpu is on)
  *
- * A profiled thread switched out (prev) is followed when a random u32 is <= off_cpu_threshold:
+ * A profiled thread switched out (prev) is followed when off_cpu_follow is set and a random u32
+ * is <= off_cpu_threshold, and a thread of a process in capture_pids with a bit of
+ * off_cpu_cap_mask always (an off_cpu or wall capture; PF_SAMPLE_F_OFF_CAPTURE_ONLY when it is
+ * followed for captures alone):
  *  - going to wait (not runnable): only the time, in its task storage (off_cpu_task, struct
  *    pf_bpf_off_task: no hashing, freed with the task). When it is switched back in (next of a later
  *    sched_switch) after at least off_cpu_min_ns, its record is made in off_cpu_recs with the

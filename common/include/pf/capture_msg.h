@@ -49,7 +49,7 @@ enum pf_capture_state {
 
 struct pf_capture_request {
 	char id[PF_CAPTURE_ID_MAX + 1];
-	char profile_type[16];     /* "cpu" (the only type of this version) */
+	char profile_type[16];     /* "cpu", "off_cpu", "wall" (pf_capture_type_supported) */
 	uint32_t duration_seconds; /* 1..PF_CAPTURE_MAX_DURATION */
 	uint32_t frequency_hz;     /* 1..1000 */
 	size_t n_processes;        /* 0 = every process the agent may profile */
@@ -79,6 +79,11 @@ int pf_capture_state_parse(const char *name, enum pf_capture_state *out);
 bool pf_capture_state_final(enum pf_capture_state s);
 /* An id of 1..PF_CAPTURE_ID_MAX characters of [A-Za-z0-9._-]. */
 bool pf_capture_id_valid(const char *id);
+
+/* Whether captures of type t can run: the one place that says which types this version
+ * captures (cpu, off_cpu and wall; alloc is a known name that is refused). A request of
+ * another known type fails the check with "unsupported profile_type". */
+bool pf_capture_type_supported(enum pf_prof_type t);
 
 /* Checks a request's fields (the decoder calls it; the API calls it on what it built), naming
  * the field: duration_seconds, frequency_hz, processes[i].key, trace_id, ... */

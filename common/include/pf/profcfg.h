@@ -66,6 +66,10 @@
 #define PF_PROFCFG_REDACTED "[REDACTED]"
 
 enum pf_prof_mode { PF_MODE_CONTINUOUS, PF_MODE_TRIGGERED };
+/* What the eBPF sampler's profiles weigh (a capture's profile_type, slow_span.profile_type):
+ * cpu (samples on the CPU), off_cpu (nanoseconds away from it), wall (nanoseconds on and off
+ * the CPU together, per thread), alloc (allocated and live bytes). */
+enum pf_prof_type { PF_PROF_CPU, PF_PROF_OFF_CPU, PF_PROF_WALL, PF_PROF_ALLOC };
 enum pf_match { PF_MATCH_STRICT, PF_MATCH_REGEXP };
 enum pf_relabel_action {
 	PF_RELABEL_REPLACE,
@@ -183,6 +187,8 @@ struct pf_profcfg {
 		char *listen;                /* OTLP/HTTP traces receiver "HOST:PORT", default
 					      * "127.0.0.1:4328"; never port 4317/4318 */
 		uint32_t lookback_seconds;   /* sample ring kept for spans, 5..600, default 60 */
+		enum pf_prof_type profile_type; /* cpu, off_cpu or wall (default): what a span's
+						 * profile weighs; error_span's too */
 	} slow_span;
 	struct {
 		bool enabled;                /* spans with status ERROR; default false */
@@ -252,6 +258,9 @@ int pf_profcfg_doc_markdown(struct pf_buf *out);
 int pf_profcfg_filter_check(const struct pf_filter *f, const char *path, struct pf_error *err);
 
 const char *pf_prof_mode_name(enum pf_prof_mode m);
+/* "cpu", "off_cpu", "wall", "alloc"; parse: -EINVAL for any other name (or NULL). */
+const char *pf_prof_type_name(enum pf_prof_type t);
+int pf_prof_type_parse(const char *name, enum pf_prof_type *out);
 const char *pf_exporter_type_name(enum pf_exporter_type t);
 const char *pf_pprof_type_name(enum pf_pprof_type t);
 const char *pf_match_name(enum pf_match m);

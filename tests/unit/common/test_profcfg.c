@@ -72,6 +72,7 @@ static void check_defaults(const struct pf_profcfg *c)
 	assert_int_equal(c->slow_span.max_per_minute, 6);
 	assert_string_equal(c->slow_span.listen, "127.0.0.1:4328");
 	assert_int_equal(c->slow_span.lookback_seconds, 60);
+	assert_int_equal(c->slow_span.profile_type, PF_PROF_WALL);
 	assert_false(c->error_span.enabled);
 	assert_int_equal(c->error_span.max_per_minute, 6);
 	assert_false(c->high_cpu.enabled);
@@ -263,6 +264,8 @@ static const struct bad bads[] = {
      "must be 1..60000000"},
     {"profiling: {off_cpu: {enabled: maybe}}", "profiling.off_cpu.enabled", ""},
     {"profiling: {off_cpu: {min_block: 5}}", "profiling.off_cpu.min_block", "unknown key"},
+    {"profiling: {triggers: {slow_span: {profile_type: alloc}}}",
+     "profiling.triggers.slow_span.profile_type", "cpu, off_cpu, wall"},
     /* unknown keys at every level */
     {"profilling: {}", "profilling", "unknown key (allowed here: profiling, labels)"},
     {"profiling: {enable: true}", "profiling.enable", "unknown key"},
@@ -1017,6 +1020,8 @@ static void test_doc_markdown(void **state)
 	    "| `profiling.exporters[].tls.insecure_skip_verify` | bool | `false` |",
 	    "| `profiling.exporters[].headers_from_file` | map string → string (at most 32) | `{}` |",
 	    "| `profiling.triggers.slow_span.listen` | string | `127.0.0.1:4328` |",
+	    "| `profiling.triggers.slow_span.profile_type` | enum | `wall` | `cpu`, `off_cpu`, "
+	    "`wall` |",
 	    "| `profiling.triggers.error_span.max_per_minute` | integer | `6` | 1..600 |",
 	    "| `profiling.relabel[].action` | enum | `replace` | `replace`, `drop`, `keep`, "
 	    "`labeldrop` |",
@@ -1031,7 +1036,7 @@ static void test_doc_markdown(void **state)
 	size_t n_rows = 0;
 	for (const char *p = s; (p = strstr(p, "\n| `")); p++)
 		n_rows++;
-	assert_int_equal(n_rows, 78);
+	assert_int_equal(n_rows, 79);
 	pf_buf_release(&md);
 }
 

@@ -120,6 +120,26 @@ static void test_request_body(void **state)
 	free(ans);
 }
 
+/* --type: the capture's profile_type */
+static void test_request_type(void **state)
+{
+	struct http_stub s = {0};
+	char *ans = http_stub_json("202 Accepted", CREATED);
+	assert_int_equal(http_stub_start(&s, (const char *const[]){ans}, 1, false), 0);
+	struct run r;
+	run_cmd(&r, s.port,
+		(const char *const[]){"capture", "--agents", "env=prod", "-d", "10s", "--type",
+				      "wall"},
+		7);
+	http_stub_stop(&s);
+	assert_int_equal(r.status, CTL_EXIT_OK);
+	json_t *body = json_loads(strstr(s.requests[0], "\r\n\r\n") + 4, 0, NULL);
+	assert_string_equal(json_string_value(json_object_get(body, "profile_type")), "wall");
+	json_decref(body);
+	run_free(&r);
+	free(ans);
+}
+
 static void test_wait_final_states(void **state)
 {
 	static const struct {
@@ -269,6 +289,12 @@ static void test_local_checks(void **state)
 	    {{"capture", "--agents", "x=y", "-d", "5s", "--trace-id", "00"},
 	     7,
 	     "--trace-id: expected a trace id of 32 hex digits (not all zero), got \"00\""},
+	    {{"capture", "--agents", "x=y", "-d", "5s", "--type", "heap"},
+	     7,
+	     "--type: must be cpu, off_cpu or wall, got heap"},
+	    {{"capture", "--agents", "x=y", "-d", "5s", "-t", "alloc"},
+	     7,
+	     "--type: must be cpu, off_cpu or wall, got alloc"},
 	};
 	struct http_stub s = {0};
 	assert_int_equal(http_stub_start(&s, (const char *const[]){NULL}, 1, false), 0);
@@ -329,7 +355,7 @@ int main(void)
 	    cmocka_unit_test(test_request_body),  cmocka_unit_test(test_wait_final_states),
 	    cmocka_unit_test(test_wait_json),	  cmocka_unit_test(test_interrupt_cancels),
 	    cmocka_unit_test(test_wait_timeout),  cmocka_unit_test(test_local_checks),
-	    cmocka_unit_test(test_captures_list),
+	    cmocka_unit_test(test_captures_list), cmocka_unit_test(test_request_type),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -146,8 +146,8 @@ static void test_completion(void **state)
 	    "rollout completion help\"",
 	    "compgen -W \"start pause resume rollback cancel\"",
 	    "compgen -W \"get set versions validate\"",
-	    "\"capture\") opts=\" --agents --process --duration --frequency --trace-id --note "
-	    "--wait --wait-timeout\"",
+	    "\"capture\") opts=\" --agents --process --duration --frequency --type --trace-id "
+	    "--note --wait --wait-timeout\"",
 	    "\"config get\") opts=\" --version\"",
 	    "--output) COMPREPLY=($(compgen -W \"table json\"",
 	};

@@ -1,10 +1,13 @@
-// Captures: a form (agent selector with a live match count, process filter, duration,
-// frequency) that starts one, the list, and one capture's live per-agent progress and,
-// once profiles arrived, its flame graph and top functions.
+// Captures: a form (agent selector with a live match count, process filter, profile type,
+// duration, frequency) that starts one, the list, and one capture's live per-agent progress
+// and, once profiles arrived, its flame graph and top functions (off_cpu and wall captures
+// weigh nanoseconds: shown as time).
 import { api, qs } from "../api.js";
 import { h, clear, fmtTime, fmtNum, fmtBytes, errorBox, debounce, poller, badge, CAPTURE_ENDED as ENDED } from "../dom.js";
 import { flameView, topTable } from "../flame.js";
 
+// what a capture can profile: [profile_type, label]
+const CAPTURE_TYPES = [["cpu", "CPU (on-CPU samples)"], ["off_cpu", "Off-CPU (time blocked)"], ["wall", "Wall clock (on + off CPU)"]];
 const PROCESS_KEYS = ["service.name", "process.executable.name", "process.pid", "container.id", "k8s.namespace.name", "k8s.pod.name"];
 
 export async function capturesPage(main, ctx) {
@@ -14,10 +17,10 @@ export async function capturesPage(main, ctx) {
   const load = async () => {
     const r = await api.get("/captures?limit=50");
     clear(list, r.captures.length ? h("table", { class: "grid", "data-testid": "captures-table" },
-      h("thead", {}, h("tr", {}, ["Created", "State", "Agents", "Selector", "Duration", "Note", "By"].map((t) => h("th", { text: t })))),
+      h("thead", {}, h("tr", {}, ["Created", "State", "Type", "Agents", "Selector", "Duration", "Note", "By"].map((t) => h("th", { text: t })))),
       h("tbody", {}, r.captures.map((c) => h("tr", {},
         h("td", {}, h("a", { href: "#/captures/" + c.id, text: fmtTime(c.created_at) })), h("td", {}, badge(c.state)),
-        h("td", { class: "num", text: c.agents_matched }), h("td", { class: "mono", text: c.request.agents || "(every agent)" }),
+        h("td", { text: c.request.profile_type || "cpu" }), h("td", { class: "num", text: c.agents_matched }), h("td", { class: "mono", text: c.request.agents || "(every agent)" }),
         h("td", { text: c.request.duration_seconds + " s" }), h("td", { text: c.request.note || "" }), h("td", { text: c.created_by || "" })))))
       : h("div", { class: "empty", text: "No captures yet." }));
   };
@@ -31,6 +34,7 @@ function captureForm(ctx) {
   const pkey = h("select", { "aria-label": "process attribute" }, PROCESS_KEYS.map((k) => h("option", { value: k, text: k })));
   const pmatch = h("select", { "aria-label": "match" }, h("option", { value: "strict", text: "equals" }), h("option", { value: "regexp", text: "regexp" }));
   const pval = h("input", { type: "text", placeholder: "value (empty = every process)", "aria-label": "process value" });
+  const ptype = h("select", { id: "cap-type", "aria-label": "profile type", "data-testid": "capture-type" }, CAPTURE_TYPES.map(([v, t]) => h("option", { value: v, text: t })));
   const dur = h("input", { type: "number", id: "cap-duration", min: 1, max: 3600, value: 10, "aria-label": "duration seconds" });
   const freq = h("input", { type: "number", min: 1, max: 1000, value: 99, "aria-label": "frequency hz" });
   const trace = h("input", { type: "text", placeholder: "trace id (optional, 32 hex)", class: "mono", "aria-label": "trace id" });
@@ -47,7 +51,7 @@ function captureForm(ctx) {
   count();
   return h("form", { class: "panel", "data-testid": "capture-form", onsubmit: async (e) => {
     e.preventDefault();
-    const body = { agents: agents.value.trim(), duration_seconds: Number(dur.value), frequency_hz: Number(freq.value) };
+    const body = { agents: agents.value.trim(), profile_type: ptype.value, duration_seconds: Number(dur.value), frequency_hz: Number(freq.value) };
     if (pval.value.trim()) body.processes = [{ key: pkey.value, match: pmatch.value, value: pval.value.trim() }];
     if (trace.value.trim()) body.trace_id = trace.value.trim();
     if (note.value.trim()) body.note = note.value.trim();
@@ -59,6 +63,7 @@ function captureForm(ctx) {
   h("h2", { text: "New capture" }),
   h("div", { class: "row" }, h("label", { for: "cap-agents", text: "Agents" }), agents, matches),
   h("div", { class: "row" }, h("label", { text: "Processes" }), pkey, pmatch, pval),
+  h("div", { class: "row" }, h("label", { for: "cap-type", text: "Profile" }), ptype),
   h("div", { class: "row" }, h("label", { for: "cap-duration", text: "Duration (s)" }), dur, h("label", { text: "Frequency (Hz)" }), freq),
   h("div", { class: "row" }, h("label", { text: "Trace" }), trace, note),
   h("button", { type: "submit", "data-testid": "start-capture", text: "Start capture" }), msg);
@@ -72,9 +77,10 @@ async function captureDetail(main, ctx, id) {
   const load = async () => {
     const c = await api.get("/captures/" + encodeURIComponent(id));
     const ended = ENDED.has(c.state);
+    const type = c.request.profile_type || "cpu";
     clear(head, h("div", { class: "title-row" }, h("h1", { text: "Capture" }), h("span", { "data-testid": "capture-state" }, badge(c.state)),
       ctx.session.canWrite && !ended ? h("button", { type: "button", class: "danger", text: "Cancel", onclick: async () => { await api.del("/captures/" + id); load(); } }) : null),
-    h("div", { class: "muted" }, `${c.request.agents || "every agent"} · ${c.request.duration_seconds} s at ${c.request.frequency_hz} Hz · created ${fmtTime(c.created_at)}`,
+    h("div", { class: "muted", "data-testid": "capture-summary" }, `${type} profile · ${c.request.agents || "every agent"} · ${c.request.duration_seconds} s at ${c.request.frequency_hz} Hz · created ${fmtTime(c.created_at)}`,
       c.request.note ? ` · ${c.request.note}` : "", c.request.trace_id ? ` · trace ${c.request.trace_id}` : ""),
     ended ? null : progress(c));
     clear(agentsBox, h("table", { class: "grid", "data-testid": "capture-agents" },
@@ -89,7 +95,8 @@ async function captureDetail(main, ctx, id) {
       drawn = true;
       if (p) p.stop();
       // a capture: merge up to 1,000 of its profiles (the default 200 samples a big one)
-      if (hasProfiles) await drawFlame(flame, { capture_id: id, max_profiles: 1000 }, "Capture flame graph");
+      // the capture's own type: merged views otherwise show cpu profiles only
+      if (hasProfiles) await drawFlame(flame, { capture_id: id, type, max_profiles: 1000 }, "Capture flame graph");
       else clear(flame, h("div", { class: "empty", text: "No profile arrived from this capture." }));
     }
   };
@@ -123,5 +130,5 @@ export async function drawFlame(box, params, title) {
   }
   const fv = flameView(tree, { title });
   clear(box, h("div", { class: "flame-layout" }, fv.el,
-    h("div", { class: "side" }, h("h3", { text: "Top functions" }), topTable(top.functions, top.total, { onPick: fv.showSandwich }))));
+    h("div", { class: "side" }, h("h3", { text: "Top functions" }), topTable(top.functions, top.total, { onPick: fv.showSandwich, unit: fv.unit }))));
 }

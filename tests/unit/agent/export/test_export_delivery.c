@@ -1040,6 +1040,62 @@ static void test_pyroscope(void **state)
 	agent_exporter_free(x);
 }
 
+/* A wall-clock window (the agent's wall/nanoseconds type) goes to Pyroscope as pprof with the
+ * sample type wall/nanoseconds, which Pyroscope names the profile type wall
+ * (wall:wall:nanoseconds:wall:nanoseconds), its values the nanoseconds. */
+static void test_pyroscope_wall(void **state)
+{
+	struct server s;
+	server_start(&s, NULL, 0);
+	char purl[128];
+	snprintf(purl, sizeof(purl), "http://127.0.0.1:%d/", s.port);
+	struct pf_exporter cfg = {.type = PF_EXPORTER_PYROSCOPE,
+				  .endpoint = purl,
+				  .compression = PF_COMPRESSION_GZIP,
+				  .timeout_seconds = 2};
+	struct agent_exporter *x = agent_exporter_new(&cfg, NULL);
+	assert_non_null(x);
+	struct pf_prof_window *w = prof_fixture_window(PROF_FIX_TIMESTAMPS);
+	static const struct pf_prof_value_type wall = {"wall", "nanoseconds"};
+	w->n_sample_types = 1;
+	w->sample_types = &wall;
+	w->period_type = wall;
+	w->period = 10000000;
+	int64_t want = 0;
+	for (size_t i = 0; i < w->n_processes; i++) {
+		struct pf_prof_sample *sm = (struct pf_prof_sample *)w->processes[i].samples;
+		for (size_t k = 0; k < w->processes[i].n_samples; k++) {
+			int64_t *v = pf_prof_alloc(w, sizeof(*v));
+			int64_t *ev = pf_prof_alloc(w, sm[k].n_timestamps * sizeof(*ev));
+			assert_true(v && ev);
+			for (uint32_t j = 0; j < sm[k].n_timestamps; j++)
+				*v += ev[j] = 10000000 + j; /* a tick, or a wait of about as long */
+			sm[k].values = v;
+			sm[k].event_values = ev;
+			want += i == 0 ? *v : 0;
+		}
+	}
+	size_t n = 0;
+	assert_int_equal(agent_exporter_submit_window(x, w, NULL, NULL, &n), 0);
+	assert_int_equal(agent_exporter_flush(x, 10000), 0);
+	server_stop(&s);
+	assert_int_equal(s.n_reqs, (int)n);
+	struct pf_prof_window *got = NULL;
+	struct pf_error err = {0};
+	assert_int_equal(pf_pprof_decode(s.reqs[0].body, s.reqs[0].len, 16 << 20, &got, &err), 0);
+	assert_int_equal(got->n_sample_types, 1);
+	assert_string_equal(got->sample_types[0].type, "wall");
+	assert_string_equal(got->sample_types[0].unit, "nanoseconds");
+	int64_t total = 0;
+	for (size_t k = 0; k < got->processes[0].n_samples; k++)
+		total += pf_prof_sample_value(got, &got->processes[0].samples[k], 0);
+	assert_int_equal(total, want);
+	pf_prof_window_free(got);
+	server_done(&s);
+	agent_exporter_free(x);
+	pf_prof_window_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1051,6 +1107,7 @@ int main(void)
 	    cmocka_unit_test(test_spill_survives_restart),
 	    cmocka_unit_test(test_spill_sweep),
 	    cmocka_unit_test(test_pyroscope),
+	    cmocka_unit_test(test_pyroscope_wall),
 	    cmocka_unit_test(test_headers_from_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

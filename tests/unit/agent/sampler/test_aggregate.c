@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "otlp_profiles.h"
+#include "pprof_codec.h"
 #include "pf/buf.h"
 #include "sampler/aggregate.h"
 
@@ -180,6 +181,16 @@ static void add_off(struct pf_agg *a, uint64_t ts, uint32_t tid, const uint64_t 
 	assert_int_equal(pf_agg_add(a, &s), 0);
 }
 
+/* A weighted window's one sample type (type/nanoseconds, period type the same) and period. */
+static void assert_weighted(const struct pf_prof_window *w, const char *type, int64_t period)
+{
+	assert_int_equal(w->n_sample_types, 1);
+	assert_string_equal(w->sample_types[0].type, type);
+	assert_string_equal(w->sample_types[0].unit, "nanoseconds");
+	assert_string_equal(w->period_type.type, type);
+	assert_int_equal(w->period, period);
+}
+
 /* Off-CPU: one sample per (tid, stack, reason), its value the sum of the weights, a weight
  * per timestamp, the reason as a label; type off_cpu/nanoseconds; OTLP keeps the sums. */
 static void test_off_cpu(void **state)
@@ -194,11 +205,7 @@ static void test_off_cpu(void **state)
 	add_off(a, 1600, 11, U1, 1, PF_AGG_OFF_BLOCKED); /* after the window */
 	struct pf_prof_window *w;
 	assert_int_equal(pf_agg_close(a, 1000, 1500, 99, NULL, &w), 0);
-	assert_int_equal(w->n_sample_types, 1);
-	assert_string_equal(w->sample_types[0].type, "off_cpu");
-	assert_string_equal(w->sample_types[0].unit, "nanoseconds");
-	assert_string_equal(w->period_type.type, "off_cpu");
-	assert_int_equal(w->period, 1);
+	assert_weighted(w, "off_cpu", 1);
 	const struct pf_prof_process *p = proc(w, 10);
 	assert_non_null(p);
 	assert_int_equal(p->n_samples, 3);
@@ -253,6 +260,64 @@ static void test_off_cpu(void **state)
 	pf_agg_free(a);
 }
 
+/* Wall: CPU ticks (their period) and waits (their ns) of the same stack add up in one sample
+ * per (tid, stack), no reason label; type wall/nanoseconds, period 1e9 / hz; the pprof
+ * encoding keeps the type and the total. */
+static void test_wall(void **state)
+{
+	struct pf_agg_options o = {.wall = true};
+	struct pf_agg *a = pf_agg_new(&o);
+	assert_non_null(a);
+	/* a tick at 100 Hz, a wait of the same stack, a preempted one (merged too: no reason),
+	 * a tick of another stack */
+	static const struct {
+		const uint64_t *u;
+		uint64_t ns;
+		uint8_t reason;
+	} in[] = {{U1, 10000000, 0},
+		  {U1, 300000000, PF_AGG_OFF_BLOCKED},
+		  {U1, 5000000, PF_AGG_OFF_PREEMPTED},
+		  {U2, 10000000, 0}};
+	for (size_t i = 0; i < PF_ARRAY_SIZE(in); i++)
+		add_off(a, 1010 + 10 * i, 11, in[i].u, in[i].ns, in[i].reason);
+	struct pf_prof_window *w;
+	assert_int_equal(pf_agg_close(a, 1000, 1500, 100, NULL, &w), 0);
+	assert_weighted(w, "wall", 10000000);
+	const struct pf_prof_process *p = proc(w, 10);
+	assert_true(p && p->n_samples == 2);
+	int64_t total = 0;
+	for (size_t i = 0; i < p->n_samples; i++) {
+		const struct pf_prof_sample *s = &p->samples[i];
+		assert_int_equal(s->n_labels, 0);
+		assert_non_null(s->event_values);
+		if (s->count == 3)
+			assert_int_equal(s->values[0], 315000000);
+		else
+			assert_int_equal(s->values[0], 10000000);
+		total += s->values[0];
+	}
+	assert_int_equal(total, 325000000);
+
+	struct pf_buf out;
+	pf_buf_init(&out, 1u << 20);
+	struct pf_error err = {0};
+	assert_int_equal(pf_pprof_encode(w, (int64_t)p->pid, &out, &err), 0);
+	struct pf_prof_window *d = NULL;
+	assert_int_equal(pf_pprof_decode(out.data, out.len, 1u << 20, &d, &err), 0);
+	assert_int_equal(d->n_sample_types, 1);
+	assert_string_equal(d->sample_types[0].type, "wall");
+	assert_string_equal(d->sample_types[0].unit, "nanoseconds");
+	int64_t dtotal = 0;
+	for (size_t i = 0; i < d->n_processes; i++)
+		for (size_t k = 0; k < d->processes[i].n_samples; k++)
+			dtotal += pf_prof_sample_value(d, &d->processes[i].samples[k], 0);
+	assert_int_equal(dtotal, total);
+	pf_prof_window_free(d);
+	pf_buf_release(&out);
+	pf_prof_window_free(w);
+	pf_agg_free(a);
+}
+
 static void test_many_stacks(void **state)
 {
 	struct pf_agg *a = pf_agg_new(NULL);
@@ -282,6 +347,7 @@ int main(void)
 		cmocka_unit_test(test_bound),
 		cmocka_unit_test(test_many_stacks),
 		cmocka_unit_test(test_off_cpu),
+		cmocka_unit_test(test_wall),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

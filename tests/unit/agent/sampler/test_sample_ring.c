@@ -271,12 +271,53 @@ static void test_pids(void **state)
 	pf_sample_ring_free(r);
 }
 
+/* Off-CPU waits (hz 0) come back with their weight (microsecond precision, clamped at
+ * 2^30 - 1 us) and reason, beside the ticks. */
+static int collect_off(void *ctx, const struct pf_agg_sample *s, uint32_t hz)
+{
+	uint64_t *v = ctx;
+	if (hz) {
+		v[0]++;
+		return 0;
+	}
+	v[1] += s->weight;
+	v[2] += s->reason == PF_AGG_OFF_PREEMPTED;
+	return 0;
+}
+
+static void test_off_cpu(void **state)
+{
+	struct pf_sample_ring *r = pf_sample_ring_new(60, 1u << 20);
+	assert_non_null(r);
+	struct pf_agg_sample s = mk(T0, 10, 11, 1, 4);
+	assert_int_equal(pf_sample_ring_add(r, &s, 99), 0);
+	s = mk(T0 + 1, 10, 11, 2, 4);
+	s.weight = 300123456; /* kept as 300123 us */
+	assert_int_equal(pf_sample_ring_add(r, &s, 0), 0);
+	s = mk(T0 + 2, 10, 11, 2, 4);
+	s.weight = 5000000;
+	s.reason = PF_AGG_OFF_PREEMPTED;
+	assert_int_equal(pf_sample_ring_add(r, &s, 0), 0);
+	s = mk(T0 + 3, 10, 12, 3, 4);
+	s.weight = 5000ull * SEC; /* past the bound */
+	assert_int_equal(pf_sample_ring_add(r, &s, 0), 0);
+	uint64_t v[3] = {0};
+	assert_int_equal(pf_sample_ring_cut(r, 10, 11, T0, T0 + SEC, collect_off, v), 3);
+	assert_int_equal(v[0], 1);
+	assert_int_equal(v[1], 300123000ull + 5000000ull);
+	assert_int_equal(v[2], 1);
+	memset(v, 0, sizeof(v));
+	assert_int_equal(pf_sample_ring_cut(r, 10, 12, T0, T0 + SEC, collect_off, v), 1);
+	assert_int_equal(v[1], ((1ull << 30) - 1) * 1000);
+	pf_sample_ring_free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_cut),		 cmocka_unit_test(test_lookback),
 	    cmocka_unit_test(test_memory_bound), cmocka_unit_test(test_random_vs_list),
-	    cmocka_unit_test(test_pids),
+	    cmocka_unit_test(test_pids),	 cmocka_unit_test(test_off_cpu),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

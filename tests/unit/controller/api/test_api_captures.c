@@ -34,12 +34,15 @@ struct fx {
 	struct pf_api api;
 	char op[80], viewer[80];
 	int sent;
+	char last[PF_CAPTURE_MAX_MSG + 1]; /* the last payload sent */
 };
 
 static int count_send(struct pf_agent *a, const char *type, const uint8_t *d, size_t n, void *ud)
 {
-	(void)a, (void)type, (void)d, (void)n;
-	((struct fx *)ud)->sent++;
+	(void)a, (void)type;
+	struct fx *x = ud;
+	x->sent++;
+	snprintf(x->last, sizeof(x->last), "%.*s", (int)n, (const char *)d);
 	return 0;
 }
 
@@ -100,6 +103,12 @@ static void test_validation_and_roles(void **state)
 	     "\"mode\":1}]}",
 	     "processes[0].mode"},
 	};
+	/* alloc is a known type this version does not capture: a clear 400 */
+	json_t *ja = call(x, "POST", "/api/v1/captures", x->op,
+			  "{\"agents\":\"env=prod\",\"profile_type\":\"alloc\"}", NULL, &st);
+	assert_int_equal(st, 400);
+	assert_non_null(strstr(err_field(ja, "message"), "unsupported profile_type alloc"));
+	json_decref(ja);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		json_t *j = call(x, "POST", "/api/v1/captures", x->op, bad[i].body, NULL, &st);
 		if (st != 400 || strcmp(err_field(j, "path"), bad[i].path) != 0)
@@ -166,6 +175,7 @@ static void test_create_get_list_cancel(void **state)
 	assert_int_equal(st, 202);
 	assert_int_equal(json_integer_value(json_object_get(j, "agents_matched")), 2);
 	assert_string_equal(json_string_value(json_object_get(j, "state")), "pending");
+	assert_non_null(strstr(x->last, "\"profile_type\":\"cpu\""));
 	char id[PF_CAPTURE_ID_MAX + 1], path[128];
 	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(j, "id")));
 	json_decref(j);
@@ -184,6 +194,9 @@ static void test_create_get_list_cancel(void **state)
 			    "strict");
 	assert_string_equal(json_string_value(json_object_get(j, "created_by")), "oncall-bot");
 	assert_int_equal(json_array_size(json_object_get(j, "agents")), 2);
+	assert_string_equal(json_string_value(json_object_get(
+				json_array_get(json_object_get(j, "agents"), 0), "profile_type")),
+			    "cpu");
 	assert_true(json_is_null(json_object_get(j, "finished_at")));
 	json_decref(j);
 
@@ -218,6 +231,28 @@ static void test_create_get_list_cancel(void **state)
 	assert_int_equal(counts[0], 1);
 	assert_int_equal(counts[1], 1);
 	assert_int_equal(counts[2], 2);
+
+	/* a wall capture: the type goes to the agents and into every agent's result */
+	j = call(x, "POST", "/api/v1/captures", x->op,
+		 "{\"agents\":\"env=prod\",\"duration_seconds\":5,\"profile_type\":\"wall\"}",
+		 NULL, &st);
+	assert_int_equal(st, 202);
+	assert_non_null(strstr(x->last, "\"profile_type\":\"wall\""));
+	snprintf(path, sizeof(path), "/api/v1/captures/%s",
+		 json_string_value(json_object_get(j, "id")));
+	json_decref(j);
+	j = call(x, "GET", path, x->viewer, NULL, NULL, &st);
+	assert_int_equal(st, 200);
+	assert_string_equal(
+	    json_string_value(json_object_get(json_object_get(j, "request"), "profile_type")),
+	    "wall");
+	size_t i;
+	json_t *a;
+	json_array_foreach(json_object_get(j, "agents"), i, a)
+	{
+		assert_string_equal(json_string_value(json_object_get(a, "profile_type")), "wall");
+	}
+	json_decref(j);
 }
 
 static void test_disabled(void **state)
