@@ -654,7 +654,7 @@ _Static_assert(sizeof(pb_a2s) + sizeof(Opamp__Proto__V1__AgentDisconnect) + PF_O
 static int a2s_decode_fast(const uint8_t *p, size_t len, size_t max_bytes, struct pf_a2s *m)
 {
 	enum { SEEN_UID = 1, SEEN_SEQ = 2, SEEN_CAPS = 4, SEEN_FLAGS = 8, SEEN_DISC = 16 };
-	uint8_t uid[PF_OPAMP_UID_LEN];
+	uint8_t uid[PF_OPAMP_UID_LEN] = {0};
 	size_t uid_len = 0;
 	uint64_t seq = 0, caps = 0, flags = 0;
 	unsigned seen = 0;
@@ -672,7 +672,10 @@ static int a2s_decode_fast(const uint8_t *p, size_t len, size_t max_bytes, struc
 			    (seen & SEEN_UID))
 				return 0;
 			uid_len = p[i++];
-			memcpy(uid, p + i, uid_len);
+			if (uid_len == PF_OPAMP_UID_LEN) /* the usual length: a fixed-size copy */
+				memcpy(uid, p + i, PF_OPAMP_UID_LEN);
+			else
+				memcpy(uid, p + i, uid_len);
 			i += uid_len;
 			seen |= SEEN_UID;
 			continue;
@@ -707,7 +710,7 @@ static int a2s_decode_fast(const uint8_t *p, size_t len, size_t max_bytes, struc
 			flags = v;
 	}
 	memset(m, 0, sizeof(*m));
-	memcpy(m->instance_uid, uid, uid_len);
+	memcpy(m->instance_uid, uid, PF_OPAMP_UID_LEN); /* zero past uid_len */
 	m->instance_uid_len = uid_len;
 	m->sequence_num = seq;
 	m->capabilities = caps;
