@@ -12,6 +12,7 @@ PKGS=(
 	libbpf-dev bpftool clang llvm libelf-dev libdw-dev libiberty-dev libxxhash-dev
 	libcurl4-openssl-dev python3-yaml python3-jsonschema
 	golang-go
+	valgrind
 	nodejs npm chromium
 )
 
