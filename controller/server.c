@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <libwebsockets.h>
 #include <uv.h>
@@ -44,19 +45,22 @@ struct outmsg {
 	uint8_t data[];
 };
 
+/* What every message reads comes first (the receive and send paths, then the session's first
+ * fields), within the first 64 bytes: a round trip touches one cache line of it. */
 struct ws_conn {
-	struct pf_opamp_session sess;
 	struct lws *wsi;
+	int fd; /* the socket when plain TCP (replies are sent on it directly), -1 with TLS */
+	bool closing;
+	bool rx_text;
+	bool rx_expired; /* its unfinished message timed out: closing (1008) */
+	struct outmsg *out_head, *out_tail;
+	size_t out_bytes; /* queued in out_head.., bounded by max_send_queue_bytes */
+	struct pf_opamp_session sess;
+	struct pf_buf rx;
 	struct ws_conn *prev, *next; /* every open OpAMP WebSocket (server's ws_head) */
 	char token_id[17];	     /* the agent token it authenticated with */
 	char peer[64];		     /* counted in the per-address limits */
 	int64_t token_expires_ms;    /* 0: never */
-	bool closing;
-	struct outmsg *out_head, *out_tail;
-	size_t out_bytes; /* queued in out_head.., bounded by max_send_queue_bytes */
-	struct pf_buf rx;
-	bool rx_text;
-	bool rx_expired; /* its unfinished message timed out: closing (1008) */
 };
 
 static struct pf_server *server_of(struct lws *wsi)
@@ -68,21 +72,24 @@ static struct pf_server *server_of(struct lws *wsi)
 
 /* The shared encode buffer, reset to LWS_PRE headroom + the WebSocket varint header. It
  * lives as long as the server, so replies cost no buffer growth; after an unusually large
- * message its memory is given back. */
+ * message its memory is given back. The headroom's bytes are left as they are: they are where
+ * the WebSocket frame header is written before the frame goes out. */
 static struct pf_buf *scratch_frame(struct pf_server *s)
 {
-	if (s->scratch.cap > ((size_t)1 << 20)) {
-		pf_buf_release(&s->scratch);
-		s->scratch.max = 0;
+	struct pf_buf *b = &s->scratch;
+	if (b->cap > ((size_t)1 << 20)) {
+		pf_buf_release(b);
+		b->max = 0;
 	}
-	if (!s->scratch.max)
-		pf_buf_init(&s->scratch, s->opt.max_message_bytes + LWS_PRE + 16);
-	pf_buf_reset(&s->scratch);
-	static const uint8_t pre[LWS_PRE];
-	if (pf_buf_append(&s->scratch, pre, LWS_PRE) < 0 ||
-	    pf_opamp_ws_frame_header(&s->scratch) < 0)
+	if (!b->max)
+		pf_buf_init(b, s->opt.max_message_bytes + LWS_PRE + 16);
+	pf_buf_reset(b);
+	if (pf_buf_reserve(b, LWS_PRE + 1) < 0)
 		return NULL;
-	return &s->scratch;
+	b->data[LWS_PRE] = 0; /* the OpAMP varint header (pf_opamp_ws_frame_header) */
+	b->len = LWS_PRE + 1;
+	b->data[b->len] = 0;
+	return b;
 }
 
 static void ws_kill(struct ws_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -113,6 +120,52 @@ static int ws_enqueue(struct ws_conn *c, const struct pf_buf *frame)
 	return 0;
 }
 
+/* Writes the header of one unfragmented, unmasked binary frame of len payload bytes (RFC 6455
+ * section 5.2: FIN + opcode 2, then the length in 7 bits, or 126 and 16 bits, or 127 and 64
+ * bits, in network byte order; a server does not mask) into the LWS_PRE bytes before payload.
+ * Returns where the frame starts. */
+static uint8_t *ws_binary_header(uint8_t *payload, size_t len)
+{
+	_Static_assert(LWS_PRE >= 10, "the headroom holds the longest frame header");
+	uint8_t *h;
+	if (len < 126) {
+		h = payload - 2;
+		h[1] = (uint8_t)len;
+	} else if (len <= 0xffff) {
+		h = payload - 4;
+		h[1] = 126;
+		h[2] = (uint8_t)(len >> 8);
+		h[3] = (uint8_t)len;
+	} else {
+		h = payload - 10;
+		h[1] = 127;
+		for (int i = 0; i < 8; i++)
+			h[2 + i] = (uint8_t)((uint64_t)len >> (56 - 8 * i));
+	}
+	h[0] = 0x82;
+	return h;
+}
+
+/* A frame on a plain-TCP connection with nothing queued: framed here and given to the socket
+ * in one send(), which is what lws_write() ends in, less its per-write framing and
+ * bookkeeping (a few hundred instructions a message). What the socket does not take goes to
+ * lws as raw bytes (LWS_WRITE_HTTP is lws' unframed write): lws keeps them ahead of anything
+ * it writes later (a pong, a close) and sends them first when the socket is writable, as it
+ * does with the rest of a partial lws_write(). */
+static int ws_send_plain(struct ws_conn *c, uint8_t *payload, size_t len)
+{
+	uint8_t *h = ws_binary_header(payload, len);
+	size_t n = len + (size_t)(payload - h), sent = 0;
+	ssize_t w = send(c->fd, h, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+		return -EIO;
+	if (w > 0)
+		sent = (size_t)w;
+	if (sent == n)
+		return 0;
+	return lws_write(c->wsi, h + sent, n - sent, LWS_WRITE_HTTP) < 0 ? -EIO : 0;
+}
+
 /* A message for an agent: written at once when nothing is queued before it, else queued for
  * WRITEABLE. Used for the reply from the connection's own RECEIVE callback and for config
  * pushes (from the API request that changed the config). An exception to "write only from
@@ -120,18 +173,21 @@ static int ws_enqueue(struct ws_conn *c, const struct pf_buf *frame)
  * the write, two changes of the descriptor's epoll interest (libuv: a DEL and an ADD each) per
  * message, more than the recv() and send() themselves (a push to 15,000 agents: 60,000
  * epoll_ctl calls). It is safe on these plain (HTTP/1 upgraded) WebSocket connections because
- * lws_write() never blocks: what the socket does not take, lws keeps (one message at most,
- * since lws_partial_buffered() sends every later one to our queue) and sends before calling
- * WRITEABLE again. Returns a negative errno when the connection must close. */
+ * neither write blocks: what the socket does not take, lws keeps (one message at most, since
+ * lws_partial_buffered() sends every later one to our queue) and sends before calling
+ * WRITEABLE again. On plain TCP the frame goes out through ws_send_plain(), with TLS through
+ * lws_write(). Returns a negative errno when the connection must close. */
 static int ws_send(struct ws_conn *c, const struct pf_buf *frame)
 {
 	if (c->closing)
 		return -ECONNRESET;
 	if (c->out_head || lws_partial_buffered(c->wsi))
 		return ws_enqueue(c, frame);
-	if (lws_write(c->wsi, frame->data + LWS_PRE, frame->len - LWS_PRE, LWS_WRITE_BINARY) < 0)
-		return -EIO;
-	return 0;
+	uint8_t *payload = frame->data + LWS_PRE;
+	size_t len = frame->len - LWS_PRE;
+	if (c->fd < 0) /* TLS: lws frames and encrypts */
+		return lws_write(c->wsi, payload, len, LWS_WRITE_BINARY) < 0 ? -EIO : 0;
+	return ws_send_plain(c, payload, len);
 }
 
 static void ws_conn_free(struct ws_conn *c)
@@ -518,9 +574,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		bool has = lws_hdr_copy(wsi, auth, sizeof(auth), WSI_TOKEN_HTTP_AUTHORIZATION) > 0;
 		if (!pf_server_agent_token(s, has ? auth : NULL, &who))
 			return -1; /* revoked between the upgrade and now */
-		struct ws_conn *c = calloc(1, sizeof(*c));
+		/* On a cache line of its own: its first fields are all a message reads of it. */
+		size_t csize = (sizeof(struct ws_conn) + 63) & ~(size_t)63;
+		struct ws_conn *c = aligned_alloc(64, csize);
 		if (!c)
 			return -1;
+		memset(c, 0, csize);
 		memcpy(c->token_id, who.token_id, sizeof(c->token_id));
 		pf_server_bind_credential(s, &c->sess, &who, has ? auth : NULL, true);
 		lws_get_peer_simple(wsi, c->peer, sizeof(c->peer));
@@ -533,6 +592,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			s->next_expiry_ms = who.expires_ms;
 		PF_DLIST_PUSH_FRONT(s->ws_head, c, prev, next);
 		c->wsi = wsi;
+		c->fd = lws_is_ssl(wsi) ? -1 : lws_get_socket_fd(wsi);
 		c->sess.conn = c;
 		pf_buf_init(&c->rx, s->opt.max_message_bytes);
 		pss->ws = c;

@@ -13,6 +13,7 @@ PKGS=(
 	libcurl4-openssl-dev python3-yaml python3-jsonschema
 	libgrpc-dev python3-grpcio python3-protobuf
 	golang-go
+	valgrind
 	nodejs npm chromium
 )
 

@@ -41,6 +41,19 @@ static void check_same(const uint8_t *data, size_t len)
 	assert_int_equal(pf_a2s_decode(data, len, PF_OPAMP_DEFAULT_MAX_MSG, &a, &err), 0);
 	assert_int_equal(pf_a2s_decode(slow.data, slow.len, PF_OPAMP_DEFAULT_MAX_MSG, &b, &err), 0);
 	assert_memory_equal(a, b, sizeof(*a));
+	/* pf_a2s_decode_small(): the same bytes (in the caller's struct on the fast path). */
+	struct pf_a2s small, *c = NULL;
+	assert_int_equal(pf_a2s_decode_small(data, len, PF_OPAMP_DEFAULT_MAX_MSG, &small, &c, &err),
+			 0);
+	assert_memory_equal(c, a, sizeof(*a));
+	pf_a2s_release(&small, c);
+	/* The general path's message is on the heap, as pf_a2s_decode() gives it. */
+	assert_int_equal(pf_a2s_decode_small(slow.data, slow.len, PF_OPAMP_DEFAULT_MAX_MSG, &small,
+					     &c, &err),
+			 0);
+	assert_ptr_not_equal(c, &small);
+	assert_memory_equal(c, b, sizeof(*b));
+	pf_a2s_release(&small, c);
 	pf_a2s_free(a);
 	pf_a2s_free(b);
 	pf_buf_release(&slow);
@@ -76,6 +89,10 @@ static void test_decode_heartbeats(void **state)
 				     d->has_remote_config_status || d->has_custom_message ||
 				     d->has_custom_capabilities);
 			pf_a2s_free(d);
+			struct pf_a2s small;
+			assert_int_equal(pf_a2s_decode_small(b.data, b.len, 4096, &small, &d, NULL), 0);
+			assert_ptr_equal(d, &small); /* no allocation */
+			pf_a2s_release(&small, d);
 			pf_buf_release(&b);
 		}
 	}
@@ -132,6 +149,10 @@ static void test_decode_fallbacks(void **state)
 	/* A tiny byte cap is enforced exactly as before. */
 	static const uint8_t hb[] = { 0x10, 0x01 };
 	assert_int_equal(pf_a2s_decode(hb, sizeof(hb), 16, &m, NULL), -E2BIG);
+	struct pf_a2s small;
+	assert_int_equal(pf_a2s_decode_small(hb, sizeof(hb), 16, &small, &m, NULL), -E2BIG);
+	assert_int_equal(pf_a2s_decode_small(trunc1, sizeof(trunc1), 1 << 20, &small, &m, NULL),
+			 -EBADMSG);
 }
 
 static void test_encode_ack(void **state)

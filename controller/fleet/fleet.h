@@ -55,17 +55,13 @@ enum pf_agent_credential {
 
 /* One agent. Owned by the fleet; transports keep a pointer while connected. */
 struct pf_agent {
+	/* What a heartbeat reads and writes comes first (a round trip touches few cache lines). */
 	uint8_t uid[16];
 	uint64_t capabilities;
 	uint64_t last_seq;
-	int64_t first_seen_ms;
 	int64_t last_seen_ms;
-
-	/* Attributes, packed "k\0v\0k\0v\0": identifying first, then non-identifying. */
-	char *attrs;
-	uint32_t attrs_len;
-	uint16_t n_attrs;
-
+	void *conn;		     /* transport connection while connected over WebSocket */
+	struct pf_cfg_slot *desired; /* NULL: no config applies */
 	uint8_t transport;    /* enum pf_agent_transport while connected */
 	uint8_t remote_status; /* enum pf_remote_config_status as reported */
 	uint8_t credential;    /* enum pf_agent_credential */
@@ -84,15 +80,19 @@ struct pf_agent {
 	bool local : 1;
 	bool elsewhere : 1;
 
+	int64_t first_seen_ms;
+	/* Attributes, packed "k\0v\0k\0v\0": identifying first, then non-identifying. */
+	char *attrs;
+	uint32_t attrs_len;
+	uint16_t n_attrs;
+
 	char *health_json;    /* the health tree as compact JSON, NULL when none */
 	char *remote_error;
 	uint8_t reported_hash[32]; /* last_remote_config_hash */
 
 	struct pf_eff_config *effective; /* interned by hash, shared between agents */
-	struct pf_cfg_slot *desired;     /* NULL: no config applies */
 	struct pf_cfg_slot *pin;         /* pinned version (applies when its name resolves) */
 
-	void *conn; /* transport connection while connected over WebSocket */
 	uint32_t dirty_next; /* intrusive dirty list (index + 1, 0 = end) */
 };
 

@@ -353,7 +353,7 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 	err.code = 0;
 	err.path[0] = 0;
 	err.msg[0] = 0;
-	struct pf_a2s *in = NULL;
+	struct pf_a2s small, *in = NULL; /* a heartbeat decodes into small: no allocation */
 	memset(res, 0, sizeof(*res));
 	if (ctx->metrics)
 		ctx->metrics->opamp_messages_in++;
@@ -361,7 +361,7 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 	size_t dmax = ctx->max_message_bytes <= SIZE_MAX / PF_OPAMP_DECODED_FACTOR
 			      ? ctx->max_message_bytes * PF_OPAMP_DECODED_FACTOR
 			      : SIZE_MAX;
-	int r = pf_a2s_decode(data, len, dmax, &in, &err);
+	int r = pf_a2s_decode_small(data, len, dmax, &small, &in, &err);
 	if (r < 0) {
 		res->bad_request = true;
 		if (ctx->metrics)
@@ -378,7 +378,7 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 		snprintf(msg, sizeof(msg), "instance_uid must be 16 bytes, got %zu",
 			 in->instance_uid_len);
 		r = reply_error(ctx, NULL, 0, PF_SERR_BAD_REQUEST, msg, out);
-		pf_a2s_free(in);
+		pf_a2s_release(&small, in);
 		return r;
 	}
 	char msg[160];
@@ -388,7 +388,7 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 		if (ctx->metrics)
 			ctx->metrics->opamp_bad_messages++;
 		r = reply_error(ctx, in->instance_uid, 16, PF_SERR_BAD_REQUEST, msg, out);
-		pf_a2s_free(in);
+		pf_a2s_release(&small, in);
 		return r;
 	}
 	if (!(in->capabilities & PF_AGENT_CAP_REPORTS_STATUS) && ctx->metrics)
@@ -400,7 +400,7 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 		pf_uuid_format(s->cred_uid, u);
 		snprintf(msg, sizeof(msg), "this credential belongs to agent %s", u);
 		r = reply_error(ctx, in->instance_uid, 16, PF_SERR_BAD_REQUEST, msg, out);
-		pf_a2s_free(in);
+		pf_a2s_release(&small, in);
 		return r;
 	}
 	bool new_uid, dup;
@@ -411,7 +411,7 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 				      "checked now"
 				    : "controller out of memory",
 				out);
-		pf_a2s_free(in);
+		pf_a2s_release(&small, in);
 		return r;
 	}
 
@@ -520,7 +520,7 @@ int pf_opamp_session_handle(struct pf_opamp_ctx *ctx, struct pf_opamp_session *s
 	if (r == 0 && with_config)
 		config_mark_sent(s, a);
 	s->replied = true;
-	pf_a2s_free(in);
+	pf_a2s_release(&small, in);
 	return r;
 }
 

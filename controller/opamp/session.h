@@ -64,20 +64,21 @@ struct pf_opamp_ctx {
 #define PF_OPAMP_MAX_DESCRIPTION_BYTES (64 * 1024)
 
 struct pf_opamp_session {
+	/* What every message reads comes first, the uids and hashes after. */
 	struct pf_agent *agent;    /* bound by the first valid message */
 	void *conn;                /* transport handle, NULL for plain HTTP */
-	uint8_t claimed_uid[16];   /* the uid the peer used before we assigned a new one */
-	bool claimed;
+	bool claimed;              /* claimed_uid is set */
 	bool replied;              /* a reply was already sent on this connection */
 	bool http;                 /* plain-HTTP transport */
+	bool config_sent;          /* config_sent_hash is set */
+	/* Set by the transport: the connection (or request) authenticated with the per-agent
+	 * credential of cred_uid, whose SHA-256 is cred_hash. */
+	bool cred_bound;
+	uint8_t claimed_uid[16];   /* the uid the peer used before we assigned a new one */
 	/* WebSocket only: the hash of the last remote config sent on this connection. A
 	 * WebSocket delivers in order or not at all, so the same config is not sent twice on
 	 * one connection however many messages the agent sends before it reports it. */
 	uint8_t config_sent_hash[32];
-	bool config_sent;
-	/* Set by the transport: the connection (or request) authenticated with the per-agent
-	 * credential of cred_uid, whose SHA-256 is cred_hash. */
-	bool cred_bound;
 	uint8_t cred_uid[16];
 	uint8_t cred_hash[32];
 };

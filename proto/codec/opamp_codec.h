@@ -227,6 +227,13 @@ int pf_s2a_decode(const uint8_t *data, size_t len, size_t max_bytes, struct pf_s
 		  struct pf_error *err);
 void pf_a2s_free(struct pf_a2s *m);
 void pf_s2a_free(struct pf_s2a *m);
+/* pf_a2s_decode() without an allocation for the message a connected agent sends most (a
+ * heartbeat: instance_uid, sequence_num, capabilities, flags and agent_disconnect only): that
+ * one is decoded into the caller's *small and *out = small; any other as pf_a2s_decode().
+ * Release the result with pf_a2s_release(small, *out), never with pf_a2s_free(). */
+int pf_a2s_decode_small(const uint8_t *data, size_t len, size_t max_bytes, struct pf_a2s *small,
+			struct pf_a2s **out, struct pf_error *err);
+void pf_a2s_release(struct pf_a2s *small, struct pf_a2s *m);
 
 /* Encoders: append protobuf bytes to out. 0, -ENOMEM or -E2BIG (out's cap); -EINVAL for a
  * struct that cannot be encoded (see "Encoding details" above). On failure out is unchanged. */

@@ -125,6 +125,16 @@ static void fuzz_a2s(const uint8_t *data, size_t size)
 	struct pf_buf b1, b2;
 
 	int rc = pf_a2s_decode(data, size, MAX_MSG, &m, &err);
+	/* The allocation-free variant decides and decodes exactly as pf_a2s_decode(). */
+	struct pf_a2s small, *s = NULL;
+	int rc_small = pf_a2s_decode_small(data, size, MAX_MSG, &small, &s, NULL);
+	FUZZ_CHECK(rc_small == rc, "a2s: pf_a2s_decode_small gives %d, pf_a2s_decode %d", rc_small,
+		   rc);
+	if (rc_small == 0) {
+		FUZZ_CHECK(s != &small || memcmp(s, m, sizeof(*m)) == 0,
+			   "a2s: pf_a2s_decode_small differs from pf_a2s_decode");
+		pf_a2s_release(&small, s);
+	}
 	if (rc < 0) {
 		rejected(rc, &err, "a2s");
 		return;

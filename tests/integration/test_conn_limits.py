@@ -4,6 +4,8 @@ Checked with the real controller on loopback:
 - a slow reader (4 KiB receive buffer, never reads) that sends 600 status messages while a
   ~900 KB config is assigned gets that config once on its connection (not once per reply),
   and the controller's memory stays flat;
+- replies and pushes larger than the reader's socket takes (~900 KB configs) arrive whole
+  and in order once the reader reads;
 - when the queue for one connection would pass --max-send-queue-bytes (new config versions
   pushed to a reader that never reads), the controller closes it with a logged reason;
 - 1000 half-open connections and 300 slowloris sockets from 127.0.0.2: new ones past
@@ -81,6 +83,42 @@ class SlowReader:
         self.s.sendall(ws_frame(a2s(self.uid, self.seq)))
         self.seq += 1
 
+    def read_frames(self, n, timeout=20.0):
+        """Reads n server frames (unmasked, final, binary: RFC 6455 section 5.2); their
+        payloads, in order."""
+        self.s.settimeout(1.0)
+        buf, frames = b"", []
+        deadline = time.monotonic() + timeout
+        while len(frames) < n:
+            if time.monotonic() > deadline:
+                raise AssertionError("%d of %d frames within %.0f s" % (len(frames), n, timeout))
+            try:
+                chunk = self.s.recv(1 << 20)
+            except socket.timeout:
+                continue
+            if not chunk:
+                raise AssertionError("closed after %d of %d frames" % (len(frames), n))
+            buf += chunk
+            while len(buf) >= 2:
+                if buf[0] != 0x82 or buf[1] & 0x80:
+                    raise AssertionError("not a final unmasked binary frame: %r" % buf[:2])
+                n7, off = buf[1] & 0x7F, 2
+                if n7 == 126:
+                    if len(buf) < 4:
+                        break
+                    n7, off = int.from_bytes(buf[2:4], "big"), 4
+                elif n7 == 127:
+                    if len(buf) < 10:
+                        break
+                    n7, off = int.from_bytes(buf[2:10], "big"), 10
+                if len(buf) < off + n7:
+                    break
+                frames.append(buf[off:off + n7])
+                buf = buf[off + n7:]
+        if buf:
+            raise AssertionError("%d bytes past the last frame" % len(buf))
+        return frames
+
     def closed_by_peer(self):
         """True once the controller closed the connection (reads what is queued)."""
         self.s.settimeout(0.2)
@@ -123,6 +161,35 @@ class SlowReaderTest(IntegrationCase):
         self.assertEqual(ctl.metric("profleet_opamp_slow_readers_closed_total"), 0)
         grown_mb = (rss_kb(ctl.proc.p.pid) - rss0) / 1024.0
         self.assertLess(grown_mb, 40, "controller grew %.1f MB" % grown_mb)
+
+    def test_messages_larger_than_the_socket_takes_arrive_whole(self):
+        # A reply and config pushes of ~900 KB each to a reader that does not read yet: the
+        # socket takes part of one, lws keeps the rest of it, the messages after it are
+        # queued. Once the reader reads, every one arrives whole and in order.
+        ctl = self.controller(extra=["--max-send-queue-bytes", "16777216"])
+        cfgs = [big_config("whole%d" % i) for i in range(5)]
+        st, body, _ = ctl.put_config("default", cfgs[0])
+        self.assertEqual(st, 201, body)
+        r = SlowReader(ctl.port, ctl.agent_token)
+        self.addCleanup(r.close)
+        r.send_status()
+        wait_until(lambda: ctl.metric("profleet_opamp_messages_received_total") >= 1,
+                   timeout=10, what="the first status received")
+        for cfg in cfgs[1:]:
+            st, body, _ = ctl.put_config("default", cfg)
+            self.assertEqual(st, 201, body)
+        r.send_status()
+        r.send_status()
+        wait_until(lambda: ctl.metric("profleet_opamp_messages_received_total") >= 3,
+                   timeout=10, what="3 messages received")
+        frames = r.read_frames(len(cfgs) + 2, timeout=30)
+        for f in frames:
+            self.assertEqual(f[:1], b"\x00", "OpAMP varint header")
+            self.assertIn(r.uid, f, "instance_uid echoed")
+        for i, cfg in enumerate(cfgs):
+            self.assertIn(cfg.encode(), frames[i], "config %d, whole, in message %d" % (i, i))
+        self.assertLess(len(frames[-1]) + len(frames[-2]), 200, "then two acks")
+        self.assertEqual(ctl.metric("profleet_opamp_slow_readers_closed_total"), 0)
 
     def test_queue_past_the_limit_closes(self):
         ctl = self.controller(extra=["--max-send-queue-bytes", "1048576"])
