@@ -11,7 +11,8 @@
 #
 #   sudo bench/python_rss.sh
 # Environment: PF_SAMPLE (a profleet-sample binary; default build/bench-release's, built
-#   Release when missing), N (50), SECONDS_RUN (30).
+#   Release when missing), N (50), SECONDS_RUN (30); PF_AGENT (a profleet-agent binary): the
+#   whole agent instead, standalone with a file exporter, its VmHWM/VmRSS after SECONDS_RUN.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,8 +53,23 @@ profiling:
       - {key: process.executable.name, match: strict, value: python3.11}
 EOF
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$sample" -c "$tmp/all.yaml" -d "$secs" -s -t 1 > "$tmp/out" 2>/dev/null
+if [ -n "${PF_AGENT:-}" ]; then
+	# the whole agent, standalone (no controller), windows to a file exporter: its peak RSS
+	# (VmHWM) and its RSS at the end, read from /proc
+	printf '  exporters:\n    - {type: file, path: "%s"}\n' "$tmp/out-dir" >> "$tmp/all.yaml"
+	mkdir -p "$tmp/out-dir"
+	"$PF_AGENT" --config "$tmp/all.yaml" --state-dir "$tmp/state" --log-level warn \
+		> "$tmp/agent.log" 2>&1 &
+	agent=$!
+	pids+=("$agent")
+	sleep "$secs"
+	grep -E '^(VmHWM|VmRSS|RssAnon)' "/proc/$agent/status" | tr -s ' \t' ' '
+	kill "$agent"
+	echo "windows written: $(find "$tmp/out-dir" -type f | wc -l)"
+else
+	"$sample" -c "$tmp/all.yaml" -d "$secs" -s -t 1 > "$tmp/out" 2>/dev/null
+	grep -o 'max_rss_kb=[0-9]*' "$tmp/out" | head -1
+	grep '^stats python=' "$tmp/out"
+	grep '^stats samples=' "$tmp/out" | cut -c1-120
+fi
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-grep -o 'max_rss_kb=[0-9]*' "$tmp/out" | head -1
-grep '^stats python=' "$tmp/out"
-grep '^stats samples=' "$tmp/out" | cut -c1-120
