@@ -18,8 +18,9 @@ struct raw {
 	uint32_t stack;
 	uint32_t cpu;
 	char comm[16];
-	uint64_t weight; /* off-CPU */
-	uint8_t reason;  /* off-CPU */
+	uint64_t weight;  /* off-CPU; alloc: estimated bytes */
+	uint64_t objects; /* alloc: estimated objects */
+	uint8_t reason;   /* off-CPU; alloc: 1 while live */
 };
 
 struct stack {
@@ -31,6 +32,8 @@ struct stack {
 struct pf_agg {
 	size_t max_samples;
 	bool off_cpu, wall;
+	bool alloc;
+	int64_t alloc_period;
 	struct raw *s;
 	size_t n, cap;
 	struct stack *st;
@@ -133,12 +136,29 @@ int pf_agg_add(struct pf_agg *agg, const struct pf_agg_sample *s)
 	r->stack = id;
 	r->cpu = s->cpu;
 	r->weight = s->weight > INT64_MAX ? INT64_MAX : s->weight;
+	r->objects = s->objects > INT64_MAX ? INT64_MAX : s->objects;
 	r->reason = agg->wall ? 0 : s->reason;
 	if (s->comm) {
 		size_t l = strnlen(s->comm, sizeof(r->comm) - 1);
 		memcpy(r->comm, s->comm, l);
 	}
 	agg->added++;
+	return 0;
+}
+
+int pf_agg_add_index(struct pf_agg *agg, const struct pf_agg_sample *s, size_t *idx)
+{
+	int rc = pf_agg_add(agg, s);
+	if (rc == 0)
+		*idx = agg->n - 1;
+	return rc;
+}
+
+int pf_agg_set_reason(struct pf_agg *agg, size_t idx, uint8_t reason)
+{
+	if (idx >= agg->n)
+		return -ENOENT;
+	agg->s[idx].reason = reason;
 	return 0;
 }
 
@@ -194,6 +214,34 @@ static int weighted_values(const struct pf_agg *agg, struct pf_prof_window *w, c
 		return 0;
 	s->n_labels = 1;
 	s->labels = &off_reason_label[o[i].reason ? 1 : 0];
+	return 0;
+}
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+/* An allocation sample of ord[i, e): alloc_objects, alloc_space, inuse_objects, inuse_space
+ * summed over its allocations, the inuse ones over those still live. */
+static int alloc_values(const struct pf_agg *agg, struct pf_prof_window *w, const struct ord *o,
+			size_t i, size_t e, struct pf_prof_sample *s)
+{
+	int64_t *v = pf_prof_alloc(w, 4 * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t k = i; k < e; k++) {
+		const struct raw *r = &agg->s[o[k].idx];
+		v[0] = sat_add(v[0], (int64_t)r->objects);
+		v[1] = sat_add(v[1], (int64_t)r->weight);
+		if (r->reason) {
+			v[2] = sat_add(v[2], (int64_t)r->objects);
+			v[3] = sat_add(v[3], (int64_t)r->weight);
+		}
+	}
+	s->values = v;
+	s->n_timestamps = 0; /* four sample types: no per-event values */
+	s->timestamps = NULL;
 	return 0;
 }
 
@@ -287,6 +335,8 @@ static int build_process(struct pf_agg *agg, struct pf_prof_window *w, const str
 		s->n_timestamps = (uint32_t)(e - i);
 		s->timestamps = ts;
 		if ((agg->off_cpu || agg->wall) && weighted_values(agg, w, o, i, e, s) < 0)
+			goto out;
+		if (agg->alloc && alloc_values(agg, w, o, i, e, s) < 0)
 			goto out;
 		i = e;
 	}
@@ -382,6 +432,18 @@ int pf_agg_close(struct pf_agg *agg, uint64_t start, uint64_t end, uint32_t freq
 		w->period_type = wall;
 		w->period = frequency_hz ? 1000000000 / frequency_hz : 1;
 	}
+	if (agg->alloc) {
+		/* pprof's heap profile types, in Go's order */
+		static const struct pf_prof_value_type alloc[4] = {{"alloc_objects", "count"},
+								   {"alloc_space", "bytes"},
+								   {"inuse_objects", "count"},
+								   {"inuse_space", "bytes"}};
+		w->n_sample_types = 4;
+		w->sample_types = alloc;
+		w->period_type = (struct pf_prof_value_type){"space", "bytes"};
+		w->period = agg->alloc_period;
+		w->default_sample_type = "alloc_space";
+	}
 
 	size_t n_taken = 0;
 	for (size_t i = 0; i < agg->n; i++)
@@ -396,7 +458,8 @@ int pf_agg_close(struct pf_agg *agg, uint64_t start, uint64_t end, uint32_t freq
 	for (size_t i = 0; i < agg->n; i++) {
 		const struct raw *r = &agg->s[i];
 		if (r->ts < end)
-			o[k++] = (struct ord){r->pid, r->tid, r->stack, (uint32_t)i, r->ts, r->reason};
+			o[k++] = (struct ord){r->pid, r->tid, r->stack, (uint32_t)i, r->ts,
+					      agg->alloc ? 0 : r->reason};
 	}
 	qsort(o, n_taken, sizeof(*o), ord_cmp);
 
@@ -439,6 +502,8 @@ struct pf_agg *pf_agg_new(const struct pf_agg_options *opt)
 	agg->max_samples = opt && opt->max_samples ? opt->max_samples : DEFAULT_MAX_SAMPLES;
 	agg->off_cpu = opt && opt->off_cpu;
 	agg->wall = opt && opt->wall && !agg->off_cpu;
+	agg->alloc = opt && opt->alloc && !agg->off_cpu && !agg->wall;
+	agg->alloc_period = opt ? opt->alloc_period : 0;
 	if (rehash(agg, 512) < 0) {
 		free(agg);
 		errno = ENOMEM;

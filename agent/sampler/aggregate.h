@@ -26,6 +26,13 @@
  * 1e9 / frequency_hz): one sample per (tid, stack), so a stack's time on and off the CPU adds
  * up, each timestamp with its own weight, no reason label.
  *
+ * An allocation aggregation (pf_agg_options.alloc) takes samples with a weight (estimated
+ * bytes), objects (estimated objects) and reason 1 while the allocation is live (changed with
+ * pf_agg_set_reason when its free is seen), and closes into a window of pprof's heap profile
+ * types alloc_objects/count, alloc_space/bytes, inuse_objects/count, inuse_space/bytes
+ * (period type space/bytes, period alloc_period): one sample per (tid, stack), the inuse
+ * values summed over its live allocations only; no timestamps.
+ *
  * Not thread-safe. */
 #ifndef PF_AGENT_AGGREGATE_H
 #define PF_AGENT_AGGREGATE_H
@@ -42,6 +49,8 @@ struct pf_agg_options {
 	size_t max_samples; /* samples held at once; beyond it pf_agg_add drops. 0 = 262144 */
 	bool off_cpu;       /* weighted off-CPU samples (above) */
 	bool wall;          /* weighted on- and off-CPU samples (above); not with off_cpu */
+	bool alloc;         /* allocation samples (above) */
+	int64_t alloc_period; /* alloc: the mean sample interval in bytes */
 };
 
 /* pf_agg_sample.reason of an off-CPU sample */
@@ -57,7 +66,8 @@ struct pf_agg_sample {
 	const uint64_t *ustack; /* user ips, leaf first */
 	uint32_t n_ustack;
 	uint64_t weight; /* off-CPU and wall aggregations: nanoseconds (clamped to INT64_MAX) */
-	uint8_t reason;  /* off-CPU aggregation: enum pf_agg_off_reason (ignored by wall) */
+	uint8_t reason;  /* off-CPU aggregation: enum pf_agg_off_reason (ignored by wall); alloc: 1 = live */
+	uint64_t objects; /* alloc aggregation: estimated objects (weight: estimated bytes) */
 };
 
 struct pf_agg_hooks {
@@ -92,6 +102,11 @@ int pf_agg_add(struct pf_agg *agg, const struct pf_agg_sample *s);
 int pf_agg_close(struct pf_agg *agg, uint64_t start_unix_ns, uint64_t end_unix_ns,
 		 uint32_t frequency_hz, const struct pf_agg_hooks *hooks,
 		 struct pf_prof_window **out);
+
+/* pf_agg_add, and the sample's index (valid until the next close) into *idx. */
+int pf_agg_add_index(struct pf_agg *agg, const struct pf_agg_sample *s, size_t *idx);
+/* Sets the reason of the sample at idx (alloc: 0 once freed). 0 or -ENOENT. */
+int pf_agg_set_reason(struct pf_agg *agg, size_t idx, uint8_t reason);
 
 void pf_agg_stats(const struct pf_agg *agg, struct pf_agg_stats *out);
 

@@ -10,6 +10,9 @@
 #   sampler_capture.c      captures
 #   sampler_stats.c        counters
 #   sampler_offcpu.c       off-CPU profiles: switch programs attached while on, their window
+#   sampler_alloc.c        allocation captures: allocator probes attached while one runs
+#   alloc_syms.c           a process's allocator entry points (maps + ELF symbols)
+#   alloc_track.c          sample gaps and weights, the table of sampled live addresses
 #   procinfo.c             process attributes, filters, pid verdicts
 #   ../symbolize/symbolize.c  processes, JIT maps and frames to names (symbolize_int.h: its parts)
 #   ../symbolize/elf_read.c   libelf helpers: sections, build ids, DWARF presence
@@ -91,6 +94,8 @@ add_library(agent_sampler STATIC
 	${PF_SAMPLER_DIR}/sampler_bpf.c ${PF_SAMPLER_DIR}/sampler_read.c
 	${PF_SAMPLER_DIR}/sampler_window.c ${PF_SAMPLER_DIR}/sampler_capture.c
 	${PF_SAMPLER_DIR}/sampler_stats.c ${PF_SAMPLER_DIR}/sampler_offcpu.c
+	${PF_SAMPLER_DIR}/sampler_alloc.c ${PF_SAMPLER_DIR}/alloc_syms.c
+	${PF_SAMPLER_DIR}/alloc_track.c
 	${PF_SAMPLER_DIR}/procinfo.c
 	${PF_SAMPLER_DIR}/../symbolize/symbolize.c ${PF_SAMPLER_DIR}/../symbolize/demangle.c
 	${PF_SAMPLER_DIR}/../symbolize/line_table.c ${PF_SAMPLER_DIR}/../symbolize/perf_map.c
@@ -113,7 +118,7 @@ target_link_libraries(agent_sampler
 	PUBLIC pf_common agent_interp
 	PRIVATE pf_warnings PkgConfig::PF_LIBBPF PkgConfig::PF_LIBELF PkgConfig::PF_LIBDW
 	PkgConfig::PF_LIBXXHASH
-	${PF_LIBIBERTY})
+	${PF_LIBIBERTY} m)
 
 add_executable(profleet-sample ${PF_SAMPLER_DIR}/sample_main.c)
 target_link_libraries(profleet-sample PRIVATE agent_sampler pf_common pf_warnings)

@@ -161,6 +161,7 @@ int pf_sampler_poll(struct pf_sampler *s, int timeout_ms)
 	}
 	pf_py_unwind_tick(s->py);
 	pf_v8_unwind_tick(s->v8);
+	sampler_alloc_poll(s);
 	sync_helpers(s);
 	if (n >= 0)
 		s->drained_unix_ns = t;
@@ -352,8 +353,10 @@ void pf_sampler_free(struct pf_sampler *s)
 	}
 	for (size_t i = 0; i < PF_SAMPLER_CAPTURES; i++)
 		pf_agg_free(s->cap[i].agg);
-	if (s->skel)
+	if (s->skel) {
 		sampler_off_cpu_free(s);
+		sampler_alloc_free(s);
+	}
 	for (size_t i = 0; i < PF_ARRAY_SIZE(s->proc_links); i++)
 		bpf_link__destroy(s->proc_links[i]);
 	ring_buffer__free(s->rb);
@@ -532,6 +535,7 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 		       libbpf_probe_bpf_helper(BPF_PROG_TYPE_SYSCALL, BPF_FUNC_snprintf, NULL) == 1;
 	bpf_program__set_autoload(s->skel->progs.resolve_ksyms, s->ksym_prog);
 	uint32_t unw_rows = unwind_setup(s);
+	sampler_alloc_setup(s);
 	rc = cpu_sampler_bpf__load(s->skel);
 	if (rc < 0)
 		return fail(s, pf_error_set(err, rc, "", "load BPF programs (needs CAP_BPF + "

@@ -247,6 +247,58 @@ uint64_t pf_sampler_capture_samples(const struct pf_sampler *s, unsigned slot);
 struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned slot,
 					       struct pf_error *err);
 
+/* ---- Allocation captures (sampler_alloc.c; cpu_sampler.h "allocation profiles").
+ *
+ * One at a time: session uprobes (entry and return in one program; the return of a call that
+ * is not sampled is not probed) on the allocator entry points (alloc_syms.h) of each of the n
+ * processes, for that process only, until pf_sampler_alloc_stop. Sampled in the kernel by
+ * bytes, a Poisson process with mean sample_bytes; each sample weighted by the unbiased
+ * estimate (alloc_track.h); frees of sampled addresses matched in the kernel (a bounded map:
+ * what it cannot hold is counted as untracked, never as live). The window has the sample types
+ * alloc_objects, alloc_space, inuse_objects, inuse_space (inuse: sampled allocations not freed
+ * by the stop). Guard: pf_sampler_poll detaches the probes once the probed calls of the
+ * capture pass max_calls_per_second over a second; the window then holds what was sampled
+ * until then and the result says so. Needs session uprobes (Linux 6.13+): -ENOTSUP before. */
+#define PF_ALLOC_PIDS_MAX 64 /* processes one alloc capture probes */
+
+struct pf_alloc_options {
+	uint64_t sample_bytes;	       /* mean bytes between samples; 0: 524288 */
+	uint64_t max_calls_per_second; /* guard; 0: PF_ALLOC_GUARD_DEFAULT */
+	bool bench_empty;	       /* bench only: an empty uprobe on the same entry points
+					* instead (no samples) */
+};
+#define PF_ALLOC_SAMPLE_BYTES_DEFAULT (512u << 10)
+#define PF_ALLOC_GUARD_DEFAULT 1000000
+
+struct pf_alloc_result {
+	uint32_t processes; /* processes probed */
+	uint32_t links;	    /* (process, allocator file) probes attached */
+	uint64_t calls;	    /* probed calls (entries) */
+	uint64_t sampled;   /* allocations sampled */
+	uint64_t frees;	    /* frees of sampled allocations */
+	uint64_t untracked; /* samples whose free could not be tracked (map full) */
+	uint64_t failed;    /* sampled calls that returned no memory */
+	uint64_t lost;	    /* records lost (ring buffer full, the aggregation full) */
+	uint64_t live;	    /* sampled allocations live at the stop */
+	bool guard_tripped; /* the probes were detached early by the guard */
+	uint64_t guard_rate; /* calls per second that tripped it */
+	char note[256];	     /* what the capture's result should say, "" when all went well */
+};
+
+/* The options profiling.alloc sets (sample_bytes, max_calls_per_second). */
+void pf_sampler_alloc_options(const struct pf_profcfg *cfg, struct pf_alloc_options *o);
+
+/* Starts the alloc capture on pids[0, n) (n <= PF_ALLOC_PIDS_MAX). A process without a known
+ * allocator is skipped (counted out of processes); -ENOENT when none has one, -EBUSY when one
+ * runs, -ENOTSUP without session uprobes, or the attach error (err says). */
+int pf_sampler_alloc_start(struct pf_sampler *s, const uint32_t *pids, size_t n,
+			   const struct pf_alloc_options *o, struct pf_error *err);
+bool pf_sampler_alloc_running(const struct pf_sampler *s);
+/* Stops it: its window [start, now) (symbolized), res filled (may be NULL); NULL + errno
+ * when none runs or the close fails. */
+struct pf_prof_window *pf_sampler_alloc_stop(struct pf_sampler *s, struct pf_alloc_result *res,
+					     struct pf_error *err);
+
 /* The Python part of the sampler's health status from st into out[0, cap): "python: 2
  * processes (3.11: 2), frames read 1200, read failures 0", then the last unsupported processes
  * ("pid 12: python: 3.7 unsupported"); "python: off" when profiling.interpreters.python is

@@ -9,6 +9,7 @@
  *   sampler_capture.c  captures: their pid map, perf events and windows
  *   sampler_stats.c    counters for metrics and health
  *   sampler_offcpu.c   off-CPU profiles: the switch programs' links, knobs, aggregation
+ *   sampler_alloc.c    allocation captures: the allocator probes' links, guard, aggregation
  *
  * Functions here take the prefix sampler_; file-local ones have none. */
 #ifndef PF_AGENT_SAMPLER_INT_H
@@ -30,6 +31,7 @@ struct pf_unwinder;
 struct pf_py_unwind;
 struct pf_v8_unwind;
 struct pf_sample_ring;
+struct sampler_alloc;
 
 #define SAMPLER_MAX_READY 8
 
@@ -115,6 +117,9 @@ struct pf_sampler {
 	bool off_cpu_cfg;
 	double off_cpu_prob;
 
+	struct sampler_alloc *alloc; /* the alloc capture running, NULL when none */
+	bool alloc_prog;	     /* alloc_probe loaded (session uprobes) */
+
 	struct pf_sample_ring *ring; /* span triggers: recent samples, NULL when off */
 	bool ring_off_cpu;	     /* the ring keeps off-CPU waits too (wall, off_cpu spans) */
 	uint64_t drained_unix_ns;    /* when the last poll started draining */
@@ -184,8 +189,24 @@ void sampler_off_cpu_sample(struct pf_sampler *s, const struct pf_agg_sample *as
 			    uint32_t flags, bool cont);
 void sampler_off_cpu_free(struct pf_sampler *s);
 
+/* ---- sampler_alloc.c ---- */
+
+/* Before load: the alloc programs' attach types, loaded only where session uprobes exist. */
+void sampler_alloc_setup(struct pf_sampler *s);
+/* A PF_SAMPLE_F_ALLOC record (as set up as any sample; size asked, address returned) or a
+ * PF_SAMPLE_F_ALLOC_FREE one (addr). */
+void sampler_alloc_record(struct pf_sampler *s, const struct pf_agg_sample *as, uint64_t size,
+			  uint64_t addr, uint32_t flags);
+void sampler_alloc_freed(struct pf_sampler *s, uint64_t addr);
+/* The guard, from pf_sampler_poll. */
+void sampler_alloc_poll(struct pf_sampler *s);
+void sampler_alloc_free(struct pf_sampler *s);
+
 /* ---- sampler_stats.c ---- */
 
+/* The per-CPU state (struct pf_bpf_percpu) of every possible CPU, stride bytes apart: a
+ * malloc'd array the caller frees, or NULL with *err. */
+char *sampler_percpu_read(struct pf_sampler *s, size_t *stride, int *err);
 /* Samples lost so far (kernel ring buffer full + user sample store full). */
 uint64_t sampler_lost_total(struct pf_sampler *s);
 

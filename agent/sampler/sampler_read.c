@@ -205,6 +205,10 @@ int sampler_on_sample(void *ctx, void *data, size_t size)
 	size_t n = (size_t)h.kstack_len + h.ustack_len;
 	if (size < sizeof(h) + n * 8)
 		return 0;
+	if (h.flags & PF_SAMPLE_F_ALLOC_FREE) {
+		sampler_alloc_freed(s, h.off_ns);
+		return 0;
+	}
 	/* the agent's own helpers (table builders), forked: the agent is not profiled */
 	if ((s->unw && h.pid == pf_unwinder_helper_pid(s->unw)) ||
 	    h.pid == pf_symbolizer_helper_pid(s->sym)) {
@@ -236,6 +240,16 @@ int sampler_on_sample(void *ctx, void *data, size_t size)
 			capture_sample(s, &h, ips, ulen, comm);
 		else
 			off_cpu_record(s, p, &h, ips, ulen, comm);
+		return 0;
+	}
+	if (h.flags & PF_SAMPLE_F_ALLOC) {
+		/* the address follows the ips */
+		if (size < sizeof(h) + (n + 1) * 8)
+			return 0;
+		uint64_t addr;
+		memcpy(&addr, ips + n, sizeof(addr));
+		struct pf_agg_sample as = sample_seen(s, &h, ips, ulen, comm);
+		sampler_alloc_record(s, &as, h.off_ns, addr, h.flags);
 		return 0;
 	}
 	if (p && !sampler_proc_allowed(s, p))

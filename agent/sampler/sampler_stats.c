@@ -55,19 +55,34 @@ static int read_counters(struct pf_sampler *s, uint64_t sum[PF_CNT_MAX])
 	return 0;
 }
 
+char *sampler_percpu_read(struct pf_sampler *s, size_t *stride, int *err)
+{
+	*stride = (sizeof(struct pf_bpf_percpu) + 7) & ~(size_t)7;
+	char *vals = calloc((size_t)s->n_cpus_possible, *stride);
+	__u32 zero = 0;
+	if (!vals) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	if (bpf_map__lookup_elem(s->skel->maps.scratch_map, &zero, sizeof(zero), vals,
+				 (size_t)s->n_cpus_possible * *stride, 0) < 0) {
+		*err = -errno;
+		free(vals);
+		return NULL;
+	}
+	return vals;
+}
+
 /* Adds the per-tick counts the sample program keeps in its per-CPU state (cpu_sampler.h,
  * struct pf_bpf_percpu) to sum. */
 static int add_percpu_counts(struct pf_sampler *s, uint64_t sum[PF_CNT_MAX],
 			     struct pf_sampler_stats *out)
 {
-	size_t stride = (sizeof(struct pf_bpf_percpu) + 7) & ~(size_t)7;
-	_cleanup_free_ char *vals = calloc((size_t)s->n_cpus_possible, stride);
-	__u32 zero = 0;
+	size_t stride;
+	int rc;
+	_cleanup_free_ char *vals = sampler_percpu_read(s, &stride, &rc);
 	if (!vals)
-		return -ENOMEM;
-	if (bpf_map__lookup_elem(s->skel->maps.scratch_map, &zero, sizeof(zero), vals,
-				 (size_t)s->n_cpus_possible * stride, 0) < 0)
-		return -errno;
+		return rc;
 	for (int c = 0; c < s->n_cpus_possible; c++) {
 		const struct pf_bpf_percpu *p = (const void *)(vals + (size_t)c * stride);
 		sum[PF_CNT_SAMPLES] += p->samples;

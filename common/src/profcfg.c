@@ -433,6 +433,18 @@ const struct key_desc profcfg_keys[] = {
      .max_d = 1,
      .doc = "Share of switch-outs followed (decided at random in the kernel); the values are "
 	    "divided by it, so a profile still estimates the whole off-CPU time."},
+    SECTION("profiling.alloc",
+	    "Allocation profiles (captures of profile type alloc): uprobes on the allocator entry "
+	    "points (malloc, calloc, realloc, free, posix_memalign, aligned_alloc; libc, jemalloc "
+	    "or tcmalloc, whichever the process maps) of the captured processes, for the "
+	    "capture's duration only."),
+    U32K("profiling.alloc.sample_bytes", CFG, alloc.sample_bytes, 524288, 1024, 1073741824,
+	 "Mean bytes allocated between two samples (a Poisson process over the bytes, drawn in "
+	 "the kernel); each sample is weighted by the unbiased estimate of what it stands for."),
+    U32K("profiling.alloc.max_calls_per_second", CFG, alloc.max_calls_per_second, 1000000,
+	 1000, 100000000,
+	 "Guard: when the probed calls of a capture pass this many per second, its probes are "
+	 "detached and the capture's result says so (its profile covers the time before)."),
     BOOLK("profiling.redact_secrets", CFG, redact_secrets, true,
 	  "Before any export or capture upload, attribute values that look like secrets "
 	  "(token=, password=, secret=, api_key=, a Bearer credential, an e-mail address) have "

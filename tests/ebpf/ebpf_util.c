@@ -1,15 +1,16 @@
 /* ebpf_util.c — see ebpf_util.h. */
-#include "ebpf_util.h"
-
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "ebpf_util.h" /* after cmocka.h: ebpf_main */
 
 struct pf_sampler *ebpf_probe(int *code)
 {
@@ -41,4 +42,34 @@ struct pf_profcfg *ebpf_config(const char *fmt, ...)
 	if (rc < 0)
 		fail_msg("config: %s", err.msg);
 	return cfg;
+}
+
+int ebpf_main(const struct CMUnitTest *tests, size_t n, int (*build)(void), const char *dir)
+{
+	int code;
+	struct pf_sampler *probe = ebpf_probe(&code);
+	if (!probe)
+		return code;
+	pf_sampler_free(probe);
+	if (build() < 0) {
+		fprintf(stderr, "cannot build the workload with cc\n");
+		return 1;
+	}
+	int rc = _cmocka_run_group_tests("tests", tests, n, NULL, NULL);
+	char cmd[160];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		rc = rc ? rc : 1;
+	return rc;
+}
+
+bool ebpf_stack_has(const struct pf_prof_process *p, const struct pf_prof_stack *st,
+		    const char *fn)
+{
+	for (uint32_t i = 0; i < st->n_frames; i++) {
+		const struct pf_prof_frame *f = &p->frames[st->frames[i]];
+		if (f->function && !strcmp(f->function, fn))
+			return true;
+	}
+	return false;
 }

@@ -3,7 +3,10 @@
 #ifndef PF_TEST_EBPF_UTIL_H
 #define PF_TEST_EBPF_UTIL_H
 
+#include <stdbool.h>
+
 #include "pf/profcfg.h"
+#include "pf/profile.h"
 #include "sampler/sampler_bpf.h"
 
 /* Opens a sampler: NULL with *code 77 (printed SKIP) where the kernel refuses BPF or perf
@@ -11,5 +14,17 @@
 struct pf_sampler *ebpf_probe(int *code);
 /* A config parsed from the printf-style YAML; fails the test (cmocka) when it does not parse. */
 struct pf_profcfg *ebpf_config(const char *fmt, ...);
+
+/* Whether a frame of stack st of p is the function fn. */
+bool ebpf_stack_has(const struct pf_prof_process *p, const struct pf_prof_stack *st,
+		    const char *fn);
+
+/* A test binary's main: skips (77) or fails as ebpf_probe says, builds its workload with
+ * build (fails when it returns < 0), runs the cmocka group, then removes dir. Needs
+ * <cmocka.h> included before this header. */
+#ifdef cmocka_unit_test
+int ebpf_main(const struct CMUnitTest *tests, size_t n, int (*build)(void), const char *dir);
+#define EBPF_MAIN(tests, build, dir) ebpf_main(tests, sizeof(tests) / sizeof(tests[0]), build, dir)
+#endif
 
 #endif

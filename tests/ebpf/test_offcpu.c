@@ -118,17 +118,6 @@ struct off_tally {
 	bool foreign;  /* another process */
 };
 
-static bool stack_has(const struct pf_prof_process *p, const struct pf_prof_stack *st,
-		      const char *fn)
-{
-	for (uint32_t i = 0; i < st->n_frames; i++) {
-		const struct pf_prof_frame *f = &p->frames[st->frames[i]];
-		if (f->function && !strcmp(f->function, fn))
-			return true;
-	}
-	return false;
-}
-
 static void tally_off(const struct pf_prof_window *w, pid_t pid, struct off_tally *t)
 {
 	t->shape_ok = w->n_sample_types == 1 && !strcmp(w->sample_types[0].type, "off_cpu") &&
@@ -152,14 +141,14 @@ static void tally_off(const struct pf_prof_window *w, pid_t pid, struct off_tall
 			bool preempted = sm->n_labels == 1 && sm->labels[0].str &&
 					 !strcmp(sm->labels[0].str, "preempted");
 			t->events += sm->count;
-			if (stack_has(p, st, "wait_lock")) {
+			if (ebpf_stack_has(p, st, "wait_lock")) {
 				t->wait_ns += v;
 				t->wait_samples++;
 				t->wait_with_kernel +=
 				    st->n_frames && p->frames[st->frames[0]].kind == PF_FRAME_KERNEL;
 				if (preempted)
 					t->wait_preempted_ns += v;
-			} else if (stack_has(p, st, "compute")) {
+			} else if (ebpf_stack_has(p, st, "compute")) {
 				t->compute_ns += v;
 			} else {
 				t->other_ns += v;
@@ -410,25 +399,11 @@ static void test_captures_of_type(void **state)
 
 int main(void)
 {
-	int code;
-	struct pf_sampler *probe = ebpf_probe(&code);
-	if (!probe)
-		return code;
-	pf_sampler_free(probe);
-	if (build_workload() < 0) {
-		fprintf(stderr, "cannot build the workload with cc\n");
-		return 1;
-	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_wait_lock_time),
 		cmocka_unit_test(test_excluded_records_nothing),
 		cmocka_unit_test(test_live_switch),
 		cmocka_unit_test(test_captures_of_type),
 	};
-	int rc = cmocka_run_group_tests(tests, NULL, NULL);
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", g_dir);
-	if (system(cmd) != 0)
-		rc = rc ? rc : 1;
-	return rc;
+	return EBPF_MAIN(tests, build_workload, g_dir);
 }

@@ -14,6 +14,9 @@
  *              space, which computes the new verdict from the process's attributes.
  *  off_cpu_switch, off_cpu_sys_exit  tp_btf sched_switch and sys_exit: off-CPU records
  *              (cpu_sampler.h), attached by user space only while profiling.off_cpu is on.
+ *  alloc_probe  session uprobe (entry and return) on allocator entry points of captured
+ *              processes: allocation samples by bytes and the frees of sampled addresses
+ *              (cpu_sampler.h), attached by user space only for an alloc capture.
  *  resolve_ksyms  syscall program run on demand by user space (BPF_PROG_TEST_RUN): kernel
  *              addresses -> "name+off/size [module]" through the kernel's kallsyms lookup
  *              (cpu_sampler.h, struct pf_bpf_ksym_req). Not loaded where the kernel lacks
@@ -809,7 +812,7 @@ static __always_inline void walk_stacks(struct bpf_perf_event_data *ctx,
 }
 
 /* What a record is, for its count. */
-enum rec_kind { REC_TICK, REC_CAPTURE, REC_OFF_CPU };
+enum rec_kind { REC_TICK, REC_CAPTURE, REC_OFF_CPU, REC_ALLOC };
 
 static __always_inline void count_here(struct pf_bpf_percpu *s, enum rec_kind kind)
 {
@@ -817,8 +820,26 @@ static __always_inline void count_here(struct pf_bpf_percpu *s, enum rec_kind ki
 		s->captures++;
 	else if (kind == REC_OFF_CPU)
 		s->off_cpu++;
+	else if (kind == REC_ALLOC)
+		s->alloc_out++;
 	else
 		s->samples++;
+}
+
+/* The record header in s of the current task: pid/tid, this CPU, comm, ub bytes of user
+ * stack after kb of kernel stack. */
+static __always_inline void hdr_fill(struct pf_bpf_percpu *s, __u64 ts, __u64 off_ns, __u32 pid,
+				     __u32 tid, long kb, long ub, __u32 flags)
+{
+	s->hdr.ts_ns = ts;
+	s->hdr.off_ns = off_ns;
+	s->hdr.pid = pid;
+	s->hdr.tid = tid;
+	s->hdr.cpu = bpf_get_smp_processor_id();
+	s->hdr.kstack_len = kb / 8;
+	s->hdr.ustack_len = ub / 8;
+	s->hdr.flags = flags;
+	bpf_get_current_comm(s->hdr.comm, sizeof(s->hdr.comm));
 }
 
 /* Builds one sample record of the current task (stacks of the interrupted context; with sw,
@@ -832,15 +853,7 @@ static __always_inline __u64 build(struct bpf_perf_event_data *ctx, struct pf_bp
 	if (kb == 0 && ub == 0)
 		count(PF_CNT_STACK_ERR);
 
-	s->hdr.ts_ns = bpf_ktime_get_ns();
-	s->hdr.off_ns = 0;
-	s->hdr.pid = pid;
-	s->hdr.tid = tid;
-	s->hdr.cpu = bpf_get_smp_processor_id();
-	s->hdr.kstack_len = kb / 8;
-	s->hdr.ustack_len = ub / 8;
-	s->hdr.flags = flags;
-	bpf_get_current_comm(s->hdr.comm, sizeof(s->hdr.comm));
+	hdr_fill(s, bpf_ktime_get_ns(), 0, pid, tid, kb, ub, flags);
 
 	__u64 size = sizeof(s->hdr) + kb + ub;
 	return size > sizeof(s->hdr) + sizeof(s->ips) ? 0 : size;
@@ -1191,15 +1204,7 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 	/* runnable: the user stack now (the kernel stack when it comes back) */
 	flags |= PF_SAMPLE_F_PREEMPTED;
 	long ub = walk_user((struct bpf_perf_event_data *)ctx, s, 0, pid, tid, &flags, true);
-	s->hdr.ts_ns = now;
-	s->hdr.off_ns = 0;
-	s->hdr.pid = pid;
-	s->hdr.tid = tid;
-	s->hdr.cpu = bpf_get_smp_processor_id();
-	s->hdr.kstack_len = 0;
-	s->hdr.ustack_len = ub / 8;
-	s->hdr.flags = flags;
-	bpf_get_current_comm(s->hdr.comm, sizeof(s->hdr.comm));
+	hdr_fill(s, now, 0, pid, tid, 0, ub, flags);
 	if (bpf_map_update_elem(&off_cpu_recs, &tid, &s->hdr, BPF_ANY) < 0) {
 		s->off_cpu_full++;
 		return 0;
@@ -1334,6 +1339,167 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 		__sync_fetch_and_add(&filter_gen, 1);
 	bpf_map_delete_elem(&capture_pids, &tgid);
 	emit(PF_PROC_EXIT, tgid, 0, p);
+	return 0;
+}
+
+/* ---- allocation profiles (cpu_sampler.h) ---- */
+
+/* alloc_gaps: exponential gaps in bytes (mean sample_bytes), alloc_gen bumped at every start
+ * so that each CPU draws its first gap afresh; written by user space through .bss. */
+__u64 alloc_gaps[PF_ALLOC_GAPS] = {};
+__u32 alloc_gen = 0;
+
+extern bool bpf_session_is_return(void) __ksym __weak;
+extern __u64 *bpf_session_cookie(void) __ksym __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PF_ALLOC_LIVE_MAX);
+	__type(key, __u64);
+	__type(value, __u64);
+} alloc_live SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PF_ALLOC_OUT_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, __u64);
+} alloc_out SEC(".maps");
+
+/* A free of addr: a sampled one leaves alloc_live and is told to user space. One lookup for
+ * every other address. */
+static __always_inline void alloc_free(struct pf_bpf_percpu *s, __u64 addr)
+{
+	if (!addr || !bpf_map_lookup_elem(&alloc_live, &addr))
+		return;
+	if (bpf_map_delete_elem(&alloc_live, &addr) < 0)
+		return; /* another thread's free of it won */
+	struct pf_bpf_sample h = {};
+	__u64 id = bpf_get_current_pid_tgid();
+	h.ts_ns = bpf_ktime_get_ns();
+	h.off_ns = addr;
+	h.pid = id >> 32;
+	h.tid = (__u32)id;
+	h.flags = PF_SAMPLE_F_ALLOC_FREE;
+	s->alloc_frees++;
+	output(s, &h, sizeof(h), h.flags, h.ts_ns, REC_ALLOC);
+}
+
+/* The return of a sampled call: its address, its caller's stack, into alloc_live. */
+static __always_inline int alloc_return(struct pt_regs *ctx, struct pf_bpf_percpu *s)
+{
+	__u64 *c = bpf_session_cookie();
+	if (!c || !*c)
+		return 0;
+	__u64 size = *c, addr = PT_REGS_RC(ctx);
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 pid = id >> 32, tid = (__u32)id;
+	if (bpf_get_attach_cookie(ctx) == PF_ALLOC_FN_POSIX_ALIGN) {
+		__u64 *out = bpf_map_lookup_elem(&alloc_out, &tid);
+		__u64 p = out ? *out : 0;
+		bpf_map_delete_elem(&alloc_out, &tid);
+		if ((int)addr != 0 || !p || bpf_probe_read_user(&addr, sizeof(addr), (void *)p) < 0)
+			addr = 0;
+	}
+	if (!addr) {
+		s->alloc_failed++;
+		return 0;
+	}
+	__u32 flags = PF_SAMPLE_F_ALLOC;
+	long ub = walk_user((struct bpf_perf_event_data *)ctx, s, 0, pid, tid, &flags, false);
+	ub &= 0x3ff;
+	s->ips[(ub / 8) & (2 * (PF_MAX_STACK + 1) - 1)] = addr;
+	__u64 one = size;
+	if (bpf_map_update_elem(&alloc_live, &addr, &one, BPF_ANY) < 0) {
+		s->alloc_live_full++;
+		flags |= PF_SAMPLE_F_ALLOC_UNTRACKED;
+	}
+	hdr_fill(s, bpf_ktime_get_ns(), size, pid, tid, 0, ub, flags);
+	/* the address entered alloc_live before the record goes out: a free racing with it on
+	 * another CPU is then written after it (the ring keeps reservation order), or is a free
+	 * of an address it no longer finds, which user space matches to nothing */
+	if (output(s, &s->hdr, sizeof(s->hdr) + ub + 8, flags, s->hdr.ts_ns, REC_ALLOC) < 0)
+		bpf_map_delete_elem(&alloc_live, &addr);
+	return 0;
+}
+
+/* Entry and return of an allocator entry point (its PF_ALLOC_FN_* is the attach cookie). 0
+ * at entry asks for the return; anything else skips it. */
+SEC("uprobe")
+int alloc_probe(struct pt_regs *ctx)
+{
+	/* the arguments first, from ctx itself (the verifier refuses a load from a moved ctx
+	 * pointer, which the compiler makes of loads it sinks into the branches) */
+	__u64 a1 = PT_REGS_PARM1(ctx), a2 = PT_REGS_PARM2(ctx), a3 = PT_REGS_PARM3(ctx);
+	asm volatile("" : "+r"(a1), "+r"(a2), "+r"(a3));
+	__u32 zero = 0;
+	struct pf_bpf_percpu *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!s)
+		return 1;
+	if (bpf_session_is_return())
+		return alloc_return(ctx, s);
+	s->alloc_calls++;
+	__u64 kind = bpf_get_attach_cookie(ctx), size;
+	switch (kind) {
+	case PF_ALLOC_FN_FREE:
+		alloc_free(s, a1);
+		return 1;
+	case PF_ALLOC_FN_MALLOC:
+		size = a1;
+		break;
+	case PF_ALLOC_FN_CALLOC: {
+		__u64 lim = a2 ? ~0ull / a2 : ~0ull;
+		asm volatile("" : "+r"(lim)); /* kept a division: clang would make the check a
+					       * 128-bit multiply, which BPF has not */
+		if (a1 > lim)
+			return 1; /* fails: ENOMEM */
+		size = a1 * a2;
+		break;
+	}
+	case PF_ALLOC_FN_REALLOC:
+		alloc_free(s, a1);
+		size = a2;
+		break;
+	case PF_ALLOC_FN_ALIGNED:
+		size = a2;
+		break;
+	case PF_ALLOC_FN_POSIX_ALIGN:
+		size = a3;
+		break;
+	default:
+		return 1;
+	}
+	if (s->alloc_gen != alloc_gen) {
+		s->alloc_gen = alloc_gen;
+		s->alloc_left = alloc_gaps[bpf_get_prandom_u32() & (PF_ALLOC_GAPS - 1)];
+	}
+	if (size < s->alloc_left) {
+		s->alloc_left -= size;
+		return 1;
+	}
+	/* the process is memoryless: the next gap starts after this allocation */
+	s->alloc_left = alloc_gaps[bpf_get_prandom_u32() & (PF_ALLOC_GAPS - 1)];
+	if (!size)
+		return 1;
+	__u64 *c = bpf_session_cookie();
+	if (!c)
+		return 1;
+	if (kind == PF_ALLOC_FN_POSIX_ALIGN) {
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+		if (bpf_map_update_elem(&alloc_out, &tid, &a1, BPF_ANY) < 0)
+			return 1;
+	}
+	s->alloc_sampled++;
+	*c = size;
+	return 0;
+}
+
+/* What the bench compares alloc_probe with: a uprobe that does nothing, on the same entry
+ * points (bench/alloc_cost). */
+SEC("uprobe")
+int alloc_empty(struct pt_regs *ctx)
+{
 	return 0;
 }
 

@@ -214,6 +214,13 @@ struct pf_bpf_percpu {
 	unsigned long long off_cpu, off_cpu_out, off_cpu_short, off_cpu_filtered, off_cpu_full;
 	unsigned long long off_cpu_kernel_only;
 	unsigned int pending_tid, pad2;
+	/* allocation profiles (alloc_probe): bytes left before the next sample, the alloc_gen
+	 * it was drawn at; probed calls, sampled allocations, records written, matched frees,
+	 * samples not tracked for frees (alloc_live full), sampled calls that returned NULL */
+	unsigned long long alloc_left;
+	unsigned int alloc_gen, pad3;
+	unsigned long long alloc_calls, alloc_sampled, alloc_out, alloc_frees, alloc_live_full;
+	unsigned long long alloc_failed;
 	struct pf_bpf_sample hdr;
 	unsigned long long ips[2 * (PF_MAX_STACK + 1)]; /* 2 x 128 slots: masked offsets stay inside */
 	/* the Python walk: the native user frames before Python's are merged in, the process's
@@ -333,6 +340,10 @@ struct pf_bpf_unwind_proc {
  * process (off_cpu_cap_mask & its capture_pids mask); with this flag they alone do, the
  * continuous profiles and the span ring do not (the thread was not followed for them) */
 #define PF_SAMPLE_F_OFF_CAPTURE_ONLY (1u << 16)
+#define PF_SAMPLE_F_ALLOC 0x10000      /* an allocation record (alloc_probe): off_ns is the size
+					* asked for, the word after the user ips its address */
+#define PF_SAMPLE_F_ALLOC_FREE 0x20000 /* a free of a sampled address (off_ns), no stacks */
+#define PF_SAMPLE_F_ALLOC_UNTRACKED 0x40000 /* alloc_live was full: its free is not seen */
 
 /* ---- V8 frames (agent/interp/v8_proc.h describes V8's side) ----
  *
@@ -410,6 +421,31 @@ struct pf_bpf_off_rec {
 	struct pf_bpf_sample hdr;
 	unsigned long long ips[2 * (PF_MAX_STACK + 1)];
 };
+
+/* ---- allocation profiles (alloc_probe: a session uprobe, entry and return, on the allocator
+ * entry points of captured processes; attached by user space only for an alloc capture)
+ *
+ * One uprobe_multi link per (process, allocator file), the link's cookie of each offset the
+ * entry point's PF_ALLOC_FN_*. At entry the call's bytes are counted against the CPU's
+ * alloc_left (a Poisson process over the bytes allocated: the gap to the next sample is drawn
+ * from alloc_gaps, exponential quantiles with the mean sample_bytes written by user space);
+ * a call that does not reach it returns at once and its return is not probed. A sampled one
+ * keeps its size in the session cookie; at its return the user stack (every unwinder of a
+ * tick) goes out as a PF_SAMPLE_F_ALLOC record with the returned address after its ips, and
+ * the address enters alloc_live. free (and realloc's old pointer) of an address in alloc_live
+ * takes it out and writes a PF_SAMPLE_F_ALLOC_FREE record: user space matches it to its
+ * sample (inuse). alloc_live full: the sample is flagged PF_SAMPLE_F_ALLOC_UNTRACKED and
+ * counted (alloc_live_full), never counted as live. */
+#define PF_ALLOC_GAPS 1024	 /* exponential quantiles drawn from */
+#define PF_ALLOC_LIVE_MAX 65536	 /* sampled addresses awaiting their free */
+#define PF_ALLOC_OUT_MAX 4096	 /* posix_memalign calls sampled and not yet returned */
+#define PF_ALLOC_FN_MALLOC 1	 /* size = arg 1 (malloc, valloc, pvalloc) */
+#define PF_ALLOC_FN_CALLOC 2	 /* size = arg 1 * arg 2 */
+#define PF_ALLOC_FN_REALLOC 3	 /* arg 1 freed, size = arg 2 */
+#define PF_ALLOC_FN_ALIGNED 4	 /* size = arg 2 (aligned_alloc, memalign) */
+#define PF_ALLOC_FN_POSIX_ALIGN 5 /* *arg 1 = the address, size = arg 3, returns 0 */
+#define PF_ALLOC_FN_FREE 6	 /* arg 1 freed (free, cfree) */
+#define PF_ALLOC_FN_MAX 6
 
 /* Kernel symbolization in the kernel (resolve_ksyms, a BPF_PROG_TYPE_SYSCALL program run with
  * BPF_PROG_TEST_RUN): user space writes n addresses into the single entry of `ksym_req`, runs

@@ -181,6 +181,11 @@ struct pf_profcfg {
 	} off_cpu;
 
 	struct {
+		uint32_t sample_bytes;	       /* 1024..1<<30, default 524288: mean bytes per sample */
+		uint32_t max_calls_per_second; /* 1000..100000000, default 1000000: the guard */
+	} alloc;
+
+	struct {
 		bool enabled;                /* default false */
 		uint32_t threshold_ms;       /* 1..3600000, default 500 */
 		uint32_t max_per_minute;     /* 1..600, default 6 */

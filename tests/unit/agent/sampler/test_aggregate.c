@@ -1,6 +1,7 @@
 /* test_aggregate.c — agent/sampler/aggregate.h: stack dedup, per-(pid,tid,stack) counts, per-sample
  * timestamps, the window boundary, keep/resolve hooks, the sample bound; off-CPU aggregation
- * (weights, reasons, the off_cpu sample type) and its OTLP encoding. */
+ * (weights, reasons, the off_cpu sample type) and its OTLP encoding; allocation aggregation
+ * (the four heap sample types, inuse from the live flag) and its OTLP encoding. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -173,6 +174,27 @@ static void test_bound(void **state)
 	pf_agg_free(a);
 }
 
+/* w through OTLP and back: it has n sample types, type k named name; the sum of its values k. */
+static int64_t otlp_sum(const struct pf_prof_window *w, size_t n, size_t k, const char *name)
+{
+	struct pf_buf out;
+	pf_buf_init(&out, 1u << 20);
+	uint8_t id[16];
+	struct pf_error err = {0};
+	assert_int_equal(pf_otlp_profiles_encode(w, &out, id, &err), 0);
+	struct pf_prof_window *d = NULL;
+	assert_int_equal(pf_otlp_profiles_decode(out.data, out.len, 1u << 20, &d, &err), 0);
+	assert_int_equal(d->n_sample_types, n);
+	assert_string_equal(d->sample_types[k].type, name);
+	int64_t sum = 0;
+	for (size_t i = 0; i < d->n_processes; i++)
+		for (size_t j = 0; j < d->processes[i].n_samples; j++)
+			sum += d->processes[i].samples[j].values[k];
+	pf_prof_window_free(d);
+	pf_buf_release(&out);
+	return sum;
+}
+
 static void add_off(struct pf_agg *a, uint64_t ts, uint32_t tid, const uint64_t *u, uint64_t ns,
 		    uint8_t reason)
 {
@@ -240,22 +262,67 @@ static void test_off_cpu(void **state)
 	assert_int_equal(total, 512000000);
 
 	/* OTLP: the type survives, the decoded values sum to the same */
-	struct pf_buf out;
-	pf_buf_init(&out, 1u << 20);
-	uint8_t id[16];
-	struct pf_error err = {0};
-	assert_int_equal(pf_otlp_profiles_encode(w, &out, id, &err), 0);
-	struct pf_prof_window *d = NULL;
-	assert_int_equal(pf_otlp_profiles_decode(out.data, out.len, 1u << 20, &d, &err), 0);
-	assert_int_equal(d->n_sample_types, 1);
-	assert_string_equal(d->sample_types[0].type, "off_cpu");
-	int64_t dtotal = 0;
-	for (size_t i = 0; i < d->n_processes; i++)
-		for (size_t k = 0; k < d->processes[i].n_samples; k++)
-			dtotal += d->processes[i].samples[k].values[0];
-	assert_int_equal(dtotal, total);
-	pf_prof_window_free(d);
-	pf_buf_release(&out);
+	assert_int_equal(otlp_sum(w, 1, 0, "off_cpu"), total);
+	pf_prof_window_free(w);
+	pf_agg_free(a);
+}
+
+static void add_alloc(struct pf_agg *a, uint64_t ts, const uint64_t *u, uint64_t bytes,
+		      uint64_t objs, size_t *idx)
+{
+	struct pf_agg_sample s = {.ts_unix_ns = ts, .pid = 10, .tid = 11, .comm = "worker",
+				  .ustack = u, .n_ustack = 3, .weight = bytes, .objects = objs,
+				  .reason = 1};
+	assert_int_equal(pf_agg_add_index(a, &s, idx), 0);
+}
+
+/* Allocation: one sample per (tid, stack) whatever is live; alloc_* over every allocation,
+ * inuse_* over those still live; pprof's type names, period type space/bytes. */
+static void test_alloc(void **state)
+{
+	struct pf_agg_options o = {.alloc = true, .alloc_period = 524288};
+	struct pf_agg *a = pf_agg_new(&o);
+	assert_non_null(a);
+	size_t i1, i2, i3;
+	add_alloc(a, 1010, U1, 600000, 3, &i1);
+	add_alloc(a, 1020, U1, 400000, 2, &i2);
+	add_alloc(a, 1030, U2, 50000, 1, &i3);
+	assert_int_equal(pf_agg_set_reason(a, i2, 0), 0); /* freed */
+	assert_int_equal(pf_agg_set_reason(a, 99, 0), -ENOENT);
+	struct pf_prof_window *w;
+	assert_int_equal(pf_agg_close(a, 1000, 1500, 0, NULL, &w), 0);
+	assert_int_equal(w->n_sample_types, 4);
+	const char *t[4][2] = {{"alloc_objects", "count"},
+			       {"alloc_space", "bytes"},
+			       {"inuse_objects", "count"},
+			       {"inuse_space", "bytes"}};
+	for (int k = 0; k < 4; k++) {
+		assert_string_equal(w->sample_types[k].type, t[k][0]);
+		assert_string_equal(w->sample_types[k].unit, t[k][1]);
+	}
+	assert_string_equal(w->period_type.type, "space");
+	assert_int_equal(w->period, 524288);
+	const struct pf_prof_process *p = proc(w, 10);
+	assert_non_null(p);
+	assert_int_equal(p->n_samples, 2);
+	int64_t sum[4] = {0};
+	for (size_t i = 0; i < p->n_samples; i++) {
+		const struct pf_prof_sample *sm = &p->samples[i];
+		assert_non_null(sm->values);
+		assert_int_equal(sm->n_timestamps, 0);
+		if (sm->count == 2) {
+			assert_int_equal(sm->values[0], 5);
+			assert_int_equal(sm->values[1], 1000000);
+			assert_int_equal(sm->values[2], 3);
+			assert_int_equal(sm->values[3], 600000);
+		}
+		for (int k = 0; k < 4; k++)
+			sum[k] += sm->values[k];
+	}
+	assert_int_equal(sum[1], 1050000);
+	assert_int_equal(sum[3], 650000);
+
+	assert_int_equal(otlp_sum(w, 4, 3, "inuse_space"), 650000);
 	pf_prof_window_free(w);
 	pf_agg_free(a);
 }
@@ -348,6 +415,7 @@ int main(void)
 		cmocka_unit_test(test_many_stacks),
 		cmocka_unit_test(test_off_cpu),
 		cmocka_unit_test(test_wall),
+		cmocka_unit_test(test_alloc),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
