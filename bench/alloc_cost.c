@@ -9,6 +9,7 @@
  *     a program that returns at once) and during an alloc capture (alloc_probe, default
  *     sample_bytes). ns per probed call = (1/rate - 1/rate_none) / 2; the ratio alloc/empty
  *     per round, and its spread.
+ *     Then malloc alone, a phase of each kind (free's cost is the pair's rest).
  *  2. throughput: a CPU-bound loop whose units each compute for ~19 us and do one malloc/free
  *     (~50,000 allocations a second on one core at baseline), without and during an alloc
  *     capture: the throughput lost per round, and its spread.
@@ -37,6 +38,16 @@ static __attribute__((noinline)) void tight(void)
 			abort();
 		*(volatile char *)p = 1;
 		free(p);
+		__atomic_store_n(g_ops, *g_ops + 1, __ATOMIC_RELAXED);
+	}
+}
+
+/* one probed call per operation: malloc alone (the memory is kept: 16 bytes each) */
+static __attribute__((noinline)) void malloc_only(void)
+{
+	for (;;) {
+		if (!malloc(16))
+			abort();
 		__atomic_store_n(g_ops, *g_ops + 1, __ATOMIC_RELAXED);
 	}
 }
@@ -114,6 +125,18 @@ static void stop(pid_t pid)
 	waitpid(pid, NULL, 0);
 }
 
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_d);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 static void minmax(double v, double *lo, double *hi)
 {
 	if (v < *lo)
@@ -146,6 +169,7 @@ int main(int argc, char **argv)
 	rate(s, 300); /* warm */
 	double lo = 1e18, hi = 0, sum = 0, c_lo = 1e18, c_hi = 0, e_lo = 1e18, e_hi = 0;
 	uint64_t sampled = 0;
+	double ratios[100], losses[100];
 	for (int r = 0; r < rounds; r++) {
 		double r0 = phase(s, pid, NONE, ms, &res);
 		double re = phase(s, pid, EMPTY, ms, &res);
@@ -155,6 +179,7 @@ int main(int argc, char **argv)
 		printf("round %d: %.0f ops/s bare, %.0f empty uprobe, %.0f alloc capture; "
 		       "ns per probed call: empty %.0f, alloc %.0f, ratio %.3f\n",
 		       r + 1, r0, re, ra, ce, ca, ca / ce);
+		ratios[r] = ca / ce;
 		minmax(ca / ce, &lo, &hi);
 		minmax(ca, &c_lo, &c_hi);
 		minmax(ce, &e_lo, &e_hi);
@@ -162,9 +187,19 @@ int main(int argc, char **argv)
 	}
 	stop(pid);
 	printf("per probed call: empty uprobe %.0f..%.0f ns, alloc %.0f..%.0f ns; alloc/empty "
-	       "%.3f (min %.3f, max %.3f) over %d rounds; %llu samples\n",
-	       e_lo, e_hi, c_lo, c_hi, sum / rounds, lo, hi, rounds,
+	       "median %.3f, mean %.3f (min %.3f, max %.3f) over %d rounds; %llu samples\n",
+	       e_lo, e_hi, c_lo, c_hi, median(ratios, rounds), sum / rounds, lo, hi, rounds,
 	       (unsigned long long)sampled);
+
+	/* 1b. malloc alone (one phase of each kind): free's share is the pair's rest */
+	pid = spawn(malloc_only);
+	rate(s, 200);
+	double m0 = phase(s, pid, NONE, ms / 2, &res);
+	double me = phase(s, pid, EMPTY, ms / 2, &res);
+	double ma = phase(s, pid, ALLOC, ms / 2, &res);
+	stop(pid);
+	printf("malloc alone: ns per call: empty uprobe %.0f, alloc %.0f (bare %.0f ns)\n",
+	       (1 / me - 1 / m0) * 1e9, (1 / ma - 1 / m0) * 1e9, 1e9 / m0);
 
 	/* 2. throughput at ~50,000 allocations a second */
 	for (int k = 0; k < 8; k++) {
@@ -189,14 +224,16 @@ int main(int argc, char **argv)
 		double loss = 1 - ra / r0;
 		printf("round %d: %.0f allocations/s bare, %.0f during the capture: loss %.2f %%\n",
 		       r + 1, r0, ra, loss * 100);
+		losses[r] = loss;
 		minmax(loss, &l_lo, &l_hi);
 		l_sum += loss;
 		base_sum += r0;
 	}
 	stop(pid);
-	printf("throughput at %.0f allocations/s (%u compute iterations per unit): loss %.2f %% "
-	       "(min %.2f %%, max %.2f %%) over %d rounds\n",
-	       base_sum / rounds, g_work, l_sum / rounds * 100, l_lo * 100, l_hi * 100, rounds);
+	printf("throughput at %.0f allocations/s (%u compute iterations per unit): loss median "
+	       "%.2f %%, mean %.2f %% (min %.2f %%, max %.2f %%) over %d rounds\n",
+	       base_sum / rounds, g_work, median(losses, rounds) * 100, l_sum / rounds * 100,
+	       l_lo * 100, l_hi * 100, rounds);
 	pf_sampler_free(s);
 	return 0;
 }

@@ -48,8 +48,43 @@ static bool vaddr_to_off(Elf *e, uint64_t v, uint64_t *off)
 	return false;
 }
 
+/* True when p starts with a push of a register (50+r, REX.B 41 50+r): an instruction the
+ * kernel's x86 uprobes emulate. */
+static bool is_push(const uint8_t *p)
+{
+	return (p[0] >= 0x50 && p[0] <= 0x57) || (p[0] == 0x41 && p[1] >= 0x50 && p[1] <= 0x57);
+}
+
+/* Where on the function at file offset off (kind) the probe goes: its entry, or past leading
+ * instructions the kernel would have to single-step, when what they do cannot matter to the
+ * probe and a push the kernel emulates follows. A single step is a second trap (on a VM it
+ * made free's probe ~30x dearer than malloc's, bench/alloc_cost.c). x86_64 only; two glibc
+ * prologues:
+ *  - free: `test %rdi,%rdi; je` to its return: free(NULL) frees nothing;
+ *  - posix_memalign, aligned_alloc, valloc...: `cmpb $imm8, rel32(%rip)` (a flag only the
+ *    next instructions read). */
+static uint64_t probe_point(int fd, uint64_t off, uint64_t kind)
+{
+#if defined(__x86_64__)
+	uint8_t b[16];
+	if (pread(fd, b, sizeof(b), (off_t)off) != (ssize_t)sizeof(b))
+		return off;
+	if (kind == PF_ALLOC_FN_FREE && b[0] == 0x48 && b[1] == 0x85 && b[2] == 0xff) {
+		size_t n = b[3] == 0x74 ? 5 : b[3] == 0x0f && b[4] == 0x84 ? 9 : 0;
+		if (n && is_push(b + n))
+			return off + n;
+	}
+	if (b[0] == 0x80 && b[1] == 0x3d && is_push(b + 7))
+		return off + 7;
+#else
+	(void)fd;
+	(void)kind;
+#endif
+	return off;
+}
+
 /* The entry points defined in symbol table section scn. */
-static void scan_table(Elf *e, Elf_Scn *scn, struct pf_alloc_file *out, bool *found)
+static void scan_table(Elf *e, int fd, Elf_Scn *scn, struct pf_alloc_file *out, bool *found)
 {
 	GElf_Shdr sh;
 	Elf_Data *d = elf_getdata(scn, NULL);
@@ -71,6 +106,7 @@ static void scan_table(Elf *e, Elf_Scn *scn, struct pf_alloc_file *out, bool *fo
 			uint64_t off;
 			if (!vaddr_to_off(e, sym.st_value, &off))
 				break;
+			off = probe_point(fd, off, fns[k].kind);
 			bool dup = false;
 			for (size_t j = 0; j < out->n; j++)
 				dup |= out->off[j] == off;
@@ -109,7 +145,7 @@ int pf_alloc_syms_file(const char *path, struct pf_alloc_file *out, struct pf_er
 			GElf_Shdr sh;
 			if (gelf_getshdr(scn, &sh) &&
 			    sh.sh_type == (pass == 0 ? SHT_DYNSYM : SHT_SYMTAB))
-				scan_table(e, scn, out, found);
+				scan_table(e, fd, scn, out, found);
 		}
 	}
 	if (!found[0])

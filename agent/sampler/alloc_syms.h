@@ -5,7 +5,9 @@
  * the dynamic loader, whose own malloc serves only its start-up) the file offsets of malloc,
  * calloc, realloc, free, posix_memalign, aligned_alloc, memalign, valloc, pvalloc and cfree
  * from its .dynsym, else .symtab, each with its PF_ALLOC_FN_* kind (cpu_sampler.h). Offsets
- * shared by two names (aliases) are kept once. Paths are given as /proc/PID/root/<path>, so
+ * shared by two names (aliases) are kept once. An offset is the function's entry, or on x86_64
+ * a few bytes past it where its prologue begins with an instruction the kernel would have to
+ * single-step and what it does cannot matter to the probe (alloc_syms.c probe_point). Paths are given as /proc/PID/root/<path>, so
  * they name the file in the process's own mount namespace. No BPF here. */
 #ifndef PF_AGENT_ALLOC_SYMS_H
 #define PF_AGENT_ALLOC_SYMS_H
