@@ -7,12 +7,15 @@
  *  1. per probed call: a tight malloc(64)/free loop (two probed calls per operation) with no
  *     probe, with an empty uprobe on the same entry points (alloc_empty: a uprobe_multi link,
  *     a program that returns at once) and during an alloc capture (alloc_probe, default
- *     sample_bytes). ns per probed call = (1/rate - 1/rate_none) / 2; the ratio alloc/empty
- *     per round, and its spread.
+ *     sample_bytes). Rates are per CPU-second of the child (/proc/PID/schedstat: its time on
+ *     a CPU, uprobe handlers included), which the machine's other load does not change. ns
+ *     per probed call = (1/rate - 1/rate_none) / 2; the ratio alloc/empty per round, its
+ *     median and spread.
  *     Then malloc alone, a phase of each kind (free's cost is the pair's rest).
  *  2. throughput: a CPU-bound loop whose units each compute for ~19 us and do one malloc/free
- *     (~50,000 allocations a second on one core at baseline), without and during an alloc
- *     capture: the throughput lost per round, and its spread.
+ *     (calibrated to 50,000 allocations per CPU-second at baseline), without and during an alloc
+ *     capture: the throughput lost per round (per CPU-second, and of the wall-clock rate),
+ *     its median and spread.
  * Needs root (BPF, uprobes) and session uprobes (Linux 6.13+). */
 #include <errno.h>
 #include <signal.h>
@@ -29,6 +32,9 @@
 #include "sampler/sampler_bpf.h"
 
 static volatile uint64_t *g_ops; /* shared with the child: operations done */
+static pid_t g_child;
+static double g_per_cpu; /* operations per CPU-second of the child in the last rate() */
+
 
 static __attribute__((noinline)) void tight(void)
 {
@@ -77,17 +83,37 @@ static pid_t spawn(void (*fn)(void))
 		fn();
 		_exit(0);
 	}
+	g_child = pid;
 	return pid;
 }
 
-/* Operations per second of the child over ms, polling the sampler meanwhile. */
+
+/* The child's time on a CPU (ns, /proc/PID/schedstat: user, system and uprobe handlers). */
+static uint64_t child_cpu_ns(void)
+{
+	char p[64];
+	unsigned long long ns = 0;
+	snprintf(p, sizeof(p), "/proc/%d/schedstat", (int)g_child);
+	FILE *f = fopen(p, "r");
+	if (f) {
+		if (fscanf(f, "%llu", &ns) != 1)
+			ns = 0;
+		fclose(f);
+	}
+	return ns;
+}
+
+/* Operations per second of the child over ms, polling the sampler meanwhile; per CPU-second
+ * into g_per_cpu (what the machine's other load does not change). */
 static double rate(struct pf_sampler *s, unsigned ms)
 {
 	uint64_t a = __atomic_load_n(g_ops, __ATOMIC_RELAXED), t0 = pf_clock_ns(CLOCK_MONOTONIC);
-	uint64_t end = pf_mono_ms() + ms;
+	uint64_t c0 = child_cpu_ns(), end = pf_mono_ms() + ms;
 	while (pf_mono_ms() < end)
 		pf_sampler_poll(s, 50);
 	uint64_t b = __atomic_load_n(g_ops, __ATOMIC_RELAXED), t1 = pf_clock_ns(CLOCK_MONOTONIC);
+	uint64_t c1 = child_cpu_ns();
+	g_per_cpu = c1 > c0 ? (double)(b - a) * 1e9 / (double)(c1 - c0) : 0;
 	return (double)(b - a) * 1e9 / (double)(t1 - t0);
 }
 
@@ -171,9 +197,13 @@ int main(int argc, char **argv)
 	uint64_t sampled = 0;
 	double ratios[100], losses[100];
 	for (int r = 0; r < rounds; r++) {
-		double r0 = phase(s, pid, NONE, ms, &res);
-		double re = phase(s, pid, EMPTY, ms, &res);
-		double ra = phase(s, pid, ALLOC, ms, &res);
+		/* per CPU-second: the child's time on a CPU, its uprobes included */
+		phase(s, pid, NONE, ms, &res);
+		double r0 = g_per_cpu;
+		phase(s, pid, EMPTY, ms, &res);
+		double re = g_per_cpu;
+		phase(s, pid, ALLOC, ms, &res);
+		double ra = g_per_cpu;
 		sampled += res.sampled;
 		double ce = (1 / re - 1 / r0) * 1e9 / 2, ca = (1 / ra - 1 / r0) * 1e9 / 2;
 		printf("round %d: %.0f ops/s bare, %.0f empty uprobe, %.0f alloc capture; "
@@ -194,17 +224,23 @@ int main(int argc, char **argv)
 	/* 1b. malloc alone (one phase of each kind): free's share is the pair's rest */
 	pid = spawn(malloc_only);
 	rate(s, 200);
-	double m0 = phase(s, pid, NONE, ms / 2, &res);
-	double me = phase(s, pid, EMPTY, ms / 2, &res);
-	double ma = phase(s, pid, ALLOC, ms / 2, &res);
+	phase(s, pid, NONE, ms / 2, &res);
+	double m0 = g_per_cpu;
+	phase(s, pid, EMPTY, ms / 2, &res);
+	double me = g_per_cpu;
+	phase(s, pid, ALLOC, ms / 2, &res);
+	double ma = g_per_cpu;
 	stop(pid);
 	printf("malloc alone: ns per call: empty uprobe %.0f, alloc %.0f (bare %.0f ns)\n",
 	       (1 / me - 1 / m0) * 1e9, (1 / ma - 1 / m0) * 1e9, 1e9 / m0);
 
 	/* 2. throughput at ~50,000 allocations a second */
 	for (int k = 0; k < 8; k++) {
+		/* 50,000 a second on one core: per CPU-second, whatever share of a core the
+		 * child gets on a loaded machine */
 		pid = spawn(units);
-		double r0 = rate(s, 300);
+		rate(s, 400);
+		double r0 = g_per_cpu;
 		stop(pid);
 		if (r0 <= 0)
 			break;
@@ -217,23 +253,26 @@ int main(int argc, char **argv)
 	}
 	pid = spawn(units);
 	rate(s, 300);
-	double l_lo = 1e18, l_hi = -1e18, l_sum = 0, base_sum = 0;
+	double l_lo = 1e18, l_hi = -1e18, l_sum = 0, base_sum = 0, wall[100];
 	for (int r = 0; r < rounds; r++) {
-		double r0 = phase(s, pid, NONE, ms, &res);
-		double ra = phase(s, pid, ALLOC, ms, &res);
-		double loss = 1 - ra / r0;
-		printf("round %d: %.0f allocations/s bare, %.0f during the capture: loss %.2f %%\n",
-		       r + 1, r0, ra, loss * 100);
+		double r0 = phase(s, pid, NONE, ms, &res), p0 = g_per_cpu;
+		double ra = phase(s, pid, ALLOC, ms, &res), pa = g_per_cpu;
+		double loss = 1 - pa / p0;
+		wall[r] = 1 - ra / r0;
+		printf("round %d: %.0f allocations/s bare, %.0f during the capture (per CPU-second "
+		       "%.0f, %.0f): loss %.2f %% per CPU-second, %.2f %% of wall-clock rate\n",
+		       r + 1, r0, ra, p0, pa, loss * 100, wall[r] * 100);
 		losses[r] = loss;
 		minmax(loss, &l_lo, &l_hi);
 		l_sum += loss;
-		base_sum += r0;
+		base_sum += p0;
 	}
 	stop(pid);
-	printf("throughput at %.0f allocations/s (%u compute iterations per unit): loss median "
-	       "%.2f %%, mean %.2f %% (min %.2f %%, max %.2f %%) over %d rounds\n",
+	printf("throughput at %.0f allocations per CPU-second (%u compute iterations per unit): loss per "
+	       "CPU-second median %.2f %%, mean %.2f %% (min %.2f %%, max %.2f %%); of the "
+	       "wall-clock rate median %.2f %%; over %d rounds\n",
 	       base_sum / rounds, g_work, median(losses, rounds) * 100, l_sum / rounds * 100,
-	       l_lo * 100, l_hi * 100, rounds);
+	       l_lo * 100, l_hi * 100, median(wall, rounds) * 100, rounds);
 	pf_sampler_free(s);
 	return 0;
 }
