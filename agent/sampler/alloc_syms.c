@@ -30,8 +30,9 @@ static const struct {
 	{"cfree", PF_ALLOC_FN_FREE},
 };
 
-/* The file offset of ELF virtual address v, through the PT_LOAD segments. */
-static bool vaddr_to_off(Elf *e, uint64_t v, uint64_t *off)
+/* The file offset of ELF virtual address v, through the PT_LOAD segments: inside the file's
+ * fsize bytes, or false. */
+static bool vaddr_to_off(Elf *e, uint64_t fsize, uint64_t v, uint64_t *off)
 {
 	size_t n;
 	if (elf_getphdrnum(e, &n) < 0)
@@ -40,9 +41,9 @@ static bool vaddr_to_off(Elf *e, uint64_t v, uint64_t *off)
 		GElf_Phdr ph;
 		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
 			continue;
-		if (v >= ph.p_vaddr && v < ph.p_vaddr + ph.p_filesz) {
+		if (v >= ph.p_vaddr && v - ph.p_vaddr < ph.p_filesz) {
 			*off = v - ph.p_vaddr + ph.p_offset;
-			return true;
+			return *off >= ph.p_offset && *off < fsize; /* no wrap, inside the file */
 		}
 	}
 	return false;
@@ -84,13 +85,17 @@ static uint64_t probe_point(int fd, uint64_t off, uint64_t kind)
 }
 
 /* The entry points defined in symbol table section scn. */
-static void scan_table(Elf *e, int fd, Elf_Scn *scn, struct pf_alloc_file *out, bool *found)
+static void scan_table(Elf *e, int fd, uint64_t fsize, Elf_Scn *scn, struct pf_alloc_file *out,
+		       bool *found)
 {
 	GElf_Shdr sh;
 	Elf_Data *d = elf_getdata(scn, NULL);
 	if (!gelf_getshdr(scn, &sh) || !d || !sh.sh_entsize)
 		return;
-	size_t n = sh.sh_size / sh.sh_entsize;
+	/* the data's own size, not the header's claim; at most PF_ALLOC_SYMS_SCAN symbols */
+	size_t n = d->d_size / sh.sh_entsize;
+	if (n > PF_ALLOC_SYMS_SCAN)
+		n = PF_ALLOC_SYMS_SCAN;
 	for (size_t i = 0; i < n; i++) {
 		GElf_Sym sym;
 		if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value ||
@@ -104,7 +109,7 @@ static void scan_table(Elf *e, int fd, Elf_Scn *scn, struct pf_alloc_file *out, 
 				continue;
 			found[k] = true;
 			uint64_t off;
-			if (!vaddr_to_off(e, sym.st_value, &off))
+			if (!vaddr_to_off(e, fsize, sym.st_value, &off))
 				break;
 			off = probe_point(fd, off, fns[k].kind);
 			bool dup = false;
@@ -136,20 +141,26 @@ int pf_alloc_syms_file(const char *path, struct pf_alloc_file *out, struct pf_er
 		close(fd);
 		return pf_error_set(err, -EINVAL, "", "%s: not an ELF file", path);
 	}
+	size_t fsize = 0;
+	if (!elf_rawfile(e, &fsize))
+		fsize = 0;
 	bool found[PF_ALLOC_SYMS_MAX] = {0};
 	Elf_Scn *scn = NULL;
 	/* .dynsym first (what calls bind to), then .symtab for a static program */
 	for (int pass = 0; pass < 2; pass++) {
 		scn = NULL;
-		while ((scn = elf_nextscn(e, scn))) {
+		for (unsigned k = 0; k < PF_ALLOC_SECTIONS_MAX && (scn = elf_nextscn(e, scn)); k++) {
 			GElf_Shdr sh;
 			if (gelf_getshdr(scn, &sh) &&
 			    sh.sh_type == (pass == 0 ? SHT_DYNSYM : SHT_SYMTAB))
-				scan_table(e, fd, scn, out, found);
+				scan_table(e, fd, fsize, scn, out, found);
 		}
 	}
-	if (!found[0])
-		out->n = 0; /* no malloc of its own: not an allocator */
+	bool has_malloc = false;
+	for (size_t i = 0; i < out->n; i++)
+		has_malloc |= out->name[i] == fns[0].name;
+	if (!has_malloc)
+		out->n = 0; /* no malloc of its own (or none the probes can reach): not an allocator */
 	elf_end(e);
 	close(fd);
 	return 0;

@@ -20,6 +20,8 @@
 #define PF_ALLOC_SYMS_MAX 10	 /* entry points looked for per file */
 #define PF_ALLOC_FILES_MAX 4	 /* allocator files probed per process */
 #define PF_ALLOC_MAPS_LINES 65536 /* lines of /proc/PID/maps read at most */
+#define PF_ALLOC_SYMS_SCAN (4u << 20) /* symbols looked at per table */
+#define PF_ALLOC_SECTIONS_MAX 65536  /* sections looked at per file */
 
 struct pf_alloc_file {
 	char path[4096 + 32]; /* /proc/PID/root/... */
