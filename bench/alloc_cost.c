@@ -173,12 +173,14 @@ static void minmax(double v, double *lo, double *hi)
 
 int main(int argc, char **argv)
 {
-	int rounds = argc > 1 ? atoi(argv[1]) : 5;
-	unsigned ms = argc > 2 ? (unsigned)atoi(argv[2]) : 1000;
-	if (rounds < 1 || rounds > 100 || ms < 100 || ms > 60000) {
+	long lr = argc > 1 ? strtol(argv[1], NULL, 10) : 5;
+	long lm = argc > 2 ? strtol(argv[2], NULL, 10) : 1000;
+	if (lr < 1 || lr > 100 || lm < 100 || lm > 60000) { /* bounds the arrays below */
 		fprintf(stderr, "usage: alloc-cost [rounds 1..100] [phase_ms 100..60000]\n");
 		return 2;
 	}
+	int rounds = (int)lr;
+	unsigned ms = (unsigned)lm;
 	g_ops = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (g_ops == MAP_FAILED)
 		return 1;

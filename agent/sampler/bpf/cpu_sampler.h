@@ -340,10 +340,10 @@ struct pf_bpf_unwind_proc {
  * process (off_cpu_cap_mask & its capture_pids mask); with this flag they alone do, the
  * continuous profiles and the span ring do not (the thread was not followed for them) */
 #define PF_SAMPLE_F_OFF_CAPTURE_ONLY (1u << 16)
-#define PF_SAMPLE_F_ALLOC 0x10000      /* an allocation record (alloc_probe): off_ns is the size
-					* asked for, the word after the user ips its address */
-#define PF_SAMPLE_F_ALLOC_FREE 0x20000 /* a free of a sampled address (off_ns), no stacks */
-#define PF_SAMPLE_F_ALLOC_UNTRACKED 0x40000 /* alloc_live was full: its free is not seen */
+#define PF_SAMPLE_F_ALLOC (1u << 17)  /* an allocation record (alloc_probe): off_ns is the
+				       * size asked for, the word after the user ips its address */
+#define PF_SAMPLE_F_ALLOC_FREE (1u << 18) /* a free of a sampled address (off_ns), no stacks */
+#define PF_SAMPLE_F_ALLOC_UNTRACKED (1u << 19) /* alloc_live was full: its free is not seen */
 
 /* ---- V8 frames (agent/interp/v8_proc.h describes V8's side) ----
  *
