@@ -51,7 +51,7 @@ struct sampler_alloc {
 	bool empty, tripped;
 	uint64_t trip_rate;
 	uint64_t start;		       /* unix ns */
-	uint64_t base[6];	       /* per-CPU counts at the start (see counts()) */
+	uint64_t base[7];	       /* per-CPU counts at the start (see counts()) */
 	uint64_t last_calls, last_ns; /* the guard's previous look */
 	uint64_t lost_start;
 	struct pf_agg *agg;
@@ -76,12 +76,12 @@ void sampler_alloc_setup(struct pf_sampler *s)
 	}
 }
 
-/* calls, sampled, frees, live_full, failed, records over every CPU */
-static int counts(struct pf_sampler *s, uint64_t out[6])
+/* calls, sampled, frees, live_full, failed, records, collisions over every CPU */
+static int counts(struct pf_sampler *s, uint64_t out[7])
 {
 	size_t stride;
 	int rc;
-	memset(out, 0, 6 * sizeof(*out));
+	memset(out, 0, 7 * sizeof(*out));
 	_cleanup_free_ char *vals = sampler_percpu_read(s, &stride, &rc);
 	if (!vals)
 		return rc;
@@ -93,6 +93,7 @@ static int counts(struct pf_sampler *s, uint64_t out[6])
 		out[3] += p->alloc_live_full;
 		out[4] += p->alloc_failed;
 		out[5] += p->alloc_out;
+		out[6] += p->alloc_collide;
 	}
 	return 0;
 }
@@ -284,7 +285,7 @@ void sampler_alloc_poll(struct pf_sampler *s)
 	struct sampler_alloc *a = s->alloc;
 	if (!a || !a->n_links)
 		return;
-	uint64_t now = pf_clock_ns(CLOCK_MONOTONIC), c[6];
+	uint64_t now = pf_clock_ns(CLOCK_MONOTONIC), c[7];
 	if (now - a->last_ns < 1000000000ull || counts(s, c) < 0)
 		return;
 	uint64_t rate = (c[0] - a->last_calls) * 1000000000ull / (now - a->last_ns);
@@ -308,7 +309,7 @@ struct pf_prof_window *pf_sampler_alloc_stop(struct pf_sampler *s, struct pf_all
 	}
 	detach(a);
 	ring_buffer__consume(s->rb); /* what the probes wrote before they went */
-	uint64_t c[6];
+	uint64_t c[7];
 	counts(s, c);
 	sampler_refresh_clock(s);
 	uint64_t end = pf_clock_ns(CLOCK_REALTIME);
@@ -326,6 +327,7 @@ struct pf_prof_window *pf_sampler_alloc_stop(struct pf_sampler *s, struct pf_all
 		res->untracked = a->untracked;
 		res->failed = c[4] - a->base[4];
 		res->lost = sampler_lost_total(s) - a->lost_start + a->agg_lost;
+		res->collided = c[6] - a->base[6];
 		res->live = pf_alloc_track_count(a->live);
 		res->guard_tripped = a->tripped;
 		res->guard_rate = a->trip_rate;

@@ -279,6 +279,8 @@ struct pf_alloc_result {
 	uint64_t untracked; /* samples whose free could not be tracked (map full) */
 	uint64_t failed;    /* sampled calls that returned no memory */
 	uint64_t lost;	    /* records lost (ring buffer full, the aggregation full) */
+	uint64_t collided;  /* CPU ticks, switches and sampled returns dropped because they came
+			     * in while an allocation record was being built on their CPU */
 	uint64_t live;	    /* sampled allocations live at the stop */
 	bool guard_tripped; /* the probes were detached early by the guard */
 	uint64_t guard_rate; /* calls per second that tripped it */

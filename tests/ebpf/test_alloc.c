@@ -156,13 +156,13 @@ static void test_hot_cold(void **state)
 	print_message("alloc: workload %llu bytes in %zu allocations, %llu live; estimated "
 		      "%lld bytes (%lld objects), live %lld bytes (%lld objects); alloc_hot %.1f %%, "
 		      "alloc_cold %.1f %%; %llu probed calls, %llu sampled, %llu frees matched, "
-		      "%llu untracked, %llu failed, %llu lost, %llu live\n",
+		      "%llu untracked, %llu failed, %llu lost, %llu live, %llu collided\n",
 		      total, n_allocs, live, (long long)v[1], (long long)v[0], (long long)v[3],
 		      (long long)v[2], v[1] ? 100.0 * hot / v[1] : 0, v[1] ? 100.0 * cold / v[1] : 0,
 		      (unsigned long long)res.calls, (unsigned long long)res.sampled,
 		      (unsigned long long)res.frees, (unsigned long long)res.untracked,
 		      (unsigned long long)res.failed, (unsigned long long)res.lost,
-		      (unsigned long long)res.live);
+		      (unsigned long long)res.live, (unsigned long long)res.collided);
 	assert_int_equal(res.processes, 1);
 	assert_false(res.guard_tripped);
 	assert_true(res.sampled > 100);

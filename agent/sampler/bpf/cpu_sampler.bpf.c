@@ -944,6 +944,18 @@ static __always_inline bool skipped(__u32 pid)
 	return pid == skip_tgid || pid == skip_helper[0] || pid == skip_helper[1];
 }
 
+/* True (and counted) while an allocation record is being built in s on this CPU: the uprobe
+ * program runs preemptible, so a tick, a switch or another task's sampled return can come in
+ * the middle of its walk; they leave the CPU's record alone (that tick or switch is lost and
+ * counted in alloc_collide) rather than write over it. */
+static __always_inline bool alloc_busy(struct pf_bpf_percpu *s)
+{
+	if (!s->alloc_busy)
+		return false;
+	s->alloc_collide++;
+	return true;
+}
+
 /* The bare floor of a sample (PF_BENCH_FLOOR): the same stack walks into the same scratch
  * record, nothing else. */
 static __always_inline int stacks_only(struct bpf_perf_event_data *ctx, struct pf_bpf_percpu *s,
@@ -970,7 +982,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 
 	__u32 zero = 0;
 	struct pf_bpf_percpu *s = bpf_map_lookup_elem(&scratch_map, &zero);
-	if (!s)
+	if (!s || alloc_busy(s))
 		return 0;
 	if (bench_omit & PF_BENCH_FLOOR)
 		return stacks_only(ctx, s, pid);
@@ -1032,7 +1044,7 @@ int do_capture(struct bpf_perf_event_data *ctx)
 	__u32 flags = PF_SAMPLE_F_CAPTURE | ((__u32)*mask << PF_SAMPLE_CAPTURE_SHIFT);
 	__u32 zero = 0;
 	struct pf_bpf_percpu *s = bpf_map_lookup_elem(&scratch_map, &zero);
-	if (!s)
+	if (!s || alloc_busy(s))
 		return 0;
 	__u64 t = lap_start();
 	return record(ctx, s, pid, tid, flags, REC_CAPTURE, &t);
@@ -1146,7 +1158,7 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 {
 	__u32 zero = 0;
 	struct pf_bpf_percpu *s = bpf_map_lookup_elem(&scratch_map, &zero);
-	if (!s)
+	if (!s || alloc_busy(s))
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	if (next->pid)
@@ -1221,7 +1233,7 @@ int BPF_PROG(off_cpu_sys_exit, struct pt_regs *regs, long ret)
 {
 	__u32 zero = 0;
 	struct pf_bpf_percpu *s = bpf_map_lookup_elem(&scratch_map, &zero);
-	if (!s || !s->pending_tid)
+	if (!s || !s->pending_tid || alloc_busy(s))
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	if (tid != s->pending_tid)
@@ -1406,6 +1418,9 @@ static __always_inline int alloc_return(struct pt_regs *ctx, struct pf_bpf_percp
 		s->alloc_failed++;
 		return 0;
 	}
+	if (alloc_busy(s))
+		return 0; /* this CPU's record is another task's (preempted in its walk) */
+	s->alloc_busy = 1;
 	__u32 flags = PF_SAMPLE_F_ALLOC;
 	long ub = walk_user((struct bpf_perf_event_data *)ctx, s, 0, pid, tid, &flags, false);
 	ub &= 0x3ff;
@@ -1421,6 +1436,7 @@ static __always_inline int alloc_return(struct pt_regs *ctx, struct pf_bpf_percp
 	 * of an address it no longer finds, which user space matches to nothing */
 	if (output(s, &s->hdr, sizeof(s->hdr) + ub + 8, flags, s->hdr.ts_ns, REC_ALLOC) < 0)
 		bpf_map_delete_elem(&alloc_live, &addr);
+	s->alloc_busy = 0;
 	return 0;
 }
 
