@@ -59,12 +59,15 @@ struct sampler_alloc {
 	uint64_t untracked, agg_lost;
 };
 
-void sampler_alloc_setup(struct pf_sampler *s)
+void sampler_alloc_setup(struct pf_sampler *s, bool want)
 {
 	/* session uprobes are there when their kfunc is */
-	struct btf *vm = btf__load_vmlinux_btf();
-	bool ok = vm && btf__find_by_name_kind(vm, "bpf_session_is_return", BTF_KIND_FUNC) > 0;
-	btf__free(vm);
+	bool ok = false;
+	if (want) {
+		struct btf *vm = btf__load_vmlinux_btf();
+		ok = vm && btf__find_by_name_kind(vm, "bpf_session_is_return", BTF_KIND_FUNC) > 0;
+		btf__free(vm);
+	}
 	s->alloc_prog = ok;
 	bpf_program__set_autoload(s->skel->progs.alloc_probe, ok);
 	bpf_program__set_autoload(s->skel->progs.alloc_empty, ok);

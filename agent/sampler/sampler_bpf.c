@@ -517,26 +517,42 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 		return fail(s, pf_error_set(err, -ENOMEM, "", "out of memory"));
 
 	/* open -> configure -> load -> attach (libbpf-tools) */
-	s->skel = cpu_sampler_bpf__open();
-	if (!s->skel)
-		return fail(s,
-			    pf_error_set(err, -errno, "", "open BPF object: %s", strerror(errno)));
-	uint32_t rb_bytes = samples_rb_bytes(s->n_cpus_possible);
-	int rc = bpf_map__set_max_entries(s->skel->maps.samples, rb_bytes);
-	if (rc < 0)
-		return fail(s, pf_error_set(err, rc, "", "size the sample ring buffer: %s",
-					    strerror(-rc)));
-	s->skel->rodata->wake_bytes = rb_bytes / 4;
-	s->skel->rodata->bench_omit = s->opt.bench_omit;
-	/* The kernel symbol resolver needs syscall programs with bpf_snprintf (5.14+); without
-	 * them the sampler loads without it and the symbolizer reads /proc/kallsyms. */
-	s->ksym_prog = !s->opt.no_kernel_symbols &&
-		       libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_SYSCALL, NULL) == 1 &&
-		       libbpf_probe_bpf_helper(BPF_PROG_TYPE_SYSCALL, BPF_FUNC_snprintf, NULL) == 1;
-	bpf_program__set_autoload(s->skel->progs.resolve_ksyms, s->ksym_prog);
-	uint32_t unw_rows = unwind_setup(s);
-	sampler_alloc_setup(s);
-	rc = cpu_sampler_bpf__load(s->skel);
+	/* A second attempt without the allocation programs when the kernel refuses them (their
+	 * kfuncs and attach type are the newest the object asks for): CPU profiling must not
+	 * depend on them. */
+	int rc = 0;
+	uint32_t unw_rows = 0;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		s->skel = cpu_sampler_bpf__open();
+		if (!s->skel)
+			return fail(s, pf_error_set(err, -errno, "", "open BPF object: %s",
+						    strerror(errno)));
+		uint32_t rb_bytes = samples_rb_bytes(s->n_cpus_possible);
+		rc = bpf_map__set_max_entries(s->skel->maps.samples, rb_bytes);
+		if (rc < 0)
+			return fail(s, pf_error_set(err, rc, "", "size the sample ring buffer: %s",
+						    strerror(-rc)));
+		s->skel->rodata->wake_bytes = rb_bytes / 4;
+		s->skel->rodata->bench_omit = s->opt.bench_omit;
+		/* The kernel symbol resolver needs syscall programs with bpf_snprintf (5.14+);
+		 * without them the sampler loads without it and the symbolizer reads
+		 * /proc/kallsyms. */
+		s->ksym_prog = !s->opt.no_kernel_symbols &&
+			       libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_SYSCALL, NULL) == 1 &&
+			       libbpf_probe_bpf_helper(BPF_PROG_TYPE_SYSCALL, BPF_FUNC_snprintf,
+						       NULL) == 1;
+		bpf_program__set_autoload(s->skel->progs.resolve_ksyms, s->ksym_prog);
+		unw_rows = unwind_setup(s);
+		sampler_alloc_setup(s, attempt == 0);
+		rc = cpu_sampler_bpf__load(s->skel);
+		if (rc == 0 || !s->alloc_prog || rc == -EPERM || rc == -EACCES)
+			break;
+		pf_log_warn("sampler: the kernel refuses the allocation probes (%s): loading "
+			    "without them, alloc captures off",
+			    strerror(-rc));
+		cpu_sampler_bpf__destroy(s->skel);
+		s->skel = NULL;
+	}
 	if (rc < 0)
 		return fail(s, pf_error_set(err, rc, "", "load BPF programs (needs CAP_BPF + "
 					    "CAP_PERFMON and kernel BTF): %s", strerror(-rc)));

@@ -191,8 +191,9 @@ void sampler_off_cpu_free(struct pf_sampler *s);
 
 /* ---- sampler_alloc.c ---- */
 
-/* Before load: the alloc programs' attach types, loaded only where session uprobes exist. */
-void sampler_alloc_setup(struct pf_sampler *s);
+/* Before load: the alloc programs' attach types, loaded only when wanted and session uprobes
+ * exist (s->alloc_prog says whether). */
+void sampler_alloc_setup(struct pf_sampler *s, bool want);
 /* A PF_SAMPLE_F_ALLOC record (as set up as any sample; size asked, address returned) or a
  * PF_SAMPLE_F_ALLOC_FREE one (addr). */
 void sampler_alloc_record(struct pf_sampler *s, const struct pf_agg_sample *as, uint64_t size,
