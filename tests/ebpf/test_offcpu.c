@@ -360,8 +360,8 @@ static void test_captures_of_type(void **state)
 			const struct pf_prof_stack *stk = &p->stacks[p->samples[k].stack];
 			int64_t v = p->samples[k].values[0];
 			total += v;
-			wait += stack_has(p, stk, "wait_lock") ? v : 0;
-			compute += stack_has(p, stk, "compute") ? v : 0;
+			wait += ebpf_stack_has(p, stk, "wait_lock") ? v : 0;
+			compute += ebpf_stack_has(p, stk, "compute") ? v : 0;
 		}
 	}
 	uint64_t w_start = w->start_unix_ns, w_end = w->end_unix_ns;
