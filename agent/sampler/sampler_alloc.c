@@ -239,6 +239,15 @@ void pf_sampler_alloc_options(const struct pf_profcfg *cfg, struct pf_alloc_opti
 				       .max_calls_per_second = cfg->alloc.max_calls_per_second};
 }
 
+uint64_t pf_sampler_alloc_samples(const struct pf_sampler *s)
+{
+	struct pf_agg_stats st;
+	if (!s->alloc)
+		return 0;
+	pf_agg_stats(s->alloc->agg, &st);
+	return st.pending;
+}
+
 bool pf_sampler_alloc_running(const struct pf_sampler *s)
 {
 	return s->alloc != NULL;

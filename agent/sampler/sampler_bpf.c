@@ -311,6 +311,7 @@ int pf_sampler_set_config(struct pf_sampler *s, const struct pf_profcfg *cfg, st
 	s->triggered_mode = cfg->mode == PF_MODE_TRIGGERED;
 	s->off_cpu_cfg = cfg->off_cpu.enabled;
 	sampler_off_cpu_knobs(s, cfg);
+	pf_sampler_alloc_options(cfg, &s->alloc_opt);
 	/* drain what the old period produced before switching */
 	ring_buffer__consume(s->rb);
 	rc = sampler_apply_running(s, cfg->frequency_hz, err);

@@ -236,7 +236,12 @@ int pf_sampler_capture_pids(struct pf_sampler *s, const struct pf_filter *rules,
  *  - wall: both, in one wall/nanoseconds window: a tick weighs 1e9 / hz nanoseconds, a wait its
  *    nanoseconds, so each thread's total is the time it spent on and off the CPU (a wait still
  *    going on when the capture stops is not in it).
- * -EBUSY (slot in use), -EINVAL, -EOPNOTSUPP (alloc), or the perf/BPF error (err says). */
+ *  - alloc: no ticks; the allocator probes of the processes (pf_sampler_alloc_start, with
+ *    profiling.alloc's knobs; one alloc capture at a time) and a window of the four heap
+ *    sample types; what the result should say is pf_sampler_capture_note after the stop.
+ * -EBUSY (slot in use, or an alloc capture runs), -EINVAL, -ENOTSUP (alloc without session
+ * uprobes), -ENOENT (alloc: no process maps a known allocator), or the perf/BPF error (err
+ * says). */
 int pf_sampler_capture_start(struct pf_sampler *s, unsigned slot, enum pf_prof_type type,
 			     uint32_t hz, const uint32_t *pids, size_t n, struct pf_error *err);
 /* Samples (ticks and waits) the capture holds so far (after the last poll). */
@@ -289,6 +294,12 @@ struct pf_alloc_result {
 
 /* The options profiling.alloc sets (sample_bytes, max_calls_per_second). */
 void pf_sampler_alloc_options(const struct pf_profcfg *cfg, struct pf_alloc_options *o);
+
+/* What the last stop of slot should tell the capture's result ("" when nothing): an alloc
+ * capture's guard or untracked samples. */
+const char *pf_sampler_capture_note(const struct pf_sampler *s, unsigned slot);
+/* Allocations the running alloc capture has sampled so far (0 when none runs). */
+uint64_t pf_sampler_alloc_samples(const struct pf_sampler *s);
 
 /* Starts the alloc capture on pids[0, n) (n <= PF_ALLOC_PIDS_MAX). A process without a known
  * allocator is skipped (counted out of processes); -ENOENT when none has one, -EBUSY when one

@@ -4,6 +4,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,12 +146,24 @@ int pf_sampler_capture_start(struct pf_sampler *s, unsigned slot, enum pf_prof_t
 {
 	if (slot >= PF_SAMPLER_CAPTURES || hz < 1 || hz > 1000)
 		return pf_error_set(err, -EINVAL, "", "bad capture slot or frequency");
-	if (type != PF_PROF_CPU && type != PF_PROF_OFF_CPU && type != PF_PROF_WALL)
+	if (type != PF_PROF_CPU && type != PF_PROF_OFF_CPU && type != PF_PROF_WALL &&
+	    type != PF_PROF_ALLOC)
 		return pf_error_set(err, -EOPNOTSUPP, "profile_type",
 				    "unsupported profile_type %s", pf_prof_type_name(type));
 	struct sampler_cap *c = &s->cap[slot];
 	if (c->used)
 		return pf_error_set(err, -EBUSY, "", "capture slot %u in use", slot);
+	s->cap_note[slot][0] = 0;
+	if (type == PF_PROF_ALLOC) { /* the allocator probes (sampler_alloc.c), no ticks */
+		int rc = pf_sampler_alloc_start(s, pids, n, &s->alloc_opt, err);
+		if (rc == 0) {
+			c->used = true;
+			c->type = type;
+			c->hz = hz;
+			c->start = pf_clock_ns(CLOCK_REALTIME);
+		}
+		return rc;
+	}
 	if (c->agg && c->type != type) { /* an aggregation weighs one kind of sample */
 		pf_agg_free(c->agg);
 		c->agg = NULL;
@@ -189,6 +202,8 @@ uint64_t pf_sampler_capture_samples(const struct pf_sampler *s, unsigned slot)
 	struct pf_agg_stats st;
 	if (slot >= PF_SAMPLER_CAPTURES || !s->cap[slot].used)
 		return 0;
+	if (s->cap[slot].type == PF_PROF_ALLOC)
+		return pf_sampler_alloc_samples(s);
 	pf_agg_stats(s->cap[slot].agg, &st);
 	return st.pending;
 }
@@ -202,6 +217,13 @@ struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned sl
 		return NULL;
 	}
 	struct sampler_cap *c = &s->cap[slot];
+	if (c->type == PF_PROF_ALLOC) {
+		struct pf_alloc_result res;
+		struct pf_prof_window *aw = pf_sampler_alloc_stop(s, &res, err);
+		c->used = false;
+		snprintf(s->cap_note[slot], sizeof(s->cap_note[slot]), "%s", res.note);
+		return aw;
+	}
 	capture_pids_clear(s, slot);
 	ring_buffer__consume(s->rb); /* what was recorded before the bit went */
 	/* a wait still going on is in the kernel's records; it comes back after the end */
@@ -229,4 +251,9 @@ struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned sl
 		pf_procinfo_reap(s->pi, sampler_forget_pid, s);
 	pf_symbolizer_trim(s->sym);
 	return w;
+}
+
+const char *pf_sampler_capture_note(const struct pf_sampler *s, unsigned slot)
+{
+	return slot < PF_SAMPLER_CAPTURES ? s->cap_note[slot] : "";
 }

@@ -119,6 +119,8 @@ struct pf_sampler {
 
 	struct sampler_alloc *alloc; /* the alloc capture running, NULL when none */
 	bool alloc_prog;	     /* alloc_probe loaded (session uprobes) */
+	struct pf_alloc_options alloc_opt; /* profiling.alloc, for captures of type alloc */
+	char cap_note[PF_SAMPLER_CAPTURES][256]; /* the last stop's note per slot (alloc) */
 
 	struct pf_sample_ring *ring; /* span triggers: recent samples, NULL when off */
 	bool ring_off_cpu;	     /* the ring keeps off-CPU waits too (wall, off_cpu spans) */

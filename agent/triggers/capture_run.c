@@ -270,6 +270,11 @@ static int capture_ready(void *ctx, const struct agent_encoded *e)
 		    "no samples: the %zu process%s sampled did not run on a CPU during the "
 		    "capture (idle, sleeping or blocked: a CPU profile shows only code that runs)",
 		    ce->run->n_pids, ce->run->n_pids == 1 ? "" : "es");
+	else if (!ce->samples && ce->run->type == PF_PROF_ALLOC)
+		agent_captures_note(r->engine, serial,
+				    "no samples: the %zu process%s probed allocated less than "
+				    "profiling.alloc.sample_bytes on average during the capture",
+				    ce->run->n_pids, ce->run->n_pids == 1 ? "" : "es");
 	else if (!ce->samples)
 		agent_captures_note(r->engine, serial,
 				    "no samples: the %zu process%s followed neither ran on a CPU "
@@ -350,6 +355,9 @@ static void end_run(struct agent_capture_runner *r, struct pf_sampler *sampler, 
 				    "cannot close the capture's window: %s", err.msg);
 	else
 		export_capture(r, run, w, now_ms);
+	const char *note = pf_sampler_capture_note(sampler, run->slot);
+	if (w && note[0]) /* an alloc capture's guard or untracked samples */
+		agent_captures_note(r->engine, run->job.serial, "%s", note);
 	pf_prof_window_free(w);
 	pf_capture_request_release(&run->job.req);
 	run->used = false;

@@ -83,7 +83,7 @@ int pf_capture_parse_hex16(const char *s, uint8_t out[16])
 
 bool pf_capture_type_supported(enum pf_prof_type t)
 {
-	return t == PF_PROF_CPU || t == PF_PROF_OFF_CPU || t == PF_PROF_WALL;
+	return t == PF_PROF_CPU || t == PF_PROF_OFF_CPU || t == PF_PROF_WALL || t == PF_PROF_ALLOC;
 }
 
 int pf_capture_request_check(const struct pf_capture_request *r, struct pf_error *err)
@@ -98,8 +98,8 @@ int pf_capture_request_check(const struct pf_capture_request *r, struct pf_error
 				    r->profile_type);
 	if (!pf_capture_type_supported(type))
 		return pf_error_set(err, -EINVAL, "profile_type",
-				    "unsupported profile_type %s: this version captures cpu, off_cpu "
-				    "and wall",
+				    "unsupported profile_type %s: this version captures cpu, off_cpu, "
+				    "wall and alloc",
 				    r->profile_type);
 	if (r->duration_seconds < 1 || r->duration_seconds > PF_CAPTURE_MAX_DURATION)
 		return pf_error_set(err, -EINVAL, "duration_seconds", "must be 1..%d, got %u",

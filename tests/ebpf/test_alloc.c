@@ -25,6 +25,7 @@
 
 #include "ebpf_util.h"
 #include "pf/clock.h"
+#include "pf/profcfg.h"
 #include "pf/profile.h"
 #include "sampler/sampler_bpf.h"
 
@@ -76,6 +77,22 @@ static void spawn(struct child *c, const char *bytes, const char *mode)
 	assert_string_equal(line, "ready\n");
 }
 
+/* The workload's report line, the sampler drained meanwhile (at most ms). */
+static void report(struct pf_sampler *s, struct child *c, char *line, size_t size, uint64_t ms)
+{
+	uint64_t deadline = pf_mono_ms() + ms;
+	while (pf_mono_ms() < deadline) {
+		assert_true(pf_sampler_poll(s, 20) >= 0);
+		struct timeval tv = {0, 0};
+		fd_set r;
+		FD_ZERO(&r);
+		FD_SET(fileno(c->out), &r);
+		if (select(fileno(c->out) + 1, &r, NULL, NULL, &tv) > 0)
+			break;
+	}
+	assert_non_null(fgets(line, (int)size, c->out));
+}
+
 static void go(struct child *c)
 {
 	assert_true(fputs("go\n", c->in) >= 0);
@@ -112,18 +129,7 @@ static void test_hot_cold(void **state)
 	char line[160];
 	unsigned long long total = 0, live = 0;
 	size_t n_allocs = 0;
-	/* the workload reports when it is done; the sampler drains meanwhile */
-	uint64_t deadline = pf_mono_ms() + 60000;
-	while (pf_mono_ms() < deadline) {
-		assert_true(pf_sampler_poll(s, 20) >= 0);
-		struct timeval tv = {0, 0};
-		fd_set r;
-		FD_ZERO(&r);
-		FD_SET(fileno(c.out), &r);
-		if (select(fileno(c.out) + 1, &r, NULL, NULL, &tv) > 0)
-			break;
-	}
-	assert_non_null(fgets(line, sizeof(line), c.out));
+	report(s, &c, line, sizeof(line), 60000);
 	assert_int_equal(sscanf(line, "total %llu live %llu allocations %zu", &total, &live,
 				&n_allocs),
 			 3);
@@ -209,6 +215,46 @@ static void test_guard(void **state)
 	pf_sampler_free(s);
 }
 
+/* The same through a capture slot of type alloc (what capture requests run): the profiling.alloc
+ * defaults, a window of the four heap types, no note. */
+static void test_capture_slot(void **state)
+{
+	(void)state;
+	struct pf_error err = {0};
+	struct pf_sampler *s = pf_sampler_new(NULL, &err);
+	assert_non_null(s);
+	struct pf_profcfg *cfg = ebpf_config("profiling:\n  alloc: {sample_bytes: 65536}\n");
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	struct child c;
+	spawn(&c, "16777216", NULL);
+	uint32_t pid = (uint32_t)c.pid;
+	int rc = pf_sampler_capture_start(s, 2, PF_PROF_ALLOC, 99, &pid, 1, &err);
+	if (rc == -ENOTSUP) {
+		finish(&c);
+		pf_profcfg_free(cfg);
+		pf_sampler_free(s);
+		skip();
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(pf_sampler_capture_start(s, 3, PF_PROF_ALLOC, 99, &pid, 1, &err), -EBUSY);
+	go(&c);
+	char line[160];
+	report(s, &c, line, sizeof(line), 30000);
+	assert_true(pf_sampler_poll(s, 20) >= 0);
+	assert_true(pf_sampler_capture_samples(s, 2) > 50); /* ~18 MiB at 64 KiB */
+	struct pf_prof_window *w = pf_sampler_capture_stop(s, 2, &err);
+	assert_non_null(w);
+	finish(&c);
+	assert_int_equal(w->n_sample_types, 4);
+	assert_string_equal(w->sample_types[1].type, "alloc_space");
+	assert_int_equal(w->period, 65536);
+	assert_true(pf_prof_window_samples(w) > 0);
+	assert_string_equal(pf_sampler_capture_note(s, 2), "");
+	pf_prof_window_free(w);
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+}
+
 static void test_no_allocator(void **state)
 {
 	(void)state;
@@ -230,6 +276,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hot_cold),
 		cmocka_unit_test(test_guard),
+		cmocka_unit_test(test_capture_slot),
 		cmocka_unit_test(test_no_allocator),
 	};
 	return EBPF_MAIN(tests, build_workload, g_dir);

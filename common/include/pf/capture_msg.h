@@ -49,7 +49,7 @@ enum pf_capture_state {
 
 struct pf_capture_request {
 	char id[PF_CAPTURE_ID_MAX + 1];
-	char profile_type[16];     /* "cpu", "off_cpu", "wall" (pf_capture_type_supported) */
+	char profile_type[16];     /* "cpu", "off_cpu", "wall", "alloc" (pf_capture_type_supported) */
 	uint32_t duration_seconds; /* 1..PF_CAPTURE_MAX_DURATION */
 	uint32_t frequency_hz;     /* 1..1000 */
 	size_t n_processes;        /* 0 = every process the agent may profile */
@@ -81,7 +81,7 @@ bool pf_capture_state_final(enum pf_capture_state s);
 bool pf_capture_id_valid(const char *id);
 
 /* Whether captures of type t can run: the one place that says which types this version
- * captures (cpu, off_cpu and wall; alloc is a known name that is refused). A request of
+ * captures (cpu, off_cpu, wall and alloc: all the known types). A request of
  * another known type fails the check with "unsupported profile_type". */
 bool pf_capture_type_supported(enum pf_prof_type t);
 
