@@ -42,6 +42,7 @@ PROFCHECK_BIN = os.environ.get("PF_PROFCHECK_BIN", "")
 SOURCE_DIR = os.environ.get(
     "PF_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 WORKLOAD_SRC = os.path.join(SOURCE_DIR, "tests", "ebpf", "workload.c")
+ALLOC_WORKLOAD_SRC = os.path.join(SOURCE_DIR, "tests", "ebpf", "alloc_workload.c")
 CAPABILITY = "io.profleet.capture.v1"
 TOKEN = "agent-capture-test-token"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -429,6 +430,44 @@ class AgentCapture(IntegrationCase):
         print("python capture: %d of %d samples carry %s" % (named, total, PY_CHAIN))
         self.assertGreaterEqual(total, 10)  # 2 s at 199 Hz of a CPU shared with the host
         self.assertGreaterEqual(named * 100, total * 90)
+
+    def test_alloc_capture(self):
+        """profile_type alloc: the allocator probes of the matched process for the capture's
+        duration; its profile has pprof's heap sample types, the allocating functions at the
+        leaves (tests/ebpf/alloc_workload.c allocates 16 MiB in alloc_hot, 1.6 in alloc_cold)."""
+        name = self.wl_name + "a"
+        exe = os.path.join(self.workdir, name)
+        subprocess.run(["cc", "-O0", "-fno-omit-frame-pointer", "-g", "-o", exe,
+                        ALLOC_WORKLOAD_SRC], check=True, timeout=60)
+        wl = subprocess.Popen([exe, str(16 << 20)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE)
+        try:
+            self.assertEqual(wl.stdout.readline(), b"ready\n")
+            self.start_agent(extra=())
+            self.request("cap-alloc", duration=4, profile_type="alloc", processes=[
+                {"key": "process.executable.name", "match": "strict", "value": name}])
+            wait_until(lambda: self.server.status_of("cap-alloc", ("running",)), timeout=20,
+                       what="the alloc capture to run")
+            wl.stdin.write(b"go\n")
+            wl.stdin.flush()
+            self.assertTrue(wl.stdout.readline().startswith(b"total "))
+            st = self.final("cap-alloc")
+        finally:
+            wl.stdin.close()
+            wl.wait(timeout=10)
+        self.assertEqual(st["state"], "done", st)
+        self.assertGreater(st["samples"], 0, st)
+        with self.server.lock:
+            got = list(self.server.profiles)
+        self.assertTrue(got)
+        leaves = set()
+        for p in got:
+            summary = self.profcheck(p["body"])
+            self.assertEqual(summary["sample_type"], "alloc_objects")
+            for proc in summary["processes"]:
+                self.assertEqual(proc["pid"], wl.pid)
+                leaves |= set(proc["leaf"])
+        self.assertIn("alloc_hot", leaves)
 
     def test_process_not_found(self):
         self.start_agent()
