@@ -150,7 +150,7 @@ static json_t *build_request(struct ctl_ctx *c, uint64_t *duration_s)
 	const char *type = ctl_args_str(a, "type");
 	enum pf_prof_type pt = PF_PROF_CPU;
 	if (type && (pf_prof_type_parse(type, &pt) < 0 || !pf_capture_type_supported(pt))) {
-		pf_error_set(c->error, -EINVAL, "--type", "must be cpu, off_cpu or wall, got %s",
+		pf_error_set(c->error, -EINVAL, "--type", "must be cpu, off_cpu, wall or alloc, got %s",
 			     type);
 		return NULL;
 	}

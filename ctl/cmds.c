@@ -48,7 +48,7 @@ static const struct ctl_opt capture_opts[] = {
     {"process", 0, CTL_OPT_LIST, "RULE", "key=value or key=~regexp; repeatable (any matches)"},
     {"duration", 'd', CTL_OPT_STR, "D", "how long to sample: 30s, 5m (required)"},
     {"frequency", 'f', CTL_OPT_STR, "HZ", "samples per second, 1..1000 (default 99)"},
-    {"type", 't', CTL_OPT_STR, "T", "what to profile: cpu (default), off_cpu or wall"},
+    {"type", 't', CTL_OPT_STR, "T", "what to profile: cpu (default), off_cpu, wall or alloc"},
     {"trace-id", 0, CTL_OPT_STR, "HEX", "link every sample to this trace (32 hex digits)"},
     {"note", 0, CTL_OPT_STR, "TEXT", "free text kept with the capture"},
     {"wait", 'w', CTL_OPT_FLAG, NULL, "wait for the result, showing progress on stderr"},

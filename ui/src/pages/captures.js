@@ -7,7 +7,7 @@ import { h, clear, fmtTime, fmtNum, fmtBytes, errorBox, debounce, poller, badge,
 import { flameView, topTable } from "../flame.js";
 
 // what a capture can profile: [profile_type, label]
-const CAPTURE_TYPES = [["cpu", "CPU (on-CPU samples)"], ["off_cpu", "Off-CPU (time blocked)"], ["wall", "Wall clock (on + off CPU)"]];
+const CAPTURE_TYPES = [["cpu", "CPU (on-CPU samples)"], ["off_cpu", "Off-CPU (time blocked)"], ["wall", "Wall clock (on + off CPU)"], ["alloc", "Allocations (bytes, live memory)"]];
 const PROCESS_KEYS = ["service.name", "process.executable.name", "process.pid", "container.id", "k8s.namespace.name", "k8s.pod.name"];
 
 export async function capturesPage(main, ctx) {
