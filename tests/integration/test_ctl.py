@@ -86,8 +86,13 @@ class Fleet(CtlCase):
     def test_agents_configs_assign(self):
         ag = self.start_agent()
         uid = ag.uid()
-        listed = wait_until(lambda: self.ctl_json("agents", "--selector", "env=prod")["agents"],
-                            timeout=20, what="the agent in `profleetctl agents`")
+        # settled: connected on its own credential (an enrolling agent reconnects once to
+        # take up the credential it was offered) and healthy
+        def settled():
+            got = self.ctl_json("agents", "--selector", "env=prod")["agents"]
+            return got if got and all(a["connected"] and a["healthy"] and
+                                      a.get("credential") == "own" for a in got) else None
+        listed = wait_until(settled, timeout=20, what="the agent settled in `profleetctl agents`")
         self.assertEqual([a["instance_uid"] for a in listed], [uid])
         # the API's JSON, as it came (but last_seen, which each message from the agent moves)
         def steady(agents):
