@@ -180,7 +180,6 @@ int pf_sampler_capture_start(struct pf_sampler *s, unsigned slot, enum pf_prof_t
 	c->used = true;
 	c->type = type;
 	c->hz = hz;
-	c->start = pf_clock_ns(CLOCK_REALTIME);
 	int rc = capture_pids_update(s, pids, n, slot);
 	if (rc < 0)
 		pf_error_set(err, rc, "", "capture pid map: %s", strerror(-rc));
@@ -188,6 +187,9 @@ int pf_sampler_capture_start(struct pf_sampler *s, unsigned slot, enum pf_prof_t
 		rc = capture_events_apply(s, err);
 	if (rc == 0 && type != PF_PROF_CPU)
 		rc = sampler_off_cpu_update(s, err); /* the switch programs follow its processes */
+	/* the window starts once its events and switch programs are on (attaching them can take
+	 * a while on a busy host): a wait that began before is not in it, and not counted */
+	c->start = pf_clock_ns(CLOCK_REALTIME);
 	if (rc < 0) {
 		capture_pids_clear(s, slot);
 		c->used = false;
