@@ -73,3 +73,17 @@ bool ebpf_stack_has(const struct pf_prof_process *p, const struct pf_prof_stack 
 	}
 	return false;
 }
+
+uint64_t ebpf_proc_cpu_ns(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
+	FILE *fp = fopen(path, "r");
+	if (!fp)
+		return 0;
+	unsigned long long ns = 0;
+	if (fscanf(fp, "%llu", &ns) != 1)
+		ns = 0;
+	fclose(fp);
+	return ns;
+}

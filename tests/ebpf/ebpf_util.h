@@ -4,6 +4,8 @@
 #define PF_TEST_EBPF_UTIL_H
 
 #include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "pf/profcfg.h"
 #include "pf/profile.h"
@@ -18,6 +20,10 @@ struct pf_profcfg *ebpf_config(const char *fmt, ...);
 /* Whether a frame of stack st of p is the function fn. */
 bool ebpf_stack_has(const struct pf_prof_process *p, const struct pf_prof_stack *st,
 		    const char *fn);
+
+/* The CPU time process pid has run so far, in ns (/proc/PID/schedstat), 0 when unreadable: for
+ * sample-count checks that follow the CPU a workload got on a shared host. */
+uint64_t ebpf_proc_cpu_ns(pid_t pid);
 
 /* A test binary's main: skips (77) or fails as ebpf_probe says, builds its workload with
  * build (fails when it returns < 0), runs the cmocka group, then removes dir. Needs

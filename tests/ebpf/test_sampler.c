@@ -395,16 +395,20 @@ static void test_exclude_in_kernel(void **state)
 	poll_for(s, 2500);
 	struct pf_prof_window *w = pf_sampler_close_window(s, &err);
 	assert_int_equal(pf_sampler_stats(s, &after), 0);
+	double cpu_s = (double)ebpf_proc_cpu_ns(pid) / 1e9;
 	reap(pid);
 	assert_non_null(w);
 	struct tally t = {0};
 	tally_window(w, pid, &t);
-	print_message("excluded workload samples=%lu, filtered in kernel=%lu, others=%d\n",
+	print_message("excluded workload samples=%lu, filtered in kernel=%lu (workload on CPU "
+		      "%.2f s), others=%d\n",
 		      (unsigned long)t.total, (unsigned long)(after.filtered - before.filtered),
-		      t.foreign);
+		      cpu_s, t.foreign);
 	assert_int_equal(t.total, 0);
-	/* dropped by the pid allow-map lookup, not after the fact */
-	assert_true(after.filtered - before.filtered >= 500);
+	/* dropped by the pid allow-map lookup, not after the fact: at least half the ticks of
+	 * the CPU time the workload got (on a shared host it gets less than a CPU), and some */
+	assert_true(cpu_s > 0.2);
+	assert_true((double)(after.filtered - before.filtered) >= 0.5 * 499 * cpu_s);
 	pf_prof_window_free(w);
 	pf_profcfg_free(cfg);
 	pf_sampler_free(s);
