@@ -447,15 +447,16 @@ static void test_dlopen_after_start(void **state)
 static void test_exit_leaves_no_entries(void **state)
 {
 	struct pf_error err = {0};
-	pid_t pid = spawn(g_c, 2, NULL);
-	assert_true(pid > 0);
-	usleep(100000);
+	/* the sampler loads before the 2 s workload starts (its load is slow on a busy host) */
 	struct pf_sampler *s = pf_sampler_new(NULL, &err);
 	assert_non_null(s);
 	struct pf_profcfg *cfg = NULL;
 	const char *yaml = "profiling:\n  mode: triggered\n  triggers: {on_demand: {enabled: true}}\n";
 	assert_int_equal(pf_profcfg_parse(yaml, strlen(yaml), &cfg, &err), 0);
 	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	pid_t pid = spawn(g_c, 2, NULL);
+	assert_true(pid > 0);
+	usleep(100000);
 	uint32_t pids[1] = {(uint32_t)pid};
 	assert_int_equal(pf_sampler_capture_start(s, 0, PF_PROF_CPU, 499, pids, 1, &err), 0);
 	poll_for(s, 700);
