@@ -313,7 +313,7 @@ void dp_sampler_health(struct agent_dataplane *d)
 	if (st.dwarf_unwind)
 		pf_buf_printf(&b, "; user stacks by unwind tables (%" PRIu64 " tables, %" PRIu64
 			      " rows of %" PRIu64 ")",
-			      st.unwind_tables, st.unwind_rows, st.unwind_rows_cap);
+			      st.unwind.tables, st.unwind.rows, st.unwind.rows_cap);
 	else
 		pf_buf_printf(&b, "; user stacks by frame pointers only (%s)",
 			      st.dwarf_unwind_off_reason ? st.dwarf_unwind_off_reason : "?");

@@ -268,28 +268,28 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 		    "Samples whose user stack the kernel walked with the unwind tables.",
 		    s->dwarf_samples);
 	gauge_u64(w, "sampler_unwind_tables_loaded", "Unwind tables loaded in the kernel.",
-		  s->unwind_tables);
+		  s->unwind.tables);
 	gauge_u64(w, "sampler_unwind_rows", "Unwind rows (8 bytes each) in the kernel's array.",
-		  s->unwind_rows);
+		  s->unwind.rows);
 	gauge_u64(w, "sampler_unwind_rows_capacity",
 		  "Unwind rows the tables may use: an eighth of limits.max_memory_mb, at most the "
 		  "kernel's array.",
-		  s->unwind_rows_cap);
+		  s->unwind.rows_cap);
 	gauge_u64(w, "sampler_unwind_tables_pending",
 		  "Unwind tables the builder process is making (frame pointers meanwhile).",
-		  s->unwind_pending);
+		  s->unwind.pending);
 	family(w, "sampler_unwind_builder_cpu_seconds_total", "counter",
 	       "CPU time of the unwind table builder's child processes.");
 	sample_f64(w, "sampler_unwind_builder_cpu_seconds_total", "",
-		   (double)s->unwind_build_ns / 1e9);
+		   (double)s->unwind.build_ns / 1e9);
 	counter_u64(w, "sampler_unwind_tables_built_total",
 		    "Unwind tables built from .eh_frame/.debug_frame (cache misses).",
-		    s->unwind_built);
+		    s->unwind.built);
 	counter_u64(w, "sampler_unwind_table_cache_hits_total",
-		    "Unwind tables read from the state directory's cache.", s->unwind_cache_hits);
+		    "Unwind tables read from the state directory's cache.", s->unwind.cache_hits);
 	counter_u64(w, "sampler_unwind_tables_evicted_total",
 		    "Unwind tables evicted from the kernel to make room (least recently used).",
-		    s->unwind_evicted);
+		    s->unwind.evicted);
 	gauge_u64(w, "sampler_pending_samples", "Samples in the open window.", s->pending);
 	gauge_u64(w, "bpf_stats_enabled",
 		  "1 while the kernel counts BPF run time (bpf_run_time_seconds_total moves only "
@@ -366,12 +366,12 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 	for (unsigned i = 0; i < 5; i++) {
 		char ver[32];
 		snprintf(ver, sizeof(ver), "version=\"3.%u\"", 9 + i);
-		sample_u64(w, "python_processes", ver, s->py_by_minor[i]);
+		sample_u64(w, "python_processes", ver, s->py.by_minor[i]);
 	}
 	gauge_u64(w, "python_processes_unsupported",
 		  "CPython processes left with their native stacks (a version or layout the walk "
 		  "does not read; the agent's health says which).",
-		  s->py_unsupported);
+		  s->py.unsupported);
 	counter_u64(w, "python_frames_read_total",
 		    "Python frames the kernel read from sampled threads' frame chains.", s->py_frames);
 	counter_u64(w, "python_frame_read_failures_total",
@@ -381,32 +381,32 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 	counter_u64(w, "python_samples_total", "Samples given Python frames.", s->py_samples);
 	counter_u64(w, "python_names_total",
 		    "Python frames (code object, instruction) named from the process's memory.",
-		    s->py_named);
+		    s->py.named);
 	counter_u64(w, "python_name_failures_total",
 		    "Python frames that could not be named (the process was gone, or the address "
 		    "held no code object): they stay without a name.",
-		    s->py_name_failed);
+		    s->py.name_failed);
 	gauge_u64(w, "python_names_bytes",
 		  "Memory the Python name caches hold (code objects and their names).",
-		  s->py_names_bytes);
+		  s->py.names_bytes);
 	gauge_u64(w, "nodejs_processes", "node processes whose JS frames the kernel walks.",
-		  s->v8_processes);
+		  s->v8.processes);
 	gauge_u64(w, "nodejs_processes_unsupported",
 		  "node processes left with their native stacks (V8 constants missing or a layout "
 		  "the walk does not read; the agent's health says which).",
-		  s->v8_unsupported);
+		  s->v8.unsupported);
 	counter_u64(w, "nodejs_frames_total",
 		    "JS frames the kernel wrote (a SharedFunctionInfo in place of V8 code).",
 		    s->v8_frames);
 	counter_u64(w, "nodejs_frame_read_failures_total",
 		    "V8 frames the kernel could not read (the walk ends there).", s->v8_read_errors);
 	counter_u64(w, "nodejs_names_total", "JS frames named from the process's V8 heap.",
-		    s->v8_named);
+		    s->v8.named);
 	counter_u64(w, "nodejs_name_failures_total",
 		    "JS frames that could not be named (the process was gone, or the address held "
 		    "no SharedFunctionInfo any more): they stay without a name.",
-		    s->v8_name_failed);
-	gauge_u64(w, "nodejs_names_bytes", "Memory the JS name caches hold.", s->v8_names_bytes);
+		    s->v8.name_failed);
+	gauge_u64(w, "nodejs_names_bytes", "Memory the JS name caches hold.", s->v8.names_bytes);
 	counter_u64(w, "windows_held_total",
 		    "Windows whose close waited (at most 1 s) for a source-line table a child was "
 		    "building; they still end at their time.",

@@ -245,9 +245,9 @@ static void print_stats(struct pf_sampler *s)
 	       " py_detect_failed=%" PRIu64 " py_unsupported=%" PRIu64
 	       " py_samples=%" PRIu64 " py_frames=%" PRIu64 " py_read_errors=%" PRIu64
 	       " py_named=%" PRIu64 " py_name_failed=%" PRIu64 " py_names_bytes=%" PRIu64 "\n",
-	       st.python, st.py_processes, st.py_detected, st.py_detect_failed, st.py_unsupported,
+	       st.python, st.py.processes, st.py.detected_total, st.py.detect_failed, st.py.unsupported,
 	       st.py_samples, st.py_frames,
-	       st.py_read_errors, st.py_named, st.py_name_failed, st.py_names_bytes);
+	       st.py_read_errors, st.py.named, st.py.name_failed, st.py.names_bytes);
 	if (!st.dwarf_unwind) {
 		printf("stats dwarf_unwind=0 reason=\"%s\"\n",
 		       st.dwarf_unwind_off_reason ? st.dwarf_unwind_off_reason : "");
@@ -260,12 +260,12 @@ static void print_stats(struct pf_sampler *s)
 	       " unwind_evicted=%" PRIu64 " unwind_rows_full=%" PRIu64 " unwind_reloads=%" PRIu64
 	       " unwind_deferred=%" PRIu64 " unwind_pending=%" PRIu64 " unwind_builder_runs=%" PRIu64
 	       " unwind_builder_killed=%" PRIu64 "\n",
-	       st.dwarf_samples, st.unwind_tables, st.unwind_rows, st.unwind_rows_cap,
-	       st.unwind_processes, st.unwind_entries, st.unwind_built,
-	       (double)st.unwind_build_ns / 1e6, st.unwind_cache_hits, st.unwind_cache_bad,
-	       st.unwind_no_cfi, st.unwind_evicted, st.unwind_rows_full, st.unwind_reloads,
-	       st.unwind_deferred, st.unwind_pending, st.unwind_builder_runs,
-	       st.unwind_builder_killed);
+	       st.dwarf_samples, st.unwind.tables, st.unwind.rows, st.unwind.rows_cap,
+	       st.unwind.processes, st.unwind.entries, st.unwind.built,
+	       (double)st.unwind.build_ns / 1e6, st.unwind.cache_hits, st.unwind.cache_bad,
+	       st.unwind.no_cfi, st.unwind.evicted, st.unwind.rows_full, st.unwind.reloads,
+	       st.unwind.deferred, st.unwind.pending, st.unwind.builder_runs,
+	       st.unwind.builder_killed);
 }
 
 static bool refused(int e)

@@ -43,7 +43,10 @@
 #include "pf/error.h"
 #include "pf/profcfg.h"
 #include "pf/profile.h"
+#include "interp/python_unwind.h"
+#include "interp/v8_unwind.h"
 #include "sampler/procinfo.h"
+#include "unwind/unwinder.h"
 
 struct pf_sampler;
 
@@ -137,30 +140,20 @@ struct pf_sampler_stats {
 	/* .eh_frame unwinding: on, or why not; the unwinder's counters (unwinder.h) */
 	bool dwarf_unwind;
 	const char *dwarf_unwind_off_reason; /* static string, NULL when on */
-	uint64_t unwind_tables, unwind_rows, unwind_rows_cap, unwind_processes, unwind_entries,
-		unwind_built, unwind_build_ns, unwind_cache_hits, unwind_cache_bad, unwind_no_cfi,
-		unwind_evicted, unwind_rows_full, unwind_reloads, unwind_deferred, unwind_pending,
-		unwind_builder_runs, unwind_builder_killed;
+	struct pf_unwinder_stats unwind; /* zero while off */
 	uint64_t dwarf_samples; /* samples whose user stack the table walk produced */
-	/* Python frames (python_unwind.h): profiling.interpreters.python; CPython processes
-	 * walked now, by minor version (3.9 + i), not walked (unsupported version or layout);
-	 * detections; kernel: samples given Python frames, frames read, frame reads that
-	 * failed, samples of threads without a PyThreadState; user: frames named, not named,
-	 * the name caches' memory; kernel entries refused; the last unsupported processes */
+	/* Python frames: profiling.interpreters.python; the walker's own counters (processes
+	 * by minor version, detections, names, the last unsupported processes:
+	 * python_unwind.h); kernel: samples given Python frames, frames read, frame reads that
+	 * failed, samples of threads without a PyThreadState; kernel entries refused */
 	bool python;
-	uint64_t py_processes, py_by_minor[5], py_unsupported, py_detected, py_detect_failed;
-	uint64_t py_samples, py_frames, py_read_errors, py_no_thread;
-	uint64_t py_named, py_name_failed, py_names_bytes, py_map_errors;
-	char py_unsupported_msg[8][144];
-	unsigned py_n_unsupported_msg;
-	/* JS frames (v8_unwind.h): profiling.interpreters.nodejs; node processes walked, not
-	 * walked (with why), JS frames the kernel wrote, V8 frames it could not read, names */
+	struct pf_py_unwind_stats py;
+	uint64_t py_samples, py_frames, py_read_errors, py_no_thread, py_map_errors;
+	/* JS frames: profiling.interpreters.nodejs; the walker's counters (v8_unwind.h);
+	 * kernel: JS frames written, V8 frames it could not read; kernel entries refused */
 	bool nodejs;
-	uint64_t v8_processes, v8_unsupported, v8_frames, v8_read_errors;
-	uint64_t v8_named, v8_name_failed, v8_names_bytes, v8_map_errors;
-	char v8_unsupported_msg[8][144];
-	unsigned v8_n_unsupported_msg;
-	char v8_version[32];
+	struct pf_v8_unwind_stats v8;
+	uint64_t v8_frames, v8_read_errors, v8_map_errors;
 	/* one-time CPU cost of loading /proc/kallsyms (at the first kernel frame), 0 before and
 	 * while the in-kernel resolver (resolve_ksyms) is used instead */
 	uint64_t kernel_symbols_load_ns;

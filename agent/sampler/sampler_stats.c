@@ -254,53 +254,14 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->dwarf_unwind = s->unw != NULL;
 	out->dwarf_unwind_off_reason = s->unw ? NULL : s->unw_off;
 	out->dwarf_samples = s->dwarf_samples;
-	struct pf_py_unwind_stats ps;
-	pf_py_unwind_stats(s->py, &ps);
 	out->python = pf_py_unwind_enabled(s->py);
-	out->py_processes = ps.processes;
-	memcpy(out->py_by_minor, ps.by_minor, sizeof(out->py_by_minor));
-	out->py_unsupported = ps.unsupported;
-	out->py_detected = ps.detected_total;
-	out->py_detect_failed = ps.detect_failed;
-	out->py_named = ps.named;
-	out->py_name_failed = ps.name_failed;
-	out->py_names_bytes = ps.names_bytes;
+	pf_py_unwind_stats(s->py, &out->py);
 	out->py_map_errors = s->py_map_errors;
-	out->py_n_unsupported_msg = ps.n_unsupported_msg;
-	memcpy(out->py_unsupported_msg, ps.unsupported_msg, sizeof(out->py_unsupported_msg));
-	struct pf_v8_unwind_stats vs;
-	pf_v8_unwind_stats(s->v8, &vs);
 	out->nodejs = pf_v8_unwind_enabled(s->v8);
-	out->v8_processes = vs.processes;
-	out->v8_unsupported = vs.unsupported;
-	out->v8_named = vs.named;
-	out->v8_name_failed = vs.name_failed;
-	out->v8_names_bytes = vs.names_bytes;
+	pf_v8_unwind_stats(s->v8, &out->v8);
 	out->v8_map_errors = s->v8_map_errors;
-	out->v8_n_unsupported_msg = vs.n_unsupported_msg;
-	memcpy(out->v8_unsupported_msg, vs.unsupported_msg, sizeof(out->v8_unsupported_msg));
-	memcpy(out->v8_version, vs.version, sizeof(out->v8_version));
-	if (s->unw) {
-		struct pf_unwinder_stats us;
-		pf_unwinder_stats(s->unw, &us);
-		out->unwind_tables = us.tables;
-		out->unwind_rows = us.rows;
-		out->unwind_rows_cap = us.rows_cap;
-		out->unwind_processes = us.processes;
-		out->unwind_entries = us.entries;
-		out->unwind_built = us.built;
-		out->unwind_build_ns = us.build_ns;
-		out->unwind_cache_hits = us.cache_hits;
-		out->unwind_cache_bad = us.cache_bad;
-		out->unwind_no_cfi = us.no_cfi;
-		out->unwind_evicted = us.evicted;
-		out->unwind_rows_full = us.rows_full;
-		out->unwind_reloads = us.reloads;
-		out->unwind_deferred = us.deferred;
-		out->unwind_pending = us.pending;
-		out->unwind_builder_runs = us.builder_runs;
-		out->unwind_builder_killed = us.builder_killed;
-	}
+	if (s->unw)
+		pf_unwinder_stats(s->unw, &out->unwind);
 	return 0;
 }
 
@@ -319,23 +280,23 @@ size_t pf_sampler_python_status(const struct pf_sampler_stats *st, char *out, si
 		PUT("python: off");
 		return n;
 	}
-	if (!st->py_processes && !st->py_unsupported && !st->py_frames)
+	if (!st->py.processes && !st->py.unsupported && !st->py_frames)
 		return 0;
-	PUT("python: %" PRIu64 " processes", st->py_processes);
+	PUT("python: %" PRIu64 " processes", st->py.processes);
 	const char *sep = " (";
 	for (unsigned i = 0; i < PF_PY_UNWIND_MINORS; i++) {
-		if (!st->py_by_minor[i])
+		if (!st->py.by_minor[i])
 			continue;
-		PUT("%s3.%u: %" PRIu64, sep, 9 + i, st->py_by_minor[i]);
+		PUT("%s3.%u: %" PRIu64, sep, 9 + i, st->py.by_minor[i]);
 		sep = ", ";
 	}
 	if (*sep == ',')
 		PUT(")");
 	PUT(", frames read %" PRIu64 ", read failures %" PRIu64 ", names %" PRIu64
 	    ", not named %" PRIu64,
-	    st->py_frames, st->py_read_errors, st->py_named, st->py_name_failed);
-	for (unsigned i = 0; i < st->py_n_unsupported_msg && i < PF_PY_UNWIND_UNSUPPORTED_KEPT; i++)
-		PUT("; %s", st->py_unsupported_msg[i]);
+	    st->py_frames, st->py_read_errors, st->py.named, st->py.name_failed);
+	for (unsigned i = 0; i < st->py.n_unsupported_msg && i < PF_PY_UNWIND_UNSUPPORTED_KEPT; i++)
+		PUT("; %s", st->py.unsupported_msg[i]);
 #undef PUT
 	return n;
 }
@@ -347,18 +308,18 @@ size_t pf_sampler_nodejs_status(const struct pf_sampler_stats *st, char *out, si
 	int k;
 	if (!st->nodejs)
 		k = snprintf(out, cap, "nodejs: off");
-	else if (!st->v8_processes && !st->v8_unsupported && !st->v8_frames)
+	else if (!st->v8.processes && !st->v8.unsupported && !st->v8_frames)
 		k = snprintf(out, cap, "%s", "");
 	else
 		k = snprintf(out, cap,
 			     "nodejs: %" PRIu64 " processes%s%s%s, JS frames %" PRIu64
 			     ", read failures %" PRIu64 ", names %" PRIu64 ", not named %" PRIu64,
-			     st->v8_processes, st->v8_version[0] ? " (V8 " : "", st->v8_version,
-			     st->v8_version[0] ? ")" : "", st->v8_frames, st->v8_read_errors,
-			     st->v8_named, st->v8_name_failed);
+			     st->v8.processes, st->v8.version[0] ? " (V8 " : "", st->v8.version,
+			     st->v8.version[0] ? ")" : "", st->v8_frames, st->v8_read_errors,
+			     st->v8.named, st->v8.name_failed);
 	size_t n = k < 0 ? 0 : (size_t)k >= cap ? cap - 1 : (size_t)k;
-	for (unsigned i = 0; i < st->v8_n_unsupported_msg && i < PF_V8_UNWIND_UNSUPPORTED_KEPT; i++) {
-		k = snprintf(out + n, cap - n, "; %s", st->v8_unsupported_msg[i]);
+	for (unsigned i = 0; i < st->v8.n_unsupported_msg && i < PF_V8_UNWIND_UNSUPPORTED_KEPT; i++) {
+		k = snprintf(out + n, cap - n, "; %s", st->v8.unsupported_msg[i]);
 		n = k < 0 ? n : (size_t)k >= cap - n ? cap - 1 : n + (size_t)k;
 	}
 	return n;

@@ -316,12 +316,12 @@ static void test_chain(void **state)
 		      "%lu\n",
 		      (unsigned long)match, (unsigned long)total, HOT_FIRST, HOT_LAST, script,
 		      total ? 100.0 * (double)match / (double)total : 0.0,
-		      (unsigned long)st.py_processes, (unsigned long)st.py_by_minor[2],
+		      (unsigned long)st.py.processes, (unsigned long)st.py.by_minor[2],
 		      (unsigned long)st.py_samples, (unsigned long)st.py_frames,
-		      (unsigned long)st.py_read_errors, (unsigned long)st.py_named,
-		      (unsigned long)st.py_name_failed);
+		      (unsigned long)st.py_read_errors, (unsigned long)st.py.named,
+		      (unsigned long)st.py.name_failed);
 	assert_true(st.python);
-	assert_int_equal(st.py_by_minor[2], 1);
+	assert_int_equal(st.py.by_minor[2], 1);
 	assert_true(total >= 150);
 	assert_true(match * 100 >= total * 95);
 	pf_prof_window_free(w);
@@ -616,8 +616,8 @@ static void test_other_versions(void **state)
 			      "%lu, read failures %lu; unsupported %lu%s%s\n",
 			      py, minor, (unsigned long)match, (unsigned long)total,
 			      (unsigned long)st.py_frames, (unsigned long)st.py_read_errors,
-			      (unsigned long)st.py_unsupported, st.py_n_unsupported_msg ? ": " : "",
-			      st.py_n_unsupported_msg ? st.py_unsupported_msg[0] : "");
+			      (unsigned long)st.py.unsupported, st.py.n_unsupported_msg ? ": " : "",
+			      st.py.n_unsupported_msg ? st.py.unsupported_msg[0] : "");
 		assert_true(total >= 50);
 		if (minor >= 9 && minor <= 13) {
 			assert_true(match * 100 >= total * 95);
@@ -626,8 +626,8 @@ static void test_other_versions(void **state)
 			snprintf(want_msg, sizeof(want_msg), "python: 3.%u unsupported", minor);
 			assert_int_equal(match, 0);
 			assert_int_equal(st.py_frames, 0);
-			assert_int_equal(st.py_unsupported, 1);
-			assert_non_null(strstr(st.py_unsupported_msg[0], want_msg));
+			assert_int_equal(st.py.unsupported, 1);
+			assert_non_null(strstr(st.py.unsupported_msg[0], want_msg));
 		}
 		pf_prof_window_free(w);
 	}

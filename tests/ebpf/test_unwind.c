@@ -301,9 +301,9 @@ static void measure_workload(const char *what, const char *exe, const chain_t *c
 	print_message("); first 0.5 s: %lu samples, %.1f%% complete; tables %lu, rows %lu, "
 		      "built %lu in %.1f ms, from the cache %lu, table walks %lu\n",
 		      (unsigned long)cold.total, pct(cold.complete, cold.total),
-		      (unsigned long)st->unwind_tables, (unsigned long)st->unwind_rows,
-		      (unsigned long)st->unwind_built, (double)st->unwind_build_ns / 1e6,
-		      (unsigned long)st->unwind_cache_hits, (unsigned long)st->dwarf_samples);
+		      (unsigned long)st->unwind.tables, (unsigned long)st->unwind.rows,
+		      (unsigned long)st->unwind.built, (double)st->unwind.build_ns / 1e6,
+		      (unsigned long)st->unwind.cache_hits, (unsigned long)st->dwarf_samples);
 }
 
 static void check_workload(const char *what, const char *exe, const chain_t *chains, size_t n)
@@ -433,10 +433,10 @@ static void test_dlopen_after_start(void **state)
 		      "reloads %lu\n",
 		      (unsigned long)t.chain_total[4], pct(t.chain_complete[4], t.chain_total[4]),
 		      (unsigned long)t.total, pct(t.complete, t.total),
-		      (unsigned long)st.unwind_reloads);
+		      (unsigned long)st.unwind.reloads);
 	assert_true(t.chain_total[4] >= 50);
 	assert_true(t.chain_complete[4] * 100 >= t.chain_total[4] * 90);
-	assert_true(st.unwind_reloads >= 1);
+	assert_true(st.unwind.reloads >= 1);
 	pf_prof_window_free(w);
 	pf_profcfg_free(cfg);
 	pf_sampler_free(s);
@@ -463,7 +463,7 @@ static void test_exit_leaves_no_entries(void **state)
 	size_t during = pf_sampler_unwind_entries(s, (uint32_t)pid);
 	struct pf_sampler_stats st;
 	assert_int_equal(pf_sampler_stats(s, &st), 0);
-	uint64_t procs_during = st.unwind_processes;
+	uint64_t procs_during = st.unwind.processes;
 	int status;
 	assert_int_equal(waitpid(pid, &status, 0), pid); /* it ends on its own, mid-capture */
 	poll_for(s, 500);
@@ -476,11 +476,11 @@ static void test_exit_leaves_no_entries(void **state)
 	print_message("exit mid-capture: entries %zu while it ran, %zu after its exit; processes "
 		      "with tables %lu -> %lu; capture %lu samples, %.1f%% complete\n",
 		      during, after, (unsigned long)procs_during,
-		      (unsigned long)st.unwind_processes, (unsigned long)t.total,
+		      (unsigned long)st.unwind.processes, (unsigned long)t.total,
 		      pct(t.complete, t.total));
 	assert_true(during > 0);
 	assert_int_equal(after, 0);
-	assert_true(st.unwind_processes < procs_during);
+	assert_true(st.unwind.processes < procs_during);
 	assert_true(t.total > 0);
 	pf_prof_window_free(wc);
 	pf_profcfg_free(cfg);
@@ -519,11 +519,11 @@ static void test_many_mappings(void **state)
 	tally(w, pid, c_chains, 4, &t);
 	print_message("160 more mappings: %zu in the kernel's array, reloads %lu; hot_leaf chain "
 		      "%lu/%lu complete, all samples %.1f%% of %lu\n",
-		      entries, (unsigned long)st.unwind_reloads,
+		      entries, (unsigned long)st.unwind.reloads,
 		      (unsigned long)t.chain_complete[0], (unsigned long)t.chain_total[0],
 		      pct(t.complete, t.total), (unsigned long)t.total);
 	assert_int_equal(entries, 128); /* PF_UNWIND_PROC_MAPS */
-	assert_true(st.unwind_reloads <= 1);
+	assert_true(st.unwind.reloads <= 1);
 	assert_true(t.chain_total[0] >= 50);
 	assert_true(t.chain_complete[0] * 100 >= t.chain_total[0] * 90);
 	assert_true(t.complete * 100 >= t.total * 90);
@@ -547,7 +547,7 @@ static void run_loaded(struct pf_sampler *s, const char *exe, struct pf_sampler_
 	while (!loaded && now_ms() < end) {
 		poll_for(s, 100);
 		assert_int_equal(pf_sampler_stats(s, st), 0);
-		loaded = st->unwind_processes == 1 && !st->unwind_pending &&
+		loaded = st->unwind.processes == 1 && !st->unwind.pending &&
 			 pf_sampler_unwind_entries(s, (uint32_t)pid) > 0;
 	}
 	assert_true(loaded);
@@ -559,8 +559,8 @@ static void run_loaded(struct pf_sampler *s, const char *exe, struct pf_sampler_
 	do {
 		poll_for(s, 50);
 		assert_int_equal(pf_sampler_stats(s, &after), 0);
-	} while (after.unwind_processes && now_ms() < end);
-	assert_int_equal(after.unwind_processes, 0);
+	} while (after.unwind.processes && now_ms() < end);
+	assert_int_equal(after.unwind.processes, 0);
 	pf_profcfg_free(cfg);
 }
 
@@ -575,41 +575,41 @@ static void test_lru_eviction(void **state)
 	assert_non_null(s);
 	struct pf_sampler_stats a, b, c, d, e, f;
 	run_loaded(s, g_static[0], &a);
-	assert_int_equal(a.unwind_rows_cap, 20 * 1024);
-	assert_int_equal(a.unwind_tables, 2); /* its own and the vDSO's */
+	assert_int_equal(a.unwind.rows_cap, 20 * 1024);
+	assert_int_equal(a.unwind.tables, 2); /* its own and the vDSO's */
 	run_loaded(s, g_static[1], &b);
-	assert_int_equal(b.unwind_tables, 3);
-	assert_int_equal(b.unwind_evicted, 0);
+	assert_int_equal(b.unwind.tables, 3);
+	assert_int_equal(b.unwind.evicted, 0);
 	/* static_0 again: its table is still loaded, nothing read or built */
 	run_loaded(s, g_static[0], &c);
-	assert_int_equal(c.unwind_evicted, 0);
-	assert_int_equal(c.unwind_built, b.unwind_built);
-	assert_int_equal(c.unwind_cache_hits, b.unwind_cache_hits);
+	assert_int_equal(c.unwind.evicted, 0);
+	assert_int_equal(c.unwind.built, b.unwind.built);
+	assert_int_equal(c.unwind.cache_hits, b.unwind.cache_hits);
 	/* static_2 needs room: static_1's table, the least recently used, goes */
 	run_loaded(s, g_static[2], &d);
-	assert_int_equal(d.unwind_evicted, 1);
-	assert_int_equal(d.unwind_tables, 3);
+	assert_int_equal(d.unwind.evicted, 1);
+	assert_int_equal(d.unwind.tables, 3);
 	run_loaded(s, g_static[0], &e); /* kept: no read, no build, no eviction */
-	assert_int_equal(e.unwind_evicted, 1);
-	assert_int_equal(e.unwind_built, d.unwind_built);
-	assert_int_equal(e.unwind_cache_hits, d.unwind_cache_hits);
+	assert_int_equal(e.unwind.evicted, 1);
+	assert_int_equal(e.unwind.built, d.unwind.built);
+	assert_int_equal(e.unwind.cache_hits, d.unwind.cache_hits);
 	/* static_1 comes back from the disk cache, evicting static_2's */
 	run_loaded(s, g_static[1], &f);
-	assert_int_equal(f.unwind_evicted, 2);
-	assert_int_equal(f.unwind_cache_hits, e.unwind_cache_hits + 1);
-	assert_int_equal(f.unwind_built, e.unwind_built);
+	assert_int_equal(f.unwind.evicted, 2);
+	assert_int_equal(f.unwind.cache_hits, e.unwind.cache_hits + 1);
+	assert_int_equal(f.unwind.built, e.unwind.built);
 	print_message("LRU eviction: rows %lu/%lu, tables %lu, built %lu, evicted %lu, read back "
 		      "from the cache %lu\n",
-		      (unsigned long)f.unwind_rows, (unsigned long)f.unwind_rows_cap,
-		      (unsigned long)f.unwind_tables, (unsigned long)f.unwind_built,
-		      (unsigned long)f.unwind_evicted, (unsigned long)f.unwind_cache_hits);
+		      (unsigned long)f.unwind.rows, (unsigned long)f.unwind.rows_cap,
+		      (unsigned long)f.unwind.tables, (unsigned long)f.unwind.built,
+		      (unsigned long)f.unwind.evicted, (unsigned long)f.unwind.cache_hits);
 	/* limits.max_memory_mb: an eighth of it for rows, at most what the kernel holds */
 	struct pf_profcfg *cfg = NULL;
 	const char *yaml = "profiling:\n  limits: {max_memory_mb: 8}\n";
 	assert_int_equal(pf_profcfg_parse(yaml, strlen(yaml), &cfg, &err), 0);
 	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
 	assert_int_equal(pf_sampler_stats(s, &f), 0);
-	assert_int_equal(f.unwind_rows_cap, 20 * 1024); /* 1 MiB of rows > the 160 KiB array */
+	assert_int_equal(f.unwind.rows_cap, 20 * 1024); /* 1 MiB of rows > the 160 KiB array */
 	pf_profcfg_free(cfg);
 	pf_sampler_free(s);
 	struct pf_sampler *big = pf_sampler_new(NULL, &err);
@@ -618,7 +618,7 @@ static void test_lru_eviction(void **state)
 	assert_int_equal(pf_profcfg_parse(yaml, strlen(yaml), &cfg, &err), 0);
 	assert_int_equal(pf_sampler_set_config(big, cfg, &err), 0);
 	assert_int_equal(pf_sampler_stats(big, &f), 0);
-	assert_int_equal(f.unwind_rows_cap, 128 * 1024); /* 8 MiB / 8 = 1 MiB of 8-byte rows */
+	assert_int_equal(f.unwind.rows_cap, 128 * 1024); /* 8 MiB / 8 = 1 MiB of 8-byte rows */
 	pf_profcfg_free(cfg);
 	pf_sampler_free(big);
 }
