@@ -213,6 +213,257 @@ static void render_relabel(struct w *w)
 		    "Processes' profiles left out by drop and keep rules.", st.profiles_dropped);
 }
 
+/* ---- families read from a stats struct by a table ---- */
+
+/* How a field is read and shown: U_COUNT uint64_t, U_U32 uint32_t, U_BOOL bool, U_INT int
+ * (negative shown as 0), U_KIB uint64_t KiB shown in bytes, U_MS/U_NS uint64_t shown in
+ * seconds; U_PAIR two uint64_t series told apart by label (k1 at off, k2 at off2);
+ * U_PY_MINORS the PF_PY_UNWIND_MINORS uint64_t series version="3.9".. at off;
+ * U_BOOL_RUNNING an exporter's running flag (not in its status struct). */
+enum unit { U_COUNT, U_U32, U_BOOL, U_INT, U_KIB, U_MS, U_NS, U_PAIR, U_PY_MINORS, U_BOOL_RUNNING };
+
+struct field_family {
+	const char *name;
+	const char *type;
+	enum unit unit;
+	size_t off; /* in the struct the table describes */
+	const char *help;
+	const char *label, *k1, *k2; /* U_PAIR */
+	size_t off2;                 /* U_PAIR */
+};
+
+/* A row of one series, and a U_PAIR row (a counter: label="k1" at off, label="k2" at off2). */
+#define FIELD(name, type, unit, off, help) {name, type, unit, off, help, NULL, NULL, NULL, 0}
+#define PAIR(name, label, k1, off, k2, off2, help)                                                 \
+	{name, "counter", U_PAIR, off, help, label, k1, k2, off2}
+
+static uint64_t field_u64(const char *base, size_t off)
+{
+	uint64_t u;
+	memcpy(&u, base + off, sizeof(u));
+	return u;
+}
+
+/* The samples of f read from base (labels: "" or already escaped, as sample_u64). */
+static void sample_field(struct w *w, const struct field_family *f, const char *base,
+			 const char *labels)
+{
+	char lab[LABELS_LEN];
+	uint32_t u32;
+	bool b;
+	int iv;
+	switch (f->unit) {
+	case U_COUNT:
+		sample_u64(w, f->name, labels, field_u64(base, f->off));
+		break;
+	case U_U32:
+		memcpy(&u32, base + f->off, sizeof(u32));
+		sample_u64(w, f->name, labels, u32);
+		break;
+	case U_BOOL:
+		memcpy(&b, base + f->off, sizeof(b));
+		sample_u64(w, f->name, labels, b);
+		break;
+	case U_INT:
+		memcpy(&iv, base + f->off, sizeof(iv));
+		sample_u64(w, f->name, labels, iv > 0 ? (uint64_t)iv : 0);
+		break;
+	case U_KIB:
+		sample_u64(w, f->name, labels, field_u64(base, f->off) * 1024);
+		break;
+	case U_MS:
+		sample_f64(w, f->name, labels, (double)field_u64(base, f->off) / 1e3);
+		break;
+	case U_NS:
+		sample_f64(w, f->name, labels, (double)field_u64(base, f->off) / 1e9);
+		break;
+	case U_PAIR:
+		snprintf(lab, sizeof(lab), "%s=\"%s\"", f->label, f->k1);
+		sample_u64(w, f->name, lab, field_u64(base, f->off));
+		snprintf(lab, sizeof(lab), "%s=\"%s\"", f->label, f->k2);
+		sample_u64(w, f->name, lab, field_u64(base, f->off2));
+		break;
+	case U_PY_MINORS:
+		for (unsigned i = 0; i < PF_PY_UNWIND_MINORS; i++) {
+			snprintf(lab, sizeof(lab), "version=\"3.%u\"", 9 + i);
+			sample_u64(w, f->name, lab, field_u64(base, f->off + i * sizeof(uint64_t)));
+		}
+		break;
+	case U_BOOL_RUNNING:
+		break;
+	}
+}
+
+/* Each family of the table with its one unlabelled sample (or U_PAIR/U_PY_MINORS series). */
+static void render_fields(struct w *w, const struct field_family *t, size_t n, const void *base)
+{
+	for (size_t i = 0; i < n; i++) {
+		family(w, t[i].name, t[i].type, t[i].help);
+		sample_field(w, &t[i], base, "");
+	}
+}
+
+/* ---- sampler, symbolizer, interpreters ---- */
+
+#define SS(f) offsetof(struct pf_sampler_stats, f)
+/* The sampler's families up to the per-program BPF run times. */
+static const struct field_family sampler_families[] = {
+    FIELD("sampler_frequency_hertz", "gauge", U_U32, SS(frequency_hz),
+     "Sampling frequency per CPU."),
+    FIELD("sampler_cpus", "gauge", U_U32, SS(n_cpus),
+     "CPUs with a perf event open."),
+    FIELD("sampler_samples_total", "counter", U_COUNT, SS(samples),
+     "Samples recorded by the BPF program."),
+    PAIR("sampler_lost_samples_total", "reason",
+     "ring_buffer", SS(lost_kernel), "window_full", SS(lost_user),
+     "Samples lost: ring_buffer (the kernel found the ring buffer full), window_full "
+     "(the open window's sample store was full)."),
+    FIELD("sampler_lost_events_total", "counter", U_COUNT, SS(lost_events),
+     "Process events (exec, fork, exit) lost in the kernel."),
+    FIELD("sampler_filtered_samples_total", "counter", U_COUNT, SS(filtered),
+     "Ticks of processes the filters exclude, skipped in the kernel."),
+    FIELD("sampler_stack_errors_total", "counter", U_COUNT, SS(stack_errors),
+     "Ticks where no stack could be walked."),
+    FIELD("sampler_off_cpu", "gauge", U_BOOL, SS(off_cpu),
+     "1 while off-CPU profiling's switch program is attached."),
+    FIELD("sampler_off_cpu_samples_total", "counter", U_COUNT, SS(off_cpu_samples),
+     "Off-CPU records written: threads back on the CPU after min_block_us or more."),
+    FIELD("sampler_off_cpu_switches_total", "counter", U_COUNT, SS(off_cpu_switches),
+     "Switch-outs of profiled threads followed."),
+    FIELD("sampler_off_cpu_kernel_only_total", "counter", U_COUNT, SS(off_cpu_kernel_only),
+     "Off-CPU records written with the kernel stack alone: the thread left again "
+     "before its system call returned."),
+    FIELD("sampler_off_cpu_short_total", "counter", U_COUNT, SS(off_cpu_short),
+     "Followed switch-outs whose thread came back sooner than min_block_us."),
+    FIELD("sampler_off_cpu_filtered_total", "counter", U_COUNT, SS(off_cpu_filtered),
+     "Switch-outs of processes the filters exclude, skipped in the kernel."),
+    PAIR("sampler_off_cpu_lost_total", "reason",
+     "threads_full", SS(off_cpu_full), "window_full", SS(off_cpu_lost_user),
+     "Off-CPU records lost: threads_full (too many threads away at once), window_full "
+     "(the open window's off-CPU store was full)."),
+    FIELD("sampler_processes", "gauge", U_COUNT, SS(processes),
+     "Processes known to the sampler."),
+    FIELD("sampler_unwind_tables", "gauge", U_BOOL, SS(dwarf_unwind),
+     "1 while user stacks are walked with .eh_frame unwind tables in the kernel (0: "
+     "frame pointers only)."),
+    FIELD("sampler_unwind_table_walks_total", "counter", U_COUNT, SS(dwarf_samples),
+     "Samples whose user stack the kernel walked with the unwind tables."),
+    FIELD("sampler_unwind_tables_loaded", "gauge", U_COUNT, SS(unwind.tables),
+     "Unwind tables loaded in the kernel."),
+    FIELD("sampler_unwind_rows", "gauge", U_COUNT, SS(unwind.rows),
+     "Unwind rows (8 bytes each) in the kernel's array."),
+    FIELD("sampler_unwind_rows_capacity", "gauge", U_COUNT, SS(unwind.rows_cap),
+     "Unwind rows the tables may use: an eighth of limits.max_memory_mb, at most the "
+     "kernel's array."),
+    FIELD("sampler_unwind_tables_pending", "gauge", U_COUNT, SS(unwind.pending),
+     "Unwind tables the builder process is making (frame pointers meanwhile)."),
+    FIELD("sampler_unwind_builder_cpu_seconds_total", "counter", U_NS, SS(unwind.build_ns),
+     "CPU time of the unwind table builder's child processes."),
+    FIELD("sampler_unwind_tables_built_total", "counter", U_COUNT, SS(unwind.built),
+     "Unwind tables built from .eh_frame/.debug_frame (cache misses)."),
+    FIELD("sampler_unwind_table_cache_hits_total", "counter", U_COUNT, SS(unwind.cache_hits),
+     "Unwind tables read from the state directory's cache."),
+    FIELD("sampler_unwind_tables_evicted_total", "counter", U_COUNT, SS(unwind.evicted),
+     "Unwind tables evicted from the kernel to make room (least recently used)."),
+    FIELD("sampler_pending_samples", "gauge", U_COUNT, SS(pending),
+     "Samples in the open window."),
+    FIELD("bpf_stats_enabled", "gauge", U_BOOL, SS(bpf_stats_enabled),
+     "1 while the kernel counts BPF run time (bpf_run_time_seconds_total moves only "
+     "then)."),
+};
+
+/* After the BPF run times: the symbolizer's and the interpreter walkers' families. */
+static const struct field_family symbolizer_families[] = {
+    PAIR("symbolizer_frames_total", "result",
+     "resolved", SS(frames_resolved), "unresolved", SS(frames_unresolved),
+     "Stack frames symbolized: resolved to a function, or left as an address."),
+    FIELD("symbolizer_elf_files_cached", "gauge", U_COUNT, SS(elf_cached),
+     "ELF files in the symbolizer's cache."),
+    FIELD("symbolizer_line_tables", "gauge", U_COUNT, SS(line_tables),
+     "Source-line tables open (one per ELF file with DWARF in the cache)."),
+    FIELD("symbolizer_line_tables_bytes", "gauge", U_COUNT, SS(line_tables_bytes),
+     "Memory the open source-line tables hold (their block indexes)."),
+    FIELD("symbolizer_line_table_builds_total", "counter", U_COUNT, SS(line_builds),
+     "Source-line tables built from DWARF by the builder child."),
+    FIELD("symbolizer_line_table_build_failures_total", "counter", U_COUNT, SS(line_build_failed),
+     "Files whose source-line table could not be built (no line program, over "
+     "the row bound, a child killed or lost): function names only."),
+    FIELD("symbolizer_line_table_disk_hits_total", "counter", U_COUNT, SS(line_cache_hits),
+     "Source-line tables read from the state directory, built by an earlier run."),
+    FIELD("symbolizer_line_table_build_cpu_seconds_total", "counter", U_NS, SS(line_build_cpu_ns),
+     "CPU time of the builder children that decode DWARF into source-line tables."),
+    FIELD("symbolizer_line_table_build_peak_bytes", "gauge", U_KIB, SS(line_build_max_rss_kb),
+     "The largest peak RSS of a builder child (libdw decoding a file's DWARF runs "
+     "there, not in the agent)."),
+    FIELD("symbolizer_line_deferred_total", "counter", U_COUNT, SS(line_deferred),
+     "New addresses named from the symbol table only while their file's source-line "
+     "table was being built; a later window resolves them in full."),
+    FIELD("symbolizer_jit_maps", "gauge", U_COUNT, SS(jit_maps),
+     "Processes whose JIT symbol map (/tmp/perf-<pid>.map) is loaded."),
+    FIELD("symbolizer_jit_map_bytes", "gauge", U_COUNT, SS(jit_bytes),
+     "Memory the loaded JIT symbol maps hold (at most 16 MiB together)."),
+    FIELD("symbolizer_jit_frames_total", "counter", U_COUNT, SS(jit_frames),
+     "Frames in anonymous code named from their process's JIT symbol map."),
+    FIELD("symbolizer_go_files", "gauge", U_COUNT, SS(go_files),
+     "Cached Go binaries without a symbol table (-ldflags=\"-s -w\"), named from the "
+     "Go runtime's own function table (.gopclntab)."),
+    FIELD("symbolizer_names_cleaned_total", "counter", U_COUNT, SS(names_cleaned),
+     "Function or file names read from a binary that were not valid UTF-8 (or held "
+     "control characters): the bad bytes became '?' before they went into a profile."),
+    FIELD("symbolizer_jit_maps_refused_total", "counter", U_COUNT, SS(jit_maps_refused),
+     "JIT symbol maps not loaded: over 8 MiB or 131,072 lines, or past the 16 MiB "
+     "all maps may hold."),
+    FIELD("python_processes", "gauge", U_PY_MINORS, SS(py.by_minor),
+     "CPython processes whose Python frames the kernel walks, by minor version."),
+    FIELD("python_processes_unsupported", "gauge", U_COUNT, SS(py.unsupported),
+     "CPython processes left with their native stacks (a version or layout the walk "
+     "does not read; the agent's health says which)."),
+    FIELD("python_frames_read_total", "counter", U_COUNT, SS(py_frames),
+     "Python frames the kernel read from sampled threads' frame chains."),
+    FIELD("python_frame_read_failures_total", "counter", U_COUNT, SS(py_read_errors),
+     "Python frames the kernel could not read (the chain ends there; native frames "
+     "stay)."),
+    FIELD("python_samples_total", "counter", U_COUNT, SS(py_samples),
+     "Samples given Python frames."),
+    FIELD("python_names_total", "counter", U_COUNT, SS(py.named),
+     "Python frames (code object, instruction) named from the process's memory."),
+    FIELD("python_name_failures_total", "counter", U_COUNT, SS(py.name_failed),
+     "Python frames that could not be named (the process was gone, or the address "
+     "held no code object): they stay without a name."),
+    FIELD("python_names_bytes", "gauge", U_COUNT, SS(py.names_bytes),
+     "Memory the Python name caches hold (code objects and their names)."),
+    FIELD("nodejs_processes", "gauge", U_COUNT, SS(v8.processes),
+     "node processes whose JS frames the kernel walks."),
+    FIELD("nodejs_processes_unsupported", "gauge", U_COUNT, SS(v8.unsupported),
+     "node processes left with their native stacks (V8 constants missing or a layout "
+     "the walk does not read; the agent's health says which)."),
+    FIELD("nodejs_frames_total", "counter", U_COUNT, SS(v8_frames),
+     "JS frames the kernel wrote (a SharedFunctionInfo in place of V8 code)."),
+    FIELD("nodejs_frame_read_failures_total", "counter", U_COUNT, SS(v8_read_errors),
+     "V8 frames the kernel could not read (the walk ends there)."),
+    FIELD("nodejs_names_total", "counter", U_COUNT, SS(v8.named),
+     "JS frames named from the process's V8 heap."),
+    FIELD("nodejs_name_failures_total", "counter", U_COUNT, SS(v8.name_failed),
+     "JS frames that could not be named (the process was gone, or the address held "
+     "no SharedFunctionInfo any more): they stay without a name."),
+    FIELD("nodejs_names_bytes", "gauge", U_COUNT, SS(v8.names_bytes),
+     "Memory the JS name caches hold."),
+    FIELD("windows_held_total", "counter", U_COUNT, SS(windows_held),
+     "Windows whose close waited (at most 1 s) for a source-line table a child was "
+     "building; they still end at their time."),
+    FIELD("windows_held_seconds_total", "counter", U_NS, SS(windows_held_ns),
+     "Time the closes of those windows waited."),
+    FIELD("symbolizer_kernel_resolver", "gauge", U_BOOL, SS(kernel_resolver),
+     "1 while kernel frames are named by the in-kernel resolver (BPF), 0 when "
+     "/proc/kallsyms is read instead."),
+    FIELD("symbolizer_kernel_addresses_resolved_total", "counter", U_COUNT, SS(kernel_resolved),
+     "Distinct kernel addresses named by the in-kernel resolver (cache misses)."),
+    FIELD("symbolizer_kallsyms_load_seconds", "gauge", U_NS, SS(kernel_symbols_load_ns),
+     "CPU time the one-time /proc/kallsyms load took; 0 while the in-kernel resolver is "
+     "used."),
+};
+#undef SS
+
 static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 {
 	const struct pf_sampler_stats *s = &m->sampler;
@@ -222,79 +473,7 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 		  m->has_sampler && s->running);
 	if (!m->has_sampler)
 		return;
-	gauge_u64(w, "sampler_frequency_hertz", "Sampling frequency per CPU.", s->frequency_hz);
-	gauge_u64(w, "sampler_cpus", "CPUs with a perf event open.", s->n_cpus);
-	counter_u64(w, "sampler_samples_total", "Samples recorded by the BPF program.", s->samples);
-	counter_pair(w, "sampler_lost_samples_total",
-		     "Samples lost: ring_buffer (the kernel found the ring buffer full), window_full "
-		     "(the open window's sample store was full).",
-		     "reason", "ring_buffer", s->lost_kernel, "window_full", s->lost_user);
-	counter_u64(w, "sampler_lost_events_total",
-		    "Process events (exec, fork, exit) lost in the kernel.", s->lost_events);
-	counter_u64(w, "sampler_filtered_samples_total",
-		    "Ticks of processes the filters exclude, skipped in the kernel.", s->filtered);
-	counter_u64(w, "sampler_stack_errors_total", "Ticks where no stack could be walked.",
-		    s->stack_errors);
-	gauge_u64(w, "sampler_off_cpu", "1 while off-CPU profiling's switch program is attached.",
-		  s->off_cpu);
-	counter_u64(w, "sampler_off_cpu_samples_total",
-		    "Off-CPU records written: threads back on the CPU after min_block_us or more.",
-		    s->off_cpu_samples);
-	counter_u64(w, "sampler_off_cpu_switches_total",
-		    "Switch-outs of profiled threads followed.",
-		    s->off_cpu_switches);
-	counter_u64(w, "sampler_off_cpu_kernel_only_total",
-		    "Off-CPU records written with the kernel stack alone: the thread left again "
-		    "before its system call returned.",
-		    s->off_cpu_kernel_only);
-	counter_u64(w, "sampler_off_cpu_short_total",
-		    "Followed switch-outs whose thread came back sooner than min_block_us.",
-		    s->off_cpu_short);
-	counter_u64(w, "sampler_off_cpu_filtered_total",
-		    "Switch-outs of processes the filters exclude, skipped in the kernel.",
-		    s->off_cpu_filtered);
-	family(w, "sampler_off_cpu_lost_total", "counter",
-	       "Off-CPU records lost: threads_full (too many threads away at once), window_full "
-	       "(the open window's off-CPU store was full).");
-	sample_u64(w, "sampler_off_cpu_lost_total", "reason=\"threads_full\"", s->off_cpu_full);
-	sample_u64(w, "sampler_off_cpu_lost_total", "reason=\"window_full\"",
-		   s->off_cpu_lost_user);
-	gauge_u64(w, "sampler_processes", "Processes known to the sampler.", s->processes);
-	gauge_u64(w, "sampler_unwind_tables",
-		  "1 while user stacks are walked with .eh_frame unwind tables in the kernel (0: "
-		  "frame pointers only).",
-		  s->dwarf_unwind);
-	counter_u64(w, "sampler_unwind_table_walks_total",
-		    "Samples whose user stack the kernel walked with the unwind tables.",
-		    s->dwarf_samples);
-	gauge_u64(w, "sampler_unwind_tables_loaded", "Unwind tables loaded in the kernel.",
-		  s->unwind.tables);
-	gauge_u64(w, "sampler_unwind_rows", "Unwind rows (8 bytes each) in the kernel's array.",
-		  s->unwind.rows);
-	gauge_u64(w, "sampler_unwind_rows_capacity",
-		  "Unwind rows the tables may use: an eighth of limits.max_memory_mb, at most the "
-		  "kernel's array.",
-		  s->unwind.rows_cap);
-	gauge_u64(w, "sampler_unwind_tables_pending",
-		  "Unwind tables the builder process is making (frame pointers meanwhile).",
-		  s->unwind.pending);
-	family(w, "sampler_unwind_builder_cpu_seconds_total", "counter",
-	       "CPU time of the unwind table builder's child processes.");
-	sample_f64(w, "sampler_unwind_builder_cpu_seconds_total", "",
-		   (double)s->unwind.build_ns / 1e9);
-	counter_u64(w, "sampler_unwind_tables_built_total",
-		    "Unwind tables built from .eh_frame/.debug_frame (cache misses).",
-		    s->unwind.built);
-	counter_u64(w, "sampler_unwind_table_cache_hits_total",
-		    "Unwind tables read from the state directory's cache.", s->unwind.cache_hits);
-	counter_u64(w, "sampler_unwind_tables_evicted_total",
-		    "Unwind tables evicted from the kernel to make room (least recently used).",
-		    s->unwind.evicted);
-	gauge_u64(w, "sampler_pending_samples", "Samples in the open window.", s->pending);
-	gauge_u64(w, "bpf_stats_enabled",
-		  "1 while the kernel counts BPF run time (bpf_run_time_seconds_total moves only "
-		  "then).",
-		  s->bpf_stats_enabled);
+	render_fields(w, sampler_families, PF_ARRAY_SIZE(sampler_families), s);
 	family(w, "bpf_run_time_seconds_total", "counter",
 	       "Run time of each of the agent's BPF programs.");
 	for (int i = 0; i < PF_SAMPLER_N_PROGS; i++) {
@@ -309,183 +488,57 @@ static void render_sampler(struct w *w, const struct agent_dataplane_metrics *m)
 		snprintf(lab, sizeof(lab), "prog=\"%s\"", name);
 		sample_u64(w, "bpf_run_count_total", lab, m->progs[i].run_cnt);
 	}
-	family(w, "symbolizer_frames_total", "counter",
-	       "Stack frames symbolized: resolved to a function, or left as an address.");
-	sample_u64(w, "symbolizer_frames_total", "result=\"resolved\"", s->frames_resolved);
-	sample_u64(w, "symbolizer_frames_total", "result=\"unresolved\"", s->frames_unresolved);
-	gauge_u64(w, "symbolizer_elf_files_cached", "ELF files in the symbolizer's cache.",
-		  s->elf_cached);
-	gauge_u64(w, "symbolizer_line_tables",
-		  "Source-line tables open (one per ELF file with DWARF in the cache).",
-		  s->line_tables);
-	gauge_u64(w, "symbolizer_line_tables_bytes",
-		  "Memory the open source-line tables hold (their block indexes).",
-		  s->line_tables_bytes);
-	counter_u64(w, "symbolizer_line_table_builds_total",
-		    "Source-line tables built from DWARF by the builder child.", s->line_builds);
-	counter_u64(w, "symbolizer_line_table_build_failures_total",
-		    "Files whose source-line table could not be built (no line program, over "
-		    "the row bound, a child killed or lost): function names only.",
-		    s->line_build_failed);
-	counter_u64(w, "symbolizer_line_table_disk_hits_total",
-		    "Source-line tables read from the state directory, built by an earlier run.",
-		    s->line_cache_hits);
-	family(w, "symbolizer_line_table_build_cpu_seconds_total", "counter",
-	       "CPU time of the builder children that decode DWARF into source-line tables.");
-	sample_f64(w, "symbolizer_line_table_build_cpu_seconds_total", NULL,
-		   (double)s->line_build_cpu_ns / 1e9);
-	gauge_u64(w, "symbolizer_line_table_build_peak_bytes",
-		  "The largest peak RSS of a builder child (libdw decoding a file's DWARF runs "
-		  "there, not in the agent).",
-		  s->line_build_max_rss_kb * 1024);
-	counter_u64(w, "symbolizer_line_deferred_total",
-		    "New addresses named from the symbol table only while their file's source-line "
-		    "table was being built; a later window resolves them in full.",
-		    s->line_deferred);
-	gauge_u64(w, "symbolizer_jit_maps",
-		  "Processes whose JIT symbol map (/tmp/perf-<pid>.map) is loaded.", s->jit_maps);
-	gauge_u64(w, "symbolizer_jit_map_bytes",
-		  "Memory the loaded JIT symbol maps hold (at most 16 MiB together).", s->jit_bytes);
-	counter_u64(w, "symbolizer_jit_frames_total",
-		    "Frames in anonymous code named from their process's JIT symbol map.",
-		    s->jit_frames);
-	gauge_u64(w, "symbolizer_go_files",
-		  "Cached Go binaries without a symbol table (-ldflags=\"-s -w\"), named from the "
-		  "Go runtime's own function table (.gopclntab).",
-		  s->go_files);
-	counter_u64(w, "symbolizer_names_cleaned_total",
-		    "Function or file names read from a binary that were not valid UTF-8 (or held "
-		    "control characters): the bad bytes became '?' before they went into a profile.",
-		    s->names_cleaned);
-	counter_u64(w, "symbolizer_jit_maps_refused_total",
-		    "JIT symbol maps not loaded: over 8 MiB or 131,072 lines, or past the 16 MiB "
-		    "all maps may hold.",
-		    s->jit_maps_refused);
-	family(w, "python_processes", "gauge",
-	       "CPython processes whose Python frames the kernel walks, by minor version.");
-	for (unsigned i = 0; i < 5; i++) {
-		char ver[32];
-		snprintf(ver, sizeof(ver), "version=\"3.%u\"", 9 + i);
-		sample_u64(w, "python_processes", ver, s->py.by_minor[i]);
-	}
-	gauge_u64(w, "python_processes_unsupported",
-		  "CPython processes left with their native stacks (a version or layout the walk "
-		  "does not read; the agent's health says which).",
-		  s->py.unsupported);
-	counter_u64(w, "python_frames_read_total",
-		    "Python frames the kernel read from sampled threads' frame chains.", s->py_frames);
-	counter_u64(w, "python_frame_read_failures_total",
-		    "Python frames the kernel could not read (the chain ends there; native frames "
-		    "stay).",
-		    s->py_read_errors);
-	counter_u64(w, "python_samples_total", "Samples given Python frames.", s->py_samples);
-	counter_u64(w, "python_names_total",
-		    "Python frames (code object, instruction) named from the process's memory.",
-		    s->py.named);
-	counter_u64(w, "python_name_failures_total",
-		    "Python frames that could not be named (the process was gone, or the address "
-		    "held no code object): they stay without a name.",
-		    s->py.name_failed);
-	gauge_u64(w, "python_names_bytes",
-		  "Memory the Python name caches hold (code objects and their names).",
-		  s->py.names_bytes);
-	gauge_u64(w, "nodejs_processes", "node processes whose JS frames the kernel walks.",
-		  s->v8.processes);
-	gauge_u64(w, "nodejs_processes_unsupported",
-		  "node processes left with their native stacks (V8 constants missing or a layout "
-		  "the walk does not read; the agent's health says which).",
-		  s->v8.unsupported);
-	counter_u64(w, "nodejs_frames_total",
-		    "JS frames the kernel wrote (a SharedFunctionInfo in place of V8 code).",
-		    s->v8_frames);
-	counter_u64(w, "nodejs_frame_read_failures_total",
-		    "V8 frames the kernel could not read (the walk ends there).", s->v8_read_errors);
-	counter_u64(w, "nodejs_names_total", "JS frames named from the process's V8 heap.",
-		    s->v8.named);
-	counter_u64(w, "nodejs_name_failures_total",
-		    "JS frames that could not be named (the process was gone, or the address held "
-		    "no SharedFunctionInfo any more): they stay without a name.",
-		    s->v8.name_failed);
-	gauge_u64(w, "nodejs_names_bytes", "Memory the JS name caches hold.", s->v8.names_bytes);
-	counter_u64(w, "windows_held_total",
-		    "Windows whose close waited (at most 1 s) for a source-line table a child was "
-		    "building; they still end at their time.",
-		    s->windows_held);
-	family(w, "windows_held_seconds_total", "counter",
-	       "Time the closes of those windows waited.");
-	sample_f64(w, "windows_held_seconds_total", NULL, (double)s->windows_held_ns / 1e9);
-	gauge_u64(w, "symbolizer_kernel_resolver",
-		  "1 while kernel frames are named by the in-kernel resolver (BPF), 0 when "
-		  "/proc/kallsyms is read instead.",
-		  s->kernel_resolver);
-	counter_u64(w, "symbolizer_kernel_addresses_resolved_total",
-		    "Distinct kernel addresses named by the in-kernel resolver (cache misses).",
-		    s->kernel_resolved);
-	family(w, "symbolizer_kallsyms_load_seconds", "gauge",
-	       "CPU time the one-time /proc/kallsyms load took; 0 while the in-kernel resolver is "
-	       "used.");
-	sample_f64(w, "symbolizer_kallsyms_load_seconds", NULL,
-		   (double)s->kernel_symbols_load_ns / 1e9);
+	render_fields(w, symbolizer_families, PF_ARRAY_SIZE(symbolizer_families), s);
 }
 
 /* ---- exporters ---- */
 
-enum unit { U_COUNT, U_MS, U_NS, U_INT, U_BOOL_RUNNING };
-
-struct ex_family {
-	const char *name;
-	const char *type;
-	enum unit unit;
-	size_t off; /* in struct agent_exporter_status */
-	const char *help;
-};
-
 #define ST(f) offsetof(struct agent_exporter_status, f)
-static const struct ex_family ex_families[] = {
-    {"exporter_up", "gauge", U_BOOL_RUNNING, 0,
-     "1 when the exporter could be created, 0 when it could not (its health says why)."},
-    {"exporter_submitted_total", "counter", U_COUNT, ST(submitted),
-     "Items queued for delivery (items reloaded from the spill directory included)."},
-    {"exporter_sent_total", "counter", U_COUNT, ST(sent),
-     "Delivery attempts made (requests, file writes)."},
-    {"exporter_confirmed_total", "counter", U_COUNT, ST(confirmed),
-     "Items the back end accepted (2xx; partial successes included)."},
-    {"exporter_confirmed_bytes_total", "counter", U_COUNT, ST(bytes_ok),
-     "Payload bytes of the confirmed items, before compression."},
-    {"exporter_failed_total", "counter", U_COUNT, ST(failed),
-     "Items refused for good (an answer that is not retried)."},
-    {"exporter_retried_total", "counter", U_COUNT, ST(retried),
-     "Attempts that failed and will be retried."},
-    {"exporter_dropped_total", "counter", U_COUNT, ST(dropped),
-     "Items dropped: the oldest evicted from a full queue, or one larger than the queue."},
-    {"exporter_dropped_bytes_total", "counter", U_COUNT, ST(dropped_bytes),
-     "Bytes of the dropped items."},
-    {"exporter_queued_items", "gauge", U_COUNT, ST(queued_items),
-     "Items waiting in the delivery queue."},
-    {"exporter_queued_bytes", "gauge", U_COUNT, ST(queued_bytes),
-     "Bytes waiting in the delivery queue."},
-    {"exporter_queue_limit_bytes", "gauge", U_COUNT, ST(queue_limit_bytes),
-     "Bound of the delivery queue (limits.queue_bytes)."},
-    {"exporter_last_latency_seconds", "gauge", U_MS, ST(last_latency_ms),
-     "Duration of the last successful attempt."},
-    {"exporter_max_latency_seconds", "gauge", U_MS, ST(max_latency_ms),
-     "Duration of the longest successful attempt."},
-    {"exporter_retry_wait_seconds", "gauge", U_MS, ST(next_retry_ms),
-     "While backing off: time until the next attempt; else 0."},
-    {"exporter_last_success_timestamp_seconds", "gauge", U_NS, ST(last_ok_unix_ns),
-     "Unix time of the last confirmed attempt; 0 before the first."},
-    {"exporter_last_http_status", "gauge", U_INT, ST(last_http_status),
-     "HTTP status of the last response; 0 when none (file exporters, transport errors)."},
-    {"exporter_partial_successes_total", "counter", U_COUNT, ST(partial_successes),
-     "Confirmed OTLP requests whose response carried a partial_success."},
-    {"exporter_rejected_profiles_total", "counter", U_COUNT, ST(rejected_profiles),
-     "Profiles the back end rejected in partial successes."},
-    {"exporter_spilled_total", "counter", U_COUNT, ST(spilled),
-     "Items written to the spill directory."},
-    {"exporter_spill_loaded_total", "counter", U_COUNT, ST(spill_loaded),
-     "Items read back from the spill directory at start."},
-    {"exporter_spill_errors_total", "counter", U_COUNT, ST(spill_errors),
-     "Spill writes that failed and corrupt spill files found at start."},
+static const struct field_family ex_families[] = {
+    FIELD("exporter_up", "gauge", U_BOOL_RUNNING, 0,
+     "1 when the exporter could be created, 0 when it could not (its health says why)."),
+    FIELD("exporter_submitted_total", "counter", U_COUNT, ST(submitted),
+     "Items queued for delivery (items reloaded from the spill directory included)."),
+    FIELD("exporter_sent_total", "counter", U_COUNT, ST(sent),
+     "Delivery attempts made (requests, file writes)."),
+    FIELD("exporter_confirmed_total", "counter", U_COUNT, ST(confirmed),
+     "Items the back end accepted (2xx; partial successes included)."),
+    FIELD("exporter_confirmed_bytes_total", "counter", U_COUNT, ST(bytes_ok),
+     "Payload bytes of the confirmed items, before compression."),
+    FIELD("exporter_failed_total", "counter", U_COUNT, ST(failed),
+     "Items refused for good (an answer that is not retried)."),
+    FIELD("exporter_retried_total", "counter", U_COUNT, ST(retried),
+     "Attempts that failed and will be retried."),
+    FIELD("exporter_dropped_total", "counter", U_COUNT, ST(dropped),
+     "Items dropped: the oldest evicted from a full queue, or one larger than the queue."),
+    FIELD("exporter_dropped_bytes_total", "counter", U_COUNT, ST(dropped_bytes),
+     "Bytes of the dropped items."),
+    FIELD("exporter_queued_items", "gauge", U_COUNT, ST(queued_items),
+     "Items waiting in the delivery queue."),
+    FIELD("exporter_queued_bytes", "gauge", U_COUNT, ST(queued_bytes),
+     "Bytes waiting in the delivery queue."),
+    FIELD("exporter_queue_limit_bytes", "gauge", U_COUNT, ST(queue_limit_bytes),
+     "Bound of the delivery queue (limits.queue_bytes)."),
+    FIELD("exporter_last_latency_seconds", "gauge", U_MS, ST(last_latency_ms),
+     "Duration of the last successful attempt."),
+    FIELD("exporter_max_latency_seconds", "gauge", U_MS, ST(max_latency_ms),
+     "Duration of the longest successful attempt."),
+    FIELD("exporter_retry_wait_seconds", "gauge", U_MS, ST(next_retry_ms),
+     "While backing off: time until the next attempt; else 0."),
+    FIELD("exporter_last_success_timestamp_seconds", "gauge", U_NS, ST(last_ok_unix_ns),
+     "Unix time of the last confirmed attempt; 0 before the first."),
+    FIELD("exporter_last_http_status", "gauge", U_INT, ST(last_http_status),
+     "HTTP status of the last response; 0 when none (file exporters, transport errors)."),
+    FIELD("exporter_partial_successes_total", "counter", U_COUNT, ST(partial_successes),
+     "Confirmed OTLP requests whose response carried a partial_success."),
+    FIELD("exporter_rejected_profiles_total", "counter", U_COUNT, ST(rejected_profiles),
+     "Profiles the back end rejected in partial successes."),
+    FIELD("exporter_spilled_total", "counter", U_COUNT, ST(spilled),
+     "Items written to the spill directory."),
+    FIELD("exporter_spill_loaded_total", "counter", U_COUNT, ST(spill_loaded),
+     "Items read back from the spill directory at start."),
+    FIELD("exporter_spill_errors_total", "counter", U_COUNT, ST(spill_errors),
+     "Spill writes that failed and corrupt spill files found at start."),
 };
 #undef ST
 
@@ -502,35 +555,15 @@ static void render_exporters(struct w *w, const struct agent_dataplane_metrics *
 	if (!m->n_exporters)
 		return;
 	for (size_t f = 0; f < PF_ARRAY_SIZE(ex_families); f++) {
-		const struct ex_family *xf = &ex_families[f];
+		const struct field_family *xf = &ex_families[f];
 		family(w, xf->name, xf->type, xf->help);
 		for (size_t i = 0; i < m->n_exporters; i++) {
 			const struct agent_dataplane_exporter_metrics *e = &m->ex[i];
-			const char *base = (const char *)&e->st;
-			uint64_t u = 0;
-			int iv = 0;
 			ex_labels(lab, sizeof(lab), e);
-			switch (xf->unit) {
-			case U_BOOL_RUNNING:
+			if (xf->unit == U_BOOL_RUNNING)
 				sample_u64(w, xf->name, lab, e->running);
-				break;
-			case U_INT:
-				memcpy(&iv, base + xf->off, sizeof(iv));
-				sample_u64(w, xf->name, lab, iv > 0 ? (uint64_t)iv : 0);
-				break;
-			case U_COUNT:
-				memcpy(&u, base + xf->off, sizeof(u));
-				sample_u64(w, xf->name, lab, u);
-				break;
-			case U_MS:
-				memcpy(&u, base + xf->off, sizeof(u));
-				sample_f64(w, xf->name, lab, (double)u / 1e3);
-				break;
-			case U_NS:
-				memcpy(&u, base + xf->off, sizeof(u));
-				sample_f64(w, xf->name, lab, (double)u / 1e9);
-				break;
-			}
+			else
+				sample_field(w, xf, (const char *)&e->st, lab);
 		}
 	}
 	const char *h = "exporter_export_duration_seconds";
