@@ -105,6 +105,20 @@ static int sel_deliver(struct sel_run *r, const struct pf_profile_part *part, co
 	return rc == -EBADMSG ? 0 : rc; /* a damaged array adds nothing */
 }
 
+/* Delivers part when its attrset is selected, with the packed pairs in column col of s (when
+ * pairs are asked for). 0, a callback's non-zero return, or a negative errno. */
+static int sel_offer(struct sel_run *r, const struct pf_profile_part *part, sqlite3_stmt *s,
+		     int col)
+{
+	bool in;
+	int rc = sel_in(r, part->attrset, &in);
+	if (rc < 0 || !in)
+		return rc;
+	bool pairs = r->sel->flags & PF_PROFSEL_PAIRS;
+	return sel_deliver(r, part, pairs ? sqlite3_column_blob(s, col) : NULL,
+			   pairs ? (size_t)sqlite3_column_bytes(s, col) : 0);
+}
+
 static int sel_rollups(struct sel_run *r, int64_t res, int64_t lo_ms, int64_t hi_ms)
 {
 	bool pairs = r->sel->flags & PF_PROFSEL_PAIRS;
@@ -121,14 +135,7 @@ static int sel_rollups(struct sel_run *r, int64_t res, int64_t lo_ms, int64_t hi
 		    .start_ms = sqlite3_column_int64(s, 0), .res_ms = res,
 		    .attrset = sqlite3_column_int64(s, 1), .profiles = sqlite3_column_int64(s, 2),
 		    .total = sqlite3_column_int64(s, 3), .type = r->type, .unit = ""};
-		bool in;
-		if ((rc = sel_in(r, part.attrset, &in)) < 0)
-			return rc;
-		if (!in)
-			continue;
-		rc = sel_deliver(r, &part, pairs ? sqlite3_column_blob(s, 4) : NULL,
-				 pairs ? (size_t)sqlite3_column_bytes(s, 4) : 0);
-		if (rc)
+		if ((rc = sel_offer(r, &part, s, 4)) != 0)
 			return rc;
 	}
 	return rc;
@@ -163,14 +170,7 @@ static int sel_profiles(struct sel_run *r, int64_t a, int64_t b)
 		    .start_ms = sqlite3_column_int64(s, 1) / NS_PER_MS,
 		    .attrset = sqlite3_column_int64(s, 2), .profiles = 1,
 		    .total = sqlite3_column_int64(s, 3), .type = r->type, .unit = u ? u : ""};
-		bool in;
-		if ((rc = sel_in(r, part.attrset, &in)) < 0)
-			return rc;
-		if (!in)
-			continue;
-		rc = sel_deliver(r, &part, pairs ? sqlite3_column_blob(s, 5) : NULL,
-				 pairs ? (size_t)sqlite3_column_bytes(s, 5) : 0);
-		if (rc)
+		if ((rc = sel_offer(r, &part, s, 5)) != 0)
 			return rc;
 	}
 	return rc;
