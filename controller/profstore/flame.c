@@ -59,22 +59,35 @@ static uint64_t mix(uint64_t x)
 	return x;
 }
 
-static int name_tab_grow(struct pf_flame *f)
+/* Both indexes are open-addressing tables of entry + 1 (0 free), probed linearly from
+ * key & (cap - 1). Doubles *tab (1024 slots at first) and inserts entries first..n-1 again. */
+static int tab_grow(const struct pf_flame *f, uint32_t **tab, size_t *tab_cap, size_t first,
+		    size_t n, uint64_t (*key)(const struct pf_flame *, size_t))
 {
-	size_t cap = f->name_tab_cap ? f->name_tab_cap * 2 : 1024;
+	size_t cap = *tab_cap ? *tab_cap * 2 : 1024;
 	uint32_t *t = calloc(cap, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	for (size_t i = 0; i < f->n_names; i++) {
-		size_t j = f->name_hash[i] & (cap - 1);
+	for (size_t i = first; i < n; i++) {
+		size_t j = key(f, i) & (cap - 1);
 		while (t[j])
 			j = (j + 1) & (cap - 1);
 		t[j] = (uint32_t)i + 1;
 	}
-	free(f->name_tab);
-	f->name_tab = t;
-	f->name_tab_cap = cap;
+	free(*tab);
+	*tab = t;
+	*tab_cap = cap;
 	return 0;
+}
+
+static uint64_t name_key(const struct pf_flame *f, size_t i)
+{
+	return f->name_hash[i];
+}
+
+static int name_tab_grow(struct pf_flame *f)
+{
+	return tab_grow(f, &f->name_tab, &f->name_tab_cap, 0, f->n_names, name_key);
 }
 
 /* Index of the interned copy of s[0..n). */
@@ -122,22 +135,15 @@ static uint64_t child_key(uint32_t parent, uint32_t name)
 	return mix(((uint64_t)parent << 32) | name);
 }
 
+static uint64_t node_key(const struct pf_flame *f, size_t i)
+{
+	return child_key(f->nodes[i].parent, f->nodes[i].name);
+}
+
+/* Node 0 is the root, nobody's child. */
 static int child_tab_grow(struct pf_flame *f)
 {
-	size_t cap = f->child_tab_cap ? f->child_tab_cap * 2 : 1024;
-	uint32_t *t = calloc(cap, sizeof(*t));
-	if (!t)
-		return -ENOMEM;
-	for (size_t i = 1; i < f->n_nodes; i++) {
-		size_t j = child_key(f->nodes[i].parent, f->nodes[i].name) & (cap - 1);
-		while (t[j])
-			j = (j + 1) & (cap - 1);
-		t[j] = (uint32_t)i + 1;
-	}
-	free(f->child_tab);
-	f->child_tab = t;
-	f->child_tab_cap = cap;
-	return 0;
+	return tab_grow(f, &f->child_tab, &f->child_tab_cap, 1, f->n_nodes, node_key);
 }
 
 /* The child `name` of parent, created when missing; NONE when the node cap is reached. */
