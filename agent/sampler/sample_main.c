@@ -223,8 +223,8 @@ static void print_stats(struct pf_sampler *s)
 	       " max_rss_kb=%ld elf_cached=%" PRIu64 " frames_resolved=%" PRIu64
 	       " frames_unresolved=%" PRIu64 " line_build_failed=%" PRIu64 " children_cpu_ns=%" PRIu64
 	       " children_max_rss_kb=%ld\n",
-	       startup_cpu_ns, st.kernel_symbols_load_ns, cpu_ns, ru.ru_maxrss, st.elf_cached,
-	       st.frames_resolved, st.frames_unresolved, st.line_build_failed, ru_cpu_ns(&ch),
+	       startup_cpu_ns, st.sym.kernel_load_cpu_ns, cpu_ns, ru.ru_maxrss, st.sym.elf_cached,
+	       st.sym.frames_resolved, st.sym.frames_unresolved, st.sym.line_build_failed, ru_cpu_ns(&ch),
 	       ch.ru_maxrss);
 	if (st.bench_timed)
 		printf("stats bench_timed=%" PRIu64 " filter_ns=%" PRIu64 " kstack_ns=%" PRIu64
@@ -233,14 +233,14 @@ static void print_stats(struct pf_sampler *s)
 		       st.bench_part_ns[2], st.bench_part_ns[3], st.bench_part_ns[4]);
 	printf("stats kernel_resolver=%d kernel_resolved=%" PRIu64 " kernel_resolve_cpu_ns=%" PRIu64
 	       "\n",
-	       st.kernel_resolver, st.kernel_resolved, st.kernel_resolve_cpu_ns);
+	       st.sym.kernel_resolver, st.sym.kernel_resolved, st.sym.kernel_resolve_cpu_ns);
 	printf("stats elf_opened=%" PRIu64 " elf_evicted=%" PRIu64 " sym_cache_hits=%" PRIu64
 	       " line_lookups=%" PRIu64 " line_build_cpu_ns=%" PRIu64 " line_deferred=%" PRIu64
 	       " line_tables=%" PRIu64 " line_tables_bytes=%" PRIu64
 	       " line_build_max_rss_kb=%" PRIu64 " helper_samples=%" PRIu64 "\n",
-	       st.elf_opened, st.elf_evicted, st.sym_cache_hits, st.line_lookups,
-	       st.line_build_cpu_ns, st.line_deferred, st.line_tables, st.line_tables_bytes,
-	       st.line_build_max_rss_kb, st.helper_samples);
+	       st.sym.elf_opened, st.sym.elf_evicted, st.sym.cache_hits, st.sym.line_lookups,
+	       st.sym.line_build_cpu_ns, st.sym.line_deferred, st.sym.line_tables, st.sym.line_tables_bytes,
+	       st.sym.line_build_max_rss_kb, st.helper_samples);
 	printf("stats python=%d py_processes=%" PRIu64 " py_detected=%" PRIu64
 	       " py_detect_failed=%" PRIu64 " py_unsupported=%" PRIu64
 	       " py_samples=%" PRIu64 " py_frames=%" PRIu64 " py_read_errors=%" PRIu64

@@ -46,6 +46,7 @@
 #include "interp/python_unwind.h"
 #include "interp/v8_unwind.h"
 #include "sampler/procinfo.h"
+#include "symbolize/symbolize.h"
 #include "unwind/unwinder.h"
 
 struct pf_sampler;
@@ -108,25 +109,12 @@ struct pf_sampler_stats {
 	 * ring-buffer write summed over bench_timed recorded ticks; 0 otherwise */
 	uint64_t bench_part_ns[5]; /* PF_CNT_T_FILTER .. PF_CNT_T_OUTPUT */
 	uint64_t bench_timed;
-	/* symbolizer */
-	uint64_t elf_cached, frames_resolved, frames_unresolved;
-	uint64_t elf_opened, elf_evicted, sym_cache_hits; /* ELF files opened and evicted; user
-							  * frames answered by the address cache */
-	/* source lines from per-file tables built by a child (symbolize.h) */
-	uint64_t line_tables, line_tables_bytes; /* open, and the memory their indexes hold */
-	uint64_t line_builds, line_build_failed, line_build_cpu_ns, line_cache_hits;
-	uint64_t line_build_max_rss_kb; /* the largest peak RSS of a builder child */
-	uint64_t line_lookups;
-	uint64_t line_deferred; /* new addresses named without lines while a table was built */
+	/* the symbolizer's counters: ELF cache, source-line tables, JIT maps, Go pclntab,
+	 * kernel symbols (symbolize.h) */
+	struct pf_symbolizer_stats sym;
 	uint64_t helper_samples; /* samples of the agent's table builders that reached user
 				  * space (recorded before the kernel knew the child's pid) */
 	uint64_t windows_held, windows_held_ns; /* closes given an earlier end, how late */
-	/* JIT symbol maps (/tmp/perf-<pid>.map): loaded now, their memory, frames they named,
-	 * maps refused at their bounds */
-	uint64_t jit_maps, jit_bytes, jit_frames, jit_maps_refused;
-	/* Go binaries without .symtab named from their pclntab (cached now); names from files
-	 * that were not clean UTF-8 */
-	uint64_t go_files, names_cleaned;
 	/* off-CPU (profiling.off_cpu): the switch program attached; kernel: records written,
 	 * switch-outs followed, returns sooner than min_block_us, switch-outs of filtered
 	 * processes, records not kept (too many threads away), records without a user stack
@@ -154,13 +142,6 @@ struct pf_sampler_stats {
 	bool nodejs;
 	struct pf_v8_unwind_stats v8;
 	uint64_t v8_frames, v8_read_errors, v8_map_errors;
-	/* one-time CPU cost of loading /proc/kallsyms (at the first kernel frame), 0 before and
-	 * while the in-kernel resolver (resolve_ksyms) is used instead */
-	uint64_t kernel_symbols_load_ns;
-	bool kernel_resolver;	      /* kernel frames resolved by resolve_ksyms */
-	uint64_t kernel_resolved;     /* distinct kernel addresses it resolved */
-	uint64_t kernel_resolve_cpu_ns; /* agent CPU time in those calls (the program's own run
-					 * time is in progs[]) */
 };
 
 /* Opens, loads and attaches the process-tracking programs, reads /proc once. Not sampling

@@ -214,36 +214,10 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->bpf_stats_enabled = s->stats_fd >= 0;
 
 	prog_run_stats(s, out);
-	struct pf_symbolizer_stats ss;
-	pf_symbolizer_stats(s->sym, &ss);
-	out->elf_cached = ss.elf_cached;
-	out->elf_opened = ss.elf_opened;
-	out->elf_evicted = ss.elf_evicted;
-	out->sym_cache_hits = ss.cache_hits;
-	out->frames_resolved = ss.frames_resolved;
-	out->frames_unresolved = ss.frames_unresolved;
-	out->line_tables = ss.line_tables;
-	out->line_tables_bytes = ss.line_tables_bytes;
-	out->line_builds = ss.line_builds;
-	out->line_build_failed = ss.line_build_failed;
-	out->line_build_cpu_ns = ss.line_build_cpu_ns;
-	out->line_cache_hits = ss.line_cache_hits;
-	out->line_build_max_rss_kb = ss.line_build_max_rss_kb;
-	out->line_lookups = ss.line_lookups;
-	out->line_deferred = ss.line_deferred;
-	out->jit_maps = ss.jit_maps;
-	out->jit_bytes = ss.jit_bytes;
-	out->jit_frames = ss.jit_frames;
-	out->jit_maps_refused = ss.jit_maps_refused;
-	out->go_files = ss.go_files;
-	out->names_cleaned = ss.names_cleaned;
+	pf_symbolizer_stats(s->sym, &out->sym);
 	out->helper_samples = s->helper_samples;
 	out->windows_held = s->windows_held;
 	out->windows_held_ns = s->windows_held_ns;
-	out->kernel_symbols_load_ns = ss.kernel_load_cpu_ns;
-	out->kernel_resolver = ss.kernel_resolver;
-	out->kernel_resolved = ss.kernel_resolved;
-	out->kernel_resolve_cpu_ns = ss.kernel_resolve_cpu_ns;
 	out->off_cpu = sampler_off_cpu_on(s);
 	if (s->off_agg) {
 		pf_agg_stats(s->off_agg, &as);

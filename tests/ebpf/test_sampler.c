@@ -334,13 +334,13 @@ static void test_jit_frames_named(void **state)
 	struct pf_sampler_stats ss;
 	assert_int_equal(pf_sampler_stats(s, &ss), 0);
 	print_message("jit child: %lu of %lu samples in jit_spin; maps %lu, frames named %lu\n",
-		      (unsigned long)named, (unsigned long)total, (unsigned long)ss.jit_maps,
-		      (unsigned long)ss.jit_frames);
+		      (unsigned long)named, (unsigned long)total, (unsigned long)ss.sym.jit_maps,
+		      (unsigned long)ss.sym.jit_frames);
 	double cpu_s = (double)ebpf_proc_cpu_ns(pid) / 1e9;
 	reap(pid);
 	assert_true(enough_samples(total, cpu_s));
 	assert_true(named * 10 >= total * 8); /* the loop is nearly all it runs */
-	assert_int_equal(ss.jit_maps, 1);
+	assert_int_equal(ss.sym.jit_maps, 1);
 	pf_prof_window_free(w);
 	pf_profcfg_free(cfg);
 	pf_sampler_free(s);
@@ -381,7 +381,7 @@ static void test_jit_map_not_a_file(void **state)
 	reap(a);
 	reap(b);
 	assert_true(enough_samples(seen, cpu_s));
-	assert_int_equal(ss.jit_maps, 0);
+	assert_int_equal(ss.sym.jit_maps, 0);
 	assert_true(took < 5000); /* a blocking open of the FIFO would never return */
 	pf_prof_window_free(w);
 	pf_profcfg_free(cfg);
@@ -771,13 +771,13 @@ static void test_kernel_frames_resolver(void **state)
 	}
 	print_message("kernel frames %zu, named %zu, same name as /proc/kallsyms %zu; resolver "
 		      "%d, %lu addresses, kallsyms load %lu ns\n",
-		      n_kernel, named, same, st.kernel_resolver,
-		      (unsigned long)st.kernel_resolved, (unsigned long)st.kernel_symbols_load_ns);
-	if (!st.kernel_resolver) {
+		      n_kernel, named, same, st.sym.kernel_resolver,
+		      (unsigned long)st.sym.kernel_resolved, (unsigned long)st.sym.kernel_load_cpu_ns);
+	if (!st.sym.kernel_resolver) {
 		print_message("no syscall BPF programs on this kernel: /proc/kallsyms was used\n");
 	} else {
-		assert_int_equal(st.kernel_symbols_load_ns, 0); /* /proc/kallsyms never read */
-		assert_true(st.kernel_resolved > 0);
+		assert_int_equal(st.sym.kernel_load_cpu_ns, 0); /* /proc/kallsyms never read */
+		assert_true(st.sym.kernel_resolved > 0);
 	}
 	assert_true(n_kernel >= 5);
 	assert_true(named * 100 >= n_kernel * 95);
