@@ -369,9 +369,9 @@ void dp_sampler_health(struct agent_dataplane *d)
 		 ", line tables open %" PRIu64 " (%" PRIu64 " KiB), built %" PRIu64
 		 ", read from disk %" PRIu64 ", failed %" PRIu64
 		 ", new addresses named without lines while their table was built %" PRIu64,
-		 st.sym.frames_resolved, st.sym.frames_unresolved, st.sym.elf_cached, st.sym.line_tables,
-		 (st.sym.line_tables_bytes + 1023) >> 10, st.sym.line_builds, st.sym.line_cache_hits,
-		 st.sym.line_build_failed, st.sym.line_deferred);
+		 st.sym.frames_resolved, st.sym.frames_unresolved, st.sym.elf_cached,
+		 st.sym.line_tables, (st.sym.line_tables_bytes + 1023) >> 10, st.sym.line_builds,
+		 st.sym.line_cache_hits, st.sym.line_build_failed, st.sym.line_deferred);
 	agent_health_set(d->health, "symbolizer", true, status, NULL);
 }
 

@@ -385,12 +385,14 @@ static const struct field_family symbolizer_families[] = {
      "Memory the open source-line tables hold (their block indexes)."),
     FIELD("symbolizer_line_table_builds_total", "counter", U_COUNT, SS(sym.line_builds),
      "Source-line tables built from DWARF by the builder child."),
-    FIELD("symbolizer_line_table_build_failures_total", "counter", U_COUNT, SS(sym.line_build_failed),
+    FIELD("symbolizer_line_table_build_failures_total", "counter", U_COUNT,
+     SS(sym.line_build_failed),
      "Files whose source-line table could not be built (no line program, over "
      "the row bound, a child killed or lost): function names only."),
     FIELD("symbolizer_line_table_disk_hits_total", "counter", U_COUNT, SS(sym.line_cache_hits),
      "Source-line tables read from the state directory, built by an earlier run."),
-    FIELD("symbolizer_line_table_build_cpu_seconds_total", "counter", U_NS, SS(sym.line_build_cpu_ns),
+    FIELD("symbolizer_line_table_build_cpu_seconds_total", "counter", U_NS,
+     SS(sym.line_build_cpu_ns),
      "CPU time of the builder children that decode DWARF into source-line tables."),
     FIELD("symbolizer_line_table_build_peak_bytes", "gauge", U_KIB, SS(sym.line_build_max_rss_kb),
      "The largest peak RSS of a builder child (libdw decoding a file's DWARF runs "

@@ -224,8 +224,8 @@ static void print_stats(struct pf_sampler *s)
 	       " frames_unresolved=%" PRIu64 " line_build_failed=%" PRIu64 " children_cpu_ns=%" PRIu64
 	       " children_max_rss_kb=%ld\n",
 	       startup_cpu_ns, st.sym.kernel_load_cpu_ns, cpu_ns, ru.ru_maxrss, st.sym.elf_cached,
-	       st.sym.frames_resolved, st.sym.frames_unresolved, st.sym.line_build_failed, ru_cpu_ns(&ch),
-	       ch.ru_maxrss);
+	       st.sym.frames_resolved, st.sym.frames_unresolved, st.sym.line_build_failed,
+	       ru_cpu_ns(&ch), ch.ru_maxrss);
 	if (st.bench_timed)
 		printf("stats bench_timed=%" PRIu64 " filter_ns=%" PRIu64 " kstack_ns=%" PRIu64
 		       " ustack_ns=%" PRIu64 " record_ns=%" PRIu64 " output_ns=%" PRIu64 "\n",
@@ -239,15 +239,15 @@ static void print_stats(struct pf_sampler *s)
 	       " line_tables=%" PRIu64 " line_tables_bytes=%" PRIu64
 	       " line_build_max_rss_kb=%" PRIu64 " helper_samples=%" PRIu64 "\n",
 	       st.sym.elf_opened, st.sym.elf_evicted, st.sym.cache_hits, st.sym.line_lookups,
-	       st.sym.line_build_cpu_ns, st.sym.line_deferred, st.sym.line_tables, st.sym.line_tables_bytes,
-	       st.sym.line_build_max_rss_kb, st.helper_samples);
+	       st.sym.line_build_cpu_ns, st.sym.line_deferred, st.sym.line_tables,
+	       st.sym.line_tables_bytes, st.sym.line_build_max_rss_kb, st.helper_samples);
 	printf("stats python=%d py_processes=%" PRIu64 " py_detected=%" PRIu64
 	       " py_detect_failed=%" PRIu64 " py_unsupported=%" PRIu64
 	       " py_samples=%" PRIu64 " py_frames=%" PRIu64 " py_read_errors=%" PRIu64
 	       " py_named=%" PRIu64 " py_name_failed=%" PRIu64 " py_names_bytes=%" PRIu64 "\n",
-	       st.python, st.py.processes, st.py.detected_total, st.py.detect_failed, st.py.unsupported,
-	       st.py_samples, st.py_frames,
-	       st.py_read_errors, st.py.named, st.py.name_failed, st.py.names_bytes);
+	       st.python, st.py.processes, st.py.detected_total, st.py.detect_failed,
+	       st.py.unsupported, st.py_samples, st.py_frames, st.py_read_errors, st.py.named,
+	       st.py.name_failed, st.py.names_bytes);
 	if (!st.dwarf_unwind) {
 		printf("stats dwarf_unwind=0 reason=\"%s\"\n",
 		       st.dwarf_unwind_off_reason ? st.dwarf_unwind_off_reason : "");

@@ -772,7 +772,8 @@ static void test_kernel_frames_resolver(void **state)
 	print_message("kernel frames %zu, named %zu, same name as /proc/kallsyms %zu; resolver "
 		      "%d, %lu addresses, kallsyms load %lu ns\n",
 		      n_kernel, named, same, st.sym.kernel_resolver,
-		      (unsigned long)st.sym.kernel_resolved, (unsigned long)st.sym.kernel_load_cpu_ns);
+		      (unsigned long)st.sym.kernel_resolved,
+		      (unsigned long)st.sym.kernel_load_cpu_ns);
 	if (!st.sym.kernel_resolver) {
 		print_message("no syscall BPF programs on this kernel: /proc/kallsyms was used\n");
 	} else {
