@@ -127,15 +127,7 @@ static void detach(struct sampler_alloc *a)
  * would be matched to nothing, and fill it. */
 static void live_clear(struct pf_sampler *s)
 {
-	struct bpf_map *m = s->skel->maps.alloc_live;
-	__u64 key, next;
-	for (unsigned i = 0; i < PF_ALLOC_LIVE_MAX &&
-			     bpf_map__get_next_key(m, NULL, &next, sizeof(next)) == 0;
-	     i++) {
-		key = next;
-		if (bpf_map__delete_elem(m, &key, sizeof(key), 0) < 0)
-			break;
-	}
+	sampler_map_clear(s->skel->maps.alloc_live, sizeof(__u64));
 }
 
 static void alloc_drop(struct pf_sampler *s)

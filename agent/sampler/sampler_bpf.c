@@ -255,12 +255,13 @@ int sampler_apply_running(struct pf_sampler *s, uint32_t hz, struct pf_error *er
 }
 
 /* Deletes every entry of the hash map m. */
-static void map_clear(struct bpf_map *m)
+void sampler_map_clear(struct bpf_map *m, size_t key_size)
 {
-	uint32_t key, next;
-	while (bpf_map__get_next_key(m, NULL, &next, sizeof(next)) == 0) {
-		key = next;
-		if (bpf_map__delete_elem(m, &key, sizeof(key), 0) < 0)
+	uint64_t key;
+	for (uint32_t i = 0; i < bpf_map__max_entries(m) &&
+			     bpf_map__get_next_key(m, NULL, &key, key_size) == 0;
+	     i++) {
+		if (bpf_map__delete_elem(m, &key, key_size, 0) < 0)
 			break;
 	}
 }
@@ -273,7 +274,7 @@ static void python_enable(struct pf_sampler *s, bool on)
 		return;
 	pf_py_unwind_enable(s->py, on);
 	if (!on)
-		map_clear(s->skel->maps.py_procs);
+		sampler_map_clear(s->skel->maps.py_procs, sizeof(uint32_t));
 }
 
 /* profiling.interpreters.nodejs: the same for node processes (without their v8_procs entry
@@ -284,7 +285,7 @@ static void nodejs_enable(struct pf_sampler *s, bool on)
 		return;
 	pf_v8_unwind_enable(s->v8, on);
 	if (!on)
-		map_clear(s->skel->maps.v8_procs);
+		sampler_map_clear(s->skel->maps.v8_procs, sizeof(uint32_t));
 }
 
 int pf_sampler_set_config(struct pf_sampler *s, const struct pf_profcfg *cfg, struct pf_error *err)

@@ -134,6 +134,9 @@ uint64_t sampler_setup_begin(struct pf_sampler *s);
 void sampler_setup_end(struct pf_sampler *s, uint64_t t0);
 /* mono_to_unix from a tight pair of clock reads. */
 void sampler_refresh_clock(struct pf_sampler *s);
+/* Empties the BPF hash map m (keys of key_size bytes, at most 8) one delete per key, at most
+ * its max_entries deletes; stops at the first that fails. */
+void sampler_map_clear(struct bpf_map *m, size_t key_size);
 
 /* Whether p is profiled (the agent itself only with include_self). */
 bool sampler_proc_allowed(struct pf_sampler *s, const struct pf_proc *p);

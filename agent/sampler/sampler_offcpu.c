@@ -18,15 +18,7 @@ static void detach(struct pf_sampler *s)
 	}
 	/* records of threads still away would wait for a return nobody sees; their task
 	 * storage is of an old generation at the next attach */
-	struct bpf_map *m = s->skel->maps.off_cpu_recs;
-	uint32_t key, next;
-	for (unsigned i = 0; i < PF_OFF_CPU_THREADS_MAX &&
-			     bpf_map__get_next_key(m, NULL, &next, sizeof(next)) == 0;
-	     i++) {
-		key = next;
-		if (bpf_map__delete_elem(m, &key, sizeof(key), 0) < 0)
-			break;
-	}
+	sampler_map_clear(s->skel->maps.off_cpu_recs, sizeof(uint32_t));
 }
 
 static int attach(struct pf_sampler *s, struct pf_error *err)
