@@ -248,6 +248,16 @@ int pb_varint_read(const uint8_t **p, const uint8_t *end, uint64_t *v)
 	return -EBADMSG;
 }
 
+/* pb_varint_read() with the one-byte case (most tags and lengths) done here. */
+static inline int varint_read(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	if (*p < end && !(**p & 0x80)) {
+		*v = *(*p)++;
+		return 0;
+	}
+	return pb_varint_read(p, end, v);
+}
+
 /* Reads the field at *p (below end): its number and, for a length-delimited one, its payload
  * [*sub, *sub_end) (else *sub NULL). -EBADMSG on malformed wire data. */
 static int wire_next(const uint8_t **p, const uint8_t *end, uint64_t *num, const uint8_t **sub,
@@ -255,14 +265,14 @@ static int wire_next(const uint8_t **p, const uint8_t *end, uint64_t *num, const
 {
 	uint64_t tag, v;
 	*sub = *sub_end = NULL;
-	if (pb_varint_read(p, end, &tag) < 0)
+	if (varint_read(p, end, &tag) < 0)
 		return -EBADMSG;
 	*num = tag >> 3;
 	if (*num == 0 || *num > 0x1fffffff)
 		return -EBADMSG;
 	switch (tag & 7) {
 	case WT_VARINT:
-		return pb_varint_read(p, end, &v);
+		return varint_read(p, end, &v);
 	case WT_I64:
 	case WT_I32: {
 		ptrdiff_t w = (tag & 7) == WT_I64 ? 8 : 4;
@@ -272,7 +282,7 @@ static int wire_next(const uint8_t **p, const uint8_t *end, uint64_t *num, const
 		return 0;
 	}
 	case WT_LEN:
-		if (pb_varint_read(p, end, &v) < 0 || v > (uint64_t)(end - *p))
+		if (varint_read(p, end, &v) < 0 || v > (uint64_t)(end - *p))
 			return -EBADMSG;
 		*sub = *p;
 		*sub_end = *p + v;
