@@ -738,8 +738,10 @@ static int decode_general(const ProtobufCMessageDescriptor *d, const uint8_t *da
 	pb_capped_alloc_init(&ca, max_bytes);
 	ProtobufCMessage *msg =
 	    unpack_capped(d, data ? data : (const uint8_t *)"", len, &ca, &r, err);
-	if (!msg)
+	if (!msg) {
+		pb_capped_alloc_release(&ca);
 		return r;
+	}
 
 	pf_buf_init(&s.scratch, max_bytes);
 	r = size(&s, msg);
@@ -756,7 +758,7 @@ static int decode_general(const ProtobufCMessageDescriptor *d, const uint8_t *da
 			free(a.base);
 	}
 	pf_buf_release(&s.scratch);
-	protobuf_c_message_free_unpacked(msg, &ca.a);
+	pb_capped_alloc_release(&ca);
 	return r;
 }
 

@@ -770,6 +770,7 @@ int pf_otlp_profiles_decode(const uint8_t *data, size_t len, size_t max_bytes,
 	pb_capped_alloc_init(&ca, max_bytes);
 	pb_request *req = (pb_request *)protobuf_c_message_unpack(desc, &ca.a, len, data);
 	if (!req) {
+		pb_capped_alloc_release(&ca);
 		if (ca.exceeded)
 			return pf_error_set(err, -E2BIG, "", "decoded message over %zu bytes",
 					    max_bytes);
@@ -785,7 +786,7 @@ int pf_otlp_profiles_decode(const uint8_t *data, size_t len, size_t max_bytes,
 	free(d.map);
 	free(d.loc);
 	free(d.stack);
-	protobuf_c_message_free_unpacked(&req->base, &ca.a);
+	pb_capped_alloc_release(&ca);
 	if (r < 0) {
 		pf_prof_window_free(d.w);
 		return r;

@@ -201,6 +201,7 @@ static int decode_pb(const uint8_t *data, size_t len, size_t max_bytes, struct o
 	pb_capped_alloc_init(&ca, cap);
 	pb_request *req = (pb_request *)protobuf_c_message_unpack(desc, &ca.a, len, data);
 	if (!req) {
+		pb_capped_alloc_release(&ca);
 		if (ca.exceeded)
 			return pf_error_set(err, -E2BIG, "", "decoded request over %zu bytes", cap);
 		return pf_error_set(err, -EBADMSG, "",
@@ -222,7 +223,7 @@ static int decode_pb(const uint8_t *data, size_t len, size_t max_bytes, struct o
 			}
 		}
 	}
-	protobuf_c_message_free_unpacked(&req->base, &ca.a);
+	pb_capped_alloc_release(&ca);
 	return r;
 }
 

@@ -120,28 +120,45 @@ struct pb_pool_chunk {
 
 #define POOL_CHUNK ((size_t)64 << 10)
 
-void *pb_pool_alloc(struct pb_pool *p, size_t size)
+/* size bytes aligned to align (a power of two, at most 16), not zeroed. A request over a quarter
+ * of a chunk gets a chunk of its own behind the head, so the head's free tail stays in use and
+ * at most a quarter of each chunk is left unused. */
+static void *pool_take(struct pb_pool *p, size_t size, size_t align)
 {
 	if (size > SIZE_MAX - 64)
 		return NULL;
-	size = (size + 15) & ~(size_t)15;
+	size = (size + align - 1) & ~(align - 1);
 	if (!size)
-		size = 16;
+		size = align;
 	struct pb_pool_chunk *c = p->head;
-	if (!c || c->cap - c->used < size) {
-		size_t cap = size > POOL_CHUNK ? size : POOL_CHUNK;
-		c = malloc(sizeof(*c) + cap);
-		if (!c)
-			return NULL;
-		c->cap = cap;
-		c->used = 0;
-		c->next = p->head;
-		p->head = c;
-		p->total += cap;
+	if (c && c->cap - c->used >= size) {
+		void *r = c->data + c->used;
+		c->used += size;
+		return r;
 	}
-	void *r = c->data + c->used;
-	c->used += size;
-	memset(r, 0, size);
+	bool own = size > POOL_CHUNK / 4;
+	size_t cap = own ? size : POOL_CHUNK;
+	struct pb_pool_chunk *n = malloc(sizeof(*n) + cap);
+	if (!n)
+		return NULL;
+	n->cap = cap;
+	n->used = size;
+	if (own && c) {
+		n->next = c->next;
+		c->next = n;
+	} else {
+		n->next = c;
+		p->head = n;
+	}
+	p->total += cap;
+	return n->data;
+}
+
+void *pb_pool_alloc(struct pb_pool *p, size_t size)
+{
+	void *r = pool_take(p, size, 16);
+	if (r)
+		memset(r, 0, size);
 	return r;
 }
 
@@ -184,12 +201,14 @@ static void *capped_alloc(void *data, size_t size)
 		return NULL;
 	}
 	c->used += size;
-	return malloc(size ? size : 1);
+	/* protobuf-c's structs hold at most 8-byte scalars and pointers */
+	return pool_take(&c->pool, size, 8);
 }
 
 static void capped_free(void *data, void *ptr)
 {
-	free(ptr);
+	(void)data;
+	(void)ptr; /* everything goes at once in pb_capped_alloc_release() */
 }
 
 void pb_capped_alloc_init(struct pb_capped_alloc *c, size_t max)
@@ -199,6 +218,11 @@ void pb_capped_alloc_init(struct pb_capped_alloc *c, size_t max)
 	c->a.alloc = capped_alloc;
 	c->a.free = capped_free;
 	c->a.allocator_data = c;
+}
+
+void pb_capped_alloc_release(struct pb_capped_alloc *c)
+{
+	pb_pool_release(&c->pool);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -224,6 +248,16 @@ int pb_varint_read(const uint8_t **p, const uint8_t *end, uint64_t *v)
 	return -EBADMSG;
 }
 
+/* pb_varint_read() with the one-byte case (most tags and lengths) done here. */
+static inline int varint_read(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	if (*p < end && !(**p & 0x80)) {
+		*v = *(*p)++;
+		return 0;
+	}
+	return pb_varint_read(p, end, v);
+}
+
 /* Reads the field at *p (below end): its number and, for a length-delimited one, its payload
  * [*sub, *sub_end) (else *sub NULL). -EBADMSG on malformed wire data. */
 static int wire_next(const uint8_t **p, const uint8_t *end, uint64_t *num, const uint8_t **sub,
@@ -231,14 +265,14 @@ static int wire_next(const uint8_t **p, const uint8_t *end, uint64_t *num, const
 {
 	uint64_t tag, v;
 	*sub = *sub_end = NULL;
-	if (pb_varint_read(p, end, &tag) < 0)
+	if (varint_read(p, end, &tag) < 0)
 		return -EBADMSG;
 	*num = tag >> 3;
 	if (*num == 0 || *num > 0x1fffffff)
 		return -EBADMSG;
 	switch (tag & 7) {
 	case WT_VARINT:
-		return pb_varint_read(p, end, &v);
+		return varint_read(p, end, &v);
 	case WT_I64:
 	case WT_I32: {
 		ptrdiff_t w = (tag & 7) == WT_I64 ? 8 : 4;
@@ -248,7 +282,7 @@ static int wire_next(const uint8_t **p, const uint8_t *end, uint64_t *num, const
 		return 0;
 	}
 	case WT_LEN:
-		if (pb_varint_read(p, end, &v) < 0 || v > (uint64_t)(end - *p))
+		if (varint_read(p, end, &v) < 0 || v > (uint64_t)(end - *p))
 			return -EBADMSG;
 		*sub = *p;
 		*sub_end = *p + v;

@@ -8,8 +8,8 @@
  *    decode in the tree;
  *  - struct pb_intern: a hash table from byte strings to dense int32 indices (dictionary
  *    interning: the same key always gets the index it got first);
- *  - struct pb_pool: a bump allocator for the throw-away protobuf-c structs of one encode
- *    (everything is freed at once by pb_pool_release());
+ *  - struct pb_pool: a bump allocator for the throw-away protobuf-c structs of one encode or
+ *    unpack (everything is freed at once by pb_pool_release());
  *  - a byte-capped ProtobufCAllocator and a descriptor-driven nesting-depth scan, the two guards
  *    every decoder of untrusted bytes runs before and during protobuf_c_message_unpack()
  *    (protobuf-c's unpacker recurses without a limit and allocates what the
@@ -71,13 +71,19 @@ int pb_varint_read(const uint8_t **p, const uint8_t *end, uint64_t *v);
  * 32-bit). 0, or -EBADMSG when it is truncated or wt is a group or unknown. */
 int pb_field_skip(const uint8_t **p, const uint8_t *end, unsigned wt);
 
-/* ProtobufCAllocator that fails (and sets exceeded) once more than max bytes were asked for. */
+/* ProtobufCAllocator that fails (and sets exceeded) once more than max bytes were asked for.
+ * It is an arena: protobuf-c's frees do nothing, and pb_capped_alloc_release() frees all that
+ * one unpack allocated at once, whether the unpack succeeded or not (call it instead of
+ * protobuf_c_message_free_unpacked()). The arena holds at most 4/3 of the bytes asked for
+ * (rounded up to 8 each) plus one 64 KiB chunk. */
 struct pb_capped_alloc {
 	ProtobufCAllocator a;
 	size_t used, max;
 	bool exceeded;
+	struct pb_pool pool;
 };
 void pb_capped_alloc_init(struct pb_capped_alloc *c, size_t max);
+void pb_capped_alloc_release(struct pb_capped_alloc *c);
 
 /* Walks the wire bytes of a message of type d: -EBADMSG on malformed wire data (bad varint,
  * truncated field, field number 0, groups), -ELOOP when message fields nest deeper than

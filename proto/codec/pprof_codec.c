@@ -744,13 +744,15 @@ int pf_pprof_decode(const uint8_t *data, size_t len, size_t max_bytes,
 	pb_profile *p = (pb_profile *)protobuf_c_message_unpack(
 		&perftools__profiles__profile__descriptor, &ca.a, len, data);
 	pf_buf_release(&raw);
-	if (!p)
+	if (!p) {
+		pb_capped_alloc_release(&ca);
 		return pf_error_set(err, ca.exceeded ? -E2BIG : -EBADMSG, "",
 				    ca.exceeded ? "pprof over the byte limit" : "malformed pprof");
+	}
 	struct pdec d = {.p = p, .max = max_bytes, .used = ca.used, .err = err};
 	d.w = pf_prof_window_new();
 	r = d.w ? pdec_run(&d) : -ENOMEM;
-	protobuf_c_message_free_unpacked(&p->base, &ca.a);
+	pb_capped_alloc_release(&ca);
 	if (r < 0) {
 		pf_prof_window_free(d.w);
 		return r;
