@@ -31,8 +31,10 @@ class ControlPlane(IntegrationCase):
         ctl = self.controller()
         ag = self.agent(ctl, "a1", labels=["env=prod", "team=core"])
         uid = ag.uid()
-        a = self.wait_agent(ctl, uid, lambda a: a["connected"] and a["healthy"],
-                            what="agent connected and healthy")
+        # settled: an enrolling agent reconnects once to take up the credential it was offered
+        a = self.wait_agent(ctl, uid, lambda a: a["connected"] and a["healthy"] and
+                            a.get("credential") == "own",
+                            what="agent connected on its own credential and healthy")
         attrs = a["attributes"]
         self.assertEqual(attrs["service.name"], "profleet-agent")
         self.assertEqual(attrs["service.instance.id"], uid)
