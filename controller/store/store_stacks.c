@@ -121,18 +121,25 @@ static void cache_drop(struct store_stacks *k)
 	k->cache_bytes = 0;
 }
 
-void store_stacks_release(struct store_stacks *k)
+/* The content ids this connection has seen (frames, stacks, attribute sets, locations and
+ * location stacks) and the details cache: let go. */
+static void seen_forget_all(struct store_stacks *k)
 {
-	if (!k)
-		return;
-	for (size_t i = 0; i < K__COUNT; i++)
-		sqlite3_finalize(k->stmt[i]);
 	seen_release(&k->frames);
 	seen_release(&k->stacks);
 	seen_release(&k->attrsets);
 	seen_release(&k->locs);
 	seen_release(&k->lstacks);
 	store_details_cache_drop(k);
+}
+
+void store_stacks_release(struct store_stacks *k)
+{
+	if (!k)
+		return;
+	for (size_t i = 0; i < K__COUNT; i++)
+		sqlite3_finalize(k->stmt[i]);
+	seen_forget_all(k);
 	cache_drop(k);
 	free(k);
 }
@@ -210,12 +217,7 @@ void store_stacks_forget(struct pf_store *st)
 	struct store_stacks *k = pp ? *pp : NULL;
 	if (!k)
 		return;
-	seen_release(&k->frames);
-	seen_release(&k->stacks);
-	seen_release(&k->attrsets);
-	seen_release(&k->locs);
-	seen_release(&k->lstacks);
-	store_details_cache_drop(k);
+	seen_forget_all(k);
 	k->n_types_known = 0;
 }
 
