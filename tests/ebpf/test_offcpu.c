@@ -69,13 +69,20 @@ static pid_t spawn_workload(int i, double seconds)
 	return pid;
 }
 
-/* The waits of workload copy i that ended in [start, end): their summed duration (ns). */
-static uint64_t waits_in(int i, uint64_t start, uint64_t end, unsigned *n)
+/* The file workload copy i writes its waits to ("wait <end ns> <duration ns>" lines), open. */
+static FILE *waits_file(int i)
 {
 	char path[160];
 	snprintf(path, sizeof(path), "%s/waits-%d", g_dir, i);
 	FILE *f = fopen(path, "r");
 	assert_non_null(f);
+	return f;
+}
+
+/* The waits of workload copy i that ended in [start, end): their summed duration (ns). */
+static uint64_t waits_in(int i, uint64_t start, uint64_t end, unsigned *n)
+{
+	FILE *f = waits_file(i);
 	unsigned long long t, d;
 	uint64_t sum = 0;
 	*n = 0;
@@ -298,10 +305,7 @@ static void test_live_switch(void **state)
  * wait still going on at end counts up to end when with_open, else not). */
 static uint64_t waits_within(int i, uint64_t start, uint64_t end, bool with_open)
 {
-	char path[160];
-	snprintf(path, sizeof(path), "%s/waits-%d", g_dir, i);
-	FILE *f = fopen(path, "r");
-	assert_non_null(f);
+	FILE *f = waits_file(i);
 	unsigned long long t, d;
 	uint64_t sum = 0;
 	while (fscanf(f, "wait %llu %llu\n", &t, &d) == 2) {
