@@ -154,6 +154,9 @@ int pf_sampler_capture_start(struct pf_sampler *s, unsigned slot, enum pf_prof_t
 	if (c->used)
 		return pf_error_set(err, -EBUSY, "", "capture slot %u in use", slot);
 	s->cap_note[slot][0] = 0;
+	/* the processes named: their unwind tables first (a bounded number of them) */
+	for (size_t i = 0; i < n && i < PF_SAMPLER_CAPTURE_RUSH; i++)
+		sampler_unwind_now(s, pids[i]);
 	if (type == PF_PROF_ALLOC) { /* the allocator probes (sampler_alloc.c), no ticks */
 		int rc = pf_sampler_alloc_start(s, pids, n, &s->alloc_opt, err);
 		if (rc == 0) {

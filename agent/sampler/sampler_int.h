@@ -163,6 +163,9 @@ int sampler_on_sample(void *ctx, void *data, size_t size);
  * becomes s->last_error. */
 void sampler_agg_add(struct pf_sampler *s, struct pf_agg *agg, const struct pf_agg_sample *as);
 int sampler_on_event(void *ctx, void *data, size_t size);
+/* pid's unwind tables now, ahead of the build budget and of other processes' files (a capture
+ * names it: its first seconds are not left to frame pointers). */
+void sampler_unwind_now(struct pf_sampler *s, uint32_t pid);
 
 /* ---- sampler_window.c ---- */
 

@@ -185,6 +185,12 @@ class CaptureEndToEnd(IntegrationCase):
         self.workloads.append(wl)
         time.sleep(0.5)
         rule = [{"key": "process.pid", "match": "strict", "value": str(wl.pid)}]
+        # a capture loads its processes' unwind tables first: a short one, so that the
+        # waits below (in libc, which keeps no frame pointers) are walked by them from the
+        # start on a host where the agent is still building every other process's tables
+        warm = self.post_capture(ctl, {"agents": "role=a", "duration_seconds": 1,
+                                       "processes": rule})["id"]
+        self.assertEqual(self.wait_final(ctl, warm, timeout=30)["state"], "done")
         ids = {}
         for t in ("off_cpu", "wall"):
             ids[t] = self.post_capture(ctl, {"agents": "role=a", "duration_seconds": 4,
