@@ -25,6 +25,7 @@
 #include "profstore/profstore.h"
 #include "profstore/views.h"
 #include "store.h"
+#include "store_downgrade.h"
 
 /* ---- helpers */
 
@@ -1032,12 +1033,7 @@ static void test_upgrade_and_convert(void **state)
 	pf_store_close(x->st);
 	snprintf(db, sizeof(db), "%s/db", x->dir);
 	snprintf(cmd, sizeof(cmd),
-		 "sqlite3 '%s' 'DROP INDEX profiles_type_start; DROP INDEX profiles_legacy; "
-		 "ALTER TABLE profiles DROP COLUMN attrset; ALTER TABLE profiles DROP COLUMN unit; "
-		 "DROP TABLE prof_frames; DROP TABLE prof_stacks; DROP TABLE prof_attrsets; "
-		 "DROP TABLE profile_samples; DROP TABLE profile_rollups; DROP TABLE profile_types; "
-		 "DROP TABLE profile_details; DROP TABLE prof_lstacks; DROP TABLE prof_locations; "
-		 "DROP TABLE commands; "
+		 "sqlite3 '%s' '" STORE_DOWNGRADE_PROFILE_CONTENT "DROP TABLE commands; "
 		 "PRAGMA user_version = 11;'",
 		 db);
 	assert_int_equal(system(cmd), 0);
