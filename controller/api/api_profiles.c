@@ -344,13 +344,37 @@ static struct pf_prof_window *load(struct pf_api *api, struct pf_api_response *r
 	return rc < 0 ? NULL : w;
 }
 
-static void h_pprof(struct pf_api *api, struct pf_api_response *resp, int64_t id)
+/* The sample type of profile w that ?profile_type= (or ?type=) names, the stored one when
+ * none: its index (-1: the CPU profile), or -2 and the error written. */
+static int pick_type(const struct pf_api_request *req, struct pf_api_response *resp,
+		     const struct pf_prof_window *w, int64_t id)
+{
+	const char *t = arg(req, "type");
+	if (!t || !*t)
+		t = arg(req, "profile_type");
+	int k = pf_profstore_type_find(w, t);
+	if (k == -2)
+		pf_api_error(resp, 404, "not_found", "profile %lld has no sample type '%s'",
+			     (long long)id, t);
+	return k;
+}
+
+static void h_pprof(struct pf_api *api, const struct pf_api_request *req,
+		    struct pf_api_response *resp, int64_t id)
 {
 	struct pf_prof_window *w = load(api, resp, id);
 	struct pf_error err = {0};
 
 	if (!w)
 		return;
+	int k = pick_type(req, resp, w, id);
+	if (k == -2) {
+		pf_prof_window_free(w);
+		return;
+	}
+	/* The type shown by default is the one the views show (or the one asked for). */
+	if (k >= 0)
+		w->default_sample_type = w->sample_types[k].type;
 	pf_buf_reset(&resp->body);
 	int rc = pf_pprof_encode(w, PF_PPROF_ALL_PROCESSES, &resp->body, &err);
 	pf_prof_window_free(w);
@@ -422,10 +446,18 @@ static void h_flame_one(struct pf_api *api, const struct pf_api_request *req,
 	struct pf_prof_window *w = load(api, resp, id);
 	if (!w)
 		return;
+	int k = pick_type(req, resp, w, id);
+	if (k == -2) {
+		pf_prof_window_free(w);
+		return;
+	}
+	char unit[32], type[64];
+	snprintf(unit, sizeof(unit), "%s", pf_profstore_unit_of(w, k));
+	snprintf(type, sizeof(type), "%s", k >= 0 ? w->sample_types[k].type : "cpu");
 	struct pf_flame *f = pf_flame_new((size_t)max_nodes);
-	int rc = f ? pf_flame_add_window(f, w, 0) : -ENOMEM;
-	char unit[32];
-	snprintf(unit, sizeof(unit), "%s", pf_profstore_unit(w));
+	int rc = f ? pf_profstore_pick(w, k) : -ENOMEM;
+	if (rc == 0)
+		rc = pf_flame_add_window(f, w, 0);
 	pf_prof_window_free(w);
 	if (rc < 0) {
 		pf_flame_free(f);
@@ -433,8 +465,8 @@ static void h_flame_one(struct pf_api *api, const struct pf_api_request *req,
 		return;
 	}
 	respond_tree(resp, f, false, (uint64_t)min_value,
-		     json_pack("{s:s,s:I,s:b}", "unit", unit, "profile", (json_int_t)id,
-			       "truncated", pf_flame_truncated(f)));
+		     json_pack("{s:s,s:s,s:I,s:b}", "unit", unit, "type", type, "profile",
+			       (json_int_t)id, "truncated", pf_flame_truncated(f)));
 	pf_flame_free(f);
 }
 
@@ -750,6 +782,6 @@ void pf_api_profiles_handle(struct pf_api *api, const struct pf_api_request *req
 	if (n == 2)
 		return h_get(api, resp, id);
 	if (strcmp(seg[2], "pprof") == 0)
-		return h_pprof(api, resp, id);
+		return h_pprof(api, req, resp, id);
 	return h_flame_one(api, req, resp, id);
 }

@@ -304,13 +304,15 @@ void pf_flame_frame_name(const struct pf_prof_process *p, const struct pf_prof_f
 /* The one walk over a process's samples that both the tree (process_add) and the compact
  * form (cenc_process) use, so both see the same samples, names and order: name() turns a
  * frame's display name (pf_flame_frame_name) into an id, once per frame; path() gets every
- * sample with a count as root-first ids. Stacks deeper than max_depth: -E2BIG. */
+ * sample with a count (with typed set: with a non-zero value of any of typed's sample types)
+ * and its root-first ids. Stacks deeper than max_depth: -E2BIG. */
 struct path_walk {
 	void *ctx;
 	int (*name)(void *ctx, const char *s, size_t n, uint32_t *id);
 	int (*path)(void *ctx, const uint32_t *ids, const uint8_t *kinds, uint32_t n,
-		    uint64_t count);
+		    const struct pf_prof_sample *s);
 	uint32_t max_depth;
+	const struct pf_prof_window *typed;
 };
 
 /* Id of a frame's display name, interned once per frame into *id (NONE until then). */
@@ -351,7 +353,7 @@ static int walk_paths(const struct pf_prof_process *p, const struct path_walk *w
 		fnames[i] = NONE;
 	for (size_t i = 0; i < p->n_samples; i++) {
 		const struct pf_prof_sample *s = &p->samples[i];
-		if (!s->count)
+		if (wk->typed ? !pf_prof_sample_nonzero(wk->typed, s) : !s->count)
 			continue;
 		if (s->stack >= p->n_stacks)
 			return -EINVAL;
@@ -394,7 +396,7 @@ static int walk_paths(const struct pf_prof_process *p, const struct path_walk *w
 				kinds[n++] = fr->kind;
 			}
 		}
-		rc = wk->path(wk->ctx, path, kinds, (uint32_t)n, s->count);
+		rc = wk->path(wk->ctx, path, kinds, (uint32_t)n, s);
 		if (rc < 0)
 			return rc;
 	}
@@ -412,10 +414,10 @@ static int tree_name(void *ctx, const char *s, size_t n, uint32_t *id)
 }
 
 static int tree_path(void *ctx, const uint32_t *ids, const uint8_t *kinds, uint32_t n,
-		     uint64_t count)
+		     const struct pf_prof_sample *s)
 {
 	struct tree_add *t = ctx;
-	return add_path(t->f, ids, kinds, n, count, t->slot);
+	return add_path(t->f, ids, kinds, n, s->count, t->slot);
 }
 
 /* One process's samples into the tree. */
@@ -774,7 +776,7 @@ static int weight_add(uint64_t **w, size_t *cap, int32_t idx, bool added, uint64
 
 /* Adds weight to the distinct stack path[0..n). */
 static int cenc_path(void *ctx, const uint32_t *path, const uint8_t *kinds, uint32_t n,
-		     uint64_t weight)
+		     const struct pf_prof_sample *s)
 {
 	struct cenc *e = ctx;
 	(void)kinds; /* the compact form has no frame kinds */
@@ -783,7 +785,7 @@ static int cenc_path(void *ctx, const uint32_t *path, const uint8_t *kinds, uint
 	int rc = pb_intern(&e->stacks, path, n * sizeof(*path), &idx, &added);
 	if (rc < 0)
 		return rc;
-	return weight_add(&e->weights, &e->cap_weights, idx, added, weight);
+	return weight_add(&e->weights, &e->cap_weights, idx, added, s->count);
 }
 
 /* The same walk as process_add(): the same samples, names and order. */
@@ -976,7 +978,32 @@ struct penc {
 	struct pb_intern stacks; /* root-first name indices -> stack index */
 	uint64_t *weights;
 	size_t cap_weights;
+	const struct pf_prof_window *typed; /* per sample type weights too (nt of them) */
+	size_t nt;
+	uint64_t *tw;  /* stack index x nt */
+	size_t cap_tw; /* stacks tw has room for */
 };
+
+/* The values of sample s (each clamped at 0, as count is) added to stack idx's row of tw. */
+static int type_weights_add(struct penc *e, int32_t idx, bool added, const struct pf_prof_sample *s)
+{
+	if ((size_t)idx >= e->cap_tw) {
+		size_t c = e->cap_tw ? e->cap_tw * 2 : 256;
+		uint64_t *nw = realloc(e->tw, c * e->nt * sizeof(*nw));
+		if (!nw)
+			return -ENOMEM;
+		e->tw = nw;
+		e->cap_tw = c;
+	}
+	uint64_t *row = e->tw + (size_t)idx * e->nt;
+	if (added)
+		memset(row, 0, e->nt * sizeof(*row));
+	for (size_t k = 0; k < e->nt; k++) {
+		int64_t v = pf_prof_sample_value(e->typed, s, k);
+		row[k] += v > 0 ? (uint64_t)v : 0;
+	}
+	return 0;
+}
 
 /* walk_paths() asks names before it fills the path's kinds, frame by frame: the kind of the
  * name is known only afterwards. So names are interned without kind here and the pair is
@@ -993,7 +1020,7 @@ static int penc_name(void *ctx, const char *s, size_t n, uint32_t *id)
 }
 
 static int penc_path(void *ctx, const uint32_t *ids, const uint8_t *kinds, uint32_t n,
-		     uint64_t weight)
+		     const struct pf_prof_sample *s)
 {
 	struct penc *e = ctx;
 	_cleanup_free_ uint64_t *key = malloc((n ? n : 1) * sizeof(*key));
@@ -1005,9 +1032,11 @@ static int penc_path(void *ctx, const uint32_t *ids, const uint8_t *kinds, uint3
 	for (uint32_t i = 0; i < n; i++)
 		key[i] = (uint64_t)ids[i] << 8 | kinds[i];
 	int rc = pb_intern(&e->stacks, key, n * sizeof(*key), &idx, &added);
+	if (rc == 0 && e->typed)
+		rc = type_weights_add(e, idx, added, s);
 	if (rc < 0)
 		return rc;
-	return weight_add(&e->weights, &e->cap_weights, idx, added, weight);
+	return weight_add(&e->weights, &e->cap_weights, idx, added, s->count);
 }
 
 void pf_flame_paths_release(struct pf_flame_paths *ps)
@@ -1019,6 +1048,7 @@ void pf_flame_paths_release(struct pf_flame_paths *ps)
 	free(ps->frames);
 	free(ps->stacks);
 	free(ps->ids);
+	free(ps->type_weights);
 	memset(ps, 0, sizeof(*ps));
 }
 
@@ -1078,11 +1108,15 @@ static int paths_collect(struct pf_flame_paths *ps, const struct penc *e)
 	return rc;
 }
 
-int pf_flame_paths_build(const struct pf_prof_process *p, struct pf_flame_paths *ps)
+static int paths_build(const struct pf_prof_window *typed, const struct pf_prof_process *p,
+		       struct pf_flame_paths *ps)
 {
-	struct penc e = {0};
-	struct path_walk wk = {.ctx = &e, .name = penc_name, .path = penc_path,
-			       .max_depth = PF_FLAME_COMPACT_MAX_DEPTH};
+	struct penc e = {.typed = typed, .nt = typed ? pf_prof_window_types(typed) : 0};
+	struct path_walk wk = {.ctx = &e,
+			       .name = penc_name,
+			       .path = penc_path,
+			       .max_depth = PF_FLAME_COMPACT_MAX_DEPTH,
+			       .typed = typed};
 	int rc;
 
 	memset(ps, 0, sizeof(*ps));
@@ -1093,10 +1127,27 @@ int pf_flame_paths_build(const struct pf_prof_process *p, struct pf_flame_paths 
 	rc = walk_paths(p, &wk);
 	if (rc == 0)
 		rc = paths_collect(ps, &e);
+	if (rc == 0 && typed) {
+		ps->n_types = e.nt;
+		ps->type_weights = e.tw;
+		e.tw = NULL;
+	}
 	pb_intern_release(&e.names);
 	pb_intern_release(&e.stacks);
 	free(e.weights);
+	free(e.tw);
 	if (rc < 0)
 		pf_flame_paths_release(ps);
 	return rc;
+}
+
+int pf_flame_paths_build(const struct pf_prof_process *p, struct pf_flame_paths *ps)
+{
+	return paths_build(NULL, p, ps);
+}
+
+int pf_flame_paths_build_types(const struct pf_prof_window *w, const struct pf_prof_process *p,
+			       struct pf_flame_paths *ps)
+{
+	return w ? paths_build(w, p, ps) : -EINVAL;
 }

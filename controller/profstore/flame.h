@@ -68,10 +68,19 @@ struct pf_flame_paths {
 	struct pf_flame_path_frame *frames;
 	struct pf_flame_path *stacks;
 	uint32_t *ids; /* storage of the paths */
+	/* pf_flame_paths_build_types only: the summed value of each sample type per stack
+	 * (negative values count 0), type_weights[stack * n_types + type]; else 0 and NULL. */
+	size_t n_types;
+	uint64_t *type_weights;
 };
 /* 0; -EINVAL for an index out of range in p, -E2BIG for a stack deeper than
  * PF_FLAME_COMPACT_MAX_DEPTH, -ENOMEM. ps is empty on error. */
 int pf_flame_paths_build(const struct pf_prof_process *p, struct pf_flame_paths *ps);
+/* The same with the weight of every sample type of w (p one of its processes): the paths
+ * of the samples with a non-zero value of any type, each stack's weight the sum of its
+ * counts (0 when only other types weigh) and its type_weights. */
+int pf_flame_paths_build_types(const struct pf_prof_window *w, const struct pf_prof_process *p,
+			       struct pf_flame_paths *ps);
 void pf_flame_paths_release(struct pf_flame_paths *ps);
 
 /* The name a frame gets in the tree: the function name, else "<mapping basename>+0x<file

@@ -86,16 +86,44 @@ static const char *attr(const struct pf_prof_process *p, const char *key)
 	return NULL;
 }
 
+static bool type_is(const struct pf_prof_value_type *t, const char *name)
+{
+	return t->type && strcmp(t->type, name) == 0;
+}
+
+int pf_profstore_type_index(const struct pf_prof_window *w)
+{
+	if (!w->n_sample_types || type_is(&w->period_type, "cpu"))
+		return -1;
+	if (w->default_sample_type && *w->default_sample_type)
+		for (size_t k = 0; k < w->n_sample_types; k++)
+			if (type_is(&w->sample_types[k], w->default_sample_type))
+				return (int)k;
+	for (size_t k = w->n_sample_types; k-- > 0;)
+		if (w->sample_types[k].unit && strcmp(w->sample_types[k].unit, "bytes") == 0)
+			return (int)k;
+	return 0;
+}
+
+int pf_profstore_type_find(const struct pf_prof_window *w, const char *type)
+{
+	if (!type || !*type)
+		return pf_profstore_type_index(w);
+	if (strcmp(type, pf_profstore_type(w)) == 0)
+		return pf_profstore_type_index(w);
+	for (size_t k = 0; k < w->n_sample_types; k++)
+		if (type_is(&w->sample_types[k], type))
+			return (int)k;
+	return -2;
+}
+
 const char *pf_profstore_type(const struct pf_prof_window *w)
 {
-	if (!w->n_sample_types)
+	int k = pf_profstore_type_index(w);
+	if (k < 0)
 		return "cpu";
-	if (w->period_type.type && strcmp(w->period_type.type, "cpu") == 0)
-		return "cpu";
-	if (w->default_sample_type && *w->default_sample_type)
-		return w->default_sample_type;
-	if (w->sample_types[0].type && *w->sample_types[0].type)
-		return w->sample_types[0].type;
+	if (w->sample_types[k].type && *w->sample_types[k].type)
+		return w->sample_types[k].type;
 	return "unknown";
 }
 
@@ -163,14 +191,45 @@ unsigned pf_profstore_compact(void)
 	return atomic_load(&compact_flags);
 }
 
-const char *pf_profstore_unit(const struct pf_prof_window *w)
+const char *pf_profstore_unit_of(const struct pf_prof_window *w, int k)
 {
 	if (!w->n_sample_types)
 		return "samples";
-	const struct pf_prof_value_type *t = &w->sample_types[0];
-	if (t->type && strcmp(t->type, "samples") == 0)
+	const struct pf_prof_value_type *t = &w->sample_types[k < 0 ? 0 : k];
+	if (type_is(t, "samples"))
 		return "samples";
 	return t->unit && *t->unit ? t->unit : "";
+}
+
+const char *pf_profstore_unit(const struct pf_prof_window *w)
+{
+	return pf_profstore_unit_of(w, pf_profstore_type_index(w));
+}
+
+int pf_profstore_pick(struct pf_prof_window *w, int k)
+{
+	if (k < 0 || !w->n_sample_types || (size_t)k >= w->n_sample_types)
+		return k < 0 ? 0 : -EINVAL;
+	struct pf_prof_process *procs =
+	    pf_prof_alloc(w, (w->n_processes ? w->n_processes : 1) * sizeof(*procs));
+	if (!procs)
+		return -ENOMEM;
+	for (size_t i = 0; i < w->n_processes; i++) {
+		const struct pf_prof_process *p = &w->processes[i];
+		struct pf_prof_sample *s =
+		    pf_prof_alloc(w, (p->n_samples ? p->n_samples : 1) * sizeof(*s));
+		if (!s)
+			return -ENOMEM;
+		for (size_t j = 0; j < p->n_samples; j++) {
+			int64_t v = pf_prof_sample_value(w, &p->samples[j], (size_t)k);
+			s[j] = p->samples[j];
+			s[j].count = v > 0 ? (uint64_t)v : 0;
+		}
+		procs[i] = *p;
+		procs[i].samples = s;
+	}
+	w->processes = procs;
+	return 0;
 }
 
 const char *pf_profstore_unit_guess(const char *type, const char *unit)
@@ -186,12 +245,16 @@ const char *pf_profstore_unit_guess(const char *type, const char *unit)
 	return "count";
 }
 
-/* A stored profile's content (store.h): its attributes and distinct frame paths. */
+/* A stored profile's content (store.h): its attributes and distinct frame paths, and with
+ * several sample types the weights of the other types (series). */
 struct content {
 	struct pf_flame_paths paths;
 	struct pf_profile_frame *frames;
 	struct pf_profile_stack *stacks;
 	struct pf_profile_kv *attrs;
+	struct pf_profile_series *series;
+	uint64_t *series_weights;
+	int64_t total; /* the summed weight of the stored type */
 };
 
 static void content_release(struct content *c)
@@ -200,14 +263,56 @@ static void content_release(struct content *c)
 	free(c->frames);
 	free(c->stacks);
 	free(c->attrs);
+	free(c->series);
+	free(c->series_weights);
 	memset(c, 0, sizeof(*c));
+}
+
+/* Whether type k of w is one to store as a series of its own beside the stored type d: not
+ * d's name and the first type of its name. */
+static bool series_type(const struct pf_prof_window *w, size_t k, size_t d)
+{
+	const char *t = w->sample_types[k].type;
+	if (k == d || !t || !*t || type_is(&w->sample_types[d], t))
+		return false;
+	for (size_t j = 0; j < k; j++)
+		if (type_is(&w->sample_types[j], t))
+			return false;
+	return true;
+}
+
+/* The series of the sample types other than the stored one (index d), from the paths'
+ * per-type weights. */
+static int content_series(const struct pf_prof_window *w, size_t d, struct content *c,
+			  struct pf_profile_row *row)
+{
+	size_t nt = c->paths.n_types, ns = c->paths.n_stacks, n = 0;
+	c->series = malloc(nt * sizeof(*c->series));
+	c->series_weights = malloc((ns ? ns : 1) * nt * sizeof(*c->series_weights));
+	if (!c->series || !c->series_weights)
+		return -ENOMEM;
+	for (size_t k = 0; k < nt; k++) {
+		if (!series_type(w, k, d))
+			continue;
+		uint64_t *wt = c->series_weights + n * (ns ? ns : 1);
+		for (size_t i = 0; i < ns; i++)
+			wt[i] = c->paths.type_weights[i * nt + k];
+		c->series[n++] = (struct pf_profile_series){w->sample_types[k].type,
+							    pf_profstore_unit_of(w, (int)k), wt};
+	}
+	row->series = c->series;
+	row->n_series = n;
+	return 0;
 }
 
 /* Fills row's content fields from p (they point into c). -ENOMEM, or the walk's error. */
 static int content_fill(const struct pf_prof_window *w, const struct pf_prof_process *p,
 			struct content *c, struct pf_profile_row *row)
 {
-	int rc = pf_flame_paths_build(p, &c->paths);
+	int d = pf_profstore_type_index(w);
+	bool typed = d >= 0 && w->n_sample_types > 1;
+	int rc = typed ? pf_flame_paths_build_types(w, p, &c->paths)
+		       : pf_flame_paths_build(p, &c->paths);
 	if (rc < 0)
 		return rc;
 	size_t nf = c->paths.n_frames, ns = c->paths.n_stacks;
@@ -219,10 +324,16 @@ static int content_fill(const struct pf_prof_window *w, const struct pf_prof_pro
 	for (size_t i = 0; i < nf; i++)
 		c->frames[i] = (struct pf_profile_frame){c->paths.frames[i].name,
 							 c->paths.frames[i].kind};
-	for (size_t i = 0; i < ns; i++)
-		c->stacks[i] = (struct pf_profile_stack){c->paths.stacks[i].ids,
-							 c->paths.stacks[i].n,
-							 c->paths.stacks[i].weight};
+	for (size_t i = 0; i < ns; i++) {
+		uint64_t wt = typed ? c->paths.type_weights[i * c->paths.n_types + (size_t)d]
+				    : c->paths.stacks[i].weight;
+		c->stacks[i] =
+		    (struct pf_profile_stack){c->paths.stacks[i].ids, c->paths.stacks[i].n, wt};
+		c->total =
+		    wt > (uint64_t)(INT64_MAX - c->total) ? INT64_MAX : c->total + (int64_t)wt;
+	}
+	if (typed && (rc = content_series(w, (size_t)d, c, row)) < 0)
+		return rc;
 	for (size_t i = 0; i < p->n_attrs; i++)
 		c->attrs[i] = (struct pf_profile_kv){p->attrs[i].key, p->attrs[i].value};
 	row->attrs = c->attrs;
@@ -266,9 +377,12 @@ static int prepare_one(const struct pf_prof_window *w, size_t i, int64_t now_ms,
 	uint64_t samples = 0;
 	int rc;
 
-	for (size_t k = 0; k < p->n_samples; k++)
+	bool weighs = false;
+	for (size_t k = 0; k < p->n_samples; k++) {
 		samples += p->samples[k].count;
-	if (!samples)
+		weighs = weighs || pf_prof_sample_nonzero(w, &p->samples[k]);
+	}
+	if (!samples && !weighs)
 		return -ENODATA;
 	one.processes = p;
 	one.n_processes = 1;
@@ -318,6 +432,9 @@ static int prepare_one(const struct pf_prof_window *w, size_t i, int64_t now_ms,
 		if (rc < 0) { /* the tree fails on it the same way: no content */
 			content_release(&pp->content);
 			pp->row.n_stacks = pp->row.n_frames = pp->row.n_attrs = 0;
+			pp->row.n_series = 0;
+		} else if (pp->row.n_series || pf_profstore_type_index(w) > 0) {
+			samples = (uint64_t)pp->content.total; /* the stored type's weight */
 		}
 	}
 	/* Over the cap or not encodable: no compact form, the views decode the body. */
@@ -742,6 +859,7 @@ static int conv_fill(void *ud, struct pf_store *st, int64_t id, struct pf_profil
 	row->type = pf_profstore_type(cv->w);
 	row->start_ns = (int64_t)pf_min(cv->w->start_unix_ns, (uint64_t)INT64_MAX);
 	rc = content_fill(cv->w, &cv->w->processes[0], &cv->c, row);
+	row->samples = cv->c.total;
 	return rc == -ENOMEM ? rc : rc < 0 ? -EBADMSG : 0;
 }
 

@@ -33,9 +33,15 @@
  * Metadata taken from the resource attributes: service.name, process.pid,
  * process.executable.name (else the basename of process.executable.path), host.name,
  * profleet.agent.uid (the instance uid of the sending profleet agent; "" from other senders);
- * type "cpu" for the implicit CPU profile or a cpu period type, else the default or first
- * sample type; start and duration of the window; samples = sum of counts; the distinct trace
- * links (trace_id, span_id) of the samples. */
+ * type "cpu" for the implicit CPU profile or a cpu period type, else the stored type
+ * (pf_profstore_type_index); start and duration of the window; samples = the summed weight
+ * of that type (sample counts for CPU profiles); the distinct trace links (trace_id, span_id)
+ * of the samples.
+ *
+ * Several sample types (a pprof heap profile, an allocation capture): the profile is stored
+ * with the type above and its weights, and every other sample type as a series of its own
+ * (store.h pf_profile_series: the same stacks with that type's values), so that every type
+ * is selectable in the merged views. */
 #ifndef PF_PROFSTORE_H
 #define PF_PROFSTORE_H
 
@@ -145,11 +151,24 @@ unsigned pf_profstore_compact(void);
 
 /* The profile type name of a window (see above); never NULL. */
 const char *pf_profstore_type(const struct pf_prof_window *w);
+/* The index of the sample type a window is stored and shown as: -1 for a CPU profile (the
+ * implicit one, or a cpu period type: weights are counts); else the type that
+ * default_sample_type names, else the last type in bytes (pprof's and Pyroscope's choice:
+ * inuse_space for a Go heap profile), else the first. */
+int pf_profstore_type_index(const struct pf_prof_window *w);
+/* The index of sample type `type` of w (NULL or "": pf_profstore_type_index; the stored
+ * type's name: the same), -2 when w has no such type. */
+int pf_profstore_type_find(const struct pf_prof_window *w, const char *type);
+/* Makes every sample's count the value of sample type k (clamped at 0), so that the flame
+ * graph of w shows that type; k -1: unchanged. 0, -EINVAL, -ENOMEM. */
+int pf_profstore_pick(struct pf_prof_window *w, int k);
 /* The unit of a window's weights: "samples" for the implicit CPU profile and a "samples"
- * sample type, else the first sample type's unit ("bytes", "nanoseconds", "count"; "" when
- * none). And the unit to show for a stored type: unit when not empty, else the usual one of
- * that type (profiles stored before units were kept). */
+ * sample type, else the unit of the stored type (pf_profstore_type_index: "bytes",
+ * "nanoseconds", "count"; "" when none). And the unit to show for a stored type: unit when not
+ * empty, else the usual one of that type (profiles stored before units were kept). */
 const char *pf_profstore_unit(const struct pf_prof_window *w);
+/* The unit of sample type k of w (-1: the CPU profile's) in the same sense. */
+const char *pf_profstore_unit_of(const struct pf_prof_window *w, int k);
 const char *pf_profstore_unit_guess(const char *type, const char *unit);
 
 /* Converts up to max_rows profiles stored before the content tables from their bodies

@@ -364,6 +364,16 @@ static const struct store_migration migrations[] = {
 		"CREATE TABLE profile_details (id INTEGER PRIMARY KEY REFERENCES profiles (id)"
 		" ON DELETE CASCADE, data BLOB NOT NULL) STRICT;",
 	 .pg = ""},
+	/* 14 -> 15: profiles with several sample types (store_stacks.c): each type other than
+	 * the profile's own as a series of its own, with its packed pairs, selected by type
+	 * and start like profiles. Profiles stored before this step keep their one type. */
+	{.sqlite =
+		"CREATE TABLE profile_series (id INTEGER NOT NULL REFERENCES profiles (id)"
+		" ON DELETE CASCADE, type TEXT NOT NULL, unit TEXT NOT NULL,"
+		" start_ns INTEGER NOT NULL, attrset INTEGER NOT NULL, total INTEGER NOT NULL,"
+		" data BLOB NOT NULL, PRIMARY KEY (id, type)) STRICT, WITHOUT ROWID;"
+		"CREATE INDEX profile_series_type ON profile_series (type, start_ns);",
+	 .pg = ""},
 };
 /* clang-format on */
 

@@ -300,6 +300,14 @@ struct pf_profile_stack {
 	uint64_t weight;
 };
 
+/* Another sample type of a profile (insert only): its name (not the row's type, each name
+ * once), its unit, and the weight of each of the row's stacks in it (n_stacks, 0: none). */
+struct pf_profile_series {
+	const char *type;
+	const char *unit;
+	const uint64_t *weights;
+};
+
 /* A profile's exact content without its body (profstore/detail.h makes and reads it): the
  * locations of its frames (bytes, each stored once, keyed by content), its stacks as
  * indices into them (each sequence of location ids stored once), and its samples part
@@ -376,6 +384,11 @@ struct pf_profile_row {
 	const struct pf_profile_frame *frames;
 	size_t n_stacks;
 	const struct pf_profile_stack *stacks;
+	/* insert only: the profile's other sample types, each kept as a series of its own
+	 * (profile_series: its packed pairs, in the rollups and the types of its name), which a
+	 * selection of that type reads like profiles of that type. */
+	size_t n_series;
+	const struct pf_profile_series *series;
 	/* iterators: the profile's attribute set (0: stored before schema 12, not converted
 	 * yet: no packed samples, read its body) */
 	int64_t attrset;
@@ -466,7 +479,8 @@ struct pf_profile_filter {
 #define PF_PROFILE_MATCH_MAX 16
 
 /* Calls cb for the profiles matching f, newest start first (ties: highest id first); strings
- * valid only during the call, links NULL. A non-zero return from cb stops and is returned. */
+ * valid only during the call, links NULL. f->type matches a profile's type or any of its
+ * series. A non-zero return from cb stops and is returned. */
 int pf_store_profiles_foreach(struct pf_store *st, const struct pf_profile_filter *f,
 			      int (*cb)(const struct pf_profile_row *row, void *ud), void *ud);
 
@@ -518,10 +532,12 @@ int pf_store_profile_types(struct pf_store *st, int (*cb)(const char *type, cons
 
 /* Rewrites up to max_rows profiles stored before schema 12 (attrset 0, oldest first), each
  * in its own transaction: fill(ud, id, row) fills row's content fields (attrs, unit, frames,
- * stacks) from the profile's body, and the store keeps them as for a new profile (packed
- * samples, rollups); done(ud, row) then frees what fill made. A fill of -EBADMSG (a body
- * that no longer decodes) marks the profile as having no content (attrset -1: no view reads
- * it); any other error stops. *converted counts them. 1 while more wait, 0 when none is left. */
+ * stacks, series) and its type and samples (the summed weight of that type) from the
+ * profile's body, and the store keeps them as for a new profile (packed samples, series,
+ * rollups; the profile takes that type and samples); done(ud, row) then frees what fill made. A
+ * fill of -EBADMSG (a body that no longer decodes) marks the profile as having no content (attrset
+ * -1: no view reads it); any other error stops. *converted counts them. 1 while more wait, 0 when
+ * none is left. */
 struct pf_profile_converter {
 	int (*fill)(void *ud, struct pf_store *st, int64_t id, struct pf_profile_row *row);
 	void (*done)(void *ud, struct pf_profile_row *row);

@@ -72,8 +72,9 @@ static const char *const prof_sql[P__COUNT] = {
 		      "VALUES (?1, ?2, ?3)",
     [P_TOTALS] = "SELECT n, bytes FROM profile_totals WHERE k = 0",
     [P_OLDEST] = "SELECT p.id, p.body_bytes + coalesce(length(f.flame), 0) + "
-		 "coalesce(length(s.data), 0) FROM profiles p LEFT JOIN profile_flames f ON f.id = "
-		 "p.id LEFT JOIN profile_samples s ON s.id = p.id ORDER BY p.id LIMIT ?1",
+		 "coalesce(length(s.data), 0) + (SELECT coalesce(sum(length(data)), 0) FROM "
+		 "profile_series WHERE id = p.id) FROM profiles p LEFT JOIN profile_flames f ON "
+		 "f.id = p.id LEFT JOIN profile_samples s ON s.id = p.id ORDER BY p.id LIMIT ?1",
     [P_DELETE_UPTO] = "DELETE FROM profiles WHERE id <= ?1",
     [P_DELETE_EXPIRED] = "DELETE FROM profiles WHERE id IN (" EXPIRED_IDS ")",
     [P_GET] = "SELECT " PROF_COLS " FROM profiles WHERE id = ?1",
@@ -88,11 +89,15 @@ static const char *const prof_sql[P__COUNT] = {
     [P_UNCOUNT_UPTO] = "UPDATE profile_totals SET bytes = bytes - (SELECT "
 		       "coalesce(sum(length(flame)), 0) FROM profile_flames WHERE id <= ?1) - "
 		       "(SELECT coalesce(sum(length(data)), 0) FROM profile_samples WHERE id <= "
-		       "?1) WHERE k = 0",
-    [P_UNCOUNT_EXPIRED] = "UPDATE profile_totals SET bytes = bytes - (SELECT "
-			  "coalesce(sum(length(flame)), 0) FROM profile_flames WHERE id IN ("
-			  EXPIRED_IDS ")) - (SELECT coalesce(sum(length(data)), 0) FROM "
-			  "profile_samples WHERE id IN (" EXPIRED_IDS ")) WHERE k = 0",
+		       "?1) - (SELECT coalesce(sum(length(data)), 0) FROM profile_series WHERE id "
+		       "<= ?1) WHERE k = 0",
+    [P_UNCOUNT_EXPIRED] =
+	"UPDATE profile_totals SET bytes = bytes - (SELECT "
+	"coalesce(sum(length(flame)), 0) FROM profile_flames WHERE id IN (" EXPIRED_IDS
+	")) - (SELECT coalesce(sum(length(data)), 0) FROM "
+	"profile_samples WHERE id IN (" EXPIRED_IDS ")) - (SELECT "
+	"coalesce(sum(length(data)), 0) FROM profile_series WHERE id IN (" EXPIRED_IDS
+	")) WHERE k = 0",
     /* Rollups go by their slot, profiles by when they were received: a profile that
      * arrived late (an old start) must keep its rollups while it is stored, so no slot at or
      * after the hour of the oldest stored start is expired. */
@@ -725,7 +730,9 @@ static const struct {
 } filters[] = {
     TEXT_FILTER("service", ":service", service),
     TEXT_FILTER("agent", ":agent", agent),
-    TEXT_FILTER("type", ":type", type),
+    {" AND (type = :type OR id IN (SELECT id FROM profile_series WHERE type = :type AND "
+     "start_ns >= :from AND start_ns < :to))",
+     ":type", offsetof(struct pf_profile_filter, type)},
     {" AND id IN (SELECT profile FROM profile_links WHERE trace_id = :trace)", ":trace", 0},
     TEXT_FILTER("capture_id", ":capture", capture_id),
     TEXT_FILTER("trigger_name", ":trigger", trigger),
@@ -743,7 +750,7 @@ static const char *filter_text(const struct pf_profile_filter *f, size_t i)
 static sqlite3_stmt *list_stmt(struct pf_store *st, unsigned mask, int *rc)
 {
 	struct store_prof *p = prof_of(st);
-	char sql[1024];
+	char sql[2048];
 	size_t n;
 
 	if (!p) {

@@ -150,12 +150,9 @@ static int bind_range(struct sel_run *r, sqlite3_stmt *s, int64_t a, int64_t b)
 	return 0;
 }
 
-static int sel_profiles(struct sel_run *r, int64_t a, int64_t b)
+/* Single parts of [a, b) from statement id (profiles, or series: the same columns). */
+static int sel_singles(struct sel_run *r, enum stk_stmt id, int64_t a, int64_t b)
 {
-	bool pairs = r->sel->flags & PF_PROFSEL_PAIRS;
-	enum stk_stmt id = r->f->has_trace ? K_SEL_PROFILES_TRACE
-			   : pairs	   ? K_SEL_PROFILES
-					   : K_SEL_PROFILE_TOTALS;
 	int rc;
 	KSTMT(s, r->st, id, &rc);
 
@@ -173,6 +170,24 @@ static int sel_profiles(struct sel_run *r, int64_t a, int64_t b)
 		if ((rc = sel_offer(r, &part, s, 5)) != 0)
 			return rc;
 	}
+	return rc;
+}
+
+/* The profiles of the type in [a, b), and the series of that type of other profiles. */
+static int sel_profiles(struct sel_run *r, int64_t a, int64_t b)
+{
+	bool pairs = r->sel->flags & PF_PROFSEL_PAIRS, trace = r->f->has_trace;
+	int rc = sel_singles(r,
+			     trace   ? K_SEL_PROFILES_TRACE
+			     : pairs ? K_SEL_PROFILES
+				     : K_SEL_PROFILE_TOTALS,
+			     a, b);
+	if (rc == 0)
+		rc = sel_singles(r,
+				 trace	 ? K_SEL_SERIES_TRACE
+				 : pairs ? K_SEL_SERIES
+					 : K_SEL_SERIES_TOTALS,
+				 a, b);
 	return rc;
 }
 
@@ -308,15 +323,20 @@ static int exec(struct pf_store *st, const char *sql)
 	return 0;
 }
 
-static int set_content(struct pf_store *st, int64_t id, int64_t attrset, const char *unit)
+/* attrset > 0: the content stored, with row's type and samples; else none (-1). */
+static int set_content(struct pf_store *st, const struct pf_profile_row *row, int64_t attrset)
 {
 	int rc;
 	KSTMT(s, st, K_SET_CONTENT, &rc);
 
 	if (!s)
 		return rc;
-	if (sqlite3_bind_int64(s, 1, id) || sqlite3_bind_int64(s, 2, attrset) ||
-	    sqlite3_bind_text(s, 3, unit ? unit : "", -1, SQLITE_STATIC))
+	bool in = attrset > 0 && row->type;
+	if (sqlite3_bind_int64(s, 1, row->id) || sqlite3_bind_int64(s, 2, attrset) ||
+	    sqlite3_bind_text(s, 3, row->unit ? row->unit : "", -1, SQLITE_STATIC) ||
+	    (in ? sqlite3_bind_text(s, 4, row->type, -1, SQLITE_STATIC)
+		: sqlite3_bind_null(s, 4)) ||
+	    sqlite3_bind_int64(s, 5, in ? row->samples : -1))
 		return store_fail_sqlite(st, NULL, "profiles: convert: bind");
 	return store_step_done(st, s, "profiles: convert: set");
 }
@@ -351,7 +371,7 @@ static int convert_one(struct pf_store *st, const struct pf_profile_converter *c
 	if (rc == 0 && row.attrset > 0)
 		rc = store_stacks_insert(st, &row);
 	if (rc == 0 || rc == -EBADMSG)
-		rc = set_content(st, row.id, row.attrset > 0 ? row.attrset : -1, row.unit);
+		rc = set_content(st, &row, row.attrset > 0 ? row.attrset : -1);
 	c->done(c->ud, &row);
 	return rc < 0 ? rc : 1;
 }

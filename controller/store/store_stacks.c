@@ -34,6 +34,7 @@
 
 
 #define SEL_PROFILE_COLS "p.id, p.start_ns, p.attrset, p.samples, p.unit"
+#define SEL_SERIES_COLS "p.id, p.start_ns, p.attrset, p.total, p.unit"
 #define SEL_RANGE "p.type = ?1 AND p.start_ns >= ?2 AND p.start_ns < ?3"
 
 const char *const stk_sql[K__COUNT] = {
@@ -44,6 +45,8 @@ const char *const stk_sql[K__COUNT] = {
     [K_FIND_ATTRS] = "SELECT id FROM prof_attrsets WHERE hash = ?1",
     [K_ADD_ATTRS] = "INSERT INTO prof_attrsets (hash, attrs) VALUES (?1, ?2)",
     [K_ADD_SAMPLES] = "INSERT INTO profile_samples (id, data) VALUES (?1, ?2)",
+    [K_ADD_SERIES] = "INSERT INTO profile_series (id, type, unit, start_ns, attrset, total, "
+		     "data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     [K_ROLLUP_GET] = "SELECT id, data FROM profile_rollups WHERE res = ?1 AND type = ?2 AND "
 		     "slot = ?3 AND attrset = ?4",
     [K_ROLLUP_ADD] = "INSERT INTO profile_rollups (res, slot, type, attrset, profiles, total, "
@@ -65,11 +68,19 @@ const char *const stk_sql[K__COUNT] = {
 			    "res = ?4 AND type = ?1 AND slot >= ?2 AND slot < ?3",
     [K_SEL_PROFILES] = "SELECT " SEL_PROFILE_COLS ", s.data FROM profiles p LEFT JOIN "
 		       "profile_samples s ON s.id = p.id WHERE " SEL_RANGE " AND p.attrset > 0",
-    [K_SEL_PROFILE_TOTALS] = "SELECT " SEL_PROFILE_COLS " FROM profiles p WHERE " SEL_RANGE
-			     " AND p.attrset > 0",
-    [K_SEL_PROFILES_TRACE] = "SELECT " SEL_PROFILE_COLS ", s.data FROM profiles p LEFT JOIN "
-			     "profile_samples s ON s.id = p.id WHERE " SEL_RANGE " AND p.attrset > "
-			     "0 AND p.id IN (SELECT profile FROM profile_links WHERE trace_id = ?4)",
+    [K_SEL_PROFILE_TOTALS] =
+	"SELECT " SEL_PROFILE_COLS " FROM profiles p WHERE " SEL_RANGE " AND p.attrset > 0",
+    /* the series of that type, in the columns of the three above */
+    [K_SEL_SERIES] = "SELECT " SEL_SERIES_COLS ", p.data FROM profile_series p WHERE " SEL_RANGE,
+    [K_SEL_SERIES_TOTALS] = "SELECT " SEL_SERIES_COLS " FROM profile_series p WHERE " SEL_RANGE,
+    [K_SEL_SERIES_TRACE] =
+	"SELECT " SEL_SERIES_COLS ", p.data FROM profile_series p WHERE " SEL_RANGE
+	" AND p.id IN (SELECT profile FROM profile_links WHERE "
+	"trace_id = ?4)",
+    [K_SEL_PROFILES_TRACE] =
+	"SELECT " SEL_PROFILE_COLS ", s.data FROM profiles p LEFT JOIN "
+	"profile_samples s ON s.id = p.id WHERE " SEL_RANGE " AND p.attrset > "
+	"0 AND p.id IN (SELECT profile FROM profile_links WHERE trace_id = ?4)",
     [K_SEL_LEGACY] = "SELECT " SEL_PROFILE_COLS ", p.service, p.agent, p.k8s_namespace, "
 		     "p.k8s_pod, p.k8s_container, p.capture_id, p.trigger_name FROM profiles p "
 		     "WHERE p.attrset = 0 AND p.start_ns >= ?2 AND p.start_ns < ?3 AND p.type = ?1",
@@ -79,7 +90,9 @@ const char *const stk_sql[K__COUNT] = {
 			   "?3 AND p.type = ?1 AND p.id IN (SELECT profile FROM profile_links "
 			   "WHERE trace_id = ?4)",
     [K_LEGACY_NEXT] = "SELECT id FROM profiles WHERE attrset = 0 ORDER BY start_ns LIMIT 1",
-    [K_SET_CONTENT] = "UPDATE profiles SET attrset = ?2, unit = ?3 WHERE id = ?1",
+    /* a converted profile takes the type and weight its content was stored with */
+    [K_SET_CONTENT] = "UPDATE profiles SET attrset = ?2, unit = ?3, type = coalesce(?4, type), "
+		      "samples = CASE WHEN ?5 >= 0 THEN ?5 ELSE samples END WHERE id = ?1",
     [K_FIND_LOC] = "SELECT id FROM prof_locations WHERE hash = ?1",
     [K_ADD_LOC] = "INSERT INTO prof_locations (hash, data) VALUES (?1, ?2)",
     [K_FIND_LSTACK] = "SELECT id FROM prof_lstacks WHERE hash = ?1",
@@ -390,16 +403,15 @@ static int cmp_pair(const void *a, const void *b)
 	return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
-/* The ids of r's frames and stacks (stored when new) as sorted, merged pairs. */
-static int stack_pairs(struct pf_store *st, struct store_stacks *k,
-		       const struct pf_profile_row *r, struct pair **out, size_t *n_out)
+/* The ids of r's frames and stacks (stored when new): sid[i] is the id of r->stacks[i]. */
+static int stack_ids(struct pf_store *st, struct store_stacks *k, const struct pf_profile_row *r,
+		     int64_t *sid)
 {
 	_cleanup_free_ int64_t *fid = malloc((r->n_frames ? r->n_frames : 1) * sizeof(*fid));
-	_cleanup_free_ struct pair *pairs = malloc((r->n_stacks ? r->n_stacks : 1) * sizeof(*pairs));
 	struct pf_buf key;
 	int rc = 0;
 
-	if (!fid || !pairs)
+	if (!fid)
 		return -ENOMEM;
 	pf_buf_init(&key, 0);
 	for (size_t i = 0; rc == 0 && i < r->n_frames; i++) {
@@ -421,27 +433,36 @@ static int stack_pairs(struct pf_store *st, struct store_stacks *k,
 				 ? put_varint(&key, (uint64_t)fid[s->frames[j]])
 				 : store_fail_other(st, NULL, -EINVAL, "profiles: frame index");
 		struct blob_ctx c = {key.data, key.len};
-		pairs[i].weight = s->weight;
 		if (rc == 0)
 			rc = intern_content(st, &k->stacks, K_FIND_STACK, K_ADD_STACK, key.data,
-					    key.len, bind_blob2, &c, &pairs[i].stack);
+					    key.len, bind_blob2, &c, &sid[i]);
 	}
 	pf_buf_release(&key);
-	if (rc < 0)
-		return rc;
-	if (r->n_stacks > 1)
-		qsort(pairs, r->n_stacks, sizeof(*pairs), cmp_pair);
-	size_t u = 0;
-	for (size_t i = 0; i < r->n_stacks; i++) {
+	return rc;
+}
+
+/* The pairs (sid[i], weight[i]) of the n stacks with a weight, sorted by id, equal ids
+ * merged; *total their saturating sum. pairs has room for n. */
+static size_t make_pairs(const int64_t *sid, const uint64_t *weight, size_t n, struct pair *pairs,
+			 int64_t *total)
+{
+	size_t m = 0, u = 0;
+	for (size_t i = 0; i < n; i++)
+		if (weight[i])
+			pairs[m++] = (struct pair){sid[i], weight[i]};
+	if (m > 1)
+		qsort(pairs, m, sizeof(*pairs), cmp_pair);
+	*total = 0;
+	for (size_t i = 0; i < m; i++) {
 		if (u && pairs[u - 1].stack == pairs[i].stack)
 			pairs[u - 1].weight += pairs[i].weight;
 		else
 			pairs[u++] = pairs[i];
+		*total = pairs[i].weight > (uint64_t)(INT64_MAX - *total)
+			     ? INT64_MAX
+			     : *total + (int64_t)pairs[i].weight;
 	}
-	*out = pairs;
-	pairs = NULL;
-	*n_out = u;
-	return 0;
+	return u;
 }
 
 static int pack_pairs(const struct pair *p, size_t n, struct pf_buf *out)
@@ -532,8 +553,9 @@ static int merge_pairs(const void *blob, size_t len, const struct pair *p, size_
 	return rc;
 }
 
-static int add_rollup(struct pf_store *st, const struct pf_profile_row *r, int64_t res,
-		      const struct pair *p, size_t n, int64_t total, const struct pf_buf *packed)
+static int add_rollup(struct pf_store *st, const struct pf_profile_row *r, const char *type,
+		      int64_t res, const struct pair *p, size_t n, int64_t total,
+		      const struct pf_buf *packed)
 {
 	int64_t start_ms = r->start_ns / NS_PER_MS, slot = start_ms - start_ms % res, id = 0;
 	struct pf_buf merged;
@@ -545,7 +567,7 @@ static int add_rollup(struct pf_store *st, const struct pf_profile_row *r, int64
 		if (!s)
 			return rc;
 		if (sqlite3_bind_int64(s, 1, res) ||
-		    sqlite3_bind_text(s, 2, r->type, -1, SQLITE_STATIC) ||
+		    sqlite3_bind_text(s, 2, type, -1, SQLITE_STATIC) ||
 		    sqlite3_bind_int64(s, 3, slot) || sqlite3_bind_int64(s, 4, r->attrset))
 			return store_fail_sqlite(st, NULL, "profiles: rollup: bind");
 		rc = store_step_row(st, s, 0, "profiles: rollup: get");
@@ -572,7 +594,7 @@ static int add_rollup(struct pf_store *st, const struct pf_profile_row *r, int64
 	} else {
 		KSTMT(s, st, K_ROLLUP_ADD, &rc);
 		if (s && (sqlite3_bind_int64(s, 1, res) || sqlite3_bind_int64(s, 2, slot) ||
-			  sqlite3_bind_text(s, 3, r->type, -1, SQLITE_STATIC) ||
+			  sqlite3_bind_text(s, 3, type, -1, SQLITE_STATIC) ||
 			  sqlite3_bind_int64(s, 4, r->attrset) || sqlite3_bind_int64(s, 5, total) ||
 			  sqlite3_bind_blob64(s, 6, packed->data, packed->len, SQLITE_STATIC)))
 			rc = store_fail_sqlite(st, NULL, "profiles: rollup: bind");
@@ -629,34 +651,35 @@ int store_stacks_prepare(struct pf_store *st, struct pf_profile_row *r)
 	return attrset_id(st, k, r, &r->attrset);
 }
 
-int store_stacks_insert(struct pf_store *st, const struct pf_profile_row *r)
+/* Stores one type of r (type NULL: r's own, in profile_samples; else a series): its packed
+ * pairs, their bytes in the totals, the minute and hour rollups and the type. */
+static int insert_type(struct pf_store *st, struct store_stacks *k, const struct pf_profile_row *r,
+		       const char *type, const char *unit, const struct pair *pairs, size_t n,
+		       int64_t total)
 {
-	struct store_stacks *k = stk_of(st);
-	_cleanup_free_ struct pair *pairs = NULL;
 	struct pf_buf packed;
-	size_t n = 0;
-	int64_t total = 0;
 	int rc;
 
-	if (!r->n_stacks || r->attrset <= 0)
-		return 0;
-	if (!k)
-		return store_fail_other(st, NULL, -ENOMEM, "profiles: out of memory");
-	rc = stack_pairs(st, k, r, &pairs, &n);
-	if (rc < 0)
-		return rc;
-	for (size_t i = 0; i < n; i++)
-		total = pairs[i].weight > (uint64_t)(INT64_MAX - total) ? INT64_MAX
-								       : total + (int64_t)pairs[i].weight;
 	pf_buf_init(&packed, 0);
 	rc = pack_pairs(pairs, n, &packed);
-	if (rc == 0) {
+	if (rc == 0 && !type) {
 		KSTMT(s, st, K_ADD_SAMPLES, &rc);
 		if (s && (sqlite3_bind_int64(s, 1, r->id) ||
 			  sqlite3_bind_blob64(s, 2, packed.data, packed.len, SQLITE_STATIC)))
 			rc = store_fail_sqlite(st, NULL, "profiles: samples: bind");
 		else if (s)
 			rc = store_step_done(st, s, "profiles: samples");
+	} else if (rc == 0) {
+		KSTMT(s, st, K_ADD_SERIES, &rc);
+		if (s && (sqlite3_bind_int64(s, 1, r->id) ||
+			  sqlite3_bind_text(s, 2, type, -1, SQLITE_STATIC) ||
+			  sqlite3_bind_text(s, 3, unit, -1, SQLITE_STATIC) ||
+			  sqlite3_bind_int64(s, 4, r->start_ns) ||
+			  sqlite3_bind_int64(s, 5, r->attrset) || sqlite3_bind_int64(s, 6, total) ||
+			  sqlite3_bind_blob64(s, 7, packed.data, packed.len, SQLITE_STATIC)))
+			rc = store_fail_sqlite(st, NULL, "profiles: series: bind");
+		else if (s)
+			rc = store_step_done(st, s, "profiles: series");
 	}
 	if (rc == 0) {
 		KSTMT(s, st, K_COUNT_BYTES, &rc);
@@ -665,13 +688,52 @@ int store_stacks_insert(struct pf_store *st, const struct pf_profile_row *r)
 		else if (s)
 			rc = store_step_done(st, s, "profiles: samples: count");
 	}
+	if (!type)
+		type = r->type;
 	if (rc == 0)
-		rc = add_rollup(st, r, RES_MINUTE, pairs, n, total, &packed);
+		rc = add_rollup(st, r, type, RES_MINUTE, pairs, n, total, &packed);
 	if (rc == 0)
-		rc = add_rollup(st, r, RES_HOUR, pairs, n, total, &packed);
+		rc = add_rollup(st, r, type, RES_HOUR, pairs, n, total, &packed);
 	if (rc == 0)
-		rc = note_type(st, k, r->type, r->unit ? r->unit : "");
+		rc = note_type(st, k, type, unit);
 	pf_buf_release(&packed);
+	return rc;
+}
+
+int store_stacks_insert(struct pf_store *st, const struct pf_profile_row *r)
+{
+	struct store_stacks *k = stk_of(st);
+	size_t ns = r->n_stacks ? r->n_stacks : 1, n;
+	int64_t total;
+	int rc;
+
+	if (!r->n_stacks || r->attrset <= 0)
+		return 0;
+	if (!k)
+		return store_fail_other(st, NULL, -ENOMEM, "profiles: out of memory");
+	if (r->n_series && !r->series)
+		return store_fail_other(st, NULL, -EINVAL, "profiles: insert: bad series");
+	_cleanup_free_ int64_t *sid = malloc(ns * sizeof(*sid));
+	_cleanup_free_ uint64_t *wt = malloc(ns * sizeof(*wt));
+	_cleanup_free_ struct pair *pairs = malloc(ns * sizeof(*pairs));
+	if (!sid || !wt || !pairs)
+		return -ENOMEM;
+	rc = stack_ids(st, k, r, sid);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < r->n_stacks; i++)
+		wt[i] = r->stacks[i].weight;
+	n = make_pairs(sid, wt, r->n_stacks, pairs, &total);
+	rc = insert_type(st, k, r, NULL, r->unit ? r->unit : "", pairs, n, total);
+	for (size_t j = 0; rc == 0 && j < r->n_series; j++) {
+		const struct pf_profile_series *se = &r->series[j];
+		if (!se->type || !*se->type || !se->weights || strcmp(se->type, r->type) == 0)
+			return store_fail_other(st, NULL, -EINVAL, "profiles: insert: bad series");
+		n = make_pairs(sid, se->weights, r->n_stacks, pairs, &total);
+		if (n)
+			rc = insert_type(st, k, r, se->type, se->unit ? se->unit : "", pairs, n,
+					 total);
+	}
 	return rc;
 }
 

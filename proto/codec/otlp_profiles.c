@@ -477,6 +477,16 @@ static int enc_profile(struct enc *e, const struct pf_prof_window *w, size_t pi,
 	if (r < 0)
 		return r;
 	prof->sample_type = st;
+	if (w->n_sample_types && w->default_sample_type && *w->default_sample_type) {
+		prof->attribute_indices = pb_pool_alloc(&e->pool, sizeof(int32_t));
+		if (!prof->attribute_indices)
+			return -ENOMEM;
+		prof->n_attribute_indices = 1;
+		r = enc_attr(e, PF_OTLP_DEFAULT_TYPE_ATTR, w->default_sample_type, 0,
+			     &prof->attribute_indices[0]);
+		if (r < 0)
+			return r;
+	}
 	if (per.type || per.unit)
 		prof->period_type = pt;
 	prof->period = pf_prof_window_period(w);

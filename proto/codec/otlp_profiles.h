@@ -22,6 +22,9 @@
  *    out); process.pid only when the pid is known (non-zero);
  *  - the process's original_payload (and its format, "pprof" by default) on its first
  *    Profile;
+ *  - with explicit sample types and a default_sample_type, the Profile attribute
+ *    PF_OTLP_DEFAULT_TYPE_ATTR (string: the type's name) on every Profile, since OTLP v1.11
+ *    has no field for it;
  *  - time_unix_nano / duration_nano covering [start, end) of the window, widened if a sample
  *    timestamp falls outside it, so every timestamp lies in [time, time + duration);
  *  - sample attributes thread.id (int; with explicit sample types only when non-zero),
@@ -44,7 +47,8 @@
  * the first Profile that has one, each ScopeProfiles becomes one process, and its Profiles'
  * samples are merged by identity (stack, link, attributes) into samples with one value per
  * sample type (a Profile's sample weighs the sum of its values, or its number of
- * timestamps). Sample attributes other than thread.id / thread.name become labels (int
+ * timestamps), and default_sample_type is the first PF_OTLP_DEFAULT_TYPE_ATTR a Profile
+ * carries. Sample attributes other than thread.id / thread.name become labels (int
  * values as numbers with the attribute's unit). The first original_payload of a process's
  * Profiles is kept. A mapping whose memory_limit is not above its memory_start keeps no range
  * (start = limit = 0), and a sample timestamp of 2^64-1 (no window can end after it) is
@@ -60,6 +64,8 @@
 #include "pf/profile.h"
 
 #define PF_OTLP_SCOPE_NAME "profleet"
+/* Profile attribute naming the sample type to show by default (pprof's default_sample_type). */
+#define PF_OTLP_DEFAULT_TYPE_ATTR "profleet.default_sample_type"
 /* Nesting of AnyValue inside attributes is legal but unbounded on the wire: the decoder
  * refuses messages nested deeper than this (ExportProfilesServiceRequest itself needs 7). */
 #define PF_OTLP_MAX_WIRE_DEPTH 32

@@ -659,6 +659,19 @@ static int dec_types(struct dec *d, const pb_request *req, size_t n_profiles, si
 					nt++;
 				}
 				type_of[n] = x;
+				for (size_t a = 0;
+				     !d->w->default_sample_type && a < pp->n_attribute_indices;
+				     a++) {
+					const char *key, *val;
+					const pb_anyvalue *v;
+					char tmp[32];
+					if (dict_attr(d, pp->attribute_indices[a], &key, &v) < 0 ||
+					    any_text(d, v, tmp, sizeof(tmp), &val) < 0)
+						return -EBADMSG;
+					if (val && *val &&
+					    strcmp(key, PF_OTLP_DEFAULT_TYPE_ATTR) == 0)
+						d->w->default_sample_type = dstr(d, val, &rc);
+				}
 				if (pp->period_type && !d->w->period_type.type &&
 				    !d->w->period_type.unit) {
 					dict_string(d, pp->period_type->type_strindex, &t);

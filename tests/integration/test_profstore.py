@@ -155,6 +155,49 @@ def encode_text(text):
         raise AssertionError("protoc --encode failed: " + r.stderr.decode())
     return r.stdout
 
+# An allocation profile as OTLP v1.11 carries one: one Profile per sample type in the
+# process's ScopeProfiles, alloc_objects/count then alloc_space/bytes, over TEXT's stacks
+# (main;hot_function and main;cold_function) and dictionary, with four more strings and the
+# attribute profleet.default_sample_type = alloc_objects.
+ALLOC_TEXT = """
+resource_profiles {
+  resource {
+    attributes { key: "service.name" value { string_value: "%(service)s" } }
+    attributes { key: "profleet.agent.uid" value { string_value: "agent-1" } }
+  }
+  scope_profiles { scope { name: "test" } %(profiles)s }
+}
+""" + TEXT[TEXT.index("dictionary {"):].replace("  attribute_table {}\n", """\
+  string_table: "alloc_objects"
+  string_table: "bytes"
+  string_table: "space"
+  string_table: "alloc_space"
+  string_table: "profleet.default_sample_type"
+  attribute_table {}
+  attribute_table { key_strindex: 13 value { string_value: "alloc_objects" } }
+""")
+
+
+ALLOC_PROFILE = """
+    profiles {
+      sample_type { type_strindex: %(type)d unit_strindex: %(unit)d }
+      period_type { type_strindex: 11 unit_strindex: 10 }
+      period: 524288 time_unix_nano: %(start)d duration_nano: 10000000000
+      profile_id: "%(id)s" %(attr)s
+      samples { stack_index: 1 values: %(small)d }
+      samples { stack_index: 2 values: %(large)d }
+    }"""
+
+
+def encode_alloc(service, start, n, default_attr=False):
+    """alloc_objects: hot_function 30, cold_function 5; alloc_space: 1000 and 9000 bytes."""
+    attr = "attribute_indices: 1" if default_attr else ""
+    profiles = "".join(ALLOC_PROFILE % {"type": t, "unit": u, "start": start, "attr": attr,
+                                        "id": "%s-%02d" % (name, n), "small": a, "large": b}
+                       for t, u, name, a, b in ((9, 2, "alloc-objects", 30, 5),
+                                                (12, 10, "alloc-space--", 1000, 9000)))
+    return encode_text(ALLOC_TEXT % {"service": service, "profiles": profiles})
+
 
 def pct(xs, q):
     xs = sorted(xs)
@@ -279,7 +322,66 @@ class ProfileStore(StoreCase):
         self.assertEqual(pprof[:2], b"\x1f\x8b")
         self.check_go_pprof(pprof)
 
-    def check_go_pprof(self, pprof):
+    def test_several_sample_types(self):
+        """An allocation profile with two sample types, posted as OTLP: each type is
+        queryable through every view with its own unit and values, the default view is bytes
+        (or the type the profile names as its default), and the pprof download keeps both."""
+        self.start()
+        for i in range(2):
+            st, body, _ = self.post(encode_alloc("heap", START_NS + i * 10**10, i))
+            self.assertEqual((st, body), (200, b""))
+        st, body, _ = self.post(encode_alloc("heap-obj", START_NS, 5, default_attr=True))
+        self.assertEqual((st, body), (200, b""))
+        rng = "from=%d&to=%d" % (START_MS, START_MS + 20000)
+        lst = self.get("/api/v1/profiles?service=heap&" + rng)
+        self.assertEqual([(p["type"], p["samples"]) for p in lst["profiles"]],
+                         [("alloc_space", 10000)] * 2)
+        for t in ("alloc_space", "alloc_objects"):
+            self.assertEqual(self.get("/api/v1/profiles?service=heap&profile_type=%s&%s"
+                                      % (t, rng))["count"], 2)
+        self.assertEqual(self.get("/api/v1/profiles?service=heap-obj&" + rng)
+                         ["profiles"][0]["type"], "alloc_objects")
+        types = self.get("/api/v1/profile_types?" + rng)["types"]
+        self.assertIn({"type": "alloc_space", "unit": "bytes"}, types)
+        self.assertIn({"type": "alloc_objects", "unit": "count"}, types)
+
+        want = {"alloc_space": ("bytes", 1000, 9000), "alloc_objects": ("count", 30, 5)}
+        for t, (unit, small, large) in want.items():
+            q = "service=heap&profile_type=%s&%s" % (t, rng)
+            fg = self.get("/api/v1/flamegraph?" + q)
+            self.assertEqual((fg["unit"], fg["type"], fg["profiles_merged"]), (unit, t, 2))
+            self.assertEqual(fg["value"], 2 * (small + large))
+            kids = {c["name"]: c["value"] for c in fg["children"][0]["children"]}
+            self.assertEqual(kids, {"hot_function": 2 * small, "cold_function": 2 * large})
+            top = self.get("/api/v1/top?" + q)
+            self.assertEqual(top["unit"], unit)
+            self.assertEqual({f["name"]: f["self"] for f in top["functions"] if f["self"]},
+                             {"hot_function": 2 * small, "cold_function": 2 * large})
+            self.assertEqual(top["total"], 2 * (small + large))
+            tl = self.get("/api/v1/timeline?%s&step=10000" % q)
+            self.assertEqual((tl["unit"], [v for _, v in tl["points"]]),
+                             (unit, [small + large] * 2))
+            diff = self.get("/api/v1/flamegraph/diff?service=heap&profile_type=%s&from=%d&to=%d"
+                            "&base_from=%d&base_to=%d" % (t, START_MS + 10000, START_MS + 20000,
+                                                          START_MS, START_MS + 10000))
+            self.assertEqual((diff["value"], diff["base_total"]), (small + large,) * 2)
+            one = self.get("/api/v1/profiles/%d/flamegraph?profile_type=%s"
+                           % (lst["profiles"][0]["id"], t))
+            self.assertEqual((one["unit"], one["type"], one["value"]), (unit, t, small + large))
+        one = self.get("/api/v1/profiles/%d/flamegraph" % lst["profiles"][0]["id"])
+        self.assertEqual((one["type"], one["unit"], one["value"]), ("alloc_space", "bytes", 10000))
+        st, _, _ = self.c.request("GET", "/api/v1/profiles/%d/flamegraph?profile_type=wall"
+                                  % lst["profiles"][0]["id"])
+        self.assertEqual(st, 404)
+        st, pprof, _ = self.c.request("GET", "/api/v1/profiles/%d/pprof"
+                                      % lst["profiles"][0]["id"], raw=True)
+        self.assertEqual(st, 200)
+        raw = gzip.decompress(pprof)
+        for name in (b"alloc_objects", b"alloc_space", b"hot_function", b"cold_function"):
+            self.assertIn(name, raw)
+        self.check_go_pprof(pprof, "cold_function", "90.00%")  # its default: alloc_space
+
+    def check_go_pprof(self, pprof, fn="hot_function", share="90.00%"):
         go = shutil.which("go")
         if not go:
             print("go missing: go tool pprof check skipped")
@@ -293,9 +395,9 @@ class ProfileStore(StoreCase):
                            timeout=120, env=env)
         out = r.stdout.decode()
         self.assertEqual(r.returncode, 0, r.stderr.decode())
-        self.assertIn("hot_function", out)
-        line = [l for l in out.splitlines() if "hot_function" in l][0]
-        self.assertIn("90.00%", line)
+        self.assertIn(fn, out)
+        line = [l for l in out.splitlines() if fn in l][0]
+        self.assertIn(share, line)
 
     def test_rejections(self):
         self.start("--max-message-bytes", "65536")

@@ -199,12 +199,17 @@ class Pyroscope(unittest.TestCase):
                                  headers={"Content-Type": "application/octet-stream"})
         self.assertEqual(st, 200, answer)
         [p] = self.profiles("gosvc")
-        self.assertEqual(p["type"], "alloc_objects")
+        # no default_sample_type: shown as its last type in bytes, the other one beside it
+        self.assertEqual(p["type"], "alloc_space")
         self.assertEqual(p["start_ms"], T0_MS + 1000)
         fg = self.flame("gosvc", "&type=alloc_objects")
-        self.assertEqual(fg["value"], 4)
+        self.assertEqual((fg["value"], fg["unit"]), (4, "count"))
         work = children(children(fg)["main"])["work"]
         self.assertEqual(children(work)["alloc"]["value"], 3)
+        fg = self.flame("gosvc", "&type=alloc_space")
+        self.assertEqual((fg["value"], fg["unit"]), (364, "bytes"))
+        work = children(children(fg)["main"])["work"]
+        self.assertEqual(children(work)["alloc"]["value"], 300)
         # the downloaded pprof has both sample types and the same totals
         st, raw, _ = self.c.request("GET", "/api/v1/profiles/%d/pprof" % p["id"], raw=True)
         self.assertEqual(st, 200)

@@ -544,6 +544,14 @@ static void test_sample_types(void **state)
 	assert_int_equal(sp->profiles[0]->original_payload.len, 5);
 	assert_string_equal(sp->profiles[0]->original_payload_format, "pprof");
 	assert_int_equal(sp->profiles[1]->original_payload.len, 0);
+	/* the default sample type, which OTLP has no field for, as a Profile attribute */
+	for (size_t k = 0; k < 2; k++) {
+		assert_int_equal(sp->profiles[k]->n_attribute_indices, 1);
+		const pb_kvu *a =
+		    q->dictionary->attribute_table[sp->profiles[k]->attribute_indices[0]];
+		assert_string_equal(st[a->key_strindex], PF_OTLP_DEFAULT_TYPE_ATTR);
+		assert_string_equal(a->value->string_value, "alloc_space");
+	}
 	const pb_sample *s0 = sp->profiles[1]->samples[0];
 	int seen = 0;
 	for (size_t i = 0; i < s0->n_attribute_indices; i++) {
@@ -568,6 +576,7 @@ static void test_sample_types(void **state)
 	assert_int_equal(r->n_sample_types, 2);
 	assert_string_equal(r->sample_types[1].type, "alloc_space");
 	assert_string_equal(r->sample_types[1].unit, "bytes");
+	assert_string_equal(r->default_sample_type, "alloc_space");
 	assert_string_equal(r->period_type.type, "space");
 	assert_int_equal(r->period, 524288);
 	assert_int_equal(r->frequency_hz, 0);

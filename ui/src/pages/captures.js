@@ -96,9 +96,10 @@ async function captureDetail(main, ctx, id) {
       if (p) p.stop();
       // a capture: merge up to 1,000 of its profiles (the default 200 samples a big one)
       // the capture's own type: merged views otherwise show cpu profiles only
-      // an alloc capture's profiles are stored under their first pprof heap type: ask which
+      // an alloc capture's profiles are stored under their default type (alloc_space), the
+      // other heap types beside it: ask which
       const storeType = type !== "alloc" ? type : await api.get("/profiles" + qs({ capture_id: id, limit: 1 }))
-        .then((l) => (l.profiles[0] && l.profiles[0].type) || "alloc_objects", () => "alloc_objects");
+        .then((l) => (l.profiles[0] && l.profiles[0].type) || "alloc_space", () => "alloc_space");
       if (hasProfiles) await drawFlame(flame, { capture_id: id, type: storeType, max_profiles: 1000 }, "Capture flame graph");
       else clear(flame, h("div", { class: "empty", text: "No profile arrived from this capture." }));
     }

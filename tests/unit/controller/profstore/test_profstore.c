@@ -25,6 +25,7 @@
 #include "profstore/profstore.h"
 #include "profstore/views.h"
 #include "store.h"
+#include "store_downgrade.h"
 
 /* ---- helpers */
 
@@ -1032,12 +1033,7 @@ static void test_upgrade_and_convert(void **state)
 	pf_store_close(x->st);
 	snprintf(db, sizeof(db), "%s/db", x->dir);
 	snprintf(cmd, sizeof(cmd),
-		 "sqlite3 '%s' 'DROP INDEX profiles_type_start; DROP INDEX profiles_legacy; "
-		 "ALTER TABLE profiles DROP COLUMN attrset; ALTER TABLE profiles DROP COLUMN unit; "
-		 "DROP TABLE prof_frames; DROP TABLE prof_stacks; DROP TABLE prof_attrsets; "
-		 "DROP TABLE profile_samples; DROP TABLE profile_rollups; DROP TABLE profile_types; "
-		 "DROP TABLE profile_details; DROP TABLE prof_lstacks; DROP TABLE prof_locations; "
-		 "DROP TABLE commands; "
+		 "sqlite3 '%s' '" STORE_DOWNGRADE_PROFILE_CONTENT "DROP TABLE commands; "
 		 "PRAGMA user_version = 11;'",
 		 db);
 	assert_int_equal(system(cmd), 0);
@@ -1106,27 +1102,186 @@ static void test_upgrade_and_convert(void **state)
 	free(svc);
 }
 
+/* The merged total and unit of type over [from, to) ns, and the value of main;fn in it. */
+static uint64_t typed_total(struct fx *x, const char *type, int64_t from, int64_t to,
+			    const char *fn, uint64_t *fn_value, char unit[32])
+{
+	struct pf_profile_filter f = {.type = type, .from_ns = from, .to_ns = to};
+	struct pf_merge_stats ms;
+	struct pf_flame *fl = pf_flame_new(1000);
+	assert_int_equal(pf_views_merge(x->st, &f, fl, 0, &ms), 0);
+	snprintf(unit, 32, "%s", ms.unit);
+	json_t *j = tree_json(fl, false, 0);
+	json_t *c = child(child(j, "main"), fn);
+	*fn_value = c ? (uint64_t)ival(c, "value") : 0;
+	json_decref(j);
+	uint64_t t = pf_flame_total(fl, 0);
+	pf_flame_free(fl);
+	return t;
+}
+
+static int type_cb(const struct pf_profile_row *r, void *ud)
+{
+	snprintf(ud, 64, "%s %lld", r->type, (long long)r->samples);
+	return 0;
+}
+
+/* A profile with two sample types (the typed fixture: alloc_objects {3, 0}, alloc_space
+ * {3000, 512}, default alloc_space) is stored as its default type with that type's values,
+ * and its other type as a series: both are selectable in the merged views (rollups and
+ * single profiles), the timeline, the list and the types, with their own units and totals;
+ * the single-profile view shows either type; retention counts and uncounts the series. */
+static void test_several_types(void **state)
+{
+	struct fx *x = *state;
+	int64_t t0 = (int64_t)PROF_FIXTURE_START, hour = 3600000000000LL;
+	int64_t h0 = t0 - t0 % hour;
+	char unit[32], row[64] = "";
+	uint64_t v;
+
+	struct pf_prof_window *tw = prof_fixture_typed_window();
+	tw->start_unix_ns = PROF_FIXTURE_START;
+	tw->end_unix_ns = PROF_FIXTURE_START + PROF_FIXTURE_NS;
+	ingest_window(x, tw);
+	struct pf_profile_filter lf = {0};
+	assert_int_equal(pf_store_profiles_foreach(x->st, &lf, type_cb, row), 0);
+	assert_string_equal(row, "alloc_space 3512");
+	lf.type = "alloc_objects";
+	row[0] = 0;
+	assert_int_equal(pf_store_profiles_foreach(x->st, &lf, type_cb, row), 0);
+	assert_string_equal(row, "alloc_space 3512"); /* found by its series */
+	lf.type = "inuse_space";
+	row[0] = 0;
+	assert_int_equal(pf_store_profiles_foreach(x->st, &lf, type_cb, row), 0);
+	assert_string_equal(row, "");
+
+	/* edges (single profiles and series) and whole hours (rollups) alike */
+	int64_t ranges[2][2] = {{t0, t0 + (int64_t)PROF_FIXTURE_NS}, {h0, h0 + hour}};
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(
+		    typed_total(x, "alloc_space", ranges[i][0], ranges[i][1], "work_b", &v, unit),
+		    3512);
+		assert_string_equal(unit, "bytes");
+		assert_int_equal(v, 512);
+		assert_int_equal(
+		    typed_total(x, "alloc_objects", ranges[i][0], ranges[i][1], "work_a", &v, unit),
+		    3);
+		assert_string_equal(unit, "count");
+		assert_int_equal(v, 3);
+		assert_int_equal(
+		    typed_total(x, "cpu", ranges[i][0], ranges[i][1], "work_a", &v, unit), 0);
+	}
+	int64_t pts[2];
+	int64_t from_ms = h0 / 1000000;
+	assert_int_equal(pf_views_timeline(x->st,
+					   &(struct pf_profile_filter){.type = "alloc_objects",
+								       .from_ns = h0,
+								       .to_ns = h0 + hour},
+					   from_ms, 1800000, 2, pts, unit),
+			 0);
+	assert_int_equal(pts[0] + pts[1], 3);
+	assert_string_equal(unit, "count");
+	struct pf_profile_filter edge = {
+	    .type = "alloc_space", .from_ns = t0, .to_ns = t0 + (int64_t)PROF_FIXTURE_NS};
+	assert_int_equal(pf_views_timeline(x->st, &edge, t0 / 1000000, 10000, 1, pts, unit), 0);
+	assert_int_equal(pts[0], 3512);
+	char **types, **units;
+	size_t n;
+	struct pf_profile_filter all = {.from_ns = h0, .to_ns = h0 + hour};
+	assert_int_equal(pf_views_types(x->st, &all, &types, &units, &n), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(types[0], "alloc_objects");
+	assert_string_equal(units[0], "count");
+	assert_string_equal(types[1], "alloc_space");
+	assert_string_equal(units[1], "bytes");
+	pf_views_strings_free(types, n);
+	pf_views_strings_free(units, n);
+
+	/* one profile: either type */
+	int64_t id = 0;
+	struct ids l = {0};
+	assert_int_equal(
+	    pf_store_profiles_foreach(x->st, &(struct pf_profile_filter){0}, ids_cb, &l), 0);
+	assert_int_equal(l.n, 1);
+	id = l.v[0];
+	static const char *const want_type[] = {NULL, "alloc_space", "alloc_objects"};
+	static const uint64_t want_total[] = {3512, 3512, 3};
+	for (int i = 0; i < 3; i++) {
+		struct pf_prof_window *w = NULL;
+		struct pf_error err = {0};
+		assert_int_equal(pf_profstore_load(x->st, id, &w, &err), 0);
+		assert_string_equal(w->default_sample_type, "alloc_space");
+		int k = pf_profstore_type_find(w, want_type[i]);
+		assert_true(k >= 0);
+		assert_int_equal(pf_profstore_pick(w, k), 0);
+		struct pf_flame *fl = pf_flame_new(1000);
+		assert_int_equal(pf_flame_add_window(fl, w, 0), 0);
+		assert_int_equal(pf_flame_total(fl, 0), want_total[i]);
+		assert_string_equal(pf_profstore_unit_of(w, k), i == 2 ? "count" : "bytes");
+		assert_int_equal(pf_profstore_type_find(w, "inuse_space"), -2);
+		pf_flame_free(fl);
+		pf_prof_window_free(w);
+	}
+
+	/* retention: the series' bytes are counted, and taken off with the profile */
+	int64_t count, bytes;
+	assert_int_equal(pf_store_profiles_totals(x->st, &count, &bytes), 0);
+	assert_int_equal(count, 1);
+	struct pf_profile_retention ret = {.max_bytes = 1};
+	size_t deleted = 0;
+	assert_int_equal(pf_store_profiles_retain(x->st, &ret, 5000, 100, &deleted), 0);
+	assert_int_equal(deleted, 1);
+	assert_int_equal(pf_store_profiles_totals(x->st, &count, &bytes), 0);
+	assert_int_equal(count, 0);
+	assert_int_equal(bytes, 0);
+	assert_int_equal(
+	    typed_total(x, "alloc_objects", t0, t0 + (int64_t)PROF_FIXTURE_NS, "work_a", &v, unit),
+	    0);
+}
+
+/* Without default_sample_type the stored type is the last one in bytes (pprof's default for
+ * a Go heap profile: inuse_space); a default naming another type wins. */
+static void test_stored_type_choice(void **state)
+{
+	struct fx *x = *state;
+	char row[64] = "";
+	for (int i = 0; i < 2; i++) {
+		struct pf_prof_window *tw = prof_fixture_typed_window();
+		tw->start_unix_ns = PROF_FIXTURE_START + (uint64_t)i * PROF_FIXTURE_NS;
+		tw->end_unix_ns = tw->start_unix_ns + PROF_FIXTURE_NS;
+		tw->default_sample_type = i ? "alloc_objects" : NULL;
+		ingest_window(x, tw);
+		struct pf_profile_filter lf = {
+		    .from_ns = (int64_t)PROF_FIXTURE_START + i * (int64_t)PROF_FIXTURE_NS,
+		    .to_ns = (int64_t)PROF_FIXTURE_START + (i + 1) * (int64_t)PROF_FIXTURE_NS};
+		assert_int_equal(pf_store_profiles_foreach(x->st, &lf, type_cb, row), 0);
+		assert_string_equal(row, i ? "alloc_objects 3" : "alloc_space 3512");
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_tree_shape),
-		cmocka_unit_test(test_top_self_total_recursion),
-		cmocka_unit_test(test_diff_scaled),
-		cmocka_unit_test(test_truncation),
-		cmocka_unit_test(test_json_escaping),
-		cmocka_unit_test(test_window_and_merge),
-		cmocka_unit_test(test_inlined_nodes),
-		cmocka_unit_test(test_response_encoding),
-		cmocka_unit_test_setup_teardown(test_ingest_ok_and_load, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_ingest_errors, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_ingest_batch, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_store_batch, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_ingest_partial, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_ingest_metadata_and_retention, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_compact_same_as_body, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_detail_same_as_body, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_compact_corrupt, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_upgrade_and_convert, setup, teardown),
+	    cmocka_unit_test(test_tree_shape),
+	    cmocka_unit_test(test_top_self_total_recursion),
+	    cmocka_unit_test(test_diff_scaled),
+	    cmocka_unit_test(test_truncation),
+	    cmocka_unit_test(test_json_escaping),
+	    cmocka_unit_test(test_window_and_merge),
+	    cmocka_unit_test(test_inlined_nodes),
+	    cmocka_unit_test(test_response_encoding),
+	    cmocka_unit_test_setup_teardown(test_ingest_ok_and_load, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ingest_errors, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ingest_batch, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_store_batch, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ingest_partial, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ingest_metadata_and_retention, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_compact_same_as_body, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_detail_same_as_body, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_compact_corrupt, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_upgrade_and_convert, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_several_types, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stored_type_choice, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "store.h"
+#include "store_downgrade.h"
 
 #define S 1000000000LL
 
@@ -487,30 +488,27 @@ static void test_upgrade_from_v2(void **state)
 	x->st = NULL;
 	if (system("command -v sqlite3 >/dev/null 2>&1") != 0)
 		skip();
-	snprintf(cmd, sizeof(cmd),
-		 "sqlite3 '%s' 'DROP INDEX profiles_type_start; DROP INDEX profiles_legacy; "
-		 "ALTER TABLE profiles DROP COLUMN attrset; ALTER TABLE profiles DROP COLUMN unit; "
-		 "DROP TABLE prof_frames; DROP TABLE prof_stacks; DROP TABLE prof_attrsets; "
-		 "DROP TABLE profile_samples; DROP TABLE profile_rollups; DROP TABLE profile_types; "
-		 "DROP TABLE profile_details; DROP TABLE prof_lstacks; DROP TABLE prof_locations; "
-		 "DROP INDEX profiles_k8s; ALTER TABLE profiles DROP COLUMN "
-		 "k8s_namespace; ALTER TABLE profiles DROP COLUMN k8s_pod; ALTER TABLE profiles "
-		 "DROP COLUMN k8s_container; DROP TABLE rollout_agents; DROP TABLE rollouts; "
-		 "DROP TABLE agent_pins; DROP TABLE config_serving; "
-		 "DROP TABLE profile_flames; DROP TABLE capture_agents; "
-		 "DROP TABLE captures; DROP INDEX profiles_capture; DROP INDEX profiles_trigger; "
-		 "DROP INDEX profiles_profile_id; ALTER TABLE profiles DROP COLUMN capture_id; "
-		 "ALTER TABLE profiles DROP COLUMN trigger_name; DROP INDEX tokens_id; "
-		 "ALTER TABLE tokens DROP COLUMN id; ALTER TABLE tokens DROP COLUMN expires_ms; "
-		 "ALTER TABLE tokens DROP COLUMN last_used_ms; "
-		 "ALTER TABLE tokens DROP COLUMN created_by; ALTER TABLE audit DROP COLUMN actor_id; "
-		 "ALTER TABLE audit DROP COLUMN source; ALTER TABLE audit DROP COLUMN status; "
-		 "ALTER TABLE agents DROP COLUMN written_ms; DROP TABLE replicas; "
-		 "ALTER TABLE agents DROP COLUMN replica; ALTER TABLE tokens DROP COLUMN seq; "
-		 "DROP INDEX tokens_agent; ALTER TABLE tokens DROP COLUMN agent_uid; "
-		 "DROP TABLE commands; "
-		 "PRAGMA user_version = 2;'",
-		 x->db);
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "sqlite3 '%s' '" STORE_DOWNGRADE_PROFILE_CONTENT
+	    "DROP INDEX profiles_k8s; ALTER TABLE profiles DROP COLUMN "
+	    "k8s_namespace; ALTER TABLE profiles DROP COLUMN k8s_pod; ALTER TABLE profiles "
+	    "DROP COLUMN k8s_container; DROP TABLE rollout_agents; DROP TABLE rollouts; "
+	    "DROP TABLE agent_pins; DROP TABLE config_serving; "
+	    "DROP TABLE profile_flames; DROP TABLE capture_agents; "
+	    "DROP TABLE captures; DROP INDEX profiles_capture; DROP INDEX profiles_trigger; "
+	    "DROP INDEX profiles_profile_id; ALTER TABLE profiles DROP COLUMN capture_id; "
+	    "ALTER TABLE profiles DROP COLUMN trigger_name; DROP INDEX tokens_id; "
+	    "ALTER TABLE tokens DROP COLUMN id; ALTER TABLE tokens DROP COLUMN expires_ms; "
+	    "ALTER TABLE tokens DROP COLUMN last_used_ms; "
+	    "ALTER TABLE tokens DROP COLUMN created_by; ALTER TABLE audit DROP COLUMN actor_id; "
+	    "ALTER TABLE audit DROP COLUMN source; ALTER TABLE audit DROP COLUMN status; "
+	    "ALTER TABLE agents DROP COLUMN written_ms; DROP TABLE replicas; "
+	    "ALTER TABLE agents DROP COLUMN replica; ALTER TABLE tokens DROP COLUMN seq; "
+	    "DROP INDEX tokens_agent; ALTER TABLE tokens DROP COLUMN agent_uid; "
+	    "DROP TABLE commands; "
+	    "PRAGMA user_version = 2;'",
+	    x->db);
 	assert_int_equal(system(cmd), 0);
 	x->st = pf_store_open(x->db, PF_STORE_SYNC_NORMAL, NULL);
 	assert_non_null(x->st);
