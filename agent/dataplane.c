@@ -727,9 +727,7 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 {
 	struct agent_dataplane *d = calloc(1, sizeof(*d));
 	if (!d) {
-		pf_error_set(err, -ENOMEM, "", "out of memory");
-		errno = ENOMEM;
-		return NULL;
+		return pf_error_oom(err);
 	}
 	d->efd = -1;
 	d->health = o->health;

@@ -118,18 +118,19 @@ int agent_description_build(struct agent_description *d, const uint8_t uid[16],
 	return r;
 }
 
+static void kv_array_free(struct pf_kv *kv, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(kv[i].key);
+		free(kv[i].value);
+	}
+	free(kv);
+}
+
 void agent_description_release(struct agent_description *d)
 {
-	for (size_t i = 0; i < d->n_identifying; i++) {
-		free(d->identifying[i].key);
-		free(d->identifying[i].value);
-	}
-	for (size_t i = 0; i < d->n_non_identifying; i++) {
-		free(d->non_identifying[i].key);
-		free(d->non_identifying[i].value);
-	}
-	free(d->identifying);
-	free(d->non_identifying);
+	kv_array_free(d->identifying, d->n_identifying);
+	kv_array_free(d->non_identifying, d->n_non_identifying);
 	memset(d, 0, sizeof(*d));
 }
 

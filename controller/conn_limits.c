@@ -220,19 +220,37 @@ static const char *overdue(int64_t now_ms, int64_t last_ms, int64_t deadline_ms)
 	return now_ms >= deadline_ms ? "arrives too slowly" : NULL;
 }
 
+/* What a sweep does with a connection whose body or message is overdue: ends it (its bytes
+ * go), counts it, logs "closing <conn> from <addr>: its <what> <why>" and has it closed. */
+struct overdue_kind {
+	void (*end)(struct pf_conn_limits *l, struct pf_conn *k);
+	enum pf_log_level level;
+	const char *conn, *what;
+};
+
+static const struct overdue_kind body_overdue = {pf_conn_body_end, PF_LOG_DEBUG, "a connection",
+						 "request body"};
+static const struct overdue_kind msg_overdue = {pf_conn_msg_end, PF_LOG_INFO, "a WebSocket",
+						"fragmented message"};
+
+static void expire(struct pf_conn_limits *l, struct pf_conn *k, const struct overdue_kind *o,
+		   uint64_t *timeouts, const char *why, void (*expired)(void *handle))
+{
+	o->end(l, k);
+	(*timeouts)++;
+	pf_log(o->level, "closing %s from %s: its %s %s", o->conn, k->src ? k->src->addr : "?",
+	       o->what, why);
+	expired(k->handle);
+}
+
 void pf_conn_body_sweep(struct pf_conn_limits *l, int64_t now_ms, void (*expired)(void *handle))
 {
 	struct pf_conn *k = l->body_head;
 	while (k) {
 		struct pf_conn *next = k->bnext;
 		const char *why = overdue(now_ms, k->body_last_ms, k->body_deadline_ms);
-		if (why) {
-			pf_conn_body_end(l, k);
-			l->metrics->http_body_timeouts++;
-			pf_log_debug("closing a connection from %s: its request body %s",
-				     k->src ? k->src->addr : "?", why);
-			expired(k->handle);
-		}
+		if (why)
+			expire(l, k, &body_overdue, &l->metrics->http_body_timeouts, why, expired);
 		k = next;
 	}
 }
@@ -280,13 +298,9 @@ void pf_conn_msg_sweep(struct pf_conn_limits *l, int64_t now_ms, void (*expired)
 		int64_t deadline = k->msg_start_ms + (int64_t)PF_BODY_STALL_S * 1000 +
 				   (int64_t)(k->msg_held / (PF_BODY_MIN_RATE / 1000));
 		const char *why = overdue(now_ms, k->msg_last_ms, deadline);
-		if (why) {
-			pf_conn_msg_end(l, k);
-			l->metrics->opamp_message_timeouts++;
-			pf_log_info("closing a WebSocket from %s: its fragmented message %s",
-				    k->src ? k->src->addr : "?", why);
-			expired(k->handle);
-		}
+		if (why)
+			expire(l, k, &msg_overdue, &l->metrics->opamp_message_timeouts, why,
+			       expired);
 		k = next;
 	}
 }

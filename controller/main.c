@@ -146,12 +146,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	rollouts = pf_rollouts_new(fleet, store);
-	if (!rollouts) {
-		pf_log_error("out of memory");
-		goto out;
-	}
-	if (pf_rollouts_load(rollouts, (int64_t)time(NULL) * 1000, &err) < 0) {
-		pf_log_error("%s", err.msg);
+	if (!rollouts || pf_rollouts_load(rollouts, (int64_t)time(NULL) * 1000, &err) < 0) {
+		pf_log_error("%s", rollouts ? err.msg : "out of memory");
 		goto out;
 	}
 	persist = pf_persist_start(dbpath, cfg.store_url, &err);
@@ -207,12 +203,8 @@ int main(int argc, char **argv)
 	struct pf_captures_options co = {.grace_s = cfg.capture_grace_s,
 					 .receiver_url = cfg.public_url ? receiver : NULL};
 	captures = pf_captures_new(&co, fleet, store, NULL, NULL);
-	if (!captures) {
-		pf_log_error("out of memory");
-		goto out;
-	}
-	if (pf_captures_load(captures, (int64_t)time(NULL) * 1000, &err) < 0) {
-		pf_log_error("%s", err.msg);
+	if (!captures || pf_captures_load(captures, (int64_t)time(NULL) * 1000, &err) < 0) {
+		pf_log_error("%s", captures ? err.msg : "out of memory");
 		goto out;
 	}
 	api.fleet = fleet;

@@ -2,7 +2,9 @@
 #include "metrics.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "fleet/capture.h"
 #include "fleet/fleet.h"
@@ -143,35 +145,40 @@ int pf_metrics_render(const struct pf_metrics *m, struct pf_fleet *fleet, int64_
 		const char *name;
 		struct pf_qpool *p;
 	} pools[] = {{"query", m->query_pool}, {"ingest", m->ingest_pool}};
-	struct pf_qpool_stats stats[2];
-	for (size_t i = 0; i < 2; i++)
-		if (pools[i].p)
-			pf_qpool_stats(pools[i].p, &stats[i]);
-	r |= pf_buf_printf(out, "# HELP profleet_pool_jobs Jobs in the worker pools by state.\n"
-				"# TYPE profleet_pool_jobs gauge\n");
+	/* Per pool, in this order: two gauges by state, three counters by outcome. */
+	static const char *const pool_keys[5] = {"waiting", "running", "completed", "rejected",
+						 "dropped"};
+	static const struct {
+		const char *name, *type, *help, *label;
+		size_t first, n; /* its series: pool_keys[first, first + n) */
+	} pool_families[] = {
+	    {"profleet_pool_jobs", "gauge", "Jobs in the worker pools by state.", "state", 0, 2},
+	    {"profleet_pool_jobs_total", "counter",
+	     "Jobs by outcome (rejected: queue full, answered 503).", "outcome", 2, 3},
+	};
+	uint64_t v[2][5] = {{0}};
 	for (size_t i = 0; i < 2; i++) {
-		const struct pf_qpool_stats *st = &stats[i];
+		struct pf_qpool_stats st;
 		if (!pools[i].p)
 			continue;
-		r |= pf_buf_printf(out,
-				   "profleet_pool_jobs{pool=\"%s\",state=\"waiting\"} %zu\n"
-				   "profleet_pool_jobs{pool=\"%s\",state=\"running\"} %zu\n",
-				   pools[i].name, st->waiting, pools[i].name, st->running);
+		pf_qpool_stats(pools[i].p, &st);
+		const uint64_t row[5] = {st.waiting, st.running, st.completed, st.rejected,
+					 st.dropped};
+		memcpy(v[i], row, sizeof(row));
 	}
-	r |= pf_buf_printf(out, "# HELP profleet_pool_jobs_total Jobs by outcome (rejected: queue "
-				"full, answered 503).\n# TYPE profleet_pool_jobs_total counter\n");
-	for (size_t i = 0; i < 2; i++) {
-		const struct pf_qpool_stats *st = &stats[i];
-		if (!pools[i].p)
-			continue;
-		r |= pf_buf_printf(
-		    out,
-		    "profleet_pool_jobs_total{pool=\"%s\",outcome=\"completed\"} %llu\n"
-		    "profleet_pool_jobs_total{pool=\"%s\",outcome=\"rejected\"} %llu\n"
-		    "profleet_pool_jobs_total{pool=\"%s\",outcome=\"dropped\"} %llu\n",
-		    pools[i].name, (unsigned long long)st->completed, pools[i].name,
-		    (unsigned long long)st->rejected, pools[i].name,
-		    (unsigned long long)st->dropped);
+	for (size_t f = 0; f < PF_ARRAY_SIZE(pool_families); f++) {
+		const char *name = pool_families[f].name;
+		r |= pf_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, pool_families[f].help,
+				   name, pool_families[f].type);
+		for (size_t i = 0; i < 2; i++) {
+			if (!pools[i].p)
+				continue;
+			for (size_t k = pool_families[f].first;
+			     k < pool_families[f].first + pool_families[f].n; k++)
+				r |= pf_buf_printf(out, "%s{pool=\"%s\",%s=\"%s\"} %" PRIu64 "\n",
+						   name, pools[i].name, pool_families[f].label,
+						   pool_keys[k], v[i][k]);
+		}
 	}
 	if (m->captures) {
 		struct pf_captures_stats cs;

@@ -139,9 +139,7 @@ struct agent_http_server *agent_http_server_new(const struct agent_listen_addr *
 {
 	struct agent_http_server *s = calloc(1, sizeof(*s));
 	if (!s) {
-		pf_error_set(err, -ENOMEM, "", "out of memory");
-		errno = ENOMEM;
-		return NULL;
+		return pf_error_oom(err);
 	}
 	s->listen = *l;
 	s->user = user;

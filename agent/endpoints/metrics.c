@@ -917,9 +917,7 @@ struct agent_metrics *agent_metrics_new(const struct agent_listen_addr *l,
 {
 	struct agent_metrics *m = calloc(1, sizeof(*m));
 	if (!m) {
-		pf_error_set(err, -ENOMEM, "", "out of memory");
-		errno = ENOMEM;
-		return NULL;
+		return pf_error_oom(err);
 	}
 	m->health = health;
 	m->srv = agent_http_server_new(l, "metrics", protocols, m, "--metrics-listen", err);

@@ -29,6 +29,7 @@
 #include "pf/hash.h"
 #include "pf/list.h"
 #include "pf/log.h"
+#include "pf/thread.h"
 #include "pf/uuid.h"
 #include "pprof_codec.h"
 
@@ -789,11 +790,7 @@ void agent_exporter_free(struct agent_exporter *x)
 	if (!x)
 		return;
 	if (x->thread_started) {
-		pthread_mutex_lock(&x->lock);
-		x->stop = true;
-		pthread_cond_broadcast(&x->cond);
-		pthread_mutex_unlock(&x->lock);
-		pthread_join(x->thread, NULL);
+		pf_thread_stop(&x->lock, &x->cond, &x->stop, x->thread);
 	}
 	/* what is left: callbacks of finished items, then the queued ones (they stay spilled) */
 	while (x->finished) {

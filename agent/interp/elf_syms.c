@@ -4,8 +4,8 @@
 #include <stddef.h>
 #include <string.h>
 
-void pf_elf_each_sym(Elf *elf, unsigned type,
-		     bool (*fn)(void *ctx, const char *name, const GElf_Sym *sym), void *ctx)
+int pf_elf_each_symtab(Elf *elf, unsigned type,
+		       int (*fn)(void *ctx, Elf_Data *d, const GElf_Shdr *sh, size_t n), void *ctx)
 {
 	Elf_Scn *scn = NULL;
 	while ((scn = elf_nextscn(elf, scn))) {
@@ -15,17 +15,39 @@ void pf_elf_each_sym(Elf *elf, unsigned type,
 		Elf_Data *data = elf_getdata(scn, NULL);
 		if (!data)
 			continue;
-		size_t n = sh.sh_size / sh.sh_entsize;
-		for (size_t i = 0; i < n; i++) {
-			GElf_Sym s;
-			if (!gelf_getsym(data, (int)i, &s) || s.st_shndx == SHN_UNDEF ||
-			    !s.st_value)
-				continue;
-			const char *name = elf_strptr(elf, sh.sh_link, s.st_name);
-			if (name && !fn(ctx, name, &s))
-				return;
-		}
+		int rc = fn(ctx, data, &sh, sh.sh_size / sh.sh_entsize);
+		if (rc)
+			return rc;
 	}
+	return 0;
+}
+
+struct each_sym {
+	Elf *elf;
+	bool (*fn)(void *ctx, const char *name, const GElf_Sym *sym);
+	void *ctx;
+};
+
+/* 1 (stop) once the callback said so. */
+static int each_sym_in(void *ctx, Elf_Data *data, const GElf_Shdr *sh, size_t n)
+{
+	const struct each_sym *e = ctx;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Sym s;
+		if (!gelf_getsym(data, (int)i, &s) || s.st_shndx == SHN_UNDEF || !s.st_value)
+			continue;
+		const char *name = elf_strptr(e->elf, sh->sh_link, s.st_name);
+		if (name && !e->fn(e->ctx, name, &s))
+			return 1;
+	}
+	return 0;
+}
+
+void pf_elf_each_sym(Elf *elf, unsigned type,
+		     bool (*fn)(void *ctx, const char *name, const GElf_Sym *sym), void *ctx)
+{
+	struct each_sym e = {elf, fn, ctx};
+	pf_elf_each_symtab(elf, type, each_sym_in, &e);
 }
 
 int pf_elf_sym_i32(Elf *elf, const GElf_Sym *s, int32_t *v)

@@ -4,7 +4,8 @@
 #   python_proc.c       CPython in a process: version, _PyRuntime, eval loop ranges, offsets
 #   python_code.c       code objects read from the process to names, a per-process LRU cache
 #   python_linetable.c  CPython line tables (3.9 lnotab, 3.10 linetable, 3.11+ locations)
-#   elf_syms.c          an ELF file's defined symbols, for the detections
+#   elf_syms.c          an ELF file's symbol sections and defined symbols, for the detections and
+#                       the symbolizer
 #   v8_meta.c           V8's postmortem constants (v8dbg_*) of a node executable or libnode
 #   v8_proc.c           V8 in a mapped file: version, the embedded builtins span
 #   v8_names.c          SharedFunctionInfo -> function name, script, line from a live process

@@ -38,167 +38,124 @@
  *   PyObject, PyVarObject      Include/object.h: ob_refcnt 0, ob_type 8, ob_size 16 */
 
 /* clang-format off */
+/* What every supported version lays out alike: the interpreter and thread lists' next
+ * pointers, PyObject/PyVarObject, the head of str and bytes. */
+#define PY_COMMON_LAYOUT \
+	.interp_next = 0, /* _is.next, first */ \
+	.tstate_next = 8, /* _ts.prev 0, next 8 */ \
+	.object_type = 8, \
+	.varobject_size = 16, \
+	.unicode_length = 16, /* PyASCIIObject.length */ \
+	.unicode_state = 32, /* PyASCIIObject.state, after hash 24 */ \
+	.bytes_sval = 32 /* PyBytesObject.ob_sval, after ob_shash 24 */
+
+/* str with wstr (3.9–3.11). */
+#define PY_STR_WSTR_LAYOUT \
+	.unicode_ascii_size = 48, /* sizeof(PyASCIIObject): state, wstr */ \
+	.unicode_compact_size = 72 /* sizeof(PyCompactUnicodeObject): + utf8_length, utf8, \
+		 * wstr_length */
+
+/* 3.9 and 3.10: frames are PyFrameObjects reached from the thread's frame; only where f_lasti
+ * sits and what it counts differ. */
+#define PY_FRAME_OBJECT_LAYOUT(lasti, unit) \
+	.frame_kind = PF_PY_FRAMES_OBJECT, \
+	.runtime_interpreters_head = 32, /* after _finalizing, the main thread id and the \
+		 * interpreters' mutex (a PyThread_type_lock) */ \
+	.interp_threads_head = 8, /* _is.tstate_head */ \
+	.tstate_thread_id = 176, /* _ts.thread_id */ \
+	.tstate_native_thread_id = PF_PY_NONE, \
+	.tstate_frame = 24, /* _ts.frame, after interp 16 */ \
+	.cframe_current_frame = PF_PY_NONE, \
+	.pyframe_back = 24, /* _frame.f_back after PyObject_VAR_HEAD */ \
+	.pyframe_code = 32, /* _frame.f_code */ \
+	.pyframe_lasti = (lasti), \
+	.lasti_unit = (unit), \
+	.iframe_previous = PF_PY_NONE, .iframe_code = PF_PY_NONE, .iframe_instr = PF_PY_NONE, \
+	.iframe_owner = PF_PY_NONE, .iframe_is_entry = PF_PY_NONE, .owner_cstack = PF_PY_NONE, \
+	.code_basicsize = 176, /* sizeof(PyCodeObject) */ \
+	.code_code_adaptive = PF_PY_NONE, \
+	.code_code = 48, /* co_code, after six int fields and co_flags */ \
+	.code_filename = 104, /* co_filename */ \
+	.code_name = 112, /* co_name */ \
+	.code_qualname = PF_PY_NONE, \
+	.code_linetable = 120, /* co_lnotab (3.9), co_linetable (3.10) */ \
+	.code_firstlineno = 40, /* co_firstlineno */ \
+	PY_STR_WSTR_LAYOUT, \
+	PY_COMMON_LAYOUT
+
+/* 3.11 and 3.12: frames live in _PyInterpreterFrame, reached through the thread's _PyCFrame;
+ * the code object carries its instructions (co_code_adaptive) and co_qualname. */
+#define PY_INTERP_FRAME_LAYOUT \
+	.frame_kind = PF_PY_FRAMES_INTERP, \
+	.runtime_interpreters_head = 40, /* _PyRuntimeState.interpreters.head */ \
+	.tstate_frame = 56, /* _ts.cframe (_PyCFrame *) */ \
+	.pyframe_back = PF_PY_NONE, .pyframe_code = PF_PY_NONE, .pyframe_lasti = PF_PY_NONE, \
+	.lasti_unit = 0, \
+	.iframe_instr = 56, /* _PyInterpreterFrame.prev_instr */ \
+	.code_code = PF_PY_NONE, \
+	.code_filename = 112, /* co_filename */ \
+	.code_name = 120, /* co_name */ \
+	.code_qualname = 128, /* co_qualname */ \
+	.code_linetable = 136, /* co_linetable */ \
+	PY_COMMON_LAYOUT
+
 static const struct pf_py_offsets table_3_9 = {
 	.version_hex = 0x03090000,
-	.frame_kind = PF_PY_FRAMES_OBJECT,
-	.runtime_interpreters_head = 32, /* after _finalizing, the main thread id and the
-		 * interpreters' mutex (a PyThread_type_lock) */
-	.interp_next = 0, /* _is.next, first */
-	.interp_threads_head = 8, /* _is.tstate_head */
-	.tstate_next = 8, /* _ts.prev 0, next 8 */
-	.tstate_thread_id = 176, /* _ts.thread_id */
-	.tstate_native_thread_id = PF_PY_NONE,
-	.tstate_frame = 24, /* _ts.frame, after interp 16 */
-	.cframe_current_frame = PF_PY_NONE,
-	.pyframe_back = 24, /* _frame.f_back after PyObject_VAR_HEAD */
-	.pyframe_code = 32, /* _frame.f_code */
-	.pyframe_lasti = 104, /* _frame.f_lasti (bytes) */
-	.lasti_unit = PF_PY_LASTI_BYTES,
-	.iframe_previous = PF_PY_NONE,
-	.iframe_code = PF_PY_NONE,
-	.iframe_instr = PF_PY_NONE,
-	.iframe_owner = PF_PY_NONE,
-	.iframe_is_entry = PF_PY_NONE,
-	.owner_cstack = PF_PY_NONE,
-	.object_type = 8,
-	.varobject_size = 16,
-	.code_basicsize = 176, /* sizeof(PyCodeObject) */
-	.code_code_adaptive = PF_PY_NONE,
-	.code_code = 48, /* co_code, after six int fields and co_flags */
-	.code_filename = 104, /* co_filename */
-	.code_name = 112, /* co_name */
-	.code_qualname = PF_PY_NONE,
-	.code_linetable = 120, /* co_lnotab */
-	.code_firstlineno = 40, /* co_firstlineno */
-	.unicode_length = 16, /* PyASCIIObject.length */
-	.unicode_state = 32, /* PyASCIIObject.state, after hash 24 */
-	.unicode_ascii_size = 48, /* sizeof(PyASCIIObject): state, wstr */
-	.unicode_compact_size = 72, /* sizeof(PyCompactUnicodeObject): + utf8_length, utf8,
-		 * wstr_length */
-	.bytes_sval = 32, /* PyBytesObject.ob_sval, after ob_shash 24 */
+	PY_FRAME_OBJECT_LAYOUT(104 /* _frame.f_lasti (bytes) */, PF_PY_LASTI_BYTES),
 };
 
 /* 3.10: f_lasti counts code units; co_lnotab became co_linetable at the same place. */
 static const struct pf_py_offsets table_3_10 = {
 	.version_hex = 0x030a0000,
-	.frame_kind = PF_PY_FRAMES_OBJECT,
-	.runtime_interpreters_head = 32,
-	.interp_next = 0,
-	.interp_threads_head = 8, /* _is.tstate_head */
-	.tstate_next = 8,
-	.tstate_thread_id = 176,
-	.tstate_native_thread_id = PF_PY_NONE,
-	.tstate_frame = 24,
-	.cframe_current_frame = PF_PY_NONE,
-	.pyframe_back = 24,
-	.pyframe_code = 32,
-	.pyframe_lasti = 96, /* _frame.f_lasti (code units), after f_trace_* moved */
-	.lasti_unit = PF_PY_LASTI_UNITS,
-	.iframe_previous = PF_PY_NONE,
-	.iframe_code = PF_PY_NONE,
-	.iframe_instr = PF_PY_NONE,
-	.iframe_owner = PF_PY_NONE,
-	.iframe_is_entry = PF_PY_NONE,
-	.owner_cstack = PF_PY_NONE,
-	.object_type = 8,
-	.varobject_size = 16,
-	.code_basicsize = 176,
-	.code_code_adaptive = PF_PY_NONE,
-	.code_code = 48,
-	.code_filename = 104,
-	.code_name = 112,
-	.code_qualname = PF_PY_NONE,
-	.code_linetable = 120, /* co_linetable */
-	.code_firstlineno = 40,
-	.unicode_length = 16,
-	.unicode_state = 32,
-	.unicode_ascii_size = 48,
-	.unicode_compact_size = 72,
-	.bytes_sval = 32,
+	PY_FRAME_OBJECT_LAYOUT(96 /* _frame.f_lasti (code units), after f_trace_* moved */,
+			       PF_PY_LASTI_UNITS),
 };
 
-/* 3.11: frames live in _PyInterpreterFrame, reached through the thread's _PyCFrame; the code
- * object carries its instructions (co_code_adaptive) and co_qualname. */
 static const struct pf_py_offsets table_3_11 = {
 	.version_hex = 0x030b0000,
-	.frame_kind = PF_PY_FRAMES_INTERP,
-	.runtime_interpreters_head = 40, /* _PyRuntimeState.interpreters.head */
-	.interp_next = 0,
+	PY_INTERP_FRAME_LAYOUT,
 	.interp_threads_head = 16, /* _is.threads.head, after threads.next_unique_id */
-	.tstate_next = 8,
 	.tstate_thread_id = 152, /* _ts.thread_id */
 	.tstate_native_thread_id = 160, /* _ts.native_thread_id */
-	.tstate_frame = 56, /* _ts.cframe (_PyCFrame *) */
 	.cframe_current_frame = 8, /* _PyCFrame.current_frame, after use_tracing */
-	.pyframe_back = PF_PY_NONE,
-	.pyframe_code = PF_PY_NONE,
-	.pyframe_lasti = PF_PY_NONE,
-	.lasti_unit = 0,
 	.iframe_previous = 48, /* _PyInterpreterFrame.previous, after f_func,
 		 * f_globals, f_builtins, f_locals, f_code, frame_obj */
 	.iframe_code = 32, /* _PyInterpreterFrame.f_code */
-	.iframe_instr = 56, /* _PyInterpreterFrame.prev_instr */
 	.iframe_owner = 69, /* _PyInterpreterFrame.owner (char) */
 	.iframe_is_entry = 68, /* _PyInterpreterFrame.is_entry (bool), after stacktop */
 	.owner_cstack = PF_PY_NONE, /* no FRAME_OWNED_BY_CSTACK in 3.11 */
-	.object_type = 8,
-	.varobject_size = 16,
 	.code_basicsize = 192, /* sizeof(PyCodeObject) with co_code_adaptive[1] */
 	.code_code_adaptive = 184, /* co_code_adaptive */
-	.code_code = PF_PY_NONE,
-	.code_filename = 112, /* co_filename */
-	.code_name = 120, /* co_name */
-	.code_qualname = 128, /* co_qualname */
-	.code_linetable = 136, /* co_linetable */
 	.code_firstlineno = 72, /* co_firstlineno */
-	.unicode_length = 16,
-	.unicode_state = 32,
-	.unicode_ascii_size = 48,
-	.unicode_compact_size = 72,
-	.bytes_sval = 32,
+	PY_STR_WSTR_LAYOUT,
 };
 
 /* 3.12: the interpreter frame starts with f_code and previous; entry frames became shims
  * owned by the C stack (FRAME_OWNED_BY_CSTACK = 3); str lost wstr. */
 static const struct pf_py_offsets table_3_12 = {
 	.version_hex = 0x030c0000,
-	.frame_kind = PF_PY_FRAMES_INTERP,
-	.runtime_interpreters_head = 40, /* _PyRuntimeState.interpreters.head */
-	.interp_next = 0,
+	PY_INTERP_FRAME_LAYOUT,
 	.interp_threads_head = 72, /* _is.threads.head, after id, the finalizing fields,
 		 * ceval and threads.next_unique_id */
-	.tstate_next = 8,
 	.tstate_thread_id = 136, /* _ts.thread_id */
 	.tstate_native_thread_id = 144, /* _ts.native_thread_id */
-	.tstate_frame = 56, /* _ts.cframe */
 	.cframe_current_frame = 0, /* _PyCFrame.current_frame, first */
-	.pyframe_back = PF_PY_NONE,
-	.pyframe_code = PF_PY_NONE,
-	.pyframe_lasti = PF_PY_NONE,
-	.lasti_unit = 0,
 	.iframe_previous = 8, /* _PyInterpreterFrame.previous */
 	.iframe_code = 0, /* _PyInterpreterFrame.f_code */
-	.iframe_instr = 56, /* _PyInterpreterFrame.prev_instr */
 	.iframe_owner = 70, /* _PyInterpreterFrame.owner, after stacktop,
 		 * return_offset */
 	.iframe_is_entry = PF_PY_NONE,
 	.owner_cstack = 3, /* FRAME_OWNED_BY_CSTACK */
-	.object_type = 8,
-	.varobject_size = 16,
 	.code_basicsize = 200,
 	.code_code_adaptive = 192,
-	.code_code = PF_PY_NONE,
-	.code_filename = 112,
-	.code_name = 120,
-	.code_qualname = 128,
-	.code_linetable = 136,
 	.code_firstlineno = 68, /* co_firstlineno, after co_stacksize */
-	.unicode_length = 16,
-	.unicode_state = 32,
 	.unicode_ascii_size = 40, /* sizeof(PyASCIIObject) without wstr */
 	.unicode_compact_size = 56, /* + utf8_length, utf8 */
-	.bytes_sval = 32,
 };
+#undef PY_INTERP_FRAME_LAYOUT
+#undef PY_FRAME_OBJECT_LAYOUT
+#undef PY_STR_WSTR_LAYOUT
+#undef PY_COMMON_LAYOUT
 /* clang-format on */
 
 const struct pf_py_offsets *pf_py_offsets_table(unsigned minor)

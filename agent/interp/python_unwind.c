@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "pf/array.h"
+#include "pf/clock.h"
 #include "pf/compiler.h"
 #include "python_code.h"
 
@@ -48,7 +49,7 @@ struct queued {
 };
 
 struct pf_py_unwind {
-	bool on;
+	struct pf_interp_unwind base; /* the switch, the unsupported list */
 	size_t names_max;
 	struct proc **p; /* sorted by pid */
 	size_t n, cap;
@@ -57,16 +58,7 @@ struct pf_py_unwind {
 	unsigned detect_budget;
 	uint64_t detected_total, detect_failed, named, name_failed;
 	uint64_t detect_cpu_ns; /* thread CPU time of the detections */
-	char unsup[PF_PY_UNWIND_UNSUPPORTED_KEPT][PF_PY_UNWIND_MSG_LEN];
-	unsigned n_unsup, next_unsup;
 };
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static uint64_t thread_cpu_ns(void)
 {
@@ -96,7 +88,7 @@ struct pf_py_unwind *pf_py_unwind_new(size_t names_max_bytes)
 	struct pf_py_unwind *u = calloc(1, sizeof(*u));
 	if (!u)
 		return NULL;
-	u->on = true;
+	pf_interp_unwind_init(&u->base);
 	u->names_max = names_max_bytes ? names_max_bytes : NAMES_DEFAULT_BYTES;
 	u->detect_budget = PF_PY_UNWIND_DETECTS_PER_TICK;
 	return u;
@@ -135,14 +127,13 @@ void pf_py_unwind_free(struct pf_py_unwind *u)
 
 void pf_py_unwind_enable(struct pf_py_unwind *u, bool on)
 {
-	if (u->on && !on)
+	if (pf_interp_unwind_switch(&u->base, on))
 		forget_all(u);
-	u->on = on;
 }
 
 bool pf_py_unwind_enabled(const struct pf_py_unwind *u)
 {
-	return u->on;
+	return u->base.on;
 }
 
 /* The index of pid in u->p, or where it would go (*found false). */
@@ -195,9 +186,9 @@ void pf_py_unwind_forget(struct pf_py_unwind *u, uint32_t pid)
 /* ---- the kernel entry ---- */
 
 /* An offset of a field of size bytes inside the frame window read (grown to cover it), aligned
- * to align; PF_PY_OFF_NONE for a field the version lacks when optional. */
-static int frame_field(uint32_t off, uint32_t size, uint32_t align, bool optional,
-		       unsigned short *out, uint32_t *window)
+ * to its size; PF_PY_OFF_NONE for a field the version lacks when optional. */
+static int frame_field(uint32_t off, uint32_t size, bool optional, unsigned short *out,
+		       uint32_t *window)
 {
 	if (off == PF_PY_NONE) {
 		if (!optional)
@@ -205,12 +196,30 @@ static int frame_field(uint32_t off, uint32_t size, uint32_t align, bool optiona
 		*out = PF_PY_OFF_NONE;
 		return 0;
 	}
-	if (off % align || off + size > PF_PY_FRAME_READ_MAX)
+	if (off % size || off + size > PF_PY_FRAME_READ_MAX)
 		return -ENOTSUP;
 	*out = (unsigned short)off;
 	if (off + size > *window)
 		*window = off + size;
 	return 0;
+}
+
+/* One frame field of the kernel entry: its offset in the version's layout, read as size bytes
+ * (aligned as much), written to *out. */
+struct frame_spec {
+	uint32_t off;
+	uint32_t size;
+	bool optional;
+	unsigned short *out;
+};
+
+/* frame_field() of each spec in turn: 0, or the first failure. */
+static int frame_fields(const struct frame_spec *f, size_t n, uint32_t *window)
+{
+	int rc = 0;
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = frame_field(f[i].off, f[i].size, f[i].optional, f[i].out, window);
+	return rc;
 }
 
 static int small_off(uint32_t off, bool optional, unsigned short *out)
@@ -254,24 +263,24 @@ int pf_py_unwind_layout(const struct pf_py_process *p, struct pf_bpf_py_proc *ou
 		return rc;
 	out->owner_cstack = PF_PY_OFF_NONE;
 	if (o->frame_kind == PF_PY_FRAMES_OBJECT) {
+		const struct frame_spec f[] = {
+		    {o->pyframe_back, 8, false, &out->f_back},
+		    {o->pyframe_code, 8, false, &out->f_code},
+		    {o->pyframe_lasti, 4, false, &out->f_instr},
+		};
 		out->frame_kind = PF_BPF_PY_OBJECT;
-		rc = frame_field(o->pyframe_back, 8, 8, false, &out->f_back, &window);
-		if (!rc)
-			rc = frame_field(o->pyframe_code, 8, 8, false, &out->f_code, &window);
-		if (!rc)
-			rc = frame_field(o->pyframe_lasti, 4, 4, false, &out->f_instr, &window);
+		rc = frame_fields(f, PF_ARRAY_SIZE(f), &window);
 		out->f_owner = out->f_is_entry = PF_PY_OFF_NONE;
 	} else if (o->frame_kind == PF_PY_FRAMES_INTERP) {
+		const struct frame_spec f[] = {
+		    {o->iframe_previous, 8, false, &out->f_back},
+		    {o->iframe_code, 8, false, &out->f_code},
+		    {o->iframe_instr, 8, false, &out->f_instr},
+		    {o->iframe_owner, 1, true, &out->f_owner},
+		    {o->iframe_is_entry, 1, true, &out->f_is_entry},
+		};
 		out->frame_kind = PF_BPF_PY_INTERP;
-		rc = frame_field(o->iframe_previous, 8, 8, false, &out->f_back, &window);
-		if (!rc)
-			rc = frame_field(o->iframe_code, 8, 8, false, &out->f_code, &window);
-		if (!rc)
-			rc = frame_field(o->iframe_instr, 8, 8, false, &out->f_instr, &window);
-		if (!rc)
-			rc = frame_field(o->iframe_owner, 1, 1, true, &out->f_owner, &window);
-		if (!rc)
-			rc = frame_field(o->iframe_is_entry, 1, 1, true, &out->f_is_entry, &window);
+		rc = frame_fields(f, PF_ARRAY_SIZE(f), &window);
 		if (rc)
 			return rc;
 		/* the walk needs one way to find where an activation's frames end */
@@ -296,17 +305,14 @@ int pf_py_unwind_layout(const struct pf_py_process *p, struct pf_bpf_py_proc *ou
 
 static void note_unsupported(struct pf_py_unwind *u, uint32_t pid, const char *msg)
 {
-	snprintf(u->unsup[u->next_unsup], sizeof(u->unsup[0]), "pid %u: %.120s", pid,
-		 msg && *msg ? msg : "python: unsupported");
-	u->next_unsup = (u->next_unsup + 1) % PF_PY_UNWIND_UNSUPPORTED_KEPT;
-	if (u->n_unsup < PF_PY_UNWIND_UNSUPPORTED_KEPT)
-		u->n_unsup++;
+	pf_interp_unwind_unsupported(&u->base, "pid %u: %.120s", pid,
+				     msg && *msg ? msg : "python: unsupported");
 }
 
 int pf_py_unwind_seen(struct pf_py_unwind *u, uint32_t pid, uint64_t now_ms,
 		      struct pf_bpf_py_proc *out)
 {
-	if (!u->on)
+	if (!u->base.on)
 		return 0;
 	bool found;
 	size_t at = proc_pos(u, pid, &found);
@@ -468,7 +474,7 @@ void pf_py_unwind_note(struct pf_py_unwind *u, uint32_t pid, const uint64_t *ips
 			p = proc_get(u, pid);
 			if (!p || p->state != P_PYTHON)
 				return;
-			now = mono_ms();
+			now = pf_mono_ms();
 		}
 		bool added;
 		struct word *e = word_get(p, ips[i], &added);
@@ -514,7 +520,7 @@ int pf_py_unwind_name(struct pf_py_unwind *u, uint32_t pid, struct pf_prof_windo
 			p = proc_get(u, pid);
 			if (!p || p->state != P_PYTHON)
 				return 0;
-			now = mono_ms();
+			now = pf_mono_ms();
 		}
 		bool added;
 		struct word *e = word_get(p, f->address, &added);
@@ -523,20 +529,16 @@ int pf_py_unwind_name(struct pf_py_unwind *u, uint32_t pid, struct pf_prof_windo
 		if (e->state == W_QUEUED)
 			word_name(u, p, e);
 		e->last_ms = now;
-		if (e->state != W_NAMED)
-			continue;
-		f->function = pf_prof_strdup(w, e->name);
-		f->file = e->file ? pf_prof_strdup(w, e->file) : NULL;
-		if (!f->function || (e->file && !f->file))
+		if (e->state == W_NAMED &&
+		    pf_interp_frame_name(w, f, e->name, e->file, e->line) < 0)
 			return -ENOMEM;
-		f->line = e->line;
 	}
 	return 0;
 }
 
 void pf_py_unwind_closed(struct pf_py_unwind *u)
 {
-	uint64_t now = mono_ms();
+	uint64_t now = pf_mono_ms();
 	for (size_t i = 0; i < u->n; i++) {
 		struct proc *p = u->p[i];
 		size_t stale = 0;
@@ -584,13 +586,7 @@ void pf_py_unwind_stats(const struct pf_py_unwind *u, struct pf_py_unwind_stats 
 	out->detect_failed = u->detect_failed;
 	out->named = u->named;
 	out->name_failed = u->name_failed;
-	/* oldest first */
-	for (unsigned k = 0; k < u->n_unsup; k++) {
-		unsigned at = (u->next_unsup + PF_PY_UNWIND_UNSUPPORTED_KEPT - u->n_unsup + k) %
-			      PF_PY_UNWIND_UNSUPPORTED_KEPT;
-		memcpy(out->unsupported_msg[k], u->unsup[at], sizeof(out->unsupported_msg[k]));
-	}
-	out->n_unsupported_msg = u->n_unsup;
+	out->n_unsupported_msg = pf_interp_unwind_reasons(&u->base, out->unsupported_msg);
 }
 
 uint64_t pf_py_unwind_detect_cpu_ns(const struct pf_py_unwind *u)

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "interp/interp_unwind.h"
 #include "sampler/bpf/cpu_sampler.h"
 #include "pf/profile.h"
 #include "python_proc.h"
@@ -34,8 +35,8 @@ struct pf_py_unwind;
 					 * sample: most short-lived ones are gone by then */
 #define PF_PY_UNWIND_DETECTS_PER_TICK 8 /* detections per pf_py_unwind_tick() interval */
 #define PF_PY_UNWIND_NAMES_PER_TICK 512 /* words named per pf_py_unwind_tick() */
-#define PF_PY_UNWIND_UNSUPPORTED_KEPT 8 /* unsupported processes listed in the status */
-#define PF_PY_UNWIND_MSG_LEN 144        /* "pid N: " and the reason (cut at 120 bytes) */
+#define PF_PY_UNWIND_UNSUPPORTED_KEPT PF_INTERP_UNSUPPORTED_KEPT
+#define PF_PY_UNWIND_MSG_LEN PF_INTERP_MSG_LEN /* "pid N: " and the reason (cut at 120 bytes) */
 
 /* names_max_bytes: the code-object cache of one process (0: 1 MiB). NULL and errno. */
 struct pf_py_unwind *pf_py_unwind_new(size_t names_max_bytes);

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "pf/clock.h"
 #include "v8_names.h"
 #include "v8_proc.h"
 
@@ -33,28 +33,19 @@ struct proc {
 };
 
 struct pf_v8_unwind {
-	bool on;
+	struct pf_interp_unwind base; /* the switch, the unsupported list */
 	struct proc *b[BUCKETS];
 	unsigned budget;
 	uint64_t named, name_failed;
-	char unsup[PF_V8_UNWIND_UNSUPPORTED_KEPT][PF_V8_UNWIND_MSG_LEN];
-	unsigned n_unsup, next_unsup;
 	char version[32];
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 struct pf_v8_unwind *pf_v8_unwind_new(void)
 {
 	struct pf_v8_unwind *u = calloc(1, sizeof(*u));
 	if (!u)
 		return NULL;
-	u->on = true;
+	pf_interp_unwind_init(&u->base);
 	u->budget = PF_V8_UNWIND_NAMES_PER_TICK;
 	return u;
 }
@@ -98,14 +89,13 @@ void pf_v8_unwind_free(struct pf_v8_unwind *u)
 
 void pf_v8_unwind_enable(struct pf_v8_unwind *u, bool on)
 {
-	if (u->on && !on)
+	if (pf_interp_unwind_switch(&u->base, on))
 		forget_all(u);
-	u->on = on;
 }
 
 bool pf_v8_unwind_enabled(const struct pf_v8_unwind *u)
 {
-	return u->on;
+	return u->base.on;
 }
 
 static struct proc **proc_at(const struct pf_v8_unwind *u, uint32_t pid)
@@ -163,11 +153,8 @@ static int find_node(void *ctx, const struct pf_sym_exec_map *m)
 
 static void note_unsupported(struct pf_v8_unwind *u, uint32_t pid, const char *why)
 {
-	snprintf(u->unsup[u->next_unsup], sizeof(u->unsup[0]), "pid %u: v8: %.110s", pid,
-		 why && *why ? why : "unsupported");
-	u->next_unsup = (u->next_unsup + 1) % PF_V8_UNWIND_UNSUPPORTED_KEPT;
-	if (u->n_unsup < PF_V8_UNWIND_UNSUPPORTED_KEPT)
-		u->n_unsup++;
+	pf_interp_unwind_unsupported(&u->base, "pid %u: v8: %.110s", pid,
+				     why && *why ? why : "unsupported");
 }
 
 /* The kernel entry of a file's constants: the walk's checks (cpu_sampler.h). */
@@ -187,7 +174,7 @@ static int entry_of(const struct pf_v8_meta *m, struct pf_bpf_v8_proc *out)
 int pf_v8_unwind_seen(struct pf_v8_unwind *u, struct pf_symbolizer *sym, uint32_t pid,
 		      struct pf_bpf_v8_proc *out, uint64_t *start, uint64_t *end)
 {
-	if (!u->on)
+	if (!u->base.on)
 		return 0;
 	struct proc **pp = proc_at(u, pid);
 	if (*pp)
@@ -299,7 +286,7 @@ void pf_v8_unwind_note(struct pf_v8_unwind *u, uint32_t pid, const uint64_t *ips
 		if (!p) {
 			if (!(p = v8_proc(u, pid)))
 				return;
-			now = now_ms();
+			now = pf_mono_ms();
 		}
 		struct name *e = entry(p, ips[i]);
 		if (!e)
@@ -330,7 +317,7 @@ int pf_v8_unwind_name(struct pf_v8_unwind *u, uint32_t pid, struct pf_prof_windo
 		if (!p) {
 			if (!(p = v8_proc(u, pid)))
 				return 0;
-			now = now_ms();
+			now = pf_mono_ms();
 		}
 		struct name *e = entry(p, f->address);
 		if (!e)
@@ -338,20 +325,15 @@ int pf_v8_unwind_name(struct pf_v8_unwind *u, uint32_t pid, struct pf_prof_windo
 		if (!e->done)
 			resolve(u, p, e);
 		e->used_ms = now;
-		if (!e->function)
-			continue;
-		f->function = pf_prof_strdup(w, e->function);
-		f->file = e->file ? pf_prof_strdup(w, e->file) : NULL;
-		if (!f->function || (e->file && !f->file))
+		if (e->function && pf_interp_frame_name(w, f, e->function, e->file, e->line) < 0)
 			return -ENOMEM;
-		f->line = e->line;
 	}
 	return 0;
 }
 
 void pf_v8_unwind_closed(struct pf_v8_unwind *u)
 {
-	uint64_t now = now_ms();
+	uint64_t now = pf_mono_ms();
 	for (unsigned b = 0; b < BUCKETS; b++) {
 		for (struct proc *p = u->b[b]; p; p = p->next) {
 			size_t stale = 0;
@@ -401,11 +383,6 @@ void pf_v8_unwind_stats(const struct pf_v8_unwind *u, struct pf_v8_unwind_stats 
 	}
 	out->named = u->named;
 	out->name_failed = u->name_failed;
-	for (unsigned k = 0; k < u->n_unsup; k++) {
-		unsigned at = (u->next_unsup + PF_V8_UNWIND_UNSUPPORTED_KEPT - u->n_unsup + k) %
-			      PF_V8_UNWIND_UNSUPPORTED_KEPT;
-		memcpy(out->unsupported_msg[k], u->unsup[at], sizeof(out->unsupported_msg[k]));
-	}
-	out->n_unsupported_msg = u->n_unsup;
+	out->n_unsupported_msg = pf_interp_unwind_reasons(&u->base, out->unsupported_msg);
 	memcpy(out->version, u->version, sizeof(out->version));
 }

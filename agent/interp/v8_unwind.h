@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "interp/interp_unwind.h"
 #include "pf/profile.h"
 #include "sampler/bpf/cpu_sampler.h"
 #include "symbolize/symbolize.h"
@@ -30,8 +31,8 @@ struct pf_v8_unwind;
 
 #define PF_V8_UNWIND_NAMES_PER_TICK 512
 #define PF_V8_UNWIND_WORDS_MAX 16384 /* names cached per process */
-#define PF_V8_UNWIND_UNSUPPORTED_KEPT 8
-#define PF_V8_UNWIND_MSG_LEN 144
+#define PF_V8_UNWIND_UNSUPPORTED_KEPT PF_INTERP_UNSUPPORTED_KEPT
+#define PF_V8_UNWIND_MSG_LEN PF_INTERP_MSG_LEN
 
 struct pf_v8_unwind *pf_v8_unwind_new(void);
 void pf_v8_unwind_free(struct pf_v8_unwind *u);

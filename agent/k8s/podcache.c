@@ -1073,9 +1073,7 @@ struct pf_podcache *pf_podcache_new(const struct pf_podcache_options *opt, struc
 	pc->status_ctx = opt->status_ctx;
 	return pc;
 enomem:
-	pf_error_set(err, -ENOMEM, "", "out of memory");
-	errno = ENOMEM;
-	return NULL;
+	return pf_error_oom(err);
 }
 
 int pf_podcache_start(struct pf_podcache *pc, struct pf_error *err)

@@ -685,9 +685,7 @@ struct pf_pprof_sources *pf_pprof_sources_new(const struct pf_pprof_target *targ
 	return s;
 nomem:
 	pf_pprof_sources_free(s);
-	pf_error_set(err, -ENOMEM, "", "out of memory");
-	errno = ENOMEM;
-	return NULL;
+	return pf_error_oom(err);
 }
 
 int pf_pprof_sources_update(struct pf_pprof_sources *s, const struct pf_pprof_target *targets,

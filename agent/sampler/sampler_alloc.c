@@ -315,13 +315,8 @@ struct pf_prof_window *pf_sampler_alloc_stop(struct pf_sampler *s, struct pf_all
 	ring_buffer__consume(s->rb); /* what the probes wrote before they went */
 	uint64_t c[7];
 	counts(s, c);
-	sampler_refresh_clock(s);
-	uint64_t end = pf_clock_ns(CLOCK_REALTIME);
-	if (end <= a->start)
-		end = a->start + 1;
 	struct pf_prof_window *w = NULL;
-	struct pf_agg_hooks hooks = {.resolve = sampler_resolve, .ctx = s};
-	int rc = pf_agg_close(a->agg, a->start, end, 0, &hooks, &w);
+	int rc = sampler_close_capture(s, a->agg, a->start, 0, &w);
 	if (res) {
 		memset(res, 0, sizeof(*res));
 		res->processes = a->processes;

@@ -73,6 +73,17 @@ void sampler_forget_pid(void *ctx, uint32_t pid)
 
 static void reap_exited(struct pf_sampler *s);
 
+int sampler_close_capture(struct pf_sampler *s, struct pf_agg *agg, uint64_t start, uint32_t hz,
+			  struct pf_prof_window **out)
+{
+	sampler_refresh_clock(s);
+	uint64_t end = pf_clock_ns(CLOCK_REALTIME);
+	if (end <= start)
+		end = start + 1;
+	struct pf_agg_hooks hooks = {.resolve = sampler_resolve, .ctx = s};
+	return pf_agg_close(agg, start, end, hz, &hooks, out);
+}
+
 bool sampler_captures_running(const struct pf_sampler *s)
 {
 	for (size_t i = 0; i < PF_SAMPLER_CAPTURES; i++)

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "interp/elf_syms.h"
 #include "symbolize/gopclntab.h"
 #include "symbolize/line_table.h"
 #include "symbolize/proc_maps.h"
@@ -157,48 +158,52 @@ static void syms_commit(struct elf_file *f, struct elf_sym *syms, size_t k, size
 	f->n_syms = k;
 }
 
-static int load_syms_from(struct elf_file *f, Elf *elf, Elf64_Word type)
+struct syms_load {
+	struct elf_file *f;
+	Elf *elf;
+};
+
+/* The functions of one symbol section: 1 when it had some (they are f's now), 0 when it had
+ * none, -ENOMEM. */
+static int load_syms_section(void *ctx, Elf_Data *d, const GElf_Shdr *sh, size_t n)
 {
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != type || !sh.sh_entsize)
+	struct syms_load *l = ctx;
+	/* not calloc: only the k entries kept are written, and the array is cut to them
+	 * (a .symtab is mostly objects, sections and files: zeroing all of it would make
+	 * every page resident for a few seconds) */
+	struct elf_sym *syms = malloc((n ? n : 1) * sizeof(*syms));
+	if (!syms)
+		return -ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Sym s;
+		if (!gelf_getsym(d, (int)i, &s))
 			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		if (!d)
+		int st = GELF_ST_TYPE(s.st_info);
+		if ((st != STT_FUNC && st != STT_GNU_IFUNC) || s.st_shndx == SHN_UNDEF ||
+		    !s.st_value)
 			continue;
-		size_t n = sh.sh_size / sh.sh_entsize;
-		/* not calloc: only the k entries kept are written, and the array is cut to them
-		 * (a .symtab is mostly objects, sections and files: zeroing all of it would make
-		 * every page resident for a few seconds) */
-		struct elf_sym *syms = malloc((n ? n : 1) * sizeof(*syms));
-		if (!syms)
-			return -ENOMEM;
-		size_t k = 0;
-		for (size_t i = 0; i < n; i++) {
-			GElf_Sym s;
-			if (!gelf_getsym(d, (int)i, &s))
-				continue;
-			int st = GELF_ST_TYPE(s.st_info);
-			if ((st != STT_FUNC && st != STT_GNU_IFUNC) || s.st_shndx == SHN_UNDEF ||
-			    !s.st_value)
-				continue;
-			const char *name = elf_strptr(elf, sh.sh_link, s.st_name);
-			if (!name || !*name)
-				continue;
-			syms[k++] = (struct elf_sym){s.st_value, name,
-						     s.st_size > UINT32_MAX ? UINT32_MAX
-									    : (uint32_t)s.st_size,
-						     sym_rank(&s, name)};
-		}
-		if (!k) {
-			free(syms);
+		const char *name = elf_strptr(l->elf, sh->sh_link, s.st_name);
+		if (!name || !*name)
 			continue;
-		}
-		syms_commit(f, syms, k, n);
+		syms[k++] = (struct elf_sym){
+		    s.st_value, name, s.st_size > UINT32_MAX ? UINT32_MAX : (uint32_t)s.st_size,
+		    sym_rank(&s, name)};
+	}
+	if (!k) {
+		free(syms);
 		return 0;
 	}
-	return -ENOENT;
+	syms_commit(l->f, syms, k, n);
+	return 1;
+}
+
+/* The functions of the first section of type that has some: 0, -ENOENT (none), -ENOMEM. */
+static int load_syms_from(struct elf_file *f, Elf *elf, Elf64_Word type)
+{
+	struct syms_load l = {f, elf};
+	int rc = pf_elf_each_symtab(elf, type, load_syms_section, &l);
+	return rc < 0 ? rc : rc ? 0 : -ENOENT;
 }
 
 /* A Go program's functions from its pclntab (gopclntab.h): what names a Go binary built

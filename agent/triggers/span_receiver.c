@@ -430,9 +430,7 @@ struct agent_span_receiver *agent_span_receiver_new(const char *listen, bool ser
 {
 	struct agent_span_receiver *r = calloc(1, sizeof(*r));
 	if (!r) {
-		pf_error_set(err, -ENOMEM, "", "out of memory");
-		errno = ENOMEM;
-		return NULL;
+		return pf_error_oom(err);
 	}
 	pthread_mutex_init(&r->lock, NULL);
 	r->rules = *rules;

@@ -1,4 +1,5 @@
-/* array.c — pf_array_grow(): doubling growth of a caller-owned array, overflow checked. */
+/* array.c — pf_array_grow(), pf_array_grow_fill(): doubling growth of a caller-owned array,
+ * overflow checked. */
 #include "pf/array.h"
 
 #include <errno.h>
@@ -25,6 +26,27 @@ int pf_array_grow(void *arrp, size_t *cap, size_t need, size_t elem, size_t firs
 	void *p = realloc(old, nc * elem);
 	if (!p)
 		return -ENOMEM;
+	memcpy(arrp, &p, sizeof(p));
+	*cap = nc;
+	return 0;
+}
+
+int pf_array_grow_fill(void *arrp, size_t *cap, size_t need, size_t elem, int fill)
+{
+	if (need <= *cap)
+		return 0;
+	size_t old_cap = *cap;
+	size_t nc = old_cap > SIZE_MAX / 2 ? SIZE_MAX : old_cap * 2;
+	if (nc < need)
+		nc = need;
+	if (!elem || nc > SIZE_MAX / elem)
+		return -ENOMEM;
+	void *old;
+	memcpy(&old, arrp, sizeof(old));
+	unsigned char *p = realloc(old, nc * elem);
+	if (!p)
+		return -ENOMEM;
+	memset(p + old_cap * elem, fill, (nc - old_cap) * elem);
 	memcpy(arrp, &p, sizeof(p));
 	*cap = nc;
 	return 0;

@@ -24,6 +24,13 @@ int pf_error_set(struct pf_error *err, int code, const char *path, const char *f
 	return code;
 }
 
+void *pf_error_oom(struct pf_error *err)
+{
+	pf_error_set(err, -ENOMEM, "", "out of memory");
+	errno = ENOMEM;
+	return NULL;
+}
+
 void pf_error_clear(struct pf_error *err)
 {
 	if (err)

@@ -283,19 +283,23 @@ void pf_api_agent_credential_rotate(struct pf_api *api, const struct pf_api_requ
 	if (!route_uid(req, resp, uid))
 		return;
 	int r = api->on_rotate ? api->on_rotate(uid, api->revoke_ud) : -ENOTCONN;
-	if (r == -ENOTCONN) {
-		pf_api_error(resp, 409, "not_connected",
-			     "agent %s is not connected to this controller over WebSocket: a new "
-			     "credential is offered on its live connection",
-			     req->call->params[0]);
-		return;
-	}
-	if (r == -EOPNOTSUPP) {
-		pf_api_error(resp, 409, "not_supported",
-			     "agent %s does not accept OpAMP connection settings; it keeps the "
-			     "enrollment token",
-			     req->call->params[0]);
-		return;
+	/* the agents a new credential cannot be offered to now: 409 */
+	static const struct {
+		int r;
+		const char *code, *why;
+	} refused[] = {
+	    {-ENOTCONN, "not_connected",
+	     "is not connected to this controller over WebSocket: a new credential is offered on "
+	     "its live connection"},
+	    {-EOPNOTSUPP, "not_supported",
+	     "does not accept OpAMP connection settings; it keeps the enrollment token"},
+	};
+	for (size_t i = 0; i < PF_ARRAY_SIZE(refused); i++) {
+		if (r == refused[i].r) {
+			pf_api_error(resp, 409, refused[i].code, "agent %s %s",
+				     req->call->params[0], refused[i].why);
+			return;
+		}
 	}
 	if (r < 0) {
 		pf_api_error(resp, 500, "store_error", "offering a credential: %s", strerror(-r));

@@ -10,6 +10,7 @@
 #include "pf/buf.h"
 #include "pf/list.h"
 #include "pf/log.h"
+#include "pf/thread.h"
 #include "store.h"
 
 #define MAX_QUEUED_ROWS 200000
@@ -269,11 +270,7 @@ void pf_persist_stop(struct pf_persist *p)
 {
 	if (!p)
 		return;
-	pthread_mutex_lock(&p->mu);
-	p->stop = true;
-	pthread_cond_signal(&p->cv);
-	pthread_mutex_unlock(&p->mu);
-	pthread_join(p->thread, NULL);
+	pf_thread_stop(&p->mu, &p->cv, &p->stop, p->thread);
 	while (p->head) {
 		struct batch *b = p->head;
 		p->head = b->next;

@@ -742,17 +742,23 @@ static void cenc_release(struct cenc *e)
 	free(e->weights);
 }
 
-static int cenc_name(void *ctx, const char *s, size_t n, uint32_t *id)
+/* Interns s[0, n) in t as *id: -E2BIG once t's keys pass max_bytes. */
+static int intern_id(struct pb_intern *t, const char *s, size_t n, size_t max_bytes, uint32_t *id)
 {
-	struct cenc *e = ctx;
 	int32_t idx;
-	int rc = pb_intern(&e->strs, s, n, &idx, NULL);
+	int rc = pb_intern(t, s, n, &idx, NULL);
 	if (rc < 0)
 		return rc;
-	if (e->strs.keys.len > e->max_bytes)
+	if (t->keys.len > max_bytes)
 		return -E2BIG;
 	*id = (uint32_t)idx;
 	return 0;
+}
+
+static int cenc_name(void *ctx, const char *s, size_t n, uint32_t *id)
+{
+	struct cenc *e = ctx;
+	return intern_id(&e->strs, s, n, e->max_bytes, id);
 }
 
 /* The summed weight of distinct stack idx (just interned: added), in a growing array. */
@@ -1011,12 +1017,7 @@ static int type_weights_add(struct penc *e, int32_t idx, bool added, const struc
 static int penc_name(void *ctx, const char *s, size_t n, uint32_t *id)
 {
 	struct penc *e = ctx;
-	int32_t idx;
-	int rc = pb_intern(&e->names, s, n, &idx, NULL);
-	if (rc < 0)
-		return rc;
-	*id = (uint32_t)idx;
-	return 0;
+	return intern_id(&e->names, s, n, SIZE_MAX, id);
 }
 
 static int penc_path(void *ctx, const uint32_t *ids, const uint8_t *kinds, uint32_t n,

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "pf/log.h"
+#include "pf/thread.h"
 #include "profstore.h"
 
 struct pf_retention {
@@ -171,11 +172,7 @@ void pf_retention_stop(struct pf_retention *r)
 {
 	if (!r)
 		return;
-	pthread_mutex_lock(&r->mu);
-	r->stop = true;
-	pthread_cond_signal(&r->cv);
-	pthread_mutex_unlock(&r->mu);
-	pthread_join(r->thread, NULL);
+	pf_thread_stop(&r->mu, &r->cv, &r->stop, r->thread);
 	pthread_cond_destroy(&r->cv);
 	pthread_mutex_destroy(&r->mu);
 	pf_store_close(r->st);

@@ -7,26 +7,13 @@
 #include <string.h>
 
 #include "flame.h"
+#include "pf/array.h"
 #include "pf/compiler.h"
 #include "profstore.h"
 
 #define RES_MINUTE 60000
 #define RES_HOUR 3600000
 #define STOP 1 /* a callback's "enough" */
-
-static int grow(void **arr, size_t *cap, size_t want, size_t elem, int fill)
-{
-	if (want <= *cap)
-		return 0;
-	size_t n = pf_max(want, *cap * 2);
-	uint8_t *a = realloc(*arr, n * elem);
-	if (!a)
-		return -ENOMEM;
-	memset(a + *cap * elem, fill, (n - *cap) * elem);
-	*arr = a;
-	*cap = n;
-	return 0;
-}
 
 static void type_unit(struct pf_store *st, const char *type, char unit[32]);
 
@@ -70,11 +57,11 @@ static int acc_pair(int64_t stack, uint64_t w, void *ud)
 
 	if (stack <= 0 || stack > INT32_MAX || !w)
 		return 0;
-	if (grow((void **)&a->val, &a->cap, (size_t)stack + 1, sizeof(*a->val), 0) < 0)
+	if (pf_array_grow_fill(&a->val, &a->cap, (size_t)stack + 1, sizeof(*a->val), 0) < 0)
 		return -ENOMEM;
 	if (!a->val[stack]) {
-		if (grow((void **)&a->touched, &a->cap_touched, a->n_touched + 1,
-			 sizeof(*a->touched), 0) < 0)
+		if (pf_array_grow_fill(&a->touched, &a->cap_touched, a->n_touched + 1,
+				       sizeof(*a->touched), 0) < 0)
 			return -ENOMEM;
 		a->touched[a->n_touched++] = stack;
 	}
@@ -98,8 +85,8 @@ struct fmap {
 static int fmap_get(struct pf_store *st, struct pf_flame *fl, struct fmap *m, uint32_t fid,
 		    uint32_t *name, uint8_t *kind)
 {
-	if (grow((void **)&m->name, &m->cap, (size_t)fid + 1, sizeof(*m->name), 0xff) < 0 ||
-	    grow((void **)&m->kind, &m->cap_k, (size_t)fid + 1, 1, 0) < 0)
+	if (pf_array_grow_fill(&m->name, &m->cap, (size_t)fid + 1, sizeof(*m->name), 0xff) < 0 ||
+	    pf_array_grow_fill(&m->kind, &m->cap_k, (size_t)fid + 1, 1, 0) < 0)
 		return -ENOMEM;
 	if (m->name[fid] == UINT32_MAX) {
 		const char *s;
@@ -139,9 +126,9 @@ static int acc_tree(struct acc *a)
 		if (rc < 0)
 			break;
 		/* copied: resolving frames may drop the store's caches */
-		if ((rc = grow((void **)&ids, &cap, n, sizeof(*ids), 0)) < 0 ||
-		    (rc = grow((void **)&names, &cap_n, n, sizeof(*names), 0)) < 0 ||
-		    (rc = grow((void **)&kinds, &cap_k, n, 1, 0)) < 0)
+		if ((rc = pf_array_grow_fill(&ids, &cap, n, sizeof(*ids), 0)) < 0 ||
+		    (rc = pf_array_grow_fill(&names, &cap_n, n, sizeof(*names), 0)) < 0 ||
+		    (rc = pf_array_grow_fill(&kinds, &cap_k, n, 1, 0)) < 0)
 			break;
 		if (n)
 			memcpy(ids, fr, n * sizeof(*ids));
@@ -181,7 +168,7 @@ struct idlist {
 static int ids_cb(const struct pf_profile_row *r, void *ud)
 {
 	struct idlist *l = ud;
-	if (grow((void **)&l->ids, &l->cap, l->n + 1, sizeof(*l->ids), 0) < 0)
+	if (pf_array_grow_fill(&l->ids, &l->cap, l->n + 1, sizeof(*l->ids), 0) < 0)
 		return -ENOMEM;
 	l->ids[l->n++] = r->id;
 	return 0;
@@ -308,12 +295,12 @@ static int lab_part(const struct pf_profile_part *p, void *ud)
 	struct lab *l = ud;
 	if (p->attrset <= 0 || p->attrset > INT32_MAX)
 		return 0;
-	if (grow((void **)&l->seen, &l->cap, (size_t)p->attrset + 1, 1, 0) < 0)
+	if (pf_array_grow_fill(&l->seen, &l->cap, (size_t)p->attrset + 1, 1, 0) < 0)
 		return -ENOMEM;
 	if (l->seen[p->attrset])
 		return 0;
 	l->seen[p->attrset] = 1;
-	if (grow((void **)&l->sets, &l->cap_sets, l->n_sets + 1, sizeof(*l->sets), 0) < 0)
+	if (pf_array_grow_fill(&l->sets, &l->cap_sets, l->n_sets + 1, sizeof(*l->sets), 0) < 0)
 		return -ENOMEM;
 	l->sets[l->n_sets++] = p->attrset;
 	return 0;
@@ -404,8 +391,8 @@ struct types {
 static int types_cb(const char *type, const char *unit, void *ud)
 {
 	struct types *t = ud;
-	if (grow((void **)&t->t, &t->cap, t->n + 1, sizeof(char *), 0) < 0 ||
-	    grow((void **)&t->u, &t->cap_u, t->n + 1, sizeof(char *), 0) < 0)
+	if (pf_array_grow_fill(&t->t, &t->cap, t->n + 1, sizeof(char *), 0) < 0 ||
+	    pf_array_grow_fill(&t->u, &t->cap_u, t->n + 1, sizeof(char *), 0) < 0)
 		return -ENOMEM;
 	t->t[t->n] = strdup(type);
 	t->u[t->n] = strdup(pf_profstore_unit_guess(type, unit));

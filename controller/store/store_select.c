@@ -83,7 +83,7 @@ static int sel_in(struct sel_run *r, int64_t attrset, bool *in)
 	}
 	if ((size_t)attrset >= r->n_verdict) {
 		size_t n = r->n_verdict;
-		if (cache_grow((void **)&r->verdict, &n, (size_t)attrset + 1, 1) < 0)
+		if (pf_array_grow_fill(&r->verdict, &n, (size_t)attrset + 1, 1, 0) < 0)
 			return -ENOMEM;
 		r->n_verdict = n;
 	}

@@ -739,20 +739,6 @@ int store_stacks_insert(struct pf_store *st, const struct pf_profile_row *r)
 
 /* ---- Reading content back. */
 
-int cache_grow(void **arr, size_t *n, size_t want, size_t elem)
-{
-	if (want <= *n)
-		return 0;
-	size_t cap = pf_max(want, *n * 2);
-	uint8_t *na = realloc(*arr, cap * elem);
-	if (!na)
-		return -ENOMEM;
-	memset(na + *n * elem, 0, (cap - *n) * elem);
-	*arr = na;
-	*n = cap;
-	return 0;
-}
-
 static void cache_check(struct store_stacks *k)
 {
 	if (k->cache_bytes > CACHE_MAX_BYTES)
@@ -765,9 +751,9 @@ static int load_frames(struct pf_store *st, struct store_stacks *k, int64_t lo)
 	size_t n = k->n_frame_cache, n2 = k->n_frame_cache;
 	int rc;
 
-	if (cache_grow((void **)&k->frame_name, &n, (size_t)lo + STACK_LOAD_CHUNK,
-		       sizeof(char *)) < 0 ||
-	    cache_grow((void **)&k->frame_kind, &n2, n, 1) < 0)
+	if (pf_array_grow_fill(&k->frame_name, &n, (size_t)lo + STACK_LOAD_CHUNK, sizeof(char *),
+			       0) < 0 ||
+	    pf_array_grow_fill(&k->frame_kind, &n2, n, 1, 0) < 0)
 		return -ENOMEM;
 	k->n_frame_cache = n;
 	KSTMT(s, st, K_LOAD_FRAMES, &rc);
@@ -813,8 +799,8 @@ static int load_stacks(struct pf_store *st, struct store_stacks *k, int64_t lo)
 	int rc;
 	size_t n = k->n_stack_cache;
 
-	if (cache_grow((void **)&k->stack, &n, (size_t)lo + STACK_LOAD_CHUNK,
-		       sizeof(*k->stack)) < 0)
+	if (pf_array_grow_fill(&k->stack, &n, (size_t)lo + STACK_LOAD_CHUNK, sizeof(*k->stack), 0) <
+	    0)
 		return -ENOMEM;
 	for (size_t i = k->n_stack_cache; i < n; i++)
 		k->stack[i].n = UINT32_MAX;
@@ -932,7 +918,7 @@ static int load_attrs(struct pf_store *st, struct store_stacks *k)
 		size_t n = k->n_attr;
 		if (id <= 0 || id > INT32_MAX)
 			continue;
-		if (cache_grow((void **)&k->attr, &n, (size_t)id + 1, sizeof(*k->attr)) < 0)
+		if (pf_array_grow_fill(&k->attr, &n, (size_t)id + 1, sizeof(*k->attr), 0) < 0)
 			return -ENOMEM;
 		k->n_attr = n;
 		free(k->attr[id].kv);

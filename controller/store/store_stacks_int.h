@@ -5,6 +5,7 @@
 #ifndef PF_STORE_STACKS_INT_H
 #define PF_STORE_STACKS_INT_H
 
+#include "pf/array.h"
 #include "store_int.h"
 
 #define RES_MINUTE 60000
@@ -115,8 +116,6 @@ void kreset(sqlite3_stmt **s);
 int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v);
 /* Calls cb for each pair of a packed array. -EBADMSG when it does not check out. */
 int unpack_pairs(const void *blob, size_t len, int (*cb)(int64_t, uint64_t, void *), void *ud);
-/* Grows a zero-filled array of *n elements to at least want. */
-int cache_grow(void **arr, size_t *n, size_t want, size_t elem);
 /* Attribute set id from the cache (read on a miss), NULL when there is none. */
 const struct attrset *attr_get(struct pf_store *st, struct store_stacks *k, int64_t id);
 struct store_stacks *stk_of(struct pf_store *st);

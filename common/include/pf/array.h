@@ -5,7 +5,10 @@
  * not fit in size_t are refused, not wrapped. On failure nothing changes: the array and its
  * capacity are the caller's as before, so the caller's error path frees what it held.
  * PF_ARRAY_GROW(arr, cap, need, first) is the call for an `arr` of any element type and a
- * `size_t cap`. */
+ * `size_t cap`.
+ *
+ * pf_array_grow_fill() is for tables indexed directly (an id's slot): it grows to the larger of
+ * `need` and twice the capacity, and sets every byte of the new elements to `fill`. */
 #ifndef PF_ARRAY_H
 #define PF_ARRAY_H
 
@@ -14,6 +17,9 @@
 /* *arrp is the array (any object pointer type, read and written as a pointer), *cap its
  * capacity in elements of `elem` bytes. 0, or -ENOMEM (out of memory or size overflow). */
 int pf_array_grow(void *arrp, size_t *cap, size_t need, size_t elem, size_t first);
+
+/* The same, growing to max(need, 2 * *cap) elements whose new bytes are all `fill`. */
+int pf_array_grow_fill(void *arrp, size_t *cap, size_t need, size_t elem, int fill);
 
 #define PF_ARRAY_GROW(arr, cap, need, first) pf_array_grow(&(arr), &(cap), (need), sizeof(*(arr)), (first))
 

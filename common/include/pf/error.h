@@ -24,6 +24,9 @@ struct pf_error {
  * `return pf_error_set(err, -EINVAL, "a.b", "must be 1..10, got %d", v);` reads naturally. */
 int pf_error_set(struct pf_error *err, int code, const char *path, const char *fmt, ...)
 	PF_PRINTF(4, 5);
+/* A constructor's failed allocation: records "out of memory" (-ENOMEM, empty path), sets errno
+ * to ENOMEM and returns NULL, so `return pf_error_oom(err);` ends the constructor. */
+void *pf_error_oom(struct pf_error *err);
 void pf_error_clear(struct pf_error *err);
 /* Short machine name for an errno code: "invalid_argument", "not_found", ... */
 const char *pf_error_code_name(int code);

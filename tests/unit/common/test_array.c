@@ -1,6 +1,7 @@
 /* test_array.c — pf/array.h: growth from empty by doubling from the first capacity, a need
  * past one doubling, no change when the capacity holds, the contents kept across growth, and
- * sizes that overflow refused with the array and capacity unchanged. */
+ * sizes that overflow refused with the array and capacity unchanged; pf_array_grow_fill():
+ * twice the capacity or the need, whichever is larger, new bytes set and old ones kept. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -65,12 +66,40 @@ static void overflow_refused_unchanged(void **state)
 	free(v);
 }
 
+static void grow_fill_doubles_or_takes_need(void **state)
+{
+	(void)state;
+	uint32_t *v = NULL;
+	size_t cap = 0;
+	assert_int_equal(pf_array_grow_fill(&v, &cap, 3, sizeof(*v), 0xff), 0);
+	assert_int_equal(cap, 3); /* twice 0 is less than the need */
+	for (size_t i = 0; i < cap; i++)
+		assert_int_equal(v[i], UINT32_MAX);
+	v[0] = 7;
+	assert_int_equal(pf_array_grow_fill(&v, &cap, 3, sizeof(*v), 0), 0); /* holds */
+	assert_int_equal(cap, 3);
+	assert_int_equal(pf_array_grow_fill(&v, &cap, 4, sizeof(*v), 0), 0);
+	assert_int_equal(cap, 6); /* twice 3 */
+	assert_int_equal(v[0], 7);
+	assert_int_equal(v[2], UINT32_MAX);
+	for (size_t i = 3; i < cap; i++)
+		assert_int_equal(v[i], 0);
+	assert_int_equal(pf_array_grow_fill(&v, &cap, 100, sizeof(*v), 0), 0);
+	assert_int_equal(cap, 100); /* the need past twice */
+	uint32_t *keep = v;
+	assert_int_equal(pf_array_grow_fill(&v, &cap, SIZE_MAX, sizeof(*v), 0), -ENOMEM);
+	assert_ptr_equal(v, keep);
+	assert_int_equal(cap, 100);
+	free(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(grows_from_empty_and_keeps_contents),
-		cmocka_unit_test(first_zero_starts_at_one),
-		cmocka_unit_test(overflow_refused_unchanged),
+	    cmocka_unit_test(grows_from_empty_and_keeps_contents),
+	    cmocka_unit_test(first_zero_starts_at_one),
+	    cmocka_unit_test(overflow_refused_unchanged),
+	    cmocka_unit_test(grow_fill_doubles_or_takes_need),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,5 @@
-/* test_error.c — pf/error.h: first error wins, path prefix, truncation, NULL err, code names. */
+/* test_error.c — pf/error.h: first error wins, path prefix, truncation, NULL err, code names,
+ * a constructor's out of memory (pf_error_oom). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -92,12 +93,31 @@ static void test_code_names(void **state)
 	assert_string_equal(pf_error_code_name(12345), "internal");
 }
 
+static void test_oom(void **state)
+{
+	(void)state;
+	struct pf_error err = {0};
+	errno = 0;
+	assert_null(pf_error_oom(&err));
+	assert_int_equal(errno, ENOMEM);
+	assert_int_equal(err.code, -ENOMEM);
+	assert_string_equal(err.path, "");
+	assert_string_equal(err.msg, "out of memory");
+	errno = 0;
+	assert_null(pf_error_oom(NULL)); /* no detail wanted: errno still set */
+	assert_int_equal(errno, ENOMEM);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_set_with_path),    cmocka_unit_test(test_set_without_path),
-	    cmocka_unit_test(test_first_error_wins), cmocka_unit_test(test_null_err_allowed),
-	    cmocka_unit_test(test_truncation),	     cmocka_unit_test(test_code_names),
+	    cmocka_unit_test(test_set_with_path),
+	    cmocka_unit_test(test_set_without_path),
+	    cmocka_unit_test(test_first_error_wins),
+	    cmocka_unit_test(test_null_err_allowed),
+	    cmocka_unit_test(test_truncation),
+	    cmocka_unit_test(test_code_names),
+	    cmocka_unit_test(test_oom),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,53 @@
+/* interp_unwind.c — see interp_unwind.h. */
+#include "interp/interp_unwind.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void pf_interp_unwind_init(struct pf_interp_unwind *b)
+{
+	memset(b, 0, sizeof(*b));
+	b->on = true;
+}
+
+bool pf_interp_unwind_switch(struct pf_interp_unwind *b, bool on)
+{
+	bool off_now = b->on && !on;
+	b->on = on;
+	return off_now;
+}
+
+void pf_interp_unwind_unsupported(struct pf_interp_unwind *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(b->unsup[b->next_unsup], sizeof(b->unsup[0]), fmt, ap);
+	va_end(ap);
+	b->next_unsup = (b->next_unsup + 1) % PF_INTERP_UNSUPPORTED_KEPT;
+	if (b->n_unsup < PF_INTERP_UNSUPPORTED_KEPT)
+		b->n_unsup++;
+}
+
+unsigned pf_interp_unwind_reasons(const struct pf_interp_unwind *b,
+				  char out[PF_INTERP_UNSUPPORTED_KEPT][PF_INTERP_MSG_LEN])
+{
+	for (unsigned k = 0; k < b->n_unsup; k++) {
+		unsigned at = (b->next_unsup + PF_INTERP_UNSUPPORTED_KEPT - b->n_unsup + k) %
+			      PF_INTERP_UNSUPPORTED_KEPT;
+		memcpy(out[k], b->unsup[at], sizeof(out[k]));
+	}
+	return b->n_unsup;
+}
+
+int pf_interp_frame_name(struct pf_prof_window *w, struct pf_prof_frame *f, const char *function,
+			 const char *file, uint32_t line)
+{
+	f->function = pf_prof_strdup(w, function);
+	f->file = file ? pf_prof_strdup(w, file) : NULL;
+	if (!f->function || (file && !f->file))
+		return -ENOMEM;
+	f->line = line;
+	return 0;
+}

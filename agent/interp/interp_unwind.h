@@ -1,0 +1,50 @@
+/* interp_unwind.h — what the sampler's interpreter walkers (python_unwind.h, v8_unwind.h)
+ * share: the on/off switch of a walker and the list of processes it does not walk.
+ *
+ * Every walker follows one protocol with the sampler, its only caller (one thread):
+ *   _seen    a process is looked at once and, when it runs a supported interpreter, gets the
+ *            kernel entry the BPF walk reads;
+ *   _note    the user words of each drained sample: the interpreter frames to name;
+ *   _tick    once per poll: renews the walker's per-poll budget;
+ *   _name    fills a window's frames of the walker's kind, from names read while the process
+ *            lived;
+ *   _closed  after a window's processes: drops names no longer used;
+ *   _forget  a process exec'ed or is gone;
+ *   _enable  off forgets every process (the sampler empties the kernel's map of them).
+ *
+ * struct pf_interp_unwind is embedded by each walker; it owns no memory. */
+#ifndef PF_AGENT_INTERP_UNWIND_H
+#define PF_AGENT_INTERP_UNWIND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pf/compiler.h"
+#include "pf/profile.h"
+
+#define PF_INTERP_UNSUPPORTED_KEPT 8 /* unsupported processes listed in a walker's status */
+#define PF_INTERP_MSG_LEN 144	     /* "pid N: " and the reason */
+
+struct pf_interp_unwind {
+	bool on;
+	/* the last PF_INTERP_UNSUPPORTED_KEPT reasons, a ring: next is where the next one goes */
+	char unsup[PF_INTERP_UNSUPPORTED_KEPT][PF_INTERP_MSG_LEN];
+	unsigned n_unsup, next_unsup;
+};
+
+/* On, with no reasons kept. */
+void pf_interp_unwind_init(struct pf_interp_unwind *b);
+/* Sets the switch; true when the walker was on and is off now (it then forgets every process). */
+bool pf_interp_unwind_switch(struct pf_interp_unwind *b, bool on);
+/* Keeps one reason (formatted, cut at PF_INTERP_MSG_LEN - 1 bytes), the oldest going first. */
+void pf_interp_unwind_unsupported(struct pf_interp_unwind *b, const char *fmt, ...) PF_PRINTF(2, 3);
+/* The kept reasons, oldest first, into out; returns how many. */
+unsigned pf_interp_unwind_reasons(const struct pf_interp_unwind *b,
+				  char out[PF_INTERP_UNSUPPORTED_KEPT][PF_INTERP_MSG_LEN]);
+
+/* A named frame of w: function, file (NULL: none) and line copied into w's memory. 0 or
+ * -ENOMEM. */
+int pf_interp_frame_name(struct pf_prof_window *w, struct pf_prof_frame *f, const char *function,
+			 const char *file, uint32_t line);
+
+#endif
