@@ -52,7 +52,6 @@ export async function profilesPage(main, ctx) {
   // the timeline, its marks and the flame graph of the selection are asked for at once (the
   // graph is drawn once the timeline says the range holds samples)
   const merged = q.compare ? null : fetchMerged(q, filters, range);
-  if (merged) merged.catch(() => {}); // a failure is shown where the graph would be
   const marksAsked = loadMarks(filters, range);
   let points, unit;
   try {
@@ -217,23 +216,29 @@ function latest(box) {
   return () => box.drawGen === gen;
 }
 
-// The merged flame graph and top table of the selection (else the range): [tree, top].
+// The merged flame graph and top table of the selection (else the range), asked for at once:
+// {tree, top}, two promises (a failure is shown where the graph or the table would be).
 function fetchMerged(state, filters, range) {
   const sel = state.sel || range;
   const params = [["from", Math.round(sel[0])], ["to", Math.round(sel[1])], ...filters];
-  return Promise.all([
-    api.get("/flamegraph" + pairsQs([...params, ["max_nodes", 20000]])),
-    api.get("/top" + pairsQs([...params, ["limit", 200]])),
-  ]);
+  const asked = {
+    tree: api.get("/flamegraph" + pairsQs([...params, ["max_nodes", 20000]])),
+    top: api.get("/top" + pairsQs([...params, ["limit", 200]])),
+  };
+  asked.tree.catch(() => {});
+  asked.top.catch(() => {});
+  return asked;
 }
 
-// pre: fetchMerged() of this same state, when already asked for.
+// pre: fetchMerged() of this same state, when already asked for. The graph is drawn when its
+// tree arrives, the table (its own, slower, merge) when it does.
 async function drawMerged(box, state, filters, range, pre = null) {
   const sel = state.sel || range;
   const mine = latest(box);
+  const asked = pre || fetchMerged(state, filters, range);
   box.setAttribute("aria-busy", "true");
   try {
-    const [tree, top] = await (pre || fetchMerged(state, filters, range));
+    const tree = await asked.tree;
     if (!mine()) return;
     if (!tree.value) {
       clear(box, h("div", { class: "empty", "data-testid": "no-samples", text: `No samples from ${fmtTime(sel[0])} to ${fmtTime(sel[1])}: brush another range or clear the selection.` }));
@@ -242,8 +247,11 @@ async function drawMerged(box, state, filters, range, pre = null) {
     const unit = tree.unit || unitOfType(state.type);
     const fv = flameView(tree, { title: `${typeLabel(state.type)} · ${fmtTime(sel[0])} → ${fmtTime(sel[1])}`, unit, frameHref: frameLink(state) });
     fv.el.setAttribute("data-total", String(tree.value));
-    clear(box, layout(state.view, fv, topTable(top.functions, top.total, { onPick: fv.showSandwich, unit })));
+    const table = h("div", {}, h("div", { class: "muted", text: "loading the top functions…" }));
+    clear(box, layout(state.view, fv, table));
     if (state.frame) fv.showSandwich(state.frame);
+    asked.top.then((top) => { if (mine()) clear(table, topTable(top.functions, top.total, { onPick: fv.showSandwich, unit })); },
+      (err) => { if (mine()) clear(table, errorBox(err)); });
   } catch (err) {
     if (mine()) clear(box, errorBox(err));
   } finally {
