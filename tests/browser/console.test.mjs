@@ -70,12 +70,16 @@ async function shot(name) {
 const FLAME_DRAWN = "[data-testid=flame-chart] canvas[data-frames]";
 const drawnFrames = () => page.locator(FLAME_DRAWN).first().evaluate((c) => c.flameFrames());
 async function atFrame(pick, act) {
+  const canvas = page.locator(FLAME_DRAWN).first();
   const f = pick(await drawnFrames());
   assert.ok(f, "a frame drawn to point at");
-  await page.locator(FLAME_DRAWN).first()[act]({ position: { x: f.x + Math.min(f.w / 2, 40), y: f.y + f.h / 2 } });
+  // the frame's row to the middle of the window first: a deep graph is taller than the window
+  await canvas.evaluate((c, y) => window.scrollBy(0, c.getBoundingClientRect().top + y - innerHeight / 2), f.y + f.h / 2);
+  const box = await canvas.boundingBox();
+  await page.mouse[act](box.x + f.x + Math.min(f.w / 2, 40), box.y + f.y + f.h / 2);
   return f;
 }
-const hoverFrame = (pick) => atFrame(pick, "hover");
+const hoverFrame = (pick) => atFrame(pick, "move");
 const clickFrame = (pick) => atFrame(pick, "click");
 
 // page.waitForSelector, but a timeout says what the page showed instead (its URL and text).
