@@ -17,7 +17,7 @@ const HIGHLIGHT = "#e600e6", NARROW = "#d4d4d4";
 // label(f, i): its tooltip; onClick(f, i) / onHover(f, i) after a click / on entering a frame.
 export function flameCanvas(el, tree, { inverted = false, fill, label, onClick = null, onHover = null } = {}) {
   const f = flattenTree(tree);
-  const canvas = h("canvas", { class: "flame-canvas" });
+  const canvas = h("canvas", { class: "flame-canvas", role: "img", "aria-label": "flame graph" });
   const hover = h("div", { class: "flame-hover", hidden: true });
   const tip = h("div", { class: "flame-tip", hidden: true });
   el.append(canvas, hover, tip);

@@ -38,6 +38,9 @@ export async function profilesPage(main, ctx) {
   const q = parseQuery(p);
   const now = Date.now();
   const range = timeRange(q, now);
+  // without label matchers the filters do not depend on the route probe: the merged graph is
+  // asked for before it
+  const early = q.compare || q.matchers.length ? null : fetchMerged(q, filterParams(q)[0], range);
   const cap = await capabilities(range);
   // Query bar actions start from the URL as it is when they run (a brush may have changed it).
   const nav = (change) => ctx.go("#/profiles" + formatQuery({ ...currentQuery(), ...change }));
@@ -51,7 +54,7 @@ export async function profilesPage(main, ctx) {
 
   // the timeline, its marks and the flame graph of the selection are asked for at once (the
   // graph is drawn once the timeline says the range holds samples)
-  const merged = q.compare ? null : fetchMerged(q, filters, range);
+  const merged = q.compare ? null : early || fetchMerged(q, filters, range);
   const marksAsked = loadMarks(filters, range);
   let points, unit;
   try {
