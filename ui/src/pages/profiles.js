@@ -53,9 +53,10 @@ export async function profilesPage(main, ctx) {
   timelineBox, flameBox, listBox);
 
   // the timeline, its marks and the flame graph of the selection are asked for at once (the
-  // graph is drawn once the timeline says the range holds samples)
+  // graph is drawn once the timeline says the range holds samples; the marks, a list per
+  // trigger, join the timeline when they arrive)
   const merged = q.compare ? null : early || fetchMerged(q, filters, range);
-  const marksAsked = loadMarks(filters, range);
+  const marks = loadMarks(filters, range);
   let points, unit;
   try {
     ({ points, unit } = await loadTimeline(cap, filters, range, q.type));
@@ -63,7 +64,6 @@ export async function profilesPage(main, ctx) {
     clear(timelineBox, errorBox(err));
     return null;
   }
-  const marks = await marksAsked;
   const dataFrom = (points.find(([, v]) => v > 0) || [null])[0];
   const empty = !points.some(([, v]) => v > 0);
 
