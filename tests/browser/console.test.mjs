@@ -61,9 +61,26 @@ let ebpf = false;
 
 async function shot(name) {
   mkdirSync(SHOTS, { recursive: true });
-  await page.waitForTimeout(400); // let the flame graph transitions (250 ms) settle
+  await page.waitForTimeout(400); // let late redraws (a resize, the sandwich) settle
   await page.screenshot({ path: join(SHOTS, name + ".png"), fullPage: true });
 }
+
+// The flame graph is a canvas that says how many frames it drew; its frames (name, depth,
+// value, highlighted, box) are read from it, and pointed at by their coordinates.
+const FLAME_DRAWN = "[data-testid=flame-chart] canvas[data-frames]";
+const drawnFrames = () => page.locator(FLAME_DRAWN).first().evaluate((c) => c.flameFrames());
+async function atFrame(pick, act) {
+  const canvas = page.locator(FLAME_DRAWN).first();
+  const f = pick(await drawnFrames());
+  assert.ok(f, "a frame drawn to point at");
+  // the frame's row to the middle of the window first: a deep graph is taller than the window
+  await canvas.evaluate((c, y) => window.scrollBy(0, c.getBoundingClientRect().top + y - innerHeight / 2), f.y + f.h / 2);
+  const box = await canvas.boundingBox();
+  await page.mouse[act](box.x + f.x + Math.min(f.w / 2, 40), box.y + f.y + f.h / 2);
+  return f;
+}
+const hoverFrame = (pick) => atFrame(pick, "move");
+const clickFrame = (pick) => atFrame(pick, "click");
 
 // page.waitForSelector, but a timeout says what the page showed instead (its URL and text).
 async function waitFor(sel, opts) {
@@ -303,12 +320,13 @@ test("a capture shows live progress, then its flame graph and top table", async 
   await waitUntil(async () => /done|partial|failed/.test(await page.textContent("[data-testid=capture-state]")),
     { timeout: 45000, what: "capture ended" });
   assert.match(await page.textContent("[data-testid=capture-state]"), /done/);
-  await waitFor("[data-testid=flame-chart] svg rect", { timeout: 20000 });
-  assert.ok((await page.locator("[data-testid=flame-chart] svg rect").count()) > 3);
+  await waitFor(FLAME_DRAWN, { timeout: 20000 });
+  assert.ok(Number(await page.getAttribute(FLAME_DRAWN, "data-frames")) > 3);
   assert.ok((await page.locator("[data-testid=top-table] tbody tr").count()) > 3);
-  // hover shows self / total and share
-  await page.locator("[data-testid=flame-chart] svg g").nth(2).hover();
+  // hover shows self / total and share, and a tooltip with the frame's name
+  const hovered = await hoverFrame((fs) => fs.find((f) => f.depth === 2) || fs.find((f) => f.depth === 1));
   assert.match(await page.textContent("[data-testid=flame-details]"), /self .*total/);
+  assert.equal((await page.textContent("[data-testid=flame-chart] .flame-tip")).split("\n")[0], hovered.name);
   await shot("09-capture-done");
   // the agent page lists the capture that included it, with this agent's part
   const capId = decodeURIComponent(page.url().split("#/captures/")[1]);
@@ -330,8 +348,8 @@ test("a wall-clock capture: the type is sent, shown, and its flame graph is in t
   await waitUntil(async () => /done|partial|failed/.test(await page.textContent("[data-testid=capture-state]")),
     { timeout: 45000, what: "capture ended" });
   assert.match(await page.textContent("[data-testid=capture-state]"), /done/);
-  await waitFor("[data-testid=flame-chart] svg rect", { timeout: 20000 });
-  await page.locator("[data-testid=flame-chart] svg g").nth(1).hover();
+  await waitFor(FLAME_DRAWN, { timeout: 20000 });
+  await hoverFrame((fs) => fs.find((f) => f.depth === 1));
   assert.match(await page.textContent("[data-testid=flame-details]"), /\d (ns|µs|ms|s|min)\b/);
   const capId = decodeURIComponent(page.url().split("#/captures/")[1]);
   const cap = (await fleet.api("GET", `/captures/${encodeURIComponent(capId)}`)).body;
@@ -356,7 +374,7 @@ test("a profile is found by trace id and shows its flame graph and top table", a
   assert.ok(listed > 0);
   await waitFor("[data-testid=trace-links]");
   assert.match(await page.textContent("[data-testid=trace-links]"), new RegExp(TRACE_ID));
-  await waitFor("[data-testid=flame-chart] svg rect");
+  await waitFor(FLAME_DRAWN);
   assert.ok((await page.locator("[data-testid=top-table] tbody tr").count()) > 0);
   // pprof download: fetched with the token, saved from a blob (the token is never in a URL)
   const [dl] = await Promise.all([page.waitForEvent("download"), page.click("[data-testid=pprof-download]")]);
@@ -366,20 +384,22 @@ test("a profile is found by trace id and shows its flame graph and top table", a
   assert.ok(bytes.length > 20 && bytes[0] === 0x1f && bytes[1] === 0x8b, "a gzip'd pprof");
   await shot("10-profile-by-trace");
   await openPage("#/profiles");
-  await waitFor("[data-testid=flame-chart] svg rect", { timeout: 20000 });
-  // search highlights and counts matches; a top function opens its sandwich
+  await waitFor(FLAME_DRAWN, { timeout: 20000 });
+  // search highlights the matching frames and counts matches; a top function opens its sandwich
   await page.fill(".flame-search", "syscall");
   await waitUntil(async () => /functions match/.test(await page.textContent(".flame-head .muted")), { what: "search result" });
+  const searched = await drawnFrames();
+  assert.deepEqual(searched.filter((f) => f.highlighted).map((f) => f.name), searched.filter((f) => /syscall/.test(f.name)).map((f) => f.name));
   await page.fill(".flame-search", "");
   await shot("11-profiles-merged");
   await page.locator("[data-testid=top-table] tbody tr td.fn a").first().click();
   await waitFor(".sandwich h3");
-  await waitUntil(async () => (await page.locator(".sandwich .flame-chart svg").count()) === 2, { what: "callers and callees" });
+  await waitUntil(async () => (await page.locator(".sandwich .flame-chart canvas[data-frames]").count()) === 2, { what: "callers and callees" });
 });
 
 // The flame graph's total as the page shows it (the root's value).
 async function pageTotal(p = page) {
-  await p.waitForSelector(".flame[data-total] [data-testid=flame-chart] svg rect", { timeout: 20000 });
+  await p.waitForSelector(".flame[data-total] " + FLAME_DRAWN, { timeout: 20000 });
   return Number(await p.getAttribute(".flame[data-total]", "data-total"));
 }
 
@@ -489,12 +509,10 @@ test("the profiles explorer: service, label matcher, type, brush, compare, open 
   assert.equal(await page.locator("[data-testid=matchers] .matcher").count(), 1);
   // open a frame in a new tab: the frame's sandwich, in a tab of its own
   // (the workload's function when the brushed windows hold it, else the widest frame drawn)
-  const frame = await page.evaluate(() => {
-    const gs = [...document.querySelectorAll("[data-testid=flame-chart] svg g")].filter((x) => x.__data__ && x.__data__.depth > 0);
-    const g = gs.find((x) => x.__data__.data.name === "hot_checkout") || gs.sort((a, b) => b.__data__.value - a.__data__.value)[0];
-    g.dispatchEvent(new MouseEvent("click", { bubbles: true }));
-    return g.__data__.data.name;
-  });
+  const frame = (await clickFrame((fs) => {
+    const below = fs.filter((f) => f.depth > 0);
+    return below.find((f) => f.name === "hot_checkout") || below.sort((a, b) => b.value - a.value)[0];
+  })).name;
   await waitFor("[data-testid=frame-open]");
   const [tab] = await Promise.all([ctx.waitForEvent("page"), page.click("[data-testid=frame-open]")]);
   watch(tab);
@@ -510,7 +528,7 @@ test("the profiles explorer: service, label matcher, type, brush, compare, open 
   assert.match(await page.textContent("[data-testid=profile-list] summary"), /profiles in the selection/);
   // compare: the brushed range against the same length right before it
   await page.click("[data-testid=compare]");
-  await waitFor("[data-testid=diff-view] svg rect", { timeout: 20000 });
+  await waitFor("[data-testid=diff-view] canvas[data-frames]", { timeout: 20000 });
   await waitFor("[data-testid=timeline-base] svg .brush .selection");
   const [bf, bt] = hashParams().get("base").split("-").map(Number);
   const [cf, ct] = hashParams().get("sel").split("-").map(Number);

@@ -69,12 +69,13 @@ export class Fleet {
     this.agents = {};
   }
 
-  async startController(extra = []) {
+  // uiDir: the console it serves (PF_UI_DIR unless given)
+  async startController(extra = [], { uiDir = UI_DIR } = {}) {
     this.port = await freePort();
     this.base = `http://127.0.0.1:${this.port}`;
     this.dataDir = join(this.dir, "controller-data");
     const args = [CONTROLLER_BIN, "--listen", `127.0.0.1:${this.port}`, "--data-dir", this.dataDir, ...extra, ...(process.env.PF_CONTROLLER_DEBUG ? ["--log-level", "debug"] : [])];
-    if (UI_DIR) args.push("--ui-dir", UI_DIR);
+    if (uiDir) args.push("--ui-dir", uiDir);
     this.controller = new Proc(args, join(this.dir, "controller.log"));
     this.procs.push(this.controller);
     await waitUntil(async () => {

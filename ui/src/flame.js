@@ -1,13 +1,14 @@
-// Flame graph (d3-flame-graph 5.0.0) with search, zoom, hover details (self/total/share) in
-// the tree's unit, frames colored by their profile.frame.type with a legend, a sortable
-// top-functions table, a differential mode (nodes carry "delta", as /flamegraph/diff returns)
-// and a sandwich view of one function (callers above, callees below) computed from the same
-// tree. A clicked frame offers its sandwich and a link to open it in a new tab.
-import { select } from "d3-selection";
-import flamegraph, { colorMapper } from "d3-flame-graph";
+// Flame graph (a canvas of our own: flamecanvas.js) with search, zoom, hover details
+// (self/total/share) and tooltips in the tree's unit, frames colored by their
+// profile.frame.type with a legend (by name where a tree has no types), a sortable
+// top-functions table, a differential mode (nodes carry "delta" and "base", as
+// /flamegraph/diff returns) and a sandwich view of one function (callers above, callees
+// below) computed from the same tree. A clicked frame offers its sandwich and a link to open
+// it in a new tab.
 import { h, clear } from "./dom.js";
-import { selfOf, topFromTree, sandwich } from "./tree.js";
-import { fmtValue, frameColor, frameTypesIn, FRAME_TYPES } from "./query.js";
+import { flameCanvas } from "./flamecanvas.js";
+import { topFromTree, sandwich } from "./tree.js";
+import { fmtValue, frameColor, nameColor, diffColor, frameTypesIn, FRAME_TYPES } from "./query.js";
 
 export { topFromTree, sandwich };
 
@@ -42,57 +43,52 @@ export function flameView(tree, { diff = false, title = "", unit = "", frameHref
   if (tree.capped) note.push(h("div", { class: "notice", text: `Merged ${Number(tree.profiles_merged).toLocaleString("en-US")} of ${Number(tree.profiles_matched).toLocaleString("en-US")} matching profiles (sampled evenly).` }));
 
   let chart = null;
-  const draw = (el, data, opts = {}) => {
-    const width = Math.max(300, el.clientWidth || 900);
-    const c = flamegraph()
-      .width(width)
-      .cellHeight(18)
-      .transitionDuration(250)
-      .minFrameSize(2)
-      .inverted(!!opts.inverted)
-      .sort(true)
-      .selfValue(false)
-      .setLabelHandler((d) => `${d.data.name}\nself ${fmtNum(selfOf(d.data))}, total ${fmtNum(d.data.value)} (${pct(d.data.value, total)})`);
-    if (diff) c.setColorMapper(colorMapper.differentialColorMapper);
-    else c.setColorMapper((d, orig) => (d.highlight || !d.data.type ? orig : frameColor(d.data.type, d.data.name)));
-    c.onClick((d) => {
-      if (!d || !d.data || d.data.name === tree.name) { clear(picked); return; }
-      const name = d.data.name;
-      clear(picked, h("span", { class: "mono", text: name }), d.data.type ? h("span", { class: "muted", text: ` (${d.data.type})` }) : null,
+  const draw = (el, data, opts = {}, colors = new Map()) => flameCanvas(el, data, {
+    inverted: !!opts.inverted,
+    fill: diff
+      ? (f, i) => diffColor(f.delta ? f.delta[i] : 0, f.value[i], f.base ? f.base[i] : 0)
+      : (f, i) => {
+        // one color per name and type
+        const key = f.name[i] * 256 + f.type[i];
+        let c = colors.get(key);
+        if (c === undefined) colors.set(key, (c = f.type[i] ? frameColor(f.types[f.type[i]], f.names[f.name[i]]) : nameColor(f.names[f.name[i]])));
+        return c;
+      },
+    label: (f, i) => `${f.names[f.name[i]]}\nself ${fmtNum(f.self[i])}, total ${fmtNum(f.value[i])} (${pct(f.value[i], total)})`,
+    onClick: (f, i) => {
+      if (i === 0) { clear(picked); return; }
+      const name = f.names[f.name[i]], type = f.types[f.type[i]];
+      clear(picked, h("span", { class: "mono", text: name }), type ? h("span", { class: "muted", text: ` (${type})` }) : null,
         h("button", { type: "button", class: "secondary small", "data-testid": "frame-sandwich", text: "Sandwich", onclick: () => showSandwich(name) }),
         frameHref ? h("a", { href: frameHref(name), target: "_blank", rel: "opener", "data-testid": "frame-open", title: "the same query, opened on this frame (the tab shares this one's sign-in)", text: "Open in a new tab" }) : null);
       if (onFrame) onFrame(name);
-    });
-    c.onHover((d) => {
-      const self = selfOf(d.data);
-      const parts = [d.data.name, `self ${fmtNum(self)} (${pct(self, total)})`,
-        `total ${fmtNum(d.data.value)} (${pct(d.data.value, total)})`];
-      if (diff && d.data.delta !== undefined) parts.push(`delta ${d.data.delta > 0 ? "+" : ""}${fmtNum(d.data.delta)} (base ${fmtNum(d.data.base)})`);
+    },
+    onHover: (f, i) => {
+      const self = f.self[i], value = f.value[i];
+      const parts = [f.names[f.name[i]], `self ${fmtNum(self)} (${pct(self, total)})`, `total ${fmtNum(value)} (${pct(value, total)})`];
+      if (diff && f.delta) parts.push(`delta ${f.delta[i] > 0 ? "+" : ""}${fmtNum(f.delta[i])} (base ${fmtNum(f.base[i])})`);
       details.textContent = parts.join("  ·  ");
-    });
-    select(el).datum(data).call(c);
-    return c;
-  };
+    },
+  });
 
   const root = h("div", { class: "flame" },
     h("div", { class: "flame-head" }, title ? h("h3", { text: title }) : null, search, found, reset),
     note, diff ? null : legend(tree), chartEl, details, picked, sandwichBox);
 
-  // d3-flame-graph needs the element's width: draw once it is in the document.
+  // drawn at the element's width: once it is in the document
   requestAnimationFrame(() => {
     chart = draw(chartEl, tree);
   });
   search.addEventListener("input", () => {
     if (!chart) return;
     if (!search.value) {
-      chart.clear();
+      chart.search(null);
       found.textContent = "";
       return;
     }
     let re;
     try { re = new RegExp(search.value); } catch { found.textContent = "bad regexp"; return; }
-    chart.setSearchMatch((d, term) => re.test(d.data.name) && !!term);
-    chart.search(search.value);
+    chart.search((name) => re.test(name));
     const hits = topFromTree(tree).filter((f) => re.test(f.name));
     const w = hits.reduce((a, f) => Math.max(a, f.total), 0);
     found.textContent = `${hits.length} functions match, largest total ${pct(w, total)}`;

@@ -194,6 +194,22 @@ export function frameColor(type, name = "") {
   return `hsl(${hh}, ${s}%, ${l + dl}%)`;
 }
 
+// The fill of a frame of a tree without frame types: warm hues (red to yellow) by its name.
+export function nameColor(name = "") {
+  let x = 0;
+  for (let i = 0; i < name.length && i < 48; i++) x = (x * 33 + name.charCodeAt(i)) >>> 0;
+  return `hsl(${8 + (x % 44)}, ${72 + ((x >>> 8) % 16)}%, ${58 + ((x >>> 12) % 10)}%)`;
+}
+
+// The fill of a diff frame: red as its share grew (delta > 0), blue as it shrank, deeper as
+// |delta| nears its value; orange when only the range has it (no base); grey when unchanged.
+export function diffColor(delta, value, base) {
+  if (value > 0 && !base) return "hsl(34, 100%, 66%)";
+  const r = Math.min(1, Math.abs(delta) / Math.max(value, Math.abs(delta), 1));
+  if (!delta || r < 0.005) return "hsl(0, 0%, 86%)";
+  return `hsl(${delta > 0 ? 0 : 218}, ${55 + 35 * r}%, ${90 - 42 * r}%)`;
+}
+
 // Which frame types a tree holds (for the legend), in FRAME_TYPES order, "other" last.
 export function frameTypesIn(tree) {
   const seen = new Set();

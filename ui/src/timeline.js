@@ -12,7 +12,8 @@ import { fmtTime, fmtTick } from "./dom.js";
 
 const HEIGHT = 120, M = { top: 8, right: 12, bottom: 22, left: 64 };
 
-// points [[t, v]], range [from, to], sel [f, t] or null, marks [{t, kind, label, href}].
+// points [[t, v]], range [from, to], sel [f, t] or null, marks [{t, kind, label, href}] (or a
+// promise of them).
 // onBrush([f, t] | null) after a brush ends (null: cleared). kind: "sel" or "base" (colors).
 export function timeline({ points, range, sel, unit, marks = [], onBrush, kind = "sel", label = "" }) {
   const el = h("div", { class: "timeline " + kind, "data-testid": kind === "base" ? "timeline-base" : "timeline" });
@@ -42,14 +43,17 @@ export function timeline({ points, range, sel, unit, marks = [], onBrush, kind =
       .call(axisBottom(x).ticks(Math.max(2, Math.floor(width / 110))).tickFormat((d) => fmtTick(d, range)));
     svg.append("g").attr("class", "axis").attr("transform", `translate(${M.left},0)`)
       .call(axisLeft(y).ticks(3).tickFormat((v) => fmtValue(v, unit === "samples" ? "count" : unit)));
+    // under the brush, drawn when they arrive
     const mk = svg.append("g").attr("class", "marks");
-    for (const m of marks) {
-      if (m.t < range[0] || m.t > range[1]) continue;
-      const g = mk.append("g").attr("class", "mark " + m.kind).attr("transform", `translate(${x(m.t)},0)`);
-      g.append("line").attr("y1", M.top).attr("y2", HEIGHT - M.bottom);
-      g.append("path").attr("d", "M-5,0L5,0L0,7Z");
-      g.append("title").text(`${m.label} · ${fmtTime(m.t)}`);
-    }
+    Promise.resolve(marks).then((list) => {
+      for (const m of list) {
+        if (m.t < range[0] || m.t > range[1]) continue;
+        const g = mk.append("g").attr("class", "mark " + m.kind).attr("transform", `translate(${x(m.t)},0)`);
+        g.append("line").attr("y1", M.top).attr("y2", HEIGHT - M.bottom);
+        g.append("path").attr("d", "M-5,0L5,0L0,7Z");
+        g.append("title").text(`${m.label} · ${fmtTime(m.t)}`);
+      }
+    }, () => {});
     const brush = brushX().extent([[M.left, M.top], [width - M.right, HEIGHT - M.bottom]])
       .on("end", (ev) => {
         if (!ev.sourceEvent) return; // moved by code

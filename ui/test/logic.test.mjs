@@ -1,13 +1,13 @@
 // The console's pure logic, under node's test runner (no browser): locating a key path in
 // YAML, the version diff, secret redaction, top functions and the sandwich from a tree, and the
-// Profiles page's query (URL, filters, baseline, units, frame colors, timeline buckets).
+// flat tree the canvas flame graph draws, the Profiles page's query (URL, filters, baseline, units, frame colors, timeline buckets).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { lineOfPath, diffLines } from "../src/pages/configs.js";
 import { redact } from "../src/pages/agent.js";
-import { topFromTree, sandwich } from "../src/tree.js";
+import { topFromTree, sandwich, flattenTree, nodeAt } from "../src/tree.js";
 import { parseQuery, formatQuery, timeRange, filterParams, pairsQs, defaultBaseline, fmtValue, unitOfType, frameColor,
-  frameTypesIn, bucketProfiles, stepFor } from "../src/query.js";
+  nameColor, diffColor, frameTypesIn, bucketProfiles, stepFor } from "../src/query.js";
 
 const YAML = `profiling:
   enabled: true
@@ -82,6 +82,56 @@ test("sandwich: callers and callees of a function, weighted by its outermost fra
   const h = sandwich(TREE, "hash");
   assert.equal(h.callers.value, 6);
   assert.deepEqual(h.callers.children.map((c) => [c.name, c.value]), [["work", 6]]);
+});
+
+test("flattenTree: depth-first, children by name, offsets, self, subtree ends", () => {
+  const f = flattenTree(TREE);
+  const names = [...f.value.keys()].map((i) => f.names[f.name[i]]);
+  assert.deepEqual(names, ["all", "main", "idle", "work", "hash", "work", "hash"]);
+  assert.deepEqual([...f.depth], [0, 1, 2, 2, 3, 3, 4]);
+  assert.deepEqual([...f.parent], [-1, 0, 1, 1, 3, 3, 5]);
+  assert.deepEqual([...f.end], [7, 7, 3, 7, 5, 7, 7]);
+  assert.deepEqual([...f.x0], [0, 0, 0, 4, 4, 6, 6]);
+  assert.deepEqual([...f.self], [0, 0, 4, 0, 2, 0, 4]);
+  assert.equal(f.maxDepth, 4);
+  assert.equal(f.names.length, 5, "names interned");
+  assert.equal(f.delta, null);
+  const d = flattenTree({ name: "all", value: 5, base: 3, delta: 2, children: [{ name: "a", value: 5, base: 0, delta: 5, type: "go" }] });
+  assert.deepEqual([...d.delta], [2, 5]);
+  assert.deepEqual([...d.base], [3, 0]);
+  assert.equal(d.types[d.type[1]], "go");
+  assert.equal(d.types[d.type[0]], "");
+});
+
+test("nodeAt: the frame under an offset at a depth, within the zoomed frame", () => {
+  const f = flattenTree(TREE);
+  const at = (z, v, d) => { const i = nodeAt(f, z, v, d); return i < 0 ? null : `${f.names[f.name[i]]}@${f.x0[i]}`; };
+  assert.equal(at(0, 0, 0), "all@0");
+  assert.equal(at(0, 3.9, 2), "idle@0");
+  assert.equal(at(0, 4, 2), "work@4");
+  assert.equal(at(0, 5, 3), "hash@4");
+  assert.equal(at(0, 7, 4), "hash@6");
+  assert.equal(at(0, 1, 3), null, "idle has no children");
+  assert.equal(at(0, 10, 1), null, "past the root");
+  assert.equal(at(3, 1, 1), "main@0", "an ancestor of the zoomed frame, wherever the pointer is");
+  assert.equal(at(3, 2, 3), null, "outside the zoomed frame");
+  // a deep chain (no recursion limit)
+  let deep = { name: "leaf", value: 1 };
+  for (let i = 0; i < 20000; i++) deep = { name: "f" + (i % 7), value: 1, children: [deep] };
+  const g = flattenTree(deep);
+  assert.equal(g.maxDepth, 20000);
+  assert.equal(g.names[g.name[nodeAt(g, 0, 0.5, 20000)]], "leaf");
+});
+
+test("frame colors without types, and diff colors by delta", () => {
+  assert.match(nameColor("main"), /^hsl\(\d+, \d+%, \d+%\)$/);
+  assert.equal(nameColor("main"), nameColor("main"));
+  assert.equal(diffColor(5, 5, 0), "hsl(34, 100%, 66%)", "only in the range: orange");
+  assert.equal(diffColor(0, 5, 5), "hsl(0, 0%, 86%)", "unchanged: grey");
+  assert.match(diffColor(3, 5, 2), /^hsl\(0, /, "bigger share now: red");
+  assert.match(diffColor(-3, 5, 8), /^hsl\(218, /, "smaller: blue");
+  const light = (c) => Number(/(\d+(\.\d+)?)%\)$/.exec(c)[1]);
+  assert.ok(light(diffColor(4, 5, 1)) < light(diffColor(1, 5, 4)), "deeper as the delta grows");
 });
 
 test("the profiles query round-trips through the URL, with defaults left out", () => {

@@ -38,6 +38,9 @@ export async function profilesPage(main, ctx) {
   const q = parseQuery(p);
   const now = Date.now();
   const range = timeRange(q, now);
+  // without label matchers the filters do not depend on the route probe: the merged graph is
+  // asked for before it
+  const early = q.compare || q.matchers.length ? null : fetchMerged(q, filterParams(q)[0], range);
   const cap = await capabilities(range);
   // Query bar actions start from the URL as it is when they run (a brush may have changed it).
   const nav = (change) => ctx.go("#/profiles" + formatQuery({ ...currentQuery(), ...change }));
@@ -50,10 +53,10 @@ export async function profilesPage(main, ctx) {
   timelineBox, flameBox, listBox);
 
   // the timeline, its marks and the flame graph of the selection are asked for at once (the
-  // graph is drawn once the timeline says the range holds samples)
-  const merged = q.compare ? null : fetchMerged(q, filters, range);
-  if (merged) merged.catch(() => {}); // a failure is shown where the graph would be
-  const marksAsked = loadMarks(filters, range);
+  // graph is drawn once the timeline says the range holds samples; the marks, a list per
+  // trigger, join the timeline when they arrive)
+  const merged = q.compare ? null : early || fetchMerged(q, filters, range);
+  const marks = loadMarks(filters, range);
   let points, unit;
   try {
     ({ points, unit } = await loadTimeline(cap, filters, range, q.type));
@@ -61,7 +64,6 @@ export async function profilesPage(main, ctx) {
     clear(timelineBox, errorBox(err));
     return null;
   }
-  const marks = await marksAsked;
   const dataFrom = (points.find(([, v]) => v > 0) || [null])[0];
   const empty = !points.some(([, v]) => v > 0);
 
@@ -217,23 +219,29 @@ function latest(box) {
   return () => box.drawGen === gen;
 }
 
-// The merged flame graph and top table of the selection (else the range): [tree, top].
+// The merged flame graph and top table of the selection (else the range), asked for at once:
+// {tree, top}, two promises (a failure is shown where the graph or the table would be).
 function fetchMerged(state, filters, range) {
   const sel = state.sel || range;
   const params = [["from", Math.round(sel[0])], ["to", Math.round(sel[1])], ...filters];
-  return Promise.all([
-    api.get("/flamegraph" + pairsQs([...params, ["max_nodes", 20000]])),
-    api.get("/top" + pairsQs([...params, ["limit", 200]])),
-  ]);
+  const asked = {
+    tree: api.get("/flamegraph" + pairsQs([...params, ["max_nodes", 20000]])),
+    top: api.get("/top" + pairsQs([...params, ["limit", 200]])),
+  };
+  asked.tree.catch(() => {});
+  asked.top.catch(() => {});
+  return asked;
 }
 
-// pre: fetchMerged() of this same state, when already asked for.
+// pre: fetchMerged() of this same state, when already asked for. The graph is drawn when its
+// tree arrives, the table (its own, slower, merge) when it does.
 async function drawMerged(box, state, filters, range, pre = null) {
   const sel = state.sel || range;
   const mine = latest(box);
+  const asked = pre || fetchMerged(state, filters, range);
   box.setAttribute("aria-busy", "true");
   try {
-    const [tree, top] = await (pre || fetchMerged(state, filters, range));
+    const tree = await asked.tree;
     if (!mine()) return;
     if (!tree.value) {
       clear(box, h("div", { class: "empty", "data-testid": "no-samples", text: `No samples from ${fmtTime(sel[0])} to ${fmtTime(sel[1])}: brush another range or clear the selection.` }));
@@ -242,8 +250,11 @@ async function drawMerged(box, state, filters, range, pre = null) {
     const unit = tree.unit || unitOfType(state.type);
     const fv = flameView(tree, { title: `${typeLabel(state.type)} · ${fmtTime(sel[0])} → ${fmtTime(sel[1])}`, unit, frameHref: frameLink(state) });
     fv.el.setAttribute("data-total", String(tree.value));
-    clear(box, layout(state.view, fv, topTable(top.functions, top.total, { onPick: fv.showSandwich, unit })));
+    const table = h("div", {}, h("div", { class: "muted", text: "loading the top functions…" }));
+    clear(box, layout(state.view, fv, table));
     if (state.frame) fv.showSandwich(state.frame);
+    asked.top.then((top) => { if (mine()) clear(table, topTable(top.functions, top.total, { onPick: fv.showSandwich, unit })); },
+      (err) => { if (mine()) clear(table, errorBox(err)); });
   } catch (err) {
     if (mine()) clear(box, errorBox(err));
   } finally {
