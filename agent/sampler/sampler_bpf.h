@@ -195,10 +195,6 @@ size_t pf_sampler_profiled_pids(struct pf_sampler *s, uint32_t *out, size_t cap)
  * to the capture's own aggregation, never into the continuous windows, which keep their rate
  * and samples. The perf events close when the last capture stops. */
 #define PF_SAMPLER_CAPTURES 8
-/* At a capture's start the unwind tables of its first PF_SAMPLER_CAPTURE_RUSH processes are
- * loaded at once, built ahead of other files and whatever the table budget (the rest as
- * samples find them). */
-#define PF_SAMPLER_CAPTURE_RUSH 64
 
 /* Reads /proc and returns in pids (at most max) the processes that the profiling filters
  * allow (never the agent itself unless include_self) and that match any of the n rules (n 0:

@@ -154,9 +154,6 @@ int pf_sampler_capture_start(struct pf_sampler *s, unsigned slot, enum pf_prof_t
 	if (c->used)
 		return pf_error_set(err, -EBUSY, "", "capture slot %u in use", slot);
 	s->cap_note[slot][0] = 0;
-	/* the processes named: their unwind tables first (a bounded number of them) */
-	for (size_t i = 0; i < n && i < PF_SAMPLER_CAPTURE_RUSH; i++)
-		sampler_unwind_now(s, pids[i]);
 	if (type == PF_PROF_ALLOC) { /* the allocator probes (sampler_alloc.c), no ticks */
 		int rc = pf_sampler_alloc_start(s, pids, n, &s->alloc_opt, err);
 		if (rc == 0) {
@@ -232,8 +229,13 @@ struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned sl
 	capture_pids_clear(s, slot);
 	ring_buffer__consume(s->rb); /* what was recorded before the bit went */
 	/* a wait still going on is in the kernel's records; it comes back after the end */
+	sampler_refresh_clock(s);
+	uint64_t end = pf_clock_ns(CLOCK_REALTIME);
+	if (end <= c->start)
+		end = c->start + 1;
 	struct pf_prof_window *w = NULL;
-	int rc = sampler_close_capture(s, c->agg, c->start, c->hz, &w);
+	struct pf_agg_hooks hooks = {.resolve = sampler_resolve, .ctx = s};
+	int rc = pf_agg_close(c->agg, c->start, end, c->hz, &hooks, &w);
 	c->used = false;
 	capture_events_apply(s, NULL);
 	if (c->type != PF_PROF_CPU)

@@ -86,21 +86,6 @@ static void v8_seen(struct pf_sampler *s, uint32_t pid)
  * find nothing new) when the kernel's walk met an address of no known mapping —
  * a library loaded after the first load — or a second after a load the build budget cut
  * short. */
-static void unwind_load(struct pf_sampler *s, uint32_t pid, bool recapture, bool now)
-{
-	uint64_t t0 = sampler_setup_begin(s);
-	if (recapture)
-		pf_symbolizer_capture(s->sym, pid); /* the maps changed */
-	v8_seen(s, pid); /* at the first load; again after nodejs was turned back on */
-	int rc = now ? pf_unwinder_load_now(s->unw, s->sym, pid)
-		     : pf_unwinder_load(s->unw, s->sym, pid);
-	sampler_setup_end(s, t0);
-	/* a full trie (-ENOSPC, -E2BIG) leaves the rest of the process to frame pointers; it is
-	 * in the unwinder's last_error, not the sampler's health */
-	if (rc < 0 && rc != -ENOENT && rc != -ENOSPC && rc != -E2BIG)
-		s->last_error = rc;
-}
-
 static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
 {
 	if (!s->unw || !h->ustack_len)
@@ -120,17 +105,16 @@ static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
 		   !((h->flags & PF_SAMPLE_F_UNWIND_MISS) && now >= at + retry_ms)) {
 		return;
 	}
-	unwind_load(s, h->pid, at != 0, false);
-}
-
-void sampler_unwind_now(struct pf_sampler *s, uint32_t pid)
-{
-	if (!s->unw || pid_gone(s, pid))
-		return;
-	bool had = pf_symbolizer_has(s->sym, pid);
-	capture_maps(s, pid);
-	if (pf_symbolizer_has(s->sym, pid))
-		unwind_load(s, pid, had, true);
+	uint64_t t0 = sampler_setup_begin(s);
+	if (at)
+		pf_symbolizer_capture(s->sym, h->pid); /* the maps changed */
+	v8_seen(s, h->pid); /* at the first load; again after nodejs was turned back on */
+	int rc = pf_unwinder_load(s->unw, s->sym, h->pid);
+	sampler_setup_end(s, t0);
+	/* a full trie (-ENOSPC, -E2BIG) leaves the rest of the process to frame pointers; it is
+	 * in the unwinder's last_error, not the sampler's health */
+	if (rc < 0 && rc != -ENOENT && rc != -ENOSPC && rc != -E2BIG)
+		s->last_error = rc;
 }
 
 /* CPython: detected at a sample of a process (python_unwind.h decides when), its entry then

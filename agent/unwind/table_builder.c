@@ -26,7 +26,6 @@ struct job {
 	int fd;
 	uint64_t cost; /* the file's size: what its build takes grows with it */
 	bool urgent;   /* hurried: ahead of every file not hurried */
-	bool rushed;   /* started even when the owner's budget is spent */
 };
 
 /* What the child writes per file: 8 bytes, atomic on a pipe. */
@@ -95,29 +94,18 @@ void pf_tbuilder_key(const char *build_id, uint64_t dev, uint64_t ino, char *out
 		snprintf(out, cap, "%llx-%llx", (unsigned long long)dev, (unsigned long long)ino);
 }
 
-static bool to_front(struct pf_tbuilder *b, const char *key, bool rush)
+bool pf_tbuilder_hurry(struct pf_tbuilder *b, const char *key)
 {
 	for (size_t i = 0; i < b->qn; i++) {
 		if (strcmp(b->queue[i].key, key))
 			continue;
 		struct job j = b->queue[i];
 		j.urgent = true;
-		j.rushed = j.rushed || rush;
 		memmove(&b->queue[1], &b->queue[0], i * sizeof(*b->queue));
 		b->queue[0] = j;
 		return true;
 	}
 	return pf_tbuilder_pending(b, key);
-}
-
-bool pf_tbuilder_hurry(struct pf_tbuilder *b, const char *key)
-{
-	return to_front(b, key, false);
-}
-
-bool pf_tbuilder_rush(struct pf_tbuilder *b, const char *key)
-{
-	return to_front(b, key, true);
 }
 
 int pf_tbuilder_submit(struct pf_tbuilder *b, const char *key, int fd)
@@ -349,8 +337,7 @@ void pf_tbuilder_tick(struct pf_tbuilder *b, struct pf_tbuilder_budget *budget,
 	if (!pf_tbuilder_busy(b))
 		return;
 	uint64_t ns = 0;
-	bool start = pf_tbuilder_budget_ok(budget) || (b->qn && b->queue[0].rushed);
-	int rc = pf_tbuilder_poll(b, start, done, ctx, &ns);
+	int rc = pf_tbuilder_poll(b, pf_tbuilder_budget_ok(budget), done, ctx, &ns);
 	budget->ns -= (int64_t)ns;
 	*cpu_ns_total += ns;
 	if (rc < 0)

@@ -94,10 +94,6 @@ void pf_tbuilder_key(const char *build_id, uint64_t dev, uint64_t ino, char *out
  * table someone waits for, ahead of those asked for ahead of time). True when it was queued
  * or is being built. */
 bool pf_tbuilder_hurry(struct pf_tbuilder *b, const char *key);
-/* pf_tbuilder_hurry, and pf_tbuilder_tick starts the child for it even when the budget is
- * spent (a capture waits for it; the child's CPU is still taken from the budget, so the
- * files nobody waits for wait the longer). */
-bool pf_tbuilder_rush(struct pf_tbuilder *b, const char *key);
 
 /* True when key is queued or being built. */
 bool pf_tbuilder_pending(const struct pf_tbuilder *b, const char *key);
@@ -127,7 +123,7 @@ void pf_tbuilder_budget_init(struct pf_tbuilder_budget *b, int64_t rate_ns_per_s
 bool pf_tbuilder_budget_ok(struct pf_tbuilder_budget *b);
 
 /* The owner's periodic call: when b is busy, pf_tbuilder_poll() with a new child allowed while
- * budget_ok(budget) or a rushed file is first in the queue, the children's CPU time spent from budget and added to *cpu_ns_total,
+ * budget_ok(budget), the children's CPU time spent from budget and added to *cpu_ns_total,
  * and a failure to start a child kept in *last_error. */
 void pf_tbuilder_tick(struct pf_tbuilder *b, struct pf_tbuilder_budget *budget,
 		      void (*done)(void *ctx, const char *key, int rc), void *ctx,

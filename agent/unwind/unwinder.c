@@ -430,23 +430,10 @@ uint32_t pf_unwinder_helper_pid(const struct pf_unwinder *u)
 	return (uint32_t)pf_tbuilder_child(u->tb);
 }
 
-/* A table being built that someone waits for: first in the builder's queue, started whatever
- * the budget. */
-static void table_rush(struct pf_unwinder *u, uint32_t id)
-{
-	char key[80];
-	if (!u->tables[id].pending)
-		return;
-	table_key(&u->tables[id], key, sizeof(key));
-	pf_tbuilder_rush(u->tb, key);
-}
-
 /* The id of the table of the file m maps (its rows in the kernel now, or once the builder has
  * made them); 0 when the table registry is full, or (*deferred set) when the budget is spent
- * or the builder's queue is full. now: someone waits for it (the budget does not hold it
- * back, its build goes first). */
-static uint32_t table_get(struct pf_unwinder *u, const struct pf_sym_exec_map *m, bool now,
-			  bool *deferred)
+ * or the builder's queue is full. */
+static uint32_t table_get(struct pf_unwinder *u, const struct pf_sym_exec_map *m, bool *deferred)
 {
 	uint32_t free_id = 0;
 	for (uint32_t i = 1; i < u->opt.tables_cap; i++) {
@@ -466,15 +453,12 @@ static uint32_t table_get(struct pf_unwinder *u, const struct pf_sym_exec_map *m
 			/* evicted earlier, or no room some time ago: again, when it can fit */
 			if (t->need_chunks && !room_possible(u, t->need_chunks))
 				t->full_ms = mono_ns() / 1000000;
-			else if ((!now && !pf_tbuilder_budget_ok(&u->budget)) ||
-				 table_fill(u, i, m->fd) < 0)
+			else if (!pf_tbuilder_budget_ok(&u->budget) || table_fill(u, i, m->fd) < 0)
 				*deferred = true;
 		}
-		if (now)
-			table_rush(u, i);
 		return i;
 	}
-	if (!now && !pf_tbuilder_budget_ok(&u->budget)) {
+	if (!pf_tbuilder_budget_ok(&u->budget)) {
 		*deferred = true;
 		return 0;
 	}
@@ -499,8 +483,6 @@ static uint32_t table_get(struct pf_unwinder *u, const struct pf_sym_exec_map *m
 	table_publish(u, free_id); /* empty until its rows load: frame pointers meanwhile */
 	if (table_fill(u, free_id, m->fd) < 0)
 		*deferred = true;
-	else if (now)
-		table_rush(u, free_id);
 	return free_id;
 }
 
@@ -547,7 +529,6 @@ struct load_ctx {
 	size_t n, cap;
 	int rc;
 	bool deferred; /* a table waits for the build budget */
-	bool now;      /* someone waits for the tables: table_get's now */
 	const struct proc *p; /* the process (NULL before its first load): its V8 code */
 };
 
@@ -575,13 +556,13 @@ static int collect(void *ctx, const struct pf_sym_exec_map *m)
 		struct pf_sym_exec_map v = *m;
 		v.build_id = VDSO_KEY;
 		e.bias = m->start - vaddr0;
-		e.table_id = table_get(c->u, &v, c->now, &c->deferred);
+		e.table_id = table_get(c->u, &v, &c->deferred);
 		if (e.table_id) {
 			e.kind = PF_UNWIND_MAP_TABLE;
 			c->u->tables[e.table_id].refs++;
 		}
 	} else if (m->fd >= 0) {
-		e.table_id = table_get(c->u, m, c->now, &c->deferred);
+		e.table_id = table_get(c->u, m, &c->deferred);
 		if (e.table_id) {
 			e.kind = PF_UNWIND_MAP_TABLE;
 			c->u->tables[e.table_id].refs++;
@@ -607,10 +588,10 @@ static bool same_ent(const struct ent *a, const struct ent *b)
 	       a->table_id == b->table_id && a->kind == b->kind;
 }
 
-static int load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t pid, bool now)
+int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t pid)
 {
 	struct proc **pp = proc_slot(u, pid), *p = *pp;
-	struct load_ctx c = {.u = u, .p = p, .now = now};
+	struct load_ctx c = {.u = u, .p = p};
 	int rc = pf_symbolizer_exec_maps(sym, pid, collect, &c);
 	if (rc == 0)
 		rc = c.rc;
@@ -675,16 +656,6 @@ static int load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t pid, 
 	if (rc < 0)
 		u->st.last_error = rc;
 	return rc;
-}
-
-int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t pid)
-{
-	return load(u, sym, pid, false);
-}
-
-int pf_unwinder_load_now(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t pid)
-{
-	return load(u, sym, pid, true);
 }
 
 void pf_unwinder_forget(struct pf_unwinder *u, uint32_t pid)

@@ -83,9 +83,6 @@ void pf_unwinder_free(struct pf_unwinder *u);
  * first), loading the tables its files need. Entries of mappings that are gone are removed.
  * 0, -ENOENT (no capture), -ENOMEM, or a BPF map error. */
 int pf_unwinder_load(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t pid);
-/* pf_unwinder_load for a process someone waits for (a capture names it): its tables are
- * neither held back by the build budget nor queued behind other files' (pf_tbuilder_rush). */
-int pf_unwinder_load_now(struct pf_unwinder *u, struct pf_symbolizer *sym, uint32_t pid);
 /* True when pid has entries. */
 bool pf_unwinder_has(const struct pf_unwinder *u, uint32_t pid);
 /* Monotonic ms of pid's last load, 0 when none (the sampler rate-limits reloads with it);

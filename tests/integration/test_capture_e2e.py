@@ -185,9 +185,8 @@ class CaptureEndToEnd(IntegrationCase):
         self.workloads.append(wl)
         time.sleep(0.5)
         rule = [{"key": "process.pid", "match": "strict", "value": str(wl.pid)}]
-        # a capture loads its processes' unwind tables first: a short one, so that the
-        # waits below (in libc, which keeps no frame pointers) are walked by them from the
-        # start on a host where the agent is still building every other process's tables
+        # a short CPU capture first: its ticks load the process's unwind tables, so that
+        # the waits below (in libc, which keeps no frame pointers) are walked by them
         warm = self.post_capture(ctl, {"agents": "role=a", "duration_seconds": 1,
                                        "processes": rule})["id"]
         self.assertEqual(self.wait_final(ctl, warm, timeout=30)["state"], "done")

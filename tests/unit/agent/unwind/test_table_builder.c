@@ -254,44 +254,6 @@ static void test_hurry(void **state)
 	close(fd);
 }
 
-/* A spent budget holds every file back but a rushed one: pf_tbuilder_tick starts a child for
- * it (and takes its CPU from the budget); a hurried file alone waits with the rest. */
-static void test_rush_past_the_budget(void **state)
-{
-	(void)state;
-	struct pf_tbuilder *b = pf_tbuilder_new(NULL, &unwind_kind);
-	assert_non_null(b);
-	int fd = open(libc_path(), O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	assert_int_equal(pf_tbuilder_submit(b, "a1", fd), 0);
-	assert_int_equal(pf_tbuilder_submit(b, "a2", fd), 0);
-	struct pf_tbuilder_budget budget;
-	pf_tbuilder_budget_init(&budget, 1, 1000000ll); /* 1 ns a second: never refilled here */
-	budget.ns = -1000000000ll;
-	struct results rs = {0};
-	uint64_t cpu = 0;
-	int err = 0;
-	assert_true(pf_tbuilder_hurry(b, "a2"));
-	pf_tbuilder_tick(b, &budget, on_done, &rs, &cpu, &err);
-	assert_int_equal(pf_tbuilder_child(b), 0);
-	assert_false(pf_tbuilder_rush(b, "a3"));
-	assert_true(pf_tbuilder_rush(b, "a2"));
-	uint64_t end = now_ms() + 20000;
-	while ((rs.n < 2 || pf_tbuilder_busy(b)) && now_ms() < end) { /* reaped: its CPU */
-		pf_tbuilder_tick(b, &budget, on_done, &rs, &cpu, &err);
-		usleep(2000);
-	}
-	assert_int_equal(err, 0);
-	/* the child took both (one batch), the rushed one first; its CPU came off the budget */
-	assert_int_equal(rs.n, 2);
-	assert_string_equal(rs.r[0].key, "a2");
-	assert_int_equal(rs.r[0].rc, 0);
-	assert_true(cpu > 0);
-	assert_true(budget.ns <= -1000000000ll - (int64_t)cpu + 1000);
-	pf_tbuilder_free(b);
-	close(fd);
-}
-
 /* Smallest first: a small file queued after large ones is built before them; a hurried file
  * stays ahead of a smaller one queued later. A child takes PF_TBUILDER_BATCH_BYTES of files at
  * most (at least one), so a file queued while it runs waits for no more than that. */
@@ -461,7 +423,6 @@ int main(void)
 		cmocka_unit_test(test_killed_child_fails_its_files),
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_hurry),
-		cmocka_unit_test(test_rush_past_the_budget),
 		cmocka_unit_test(test_smallest_first),
 		cmocka_unit_test(test_account_and_prune),
 		cmocka_unit_test(test_budget),
