@@ -229,13 +229,8 @@ struct pf_prof_window *pf_sampler_capture_stop(struct pf_sampler *s, unsigned sl
 	capture_pids_clear(s, slot);
 	ring_buffer__consume(s->rb); /* what was recorded before the bit went */
 	/* a wait still going on is in the kernel's records; it comes back after the end */
-	sampler_refresh_clock(s);
-	uint64_t end = pf_clock_ns(CLOCK_REALTIME);
-	if (end <= c->start)
-		end = c->start + 1;
 	struct pf_prof_window *w = NULL;
-	struct pf_agg_hooks hooks = {.resolve = sampler_resolve, .ctx = s};
-	int rc = pf_agg_close(c->agg, c->start, end, c->hz, &hooks, &w);
+	int rc = sampler_close_capture(s, c->agg, c->start, c->hz, &w);
 	c->used = false;
 	capture_events_apply(s, NULL);
 	if (c->type != PF_PROF_CPU)

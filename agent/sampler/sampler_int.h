@@ -172,6 +172,10 @@ int sampler_resolve(void *ctx, uint32_t pid, struct pf_prof_window *w, struct pf
 /* pf_procinfo reap callback: lets go of pid's symbolizer and Python state. */
 void sampler_forget_pid(void *ctx, uint32_t pid);
 bool sampler_captures_running(const struct pf_sampler *s);
+/* Closes agg as a capture's window from start (unix ns) to now (at least 1 ns later) at hz,
+ * its frames named by sampler_resolve: pf_agg_close()'s result. */
+int sampler_close_capture(struct pf_sampler *s, struct pf_agg *agg, uint64_t start, uint32_t hz,
+			  struct pf_prof_window **out);
 /* Closes the samples before end (unix ns; 0 now) at hz into a finished window. */
 int sampler_cut_window(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf_error *err);
 
