@@ -133,7 +133,7 @@ static const struct ctl_cmd commands[] = {
      assign_opts, 1, 1, true, ctl_cmd_assign},
     {NULL, "capture",
      "--agents S [--process key=value | key=~regexp]... --duration 30s [--frequency 99]\n"
-     "                    [--type cpu|off_cpu|wall] [--trace-id HEX] [--note TEXT] [--wait]",
+     "                    [--type cpu|off_cpu|wall|alloc] [--trace-id HEX] [--note TEXT] [--wait]",
      "profile matching agents now, for a fixed duration",
      "Without --wait: prints the capture id and returns. With --wait: polls the capture,\n"
      "prints a line on stderr whenever an agent reports, then the profile ids and the flame\n"
