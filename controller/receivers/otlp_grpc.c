@@ -19,6 +19,7 @@
 #include <grpc/support/time.h>
 
 #include "api/api.h"
+#include "otlp_traces.h"
 #include "opamp/credential.h"
 #include "pf/log.h"
 #include "pf/uuid.h"
@@ -134,6 +135,7 @@ static void md_get(const grpc_metadata_array *md, const char *key, char *out, si
 struct answer {
 	grpc_status_code code;
 	char msg[512];
+	int64_t retry_ms; /* > 0: a RetryInfo with this delay in the status details */
 	struct pf_buf body; /* the response message (code OK) */
 };
 
@@ -148,6 +150,7 @@ static void handle_export(struct worker *w, const grpc_metadata_array *md, const
 	    w->st ? pf_api_authenticate(w->st, auth[0] ? auth : NULL, now_ms(), &who) : -EAGAIN;
 	if (rc == -EAGAIN) {
 		a->code = GRPC_STATUS_UNAVAILABLE;
+		a->retry_ms = PF_OTLP_GRPC_RETRY_MS;
 		snprintf(a->msg, sizeof(a->msg), "the token store cannot answer; retry later");
 		return;
 	}
@@ -177,6 +180,8 @@ static void handle_export(struct worker *w, const grpc_metadata_array *md, const
 		snprintf(a->msg, sizeof(a->msg), "out of memory");
 	} else {
 		a->code = rpc_code(res.status);
+		if (res.status == 503)
+			a->retry_ms = PF_OTLP_GRPC_RETRY_MS;
 		snprintf(a->msg, sizeof(a->msg), "%s", res.message);
 		if (a->code == GRPC_STATUS_OK) {
 			a->body = resp;
@@ -252,12 +257,29 @@ static void serve_call(struct worker *w, grpc_call *call, const grpc_call_detail
 		ops[n].op = GRPC_OP_SEND_MESSAGE;
 		ops[n++].data.send_message.send_message = resp;
 	}
+	/* A retryable refusal says when to come back: google.rpc.Status with a RetryInfo in
+	 * grpc-status-details-bin, as gRPC's rich error model puts it (core base64s -bin). */
+	struct pf_buf rich;
+	grpc_metadata trailer;
+	pf_buf_init(&rich, 4096);
+	bool has_rich = a.retry_ms > 0 &&
+			pf_otlp_status_encode((int32_t)a.code, a.msg, false, &rich) == 0 &&
+			pf_otlp_status_append_retry(&rich, a.retry_ms) == 0;
+	if (has_rich) {
+		trailer.key = grpc_slice_from_static_string("grpc-status-details-bin");
+		trailer.value = grpc_slice_from_copied_buffer((const char *)rich.data, rich.len);
+	}
 	ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
 	ops[n].data.send_status_from_server.status = a.code;
+	ops[n].data.send_status_from_server.trailing_metadata_count = has_rich ? 1 : 0;
+	ops[n].data.send_status_from_server.trailing_metadata = has_rich ? &trailer : NULL;
 	ops[n++].data.send_status_from_server.status_details = a.msg[0] ? &details : NULL;
 	if (grpc_call_start_batch(call, ops, n, TAG_DONE, NULL) == GRPC_CALL_OK)
 		wait_tag(w, call, TAG_DONE, 0, &ok);
 	grpc_slice_unref(details);
+	if (has_rich)
+		grpc_slice_unref(trailer.value);
+	pf_buf_release(&rich);
 	if (resp)
 		grpc_byte_buffer_destroy(resp);
 out:

@@ -14,7 +14,8 @@
  * exactly as for OTLP/HTTP, so limits, idempotence and partial success are the same. The
  * answer: OK with the ExportProfilesServiceResponse (partial_success when some profiles were
  * rejected), else INVALID_ARGUMENT (undecodable), UNAUTHENTICATED, PERMISSION_DENIED,
- * RESOURCE_EXHAUSTED (too large), UNAVAILABLE (the store cannot write; retryable),
+ * RESOURCE_EXHAUSTED (too large), UNAVAILABLE (the store cannot write; retryable, with a
+ * google.rpc.RetryInfo of PF_OTLP_GRPC_RETRY_MS in grpc-status-details-bin),
  * UNIMPLEMENTED for any other method, DEADLINE_EXCEEDED when the message does not arrive
  * within PF_OTLP_GRPC_RECV_TIMEOUT_S. A status message says why.
  *
@@ -33,6 +34,7 @@ struct pf_otlp_grpc;
 	"/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 #define PF_OTLP_GRPC_THREADS 2
 #define PF_OTLP_GRPC_RECV_TIMEOUT_S 30
+#define PF_OTLP_GRPC_RETRY_MS 1000 /* as the HTTP receiver's Retry-After: 1 */
 /* Bounds on what clients hold: gRPC's memory for every connection, stream and message being
  * read (beyond it gRPC refuses with RESOURCE_EXHAUSTED or stops reading), streams at once per
  * connection, and an idle connection's life. */

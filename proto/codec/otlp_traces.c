@@ -580,6 +580,45 @@ int pf_otlp_status_encode(int32_t code, const char *message, bool json, struct p
 	return rc;
 }
 
+/* A length-delimited field (wire type 2) of tag `field` around len bytes. */
+static int put_bytes_field(struct pf_buf *b, unsigned field, const void *p, size_t len)
+{
+	return pf_buf_putc(b, (uint8_t)((field << 3) | 2)) ?: pf_buf_append_uvarint(b, len)
+							  ?: pf_buf_append(b, p, len);
+}
+
+int pf_otlp_status_append_retry(struct pf_buf *out, int64_t delay_ms)
+{
+	if (delay_ms < 0 || delay_ms > 86400000)
+		return -EINVAL;
+	/* Status.details (3) = Any { type_url = 1, value = 2 }; RetryInfo { retry_delay = 1 };
+	 * Duration { int64 seconds = 1, int32 nanos = 2 }. */
+	struct pf_buf d, r, a;
+	pf_buf_init(&d, 64);
+	pf_buf_init(&r, 64);
+	pf_buf_init(&a, 128);
+	size_t start = out->len;
+	int64_t s = delay_ms / 1000, ns = (delay_ms % 1000) * 1000000;
+	int rc = 0;
+	if (s)
+		rc = pf_buf_putc(&d, 0x08) ?: pf_buf_append_uvarint(&d, (uint64_t)s);
+	if (rc == 0 && ns)
+		rc = pf_buf_putc(&d, 0x10) ?: pf_buf_append_uvarint(&d, (uint64_t)ns);
+	rc = rc ?: put_bytes_field(&r, 1, pf_buf_str(&d), d.len);
+	rc = rc ?: put_bytes_field(&a, 1, PF_OTLP_RETRY_INFO_TYPE, strlen(PF_OTLP_RETRY_INFO_TYPE))
+		?: put_bytes_field(&a, 2, pf_buf_str(&r), r.len);
+	rc = rc ?: put_bytes_field(out, 3, pf_buf_str(&a), a.len);
+	pf_buf_release(&d);
+	pf_buf_release(&r);
+	pf_buf_release(&a);
+	if (rc < 0) {
+		out->len = start;
+		if (out->data)
+			out->data[start] = 0;
+	}
+	return rc;
+}
+
 /* ---- encoder (tests, seeds, benchmarks) ---------------------------------------------------- */
 
 static json_t *json_kv_str(const char *k, const char *v)

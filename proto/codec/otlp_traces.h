@@ -81,4 +81,11 @@ int pf_otlp_traces_response(int64_t rejected, const char *message, bool json, st
  * store's (protobuf). Nothing is appended on failure. 0, -ENOMEM, -E2BIG. */
 int pf_otlp_status_encode(int32_t code, const char *message, bool json, struct pf_buf *out);
 
+/* Appends to a protobuf Status that pf_otlp_status_encode() just wrote a details entry: an
+ * Any holding a google.rpc.RetryInfo whose retry_delay is delay_ms (0 to 86,400,000), the
+ * hint OTLP clients honour for UNAVAILABLE and RESOURCE_EXHAUSTED. Nothing is appended on
+ * failure. 0, -EINVAL (delay out of range), -ENOMEM, -E2BIG. */
+#define PF_OTLP_RETRY_INFO_TYPE "type.googleapis.com/google.rpc.RetryInfo"
+int pf_otlp_status_append_retry(struct pf_buf *out, int64_t delay_ms);
+
 #endif

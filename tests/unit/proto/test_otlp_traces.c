@@ -327,13 +327,41 @@ static void test_response(void **state)
 	pf_buf_release(&b);
 }
 
+static void test_status_retry(void **state)
+{
+	(void)state;
+	struct pf_buf b;
+	pf_buf_init(&b, 1 << 16);
+	assert_int_equal(pf_otlp_status_encode(14, "x", false, &b), 0);
+	assert_int_equal(pf_otlp_status_append_retry(&b, 1500), 0);
+	/* Status { code 14, message "x", details [Any { type_url, value: RetryInfo {
+	 * retry_delay { seconds 1, nanos 500000000 } } }] }, written out by hand */
+	static const char url[] = "type.googleapis.com/google.rpc.RetryInfo";
+	uint8_t want[128] = {0x08, 0x0e, 0x12, 0x01, 'x', 0x1a, 0x36, 0x0a, 0x28};
+	memcpy(want + 9, url, sizeof(url) - 1);
+	static const uint8_t tail[] = {0x12, 0x0a, 0x0a, 0x08, 0x08, 0x01,
+				       0x10, 0x80, 0xca, 0xb5, 0xee, 0x01};
+	memcpy(want + 9 + sizeof(url) - 1, tail, sizeof(tail));
+	assert_int_equal(b.len, 9 + sizeof(url) - 1 + sizeof(tail));
+	assert_memory_equal(b.data, want, b.len);
+	/* a whole second: no nanos field; out of range: nothing appended */
+	pf_buf_reset(&b);
+	assert_int_equal(pf_otlp_status_append_retry(&b, 1000), 0);
+	assert_int_equal(b.len, 2 + sizeof(url) - 1 + 2 + 6);
+	size_t n = b.len;
+	assert_int_equal(pf_otlp_status_append_retry(&b, -1), -EINVAL);
+	assert_int_equal(pf_otlp_status_append_retry(&b, 86400001), -EINVAL);
+	assert_int_equal(b.len, n);
+	pf_buf_release(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_roundtrip_protobuf), cmocka_unit_test(test_roundtrip_json),
 	    cmocka_unit_test(test_json_variants),      cmocka_unit_test(test_json_refusals),
 	    cmocka_unit_test(test_caps_and_gzip),      cmocka_unit_test(test_protobuf_refusals),
-	    cmocka_unit_test(test_response),
+	    cmocka_unit_test(test_response),	       cmocka_unit_test(test_status_retry),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
