@@ -18,7 +18,7 @@ import unittest
 import urllib.request
 
 import pfharness
-from pfharness import Controller, free_port, import_grpc
+from pfharness import Controller, free_port, import_grpc, pb_fields
 from test_export_tls import OPENSSL, make_ca, make_server_cert
 from test_profstore import EMPTY_PROFILE, REF, SERVICE_PROTO, START_MS, START_NS, encode, \
     have_protoc
@@ -35,35 +35,6 @@ def decode_response(raw):
     if r.returncode != 0:
         raise AssertionError("protoc --decode failed: " + r.stderr.decode())
     return r.stdout.decode()
-
-
-def pb_fields(raw):
-    """A protobuf message's fields: number -> list of values (ints for varints, bytes for
-    length-delimited); no other wire types occur in google.rpc.Status and RetryInfo."""
-    out, i = {}, 0
-
-    def varint():
-        nonlocal i
-        v = shift = 0
-        while True:
-            b = raw[i]
-            i += 1
-            v |= (b & 0x7f) << shift
-            shift += 7
-            if b < 0x80:
-                return v
-
-    while i < len(raw):
-        key = varint()
-        if key & 7 == 0:
-            val = varint()
-        elif key & 7 == 2:
-            n = varint()
-            val, i = raw[i:i + n], i + n
-        else:
-            raise AssertionError("wire type %d" % (key & 7))
-        out.setdefault(key >> 3, []).append(val)
-    return out
 
 
 @unittest.skipUnless(grpc is not None, "python3-grpcio is not installed")
@@ -152,8 +123,8 @@ class OtlpGrpc(unittest.TestCase):
 
     def test_store_busy_says_when_to_retry(self):
         """Another process holds the store's write lock past the busy timeout: UNAVAILABLE with
-        a google.rpc.RetryInfo (1 s) in grpc-status-details-bin, read by a decoder written here
-        from the rich error model's schema; once the lock goes the same export is stored."""
+        a google.rpc.RetryInfo (1 s) in grpc-status-details-bin, read field by field as the rich
+        error model's schema lays it out; once the lock goes the same export is stored."""
         db = sqlite3.connect(os.path.join(self.c.data_dir, "profleet.db"), timeout=30,
                              isolation_level=None)
         body = encode(service="grpc-busy", profile_id="grpc-busy-00001")
