@@ -9,6 +9,7 @@
 #   v8_meta.c           V8's postmortem constants (v8dbg_*) of a node executable or libnode
 #   v8_proc.c           V8 in a mapped file: version, the embedded builtins span
 #   v8_names.c          SharedFunctionInfo -> function name, script, line from a live process
+#   hotspot_vm.c        HotSpot's VMStructs/VMTypes tables of a JVM to the layout of its objects
 set(PF_INTERP_DIR ${CMAKE_CURRENT_LIST_DIR})
 
 foreach(lib libelf libxxhash)
@@ -21,7 +22,8 @@ endforeach()
 add_library(agent_interp STATIC
 	${PF_INTERP_DIR}/python_proc.c ${PF_INTERP_DIR}/python_code.c
 	${PF_INTERP_DIR}/python_linetable.c ${PF_INTERP_DIR}/v8_meta.c
-	${PF_INTERP_DIR}/elf_syms.c ${PF_INTERP_DIR}/v8_proc.c ${PF_INTERP_DIR}/v8_names.c)
+	${PF_INTERP_DIR}/elf_syms.c ${PF_INTERP_DIR}/v8_proc.c ${PF_INTERP_DIR}/v8_names.c
+	${PF_INTERP_DIR}/hotspot_vm.c)
 target_include_directories(agent_interp PUBLIC ${PF_INTERP_DIR})
 target_link_libraries(agent_interp
 	PUBLIC pf_common

@@ -1,0 +1,174 @@
+/* hotspot_vm.c — HotSpot's gHotSpotVMStructs / gHotSpotVMTypes tables to the offsets the Java
+ * walk and naming use (hotspot_vm.h). Entries are read one at a time through the caller's
+ * reader; a table ends at the first entry whose type name pointer is 0. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hotspot_vm.h"
+
+enum {
+#define PF_HS_IDX(m, ...) PF_HS_I_##m,
+	PF_HS_FIELDS(PF_HS_IDX) PF_HS_TYPES(PF_HS_IDX)
+#undef PF_HS_IDX
+	    PF_HS_N
+};
+
+struct hs_field {
+	const char *type, *field;
+	bool required;
+	size_t off;
+};
+
+static const struct hs_field fields[] = {
+#define PF_HS_F(m, t, f, r) {t, f, r, offsetof(struct pf_hs_vm, m)},
+    PF_HS_FIELDS(PF_HS_F)
+#undef PF_HS_F
+};
+
+static const struct hs_field types[] = {
+#define PF_HS_T(m, t, r) {t, NULL, r, offsetof(struct pf_hs_vm, m)},
+    PF_HS_TYPES(PF_HS_T)
+#undef PF_HS_T
+};
+
+#define NFIELDS (sizeof(fields) / sizeof(fields[0]))
+#define NTYPES (sizeof(types) / sizeof(types[0]))
+
+/* A NUL-terminated string at addr, at most PF_HS_NAME_MAX - 1 bytes (longer ones are cut and
+ * then match no name we look for). Reads byte runs up to the end of their page. */
+static int read_str(pf_hs_read_fn rd, void *ctx, uint64_t addr, char *buf)
+{
+	size_t n = 0;
+	while (n < PF_HS_NAME_MAX - 1) {
+		size_t want = 4096 - ((addr + n) & 4095);
+		if (want > PF_HS_NAME_MAX - 1 - n)
+			want = PF_HS_NAME_MAX - 1 - n;
+		int rc = rd(ctx, addr + n, buf + n, want);
+		if (rc < 0)
+			return rc;
+		void *z = memchr(buf + n, 0, want);
+		if (z)
+			return 0;
+		n += want;
+	}
+	buf[n] = 0;
+	return 0;
+}
+
+static int read_word(pf_hs_read_fn rd, void *ctx, uint64_t addr, uint64_t *v)
+{
+	return rd(ctx, addr, v, sizeof(*v));
+}
+
+static bool fits(uint32_t off, uint32_t width, uint32_t stride)
+{
+	return (uint64_t)off + width <= stride;
+}
+
+static void set(struct pf_hs_vm *out, const struct hs_field *f, unsigned idx, uint64_t v)
+{
+	memcpy((char *)out + f->off, &v, sizeof(v));
+	out->present |= 1ull << idx;
+}
+
+static int parse_structs(const struct pf_hs_layout *l, pf_hs_read_fn rd, void *ctx,
+			 struct pf_hs_vm *out)
+{
+	for (uint32_t i = 0; i < PF_HS_MAX_ENTRIES; i++) {
+		uint64_t e = l->structs + (uint64_t)i * l->s_stride, tn, fn, v;
+		int rc = read_word(rd, ctx, e + l->s_type_name, &tn);
+		if (rc < 0)
+			return rc;
+		if (!tn)
+			return 0;
+		char type[PF_HS_NAME_MAX], field[PF_HS_NAME_MAX];
+		if ((rc = read_str(rd, ctx, tn, type)) < 0)
+			return rc;
+		bool want = false;
+		for (unsigned k = 0; k < NFIELDS && !want; k++)
+			want = !strcmp(fields[k].type, type);
+		if (!want)
+			continue;
+		if ((rc = read_word(rd, ctx, e + l->s_field_name, &fn)) < 0 || !fn)
+			return rc < 0 ? rc : -EINVAL;
+		if ((rc = read_str(rd, ctx, fn, field)) < 0)
+			return rc;
+		int32_t is_static;
+		if ((rc = rd(ctx, e + l->s_is_static, &is_static, sizeof(is_static))) < 0)
+			return rc;
+		rc = read_word(rd, ctx, e + (is_static ? l->s_address : l->s_offset), &v);
+		if (rc < 0)
+			return rc;
+		for (unsigned k = 0; k < NFIELDS; k++)
+			if (!strcmp(fields[k].type, type) && !strcmp(fields[k].field, field))
+				set(out, &fields[k], k, v);
+	}
+	return -E2BIG;
+}
+
+static int parse_types(const struct pf_hs_layout *l, pf_hs_read_fn rd, void *ctx,
+		       struct pf_hs_vm *out)
+{
+	for (uint32_t i = 0; i < PF_HS_MAX_ENTRIES; i++) {
+		uint64_t e = l->types + (uint64_t)i * l->t_stride, tn, size;
+		int rc = read_word(rd, ctx, e + l->t_type_name, &tn);
+		if (rc < 0)
+			return rc;
+		if (!tn)
+			return 0;
+		char type[PF_HS_NAME_MAX];
+		if ((rc = read_str(rd, ctx, tn, type)) < 0)
+			return rc;
+		for (unsigned k = 0; k < NTYPES; k++) {
+			if (strcmp(types[k].type, type))
+				continue;
+			if ((rc = read_word(rd, ctx, e + l->t_size, &size)) < 0)
+				return rc;
+			set(out, &types[k], (unsigned)(NFIELDS + k), size);
+		}
+	}
+	return -E2BIG;
+}
+
+static void name_missing(char *missing, size_t len, const struct hs_field *f)
+{
+	if (!missing || !len)
+		return;
+	if (f->field)
+		snprintf(missing, len, "%s::%s", f->type, f->field);
+	else
+		snprintf(missing, len, "%s", f->type);
+}
+
+int pf_hs_vm_parse(const struct pf_hs_layout *l, pf_hs_read_fn rd, void *ctx, struct pf_hs_vm *out,
+		   char *missing, size_t missing_len)
+{
+	memset(out, 0, sizeof(*out));
+	if (missing && missing_len)
+		missing[0] = 0;
+	if (!l->s_stride || !l->t_stride || !fits(l->s_type_name, 8, l->s_stride) ||
+	    !fits(l->s_field_name, 8, l->s_stride) || !fits(l->s_is_static, 4, l->s_stride) ||
+	    !fits(l->s_offset, 8, l->s_stride) || !fits(l->s_address, 8, l->s_stride) ||
+	    !fits(l->t_type_name, 8, l->t_stride) || !fits(l->t_size, 8, l->t_stride))
+		return -EINVAL;
+	int rc = parse_structs(l, rd, ctx, out);
+	if (rc == 0)
+		rc = parse_types(l, rd, ctx, out);
+	for (unsigned k = 0; rc == 0 && k < NFIELDS + NTYPES; k++) {
+		const struct hs_field *f = k < NFIELDS ? &fields[k] : &types[k - NFIELDS];
+		if (f->required && !(out->present & (1ull << k))) {
+			name_missing(missing, missing_len, f);
+			rc = -ENOTSUP;
+		}
+	}
+	if (rc == 0 && !(out->present &
+			 (1ull << PF_HS_I_blob_code_begin | 1ull << PF_HS_I_blob_code_offset))) {
+		name_missing(missing, missing_len, &fields[PF_HS_I_blob_code_begin]);
+		rc = -ENOTSUP;
+	}
+	if (rc < 0)
+		memset(out, 0, sizeof(*out));
+	return rc;
+}

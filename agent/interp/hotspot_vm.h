@@ -1,0 +1,83 @@
+/* hotspot_vm.h — HotSpot's (OpenJDK's) self-description tables, read from a JVM's memory.
+ *
+ * Owns: the parse of gHotSpotVMStructs (type, field, static address or offset) and
+ * gHotSpotVMTypes (type, size) that libjvm.so exports for serviceability agents, into the
+ * offsets a frame walk and the naming of Java frames need: the code heaps, CodeBlob, nmethod,
+ * Method, ConstMethod, ConstantPool, Klass and Symbol. The tables' entry layout (field offsets
+ * and strides) comes from the library's own exported *EntryXxxOffset / *ArrayStride symbols;
+ * the caller resolves those and gives a reader of the process's memory, so the parse is
+ * independent of where the bytes come from. Every entry is read through that reader with
+ * bounded lengths: the memory is the profiled process's and is not trusted.
+ *
+ * Bounds: at most PF_HS_MAX_ENTRIES entries per table, names up to PF_HS_NAME_MAX bytes.
+ * Thread-safe (no state). */
+#ifndef PF_AGENT_HOTSPOT_VM_H
+#define PF_AGENT_HOTSPOT_VM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PF_HS_MAX_ENTRIES 16384
+#define PF_HS_NAME_MAX 96
+#define PF_HS_MISSING_LEN 96
+
+/* Reads len bytes at addr of the process: 0, or a negative errno. */
+typedef int (*pf_hs_read_fn)(void *ctx, uint64_t addr, void *buf, size_t len);
+
+/* Where the tables are and how their entries are laid out (the exported symbols' values). */
+struct pf_hs_layout {
+	uint64_t structs; /* address of the first VMStructEntry */
+	uint64_t types;	  /* address of the first VMTypeEntry */
+	uint32_t s_stride, s_type_name, s_field_name, s_is_static, s_offset, s_address;
+	uint32_t t_stride, t_type_name, t_size;
+};
+
+/* The fields, by (type, field, required). Static fields (CodeCache::_heaps) give the
+ * variable's address, the others their offset in the object. */
+#define PF_HS_FIELDS(X)                                                                            \
+	X(codecache_heaps, "CodeCache", "_heaps", 1)                                               \
+	X(codeheap_memory, "CodeHeap", "_memory", 1)                                               \
+	X(codeheap_segmap, "CodeHeap", "_segmap", 1)                                               \
+	X(codeheap_log2_seg, "CodeHeap", "_log2_segment_size", 1)                                  \
+	X(vspace_low, "VirtualSpace", "_low", 1)                                                   \
+	X(vspace_high, "VirtualSpace", "_high", 1)                                                 \
+	X(blob_name, "CodeBlob", "_name", 1)                                                       \
+	X(blob_size, "CodeBlob", "_size", 1)                                                       \
+	X(blob_frame_size, "CodeBlob", "_frame_size", 1)                                           \
+	X(blob_code_begin, "CodeBlob", "_code_begin", 0)                                           \
+	X(blob_code_offset, "CodeBlob", "_code_offset", 0)                                         \
+	X(nm_method, "nmethod", "_method", 1)                                                      \
+	X(nm_entry_bci, "nmethod", "_entry_bci", 0)                                                \
+	X(method_const, "Method", "_constMethod", 1)                                               \
+	X(cm_constants, "ConstMethod", "_constants", 1)                                            \
+	X(cm_name_index, "ConstMethod", "_name_index", 1)                                          \
+	X(cm_sig_index, "ConstMethod", "_signature_index", 1)                                      \
+	X(cm_flags, "ConstMethod", "_flags", 0)                                                    \
+	X(cm_code_size, "ConstMethod", "_code_size", 0)                                            \
+	X(cp_holder, "ConstantPool", "_pool_holder", 1)                                            \
+	X(klass_name, "Klass", "_name", 1)                                                         \
+	X(symbol_length, "Symbol", "_length", 1)                                                   \
+	X(symbol_body, "Symbol", "_body", 1)
+
+/* The type sizes, by (type, required). */
+#define PF_HS_TYPES(X)                                                                             \
+	X(size_constmethod, "ConstMethod", 1)                                                      \
+	X(size_constantpool, "ConstantPool", 1)
+
+struct pf_hs_vm {
+#define PF_HS_MEMBER(m, ...) uint64_t m;
+	PF_HS_FIELDS(PF_HS_MEMBER)
+	PF_HS_TYPES(PF_HS_MEMBER)
+#undef PF_HS_MEMBER
+	/* bit i: item i (the fields in order, then the types) was found */
+	uint64_t present;
+};
+
+/* Parses the two tables. 0; -ENOTSUP when a required item is missing (its "Type::field" or
+ * type name in missing, may be NULL), -EINVAL for a layout whose offsets do not fit its
+ * strides, -E2BIG for a table without its end within PF_HS_MAX_ENTRIES, or the reader's
+ * error. *out is all zero on failure. */
+int pf_hs_vm_parse(const struct pf_hs_layout *l, pf_hs_read_fn rd, void *ctx, struct pf_hs_vm *out,
+		   char *missing, size_t missing_len);
+
+#endif
