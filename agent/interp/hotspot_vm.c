@@ -37,15 +37,21 @@ static const struct hs_field types[] = {
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
 /* A NUL-terminated string at addr, at most PF_HS_NAME_MAX - 1 bytes (longer ones are cut and
- * then match no name we look for). Reads byte runs up to the end of their page. */
+ * then match no name we look for). Reads runs up to the end of their page; a run the reader
+ * refuses (the string ends just before unreadable memory) is read again a byte at a time. */
 static int read_str(pf_hs_read_fn rd, void *ctx, uint64_t addr, char *buf)
 {
 	size_t n = 0;
+	bool bytewise = false;
 	while (n < PF_HS_NAME_MAX - 1) {
-		size_t want = 4096 - ((addr + n) & 4095);
+		size_t want = bytewise ? 1 : 4096 - ((addr + n) & 4095);
 		if (want > PF_HS_NAME_MAX - 1 - n)
 			want = PF_HS_NAME_MAX - 1 - n;
 		int rc = rd(ctx, addr + n, buf + n, want);
+		if (rc < 0 && !bytewise) {
+			bytewise = true;
+			continue;
+		}
 		if (rc < 0)
 			return rc;
 		void *z = memchr(buf + n, 0, want);

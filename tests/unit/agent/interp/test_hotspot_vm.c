@@ -159,6 +159,19 @@ static void test_missing(void **state)
 	free(im);
 }
 
+/* A name that ends on the image's last byte is read although the bytes after it are not. */
+static void test_name_at_end(void **state)
+{
+	(void)state;
+	struct image *im = build(-1);
+	im->strs = IMG - sizeof("Symbol");
+	put64(im, jdk17.structs + 22 * jdk17.s_stride, str(im, "Symbol"));
+	struct pf_hs_vm vm;
+	assert_int_equal(pf_hs_vm_parse(&jdk17, rd, im, &vm, NULL, 0), 0);
+	assert_int_equal(vm.symbol_body, 0x6);
+	free(im);
+}
+
 static void test_bad_layout(void **state)
 {
 	(void)state;
@@ -194,6 +207,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_full),
 	    cmocka_unit_test(test_missing),
+	    cmocka_unit_test(test_name_at_end),
 	    cmocka_unit_test(test_bad_layout),
 	    cmocka_unit_test(test_endless_and_fault),
 	};
