@@ -32,6 +32,21 @@ struct pf_hs_layout {
 	uint32_t t_stride, t_type_name, t_size;
 };
 
+/* The layout JDK 17's libjvm.so exports on 64-bit machines (the values of its
+ * gHotSpotVM*Entry*Offset and *ArrayStride symbols), with the tables at structs and types. */
+#define PF_HS_LAYOUT_JDK17(structs_addr, types_addr)                                               \
+	((struct pf_hs_layout){.structs = (structs_addr),                                          \
+			       .types = (types_addr),                                              \
+			       .s_stride = 48,                                                     \
+			       .s_type_name = 0,                                                   \
+			       .s_field_name = 8,                                                  \
+			       .s_is_static = 24,                                                  \
+			       .s_offset = 32,                                                     \
+			       .s_address = 40,                                                    \
+			       .t_stride = 40,                                                     \
+			       .t_type_name = 0,                                                   \
+			       .t_size = 32})
+
 /* The fields, by (type, field, required). Static fields (CodeCache::_heaps) give the
  * variable's address, the others their offset in the object. */
 #define PF_HS_FIELDS(X)                                                                            \

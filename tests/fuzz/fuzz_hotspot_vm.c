@@ -1,6 +1,6 @@
 /* fuzz_hotspot_vm.c — HotSpot's VM tables (agent/interp/hotspot_vm.h): their input is a JVM's
  * memory. The first 4 bytes are the VMTypes table's offset in the rest, which is the memory
- * from address BASE on (the reader answers -EFAULT outside it); the VMStructs table is at BASE.
+ * from FUZZ_MEM_BASE on (the reader answers -EFAULT outside it); the VMStructs table is at BASE.
  * The entry layout is JDK 17's.
  *
  * Invariants checked:
@@ -15,42 +15,18 @@
 #include "fuzz.h"
 #include "hotspot_vm.h"
 
-#define BASE 0x100000000ull
-
-struct mem {
-	const uint8_t *d;
-	size_t n;
-};
-
 static int read_mem(void *ctx, uint64_t addr, void *buf, size_t len)
 {
-	const struct mem *m = ctx;
-	if (addr < BASE || addr - BASE > m->n || len > m->n - (addr - BASE))
-		return -EFAULT;
-	memcpy(buf, m->d + (addr - BASE), len);
-	return 0;
+	return fuzz_mem_read(ctx, addr, buf, len);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	if (size < 4)
-		return 0;
 	uint32_t types;
-	memcpy(&types, data, 4);
-	struct mem m = {data + 4, size - 4};
-	struct pf_hs_layout l = {
-	    .structs = BASE,
-	    .types = BASE + types,
-	    .s_stride = 48,
-	    .s_type_name = 0,
-	    .s_field_name = 8,
-	    .s_is_static = 24,
-	    .s_offset = 32,
-	    .s_address = 40,
-	    .t_stride = 40,
-	    .t_type_name = 0,
-	    .t_size = 32,
-	};
+	struct fuzz_mem m;
+	if (!fuzz_mem_split(data, size, &types, sizeof(types), &m))
+		return 0;
+	struct pf_hs_layout l = PF_HS_LAYOUT_JDK17(FUZZ_MEM_BASE, FUZZ_MEM_BASE + types);
 	struct pf_hs_vm vm, again;
 	char missing[PF_HS_MISSING_LEN];
 	memset(missing, 'x', sizeof(missing));

@@ -17,21 +17,10 @@
 #include "pf/utf8.h"
 #include "v8_names.h"
 
-#define BASE 0x100000000ull
-
-struct mem {
-	const uint8_t *d;
-	size_t n;
-};
-
 static int read_mem(void *ctx, int pid, uint64_t addr, void *buf, size_t len)
 {
-	const struct mem *m = ctx;
 	(void)pid;
-	if (addr < BASE || addr - BASE > m->n || len > m->n - (addr - BASE))
-		return -EFAULT;
-	memcpy(buf, m->d + (addr - BASE), len);
-	return 0;
+	return fuzz_mem_read(ctx, addr, buf, len);
 }
 
 static const struct pf_v8_file *node20(void)
@@ -87,23 +76,22 @@ static bool frame_ok(const struct pf_v8_frame *f, size_t mem)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	if (size < 8)
-		return 0;
 	uint64_t off;
-	memcpy(&off, data, 8);
-	struct mem m = {data + 8, size - 8};
+	struct fuzz_mem m;
+	if (!fuzz_mem_split(data, size, &off, sizeof(off), &m))
+		return 0;
 	struct pf_v8_names *n = pf_v8_names_new(node20());
 	if (!n)
 		return 0;
 	pf_v8_names_set_reader(n, read_mem, &m);
 	struct pf_v8_frame a, b;
-	uint64_t sfi = BASE + (off % (m.n + 16)) + 1;
+	uint64_t sfi = FUZZ_MEM_BASE + (off % (m.n + 16)) + 1;
 	int r = pf_v8_names_resolve(n, 1, sfi, &a);
 	FUZZ_CHECK(r == 0 || r == -ENOENT || r == -EFAULT, "rc %d", r);
 	FUZZ_CHECK(r < 0 || frame_ok(&a, m.n), "frame: name '%.20s' line %u", a.name, a.line);
 	int r2 = pf_v8_names_resolve(n, 1, sfi, &b);
 	FUZZ_CHECK(r2 == r && (r < 0 || (!strcmp(a.name, b.name) && !strcmp(a.file, b.file) &&
-					  a.line == b.line)),
+					 a.line == b.line)),
 		   "not deterministic: %d then %d", r, r2);
 	pf_v8_names_free(n);
 	return 0;

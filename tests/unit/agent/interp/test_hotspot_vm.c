@@ -52,19 +52,7 @@ static void put64(struct image *im, uint64_t addr, uint64_t v)
 	memcpy(im->b + (addr - BASE), &v, 8);
 }
 
-static const struct pf_hs_layout jdk17 = {
-    .structs = BASE,
-    .types = BASE + 0x4000,
-    .s_stride = 48,
-    .s_type_name = 0,
-    .s_field_name = 8,
-    .s_is_static = 24,
-    .s_offset = 32,
-    .s_address = 40,
-    .t_stride = 40,
-    .t_type_name = 0,
-    .t_size = 32,
-};
+static const struct pf_hs_layout jdk17 = PF_HS_LAYOUT_JDK17(BASE, BASE + 0x4000);
 
 static const struct {
 	const char *type, *field;
