@@ -15,6 +15,7 @@ PKGS=(
 	golang-go
 	valgrind
 	nodejs npm chromium
+	openjdk-17-jdk-headless
 )
 
 missing=()

@@ -33,6 +33,16 @@ static const struct hs_field types[] = {
 #undef PF_HS_T
 };
 
+/* Pairs of which one is needed (a is named when both are missing); with copy, b stands in
+ * for a. */
+static const struct {
+	unsigned a, b;
+	bool copy;
+} either[] = {
+    {PF_HS_I_blob_code_begin, PF_HS_I_blob_code_offset, false},
+    {PF_HS_I_nm_method, PF_HS_I_cm_method, true},
+};
+
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
@@ -169,10 +179,15 @@ int pf_hs_vm_parse(const struct pf_hs_layout *l, pf_hs_read_fn rd, void *ctx, st
 			rc = -ENOTSUP;
 		}
 	}
-	if (rc == 0 && !(out->present &
-			 (1ull << PF_HS_I_blob_code_begin | 1ull << PF_HS_I_blob_code_offset))) {
-		name_missing(missing, missing_len, &fields[PF_HS_I_blob_code_begin]);
-		rc = -ENOTSUP;
+	for (unsigned k = 0; rc == 0 && k < sizeof(either) / sizeof(either[0]); k++) {
+		uint64_t a = 1ull << either[k].a, b = 1ull << either[k].b;
+		if (!(out->present & (a | b))) {
+			name_missing(missing, missing_len, &fields[either[k].a]);
+			rc = -ENOTSUP;
+		} else if (either[k].copy && !(out->present & a)) {
+			set(out, &fields[either[k].a], either[k].a,
+			    *(const uint64_t *)((const char *)out + fields[either[k].b].off));
+		}
 	}
 	if (rc < 0)
 		memset(out, 0, sizeof(*out));

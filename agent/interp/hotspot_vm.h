@@ -48,7 +48,9 @@ struct pf_hs_layout {
 			       .t_size = 32})
 
 /* The fields, by (type, field, required). Static fields (CodeCache::_heaps) give the
- * variable's address, the others their offset in the object. */
+ * variable's address, the others their offset in the object. Of the pairs JDKs name
+ * differently one is needed: CodeBlob::_code_begin or _code_offset; nmethod::_method (newer
+ * JDKs) or CompiledMethod::_method (JDK 17, its base class), which then is nm_method too. */
 #define PF_HS_FIELDS(X)                                                                            \
 	X(codecache_heaps, "CodeCache", "_heaps", 1)                                               \
 	X(codeheap_memory, "CodeHeap", "_memory", 1)                                               \
@@ -61,7 +63,8 @@ struct pf_hs_layout {
 	X(blob_frame_size, "CodeBlob", "_frame_size", 1)                                           \
 	X(blob_code_begin, "CodeBlob", "_code_begin", 0)                                           \
 	X(blob_code_offset, "CodeBlob", "_code_offset", 0)                                         \
-	X(nm_method, "nmethod", "_method", 1)                                                      \
+	X(nm_method, "nmethod", "_method", 0)                                                      \
+	X(cm_method, "CompiledMethod", "_method", 0)                                               \
 	X(nm_entry_bci, "nmethod", "_entry_bci", 0)                                                \
 	X(method_const, "Method", "_constMethod", 1)                                               \
 	X(cm_constants, "ConstMethod", "_constants", 1)                                            \

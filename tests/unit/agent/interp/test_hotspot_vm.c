@@ -1,7 +1,9 @@
 /* test_hotspot_vm.c — unit tests of agent/interp/hotspot_vm.h on a process image built here:
- * VMStructs and VMTypes tables with JDK 17's entry layout at a fake address, read through a
- * reader of that image; a table missing a required field, a layout that does not fit its
- * stride, a table without its end and a reader that fails. */
+ * VMStructs and VMTypes tables with JDK 17's entry layout and OpenJDK 17.0.15's x86_64 offsets
+ * of the fields read (an nmethod's Method* is CompiledMethod::_method there), at a fake
+ * address, read through a reader of that image; a table missing a required field, a name on
+ * the image's last bytes, a layout that does not fit its stride, a table without its end and a
+ * reader that fails. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -60,26 +62,26 @@ static const struct {
 	uint64_t v;
 } rows[] = {
     {"CodeCache", "_heaps", 1, 0x7f00aa000010},
-    {"CodeHeap", "_memory", 0, 0x18},
-    {"CodeHeap", "_segmap", 0, 0x48},
-    {"CodeHeap", "_log2_segment_size", 0, 0x90},
+    {"CodeHeap", "_memory", 0, 0x8},
+    {"CodeHeap", "_segmap", 0, 0x78},
+    {"CodeHeap", "_log2_segment_size", 0, 0x100},
     {"VirtualSpace", "_low", 0, 0x10},
     {"VirtualSpace", "_high", 0, 0x18},
     {"Unrelated", "_x", 0, 0x99},
-    {"CodeBlob", "_name", 0, 0x8},
-    {"CodeBlob", "_size", 0, 0x14},
-    {"CodeBlob", "_frame_size", 0, 0x2c},
-    {"CodeBlob", "_code_begin", 0, 0x38},
-    {"nmethod", "_method", 0, 0x70},
-    {"nmethod", "_entry_bci", 0, 0xa8},
+    {"CodeBlob", "_name", 0, 0x60},
+    {"CodeBlob", "_size", 0, 0xc},
+    {"CodeBlob", "_frame_size", 0, 0x1c},
+    {"CodeBlob", "_code_begin", 0, 0x20},
+    {"CompiledMethod", "_method", 0, 0x70},
+    {"nmethod", "_entry_bci", 0, 0xc0},
     {"Method", "_constMethod", 0, 0x8},
     {"ConstMethod", "_constants", 0, 0x8},
     {"ConstMethod", "_name_index", 0, 0x22},
     {"ConstMethod", "_signature_index", 0, 0x24},
-    {"ConstMethod", "_flags", 0, 0x1e},
+    {"ConstMethod", "_flags", 0, 0x1c},
     {"ConstMethod", "_code_size", 0, 0x20},
     {"ConstantPool", "_pool_holder", 0, 0x18},
-    {"Klass", "_name", 0, 0x10},
+    {"Klass", "_name", 0, 0x18},
     {"Symbol", "_length", 0, 0x4},
     {"Symbol", "_body", 0, 0x6},
 };
@@ -103,7 +105,7 @@ static struct image *build(int skip)
 	}
 	uint64_t t = jdk17.types;
 	put64(im, t, str(im, "ConstMethod"));
-	put64(im, t + 32, 0x38);
+	put64(im, t + 32, 0x30);
 	t += jdk17.t_stride;
 	put64(im, t, str(im, "ConstantPool"));
 	put64(im, t + 32, 0x48);
@@ -118,14 +120,14 @@ static void test_full(void **state)
 	char missing[PF_HS_MISSING_LEN];
 	assert_int_equal(pf_hs_vm_parse(&jdk17, rd, im, &vm, missing, sizeof(missing)), 0);
 	assert_int_equal(vm.codecache_heaps, 0x7f00aa000010);
-	assert_int_equal(vm.codeheap_log2_seg, 0x90);
-	assert_int_equal(vm.blob_frame_size, 0x2c);
-	assert_int_equal(vm.blob_code_begin, 0x38);
+	assert_int_equal(vm.codeheap_log2_seg, 0x100);
+	assert_int_equal(vm.blob_frame_size, 0x1c);
+	assert_int_equal(vm.blob_code_begin, 0x20);
 	assert_int_equal(vm.blob_code_offset, 0);
 	assert_int_equal(vm.nm_method, 0x70);
 	assert_int_equal(vm.cm_sig_index, 0x24);
 	assert_int_equal(vm.symbol_body, 0x6);
-	assert_int_equal(vm.size_constmethod, 0x38);
+	assert_int_equal(vm.size_constmethod, 0x30);
 	assert_int_equal(vm.size_constantpool, 0x48);
 	assert_string_equal(missing, "");
 	free(im);
@@ -134,7 +136,7 @@ static void test_full(void **state)
 static void test_missing(void **state)
 {
 	(void)state;
-	struct image *im = build(11); /* nmethod::_method */
+	struct image *im = build(11); /* CompiledMethod::_method, and no nmethod::_method */
 	struct pf_hs_vm vm;
 	char missing[PF_HS_MISSING_LEN];
 	assert_int_equal(pf_hs_vm_parse(&jdk17, rd, im, &vm, missing, sizeof(missing)), -ENOTSUP);
