@@ -79,6 +79,37 @@ class PgServer:
                   timeout=60)
         return "postgres://profleet@127.0.0.1:%d/%s" % (self.port, name)
 
+    def query(self, sql):
+        """Rows of one SQL statement run with psql, each a tuple of text columns."""
+        r = subprocess.run([os.path.join(self.bindir, "psql"), "-h", "127.0.0.1", "-p",
+                            str(self.port), "-U", "profleet", "-d", "postgres", "-XAtF", "\t",
+                            "-c", sql], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=30)
+        if r.returncode != 0:
+            raise RuntimeError("psql failed (%d): %s" % (r.returncode,
+                                                        r.stderr.decode(errors="replace")))
+        return [tuple(l.split("\t")) for l in r.stdout.decode().splitlines() if l]
+
+    def client_ports(self, pid):
+        """Local TCP ports of process pid's connections to this server (from /proc)."""
+        inodes = set()
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+        ports = set()
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(table) as f:
+                for line in f.readlines()[1:]:
+                    col = line.split()
+                    if (col[9] in inodes and
+                            int(col[2].rsplit(":", 1)[1], 16) == self.port):
+                        ports.add(int(col[1].rsplit(":", 1)[1], 16))
+        return ports
+
     def server_log(self):
         try:
             with open(self.log, errors="replace") as f:

@@ -29,6 +29,7 @@ binaries are missing), real controller replicas and real agents (--no-sampler).
 """
 import json
 import os
+import random
 import re
 import socket
 import subprocess
@@ -487,6 +488,26 @@ class PgStore(IntegrationCase):
                                                ("rollout.rollback", 409)]), au)
         self.assertIn("for another replica", a.proc.output())
 
+    def stop_outside_transaction(self, ctl, tries=40):
+        """SIGSTOPs ctl at a moment none of its sessions is inside a transaction. A replica
+        stopped inside one has its session ended by the server 3 s later
+        (idle_in_transaction_session_timeout), its rollout locks with it, and is then
+        rightly taken for dead: not the case a test of a stopped live driver means."""
+        for n in range(tries):
+            ctl.proc.p.send_signal(signal.SIGSTOP)
+            time.sleep(0.2)  # what it had sent is answered meanwhile
+            ports = self.pg.client_ports(ctl.proc.p.pid)
+            states = [st for port, st in self.pg.query(
+                "SELECT client_port, state FROM pg_stat_activity WHERE client_port IS NOT NULL")
+                if int(port) in ports]
+            if ports and all(st == "idle" for st in states):
+                if n:
+                    print("stopped outside a transaction at try %d" % (n + 1))
+                return
+            ctl.proc.p.send_signal(signal.SIGCONT)
+            time.sleep(0.05 + 0.3 * random.random())
+        self.fail("replica never stopped outside a transaction in %d tries" % tries)
+
     def test_rollout_command_waits_bounded_and_is_taken_over(self):
         """The driving replica stopped (SIGSTOP, its lock still held): a pause through the
         other waits the bound, answers 503 driver_unavailable and is withdrawn (the driver,
@@ -495,7 +516,7 @@ class PgStore(IntegrationCase):
         a = self.replica("a")
         b = self.replica("b", tokens_from=a)
         _, r = self.staged_rollout(a, 2)
-        a.proc.p.send_signal(signal.SIGSTOP)
+        self.stop_outside_transaction(a)
         try:
             t0 = time.monotonic()
             st, j, h = self.action(b, r["id"], "pause")
