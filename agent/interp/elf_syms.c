@@ -4,6 +4,18 @@
 #include <stddef.h>
 #include <string.h>
 
+Elf *pf_elf_open(int fd)
+{
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return NULL;
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (elf && elf_kind(elf) != ELF_K_ELF) {
+		elf_end(elf);
+		elf = NULL;
+	}
+	return elf;
+}
+
 int pf_elf_each_symtab(Elf *elf, unsigned type,
 		       int (*fn)(void *ctx, Elf_Data *d, const GElf_Shdr *sh, size_t n), void *ctx)
 {

@@ -11,6 +11,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The ELF file open at fd, for reading (elf_end() it); NULL when it is no ELF file. */
+Elf *pf_elf_open(int fd);
+
 /* Calls fn(ctx, d, sh, n) for each section of type `type` with fixed-size entries, in file
  * order: d its data, sh its header, n its entries. Stops at the first nonzero fn() and returns
  * it; 0 when every section was handed over. */

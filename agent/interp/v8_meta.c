@@ -95,16 +95,10 @@ int pf_v8_meta_read(int fd, struct pf_v8_meta *out, char *missing, unsigned miss
 	memset(out, 0, sizeof(*out));
 	if (missing && missing_len)
 		missing[0] = 0;
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -EINVAL;
-	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	Elf *elf = pf_elf_open(fd);
 	if (!elf)
 		return -EINVAL;
 	int rc = 0;
-	if (elf_kind(elf) != ELF_K_ELF) {
-		rc = -EINVAL;
-		goto out;
-	}
 	/* Node exports them in .dynsym (they are globals of the engine); a static .symtab is a
 	 * fallback for a build that does not */
 	struct scan sc = {elf, out};

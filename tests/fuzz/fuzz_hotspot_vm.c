@@ -1,23 +1,47 @@
 /* fuzz_hotspot_vm.c — HotSpot's VM tables (agent/interp/hotspot_vm.h): their input is a JVM's
  * memory. The first 4 bytes are the VMTypes table's offset in the rest, which is the memory
  * from FUZZ_MEM_BASE on (the reader answers -EFAULT outside it); the VMStructs table is at BASE.
- * The entry layout is JDK 17's.
+ * The entry layout is JDK 17's. With the offset's top bit set, the input is a whole process
+ * instead (agent/interp/hotspot_proc.h): the exported variables are the 11 words at BASE (the
+ * file loaded at bias 0), so the memory chooses the layout as well as the tables.
  *
  * Invariants checked:
  *  - parsing returns only 0, -ENOTSUP, -EINVAL, -E2BIG or -EFAULT;
  *  - a refused table leaves the result all zero; -ENOTSUP names the missing item (non-empty,
  *    NUL-terminated inside its buffer);
  *  - an accepted one has every required item;
- *  - parsing again gives the same result. */
+ *  - parsing again gives the same result;
+ *  - a process read returns only 0, -EAGAIN, -ENOTSUP or -EFAULT, names its reason on
+ *    -ENOTSUP and leaves the result all zero when it fails. */
 #include <errno.h>
 #include <string.h>
 
 #include "fuzz.h"
+#include "hotspot_proc.h"
 #include "hotspot_vm.h"
 
 static int read_mem(void *ctx, uint64_t addr, void *buf, size_t len)
 {
 	return fuzz_mem_read(ctx, addr, buf, len);
+}
+
+static const struct pf_hs_vm zero;
+
+static void fuzz_proc(struct fuzz_mem *m)
+{
+	struct pf_hs_file f;
+	uint64_t *v = (uint64_t *)&f;
+	for (size_t k = 0; k < sizeof(f) / sizeof(*v); k++)
+		v[k] = FUZZ_MEM_BASE + 8 * k;
+	struct pf_hs_vm vm;
+	char why[128];
+	memset(why, 'x', sizeof(why));
+	int rc = pf_hs_proc_read(&f, 0, read_mem, m, &vm, why, sizeof(why));
+	FUZZ_CHECK(rc == 0 || rc == -EAGAIN || rc == -ENOTSUP || rc == -EFAULT, "proc rc %d", rc);
+	if (rc == -ENOTSUP)
+		FUZZ_CHECK(why[0] && memchr(why, 0, sizeof(why)), "reason not named");
+	if (rc < 0)
+		FUZZ_CHECK(!memcmp(&vm, &zero, sizeof(vm)), "a refused process left values");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -26,6 +50,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct fuzz_mem m;
 	if (!fuzz_mem_split(data, size, &types, sizeof(types), &m))
 		return 0;
+	if (types & 0x80000000u) {
+		fuzz_proc(&m);
+		return 0;
+	}
 	struct pf_hs_layout l = PF_HS_LAYOUT_JDK17(FUZZ_MEM_BASE, FUZZ_MEM_BASE + types);
 	struct pf_hs_vm vm, again;
 	char missing[PF_HS_MISSING_LEN];
@@ -34,7 +62,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(rc == 0 || rc == -ENOTSUP || rc == -EINVAL || rc == -E2BIG || rc == -EFAULT,
 		   "rc %d", rc);
 	if (rc < 0) {
-		static const struct pf_hs_vm zero;
 		FUZZ_CHECK(!memcmp(&vm, &zero, sizeof(vm)), "a refused table left values");
 	}
 	if (rc == -ENOTSUP)

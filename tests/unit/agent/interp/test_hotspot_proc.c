@@ -1,0 +1,276 @@
+/* test_hotspot_proc.c — unit tests of agent/interp/hotspot_proc.h: the file test on names; the
+ * .dynsym of the machine's libjvm.so, of an ELF file that is no JVM and of a file that is no
+ * ELF; the tables of a live JVM (Debian's OpenJDK 17 running a program written here, read with
+ * process_vm_readv): JDK 17's entry layout and the offsets the walk reads; a JVM whose
+ * variables are not set yet (-EAGAIN) and a layout past the bound, through a reader of one
+ * value. The live tests are skipped where the machine has no JDK (the project installs one). */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <glob.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "hotspot_proc.h"
+#include "pychild.h"
+#include "python_proc.h" /* pf_py_read_mem */
+
+static const char *java_bin(void)
+{
+	static char path[256];
+	glob_t g;
+	if (access("/usr/lib/jvm/java-17-openjdk-amd64/bin/java", X_OK) == 0)
+		return "/usr/lib/jvm/java-17-openjdk-amd64/bin/java";
+	if (glob("/usr/lib/jvm/*/bin/java", 0, NULL, &g) != 0)
+		return NULL;
+	snprintf(path, sizeof(path), "%s", g.gl_pathv[0]);
+	globfree(&g);
+	return path;
+}
+
+static void test_name(void **state)
+{
+	(void)state;
+	assert_true(pf_hs_file_name_ok("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"));
+	assert_true(pf_hs_file_name_ok("libjvm.so"));
+	assert_false(pf_hs_file_name_ok("/usr/lib/libjvm.so.1"));
+	assert_false(pf_hs_file_name_ok("/usr/bin/java"));
+	assert_false(pf_hs_file_name_ok("/opt/x/libjvm.so/other"));
+}
+
+static void test_not_a_jvm(void **state)
+{
+	(void)state;
+	struct pf_hs_file f;
+	char why[128];
+	int fd = open("/proc/self/exe", O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pf_hs_file_read(fd, &f, why, sizeof(why)), -ENOTSUP);
+	assert_string_equal(why, "libjvm.so exports no gHotSpotVMStructs");
+	assert_int_equal(f.structs, 0);
+	close(fd);
+	char tmp[] = "/tmp/pf-hs-XXXXXX";
+	fd = mkstemp(tmp);
+	assert_true(fd >= 0);
+	unlink(tmp);
+	assert_int_equal(write(fd, "not an ELF file\n", 16), 16);
+	assert_int_equal(pf_hs_file_read(fd, &f, why, sizeof(why)), -EINVAL);
+	close(fd);
+}
+
+/* A reader whose every word is `value`. */
+static int rd_value(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	(void)addr;
+	uint64_t v = *(const uint64_t *)ctx;
+	for (size_t i = 0; i + 8 <= len; i += 8)
+		memcpy((char *)buf + i, &v, 8);
+	return 0;
+}
+
+static int rd_fail(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	(void)ctx, (void)addr, (void)buf, (void)len;
+	return -ESRCH;
+}
+
+static void test_unset_and_bounds(void **state)
+{
+	(void)state;
+	struct pf_hs_file f = {.structs = 0x1000, .types = 0x1008, .s_stride = 0x1010,
+			       .s_type_name = 0x1018, .s_field_name = 0x1020,
+			       .s_is_static = 0x1028, .s_offset = 0x1030, .s_address = 0x1038,
+			       .t_stride = 0x1040, .t_type_name = 0x1048, .t_size = 0x1050};
+	struct pf_hs_vm vm;
+	char why[128];
+	uint64_t v = 0;
+	assert_int_equal(pf_hs_proc_read(&f, 0x7f0000000000, rd_value, &v, &vm, why, sizeof(why)),
+			 -EAGAIN);
+	v = PF_HS_LAYOUT_MAX + 1;
+	assert_int_equal(pf_hs_proc_read(&f, 0x7f0000000000, rd_value, &v, &vm, why, sizeof(why)),
+			 -ENOTSUP);
+	assert_string_equal(why, "gHotSpotVMStructEntryArrayStride is 4097, past 4096");
+	assert_int_equal(pf_hs_proc_read(&f, 0, rd_fail, NULL, &vm, why, sizeof(why)), -ESRCH);
+	assert_int_equal(vm.present, 0);
+}
+
+struct jvm {
+	struct pychild c;
+	char dir[64];
+	char lib[512];
+	uint64_t bias, lo, hi; /* libjvm.so's load bias and the span of its mappings */
+};
+
+/* Where libjvm.so is mapped in pid: its path, the span of its mappings (with the anonymous
+ * one right after them: its .bss), the load bias (the mapping of file offset 0 less its first
+ * PT_LOAD's page-aligned address). */
+static int find_libjvm(pid_t pid, struct jvm *j)
+{
+	char path[64], line[1024];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *m = fopen(path, "r");
+	if (!m)
+		return -errno;
+	uint64_t first = 0;
+	while (fgets(line, sizeof(line), m)) {
+		unsigned long long lo, hi, off;
+		char file[512] = "";
+		int got = sscanf(line, "%llx-%llx %*s %llx %*s %*s %511s", &lo, &hi, &off, file);
+		if (got == 3 && j->hi && lo == j->hi) { /* its .bss, right after the file */
+			j->hi = hi;
+			continue;
+		}
+		if (got < 4 || !pf_hs_file_name_ok(file))
+			continue;
+		snprintf(j->lib, sizeof(j->lib), "%s", file);
+		if (!j->lo || lo < j->lo)
+			j->lo = lo;
+		if (hi > j->hi)
+			j->hi = hi;
+		if (off == 0 && !first)
+			first = lo;
+	}
+	fclose(m);
+	if (!first)
+		return -ENOENT;
+	int fd = open(j->lib, O_RDONLY);
+	if (fd < 0)
+		return -errno;
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+	size_t n = 0;
+	uint64_t vaddr = 0;
+	bool got = false;
+	if (e && elf_getphdrnum(e, &n) == 0)
+		for (size_t i = 0; i < n && !got; i++) {
+			GElf_Phdr ph;
+			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD) {
+				vaddr = ph.p_vaddr & ~(uint64_t)4095;
+				got = true;
+			}
+		}
+	if (e)
+		elf_end(e);
+	close(fd);
+	if (!got)
+		return -EINVAL;
+	j->bias = first - vaddr;
+	return 0;
+}
+
+static int rd_pid(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	return pf_py_read_mem(*(const int *)ctx, addr, buf, len);
+}
+
+/* A JVM started in setup, running `Wait` until its stdin closes. */
+static int jvm_setup(void **state)
+{
+	const char *java = java_bin();
+	if (!java) {
+		*state = NULL;
+		return 0;
+	}
+	struct jvm *j = calloc(1, sizeof(*j));
+	snprintf(j->dir, sizeof(j->dir), "/tmp/pf-hs-XXXXXX");
+	if (!mkdtemp(j->dir))
+		return -1;
+	char src[128];
+	snprintf(src, sizeof(src), "%s/Wait.java", j->dir);
+	FILE *f = fopen(src, "w");
+	if (!f)
+		return -1;
+	fputs("public class Wait {\n"
+	      "  public static void main(String[] a) throws Exception {\n"
+	      "    System.out.println(\"ready\");\n"
+	      "    System.out.flush();\n"
+	      "    System.in.read();\n"
+	      "  }\n"
+	      "}\n",
+	      f);
+	fclose(f);
+	char *const argv[] = {(char *)java, "-Xint", "-XX:-UsePerfData", src, NULL};
+	char line[256] = "";
+	if (pychild_exec(&j->c, argv) < 0 || pychild_line(&j->c, line, sizeof(line), 90000) < 0 ||
+	    strcmp(line, "ready")) {
+		print_error("java did not start: %s\n", line);
+		return -1;
+	}
+	*state = j;
+	return 0;
+}
+
+static int jvm_teardown(void **state)
+{
+	struct jvm *j = *state;
+	if (!j)
+		return 0;
+	pychild_stop(&j->c);
+	char src[128];
+	snprintf(src, sizeof(src), "%s/Wait.java", j->dir);
+	unlink(src);
+	rmdir(j->dir);
+	free(j);
+	return 0;
+}
+
+static void test_live_jvm(void **state)
+{
+	struct jvm *j = *state;
+	if (!j) {
+		print_message("no JDK under /usr/lib/jvm: install openjdk-17-jdk-headless "
+			      "(scripts/install-deps.sh does)\n");
+		skip();
+	}
+	assert_int_equal(find_libjvm(j->c.pid, j), 0);
+	int fd = open(j->lib, O_RDONLY);
+	assert_true(fd >= 0);
+	struct pf_hs_file f;
+	char why[128];
+	assert_int_equal(pf_hs_file_read(fd, &f, why, sizeof(why)), 0);
+	close(fd);
+	/* the variables are in the library's data and .bss */
+	assert_true(j->bias + f.structs >= j->lo && j->bias + f.structs < j->hi);
+	assert_true(j->bias + f.t_size >= j->lo && j->bias + f.t_size < j->hi);
+
+	struct pf_hs_vm vm;
+	int pid = j->c.pid;
+	int rc = pf_hs_proc_read(&f, j->bias, rd_pid, &pid, &vm, why, sizeof(why));
+	if (rc != 0)
+		print_error("pf_hs_proc_read: %d (%s)\n", rc, why);
+	assert_int_equal(rc, 0);
+	/* CodeCache::_heaps is a static of libjvm.so */
+	assert_true(vm.codecache_heaps >= j->lo && vm.codecache_heaps < j->hi);
+	/* OpenJDK 17's x86_64 offsets of the fields the naming reads */
+	assert_int_equal(vm.method_const, 0x8);
+	assert_int_equal(vm.symbol_length, 0x4);
+	assert_int_equal(vm.symbol_body, 0x6);
+	assert_int_equal(vm.klass_name, 0x18);
+	assert_int_equal(vm.cp_holder, 0x18);
+	assert_true(vm.blob_frame_size > 0 && vm.blob_frame_size < 0x100);
+	assert_true(vm.nm_method > 0 && vm.nm_method < 0x200);
+	assert_true(vm.size_constmethod >= 0x30 && vm.size_constmethod < 0x100);
+	assert_true(vm.size_constantpool >= 0x40 && vm.size_constantpool < 0x100);
+	assert_string_equal(why, "");
+}
+
+int main(void)
+{
+	elf_version(EV_CURRENT);
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_name),
+	    cmocka_unit_test(test_not_a_jvm),
+	    cmocka_unit_test(test_unset_and_bounds),
+	    cmocka_unit_test_setup_teardown(test_live_jvm, jvm_setup, jvm_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
