@@ -49,7 +49,7 @@ static const struct {
 /* A NUL-terminated string at addr, at most PF_HS_NAME_MAX - 1 bytes (longer ones are cut and
  * then match no name we look for). Reads runs up to the end of their page; a run the reader
  * refuses (the string ends just before unreadable memory) is read again a byte at a time. */
-static int read_str(pf_hs_read_fn rd, void *ctx, uint64_t addr, char *buf)
+int pf_hs_read_str(pf_hs_read_fn rd, void *ctx, uint64_t addr, char *buf)
 {
 	size_t n = 0;
 	bool bytewise = false;
@@ -100,7 +100,7 @@ static int parse_structs(const struct pf_hs_layout *l, pf_hs_read_fn rd, void *c
 		if (!tn)
 			return 0;
 		char type[PF_HS_NAME_MAX], field[PF_HS_NAME_MAX];
-		if ((rc = read_str(rd, ctx, tn, type)) < 0)
+		if ((rc = pf_hs_read_str(rd, ctx, tn, type)) < 0)
 			return rc;
 		bool want = false;
 		for (unsigned k = 0; k < NFIELDS && !want; k++)
@@ -109,7 +109,7 @@ static int parse_structs(const struct pf_hs_layout *l, pf_hs_read_fn rd, void *c
 			continue;
 		if ((rc = read_word(rd, ctx, e + l->s_field_name, &fn)) < 0 || !fn)
 			return rc < 0 ? rc : -EINVAL;
-		if ((rc = read_str(rd, ctx, fn, field)) < 0)
+		if ((rc = pf_hs_read_str(rd, ctx, fn, field)) < 0)
 			return rc;
 		int32_t is_static;
 		if ((rc = rd(ctx, e + l->s_is_static, &is_static, sizeof(is_static))) < 0)
@@ -135,7 +135,7 @@ static int parse_types(const struct pf_hs_layout *l, pf_hs_read_fn rd, void *ctx
 		if (!tn)
 			return 0;
 		char type[PF_HS_NAME_MAX];
-		if ((rc = read_str(rd, ctx, tn, type)) < 0)
+		if ((rc = pf_hs_read_str(rd, ctx, tn, type)) < 0)
 			return rc;
 		for (unsigned k = 0; k < NTYPES; k++) {
 			if (strcmp(types[k].type, type))

@@ -2,8 +2,9 @@
  *
  * Owns: the parse of gHotSpotVMStructs (type, field, static address or offset) and
  * gHotSpotVMTypes (type, size) that libjvm.so exports for serviceability agents, into the
- * offsets a frame walk and the naming of Java frames need: the code heaps, CodeBlob, nmethod,
- * Method, ConstMethod, ConstantPool, Klass and Symbol. The tables' entry layout (field offsets
+ * offsets a frame walk and the naming of Java frames need: the code cache and its heaps (their
+ * GrowableArray, HeapBlock), CodeBlob, nmethod, Method, ConstMethod, ConstantPool, Klass and
+ * Symbol. The tables' entry layout (field offsets
  * and strides) comes from the library's own exported *EntryXxxOffset / *ArrayStride symbols;
  * the caller resolves those and gives a reader of the process's memory, so the parse is
  * independent of where the bytes come from. Every entry is read through that reader with
@@ -75,12 +76,21 @@ struct pf_hs_layout {
 	X(cp_holder, "ConstantPool", "_pool_holder", 1)                                            \
 	X(klass_name, "Klass", "_name", 1)                                                         \
 	X(symbol_length, "Symbol", "_length", 1)                                                   \
-	X(symbol_body, "Symbol", "_body", 1)
+	X(symbol_body, "Symbol", "_body", 1)                                                       \
+	X(codecache_low, "CodeCache", "_low_bound", 1)                                             \
+	X(codecache_high, "CodeCache", "_high_bound", 1)                                           \
+	X(garray_len, "GrowableArrayBase", "_len", 1)                                              \
+	X(garray_data, "GrowableArray<int>", "_data", 1)                                           \
+	X(heapblock_used, "HeapBlock::Header", "_used", 1)                                         \
+	X(cp_source_file, "ConstantPool", "_source_file_name_index", 0)                            \
+	X(cp_length, "ConstantPool", "_length", 0)                                                 \
+	X(nm_comp_level, "nmethod", "_comp_level", 0)
 
 /* The type sizes, by (type, required). */
 #define PF_HS_TYPES(X)                                                                             \
 	X(size_constmethod, "ConstMethod", 1)                                                      \
-	X(size_constantpool, "ConstantPool", 1)
+	X(size_constantpool, "ConstantPool", 1)                                                    \
+	X(size_heapblock, "HeapBlock", 1)
 
 struct pf_hs_vm {
 #define PF_HS_MEMBER(m, ...) uint64_t m;
@@ -95,6 +105,10 @@ struct pf_hs_vm {
  * type name in missing, may be NULL), -EINVAL for a layout whose offsets do not fit its
  * strides, -E2BIG for a table without its end within PF_HS_MAX_ENTRIES, or the reader's
  * error. *out is all zero on failure. */
+/* Reads the NUL-terminated string at addr into buf[0, PF_HS_NAME_MAX) (a longer one is cut).
+ * 0 or the reader's error. */
+int pf_hs_read_str(pf_hs_read_fn rd, void *ctx, uint64_t addr, char *buf);
+
 int pf_hs_vm_parse(const struct pf_hs_layout *l, pf_hs_read_fn rd, void *ctx, struct pf_hs_vm *out,
 		   char *missing, size_t missing_len);
 

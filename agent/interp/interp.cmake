@@ -11,6 +11,7 @@
 #   v8_names.c          SharedFunctionInfo -> function name, script, line from a live process
 #   hotspot_vm.c        HotSpot's VMStructs/VMTypes tables of a JVM to the layout of its objects
 #   hotspot_proc.c      HotSpot in a mapped libjvm.so: its exported tables, read from the process
+#   hotspot_code.c      a JVM's code cache (address -> CodeBlob) and methods (Method* -> names)
 set(PF_INTERP_DIR ${CMAKE_CURRENT_LIST_DIR})
 
 foreach(lib libelf libxxhash)
@@ -24,7 +25,8 @@ add_library(agent_interp STATIC
 	${PF_INTERP_DIR}/python_proc.c ${PF_INTERP_DIR}/python_code.c
 	${PF_INTERP_DIR}/python_linetable.c ${PF_INTERP_DIR}/v8_meta.c
 	${PF_INTERP_DIR}/elf_syms.c ${PF_INTERP_DIR}/v8_proc.c ${PF_INTERP_DIR}/v8_names.c
-	${PF_INTERP_DIR}/hotspot_vm.c ${PF_INTERP_DIR}/hotspot_proc.c)
+	${PF_INTERP_DIR}/hotspot_vm.c ${PF_INTERP_DIR}/hotspot_proc.c
+	${PF_INTERP_DIR}/hotspot_code.c)
 target_include_directories(agent_interp PUBLIC ${PF_INTERP_DIR})
 target_link_libraries(agent_interp
 	PUBLIC pf_common

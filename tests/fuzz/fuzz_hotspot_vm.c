@@ -12,11 +12,14 @@
  *  - an accepted one has every required item;
  *  - parsing again gives the same result;
  *  - a process read returns only 0, -EAGAIN, -ENOTSUP or -EFAULT, names its reason on
- *    -ENOTSUP and leaves the result all zero when it fails. */
+ *    -ENOTSUP and leaves the result all zero when it fails;
+ *  - then (the two words after the variables: an address and a Method*) a blob found holds
+ *    the address, a method's names are NUL-terminated and empty when it fails. */
 #include <errno.h>
 #include <string.h>
 
 #include "fuzz.h"
+#include "hotspot_code.h"
 #include "hotspot_proc.h"
 #include "hotspot_vm.h"
 
@@ -40,8 +43,30 @@ static void fuzz_proc(struct fuzz_mem *m)
 	FUZZ_CHECK(rc == 0 || rc == -EAGAIN || rc == -ENOTSUP || rc == -EFAULT, "proc rc %d", rc);
 	if (rc == -ENOTSUP)
 		FUZZ_CHECK(why[0] && memchr(why, 0, sizeof(why)), "reason not named");
-	if (rc < 0)
+	if (rc < 0) {
 		FUZZ_CHECK(!memcmp(&vm, &zero, sizeof(vm)), "a refused process left values");
+		return;
+	}
+	/* the code cache and methods (hotspot_code.h): the address and the Method* looked up
+	 * are the two words after the variables */
+	uint64_t look[2];
+	if (fuzz_mem_read(m, FUZZ_MEM_BASE + sizeof(f), look, sizeof(look)) < 0)
+		return;
+	struct pf_hs_blob b;
+	rc = pf_hs_blob_find(&vm, read_mem, m, look[0], &b);
+	FUZZ_CHECK(rc == 0 || rc == -ENOENT || rc == -EINVAL || rc == -EFAULT, "blob rc %d", rc);
+	if (rc == 0)
+		FUZZ_CHECK(memchr(b.name, 0, sizeof(b.name)) && look[0] >= b.start &&
+			       look[0] - b.start < (uint64_t)b.size && b.size > 0,
+			   "blob does not hold the address");
+	struct pf_hs_method me;
+	rc = pf_hs_method_name(&vm, read_mem, m, b.method ? b.method : look[1], &me);
+	FUZZ_CHECK(rc == 0 || rc == -EINVAL || rc == -EFAULT, "method rc %d", rc);
+	FUZZ_CHECK(memchr(me.klass, 0, sizeof(me.klass)) && memchr(me.name, 0, sizeof(me.name)) &&
+		       memchr(me.sig, 0, sizeof(me.sig)) && memchr(me.file, 0, sizeof(me.file)),
+		   "a name not terminated");
+	if (rc < 0)
+		FUZZ_CHECK(!me.klass[0] && !me.name[0] && !me.sig[0], "a failed name left text");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

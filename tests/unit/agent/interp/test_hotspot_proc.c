@@ -3,7 +3,8 @@
  * ELF; the tables of a live JVM (Debian's OpenJDK 17 running a program written here, read with
  * process_vm_readv): JDK 17's entry layout and the offsets the walk reads; a JVM whose
  * variables are not set yet (-EAGAIN) and a layout past the bound, through a reader of one
- * value. The live tests are skipped where the machine has no JDK (the project installs one). */
+ * value; hotspot_code.h on a live JVM whose hot method C2 compiled: the blob that jcmd's
+ * Compiler.codelist lists found from an address in its code, its Method* named. The live tests are skipped where the machine has no JDK (the project installs one). */
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -21,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "hotspot_code.h"
 #include "hotspot_proc.h"
 #include "pychild.h"
 #include "python_proc.h" /* pf_py_read_mem */
@@ -106,7 +108,7 @@ static void test_unset_and_bounds(void **state)
 
 struct jvm {
 	struct pychild c;
-	char dir[64];
+	char dir[64], src[128];
 	char lib[512];
 	uint64_t bias, lo, hi; /* libjvm.so's load bias and the span of its mappings */
 };
@@ -172,8 +174,33 @@ static int rd_pid(void *ctx, uint64_t addr, void *buf, size_t len)
 	return pf_py_read_mem(*(const int *)ctx, addr, buf, len);
 }
 
-/* A JVM started in setup, running `Wait` until its stdin closes. */
-static int jvm_setup(void **state)
+static const char wait_src[] = "public class Wait {\n"
+				"  public static void main(String[] a) throws Exception {\n"
+				"    System.out.println(\"ready\");\n"
+				"    System.out.flush();\n"
+				"    System.in.read();\n"
+				"  }\n"
+				"}\n";
+
+/* javaHotMethod runs until it is compiled, and then on. */
+static const char hot_src[] =
+    "public class Hot {\n"
+    "  static long javaHotMethod(long x) {\n"
+    "    long s = 0;\n"
+    "    for (int i = 0; i < 1000; i++) s += (x ^ i) * 31;\n"
+    "    return s;\n"
+    "  }\n"
+    "  public static void main(String[] a) throws Exception {\n"
+    "    System.out.println(\"ready\");\n"
+    "    System.out.flush();\n"
+    "    long t = 0;\n"
+    "    while (true) { t += javaHotMethod(t); if (t == 42) System.out.println(t); }\n"
+    "  }\n"
+    "}\n";
+
+/* A JVM running class cls of source src (java's source-file mode), once it printed "ready";
+ * *state NULL when the machine has no JDK. */
+static int jvm_start(void **state, const char *cls, const char *src, const char *mode)
 {
 	const char *java = java_bin();
 	if (!java) {
@@ -184,21 +211,13 @@ static int jvm_setup(void **state)
 	snprintf(j->dir, sizeof(j->dir), "/tmp/pf-hs-XXXXXX");
 	if (!mkdtemp(j->dir))
 		return -1;
-	char src[128];
-	snprintf(src, sizeof(src), "%s/Wait.java", j->dir);
-	FILE *f = fopen(src, "w");
+	snprintf(j->src, sizeof(j->src), "%s/%s.java", j->dir, cls);
+	FILE *f = fopen(j->src, "w");
 	if (!f)
 		return -1;
-	fputs("public class Wait {\n"
-	      "  public static void main(String[] a) throws Exception {\n"
-	      "    System.out.println(\"ready\");\n"
-	      "    System.out.flush();\n"
-	      "    System.in.read();\n"
-	      "  }\n"
-	      "}\n",
-	      f);
+	fputs(src, f);
 	fclose(f);
-	char *const argv[] = {(char *)java, "-Xint", "-XX:-UsePerfData", src, NULL};
+	char *const argv[] = {(char *)java, (char *)mode, "-XX:-UsePerfData", j->src, NULL};
 	char line[256] = "";
 	if (pychild_exec(&j->c, argv) < 0 || pychild_line(&j->c, line, sizeof(line), 90000) < 0 ||
 	    strcmp(line, "ready")) {
@@ -209,23 +228,32 @@ static int jvm_setup(void **state)
 	return 0;
 }
 
+static int jvm_setup(void **state)
+{
+	return jvm_start(state, "Wait", wait_src, "-Xint");
+}
+
+static int hot_setup(void **state)
+{
+	return jvm_start(state, "Hot", hot_src, "-Xshare:auto");
+}
+
 static int jvm_teardown(void **state)
 {
 	struct jvm *j = *state;
 	if (!j)
 		return 0;
 	pychild_stop(&j->c);
-	char src[128];
-	snprintf(src, sizeof(src), "%s/Wait.java", j->dir);
-	unlink(src);
+	unlink(j->src);
 	rmdir(j->dir);
 	free(j);
 	return 0;
 }
 
-static void test_live_jvm(void **state)
+/* The JVM's tables, as the agent reads them: libjvm.so found in its maps, its exports, their
+ * values in the process. */
+static void read_vm(struct jvm *j, struct pf_hs_vm *vm)
 {
-	struct jvm *j = *state;
 	if (!j) {
 		print_message("no JDK under /usr/lib/jvm: install openjdk-17-jdk-headless "
 			      "(scripts/install-deps.sh does)\n");
@@ -241,13 +269,19 @@ static void test_live_jvm(void **state)
 	/* the variables are in the library's data and .bss */
 	assert_true(j->bias + f.structs >= j->lo && j->bias + f.structs < j->hi);
 	assert_true(j->bias + f.t_size >= j->lo && j->bias + f.t_size < j->hi);
-
-	struct pf_hs_vm vm;
 	int pid = j->c.pid;
-	int rc = pf_hs_proc_read(&f, j->bias, rd_pid, &pid, &vm, why, sizeof(why));
+	int rc = pf_hs_proc_read(&f, j->bias, rd_pid, &pid, vm, why, sizeof(why));
 	if (rc != 0)
 		print_error("pf_hs_proc_read: %d (%s)\n", rc, why);
 	assert_int_equal(rc, 0);
+	assert_string_equal(why, "");
+}
+
+static void test_live_jvm(void **state)
+{
+	struct jvm *j = *state;
+	struct pf_hs_vm vm;
+	read_vm(j, &vm);
 	/* CodeCache::_heaps is a static of libjvm.so */
 	assert_true(vm.codecache_heaps >= j->lo && vm.codecache_heaps < j->hi);
 	/* OpenJDK 17's x86_64 offsets of the fields the naming reads */
@@ -260,7 +294,74 @@ static void test_live_jvm(void **state)
 	assert_true(vm.nm_method > 0 && vm.nm_method < 0x200);
 	assert_true(vm.size_constmethod >= 0x30 && vm.size_constmethod < 0x100);
 	assert_true(vm.size_constantpool >= 0x40 && vm.size_constantpool < 0x100);
-	assert_string_equal(why, "");
+	assert_int_equal(vm.size_heapblock, 16);
+	assert_true(vm.codecache_low >= j->lo && vm.codecache_low < j->hi);
+}
+
+/* jcmd's list of compiled methods: the first of `method` ("Hot.javaHotMethod(J)J"), its
+ * blob, code range and tier. 0, or -ENOENT while it is not compiled. */
+static int codelist(pid_t pid, const char *method, uint64_t *blob, uint64_t *lo, uint64_t *hi,
+		    int *level)
+{
+	char cmd[512], line[1024];
+	const char *java = java_bin();
+	snprintf(cmd, sizeof(cmd), "%.*s/jcmd %d Compiler.codelist 2>&1",
+		 (int)(strrchr(java, '/') - java), java, (int)pid);
+	FILE *p = popen(cmd, "r");
+	if (!p)
+		return -errno;
+	int rc = -ENOENT;
+	while (fgets(line, sizeof(line), p)) {
+		int id, st;
+		char name[512];
+		unsigned long long b, l, h;
+		if (rc && sscanf(line, "%d %d %d %511s [%llx, %llx - %llx]", &id, level, &st, name,
+				 &b, &l, &h) == 7 &&
+		    !strcmp(name, method)) {
+			*blob = b, *lo = l, *hi = h;
+			rc = 0;
+		}
+	}
+	pclose(p);
+	return rc;
+}
+
+/* A compiled method found from an address in its code: the blob jcmd lists, its Method*
+ * named; an address outside the code cache is in no blob. */
+static void test_live_code(void **state)
+{
+	struct jvm *j = *state;
+	struct pf_hs_vm vm;
+	read_vm(j, &vm);
+	uint64_t blob = 0, lo = 0, hi = 0;
+	int level = 0, rc = -ENOENT;
+	for (int i = 0; i < 60 && rc == -ENOENT; i++) {
+		rc = codelist(j->c.pid, "Hot.javaHotMethod(J)J", &blob, &lo, &hi, &level);
+		if (rc == -ENOENT)
+			usleep(500 * 1000);
+	}
+	assert_int_equal(rc, 0);
+	int pid = j->c.pid;
+	struct pf_hs_blob b;
+	rc = pf_hs_blob_find(&vm, rd_pid, &pid, lo + (hi - lo) / 2, &b);
+	if (rc)
+		print_error("pf_hs_blob_find(%#llx): %d\n", (unsigned long long)(lo + (hi - lo) / 2),
+			    rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(b.start, blob);
+	assert_int_equal(b.code_begin, lo);
+	assert_string_equal(b.name, "nmethod");
+	assert_int_equal(b.comp_level, level);
+	assert_true(b.frame_size > 0);
+	assert_true(b.method != 0);
+	struct pf_hs_method m;
+	assert_int_equal(pf_hs_method_name(&vm, rd_pid, &pid, b.method, &m), 0);
+	assert_string_equal(m.klass, "Hot");
+	assert_string_equal(m.name, "javaHotMethod");
+	assert_string_equal(m.sig, "(J)J");
+	assert_string_equal(m.file, "Hot.java");
+	assert_int_equal(pf_hs_blob_find(&vm, rd_pid, &pid, 0x1000, &b), -ENOENT);
+	assert_int_equal(pf_hs_method_name(&vm, rd_pid, &pid, 0, &m), -EINVAL);
 }
 
 int main(void)
@@ -271,6 +372,7 @@ int main(void)
 	    cmocka_unit_test(test_not_a_jvm),
 	    cmocka_unit_test(test_unset_and_bounds),
 	    cmocka_unit_test_setup_teardown(test_live_jvm, jvm_setup, jvm_teardown),
+	    cmocka_unit_test_setup_teardown(test_live_code, hot_setup, jvm_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

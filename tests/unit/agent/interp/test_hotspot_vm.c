@@ -84,6 +84,11 @@ static const struct {
     {"Klass", "_name", 0, 0x18},
     {"Symbol", "_length", 0, 0x4},
     {"Symbol", "_body", 0, 0x6},
+    {"CodeCache", "_low_bound", 1, 0x7f00aa000020},
+    {"CodeCache", "_high_bound", 1, 0x7f00aa000018},
+    {"GrowableArrayBase", "_len", 0, 0x0},
+    {"GrowableArray<int>", "_data", 0, 0x8},
+    {"HeapBlock::Header", "_used", 0, 0x8},
 };
 
 /* Builds both tables; the row `skip` (or none when -1) is left out. */
@@ -109,6 +114,9 @@ static struct image *build(int skip)
 	t += jdk17.t_stride;
 	put64(im, t, str(im, "ConstantPool"));
 	put64(im, t + 32, 0x48);
+	t += jdk17.t_stride;
+	put64(im, t, str(im, "HeapBlock"));
+	put64(im, t + 32, 0x10);
 	return im;
 }
 
@@ -129,6 +137,10 @@ static void test_full(void **state)
 	assert_int_equal(vm.symbol_body, 0x6);
 	assert_int_equal(vm.size_constmethod, 0x30);
 	assert_int_equal(vm.size_constantpool, 0x48);
+	assert_int_equal(vm.size_heapblock, 0x10);
+	assert_int_equal(vm.codecache_high, 0x7f00aa000018);
+	assert_int_equal(vm.garray_data, 0x8);
+	assert_int_equal(vm.cp_source_file, 0);
 	assert_string_equal(missing, "");
 	free(im);
 }

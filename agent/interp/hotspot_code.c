@@ -1,0 +1,224 @@
+/* hotspot_code.c — a JVM's code cache and methods from the process (see hotspot_code.h). */
+#include "hotspot_code.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#define FREE_SEGMENT 0xff /* a segment-map byte of a segment in no block */
+#define SEGMAP_CHUNK 256  /* segment-map bytes read at once */
+
+static int rd64(pf_hs_read_fn rd, void *ctx, uint64_t addr, uint64_t *v)
+{
+	return rd(ctx, addr, v, sizeof(*v));
+}
+
+static int rd32(pf_hs_read_fn rd, void *ctx, uint64_t addr, int32_t *v)
+{
+	return rd(ctx, addr, v, sizeof(*v));
+}
+
+static int rd16(pf_hs_read_fn rd, void *ctx, uint64_t addr, uint16_t *v)
+{
+	return rd(ctx, addr, v, sizeof(*v));
+}
+
+/* The start of the block holding segment idx of a heap whose segment map starts at segmap:
+ * each map byte is how many segments back to go (0 at a block's start). */
+static int block_start(pf_hs_read_fn rd, void *ctx, uint64_t segmap, uint64_t idx,
+		       uint64_t *start_idx)
+{
+	uint8_t chunk[SEGMAP_CHUNK];
+	uint64_t lo = 0, hi = 0; /* chunk holds map bytes [lo, hi) */
+	for (unsigned hop = 0; hop < PF_HS_SEGMAP_HOPS_MAX; hop++) {
+		if (idx < lo || idx >= hi) {
+			lo = idx >= SEGMAP_CHUNK - 1 ? idx - (SEGMAP_CHUNK - 1) : 0;
+			hi = idx + 1;
+			int rc = rd(ctx, segmap + lo, chunk, (size_t)(hi - lo));
+			if (rc < 0)
+				return rc;
+		}
+		uint8_t b = chunk[idx - lo];
+		if (b == FREE_SEGMENT)
+			return -ENOENT;
+		if (b == 0) {
+			*start_idx = idx;
+			return 0;
+		}
+		if (b > idx)
+			return -EINVAL;
+		idx -= b;
+	}
+	return -EINVAL;
+}
+
+static bool in(uint64_t a, uint64_t lo, uint64_t hi)
+{
+	return a >= lo && a < hi;
+}
+
+/* The blob at start, in a heap whose memory ends at end. */
+static int blob_at(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint64_t start,
+		   uint64_t end, uint64_t pc, struct pf_hs_blob *out)
+{
+	uint64_t name, code_begin = 0;
+	int32_t size, frame;
+	int rc;
+	if ((rc = rd32(rd, ctx, start + vm->blob_size, &size)) < 0 ||
+	    (rc = rd32(rd, ctx, start + vm->blob_frame_size, &frame)) < 0 ||
+	    (rc = rd64(rd, ctx, start + vm->blob_name, &name)) < 0)
+		return rc;
+	if (vm->blob_code_begin) /* JDK 17: a pointer (offset 0 is the vtable's) */
+		rc = rd64(rd, ctx, start + vm->blob_code_begin, &code_begin);
+	else {
+		int32_t off;
+		rc = rd32(rd, ctx, start + vm->blob_code_offset, &off);
+		code_begin = start + (uint64_t)(int64_t)off;
+	}
+	if (rc < 0)
+		return rc;
+	if (size <= 0 || (uint64_t)size > end - start || !in(pc, start, start + (uint64_t)size) ||
+	    !in(code_begin, start, start + (uint64_t)size) || frame < 0 || frame > 65536)
+		return -EINVAL;
+	out->start = start;
+	out->code_begin = code_begin;
+	out->size = size;
+	out->frame_size = frame;
+	out->comp_level = -1;
+	if (name && (rc = pf_hs_read_str(rd, ctx, name, out->name)) < 0)
+		return rc;
+	if (strcmp(out->name, "nmethod"))
+		return 0;
+	if ((rc = rd64(rd, ctx, start + vm->nm_method, &out->method)) < 0)
+		return rc;
+	if (vm->nm_comp_level &&
+	    (rc = rd32(rd, ctx, start + vm->nm_comp_level, &out->comp_level)) < 0)
+		return rc;
+	return 0;
+}
+
+int pf_hs_blob_find(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint64_t pc,
+		    struct pf_hs_blob *out)
+{
+	memset(out, 0, sizeof(*out));
+	uint64_t lo, hi, heaps, data;
+	int32_t n;
+	int rc;
+	if ((rc = rd64(rd, ctx, vm->codecache_low, &lo)) < 0 ||
+	    (rc = rd64(rd, ctx, vm->codecache_high, &hi)) < 0)
+		return rc;
+	if (!in(pc, lo, hi))
+		return -ENOENT;
+	if ((rc = rd64(rd, ctx, vm->codecache_heaps, &heaps)) < 0)
+		return rc;
+	if (!heaps)
+		return -ENOENT;
+	if ((rc = rd32(rd, ctx, heaps + vm->garray_len, &n)) < 0 ||
+	    (rc = rd64(rd, ctx, heaps + vm->garray_data, &data)) < 0)
+		return rc;
+	if (n < 0 || n > PF_HS_HEAPS_MAX)
+		return -EINVAL;
+	for (int32_t i = 0; i < n; i++) {
+		uint64_t heap, mlo, mhi, segmap;
+		int32_t log2;
+		if ((rc = rd64(rd, ctx, data + 8 * (uint64_t)i, &heap)) < 0 ||
+		    (rc = rd64(rd, ctx, heap + vm->codeheap_memory + vm->vspace_low, &mlo)) < 0 ||
+		    (rc = rd64(rd, ctx, heap + vm->codeheap_memory + vm->vspace_high, &mhi)) < 0)
+			return rc;
+		if (!in(pc, mlo, mhi))
+			continue;
+		if ((rc = rd64(rd, ctx, heap + vm->codeheap_segmap + vm->vspace_low, &segmap)) < 0 ||
+		    (rc = rd32(rd, ctx, heap + vm->codeheap_log2_seg, &log2)) < 0)
+			return rc;
+		if (log2 < 4 || log2 > 16)
+			return -EINVAL;
+		uint64_t idx;
+		if ((rc = block_start(rd, ctx, segmap, (pc - mlo) >> log2, &idx)) < 0)
+			return rc;
+		uint64_t block = mlo + (idx << log2);
+		uint8_t used;
+		if ((rc = rd(ctx, block + vm->heapblock_used, &used, 1)) < 0)
+			return rc;
+		if (!used)
+			return -ENOENT;
+		return blob_at(vm, rd, ctx, block + vm->size_heapblock, mhi, pc, out);
+	}
+	return -ENOENT;
+}
+
+/* Symbol sym's text into buf[0, cap): cut, NUL-terminated. */
+static int symbol(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint64_t sym, char *buf,
+		  size_t cap)
+{
+	uint16_t len;
+	buf[0] = 0;
+	int rc = rd16(rd, ctx, sym + vm->symbol_length, &len);
+	if (rc < 0)
+		return rc;
+	size_t n = len < cap - 1 ? len : cap - 1;
+	if (n && (rc = rd(ctx, sym + vm->symbol_body, buf, n)) < 0)
+		return rc;
+	buf[n] = 0;
+	if (memchr(buf, 0, n))
+		return -EINVAL; /* a Symbol's text has no NUL */
+	return 0;
+}
+
+/* The Symbol* in slot idx of the constant pool cp (its slots follow the ConstantPool). */
+static int pool_symbol(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint64_t cp,
+		       uint16_t idx, int32_t pool_len, char *buf, size_t cap)
+{
+	uint64_t sym;
+	if (!idx || (pool_len > 0 && idx >= pool_len))
+		return -EINVAL;
+	int rc = rd64(rd, ctx, cp + vm->size_constantpool + 8 * (uint64_t)idx, &sym);
+	if (rc < 0)
+		return rc;
+	return sym ? symbol(vm, rd, ctx, sym, buf, cap) : -EINVAL;
+}
+
+int pf_hs_method_name(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint64_t method,
+		      struct pf_hs_method *out)
+{
+	memset(out, 0, sizeof(*out));
+	uint64_t cm, cp, holder, kname;
+	uint16_t name_idx, sig_idx, file_idx = 0;
+	int32_t pool_len = 0;
+	int rc;
+	if (!method)
+		return -EINVAL;
+	if ((rc = rd64(rd, ctx, method + vm->method_const, &cm)) < 0 ||
+	    (rc = rd64(rd, ctx, cm + vm->cm_constants, &cp)) < 0 ||
+	    (rc = rd16(rd, ctx, cm + vm->cm_name_index, &name_idx)) < 0 ||
+	    (rc = rd16(rd, ctx, cm + vm->cm_sig_index, &sig_idx)) < 0 ||
+	    (rc = rd64(rd, ctx, cp + vm->cp_holder, &holder)) < 0)
+		goto fail;
+	/* a pool of fewer slots than an index names is no pool of this method */
+	if ((vm->cp_length && (rc = rd32(rd, ctx, cp + vm->cp_length, &pool_len)) < 0) ||
+	    (vm->cp_source_file && (rc = rd16(rd, ctx, cp + vm->cp_source_file, &file_idx)) < 0))
+		goto fail;
+	if (pool_len < 0 || pool_len > 65536) {
+		rc = -EINVAL;
+		goto fail;
+	}
+	if ((rc = pool_symbol(vm, rd, ctx, cp, name_idx, pool_len, out->name, sizeof(out->name))) <
+		0 ||
+	    (rc = pool_symbol(vm, rd, ctx, cp, sig_idx, pool_len, out->sig, sizeof(out->sig))) < 0)
+		goto fail;
+	if (!holder || (rc = rd64(rd, ctx, holder + vm->klass_name, &kname)) < 0 || !kname) {
+		rc = rc < 0 ? rc : -EINVAL;
+		goto fail;
+	}
+	if ((rc = symbol(vm, rd, ctx, kname, out->klass, sizeof(out->klass))) < 0)
+		goto fail;
+	for (char *c = out->klass; *c; c++)
+		if (*c == '/')
+			*c = '.';
+	if (file_idx &&
+	    pool_symbol(vm, rd, ctx, cp, file_idx, pool_len, out->file, sizeof(out->file)) < 0)
+		out->file[0] = 0; /* a name without its file is still a name */
+	return 0;
+fail:
+	memset(out, 0, sizeof(*out));
+	return rc;
+}

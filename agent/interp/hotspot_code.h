@@ -1,0 +1,54 @@
+/* hotspot_code.h — a JVM's code cache and methods, read from the process through the layout
+ * hotspot_vm.h parsed.
+ *
+ * Owns the two lookups the Java walk and its names rest on, in user space (the kernel's walk
+ * follows the same rules): an address to the CodeBlob holding it (the code heaps of
+ * CodeCache::_heaps, each heap's segment map walked back to its block's start) with the
+ * blob's name, frame size and, for a compiled method, its Method*; and a Method* to its
+ * class, name and signature (Method -> ConstMethod -> ConstantPool -> holder Klass and the
+ * pool's Symbols) and source file. All memory is the profiled process's: every read is
+ * bounded (PF_HS_HEAPS_MAX heaps, PF_HS_SEGMAP_HOPS_MAX hops, names cut at their buffers) and
+ * every value checked before it is followed. Thread-safe (no state). */
+#ifndef PF_AGENT_HOTSPOT_CODE_H
+#define PF_AGENT_HOTSPOT_CODE_H
+
+#include <stdint.h>
+
+#include "hotspot_vm.h"
+
+#define PF_HS_HEAPS_MAX 8	      /* code heaps looked at (JDK 17 has up to 3) */
+#define PF_HS_SEGMAP_HOPS_MAX 4096    /* segment-map entries walked back to a block's start */
+#define PF_HS_CLASS_MAX 256	      /* "java.util.HashMap", cut beyond */
+#define PF_HS_METHOD_MAX 128	      /* "get", "<init>" */
+#define PF_HS_SIG_MAX 256	      /* "(Ljava/lang/Object;)Ljava/lang/Object;" */
+
+struct pf_hs_blob {
+	uint64_t start;		    /* the CodeBlob */
+	uint64_t code_begin;	    /* its first instruction */
+	int32_t size;		    /* bytes, header included */
+	int32_t frame_size;	    /* words; 0 for the interpreter and some stubs */
+	uint64_t method;	    /* Method* of a compiled method ("nmethod"), else 0 */
+	int32_t comp_level;	    /* 1–3 C1, 4 C2; -1 when unknown or not compiled */
+	char name[PF_HS_NAME_MAX];  /* "nmethod", "Interpreter", a stub's name */
+};
+
+/* The blob holding pc. 0; -ENOENT when pc is outside the code cache or in free space of a
+ * heap; -EINVAL for a heap or blob whose values do not hold together (the process changed
+ * them while read, or the layout is not what was parsed); or the reader's error. */
+int pf_hs_blob_find(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint64_t pc,
+		    struct pf_hs_blob *out);
+
+struct pf_hs_method {
+	char klass[PF_HS_CLASS_MAX];   /* dotted: "java.util.HashMap" */
+	char name[PF_HS_METHOD_MAX];   /* "get" */
+	char sig[PF_HS_SIG_MAX];       /* the descriptor: "(Ljava/lang/Object;)Ljava/lang/Object;" */
+	char file[PF_HS_METHOD_MAX];   /* "HashMap.java"; "" when the class does not say */
+};
+
+/* The names of Method* method. 0; -EINVAL for a pointer chain that does not hold together
+ * (an index past its pool, a pool of more than 65536 slots, a symbol holding a NUL), or the
+ * reader's error. */
+int pf_hs_method_name(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint64_t method,
+		      struct pf_hs_method *out);
+
+#endif
