@@ -16,6 +16,36 @@ void pf_sha256(const void *data, size_t len, uint8_t out[PF_SHA256_LEN])
 		memset(out, 0, PF_SHA256_LEN);
 }
 
+#define H64_K1 0x9e3779b97f4a7c15ull
+#define H64_K2 0xbf58476d1ce4e5b9ull
+#define H64_K3 0x94d049bb133111ebull
+
+static inline uint64_t h64_step(uint64_t h, uint64_t w)
+{
+	h = (h ^ w) * H64_K2;
+	return h ^ (h >> 31);
+}
+
+uint64_t pf_hash64(const void *data, size_t n)
+{
+	const uint8_t *b = data;
+	uint64_t h = H64_K1 ^ ((uint64_t)n * H64_K3), w;
+
+	for (; n >= 8; b += 8, n -= 8) {
+		memcpy(&w, b, 8);
+		h = h64_step(h, w);
+	}
+	if (n) {
+		w = 0;
+		for (size_t i = 0; i < n; i++)
+			w |= (uint64_t)b[i] << (8 * i);
+		h = h64_step(h, w);
+	}
+	h ^= h >> 32;
+	h *= H64_K3;
+	return h ^ (h >> 29);
+}
+
 int pf_ct_memeq(const void *a, const void *b, size_t n)
 {
 	/* CRYPTO_memcmp is OpenSSL's constant-time compare: 0 when equal. */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "pf/compiler.h"
+#include "pf/hash.h"
 #include "pb_util.h"
 
 #define NONE UINT32_MAX
@@ -41,9 +42,10 @@ struct pf_flame {
 	size_t child_tab_cap;
 };
 
+/* FNV-1a: the compact form's stored checksum (it stays this function). */
 static uint64_t hash_bytes(const char *s, size_t n)
 {
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	uint64_t h = 1469598103934665603ull;
 	for (size_t i = 0; i < n; i++) {
 		h ^= (uint8_t)s[i];
 		h *= 1099511628211ull;
@@ -93,7 +95,7 @@ static int name_tab_grow(struct pf_flame *f)
 /* Index of the interned copy of s[0..n). */
 static int intern(struct pf_flame *f, const char *s, size_t n, uint32_t *out)
 {
-	uint64_t h = hash_bytes(s, n);
+	uint64_t h = pf_hash64(s, n);
 
 	if ((f->n_names + 1) * 10 >= f->name_tab_cap * 7 && name_tab_grow(f) < 0)
 		return -ENOMEM;
