@@ -2,17 +2,31 @@
 #include "pf/hash.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/random.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+/* The SHA-256 implementation, fetched once: EVP_sha256() makes EVP_Digest() fetch it again
+ * on every call, which costs as much as hashing a few hundred bytes. Kept for the process's
+ * life (NULL when the fetch failed: then the digest is all zero). */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void sha256_fetch(void)
+{
+	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
 void pf_sha256(const void *data, size_t len, uint8_t out[PF_SHA256_LEN])
 {
 	unsigned int n = 0;
 
-	if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1 || n != PF_SHA256_LEN)
+	pthread_once(&sha256_once, sha256_fetch);
+	if (!sha256_md || EVP_Digest(data, len, out, &n, sha256_md, NULL) != 1 ||
+	    n != PF_SHA256_LEN)
 		memset(out, 0, PF_SHA256_LEN);
 }
 
