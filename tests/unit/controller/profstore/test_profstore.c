@@ -253,8 +253,8 @@ static void test_inlined_nodes(void **state)
 }
 
 /* Distinct paths: samples of a stack met again (in any order) add their count and values to
- * the path their stack's first sample made; two stacks of equal names share one path; a
- * stack index out of range after repeats is still refused. */
+ * the path their stack's first sample made; two stacks of equal names share one path; a name
+ * of two kinds is two frames; a stack index out of range after repeats is still refused. */
 static void test_paths_repeated_stacks(void **state)
 {
 	(void)state;
@@ -318,6 +318,33 @@ static void test_paths_repeated_stacks(void **state)
 	assert_int_equal(ps.stacks[1].weight, 2);
 	pf_flame_paths_release(&ps);
 
+	/* one name, two kinds: two frames, in the order the paths first use them; a kind met
+	 * again in another path is the same frame */
+	static const uint32_t t0[2] = {3, 0}, t1[3] = {2, 3, 0}, t2[2] = {1, 0};
+	fr[3].kind = 1;
+	st[0] = (struct pf_prof_stack){2, t0}; /* main;a(1) */
+	st[1] = (struct pf_prof_stack){3, t1}; /* main;a(1);b */
+	st[2] = (struct pf_prof_stack){2, t2}; /* main;a(0) */
+	for (int i = 0; i < 3; i++)
+		sa[i] = (struct pf_prof_sample){.stack = (uint32_t)i, .count = 1};
+	p->n_samples = 3;
+	assert_int_equal(pf_flame_paths_build(p, &ps), 0);
+	assert_int_equal(ps.n_stacks, 3);
+	assert_int_equal(ps.n_frames, 4);
+	static const char *const order[4] = {"main", "a", "b", "a"};
+	static const uint8_t kinds[4] = {0, 1, 0, 0};
+	for (int i = 0; i < 4; i++) {
+		assert_string_equal(ps.frames[i].name, order[i]);
+		assert_int_equal(ps.frames[i].kind, kinds[i]);
+	}
+	assert_int_equal(ps.stacks[0].ids[1], 1);
+	assert_int_equal(ps.stacks[1].ids[1], 1);
+	assert_int_equal(ps.stacks[1].ids[2], 2);
+	assert_int_equal(ps.stacks[2].ids[0], 0);
+	assert_int_equal(ps.stacks[2].ids[1], 3);
+	pf_flame_paths_release(&ps);
+
+	p->n_samples = 7;
 	sa[6] = (struct pf_prof_sample){.stack = 3, .count = 1, .values = v[0]};
 	assert_int_equal(pf_flame_paths_build_types(w, p, &ps), -EINVAL);
 	assert_int_equal(ps.n_stacks, 0);
