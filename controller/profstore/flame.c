@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pf/array.h"
 #include "pf/compiler.h"
 #include "pf/hash.h"
 #include "pb_util.h"
@@ -1087,14 +1088,8 @@ static int paths_frame(struct pf_flame_paths *ps, struct frame_index *fx, const 
 			*out = fx->other_frame[idx];
 			return 0;
 		}
-		if ((size_t)idx >= fx->n_others_cap) {
-			size_t c = fx->n_others_cap ? fx->n_others_cap * 2 : 16;
-			uint32_t *nf = realloc(fx->other_frame, c * sizeof(*nf));
-			if (!nf)
-				return -ENOMEM;
-			fx->other_frame = nf;
-			fx->n_others_cap = c;
-		}
+		if (PF_ARRAY_GROW(fx->other_frame, fx->n_others_cap, (size_t)idx + 1, 16) < 0)
+			return -ENOMEM;
 		slot = &fx->other_frame[idx];
 	}
 	struct pf_flame_path_frame *fr = &ps->frames[ps->n_frames];
