@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pf/array.h"
 #include "pf/compiler.h"
+#include "pf/hash.h"
 #include "pb_util.h"
 
 #define NONE UINT32_MAX
@@ -41,9 +43,10 @@ struct pf_flame {
 	size_t child_tab_cap;
 };
 
+/* FNV-1a: the compact form's stored checksum (it stays this function). */
 static uint64_t hash_bytes(const char *s, size_t n)
 {
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	uint64_t h = 1469598103934665603ull;
 	for (size_t i = 0; i < n; i++) {
 		h ^= (uint8_t)s[i];
 		h *= 1099511628211ull;
@@ -93,7 +96,7 @@ static int name_tab_grow(struct pf_flame *f)
 /* Index of the interned copy of s[0..n). */
 static int intern(struct pf_flame *f, const char *s, size_t n, uint32_t *out)
 {
-	uint64_t h = hash_bytes(s, n);
+	uint64_t h = pf_hash64(s, n);
 
 	if ((f->n_names + 1) * 10 >= f->name_tab_cap * 7 && name_tab_grow(f) < 0)
 		return -ENOMEM;
@@ -1053,34 +1056,60 @@ void pf_flame_paths_release(struct pf_flame_paths *ps)
 	memset(ps, 0, sizeof(*ps));
 }
 
-/* A frame of the output: each (name, kind) pair once. */
-static int paths_frame(struct pf_flame_paths *ps, struct pb_intern *pairs, const struct penc *e,
+/* The frames of the output, each (name, kind) pair once, indexed in the order the paths
+ * first use them: by name (most names have one kind), and pairs for a name's other kinds. */
+struct frame_index {
+	uint32_t *of_name; /* name index -> frame + 1 (0: none yet) of the name's first kind */
+	uint8_t *kind;	   /* name index -> that kind */
+	struct pb_intern others; /* (name index << 8 | kind) -> frame, for the other kinds */
+	uint32_t *other_frame;	 /* others' index -> frame */
+	size_t n_others_cap;
+};
+
+static int paths_frame(struct pf_flame_paths *ps, struct frame_index *fx, const struct penc *e,
 		       uint64_t key, uint32_t *out)
 {
-	int32_t idx;
-	bool added;
-	int rc = pb_intern(pairs, &key, sizeof(key), &idx, &added);
-	if (rc < 0)
-		return rc;
-	*out = (uint32_t)idx;
-	if (!added)
-		return 0;
 	uint32_t ni = (uint32_t)(key >> 8);
+	uint8_t kind = (uint8_t)key;
+	uint32_t *slot = NULL; /* the other kind's entry, or NULL: the name's first */
+
+	if (!fx->of_name[ni]) {
+		fx->kind[ni] = kind;
+	} else if (fx->kind[ni] == kind) {
+		*out = fx->of_name[ni] - 1;
+		return 0;
+	} else {
+		int32_t idx;
+		bool added;
+		int rc = pb_intern(&fx->others, &key, sizeof(key), &idx, &added);
+		if (rc < 0)
+			return rc;
+		if (!added) {
+			*out = fx->other_frame[idx];
+			return 0;
+		}
+		if (PF_ARRAY_GROW(fx->other_frame, fx->n_others_cap, (size_t)idx + 1, 16) < 0)
+			return -ENOMEM;
+		slot = &fx->other_frame[idx];
+	}
 	struct pf_flame_path_frame *fr = &ps->frames[ps->n_frames];
 	fr->name = malloc(e->names.len[ni] + 1);
 	if (!fr->name)
 		return -ENOMEM;
 	memcpy(fr->name, e->names.keys.data + e->names.off[ni], e->names.len[ni]);
 	fr->name[e->names.len[ni]] = 0;
-	fr->kind = (uint8_t)key;
-	ps->n_frames++;
+	fr->kind = kind;
+	*out = (uint32_t)ps->n_frames++;
+	if (slot)
+		*slot = *out;
+	else
+		fx->of_name[ni] = *out + 1;
 	return 0;
 }
 
 static int paths_collect(struct pf_flame_paths *ps, const struct penc *e)
 {
-	struct pb_intern pairs;
-	size_t total = 0;
+	size_t total = 0, nn = e->names.n ? e->names.n : 1;
 	int rc = 0;
 
 	for (size_t i = 0; i < e->stacks.n; i++)
@@ -1089,9 +1118,10 @@ static int paths_collect(struct pf_flame_paths *ps, const struct penc *e)
 	ps->ids = malloc((total ? total : 1) * sizeof(*ps->ids));
 	/* at most one frame per path entry */
 	ps->frames = calloc(total ? total : 1, sizeof(*ps->frames));
-	if (!ps->stacks || !ps->ids || !ps->frames)
-		return -ENOMEM;
-	pb_intern_init(&pairs, 0);
+	struct frame_index fx = {.of_name = calloc(nn, sizeof(uint32_t)), .kind = malloc(nn)};
+	pb_intern_init(&fx.others, 0);
+	if (!ps->stacks || !ps->ids || !ps->frames || !fx.of_name || !fx.kind)
+		rc = -ENOMEM;
 	size_t at = 0;
 	for (size_t i = 0; rc == 0 && i < e->stacks.n; i++) {
 		const uint8_t *k = e->stacks.keys.data + e->stacks.off[i];
@@ -1101,11 +1131,14 @@ static int paths_collect(struct pf_flame_paths *ps, const struct penc *e)
 		for (uint32_t j = 0; rc == 0 && j < n; j++) {
 			uint64_t key;
 			memcpy(&key, k + j * sizeof(key), sizeof(key));
-			rc = paths_frame(ps, &pairs, e, key, &ps->ids[at++]);
+			rc = paths_frame(ps, &fx, e, key, &ps->ids[at++]);
 		}
 	}
 	ps->n_stacks = e->stacks.n;
-	pb_intern_release(&pairs);
+	pb_intern_release(&fx.others);
+	free(fx.of_name);
+	free(fx.kind);
+	free(fx.other_frame);
 	return rc;
 }
 

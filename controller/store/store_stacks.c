@@ -157,17 +157,6 @@ void store_stacks_release(struct store_stacks *k)
 	free(k);
 }
 
-static uint64_t fnv(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 1099511628211ull;
-	}
-	return h ^ (h >> 29);
-}
-
 static struct seen_slot *seen_find(struct seen *s, const void *key, size_t n, uint64_t h)
 {
 	if (!s->n_slots)
@@ -294,7 +283,7 @@ int intern_content(struct pf_store *st, struct seen *seen, enum stk_stmt find,
 		   int (*bind_rest)(sqlite3_stmt *s, const void *ctx), const void *ctx,
 		   int64_t *id)
 {
-	uint64_t h = fnv(key, n);
+	uint64_t h = pf_hash64(key, n);
 	struct seen_slot *sl = seen_find(seen, key, n, h);
 	uint8_t digest[PF_SHA256_LEN];
 	int rc;

@@ -6,17 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pf/hash.h"
 #include "pf/profile.h"
 
 uint64_t pb_hash(const void *p, size_t n)
 {
-	const uint8_t *b = p;
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
+	return pf_hash64(p, n);
 }
 
 /* ---------------------------------------------------------------------------------------- */

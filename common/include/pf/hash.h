@@ -1,5 +1,6 @@
-/* pf/hash.h — SHA-256 (through OpenSSL's EVP interface), constant-time comparison, and
- * random bytes and tokens from the kernel CSPRNG (getrandom(2)). Owns no state. */
+/* pf/hash.h — SHA-256 (through OpenSSL's EVP interface), constant-time comparison, random
+ * bytes and tokens from the kernel CSPRNG (getrandom(2)), and a fast non-cryptographic 64-bit
+ * hash for in-memory tables. Owns no state. */
 #ifndef PF_HASH_H
 #define PF_HASH_H
 
@@ -14,6 +15,11 @@
 
 /* out receives the digest; on the (practically impossible) EVP failure it is all zero. */
 void pf_sha256(const void *data, size_t len, uint8_t out[PF_SHA256_LEN]);
+/* A 64-bit hash of n bytes for in-memory hash tables (eight bytes a step, every output bit
+ * depending on every input bit). Not for anything stored or sent, nor against an adversary
+ * who picks the keys: tables that take a sender's keys must bound their probes or their size
+ * on their own. */
+uint64_t pf_hash64(const void *data, size_t n);
 /* Constant-time comparison of n bytes (time does not depend on where they differ).
  * Returns 1 when equal, 0 when not. */
 int pf_ct_memeq(const void *a, const void *b, size_t n);

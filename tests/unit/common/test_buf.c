@@ -142,6 +142,16 @@ static void test_uvarint(void **state)
 	assert_int_equal(pf_buf_append_uvarint(&b, UINT64_MAX), -E2BIG);
 	assert_int_equal(b.len, 1);
 	pf_buf_release(&b);
+	/* written in place while there is room (NUL after it), up to the cap and not past it */
+	pf_buf_init(&b, 12);
+	assert_int_equal(pf_buf_append_uvarint(&b, 300), 0);
+	assert_int_equal(pf_buf_append_uvarint(&b, UINT64_MAX), 0);
+	assert_int_equal(b.len, 12);
+	assert_int_equal(b.data[12], 0);
+	assert_memory_equal(b.data, want + 2, 12);
+	assert_int_equal(pf_buf_append_uvarint(&b, 0), -E2BIG);
+	assert_int_equal(b.len, 12);
+	pf_buf_release(&b);
 }
 
 int main(void)

@@ -1,5 +1,5 @@
 /* test_hash.c — pf/hash.h: SHA-256 against FIPS 180-4 / NIST vectors, constant-time compare,
- * random bytes, token format and uniqueness. */
+ * random bytes, token format and uniqueness, the 64-bit table hash. */
 #include <errno.h>
 #include <stdbool.h>
 #include <setjmp.h>
@@ -128,6 +128,49 @@ static void test_token_small_buffer(void **state)
 	assert_int_equal(pf_token_generate(NULL, 100), -ENOSPC);
 }
 
+/* pf_hash64: the same bytes give the same hash wherever they lie; every byte (the tail's too)
+ * and the length count; one flipped input bit flips about half of the output bits; the low
+ * bits (what a power-of-two table indexes by) spread keys that differ only in their high
+ * bytes. */
+static void test_hash64(void **state)
+{
+	uint8_t a[64], b[72];
+
+	for (size_t i = 0; i < sizeof(a); i++)
+		a[i] = (uint8_t)(i * 37 + 11);
+	memcpy(b + 3, a, sizeof(a)); /* unaligned */
+	for (size_t n = 0; n <= sizeof(a); n++)
+		assert_true(pf_hash64(a, n) == pf_hash64(b + 3, n));
+	uint8_t z[16] = {0};
+	for (size_t n = 1; n <= sizeof(z); n++) /* zero bytes still count through the length */
+		assert_true(pf_hash64(z, n) != pf_hash64(z, n - 1));
+	size_t flips = 0, trials = 0;
+	for (size_t n = 1; n <= 24; n++) {
+		uint64_t h = pf_hash64(a, n);
+		for (size_t bit = 0; bit < n * 8; bit++) {
+			a[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+			uint64_t g = pf_hash64(a, n);
+			a[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+			assert_true(g != h);
+			flips += (size_t)__builtin_popcountll(g ^ h);
+			trials++;
+		}
+	}
+	double mean = (double)flips / (double)trials;
+	assert_true(mean > 28.0 && mean < 36.0);
+	/* 4,096 keys differing only in bytes 6 and 7 of 8: their low 12 bits spread over at
+	 * least half of the 4,096 buckets (a random function fills ~63 %). */
+	static uint8_t used[4096];
+	size_t buckets = 0;
+	for (uint32_t i = 0; i < 4096; i++) {
+		uint8_t k[8] = {1, 2, 3, 4, 5, 6, (uint8_t)(i & 0xff), (uint8_t)(i >> 8)};
+		uint64_t h = pf_hash64(k, sizeof(k)) & 4095;
+		buckets += !used[h];
+		used[h] = 1;
+	}
+	assert_true(buckets > 2048);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -136,6 +179,7 @@ int main(void)
 	    cmocka_unit_test(test_random_bytes),
 	    cmocka_unit_test(test_token_format_and_uniqueness),
 	    cmocka_unit_test(test_token_small_buffer),
+	    cmocka_unit_test(test_hash64),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -252,6 +252,105 @@ static void test_inlined_nodes(void **state)
 	pf_prof_window_free(w);
 }
 
+/* Distinct paths: samples of a stack met again (in any order) add their count and values to
+ * the path their stack's first sample made; two stacks of equal names share one path; a name
+ * of two kinds is two frames; a stack index out of range after repeats is still refused. */
+static void test_paths_repeated_stacks(void **state)
+{
+	(void)state;
+	struct pf_prof_window *w = pf_prof_window_new();
+	struct pf_prof_process *p = pf_prof_alloc(w, sizeof(*p));
+	struct pf_prof_frame *fr = pf_prof_alloc(w, 4 * sizeof(*fr));
+	struct pf_prof_stack *st = pf_prof_alloc(w, 3 * sizeof(*st));
+	struct pf_prof_sample *sa = pf_prof_alloc(w, 7 * sizeof(*sa));
+	struct pf_prof_value_type *types = pf_prof_alloc(w, 2 * sizeof(*types));
+	static const char *names[4] = {"main", "a", "b", "a"}; /* frames 1 and 3: same name */
+	static const uint32_t s0[2] = {1, 0}, s1[2] = {2, 0}, s2[2] = {3, 0}; /* leaf first */
+	static const int64_t v[7][2] = {{1, 10}, {2, 20}, {3, 30}, {4, -5}, {0, 7}, {5, 50}, {0, 0}};
+	static const uint32_t stk[7] = {0, 1, 0, 2, 1, 0, 1};
+	static const uint64_t cnt[7] = {1, 2, 3, 4, 0, 5, 0};
+	assert_non_null(p);
+	assert_non_null(fr);
+	assert_non_null(st);
+	assert_non_null(sa);
+	assert_non_null(types);
+	for (int i = 0; i < 4; i++)
+		fr[i] = (struct pf_prof_frame){.address = 0x1000u + (unsigned)i, .mapping = -1,
+					       .function = names[i]};
+	st[0] = (struct pf_prof_stack){2, s0};
+	st[1] = (struct pf_prof_stack){2, s1};
+	st[2] = (struct pf_prof_stack){2, s2};
+	for (int i = 0; i < 7; i++)
+		sa[i] = (struct pf_prof_sample){.stack = stk[i], .count = cnt[i], .values = v[i]};
+	types[0] = (struct pf_prof_value_type){"samples", "count"};
+	types[1] = (struct pf_prof_value_type){"cpu", "nanoseconds"};
+	*p = (struct pf_prof_process){.pid = 1, .n_frames = 4, .frames = fr, .n_stacks = 3,
+				      .stacks = st, .n_samples = 7, .samples = sa};
+	w->processes = p;
+	w->n_processes = 1;
+	w->sample_types = types;
+	w->n_sample_types = 2;
+
+	struct pf_flame_paths ps;
+	assert_int_equal(pf_flame_paths_build_types(w, p, &ps), 0);
+	assert_int_equal(ps.n_stacks, 2);
+	assert_int_equal(ps.n_types, 2);
+	assert_int_equal(ps.n_frames, 3);
+	/* main;a from stacks 0 and 2: counts 1+3+4+5, values (1+3+4+5, 10+30+0+50) */
+	assert_int_equal(ps.stacks[0].n, 2);
+	assert_string_equal(ps.frames[ps.stacks[0].ids[0]].name, "main");
+	assert_string_equal(ps.frames[ps.stacks[0].ids[1]].name, "a");
+	assert_int_equal(ps.stacks[0].weight, 13);
+	assert_int_equal(ps.type_weights[0], 13);
+	assert_int_equal(ps.type_weights[1], 90);
+	/* main;b: counts 2+0 (the sample with only cpu weighs), values (2, 27); the last sample
+	 * weighs nothing and is left out */
+	assert_string_equal(ps.frames[ps.stacks[1].ids[1]].name, "b");
+	assert_int_equal(ps.stacks[1].weight, 2);
+	assert_int_equal(ps.type_weights[2], 2);
+	assert_int_equal(ps.type_weights[3], 27);
+	pf_flame_paths_release(&ps);
+
+	/* untyped: counts only, the zero-count samples left out */
+	assert_int_equal(pf_flame_paths_build(p, &ps), 0);
+	assert_int_equal(ps.n_stacks, 2);
+	assert_int_equal(ps.stacks[0].weight, 13);
+	assert_int_equal(ps.stacks[1].weight, 2);
+	pf_flame_paths_release(&ps);
+
+	/* one name, two kinds: two frames, in the order the paths first use them; a kind met
+	 * again in another path is the same frame */
+	static const uint32_t t0[2] = {3, 0}, t1[3] = {2, 3, 0}, t2[2] = {1, 0};
+	fr[3].kind = 1;
+	st[0] = (struct pf_prof_stack){2, t0}; /* main;a(1) */
+	st[1] = (struct pf_prof_stack){3, t1}; /* main;a(1);b */
+	st[2] = (struct pf_prof_stack){2, t2}; /* main;a(0) */
+	for (int i = 0; i < 3; i++)
+		sa[i] = (struct pf_prof_sample){.stack = (uint32_t)i, .count = 1};
+	p->n_samples = 3;
+	assert_int_equal(pf_flame_paths_build(p, &ps), 0);
+	assert_int_equal(ps.n_stacks, 3);
+	assert_int_equal(ps.n_frames, 4);
+	static const char *const order[4] = {"main", "a", "b", "a"};
+	static const uint8_t kinds[4] = {0, 1, 0, 0};
+	for (int i = 0; i < 4; i++) {
+		assert_string_equal(ps.frames[i].name, order[i]);
+		assert_int_equal(ps.frames[i].kind, kinds[i]);
+	}
+	assert_int_equal(ps.stacks[0].ids[1], 1);
+	assert_int_equal(ps.stacks[1].ids[1], 1);
+	assert_int_equal(ps.stacks[1].ids[2], 2);
+	assert_int_equal(ps.stacks[2].ids[0], 0);
+	assert_int_equal(ps.stacks[2].ids[1], 3);
+	pf_flame_paths_release(&ps);
+
+	p->n_samples = 7;
+	sa[6] = (struct pf_prof_sample){.stack = 3, .count = 1, .values = v[0]};
+	assert_int_equal(pf_flame_paths_build_types(w, p, &ps), -EINVAL);
+	assert_int_equal(ps.n_stacks, 0);
+	pf_prof_window_free(w);
+}
+
 /* ---- receiver */
 
 struct fx {
@@ -1269,6 +1368,7 @@ int main(void)
 	    cmocka_unit_test(test_json_escaping),
 	    cmocka_unit_test(test_window_and_merge),
 	    cmocka_unit_test(test_inlined_nodes),
+	    cmocka_unit_test(test_paths_repeated_stacks),
 	    cmocka_unit_test(test_response_encoding),
 	    cmocka_unit_test_setup_teardown(test_ingest_ok_and_load, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ingest_errors, setup, teardown),
