@@ -8,6 +8,8 @@
 #   pyroscope.c  `pyroscope`: per-process pprof push targets (/ingest?format=pprof&name=...)
 #   otlp_grpc.c  `otlp_grpc`: the unary ProfilesService/Export call through gRPC's C core
 #   spill.c      the queue mirrored in the state dir (a file per queued item)
+#   export_dir.c the directory file.c and spill.c keep their files in: creation, atomic
+#                writes (temp file and rename), its entries
 #   encode_submit.c  a window as OTLP requests (whole, or per process) handed to a sink:
 #                the data plane's windows and the captures
 #   ../relabel/relabel.c  the relabel rules (profiling.relabel, redact_secrets) that
@@ -34,6 +36,7 @@ if(NOT TARGET agent_export)
 		${CMAKE_CURRENT_LIST_DIR}/pyroscope.c
 		${CMAKE_CURRENT_LIST_DIR}/otlp_grpc.c
 		${CMAKE_CURRENT_LIST_DIR}/spill.c
+		${CMAKE_CURRENT_LIST_DIR}/export_dir.c
 		${CMAKE_CURRENT_LIST_DIR}/encode_submit.c
 		${CMAKE_CURRENT_LIST_DIR}/../relabel/relabel.c)
 	target_include_directories(agent_export PUBLIC ${CMAKE_CURRENT_LIST_DIR}/..)

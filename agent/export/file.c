@@ -13,14 +13,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "export/export_dir.h"
 #include "pf/array.h"
 #include "pf/compiler.h"
 #include "pf/fdio.h"
 #include "pf/uuid.h"
 
 struct agent_export_file {
-	char *dir;
-	int dir_fd;
+	struct agent_export_dir dir;
 	uint64_t max_bytes;
 };
 
@@ -53,15 +53,9 @@ int agent_export_file_is_ours(const char *n)
 
 static bool is_our_temp(const char *n)
 {
-	size_t len = strlen(n);
-	if (len < 6 || n[0] != '.' || strcmp(n + len - 4, ".tmp") != 0)
-		return false;
-	char tmp[128];
-	if (len - 5 >= sizeof(tmp))
-		return false;
-	memcpy(tmp, n + 1, len - 5);
-	tmp[len - 5] = 0;
-	return agent_export_file_is_ours(tmp);
+	char inner[128];
+	return agent_export_dir_temp_of(n, inner, sizeof(inner)) &&
+	       agent_export_file_is_ours(inner);
 }
 
 struct agent_export_file *agent_export_file_new(const char *dir, uint64_t max_bytes,
@@ -72,36 +66,24 @@ struct agent_export_file *agent_export_file_new(const char *dir, uint64_t max_by
 		errno = EINVAL;
 		return NULL;
 	}
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-		int e = errno;
-		pf_error_set(err, -e, "path", "cannot create directory '%s': %s", dir, strerror(e));
-		errno = e;
-		return NULL;
-	}
 	struct agent_export_file *f = calloc(1, sizeof(*f));
 	if (!f)
 		return NULL;
-	f->dir = strdup(dir);
-	f->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	f->max_bytes = max_bytes;
-	if (!f->dir || f->dir_fd < 0) {
-		int e = f->dir ? errno : ENOMEM;
-		pf_error_set(err, -e, "path", "cannot open directory '%s': %s", dir, strerror(e));
-		agent_export_file_free(f);
-		errno = e;
+	int r = agent_export_dir_open(&f->dir, dir, 0755, false, "path", err);
+	if (r < 0) {
+		free(f);
+		errno = -r;
 		return NULL;
 	}
 	/* Remove temp files a crash left behind. */
-	int fd = dup(f->dir_fd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = agent_export_dir_entries(&f->dir);
 	if (d) {
 		struct dirent *de;
 		while ((de = readdir(d)))
 			if (is_our_temp(de->d_name))
-				unlinkat(f->dir_fd, de->d_name, 0);
+				unlinkat(f->dir.fd, de->d_name, 0);
 		closedir(d);
-	} else if (fd >= 0) {
-		close(fd);
 	}
 	return f;
 }
@@ -110,9 +92,7 @@ void agent_export_file_free(struct agent_export_file *f)
 {
 	if (!f)
 		return;
-	if (f->dir_fd >= 0)
-		close(f->dir_fd);
-	free(f->dir);
+	agent_export_dir_close(&f->dir);
 	free(f);
 }
 
@@ -129,16 +109,9 @@ static int cmp_entry(const void *a, const void *b)
 /* Our files sorted by name (= by time), oldest first. */
 static int list_ours(struct agent_export_file *f, struct entry **out, size_t *n_out)
 {
-	int fd = dup(f->dir_fd);
-	if (fd < 0)
+	DIR *d = agent_export_dir_entries(&f->dir);
+	if (!d)
 		return -errno;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		int e = errno;
-		close(fd);
-		return -e;
-	}
-	rewinddir(d);
 	struct entry *v = NULL;
 	size_t n = 0, cap = 0;
 	struct dirent *de;
@@ -147,7 +120,7 @@ static int list_ours(struct agent_export_file *f, struct entry **out, size_t *n_
 		if (!agent_export_file_is_ours(de->d_name))
 			continue;
 		struct stat st;
-		if (fstatat(f->dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		if (fstatat(f->dir.fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !S_ISREG(st.st_mode))
 			continue;
 		if (PF_ARRAY_GROW(v, cap, n + 1, 32) < 0) {
@@ -205,7 +178,7 @@ static int enforce_bound(struct agent_export_file *f, const char *keep)
 	for (size_t i = 0; i < n && total > f->max_bytes; i++) {
 		if (strcmp(v[i].name, keep) == 0)
 			continue;
-		if (unlinkat(f->dir_fd, v[i].name, 0) == 0 || errno == ENOENT)
+		if (unlinkat(f->dir.fd, v[i].name, 0) == 0 || errno == ENOENT)
 			total -= v[i].size;
 	}
 	free(v);
@@ -225,29 +198,15 @@ int agent_export_file_write(struct agent_export_file *f, const uint8_t *data, si
 		return pf_error_set(err, -EINVAL, "", "bad time");
 	char hex[HEX_LEN + 1];
 	pf_hex_encode(profile_id, 16, hex);
-	char name[160], tmp[176];
-	snprintf(name, sizeof(name), "%04d%02d%02dT%02d%02d%02d.%03uZ-%s" SUFFIX,
-		 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+	char name[160];
+	snprintf(name, sizeof(name), "%04d%02d%02dT%02d%02d%02d.%03uZ-%s" SUFFIX, tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
 		 (unsigned)(now_unix_ns / 1000000u % 1000u), hex);
-	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
 
-	int fd = openat(f->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (fd < 0) {
-		int e = errno;
-		return pf_error_set(err, -e, "", "%s/%s: %s", f->dir, tmp, strerror(e));
-	}
-	int r = pf_write_all(fd, data, len);
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
-	if (close(fd) < 0 && r == 0)
-		r = -errno;
-	if (r == 0 && renameat(f->dir_fd, tmp, f->dir_fd, name) < 0)
-		r = -errno;
-	if (r < 0) {
-		unlinkat(f->dir_fd, tmp, 0);
-		return pf_error_set(err, r, "", "%s/%s: %s", f->dir, name, strerror(-r));
-	}
-	fsync(f->dir_fd); /* make the rename durable */
+	struct iovec part = {(void *)data, len};
+	int r = agent_export_dir_write(&f->dir, name, 0644, true, &part, 1);
+	if (r < 0)
+		return pf_error_set(err, r, "", "%s/%s: %s", f->dir.path, name, strerror(-r));
 	if (name_out) {
 		size_t nl = pf_min(strlen(name), (size_t)AGENT_EXPORT_FILE_NAME_MAX - 1);
 		memcpy(name_out, name, nl);
@@ -255,7 +214,7 @@ int agent_export_file_write(struct agent_export_file *f, const uint8_t *data, si
 	}
 	r = enforce_bound(f, name);
 	if (r < 0)
-		return pf_error_set(err, r, "", "%s: cannot enforce max_bytes: %s", f->dir,
+		return pf_error_set(err, r, "", "%s: cannot enforce max_bytes: %s", f->dir.path,
 				    strerror(-r));
 	return 0;
 }

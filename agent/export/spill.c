@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "export/export_dir.h"
 #include "pf/array.h"
 #include "pf/compiler.h"
 #include "pf/fdio.h"
@@ -23,8 +24,7 @@
 #define MAX_TARGET (64u << 10)
 
 struct agent_spill {
-	char *dir;
-	int dir_fd;
+	struct agent_export_dir dir;
 };
 
 static void put32(uint8_t *p, uint32_t v)
@@ -74,21 +74,9 @@ static bool parse_name(const char *n, uint64_t *seq)
 
 static bool is_temp(const char *n)
 {
-	size_t l = strlen(n);
 	char inner[64];
-	if (l < 6 || n[0] != '.' || strcmp(n + l - 4, ".tmp") != 0 || l - 5 >= sizeof(inner))
-		return false;
-	memcpy(inner, n + 1, l - 5);
-	inner[l - 5] = 0;
 	uint64_t seq;
-	return parse_name(inner, &seq);
-}
-
-static int mkdir_one(const char *p)
-{
-	if (mkdir(p, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
+	return agent_export_dir_temp_of(n, inner, sizeof(inner)) && parse_name(inner, &seq);
 }
 
 struct agent_spill *agent_spill_open(const char *dir, struct pf_error *err)
@@ -98,33 +86,14 @@ struct agent_spill *agent_spill_open(const char *dir, struct pf_error *err)
 		errno = EINVAL;
 		return NULL;
 	}
-	/* the parent (the state dir's "spill" folder) may not exist yet */
-	char parent[4096];
-	size_t dl = strlen(dir);
-	if (dl < sizeof(parent)) {
-		memcpy(parent, dir, dl + 1);
-		char *slash = strrchr(parent, '/');
-		if (slash && slash != parent) {
-			*slash = 0;
-			mkdir_one(parent);
-		}
-	}
-	int r = mkdir_one(dir);
-	if (r < 0) {
-		pf_error_set(err, r, "spill_dir", "cannot create '%s': %s", dir, strerror(-r));
-		errno = -r;
-		return NULL;
-	}
 	struct agent_spill *s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
-	s->dir = strdup(dir);
-	s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (!s->dir || s->dir_fd < 0) {
-		int e = s->dir ? errno : ENOMEM;
-		pf_error_set(err, -e, "spill_dir", "cannot open '%s': %s", dir, strerror(e));
-		agent_spill_close(s);
-		errno = e;
+	/* the parent (the state dir's "spill" folder) may not exist yet */
+	int r = agent_export_dir_open(&s->dir, dir, 0700, true, "spill_dir", err);
+	if (r < 0) {
+		free(s);
+		errno = -r;
 		return NULL;
 	}
 	return s;
@@ -134,15 +103,13 @@ void agent_spill_close(struct agent_spill *s)
 {
 	if (!s)
 		return;
-	if (s->dir_fd >= 0)
-		close(s->dir_fd);
-	free(s->dir);
+	agent_export_dir_close(&s->dir);
 	free(s);
 }
 
 const char *agent_spill_dir(const struct agent_spill *s)
 {
-	return s->dir;
+	return s->dir.path;
 }
 
 int agent_spill_write(struct agent_spill *s, uint64_t seq, const uint8_t id[16],
@@ -151,9 +118,8 @@ int agent_spill_write(struct agent_spill *s, uint64_t seq, const uint8_t id[16],
 	size_t tl = target ? strlen(target) : 0;
 	if (tl > MAX_TARGET)
 		return -E2BIG;
-	char name[NAME_LEN + 1], tmp[NAME_LEN + 8];
+	char name[NAME_LEN + 1];
 	snprintf(name, sizeof(name), "%016" PRIx64 ".pfq", seq);
-	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
 	uint8_t head[HEAD_LEN];
 	memcpy(head, MAGIC, 4);
 	put32(head + 4, (uint32_t)tl);
@@ -165,29 +131,16 @@ int agent_spill_write(struct agent_spill *s, uint64_t seq, const uint8_t id[16],
 	crc = crc32_z(crc, data, len);
 	put32(head + 40, (uint32_t)crc);
 
-	int fd =
-	    openat(s->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return -errno;
-	int r = pf_write_all(fd, head, sizeof(head));
-	if (r == 0 && tl)
-		r = pf_write_all(fd, target, tl);
-	if (r == 0)
-		r = pf_write_all(fd, data, len);
-	if (close(fd) < 0 && r == 0)
-		r = -errno;
-	if (r == 0 && renameat(s->dir_fd, tmp, s->dir_fd, name) < 0)
-		r = -errno;
-	if (r < 0)
-		unlinkat(s->dir_fd, tmp, 0);
-	return r;
+	const struct iovec parts[] = {
+	    {head, sizeof(head)}, {(void *)target, tl}, {(void *)data, len}};
+	return agent_export_dir_write(&s->dir, name, 0600, false, parts, PF_ARRAY_SIZE(parts));
 }
 
 int agent_spill_remove(struct agent_spill *s, uint64_t seq)
 {
 	char name[NAME_LEN + 1];
 	snprintf(name, sizeof(name), "%016" PRIx64 ".pfq", seq);
-	if (unlinkat(s->dir_fd, name, 0) < 0 && errno != ENOENT)
+	if (unlinkat(s->dir.fd, name, 0) < 0 && errno != ENOENT)
 		return -errno;
 	return 0;
 }
@@ -223,7 +176,7 @@ static int read_record(struct agent_spill *s, uint64_t seq, size_t max_len,
 {
 	char name[NAME_LEN + 1];
 	snprintf(name, sizeof(name), "%016" PRIx64 ".pfq", seq);
-	int fd = openat(s->dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = openat(s->dir.fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return -errno;
 	struct stat st;
@@ -278,15 +231,9 @@ int agent_spill_load(struct agent_spill *s, size_t max_len, agent_spill_load_fn 
 		     size_t *n_bad)
 {
 	*n_bad = 0;
-	int fd = dup(s->dir_fd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		int e = errno;
-		if (fd >= 0)
-			close(fd);
-		return -e;
-	}
-	rewinddir(d);
+	DIR *d = agent_export_dir_entries(&s->dir);
+	if (!d)
+		return -errno;
 	uint64_t *seqs = NULL;
 	size_t n = 0, cap = 0;
 	int r = 0;
@@ -294,7 +241,7 @@ int agent_spill_load(struct agent_spill *s, size_t max_len, agent_spill_load_fn 
 	while ((de = readdir(d))) {
 		uint64_t seq;
 		if (is_temp(de->d_name)) {
-			unlinkat(s->dir_fd, de->d_name, 0);
+			unlinkat(s->dir.fd, de->d_name, 0);
 			continue;
 		}
 		if (!parse_name(de->d_name, &seq))

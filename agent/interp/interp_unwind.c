@@ -19,6 +19,19 @@ bool pf_interp_unwind_switch(struct pf_interp_unwind *b, bool on)
 	return off_now;
 }
 
+bool pf_interp_walker_enabled(const void *w)
+{
+	return ((const struct pf_interp_unwind *)w)->on;
+}
+
+bool pf_interp_walker_enable(const struct pf_interp_walker *ops, void *w, bool on)
+{
+	bool off_now = pf_interp_unwind_switch(w, on);
+	if (off_now)
+		ops->forget_all(w);
+	return off_now;
+}
+
 void pf_interp_unwind_unsupported(struct pf_interp_unwind *b, const char *fmt, ...)
 {
 	va_list ap;

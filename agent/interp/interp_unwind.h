@@ -12,11 +12,15 @@
  *   _forget  a process exec'ed or is gone;
  *   _enable  off forgets every process (the sampler empties the kernel's map of them).
  *
- * struct pf_interp_unwind is embedded by each walker; it owns no memory. */
+ * struct pf_interp_unwind is embedded by each walker as its first member; it owns no memory.
+ * The calls the sampler makes on every walker alike (_tick, _forget, _name, _closed, _enable)
+ * are in one table per walker (struct pf_interp_walker), so that it drives them in a loop;
+ * _seen, _note and the statistics differ per walker and stay typed. */
 #ifndef PF_AGENT_INTERP_UNWIND_H
 #define PF_AGENT_INTERP_UNWIND_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pf/compiler.h"
@@ -41,6 +45,29 @@ void pf_interp_unwind_unsupported(struct pf_interp_unwind *b, const char *fmt, .
 /* The kept reasons, oldest first, into out; returns how many. */
 unsigned pf_interp_unwind_reasons(const struct pf_interp_unwind *b,
 				  char out[PF_INTERP_UNSUPPORTED_KEPT][PF_INTERP_MSG_LEN]);
+
+/* One walker's calls (see above); w is the walker, whose first member is its
+ * struct pf_interp_unwind. */
+struct pf_interp_walker {
+	/* once per poll: renews the walker's per-poll budget */
+	void (*tick)(void *w);
+	/* pid exec'ed or its samples are gone: its state goes */
+	void (*forget)(void *w, uint32_t pid);
+	/* names the frames of the walker's kind among frames[0, n) of pid, allocating from win;
+	 * a frame that cannot be named keeps function NULL. 0 or -ENOMEM. */
+	int (*name)(void *w, uint32_t pid, struct pf_prof_window *win, struct pf_prof_frame *frames,
+		    size_t n);
+	/* after a window's processes: drops names no longer used */
+	void (*closed)(void *w);
+	/* every process goes (the walker was switched off) */
+	void (*forget_all)(void *w);
+};
+
+/* Whether walker w is on (true, the default). */
+bool pf_interp_walker_enabled(const void *w);
+/* On or off; off forgets every process. True when w was on and is off now: the caller then
+ * clears the kernel's map of its processes. */
+bool pf_interp_walker_enable(const struct pf_interp_walker *ops, void *w, bool on);
 
 /* A named frame of w: function, file (NULL: none) and line copied into w's memory. 0 or
  * -ENOMEM. */

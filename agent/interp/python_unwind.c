@@ -2,6 +2,7 @@
 #include "python_unwind.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +50,8 @@ struct queued {
 };
 
 struct pf_py_unwind {
-	struct pf_interp_unwind base; /* the switch, the unsupported list */
+	struct pf_interp_unwind base; /* first (pf_interp_walker): the switch, the
+				       * unsupported list */
 	size_t names_max;
 	struct proc **p; /* sorted by pid */
 	size_t n, cap;
@@ -59,6 +61,8 @@ struct pf_py_unwind {
 	uint64_t detected_total, detect_failed, named, name_failed;
 	uint64_t detect_cpu_ns; /* thread CPU time of the detections */
 };
+/* pf_interp_walker_enable() and _enabled() reach the base through the walker */
+_Static_assert(offsetof(struct pf_py_unwind, base) == 0, "base first");
 
 static uint64_t thread_cpu_ns(void)
 {
@@ -107,8 +111,9 @@ static void proc_free(struct proc *p)
 	free(p);
 }
 
-static void forget_all(struct pf_py_unwind *u)
+static void forget_all(void *w)
 {
+	struct pf_py_unwind *u = w;
 	for (size_t i = 0; i < u->n; i++)
 		proc_free(u->p[i]);
 	u->n = 0;
@@ -123,17 +128,6 @@ void pf_py_unwind_free(struct pf_py_unwind *u)
 	free(u->p);
 	free(u->q);
 	free(u);
-}
-
-void pf_py_unwind_enable(struct pf_py_unwind *u, bool on)
-{
-	if (pf_interp_unwind_switch(&u->base, on))
-		forget_all(u);
-}
-
-bool pf_py_unwind_enabled(const struct pf_py_unwind *u)
-{
-	return u->base.on;
 }
 
 /* The index of pid in u->p, or where it would go (*found false). */
@@ -172,8 +166,9 @@ static struct proc *proc_add(struct pf_py_unwind *u, uint32_t pid, size_t at)
 	return p;
 }
 
-void pf_py_unwind_forget(struct pf_py_unwind *u, uint32_t pid)
+static void walker_forget(void *w, uint32_t pid)
 {
+	struct pf_py_unwind *u = w;
 	bool found;
 	size_t i = proc_pos(u, pid, &found);
 	if (!found)
@@ -489,8 +484,9 @@ void pf_py_unwind_note(struct pf_py_unwind *u, uint32_t pid, const uint64_t *ips
 	}
 }
 
-void pf_py_unwind_tick(struct pf_py_unwind *u)
+static void walker_tick(void *w)
 {
+	struct pf_py_unwind *u = w;
 	u->detect_budget = PF_PY_UNWIND_DETECTS_PER_TICK;
 	size_t k = 0;
 	for (; k < u->n_q && k < PF_PY_UNWIND_NAMES_PER_TICK; k++) {
@@ -506,9 +502,10 @@ void pf_py_unwind_tick(struct pf_py_unwind *u)
 	u->n_q -= k;
 }
 
-int pf_py_unwind_name(struct pf_py_unwind *u, uint32_t pid, struct pf_prof_window *w,
-		      struct pf_prof_frame *frames, size_t n)
+static int walker_name(void *walker, uint32_t pid, struct pf_prof_window *w,
+		       struct pf_prof_frame *frames, size_t n)
 {
+	struct pf_py_unwind *u = walker;
 	struct proc *p = NULL;
 	uint64_t now = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -536,8 +533,9 @@ int pf_py_unwind_name(struct pf_py_unwind *u, uint32_t pid, struct pf_prof_windo
 	return 0;
 }
 
-void pf_py_unwind_closed(struct pf_py_unwind *u)
+static void walker_closed(void *w)
 {
+	struct pf_py_unwind *u = w;
 	uint64_t now = pf_mono_ms();
 	for (size_t i = 0; i < u->n; i++) {
 		struct proc *p = u->p[i];
@@ -593,3 +591,9 @@ uint64_t pf_py_unwind_detect_cpu_ns(const struct pf_py_unwind *u)
 {
 	return u->detect_cpu_ns;
 }
+
+const struct pf_interp_walker pf_py_walker = {.tick = walker_tick,
+					      .forget = walker_forget,
+					      .name = walker_name,
+					      .closed = walker_closed,
+					      .forget_all = forget_all};

@@ -11,8 +11,8 @@
  * Frames: the kernel puts one stack word PF_PY_FRAME(code object, instruction offset) in place
  * of each eval-loop frame (cpu_sampler.h); aggregate.c makes them frames of kind
  * PF_FRAME_PYTHON. Their names are read while the process lives: pf_py_unwind_note() at each
- * drained sample queues the words it has not named yet, pf_py_unwind_tick() names queued words
- * (bounded per call), and pf_py_unwind_name() fills a window's Python frames from those names
+ * drained sample queues the words it has not named yet, the walker's tick names queued words
+ * (bounded per call), and its name call fills a window's Python frames from those names
  * (naming any word still missing), so a process that exited mid-window keeps its names. A word
  * no window used in two closes is dropped.
  *
@@ -33,19 +33,14 @@ struct pf_py_unwind;
 
 #define PF_PY_UNWIND_DETECT_AFTER_MS 50 /* a process is looked at this long after its first
 					 * sample: most short-lived ones are gone by then */
-#define PF_PY_UNWIND_DETECTS_PER_TICK 8 /* detections per pf_py_unwind_tick() interval */
-#define PF_PY_UNWIND_NAMES_PER_TICK 512 /* words named per pf_py_unwind_tick() */
+#define PF_PY_UNWIND_DETECTS_PER_TICK 8 /* detections per tick interval */
+#define PF_PY_UNWIND_NAMES_PER_TICK 512 /* words named per tick */
 #define PF_PY_UNWIND_UNSUPPORTED_KEPT PF_INTERP_UNSUPPORTED_KEPT
 #define PF_PY_UNWIND_MSG_LEN PF_INTERP_MSG_LEN /* "pid N: " and the reason (cut at 120 bytes) */
 
 /* names_max_bytes: the code-object cache of one process (0: 1 MiB). NULL and errno. */
 struct pf_py_unwind *pf_py_unwind_new(size_t names_max_bytes);
 void pf_py_unwind_free(struct pf_py_unwind *u);
-
-/* On (true, the default) or off. Off forgets every process; the caller clears the kernel's
- * map. */
-void pf_py_unwind_enable(struct pf_py_unwind *u, bool on);
-bool pf_py_unwind_enabled(const struct pf_py_unwind *u);
 
 /* A sample of pid at now_ms (monotonic): 1 when pid was found to run a supported CPython just
  * now and *out is its kernel entry (write it to py_procs), 0 otherwise (known already, not
@@ -54,19 +49,11 @@ int pf_py_unwind_seen(struct pf_py_unwind *u, uint32_t pid, uint64_t now_ms,
 		      struct pf_bpf_py_proc *out);
 /* The user words of a drained sample of pid (leaf first): queues its Python frames to name. */
 void pf_py_unwind_note(struct pf_py_unwind *u, uint32_t pid, const uint64_t *ips, size_t n);
-/* Once per poll: renews the detection budget and names queued words. */
-void pf_py_unwind_tick(struct pf_py_unwind *u);
-/* pid exec'ed or its samples are gone: its state goes (the kernel drops its entry itself at
- * exec and exit). */
-void pf_py_unwind_forget(struct pf_py_unwind *u, uint32_t pid);
-
-/* Names the PF_FRAME_PYTHON frames among frames[0, n) of pid, allocating from w: function
- * (qualname or name), file, line. A frame that cannot be named keeps function NULL. Marks the
- * names used (see above); pf_py_unwind_closed() after a window's processes drops the ones
- * unused for two closes. 0 or -ENOMEM. */
-int pf_py_unwind_name(struct pf_py_unwind *u, uint32_t pid, struct pf_prof_window *w,
-		      struct pf_prof_frame *frames, size_t n);
-void pf_py_unwind_closed(struct pf_py_unwind *u);
+/* The walker's calls (interp_unwind.h) on a struct pf_py_unwind: tick renews the detection
+ * budget and names queued words; forget (the kernel drops its entry itself at exec and exit);
+ * name fills the PF_FRAME_PYTHON frames (function: qualname or name, file, line) and marks the
+ * names used; closed drops the ones unused for two closes. */
+extern const struct pf_interp_walker pf_py_walker;
 
 /* The kernel entry of a detected process: offsets checked (every frame field inside the read
  * window, aligned), ranges copied. 0, or -ENOTSUP when the layout does not fit the walk. */

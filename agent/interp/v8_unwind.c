@@ -2,6 +2,7 @@
 #include "v8_unwind.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,12 +34,15 @@ struct proc {
 };
 
 struct pf_v8_unwind {
-	struct pf_interp_unwind base; /* the switch, the unsupported list */
+	struct pf_interp_unwind base; /* first (pf_interp_walker): the switch, the
+				       * unsupported list */
 	struct proc *b[BUCKETS];
 	unsigned budget;
 	uint64_t named, name_failed;
 	char version[32];
 };
+/* pf_interp_walker_enable() and _enabled() reach the base through the walker */
+_Static_assert(offsetof(struct pf_v8_unwind, base) == 0, "base first");
 
 struct pf_v8_unwind *pf_v8_unwind_new(void)
 {
@@ -68,8 +72,9 @@ static void proc_free(struct proc *p)
 	free(p);
 }
 
-static void forget_all(struct pf_v8_unwind *u)
+static void forget_all(void *w)
 {
+	struct pf_v8_unwind *u = w;
 	for (unsigned i = 0; i < BUCKETS; i++) {
 		while (u->b[i]) {
 			struct proc *p = u->b[i];
@@ -85,17 +90,6 @@ void pf_v8_unwind_free(struct pf_v8_unwind *u)
 		return;
 	forget_all(u);
 	free(u);
-}
-
-void pf_v8_unwind_enable(struct pf_v8_unwind *u, bool on)
-{
-	if (pf_interp_unwind_switch(&u->base, on))
-		forget_all(u);
-}
-
-bool pf_v8_unwind_enabled(const struct pf_v8_unwind *u)
-{
-	return u->base.on;
 }
 
 static struct proc **proc_at(const struct pf_v8_unwind *u, uint32_t pid)
@@ -117,8 +111,9 @@ bool pf_v8_unwind_has(const struct pf_v8_unwind *u, uint32_t pid)
 	return v8_proc(u, pid) != NULL;
 }
 
-void pf_v8_unwind_forget(struct pf_v8_unwind *u, uint32_t pid)
+static void walker_forget(void *w, uint32_t pid)
 {
+	struct pf_v8_unwind *u = w;
 	struct proc **pp = proc_at(u, pid), *p = *pp;
 	if (!p)
 		return;
@@ -299,14 +294,16 @@ void pf_v8_unwind_note(struct pf_v8_unwind *u, uint32_t pid, const uint64_t *ips
 	}
 }
 
-void pf_v8_unwind_tick(struct pf_v8_unwind *u)
+static void walker_tick(void *w)
 {
+	struct pf_v8_unwind *u = w;
 	u->budget = PF_V8_UNWIND_NAMES_PER_TICK;
 }
 
-int pf_v8_unwind_name(struct pf_v8_unwind *u, uint32_t pid, struct pf_prof_window *w,
-		      struct pf_prof_frame *frames, size_t n)
+static int walker_name(void *walker, uint32_t pid, struct pf_prof_window *w,
+		       struct pf_prof_frame *frames, size_t n)
 {
+	struct pf_v8_unwind *u = walker;
 	struct proc *p = NULL;
 	uint64_t now = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -331,8 +328,9 @@ int pf_v8_unwind_name(struct pf_v8_unwind *u, uint32_t pid, struct pf_prof_windo
 	return 0;
 }
 
-void pf_v8_unwind_closed(struct pf_v8_unwind *u)
+static void walker_closed(void *w)
 {
+	struct pf_v8_unwind *u = w;
 	uint64_t now = pf_mono_ms();
 	for (unsigned b = 0; b < BUCKETS; b++) {
 		for (struct proc *p = u->b[b]; p; p = p->next) {
@@ -386,3 +384,9 @@ void pf_v8_unwind_stats(const struct pf_v8_unwind *u, struct pf_v8_unwind_stats 
 	out->n_unsupported_msg = pf_interp_unwind_reasons(&u->base, out->unsupported_msg);
 	memcpy(out->version, u->version, sizeof(out->version));
 }
+
+const struct pf_interp_walker pf_v8_walker = {.tick = walker_tick,
+					      .forget = walker_forget,
+					      .name = walker_name,
+					      .closed = walker_closed,
+					      .forget_all = forget_all};

@@ -9,7 +9,7 @@
  * Frames: the kernel writes PF_V8_FRAME(SharedFunctionInfo) in place of a JS frame's address;
  * aggregate.c makes them frames of kind PF_FRAME_V8JS. pf_v8_unwind_note() at each drained
  * sample names the words it has not seen yet (PF_V8_UNWIND_NAMES_PER_TICK per poll, the rest
- * when a window needs them), pf_v8_unwind_name() fills a window's JS frames. Names are cached
+ * when a window needs them), the walker's name call fills a window's JS frames. Names are cached
  * per process by word, at most PF_V8_UNWIND_WORDS_MAX of them; one that no sample or window
  * used for two minutes is dropped. A SharedFunctionInfo the garbage collector moved leaves a
  * stale entry until then: best effort (v8_names.h).
@@ -37,11 +37,6 @@ struct pf_v8_unwind;
 struct pf_v8_unwind *pf_v8_unwind_new(void);
 void pf_v8_unwind_free(struct pf_v8_unwind *u);
 
-/* On (true, the default) or off. Off forgets every process; the caller clears the kernel's
- * map. */
-void pf_v8_unwind_enable(struct pf_v8_unwind *u, bool on);
-bool pf_v8_unwind_enabled(const struct pf_v8_unwind *u);
-
 /* pid's executable mappings as sym captured them: 1 when pid runs a V8 the walk reads — *out
  * its kernel entry (write it to v8_procs), [*start, *end) its builtins in the process (0, 0:
  * unknown) —, 0 otherwise (not node, known already, off, unsupported). */
@@ -51,18 +46,10 @@ int pf_v8_unwind_seen(struct pf_v8_unwind *u, struct pf_symbolizer *sym, uint32_
 bool pf_v8_unwind_has(const struct pf_v8_unwind *u, uint32_t pid);
 /* The user words of a drained sample of pid (leaf first): names its new JS frames. */
 void pf_v8_unwind_note(struct pf_v8_unwind *u, uint32_t pid, const uint64_t *ips, size_t n);
-/* Once per poll: renews the naming budget. */
-void pf_v8_unwind_tick(struct pf_v8_unwind *u);
-/* pid exec'ed or its samples are gone. */
-void pf_v8_unwind_forget(struct pf_v8_unwind *u, uint32_t pid);
-
-/* Names the PF_FRAME_V8JS frames among frames[0, n) of pid, allocating from w: function
- * ("(anonymous)" for a function without a name), file (the script's name), line. A frame
- * that cannot be named keeps function NULL. 0 or -ENOMEM. */
-int pf_v8_unwind_name(struct pf_v8_unwind *u, uint32_t pid, struct pf_prof_window *w,
-		      struct pf_prof_frame *frames, size_t n);
-/* After a window's processes: drops names unused for two minutes. */
-void pf_v8_unwind_closed(struct pf_v8_unwind *u);
+/* The walker's calls (interp_unwind.h) on a struct pf_v8_unwind: tick renews the naming
+ * budget; name fills the PF_FRAME_V8JS frames (function, "(anonymous)" for a function without
+ * a name; file, the script's name; line); closed drops names unused for two minutes. */
+extern const struct pf_interp_walker pf_v8_walker;
 
 struct pf_v8_unwind_stats {
 	uint64_t processes;          /* node processes walked now */

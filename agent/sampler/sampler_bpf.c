@@ -159,8 +159,8 @@ int pf_sampler_poll(struct pf_sampler *s, int timeout_ms)
 		pf_unwinder_tick(s->unw);
 		sampler_setup_end(s, t0);
 	}
-	pf_py_unwind_tick(s->py);
-	pf_v8_unwind_tick(s->v8);
+	for (size_t i = 0; i < SAMPLER_WALKERS; i++)
+		s->walkers[i].ops->tick(s->walkers[i].w);
 	sampler_alloc_poll(s);
 	sync_helpers(s);
 	if (n >= 0)
@@ -266,26 +266,14 @@ void sampler_map_clear(struct bpf_map *m, size_t key_size)
 	}
 }
 
-/* profiling.interpreters.python: off forgets every process and empties the kernel's map (its
- * samples keep their native stacks); on detects processes again at their next samples. */
-static void python_enable(struct pf_sampler *s, bool on)
+/* profiling.interpreters.python and .nodejs: off forgets every process of walker k and
+ * empties its kernel map m (its samples keep their native stacks; without their v8_procs entry
+ * the kernel's walk of node processes ends at their JIT code and builtins, as for any JIT); on
+ * detects processes again at their next samples. */
+static void walker_enable(const struct sampler_walker *k, struct bpf_map *m, bool on)
 {
-	if (pf_py_unwind_enabled(s->py) == on)
-		return;
-	pf_py_unwind_enable(s->py, on);
-	if (!on)
-		sampler_map_clear(s->skel->maps.py_procs, sizeof(uint32_t));
-}
-
-/* profiling.interpreters.nodejs: the same for node processes (without their v8_procs entry
- * the kernel's walk ends at their JIT code and builtins, as for any JIT). */
-static void nodejs_enable(struct pf_sampler *s, bool on)
-{
-	if (pf_v8_unwind_enabled(s->v8) == on)
-		return;
-	pf_v8_unwind_enable(s->v8, on);
-	if (!on)
-		sampler_map_clear(s->skel->maps.v8_procs, sizeof(uint32_t));
+	if (pf_interp_walker_enable(k->ops, k->w, on))
+		sampler_map_clear(m, sizeof(uint32_t));
 }
 
 int pf_sampler_set_config(struct pf_sampler *s, const struct pf_profcfg *cfg, struct pf_error *err)
@@ -298,8 +286,10 @@ int pf_sampler_set_config(struct pf_sampler *s, const struct pf_profcfg *cfg, st
 	if (rc < 0)
 		return rc;
 	sync_filter_map(s);
-	python_enable(s, cfg->interpreters.python);
-	nodejs_enable(s, cfg->interpreters.nodejs);
+	walker_enable(&s->walkers[SAMPLER_WALKER_PY], s->skel->maps.py_procs,
+		      cfg->interpreters.python);
+	walker_enable(&s->walkers[SAMPLER_WALKER_V8], s->skel->maps.v8_procs,
+		      cfg->interpreters.nodejs);
 	/* the unwind rows may take an eighth of limits.max_memory_mb (the sample ring a quarter) */
 	if (s->unw && cfg->limits.max_memory_mb)
 		pf_unwinder_set_rows_limit(s->unw, (uint64_t)cfg->limits.max_memory_mb * 1024 *
@@ -514,6 +504,8 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 	s->agg = pf_agg_new(&ao);
 	s->py = pf_py_unwind_new(0);
 	s->v8 = pf_v8_unwind_new();
+	s->walkers[SAMPLER_WALKER_PY] = (struct sampler_walker){&pf_py_walker, s->py};
+	s->walkers[SAMPLER_WALKER_V8] = (struct sampler_walker){&pf_v8_walker, s->v8};
 	if (!s->pe.fds || !s->pe.links || !s->cpe.fds || !s->cpe.links || !s->pi || !s->sym ||
 	    !s->agg || !s->py || !s->v8)
 		return fail(s, pf_error_set(err, -ENOMEM, "", "out of memory"));

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "cpu_sampler.skel.h"
+#include "interp/interp_unwind.h"
 #include "pf/clock.h"
 #include "pf/heap.h"
 #include "sampler/aggregate.h"
@@ -34,6 +35,10 @@ struct pf_sample_ring;
 struct sampler_alloc;
 
 #define SAMPLER_MAX_READY 8
+/* the interpreter walkers, in naming order */
+#define SAMPLER_WALKER_PY 0
+#define SAMPLER_WALKER_V8 1
+#define SAMPLER_WALKERS 2
 
 _Static_assert(PF_SAMPLER_CAPTURES == PF_CAPTURE_SLOTS, "capture slot counts differ");
 
@@ -109,6 +114,11 @@ struct pf_sampler {
 	uint64_t py_map_errors;      /* py_procs updates refused */
 	struct pf_v8_unwind *v8;     /* node processes: kernel entries and JS frame names */
 	uint64_t v8_map_errors;      /* v8_procs updates refused */
+	/* py and v8 behind their calls alike (interp_unwind.h), in naming order */
+	struct sampler_walker {
+		const struct pf_interp_walker *ops;
+		void *w;
+	} walkers[SAMPLER_WALKERS];
 
 	/* off-CPU (sampler_offcpu.c): the sys_exit and sched_switch links while on, the
 	 * aggregation of their records (created at the first attach), profiling.off_cpu */
@@ -169,8 +179,10 @@ int sampler_on_event(void *ctx, void *data, size_t size);
 /* pf_agg_hooks.resolve: attributes, native and Python frame names of pid's frames. */
 int sampler_resolve(void *ctx, uint32_t pid, struct pf_prof_window *w, struct pf_prof_process *p,
 		    struct pf_prof_frame *frames, size_t n);
-/* pf_procinfo reap callback: lets go of pid's symbolizer and Python state. */
+/* pf_procinfo reap callback: lets go of pid's symbolizer and interpreter state. */
 void sampler_forget_pid(void *ctx, uint32_t pid);
+/* pid exec'ed or is gone: the interpreter walkers let go of it. */
+void sampler_walkers_forget(struct pf_sampler *s, uint32_t pid);
 bool sampler_captures_running(const struct pf_sampler *s);
 /* Closes agg as a capture's window from start (unix ns) to now (at least 1 ns later) at hz,
  * its frames named by sampler_resolve: pf_agg_close()'s result. */

@@ -289,8 +289,7 @@ int sampler_on_event(void *ctx, void *data, size_t size)
 		/* the old maps are void; the full maps (shared libraries are mapped after
 		 * exec) are captured at the first sample */
 		pf_symbolizer_forget(s->sym, e.pid);
-		pf_py_unwind_forget(s->py, e.pid); /* the kernel dropped its entry */
-		pf_v8_unwind_forget(s->v8, e.pid);
+		sampler_walkers_forget(s, e.pid); /* the kernel dropped their entries */
 		if (s->unw)
 			pf_unwinder_forget(s->unw, e.pid);
 		if (!filtering) {

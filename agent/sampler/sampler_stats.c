@@ -228,10 +228,10 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->dwarf_unwind = s->unw != NULL;
 	out->dwarf_unwind_off_reason = s->unw ? NULL : s->unw_off;
 	out->dwarf_samples = s->dwarf_samples;
-	out->python = pf_py_unwind_enabled(s->py);
+	out->python = pf_interp_walker_enabled(s->py);
 	pf_py_unwind_stats(s->py, &out->py);
 	out->py_map_errors = s->py_map_errors;
-	out->nodejs = pf_v8_unwind_enabled(s->v8);
+	out->nodejs = pf_interp_walker_enabled(s->v8);
 	pf_v8_unwind_stats(s->v8, &out->v8);
 	out->v8_map_errors = s->v8_map_errors;
 	if (s->unw)

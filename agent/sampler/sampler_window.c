@@ -59,16 +59,22 @@ int sampler_resolve(void *ctx, uint32_t pid, struct pf_prof_window *w, struct pf
 	for (size_t i = 0; i < n; i++)
 		if (!interp_frame(&frames[i]))
 			frames[i] = nat[k++];
-	rc = pf_py_unwind_name(s->py, pid, w, frames, n);
-	return rc < 0 ? rc : pf_v8_unwind_name(s->v8, pid, w, frames, n);
+	for (size_t i = 0; i < SAMPLER_WALKERS && rc >= 0; i++)
+		rc = s->walkers[i].ops->name(s->walkers[i].w, pid, w, frames, n);
+	return rc;
+}
+
+void sampler_walkers_forget(struct pf_sampler *s, uint32_t pid)
+{
+	for (size_t i = 0; i < SAMPLER_WALKERS; i++)
+		s->walkers[i].ops->forget(s->walkers[i].w, pid);
 }
 
 void sampler_forget_pid(void *ctx, uint32_t pid)
 {
 	struct pf_sampler *s = ctx;
 	pf_symbolizer_forget(s->sym, pid);
-	pf_py_unwind_forget(s->py, pid);
-	pf_v8_unwind_forget(s->v8, pid);
+	sampler_walkers_forget(s, pid);
 }
 
 static void reap_exited(struct pf_sampler *s);
@@ -143,8 +149,8 @@ static int close_into(struct pf_sampler *s, uint64_t end, uint32_t hz, struct pf
 	 * them: its window closes later; or the span triggers' ring still has samples of them) */
 	if (!sampler_captures_running(s))
 		reap_exited(s);
-	pf_py_unwind_closed(s->py);
-	pf_v8_unwind_closed(s->v8);
+	for (size_t i = 0; i < SAMPLER_WALKERS; i++)
+		s->walkers[i].ops->closed(s->walkers[i].w);
 	/* per-window symbolization state (DWARF) goes; freed heap goes back to the system when
 	 * the window freed more than its usual churn (pf/heap.h) */
 	pf_symbolizer_trim(s->sym);

@@ -51,3 +51,24 @@ int pf_array_grow_fill(void *arrp, size_t *cap, size_t need, size_t elem, int fi
 	*cap = nc;
 	return 0;
 }
+
+int pf_array_index_reserve(size_t **slot, size_t *n_slot, size_t n, size_t first,
+			   size_t (*hash)(const void *ctx, size_t i), const void *ctx)
+{
+	if ((n + 1) * 2 <= *n_slot)
+		return 0;
+	size_t ns = *n_slot ? *n_slot * 2 : first;
+	size_t *sl = calloc(ns, sizeof(*sl));
+	if (!sl)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		size_t j = hash(ctx, i) & (ns - 1);
+		while (sl[j])
+			j = (j + 1) & (ns - 1);
+		sl[j] = i + 1;
+	}
+	free(*slot);
+	*slot = sl;
+	*n_slot = ns;
+	return 0;
+}

@@ -359,19 +359,27 @@ static int pick_type(const struct pf_api_request *req, struct pf_api_response *r
 	return k;
 }
 
+/* Loads profile id and picks its sample type (*k, as pick_type), or writes the error and
+ * returns NULL. */
+static struct pf_prof_window *load_typed(struct pf_api *api, const struct pf_api_request *req,
+					 struct pf_api_response *resp, int64_t id, int *k)
+{
+	struct pf_prof_window *w = load(api, resp, id);
+	if (w && (*k = pick_type(req, resp, w, id)) == -2) {
+		pf_prof_window_free(w);
+		return NULL;
+	}
+	return w;
+}
+
 static void h_pprof(struct pf_api *api, const struct pf_api_request *req,
 		    struct pf_api_response *resp, int64_t id)
 {
-	struct pf_prof_window *w = load(api, resp, id);
 	struct pf_error err = {0};
-
+	int k;
+	struct pf_prof_window *w = load_typed(api, req, resp, id, &k);
 	if (!w)
 		return;
-	int k = pick_type(req, resp, w, id);
-	if (k == -2) {
-		pf_prof_window_free(w);
-		return;
-	}
 	/* The type shown by default is the one the views show (or the one asked for). */
 	if (k >= 0)
 		w->default_sample_type = w->sample_types[k].type;
@@ -443,14 +451,10 @@ static void h_flame_one(struct pf_api *api, const struct pf_api_request *req,
 
 	if (!arg_nodes(req, resp, &max_nodes, &min_value))
 		return;
-	struct pf_prof_window *w = load(api, resp, id);
+	int k;
+	struct pf_prof_window *w = load_typed(api, req, resp, id, &k);
 	if (!w)
 		return;
-	int k = pick_type(req, resp, w, id);
-	if (k == -2) {
-		pf_prof_window_free(w);
-		return;
-	}
 	char unit[32], type[64];
 	snprintf(unit, sizeof(unit), "%s", pf_profstore_unit_of(w, k));
 	snprintf(type, sizeof(type), "%s", k >= 0 ? w->sample_types[k].type : "cpu");

@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,6 +107,11 @@ static uint64_t str_hash(const char *s)
 	return h;
 }
 
+static size_t strtab_hash(const void *ctx, size_t i)
+{
+	return str_hash(((const struct strtab *)ctx)->s[i]);
+}
+
 /* *ref = index + 1 of s (0 for NULL). */
 static int strtab_ref(struct strtab *t, const char *s, uint64_t *ref)
 {
@@ -113,21 +119,8 @@ static int strtab_ref(struct strtab *t, const char *s, uint64_t *ref)
 		*ref = 0;
 		return 0;
 	}
-	if ((t->n + 1) * 2 > t->n_slot) {
-		size_t ns = t->n_slot ? t->n_slot * 2 : 64;
-		size_t *sl = calloc(ns, sizeof(*sl));
-		if (!sl)
-			return -ENOMEM;
-		for (size_t i = 0; i < t->n; i++) {
-			size_t j = str_hash(t->s[i]) & (ns - 1);
-			while (sl[j])
-				j = (j + 1) & (ns - 1);
-			sl[j] = i + 1;
-		}
-		free(t->slot);
-		t->slot = sl;
-		t->n_slot = ns;
-	}
+	if (pf_array_index_reserve(&t->slot, &t->n_slot, t->n, 64, strtab_hash, t) < 0)
+		return -ENOMEM;
 	size_t j = str_hash(s) & (t->n_slot - 1);
 	while (t->slot[j]) {
 		if (strcmp(t->s[t->slot[j] - 1], s) == 0) {
@@ -388,6 +381,20 @@ static const char *get_str(struct rd *r)
 	return s;
 }
 
+/* A counted list of string pairs: n elements of elem bytes with the two strings at offsets
+ * first and second, allocated from the window; *n_out = n (0 with NULL). */
+static void *get_pairs(struct rd *r, size_t elem, size_t first, size_t second, size_t *n_out)
+{
+	uint64_t n = get_count(r, 2);
+	uint8_t *v = n ? rd_alloc(r, n, elem) : NULL;
+	for (uint64_t i = 0; v && i < n && !r->rc; i++) {
+		*(const char **)(void *)(v + i * elem + first) = get_str(r);
+		*(const char **)(void *)(v + i * elem + second) = get_str(r);
+	}
+	*n_out = v ? n : 0;
+	return v;
+}
+
 static void get_bytes(struct rd *r, void *dst, size_t n)
 {
 	if (r->rc)
@@ -629,14 +636,9 @@ int pf_detail_build(const uint8_t *samples, size_t len, const struct pf_profile_
 	w->frequency_hz = (uint32_t)get_u(&r);
 	w->lost_samples = get_u(&r);
 	w->host_name = get_str(&r);
-	uint64_t nt = get_count(&r, 2);
-	struct pf_prof_value_type *types = nt ? rd_alloc(&r, nt, sizeof(*types)) : NULL;
-	for (uint64_t i = 0; types && i < nt && !r.rc; i++) {
-		types[i].type = get_str(&r);
-		types[i].unit = get_str(&r);
-	}
-	w->sample_types = types;
-	w->n_sample_types = types ? nt : 0;
+	w->sample_types =
+	    get_pairs(&r, sizeof(*w->sample_types), offsetof(struct pf_prof_value_type, type),
+		      offsetof(struct pf_prof_value_type, unit), &w->n_sample_types);
 	w->period_type.type = get_str(&r);
 	w->period_type.unit = get_str(&r);
 	w->period = get_s(&r);
@@ -645,14 +647,8 @@ int pf_detail_build(const uint8_t *samples, size_t len, const struct pf_profile_
 		uint64_t pid = get_u(&r);
 		p->pid = pid > UINT32_MAX ? 0 : (uint32_t)pid;
 		get_bytes(&r, p->profile_id, 16);
-		uint64_t na = get_count(&r, 2);
-		struct pf_prof_attr *a = na ? rd_alloc(&r, na, sizeof(*a)) : NULL;
-		for (uint64_t i = 0; a && i < na && !r.rc; i++) {
-			a[i].key = get_str(&r);
-			a[i].value = get_str(&r);
-		}
-		p->attrs = a;
-		p->n_attrs = a ? na : 0;
+		p->attrs = get_pairs(&r, sizeof(*p->attrs), offsetof(struct pf_prof_attr, key),
+				     offsetof(struct pf_prof_attr, value), &p->n_attrs);
 		p->original_payload_format = get_str(&r);
 		uint64_t pl = get_u(&r);
 		if (pl) {

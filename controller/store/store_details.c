@@ -168,29 +168,26 @@ struct locs_read {
 	size_t n_slot;
 };
 
+static size_t id_mix(int64_t id)
+{
+	return (size_t)((uint64_t)id * 0x9e3779b97f4a7c15ull >> 17);
+}
+
 static size_t id_hash(int64_t id, size_t n_slot)
 {
-	return (size_t)((uint64_t)id * 0x9e3779b97f4a7c15ull >> 17) & (n_slot - 1);
+	return id_mix(id) & (n_slot - 1);
+}
+
+static size_t locs_hash(const void *ctx, size_t i)
+{
+	return id_mix(((const struct locs_read *)ctx)->e[i].id);
 }
 
 /* *idx = the dense index of location id, *fresh when it is new (its key to be read). */
 static int locs_find(struct locs_read *m, int64_t id, size_t *idx, bool *fresh)
 {
-	if ((m->n + 1) * 2 > m->n_slot) {
-		size_t ns = m->n_slot ? m->n_slot * 2 : 1024;
-		size_t *sl = calloc(ns, sizeof(*sl));
-		if (!sl)
-			return -ENOMEM;
-		for (size_t i = 0; i < m->n; i++) {
-			size_t j = id_hash(m->e[i].id, ns);
-			while (sl[j])
-				j = (j + 1) & (ns - 1);
-			sl[j] = i + 1;
-		}
-		free(m->slot);
-		m->slot = sl;
-		m->n_slot = ns;
-	}
+	if (pf_array_index_reserve(&m->slot, &m->n_slot, m->n, 1024, locs_hash, m) < 0)
+		return -ENOMEM;
 	size_t j = id_hash(id, m->n_slot);
 	while (m->slot[j] && m->e[m->slot[j] - 1].id != id)
 		j = (j + 1) & (m->n_slot - 1);

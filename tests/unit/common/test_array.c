@@ -93,6 +93,39 @@ static void grow_fill_doubles_or_takes_need(void **state)
 	free(v);
 }
 
+/* Every key 0..n-1 is indexed; all hash to the same start, so each lookup probes past the
+ * others: the index finds every element after each rebuild. */
+static size_t same_hash(const void *ctx, size_t i)
+{
+	(void)ctx;
+	(void)i;
+	return 5;
+}
+
+static void index_reserve_rebuilds_and_finds(void **state)
+{
+	(void)state;
+	size_t *slot = NULL, n_slot = 0;
+	for (size_t n = 0; n < 40; n++) {
+		assert_int_equal(pf_array_index_reserve(&slot, &n_slot, n, 4, same_hash, NULL), 0);
+		assert_true(n_slot >= (n + 1) * 2);
+		assert_int_equal(n_slot & (n_slot - 1), 0);
+		size_t j = 5 & (n_slot - 1);
+		while (slot[j])
+			j = (j + 1) & (n_slot - 1);
+		slot[j] = n + 1; /* the caller's insert */
+		size_t seen = 0;
+		for (size_t k = 0; k < n_slot; k++)
+			seen += slot[k] != 0;
+		assert_int_equal(seen, n + 1);
+	}
+	assert_int_equal(n_slot, 128); /* 4 doubled while 40 elements fit at half full */
+	size_t *keep = slot;
+	assert_int_equal(pf_array_index_reserve(&slot, &n_slot, 40, 4, same_hash, NULL), 0);
+	assert_ptr_equal(slot, keep); /* room already: unchanged */
+	free(slot);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -100,6 +133,7 @@ int main(void)
 	    cmocka_unit_test(first_zero_starts_at_one),
 	    cmocka_unit_test(overflow_refused_unchanged),
 	    cmocka_unit_test(grow_fill_doubles_or_takes_need),
+	    cmocka_unit_test(index_reserve_rebuilds_and_finds),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

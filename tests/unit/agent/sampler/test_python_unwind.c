@@ -183,7 +183,7 @@ static void test_names_outlive_the_process(void **state)
 	uint64_t w_other = PF_PY_FRAME((uint64_t)other, PF_PY_INSTR_BIAS);
 	uint64_t words[] = {w_target, 0x401000};
 	pf_py_unwind_note(u, (uint32_t)c.pid, words, 2);
-	pf_py_unwind_tick(u);
+	pf_py_walker.tick(u);
 	uint32_t pid = (uint32_t)c.pid;
 	pychild_stop(&c); /* gone: its memory cannot be read any more */
 
@@ -192,7 +192,7 @@ static void test_names_outlive_the_process(void **state)
 	struct pf_prof_frame fr[3] = {{.address = w_target, .kind = PF_FRAME_PYTHON},
 				      {.address = w_other, .kind = PF_FRAME_PYTHON},
 				      {.address = 0x401000, .kind = PF_FRAME_NATIVE}};
-	assert_int_equal(pf_py_unwind_name(u, pid, w, fr, 3), 0);
+	assert_int_equal(pf_py_walker.name(u, pid, w, fr, 3), 0);
 	assert_non_null(fr[0].function);
 	assert_string_equal(fr[0].function, "target");
 	assert_string_equal(fr[0].file, "<string>");
@@ -204,7 +204,7 @@ static void test_names_outlive_the_process(void **state)
 	assert_int_equal(st.name_failed, 1);
 	pf_prof_window_free(w);
 
-	pf_py_unwind_forget(u, pid);
+	pf_py_walker.forget(u, pid);
 	pf_py_unwind_stats(u, &st);
 	assert_int_equal(st.processes, 0);
 	pf_py_unwind_free(u);
