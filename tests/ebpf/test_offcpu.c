@@ -302,15 +302,18 @@ static void test_live_switch(void **state)
 }
 
 /* The waits of workload copy i within [start, end): the part of each inside the range (a
- * wait still going on at end counts up to end when with_open, else not). */
-static uint64_t waits_within(int i, uint64_t start, uint64_t end, bool with_open)
+ * wait still going on at end counts up to end when with_open, else not; one that began
+ * before start counts from start when with_early, else not: a capture follows the waits that
+ * begin once it runs). */
+static uint64_t waits_within(int i, uint64_t start, uint64_t end, bool with_open,
+			     bool with_early)
 {
 	FILE *f = waits_file(i);
 	unsigned long long t, d;
 	uint64_t sum = 0;
 	while (fscanf(f, "wait %llu %llu\n", &t, &d) == 2) {
 		uint64_t a = t - d, b = t;
-		if (b > end && !with_open)
+		if ((b > end && !with_open) || (a < start && !with_early))
 			continue;
 		a = a < start ? start : a;
 		b = b > end ? end : b;
@@ -338,10 +341,11 @@ static struct pf_prof_window *capture_for(struct pf_sampler *s, unsigned slot,
 }
 
 /* Captures of type off_cpu and wall while profiling.off_cpu is off, of a process the include
- * filter leaves out (captures choose among all processes): off_cpu holds wait_lock at its
- * blocked time in the capture (± 15 %); wall holds each request's time, wait_lock ~75 % and
- * compute ~25 % (± 10 points), its total the capture's time less the wait still going on at
- * its end (± 15 %); the switch programs are detached again after each. */
+ * filter leaves out (captures choose among all processes): off_cpu holds wait_lock at the
+ * time of the waits that began and ended in the capture (± 15 %); wall holds each request's
+ * time, wait_lock ~75 % and compute ~25 % (± 10 points), its total the capture's time less
+ * the waits going on at its start and its end (± 15 %); the switch programs are detached
+ * again after each. */
 static void test_captures_of_type(void **state)
 {
 	struct pf_sampler *s;
@@ -378,17 +382,20 @@ static void test_captures_of_type(void **state)
 	tally_off(w, pid, &t);
 	/* the waits file is complete once the workload exited */
 	poll_until_exit(s, pid, 15000);
-	uint64_t open_wait = waits_within(1, w_start, w_end, true) -
-			     waits_within(1, w_start, w_end, false);
-	double expect = (double)(w_end - w_start - open_wait);
+	uint64_t open_wait = waits_within(1, w_start, w_end, true, false) -
+			     waits_within(1, w_start, w_end, false, false);
+	uint64_t early_wait = waits_within(1, w_start, w_end, false, true) -
+			      waits_within(1, w_start, w_end, false, false);
+	double expect = (double)(w_end - w_start - open_wait - early_wait);
 	print_message("wall capture: %.1f ms of %.1f ms (less %.1f ms of a wait going on at "
-		      "the end), wait_lock %.1f %%, compute %.1f %%\n",
-		      total / 1e6, (w_end - w_start) / 1e6, open_wait / 1e6, 100.0 * wait / total,
-		      100.0 * compute / total);
+		      "the end, %.1f ms of one begun before the start), wait_lock %.1f %%, "
+		      "compute %.1f %%\n",
+		      total / 1e6, (w_end - w_start) / 1e6, open_wait / 1e6, early_wait / 1e6,
+		      100.0 * wait / total, 100.0 * compute / total);
 	assert_true(total >= 0.85 * expect && total <= 1.15 * expect);
 	assert_true(100.0 * wait / total >= 65 && 100.0 * wait / total <= 85);
 	assert_true(100.0 * compute / total >= 15 && 100.0 * compute / total <= 35);
-	uint64_t truth = waits_within(1, w->start_unix_ns, w->end_unix_ns, false);
+	uint64_t truth = waits_within(1, w->start_unix_ns, w->end_unix_ns, false, false);
 	double ratio = truth ? (double)t.wait_ns / (double)truth : 0;
 	print_message("off_cpu capture: wait_lock %.1f ms of %.1f ms blocked (ratio %.3f), "
 		      "compute %.1f ms\n",
