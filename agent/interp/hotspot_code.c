@@ -222,3 +222,99 @@ fail:
 	memset(out, 0, sizeof(*out));
 	return rc;
 }
+
+/* ---- Line numbers: CompressedLineNumberReadStream's encoding. A pair is one byte (bci delta
+ * in its high 5 bits, line delta in its low 3) or 0xff and two signed UNSIGNED5 ints; 0 ends
+ * the table. */
+
+struct stream {
+	pf_hs_read_fn rd;
+	void *ctx;
+	uint64_t at; /* address of buf[0] */
+	uint8_t buf[64];
+	unsigned len, pos;
+};
+
+static int next_byte(struct stream *s, uint8_t *b)
+{
+	if (s->pos == s->len) {
+		s->at += s->len;
+		/* up to the end of the page first: the table may end just before unreadable memory */
+		size_t want = 4096 - (s->at & 4095);
+		want = want < sizeof(s->buf) ? want : sizeof(s->buf);
+		int rc = s->rd(s->ctx, s->at, s->buf, want);
+		if (rc < 0)
+			return rc;
+		s->len = (unsigned)want;
+		s->pos = 0;
+	}
+	*b = s->buf[s->pos++];
+	return 0;
+}
+
+/* UNSIGNED5 (CompressedReadStream::read_int): bytes below 192 end it, each adds 6 bits more. */
+static int read_signed(struct stream *s, int32_t *v)
+{
+	uint32_t sum = 0;
+	unsigned shift = 0;
+	for (int i = 0; i < 5; i++) {
+		uint8_t b;
+		int rc = next_byte(s, &b);
+		if (rc < 0)
+			return rc;
+		sum += (uint32_t)b << shift;
+		if (b < 192 || i == 4)
+			break;
+		shift += 6;
+	}
+	*v = (int32_t)((sum >> 1) ^ -(sum & 1));
+	return 0;
+}
+
+int pf_hs_method_line(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint64_t method,
+		      int32_t bci, uint32_t *line)
+{
+	uint64_t cm;
+	uint16_t flags = 0, code_size = 0;
+	int rc;
+	if (!method || !vm->cm_flags || !vm->cm_code_size || !vm->c_has_linenumbers)
+		return -ENOENT;
+	if ((rc = rd64(rd, ctx, method + vm->method_const, &cm)) < 0 ||
+	    (rc = rd16(rd, ctx, cm + vm->cm_flags, &flags)) < 0 ||
+	    (rc = rd16(rd, ctx, cm + vm->cm_code_size, &code_size)) < 0)
+		return rc;
+	if (!(flags & (uint32_t)vm->c_has_linenumbers) || bci < 0 || bci >= code_size)
+		return -ENOENT;
+	struct stream s = {.rd = rd, .ctx = ctx, .at = cm + vm->size_constmethod + code_size};
+	int64_t at_bci = 0, at_line = 0, best = -1, best_bci = -1;
+	for (unsigned n = 0; n < PF_HS_LINE_PAIRS_MAX; n++) {
+		uint8_t b;
+		if ((rc = next_byte(&s, &b)) < 0)
+			return rc;
+		if (b == 0) {
+			if (best < 0 || best > UINT32_MAX)
+				return -ENOENT;
+			*line = (uint32_t)best;
+			return 0;
+		}
+		if (b == 0xff) {
+			int32_t db, dl;
+			if ((rc = read_signed(&s, &db)) < 0 || (rc = read_signed(&s, &dl)) < 0)
+				return rc;
+			at_bci += db;
+			at_line += dl;
+		} else {
+			at_bci += b >> 3;
+			at_line += b & 7;
+		}
+		if (at_bci == bci && at_line >= 0 && at_line <= UINT32_MAX) {
+			*line = (uint32_t)at_line; /* the first exact entry is the answer */
+			return 0;
+		}
+		if (at_bci < bci && at_bci >= best_bci) {
+			best = at_line;
+			best_bci = at_bci;
+		}
+	}
+	return -EINVAL;
+}

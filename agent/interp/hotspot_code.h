@@ -6,7 +6,7 @@
  * CodeCache::_heaps, each heap's segment map walked back to its block's start) with the
  * blob's name, frame size and, for a compiled method, its Method*; and a Method* to its
  * class, name and signature (Method -> ConstMethod -> ConstantPool -> holder Klass and the
- * pool's Symbols) and source file. All memory is the profiled process's: every read is
+ * pool's Symbols) and source file, and a bytecode index to its line. All memory is the profiled process's: every read is
  * bounded (PF_HS_HEAPS_MAX heaps, PF_HS_SEGMAP_HOPS_MAX hops, names cut at their buffers) and
  * every value checked before it is followed. Thread-safe (no state). */
 #ifndef PF_AGENT_HOTSPOT_CODE_H
@@ -50,5 +50,14 @@ struct pf_hs_method {
  * reader's error. */
 int pf_hs_method_name(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint64_t method,
 		      struct pf_hs_method *out);
+
+/* The source line of bytecode index bci in Method* method, from its compressed line number
+ * table (after the method's bytecodes; pairs of bci and line deltas): the line of the nearest
+ * entry at or before bci, as the JVM itself answers. 0 with *line set; -ENOENT when the
+ * method keeps no table, bci is past its bytecodes or no entry precedes it; -EINVAL for a
+ * table without its end within PF_HS_LINE_PAIRS_MAX pairs; or the reader's error. */
+#define PF_HS_LINE_PAIRS_MAX 65536
+int pf_hs_method_line(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint64_t method,
+		      int32_t bci, uint32_t *line);
 
 #endif

@@ -19,6 +19,9 @@ static const struct {
 #undef PF_HS_SYM_ROW
 };
 #define NSYMS (sizeof(syms) / sizeof(syms[0]))
+#define CONSTS_K 11 /* the member that is a table pointer, not a layout value */
+_Static_assert(offsetof(struct pf_hs_file, consts) == CONSTS_K * sizeof(uint64_t),
+	       "consts is the twelfth variable");
 
 bool pf_hs_file_name_ok(const char *path)
 {
@@ -76,7 +79,7 @@ int pf_hs_proc_read(const struct pf_hs_file *f, uint64_t bias, pf_hs_read_fn rd,
 		int rc = rd(ctx, bias + at, member(&v, k), sizeof(uint64_t));
 		if (rc < 0)
 			return rc;
-		if (k >= 2 && *member(&v, k) > PF_HS_LAYOUT_MAX) {
+		if (k >= 2 && k != CONSTS_K && *member(&v, k) > PF_HS_LAYOUT_MAX) {
 			if (why && why_len)
 				snprintf(why, why_len, "%s is %llu, past %u", syms[k].name,
 					 (unsigned long long)*member(&v, k), PF_HS_LAYOUT_MAX);
@@ -85,7 +88,7 @@ int pf_hs_proc_read(const struct pf_hs_file *f, uint64_t bias, pf_hs_read_fn rd,
 	}
 	/* The name offsets are 0 (an entry's first member) in every JDK: only the table
 	 * pointers and the strides tell a set layout from one not set yet. */
-	if (!v.structs || !v.types || !v.s_stride || !v.t_stride)
+	if (!v.structs || !v.types || !v.s_stride || !v.t_stride || !v.consts || !v.c_stride)
 		return -EAGAIN;
 	struct pf_hs_layout l = {
 	    .structs = v.structs,
@@ -99,6 +102,10 @@ int pf_hs_proc_read(const struct pf_hs_file *f, uint64_t bias, pf_hs_read_fn rd,
 	    .t_stride = (uint32_t)v.t_stride,
 	    .t_type_name = (uint32_t)v.t_type_name,
 	    .t_size = (uint32_t)v.t_size,
+	    .consts = v.consts,
+	    .c_stride = (uint32_t)v.c_stride,
+	    .c_name = (uint32_t)v.c_name,
+	    .c_value = (uint32_t)v.c_value,
 	};
 	char missing[PF_HS_MISSING_LEN];
 	int rc = pf_hs_vm_parse(&l, rd, ctx, vm, missing, sizeof(missing));

@@ -1,8 +1,8 @@
 /* hotspot_proc.h — a HotSpot JVM (OpenJDK) in a mapped libjvm.so, read from the live process.
  *
  * Owns: deciding whether a mapped file is a libjvm.so whose self-description the agent reads
- * (its .dynsym exports gHotSpotVMStructs, gHotSpotVMTypes and the entries' offset and stride
- * variables), and reading those variables out of the running process: libjvm.so sets them
+ * (its .dynsym exports gHotSpotVMStructs, gHotSpotVMTypes, gHotSpotVMIntConstants and the
+ * entries' offset and stride variables), and reading those variables out of the running process: libjvm.so sets them
  * while the JVM starts (the file holds zeros), so the table layout is taken from the process's
  * memory and handed to pf_hs_vm_parse() (hotspot_vm.h), through the caller's reader.
  * Thread-safe (no state). */
@@ -14,8 +14,8 @@
 
 #include "hotspot_vm.h"
 
-/* The exported variables read, by (member, symbol): the two table pointers, then the entry
- * layout (each an 8-byte value in the process). */
+/* The exported variables read, by (member, symbol): the two table pointers, the entry layout,
+ * then the integer constants' table and its layout (each an 8-byte value in the process). */
 #define PF_HS_SYMS(X)                                                                              \
 	X(structs, "gHotSpotVMStructs")                                                            \
 	X(types, "gHotSpotVMTypes")                                                                \
@@ -27,7 +27,11 @@
 	X(s_address, "gHotSpotVMStructEntryAddressOffset")                                         \
 	X(t_stride, "gHotSpotVMTypeEntryArrayStride")                                              \
 	X(t_type_name, "gHotSpotVMTypeEntryTypeNameOffset")                                        \
-	X(t_size, "gHotSpotVMTypeEntrySizeOffset")
+	X(t_size, "gHotSpotVMTypeEntrySizeOffset")                                                 \
+	X(consts, "gHotSpotVMIntConstants")                                                        \
+	X(c_stride, "gHotSpotVMIntConstantEntryArrayStride")                                       \
+	X(c_name, "gHotSpotVMIntConstantEntryNameOffset")                                          \
+	X(c_value, "gHotSpotVMIntConstantEntryValueOffset")
 
 /* Where each variable is in the file (ELF virtual addresses). */
 struct pf_hs_file {

@@ -10,7 +10,7 @@
 
 enum {
 #define PF_HS_IDX(m, ...) PF_HS_I_##m,
-	PF_HS_FIELDS(PF_HS_IDX) PF_HS_TYPES(PF_HS_IDX)
+	PF_HS_FIELDS(PF_HS_IDX) PF_HS_TYPES(PF_HS_IDX) PF_HS_CONSTS(PF_HS_IDX)
 #undef PF_HS_IDX
 	    PF_HS_N
 };
@@ -33,6 +33,12 @@ static const struct hs_field types[] = {
 #undef PF_HS_T
 };
 
+static const struct hs_field consts[] = {
+#define PF_HS_C(m, n, r) {n, NULL, r, offsetof(struct pf_hs_vm, m)},
+    PF_HS_CONSTS(PF_HS_C)
+#undef PF_HS_C
+};
+
 /* Pairs of which one is needed (a is named when both are missing); with copy, b stands in
  * for a. */
 static const struct {
@@ -45,6 +51,8 @@ static const struct {
 
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 #define NTYPES (sizeof(types) / sizeof(types[0]))
+#define NCONSTS (sizeof(consts) / sizeof(consts[0]))
+_Static_assert(NFIELDS + NTYPES + NCONSTS <= 64, "present has a bit per item");
 
 /* A NUL-terminated string at addr, at most PF_HS_NAME_MAX - 1 bytes (longer ones are cut and
  * then match no name we look for). Reads runs up to the end of their page; a run the reader
@@ -124,25 +132,28 @@ static int parse_structs(const struct pf_hs_layout *l, pf_hs_read_fn rd, void *c
 	return -E2BIG;
 }
 
-static int parse_types(const struct pf_hs_layout *l, pf_hs_read_fn rd, void *ctx,
-		       struct pf_hs_vm *out)
+/* A table of (name, value) entries, VMTypes (sizes, 8 bytes) or VMIntConstants (4 bytes):
+ * the value of each of items[0, n) found, present bit first_bit + k. */
+static int parse_named(uint64_t table, uint32_t stride, uint32_t name_off, uint32_t value_off,
+		       size_t width, const struct hs_field *items, unsigned n, unsigned first_bit,
+		       pf_hs_read_fn rd, void *ctx, struct pf_hs_vm *out)
 {
 	for (uint32_t i = 0; i < PF_HS_MAX_ENTRIES; i++) {
-		uint64_t e = l->types + (uint64_t)i * l->t_stride, tn, size;
-		int rc = read_word(rd, ctx, e + l->t_type_name, &tn);
+		uint64_t e = table + (uint64_t)i * stride, nm;
+		int rc = read_word(rd, ctx, e + name_off, &nm);
 		if (rc < 0)
 			return rc;
-		if (!tn)
+		if (!nm)
 			return 0;
-		char type[PF_HS_NAME_MAX];
-		if ((rc = pf_hs_read_str(rd, ctx, tn, type)) < 0)
+		char name[PF_HS_NAME_MAX];
+		if ((rc = pf_hs_read_str(rd, ctx, nm, name)) < 0)
 			return rc;
-		for (unsigned k = 0; k < NTYPES; k++) {
-			if (strcmp(types[k].type, type))
+		for (unsigned k = 0; k < n; k++) {
+			if (strcmp(items[k].type, name))
 				continue;
-			if ((rc = read_word(rd, ctx, e + l->t_size, &size)) < 0)
+			if ((rc = rd(ctx, e + value_off, (char *)out + items[k].off, width)) < 0)
 				return rc;
-			set(out, &types[k], (unsigned)(NFIELDS + k), size);
+			out->present |= 1ull << (first_bit + k);
 		}
 	}
 	return -E2BIG;
@@ -167,13 +178,20 @@ int pf_hs_vm_parse(const struct pf_hs_layout *l, pf_hs_read_fn rd, void *ctx, st
 	if (!l->s_stride || !l->t_stride || !fits(l->s_type_name, 8, l->s_stride) ||
 	    !fits(l->s_field_name, 8, l->s_stride) || !fits(l->s_is_static, 4, l->s_stride) ||
 	    !fits(l->s_offset, 8, l->s_stride) || !fits(l->s_address, 8, l->s_stride) ||
-	    !fits(l->t_type_name, 8, l->t_stride) || !fits(l->t_size, 8, l->t_stride))
+	    !fits(l->t_type_name, 8, l->t_stride) || !fits(l->t_size, 8, l->t_stride) ||
+	    (l->consts && (!fits(l->c_name, 8, l->c_stride) || !fits(l->c_value, 4, l->c_stride))))
 		return -EINVAL;
 	int rc = parse_structs(l, rd, ctx, out);
 	if (rc == 0)
-		rc = parse_types(l, rd, ctx, out);
-	for (unsigned k = 0; rc == 0 && k < NFIELDS + NTYPES; k++) {
-		const struct hs_field *f = k < NFIELDS ? &fields[k] : &types[k - NFIELDS];
+		rc = parse_named(l->types, l->t_stride, l->t_type_name, l->t_size, 8, types, NTYPES,
+				 NFIELDS, rd, ctx, out);
+	if (rc == 0 && l->consts)
+		rc = parse_named(l->consts, l->c_stride, l->c_name, l->c_value, sizeof(int32_t),
+				 consts, NCONSTS, NFIELDS + NTYPES, rd, ctx, out);
+	for (unsigned k = 0; rc == 0 && k < NFIELDS + NTYPES + NCONSTS; k++) {
+		const struct hs_field *f = k < NFIELDS		? &fields[k]
+					   : k < NFIELDS + NTYPES ? &types[k - NFIELDS]
+								  : &consts[k - NFIELDS - NTYPES];
 		if (f->required && !(out->present & (1ull << k))) {
 			name_missing(missing, missing_len, f);
 			rc = -ENOTSUP;

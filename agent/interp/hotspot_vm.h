@@ -31,6 +31,8 @@ struct pf_hs_layout {
 	uint64_t types;	  /* address of the first VMTypeEntry */
 	uint32_t s_stride, s_type_name, s_field_name, s_is_static, s_offset, s_address;
 	uint32_t t_stride, t_type_name, t_size;
+	uint64_t consts; /* address of the first VMIntConstantEntry; 0: none read */
+	uint32_t c_stride, c_name, c_value;
 };
 
 /* The layout JDK 17's libjvm.so exports on 64-bit machines (the values of its
@@ -86,6 +88,13 @@ struct pf_hs_layout {
 	X(cp_length, "ConstantPool", "_length", 0)                                                 \
 	X(nm_comp_level, "nmethod", "_comp_level", 0)
 
+/* The integer constants (gHotSpotVMIntConstants), by (name, required); when the layout names
+ * no constants table (consts 0) none is read and each is 0. */
+#define PF_HS_CONSTS(X)                                                                            \
+	X(c_has_linenumbers, "ConstMethod::_has_linenumber_table", 0)                              \
+	X(c_fr_sender_sp, "frame::interpreter_frame_sender_sp_offset", 0)                          \
+	X(c_fr_last_sp, "frame::interpreter_frame_last_sp_offset", 0)
+
 /* The type sizes, by (type, required). */
 #define PF_HS_TYPES(X)                                                                             \
 	X(size_constmethod, "ConstMethod", 1)                                                      \
@@ -97,11 +106,14 @@ struct pf_hs_vm {
 	PF_HS_FIELDS(PF_HS_MEMBER)
 	PF_HS_TYPES(PF_HS_MEMBER)
 #undef PF_HS_MEMBER
-	/* bit i: item i (the fields in order, then the types) was found */
+#define PF_HS_CONST_MEMBER(m, ...) int32_t m;
+	PF_HS_CONSTS(PF_HS_CONST_MEMBER)
+#undef PF_HS_CONST_MEMBER
+	/* bit i: item i (the fields in order, then the types, then the constants) was found */
 	uint64_t present;
 };
 
-/* Parses the two tables. 0; -ENOTSUP when a required item is missing (its "Type::field" or
+/* Parses the tables (the constants' too when l->consts is set). 0; -ENOTSUP when a required item is missing (its "Type::field" or
  * type name in missing, may be NULL), -EINVAL for a layout whose offsets do not fit its
  * strides, -E2BIG for a table without its end within PF_HS_MAX_ENTRIES, or the reader's
  * error. *out is all zero on failure. */

@@ -2,7 +2,7 @@
  * memory. The first 4 bytes are the VMTypes table's offset in the rest, which is the memory
  * from FUZZ_MEM_BASE on (the reader answers -EFAULT outside it); the VMStructs table is at BASE.
  * The entry layout is JDK 17's. With the offset's top bit set, the input is a whole process
- * instead (agent/interp/hotspot_proc.h): the exported variables are the 11 words at BASE (the
+ * instead (agent/interp/hotspot_proc.h): the exported variables are the 15 words at BASE (the
  * file loaded at bias 0), so the memory chooses the layout as well as the tables.
  *
  * Invariants checked:
@@ -14,7 +14,8 @@
  *  - a process read returns only 0, -EAGAIN, -ENOTSUP or -EFAULT, names its reason on
  *    -ENOTSUP and leaves the result all zero when it fails;
  *  - then (the two words after the variables: an address and a Method*) a blob found holds
- *    the address, a method's names are NUL-terminated and empty when it fails. */
+ *    the address, a method's names are NUL-terminated and empty when it fails, its line (at
+ *    the address's low byte as bytecode index) answers only 0, -ENOENT, -EINVAL, -EFAULT. */
 #include <errno.h>
 #include <string.h>
 
@@ -67,6 +68,10 @@ static void fuzz_proc(struct fuzz_mem *m)
 		   "a name not terminated");
 	if (rc < 0)
 		FUZZ_CHECK(!me.klass[0] && !me.name[0] && !me.sig[0], "a failed name left text");
+	uint32_t line;
+	rc = pf_hs_method_line(&vm, read_mem, m, b.method ? b.method : look[1],
+			       (int32_t)(look[0] & 0xff), &line);
+	FUZZ_CHECK(rc == 0 || rc == -ENOENT || rc == -EINVAL || rc == -EFAULT, "line rc %d", rc);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -4,7 +4,8 @@
  * process_vm_readv): JDK 17's entry layout and the offsets the walk reads; a JVM whose
  * variables are not set yet (-EAGAIN) and a layout past the bound, through a reader of one
  * value; hotspot_code.h on a live JVM whose hot method C2 compiled: the blob that jcmd's
- * Compiler.codelist lists found from an address in its code, its Method* named. The live tests are skipped where the machine has no JDK (the project installs one). */
+ * Compiler.codelist lists found from an address in its code, its Method* named and its
+ * bytecode indexes given their lines. The live tests are skipped where the machine has no JDK (the project installs one). */
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -92,7 +93,9 @@ static void test_unset_and_bounds(void **state)
 	struct pf_hs_file f = {.structs = 0x1000, .types = 0x1008, .s_stride = 0x1010,
 			       .s_type_name = 0x1018, .s_field_name = 0x1020,
 			       .s_is_static = 0x1028, .s_offset = 0x1030, .s_address = 0x1038,
-			       .t_stride = 0x1040, .t_type_name = 0x1048, .t_size = 0x1050};
+			       .t_stride = 0x1040, .t_type_name = 0x1048, .t_size = 0x1050,
+			       .consts = 0x1058, .c_stride = 0x1060, .c_name = 0x1068,
+			       .c_value = 0x1070};
 	struct pf_hs_vm vm;
 	char why[128];
 	uint64_t v = 0;
@@ -296,6 +299,10 @@ static void test_live_jvm(void **state)
 	assert_true(vm.size_constantpool >= 0x40 && vm.size_constantpool < 0x100);
 	assert_int_equal(vm.size_heapblock, 16);
 	assert_true(vm.codecache_low >= j->lo && vm.codecache_low < j->hi);
+	/* the integer constants read */
+	assert_int_equal(vm.c_has_linenumbers, 1);
+	assert_int_equal(vm.c_fr_sender_sp, -1);
+	assert_int_equal(vm.c_fr_last_sp, -2);
 }
 
 /* jcmd's list of compiled methods: the first of `method` ("Hot.javaHotMethod(J)J"), its
@@ -360,6 +367,13 @@ static void test_live_code(void **state)
 	assert_string_equal(m.name, "javaHotMethod");
 	assert_string_equal(m.sig, "(J)J");
 	assert_string_equal(m.file, "Hot.java");
+	/* bci 0 is `long s = 0;`, line 3 of hot_src; the loop's test is on line 4 */
+	uint32_t line = 0;
+	assert_int_equal(pf_hs_method_line(&vm, rd_pid, &pid, b.method, 0, &line), 0);
+	assert_int_equal(line, 3);
+	assert_int_equal(pf_hs_method_line(&vm, rd_pid, &pid, b.method, 5, &line), 0);
+	assert_int_equal(line, 4);
+	assert_int_equal(pf_hs_method_line(&vm, rd_pid, &pid, b.method, 60000, &line), -ENOENT);
 	assert_int_equal(pf_hs_blob_find(&vm, rd_pid, &pid, 0x1000, &b), -ENOENT);
 	assert_int_equal(pf_hs_method_name(&vm, rd_pid, &pid, 0, &m), -EINVAL);
 }
