@@ -288,9 +288,15 @@ test("a config with an error shows the key path; the fix turns the agents APPLIE
   assert.match(row, /#1 /);
   await shot("06-configs");
   page.once("dialog", (d) => d.accept());
+  const answered = page.waitForResponse((r) => r.url().endsWith(`/rollouts/${ro.body.id}/cancel`));
   await page.click(`[data-testid=rollout-row][data-id="${ro.body.id}"] [data-testid=rollout-cancel]`);
   await waitUntil(async () => (await fleet.api("GET", "/rollouts/" + ro.body.id)).body.state === "cancelled",
     { timeout: 10000, what: "the rollout cancelled from the console" });
+  // the page goes back to #/configs once its POST is answered: the next test navigates after
+  // that, not before it (the console's own navigation would take the page back here)
+  await answered;
+  await waitUntil(async () => (await page.textContent(`[data-testid=rollout-row][data-id="${ro.body.id}"]`)
+    .catch(() => "")).includes("cancelled"), { timeout: 10000, what: "the cancelled rollout shown" });
 });
 
 test("an agent page shows its description, health tree and effective config", async () => {
