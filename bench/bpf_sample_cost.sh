@@ -33,8 +33,6 @@
 #             bench/switch_workload.c doing context switches (pipe ping-pong) beside the CPU
 #             burners in every variant of such a session; its round trips per second are the
 #             workload's throughput (offcpu against full)
-#   baseoff   `offcpu` of the PF_SAMPLE_BASE build, in the same rounds: the off-CPU programs'
-#             before/after from one session (offcpu against baseoff)
 #   empty     a program that returns at once: what running any program per tick costs on this
 #             host (the statistics' clock reads, cold code and data). At 99 Hz a tick finds
 #             the caches cold (run with HZ=999 to see every variant drop: the difference is
@@ -49,7 +47,7 @@
 # Environment: PF_BUILD_DIR (default build/bench-release, built Release when missing) or
 #   PF_SAMPLE (a profleet-sample binary), SECONDS_RUN (60; QUICK=1: 15), RUNS (2),
 #   VARIANTS ("full offcpu fponly all nofilter nooutput floor empty timed", plus "base" first when
-#   PF_SAMPLE_BASE is set), PF_SAMPLE_BASE (a profleet-sample binary for "base" and "baseoff"), WORKLOAD
+#   PF_SAMPLE_BASE is set), PF_SAMPLE_BASE (a profleet-sample binary for "base"), WORKLOAD
 #   (workload or nofp), HZ (99: the sampling frequency).
 set -euo pipefail
 
@@ -88,14 +86,14 @@ for _ in $(seq "$ncpu"); do
 	"$tmp/workload" "$total" >/dev/null & pids+=($!)
 done
 trips() { cat "$tmp/trips" 2>/dev/null || echo 0; }
-if grep -qwE 'offcpu|baseoff' <<<"$variants"; then
+if grep -qw offcpu <<<"$variants"; then
 	cc -O2 -pthread -o "$tmp/switcher" "$root/bench/switch_workload.c"
 	"$tmp/switcher" "$total" "$tmp/trips" & pids+=($!)
 fi
 
 omit_of() {
 	case $1 in
-	full | base | fponly | offcpu | baseoff) echo 0 ;; all) echo 1 ;; nooutput) echo 3 ;; floor) echo 4 ;; nofilter) echo 9 ;;
+	full | base | fponly | offcpu) echo 0 ;; all) echo 1 ;; nooutput) echo 3 ;; floor) echo 4 ;; nofilter) echo 9 ;;
 	timed | timedfp) echo 16 ;; empty) echo 32 ;;
 	*) echo "unknown variant $1" >&2; exit 2 ;;
 	esac
@@ -107,9 +105,9 @@ echo "== do_sample, µs per sample (${secs} s per run, ${HZ:-99} Hz, ${ncpu} CPU
 for r in $(seq "$runs"); do
 	for v in $variants; do
 		args=(-c "$tmp/filter-false.yaml" -d "$secs" -s -t 1)
-		case $v in offcpu | baseoff) args=(-c "$tmp/filter-true.yaml" -d "$secs" -s -t 1) ;; esac
+		[ "$v" = offcpu ] && args=(-c "$tmp/filter-true.yaml" -d "$secs" -s -t 1)
 		bin=$sample
-		case $v in base | baseoff) bin=$base ;; esac
+		[ "$v" = base ] && bin=$base
 		omit=$(omit_of "$v")
 		[ "$omit" = 0 ] || args+=(-B "$omit")
 		case $v in fponly | timedfp) args+=(-U) ;; esac
@@ -129,21 +127,21 @@ for r in $(seq "$runs"); do
 		if [ -x "$tmp/switcher" ]; then
 			echo "$v/trips $(((t1 - t0) / secs))" >> "$tmp/results"
 		fi
-		if [ "$v" = offcpu ] || [ "$v" = baseoff ]; then
+		if [ "$v" = offcpu ]; then
 			oline=$(grep '^stats prog=off_cpu_switch ' "$tmp/$v.$r.out")
 			ons=$(sed -n 's/.*run_time_ns=\([0-9]*\).*/\1/p' <<<"$oline")
 			ocnt=$(sed -n 's/.*run_cnt=\([0-9]*\).*/\1/p' <<<"$oline")
 			xline=$(grep '^stats prog=off_cpu_sys_exit ' "$tmp/$v.$r.out")
 			xns=$(sed -n 's/.*run_time_ns=\([0-9]*\).*/\1/p' <<<"$xline")
 			xcnt=$(sed -n 's/.*run_cnt=\([0-9]*\).*/\1/p' <<<"$xline")
-			python3 -c "print(f'$v/core% {($ons + $xns) / ($secs * 1e9) * 100:.4f}')" >> "$tmp/results"
-			python3 -c "print(f'$v/sys_exit_ns {$xns / max($xcnt, 1):.1f}')" >> "$tmp/results"
-			python3 -c "print(f'$v/sys_exits_per_s {$xcnt / $secs:.0f}')" >> "$tmp/results"
-			python3 -c "print(f'$v/switch_ns {$ons / max($ocnt, 1):.1f}')" >> "$tmp/results"
-			python3 -c "print(f'$v/switches_per_s {$ocnt / $secs:.0f}')" >> "$tmp/results"
+			python3 -c "print(f'offcpu/core% {($ons + $xns) / ($secs * 1e9) * 100:.4f}')" >> "$tmp/results"
+			python3 -c "print(f'offcpu/sys_exit_ns {$xns / max($xcnt, 1):.1f}')" >> "$tmp/results"
+			python3 -c "print(f'offcpu/sys_exits_per_s {$xcnt / $secs:.0f}')" >> "$tmp/results"
+			python3 -c "print(f'offcpu/switch_ns {$ons / max($ocnt, 1):.1f}')" >> "$tmp/results"
+			python3 -c "print(f'offcpu/switches_per_s {$ocnt / $secs:.0f}')" >> "$tmp/results"
 			grep '^stats off_cpu=' "$tmp/$v.$r.out" | sed 's/^stats /  /'
 		fi
-		case $v in full | base | fponly | offcpu | baseoff)
+		case $v in full | base | fponly | offcpu)
 			python3 -c "print(f'$v/rec {$ns / max($samples, 1) / 1000:.3f}')" >> "$tmp/results"
 		esac
 		printf '%-9s run %d: %6s µs/sample  (run_cnt=%s recorded=%s lost=%s)\n' \
@@ -180,22 +178,16 @@ if "empty" in med:
         if v in med:
             print(f"{v} - empty (beyond running a program at all): "
                   f"{med[v] - med['empty']:.3f} µs")
-for o in ("offcpu", "baseoff"):
-    if o not in med or "full" not in med:
-        continue
-    print(f"{o} / full (do_sample with off-CPU on): {med[o] / med['full']:.3f} per "
-          f"tick, {med[o + '/rec'] / med['full/rec']:.3f} per recorded sample")
-    print(f"{o}: off-CPU programs {med[o + '/core%']:.3f} % of one core; off_cpu_switch "
-          f"{med[o + '/switch_ns']:.0f} ns per switch at {med[o + '/switches_per_s']:.0f} "
-          f"switches/s, off_cpu_sys_exit {med[o + '/sys_exit_ns']:.0f} ns per system call "
-          f"at {med[o + '/sys_exits_per_s']:.0f}/s")
+if "offcpu" in med and "full" in med:
+    print(f"offcpu / full (do_sample with off-CPU on): {med['offcpu'] / med['full']:.3f} per "
+          f"tick, {med['offcpu/rec'] / med['full/rec']:.3f} per recorded sample")
+    print(f"off-CPU programs: {med['offcpu/core%']:.3f} % of one core; off_cpu_switch "
+          f"{med['offcpu/switch_ns']:.0f} ns per switch at {med['offcpu/switches_per_s']:.0f} "
+          f"switches/s, off_cpu_sys_exit {med['offcpu/sys_exit_ns']:.0f} ns per system call "
+          f"at {med['offcpu/sys_exits_per_s']:.0f}/s")
     if "full/trips" in med and med["full/trips"]:
-        print(f"switch workload round trips/s: {o} {med[o + '/trips']:.0f} vs full "
-              f"{med['full/trips']:.0f} ({(med[o + '/trips'] / med['full/trips'] - 1) * 100:+.1f} %)")
-if "offcpu" in med and "baseoff" in med:
-    print(f"offcpu / baseoff: off_cpu_switch {med['offcpu/switch_ns'] / med['baseoff/switch_ns']:.2f} "
-          f"per switch, both programs {med['offcpu/core%'] / med['baseoff/core%']:.2f} of the core "
-          f"share, round trips {med['offcpu/trips'] / med['baseoff/trips']:.3f}")
+        print(f"switch workload round trips/s: offcpu {med['offcpu/trips']:.0f} vs full "
+              f"{med['full/trips']:.0f} ({(med['offcpu/trips'] / med['full/trips'] - 1) * 100:+.1f} %)")
 if "base" in med and "full" in med:
     print(f"full / base: {med['full'] / med['base']:.2f} per tick, "
           f"{med['full/rec'] / med['base/rec']:.2f} per recorded sample")

@@ -1060,20 +1060,6 @@ static __always_inline void off_cpu_out(struct pf_bpf_percpu *s, struct pf_bpf_o
 	bpf_map_delete_elem(&off_cpu_recs, &tid);
 }
 
-/* A record still waiting for its thread's user stack (PF_OFF_PENDING) goes out with the
- * kernel stack alone. */
-static __always_inline void off_cpu_kernel_only(struct pf_bpf_percpu *s,
-						struct pf_bpf_off_task *ot, __u32 tid)
-{
-	ot->state = PF_OFF_NONE;
-	struct pf_bpf_off_rec *r = bpf_map_lookup_elem(&off_cpu_recs, &tid);
-	if (!r)
-		return;
-	r->hdr.flags &= ~PF_SAMPLE_F_USER_PENDING;
-	s->off_cpu_kernel_only++;
-	off_cpu_out(s, r, tid);
-}
-
 /* The thread's off-CPU state (task storage), NULL when it has none of this generation. */
 static __always_inline struct pf_bpf_off_task *off_task(struct task_struct *t, bool create)
 {
@@ -1100,15 +1086,9 @@ static __always_inline void off_cpu_back(struct pf_bpf_percpu *s, struct task_st
 					 __u64 now)
 {
 	struct pf_bpf_off_task *ot = off_task(next, false);
-	if (!ot || ot->state == PF_OFF_NONE)
+	if (!ot || ot->state == PF_OFF_NONE || ot->state == PF_OFF_PENDING)
 		return;
 	__u32 tid = next->pid;
-	if (ot->state == PF_OFF_PENDING) {
-		/* it left again before its system call returned, not followed that time (its
-		 * switch-out did not look): the record goes out with the kernel stack alone */
-		off_cpu_kernel_only(s, ot, tid);
-		return;
-	}
 	__u64 away = now - ot->ts_ns;
 	__u32 flags = ot->flags;
 	if (ot->state == PF_OFF_PREEMPTED) {
@@ -1172,30 +1152,34 @@ static __always_inline void off_cpu_back(struct pf_bpf_percpu *s, struct task_st
  * (its task storage), the walk left to its return, for the waits that last. A record of it
  * that still waits for its user stack (it left again before its system call returned: a page
  * fault, a wait inside the kernel) goes out with the kernel stack alone. A thread coming back
- * (next) is off_cpu_back's. The cheap rejections come first: kernel threads and the idle task
- * (never followed, either way), a dying thread, one not followed (the filters' verdict, the
- * probability) — before any task storage is looked at. */
+ * (next) is off_cpu_back's. */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	bool back = next->pid && !(next->flags & 0x00200000); /* PF_KTHREAD */
-	__u32 pid = prev->tgid, tid = prev->pid;
-	bool out = tid && !(prev->flags & 0x00200000) && !skipped(pid);
-	if (!back && !out)
-		return 0;
 	__u32 zero = 0;
 	struct pf_bpf_percpu *s = bpf_map_lookup_elem(&scratch_map, &zero);
 	if (!s || alloc_busy(s))
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	if (back)
+	if (next->pid)
 		off_cpu_back(s, next, now);
-	if (!out)
-		return 0;
 
+	__u32 pid = prev->tgid, tid = prev->pid;
+	if (tid == 0 || skipped(pid) || (prev->flags & 0x00200000)) /* PF_KTHREAD */
+		return 0;
+	struct pf_bpf_off_task *ot = off_task(prev, false);
+	if (ot && ot->state == PF_OFF_PENDING) {
+		ot->state = PF_OFF_NONE;
+		struct pf_bpf_off_rec *r = bpf_map_lookup_elem(&off_cpu_recs, &tid);
+		if (r) {
+			r->hdr.flags &= ~PF_SAMPLE_F_USER_PENDING;
+			s->off_cpu_kernel_only++;
+			off_cpu_out(s, r, tid);
+		}
+	}
 	unsigned int state = 1; /* kernels before 5.14 name it state: preempt alone tells */
 	if (bpf_core_field_exists(prev->__state))
-		state = prev->__state;
+		state = BPF_CORE_READ(prev, __state);
 	if (state & 0x80) /* TASK_DEAD: its last switch */
 		return 0;
 	__u32 flags = PF_SAMPLE_F_OFF_CPU, cap = 0;
@@ -1216,15 +1200,12 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 		}
 	}
 	if (!follow && !cap)
-		return 0; /* a record of it still pending goes out when it comes back */
-	struct pf_bpf_off_task *ot = off_task(prev, true);
-	if (!ot)
 		return 0;
-	if (ot->state == PF_OFF_PENDING)
-		off_cpu_kernel_only(s, ot, tid);
 	flags |= cap << PF_SAMPLE_CAPTURE_SHIFT;
 	if (!follow)
 		flags |= PF_SAMPLE_F_OFF_CAPTURE_ONLY;
+	if (!ot && !(ot = off_task(prev, true)))
+		return 0;
 	s->off_cpu_out++;
 	ot->ts_ns = now;
 	if (!preempt && state != 0) { /* not TASK_RUNNING: it waits */
