@@ -13,15 +13,13 @@
 static const struct {
 	const char *name;
 	size_t off;
+	bool layout;
 } syms[] = {
-#define PF_HS_SYM_ROW(m, s) {s, offsetof(struct pf_hs_file, m)},
+#define PF_HS_SYM_ROW(m, s, l) {s, offsetof(struct pf_hs_file, m), l},
     PF_HS_SYMS(PF_HS_SYM_ROW)
 #undef PF_HS_SYM_ROW
 };
 #define NSYMS (sizeof(syms) / sizeof(syms[0]))
-#define CONSTS_K 11 /* the member that is a table pointer, not a layout value */
-_Static_assert(offsetof(struct pf_hs_file, consts) == CONSTS_K * sizeof(uint64_t),
-	       "consts is the twelfth variable");
 
 bool pf_hs_file_name_ok(const char *path)
 {
@@ -79,7 +77,7 @@ int pf_hs_proc_read(const struct pf_hs_file *f, uint64_t bias, pf_hs_read_fn rd,
 		int rc = rd(ctx, bias + at, member(&v, k), sizeof(uint64_t));
 		if (rc < 0)
 			return rc;
-		if (k >= 2 && k != CONSTS_K && *member(&v, k) > PF_HS_LAYOUT_MAX) {
+		if (syms[k].layout && *member(&v, k) > PF_HS_LAYOUT_MAX) {
 			if (why && why_len)
 				snprintf(why, why_len, "%s is %llu, past %u", syms[k].name,
 					 (unsigned long long)*member(&v, k), PF_HS_LAYOUT_MAX);

@@ -14,24 +14,25 @@
 
 #include "hotspot_vm.h"
 
-/* The exported variables read, by (member, symbol): the two table pointers, the entry layout,
- * then the integer constants' table and its layout (each an 8-byte value in the process). */
+/* The exported variables read, by (member, symbol, layout): the table pointers and the
+ * entries' layouts (each an 8-byte value in the process); a layout value (1) is bounded by
+ * PF_HS_LAYOUT_MAX, a table pointer (0) is not. */
 #define PF_HS_SYMS(X)                                                                              \
-	X(structs, "gHotSpotVMStructs")                                                            \
-	X(types, "gHotSpotVMTypes")                                                                \
-	X(s_stride, "gHotSpotVMStructEntryArrayStride")                                            \
-	X(s_type_name, "gHotSpotVMStructEntryTypeNameOffset")                                      \
-	X(s_field_name, "gHotSpotVMStructEntryFieldNameOffset")                                    \
-	X(s_is_static, "gHotSpotVMStructEntryIsStaticOffset")                                      \
-	X(s_offset, "gHotSpotVMStructEntryOffsetOffset")                                           \
-	X(s_address, "gHotSpotVMStructEntryAddressOffset")                                         \
-	X(t_stride, "gHotSpotVMTypeEntryArrayStride")                                              \
-	X(t_type_name, "gHotSpotVMTypeEntryTypeNameOffset")                                        \
-	X(t_size, "gHotSpotVMTypeEntrySizeOffset")                                                 \
-	X(consts, "gHotSpotVMIntConstants")                                                        \
-	X(c_stride, "gHotSpotVMIntConstantEntryArrayStride")                                       \
-	X(c_name, "gHotSpotVMIntConstantEntryNameOffset")                                          \
-	X(c_value, "gHotSpotVMIntConstantEntryValueOffset")
+	X(structs, "gHotSpotVMStructs", 0)                                                         \
+	X(types, "gHotSpotVMTypes", 0)                                                             \
+	X(s_stride, "gHotSpotVMStructEntryArrayStride", 1)                                         \
+	X(s_type_name, "gHotSpotVMStructEntryTypeNameOffset", 1)                                   \
+	X(s_field_name, "gHotSpotVMStructEntryFieldNameOffset", 1)                                 \
+	X(s_is_static, "gHotSpotVMStructEntryIsStaticOffset", 1)                                   \
+	X(s_offset, "gHotSpotVMStructEntryOffsetOffset", 1)                                        \
+	X(s_address, "gHotSpotVMStructEntryAddressOffset", 1)                                      \
+	X(t_stride, "gHotSpotVMTypeEntryArrayStride", 1)                                           \
+	X(t_type_name, "gHotSpotVMTypeEntryTypeNameOffset", 1)                                     \
+	X(t_size, "gHotSpotVMTypeEntrySizeOffset", 1)                                              \
+	X(consts, "gHotSpotVMIntConstants", 0)                                                     \
+	X(c_stride, "gHotSpotVMIntConstantEntryArrayStride", 1)                                    \
+	X(c_name, "gHotSpotVMIntConstantEntryNameOffset", 1)                                       \
+	X(c_value, "gHotSpotVMIntConstantEntryValueOffset", 1)
 
 /* Where each variable is in the file (ELF virtual addresses). */
 struct pf_hs_file {
