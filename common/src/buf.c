@@ -62,17 +62,6 @@ int pf_buf_append(struct pf_buf *b, const void *p, size_t n)
 
 int pf_buf_append_uvarint(struct pf_buf *b, uint64_t v)
 {
-	if (b->cap - b->len > 10) { /* room for the longest varint and the NUL: in place */
-		uint8_t *d = b->data + b->len;
-		while (v > 0x7f) {
-			*d++ = (uint8_t)(v | 0x80);
-			v >>= 7;
-		}
-		*d++ = (uint8_t)v;
-		*d = 0;
-		b->len = (size_t)(d - b->data);
-		return 0;
-	}
 	uint8_t t[10];
 	size_t n = 0;
 
@@ -80,6 +69,12 @@ int pf_buf_append_uvarint(struct pf_buf *b, uint64_t v)
 		t[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
 		v >>= 7;
 	} while (v);
+	if (b->cap - b->len > n) { /* room for it and the NUL (cap <= max + 1): no reserve */
+		memcpy(b->data + b->len, t, n);
+		b->len += n;
+		b->data[b->len] = 0;
+		return 0;
+	}
 	return pf_buf_append(b, t, n);
 }
 
