@@ -288,23 +288,84 @@ static int wire_next(const uint8_t **p, const uint8_t *end, uint64_t *num, const
 	}
 }
 
-static int wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end,
-		     unsigned depth, unsigned max_depth)
+/* Message types whose nesting is bounded by their schema need no walk for depth: protobuf-c's
+ * unpack checks their bytes. A type's height is the deepest chain of message fields below it
+ * (0: no message fields); types deeper than HEIGHT_MAX, or recursive ones (AnyValue), count
+ * as unbounded (-1) and are walked. Heights are kept per scan for the types it met. */
+#define HEIGHT_MAX 6
+#define HEIGHT_KEPT 16
+
+struct scan {
+	unsigned max_depth;
+	/* the last field looked up (tables repeat one field): its message, number, descriptor
+	 * and height */
+	const ProtobufCMessageDescriptor *last_d;
+	uint64_t last_num;
+	const ProtobufCFieldDescriptor *last_f;
+	int last_h;
+	size_t n_kept;
+	const ProtobufCMessageDescriptor *kept_d[HEIGHT_KEPT];
+	int kept_h[HEIGHT_KEPT];
+};
+
+static int desc_height(const ProtobufCMessageDescriptor *d, int budget)
 {
-	if (depth > max_depth)
+	if (budget < 0)
+		return -1;
+	int h = 0;
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		int sub = desc_height(f->descriptor, budget - 1);
+		if (sub < 0)
+			return -1;
+		if (sub + 1 > h)
+			h = sub + 1;
+	}
+	return h;
+}
+
+static int scan_height(struct scan *sc, const ProtobufCMessageDescriptor *d)
+{
+	for (size_t i = 0; i < sc->n_kept; i++)
+		if (sc->kept_d[i] == d)
+			return sc->kept_h[i];
+	int h = desc_height(d, HEIGHT_MAX);
+	if (sc->n_kept < HEIGHT_KEPT) {
+		sc->kept_d[sc->n_kept] = d;
+		sc->kept_h[sc->n_kept++] = h;
+	}
+	return h;
+}
+
+static int wire_scan(struct scan *sc, const ProtobufCMessageDescriptor *d, const uint8_t *p,
+		     const uint8_t *end, unsigned depth)
+{
+	if (depth > sc->max_depth)
 		return -ELOOP;
 	while (p < end) {
 		uint64_t num;
 		const uint8_t *sub, *sub_end;
 		if (wire_next(&p, end, &num, &sub, &sub_end) < 0)
 			return -EBADMSG;
-		const ProtobufCFieldDescriptor *f =
-		    sub && d ? protobuf_c_message_descriptor_get_field(d, (unsigned)num) : NULL;
-		if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
-			int r = wire_scan(f->descriptor, sub, sub_end, depth + 1, max_depth);
-			if (r < 0)
-				return r;
+		if (!sub || !d)
+			continue;
+		if (d != sc->last_d || num != sc->last_num) {
+			const ProtobufCFieldDescriptor *f =
+			    protobuf_c_message_descriptor_get_field(d, (unsigned)num);
+			sc->last_d = d;
+			sc->last_num = num;
+			sc->last_f = f && f->type == PROTOBUF_C_TYPE_MESSAGE ? f : NULL;
+			sc->last_h = sc->last_f ? scan_height(sc, f->descriptor) : 0;
 		}
+		const ProtobufCFieldDescriptor *f = sc->last_f;
+		int h = sc->last_h;
+		if (!f || (h >= 0 && depth + 1 + (unsigned)h <= sc->max_depth))
+			continue; /* bounded by its schema within the limit */
+		int r = wire_scan(sc, f->descriptor, sub, sub_end, depth + 1);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
@@ -314,7 +375,8 @@ int pb_wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t l
 {
 	if (!len)
 		return 0; /* (and p may be NULL) */
-	return wire_scan(d, p, p + len, 0, max_depth);
+	struct scan sc = {.max_depth = max_depth};
+	return wire_scan(&sc, d, p, p + len, 0);
 }
 
 int pb_wire_count_fields(const uint8_t *p, size_t len, uint32_t outer, size_t *counts,

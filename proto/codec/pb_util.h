@@ -87,7 +87,9 @@ void pb_capped_alloc_release(struct pb_capped_alloc *c);
 
 /* Walks the wire bytes of a message of type d: -EBADMSG on malformed wire data (bad varint,
  * truncated field, field number 0, groups), -ELOOP when message fields nest deeper than
- * max_depth. Unknown fields are skipped. */
+ * max_depth. Unknown fields are skipped. A field whose type's nesting is bounded by the schema
+ * within max_depth (no recursive type below it, as a Sample or a Location) is not walked: the
+ * unpack that follows checks its bytes, and it cannot nest deeper. */
 int pb_wire_scan(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
 		 unsigned max_depth);
 /* Counts, in the wire bytes of a message, the occurrences of each field number below n_counts

@@ -501,6 +501,27 @@ static void test_decode_refuses(void **state)
 	assert_int_equal(pf_otlp_profiles_decode(deep.data, deep.len, 1 << 20, &r, NULL), -ELOOP);
 	pf_buf_release(&deep);
 
+	/* malformed bytes inside a message the depth walk does not enter (a Sample: its nesting
+	 * is bounded by the schema) are refused by the unpack: an unterminated varint, a packed
+	 * field longer than its Sample */
+	static const uint8_t sample_bad[][4] = {{0x08, 0xff, 0xff, 0xff}, {0x22, 0x09, 0x01, 0x02}};
+	for (size_t i = 0; i < 2; i++) {
+		/* resource_profiles { scope_profiles { profiles { samples { bytes } } } } */
+		uint8_t m[12] = {0x0a, 10, 0x12, 8, 0x12, 6, 0x12, 4};
+		memcpy(m + 8, sample_bad[i], 4);
+		pf_error_clear(&err);
+		assert_int_equal(pf_otlp_profiles_decode(m, sizeof(m), 1 << 20, &r, &err), -EBADMSG);
+		assert_non_null(strstr(err.msg, "malformed"));
+	}
+	/* the same Sample well formed is taken (the frame above is right) */
+	{
+		uint8_t m[12] = {0x0a, 10, 0x12, 8, 0x12, 6, 0x12, 4, 0x20, 0x05, 0x08, 0x00};
+		pf_error_clear(&err);
+		assert_int_equal(pf_otlp_profiles_decode(m, sizeof(m), 1 << 20, &r, &err), 0);
+		if (r)
+			pf_prof_window_free(r), r = NULL;
+	}
+
 	/* an index out of range */
 	encode(w, &b, NULL);
 	pb_request *q = unpack(&b);
