@@ -1,6 +1,7 @@
 /* otlp_profiles_decode.c — the decoder of otlp_profiles.h (the encoder is otlp_profiles.c).
  *
- * Wire scan for depth, capped unpack, then two passes per Profile: the first marks (and
+ * Capped single-pass unpack with its depth guard (pb_unpack.h; protobuf-c's for what it leaves),
+ * then two passes per Profile: the first marks (and
  * range-checks) every dictionary entry the samples reach and numbers them densely, the second
  * copies them into the window's arena. */
 #include "otlp_profiles.h"
@@ -15,6 +16,7 @@
 
 #include "pf/compiler.h"
 #include "pf/hash.h"
+#include "pb_unpack.h"
 #include "pb_util.h"
 
 struct dec {
@@ -762,12 +764,6 @@ int pf_otlp_profiles_decode(const uint8_t *data, size_t len, size_t max_bytes,
 	if (len > max_bytes)
 		return pf_error_set(err, -E2BIG, "", "message of %zu bytes over the %zu byte limit",
 				    len, max_bytes);
-	int r = pb_wire_scan(desc, data, len, PF_OTLP_MAX_WIRE_DEPTH);
-	if (r == -ELOOP)
-		return pf_error_set(err, r, "", "messages nested deeper than %d",
-				    PF_OTLP_MAX_WIRE_DEPTH);
-	if (r < 0)
-		return pf_error_set(err, -EBADMSG, "", "malformed ExportProfilesServiceRequest");
 	/* ExportProfilesServiceRequest.dictionary (2): ProfilesDictionary's tables 1..7 */
 	static const char *const tables[8] = {
 	    NULL,	     "mapping_table",	"location_table", "function_table",
@@ -781,12 +777,28 @@ int pf_otlp_profiles_decode(const uint8_t *data, size_t len, size_t max_bytes,
 					    tables[t], counts[t], PF_OTLP_MAX_TABLE_ENTRIES);
 	struct pb_capped_alloc ca;
 	pb_capped_alloc_init(&ca, max_bytes);
-	pb_request *req = (pb_request *)protobuf_c_message_unpack(desc, &ca.a, len, data);
-	if (!req) {
+	pb_request *req = NULL;
+	int r = pb_unpack(desc, data, len, PF_OTLP_MAX_WIRE_DEPTH, &ca.a, (ProtobufCMessage **)&req);
+	if (r == -EAGAIN) {
+		/* outside the single-pass unpacker: protobuf-c's, after its depth guard */
 		pb_capped_alloc_release(&ca);
+		pb_capped_alloc_init(&ca, max_bytes);
+		r = pb_wire_scan(desc, data, len, PF_OTLP_MAX_WIRE_DEPTH);
+		if (r == 0) {
+			req = (pb_request *)protobuf_c_message_unpack(desc, &ca.a, len, data);
+			r = req ? 0 : -EBADMSG;
+		}
+	}
+	if (r < 0) {
+		pb_capped_alloc_release(&ca);
+		if (r == -ELOOP)
+			return pf_error_set(err, r, "", "messages nested deeper than %d",
+					    PF_OTLP_MAX_WIRE_DEPTH);
 		if (ca.exceeded)
 			return pf_error_set(err, -E2BIG, "", "decoded message over %zu bytes",
 					    max_bytes);
+		if (r == -ENOMEM)
+			return pf_error_set(err, r, "", "out of memory");
 		return pf_error_set(err, -EBADMSG, "", "malformed ExportProfilesServiceRequest");
 	}
 	struct dec d = {.max = max_bytes, .err = err, .used = ca.used};
