@@ -322,6 +322,8 @@ void dp_sampler_health(struct agent_dataplane *d)
 		pf_buf_printf(&b, "; %s", py);
 	if (pf_sampler_nodejs_status(&st, py, sizeof(py)))
 		pf_buf_printf(&b, "; %s", py);
+	if (pf_sampler_java_status(&st, py, sizeof(py)))
+		pf_buf_printf(&b, "; %s", py);
 	if (st.off_cpu || st.off_cpu_samples)
 		pf_buf_printf(&b,
 			      "; off-CPU %s: records %" PRIu64 ", switch-outs followed %" PRIu64

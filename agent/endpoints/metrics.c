@@ -450,6 +450,22 @@ static const struct field_family symbolizer_families[] = {
      "no SharedFunctionInfo any more): they stay without a name."),
     FIELD("nodejs_names_bytes", "gauge", U_COUNT, SS(v8.names_bytes),
      "Memory the JS name caches hold."),
+    FIELD("java_processes", "gauge", U_COUNT, SS(jvm.processes),
+     "JVMs whose code-cache addresses are named from their VMStructs tables."),
+    FIELD("java_processes_unsupported", "gauge", U_COUNT, SS(jvm.unsupported),
+     "JVMs left with their native frames (libjvm.so without the tables, or a layout the "
+     "agent does not read; the agent's health says which)."),
+    FIELD("java_frames_total", "counter", U_COUNT, SS(jvm.frames),
+     "Code-cache addresses turned into Java frames (a method or a code blob)."),
+    FIELD("java_lookup_failures_total", "counter", U_COUNT, SS(jvm.lookup_failed),
+     "Code-cache addresses of no code blob (freed code): they stay [anon] frames."),
+    FIELD("java_names_total", "counter", U_COUNT, SS(jvm.named),
+     "Java frames named from the JVM's metadata."),
+    FIELD("java_name_failures_total", "counter", U_COUNT, SS(jvm.name_failed),
+     "Java frames that could not be named (the process was gone, or the method or blob "
+     "was freed): they stay without a name."),
+    FIELD("java_names_bytes", "gauge", U_COUNT, SS(jvm.names_bytes),
+     "Memory the Java name and address caches hold."),
     FIELD("windows_held_total", "counter", U_COUNT, SS(windows_held),
      "Windows whose close waited (at most 1 s) for a source-line table a child was "
      "building; they still end at their time."),

@@ -291,6 +291,7 @@ static int build_process(struct pf_agg *agg, struct pf_prof_window *w, const str
 			uint32_t kind = i < st->nk		? PF_FRAME_KERNEL
 					: PF_PY_IS_FRAME(addr) ? PF_FRAME_PYTHON
 					: PF_V8_IS_FRAME(addr) ? PF_FRAME_V8JS
+					: PF_JVM_IS_FRAME(addr) ? PF_FRAME_JVM
 							       : PF_FRAME_NATIVE;
 			size_t j = mix(addr, kind) & (n_ft - 1);
 			while (ft[j].idx_plus1 && (ft[j].addr != addr || ft[j].kind != kind))

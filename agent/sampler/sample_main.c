@@ -95,6 +95,7 @@ static void frame_name(const struct pf_prof_process *p, uint32_t fi, char *buf, 
 			 f->kind == PF_FRAME_KERNEL	? "_[k]"
 			 : f->kind == PF_FRAME_PYTHON ? "_[py]"
 			 : f->kind == PF_FRAME_V8JS   ? "_[js]"
+			 : f->kind == PF_FRAME_JVM    ? "_[j]"
 						      : "");
 	else if (f->mapping >= 0)
 		snprintf(buf, n, "%s+0x%" PRIx64, p->mappings[f->mapping].path,

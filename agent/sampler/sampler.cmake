@@ -34,6 +34,7 @@
 #   ../unwind/unwinder.c      unwind tables and each process's mappings in the kernel's maps
 #   ../interp/python_unwind.c CPython processes' entries for the kernel's Python walk, frame names
 #   ../interp/v8_unwind.c     node processes' entries for the kernel's V8 walk, JS frame names
+#   ../interp/hotspot_unwind.c JVMs: code-cache addresses to Java frames, their names
 #   ../interp/interp_unwind.c what those walkers share: their switch, the unsupported list
 #
 # The BPF object is built the way libbpf-bootstrap's bpf_object() does it: its own compiler
@@ -108,7 +109,8 @@ add_library(agent_sampler STATIC
 	${PF_SAMPLER_DIR}/aggregate.c ${PF_SAMPLER_DIR}/sample_ring.c
 	${PF_SAMPLER_DIR}/../unwind/unwind_table.c ${PF_SAMPLER_DIR}/../unwind/table_builder.c
 	${PF_SAMPLER_DIR}/../unwind/unwinder.c ${PF_SAMPLER_DIR}/../interp/python_unwind.c
-	${PF_SAMPLER_DIR}/../interp/v8_unwind.c ${PF_SAMPLER_DIR}/../interp/interp_unwind.c)
+	${PF_SAMPLER_DIR}/../interp/v8_unwind.c ${PF_SAMPLER_DIR}/../interp/interp_unwind.c
+	${PF_SAMPLER_DIR}/../interp/hotspot_unwind.c)
 add_dependencies(agent_sampler agent_sampler_skel)
 # libiberty (Debian libiberty-dev) has no pkg-config file: a static library and its headers.
 find_library(PF_LIBIBERTY NAMES libiberty.a iberty REQUIRED)

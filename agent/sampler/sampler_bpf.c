@@ -18,6 +18,7 @@
 #include "pf/log.h"
 #include "interp/python_unwind.h"
 #include "interp/v8_unwind.h"
+#include "interp/hotspot_unwind.h"
 #include "sampler/procinfo.h"
 #include "sampler/sample_ring.h"
 #include "symbolize/symbolize.h"
@@ -266,13 +267,13 @@ void sampler_map_clear(struct bpf_map *m, size_t key_size)
 	}
 }
 
-/* profiling.interpreters.python and .nodejs: off forgets every process of walker k and
- * empties its kernel map m (its samples keep their native stacks; without their v8_procs entry
+/* profiling.interpreters.python, .nodejs and .java: off forgets every process of walker k
+ * and empties its kernel map m (none for java) (its samples keep their native stacks; without their v8_procs entry
  * the kernel's walk of node processes ends at their JIT code and builtins, as for any JIT); on
  * detects processes again at their next samples. */
 static void walker_enable(const struct sampler_walker *k, struct bpf_map *m, bool on)
 {
-	if (pf_interp_walker_enable(k->ops, k->w, on))
+	if (pf_interp_walker_enable(k->ops, k->w, on) && m)
 		sampler_map_clear(m, sizeof(uint32_t));
 }
 
@@ -290,6 +291,8 @@ int pf_sampler_set_config(struct pf_sampler *s, const struct pf_profcfg *cfg, st
 		      cfg->interpreters.python);
 	walker_enable(&s->walkers[SAMPLER_WALKER_V8], s->skel->maps.v8_procs,
 		      cfg->interpreters.nodejs);
+	/* Java frames are named in user space: no kernel map */
+	walker_enable(&s->walkers[SAMPLER_WALKER_JVM], NULL, cfg->interpreters.java);
 	/* the unwind rows may take an eighth of limits.max_memory_mb (the sample ring a quarter) */
 	if (s->unw && cfg->limits.max_memory_mb)
 		pf_unwinder_set_rows_limit(s->unw, (uint64_t)cfg->limits.max_memory_mb * 1024 *
@@ -365,6 +368,7 @@ void pf_sampler_free(struct pf_sampler *s)
 	pf_symbolizer_free(s->sym);
 	pf_py_unwind_free(s->py);
 	pf_v8_unwind_free(s->v8);
+	pf_hs_unwind_free(s->hs);
 	pf_procinfo_free(s->pi);
 	free(s->pe.fds);
 	free(s->pe.links);
@@ -504,10 +508,12 @@ struct pf_sampler *pf_sampler_new(const struct pf_sampler_options *opt, struct p
 	s->agg = pf_agg_new(&ao);
 	s->py = pf_py_unwind_new(0);
 	s->v8 = pf_v8_unwind_new();
+	s->hs = pf_hs_unwind_new();
 	s->walkers[SAMPLER_WALKER_PY] = (struct sampler_walker){&pf_py_walker, s->py};
 	s->walkers[SAMPLER_WALKER_V8] = (struct sampler_walker){&pf_v8_walker, s->v8};
+	s->walkers[SAMPLER_WALKER_JVM] = (struct sampler_walker){&pf_hs_walker, s->hs};
 	if (!s->pe.fds || !s->pe.links || !s->cpe.fds || !s->cpe.links || !s->pi || !s->sym ||
-	    !s->agg || !s->py || !s->v8)
+	    !s->agg || !s->py || !s->v8 || !s->hs)
 		return fail(s, pf_error_set(err, -ENOMEM, "", "out of memory"));
 
 	/* open -> configure -> load -> attach (libbpf-tools) */

@@ -45,6 +45,7 @@
 #include "pf/profile.h"
 #include "interp/python_unwind.h"
 #include "interp/v8_unwind.h"
+#include "interp/hotspot_unwind.h"
 #include "sampler/procinfo.h"
 #include "symbolize/symbolize.h"
 #include "unwind/unwinder.h"
@@ -142,6 +143,9 @@ struct pf_sampler_stats {
 	bool nodejs;
 	struct pf_v8_unwind_stats v8;
 	uint64_t v8_frames, v8_read_errors, v8_map_errors;
+	/* Java frames: profiling.interpreters.java; the walker's counters (hotspot_unwind.h) */
+	bool java;
+	struct pf_hs_unwind_stats jvm;
 };
 
 /* Opens, loads and attaches the process-tracking programs, reads /proc once. Not sampling
@@ -295,6 +299,9 @@ size_t pf_sampler_python_status(const struct pf_sampler_stats *st, char *out, si
 /* The same for node processes: "nodejs: 2 processes (V8 11.3.244), JS frames 1234, ..."; or
  * "nodejs: off"; empty when no node process was seen. */
 size_t pf_sampler_nodejs_status(const struct pf_sampler_stats *st, char *out, size_t cap);
+/* The same for Java: "java: 2 JVMs, Java frames 1234, lookups failed 0, names 56, not named
+ * 0; pid 9: jvm: ..." ("java: off"; "" when no JVM was seen). */
+size_t pf_sampler_java_status(const struct pf_sampler_stats *st, char *out, size_t cap);
 
 /* Counters for the agent's metrics and health. */
 int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out);

@@ -31,6 +31,7 @@ struct pf_symbolizer;
 struct pf_unwinder;
 struct pf_py_unwind;
 struct pf_v8_unwind;
+struct pf_hs_unwind;
 struct pf_sample_ring;
 struct sampler_alloc;
 
@@ -38,7 +39,8 @@ struct sampler_alloc;
 /* the interpreter walkers, in naming order */
 #define SAMPLER_WALKER_PY 0
 #define SAMPLER_WALKER_V8 1
-#define SAMPLER_WALKERS 2
+#define SAMPLER_WALKER_JVM 2
+#define SAMPLER_WALKERS 3
 
 _Static_assert(PF_SAMPLER_CAPTURES == PF_CAPTURE_SLOTS, "capture slot counts differ");
 
@@ -114,7 +116,9 @@ struct pf_sampler {
 	uint64_t py_map_errors;      /* py_procs updates refused */
 	struct pf_v8_unwind *v8;     /* node processes: kernel entries and JS frame names */
 	uint64_t v8_map_errors;      /* v8_procs updates refused */
-	/* py and v8 behind their calls alike (interp_unwind.h), in naming order */
+	struct pf_hs_unwind *hs;     /* JVMs: code-cache addresses to Java frames, their names */
+	uint64_t jvm_ips[PF_MAX_STACK]; /* a JVM sample's user words, its Java frames written */
+	/* py, v8 and hs behind their calls alike (interp_unwind.h), in naming order */
 	struct sampler_walker {
 		const struct pf_interp_walker *ops;
 		void *w;

@@ -10,6 +10,7 @@
 
 #include "interp/python_unwind.h"
 #include "interp/v8_unwind.h"
+#include "interp/hotspot_unwind.h"
 #include "sampler/procinfo.h"
 #include "sampler/sample_ring.h"
 #include "symbolize/symbolize.h"
@@ -109,6 +110,7 @@ static void unwind_seen(struct pf_sampler *s, const struct pf_bpf_sample *h)
 	if (at)
 		pf_symbolizer_capture(s->sym, h->pid); /* the maps changed */
 	v8_seen(s, h->pid); /* at the first load; again after nodejs was turned back on */
+	pf_hs_unwind_seen(s->hs, s->sym, h->pid); /* likewise, for java */
 	int rc = pf_unwinder_load(s->unw, s->sym, h->pid);
 	sampler_setup_end(s, t0);
 	/* a full trie (-ENOSPC, -E2BIG) leaves the rest of the process to frame pointers; it is
@@ -147,6 +149,13 @@ static struct pf_agg_sample sample_seen(struct pf_sampler *s, const struct pf_bp
 	/* JS frames come only from the table walk, of a process found to run V8 */
 	if ((h->flags & PF_SAMPLE_F_DWARF) && pf_v8_unwind_has(s->v8, h->pid))
 		pf_v8_unwind_note(s->v8, h->pid, ips + h->kstack_len, ulen);
+	const uint64_t *uips = ips + h->kstack_len;
+	/* Java frames: a JVM's code addresses rewritten, in a copy (the record is read-only) */
+	if (ulen && ulen <= PF_MAX_STACK && pf_hs_unwind_has(s->hs, h->pid)) {
+		memcpy(s->jvm_ips, uips, ulen * sizeof(*uips));
+		pf_hs_unwind_note(s->hs, h->pid, s->jvm_ips, ulen);
+		uips = s->jvm_ips;
+	}
 	return (struct pf_agg_sample){
 		.ts_unix_ns = h->ts_ns + (uint64_t)s->mono_to_unix,
 		.pid = h->pid,
@@ -155,7 +164,7 @@ static struct pf_agg_sample sample_seen(struct pf_sampler *s, const struct pf_bp
 		.comm = comm,
 		.kstack = ips,
 		.n_kstack = h->kstack_len,
-		.ustack = ips + h->kstack_len,
+		.ustack = uips,
 		.n_ustack = ulen,
 	};
 }

@@ -234,6 +234,8 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->nodejs = pf_interp_walker_enabled(s->v8);
 	pf_v8_unwind_stats(s->v8, &out->v8);
 	out->v8_map_errors = s->v8_map_errors;
+	out->java = pf_interp_walker_enabled(s->hs);
+	pf_hs_unwind_stats(s->hs, &out->jvm);
 	if (s->unw)
 		pf_unwinder_stats(s->unw, &out->unwind);
 	return 0;
@@ -294,6 +296,29 @@ size_t pf_sampler_nodejs_status(const struct pf_sampler_stats *st, char *out, si
 	size_t n = k < 0 ? 0 : (size_t)k >= cap ? cap - 1 : (size_t)k;
 	for (unsigned i = 0; i < st->v8.n_unsupported_msg && i < PF_V8_UNWIND_UNSUPPORTED_KEPT; i++) {
 		k = snprintf(out + n, cap - n, "; %s", st->v8.unsupported_msg[i]);
+		n = k < 0 ? n : (size_t)k >= cap - n ? cap - 1 : n + (size_t)k;
+	}
+	return n;
+}
+
+size_t pf_sampler_java_status(const struct pf_sampler_stats *st, char *out, size_t cap)
+{
+	if (!cap)
+		return 0;
+	int k;
+	if (!st->java)
+		k = snprintf(out, cap, "java: off");
+	else if (!st->jvm.processes && !st->jvm.unsupported && !st->jvm.frames)
+		k = snprintf(out, cap, "%s", "");
+	else
+		k = snprintf(out, cap,
+			     "java: %" PRIu64 " JVMs, Java frames %" PRIu64 ", lookups failed %" PRIu64
+			     ", names %" PRIu64 ", not named %" PRIu64,
+			     st->jvm.processes, st->jvm.frames, st->jvm.lookup_failed, st->jvm.named,
+			     st->jvm.name_failed);
+	size_t n = k < 0 ? 0 : (size_t)k >= cap ? cap - 1 : (size_t)k;
+	for (unsigned i = 0; i < st->jvm.n_unsupported_msg && i < PF_INTERP_UNSUPPORTED_KEPT; i++) {
+		k = snprintf(out + n, cap - n, "; %s", st->jvm.unsupported_msg[i]);
 		n = k < 0 ? n : (size_t)k >= cap - n ? cap - 1 : n + (size_t)k;
 	}
 	return n;

@@ -27,7 +27,7 @@ static bool keep_pid(void *ctx, uint32_t pid)
 
 static bool interp_frame(const struct pf_prof_frame *f)
 {
-	return f->kind == PF_FRAME_PYTHON || f->kind == PF_FRAME_V8JS;
+	return f->kind == PF_FRAME_PYTHON || f->kind == PF_FRAME_V8JS || f->kind == PF_FRAME_JVM;
 }
 
 int sampler_resolve(void *ctx, uint32_t pid, struct pf_prof_window *w, struct pf_prof_process *p,
@@ -44,7 +44,7 @@ int sampler_resolve(void *ctx, uint32_t pid, struct pf_prof_window *w, struct pf
 		return pf_symbolizer_resolve(s->sym, pid, w, p, frames, n);
 	/* the symbolizer gets the native and kernel frames only (a Python or JS frame's address
 	 * is no code address), the Python frames their names from the process's code objects,
-	 * the JS frames theirs from its V8 heap */
+	 * the JS frames theirs from its V8 heap, the Java frames theirs from its JVM's metadata */
 	_cleanup_free_ struct pf_prof_frame *nat = malloc((n - n_py + 1) * sizeof(*nat));
 	if (!nat)
 		return -ENOMEM;

@@ -408,13 +408,17 @@ const struct key_desc profcfg_keys[] = {
 	 "Samples per second per CPU (perf cpu-clock)."),
     U32K("profiling.sampling.duration_seconds", CFG, duration_seconds, 10, 1, 3600,
 	 "Length of one profile window; one profile is exported per window."),
-    SECTION("profiling.interpreters", "Stacks of interpreted languages, read in the kernel."),
+    SECTION("profiling.interpreters", "Stacks of interpreted and JIT-compiled languages."),
     BOOLK("profiling.interpreters.python", CFG, interpreters.python, true,
 	  "Name the Python functions of CPython 3.9-3.13 processes (frames of type cpython) "
 	  "in place of the interpreter's eval loop; false keeps their native stacks."),
     BOOLK("profiling.interpreters.nodejs", CFG, interpreters.nodejs, true,
 	  "Name the JavaScript functions of node processes (frames of type v8js) in place of "
 	  "V8's JIT and interpreter addresses; false keeps their native stacks."),
+    BOOLK("profiling.interpreters.java", CFG, interpreters.java, true,
+	  "Name the code of HotSpot JVMs (OpenJDK; frames of type jvm) from the JVM's own "
+	  "tables: compiled Java methods as package.Class.method, the interpreter and stubs "
+	  "by name, in place of [anon] JIT addresses; false keeps their native frames."),
     SECTION("profiling.off_cpu",
 	    "Off-CPU profiles: where the profiled threads waited, from the scheduler's switches, "
 	    "through the same filters and unwinders as CPU samples."),

@@ -138,6 +138,7 @@ static const char *const frame_kind_names[] = {
 	[PF_FRAME_PYTHON] = "cpython",
 	[PF_FRAME_GO] = "go",
 	[PF_FRAME_V8JS] = "v8js",
+	[PF_FRAME_JVM] = "jvm",
 };
 
 const char *pf_frame_kind_name(uint8_t kind)

@@ -172,6 +172,7 @@ struct pf_profcfg {
 	struct {
 		bool python; /* Python frames walked in the kernel; default true */
 		bool nodejs; /* V8 (Node.js) frames walked in the kernel; default true */
+		bool java;   /* HotSpot code-cache addresses named; default true */
 	} interpreters;
 
 	struct {

@@ -35,13 +35,15 @@
 #include <stdint.h>
 
 /* What ran at a frame; OTLP's profile.frame.type: "native", "kernel", "cpython" (a Python
- * function: address is the agent's word for it, not a code address), "go", "v8js" (a JavaScript function run by V8: address is the agent's word for it). */
+ * function: address is the agent's word for it, not a code address), "go", "v8js" (a JavaScript function run by V8: address is the agent's word for it), "jvm" (a
+ * Java method or JVM code blob of HotSpot's code cache: address is the agent's word for it). */
 enum pf_frame_kind {
 	PF_FRAME_NATIVE = 0,
 	PF_FRAME_KERNEL = 1,
 	PF_FRAME_PYTHON = 2,
 	PF_FRAME_GO = 3,
-	PF_FRAME_V8JS = 4
+	PF_FRAME_V8JS = 4,
+	PF_FRAME_JVM = 5
 };
 
 struct pf_prof_attr {

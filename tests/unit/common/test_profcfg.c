@@ -1038,7 +1038,7 @@ static void test_doc_markdown(void **state)
 	size_t n_rows = 0;
 	for (const char *p = s; (p = strstr(p, "\n| `")); p++)
 		n_rows++;
-	assert_int_equal(n_rows, 82);
+	assert_int_equal(n_rows, 83);
 	pf_buf_release(&md);
 }
 

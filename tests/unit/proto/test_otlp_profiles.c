@@ -256,7 +256,9 @@ static void test_frame_types(void **state)
 	assert_string_equal(pf_frame_kind_name(PF_FRAME_GO), "go");
 	assert_string_equal(pf_frame_kind_name(200), "native");
 	assert_int_equal(pf_frame_kind_parse("kernel"), PF_FRAME_KERNEL);
-	assert_int_equal(pf_frame_kind_parse("jvm"), PF_FRAME_NATIVE);
+	assert_int_equal(pf_frame_kind_parse("jvm"), PF_FRAME_JVM);
+	assert_string_equal(pf_frame_kind_name(PF_FRAME_JVM), "jvm");
+	assert_int_equal(pf_frame_kind_parse("dotnet"), PF_FRAME_NATIVE);
 	assert_int_equal(pf_frame_kind_parse(NULL), PF_FRAME_NATIVE);
 	pf_prof_window_free(r);
 	pf_buf_release(&b);

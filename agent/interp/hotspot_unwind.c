@@ -1,0 +1,497 @@
+/* hotspot_unwind.c — see hotspot_unwind.h. */
+#include "hotspot_unwind.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hotspot_code.h"
+#include "hotspot_proc.h"
+#include "pf/clock.h"
+#include "python_proc.h" /* pf_py_read_mem: process_vm_readv */
+
+#define BUCKETS 256
+#define KEEP_MS 120000 /* a name no window used this long is dropped */
+
+enum { P_NONE, P_PENDING, P_JVM, P_UNSUPPORTED };
+
+struct pcent {
+	uint64_t pc;   /* 0: empty slot */
+	uint64_t word; /* PF_JVM_FRAME(...); 0: no blob holds pc */
+	uint64_t ms;   /* when looked up */
+};
+
+struct name {
+	uint64_t word;			     /* 0: empty slot */
+	char *function, *file, *system_name; /* NULL function: could not be named */
+	bool done;
+	uint64_t used_ms;
+};
+
+struct proc {
+	struct proc *next;
+	uint32_t pid;
+	int state;
+	struct pf_hs_file file; /* libjvm.so's variables, for a JVM still starting */
+	uint64_t bias, retry_ms;
+	struct pf_hs_vm vm;
+	uint64_t lo, hi; /* the code cache */
+	struct pcent *pcs; /* open addressing, power of two */
+	size_t n_pcs, cap_pcs;
+	struct name *tab; /* open addressing, power of two */
+	size_t n_tab, cap_tab, bytes;
+};
+
+struct pf_hs_unwind {
+	struct pf_interp_unwind base; /* first (pf_interp_walker): the switch, the
+				       * unsupported list */
+	struct proc *b[BUCKETS];
+	unsigned budget;
+	uint64_t frames, lookup_failed, named, name_failed;
+};
+/* pf_interp_walker_enable() and _enabled() reach the base through the walker */
+_Static_assert(offsetof(struct pf_hs_unwind, base) == 0, "base first");
+
+static int read_mem(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	return pf_py_read_mem(*(const int *)ctx, addr, buf, len);
+}
+
+struct pf_hs_unwind *pf_hs_unwind_new(void)
+{
+	struct pf_hs_unwind *u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	pf_interp_unwind_init(&u->base);
+	u->budget = PF_HS_UNWIND_LOOKUPS_PER_TICK;
+	return u;
+}
+
+static void name_free(struct name *e)
+{
+	free(e->function);
+	free(e->file);
+	free(e->system_name);
+}
+
+static size_t name_bytes(const struct name *e)
+{
+	size_t b = 0;
+	const char *s[3] = {e->function, e->file, e->system_name};
+	for (int i = 0; i < 3; i++)
+		b += s[i] ? strlen(s[i]) + 1 : 0;
+	return b;
+}
+
+static void proc_free(struct proc *p)
+{
+	for (size_t i = 0; i < p->cap_tab; i++)
+		name_free(&p->tab[i]);
+	free(p->tab);
+	free(p->pcs);
+	free(p);
+}
+
+static void forget_all(void *w)
+{
+	struct pf_hs_unwind *u = w;
+	for (unsigned i = 0; i < BUCKETS; i++) {
+		while (u->b[i]) {
+			struct proc *p = u->b[i];
+			u->b[i] = p->next;
+			proc_free(p);
+		}
+	}
+}
+
+void pf_hs_unwind_free(struct pf_hs_unwind *u)
+{
+	if (!u)
+		return;
+	forget_all(u);
+	free(u);
+}
+
+static struct proc **proc_at(const struct pf_hs_unwind *u, uint32_t pid)
+{
+	struct proc **pp = (struct proc **)&u->b[pid % BUCKETS];
+	while (*pp && (*pp)->pid != pid)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+bool pf_hs_unwind_has(const struct pf_hs_unwind *u, uint32_t pid)
+{
+	const struct proc *p = *proc_at(u, pid);
+	return p && (p->state == P_JVM || p->state == P_PENDING);
+}
+
+static void walker_forget(void *w, uint32_t pid)
+{
+	struct pf_hs_unwind *u = w;
+	struct proc **pp = proc_at(u, pid), *p = *pp;
+	if (!p)
+		return;
+	*pp = p->next;
+	proc_free(p);
+}
+
+/* ---- detection ---- */
+
+struct find {
+	struct pf_hs_file f;
+	uint64_t bias;
+	int rc; /* 1 found, -ENOTSUP a libjvm.so the agent cannot read, 0 none */
+	char why[96];
+};
+
+static int find_jvm(void *ctx, const struct pf_sym_exec_map *m)
+{
+	struct find *fd = ctx;
+	if (m->fd < 0 || m->anon || !m->path || !pf_hs_file_name_ok(m->path))
+		return 0;
+	int rc = pf_hs_file_read(m->fd, &fd->f, fd->why, sizeof(fd->why));
+	if (rc == 0) {
+		fd->bias = m->bias;
+		fd->rc = 1;
+		return 1;
+	}
+	if (rc == -ENOTSUP)
+		fd->rc = -ENOTSUP;
+	return 0;
+}
+
+static void note_unsupported(struct pf_hs_unwind *u, uint32_t pid, const char *why)
+{
+	pf_interp_unwind_unsupported(&u->base, "pid %u: jvm: %.110s", pid,
+				     why && *why ? why : "unsupported");
+}
+
+/* Reads the JVM's tables and its code cache's bounds: P_JVM, P_PENDING while it starts (its
+ * variables or bounds not set yet), P_UNSUPPORTED (the reason kept), P_NONE (gone). */
+static void jvm_read(struct pf_hs_unwind *u, struct proc *p, uint64_t now)
+{
+	char why[96];
+	int pid = (int)p->pid;
+	int rc = pf_hs_proc_read(&p->file, p->bias, read_mem, &pid, &p->vm, why, sizeof(why));
+	if (rc == 0 && (read_mem(&pid, p->vm.codecache_low, &p->lo, sizeof(p->lo)) < 0 ||
+			read_mem(&pid, p->vm.codecache_high, &p->hi, sizeof(p->hi)) < 0))
+		rc = -ESRCH;
+	if (rc == 0 && (!p->lo || p->hi <= p->lo))
+		rc = -EAGAIN; /* the code cache is not reserved yet */
+	if (rc == 0) {
+		p->state = P_JVM;
+	} else if (rc == -EAGAIN) {
+		p->state = P_PENDING;
+		p->retry_ms = now + PF_HS_UNWIND_RETRY_MS;
+	} else if (rc == -ENOTSUP) {
+		p->state = P_UNSUPPORTED;
+		note_unsupported(u, p->pid, why);
+	} else {
+		p->state = P_NONE;
+	}
+}
+
+int pf_hs_unwind_seen(struct pf_hs_unwind *u, struct pf_symbolizer *sym, uint32_t pid)
+{
+	if (!u->base.on)
+		return 0;
+	struct proc **pp = proc_at(u, pid), *p = *pp;
+	if (p && p->state != P_NONE)
+		return p->state == P_JVM;
+	if (!p) { /* P_NONE is looked at again: its maps were captured again (a late dlopen) */
+		if (!(p = calloc(1, sizeof(*p))))
+			return 0;
+		p->pid = pid;
+		*pp = p;
+	}
+	struct find fd = {0};
+	if (pf_symbolizer_exec_maps(sym, pid, find_jvm, &fd) < 0 || fd.rc == 0) {
+		p->state = P_NONE;
+		return 0;
+	}
+	if (fd.rc != 1) {
+		p->state = P_UNSUPPORTED;
+		note_unsupported(u, pid, fd.why);
+		return 0;
+	}
+	p->file = fd.f;
+	p->bias = fd.bias;
+	jvm_read(u, p, pf_mono_ms());
+	return p->state == P_JVM;
+}
+
+/* ---- the two caches ---- */
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 31;
+	x *= 0x9e3779b97f4a7c15ull;
+	return x ^ x >> 29;
+}
+
+static struct pcent *pc_slot(struct pcent *tab, size_t cap, uint64_t pc)
+{
+	size_t mask = cap - 1, j = mix(pc) & mask;
+	while (tab[j].pc && tab[j].pc != pc)
+		j = (j + 1) & mask;
+	return &tab[j];
+}
+
+/* pc's entry, added (empty) when new; a full cache starts over. NULL: out of memory. */
+static struct pcent *pc_entry(struct proc *p, uint64_t pc)
+{
+	if (p->cap_pcs) {
+		struct pcent *e = pc_slot(p->pcs, p->cap_pcs, pc);
+		if (e->pc)
+			return e;
+	}
+	if (p->n_pcs >= PF_HS_UNWIND_PCS_MAX) {
+		memset(p->pcs, 0, p->cap_pcs * sizeof(*p->pcs));
+		p->n_pcs = 0;
+	}
+	if ((p->n_pcs + 1) * 2 > p->cap_pcs) {
+		size_t cap = p->cap_pcs ? p->cap_pcs * 2 : 256;
+		struct pcent *nt = calloc(cap, sizeof(*nt));
+		if (!nt)
+			return NULL;
+		for (size_t i = 0; i < p->cap_pcs; i++)
+			if (p->pcs[i].pc)
+				*pc_slot(nt, cap, p->pcs[i].pc) = p->pcs[i];
+		free(p->pcs);
+		p->pcs = nt;
+		p->cap_pcs = cap;
+	}
+	struct pcent *e = pc_slot(p->pcs, p->cap_pcs, pc);
+	*e = (struct pcent){.pc = pc};
+	p->n_pcs++;
+	return e;
+}
+
+static struct name *name_slot(struct name *tab, size_t cap, uint64_t word)
+{
+	size_t mask = cap - 1, j = mix(word) & mask;
+	while (tab[j].word && tab[j].word != word)
+		j = (j + 1) & mask;
+	return &tab[j];
+}
+
+/* word's name entry, added (not named yet) when new; NULL when the table is full or out of
+ * memory. */
+static struct name *name_entry(struct proc *p, uint64_t word)
+{
+	if (p->cap_tab) {
+		struct name *e = name_slot(p->tab, p->cap_tab, word);
+		if (e->word)
+			return e;
+	}
+	if (p->n_tab >= PF_HS_UNWIND_NAMES_MAX)
+		return NULL;
+	if ((p->n_tab + 1) * 2 > p->cap_tab) {
+		size_t cap = p->cap_tab ? p->cap_tab * 2 : 256;
+		struct name *nt = calloc(cap, sizeof(*nt));
+		if (!nt)
+			return NULL;
+		for (size_t i = 0; i < p->cap_tab; i++)
+			if (p->tab[i].word)
+				*name_slot(nt, cap, p->tab[i].word) = p->tab[i];
+		free(p->tab);
+		p->tab = nt;
+		p->cap_tab = cap;
+	}
+	struct name *e = name_slot(p->tab, p->cap_tab, word);
+	*e = (struct name){.word = word};
+	p->n_tab++;
+	return e;
+}
+
+/* Names e from the process: a method as "pkg.Class.method" with its source file and, as
+ * system_name, its descriptor appended; a blob by its own name. */
+static void resolve(struct pf_hs_unwind *u, struct proc *p, struct name *e)
+{
+	int pid = (int)p->pid;
+	e->done = true;
+	uint64_t addr = PF_JVM_FRAME_ADDR(e->word);
+	if (PF_JVM_FRAME_BLOB(e->word)) {
+		struct pf_hs_blob b;
+		if (pf_hs_blob_find(&p->vm, read_mem, &pid, addr, &b) < 0 || b.start != addr) {
+			u->name_failed++;
+			return;
+		}
+		e->function = strdup(b.name[0] ? b.name : "(code blob)");
+	} else {
+		struct pf_hs_method m;
+		if (pf_hs_method_name(&p->vm, read_mem, &pid, addr, &m) < 0) {
+			u->name_failed++;
+			return;
+		}
+		size_t nk = strlen(m.klass), nn = strlen(m.name), ns = strlen(m.sig);
+		if ((e->function = malloc(nk + 1 + nn + 1)))
+			snprintf(e->function, nk + nn + 2, "%s.%s", m.klass, m.name);
+		if ((e->system_name = malloc(nk + nn + ns + 2)))
+			snprintf(e->system_name, nk + nn + ns + 2, "%s.%s%s", m.klass, m.name, m.sig);
+		e->file = m.file[0] ? strdup(m.file) : NULL;
+	}
+	if (!e->function) {
+		name_free(e);
+		e->function = e->file = e->system_name = NULL;
+		u->name_failed++;
+		return;
+	}
+	p->bytes += name_bytes(e);
+	u->named++;
+}
+
+/* The frame word of pc, a code address of p's code cache: from the cache while fresh, else
+ * looked up (within the budget). 0: none (no blob, no budget left). */
+static uint64_t word_of(struct pf_hs_unwind *u, struct proc *p, uint64_t pc, uint64_t now)
+{
+	struct pcent *e = pc_entry(p, pc);
+	if (!e)
+		return 0;
+	if (e->ms && now < e->ms + PF_HS_UNWIND_PC_KEEP_MS)
+		return e->word;
+	if (!u->budget)
+		return 0;
+	u->budget--;
+	int pid = (int)p->pid;
+	struct pf_hs_blob b;
+	e->ms = now;
+	e->word = 0;
+	if (pf_hs_blob_find(&p->vm, read_mem, &pid, pc, &b) < 0) {
+		u->lookup_failed++;
+		return 0;
+	}
+	e->word = b.method ? PF_JVM_FRAME(b.method, 0) : PF_JVM_FRAME(b.start, 1);
+	return e->word;
+}
+
+void pf_hs_unwind_note(struct pf_hs_unwind *u, uint32_t pid, uint64_t *ips, size_t n)
+{
+	struct proc *p = *proc_at(u, pid);
+	if (!p || !u->base.on)
+		return;
+	uint64_t now = pf_mono_ms();
+	if (p->state == P_PENDING && now >= p->retry_ms)
+		jvm_read(u, p, now);
+	if (p->state != P_JVM)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (ips[i] < p->lo || ips[i] >= p->hi)
+			continue;
+		uint64_t word = word_of(u, p, ips[i], now);
+		if (!word)
+			continue;
+		ips[i] = word;
+		u->frames++;
+		struct name *e = name_entry(p, word);
+		if (!e)
+			continue;
+		e->used_ms = now;
+		if (!e->done && u->budget) {
+			u->budget--;
+			resolve(u, p, e);
+		}
+	}
+}
+
+static void walker_tick(void *w)
+{
+	struct pf_hs_unwind *u = w;
+	u->budget = PF_HS_UNWIND_LOOKUPS_PER_TICK;
+}
+
+static int walker_name(void *walker, uint32_t pid, struct pf_prof_window *w,
+		       struct pf_prof_frame *frames, size_t n)
+{
+	struct pf_hs_unwind *u = walker;
+	struct proc *p = NULL;
+	uint64_t now = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct pf_prof_frame *f = &frames[i];
+		if (f->kind != PF_FRAME_JVM)
+			continue;
+		f->mapping = -1;
+		if (!p) {
+			p = *proc_at(u, pid);
+			if (!p || p->state != P_JVM)
+				return 0;
+			now = pf_mono_ms();
+		}
+		struct name *e = name_entry(p, f->address);
+		if (!e)
+			continue;
+		if (!e->done)
+			resolve(u, p, e);
+		e->used_ms = now;
+		if (!e->function)
+			continue;
+		if (pf_interp_frame_name(w, f, e->function, e->file, 0) < 0)
+			return -ENOMEM;
+		if (e->system_name && !(f->system_name = pf_prof_strdup(w, e->system_name)))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void walker_closed(void *w)
+{
+	struct pf_hs_unwind *u = w;
+	uint64_t now = pf_mono_ms();
+	for (unsigned b = 0; b < BUCKETS; b++) {
+		for (struct proc *p = u->b[b]; p; p = p->next) {
+			size_t stale = 0;
+			for (size_t j = 0; j < p->cap_tab; j++)
+				stale += p->tab[j].word && now > p->tab[j].used_ms + KEEP_MS;
+			if (!stale)
+				continue;
+			struct name *nt = calloc(p->cap_tab, sizeof(*nt));
+			if (!nt)
+				continue;
+			p->n_tab = 0;
+			for (size_t j = 0; j < p->cap_tab; j++) {
+				struct name *e = &p->tab[j];
+				if (!e->word)
+					continue;
+				if (now > e->used_ms + KEEP_MS) {
+					p->bytes -= name_bytes(e);
+					name_free(e);
+					continue;
+				}
+				*name_slot(nt, p->cap_tab, e->word) = *e;
+				p->n_tab++;
+			}
+			free(p->tab);
+			p->tab = nt;
+		}
+	}
+}
+
+void pf_hs_unwind_stats(const struct pf_hs_unwind *u, struct pf_hs_unwind_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (unsigned b = 0; b < BUCKETS; b++) {
+		for (const struct proc *p = u->b[b]; p; p = p->next) {
+			out->unsupported += p->state == P_UNSUPPORTED;
+			if (p->state != P_JVM)
+				continue;
+			out->processes++;
+			out->names += p->n_tab;
+			out->names_bytes += p->bytes + p->cap_tab * sizeof(struct name) +
+					    p->cap_pcs * sizeof(struct pcent);
+		}
+	}
+	out->frames = u->frames;
+	out->lookup_failed = u->lookup_failed;
+	out->named = u->named;
+	out->name_failed = u->name_failed;
+	out->n_unsupported_msg = pf_interp_unwind_reasons(&u->base, out->unsupported_msg);
+}
+
+const struct pf_interp_walker pf_hs_walker = {.tick = walker_tick,
+					      .forget = walker_forget,
+					      .name = walker_name,
+					      .closed = walker_closed,
+					      .forget_all = forget_all};

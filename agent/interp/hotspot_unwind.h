@@ -1,0 +1,73 @@
+/* hotspot_unwind.h — the sampler's side of Java (HotSpot) frames: addresses in a JVM's code
+ * cache named from the JVM's own tables, in user space.
+ *
+ * Owns, per sampled process: whether it runs a HotSpot the agent reads (pf_hs_unwind_seen, at
+ * the process's unwind-table loads: a mapped libjvm.so whose VMStructs tables parse,
+ * hotspot_proc.h; a JVM still starting is looked at again at its samples, at most once a
+ * second), the code
+ * cache's bounds, a cache of code addresses to frame words and one of frame words to names,
+ * and why a JVM is not read ("jvm: libjvm.so exports no gHotSpotVMStructs").
+ *
+ * Frames: pf_hs_unwind_note() rewrites, in each drained sample, every user address in the
+ * code cache into PF_JVM_FRAME(Method*, 0) (cpu_sampler.h) for a compiled method (nmethod) or
+ * PF_JVM_FRAME(CodeBlob*, 1) for code of no method (the interpreter, stubs, adapters) — the
+ * blob is looked up while the code is live (hotspot_code.h); aggregate.c makes those frames
+ * of kind PF_FRAME_JVM, the walker's name call names them "pkg.Class.method" (file: the
+ * class's source file) or by the blob's name ("Interpreter"). The walk itself is the native
+ * one: a compiled frame keeps no frame pointer, so what lies above the first compiled frame
+ * is what the frame-pointer walk found.
+ *
+ * Bounds: PF_HS_UNWIND_LOOKUPS_PER_TICK lookups of new addresses per poll (an address not
+ * looked up stays a native [anon] frame), PF_HS_UNWIND_PCS_MAX addresses and
+ * PF_HS_UNWIND_NAMES_MAX names per process; an address is looked up again after
+ * PF_HS_UNWIND_PC_KEEP_MS (the JVM frees and reuses code), a name no window used for two
+ * minutes is dropped. Not thread-safe: one owner (the sampler's thread). */
+#ifndef PF_AGENT_HOTSPOT_UNWIND_H
+#define PF_AGENT_HOTSPOT_UNWIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "interp/interp_unwind.h"
+#include "sampler/bpf/cpu_sampler.h" /* PF_JVM_FRAME */
+#include "symbolize/symbolize.h"
+
+struct pf_hs_unwind;
+
+#define PF_HS_UNWIND_LOOKUPS_PER_TICK 512
+#define PF_HS_UNWIND_PCS_MAX 16384
+#define PF_HS_UNWIND_NAMES_MAX 16384
+#define PF_HS_UNWIND_PC_KEEP_MS 10000
+#define PF_HS_UNWIND_RETRY_MS 1000 /* a starting JVM (tables not set yet) looked at again */
+
+
+struct pf_hs_unwind *pf_hs_unwind_new(void);
+void pf_hs_unwind_free(struct pf_hs_unwind *u);
+
+/* pid's executable mappings as sym captured them: 1 when pid runs a JVM whose tables were
+ * read (now or before), 0 otherwise (no libjvm.so, off, unsupported, still starting). */
+int pf_hs_unwind_seen(struct pf_hs_unwind *u, struct pf_symbolizer *sym, uint32_t pid);
+/* True when pid was found to run a JVM, read or still starting. */
+bool pf_hs_unwind_has(const struct pf_hs_unwind *u, uint32_t pid);
+/* The user words of a drained sample of pid (leaf first): each address in the JVM's code
+ * cache becomes its frame word (above), within the per-poll budget. */
+void pf_hs_unwind_note(struct pf_hs_unwind *u, uint32_t pid, uint64_t *ips, size_t n);
+/* The walker's calls (interp_unwind.h) on a struct pf_hs_unwind: tick renews the lookup
+ * budget; name fills the PF_FRAME_JVM frames; closed drops
+ * names unused for two minutes. */
+extern const struct pf_interp_walker pf_hs_walker;
+
+struct pf_hs_unwind_stats {
+	uint64_t processes;          /* JVMs read now */
+	uint64_t unsupported;        /* JVMs not read */
+	uint64_t frames;             /* code addresses turned into Java frames */
+	uint64_t lookup_failed;      /* code addresses of no blob (free space, a moving heap) */
+	uint64_t named, name_failed; /* frame words named; that could not be */
+	uint64_t names, names_bytes; /* names held now; their memory with the caches */
+	char unsupported_msg[PF_INTERP_UNSUPPORTED_KEPT][PF_INTERP_MSG_LEN];
+	unsigned n_unsupported_msg;
+};
+void pf_hs_unwind_stats(const struct pf_hs_unwind *u, struct pf_hs_unwind_stats *out);
+
+#endif

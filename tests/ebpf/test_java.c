@@ -1,0 +1,261 @@
+/* test_java.c — eBPF tests of Java frames (hotspot_unwind.h) on the machine's JDK ($PF_JAVA_HOME,
+ * else Debian's OpenJDK 17), with a workload written and compiled here:
+ *   Hot.java  main -> outer -> middle -> hot, hot a long loop that C2 compiles (and inlines
+ *             into its callers) after warm-up. The JVM starts after the sampler. Of a 299 Hz
+ *             capture after warm-up, >= 90% of the hot thread's samples carry a frame typed
+ *             jvm named Hot.<method> with file Hot.java (the compiled code the CPU was in),
+ *             its descriptor in system_name, and the sampler's java status counts the JVM.
+ * With profiling.interpreters.java off, no frame is typed jvm.
+ * Exit 77 when the kernel refuses BPF or perf events or there is no JDK. */
+#include <fcntl.h>
+#include <glob.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pf/profcfg.h"
+#include "pf/profile.h"
+#include "sampler/sampler_bpf.h"
+
+#include "ebpf_util.h"
+
+static char g_dir[64] = "/tmp/pf-ebpf-java-XXXXXX";
+static char g_java[300], g_javac[300];
+
+static const char hot_java[] =
+    "public class Hot {\n"
+    "  static long hot(long n) {\n"
+    "    long x = 0;\n"
+    "    for (long i = 0; i < n; i++) x += (i * i) % 7 + (x >>> 3) % 5;\n"
+    "    return x;\n"
+    "  }\n"
+    "  static long middle(long n) { return hot(n) + 1; }\n"
+    "  static long outer(long end) {\n"
+    "    long t = 0;\n"
+    "    while (System.currentTimeMillis() < end) t += middle(2000000);\n"
+    "    return t;\n"
+    "  }\n"
+    "  public static void main(String[] a) {\n"
+    "    long end = System.currentTimeMillis() + 1000L * Long.parseLong(a[0]);\n"
+    "    System.out.println(outer(end));\n"
+    "  }\n"
+    "}\n";
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static pid_t spawn_java(unsigned seconds)
+{
+	char arg[16];
+	snprintf(arg, sizeof(arg), "%u", seconds);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execl(g_java, g_java, "-Xmx64m", "-cp", g_dir, "Hot", arg, (char *)NULL);
+		_exit(127);
+	}
+	assert_true(pid > 0);
+	return pid;
+}
+
+static void poll_for(struct pf_sampler *s, uint64_t ms)
+{
+	uint64_t end = now_ms() + ms;
+	while (now_ms() < end)
+		assert_true(pf_sampler_poll(s, 50) >= 0);
+}
+
+/* A sampler, then a JVM started under it, warmed up for 3 s (the tables read, C2), then a
+ * 299 Hz capture of it for ms; java sets profiling.interpreters.java. The JVM is killed after;
+ * the java status line into status. */
+static struct pf_prof_window *capture(uint64_t ms, bool java, pid_t *jpid, char *status,
+				      size_t cap)
+{
+	struct pf_error err = {0};
+	char cache[96];
+	snprintf(cache, sizeof(cache), "%s/unwind-cache", g_dir);
+	struct pf_sampler_options o = {.unwind_cache_dir = cache};
+	struct pf_sampler *s = pf_sampler_new(&o, &err);
+	if (!s)
+		fail_msg("sampler: %s", err.msg);
+	pid_t pid = spawn_java(12);
+	struct pf_profcfg *cfg = ebpf_config(
+	    "profiling:\n  sampling: {frequency_hz: 99, duration_seconds: 30}\n"
+	    "  interpreters: {java: %s}\n"
+	    "  filters:\n    include: [{key: process.pid, match: strict, value: \"%d\"}]\n",
+	    java ? "true" : "false", (int)pid);
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	poll_for(s, 3000);
+	pf_prof_window_free(pf_sampler_close_window(s, &err));
+	uint32_t pids[1] = {(uint32_t)pid};
+	assert_int_equal(pf_sampler_capture_start(s, 0, PF_PROF_CPU, 299, pids, 1, &err), 0);
+	poll_for(s, ms);
+	struct pf_prof_window *w = pf_sampler_capture_stop(s, 0, &err);
+	if (!w)
+		fail_msg("capture: %s", err.msg);
+	struct pf_sampler_stats st;
+	assert_int_equal(pf_sampler_stats(s, &st), 0);
+	pf_sampler_java_status(&st, status, cap);
+	print_message("  %s\n", status);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+	*jpid = pid;
+	return w;
+}
+
+static const struct pf_prof_process *proc_of(const struct pf_prof_window *w, pid_t pid)
+{
+	for (size_t i = 0; w && i < w->n_processes; i++)
+		if (w->processes[i].pid == (uint32_t)pid)
+			return &w->processes[i];
+	return NULL;
+}
+
+static void print_stack(const struct pf_prof_process *p, const struct pf_prof_stack *st)
+{
+	print_message("  a stack (leaf first):");
+	for (uint32_t j = 0; j < st->n_frames && j < 24; j++) {
+		const struct pf_prof_frame *f = &p->frames[st->frames[j]];
+		print_message(" %.48s[%s]", f->function ? f->function : "?",
+			      pf_frame_kind_name(f->kind));
+	}
+	print_message("\n");
+}
+
+/* A frame of st typed jvm and named Hot.<method> in Hot.java. */
+static const struct pf_prof_frame *hot_frame(const struct pf_prof_process *p,
+					     const struct pf_prof_stack *st)
+{
+	for (uint32_t j = 0; j < st->n_frames; j++) {
+		const struct pf_prof_frame *f = &p->frames[st->frames[j]];
+		if (f->kind == PF_FRAME_JVM && f->function && !strncmp(f->function, "Hot.", 4) &&
+		    f->file && !strcmp(f->file, "Hot.java"))
+			return f;
+	}
+	return NULL;
+}
+
+static void test_named(void **state)
+{
+	(void)state;
+	pid_t pid;
+	char status[512];
+	struct pf_prof_window *w = capture(3000, true, &pid, status, sizeof(status));
+	const struct pf_prof_process *p = proc_of(w, pid);
+	assert_non_null(p);
+	/* the hot thread: the one with the most samples */
+	uint32_t hot_tid = 0;
+	uint64_t best = 0;
+	for (size_t k = 0; k < p->n_samples; k++) {
+		uint64_t n = 0;
+		for (size_t j = 0; j < p->n_samples; j++)
+			n += p->samples[j].tid == p->samples[k].tid ? p->samples[j].count : 0;
+		if (n > best) {
+			best = n;
+			hot_tid = p->samples[k].tid;
+		}
+	}
+	uint64_t match = 0, total = 0, with_sig = 0;
+	bool printed = false;
+	for (size_t k = 0; k < p->n_samples; k++) {
+		const struct pf_prof_sample *sm = &p->samples[k];
+		if (sm->tid != hot_tid)
+			continue;
+		const struct pf_prof_stack *st = &p->stacks[sm->stack];
+		const struct pf_prof_frame *f = hot_frame(p, st);
+		total += sm->count;
+		if (f) {
+			match += sm->count;
+			with_sig += f->system_name && strstr(f->system_name, "(J)J") ? sm->count : 0;
+		} else if (!printed) {
+			printed = true;
+			print_stack(p, st);
+		}
+	}
+	print_message("Hot.java: %lu of %lu samples of the hot thread carry a named Hot frame, "
+		      "%lu with the descriptor\n",
+		      (unsigned long)match, (unsigned long)total, (unsigned long)with_sig);
+	assert_true(total >= 200);
+	assert_true(match * 100 >= total * 90);
+	assert_true(with_sig * 100 >= match * 50); /* hot and middle are (J)J; outer is too */
+	assert_non_null(strstr(status, "java: 1 JVMs"));
+	pf_prof_window_free(w);
+}
+
+static void test_off(void **state)
+{
+	(void)state;
+	pid_t pid;
+	char status[512];
+	struct pf_prof_window *w = capture(1000, false, &pid, status, sizeof(status));
+	const struct pf_prof_process *p = proc_of(w, pid);
+	assert_non_null(p);
+	for (size_t i = 0; i < p->n_frames; i++)
+		assert_int_not_equal(p->frames[i].kind, PF_FRAME_JVM);
+	assert_string_equal(status, "java: off");
+	pf_prof_window_free(w);
+}
+
+/* Finds the JDK and compiles Hot.java into g_dir: 77 (skip) without a JDK. */
+static int build(void)
+{
+	const char *home = getenv("PF_JAVA_HOME");
+	glob_t g;
+	char pattern[256];
+	if (home && *home)
+		snprintf(pattern, sizeof(pattern), "%s", home);
+	else if (access("/usr/lib/jvm/java-17-openjdk-amd64/bin/javac", X_OK) == 0)
+		snprintf(pattern, sizeof(pattern), "/usr/lib/jvm/java-17-openjdk-amd64");
+	else if (glob("/usr/lib/jvm/*/bin/javac", 0, NULL, &g) == 0) {
+		snprintf(pattern, sizeof(pattern), "%.*s", (int)(strlen(g.gl_pathv[0]) - 10),
+			 g.gl_pathv[0]);
+		globfree(&g);
+	} else {
+		printf("SKIP: no JDK (javac) under /usr/lib/jvm\n");
+		exit(77);
+	}
+	snprintf(g_java, sizeof(g_java), "%s/bin/java", pattern);
+	snprintf(g_javac, sizeof(g_javac), "%s/bin/javac", pattern);
+	if (access(g_java, X_OK) != 0 || access(g_javac, X_OK) != 0) {
+		printf("SKIP: %s has no java/javac\n", pattern);
+		exit(77);
+	}
+	if (!mkdtemp(g_dir))
+		return -1;
+	char src[128], cmd[512];
+	snprintf(src, sizeof(src), "%s/Hot.java", g_dir);
+	FILE *f = fopen(src, "w");
+	if (!f || fputs(hot_java, f) < 0 || fclose(f) != 0)
+		return -1;
+	snprintf(cmd, sizeof(cmd), "%s -d %s %s", g_javac, g_dir, src);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_named),
+	    cmocka_unit_test(test_off),
+	};
+	return EBPF_MAIN(tests, build, g_dir);
+}
