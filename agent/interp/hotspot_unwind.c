@@ -12,7 +12,6 @@
 #include "pf/clock.h"
 #include "python_proc.h" /* pf_py_read_mem: process_vm_readv */
 
-#define BUCKETS 256
 #define KEEP_MS 120000 /* a name no window used this long is dropped */
 
 enum { P_NONE, P_PENDING, P_JVM, P_UNSUPPORTED };
@@ -31,7 +30,7 @@ struct name {
 };
 
 struct proc {
-	struct proc *next;
+	struct pf_interp_proc link; /* first: the walker's table of processes */
 	uint32_t pid;
 	int state;
 	struct pf_hs_file file; /* libjvm.so's variables, for a JVM still starting */
@@ -47,7 +46,7 @@ struct proc {
 struct pf_hs_unwind {
 	struct pf_interp_unwind base; /* first (pf_interp_walker): the switch, the
 				       * unsupported list */
-	struct proc *b[BUCKETS];
+	struct pf_interp_procs procs; /* struct proc */
 	unsigned budget;
 	uint64_t frames, lookup_failed, named, name_failed;
 };
@@ -97,13 +96,9 @@ static void proc_free(struct proc *p)
 static void forget_all(void *w)
 {
 	struct pf_hs_unwind *u = w;
-	for (unsigned i = 0; i < BUCKETS; i++) {
-		while (u->b[i]) {
-			struct proc *p = u->b[i];
-			u->b[i] = p->next;
-			proc_free(p);
-		}
-	}
+	struct pf_interp_proc *l;
+	while ((l = pf_interp_procs_pop(&u->procs)))
+		proc_free((struct proc *)l);
 }
 
 void pf_hs_unwind_free(struct pf_hs_unwind *u)
@@ -114,28 +109,23 @@ void pf_hs_unwind_free(struct pf_hs_unwind *u)
 	free(u);
 }
 
-static struct proc **proc_at(const struct pf_hs_unwind *u, uint32_t pid)
+static struct proc *proc_get(const struct pf_hs_unwind *u, uint32_t pid)
 {
-	struct proc **pp = (struct proc **)&u->b[pid % BUCKETS];
-	while (*pp && (*pp)->pid != pid)
-		pp = &(*pp)->next;
-	return pp;
+	return (struct proc *)pf_interp_procs_get(&u->procs, pid);
 }
 
 bool pf_hs_unwind_has(const struct pf_hs_unwind *u, uint32_t pid)
 {
-	const struct proc *p = *proc_at(u, pid);
+	const struct proc *p = proc_get(u, pid);
 	return p && (p->state == P_JVM || p->state == P_PENDING);
 }
 
 static void walker_forget(void *w, uint32_t pid)
 {
 	struct pf_hs_unwind *u = w;
-	struct proc **pp = proc_at(u, pid), *p = *pp;
-	if (!p)
-		return;
-	*pp = p->next;
-	proc_free(p);
+	struct pf_interp_proc *l = pf_interp_procs_take(&u->procs, pid);
+	if (l)
+		proc_free((struct proc *)l);
 }
 
 /* ---- detection ---- */
@@ -198,14 +188,14 @@ int pf_hs_unwind_seen(struct pf_hs_unwind *u, struct pf_symbolizer *sym, uint32_
 {
 	if (!u->base.on)
 		return 0;
-	struct proc **pp = proc_at(u, pid), *p = *pp;
+	struct proc *p = proc_get(u, pid);
 	if (p && p->state != P_NONE)
 		return p->state == P_JVM;
 	if (!p) { /* P_NONE is looked at again: its maps were captured again (a late dlopen) */
 		if (!(p = calloc(1, sizeof(*p))))
 			return 0;
-		p->pid = pid;
-		*pp = p;
+		p->pid = p->link.pid = pid;
+		pf_interp_procs_add(&u->procs, &p->link);
 	}
 	struct find fd = {0};
 	if (pf_symbolizer_exec_maps(sym, pid, find_jvm, &fd) < 0 || fd.rc == 0) {
@@ -370,7 +360,7 @@ static uint64_t word_of(struct pf_hs_unwind *u, struct proc *p, uint64_t pc, uin
 
 void pf_hs_unwind_note(struct pf_hs_unwind *u, uint32_t pid, uint64_t *ips, size_t n)
 {
-	struct proc *p = *proc_at(u, pid);
+	struct proc *p = proc_get(u, pid);
 	if (!p || !u->base.on)
 		return;
 	uint64_t now = pf_mono_ms();
@@ -415,7 +405,7 @@ static int walker_name(void *walker, uint32_t pid, struct pf_prof_window *w,
 			continue;
 		f->mapping = -1;
 		if (!p) {
-			p = *proc_at(u, pid);
+			p = proc_get(u, pid);
 			if (!p || p->state != P_JVM)
 				return 0;
 			now = pf_mono_ms();
@@ -440,8 +430,9 @@ static void walker_closed(void *w)
 {
 	struct pf_hs_unwind *u = w;
 	uint64_t now = pf_mono_ms();
-	for (unsigned b = 0; b < BUCKETS; b++) {
-		for (struct proc *p = u->b[b]; p; p = p->next) {
+	for (unsigned b = 0; b < PF_INTERP_PROC_BUCKETS; b++) {
+		for (struct pf_interp_proc *l = u->procs.b[b]; l; l = l->next) {
+			struct proc *p = (struct proc *)l;
 			size_t stale = 0;
 			for (size_t j = 0; j < p->cap_tab; j++)
 				stale += p->tab[j].word && now > p->tab[j].used_ms + KEEP_MS;
@@ -472,8 +463,9 @@ static void walker_closed(void *w)
 void pf_hs_unwind_stats(const struct pf_hs_unwind *u, struct pf_hs_unwind_stats *out)
 {
 	memset(out, 0, sizeof(*out));
-	for (unsigned b = 0; b < BUCKETS; b++) {
-		for (const struct proc *p = u->b[b]; p; p = p->next) {
+	for (unsigned b = 0; b < PF_INTERP_PROC_BUCKETS; b++) {
+		for (const struct pf_interp_proc *l = u->procs.b[b]; l; l = l->next) {
+			const struct proc *p = (const struct proc *)l;
 			out->unsupported += p->state == P_UNSUPPORTED;
 			if (p->state != P_JVM)
 				continue;

@@ -64,3 +64,41 @@ int pf_interp_frame_name(struct pf_prof_window *w, struct pf_prof_frame *f, cons
 	f->line = line;
 	return 0;
 }
+
+struct pf_interp_proc *pf_interp_procs_get(const struct pf_interp_procs *t, uint32_t pid)
+{
+	struct pf_interp_proc *p = t->b[pid % PF_INTERP_PROC_BUCKETS];
+	while (p && p->pid != pid)
+		p = p->next;
+	return p;
+}
+
+void pf_interp_procs_add(struct pf_interp_procs *t, struct pf_interp_proc *p)
+{
+	struct pf_interp_proc **head = &t->b[p->pid % PF_INTERP_PROC_BUCKETS];
+	p->next = *head;
+	*head = p;
+}
+
+struct pf_interp_proc *pf_interp_procs_take(struct pf_interp_procs *t, uint32_t pid)
+{
+	struct pf_interp_proc **pp = &t->b[pid % PF_INTERP_PROC_BUCKETS];
+	while (*pp && (*pp)->pid != pid)
+		pp = &(*pp)->next;
+	struct pf_interp_proc *p = *pp;
+	if (p)
+		*pp = p->next;
+	return p;
+}
+
+struct pf_interp_proc *pf_interp_procs_pop(struct pf_interp_procs *t)
+{
+	for (unsigned i = 0; i < PF_INTERP_PROC_BUCKETS; i++) {
+		struct pf_interp_proc *p = t->b[i];
+		if (p) {
+			t->b[i] = p->next;
+			return p;
+		}
+	}
+	return NULL;
+}

@@ -15,7 +15,10 @@
  * struct pf_interp_unwind is embedded by each walker as its first member; it owns no memory.
  * The calls the sampler makes on every walker alike (_tick, _forget, _name, _closed, _enable)
  * are in one table per walker (struct pf_interp_walker), so that it drives them in a loop;
- * _seen, _note and the statistics differ per walker and stay typed. */
+ * _seen, _note and the statistics differ per walker and stay typed.
+ *
+ * struct pf_interp_procs is a walker's processes by pid: its per-process state embeds
+ * struct pf_interp_proc as its first member (the table owns no memory either). */
 #ifndef PF_AGENT_INTERP_UNWIND_H
 #define PF_AGENT_INTERP_UNWIND_H
 
@@ -35,6 +38,26 @@ struct pf_interp_unwind {
 	char unsup[PF_INTERP_UNSUPPORTED_KEPT][PF_INTERP_MSG_LEN];
 	unsigned n_unsup, next_unsup;
 };
+
+#define PF_INTERP_PROC_BUCKETS 256
+
+struct pf_interp_proc {
+	struct pf_interp_proc *next;
+	uint32_t pid;
+};
+
+struct pf_interp_procs {
+	struct pf_interp_proc *b[PF_INTERP_PROC_BUCKETS];
+};
+
+/* pid's entry, NULL when it has none. */
+struct pf_interp_proc *pf_interp_procs_get(const struct pf_interp_procs *t, uint32_t pid);
+/* Links p (p->pid set, no entry of that pid yet). */
+void pf_interp_procs_add(struct pf_interp_procs *t, struct pf_interp_proc *p);
+/* Unlinks pid's entry and returns it (the caller frees it), NULL when it has none. */
+struct pf_interp_proc *pf_interp_procs_take(struct pf_interp_procs *t, uint32_t pid);
+/* Unlinks any entry and returns it, NULL when the table is empty. */
+struct pf_interp_proc *pf_interp_procs_pop(struct pf_interp_procs *t);
 
 /* On, with no reasons kept. */
 void pf_interp_unwind_init(struct pf_interp_unwind *b);

@@ -11,7 +11,6 @@
 #include "v8_names.h"
 #include "v8_proc.h"
 
-#define BUCKETS 256
 #define KEEP_MS 120000 /* a name neither noted nor used this long is dropped */
 
 enum { P_NONE, P_V8, P_UNSUPPORTED };
@@ -25,7 +24,7 @@ struct name {
 };
 
 struct proc {
-	struct proc *next;
+	struct pf_interp_proc link; /* first: the walker's table of processes */
 	uint32_t pid;
 	int state;
 	struct pf_v8_names *names;
@@ -36,7 +35,7 @@ struct proc {
 struct pf_v8_unwind {
 	struct pf_interp_unwind base; /* first (pf_interp_walker): the switch, the
 				       * unsupported list */
-	struct proc *b[BUCKETS];
+	struct pf_interp_procs procs; /* struct proc */
 	unsigned budget;
 	uint64_t named, name_failed;
 	char version[32];
@@ -75,13 +74,9 @@ static void proc_free(struct proc *p)
 static void forget_all(void *w)
 {
 	struct pf_v8_unwind *u = w;
-	for (unsigned i = 0; i < BUCKETS; i++) {
-		while (u->b[i]) {
-			struct proc *p = u->b[i];
-			u->b[i] = p->next;
-			proc_free(p);
-		}
-	}
+	struct pf_interp_proc *l;
+	while ((l = pf_interp_procs_pop(&u->procs)))
+		proc_free((struct proc *)l);
 }
 
 void pf_v8_unwind_free(struct pf_v8_unwind *u)
@@ -92,17 +87,9 @@ void pf_v8_unwind_free(struct pf_v8_unwind *u)
 	free(u);
 }
 
-static struct proc **proc_at(const struct pf_v8_unwind *u, uint32_t pid)
-{
-	struct proc **pp = (struct proc **)&u->b[pid % BUCKETS];
-	while (*pp && (*pp)->pid != pid)
-		pp = &(*pp)->next;
-	return pp;
-}
-
 static struct proc *v8_proc(const struct pf_v8_unwind *u, uint32_t pid)
 {
-	struct proc *p = *proc_at(u, pid);
+	struct proc *p = (struct proc *)pf_interp_procs_get(&u->procs, pid);
 	return p && p->state == P_V8 ? p : NULL;
 }
 
@@ -114,11 +101,9 @@ bool pf_v8_unwind_has(const struct pf_v8_unwind *u, uint32_t pid)
 static void walker_forget(void *w, uint32_t pid)
 {
 	struct pf_v8_unwind *u = w;
-	struct proc **pp = proc_at(u, pid), *p = *pp;
-	if (!p)
-		return;
-	*pp = p->next;
-	proc_free(p);
+	struct pf_interp_proc *l = pf_interp_procs_take(&u->procs, pid);
+	if (l)
+		proc_free((struct proc *)l);
 }
 
 /* ---- detection ---- */
@@ -171,14 +156,13 @@ int pf_v8_unwind_seen(struct pf_v8_unwind *u, struct pf_symbolizer *sym, uint32_
 {
 	if (!u->base.on)
 		return 0;
-	struct proc **pp = proc_at(u, pid);
-	if (*pp)
+	if (pf_interp_procs_get(&u->procs, pid))
 		return 0;
 	struct proc *p = calloc(1, sizeof(*p));
 	if (!p)
 		return 0;
-	p->pid = pid;
-	*pp = p;
+	p->pid = p->link.pid = pid;
+	pf_interp_procs_add(&u->procs, &p->link);
 	struct find fd = {0};
 	if (pf_symbolizer_exec_maps(sym, pid, find_node, &fd) < 0 || fd.rc == 0) {
 		p->state = P_NONE;
@@ -332,8 +316,9 @@ static void walker_closed(void *w)
 {
 	struct pf_v8_unwind *u = w;
 	uint64_t now = pf_mono_ms();
-	for (unsigned b = 0; b < BUCKETS; b++) {
-		for (struct proc *p = u->b[b]; p; p = p->next) {
+	for (unsigned b = 0; b < PF_INTERP_PROC_BUCKETS; b++) {
+		for (struct pf_interp_proc *l = u->procs.b[b]; l; l = l->next) {
+			struct proc *p = (struct proc *)l;
 			size_t stale = 0;
 			for (size_t j = 0; j < p->cap_tab; j++)
 				stale += p->tab[j].word && now > p->tab[j].used_ms + KEEP_MS;
@@ -368,8 +353,9 @@ static void walker_closed(void *w)
 void pf_v8_unwind_stats(const struct pf_v8_unwind *u, struct pf_v8_unwind_stats *out)
 {
 	memset(out, 0, sizeof(*out));
-	for (unsigned b = 0; b < BUCKETS; b++) {
-		for (const struct proc *p = u->b[b]; p; p = p->next) {
+	for (unsigned b = 0; b < PF_INTERP_PROC_BUCKETS; b++) {
+		for (const struct pf_interp_proc *l = u->procs.b[b]; l; l = l->next) {
+			const struct proc *p = (const struct proc *)l;
 			out->unsupported += p->state == P_UNSUPPORTED;
 			if (p->state != P_V8)
 				continue;
