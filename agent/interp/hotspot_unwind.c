@@ -22,13 +22,6 @@ struct pcent {
 	uint64_t ms;   /* when looked up */
 };
 
-struct name {
-	uint64_t word;			     /* 0: empty slot */
-	char *function, *file, *system_name; /* NULL function: could not be named */
-	bool done;
-	uint64_t used_ms;
-};
-
 struct proc {
 	struct pf_interp_proc link; /* first: the walker's table of processes */
 	uint32_t pid;
@@ -36,11 +29,10 @@ struct proc {
 	struct pf_hs_file file; /* libjvm.so's variables, for a JVM still starting */
 	uint64_t bias, retry_ms;
 	struct pf_hs_vm vm;
-	uint64_t lo, hi; /* the code cache */
+	uint64_t lo, hi;   /* the code cache */
 	struct pcent *pcs; /* open addressing, power of two */
 	size_t n_pcs, cap_pcs;
-	struct name *tab; /* open addressing, power of two */
-	size_t n_tab, cap_tab, bytes;
+	struct pf_interp_names names; /* by PF_JVM_FRAME word */
 };
 
 struct pf_hs_unwind {
@@ -68,27 +60,9 @@ struct pf_hs_unwind *pf_hs_unwind_new(void)
 	return u;
 }
 
-static void name_free(struct name *e)
-{
-	free(e->function);
-	free(e->file);
-	free(e->system_name);
-}
-
-static size_t name_bytes(const struct name *e)
-{
-	size_t b = 0;
-	const char *s[3] = {e->function, e->file, e->system_name};
-	for (int i = 0; i < 3; i++)
-		b += s[i] ? strlen(s[i]) + 1 : 0;
-	return b;
-}
-
 static void proc_free(struct proc *p)
 {
-	for (size_t i = 0; i < p->cap_tab; i++)
-		name_free(&p->tab[i]);
-	free(p->tab);
+	pf_interp_names_clear(&p->names);
 	free(p->pcs);
 	free(p);
 }
@@ -260,46 +234,9 @@ static struct pcent *pc_entry(struct proc *p, uint64_t pc)
 	return e;
 }
 
-static struct name *name_slot(struct name *tab, size_t cap, uint64_t word)
-{
-	size_t mask = cap - 1, j = mix(word) & mask;
-	while (tab[j].word && tab[j].word != word)
-		j = (j + 1) & mask;
-	return &tab[j];
-}
-
-/* word's name entry, added (not named yet) when new; NULL when the table is full or out of
- * memory. */
-static struct name *name_entry(struct proc *p, uint64_t word)
-{
-	if (p->cap_tab) {
-		struct name *e = name_slot(p->tab, p->cap_tab, word);
-		if (e->word)
-			return e;
-	}
-	if (p->n_tab >= PF_HS_UNWIND_NAMES_MAX)
-		return NULL;
-	if ((p->n_tab + 1) * 2 > p->cap_tab) {
-		size_t cap = p->cap_tab ? p->cap_tab * 2 : 256;
-		struct name *nt = calloc(cap, sizeof(*nt));
-		if (!nt)
-			return NULL;
-		for (size_t i = 0; i < p->cap_tab; i++)
-			if (p->tab[i].word)
-				*name_slot(nt, cap, p->tab[i].word) = p->tab[i];
-		free(p->tab);
-		p->tab = nt;
-		p->cap_tab = cap;
-	}
-	struct name *e = name_slot(p->tab, p->cap_tab, word);
-	*e = (struct name){.word = word};
-	p->n_tab++;
-	return e;
-}
-
 /* Names e from the process: a method as "pkg.Class.method" with its source file and, as
  * system_name, its descriptor appended; a blob by its own name. */
-static void resolve(struct pf_hs_unwind *u, struct proc *p, struct name *e)
+static void resolve(struct pf_hs_unwind *u, struct proc *p, struct pf_interp_name *e)
 {
 	int pid = (int)p->pid;
 	e->done = true;
@@ -321,16 +258,18 @@ static void resolve(struct pf_hs_unwind *u, struct proc *p, struct name *e)
 		if ((e->function = malloc(nk + 1 + nn + 1)))
 			snprintf(e->function, nk + nn + 2, "%s.%s", m.klass, m.name);
 		if ((e->system_name = malloc(nk + nn + ns + 2)))
-			snprintf(e->system_name, nk + nn + ns + 2, "%s.%s%s", m.klass, m.name, m.sig);
+			snprintf(e->system_name, nk + nn + ns + 2, "%s.%s%s", m.klass, m.name,
+				 m.sig);
 		e->file = m.file[0] ? strdup(m.file) : NULL;
 	}
 	if (!e->function) {
-		name_free(e);
-		e->function = e->file = e->system_name = NULL;
+		free(e->file);
+		free(e->system_name);
+		e->file = e->system_name = NULL;
 		u->name_failed++;
 		return;
 	}
-	p->bytes += name_bytes(e);
+	pf_interp_names_named(&p->names, e);
 	u->named++;
 }
 
@@ -376,7 +315,8 @@ void pf_hs_unwind_note(struct pf_hs_unwind *u, uint32_t pid, uint64_t *ips, size
 			continue;
 		ips[i] = word;
 		u->frames++;
-		struct name *e = name_entry(p, word);
+		struct pf_interp_name *e =
+		    pf_interp_names_entry(&p->names, word, PF_HS_UNWIND_NAMES_MAX);
 		if (!e)
 			continue;
 		e->used_ms = now;
@@ -410,17 +350,14 @@ static int walker_name(void *walker, uint32_t pid, struct pf_prof_window *w,
 				return 0;
 			now = pf_mono_ms();
 		}
-		struct name *e = name_entry(p, f->address);
+		struct pf_interp_name *e =
+		    pf_interp_names_entry(&p->names, f->address, PF_HS_UNWIND_NAMES_MAX);
 		if (!e)
 			continue;
 		if (!e->done)
 			resolve(u, p, e);
 		e->used_ms = now;
-		if (!e->function)
-			continue;
-		if (pf_interp_frame_name(w, f, e->function, e->file, 0) < 0)
-			return -ENOMEM;
-		if (e->system_name && !(f->system_name = pf_prof_strdup(w, e->system_name)))
+		if (e->function && pf_interp_name_frame(w, f, e) < 0)
 			return -ENOMEM;
 	}
 	return 0;
@@ -430,34 +367,9 @@ static void walker_closed(void *w)
 {
 	struct pf_hs_unwind *u = w;
 	uint64_t now = pf_mono_ms();
-	for (unsigned b = 0; b < PF_INTERP_PROC_BUCKETS; b++) {
-		for (struct pf_interp_proc *l = u->procs.b[b]; l; l = l->next) {
-			struct proc *p = (struct proc *)l;
-			size_t stale = 0;
-			for (size_t j = 0; j < p->cap_tab; j++)
-				stale += p->tab[j].word && now > p->tab[j].used_ms + KEEP_MS;
-			if (!stale)
-				continue;
-			struct name *nt = calloc(p->cap_tab, sizeof(*nt));
-			if (!nt)
-				continue;
-			p->n_tab = 0;
-			for (size_t j = 0; j < p->cap_tab; j++) {
-				struct name *e = &p->tab[j];
-				if (!e->word)
-					continue;
-				if (now > e->used_ms + KEEP_MS) {
-					p->bytes -= name_bytes(e);
-					name_free(e);
-					continue;
-				}
-				*name_slot(nt, p->cap_tab, e->word) = *e;
-				p->n_tab++;
-			}
-			free(p->tab);
-			p->tab = nt;
-		}
-	}
+	for (unsigned b = 0; b < PF_INTERP_PROC_BUCKETS; b++)
+		for (struct pf_interp_proc *l = u->procs.b[b]; l; l = l->next)
+			pf_interp_names_expire(&((struct proc *)l)->names, now, KEEP_MS);
 }
 
 void pf_hs_unwind_stats(const struct pf_hs_unwind *u, struct pf_hs_unwind_stats *out)
@@ -470,9 +382,9 @@ void pf_hs_unwind_stats(const struct pf_hs_unwind *u, struct pf_hs_unwind_stats 
 			if (p->state != P_JVM)
 				continue;
 			out->processes++;
-			out->names += p->n_tab;
-			out->names_bytes += p->bytes + p->cap_tab * sizeof(struct name) +
-					    p->cap_pcs * sizeof(struct pcent);
+			out->names += p->names.n;
+			out->names_bytes +=
+			    pf_interp_names_bytes(&p->names) + p->cap_pcs * sizeof(struct pcent);
 		}
 	}
 	out->frames = u->frames;

@@ -41,7 +41,6 @@ struct pf_hs_unwind;
 #define PF_HS_UNWIND_PC_KEEP_MS 10000
 #define PF_HS_UNWIND_RETRY_MS 1000 /* a starting JVM (tables not set yet) looked at again */
 
-
 struct pf_hs_unwind *pf_hs_unwind_new(void);
 void pf_hs_unwind_free(struct pf_hs_unwind *u);
 
@@ -59,10 +58,10 @@ void pf_hs_unwind_note(struct pf_hs_unwind *u, uint32_t pid, uint64_t *ips, size
 extern const struct pf_interp_walker pf_hs_walker;
 
 struct pf_hs_unwind_stats {
-	uint64_t processes;          /* JVMs read now */
-	uint64_t unsupported;        /* JVMs not read */
-	uint64_t frames;             /* code addresses turned into Java frames */
-	uint64_t lookup_failed;      /* code addresses of no blob (free space, a moving heap) */
+	uint64_t processes;	     /* JVMs read now */
+	uint64_t unsupported;	     /* JVMs not read */
+	uint64_t frames;	     /* code addresses turned into Java frames */
+	uint64_t lookup_failed;	     /* code addresses of no blob (free space, a moving heap) */
 	uint64_t named, name_failed; /* frame words named; that could not be */
 	uint64_t names, names_bytes; /* names held now; their memory with the caches */
 	char unsupported_msg[PF_INTERP_UNSUPPORTED_KEPT][PF_INTERP_MSG_LEN];

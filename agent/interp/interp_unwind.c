@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void pf_interp_unwind_init(struct pf_interp_unwind *b)
@@ -101,4 +102,117 @@ struct pf_interp_proc *pf_interp_procs_pop(struct pf_interp_procs *t)
 		}
 	}
 	return NULL;
+}
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 31;
+	x *= 0x9e3779b97f4a7c15ull;
+	return x ^ x >> 29;
+}
+
+static struct pf_interp_name *name_slot(struct pf_interp_name *tab, size_t cap, uint64_t word)
+{
+	size_t mask = cap - 1, j = mix(word) & mask;
+	while (tab[j].word && tab[j].word != word)
+		j = (j + 1) & mask;
+	return &tab[j];
+}
+
+static size_t name_bytes(const struct pf_interp_name *e)
+{
+	size_t b = 0;
+	const char *s[3] = {e->function, e->file, e->system_name};
+	for (int i = 0; i < 3; i++)
+		b += s[i] ? strlen(s[i]) + 1 : 0;
+	return b;
+}
+
+static void name_free(struct pf_interp_name *e)
+{
+	free(e->function);
+	free(e->file);
+	free(e->system_name);
+}
+
+struct pf_interp_name *pf_interp_names_entry(struct pf_interp_names *t, uint64_t word, size_t max)
+{
+	if (t->cap) {
+		struct pf_interp_name *e = name_slot(t->tab, t->cap, word);
+		if (e->word)
+			return e;
+	}
+	if (t->n >= max)
+		return NULL;
+	if ((t->n + 1) * 2 > t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 256;
+		struct pf_interp_name *nt = calloc(cap, sizeof(*nt));
+		if (!nt)
+			return NULL;
+		for (size_t i = 0; i < t->cap; i++)
+			if (t->tab[i].word)
+				*name_slot(nt, cap, t->tab[i].word) = t->tab[i];
+		free(t->tab);
+		t->tab = nt;
+		t->cap = cap;
+	}
+	struct pf_interp_name *e = name_slot(t->tab, t->cap, word);
+	*e = (struct pf_interp_name){.word = word};
+	t->n++;
+	return e;
+}
+
+void pf_interp_names_named(struct pf_interp_names *t, const struct pf_interp_name *e)
+{
+	t->bytes += name_bytes(e);
+}
+
+void pf_interp_names_expire(struct pf_interp_names *t, uint64_t now, uint64_t keep_ms)
+{
+	size_t stale = 0;
+	for (size_t j = 0; j < t->cap; j++)
+		stale += t->tab[j].word && now > t->tab[j].used_ms + keep_ms;
+	if (!stale)
+		return;
+	struct pf_interp_name *nt = calloc(t->cap, sizeof(*nt));
+	if (!nt)
+		return; /* kept until the next try */
+	t->n = 0;
+	for (size_t j = 0; j < t->cap; j++) {
+		struct pf_interp_name *e = &t->tab[j];
+		if (!e->word)
+			continue;
+		if (now > e->used_ms + keep_ms) {
+			t->bytes -= name_bytes(e);
+			name_free(e);
+			continue;
+		}
+		*name_slot(nt, t->cap, e->word) = *e;
+		t->n++;
+	}
+	free(t->tab);
+	t->tab = nt;
+}
+
+void pf_interp_names_clear(struct pf_interp_names *t)
+{
+	for (size_t i = 0; i < t->cap; i++)
+		name_free(&t->tab[i]);
+	free(t->tab);
+	*t = (struct pf_interp_names){0};
+}
+
+size_t pf_interp_names_bytes(const struct pf_interp_names *t)
+{
+	return t->bytes + t->cap * sizeof(struct pf_interp_name);
+}
+
+int pf_interp_name_frame(struct pf_prof_window *w, struct pf_prof_frame *f,
+			 const struct pf_interp_name *e)
+{
+	if (pf_interp_frame_name(w, f, e->function, e->file, e->line) < 0)
+		return -ENOMEM;
+	if (e->system_name && !(f->system_name = pf_prof_strdup(w, e->system_name)))
+		return -ENOMEM;
+	return 0;
 }

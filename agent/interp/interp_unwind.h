@@ -18,7 +18,9 @@
  * _seen, _note and the statistics differ per walker and stay typed.
  *
  * struct pf_interp_procs is a walker's processes by pid: its per-process state embeds
- * struct pf_interp_proc as its first member (the table owns no memory either). */
+ * struct pf_interp_proc as its first member (the table owns no memory either).
+ * struct pf_interp_names is a process's names by frame word (the walker's word for a frame),
+ * an open-addressing table that owns its names' strings. */
 #ifndef PF_AGENT_INTERP_UNWIND_H
 #define PF_AGENT_INTERP_UNWIND_H
 
@@ -58,6 +60,37 @@ void pf_interp_procs_add(struct pf_interp_procs *t, struct pf_interp_proc *p);
 struct pf_interp_proc *pf_interp_procs_take(struct pf_interp_procs *t, uint32_t pid);
 /* Unlinks any entry and returns it, NULL when the table is empty. */
 struct pf_interp_proc *pf_interp_procs_pop(struct pf_interp_procs *t);
+
+/* One name: function NULL when the word could not be named (done) or was not looked at yet
+ * (!done); file, system_name NULL when none. */
+struct pf_interp_name {
+	uint64_t word; /* 0: empty slot */
+	char *function, *file, *system_name;
+	uint32_t line;
+	bool done;
+	uint64_t used_ms;
+};
+
+struct pf_interp_names {
+	struct pf_interp_name *tab; /* power of two, at most half full */
+	size_t n, cap;
+	size_t bytes; /* of the strings */
+};
+
+/* word's entry, added (not named) when new; NULL when max entries are held or out of memory. */
+struct pf_interp_name *pf_interp_names_entry(struct pf_interp_names *t, uint64_t word, size_t max);
+/* Counts the strings the caller gave e in t's bytes. */
+void pf_interp_names_named(struct pf_interp_names *t, const struct pf_interp_name *e);
+/* Drops the entries not used since now - keep_ms. */
+void pf_interp_names_expire(struct pf_interp_names *t, uint64_t now, uint64_t keep_ms);
+/* Frees every entry. */
+void pf_interp_names_clear(struct pf_interp_names *t);
+/* The memory t holds: its strings and table. */
+size_t pf_interp_names_bytes(const struct pf_interp_names *t);
+/* Names frame f as e says (function, file, line, system name), copied into w's memory. 0 or
+ * -ENOMEM. */
+int pf_interp_name_frame(struct pf_prof_window *w, struct pf_prof_frame *f,
+			 const struct pf_interp_name *e);
 
 /* On, with no reasons kept. */
 void pf_interp_unwind_init(struct pf_interp_unwind *b);

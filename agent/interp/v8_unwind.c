@@ -15,21 +15,12 @@
 
 enum { P_NONE, P_V8, P_UNSUPPORTED };
 
-struct name {
-	uint64_t word; /* PF_V8_FRAME(...); 0: empty slot */
-	char *function, *file; /* NULL function: could not be named */
-	uint32_t line;
-	bool done;
-	uint64_t used_ms;
-};
-
 struct proc {
 	struct pf_interp_proc link; /* first: the walker's table of processes */
 	uint32_t pid;
 	int state;
 	struct pf_v8_names *names;
-	struct name *tab; /* open addressing, power of two */
-	size_t n_tab, cap_tab, bytes;
+	struct pf_interp_names tab; /* by PF_V8_FRAME word */
 };
 
 struct pf_v8_unwind {
@@ -53,20 +44,9 @@ struct pf_v8_unwind *pf_v8_unwind_new(void)
 	return u;
 }
 
-static void names_clear(struct proc *p)
-{
-	for (size_t i = 0; i < p->cap_tab; i++) {
-		free(p->tab[i].function);
-		free(p->tab[i].file);
-	}
-	free(p->tab);
-	p->tab = NULL;
-	p->n_tab = p->cap_tab = p->bytes = 0;
-}
-
 static void proc_free(struct proc *p)
 {
-	names_clear(p);
+	pf_interp_names_clear(&p->tab);
 	pf_v8_names_free(p->names);
 	free(p);
 }
@@ -142,8 +122,8 @@ static int entry_of(const struct pf_v8_meta *m, struct pf_bpf_v8_proc *out)
 {
 	memset(out, 0, sizeof(*out));
 	if (m->fp_context != m->fp_marker || m->fp_marker < -64 || m->fp_marker >= 0 ||
-	    m->fp_marker % 8 || m->fp_function < -64 || m->fp_function >= 0 ||
-	    m->fp_function % 8 || m->fn_shared <= 0 || m->fn_shared >= 256 || m->fn_shared % 8)
+	    m->fp_marker % 8 || m->fp_function < -64 || m->fp_function >= 0 || m->fp_function % 8 ||
+	    m->fn_shared <= 0 || m->fn_shared >= 256 || m->fn_shared % 8)
 		return -ENOTSUP;
 	out->fp_marker = (short)m->fp_marker;
 	out->fp_function = (short)m->fp_function;
@@ -191,52 +171,7 @@ int pf_v8_unwind_seen(struct pf_v8_unwind *u, struct pf_symbolizer *sym, uint32_
 
 /* ---- names ---- */
 
-static uint64_t mix(uint64_t x)
-{
-	x ^= x >> 31;
-	x *= 0x9e3779b97f4a7c15ull;
-	return x ^ x >> 29;
-}
-
-static struct name *slot(const struct proc *p, uint64_t word)
-{
-	size_t mask = p->cap_tab - 1, j = mix(word) & mask;
-	while (p->tab[j].word && p->tab[j].word != word)
-		j = (j + 1) & mask;
-	return &p->tab[j];
-}
-
-/* The entry of word, added when new; NULL when the table is full or out of memory. */
-static struct name *entry(struct proc *p, uint64_t word)
-{
-	if (p->cap_tab) {
-		struct name *e = slot(p, word);
-		if (e->word)
-			return e;
-	}
-	if (p->n_tab >= PF_V8_UNWIND_WORDS_MAX)
-		return NULL;
-	if ((p->n_tab + 1) * 2 > p->cap_tab) {
-		size_t cap = p->cap_tab ? p->cap_tab * 2 : 256;
-		struct name *old = p->tab;
-		size_t old_cap = p->cap_tab;
-		if (!(p->tab = calloc(cap, sizeof(*p->tab)))) {
-			p->tab = old;
-			return NULL;
-		}
-		p->cap_tab = cap;
-		for (size_t i = 0; i < old_cap; i++)
-			if (old[i].word)
-				*slot(p, old[i].word) = old[i];
-		free(old);
-	}
-	struct name *e = slot(p, word);
-	*e = (struct name){.word = word};
-	p->n_tab++;
-	return e;
-}
-
-static void resolve(struct pf_v8_unwind *u, struct proc *p, struct name *e)
+static void resolve(struct pf_v8_unwind *u, struct proc *p, struct pf_interp_name *e)
 {
 	struct pf_v8_frame fr;
 	e->done = true;
@@ -251,7 +186,7 @@ static void resolve(struct pf_v8_unwind *u, struct proc *p, struct name *e)
 		u->name_failed++;
 		return;
 	}
-	p->bytes += strlen(e->function) + 1 + (e->file ? strlen(e->file) + 1 : 0);
+	pf_interp_names_named(&p->tab, e);
 	u->named++;
 }
 
@@ -267,7 +202,8 @@ void pf_v8_unwind_note(struct pf_v8_unwind *u, uint32_t pid, const uint64_t *ips
 				return;
 			now = pf_mono_ms();
 		}
-		struct name *e = entry(p, ips[i]);
+		struct pf_interp_name *e =
+		    pf_interp_names_entry(&p->tab, ips[i], PF_V8_UNWIND_WORDS_MAX);
 		if (!e)
 			return;
 		e->used_ms = now;
@@ -300,13 +236,14 @@ static int walker_name(void *walker, uint32_t pid, struct pf_prof_window *w,
 				return 0;
 			now = pf_mono_ms();
 		}
-		struct name *e = entry(p, f->address);
+		struct pf_interp_name *e =
+		    pf_interp_names_entry(&p->tab, f->address, PF_V8_UNWIND_WORDS_MAX);
 		if (!e)
 			continue;
 		if (!e->done)
 			resolve(u, p, e);
 		e->used_ms = now;
-		if (e->function && pf_interp_frame_name(w, f, e->function, e->file, e->line) < 0)
+		if (e->function && pf_interp_name_frame(w, f, e) < 0)
 			return -ENOMEM;
 	}
 	return 0;
@@ -316,38 +253,9 @@ static void walker_closed(void *w)
 {
 	struct pf_v8_unwind *u = w;
 	uint64_t now = pf_mono_ms();
-	for (unsigned b = 0; b < PF_INTERP_PROC_BUCKETS; b++) {
-		for (struct pf_interp_proc *l = u->procs.b[b]; l; l = l->next) {
-			struct proc *p = (struct proc *)l;
-			size_t stale = 0;
-			for (size_t j = 0; j < p->cap_tab; j++)
-				stale += p->tab[j].word && now > p->tab[j].used_ms + KEEP_MS;
-			if (!stale)
-				continue;
-			struct name *old = p->tab;
-			size_t old_cap = p->cap_tab;
-			struct name *nt = calloc(old_cap, sizeof(*nt));
-			if (!nt)
-				continue;
-			p->tab = nt;
-			p->n_tab = 0;
-			for (size_t j = 0; j < old_cap; j++) {
-				struct name *e = &old[j];
-				if (!e->word)
-					continue;
-				if (now > e->used_ms + KEEP_MS) {
-					p->bytes -= e->function ? strlen(e->function) + 1 : 0;
-					p->bytes -= e->file ? strlen(e->file) + 1 : 0;
-					free(e->function);
-					free(e->file);
-					continue;
-				}
-				*slot(p, e->word) = *e;
-				p->n_tab++;
-			}
-			free(old);
-		}
-	}
+	for (unsigned b = 0; b < PF_INTERP_PROC_BUCKETS; b++)
+		for (struct pf_interp_proc *l = u->procs.b[b]; l; l = l->next)
+			pf_interp_names_expire(&((struct proc *)l)->tab, now, KEEP_MS);
 }
 
 void pf_v8_unwind_stats(const struct pf_v8_unwind *u, struct pf_v8_unwind_stats *out)
@@ -360,9 +268,9 @@ void pf_v8_unwind_stats(const struct pf_v8_unwind *u, struct pf_v8_unwind_stats 
 			if (p->state != P_V8)
 				continue;
 			out->processes++;
-			out->words += p->n_tab;
-			out->names_bytes += p->bytes + p->cap_tab * sizeof(struct name) +
-					    pf_v8_names_bytes(p->names);
+			out->words += p->tab.n;
+			out->names_bytes +=
+			    pf_interp_names_bytes(&p->tab) + pf_v8_names_bytes(p->names);
 		}
 	}
 	out->named = u->named;

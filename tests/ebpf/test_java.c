@@ -86,8 +86,7 @@ static void poll_for(struct pf_sampler *s, uint64_t ms)
 /* A sampler, then a JVM started under it, warmed up for 3 s (the tables read, C2), then a
  * 299 Hz capture of it for ms; java sets profiling.interpreters.java. The JVM is killed after;
  * the java status line into status. */
-static struct pf_prof_window *capture(uint64_t ms, bool java, pid_t *jpid, char *status,
-				      size_t cap)
+static struct pf_prof_window *capture(uint64_t ms, bool java, pid_t *jpid, char *status, size_t cap)
 {
 	struct pf_error err = {0};
 	char cache[96];
@@ -186,7 +185,8 @@ static void test_named(void **state)
 		total += sm->count;
 		if (f) {
 			match += sm->count;
-			with_sig += f->system_name && strstr(f->system_name, "(J)J") ? sm->count : 0;
+			with_sig +=
+			    f->system_name && strstr(f->system_name, "(J)J") ? sm->count : 0;
 		} else if (!printed) {
 			printed = true;
 			print_stack(p, st);
