@@ -83,45 +83,6 @@ static void poll_for(struct pf_sampler *s, uint64_t ms)
 		assert_true(pf_sampler_poll(s, 50) >= 0);
 }
 
-/* A sampler, then a JVM started under it, warmed up for 3 s (the tables read, C2), then a
- * 299 Hz capture of it for ms; java sets profiling.interpreters.java. The JVM is killed after;
- * the java status line into status. */
-static struct pf_prof_window *capture(uint64_t ms, bool java, pid_t *jpid, char *status, size_t cap)
-{
-	struct pf_error err = {0};
-	char cache[96];
-	snprintf(cache, sizeof(cache), "%s/unwind-cache", g_dir);
-	struct pf_sampler_options o = {.unwind_cache_dir = cache};
-	struct pf_sampler *s = pf_sampler_new(&o, &err);
-	if (!s)
-		fail_msg("sampler: %s", err.msg);
-	pid_t pid = spawn_java(12);
-	struct pf_profcfg *cfg = ebpf_config(
-	    "profiling:\n  sampling: {frequency_hz: 99, duration_seconds: 30}\n"
-	    "  interpreters: {java: %s}\n"
-	    "  filters:\n    include: [{key: process.pid, match: strict, value: \"%d\"}]\n",
-	    java ? "true" : "false", (int)pid);
-	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
-	poll_for(s, 3000);
-	pf_prof_window_free(pf_sampler_close_window(s, &err));
-	uint32_t pids[1] = {(uint32_t)pid};
-	assert_int_equal(pf_sampler_capture_start(s, 0, PF_PROF_CPU, 299, pids, 1, &err), 0);
-	poll_for(s, ms);
-	struct pf_prof_window *w = pf_sampler_capture_stop(s, 0, &err);
-	if (!w)
-		fail_msg("capture: %s", err.msg);
-	struct pf_sampler_stats st;
-	assert_int_equal(pf_sampler_stats(s, &st), 0);
-	pf_sampler_java_status(&st, status, cap);
-	print_message("  %s\n", status);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	pf_profcfg_free(cfg);
-	pf_sampler_free(s);
-	*jpid = pid;
-	return w;
-}
-
 static const struct pf_prof_process *proc_of(const struct pf_prof_window *w, pid_t pid)
 {
 	for (size_t i = 0; w && i < w->n_processes; i++)
@@ -152,6 +113,59 @@ static const struct pf_prof_frame *hot_frame(const struct pf_prof_process *p,
 			return f;
 	}
 	return NULL;
+}
+
+/* A sampler, then a JVM started under it, warmed up for 3 s (the tables read, C2), then a
+ * 299 Hz capture of it for ms; java sets profiling.interpreters.java. The JVM is killed after;
+ * the java status line into status. The warm-up prints how long after the JVM's start the
+ * first compiled Hot method was named. */
+static struct pf_prof_window *capture(uint64_t ms, bool java, pid_t *jpid, char *status, size_t cap)
+{
+	struct pf_error err = {0};
+	char cache[96];
+	snprintf(cache, sizeof(cache), "%s/unwind-cache", g_dir);
+	struct pf_sampler_options o = {.unwind_cache_dir = cache};
+	struct pf_sampler *s = pf_sampler_new(&o, &err);
+	if (!s)
+		fail_msg("sampler: %s", err.msg);
+	pid_t pid = spawn_java(12);
+	struct pf_profcfg *cfg = ebpf_config(
+	    "profiling:\n  sampling: {frequency_hz: 99, duration_seconds: 30}\n"
+	    "  interpreters: {java: %s}\n"
+	    "  filters:\n    include: [{key: process.pid, match: strict, value: \"%d\"}]\n",
+	    java ? "true" : "false", (int)pid);
+	assert_int_equal(pf_sampler_set_config(s, cfg, &err), 0);
+	/* warm-up in windows of 250 ms: the first that names a compiled Hot method tells how
+	 * long after the JVM's start its frames got names */
+	uint64_t t0 = now_ms(), named_ms = 0;
+	while (now_ms() < t0 + 3000) {
+		poll_for(s, 250);
+		struct pf_prof_window *ww = pf_sampler_close_window(s, &err);
+		const struct pf_prof_process *wp = proc_of(ww, pid);
+		for (size_t k = 0; !named_ms && wp && k < wp->n_samples; k++)
+			if (hot_frame(wp, &wp->stacks[wp->samples[k].stack]))
+				named_ms = now_ms() - t0;
+		pf_prof_window_free(ww);
+	}
+	if (java)
+		print_message("  from the JVM's start to its first named compiled frame: %lu ms\n",
+			      (unsigned long)named_ms);
+	uint32_t pids[1] = {(uint32_t)pid};
+	assert_int_equal(pf_sampler_capture_start(s, 0, PF_PROF_CPU, 299, pids, 1, &err), 0);
+	poll_for(s, ms);
+	struct pf_prof_window *w = pf_sampler_capture_stop(s, 0, &err);
+	if (!w)
+		fail_msg("capture: %s", err.msg);
+	struct pf_sampler_stats st;
+	assert_int_equal(pf_sampler_stats(s, &st), 0);
+	pf_sampler_java_status(&st, status, cap);
+	print_message("  %s\n", status);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	pf_profcfg_free(cfg);
+	pf_sampler_free(s);
+	*jpid = pid;
+	return w;
 }
 
 static void test_named(void **state)
