@@ -23,4 +23,5 @@ set_tests_properties(test_agent_v8_names PROPERTIES SKIP_RETURN_CODE 77)
 pf_unit_test(NAME test_agent_hotspot_vm SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_hotspot_vm.c
 	LIBS agent_interp pf_common LABEL unit)
 pf_unit_test(NAME test_agent_hotspot_proc SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_hotspot_proc.c
-	LIBS pf_pytest agent_interp pf_common PkgConfig::PF_LIBELF LABEL unit TIMEOUT 180)
+	LIBS pf_pytest agent_sampler agent_interp pf_common PkgConfig::PF_LIBELF LABEL unit
+	TIMEOUT 180)

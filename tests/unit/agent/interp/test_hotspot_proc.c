@@ -5,7 +5,11 @@
  * variables are not set yet (-EAGAIN) and a layout past the bound, through a reader of one
  * value; hotspot_code.h on a live JVM whose hot method C2 compiled: the blob that jcmd's
  * Compiler.codelist lists found from an address in its code, its Method* named and its
- * bytecode indexes given their lines. The live tests are skipped where the machine has no JDK (the project installs one). */
+ * bytecode indexes given their lines; hotspot_unwind.h on the same JVM: found in its maps, an
+ * address in that code turned into the method's frame word and named Hot.javaHotMethod with
+ * its file and descriptor, an address outside the code cache left alone, nothing of a process
+ * without a JVM, nothing once switched off. The live tests are skipped where the machine has no
+ * JDK (the project installs one). */
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -25,6 +29,7 @@
 
 #include "hotspot_code.h"
 #include "hotspot_proc.h"
+#include "interp/hotspot_unwind.h"
 #include "pychild.h"
 #include "python_proc.h" /* pf_py_read_mem */
 
@@ -90,11 +95,20 @@ static int rd_fail(void *ctx, uint64_t addr, void *buf, size_t len)
 static void test_unset_and_bounds(void **state)
 {
 	(void)state;
-	struct pf_hs_file f = {.structs = 0x1000, .types = 0x1008, .s_stride = 0x1010,
-			       .s_type_name = 0x1018, .s_field_name = 0x1020,
-			       .s_is_static = 0x1028, .s_offset = 0x1030, .s_address = 0x1038,
-			       .t_stride = 0x1040, .t_type_name = 0x1048, .t_size = 0x1050,
-			       .consts = 0x1058, .c_stride = 0x1060, .c_name = 0x1068,
+	struct pf_hs_file f = {.structs = 0x1000,
+			       .types = 0x1008,
+			       .s_stride = 0x1010,
+			       .s_type_name = 0x1018,
+			       .s_field_name = 0x1020,
+			       .s_is_static = 0x1028,
+			       .s_offset = 0x1030,
+			       .s_address = 0x1038,
+			       .t_stride = 0x1040,
+			       .t_type_name = 0x1048,
+			       .t_size = 0x1050,
+			       .consts = 0x1058,
+			       .c_stride = 0x1060,
+			       .c_name = 0x1068,
 			       .c_value = 0x1070};
 	struct pf_hs_vm vm;
 	char why[128];
@@ -178,12 +192,12 @@ static int rd_pid(void *ctx, uint64_t addr, void *buf, size_t len)
 }
 
 static const char wait_src[] = "public class Wait {\n"
-				"  public static void main(String[] a) throws Exception {\n"
-				"    System.out.println(\"ready\");\n"
-				"    System.out.flush();\n"
-				"    System.in.read();\n"
-				"  }\n"
-				"}\n";
+			       "  public static void main(String[] a) throws Exception {\n"
+			       "    System.out.println(\"ready\");\n"
+			       "    System.out.flush();\n"
+			       "    System.in.read();\n"
+			       "  }\n"
+			       "}\n";
 
 /* javaHotMethod runs until it is compiled, and then on. */
 static const char hot_src[] =
@@ -322,8 +336,9 @@ static int codelist(pid_t pid, const char *method, uint64_t *blob, uint64_t *lo,
 		int id, st;
 		char name[512];
 		unsigned long long b, l, h;
-		if (rc && sscanf(line, "%d %d %d %511s [%llx, %llx - %llx]", &id, level, &st, name,
-				 &b, &l, &h) == 7 &&
+		if (rc &&
+		    sscanf(line, "%d %d %d %511s [%llx, %llx - %llx]", &id, level, &st, name, &b,
+			   &l, &h) == 7 &&
 		    !strcmp(name, method)) {
 			*blob = b, *lo = l, *hi = h;
 			rc = 0;
@@ -352,8 +367,8 @@ static void test_live_code(void **state)
 	struct pf_hs_blob b;
 	rc = pf_hs_blob_find(&vm, rd_pid, &pid, lo + (hi - lo) / 2, &b);
 	if (rc)
-		print_error("pf_hs_blob_find(%#llx): %d\n", (unsigned long long)(lo + (hi - lo) / 2),
-			    rc);
+		print_error("pf_hs_blob_find(%#llx): %d\n",
+			    (unsigned long long)(lo + (hi - lo) / 2), rc);
 	assert_int_equal(rc, 0);
 	assert_int_equal(b.start, blob);
 	assert_int_equal(b.code_begin, lo);
@@ -378,6 +393,74 @@ static void test_live_code(void **state)
 	assert_int_equal(pf_hs_method_name(&vm, rd_pid, &pid, 0, &m), -EINVAL);
 }
 
+/* Waits (at most 30 s) for jcmd to list javaHotMethod's compiled code: [*lo, *hi). */
+static void hot_code(struct jvm *j, uint64_t *lo, uint64_t *hi)
+{
+	uint64_t blob = 0;
+	int level = 0, rc = -ENOENT;
+	for (int i = 0; i < 60 && rc == -ENOENT; i++) {
+		rc = codelist(j->c.pid, "Hot.javaHotMethod(J)J", &blob, lo, hi, &level);
+		if (rc == -ENOENT)
+			usleep(500 * 1000);
+	}
+	assert_int_equal(rc, 0);
+}
+
+static void test_live_unwind(void **state)
+{
+	struct jvm *j = *state;
+	if (!j) {
+		print_message("no JDK: skipped\n");
+		skip();
+	}
+	uint64_t lo = 0, hi = 0;
+	hot_code(j, &lo, &hi);
+	struct pf_symbolizer_options so = {0};
+	struct pf_symbolizer *sym = pf_symbolizer_new(&so);
+	struct pf_hs_unwind *u = pf_hs_unwind_new();
+	assert_non_null(sym);
+	assert_non_null(u);
+	uint32_t pid = (uint32_t)j->c.pid, self = (uint32_t)getpid();
+	assert_int_equal(pf_symbolizer_capture(sym, pid), 0);
+	assert_int_equal(pf_symbolizer_capture(sym, self), 0);
+	assert_int_equal(pf_hs_unwind_seen(u, sym, self), 0);
+	assert_false(pf_hs_unwind_has(u, self));
+	assert_int_equal(pf_hs_unwind_seen(u, sym, pid), 1);
+	assert_true(pf_hs_unwind_has(u, pid));
+
+	uint64_t ips[2] = {lo + (hi - lo) / 2, 0x1000};
+	pf_hs_unwind_note(u, pid, ips, 2);
+	assert_true(PF_JVM_IS_FRAME(ips[0]));
+	assert_false(PF_JVM_FRAME_BLOB(ips[0]));
+	assert_int_equal(ips[1], 0x1000);
+
+	struct pf_prof_window *w = pf_prof_window_new();
+	assert_non_null(w);
+	struct pf_prof_frame f = {.address = ips[0], .mapping = 3, .kind = PF_FRAME_JVM};
+	assert_int_equal(pf_hs_walker.name(u, pid, w, &f, 1), 0);
+	assert_int_equal(f.mapping, -1);
+	assert_non_null(f.function);
+	assert_string_equal(f.function, "Hot.javaHotMethod");
+	assert_string_equal(f.file, "Hot.java");
+	assert_string_equal(f.system_name, "Hot.javaHotMethod(J)J");
+	struct pf_hs_unwind_stats st;
+	pf_hs_unwind_stats(u, &st);
+	assert_int_equal(st.processes, 1);
+	assert_int_equal(st.frames, 1);
+	assert_int_equal(st.named, 1);
+	assert_int_equal(st.names, 1);
+
+	/* off: the JVM is forgotten, its addresses stay what they were */
+	assert_true(pf_interp_walker_enable(&pf_hs_walker, u, false));
+	assert_false(pf_hs_unwind_has(u, pid));
+	uint64_t again = lo + (hi - lo) / 2;
+	pf_hs_unwind_note(u, pid, &again, 1);
+	assert_int_equal(again, lo + (hi - lo) / 2);
+	pf_prof_window_free(w);
+	pf_hs_unwind_free(u);
+	pf_symbolizer_free(sym);
+}
+
 int main(void)
 {
 	elf_version(EV_CURRENT);
@@ -387,6 +470,7 @@ int main(void)
 	    cmocka_unit_test(test_unset_and_bounds),
 	    cmocka_unit_test_setup_teardown(test_live_jvm, jvm_setup, jvm_teardown),
 	    cmocka_unit_test_setup_teardown(test_live_code, hot_setup, jvm_teardown),
+	    cmocka_unit_test_setup_teardown(test_live_unwind, hot_setup, jvm_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
