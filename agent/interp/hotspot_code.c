@@ -127,7 +127,8 @@ int pf_hs_blob_find(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint
 			return rc;
 		if (!in(pc, mlo, mhi))
 			continue;
-		if ((rc = rd64(rd, ctx, heap + vm->codeheap_segmap + vm->vspace_low, &segmap)) < 0 ||
+		if ((rc = rd64(rd, ctx, heap + vm->codeheap_segmap + vm->vspace_low, &segmap)) <
+			0 ||
 		    (rc = rd32(rd, ctx, heap + vm->codeheap_log2_seg, &log2)) < 0)
 			return rc;
 		if (log2 < 4 || log2 > 16)
@@ -239,7 +240,8 @@ static int next_byte(struct stream *s, uint8_t *b)
 {
 	if (s->pos == s->len) {
 		s->at += s->len;
-		/* up to the end of the page first: the table may end just before unreadable memory */
+		/* up to the end of the page first: the table may end just before unreadable memory
+		 */
 		size_t want = 4096 - (s->at & 4095);
 		want = want < sizeof(s->buf) ? want : sizeof(s->buf);
 		int rc = s->rd(s->ctx, s->at, s->buf, want);
@@ -253,7 +255,7 @@ static int next_byte(struct stream *s, uint8_t *b)
 }
 
 /* UNSIGNED5 (CompressedReadStream::read_int): bytes below 192 end it, each adds 6 bits more. */
-static int read_signed(struct stream *s, int32_t *v)
+static int read_u5(struct stream *s, uint32_t *v)
 {
 	uint32_t sum = 0;
 	unsigned shift = 0;
@@ -267,8 +269,18 @@ static int read_signed(struct stream *s, int32_t *v)
 			break;
 		shift += 6;
 	}
-	*v = (int32_t)((sum >> 1) ^ -(sum & 1));
+	*v = sum;
 	return 0;
+}
+
+/* The signed form (CompressedReadStream::read_signed_int): zigzag over UNSIGNED5. */
+static int read_signed(struct stream *s, int32_t *v)
+{
+	uint32_t sum = 0;
+	int rc = read_u5(s, &sum);
+	if (rc == 0)
+		*v = (int32_t)((sum >> 1) ^ -(sum & 1));
+	return rc;
 }
 
 int pf_hs_method_line(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint64_t method,
@@ -298,7 +310,7 @@ int pf_hs_method_line(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, ui
 			return 0;
 		}
 		if (b == 0xff) {
-			int32_t db, dl;
+			int32_t db = 0, dl = 0;
 			if ((rc = read_signed(&s, &db)) < 0 || (rc = read_signed(&s, &dl)) < 0)
 				return rc;
 			at_bci += db;
@@ -317,4 +329,107 @@ int pf_hs_method_line(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, ui
 		}
 	}
 	return -EINVAL;
+}
+
+/* ---- Scope descriptors: which methods compiled code at a pc runs, inlined ones included. */
+
+/* The regions of nmethod b the scopes are read from, checked to lie inside it. */
+struct scopes {
+	uint64_t pcs, pcs_end; /* the PcDesc table */
+	uint64_t data;	       /* the scopes data (DebugInfoReadStream), up to pcs */
+	uint64_t meta;	       /* the metadata array (Method*...), up to data */
+};
+
+static int scopes_of(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx,
+		     const struct pf_hs_blob *b, struct scopes *out)
+{
+	uint64_t so = pf_hs_vm_scopes(vm);
+	if (!so || strcmp(b->name, "nmethod"))
+		return -ENOTSUP;
+	int32_t pcs_off, deps_off, meta_off;
+	uint64_t data;
+	int rc;
+	if ((rc = rd32(rd, ctx, b->start + vm->nm_scopes_pcs, &pcs_off)) < 0 ||
+	    (rc = rd32(rd, ctx, b->start + vm->nm_dependencies, &deps_off)) < 0 ||
+	    (rc = rd32(rd, ctx, b->start + vm->nm_metadata, &meta_off)) < 0 ||
+	    (rc = rd64(rd, ctx, b->start + so, &data)) < 0)
+		return rc;
+	out->pcs = b->start + (uint64_t)(int64_t)pcs_off;
+	out->pcs_end = b->start + (uint64_t)(int64_t)deps_off;
+	out->meta = b->start + (uint64_t)(int64_t)meta_off;
+	out->data = data;
+	uint64_t end = b->start + (uint64_t)b->size;
+	if (pcs_off <= 0 || meta_off <= 0 || deps_off < pcs_off || out->pcs_end > end ||
+	    (out->pcs_end - out->pcs) / vm->size_pcdesc > PF_HS_PCDESCS_MAX ||
+	    !(out->meta <= out->data && out->data <= out->pcs))
+		return -EINVAL;
+	return 0;
+}
+
+int pf_hs_pcdesc_find(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx,
+		      const struct pf_hs_blob *b, uint64_t pc, uint64_t *pcdesc)
+{
+	struct scopes sc;
+	int rc = scopes_of(vm, rd, ctx, b, &sc);
+	if (rc < 0)
+		return rc;
+	if (pc < b->code_begin)
+		return -ENOENT;
+	uint64_t off = pc - b->code_begin, step = vm->size_pcdesc;
+	uint8_t chunk[4096];
+	for (uint64_t at = sc.pcs; at + step <= sc.pcs_end;) {
+		uint64_t n = (sc.pcs_end - at) / step, max = sizeof(chunk) / step;
+		n = n < max ? n : max;
+		if ((rc = rd(ctx, at, chunk, (size_t)(n * step))) < 0)
+			return rc;
+		for (uint64_t i = 0; i < n; i++) {
+			int32_t pco, scope;
+			memcpy(&pco, chunk + i * step + vm->pcdesc_pc, sizeof(pco));
+			memcpy(&scope, chunk + i * step + vm->pcdesc_scope, sizeof(scope));
+			/* the first recorded point past pc, with a scope (0: serialized_null) */
+			if (pco >= 0 && (uint64_t)pco > off && scope > 0) {
+				*pcdesc = at + i * step;
+				return 0;
+			}
+		}
+		at += n * step;
+	}
+	return -ENOENT;
+}
+
+int pf_hs_scopes_at(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx,
+		    const struct pf_hs_blob *b, uint64_t pcdesc, struct pf_hs_scope *out,
+		    unsigned max)
+{
+	struct scopes sc;
+	int rc = scopes_of(vm, rd, ctx, b, &sc);
+	if (rc < 0)
+		return rc;
+	if (pcdesc < sc.pcs || pcdesc + vm->size_pcdesc > sc.pcs_end ||
+	    (pcdesc - sc.pcs) % vm->size_pcdesc)
+		return -EINVAL;
+	int32_t scope;
+	if ((rc = rd32(rd, ctx, pcdesc + vm->pcdesc_scope, &scope)) < 0)
+		return rc;
+	unsigned n = 0;
+	while (scope > 0 && n < max) {
+		if ((uint64_t)scope >= sc.pcs - sc.data)
+			return -EINVAL;
+		struct stream s = {.rd = rd, .ctx = ctx, .at = sc.data + (uint64_t)scope};
+		uint32_t sender = 0, midx = 0, bci = 0;
+		if ((rc = read_u5(&s, &sender)) < 0 || (rc = read_u5(&s, &midx)) < 0 ||
+		    (rc = read_u5(&s, &bci)) < 0)
+			return rc;
+		/* metadata indexes are 1-based (0: none); the bci is stored plus one */
+		if (!midx || sc.meta + (uint64_t)midx * 8 > sc.data)
+			return -EINVAL;
+		if ((rc = rd64(rd, ctx, sc.meta + (uint64_t)(midx - 1) * 8, &out[n].method)) < 0)
+			return rc;
+		out[n].bci = (int32_t)bci - 1;
+		n++;
+		if ((int32_t)sender == scope)
+			return -EINVAL;
+		scope = (int32_t)sender;
+	}
+	return n ? (int)n : -ENOENT;
 }

@@ -6,9 +6,9 @@
  * CodeCache::_heaps, each heap's segment map walked back to its block's start) with the
  * blob's name, frame size and, for a compiled method, its Method*; and a Method* to its
  * class, name and signature (Method -> ConstMethod -> ConstantPool -> holder Klass and the
- * pool's Symbols) and source file, and a bytecode index to its line. All memory is the profiled process's: every read is
- * bounded (PF_HS_HEAPS_MAX heaps, PF_HS_SEGMAP_HOPS_MAX hops, names cut at their buffers) and
- * every value checked before it is followed. Thread-safe (no state). */
+ * pool's Symbols) and source file, and a bytecode index to its line. All memory is the profiled
+ * process's: every read is bounded (PF_HS_HEAPS_MAX heaps, PF_HS_SEGMAP_HOPS_MAX hops, names cut at
+ * their buffers) and every value checked before it is followed. Thread-safe (no state). */
 #ifndef PF_AGENT_HOTSPOT_CODE_H
 #define PF_AGENT_HOTSPOT_CODE_H
 
@@ -16,20 +16,20 @@
 
 #include "hotspot_vm.h"
 
-#define PF_HS_HEAPS_MAX 8	      /* code heaps looked at (JDK 17 has up to 3) */
-#define PF_HS_SEGMAP_HOPS_MAX 4096    /* segment-map entries walked back to a block's start */
-#define PF_HS_CLASS_MAX 256	      /* "java.util.HashMap", cut beyond */
-#define PF_HS_METHOD_MAX 128	      /* "get", "<init>" */
-#define PF_HS_SIG_MAX 256	      /* "(Ljava/lang/Object;)Ljava/lang/Object;" */
+#define PF_HS_HEAPS_MAX 8	   /* code heaps looked at (JDK 17 has up to 3) */
+#define PF_HS_SEGMAP_HOPS_MAX 4096 /* segment-map entries walked back to a block's start */
+#define PF_HS_CLASS_MAX 256	   /* "java.util.HashMap", cut beyond */
+#define PF_HS_METHOD_MAX 128	   /* "get", "<init>" */
+#define PF_HS_SIG_MAX 256	   /* "(Ljava/lang/Object;)Ljava/lang/Object;" */
 
 struct pf_hs_blob {
-	uint64_t start;		    /* the CodeBlob */
-	uint64_t code_begin;	    /* its first instruction */
-	int32_t size;		    /* bytes, header included */
-	int32_t frame_size;	    /* words; 0 for the interpreter and some stubs */
-	uint64_t method;	    /* Method* of a compiled method ("nmethod"), else 0 */
-	int32_t comp_level;	    /* 1–3 C1, 4 C2; -1 when unknown or not compiled */
-	char name[PF_HS_NAME_MAX];  /* "nmethod", "Interpreter", a stub's name */
+	uint64_t start;		   /* the CodeBlob */
+	uint64_t code_begin;	   /* its first instruction */
+	int32_t size;		   /* bytes, header included */
+	int32_t frame_size;	   /* words; 0 for the interpreter and some stubs */
+	uint64_t method;	   /* Method* of a compiled method ("nmethod"), else 0 */
+	int32_t comp_level;	   /* 1–3 C1, 4 C2; -1 when unknown or not compiled */
+	char name[PF_HS_NAME_MAX]; /* "nmethod", "Interpreter", a stub's name */
 };
 
 /* The blob holding pc. 0; -ENOENT when pc is outside the code cache or in free space of a
@@ -39,10 +39,10 @@ int pf_hs_blob_find(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint
 		    struct pf_hs_blob *out);
 
 struct pf_hs_method {
-	char klass[PF_HS_CLASS_MAX];   /* dotted: "java.util.HashMap" */
-	char name[PF_HS_METHOD_MAX];   /* "get" */
-	char sig[PF_HS_SIG_MAX];       /* the descriptor: "(Ljava/lang/Object;)Ljava/lang/Object;" */
-	char file[PF_HS_METHOD_MAX];   /* "HashMap.java"; "" when the class does not say */
+	char klass[PF_HS_CLASS_MAX]; /* dotted: "java.util.HashMap" */
+	char name[PF_HS_METHOD_MAX]; /* "get" */
+	char sig[PF_HS_SIG_MAX];     /* the descriptor: "(Ljava/lang/Object;)Ljava/lang/Object;" */
+	char file[PF_HS_METHOD_MAX]; /* "HashMap.java"; "" when the class does not say */
 };
 
 /* The names of Method* method. 0; -EINVAL for a pointer chain that does not hold together
@@ -59,5 +59,30 @@ int pf_hs_method_name(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, ui
 #define PF_HS_LINE_PAIRS_MAX 65536
 int pf_hs_method_line(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint64_t method,
 		      int32_t bci, uint32_t *line);
+
+/* Scope descriptors of an nmethod (b from pf_hs_blob_find): what the compiler recorded of the
+ * methods its code runs at a point, inlined ones included. */
+#define PF_HS_PCDESCS_MAX 65536 /* PcDesc entries of one nmethod looked through */
+#define PF_HS_SCOPES_MAX 16	/* inlining depth read */
+
+struct pf_hs_scope {
+	uint64_t method; /* Method* */
+	int32_t bci;	 /* bytecode index; -1 at the method's entry */
+};
+
+/* The address of the PcDesc that describes pc: the first recorded point past it with a scope
+ * (as the JVM's own sampling does for a pc that is no call site). 0; -ENOENT when none
+ * follows pc; -ENOTSUP when b is no nmethod or vm lacks the fields (pf_hs_vm_scopes); -EINVAL
+ * for regions that do not lie inside b; or the reader's error. */
+int pf_hs_pcdesc_find(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx,
+		      const struct pf_hs_blob *b, uint64_t pc, uint64_t *pcdesc);
+/* The scopes of PcDesc pcdesc of b into out[0, max): innermost first (the method the code
+ * was in), then each method it was inlined into, the last being b's own. How many (>= 1);
+ * -ENOENT for a PcDesc without a scope; -EINVAL for a PcDesc not of b or data that does not
+ * hold together (a metadata index past its array, a sender chain that loops); -ENOTSUP as
+ * above; or the reader's error. */
+int pf_hs_scopes_at(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx,
+		    const struct pf_hs_blob *b, uint64_t pcdesc, struct pf_hs_scope *out,
+		    unsigned max);
 
 #endif

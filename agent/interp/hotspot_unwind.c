@@ -234,38 +234,87 @@ static struct pcent *pc_entry(struct proc *p, uint64_t pc)
 	return e;
 }
 
-/* Names e from the process: a method as "pkg.Class.method" with its source file and, as
- * system_name, its descriptor appended; a blob by its own name. */
-static void resolve(struct pf_hs_unwind *u, struct proc *p, struct pf_interp_name *e)
+/* A method's names: "pkg.Class.method" into *function, with its descriptor into *system_name,
+ * its source file (NULL: none) into *file, the line of bci into *line (0: unknown). 0;
+ * -ENOMEM; or the reader's error (nothing set). */
+static int method_names(struct proc *p, uint64_t method, int32_t bci, char **function,
+			char **system_name, char **file, uint32_t *line)
 {
 	int pid = (int)p->pid;
+	struct pf_hs_method m;
+	int rc = pf_hs_method_name(&p->vm, read_mem, &pid, method, &m);
+	if (rc < 0)
+		return rc;
+	size_t nk = strlen(m.klass), nn = strlen(m.name), ns = strlen(m.sig);
+	*function = malloc(nk + nn + 2);
+	*system_name = malloc(nk + nn + ns + 2);
+	*file = m.file[0] ? strdup(m.file) : NULL;
+	if (!*function || !*system_name || (m.file[0] && !*file)) {
+		free(*function);
+		free(*system_name);
+		free(*file);
+		*function = *system_name = *file = NULL;
+		return -ENOMEM;
+	}
+	snprintf(*function, nk + nn + 2, "%s.%s", m.klass, m.name);
+	snprintf(*system_name, nk + nn + ns + 2, "%s.%s%s", m.klass, m.name, m.sig);
+	*line = 0;
+	if (bci >= 0)
+		pf_hs_method_line(&p->vm, read_mem, &pid, method, bci, line);
+	return 0;
+}
+
+/* The scopes of PcDesc pcdesc into e: the outermost method (the nmethod's) names the frame,
+ * at the line of its call into the next; the inner ones become its inlined functions,
+ * innermost first. 0 or the first error. */
+static int pcdesc_names(struct proc *p, uint64_t pcdesc, struct pf_interp_name *e)
+{
+	int pid = (int)p->pid;
+	struct pf_hs_blob b;
+	struct pf_hs_scope sc[PF_HS_SCOPES_MAX];
+	int rc = pf_hs_blob_find(&p->vm, read_mem, &pid, pcdesc, &b);
+	int n =
+	    rc < 0 ? rc : pf_hs_scopes_at(&p->vm, read_mem, &pid, &b, pcdesc, sc, PF_HS_SCOPES_MAX);
+	if (n < 0)
+		return n;
+	if (n > 1 && !(e->inlined = calloc((size_t)n - 1, sizeof(*e->inlined))))
+		return -ENOMEM;
+	for (int i = 0; i < n - 1; i++) {
+		char *fn, *sys, *file;
+		uint32_t line;
+		if ((rc = method_names(p, sc[i].method, sc[i].bci, &fn, &sys, &file, &line)) < 0)
+			return rc;
+		e->inlined[i] = (struct pf_prof_inline){fn, sys, file, line};
+		e->n_inlined++;
+	}
+	return method_names(p, sc[n - 1].method, sc[n - 1].bci, &e->function, &e->system_name,
+			    &e->file, &e->line);
+}
+
+/* Names e from the process, by its kind (cpu_sampler.h PF_JVM_*). */
+static void resolve(struct pf_hs_unwind *u, struct proc *p, struct pf_interp_name *e)
+{
+	int pid = (int)p->pid, rc = 0;
 	e->done = true;
 	uint64_t addr = PF_JVM_FRAME_ADDR(e->word);
-	if (PF_JVM_FRAME_BLOB(e->word)) {
+	switch (PF_JVM_FRAME_KIND(e->word)) {
+	case PF_JVM_BLOB: {
 		struct pf_hs_blob b;
-		if (pf_hs_blob_find(&p->vm, read_mem, &pid, addr, &b) < 0 || b.start != addr) {
-			u->name_failed++;
-			return;
-		}
-		e->function = strdup(b.name[0] ? b.name : "(code blob)");
-	} else {
-		struct pf_hs_method m;
-		if (pf_hs_method_name(&p->vm, read_mem, &pid, addr, &m) < 0) {
-			u->name_failed++;
-			return;
-		}
-		size_t nk = strlen(m.klass), nn = strlen(m.name), ns = strlen(m.sig);
-		if ((e->function = malloc(nk + 1 + nn + 1)))
-			snprintf(e->function, nk + nn + 2, "%s.%s", m.klass, m.name);
-		if ((e->system_name = malloc(nk + nn + ns + 2)))
-			snprintf(e->system_name, nk + nn + ns + 2, "%s.%s%s", m.klass, m.name,
-				 m.sig);
-		e->file = m.file[0] ? strdup(m.file) : NULL;
+		rc = pf_hs_blob_find(&p->vm, read_mem, &pid, addr, &b);
+		if (rc == 0 && b.start != addr)
+			rc = -EINVAL;
+		if (rc == 0 && !(e->function = strdup(b.name[0] ? b.name : "(code blob)")))
+			rc = -ENOMEM;
+		break;
 	}
-	if (!e->function) {
-		free(e->file);
-		free(e->system_name);
-		e->file = e->system_name = NULL;
+	case PF_JVM_METHOD:
+		rc = method_names(p, addr, -1, &e->function, &e->system_name, &e->file, &e->line);
+		break;
+	default:
+		rc = pcdesc_names(p, addr, e);
+	}
+	if (rc < 0 || !e->function) {
+		pf_interp_name_reset(e); /* what a naming cut short left */
 		u->name_failed++;
 		return;
 	}
@@ -293,7 +342,12 @@ static uint64_t word_of(struct pf_hs_unwind *u, struct proc *p, uint64_t pc, uin
 		u->lookup_failed++;
 		return 0;
 	}
-	e->word = b.method ? PF_JVM_FRAME(b.method, 0) : PF_JVM_FRAME(b.start, 1);
+	uint64_t pcdesc;
+	if (b.method && pf_hs_pcdesc_find(&p->vm, read_mem, &pid, &b, pc, &pcdesc) == 0)
+		e->word = PF_JVM_FRAME(pcdesc, PF_JVM_PCDESC);
+	else
+		e->word = b.method ? PF_JVM_FRAME(b.method, PF_JVM_METHOD)
+				   : PF_JVM_FRAME(b.start, PF_JVM_BLOB);
 	return e->word;
 }
 

@@ -9,13 +9,15 @@
  * and why a JVM is not read ("jvm: libjvm.so exports no gHotSpotVMStructs").
  *
  * Frames: pf_hs_unwind_note() rewrites, in each drained sample, every user address in the
- * code cache into PF_JVM_FRAME(Method*, 0) (cpu_sampler.h) for a compiled method (nmethod) or
- * PF_JVM_FRAME(CodeBlob*, 1) for code of no method (the interpreter, stubs, adapters) — the
- * blob is looked up while the code is live (hotspot_code.h); aggregate.c makes those frames
- * of kind PF_FRAME_JVM, the walker's name call names them "pkg.Class.method" (file: the
- * class's source file) or by the blob's name ("Interpreter"). The walk itself is the native
- * one: a compiled frame keeps no frame pointer, so what lies above the first compiled frame
- * is what the frame-pointer walk found.
+ * code cache into a frame word (cpu_sampler.h PF_JVM_FRAME): for compiled code the PcDesc that
+ * describes the address (the nmethod's scope descriptors, hotspot_code.h), else its Method*;
+ * for code of no method (the interpreter, stubs, adapters) its CodeBlob — looked up while the
+ * code is live. aggregate.c makes those frames of kind PF_FRAME_JVM, the walker's name call
+ * names them: a PcDesc as the compiled method "pkg.Class.method" at the line of its call into
+ * the methods inlined there, which become the frame's inlined functions (innermost first,
+ * each with its file and line), the descriptor in system_name; a blob by its name
+ * ("Interpreter"). The walk itself is the native one: a compiled frame keeps no frame
+ * pointer, so what lies above the first compiled frame is what the frame-pointer walk found.
  *
  * Bounds: PF_HS_UNWIND_LOOKUPS_PER_TICK lookups of new addresses per poll (an address not
  * looked up stays a native [anon] frame), PF_HS_UNWIND_PCS_MAX addresses and

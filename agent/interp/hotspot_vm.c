@@ -189,7 +189,7 @@ int pf_hs_vm_parse(const struct pf_hs_layout *l, pf_hs_read_fn rd, void *ctx, st
 		rc = parse_named(l->consts, l->c_stride, l->c_name, l->c_value, sizeof(int32_t),
 				 consts, NCONSTS, NFIELDS + NTYPES, rd, ctx, out);
 	for (unsigned k = 0; rc == 0 && k < NFIELDS + NTYPES + NCONSTS; k++) {
-		const struct hs_field *f = k < NFIELDS		? &fields[k]
+		const struct hs_field *f = k < NFIELDS		  ? &fields[k]
 					   : k < NFIELDS + NTYPES ? &types[k - NFIELDS]
 								  : &consts[k - NFIELDS - NTYPES];
 		if (f->required && !(out->present & (1ull << k))) {
@@ -210,4 +210,20 @@ int pf_hs_vm_parse(const struct pf_hs_layout *l, pf_hs_read_fn rd, void *ctx, st
 	if (rc < 0)
 		memset(out, 0, sizeof(*out));
 	return rc;
+}
+
+uint64_t pf_hs_vm_scopes(const struct pf_hs_vm *vm)
+{
+	static const unsigned need[] = {PF_HS_I_nm_scopes_pcs, PF_HS_I_nm_dependencies,
+					PF_HS_I_nm_metadata,   PF_HS_I_pcdesc_pc,
+					PF_HS_I_pcdesc_scope,  PF_HS_I_size_pcdesc};
+	for (unsigned k = 0; k < sizeof(need) / sizeof(need[0]); k++)
+		if (!(vm->present & (1ull << need[k])))
+			return 0;
+	if (vm->size_pcdesc < 8 || vm->size_pcdesc > 64 || vm->pcdesc_pc + 4 > vm->size_pcdesc ||
+	    vm->pcdesc_scope + 4 > vm->size_pcdesc)
+		return 0;
+	if (vm->present & (1ull << PF_HS_I_nm_scopes_data))
+		return vm->nm_scopes_data;
+	return vm->present & (1ull << PF_HS_I_cm_scopes_data) ? vm->cm_scopes_data : 0;
 }

@@ -86,7 +86,14 @@ struct pf_hs_layout {
 	X(heapblock_used, "HeapBlock::Header", "_used", 1)                                         \
 	X(cp_source_file, "ConstantPool", "_source_file_name_index", 0)                            \
 	X(cp_length, "ConstantPool", "_length", 0)                                                 \
-	X(nm_comp_level, "nmethod", "_comp_level", 0)
+	X(nm_comp_level, "nmethod", "_comp_level", 0)                                              \
+	X(nm_scopes_pcs, "nmethod", "_scopes_pcs_offset", 0)                                       \
+	X(nm_dependencies, "nmethod", "_dependencies_offset", 0)                                   \
+	X(nm_metadata, "nmethod", "_metadata_offset", 0)                                           \
+	X(nm_scopes_data, "nmethod", "_scopes_data_begin", 0)                                      \
+	X(cm_scopes_data, "CompiledMethod", "_scopes_data_begin", 0)                               \
+	X(pcdesc_pc, "PcDesc", "_pc_offset", 0)                                                    \
+	X(pcdesc_scope, "PcDesc", "_scope_decode_offset", 0)
 
 /* The integer constants (gHotSpotVMIntConstants), by (name, required); when the layout names
  * no constants table (consts 0) none is read and each is 0. */
@@ -99,7 +106,8 @@ struct pf_hs_layout {
 #define PF_HS_TYPES(X)                                                                             \
 	X(size_constmethod, "ConstMethod", 1)                                                      \
 	X(size_constantpool, "ConstantPool", 1)                                                    \
-	X(size_heapblock, "HeapBlock", 1)
+	X(size_heapblock, "HeapBlock", 1)                                                          \
+	X(size_pcdesc, "PcDesc", 0)
 
 struct pf_hs_vm {
 #define PF_HS_MEMBER(m, ...) uint64_t m;
@@ -113,15 +121,20 @@ struct pf_hs_vm {
 	uint64_t present;
 };
 
-/* Parses the tables (the constants' too when l->consts is set). 0; -ENOTSUP when a required item is missing (its "Type::field" or
- * type name in missing, may be NULL), -EINVAL for a layout whose offsets do not fit its
- * strides, -E2BIG for a table without its end within PF_HS_MAX_ENTRIES, or the reader's
- * error. *out is all zero on failure. */
+/* Parses the tables (the constants' too when l->consts is set). 0; -ENOTSUP when a required item is
+ * missing (its "Type::field" or type name in missing, may be NULL), -EINVAL for a layout whose
+ * offsets do not fit its strides, -E2BIG for a table without its end within PF_HS_MAX_ENTRIES, or
+ * the reader's error. *out is all zero on failure. */
 /* Reads the NUL-terminated string at addr into buf[0, PF_HS_NAME_MAX) (a longer one is cut).
  * 0 or the reader's error. */
 int pf_hs_read_str(pf_hs_read_fn rd, void *ctx, uint64_t addr, char *buf);
 
 int pf_hs_vm_parse(const struct pf_hs_layout *l, pf_hs_read_fn rd, void *ctx, struct pf_hs_vm *out,
 		   char *missing, size_t missing_len);
+
+/* The offset of a compiled method's scopes data pointer (nmethod::_scopes_data_begin, or
+ * CompiledMethod's in JDK 17), when vm has everything the scope descriptors are read with
+ * (the PcDesc table's bounds and layout, the metadata array); else 0. */
+uint64_t pf_hs_vm_scopes(const struct pf_hs_vm *vm);
 
 #endif

@@ -119,12 +119,22 @@ static struct pf_interp_name *name_slot(struct pf_interp_name *tab, size_t cap, 
 	return &tab[j];
 }
 
+static size_t strs_bytes(const char *a, const char *b, const char *c)
+{
+	const char *s[3] = {a, b, c};
+	size_t n = 0;
+	for (int i = 0; i < 3; i++)
+		n += s[i] ? strlen(s[i]) + 1 : 0;
+	return n;
+}
+
 static size_t name_bytes(const struct pf_interp_name *e)
 {
-	size_t b = 0;
-	const char *s[3] = {e->function, e->file, e->system_name};
-	for (int i = 0; i < 3; i++)
-		b += s[i] ? strlen(s[i]) + 1 : 0;
+	size_t b = strs_bytes(e->function, e->file, e->system_name);
+	for (uint32_t i = 0; i < e->n_inlined; i++) {
+		const struct pf_prof_inline *in = &e->inlined[i];
+		b += sizeof(*in) + strs_bytes(in->function, in->file, in->system_name);
+	}
 	return b;
 }
 
@@ -133,6 +143,18 @@ static void name_free(struct pf_interp_name *e)
 	free(e->function);
 	free(e->file);
 	free(e->system_name);
+	for (uint32_t i = 0; i < e->n_inlined; i++) {
+		free((char *)e->inlined[i].function);
+		free((char *)e->inlined[i].file);
+		free((char *)e->inlined[i].system_name);
+	}
+	free(e->inlined);
+}
+
+void pf_interp_name_reset(struct pf_interp_name *e)
+{
+	name_free(e);
+	*e = (struct pf_interp_name){.word = e->word, .done = e->done, .used_ms = e->used_ms};
 }
 
 struct pf_interp_name *pf_interp_names_entry(struct pf_interp_names *t, uint64_t word, size_t max)
@@ -214,5 +236,20 @@ int pf_interp_name_frame(struct pf_prof_window *w, struct pf_prof_frame *f,
 		return -ENOMEM;
 	if (e->system_name && !(f->system_name = pf_prof_strdup(w, e->system_name)))
 		return -ENOMEM;
+	if (!e->n_inlined)
+		return 0;
+	struct pf_prof_inline *in = pf_prof_alloc(w, e->n_inlined * sizeof(*in));
+	if (!in)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < e->n_inlined; i++) {
+		const struct pf_prof_inline *s = &e->inlined[i];
+		in[i] = (struct pf_prof_inline){.line = s->line};
+		if ((s->function && !(in[i].function = pf_prof_strdup(w, s->function))) ||
+		    (s->file && !(in[i].file = pf_prof_strdup(w, s->file))) ||
+		    (s->system_name && !(in[i].system_name = pf_prof_strdup(w, s->system_name))))
+			return -ENOMEM;
+	}
+	f->inlined = in;
+	f->n_inlined = e->n_inlined;
 	return 0;
 }

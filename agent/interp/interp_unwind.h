@@ -67,6 +67,8 @@ struct pf_interp_name {
 	uint64_t word; /* 0: empty slot */
 	char *function, *file, *system_name;
 	uint32_t line;
+	uint32_t n_inlined;		/* functions inlined at the frame, innermost first */
+	struct pf_prof_inline *inlined; /* (pf_prof_frame's); its strings owned too */
 	bool done;
 	uint64_t used_ms;
 };
@@ -79,6 +81,8 @@ struct pf_interp_names {
 
 /* word's entry, added (not named) when new; NULL when max entries are held or out of memory. */
 struct pf_interp_name *pf_interp_names_entry(struct pf_interp_names *t, uint64_t word, size_t max);
+/* Frees what e holds (its strings, its inlined functions), keeping its word, done and use. */
+void pf_interp_name_reset(struct pf_interp_name *e);
 /* Counts the strings the caller gave e in t's bytes. */
 void pf_interp_names_named(struct pf_interp_names *t, const struct pf_interp_name *e);
 /* Drops the entries not used since now - keep_ms. */

@@ -1,10 +1,12 @@
 /* test_java.c — eBPF tests of Java frames (hotspot_unwind.h) on the machine's JDK ($PF_JAVA_HOME,
  * else Debian's OpenJDK 17), with a workload written and compiled here:
- *   Hot.java  main -> outer -> middle -> hot, hot a long loop that C2 compiles (and inlines
- *             into its callers) after warm-up. The JVM starts after the sampler. Of a 299 Hz
+ *   Hot.java  main -> outer -> middle -> hot, hot a short loop middle calls 200,000 times a
+ *             round, which C2 inlines into middle after warm-up. The JVM starts after the sampler. Of a 299 Hz
  *             capture after warm-up, >= 90% of the hot thread's samples carry a frame typed
  *             jvm named Hot.<method> with file Hot.java (the compiled code the CPU was in),
- *             its descriptor in system_name, and the sampler's java status counts the JVM.
+ *             its descriptor in system_name; >= 80% of those are in Hot.hot at one of its
+ *             lines and >= 50% in a frame with inlined methods (Hot.hot:4 <- Hot.middle:7);
+ *             the sampler's java status counts the JVM.
  * With profiling.interpreters.java off, no frame is typed jvm.
  * Exit 77 when the kernel refuses BPF or perf events or there is no JDK. */
 #include <fcntl.h>
@@ -32,17 +34,20 @@
 static char g_dir[64] = "/tmp/pf-ebpf-java-XXXXXX";
 static char g_java[300], g_javac[300];
 
+/* hot's loop runs on a long (a safepoint poll in it: the point the compiler records for a
+ * tick there is in hot, also where middle inlined it) */
 static const char hot_java[] =
     "public class Hot {\n"
-    "  static long hot(long n) {\n"
-    "    long x = 0;\n"
-    "    for (long i = 0; i < n; i++) x += (i * i) % 7 + (x >>> 3) % 5;\n"
+    "  static long hot(long i) {\n"
+    "    long x = i;\n"
+    "    for (long k = 0; k < 50; k++) x = x * 31 + (x >>> 7);\n"
     "    return x;\n"
     "  }\n"
-    "  static long middle(long n) { return hot(n) + 1; }\n"
+    "  static long middle(long n) { long x = 0; for (long i = 0; i < n; i++) x += hot(i ^ x) & 7; "
+    "return x; }\n"
     "  static long outer(long end) {\n"
     "    long t = 0;\n"
-    "    while (System.currentTimeMillis() < end) t += middle(2000000);\n"
+    "    while (System.currentTimeMillis() < end) t += middle(200000);\n"
     "    return t;\n"
     "  }\n"
     "  public static void main(String[] a) {\n"
@@ -188,7 +193,8 @@ static void test_named(void **state)
 			hot_tid = p->samples[k].tid;
 		}
 	}
-	uint64_t match = 0, total = 0, with_sig = 0;
+	uint64_t match = 0, total = 0, with_sig = 0, in_hot = 0, inlined = 0;
+	bool shown = false;
 	bool printed = false;
 	for (size_t k = 0; k < p->n_samples; k++) {
 		const struct pf_prof_sample *sm = &p->samples[k];
@@ -199,6 +205,21 @@ static void test_named(void **state)
 		total += sm->count;
 		if (f) {
 			match += sm->count;
+			/* the innermost method of the frame: hot itself, or inlined into its
+			 * callers */
+			const char *inner = f->n_inlined ? f->inlined[0].function : f->function;
+			uint32_t line = f->n_inlined ? f->inlined[0].line : f->line;
+			if (inner && !strcmp(inner, "Hot.hot") && line >= 3 && line <= 5)
+				in_hot += sm->count;
+			inlined += f->n_inlined ? sm->count : 0;
+			if (!shown && f->n_inlined) {
+				shown = true;
+				print_message("  a compiled frame:");
+				for (uint32_t i = 0; i < f->n_inlined; i++)
+					print_message(" %s:%u <-", f->inlined[i].function,
+						      f->inlined[i].line);
+				print_message(" %s:%u\n", f->function, f->line);
+			}
 			with_sig +=
 			    f->system_name && strstr(f->system_name, "(J)J") ? sm->count : 0;
 		} else if (!printed) {
@@ -211,7 +232,12 @@ static void test_named(void **state)
 		      (unsigned long)match, (unsigned long)total, (unsigned long)with_sig);
 	assert_true(total >= 200);
 	assert_true(match * 100 >= total * 90);
-	assert_true(with_sig * 100 >= match * 50); /* hot and middle are (J)J; outer is too */
+	assert_true(with_sig * 100 >= match * 50); /* hot, middle and outer are (J)J */
+	print_message("Hot.java: %lu of them in Hot.hot (lines 3-5), %lu in a frame with inlined "
+		      "methods\n",
+		      (unsigned long)in_hot, (unsigned long)inlined);
+	assert_true(in_hot * 100 >= match * 80);
+	assert_true(inlined * 100 >= match * 50); /* C2 inlines hot into middle */
 	assert_non_null(strstr(status, "java: 1 JVMs"));
 	pf_prof_window_free(w);
 }

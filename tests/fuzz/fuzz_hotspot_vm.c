@@ -15,7 +15,9 @@
  *    -ENOTSUP and leaves the result all zero when it fails;
  *  - then (the two words after the variables: an address and a Method*) a blob found holds
  *    the address, a method's names are NUL-terminated and empty when it fails, its line (at
- *    the address's low byte as bytecode index) answers only 0, -ENOENT, -EINVAL, -EFAULT. */
+ *    the address's low byte as bytecode index) answers only 0, -ENOENT, -EINVAL, -EFAULT;
+ *  - and for a blob found, its scope descriptors: a PcDesc found lies inside the blob, its
+ *    scopes are 1..PF_HS_SCOPES_MAX or an error of the documented ones. */
 #include <errno.h>
 #include <string.h>
 
@@ -72,6 +74,20 @@ static void fuzz_proc(struct fuzz_mem *m)
 	rc = pf_hs_method_line(&vm, read_mem, m, b.method ? b.method : look[1],
 			       (int32_t)(look[0] & 0xff), &line);
 	FUZZ_CHECK(rc == 0 || rc == -ENOENT || rc == -EINVAL || rc == -EFAULT, "line rc %d", rc);
+	if (!b.size)
+		return;
+	uint64_t pcdesc = 0;
+	rc = pf_hs_pcdesc_find(&vm, read_mem, m, &b, look[0], &pcdesc);
+	FUZZ_CHECK(rc == 0 || rc == -ENOENT || rc == -ENOTSUP || rc == -EINVAL || rc == -EFAULT,
+		   "pcdesc rc %d", rc);
+	if (rc < 0)
+		return;
+	FUZZ_CHECK(pcdesc >= b.start && pcdesc < b.start + (uint64_t)b.size, "PcDesc not in blob");
+	struct pf_hs_scope sc[PF_HS_SCOPES_MAX];
+	rc = pf_hs_scopes_at(&vm, read_mem, m, &b, pcdesc, sc, PF_HS_SCOPES_MAX);
+	FUZZ_CHECK((rc >= 1 && rc <= PF_HS_SCOPES_MAX) || rc == -ENOENT || rc == -ENOTSUP ||
+		       rc == -EINVAL || rc == -EFAULT,
+		   "scopes rc %d", rc);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

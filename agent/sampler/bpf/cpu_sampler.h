@@ -370,14 +370,19 @@ struct pf_bpf_unwind_proc {
 #define PF_V8_FRAME_SFI(w) ((w) & ((1ull << 47) - 1))
 
 /* A Java frame's word is written by user space (hotspot_unwind.h), never by the kernel, in
- * place of a code address of a JVM's code cache: bits 63..61 are
- * 0b110 (no user address; a kernel address has bit 61 set as well; Python's words are 0b10x,
- * V8's 0b01x), bit 60 tells a blob from a method, bits 43..0 the address >> 3. */
+ * place of a code address of a JVM's code cache: bits 63..61 are 0b110 (no user address; a
+ * kernel address has bit 61 set as well; Python's words are 0b10x, V8's 0b01x), bits 60..59
+ * what the address in bits 46..0 is: a PcDesc of an nmethod (its scopes: the method and those
+ * inlined into it at that point), a Method* (compiled code whose scopes were not read) or a
+ * CodeBlob of no method (the interpreter, stubs). */
+#define PF_JVM_PCDESC 0
+#define PF_JVM_METHOD 1
+#define PF_JVM_BLOB 2
 #define PF_JVM_FRAME_TAG (6ull << 61)
 #define PF_JVM_IS_FRAME(w) (((w) >> 61) == 6)
-#define PF_JVM_FRAME(addr, blob) (PF_JVM_FRAME_TAG | ((unsigned long long)(blob) << 60) | ((addr) >> 3))
-#define PF_JVM_FRAME_BLOB(w) (((w) >> 60) & 1)
-#define PF_JVM_FRAME_ADDR(w) (((w) & ((1ull << 44) - 1)) << 3)
+#define PF_JVM_FRAME(addr, kind) (PF_JVM_FRAME_TAG | ((unsigned long long)(kind) << 59) | (addr))
+#define PF_JVM_FRAME_KIND(w) (((w) >> 59) & 3)
+#define PF_JVM_FRAME_ADDR(w) ((w) & ((1ull << 47) - 1))
 
 /* A process's layout as the walk reads it: user space checked every offset (frame slots
  * negative, 8-aligned, at least -64; fn_shared 8-aligned below 256). */

@@ -391,6 +391,21 @@ static void test_live_code(void **state)
 	assert_int_equal(pf_hs_method_line(&vm, rd_pid, &pid, b.method, 60000, &line), -ENOENT);
 	assert_int_equal(pf_hs_blob_find(&vm, rd_pid, &pid, 0x1000, &b), -ENOENT);
 	assert_int_equal(pf_hs_method_name(&vm, rd_pid, &pid, 0, &m), -EINVAL);
+	/* its scope descriptors: javaHotMethod calls nothing, so every point of its code is in
+	 * javaHotMethod itself, at a bci of its bytecodes */
+	assert_int_not_equal(pf_hs_vm_scopes(&vm), 0);
+	assert_int_equal(pf_hs_blob_find(&vm, rd_pid, &pid, lo + (hi - lo) / 2, &b), 0);
+	uint64_t pcdesc = 0;
+	assert_int_equal(pf_hs_pcdesc_find(&vm, rd_pid, &pid, &b, lo + (hi - lo) / 2, &pcdesc), 0);
+	assert_true(pcdesc > b.start && pcdesc < b.start + (uint64_t)b.size);
+	struct pf_hs_scope sc[PF_HS_SCOPES_MAX];
+	int n = pf_hs_scopes_at(&vm, rd_pid, &pid, &b, pcdesc, sc, PF_HS_SCOPES_MAX);
+	print_message("  pc %#llx: %d scopes, bci %d\n", (unsigned long long)(lo + (hi - lo) / 2),
+		      n, n > 0 ? sc[0].bci : -2);
+	assert_int_equal(n, 1);
+	assert_int_equal(sc[0].method, b.method);
+	assert_true(sc[0].bci >= -1 && sc[0].bci < 64);
+	assert_int_equal(pf_hs_scopes_at(&vm, rd_pid, &pid, &b, pcdesc + 1, sc, 4), -EINVAL);
 }
 
 /* Waits (at most 30 s) for jcmd to list javaHotMethod's compiled code: [*lo, *hi). */
@@ -431,7 +446,7 @@ static void test_live_unwind(void **state)
 	uint64_t ips[2] = {lo + (hi - lo) / 2, 0x1000};
 	pf_hs_unwind_note(u, pid, ips, 2);
 	assert_true(PF_JVM_IS_FRAME(ips[0]));
-	assert_false(PF_JVM_FRAME_BLOB(ips[0]));
+	assert_int_equal(PF_JVM_FRAME_KIND(ips[0]), PF_JVM_PCDESC);
 	assert_int_equal(ips[1], 0x1000);
 
 	struct pf_prof_window *w = pf_prof_window_new();
