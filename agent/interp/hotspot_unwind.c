@@ -387,34 +387,25 @@ static void walker_tick(void *w)
 	u->budget = PF_HS_UNWIND_LOOKUPS_PER_TICK;
 }
 
+struct naming {
+	struct pf_hs_unwind *u;
+	struct proc *p;
+};
+
+static void resolve_cb(void *ctx, struct pf_interp_name *e)
+{
+	struct naming *nm = ctx;
+	resolve(nm->u, nm->p, e);
+}
+
 static int walker_name(void *walker, uint32_t pid, struct pf_prof_window *w,
 		       struct pf_prof_frame *frames, size_t n)
 {
-	struct pf_hs_unwind *u = walker;
-	struct proc *p = NULL;
-	uint64_t now = 0;
-	for (size_t i = 0; i < n; i++) {
-		struct pf_prof_frame *f = &frames[i];
-		if (f->kind != PF_FRAME_JVM)
-			continue;
-		f->mapping = -1;
-		if (!p) {
-			p = proc_get(u, pid);
-			if (!p || p->state != P_JVM)
-				return 0;
-			now = pf_mono_ms();
-		}
-		struct pf_interp_name *e =
-		    pf_interp_names_entry(&p->names, f->address, PF_HS_UNWIND_NAMES_MAX);
-		if (!e)
-			continue;
-		if (!e->done)
-			resolve(u, p, e);
-		e->used_ms = now;
-		if (e->function && pf_interp_name_frame(w, f, e) < 0)
-			return -ENOMEM;
-	}
-	return 0;
+	struct naming nm = {walker, proc_get(walker, pid)};
+	if (nm.p && nm.p->state != P_JVM)
+		nm.p = NULL;
+	return pf_interp_names_fill(nm.p ? &nm.p->names : NULL, PF_HS_UNWIND_NAMES_MAX,
+				    PF_FRAME_JVM, pf_mono_ms(), w, frames, n, resolve_cb, &nm);
 }
 
 static void walker_closed(void *w)

@@ -229,6 +229,27 @@ size_t pf_interp_names_bytes(const struct pf_interp_names *t)
 	return t->bytes + t->cap * sizeof(struct pf_interp_name);
 }
 
+int pf_interp_names_fill(struct pf_interp_names *t, size_t max, uint8_t kind, uint64_t now,
+			 struct pf_prof_window *w, struct pf_prof_frame *frames, size_t n,
+			 void (*resolve)(void *ctx, struct pf_interp_name *e), void *ctx)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct pf_prof_frame *f = &frames[i];
+		if (f->kind != kind)
+			continue;
+		f->mapping = -1;
+		struct pf_interp_name *e = t ? pf_interp_names_entry(t, f->address, max) : NULL;
+		if (!e)
+			continue;
+		if (!e->done)
+			resolve(ctx, e);
+		e->used_ms = now;
+		if (e->function && pf_interp_name_frame(w, f, e) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 int pf_interp_name_frame(struct pf_prof_window *w, struct pf_prof_frame *f,
 			 const struct pf_interp_name *e)
 {

@@ -91,6 +91,12 @@ void pf_interp_names_expire(struct pf_interp_names *t, uint64_t now, uint64_t ke
 void pf_interp_names_clear(struct pf_interp_names *t);
 /* The memory t holds: its strings and table. */
 size_t pf_interp_names_bytes(const struct pf_interp_names *t);
+/* Names the frames of kind among frames[0, n) from t (NULL: the process has none; they are
+ * left unnamed): each one's mapping -1 (its address is the walker's word), its entry (at most
+ * max in t) named by resolve(ctx, e) when it was not yet, marked used at now. 0 or -ENOMEM. */
+int pf_interp_names_fill(struct pf_interp_names *t, size_t max, uint8_t kind, uint64_t now,
+			 struct pf_prof_window *w, struct pf_prof_frame *frames, size_t n,
+			 void (*resolve)(void *ctx, struct pf_interp_name *e), void *ctx);
 /* Names frame f as e says (function, file, line, system name), copied into w's memory. 0 or
  * -ENOMEM. */
 int pf_interp_name_frame(struct pf_prof_window *w, struct pf_prof_frame *f,

@@ -220,33 +220,23 @@ static void walker_tick(void *w)
 	u->budget = PF_V8_UNWIND_NAMES_PER_TICK;
 }
 
+struct naming {
+	struct pf_v8_unwind *u;
+	struct proc *p;
+};
+
+static void resolve_cb(void *ctx, struct pf_interp_name *e)
+{
+	struct naming *nm = ctx;
+	resolve(nm->u, nm->p, e);
+}
+
 static int walker_name(void *walker, uint32_t pid, struct pf_prof_window *w,
 		       struct pf_prof_frame *frames, size_t n)
 {
-	struct pf_v8_unwind *u = walker;
-	struct proc *p = NULL;
-	uint64_t now = 0;
-	for (size_t i = 0; i < n; i++) {
-		struct pf_prof_frame *f = &frames[i];
-		if (f->kind != PF_FRAME_V8JS)
-			continue;
-		f->mapping = -1;
-		if (!p) {
-			if (!(p = v8_proc(u, pid)))
-				return 0;
-			now = pf_mono_ms();
-		}
-		struct pf_interp_name *e =
-		    pf_interp_names_entry(&p->tab, f->address, PF_V8_UNWIND_WORDS_MAX);
-		if (!e)
-			continue;
-		if (!e->done)
-			resolve(u, p, e);
-		e->used_ms = now;
-		if (e->function && pf_interp_name_frame(w, f, e) < 0)
-			return -ENOMEM;
-	}
-	return 0;
+	struct naming nm = {walker, v8_proc(walker, pid)};
+	return pf_interp_names_fill(nm.p ? &nm.p->tab : NULL, PF_V8_UNWIND_WORDS_MAX, PF_FRAME_V8JS,
+				    pf_mono_ms(), w, frames, n, resolve_cb, &nm);
 }
 
 static void walker_closed(void *w)
