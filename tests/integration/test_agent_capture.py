@@ -47,6 +47,25 @@ CAPABILITY = "io.profleet.capture.v1"
 TOKEN = "agent-capture-test-token"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+# A JVM's workload: hot, a short loop on a long (a safepoint poll in it), called by middle
+# 200,000 times a round; C2 inlines it into middle after warm-up.
+JAVA_HOT = """public class Hot {
+  static long hot(long i) {
+    long x = i;
+    for (long k = 0; k < 50; k++) x = x * 31 + (x >>> 7);
+    return x;
+  }
+  static long middle(long n) { long x = 0; for (long i = 0; i < n; i++) x += hot(i ^ x) & 7; return x; }
+  static long outer(long end) {
+    long t = 0;
+    while (System.currentTimeMillis() < end) t += middle(200000);
+    return t;
+  }
+  public static void main(String[] a) {
+    System.out.println(outer(System.currentTimeMillis() + 1000L * Long.parseLong(a[0])));
+  }
+}
+"""
 REFUSED = ("Operation not permitted", "Permission denied", "Operation not supported",
            "Function not implemented")
 
@@ -430,6 +449,38 @@ class AgentCapture(IntegrationCase):
         print("python capture: %d of %d samples carry %s" % (named, total, PY_CHAIN))
         self.assertGreaterEqual(total, 10)  # 2 s at 199 Hz of a CPU shared with the host
         self.assertGreaterEqual(named * 100, total * 90)
+
+    def test_java_capture(self):
+        """A capture of a JVM started before the agent (JAVA_HOT, compiled here): its profile
+        names the compiled Java code from the JVM's tables, Hot.hot inlined into Hot.middle."""
+        javac, java = shutil.which("javac"), shutil.which("java")
+        if not javac or not java:
+            self.skipTest("no JDK (scripts/install-deps.sh installs openjdk-17-jdk-headless)")
+        src = os.path.join(self.workdir, "Hot.java")
+        with open(src, "w") as f:
+            f.write(JAVA_HOT)
+        subprocess.run([javac, "-d", self.workdir, src], check=True, timeout=120)
+        wl = Proc([java, "-Xmx64m", "-cp", self.workdir, "Hot", "60"],
+                  os.path.join(self.workdir, "java.log"))
+        self._procs.append(wl)
+        self.start_agent()
+        time.sleep(4)  # the JVM's tables read at its samples, hot compiled and inlined
+        self.request("cap-java", duration=2, frequency=199, processes=[
+            {"key": "process.pid", "match": "strict", "value": str(wl.p.pid)}])
+        st = self.final("cap-java")
+        self.assertEqual(st["state"], "done", st)
+        with self.server.lock:
+            got = list(self.server.profiles)
+        inlined = total = 0
+        for p in got:
+            for proc in self.profcheck(p["body"])["processes"]:
+                self.assertEqual(proc["pid"], wl.p.pid)
+                inlined += sum(n for stk, n in proc["stacks"].items()
+                               if "Hot.hot;Hot.middle" in stk)
+                total += proc["samples"]
+        print("java capture: %d of %d samples carry Hot.hot;Hot.middle" % (inlined, total))
+        self.assertGreaterEqual(total, 10)
+        self.assertGreaterEqual(inlined * 100, total * 50)  # the rest: JIT and GC threads
 
     def test_alloc_capture(self):
         """profile_type alloc: the allocator probes of the matched process for the capture's
