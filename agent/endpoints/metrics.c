@@ -457,6 +457,13 @@ static const struct field_family symbolizer_families[] = {
      "agent does not read; the agent's health says which)."),
     FIELD("java_frames_total", "counter", U_COUNT, SS(jvm.frames),
      "Code-cache addresses turned into Java frames (a method or a code blob)."),
+    FIELD("java_processes_walked", "gauge", U_COUNT, SS(jvm.walked),
+     "JVMs whose frames the kernel walks (the others are named where the native walk "
+     "stops; the agent's health says why)."),
+    FIELD("java_kernel_frames_total", "counter", U_COUNT, SS(jvm_frames),
+     "Code-cache frames the kernel stepped by the JVM's frame layout."),
+    FIELD("java_frame_read_failures_total", "counter", U_COUNT, SS(jvm_read_errors),
+     "Code-cache frames the kernel could not step (the walk ends there)."),
     FIELD("java_lookup_failures_total", "counter", U_COUNT, SS(jvm.lookup_failed),
      "Code-cache addresses of no code blob (freed code): they stay [anon] frames."),
     FIELD("java_names_total", "counter", U_COUNT, SS(jvm.named),

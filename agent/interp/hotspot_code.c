@@ -87,7 +87,8 @@ static int blob_at(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint6
 	out->comp_level = -1;
 	if (name && (rc = pf_hs_read_str(rd, ctx, name, out->name)) < 0)
 		return rc;
-	if (strcmp(out->name, "nmethod"))
+	/* a compiled method, or the wrapper of a native one (its JNI call) */
+	if (strcmp(out->name, "nmethod") && strcmp(out->name, "native nmethod"))
 		return 0;
 	if ((rc = rd64(rd, ctx, start + vm->nm_method, &out->method)) < 0)
 		return rc;
@@ -97,27 +98,38 @@ static int blob_at(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint6
 	return 0;
 }
 
+/* The code cache's bounds [*lo, *hi) and its heaps (CodeCache::_heaps: *n CodeHeap* at
+ * *data; none while the JVM has made none). 0; -EINVAL for more than PF_HS_HEAPS_MAX; or the
+ * reader's error. */
+static int heap_array(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint64_t *lo,
+		      uint64_t *hi, uint64_t *data, int32_t *n)
+{
+	uint64_t heaps;
+	int rc;
+	*n = 0;
+	if ((rc = rd64(rd, ctx, vm->codecache_low, lo)) < 0 ||
+	    (rc = rd64(rd, ctx, vm->codecache_high, hi)) < 0 ||
+	    (rc = rd64(rd, ctx, vm->codecache_heaps, &heaps)) < 0)
+		return rc;
+	if (!heaps)
+		return 0;
+	if ((rc = rd32(rd, ctx, heaps + vm->garray_len, n)) < 0 ||
+	    (rc = rd64(rd, ctx, heaps + vm->garray_data, data)) < 0)
+		return rc;
+	return *n < 0 || *n > PF_HS_HEAPS_MAX ? -EINVAL : 0;
+}
+
 int pf_hs_blob_find(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint64_t pc,
 		    struct pf_hs_blob *out)
 {
 	memset(out, 0, sizeof(*out));
-	uint64_t lo, hi, heaps, data;
+	uint64_t lo, hi, data;
 	int32_t n;
-	int rc;
-	if ((rc = rd64(rd, ctx, vm->codecache_low, &lo)) < 0 ||
-	    (rc = rd64(rd, ctx, vm->codecache_high, &hi)) < 0)
+	int rc = heap_array(vm, rd, ctx, &lo, &hi, &data, &n);
+	if (rc < 0)
 		return rc;
-	if (!in(pc, lo, hi))
+	if (!in(pc, lo, hi) || !n)
 		return -ENOENT;
-	if ((rc = rd64(rd, ctx, vm->codecache_heaps, &heaps)) < 0)
-		return rc;
-	if (!heaps)
-		return -ENOENT;
-	if ((rc = rd32(rd, ctx, heaps + vm->garray_len, &n)) < 0 ||
-	    (rc = rd64(rd, ctx, heaps + vm->garray_data, &data)) < 0)
-		return rc;
-	if (n < 0 || n > PF_HS_HEAPS_MAX)
-		return -EINVAL;
 	for (int32_t i = 0; i < n; i++) {
 		uint64_t heap, mlo, mhi, segmap;
 		int32_t log2;
@@ -145,6 +157,71 @@ int pf_hs_blob_find(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint
 		return blob_at(vm, rd, ctx, block + vm->size_heapblock, mhi, pc, out);
 	}
 	return -ENOENT;
+}
+
+int pf_hs_heaps(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, struct pf_hs_heap *out,
+		unsigned max)
+{
+	uint64_t lo, hi, data;
+	int32_t n;
+	if (!pf_hs_vm_walkable(vm))
+		return -ENOTSUP;
+	int rc = heap_array(vm, rd, ctx, &lo, &hi, &data, &n);
+	if (rc < 0)
+		return rc;
+	if ((unsigned)n > max)
+		return -EINVAL;
+	for (int32_t i = 0; i < n; i++) {
+		uint64_t heap, mem;
+		struct pf_hs_heap h;
+		int32_t log2;
+		if ((rc = rd64(rd, ctx, data + 8 * (uint64_t)i, &heap)) < 0)
+			return rc;
+		mem = heap + vm->codeheap_memory;
+		if ((rc = rd64(rd, ctx, mem + vm->vspace_low_bound, &h.lo)) < 0 ||
+		    (rc = rd64(rd, ctx, mem + vm->vspace_high_bound, &h.hi)) < 0 ||
+		    (rc = rd64(rd, ctx, heap + vm->codeheap_segmap + vm->vspace_low, &h.segmap)) <
+			0 ||
+		    (rc = rd32(rd, ctx, heap + vm->codeheap_log2_seg, &log2)) < 0)
+			return rc;
+		if (log2 < 4 || log2 > 16 || h.lo >= h.hi || h.lo < lo || h.hi > hi || !h.segmap)
+			return -EINVAL;
+		h.log2_seg = (uint32_t)log2;
+		int32_t at = i; /* insertion by address */
+		while (at > 0 && out[at - 1].lo > h.lo) {
+			out[at] = out[at - 1];
+			at--;
+		}
+		out[at] = h;
+	}
+	for (int32_t i = 1; i < n; i++)
+		if (out[i].lo < out[i - 1].hi)
+			return -EINVAL;
+	return n;
+}
+
+int pf_hs_interp_range(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint64_t *lo,
+		       uint64_t *hi)
+{
+	uint64_t q, buf;
+	int32_t limit;
+	int rc;
+	if (!pf_hs_vm_walkable(vm))
+		return -ENOTSUP;
+	if ((rc = rd64(rd, ctx, vm->interp_code, &q)) < 0)
+		return rc;
+	if (!q)
+		return -EAGAIN;
+	if ((rc = rd64(rd, ctx, q + vm->stubq_buffer, &buf)) < 0 ||
+	    (rc = rd32(rd, ctx, q + vm->stubq_limit, &limit)) < 0)
+		return rc;
+	if (!buf || limit <= 0)
+		return -EAGAIN;
+	if (limit > (1 << 30))
+		return -EINVAL;
+	*lo = buf;
+	*hi = buf + (uint64_t)limit;
+	return 0;
 }
 
 /* Symbol sym's text into buf[0, cap): cut, NUL-terminated. */

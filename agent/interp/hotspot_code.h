@@ -27,7 +27,8 @@ struct pf_hs_blob {
 	uint64_t code_begin;	   /* its first instruction */
 	int32_t size;		   /* bytes, header included */
 	int32_t frame_size;	   /* words; 0 for the interpreter and some stubs */
-	uint64_t method;	   /* Method* of a compiled method ("nmethod"), else 0 */
+	uint64_t method;	   /* Method* of a compiled method ("nmethod") or of a native
+				    * method's wrapper ("native nmethod"), else 0 */
 	int32_t comp_level;	   /* 1–3 C1, 4 C2; -1 when unknown or not compiled */
 	char name[PF_HS_NAME_MAX]; /* "nmethod", "Interpreter", a stub's name */
 };
@@ -37,6 +38,26 @@ struct pf_hs_blob {
  * them while read, or the layout is not what was parsed); or the reader's error. */
 int pf_hs_blob_find(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint64_t pc,
 		    struct pf_hs_blob *out);
+
+/* A code heap as the kernel's walk takes it: its reserved range [lo, hi), its segment map
+ * (one byte per segment), log2 of its segment size. */
+struct pf_hs_heap {
+	uint64_t lo, hi, segmap;
+	uint32_t log2_seg;
+};
+
+/* The code heaps (CodeCache::_heaps) into out[0, max), sorted by address. How many (0 while
+ * the JVM has made none); -EINVAL for heaps that do not hold together (more than
+ * PF_HS_HEAPS_MAX, overlapping, outside the code cache, a segment size past 2^4..2^16);
+ * -ENOTSUP without pf_hs_vm_walkable(); or the reader's error. */
+int pf_hs_heaps(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, struct pf_hs_heap *out,
+		unsigned max);
+
+/* The interpreter's code (AbstractInterpreter::_code's buffer) into [*lo, *hi). 0; -EAGAIN
+ * before the JVM generated it; -EINVAL for a buffer past 1 GiB; -ENOTSUP as above; or the
+ * reader's error. */
+int pf_hs_interp_range(const struct pf_hs_vm *vm, pf_hs_read_fn rd, void *ctx, uint64_t *lo,
+		       uint64_t *hi);
 
 struct pf_hs_method {
 	char klass[PF_HS_CLASS_MAX]; /* dotted: "java.util.HashMap" */

@@ -33,6 +33,8 @@ struct proc {
 	struct pcent *pcs; /* open addressing, power of two */
 	size_t n_pcs, cap_pcs;
 	struct pf_interp_names names; /* by PF_JVM_FRAME word */
+	int kernel;		      /* its jvm_procs entry: 0 not yet made, 1 made, -1 cannot */
+	uint64_t kernel_retry_ms;     /* an entry not made yet (no interpreter yet) */
 };
 
 struct pf_hs_unwind {
@@ -40,7 +42,7 @@ struct pf_hs_unwind {
 				       * unsupported list */
 	struct pf_interp_procs procs; /* struct proc */
 	unsigned budget;
-	uint64_t frames, lookup_failed, named, name_failed;
+	uint64_t frames, interp_frames, lookup_failed, named, name_failed;
 };
 /* pf_interp_walker_enable() and _enabled() reach the base through the walker */
 _Static_assert(offsetof(struct pf_hs_unwind, base) == 0, "base first");
@@ -310,6 +312,13 @@ static void resolve(struct pf_hs_unwind *u, struct proc *p, struct pf_interp_nam
 	case PF_JVM_METHOD:
 		rc = method_names(p, addr, -1, &e->function, &e->system_name, &e->file, &e->line);
 		break;
+	case PF_JVM_INTERP: {
+		uint32_t bci = PF_JVM_INTERP_BCI(e->word);
+		rc = method_names(p, PF_JVM_INTERP_METHOD(e->word),
+				  bci == PF_JVM_BCI_NONE ? -1 : (int32_t)bci, &e->function,
+				  &e->system_name, &e->file, &e->line);
+		break;
+	}
 	default:
 		rc = pcdesc_names(p, addr, e);
 	}
@@ -362,13 +371,20 @@ void pf_hs_unwind_note(struct pf_hs_unwind *u, uint32_t pid, uint64_t *ips, size
 	if (p->state != P_JVM)
 		return;
 	for (size_t i = 0; i < n; i++) {
-		if (ips[i] < p->lo || ips[i] >= p->hi)
+		uint64_t word = ips[i];
+		if (PF_JVM_IS_FRAME(word)) { /* the kernel's: an interpreted frame */
+			if (PF_JVM_FRAME_KIND(word) != PF_JVM_INTERP)
+				continue;
+			u->interp_frames++;
+		} else if (word >= p->lo && word < p->hi) {
+			/* a caller's frame is at its return address: the call is just before */
+			if (!(word = word_of(u, p, i ? ips[i] - 1 : ips[i], now)))
+				continue;
+			ips[i] = word;
+			u->frames++;
+		} else {
 			continue;
-		uint64_t word = word_of(u, p, ips[i], now);
-		if (!word)
-			continue;
-		ips[i] = word;
-		u->frames++;
+		}
 		struct pf_interp_name *e =
 		    pf_interp_names_entry(&p->names, word, PF_HS_UNWIND_NAMES_MAX);
 		if (!e)
@@ -379,6 +395,91 @@ void pf_hs_unwind_note(struct pf_hs_unwind *u, uint32_t pid, uint64_t *ips, size
 			resolve(u, p, e);
 		}
 	}
+}
+
+/* p's entry for the kernel's walk (cpu_sampler.h), from its code heaps and interpreter and
+ * the layout its tables gave, each value checked against what the walk can take. 0; -EAGAIN
+ * while the JVM has not made its heaps or interpreter yet; -ENOTSUP with the reason in why. */
+static int kernel_layout(struct proc *p, struct pf_bpf_jvm_proc *e, char *why, size_t why_len)
+{
+	const struct pf_hs_vm *vm = &p->vm;
+	int pid = (int)p->pid;
+	struct pf_hs_heap h[PF_JVM_HEAPS];
+	memset(e, 0, sizeof(*e));
+	int n = pf_hs_heaps(vm, read_mem, &pid, h, PF_JVM_HEAPS);
+	if (n == 0)
+		return -EAGAIN;
+	if (n < 0) {
+		snprintf(why, why_len, "its code heaps (%s)", strerror(-n));
+		return n == -EAGAIN ? -EINVAL : -ENOTSUP;
+	}
+	uint64_t ilo = 0, ihi = 0;
+	int rc = pf_hs_interp_range(vm, read_mem, &pid, &ilo, &ihi);
+	e->interp_lo = ilo;
+	e->interp_hi = ihi;
+	if (rc == -EAGAIN)
+		return rc;
+	if (rc < 0) {
+		snprintf(why, why_len, "its interpreter (%s)", strerror(-rc));
+		return -ENOTSUP;
+	}
+	for (int i = 0; i < n; i++)
+		e->heaps[i] = (struct pf_bpf_jvm_heap){
+		    .lo = h[i].lo, .hi = h[i].hi, .segmap = h[i].segmap, .log2_seg = h[i].log2_seg};
+	e->n_heaps = (unsigned)n;
+	/* the interpreter frame's slots below rbp, from the two exported ones: x86_64's layout
+	 * (frame_x86.hpp) has the method one slot below last_sp, then mirror, mdp, cache,
+	 * locals and the bytecode pointer */
+	int32_t last = vm->c_fr_last_sp, sender = vm->c_fr_sender_sp;
+	int64_t m_off = ((int64_t)last - 1) * 8, bcp_off = ((int64_t)last - 6) * 8,
+		s_off = (int64_t)sender * 8;
+	bool code_ptr = vm->blob_code_begin != 0; /* else _code_offset, an int */
+	uint64_t cb = code_ptr ? vm->blob_code_begin : vm->blob_code_offset;
+	bool ok = vm->size_heapblock <= 64 && vm->blob_frame_size % 4 == 0 &&
+		  vm->blob_frame_size + 4 <= PF_JVM_BLOB_HDR && vm->blob_frame_complete % 4 == 0 &&
+		  vm->blob_frame_complete + 4 <= PF_JVM_BLOB_HDR && cb % (code_ptr ? 8 : 4) == 0 &&
+		  cb + (code_ptr ? 8 : 4) <= PF_JVM_BLOB_HDR && vm->method_const <= 0xffff &&
+		  vm->size_constmethod <= 0xffff;
+	int64_t slots[3] = {m_off, bcp_off, s_off};
+	for (int i = 0; i < 3; i++)
+		ok = ok && slots[i] >= -64 && slots[i] <= -8 && slots[i] % 8 == 0;
+	if (!ok) {
+		snprintf(why, why_len, "a CodeBlob or frame layout past the walk's bounds");
+		return -ENOTSUP;
+	}
+	e->heapblock_size = (unsigned short)vm->size_heapblock;
+	e->blob_frame_size = (unsigned short)vm->blob_frame_size;
+	e->blob_frame_complete = (unsigned short)vm->blob_frame_complete;
+	e->blob_code_begin = (unsigned short)cb;
+	e->code_offset = !code_ptr;
+	e->method_const = (unsigned short)vm->method_const;
+	e->constmethod_size = (unsigned short)vm->size_constmethod;
+	e->fp_method = (short)m_off;
+	e->fp_bcp = (short)bcp_off;
+	e->fp_sender_sp = (short)s_off;
+	return 0;
+}
+
+int pf_hs_unwind_kernel_entry(struct pf_hs_unwind *u, uint32_t pid, struct pf_bpf_jvm_proc *e)
+{
+	struct proc *p = proc_get(u, pid);
+	uint64_t now = pf_mono_ms();
+	if (!p || !u->base.on || p->state != P_JVM || p->kernel || now < p->kernel_retry_ms)
+		return 0;
+	char why[96] = "";
+	int rc = kernel_layout(p, e, why, sizeof(why));
+	if (rc == -EAGAIN) {
+		p->kernel_retry_ms = now + PF_HS_UNWIND_RETRY_MS;
+		return 0;
+	}
+	if (rc < 0) {
+		p->kernel = -1;
+		pf_interp_unwind_unsupported(&u->base, "pid %u: jvm: frames not walked: %.80s", pid,
+					     why);
+		return 0;
+	}
+	p->kernel = 1;
+	return 1;
 }
 
 static void walker_tick(void *w)
@@ -427,12 +528,14 @@ void pf_hs_unwind_stats(const struct pf_hs_unwind *u, struct pf_hs_unwind_stats 
 			if (p->state != P_JVM)
 				continue;
 			out->processes++;
+			out->walked += p->kernel == 1;
 			out->names += p->names.n;
 			out->names_bytes +=
 			    pf_interp_names_bytes(&p->names) + p->cap_pcs * sizeof(struct pcent);
 		}
 	}
 	out->frames = u->frames;
+	out->interp_frames = u->interp_frames;
 	out->lookup_failed = u->lookup_failed;
 	out->named = u->named;
 	out->name_failed = u->name_failed;

@@ -227,3 +227,15 @@ uint64_t pf_hs_vm_scopes(const struct pf_hs_vm *vm)
 		return vm->nm_scopes_data;
 	return vm->present & (1ull << PF_HS_I_cm_scopes_data) ? vm->cm_scopes_data : 0;
 }
+
+bool pf_hs_vm_walkable(const struct pf_hs_vm *vm)
+{
+	static const unsigned need[] = {PF_HS_I_vspace_low_bound,    PF_HS_I_vspace_high_bound,
+					PF_HS_I_blob_frame_complete, PF_HS_I_interp_code,
+					PF_HS_I_stubq_buffer,	     PF_HS_I_stubq_limit,
+					PF_HS_I_c_fr_sender_sp,	     PF_HS_I_c_fr_last_sp};
+	for (unsigned k = 0; k < sizeof(need) / sizeof(need[0]); k++)
+		if (!(vm->present & (1ull << need[k])))
+			return false;
+	return true;
+}

@@ -15,6 +15,7 @@
 #ifndef PF_AGENT_HOTSPOT_VM_H
 #define PF_AGENT_HOTSPOT_VM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -93,7 +94,13 @@ struct pf_hs_layout {
 	X(nm_scopes_data, "nmethod", "_scopes_data_begin", 0)                                      \
 	X(cm_scopes_data, "CompiledMethod", "_scopes_data_begin", 0)                               \
 	X(pcdesc_pc, "PcDesc", "_pc_offset", 0)                                                    \
-	X(pcdesc_scope, "PcDesc", "_scope_decode_offset", 0)
+	X(pcdesc_scope, "PcDesc", "_scope_decode_offset", 0)                                       \
+	X(vspace_low_bound, "VirtualSpace", "_low_boundary", 0)                                    \
+	X(vspace_high_bound, "VirtualSpace", "_high_boundary", 0)                                  \
+	X(blob_frame_complete, "CodeBlob", "_frame_complete_offset", 0)                            \
+	X(interp_code, "AbstractInterpreter", "_code", 0)                                          \
+	X(stubq_buffer, "StubQueue", "_stub_buffer", 0)                                            \
+	X(stubq_limit, "StubQueue", "_buffer_limit", 0)
 
 /* The integer constants (gHotSpotVMIntConstants), by (name, required); when the layout names
  * no constants table (consts 0) none is read and each is 0. */
@@ -136,5 +143,10 @@ int pf_hs_vm_parse(const struct pf_hs_layout *l, pf_hs_read_fn rd, void *ctx, st
  * CompiledMethod's in JDK 17), when vm has everything the scope descriptors are read with
  * (the PcDesc table's bounds and layout, the metadata array); else 0. */
 uint64_t pf_hs_vm_scopes(const struct pf_hs_vm *vm);
+
+/* True when vm has what the kernel's walk of Java frames needs besides the code heaps: the
+ * heaps' reserved bounds, CodeBlob::_frame_complete_offset, the interpreter's codelets
+ * (AbstractInterpreter::_code, a StubQueue) and the interpreter frame's slot constants. */
+bool pf_hs_vm_walkable(const struct pf_hs_vm *vm);
 
 #endif

@@ -268,9 +268,9 @@ void sampler_map_clear(struct bpf_map *m, size_t key_size)
 }
 
 /* profiling.interpreters.python, .nodejs and .java: off forgets every process of walker k
- * and empties its kernel map m (none for java) (its samples keep their native stacks; without their v8_procs entry
- * the kernel's walk of node processes ends at their JIT code and builtins, as for any JIT); on
- * detects processes again at their next samples. */
+ * and empties its kernel map m (its samples keep their native stacks; without their
+ * v8_procs or jvm_procs entry the kernel's walk of node processes and JVMs ends at their JIT
+ * code, as for any JIT); on detects processes again at their next samples. */
 static void walker_enable(const struct sampler_walker *k, struct bpf_map *m, bool on)
 {
 	if (pf_interp_walker_enable(k->ops, k->w, on) && m)
@@ -292,7 +292,8 @@ int pf_sampler_set_config(struct pf_sampler *s, const struct pf_profcfg *cfg, st
 	walker_enable(&s->walkers[SAMPLER_WALKER_V8], s->skel->maps.v8_procs,
 		      cfg->interpreters.nodejs);
 	/* Java frames are named in user space: no kernel map */
-	walker_enable(&s->walkers[SAMPLER_WALKER_JVM], NULL, cfg->interpreters.java);
+	walker_enable(&s->walkers[SAMPLER_WALKER_JVM], s->skel->maps.jvm_procs,
+		      cfg->interpreters.java);
 	/* the unwind rows may take an eighth of limits.max_memory_mb (the sample ring a quarter) */
 	if (s->unw && cfg->limits.max_memory_mb)
 		pf_unwinder_set_rows_limit(s->unw, (uint64_t)cfg->limits.max_memory_mb * 1024 *

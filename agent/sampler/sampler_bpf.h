@@ -143,9 +143,11 @@ struct pf_sampler_stats {
 	bool nodejs;
 	struct pf_v8_unwind_stats v8;
 	uint64_t v8_frames, v8_read_errors, v8_map_errors;
-	/* Java frames: profiling.interpreters.java; the walker's counters (hotspot_unwind.h) */
+	/* Java frames: profiling.interpreters.java; the walker's counters (hotspot_unwind.h);
+	 * kernel: code-cache frames stepped, those it could not step; kernel entries refused */
 	bool java;
 	struct pf_hs_unwind_stats jvm;
+	uint64_t jvm_frames, jvm_read_errors, jvm_map_errors;
 };
 
 /* Opens, loads and attaches the process-tracking programs, reads /proc once. Not sampling

@@ -118,6 +118,7 @@ struct pf_sampler {
 	uint64_t v8_map_errors;      /* v8_procs updates refused */
 	struct pf_hs_unwind *hs;     /* JVMs: code-cache addresses to Java frames, their names */
 	uint64_t jvm_ips[PF_MAX_STACK]; /* a JVM sample's user words, its Java frames written */
+	uint64_t jvm_map_errors;	/* jvm_procs updates refused */
 	/* py, v8 and hs behind their calls alike (interp_unwind.h), in naming order */
 	struct sampler_walker {
 		const struct pf_interp_walker *ops;

@@ -82,6 +82,17 @@ static void v8_seen(struct pf_sampler *s, uint32_t pid)
 		s->v8_map_errors++;
 }
 
+/* Java: a JVM's kernel entry, once its tables were read (at an unwind-table load, or at a
+ * sample of a JVM that was still starting) and its interpreter exists. */
+static void jvm_entry(struct pf_sampler *s, uint32_t pid)
+{
+	struct pf_bpf_jvm_proc e;
+	if (pf_hs_unwind_kernel_entry(s->hs, pid, &e) == 1 &&
+	    bpf_map__update_elem(s->skel->maps.jvm_procs, &pid, sizeof(pid), &e, sizeof(e),
+				 BPF_ANY) < 0)
+		s->jvm_map_errors++;
+}
+
 /* The unwind tables of a sampled process: loaded at a sample UNWIND_LOAD_AFTER_MS after its
  * first with a user stack, and again (at most every 200 ms, backing off to 10 s while reloads
  * find nothing new) when the kernel's walk met an address of no known mapping —
@@ -155,6 +166,7 @@ static struct pf_agg_sample sample_seen(struct pf_sampler *s, const struct pf_bp
 		memcpy(s->jvm_ips, uips, ulen * sizeof(*uips));
 		pf_hs_unwind_note(s->hs, h->pid, s->jvm_ips, ulen);
 		uips = s->jvm_ips;
+		jvm_entry(s, h->pid);
 	}
 	return (struct pf_agg_sample){
 		.ts_unix_ns = h->ts_ns + (uint64_t)s->mono_to_unix,

@@ -101,6 +101,8 @@ static int add_percpu_counts(struct pf_sampler *s, uint64_t sum[PF_CNT_MAX],
 			out->py_no_thread += p->py_no_thread;
 			out->v8_frames += p->v8_frames;
 			out->v8_read_errors += p->v8_read_errors;
+			out->jvm_frames += p->jvm_frames;
+			out->jvm_read_errors += p->jvm_read_errors;
 		}
 	}
 	return 0;
@@ -234,6 +236,7 @@ int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out)
 	out->nodejs = pf_interp_walker_enabled(s->v8);
 	pf_v8_unwind_stats(s->v8, &out->v8);
 	out->v8_map_errors = s->v8_map_errors;
+	out->jvm_map_errors = s->jvm_map_errors;
 	out->java = pf_interp_walker_enabled(s->hs);
 	pf_hs_unwind_stats(s->hs, &out->jvm);
 	if (s->unw)
@@ -312,9 +315,13 @@ size_t pf_sampler_java_status(const struct pf_sampler_stats *st, char *out, size
 		k = snprintf(out, cap, "%s", "");
 	else
 		k = snprintf(out, cap,
-			     "java: %" PRIu64 " JVMs, Java frames %" PRIu64 ", lookups failed %" PRIu64
-			     ", names %" PRIu64 ", not named %" PRIu64,
-			     st->jvm.processes, st->jvm.frames, st->jvm.lookup_failed, st->jvm.named,
+			     "java: %" PRIu64 " JVMs (%" PRIu64
+			     " walked in the kernel), Java frames %" PRIu64
+			     ", lookups failed %" PRIu64 ", kernel frames %" PRIu64
+			     ", read failures %" PRIu64 ", names %" PRIu64 ", not named %" PRIu64,
+			     st->jvm.processes, st->jvm.walked,
+			     st->jvm.frames + st->jvm.interp_frames, st->jvm.lookup_failed,
+			     st->jvm_frames, st->jvm_read_errors, st->jvm.named,
 			     st->jvm.name_failed);
 	size_t n = k < 0 ? 0 : (size_t)k >= cap ? cap - 1 : (size_t)k;
 	for (unsigned i = 0; i < st->jvm.n_unsupported_msg && i < PF_INTERP_UNSUPPORTED_KEPT; i++) {

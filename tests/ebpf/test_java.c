@@ -1,12 +1,21 @@
-/* test_java.c — eBPF tests of Java frames (hotspot_unwind.h) on the machine's JDK ($PF_JAVA_HOME,
- * else Debian's OpenJDK 17), with a workload written and compiled here:
- *   Hot.java  main -> outer -> middle -> hot, hot a short loop middle calls 200,000 times a
- *             round, which C2 inlines into middle after warm-up. The JVM starts after the sampler. Of a 299 Hz
- *             capture after warm-up, >= 90% of the hot thread's samples carry a frame typed
- *             jvm named Hot.<method> with file Hot.java (the compiled code the CPU was in),
- *             its descriptor in system_name; >= 80% of those are in Hot.hot at one of its
- *             lines and >= 50% in a frame with inlined methods (Hot.hot:4 <- Hot.middle:7);
- *             the sampler's java status counts the JVM.
+/* test_java.c — eBPF tests of Java frames (hotspot_unwind.h, the kernel's jvm_frame) on the
+ * machine's JDK ($PF_JAVA_HOME, else Debian's OpenJDK 17), with a workload written and
+ * compiled here (no -XX:+PreserveFramePointer):
+ *   Hot.java  three busy threads. main -> outer -> middle -> hot, hot a short loop middle
+ *             calls 200,000 times a round, which C2 inlines into middle after warm-up;
+ *             slowLoop -> slow, kept in the interpreter (-XX:CompileCommand=exclude); and
+ *             jniLoop -> spin, a native method of libspin.so (built here from C:
+ *             Java_Hot_spin -> c_inner). The JVM starts after the sampler.
+ * Of a 299 Hz capture after warm-up:
+ *  - >= 90% of the hot thread's samples carry a frame typed jvm named Hot.<method> with file
+ *    Hot.java, its descriptor in system_name; >= 80% of those are in Hot.hot at one of its
+ *    lines and >= 50% in a frame with inlined methods (Hot.hot:4 <- Hot.middle:7); and >= 90%
+ *    carry the whole chain Hot.middle <- Hot.outer <- Hot.main with native frames below it
+ *    (the compiled frames walked by their frame sizes, the interpreted main by its frame);
+ *  - >= 80% of the interpreted thread's carry Hot.slow <- Hot.slowLoop, at lines of their
+ *    bodies (the interpreter's frames: Method* and bytecode index);
+ *  - >= 80% of the JNI thread's carry c_inner <- Java_Hot_spin <- Hot.jniLoop in that order;
+ *  - the sampler's java status counts the JVM, walked in the kernel.
  * With profiling.interpreters.java off, no frame is typed jvm.
  * Exit 77 when the kernel refuses BPF or perf events or there is no JDK. */
 #include <fcntl.h>
@@ -52,8 +61,41 @@ static const char hot_java[] =
     "  }\n"
     "  public static void main(String[] a) {\n"
     "    long end = System.currentTimeMillis() + 1000L * Long.parseLong(a[0]);\n"
+    "    System.load(a[1]);\n"
+    "    new Thread(() -> slowLoop(end)).start();\n"
+    "    new Thread(() -> jniLoop(end)).start();\n"
     "    System.out.println(outer(end));\n"
     "  }\n"
+    "  static long slow(long n) {\n"
+    "    long x = n;\n"
+    "    for (int k = 0; k < 1000; k++) x = x * 31 + (x >>> 7);\n"
+    "    return x;\n"
+    "  }\n"
+    "  static long slowLoop(long end) {\n"
+    "    long t = 0;\n"
+    "    while (System.currentTimeMillis() < end) t += slow(t);\n"
+    "    return t;\n"
+    "  }\n"
+    "  static native long spin(long n);\n"
+    "  static long jniLoop(long end) {\n"
+    "    long t = 0;\n"
+    "    while (System.currentTimeMillis() < end) t += spin(100000);\n"
+    "    return t;\n"
+    "  }\n"
+    "}\n";
+
+/* the native method: c_inner keeps its own frame (noinline), called in a loop */
+static const char spin_c[] =
+    "#include <jni.h>\n"
+    "__attribute__((noinline)) long c_inner(long x) {\n"
+    "  for (int k = 0; k < 100; k++) x = x * 31 + (x >> 7);\n"
+    "  __asm__ volatile(\"\" : \"+r\"(x));\n"
+    "  return x;\n"
+    "}\n"
+    "JNIEXPORT jlong JNICALL Java_Hot_spin(JNIEnv *env, jclass c, jlong n) {\n"
+    "  long x = 0;\n"
+    "  for (long i = 0; i < n; i++) x += c_inner(i ^ x) & 7;\n"
+    "  return x;\n"
     "}\n";
 
 static uint64_t now_ms(void)
@@ -74,7 +116,12 @@ static pid_t spawn_java(unsigned seconds)
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
-		execl(g_java, g_java, "-Xmx64m", "-cp", g_dir, "Hot", arg, (char *)NULL);
+		char lib[128];
+		snprintf(lib, sizeof(lib), "%s/libspin.so", g_dir);
+		execl(g_java, g_java, "-Xmx64m", "-XX:CompileCommand=quiet",
+		      "-XX:CompileCommand=exclude,Hot.slow",
+		      "-XX:CompileCommand=exclude,Hot.slowLoop", "-cp", g_dir, "Hot", arg, lib,
+		      (char *)NULL);
 		_exit(127);
 	}
 	assert_true(pid > 0);
@@ -118,6 +165,48 @@ static const struct pf_prof_frame *hot_frame(const struct pf_prof_process *p,
 			return f;
 	}
 	return NULL;
+}
+
+/* st's frames leaf first, each frame's inlined methods before it: their functions into
+ * fn[0, max) and their frames' kinds and lines into kind and line. How many. */
+#define FLAT_MAX 256
+static size_t flatten(const struct pf_prof_process *p, const struct pf_prof_stack *st,
+		      const char **fn, int *kind, uint32_t *line)
+{
+	size_t n = 0;
+	for (uint32_t j = 0; j < st->n_frames; j++) {
+		const struct pf_prof_frame *f = &p->frames[st->frames[j]];
+		for (uint32_t i = 0; i <= f->n_inlined && n < FLAT_MAX; i++, n++) {
+			bool own = i == f->n_inlined;
+			fn[n] = own ? f->function : f->inlined[i].function;
+			line[n] = own ? f->line : f->inlined[i].line;
+			kind[n] = f->kind;
+			if (!fn[n])
+				fn[n] = "?";
+		}
+	}
+	return n;
+}
+
+/* The first index at or after from of a frame named name (of kind k, -1: any), -1 none. */
+static int find(const char **fn, const int *kind, size_t n, const char *name, int k, int from)
+{
+	for (size_t i = (size_t)(from < 0 ? 0 : from); i < n; i++)
+		if (!strcmp(fn[i], name) && (k < 0 || kind[i] == k))
+			return (int)i;
+	return -1;
+}
+
+/* The index of the last of names[0, k) when they appear in that order (leaf to root), each a
+ * frame of kind kinds[i]; -1 when they do not. */
+static int in_order(const char **fn, const int *kind, size_t n, const char *const *names,
+		    const int *kinds, size_t k)
+{
+	int at = -1;
+	for (size_t i = 0; i < k; i++)
+		if ((at = find(fn, kind, n, names[i], kinds[i], at + 1)) < 0)
+			return -1;
+	return at;
 }
 
 /* A sampler, then a JVM started under it, warmed up for 3 s (the tables read, C2), then a
@@ -173,6 +262,34 @@ static struct pf_prof_window *capture(uint64_t ms, bool java, pid_t *jpid, char 
 	return w;
 }
 
+enum { T_HOT, T_INTERP, T_JNI, T_N };
+static const char *const thread_mark[T_N] = {"Hot.middle", "Hot.slow", "Java_Hot_spin"};
+
+/* The thread of p most of whose samples carry thread_mark[t]. */
+static uint32_t thread_of(const struct pf_prof_process *p, int t)
+{
+	uint32_t best_tid = 0;
+	uint64_t best = 0;
+	for (size_t k = 0; k < p->n_samples; k++) {
+		uint64_t n = 0;
+		for (size_t j = 0; j < p->n_samples; j++) {
+			const char *fn[FLAT_MAX];
+			int kind[FLAT_MAX];
+			uint32_t line[FLAT_MAX];
+			if (p->samples[j].tid != p->samples[k].tid)
+				continue;
+			size_t m = flatten(p, &p->stacks[p->samples[j].stack], fn, kind, line);
+			n +=
+			    find(fn, kind, m, thread_mark[t], -1, 0) >= 0 ? p->samples[j].count : 0;
+		}
+		if (n > best) {
+			best = n;
+			best_tid = p->samples[k].tid;
+		}
+	}
+	return best_tid;
+}
+
 static void test_named(void **state)
 {
 	(void)state;
@@ -181,55 +298,81 @@ static void test_named(void **state)
 	struct pf_prof_window *w = capture(3000, true, &pid, status, sizeof(status));
 	const struct pf_prof_process *p = proc_of(w, pid);
 	assert_non_null(p);
-	/* the hot thread: the one with the most samples */
-	uint32_t hot_tid = 0;
-	uint64_t best = 0;
-	for (size_t k = 0; k < p->n_samples; k++) {
-		uint64_t n = 0;
-		for (size_t j = 0; j < p->n_samples; j++)
-			n += p->samples[j].tid == p->samples[k].tid ? p->samples[j].count : 0;
-		if (n > best) {
-			best = n;
-			hot_tid = p->samples[k].tid;
-		}
-	}
-	uint64_t match = 0, total = 0, with_sig = 0, in_hot = 0, inlined = 0;
-	bool shown = false;
-	bool printed = false;
+	uint32_t tid[T_N];
+	for (int t = 0; t < T_N; t++)
+		tid[t] = thread_of(p, t);
+	uint64_t match = 0, total = 0, with_sig = 0, in_hot = 0, inlined = 0, chain = 0;
+	uint64_t n_interp = 0, interp_ok = 0, n_jni = 0, jni_ok = 0;
+	bool shown = false, printed[T_N] = {false};
+	static const char *const hot_chain[] = {"Hot.middle", "Hot.outer", "Hot.main"};
+	static const char *const interp_chain[] = {"Hot.slow", "Hot.slowLoop"};
+	static const char *const jni_chain[] = {"c_inner", "Java_Hot_spin", "Hot.jniLoop"};
+	static const int jvm3[] = {PF_FRAME_JVM, PF_FRAME_JVM, PF_FRAME_JVM};
+	static const int jni_kinds[] = {PF_FRAME_NATIVE, PF_FRAME_NATIVE, PF_FRAME_JVM};
 	for (size_t k = 0; k < p->n_samples; k++) {
 		const struct pf_prof_sample *sm = &p->samples[k];
-		if (sm->tid != hot_tid)
-			continue;
 		const struct pf_prof_stack *st = &p->stacks[sm->stack];
-		const struct pf_prof_frame *f = hot_frame(p, st);
-		total += sm->count;
-		if (f) {
-			match += sm->count;
-			/* the innermost method of the frame: hot itself, or inlined into its
-			 * callers */
-			const char *inner = f->n_inlined ? f->inlined[0].function : f->function;
-			uint32_t line = f->n_inlined ? f->inlined[0].line : f->line;
-			if (inner && !strcmp(inner, "Hot.hot") && line >= 3 && line <= 5)
-				in_hot += sm->count;
-			inlined += f->n_inlined ? sm->count : 0;
-			if (!shown && f->n_inlined) {
-				shown = true;
-				print_message("  a compiled frame:");
-				for (uint32_t i = 0; i < f->n_inlined; i++)
-					print_message(" %s:%u <-", f->inlined[i].function,
-						      f->inlined[i].line);
-				print_message(" %s:%u\n", f->function, f->line);
+		const char *fn[FLAT_MAX];
+		int kind[FLAT_MAX];
+		uint32_t line[FLAT_MAX];
+		size_t m = flatten(p, st, fn, kind, line);
+		bool ok = false;
+		int t = -1;
+		if (sm->tid == tid[T_INTERP]) {
+			t = T_INTERP;
+			int at = in_order(fn, kind, m, interp_chain, jvm3, 2);
+			int slow = find(fn, kind, m, "Hot.slow", PF_FRAME_JVM, 0);
+			ok = at >= 0 && line[slow] >= 21 && line[slow] <= 23 && line[at] == 27;
+			n_interp += sm->count;
+			interp_ok += ok ? sm->count : 0;
+		} else if (sm->tid == tid[T_JNI]) {
+			t = T_JNI;
+			ok = in_order(fn, kind, m, jni_chain, jni_kinds, 3) >= 0;
+			n_jni += sm->count;
+			jni_ok += ok ? sm->count : 0;
+		} else if (sm->tid == tid[T_HOT]) {
+			t = T_HOT;
+			int at = in_order(fn, kind, m, hot_chain, jvm3, 3);
+			ok = at >= 0 && (size_t)at + 1 < m && kind[m - 1] == PF_FRAME_NATIVE;
+			chain += ok ? sm->count : 0;
+			const struct pf_prof_frame *f = hot_frame(p, st);
+			total += sm->count;
+			if (f) {
+				match += sm->count;
+				/* the innermost method of the frame: hot itself, or inlined into
+				 * its callers */
+				const char *inner =
+				    f->n_inlined ? f->inlined[0].function : f->function;
+				uint32_t ln = f->n_inlined ? f->inlined[0].line : f->line;
+				if (inner && !strcmp(inner, "Hot.hot") && ln >= 3 && ln <= 5)
+					in_hot += sm->count;
+				inlined += f->n_inlined ? sm->count : 0;
+				if (!shown && f->n_inlined) {
+					shown = true;
+					print_message("  a compiled frame:");
+					for (uint32_t i = 0; i < f->n_inlined; i++)
+						print_message(" %s:%u <-", f->inlined[i].function,
+							      f->inlined[i].line);
+					print_message(" %s:%u\n", f->function, f->line);
+				}
+				with_sig += f->system_name && strstr(f->system_name, "(J)J")
+						? sm->count
+						: 0;
 			}
-			with_sig +=
-			    f->system_name && strstr(f->system_name, "(J)J") ? sm->count : 0;
-		} else if (!printed) {
-			printed = true;
+		}
+		if (t >= 0 && !ok && !printed[t]) {
+			printed[t] = true;
+			print_message("  %s thread, a stack without its chain:\n",
+				      t == T_HOT      ? "hot"
+				      : t == T_INTERP ? "interpreted"
+						      : "JNI");
 			print_stack(p, st);
 		}
 	}
 	print_message("Hot.java: %lu of %lu samples of the hot thread carry a named Hot frame, "
-		      "%lu with the descriptor\n",
-		      (unsigned long)match, (unsigned long)total, (unsigned long)with_sig);
+		      "%lu with the descriptor, %lu the whole chain to main and native below\n",
+		      (unsigned long)match, (unsigned long)total, (unsigned long)with_sig,
+		      (unsigned long)chain);
 	assert_true(total >= 200);
 	assert_true(match * 100 >= total * 90);
 	assert_true(with_sig * 100 >= match * 50); /* hot, middle and outer are (J)J */
@@ -238,7 +381,16 @@ static void test_named(void **state)
 		      (unsigned long)in_hot, (unsigned long)inlined);
 	assert_true(in_hot * 100 >= match * 80);
 	assert_true(inlined * 100 >= match * 50); /* C2 inlines hot into middle */
-	assert_non_null(strstr(status, "java: 1 JVMs"));
+	assert_true(chain * 100 >= total * 90);
+	print_message("Hot.java: interpreted thread %lu of %lu samples in Hot.slow <- "
+		      "Hot.slowLoop:27; JNI thread %lu of %lu in c_inner <- Java_Hot_spin <- "
+		      "Hot.jniLoop\n",
+		      (unsigned long)interp_ok, (unsigned long)n_interp, (unsigned long)jni_ok,
+		      (unsigned long)n_jni);
+	assert_true(n_interp >= 100 && n_jni >= 100);
+	assert_true(interp_ok * 100 >= n_interp * 80);
+	assert_true(jni_ok * 100 >= n_jni * 80);
+	assert_non_null(strstr(status, "java: 1 JVMs (1 walked in the kernel)"));
 	pf_prof_window_free(w);
 }
 
@@ -282,12 +434,20 @@ static int build(void)
 	}
 	if (!mkdtemp(g_dir))
 		return -1;
-	char src[128], cmd[512];
+	char src[128], cmd[1024];
 	snprintf(src, sizeof(src), "%s/Hot.java", g_dir);
 	FILE *f = fopen(src, "w");
 	if (!f || fputs(hot_java, f) < 0 || fclose(f) != 0)
 		return -1;
 	snprintf(cmd, sizeof(cmd), "%s -d %s %s", g_javac, g_dir, src);
+	if (system(cmd) != 0)
+		return -1;
+	snprintf(src, sizeof(src), "%s/spin.c", g_dir);
+	if (!(f = fopen(src, "w")) || fputs(spin_c, f) < 0 || fclose(f) != 0)
+		return -1;
+	snprintf(cmd, sizeof(cmd),
+		 "cc -O2 -shared -fPIC -I%s/include -I%s/include/linux -o %s/libspin.so %s",
+		 pattern, pattern, g_dir, src);
 	return system(cmd) == 0 ? 0 : -1;
 }
 

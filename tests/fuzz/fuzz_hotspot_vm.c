@@ -55,6 +55,22 @@ static void fuzz_proc(struct fuzz_mem *m)
 	uint64_t look[2];
 	if (fuzz_mem_read(m, FUZZ_MEM_BASE + sizeof(f), look, sizeof(look)) < 0)
 		return;
+	/* what the kernel's walk is given: heaps sorted and disjoint, an interpreter range */
+	struct pf_hs_heap h[PF_HS_HEAPS_MAX];
+	rc = pf_hs_heaps(&vm, read_mem, m, h, PF_HS_HEAPS_MAX);
+	FUZZ_CHECK((rc >= 0 && rc <= PF_HS_HEAPS_MAX) || rc == -EINVAL || rc == -ENOTSUP ||
+		       rc == -EFAULT,
+		   "heaps rc %d", rc);
+	for (int i = 0; i < rc; i++)
+		FUZZ_CHECK(h[i].lo < h[i].hi && h[i].log2_seg >= 4 && h[i].log2_seg <= 16 &&
+			       (i == 0 || h[i].lo >= h[i - 1].hi),
+			   "heap %d does not hold together", i);
+	uint64_t ilo = 0, ihi = 0;
+	rc = pf_hs_interp_range(&vm, read_mem, m, &ilo, &ihi);
+	FUZZ_CHECK(rc == 0 || rc == -EAGAIN || rc == -EINVAL || rc == -ENOTSUP || rc == -EFAULT,
+		   "interp rc %d", rc);
+	if (rc == 0)
+		FUZZ_CHECK(ilo < ihi && ihi - ilo <= (1u << 30), "interpreter range");
 	struct pf_hs_blob b;
 	rc = pf_hs_blob_find(&vm, read_mem, m, look[0], &b);
 	FUZZ_CHECK(rc == 0 || rc == -ENOENT || rc == -EINVAL || rc == -EFAULT, "blob rc %d", rc);

@@ -215,7 +215,9 @@ struct pf_walk {
 	__u32 guessed; /* the current frame was reached by a frame-pointer step (maybe garbage) */
 	__u32 exact;   /* ip is where the context was interrupted (the sampled leaf, or the
 			* frame below a signal frame), not a return address: its row is ip's */
-	__u64 word;    /* v8_frame: the frame's word in place of ip (0: ip stays) */
+	__u64 word;    /* v8_frame, jvm_frame: the frame's word in place of ip (0: ip stays) */
+	__u32 rt;      /* jit_walk's: PF_JIT_V8 or PF_JIT_JVM (0: JIT code ends the walk) */
+	__u32 pad;
 };
 
 /* The mapping of pid covering addr into *d: a binary search of the process's sorted array.
@@ -387,12 +389,114 @@ __noinline int v8_frame(struct pf_walk *st)
 	return 0;
 }
 
-/* One frame: stores the frame at st->ip, then steps to its caller. With v8 (v8_walk's walk),
- * JIT code is walked by v8_frame; without (every other walk), the walk stops there, as it
- * did before V8 was walked at all, and walk_tables leaves the frame to v8_walk: the V8 walk
- * is verified in its own program, and the other walks' verification (most of the programs')
- * is the same as without it. */
-static __always_inline long unwind_frame(struct pf_walk *st, bool v8)
+/* ---- Java frames (cpu_sampler.h) ---- */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PF_JVM_PROCS_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct pf_bpf_jvm_proc);
+} jvm_procs SEC(".maps");
+
+#define JVM_BELOW 64 /* bytes of an interpreted frame read below its rbp: the slots lie there */
+
+/* The CodeBlob holding pc in j's code heaps: the block whose segment-map entry is 0, reached
+ * back from pc's segment. 0 when none (free space, a segment map read fails, too many hops). */
+static __always_inline __u64 jvm_blob(const struct pf_bpf_jvm_proc *j, __u64 pc)
+{
+	const struct pf_bpf_jvm_heap *h = NULL;
+	for (int i = 0; i < PF_JVM_HEAPS; i++)
+		if (i < j->n_heaps && pc >= j->heaps[i].lo && pc < j->heaps[i].hi)
+			h = &j->heaps[i];
+	if (!h)
+		return 0;
+	__u32 log2 = h->log2_seg & 31;
+	__u64 idx = (pc - h->lo) >> log2;
+	for (int hop = 0; hop < PF_JVM_SEGMAP_HOPS; hop++) {
+		__u8 b;
+		if (bpf_probe_read_user(&b, 1, (void *)(h->segmap + idx)) < 0 || b == 0xff ||
+		    b > idx)
+			return 0;
+		if (b == 0)
+			return h->lo + (idx << log2) + j->heapblock_size;
+		idx -= b;
+	}
+	return 0;
+}
+
+/* The frame at st->ip (pc: the instruction it is at, ip - 1 for a return address) lies in a
+ * JVM's code cache: stepped to its caller by the rules cpu_sampler.h lists, an interpreted
+ * frame's word into st->word. 0 to go on, 1 to stop (not a JVM's), 2 when the frame could
+ * not be read. A global function: verified once, whatever the walk's paths. */
+__noinline int jvm_frame(struct pf_walk *st, __u64 pc)
+{
+	if (!st)
+		return 1;
+	st->word = 0;
+	__u32 pid = st->pid;
+	struct pf_bpf_jvm_proc *j = bpf_map_lookup_elem(&jvm_procs, &pid);
+	if (!j)
+		return 1;
+	st->guessed = 0; /* each step below follows the JVM's own frame layout */
+	if (pc >= j->interp_lo && pc < j->interp_hi) {
+		__u64 slots[JVM_BELOW / 8 + 2], fp = st->bp;
+		if (fp < st->sp || fp - st->sp > PF_JVM_FRAME_MAX || fp & 7 || fp < JVM_BELOW ||
+		    bpf_probe_read_user(slots, sizeof(slots), (void *)(fp - JVM_BELOW)) < 0)
+			return 2;
+		__u64 method = slots[((__u32)(JVM_BELOW + j->fp_method) >> 3) & 7];
+		__u64 bcp = slots[((__u32)(JVM_BELOW + j->fp_bcp) >> 3) & 7];
+		__u64 sender = slots[((__u32)(JVM_BELOW + j->fp_sender_sp) >> 3) & 7];
+		if (method && !(method & 7) && method < (1ull << 47)) {
+			__u64 cm = 0, bci = PF_JVM_BCI_NONE;
+			if (bpf_probe_read_user(&cm, sizeof(cm),
+						(void *)(method + j->method_const)) == 0 &&
+			    bcp >= cm + j->constmethod_size &&
+			    bcp - (cm + j->constmethod_size) < PF_JVM_BCI_NONE)
+				bci = bcp - (cm + j->constmethod_size);
+			st->word = PF_JVM_INTERP_FRAME(method, bci);
+		}
+		st->sp = sender >= fp + 16 && sender - fp <= PF_JVM_FRAME_MAX ? sender : fp + 16;
+		st->bp = slots[JVM_BELOW / 8];
+		st->ip = slots[JVM_BELOW / 8 + 1];
+		return 0;
+	}
+	__u64 blob = jvm_blob(j, pc);
+	__u32 hdr[PF_JVM_BLOB_HDR / 4];
+	if (!blob || bpf_probe_read_user(hdr, sizeof(hdr), (void *)blob) < 0)
+		return 2;
+	__s32 frame = (__s32)hdr[(j->blob_frame_size >> 2) & 15];
+	__s32 complete = (__s32)hdr[(j->blob_frame_complete >> 2) & 15];
+	__u32 cb = (j->blob_code_begin >> 2) & 15; /* a pointer: 8-aligned, below the last 8 */
+	__u64 code = j->code_offset ? blob + (__s64)(__s32)hdr[cb]
+				    : ((__u64)hdr[(cb + 1) & 15] << 32 | hdr[cb]);
+	if (frame <= 0 || frame > 65536) /* the call stub, adapters: frame-pointer frames */
+		return fp_step(st) ? 2 : 0;
+	__u64 pair[2];
+	if (pc == st->ip && complete > 0 && pc >= code && pc - code < (__u64)complete) {
+		/* the sampled pc in the prologue: the frame is not set up, the return address
+		 * is the last thing pushed */
+		if (bpf_probe_read_user(&pair[1], 8, (void *)st->sp) < 0)
+			return 2;
+		st->sp += 8;
+		st->ip = pair[1];
+		return 0;
+	}
+	__u64 sender = st->sp + (__u64)frame * 8;
+	if (bpf_probe_read_user(pair, sizeof(pair), (void *)(sender - 16)) < 0)
+		return 2;
+	st->sp = sender;
+	st->bp = pair[0];
+	st->ip = pair[1];
+	return 0;
+}
+
+/* One frame: stores the frame at st->ip, then steps to its caller. With jit (jit_walk's
+ * walk), JIT code is walked by v8_frame or jvm_frame (st->rt); without (every other walk),
+ * the walk stops there, as it did before JIT code was walked at all, and walk_tables leaves
+ * the frame to jit_walk: the JIT walks are verified in their own program, and the other
+ * walks' verification (most of the programs') is the same as without them. */
+static __always_inline long unwind_frame(struct pf_walk *st, bool jit)
 {
 	__u32 zero = 0;
 	struct pf_bpf_percpu *s = bpf_map_lookup_elem(&scratch_map, &zero);
@@ -415,14 +519,18 @@ static __always_inline long unwind_frame(struct pf_walk *st, bool v8)
 			return 1;
 		st->m[1] = tmp;
 	}
-	if (v8 && st->m[0].kind == PF_UNWIND_MAP_JIT) {
-		long r = v8_frame(st);
-		if (st->word) {
+	if (jit && st->m[0].kind == PF_UNWIND_MAP_JIT) {
+		bool v8 = st->rt == PF_JIT_V8;
+		long r = v8 ? v8_frame(st) : jvm_frame(st, pc);
+		if (st->word)
 			s->ips[(st->base + st->n - 1) & (2 * (PF_MAX_STACK + 1) - 1)] = st->word;
-			s->v8_frames++;
+		if (v8) {
+			s->v8_frames += st->word != 0;
+			s->v8_read_errors += r > 1;
+		} else {
+			s->jvm_frames += r == 0;
+			s->jvm_read_errors += r > 1;
 		}
-		if (r > 1)
-			s->v8_read_errors++;
 		return r ? 1 : 0;
 	}
 	switch (st->m[0].kind) {
@@ -487,13 +595,13 @@ static __always_inline long unwind_frame(struct pf_walk *st, bool v8)
 	return 0;
 }
 
-/* bpf_loop callbacks of the table walk: without V8 frames, and with them (v8_walk). */
+/* bpf_loop callbacks of the table walk: without JIT frames, and with them (jit_walk). */
 static long unwind_step(__u32 i, void *ctx)
 {
 	return unwind_frame(ctx, false);
 }
 
-static long unwind_step_v8(__u32 i, void *ctx)
+static long unwind_step_jit(__u32 i, void *ctx)
 {
 	return unwind_frame(ctx, true);
 }
@@ -532,16 +640,21 @@ static __always_inline long walk_tables(struct bpf_perf_event_data *ctx, struct 
 	bpf_loop(PF_UNWIND_MAX_FRAMES, unwind_step, &st, 0);
 	*flags |= st.flags | PF_SAMPLE_F_DWARF;
 	/* the walk stopped at JIT code (the last mapping looked up: the step that met it
-	 * returned at once; frame n - 1 is its) of a node process: a tick's record goes on in
-	 * v8_walk */
-	if (st.m[0].kind == PF_UNWIND_MAP_JIT && st.n && st.n < PF_UNWIND_MAX_FRAMES && !sw &&
-	    bpf_map_lookup_elem(&v8_procs, &pid))
-		s->v8w = (struct pf_bpf_v8_walk){.ip = st.ip,
-						 .sp = st.sp,
-						 .bp = st.bp,
-						 .n = st.n - 1,
-						 .exact = st.n == 1,
-						 .pending = 1};
+	 * returned at once; frame n - 1 is its) of a node process or a JVM: a tick's record
+	 * goes on in jit_walk */
+	if (st.m[0].kind == PF_UNWIND_MAP_JIT && st.n && st.n < PF_UNWIND_MAX_FRAMES && !sw) {
+		__u32 rt = bpf_map_lookup_elem(&v8_procs, &pid)	   ? PF_JIT_V8
+			   : bpf_map_lookup_elem(&jvm_procs, &pid) ? PF_JIT_JVM
+								   : 0;
+		if (rt)
+			s->jitw = (struct pf_bpf_jit_walk){.ip = st.ip,
+							   .sp = st.sp,
+							   .bp = st.bp,
+							   .n = st.n - 1,
+							   .exact = st.n == 1,
+							   .pending = 1,
+							   .rt = rt};
+	}
 	return (long)st.n * 8;
 #endif
 }
@@ -780,7 +893,7 @@ static __always_inline long walk_user(struct bpf_perf_event_data *ctx, struct pf
 {
 	kb &= 0x3ff;
 	long ub = -1;
-	s->v8w.pending = 0; /* only this walk's stop may go on in v8_walk */
+	s->jitw.pending = 0; /* only this walk's stop may go on in jit_walk */
 	if (dwarf_unwind)
 		ub = walk_tables(ctx, s, pid, kb / 8, flags, sw);
 	if (ub < 0)
@@ -885,19 +998,20 @@ static __always_inline int output(struct pf_bpf_percpu *s, void *rec, __u64 size
 	return 0;
 }
 
-int v8_walk(struct bpf_perf_event_data *ctx);
+int jit_walk(struct bpf_perf_event_data *ctx);
 
-/* v8_walk, the only entry: a tick whose walk stopped at V8 code ends there. */
+/* jit_walk, the only entry: a tick whose walk stopped at JIT code ends there. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__array(values, int(struct bpf_perf_event_data *));
-} v8_progs SEC(".maps") = {.values = {[0] = (void *)&v8_walk}};
+} jit_progs SEC(".maps") = {.values = {[0] = (void *)&jit_walk}};
 
 /* Writes one sample record of the current task (stacks of the interrupted context) from the
  * CPU's state s and counts it (a capture tick or a continuous one). A walk that stopped at
- * V8 code goes on in v8_walk, which writes the record (a tail call: it does not return). */
+ * V8 or JVM code goes on in jit_walk, which writes the record (a tail call: it does not
+ * return). */
 static __always_inline int record(struct bpf_perf_event_data *ctx, struct pf_bpf_percpu *s,
 				  __u32 pid, __u32 tid, __u32 flags, enum rec_kind kind, __u64 *t)
 {
@@ -909,9 +1023,9 @@ static __always_inline int record(struct bpf_perf_event_data *ctx, struct pf_bpf
 		return 0;
 	}
 	lap(t, PF_CNT_T_RECORD);
-	if (s->v8w.pending) {
-		bpf_tail_call(ctx, &v8_progs, 0);
-		s->v8w.pending = 0; /* not there: the stack as far as it went */
+	if (s->jitw.pending) {
+		bpf_tail_call(ctx, &jit_progs, 0);
+		s->jitw.pending = 0; /* not there: the stack as far as it went */
 	}
 	if (output(s, &s->hdr, size, s->hdr.flags, s->hdr.ts_ns, kind) < 0)
 		return 0;
@@ -1000,25 +1114,27 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	return record(ctx, s, pid, tid, flags, REC_TICK, &t);
 }
 
-/* The rest of a tick's user stack from V8 code on (record's tail call): JS frames named by
- * their SharedFunctionInfo, typed frames by their address, native frames by the tables again
- * below them; then the record goes out. */
+/* The rest of a tick's user stack from JIT code on (record's tail call): V8's JS frames named
+ * by their SharedFunctionInfo and typed frames by their address, or a JVM's frames stepped
+ * by its rules (interpreted ones by their Method* and bytecode index, compiled ones by their
+ * address); native frames by the tables again below them; then the record goes out. */
 SEC("perf_event")
-int v8_walk(struct bpf_perf_event_data *ctx)
+int jit_walk(struct bpf_perf_event_data *ctx)
 {
 	__u32 zero = 0;
 	struct pf_bpf_percpu *s = bpf_map_lookup_elem(&scratch_map, &zero);
-	if (!s || !s->v8w.pending)
+	if (!s || !s->jitw.pending)
 		return 0;
-	s->v8w.pending = 0;
+	s->jitw.pending = 0;
 	struct pf_walk st = {.pid = s->hdr.pid,
 			     .base = s->hdr.kstack_len,
-			     .n = s->v8w.n,
-			     .ip = s->v8w.ip,
-			     .sp = s->v8w.sp,
-			     .bp = s->v8w.bp,
-			     .exact = s->v8w.exact};
-	bpf_loop(PF_UNWIND_MAX_FRAMES, unwind_step_v8, &st, 0);
+			     .n = s->jitw.n,
+			     .ip = s->jitw.ip,
+			     .sp = s->jitw.sp,
+			     .bp = s->jitw.bp,
+			     .exact = s->jitw.exact,
+			     .rt = s->jitw.rt};
+	bpf_loop(PF_UNWIND_MAX_FRAMES, unwind_step_jit, &st, 0);
 	__u32 n = st.n > PF_UNWIND_MAX_FRAMES ? PF_UNWIND_MAX_FRAMES : st.n;
 	s->hdr.ustack_len = n;
 	s->hdr.flags |= st.flags;
@@ -1307,6 +1423,7 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 	__sync_fetch_and_add(&filter_gen, 1);
 	bpf_map_delete_elem(&py_procs, &pid); /* another program, maybe no Python */
 	bpf_map_delete_elem(&v8_procs, &pid);
+	bpf_map_delete_elem(&jvm_procs, &pid);
 	emit(PF_PROC_EXEC, pid, 0, p);
 	return 0;
 }
@@ -1347,6 +1464,7 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 		return 0;
 	bpf_map_delete_elem(&py_procs, &tgid);
 	bpf_map_delete_elem(&v8_procs, &tgid);
+	bpf_map_delete_elem(&jvm_procs, &tgid);
 	if (bpf_map_delete_elem(&pid_filter, &tgid) == 0)
 		__sync_fetch_and_add(&filter_gen, 1);
 	bpf_map_delete_elem(&capture_pids, &tgid);

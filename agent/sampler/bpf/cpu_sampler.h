@@ -170,14 +170,17 @@ struct pf_bpf_py_thread {
 	unsigned int pid, pad;
 };
 
-/* A walk stopped at V8 code for v8_walk (a tail call from do_sample / do_capture: the V8
- * walk is verified in that program, apart from the others): where it stopped. */
-struct pf_bpf_v8_walk {
+/* A walk stopped at JIT code of a V8 or a JVM the agent reads, for jit_walk (a tail call from
+ * do_sample / do_capture: the JIT walks are verified in that program, apart from the
+ * others): where it stopped. */
+#define PF_JIT_V8 1
+#define PF_JIT_JVM 2
+struct pf_bpf_jit_walk {
 	unsigned long long ip, sp, bp;
 	unsigned int n;       /* user frames written (from slot hdr.kstack_len) */
 	unsigned int exact;   /* ip is the interrupted context's, not a return address */
-	unsigned int pending; /* set by the walk, cleared by v8_walk or the record */
-	unsigned int pad;
+	unsigned int pending; /* set by the walk, cleared by jit_walk or the record */
+	unsigned int rt;      /* PF_JIT_V8 or PF_JIT_JVM: whose frames the walk steps */
 };
 
 /* The single entry of the per-CPU array `scratch_map`: the sample program's per-CPU state.
@@ -205,8 +208,9 @@ struct pf_bpf_percpu {
 	/* Python frames (below): samples given Python frames, frames read, frame reads that
 	 * failed, samples of Python threads whose PyThreadState was not found */
 	unsigned long long py_samples, py_frames, py_read_errors, py_no_thread;
-	/* V8 frames: JS frames written, V8 frames whose slots could not be read */
-	unsigned long long v8_frames, v8_read_errors;
+	/* V8 frames: JS frames written, V8 frames whose slots could not be read; Java frames:
+	 * frames of the code cache stepped, code-cache frames the walk could not step */
+	unsigned long long v8_frames, v8_read_errors, jvm_frames, jvm_read_errors;
 	/* off-CPU: records written, switch-outs followed, returns sooner than off_cpu_min_ns,
 	 * switch-outs of filtered processes, records not kept (off_cpu_recs full), records
 	 * written without a user stack; the thread whose system call return completes its
@@ -228,7 +232,7 @@ struct pf_bpf_percpu {
 	/* the Python walk: the native user frames before Python's are merged in, the process's
 	 * layout (a copy of its py_procs entry), the frame being read */
 	unsigned long long nat[PF_MAX_STACK + 1];
-	struct pf_bpf_v8_walk v8w;
+	struct pf_bpf_jit_walk jitw;
 	struct pf_bpf_py_proc py;
 	struct pf_bpf_py_merge pm;
 	unsigned long long pyframe[PF_PY_FRAME_READ_MAX / 8];
@@ -354,7 +358,7 @@ struct pf_bpf_unwind_proc {
  * The table walk stops at JIT code (PF_UNWIND_MAP_JIT: anonymous executable mappings, where
  * Sparkplug, Maglev and TurboFan code lies; in a node process user space also marks so the
  * range of V8's embedded builtins inside the node file, where the interpreter's entry and
- * bytecode handlers run). For a process in v8_procs, the record then goes on in v8_walk, a
+ * bytecode handlers run). For a process in v8_procs, the record then goes on in jit_walk, a
  * second program (a tail call: verified on its own, so the programs that walk every other
  * process's stacks stay as they were), which walks on from that frame: v8_frame (a global
  * function) reads a JIT frame's slots below its frame pointer: a JS
@@ -369,20 +373,78 @@ struct pf_bpf_unwind_proc {
 #define PF_V8_FRAME(sfi) (PF_V8_FRAME_TAG | (sfi))
 #define PF_V8_FRAME_SFI(w) ((w) & ((1ull << 47) - 1))
 
-/* A Java frame's word is written by user space (hotspot_unwind.h), never by the kernel, in
- * place of a code address of a JVM's code cache: bits 63..61 are 0b110 (no user address; a
+/* ---- Java frames (agent/interp/hotspot_unwind.h describes the JVM's side) ----
+ *
+ *  jvm_procs   hash pid -> struct pf_bpf_jvm_proc: a JVM whose tables the agent read, filled
+ *              by user space once it has, dropped by the kernel at exec and exit
+ * The JVM's code cache is anonymous executable memory (PF_UNWIND_MAP_JIT), so the table walk
+ * stops there as for V8; for a process in jvm_procs the record goes on in jit_walk, whose
+ * jvm_frame (a global function) steps each frame of the code cache by the JVM's rules: the
+ * CodeBlob holding the pc is found through its code heap's segment map (each byte: how many
+ * segments back the block starts; at most PF_JVM_SEGMAP_HOPS hops), then
+ *  - in the interpreter (the [interp_lo, interp_hi) codelets): a frame-pointer frame whose
+ *    slots below rbp hold the Method* and the bytecode pointer; the frame becomes the word
+ *    PF_JVM_INTERP_FRAME(method, bci) in place of its address, and the caller's sp is the
+ *    saved sender sp (the caller's own, before the interpreter extended it);
+ *  - a blob with a frame size (compiled methods, native wrappers, runtime stubs): the
+ *    caller's sp is sp + frame size, the return address and the saved rbp lie just below it
+ *    (before the blob's frame is complete, at the sampled pc only, the return address is at
+ *    sp); its address stays, user space names it;
+ *  - a blob without one (the call stub, adapters): by the frame pointer.
+ * The walk goes on by the tables when it lands in native code again (JNI, the VM itself).
+ *
+ * A Java frame's word (in place of a code address): bits 63..61 are 0b110 (no user address; a
  * kernel address has bit 61 set as well; Python's words are 0b10x, V8's 0b01x), bits 60..59
- * what the address in bits 46..0 is: a PcDesc of an nmethod (its scopes: the method and those
- * inlined into it at that point), a Method* (compiled code whose scopes were not read) or a
- * CodeBlob of no method (the interpreter, stubs). */
+ * its kind. User space writes kinds 0–2 in place of code addresses of compiled frames and
+ * blobs (bits 46..0 the address of what names the frame): a PcDesc of an nmethod (its scopes:
+ * the method and those inlined into it at that point), a Method* (compiled code whose scopes
+ * were not read) or a CodeBlob of no method (stubs). The kernel writes kind 3, an interpreted
+ * frame: bits 43..0 its Method* >> 3 (8-aligned), bits 58..44 its bytecode index
+ * (PF_JVM_BCI_NONE: none or past 32766). */
 #define PF_JVM_PCDESC 0
 #define PF_JVM_METHOD 1
 #define PF_JVM_BLOB 2
+#define PF_JVM_INTERP 3
 #define PF_JVM_FRAME_TAG (6ull << 61)
 #define PF_JVM_IS_FRAME(w) (((w) >> 61) == 6)
 #define PF_JVM_FRAME(addr, kind) (PF_JVM_FRAME_TAG | ((unsigned long long)(kind) << 59) | (addr))
 #define PF_JVM_FRAME_KIND(w) (((w) >> 59) & 3)
 #define PF_JVM_FRAME_ADDR(w) ((w) & ((1ull << 47) - 1))
+#define PF_JVM_BCI_NONE 0x7fff
+#define PF_JVM_INTERP_FRAME(method, bci)                                                           \
+	(PF_JVM_FRAME(0, PF_JVM_INTERP) | ((unsigned long long)(bci) << 44) | ((method) >> 3))
+#define PF_JVM_INTERP_METHOD(w) (((w) & ((1ull << 44) - 1)) << 3)
+#define PF_JVM_INTERP_BCI(w) ((unsigned)((w) >> 44) & 0x7fff)
+
+#define PF_JVM_PROCS_MAX 1024
+#define PF_JVM_HEAPS 4		    /* code heaps the walk knows (JDK 17 has 1 or 3) */
+#define PF_JVM_SEGMAP_HOPS 32	    /* segment-map bytes read back to a block's start */
+#define PF_JVM_FRAME_MAX (1u << 20) /* an interpreted frame's rbp at most this far above sp */
+
+/* A code heap: its reserved range, its segment map, the log2 of its segment size (4..16). */
+struct pf_bpf_jvm_heap {
+	unsigned long long lo, hi, segmap;
+	unsigned int log2_seg, pad;
+};
+
+/* A JVM's layout as the walk reads it; user space checked every value: heaps sorted and
+ * disjoint, offsets within the blob header the walk reads (PF_JVM_BLOB_HDR bytes, 4-aligned
+ * ints, an 8-aligned code_begin pointer), frame slots 8-aligned in [-64, -8]. */
+#define PF_JVM_BLOB_HDR 64
+struct pf_bpf_jvm_proc {
+	struct pf_bpf_jvm_heap heaps[PF_JVM_HEAPS];
+	unsigned long long interp_lo, interp_hi; /* the interpreter's codelets */
+	unsigned int n_heaps;
+	unsigned short heapblock_size;	    /* a block's header, before its CodeBlob */
+	unsigned short blob_frame_size;	    /* CodeBlob::_frame_size (int, words) */
+	unsigned short blob_frame_complete; /* CodeBlob::_frame_complete_offset (int, bytes) */
+	unsigned short blob_code_begin;	    /* CodeBlob::_code_begin (pointer) or _code_offset */
+	unsigned short code_offset;	    /* 1: blob_code_begin is an int offset from the blob */
+	unsigned short method_const;	    /* Method::_constMethod */
+	unsigned short constmethod_size;    /* sizeof(ConstMethod): its bytecodes follow it */
+	short fp_method, fp_bcp, fp_sender_sp; /* interpreter frame slots, bytes from rbp */
+	unsigned int pad;
+};
 
 /* A process's layout as the walk reads it: user space checked every offset (frame slots
  * negative, 8-aligned, at least -64; fn_shared 8-aligned below 256). */

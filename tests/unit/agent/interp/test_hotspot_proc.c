@@ -465,6 +465,48 @@ static void test_live_unwind(void **state)
 	assert_int_equal(st.named, 1);
 	assert_int_equal(st.names, 1);
 
+	/* an interpreted frame's word (the kernel's): its method at the line of its bytecode
+	 * index (bci 5 is on line 4, test_live_code) */
+	struct pf_hs_vm vm;
+	read_vm(j, &vm);
+	int ipid = j->c.pid;
+	struct pf_hs_blob b;
+	assert_int_equal(pf_hs_blob_find(&vm, rd_pid, &ipid, lo + (hi - lo) / 2, &b), 0);
+	struct pf_prof_frame fi = {.address = PF_JVM_INTERP_FRAME(b.method, 5),
+				   .kind = PF_FRAME_JVM};
+	assert_int_equal(PF_JVM_INTERP_METHOD(fi.address), b.method);
+	assert_int_equal(PF_JVM_INTERP_BCI(fi.address), 5);
+	assert_int_equal(pf_hs_walker.name(u, pid, w, &fi, 1), 0);
+	assert_non_null(fi.function);
+	assert_string_equal(fi.function, "Hot.javaHotMethod");
+	assert_int_equal(fi.line, 4);
+
+	/* the kernel's entry, made once: the code heaps sorted and disjoint, the compiled code
+	 * and the interpreter inside them, the x86_64 interpreter frame's slots */
+	struct pf_bpf_jvm_proc e;
+	assert_int_equal(pf_hs_unwind_kernel_entry(u, pid, &e), 1);
+	assert_int_equal(pf_hs_unwind_kernel_entry(u, pid, &e), 0);
+	assert_true(e.n_heaps >= 1 && e.n_heaps <= PF_JVM_HEAPS);
+	bool code_in = false, interp_in = false;
+	for (unsigned i = 0; i < e.n_heaps; i++) {
+		assert_true(e.heaps[i].lo < e.heaps[i].hi);
+		assert_true(e.heaps[i].log2_seg >= 4 && e.heaps[i].log2_seg <= 16);
+		assert_true(i == 0 || e.heaps[i].lo >= e.heaps[i - 1].hi);
+		code_in |= lo >= e.heaps[i].lo && hi <= e.heaps[i].hi;
+		interp_in |= e.interp_lo >= e.heaps[i].lo && e.interp_hi <= e.heaps[i].hi;
+	}
+	assert_true(code_in);
+	assert_true(interp_in);
+	assert_true(e.interp_lo < e.interp_hi);
+	assert_int_equal(e.fp_method, -24);
+	assert_int_equal(e.fp_bcp, -64);
+	assert_int_equal(e.fp_sender_sp, -8);
+	assert_int_equal(e.heapblock_size, 16);
+	assert_int_equal(e.blob_frame_size, vm.blob_frame_size);
+	assert_int_equal(e.code_offset, 0); /* JDK 17: CodeBlob::_code_begin, a pointer */
+	pf_hs_unwind_stats(u, &st);
+	assert_int_equal(st.walked, 1);
+
 	/* off: the JVM is forgotten, its addresses stay what they were */
 	assert_true(pf_interp_walker_enable(&pf_hs_walker, u, false));
 	assert_false(pf_hs_unwind_has(u, pid));
