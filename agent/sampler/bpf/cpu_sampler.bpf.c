@@ -399,6 +399,13 @@ struct {
 	__type(value, struct pf_bpf_jvm_proc);
 } jvm_procs SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PF_JVM_PCS_MAX);
+	__type(key, struct pf_bpf_jvm_pc_key);
+	__type(value, struct pf_bpf_jvm_pc);
+} jvm_pcs SEC(".maps");
+
 #define JVM_BELOW 64 /* bytes of an interpreted frame read below its rbp: the slots lie there */
 
 /* The CodeBlob holding pc in j's code heaps: the block whose segment-map entry is 0, reached
@@ -461,19 +468,32 @@ __noinline int jvm_frame(struct pf_walk *st, __u64 pc)
 		st->ip = slots[JVM_BELOW / 8 + 1];
 		return 0;
 	}
-	__u64 blob = jvm_blob(j, pc);
-	__u32 hdr[PF_JVM_BLOB_HDR / 4];
-	if (!blob || bpf_probe_read_user(hdr, sizeof(hdr), (void *)blob) < 0)
-		return 2;
-	__s32 frame = (__s32)hdr[(j->blob_frame_size >> 2) & 15];
-	__s32 complete = (__s32)hdr[(j->blob_frame_complete >> 2) & 15];
-	__u32 cb = (j->blob_code_begin >> 2) & 15; /* a pointer: 8-aligned, below the last 8 */
-	__u64 code = j->code_offset ? blob + (__s64)(__s32)hdr[cb]
-				    : ((__u64)hdr[(cb + 1) & 15] << 32 | hdr[cb]);
-	if (frame <= 0 || frame > 65536) /* the call stub, adapters: frame-pointer frames */
+	struct pf_bpf_jvm_pc_key key = {.pid = pid, .pc = pc};
+	__u64 now = bpf_ktime_get_ns();
+	struct pf_bpf_jvm_pc *c = bpf_map_lookup_elem(&jvm_pcs, &key), found;
+	if (!c || now - c->ts_ns > PF_JVM_PC_KEEP_NS) {
+		__u64 blob = jvm_blob(j, pc);
+		__u32 hdr[PF_JVM_BLOB_HDR / 4];
+		if (!blob || bpf_probe_read_user(hdr, sizeof(hdr), (void *)blob) < 0)
+			return 2;
+		__s32 frame = (__s32)hdr[(j->blob_frame_size >> 2) & 15];
+		__s32 complete = (__s32)hdr[(j->blob_frame_complete >> 2) & 15];
+		__u32 cb = (j->blob_code_begin >> 2) & 15; /* a pointer: 8-aligned, not last */
+		__u64 code = j->code_offset ? blob + (__s64)(__s32)hdr[cb]
+					    : ((__u64)hdr[(cb + 1) & 15] << 32 | hdr[cb]);
+		/* the call stub and adapters (no frame size) are frame-pointer frames */
+		found = (struct pf_bpf_jvm_pc){
+		    .ts_ns = now,
+		    .frame = frame > 0 && frame <= 65536 ? frame : 0,
+		    .prologue = complete > 0 && pc >= code && pc - code < (__u64)complete};
+		bpf_map_update_elem(&jvm_pcs, &key, &found, BPF_ANY);
+		c = &found;
+	}
+	__s32 frame = c->frame;
+	if (frame <= 0)
 		return fp_step(st) ? 2 : 0;
 	__u64 pair[2];
-	if (pc == st->ip && complete > 0 && pc >= code && pc - code < (__u64)complete) {
+	if (pc == st->ip && c->prologue) {
 		/* the sampled pc in the prologue: the frame is not set up, the return address
 		 * is the last thing pushed */
 		if (bpf_probe_read_user(&pair[1], 8, (void *)st->sp) < 0)

@@ -416,6 +416,22 @@ struct pf_bpf_unwind_proc {
 #define PF_JVM_INTERP_METHOD(w) (((w) & ((1ull << 44) - 1)) << 3)
 #define PF_JVM_INTERP_BCI(w) ((unsigned)((w) >> 44) & 0x7fff)
 
+/* jvm_pcs (LRU hash (pid, pc) -> struct pf_bpf_jvm_pc): what jvm_frame found of a pc outside
+ * the interpreter, so that a pc met again (the hot return addresses) costs one lookup instead
+ * of the segment map's and the blob's reads; an entry older than PF_JVM_PC_KEEP_NS is looked
+ * up again (the JVM frees and reuses code, never while a frame of it is on a stack). */
+#define PF_JVM_PCS_MAX 8192
+#define PF_JVM_PC_KEEP_NS 1000000000ull
+struct pf_bpf_jvm_pc_key {
+	unsigned int pid, pad;
+	unsigned long long pc;
+};
+struct pf_bpf_jvm_pc {
+	unsigned long long ts_ns; /* when found */
+	int frame;		  /* the blob's frame size in words; 0: a frame-pointer frame */
+	unsigned int prologue;	  /* pc lies before the blob's frame is complete */
+};
+
 #define PF_JVM_PROCS_MAX 1024
 #define PF_JVM_HEAPS 4		    /* code heaps the walk knows (JDK 17 has 1 or 3) */
 #define PF_JVM_SEGMAP_HOPS 32	    /* segment-map bytes read back to a block's start */
