@@ -95,29 +95,7 @@ PY
 read -r depth top < <(folded "$tmp/folded" top)
 [ "${depth:-0}" -gt 0 ] || { echo "no stack of the JVM reached Hot.main" >&2; exit 1; }
 echo "java stack ($depth frames, root first): $top"
-calls=$((depth - 4 > 1 ? depth - 4 : 1))
-cat > "$tmp/native.c" <<EOF
-#include <stdlib.h>
-#include <time.h>
-static volatile unsigned long sink;
-__attribute__((noinline)) static void down(int n, time_t end)
-{
-	if (n > 1) {
-		down(n - 1, end);
-		sink++; /* not a tail call */
-		return;
-	}
-	while (time(NULL) < end)
-		for (int i = 0; i < 100000; i++)
-			sink += (unsigned long)i;
-}
-int main(int argc, char **argv)
-{
-	down($calls, time(NULL) + atoi(argv[1]));
-	return 0;
-}
-EOF
-cc -O2 -fomit-frame-pointer -o "$tmp/native" "$tmp/native.c"
+native_chain "$depth" "$tmp/native"
 
 total=$(((secs + 4) * runs * 3 + 20))
 for _ in $(seq "$ncpu"); do

@@ -68,30 +68,7 @@ wait "$pypid" 2>/dev/null || true
 depth=$(sort -t' ' -k2 -n -r "$tmp/folded" | awk 'NR == 1 { n = split($1, f, ";"); print n - 2 }')
 top=$(sort -t' ' -k2 -n -r "$tmp/folded" | head -1 | cut -d' ' -f1 | cut -d';' -f3-)
 echo "python stack ($depth frames, root first): $top"
-# main and libc's three frames under it, the rest a chain of calls down to a spinning leaf
-calls=$((depth - 4 > 1 ? depth - 4 : 1))
-cat > "$tmp/native.c" <<EOF
-#include <stdlib.h>
-#include <time.h>
-static volatile unsigned long sink;
-__attribute__((noinline)) static void down(int n, time_t end)
-{
-	if (n > 1) {
-		down(n - 1, end);
-		sink++; /* not a tail call */
-		return;
-	}
-	while (time(NULL) < end)
-		for (int i = 0; i < 100000; i++)
-			sink += (unsigned long)i;
-}
-int main(int argc, char **argv)
-{
-	down($calls, time(NULL) + atoi(argv[1]));
-	return 0;
-}
-EOF
-cc -O2 -fomit-frame-pointer -o "$tmp/native" "$tmp/native.c"
+native_chain "$depth" "$tmp/native"
 
 total=$(((secs + 4) * runs * 2 + 10))
 for _ in $(seq "$ncpu"); do
