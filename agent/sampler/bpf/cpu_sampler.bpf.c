@@ -1078,11 +1078,10 @@ static __always_inline bool skipped(__u32 pid)
 	return pid == skip_tgid || pid == skip_helper[0] || pid == skip_helper[1];
 }
 
-/* True (and counted) while an allocation record, or an off-CPU record's user stack, is being
- * built in s on this CPU: the uprobe program and off_cpu_sys_exit run preemptible, so a tick,
- * a switch or another task's sampled return can come in the middle of their walk; they leave
- * the CPU's record alone (that tick or switch is lost and counted in alloc_collide) rather
- * than write over it. */
+/* True (and counted) while an allocation record is being built in s on this CPU: the uprobe
+ * program runs preemptible, so a tick, a switch or another task's sampled return can come in
+ * the middle of its walk; they leave the CPU's record alone (that tick or switch is lost and
+ * counted in alloc_collide) rather than write over it. */
 static __always_inline bool alloc_busy(struct pf_bpf_percpu *s)
 {
 	if (!s->alloc_busy)
@@ -1388,9 +1387,7 @@ int BPF_PROG(off_cpu_sys_exit, struct pt_regs *regs, long ret)
 	if (kb && bpf_probe_read_kernel(s->ips, kb, r->ips) < 0)
 		kb = 0;
 	__u32 flags = s->hdr.flags & ~PF_SAMPLE_F_USER_PENDING;
-	s->alloc_busy = 1; /* a switch preempting the walk leaves s alone (alloc_busy) */
 	long ub = walk_user((struct bpf_perf_event_data *)ctx, s, kb, s->hdr.pid, tid, &flags, true);
-	s->alloc_busy = 0;
 	/* This program runs with interrupts on: a tick of this CPU (do_sample) that came during
 	 * the walk built its own record in the same per-CPU state (its time is later, its off_ns
 	 * 0). Then the record goes out from its entry, with the kernel stack alone, rather than

@@ -223,8 +223,7 @@ struct pf_bpf_percpu {
 	 * samples not tracked for frees (alloc_live full), sampled calls that returned NULL */
 	unsigned long long alloc_left;
 	unsigned int alloc_gen;
-	unsigned int alloc_busy; /* an allocation record, or an off-CPU record's user stack
-				  * (off_cpu_sys_exit), is being built in hdr/ips */
+	unsigned int alloc_busy; /* an allocation record is being built in hdr/ips */
 	unsigned long long alloc_collide; /* ticks, switches, sampled returns that found it busy */
 	unsigned long long alloc_calls, alloc_sampled, alloc_out, alloc_frees, alloc_live_full;
 	unsigned long long alloc_failed;
