@@ -408,8 +408,9 @@ class K8sPods(IntegrationCase):
         self.servers.remove(api)
         api2 = self.server(port)
         api2.status = 403
-        line = t.wait(lambda l: not l["reachable"] and "403" in l["last_error"], timeout=20,
-                      what="403 reported")
+        # "HTTP 403", not "403" alone: the port in an unreachable message may hold it
+        line = t.wait(lambda l: not l["reachable"] and "HTTP 403" in l["last_error"],
+                      timeout=20, what="403 reported")
         self.assertIn("RBAC", line["last_error"])
         self.assertEqual(line["pods"], 4)
 
