@@ -332,7 +332,8 @@ static const struct field_family sampler_families[] = {
      "Switch-outs of profiled threads followed."),
     FIELD("sampler_off_cpu_kernel_only_total", "counter", U_COUNT, SS(off_cpu_kernel_only),
      "Off-CPU records written with the kernel stack alone: the thread left again "
-     "before its system call returned."),
+     "before its system call returned, or another record went through the CPU's "
+     "state while the return's walk ran."),
     FIELD("sampler_off_cpu_short_total", "counter", U_COUNT, SS(off_cpu_short),
      "Followed switch-outs whose thread came back sooner than min_block_us."),
     FIELD("sampler_off_cpu_filtered_total", "counter", U_COUNT, SS(off_cpu_filtered),

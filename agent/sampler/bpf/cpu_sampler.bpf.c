@@ -982,6 +982,7 @@ static __always_inline __u64 build(struct bpf_perf_event_data *ctx, struct pf_bp
 				   __u32 pid, __u32 tid, __u32 flags, __u64 *t, bool sw)
 {
 	long kb, ub;
+	s->writes++;
 	walk_stacks(ctx, s, &kb, &ub, t, pid, tid, &flags, sw);
 	if (kb == 0 && ub == 0)
 		count(PF_CNT_STACK_ERR);
@@ -1196,6 +1197,24 @@ static __always_inline void off_cpu_out(struct pf_bpf_percpu *s, struct pf_bpf_o
 	bpf_map_delete_elem(&off_cpu_recs, &tid);
 }
 
+/* A waiting record r completed with the ub bytes of user stack walked into s->ips (nothing
+ * when the CPU's state saw another record begin since writes, or the copy fails): wflags, the
+ * walk's flags, join the record's. */
+static __always_inline void off_cpu_fill(struct pf_bpf_percpu *s, struct pf_bpf_off_rec *r,
+					 long ub, __u32 wflags, __u32 writes)
+{
+	long kb = ((long)r->hdr.kstack_len * 8) & 0x3ff;
+	ub &= 0x3ff;
+	if (ub && bpf_probe_read_kernel((void *)r->ips + kb, ub, s->ips) < 0)
+		ub = 0;
+	if (s->writes != writes)
+		ub = 0; /* checked after the copy: what was copied was this walk's */
+	if (!ub)
+		s->off_cpu_kernel_only++;
+	r->hdr.ustack_len = ub / 8;
+	r->hdr.flags = (r->hdr.flags & ~PF_SAMPLE_F_USER_PENDING) | (ub ? wflags : 0);
+}
+
 /* The thread's off-CPU state (task storage), NULL when it has none of this generation. */
 static __always_inline struct pf_bpf_off_task *off_task(struct task_struct *t, bool create)
 {
@@ -1222,7 +1241,7 @@ static __always_inline void off_cpu_back(struct pf_bpf_percpu *s, struct task_st
 					 __u64 now)
 {
 	struct pf_bpf_off_task *ot = off_task(next, false);
-	if (!ot || ot->state == PF_OFF_NONE || ot->state == PF_OFF_PENDING)
+	if (!ot || (ot->state != PF_OFF_WAITING && ot->state != PF_OFF_PREEMPTED))
 		return;
 	__u32 tid = next->pid;
 	__u64 away = now - ot->ts_ns;
@@ -1240,6 +1259,7 @@ static __always_inline void off_cpu_back(struct pf_bpf_percpu *s, struct task_st
 			bpf_map_delete_elem(&off_cpu_recs, &tid);
 			return;
 		}
+		s->writes++;
 		long kb = bpf_get_task_stack(next, s->ips, STACK_BYTES, 0);
 		if (kb < 0)
 			kb = 0;
@@ -1261,6 +1281,7 @@ static __always_inline void off_cpu_back(struct pf_bpf_percpu *s, struct task_st
 		s->off_cpu_short++;
 		return;
 	}
+	s->writes++;
 	long kb = bpf_get_task_stack(next, s->ips, STACK_BYTES, 0);
 	if (kb < 0)
 		kb = 0;
@@ -1287,8 +1308,9 @@ static __always_inline void off_cpu_back(struct pf_bpf_percpu *s, struct task_st
  * (preemptions come at most at the scheduler's rate); going to wait, only the time is noted
  * (its task storage), the walk left to its return, for the waits that last. A record of it
  * that still waits for its user stack (it left again before its system call returned: a page
- * fault, a wait inside the kernel) goes out with the kernel stack alone. A thread coming back
- * (next) is off_cpu_back's. */
+ * fault, a wait inside the kernel) goes out with the kernel stack alone; one whose return is
+ * walking it (preempted in off_cpu_sys_exit) is completed by this walk instead, and that
+ * preemption is not followed. A thread coming back (next) is off_cpu_back's. */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -1304,6 +1326,18 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 	if (tid == 0 || skipped(pid) || (prev->flags & 0x00200000)) /* PF_KTHREAD */
 		return 0;
 	struct pf_bpf_off_task *ot = off_task(prev, false);
+	struct pf_bpf_off_rec *exiting = NULL;
+	__u32 flags = PF_SAMPLE_F_OFF_CPU, cap = 0;
+	if (ot && (ot->exit & PF_OFF_EXIT_BUSY)) {
+		if (ot->state != PF_OFF_EXITING)
+			return 0; /* its return has the record in hand */
+		ot->state = PF_OFF_NONE;
+		exiting = bpf_map_lookup_elem(&off_cpu_recs, &tid);
+		if (!exiting)
+			return 0;
+		flags = 0;
+		goto walk;
+	}
 	if (ot && ot->state == PF_OFF_PENDING) {
 		ot->state = PF_OFF_NONE;
 		struct pf_bpf_off_rec *r = bpf_map_lookup_elem(&off_cpu_recs, &tid);
@@ -1318,7 +1352,6 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 		state = BPF_CORE_READ(prev, __state);
 	if (state & 0x80) /* TASK_DEAD: its last switch */
 		return 0;
-	__u32 flags = PF_SAMPLE_F_OFF_CPU, cap = 0;
 	if (off_cpu_cap_mask) {
 		__u8 *m = bpf_map_lookup_elem(&capture_pids, &pid);
 		if (m)
@@ -1351,7 +1384,20 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 	}
 	/* runnable: the user stack now (the kernel stack when it comes back) */
 	flags |= PF_SAMPLE_F_PREEMPTED;
+walk:;
+	/* one walk, for either record: the verifier sees walk_user once */
+	__u32 writes = ++s->writes;
 	long ub = walk_user((struct bpf_perf_event_data *)ctx, s, 0, pid, tid, &flags, true);
+	if (exiting) {
+		off_cpu_fill(s, exiting, ub, flags, writes);
+		__u64 size = sizeof(exiting->hdr) +
+			     ((__u64)exiting->hdr.kstack_len + exiting->hdr.ustack_len) * 8;
+		if (size <= sizeof(*exiting))
+			output(s, exiting, size, exiting->hdr.flags, exiting->hdr.ts_ns,
+			       REC_OFF_CPU);
+		ot->exit |= PF_OFF_EXIT_TAKEN;
+		return 0;
+	}
 	hdr_fill(s, now, 0, pid, tid, 0, ub, flags);
 	if (bpf_map_update_elem(&off_cpu_recs, &tid, &s->hdr, BPF_ANY) < 0) {
 		s->off_cpu_full++;
@@ -1363,7 +1409,10 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 
 /* A blocked thread's system call returns (current is it, on the CPU it was switched back in
  * on): its user stack, which has not moved since it left, completes the waiting record. One
- * per-CPU compare for every other system call. */
+ * per-CPU compare for every other system call. This program runs preemptible, with
+ * interrupts on: while it walks (PF_OFF_EXITING) a switch that preempts it completes the
+ * record from its own walk (PF_OFF_EXIT_TAKEN); until it is done (PF_OFF_EXIT_BUSY) no
+ * switch of it replaces the record, so what it wrote into the entry stays its own. */
 SEC("tp_btf/sys_exit")
 int BPF_PROG(off_cpu_sys_exit, struct pt_regs *regs, long ret)
 {
@@ -1378,33 +1427,24 @@ int BPF_PROG(off_cpu_sys_exit, struct pt_regs *regs, long ret)
 	struct pf_bpf_off_task *ot = off_task(bpf_get_current_task_btf(), false);
 	if (!ot || ot->state != PF_OFF_PENDING)
 		return 0;
-	ot->state = PF_OFF_NONE;
 	struct pf_bpf_off_rec *r = bpf_map_lookup_elem(&off_cpu_recs, &tid);
-	if (!r || !(r->hdr.flags & PF_SAMPLE_F_USER_PENDING))
-		return 0;
-	s->hdr = r->hdr;
-	long kb = ((long)r->hdr.kstack_len * 8) & 0x3ff;
-	if (kb && bpf_probe_read_kernel(s->ips, kb, r->ips) < 0)
-		kb = 0;
-	__u32 flags = s->hdr.flags & ~PF_SAMPLE_F_USER_PENDING;
-	long ub = walk_user((struct bpf_perf_event_data *)ctx, s, kb, s->hdr.pid, tid, &flags, true);
-	/* This program runs with interrupts on: a tick of this CPU (do_sample) that came during
-	 * the walk built its own record in the same per-CPU state (its time is later, its off_ns
-	 * 0). Then the record goes out from its entry, with the kernel stack alone, rather than
-	 * as the tick's. */
-	if (s->hdr.ts_ns != r->hdr.ts_ns || s->hdr.off_ns != r->hdr.off_ns) {
-		r->hdr.flags &= ~PF_SAMPLE_F_USER_PENDING;
-		s->off_cpu_kernel_only++;
-		off_cpu_out(s, r, tid);
+	if (!r || !(r->hdr.flags & PF_SAMPLE_F_USER_PENDING)) {
+		ot->state = PF_OFF_NONE;
 		return 0;
 	}
+	ot->exit = PF_OFF_EXIT_BUSY;
+	ot->state = PF_OFF_EXITING;
+	__u32 writes = ++s->writes, flags = 0;
+	long ub = walk_user((struct bpf_perf_event_data *)ctx, s, 0, r->hdr.pid, tid, &flags, true);
+	off_cpu_fill(s, r, ub, flags, writes);
+	ot->state = PF_OFF_NONE; /* from here a switch leaves the record alone */
+	if (!(ot->exit & PF_OFF_EXIT_TAKEN)) {
+		__u64 size = sizeof(r->hdr) + ((__u64)r->hdr.kstack_len + r->hdr.ustack_len) * 8;
+		if (size <= sizeof(*r))
+			output(s, r, size, r->hdr.flags, r->hdr.ts_ns, REC_OFF_CPU);
+	}
 	bpf_map_delete_elem(&off_cpu_recs, &tid);
-	s->hdr.kstack_len = kb / 8;
-	s->hdr.ustack_len = ub / 8;
-	s->hdr.flags = flags;
-	__u64 size = sizeof(s->hdr) + kb + ub;
-	if (size <= sizeof(s->hdr) + sizeof(s->ips))
-		output(s, &s->hdr, size, flags, s->hdr.ts_ns, REC_OFF_CPU);
+	ot->exit = 0;
 	return 0;
 }
 
@@ -1559,6 +1599,7 @@ static __always_inline int alloc_return(struct pt_regs *ctx, struct pf_bpf_percp
 	if (alloc_busy(s))
 		return 0; /* this CPU's record is another task's (preempted in its walk) */
 	s->alloc_busy = 1;
+	s->writes++;
 	__u32 flags = PF_SAMPLE_F_ALLOC;
 	long ub = walk_user((struct bpf_perf_event_data *)ctx, s, 0, pid, tid, &flags, false);
 	ub &= 0x3ff;

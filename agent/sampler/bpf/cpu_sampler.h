@@ -214,10 +214,11 @@ struct pf_bpf_percpu {
 	/* off-CPU: records written, switch-outs followed, returns sooner than off_cpu_min_ns,
 	 * switch-outs of filtered processes, records not kept (off_cpu_recs full), records
 	 * written without a user stack; the thread whose system call return completes its
-	 * record (0: none) */
+	 * record (0: none); records begun in hdr/ips (a program that runs preemptible tells
+	 * by it that another went through them) */
 	unsigned long long off_cpu, off_cpu_out, off_cpu_short, off_cpu_filtered, off_cpu_full;
 	unsigned long long off_cpu_kernel_only;
-	unsigned int pending_tid, pad2;
+	unsigned int pending_tid, writes;
 	/* allocation profiles (alloc_probe): bytes left before the next sample, the alloc_gen
 	 * it was drawn at; probed calls, sampled allocations, records written, matched frees,
 	 * samples not tracked for frees (alloc_live full), sampled calls that returned NULL */
@@ -486,7 +487,12 @@ struct pf_bpf_v8_proc {
  *    its system call returns (sys_exit, current being it, every unwinder of a tick), and the
  *    record goes to `samples`. The CPU it came back on remembers it (pending_tid), so any
  *    other system call costs one per-CPU compare. Leaving again before that (a page fault, a
- *    wait inside the kernel), the record goes out with the kernel stack alone.
+ *    wait inside the kernel), the record goes out with the kernel stack alone. The return's
+ *    walk runs preemptible: a switch that preempts it (PF_OFF_EXITING) walks the same user
+ *    stack again, from its own context, and completes the record itself; anything else that
+ *    went through the CPU's state meanwhile (a tick, another thread's record: the per-CPU
+ *    `writes` moved) leaves the record with the kernel stack alone. While the return runs
+ *    (PF_OFF_EXIT_BUSY) its record is the return's: a preemption is not followed then.
  *  - runnable (preempted, or prev_state TASK_RUNNING; PF_SAMPLE_F_PREEMPTED): its user stack
  *    is walked at once (it is still current) into off_cpu_recs; when it is switched back in
  *    after at least off_cpu_min_ns its kernel stack (bpf_get_task_stack, as for a wait: no
@@ -503,13 +509,18 @@ struct pf_bpf_v8_proc {
 #define PF_OFF_WAITING 1   /* switched out to wait at ts_ns */
 #define PF_OFF_PREEMPTED 2 /* switched out runnable at ts_ns, its record in off_cpu_recs */
 #define PF_OFF_PENDING 3   /* back after a wait, its record waiting for the user stack */
+#define PF_OFF_EXITING 4   /* its system call return walks the user stack for the record */
+
+/* struct pf_bpf_off_task.exit */
+#define PF_OFF_EXIT_BUSY 1  /* off_cpu_sys_exit is completing the record */
+#define PF_OFF_EXIT_TAKEN 2 /* a switch preempting it completed the record */
 
 struct pf_bpf_off_task {
 	unsigned long long ts_ns;
 	unsigned int flags; /* PF_SAMPLE_F_* of the record to make */
 	unsigned int state; /* PF_OFF_* */
 	unsigned int gen;   /* off_cpu_gen when written */
-	unsigned int pad;
+	unsigned int exit;  /* PF_OFF_EXIT_* */
 };
 
 struct pf_bpf_off_rec {
