@@ -1187,13 +1187,19 @@ int do_capture(struct bpf_perf_event_data *ctx)
 	return record(ctx, s, pid, tid, flags, REC_CAPTURE, &t);
 }
 
-/* An off-CPU record of size bytes at r goes out, then its entry. */
-static __always_inline void off_cpu_out(struct pf_bpf_percpu *s, struct pf_bpf_off_rec *r,
-					__u32 tid)
+/* The off-CPU record at r goes out (as many bytes as its stacks fill). */
+static __always_inline void off_cpu_send(struct pf_bpf_percpu *s, struct pf_bpf_off_rec *r)
 {
 	__u64 size = sizeof(r->hdr) + ((__u64)r->hdr.kstack_len + r->hdr.ustack_len) * 8;
 	if (size <= sizeof(*r))
 		output(s, r, size, r->hdr.flags, r->hdr.ts_ns, REC_OFF_CPU);
+}
+
+/* The off-CPU record at r goes out, then its entry. */
+static __always_inline void off_cpu_out(struct pf_bpf_percpu *s, struct pf_bpf_off_rec *r,
+					__u32 tid)
+{
+	off_cpu_send(s, r);
 	bpf_map_delete_elem(&off_cpu_recs, &tid);
 }
 
@@ -1390,11 +1396,7 @@ walk:;
 	long ub = walk_user((struct bpf_perf_event_data *)ctx, s, 0, pid, tid, &flags, true);
 	if (exiting) {
 		off_cpu_fill(s, exiting, ub, flags, writes);
-		__u64 size = sizeof(exiting->hdr) +
-			     ((__u64)exiting->hdr.kstack_len + exiting->hdr.ustack_len) * 8;
-		if (size <= sizeof(*exiting))
-			output(s, exiting, size, exiting->hdr.flags, exiting->hdr.ts_ns,
-			       REC_OFF_CPU);
+		off_cpu_send(s, exiting);
 		ot->exit |= PF_OFF_EXIT_TAKEN;
 		return 0;
 	}
@@ -1436,14 +1438,13 @@ int BPF_PROG(off_cpu_sys_exit, struct pt_regs *regs, long ret)
 	ot->state = PF_OFF_EXITING;
 	__u32 writes = ++s->writes, flags = 0;
 	long ub = walk_user((struct bpf_perf_event_data *)ctx, s, 0, r->hdr.pid, tid, &flags, true);
-	off_cpu_fill(s, r, ub, flags, writes);
+	if (!(ot->exit & PF_OFF_EXIT_TAKEN)) /* else a switch sent it, from its own walk */
+		off_cpu_fill(s, r, ub, flags, writes);
 	ot->state = PF_OFF_NONE; /* from here a switch leaves the record alone */
-	if (!(ot->exit & PF_OFF_EXIT_TAKEN)) {
-		__u64 size = sizeof(r->hdr) + ((__u64)r->hdr.kstack_len + r->hdr.ustack_len) * 8;
-		if (size <= sizeof(*r))
-			output(s, r, size, r->hdr.flags, r->hdr.ts_ns, REC_OFF_CPU);
-	}
-	bpf_map_delete_elem(&off_cpu_recs, &tid);
+	if (ot->exit & PF_OFF_EXIT_TAKEN)
+		bpf_map_delete_elem(&off_cpu_recs, &tid);
+	else
+		off_cpu_out(s, r, tid);
 	ot->exit = 0;
 	return 0;
 }
