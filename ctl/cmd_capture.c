@@ -136,6 +136,8 @@ static json_t *build_request(struct ctl_ctx *c, uint64_t *duration_s)
 			     "capture: --agents and --duration are required");
 		return NULL;
 	}
+	if (!strcmp(agents, "all"))
+		agents = ""; /* the empty selector: every agent */
 	if (ctl_parse_duration("--duration", dur, duration_s, c->error) < 0)
 		return NULL;
 	if (*duration_s > PF_CAPTURE_MAX_DURATION) {

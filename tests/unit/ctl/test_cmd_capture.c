@@ -120,24 +120,40 @@ static void test_request_body(void **state)
 	free(ans);
 }
 
-/* --type: the capture's profile_type */
-static void test_request_type(void **state)
+/* The body the command posts, given argc arguments (the answer: CREATED). */
+static json_t *posted_body(const char *const *argv, int argc)
 {
 	struct http_stub s = {0};
 	char *ans = http_stub_json("202 Accepted", CREATED);
 	assert_int_equal(http_stub_start(&s, (const char *const[]){ans}, 1, false), 0);
 	struct run r;
-	run_cmd(&r, s.port,
-		(const char *const[]){"capture", "--agents", "env=prod", "-d", "10s", "--type",
-				      "wall"},
-		7);
+	run_cmd(&r, s.port, argv, argc);
 	http_stub_stop(&s);
 	assert_int_equal(r.status, CTL_EXIT_OK);
 	json_t *body = json_loads(strstr(s.requests[0], "\r\n\r\n") + 4, 0, NULL);
-	assert_string_equal(json_string_value(json_object_get(body, "profile_type")), "wall");
-	json_decref(body);
+	assert_non_null(body);
 	run_free(&r);
 	free(ans);
+	return body;
+}
+
+/* --type: the capture's profile_type */
+static void test_request_type(void **state)
+{
+	json_t *body = posted_body(
+	    (const char *const[]){"capture", "--agents", "env=prod", "-d", "10s", "--type", "wall"},
+	    7);
+	assert_string_equal(json_string_value(json_object_get(body, "profile_type")), "wall");
+	json_decref(body);
+}
+
+/* --agents all: the empty selector, every agent */
+static void test_request_all_agents(void **state)
+{
+	json_t *body =
+	    posted_body((const char *const[]){"capture", "--agents", "all", "-d", "10s"}, 5);
+	assert_string_equal(json_string_value(json_object_get(body, "agents")), "");
+	json_decref(body);
 }
 
 static void test_wait_final_states(void **state)
@@ -183,9 +199,9 @@ static void test_wait_final_states(void **state)
 			 "profiles (2): 7 8\nflame graph: http://127.0.0.1:%d/ui/#/captures/c1\n",
 			 s.port);
 		assert_non_null(strstr(r.out, url));
-		assert_non_null(strstr(r.out,
-				       "u-b           unreachable  0        0.00s   0         agent is "
-				       "disconnected\n"));
+		assert_non_null(
+		    strstr(r.out, "u-b           unreachable  0        0.00s   0         agent is "
+				  "disconnected\n"));
 		/* samples / frequency: the CPU time the captured processes used */
 		assert_non_null(strstr(r.out, "done         2970     30.00s  2"));
 		run_free(&r);
@@ -349,10 +365,11 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_request_body),  cmocka_unit_test(test_wait_final_states),
-	    cmocka_unit_test(test_wait_json),	  cmocka_unit_test(test_interrupt_cancels),
-	    cmocka_unit_test(test_wait_timeout),  cmocka_unit_test(test_local_checks),
-	    cmocka_unit_test(test_captures_list), cmocka_unit_test(test_request_type),
+	    cmocka_unit_test(test_request_body),       cmocka_unit_test(test_wait_final_states),
+	    cmocka_unit_test(test_wait_json),	       cmocka_unit_test(test_interrupt_cancels),
+	    cmocka_unit_test(test_wait_timeout),       cmocka_unit_test(test_local_checks),
+	    cmocka_unit_test(test_captures_list),      cmocka_unit_test(test_request_type),
+	    cmocka_unit_test(test_request_all_agents),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
