@@ -67,6 +67,16 @@ static void capture_maps(struct pf_sampler *s, uint32_t pid)
  * (and as many at the exit). Its first samples are walked by frame pointers. */
 #define UNWIND_LOAD_AFTER_MS 50
 
+/* The end of a process's address space: 47 bits on x86-64 (a 57-bit space is handed out
+ * only to a process that asks mmap for it), 52 on arm64. */
+#if defined(__x86_64__)
+#define USER_ADDR_END (1ull << 47)
+#elif defined(__aarch64__)
+#define USER_ADDR_END (1ull << 52)
+#else
+#define USER_ADDR_END UINT64_MAX
+#endif
+
 /* V8: a node process is detected at its first unwind-table load (its maps are captured then;
  * a process already looked at costs one lookup), its kernel entry written and its V8 code
  * marked for the unwinder before the load. */
@@ -239,11 +249,14 @@ int sampler_on_sample(void *ctx, void *data, size_t size)
 	const uint64_t *ips = (const uint64_t *)((const char *)data + sizeof(h));
 	/* The kernel's frame-pointer walk stores whatever return address it finds while the
 	 * frame chain stays in user memory: code built without frame pointers yields a tail of
-	 * zero (or page-zero) "addresses", up to the depth limit. No code runs in the first page,
-	 * so the user stack ends at the first such entry (the leaf, at [0], is the sampled IP). */
+	 * zero (or page-zero) "addresses", up to the depth limit, or of data (text read as an
+	 * address) above the user address space. No code runs in the first page nor there, so
+	 * the user stack ends at the first such entry (the leaf, at [0], is the sampled IP). An
+	 * interpreter's frame is a tagged word (its top two bits), not an address. */
 	uint32_t ulen = h.ustack_len;
 	for (uint32_t i = 1; i < ulen; i++) {
-		if (ips[h.kstack_len + i] < 4096) {
+		uint64_t ip = ips[h.kstack_len + i];
+		if (ip < 4096 || (ip >= USER_ADDR_END && !(ip >> 62))) {
 			ulen = i;
 			break;
 		}
