@@ -3,6 +3,7 @@
 # agent/CMakeLists.txt; paths are relative to this file so it works from any directory scope.
 #
 #   bpf/cpu_sampler.bpf.c  perf_event + tp_btf programs     -> cpu_sampler.bpf.o -> .skel.h
+#   bpf/walk*.bpf.h        its user-stack walk (native, JIT, Python), included by it alone
 #   sampler_bpf.c          the pf_sampler object (sampler_int.h: its parts, the only code
 #                          touching the skeleton): load, attach, perf events, config, poll
 #   sampler_read.c         the ring buffers' read path
@@ -78,6 +79,7 @@ add_custom_command(OUTPUT ${PF_SAMPLER_GEN}/cpu_sampler.bpf.o
 	COMMAND ${PF_BPF_CLANG} ${PF_BPF_CFLAGS} -I${PF_SAMPLER_GEN} -I${PF_SAMPLER_DIR}/bpf
 		-c ${PF_SAMPLER_DIR}/bpf/cpu_sampler.bpf.c -o ${PF_SAMPLER_GEN}/cpu_sampler.bpf.o
 	DEPENDS ${PF_SAMPLER_DIR}/bpf/cpu_sampler.bpf.c ${PF_SAMPLER_DIR}/bpf/cpu_sampler.h
+		${PF_SAMPLER_DIR}/bpf/walk.bpf.h ${PF_SAMPLER_DIR}/bpf/walk_python.bpf.h
 		${PF_SAMPLER_GEN}/vmlinux.h
 	COMMENT "clang -target bpf: cpu_sampler.bpf.o"
 	VERBATIM)
