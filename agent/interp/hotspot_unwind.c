@@ -10,6 +10,7 @@
 #include "hotspot_code.h"
 #include "hotspot_proc.h"
 #include "pf/clock.h"
+#include "pf/hash.h"
 #include "python_proc.h" /* pf_py_read_mem: process_vm_readv */
 
 #define KEEP_MS 120000 /* a name no window used this long is dropped */
@@ -191,16 +192,9 @@ int pf_hs_unwind_seen(struct pf_hs_unwind *u, struct pf_symbolizer *sym, uint32_
 
 /* ---- the two caches ---- */
 
-static uint64_t mix(uint64_t x)
-{
-	x ^= x >> 31;
-	x *= 0x9e3779b97f4a7c15ull;
-	return x ^ x >> 29;
-}
-
 static struct pcent *pc_slot(struct pcent *tab, size_t cap, uint64_t pc)
 {
-	size_t mask = cap - 1, j = mix(pc) & mask;
+	size_t mask = cap - 1, j = pf_mix64(pc) & mask;
 	while (tab[j].pc && tab[j].pc != pc)
 		j = (j + 1) & mask;
 	return &tab[j];

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pf/hash.h"
+
 void pf_interp_unwind_init(struct pf_interp_unwind *b)
 {
 	memset(b, 0, sizeof(*b));
@@ -104,16 +106,9 @@ struct pf_interp_proc *pf_interp_procs_pop(struct pf_interp_procs *t)
 	return NULL;
 }
 
-static uint64_t mix(uint64_t x)
-{
-	x ^= x >> 31;
-	x *= 0x9e3779b97f4a7c15ull;
-	return x ^ x >> 29;
-}
-
 static struct pf_interp_name *name_slot(struct pf_interp_name *tab, size_t cap, uint64_t word)
 {
-	size_t mask = cap - 1, j = mix(word) & mask;
+	size_t mask = cap - 1, j = pf_mix64(word) & mask;
 	while (tab[j].word && tab[j].word != word)
 		j = (j + 1) & mask;
 	return &tab[j];

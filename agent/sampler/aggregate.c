@@ -8,6 +8,7 @@
 #include "sampler/bpf/cpu_sampler.h" /* PF_PY_IS_FRAME: the kernel's word for a Python frame */
 #include "pf/array.h"
 #include "pf/compiler.h"
+#include "pf/hash.h"
 
 #define DEFAULT_MAX_SAMPLES 262144
 #define NONE UINT32_MAX
@@ -43,19 +44,13 @@ struct pf_agg {
 	uint64_t added, dropped;
 };
 
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-	return h * 0xff51afd7ed558ccdull;
-}
-
 static uint64_t stack_hash(const uint64_t *k, uint32_t nk, const uint64_t *u, uint32_t nu)
 {
-	uint64_t h = mix(nk, nu);
+	uint64_t h = pf_hash_combine(nk, nu);
 	for (uint32_t i = 0; i < nk; i++)
-		h = mix(h, k[i]);
+		h = pf_hash_combine(h, k[i]);
 	for (uint32_t i = 0; i < nu; i++)
-		h = mix(h, u[i]);
+		h = pf_hash_combine(h, u[i]);
 	return h;
 }
 
@@ -293,7 +288,7 @@ static int build_process(struct pf_agg *agg, struct pf_prof_window *w, const str
 					: PF_V8_IS_FRAME(addr) ? PF_FRAME_V8JS
 					: PF_JVM_IS_FRAME(addr) ? PF_FRAME_JVM
 							       : PF_FRAME_NATIVE;
-			size_t j = mix(addr, kind) & (n_ft - 1);
+			size_t j = pf_hash_combine(addr, kind) & (n_ft - 1);
 			while (ft[j].idx_plus1 && (ft[j].addr != addr || ft[j].kind != kind))
 				j = (j + 1) & (n_ft - 1);
 			if (!ft[j].idx_plus1) {

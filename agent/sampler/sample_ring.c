@@ -7,6 +7,7 @@
 
 #include "pf/array.h"
 #include "pf/compiler.h"
+#include "pf/hash.h"
 
 #define NONE UINT32_MAX
 #define ALLOC_OVERHEAD 16 /* what malloc keeps per allocation, counted against max_bytes */
@@ -70,12 +71,6 @@ static size_t ring_bytes(const struct pf_sample_ring *r)
 	       r->ips_bytes + 4 * ALLOC_OVERHEAD;
 }
 
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-	return h * 0xff51afd7ed558ccdull;
-}
-
 static void comm_copy(char dst[16], const char *comm)
 {
 	memset(dst, 0, 16);
@@ -85,13 +80,13 @@ static void comm_copy(char dst[16], const char *comm)
 
 static uint64_t stack_hash(const struct pf_agg_sample *s, const char comm[16])
 {
-	uint64_t h = mix(s->n_kstack, s->n_ustack), c[2];
+	uint64_t h = pf_hash_combine(s->n_kstack, s->n_ustack), c[2];
 	memcpy(c, comm, 16);
-	h = mix(mix(h, c[0]), c[1]);
+	h = pf_hash_combine(pf_hash_combine(h, c[0]), c[1]);
 	for (uint32_t i = 0; i < s->n_kstack; i++)
-		h = mix(h, s->kstack[i]);
+		h = pf_hash_combine(h, s->kstack[i]);
 	for (uint32_t i = 0; i < s->n_ustack; i++)
-		h = mix(h, s->ustack[i]);
+		h = pf_hash_combine(h, s->ustack[i]);
 	return h;
 }
 
