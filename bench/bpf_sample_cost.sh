@@ -150,16 +150,13 @@ for r in $(seq "$runs"); do
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 touch "$tmp/timed" "$tmp/timedfp"
-python3 - "$tmp/results" "$tmp/timed" "$tmp/timedfp" <<'PY'
-import re, statistics, sys
-res = {}
-for line in open(sys.argv[1]):
-    v, us = line.split()
-    res.setdefault(v, []).append(float(us))
-med = {v: statistics.median(x) for v, x in res.items()}
-print("== summary (median, spread = max - min over runs) ==")
-for v, x in res.items():
-    print(f"{v:9s} {med[v]:6.3f} µs  (spread {max(x) - min(x):.3f}; runs {', '.join(f'{u:.3f}' for u in x)})")
+python3 "$root/bench/medians.py" "$tmp/results" "" # µs, but for the offcpu/* figures (their names say)
+python3 - "$tmp/results" "$tmp/timed" "$tmp/timedfp" "$root/bench" <<'PY'
+import re, sys
+sys.path.insert(0, sys.argv[4])
+sys.dont_write_bytecode = True
+import medians
+med = {v: m[0] for v, m in medians.medians(medians.load(sys.argv[1])).items()}
 if {"all", "nofilter", "nooutput", "floor"} <= med.keys():
     f = med["all"]
     parts = [("stack walk (floor)", med["floor"]),

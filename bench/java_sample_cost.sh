@@ -27,30 +27,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${SECONDS_RUN:-20}
 runs=${RUNS:-3}
 hz=${HZ:-99}
-jdk=${PF_JAVA_HOME:-/usr/lib/jvm/java-17-openjdk-amd64}
-[ -x "$jdk/bin/javac" ] || { echo "no JDK at $jdk (PF_JAVA_HOME)" >&2; exit 2; }
 . "$root/bench/sample_common.sh"
+jdk_setup
 sample_setup javacost
 
-cat > "$tmp/Hot.java" <<'EOF'
-public class Hot {
-  static long hot(long i) {
-    long x = i;
-    for (long k = 0; k < 50; k++) x = x * 31 + (x >>> 7);
-    return x;
-  }
-  static long middle(long n) { long x = 0; for (long i = 0; i < n; i++) x += hot(i ^ x) & 7; return x; }
-  static long outer(long end) {
-    long t = 0;
-    while (System.currentTimeMillis() < end) t += middle(200000);
-    return t;
-  }
-  public static void main(String[] a) {
-    System.out.println(outer(System.currentTimeMillis() + 1000L * Long.parseLong(a[0])));
-  }
-}
-EOF
-"$jdk/bin/javac" -d "$tmp" "$tmp/Hot.java"
+"$jdk/bin/javac" -d "$tmp" "$root/tests/ebpf/Hot.java" # its one thread: no LIB argument
 config() { # name, executable name, java on
 	cat > "$tmp/$1.yaml" <<EOF
 profiling:
@@ -119,16 +100,4 @@ for r in $(seq "$runs"); do
 	done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$tmp/results" <<'PY'
-import statistics, sys
-res = {}
-for line in open(sys.argv[1]):
-    v, us, fr = line.split()
-    res.setdefault(v, []).append((float(us), float(fr)))
-med = {v: statistics.median(u for u, _ in x) for v, x in res.items()}
-for v, x in res.items():
-    print(f"{v:8s} median {med[v]:7.3f} µs per sample, {statistics.median(f for _, f in x):.1f} "
-          f"frames (runs {', '.join(f'{u:.3f}' for u, _ in x)})")
-print(f"java / javaoff: {med['java'] / med['javaoff']:.2f}; java / native: "
-      f"{med['java'] / med['native']:.2f}")
-PY
+python3 "$root/bench/medians.py" "$tmp/results" "µs per sample,frames" java/javaoff java/native

@@ -20,9 +20,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 jvms=${JVMS:-5}
 nodes=${NODES:-10}
 secs=${SECONDS_RUN:-60}
-jdk=${PF_JAVA_HOME:-/usr/lib/jvm/java-17-openjdk-amd64}
+. "$root/bench/sample_common.sh"
+jdk_setup
 node=$(command -v node) || { echo "no node on PATH" >&2; exit 2; }
-[ -x "$jdk/bin/javac" ] || { echo "no JDK at $jdk (PF_JAVA_HOME)" >&2; exit 2; }
 agent=${PF_AGENT:-}
 if [ -z "$agent" ]; then
 	build=${PF_BUILD_DIR:-$root/build/bench-release}

@@ -96,17 +96,4 @@ PY
 	done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$tmp/results" <<'PY'
-import statistics, sys
-res = {}
-for line in open(sys.argv[1]):
-    v, tick, ustack = line.split()
-    res.setdefault(v, []).append((float(tick), float(ustack)))
-med = {v: (statistics.median(t for t, _ in x), statistics.median(u for _, u in x))
-       for v, x in res.items()}
-for v, x in res.items():
-    print(f"{v:10s} median {med[v][0]:7.3f} µs per sample, user stack {med[v][1]:7.3f} µs "
-          f"(runs {', '.join(f'{t:.3f}' for t, _ in x)})")
-p, n = med["python3.11"], med["native"]
-print(f"python / native: {p[0] / n[0]:.2f} per sample, {p[1] / n[1]:.2f} for the user stack")
-PY
+python3 "$root/bench/medians.py" "$tmp/results" "µs per sample,µs user stack" python3.11/native

@@ -1,6 +1,12 @@
 # bench/sample_common.sh — sourced by the benchmarks that run profleet-sample alone
-# (bpf_sample_cost.sh, python_sample_cost.sh, java_sample_cost.sh, python_rss.sh). Expects
-# $root set.
+# (bpf_sample_cost.sh, python_sample_cost.sh, java_sample_cost.sh, python_rss.sh) and by
+# jit_rss.sh (jdk_setup). Expects $root set; defines functions only.
+
+# jdk_setup: $jdk, the JDK ($PF_JAVA_HOME, else Debian's OpenJDK 17); exits 2 without javac
+jdk_setup() {
+	jdk=${PF_JAVA_HOME:-/usr/lib/jvm/java-17-openjdk-amd64}
+	[ -x "$jdk/bin/javac" ] || { echo "no JDK at $jdk (PF_JAVA_HOME)" >&2; exit 2; }
+}
 
 # sample_setup NAME: $sample (PF_SAMPLE, else build/bench-release's profleet-sample, built
 # Release when missing: PF_BUILD_DIR), $tmp (a fresh /tmp/pf-NAME.* directory) and $pids

@@ -1,11 +1,12 @@
 /* test_java.c — eBPF tests of Java frames (hotspot_unwind.h, the kernel's jvm_frame) on the
- * machine's JDK ($PF_JAVA_HOME, else Debian's OpenJDK 17), with a workload written and
- * compiled here (no -XX:+PreserveFramePointer):
- *   Hot.java  three busy threads. main -> outer -> middle -> hot, hot a short loop middle
- *             calls 200,000 times a round, which C2 inlines into middle after warm-up;
- *             slowLoop -> slow, kept in the interpreter (-XX:CompileCommand=exclude); and
- *             jniLoop -> spin, a native method of libspin.so (built here from C:
- *             Java_Hot_spin -> c_inner). The JVM starts after the sampler.
+ * machine's JDK ($PF_JAVA_HOME, else Debian's OpenJDK 17), with a workload compiled here
+ * (no -XX:+PreserveFramePointer):
+ *   Hot.java  three busy threads (given its LIB argument). main -> outer -> middle -> hot,
+ *             hot a short loop middle calls 200,000 times a round, which C2 inlines into
+ *             middle after warm-up; slowLoop -> slow, kept in the interpreter
+ *             (-XX:CompileCommand=exclude); and jniLoop -> spin, a native method of
+ *             libspin.so (hot_spin.c: Java_Hot_spin -> c_inner). The JVM starts after the
+ *             sampler.
  * Of a 299 Hz capture after warm-up:
  *  - >= 90% of the hot thread's samples carry a frame typed jvm named Hot.<method> with file
  *    Hot.java, its descriptor in system_name; >= 80% of those are in Hot.hot at one of its
@@ -42,61 +43,6 @@
 
 static char g_dir[64] = "/tmp/pf-ebpf-java-XXXXXX";
 static char g_java[300], g_javac[300];
-
-/* hot's loop runs on a long (a safepoint poll in it: the point the compiler records for a
- * tick there is in hot, also where middle inlined it) */
-static const char hot_java[] =
-    "public class Hot {\n"
-    "  static long hot(long i) {\n"
-    "    long x = i;\n"
-    "    for (long k = 0; k < 50; k++) x = x * 31 + (x >>> 7);\n"
-    "    return x;\n"
-    "  }\n"
-    "  static long middle(long n) { long x = 0; for (long i = 0; i < n; i++) x += hot(i ^ x) & 7; "
-    "return x; }\n"
-    "  static long outer(long end) {\n"
-    "    long t = 0;\n"
-    "    while (System.currentTimeMillis() < end) t += middle(200000);\n"
-    "    return t;\n"
-    "  }\n"
-    "  public static void main(String[] a) {\n"
-    "    long end = System.currentTimeMillis() + 1000L * Long.parseLong(a[0]);\n"
-    "    System.load(a[1]);\n"
-    "    new Thread(() -> slowLoop(end)).start();\n"
-    "    new Thread(() -> jniLoop(end)).start();\n"
-    "    System.out.println(outer(end));\n"
-    "  }\n"
-    "  static long slow(long n) {\n"
-    "    long x = n;\n"
-    "    for (int k = 0; k < 1000; k++) x = x * 31 + (x >>> 7);\n"
-    "    return x;\n"
-    "  }\n"
-    "  static long slowLoop(long end) {\n"
-    "    long t = 0;\n"
-    "    while (System.currentTimeMillis() < end) t += slow(t);\n"
-    "    return t;\n"
-    "  }\n"
-    "  static native long spin(long n);\n"
-    "  static long jniLoop(long end) {\n"
-    "    long t = 0;\n"
-    "    while (System.currentTimeMillis() < end) t += spin(100000);\n"
-    "    return t;\n"
-    "  }\n"
-    "}\n";
-
-/* the native method: c_inner keeps its own frame (noinline), called in a loop */
-static const char spin_c[] =
-    "#include <jni.h>\n"
-    "__attribute__((noinline)) long c_inner(long x) {\n"
-    "  for (int k = 0; k < 100; k++) x = x * 31 + (x >> 7);\n"
-    "  __asm__ volatile(\"\" : \"+r\"(x));\n"
-    "  return x;\n"
-    "}\n"
-    "JNIEXPORT jlong JNICALL Java_Hot_spin(JNIEnv *env, jclass c, jlong n) {\n"
-    "  long x = 0;\n"
-    "  for (long i = 0; i < n; i++) x += c_inner(i ^ x) & 7;\n"
-    "  return x;\n"
-    "}\n";
 
 static uint64_t now_ms(void)
 {
@@ -408,7 +354,7 @@ static void test_off(void **state)
 	pf_prof_window_free(w);
 }
 
-/* Finds the JDK and compiles Hot.java into g_dir: 77 (skip) without a JDK. */
+/* Finds the JDK and compiles Hot.java and hot_spin.c into g_dir: 77 (skip) without a JDK. */
 static int build(void)
 {
 	const char *home = getenv("PF_JAVA_HOME");
@@ -434,20 +380,17 @@ static int build(void)
 	}
 	if (!mkdtemp(g_dir))
 		return -1;
-	char src[128], cmd[1024];
-	snprintf(src, sizeof(src), "%s/Hot.java", g_dir);
-	FILE *f = fopen(src, "w");
-	if (!f || fputs(hot_java, f) < 0 || fclose(f) != 0)
-		return -1;
-	snprintf(cmd, sizeof(cmd), "%s -d %s %s", g_javac, g_dir, src);
+	const char *root = getenv("PF_SOURCE_DIR");
+	if (!root)
+		root = ".";
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd), "%s -d %s %s/tests/ebpf/Hot.java", g_javac, g_dir, root);
 	if (system(cmd) != 0)
 		return -1;
-	snprintf(src, sizeof(src), "%s/spin.c", g_dir);
-	if (!(f = fopen(src, "w")) || fputs(spin_c, f) < 0 || fclose(f) != 0)
-		return -1;
 	snprintf(cmd, sizeof(cmd),
-		 "cc -O2 -shared -fPIC -I%s/include -I%s/include/linux -o %s/libspin.so %s",
-		 pattern, pattern, g_dir, src);
+		 "cc -O2 -shared -fPIC -I%s/include -I%s/include/linux -o %s/libspin.so "
+		 "%s/tests/ebpf/hot_spin.c",
+		 pattern, pattern, g_dir, root);
 	return system(cmd) == 0 ? 0 : -1;
 }
 

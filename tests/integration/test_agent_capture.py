@@ -47,25 +47,10 @@ CAPABILITY = "io.profleet.capture.v1"
 TOKEN = "agent-capture-test-token"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-# A JVM's workload: hot, a short loop on a long (a safepoint poll in it), called by middle
-# 200,000 times a round; C2 inlines it into middle after warm-up.
-JAVA_HOT = """public class Hot {
-  static long hot(long i) {
-    long x = i;
-    for (long k = 0; k < 50; k++) x = x * 31 + (x >>> 7);
-    return x;
-  }
-  static long middle(long n) { long x = 0; for (long i = 0; i < n; i++) x += hot(i ^ x) & 7; return x; }
-  static long outer(long end) {
-    long t = 0;
-    while (System.currentTimeMillis() < end) t += middle(200000);
-    return t;
-  }
-  public static void main(String[] a) {
-    System.out.println(outer(System.currentTimeMillis() + 1000L * Long.parseLong(a[0])));
-  }
-}
-"""
+# A JVM's workload (tests/ebpf/Hot.java, with no LIB argument: its one thread): hot, a short
+# loop on a long (a safepoint poll in it), called by middle 200,000 times a round; C2 inlines
+# it into middle after warm-up.
+JAVA_HOT = os.path.join(SOURCE_DIR, "tests", "ebpf", "Hot.java")
 REFUSED = ("Operation not permitted", "Permission denied", "Operation not supported",
            "Function not implemented")
 
@@ -456,10 +441,7 @@ class AgentCapture(IntegrationCase):
         javac, java = shutil.which("javac"), shutil.which("java")
         if not javac or not java:
             self.skipTest("no JDK (scripts/install-deps.sh installs openjdk-17-jdk-headless)")
-        src = os.path.join(self.workdir, "Hot.java")
-        with open(src, "w") as f:
-            f.write(JAVA_HOT)
-        subprocess.run([javac, "-d", self.workdir, src], check=True, timeout=120)
+        subprocess.run([javac, "-d", self.workdir, JAVA_HOT], check=True, timeout=120)
         wl = Proc([java, "-Xmx64m", "-cp", self.workdir, "Hot", "60"],
                   os.path.join(self.workdir, "java.log"))
         self._procs.append(wl)
