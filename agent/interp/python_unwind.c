@@ -152,6 +152,12 @@ static struct proc *proc_get(const struct pf_py_unwind *u, uint32_t pid)
 	return found ? u->p[i] : NULL;
 }
 
+bool pf_py_unwind_has(const struct pf_py_unwind *u, uint32_t pid)
+{
+	const struct proc *p = u ? proc_get(u, pid) : NULL;
+	return p && p->state == P_PYTHON;
+}
+
 static struct proc *proc_add(struct pf_py_unwind *u, uint32_t pid, size_t at)
 {
 	if (PF_ARRAY_GROW(u->p, u->cap, u->n + 1, 64) < 0)

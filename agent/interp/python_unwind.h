@@ -47,6 +47,8 @@ void pf_py_unwind_free(struct pf_py_unwind *u);
  * Python, not due yet, unsupported). */
 int pf_py_unwind_seen(struct pf_py_unwind *u, uint32_t pid, uint64_t now_ms,
 		      struct pf_bpf_py_proc *out);
+/* Whether pid was found to run a supported CPython (its kernel entry written). */
+bool pf_py_unwind_has(const struct pf_py_unwind *u, uint32_t pid);
 /* The user words of a drained sample of pid (leaf first): queues its Python frames to name. */
 void pf_py_unwind_note(struct pf_py_unwind *u, uint32_t pid, const uint64_t *ips, size_t n);
 /* The walker's calls (interp_unwind.h) on a struct pf_py_unwind: tick renews the detection

@@ -103,6 +103,20 @@ static void jvm_entry(struct pf_sampler *s, uint32_t pid)
 		s->jvm_map_errors++;
 }
 
+/* Whether w, above the user address space, is the frame of an interpreter pid runs (the
+ * kernel's tagged words, cpu_sampler.h), rather than data a frame-pointer walk took for a
+ * return address. */
+static bool interp_word(const struct pf_sampler *s, uint32_t pid, uint64_t w)
+{
+	if (PF_PY_IS_FRAME(w))
+		return pf_py_unwind_has(s->py, pid);
+	if (PF_V8_IS_FRAME(w))
+		return pf_v8_unwind_has(s->v8, pid);
+	if (PF_JVM_IS_FRAME(w))
+		return pf_hs_unwind_has(s->hs, pid);
+	return false;
+}
+
 /* The unwind tables of a sampled process: loaded at a sample UNWIND_LOAD_AFTER_MS after its
  * first with a user stack, and again (at most every 200 ms, backing off to 10 s while reloads
  * find nothing new) when the kernel's walk met an address of no known mapping —
@@ -252,11 +266,11 @@ int sampler_on_sample(void *ctx, void *data, size_t size)
 	 * zero (or page-zero) "addresses", up to the depth limit, or of data (text read as an
 	 * address) above the user address space. No code runs in the first page nor there, so
 	 * the user stack ends at the first such entry (the leaf, at [0], is the sampled IP). An
-	 * interpreter's frame is a tagged word (its top two bits), not an address. */
+	 * interpreter's frame is a tagged word there, but only in a process that runs it. */
 	uint32_t ulen = h.ustack_len;
 	for (uint32_t i = 1; i < ulen; i++) {
 		uint64_t ip = ips[h.kstack_len + i];
-		if (ip < 4096 || (ip >= USER_ADDR_END && !(ip >> 62))) {
+		if (ip < 4096 || (ip >= USER_ADDR_END && !interp_word(s, h.pid, ip))) {
 			ulen = i;
 			break;
 		}
