@@ -306,21 +306,30 @@ static void dispatch_profiles(struct pf_server *s, struct lws *wsi, struct http_
 	pf_buf_release(&out);
 }
 
-/* A JSON answer of the loop over API_GZIP_MIN bytes, gzip'd (level 1) for a client that
- * accepts it: a page of 100 agents is ~88 KB of JSON, ~8 KB gzip'd, one write instead of two.
- * Returns whether it set the response. */
-static bool api_gzip(struct http_req *r, const struct pf_api_response *resp)
+bool pf_http_api_gzip(bool accept_gzip, const struct pf_api_response *resp, struct pf_buf *z)
 {
-	if (!r->accept_gzip || resp->body.len < API_GZIP_MIN || !resp->content_type ||
+	pf_buf_init(z, resp->body.len + 1024);
+	if (!accept_gzip || resp->body.len < API_GZIP_MIN || !resp->content_type ||
 	    strcmp(resp->content_type, "application/json") != 0)
 		return false;
+	return pf_gzip_compress(resp->body.data, resp->body.len, 1, z) == 0;
+}
+
+void pf_http_req_set_gzip_headers(struct http_req *r)
+{
+	pf_http_req_set_header(r, "content-encoding:", "gzip");
+	pf_http_req_set_header(r, "vary:", "Accept-Encoding");
+}
+
+/* The loop's answer resp, gzip'd when pf_http_api_gzip() says so. Returns whether it set the
+ * response. */
+static bool api_gzip(struct http_req *r, const struct pf_api_response *resp)
+{
 	struct pf_buf z;
-	pf_buf_init(&z, resp->body.len + 1024);
-	bool ok = pf_gzip_compress(resp->body.data, resp->body.len, 1, &z) == 0;
+	bool ok = pf_http_api_gzip(r->accept_gzip, resp, &z);
 	if (ok) {
 		pf_http_req_set_response(r, resp->status, resp->content_type, z.data, z.len);
-		pf_http_req_set_header(r, "content-encoding:", "gzip");
-		pf_http_req_set_header(r, "vary:", "Accept-Encoding");
+		pf_http_req_set_gzip_headers(r);
 	}
 	pf_buf_release(&z);
 	return ok;

@@ -33,6 +33,7 @@ struct srv_job {
 	char hval[160];
 	uint8_t *resp;
 	size_t resp_len;
+	bool gzipped;	/* resp is gzip'd JSON (pf_http_api_gzip) */
 	char note[256]; /* logged by the loop */
 };
 
@@ -45,6 +46,7 @@ struct api_job {
 	size_t arg_off[PF_API_MAX_ARGS];
 	char auth[1024];
 	bool has_auth;
+	bool accept_gzip; /* the client takes a gzip'd answer */
 	char peer[64];
 	int64_t now_ms;
 	/* A receiving route on the writer (pf_server_jobs_ingest_api): its body (moved from
@@ -130,7 +132,15 @@ static void api_job_run(struct pf_qjob *b, struct pf_store *st)
 		pf_http_header_lower(resp.extra_header_name, j->sj.hname, sizeof(j->sj.hname));
 		snprintf(j->sj.hval, sizeof(j->sj.hval), "%s", resp.extra_header_value);
 	}
-	srv_job_answer(&j->sj, resp.status, resp.content_type, resp.body.data, resp.body.len);
+	/* compressed here, like the loop's answers (server_http.c), off the loop */
+	struct pf_buf z;
+	j->sj.gzipped = pf_http_api_gzip(j->accept_gzip, &resp, &z);
+	if (j->sj.gzipped)
+		srv_job_answer(&j->sj, resp.status, resp.content_type, z.data, z.len);
+	else
+		srv_job_answer(&j->sj, resp.status, resp.content_type, resp.body.data,
+			       resp.body.len);
+	pf_buf_release(&z);
 	pf_api_response_release(&resp);
 	pf_buf_release(&j->body); /* early: the answer may wait for the loop */
 }
@@ -224,6 +234,7 @@ static struct api_job *api_job_new(struct http_req *r)
 		j->arg_off[i] = (size_t)(r->args[i] - r->args_store);
 	memcpy(j->auth, r->auth, sizeof(j->auth));
 	j->has_auth = r->has_auth;
+	j->accept_gzip = r->accept_gzip;
 	memcpy(j->peer, r->peer, sizeof(j->peer));
 	j->now_ms = pf_server_now_ms();
 	return j;
@@ -308,6 +319,8 @@ void pf_server_jobs_drain(struct pf_server_jobs *js, struct pf_qpool *pool)
 			j->resp = NULL;
 			if (j->hname[0])
 				pf_http_req_set_header(r, j->hname, j->hval);
+			if (j->gzipped && j->resp_len)
+				pf_http_req_set_gzip_headers(r);
 			if (j->api && js->metrics)
 				pf_metrics_api_request(js->metrics, r->status);
 			if (j->note[0])

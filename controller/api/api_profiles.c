@@ -520,16 +520,54 @@ static void merge_error(struct pf_api *api, struct pf_api_response *resp, int rc
 		     rc == -ENOMEM ? "out of memory" : pf_store_last_error(api->store));
 }
 
+/* The top table of slot 0 of fl, merged over q: what GET /api/v1/top answers. NULL with
+ * *rc set on failure. */
+static json_t *top_json(const struct pf_flame *fl, size_t limit, const struct qfilter *q,
+			const struct pf_merge_stats *ms, int *rc)
+{
+	struct pf_flame_fn *fns = NULL;
+	size_t n = 0;
+
+	*rc = pf_flame_top(fl, 0, limit, &fns, &n);
+	if (*rc < 0)
+		return NULL;
+	uint64_t total = pf_flame_total(fl, 0);
+	json_t *arr = json_array();
+	for (size_t i = 0; arr && i < n; i++)
+		json_array_append_new(
+		    arr, json_pack("{s:s,s:I,s:I,s:f,s:f}", "name", fns[i].name, "self",
+				   (json_int_t)fns[i].self, "total", (json_int_t)fns[i].total,
+				   "self_pct", total ? 100.0 * (double)fns[i].self / (double)total : 0.0,
+				   "total_pct",
+				   total ? 100.0 * (double)fns[i].total / (double)total : 0.0));
+	json_t *o = json_pack("{s:o,s:I,s:s,s:I,s:I,s:s,s:b}", "functions", arr, "total",
+			      (json_int_t)total, "unit", ms->unit, "from_ms",
+			      (json_int_t)(q->f.from_ns / NS_PER_MS), "to_ms",
+			      (json_int_t)(q->f.to_ns / NS_PER_MS), "type", q->f.type, "truncated",
+			      pf_flame_truncated(fl));
+	free(fns);
+	o = stats_json(ms, "", o);
+	if (!o)
+		*rc = -ENOMEM;
+	return o;
+}
+
 static void h_flame_merged(struct pf_api *api, const struct pf_api_request *req,
 			   struct pf_api_response *resp, bool diff)
 {
 	struct qfilter q, base;
-	int64_t max_nodes, min_value;
+	int64_t max_nodes, min_value, top = 0;
 	struct pf_merge_stats ms, bs = {0};
 
 	if (!arg_selection(req, resp, &q, true) || !arg_ignored_cap(req, resp) ||
 	    !arg_nodes(req, resp, &max_nodes, &min_value))
 		return;
+	if (!arg_i64(req, resp, "top", 1, PF_API_PROF_LIST_MAX, 0, &top))
+		return;
+	if (top && diff) {
+		pf_api_error(resp, 400, "invalid_argument", "top: not on a diff");
+		return;
+	}
 	base = q;
 	base.f.match = base.kv;
 	if (diff) {
@@ -542,10 +580,21 @@ static void h_flame_merged(struct pf_api *api, const struct pf_api_request *req,
 			       &base.f.to_ns))
 			return;
 	}
-	struct pf_flame *fl = pf_flame_new((size_t)max_nodes);
-	int rc = fl ? pf_views_merge(api->store, &q.f, fl, 0, &ms) : -ENOMEM;
+	/* top: the table of the whole tree, from the same merge (full: when fl truncates) */
+	struct pf_flame *fl = pf_flame_new((size_t)max_nodes), *full = NULL;
+	int rc = fl ? 0 : -ENOMEM;
+	if (rc == 0 && top && max_nodes < PF_API_PROF_NODES_MAX &&
+	    !(full = pf_flame_new(PF_API_PROF_NODES_MAX)))
+		rc = -ENOMEM;
+	if (rc == 0)
+		rc = pf_views_merge_both(api->store, &q.f, fl, full, 0, &ms);
 	if (rc == 0 && diff)
 		rc = pf_views_merge(api->store, &base.f, fl, 1, &bs);
+	json_t *top_o = NULL;
+	if (rc == 0 && top)
+		top_o = top_json(full && pf_flame_truncated(fl) ? full : fl, (size_t)top, &q, &ms,
+				 &rc);
+	pf_flame_free(full);
 	if (rc < 0) {
 		pf_flame_free(fl);
 		merge_error(api, resp, rc);
@@ -556,6 +605,10 @@ static void h_flame_merged(struct pf_api *api, const struct pf_api_request *req,
 				  (json_int_t)(q.f.to_ns / NS_PER_MS), "type", q.f.type, "truncated",
 				  pf_flame_truncated(fl));
 	extra = stats_json(&ms, "", extra);
+	if (top_o && extra)
+		json_object_set_new(extra, "top", top_o);
+	else
+		json_decref(top_o);
 	if (diff && extra) {
 		extra = stats_json(&bs, "base_", extra);
 		json_object_set_new(extra, "base_from_ms",
@@ -581,32 +634,13 @@ static void h_top(struct pf_api *api, const struct pf_api_request *req,
 		return;
 	struct pf_flame *fl = pf_flame_new(PF_API_PROF_NODES_MAX);
 	int rc = fl ? pf_views_merge(api->store, &q.f, fl, 0, &ms) : -ENOMEM;
-	struct pf_flame_fn *fns = NULL;
-	size_t n = 0;
-	if (rc == 0)
-		rc = pf_flame_top(fl, 0, (size_t)limit, &fns, &n);
+	json_t *o = rc == 0 ? top_json(fl, (size_t)limit, &q, &ms, &rc) : NULL;
+	pf_flame_free(fl);
 	if (rc < 0) {
-		pf_flame_free(fl);
 		merge_error(api, resp, rc);
 		return;
 	}
-	uint64_t total = pf_flame_total(fl, 0);
-	json_t *arr = json_array();
-	for (size_t i = 0; arr && i < n; i++)
-		json_array_append_new(
-		    arr, json_pack("{s:s,s:I,s:I,s:f,s:f}", "name", fns[i].name, "self",
-				   (json_int_t)fns[i].self, "total", (json_int_t)fns[i].total,
-				   "self_pct", total ? 100.0 * (double)fns[i].self / (double)total : 0.0,
-				   "total_pct",
-				   total ? 100.0 * (double)fns[i].total / (double)total : 0.0));
-	json_t *o = json_pack("{s:o,s:I,s:s,s:I,s:I,s:s,s:b}", "functions", arr, "total",
-			      (json_int_t)total, "unit", ms.unit, "from_ms",
-			      (json_int_t)(q.f.from_ns / NS_PER_MS), "to_ms",
-			      (json_int_t)(q.f.to_ns / NS_PER_MS), "type", q.f.type, "truncated",
-			      pf_flame_truncated(fl));
-	free(fns);
-	pf_flame_free(fl);
-	respond_json(resp, stats_json(&ms, "", o));
+	respond_json(resp, o);
 }
 
 /* ---- Time series and pickers */

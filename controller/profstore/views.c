@@ -23,6 +23,9 @@ struct acc {
 	struct pf_store *st;
 	struct pf_flame *fl;
 	int slot;
+	bool keep_legacy; /* legacy profiles' ids kept in legacy (for a second tree) */
+	int64_t *legacy;
+	size_t n_legacy, cap_legacy;
 	struct pf_merge_stats *ms;
 	uint64_t *val; /* stack id -> summed weight */
 	size_t cap;
@@ -41,6 +44,12 @@ static int acc_part(const struct pf_profile_part *p, void *ud)
 		a->ms->merged += (size_t)p->profiles;
 		return 0;
 	}
+	if (a->keep_legacy &&
+	    pf_array_grow_fill(&a->legacy, &a->cap_legacy, a->n_legacy + 1, sizeof(*a->legacy),
+			       0) < 0)
+		return -ENOMEM;
+	if (a->keep_legacy)
+		a->legacy[a->n_legacy++] = p->profile;
 	int rc = pf_profstore_merge(a->st, p->profile, a->fl, a->slot);
 	if (rc == -ENOMEM)
 		return rc;
@@ -104,8 +113,8 @@ static int fmap_get(struct pf_store *st, struct pf_flame *fl, struct fmap *m, ui
 	return 0;
 }
 
-/* Adds the summed stacks to the tree, in stack id order. */
-static int acc_tree(struct acc *a)
+/* Adds the summed stacks to fl, in stack id order. */
+static int acc_tree(struct acc *a, struct pf_flame *fl)
 {
 	struct fmap m = {0};
 	_cleanup_free_ uint32_t *ids = NULL, *names = NULL;
@@ -133,31 +142,47 @@ static int acc_tree(struct acc *a)
 		if (n)
 			memcpy(ids, fr, n * sizeof(*ids));
 		for (size_t j = 0; rc == 0 && j < n; j++)
-			rc = fmap_get(a->st, a->fl, &m, ids[j], &names[j], &kinds[j]);
+			rc = fmap_get(a->st, fl, &m, ids[j], &names[j], &kinds[j]);
 		if (rc == 0)
-			rc = pf_flame_add_path(a->fl, names, kinds, n, a->val[a->touched[i]], a->slot);
+			rc = pf_flame_add_path(fl, names, kinds, n, a->val[a->touched[i]], a->slot);
 	}
 	free(m.name);
 	free(m.kind);
 	return rc;
 }
 
-int pf_views_merge(struct pf_store *st, const struct pf_profile_filter *f, struct pf_flame *fl,
-		   int slot, struct pf_merge_stats *ms)
+int pf_views_merge_both(struct pf_store *st, const struct pf_profile_filter *f,
+			struct pf_flame *fl, struct pf_flame *full, int slot,
+			struct pf_merge_stats *ms)
 {
-	struct acc a = {.st = st, .fl = fl, .slot = slot, .ms = ms};
+	struct acc a = {.st = st, .fl = fl, .slot = slot, .ms = ms, .keep_legacy = full != NULL};
 	struct pf_profile_select sel = {.flags = PF_PROFSEL_PAIRS, .max_res_ms = RES_HOUR,
 					.part_cb = acc_part, .pair_cb = acc_pair, .ud = &a};
 
 	memset(ms, 0, sizeof(*ms));
 	int rc = pf_store_profiles_select(st, f, &sel);
 	if (rc == 0)
-		rc = acc_tree(&a);
+		rc = acc_tree(&a, fl);
+	/* full as pf_views_merge() would fill it: the legacy profiles, then the stacks */
+	if (rc == 0 && full && pf_flame_truncated(fl)) {
+		for (size_t i = 0; rc == 0 && i < a.n_legacy; i++)
+			if ((rc = pf_profstore_merge(st, a.legacy[i], full, slot)) != -ENOMEM)
+				rc = 0; /* counted failed already */
+		if (rc == 0)
+			rc = acc_tree(&a, full);
+	}
 	free(a.val);
 	free(a.touched);
+	free(a.legacy);
 	if (f->type && *f->type)
 		type_unit(st, f->type, ms->unit);
 	return rc;
+}
+
+int pf_views_merge(struct pf_store *st, const struct pf_profile_filter *f, struct pf_flame *fl,
+		   int slot, struct pf_merge_stats *ms)
+{
+	return pf_views_merge_both(st, f, fl, NULL, slot, ms);
 }
 
 struct idlist {

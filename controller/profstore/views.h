@@ -36,6 +36,13 @@ struct pf_merge_stats {
  * error. */
 int pf_views_merge(struct pf_store *st, const struct pf_profile_filter *f, struct pf_flame *fl,
 		   int slot, struct pf_merge_stats *ms);
+/* pf_views_merge() into fl and, from the same read of the store, into full (another node
+ * cap, e.g. the whole tree a top table needs beside a bounded flame graph): full is filled
+ * only when fl came out truncated (pf_flame_truncated); otherwise fl is the whole tree and
+ * full stays empty. ms counts the profiles once. */
+int pf_views_merge_both(struct pf_store *st, const struct pf_profile_filter *f,
+			struct pf_flame *fl, struct pf_flame *full, int slot,
+			struct pf_merge_stats *ms);
 /* The same through each profile's compact form or body (pf_profstore_merge), in list order;
  * trace, match and attribute filters as pf_store_profiles_foreach takes them (no match). */
 int pf_views_merge_profiles(struct pf_store *st, const struct pf_profile_filter *f,

@@ -6,10 +6,12 @@
 //     drawn and the page's main thread is free (the page is interactive), against the same API
 //     calls timed from Node;
 //   - brush: a brush on the timeline until the flame graph of that range is drawn and the main
-//     thread is free, against the two API calls it makes (flame graph and top) timed from Node;
+//     thread is free, against the API calls it made for the graph and its table (the page's
+//     own URLs, from its resource timing) timed from Node;
 //   - with --ui-base DIR, a second controller on a copy of the same database serving the console
 //     built in DIR (another version of ui/: a same-run A/B of the page itself), each step of
-//     both consoles interleaved and their ratio printed.
+//     both consoles interleaved and their ratio printed; with --controller-base BIN as well,
+//     that second controller is BIN (another build: an A/B of controller and console).
 // For each step, where its time goes, on the page's clock from the step's start (the change of
 // the URL's hash or the mouse's release): when the flame graph's tree and the top table's answers had arrived
 // (resource timing), when the graph was drawn and when the main thread was free; and
@@ -17,7 +19,7 @@
 // script, layout, style recalculation, all tasks; polling from Node adds tasks of its own).
 // Not a test (nothing to pass or fail). Usage:
 //   PF_CONTROLLER_BIN=... PF_PROFSTORE_BENCH_BIN=... PF_UI_DIR=... node bench_profiles.mjs [--db DIR]
-//     [--ui-base DIR] [--runs N] [--agents N --windows W]
+//     [--ui-base DIR [--controller-base BIN]] [--runs N] [--agents N --windows W]
 // (--db: a directory where profstore-bench -d already wrote bench.db; else it runs it).
 // Bounded: a deadline on every wait; everything started is stopped.
 import { chromium } from "playwright-core";
@@ -31,6 +33,7 @@ const arg = (k, d) => { const i = process.argv.indexOf(k); return i > 0 ? proces
 const AGENTS = Number(arg("--agents", 100)), WINDOWS = Number(arg("--windows", 360));
 const RUNS = Number(arg("--runs", 5));
 const UI_BASE = arg("--ui-base", "");
+const CONTROLLER_BASE = arg("--controller-base", "");
 const CHROMIUM = process.env.PF_CHROMIUM || "/usr/bin/chromium";
 const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
   "--disable-component-update", "--no-first-run"];
@@ -42,7 +45,7 @@ const spread = (a) => `${Math.min(...a).toFixed(0)}–${Math.max(...a).toFixed(0
 const fig = (a) => `${median(a).toFixed(0)} ms (${spread(a)})`;
 
 // A controller on a copy of the store's database, serving the console in uiDir.
-async function controllerOn(db, uiDir) {
+async function controllerOn(db, uiDir, bin) {
   const fleet = new Fleet();
   mkdirSync(join(fleet.dir, "controller-data"), { recursive: true });
   copyFileSync(join(db, "bench.db"), join(fleet.dir, "controller-data", "profleet.db"));
@@ -52,7 +55,7 @@ async function controllerOn(db, uiDir) {
   writeFileSync(join(fleet.dir, "controller-data", "admin.token"), randomBytes(24).toString("hex") + "\n", { mode: 0o600 });
   // the bench's profiles were received in 2023: a retention that keeps them
   await fleet.startController(["--admin-token-file", join(fleet.dir, "controller-data", "admin.token"),
-    "--profile-retention-hours", String(24 * 366 * 10), "--profile-max-bytes", String(2 ** 40)], { uiDir });
+    "--profile-retention-hours", String(24 * 366 * 10), "--profile-max-bytes", String(2 ** 40)], bin ? { uiDir, bin } : { uiDir });
   return fleet;
 }
 
@@ -66,7 +69,9 @@ async function tabOn(browser, fleet) {
   await page.waitForSelector("[data-testid=role]");
   const cdp = await ctx.newCDPSession(page);
   await cdp.send("Performance.enable");
-  return { fleet, page, cdp, load: [], loadApi: [], brush: [], brushApi: [], metrics: { load: [], brush: [] }, marks: { load: [], brush: [] } };
+  const requested = [];
+  page.on("request", (r) => requested.push(r.url()));
+  return { fleet, page, cdp, requested, load: [], loadApi: [], brush: [], brushApi: [], metrics: { load: [], brush: [] }, marks: { load: [], brush: [] } };
 }
 
 const METRICS = ["ScriptDuration", "LayoutDuration", "RecalcStyleDuration", "TaskDuration"];
@@ -91,11 +96,15 @@ async function drawn(page, before, what) {
 }
 // the main thread free again: a frame painted and a task after it (the page's clock then)
 const settled = (page) => page.evaluate(() => new Promise((r) => requestAnimationFrame(() => setTimeout(() => r(performance.now()), 0))));
-// when the answers of the flame graph and the top table arrived, on the page's clock
+// when the answers of the flame graph and the top table arrived, on the page's clock (one
+// answer for both from a console that asks /flamegraph?top=N)
 const answered = (page) => page.evaluate(() => {
   const at = (re) => Math.max(0, ...performance.getEntriesByType("resource").filter((e) => re.test(e.name)).map((e) => e.responseEnd));
-  return [at(/\/api\/v1\/flamegraph\?/), at(/\/api\/v1\/top\?/)];
+  return [at(/\/api\/v1\/flamegraph\?/), at(/\/api\/v1\/top\?|\/api\/v1\/flamegraph\?.*[?&]top=/)];
 });
+// the API paths (below /api/v1) of the graph and the table among the requests urls
+const treeCalls = (urls) => urls.map((s) => new URL(s))
+  .filter((u) => /^\/api\/v1\/(flamegraph|top)$/.test(u.pathname)).map((u) => u.pathname.slice(7) + u.search);
 const MARKS = ["tree answered", "top answered", "graph drawn", "main thread free"];
 
 async function apiMs(fleet, paths) {
@@ -112,11 +121,13 @@ async function timed(tab, step, act, before) {
   const p0 = await page.evaluate(() => { performance.clearResourceTimings(); return performance.now(); });
   const m0 = await metrics(cdp);
   const t = performance.now();
+  tab.requested.length = 0;
   await act();
   const at = await drawn(page, before, `the flame graph (${step})`);
   const free = await settled(page);
   tab[step].push(performance.now() - t);
   tab.marks[step].push([...(await answered(page)), at, free].map((v) => v - p0));
+  tab.calls = treeCalls(tab.requested);
   const m1 = await metrics(cdp);
   tab.metrics[step].push(m1.map((v, i) => v - m0[i]));
 }
@@ -129,8 +140,7 @@ async function loadOnce(tab) {
     await page.goto(`${fleet.base}/ui/#/profiles?from=${FROM}&to=${TO}`);
     await page.waitForSelector("[data-testid=timeline] svg .timeline-area", { timeout: 60000 });
   }, null);
-  tab.loadApi.push(await apiMs(fleet, [`/profiles?from=${FROM}&to=${TO}&type=cpu&limit=1000`,
-    `/flamegraph?from=${FROM}&to=${TO}&type=cpu&max_nodes=20000`, `/top?from=${FROM}&to=${TO}&type=cpu&limit=200`]));
+  tab.loadApi.push(await apiMs(fleet, [`/profiles?from=${FROM}&to=${TO}&type=cpu&limit=1000`, ...tab.calls]));
 }
 
 async function brushOnce(tab, r) {
@@ -142,8 +152,7 @@ async function brushOnce(tab, r) {
   await page.mouse.move(box.x + box.width * (x0 + 0.25), box.y + 40, { steps: 4 });
   const before = await page.getAttribute(".flame[data-total]", "data-total");
   await timed(tab, "brush", () => page.mouse.up(), before);
-  const sel = new URLSearchParams(new URL(page.url()).hash.split("?")[1]).get("sel").split("-");
-  tab.brushApi.push(await apiMs(fleet, [`/flamegraph?from=${sel[0]}&to=${sel[1]}&type=cpu&max_nodes=20000`, `/top?from=${sel[0]}&to=${sel[1]}&type=cpu&limit=200`]));
+  tab.brushApi.push(await apiMs(fleet, tab.calls));
 }
 
 function report(name, tab) {
@@ -172,7 +181,7 @@ try {
   const tabs = [];
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS });
   for (const [name, dir] of consoles) {
-    const fleet = await controllerOn(db, dir);
+    const fleet = await controllerOn(db, dir, name === "base console" ? CONTROLLER_BASE : "");
     fleets.push(fleet);
     const tab = await tabOn(browser, fleet);
     tab.name = name;
@@ -190,6 +199,7 @@ try {
     for (const tab of tabs) await brushOnce(tab, r);
   }
   for (const tab of tabs) report(tab.name, tab);
+  for (const tab of tabs) console.log(`${tab.name} asks for: ${tab.calls.join(" ")}`);
   if (tabs.length === 2) {
     const [a, b] = tabs;
     console.log(`console ÷ base console: load ${(median(b.load) / median(a.load)).toFixed(2)}, brush ${(median(b.brush) / median(a.brush)).toFixed(2)}`);

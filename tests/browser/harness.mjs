@@ -69,12 +69,13 @@ export class Fleet {
     this.agents = {};
   }
 
-  // uiDir: the console it serves (PF_UI_DIR unless given)
-  async startController(extra = [], { uiDir = UI_DIR } = {}) {
+  // uiDir: the console it serves (PF_UI_DIR unless given); bin: the controller (PF_CONTROLLER_BIN
+  // unless given)
+  async startController(extra = [], { uiDir = UI_DIR, bin = CONTROLLER_BIN } = {}) {
     this.port = await freePort();
     this.base = `http://127.0.0.1:${this.port}`;
     this.dataDir = join(this.dir, "controller-data");
-    const args = [CONTROLLER_BIN, "--listen", `127.0.0.1:${this.port}`, "--data-dir", this.dataDir, ...extra, ...(process.env.PF_CONTROLLER_DEBUG ? ["--log-level", "debug"] : [])];
+    const args = [bin, "--listen", `127.0.0.1:${this.port}`, "--data-dir", this.dataDir, ...extra, ...(process.env.PF_CONTROLLER_DEBUG ? ["--log-level", "debug"] : [])];
     if (uiDir) args.push("--ui-dir", uiDir);
     this.controller = new Proc(args, join(this.dir, "controller.log"));
     this.procs.push(this.controller);

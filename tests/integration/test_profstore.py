@@ -492,6 +492,61 @@ class GroupCommit(StoreCase):
 
 
 @unittest.skipUnless(have_protoc(), "protoc or the reference schemas are missing")
+@unittest.skipUnless(have_protoc(), "protoc or the reference schemas are missing")
+class PoolAnswersGzip(StoreCase):
+    """The merged views are answered by the query pool, and compressed there as the loop
+    compresses its own JSON answers: gzip for a client that accepts it, plain for one that
+    does not (or sends identity), and an answer of 1 KiB or less always plain."""
+
+    def fetch(self, path, accept=None):
+        h = {"Authorization": "Bearer " + self.c.admin_token}
+        if accept is not None:
+            h["Accept-Encoding"] = accept
+        conn = http.client.HTTPConnection("127.0.0.1", self.c.port, timeout=30)
+        try:
+            conn.request("GET", path, headers=h)
+            r = conn.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+        finally:
+            conn.close()
+
+    def test_pool_answers_are_gzipped_for_clients_that_accept_it(self):
+        self.start()
+        body = encode_text(big_text())
+        for n in range(6):
+            st, b, _ = self.post(retag(body, n))
+            self.assertEqual(st, 200, b)
+        rng = "from=%d&to=%d" % (START_MS, START_MS + 10000)
+        for path in ("/api/v1/flamegraph?" + rng, "/api/v1/top?limit=200&" + rng,
+                     "/api/v1/profiles?" + rng):
+            st, h, plain = self.fetch(path)
+            self.assertEqual(st, 200, (path, plain[:200]))
+            self.assertNotIn("content-encoding", h, path)
+            self.assertGreater(len(plain), 1024, path)
+            json.loads(plain)
+            st, h, z = self.fetch(path, "gzip, deflate")
+            self.assertEqual(st, 200, path)
+            self.assertEqual(h.get("content-encoding"), "gzip", path)
+            self.assertEqual(h.get("vary"), "Accept-Encoding", path)
+            self.assertEqual(z[:2], b"\x1f\x8b", path)
+            self.assertLess(len(z), len(plain), path)
+            self.assertEqual(gzip.decompress(z), plain, path)
+            st, h, ident = self.fetch(path, "identity")
+            self.assertNotIn("content-encoding", h, path)
+            self.assertEqual(ident, plain, path)
+        # a small answer of the pool goes as it is
+        st, h, small = self.fetch("/api/v1/profile_types?" + rng, "gzip")
+        self.assertEqual(st, 200)
+        self.assertLessEqual(len(small), 1024)
+        self.assertNotIn("content-encoding", h)
+        self.assertEqual(json.loads(small)["types"], [{"type": "cpu", "unit": "samples"}])
+        # errors of the pool too, whatever their size
+        st, h, err = self.fetch("/api/v1/flamegraph?from=x", "gzip")
+        self.assertEqual(st, 400)
+        self.assertNotIn("content-encoding", h)
+        self.assertEqual(json.loads(err)["error"]["code"], "invalid_argument")
+
+
 class LoopNotBlocked(StoreCase):
     MIN_QUERY_S = 0.1
 

@@ -124,10 +124,9 @@ function progress(c) {
 
 export async function drawFlame(box, params, title) {
   clear(box, h("div", { class: "muted", text: "loading flame graph…" }));
-  const [tree, top] = await Promise.all([
-    api.get("/flamegraph" + qs({ ...params, max_nodes: 20000 })),
-    api.get("/top" + qs({ ...params, limit: 200 })),
-  ]);
+  // the tree and its top table from one merge (a controller without `top`: asked for after)
+  const tree = await api.get("/flamegraph" + qs({ ...params, max_nodes: 20000, top: 200 }));
+  const top = tree.top || (await api.get("/top" + qs({ ...params, limit: 200 })));
   if (!tree.value) {
     clear(box, h("div", { class: "empty", text: "No samples in this range." }));
     return;

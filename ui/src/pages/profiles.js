@@ -219,22 +219,22 @@ function latest(box) {
   return () => box.drawGen === gen;
 }
 
-// The merged flame graph and top table of the selection (else the range), asked for at once:
-// {tree, top}, two promises (a failure is shown where the graph or the table would be).
+// The merged flame graph and top table of the selection (else the range), one request (the
+// controller merges once for both: /flamegraph?top=N; a controller without `top` answers the
+// tree alone, and the table is asked for after it): {tree, top}, two promises (a failure is
+// shown where the graph or the table would be).
 function fetchMerged(state, filters, range) {
   const sel = state.sel || range;
   const params = [["from", Math.round(sel[0])], ["to", Math.round(sel[1])], ...filters];
-  const asked = {
-    tree: api.get("/flamegraph" + pairsQs([...params, ["max_nodes", 20000]])),
-    top: api.get("/top" + pairsQs([...params, ["limit", 200]])),
-  };
+  const tree = api.get("/flamegraph" + pairsQs([...params, ["max_nodes", 20000], ["top", 200]]));
+  const asked = { tree, top: tree.then((t) => t.top || api.get("/top" + pairsQs([...params, ["limit", 200]]))) };
   asked.tree.catch(() => {});
   asked.top.catch(() => {});
   return asked;
 }
 
 // pre: fetchMerged() of this same state, when already asked for. The graph is drawn when its
-// tree arrives, the table (its own, slower, merge) when it does.
+// tree arrives, then the table.
 async function drawMerged(box, state, filters, range, pre = null) {
   const sel = state.sel || range;
   const mine = latest(box);

@@ -23,6 +23,7 @@
 #include "fleet/fleet.h"
 #include "metrics.h"
 #include "otlp_profiles.h"
+#include "pf/compiler.h"
 #include "pf/gzip.h"
 #include "pf/hash.h"
 #include "pf/uuid.h"
@@ -280,6 +281,65 @@ static void test_top(void **state)
 	j = get(x, "/api/v1/top", &st, NULL, "from=x", NULL);
 	assert_int_equal(st, 400);
 	json_decref(j);
+}
+
+/* GET /flamegraph?top=N: the tree GET /flamegraph answers plus, under "top", what GET
+ * /top?limit=N answers, from one merge; with a node cap that truncates the tree, the table
+ * is still the whole tree's. */
+static void check_flame_with_top(struct fx *x)
+{
+	char from[32];
+	int st;
+	snprintf(from, sizeof(from), "from=%lld", (long long)START_MS);
+	static const char *const caps[] = {"max_nodes=50000", "max_nodes=2"};
+	json_t *top = get(x, "/api/v1/top", &st, NULL, from, "limit=3", NULL);
+	assert_int_equal(st, 200);
+	assert_false(json_is_true(json_object_get(top, "truncated")));
+	for (size_t i = 0; i < 2; i++) {
+		json_t *tree = get(x, "/api/v1/flamegraph", &st, NULL, from, caps[i], NULL);
+		assert_int_equal(st, 200);
+		json_t *both = get(x, "/api/v1/flamegraph", &st, NULL, from, caps[i], "top=3", NULL);
+		assert_int_equal(st, 200);
+		assert_true(json_equal(json_object_get(both, "top"), top));
+		assert_int_equal(json_array_size(json_object_get(json_object_get(both, "top"),
+								 "functions")),
+				 3);
+		assert_int_equal(json_object_del(both, "top"), 0);
+		assert_true(json_equal(both, tree));
+		assert_true(json_is_true(json_object_get(tree, "truncated")) == (i == 1));
+		json_decref(tree);
+		json_decref(both);
+	}
+	json_decref(top);
+	static const char *const bad[] = {"top=0", "top=1001", "top=x"};
+	for (size_t i = 0; i < PF_ARRAY_SIZE(bad); i++) {
+		json_t *j = get(x, "/api/v1/flamegraph", &st, NULL, from, bad[i], NULL);
+		assert_int_equal(st, 400);
+		assert_string_equal(err_code(j), "invalid_argument");
+		json_decref(j);
+	}
+	char bf[32], bt[32];
+	snprintf(bf, sizeof(bf), "base_from=%lld", (long long)START_MS);
+	snprintf(bt, sizeof(bt), "base_to=%lld", (long long)START_MS + 20000);
+	json_t *j = get(x, "/api/v1/flamegraph/diff", &st, NULL, from, bf, bt, "top=3", NULL);
+	assert_int_equal(st, 400);
+	json_decref(j);
+}
+
+static void test_flame_with_top(void **state)
+{
+	check_flame_with_top(*state);
+}
+
+static void refill(void **state, unsigned ingest_flags);
+
+/* The same over profiles read one by one (stored without the content tables). */
+static void test_flame_with_top_legacy(void **state)
+{
+	refill(state, 0);
+	pf_profstore_set_compact(0);
+	check_flame_with_top(*state);
+	pf_profstore_set_compact(PF_PROFSTORE_COMPACT_READ | PF_PROFSTORE_STACKS);
 }
 
 static void test_auth_and_methods(void **state)
@@ -548,6 +608,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_get_and_pprof, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flamegraphs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_top, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flame_with_top, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flame_with_top_legacy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_auth_and_methods, setup, teardown),
 		cmocka_unit_test(test_offload_routes),
 		cmocka_unit_test_setup_teardown(test_worker_api_same_answers, setup, teardown),
