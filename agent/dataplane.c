@@ -375,6 +375,9 @@ void dp_sampler_health(struct agent_dataplane *d)
 		 st.sym.line_tables, (st.sym.line_tables_bytes + 1023) >> 10, st.sym.line_builds,
 		 st.sym.line_cache_hits, st.sym.line_build_failed, st.sym.line_deferred);
 	agent_health_set(d->health, "symbolizer", true, status, NULL);
+
+	pf_sampler_unwinders_status(&st, status, sizeof(status));
+	agent_health_set(d->health, UNWINDERS_NAME, true, status, NULL);
 }
 
 /* The "captures" component: counts, and unhealthy while the last capture failed for a reason of
@@ -534,6 +537,7 @@ static void start_sampler(struct agent_dataplane *d)
 			agent_captures_set_sampler(d->captures, false);
 		agent_health_set(d->health, "sampler", true, "off (--no-sampler)", NULL);
 		agent_health_set(d->health, "symbolizer", true, "off (no sampler)", NULL);
+		agent_health_set(d->health, UNWINDERS_NAME, true, "off (no sampler)", NULL);
 		return;
 	}
 	struct pf_sampler_options so = {.include_self = d->include_self,
@@ -549,6 +553,7 @@ static void start_sampler(struct agent_dataplane *d)
 		pf_log_error("dataplane: eBPF sampler unavailable: %s", err.msg);
 		agent_health_set(d->health, "sampler", false, "unavailable", err.msg);
 		agent_health_set(d->health, "symbolizer", true, "idle (no sampler)", NULL);
+		agent_health_set(d->health, UNWINDERS_NAME, true, "off (no sampler)", NULL);
 		if (d->captures)
 			agent_captures_set_sampler(d->captures, false);
 		return;
@@ -811,12 +816,14 @@ struct agent_dataplane *agent_dataplane_new(const struct agent_dataplane_opts *o
 	}
 	agent_health_register(d->health, "sampler");
 	agent_health_register(d->health, "symbolizer");
+	agent_health_register(d->health, UNWINDERS_NAME);
 	agent_health_register(d->health, GUARD_NAME);
 	dp_guard_health(d);
 	if (d->captures)
 		agent_health_register(d->health, "captures");
 	agent_health_set(d->health, "sampler", true, "loading", NULL);
 	agent_health_set(d->health, "symbolizer", true, "starting", NULL);
+	agent_health_set(d->health, UNWINDERS_NAME, true, "starting", NULL);
 	int rc = pthread_create(&d->thread, NULL, worker_main, d);
 	if (rc != 0) {
 		pf_error_set(err, -rc, "", "cannot start the dataplane thread: %s", strerror(rc));

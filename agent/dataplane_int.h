@@ -55,6 +55,9 @@ struct dp_target {
 #define CLOSE_HOLD_POLL_MS 20
 #define HIGH_CPU_NAME "trigger/high_cpu"
 #define GUARD_NAME "guard"
+/* Which unwinders the sampled processes use (pf_sampler_unwinders_status): the Fleet page's
+ * column */
+#define UNWINDERS_NAME "unwinders"
 
 struct agent_dataplane {
 	struct agent_health *health;

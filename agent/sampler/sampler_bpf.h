@@ -304,6 +304,11 @@ size_t pf_sampler_nodejs_status(const struct pf_sampler_stats *st, char *out, si
 /* The same for Java: "java: 2 JVMs, Java frames 1234, lookups failed 0, names 56, not named
  * 0; pid 9: jvm: ..." ("java: off"; "" when no JVM was seen). */
 size_t pf_sampler_java_status(const struct pf_sampler_stats *st, char *out, size_t cap);
+/* Which unwinders the sampled processes use, for the "unwinders" health component:
+ * "native: unwind tables, python: 2, nodejs: off, java: 1" — native is "unwind tables" or
+ * "frame pointers", each interpreter the processes whose frames it names, or "off". The
+ * length written (truncated to cap - 1). */
+size_t pf_sampler_unwinders_status(const struct pf_sampler_stats *st, char *out, size_t cap);
 
 /* Counters for the agent's metrics and health. */
 int pf_sampler_stats(struct pf_sampler *s, struct pf_sampler_stats *out);

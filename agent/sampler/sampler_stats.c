@@ -330,3 +330,19 @@ size_t pf_sampler_java_status(const struct pf_sampler_stats *st, char *out, size
 	}
 	return n;
 }
+
+size_t pf_sampler_unwinders_status(const struct pf_sampler_stats *st, char *out, size_t cap)
+{
+	if (!cap)
+		return 0;
+	char py[24] = "off", js[24] = "off", jvm[24] = "off";
+	if (st->python)
+		snprintf(py, sizeof(py), "%" PRIu64, st->py.processes);
+	if (st->nodejs)
+		snprintf(js, sizeof(js), "%" PRIu64, st->v8.processes);
+	if (st->java)
+		snprintf(jvm, sizeof(jvm), "%" PRIu64, st->jvm.processes);
+	int k = snprintf(out, cap, "native: %s, python: %s, nodejs: %s, java: %s",
+			 st->dwarf_unwind ? "unwind tables" : "frame pointers", py, js, jvm);
+	return k < 0 ? 0 : (size_t)k >= cap ? cap - 1 : (size_t)k;
+}

@@ -217,6 +217,13 @@ test("the fleet table shows every agent with its state, config and status", asyn
     assert.match(await row.textContent(), /APPLIED/);
   }
   assert.equal(await page.getAttribute(`tr[data-uid="${uids.gone1}"]`, "data-state"), "disconnected");
+  // which unwinders an agent's processes use (its "unwinders" health component): an agent
+  // without a sampler has none
+  assert.equal((await page.textContent(`tr[data-uid="${uids.dev1}"] [data-testid=unwinders]`)).trim(), "—");
+  if (ebpf)
+    await waitUntil(async () => /native \((unwind tables|frame pointers)\)/.test(
+      await page.textContent(`tr[data-uid="${uids.web1}"] [data-testid=unwinders]`)),
+      { what: "web1's unwinders in the fleet table" });
   assert.equal(await page.textContent("[data-testid=count-all] .n"), "4");
   assert.equal(await page.textContent("[data-testid=count-disconnected] .n"), "1");
   await shot("02-fleet");

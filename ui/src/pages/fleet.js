@@ -27,7 +27,7 @@ export async function fleetPage(main, ctx) {
   const tbody = h("tbody");
   const live = h("span", { class: "muted live", text: "" });
   const cols = [["uid", "Agent"], ["state", "State"], ["labels", "Labels"], ["config", "Config"],
-    ["status", "Status"], ["last_seen", "Last seen"]];
+    ["status", "Status"], ["unwinders", "Unwinders"], ["last_seen", "Last seen"]];
   const thead = h("thead", {}, h("tr", {}, cols.map(([k, label]) => h("th", { class: "sortable", "data-sort": k,
     onclick: () => { if (sortKey === k) sortDir = -sortDir; else { sortKey = k; sortDir = 1; } draw(); } }, label))));
 
@@ -45,6 +45,7 @@ export async function fleetPage(main, ctx) {
       case "labels": return labelsOf(a).join(",");
       case "config": return (a.config && a.config.name) || "";
       case "status": return (a.config && a.config.status) || "";
+      case "unwinders": return unwindersOf(a).join(",");
       case "last_seen": return -(a.last_seen || 0);
       default: return a.instance_uid;
     }
@@ -75,6 +76,7 @@ export async function fleetPage(main, ctx) {
           h("td", { text: c.name ? `${c.name} v${c.version}` : "—" }),
           h("td", { class: "status-cell" }, badge(c.status || "UNSET", "cfg-" + (c.status || "UNSET").toLowerCase()),
             c.error ? h("div", { class: "cfg-error", text: c.error }) : null),
+          unwindersCell(a),
           h("td", { title: new Date(a.last_seen || 0).toISOString(), text: ago(a.last_seen, now) }));
       }));
     }
@@ -145,6 +147,23 @@ export async function fleetPage(main, ctx) {
 
   await refresh();
   return poller(refresh, REFRESH_MS);
+}
+
+// The agent's "unwinders" health component: "native: unwind tables, python: 2, nodejs: off,
+// java: 1" (docs/agent.md) → how native stacks are walked, then each interpreter whose frames
+// it names in some process, with how many processes.
+function unwindersOf(a) {
+  const c = a.health && a.health.components && a.health.components.unwinders;
+  if (!c || typeof c.status !== "string" || !c.status.startsWith("native: ")) return [];
+  return c.status.split(", ").map((p) => p.split(": ")).filter(([k, v]) => k && v && v !== "off" && v !== "0")
+    .map(([k, v]) => (k === "native" ? `native (${v})` : `${k} ×${v}`));
+}
+
+function unwindersCell(a) {
+  const u = unwindersOf(a);
+  const c = a.health && a.health.components && a.health.components.unwinders;
+  return h("td", { "data-testid": "unwinders", title: (c && c.status) || "" },
+    u.length ? u.map((x) => h("span", { class: "label", text: x })) : "—");
 }
 
 function labelsOf(a) {
