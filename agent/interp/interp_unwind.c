@@ -106,6 +106,21 @@ struct pf_interp_proc *pf_interp_procs_pop(struct pf_interp_procs *t)
 	return NULL;
 }
 
+void pf_interp_procs_drop(struct pf_interp_procs *t, uint32_t pid,
+			  void (*free_fn)(struct pf_interp_proc *))
+{
+	struct pf_interp_proc *p = pf_interp_procs_take(t, pid);
+	if (p)
+		free_fn(p);
+}
+
+void pf_interp_procs_clear(struct pf_interp_procs *t, void (*free_fn)(struct pf_interp_proc *))
+{
+	struct pf_interp_proc *p;
+	while ((p = pf_interp_procs_pop(t)))
+		free_fn(p);
+}
+
 static struct pf_interp_name *name_slot(struct pf_interp_name *tab, size_t cap, uint64_t word)
 {
 	size_t mask = cap - 1, j = pf_mix64(word) & mask;

@@ -60,6 +60,11 @@ void pf_interp_procs_add(struct pf_interp_procs *t, struct pf_interp_proc *p);
 struct pf_interp_proc *pf_interp_procs_take(struct pf_interp_procs *t, uint32_t pid);
 /* Unlinks any entry and returns it, NULL when the table is empty. */
 struct pf_interp_proc *pf_interp_procs_pop(struct pf_interp_procs *t);
+/* Unlinks pid's entry, if it has one, and frees it with free_fn. */
+void pf_interp_procs_drop(struct pf_interp_procs *t, uint32_t pid,
+			  void (*free_fn)(struct pf_interp_proc *));
+/* Unlinks every entry and frees each with free_fn. */
+void pf_interp_procs_clear(struct pf_interp_procs *t, void (*free_fn)(struct pf_interp_proc *));
 
 /* One name: function NULL when the word could not be named (done) or was not looked at yet
  * (!done); file, system_name NULL when none. */

@@ -44,8 +44,9 @@ struct pf_v8_unwind *pf_v8_unwind_new(void)
 	return u;
 }
 
-static void proc_free(struct proc *p)
+static void proc_free(struct pf_interp_proc *l)
 {
+	struct proc *p = (struct proc *)l;
 	pf_interp_names_clear(&p->tab);
 	pf_v8_names_free(p->names);
 	free(p);
@@ -53,10 +54,7 @@ static void proc_free(struct proc *p)
 
 static void forget_all(void *w)
 {
-	struct pf_v8_unwind *u = w;
-	struct pf_interp_proc *l;
-	while ((l = pf_interp_procs_pop(&u->procs)))
-		proc_free((struct proc *)l);
+	pf_interp_procs_clear(&((struct pf_v8_unwind *)w)->procs, proc_free);
 }
 
 void pf_v8_unwind_free(struct pf_v8_unwind *u)
@@ -80,10 +78,7 @@ bool pf_v8_unwind_has(const struct pf_v8_unwind *u, uint32_t pid)
 
 static void walker_forget(void *w, uint32_t pid)
 {
-	struct pf_v8_unwind *u = w;
-	struct pf_interp_proc *l = pf_interp_procs_take(&u->procs, pid);
-	if (l)
-		proc_free((struct proc *)l);
+	pf_interp_procs_drop(&((struct pf_v8_unwind *)w)->procs, pid, proc_free);
 }
 
 /* ---- detection ---- */

@@ -280,55 +280,58 @@ size_t pf_sampler_python_status(const struct pf_sampler_stats *st, char *out, si
 	return n;
 }
 
-size_t pf_sampler_nodejs_status(const struct pf_sampler_stats *st, char *out, size_t cap)
+/* n advanced by what snprintf returned (k), clamped to the cap - 1 bytes written. */
+static size_t advanced(size_t n, int k, size_t cap)
+{
+	return k < 0 ? n : (size_t)k >= cap - n ? cap - 1 : n + (size_t)k;
+}
+
+/* A walker's status line: "<name>: off", "" when it saw nothing, else head; then "; <reason>"
+ * for each of its count kept unsupported processes (msgs: rows of stride bytes). */
+static size_t walker_status(char *out, size_t cap, const char *name, bool on, bool seen,
+			    const char *head, const char *msgs, size_t stride, unsigned count)
 {
 	if (!cap)
 		return 0;
-	int k;
-	if (!st->nodejs)
-		k = snprintf(out, cap, "nodejs: off");
-	else if (!st->v8.processes && !st->v8.unsupported && !st->v8_frames)
-		k = snprintf(out, cap, "%s", "");
+	size_t n;
+	if (!on)
+		n = advanced(0, snprintf(out, cap, "%s: off", name), cap);
 	else
-		k = snprintf(out, cap,
-			     "nodejs: %" PRIu64 " processes%s%s%s, JS frames %" PRIu64
-			     ", read failures %" PRIu64 ", names %" PRIu64 ", not named %" PRIu64,
-			     st->v8.processes, st->v8.version[0] ? " (V8 " : "", st->v8.version,
-			     st->v8.version[0] ? ")" : "", st->v8_frames, st->v8_read_errors,
-			     st->v8.named, st->v8.name_failed);
-	size_t n = k < 0 ? 0 : (size_t)k >= cap ? cap - 1 : (size_t)k;
-	for (unsigned i = 0; i < st->v8.n_unsupported_msg && i < PF_V8_UNWIND_UNSUPPORTED_KEPT; i++) {
-		k = snprintf(out + n, cap - n, "; %s", st->v8.unsupported_msg[i]);
-		n = k < 0 ? n : (size_t)k >= cap - n ? cap - 1 : n + (size_t)k;
-	}
+		n = advanced(0, snprintf(out, cap, "%s", seen ? head : ""), cap);
+	for (unsigned i = 0; i < count; i++)
+		n = advanced(n, snprintf(out + n, cap - n, "; %s", msgs + i * stride), cap);
 	return n;
+}
+
+size_t pf_sampler_nodejs_status(const struct pf_sampler_stats *st, char *out, size_t cap)
+{
+	char head[256];
+	snprintf(head, sizeof(head),
+		 "nodejs: %" PRIu64 " processes%s%s%s, JS frames %" PRIu64
+		 ", read failures %" PRIu64 ", names %" PRIu64 ", not named %" PRIu64,
+		 st->v8.processes, st->v8.version[0] ? " (V8 " : "", st->v8.version,
+		 st->v8.version[0] ? ")" : "", st->v8_frames, st->v8_read_errors, st->v8.named,
+		 st->v8.name_failed);
+	unsigned count = pf_min(st->v8.n_unsupported_msg, PF_V8_UNWIND_UNSUPPORTED_KEPT);
+	return walker_status(out, cap, "nodejs", st->nodejs,
+			     st->v8.processes || st->v8.unsupported || st->v8_frames, head,
+			     st->v8.unsupported_msg[0], sizeof(st->v8.unsupported_msg[0]), count);
 }
 
 size_t pf_sampler_java_status(const struct pf_sampler_stats *st, char *out, size_t cap)
 {
-	if (!cap)
-		return 0;
-	int k;
-	if (!st->java)
-		k = snprintf(out, cap, "java: off");
-	else if (!st->jvm.processes && !st->jvm.unsupported && !st->jvm.frames)
-		k = snprintf(out, cap, "%s", "");
-	else
-		k = snprintf(out, cap,
-			     "java: %" PRIu64 " JVMs (%" PRIu64
-			     " walked in the kernel), Java frames %" PRIu64
-			     ", lookups failed %" PRIu64 ", kernel frames %" PRIu64
-			     ", read failures %" PRIu64 ", names %" PRIu64 ", not named %" PRIu64,
-			     st->jvm.processes, st->jvm.walked,
-			     st->jvm.frames + st->jvm.interp_frames, st->jvm.lookup_failed,
-			     st->jvm_frames, st->jvm_read_errors, st->jvm.named,
-			     st->jvm.name_failed);
-	size_t n = k < 0 ? 0 : (size_t)k >= cap ? cap - 1 : (size_t)k;
-	for (unsigned i = 0; i < st->jvm.n_unsupported_msg && i < PF_INTERP_UNSUPPORTED_KEPT; i++) {
-		k = snprintf(out + n, cap - n, "; %s", st->jvm.unsupported_msg[i]);
-		n = k < 0 ? n : (size_t)k >= cap - n ? cap - 1 : n + (size_t)k;
-	}
-	return n;
+	char head[320];
+	snprintf(head, sizeof(head),
+		 "java: %" PRIu64 " JVMs (%" PRIu64 " walked in the kernel), Java frames %" PRIu64
+		 ", lookups failed %" PRIu64 ", kernel frames %" PRIu64 ", read failures %" PRIu64
+		 ", names %" PRIu64 ", not named %" PRIu64,
+		 st->jvm.processes, st->jvm.walked, st->jvm.frames + st->jvm.interp_frames,
+		 st->jvm.lookup_failed, st->jvm_frames, st->jvm_read_errors, st->jvm.named,
+		 st->jvm.name_failed);
+	unsigned count = pf_min(st->jvm.n_unsupported_msg, PF_INTERP_UNSUPPORTED_KEPT);
+	return walker_status(out, cap, "java", st->java,
+			     st->jvm.processes || st->jvm.unsupported || st->jvm.frames, head,
+			     st->jvm.unsupported_msg[0], sizeof(st->jvm.unsupported_msg[0]), count);
 }
 
 size_t pf_sampler_unwinders_status(const struct pf_sampler_stats *st, char *out, size_t cap)
