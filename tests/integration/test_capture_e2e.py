@@ -223,7 +223,7 @@ class CaptureEndToEnd(IntegrationCase):
             f = flame_totals(flame, ("wait_lock", "compute"))
             print("%s capture: wait_lock %.0f ms, compute %.0f ms" %
                   (t, f["wait_lock"] / 1e6, f["compute"] / 1e6))
-            self.assertGreater(f["wait_lock"], 0, (f, flame_summary(flame)))
+            self.assertGreater(f["wait_lock"], 0, (f, flame_summary(flame), a))
             if t == "wall":
                 ratio = f["wait_lock"] / max(f["compute"], 1)
                 self.assertTrue(2.0 <= ratio <= 4.5, "wait_lock/compute = %.2f" % ratio)
